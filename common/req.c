@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+#include "req.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jitcache/jitcache.h"
+
+static void strv_clear(struct jc_strv *sv)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		free(sv->v[i]);
+	free(sv->v);
+	sv->v = NULL;
+	sv->n = 0;
+}
+
+static void blobs_clear(struct jc_blob **arr, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++) {
+		free((*arr)[i].name);
+		free((*arr)[i].data);
+	}
+	free(*arr);
+	*arr = NULL;
+	*n = 0;
+}
+
+void jc__req_clear(struct jc_req *r)
+{
+	free(r->arch);
+	free(r->source_name);
+	free(r->source);
+	blobs_clear(&r->headers, &r->n_headers);
+	strv_clear(&r->options);
+	strv_clear(&r->include_dirs);
+	strv_clear(&r->name_exprs);
+	blobs_clear(&r->link_inputs, &r->n_link_inputs);
+	strv_clear(&r->link_options);
+	free(r->app_abi);
+	free(r->reject_message);
+	memset(r, 0, sizeof(*r));
+}
+
+void jc__res_init(struct jc_res *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+}
+
+void jc__res_clear(struct jc_res *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->data);
+	free(r->log);
+	free(r->message);
+	for (size_t i = 0; i < r->n_lowered; i++) {
+		free(r->lowered[i].expr);
+		free(r->lowered[i].lowered);
+	}
+	free(r->lowered);
+	jc__res_init(r);
+}
+
+int jc__strv_push(struct jc_strv *sv, const char *s)
+{
+	char *copy = strdup(s);
+	char **v = realloc(sv->v, (sv->n + 1) * sizeof(*v));
+	if (!copy || !v) {
+		free(copy);
+		if (v)
+			sv->v = v;
+		return JC_ENOMEM;
+	}
+	v[sv->n++] = copy;
+	sv->v = v;
+	return 0;
+}
+
+int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void *data,
+		  size_t size, uint32_t type)
+{
+	struct jc_blob *a = realloc(*arr, (*n + 1) * sizeof(*a));
+	if (!a)
+		return JC_ENOMEM;
+	*arr = a;
+	struct jc_blob *b = &a[*n];
+	b->name = strdup(name);
+	b->data = malloc(size ? size : 1);
+	if (!b->name || !b->data) {
+		free(b->name);
+		free(b->data);
+		return JC_ENOMEM;
+	}
+	if (size)
+		memcpy(b->data, data, size);
+	b->size = size;
+	b->type = type;
+	(*n)++;
+	return 0;
+}
+
+static const char *const output_names[] = {NULL, "cubin", "ptx", "ltoir"};
+static const char *const input_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin", "object", "library"};
+static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined"};
+
+#define NAME_OF(table, v) ((v) < sizeof(table) / sizeof(table[0]) ? table[v] : NULL)
+
+static int parse_name(const char *const *table, size_t n, const char *s)
+{
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(table[i], s) == 0)
+			return (int)i;
+	return JC_EINVAL;
+}
+
+const char *jc__output_name(uint32_t output)
+{
+	return NAME_OF(output_names, output);
+}
+
+int jc__output_parse(const char *s)
+{
+	return parse_name(output_names, sizeof(output_names) / sizeof(output_names[0]), s);
+}
+
+const char *jc__input_type_name(uint32_t type)
+{
+	return NAME_OF(input_names, type);
+}
+
+int jc__input_type_parse(const char *s)
+{
+	return parse_name(input_names, sizeof(input_names) / sizeof(input_names[0]), s);
+}
+
+const char *jc__cache_status_name(uint32_t cache)
+{
+	return NAME_OF(cache_names, cache);
+}
+
+void jc__hex16(const uint8_t in[16], char out[33])
+{
+	static const char digits[] = "0123456789abcdef";
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[32] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int jc__unhex16(const char *s, uint8_t out[16])
+{
+	if (strlen(s) != 32)
+		return JC_EINVAL;
+	for (int i = 0; i < 16; i++) {
+		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return JC_EINVAL;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The request and result model shared by the client library, the protocol
+ * codec, the key derivation and the daemon. It mirrors NVRTC's program model
+ * (one source, in-memory headers, options, name expressions) plus nvJitLink's
+ * link inputs, so a transparent NVRTC shim can fill it one call at a time.
+ *
+ * Every pointer inside is owned by the struct and freed by jc__req_clear() /
+ * jc__res_clear(). Not thread-safe; a request is built by one thread.
+ */
+#ifndef JC_REQ_H
+#define JC_REQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum jc_job {
+	JC_JOB_COMPILE = 1,      /* NVRTC only */
+	JC_JOB_LINK = 2,         /* nvJitLink over link inputs only */
+	JC_JOB_COMPILE_LINK = 3, /* NVRTC (-dlto) then nvJitLink with the link inputs */
+};
+
+enum jc_output {
+	JC_OUTPUT_CUBIN = 1,
+	JC_OUTPUT_PTX = 2,
+	JC_OUTPUT_LTOIR = 3,
+};
+
+/* Link input types, as nvJitLinkInputType names them. */
+enum jc_input_type {
+	JC_INPUT_CUBIN = 1,
+	JC_INPUT_PTX = 2,
+	JC_INPUT_LTOIR = 3,
+	JC_INPUT_FATBIN = 4,
+	JC_INPUT_OBJECT = 5,
+	JC_INPUT_LIBRARY = 6,
+};
+
+/* Where a result came from (client-visible cache status). */
+enum jc_cache_status {
+	JC_CACHE_MISS = 1,         /* this request ran the compile */
+	JC_CACHE_HIT = 2,          /* served from the cache */
+	JC_CACHE_NEGATIVE_HIT = 3, /* a cached compile failure, served with its log */
+	JC_CACHE_JOINED = 4,       /* waited on another request's compile (single flight) */
+};
+
+struct jc_blob {
+	char *name;      /* NUL-terminated */
+	uint8_t *data;   /* size bytes */
+	size_t size;
+	uint32_t type;   /* enum jc_input_type for link inputs, 0 for headers */
+};
+
+struct jc_strv {
+	char **v;        /* n NUL-terminated strings */
+	size_t n;
+};
+
+struct jc_req {
+	uint32_t job;            /* enum jc_job */
+	uint32_t output;         /* enum jc_output */
+	char *arch;              /* "sm_90", "sm_90a", "compute_90" */
+	char *source_name;       /* NVRTC program name, e.g. "saxpy.cu" */
+	uint8_t *source;
+	size_t source_size;
+	struct jc_blob *headers; /* in-memory headers (name = include name) */
+	size_t n_headers;
+	struct jc_strv options;      /* NVRTC options, in order */
+	struct jc_strv include_dirs; /* directories the daemon may scan/read */
+	struct jc_strv name_exprs;   /* name expressions, e.g. "&saxpy<float>" */
+	struct jc_blob *link_inputs; /* in link order */
+	size_t n_link_inputs;
+	struct jc_strv link_options;
+	char *app_abi;           /* application ABI/schema version, "" if unset */
+	uint32_t test_fault;     /* test-only: see JC_FAULT_*; honoured only with JITCACHE_TEST_FAULTS=1 */
+	/* Not part of the key: the client could not use the object it was served
+	 * (hash mismatch or cuModuleLoadData failure). The daemon quarantines that
+	 * object if the entry still names it and compiles afresh (bounded). */
+	uint8_t reject_object[16];
+	uint32_t reject_reason;  /* 0 = none, else enum jc_reject */
+	char *reject_message;    /* e.g. the driver's error string; may be NULL */
+};
+
+enum jc_reject { JC_REJECT_NONE = 0, JC_REJECT_CORRUPT = 1, JC_REJECT_LOAD_FAILED = 2 };
+
+enum { JC_FAULT_NONE = 0, JC_FAULT_CRASH = 1, JC_FAULT_HANG = 2, JC_FAULT_ALLOC = 3 };
+
+/* A lowered name for one name expression. */
+struct jc_lowered {
+	char *expr;
+	char *lowered;
+};
+
+struct jc_res {
+	int32_t status;          /* 0 = artifact present, else JC_E* (JC_ECOMPILE: see log) */
+	uint32_t cache;          /* enum jc_cache_status */
+	uint8_t key[16];         /* cache key (XXH3-128, big-endian canonical form) */
+	uint8_t object[16];      /* XXH3-128 of the artifact bytes */
+	uint32_t output;         /* enum jc_output of the artifact */
+	uint8_t *data;           /* artifact bytes (size bytes), NULL when served by fd */
+	size_t size;
+	int fd;                  /* read-only descriptor of the object, or -1 */
+	char *log;               /* compile/link log, "" when empty */
+	char *message;           /* error message when status != 0 */
+	struct jc_lowered *lowered;
+	size_t n_lowered;
+	uint64_t compile_ns;     /* compile time when it was compiled */
+	uint64_t server_ns;      /* daemon time spent on this request */
+};
+
+/* Frees everything a request owns and zeroes it (a zeroed struct is empty). */
+void jc__req_clear(struct jc_req *r);
+/* A result must be initialised (fd = -1) before use; clear closes fd and frees. */
+void jc__res_init(struct jc_res *r);
+void jc__res_clear(struct jc_res *r);
+
+/* Append helpers: copy their inputs; return 0 or JC_ENOMEM. */
+int jc__strv_push(struct jc_strv *sv, const char *s);
+int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void *data,
+		  size_t size, uint32_t type);
+
+/* Names used on the command line and in logs; NULL for an unknown value. */
+const char *jc__output_name(uint32_t output);
+int jc__output_parse(const char *s); /* -> enum jc_output or JC_EINVAL */
+const char *jc__input_type_name(uint32_t type);
+int jc__input_type_parse(const char *s);
+const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined" */
+
+/* Lowercase hex of 16 bytes into out[33]. */
+void jc__hex16(const uint8_t in[16], char out[33]);
+/* Parses 32 hex digits; returns 0 or JC_EINVAL. */
+int jc__unhex16(const char *s, uint8_t out[16]);
+
+#endif
