@@ -59,6 +59,114 @@ enum {
 	JC_ENOTSUP = -18,   /* not supported here (no driver, no GPU, ...) */
 };
 
+
+/* Opaque handles. */
+typedef struct jc_client jc_client;   /* one connection to jitcached */
+typedef struct jc_request jc_request; /* what to compile or link */
+typedef struct jc_result jc_result;   /* the artifact, log and lowered names */
+
+/* Requested artifact (enum values are part of the ABI). */
+typedef enum { JC_CUBIN = 1, JC_PTX = 2, JC_LTOIR = 3 } jc_output;
+/* Link input types; the values equal nvJitLinkInputType's (nvJitLink.h). */
+typedef enum {
+	JC_LINK_CUBIN = 1, JC_LINK_PTX = 2, JC_LINK_LTOIR = 3,
+	JC_LINK_FATBIN = 4, JC_LINK_OBJECT = 5, JC_LINK_LIBRARY = 6,
+} jc_link_input;
+/* Where a result came from. */
+typedef enum { JC_MISS = 1, JC_HIT = 2, JC_NEGATIVE_HIT = 3, JC_JOINED = 4 } jc_cache_status;
+/* Timings of a result (nanoseconds). */
+typedef enum {
+	JC_TIME_TOTAL = 0,   /* jc_compile call, client side */
+	JC_TIME_SERVER = 1,  /* inside the daemon, incl. waiting on the compile */
+	JC_TIME_COMPILE = 2, /* NVRTC/nvJitLink time when the entry was compiled */
+} jc_timing;
+
+/*
+ * Connects to the daemon at socket_path (borrowed; NULL: $JITCACHE_SOCKET,
+ * else $XDG_RUNTIME_DIR/jitcached.sock, else the default cache directory's
+ * jitcached.sock) and does the version handshake. *out is owned by the
+ * caller: free it with jc_client_close(). On failure *out is NULL and the
+ * reason is in the returned code; a message is kept for
+ * jc_client_errmsg(NULL) on the calling thread.
+ * Errors: JC_ECONNECT (no daemon), JC_EVERSION, JC_EPROTO, JC_EIO, JC_ENOMEM.
+ */
+JC_API int jc_client_connect(const char *socket_path, jc_client **out);
+/* Closes and frees; NULL is accepted. */
+JC_API void jc_client_close(jc_client *c);
+/* The last error message of c (NULL: of the last failed connect on this
+ * thread). Owned by the library; valid until the next call on c. Never NULL. */
+JC_API const char *jc_client_errmsg(const jc_client *c);
+
+/* Builds an empty request (job: compile to cubin). Errors: JC_ENOMEM. */
+JC_API int jc_request_new(jc_request **out);
+JC_API void jc_request_free(jc_request *r); /* NULL is accepted */
+/* The CUDA C++ source: name is NVRTC's program name (e.g. "saxpy.cu"); size
+ * bytes are copied. Errors: JC_EINVAL (NULL name/data), JC_ENOMEM. */
+JC_API int jc_request_set_source(jc_request *r, const char *name, const void *data, size_t size);
+/* An in-memory header that `#include "name"` finds, as NVRTC's headers /
+ * includeNames. Names must be relative without "..". Errors: JC_EINVAL, JC_ENOMEM. */
+JC_API int jc_request_add_header(jc_request *r, const char *name, const void *data, size_t size);
+/* An include directory: for a per-user daemon the daemon reads it; also add
+ * the matching "-I" option. Errors: JC_EINVAL, JC_ENOMEM. */
+JC_API int jc_request_add_include_dir(jc_request *r, const char *path);
+/* One NVRTC option, in order ("-std=c++17", "-DN=4"); options naming the
+ * architecture are refused by the daemon: use jc_request_set_arch. */
+JC_API int jc_request_add_option(jc_request *r, const char *option);
+/* Target architecture: "sm_90" (cubin), "sm_90a", "compute_90" (PTX). Required. */
+JC_API int jc_request_set_arch(jc_request *r, const char *arch);
+/* Requested output; JC_LTOIR compiles with -dlto. Errors: JC_EINVAL. */
+JC_API int jc_request_set_output(jc_request *r, jc_output output);
+/* A name expression ("&saxpy<float>") whose lowered (mangled) name the
+ * result will hold (nvrtcAddNameExpression / nvrtcGetLoweredName). */
+JC_API int jc_request_add_name_expression(jc_request *r, const char *expr);
+/* A link input for nvJitLink, linked in the order added. With a source the
+ * job is compile (-dlto) + link; without, link only. size bytes copied. */
+JC_API int jc_request_add_link_input(jc_request *r, jc_link_input type, const char *name,
+				     const void *data, size_t size);
+/* One nvJitLink option ("-lto", "-O3"); the architecture comes from set_arch. */
+JC_API int jc_request_add_link_option(jc_request *r, const char *option);
+/* The application's ABI/schema version, part of the key. */
+JC_API int jc_request_set_app_abi(jc_request *r, const char *abi);
+
+/*
+ * Asks the daemon for the artifact of r (borrowed, unchanged). On return
+ * *out (owned by the caller, free with jc_result_free) holds the result;
+ * the artifact bytes have been checked against their content hash.
+ * Returns 0 when the artifact is there; JC_ECOMPILE when the compile failed
+ * (*out is set: its log says why; a repeat within the negative TTL is a
+ * JC_NEGATIVE_HIT); other JC_E* codes when no result could be had (*out
+ * NULL, message in jc_client_errmsg(c)): JC_EINVAL (bad request), JC_ECRASH,
+ * JC_ETIMEOUT, JC_ENOSPC, JC_ECORRUPT (bad bytes served twice), JC_EIO,
+ * JC_EPROTO, JC_EBUSY, JC_ENOMEM.
+ */
+JC_API int jc_compile(jc_client *c, const jc_request *r, jc_result **out);
+
+/*
+ * Tells the daemon that the artifact of res could not be used (e.g.
+ * cuModuleLoadData failed with reason) and gets a freshly compiled one in
+ * *out (same rules as jc_compile). The daemon quarantines the old object;
+ * it compiles afresh once per report. reason is borrowed, may be NULL.
+ */
+JC_API int jc_report_load_failure(jc_client *c, const jc_request *r, const jc_result *res,
+				  const char *reason, jc_result **out);
+
+JC_API void jc_result_free(jc_result *res); /* NULL is accepted */
+/* Artifact bytes (owned by res) and their size; NULL/0 when the compile failed. */
+JC_API const void *jc_result_data(const jc_result *res, size_t *size);
+JC_API jc_output jc_result_output(const jc_result *res);
+JC_API jc_cache_status jc_result_cache_status(const jc_result *res);
+/* The compile/link log ("" when empty), also for failures. Owned by res. */
+JC_API const char *jc_result_log(const jc_result *res);
+/* The lowered name of a name expression given in the request, or NULL. */
+JC_API const char *jc_result_lowered_name(const jc_result *res, const char *expr);
+/* Number of lowered names, and the i-th expression/lowered name pair. */
+JC_API size_t jc_result_lowered_count(const jc_result *res);
+JC_API int jc_result_lowered_at(const jc_result *res, size_t i, const char **expr,
+				const char **lowered);
+/* The cache key as 32 lowercase hex digits. Owned by res. */
+JC_API const char *jc_result_key(const jc_result *res);
+JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which);
+
 /* Returns a static, never-NULL string naming code (e.g. "JC_ETIMEOUT: ..."). */
 JC_API const char *jc_strerror(int code);
 /* Returns JC_VERSION_STRING of the loaded library. */

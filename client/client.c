@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libjitcache-client: blocking, one request at a time per handle. A hit
+ * arrives as a read-only descriptor of the cached object (SCM_RIGHTS); the
+ * bytes are read here and checked against their XXH3-128 content hash, so
+ * a corrupted object is never handed to the application.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "client_internal.h"
+#include "io.h"
+#include "util.h"
+
+struct jc_client {
+	int fd;
+	struct jc_buf in, out;
+	char errmsg[512];
+};
+
+struct jc_result {
+	struct jc_res res;
+	char key[33];
+	uint64_t total_ns;
+};
+
+static __thread char connect_errmsg[512];
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int seterr(char *buf, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int seterr(char *buf, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, 512, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+JC_API const char *jc_client_errmsg(const jc_client *c)
+{
+	return c ? c->errmsg : connect_errmsg;
+}
+
+int jc__client_fd(const jc_client *c)
+{
+	return c->fd;
+}
+
+JC_API int jc_client_connect(const char *socket_path, jc_client **out)
+{
+	char path[4096];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	*out = NULL;
+	if (!socket_path) {
+		if (jc__default_socket_path(NULL, path, sizeof(path)) != 0)
+			return seterr(connect_errmsg, JC_EINVAL, "no socket path: set JITCACHE_SOCKET or HOME");
+		socket_path = path;
+	}
+	if (strlen(socket_path) >= sizeof(sa.sun_path))
+		return seterr(connect_errmsg, JC_EINVAL, "socket path too long: %s", socket_path);
+	strcpy(sa.sun_path, socket_path);
+	jc_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return seterr(connect_errmsg, JC_ENOMEM, "out of memory");
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		seterr(connect_errmsg, JC_ECONNECT, "cannot connect to jitcached at %s: %s", socket_path,
+		       strerror(errno));
+		jc_client_close(c);
+		return JC_ECONNECT;
+	}
+	uint16_t type;
+	uint32_t version = 0;
+	char *name = NULL;
+	int rc = jc__encode_hello(&c->out, JC_MSG_HELLO, JC_PROTO_VERSION, "libjitcache-client " JC_VERSION_STRING);
+	rc = rc ?: jc__io_write_all(c->fd, c->out.data, c->out.len);
+	rc = rc ?: jc__io_read_frame(c->fd, &c->in, &type, NULL, -1);
+	if (rc == 0 && type == JC_MSG_ERROR) {
+		char *msg = NULL;
+		int code = JC_EPROTO;
+		jc__decode_error(c->in.data, c->in.len, &code, &msg);
+		seterr(connect_errmsg, code, "daemon refused the handshake: %s", msg ? msg : "");
+		free(msg);
+		jc_client_close(c);
+		return code;
+	}
+	if (rc == 0 && type != JC_MSG_HELLO_OK)
+		rc = JC_EPROTO;
+	rc = rc ?: jc__decode_hello(c->in.data, c->in.len, &version, &name);
+	free(name);
+	if (rc == 0 && version != JC_PROTO_VERSION)
+		rc = JC_EVERSION;
+	if (rc != 0) {
+		seterr(connect_errmsg, rc, "handshake with jitcached at %s failed: %s", socket_path,
+		       jc_strerror(rc));
+		jc_client_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+JC_API void jc_client_close(jc_client *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	jc__buf_free(&c->in);
+	jc__buf_free(&c->out);
+	free(c);
+}
+
+/* Sends the frame in c->out and reads the answer; ERROR frames become codes. */
+static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
+{
+	int rc = jc__io_write_all(c->fd, c->out.data, c->out.len);
+	if (rc != 0)
+		return seterr(c->errmsg, JC_EIO, "send to jitcached failed: %s", strerror(errno));
+	rc = jc__io_read_frame(c->fd, &c->in, type, fd, -1);
+	if (rc != 0)
+		return seterr(c->errmsg, rc, "no answer from jitcached: %s",
+			      rc == JC_EIO ? strerror(errno) : jc_strerror(rc));
+	if (*type == JC_MSG_ERROR) {
+		char *msg = NULL;
+		int code = JC_EPROTO;
+		if (jc__decode_error(c->in.data, c->in.len, &code, &msg) != 0)
+			code = JC_EPROTO;
+		seterr(c->errmsg, code, "%s", msg ? msg : jc_strerror(code));
+		free(msg);
+		return code < 0 ? code : JC_EPROTO;
+	}
+	if (*type != want)
+		return seterr(c->errmsg, JC_EPROTO, "unexpected answer type %u", *type);
+	return 0;
+}
+
+/* Reads the served object from its descriptor into res->data. */
+static int read_object(struct jc_res *res)
+{
+	struct stat st;
+	if (fstat(res->fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != res->size)
+		return JC_ECORRUPT;
+	res->data = malloc(res->size ? res->size : 1);
+	if (!res->data)
+		return JC_ENOMEM;
+	size_t off = 0;
+	while (off < res->size) {
+		ssize_t n = pread(res->fd, res->data + off, res->size - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return JC_ECORRUPT;
+		off += (size_t)n;
+	}
+	close(res->fd);
+	res->fd = -1;
+	return 0;
+}
+
+static int check_hash(const struct jc_res *res)
+{
+	XXH128_canonical_t canon;
+	XXH128_canonicalFromHash(&canon, XXH3_128bits(res->data, res->size));
+	return memcmp(canon.digest, res->object, 16) == 0 ? 0 : JC_ECORRUPT;
+}
+
+/* One COMPILE round trip. When the served bytes fail their check, the
+ * object's hash is copied to bad_object so the caller can reject it. */
+static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
+		      uint8_t bad_object[16])
+{
+	uint64_t t0 = now_ns();
+	*out = NULL;
+	jc_result *r = calloc(1, sizeof(*r));
+	if (!r)
+		return seterr(c->errmsg, JC_ENOMEM, "out of memory");
+	jc__res_init(&r->res);
+	jc__buf_reset(&c->out);
+	uint16_t type;
+	int fd = -1;
+	int rc = jc__encode_req(&c->out, req);
+	if (rc != 0)
+		seterr(c->errmsg, rc, "request too large or out of memory");
+	else
+		rc = roundtrip(c, JC_MSG_RESULT, &type, &fd);
+	if (rc == 0 && (rc = jc__decode_res(c->in.data, c->in.len, &r->res)) != 0)
+		seterr(c->errmsg, rc, "malformed RESULT from jitcached");
+	if (rc != 0 && fd >= 0)
+		close(fd);
+	else
+		r->res.fd = fd;
+	if (rc == 0 && r->res.status == 0) {
+		if (r->res.fd >= 0 && !r->res.data)
+			rc = read_object(&r->res);
+		else if (!r->res.data)
+			rc = JC_EPROTO;
+		rc = rc ?: check_hash(&r->res);
+		if (rc) {
+			memcpy(bad_object, r->res.object, 16);
+			seterr(c->errmsg, rc, "artifact failed its size/hash check");
+		}
+	} else if (rc == 0 && r->res.status != JC_ECOMPILE) {
+		rc = seterr(c->errmsg, r->res.status, "%s",
+			    r->res.message ? r->res.message : jc_strerror(r->res.status));
+	}
+	if (rc != 0) {
+		jc_result_free(r);
+		return rc;
+	}
+	jc__hex16(r->res.key, r->key);
+	r->total_ns = now_ns() - t0;
+	*out = r;
+	return r->res.status;
+}
+
+/* Sends req with a rejection of object attached (a shallow copy: req keeps
+ * ownership of everything). */
+static int compile_rejecting(jc_client *c, const struct jc_req *req, const uint8_t object[16],
+			     uint32_t reason, const char *message, jc_result **out)
+{
+	struct jc_req copy = *req;
+	uint8_t bad[16];
+	memcpy(copy.reject_object, object, 16);
+	copy.reject_reason = reason;
+	copy.reject_message = (char *)message;
+	return do_compile(c, &copy, out, bad);
+}
+
+JC_API int jc_compile(jc_client *c, const jc_request *r, jc_result **out)
+{
+	uint8_t bad[16];
+	int rc = do_compile(c, &r->req, out, bad);
+	if (rc == JC_ECORRUPT) /* once: the daemon quarantines it and recompiles */
+		rc = compile_rejecting(c, &r->req, bad, JC_REJECT_CORRUPT, NULL, out);
+	return rc;
+}
+
+JC_API int jc_report_load_failure(jc_client *c, const jc_request *r, const jc_result *res,
+				  const char *reason, jc_result **out)
+{
+	return compile_rejecting(c, &r->req, res->res.object, JC_REJECT_LOAD_FAILED, reason, out);
+}
+
+int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_admin_reply *out)
+{
+	uint16_t type;
+	int fd = -1;
+	jc__buf_reset(&c->out);
+	int rc = jc__encode_admin(&c->out, req);
+	if (rc != 0)
+		return seterr(c->errmsg, rc, "admin request too large");
+	rc = roundtrip(c, JC_MSG_ADMIN_REPLY, &type, &fd);
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0 && (rc = jc__decode_admin_reply(c->in.data, c->in.len, out)) != 0)
+		seterr(c->errmsg, rc, "malformed ADMIN_REPLY from jitcached");
+	return rc;
+}
+
+/* --- request builder ----------------------------------------------------------- */
+
+JC_API int jc_request_new(jc_request **out)
+{
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return JC_ENOMEM;
+	(*out)->req.job = JC_JOB_COMPILE;
+	(*out)->req.output = JC_OUTPUT_CUBIN;
+	return 0;
+}
+
+JC_API void jc_request_free(jc_request *r)
+{
+	if (!r)
+		return;
+	jc__req_clear(&r->req);
+	free(r);
+}
+
+/* Replaces *dst with a copy of s. */
+static int set_str(char **dst, const char *s)
+{
+	if (!s)
+		return JC_EINVAL;
+	char *copy = strdup(s);
+	if (!copy)
+		return JC_ENOMEM;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+/* The job follows from what the request holds. */
+static void update_job(struct jc_req *q)
+{
+	if (q->n_link_inputs)
+		q->job = q->source ? JC_JOB_COMPILE_LINK : JC_JOB_LINK;
+	else
+		q->job = JC_JOB_COMPILE;
+}
+
+JC_API int jc_request_set_source(jc_request *r, const char *name, const void *data, size_t size)
+{
+	struct jc_req *q = &r->req;
+	if (!name || (!data && size))
+		return JC_EINVAL;
+	uint8_t *copy = malloc(size ? size : 1);
+	if (!copy)
+		return JC_ENOMEM;
+	if (size)
+		memcpy(copy, data, size);
+	int rc = set_str(&q->source_name, name);
+	if (rc) {
+		free(copy);
+		return rc;
+	}
+	free(q->source);
+	q->source = copy;
+	q->source_size = size;
+	update_job(q);
+	return 0;
+}
+
+JC_API int jc_request_add_header(jc_request *r, const char *name, const void *data, size_t size)
+{
+	if (!name || (!data && size))
+		return JC_EINVAL;
+	return jc__blob_push(&r->req.headers, &r->req.n_headers, name, data, size, 0);
+}
+
+JC_API int jc_request_add_include_dir(jc_request *r, const char *path)
+{
+	return path && *path ? jc__strv_push(&r->req.include_dirs, path) : JC_EINVAL;
+}
+
+JC_API int jc_request_add_option(jc_request *r, const char *option)
+{
+	return option && *option ? jc__strv_push(&r->req.options, option) : JC_EINVAL;
+}
+
+JC_API int jc_request_set_arch(jc_request *r, const char *arch)
+{
+	return set_str(&r->req.arch, arch);
+}
+
+JC_API int jc_request_set_output(jc_request *r, jc_output output)
+{
+	if (output < JC_CUBIN || output > JC_LTOIR)
+		return JC_EINVAL;
+	r->req.output = (uint32_t)output;
+	return 0;
+}
+
+JC_API int jc_request_add_name_expression(jc_request *r, const char *expr)
+{
+	return expr && *expr ? jc__strv_push(&r->req.name_exprs, expr) : JC_EINVAL;
+}
+
+JC_API int jc_request_add_link_input(jc_request *r, jc_link_input type, const char *name,
+				     const void *data, size_t size)
+{
+	if (type < JC_LINK_CUBIN || type > JC_LINK_LIBRARY || !name || (!data && size))
+		return JC_EINVAL;
+	int rc = jc__blob_push(&r->req.link_inputs, &r->req.n_link_inputs, name, data, size,
+			       (uint32_t)type);
+	update_job(&r->req);
+	return rc;
+}
+
+JC_API int jc_request_add_link_option(jc_request *r, const char *option)
+{
+	return option && *option ? jc__strv_push(&r->req.link_options, option) : JC_EINVAL;
+}
+
+JC_API int jc_request_set_app_abi(jc_request *r, const char *abi)
+{
+	return set_str(&r->req.app_abi, abi);
+}
+
+/* --- results --------------------------------------------------------------------- */
+
+JC_API void jc_result_free(jc_result *res)
+{
+	if (!res)
+		return;
+	jc__res_clear(&res->res);
+	free(res);
+}
+
+JC_API const void *jc_result_data(const jc_result *res, size_t *size)
+{
+	if (size)
+		*size = res->res.status == 0 ? res->res.size : 0;
+	return res->res.status == 0 ? res->res.data : NULL;
+}
+
+JC_API jc_output jc_result_output(const jc_result *res)
+{
+	return (jc_output)res->res.output;
+}
+
+JC_API jc_cache_status jc_result_cache_status(const jc_result *res)
+{
+	return (jc_cache_status)res->res.cache;
+}
+
+JC_API const char *jc_result_log(const jc_result *res)
+{
+	return res->res.log ? res->res.log : "";
+}
+
+JC_API const char *jc_result_lowered_name(const jc_result *res, const char *expr)
+{
+	for (size_t i = 0; i < res->res.n_lowered; i++)
+		if (strcmp(res->res.lowered[i].expr, expr) == 0)
+			return res->res.lowered[i].lowered;
+	return NULL;
+}
+
+JC_API size_t jc_result_lowered_count(const jc_result *res)
+{
+	return res->res.n_lowered;
+}
+
+JC_API int jc_result_lowered_at(const jc_result *res, size_t i, const char **expr,
+				const char **lowered)
+{
+	if (i >= res->res.n_lowered)
+		return JC_EINVAL;
+	*expr = res->res.lowered[i].expr;
+	*lowered = res->res.lowered[i].lowered;
+	return 0;
+}
+
+JC_API const char *jc_result_key(const jc_result *res)
+{
+	return res->key;
+}
+
+JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which)
+{
+	switch (which) {
+	case JC_TIME_TOTAL:
+		return res->total_ns;
+	case JC_TIME_SERVER:
+		return res->res.server_ns;
+	case JC_TIME_COMPILE:
+		return res->res.compile_ns;
+	}
+	return 0;
+}

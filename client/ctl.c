@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jitcachectl: compile and link through jitcached, and the ops commands
+ * (stats, purge, ls, show, verify, gc, ping, version, doctor). stats, ls,
+ * show, purge, verify and gc also work on the cache directory directly
+ * when no daemon runs (under the same lock a daemon takes).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "client_internal.h"
+#include "config.h"
+#include "doctor.h"
+#include "util.h"
+
+static const char *socket_path;
+static const char *cache_dir;
+
+static void usage(FILE *f)
+{
+	fputs("usage: jitcachectl [--socket PATH] [--cache-dir DIR] COMMAND [ARGS]\n"
+	      "  compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
+	      "          [--name-expr EXPR]... [--app-abi STR] [-- NVRTC_OPTION...]\n"
+	      "  link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
+	      "  stats [--json | --prometheus] [--zero]\n"
+	      "  purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
+	      "        | --stale-versions | --to-size SIZE  [--dry-run]\n"
+	      "  ls [--json]   show KEY   verify   gc   ping   version   doctor\n", f);
+}
+
+static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int die(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("jitcachectl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return code;
+}
+
+static int read_file(const char *path, uint8_t **data, size_t *size)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return -1;
+	size_t cap = 65536, n = 0;
+	uint8_t *buf = malloc(cap);
+	while (buf) {
+		n += fread(buf + n, 1, cap - n, f);
+		if (n < cap)
+			break;
+		uint8_t *p = realloc(buf, cap * 2);
+		if (!p) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = p;
+		cap *= 2;
+	}
+	int err = ferror(f);
+	fclose(f);
+	if (!buf || err) {
+		free(buf);
+		return -1;
+	}
+	*data = buf;
+	*size = n;
+	return 0;
+}
+
+/* Writes OUT atomically: a temp file beside it, then rename. */
+static int write_file(const char *path, const void *data, size_t size)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	FILE *f = fopen(tmp, "wb");
+	if (!f)
+		return -1;
+	int ok = fwrite(data, 1, size, f) == size;
+	ok &= fclose(f) == 0;
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static jc_client *connect_or_die(int *rc)
+{
+	jc_client *c = NULL;
+	*rc = jc_client_connect(socket_path, &c);
+	if (*rc != 0)
+		die(1, "%s", jc_client_errmsg(NULL));
+	return c;
+}
+
+/* --- compile and link ---------------------------------------------------------- */
+
+static void print_status(const jc_result *res)
+{
+	jc_cache_status st = jc_result_cache_status(res);
+	const char *word = st == JC_HIT ? "hit" : st == JC_NEGATIVE_HIT ? "negative-hit" : "miss";
+	fprintf(stderr, "%s\tkey=%s\ttotal_ms=%.3f\tcompile_ms=%.3f%s\n", word, jc_result_key(res),
+		jc_result_time_ns(res, JC_TIME_TOTAL) / 1e6, jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6,
+		st == JC_JOINED ? "\tjoined" : "");
+}
+
+/* Common tail of compile and link: run, report, write OUT. */
+static int run_request(jc_request *req, const char *out_path)
+{
+	int rc;
+	jc_client *c = connect_or_die(&rc);
+	if (!c)
+		return 1;
+	jc_result *res = NULL;
+	rc = jc_compile(c, req, &res);
+	if (res)
+		print_status(res);
+	if (rc == JC_ECOMPILE) {
+		fputs(jc_result_log(res), stderr);
+		die(1, "compile failed");
+	} else if (rc != 0) {
+		die(1, "%s (%s)", jc_client_errmsg(c), jc_strerror(rc));
+	} else {
+		const char *expr, *lowered;
+		for (size_t i = 0; jc_result_lowered_at(res, i, &expr, &lowered) == 0; i++)
+			printf("%s\t%s\n", expr, lowered);
+		size_t size;
+		const void *data = jc_result_data(res, &size);
+		if (out_path && write_file(out_path, data, size) != 0) {
+			die(1, "cannot write %s: %s", out_path, strerror(errno));
+			rc = JC_EIO;
+		}
+	}
+	jc_result_free(res);
+	jc_client_close(c);
+	return rc == 0 ? 0 : 1;
+}
+
+static int cmd_compile(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"arch", required_argument, NULL, 'a'}, {"output", required_argument, NULL, 'O'},
+		{"header", required_argument, NULL, 'H'}, {"name-expr", required_argument, NULL, 'n'},
+		{"app-abi", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0},
+	};
+	jc_request *req;
+	const char *out_path = NULL, *arch = NULL;
+	int c, rc = 1;
+	if (jc_request_new(&req) != 0)
+		return die(1, "out of memory");
+	/* Everything after "--" goes to NVRTC untouched. */
+	int all = argc, nvrtc_first = argc;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0) {
+			nvrtc_first = i + 1;
+			argc = i;
+			break;
+		}
+	optind = 0; /* 0: glibc re-initialises its scanner */
+	while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+		int out;
+		char *eq;
+		uint8_t *data;
+		size_t size;
+		switch (c) {
+		case 'a':
+			arch = optarg;
+			break;
+		case 'o':
+			out_path = optarg;
+			break;
+		case 'O':
+			if ((out = jc__output_parse(optarg)) < 0) {
+				die(2, "bad --output '%s': cubin, ptx or ltoir", optarg);
+				goto out;
+			}
+			jc_request_set_output(req, (jc_output)out);
+			break;
+		case 'H':
+			if (!(eq = strchr(optarg, '=')) || eq == optarg) {
+				die(2, "bad --header '%s': NAME=PATH expected", optarg);
+				goto out;
+			}
+			*eq = '\0';
+			if (read_file(eq + 1, &data, &size) != 0) {
+				die(2, "cannot read header %s: %s", eq + 1, strerror(errno));
+				goto out;
+			}
+			rc = jc_request_add_header(req, optarg, data, size);
+			free(data);
+			if (rc != 0) {
+				die(2, "bad header name '%s'", optarg);
+				goto out;
+			}
+			rc = 1;
+			break;
+		case 'n':
+			jc_request_add_name_expression(req, optarg);
+			break;
+		case 'A':
+			jc_request_set_app_abi(req, optarg);
+			break;
+		default:
+			usage(stderr);
+			rc = 2;
+			goto out;
+		}
+	}
+	if (optind != argc - 1 || !arch) {
+		die(2, "compile needs one FILE.cu and --arch ARCH (NVRTC options go after --)");
+		rc = 2;
+		goto out;
+	}
+	const char *file = argv[optind++];
+	uint8_t *src;
+	size_t size;
+	if (read_file(file, &src, &size) != 0) {
+		die(2, "cannot read %s: %s", file, strerror(errno));
+		rc = 2;
+		goto out;
+	}
+	const char *base = strrchr(file, '/');
+	jc_request_set_source(req, base ? base + 1 : file, src, size);
+	free(src);
+	jc_request_set_arch(req, arch);
+	for (int i = nvrtc_first; i < all; i++) {
+		const char *o = argv[i];
+		jc_request_add_option(req, o);
+		/* -I DIR: the daemon reads headers there (they enter the key). */
+		if (strncmp(o, "-I", 2) == 0 && o[2])
+			jc_request_add_include_dir(req, o + 2);
+		else if (strcmp(o, "-I") == 0 && i + 1 < all)
+			jc_request_add_include_dir(req, argv[i + 1]);
+	}
+	rc = run_request(req, out_path);
+out:
+	jc_request_free(req);
+	return rc;
+}
+
+/* TYPE:PATH, or the type from PATH's extension. */
+static int link_input_type(const char *arg, const char **path)
+{
+	static const struct {
+		const char *ext;
+		jc_link_input type;
+	} exts[] = {{".ptx", JC_LINK_PTX}, {".ltoir", JC_LINK_LTOIR}, {".cubin", JC_LINK_CUBIN},
+		    {".fatbin", JC_LINK_FATBIN}, {".o", JC_LINK_OBJECT}, {".a", JC_LINK_LIBRARY}};
+	const char *colon = strchr(arg, ':');
+	if (colon) {
+		char type[16];
+		snprintf(type, sizeof(type), "%.*s", (int)(colon - arg), arg);
+		int t = jc__input_type_parse(type);
+		if (t > 0) {
+			*path = colon + 1;
+			return t;
+		}
+	}
+	*path = arg;
+	const char *dot = strrchr(arg, '.');
+	for (size_t i = 0; dot && i < sizeof(exts) / sizeof(exts[0]); i++)
+		if (strcmp(dot, exts[i].ext) == 0)
+			return exts[i].type;
+	return -1;
+}
+
+static int cmd_link(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"arch", required_argument, NULL, 'a'}, {"output", required_argument, NULL, 'O'},
+		{"lto", no_argument, NULL, 'l'}, {"link-option", required_argument, NULL, 'L'},
+		{NULL, 0, NULL, 0},
+	};
+	jc_request *req;
+	const char *out_path = NULL, *arch = NULL;
+	int c, rc = 2;
+	if (jc_request_new(&req) != 0)
+		return die(1, "out of memory");
+	optind = 0; /* 0: glibc re-initialises its scanner */
+	while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+		int out;
+		switch (c) {
+		case 'a':
+			arch = optarg;
+			break;
+		case 'o':
+			out_path = optarg;
+			break;
+		case 'O':
+			if ((out = jc__output_parse(optarg)) != JC_PTX && out != JC_CUBIN) {
+				die(2, "bad --output '%s': cubin or ptx", optarg);
+				goto out;
+			}
+			jc_request_set_output(req, (jc_output)out);
+			break;
+		case 'l':
+			jc_request_add_link_option(req, "-lto");
+			break;
+		case 'L':
+			jc_request_add_link_option(req, optarg);
+			break;
+		default:
+			usage(stderr);
+			goto out;
+		}
+	}
+	if (!arch || optind >= argc) {
+		die(2, "link needs --arch ARCH and at least one INPUT");
+		goto out;
+	}
+	jc_request_set_arch(req, arch);
+	for (; optind < argc; optind++) {
+		const char *path;
+		int type = link_input_type(argv[optind], &path);
+		uint8_t *data;
+		size_t size;
+		if (type < 0) {
+			die(2, "cannot tell the type of %s: use TYPE:PATH (ptx, ltoir, cubin, fatbin, object, library)",
+			    argv[optind]);
+			goto out;
+		}
+		if (read_file(path, &data, &size) != 0) {
+			die(2, "cannot read %s: %s", path, strerror(errno));
+			goto out;
+		}
+		const char *base = strrchr(path, '/');
+		jc_request_add_link_input(req, (jc_link_input)type, base ? base + 1 : path, data, size);
+		free(data);
+	}
+	rc = run_request(req, out_path);
+out:
+	jc_request_free(req);
+	return rc;
+}
+
+/* --- admin commands: through the daemon, else offline ------------------------------ */
+
+/* Runs req on the directory itself: only while no daemon holds its lock. */
+static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *out)
+{
+	char dir[4096], path[4200], err[512] = "";
+	struct jc_store *store = NULL;
+	struct jc_index *ix = NULL;
+	struct jc_toolchain tc;
+	struct jc_admin_env env = {.uptime_s = -1};
+	if (cache_dir)
+		snprintf(dir, sizeof(dir), "%s", cache_dir);
+	else if (jc__default_cache_dir(dir, sizeof(dir)) != 0)
+		return die(1, "no cache directory: use --cache-dir or set JITCACHE_DIR");
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return die(1, "no daemon answers and there is no cache at %s", dir);
+	int lock = jc__store_lock(dir, 0, err, sizeof(err));
+	if (lock < 0)
+		return die(1, "a daemon holds %s but its socket does not answer: %s", dir, err);
+	int rc = jc__store_open(dir, 0, &store, err, sizeof(err));
+	rc = rc ?: jc__toolchain_probe(&tc, err, sizeof(err));
+	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
+	rc = rc ?: jc__index_open(path, 0, &ix, err, sizeof(err));
+	if (rc == 0) {
+		env.store = store;
+		env.ix = ix;
+		env.tc = &tc;
+		jc__counters_load_array(ix, env.counters);
+		env.max_size = 10ull << 30;
+		jc__admin_run(&env, req, out);
+		if (env.corrupt) {
+			env.counters[JC_CTR_corrupt_objects] += env.corrupt;
+			jc__index_counters_save(ix, jc__counter_names, env.counters, JC_CTR__COUNT);
+		}
+	} else {
+		die(1, "%s", err);
+	}
+	jc__index_close(ix);
+	jc__store_close(store);
+	close(lock);
+	return rc ? 1 : 0;
+}
+
+/* Sends an admin command, falling back to the directory when allowed. */
+static int admin(const char *command, const struct jc_strv *args, int offline_ok,
+		 struct jc_admin_reply *out)
+{
+	struct jc_admin_req req = {.command = (char *)command};
+	if (args)
+		req.args = *args;
+	jc_client *c = NULL;
+	int rc = jc_client_connect(socket_path, &c);
+	if (rc == JC_ECONNECT && offline_ok)
+		return run_offline(&req, out);
+	if (rc != 0)
+		return die(1, "%s", jc_client_errmsg(NULL));
+	rc = jc__client_admin(c, &req, out);
+	if (rc != 0)
+		die(1, "%s", jc_client_errmsg(c));
+	jc_client_close(c);
+	return rc ? 1 : 0;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p == '\t')
+			fputs("\\t", f);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void json_record(FILE *f, const struct jc_record *r)
+{
+	fputc('{', f);
+	for (size_t i = 0; i < r->n; i++) {
+		if (i)
+			fputs(", ", f);
+		json_str(f, r->kv[i].name);
+		fputs(": ", f);
+		if (r->kv[i].is_int)
+			fprintf(f, "%" PRId64, r->kv[i].i);
+		else
+			json_str(f, r->kv[i].s);
+	}
+	fputc('}', f);
+}
+
+static int64_t geti(const struct jc_record *r, const char *name)
+{
+	const struct jc_kv *kv = jc__record_get(r, name);
+	return kv && kv->is_int ? kv->i : 0;
+}
+
+static const char *gets_(const struct jc_record *r, const char *name)
+{
+	const struct jc_kv *kv = jc__record_get(r, name);
+	return kv && !kv->is_int ? kv->s : "";
+}
+
+static void human_bytes(char *buf, size_t len, double b)
+{
+	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	while (b >= 1024 && u < 4)
+		b /= 1024, u++;
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
+static void print_stats_human(const struct jc_record *r)
+{
+	uint64_t hits = (uint64_t)geti(r, "hits"), misses = (uint64_t)geti(r, "misses");
+	uint64_t neg = (uint64_t)geti(r, "negative_hits"), joins = (uint64_t)geti(r, "single_flight_joins");
+	uint64_t compiles = (uint64_t)geti(r, "compiles"), total = hits + misses + neg + joins;
+	char used[32], budget[32];
+	human_bytes(used, sizeof(used), (double)geti(r, "bytes"));
+	human_bytes(budget, sizeof(budget), (double)geti(r, "max_size"));
+	printf("Cache directory:        %s\n", gets_(r, "cache_dir"));
+	if (geti(r, "uptime_s") >= 0)
+		printf("Uptime:                 %" PRId64 " s\n", geti(r, "uptime_s"));
+	else
+		printf("Uptime:                 (no daemon running)\n");
+	printf("Requests:               %" PRIu64 "\n", total);
+	printf("  Hits:                 %" PRIu64 "  (%.2f %%)\n", hits, total ? 100.0 * hits / total : 0.0);
+	printf("  Misses:               %" PRIu64 "\n", misses);
+	printf("  Single-flight joins:  %" PRIu64 "\n", joins);
+	printf("  Negative hits:        %" PRIu64 "\n", neg);
+	printf("Compiles:               %" PRIu64 "\n", compiles);
+	printf("  Failures:             %" PRId64 "\n", geti(r, "compile_failures"));
+	printf("  Timeouts:             %" PRId64 "\n", geti(r, "compile_timeouts"));
+	printf("  Mean compile time:    %.1f ms\n",
+	       compiles ? geti(r, "compile_ns") / 1e6 / (double)compiles : 0.0);
+	printf("Worker crashes:         %" PRId64 "\n", geti(r, "worker_crashes"));
+	printf("Corrupt objects:        %" PRId64 "\n", geti(r, "corrupt_objects"));
+	printf("Load failures reported: %" PRId64 "\n", geti(r, "load_failures"));
+	printf("Bad requests:           %" PRId64 "\n", geti(r, "bad_requests"));
+	printf("Entries:                %" PRId64 "  (+ %" PRId64 " negative)\n", geti(r, "entries"),
+	       geti(r, "negative_entries"));
+	printf("Size:                   %s of %s (%.1f %%)\n", used, budget,
+	       geti(r, "max_size") ? 100.0 * geti(r, "bytes") / geti(r, "max_size") : 0.0);
+	printf("Evictions:              %" PRId64 "\n", geti(r, "evictions"));
+	printf("NVRTC / nvJitLink:      %s / %s\n", gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"));
+	printf("Driver:                 %s\n", gets_(r, "driver_version"));
+}
+
+static void print_prometheus(const struct jc_record *r)
+{
+	for (int i = 0; i < JC_CTR__COUNT; i++) {
+		const char *n = jc__counter_names[i];
+		printf("# HELP jitcache_%s_total %s\n# TYPE jitcache_%s_total counter\njitcache_%s_total %" PRId64 "\n",
+		       n, jc__counter_help[i], n, n, geti(r, n));
+	}
+	static const char *const gauges[][2] = {
+		{"entries", "cached artifacts"}, {"negative_entries", "cached compile failures"},
+		{"bytes", "bytes of cached artifacts"}, {"max_size", "byte budget"},
+		{"uptime_s", "seconds since the daemon started (-1: none running)"},
+	};
+	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++)
+		printf("# HELP jitcache_%s %s\n# TYPE jitcache_%s gauge\njitcache_%s %" PRId64 "\n", gauges[i][0],
+		       gauges[i][1], gauges[i][0], gauges[i][0], geti(r, gauges[i][0]));
+	printf("# HELP jitcache_info toolchain identity\n# TYPE jitcache_info gauge\n"
+	       "jitcache_info{nvrtc=\"%s\",nvjitlink=\"%s\",driver=\"%s\"} 1\n",
+	       gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"), gets_(r, "driver_version"));
+}
+
+/* Parses flags of the admin commands into "name[=value]" arguments. */
+static int cmd_admin(const char *command, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'}, {"prometheus", no_argument, NULL, 'p'},
+		{"zero", no_argument, NULL, 'z'}, {"all", no_argument, NULL, 'a'},
+		{"negative", no_argument, NULL, 'n'}, {"older-than", required_argument, NULL, 'O'},
+		{"unused-for", required_argument, NULL, 'U'}, {"key", required_argument, NULL, 'k'},
+		{"arch", required_argument, NULL, 'A'}, {"stale-versions", no_argument, NULL, 's'},
+		{"to-size", required_argument, NULL, 'T'}, {"dry-run", no_argument, NULL, 'd'},
+		{NULL, 0, NULL, 0},
+	};
+	struct jc_strv args = {0};
+	int json = 0, prom = 0, c, rc = 2;
+	char buf[128];
+	int64_t secs;
+	uint64_t size;
+	optind = 0; /* 0: glibc re-initialises its scanner */
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		const char *a = NULL;
+		switch (c) {
+		case 'j': json = 1; break;
+		case 'p': prom = 1; break;
+		case 'z': a = "zero"; break;
+		case 'a': a = "all"; break;
+		case 'n': a = "negative"; break;
+		case 's': a = "stale_versions"; break;
+		case 'd': a = "dry_run"; break;
+		case 'O':
+		case 'U':
+			if (jc__parse_duration(optarg, &secs) != 0) {
+				die(2, "bad duration '%s' (e.g. 90s, 15m, 2h, 7d)", optarg);
+				goto out;
+			}
+			snprintf(buf, sizeof(buf), "%s=%" PRId64, c == 'O' ? "older_than" : "unused_for", secs);
+			a = buf;
+			break;
+		case 'T':
+			if (jc__parse_size(optarg, &size) != 0) {
+				die(2, "bad size '%s' (e.g. 500M, 2G)", optarg);
+				goto out;
+			}
+			snprintf(buf, sizeof(buf), "to_size=%" PRIu64, size);
+			a = buf;
+			break;
+		case 'k':
+		case 'A':
+			snprintf(buf, sizeof(buf), "%s=%s", c == 'k' ? "key" : "arch", optarg);
+			a = buf;
+			break;
+		default:
+			usage(stderr);
+			goto out;
+		}
+		if (a)
+			jc__strv_push(&args, a);
+	}
+	if (strcmp(command, "show") == 0) {
+		if (optind >= argc) {
+			die(2, "show needs a KEY");
+			goto out;
+		}
+		snprintf(buf, sizeof(buf), "key=%s", argv[optind++]);
+		jc__strv_push(&args, buf);
+	}
+	if (optind < argc) {
+		die(2, "unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	int offline_ok = strcmp(command, "ping") != 0 && strcmp(command, "version") != 0;
+	struct jc_admin_reply reply = {0};
+	rc = admin(command, &args, offline_ok, &reply);
+	if (rc == 0 && reply.status != 0 && reply.status != JC_ECORRUPT) {
+		rc = die(1, "%s: %s", command, reply.message ? reply.message : jc_strerror(reply.status));
+	} else if (rc == 0) {
+		if (json && (strcmp(command, "ls") == 0 || strcmp(command, "verify") == 0)) {
+			fputc('[', stdout);
+			for (size_t i = 0; i < reply.n_rec; i++) {
+				fputs(i ? ",\n " : "", stdout);
+				json_record(stdout, &reply.rec[i]);
+			}
+			fputs("]\n", stdout);
+		} else if (json || strcmp(command, "ping") == 0 || strcmp(command, "version") == 0) {
+			for (size_t i = 0; i < reply.n_rec; i++) {
+				json_record(stdout, &reply.rec[i]);
+				fputc('\n', stdout);
+			}
+		} else if (strcmp(command, "stats") == 0 && reply.n_rec) {
+			if (prom)
+				print_prometheus(&reply.rec[0]);
+			else
+				print_stats_human(&reply.rec[0]);
+		} else if (strcmp(command, "ls") == 0) {
+			printf("%-32s  %-8s  %-10s  %10s  %6s  %-19s  %s\n", "KEY", "KIND", "ARCH", "SIZE", "HITS",
+			       "LAST ACCESS", "SOURCE");
+			for (size_t i = 0; i < reply.n_rec; i++) {
+				const struct jc_record *r = &reply.rec[i];
+				time_t t = (time_t)geti(r, "last_access");
+				char when[32];
+				strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
+				printf("%-32s  %-8s  %-10s  %10" PRId64 "  %6" PRId64 "  %-19s  %s\n", gets_(r, "key"),
+				       gets_(r, "kind"), gets_(r, "arch"), geti(r, "size"), geti(r, "hits"), when,
+				       gets_(r, "source_name"));
+			}
+		} else {
+			for (size_t i = 0; i < reply.n_rec; i++) {
+				const struct jc_record *r = &reply.rec[i];
+				for (size_t k = 0; k < r->n; k++) {
+					if (strcmp(r->kv[k].name, "log") == 0)
+						continue;
+					if (r->kv[k].is_int)
+						printf("%-12s %" PRId64 "\n", r->kv[k].name, r->kv[k].i);
+					else
+						printf("%-12s %s\n", r->kv[k].name, r->kv[k].s);
+				}
+				const char *log = gets_(r, "log");
+				if (*log)
+					printf("log:\n%s%s", log, log[strlen(log) - 1] == '\n' ? "" : "\n");
+			}
+		}
+		if (reply.message && !json)
+			fprintf(stderr, "%s\n", reply.message);
+		if (reply.status == JC_ECORRUPT)
+			rc = 1;
+	}
+	jc__admin_reply_clear(&reply);
+out:
+	for (size_t i = 0; i < args.n; i++)
+		free(args.v[i]);
+	free(args.v);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"socket", required_argument, NULL, 's'}, {"cache-dir", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			socket_path = optarg;
+			break;
+		case 'd':
+			cache_dir = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[optind];
+	argc -= optind;
+	argv += optind;
+	if (strcmp(cmd, "compile") == 0)
+		return cmd_compile(argc, argv);
+	if (strcmp(cmd, "link") == 0)
+		return cmd_link(argc, argv);
+	if (strcmp(cmd, "doctor") == 0)
+		return jc__doctor(socket_path, cache_dir);
+	static const char *const admin_cmds[] = {"stats", "purge", "ls", "show", "verify", "gc",
+						 "ping", "version"};
+	for (size_t i = 0; i < sizeof(admin_cmds) / sizeof(admin_cmds[0]); i++)
+		if (strcmp(cmd, admin_cmds[i]) == 0)
+			return cmd_admin(cmd, argc, argv);
+	fprintf(stderr, "jitcachectl: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jitcache/jitcache.h"
+
+int jc__parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || !isfinite(v))
+		return JC_EINVAL;
+	double mul = 1;
+	switch (toupper((unsigned char)*end)) {
+	case 'T': mul *= 1024; /* fall through */
+	case 'G': mul *= 1024; /* fall through */
+	case 'M': mul *= 1024; /* fall through */
+	case 'K': mul *= 1024; end++; break;
+	default: break;
+	}
+	if (*end == 'i' && mul > 1)
+		end++;
+	if (toupper((unsigned char)*end) == 'B')
+		end++;
+	if (*end || v * mul > 1.8e19)
+		return JC_EINVAL;
+	*out = (uint64_t)(v * mul);
+	return 0;
+}
+
+int jc__parse_duration(const char *s, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || v < 0)
+		return JC_EINVAL;
+	int64_t mul = 1;
+	switch (*end) {
+	case 'd': mul = 86400; end++; break;
+	case 'h': mul = 3600; end++; break;
+	case 'm': mul = 60; end++; break;
+	case 's': end++; break;
+	default: break;
+	}
+	if (*end || v > INT64_MAX / mul)
+		return JC_EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int fmt(char *buf, size_t len, const char *a, const char *b)
+{
+	int n = snprintf(buf, len, "%s%s", a, b);
+	return n < 0 || (size_t)n >= len ? JC_EINVAL : 0;
+}
+
+int jc__default_cache_dir(char *buf, size_t len)
+{
+	const char *v;
+	if ((v = getenv("JITCACHE_DIR")) && *v)
+		return fmt(buf, len, v, "");
+	if ((v = getenv("XDG_CACHE_HOME")) && *v)
+		return fmt(buf, len, v, "/jitcache");
+	if ((v = getenv("HOME")) && *v)
+		return fmt(buf, len, v, "/.cache/jitcache");
+	return JC_EINVAL;
+}
+
+int jc__default_socket_path(const char *cache_dir, char *buf, size_t len)
+{
+	const char *v;
+	char dir[4096];
+	if ((v = getenv("JITCACHE_SOCKET")) && *v)
+		return fmt(buf, len, v, "");
+	if ((v = getenv("XDG_RUNTIME_DIR")) && *v)
+		return fmt(buf, len, v, "/jitcached.sock");
+	if (!cache_dir) {
+		int rc = jc__default_cache_dir(dir, sizeof(dir));
+		if (rc)
+			return rc;
+		cache_dir = dir;
+	}
+	return fmt(buf, len, cache_dir, "/jitcached.sock");
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/* Small helpers shared by the daemon, jitcachectl and the client library. */
+#ifndef JC_UTIL_H
+#define JC_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "10G", "512M", "4096", "1.5G" (K/M/G/T are powers of 1024; a trailing B or
+ * iB is accepted). Returns 0 or JC_EINVAL. */
+int jc__parse_size(const char *s, uint64_t *out);
+/* "300", "90s", "15m", "2h", "7d" into seconds. Returns 0 or JC_EINVAL. */
+int jc__parse_duration(const char *s, int64_t *out);
+
+/* Default cache directory: $JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache,
+ * else $HOME/.cache/jitcache. Returns 0 or JC_EINVAL (no HOME, too long). */
+int jc__default_cache_dir(char *buf, size_t len);
+/* Default socket: $JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock,
+ * else CACHE_DIR/jitcached.sock (cache_dir NULL: the default one). */
+int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
+
+#endif

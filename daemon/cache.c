@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The request path: key → memory cache → index → object; misses join or
+ * start a single flight, which the worker pool compiles and the thread pool
+ * publishes (object first, then the index row).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "jitcache/jitcache.h"
+#include "admin.h"
+#include "key.h"
+#include "log.h"
+#include "pool.h"
+
+uint64_t jc__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t wall_s(void)
+{
+	return (int64_t)time(NULL);
+}
+
+static void count(struct jc_daemon *d, enum jc_counter c, uint64_t n)
+{
+	d->counters[c] += n;
+	d->counters_dirty = 1;
+}
+
+/* --- memory cache ------------------------------------------------------- */
+
+static struct jc_slot *slot_of(struct jc_daemon *d, const uint8_t key[16])
+{
+	uint32_t h;
+	memcpy(&h, key + 12, sizeof(h)); /* the key is a hash: any bits will do */
+	return &d->memcache[h % JC_MEMCACHE_SLOTS];
+}
+
+static void slot_drop(struct jc_slot *s)
+{
+	if (s->used)
+		jc__entry_clear(&s->e);
+	s->used = 0;
+}
+
+void jc__cache_memcache_drop_all(struct jc_daemon *d)
+{
+	for (size_t i = 0; i < JC_MEMCACHE_SLOTS; i++)
+		slot_drop(&d->memcache[i]);
+}
+
+static void memcache_forget(struct jc_daemon *d, const uint8_t key[16])
+{
+	struct jc_slot *s = slot_of(d, key);
+	if (s->used && memcmp(s->e.key, key, 16) == 0)
+		slot_drop(s);
+}
+
+/* Finds the index row for key: memory cache first, then SQLite. */
+static const struct jc_entry *lookup(struct jc_daemon *d, const uint8_t key[16])
+{
+	struct jc_slot *s = slot_of(d, key);
+	if (s->used && memcmp(s->e.key, key, 16) == 0)
+		return &s->e;
+	struct jc_entry e = {0};
+	int rc = jc__index_get(d->rix, key, &e);
+	if (rc != 0) {
+		if (rc != JC_ENOTFOUND)
+			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(d->rix));
+		jc__entry_clear(&e);
+		return NULL;
+	}
+	slot_drop(s);
+	s->e = e;
+	s->used = 1;
+	return &s->e;
+}
+
+/* --- replies -------------------------------------------------------------- */
+
+/* Builds a result view of an index row (borrows its strings). */
+static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32_t cache)
+{
+	jc__res_init(res);
+	res->status = e->status ? (e->error ? e->error : JC_ECOMPILE) : 0;
+	res->cache = cache;
+	memcpy(res->key, e->key, 16);
+	memcpy(res->object, e->object, 16);
+	res->output = e->output;
+	res->size = e->status ? 0 : e->size;
+	res->log = e->log;
+	res->lowered = e->lowered;
+	res->n_lowered = e->n_lowered;
+	res->compile_ns = e->compile_ns;
+	if (e->status)
+		res->message = (char *)"compile failed (cached negative entry): see the log";
+}
+
+static void touch(struct jc_daemon *d, const uint8_t key[16])
+{
+	if (d->n_touch == d->cap_touch) {
+		size_t cap = d->cap_touch ? d->cap_touch * 2 : 256;
+		void *p = realloc(d->touch_keys, cap * sizeof(*d->touch_keys));
+		if (!p)
+			return; /* access time is advisory: losing one is harmless */
+		d->touch_keys = p;
+		d->cap_touch = cap;
+	}
+	memcpy(d->touch_keys[d->n_touch++], key, 16);
+}
+
+/* Serves a hit from an ok row; returns 0, or an error when the object is
+ * missing or fails its checks (it is then quarantined and the row dropped). */
+static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_entry *e,
+		     uint64_t t0)
+{
+	int fd = -1;
+	int rc = jc__store_open_object(d->store, e->object, e->size, &fd);
+	if (rc != 0)
+		return rc;
+	struct jc_res res;
+	result_of_entry(e, &res, JC_CACHE_HIT);
+	res.server_ns = jc__now_ns() - t0;
+	count(d, JC_CTR_hits, 1);
+	touch(d, e->key);
+	jc__conn_send_result(conn, &res, fd);
+	jc__conn_done(conn);
+	return 0;
+}
+
+static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uint8_t object[16],
+			   const char *why)
+{
+	char hex[33], ohex[33];
+	jc__hex16(key, hex);
+	jc__hex16(object, ohex);
+	jc_log_warn(STORE, "key %s: object %s %s; quarantined, recompiling (driver %s)", hex, ohex,
+		    why, d->tc.driver_version);
+	jc__store_quarantine(d->store, object);
+	memcache_forget(d, key);
+	pthread_mutex_lock(&d->wlock);
+	jc__index_delete(d->wix, key);
+	pthread_mutex_unlock(&d->wlock);
+}
+
+/* --- flights -------------------------------------------------------------- */
+
+static struct jc_flight *flight_find(struct jc_daemon *d, const uint8_t key[16])
+{
+	for (struct jc_flight *f = d->flights; f; f = f->next)
+		if (memcmp(f->key, key, 16) == 0)
+			return f;
+	return NULL;
+}
+
+static int flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0)
+{
+	struct jc_waiter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return JC_ENOMEM;
+	w->conn = conn;
+	w->cache = cache;
+	w->t0 = t0;
+	jc__conn_ref(conn);
+	w->next = f->waiters;
+	f->waiters = w;
+	return 0;
+}
+
+static void flight_free(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	for (struct jc_flight **p = &d->flights; *p; p = &(*p)->next)
+		if (*p == f) {
+			*p = f->next;
+			break;
+		}
+	while (f->waiters) {
+		struct jc_waiter *w = f->waiters;
+		f->waiters = w->next;
+		jc__conn_unref(w->conn);
+		free(w);
+	}
+	jc__req_clear(&f->req);
+	jc__res_clear(&f->res);
+	free(f);
+}
+
+/* Sends the flight's outcome to every waiter and ends the flight. */
+static void flight_finish(struct jc_flight *f)
+{
+	struct jc_res *res = &f->res;
+	memcpy(res->key, f->key, 16);
+	for (struct jc_waiter *w = f->waiters; w; w = w->next) {
+		res->cache = w->cache;
+		res->server_ns = jc__now_ns() - w->t0;
+		jc__conn_send_result(w->conn, res, -1);
+		jc__conn_done(w->conn);
+	}
+	flight_free(f);
+}
+
+/* Thread pool: store the object, then commit the row (order matters for crash safety). */
+static void publish_work_cb(uv_work_t *work)
+{
+	struct jc_flight *f = work->data;
+	struct jc_daemon *d = f->d;
+	struct jc_res *res = &f->res;
+	struct jc_entry e = {0};
+	memcpy(e.key, f->key, 16);
+	if (res->status == 0) {
+		f->publish_rc = jc__store_put(d->store, res->data, res->size, res->object,
+					      f->errmsg, sizeof(f->errmsg));
+		if (f->publish_rc != 0)
+			return;
+	} else {
+		e.status = 1;
+		e.error = res->status;
+		e.expires = wall_s() + d->cfg.negative_ttl_s;
+	}
+	memcpy(e.object, res->object, 16);
+	e.size = res->size;
+	e.output = res->output;
+	e.arch = f->req.arch;
+	e.versions = d->tc.summary;
+	e.source_name = f->req.source_name ? f->req.source_name : (char *)"";
+	e.app_abi = f->req.app_abi ? f->req.app_abi : (char *)"";
+	char options[1024] = "";
+	for (size_t i = 0, n = 0; i < f->req.options.n && n < sizeof(options); i++)
+		n += (size_t)snprintf(options + n, sizeof(options) - n, "%s%s", i ? " " : "",
+				       f->req.options.v[i]);
+	e.options = options;
+	e.created = e.last_access = wall_s();
+	e.compile_ns = res->compile_ns;
+	e.log = res->log ? res->log : (char *)"";
+	e.lowered = res->lowered;
+	e.n_lowered = res->n_lowered;
+	pthread_mutex_lock(&d->wlock);
+	f->publish_rc = jc__index_put(d->wix, &e);
+	if (f->publish_rc != 0)
+		snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
+	pthread_mutex_unlock(&d->wlock);
+}
+
+static void publish_after_cb(uv_work_t *work, int status)
+{
+	struct jc_flight *f = work->data;
+	(void)status;
+	memcache_forget(f->d, f->key);
+	if (f->publish_rc != 0) {
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_err(STORE, "key %s: not stored: %s", hex, f->errmsg);
+		if (f->res.status == 0) {
+			/* The bytes are good but uncached: say so rather than serve them
+			 * as if stored, so a full disk is visible to the client. */
+			free(f->res.data);
+			f->res.data = NULL;
+			f->res.status = f->publish_rc == JC_ENOSPC ? JC_ENOSPC : JC_EIO;
+			free(f->res.message);
+			f->res.message = strdup(f->errmsg);
+		}
+	}
+	flight_finish(f);
+}
+
+void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
+{
+	count(d, JC_CTR_compiles, 1);
+	count(d, JC_CTR_compile_ns, f->res.compile_ns);
+	if (f->res.status != 0)
+		count(d, JC_CTR_compile_failures, 1);
+	/* Only deterministic failures (a compile error) become negative entries. */
+	if (f->res.status == 0 || f->res.status == JC_ECOMPILE) {
+		f->work.data = f;
+		if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) == 0)
+			return;
+	}
+	flight_finish(f);
+}
+
+struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
+{
+	struct jc_flight *f = d->queue_head;
+	if (f) {
+		d->queue_head = f->qnext;
+		if (!d->queue_head)
+			d->queue_tail = NULL;
+		f->qnext = NULL;
+	}
+	return f;
+}
+
+static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
+			struct jc_req *req, uint64_t t0)
+{
+	struct jc_flight *f = calloc(1, sizeof(*f));
+	if (!f)
+		return JC_ENOMEM;
+	f->d = d;
+	memcpy(f->key, key, 16);
+	f->req = *req;
+	memset(req, 0, sizeof(*req));
+	jc__res_init(&f->res);
+	f->next = d->flights;
+	d->flights = f;
+	if (flight_join(f, conn, JC_CACHE_MISS, t0) != 0) {
+		flight_free(f);
+		return JC_ENOMEM;
+	}
+	if (d->queue_tail)
+		d->queue_tail->qnext = f;
+	else
+		d->queue_head = f;
+	d->queue_tail = f;
+	count(d, JC_CTR_misses, 1);
+	jc__pool_dispatch(d);
+	return 0;
+}
+
+/* A client could not use the object it was served: quarantine it (if the
+ * row still names it) so that this request compiles afresh. */
+static void handle_reject(struct jc_daemon *d, const uint8_t key[16], const struct jc_req *req)
+{
+	const struct jc_entry *e = lookup(d, key);
+	if (!e || e->status != 0 || memcmp(e->object, req->reject_object, 16) != 0)
+		return; /* already replaced: the next lookup serves the new object */
+	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
+	count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
+	uint8_t object[16];
+	memcpy(object, e->object, 16);
+	drop_bad_entry(d, key, object,
+		       corrupt ? "failed the client's hash check"
+			       : (req->reject_message ? req->reject_message : "did not load"));
+}
+
+void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
+{
+	uint64_t t0 = jc__now_ns();
+	uint8_t key[16];
+	char err[256] = "";
+	int rc = jc__key_compute(req, &d->tc, key, err, sizeof(err));
+	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
+		rc = JC_EINVAL;
+		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
+	}
+	if (rc != 0) {
+		count(d, JC_CTR_bad_requests, 1);
+		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
+		jc__conn_done(conn);
+		goto out;
+	}
+	if (req->reject_reason != JC_REJECT_NONE)
+		handle_reject(d, key, req);
+
+	struct jc_flight *f = flight_find(d, key);
+	if (f) {
+		if (flight_join(f, conn, JC_CACHE_JOINED, t0) == 0) {
+			count(d, JC_CTR_single_flight_joins, 1);
+			goto out;
+		}
+		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
+		jc__conn_done(conn);
+		goto out;
+	}
+	const struct jc_entry *e = lookup(d, key);
+	if (e && e->status == 0) {
+		uint8_t object[16];
+		memcpy(object, e->object, 16);
+		rc = serve_hit(d, conn, e, t0);
+		if (rc == 0)
+			goto out;
+		if (rc == JC_ECORRUPT || rc == JC_ENOTFOUND) {
+			count(d, JC_CTR_corrupt_objects, 1);
+			drop_bad_entry(d, key, object, rc == JC_ECORRUPT ? "failed its checks" : "is missing");
+		}
+	} else if (e && e->expires > wall_s()) {
+		struct jc_res res;
+		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
+		res.server_ns = jc__now_ns() - t0;
+		count(d, JC_CTR_negative_hits, 1);
+		jc__conn_send_result(conn, &res, -1);
+		jc__conn_done(conn);
+		goto out;
+	}
+	if (d->stopping) {
+		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
+		jc__conn_done(conn);
+	} else if (start_flight(d, conn, key, req, t0) != 0) {
+		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
+		jc__conn_done(conn);
+	}
+out:
+	jc__req_clear(req);
+}
+
+/* --- periodic flush of access times and counters ----------------------------- */
+
+struct flush_job {
+	struct jc_daemon *d;
+	uint8_t (*keys)[16];
+	uint32_t *hits;
+	size_t n;
+	uint64_t counters[JC_CTR__COUNT];
+	int save_counters;
+};
+
+static void flush_run(struct jc_daemon *d, struct flush_job *j)
+{
+	pthread_mutex_lock(&d->wlock);
+	if (j->n && jc__index_touch(d->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, wall_s()) != 0)
+		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->wix));
+	if (j->save_counters) {
+		if (jc__index_counters_save(d->wix, jc__counter_names, j->counters, JC_CTR__COUNT) != 0)
+			jc_log_warn(INDEX, "counters not saved: %s", jc__index_errmsg(d->wix));
+	}
+	pthread_mutex_unlock(&d->wlock);
+}
+
+static void flush_work_cb(uv_work_t *w)
+{
+	struct flush_job *j = w->data;
+	flush_run(j->d, j);
+}
+
+static void flush_job_free(struct flush_job *j)
+{
+	free(j->keys);
+	free(j->hits);
+	free(j);
+}
+
+static void flush_after_cb(uv_work_t *w, int status)
+{
+	struct flush_job *j = w->data;
+	(void)status;
+	j->d->flush_busy = 0;
+	flush_job_free(j);
+}
+
+/* Takes the pending touches and a counter snapshot; NULL when nothing to do. */
+static struct flush_job *flush_take(struct jc_daemon *d)
+{
+	if (!d->n_touch && !d->counters_dirty)
+		return NULL;
+	struct flush_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->d = d;
+	j->keys = d->touch_keys;
+	j->n = d->n_touch;
+	j->hits = calloc(j->n + 1, sizeof(*j->hits));
+	if (!j->hits) {
+		free(j);
+		return NULL;
+	}
+	for (size_t i = 0; i < j->n; i++)
+		j->hits[i] = 1;
+	d->touch_keys = NULL;
+	d->n_touch = d->cap_touch = 0;
+	memcpy(j->counters, d->counters, sizeof(j->counters));
+	j->save_counters = d->counters_dirty;
+	d->counters_dirty = 0;
+	return j;
+}
+
+void jc__cache_tick(struct jc_daemon *d)
+{
+	if (d->flush_busy)
+		return;
+	struct flush_job *j = flush_take(d);
+	if (!j)
+		return;
+	d->flush_busy = 1;
+	d->flush_work.data = j;
+	if (uv_queue_work(d->loop, &d->flush_work, flush_work_cb, flush_after_cb) != 0) {
+		d->flush_busy = 0;
+		flush_job_free(j);
+	}
+}
+
+void jc__cache_flush_sync(struct jc_daemon *d)
+{
+	struct flush_job *j = flush_take(d);
+	if (j) {
+		flush_run(d, j);
+		flush_job_free(j);
+	}
+}
+
+int jc__cache_init(struct jc_daemon *d)
+{
+	d->memcache = calloc(JC_MEMCACHE_SLOTS, sizeof(*d->memcache));
+	if (!d->memcache)
+		return JC_ENOMEM;
+	return jc__counters_load_array(d->rix, d->counters);
+}
+
+void jc__cache_shutdown(struct jc_daemon *d)
+{
+	/* Flights still queued get an answer; running ones end with their worker. */
+	struct jc_flight *f;
+	while ((f = jc__pool_next_flight(d))) {
+		jc__res_clear(&f->res);
+		f->res.status = JC_EBUSY;
+		f->res.message = strdup("daemon is shutting down");
+		flight_finish(f);
+	}
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jitcached internals: the daemon object and the pieces that share it.
+ * Everything here runs on the libuv loop thread unless a comment says
+ * otherwise; the writer index is used from the thread pool under wlock.
+ */
+#ifndef JC_DAEMON_H
+#define JC_DAEMON_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "counters.h"
+#include "index.h"
+#include "proto.h"
+#include "req.h"
+#include "store.h"
+#include "toolchain.h"
+
+struct jc_config {
+	char *cache_dir;
+	char *socket_path;
+	char *worker_path;        /* jitcache-worker executable */
+	uint64_t max_size;        /* byte budget of ok entries */
+	int64_t negative_ttl_s;   /* lifetime of a negative entry */
+	int workers;              /* compile worker processes */
+	int compile_timeout_s;    /* per compile; 0 = none */
+	uint64_t worker_memory;   /* RLIMIT_AS of a worker in bytes; 0 = none */
+	int idle_timeout_s;       /* a connection silent this long is closed */
+	int group_shared;         /* cache dir 02770 and socket 0660 */
+	int test_faults;          /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
+	uid_t *allow_uids;        /* clients allowed besides root and our uid; none = all */
+	size_t n_allow_uids;
+	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
+};
+
+struct jc_conn;
+struct jc_worker;
+
+/* A client waiting on a flight. Holds a reference on its connection. */
+struct jc_waiter {
+	struct jc_conn *conn;
+	uint32_t cache;           /* JC_CACHE_MISS for the first, JOINED for the rest */
+	uint64_t t0;
+	struct jc_waiter *next;
+};
+
+/* One compile in progress for one key: single flight. */
+struct jc_flight {
+	struct jc_daemon *d;
+	uint8_t key[16];
+	struct jc_req req;        /* owned: moved from the first request */
+	struct jc_waiter *waiters;
+	struct jc_flight *next;   /* daemon's list of flights */
+	struct jc_flight *qnext;  /* queue of flights waiting for a worker */
+	struct jc_res res;        /* the worker's result */
+	uv_work_t work;           /* publish in the thread pool */
+	char errmsg[256];         /* publish error */
+	int publish_rc;
+};
+
+/* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
+#define JC_MEMCACHE_SLOTS 16384
+struct jc_slot {
+	int used;
+	struct jc_entry e;
+};
+
+struct jc_daemon {
+	struct jc_config cfg;
+	uv_loop_t *loop;
+	struct jc_store *store;
+	struct jc_index *rix;     /* reader, loop thread only */
+	struct jc_index *wix;     /* writer, thread pool under wlock */
+	pthread_mutex_t wlock;
+	struct jc_toolchain tc;
+	int lock_fd;
+	uint64_t counters[JC_CTR__COUNT];
+	int counters_dirty;
+	uint64_t start_ns;
+	int stopping;
+
+	struct jc_slot *memcache;
+	struct jc_flight *flights;
+	struct jc_flight *queue_head, *queue_tail;
+	struct jc_worker **workers;
+	int n_workers;
+
+	/* Access times and hit counts not yet written: flushed in batches. */
+	uint8_t (*touch_keys)[16];
+	size_t n_touch, cap_touch;
+	int flush_busy;
+	uv_work_t flush_work;
+
+	uv_pipe_t listener;
+	uv_timer_t tick;          /* flush, respawn, eviction */
+	uv_signal_t sigterm, sigint, sighup;
+	struct jc_conn *conns;    /* open connections (for shutdown) */
+};
+
+/* cache.c */
+int jc__cache_init(struct jc_daemon *d);
+/* Handles a decoded COMPILE request of conn; takes ownership of *req. */
+void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+void jc__cache_tick(struct jc_daemon *d);
+void jc__cache_memcache_drop_all(struct jc_daemon *d);
+void jc__cache_shutdown(struct jc_daemon *d);
+void jc__cache_flush_sync(struct jc_daemon *d);
+uint64_t jc__now_ns(void);
+
+/* server.c */
+/* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
+int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
+void jc__server_shutdown(struct jc_daemon *d);
+void jc__conn_ref(struct jc_conn *c);
+void jc__conn_unref(struct jc_conn *c);
+/* Sends a RESULT; objfd (>= 0) is passed with it and always closed here. */
+void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);
+void jc__conn_send_error(struct jc_conn *c, int code, const char *message);
+/* Lets the connection read its next request. */
+void jc__conn_done(struct jc_conn *c);
+
+#endif

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reassembles frames from a libuv stream without extra copies: libuv reads
+ * straight into the framer's buffer (jc__framer_alloc), and complete frames
+ * are handed to a callback in place. Loop thread only.
+ */
+#ifndef JC_FRAMER_H
+#define JC_FRAMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "proto.h"
+
+struct jc_framer {
+	struct jc_buf buf; /* received, not yet consumed bytes */
+	size_t max;        /* largest payload accepted (<= JC_FRAME_MAX) */
+};
+
+/* Called for each complete frame; payload is borrowed until it returns.
+ * A non-zero return stops the feed and is returned by jc__framer_feed. */
+typedef int (*jc_frame_cb)(void *ctx, uint16_t type, const uint8_t *payload, size_t len);
+
+/* libuv alloc_cb body: room for at least 64 KiB more (buf->len 0 on ENOMEM). */
+void jc__framer_alloc(struct jc_framer *f, size_t hint, uv_buf_t *buf);
+/* Accounts nread bytes just read into the buffer and dispatches whole frames.
+ * Returns 0, the callback's non-zero value, JC_EPROTO or JC_ETOOBIG. */
+int jc__framer_feed(struct jc_framer *f, size_t nread, jc_frame_cb cb, void *ctx);
+void jc__framer_free(struct jc_framer *f);
+
+#endif

@@ -1,0 +1,788 @@
+/* SPDX-License-Identifier: MIT */
+/* The SQLite index: see index.h for the contract. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "index.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sqlite3.h>
+
+#include "jitcache/jitcache.h"
+#include "log.h"
+
+#define APP_ID 0x4A434348 /* "JCCH" */
+#define SCHEMA_VERSION 1
+#define FOREIGN 1 /* internal: the file is not our current schema */
+
+static const char schema_sql[] =
+	"CREATE TABLE entries("
+	" key BLOB PRIMARY KEY NOT NULL,"
+	" status INTEGER NOT NULL CHECK (status IN (0, 1)),"
+	" error INTEGER NOT NULL,"
+	" object BLOB,"                 /* NULL for failures */
+	" size INTEGER NOT NULL,"
+	" output INTEGER NOT NULL,"
+	" arch TEXT NOT NULL,"
+	" versions TEXT NOT NULL,"
+	" options TEXT NOT NULL,"
+	" source_name TEXT NOT NULL,"
+	" app_abi TEXT NOT NULL,"
+	" created INTEGER NOT NULL,"
+	" last_access INTEGER NOT NULL,"
+	" expires INTEGER NOT NULL,"
+	" hits INTEGER NOT NULL,"
+	" compile_ns INTEGER NOT NULL,"
+	/* Large values last: columns after an overflowing one cost page reads. */
+	" log TEXT NOT NULL,"
+	" lowered BLOB);"               /* (u32le len, expr, u32le len, lowered)* */
+	"CREATE INDEX entries_lru ON entries(last_access, key);"
+	"CREATE INDEX entries_object ON entries(object) WHERE object IS NOT NULL;"
+	"CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)"
+	" WITHOUT ROWID;"
+	/* O(1) totals, kept by triggers (put is an upsert, so UPDATE fires). */
+	"CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0), entries INTEGER NOT NULL,"
+	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL);"
+	"INSERT INTO totals VALUES (0, 0, 0, 0);"
+	"CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN"
+	" UPDATE totals SET entries = entries + 1, negative = negative + (NEW.status <> 0),"
+	" bytes = bytes + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END; END;"
+	"CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN"
+	" UPDATE totals SET entries = entries - 1, negative = negative - (OLD.status <> 0),"
+	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END; END;"
+	"CREATE TRIGGER entries_upd AFTER UPDATE OF status, size ON entries BEGIN"
+	" UPDATE totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0),"
+	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END"
+	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END;"
+	" END;";
+
+/* Entry columns, in the order of enum col (key first, large values last). */
+#define COLS "key, status, error, object, size, output, arch, versions, options, " \
+	     "source_name, app_abi, created, last_access, expires, hits, compile_ns, log, lowered"
+enum col {
+	C_KEY, C_STATUS, C_ERROR, C_OBJECT, C_SIZE, C_OUTPUT, C_ARCH, C_VERSIONS, C_OPTIONS,
+	C_SOURCE_NAME, C_APP_ABI, C_CREATED, C_LAST_ACCESS, C_EXPIRES, C_HITS, C_COMPILE_NS,
+	C_LOG, C_LOWERED,
+};
+
+enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
+	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST__N };
+
+static const char *const stmt_sql[ST__N] = {
+	[ST_GET] = "SELECT " COLS " FROM entries WHERE key = ?1",
+	[ST_PUT] = "INSERT INTO entries (" COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+		   " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) ON CONFLICT (key) DO UPDATE SET"
+		   " status = excluded.status, error = excluded.error, object = excluded.object,"
+		   " size = excluded.size, output = excluded.output, arch = excluded.arch,"
+		   " versions = excluded.versions, options = excluded.options,"
+		   " source_name = excluded.source_name, app_abi = excluded.app_abi,"
+		   " created = excluded.created, last_access = excluded.last_access,"
+		   " expires = excluded.expires, hits = excluded.hits,"
+		   " compile_ns = excluded.compile_ns, log = excluded.log,"
+		   " lowered = excluded.lowered",
+	[ST_DELETE] = "DELETE FROM entries WHERE key = ?1",
+	[ST_TOUCH] = "UPDATE entries SET hits = hits + ?2, last_access = ?3 WHERE key = ?1",
+	[ST_TOTALS] = "SELECT entries, negative, bytes FROM totals WHERE id = 0",
+	[ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
+	[ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
+	[ST_CNT_SAVE] = "INSERT INTO counters (name, value) VALUES (?1, ?2)"
+			" ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+};
+
+struct jc_index {
+	sqlite3 *db;
+	sqlite3_stmt *st[ST__N];
+	char msg[512];
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int map_rc(sqlite3 *db, int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_FULL:
+		return JC_ENOSPC;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return JC_EBUSY;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return JC_ECORRUPT;
+	case SQLITE_NOMEM:
+		return JC_ENOMEM;
+	case SQLITE_IOERR: {
+		int e = sqlite3_system_errno(db);
+		return e == ENOSPC || e == EDQUOT ? JC_ENOSPC : JC_EIO;
+	}
+	default:
+		return JC_EIO;
+	}
+}
+
+/* Records "what: sqlite message" and returns the mapped code. */
+static int fail(struct jc_index *ix, int rc, const char *what)
+{
+	snprintf(ix->msg, sizeof(ix->msg), "%s: %s (SQLite code %d)", what,
+		 sqlite3_errmsg(ix->db), rc);
+	return map_rc(ix->db, rc);
+}
+
+/* Steps a statement that returns no row, then resets it. */
+static int step_done(struct jc_index *ix, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st), out = rc == SQLITE_DONE ? 0 : fail(ix, rc, what);
+
+	sqlite3_reset(st);
+	return out;
+}
+
+static int tx(struct jc_index *ix, enum stmt which)
+{
+	return step_done(ix, ix->st[which], stmt_sql[which]);
+}
+
+/* Commits, or rolls back after an earlier failure rc; returns rc or the commit's. */
+static int tx_end(struct jc_index *ix, int rc)
+{
+	if (rc == 0)
+		rc = tx(ix, ST_COMMIT);
+	if (rc && !sqlite3_get_autocommit(ix->db)) {
+		char keep[sizeof(ix->msg)];
+
+		memcpy(keep, ix->msg, sizeof(keep));
+		tx(ix, ST_ROLLBACK);
+		memcpy(ix->msg, keep, sizeof(keep));
+	}
+	return rc;
+}
+
+static int pragma_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(st, 0);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static void detach(struct jc_index *ix)
+{
+	for (int i = 0; i < ST__N; i++) {
+		sqlite3_finalize(ix->st[i]);
+		ix->st[i] = NULL;
+	}
+	sqlite3_close(ix->db);
+	ix->db = NULL;
+}
+
+/*
+ * Opens the connection, checks the schema (creating it in an empty writable
+ * file), sets WAL and prepares every statement. Returns 0, FOREIGN (err says
+ * why) or a JC_E* code. The caller detaches on failure.
+ */
+static int attach(struct jc_index *ix, const char *path, int readonly, char *err,
+		  size_t errlen)
+{
+	int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	int64_t app = 0, ver = 0, tables = 0, wal = 0;
+	char *msg = NULL;
+	int rc;
+
+	rc = sqlite3_open_v2(path, &ix->db, flags, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_busy_timeout(ix->db, 5000);
+	/* Versions first: nothing is changed in a file we do not understand. */
+	if (rc == SQLITE_OK)
+		rc = pragma_int(ix->db, "PRAGMA application_id", &app);
+	if (rc == SQLITE_OK)
+		rc = pragma_int(ix->db, "PRAGMA user_version", &ver);
+	if (rc == SQLITE_OK)
+		rc = pragma_int(ix->db, "SELECT count(*) FROM sqlite_master", &tables);
+	if (rc != SQLITE_OK)
+		goto sqlite_fail;
+	if (app != APP_ID || ver != SCHEMA_VERSION) {
+		if (app || ver || tables || readonly) {
+			set_err(err, errlen, app == APP_ID ?
+				"%s has index schema version %lld; this jitcached uses %d" :
+				"%s is not a jitcache index (application_id %lld)", path,
+				(long long)(app == APP_ID ? ver : app), SCHEMA_VERSION);
+			return FOREIGN;
+		}
+	}
+	if (!readonly) {
+		rc = sqlite3_exec(ix->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+				  " PRAGMA journal_size_limit=67108864", NULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			goto sqlite_fail;
+		if (pragma_int(ix->db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode",
+			       &wal) != SQLITE_OK || !wal) {
+			set_err(err, errlen, "%s: SQLite cannot use WAL mode here (a network or "
+				"unusual filesystem?)", path);
+			return JC_EIO;
+		}
+	}
+	if (!readonly && !tables) {
+		rc = sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(ix->db, schema_sql, NULL, NULL, NULL);
+		if (rc == SQLITE_OK) {
+			char pragmas[128];
+
+			snprintf(pragmas, sizeof(pragmas),
+				 "PRAGMA application_id = %d; PRAGMA user_version = %d; COMMIT",
+				 APP_ID, SCHEMA_VERSION);
+			rc = sqlite3_exec(ix->db, pragmas, NULL, NULL, &msg);
+		}
+		if (rc != SQLITE_OK) {
+			sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
+			goto sqlite_fail;
+		}
+		jc_log_info(INDEX, "created index %s (schema %d)", path, SCHEMA_VERSION);
+	}
+	for (int i = 0; i < ST__N; i++) {
+		rc = sqlite3_prepare_v3(ix->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&ix->st[i], NULL);
+		if (rc == SQLITE_ERROR) {
+			/* Our version numbers on tables we do not know. */
+			set_err(err, errlen, "%s: unexpected schema: %s", path,
+				sqlite3_errmsg(ix->db));
+			return FOREIGN;
+		}
+		if (rc != SQLITE_OK)
+			goto sqlite_fail;
+	}
+	return 0;
+
+sqlite_fail:
+	set_err(err, errlen, "%s: %s (SQLite code %d)", path,
+		ix->db ? sqlite3_errmsg(ix->db) : sqlite3_errstr(rc), rc);
+	sqlite3_free(msg);
+	return ix->db ? map_rc(ix->db, rc) : JC_ENOMEM;
+}
+
+/* Renames path (and its -wal) to path.old-<n>, removes its -shm. */
+static int move_aside(const char *path, char *aside, size_t len)
+{
+	char from[4096], to[4096];
+
+	for (int n = 1; n < 1000; n++) {
+		snprintf(aside, len, "%s.old-%d", path, n);
+		if (access(aside, F_OK) == 0)
+			continue;
+		if (rename(path, aside) < 0)
+			return -1;
+		snprintf(from, sizeof(from), "%s-wal", path);
+		snprintf(to, sizeof(to), "%s-wal", aside);
+		if (rename(from, to) < 0 && errno != ENOENT)
+			return -1;
+		snprintf(from, sizeof(from), "%s-shm", path);
+		if (unlink(from) < 0 && errno != ENOENT)
+			return -1;
+		return 0;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+int jc__index_open(const char *path, int readonly, struct jc_index **out, char *err,
+		   size_t errlen)
+{
+	struct jc_index *ix;
+	char why[512] = "", aside[4096];
+	int rc;
+
+	if (!path || !out)
+		return set_err(err, errlen, "no index path"), JC_EINVAL;
+	if (readonly && access(path, F_OK) < 0) {
+		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		return errno == ENOENT ? JC_ENOTFOUND : JC_EIO;
+	}
+	ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		return set_err(err, errlen, "out of memory"), JC_ENOMEM;
+	rc = attach(ix, path, readonly, why, sizeof(why));
+	if ((rc == FOREIGN || rc == JC_ECORRUPT) && !readonly) {
+		detach(ix);
+		if (move_aside(path, aside, sizeof(aside)) < 0) {
+			set_err(err, errlen, "%s; moving it aside failed: %s", why,
+				strerror(errno));
+			rc = JC_EIO;
+			goto err_after_alloc;
+		}
+		jc_log_warn(INDEX, "%s; moved it to %s and started an empty index (the cache "
+			    "starts cold)", why, aside);
+		rc = attach(ix, path, readonly, why, sizeof(why));
+	}
+	if (rc) {
+		set_err(err, errlen, "%s", why);
+		rc = rc == FOREIGN ? JC_EVERSION : rc;
+		goto err_after_alloc;
+	}
+	*out = ix;
+	return 0;
+
+err_after_alloc:
+	detach(ix);
+	free(ix);
+	return rc;
+}
+
+void jc__index_close(struct jc_index *ix)
+{
+	if (!ix)
+		return;
+	detach(ix);
+	free(ix);
+}
+
+const char *jc__index_errmsg(struct jc_index *ix)
+{
+	return ix->msg;
+}
+
+void jc__entry_clear(struct jc_entry *e)
+{
+	if (!e)
+		return;
+	free(e->arch);
+	free(e->versions);
+	free(e->options);
+	free(e->source_name);
+	free(e->app_abi);
+	free(e->log);
+	for (size_t i = 0; i < e->n_lowered; i++) {
+		free(e->lowered[i].expr);
+		free(e->lowered[i].lowered);
+	}
+	free(e->lowered);
+	memset(e, 0, sizeof(*e));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+/* One length-prefixed string of the lowered blob into a new C string. */
+static int take_str(const uint8_t **p, const uint8_t *end, char **out)
+{
+	uint32_t len;
+
+	if (end - *p < 4)
+		return JC_ECORRUPT;
+	len = get32(*p);
+	*p += 4;
+	if ((size_t)(end - *p) < len)
+		return JC_ECORRUPT;
+	*out = strndup((const char *)*p, len);
+	*p += len;
+	return *out ? 0 : JC_ENOMEM;
+}
+
+static int decode_lowered(const uint8_t *p, size_t size, struct jc_entry *e)
+{
+	const uint8_t *end = p + size;
+	size_t cap = size / 8; /* each pair takes at least 8 bytes */
+	int rc;
+
+	if (!size)
+		return 0;
+	e->lowered = calloc(cap, sizeof(*e->lowered));
+	if (!e->lowered)
+		return JC_ENOMEM;
+	while (p < end) {
+		struct jc_lowered *l = &e->lowered[e->n_lowered];
+
+		if (e->n_lowered == cap)
+			return JC_ECORRUPT;
+		e->n_lowered++;
+		rc = take_str(&p, end, &l->expr);
+		if (!rc)
+			rc = take_str(&p, end, &l->lowered);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* The lowered blob of e, malloc'd into *out (NULL when there are none). */
+static int encode_lowered(const struct jc_entry *e, uint8_t **out, size_t *size)
+{
+	size_t n = 0;
+	uint8_t *p;
+
+	*out = NULL;
+	*size = 0;
+	for (size_t i = 0; i < e->n_lowered; i++) {
+		size_t a = strlen(e->lowered[i].expr), b = strlen(e->lowered[i].lowered);
+
+		if (a > UINT32_MAX || b > UINT32_MAX)
+			return JC_EINVAL;
+		n += 8 + a + b;
+	}
+	if (!n)
+		return 0;
+	p = *out = malloc(n);
+	if (!p)
+		return JC_ENOMEM;
+	for (size_t i = 0; i < e->n_lowered; i++) {
+		const char *s[2] = { e->lowered[i].expr, e->lowered[i].lowered };
+
+		for (int j = 0; j < 2; j++) {
+			size_t len = strlen(s[j]);
+
+			put32(p, (uint32_t)len);
+			memcpy(p + 4, s[j], len);
+			p += 4 + len;
+		}
+	}
+	*size = n;
+	return 0;
+}
+
+static int copy_text(sqlite3_stmt *st, int col, char **out)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	*out = strdup(t ? (const char *)t : "");
+	return *out ? 0 : JC_ENOMEM;
+}
+
+static int copy_hash(sqlite3_stmt *st, int col, uint8_t out[16])
+{
+	const void *b = sqlite3_column_blob(st, col);
+
+	if (!b) {
+		memset(out, 0, 16);
+		return 0;
+	}
+	if (sqlite3_column_bytes(st, col) != 16)
+		return JC_ECORRUPT;
+	memcpy(out, b, 16);
+	return 0;
+}
+
+/* The current row into *e (overwritten; cleared again on failure). */
+static int row_to_entry(sqlite3_stmt *st, struct jc_entry *e)
+{
+	static const int text_cols[] = { C_ARCH, C_VERSIONS, C_OPTIONS, C_SOURCE_NAME,
+					 C_APP_ABI, C_LOG };
+	char **text[] = { &e->arch, &e->versions, &e->options, &e->source_name, &e->app_abi,
+			  &e->log };
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	e->status = sqlite3_column_int(st, C_STATUS);
+	e->error = sqlite3_column_int(st, C_ERROR);
+	e->size = (uint64_t)sqlite3_column_int64(st, C_SIZE);
+	e->output = (uint32_t)sqlite3_column_int64(st, C_OUTPUT);
+	e->created = sqlite3_column_int64(st, C_CREATED);
+	e->last_access = sqlite3_column_int64(st, C_LAST_ACCESS);
+	e->expires = sqlite3_column_int64(st, C_EXPIRES);
+	e->hits = (uint64_t)sqlite3_column_int64(st, C_HITS);
+	e->compile_ns = (uint64_t)sqlite3_column_int64(st, C_COMPILE_NS);
+	rc = copy_hash(st, C_KEY, e->key);
+	if (!rc)
+		rc = copy_hash(st, C_OBJECT, e->object);
+	for (size_t i = 0; !rc && i < sizeof(text_cols) / sizeof(text_cols[0]); i++)
+		rc = copy_text(st, text_cols[i], text[i]);
+	if (!rc)
+		rc = decode_lowered(sqlite3_column_blob(st, C_LOWERED),
+				    (size_t)sqlite3_column_bytes(st, C_LOWERED), e);
+	if (rc)
+		jc__entry_clear(e);
+	return rc;
+}
+
+int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *out)
+{
+	sqlite3_stmt *st = ix->st[ST_GET];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "get");
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		rc = row_to_entry(st, out);
+		if (rc == JC_ECORRUPT)
+			snprintf(ix->msg, sizeof(ix->msg), "get: malformed entry row");
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "get");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+int jc__index_put(struct jc_index *ix, const struct jc_entry *e)
+{
+	sqlite3_stmt *st = ix->st[ST_PUT];
+	const char *text[] = { e->arch, e->versions, e->options, e->source_name, e->app_abi,
+			       e->log };
+	static const int text_cols[] = { C_ARCH, C_VERSIONS, C_OPTIONS, C_SOURCE_NAME,
+					 C_APP_ABI, C_LOG };
+	const int64_t ints[][2] = {
+		{ C_STATUS, e->status }, { C_ERROR, e->error }, { C_SIZE, (int64_t)e->size },
+		{ C_OUTPUT, e->output }, { C_CREATED, e->created },
+		{ C_LAST_ACCESS, e->last_access }, { C_EXPIRES, e->expires },
+		{ C_HITS, (int64_t)e->hits }, { C_COMPILE_NS, (int64_t)e->compile_ns },
+	};
+	uint8_t *lowered;
+	size_t n_lowered;
+	int rc;
+
+	if (e->status != JC_ENTRY_OK && e->status != JC_ENTRY_FAILED) {
+		snprintf(ix->msg, sizeof(ix->msg), "put: bad status %d", e->status);
+		return JC_EINVAL;
+	}
+	rc = encode_lowered(e, &lowered, &n_lowered);
+	if (rc)
+		return rc;
+	/* Parameter ?N binds column N-1 of COLS. */
+	rc = sqlite3_bind_blob(st, C_KEY + 1, e->key, 16, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = e->status == JC_ENTRY_OK ?
+			sqlite3_bind_blob(st, C_OBJECT + 1, e->object, 16, SQLITE_STATIC) :
+			sqlite3_bind_null(st, C_OBJECT + 1);
+	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(ints) / sizeof(ints[0]); i++)
+		rc = sqlite3_bind_int64(st, (int)ints[i][0] + 1, ints[i][1]);
+	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(text) / sizeof(text[0]); i++)
+		rc = sqlite3_bind_text(st, text_cols[i] + 1, or_empty(text[i]), -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = lowered ? sqlite3_bind_blob64(st, C_LOWERED + 1, lowered, n_lowered,
+						   SQLITE_STATIC) :
+			       sqlite3_bind_null(st, C_LOWERED + 1);
+	rc = rc == SQLITE_OK ? step_done(ix, st, "put") : fail(ix, rc, "put");
+	sqlite3_clear_bindings(st);
+	free(lowered);
+	return rc;
+}
+
+int jc__index_delete(struct jc_index *ix, const uint8_t key[16])
+{
+	sqlite3_stmt *st = ix->st[ST_DELETE];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	rc = rc == SQLITE_OK ? step_done(ix, st, "delete") : fail(ix, rc, "delete");
+	if (!rc && sqlite3_changes(ix->db) == 0)
+		return JC_ENOTFOUND;
+	return rc;
+}
+
+int jc__index_touch(struct jc_index *ix, const uint8_t (*keys)[16], const uint32_t *hits,
+		    size_t n, int64_t now)
+{
+	sqlite3_stmt *st = ix->st[ST_TOUCH];
+	int rc;
+
+	if (!n)
+		return 0;
+	rc = tx(ix, ST_BEGIN);
+	if (rc)
+		return rc;
+	for (size_t i = 0; !rc && i < n; i++) {
+		int b = sqlite3_bind_blob(st, 1, keys[i], 16, SQLITE_STATIC);
+
+		if (b == SQLITE_OK)
+			b = sqlite3_bind_int64(st, 2, hits ? hits[i] : 0);
+		if (b == SQLITE_OK)
+			b = sqlite3_bind_int64(st, 3, now);
+		rc = b == SQLITE_OK ? step_done(ix, st, "touch") : fail(ix, b, "touch");
+	}
+	return tx_end(ix, rc);
+}
+
+/* Appends " AND <cond>" to the foreach SQL. */
+#define ADD(cond) (len += (size_t)snprintf(sql + len, sizeof(sql) - len, " AND %s", (cond)))
+
+int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
+		      int (*cb)(const struct jc_entry *e, void *ctx), void *ctx)
+{
+	static const struct jc_filter all;
+	char sql[sizeof("SELECT " COLS " FROM entries WHERE 1") + 512];
+	size_t len = (size_t)snprintf(sql, sizeof(sql), "SELECT " COLS " FROM entries WHERE 1");
+	struct jc_entry e;
+	sqlite3_stmt *st;
+	int rc;
+
+	f = f ? f : &all;
+	if (f->status < JC_FILTER_ANY || f->status > JC_FILTER_FAILED) {
+		snprintf(ix->msg, sizeof(ix->msg), "foreach: bad status filter %d", f->status);
+		return JC_EINVAL;
+	}
+	/* Numbered parameters: ?1 status, ?2 created, ?3 accessed, ?4 expired, ?5 arch,
+	 * ?6 versions, ?7 key; only those of present conditions are bound. */
+	if (f->status)
+		ADD("status = ?1");
+	if (f->created_before)
+		ADD("created < ?2");
+	if (f->accessed_before)
+		ADD("last_access < ?3");
+	if (f->expired_at)
+		ADD("status = 1 AND expires <= ?4");
+	if (f->arch)
+		ADD("arch = ?5");
+	if (f->versions_not)
+		ADD("versions <> ?6");
+	if (f->key)
+		ADD("key = ?7");
+	snprintf(sql + len, sizeof(sql) - len, " ORDER BY last_access, key");
+
+	rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "foreach");
+	if (f->status)
+		rc = sqlite3_bind_int(st, 1, f->status == JC_FILTER_OK ? 0 : 1);
+	if (rc == SQLITE_OK && f->created_before)
+		rc = sqlite3_bind_int64(st, 2, f->created_before);
+	if (rc == SQLITE_OK && f->accessed_before)
+		rc = sqlite3_bind_int64(st, 3, f->accessed_before);
+	if (rc == SQLITE_OK && f->expired_at)
+		rc = sqlite3_bind_int64(st, 4, f->expired_at);
+	if (rc == SQLITE_OK && f->arch)
+		rc = sqlite3_bind_text(st, 5, f->arch, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && f->versions_not)
+		rc = sqlite3_bind_text(st, 6, f->versions_not, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && f->key)
+		rc = sqlite3_bind_blob(st, 7, f->key, 16, SQLITE_STATIC);
+	if (rc != SQLITE_OK) {
+		rc = fail(ix, rc, "foreach");
+		goto out;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rc = row_to_entry(st, &e);
+		if (rc) {
+			snprintf(ix->msg, sizeof(ix->msg), "foreach: malformed entry row");
+			goto out;
+		}
+		rc = cb(&e, ctx);
+		jc__entry_clear(&e);
+		if (rc)
+			goto out;
+	}
+	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "foreach");
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+#undef ADD
+
+int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_entries,
+		     uint64_t *bytes)
+{
+	sqlite3_stmt *st = ix->st[ST_TOTALS];
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		if (entries)
+			*entries = (uint64_t)sqlite3_column_int64(st, 0);
+		if (negative_entries)
+			*negative_entries = (uint64_t)sqlite3_column_int64(st, 1);
+		if (bytes)
+			*bytes = (uint64_t)sqlite3_column_int64(st, 2);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ECORRUPT : fail(ix, rc, "totals");
+		if (rc == JC_ECORRUPT)
+			snprintf(ix->msg, sizeof(ix->msg), "totals: row missing");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_t *n)
+{
+	sqlite3_stmt *st = ix->st[ST_REFS];
+	int rc = sqlite3_bind_blob(st, 1, object, 16, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*n = (uint64_t)sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = fail(ix, rc, "object refs");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_counters_load(struct jc_index *ix,
+			    int (*cb)(const char *name, uint64_t value, void *ctx), void *ctx)
+{
+	sqlite3_stmt *st = ix->st[ST_CNT_LOAD];
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *name = sqlite3_column_text(st, 0);
+
+		rc = cb(name ? (const char *)name : "",
+			(uint64_t)sqlite3_column_int64(st, 1), ctx);
+		if (rc)
+			goto out;
+	}
+	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "counters load");
+out:
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_counters_save(struct jc_index *ix, const char *const *names,
+			    const uint64_t *values, size_t n)
+{
+	sqlite3_stmt *st = ix->st[ST_CNT_SAVE];
+	int rc;
+
+	if (!n)
+		return 0;
+	rc = tx(ix, ST_BEGIN);
+	if (rc)
+		return rc;
+	for (size_t i = 0; !rc && i < n; i++) {
+		int b = sqlite3_bind_text(st, 1, names[i], -1, SQLITE_STATIC);
+
+		if (b == SQLITE_OK)
+			b = sqlite3_bind_int64(st, 2, (int64_t)values[i]);
+		rc = b == SQLITE_OK ? step_done(ix, st, "counters save") :
+				      fail(ix, b, "counters save");
+	}
+	return tx_end(ix, rc);
+}

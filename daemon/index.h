@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The SQLite index: cache key -> entry (object hash and metadata, or a cached
+ * compile failure), plus named counters. DIR/index.sqlite, WAL mode,
+ * synchronous=NORMAL (objects are fsynced by the store before their row is
+ * committed), busy_timeout 5000 ms, schema versioned by PRAGMA user_version
+ * and marked with PRAGMA application_id.
+ *
+ * A database this code cannot read as its own (a user_version from the
+ * future or unknown, another application's file, or a file SQLite reports as
+ * corrupt or not a database) is never misread: a writable open renames it
+ * (with its -wal file) to index.sqlite.old-<n>, logs a warning and starts a
+ * fresh, empty index; the objects it named become orphans for the collector.
+ * A read-only open reports JC_EVERSION or JC_ECORRUPT instead. Corruption
+ * found later, by a statement, is returned as JC_ECORRUPT.
+ *
+ * Thread-safety: a struct jc_index is one SQLite connection; use it from one
+ * thread at a time (it may move between threads). Distinct handles on the
+ * same file may be used at once, from threads or processes (WAL: readers do
+ * not block the writer; writers wait up to busy_timeout, then JC_EBUSY).
+ *
+ * Errors: functions return 0 or a negative JC_E* code. SQLite results are
+ * mapped: SQLITE_FULL (or an I/O error with ENOSPC/EDQUOT) -> JC_ENOSPC,
+ * SQLITE_BUSY/LOCKED -> JC_EBUSY, SQLITE_CORRUPT/NOTADB -> JC_ECORRUPT,
+ * SQLITE_NOMEM -> JC_ENOMEM, anything else -> JC_EIO; the SQLite message is
+ * kept for jc__index_errmsg(). "SQLite errors" below means that list.
+ */
+#ifndef JC_INDEX_H
+#define JC_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "req.h"
+
+struct jc_index;
+
+enum { JC_ENTRY_OK = 0, JC_ENTRY_FAILED = 1 };
+
+struct jc_entry {
+	uint8_t key[16];
+	int status;             /* JC_ENTRY_OK or JC_ENTRY_FAILED */
+	int32_t error;          /* JC_E* of a failure (JC_ECOMPILE), 0 when ok */
+	uint8_t object[16];     /* XXH3-128 of the artifact; zero for failures */
+	uint64_t size;          /* artifact bytes; 0 for failures */
+	uint32_t output;        /* enum jc_output */
+	/* Owned, NUL-terminated; never NULL after a get or in a foreach callback
+	 * ("" instead). NULL is stored as "" by put. */
+	char *arch, *versions, *options, *source_name, *app_abi, *log;
+	int64_t created, last_access; /* unix seconds */
+	int64_t expires;        /* unix seconds; failures only, 0 otherwise */
+	uint64_t hits;
+	uint64_t compile_ns;    /* nanoseconds the compile took */
+	struct jc_lowered *lowered; /* n_lowered owned pairs (req.h), in stored order */
+	size_t n_lowered;
+};
+
+/* Frees everything e owns and zeroes it. A zeroed entry is empty; NULL-safe. */
+void jc__entry_clear(struct jc_entry *e);
+
+/*
+ * Opens the index at path (borrowed), creating it and its schema when
+ * missing (writable opens only). readonly: SQLITE_OPEN_READONLY, no schema
+ * change, no move aside. The caller of a writable open must hold the cache
+ * directory lock (jc__store_lock), since it may move the file aside.
+ * *out: set on success, owned by the caller, freed by jc__index_close().
+ * err: a message on failure (may be NULL when errlen is 0).
+ * Returns 0, JC_ENOTFOUND (readonly and no file), JC_EVERSION (readonly and
+ * not our current schema), SQLite errors (JC_ECORRUPT: readonly and corrupt,
+ * or still unreadable after moving aside), JC_ENOMEM, JC_EINVAL.
+ */
+int jc__index_open(const char *path, int readonly, struct jc_index **out, char *err,
+		   size_t errlen);
+
+/* Finalises the statements and closes the connection. NULL-safe. */
+void jc__index_close(struct jc_index *ix);
+
+/* The message of the last failure on ix ("" if none); owned by ix, valid
+ * until the next call on it. */
+const char *jc__index_errmsg(struct jc_index *ix);
+
+/*
+ * Point lookup by key (one prepared statement). *out is overwritten (not
+ * cleared first: pass a zeroed or cleared entry) and owned by the caller, to
+ * be freed by jc__entry_clear(). Does not update access time or hits
+ * (jc__index_touch does, batched). Returns 0, JC_ENOTFOUND, JC_ECORRUPT (also
+ * for an undecodable lowered-name blob), SQLite errors, JC_ENOMEM.
+ */
+int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *out);
+
+/*
+ * Inserts e (borrowed) or replaces the entry with the same key, every field
+ * as given (object is stored as NULL for failures), in one statement and so
+ * one transaction. Returns 0, JC_EINVAL (status not 0/1), SQLite errors,
+ * JC_ENOMEM.
+ */
+int jc__index_put(struct jc_index *ix, const struct jc_entry *e);
+
+/* Deletes the entry of key. Returns 0, JC_ENOTFOUND, SQLite errors. */
+int jc__index_delete(struct jc_index *ix, const uint8_t key[16]);
+
+/*
+ * One transaction over n keys (borrowed arrays of n): hits += hits[i] and
+ * last_access = now (unix seconds). Keys no longer present are skipped (the
+ * entry may have been evicted meanwhile). hits may be NULL for "0 each".
+ * All or nothing: on error nothing is applied. Returns 0 or SQLite errors.
+ */
+int jc__index_touch(struct jc_index *ix, const uint8_t (*keys)[16], const uint32_t *hits,
+		    size_t n, int64_t now);
+
+enum { JC_FILTER_ANY = 0, JC_FILTER_OK = 1, JC_FILTER_FAILED = 2 };
+
+/* Conditions of jc__index_foreach(), all AND-ed; a zeroed struct matches all. */
+struct jc_filter {
+	int status;               /* JC_FILTER_ANY, _OK or _FAILED */
+	int64_t created_before;   /* created < this; 0 = no condition */
+	int64_t accessed_before;  /* last_access < this; 0 = no condition */
+	int64_t expired_at;       /* failed entries with expires <= this; 0 = none */
+	const char *arch;         /* arch == this; NULL = any */
+	const char *versions_not; /* versions != this; NULL = any */
+	const uint8_t *key;       /* key == these 16 bytes; NULL = any */
+};
+
+/*
+ * Calls cb for each entry matching f (NULL = all) in LRU order: last_access
+ * ascending, then key. The entry passed to cb is borrowed for the call (copy
+ * what you keep). cb may delete, put or touch through the same handle (rows
+ * changed during the walk may or may not be visited). The SQL is prepared
+ * per call (an admin and eviction path, not the hit path); it uses the LRU
+ * index, or the key's. A non-zero return from cb stops the walk and is
+ * returned. Otherwise returns 0, JC_EINVAL (bad status), JC_ECORRUPT, SQLite
+ * errors, JC_ENOMEM.
+ */
+int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
+		      int (*cb)(const struct jc_entry *e, void *ctx), void *ctx);
+
+/*
+ * Entries, failed entries and bytes of ok entries (sum of size). O(1): kept
+ * in a one-row table by triggers, so fit for every stats call at 1M entries.
+ * Any out pointer may be NULL. Returns 0 or SQLite errors.
+ */
+int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_entries,
+		     uint64_t *bytes);
+
+/* How many entries name object (index lookup) into *n. 0 or SQLite errors. */
+int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_t *n);
+
+/*
+ * Calls cb(name, value, ctx) for each stored counter, in name order; name is
+ * borrowed for the call. A non-zero return from cb stops and is returned.
+ * Otherwise 0 or SQLite errors.
+ */
+int jc__index_counters_load(struct jc_index *ix,
+			    int (*cb)(const char *name, uint64_t value, void *ctx), void *ctx);
+
+/*
+ * Stores n counters (names and values borrowed, n each), inserting or
+ * replacing each, in one transaction. Returns 0 or SQLite errors.
+ */
+int jc__index_counters_save(struct jc_index *ix, const char *const *names,
+			    const uint64_t *values, size_t n);
+
+#endif

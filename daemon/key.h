@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Request validation and cache key derivation (DESIGN.md, "The cache key").
+ *
+ * key = XXH3-128 (seed 0) over a canonical encoding in which every item is
+ *   u16 tag | u64 length | length bytes          (integers little-endian)
+ * and every list is a count item (u64 count as 8 bytes) followed by its items.
+ * Items, in this order:
+ *   1. JC_KEY_FORMAT, job, output (u32 each)
+ *   2. source name, source bytes
+ *   3. in-memory headers sorted by name (strcmp): name, bytes for each
+ *   4. include-tree content: for now the include_dirs path strings, in order
+ *      (the -I options themselves enter with item 5)
+ *   5. options, in the order given
+ *   6. target architecture string, exactly as given ("sm_90a")
+ *   7. name expressions sorted (strcmp); duplicates kept, so "&f","&f" and
+ *      "&f" are distinct keys (conservative: a miss, never a wrong hit)
+ *   8. toolchain: nvrtc version, nvrtc id, builtins id, nvjitlink version,
+ *      nvjitlink id, driver version, driver build. nvJitLink enters for every
+ *      job, also compile-only ones: one rule, and a toolkit update changes both.
+ *   9. link inputs in order: type (u32), name, bytes; then link options in order
+ *  10. app ABI string (NULL is "")
+ * A NULL string or NULL data of size 0 encodes as empty. Each item has its own
+ * tag, so no two different requests share an encoding. Change anything here
+ * and JC_KEY_FORMAT must be bumped.
+ *
+ * The key is stored and sent as XXH128_canonical_t (big-endian bytes);
+ * jc__hex16() prints it.
+ */
+#ifndef JC_KEY_H
+#define JC_KEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "req.h"
+#include "toolchain.h"
+
+#define JC_KEY_FORMAT 1
+
+/*
+ * Checks a request before it is keyed or sent. JC_EINVAL for:
+ *  - job not an enum jc_job, output not an enum jc_output; a link job
+ *    (JC_JOB_LINK, JC_JOB_COMPILE_LINK) asking for LTO-IR (nvJitLink produces
+ *    cubin or PTX only: nvJitLink API reference, nvJitLinkGetLinkedCubin /
+ *    nvJitLinkGetLinkedPtx); JC_JOB_LINK without link inputs;
+ *  - arch NULL or not ^(sm|compute)_[0-9]{2,3}[af]?$;
+ *  - a compile job (JC_JOB_COMPILE, JC_JOB_COMPILE_LINK) without a source name;
+ *    source NULL with source_size > 0 (same for every blob);
+ *  - a header name that is NULL, empty, absolute, contains a backslash or a
+ *    ".." component; two headers with the same name;
+ *  - a NULL or empty option, include dir, name expression, link input name
+ *    or link option; a link input type that is not an enum jc_input_type;
+ *  - an option or link option naming the architecture ("-arch", "-arch=...",
+ *    "--gpu-architecture", "--gpu-architecture=..."): the architecture is set
+ *    by the arch field only, and the daemon passes it to NVRTC and nvJitLink.
+ * JC_ENOMEM when sorting the header names fails to allocate.
+ * err: out, errlen bytes (may be 0), gets a one-line message naming the field.
+ * req is borrowed and not changed. Thread-safe (no globals).
+ */
+int jc__req_validate(const struct jc_req *req, char *err, size_t errlen);
+
+/*
+ * Validates req (as jc__req_validate, same errors) and writes its key to
+ * key[16]. tc comes from jc__toolchain_probe(). Returns 0, JC_EINVAL (message
+ * in err) or JC_ENOMEM. Borrowed arguments; thread-safe (no globals).
+ */
+int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
+		    char *err, size_t errlen);
+
+/*
+ * The architecture number of "sm_90", "sm_90a", "sm_100f" or "compute_90"
+ * (90, 90, 100, 90); JC_EINVAL when arch is NULL or does not match
+ * ^(sm|compute)_[0-9]{2,3}[af]?$. Thread-safe.
+ */
+int jc__arch_number(const char *arch);
+
+#endif

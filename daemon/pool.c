@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+#include "pool.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "framer.h"
+#include "jitcache/jitcache.h"
+#include "log.h"
+
+struct jc_worker {
+	struct jc_daemon *d;
+	uv_process_t proc;
+	uv_pipe_t pipe;
+	uv_timer_t timer;
+	struct jc_framer in;
+	struct jc_flight *job;
+	int slot;          /* index in d->workers, -1 once detached */
+	int exited;
+	int timed_out;
+	int killed;        /* by shutdown */
+	int open_handles;
+};
+
+static void worker_start_job(struct jc_worker *w, struct jc_flight *f);
+
+static void worker_handle_closed(uv_handle_t *h)
+{
+	struct jc_worker *w = h->data;
+	if (--w->open_handles == 0) {
+		jc__framer_free(&w->in);
+		free(w);
+	}
+}
+
+static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, long arg)
+{
+	struct jc_flight *f = w->job;
+	if (!f)
+		return;
+	w->job = NULL;
+	char msg[256];
+	snprintf(msg, sizeof(msg), fmt, arg);
+	jc__res_clear(&f->res);
+	f->res.status = status;
+	f->res.message = strdup(msg);
+	jc__pool_flight_done(w->d, f);
+}
+
+/* Removes the worker from the pool and closes its handles (once). */
+static void worker_detach(struct jc_worker *w)
+{
+	struct jc_daemon *d = w->d;
+	if (w->slot < 0)
+		return;
+	d->workers[w->slot] = NULL;
+	w->slot = -1;
+	uv_timer_stop(&w->timer);
+	uv_close((uv_handle_t *)&w->timer, worker_handle_closed);
+	uv_close((uv_handle_t *)&w->pipe, worker_handle_closed);
+	if (w->exited)
+		uv_close((uv_handle_t *)&w->proc, worker_handle_closed);
+	else
+		uv_process_kill(&w->proc, SIGKILL); /* proc closes in exit_cb */
+}
+
+static void worker_exit_cb(uv_process_t *proc, int64_t status, int signal)
+{
+	struct jc_worker *w = proc->data;
+	struct jc_daemon *d = w->d;
+	w->exited = 1;
+	if (w->job) {
+		if (w->timed_out) {
+			d->counters[JC_CTR_compile_timeouts]++;
+			worker_fail_job(w, JC_ETIMEOUT, "compile ran past --compile-timeout (%lds); worker killed",
+					(long)d->cfg.compile_timeout_s);
+		} else if (w->killed) {
+			worker_fail_job(w, JC_EBUSY, "daemon is shutting down (worker %ld stopped)",
+					(long)proc->pid);
+		} else {
+			jc_log_err(WORKER, "worker %d died during a compile: status %lld, signal %d",
+				   proc->pid, (long long)status, signal);
+			worker_fail_job(w, JC_ECRASH, "compile worker crashed (signal %ld); not cached",
+					(long)signal);
+		}
+	}
+	if (!w->killed && !d->stopping) {
+		d->counters[JC_CTR_worker_crashes]++;
+		d->counters_dirty = 1;
+		if (!w->job && !w->timed_out)
+			jc_log_warn(WORKER, "worker %d exited (status %lld, signal %d)", proc->pid,
+				    (long long)status, signal);
+	}
+	int was_attached = w->slot >= 0;
+	worker_detach(w);
+	if (!was_attached)
+		uv_close((uv_handle_t *)&w->proc, worker_handle_closed);
+	jc__pool_dispatch(d); /* replaces the worker and resumes the queue */
+}
+
+static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_t len)
+{
+	struct jc_worker *w = ctx;
+	struct jc_flight *f = w->job;
+	if (!f || type != JC_MSG_RESULT) {
+		jc_log_err(WORKER, "worker %d sent an unexpected frame; replacing it", w->proc.pid);
+		worker_fail_job(w, JC_EINTERNAL, "compile worker misbehaved (%ld)", (long)type);
+		worker_detach(w);
+		return JC_EPROTO;
+	}
+	jc__res_clear(&f->res);
+	int rc = jc__decode_res(payload, len, &f->res);
+	w->job = NULL;
+	uv_timer_stop(&w->timer);
+	if (rc != 0) {
+		jc__res_clear(&f->res);
+		f->res.status = JC_EINTERNAL;
+		f->res.message = strdup("compile worker sent an undecodable result");
+	}
+	jc__pool_flight_done(w->d, f);
+	jc__pool_dispatch(w->d);
+	return 0;
+}
+
+static void worker_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct jc_worker *w = h->data;
+	jc__framer_alloc(&w->in, hint, buf);
+}
+
+static void worker_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct jc_worker *w = s->data;
+	(void)buf;
+	if (nread < 0) {
+		/* EOF: the process is gone or going; exit_cb does the rest. */
+		uv_read_stop(s);
+		return;
+	}
+	int rc = jc__framer_feed(&w->in, (size_t)nread, worker_frame_cb, w);
+	if (rc != 0 && w->slot >= 0) {
+		worker_fail_job(w, JC_EINTERNAL, "compile worker sent a bad frame (%ld)", (long)rc);
+		worker_detach(w);
+	}
+}
+
+static void worker_timeout_cb(uv_timer_t *t)
+{
+	struct jc_worker *w = t->data;
+	char hex[33];
+	jc__hex16(w->job->key, hex);
+	jc_log_warn(WORKER, "key %s: compile past %ds, killing worker %d", hex,
+		    w->d->cfg.compile_timeout_s, w->proc.pid);
+	w->timed_out = 1;
+	uv_process_kill(&w->proc, SIGKILL);
+}
+
+static void write_done_cb(uv_write_t *req, int status)
+{
+	struct jc_buf *b = req->data;
+	(void)status; /* a dead worker is noticed by exit_cb */
+	jc__buf_free(b);
+	free(b);
+	free(req);
+}
+
+static void worker_start_job(struct jc_worker *w, struct jc_flight *f)
+{
+	struct jc_buf *b = calloc(1, sizeof(*b));
+	uv_write_t *req = calloc(1, sizeof(*req));
+	int rc = (!b || !req) ? JC_ENOMEM : jc__encode_req(b, &f->req);
+	w->job = f;
+	if (rc == 0) {
+		uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);
+		req->data = b;
+		rc = uv_write(req, (uv_stream_t *)&w->pipe, &ub, 1, write_done_cb) ? JC_EIO : 0;
+	}
+	if (rc != 0) {
+		if (b)
+			jc__buf_free(b);
+		free(b);
+		free(req);
+		worker_fail_job(w, rc, "could not send the job to a worker (%ld)", (long)rc);
+		return;
+	}
+	if (w->d->cfg.compile_timeout_s > 0)
+		uv_timer_start(&w->timer, worker_timeout_cb, (uint64_t)w->d->cfg.compile_timeout_s * 1000, 0);
+}
+
+static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
+{
+	struct jc_worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return JC_ENOMEM;
+	w->d = d;
+	w->slot = slot;
+	w->proc.data = w->pipe.data = w->timer.data = w;
+	uv_pipe_init(d->loop, &w->pipe, 0);
+	uv_timer_init(d->loop, &w->timer);
+	w->open_handles = 3;
+
+	char mem[32];
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
+	char *args[] = {d->cfg.worker_path, "--memory-limit", mem, NULL};
+	uv_stdio_container_t stdio[3] = {
+		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
+		 .data.stream = (uv_stream_t *)&w->pipe},
+		{.flags = UV_IGNORE},
+		{.flags = UV_INHERIT_FD, .data.fd = 2},
+	};
+	uv_process_options_t opt = {
+		.file = d->cfg.worker_path,
+		.args = args,
+		.exit_cb = worker_exit_cb,
+		.stdio = stdio,
+		.stdio_count = 3,
+	};
+	int rc = uv_spawn(d->loop, &w->proc, &opt);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot start worker %s: %s", d->cfg.worker_path, uv_strerror(rc));
+		/* uv_spawn failed: proc must still be closed. */
+		w->exited = 1;
+		w->slot = -1;
+		uv_close((uv_handle_t *)&w->timer, worker_handle_closed);
+		uv_close((uv_handle_t *)&w->pipe, worker_handle_closed);
+		uv_close((uv_handle_t *)&w->proc, worker_handle_closed);
+		return JC_EIO;
+	}
+	uv_read_start((uv_stream_t *)&w->pipe, worker_alloc_cb, worker_read_cb);
+	d->workers[slot] = w;
+	jc_log_debug(WORKER, "worker %d started", w->proc.pid);
+	return 0;
+}
+
+int jc__pool_start(struct jc_daemon *d, char *err, size_t errlen)
+{
+	d->n_workers = d->cfg.workers;
+	d->workers = calloc((size_t)d->n_workers, sizeof(*d->workers));
+	if (!d->workers)
+		return JC_ENOMEM;
+	int started = 0;
+	for (int i = 0; i < d->n_workers; i++)
+		started += worker_spawn(d, i, err, errlen) == 0;
+	return started ? 0 : JC_EIO;
+}
+
+void jc__pool_dispatch(struct jc_daemon *d)
+{
+	if (d->stopping)
+		return;
+	for (int i = 0; i < d->n_workers; i++) {
+		char err[256];
+		if (!d->workers[i] && worker_spawn(d, i, err, sizeof(err)) != 0) {
+			jc_log_err(WORKER, "%s", err); /* retried on the next tick */
+			continue;
+		}
+		struct jc_worker *w = d->workers[i];
+		if (w->job)
+			continue;
+		struct jc_flight *f = jc__pool_next_flight(d);
+		if (!f)
+			return;
+		worker_start_job(w, f);
+	}
+}
+
+void jc__pool_stop(struct jc_daemon *d)
+{
+	for (int i = 0; i < d->n_workers; i++) {
+		struct jc_worker *w = d->workers[i];
+		if (!w)
+			continue;
+		w->killed = 1;
+		worker_detach(w);
+	}
+	free(d->workers);
+	d->workers = NULL;
+	d->n_workers = 0;
+}

@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Unix socket server: accepts clients, reassembles frames, answers the
+ * handshake, hands COMPILE requests to the cache and ADMIN commands to the
+ * thread pool, and sends replies (a RESULT for a hit carries the object's
+ * read-only descriptor with SCM_RIGHTS instead of its bytes).
+ *
+ * One request at a time per connection: reading pauses until it is answered,
+ * which bounds what one client can queue.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "config.h"
+#include "daemon.h"
+#include "framer.h"
+#include "jitcache/jitcache.h"
+#include "log.h"
+
+struct jc_conn {
+	uv_pipe_t pipe;
+	uv_timer_t idle;
+	struct jc_daemon *d;
+	struct jc_framer in;
+	struct jc_conn *next, **pprev; /* d->conns list */
+	int refs;                      /* the handles + waiters holding it */
+	int closing;
+	int hello;                     /* handshake done */
+	int busy;                      /* a request is being answered */
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+};
+
+struct write_req {
+	uv_write_t req;
+	struct jc_buf buf;
+	struct jc_conn *conn;
+};
+
+static void conn_close(struct jc_conn *c);
+static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void conn_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+
+/* The allow-list (empty: every uid the socket's mode lets in). */
+static int uid_allowed(const struct jc_daemon *d, uid_t uid)
+{
+	if (d->cfg.n_allow_uids == 0 || uid == 0 || uid == geteuid())
+		return 1;
+	for (size_t i = 0; i < d->cfg.n_allow_uids; i++)
+		if (d->cfg.allow_uids[i] == uid)
+			return 1;
+	return 0;
+}
+
+/* Commands that reveal or change other users' entries: root, the daemon's
+ * own uid, or a member of the configured admin group. */
+static int admin_allowed(const struct jc_daemon *d, const struct jc_admin_req *req, uid_t uid,
+			 gid_t gid)
+{
+	if (!jc__admin_is_privileged(req))
+		return 1;
+	if (uid == 0 || uid == geteuid())
+		return 1;
+	return d->cfg.admin_gid != (gid_t)-1 && gid == d->cfg.admin_gid;
+}
+
+void jc__conn_ref(struct jc_conn *c)
+{
+	c->refs++;
+}
+
+void jc__conn_unref(struct jc_conn *c)
+{
+	if (--c->refs == 0) {
+		jc__framer_free(&c->in);
+		free(c);
+	}
+}
+
+static void conn_handle_closed(uv_handle_t *h)
+{
+	jc__conn_unref(h->data);
+}
+
+static void conn_close(struct jc_conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = 1;
+	if (c->pprev) {
+		*c->pprev = c->next;
+		if (c->next)
+			c->next->pprev = c->pprev;
+		c->pprev = NULL;
+	}
+	uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
+	uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+	struct write_req *w = (struct write_req *)req;
+	if (status < 0 && !w->conn->closing)
+		conn_close(w->conn);
+	jc__conn_unref(w->conn);
+	jc__buf_free(&w->buf);
+	free(w);
+}
+
+/* Queues buf's bytes from off on (taking ownership of buf). */
+static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
+{
+	struct write_req *w = calloc(1, sizeof(*w));
+	if (!w) {
+		jc__buf_free(buf);
+		conn_close(c);
+		return;
+	}
+	w->buf = *buf;
+	w->conn = c;
+	jc__conn_ref(c);
+	uv_buf_t ub = uv_buf_init((char *)w->buf.data + off, (unsigned)(w->buf.len - off));
+	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, write_cb) != 0) {
+		jc__conn_unref(c);
+		jc__buf_free(&w->buf);
+		free(w);
+		conn_close(c);
+	}
+}
+
+/*
+ * Sends a frame with a descriptor beside it. libuv passes only its own
+ * handles, so this uses sendmsg directly when nothing is queued on the
+ * stream; returns the bytes sent (the descriptor goes with the first byte),
+ * or -1 when the caller must fall back to sending the bytes inline.
+ */
+static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
+{
+	uv_os_fd_t sock;
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
+	    uv_fileno((uv_handle_t *)&c->pipe, &sock) != 0)
+		return -1;
+	union {
+		struct cmsghdr hdr;
+		char space[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = {.iov_base = b->data, .iov_len = b->len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.space, .msg_controllen = sizeof(ctl.space)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	ssize_t n;
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
+{
+	struct jc_buf b = {0};
+	if (c->closing) {
+		if (objfd >= 0)
+			close(objfd);
+		return;
+	}
+	if (objfd >= 0) {
+		/* Served by descriptor: the frame carries no bytes. */
+		struct jc_res view = *res;
+		view.data = NULL;
+		if (jc__encode_res(&b, &view) == 0) {
+			ssize_t n = send_with_fd(c, &b, objfd);
+			if (n == (ssize_t)b.len) {
+				jc__buf_free(&b);
+				close(objfd);
+				return;
+			}
+			if (n > 0) {
+				conn_write(c, &b, (size_t)n);
+				close(objfd);
+				return;
+			}
+		}
+		/* Could not pass the descriptor now: send the bytes inline. */
+		jc__buf_reset(&b);
+		struct jc_res inl = *res;
+		inl.data = malloc(res->size ? res->size : 1);
+		ssize_t got = inl.data ? pread(objfd, inl.data, res->size, 0) : -1;
+		close(objfd);
+		int rc = got == (ssize_t)res->size ? jc__encode_res(&b, &inl) : JC_EIO;
+		free(inl.data);
+		if (rc != 0) {
+			jc__buf_free(&b);
+			jc__conn_send_error(c, rc, "could not read the cached object");
+			return;
+		}
+		conn_write(c, &b, 0);
+		return;
+	}
+	if (jc__encode_res(&b, res) != 0) {
+		jc__buf_free(&b);
+		jc__conn_send_error(c, JC_ENOMEM, "could not encode the result");
+		return;
+	}
+	conn_write(c, &b, 0);
+}
+
+void jc__conn_send_error(struct jc_conn *c, int code, const char *message)
+{
+	struct jc_buf b = {0};
+	if (c->closing)
+		return;
+	if (jc__encode_error(&b, code, message) != 0) {
+		jc__buf_free(&b);
+		conn_close(c);
+		return;
+	}
+	conn_write(c, &b, 0);
+}
+
+static void idle_cb(uv_timer_t *t)
+{
+	struct jc_conn *c = t->data;
+	jc_log_info(NET, "closing idle connection of pid %d", (int)c->pid);
+	conn_close(c);
+}
+
+static void idle_arm(struct jc_conn *c)
+{
+	if (!c->closing && c->d->cfg.idle_timeout_s > 0)
+		uv_timer_start(&c->idle, idle_cb, (uint64_t)c->d->cfg.idle_timeout_s * 1000, 0);
+}
+
+void jc__conn_done(struct jc_conn *c)
+{
+	c->busy = 0;
+	if (c->closing)
+		return;
+	idle_arm(c);
+	uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+}
+
+/* --- admin commands run in the thread pool -------------------------------- */
+
+struct admin_job {
+	uv_work_t work;
+	struct jc_conn *conn;
+	struct jc_admin_req req;
+	struct jc_admin_reply reply;
+	struct jc_admin_env env;
+};
+
+static void admin_work_cb(uv_work_t *w)
+{
+	struct admin_job *j = w->data;
+	struct jc_daemon *d = j->conn->d;
+	pthread_mutex_lock(&d->wlock);
+	jc__admin_run(&j->env, &j->req, &j->reply);
+	pthread_mutex_unlock(&d->wlock);
+}
+
+static void admin_after_cb(uv_work_t *w, int status)
+{
+	struct admin_job *j = w->data;
+	struct jc_conn *c = j->conn;
+	struct jc_daemon *d = c->d;
+	(void)status;
+	if (j->env.removed)
+		jc__cache_memcache_drop_all(d);
+	d->counters[JC_CTR_evictions] += j->env.evicted;
+	if (j->env.zero_counters) {
+		memset(d->counters, 0, sizeof(d->counters));
+		d->start_ns = jc__now_ns();
+	}
+	if (j->env.removed || j->env.evicted || j->env.zero_counters)
+		d->counters_dirty = 1;
+	struct jc_buf b = {0};
+	if (jc__encode_admin_reply(&b, &j->reply) == 0 && !c->closing)
+		conn_write(c, &b, 0);
+	else
+		jc__buf_free(&b);
+	jc__conn_done(c);
+	jc__conn_unref(c);
+	jc__admin_req_clear(&j->req);
+	jc__admin_reply_clear(&j->reply);
+	free(j);
+}
+
+static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
+{
+	struct jc_daemon *d = c->d;
+	struct admin_job *j = calloc(1, sizeof(*j));
+	int rc = j ? jc__decode_admin(payload, len, &j->req) : JC_ENOMEM;
+	if (rc == 0 && !admin_allowed(d, &j->req, c->uid, c->gid)) {
+		rc = JC_EDENIED;
+	}
+	if (rc != 0) {
+		if (j)
+			jc__admin_req_clear(&j->req);
+		free(j);
+		d->counters[JC_CTR_bad_requests]++;
+		jc__conn_send_error(c, rc, rc == JC_EDENIED ? "admin command not allowed for this uid"
+							    : "bad admin request");
+		jc__conn_done(c);
+		return;
+	}
+	j->conn = c;
+	j->env.store = d->store;
+	j->env.ix = d->wix;
+	j->env.tc = &d->tc;
+	memcpy(j->env.counters, d->counters, sizeof(j->env.counters));
+	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
+	j->env.max_size = d->cfg.max_size;
+	j->env.daemon_pid = (int64_t)getpid();
+	j->env.socket_path = d->cfg.socket_path;
+	j->work.data = j;
+	jc__conn_ref(c);
+	if (uv_queue_work(d->loop, &j->work, admin_work_cb, admin_after_cb) != 0) {
+		jc__conn_unref(c);
+		jc__admin_req_clear(&j->req);
+		free(j);
+		jc__conn_send_error(c, JC_EBUSY, "cannot queue the admin command");
+		jc__conn_done(c);
+	}
+}
+
+/* --- frames from clients -------------------------------------------------- */
+
+static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_t len)
+{
+	struct jc_conn *c = ctx;
+	struct jc_daemon *d = c->d;
+	if (!c->hello) {
+		uint32_t version = 0;
+		char *agent = NULL;
+		int rc = type == JC_MSG_HELLO ? jc__decode_hello(payload, len, &version, &agent) : JC_EPROTO;
+		free(agent);
+		if (rc == 0 && version != JC_PROTO_VERSION)
+			rc = JC_EVERSION;
+		if (rc != 0) {
+			d->counters[JC_CTR_bad_requests]++;
+			jc__conn_send_error(c, rc, rc == JC_EVERSION ? "protocol version not supported"
+								      : "expected HELLO");
+			return rc;
+		}
+		c->hello = 1;
+		struct jc_buf b = {0};
+		if (jc__encode_hello(&b, JC_MSG_HELLO_OK, JC_PROTO_VERSION, JC_VERSION) != 0) {
+			jc__buf_free(&b);
+			return JC_ENOMEM;
+		}
+		conn_write(c, &b, 0);
+		return 0;
+	}
+	if (c->busy) {
+		jc__conn_send_error(c, JC_EPROTO, "one request at a time per connection");
+		return JC_EPROTO;
+	}
+	c->busy = 1;
+	uv_timer_stop(&c->idle);
+	uv_read_stop((uv_stream_t *)&c->pipe);
+	if (type == JC_MSG_COMPILE) {
+		struct jc_req req = {0};
+		int rc = jc__decode_req(payload, len, &req);
+		if (rc != 0) {
+			d->counters[JC_CTR_bad_requests]++;
+			jc__conn_send_error(c, rc, "malformed COMPILE request");
+			return rc;
+		}
+		jc__cache_request(d, c, &req);
+		return 0;
+	}
+	if (type == JC_MSG_ADMIN) {
+		handle_admin(c, payload, len);
+		return 0;
+	}
+	d->counters[JC_CTR_bad_requests]++;
+	jc__conn_send_error(c, JC_EPROTO, "unexpected message type");
+	return JC_EPROTO;
+}
+
+static void conn_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct jc_conn *c = h->data;
+	jc__framer_alloc(&c->in, hint, buf);
+}
+
+static void shutdown_cb(uv_shutdown_t *req, int status)
+{
+	(void)status;
+	free(req);
+}
+
+static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct jc_conn *c = s->data;
+	(void)buf;
+	if (nread < 0) {
+		conn_close(c);
+		return;
+	}
+	int rc = jc__framer_feed(&c->in, (size_t)nread, conn_frame_cb, c);
+	if (rc == JC_ETOOBIG || rc == JC_EPROTO || rc == JC_EVERSION || rc == JC_ENOMEM) {
+		if (rc == JC_ETOOBIG || (rc == JC_EPROTO && c->in.buf.len)) {
+			c->d->counters[JC_CTR_bad_requests]++;
+			jc__conn_send_error(c, rc, rc == JC_ETOOBIG ? "frame larger than the limit"
+								     : "malformed frame header");
+		}
+		/* Flush the error reply, then close. */
+		uv_read_stop(s);
+		uv_shutdown_t *sd = calloc(1, sizeof(*sd));
+		if (!sd || uv_shutdown(sd, s, shutdown_cb) != 0) {
+			free(sd);
+		}
+		conn_close(c);
+	}
+}
+
+static void peer_creds(struct jc_conn *c)
+{
+	uv_os_fd_t fd;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 &&
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+		c->uid = cred.uid;
+		c->gid = cred.gid;
+		c->pid = cred.pid;
+	} else {
+		c->uid = (uid_t)-1;
+		c->gid = (gid_t)-1;
+		c->pid = -1;
+	}
+}
+
+static void connection_cb(uv_stream_t *server, int status)
+{
+	struct jc_daemon *d = server->data;
+	if (status < 0) {
+		jc_log_warn(NET, "accept: %s", uv_strerror(status));
+		return;
+	}
+	struct jc_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->d = d;
+	c->in.max = JC_FRAME_MAX;
+	uv_pipe_init(d->loop, &c->pipe, 0);
+	uv_timer_init(d->loop, &c->idle);
+	c->pipe.data = c->idle.data = c;
+	c->refs = 2;
+	if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
+		c->closing = 1;
+		uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
+		uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
+		return;
+	}
+	peer_creds(c);
+	if (!uid_allowed(d, c->uid)) {
+		jc_log_warn(NET, "refused connection of uid %d pid %d: not in allow-list", (int)c->uid,
+			    (int)c->pid);
+		c->closing = 1;
+		uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
+		uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
+		return;
+	}
+	jc_log_debug(NET, "client uid %d pid %d connected", (int)c->uid, (int)c->pid);
+	c->next = d->conns;
+	if (d->conns)
+		d->conns->pprev = &c->next;
+	c->pprev = &d->conns;
+	d->conns = c;
+	idle_arm(c);
+	uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+}
+
+/* Another daemon answering on path? Then refuse; a stale file is removed. */
+static int socket_in_use(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (fd < 0)
+		return 0;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	int in_use = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return in_use;
+}
+
+int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen)
+{
+	int rc = uv_pipe_init(d->loop, &d->listener, 0);
+	d->listener.data = d;
+	if (rc == 0 && inherited_fd >= 0) {
+		rc = uv_pipe_open(&d->listener, inherited_fd);
+		if (rc != 0)
+			snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
+	} else if (rc == 0) {
+		const char *path = d->cfg.socket_path;
+		if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+			snprintf(err, errlen, "socket path too long: %s", path);
+			return JC_EINVAL;
+		}
+		if (socket_in_use(path)) {
+			snprintf(err, errlen, "another daemon already answers on %s", path);
+			return JC_ELOCKED;
+		}
+		unlink(path);
+		mode_t old = umask(d->cfg.group_shared ? 0117 : 0177);
+		rc = uv_pipe_bind(&d->listener, path);
+		umask(old);
+		if (rc != 0)
+			snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
+	}
+	if (rc == 0) {
+		rc = uv_listen((uv_stream_t *)&d->listener, 256, connection_cb);
+		if (rc != 0)
+			snprintf(err, errlen, "cannot listen: %s", uv_strerror(rc));
+	}
+	return rc == 0 ? 0 : JC_EIO;
+}
+
+void jc__server_shutdown(struct jc_daemon *d)
+{
+	if (!uv_is_closing((uv_handle_t *)&d->listener))
+		uv_close((uv_handle_t *)&d->listener, NULL);
+	while (d->conns)
+		conn_close(d->conns);
+}

@@ -1,0 +1,698 @@
+/* SPDX-License-Identifier: MIT */
+/* The content-addressed object store: see store.h for the layout and rules. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "jitcache/jitcache.h"
+#include "log.h"
+#include "req.h"
+
+struct jc_store {
+	char *dir;
+	int dirfd, objfd, tmpfd, quarfd;
+	mode_t dmode;       /* mode of the directories we create */
+	uid_t uid;
+	atomic_uint seq;    /* distinct temp names across threads */
+};
+
+/* Network filesystems, by statfs f_type (linux/magic.h and fs sources). */
+static const struct { unsigned long magic; const char *name; } remote_fs[] = {
+	{ 0x6969, "NFS" },          { 0x517B, "SMB" },      { 0xFF534D42, "CIFS" },
+	{ 0xFE534D42, "SMB2" },     { 0x5346414F, "AFS" },  { 0x6B414653, "AFS" },
+	{ 0x73757245, "Coda" },     { 0x00C36400, "Ceph" }, { 0x01021997, "9p" },
+	{ 0x01161970, "GFS2" },     { 0x7461636F, "OCFS2" }, { 0x0BD00BD0, "Lustre" },
+	{ 0x47504653, "GPFS" },
+};
+#define FUSE_MAGIC 0x65735546UL
+/* FUSE subtypes (mountinfo "fuse.<x>") known to be remote. */
+static const char *const remote_fuse[] = {
+	"sshfs", "s3fs", "rclone", "gcsfuse", "glusterfs", "ceph-fuse", "davfs", "juicefs",
+	"goofys", "blobfuse", "blobfuse2", "mountpoint-s3", "lizardfs", "moosefs",
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* errno of a failed write-side call -> JC_ENOSPC or JC_EIO. */
+static int errno_code(int e)
+{
+	return e == ENOSPC || e == EDQUOT ? JC_ENOSPC : e == ENOMEM ? JC_ENOMEM : JC_EIO;
+}
+
+/* "ab/<32 hex>" into out[36]. */
+static void object_name(const uint8_t hash[16], char out[36])
+{
+	char hex[33];
+
+	jc__hex16(hash, hex);
+	snprintf(out, 36, "%.2s/%s", hex, hex);
+}
+
+static void hash_bytes(const void *data, size_t size, uint8_t out[16])
+{
+	XXH128_canonicalFromHash((XXH128_canonical_t *)out, XXH3_128bits(data, size));
+}
+
+/* A file we may serve: ours, regular, read-only to others, of that size. */
+static const char *object_problem(const struct stat *st, uid_t uid, uint64_t size)
+{
+	if (!S_ISREG(st->st_mode))
+		return "not a regular file";
+	if (st->st_uid != uid)
+		return "wrong owner";
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return "writable by group or others";
+	if ((uint64_t)st->st_size != size)
+		return "wrong size";
+	return NULL;
+}
+
+/* mkdir -p for the parents of path and path itself (mode for all). */
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[4096];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen)
+{
+	char path[4096], pid[32];
+	struct timespec start, now;
+	int fd, n;
+
+	if (!dir || !*dir)
+		return set_err(err, errlen, "no cache directory"), JC_EINVAL;
+	if (snprintf(path, sizeof(path), "%s/lock", dir) >= (int)sizeof(path))
+		return set_err(err, errlen, "%s: path too long", dir), JC_EINVAL;
+	if (mkdir_p(dir, 0700) < 0) {
+		set_err(err, errlen, "create %s: %s", dir, strerror(errno));
+		return JC_EIO;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+		return JC_EIO;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		ssize_t got;
+
+		if (e == EINTR)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (e == EWOULDBLOCK && (now.tv_sec - start.tv_sec) * 1000 +
+		    (now.tv_nsec - start.tv_nsec) / 1000000 < wait_ms) {
+			nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000000 }, NULL);
+			continue;
+		}
+		if (e != EWOULDBLOCK) {
+			set_err(err, errlen, "flock %s: %s", path, strerror(e));
+			close(fd);
+			return JC_EIO;
+		}
+		got = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[got > 0 ? got : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		set_err(err, errlen, "%s is in use by another jitcached (pid %s)", dir,
+			*pid ? pid : "unknown");
+		close(fd);
+		return JC_ELOCKED;
+	}
+	/* Best effort: the pid is only for the message above. */
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) < 0)
+		jc_log_warn(STORE, "write pid to %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/* For FUSE: the subtype from /proc/self/mountinfo, matched on st_dev. */
+static void fuse_subtype(dev_t dev, char *out, size_t outlen)
+{
+	char line[4096], want[32], type[256];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	snprintf(out, outlen, "fuse");
+	if (!f)
+		return;
+	snprintf(want, sizeof(want), "%u:%u", major(dev), minor(dev));
+	while (fgets(line, sizeof(line), f)) {
+		char devs[32], *sep;
+
+		/* "id parent major:minor root mountpoint opts [optional...] - type src opts" */
+		if (sscanf(line, "%*s %*s %31s", devs) != 1 || strcmp(devs, want) != 0)
+			continue;
+		sep = strstr(line, " - ");
+		if (sep && sscanf(sep + 3, "%255s", type) == 1)
+			snprintf(out, outlen, "%s", type);
+		break;
+	}
+	fclose(f);
+}
+
+/* 0, or JC_EINVAL with a message when DIR is on a network filesystem. */
+static int check_local_fs(int fd, const char *dir, char *err, size_t errlen)
+{
+	const char *remote = NULL, *sub;
+	struct statfs sf;
+	struct stat st;
+	char type[256];
+
+	if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0) {
+		set_err(err, errlen, "statfs %s: %s", dir, strerror(errno));
+		return JC_EIO;
+	}
+	for (size_t i = 0; !remote && i < sizeof(remote_fs) / sizeof(remote_fs[0]); i++)
+		if ((unsigned long)sf.f_type == remote_fs[i].magic)
+			remote = remote_fs[i].name;
+	if (!remote && (unsigned long)sf.f_type == FUSE_MAGIC) {
+		fuse_subtype(st.st_dev, type, sizeof(type));
+		sub = strncmp(type, "fuse.", 5) == 0 ? type + 5 : type;
+		for (size_t i = 0; i < sizeof(remote_fuse) / sizeof(remote_fuse[0]); i++)
+			if (strcmp(sub, remote_fuse[i]) == 0)
+				remote = type;
+		if (!remote)
+			jc_log_warn(STORE, "%s is on a FUSE filesystem (%s): SQLite WAL needs a "
+				    "local filesystem with working shared memory", dir, type);
+	}
+	if (!remote)
+		return 0;
+	set_err(err, errlen, "%s is on a network filesystem (%s): the SQLite index needs a "
+		"local filesystem; choose a local cache directory", dir, remote);
+	return JC_EINVAL;
+}
+
+/* Opens (creating when missing) subdirectory name of parent, set to mode. */
+static int open_subdir(int parent, const char *name, mode_t mode)
+{
+	struct stat st;
+	int fd;
+
+	if (mkdirat(parent, name, mode) < 0 && errno != EEXIST)
+		return -1;
+	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || (fstat(fd, &st) == 0 && (st.st_mode & 07777) == mode) ||
+	    fchmod(fd, mode) == 0)
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* Removes every non-directory entry of tmp/ (leftovers of a crash). */
+static int empty_tmp(struct jc_store *s)
+{
+	int fd = dup(s->tmpfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	int n = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
+			continue;
+		if (unlinkat(s->tmpfd, de->d_name, 0) == 0)
+			n++;
+		else
+			jc_log_warn(STORE, "remove %s/tmp/%s: %s", s->dir, de->d_name,
+				    strerror(errno));
+	}
+	closedir(d);
+	if (n)
+		jc_log_info(STORE, "removed %d stale file(s) from %s/tmp", n, s->dir);
+	return 0;
+}
+
+int jc__store_open(const char *dir, int group_shared, struct jc_store **out, char *err,
+		   size_t errlen)
+{
+	struct jc_store *s;
+	struct stat st;
+	int rc = JC_EIO;
+
+	if (!dir || !*dir || !out)
+		return set_err(err, errlen, "no cache directory"), JC_EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->dir = strdup(dir))) {
+		free(s);
+		return set_err(err, errlen, "out of memory"), JC_ENOMEM;
+	}
+	s->dmode = group_shared ? 02770 : 0700;
+	s->uid = geteuid();
+	if (mkdir_p(dir, 0700) < 0) {
+		set_err(err, errlen, "create %s: %s", dir, strerror(errno));
+		goto err_after_alloc;
+	}
+	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dirfd < 0 || fstat(s->dirfd, &st) < 0) {
+		set_err(err, errlen, "open %s: %s", dir, strerror(errno));
+		goto err_after_dirfd;
+	}
+	if (st.st_uid != s->uid) {
+		set_err(err, errlen, "%s is owned by uid %u, not by this process (uid %u)", dir,
+			(unsigned)st.st_uid, (unsigned)s->uid);
+		rc = JC_EDENIED;
+		goto err_after_dirfd;
+	}
+	if (group_shared && (st.st_mode & 07777) != 02770 && fchmod(s->dirfd, 02770) < 0) {
+		set_err(err, errlen, "chmod %s: %s", dir, strerror(errno));
+		goto err_after_dirfd;
+	}
+	if (!group_shared && (st.st_mode & S_IWOTH)) {
+		set_err(err, errlen, "%s is writable by others: refusing it as a cache directory",
+			dir);
+		rc = JC_EDENIED;
+		goto err_after_dirfd;
+	}
+	rc = check_local_fs(s->dirfd, dir, err, errlen);
+	if (rc)
+		goto err_after_dirfd;
+	rc = JC_EIO;
+	s->objfd = open_subdir(s->dirfd, "objects", s->dmode);
+	if (s->objfd < 0) {
+		set_err(err, errlen, "open %s/objects: %s", dir, strerror(errno));
+		goto err_after_dirfd;
+	}
+	s->tmpfd = open_subdir(s->dirfd, "tmp", s->dmode);
+	if (s->tmpfd < 0) {
+		set_err(err, errlen, "open %s/tmp: %s", dir, strerror(errno));
+		goto err_after_objfd;
+	}
+	s->quarfd = open_subdir(s->dirfd, "quarantine", s->dmode);
+	if (s->quarfd < 0) {
+		set_err(err, errlen, "open %s/quarantine: %s", dir, strerror(errno));
+		goto err_after_tmpfd;
+	}
+	if (empty_tmp(s) < 0) {
+		set_err(err, errlen, "read %s/tmp: %s", dir, strerror(errno));
+		goto err_after_quarfd;
+	}
+	*out = s;
+	return 0;
+
+err_after_quarfd:
+	close(s->quarfd);
+err_after_tmpfd:
+	close(s->tmpfd);
+err_after_objfd:
+	close(s->objfd);
+err_after_dirfd:
+	if (s->dirfd >= 0)
+		close(s->dirfd);
+err_after_alloc:
+	free(s->dir);
+	free(s);
+	return rc;
+}
+
+void jc__store_close(struct jc_store *s)
+{
+	if (!s)
+		return;
+	close(s->quarfd);
+	close(s->tmpfd);
+	close(s->objfd);
+	close(s->dirfd);
+	free(s->dir);
+	free(s);
+}
+
+const char *jc__store_dir(const struct jc_store *s)
+{
+	return s->dir;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int fsync_dir(int parent, const char *name)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	if (rc < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return close(fd);
+}
+
+int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t hash_out[16],
+		  char *err, size_t errlen)
+{
+	char name[36], tmp[64];
+	const char *step;
+	struct stat st;
+	int fd, created_ab = 0, e;
+
+	if (!s || !hash_out || (!data && size))
+		return set_err(err, errlen, "invalid argument"), JC_EINVAL;
+	hash_bytes(data ? data : "", size, hash_out);
+	object_name(hash_out, name);
+	if (fstatat(s->objfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !object_problem(&st, s->uid, size))
+		return 0;
+
+	snprintf(tmp, sizeof(tmp), "%.8s.%ld.%u", name + 3, (long)getpid(),
+		 atomic_fetch_add(&s->seq, 1));
+	fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0) {
+		step = "create";
+		goto err;
+	}
+	if (write_all(fd, data, size) < 0 || fsync(fd) < 0) {
+		step = "write";
+		e = errno;
+		close(fd);
+		errno = e;
+		goto err_after_tmp;
+	}
+	if (close(fd) < 0) {
+		step = "close";
+		goto err_after_tmp;
+	}
+	name[2] = '\0';
+	if (mkdirat(s->objfd, name, s->dmode) == 0) {
+		created_ab = 1;
+		fchmodat(s->objfd, name, s->dmode, 0); /* past the umask; best effort */
+	} else if (errno != EEXIST) {
+		step = "mkdir objects/ab for";
+		goto err_after_tmp;
+	}
+	name[2] = '/';
+	if (renameat(s->tmpfd, tmp, s->objfd, name) < 0) {
+		step = "rename";
+		goto err_after_tmp;
+	}
+	name[2] = '\0';
+	if (fsync_dir(s->objfd, name) < 0 || (created_ab && fsync(s->objfd) < 0)) {
+		/* The object is complete; only its durability is in doubt. */
+		set_err(err, errlen, "fsync %s/objects/%s: %s", s->dir, name, strerror(errno));
+		return JC_EIO;
+	}
+	return 0;
+
+err_after_tmp:
+	e = errno;
+	unlinkat(s->tmpfd, tmp, 0);
+	errno = e;
+err:
+	e = errno;
+	set_err(err, errlen, "%s %s/tmp/%s: %s", step, s->dir, tmp, strerror(e));
+	return errno_code(e);
+}
+
+int jc__store_open_object(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,
+			  int *fd_out)
+{
+	char name[36];
+	const char *why;
+	struct stat st;
+	int fd;
+
+	*fd_out = -1;
+	object_name(hash, name);
+	fd = openat(s->objfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return JC_ENOTFOUND;
+		if (errno != ELOOP && errno != ENOTDIR) {
+			jc_log_err(STORE, "open %s/objects/%s: %s", s->dir, name, strerror(errno));
+			return JC_EIO;
+		}
+		why = errno == ELOOP ? "a symbolic link" : "objects/ab is not a directory";
+		goto corrupt;
+	}
+	if (fstat(fd, &st) < 0) {
+		jc_log_err(STORE, "fstat %s/objects/%s: %s", s->dir, name, strerror(errno));
+		close(fd);
+		return JC_EIO;
+	}
+	why = object_problem(&st, s->uid, expected_size);
+	if (why) {
+		close(fd);
+		goto corrupt;
+	}
+	*fd_out = fd;
+	return 0;
+
+corrupt:
+	jc_log_warn(STORE, "object %s/objects/%s: %s", s->dir, name, why);
+	return JC_ECORRUPT;
+}
+
+/*
+ * Reads fd from offset 0 (into dst when not NULL, else through a bounce
+ * buffer), checking that it holds exactly size bytes hashing to hash.
+ */
+static int read_check(int fd, uint8_t *dst, const uint8_t hash[16], uint64_t size)
+{
+	uint8_t bounce[64 * 1024], got[16], extra;
+	XXH3_state_t *st = XXH3_createState();
+	uint64_t off = 0;
+	ssize_t n;
+	int rc = JC_ECORRUPT;
+
+	if (!st)
+		return JC_ENOMEM;
+	XXH3_128bits_reset(st);
+	while (off < size) {
+		uint8_t *p = dst ? dst + off : bounce;
+		size_t cap = dst ? (size_t)1 << 30 : sizeof(bounce);
+		size_t want = size - off > cap ? cap : (size_t)(size - off);
+
+		n = pread(fd, p, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			jc_log_err(STORE, "read object: %s", strerror(errno));
+			rc = JC_EIO;
+			goto out;
+		}
+		if (n == 0)
+			goto out; /* truncated */
+		XXH3_128bits_update(st, p, (size_t)n);
+		off += (uint64_t)n;
+	}
+	do
+		n = pread(fd, &extra, 1, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	if (n != 0) {
+		rc = n < 0 ? JC_EIO : JC_ECORRUPT;
+		goto out;
+	}
+	XXH128_canonicalFromHash((XXH128_canonical_t *)got, XXH3_128bits_digest(st));
+	rc = memcmp(got, hash, 16) == 0 ? 0 : JC_ECORRUPT;
+out:
+	XXH3_freeState(st);
+	return rc;
+}
+
+int jc__store_verify_fd(int fd, const uint8_t hash[16], uint64_t expected_size)
+{
+	return read_check(fd, NULL, hash, expected_size);
+}
+
+int jc__store_read_object(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,
+			  uint8_t **data, size_t *size)
+{
+	uint8_t *buf;
+	int fd, rc;
+
+	if (expected_size >= SIZE_MAX)
+		return JC_ENOMEM;
+	rc = jc__store_open_object(s, hash, expected_size, &fd);
+	if (rc)
+		return rc;
+	buf = malloc(expected_size ? (size_t)expected_size : 1);
+	rc = buf ? read_check(fd, buf, hash, expected_size) : JC_ENOMEM;
+	close(fd);
+	if (rc) {
+		if (rc == JC_ECORRUPT) {
+			char hex[33];
+
+			jc__hex16(hash, hex);
+			jc_log_warn(STORE, "object %s: size or hash mismatch", hex);
+		}
+		free(buf);
+		return rc;
+	}
+	*data = buf;
+	*size = (size_t)expected_size;
+	return 0;
+}
+
+int jc__store_quarantine(struct jc_store *s, const uint8_t hash[16])
+{
+	char name[36], dst[80];
+
+	object_name(hash, name);
+	snprintf(dst, sizeof(dst), "%s.%lld.%ld", name + 3, (long long)time(NULL),
+		 (long)getpid());
+	if (renameat(s->objfd, name, s->quarfd, dst) == 0) {
+		jc_log_warn(STORE, "object %s moved to %s/quarantine/%s", name + 3, s->dir, dst);
+		return 0;
+	}
+	if (errno == ENOENT)
+		return JC_ENOTFOUND;
+	jc_log_warn(STORE, "quarantine %s: %s; removing it", name + 3, strerror(errno));
+	return jc__store_remove(s, hash);
+}
+
+int jc__store_remove(struct jc_store *s, const uint8_t hash[16])
+{
+	char name[36];
+
+	object_name(hash, name);
+	if (unlinkat(s->objfd, name, 0) == 0)
+		return 0;
+	if (errno == ENOENT)
+		return JC_ENOTFOUND;
+	jc_log_err(STORE, "remove %s/objects/%s: %s", s->dir, name, strerror(errno));
+	return JC_EIO;
+}
+
+/* fdopendir on a fresh descriptor of parent/name (name "." for parent). */
+static DIR *open_dir(int parent, const char *name)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
+static int is_hex2(const char *n)
+{
+	return strlen(n) == 2 && strspn(n, "0123456789abcdef") == 2;
+}
+
+static int is_dots(const char *n)
+{
+	return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
+}
+
+int jc__store_foreach(struct jc_store *s,
+		      int (*cb)(const uint8_t *hash, const char *path, const struct stat *st,
+				void *ctx),
+		      void *ctx)
+{
+	DIR *top = open_dir(s->objfd, "."), *sub;
+	struct dirent *de, *fe;
+	char path[4096];
+	uint8_t hash[16];
+	struct stat st;
+	int rc = 0;
+
+	if (!top) {
+		jc_log_err(STORE, "read %s/objects: %s", s->dir, strerror(errno));
+		return JC_EIO;
+	}
+	while (!rc && (de = readdir(top))) {
+		if (is_dots(de->d_name) || fstatat(s->objfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		snprintf(path, sizeof(path), "%s/objects/%s", s->dir, de->d_name);
+		if (!S_ISDIR(st.st_mode) || !is_hex2(de->d_name)) {
+			rc = cb(NULL, path, &st, ctx);
+			continue;
+		}
+		sub = open_dir(s->objfd, de->d_name);
+		if (!sub) {
+			jc_log_err(STORE, "read %s: %s", path, strerror(errno));
+			rc = JC_EIO;
+			break;
+		}
+		while (!rc && (fe = readdir(sub))) {
+			int ok;
+
+			if (is_dots(fe->d_name) ||
+			    fstatat(dirfd(sub), fe->d_name, &st, AT_SYMLINK_NOFOLLOW))
+				continue;
+			snprintf(path, sizeof(path), "%s/objects/%s/%s", s->dir, de->d_name,
+				 fe->d_name);
+			ok = strspn(fe->d_name, "0123456789abcdef") == 32 && !fe->d_name[32] &&
+			     !strncmp(fe->d_name, de->d_name, 2) &&
+			     jc__unhex16(fe->d_name, hash) == 0;
+			rc = cb(ok ? hash : NULL, path, &st, ctx);
+		}
+		closedir(sub);
+	}
+	closedir(top);
+	return rc;
+}
+
+int jc__store_free_bytes(struct jc_store *s, uint64_t *out)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(s->dirfd, &sv) < 0) {
+		jc_log_err(STORE, "statvfs %s: %s", s->dir, strerror(errno));
+		return JC_EIO;
+	}
+	*out = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return 0;
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The content-addressed object store under a cache directory DIR:
+ *
+ *   DIR/lock                  flock: one daemon per directory (holds its pid)
+ *   DIR/objects/ab/<32 hex>   artifact bytes named by the XXH3-128 of their
+ *                             content (canonical big-endian, lowercase hex),
+ *                             mode 0444; "ab" is the first two hex digits
+ *   DIR/tmp/                  staging for jc__store_put(); emptied at open
+ *   DIR/quarantine/           objects that failed a check, kept for inspection
+ *
+ * An object is published by write + fsync in tmp/, rename into objects/ and an
+ * fsync of the directories, so a crash leaves either no object or a complete
+ * one. Nothing read back is trusted: objects are opened without following
+ * links, owner/type/mode/size are checked on every open and the hash is
+ * checked by jc__store_verify_fd() / jc__store_read_object().
+ *
+ * Thread-safety: after jc__store_open() returns, every function may be called
+ * from any number of threads at once on the same store (it holds only
+ * immutable state and descriptors). Processes are kept apart by the lock:
+ * open the store, and write to it, only while holding jc__store_lock().
+ *
+ * All functions return 0 (or the documented non-negative value) on success
+ * and a negative JC_E* code on failure. Where an err/errlen pair is taken, a
+ * human-readable message (with the errno text) is written there on failure;
+ * err may be NULL when errlen is 0.
+ */
+#ifndef JC_STORE_H
+#define JC_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+struct jc_store;
+
+/*
+ * Takes the directory lock: flock(DIR/lock, LOCK_EX | LOCK_NB) on an
+ * O_CLOEXEC descriptor, retried on EINTR, then writes our pid into the file
+ * so that a refused second daemon can name the holder. Creates DIR (mode
+ * 0700, parents included) and the lock file (0600) when missing, so it is
+ * called before jc__store_open(), which needs the lock to empty tmp/.
+ * dir: borrowed. wait_ms: 0 tries once; > 0 retries every 50 ms until that
+ * many milliseconds have passed.
+ * Returns the locked descriptor (>= 0; the lock is released by close() or at
+ * exit), or JC_ELOCKED (held by another open file description, "held by pid
+ * N" in err), JC_EIO (cannot create or open, errno in err), JC_EINVAL (dir
+ * NULL or empty). Thread-safe; the lock excludes other processes and other
+ * descriptors alike.
+ */
+int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen);
+
+/*
+ * Opens the store in DIR: creates DIR (parents 0700) and objects/, tmp/ and
+ * quarantine/ when missing, and sets those three to mode 0700, or 02770 when
+ * group_shared (DIR itself is then set to 02770 too; otherwise an existing
+ * DIR keeps its mode); removes every file left
+ * in tmp/ (the caller must hold jc__store_lock(): a second writer's staging
+ * would go too).
+ * Refusals: DIR not owned by the effective uid or writable by others ->
+ * JC_EDENIED; DIR on a network filesystem (NFS, CIFS/SMB, AFS, Coda, Ceph,
+ * 9p, GFS2/OCFS2/Lustre/GPFS, and FUSE filesystems known to be remote such as
+ * sshfs, s3fs or rclone) -> JC_EINVAL, because the SQLite index in WAL mode
+ * needs a local filesystem; other FUSE filesystems are accepted with a
+ * warning. Other failures -> JC_EIO (errno in err), JC_ENOMEM.
+ * dir: borrowed (copied). *out: set on success, owned by the caller, freed by
+ * jc__store_close(); left untouched on failure. Not thread-safe against other
+ * calls on the same DIR.
+ */
+int jc__store_open(const char *dir, int group_shared, struct jc_store **out, char *err,
+		   size_t errlen);
+
+/* Closes the descriptors and frees s. NULL-safe. No call on s may be running. */
+void jc__store_close(struct jc_store *s);
+
+/* The directory as given to jc__store_open(); owned by s, valid until close. */
+const char *jc__store_dir(const struct jc_store *s);
+
+/*
+ * Publishes size bytes at data (borrowed) as an object and writes their
+ * XXH3-128 (canonical) to hash_out. An existing object of that name that is a
+ * regular file of the right size, owned by us and not writable by others is
+ * kept (CAS dedupe: nothing is written); anything else there is replaced.
+ * Returns 0, JC_ENOSPC (ENOSPC/EDQUOT at any step: nothing is left behind),
+ * JC_EIO (errno in err), JC_EINVAL (s, hash_out NULL or data NULL with size).
+ * When the directory fsync after the rename fails, JC_EIO is returned and
+ * the complete object is left in place (a later put keeps it). Thread-safe:
+ * concurrent puts, of the same content too, use distinct temporary files.
+ */
+int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t hash_out[16],
+		  char *err, size_t errlen);
+
+/*
+ * Opens object hash for serving, cheaply (fstat, no read):
+ * open(O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK), then checks it is a
+ * regular file owned by the effective uid, not writable by group or others,
+ * of expected_size bytes. O_NONBLOCK stays set (no effect on regular files;
+ * it keeps a FIFO planted there from blocking the open).
+ * *fd_out: on success a descriptor owned by the caller; -1 on failure.
+ * Returns 0, JC_ENOTFOUND (no such object), JC_ECORRUPT (a symlink, or a
+ * failed check: logged with the reason), JC_EIO (other open/fstat errors).
+ * The caller decides what to do with a corrupt object (jc__store_quarantine).
+ * Thread-safe.
+ */
+int jc__store_open_object(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,
+			  int *fd_out);
+
+/*
+ * Full check of an open object descriptor (borrowed, offset not used): reads
+ * every byte with pread, checks there are exactly expected_size of them and
+ * that their XXH3-128 is hash. Returns 0, JC_ECORRUPT, JC_EIO (read error),
+ * JC_ENOMEM. Thread-safe.
+ */
+int jc__store_verify_fd(int fd, const uint8_t hash[16], uint64_t expected_size);
+
+/*
+ * Reads a whole object: jc__store_open_object() then the checks of
+ * jc__store_verify_fd(), done on the bytes read. *data: malloc'd (at least
+ * one byte, even for an empty object), owned by the caller (free()); *size =
+ * expected_size. Both are left untouched on failure. Returns 0, JC_ENOTFOUND,
+ * JC_ECORRUPT, JC_EIO, JC_ENOMEM (also when expected_size does not fit in
+ * memory). Thread-safe.
+ */
+int jc__store_read_object(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,
+			  uint8_t **data, size_t *size);
+
+/*
+ * Moves objects/ab/<hash> to quarantine/<hash>.<unix time>.<pid>, or unlinks
+ * it when the move fails, and logs a warning. Returns 0, JC_ENOTFOUND (no
+ * such object), JC_EIO (could neither move nor unlink). Thread-safe.
+ * Nothing prunes quarantine/: it is for people to inspect and delete.
+ */
+int jc__store_quarantine(struct jc_store *s, const uint8_t hash[16]);
+
+/* Unlinks object hash. Returns 0, JC_ENOTFOUND, JC_EIO. Thread-safe. */
+int jc__store_remove(struct jc_store *s, const uint8_t hash[16]);
+
+/*
+ * Walks objects/ (both levels, in directory order) and calls cb for each
+ * entry with its path ("DIR/objects/ab/<name>", borrowed for the call), the
+ * lstat() result, and the hash parsed from the name, or hash NULL when the
+ * name is not a canonical object name (not 32 lowercase hex digits, or in the
+ * wrong "ab" directory, or anything but a two-hex-digit directory directly
+ * under objects/). Entries that vanish during the walk are skipped. cb may
+ * remove the entry it is given. A non-zero return from cb stops the walk and
+ * is returned. Otherwise returns 0, JC_EIO (a directory cannot be read),
+ * JC_ENOMEM. Thread-safe (cb runs on the calling thread).
+ */
+int jc__store_foreach(struct jc_store *s,
+		      int (*cb)(const uint8_t *hash, const char *path, const struct stat *st,
+				void *ctx),
+		      void *ctx);
+
+/*
+ * Free space, in bytes, available to an unprivileged user on the filesystem
+ * of DIR (statvfs f_bavail * f_frsize) into *out. Returns 0 or JC_EIO.
+ * Thread-safe.
+ */
+int jc__store_free_bytes(struct jc_store *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include "toolchain.h"
+
+#include "jitcache/jitcache.h"
+#include "key.h"
+#include "log.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nvJitLink.h>
+#include <nvrtc.h>
+#include <xxhash.h>
+
+#define NOTE_MAX (64 * 1024) /* PT_NOTE segments read from a file, at most */
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	if (errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* Copies s into dst[size]; JC_EINTERNAL when it does not fit. */
+static int put(char *dst, size_t size, const char *what, const char *s, char *err, size_t errlen)
+{
+	size_t n = strlen(s);
+	if (n >= size)
+		return fail(err, errlen, JC_EINTERNAL, "toolchain: %s is %zu bytes, over %zu", what,
+			    n, size - 1);
+	memcpy(dst, s, n + 1);
+	return 0;
+}
+
+/*
+ * Scans an ELF note area for NT_GNU_BUILD_ID and writes "build-id:<hex>" to
+ * out[outlen]. Returns 1 when found and it fits, else 0. align is the segment's
+ * p_align: 8-aligned note segments pad name and descriptor to 8 (gABI).
+ */
+static int build_id_in_notes(const uint8_t *p, size_t len, size_t align, char *out, size_t outlen)
+{
+	size_t pad = align == 8 ? 8 : 4;
+	size_t off = 0;
+	while (len - off >= sizeof(ElfW(Nhdr))) {
+		ElfW(Nhdr) nh;
+		memcpy(&nh, p + off, sizeof(nh));
+		size_t name_at = off + sizeof(nh);
+		size_t desc_at = name_at + ((nh.n_namesz + pad - 1) & ~(pad - 1));
+		size_t next = desc_at + ((nh.n_descsz + pad - 1) & ~(pad - 1));
+		if (desc_at > len || nh.n_descsz > len - desc_at || next <= off)
+			return 0;
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    memcmp(p + name_at, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+		    strlen("build-id:") + 2 * (size_t)nh.n_descsz < outlen) {
+			int n = snprintf(out, outlen, "build-id:");
+			for (size_t i = 0; i < nh.n_descsz; i++)
+				n += snprintf(out + n, outlen - (size_t)n, "%02x", p[desc_at + i]);
+			return 1;
+		}
+		off = next > len ? len : next;
+	}
+	return 0;
+}
+
+struct mapped_search {
+	uintptr_t addr; /* in: an address inside the library */
+	char *out;      /* out: "build-id:<hex>" or untouched */
+	size_t outlen;
+	int found_module;
+	int found_id;
+};
+
+static int mapped_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct mapped_search *s = data;
+	(void)size;
+	int inside = 0;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && s->addr >= start && s->addr - start < ph->p_memsz)
+			inside = 1;
+	}
+	/* The main program reports an empty name: an address there is a PLT stub
+	 * of a non-PIE executable, not the library. */
+	if (!inside || !info->dlpi_name[0])
+		return 0;
+	s->found_module = 1;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum && !s->found_id; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_NOTE)
+			s->found_id = build_id_in_notes((const uint8_t *)(info->dlpi_addr + ph->p_vaddr),
+							ph->p_memsz, ph->p_align, s->out, s->outlen);
+	}
+	return 1;
+}
+
+/* "xxh128:<hex>" of the file at path. */
+static int hash_file(const char *path, char *out, size_t outlen, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
+	XXH3_state_t *st = XXH3_createState();
+	int rc = 0;
+	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
+		rc = fail(err, errlen, JC_ENOMEM, "toolchain: out of memory hashing %s", path);
+		goto out;
+	}
+	uint8_t buf[1 << 16];
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = fail(err, errlen, JC_EIO, "toolchain: read %s: %s", path, strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		XXH3_128bits_update(st, buf, (size_t)n);
+	}
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	char hex[33];
+	jc__hex16(c.digest, hex);
+	snprintf(out, outlen, "xxh128:%s", hex);
+out:
+	XXH3_freeState(st);
+	close(fd);
+	return rc;
+}
+
+/* Identity of the loaded library that defines fn; its path to dir[dirlen] if dir. */
+static int mapped_identity(void *fn, const char *what, char *out, size_t outlen, char *dir,
+			   size_t dirlen, char *err, size_t errlen)
+{
+	Dl_info di;
+	if (!dladdr(fn, &di) || !di.dli_fname)
+		return fail(err, errlen, JC_EINTERNAL, "toolchain: dladdr found no %s mapping", what);
+	struct mapped_search s = {.addr = (uintptr_t)fn, .out = out, .outlen = outlen};
+	dl_iterate_phdr(mapped_cb, &s);
+	if (!s.found_module)
+		return fail(err, errlen, JC_EINTERNAL,
+			    "toolchain: %s resolves into the executable (%s), not a shared library",
+			    what, di.dli_fname);
+	if (dir) {
+		const char *slash = strrchr(di.dli_fname, '/');
+		size_t n = slash ? (size_t)(slash - di.dli_fname) : 1;
+		if (n >= dirlen)
+			return fail(err, errlen, JC_EINTERNAL, "toolchain: %s path too long", what);
+		memcpy(dir, slash ? di.dli_fname : ".", n);
+		dir[n] = '\0';
+	}
+	if (s.found_id)
+		return 0;
+	jc_log_info(KEY, "%s (%s) has no build-id: hashing the file", what, di.dli_fname);
+	return hash_file(di.dli_fname, out, outlen, err, errlen);
+}
+
+/* Identity of an ELF file not loaded here: its build-id, else its hash; "none" if absent. */
+static int file_identity(const char *path, char *out, size_t outlen, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return put(out, outlen, path, "none", err, errlen);
+	if (fd < 0)
+		return fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
+	ElfW(Ehdr) eh;
+	int found = 0;
+	const int elfclass = sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32;
+	if (pread(fd, &eh, sizeof(eh), 0) == sizeof(eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+	    eh.e_ident[EI_CLASS] == elfclass && eh.e_phentsize == sizeof(ElfW(Phdr))) {
+		for (ElfW(Half) i = 0; i < eh.e_phnum && !found; i++) {
+			ElfW(Phdr) ph;
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
+				break;
+			if (ph.p_type != PT_NOTE || ph.p_filesz > NOTE_MAX)
+				continue;
+			uint8_t notes[NOTE_MAX];
+			if (pread(fd, notes, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
+				break;
+			found = build_id_in_notes(notes, ph.p_filesz, ph.p_align, out, outlen);
+		}
+	}
+	close(fd);
+	return found ? 0 : hash_file(path, out, outlen, err, errlen);
+}
+
+static int driver_version(char *out, size_t outlen, char *err, size_t errlen)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return put(out, outlen, "driver version", "none", err, errlen);
+	/* CUresult cuDriverGetVersion(int *driverVersion): CUresult is an enum, 0 = CUDA_SUCCESS. */
+	int (*get)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
+	int v = 0, rc = get ? get(&v) : -1;
+	dlclose(h);
+	if (rc != 0) {
+		jc_log_warn(KEY, "libcuda.so.1 loads but cuDriverGetVersion fails (%d): driver=none", rc);
+		return put(out, outlen, "driver version", "none", err, errlen);
+	}
+	snprintf(out, outlen, "%d.%d", v / 1000, (v % 1000) / 10);
+	return 0;
+}
+
+static void driver_build(char *out, size_t outlen)
+{
+	FILE *f = fopen("/proc/driver/nvidia/version", "re");
+	char line[1024];
+	const char *s = "";
+	if (f && fgets(line, sizeof(line), f)) {
+		char *e = line + strlen(line);
+		while (e > line && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			*--e = '\0';
+		s = line + strspn(line, " \t");
+	}
+	if (f)
+		fclose(f);
+	snprintf(out, outlen, "%s", *s ? s : "none");
+}
+
+static int archs(char *out, size_t outlen, char *err, size_t errlen)
+{
+	int n = 0;
+	nvrtcResult r = nvrtcGetNumSupportedArchs(&n);
+	if (r != NVRTC_SUCCESS || n <= 0 || n > 256)
+		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetNumSupportedArchs: %s (%d)",
+			    nvrtcGetErrorString(r), n);
+	int a[256];
+	r = nvrtcGetSupportedArchs(a);
+	if (r != NVRTC_SUCCESS)
+		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetSupportedArchs: %s",
+			    nvrtcGetErrorString(r));
+	size_t len = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		int w = snprintf(out + len, outlen - len, "%ssm_%d", i ? " " : "", a[i]);
+		if (w < 0 || (size_t)w >= outlen - len)
+			return fail(err, errlen, JC_EINTERNAL, "toolchain: supported arch list too long");
+		len += (size_t)w;
+	}
+	return 0;
+}
+
+static int override(const char *env, char *field, size_t size, char *err, size_t errlen)
+{
+	const char *v = getenv(env);
+	if (!v)
+		return 0;
+	if (!*v || strlen(v) >= size)
+		return fail(err, errlen, JC_EINVAL, "toolchain: %s must be 1..%zu bytes", env, size - 1);
+	jc_log_warn(KEY, "test override %s=%s", env, v);
+	memcpy(field, v, strlen(v) + 1);
+	return 0;
+}
+
+int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
+{
+	memset(tc, 0, sizeof(*tc));
+	int maj, min, rc;
+	nvrtcResult r = nvrtcVersion(&maj, &min);
+	if (r != NVRTC_SUCCESS)
+		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcVersion: %s",
+			    nvrtcGetErrorString(r));
+	snprintf(tc->nvrtc_version, sizeof(tc->nvrtc_version), "%d.%d", maj, min);
+	unsigned jmaj, jmin;
+	nvJitLinkResult jr = nvJitLinkVersion(&jmaj, &jmin);
+	if (jr != NVJITLINK_SUCCESS)
+		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvJitLinkVersion failed (%d)", (int)jr);
+	snprintf(tc->nvjitlink_version, sizeof(tc->nvjitlink_version), "%u.%u", jmaj, jmin);
+
+	char dir[4096], builtins[4200];
+	if ((rc = mapped_identity((void *)nvrtcVersion, "libnvrtc", tc->nvrtc_id, sizeof(tc->nvrtc_id),
+				  dir, sizeof(dir), err, errlen)) ||
+	    (rc = mapped_identity((void *)nvJitLinkVersion, "libnvJitLink", tc->nvjitlink_id,
+				  sizeof(tc->nvjitlink_id), NULL, 0, err, errlen)))
+		return rc;
+	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
+	if ((rc = file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
+				errlen)) ||
+	    (rc = driver_version(tc->driver_version, sizeof(tc->driver_version), err, errlen)) ||
+	    (rc = archs(tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
+	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)) ||
+	    (rc = override("JITCACHE_TEST_DRIVER_VERSION", tc->driver_version,
+			   sizeof(tc->driver_version), err, errlen)))
+		return rc;
+	driver_build(tc->driver_build, sizeof(tc->driver_build));
+
+	int n = snprintf(tc->summary, sizeof(tc->summary),
+			 "nvrtc=%s/%s;builtins=%s;nvjitlink=%s/%s;driver=%s/%s", tc->nvrtc_version,
+			 tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version, tc->nvjitlink_id,
+			 tc->driver_version, tc->driver_build);
+	if (n < 0 || (size_t)n >= sizeof(tc->summary))
+		return fail(err, errlen, JC_EINTERNAL, "toolchain: summary over %zu bytes",
+			    sizeof(tc->summary) - 1);
+	return 0;
+}
+
+int jc__toolchain_supports_arch(const struct jc_toolchain *tc, const char *arch)
+{
+	int want = jc__arch_number(arch);
+	if (want < 0)
+		return 0;
+	for (const char *p = tc->supported_archs; (p = strstr(p, "sm_")); p += 3) {
+		char *end;
+		long have = strtol(p + 3, &end, 10);
+		if (have == want && (*end == ' ' || *end == '\0'))
+			return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Toolchain identity: which NVRTC, nvJitLink and CUDA driver this process
+ * compiles with. Probed once at start-up; every field that can change an
+ * artifact or whether it loads enters the cache key (see key.h), and the
+ * summary line is stored with each entry so stale entries can be found.
+ *
+ * libnvrtc and libnvJitLink are linked; libcuda is never linked, only
+ * dlopen()ed, so the daemon runs on machines without a driver.
+ */
+#ifndef JC_TOOLCHAIN_H
+#define JC_TOOLCHAIN_H
+
+#include <stddef.h>
+
+/* All fields are NUL-terminated strings, never empty. */
+struct jc_toolchain {
+	/* "13.0": nvrtcVersion() (NVRTC API reference, "nvrtcVersion"). */
+	char nvrtc_version[16];
+	/* Identity of the libnvrtc mapped into this process: "build-id:<hex>" from
+	 * the ELF NT_GNU_BUILD_ID note of the mapped image (located through
+	 * dladdr(nvrtcVersion) and dl_iterate_phdr's PT_NOTE segments), else
+	 * "xxh128:<hex>" of the file's bytes. Patch releases keep the version and
+	 * change the code, hence this field. */
+	char nvrtc_id[80];
+	/* Same for libnvrtc-builtins.so.<major>.<minor> in the directory of the
+	 * loaded libnvrtc (read from the file: NVRTC loads it only when
+	 * compiling); "none" when that file does not exist. */
+	char nvrtc_builtins_id[80];
+	/* "13.0": nvJitLinkVersion() (nvJitLink API reference, "nvJitLinkVersion"). */
+	char nvjitlink_version[16];
+	/* Identity of the mapped libnvJitLink, as nvrtc_id. */
+	char nvjitlink_id[80];
+	/* cuDriverGetVersion() of dlopen("libcuda.so.1") as "<major>.<minor>"
+	 * (13000 -> "13.0": CUDA driver API reference, "cuDriverGetVersion");
+	 * "none" when libcuda cannot be loaded or the call fails. */
+	char driver_version[16];
+	/* First line of /proc/driver/nvidia/version, leading and trailing blanks
+	 * removed (cut to the field size); "none" when absent. */
+	char driver_build[256];
+	/* "sm_75 sm_80 ...": nvrtcGetSupportedArchs() (NVRTC API reference,
+	 * "nvrtcGetSupportedArchs"), space-separated, in NVRTC's order.
+	 * Not in the key nor the summary: nvrtc_id determines it. */
+	char supported_archs[1024];
+	/* One canonical line of every field above except supported_archs:
+	 * "nvrtc=<ver>/<id>;builtins=<id>;nvjitlink=<ver>/<id>;driver=<ver>/<build>". */
+	char summary[512];
+};
+
+/*
+ * Fills *tc. Reads ELF notes of the loaded libraries and of the builtins file;
+ * hashes a library file (about 100 MiB for libnvrtc) only when it has no
+ * build-id. Call once at start-up and share the result read-only.
+ *
+ * Test-only overrides, honoured whenever set (the daemon logs a warning):
+ *   JITCACHE_TEST_NVRTC_ID          replaces nvrtc_id
+ *   JITCACHE_TEST_DRIVER_VERSION    replaces driver_version
+ * so tests can prove that an identity change changes the key.
+ *
+ * tc: out, borrowed. err: out, borrowed, errlen bytes (may be 0), gets a
+ * message on failure.
+ * Returns 0, or
+ *   JC_EINTERNAL  an NVRTC / nvJitLink query failed (its error string in err),
+ *                 a library's mapping could not be found, or a field overflowed;
+ *   JC_EINVAL     an override value does not fit its field or is empty;
+ *   JC_EIO        a library or builtins file could not be read (errno in err).
+ * Thread-safe, but it calls dlopen/dlclose and reads files: not for hot paths.
+ */
+int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen);
+
+/*
+ * Returns 1 when NVRTC lists the architecture number of arch among
+ * supported_archs ("sm_90", "sm_90a", "sm_90f" and "compute_90" all ask for
+ * 90), 0 otherwise, including when arch is not of the form
+ * (sm|compute)_<2-3 digits>[a|f]. Borrowed arguments; thread-safe.
+ */
+int jc__toolchain_supports_arch(const struct jc_toolchain *tc, const char *arch);
+
+#endif

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jitcache-worker: the compile worker process. jitcached starts a pool of
+ * them; each reads COMPILE frames on fd 0 (a socketpair with the daemon),
+ * runs NVRTC and/or nvJitLink, and writes one RESULT frame (artifact bytes
+ * inline) per request. A crash, hang or memory blow-up here costs the daemon
+ * one worker, never its own life: it kills and replaces us.
+ *
+ * Usage: jitcache-worker [--memory-limit BYTES]   (not for humans)
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <nvJitLink.h>
+#include <nvrtc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "jitcache/jitcache.h"
+#include "log.h"
+#include "proto.h"
+#include "req.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void set_message(struct jc_res *res, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_message(struct jc_res *res, int status, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	res->status = status;
+	free(res->message);
+	res->message = strdup(buf);
+}
+
+/* Appends text to res->log (the log of every stage is kept). */
+static void append_log(struct jc_res *res, const char *text, size_t len)
+{
+	size_t old = res->log ? strlen(res->log) : 0;
+	char *p = realloc(res->log, old + len + 1);
+	if (!p)
+		return;
+	memcpy(p + old, text, len);
+	p[old + len] = '\0';
+	res->log = p;
+}
+
+/*
+ * NVRTC result classes. Deterministic failures of the input (a compile error,
+ * a bad option or name expression) become JC_ECOMPILE and may be negative-
+ * cached; resource and internal failures never are.
+ */
+static int nvrtc_status(nvrtcResult r)
+{
+	switch (r) {
+	case NVRTC_SUCCESS:
+		return 0;
+	case NVRTC_ERROR_OUT_OF_MEMORY:
+		return JC_ENOMEM;
+	case NVRTC_ERROR_COMPILATION:
+	case NVRTC_ERROR_INVALID_OPTION:
+	case NVRTC_ERROR_INVALID_INPUT:
+	case NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID:
+	case NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION:
+	case NVRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION:
+		return JC_ECOMPILE;
+	default:
+		return JC_EINTERNAL;
+	}
+}
+
+static int nvjitlink_status(nvJitLinkResult r)
+{
+	switch (r) {
+	case NVJITLINK_SUCCESS:
+		return 0;
+	case NVJITLINK_ERROR_INTERNAL:
+	case NVJITLINK_ERROR_THREADPOOL:
+		return JC_EINTERNAL;
+	default:
+		return JC_ECOMPILE;
+	}
+}
+
+/* Fetches one of NVRTC's outputs into res->data. */
+static int nvrtc_output(nvrtcProgram prog, uint32_t output, struct jc_res *res)
+{
+	nvrtcResult (*get_size)(nvrtcProgram, size_t *);
+	nvrtcResult (*get)(nvrtcProgram, char *);
+	switch (output) {
+	case JC_OUTPUT_CUBIN:
+		get_size = nvrtcGetCUBINSize, get = nvrtcGetCUBIN;
+		break;
+	case JC_OUTPUT_PTX:
+		get_size = nvrtcGetPTXSize, get = nvrtcGetPTX;
+		break;
+	default:
+		get_size = nvrtcGetLTOIRSize, get = nvrtcGetLTOIR;
+		break;
+	}
+	size_t size = 0;
+	nvrtcResult r = get_size(prog, &size);
+	if (r == NVRTC_SUCCESS && size == 0)
+		r = NVRTC_ERROR_INVALID_OPTION;
+	if (r != NVRTC_SUCCESS) {
+		set_message(res, nvrtc_status(r), "NVRTC produced no %s for this architecture: %s",
+			    jc__output_name(output), nvrtcGetErrorString(r));
+		return res->status;
+	}
+	res->data = malloc(size);
+	if (!res->data) {
+		set_message(res, JC_ENOMEM, "out of memory for a %zu-byte artifact", size);
+		return res->status;
+	}
+	r = get(prog, (char *)res->data);
+	if (r != NVRTC_SUCCESS) {
+		set_message(res, nvrtc_status(r), "NVRTC: %s", nvrtcGetErrorString(r));
+		return res->status;
+	}
+	res->size = size;
+	res->output = output;
+	return 0;
+}
+
+static int nvrtc_compile(const struct jc_req *req, uint32_t output, struct jc_res *res)
+{
+	int rc = JC_ENOMEM;
+	const char **hdr_src = calloc(req->n_headers + 1, sizeof(char *));
+	const char **hdr_name = calloc(req->n_headers + 1, sizeof(char *));
+	const char **opts = calloc(req->options.n + 2, sizeof(char *));
+	char *src = malloc(req->source_size + 1);
+	char arch_opt[64];
+	nvrtcProgram prog = NULL;
+	if (!hdr_src || !hdr_name || !opts || !src)
+		goto out;
+	/* NVRTC takes NUL-terminated source and header strings. */
+	memcpy(src, req->source, req->source_size);
+	src[req->source_size] = '\0';
+	for (size_t i = 0; i < req->n_headers; i++) {
+		char *h = malloc(req->headers[i].size + 1);
+		if (!h)
+			goto out;
+		memcpy(h, req->headers[i].data, req->headers[i].size);
+		h[req->headers[i].size] = '\0';
+		hdr_src[i] = h;
+		hdr_name[i] = req->headers[i].name;
+	}
+	size_t n_opts = 0;
+	for (size_t i = 0; i < req->options.n; i++)
+		opts[n_opts++] = req->options.v[i];
+	snprintf(arch_opt, sizeof(arch_opt), "--gpu-architecture=%s", req->arch);
+	opts[n_opts++] = arch_opt;
+	if (output == JC_OUTPUT_LTOIR)
+		opts[n_opts++] = "-dlto";
+
+	nvrtcResult r = nvrtcCreateProgram(&prog, src, req->source_name, (int)req->n_headers,
+					   hdr_src, hdr_name);
+	for (size_t i = 0; r == NVRTC_SUCCESS && i < req->name_exprs.n; i++)
+		r = nvrtcAddNameExpression(prog, req->name_exprs.v[i]);
+	if (r != NVRTC_SUCCESS) {
+		set_message(res, nvrtc_status(r), "NVRTC could not create the program: %s",
+			    nvrtcGetErrorString(r));
+		rc = res->status;
+		goto out;
+	}
+	uint64_t t0 = now_ns();
+	r = nvrtcCompileProgram(prog, (int)n_opts, opts);
+	res->compile_ns += now_ns() - t0;
+	size_t log_size = 0;
+	if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+		char *log = malloc(log_size);
+		if (log && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
+			append_log(res, log, strnlen(log, log_size));
+		free(log);
+	}
+	if (r != NVRTC_SUCCESS) {
+		set_message(res, nvrtc_status(r), "NVRTC compile of %s for %s failed: %s",
+			    req->source_name, req->arch, nvrtcGetErrorString(r));
+		rc = res->status;
+		goto out;
+	}
+	res->lowered = calloc(req->name_exprs.n + 1, sizeof(*res->lowered));
+	if (!res->lowered)
+		goto out;
+	for (size_t i = 0; i < req->name_exprs.n; i++) {
+		const char *lowered = NULL;
+		r = nvrtcGetLoweredName(prog, req->name_exprs.v[i], &lowered);
+		if (r != NVRTC_SUCCESS) {
+			set_message(res, nvrtc_status(r), "no lowered name for %s: %s",
+				    req->name_exprs.v[i], nvrtcGetErrorString(r));
+			rc = res->status;
+			goto out;
+		}
+		res->lowered[i].expr = strdup(req->name_exprs.v[i]);
+		res->lowered[i].lowered = strdup(lowered);
+		res->n_lowered++;
+		if (!res->lowered[i].expr || !res->lowered[i].lowered)
+			goto out;
+	}
+	rc = nvrtc_output(prog, output, res);
+out:
+	if (rc == JC_ENOMEM && res->status == 0)
+		set_message(res, JC_ENOMEM, "worker out of memory");
+	if (prog)
+		nvrtcDestroyProgram(&prog);
+	for (size_t i = 0; hdr_src && i < req->n_headers; i++)
+		free((char *)hdr_src[i]);
+	free(hdr_src);
+	free(hdr_name);
+	free(opts);
+	free(src);
+	return rc;
+}
+
+static void nvjitlink_logs(nvJitLinkHandle h, struct jc_res *res)
+{
+	size_t size = 0;
+	if (nvJitLinkGetErrorLogSize(h, &size) == NVJITLINK_SUCCESS && size > 1) {
+		char *log = malloc(size);
+		if (log && nvJitLinkGetErrorLog(h, log) == NVJITLINK_SUCCESS)
+			append_log(res, log, strnlen(log, size));
+		free(log);
+	}
+	if (nvJitLinkGetInfoLogSize(h, &size) == NVJITLINK_SUCCESS && size > 1) {
+		char *log = malloc(size);
+		if (log && nvJitLinkGetInfoLog(h, log) == NVJITLINK_SUCCESS)
+			append_log(res, log, strnlen(log, size));
+		free(log);
+	}
+}
+
+/*
+ * Links the request's inputs (after an LTO-IR produced by the compile stage,
+ * when there is one, which res->data holds on entry) with nvJitLink.
+ */
+static int nvjitlink_link(const struct jc_req *req, struct jc_res *res)
+{
+	int lto = req->job == JC_JOB_COMPILE_LINK;
+	for (size_t i = 0; i < req->n_link_inputs; i++)
+		lto |= req->link_inputs[i].type == JC_INPUT_LTOIR;
+	for (size_t i = 0; i < req->link_options.n; i++)
+		lto &= strcmp(req->link_options.v[i], "-lto") != 0; /* given already */
+	const char **opts = calloc(req->link_options.n + 2, sizeof(char *));
+	char arch_opt[64];
+	nvJitLinkHandle h = NULL;
+	if (!opts) {
+		set_message(res, JC_ENOMEM, "worker out of memory");
+		return res->status;
+	}
+	size_t n_opts = 0;
+	snprintf(arch_opt, sizeof(arch_opt), "-arch=%s", req->arch);
+	opts[n_opts++] = arch_opt;
+	if (lto)
+		opts[n_opts++] = "-lto";
+	for (size_t i = 0; i < req->link_options.n; i++)
+		opts[n_opts++] = req->link_options.v[i];
+	uint64_t t0 = now_ns();
+	nvJitLinkResult r = nvJitLinkCreate(&h, (uint32_t)n_opts, opts);
+	if (r == NVJITLINK_SUCCESS && res->data)
+		r = nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, res->data, res->size,
+				     req->source_name);
+	for (size_t i = 0; r == NVJITLINK_SUCCESS && i < req->n_link_inputs; i++) {
+		const struct jc_blob *in = &req->link_inputs[i];
+		r = nvJitLinkAddData(h, (nvJitLinkInputType)in->type, in->data, in->size, in->name);
+		if (r != NVJITLINK_SUCCESS && r == NVJITLINK_ERROR_OUTDATED_LIBRARY) {
+			set_message(res, JC_ECOMPILE,
+				    "link input %s was produced by a newer toolkit than this nvJitLink "
+				    "accepts; rebuild it with this toolkit", in->name);
+		}
+	}
+	if (r == NVJITLINK_SUCCESS)
+		r = nvJitLinkComplete(h);
+	res->compile_ns += now_ns() - t0;
+	if (h)
+		nvjitlink_logs(h, res);
+	free(res->data);
+	res->data = NULL;
+	res->size = 0;
+	int ptx = req->output == JC_OUTPUT_PTX;
+	size_t size = 0;
+	if (r == NVJITLINK_SUCCESS)
+		r = ptx ? nvJitLinkGetLinkedPtxSize(h, &size) : nvJitLinkGetLinkedCubinSize(h, &size);
+	if (r == NVJITLINK_SUCCESS && !(res->data = malloc(size ? size : 1)))
+		set_message(res, JC_ENOMEM, "worker out of memory");
+	if (r == NVJITLINK_SUCCESS && res->data)
+		r = ptx ? nvJitLinkGetLinkedPtx(h, (char *)res->data)
+			: nvJitLinkGetLinkedCubin(h, res->data);
+	if (r != NVJITLINK_SUCCESS && res->status == 0)
+		set_message(res, nvjitlink_status(r), "nvJitLink failed for %s (error %d)", req->arch,
+			    (int)r);
+	if (res->status == 0) {
+		res->size = size;
+		res->output = ptx ? JC_OUTPUT_PTX : JC_OUTPUT_CUBIN;
+	}
+	if (h)
+		nvJitLinkDestroy(&h);
+	free(opts);
+	return res->status;
+}
+
+/* Test-only faults, honoured only when JITCACHE_TEST_FAULTS=1 (see README). */
+static void test_fault(uint32_t fault)
+{
+	const char *on = getenv("JITCACHE_TEST_FAULTS");
+	if (!on || strcmp(on, "1") != 0)
+		return;
+	switch (fault) {
+	case JC_FAULT_CRASH:
+		raise(SIGSEGV);
+		break;
+	case JC_FAULT_HANG:
+		for (;;)
+			pause();
+	case JC_FAULT_ALLOC:
+		for (;;) {
+			char *p = malloc(64u << 20);
+			if (!p)
+				abort(); /* the memory limit worked: die like an OOM kill */
+			memset(p, 1, 64u << 20);
+		}
+	default:
+		break;
+	}
+}
+
+static void run_job(const struct jc_req *req, struct jc_res *res)
+{
+	test_fault(req->test_fault);
+	res->output = req->output;
+	if (req->job == JC_JOB_COMPILE) {
+		nvrtc_compile(req, req->output, res);
+		return;
+	}
+	if (req->job == JC_JOB_COMPILE_LINK && nvrtc_compile(req, JC_OUTPUT_LTOIR, res) != 0)
+		return;
+	nvjitlink_link(req, res);
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t mem_limit = 0;
+	if (argc == 3 && strcmp(argv[1], "--memory-limit") == 0) {
+		if (parse_size(argv[2], &mem_limit) != 0) {
+			fprintf(stderr, "jitcache-worker: bad --memory-limit %s\n", argv[2]);
+			return 2;
+		}
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] (started by jitcached)\n");
+		return 2;
+	}
+	if (mem_limit) {
+		struct rlimit rl = {.rlim_cur = mem_limit, .rlim_max = mem_limit};
+		if (setrlimit(RLIMIT_AS, &rl) != 0)
+			jc_log_warn(WORKER, "cannot set memory limit: %s", strerror(errno));
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	struct jc_buf in = {0}, out = {0};
+	for (;;) {
+		uint16_t type;
+		int rc = jc__io_read_frame(STDIN_FILENO, &in, &type, NULL, -1);
+		if (rc == JC_EIO)
+			break; /* daemon closed the pipe: exit quietly */
+		if (rc != 0 || type != JC_MSG_COMPILE) {
+			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
+			break;
+		}
+		struct jc_req req = {0};
+		struct jc_res res;
+		jc__res_init(&res);
+		rc = jc__decode_req(in.data, in.len, &req);
+		if (rc != 0)
+			set_message(&res, rc, "worker could not decode the request");
+		else
+			run_job(&req, &res);
+		if (res.status != 0) {
+			free(res.data);
+			res.data = NULL;
+			res.size = 0;
+		}
+		jc__buf_reset(&out);
+		rc = jc__encode_res(&out, &res);
+		if (rc == JC_ETOOBIG) {
+			jc__res_clear(&res);
+			set_message(&res, JC_ETOOBIG, "artifact larger than the frame limit");
+			jc__buf_reset(&out);
+			rc = jc__encode_res(&out, &res);
+		}
+		jc__req_clear(&req);
+		jc__res_clear(&res);
+		if (rc != 0 || jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0)
+			break;
+	}
+	jc__buf_free(&in);
+	jc__buf_free(&out);
+	return 0;
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Blocking frame I/O over a stream socket, for the client library, the
+ * compile worker and tests (the daemon's loop uses libuv instead).
+ * Descriptors passed with SCM_RIGHTS beside a frame are collected.
+ * Thread-safety: functions are reentrant; one socket must not be read or
+ * written by two threads at once.
+ */
+#ifndef JC_IO_H
+#define JC_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+/*
+ * Writes len bytes, retrying on EINTR and short writes (MSG_NOSIGNAL: a
+ * closed peer gives JC_EIO, never SIGPIPE). Returns 0 or JC_EIO (errno set).
+ */
+int jc__io_write_all(int fd, const void *data, size_t len);
+
+/*
+ * Reads one frame. payload (borrowed, reset first) receives the payload,
+ * *type its message type. If passed_fd is not NULL it receives a descriptor
+ * that came with the frame (O_CLOEXEC) or -1; without passed_fd any passed
+ * descriptor is closed. timeout_ms < 0 waits forever.
+ * Returns 0, JC_EIO (peer closed: errno = ECONNRESET, or a read error),
+ * JC_ETIMEOUT, JC_EPROTO / JC_ETOOBIG (bad header), JC_ENOMEM.
+ */
+int jc__io_read_frame(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
+		      int timeout_ms);
+
+#endif

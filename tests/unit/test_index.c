@@ -1,0 +1,595 @@
+/* SPDX-License-Identifier: MIT */
+/* The SQLite index, on a real database in a mkdtemp directory. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sqlite3.h>
+#include <cmocka.h>
+
+#include "index.h"
+#include "jitcache/jitcache.h"
+
+struct fx {
+	char dir[64];
+	char path[128];
+	struct jc_index *ix;
+};
+
+static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st; (void)flag; (void)ftw;
+	return remove(p);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	char err[256];
+
+	assert_non_null(f);
+	strcpy(f->dir, "/tmp/jc-index-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/index.sqlite", f->dir);
+	assert_int_equal(jc__index_open(f->path, 0, &f->ix, err, sizeof(err)), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	jc__index_close(f->ix);
+	nftw(f->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+static void reopen(struct fx *f)
+{
+	char err[256];
+
+	jc__index_close(f->ix);
+	assert_int_equal(jc__index_open(f->path, 0, &f->ix, err, sizeof(err)), 0);
+}
+
+static void mkkey(uint8_t k[16], int i)
+{
+	memset(k, 0, 16);
+	k[0] = 0x4b;
+	k[12] = (uint8_t)(i >> 24);
+	k[13] = (uint8_t)(i >> 16);
+	k[14] = (uint8_t)(i >> 8);
+	k[15] = (uint8_t)i;
+}
+
+/* A borrowed-pointer entry for put (strings are literals). */
+static struct jc_entry mkentry(int i, int status, int64_t access)
+{
+	struct jc_entry e = {
+		.status = status, .error = status ? JC_ECOMPILE : 0, .size = status ? 0 : 100u + i,
+		.output = JC_OUTPUT_CUBIN, .arch = (char *)"sm_90", .versions = (char *)"v1",
+		.options = (char *)"-O3", .source_name = (char *)"k.cu", .app_abi = (char *)"",
+		.log = (char *)"", .created = 1000 + i, .last_access = access,
+		.expires = status ? 5000 + i : 0,
+	};
+
+	mkkey(e.key, i);
+	memset(e.object, 0xb0 + (i % 4), 16);
+	return e;
+}
+
+static void put_ok(struct fx *f, const struct jc_entry *e)
+{
+	assert_int_equal(jc__index_put(f->ix, e), 0);
+}
+
+static void test_round_trip(void **state)
+{
+	struct fx *f = *state;
+	struct jc_lowered low[3] = {
+		{ (char *)"&saxpy<float>", (char *)"_Z5saxpyIfEvPT_S1_f" },
+		{ (char *)"&saxpy<double>", (char *)"_Z5saxpyIdEvPT_S1_d" },
+		{ (char *)"", (char *)"" },
+	};
+	size_t big = 1 << 20;
+	char *log = malloc(big + 1);
+	struct jc_entry e = mkentry(1, 0, 1234), g = { 0 };
+
+	assert_non_null(log);
+	for (size_t i = 0; i < big; i++)
+		log[i] = (char)('a' + i % 26);
+	log[big] = '\0';
+	e.error = 0;
+	e.size = 0x123456789ull;
+	e.output = JC_OUTPUT_PTX;
+	e.arch = (char *)"sm_90a";
+	e.versions = (char *)"nvrtc 12.4 (build abc); driver 550.54";
+	e.options = (char *)"-std=c++17 -DN=4";
+	e.source_name = (char *)"saxpy.cu";
+	e.app_abi = (char *)"myapp-3";
+	e.log = log;
+	e.created = 1700000000;
+	e.last_access = 1700000100;
+	e.expires = 0;
+	e.hits = 7;
+	e.compile_ns = 123456789012ull;
+	e.lowered = low;
+	e.n_lowered = 3;
+	put_ok(f, &e);
+	assert_int_equal(jc__index_get(f->ix, e.key, &g), 0);
+	assert_memory_equal(g.key, e.key, 16);
+	assert_int_equal(g.status, 0);
+	assert_int_equal(g.error, 0);
+	assert_memory_equal(g.object, e.object, 16);
+	assert_int_equal(g.size, 0x123456789ull);
+	assert_int_equal(g.output, JC_OUTPUT_PTX);
+	assert_string_equal(g.arch, e.arch);
+	assert_string_equal(g.versions, e.versions);
+	assert_string_equal(g.options, e.options);
+	assert_string_equal(g.source_name, e.source_name);
+	assert_string_equal(g.app_abi, e.app_abi);
+	assert_string_equal(g.log, log);
+	assert_int_equal(g.created, 1700000000);
+	assert_int_equal(g.last_access, 1700000100);
+	assert_int_equal(g.expires, 0);
+	assert_int_equal(g.hits, 7);
+	assert_int_equal(g.compile_ns, 123456789012ull);
+	assert_int_equal(g.n_lowered, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_string_equal(g.lowered[i].expr, low[i].expr);
+		assert_string_equal(g.lowered[i].lowered, low[i].lowered);
+	}
+	jc__entry_clear(&g);
+	assert_null(g.log);
+	jc__entry_clear(NULL);
+
+	/* A failure with NULL strings: stored as "", object NULL, no lowered names. */
+	e = (struct jc_entry){ .status = 1, .error = JC_ECOMPILE, .expires = 99 };
+	mkkey(e.key, 2);
+	memset(e.object, 0xff, 16);
+	put_ok(f, &e);
+	assert_int_equal(jc__index_get(f->ix, e.key, &g), 0);
+	assert_int_equal(g.status, 1);
+	assert_int_equal(g.error, JC_ECOMPILE);
+	assert_int_equal(g.expires, 99);
+	assert_string_equal(g.arch, "");
+	assert_string_equal(g.log, "");
+	assert_null(g.lowered);
+	assert_int_equal(g.n_lowered, 0);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(g.object[i], 0);
+	jc__entry_clear(&g);
+
+	e.status = 3;
+	assert_int_equal(jc__index_put(f->ix, &e), JC_EINVAL);
+	mkkey(e.key, 3);
+	assert_int_equal(jc__index_get(f->ix, e.key, &g), JC_ENOTFOUND);
+	free(log);
+}
+
+static void test_replace_delete(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e = mkentry(1, 1, 10), g = { 0 };
+	uint64_t n, neg, bytes;
+
+	put_ok(f, &e);
+	assert_int_equal(jc__index_totals(f->ix, &n, &neg, &bytes), 0);
+	assert_true(n == 1 && neg == 1 && bytes == 0);
+	e = mkentry(1, 0, 20);
+	e.log = (char *)"warning: unused";
+	put_ok(f, &e);
+	assert_int_equal(jc__index_get(f->ix, e.key, &g), 0);
+	assert_int_equal(g.status, 0);
+	assert_int_equal(g.last_access, 20);
+	assert_string_equal(g.log, "warning: unused");
+	jc__entry_clear(&g);
+	assert_int_equal(jc__index_totals(f->ix, &n, &neg, &bytes), 0);
+	assert_true(n == 1 && neg == 0 && bytes == 101);
+	e.size = 5000;
+	put_ok(f, &e);
+	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &bytes), 0);
+	assert_int_equal(bytes, 5000);
+
+	assert_int_equal(jc__index_delete(f->ix, e.key), 0);
+	assert_int_equal(jc__index_get(f->ix, e.key, &g), JC_ENOTFOUND);
+	assert_int_equal(jc__index_delete(f->ix, e.key), JC_ENOTFOUND);
+	assert_int_equal(jc__index_totals(f->ix, &n, &neg, &bytes), 0);
+	assert_true(n == 0 && neg == 0 && bytes == 0);
+}
+
+static void test_touch(void **state)
+{
+	struct fx *f = *state;
+	uint8_t keys[4][16];
+	uint32_t hits[4] = { 1, 5, 0, 9 };
+	struct jc_entry g = { 0 };
+
+	for (int i = 0; i < 3; i++) {
+		struct jc_entry e = mkentry(i, 0, 100);
+
+		put_ok(f, &e);
+		mkkey(keys[i], i);
+	}
+	mkkey(keys[3], 77); /* evicted meanwhile: skipped */
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, 4, 500), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, 2, 600), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, 1, 700), 0);
+	assert_int_equal(jc__index_touch(f->ix, NULL, NULL, 0, 800), 0);
+	for (int i = 0; i < 3; i++) {
+		static const uint64_t want_hits[3] = { 2, 10, 0 };
+		static const int64_t want_at[3] = { 700, 600, 500 };
+
+		assert_int_equal(jc__index_get(f->ix, keys[i], &g), 0);
+		assert_int_equal(g.hits, want_hits[i]);
+		assert_int_equal(g.last_access, want_at[i]);
+		jc__entry_clear(&g);
+	}
+	assert_int_equal(jc__index_get(f->ix, keys[3], &g), JC_ENOTFOUND);
+}
+
+struct walk {
+	int n;
+	int ids[64];
+	int64_t last;
+	struct jc_index *del; /* delete each visited entry through this */
+	int stop_at;
+};
+
+static int walk_cb(const struct jc_entry *e, void *ctx)
+{
+	struct walk *w = ctx;
+
+	assert_true(e->last_access >= w->last);
+	w->last = e->last_access;
+	assert_non_null(e->arch);
+	w->ids[w->n++] = e->key[15];
+	if (w->del)
+		assert_int_equal(jc__index_delete(w->del, e->key), 0);
+	return w->stop_at && w->n == w->stop_at ? 1234 : 0;
+}
+
+static int walk(struct fx *f, const struct jc_filter *flt, struct walk *w)
+{
+	memset(w, 0, sizeof(*w));
+	return jc__index_foreach(f->ix, flt, walk_cb, w);
+}
+
+static void test_foreach(void **state)
+{
+	struct fx *f = *state;
+	struct jc_filter flt;
+	struct walk w;
+	uint8_t key[16];
+
+	/* id: status, last_access, created = 1000 + id, arch, versions */
+	static const struct { int status; int64_t access; const char *arch, *vers; } rows[] = {
+		{ 0, 300, "sm_90", "v1" }, { 1, 100, "sm_90", "v1" }, { 0, 200, "sm_80", "v2" },
+		{ 1, 200, "sm_80", "v1" }, { 0, 50, "sm_90", "v2" },
+	};
+	for (int i = 0; i < 5; i++) {
+		struct jc_entry e = mkentry(i, rows[i].status, rows[i].access);
+
+		e.arch = (char *)rows[i].arch;
+		e.versions = (char *)rows[i].vers;
+		put_ok(f, &e);
+	}
+	/* All, in LRU order (ties by key). */
+	assert_int_equal(walk(f, NULL, &w), 0);
+	assert_int_equal(w.n, 5);
+	{
+		static const int order[] = { 4, 1, 2, 3, 0 };
+		assert_memory_equal(w.ids, order, sizeof(order));
+	}
+	memset(&flt, 0, sizeof(flt));
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 5);
+
+	flt.status = JC_FILTER_OK;
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 3);
+	flt.status = JC_FILTER_FAILED;
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 2);
+	flt.status = 7;
+	assert_int_equal(walk(f, &flt, &w), JC_EINVAL);
+
+	memset(&flt, 0, sizeof(flt));
+	flt.created_before = 1002; /* ids 0, 1 */
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 2);
+	assert_true(w.ids[0] == 1 && w.ids[1] == 0);
+
+	memset(&flt, 0, sizeof(flt));
+	flt.accessed_before = 200; /* ids 4, 1 */
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 2);
+
+	memset(&flt, 0, sizeof(flt));
+	flt.expired_at = 5002; /* failed with expires <= 5002: id 1 (5001); id 3 has 5003 */
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 1);
+	assert_int_equal(w.ids[0], 1);
+	flt.expired_at = 5003;
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 2);
+
+	memset(&flt, 0, sizeof(flt));
+	flt.arch = "sm_80";
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 2);
+
+	memset(&flt, 0, sizeof(flt));
+	flt.versions_not = "v1";
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 2);
+	assert_true(w.ids[0] == 4 && w.ids[1] == 2);
+
+	memset(&flt, 0, sizeof(flt));
+	mkkey(key, 3);
+	flt.key = key;
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 1);
+	assert_int_equal(w.ids[0], 3);
+
+	/* Combined: ok entries on sm_90 not accessed since 250. */
+	memset(&flt, 0, sizeof(flt));
+	flt.status = JC_FILTER_OK;
+	flt.arch = "sm_90";
+	flt.accessed_before = 250;
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 1);
+	assert_int_equal(w.ids[0], 4);
+
+	/* Stop early: cb's value comes back. */
+	memset(&w, 0, sizeof(w));
+	w.stop_at = 2;
+	assert_int_equal(jc__index_foreach(f->ix, NULL, walk_cb, &w), 1234);
+	assert_int_equal(w.n, 2);
+
+	/* Eviction-style walk deleting through the same handle. */
+	memset(&w, 0, sizeof(w));
+	w.del = f->ix;
+	memset(&flt, 0, sizeof(flt));
+	flt.status = JC_FILTER_FAILED;
+	assert_int_equal(jc__index_foreach(f->ix, &flt, walk_cb, &w), 0);
+	assert_int_equal(w.n, 2);
+	{
+		uint64_t n, neg;
+
+		assert_int_equal(jc__index_totals(f->ix, &n, &neg, NULL), 0);
+		assert_true(n == 3 && neg == 0);
+	}
+	reopen(f);
+	assert_int_equal(walk(f, NULL, &w), 0);
+	assert_int_equal(w.n, 3);
+}
+
+static void test_totals_refs(void **state)
+{
+	struct fx *f = *state;
+	uint64_t n, neg, bytes, refs;
+	uint8_t obj[16];
+
+	for (int i = 0; i < 10; i++) {
+		struct jc_entry e = mkentry(i, i % 3 == 0, 100);
+
+		put_ok(f, &e);
+	}
+	/* ok: 1 2 4 5 7 8 -> sizes 101+102+104+105+107+108 = 627 */
+	assert_int_equal(jc__index_totals(f->ix, &n, &neg, &bytes), 0);
+	assert_int_equal(n, 10);
+	assert_int_equal(neg, 4);
+	assert_int_equal(bytes, 627);
+	/* object 0xb1: ids 1 5 9 (9 failed, not counted) */
+	memset(obj, 0xb1, 16);
+	assert_int_equal(jc__index_object_refs(f->ix, obj, &refs), 0);
+	assert_int_equal(refs, 2);
+	memset(obj, 0x01, 16);
+	assert_int_equal(jc__index_object_refs(f->ix, obj, &refs), 0);
+	assert_int_equal(refs, 0);
+	/* Survives reopen (kept in the file by triggers). */
+	reopen(f);
+	assert_int_equal(jc__index_totals(f->ix, &n, &neg, &bytes), 0);
+	assert_true(n == 10 && neg == 4 && bytes == 627);
+}
+
+struct counters { int n; char names[8][32]; uint64_t values[8]; };
+
+static int counter_cb(const char *name, uint64_t value, void *ctx)
+{
+	struct counters *c = ctx;
+
+	snprintf(c->names[c->n], sizeof(c->names[0]), "%s", name);
+	c->values[c->n++] = value;
+	return 0;
+}
+
+static void test_counters(void **state)
+{
+	struct fx *f = *state;
+	const char *names[] = { "misses", "hits", "evictions" };
+	uint64_t values[] = { 3, 1ull << 40, 0 };
+	struct counters c = { 0 };
+
+	assert_int_equal(jc__index_counters_load(f->ix, counter_cb, &c), 0);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(jc__index_counters_save(f->ix, names, values, 3), 0);
+	values[0] = 4;
+	assert_int_equal(jc__index_counters_save(f->ix, names, values, 1), 0);
+	reopen(f);
+	assert_int_equal(jc__index_counters_load(f->ix, counter_cb, &c), 0);
+	assert_int_equal(c.n, 3);
+	assert_string_equal(c.names[0], "evictions");
+	assert_int_equal(c.values[0], 0);
+	assert_string_equal(c.names[1], "hits");
+	assert_int_equal(c.values[1], 1ull << 40);
+	assert_string_equal(c.names[2], "misses");
+	assert_int_equal(c.values[2], 4);
+}
+
+static void sql(const char *path, const char *stmt)
+{
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, stmt, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+static void expect_fresh(struct fx *f, const char *aside)
+{
+	struct jc_entry e = mkentry(1, 0, 1), g = { 0 };
+	uint64_t n = 99;
+	char old[160];
+
+	snprintf(old, sizeof(old), "%s/%s", f->dir, aside);
+	assert_int_equal(access(old, F_OK), 0);
+	assert_int_equal(jc__index_totals(f->ix, &n, NULL, NULL), 0);
+	assert_int_equal(n, 0);
+	put_ok(f, &e);
+	assert_int_equal(jc__index_get(f->ix, e.key, &g), 0);
+	jc__entry_clear(&g);
+}
+
+static void test_future_version(void **state)
+{
+	struct fx *f = *state;
+	struct jc_index *ro;
+	struct jc_entry e = mkentry(1, 0, 1);
+	char err[256];
+
+	put_ok(f, &e);
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	sql(f->path, "PRAGMA user_version = 99");
+	/* Read-only: reported, nothing moved. */
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), JC_EVERSION);
+	assert_non_null(strstr(err, "version 99"));
+	assert_int_equal(jc__index_open(f->path, 0, &f->ix, err, sizeof(err)), 0);
+	expect_fresh(f, "index.sqlite.old-1");
+
+	/* Another application's database. */
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	unlink(f->path);
+	sql(f->path, "CREATE TABLE t(x); PRAGMA user_version = 1");
+	assert_int_equal(jc__index_open(f->path, 0, &f->ix, err, sizeof(err)), 0);
+	expect_fresh(f, "index.sqlite.old-2");
+
+	/* Our application id and version but a schema we do not know. */
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	unlink(f->path);
+	sql(f->path, "CREATE TABLE entries(x); PRAGMA user_version = 1;"
+		     " PRAGMA application_id = 1245922120");
+	assert_int_equal(jc__index_open(f->path, 0, &f->ix, err, sizeof(err)), 0);
+	expect_fresh(f, "index.sqlite.old-3");
+}
+
+static void test_corrupt_file(void **state)
+{
+	struct fx *f = *state;
+	struct jc_index *ro;
+	char err[256], old[160];
+	uint8_t junk[8192];
+	int fd;
+
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	unlink(f->path);
+	srand(42);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)rand();
+	fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
+	close(fd);
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), JC_ECORRUPT);
+	assert_non_null(strstr(err, "not a database"));
+	assert_int_equal(jc__index_open(f->path, 0, &f->ix, err, sizeof(err)), 0);
+	expect_fresh(f, "index.sqlite.old-1");
+	/* The bad file is kept, byte for byte, for inspection. */
+	snprintf(old, sizeof(old), "%s/index.sqlite.old-1", f->dir);
+	{
+		uint8_t back[sizeof(junk)];
+
+		fd = open(old, O_RDONLY);
+		assert_int_equal(read(fd, back, sizeof(back)), sizeof(back));
+		close(fd);
+		assert_memory_equal(back, junk, sizeof(junk));
+	}
+}
+
+static void test_readonly_and_two_handles(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e = mkentry(5, 0, 1), g = { 0 };
+	struct jc_index *ro;
+	char err[256], missing[160];
+
+	snprintf(missing, sizeof(missing), "%s/nope.sqlite", f->dir);
+	assert_int_equal(jc__index_open(missing, 1, &ro, err, sizeof(err)), JC_ENOTFOUND);
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), 0);
+	assert_int_equal(jc__index_get(ro, e.key, &g), JC_ENOTFOUND);
+	put_ok(f, &e); /* the writer's commit is seen by the reader */
+	assert_int_equal(jc__index_get(ro, e.key, &g), 0);
+	assert_int_equal(g.size, e.size);
+	jc__entry_clear(&g);
+	assert_int_equal(jc__index_put(ro, &e), JC_EIO);
+	assert_non_null(strstr(jc__index_errmsg(ro), "readonly"));
+	jc__index_close(ro);
+	jc__index_close(NULL);
+}
+
+/* Enough rows to leave the toy regime; the 1M figure is for the benchmark. */
+static void test_many(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 20000 };
+	uint8_t (*keys)[16] = malloc(sizeof(*keys) * N);
+	uint64_t n, bytes, want = 0;
+	struct walk w;
+	struct jc_filter flt = { .accessed_before = 100 };
+
+	assert_non_null(keys);
+	for (int i = 0; i < N; i++) {
+		struct jc_entry e = mkentry(i, 0, 1000 - i % 1000);
+
+		put_ok(f, &e);
+		mkkey(keys[i], i);
+		want += e.size;
+	}
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, N, 5000), 0);
+	assert_int_equal(jc__index_totals(f->ix, &n, NULL, &bytes), 0);
+	assert_int_equal(n, N);
+	assert_int_equal(bytes, want);
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 0);
+	free(keys);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_round_trip), T(test_replace_delete), T(test_touch), T(test_foreach),
+		T(test_totals_refs), T(test_counters), T(test_future_version),
+		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
+#undef T
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
