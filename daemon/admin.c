@@ -158,7 +158,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__reply_add_record(out, &r);
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
 		rc = jc__record_add_int(r, jc__counter_names[i], (int64_t)env->counters[i]);
-	rc = rc ?: jc__record_add_int(r, "entries", (int64_t)entries);
+	rc = rc ?: jc__record_add_int(r, "entries", (int64_t)(entries - negative)); /* artifacts */
 	rc = rc ?: jc__record_add_int(r, "negative_entries", (int64_t)negative);
 	rc = rc ?: jc__record_add_int(r, "bytes", (int64_t)bytes);
 	rc = rc ?: jc__record_add_int(r, "max_size", (int64_t)env->max_size);

@@ -90,8 +90,8 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_TOTALS] = "SELECT entries, negative, bytes FROM totals WHERE id = 0",
 	[ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
 	[ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
-	[ST_CNT_SAVE] = "INSERT INTO counters (name, value) VALUES (?1, ?2)"
-			" ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+	[ST_CNT_SAVE] = ("INSERT INTO counters (name, value) VALUES (?1, ?2)"
+			 " ON CONFLICT (name) DO UPDATE SET value = excluded.value"),
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -289,7 +289,7 @@ sqlite_fail:
 /* Renames path (and its -wal) to path.old-<n>, removes its -shm. */
 static int move_aside(const char *path, char *aside, size_t len)
 {
-	char from[4096], to[4096];
+	char from[4096 + 8], to[4096 + 16];
 
 	for (int n = 1; n < 1000; n++) {
 		snprintf(aside, len, "%s.old-%d", path, n);

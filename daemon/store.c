@@ -62,11 +62,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* errno of a failed write-side call -> JC_ENOSPC or JC_EIO. */
-static int errno_code(int e)
-{
-	return e == ENOSPC || e == EDQUOT ? JC_ENOSPC : e == ENOMEM ? JC_ENOMEM : JC_EIO;
-}
 
 /* "ab/<32 hex>" into out[36]. */
 static void object_name(const uint8_t hash[16], char out[36])
@@ -462,7 +457,7 @@ err_after_tmp:
 err:
 	e = errno;
 	set_err(err, errlen, "%s %s/tmp/%s: %s", step, s->dir, tmp, strerror(e));
-	return errno_code(e);
+	return e == ENOSPC || e == EDQUOT ? JC_ENOSPC : JC_EIO;
 }
 
 int jc__store_open_object(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,

@@ -33,7 +33,8 @@ enum kind {
 	K_ARRAY, /* array of sub->size elements + size_t count at aux, each nested */
 };
 
-static const uint8_t fixed_width[] = {
+/* Value length of the fixed-size kinds; 0 for the others. */
+static const uint8_t fixed_width[K_ARRAY + 1] = {
 	[K_U32] = 4, [K_I32] = 4, [K_U64] = 8, [K_I64] = 8, [K_SIZE] = 8, [K_FIX16] = 16,
 };
 
@@ -510,7 +511,7 @@ static int next_field(struct cur *c, const struct layout *l, const struct field 
 	if (!f)
 		return JC_EPROTO;
 	*fp = f;
-	if (f->kind < ARRAY_SIZE(fixed_width) && fixed_width[f->kind])
+	if (fixed_width[f->kind])
 		return n == fixed_width[f->kind] ? 0 : JC_EPROTO;
 	if (n > f->limit)
 		return JC_ETOOBIG;

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test harness for tests that run real processes: a real jitcached on a
+ * mkdtemp cache directory, real jitcachectl runs, and helpers to read files.
+ * Paths come from the environment Meson sets: JITCACHED, JITCACHECTL,
+ * JITCACHE_WORKER, JC_EXAMPLES. Not thread-safe.
+ */
+#ifndef JC_TEST_HARNESS_H
+#define JC_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "jitcache/jitcache.h"
+
+struct jc_test_daemon {
+	char dir[256];    /* temp root: cache at dir/cache, socket at dir/sock */
+	char cache[300];
+	char sock[300];
+	pid_t pid;
+	char log[300];    /* daemon stderr */
+};
+
+/* Makes a fresh temp root (not started). */
+void jct_daemon_init(struct jc_test_daemon *d);
+/* Starts jitcached with the extra flags (NULL-terminated, may be NULL) and
+ * waits until it answers a ping (fails the test after 20 s). */
+void jct_daemon_start(struct jc_test_daemon *d, const char *const *extra);
+/* Starts without waiting; returns the pid. */
+pid_t jct_daemon_spawn(struct jc_test_daemon *d, const char *const *extra);
+/* SIGTERM and wait; returns the exit status (or -signal). */
+int jct_daemon_stop(struct jc_test_daemon *d);
+/* Waits for the daemon to exit by itself; returns its exit status (or -signal). */
+int jct_daemon_wait(struct jc_test_daemon *d);
+/* SIGKILL and reap. */
+void jct_daemon_kill(struct jc_test_daemon *d);
+/* Stops if running and removes the temp root. */
+void jct_daemon_cleanup(struct jc_test_daemon *d);
+
+/* Runs jitcachectl --socket SOCK ARGS...; captures stdout and stderr
+ * (malloc'd, NUL-terminated; pass NULL to drop). Returns the exit code. */
+int jct_ctl(const struct jc_test_daemon *d, char **out, char **err, const char *const *args);
+/* stats --json of the daemon: the integer value of key (fails if absent). */
+int64_t jct_stat(const struct jc_test_daemon *d, const char *key);
+
+/* Reads a whole file (malloc'd, NUL-terminated beyond size). */
+uint8_t *jct_read_file(const char *path, size_t *size);
+/* Path of an example source: $JC_EXAMPLES/name (static buffer). */
+const char *jct_example(const char *name);
+/* A request to compile example `file` for arch, with name expressions (NULL-terminated). */
+jc_request *jct_request(const char *file, const char *arch, const char *const *exprs);
+/* A request for source text given inline. */
+jc_request *jct_request_src(const char *name, const char *src, const char *arch);
+/* Connects to d (fails the test otherwise). */
+jc_client *jct_connect(const struct jc_test_daemon *d);
+
+#endif

@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * End to end against a real jitcached with real NVRTC compiles: miss then
+ * hit with identical bytes, hits across restarts, CUDA ELF for the requested
+ * architecture, lowered names equal to NVRTC's own, negative entries and
+ * their TTL, purge, and garbage on the socket.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <nvrtc.h>
+
+#include "harness.h"
+
+static const char *const saxpy_exprs[] = {"&saxpy<float>", "&saxpy<double>", NULL};
+static const char bad_src[] = "extern \"C\" __global__ void k() { undefined_thing(); }\n";
+
+static int setup(void **state)
+{
+	struct jc_test_daemon *d = calloc(1, sizeof(*d));
+	jct_daemon_init(d);
+	*state = d;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	jct_daemon_cleanup(*state);
+	free(*state);
+	return 0;
+}
+
+/* Compiles r through a fresh connection; returns the result (caller frees). */
+static jc_result *compile(const struct jc_test_daemon *d, const jc_request *r, int want_rc)
+{
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	int rc = jc_compile(c, r, &res);
+	if (rc != want_rc)
+		fprintf(stderr, "jc_compile: %d (%s): %s\n", rc, jc_strerror(rc), jc_client_errmsg(c));
+	assert_int_equal(rc, want_rc);
+	jc_client_close(c);
+	return res;
+}
+
+/* The SM number a cubin was built for: EF_CUDA_SM in e_flags bits 8..15 of
+ * ELF ABI version 8 cubins (what `readelf -h` prints for CUDA 13 cubins). */
+static int cubin_sm(const uint8_t *data, size_t size)
+{
+	assert_true(size > 64);
+	assert_memory_equal(data, "\177ELF", 4);
+	uint16_t machine;
+	uint32_t flags;
+	memcpy(&machine, data + 18, 2);
+	memcpy(&flags, data + 48, 4);
+	assert_int_equal(machine, 190); /* EM_CUDA */
+	return (int)((flags >> 8) & 0xff);
+}
+
+static void test_miss_then_hit_identical(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result *a = compile(d, r, 0), *b = compile(d, r, 0);
+	assert_int_equal(jc_result_cache_status(a), JC_MISS);
+	assert_int_equal(jc_result_cache_status(b), JC_HIT);
+	size_t na, nb;
+	const uint8_t *da = jc_result_data(a, &na), *db = jc_result_data(b, &nb);
+	assert_int_equal(na, nb);
+	assert_memory_equal(da, db, na);
+	assert_int_equal(cubin_sm(da, na), 90);
+	assert_string_equal(jc_result_key(a), jc_result_key(b));
+	assert_true(jc_result_time_ns(a, JC_TIME_COMPILE) > 0);
+	assert_int_equal(jct_stat(d, "hits"), 1);
+	assert_int_equal(jct_stat(d, "misses"), 1);
+	assert_int_equal(jct_stat(d, "compiles"), 1);
+	assert_int_equal(jct_stat(d, "entries"), 1);
+
+	/* After a restart: the same key, a hit, the same bytes. */
+	assert_int_equal(jct_daemon_stop(d), 0);
+	jct_daemon_start(d, NULL);
+	jc_result *c = compile(d, r, 0);
+	size_t nc;
+	const uint8_t *dc = jc_result_data(c, &nc);
+	assert_int_equal(jc_result_cache_status(c), JC_HIT);
+	assert_string_equal(jc_result_key(a), jc_result_key(c));
+	assert_int_equal(nc, na);
+	assert_memory_equal(dc, da, na);
+	/* Counters persist across the restart. */
+	assert_int_equal(jct_stat(d, "hits"), 2);
+	assert_int_equal(jct_stat(d, "compiles"), 1);
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_result_free(c);
+	jc_request_free(r);
+}
+
+static void test_lowered_names_match_nvrtc(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result *res = compile(d, r, 0);
+
+	/* NVRTC itself, in this process, on the same source. */
+	size_t size;
+	char *src = (char *)jct_read_file(jct_example("saxpy.cu"), &size);
+	nvrtcProgram prog;
+	assert_int_equal(nvrtcCreateProgram(&prog, src, "saxpy.cu", 0, NULL, NULL), NVRTC_SUCCESS);
+	for (int i = 0; saxpy_exprs[i]; i++)
+		assert_int_equal(nvrtcAddNameExpression(prog, saxpy_exprs[i]), NVRTC_SUCCESS);
+	const char *opts[] = {"--gpu-architecture=sm_90"};
+	assert_int_equal(nvrtcCompileProgram(prog, 1, opts), NVRTC_SUCCESS);
+	for (int i = 0; saxpy_exprs[i]; i++) {
+		const char *lowered;
+		assert_int_equal(nvrtcGetLoweredName(prog, saxpy_exprs[i], &lowered), NVRTC_SUCCESS);
+		assert_non_null(jc_result_lowered_name(res, saxpy_exprs[i]));
+		assert_string_equal(jc_result_lowered_name(res, saxpy_exprs[i]), lowered);
+	}
+	nvrtcDestroyProgram(&prog);
+	free(src);
+
+	/* jitcachectl prints EXPR<TAB>LOWERED lines; a hit gives the same ones. */
+	char *out = NULL, *err = NULL;
+	const char *args[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--name-expr",
+			      "&saxpy<float>", "--name-expr", "&saxpy<double>", NULL};
+	assert_int_equal(jct_ctl(d, &out, &err, args), 0);
+	assert_true(strncmp(err, "hit", 3) == 0);
+	char want[512];
+	snprintf(want, sizeof(want), "&saxpy<float>\t%s\n&saxpy<double>\t%s\n",
+		 jc_result_lowered_name(res, "&saxpy<float>"), jc_result_lowered_name(res, "&saxpy<double>"));
+	assert_string_equal(out, want);
+	free(out);
+	free(err);
+	jc_result_free(res);
+	jc_request_free(r);
+}
+
+static void test_arch_is_separate_entry(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r90 = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_request *r80 = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
+	jc_result *a = compile(d, r90, 0), *b = compile(d, r80, 0);
+	assert_int_equal(jc_result_cache_status(b), JC_MISS);
+	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
+	size_t n;
+	const uint8_t *data = jc_result_data(b, &n);
+	assert_int_equal(cubin_sm(data, n), 80);
+	assert_int_equal(jct_stat(d, "entries"), 2);
+	/* PTX for compute_90 is another entry again, and is PTX text. */
+	jc_request *ptx = jct_request("saxpy.cu", "compute_90", saxpy_exprs);
+	assert_int_equal(jc_request_set_output(ptx, JC_PTX), 0);
+	jc_result *c = compile(d, ptx, 0);
+	data = jc_result_data(c, &n);
+	assert_non_null(strstr((const char *)data, ".target sm_90"));
+	assert_int_equal(jct_stat(d, "entries"), 3);
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_result_free(c);
+	jc_request_free(r90);
+	jc_request_free(r80);
+	jc_request_free(ptx);
+}
+
+static void test_negative_entry_and_ttl(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *const flags[] = {"--negative-ttl", "2", NULL};
+	jct_daemon_start(d, flags);
+	jc_request *r = jct_request_src("bad.cu", bad_src, "sm_90");
+	jc_result *a = compile(d, r, JC_ECOMPILE), *b = compile(d, r, JC_ECOMPILE);
+	assert_int_equal(jc_result_cache_status(a), JC_MISS);
+	assert_int_equal(jc_result_cache_status(b), JC_NEGATIVE_HIT);
+	assert_non_null(strstr(jc_result_log(a), "undefined_thing"));
+	assert_string_equal(jc_result_log(a), jc_result_log(b)); /* byte-identical log */
+	assert_null(jc_result_data(a, NULL));
+	assert_int_equal(jct_stat(d, "compiles"), 1);
+	assert_int_equal(jct_stat(d, "negative_hits"), 1);
+	assert_int_equal(jct_stat(d, "negative_entries"), 1);
+	/* jitcachectl: the word, the log, exit 1. */
+	char path[400], *err = NULL;
+	snprintf(path, sizeof(path), "%s/bad.cu", d->dir);
+	FILE *f = fopen(path, "w");
+	fputs(bad_src, f);
+	fclose(f);
+	const char *args[] = {"compile", path, "--arch", "sm_90", NULL};
+	assert_int_equal(jct_ctl(d, NULL, &err, args), 1);
+	assert_true(strncmp(err, "negative-hit", 12) == 0);
+	assert_non_null(strstr(err, "undefined_thing"));
+	free(err);
+	/* After the TTL it compiles again. */
+	sleep(3);
+	jc_result *c = compile(d, r, JC_ECOMPILE);
+	assert_int_equal(jc_result_cache_status(c), JC_MISS);
+	assert_int_equal(jct_stat(d, "compiles"), 2);
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_result_free(c);
+	jc_request_free(r);
+}
+
+static void test_purge_variants(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *ok90 = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_request *ok80 = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
+	jc_request *bad = jct_request_src("bad.cu", bad_src, "sm_90");
+	jc_result *a = compile(d, ok90, 0), *b = compile(d, ok80, 0), *c = compile(d, bad, JC_ECOMPILE);
+	assert_int_equal(jct_stat(d, "entries"), 2);
+	assert_int_equal(jct_stat(d, "negative_entries"), 1);
+
+	char *out = NULL, *err = NULL;
+	/* --dry-run removes nothing. */
+	const char *dry[] = {"purge", "--all", "--dry-run", NULL};
+	assert_int_equal(jct_ctl(d, &out, &err, dry), 0);
+	assert_non_null(strstr(err, "would remove 3 entries"));
+	free(out);
+	free(err);
+	assert_int_equal(jct_stat(d, "entries"), 2);
+	/* --negative takes only the failure. */
+	const char *neg[] = {"purge", "--negative", NULL};
+	assert_int_equal(jct_ctl(d, NULL, NULL, neg), 0);
+	assert_int_equal(jct_stat(d, "negative_entries"), 0);
+	assert_int_equal(jct_stat(d, "entries"), 2);
+	/* --key takes one entry; the next request for it is a miss. */
+	const char *key[] = {"purge", "--key", jc_result_key(b), NULL};
+	assert_int_equal(jct_ctl(d, NULL, NULL, key), 0);
+	assert_int_equal(jct_stat(d, "entries"), 1);
+	jc_result *b2 = compile(d, ok80, 0);
+	assert_int_equal(jc_result_cache_status(b2), JC_MISS);
+	/* --older-than 1h keeps everything made just now. */
+	const char *old[] = {"purge", "--older-than", "1h", NULL};
+	assert_int_equal(jct_ctl(d, NULL, NULL, old), 0);
+	assert_int_equal(jct_stat(d, "entries"), 2);
+	/* A bad key or duration is a clear error. */
+	const char *badkey[] = {"purge", "--key", "xyz", NULL};
+	assert_int_equal(jct_ctl(d, NULL, &err, badkey), 1);
+	assert_non_null(strstr(err, "32 hex digits"));
+	free(err);
+	const char *baddur[] = {"purge", "--older-than", "soon", NULL};
+	assert_int_equal(jct_ctl(d, NULL, NULL, baddur), 2);
+	/* --all empties the cache, objects included. */
+	const char *all[] = {"purge", "--all", NULL};
+	assert_int_equal(jct_ctl(d, NULL, NULL, all), 0);
+	assert_int_equal(jct_stat(d, "entries"), 0);
+	assert_int_equal(jct_stat(d, "bytes"), 0);
+	jc_result *a2 = compile(d, ok90, 0);
+	assert_int_equal(jc_result_cache_status(a2), JC_MISS);
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_result_free(c);
+	jc_result_free(b2);
+	jc_result_free(a2);
+	jc_request_free(ok90);
+	jc_request_free(ok80);
+	jc_request_free(bad);
+}
+
+/* A raw client sending garbage gets an error; others are still served. */
+static void test_garbage_client(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->sock);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* A frame header claiming 1 GiB, then junk. */
+	const uint8_t junk[] = {0x00, 0x00, 0x00, 0x40, 0x01, 0x00, 0x00, 0x00, 'g', 'a', 'r', 'b'};
+	assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
+	uint8_t reply[256];
+	ssize_t n = read(fd, reply, sizeof(reply));
+	assert_true(n >= 8);
+	uint16_t type;
+	memcpy(&type, reply + 4, 2);
+	assert_int_equal(type, 7); /* JC_MSG_ERROR */
+	/* The connection is then closed. */
+	while ((n = read(fd, reply, sizeof(reply))) > 0)
+		;
+	assert_int_equal(n, 0);
+	close(fd);
+
+	/* Valid header, unknown message type, before the handshake. */
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	const uint8_t odd[] = {0x04, 0, 0, 0, 0x63, 0, 0, 0, 1, 2, 3, 4};
+	assert_int_equal(write(fd, odd, sizeof(odd)), sizeof(odd));
+	n = read(fd, reply, sizeof(reply));
+	assert_true(n >= 8);
+	memcpy(&type, reply + 4, 2);
+	assert_int_equal(type, 7);
+	close(fd);
+
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result *res = compile(d, r, 0);
+	assert_non_null(jc_result_data(res, NULL));
+	assert_true(jct_stat(d, "bad_requests") >= 2);
+	jc_result_free(res);
+	jc_request_free(r);
+}
+
+static void test_bad_requests_are_refused(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	/* Architecture as an option, a bad arch, a header escaping with "..". */
+	jc_request *r = jct_request_src("k.cu", "__global__ void k() {}", "sm_90");
+	jc_request_add_option(r, "-arch=sm_80");
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	assert_non_null(strstr(jc_client_errmsg(c), "--arch"));
+	jc_request_free(r);
+	r = jct_request_src("k.cu", "__global__ void k() {}", "sm_9x");
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	jc_request_free(r);
+	r = jct_request_src("k.cu", "__global__ void k() {}", "sm_90");
+	jc_request_add_header(r, "../etc/passwd", "x", 1);
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	jc_request_free(r);
+	/* A bad NVRTC option is the compile's failure, with NVRTC's word for it. */
+	r = jct_request_src("k.cu", "__global__ void k() {}", "sm_90");
+	jc_request_add_option(r, "--no-such-option");
+	assert_int_equal(jc_compile(c, r, &res), JC_ECOMPILE);
+	jc_result_free(res);
+	jc_request_free(r);
+	/* The connection still works. */
+	r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	assert_int_equal(jc_compile(c, r, &res), 0);
+	jc_result_free(res);
+	jc_request_free(r);
+	jc_client_close(c);
+}
+
+static void test_second_daemon_refused(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	struct jc_test_daemon other = *d;
+	snprintf(other.sock, sizeof(other.sock), "%s/sock2", d->dir);
+	snprintf(other.log, sizeof(other.log), "%s/daemon2.log", d->dir);
+	jct_daemon_spawn(&other, NULL);
+	assert_int_not_equal(jct_daemon_wait(&other), 0);
+	size_t n;
+	char *log = (char *)jct_read_file(other.log, &n);
+	assert_non_null(log);
+	if (!strstr(log, "in use by another jitcached"))
+		fprintf(stderr, "second daemon said: %s\n", log);
+	assert_non_null(strstr(log, "in use by another jitcached"));
+	free(log);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_miss_then_hit_identical, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lowered_names_match_nvrtc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_arch_is_separate_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_negative_entry_and_ttl, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_purge_variants, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_garbage_client, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_requests_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_daemon_refused, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
