@@ -428,11 +428,8 @@ int main(int argc, char **argv)
 	d->start_ns = jc__now_ns();
 	pthread_mutex_init(&d->wlock, NULL);
 
-	/* Lock before opening: opening the store empties its staging area. */
-	if (mkdir(d->cfg.cache_dir, d->cfg.group_shared ? 02770 : 0700) != 0 && errno != EEXIST) {
-		snprintf(err, sizeof(err), "cannot create %s: %s", d->cfg.cache_dir, strerror(errno));
-		goto err_out;
-	}
+	/* Lock before opening (the lock creates the directory): opening the
+	 * store empties its staging area. */
 	d->lock_fd = jc__store_lock(d->cfg.cache_dir, 2000, err, sizeof(err));
 	if (d->lock_fd < 0) {
 		rc = d->lock_fd;
