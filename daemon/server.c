@@ -34,6 +34,7 @@ struct jc_conn {
 	int closing;
 	int hello;                     /* handshake done */
 	int busy;                      /* a request is being answered */
+	int replied;                   /* conn_frame_cb answered the frame it refused */
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
@@ -353,6 +354,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			d->counters[JC_CTR_bad_requests]++;
 			jc__conn_send_error(c, rc, rc == JC_EVERSION ? "protocol version not supported"
 								      : "expected HELLO");
+			c->replied = 1;
 			return rc;
 		}
 		c->hello = 1;
@@ -366,6 +368,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 	}
 	if (c->busy) {
 		jc__conn_send_error(c, JC_EPROTO, "one request at a time per connection");
+		c->replied = 1;
 		return JC_EPROTO;
 	}
 	c->busy = 1;
@@ -377,6 +380,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (rc != 0) {
 			d->counters[JC_CTR_bad_requests]++;
 			jc__conn_send_error(c, rc, "malformed COMPILE request");
+			c->replied = 1;
 			return rc;
 		}
 		jc__cache_request(d, c, &req);
@@ -388,6 +392,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 	}
 	d->counters[JC_CTR_bad_requests]++;
 	jc__conn_send_error(c, JC_EPROTO, "unexpected message type");
+	c->replied = 1;
 	return JC_EPROTO;
 }
 
@@ -399,8 +404,28 @@ static void conn_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 
 static void shutdown_cb(uv_shutdown_t *req, int status)
 {
+	struct jc_conn *c = req->data;
 	(void)status;
 	free(req);
+	conn_close(c);
+	jc__conn_unref(c);
+}
+
+/* Ends a connection after its queued replies (an error, say) are written. */
+static void conn_end(struct jc_conn *c)
+{
+	uv_shutdown_t *sd = calloc(1, sizeof(*sd));
+	uv_read_stop((uv_stream_t *)&c->pipe);
+	uv_timer_stop(&c->idle);
+	if (sd) {
+		sd->data = c;
+		jc__conn_ref(c);
+		if (uv_shutdown(sd, (uv_stream_t *)&c->pipe, shutdown_cb) == 0)
+			return;
+		jc__conn_unref(c);
+		free(sd);
+	}
+	conn_close(c);
 }
 
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -411,21 +436,17 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		conn_close(c);
 		return;
 	}
+	c->replied = 0;
 	int rc = jc__framer_feed(&c->in, (size_t)nread, conn_frame_cb, c);
-	if (rc == JC_ETOOBIG || rc == JC_EPROTO || rc == JC_EVERSION || rc == JC_ENOMEM) {
-		if (rc == JC_ETOOBIG || (rc == JC_EPROTO && c->in.buf.len)) {
-			c->d->counters[JC_CTR_bad_requests]++;
-			jc__conn_send_error(c, rc, rc == JC_ETOOBIG ? "frame larger than the limit"
-								     : "malformed frame header");
-		}
-		/* Flush the error reply, then close. */
-		uv_read_stop(s);
-		uv_shutdown_t *sd = calloc(1, sizeof(*sd));
-		if (!sd || uv_shutdown(sd, s, shutdown_cb) != 0) {
-			free(sd);
-		}
-		conn_close(c);
+	if (rc == 0)
+		return;
+	if (!c->replied) {
+		/* The framer itself refused the bytes: say why before closing. */
+		c->d->counters[JC_CTR_bad_requests]++;
+		jc__conn_send_error(c, rc, rc == JC_ETOOBIG ? "frame larger than the limit"
+							     : "malformed frame header");
 	}
+	conn_end(c);
 }
 
 static void peer_creds(struct jc_conn *c)
