@@ -18,4 +18,14 @@ int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_adm
 /* The raw socket of c (for tests that send malformed frames). */
 int jc__client_fd(const jc_client *c);
 
+/*
+ * The target for a device of compute capability cc (10 * major + minor)
+ * given NVRTC's supported architectures as jitcached lists them ("sm_75
+ * sm_80 ..."): "sm_<cc>" when cc is listed, else "compute_<N>" for the
+ * highest listed N below cc (jc_cuda_resolve_target says why). arch gets
+ * len (>= 16) bytes. Returns 0; JC_ENOTSUP (nothing listed at or below cc);
+ * JC_EPROTO (a malformed list); JC_EINVAL (NULL, len < 16). Thread-safe.
+ */
+int jc__cuda_pick_target(int cc, const char *supported, char *arch, size_t len);
+
 #endif

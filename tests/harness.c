@@ -139,18 +139,12 @@ static char *slurp_fd(int fd)
 	return buf;
 }
 
-int jct_ctl(const struct jc_test_daemon *d, char **out, char **err, const char *const *args)
+int jct_run(const struct jc_test_daemon *d, const char *const *argv, char **out, char **err)
 {
-	const char *bin = env_or_fail("JITCACHECTL");
-	const char *argv[64] = {bin, "--socket", d->sock, "--cache-dir", d->cache};
-	size_t n = 5;
-	for (size_t i = 0; args[i] && n < 63; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
 	/* Output goes through temp files: no pipe can fill up and block. */
 	char opath[320], epath[320];
-	snprintf(opath, sizeof(opath), "%s/ctl.out", d->dir);
-	snprintf(epath, sizeof(epath), "%s/ctl.err", d->dir);
+	snprintf(opath, sizeof(opath), "%s/run.out", d->dir);
+	snprintf(epath, sizeof(epath), "%s/run.err", d->dir);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -158,7 +152,8 @@ int jct_ctl(const struct jc_test_daemon *d, char **out, char **err, const char *
 		int e = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(o, 1);
 		dup2(e, 2);
-		execv(bin, (char *const *)argv);
+		setenv("JITCACHE_SOCKET", d->sock, 1);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	int status;
@@ -179,6 +174,17 @@ int jct_ctl(const struct jc_test_daemon *d, char **out, char **err, const char *
 	else
 		free(e);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int jct_ctl(const struct jc_test_daemon *d, char **out, char **err, const char *const *args)
+{
+	const char *bin = env_or_fail("JITCACHECTL");
+	const char *argv[64] = {bin, "--socket", d->sock, "--cache-dir", d->cache};
+	size_t n = 5;
+	for (size_t i = 0; args[i] && n < 63; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	return jct_run(d, argv, out, err);
 }
 
 int64_t jct_stat(const struct jc_test_daemon *d, const char *key)

@@ -38,6 +38,10 @@ void jct_daemon_kill(struct jc_test_daemon *d);
 /* Stops if running and removes the temp root. */
 void jct_daemon_cleanup(struct jc_test_daemon *d);
 
+/* Runs the program argv[0] (a path) with argv, JITCACHE_SOCKET set to d's
+ * socket; captures stdout and stderr (malloc'd, NUL-terminated; pass NULL
+ * to drop). Returns the exit code, or 128 + the signal that killed it. */
+int jct_run(const struct jc_test_daemon *d, const char *const *argv, char **out, char **err);
 /* Runs jitcachectl --socket SOCK ARGS...; captures stdout and stderr
  * (malloc'd, NUL-terminated; pass NULL to drop). Returns the exit code. */
 int jct_ctl(const struct jc_test_daemon *d, char **out, char **err, const char *const *args);
