@@ -20,11 +20,12 @@ case "$build" in "$src"/*) ;; *) echo "build dir must be inside $src" >&2; exit 
 (cd "$src" && find "${build#$src/}" -name '*.p' -prune -o -type f -print0 | xargs -0 cp --parents -t "$dev/wt")
 for bin in $(find "$build" -name '*.p' -prune -o -type f -perm -u+x -print) $(find "$build" -name '*.so*' -type f); do
 	ldd "$bin" 2>/dev/null | awk '/=> \// { print $3 }'
-done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so|/libnvrtc|/libnvJitLink|/libcuda|/cuda' |
+done | sort -u | grep -v "^$build/" | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so|/libnvrtc|/libnvJitLink|/libcuda|/cuda' |
 	xargs -r cp -L -t "$dev/lib"
 meson=$(command -v meson)
 cp "$meson" "$dev/meson/meson.py"
-cp -r "$(python3 -c 'import mesonbuild, os; print(os.path.dirname(mesonbuild.__file__))')" "$dev/meson/"
+py=$(sed -n '1s/^#! *//p' "$meson")
+cp -r "$($py -c 'import mesonbuild, os; print(os.path.dirname(mesonbuild.__file__))')" "$dev/meson/"
 printf '%s\n' "$src" > "$dev/srcdir"
 cp "$src/scripts/gpu-run.sh" "$dev/run.sh"
 du -sh "$dev"
