@@ -17,7 +17,7 @@ mkdir -p "$dev/wt" "$dev/lib" "$dev/meson"
 # $src to $dev/wt on the GPU machine, so keep the same layout.
 case "$build" in "$src"/*) ;; *) echo "build dir must be inside $src" >&2; exit 1 ;; esac
 (cd "$src" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$dev/wt")
-(cd "$src" && find "${build#$src/}" -name '*.p' -prune -o -type f -print0 | xargs -0 cp --parents -t "$dev/wt")
+(cd "$src" && find "${build#$src/}" -name '*.p' -prune -o \( -type f -o -type l \) -print0 | xargs -0 cp -P --parents -t "$dev/wt")
 for bin in $(find "$build" -name '*.p' -prune -o -type f -perm -u+x -print) $(find "$build" -name '*.so*' -type f); do
 	ldd "$bin" 2>/dev/null | awk '/=> \// { print $3 }'
 done | sort -u | grep -v "^$build/" | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so|/libnvrtc|/libnvJitLink|/libcuda|/cuda' |

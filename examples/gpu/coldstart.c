@@ -65,18 +65,12 @@ int main(int argc, char **argv)
 	CUdeviceptr x, y;
 	jcx_saxpy_buffers(0, n, &x, &y);
 	uint64_t t_alloc = jcx_now_ns();
-	jcx_saxpy_launch(f, 0, 2.0, x, y, n, NULL);
-	CU_CHECK(cuCtxSynchronize());
-	uint64_t t_first = jcx_now_ns();
+	uint64_t t_first = t_alloc + jcx_saxpy_timed(f, 0, 2.0, x, y, n);
 	uint64_t *lat = malloc(sizeof(*lat) * (size_t)steady);
 	if (!lat)
 		return 1;
-	for (int i = 0; i < steady; i++) {
-		uint64_t a = jcx_now_ns();
-		jcx_saxpy_launch(f, 0, 2.0, x, y, n, NULL);
-		CU_CHECK(cuCtxSynchronize());
-		lat[i] = jcx_now_ns() - a;
-	}
+	for (int i = 0; i < steady; i++)
+		lat[i] = jcx_saxpy_timed(f, 0, 2.0, x, y, n);
 	qsort(lat, (size_t)steady, sizeof(*lat), cmp_u64);
 	uint64_t bad = jcx_saxpy_check(0, 2.0, y, n, 1 + steady);
 	const jc_result *res = jc_cuda_module_result(m);

@@ -48,15 +48,8 @@ static int once(jc_client *c, const char *arch, uint64_t n, struct sample *s, co
 	s->lookup = jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOOKUP) / 1e6;
 	CUdeviceptr x, y;
 	jcx_saxpy_buffers(0, n, &x, &y);
-	uint64_t t0 = jcx_now_ns();
-	jcx_saxpy_launch(f, 0, 2.0, x, y, n, NULL);
-	CU_CHECK(cuCtxSynchronize());
-	uint64_t t1 = jcx_now_ns();
-	jcx_saxpy_launch(f, 0, 2.0, x, y, n, NULL);
-	CU_CHECK(cuCtxSynchronize());
-	uint64_t t2 = jcx_now_ns();
-	s->first = jcx_ms(t0, t1);
-	s->second = jcx_ms(t1, t2);
+	s->first = jcx_saxpy_timed(f, 0, 2.0, x, y, n) / 1e6;
+	s->second = jcx_saxpy_timed(f, 0, 2.0, x, y, n) / 1e6;
 	uint64_t bad = jcx_saxpy_check(0, 2.0, y, n, 2);
 	CU_CHECK(cuMemFree(x));
 	CU_CHECK(cuMemFree(y));

@@ -121,6 +121,14 @@ void jcx_saxpy_launch(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdevic
 	CU_CHECK(cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, stream, args, NULL));
 }
 
+uint64_t jcx_saxpy_timed(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdeviceptr y, uint64_t n)
+{
+	uint64_t t0 = jcx_now_ns();
+	jcx_saxpy_launch(f, is_f64, a, x, y, n, NULL);
+	CU_CHECK(cuCtxSynchronize());
+	return jcx_now_ns() - t0;
+}
+
 void jcx_saxpy_buffers(int is_f64, uint64_t n, CUdeviceptr *x, CUdeviceptr *y)
 {
 	size_t es = is_f64 ? sizeof(double) : sizeof(float);
