@@ -543,7 +543,9 @@ static void test_open_failures(void **state)
 	assert_int_equal(jc__store_open(dir, 0, &s2, err, sizeof(err)), JC_EIO);
 	assert_int_equal(jc__store_open("", 0, &s2, err, sizeof(err)), JC_EINVAL);
 	assert_int_equal(jc__store_lock(dir, 0, err, sizeof(err)), JC_EIO);
-	assert_int_equal(count_fds(), before);
+	/* No leak: never more descriptors than before (one inherited from an
+	 * earlier test may close meanwhile, so not "equal"). */
+	assert_true(count_fds() <= before);
 }
 
 static int write_file(const char *path, const char *text)
