@@ -21,6 +21,7 @@
 #include "client_internal.h"
 #include "config.h"
 #include "doctor.h"
+#include "includes.h"
 #include "util.h"
 
 static const char *socket_path;
@@ -30,7 +31,8 @@ static void usage(FILE *f)
 {
 	fputs("usage: jitcachectl [--socket PATH] [--cache-dir DIR] COMMAND [ARGS]\n"
 	      "  compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
-	      "          [--name-expr EXPR]... [--app-abi STR] [-- NVRTC_OPTION...]\n"
+	      "          [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
+	      "          [-- NVRTC_OPTION...]\n"
 	      "  link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
 	      "  stats [--json | --prometheus] [--zero]\n"
 	      "  purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
@@ -119,8 +121,8 @@ static void print_status(const jc_result *res)
 		st == JC_JOINED ? "\tjoined" : "");
 }
 
-/* Common tail of compile and link: run, report, write OUT. */
-static int run_request(jc_request *req, const char *out_path)
+/* Common tail of compile and link: run, report, write OUT. what: "compile" or "link". */
+static int run_request(jc_request *req, const char *out_path, const char *what)
 {
 	int rc;
 	jc_client *c = connect_or_die(&rc);
@@ -132,7 +134,7 @@ static int run_request(jc_request *req, const char *out_path)
 		print_status(res);
 	if (rc == JC_ECOMPILE) {
 		fputs(jc_result_log(res), stderr);
-		die(1, "compile failed");
+		die(1, "%s failed", what);
 	} else if (rc != 0) {
 		die(1, "%s (%s)", jc_client_errmsg(c), jc_strerror(rc));
 	} else {
@@ -151,12 +153,85 @@ static int run_request(jc_request *req, const char *out_path)
 	return rc == 0 ? 0 : 1;
 }
 
+/* TYPE:PATH, or the type from PATH's extension. */
+static int link_input_type(const char *arg, const char **path)
+{
+	static const struct {
+		const char *ext;
+		jc_link_input type;
+	} exts[] = {{".ptx", JC_LINK_PTX}, {".ltoir", JC_LINK_LTOIR}, {".cubin", JC_LINK_CUBIN},
+		    {".fatbin", JC_LINK_FATBIN}, {".o", JC_LINK_OBJECT}, {".a", JC_LINK_LIBRARY}};
+	const char *colon = strchr(arg, ':');
+	if (colon) {
+		char type[16];
+		snprintf(type, sizeof(type), "%.*s", (int)(colon - arg), arg);
+		int t = jc__input_type_parse(type);
+		if (t > 0) {
+			*path = colon + 1;
+			return t;
+		}
+	}
+	*path = arg;
+	const char *dot = strrchr(arg, '.');
+	for (size_t i = 0; dot && i < sizeof(exts) / sizeof(exts[0]); i++)
+		if (strcmp(dot, exts[i].ext) == 0)
+			return exts[i].type;
+	return -1;
+}
+
+/* Adds the link input ARG (TYPE:PATH or PATH with a known extension); 0 or exit code 2. */
+static int add_link_input(jc_request *req, const char *arg)
+{
+	const char *path;
+	int type = link_input_type(arg, &path);
+	uint8_t *data;
+	size_t size;
+	if (type < 0)
+		return die(2, "cannot tell the type of %s: use TYPE:PATH (ptx, ltoir, cubin, fatbin, "
+			   "object, library)", arg);
+	if (read_file(path, &data, &size) != 0)
+		return die(2, "cannot read %s: %s", path, strerror(errno));
+	const char *base = strrchr(path, '/');
+	int rc = jc_request_add_link_input(req, (jc_link_input)type, base ? base + 1 : path, data, size);
+	free(data);
+	return rc ? die(2, "cannot add link input %s: %s", arg, jc_strerror(rc)) : 0;
+}
+
+/*
+ * Adds the NVRTC options after "--". An include directory (-I DIR and the
+ * other forms of jc__inc_option) becomes "-I<absolute DIR>" plus an include
+ * dir of the request, since the daemon does not share our working directory.
+ */
+static int add_nvrtc_options(jc_request *req, char **argv, int n)
+{
+	struct jc_strv o = {.v = argv, .n = (size_t)n};
+	for (size_t i = 0; i < o.n; i++) {
+		const char *val;
+		size_t used;
+		int dir;
+		if (!jc__inc_option(&o, i, &dir, &val, &used) || !dir || !val || !*val) {
+			jc_request_add_option(req, o.v[i]);
+			continue;
+		}
+		char cwd[4096] = "", abs[8300], opt[8400];
+		if (val[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+			return die(2, "cannot resolve -I %s: %s", val, strerror(errno));
+		snprintf(abs, sizeof(abs), "%s%s%s", cwd, cwd[0] ? "/" : "", val);
+		snprintf(opt, sizeof(opt), "-I%s", abs);
+		jc_request_add_option(req, opt);
+		jc_request_add_include_dir(req, abs);
+		i += used - 1;
+	}
+	return 0;
+}
+
 static int cmd_compile(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"arch", required_argument, NULL, 'a'}, {"output", required_argument, NULL, 'O'},
 		{"header", required_argument, NULL, 'H'}, {"name-expr", required_argument, NULL, 'n'},
-		{"app-abi", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0},
+		{"app-abi", required_argument, NULL, 'A'}, {"link", required_argument, NULL, 'k'},
+		{"link-option", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
 	};
 	jc_request *req;
 	const char *out_path = NULL, *arch = NULL;
@@ -215,6 +290,14 @@ static int cmd_compile(int argc, char **argv)
 		case 'A':
 			jc_request_set_app_abi(req, optarg);
 			break;
+		case 'k':
+			if ((rc = add_link_input(req, optarg)) != 0)
+				goto out;
+			rc = 1;
+			break;
+		case 'L':
+			jc_request_add_link_option(req, optarg);
+			break;
 		default:
 			usage(stderr);
 			rc = 2;
@@ -238,45 +321,11 @@ static int cmd_compile(int argc, char **argv)
 	jc_request_set_source(req, base ? base + 1 : file, src, size);
 	free(src);
 	jc_request_set_arch(req, arch);
-	for (int i = nvrtc_first; i < all; i++) {
-		const char *o = argv[i];
-		jc_request_add_option(req, o);
-		/* -I DIR: the daemon reads headers there (they enter the key). */
-		if (strncmp(o, "-I", 2) == 0 && o[2])
-			jc_request_add_include_dir(req, o + 2);
-		else if (strcmp(o, "-I") == 0 && i + 1 < all)
-			jc_request_add_include_dir(req, argv[i + 1]);
-	}
-	rc = run_request(req, out_path);
+	if ((rc = add_nvrtc_options(req, argv + nvrtc_first, all - nvrtc_first)) == 0)
+		rc = run_request(req, out_path, "compile");
 out:
 	jc_request_free(req);
 	return rc;
-}
-
-/* TYPE:PATH, or the type from PATH's extension. */
-static int link_input_type(const char *arg, const char **path)
-{
-	static const struct {
-		const char *ext;
-		jc_link_input type;
-	} exts[] = {{".ptx", JC_LINK_PTX}, {".ltoir", JC_LINK_LTOIR}, {".cubin", JC_LINK_CUBIN},
-		    {".fatbin", JC_LINK_FATBIN}, {".o", JC_LINK_OBJECT}, {".a", JC_LINK_LIBRARY}};
-	const char *colon = strchr(arg, ':');
-	if (colon) {
-		char type[16];
-		snprintf(type, sizeof(type), "%.*s", (int)(colon - arg), arg);
-		int t = jc__input_type_parse(type);
-		if (t > 0) {
-			*path = colon + 1;
-			return t;
-		}
-	}
-	*path = arg;
-	const char *dot = strrchr(arg, '.');
-	for (size_t i = 0; dot && i < sizeof(exts) / sizeof(exts[0]); i++)
-		if (strcmp(dot, exts[i].ext) == 0)
-			return exts[i].type;
-	return -1;
 }
 
 static int cmd_link(int argc, char **argv)
@@ -324,25 +373,10 @@ static int cmd_link(int argc, char **argv)
 		goto out;
 	}
 	jc_request_set_arch(req, arch);
-	for (; optind < argc; optind++) {
-		const char *path;
-		int type = link_input_type(argv[optind], &path);
-		uint8_t *data;
-		size_t size;
-		if (type < 0) {
-			die(2, "cannot tell the type of %s: use TYPE:PATH (ptx, ltoir, cubin, fatbin, object, library)",
-			    argv[optind]);
+	for (; optind < argc; optind++)
+		if (add_link_input(req, argv[optind]) != 0)
 			goto out;
-		}
-		if (read_file(path, &data, &size) != 0) {
-			die(2, "cannot read %s: %s", path, strerror(errno));
-			goto out;
-		}
-		const char *base = strrchr(path, '/');
-		jc_request_add_link_input(req, (jc_link_input)type, base ? base + 1 : path, data, size);
-		free(data);
-	}
-	rc = run_request(req, out_path);
+	rc = run_request(req, out_path, "link");
 out:
 	jc_request_free(req);
 	return rc;

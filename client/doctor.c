@@ -14,9 +14,12 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 	char err[256], dir[4096];
 	int failed = 0;
 	if (jc__toolchain_probe(&tc, err, sizeof(err)) == 0) {
-		printf("ok    NVRTC %s (%s)\n", tc.nvrtc_version, tc.nvrtc_id);
+		printf("ok    NVRTC %s (%s, builtins %s)\n", tc.nvrtc_version, tc.nvrtc_id,
+		       tc.nvrtc_builtins_id);
 		printf("ok    nvJitLink %s (%s)\n", tc.nvjitlink_version, tc.nvjitlink_id);
 		printf("info  supported architectures: %s\n", tc.supported_archs);
+		printf("info  toolkit headers %s (%s)\n",
+		       tc.toolkit_include[0] ? tc.toolkit_include : "(none)", tc.toolkit_include_id);
 		printf("%s  driver %s (%s)\n", strcmp(tc.driver_version, "none") ? "ok  " : "warn",
 		       tc.driver_version, tc.driver_build);
 	} else {

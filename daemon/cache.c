@@ -2,13 +2,17 @@
 /*
  * The request path: key → memory cache → index → object; misses join or
  * start a single flight, which the worker pool compiles and the thread pool
- * publishes (object first, then the index row).
+ * publishes (object first, then the index row). A request that reads headers
+ * from disk is keyed in the thread pool first: its direct key names an
+ * include manifest whose variants are re-checked, else the headers are
+ * scanned (includes.h, manifest.h); every other request is keyed on the loop.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "daemon.h"
 #include "jitcache/jitcache.h"
@@ -16,6 +20,12 @@
 #include "key.h"
 #include "log.h"
 #include "pool.h"
+
+/* Limits of one include scan: entries recorded, bytes of one header. */
+#define INC_MAX_ENTRIES 200000
+#define INC_MAX_FILE_SIZE (64u << 20)
+/* Files whose hashes the daemon remembers (all are dropped when full). */
+#define INC_MEMO_ENTRIES 262144
 
 uint64_t jc__now_ns(void)
 {
@@ -191,6 +201,8 @@ static void flight_free(struct jc_flight *f)
 	}
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
+	jc__inc_set_clear(f->inc);
+	free(f->inc);
 	free(f);
 }
 
@@ -215,6 +227,20 @@ static void publish_work_cb(uv_work_t *work)
 	struct jc_daemon *d = f->d;
 	struct jc_res *res = &f->res;
 	struct jc_entry e = {0};
+	char what[256];
+	if (f->inc && f->inc->unsettled)
+		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile",
+			 f->inc->unsettled_path);
+	else if (f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
+		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
+	if (f->errmsg[0]) {
+		/* What NVRTC read may not be what the key says: serve, do not store. */
+		f->uncached = 1;
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits(res->data, res->size));
+		memcpy(res->object, c.digest, 16);
+		return;
+	}
 	memcpy(e.key, f->key, 16);
 	if (res->status == 0) {
 		f->publish_rc = jc__store_put(d->store, res->data, res->size, res->object,
@@ -255,7 +281,12 @@ static void publish_after_cb(uv_work_t *work, int status)
 	struct jc_flight *f = work->data;
 	(void)status;
 	memcache_forget(f->d, f->key);
-	if (f->publish_rc != 0) {
+	if (f->uncached) {
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
+		count(f->d, JC_CTR_include_uncached, 1);
+	} else if (f->publish_rc != 0) {
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_err(STORE, "key %s: not stored: %s", hex, f->errmsg);
@@ -299,8 +330,9 @@ struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 	return f;
 }
 
+/* Starts a compile for key; takes *req and *inc (set to NULL) on success. */
 static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			struct jc_req *req, uint64_t t0)
+			struct jc_req *req, struct jc_inc_set **inc, uint64_t t0)
 {
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)
@@ -309,6 +341,8 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 	memcpy(f->key, key, 16);
 	f->req = *req;
 	memset(req, 0, sizeof(*req));
+	f->inc = *inc;
+	*inc = NULL;
 	jc__res_init(&f->res);
 	f->next = d->flights;
 	d->flights = f;
@@ -342,22 +376,17 @@ static void handle_reject(struct jc_daemon *d, const uint8_t key[16], const stru
 			       : (req->reject_message ? req->reject_message : "did not load"));
 }
 
-void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
+static void inc_free(struct jc_inc_set *inc)
 {
-	uint64_t t0 = jc__now_ns();
-	uint8_t key[16];
-	char err[256] = "";
-	int rc = jc__key_compute(req, &d->tc, key, err, sizeof(err));
-	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
-		rc = JC_EINVAL;
-		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
-	}
-	if (rc != 0) {
-		count(d, JC_CTR_bad_requests, 1);
-		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
-		jc__conn_done(conn);
-		goto out;
-	}
+	jc__inc_set_clear(inc);
+	free(inc);
+}
+
+/* The request path once the key is known (loop thread). Takes *req and inc. */
+static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
+			     const uint8_t key[16], struct jc_inc_set *inc, uint64_t t0)
+{
+	int rc;
 	if (req->reject_reason != JC_REJECT_NONE)
 		handle_reject(d, key, req);
 
@@ -394,11 +423,134 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
-	} else if (start_flight(d, conn, key, req, t0) != 0) {
+	} else if (start_flight(d, conn, key, req, &inc, t0) != 0) {
 		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
 		jc__conn_done(conn);
 	}
 out:
+	jc__req_clear(req);
+	inc_free(inc);
+}
+
+/* A request keyed in the thread pool because it reads headers from disk. */
+struct key_job {
+	uv_work_t work;
+	struct jc_daemon *d;
+	struct jc_conn *conn;     /* referenced */
+	struct jc_req req;        /* owned */
+	uint64_t t0;
+	uint8_t key[16];
+	struct jc_inc_set *inc;   /* owned; NULL after a failure */
+	int rc;
+	int from_manifest;
+	uint64_t n_stat, ns;
+	char err[512];
+};
+
+/* Thread pool: direct key, then a matching manifest variant or a scan. */
+static void key_work_cb(uv_work_t *w)
+{
+	struct key_job *j = w->data;
+	struct jc_daemon *d = j->d;
+	uint64_t t = jc__now_ns();
+	uint8_t direct[16];
+	const struct jc_inc_ctx ctx = {
+		.memo = d->inc_memo,
+		.toolkit_root = d->tc.toolkit_include,
+		.max_entries = INC_MAX_ENTRIES,
+		.max_file_size = INC_MAX_FILE_SIZE,
+	};
+	int rc = jc__key_compute(&j->req, &d->tc, direct, j->err, sizeof(j->err));
+	if (rc == 0 && !(j->inc = calloc(1, sizeof(*j->inc))))
+		rc = JC_ENOMEM;
+	if (rc == 0)
+		rc = jc__manifest_lookup(d->manifests, direct, &ctx, j->inc, &j->n_stat);
+	if (rc == 1) {
+		j->from_manifest = 1;
+		rc = 0;
+	} else if (rc == 0) {
+		rc = jc__inc_scan(&j->req, &ctx, j->inc, j->err, sizeof(j->err));
+		j->n_stat += j->inc->n_stat;
+		char err[256];
+		if (rc == 0 && jc__manifest_add(d->manifests, direct, j->inc, err, sizeof(err)) != 0)
+			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
+				    err);
+	}
+	j->rc = rc ?: jc__key_with_tree(direct, j->inc->digest, j->key);
+	if (j->rc == JC_ENOMEM && !j->err[0])
+		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
+	j->ns = jc__now_ns() - t;
+}
+
+static void key_after_cb(uv_work_t *w, int status)
+{
+	struct key_job *j = w->data;
+	struct jc_daemon *d = j->d;
+	(void)status;
+	count(d, JC_CTR_include_stats, j->n_stat);
+	if (j->rc == 0) {
+		char hex[33];
+		jc__hex16(j->key, hex);
+		count(d, j->from_manifest ? JC_CTR_include_manifest_hits : JC_CTR_include_scans, 1);
+		jc_log_info(KEY, "key %s: %zu include entries %s%s: %llu stat calls, %llu files read, "
+			    "%.3f ms", hex, j->inc->n, j->from_manifest ? "from the manifest" : "scanned",
+			    j->inc->fallback ? " (computed include: whole directories)" : "",
+			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
+			    (double)j->ns / 1e6);
+		request_with_key(d, j->conn, &j->req, j->key, j->inc, j->t0);
+		j->inc = NULL;
+	} else {
+		if (j->rc == JC_EINVAL)
+			count(d, JC_CTR_bad_requests, 1);
+		jc__conn_send_error(j->conn, j->rc, j->err[0] ? j->err : jc_strerror(j->rc));
+		jc__conn_done(j->conn);
+		jc__req_clear(&j->req);
+		inc_free(j->inc);
+	}
+	jc__conn_unref(j->conn);
+	free(j);
+}
+
+void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
+{
+	uint64_t t0 = jc__now_ns();
+	uint8_t key[16];
+	char err[512] = "";
+	int needed = jc__inc_needed(req);
+	int rc = needed ? jc__req_validate(req, err, sizeof(err))
+			: jc__key_compute(req, &d->tc, key, err, sizeof(err));
+	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
+		rc = JC_EINVAL;
+		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
+	}
+	if (rc != 0) {
+		count(d, JC_CTR_bad_requests, 1);
+		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
+		jc__conn_done(conn);
+		jc__req_clear(req);
+		return;
+	}
+	if (!needed) {
+		request_with_key(d, conn, req, key, NULL, t0);
+		return;
+	}
+	struct key_job *j = calloc(1, sizeof(*j));
+	if (j) {
+		j->d = d;
+		j->conn = conn;
+		j->req = *req;
+		j->t0 = t0;
+		j->work.data = j;
+		jc__conn_ref(conn);
+		memset(req, 0, sizeof(*req));
+		if (uv_queue_work(d->loop, &j->work, key_work_cb, key_after_cb) == 0)
+			return;
+		*req = j->req;
+		jc__conn_unref(conn);
+		free(j);
+	}
+	jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
+	jc__conn_done(conn);
 	jc__req_clear(req);
 }
 
@@ -498,10 +650,29 @@ void jc__cache_flush_sync(struct jc_daemon *d)
 
 int jc__cache_init(struct jc_daemon *d)
 {
+	char err[512] = "";
 	d->memcache = calloc(JC_MEMCACHE_SLOTS, sizeof(*d->memcache));
-	if (!d->memcache)
+	if (!d->memcache || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0)
 		return JC_ENOMEM;
+	int rc = jc__manifests_open(d->cfg.cache_dir, d->cfg.group_shared ? 02770 : 0700,
+				    &d->manifests, err, sizeof(err));
+	if (rc != 0) {
+		jc_log_err(STORE, "%s", err);
+		return rc;
+	}
 	return jc__counters_load_array(d->rix, d->counters);
+}
+
+void jc__cache_free(struct jc_daemon *d)
+{
+	if (d->memcache)
+		jc__cache_memcache_drop_all(d);
+	free(d->memcache);
+	d->memcache = NULL;
+	jc__inc_memo_free(d->inc_memo);
+	d->inc_memo = NULL;
+	jc__manifests_close(d->manifests);
+	d->manifests = NULL;
 }
 
 void jc__cache_shutdown(struct jc_daemon *d)

@@ -21,7 +21,11 @@
 	X(worker_crashes, "compile workers that crashed or were killed") \
 	X(compile_timeouts, "compiles killed at --compile-timeout") \
 	X(load_failures, "artifacts a client reported it could not load") \
-	X(bad_requests, "malformed frames or invalid requests refused")
+	X(bad_requests, "malformed frames or invalid requests refused") \
+	X(include_scans, "requests whose headers on disk were scanned (no manifest matched)") \
+	X(include_manifest_hits, "requests keyed from a stored include manifest") \
+	X(include_stats, "stat calls made to key requests that read headers from disk") \
+	X(include_uncached, "compiles served but not stored: an include file changed")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

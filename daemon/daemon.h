@@ -13,7 +13,9 @@
 #include <uv.h>
 
 #include "counters.h"
+#include "includes.h"
 #include "index.h"
+#include "manifest.h"
 #include "proto.h"
 #include "req.h"
 #include "store.h"
@@ -57,8 +59,12 @@ struct jc_flight {
 	struct jc_flight *qnext;  /* queue of flights waiting for a worker */
 	struct jc_res res;        /* the worker's result */
 	uv_work_t work;           /* publish in the thread pool */
-	char errmsg[256];         /* publish error */
+	char errmsg[512];         /* publish error, or why the result was not stored */
 	int publish_rc;
+	/* Owned, NULL when the compile reads no file from disk: the include
+	 * files its key covers, re-checked before publishing (includes.h). */
+	struct jc_inc_set *inc;
+	int uncached;             /* an include file changed: served, not stored */
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -83,6 +89,8 @@ struct jc_daemon {
 	int stopping;
 
 	struct jc_slot *memcache;
+	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
+	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
 	struct jc_flight *flights;
 	struct jc_flight *queue_head, *queue_tail;
 	struct jc_worker **workers;
@@ -101,8 +109,13 @@ struct jc_daemon {
 };
 
 /* cache.c */
+/* Memory cache, include memo and manifests, counters. 0 or a JC_E* code (logged). */
 int jc__cache_init(struct jc_daemon *d);
-/* Handles a decoded COMPILE request of conn; takes ownership of *req. */
+/* Frees what jc__cache_init made; after the loop has stopped. */
+void jc__cache_free(struct jc_daemon *d);
+/* Handles a decoded COMPILE request of conn; takes ownership of *req. A
+ * request that reads files from disk (jc__inc_needed) is keyed in the
+ * thread pool (manifest check or include scan); every other one at once. */
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
 void jc__cache_tick(struct jc_daemon *d);
 void jc__cache_memcache_drop_all(struct jc_daemon *d);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "key.h"
 
+#include "includes.h"
 #include "jitcache/jitcache.h"
 
 #include <stdarg.h>
@@ -41,6 +42,9 @@ enum {
 	TAG_LINK_OPTION_COUNT = 27,
 	TAG_LINK_OPTION = 28,
 	TAG_APP_ABI = 29,
+	TAG_TOOLKIT_INCLUDE_ID = 30,
+	TAG_DIRECT_KEY = 31,
+	TAG_INCLUDE_TREE = 32,
 };
 
 static int invalid(char *err, size_t errlen, const char *fmt, ...)
@@ -147,7 +151,8 @@ static int validate(const struct jc_req *req, const struct jc_blob ***sorted, ch
 	if ((rc = check_opts(&req->options, "option", err, errlen)) ||
 	    (rc = check_opts(&req->link_options, "link option", err, errlen)) ||
 	    (rc = check_strs(&req->include_dirs, "include dir", err, errlen)) ||
-	    (rc = check_strs(&req->name_exprs, "name expression", err, errlen)))
+	    (rc = check_strs(&req->name_exprs, "name expression", err, errlen)) ||
+	    (rc = jc__inc_path_parse(req, NULL, err, errlen)))
 		return rc;
 	for (size_t i = 0; i < req->n_link_inputs; i++) {
 		const struct jc_blob *b = &req->link_inputs[i];
@@ -226,14 +231,36 @@ static void item_strv(XXH3_state_t *st, uint16_t count_tag, uint16_t tag, char *
 }
 
 /*
- * Seam for DESIGN item 4, "headers read from include directories": this is
- * where the content of every file a compile may read through -I enters the
- * key. For now only the include_dirs path strings do (the -I options enter
- * with the options), so a header edited under an -I directory is NOT seen yet.
+ * DESIGN item 4, "headers read from include directories": the directory
+ * strings enter here; the content of the files a compile may read from them
+ * enters through jc__key_with_tree(), which the daemon applies after its
+ * include scan (cache.c, includes.h, manifest.h).
  */
 static void add_include_tree(XXH3_state_t *st, const struct jc_req *req)
 {
 	item_strv(st, TAG_INCLUDE_DIR_COUNT, TAG_INCLUDE_DIR, req->include_dirs.v, req->include_dirs.n);
+}
+
+static void digest(XXH3_state_t *st, uint8_t key[16])
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	memcpy(key, c.digest, 16);
+}
+
+int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t key[16])
+{
+	XXH3_state_t *st = XXH3_createState();
+	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
+		XXH3_freeState(st);
+		return JC_ENOMEM;
+	}
+	item_u64(st, TAG_FORMAT, JC_KEY_FORMAT, 4);
+	item(st, TAG_DIRECT_KEY, direct, 16);
+	item(st, TAG_INCLUDE_TREE, tree, 16);
+	digest(st, key);
+	XXH3_freeState(st);
+	return 0;
 }
 
 int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
@@ -276,6 +303,7 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
 	item_str(st, TAG_NVJITLINK_ID, tc->nvjitlink_id);
 	item_str(st, TAG_DRIVER_VERSION, tc->driver_version);
 	item_str(st, TAG_DRIVER_BUILD, tc->driver_build);
+	item_str(st, TAG_TOOLKIT_INCLUDE_ID, tc->toolkit_include_id);
 	item_u64(st, TAG_LINK_INPUT_COUNT, req->n_link_inputs, 8);
 	for (size_t i = 0; i < req->n_link_inputs; i++) {
 		const struct jc_blob *b = &req->link_inputs[i];
@@ -285,10 +313,7 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
 	}
 	item_strv(st, TAG_LINK_OPTION_COUNT, TAG_LINK_OPTION, req->link_options.v, req->link_options.n);
 	item_str(st, TAG_APP_ABI, req->app_abi);
-
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-	memcpy(key, c.digest, 16);
+	digest(st, key);
 out:
 	XXH3_freeState(st);
 	free(exprs);

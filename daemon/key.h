@@ -9,15 +9,17 @@
  *   1. JC_KEY_FORMAT, job, output (u32 each)
  *   2. source name, source bytes
  *   3. in-memory headers sorted by name (strcmp): name, bytes for each
- *   4. include-tree content: for now the include_dirs path strings, in order
- *      (the -I options themselves enter with item 5)
+ *   4. the include_dirs path strings, in order (the -I options themselves
+ *      enter with item 5); the CONTENT of what a compile reads from disk
+ *      enters through jc__key_with_tree() (see below and includes.h)
  *   5. options, in the order given
  *   6. target architecture string, exactly as given ("sm_90a")
  *   7. name expressions sorted (strcmp); duplicates kept, so "&f","&f" and
  *      "&f" are distinct keys (conservative: a miss, never a wrong hit)
  *   8. toolchain: nvrtc version, nvrtc id, builtins id, nvjitlink version,
- *      nvjitlink id, driver version, driver build. nvJitLink enters for every
- *      job, also compile-only ones: one rule, and a toolkit update changes both.
+ *      nvjitlink id, driver version, driver build, toolkit include tree id.
+ *      nvJitLink enters for every job, also compile-only ones: one rule, and
+ *      a toolkit update changes both.
  *   9. link inputs in order: type (u32), name, bytes; then link options in order
  *  10. app ABI string (NULL is "")
  * A NULL string or NULL data of size 0 encodes as empty. Each item has its own
@@ -36,7 +38,7 @@
 #include "req.h"
 #include "toolchain.h"
 
-#define JC_KEY_FORMAT 1
+#define JC_KEY_FORMAT 2
 
 /*
  * Checks a request before it is keyed or sent. JC_EINVAL for:
@@ -53,7 +55,10 @@
  *    or link option; a link input type that is not an enum jc_input_type;
  *  - an option or link option naming the architecture ("-arch", "-arch=...",
  *    "--gpu-architecture", "--gpu-architecture=..."): the architecture is set
- *    by the arch field only, and the daemon passes it to NVRTC and nvJitLink.
+ *    by the arch field only, and the daemon passes it to NVRTC and nvJitLink;
+ *  - include options jc__inc_path_parse() refuses: an -I or pre-include
+ *    option without its value, a relative -I directory, include_dirs not
+ *    exactly the -I directories in order.
  * JC_ENOMEM when sorting the header names fails to allocate.
  * err: out, errlen bytes (may be 0), gets a one-line message naming the field.
  * req is borrowed and not changed. Thread-safe (no globals).
@@ -67,6 +72,14 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen);
  */
 int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
 		    char *err, size_t errlen);
+
+/*
+ * The key of a request whose compile reads headers from disk: XXH3-128 over
+ * the items JC_KEY_FORMAT, direct (the request's jc__key_compute() key, its
+ * "direct key") and tree (the digest of its include set, includes.h), each
+ * tagged as above. Returns 0 or JC_ENOMEM. Borrowed arguments; thread-safe.
+ */
+int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t key[16]);
 
 /*
  * The architecture number of "sm_90", "sm_90a", "sm_100f" or "compute_90"

@@ -450,7 +450,7 @@ int main(int argc, char **argv)
 		goto err_after_wix;
 	rc = jc__cache_init(d);
 	if (rc != 0) {
-		snprintf(err, sizeof(err), "cannot load counters: %s", jc_strerror(rc));
+		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
 		goto err_after_rix;
 	}
 
@@ -487,8 +487,7 @@ err_after_loop:
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
 err_after_rix:
-	jc__cache_memcache_drop_all(d);
-	free(d->memcache);
+	jc__cache_free(d);
 	jc__index_close(d->rix);
 err_after_wix:
 	jc__index_close(d->wix);

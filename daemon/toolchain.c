@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "toolchain.h"
 
 #include "jitcache/jitcache.h"
 #include "key.h"
 #include "log.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nvJitLink.h>
@@ -203,6 +207,95 @@ static int file_identity(const char *path, char *out, size_t outlen, char *err, 
 	return found ? 0 : hash_file(path, out, outlen, err, errlen);
 }
 
+/* Lines "relative path\ttype size mtime_ns" of every entry under a tree. */
+struct tree_lines {
+	char **v;
+	size_t n, cap;
+};
+
+static int tree_collect(const char *root, const char *rel, struct tree_lines *t, int depth)
+{
+	char path[8192];
+	snprintf(path, sizeof(path), "%s%s", root, rel);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT && depth ? 0 : -1; /* vanished while walking: harmless */
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char sub[8192];
+		struct stat st;
+		snprintf(sub, sizeof(sub), "%s/%s", rel, de->d_name);
+		snprintf(path, sizeof(path), "%s%s", root, sub);
+		if (lstat(path, &st) != 0)
+			continue;
+		if (t->n == t->cap) {
+			size_t cap = t->cap ? t->cap * 2 : 1024;
+			char **v = realloc(t->v, cap * sizeof(*v));
+			if (!v) {
+				rc = -1;
+				break;
+			}
+			t->v = v;
+			t->cap = cap;
+		}
+		if (asprintf(&t->v[t->n], "%s\t%o %lld %lld", sub, (unsigned)(st.st_mode & S_IFMT),
+			     (long long)st.st_size,
+			     (long long)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec) < 0) {
+			rc = -1;
+			break;
+		}
+		t->n++;
+		/* Symbolic links enter as links (their size is the target's length). */
+		if (S_ISDIR(st.st_mode) && depth < 64)
+			rc = tree_collect(root, sub, t, depth + 1);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int cmp_line(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* toolkit_include and toolkit_include_id from the directory of libnvrtc. */
+static int toolkit_include(const char *libdir, struct jc_toolchain *tc, char *err, size_t errlen)
+{
+	char guess[4200];
+	snprintf(guess, sizeof(guess), "%s/../include", libdir);
+	struct stat st;
+	if (!realpath(guess, tc->toolkit_include) || stat(tc->toolkit_include, &st) != 0 ||
+	    !S_ISDIR(st.st_mode)) {
+		tc->toolkit_include[0] = '\0';
+		return put(tc->toolkit_include_id, sizeof(tc->toolkit_include_id), "toolkit include id",
+			   "none", err, errlen);
+	}
+	struct tree_lines t = {0};
+	int rc = tree_collect(tc->toolkit_include, "", &t, 0);
+	XXH3_state_t *hs = XXH3_createState();
+	if (rc != 0 || !hs || XXH3_128bits_reset(hs) != XXH_OK) {
+		rc = fail(err, errlen, rc ? JC_EIO : JC_ENOMEM, "toolchain: walking %s: %s",
+			  tc->toolkit_include, rc ? strerror(errno) : "out of memory");
+	} else {
+		qsort(t.v, t.n, sizeof(*t.v), cmp_line);
+		for (size_t i = 0; i < t.n; i++)
+			XXH3_128bits_update(hs, t.v[i], strlen(t.v[i]) + 1);
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(hs));
+		char hex[33];
+		jc__hex16(c.digest, hex);
+		snprintf(tc->toolkit_include_id, sizeof(tc->toolkit_include_id), "tree:%s", hex);
+	}
+	XXH3_freeState(hs);
+	for (size_t i = 0; i < t.n; i++)
+		free(t.v[i]);
+	free(t.v);
+	return rc;
+}
+
 static int driver_version(char *out, size_t outlen, char *err, size_t errlen)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -295,6 +388,7 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
 	if ((rc = file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
 				errlen)) ||
+	    (rc = toolkit_include(dir, tc, err, errlen)) ||
 	    (rc = driver_version(tc->driver_version, sizeof(tc->driver_version), err, errlen)) ||
 	    (rc = archs(tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
 	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)) ||
@@ -304,9 +398,9 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 	driver_build(tc->driver_build, sizeof(tc->driver_build));
 
 	int n = snprintf(tc->summary, sizeof(tc->summary),
-			 "nvrtc=%s/%s;builtins=%s;nvjitlink=%s/%s;driver=%s/%s", tc->nvrtc_version,
-			 tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version, tc->nvjitlink_id,
-			 tc->driver_version, tc->driver_build);
+			 "nvrtc=%s/%s;builtins=%s;nvjitlink=%s/%s;driver=%s/%s;toolkit_include=%s",
+			 tc->nvrtc_version, tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version,
+			 tc->nvjitlink_id, tc->driver_version, tc->driver_build, tc->toolkit_include_id);
 	if (n < 0 || (size_t)n >= sizeof(tc->summary))
 		return fail(err, errlen, JC_EINTERNAL, "toolchain: summary over %zu bytes",
 			    sizeof(tc->summary) - 1);

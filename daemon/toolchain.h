@@ -38,19 +38,33 @@ struct jc_toolchain {
 	/* First line of /proc/driver/nvidia/version, leading and trailing blanks
 	 * removed (cut to the field size); "none" when absent. */
 	char driver_build[256];
+	/* The CUDA toolkit's own include tree: realpath of <directory of the
+	 * loaded libnvrtc>/../include (/usr/local/cuda-13.0/include, or
+	 * .../targets/x86_64-linux/include); "" when there is none. Include
+	 * directories inside it are covered by toolkit_include_id instead of
+	 * being hashed per request (includes.h). */
+	char toolkit_include[4096];
+	/* "tree:<xxh128>" over the sorted (relative path, type, size,
+	 * mtime_ns) of every entry under toolkit_include, taken once at start-up
+	 * (about 2000 stat calls for CUDA 13.0); "none" without the tree. A
+	 * toolkit update in place changes sizes and mtimes (packages carry their
+	 * files' mtimes) and needs a daemon restart, as libnvrtc itself does. */
+	char toolkit_include_id[80];
 	/* "sm_75 sm_80 ...": nvrtcGetSupportedArchs() (NVRTC API reference,
 	 * "nvrtcGetSupportedArchs"), space-separated, in NVRTC's order.
 	 * Not in the key nor the summary: nvrtc_id determines it. */
 	char supported_archs[1024];
-	/* One canonical line of every field above except supported_archs:
-	 * "nvrtc=<ver>/<id>;builtins=<id>;nvjitlink=<ver>/<id>;driver=<ver>/<build>". */
-	char summary[512];
+	/* One canonical line of every field above except supported_archs and
+	 * toolkit_include: "nvrtc=<ver>/<id>;builtins=<id>;nvjitlink=<ver>/<id>;
+	 * driver=<ver>/<build>;toolkit_include=<id>". */
+	char summary[768];
 };
 
 /*
  * Fills *tc. Reads ELF notes of the loaded libraries and of the builtins file;
  * hashes a library file (about 100 MiB for libnvrtc) only when it has no
- * build-id. Call once at start-up and share the result read-only.
+ * build-id; stats the toolkit include tree. Call once at start-up and share
+ * the result read-only.
  *
  * Test-only overrides, honoured whenever set (the daemon logs a warning):
  *   JITCACHE_TEST_NVRTC_ID          replaces nvrtc_id
@@ -63,7 +77,9 @@ struct jc_toolchain {
  *   JC_EINTERNAL  an NVRTC / nvJitLink query failed (its error string in err),
  *                 a library's mapping could not be found, or a field overflowed;
  *   JC_EINVAL     an override value does not fit its field or is empty;
- *   JC_EIO        a library or builtins file could not be read (errno in err).
+ *   JC_EIO        a library or builtins file could not be read, or the toolkit
+ *                 include tree not walked (errno in err);
+ *   JC_ENOMEM.
  * Thread-safe, but it calls dlopen/dlclose and reads files: not for hot paths.
  */
 int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen);

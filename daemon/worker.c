@@ -84,6 +84,25 @@ static int nvrtc_status(nvrtcResult r)
 	}
 }
 
+/* The enumerator's name (nvJitLink.h of CUDA 13.0, which has no error-string call). */
+static const char *nvjitlink_name(nvJitLinkResult r)
+{
+	switch (r) {
+#define N(x) case x: return #x;
+	N(NVJITLINK_SUCCESS) N(NVJITLINK_ERROR_UNRECOGNIZED_OPTION) N(NVJITLINK_ERROR_MISSING_ARCH)
+	N(NVJITLINK_ERROR_INVALID_INPUT) N(NVJITLINK_ERROR_PTX_COMPILE)
+	N(NVJITLINK_ERROR_NVVM_COMPILE) N(NVJITLINK_ERROR_INTERNAL) N(NVJITLINK_ERROR_THREADPOOL)
+	N(NVJITLINK_ERROR_UNRECOGNIZED_INPUT) N(NVJITLINK_ERROR_FINALIZE)
+	N(NVJITLINK_ERROR_NULL_INPUT) N(NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS)
+	N(NVJITLINK_ERROR_INCORRECT_INPUT_TYPE) N(NVJITLINK_ERROR_ARCH_MISMATCH)
+	N(NVJITLINK_ERROR_OUTDATED_LIBRARY) N(NVJITLINK_ERROR_MISSING_FATBIN)
+	N(NVJITLINK_ERROR_UNRECOGNIZED_ARCH) N(NVJITLINK_ERROR_UNSUPPORTED_ARCH)
+	N(NVJITLINK_ERROR_LTO_NOT_ENABLED)
+#undef N
+	}
+	return "unknown nvJitLink error";
+}
+
 static int nvjitlink_status(nvJitLinkResult r)
 {
 	switch (r) {
@@ -227,13 +246,16 @@ out:
 	return rc;
 }
 
-static void nvjitlink_logs(nvJitLinkHandle h, struct jc_res *res)
+/* Appends nvJitLink's error log, then its info log; returns the error log's length. */
+static size_t nvjitlink_logs(nvJitLinkHandle h, struct jc_res *res)
 {
-	size_t size = 0;
+	size_t size = 0, err_len = 0;
 	if (nvJitLinkGetErrorLogSize(h, &size) == NVJITLINK_SUCCESS && size > 1) {
 		char *log = malloc(size);
-		if (log && nvJitLinkGetErrorLog(h, log) == NVJITLINK_SUCCESS)
-			append_log(res, log, strnlen(log, size));
+		if (log && nvJitLinkGetErrorLog(h, log) == NVJITLINK_SUCCESS) {
+			err_len = strnlen(log, size);
+			append_log(res, log, err_len);
+		}
 		free(log);
 	}
 	if (nvJitLinkGetInfoLogSize(h, &size) == NVJITLINK_SUCCESS && size > 1) {
@@ -242,6 +264,18 @@ static void nvjitlink_logs(nvJitLinkHandle h, struct jc_res *res)
 			append_log(res, log, strnlen(log, size));
 		free(log);
 	}
+	return err_len;
+}
+
+/* Puts "jitcache: MESSAGE" before the log, so that it is stored with it. */
+static void prepend_message(struct jc_res *res)
+{
+	char *old = res->log;
+	if (asprintf(&res->log, "jitcache: %s\n%s", res->message, old ? old : "") < 0) {
+		res->log = old;
+		return;
+	}
+	free(old);
 }
 
 /*
@@ -277,17 +311,29 @@ static int nvjitlink_link(const struct jc_req *req, struct jc_res *res)
 	for (size_t i = 0; r == NVJITLINK_SUCCESS && i < req->n_link_inputs; i++) {
 		const struct jc_blob *in = &req->link_inputs[i];
 		r = nvJitLinkAddData(h, (nvJitLinkInputType)in->type, in->data, in->size, in->name);
-		if (r != NVJITLINK_SUCCESS && r == NVJITLINK_ERROR_OUTDATED_LIBRARY) {
+		unsigned maj = 0, min = 0;
+		/* nvJitLink 13.0 answers OUTDATED_LIBRARY for LTO-IR whose NVVM
+		 * container or IR version is newer than its own (tried by raising
+		 * those header fields of NVRTC's output; older ones are accepted). */
+		if (r == NVJITLINK_ERROR_OUTDATED_LIBRARY && nvJitLinkVersion(&maj, &min) == 0)
 			set_message(res, JC_ECOMPILE,
-				    "link input %s was produced by a newer toolkit than this nvJitLink "
-				    "accepts; rebuild it with this toolkit", in->name);
-		}
+				    "link input %s (%s) holds LTO-IR from a newer CUDA toolkit than this "
+				    "nvJitLink %u.%u accepts (%s): rebuild it with CUDA %u.%u, or update "
+				    "the toolkit the daemon uses", in->name, jc__input_type_name(in->type),
+				    maj, min, nvjitlink_name(r), maj, min);
+		else if (r != NVJITLINK_SUCCESS)
+			set_message(res, nvjitlink_status(r), "nvJitLink refused link input %s (%s): %s",
+				    in->name, jc__input_type_name(in->type), nvjitlink_name(r));
 	}
 	if (r == NVJITLINK_SUCCESS)
 		r = nvJitLinkComplete(h);
 	res->compile_ns += now_ns() - t0;
-	if (h)
-		nvjitlink_logs(h, res);
+	size_t err_len = h ? nvjitlink_logs(h, res) : 0;
+	/* nvJitLink 13.0 reports an undefined reference (a PTX input calling a
+	 * function no input defines) as NVJITLINK_ERROR_INTERNAL, with "error :
+	 * Undefined reference to ..." in its error log: an internal error that
+	 * explains itself is a link error of the input. */
+	int internal_explained = r == NVJITLINK_ERROR_INTERNAL && err_len > 0;
 	free(res->data);
 	res->data = NULL;
 	res->size = 0;
@@ -301,8 +347,11 @@ static int nvjitlink_link(const struct jc_req *req, struct jc_res *res)
 		r = ptx ? nvJitLinkGetLinkedPtx(h, (char *)res->data)
 			: nvJitLinkGetLinkedCubin(h, res->data);
 	if (r != NVJITLINK_SUCCESS && res->status == 0)
-		set_message(res, nvjitlink_status(r), "nvJitLink failed for %s (error %d)", req->arch,
-			    (int)r);
+		set_message(res, internal_explained ? JC_ECOMPILE : nvjitlink_status(r),
+			    "nvJitLink link for %s failed: %s (see the log)", req->arch,
+			    nvjitlink_name(r));
+	if (res->status == JC_ECOMPILE)
+		prepend_message(res);
 	if (res->status == 0) {
 		res->size = size;
 		res->output = ptx ? JC_OUTPUT_PTX : JC_OUTPUT_CUBIN;
@@ -351,6 +400,26 @@ static void run_job(const struct jc_req *req, struct jc_res *res)
 	nvjitlink_link(req, res);
 }
 
+/*
+ * NVRTC looks for quoted includes in the directory of the program name,
+ * relative to the working directory (seen with NVRTC 13.0: a program named
+ * "d/k.cu" reads d/x.h; --no-source-include turns it off). No key can cover
+ * what the daemon's working directory holds, so the worker works in an empty
+ * directory that it removes at once: nothing can be created in a removed
+ * directory, and every relative lookup fails.
+ */
+static void enter_empty_dir(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/jitcache-worker-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (mkdtemp(dir) && chdir(dir) == 0 && rmdir(dir) == 0)
+		return;
+	jc_log_warn(WORKER, "cannot work in an empty directory (%s): using /", strerror(errno));
+	if (chdir("/") != 0)
+		jc_log_err(WORKER, "chdir /: %s", strerror(errno));
+}
+
 static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -380,6 +449,7 @@ int main(int argc, char **argv)
 			jc_log_warn(WORKER, "cannot set memory limit: %s", strerror(errno));
 	}
 	signal(SIGPIPE, SIG_IGN);
+	enter_empty_dir();
 
 	struct jc_buf in = {0}, out = {0};
 	for (;;) {

@@ -5,7 +5,9 @@
  * is the same in another process (this binary re-executed as "key-helper"); the
  * toolchain probe runs against the real NVRTC / nvJitLink.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,6 +79,7 @@ static void base_tc(struct jc_toolchain *tc)
 	strcpy(tc->nvjitlink_id, "build-id:157d67e654e020e4bc581f362fe42f752181ddda");
 	strcpy(tc->driver_version, "none");
 	strcpy(tc->driver_build, "none");
+	strcpy(tc->toolkit_include_id, "tree:385ec4f4a97da2a1e0ee7b5a4188775b");
 }
 
 static void key_of(const struct jc_req *r, const struct jc_toolchain *tc, uint8_t key[16])
@@ -102,7 +105,8 @@ M(m_header_added, assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "c.
 M(m_option_text, set_str(&r->options.v[0], "-DN=2"))
 M(m_option_order, swap_str(&r->options.v[0], &r->options.v[1]))
 M(m_option_extra_define, assert_int_equal(jc__strv_push(&r->options, "-DM=1"), 0))
-M(m_include_dir, set_str(&r->include_dirs.v[0], "/inc2"))
+M(m_include_dir, { set_str(&r->include_dirs.v[0], "/inc2"); set_str(&r->options.v[2], "-I/inc2"); })
+M(m_include_dir_form, set_str(&r->options.v[2], "--include-path=/inc"))
 M(m_arch_sm80, set_str(&r->arch, "sm_80"))
 M(m_arch_compute90, set_str(&r->arch, "compute_90"))
 M(m_arch_sm90a, set_str(&r->arch, "sm_90a"))
@@ -115,6 +119,7 @@ M(m_nvjitlink_version, strcpy(tc->nvjitlink_version, "13.1"))
 M(m_nvjitlink_id, strcpy(tc->nvjitlink_id, "xxh128:00112233445566778899aabbccddeeff"))
 M(m_driver_version, strcpy(tc->driver_version, "13.0"))
 M(m_driver_build, strcpy(tc->driver_build, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06"))
+M(m_toolkit_include_id, strcpy(tc->toolkit_include_id, "tree:00112233445566778899aabbccddeeff"))
 M(m_link_type, r->link_inputs[1].type = JC_INPUT_OBJECT)
 M(m_link_name, set_str(&r->link_inputs[1].name, "dev2.cubin"))
 M(m_link_bytes, r->link_inputs[0].data[3] = '2')
@@ -130,7 +135,8 @@ static const struct {
 #define ROW(f) {#f, f}
 	ROW(m_job), ROW(m_output), ROW(m_source_name), ROW(m_source_bytes), ROW(m_header_name),
 	ROW(m_header_bytes), ROW(m_header_added), ROW(m_option_text), ROW(m_option_order),
-	ROW(m_option_extra_define), ROW(m_include_dir), ROW(m_arch_sm80), ROW(m_arch_compute90),
+	ROW(m_option_extra_define), ROW(m_include_dir), ROW(m_include_dir_form), ROW(m_arch_sm80),
+	ROW(m_arch_compute90), ROW(m_toolkit_include_id),
 	ROW(m_arch_sm90a), ROW(m_name_expr_added), ROW(m_name_expr_changed), ROW(m_nvrtc_version),
 	ROW(m_nvrtc_id), ROW(m_builtins_id), ROW(m_nvjitlink_version), ROW(m_nvjitlink_id),
 	ROW(m_driver_version), ROW(m_driver_build), ROW(m_link_type), ROW(m_link_name),
@@ -225,6 +231,13 @@ M(x_link_opt_arch, set_str(&r->link_options.v[0], "-arch=sm_90"))
 M(x_opt_empty, set_str(&r->options.v[0], ""))
 M(x_name_expr_empty, set_str(&r->name_exprs.v[0], ""))
 M(x_include_dir_empty, set_str(&r->include_dirs.v[0], ""))
+M(x_include_dir_mismatch, set_str(&r->include_dirs.v[0], "/other"))
+M(x_include_dir_relative, { set_str(&r->include_dirs.v[0], "inc"); set_str(&r->options.v[2], "-Iinc"); })
+M(x_include_dir_undeclared, assert_int_equal(jc__strv_push(&r->options, "-I/inc2"), 0))
+M(x_include_dir_unused, assert_int_equal(jc__strv_push(&r->include_dirs, "/inc2"), 0))
+M(x_include_opt_no_value, set_str(&r->options.v[2], "-I"))
+M(x_include_path_no_value, set_str(&r->options.v[2], "--include-path="))
+M(x_pre_include_no_value, assert_int_equal(jc__strv_push(&r->options, "-include"), 0))
 M(x_source_name_empty, set_str(&r->source_name, ""))
 M(x_source_no_data, { free(r->source); r->source = NULL; })
 M(x_job, r->job = 0)
@@ -251,6 +264,9 @@ static const struct {
 	ROW(x_arch_suffix), ROW(x_arch_suffix2), ROW(x_arch_prefix), ROW(x_opt_arch_eq),
 	ROW(x_opt_arch_two), ROW(x_opt_gpu_arch_eq), ROW(x_opt_gpu_arch), ROW(x_link_opt_arch),
 	ROW(x_opt_empty), ROW(x_name_expr_empty), ROW(x_include_dir_empty),
+	ROW(x_include_dir_mismatch), ROW(x_include_dir_relative), ROW(x_include_dir_undeclared),
+	ROW(x_include_dir_unused), ROW(x_include_opt_no_value), ROW(x_include_path_no_value),
+	ROW(x_pre_include_no_value),
 	ROW(x_source_name_empty), ROW(x_source_no_data), ROW(x_job), ROW(x_output),
 	ROW(x_link_ltoir), ROW(x_link_job_no_inputs), ROW(x_link_type), ROW(x_link_name_empty),
 };
@@ -279,6 +295,24 @@ static void test_rejects(void **state)
 	assert_int_equal(jc__req_validate(&r, err, sizeof(err)), JC_EINVAL);
 	assert_non_null(strstr(err, "set the architecture with --arch"));
 	jc__req_clear(&r);
+}
+
+/* The key of a request with headers on disk: direct key and include tree both count. */
+static void test_key_with_tree(void **state)
+{
+	(void)state;
+	uint8_t d1[16] = {1}, d2[16] = {2}, t1[16] = {3}, t2[16] = {4}, k[4][16], again[16];
+	assert_int_equal(jc__key_with_tree(d1, t1, k[0]), 0);
+	assert_int_equal(jc__key_with_tree(d1, t2, k[1]), 0);
+	assert_int_equal(jc__key_with_tree(d2, t1, k[2]), 0);
+	assert_int_equal(jc__key_with_tree(t1, d1, k[3]), 0); /* the fields are tagged */
+	for (int i = 0; i < 4; i++) {
+		assert_memory_not_equal(k[i], d1, 16);
+		for (int j = 0; j < i; j++)
+			assert_memory_not_equal(k[i], k[j], 16);
+	}
+	assert_int_equal(jc__key_with_tree(d1, t1, again), 0);
+	assert_memory_equal(again, k[0], 16);
 }
 
 /* A plain compile: no link inputs, no headers, no name expressions, NULL app ABI. */
@@ -391,6 +425,15 @@ static void test_probe(void **state)
 	assert_non_null(strstr(tc.summary, tc.nvrtc_id));
 	assert_non_null(strstr(tc.summary, tc.nvjitlink_id));
 	assert_non_null(strstr(tc.supported_archs, "sm_90"));
+	/* The toolkit's include tree next to libnvrtc, and its identity. */
+	char want[4200], real[4096];
+	assert_true(tc.toolkit_include[0] == '/');
+	snprintf(want, sizeof(want), "%s/cuda_runtime.h", tc.toolkit_include);
+	assert_int_equal(access(want, R_OK), 0);
+	assert_non_null(realpath(tc.toolkit_include, real));
+	assert_string_equal(real, tc.toolkit_include);
+	assert_true(starts_with(tc.toolkit_include_id, "tree:") && strlen(tc.toolkit_include_id) == 37);
+	assert_non_null(strstr(tc.summary, tc.toolkit_include_id));
 
 	assert_true(jc__toolchain_supports_arch(&tc, "sm_90"));
 	assert_true(jc__toolchain_supports_arch(&tc, "sm_90a"));
@@ -454,6 +497,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_same_key),
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_minimal_compile),
+		cmocka_unit_test(test_key_with_tree),
 		cmocka_unit_test(test_cross_process),
 		cmocka_unit_test(test_probe),
 		cmocka_unit_test(test_probe_overrides),

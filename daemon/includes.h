@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Headers read from include directories (DESIGN.md, "The cache key", item 4):
+ * which files on disk a compile may read, and their content.
+ *
+ * A conservative scan, like ccache's direct mode but without a preprocessor:
+ *  - Roots: the source, every in-memory header, and every pre-include
+ *    (`-include NAME`, `--pre-include NAME`, `=` forms too).
+ *  - References: `#include`, `#include_next` and `#import` with a literal
+ *    "name" or <name>, in every branch (conditionals are ignored, so the set
+ *    is a superset); in `#if` / `#elif` lines, every parenthesised literal
+ *    "(<name>)" / "(\"name\")" (that is how __has_include and wrappers such
+ *    as CCCL's _CCCL_HAS_INCLUDE(<x>) test for files); in `#define` lines,
+ *    `__has_include(<name>)` with a literal. Comments, string, character and
+ *    raw-string literals and line splices are honoured.
+ *  - Resolution: an absolute name is itself; otherwise a quoted name is
+ *    looked up in the including file's directory (for files on disk; in-memory
+ *    texts have none: the worker runs in an empty, deleted directory, so
+ *    NVRTC's "directory of the source" finds nothing), then in every -I
+ *    directory in order; an angle name in every -I directory. EVERY candidate
+ *    is recorded, not only the first that exists: a file that exists enters
+ *    with its content hash (and is scanned in turn), one that does not enters
+ *    as absent, so a header added earlier on the search path changes the
+ *    key, and a change to a shadowed file costs a miss, never a wrong hit.
+ *  - A computed include (`#include MACRO`, or __has_include(MACRO) outside a
+ *    #define) makes the scan fall back to every file under every -I
+ *    directory (recursively; each directory's listing enters too, so a file
+ *    added anywhere there changes the key). A macro that expands to a path
+ *    outside the -I directories (absolute, or climbing out with "..") is not
+ *    covered, nor is __has_include(MACRO) reached through a wrapper macro.
+ *  - -I directories inside the CUDA toolkit's own include tree (the one next
+ *    to the loaded libnvrtc: jc_toolchain.toolkit_include) are not read: the
+ *    toolkit identity (jc_toolchain.toolkit_include_id, in every key) covers
+ *    them. Their files are neither hashed nor scanned (toolkit headers only
+ *    include toolkit headers).
+ * The result, a struct jc_inc_set, is a sorted list of (path, kind, hash)
+ * entries; its digest enters the cache key, and it is stored as a manifest
+ * variant (manifest.h) so that a later lookup only re-checks it.
+ *
+ * File hashes are memoised (struct jc_inc_memo) by path and (st_dev, st_ino,
+ * st_size, st_mtim, st_ctim): an unchanged tree costs stat() calls, not
+ * reads. The race ccache guards against: a file written twice within one
+ * timestamp tick keeps its stat identity. So a file whose ctime is within
+ * the settle margin of now (100 ms; 2 s when both mtime and ctime have zero
+ * nanoseconds, as on filesystems with whole-second timestamps) is never
+ * memoised, and marks the set unsettled: the daemon then compiles it but does
+ * not store the result. After a compile, jc__inc_unchanged() re-stats every
+ * entry; a change during the compile also keeps the result out of the cache.
+ * (ctime, not mtime: utimensat can set mtime to anything but always sets
+ * ctime to now.) NFS attribute caching can hide changes for its timeout.
+ *
+ * Errors everywhere: 0 or a negative JC_E* code, with a one-line message in
+ * err (errlen bytes, may be 0).
+ */
+#ifndef JC_INCLUDES_H
+#define JC_INCLUDES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "req.h"
+
+/* The include search of a request, parsed from its options. */
+struct jc_inc_path {
+	const char **dirs; /* -I directories in option order; borrowed from the request */
+	size_t n_dirs;
+	const char **pre;  /* pre-include names in option order; borrowed */
+	size_t n_pre;
+};
+
+/*
+ * 1 when option i of o is an include option (see jc__inc_path_parse for the
+ * forms): *is_dir says -I (1) or pre-include (0), *val the directory or
+ * name (borrowed; NULL when a two-word form is the last option) and *used
+ * how many options it takes (1 or 2). 0 otherwise. Thread-safe.
+ */
+int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
+		   size_t *used);
+
+/*
+ * Parses the include options of req->options: "-IDIR", "-I DIR", "-I=DIR",
+ * "--include-path=DIR", "--include-path DIR" (the forms NVRTC 13.0 accepts,
+ * tried against nvrtcCompileProgram) and the pre-include forms "-include
+ * NAME", "-include=NAME", "--pre-include NAME", "--pre-include=NAME".
+ * out may be NULL (validation only); else it gets arrays owned by the caller
+ * (free with jc__inc_path_clear), whose strings are borrowed from req.
+ * JC_EINVAL (message in err) when an option lacks its value, a directory is
+ * not absolute (the daemon's working directory is not the client's), or
+ * req->include_dirs is not exactly the list of -I directories in order (the
+ * daemon reads only what the request declares, and reads all of it).
+ * JC_ENOMEM. Thread-safe.
+ */
+int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err,
+		       size_t errlen);
+void jc__inc_path_clear(struct jc_inc_path *p);
+
+/*
+ * 1 when the compile of req may read files from disk: it has -I directories,
+ * a pre-include, or its source or an in-memory header references an absolute
+ * path; else 0. No I/O: it lexes the in-memory texts (only those containing
+ * "include"). req must have passed jc__inc_path_parse(). Thread-safe.
+ */
+int jc__inc_needed(const struct jc_req *req);
+
+/* Thread-safe memo of file content hashes and include references. */
+struct jc_inc_memo;
+
+/* A memo holding at most max_entries files (all are dropped when full).
+ * JC_ENOMEM. Free with jc__inc_memo_free (NULL-safe). */
+int jc__inc_memo_new(size_t max_entries, struct jc_inc_memo **out);
+void jc__inc_memo_free(struct jc_inc_memo *m);
+
+enum jc_inc_kind {
+	JC_INC_FILE = 1,    /* a regular file: hash = XXH3-128 of its bytes */
+	JC_INC_ABSENT = 2,  /* a candidate that is not a regular file (or missing) */
+	JC_INC_DIR = 3,     /* a directory walked by the fallback: hash of its sorted names */
+	JC_INC_TOOLKIT = 4, /* an -I directory inside the toolkit include tree */
+};
+
+/* stat identity of an entry when it was checked (FILE, DIR). */
+struct jc_inc_stat {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+
+struct jc_inc_entry {
+	char *path;             /* owned; as NVRTC would open it (not canonicalised) */
+	uint8_t kind;           /* enum jc_inc_kind */
+	uint8_t hash[16];       /* FILE, DIR; zero otherwise */
+	struct jc_inc_stat st;  /* FILE, DIR: as seen by the scan or check; not in the digest */
+};
+
+struct jc_inc_set {
+	struct jc_inc_entry *v; /* owned; sorted by path, then kind; no duplicates */
+	size_t n;
+	uint8_t digest[16];     /* XXH3-128 of (kind, path, hash) of every entry, in order */
+	int unsettled;          /* a file changed within the settle margin: do not store */
+	char unsettled_path[256]; /* the first such file (for the log) */
+	int fallback;           /* a computed include made the scan take whole directories */
+	uint64_t n_stat;        /* stat() calls made (for figures) */
+	uint64_t n_read;        /* files read (memo misses) */
+};
+
+/* Frees what set owns and zeroes it (a zeroed set is empty). NULL-safe. */
+void jc__inc_set_clear(struct jc_inc_set *set);
+
+/* What the scan and checks need. Borrowed; must outlive the call. */
+struct jc_inc_ctx {
+	struct jc_inc_memo *memo;  /* required */
+	const char *toolkit_root;  /* realpath of the toolkit include tree; NULL or "" = none */
+	uint64_t max_entries;      /* a scan recording more entries fails (JC_ETOOBIG) */
+	uint64_t max_file_size;    /* a bigger header fails the scan (JC_ETOOBIG) */
+};
+
+/*
+ * Scans req (see the top of this file) into *out (zeroed first; owned by the
+ * caller). Returns 0, or JC_EINVAL (bad include options), JC_ETOOBIG (over
+ * a limit of ctx), JC_EIO (a file that exists could not be read or a
+ * directory listed: errno in err), JC_ENOMEM. Thread-safe (the memo locks).
+ */
+int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct jc_inc_set *out,
+		 char *err, size_t errlen);
+
+/*
+ * Re-checks a recorded set (from a manifest) against the file system: every
+ * FILE still a regular file with the same hash, every ABSENT still absent,
+ * every DIR listing the same names, every TOOLKIT directory still inside the
+ * toolkit tree. Returns 1 when all match (st of every entry, unsettled,
+ * n_stat and n_read updated), 0 on the first difference, or JC_ENOMEM /
+ * JC_ETOOBIG. A file that cannot be read counts as a difference. Thread-safe.
+ */
+int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx);
+
+/*
+ * After a compile: 1 when every FILE and DIR entry still has the stat
+ * identity in its st, and every ABSENT one is still absent; else 0, with the
+ * path that changed in what[len]. Thread-safe.
+ */
+int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len);
+
+/*
+ * Appends an entry (path_len bytes of path copied; hash may be NULL) to set
+ * without sorting; jc__inc_set_finish() then sorts, drops exact duplicates
+ * and computes the digest: XXH3-128 of a format byte and, per entry, kind,
+ * u64le path length, path, and the hash of FILE and DIR entries. Used by the
+ * scan and by manifest.c when it loads a variant. Both return 0 or
+ * JC_ENOMEM (after which the set may only be cleared).
+ */
+int jc__inc_set_add(struct jc_inc_set *set, const char *path, size_t path_len, uint8_t kind,
+		    const uint8_t hash[16]);
+int jc__inc_set_finish(struct jc_inc_set *set);
+
+#endif
