@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The include scan and manifests on real files in a mkdtemp tree: which
+ * directives count (comments, strings, raw strings, splices, conditionals,
+ * __has_include and wrappers), resolution through the -I search path with
+ * absent candidates, the computed-include fallback, the toolkit tree, the
+ * memo and its settle margin, re-checks, and manifest variants.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "includes.h"
+#include "jitcache/jitcache.h"
+#include "manifest.h"
+#include "req.h"
+
+struct fx {
+	char root[64];
+	struct jc_inc_memo *memo;
+	struct jc_inc_ctx ctx;
+};
+
+static void put_file(const struct fx *f, const char *rel, const char *text)
+{
+	char path[512], dir[512];
+	snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+	for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+		snprintf(dir, sizeof(dir), "%.*s", (int)(p - path), path);
+		mkdir(dir, 0755);
+	}
+	FILE *o = fopen(path, "w");
+	assert_non_null(o);
+	fputs(text, o);
+	assert_int_equal(fclose(o), 0);
+}
+
+/* Waits out the settle margin of files written just now (ns timestamps here). */
+static void settle(void)
+{
+	struct timespec ts = {0, 150 * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	snprintf(f->root, sizeof(f->root), "/tmp/jc-inc-XXXXXX");
+	assert_non_null(mkdtemp(f->root));
+	assert_int_equal(jc__inc_memo_new(1024, &f->memo), 0);
+	f->ctx.memo = f->memo;
+	f->ctx.max_entries = 100000;
+	f->ctx.max_file_size = 1 << 20;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->root);
+	assert_int_equal(system(cmd), 0);
+	jc__inc_memo_free(f->memo);
+	free(f);
+	return 0;
+}
+
+/* A compile request with source src and -I ROOT/dir for each dir (NULL-terminated). */
+static void make_req(const struct fx *f, struct jc_req *r, const char *src, const char *const *dirs)
+{
+	memset(r, 0, sizeof(*r));
+	r->job = JC_JOB_COMPILE;
+	r->output = JC_OUTPUT_CUBIN;
+	r->arch = strdup("sm_90");
+	r->source_name = strdup("k.cu");
+	r->source = (uint8_t *)strdup(src);
+	r->source_size = strlen(src);
+	for (size_t i = 0; dirs && dirs[i]; i++) {
+		char opt[512];
+		snprintf(opt, sizeof(opt), "-I%s/%s", f->root, dirs[i]);
+		assert_int_equal(jc__strv_push(&r->options, opt), 0);
+		assert_int_equal(jc__strv_push(&r->include_dirs, opt + 2), 0);
+	}
+}
+
+static void scan(const struct fx *f, const struct jc_req *r, struct jc_inc_set *set)
+{
+	char err[512] = "";
+	int rc = jc__inc_scan(r, &f->ctx, set, err, sizeof(err));
+	if (rc)
+		fail_msg("scan: %d %s", rc, err);
+}
+
+/* The kind of the entry for ROOT/rel, or 0 when the set has none. */
+static int kind_of(const struct fx *f, const struct jc_inc_set *set, const char *rel)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+	for (size_t i = 0; i < set->n; i++)
+		if (strcmp(set->v[i].path, path) == 0)
+			return set->v[i].kind;
+	return 0;
+}
+
+static void test_directives(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	static const char src[] =
+		"// #include \"no_line_comment.h\"\n"
+		"/* #include \"no_block_comment.h\" */\n"
+		"const char *s = \"#include \\\"no_string.h\\\"\";\n"
+		"const char *r = R\"x(\n#include \"no_raw.h\"\n)x\";\n"
+		"int n = 1'000; char c = '#';\n"
+		"#if 0\n#include \"dead_branch.h\"\n#endif\n"
+		"  /* leading comment */ # include <angle.h>\n"
+		"#inc\\\nlude \"spliced.h\"\n"
+		"#if __has_include(<has.h>) && _CCCL_HAS_INCLUDE(<wrapped.h>)\n#endif\n"
+		"#define HAS_D __has_include(\"defined.h\")\n"
+		"#define WRAP(x) __has_include(x)\n"
+		"#include_next <next.h>\n"
+		"#pragma message(\"not_a_header.h\")\n"
+		"x = 1; #include \"not_at_line_start.h\"\n";
+	put_file(f, "inc/angle.h", "#include \"sub/nested.h\"\n");
+	put_file(f, "inc/sub/nested.h", "#include \"sibling.h\"\n#include <deep/x.h>\n");
+	put_file(f, "inc/sub/sibling.h", "");
+	put_file(f, "inc/deep/x.h", "");
+	put_file(f, "inc/no_line_comment.h", "");
+	/* A quoted name is looked up beside the including file, then on -I; an
+	 * angle name (deep/x.h) on -I only. */
+	struct jc_req r;
+	struct jc_inc_set set;
+	make_req(f, &r, src, dirs);
+	scan(f, &r, &set);
+	static const char *const absent[] = {"inc/dead_branch.h", "inc/spliced.h", "inc/has.h",
+					     "inc/wrapped.h", "inc/defined.h", "inc/next.h",
+					     "inc/sibling.h", NULL};
+	static const char *const files[] = {"inc/angle.h", "inc/sub/nested.h", "inc/sub/sibling.h",
+					    "inc/deep/x.h", NULL};
+	static const char *const none[] = {"inc/no_line_comment.h", "inc/no_block_comment.h",
+					   "inc/no_string.h", "inc/no_raw.h", "inc/not_a_header.h",
+					   "inc/not_at_line_start.h", "inc/sub/deep/x.h", NULL};
+	for (int i = 0; absent[i]; i++)
+		if (kind_of(f, &set, absent[i]) != JC_INC_ABSENT)
+			fail_msg("%s: kind %d, want absent", absent[i], kind_of(f, &set, absent[i]));
+	for (int i = 0; files[i]; i++)
+		if (kind_of(f, &set, files[i]) != JC_INC_FILE)
+			fail_msg("%s: kind %d, want file", files[i], kind_of(f, &set, files[i]));
+	for (int i = 0; none[i]; i++)
+		if (kind_of(f, &set, none[i]))
+			fail_msg("%s should not be referenced", none[i]);
+	assert_false(set.fallback);
+	assert_int_equal(set.n, 11); /* exactly the files and absent candidates above */
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
+static int check(const struct fx *f, struct jc_inc_set *set)
+{
+	int rc = jc__inc_check(set, &f->ctx);
+	assert_true(rc == 0 || rc == 1);
+	return rc;
+}
+
+static void path_of(const struct fx *f, const char *rel, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", f->root, rel);
+}
+
+/* Every candidate on the search path counts: a file added earlier on it
+ * (shadowing) changes the set; removing it again restores the old one. */
+static void test_search_path_and_shadowing(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"d1", "d2", NULL};
+	struct jc_req r;
+	struct jc_inc_set a, b;
+	char p[512];
+	put_file(f, "d2/x.h", "#define X 2\n");
+	mkdir(strcat(strcpy(p, f->root), "/d1"), 0755);
+	make_req(f, &r, "#include \"x.h\"\n", dirs);
+	scan(f, &r, &a);
+	assert_int_equal(kind_of(f, &a, "d1/x.h"), JC_INC_ABSENT);
+	assert_int_equal(kind_of(f, &a, "d2/x.h"), JC_INC_FILE);
+	assert_int_equal(check(f, &a), 1);
+
+	put_file(f, "d1/x.h", "#define X 1\n");
+	assert_int_equal(check(f, &a), 0);
+	scan(f, &r, &b);
+	assert_int_equal(kind_of(f, &b, "d1/x.h"), JC_INC_FILE);
+	assert_memory_not_equal(a.digest, b.digest, 16);
+
+	path_of(f, "d1/x.h", p, sizeof(p));
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(check(f, &a), 1);
+	assert_int_equal(check(f, &b), 0);
+	jc__inc_set_clear(&a);
+	jc__inc_set_clear(&b);
+	jc__req_clear(&r);
+}
+
+/* Unchanged files cost stat calls only; a change of content is found, a
+ * change of mtime alone is not a difference; fresh files are unsettled. */
+static void test_memo_and_settle(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	struct jc_req r;
+	struct jc_inc_set set, again;
+	char p[512];
+	put_file(f, "inc/a.h", "#include \"b.h\"\n#include \"opt.h\"\n");
+	put_file(f, "inc/b.h", "#define B 1\n");
+	make_req(f, &r, "#include <a.h>\n", dirs);
+	scan(f, &r, &set);
+	assert_true(set.unsettled); /* written a moment ago: not memoised */
+	assert_int_equal(set.n_read, 2);
+	settle();
+	scan(f, &r, &again);
+	assert_false(again.unsettled);
+	assert_int_equal(again.n_read, 2); /* the first scan could not memoise them */
+	assert_memory_equal(set.digest, again.digest, 16);
+	jc__inc_set_clear(&again);
+	scan(f, &r, &again);
+	assert_int_equal(again.n_read, 0); /* memo: stat only */
+	jc__inc_set_clear(&again);
+	set.n_read = set.n_stat = 0;
+	assert_int_equal(check(f, &set), 1);
+	assert_int_equal(set.n_read, 0);
+	assert_true(set.n_stat >= 2);
+
+	/* mtime-only change: read again, same hash, still a match, unsettled. */
+	path_of(f, "inc/b.h", p, sizeof(p));
+	struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+	assert_int_equal(utimensat(AT_FDCWD, p, times, 0), 0);
+	set.n_read = 0;
+	assert_int_equal(check(f, &set), 1);
+	assert_int_equal(set.n_read, 1);
+	assert_true(set.unsettled);
+	char what[512] = "";
+	struct jc_inc_set snap;
+	scan(f, &r, &snap);
+	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 1);
+
+	/* Same size, new bytes: a difference, and the snapshot sees the change. */
+	put_file(f, "inc/b.h", "#define B 2\n");
+	assert_int_equal(check(f, &set), 0);
+	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 0);
+	assert_string_equal(what, p);
+	jc__inc_set_clear(&snap);
+
+	/* An absent candidate that appears breaks the snapshot too. */
+	settle();
+	scan(f, &r, &snap);
+	put_file(f, "inc/unrelated.h", "");
+	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 1); /* not a candidate */
+	put_file(f, "inc/opt.h", "");
+	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 0);
+	path_of(f, "inc/opt.h", p, sizeof(p));
+	assert_string_equal(what, p);
+	jc__inc_set_clear(&snap);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
+/* #include MACRO: every file under the -I directories, and their listings. */
+static void test_computed_fallback(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"inc", "missing", NULL};
+	struct jc_req r;
+	struct jc_inc_set set;
+	char p[512];
+	put_file(f, "inc/a.h", "");
+	put_file(f, "inc/sub/b.h", "#include \"../a.h\"\n");
+	put_file(f, "inc/sub/deeper/c.txt", "data");
+	make_req(f, &r, "#define H \"a.h\"\n#include H\n", dirs);
+	scan(f, &r, &set);
+	assert_true(set.fallback);
+	assert_int_equal(kind_of(f, &set, "inc/a.h"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &set, "inc/sub/b.h"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &set, "inc/sub/../a.h"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &set, "inc/sub/deeper/c.txt"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &set, "inc"), JC_INC_DIR);
+	assert_int_equal(kind_of(f, &set, "inc/sub/deeper"), JC_INC_DIR);
+	assert_int_equal(kind_of(f, &set, "missing"), JC_INC_DIR);
+	assert_int_equal(check(f, &set), 1);
+
+	put_file(f, "inc/sub/deeper/c.txt", "DATA"); /* any file there counts */
+	assert_int_equal(check(f, &set), 0);
+	put_file(f, "inc/sub/deeper/c.txt", "data");
+	assert_int_equal(check(f, &set), 1);
+	put_file(f, "inc/sub/new.h", ""); /* a new file anywhere under the directory */
+	assert_int_equal(check(f, &set), 0);
+	path_of(f, "inc/sub/new.h", p, sizeof(p));
+	unlink(p);
+	assert_int_equal(check(f, &set), 1);
+	path_of(f, "missing", p, sizeof(p)); /* a missing -I directory that appears */
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(check(f, &set), 0);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
+/* -I directories inside the toolkit tree are covered by its identity. */
+static void test_toolkit_tree(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"tk/include/cccl", "user", NULL};
+	struct jc_req r;
+	struct jc_inc_set set;
+	char root[512], p[512];
+	put_file(f, "tk/include/cccl/t.h", "#include <deeper.h>\n");
+	put_file(f, "user/u.h", "");
+	path_of(f, "tk/include", p, sizeof(p));
+	assert_non_null(realpath(p, root));
+	f->ctx.toolkit_root = root;
+	make_req(f, &r, "#include <t.h>\n#include <u.h>\n", dirs);
+	scan(f, &r, &set);
+	assert_int_equal(kind_of(f, &set, "tk/include/cccl"), JC_INC_TOOLKIT);
+	assert_int_equal(kind_of(f, &set, "tk/include/cccl/t.h"), 0); /* neither hashed nor scanned */
+	assert_int_equal(kind_of(f, &set, "user/t.h"), JC_INC_ABSENT);
+	assert_int_equal(kind_of(f, &set, "user/u.h"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &set, "user/deeper.h"), 0);
+	assert_int_equal(set.n, 3);
+	assert_int_equal(check(f, &set), 1);
+	f->ctx.toolkit_root = "/nonexistent/toolkit";
+	assert_int_equal(check(f, &set), 0);
+	f->ctx.toolkit_root = NULL;
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
+/* Pre-includes and absolute includes are read too; option forms and errors. */
+static void test_options_and_roots(void **state)
+{
+	struct fx *f = *state;
+	struct jc_req r;
+	struct jc_inc_set set;
+	char opt[600], err[512];
+	put_file(f, "inc/pre.h", "#include \"from_pre.h\"\n");
+	put_file(f, "abs.h", "");
+	make_req(f, &r, "int x;\n", NULL);
+	assert_int_equal(jc__inc_needed(&r), 0);
+	assert_int_equal(jc__strv_push(&r.options, "--include-path"), 0);
+	snprintf(opt, sizeof(opt), "%s/inc", f->root);
+	assert_int_equal(jc__strv_push(&r.options, opt), 0);
+	assert_int_equal(jc__inc_path_parse(&r, NULL, err, sizeof(err)), JC_EINVAL);
+	assert_non_null(strstr(err, "declared"));
+	assert_int_equal(jc__strv_push(&r.include_dirs, opt), 0);
+	assert_int_equal(jc__strv_push(&r.options, "-include"), 0);
+	assert_int_equal(jc__strv_push(&r.options, "pre.h"), 0);
+	struct jc_inc_path ip;
+	assert_int_equal(jc__inc_path_parse(&r, &ip, err, sizeof(err)), 0);
+	assert_int_equal(ip.n_dirs, 1);
+	assert_string_equal(ip.dirs[0], opt);
+	assert_int_equal(ip.n_pre, 1);
+	assert_string_equal(ip.pre[0], "pre.h");
+	jc__inc_path_clear(&ip);
+	assert_int_equal(jc__inc_needed(&r), 1);
+	scan(f, &r, &set);
+	assert_int_equal(kind_of(f, &set, "inc/pre.h"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &set, "inc/from_pre.h"), JC_INC_ABSENT);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+
+	/* No -I at all, but an absolute include: the daemon must look. */
+	snprintf(opt, sizeof(opt), "#include \"%s/abs.h\"\n", f->root);
+	make_req(f, &r, opt, NULL);
+	assert_int_equal(jc__inc_needed(&r), 1);
+	scan(f, &r, &set);
+	assert_int_equal(kind_of(f, &set, "abs.h"), JC_INC_FILE);
+	assert_int_equal(set.n, 1);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+
+	/* Other forms: -I DIR (two words), -I=DIR, --pre-include=NAME. */
+	make_req(f, &r, "int x;\n", NULL);
+	snprintf(opt, sizeof(opt), "%s/inc", f->root);
+	static const char *const forms[][2] = {{"-I", NULL}, {"-I=", NULL}, {"--pre-include=p.h", ""}};
+	assert_int_equal(jc__strv_push(&r.options, forms[0][0]), 0);
+	assert_int_equal(jc__strv_push(&r.options, opt), 0);
+	char eq[600];
+	snprintf(eq, sizeof(eq), "%s%s", forms[1][0], opt);
+	assert_int_equal(jc__strv_push(&r.options, eq), 0);
+	assert_int_equal(jc__strv_push(&r.options, forms[2][0]), 0);
+	assert_int_equal(jc__strv_push(&r.include_dirs, opt), 0);
+	assert_int_equal(jc__strv_push(&r.include_dirs, opt), 0);
+	assert_int_equal(jc__inc_path_parse(&r, &ip, err, sizeof(err)), 0);
+	assert_int_equal(ip.n_dirs, 2);
+	assert_int_equal(ip.n_pre, 1);
+	assert_string_equal(ip.pre[0], "p.h");
+	jc__inc_path_clear(&ip);
+	jc__req_clear(&r);
+}
+
+static void test_limits(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	struct jc_req r;
+	struct jc_inc_set set;
+	char err[512] = "";
+	put_file(f, "inc/big.h", "0123456789abcdef0123456789abcdef");
+	make_req(f, &r, "#include <big.h>\n#include <a.h>\n#include <b.h>\n", dirs);
+	f->ctx.max_file_size = 16;
+	assert_int_equal(jc__inc_scan(&r, &f->ctx, &set, err, sizeof(err)), JC_ETOOBIG);
+	assert_non_null(strstr(err, "big.h"));
+	assert_int_equal(set.n, 0);
+	f->ctx.max_file_size = 1 << 20;
+	f->ctx.max_entries = 2;
+	assert_int_equal(jc__inc_scan(&r, &f->ctx, &set, err, sizeof(err)), JC_ETOOBIG);
+	jc__req_clear(&r);
+}
+
+/* Manifests: variants newest first, revert finds the older one, at most
+ * JC_MANIFEST_VARIANTS kept, a damaged file is ignored and replaced. */
+static void test_manifest(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	struct jc_manifests *m;
+	struct jc_req r;
+	struct jc_inc_set sets[JC_MANIFEST_VARIANTS + 1], got;
+	uint8_t direct[16] = {0xab, 1, 2, 3};
+	uint64_t n_stat;
+	char cache[512], err[512] = "", text[64];
+	path_of(f, "cache", cache, sizeof(cache));
+	assert_int_equal(mkdir(cache, 0700), 0);
+	assert_int_equal(jc__manifests_open(cache, 0700, &m, err, sizeof(err)), 0);
+	make_req(f, &r, "#include <v.h>\n", dirs);
+	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 0);
+	for (int i = 0; i <= JC_MANIFEST_VARIANTS; i++) {
+		snprintf(text, sizeof(text), "#define V %d\n", i);
+		put_file(f, "inc/v.h", text);
+		scan(f, &r, &sets[i]);
+		assert_int_equal(jc__manifest_add(m, direct, &sets[i], err, sizeof(err)), 0);
+		assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 1);
+		assert_memory_equal(got.digest, sets[i].digest, 16);
+		jc__inc_set_clear(&got);
+	}
+	/* Revert to version 1: an older variant matches (after trying newer ones). */
+	put_file(f, "inc/v.h", "#define V 1\n");
+	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 1);
+	assert_memory_equal(got.digest, sets[1].digest, 16);
+	assert_true(n_stat > got.n_stat);
+	jc__inc_set_clear(&got);
+	/* Version 0 was the ninth back: dropped. */
+	put_file(f, "inc/v.h", "#define V 0\n");
+	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 0);
+	/* Adding a variant that is there already moves it to the front, once. */
+	assert_int_equal(jc__manifest_add(m, direct, &sets[0], err, sizeof(err)), 0);
+	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 1);
+	assert_int_equal(n_stat, got.n_stat);
+	jc__inc_set_clear(&got);
+
+	/* Damage: one flipped byte in the body makes the manifest unreadable. */
+	char hex[33], mpath[700];
+	jc__hex16(direct, hex);
+	snprintf(mpath, sizeof(mpath), "%s/manifests/%.2s/%s", cache, hex, hex);
+	int fd = open(mpath, O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t byte;
+	assert_int_equal(pread(fd, &byte, 1, 40), 1);
+	byte ^= 0x40;
+	assert_int_equal(pwrite(fd, &byte, 1, 40), 1);
+	close(fd);
+	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 0);
+	assert_int_equal(jc__manifest_add(m, direct, &sets[0], err, sizeof(err)), 0);
+	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 1);
+	jc__inc_set_clear(&got);
+
+	for (int i = 0; i <= JC_MANIFEST_VARIANTS; i++)
+		jc__inc_set_clear(&sets[i]);
+	jc__req_clear(&r);
+	jc__manifests_close(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_directives, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_search_path_and_shadowing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_memo_and_settle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_computed_fallback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_toolkit_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_options_and_roots, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_manifest, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
