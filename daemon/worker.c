@@ -278,18 +278,30 @@ static void prepend_message(struct jc_res *res)
 	free(old);
 }
 
+/* 1 when the request's link options hold opt. */
+static int has_link_option(const struct jc_req *req, const char *opt)
+{
+	for (size_t i = 0; i < req->link_options.n; i++)
+		if (strcmp(req->link_options.v[i], opt) == 0)
+			return 1;
+	return 0;
+}
+
 /*
  * Links the request's inputs (after an LTO-IR produced by the compile stage,
- * when there is one, which res->data holds on entry) with nvJitLink.
+ * when there is one, which res->data holds on entry) with nvJitLink. Adds
+ * "-lto" when an input is LTO-IR, and "-ptx" for PTX output (nvJitLink API
+ * reference: linked PTX exists only with -lto, and -ptx stops there; then
+ * every input must hold LTO-IR).
  */
 static int nvjitlink_link(const struct jc_req *req, struct jc_res *res)
 {
 	int lto = req->job == JC_JOB_COMPILE_LINK;
 	for (size_t i = 0; i < req->n_link_inputs; i++)
 		lto |= req->link_inputs[i].type == JC_INPUT_LTOIR;
-	for (size_t i = 0; i < req->link_options.n; i++)
-		lto &= strcmp(req->link_options.v[i], "-lto") != 0; /* given already */
-	const char **opts = calloc(req->link_options.n + 2, sizeof(char *));
+	lto &= !has_link_option(req, "-lto");
+	int ptx = req->output == JC_OUTPUT_PTX;
+	const char **opts = calloc(req->link_options.n + 3, sizeof(char *));
 	char arch_opt[64];
 	nvJitLinkHandle h = NULL;
 	if (!opts) {
@@ -301,6 +313,8 @@ static int nvjitlink_link(const struct jc_req *req, struct jc_res *res)
 	opts[n_opts++] = arch_opt;
 	if (lto)
 		opts[n_opts++] = "-lto";
+	if (ptx && !has_link_option(req, "-ptx"))
+		opts[n_opts++] = "-ptx";
 	for (size_t i = 0; i < req->link_options.n; i++)
 		opts[n_opts++] = req->link_options.v[i];
 	uint64_t t0 = now_ns();
@@ -337,7 +351,6 @@ static int nvjitlink_link(const struct jc_req *req, struct jc_res *res)
 	free(res->data);
 	res->data = NULL;
 	res->size = 0;
-	int ptx = req->output == JC_OUTPUT_PTX;
 	size_t size = 0;
 	if (r == NVJITLINK_SUCCESS)
 		r = ptx ? nvJitLinkGetLinkedPtxSize(h, &size) : nvJitLinkGetLinkedCubinSize(h, &size);
