@@ -263,3 +263,67 @@ jc_client *jct_connect(const struct jc_test_daemon *d)
 	assert_int_equal(rc, 0);
 	return c;
 }
+
+jc_result *jct_compile(const struct jc_test_daemon *d, const jc_request *r, int want_rc)
+{
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	int rc = jc_compile(c, r, &res);
+	if (rc != want_rc)
+		fprintf(stderr, "jc_compile: %d (%s): %s%s%s\n", rc, jc_strerror(rc), jc_client_errmsg(c),
+			res ? "\nlog: " : "", res ? jc_result_log(res) : "");
+	assert_int_equal(rc, want_rc);
+	jc_client_close(c);
+	return res;
+}
+
+void jct_write_file(const char *path, const void *data, size_t size)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, size, f), size);
+	assert_int_equal(fclose(f), 0);
+}
+
+int jct_sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int status = system(cmd);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+const char *jct_nvcc(void)
+{
+	static char path[512];
+	const char *env = getenv("NVCC"), *cuda = getenv("CUDA_PATH");
+	if (env && *env)
+		snprintf(path, sizeof(path), "%s", env);
+	else
+		snprintf(path, sizeof(path), "%s/bin/nvcc", cuda && *cuda ? cuda : "/usr/local/cuda");
+	return access(path, X_OK) == 0 ? path : NULL;
+}
+
+int jct_cubin_sm(const uint8_t *data, size_t size)
+{
+	assert_true(size > 64);
+	assert_memory_equal(data, "\177ELF", 4);
+	uint16_t machine;
+	uint32_t flags;
+	memcpy(&machine, data + 18, 2);
+	memcpy(&flags, data + 48, 4);
+	assert_int_equal(machine, 190); /* EM_CUDA */
+	return (int)((flags >> 8) & 0xff);
+}
+
+void jct_settle(void)
+{
+	struct timespec ts = {0, 150 * 1000000};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}

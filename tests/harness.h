@@ -58,5 +58,23 @@ jc_request *jct_request(const char *file, const char *arch, const char *const *e
 jc_request *jct_request_src(const char *name, const char *src, const char *arch);
 /* Connects to d (fails the test otherwise). */
 jc_client *jct_connect(const struct jc_test_daemon *d);
+/* Compiles r through a fresh connection to d, asserting jc_compile returns
+ * want_rc; returns the result (caller frees; NULL when there is none). */
+jc_result *jct_compile(const struct jc_test_daemon *d, const jc_request *r, int want_rc);
+
+/* Writes size bytes to path (fails the test otherwise). */
+void jct_write_file(const char *path, const void *data, size_t size);
+/* Runs a shell command made from fmt; returns its exit status (-1: killed). */
+int jct_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* nvcc: $NVCC, else $CUDA_PATH/bin/nvcc, else /usr/local/cuda/bin/nvcc, if
+ * executable; NULL otherwise (static buffer). */
+const char *jct_nvcc(void);
+/* The SM number of a CUDA ELF (EF_CUDA_SM: e_flags bits 8..15 of the ELF ABI
+ * version 8 cubins CUDA 13 writes, as `readelf -h` shows); fails the test
+ * when data is not an EM_CUDA ELF. */
+int jct_cubin_sm(const uint8_t *data, size_t size);
+/* Sleeps past the daemon's settle margin for files written just now (100 ms
+ * with nanosecond timestamps, as here): see daemon/includes.h. */
+void jct_settle(void);
 
 #endif

@@ -39,46 +39,19 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Compiles r through a fresh connection; returns the result (caller frees). */
-static jc_result *compile(const struct jc_test_daemon *d, const jc_request *r, int want_rc)
-{
-	jc_client *c = jct_connect(d);
-	jc_result *res = NULL;
-	int rc = jc_compile(c, r, &res);
-	if (rc != want_rc)
-		fprintf(stderr, "jc_compile: %d (%s): %s\n", rc, jc_strerror(rc), jc_client_errmsg(c));
-	assert_int_equal(rc, want_rc);
-	jc_client_close(c);
-	return res;
-}
-
-/* The SM number a cubin was built for: EF_CUDA_SM in e_flags bits 8..15 of
- * ELF ABI version 8 cubins (what `readelf -h` prints for CUDA 13 cubins). */
-static int cubin_sm(const uint8_t *data, size_t size)
-{
-	assert_true(size > 64);
-	assert_memory_equal(data, "\177ELF", 4);
-	uint16_t machine;
-	uint32_t flags;
-	memcpy(&machine, data + 18, 2);
-	memcpy(&flags, data + 48, 4);
-	assert_int_equal(machine, 190); /* EM_CUDA */
-	return (int)((flags >> 8) & 0xff);
-}
-
 static void test_miss_then_hit_identical(void **state)
 {
 	struct jc_test_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
-	jc_result *a = compile(d, r, 0), *b = compile(d, r, 0);
+	jc_result *a = jct_compile(d, r, 0), *b = jct_compile(d, r, 0);
 	assert_int_equal(jc_result_cache_status(a), JC_MISS);
 	assert_int_equal(jc_result_cache_status(b), JC_HIT);
 	size_t na, nb;
 	const uint8_t *da = jc_result_data(a, &na), *db = jc_result_data(b, &nb);
 	assert_int_equal(na, nb);
 	assert_memory_equal(da, db, na);
-	assert_int_equal(cubin_sm(da, na), 90);
+	assert_int_equal(jct_cubin_sm(da, na), 90);
 	assert_string_equal(jc_result_key(a), jc_result_key(b));
 	assert_true(jc_result_time_ns(a, JC_TIME_COMPILE) > 0);
 	assert_int_equal(jct_stat(d, "hits"), 1);
@@ -89,7 +62,7 @@ static void test_miss_then_hit_identical(void **state)
 	/* After a restart: the same key, a hit, the same bytes. */
 	assert_int_equal(jct_daemon_stop(d), 0);
 	jct_daemon_start(d, NULL);
-	jc_result *c = compile(d, r, 0);
+	jc_result *c = jct_compile(d, r, 0);
 	size_t nc;
 	const uint8_t *dc = jc_result_data(c, &nc);
 	assert_int_equal(jc_result_cache_status(c), JC_HIT);
@@ -110,7 +83,7 @@ static void test_lowered_names_match_nvrtc(void **state)
 	struct jc_test_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
-	jc_result *res = compile(d, r, 0);
+	jc_result *res = jct_compile(d, r, 0);
 
 	/* NVRTC itself, in this process, on the same source. */
 	size_t size;
@@ -152,17 +125,17 @@ static void test_arch_is_separate_entry(void **state)
 	jct_daemon_start(d, NULL);
 	jc_request *r90 = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_request *r80 = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
-	jc_result *a = compile(d, r90, 0), *b = compile(d, r80, 0);
+	jc_result *a = jct_compile(d, r90, 0), *b = jct_compile(d, r80, 0);
 	assert_int_equal(jc_result_cache_status(b), JC_MISS);
 	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
 	size_t n;
 	const uint8_t *data = jc_result_data(b, &n);
-	assert_int_equal(cubin_sm(data, n), 80);
+	assert_int_equal(jct_cubin_sm(data, n), 80);
 	assert_int_equal(jct_stat(d, "entries"), 2);
 	/* PTX for compute_90 is another entry again, and is PTX text. */
 	jc_request *ptx = jct_request("saxpy.cu", "compute_90", saxpy_exprs);
 	assert_int_equal(jc_request_set_output(ptx, JC_PTX), 0);
-	jc_result *c = compile(d, ptx, 0);
+	jc_result *c = jct_compile(d, ptx, 0);
 	data = jc_result_data(c, &n);
 	assert_non_null(strstr((const char *)data, ".target sm_90"));
 	assert_int_equal(jct_stat(d, "entries"), 3);
@@ -180,7 +153,7 @@ static void test_negative_entry_and_ttl(void **state)
 	const char *const flags[] = {"--negative-ttl", "2", NULL};
 	jct_daemon_start(d, flags);
 	jc_request *r = jct_request_src("bad.cu", bad_src, "sm_90");
-	jc_result *a = compile(d, r, JC_ECOMPILE), *b = compile(d, r, JC_ECOMPILE);
+	jc_result *a = jct_compile(d, r, JC_ECOMPILE), *b = jct_compile(d, r, JC_ECOMPILE);
 	assert_int_equal(jc_result_cache_status(a), JC_MISS);
 	assert_int_equal(jc_result_cache_status(b), JC_NEGATIVE_HIT);
 	assert_non_null(strstr(jc_result_log(a), "undefined_thing"));
@@ -202,7 +175,7 @@ static void test_negative_entry_and_ttl(void **state)
 	free(err);
 	/* After the TTL it compiles again. */
 	sleep(3);
-	jc_result *c = compile(d, r, JC_ECOMPILE);
+	jc_result *c = jct_compile(d, r, JC_ECOMPILE);
 	assert_int_equal(jc_result_cache_status(c), JC_MISS);
 	assert_int_equal(jct_stat(d, "compiles"), 2);
 	jc_result_free(a);
@@ -218,7 +191,7 @@ static void test_purge_variants(void **state)
 	jc_request *ok90 = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_request *ok80 = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
 	jc_request *bad = jct_request_src("bad.cu", bad_src, "sm_90");
-	jc_result *a = compile(d, ok90, 0), *b = compile(d, ok80, 0), *c = compile(d, bad, JC_ECOMPILE);
+	jc_result *a = jct_compile(d, ok90, 0), *b = jct_compile(d, ok80, 0), *c = jct_compile(d, bad, JC_ECOMPILE);
 	assert_int_equal(jct_stat(d, "entries"), 2);
 	assert_int_equal(jct_stat(d, "negative_entries"), 1);
 
@@ -239,7 +212,7 @@ static void test_purge_variants(void **state)
 	const char *key[] = {"purge", "--key", jc_result_key(b), NULL};
 	assert_int_equal(jct_ctl(d, NULL, NULL, key), 0);
 	assert_int_equal(jct_stat(d, "entries"), 1);
-	jc_result *b2 = compile(d, ok80, 0);
+	jc_result *b2 = jct_compile(d, ok80, 0);
 	assert_int_equal(jc_result_cache_status(b2), JC_MISS);
 	/* --older-than 1h keeps everything made just now. */
 	const char *old[] = {"purge", "--older-than", "1h", NULL};
@@ -257,7 +230,7 @@ static void test_purge_variants(void **state)
 	assert_int_equal(jct_ctl(d, NULL, NULL, all), 0);
 	assert_int_equal(jct_stat(d, "entries"), 0);
 	assert_int_equal(jct_stat(d, "bytes"), 0);
-	jc_result *a2 = compile(d, ok90, 0);
+	jc_result *a2 = jct_compile(d, ok90, 0);
 	assert_int_equal(jc_result_cache_status(a2), JC_MISS);
 	jc_result_free(a);
 	jc_result_free(b);
@@ -305,7 +278,7 @@ static void test_garbage_client(void **state)
 	close(fd);
 
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
-	jc_result *res = compile(d, r, 0);
+	jc_result *res = jct_compile(d, r, 0);
 	assert_non_null(jc_result_data(res, NULL));
 	assert_true(jct_stat(d, "bad_requests") >= 2);
 	jc_result_free(res);
