@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Headers read from -I directories, with a real daemon and real NVRTC
+ * compiles to PTX (whose text shows the value each header defined, so a wrong
+ * hit would be seen): a nested header change is a new key; an mtime-only
+ * change still hits, through the manifest, without a scan; reverting returns
+ * to the old entry and bytes; a header added earlier on the search path
+ * shadows another and changes the key; a computed include falls back to the
+ * whole directory; a header changed a moment ago is compiled but not stored;
+ * bad include requests are refused; the toolkit's own tree costs no stat.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static int setup(void **state)
+{
+	struct jc_test_daemon *d = calloc(1, sizeof(*d));
+	jct_daemon_init(d);
+	jct_daemon_start(d, NULL);
+	*state = d;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	jct_daemon_cleanup(*state);
+	free(*state);
+	return 0;
+}
+
+/* Writes d->dir/rel (directories made as needed). */
+static void put(const struct jc_test_daemon *d, const char *rel, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", d->dir, rel);
+	assert_int_equal(jct_sh("mkdir -p \"$(dirname '%s')\"", path), 0);
+	jct_write_file(path, text, strlen(text));
+}
+
+/* A PTX compile of src with -I d->dir/DIR for each dir (NULL-terminated). */
+static jc_request *request(const struct jc_test_daemon *d, const char *src, const char *const *dirs)
+{
+	jc_request *r = jct_request_src("k.cu", src, "compute_90");
+	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
+	for (size_t i = 0; dirs[i]; i++) {
+		char opt[512];
+		snprintf(opt, sizeof(opt), "-I%s/%s", d->dir, dirs[i]);
+		assert_int_equal(jc_request_add_option(r, opt), 0);
+		assert_int_equal(jc_request_add_include_dir(r, opt + 2), 0);
+	}
+	return r;
+}
+
+/* Compiles r; asserts the cache status and that the PTX holds the literal want. */
+static jc_result *expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
+			 const char *want)
+{
+	jc_result *res = jct_compile(d, r, 0);
+	if (jc_result_cache_status(res) != st)
+		fail_msg("cache status %d, want %d", jc_result_cache_status(res), st);
+	size_t n;
+	const char *ptx = jc_result_data(res, &n);
+	if (!memmem(ptx, n, want, strlen(want)))
+		fail_msg("PTX does not hold \"%s\":\n%.*s", want, (int)n, ptx);
+	return res;
+}
+
+static const char kernel[] =
+	"#include <a.h>\n"
+	"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = VALUE; }\n";
+
+static void test_nested_change_touch_revert(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	put(d, "inc/a.h", "#include \"sub/b.h\"\n#define VALUE (B + 1)\n");
+	put(d, "inc/sub/b.h", "#define B 4100\n");
+	jct_settle();
+	jc_request *r = request(d, kernel, dirs);
+	jc_result *first = expect(d, r, JC_MISS, "4101");
+	jc_result_free(expect(d, r, JC_HIT, "4101"));
+	assert_int_equal(jct_stat(d, "include_scans"), 1);
+	assert_int_equal(jct_stat(d, "include_manifest_hits"), 1);
+
+	/* The nested header changes: a new key, and PTX from the new bytes. */
+	put(d, "inc/sub/b.h", "#define B 4200\n");
+	jct_settle();
+	jc_result *second = expect(d, r, JC_MISS, "4201");
+	assert_string_not_equal(jc_result_key(first), jc_result_key(second));
+	jc_result_free(expect(d, r, JC_HIT, "4201"));
+
+	/* mtime only: the manifest still matches (a re-read, no scan); a hit. */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/inc/sub/b.h", d->dir);
+	struct timespec times[2] = {{0, UTIME_OMIT}, {1000000000, 0}};
+	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+	int64_t scans = jct_stat(d, "include_scans");
+	jc_result *touched = expect(d, r, JC_HIT, "4201");
+	assert_string_equal(jc_result_key(touched), jc_result_key(second));
+	assert_int_equal(jct_stat(d, "include_scans"), scans);
+	jc_result_free(touched);
+
+	/* Revert: the older manifest variant matches, the first entry's bytes. */
+	put(d, "inc/sub/b.h", "#define B 4100\n");
+	jct_settle();
+	jc_result *back = expect(d, r, JC_HIT, "4101");
+	assert_string_equal(jc_result_key(back), jc_result_key(first));
+	size_t n1, n2;
+	const void *b1 = jc_result_data(first, &n1), *b2 = jc_result_data(back, &n2);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(b1, b2, n1);
+	assert_int_equal(jct_stat(d, "include_scans"), scans);
+	assert_int_equal(jct_stat(d, "compiles"), 2);
+	jc_result_free(back);
+	jc_result_free(first);
+	jc_result_free(second);
+	jc_request_free(r);
+}
+
+static void test_shadowing_header(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char *const dirs[] = {"first", "second", NULL};
+	put(d, "second/a.h", "#define VALUE 5200\n");
+	assert_int_equal(jct_sh("mkdir -p '%s/first'", d->dir), 0);
+	jct_settle();
+	jc_request *r = request(d, kernel, dirs);
+	jc_result *a = expect(d, r, JC_MISS, "5200");
+	put(d, "first/a.h", "#define VALUE 5100\n"); /* earlier on the search path */
+	jct_settle();
+	jc_result *b = expect(d, r, JC_MISS, "5100");
+	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
+	/* jitcachectl, relative -I: made absolute, the same request and key. */
+	char src[512], *err = NULL;
+	snprintf(src, sizeof(src), "%s/k.cu", d->dir);
+	jct_write_file(src, kernel, strlen(kernel));
+	const char *args[] = {"compile", src, "--arch", "compute_90", "--output", "ptx", "--",
+			      "-Ifirst", "-I", "second", NULL};
+	char cwd[4096];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(d->dir), 0);
+	int rc = jct_ctl(d, NULL, &err, args);
+	assert_int_equal(chdir(cwd), 0);
+	assert_int_equal(rc, 0);
+	assert_true(strncmp(err, "hit", 3) == 0);
+	assert_non_null(strstr(err, jc_result_key(b)));
+	free(err);
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_request_free(r);
+}
+
+static void test_computed_include_falls_back(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	static const char src[] = "#define CONFIG <cfg/a.h>\n#include CONFIG\n"
+				  "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
+	put(d, "inc/cfg/a.h", "#define VALUE 6100\n");
+	put(d, "inc/unrelated.txt", "x");
+	jct_settle();
+	jc_request *r = request(d, src, dirs);
+	jc_result *a = expect(d, r, JC_MISS, "6100");
+	jc_result_free(expect(d, r, JC_HIT, "6100"));
+	/* The header the macro names changes: seen, though no scan could name it. */
+	put(d, "inc/cfg/a.h", "#define VALUE 6200\n");
+	jct_settle();
+	jc_result *b = expect(d, r, JC_MISS, "6200");
+	/* Any other file under the directory counts too (safe, not precise). */
+	put(d, "inc/unrelated.txt", "y");
+	jct_settle();
+	jc_result *c = expect(d, r, JC_MISS, "6200");
+	put(d, "inc/cfg/new.h", "");
+	jct_settle();
+	jc_result *e = expect(d, r, JC_MISS, "6200");
+	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
+	assert_string_not_equal(jc_result_key(b), jc_result_key(c));
+	assert_string_not_equal(jc_result_key(c), jc_result_key(e));
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_result_free(c);
+	jc_result_free(e);
+	jc_request_free(r);
+}
+
+/* A header written a moment ago: compiled and served, not stored. */
+static void test_fresh_header_is_not_stored(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	put(d, "inc/a.h", "#define VALUE 7100\n");
+	jc_request *r = request(d, kernel, dirs);
+	jc_result_free(expect(d, r, JC_MISS, "7100"));
+	assert_int_equal(jct_stat(d, "include_uncached"), 1);
+	assert_int_equal(jct_stat(d, "entries"), 0);
+	jct_settle();
+	jc_result_free(expect(d, r, JC_MISS, "7100"));
+	jc_result_free(expect(d, r, JC_HIT, "7100"));
+	assert_int_equal(jct_stat(d, "include_uncached"), 1);
+	assert_int_equal(jct_stat(d, "entries"), 1);
+	jc_request_free(r);
+}
+
+static void test_bad_include_requests(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	jc_request *r = jct_request_src("k.cu", kernel, "sm_90");
+	assert_int_equal(jc_request_add_option(r, "-Iinc"), 0);
+	assert_int_equal(jc_request_add_include_dir(r, "inc"), 0);
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	assert_non_null(strstr(jc_client_errmsg(c), "not absolute"));
+	jc_request_free(r);
+	r = jct_request_src("k.cu", kernel, "sm_90");
+	assert_int_equal(jc_request_add_option(r, "-I/usr/include"), 0); /* not declared */
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	assert_non_null(strstr(jc_client_errmsg(c), "declare each -I"));
+	jc_request_free(r);
+	jc_client_close(c);
+	assert_int_equal(jct_stat(d, "bad_requests"), 2);
+}
+
+/* -I inside the toolkit's include tree: covered by its identity, no stat. */
+static void test_toolkit_tree_is_covered(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char *out = NULL, inc[4200];
+	const char *args[] = {"version", NULL};
+	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
+	const char *p = strstr(out, "\"toolkit_include\": \"");
+	if (!p || p[20] == '"') {
+		free(out);
+		skip(); /* no toolkit include tree next to libnvrtc */
+	}
+	snprintf(inc, sizeof(inc), "%.*s", (int)(strchr(p + 20, '"') - (p + 20)), p + 20);
+	free(out);
+	jc_request *r = jct_request_src("k.cu", "#include <cuda/std/cstdint>\n"
+				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
+				       "compute_90");
+	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
+	char opt[4300];
+	snprintf(opt, sizeof(opt), "-I%s/cccl", inc);
+	assert_int_equal(jc_request_add_option(r, opt), 0);
+	assert_int_equal(jc_request_add_include_dir(r, opt + 2), 0);
+	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
+	jc_result_free(expect(d, r, JC_MISS, "127"));
+	jc_result_free(expect(d, r, JC_HIT, "127"));
+	assert_int_equal(jct_stat(d, "include_stats"), 0);
+	jc_request_free(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_nested_change_touch_revert, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shadowing_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_computed_include_falls_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fresh_header_is_not_stored, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_include_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_toolkit_tree_is_covered, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
