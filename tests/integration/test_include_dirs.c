@@ -263,6 +263,62 @@ static void test_toolkit_tree_is_covered(void **state)
 	jc_request_free(r);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The figure the issue asks for: a lookup on an unchanged -I tree of the CCCL
+ * size. A copy of the toolkit's cccl directory is not covered by the toolkit
+ * identity, so every hit re-checks its manifest (cub reaches thrust, whose
+ * computed includes make the scan take the whole tree).
+ */
+static void test_cccl_sized_tree(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char cccl[300], copy[400], opt[420];
+	snprintf(cccl, sizeof(cccl), "%s/include/cccl",
+		 getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "/usr/local/cuda");
+	if (access(cccl, R_OK) != 0)
+		skip();
+	snprintf(copy, sizeof(copy), "%s/cccl-copy", d->dir);
+	assert_int_equal(jct_sh("cp -r '%s' '%s'", cccl, copy), 0);
+	jct_settle();
+	static const char *const exprs[] = {"sort_and_sum<128, 8>", NULL};
+	jc_request *r = jct_request("cub_sort.cu", "sm_90", exprs);
+	snprintf(opt, sizeof(opt), "-I%s", copy);
+	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
+	assert_int_equal(jc_request_add_option(r, opt), 0);
+	assert_int_equal(jc_request_add_include_dir(r, copy), 0);
+	jc_result *res = jct_compile(d, r, 0);
+	assert_int_equal(jc_result_cache_status(res), JC_MISS);
+	uint64_t miss_ms = jc_result_time_ns(res, JC_TIME_TOTAL) / 1000000;
+	jc_result_free(res);
+	int64_t stats0 = jct_stat(d, "include_stats");
+	enum { N = 21 };
+	uint64_t server[N], total[N];
+	for (int i = 0; i < N; i++) {
+		res = jct_compile(d, r, 0);
+		assert_int_equal(jc_result_cache_status(res), JC_HIT);
+		server[i] = jc_result_time_ns(res, JC_TIME_SERVER);
+		total[i] = jc_result_time_ns(res, JC_TIME_TOTAL);
+		jc_result_free(res);
+	}
+	int64_t per_lookup = (jct_stat(d, "include_stats") - stats0) / N;
+	assert_int_equal((jct_stat(d, "include_stats") - stats0) % N, 0);
+	assert_int_equal(jct_stat(d, "include_scans"), 1);
+	assert_true(per_lookup > 1000); /* the whole copied tree, file by file */
+	qsort(server, N, sizeof(*server), cmp_u64);
+	qsort(total, N, sizeof(*total), cmp_u64);
+	print_message("cccl copy: miss %llu ms; hit on an unchanged tree: %lld stat calls, daemon "
+		      "median %.2f ms (min %.2f), client median %.2f ms\n",
+		      (unsigned long long)miss_ms, (long long)per_lookup, server[N / 2] / 1e6,
+		      server[0] / 1e6, total[N / 2] / 1e6);
+	jc_request_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -272,6 +328,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fresh_header_is_not_stored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_include_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_toolkit_tree_is_covered, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cccl_sized_tree, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
