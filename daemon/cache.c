@@ -523,6 +523,14 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
 	}
+	/* Trust model (DESIGN): the daemon opens paths a request names only for
+	 * its own uid (and root); another uid must send its headers in memory. */
+	uid_t peer = jc__conn_uid(conn);
+	if (rc == 0 && needed && peer != geteuid() && peer != 0) {
+		rc = JC_EDENIED;
+		snprintf(err, sizeof(err), "this daemon reads include directories and absolute "
+			 "#include paths only for its own uid; send the headers in memory");
+	}
 	if (rc != 0) {
 		count(d, JC_CTR_bad_requests, 1);
 		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));

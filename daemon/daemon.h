@@ -128,6 +128,8 @@ uint64_t jc__now_ns(void);
 int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
 void jc__server_shutdown(struct jc_daemon *d);
 void jc__conn_ref(struct jc_conn *c);
+/* The peer's uid (SO_PEERCRED); (uid_t)-1 when unknown. */
+uid_t jc__conn_uid(const struct jc_conn *c);
 void jc__conn_unref(struct jc_conn *c);
 /* Sends a RESULT; objfd (>= 0) is passed with it and always closed here. */
 void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);

@@ -73,6 +73,11 @@ static int admin_allowed(const struct jc_daemon *d, const struct jc_admin_req *r
 	return d->cfg.admin_gid != (gid_t)-1 && gid == d->cfg.admin_gid;
 }
 
+uid_t jc__conn_uid(const struct jc_conn *c)
+{
+	return c->uid;
+}
+
 void jc__conn_ref(struct jc_conn *c)
 {
 	c->refs++;

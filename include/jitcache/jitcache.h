@@ -106,8 +106,12 @@ JC_API int jc_request_set_source(jc_request *r, const char *name, const void *da
 /* An in-memory header that `#include "name"` finds, as NVRTC's headers /
  * includeNames. Names must be relative without "..". Errors: JC_EINVAL, JC_ENOMEM. */
 JC_API int jc_request_add_header(jc_request *r, const char *name, const void *data, size_t size);
-/* An include directory: for a per-user daemon the daemon reads it; also add
- * the matching "-I" option. Errors: JC_EINVAL, JC_ENOMEM. */
+/* An include directory, absolute: the daemon reads the headers the compile
+ * may include from it, and their content enters the key (a header changed on
+ * disk is a new key; see daemon/includes.h). Also add the matching "-I" option:
+ * the daemon refuses (JC_EINVAL from jc_compile) a request whose include dirs
+ * are not exactly its -I directories in order, or a relative one.
+ * Errors here: JC_EINVAL (NULL or empty), JC_ENOMEM. */
 JC_API int jc_request_add_include_dir(jc_request *r, const char *path);
 /* One NVRTC option, in order ("-std=c++17", "-DN=4"); options naming the
  * architecture are refused by the daemon: use jc_request_set_arch. */
@@ -119,8 +123,14 @@ JC_API int jc_request_set_output(jc_request *r, jc_output output);
 /* A name expression ("&saxpy<float>") whose lowered (mangled) name the
  * result will hold (nvrtcAddNameExpression / nvrtcGetLoweredName). */
 JC_API int jc_request_add_name_expression(jc_request *r, const char *expr);
-/* A link input for nvJitLink, linked in the order added. With a source the
- * job is compile (-dlto) + link; without, link only. size bytes copied. */
+/* A link input for nvJitLink, linked in the order added; its type, name and
+ * bytes enter the key. With a source the job is compile (NVRTC -dlto to
+ * LTO-IR) + link; without, link only. The daemon adds "-lto" when an input
+ * is LTO-IR (or a source is compiled), and "-ptx" for JC_PTX output, which
+ * nvJitLink only makes when every input holds LTO-IR. A link error is a
+ * JC_ECOMPILE result with nvJitLink's log (negative-cached like a compile
+ * error); LTO-IR from a newer toolkit than the daemon's nvJitLink is refused
+ * so, with a message saying that. size bytes copied. */
 JC_API int jc_request_add_link_input(jc_request *r, jc_link_input type, const char *name,
 				     const void *data, size_t size);
 /* One nvJitLink option ("-lto", "-O3"); the architecture comes from set_arch. */

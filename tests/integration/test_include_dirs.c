@@ -263,6 +263,26 @@ static void test_toolkit_tree_is_covered(void **state)
 	jc_request_free(r);
 }
 
+/*
+ * NVRTC looks for a quoted include in the directory of the program name,
+ * relative to its working directory; the daemon's working directory (here
+ * the test's, which it inherits) must play no part, since no key covers it.
+ */
+static void test_working_directory_is_not_searched(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char probe[] = "jc_cwd_probe.h";
+	jct_write_file(probe, "#define VALUE 1\n", 16);
+	jc_request *r = jct_request_src("k.cu", "#include \"jc_cwd_probe.h\"\n"
+				       "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n",
+				       "sm_90");
+	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
+	remove(probe);
+	assert_non_null(strstr(jc_result_log(res), "jc_cwd_probe.h"));
+	jc_result_free(res);
+	jc_request_free(r);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -328,6 +348,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fresh_header_is_not_stored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_include_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_toolkit_tree_is_covered, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_working_directory_is_not_searched, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cccl_sized_tree, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
