@@ -19,4 +19,9 @@ int jc__default_cache_dir(char *buf, size_t len);
  * else CACHE_DIR/jitcached.sock (cache_dir NULL: the default one). */
 int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
 
+/* Writes a message made from fmt into err (errlen bytes; nothing when 0) and
+ * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */
+int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 #endif

@@ -18,25 +18,13 @@
 #include <xxhash.h>
 
 #include "jitcache/jitcache.h"
+#include "util.h"
 
 #define SETTLE_NS (100 * 1000000ll)         /* filesystems with sub-second timestamps */
 #define SETTLE_COARSE_NS (2000 * 1000000ll) /* whole seconds (and FAT's 2 s) */
 
 /* Reference records in a refs buffer: form byte, name, NUL. */
 enum { REF_QUOTED = 'q', REF_ANGLE = 'a', REF_COMPUTED = 'c' };
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	if (errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 /* --- a growable byte buffer ---------------------------------------------------- */
 
@@ -374,10 +362,10 @@ int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *
 		if (!jc__inc_option(o, i, &dir, &val, &used))
 			continue;
 		if (!val || !*val)
-			rc = fail(err, errlen, JC_EINVAL, "option \"%s\" needs a %s", o->v[i],
+			rc = jc__fail(err, errlen, JC_EINVAL, "option \"%s\" needs a %s", o->v[i],
 				  dir ? "directory" : "header name");
 		else if (dir && val[0] != '/')
-			rc = fail(err, errlen, JC_EINVAL,
+			rc = jc__fail(err, errlen, JC_EINVAL,
 				  "include directory \"%s\" is not absolute (the daemon does not share "
 				  "the client's working directory)", val);
 		else
@@ -385,16 +373,16 @@ int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *
 		i += used - 1;
 	}
 	if (rc == 0 && p.n_dirs != req->include_dirs.n)
-		rc = fail(err, errlen, JC_EINVAL,
+		rc = jc__fail(err, errlen, JC_EINVAL,
 			  "%zu -I option(s) but %zu declared include dir(s): declare each -I "
 			  "directory, in order, as an include dir", p.n_dirs, req->include_dirs.n);
 	for (size_t i = 0; rc == 0 && i < p.n_dirs; i++)
 		if (strcmp(p.dirs[i], req->include_dirs.v[i]) != 0)
-			rc = fail(err, errlen, JC_EINVAL,
+			rc = jc__fail(err, errlen, JC_EINVAL,
 				  "include dir %zu is \"%s\" but -I option %zu names \"%s\"", i,
 				  req->include_dirs.v[i], i, p.dirs[i]);
 	if (rc == JC_ENOMEM)
-		fail(err, errlen, rc, "out of memory parsing include options");
+		jc__fail(err, errlen, rc, "out of memory parsing include options");
 	if (rc == 0 && out)
 		*out = p;
 	else
@@ -617,7 +605,7 @@ static int read_file(const char *path, uint64_t max, struct bytes *out, struct j
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
-		int rc = fail(err, errlen, JC_EIO, "include scan: open %s: %s", path, strerror(errno));
+		int rc = jc__fail(err, errlen, JC_EIO, "include scan: open %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return rc;
@@ -625,7 +613,7 @@ static int read_file(const char *path, uint64_t max, struct bytes *out, struct j
 	id_of(&st, a);
 	int rc = 0;
 	if ((uint64_t)st.st_size > max)
-		rc = fail(err, errlen, JC_ETOOBIG, "include scan: %s has %lld bytes, over %llu", path,
+		rc = jc__fail(err, errlen, JC_ETOOBIG, "include scan: %s has %lld bytes, over %llu", path,
 			  (long long)st.st_size, (unsigned long long)max);
 	uint8_t buf[65536];
 	while (rc == 0) {
@@ -633,17 +621,17 @@ static int read_file(const char *path, uint64_t max, struct bytes *out, struct j
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			rc = fail(err, errlen, JC_EIO, "include scan: read %s: %s", path, strerror(errno));
+			rc = jc__fail(err, errlen, JC_EIO, "include scan: read %s: %s", path, strerror(errno));
 		else if (n == 0)
 			break;
 		else if (out->n + (size_t)n > max)
-			rc = fail(err, errlen, JC_ETOOBIG, "include scan: %s grew over %llu bytes", path,
+			rc = jc__fail(err, errlen, JC_ETOOBIG, "include scan: %s grew over %llu bytes", path,
 				  (unsigned long long)max);
 		else if (bytes_add(out, buf, (size_t)n) != 0)
-			rc = fail(err, errlen, JC_ENOMEM, "include scan: out of memory reading %s", path);
+			rc = jc__fail(err, errlen, JC_ENOMEM, "include scan: out of memory reading %s", path);
 	}
 	if (rc == 0 && fstat(fd, &st) != 0)
-		rc = fail(err, errlen, JC_EIO, "include scan: fstat %s: %s", path, strerror(errno));
+		rc = jc__fail(err, errlen, JC_EIO, "include scan: fstat %s: %s", path, strerror(errno));
 	close(fd);
 	if (rc == 0)
 		id_of(&st, b);
@@ -681,7 +669,7 @@ static int file_info(const struct jc_inc_ctx *ctx, struct jc_inc_set *set, const
 		hash128(data.p, data.n, hash);
 		rc = lex_refs((const char *)data.p, data.n, r);
 		if (rc)
-			fail(err, errlen, rc, "include scan: out of memory lexing %s", path);
+			jc__fail(err, errlen, rc, "include scan: out of memory lexing %s", path);
 	}
 	if (rc == 0) {
 		*id = b;
@@ -709,7 +697,7 @@ static int list_dir(const char *path, char ***names, size_t *n, char *err, size_
 	*names = NULL;
 	*n = 0;
 	if (!d)
-		return fail(err, errlen, JC_EIO, "include scan: opendir %s: %s", path, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "include scan: opendir %s: %s", path, strerror(errno));
 	struct dirent *de;
 	int rc = 0;
 	while (rc == 0 && (de = readdir(d))) {
@@ -721,7 +709,7 @@ static int list_dir(const char *path, char ***names, size_t *n, char *err, size_
 			*names = v;
 		if (!v || !s) {
 			free(s);
-			rc = fail(err, errlen, JC_ENOMEM, "include scan: out of memory listing %s", path);
+			rc = jc__fail(err, errlen, JC_ENOMEM, "include scan: out of memory listing %s", path);
 			break;
 		}
 		v[(*n)++] = s;
@@ -940,7 +928,7 @@ static int over_limit(struct scan *s)
 {
 	if (s->set->n < s->ctx->max_entries)
 		return 0;
-	return fail(s->err, s->errlen, JC_ETOOBIG, "include scan: over %llu files and directories",
+	return jc__fail(s->err, s->errlen, JC_ETOOBIG, "include scan: over %llu files and directories",
 		    (unsigned long long)s->ctx->max_entries);
 }
 
@@ -949,7 +937,7 @@ static int add(struct scan *s, const char *path, uint8_t kind, const uint8_t has
 {
 	int rc = over_limit(s);
 	if (rc == 0 && jc__inc_set_add(s->set, path, strlen(path), kind, hash) != 0)
-		rc = fail(s->err, s->errlen, JC_ENOMEM, "include scan: out of memory");
+		rc = jc__fail(s->err, s->errlen, JC_ENOMEM, "include scan: out of memory");
 	if (rc == 0 && id)
 		s->set->v[s->set->n - 1].st = *id;
 	return rc;
@@ -957,22 +945,39 @@ static int add(struct scan *s, const char *path, uint8_t kind, const uint8_t has
 
 static int oom(struct scan *s)
 {
-	return fail(s->err, s->errlen, JC_ENOMEM, "include scan: out of memory");
+	return jc__fail(s->err, s->errlen, JC_ENOMEM, "include scan: out of memory");
+}
+
+/*
+ * Marks "tag:path" seen. Returns 1 when it is new, with *st its stat() and
+ * *ok whether that worked and found the file type want; 0 when seen before;
+ * JC_ENOMEM.
+ */
+static int first_stat(struct scan *s, char tag, const char *path, mode_t want, struct stat *st,
+		      int *ok)
+{
+	char key[PATH_MAX + 8];
+	snprintf(key, sizeof(key), "%c:%s", tag, path);
+	int rc = sset_add(&s->seen, key);
+	if (rc <= 0)
+		return rc < 0 ? oom(s) : 0;
+	s->set->n_stat++;
+	*ok = stat(path, st) == 0 && (st->st_mode & S_IFMT) == want;
+	return 1;
 }
 
 /* A candidate path: recorded as FILE (and its refs queued once) or ABSENT. */
 static int visit(struct scan *s, const char *path)
 {
 	char key[PATH_MAX + 64];
+	struct stat st;
+	int ok;
 	if (strlen(path) >= PATH_MAX)
 		return add(s, path, JC_INC_ABSENT, NULL, NULL); /* NVRTC cannot open it either */
-	snprintf(key, sizeof(key), "f:%s", path);
-	int rc = sset_add(&s->seen, key);
+	int rc = first_stat(s, 'f', path, S_IFREG, &st, &ok);
 	if (rc <= 0)
-		return rc < 0 ? oom(s) : 0;
-	struct stat st;
-	s->set->n_stat++;
-	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return rc;
+	if (!ok)
 		return add(s, path, JC_INC_ABSENT, NULL, NULL);
 	struct jc_inc_stat id;
 	id_of(&st, &id);
@@ -1022,13 +1027,11 @@ static int join_visit(struct scan *s, const char *dir, const char *name)
 static int walk(struct scan *s, const char *dir)
 {
 	char key[PATH_MAX + 8];
-	snprintf(key, sizeof(key), "d:%s", dir);
-	int rc = sset_add(&s->seen, key);
-	if (rc <= 0)
-		return rc < 0 ? oom(s) : 0;
 	struct stat st;
-	s->set->n_stat++;
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+	int ok, rc = first_stat(s, 'd', dir, S_IFDIR, &st, &ok);
+	if (rc <= 0)
+		return rc;
+	if (!ok)
 		return add(s, dir, JC_INC_DIR, not_a_dir, NULL);
 	struct jc_inc_stat id;
 	id_of(&st, &id);
@@ -1153,7 +1156,7 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	/* The stat identities stay with their entries through the sort. */
 	if (jc__inc_set_finish(out) != 0) {
 		jc__inc_set_clear(out);
-		return fail(err, errlen, JC_ENOMEM, "include scan: out of memory");
+		return jc__fail(err, errlen, JC_ENOMEM, "include scan: out of memory");
 	}
 	return 0;
 }

@@ -3,6 +3,7 @@
 
 #include "includes.h"
 #include "jitcache/jitcache.h"
+#include "util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,18 +48,7 @@ enum {
 	TAG_INCLUDE_TREE = 32,
 };
 
-static int invalid(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int invalid(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return JC_EINVAL;
-}
+#define invalid(err, errlen, ...) jc__fail(err, errlen, JC_EINVAL, __VA_ARGS__)
 
 int jc__arch_number(const char *arch)
 {

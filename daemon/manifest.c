@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "jitcache/jitcache.h"
+#include "util.h"
 
 #define MAGIC "JCMF"
 #define VERSION 1
@@ -27,29 +28,16 @@ struct jc_manifests {
 	unsigned long seq; /* temporary names, under lock */
 };
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	if (errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 int jc__manifests_open(const char *cache_dir, mode_t mode, struct jc_manifests **out, char *err,
 		       size_t errlen)
 {
 	struct jc_manifests *m = calloc(1, sizeof(*m));
 	if (!m || asprintf(&m->dir, "%s/manifests", cache_dir) < 0) {
 		free(m);
-		return fail(err, errlen, JC_ENOMEM, "out of memory");
+		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	}
 	if (mkdir(m->dir, mode) != 0 && errno != EEXIST) {
-		int rc = fail(err, errlen, JC_EIO, "mkdir %s: %s", m->dir, strerror(errno));
+		int rc = jc__fail(err, errlen, JC_EIO, "mkdir %s: %s", m->dir, strerror(errno));
 		free(m->dir);
 		free(m);
 		return rc;
@@ -128,7 +116,8 @@ static int get_u32(struct cursor *c, uint32_t *v)
 	return 0;
 }
 
-/* Decodes one variant at the cursor into *set (finished: sorted, digest). 0, -1 (malformed), JC_ENOMEM. */
+/* Decodes one variant at the cursor into *set (finished: sorted, digest).
+ * Returns 0, -1 (malformed) or JC_ENOMEM; the caller clears *set. */
 static int get_variant(struct cursor *c, struct jc_inc_set *set)
 {
 	uint32_t n;
@@ -231,7 +220,7 @@ static int store(struct jc_manifests *m, const uint8_t direct[16], const uint8_t
 	char path[4200], tmp[4300];
 	path_of(m, direct, path, sizeof(path), 1);
 	if (mkdir(path, m->mode) != 0 && errno != EEXIST)
-		return fail(err, errlen, JC_EIO, "mkdir %s: %s", path, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "mkdir %s: %s", path, strerror(errno));
 	path_of(m, direct, path, sizeof(path), 0);
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%lu", path, (long)getpid(), m->seq++);
 	uint8_t head[HEAD] = {'J', 'C', 'M', 'F', VERSION};
@@ -242,14 +231,14 @@ static int store(struct jc_manifests *m, const uint8_t direct[16], const uint8_t
 	memcpy(head + 16, c.digest, 16);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return fail(err, errlen, JC_EIO, "create %s: %s", tmp, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "create %s: %s", tmp, strerror(errno));
 	int ok = write(fd, head, HEAD) == HEAD && write(fd, body, n) == (ssize_t)n;
 	int saved = errno;
 	ok &= close(fd) == 0;
 	if (!ok || rename(tmp, path) != 0) {
 		saved = ok ? errno : saved;
 		unlink(tmp);
-		return fail(err, errlen, saved == ENOSPC ? JC_ENOSPC : JC_EIO, "write %s: %s", path,
+		return jc__fail(err, errlen, saved == ENOSPC ? JC_ENOSPC : JC_EIO, "write %s: %s", path,
 			    strerror(saved));
 	}
 	return 0;
@@ -283,9 +272,9 @@ int jc__manifest_add(struct jc_manifests *m, const uint8_t direct[16],
 			break; /* the rest is malformed: drop it */
 	}
 	if (rc == 0 && n > JC_MANIFEST_MAX_BYTES)
-		rc = fail(err, errlen, JC_ETOOBIG, "include manifest over %u bytes", JC_MANIFEST_MAX_BYTES);
+		rc = jc__fail(err, errlen, JC_ETOOBIG, "include manifest over %u bytes", JC_MANIFEST_MAX_BYTES);
 	else if (rc == JC_ENOMEM)
-		fail(err, errlen, rc, "out of memory writing an include manifest");
+		jc__fail(err, errlen, rc, "out of memory writing an include manifest");
 	if (rc == 0) {
 		out[0] = (uint8_t)kept, out[1] = (uint8_t)(kept >> 8);
 		out[2] = (uint8_t)(kept >> 16), out[3] = (uint8_t)(kept >> 24);

@@ -5,6 +5,7 @@
 #include "toolchain.h"
 
 #include "jitcache/jitcache.h"
+#include "util.h"
 #include "key.h"
 #include "log.h"
 
@@ -28,25 +29,12 @@
 
 #define NOTE_MAX (64 * 1024) /* PT_NOTE segments read from a file, at most */
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	if (errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* Copies s into dst[size]; JC_EINTERNAL when it does not fit. */
 static int put(char *dst, size_t size, const char *what, const char *s, char *err, size_t errlen)
 {
 	size_t n = strlen(s);
 	if (n >= size)
-		return fail(err, errlen, JC_EINTERNAL, "toolchain: %s is %zu bytes, over %zu", what,
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: %s is %zu bytes, over %zu", what,
 			    n, size - 1);
 	memcpy(dst, s, n + 1);
 	return 0;
@@ -120,11 +108,11 @@ static int hash_file(const char *path, char *out, size_t outlen, char *err, size
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
 	XXH3_state_t *st = XXH3_createState();
 	int rc = 0;
 	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
-		rc = fail(err, errlen, JC_ENOMEM, "toolchain: out of memory hashing %s", path);
+		rc = jc__fail(err, errlen, JC_ENOMEM, "toolchain: out of memory hashing %s", path);
 		goto out;
 	}
 	uint8_t buf[1 << 16];
@@ -133,7 +121,7 @@ static int hash_file(const char *path, char *out, size_t outlen, char *err, size
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = fail(err, errlen, JC_EIO, "toolchain: read %s: %s", path, strerror(errno));
+			rc = jc__fail(err, errlen, JC_EIO, "toolchain: read %s: %s", path, strerror(errno));
 			goto out;
 		}
 		if (n == 0)
@@ -157,18 +145,18 @@ static int mapped_identity(void *fn, const char *what, char *out, size_t outlen,
 {
 	Dl_info di;
 	if (!dladdr(fn, &di) || !di.dli_fname)
-		return fail(err, errlen, JC_EINTERNAL, "toolchain: dladdr found no %s mapping", what);
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: dladdr found no %s mapping", what);
 	struct mapped_search s = {.addr = (uintptr_t)fn, .out = out, .outlen = outlen};
 	dl_iterate_phdr(mapped_cb, &s);
 	if (!s.found_module)
-		return fail(err, errlen, JC_EINTERNAL,
+		return jc__fail(err, errlen, JC_EINTERNAL,
 			    "toolchain: %s resolves into the executable (%s), not a shared library",
 			    what, di.dli_fname);
 	if (dir) {
 		const char *slash = strrchr(di.dli_fname, '/');
 		size_t n = slash ? (size_t)(slash - di.dli_fname) : 1;
 		if (n >= dirlen)
-			return fail(err, errlen, JC_EINTERNAL, "toolchain: %s path too long", what);
+			return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: %s path too long", what);
 		memcpy(dir, slash ? di.dli_fname : ".", n);
 		dir[n] = '\0';
 	}
@@ -185,7 +173,7 @@ static int file_identity(const char *path, char *out, size_t outlen, char *err, 
 	if (fd < 0 && errno == ENOENT)
 		return put(out, outlen, path, "none", err, errlen);
 	if (fd < 0)
-		return fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
 	ElfW(Ehdr) eh;
 	int found = 0;
 	const int elfclass = sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32;
@@ -277,7 +265,7 @@ static int toolkit_include(const char *libdir, struct jc_toolchain *tc, char *er
 	int rc = tree_collect(tc->toolkit_include, "", &t, 0);
 	XXH3_state_t *hs = XXH3_createState();
 	if (rc != 0 || !hs || XXH3_128bits_reset(hs) != XXH_OK) {
-		rc = fail(err, errlen, rc ? JC_EIO : JC_ENOMEM, "toolchain: walking %s: %s",
+		rc = jc__fail(err, errlen, rc ? JC_EIO : JC_ENOMEM, "toolchain: walking %s: %s",
 			  tc->toolkit_include, rc ? strerror(errno) : "out of memory");
 	} else {
 		qsort(t.v, t.n, sizeof(*t.v), cmp_line);
@@ -334,19 +322,19 @@ static int archs(char *out, size_t outlen, char *err, size_t errlen)
 	int n = 0;
 	nvrtcResult r = nvrtcGetNumSupportedArchs(&n);
 	if (r != NVRTC_SUCCESS || n <= 0 || n > 256)
-		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetNumSupportedArchs: %s (%d)",
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetNumSupportedArchs: %s (%d)",
 			    nvrtcGetErrorString(r), n);
 	int a[256];
 	r = nvrtcGetSupportedArchs(a);
 	if (r != NVRTC_SUCCESS)
-		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetSupportedArchs: %s",
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetSupportedArchs: %s",
 			    nvrtcGetErrorString(r));
 	size_t len = 0;
 	out[0] = '\0';
 	for (int i = 0; i < n; i++) {
 		int w = snprintf(out + len, outlen - len, "%ssm_%d", i ? " " : "", a[i]);
 		if (w < 0 || (size_t)w >= outlen - len)
-			return fail(err, errlen, JC_EINTERNAL, "toolchain: supported arch list too long");
+			return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: supported arch list too long");
 		len += (size_t)w;
 	}
 	return 0;
@@ -358,7 +346,7 @@ static int override(const char *env, char *field, size_t size, char *err, size_t
 	if (!v)
 		return 0;
 	if (!*v || strlen(v) >= size)
-		return fail(err, errlen, JC_EINVAL, "toolchain: %s must be 1..%zu bytes", env, size - 1);
+		return jc__fail(err, errlen, JC_EINVAL, "toolchain: %s must be 1..%zu bytes", env, size - 1);
 	jc_log_warn(KEY, "test override %s=%s", env, v);
 	memcpy(field, v, strlen(v) + 1);
 	return 0;
@@ -370,13 +358,13 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 	int maj, min, rc;
 	nvrtcResult r = nvrtcVersion(&maj, &min);
 	if (r != NVRTC_SUCCESS)
-		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcVersion: %s",
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcVersion: %s",
 			    nvrtcGetErrorString(r));
 	snprintf(tc->nvrtc_version, sizeof(tc->nvrtc_version), "%d.%d", maj, min);
 	unsigned jmaj, jmin;
 	nvJitLinkResult jr = nvJitLinkVersion(&jmaj, &jmin);
 	if (jr != NVJITLINK_SUCCESS)
-		return fail(err, errlen, JC_EINTERNAL, "toolchain: nvJitLinkVersion failed (%d)", (int)jr);
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvJitLinkVersion failed (%d)", (int)jr);
 	snprintf(tc->nvjitlink_version, sizeof(tc->nvjitlink_version), "%u.%u", jmaj, jmin);
 
 	char dir[4096], builtins[4200];
@@ -402,7 +390,7 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 			 tc->nvrtc_version, tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version,
 			 tc->nvjitlink_id, tc->driver_version, tc->driver_build, tc->toolkit_include_id);
 	if (n < 0 || (size_t)n >= sizeof(tc->summary))
-		return fail(err, errlen, JC_EINTERNAL, "toolchain: summary over %zu bytes",
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: summary over %zu bytes",
 			    sizeof(tc->summary) - 1);
 	return 0;
 }

@@ -327,3 +327,20 @@ void jct_settle(void)
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
+
+int jct_setup_started(void **state)
+{
+	struct jc_test_daemon *d = calloc(1, sizeof(*d));
+	assert_non_null(d);
+	jct_daemon_init(d);
+	jct_daemon_start(d, NULL);
+	*state = d;
+	return 0;
+}
+
+int jct_teardown(void **state)
+{
+	jct_daemon_cleanup(*state);
+	free(*state);
+	return 0;
+}

@@ -56,6 +56,10 @@ const char *jct_example(const char *name);
 jc_request *jct_request(const char *file, const char *arch, const char *const *exprs);
 /* A request for source text given inline. */
 jc_request *jct_request_src(const char *name, const char *src, const char *arch);
+/* cmocka setup/teardown: *state gets a started daemon on a fresh temp root
+ * (no extra flags); the teardown stops it and removes the root. */
+int jct_setup_started(void **state);
+int jct_teardown(void **state);
 /* Connects to d (fails the test otherwise). */
 jc_client *jct_connect(const struct jc_test_daemon *d);
 /* Compiles r through a fresh connection to d, asserting jc_compile returns

@@ -191,7 +191,8 @@ static void test_purge_variants(void **state)
 	jc_request *ok90 = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_request *ok80 = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
 	jc_request *bad = jct_request_src("bad.cu", bad_src, "sm_90");
-	jc_result *a = jct_compile(d, ok90, 0), *b = jct_compile(d, ok80, 0), *c = jct_compile(d, bad, JC_ECOMPILE);
+	jc_result *a = jct_compile(d, ok90, 0), *b = jct_compile(d, ok80, 0);
+	jc_result *c = jct_compile(d, bad, JC_ECOMPILE);
 	assert_int_equal(jct_stat(d, "entries"), 2);
 	assert_int_equal(jct_stat(d, "negative_entries"), 1);
 

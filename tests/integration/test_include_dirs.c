@@ -25,22 +25,6 @@
 
 #include "harness.h"
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	jct_daemon_start(d, NULL);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 /* Writes d->dir/rel (directories made as needed). */
 static void put(const struct jc_test_daemon *d, const char *rel, const char *text)
 {
@@ -341,15 +325,16 @@ static void test_cccl_sized_tree(void **state)
 
 int main(void)
 {
+#define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_nested_change_touch_revert, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shadowing_header, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_computed_include_falls_back, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fresh_header_is_not_stored, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_include_requests, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_toolkit_tree_is_covered, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_working_directory_is_not_searched, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cccl_sized_tree, setup, teardown),
+		T(test_nested_change_touch_revert),
+		T(test_shadowing_header),
+		T(test_computed_include_falls_back),
+		T(test_fresh_header_is_not_stored),
+		T(test_bad_include_requests),
+		T(test_toolkit_tree_is_covered),
+		T(test_working_directory_is_not_searched),
+		T(test_cccl_sized_tree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,22 +78,6 @@ static int remove_inputs(void **state)
 	return 0;
 }
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	jct_daemon_start(d, NULL);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 static const char *input(const char *name)
 {
 	static char path[4][256];
@@ -395,13 +379,14 @@ int main(void)
 		fprintf(stderr, "nvcc not found ($NVCC, $CUDA_PATH/bin, /usr/local/cuda/bin): skipped\n");
 		return 77;
 	}
+#define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_every_input_type, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_key_covers_inputs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_link_error_is_negative_cached, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_info_log_is_kept, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_newer_ltoir_is_refused_clearly, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_compile_and_link_in_one_request, setup, teardown),
+		T(test_every_input_type),
+		T(test_key_covers_inputs),
+		T(test_link_error_is_negative_cached),
+		T(test_info_log_is_kept),
+		T(test_newer_ltoir_is_refused_clearly),
+		T(test_compile_and_link_in_one_request),
 	};
 	return cmocka_run_group_tests(tests, build_inputs, remove_inputs);
 }
