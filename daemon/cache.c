@@ -25,7 +25,7 @@
 #define INC_MAX_ENTRIES 200000
 #define INC_MAX_FILE_SIZE (64u << 20)
 /* Files whose hashes the daemon remembers (all are dropped when full). */
-#define INC_MEMO_ENTRIES 262144
+#define INC_MEMO_ENTRIES 65536
 
 uint64_t jc__now_ns(void)
 {

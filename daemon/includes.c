@@ -401,11 +401,27 @@ static int each_text(const struct jc_req *req, int (*fn)(const char *t, size_t n
 	return rc;
 }
 
+/* 1 when some "include" in the text is followed (past blanks and a
+ * parenthesis) by "/ or </: a cheap filter before lexing, so that sources
+ * that merely include headers cost a memmem per hit, not a lex. */
+static int may_name_absolute(const char *t, size_t n)
+{
+	const char *end = t + n, *p = t;
+	while ((p = memmem(p, (size_t)(end - p), "include", 7))) {
+		p += 7;
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '('))
+			p++;
+		if (end - p >= 2 && (*p == '"' || *p == '<') && p[1] == '/')
+			return 1;
+	}
+	return 0;
+}
+
 /* 1 when the text has a reference to an absolute path. */
 static int has_absolute_ref(const char *t, size_t n, void *ctx)
 {
 	(void)ctx;
-	if (!n || !memmem(t, n, "include", 7))
+	if (!may_name_absolute(t, n))
 		return 0;
 	struct bytes refs = {0};
 	int found = lex_refs(t, n, &refs) != 0; /* out of memory: say yes, the scan reports it */
