@@ -37,6 +37,7 @@ static void usage(FILE *f)
 		"usage: jitcached [--cache-dir DIR] [--socket PATH] [--max-size SIZE]\n"
 		"                 [--negative-ttl SECONDS] [--workers N] [--compile-timeout SECONDS]\n"
 		"                 [--worker-memory SIZE] [--idle-timeout SECONDS] [--gc-interval SECONDS]\n"
+		"                 [--group-shared yes|no] [--admin-group GROUP] [--allow-uids UID,...]\n"
 		"                 [--config FILE] [--log-level LEVEL] [--version]\n"
 		"Runs in the foreground. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
@@ -208,6 +209,9 @@ static const struct option long_opts[] = {
 	{"worker-memory", required_argument, NULL, 0},
 	{"idle-timeout", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
+	{"group-shared", required_argument, NULL, 0},
+	{"admin-group", required_argument, NULL, 0},
+	{"allow-uids", required_argument, NULL, 0},
 	{"log-level", required_argument, NULL, 0},
 	{"config", required_argument, NULL, 'c'},
 	{"help", no_argument, NULL, 'h'},
