@@ -68,8 +68,9 @@ static void job_work_cb(uv_work_t *w)
 		j->rc = jc__admin_run(&j->env, &gc, &j->reply);
 	} else {
 		j->rc = jc__index_totals(d->wix, NULL, NULL, &j->bytes_before);
+		uint64_t evicted = 0; /* also added to env.evicted */
 		if (j->rc == 0 && j->bytes_before > j->high)
-			j->rc = jc__admin_evict_to(&j->env, j->low, &j->env.evicted);
+			j->rc = jc__admin_evict_to(&j->env, j->low, &evicted);
 		j->rc = j->rc ?: jc__index_totals(d->wix, &j->entries_after, NULL, &j->bytes_after);
 	}
 	if (j->rc != 0 && !j->reply.message) {
