@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "ops_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -140,4 +143,67 @@ char *opst_log(const struct jc_test_daemon *d)
 	char *log = (char *)jct_read_file(d->log, &n);
 	assert_non_null(log);
 	return log;
+}
+
+pid_t opst_spawn_bare(struct jc_test_daemon *d, const char *const *flags)
+{
+	const char *bin = getenv("JITCACHED");
+	assert_non_null(bin);
+	const char *argv[32] = {bin, "--cache-dir", d->cache, "--socket", d->sock};
+	size_t n = 5;
+	for (size_t i = 0; flags && flags[i] && n < 31; i++)
+		argv[n++] = flags[i];
+	argv[n] = NULL;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	d->pid = pid;
+	return pid;
+}
+
+void opst_wait_ready(struct jc_test_daemon *d)
+{
+	for (int i = 0; i < 2000; i++) {
+		jc_client *c = NULL;
+		if (jc_client_connect(d->sock, &c) == 0) {
+			jc_client_close(c);
+			return;
+		}
+		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			d->pid = -1;
+			fprintf(stderr, "jitcached exited at start; log %s\n", d->log);
+			fail();
+		}
+		usleep(10000);
+	}
+	fail_msg("jitcached did not answer in 20 s");
+}
+
+int opst_wait_log(const struct jc_test_daemon *d, const char *text, int timeout_ms)
+{
+	for (int waited = 0;; waited += 20) {
+		size_t n;
+		char *log = (char *)jct_read_file(d->log, &n);
+		int found = log && strstr(log, text);
+		free(log);
+		if (found || waited >= timeout_ms)
+			return found;
+		usleep(20000);
+	}
+}
+
+void opst_write(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(fclose(f), 0);
 }

@@ -47,6 +47,17 @@ int64_t opst_wait_stat(const struct jc_test_daemon *d, const char *name, int (*w
 int opst_le(int64_t v, int64_t arg);
 int opst_ge(int64_t v, int64_t arg);
 
+/* Starts jitcached on d's directory and socket with only the flags given
+ * (NULL-terminated, may be NULL; unlike jct_daemon_spawn no --log-level),
+ * stderr to d->log. Returns the pid (also in d->pid). */
+pid_t opst_spawn_bare(struct jc_test_daemon *d, const char *const *flags);
+/* Waits until the daemon answers (fails the test after 20 s or if it exits). */
+void opst_wait_ready(struct jc_test_daemon *d);
+/* Waits up to timeout_ms for text to appear in the daemon log; returns 1 if it did. */
+int opst_wait_log(const struct jc_test_daemon *d, const char *text, int timeout_ms);
+/* Writes text to path (fails the test on error). */
+void opst_write(const char *path, const char *text);
+
 /* Reads the daemon log (malloc'd). */
 char *opst_log(const struct jc_test_daemon *d);
 
