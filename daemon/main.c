@@ -498,6 +498,7 @@ int main(int argc, char **argv)
 	int listen_fd = inherited_listener();
 	rc = jc__server_listen(d, listen_fd, err, sizeof(err));
 	if (rc != 0) {
+		jc__server_shutdown(d);
 		jc__pool_stop(d);
 		goto err_after_loop;
 	}
@@ -525,7 +526,7 @@ int main(int argc, char **argv)
 	jc_log_notice(MAIN, "stopped");
 
 err_after_loop:
-	uv_run(d->loop, UV_RUN_NOWAIT);
+	uv_run(d->loop, UV_RUN_DEFAULT); /* until every handle has closed */
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
 err_after_rix:
