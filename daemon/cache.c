@@ -280,10 +280,16 @@ static void publish_after_cb(uv_work_t *work, int status)
 
 void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
+	char hex[33];
 	count(d, JC_CTR_compiles, 1);
 	count(d, JC_CTR_compile_ns, f->res.compile_ns);
 	if (f->res.status != 0)
 		count(d, JC_CTR_compile_failures, 1);
+	jc__hex16(f->key, hex);
+	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
+		    f->req.n_link_inputs ? "link" : "compile",
+		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
+		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6);
 	/* Only deterministic failures (a compile error) become negative entries. */
 	if (f->res.status == 0 || f->res.status == JC_ECOMPILE) {
 		f->work.data = f;
