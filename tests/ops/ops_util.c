@@ -24,18 +24,17 @@ const char *opst_tiny_src(int n)
 	return src;
 }
 
-jc_cache_status opst_compile_tiny(const struct jc_test_daemon *d, int n, const char *arch,
-				  char key_out[33])
+/* Compiles src as name for arch, expecting jc_compile to return want. */
+static jc_cache_status compile_src(const struct jc_test_daemon *d, const char *name,
+				   const char *src, const char *arch, int want, char key_out[33])
 {
-	char name[32];
-	snprintf(name, sizeof(name), "tiny%d.cu", n);
-	jc_request *r = jct_request_src(name, opst_tiny_src(n), arch);
+	jc_request *r = jct_request_src(name, src, arch);
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	int rc = jc_compile(c, r, &res);
-	if (rc != 0)
-		fprintf(stderr, "compile tiny %d: %s\n", n, jc_client_errmsg(c));
-	assert_int_equal(rc, 0);
+	if (rc != want)
+		fprintf(stderr, "compile %s: %s\n", name, jc_client_errmsg(c));
+	assert_int_equal(rc, want);
 	jc_cache_status st = jc_result_cache_status(res);
 	if (key_out)
 		snprintf(key_out, 33, "%s", jc_result_key(res));
@@ -43,6 +42,20 @@ jc_cache_status opst_compile_tiny(const struct jc_test_daemon *d, int n, const c
 	jc_client_close(c);
 	jc_request_free(r);
 	return st;
+}
+
+jc_cache_status opst_compile_tiny(const struct jc_test_daemon *d, int n, const char *arch,
+				  char key_out[33])
+{
+	char name[32];
+	snprintf(name, sizeof(name), "tiny%d.cu", n);
+	return compile_src(d, name, opst_tiny_src(n), arch, 0, key_out);
+}
+
+jc_cache_status opst_compile_failure(const struct jc_test_daemon *d, char key_out[33])
+{
+	static const char bad[] = "extern \"C\" __global__ void k() { undefined_thing(); }\n";
+	return compile_src(d, "bad.cu", bad, "sm_90", JC_ECOMPILE, key_out);
 }
 
 char *opst_ctl(const struct jc_test_daemon *d, int want, char **err, const char *const *args)
@@ -143,48 +156,6 @@ char *opst_log(const struct jc_test_daemon *d)
 	char *log = (char *)jct_read_file(d->log, &n);
 	assert_non_null(log);
 	return log;
-}
-
-pid_t opst_spawn_bare(struct jc_test_daemon *d, const char *const *flags)
-{
-	const char *bin = getenv("JITCACHED");
-	assert_non_null(bin);
-	const char *argv[32] = {bin, "--cache-dir", d->cache, "--socket", d->sock};
-	size_t n = 5;
-	for (size_t i = 0; flags && flags[i] && n < 31; i++)
-		argv[n++] = flags[i];
-	argv[n] = NULL;
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	d->pid = pid;
-	return pid;
-}
-
-void opst_wait_ready(struct jc_test_daemon *d)
-{
-	for (int i = 0; i < 2000; i++) {
-		jc_client *c = NULL;
-		if (jc_client_connect(d->sock, &c) == 0) {
-			jc_client_close(c);
-			return;
-		}
-		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-			d->pid = -1;
-			fprintf(stderr, "jitcached exited at start; log %s\n", d->log);
-			fail();
-		}
-		usleep(10000);
-	}
-	fail_msg("jitcached did not answer in 20 s");
 }
 
 int opst_wait_log(const struct jc_test_daemon *d, const char *text, int timeout_ms)

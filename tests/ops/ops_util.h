@@ -23,6 +23,11 @@ const char *opst_tiny_src(int n);
 jc_cache_status opst_compile_tiny(const struct jc_test_daemon *d, int n, const char *arch,
 				  char key_out[33]);
 
+/* Compiles a source with a compile error (a real NVRTC failure) for sm_90;
+ * fails the test unless jc_compile says JC_ECOMPILE. key_out as above.
+ * Returns the cache status (JC_MISS, then JC_NEGATIVE_HIT). */
+jc_cache_status opst_compile_failure(const struct jc_test_daemon *d, char key_out[33]);
+
 /* Runs jitcachectl ARGS (NULL-terminated), fails the test unless it exits
  * with want; returns its stdout (malloc'd). stderr goes to *err when err is
  * not NULL (malloc'd). */
@@ -47,12 +52,6 @@ int64_t opst_wait_stat(const struct jc_test_daemon *d, const char *name, int (*w
 int opst_le(int64_t v, int64_t arg);
 int opst_ge(int64_t v, int64_t arg);
 
-/* Starts jitcached on d's directory and socket with only the flags given
- * (NULL-terminated, may be NULL; unlike jct_daemon_spawn no --log-level),
- * stderr to d->log. Returns the pid (also in d->pid). */
-pid_t opst_spawn_bare(struct jc_test_daemon *d, const char *const *flags);
-/* Waits until the daemon answers (fails the test after 20 s or if it exits). */
-void opst_wait_ready(struct jc_test_daemon *d);
 /* Waits up to timeout_ms for text to appear in the daemon log; returns 1 if it did. */
 int opst_wait_log(const struct jc_test_daemon *d, const char *text, int timeout_ms);
 /* Writes text to path (fails the test on error). */

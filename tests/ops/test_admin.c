@@ -26,23 +26,6 @@
 #include "ops_util.h"
 #include "req.h"
 
-static const char bad_src[] = "extern \"C\" __global__ void k() { undefined_thing(); }\n";
-
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 /* Compiles saxpy with an option and two name expressions; returns the key
  * and the lowered name of &saxpy<float>. */
 static void compile_saxpy(struct jc_test_daemon *d, char key[33], char lowered[128])
@@ -55,18 +38,6 @@ static void compile_saxpy(struct jc_test_daemon *d, char key[33], char lowered[1
 	assert_int_equal(jc_compile(c, r, &res), 0);
 	snprintf(key, 33, "%s", jc_result_key(res));
 	snprintf(lowered, 128, "%s", jc_result_lowered_name(res, "&saxpy<float>"));
-	jc_result_free(res);
-	jc_client_close(c);
-	jc_request_free(r);
-}
-
-static void compile_bad(struct jc_test_daemon *d, char key[33])
-{
-	jc_request *r = jct_request_src("bad.cu", bad_src, "sm_90");
-	jc_client *c = jct_connect(d);
-	jc_result *res = NULL;
-	assert_int_equal(jc_compile(c, r, &res), JC_ECOMPILE);
-	snprintf(key, 33, "%s", jc_result_key(res));
 	jc_result_free(res);
 	jc_client_close(c);
 	jc_request_free(r);
@@ -85,7 +56,7 @@ static void test_ls_and_show(void **state)
 	char key[33], bad[33], lowered[128], want[256];
 	jct_daemon_start(d, NULL);
 	compile_saxpy(d, key, lowered);
-	compile_bad(d, bad);
+	opst_compile_failure(d, bad);
 	for (int offline = 0; offline < 2; offline++) {
 		const char *ls[] = {"ls", NULL}, *ls_json[] = {"ls", "--json", NULL};
 		char *out = opst_ctl(d, 0, NULL, ls);
@@ -251,7 +222,7 @@ static void test_gc_grace(void **state)
 	jct_daemon_start(d, ttl);
 	for (int i = 0; i < 4; i++)
 		opst_compile_tiny(d, 10 + i, "sm_90", k[i]);
-	compile_bad(d, bad);
+	opst_compile_failure(d, bad);
 	assert_int_equal(jct_daemon_stop(d), 0);
 	orphan(d, k[0], 3600, old0, sizeof(old0)); /* past the 10 minute grace */
 	orphan(d, k[1], 3600, old1, sizeof(old1));
@@ -310,10 +281,10 @@ static void test_periodic_gc(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_ls_and_show, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_verify_quarantines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_gc_grace, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_periodic_gc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ls_and_show, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_verify_quarantines, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_gc_grace, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_periodic_gc, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,21 +27,6 @@
 #include "io.h"
 #include "ops_util.h"
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 /* Bytes of one tiny kernel's cubin (they all have the same size). */
 static int64_t tiny_size(struct jc_test_daemon *d)
 {
@@ -272,10 +257,10 @@ static void test_hits_race_purges(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_lru_eviction_keeps_budget, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_budget_under_load, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_served_entry_survives_purge, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hits_race_purges, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lru_eviction_keeps_budget, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_budget_under_load, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_served_entry_survives_purge, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_hits_race_purges, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

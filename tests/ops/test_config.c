@@ -79,8 +79,8 @@ static void run_and_check(struct fx *f, const char *const *flags, int64_t max_si
 			  const char *ready_part)
 {
 	unlink(f->d.log);
-	opst_spawn_bare(&f->d, flags);
-	opst_wait_ready(&f->d);
+	jct_daemon_spawn_with(&f->d, flags, NULL, NULL);
+	jct_daemon_wait_ready(&f->d);
 	assert_int_equal(jct_stat(&f->d, "max_size"), max_size);
 	assert_log(&f->d, ready_part);
 	assert_int_equal(jct_daemon_stop(&f->d), 0);
@@ -90,7 +90,7 @@ static void run_and_check(struct fx *f, const char *const *flags, int64_t max_si
 static void run_and_refuse(struct fx *f, const char *const *flags, const char *msg)
 {
 	unlink(f->d.log);
-	opst_spawn_bare(&f->d, flags);
+	jct_daemon_spawn_with(&f->d, flags, NULL, NULL);
 	assert_int_equal(jct_daemon_wait(&f->d), 2);
 	assert_log(&f->d, msg);
 }
@@ -132,8 +132,8 @@ static void test_sighup_reload(void **state)
 	struct jc_test_daemon *d = &f->d;
 	opst_write(f->file, "max-size = 1G\nlog-level = notice\n");
 	const char *config[] = {"--config", f->file, NULL};
-	opst_spawn_bare(d, config);
-	opst_wait_ready(d);
+	jct_daemon_spawn_with(d, config, NULL, NULL);
+	jct_daemon_wait_ready(d);
 	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
 	assert_int_equal(opst_compile_tiny(d, 2, "sm_90", NULL), JC_MISS);
 	int64_t bytes = jct_stat(d, "bytes");
@@ -174,8 +174,8 @@ static void test_log_level(void **state)
 	struct fx *f = *state;
 	struct jc_test_daemon *d = &f->d;
 	const char *warning[] = {"--log-level", "warning", NULL};
-	opst_spawn_bare(d, warning);
-	opst_wait_ready(d);
+	jct_daemon_spawn_with(d, warning, NULL, NULL);
+	jct_daemon_wait_ready(d);
 	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
 	assert_int_equal(jct_daemon_stop(d), 0);
 	char *log = opst_log(d);
@@ -185,8 +185,8 @@ static void test_log_level(void **state)
 
 	unlink(d->log);
 	const char *debug[] = {"--log-level", "debug", NULL};
-	opst_spawn_bare(d, debug);
-	opst_wait_ready(d);
+	jct_daemon_spawn_with(d, debug, NULL, NULL);
+	jct_daemon_wait_ready(d);
 	assert_log(d, "<7>jitcached[");
 	assert_log(d, "debug WORKER: worker ");
 	assert_log(d, "<5>jitcached[");
@@ -208,15 +208,15 @@ static void test_group_shared(void **state)
 {
 	struct fx *f = *state;
 	struct jc_test_daemon *d = &f->d;
-	opst_spawn_bare(d, NULL);
-	opst_wait_ready(d);
+	jct_daemon_spawn_with(d, NULL, NULL, NULL);
+	jct_daemon_wait_ready(d);
 	assert_true(S_ISSOCK(mode_of(d->sock)));
 	assert_int_equal(mode_of(d->sock) & 0777, 0600);
 	assert_int_equal(mode_of(d->cache) & 07777, 0700);
 	assert_int_equal(jct_daemon_stop(d), 0);
 	opst_write(f->file, "group-shared = yes\n");
-	opst_spawn_bare(d, (const char *const[]){"--config", f->file, NULL});
-	opst_wait_ready(d);
+	jct_daemon_spawn_with(d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
+	jct_daemon_wait_ready(d);
 	assert_int_equal(mode_of(d->sock) & 0777, 0660);
 	assert_int_equal(mode_of(d->cache) & 07777, 02770);
 	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
@@ -249,8 +249,8 @@ static void test_example_config(void **state)
 	fclose(out);
 	assert_int_equal(settings, 13);
 	/* Paths from the flags (they win); the rest from the example. */
-	opst_spawn_bare(&f->d, (const char *const[]){"--config", f->file, NULL});
-	opst_wait_ready(&f->d);
+	jct_daemon_spawn_with(&f->d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
+	jct_daemon_wait_ready(&f->d);
 	assert_int_equal(jct_stat(&f->d, "max_size"), 10ll << 30);
 	assert_int_equal(jct_daemon_stop(&f->d), 0);
 

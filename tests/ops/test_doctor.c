@@ -23,23 +23,13 @@
 
 #include "ops_util.h"
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
 static int teardown(void **state)
 {
 	static const char *const vars[] = {"LD_LIBRARY_PATH", "JC_STUB_CUDA_VERSION", "JC_STUB_DEVICES",
 					   "JC_STUB_CC", "JC_STUB_REJECT_PTX"};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
+	return jct_teardown(state);
 }
 
 static void assert_has(const char *text, const char *want)
@@ -191,9 +181,9 @@ static void test_stub_drivers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_this_machine, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_cache_dir, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stub_drivers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_this_machine, jct_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_cache_dir, jct_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stub_drivers, jct_setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,8 +21,6 @@
 
 #include "ops_util.h"
 
-static const char bad_src[] = "extern \"C\" __global__ void k() { undefined_thing(); }\n";
-
 enum { E_OLD, E_USED, E_KEY, E_KEEP, E_SM80, E_STALE, E_LRU1, E_LRU2, E_NEG, N_ENTRIES };
 
 struct fx {
@@ -89,14 +87,7 @@ static void populate(struct fx *f)
 	for (int i = 0; i < E_NEG; i++)
 		if (i != E_STALE)
 			opst_compile_tiny(d, kernel[i], i == E_SM80 ? "sm_80" : "sm_90", f->key[i]);
-	jc_request *r = jct_request_src("bad.cu", bad_src, "sm_90");
-	jc_client *c = jct_connect(d);
-	jc_result *res = NULL;
-	assert_int_equal(jc_compile(c, r, &res), JC_ECOMPILE);
-	snprintf(f->key[E_NEG], 33, "%s", jc_result_key(res));
-	jc_result_free(res);
-	jc_client_close(c);
-	jc_request_free(r);
+	opst_compile_failure(d, f->key[E_NEG]);
 	assert_int_equal(jct_daemon_stop(d), 0);
 
 	/* The same kernel as E_KEEP under another NVRTC identity: a new key,

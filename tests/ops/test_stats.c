@@ -24,39 +24,14 @@
 
 #include "ops_util.h"
 
-static const char bad_src[] = "extern \"C\" __global__ void k() { undefined_thing(); }\n";
-
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 /* A miss, two hits, a compile failure and its negative hit. */
 static void workload(struct jc_test_daemon *d)
 {
 	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
 	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
 	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
-	jc_request *r = jct_request_src("bad.cu", bad_src, "sm_90");
-	for (int i = 0; i < 2; i++) {
-		jc_client *c = jct_connect(d);
-		jc_result *res = NULL;
-		assert_int_equal(jc_compile(c, r, &res), JC_ECOMPILE);
-		assert_int_equal(jc_result_cache_status(res), i ? JC_NEGATIVE_HIT : JC_MISS);
-		jc_result_free(res);
-		jc_client_close(c);
-	}
-	jc_request_free(r);
+	assert_int_equal(opst_compile_failure(d, NULL), JC_MISS);
+	assert_int_equal(opst_compile_failure(d, NULL), JC_NEGATIVE_HIT);
 }
 
 static const char *json_str(const char *json, const char *name, char *buf, size_t len)
@@ -461,9 +436,9 @@ static void test_zero_and_persistence(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_json_and_human, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_prometheus_parses, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_zero_and_persistence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_json_and_human, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_prometheus_parses, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_zero_and_persistence, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,21 +39,6 @@
 #define PR_MDWE_REFUSE_EXEC_GAIN 1
 #endif
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 static int unix_socket(int type, const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -93,6 +78,26 @@ static pid_t wait_notify(int fd, const char *want, char *msg, size_t len)
 	return -1;
 }
 
+struct activation {
+	int lfd;
+	const char *notify;
+};
+
+/* What systemd does between fork and exec of a socket-activated Type=notify
+ * service (sd_listen_fds(3), sd_notify(3)). */
+static int as_systemd(void *ctx)
+{
+	struct activation *a = ctx;
+	char n[32];
+	if (a->lfd == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(a->lfd, 3) != 3)
+		return 126; /* fd 3, without close-on-exec */
+	snprintf(n, sizeof(n), "%d", (int)getpid());
+	setenv("LISTEN_PID", n, 1);
+	setenv("LISTEN_FDS", "1", 1);
+	setenv("NOTIFY_SOCKET", a->notify, 1);
+	return 0;
+}
+
 static void test_socket_activation(void **state)
 {
 	struct jc_test_daemon *d = *state;
@@ -108,24 +113,8 @@ static void test_socket_activation(void **state)
 	int one = 1;
 	assert_int_equal(setsockopt(nfd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)), 0);
 
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		/* What systemd does between fork and exec. */
-		char n[32];
-		if (lfd == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(lfd, 3) != 3)
-			_exit(126); /* fd 3, without close-on-exec */
-		snprintf(n, sizeof(n), "%d", (int)getpid());
-		setenv("LISTEN_PID", n, 1);
-		setenv("LISTEN_FDS", "1", 1);
-		setenv("NOTIFY_SOCKET", notify, 1);
-		int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		dup2(log, 2);
-		const char *bin = getenv("JITCACHED");
-		execl(bin, bin, "--cache-dir", d->cache, "--socket", d->sock, (char *)NULL);
-		_exit(127);
-	}
-	d->pid = pid;
+	struct activation a = {.lfd = lfd, .notify = notify};
+	pid_t pid = jct_daemon_spawn_with(d, NULL, as_systemd, &a);
 	close(lfd);
 
 	assert_int_equal(wait_notify(nfd, "READY=1", msg, sizeof(msg)), pid);
@@ -165,6 +154,22 @@ static void test_listen_pid_mismatch_binds_own(void **state)
 	assert_int_equal(opst_compile_tiny(d, 2, "sm_90", NULL), JC_MISS);
 }
 
+/* In the child: PR_SET_MDWE, kept across exec and by the workers; writes
+ * 'y' (W+X now refused), 'n' (no MDWE here) or 'x' (set, yet W+X mapped) to
+ * the pipe *ctx. */
+static int refuse_wx(void *ctx)
+{
+	char verdict = 'n';
+	if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) == 0) {
+		void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		verdict = p == MAP_FAILED ? 'y' : 'x';
+	}
+	if (write(*(int *)ctx, &verdict, 1) != 1 || verdict != 'y')
+		return 77;
+	return 0;
+}
+
 /* The daemon under PR_SET_MDWE (Linux 6.3+), inherited by its workers:
  * compile, compile to LTO-IR and link with nvJitLink all still work. */
 static void test_no_write_execute_memory(void **state)
@@ -172,25 +177,7 @@ static void test_no_write_execute_memory(void **state)
 	struct jc_test_daemon *d = *state;
 	int ready[2];
 	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		/* 'y': refused W+X from here on (and across exec); 'n': no MDWE. */
-		char verdict = 'n';
-		if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) == 0) {
-			void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
-				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			verdict = p == MAP_FAILED ? 'y' : 'x';
-		}
-		if (write(ready[1], &verdict, 1) != 1 || verdict != 'y')
-			_exit(77);
-		int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		dup2(log, 2);
-		const char *bin = getenv("JITCACHED");
-		execl(bin, bin, "--cache-dir", d->cache, "--socket", d->sock, (char *)NULL);
-		_exit(127);
-	}
-	d->pid = pid;
+	jct_daemon_spawn_with(d, NULL, refuse_wx, &ready[1]);
 	close(ready[1]);
 	char verdict = 0;
 	assert_int_equal(read(ready[0], &verdict, 1), 1);
@@ -200,7 +187,7 @@ static void test_no_write_execute_memory(void **state)
 		jct_daemon_wait(d);
 		skip(); /* kernel older than 6.3: no PR_SET_MDWE */
 	}
-	opst_wait_ready(d);
+	jct_daemon_wait_ready(d);
 	char out[400], ltoir[400];
 	snprintf(ltoir, sizeof(ltoir), "%s/k.ltoir", d->dir);
 	snprintf(out, sizeof(out), "%s/k.cubin", d->dir);
@@ -222,9 +209,9 @@ static void test_no_write_execute_memory(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_socket_activation, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_listen_pid_mismatch_binds_own, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_write_execute_memory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_socket_activation, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_listen_pid_mismatch_binds_own, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_no_write_execute_memory, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
