@@ -384,6 +384,13 @@ out:
 
 /* --- admin commands: through the daemon, else offline ------------------------------ */
 
+static int load_budget(const char *name, uint64_t value, void *ctx)
+{
+	if (strcmp(name, JC_STORED_MAX_SIZE) == 0)
+		*(uint64_t *)ctx = value;
+	return 0;
+}
+
 /* Runs req on the directory itself: only while no daemon holds its lock. */
 static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *out)
 {
@@ -411,7 +418,8 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 		env.ix = ix;
 		env.tc = &tc;
 		jc__counters_load_array(ix, env.counters);
-		env.max_size = 10ull << 30;
+		env.max_size = 10ull << 30; /* the daemon's default, unless it recorded its own */
+		jc__index_counters_load(ix, load_budget, &env.max_size);
 		jc__admin_run(&env, req, out);
 		if (env.corrupt) {
 			env.counters[JC_CTR_corrupt_objects] += env.corrupt;
@@ -492,6 +500,17 @@ static const char *gets_(const struct jc_record *r, const char *name)
 	return kv && !kv->is_int ? kv->s : "";
 }
 
+/* Local time of a unix time, "YYYY-MM-DD HH:MM:SS" (static buffer). */
+static const char *when(int64_t unix_s)
+{
+	static char buf[32];
+	time_t t = (time_t)unix_s;
+	struct tm tm;
+	if (!localtime_r(&t, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, sizeof(buf), "%" PRId64, unix_s);
+	return buf;
+}
+
 static void human_bytes(char *buf, size_t len, double b)
 {
 	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -501,60 +520,140 @@ static void human_bytes(char *buf, size_t len, double b)
 	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
+static double pct(double part, double whole)
+{
+	return whole > 0 ? 100.0 * part / whole : 0.0;
+}
+
+/* A table in the manner of `ccache -s`: requests by outcome, compiles,
+ * problems, the store against its budget, versions. */
 static void print_stats_human(const struct jc_record *r)
 {
 	uint64_t hits = (uint64_t)geti(r, "hits"), misses = (uint64_t)geti(r, "misses");
 	uint64_t neg = (uint64_t)geti(r, "negative_hits"), joins = (uint64_t)geti(r, "single_flight_joins");
 	uint64_t compiles = (uint64_t)geti(r, "compiles"), total = hits + misses + neg + joins;
-	char used[32], budget[32];
+	int64_t up = geti(r, "uptime_s");
+	char used[32], budget[32], low[32];
 	human_bytes(used, sizeof(used), (double)geti(r, "bytes"));
 	human_bytes(budget, sizeof(budget), (double)geti(r, "max_size"));
-	printf("Cache directory:        %s\n", gets_(r, "cache_dir"));
-	if (geti(r, "uptime_s") >= 0)
-		printf("Uptime:                 %" PRId64 " s\n", geti(r, "uptime_s"));
+	human_bytes(low, sizeof(low), (double)geti(r, "evict_low_water"));
+	printf("Cache directory:          %s\n", gets_(r, "cache_dir"));
+	if (up >= 0)
+		printf("Daemon:                   pid %" PRId64 ", up %" PRId64 "d %02" PRId64 "h %02" PRId64
+		       "m %02" PRId64 "s\n",
+		       geti(r, "daemon_pid"), up / 86400, up / 3600 % 24, up / 60 % 60, up % 60);
 	else
-		printf("Uptime:                 (no daemon running)\n");
-	printf("Requests:               %" PRIu64 "\n", total);
-	printf("  Hits:                 %" PRIu64 "  (%.2f %%)\n", hits, total ? 100.0 * hits / total : 0.0);
-	printf("  Misses:               %" PRIu64 "\n", misses);
-	printf("  Single-flight joins:  %" PRIu64 "\n", joins);
-	printf("  Negative hits:        %" PRIu64 "\n", neg);
-	printf("Compiles:               %" PRIu64 "\n", compiles);
-	printf("  Failures:             %" PRId64 "\n", geti(r, "compile_failures"));
-	printf("  Timeouts:             %" PRId64 "\n", geti(r, "compile_timeouts"));
-	printf("  Mean compile time:    %.1f ms\n",
-	       compiles ? geti(r, "compile_ns") / 1e6 / (double)compiles : 0.0);
-	printf("Worker crashes:         %" PRId64 "\n", geti(r, "worker_crashes"));
-	printf("Corrupt objects:        %" PRId64 "\n", geti(r, "corrupt_objects"));
-	printf("Load failures reported: %" PRId64 "\n", geti(r, "load_failures"));
-	printf("Bad requests:           %" PRId64 "\n", geti(r, "bad_requests"));
-	printf("Entries:                %" PRId64 "  (+ %" PRId64 " negative)\n", geti(r, "entries"),
+		printf("Daemon:                   none running (figures read from the cache directory)\n");
+	printf("Requests:                 %10" PRIu64 "\n", total);
+	printf("  Hits:                   %10" PRIu64 "  %6.2f %%\n", hits, pct((double)hits, (double)total));
+	printf("  Negative hits:          %10" PRIu64 "  %6.2f %%\n", neg, pct((double)neg, (double)total));
+	printf("  Misses:                 %10" PRIu64 "  %6.2f %%\n", misses, pct((double)misses, (double)total));
+	printf("  Single-flight joins:    %10" PRIu64 "  %6.2f %%\n", joins, pct((double)joins, (double)total));
+	printf("Hit ratio:                %17.2f %%\n", pct((double)(hits + neg), (double)total));
+	if (geti(r, "hit_latency_samples") > 0)
+		printf("Hit latency (daemon):     p50 %" PRId64 " us, p99 %" PRId64 " us (%" PRId64 " hits)\n",
+		       geti(r, "hit_p50_us"), geti(r, "hit_p99_us"), geti(r, "hit_latency_samples"));
+	else
+		printf("Hit latency (daemon):     no hits since %s\n", up >= 0 ? "the start or zero" : "-");
+	printf("Compiles:                 %10" PRIu64 "\n", compiles);
+	printf("  Failures:               %10" PRId64 "\n", geti(r, "compile_failures"));
+	printf("  Timeouts:               %10" PRId64 "\n", geti(r, "compile_timeouts"));
+	printf("  Mean compile time:      %13.1f ms\n",
+	       compiles ? (double)geti(r, "compile_ns") / 1e6 / (double)compiles : 0.0);
+	printf("Worker crashes:           %10" PRId64 "\n", geti(r, "worker_crashes"));
+	printf("Corrupt objects:          %10" PRId64 "\n", geti(r, "corrupt_objects"));
+	printf("Load failures reported:   %10" PRId64 "\n", geti(r, "load_failures"));
+	printf("Bad requests:             %10" PRId64 "\n", geti(r, "bad_requests"));
+	printf("Entries:                  %10" PRId64 "  (+ %" PRId64 " negative)\n", geti(r, "entries"),
 	       geti(r, "negative_entries"));
-	printf("Size:                   %s of %s (%.1f %%)\n", used, budget,
-	       geti(r, "max_size") ? 100.0 * geti(r, "bytes") / geti(r, "max_size") : 0.0);
-	printf("Evictions:              %" PRId64 "\n", geti(r, "evictions"));
-	printf("NVRTC / nvJitLink:      %s / %s\n", gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"));
-	printf("Driver:                 %s\n", gets_(r, "driver_version"));
+	printf("Size:                     %s of %s (%.1f %%)\n", used, budget,
+	       pct((double)geti(r, "bytes"), (double)geti(r, "max_size")));
+	printf("  Eviction:               above %s, down to %s, least recently used first\n", budget, low);
+	printf("Evictions:                %10" PRId64 "\n", geti(r, "evictions"));
+	printf("Versions:                 jitcache %s, NVRTC %s, nvJitLink %s, driver %s\n",
+	       gets_(r, "version"), gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"),
+	       gets_(r, "driver_version"));
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void prom_label(const char *name, const char *v, int last)
+{
+	printf("%s=\"", name);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			printf("\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", stdout);
+		else
+			putchar(*v);
+	}
+	fputs(last ? "\"" : "\",", stdout);
+}
+
+static void prom_family(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/*
+ * The text exposition format (version 0.0.4) for node-exporter's textfile
+ * collector: counters as jitcache_<name>_total (nanosecond counters in
+ * seconds, as *_seconds_total), gauges, the server-side hit latency as a
+ * summary, and the versions as labels of jitcache_build_info.
+ */
 static void print_prometheus(const struct jc_record *r)
 {
+	int up = geti(r, "uptime_s") >= 0;
+	prom_family("jitcache_up", "gauge", "1 when a daemon answered, 0 when read from the cache directory");
+	printf("jitcache_up %d\n", up);
 	for (int i = 0; i < JC_CTR__COUNT; i++) {
 		const char *n = jc__counter_names[i];
-		printf("# HELP jitcache_%s_total %s\n# TYPE jitcache_%s_total counter\njitcache_%s_total %" PRId64 "\n",
-		       n, jc__counter_help[i], n, n, geti(r, n));
+		char name[128];
+		size_t len = strlen(n);
+		if (len > 3 && strcmp(n + len - 3, "_ns") == 0) {
+			snprintf(name, sizeof(name), "jitcache_%.*s_seconds_total", (int)(len - 3), n);
+			prom_family(name, "counter", jc__counter_help[i]);
+			printf("%s %.9g\n", name, (double)geti(r, n) / 1e9);
+		} else {
+			snprintf(name, sizeof(name), "jitcache_%s_total", n);
+			prom_family(name, "counter", jc__counter_help[i]);
+			printf("%s %" PRId64 "\n", name, geti(r, n));
+		}
 	}
-	static const char *const gauges[][2] = {
-		{"entries", "cached artifacts"}, {"negative_entries", "cached compile failures"},
-		{"bytes", "bytes of cached artifacts"}, {"max_size", "byte budget"},
-		{"uptime_s", "seconds since the daemon started (-1: none running)"},
+	static const char *const gauges[][3] = {
+		{"jitcache_entries", "entries", "cached artifacts"},
+		{"jitcache_negative_entries", "negative_entries", "cached compile failures"},
+		{"jitcache_bytes", "bytes", "bytes of cached artifacts"},
+		{"jitcache_max_size_bytes", "max_size", "byte budget (--max-size)"},
+		{"jitcache_evict_low_water_bytes", "evict_low_water", "eviction stops at these bytes"},
 	};
-	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++)
-		printf("# HELP jitcache_%s %s\n# TYPE jitcache_%s gauge\njitcache_%s %" PRId64 "\n", gauges[i][0],
-		       gauges[i][1], gauges[i][0], gauges[i][0], geti(r, gauges[i][0]));
-	printf("# HELP jitcache_info toolchain identity\n# TYPE jitcache_info gauge\n"
-	       "jitcache_info{nvrtc=\"%s\",nvjitlink=\"%s\",driver=\"%s\"} 1\n",
-	       gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"), gets_(r, "driver_version"));
+	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
+		prom_family(gauges[i][0], "gauge", gauges[i][2]);
+		printf("%s %" PRId64 "\n", gauges[i][0], geti(r, gauges[i][1]));
+	}
+	if (up) {
+		prom_family("jitcache_uptime_seconds", "gauge", "seconds since the daemon started");
+		printf("jitcache_uptime_seconds %" PRId64 "\n", geti(r, "uptime_s"));
+		int64_t n = geti(r, "hit_latency_samples");
+		prom_family("jitcache_hit_duration_seconds", "summary",
+			    "server-side time of cache hits since the start or stats --zero");
+		if (n > 0)
+			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} %.9g\n"
+			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} %.9g\n",
+			       (double)geti(r, "hit_p50_us") / 1e6, (double)geti(r, "hit_p99_us") / 1e6);
+		else
+			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} NaN\n"
+			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} NaN\n");
+		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRId64 "\n",
+		       (double)geti(r, "hit_latency_sum_ns") / 1e9, n);
+	}
+	prom_family("jitcache_build_info", "gauge", "versions of jitcache and of the CUDA toolchain it uses");
+	fputs("jitcache_build_info{", stdout);
+	prom_label("version", gets_(r, "version"), 0);
+	prom_label("nvrtc", gets_(r, "nvrtc_version"), 0);
+	prom_label("nvjitlink", gets_(r, "nvjitlink_version"), 0);
+	prom_label("driver", gets_(r, "driver_version"), 1);
+	fputs("} 1\n", stdout);
 }
 
 /* Parses flags of the admin commands into "name[=value]" arguments. */
@@ -632,7 +731,9 @@ static int cmd_admin(const char *command, int argc, char **argv)
 	if (rc == 0 && reply.status != 0 && reply.status != JC_ECORRUPT) {
 		rc = die(1, "%s: %s", command, reply.message ? reply.message : jc_strerror(reply.status));
 	} else if (rc == 0) {
-		if (json && (strcmp(command, "ls") == 0 || strcmp(command, "verify") == 0)) {
+		int list = strcmp(command, "ls") == 0 || strcmp(command, "verify") == 0 ||
+			   strcmp(command, "purge") == 0 || strcmp(command, "gc") == 0;
+		if (json && list) {
 			fputc('[', stdout);
 			for (size_t i = 0; i < reply.n_rec; i++) {
 				fputs(i ? ",\n " : "", stdout);
@@ -649,28 +750,34 @@ static int cmd_admin(const char *command, int argc, char **argv)
 				print_prometheus(&reply.rec[0]);
 			else
 				print_stats_human(&reply.rec[0]);
+		} else if (strcmp(command, "purge") == 0) {
+			for (size_t i = 0; i < reply.n_rec; i++)
+				printf("%s  %-6s  %10" PRId64 "\n", gets_(&reply.rec[i], "key"),
+				       gets_(&reply.rec[i], "status"), geti(&reply.rec[i], "size"));
 		} else if (strcmp(command, "ls") == 0) {
 			printf("%-32s  %-8s  %-10s  %10s  %6s  %-19s  %s\n", "KEY", "KIND", "ARCH", "SIZE", "HITS",
 			       "LAST ACCESS", "SOURCE");
 			for (size_t i = 0; i < reply.n_rec; i++) {
 				const struct jc_record *r = &reply.rec[i];
-				time_t t = (time_t)geti(r, "last_access");
-				char when[32];
-				strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
 				printf("%-32s  %-8s  %-10s  %10" PRId64 "  %6" PRId64 "  %-19s  %s\n", gets_(r, "key"),
-				       gets_(r, "kind"), gets_(r, "arch"), geti(r, "size"), geti(r, "hits"), when,
-				       gets_(r, "source_name"));
+				       gets_(r, "kind"), gets_(r, "arch"), geti(r, "size"), geti(r, "hits"),
+				       when(geti(r, "last_access")), gets_(r, "source_name"));
 			}
 		} else {
 			for (size_t i = 0; i < reply.n_rec; i++) {
 				const struct jc_record *r = &reply.rec[i];
 				for (size_t k = 0; k < r->n; k++) {
-					if (strcmp(r->kv[k].name, "log") == 0)
+					const struct jc_kv *kv = &r->kv[k];
+					if (strcmp(kv->name, "log") == 0)
 						continue;
-					if (r->kv[k].is_int)
-						printf("%-12s %" PRId64 "\n", r->kv[k].name, r->kv[k].i);
+					if (!kv->is_int)
+						printf("%-12s %s\n", kv->name, kv->s);
+					else if (kv->i > 0 && (strcmp(kv->name, "created") == 0 ||
+							       strcmp(kv->name, "last_access") == 0 ||
+							       strcmp(kv->name, "expires") == 0))
+						printf("%-12s %s (%" PRId64 ")\n", kv->name, when(kv->i), kv->i);
 					else
-						printf("%-12s %s\n", r->kv[k].name, r->kv[k].s);
+						printf("%-12s %" PRId64 "\n", kv->name, kv->i);
 				}
 				const char *log = gets_(r, "log");
 				if (*log)

@@ -1,39 +1,493 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * `jitcachectl doctor`: the seed document's run-time checklist, one line per
+ * check: the toolchain (NVRTC, nvJitLink, supported architectures), the
+ * driver and its devices (name, compute capability, UUID), the CUDA runtime,
+ * whether this driver can JIT the PTX this NVRTC emits, the cache directory
+ * and the daemon's socket.
+ *
+ * libcuda is dlopen()ed, never linked, so doctor runs (and says so) on
+ * machines without a driver. The driver calls used, all from the CUDA Driver
+ * API reference (docs.nvidia.com/cuda/cuda-driver-api): cuInit,
+ * cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
+ * cuDeviceGetAttribute (CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/_MINOR),
+ * cuDeviceGetUuid (exported as cuDeviceGetUuid_v2 since CUDA 11.4, as
+ * cuda.h's #define says), cuGetErrorName, cuDevicePrimaryCtxRetain,
+ * cuDevicePrimaryCtxRelease(_v2), cuCtxSetCurrent, cuModuleLoadData and
+ * cuModuleUnload. cuda.h is included for its types and constants only.
+ */
 #include "doctor.h"
 
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <nvrtc.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
+#include "client_internal.h"
+#include "index.h"
 #include "jitcache/jitcache.h"
+#include "store.h"
 #include "toolchain.h"
 #include "util.h"
 
+struct report {
+	int fails, warns;
+};
+
+enum verdict { OK, INFO, WARN, FAIL };
+
+static void say(struct report *r, enum verdict v, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void say(struct report *r, enum verdict v, const char *fmt, ...)
+{
+	static const char *const words[] = {"ok", "info", "warn", "FAIL"};
+	va_list ap;
+	printf("%-5s ", words[v]);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	r->warns += v == WARN;
+	r->fails += v == FAIL;
+}
+
+/* --- the driver, through dlopen ----------------------------------------------- */
+
+struct cu {
+	void *lib;
+	int version; /* cuDriverGetVersion: 1000 * major + 10 * minor; 0 = no driver */
+	__typeof__(cuInit) *init;
+	__typeof__(cuDriverGetVersion) *driver_version;
+	__typeof__(cuDeviceGetCount) *device_count;
+	__typeof__(cuDeviceGet) *device_get;
+	__typeof__(cuDeviceGetName) *device_name;
+	__typeof__(cuDeviceGetAttribute) *device_attribute;
+	__typeof__(cuDeviceGetUuid) *device_uuid;
+	__typeof__(cuGetErrorName) *error_name;
+	__typeof__(cuDevicePrimaryCtxRetain) *ctx_retain;
+	__typeof__(cuDevicePrimaryCtxRelease) *ctx_release;
+	__typeof__(cuCtxSetCurrent) *ctx_set_current;
+	__typeof__(cuModuleLoadData) *module_load_data;
+	__typeof__(cuModuleUnload) *module_unload;
+};
+
+/* The first of the names that libcuda exports, or NULL. */
+static void *sym(void *lib, const char *name, const char *fallback)
+{
+	void *p = dlsym(lib, name);
+	return p || !fallback ? p : dlsym(lib, fallback);
+}
+
+static const char *cu_err(const struct cu *cu, CUresult rc)
+{
+	static char buf[48];
+	const char *name = NULL;
+	if (cu->error_name && cu->error_name(rc, &name) == CUDA_SUCCESS && name)
+		return name;
+	snprintf(buf, sizeof(buf), "CUresult %d", (int)rc);
+	return buf;
+}
+
+static int cu_open(struct cu *cu, struct report *r)
+{
+	memset(cu, 0, sizeof(*cu));
+	cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!cu->lib) {
+		say(r, WARN, "no CUDA driver (%s): compiling and caching work; loading kernels "
+			     "and the PTX JIT check need the NVIDIA driver", dlerror());
+		return -1;
+	}
+	cu->init = (__typeof__(cu->init))sym(cu->lib, "cuInit", NULL);
+	cu->driver_version = (__typeof__(cu->driver_version))sym(cu->lib, "cuDriverGetVersion", NULL);
+	cu->device_count = (__typeof__(cu->device_count))sym(cu->lib, "cuDeviceGetCount", NULL);
+	cu->device_get = (__typeof__(cu->device_get))sym(cu->lib, "cuDeviceGet", NULL);
+	cu->device_name = (__typeof__(cu->device_name))sym(cu->lib, "cuDeviceGetName", NULL);
+	cu->device_attribute = (__typeof__(cu->device_attribute))sym(cu->lib, "cuDeviceGetAttribute", NULL);
+	cu->device_uuid = (__typeof__(cu->device_uuid))sym(cu->lib, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
+	cu->error_name = (__typeof__(cu->error_name))sym(cu->lib, "cuGetErrorName", NULL);
+	cu->ctx_retain = (__typeof__(cu->ctx_retain))sym(cu->lib, "cuDevicePrimaryCtxRetain", NULL);
+	cu->ctx_release = (__typeof__(cu->ctx_release))sym(cu->lib, "cuDevicePrimaryCtxRelease_v2",
+							  "cuDevicePrimaryCtxRelease");
+	cu->ctx_set_current = (__typeof__(cu->ctx_set_current))sym(cu->lib, "cuCtxSetCurrent", NULL);
+	cu->module_load_data = (__typeof__(cu->module_load_data))sym(cu->lib, "cuModuleLoadData", NULL);
+	cu->module_unload = (__typeof__(cu->module_unload))sym(cu->lib, "cuModuleUnload", NULL);
+	if (!cu->init || !cu->driver_version || !cu->device_count || !cu->device_get ||
+	    !cu->device_name || !cu->device_attribute || !cu->device_uuid) {
+		say(r, FAIL, "libcuda.so.1 loads but lacks driver API entry points (%s)", dlerror());
+		return -1;
+	}
+	int v = 0;
+	CUresult rc = cu->driver_version(&v);
+	if (rc != CUDA_SUCCESS || v <= 0) {
+		say(r, FAIL, "cuDriverGetVersion failed: %s", cu_err(cu, rc));
+		return -1;
+	}
+	cu->version = v;
+	return 0;
+}
+
+/* --- PTX: what this NVRTC emits and whether this driver takes it ---------------- */
+
+/*
+ * PTX ISA version (10 * major + minor) -> the first CUDA release whose driver
+ * JIT-compiles it (1000 * major + 10 * minor), from the PTX ISA "Release
+ * History" table (docs.nvidia.com/cuda/parallel-thread-execution, "Release
+ * Notes"). A driver older than that refuses the PTX with
+ * CUDA_ERROR_UNSUPPORTED_PTX_VERSION.
+ */
+static const struct {
+	int ptx, cuda;
+} ptx_isa[] = {
+	{70, 11000}, {71, 11010}, {72, 11020}, {73, 11030}, {74, 11040}, {75, 11050},
+	{76, 11060}, {77, 11070}, {78, 11080}, {80, 12000}, {81, 12010}, {82, 12020},
+	{83, 12030}, {84, 12040}, {85, 12050}, {86, 12070}, {87, 12080}, {88, 12090},
+	{90, 13000}, {91, 13010},
+};
+
+static int ptx_needs_cuda(int ptx)
+{
+	for (size_t i = 0; i < sizeof(ptx_isa) / sizeof(ptx_isa[0]); i++)
+		if (ptx_isa[i].ptx == ptx)
+			return ptx_isa[i].cuda;
+	return 0;
+}
+
+/* Compiles a one-line kernel to PTX for arch (compute_XY); malloc'd PTX or NULL. */
+static char *tiny_ptx(const char *arch, char *err, size_t errlen)
+{
+	static const char src[] = "extern \"C\" __global__ void jc_doctor(int *p) { *p = 1; }\n";
+	char opt[64];
+	const char *opts[] = {opt};
+	nvrtcProgram prog;
+	size_t size = 0;
+	char *ptx = NULL;
+	snprintf(opt, sizeof(opt), "--gpu-architecture=%s", arch);
+	nvrtcResult rc = nvrtcCreateProgram(&prog, src, "jc_doctor.cu", 0, NULL, NULL);
+	if (rc != NVRTC_SUCCESS) {
+		snprintf(err, errlen, "nvrtcCreateProgram: %s", nvrtcGetErrorString(rc));
+		return NULL;
+	}
+	rc = nvrtcCompileProgram(prog, 1, opts);
+	if (rc == NVRTC_SUCCESS)
+		rc = nvrtcGetPTXSize(prog, &size);
+	if (rc == NVRTC_SUCCESS && (ptx = malloc(size + 1)) != NULL) {
+		rc = nvrtcGetPTX(prog, ptx);
+		ptx[size] = '\0';
+	}
+	if (rc != NVRTC_SUCCESS || !ptx) {
+		snprintf(err, errlen, "NVRTC could not compile a test kernel for %s: %s", arch,
+			 rc != NVRTC_SUCCESS ? nvrtcGetErrorString(rc) : "out of memory");
+		free(ptx);
+		ptx = NULL;
+	}
+	nvrtcDestroyProgram(&prog);
+	return ptx;
+}
+
+/* The ".version X.Y" directive of ptx as 10 * X + Y, or -1. */
+static int ptx_version(const char *ptx)
+{
+	const char *v = strstr(ptx, "\n.version ");
+	int major, minor;
+	if (!v || sscanf(v, "\n.version %d.%d", &major, &minor) != 2 || minor < 0 || minor > 9)
+		return -1;
+	return major * 10 + minor;
+}
+
+/* The compute_XY NVRTC should emit for a device of compute capability cc
+ * (10 * major + minor), or for the oldest architecture it supports when cc
+ * is 0 or newer than any it supports (PTX of the newest is then JIT-compiled
+ * forward by the driver). */
+static void pick_arch(const struct jc_toolchain *tc, int cc, char *out, size_t outlen)
+{
+	int best = -1, lowest = -1;
+	for (const char *p = tc->supported_archs; (p = strstr(p, "sm_")); p += 3) {
+		int n = atoi(p + 3);
+		if (lowest < 0 || n < lowest)
+			lowest = n;
+		if (cc && n <= cc && n > best)
+			best = n;
+	}
+	snprintf(out, outlen, "compute_%d", cc && best > 0 ? best : lowest > 0 ? lowest : 75);
+}
+
+static void check_ptx(struct report *r, const struct jc_toolchain *tc, struct cu *cu, int cc,
+		      CUdevice dev, int have_device)
+{
+	char arch[32], err[256];
+	pick_arch(tc, cc, arch, sizeof(arch));
+	char *ptx = tiny_ptx(arch, err, sizeof(err));
+	if (!ptx) {
+		say(r, FAIL, "%s", err);
+		return;
+	}
+	int isa = ptx_version(ptx), needs = isa > 0 ? ptx_needs_cuda(isa) : 0;
+	int nvrtc_major = 0, nvrtc_minor = 0;
+	nvrtcVersion(&nvrtc_major, &nvrtc_minor);
+	if (isa < 0) {
+		say(r, WARN, "PTX from NVRTC has no .version directive");
+	} else if (!cu->version) {
+		if (!needs)
+			needs = nvrtc_major * 1000 + nvrtc_minor * 10;
+		say(r, WARN, "NVRTC %s emits PTX ISA %d.%d (for %s); without a driver it cannot be "
+			     "checked that it JIT-compiles (needs a driver of CUDA >= %d.%d)",
+		    tc->nvrtc_version, isa / 10, isa % 10, arch, needs / 1000, needs % 1000 / 10);
+	} else if (needs && cu->version < needs) {
+		say(r, FAIL, "driver CUDA %d.%d cannot JIT-compile PTX ISA %d.%d from NVRTC %s (needs "
+			     "CUDA >= %d.%d): request cubins (sm_XY) or update the driver",
+		    cu->version / 1000, cu->version % 1000 / 10, isa / 10, isa % 10, tc->nvrtc_version,
+		    needs / 1000, needs % 1000 / 10);
+	} else if (!needs && cu->version < nvrtc_major * 1000 + nvrtc_minor * 10) {
+		say(r, WARN, "PTX ISA %d.%d is newer than this doctor knows; the driver (CUDA %d.%d) "
+			     "is older than NVRTC %s and may refuse it",
+		    isa / 10, isa % 10, cu->version / 1000, cu->version % 1000 / 10, tc->nvrtc_version);
+	} else {
+		say(r, OK, "driver CUDA %d.%d accepts PTX ISA %d.%d, which NVRTC %s emits",
+		    cu->version / 1000, cu->version % 1000 / 10, isa / 10, isa % 10, tc->nvrtc_version);
+	}
+	/* With a GPU: load it for real. */
+	CUcontext ctx = NULL;
+	if (have_device && cu->ctx_retain && cu->ctx_release && cu->ctx_set_current &&
+	    cu->module_load_data && cu->module_unload) {
+		CUmodule mod = NULL;
+		CUresult rc = cu->ctx_retain(&ctx, dev);
+		if (rc == CUDA_SUCCESS)
+			rc = cu->ctx_set_current(ctx);
+		if (rc == CUDA_SUCCESS)
+			rc = cu->module_load_data(&mod, ptx);
+		if (rc == CUDA_SUCCESS) {
+			say(r, OK, "cuModuleLoadData JIT-compiled PTX ISA %d.%d (%s) on device 0", isa / 10,
+			    isa % 10, arch);
+			cu->module_unload(mod);
+		} else {
+			say(r, FAIL, "cuModuleLoadData of PTX ISA %d.%d (%s) on device 0: %s", isa / 10,
+			    isa % 10, arch, cu_err(cu, rc));
+		}
+		if (ctx) {
+			cu->ctx_set_current(NULL);
+			cu->ctx_release(dev);
+		}
+	}
+	free(ptx);
+}
+
+/* --- devices ------------------------------------------------------------------ */
+
+/* Reports every device; returns 1 and the first device's CC (10 * major +
+ * minor) when there is one, 0 when there is none. */
+static int check_devices(struct report *r, const struct jc_toolchain *tc, struct cu *cu,
+			 int *cc0, CUdevice *dev0)
+{
+	CUresult rc = cu->init(0);
+	if (rc != CUDA_SUCCESS) {
+		say(r, WARN, "cuInit failed: %s (no usable GPU: kernels cannot be loaded here)",
+		    cu_err(cu, rc));
+		return 0;
+	}
+	int n = 0;
+	rc = cu->device_count(&n);
+	if (rc != CUDA_SUCCESS || n == 0) {
+		say(r, WARN, "no CUDA device visible (%s)", rc ? cu_err(cu, rc) : "cuDeviceGetCount: 0");
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		CUdevice dev;
+		char name[256] = "?", arch[16];
+		int major = 0, minor = 0;
+		CUuuid uuid;
+		const unsigned char *u = (const unsigned char *)uuid.bytes;
+		rc = cu->device_get(&dev, i);
+		rc = rc ?: cu->device_name(name, sizeof(name), dev);
+		rc = rc ?: cu->device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+		rc = rc ?: cu->device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+		rc = rc ?: cu->device_uuid(&uuid, dev);
+		if (rc != CUDA_SUCCESS) {
+			say(r, FAIL, "device %d: query failed: %s", i, cu_err(cu, rc));
+			continue;
+		}
+		/* nvidia-smi's spelling of the UUID. */
+		say(r, OK,
+		    "device %d: %s, compute capability %d.%d, GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
+		    "%02x%02x-%02x%02x%02x%02x%02x%02x",
+		    i, name, major, minor, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		    u[10], u[11], u[12], u[13], u[14], u[15]);
+		snprintf(arch, sizeof(arch), "sm_%d%d", major, minor);
+		if (jc__toolchain_supports_arch(tc, arch))
+			say(r, OK, "device %d: NVRTC %s can target %s", i, tc->nvrtc_version, arch);
+		else
+			say(r, WARN, "device %d: NVRTC %s cannot target %s: only PTX of an older "
+				     "architecture, JIT-compiled by the driver, will run there",
+			    i, tc->nvrtc_version, arch);
+		if (i == 0) {
+			*cc0 = major * 10 + minor;
+			*dev0 = dev;
+		}
+	}
+	return 1;
+}
+
+/* The CUDA runtime is not used by jitcache; its version is reported for the
+ * applications that use both (cudaRuntimeGetVersion, CUDA Runtime API). */
+static void check_runtime(struct report *r)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "libcudart.so.%d", CUDA_VERSION / 1000);
+	void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	int (*get)(int *) = lib ? (int (*)(int *))dlsym(lib, "cudaRuntimeGetVersion") : NULL;
+	int v = 0;
+	if (get && get(&v) == 0 && v > 0)
+		say(r, INFO, "CUDA runtime %d.%d (%s); jitcache itself uses NVRTC, nvJitLink and the "
+			     "driver API only", v / 1000, v % 1000 / 10, name);
+	else
+		say(r, INFO, "CUDA runtime: %s not found (jitcache does not need it); built against "
+			     "CUDA %d.%d headers", name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+	if (lib)
+		dlclose(lib);
+}
+
+/* --- cache directory and daemon -------------------------------------------------- */
+
+static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, uint64_t used)
+{
+	struct stat st;
+	char err[512], path[4200];
+	if (stat(dir, &st) != 0) {
+		say(r, errno == ENOENT ? WARN : FAIL, "cache directory %s: %s%s", dir, strerror(errno),
+		    errno == ENOENT ? " (jitcached creates it at its first start)" : "");
+		return;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		say(r, FAIL, "cache directory %s is not a directory", dir);
+		return;
+	}
+	int ours = st.st_uid == geteuid();
+	if (st.st_mode & S_IWOTH)
+		say(r, FAIL, "cache directory %s is writable by others (mode %04o): jitcached refuses it",
+		    dir, (unsigned)(st.st_mode & 07777));
+	else if (ours)
+		say(r, OK, "cache directory %s: ours, mode %04o%s", dir, (unsigned)(st.st_mode & 07777),
+		    access(dir, W_OK) == 0 ? ", writable" : "");
+	else
+		say(r, INFO, "cache directory %s belongs to uid %u (a system daemon's?): mode %04o",
+		    dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	int rc = jc__store_check_local(dir, err, sizeof(err));
+	if (rc == 0)
+		say(r, OK, "cache directory is on a local filesystem (SQLite WAL works)");
+	else if (rc != JC_EIO || ours)
+		say(r, FAIL, "%s", err);
+	struct statvfs vfs;
+	if (statvfs(dir, &vfs) == 0) {
+		uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		uint64_t room = budget > used ? budget - used : 0;
+		if (budget && free_bytes < room)
+			say(r, WARN, "%" PRIu64 " MiB free, less than the %" PRIu64 " MiB the budget still "
+				     "allows: the disk fills before eviction starts; lower --max-size",
+			    free_bytes >> 20, room >> 20);
+		else if (free_bytes < (1ull << 30))
+			say(r, WARN, "only %" PRIu64 " MiB free on the cache filesystem", free_bytes >> 20);
+		else
+			say(r, OK, "%" PRIu64 " MiB free on the cache filesystem", free_bytes >> 20);
+	}
+	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
+	struct jc_index *ix = NULL;
+	rc = ours ? jc__index_open(path, 1, &ix, err, sizeof(err)) : 0;
+	if (rc == 0 && ix)
+		say(r, OK, "index %s opens (schema current)", path);
+	else if (rc == JC_ENOTFOUND)
+		say(r, INFO, "no index yet (%s): created at the first start", path);
+	else if (rc != 0)
+		say(r, rc == JC_EVERSION ? WARN : FAIL, "index %s: %s%s", path, err,
+		    rc == JC_EVERSION ? " (jitcached moves it aside and starts afresh)" : "");
+	jc__index_close(ix);
+}
+
+/* Asks the daemon for its version and compares its NVRTC with ours (tc, NULL
+ * when unknown); fills *budget and *used from its stats. */
+static void check_daemon(struct report *r, const char *socket_path, const struct jc_toolchain *tc,
+			 uint64_t *budget, uint64_t *used)
+{
+	char path[4096];
+	jc_client *c = NULL;
+	if (!socket_path && jc__default_socket_path(NULL, path, sizeof(path)) == 0)
+		socket_path = path;
+	if (jc_client_connect(socket_path, &c) != 0) {
+		say(r, WARN, "no daemon answers on %s: %s (start jitcached, or the jitcached.socket unit)",
+		    socket_path ? socket_path : "(default socket)", jc_client_errmsg(NULL));
+		return;
+	}
+	struct jc_admin_req version = {.command = (char *)"version"}, stats = {.command = (char *)"stats"};
+	struct jc_admin_reply v = {0}, s = {0};
+	if (jc__client_admin(c, &version, &v) == 0 && v.status == 0 && v.n_rec) {
+		const struct jc_kv *pid = jc__record_get(&v.rec[0], "daemon_pid");
+		const struct jc_kv *id = jc__record_get(&v.rec[0], "nvrtc_id");
+		const struct jc_kv *ver = jc__record_get(&v.rec[0], "jitcache");
+		say(r, OK, "daemon answers on %s: pid %" PRId64 ", jitcache %s", socket_path,
+		    pid && pid->is_int ? pid->i : -1, ver && !ver->is_int ? ver->s : "?");
+		if (tc && id && !id->is_int && strcmp(id->s, tc->nvrtc_id) != 0)
+			say(r, WARN, "the daemon's NVRTC (%s) is not this jitcachectl's (%s)", id->s,
+			    tc->nvrtc_id);
+	} else {
+		say(r, FAIL, "daemon on %s does not answer admin commands: %s", socket_path,
+		    jc_client_errmsg(c));
+	}
+	if (jc__client_admin(c, &stats, &s) == 0 && s.status == 0 && s.n_rec) {
+		const struct jc_kv *b = jc__record_get(&s.rec[0], "max_size");
+		const struct jc_kv *u = jc__record_get(&s.rec[0], "bytes");
+		*budget = b && b->is_int ? (uint64_t)b->i : 0;
+		*used = u && u->is_int ? (uint64_t)u->i : 0;
+	}
+	jc__admin_reply_clear(&v);
+	jc__admin_reply_clear(&s);
+	jc_client_close(c);
+}
+
 int jc__doctor(const char *socket_path, const char *cache_dir)
 {
+	struct report r = {0};
 	struct jc_toolchain tc;
+	struct cu cu;
 	char err[256], dir[4096];
-	int failed = 0;
-	if (jc__toolchain_probe(&tc, err, sizeof(err)) == 0) {
-		printf("ok    NVRTC %s (%s, builtins %s)\n", tc.nvrtc_version, tc.nvrtc_id,
-		       tc.nvrtc_builtins_id);
-		printf("ok    nvJitLink %s (%s)\n", tc.nvjitlink_version, tc.nvjitlink_id);
-		printf("info  supported architectures: %s\n", tc.supported_archs);
-		printf("info  toolkit headers %s (%s)\n",
-		       tc.toolkit_include[0] ? tc.toolkit_include : "(none)", tc.toolkit_include_id);
-		printf("%s  driver %s (%s)\n", strcmp(tc.driver_version, "none") ? "ok  " : "warn",
-		       tc.driver_version, tc.driver_build);
+	uint64_t budget = 0, used = 0;
+	int have_tc = jc__toolchain_probe(&tc, err, sizeof(err)) == 0;
+	if (have_tc) {
+		say(&r, OK, "NVRTC %s (%s, builtins %s)", tc.nvrtc_version, tc.nvrtc_id,
+		    tc.nvrtc_builtins_id);
+		say(&r, OK, "nvJitLink %s (%s)", tc.nvjitlink_version, tc.nvjitlink_id);
+		say(&r, INFO, "supported architectures: %s", tc.supported_archs);
+		say(&r, INFO, "toolkit headers %s (%s)",
+		    tc.toolkit_include[0] ? tc.toolkit_include : "(none)", tc.toolkit_include_id);
 	} else {
-		printf("FAIL  toolchain: %s\n", err);
-		failed = 1;
+		say(&r, FAIL, "toolchain: %s", err);
 	}
+	check_runtime(&r);
+	int cc = 0, have_device = 0;
+	CUdevice dev = 0;
+	if (cu_open(&cu, &r) == 0) {
+		say(&r, OK, "driver CUDA %d.%d (%s)", cu.version / 1000, cu.version % 1000 / 10,
+		    have_tc ? tc.driver_build : "?");
+		if (have_tc)
+			have_device = check_devices(&r, &tc, &cu, &cc, &dev);
+	}
+	if (have_tc)
+		check_ptx(&r, &tc, &cu, cc, dev, have_device);
+	if (cu.lib)
+		dlclose(cu.lib);
+	check_daemon(&r, socket_path, have_tc ? &tc : NULL, &budget, &used);
 	if (!cache_dir && jc__default_cache_dir(dir, sizeof(dir)) == 0)
 		cache_dir = dir;
-	printf("info  cache directory: %s\n", cache_dir ? cache_dir : "(none)");
-	jc_client *c = NULL;
-	if (jc_client_connect(socket_path, &c) == 0)
-		printf("ok    daemon reachable\n");
+	if (cache_dir)
+		check_cache_dir(&r, cache_dir, budget, used);
 	else
-		printf("warn  %s\n", jc_client_errmsg(NULL));
-	jc_client_close(c);
-	return failed;
+		say(&r, FAIL, "no cache directory: set JITCACHE_DIR or HOME, or pass --cache-dir");
+	printf("%d failed, %d warnings\n", r.fails, r.warns);
+	return r.fails ? 1 : 0;
 }

@@ -42,6 +42,15 @@ int jc__counters_load_array(struct jc_index *ix, uint64_t counters[JC_CTR__COUNT
  * between its rename and its index commit. */
 #define GC_GRACE_S 600
 
+/* Most records one reply lists (a reply is one frame of at most
+ * JC_FRAME_MAX bytes); the message says how many more there were. */
+#define LIST_MAX 100000
+
+uint64_t jc__admin_budget_mark(uint64_t max_size, unsigned pct)
+{
+	return max_size / 100 * pct + max_size % 100 * pct / 100;
+}
+
 /* The value of argument name ("name" alone gives ""), or NULL. */
 static const char *arg(const struct jc_admin_req *req, const char *name)
 {
@@ -98,6 +107,8 @@ static int ls_cb(const struct jc_entry *e, void *ctx)
 {
 	struct jc_admin_reply *out = ctx;
 	struct jc_record *r;
+	if (out->n_rec == LIST_MAX)
+		return 1;
 	int rc = jc__reply_add_record(out, &r);
 	return rc ?: entry_fields(r, e);
 }
@@ -105,7 +116,15 @@ static int ls_cb(const struct jc_entry *e, void *ctx)
 static int cmd_ls(struct jc_admin_env *env, struct jc_admin_reply *out)
 {
 	struct jc_filter f = {.status = JC_FILTER_ANY};
-	return jc__index_foreach(env->ix, &f, ls_cb, out);
+	int rc = jc__index_foreach(env->ix, &f, ls_cb, out);
+	uint64_t entries = 0;
+	if (rc == 1 && (rc = jc__index_totals(env->ix, &entries, NULL, NULL)) == 0) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", LIST_MAX,
+			 (unsigned long long)entries);
+		out->message = strdup(msg);
+	}
+	return rc;
 }
 
 static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -128,7 +147,7 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "options", e.options);
 	rc = rc ?: jc__record_add_str(r, "versions", e.versions);
 	rc = rc ?: jc__record_add_str(r, "app_abi", e.app_abi);
-	rc = rc ?: jc__record_add_int(r, "compile_ms", (int64_t)(e.compile_ns / 1000000u));
+	rc = rc ?: jc__record_add_int(r, "compile_us", (int64_t)(e.compile_ns / 1000u));
 	rc = rc ?: jc__record_add_int(r, "error", e.error);
 	rc = rc ?: jc__record_add_int(r, "expires", e.expires);
 	for (size_t i = 0; rc == 0 && i < e.n_lowered; i++) {
@@ -162,7 +181,17 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_int(r, "negative_entries", (int64_t)negative);
 	rc = rc ?: jc__record_add_int(r, "bytes", (int64_t)bytes);
 	rc = rc ?: jc__record_add_int(r, "max_size", (int64_t)env->max_size);
+	rc = rc ?: jc__record_add_int(r, "evict_high_water",
+				      (int64_t)jc__admin_budget_mark(env->max_size, JC_EVICT_HIGH_PCT));
+	rc = rc ?: jc__record_add_int(r, "evict_low_water",
+				      (int64_t)jc__admin_budget_mark(env->max_size, JC_EVICT_LOW_PCT));
+	rc = rc ?: jc__record_add_int(r, "hit_p50_us", (int64_t)((env->hit_p50_ns + 500) / 1000));
+	rc = rc ?: jc__record_add_int(r, "hit_p99_us", (int64_t)((env->hit_p99_ns + 500) / 1000));
+	rc = rc ?: jc__record_add_int(r, "hit_latency_samples", (int64_t)env->hit_samples);
+	rc = rc ?: jc__record_add_int(r, "hit_latency_sum_ns", (int64_t)env->hit_sum_ns);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
+	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
+	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);
 	rc = rc ?: jc__record_add_str(r, "nvrtc_version", env->tc->nvrtc_version);
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", env->tc->nvjitlink_version);
 	rc = rc ?: jc__record_add_str(r, "driver_version", env->tc->driver_version);
@@ -262,7 +291,7 @@ static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_
 	for (size_t i = 0; rc == 0 && i < vs->n; i++) {
 		if (!dry_run)
 			rc = remove_entry(env, &vs->v[i]);
-		if (out && rc == 0) {
+		if (out && rc == 0 && i < LIST_MAX) {
 			struct jc_record *r;
 			char hex[33];
 			jc__hex16(vs->v[i].key, hex);
@@ -350,8 +379,8 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: remove_victims(env, &vs, dry_run, out);
 	if (rc == 0) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "%s %zu entries, %llu bytes", dry_run ? "would remove" : "removed",
-			 vs.n, (unsigned long long)vs.bytes);
+		snprintf(msg, sizeof(msg), "%s %zu entries, %llu bytes%s", dry_run ? "would remove" : "removed",
+			 vs.n, (unsigned long long)vs.bytes, vs.n > LIST_MAX ? " (the first ones listed)" : "");
 		free(out->message);
 		out->message = strdup(msg);
 	}

@@ -21,6 +21,19 @@
 #include "store.h"
 #include "toolchain.h"
 
+/*
+ * The daemon's byte budget (daemon/evict.c): once the bytes of ok entries
+ * pass the high-water mark, least-recently-used entries (by the access times
+ * in the index) are evicted in the background until they are at most the
+ * low-water mark. Percentages of --max-size.
+ */
+#define JC_EVICT_HIGH_PCT 100
+#define JC_EVICT_LOW_PCT 90
+
+/* The daemon records its --max-size in the index's counters table under this
+ * name (at start-up and on SIGHUP), so that offline commands know the budget. */
+#define JC_STORED_MAX_SIZE "max_size"
+
 struct jc_admin_env {
 	/* in (borrowed) */
 	struct jc_store *store;
@@ -31,6 +44,8 @@ struct jc_admin_env {
 	uint64_t max_size;                /* byte budget */
 	int64_t daemon_pid;               /* 0 offline */
 	const char *socket_path;
+	/* Server-side hit latency since the start or `stats --zero` (0 offline). */
+	uint64_t hit_samples, hit_sum_ns, hit_p50_ns, hit_p99_ns;
 	/* out: what the caller must apply to its own state */
 	int removed;        /* entries were removed: drop in-memory copies */
 	uint64_t evicted;   /* entries removed by budget eviction */
@@ -52,6 +67,9 @@ int jc__admin_is_privileged(const struct jc_admin_req *req);
 /* Removes least-recently-used ok entries until the bytes of ok entries are
  * at most target; adds the count to *evicted. Used by the daemon's budget. */
 int jc__admin_evict_to(struct jc_admin_env *env, uint64_t target, uint64_t *evicted);
+
+/* The mark at pct percent of max_size bytes, without overflow. */
+uint64_t jc__admin_budget_mark(uint64_t max_size, unsigned pct);
 
 /* Loads the stored counters into counters[] (by name; unknown names are
  * ignored, missing ones stay as they were). Returns 0 or an index error. */

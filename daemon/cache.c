@@ -139,6 +139,7 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	struct jc_res res;
 	result_of_entry(e, &res, JC_CACHE_HIT);
 	res.server_ns = jc__now_ns() - t0;
+	jc__latency_add(&d->hit_latency, res.server_ns);
 	count(d, JC_CTR_hits, 1);
 	touch(d, e->key);
 	jc__conn_send_result(conn, &res, fd);
@@ -279,13 +280,15 @@ static void publish_work_cb(uv_work_t *work)
 static void publish_after_cb(uv_work_t *work, int status)
 {
 	struct jc_flight *f = work->data;
+	struct jc_daemon *d = f->d;
+	int stored = f->publish_rc == 0 && f->res.status == 0;
 	(void)status;
-	memcache_forget(f->d, f->key);
+	memcache_forget(d, f->key);
 	if (f->uncached) {
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
-		count(f->d, JC_CTR_include_uncached, 1);
+		count(d, JC_CTR_include_uncached, 1);
 	} else if (f->publish_rc != 0) {
 		char hex[33];
 		jc__hex16(f->key, hex);
@@ -301,14 +304,23 @@ static void publish_after_cb(uv_work_t *work, int status)
 		}
 	}
 	flight_finish(f);
+	/* A new object may have passed the budget's high-water mark. */
+	if (stored)
+		jc__evict_check(d);
 }
 
 void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
+	char hex[33];
 	count(d, JC_CTR_compiles, 1);
 	count(d, JC_CTR_compile_ns, f->res.compile_ns);
 	if (f->res.status != 0)
 		count(d, JC_CTR_compile_failures, 1);
+	jc__hex16(f->key, hex);
+	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
+		    f->req.n_link_inputs ? "link" : "compile",
+		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
+		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6);
 	/* Only deterministic failures (a compile error) become negative entries. */
 	if (f->res.status == 0 || f->res.status == JC_ECOMPILE) {
 		f->work.data = f;
@@ -405,9 +417,22 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		uint8_t object[16];
 		memcpy(object, e->object, 16);
 		rc = serve_hit(d, conn, e, t0);
+		int gone = 0;
+		if (rc == JC_ENOTFOUND) {
+			/* Evicted or purged since its row was cached here (rows are
+			 * deleted before their objects): ask SQLite again. */
+			memcache_forget(d, key);
+			e = lookup(d, key);
+			if (!e || e->status != 0) {
+				gone = 1; /* a plain miss */
+			} else if (memcmp(e->object, object, 16) != 0) {
+				memcpy(object, e->object, 16);
+				rc = serve_hit(d, conn, e, t0);
+			}
+		}
 		if (rc == 0)
 			goto out;
-		if (rc == JC_ECORRUPT || rc == JC_ENOTFOUND) {
+		if (!gone && (rc == JC_ECORRUPT || rc == JC_ENOTFOUND)) {
 			count(d, JC_CTR_corrupt_objects, 1);
 			drop_bad_entry(d, key, object, rc == JC_ECORRUPT ? "failed its checks" : "is missing");
 		}
@@ -564,7 +589,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 
 /* --- periodic flush of access times and counters ----------------------------- */
 
-struct flush_job {
+struct jc_flush_job {
 	struct jc_daemon *d;
 	uint8_t (*keys)[16];
 	uint32_t *hits;
@@ -573,7 +598,7 @@ struct flush_job {
 	int save_counters;
 };
 
-static void flush_run(struct jc_daemon *d, struct flush_job *j)
+static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
 	pthread_mutex_lock(&d->wlock);
 	if (j->n && jc__index_touch(d->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, wall_s()) != 0)
@@ -587,11 +612,11 @@ static void flush_run(struct jc_daemon *d, struct flush_job *j)
 
 static void flush_work_cb(uv_work_t *w)
 {
-	struct flush_job *j = w->data;
+	struct jc_flush_job *j = w->data;
 	flush_run(j->d, j);
 }
 
-static void flush_job_free(struct flush_job *j)
+static void flush_job_free(struct jc_flush_job *j)
 {
 	free(j->keys);
 	free(j->hits);
@@ -600,18 +625,17 @@ static void flush_job_free(struct flush_job *j)
 
 static void flush_after_cb(uv_work_t *w, int status)
 {
-	struct flush_job *j = w->data;
+	struct jc_flush_job *j = w->data;
 	(void)status;
 	j->d->flush_busy = 0;
 	flush_job_free(j);
 }
 
-/* Takes the pending touches and a counter snapshot; NULL when nothing to do. */
-static struct flush_job *flush_take(struct jc_daemon *d)
+struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 {
 	if (!d->n_touch && !d->counters_dirty)
 		return NULL;
-	struct flush_job *j = calloc(1, sizeof(*j));
+	struct jc_flush_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return NULL;
 	j->d = d;
@@ -636,7 +660,7 @@ void jc__cache_tick(struct jc_daemon *d)
 {
 	if (d->flush_busy)
 		return;
-	struct flush_job *j = flush_take(d);
+	struct jc_flush_job *j = jc__cache_flush_take(d);
 	if (!j)
 		return;
 	d->flush_busy = 1;
@@ -647,13 +671,17 @@ void jc__cache_tick(struct jc_daemon *d)
 	}
 }
 
-void jc__cache_flush_sync(struct jc_daemon *d)
+void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j)
 {
-	struct flush_job *j = flush_take(d);
 	if (j) {
 		flush_run(d, j);
 		flush_job_free(j);
 	}
+}
+
+void jc__cache_flush_sync(struct jc_daemon *d)
+{
+	jc__cache_flush_write(d, jc__cache_flush_take(d));
 }
 
 int jc__cache_init(struct jc_daemon *d)

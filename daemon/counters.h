@@ -15,7 +15,7 @@
 	X(single_flight_joins, "requests that waited on another request's compile") \
 	X(compiles, "compiles and links run by workers") \
 	X(compile_failures, "compiles that failed (compile errors, crashes, timeouts)") \
-	X(compile_ns, "nanoseconds spent in successful and failed compiles") \
+	X(compile_ns, "time spent in successful and failed compiles (JSON: ns; Prometheus: s)") \
 	X(evictions, "entries evicted to keep the byte budget") \
 	X(corrupt_objects, "objects that failed a check and were quarantined") \
 	X(worker_crashes, "compile workers that crashed or were killed") \

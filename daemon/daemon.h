@@ -15,6 +15,7 @@
 #include "counters.h"
 #include "includes.h"
 #include "index.h"
+#include "latency.h"
 #include "manifest.h"
 #include "proto.h"
 #include "req.h"
@@ -36,7 +37,9 @@ struct jc_config {
 	uid_t *allow_uids;        /* clients allowed besides root and our uid; none = all */
 	size_t n_allow_uids;
 	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
+	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
 };
+
 
 struct jc_conn;
 struct jc_worker;
@@ -87,6 +90,9 @@ struct jc_daemon {
 	int counters_dirty;
 	uint64_t start_ns;
 	int stopping;
+	/* Server-side time of each hit (request decoded to reply queued) since
+	 * the start or the last `stats --zero`; not persisted. */
+	struct jc_latency hit_latency;
 
 	struct jc_slot *memcache;
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
@@ -121,7 +127,25 @@ void jc__cache_tick(struct jc_daemon *d);
 void jc__cache_memcache_drop_all(struct jc_daemon *d);
 void jc__cache_shutdown(struct jc_daemon *d);
 void jc__cache_flush_sync(struct jc_daemon *d);
+/* Access times and hit counts not yet written, and a counter snapshot. */
+struct jc_flush_job;
+/* Loop thread: takes what is pending (NULL when nothing is). Commands that
+ * walk entries by access time take it when queued and write it first. */
+struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
+/* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
+void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
 uint64_t jc__now_ns(void);
+
+/* evict.c: housekeeping in the thread pool, started from the loop thread. */
+/* Checks the budget and evicts when over the high-water mark (at most one job
+ * at a time; a request while one runs is run after it). */
+void jc__evict_check(struct jc_daemon *d);
+/* Runs the collector (jitcachectl gc) when cfg.gc_interval_s has passed since
+ * the last run (counted from the start). */
+void jc__gc_maybe(struct jc_daemon *d);
+
+/* main.c: sends a state line to systemd (sd_notify) where NOTIFY_SOCKET is set. */
+void jc__daemon_notify(const char *state);
 
 /* server.c */
 /* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */

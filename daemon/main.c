@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <ini.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,17 +29,19 @@
 #endif
 
 #define TICK_MS 1000
-#define EVICT_EVERY_TICKS 5
+#define EVICT_EVERY_TICKS 5 /* a budget check every 5 s, besides one after each publish */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: jitcached [--cache-dir DIR] [--socket PATH] [--max-size SIZE]\n"
 		"                 [--negative-ttl SECONDS] [--workers N] [--compile-timeout SECONDS]\n"
-		"                 [--worker-memory SIZE] [--idle-timeout SECONDS] [--config FILE]\n"
-		"                 [--log-level LEVEL] [--version]\n"
-		"Runs in the foreground. Configuration: " JC_SYSCONFDIR "/jitcache/jitcached.conf,\n"
-		"then ~/.config/jitcache/jitcached.conf (or --config FILE), then the flags.\n");
+		"                 [--worker-memory SIZE] [--idle-timeout SECONDS] [--gc-interval SECONDS]\n"
+		"                 [--group-shared yes|no] [--admin-group GROUP] [--allow-uids UID,...]\n"
+		"                 [--config FILE] [--log-level LEVEL] [--version]\n"
+		"Runs in the foreground. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
+		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
+		"instead of both; flags win over files. SIGHUP re-reads them.\n");
 }
 
 /* The settings a configuration file or a flag may give, by name. */
@@ -48,72 +52,98 @@ struct settings {
 	char err[256];
 };
 
+/* yes/true/on/1 or no/false/off/0 into *out; JC_EINVAL otherwise. */
+static int parse_bool(const char *v, int *out)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+			*out = strcasecmp(v, yes[i]) == 0;
+			return 0;
+		}
+	}
+	return JC_EINVAL;
+}
+
+static int parse_uids(struct jc_config *c, const char *value)
+{
+	uid_t *uids = NULL;
+	size_t n = 0;
+	char *copy = strdup(value), *save = NULL;
+	int rc = copy ? 0 : JC_ENOMEM;
+	for (char *t = copy ? strtok_r(copy, ", ", &save) : NULL; rc == 0 && t;
+	     t = strtok_r(NULL, ", ", &save)) {
+		char *end;
+		long uid = strtol(t, &end, 10);
+		uid_t *p = realloc(uids, (n + 1) * sizeof(*p));
+		if (!p) {
+			rc = JC_ENOMEM;
+		} else {
+			uids = p;
+			uids[n++] = (uid_t)uid;
+			if (*end || uid < 0)
+				rc = JC_EINVAL;
+		}
+	}
+	free(copy);
+	if (rc != 0) {
+		free(uids);
+		return rc;
+	}
+	free(c->allow_uids);
+	c->allow_uids = uids;
+	c->n_allow_uids = n;
+	return 0;
+}
+
 static int set_option(struct settings *s, const char *name, const char *value)
 {
 	struct jc_config *c = s->cfg;
 	int64_t secs;
 	uint64_t size;
-	if (strcmp(name, "cache-dir") == 0) {
-		free(c->cache_dir);
-		c->cache_dir = strdup(value);
-	} else if (strcmp(name, "socket") == 0) {
-		free(c->socket_path);
-		c->socket_path = strdup(value);
-	} else if (strcmp(name, "max-size") == 0 && jc__parse_size(value, &size) == 0) {
-		c->max_size = size;
-	} else if (strcmp(name, "negative-ttl") == 0 && jc__parse_duration(value, &secs) == 0) {
-		c->negative_ttl_s = secs;
-	} else if (strcmp(name, "compile-timeout") == 0 && jc__parse_duration(value, &secs) == 0 &&
-		   secs <= INT_MAX) {
-		c->compile_timeout_s = (int)secs;
-	} else if (strcmp(name, "idle-timeout") == 0 && jc__parse_duration(value, &secs) == 0 &&
-		   secs <= INT_MAX) {
-		c->idle_timeout_s = (int)secs;
-	} else if (strcmp(name, "worker-memory") == 0 && jc__parse_size(value, &size) == 0) {
-		c->worker_memory = size;
+	int ok = 1;
+	if (strcmp(name, "cache-dir") == 0 || strcmp(name, "socket") == 0) {
+		char **field = name[0] == 'c' ? &c->cache_dir : &c->socket_path;
+		free(*field);
+		*field = strdup(value);
+		ok = *value && *field;
+	} else if (strcmp(name, "max-size") == 0) {
+		ok = jc__parse_size(value, &size) == 0 && size > 0;
+		c->max_size = ok ? size : c->max_size;
+	} else if (strcmp(name, "worker-memory") == 0) {
+		ok = jc__parse_size(value, &size) == 0;
+		c->worker_memory = ok ? size : c->worker_memory;
+	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0) {
+		ok = jc__parse_duration(value, &secs) == 0;
+		if (ok)
+			*(name[0] == 'n' ? &c->negative_ttl_s : &c->gc_interval_s) = secs;
+	} else if (strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0) {
+		ok = jc__parse_duration(value, &secs) == 0 && secs <= INT_MAX;
+		if (ok)
+			*(name[0] == 'c' ? &c->compile_timeout_s : &c->idle_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0) {
 		char *end;
 		long n = strtol(value, &end, 10);
-		if (*end || n < 1 || n > 256)
-			goto bad;
-		c->workers = (int)n;
+		ok = !*end && n >= 1 && n <= 256;
+		c->workers = ok ? (int)n : c->workers;
 	} else if (strcmp(name, "log-level") == 0) {
-		if ((s->log_level = jc__log_parse_level(value)) < 0)
-			goto bad;
+		int level = jc__log_parse_level(value);
+		ok = level >= 0;
+		s->log_level = ok ? level : s->log_level;
 	} else if (strcmp(name, "group-shared") == 0) {
-		c->group_shared = strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 ||
-				  strcmp(value, "1") == 0;
+		ok = parse_bool(value, &c->group_shared) == 0;
 	} else if (strcmp(name, "admin-group") == 0) {
 		struct group *g = getgrnam(value);
-		if (!g)
-			goto bad;
-		c->admin_gid = g->gr_gid;
+		ok = g != NULL;
+		c->admin_gid = ok ? g->gr_gid : c->admin_gid;
 	} else if (strcmp(name, "allow-uids") == 0) {
-		free(c->allow_uids);
-		c->allow_uids = NULL;
-		c->n_allow_uids = 0;
-		char *copy = strdup(value), *save = NULL;
-		for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-			char *end;
-			long uid = strtol(t, &end, 10);
-			uid_t *p = realloc(c->allow_uids, (c->n_allow_uids + 1) * sizeof(*p));
-			if (*end || uid < 0 || !p) {
-				free(p ? p : c->allow_uids);
-				c->allow_uids = NULL;
-				c->n_allow_uids = 0;
-				free(copy);
-				goto bad;
-			}
-			c->allow_uids = p;
-			c->allow_uids[c->n_allow_uids++] = (uid_t)uid;
-		}
-		free(copy);
+		ok = parse_uids(c, value) == 0;
 	} else {
 		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
 		return JC_EINVAL;
 	}
-	return 0;
-bad:
+	if (ok)
+		return 0;
 	snprintf(s->err, sizeof(s->err), "bad value '%s' for %s", value, name);
 	return JC_EINVAL;
 }
@@ -133,25 +163,32 @@ static int read_config(struct settings *s, const char *path, int required)
 	if (!f) {
 		if (!required && errno == ENOENT)
 			return 0;
-		fprintf(stderr, "jitcached: cannot read %s: %s\n", path, strerror(errno));
+		jc_log_err(MAIN, "cannot read %s: %s", path, strerror(errno));
 		return JC_EIO;
 	}
 	int line = ini_parse_file(f, ini_cb, s);
 	fclose(f);
 	if (line != 0) {
-		fprintf(stderr, "jitcached: %s:%d: %s\n", path, line, s->err[0] ? s->err : "syntax error");
+		jc_log_err(MAIN, "%s:%d: %s", path, line, s->err[0] ? s->err : "syntax error");
 		return JC_EINVAL;
 	}
 	return 0;
 }
 
+/* The system file, then the user's over it; or only --config FILE. */
 static int read_configs(struct settings *s)
 {
 	if (s->config_file)
 		return read_config(s, s->config_file, 1);
-	int rc = read_config(s, JC_SYSCONFDIR "/jitcache/jitcached.conf", 0);
-	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	const char *sysconf = getenv("JITCACHE_TEST_SYSCONFDIR");
 	char path[4096];
+	if (sysconf && *sysconf)
+		jc_log_warn(MAIN, "test override JITCACHE_TEST_SYSCONFDIR=%s", sysconf);
+	else
+		sysconf = JC_SYSCONFDIR;
+	snprintf(path, sizeof(path), "%s/jitcache/jitcached.conf", sysconf);
+	int rc = read_config(s, path, 0);
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
 	if (rc == 0 && ((xdg && *xdg) || home)) {
 		if (xdg && *xdg)
 			snprintf(path, sizeof(path), "%s/jitcache/jitcached.conf", xdg);
@@ -171,6 +208,10 @@ static const struct option long_opts[] = {
 	{"compile-timeout", required_argument, NULL, 0},
 	{"worker-memory", required_argument, NULL, 0},
 	{"idle-timeout", required_argument, NULL, 0},
+	{"gc-interval", required_argument, NULL, 0},
+	{"group-shared", required_argument, NULL, 0},
+	{"admin-group", required_argument, NULL, 0},
+	{"allow-uids", required_argument, NULL, 0},
 	{"log-level", required_argument, NULL, 0},
 	{"config", required_argument, NULL, 'c'},
 	{"help", no_argument, NULL, 'h'},
@@ -222,6 +263,7 @@ static void defaults(struct jc_config *c)
 	c->compile_timeout_s = 120;
 	c->worker_memory = 16ull << 30;
 	c->idle_timeout_s = 300;
+	c->gc_interval_s = 3600;
 	c->admin_gid = (gid_t)-1;
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
@@ -252,70 +294,13 @@ static struct jc_daemon daemon_state;
 static char **saved_argv;
 static int saved_argc;
 
-static void notify(const char *msg)
+void jc__daemon_notify(const char *state)
 {
 #if JC_HAVE_SYSTEMD
-	sd_notify(0, msg);
+	sd_notify(0, state);
 #else
-	(void)msg;
+	(void)state;
 #endif
-}
-
-/* --- budget eviction in the thread pool --------------------------------------- */
-
-struct evict_job {
-	uv_work_t work;
-	struct jc_admin_env env;
-	uint64_t evicted;
-	int rc;
-};
-
-static int evict_busy;
-
-static void evict_work_cb(uv_work_t *w)
-{
-	struct evict_job *j = w->data;
-	struct jc_daemon *d = &daemon_state;
-	/* Evict down to the low-water mark (90% of the budget). */
-	pthread_mutex_lock(&d->wlock);
-	j->rc = jc__admin_evict_to(&j->env, d->cfg.max_size / 10 * 9, &j->evicted);
-	pthread_mutex_unlock(&d->wlock);
-}
-
-static void evict_after_cb(uv_work_t *w, int status)
-{
-	struct evict_job *j = w->data;
-	struct jc_daemon *d = &daemon_state;
-	(void)status;
-	if (j->evicted) {
-		jc_log_info(EVICT, "evicted %llu entries to stay under %llu bytes",
-			    (unsigned long long)j->evicted, (unsigned long long)d->cfg.max_size);
-		d->counters[JC_CTR_evictions] += j->evicted;
-		d->counters_dirty = 1;
-		jc__cache_memcache_drop_all(d);
-	}
-	if (j->rc != 0)
-		jc_log_warn(EVICT, "eviction failed: %s", jc__index_errmsg(d->wix));
-	evict_busy = 0;
-	free(j);
-}
-
-static void maybe_evict(struct jc_daemon *d)
-{
-	if (evict_busy || d->stopping)
-		return;
-	struct evict_job *j = calloc(1, sizeof(*j));
-	if (!j)
-		return;
-	j->env.store = d->store;
-	j->env.ix = d->wix;
-	j->env.tc = &d->tc;
-	j->work.data = j;
-	evict_busy = 1;
-	if (uv_queue_work(d->loop, &j->work, evict_work_cb, evict_after_cb) != 0) {
-		evict_busy = 0;
-		free(j);
-	}
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -325,7 +310,8 @@ static void tick_cb(uv_timer_t *t)
 	jc__cache_tick(d);
 	jc__pool_dispatch(d);
 	if (++ticks % EVICT_EVERY_TICKS == 0)
-		maybe_evict(d);
+		jc__evict_check(d);
+	jc__gc_maybe(d);
 }
 
 /* --- signals -------------------------------------------------------------------- */
@@ -336,7 +322,7 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	if (d->stopping)
 		return;
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
-	notify("STOPPING=1");
+	jc__daemon_notify("STOPPING=1");
 	d->stopping = 1;
 	jc__server_shutdown(d);
 	jc__cache_shutdown(d);
@@ -348,32 +334,94 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	uv_close((uv_handle_t *)&d->sighup, NULL);
 }
 
-/* SIGHUP: re-read the configuration; apply what can change while running. */
+/* Fills in the default cache directory and socket where none was set.
+ * Returns 0, or 2 with a message on stderr. */
+static int resolve_paths(struct jc_config *c)
+{
+	char buf[4096];
+	if (!c->cache_dir) {
+		if (jc__default_cache_dir(buf, sizeof(buf)) != 0) {
+			jc_log_err(MAIN, "no cache directory: set --cache-dir, JITCACHE_DIR or HOME");
+			return 2;
+		}
+		c->cache_dir = strdup(buf);
+	}
+	if (!c->socket_path) {
+		if (jc__default_socket_path(c->cache_dir, buf, sizeof(buf)) != 0) {
+			jc_log_err(MAIN, "socket path too long");
+			return 2;
+		}
+		c->socket_path = strdup(buf);
+	}
+	return c->cache_dir && c->socket_path ? 0 : 2;
+}
+
+/* Records the budget in the index, for offline `jitcachectl stats`. */
+static void save_budget(struct jc_daemon *d)
+{
+	static const char *const name = JC_STORED_MAX_SIZE;
+	pthread_mutex_lock(&d->wlock);
+	if (jc__index_counters_save(d->wix, &name, &d->cfg.max_size, 1) != 0)
+		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->wix));
+	pthread_mutex_unlock(&d->wlock);
+}
+
+/* Logs a reloaded number that changed; returns it. */
+static int64_t reloaded(const char *name, int64_t old, int64_t now)
+{
+	if (old != now)
+		jc_log_notice(MAIN, "SIGHUP: %s %" PRId64 " -> %" PRId64, name, old, now);
+	return now;
+}
+
+/* Warns about a setting that changed but needs a restart. */
+static void needs_restart(const char *name, int changed)
+{
+	if (changed)
+		jc_log_warn(MAIN, "SIGHUP: %s changed; it takes effect at the next start", name);
+}
+
+/* SIGHUP: re-read the configuration; apply what can change while running and
+ * say what cannot. On any error nothing changes. */
 static void reload_cb(uv_signal_t *sig, int signum)
 {
 	struct jc_daemon *d = sig->data;
-	struct jc_config fresh;
-	struct settings s = {.cfg = &fresh, .log_level = jc__log_level};
+	struct jc_config fresh, *c = &d->cfg;
+	struct settings s = {.cfg = &fresh, .log_level = LOG_NOTICE};
 	(void)signum;
 	defaults(&fresh);
 	if (parse_args(&s, saved_argc, saved_argv, 0) != 0 || read_configs(&s) != 0 ||
-	    parse_args(&s, saved_argc, saved_argv, 1) != 0) {
-		jc_log_err(MAIN, "SIGHUP: configuration not reloaded (see above)");
+	    parse_args(&s, saved_argc, saved_argv, 1) != 0 || resolve_paths(&fresh) != 0) {
+		jc_log_err(MAIN, "SIGHUP: configuration not reloaded (see above); keeping the running one");
 		goto out;
 	}
-	jc__log_level = s.log_level;
-	d->cfg.max_size = fresh.max_size;
-	d->cfg.negative_ttl_s = fresh.negative_ttl_s;
-	d->cfg.compile_timeout_s = fresh.compile_timeout_s;
-	d->cfg.idle_timeout_s = fresh.idle_timeout_s;
-	d->cfg.admin_gid = fresh.admin_gid;
-	free(d->cfg.allow_uids);
-	d->cfg.allow_uids = fresh.allow_uids;
-	d->cfg.n_allow_uids = fresh.n_allow_uids;
+	if (s.log_level != jc__log_level) {
+		jc_log_notice(MAIN, "SIGHUP: log-level %d -> %d", jc__log_level, s.log_level);
+		jc__log_level = s.log_level;
+	}
+	uint64_t old_max = c->max_size;
+	c->max_size = (uint64_t)reloaded("max-size", (int64_t)c->max_size, (int64_t)fresh.max_size);
+	c->negative_ttl_s = reloaded("negative-ttl", c->negative_ttl_s, fresh.negative_ttl_s);
+	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
+					     fresh.compile_timeout_s);
+	c->idle_timeout_s = (int)reloaded("idle-timeout", c->idle_timeout_s, fresh.idle_timeout_s);
+	c->gc_interval_s = reloaded("gc-interval", c->gc_interval_s, fresh.gc_interval_s);
+	c->admin_gid = (gid_t)reloaded("admin-group gid", (int32_t)c->admin_gid, (int32_t)fresh.admin_gid);
+	free(c->allow_uids);
+	c->allow_uids = fresh.allow_uids;
+	c->n_allow_uids = fresh.n_allow_uids;
 	fresh.allow_uids = NULL;
-	jc_log_notice(MAIN, "SIGHUP: reloaded log-level, max-size, negative-ttl, compile-timeout, "
-			    "idle-timeout, admin-group, allow-uids; cache-dir, socket, workers and "
-			    "worker-memory need a restart");
+	needs_restart("cache-dir", strcmp(c->cache_dir, fresh.cache_dir) != 0);
+	needs_restart("socket", strcmp(c->socket_path, fresh.socket_path) != 0);
+	needs_restart("workers", c->workers != fresh.workers);
+	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
+	needs_restart("group-shared", c->group_shared != fresh.group_shared);
+	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
+			    "compile-timeout, idle-timeout, gc-interval, admin-group, allow-uids)");
+	if (c->max_size != old_max)
+		save_budget(d);
+	if (c->max_size < old_max)
+		jc__evict_check(d);
 out:
 	free(fresh.cache_dir);
 	free(fresh.socket_path);
@@ -408,20 +456,8 @@ int main(int argc, char **argv)
 	    parse_args(&s, argc, argv, 1) != 0)
 		return 2;
 	jc__log_level = s.log_level;
-	if (!d->cfg.cache_dir) {
-		if (jc__default_cache_dir(buf, sizeof(buf)) != 0) {
-			fprintf(stderr, "jitcached: no cache directory: set --cache-dir, JITCACHE_DIR or HOME\n");
-			return 2;
-		}
-		d->cfg.cache_dir = strdup(buf);
-	}
-	if (!d->cfg.socket_path) {
-		if (jc__default_socket_path(d->cfg.cache_dir, buf, sizeof(buf)) != 0) {
-			fprintf(stderr, "jitcached: socket path too long\n");
-			return 2;
-		}
-		d->cfg.socket_path = strdup(buf);
-	}
+	if (resolve_paths(&d->cfg) != 0)
+		return 2;
 	d->cfg.worker_path = find_worker();
 	signal(SIGPIPE, SIG_IGN);
 	d->lock_fd = -1;
@@ -453,13 +489,16 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
 		goto err_after_rix;
 	}
+	save_budget(d);
 
 	d->loop = uv_default_loop();
 	rc = jc__pool_start(d, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_loop;
-	rc = jc__server_listen(d, inherited_listener(), err, sizeof(err));
+	int listen_fd = inherited_listener();
+	rc = jc__server_listen(d, listen_fd, err, sizeof(err));
 	if (rc != 0) {
+		jc__server_shutdown(d);
 		jc__pool_stop(d);
 		goto err_after_loop;
 	}
@@ -474,16 +513,20 @@ int main(int argc, char **argv)
 	uv_signal_start(&d->sigint, stop_cb, SIGINT);
 	uv_signal_start(&d->sighup, reload_cb, SIGHUP);
 
-	jc_log_notice(MAIN, "jitcached %s ready: cache %s, socket %s, %d workers, %s", JC_VERSION,
-		      d->cfg.cache_dir, d->cfg.socket_path, d->cfg.workers, d->tc.summary);
-	notify("READY=1\nSTATUS=serving");
+	jc_log_notice(MAIN,
+		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
+		      " bytes (evicts above %d %%, down to %d %%), gc every %" PRId64 " s, %s",
+		      JC_VERSION, d->cfg.cache_dir, listen_fd >= 0 ? "passed by systemd" : d->cfg.socket_path,
+		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
+		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, d->tc.summary);
+	jc__daemon_notify("READY=1\nSTATUS=serving");
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
 	exit_code = 0;
 	jc_log_notice(MAIN, "stopped");
 
 err_after_loop:
-	uv_run(d->loop, UV_RUN_NOWAIT);
+	uv_run(d->loop, UV_RUN_DEFAULT); /* until every handle has closed */
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
 err_after_rix:

@@ -263,6 +263,7 @@ void jc__conn_done(struct jc_conn *c)
 struct admin_job {
 	uv_work_t work;
 	struct jc_conn *conn;
+	struct jc_flush_job *flush; /* access times to write first (LRU order) */
 	struct jc_admin_req req;
 	struct jc_admin_reply reply;
 	struct jc_admin_env env;
@@ -272,6 +273,8 @@ static void admin_work_cb(uv_work_t *w)
 {
 	struct admin_job *j = w->data;
 	struct jc_daemon *d = j->conn->d;
+	jc__cache_flush_write(d, j->flush);
+	j->flush = NULL;
 	pthread_mutex_lock(&d->wlock);
 	jc__admin_run(&j->env, &j->req, &j->reply);
 	pthread_mutex_unlock(&d->wlock);
@@ -286,12 +289,28 @@ static void admin_after_cb(uv_work_t *w, int status)
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
 	d->counters[JC_CTR_evictions] += j->env.evicted;
+	d->counters[JC_CTR_corrupt_objects] += j->env.corrupt;
 	if (j->env.zero_counters) {
 		memset(d->counters, 0, sizeof(d->counters));
-		d->start_ns = jc__now_ns();
+		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
 	}
-	if (j->env.removed || j->env.evicted || j->env.zero_counters)
+	if (j->env.removed || j->env.evicted || j->env.corrupt || j->env.zero_counters)
 		d->counters_dirty = 1;
+	/* Changes made on someone's behalf go to the log with who asked. */
+	if (jc__admin_is_privileged(&j->req) && strcmp(j->req.command, "ls") != 0 &&
+	    strcmp(j->req.command, "show") != 0) {
+		char what[256];
+		int ok = j->reply.status == 0 || j->reply.status == JC_ECORRUPT, dry = 0;
+		size_t n = (size_t)snprintf(what, sizeof(what), "%s", j->req.command);
+		for (size_t i = 0; i < j->req.args.n; i++) {
+			dry |= strcmp(j->req.args.v[i], "dry_run") == 0;
+			if (n < sizeof(what))
+				n += (size_t)snprintf(what + n, sizeof(what) - n, " %s", j->req.args.v[i]);
+		}
+		jc_log(!ok ? LOG_WARNING : dry ? LOG_INFO : LOG_NOTICE,
+		       ADMIN, "%s by uid %d pid %d: %s", what, (int)c->uid, (int)c->pid,
+		       j->reply.message ? j->reply.message : jc_strerror(j->reply.status));
+	}
 	struct jc_buf b = {0};
 	if (jc__encode_admin_reply(&b, &j->reply) == 0 && !c->closing)
 		conn_write(c, &b, 0);
@@ -328,12 +347,18 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.tc = &d->tc;
 	memcpy(j->env.counters, d->counters, sizeof(j->env.counters));
 	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
+	j->env.hit_samples = d->hit_latency.count;
+	j->env.hit_sum_ns = d->hit_latency.sum_ns;
+	j->env.hit_p50_ns = jc__latency_quantile_ns(&d->hit_latency, 0.5);
+	j->env.hit_p99_ns = jc__latency_quantile_ns(&d->hit_latency, 0.99);
 	j->env.max_size = d->cfg.max_size;
 	j->env.daemon_pid = (int64_t)getpid();
 	j->env.socket_path = d->cfg.socket_path;
 	j->work.data = j;
+	j->flush = jc__cache_flush_take(d);
 	jc__conn_ref(c);
 	if (uv_queue_work(d->loop, &j->work, admin_work_cb, admin_after_cb) != 0) {
+		jc__cache_flush_write(d, j->flush);
 		jc__conn_unref(c);
 		jc__admin_req_clear(&j->req);
 		free(j);

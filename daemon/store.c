@@ -221,6 +221,18 @@ static int check_local_fs(int fd, const char *dir, char *err, size_t errlen)
 	return JC_EINVAL;
 }
 
+int jc__store_check_local(const char *dir, char *err, size_t errlen)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		set_err(err, errlen, "open %s: %s", dir, strerror(errno));
+		return JC_EIO;
+	}
+	int rc = check_local_fs(fd, dir, err, errlen);
+	close(fd);
+	return rc;
+}
+
 /* Opens (creating when missing) subdirectory name of parent, set to mode. */
 static int open_subdir(int parent, const char *name, mode_t mode)
 {

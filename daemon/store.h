@@ -70,6 +70,15 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen);
 int jc__store_open(const char *dir, int group_shared, struct jc_store **out, char *err,
 		   size_t errlen);
 
+/*
+ * The filesystem check of jc__store_open() alone, for diagnostics: 0 when DIR
+ * (borrowed) is on a local filesystem (an unknown FUSE one is logged as a
+ * warning and accepted), JC_EINVAL with the filesystem named in err when it
+ * is a network filesystem, JC_EIO when DIR cannot be opened or statfs fails.
+ * Changes nothing; needs no lock. Thread-safe.
+ */
+int jc__store_check_local(const char *dir, char *err, size_t errlen);
+
 /* Closes the descriptors and frees s. NULL-safe. No call on s may be running. */
 void jc__store_close(struct jc_store *s);
 

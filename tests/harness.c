@@ -37,23 +37,42 @@ void jct_daemon_init(struct jc_test_daemon *d)
 	d->pid = -1;
 }
 
-pid_t jct_daemon_spawn(struct jc_test_daemon *d, const char *const *extra)
+int jct_setup(void **state)
+{
+	struct jc_test_daemon *d = calloc(1, sizeof(*d));
+	jct_daemon_init(d);
+	*state = d;
+	return 0;
+}
+
+int jct_teardown(void **state)
+{
+	jct_daemon_cleanup(*state);
+	free(*state);
+	return 0;
+}
+
+pid_t jct_daemon_spawn_with(struct jc_test_daemon *d, const char *const *flags,
+			    int (*child_setup)(void *ctx), void *ctx)
 {
 	const char *bin = env_or_fail("JITCACHED");
-	const char *argv[64] = {bin, "--cache-dir", d->cache, "--socket", d->sock, "--log-level", "info"};
-	size_t n = 7;
-	for (size_t i = 0; extra && extra[i] && n < 62; i++)
-		argv[n++] = extra[i];
+	const char *argv[64] = {bin, "--cache-dir", d->cache, "--socket", d->sock};
+	size_t n = 5;
+	for (size_t i = 0; flags && flags[i] && n < 62; i++)
+		argv[n++] = flags[i];
 	argv[n] = NULL;
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 		if (fd >= 0) {
 			dup2(fd, 2);
 			dup2(fd, 1);
 		}
 		setenv("JITCACHE_WORKER", env_or_fail("JITCACHE_WORKER"), 1);
+		int rc = child_setup ? child_setup(ctx) : 0;
+		if (rc != 0)
+			_exit(rc);
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
@@ -61,9 +80,18 @@ pid_t jct_daemon_spawn(struct jc_test_daemon *d, const char *const *extra)
 	return pid;
 }
 
-void jct_daemon_start(struct jc_test_daemon *d, const char *const *extra)
+pid_t jct_daemon_spawn(struct jc_test_daemon *d, const char *const *extra)
 {
-	jct_daemon_spawn(d, extra);
+	const char *flags[64] = {"--log-level", "info"};
+	size_t n = 2;
+	for (size_t i = 0; extra && extra[i] && n < 57; i++)
+		flags[n++] = extra[i];
+	flags[n] = NULL;
+	return jct_daemon_spawn_with(d, flags, NULL, NULL);
+}
+
+void jct_daemon_wait_ready(struct jc_test_daemon *d)
+{
 	for (int i = 0; i < 2000; i++) {
 		jc_client *c = NULL;
 		if (jc_client_connect(d->sock, &c) == 0) {
@@ -80,6 +108,12 @@ void jct_daemon_start(struct jc_test_daemon *d, const char *const *extra)
 	}
 	fprintf(stderr, "jitcached did not answer in 20 s\n");
 	fail();
+}
+
+void jct_daemon_start(struct jc_test_daemon *d, const char *const *extra)
+{
+	jct_daemon_spawn(d, extra);
+	jct_daemon_wait_ready(d);
 }
 
 int jct_daemon_stop(struct jc_test_daemon *d)
@@ -115,7 +149,7 @@ void jct_daemon_cleanup(struct jc_test_daemon *d)
 	jct_daemon_kill(d);
 	if (getenv("JC_TEST_KEEP"))
 		return;
-	char cmd[400];
+	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", d->dir, d->dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", d->dir);
@@ -330,17 +364,8 @@ void jct_settle(void)
 
 int jct_setup_started(void **state)
 {
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	assert_non_null(d);
-	jct_daemon_init(d);
-	jct_daemon_start(d, NULL);
-	*state = d;
+	jct_setup(state);
+	jct_daemon_start(*state, NULL);
 	return 0;
 }
 
-int jct_teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}

@@ -24,11 +24,25 @@ struct jc_test_daemon {
 
 /* Makes a fresh temp root (not started). */
 void jct_daemon_init(struct jc_test_daemon *d);
+/* cmocka setup/teardown of a fixture that is one jc_test_daemon (*state):
+ * allocated and initialised; cleaned up and freed. */
+int jct_setup(void **state);
+int jct_teardown(void **state);
 /* Starts jitcached with the extra flags (NULL-terminated, may be NULL) and
  * waits until it answers a ping (fails the test after 20 s). */
 void jct_daemon_start(struct jc_test_daemon *d, const char *const *extra);
 /* Starts without waiting; returns the pid. */
 pid_t jct_daemon_spawn(struct jc_test_daemon *d, const char *const *extra);
+/* Starts jitcached --cache-dir CACHE --socket SOCK FLAGS... (flags
+ * NULL-terminated, may be NULL; no --log-level unless given) with stdout and
+ * stderr to d->log, without waiting. In the child, before exec, calls
+ * child_setup(ctx) when not NULL (descriptors, environment, limits); a
+ * non-zero return is the child's exit status. Returns the pid (also d->pid). */
+pid_t jct_daemon_spawn_with(struct jc_test_daemon *d, const char *const *flags,
+			    int (*child_setup)(void *ctx), void *ctx);
+/* Waits until the daemon answers a connection (fails the test after 20 s or
+ * when it exits first). */
+void jct_daemon_wait_ready(struct jc_test_daemon *d);
 /* SIGTERM and wait; returns the exit status (or -signal). */
 int jct_daemon_stop(struct jc_test_daemon *d);
 /* Waits for the daemon to exit by itself; returns its exit status (or -signal). */
@@ -56,10 +70,9 @@ const char *jct_example(const char *name);
 jc_request *jct_request(const char *file, const char *arch, const char *const *exprs);
 /* A request for source text given inline. */
 jc_request *jct_request_src(const char *name, const char *src, const char *arch);
-/* cmocka setup/teardown: *state gets a started daemon on a fresh temp root
- * (no extra flags); the teardown stops it and removes the root. */
+/* cmocka setup: jct_setup, then the daemon started with no extra flags
+ * (jct_teardown stops it and removes the root). */
 int jct_setup_started(void **state);
-int jct_teardown(void **state);
 /* Connects to d (fails the test otherwise). */
 jc_client *jct_connect(const struct jc_test_daemon *d);
 /* Compiles r through a fresh connection to d, asserting jc_compile returns

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The byte budget against a real daemon with real NVRTC compiles: eviction
+ * keeps the budget, least recently used first (a hit protects an old entry),
+ * the newest survive, `evictions` counts and persists; an entry being served
+ * survives a purge (its descriptor stays readable after the unlink), and
+ * hits racing purges never see a broken or missing object.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cmocka.h>
+
+#include "client_internal.h"
+#include "io.h"
+#include "ops_util.h"
+
+/* Bytes of one tiny kernel's cubin (they all have the same size). */
+static int64_t tiny_size(struct jc_test_daemon *d)
+{
+	jct_daemon_start(d, NULL);
+	assert_int_equal(opst_compile_tiny(d, 999, "sm_90", NULL), JC_MISS);
+	int64_t size = jct_stat(d, "bytes");
+	assert_true(size > 0);
+	const char *purge[] = {"purge", "--all", NULL};
+	free(opst_ctl(d, 0, NULL, purge));
+	assert_int_equal(jct_daemon_stop(d), 0);
+	return size;
+}
+
+static int in(const char *key, char (*keys)[33], size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(keys[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+/* Budget of 10.5 entries: 12 entries pass the high-water mark, eviction goes
+ * to at most 90 % (9.45 entries). Entries A (old), B, then a hit on A[0],
+ * then C: only A[1..3] may go, A[0] (hit) and every B and C survive. */
+static void test_lru_eviction_keeps_budget(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	int64_t size = tiny_size(d);
+	char budget[32];
+	snprintf(budget, sizeof(budget), "%lld", (long long)(size * 21 / 2));
+	const char *flags[] = {"--max-size", budget, NULL};
+	jct_daemon_start(d, flags);
+	char a[4][33], b[4][33], c[4][33];
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(opst_compile_tiny(d, i, "sm_90", a[i]), JC_MISS);
+	sleep(1);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(opst_compile_tiny(d, 10 + i, "sm_90", b[i]), JC_MISS);
+	sleep(1);
+	assert_int_equal(opst_compile_tiny(d, 0, "sm_90", NULL), JC_HIT); /* A[0] is used again */
+	sleep(1);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(opst_compile_tiny(d, 20 + i, "sm_90", c[i]), JC_MISS);
+
+	/* Eviction runs in the background after each publish: wait for it. */
+	int64_t bytes = opst_wait_stat(d, "bytes", opst_le, size * 21 / 2, 10000);
+	assert_true(bytes <= size * 21 / 2);
+	char keys[64][33];
+	size_t n = opst_ls_keys(d, keys, 64);
+	int64_t evictions = jct_stat(d, "evictions");
+	assert_int_equal(jct_stat(d, "entries"), (int64_t)n);
+	assert_int_equal(bytes, (int64_t)n * size);
+	assert_int_equal(evictions, 12 - (int64_t)n);
+	assert_true(evictions >= 2 && evictions <= 3);
+	assert_true(in(a[0], keys, n));
+	for (int i = 0; i < 4; i++) {
+		assert_true(in(b[i], keys, n));
+		assert_true(in(c[i], keys, n));
+	}
+	/* An evicted entry is a miss again, and compiles afresh. */
+	int evicted_a = -1;
+	for (int i = 1; i < 4 && evicted_a < 0; i++)
+		if (!in(a[i], keys, n))
+			evicted_a = i;
+	assert_true(evicted_a > 0);
+	assert_int_equal(opst_compile_tiny(d, evicted_a, "sm_90", NULL), JC_MISS);
+
+	/* The count persists across a restart. */
+	evictions = jct_stat(d, "evictions");
+	assert_int_equal(jct_daemon_stop(d), 0);
+	jct_daemon_start(d, flags);
+	assert_int_equal(jct_stat(d, "evictions"), evictions);
+	char *log = opst_log(d);
+	assert_non_null(strstr(log, "least recently used entries"));
+	free(log);
+}
+
+/* A budget of 10 entries under 36 compiles from two client processes: the
+ * budget holds, and the 5 compiled last (a second later) all survive. */
+static void test_budget_under_load(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	int64_t size = tiny_size(d);
+	char budget[32];
+	snprintf(budget, sizeof(budget), "%lldB", (long long)(size * 10));
+	const char *flags[] = {"--max-size", budget, NULL};
+	jct_daemon_start(d, flags);
+	pid_t kids[2];
+	for (int k = 0; k < 2; k++) {
+		kids[k] = fork();
+		assert_true(kids[k] >= 0);
+		if (kids[k] == 0) {
+			for (int i = k; i < 36; i += 2)
+				opst_compile_tiny(d, 100 + i, "sm_90", NULL);
+			_exit(0);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		int status;
+		assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	sleep(1);
+	char last[5][33];
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(opst_compile_tiny(d, 200 + i, "sm_90", last[i]), JC_MISS);
+	int64_t bytes = opst_wait_stat(d, "bytes", opst_le, size * 10, 10000);
+	assert_true(bytes <= size * 10);
+	char keys[64][33];
+	size_t n = opst_ls_keys(d, keys, 64);
+	assert_true(n >= 9 && n <= 10);
+	for (int i = 0; i < 5; i++)
+		assert_true(in(last[i], keys, n));
+	assert_int_equal(jct_stat(d, "evictions"), 41 - (int64_t)n);
+	assert_int_equal(jct_stat(d, "misses"), 42); /* with tiny_size's */
+}
+
+/* The object path of a served result. */
+static void object_path(const struct jc_test_daemon *d, const uint8_t object[16], char *path,
+			size_t len)
+{
+	char hex[33];
+	jc__hex16(object, hex);
+	snprintf(path, len, "%s/objects/%.2s/%s", d->cache, hex, hex);
+}
+
+/* A hit is answered with a descriptor of the object; a purge (which unlinks
+ * the object) while the client still holds it does not break the bytes. */
+static void test_served_entry_survives_purge(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r = jct_request_src("held.cu", opst_tiny_src(7), "sm_90");
+	jc_client *c = jct_connect(d);
+	jc_result *first = NULL;
+	assert_int_equal(jc_compile(c, r, &first), 0);
+	size_t size;
+	const void *bytes = jc_result_data(first, &size);
+
+	/* The same request again, frame by frame, so the descriptor stays unread. */
+	struct jc_buf out = {0}, in = {0};
+	uint16_t type = 0;
+	int objfd = -1;
+	assert_int_equal(jc__encode_req(&out, &r->req), 0);
+	assert_int_equal(jc__io_write_all(jc__client_fd(c), out.data, out.len), 0);
+	assert_int_equal(jc__io_read_frame(jc__client_fd(c), &in, &type, &objfd, 10000), 0);
+	assert_int_equal(type, JC_MSG_RESULT);
+	struct jc_res res;
+	assert_int_equal(jc__decode_res(in.data, in.len, &res), 0);
+	assert_int_equal(res.cache, JC_CACHE_HIT);
+	assert_true(objfd >= 0);
+	char path[512];
+	object_path(d, res.object, path, sizeof(path));
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+
+	const char *purge[] = {"purge", "--all", NULL};
+	free(opst_ctl(d, 0, NULL, purge));
+	assert_int_equal(jct_stat(d, "entries"), 0);
+	assert_int_equal(stat(path, &st), -1); /* unlinked */
+	assert_int_equal(errno, ENOENT);
+
+	/* The held descriptor still reads the whole, correct artifact. */
+	uint8_t *held = malloc(res.size + 1);
+	ssize_t got = pread(objfd, held, res.size + 1, 0);
+	assert_int_equal(got, (ssize_t)res.size);
+	assert_int_equal(res.size, size);
+	assert_memory_equal(held, bytes, size);
+	XXH128_canonical_t canon;
+	XXH128_canonicalFromHash(&canon, XXH3_128bits(held, res.size));
+	assert_memory_equal(canon.digest, res.object, 16);
+
+	free(held);
+	close(objfd);
+	jc__res_clear(&res);
+	jc__buf_free(&out);
+	jc__buf_free(&in);
+	jc_result_free(first);
+	jc_client_close(c);
+	jc_request_free(r);
+}
+
+/* Hits from one process while another purges everything every 50 ms: each
+ * request ends in a hit or a fresh compile with the right bytes, never an
+ * error; no object is ever taken for corrupt. */
+static void test_hits_race_purges(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	for (int i = 0; i < 3; i++)
+		opst_compile_tiny(d, 300 + i, "sm_90", NULL);
+	pid_t kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0) {
+		jc_client *c = NULL;
+		if (jc_client_connect(d->sock, &c) != 0)
+			_exit(2);
+		for (int n = 0; n < 600; n++) {
+			jc_request *r = jct_request_src("race.cu", opst_tiny_src(300 + n % 3), "sm_90");
+			jc_result *res = NULL;
+			int rc = jc_compile(c, r, &res); /* the client checks size and hash */
+			if (rc != 0) {
+				fprintf(stderr, "request %d: %s\n", n, jc_client_errmsg(c));
+				_exit(1);
+			}
+			jc_result_free(res);
+			jc_request_free(r);
+		}
+		jc_client_close(c);
+		_exit(0);
+	}
+	const char *purge[] = {"purge", "--all", NULL};
+	int status = 0, purges = 0;
+	while (waitpid(kid, &status, WNOHANG) == 0) {
+		free(opst_ctl(d, 0, NULL, purge));
+		purges++;
+		usleep(50000);
+	}
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(purges > 1);
+	assert_int_equal(jct_stat(d, "corrupt_objects"), 0);
+	assert_true(jct_stat(d, "misses") > 3); /* purges did remove served entries */
+	assert_int_equal(jct_stat(d, "hits") + jct_stat(d, "misses") + jct_stat(d, "single_flight_joins"),
+			 603);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_lru_eviction_keeps_budget, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_budget_under_load, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_served_entry_survives_purge, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_hits_race_purges, jct_setup, jct_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

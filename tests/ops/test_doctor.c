@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `jitcachectl doctor`: on this machine as it is (with or without a driver),
+ * with a daemon and without, with a cache directory it must refuse; and
+ * against a stand-in libcuda.so.1 (stub_libcuda.c) that plays drivers this
+ * machine lacks: one that takes NVRTC's PTX, one too old for it, one without
+ * devices, one with a GPU newer than NVRTC knows. The expected PTX ISA is
+ * read from PTX this test compiles with the same NVRTC.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <nvrtc.h>
+
+#include "ops_util.h"
+
+static int teardown(void **state)
+{
+	static const char *const vars[] = {"LD_LIBRARY_PATH", "JC_STUB_CUDA_VERSION", "JC_STUB_DEVICES",
+					   "JC_STUB_CC", "JC_STUB_REJECT_PTX"};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	return jct_teardown(state);
+}
+
+static void assert_has(const char *text, const char *want)
+{
+	if (!strstr(text, want))
+		fprintf(stderr, "no '%s' in:\n%s\n", want, text);
+	assert_non_null(strstr(text, want));
+}
+
+static char *doctor(const struct jc_test_daemon *d, int want_exit)
+{
+	const char *args[] = {"doctor", NULL};
+	return opst_ctl(d, want_exit, NULL, args);
+}
+
+static void test_this_machine(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	char *out = doctor(d, 0);
+	assert_has(out, "ok    NVRTC ");
+	assert_has(out, "ok    nvJitLink ");
+	assert_has(out, "info  supported architectures: sm_");
+	assert_has(out, "ok    daemon answers on ");
+	assert_has(out, "ok    cache directory ");
+	assert_has(out, "ok    cache directory is on a local filesystem");
+	assert_has(out, " MiB free on the cache filesystem");
+	assert_has(out, "ok    index ");
+	assert_has(out, "0 failed, ");
+	void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (cuda) {
+		dlclose(cuda);
+		assert_has(out, "ok    driver CUDA ");
+	} else {
+		/* No driver: said plainly, and only a warning. */
+		assert_has(out, "warn  no CUDA driver (");
+		assert_has(out, "compiling and caching work");
+		assert_has(out, "without a driver it cannot be checked that it JIT-compiles");
+	}
+	free(out);
+	assert_int_equal(jct_daemon_stop(d), 0);
+	out = doctor(d, 0);
+	assert_has(out, "warn  no daemon answers on ");
+	free(out);
+}
+
+static void test_bad_cache_dir(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(chmod(d->cache, 0777), 0);
+	char *out = doctor(d, 1);
+	assert_has(out, "FAIL  cache directory ");
+	assert_has(out, "is writable by others (mode 0777)");
+	assert_has(out, "1 failed, ");
+	free(out);
+	assert_int_equal(chmod(d->cache, 0700), 0);
+}
+
+/* The ".version X.Y" of PTX from this NVRTC, as "X.Y". */
+static void nvrtc_ptx_isa(char isa[16])
+{
+	static const char src[] = "extern \"C\" __global__ void k(int *p) { *p = 1; }\n";
+	nvrtcProgram prog;
+	const char *opts[] = {"--gpu-architecture=compute_90"};
+	size_t size;
+	assert_int_equal(nvrtcCreateProgram(&prog, src, "k.cu", 0, NULL, NULL), NVRTC_SUCCESS);
+	assert_int_equal(nvrtcCompileProgram(prog, 1, opts), NVRTC_SUCCESS);
+	assert_int_equal(nvrtcGetPTXSize(prog, &size), NVRTC_SUCCESS);
+	char *ptx = malloc(size);
+	assert_int_equal(nvrtcGetPTX(prog, ptx), NVRTC_SUCCESS);
+	const char *v = strstr(ptx, "\n.version ");
+	assert_non_null(v);
+	assert_int_equal(sscanf(v, "\n.version %15s", isa), 1);
+	free(ptx);
+	nvrtcDestroyProgram(&prog);
+}
+
+static void test_stub_drivers(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char lib[600], want[256], isa[16], ver[16];
+	snprintf(lib, sizeof(lib), "%s/tests/ops", getenv("JC_BUILD_ROOT"));
+	char stub[700];
+	snprintf(stub, sizeof(stub), "%s/libcuda.so.1", lib);
+	struct stat st;
+	assert_int_equal(stat(stub, &st), 0);
+	setenv("LD_LIBRARY_PATH", lib, 1);
+	int major, minor;
+	assert_int_equal(nvrtcVersion(&major, &minor), NVRTC_SUCCESS);
+	nvrtc_ptx_isa(isa);
+	jct_daemon_start(d, NULL);
+
+	/* A driver as new as NVRTC with a GPU NVRTC targets: all good. */
+	snprintf(ver, sizeof(ver), "%d", major * 1000 + minor * 10);
+	setenv("JC_STUB_CUDA_VERSION", ver, 1);
+	setenv("JC_STUB_CC", "90", 1);
+	char *out = doctor(d, 0);
+	snprintf(want, sizeof(want), "ok    driver CUDA %d.%d", major, minor);
+	assert_has(out, want);
+	assert_has(out, "ok    device 0: jitcache stub GPU 0, compute capability 9.0, "
+			"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
+	snprintf(want, sizeof(want), "ok    device 0: NVRTC %d.%d can target sm_90", major, minor);
+	assert_has(out, want);
+	snprintf(want, sizeof(want), "accepts PTX ISA %s, which NVRTC %d.%d emits", isa, major, minor);
+	assert_has(out, want);
+	snprintf(want, sizeof(want), "ok    cuModuleLoadData JIT-compiled PTX ISA %s (compute_90)", isa);
+	assert_has(out, want);
+	assert_has(out, "0 failed, ");
+	free(out);
+
+	/* A driver of the previous major release: too old for this PTX. */
+	snprintf(ver, sizeof(ver), "%d", (major - 1) * 1000 + 40);
+	setenv("JC_STUB_CUDA_VERSION", ver, 1);
+	setenv("JC_STUB_REJECT_PTX", "1", 1);
+	out = doctor(d, 1);
+	snprintf(want, sizeof(want), "FAIL  driver CUDA %d.4 cannot JIT-compile PTX ISA %s from NVRTC %d.%d",
+		 major - 1, isa, major, minor);
+	assert_has(out, want);
+	assert_has(out, "request cubins (sm_XY) or update the driver");
+	assert_has(out, "FAIL  cuModuleLoadData of PTX ISA ");
+	assert_has(out, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
+	assert_has(out, "2 failed, ");
+	free(out);
+	unsetenv("JC_STUB_REJECT_PTX");
+
+	/* A driver without devices: a warning, exit 0. */
+	snprintf(ver, sizeof(ver), "%d", major * 1000 + minor * 10);
+	setenv("JC_STUB_CUDA_VERSION", ver, 1);
+	setenv("JC_STUB_DEVICES", "0", 1);
+	out = doctor(d, 0);
+	assert_has(out, "warn  cuInit failed: CUDA_ERROR_NO_DEVICE");
+	assert_null(strstr(out, "cuModuleLoadData"));
+	assert_has(out, "0 failed, ");
+	free(out);
+	unsetenv("JC_STUB_DEVICES");
+
+	/* A GPU newer than NVRTC knows: PTX of the newest it does, JIT-compiled. */
+	setenv("JC_STUB_CC", "990", 1);
+	out = doctor(d, 0);
+	snprintf(want, sizeof(want), "warn  device 0: NVRTC %d.%d cannot target sm_990", major, minor);
+	assert_has(out, want);
+	assert_has(out, "ok    cuModuleLoadData JIT-compiled PTX ISA ");
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_this_machine, jct_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_cache_dir, jct_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stub_drivers, jct_setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
