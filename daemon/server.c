@@ -286,11 +286,12 @@ static void admin_after_cb(uv_work_t *w, int status)
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
 	d->counters[JC_CTR_evictions] += j->env.evicted;
+	d->counters[JC_CTR_corrupt_objects] += j->env.corrupt; /* verify, as offline */
 	if (j->env.zero_counters) {
 		memset(d->counters, 0, sizeof(d->counters));
 		d->start_ns = jc__now_ns();
 	}
-	if (j->env.removed || j->env.evicted || j->env.zero_counters)
+	if (j->env.removed || j->env.evicted || j->env.corrupt || j->env.zero_counters)
 		d->counters_dirty = 1;
 	struct jc_buf b = {0};
 	if (jc__encode_admin_reply(&b, &j->reply) == 0 && !c->closing)
