@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -69,23 +71,29 @@ struct tally {
 	uint64_t failed_exits, lines, requests, errors, wrong, misses, hits, joins, negative_hits;
 };
 
-/* Starts CLIENTS helpers on pool spec, releases them at once, sums their lines. */
-static void run_clients(const struct jc_test_daemon *d, const char *refdir, const char *spec,
-			int nreq, unsigned seed, struct tally *t)
+struct clients {
+	pid_t pids[CLIENTS];
+	int n;
+	int out; /* read end of their stdout */
+};
+
+/* Starts n helpers on pool spec and releases them at once once all have connected. */
+static void start_clients(const struct jc_test_daemon *d, const char *refdir, const char *spec,
+			  int n, int nreq, unsigned seed, struct clients *cl)
 {
 	char bfd[16], rfd[16], sseed[32], sreq[16];
 	int release, out[2], ready[2];
 	int barrier = jct_barrier(&release);
-	pid_t pids[CLIENTS];
 	assert_int_equal(pipe(out), 0);
 	assert_int_equal(pipe(ready), 0);
 	snprintf(bfd, sizeof(bfd), "%d", barrier);
 	snprintf(rfd, sizeof(rfd), "%d", ready[1]);
 	snprintf(sreq, sizeof(sreq), "%d", nreq);
-	for (int i = 0; i < CLIENTS; i++) {
+	cl->n = n;
+	for (int i = 0; i < n; i++) {
 		snprintf(sseed, sizeof(sseed), "%u", seed + (unsigned)i * 7919u);
 		const char *args[] = {d->sock, refdir, bfd, rfd, sseed, sreq, spec, NULL};
-		pids[i] = jct_spawn_helper("client", args, out[1]);
+		cl->pids[i] = jct_spawn_helper("client", args, out[1]);
 	}
 	close(out[1]);
 	close(ready[1]);
@@ -93,15 +101,21 @@ static void run_clients(const struct jc_test_daemon *d, const char *refdir, cons
 	/* Every helper has connected (or died: EOF), then all go at once. */
 	char buf[CLIENTS];
 	ssize_t got;
-	for (size_t n = 0; n < CLIENTS; n += (size_t)got)
+	for (int k = 0; k < n; k += (int)got)
 		if ((got = read(ready[0], buf, sizeof(buf))) <= 0)
 			break;
 	close(ready[0]);
 	close(release);
+	cl->out = out[0];
+}
+
+/* Waits for the helpers and sums their lines. */
+static void finish_clients(struct clients *cl, struct tally *t)
+{
 	memset(t, 0, sizeof(*t));
-	for (int i = 0; i < CLIENTS; i++)
-		t->failed_exits += jct_wait(pids[i]) != 0;
-	FILE *f = fdopen(out[0], "r");
+	for (int i = 0; i < cl->n; i++)
+		t->failed_exits += jct_wait(cl->pids[i]) != 0;
+	FILE *f = fdopen(cl->out, "r");
 	unsigned long long v[7];
 	while (fscanf(f, "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
 		      &v[5], &v[6]) == 7) {
@@ -115,6 +129,14 @@ static void run_clients(const struct jc_test_daemon *d, const char *refdir, cons
 		t->negative_hits += v[6];
 	}
 	fclose(f);
+}
+
+static void run_clients(const struct jc_test_daemon *d, const char *refdir, const char *spec,
+			int nreq, unsigned seed, struct tally *t)
+{
+	struct clients cl;
+	start_clients(d, refdir, spec, CLIENTS, nreq, seed, &cl);
+	finish_clients(&cl, t);
 }
 
 struct fx {
@@ -230,6 +252,48 @@ static void test_mixed_load(void **state)
 	jct_pool_free(&p);
 }
 
+/* Hits from 8 processes while purge --all runs again and again: a purged
+ * entry is a miss, never a corrupt object, and nobody gets wrong bytes. */
+static void test_purge_under_load(void **state)
+{
+	struct fx *f = *state;
+	double t0 = jct_now();
+	const char *spec = "0:0,0:1,0:2,0:3,0:4,0:5";
+	struct jct_pool p;
+	jct_pool_parse(spec, &p);
+	jct_pool_make_refs(&p, f->refdir);
+	jct_daemon_start(&f->d, NULL);
+	struct clients cl;
+	start_clients(&f->d, f->refdir, spec, 8, 200, 77, &cl);
+	int purges = 0;
+	const char *purge[] = {"purge", "--all", NULL};
+	for (int alive = 1; alive; purges++) {
+		assert_int_equal(jct_ctl(&f->d, NULL, NULL, purge), 0);
+		usleep(20000);
+		alive = 0;
+		for (int i = 0; i < cl.n; i++) {
+			siginfo_t si = {0};
+			waitid(P_PID, (id_t)cl.pids[i], &si, WEXITED | WNOHANG | WNOWAIT);
+			alive |= si.si_pid == 0;
+		}
+	}
+	struct tally t;
+	finish_clients(&cl, &t);
+	int64_t corrupt = jct_stat(&f->d, "corrupt_objects");
+	printf("purge under load: %d purges, %llu requests (%llu hits, %llu misses, %llu joined), "
+	       "%llu errors, %llu wrong bytes, %lld corrupt objects counted; %.1f s\n",
+	       purges, (unsigned long long)t.requests, (unsigned long long)t.hits,
+	       (unsigned long long)t.misses, (unsigned long long)t.joins,
+	       (unsigned long long)t.errors, (unsigned long long)t.wrong, (long long)corrupt,
+	       jct_now() - t0);
+	assert_int_equal(t.failed_exits, 0);
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.wrong, 0);
+	assert_true(t.misses > (uint64_t)p.n && t.hits > 0);
+	assert_int_equal(corrupt, 0);
+	jct_pool_free(&p);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
@@ -237,6 +301,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_single_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mixed_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_purge_under_load, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

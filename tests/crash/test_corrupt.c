@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "client/client_internal.h"
 #include "harness.h"
 #include "robust.h"
 
@@ -199,11 +200,42 @@ static void test_verify_online_and_offline(void **state)
 	       "%.1f s\n", N_DAMAGE, (long long)jct_stat(&f->d, "corrupt_objects"), jct_now() - t0);
 }
 
+/* The compile that replaces a damaged object fails (its worker crashes):
+ * the row naming the quarantined object goes too, so verify stays clean and
+ * the next request is an ordinary miss, not a second corrupt object. */
+static void test_failed_recompile_drops_row(void **state)
+{
+	struct fx *f = *state;
+	setenv("JITCACHE_TEST_FAULTS", "1", 1);
+	jct_daemon_start(&f->d, NULL);
+	unsetenv("JITCACHE_TEST_FAULTS");
+	fetch_all(f, JC_MISS);
+	damage(f, TRUNC_HALF);
+	jc_request *r = jct_variant_request(&f->pool.v[TRUNC_HALF]);
+	r->req.test_fault = JC_FAULT_CRASH; /* same key: faults are not part of it */
+	jc_client *c = jct_connect(&f->d);
+	jc_result *res = NULL;
+	assert_int_equal(jc_compile(c, r, &res), JC_ECRASH);
+	jc_client_close(c);
+	jc_request_free(r);
+	assert_int_equal(jct_stat(&f->d, "corrupt_objects"), 1);
+	const char *verify[] = {"verify", NULL};
+	assert_int_equal(jct_ctl(&f->d, NULL, NULL, verify), 0);
+	c = jct_connect(&f->d);
+	int rc, status;
+	uint64_t wrong = 0;
+	assert_int_equal(jct_pool_fetch(&f->pool, TRUNC_HALF, c, "after crash", &rc, &status, &wrong), 0);
+	assert_int_equal(status, JC_MISS);
+	jc_client_close(c);
+	assert_int_equal(jct_stat(&f->d, "corrupt_objects"), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_next_read_repairs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_online_and_offline, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_recompile_drops_row, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
