@@ -247,6 +247,29 @@ int jct_pool_fetch(const struct jct_pool *p, int i, jc_client *c, const char *wh
 	return bad;
 }
 
+void jct_fx_new(void **state, const char *spec)
+{
+	struct jct_fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	jct_daemon_init(&f->d);
+	snprintf(f->refdir, sizeof(f->refdir), "%s/ref", f->d.dir);
+	assert_int_equal(mkdir(f->refdir, 0700), 0);
+	if (spec) {
+		jct_pool_parse(spec, &f->pool);
+		jct_pool_make_refs(&f->pool, f->refdir);
+	}
+	*state = f;
+}
+
+int jct_fx_free(void **state)
+{
+	struct jct_fx *f = *state;
+	jct_daemon_cleanup(&f->d);
+	jct_pool_free(&f->pool);
+	free(f);
+	return 0;
+}
+
 pid_t jct_spawn_helper(const char *name, const char *const *args, int out_fd)
 {
 	const char *argv[32] = {"/proc/self/exe", "--helper", name};

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "harness.h"
 #include "jitcache/jitcache.h"
 
 /* Kinds of generated source. */
@@ -92,6 +93,19 @@ int jct_pool_fetch(const struct jct_pool *p, int i, jc_client *c, const char *wh
  */
 int jct_ref_check(const struct jct_ref *ref, const struct jct_variant *v, int rc,
 		  const jc_result *res, const char *what, uint64_t *wrong_bytes);
+
+/* The state of a test: a daemon's temp root (not started), DIR/ref holding
+ * saved references, and a pool with its references. */
+struct jct_fx {
+	struct jc_test_daemon d;
+	char refdir[320];
+	struct jct_pool pool;
+};
+/* Sets *state to a new jct_fx; spec (or NULL: an empty pool) is compiled
+ * with NVRTC and saved in refdir. Fails the test on error. */
+void jct_fx_new(void **state, const char *spec);
+/* Kills the daemon, removes the temp root and frees *state; returns 0. */
+int jct_fx_free(void **state);
 
 /*
  * Runs this test binary again as `EXE --helper NAME ARGS...` (args

@@ -88,35 +88,14 @@ static int helper_ctl_loop(char **argv)
 	return 0;
 }
 
-struct fx {
-	struct jc_test_daemon d;
-	char refdir[320];
-	struct jct_pool pool;
-};
-
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	jct_daemon_init(&f->d);
-	snprintf(f->refdir, sizeof(f->refdir), "%s/ref", f->d.dir);
-	assert_int_equal(mkdir(f->refdir, 0700), 0);
-	jct_pool_parse(pool_spec, &f->pool);
-	jct_pool_make_refs(&f->pool, f->refdir);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	jct_daemon_cleanup(&f->d);
-	jct_pool_free(&f->pool);
-	free(f);
+	jct_fx_new(state, pool_spec);
 	return 0;
 }
 
 /* Fetches the whole pool; returns how many were hits. */
-static int fetch_all(struct fx *f)
+static int fetch_all(struct jct_fx *f)
 {
 	jc_client *c = jct_connect(&f->d);
 	int hits = 0;
@@ -151,7 +130,7 @@ static size_t count(const char *text, const char *needle)
 /* The same commands offline and through a daemon give the same answers. */
 static void test_offline_then_daemon(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	jct_daemon_start(&f->d, NULL);
 	assert_int_equal(fetch_all(f), 0);
@@ -203,7 +182,7 @@ static void test_offline_then_daemon(void **state)
 /* The command loop runs while a daemon starts and stops 6 times. */
 static void test_offline_and_daemon_at_once(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	jct_daemon_start(&f->d, NULL);
 	fetch_all(f);
@@ -259,8 +238,8 @@ int main(int argc, char **argv)
 	if (argc == 7 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "ctl-loop") == 0)
 		return helper_ctl_loop(argv + 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_offline_then_daemon, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_offline_and_daemon_at_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offline_then_daemon, setup, jct_fx_free),
+		cmocka_unit_test_setup_teardown(test_offline_and_daemon_at_once, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,32 +139,15 @@ static void run_clients(const struct jc_test_daemon *d, const char *refdir, cons
 	finish_clients(&cl, t);
 }
 
-struct fx {
-	struct jc_test_daemon d;
-	char refdir[320];
-};
-
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	jct_daemon_init(&f->d);
-	snprintf(f->refdir, sizeof(f->refdir), "%s/ref", f->d.dir);
-	assert_int_equal(mkdir(f->refdir, 0700), 0);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	jct_daemon_cleanup(&f->d);
-	free(f);
+	jct_fx_new(state, NULL);
 	return 0;
 }
 
 static void test_single_flight(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	struct jct_pool p;
 	jct_pool_parse("2:1", &p);
@@ -208,7 +191,7 @@ static void test_single_flight(void **state)
 
 static void test_mixed_load(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	char spec[512];
 	size_t n = 0;
@@ -256,7 +239,7 @@ static void test_mixed_load(void **state)
  * entry is a miss, never a corrupt object, and nobody gets wrong bytes. */
 static void test_purge_under_load(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	const char *spec = "0:0,0:1,0:2,0:3,0:4,0:5";
 	struct jct_pool p;
@@ -299,9 +282,9 @@ int main(int argc, char **argv)
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
 		return helper_client(argv + 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_single_flight, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_mixed_load, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_purge_under_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_single_flight, setup, jct_fx_free),
+		cmocka_unit_test_setup_teardown(test_mixed_load, setup, jct_fx_free),
+		cmocka_unit_test_setup_teardown(test_purge_under_load, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,36 +28,20 @@ enum damage { TRUNC_ZERO, TRUNC_HALF, FLIP, SYMLINK, MISSING, N_DAMAGE };
 static const char *const damage_name[] = {"truncated to zero", "truncated to half",
 					  "one byte flipped", "replaced by a symlink", "removed"};
 
-struct fx {
-	struct jc_test_daemon d;
-	struct jct_pool pool;      /* one variant per kind of damage */
-	char keys[N_DAMAGE][33];
-	char objects[N_DAMAGE][512];
-};
-
+/* One variant per kind of damage: sm_90, sm_80, PTX, sm_80, PTX. */
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	jct_daemon_init(&f->d);
-	jct_pool_parse("0:0,0:1,0:2,0:4,0:5", &f->pool); /* sm_90, sm_80, PTX, sm_80, PTX */
-	for (int i = 0; i < f->pool.n; i++)
-		jct_ref_compile(&f->pool.v[i], &f->pool.ref[i]);
-	*state = f;
+	jct_fx_new(state, "0:0,0:1,0:2,0:4,0:5");
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	jct_daemon_cleanup(&f->d);
-	jct_pool_free(&f->pool);
-	free(f);
-	return 0;
-}
+/* The key and object file of each variant, as the last fetch_all() saw them. */
+static char keys[N_DAMAGE][33];
+static char objects[N_DAMAGE][512];
 
 /* Fetches every variant, checks it against NVRTC and its cache status;
  * remembers keys and object paths. */
-static void fetch_all(struct fx *f, jc_cache_status want)
+static void fetch_all(struct jct_fx *f, jc_cache_status want)
 {
 	jc_client *c = jct_connect(&f->d);
 	for (int i = 0; i < f->pool.n; i++) {
@@ -71,8 +55,8 @@ static void fetch_all(struct fx *f, jc_cache_status want)
 			fprintf(stderr, "%s (%s): cache status %d, want %d\n", f->pool.v[i].name,
 				damage_name[i], jc_result_cache_status(res), want);
 		assert_int_equal(jc_result_cache_status(res), want);
-		snprintf(f->keys[i], sizeof(f->keys[i]), "%s", jc_result_key(res));
-		snprintf(f->objects[i], sizeof(f->objects[i]), "%s", jct_object_path(f->d.cache, res));
+		snprintf(keys[i], sizeof(keys[i]), "%s", jc_result_key(res));
+		snprintf(objects[i], sizeof(objects[i]), "%s", jct_object_path(f->d.cache, res));
 		jc_result_free(res);
 		jc_request_free(r);
 	}
@@ -80,9 +64,9 @@ static void fetch_all(struct fx *f, jc_cache_status want)
 }
 
 /* Damages object i as its kind says. */
-static void damage(struct fx *f, enum damage how)
+static void damage(struct jct_fx *f, enum damage how)
 {
-	const char *path = f->objects[how];
+	const char *path = objects[how];
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(chmod(path, 0644), 0); /* objects are read-only */
@@ -124,7 +108,7 @@ static void damage(struct fx *f, enum damage how)
 /* The next read of each damaged object detects it and serves a fresh compile. */
 static void test_next_read_repairs(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	jct_daemon_start(&f->d, NULL);
 	fetch_all(f, JC_MISS);
@@ -148,14 +132,14 @@ static void test_next_read_repairs(void **state)
 
 /* verify lists every damaged object (key, object, problem), repairs, and a
  * second run is clean. */
-static void verify_reports_all(struct fx *f, const char *when)
+static void verify_reports_all(struct jct_fx *f, const char *when)
 {
 	const char *verify[] = {"verify", "--json", NULL};
 	char *out = NULL, *err = NULL;
 	assert_int_equal(jct_ctl(&f->d, &out, &err, verify), 1);
 	for (int i = 0; i < N_DAMAGE; i++) {
-		char want[128];
-		snprintf(want, sizeof(want), "\"key\": \"%s\"", f->keys[i]);
+		char want[200];
+		snprintf(want, sizeof(want), "\"key\": \"%s\"", keys[i]);
 		if (!strstr(out, want))
 			fprintf(stderr, "verify (%s) missed the object %s: %s\n", when, damage_name[i], out);
 		assert_non_null(strstr(out, want));
@@ -172,7 +156,7 @@ static void verify_reports_all(struct fx *f, const char *when)
 
 static void test_verify_online_and_offline(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	jct_daemon_start(&f->d, NULL);
 	fetch_all(f, JC_MISS);
@@ -205,7 +189,7 @@ static void test_verify_online_and_offline(void **state)
  * the next request is an ordinary miss, not a second corrupt object. */
 static void test_failed_recompile_drops_row(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	setenv("JITCACHE_TEST_FAULTS", "1", 1);
 	jct_daemon_start(&f->d, NULL);
 	unsetenv("JITCACHE_TEST_FAULTS");
@@ -233,9 +217,9 @@ static void test_failed_recompile_drops_row(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_next_read_repairs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_verify_online_and_offline, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_failed_recompile_drops_row, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_next_read_repairs, setup, jct_fx_free),
+		cmocka_unit_test_setup_teardown(test_verify_online_and_offline, setup, jct_fx_free),
+		cmocka_unit_test_setup_teardown(test_failed_recompile_drops_row, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

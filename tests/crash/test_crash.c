@@ -108,30 +108,9 @@ struct figures {
 	uint64_t requests, misses, purges, wrong, bad;
 };
 
-struct fx {
-	struct jc_test_daemon d;
-	char refdir[320];
-	struct jct_pool pool;
-};
-
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	jct_daemon_init(&f->d);
-	snprintf(f->refdir, sizeof(f->refdir), "%s/ref", f->d.dir);
-	assert_int_equal(mkdir(f->refdir, 0700), 0);
-	jct_pool_parse(pool_spec, &f->pool);
-	jct_pool_make_refs(&f->pool, f->refdir);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	jct_daemon_cleanup(&f->d);
-	jct_pool_free(&f->pool);
-	free(f);
+	jct_fx_new(state, pool_spec);
 	return 0;
 }
 
@@ -142,7 +121,7 @@ static int64_t all_entries(const struct jc_test_daemon *d)
 
 /* After a restart: nothing staged, nothing partial, verify clean, every
  * kernel right. Returns the entries that survived (before refetching). */
-static int64_t check_restarted(struct fx *f, unsigned cycle)
+static int64_t check_restarted(struct jct_fx *f, unsigned cycle)
 {
 	struct jct_store_scan scan;
 	jct_scan_store(f->d.cache, &scan);
@@ -172,7 +151,7 @@ static int64_t check_restarted(struct fx *f, unsigned cycle)
 	return survived;
 }
 
-static void kill_daemon(struct fx *f, struct figures *fig)
+static void kill_daemon(struct jct_fx *f, struct figures *fig)
 {
 	jct_daemon_kill(&f->d);
 	struct jct_store_scan scan;
@@ -181,7 +160,7 @@ static void kill_daemon(struct fx *f, struct figures *fig)
 }
 
 /* Compiles and purges from three processes, killed at a random moment. */
-static void stream_cycle(struct fx *f, unsigned *seed, struct figures *fig)
+static void stream_cycle(struct jct_fx *f, unsigned *seed, struct figures *fig)
 {
 	char s1[32], s2[32], s3[32];
 	int out[2], pout[2];
@@ -222,7 +201,7 @@ static void stream_cycle(struct fx *f, unsigned *seed, struct figures *fig)
 }
 
 /* purge --all through the daemon, killed 0-6 ms after it was sent. */
-static void purge_cycle(struct fx *f, unsigned *seed, struct figures *fig)
+static void purge_cycle(struct jct_fx *f, unsigned *seed, struct figures *fig)
 {
 	jc_client *c = jct_connect(&f->d);
 	struct jc_strv args = {0};
@@ -242,7 +221,7 @@ static void purge_cycle(struct fx *f, unsigned *seed, struct figures *fig)
 
 static void test_kill9_cycles(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	const char *e = getenv("JC_CRASH_SEED");
 	unsigned seed = e ? (unsigned)strtoul(e, NULL, 10) : (unsigned)time(NULL) ^ (unsigned)getpid();
 	e = getenv("JC_CRASH_CYCLES");
@@ -286,7 +265,7 @@ int main(int argc, char **argv)
 	if (argc == 5 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "purge") == 0)
 		return helper_purge(argv + 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_kill9_cycles, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kill9_cycles, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,44 +28,31 @@
 #include "harness.h"
 #include "robust.h"
 
-enum { HIT_A, HIT_B, HIT_C, NEW, FAILS, N_POOL };
+enum { HIT_A, HIT_B, HIT_C, NEW, FAILS };
 
-struct fx {
-	struct jc_test_daemon d;
-	struct jct_pool pool;
-	char filler[320];
-};
-
+/* The cache directory is a small tmpfs; the pool is 3 hits, one new kernel and a failing source. */
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	jct_daemon_init(&f->d);
+	jct_fx_new(state, "0:0,0:1,0:2,0:3,1:0");
+	struct jct_fx *f = *state;
 	assert_int_equal(mkdir(f->d.cache, 0700), 0);
 	if (mount("jc-full", f->d.cache, "tmpfs", 0, "size=8m,mode=0700") != 0) {
 		fprintf(stderr, "mount tmpfs on %s: %s\n", f->d.cache, strerror(errno));
 		return -1;
 	}
-	snprintf(f->filler, sizeof(f->filler), "%s/filler", f->d.cache);
-	jct_pool_parse("0:0,0:1,0:2,0:3,1:0", &f->pool);
-	for (int i = 0; i < f->pool.n; i++)
-		jct_ref_compile(&f->pool.v[i], &f->pool.ref[i]);
-	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	jct_daemon_kill(&f->d);
 	umount2(f->d.cache, MNT_DETACH);
-	jct_daemon_cleanup(&f->d);
-	jct_pool_free(&f->pool);
-	free(f);
-	return 0;
+	return jct_fx_free(state);
 }
 
 /* Requests pool variant i and checks it against NVRTC; returns the cache status. */
-static int fetch(struct fx *f, int i)
+static int fetch(struct jct_fx *f, int i)
 {
 	jc_client *c = jct_connect(&f->d);
 	int rc, status;
@@ -76,10 +63,12 @@ static int fetch(struct fx *f, int i)
 }
 
 /* Writes the filler file until the filesystem has no block left. */
-static void fill(struct fx *f)
+static void fill(struct jct_fx *f)
 {
 	static uint8_t chunk[64 * 1024];
-	int fd = open(f->filler, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	char path[400];
+	snprintf(path, sizeof(path), "%s/filler", f->d.cache);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	assert_true(fd >= 0);
 	for (size_t n = sizeof(chunk); n >= 1; n /= 2)
 		while (write(fd, chunk, n) == (ssize_t)n)
@@ -92,7 +81,7 @@ static void fill(struct fx *f)
 }
 
 /* Nothing staged, nothing partial, every row's object sound. */
-static void check_clean(struct fx *f, size_t objects)
+static void check_clean(struct jct_fx *f, size_t objects)
 {
 	struct jct_store_scan scan;
 	jct_scan_store(f->d.cache, &scan);
@@ -105,7 +94,7 @@ static void check_clean(struct fx *f, size_t objects)
 
 static void test_disk_full(void **state)
 {
-	struct fx *f = *state;
+	struct jct_fx *f = *state;
 	double t0 = jct_now();
 	jct_daemon_start(&f->d, NULL);
 	for (int i = HIT_A; i <= HIT_C; i++)
@@ -135,7 +124,9 @@ static void test_disk_full(void **state)
 	check_clean(f, 3);
 
 	/* Space again: the same request compiles, is stored and hits. */
-	assert_int_equal(unlink(f->filler), 0);
+	char filler[400];
+	snprintf(filler, sizeof(filler), "%s/filler", f->d.cache);
+	assert_int_equal(unlink(filler), 0);
 	assert_int_equal(fetch(f, NEW), JC_MISS);
 	assert_int_equal(fetch(f, NEW), JC_HIT);
 	st = fetch(f, FAILS);
