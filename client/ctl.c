@@ -391,10 +391,13 @@ static int load_budget(const char *name, uint64_t value, void *ctx)
 	return 0;
 }
 
-/* Runs req on the directory itself: only while no daemon holds its lock. */
-static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *out)
+/* Runs req on the directory itself: only while no daemon holds its lock.
+ * Returns 0 (out filled), JC_ELOCKED (held: message in err, nothing
+ * printed) or 1 (an error, printed). */
+static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *out, char *err,
+		       size_t errlen)
 {
-	char dir[4096], path[4200], err[512] = "";
+	char dir[4096], path[4200];
 	struct jc_store *store = NULL;
 	struct jc_index *ix = NULL;
 	struct jc_toolchain tc;
@@ -406,13 +409,15 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 	struct stat st;
 	if (stat(dir, &st) != 0)
 		return die(1, "no daemon answers and there is no cache at %s", dir);
-	int lock = jc__store_lock(dir, 0, err, sizeof(err));
+	int lock = jc__store_lock(dir, 0, err, errlen);
+	if (lock == JC_ELOCKED)
+		return JC_ELOCKED;
 	if (lock < 0)
-		return die(1, "a daemon holds %s but its socket does not answer: %s", dir, err);
-	int rc = jc__store_open(dir, 0, &store, err, sizeof(err));
-	rc = rc ?: jc__toolchain_probe(&tc, err, sizeof(err));
+		return die(1, "%s", err);
+	int rc = jc__store_open(dir, 0, &store, err, errlen);
+	rc = rc ?: jc__toolchain_probe(&tc, err, errlen);
 	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
-	rc = rc ?: jc__index_open(path, 0, &ix, err, sizeof(err));
+	rc = rc ?: jc__index_open(path, 0, &ix, err, errlen);
 	if (rc == 0) {
 		env.store = store;
 		env.ix = ix;
@@ -434,24 +439,54 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 	return rc ? 1 : 0;
 }
 
-/* Sends an admin command, falling back to the directory when allowed. */
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* How long a daemon that is starting (it holds DIR/lock before it listens)
+ * or stopping (it drops connections, then the lock) is waited for; the
+ * daemon waits as long for the lock at start. */
+#define ADMIN_WAIT_MS 2000
+
+/* Sends an admin command, falling back to the directory when allowed. An
+ * answer lost to a daemon going away, or a lock held by a daemon that does
+ * not answer yet, is retried (through the daemon or offline, whichever
+ * works first) until ADMIN_WAIT_MS: every admin command may run twice. */
 static int admin(const char *command, const struct jc_strv *args, int offline_ok,
 		 struct jc_admin_reply *out)
 {
 	struct jc_admin_req req = {.command = (char *)command};
+	char err[512] = "", why[400];
+	uint64_t deadline = now_ms() + ADMIN_WAIT_MS;
 	if (args)
 		req.args = *args;
-	jc_client *c = NULL;
-	int rc = jc_client_connect(socket_path, &c);
-	if (rc == JC_ECONNECT && offline_ok)
-		return run_offline(&req, out);
-	if (rc != 0)
-		return die(1, "%s", jc_client_errmsg(NULL));
-	rc = jc__client_admin(c, &req, out);
-	if (rc != 0)
-		die(1, "%s", jc_client_errmsg(c));
-	jc_client_close(c);
-	return rc ? 1 : 0;
+	for (;;) {
+		jc_client *c = NULL;
+		int rc = jc_client_connect(socket_path, &c);
+		if (rc == JC_ECONNECT && offline_ok) {
+			rc = run_offline(&req, out, why, sizeof(why));
+			if (rc != JC_ELOCKED)
+				return rc;
+			snprintf(err, sizeof(err), "a daemon holds the cache directory but its "
+				 "socket does not answer: %s", why);
+		} else if (rc != 0) {
+			snprintf(err, sizeof(err), "%s", jc_client_errmsg(NULL));
+		} else {
+			rc = jc__client_admin(c, &req, out);
+			if (rc != 0)
+				snprintf(err, sizeof(err), "%s", jc_client_errmsg(c));
+			jc_client_close(c);
+			if (rc == 0)
+				return 0;
+			jc__admin_reply_clear(out);
+		}
+		if ((rc != JC_ELOCKED && rc != JC_EIO) || now_ms() >= deadline)
+			return die(1, "%s", err);
+		nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000}, NULL);
+	}
 }
 
 static void json_str(FILE *f, const char *s)

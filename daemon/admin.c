@@ -425,11 +425,12 @@ static int cmd_verify(struct jc_admin_env *env, struct jc_admin_reply *out)
 	struct verify_ctx v = {.env = env, .out = out};
 	struct jc_filter f = {.status = JC_FILTER_OK};
 	int rc = jc__index_foreach(env->ix, &f, verify_cb, &v);
-	/* Repair: quarantine the bad objects and drop their rows, so the next
-	 * request compiles afresh. */
+	/* Repair: drop the rows and quarantine their objects (rows first, as
+	 * purge does: no row names a missing object), so the next request
+	 * compiles afresh. */
 	for (size_t i = 0; rc == 0 && i < v.bad.n; i++) {
-		jc__store_quarantine(env->store, v.bad.v[i].object);
 		rc = jc__index_delete(env->ix, v.bad.v[i].key);
+		jc__store_quarantine(env->store, v.bad.v[i].object);
 		env->removed = 1;
 		env->corrupt++;
 	}

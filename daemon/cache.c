@@ -147,6 +147,9 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	return 0;
 }
 
+/* Quarantines a bad object and forgets the cached row. The index row is
+ * left to the flight that follows (publish_work_cb): it replaces the row, or
+ * deletes it if it still names object, in the thread pool. */
 static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uint8_t object[16],
 			   const char *why)
 {
@@ -157,9 +160,6 @@ static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uin
 		    why, d->tc.driver_version);
 	jc__store_quarantine(d->store, object);
 	memcache_forget(d, key);
-	pthread_mutex_lock(&d->wlock);
-	jc__index_delete(d->wix, key);
-	pthread_mutex_unlock(&d->wlock);
 }
 
 /* --- flights -------------------------------------------------------------- */
@@ -221,59 +221,102 @@ static void flight_finish(struct jc_flight *f)
 	flight_free(f);
 }
 
-/* Thread pool: store the object, then commit the row (order matters for crash safety). */
+/* Results that become index rows: artifacts and deterministic compile errors. */
+static int publishable(const struct jc_res *res)
+{
+	return res->status == 0 || res->status == JC_ECOMPILE;
+}
+
+/* Under wlock: deletes the row of f's key if it still names the bad object
+ * this flight was started to replace (no new row replaces it). */
+static void drop_row_locked(struct jc_flight *f)
+{
+	struct jc_entry e = {0};
+	struct jc_index *ix = f->d->wix;
+	if (jc__index_get(ix, f->key, &e) == 0 && e.status == JC_ENTRY_OK &&
+	    memcmp(e.object, f->bad_object, 16) == 0 && jc__index_delete(ix, f->key) != 0)
+		jc_log_warn(INDEX, "row of a bad object not deleted: %s", jc__index_errmsg(ix));
+	jc__entry_clear(&e);
+}
+
+/* The index row of a flight's result; strings borrowed from f, options
+ * summarised into the caller's buffer. */
+static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *options, size_t cap)
+{
+	struct jc_daemon *d = f->d;
+	struct jc_res *res = &f->res;
+	memset(e, 0, sizeof(*e));
+	memcpy(e->key, f->key, 16);
+	if (res->status != 0) {
+		e->status = 1;
+		e->error = res->status;
+		e->expires = wall_s() + d->cfg.negative_ttl_s;
+	}
+	memcpy(e->object, res->object, 16);
+	e->size = res->size;
+	e->output = res->output;
+	e->arch = f->req.arch;
+	e->versions = d->tc.summary;
+	e->source_name = f->req.source_name ? f->req.source_name : (char *)"";
+	e->app_abi = f->req.app_abi ? f->req.app_abi : (char *)"";
+	options[0] = '\0';
+	for (size_t i = 0, n = 0; i < f->req.options.n && n < cap; i++)
+		n += (size_t)snprintf(options + n, cap - n, "%s%s", i ? " " : "", f->req.options.v[i]);
+	e->options = options;
+	e->created = e->last_access = wall_s();
+	e->compile_ns = res->compile_ns;
+	e->log = res->log ? res->log : (char *)"";
+	e->lowered = res->lowered;
+	e->n_lowered = res->n_lowered;
+}
+
+/* Thread pool: store the object, then commit the row (order matters for crash
+ * safety). A flight started to replace a bad object that ends without a new
+ * row drops the old one. */
 static void publish_work_cb(uv_work_t *work)
 {
 	struct jc_flight *f = work->data;
 	struct jc_daemon *d = f->d;
 	struct jc_res *res = &f->res;
-	struct jc_entry e = {0};
+	int publish = publishable(res), fd = -1;
 	char what[256];
-	if (f->inc && f->inc->unsettled)
+	f->publish_rc = 0;
+	if (publish && f->inc && f->inc->unsettled)
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile",
 			 f->inc->unsettled_path);
-	else if (f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
+	else if (publish && f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
 	if (f->errmsg[0]) {
 		/* What NVRTC read may not be what the key says: serve, do not store. */
 		f->uncached = 1;
+		publish = 0;
 		XXH128_canonical_t c;
 		XXH128_canonicalFromHash(&c, XXH3_128bits(res->data, res->size));
 		memcpy(res->object, c.digest, 16);
-		return;
 	}
-	memcpy(e.key, f->key, 16);
-	if (res->status == 0) {
+	if (publish && res->status == 0)
 		f->publish_rc = jc__store_put(d->store, res->data, res->size, res->object,
 					      f->errmsg, sizeof(f->errmsg));
-		if (f->publish_rc != 0)
-			return;
-	} else {
-		e.status = 1;
-		e.error = res->status;
-		e.expires = wall_s() + d->cfg.negative_ttl_s;
-	}
-	memcpy(e.object, res->object, 16);
-	e.size = res->size;
-	e.output = res->output;
-	e.arch = f->req.arch;
-	e.versions = d->tc.summary;
-	e.source_name = f->req.source_name ? f->req.source_name : (char *)"";
-	e.app_abi = f->req.app_abi ? f->req.app_abi : (char *)"";
-	char options[1024] = "";
-	for (size_t i = 0, n = 0; i < f->req.options.n && n < sizeof(options); i++)
-		n += (size_t)snprintf(options + n, sizeof(options) - n, "%s%s", i ? " " : "",
-				       f->req.options.v[i]);
-	e.options = options;
-	e.created = e.last_access = wall_s();
-	e.compile_ns = res->compile_ns;
-	e.log = res->log ? res->log : (char *)"";
-	e.lowered = res->lowered;
-	e.n_lowered = res->n_lowered;
 	pthread_mutex_lock(&d->wlock);
-	f->publish_rc = jc__index_put(d->wix, &e);
-	if (f->publish_rc != 0)
-		snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
+	/* The put may have kept an existing object (same content) that a purge,
+	 * eviction or gc, all under wlock, removed since: store it again, so the
+	 * row never names a missing object. */
+	if (publish && f->publish_rc == 0 && res->status == 0 &&
+	    jc__store_open_object(d->store, res->object, res->size, &fd) == JC_ENOTFOUND)
+		f->publish_rc = jc__store_put(d->store, res->data, res->size, res->object,
+					      f->errmsg, sizeof(f->errmsg));
+	if (fd >= 0)
+		close(fd);
+	if (publish && f->publish_rc == 0) {
+		struct jc_entry e;
+		char options[1024];
+		entry_of_flight(f, &e, options, sizeof(options));
+		f->publish_rc = jc__index_put(d->wix, &e);
+		if (f->publish_rc != 0)
+			snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
+	}
+	if ((!publish || f->publish_rc != 0) && f->has_bad_object)
+		drop_row_locked(f);
 	pthread_mutex_unlock(&d->wlock);
 }
 
@@ -321,8 +364,9 @@ void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
 		    f->req.n_link_inputs ? "link" : "compile",
 		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
 		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6);
-	/* Only deterministic failures (a compile error) become negative entries. */
-	if (f->res.status == 0 || f->res.status == JC_ECOMPILE) {
+	/* Only deterministic failures (a compile error) become negative entries;
+	 * a flight that replaces a bad object drops its row when it fails. */
+	if (publishable(&f->res) || f->has_bad_object) {
 		f->work.data = f;
 		if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) == 0)
 			return;
@@ -342,15 +386,22 @@ struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 	return f;
 }
 
-/* Starts a compile for key; takes *req and *inc (set to NULL) on success. */
+/* Starts a compile for key; takes *req and *inc (set to NULL) on success.
+ * bad_object (or NULL) names the object of the row it replaces, which failed
+ * its checks. */
 static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			struct jc_req *req, struct jc_inc_set **inc, uint64_t t0)
+			struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
+			const uint8_t *bad_object)
 {
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)
 		return JC_ENOMEM;
 	f->d = d;
 	memcpy(f->key, key, 16);
+	if (bad_object) {
+		f->has_bad_object = 1;
+		memcpy(f->bad_object, bad_object, 16);
+	}
 	f->req = *req;
 	memset(req, 0, sizeof(*req));
 	f->inc = *inc;
@@ -373,19 +424,66 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 }
 
 /* A client could not use the object it was served: quarantine it (if the
- * row still names it) so that this request compiles afresh. */
-static void handle_reject(struct jc_daemon *d, const uint8_t key[16], const struct jc_req *req)
+ * row still names it) so that this request compiles afresh. Returns 1 and
+ * copies the object to bad when it did. */
+static int handle_reject(struct jc_daemon *d, const uint8_t key[16], const struct jc_req *req,
+			 uint8_t bad[16])
 {
 	const struct jc_entry *e = lookup(d, key);
 	if (!e || e->status != 0 || memcmp(e->object, req->reject_object, 16) != 0)
-		return; /* already replaced: the next lookup serves the new object */
+		return 0; /* already replaced: the next lookup serves the new object */
 	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
 	count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
-	uint8_t object[16];
-	memcpy(object, e->object, 16);
-	drop_bad_entry(d, key, object,
+	memcpy(bad, e->object, 16);
+	drop_bad_entry(d, key, bad,
 		       corrupt ? "failed the client's hash check"
 			       : (req->reject_message ? req->reject_message : "did not load"));
+	return 1;
+}
+
+/*
+ * Answers from the index row of key, if there is one that serves: returns 1
+ * when answered, 0 when the request must compile. A row from the memory
+ * cache may be stale (purged or evicted meanwhile, its object with it), so
+ * an object that cannot be opened is checked against SQLite's row before it
+ * is called corrupt. A corrupt object is counted and quarantined, *bad set
+ * to 1 and its hash copied to bad_object.
+ */
+static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
+			uint64_t t0, int *bad, uint8_t bad_object[16])
+{
+	struct jc_slot *s = slot_of(d, key);
+	int in_memory = s->used && memcmp(s->e.key, key, 16) == 0;
+	const struct jc_entry *e = lookup(d, key);
+	if (!e)
+		return 0;
+	if (e->status) {
+		if (e->expires <= wall_s())
+			return 0;
+		struct jc_res res;
+		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
+		res.server_ns = jc__now_ns() - t0;
+		count(d, JC_CTR_negative_hits, 1);
+		jc__conn_send_result(conn, &res, -1);
+		jc__conn_done(conn);
+		return 1;
+	}
+	uint8_t object[16];
+	memcpy(object, e->object, 16);
+	int rc = serve_hit(d, conn, e, t0);
+	if (rc == 0)
+		return 1;
+	if (rc != JC_ECORRUPT && rc != JC_ENOTFOUND)
+		return 0;
+	if (in_memory) {
+		memcache_forget(d, key);
+		return serve_cached(d, conn, key, t0, bad, bad_object);
+	}
+	count(d, JC_CTR_corrupt_objects, 1);
+	drop_bad_entry(d, key, object, rc == JC_ECORRUPT ? "failed its checks" : "is missing");
+	*bad = 1;
+	memcpy(bad_object, object, 16);
+	return 0;
 }
 
 static void inc_free(struct jc_inc_set *inc)
@@ -398,10 +496,9 @@ static void inc_free(struct jc_inc_set *inc)
 static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
 			     const uint8_t key[16], struct jc_inc_set *inc, uint64_t t0)
 {
-	int rc;
-	if (req->reject_reason != JC_REJECT_NONE)
-		handle_reject(d, key, req);
-
+	uint8_t bad_object[16];
+	int bad = 0;
+	/* A flight for the key replaces whatever object a client rejects. */
 	struct jc_flight *f = flight_find(d, key);
 	if (f) {
 		if (flight_join(f, conn, JC_CACHE_JOINED, t0) == 0) {
@@ -412,43 +509,14 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		jc__conn_done(conn);
 		goto out;
 	}
-	const struct jc_entry *e = lookup(d, key);
-	if (e && e->status == 0) {
-		uint8_t object[16];
-		memcpy(object, e->object, 16);
-		rc = serve_hit(d, conn, e, t0);
-		int gone = 0;
-		if (rc == JC_ENOTFOUND) {
-			/* Evicted or purged since its row was cached here (rows are
-			 * deleted before their objects): ask SQLite again. */
-			memcache_forget(d, key);
-			e = lookup(d, key);
-			if (!e || e->status != 0) {
-				gone = 1; /* a plain miss */
-			} else if (memcmp(e->object, object, 16) != 0) {
-				memcpy(object, e->object, 16);
-				rc = serve_hit(d, conn, e, t0);
-			}
-		}
-		if (rc == 0)
-			goto out;
-		if (!gone && (rc == JC_ECORRUPT || rc == JC_ENOTFOUND)) {
-			count(d, JC_CTR_corrupt_objects, 1);
-			drop_bad_entry(d, key, object, rc == JC_ECORRUPT ? "failed its checks" : "is missing");
-		}
-	} else if (e && e->expires > wall_s()) {
-		struct jc_res res;
-		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
-		res.server_ns = jc__now_ns() - t0;
-		count(d, JC_CTR_negative_hits, 1);
-		jc__conn_send_result(conn, &res, -1);
-		jc__conn_done(conn);
+	if (req->reject_reason != JC_REJECT_NONE)
+		bad = handle_reject(d, key, req, bad_object);
+	if (!bad && serve_cached(d, conn, key, t0, &bad, bad_object))
 		goto out;
-	}
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
-	} else if (start_flight(d, conn, key, req, &inc, t0) != 0) {
+	} else if (start_flight(d, conn, key, req, &inc, t0, bad ? bad_object : NULL) != 0) {
 		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
 		jc__conn_done(conn);
 	}

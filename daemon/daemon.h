@@ -62,6 +62,8 @@ struct jc_flight {
 	struct jc_flight *qnext;  /* queue of flights waiting for a worker */
 	struct jc_res res;        /* the worker's result */
 	uv_work_t work;           /* publish in the thread pool */
+	int has_bad_object;       /* started because the row's object failed a check */
+	uint8_t bad_object[16];   /* that object: its row is dropped if no new row replaces it */
 	char errmsg[512];         /* publish error, or why the result was not stored */
 	int publish_rc;
 	/* Owned, NULL when the compile reads no file from disk: the include

@@ -289,7 +289,7 @@ static void admin_after_cb(uv_work_t *w, int status)
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
 	d->counters[JC_CTR_evictions] += j->env.evicted;
-	d->counters[JC_CTR_corrupt_objects] += j->env.corrupt;
+	d->counters[JC_CTR_corrupt_objects] += j->env.corrupt; /* verify, as offline */
 	if (j->env.zero_counters) {
 		memset(d->counters, 0, sizeof(d->counters));
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));

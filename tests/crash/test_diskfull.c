@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A full disk under a running daemon: its cache directory is a small tmpfs
+ * mounted in a private mount namespace of this test (the daemon and
+ * jitcachectl inherit it). Filled to the last block, a new compile fails
+ * with JC_ENOSPC and a message that says so, hits are still served, a
+ * failing source still gets its log, nothing partial is left in tmp/ or
+ * objects/, and once space is freed everything works again. Exits 77 where
+ * no private mount namespace can be made (not root).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "robust.h"
+
+enum { HIT_A, HIT_B, HIT_C, NEW, FAILS };
+
+/* The cache directory is a small tmpfs; the pool is 3 hits, one new kernel and a failing source. */
+static int setup(void **state)
+{
+	jct_fx_new(state, "0:0,0:1,0:2,0:3,1:0");
+	struct jct_fx *f = *state;
+	assert_int_equal(mkdir(f->d.cache, 0700), 0);
+	if (mount("jc-full", f->d.cache, "tmpfs", 0, "size=8m,mode=0700") != 0) {
+		fprintf(stderr, "mount tmpfs on %s: %s\n", f->d.cache, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct jct_fx *f = *state;
+	jct_daemon_kill(&f->d);
+	umount2(f->d.cache, MNT_DETACH);
+	return jct_fx_free(state);
+}
+
+/* Requests pool variant i and checks it against NVRTC; returns the cache status. */
+static int fetch(struct jct_fx *f, int i)
+{
+	jc_client *c = jct_connect(&f->d);
+	int rc, status;
+	uint64_t wrong = 0;
+	assert_int_equal(jct_pool_fetch(&f->pool, i, c, "fetch", &rc, &status, &wrong), 0);
+	jc_client_close(c);
+	return status;
+}
+
+/* Writes the filler file until the filesystem has no block left. */
+static void fill(struct jct_fx *f)
+{
+	static uint8_t chunk[64 * 1024];
+	char path[400];
+	snprintf(path, sizeof(path), "%s/filler", f->d.cache);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	for (size_t n = sizeof(chunk); n >= 1; n /= 2)
+		while (write(fd, chunk, n) == (ssize_t)n)
+			;
+	assert_int_equal(errno, ENOSPC);
+	close(fd);
+	struct statvfs sv;
+	assert_int_equal(statvfs(f->d.cache, &sv), 0);
+	assert_int_equal(sv.f_bavail, 0);
+}
+
+/* Nothing staged, nothing partial, every row's object sound. */
+static void check_clean(struct jct_fx *f, size_t objects)
+{
+	struct jct_store_scan scan;
+	jct_scan_store(f->d.cache, &scan);
+	assert_int_equal(scan.tmp_files, 0);
+	assert_int_equal(scan.bad_objects, 0);
+	assert_int_equal(scan.objects, objects);
+	const char *verify[] = {"verify", NULL};
+	assert_int_equal(jct_ctl(&f->d, NULL, NULL, verify), 0);
+}
+
+static void test_disk_full(void **state)
+{
+	struct jct_fx *f = *state;
+	double t0 = jct_now();
+	jct_daemon_start(&f->d, NULL);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_MISS);
+	fill(f);
+
+	/* A new compile: a clear no-space error, nothing stored. */
+	jc_client *c = jct_connect(&f->d);
+	jc_request *r = jct_variant_request(&f->pool.v[NEW]);
+	jc_result *res = NULL;
+	assert_int_equal(jc_compile(c, r, &res), JC_ENOSPC);
+	assert_null(res);
+	printf("full disk: jc_compile: %s: %s\n", jc_strerror(JC_ENOSPC), jc_client_errmsg(c));
+	assert_non_null(strstr(jc_client_errmsg(c), "No space left on device"));
+	jc_client_close(c);
+	jc_request_free(r);
+
+	/* Hits are served; a failing source still gets its log; the daemon lives
+	 * through a few flushes of access times that cannot be written. */
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_HIT);
+	int st = fetch(f, FAILS);
+	assert_true(st == JC_MISS);
+	sleep(2);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_HIT);
+	check_clean(f, 3);
+
+	/* Space again: the same request compiles, is stored and hits. */
+	char filler[400];
+	snprintf(filler, sizeof(filler), "%s/filler", f->d.cache);
+	assert_int_equal(unlink(filler), 0);
+	assert_int_equal(fetch(f, NEW), JC_MISS);
+	assert_int_equal(fetch(f, NEW), JC_HIT);
+	st = fetch(f, FAILS);
+	assert_true(st == JC_MISS || st == JC_NEGATIVE_HIT);
+	assert_int_equal(fetch(f, FAILS), JC_NEGATIVE_HIT);
+	check_clean(f, 4);
+	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	printf("disk full: new compile refused with JC_ENOSPC, 3 hits served, no partial object, "
+	       "recovered once freed; %.1f s\n", jct_now() - t0);
+}
+
+int main(void)
+{
+	/* A private mount namespace for this process and its children. */
+	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		printf("cannot make a private mount namespace (%s): needs root; skipped\n",
+		       strerror(errno));
+		return 77;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+#include "robust.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <nvrtc.h>
+#include <xxhash.h>
+
+#include "harness.h"
+
+static const char *const archs[] = {"sm_90", "sm_80", "compute_90"};
+
+void jct_variant(enum jct_kind kind, int n, struct jct_variant *v)
+{
+	char buf[1024];
+	memset(v, 0, sizeof(*v));
+	if (kind == JCT_OK && n >= 1000) {
+		v->app_abi = "twin";
+		n -= 1000;
+	}
+	snprintf(v->name, sizeof(v->name), "v%d_%d.cu", (int)kind, n);
+	v->arch = archs[kind == JCT_OK ? n % 3 : 0];
+	v->output = strncmp(v->arch, "compute_", 8) == 0 ? JC_PTX : JC_CUBIN;
+	v->expr = "&scale<float>";
+	switch (kind) {
+	case JCT_OK:
+		snprintf(buf, sizeof(buf),
+			 "template <typename T> __global__ void scale(T *p, T a)\n"
+			 "{ p[threadIdx.x] = p[threadIdx.x] * a + (T)%d; }\n"
+			 "extern \"C\" __global__ void k%d(float *p) { p[threadIdx.x] += %d.5f; }\n",
+			 n, n, n);
+		break;
+	case JCT_FAIL:
+		snprintf(buf, sizeof(buf),
+			 "template <typename T> __global__ void scale(T *p, T a) { p[0] = a; }\n"
+			 "extern \"C\" __global__ void bad%d() { undefined_%d(); }\n", n, n);
+		break;
+	case JCT_SLOW:
+		/* Fully unrolled: ptxas takes about a second (superlinear in the count). */
+		snprintf(buf, sizeof(buf),
+			 "template <typename T> __global__ void scale(T *p, T a) { p[0] = a * (T)%d; }\n"
+			 "extern \"C\" __global__ void slow(float *p, int m)\n"
+			 "{\n"
+			 "	float x = p[threadIdx.x], y = p[threadIdx.x + 1];\n"
+			 "#pragma unroll\n"
+			 "	for (int i = 0; i < 600; i++) {\n"
+			 "		x = x * y + __sinf(x + i);\n"
+			 "		if (x > m) y = y * 0.5f + i;\n"
+			 "	}\n"
+			 "	p[threadIdx.x] = x + y;\n"
+			 "}\n", n);
+		break;
+	}
+	v->src = strdup(buf);
+	assert_non_null(v->src);
+}
+
+void jct_variant_free(struct jct_variant *v)
+{
+	free(v->src);
+	v->src = NULL;
+}
+
+jc_request *jct_variant_request(const struct jct_variant *v)
+{
+	jc_request *r = jct_request_src(v->name, v->src, v->arch);
+	assert_int_equal(jc_request_set_output(r, v->output), 0);
+	assert_int_equal(jc_request_add_name_expression(r, v->expr), 0);
+	if (v->app_abi)
+		assert_int_equal(jc_request_set_app_abi(r, v->app_abi), 0);
+	return r;
+}
+
+void jct_ref_compile(const struct jct_variant *v, struct jct_ref *ref)
+{
+	nvrtcProgram prog;
+	char arch[64];
+	size_t n = 0;
+	memset(ref, 0, sizeof(*ref));
+	assert_int_equal(nvrtcCreateProgram(&prog, v->src, v->name, 0, NULL, NULL), NVRTC_SUCCESS);
+	assert_int_equal(nvrtcAddNameExpression(prog, v->expr), NVRTC_SUCCESS);
+	snprintf(arch, sizeof(arch), "--gpu-architecture=%s", v->arch);
+	const char *opts[] = {arch};
+	nvrtcResult r = nvrtcCompileProgram(prog, 1, opts);
+	assert_true(r == NVRTC_SUCCESS || r == NVRTC_ERROR_COMPILATION);
+	assert_int_equal(nvrtcGetProgramLogSize(prog, &n), NVRTC_SUCCESS);
+	ref->log = calloc(1, n + 1);
+	assert_non_null(ref->log);
+	if (n > 1)
+		assert_int_equal(nvrtcGetProgramLog(prog, ref->log), NVRTC_SUCCESS);
+	if (r != NVRTC_SUCCESS) {
+		ref->status = JC_ECOMPILE;
+		ref->lowered = strdup("");
+		nvrtcDestroyProgram(&prog);
+		return;
+	}
+	const char *lowered;
+	assert_int_equal(nvrtcGetLoweredName(prog, v->expr, &lowered), NVRTC_SUCCESS);
+	ref->lowered = strdup(lowered);
+	if (v->output == JC_PTX) {
+		assert_int_equal(nvrtcGetPTXSize(prog, &ref->size), NVRTC_SUCCESS);
+		ref->data = malloc(ref->size);
+		assert_non_null(ref->data);
+		assert_int_equal(nvrtcGetPTX(prog, (char *)ref->data), NVRTC_SUCCESS);
+	} else {
+		assert_int_equal(nvrtcGetCUBINSize(prog, &ref->size), NVRTC_SUCCESS);
+		ref->data = malloc(ref->size);
+		assert_non_null(ref->data);
+		assert_int_equal(nvrtcGetCUBIN(prog, (char *)ref->data), NVRTC_SUCCESS);
+	}
+	nvrtcDestroyProgram(&prog);
+}
+
+void jct_ref_free(struct jct_ref *ref)
+{
+	free(ref->data);
+	free(ref->log);
+	free(ref->lowered);
+	memset(ref, 0, sizeof(*ref));
+}
+
+static void put_file(const char *dir, int n, const char *ext, const void *data, size_t size)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%d.%s", dir, n, ext);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, size, f), size);
+	assert_int_equal(fclose(f), 0);
+}
+
+void jct_ref_save(const char *dir, int n, const struct jct_ref *ref)
+{
+	put_file(dir, n, "bin", ref->status ? "" : (const char *)ref->data, ref->status ? 0 : ref->size);
+	put_file(dir, n, "log", ref->log, strlen(ref->log));
+	put_file(dir, n, "name", ref->lowered, strlen(ref->lowered));
+}
+
+static char *get_file(const char *dir, int n, const char *ext, size_t *size)
+{
+	char path[512];
+	size_t len;
+	snprintf(path, sizeof(path), "%s/%d.%s", dir, n, ext);
+	uint8_t *p = jct_read_file(path, size ? size : &len);
+	assert_non_null(p);
+	return (char *)p;
+}
+
+void jct_ref_load(const char *dir, int n, struct jct_ref *ref)
+{
+	memset(ref, 0, sizeof(*ref));
+	ref->data = (uint8_t *)get_file(dir, n, "bin", &ref->size);
+	ref->log = get_file(dir, n, "log", NULL);
+	ref->lowered = get_file(dir, n, "name", NULL);
+	ref->status = *ref->lowered ? 0 : JC_ECOMPILE;
+}
+
+int jct_ref_check(const struct jct_ref *ref, const struct jct_variant *v, int rc,
+		  const jc_result *res, const char *what, uint64_t *wrong_bytes)
+{
+	if (rc != ref->status || !res) {
+		fprintf(stderr, "%s: %s: jc_compile gave %d (%s), NVRTC %d\n", what, v->name, rc,
+			jc_strerror(rc), ref->status);
+		return 1;
+	}
+	if (ref->status) {
+		if (strcmp(jc_result_log(res), ref->log) != 0) {
+			fprintf(stderr, "%s: %s: log differs from NVRTC's:\n%s\n---\n%s\n", what,
+				v->name, jc_result_log(res), ref->log);
+			return 1;
+		}
+		return 0;
+	}
+	size_t n;
+	const uint8_t *data = jc_result_data(res, &n);
+	uint64_t wrong = n > ref->size ? n - ref->size : ref->size - n;
+	for (size_t i = 0; i < n && i < ref->size; i++)
+		wrong += data[i] != ref->data[i];
+	*wrong_bytes += wrong;
+	const char *lowered = jc_result_lowered_name(res, v->expr);
+	int bad_name = !lowered || strcmp(lowered, ref->lowered) != 0;
+	if (wrong || bad_name)
+		fprintf(stderr, "%s: %s: %llu wrong bytes (%zu served, %zu expected), lowered %s vs %s\n",
+			what, v->name, (unsigned long long)wrong, n, ref->size,
+			lowered ? lowered : "(none)", ref->lowered);
+	return wrong || bad_name;
+}
+
+void jct_pool_parse(const char *spec, struct jct_pool *p)
+{
+	memset(p, 0, sizeof(*p));
+	for (const char *s = spec; *s && p->n < JCT_POOL_MAX; p->n++) {
+		const char *colon = strchr(s, ':'), *comma = strchr(s, ',');
+		assert_non_null(colon);
+		jct_variant((enum jct_kind)atoi(s), atoi(colon + 1), &p->v[p->n]);
+		s = comma ? comma + 1 : s + strlen(s);
+	}
+}
+
+void jct_pool_make_refs(struct jct_pool *p, const char *dir)
+{
+	for (int i = 0; i < p->n; i++) {
+		jct_ref_compile(&p->v[i], &p->ref[i]);
+		jct_ref_save(dir, i, &p->ref[i]);
+	}
+}
+
+void jct_pool_load_refs(struct jct_pool *p, const char *dir)
+{
+	for (int i = 0; i < p->n; i++)
+		jct_ref_load(dir, i, &p->ref[i]);
+}
+
+void jct_pool_free(struct jct_pool *p)
+{
+	for (int i = 0; i < p->n; i++) {
+		jct_variant_free(&p->v[i]);
+		jct_ref_free(&p->ref[i]);
+	}
+	p->n = 0;
+}
+
+int jct_pool_fetch(const struct jct_pool *p, int i, jc_client *c, const char *what, int *rc,
+		   int *status, uint64_t *wrong_bytes)
+{
+	jc_request *r = jct_variant_request(&p->v[i]);
+	jc_result *res = NULL;
+	*rc = jc_compile(c, r, &res);
+	if (*rc != 0 && *rc != JC_ECOMPILE)
+		fprintf(stderr, "%s: %s: %s\n", what, p->v[i].name, jc_client_errmsg(c));
+	int bad = jct_ref_check(&p->ref[i], &p->v[i], *rc, res, what, wrong_bytes);
+	*status = res ? (int)jc_result_cache_status(res) : 0;
+	jc_result_free(res);
+	jc_request_free(r);
+	return bad;
+}
+
+void jct_fx_new(void **state, const char *spec)
+{
+	struct jct_fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	jct_daemon_init(&f->d);
+	snprintf(f->refdir, sizeof(f->refdir), "%s/ref", f->d.dir);
+	assert_int_equal(mkdir(f->refdir, 0700), 0);
+	if (spec) {
+		jct_pool_parse(spec, &f->pool);
+		jct_pool_make_refs(&f->pool, f->refdir);
+	}
+	*state = f;
+}
+
+int jct_fx_free(void **state)
+{
+	struct jct_fx *f = *state;
+	jct_daemon_cleanup(&f->d);
+	jct_pool_free(&f->pool);
+	free(f);
+	return 0;
+}
+
+pid_t jct_spawn_helper(const char *name, const char *const *args, int out_fd)
+{
+	const char *argv[32] = {"/proc/self/exe", "--helper", name};
+	size_t n = 3;
+	for (size_t i = 0; args && args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	char self[4096];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(len > 0);
+	self[len] = '\0';
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (out_fd >= 0)
+			dup2(out_fd, 1);
+		execv(self, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+int jct_wait(pid_t pid)
+{
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int jct_barrier(int *release)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(fcntl(p[1], F_SETFD, FD_CLOEXEC), 0);
+	*release = p[1];
+	return p[0];
+}
+
+void jct_barrier_wait(int fd)
+{
+	char c;
+	while (read(fd, &c, 1) < 0 && errno == EINTR)
+		;
+	close(fd);
+}
+
+static void hash_hex(const void *data, size_t size, char out[33])
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(data, size));
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
+}
+
+static size_t count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	size_t n = 0;
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+	closedir(d);
+	return n;
+}
+
+void jct_scan_store(const char *cache, struct jct_store_scan *out)
+{
+	char path[1024], sub[1400], file[1800], hex[33];
+	memset(out, 0, sizeof(*out));
+	snprintf(path, sizeof(path), "%s/tmp", cache);
+	out->tmp_files = count_entries(path);
+	snprintf(path, sizeof(path), "%s/quarantine", cache);
+	out->quarantined = count_entries(path);
+	snprintf(path, sizeof(path), "%s/objects", cache);
+	DIR *top = opendir(path);
+	assert_non_null(top);
+	struct dirent *de, *fe;
+	while ((de = readdir(top))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		DIR *d = opendir(sub);
+		if (!d) {
+			out->bad_objects++; /* not a directory */
+			continue;
+		}
+		while ((fe = readdir(d))) {
+			struct stat st;
+			size_t size;
+			if (fe->d_name[0] == '.')
+				continue;
+			snprintf(file, sizeof(file), "%s/%s", sub, fe->d_name);
+			out->objects++;
+			if (lstat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
+				fprintf(stderr, "%s: not a regular file\n", file);
+				out->bad_objects++;
+				continue;
+			}
+			uint8_t *data = jct_read_file(file, &size);
+			assert_non_null(data);
+			hash_hex(data, size, hex);
+			free(data);
+			if (strcmp(hex, fe->d_name) != 0 || strncmp(hex, de->d_name, 2) != 0) {
+				fprintf(stderr, "%s: content hashes to %s\n", file, hex);
+				out->bad_objects++;
+			}
+		}
+		closedir(d);
+	}
+	closedir(top);
+}
+
+const char *jct_object_path(const char *cache, const jc_result *res)
+{
+	static char path[512];
+	char hex[33];
+	size_t n;
+	const void *data = jc_result_data(res, &n);
+	assert_non_null(data);
+	hash_hex(data, n, hex);
+	snprintf(path, sizeof(path), "%s/objects/%.2s/%s", cache, hex, hex);
+	return path;
+}
+
+double jct_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
