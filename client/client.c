@@ -217,7 +217,10 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 			memcpy(bad_object, r->res.object, 16);
 			seterr(c->errmsg, rc, "artifact failed its size/hash check");
 		}
-	} else if (rc == 0 && r->res.status != JC_ECOMPILE) {
+	} else if (rc == 0 && r->res.status == JC_ECOMPILE) {
+		/* The result is kept (its log says why); the message says what failed. */
+		seterr(c->errmsg, rc, "%s", r->res.message ? r->res.message : jc_strerror(JC_ECOMPILE));
+	} else if (rc == 0) {
 		rc = seterr(c->errmsg, r->res.status, "%s",
 			    r->res.message ? r->res.message : jc_strerror(r->res.status));
 	}

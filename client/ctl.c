@@ -704,7 +704,7 @@ static int cmd_admin(const char *command, int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct jc_strv args = {0};
-	int json = 0, prom = 0, c, rc = 2;
+	int json = 0, prom = 0, zero = 0, c, rc = 2;
 	char buf[128];
 	int64_t secs;
 	uint64_t size;
@@ -714,7 +714,7 @@ static int cmd_admin(const char *command, int argc, char **argv)
 		switch (c) {
 		case 'j': json = 1; break;
 		case 'p': prom = 1; break;
-		case 'z': a = "zero"; break;
+		case 'z': a = "zero", zero = 1; break;
 		case 'a': a = "all"; break;
 		case 'n': a = "negative"; break;
 		case 's': a = "stale_versions"; break;
@@ -748,6 +748,10 @@ static int cmd_admin(const char *command, int argc, char **argv)
 		if (a)
 			jc__strv_push(&args, a);
 	}
+	if (json && prom) {
+		die(2, "stats: choose one of --json and --prometheus");
+		goto out;
+	}
 	if (strcmp(command, "show") == 0) {
 		if (optind >= argc) {
 			die(2, "show needs a KEY");
@@ -780,6 +784,9 @@ static int cmd_admin(const char *command, int argc, char **argv)
 				json_record(stdout, &reply.rec[i]);
 				fputc('\n', stdout);
 			}
+		} else if (strcmp(command, "stats") == 0 && zero) {
+			printf("counters reset (the figures before the reset follow)\n");
+			print_stats_human(&reply.rec[0]);
 		} else if (strcmp(command, "stats") == 0 && reply.n_rec) {
 			if (prom)
 				print_prometheus(&reply.rec[0]);
@@ -836,7 +843,8 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"socket", required_argument, NULL, 's'}, {"cache-dir", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+		{"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -850,6 +858,9 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			printf("jitcachectl %s\n", JC_VERSION);
+			return 0;
 		default:
 			usage(stderr);
 			return 2;
@@ -859,9 +870,22 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* Without --socket, the daemon of --cache-dir DIR is found where that
+	 * daemon listens by default (jc__default_socket_path, shared with it). */
+	static char sock[4096];
+	if (!socket_path && cache_dir) {
+		if (jc__default_socket_path(cache_dir, sock, sizeof(sock)) != 0)
+			return die(2, "socket path too long for --cache-dir %s", cache_dir);
+		socket_path = sock;
+	}
 	const char *cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			return 0;
+		}
 	if (strcmp(cmd, "compile") == 0)
 		return cmd_compile(argc, argv);
 	if (strcmp(cmd, "link") == 0)

@@ -133,7 +133,7 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 	uint8_t key[16];
 	const char *k = arg(req, "key");
 	if (!k || jc__unhex16(k, key) != 0)
-		return fail(out, JC_EINVAL, "show needs a 32-hex-digit key, got '%s'", k ? k : "");
+		return fail(out, JC_EINVAL, "a 32-hex-digit key is needed, got '%s'", k ? k : "");
 	struct jc_entry e = {0};
 	int rc = jc__index_get(env->ix, key, &e);
 	if (rc == JC_ENOTFOUND)
@@ -148,7 +148,7 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "versions", e.versions);
 	rc = rc ?: jc__record_add_str(r, "app_abi", e.app_abi);
 	rc = rc ?: jc__record_add_int(r, "compile_us", (int64_t)(e.compile_ns / 1000u));
-	rc = rc ?: jc__record_add_int(r, "error", e.error);
+	rc = rc ?: jc__record_add_str(r, "error", e.error ? jc_strerror(e.error) : "");
 	rc = rc ?: jc__record_add_int(r, "expires", e.expires);
 	for (size_t i = 0; rc == 0 && i < e.n_lowered; i++) {
 		char name[32];

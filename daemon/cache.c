@@ -608,13 +608,18 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 {
 	uint64_t t0 = jc__now_ns();
 	uint8_t key[16];
-	char err[512] = "";
+	char err[1536] = ""; /* room for the supported-architecture list */
 	int needed = jc__inc_needed(req);
 	int rc = needed ? jc__req_validate(req, err, sizeof(err))
 			: jc__key_compute(req, &d->tc, key, err, sizeof(err));
 	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
+	}
+	if (rc == 0 && !jc__toolchain_supports_arch(&d->tc, req->arch)) {
+		rc = JC_EINVAL;
+		snprintf(err, sizeof(err), "NVRTC %s does not support %s; it supports %s",
+			 d->tc.nvrtc_version, req->arch, d->tc.supported_archs);
 	}
 	/* Trust model (DESIGN): the daemon opens paths a request names only for
 	 * its own uid (and root); another uid must send its headers in memory. */

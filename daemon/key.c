@@ -134,6 +134,9 @@ static int validate(const struct jc_req *req, const struct jc_blob ***sorted, ch
 	if (jc__arch_number(req->arch) < 0)
 		return invalid(err, errlen, "architecture \"%s\" is not sm_NN, sm_NNa, sm_NNf or compute_NN",
 			       req->arch ? req->arch : "");
+	if (req->output == JC_OUTPUT_CUBIN && strncmp(req->arch, "compute_", 8) == 0)
+		return invalid(err, errlen, "%s is a virtual architecture: a cubin needs a real one "
+			       "(sm_%s), or ask for PTX or LTO-IR output", req->arch, req->arch + 8);
 	if (req->job != JC_JOB_LINK && (!req->source_name || !req->source_name[0]))
 		return invalid(err, errlen, "the source name is empty");
 	if (!req->source && req->source_size)

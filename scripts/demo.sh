@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 ctl=build/client/jitcachectl
 daemon=build/daemon/jitcached
 started=
-if ! $ctl ping >/dev/null 2>&1; then
+if pid=$($ctl ping 2>/dev/null); then
+	echo "== using the jitcached already answering on the default socket: $pid"
+else
 	log=$(mktemp /tmp/jitcached-demo.XXXXXX.log)
 	$daemon --log-level notice 2>"$log" &
 	started=$!

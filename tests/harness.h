@@ -15,11 +15,11 @@
 #include "jitcache/jitcache.h"
 
 struct jc_test_daemon {
-	char dir[256];    /* temp root: cache at dir/cache, socket at dir/sock */
-	char cache[300];
-	char sock[300];
+	char dir[64];     /* temp root: cache at dir/cache, socket at dir/sock */
+	char cache[96];
+	char sock[96];
 	pid_t pid;
-	char log[300];    /* daemon stderr */
+	char log[96];     /* daemon stderr */
 };
 
 /* Makes a fresh temp root (not started). */

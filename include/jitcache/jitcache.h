@@ -177,7 +177,7 @@ JC_API int jc_result_lowered_at(const jc_result *res, size_t i, const char **exp
 JC_API const char *jc_result_key(const jc_result *res);
 JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which);
 
-/* Returns a static, never-NULL string naming code (e.g. "JC_ETIMEOUT: ..."). */
+/* Returns a static, never-NULL description of code (e.g. "compile timed out"). */
 JC_API const char *jc_strerror(int code);
 /* Returns JC_VERSION_STRING of the loaded library. */
 JC_API const char *jc_version(void);

@@ -301,6 +301,16 @@ static void test_bad_requests_are_refused(void **state)
 	r = jct_request_src("k.cu", "__global__ void k() {}", "sm_9x");
 	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
 	jc_request_free(r);
+	/* Well-formed but not supported by this NVRTC: the list is in the error. */
+	r = jct_request_src("k.cu", "__global__ void k() {}", "sm_99");
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	assert_non_null(strstr(jc_client_errmsg(c), "sm_90"));
+	jc_request_free(r);
+	/* A virtual architecture cannot give a cubin. */
+	r = jct_request_src("k.cu", "__global__ void k() {}", "compute_90");
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	assert_non_null(strstr(jc_client_errmsg(c), "virtual"));
+	jc_request_free(r);
 	r = jct_request_src("k.cu", "__global__ void k() {}", "sm_90");
 	jc_request_add_header(r, "../etc/passwd", "x", 1);
 	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);

@@ -108,7 +108,8 @@ M(m_option_extra_define, assert_int_equal(jc__strv_push(&r->options, "-DM=1"), 0
 M(m_include_dir, { set_str(&r->include_dirs.v[0], "/inc2"); set_str(&r->options.v[2], "-I/inc2"); })
 M(m_include_dir_form, set_str(&r->options.v[2], "--include-path=/inc"))
 M(m_arch_sm80, set_str(&r->arch, "sm_80"))
-M(m_arch_compute90, set_str(&r->arch, "compute_90"))
+/* compute_90 makes PTX, not a cubin: compare with m_output (sm_90, PTX). */
+M(m_arch_compute90, { set_str(&r->arch, "compute_90"); r->output = JC_OUTPUT_PTX; })
 M(m_arch_sm90a, set_str(&r->arch, "sm_90a"))
 M(m_name_expr_added, assert_int_equal(jc__strv_push(&r->name_exprs, "&k<int>"), 0))
 M(m_name_expr_changed, set_str(&r->name_exprs.v[1], "&k<half>"))
@@ -243,6 +244,7 @@ M(x_source_no_data, { free(r->source); r->source = NULL; })
 M(x_job, r->job = 0)
 M(x_output, r->output = 9)
 M(x_link_ltoir, r->output = JC_OUTPUT_LTOIR)
+M(x_virtual_cubin, set_str(&r->arch, "compute_90"))
 M(x_link_job_no_inputs, {
 	r->job = JC_JOB_LINK;
 	for (size_t i = 0; i < r->n_link_inputs; i++) {
@@ -268,7 +270,7 @@ static const struct {
 	ROW(x_include_dir_unused), ROW(x_include_opt_no_value), ROW(x_include_path_no_value),
 	ROW(x_pre_include_no_value),
 	ROW(x_source_name_empty), ROW(x_source_no_data), ROW(x_job), ROW(x_output),
-	ROW(x_link_ltoir), ROW(x_link_job_no_inputs), ROW(x_link_type), ROW(x_link_name_empty),
+	ROW(x_link_ltoir), ROW(x_virtual_cubin), ROW(x_link_job_no_inputs), ROW(x_link_type), ROW(x_link_name_empty),
 };
 
 static void test_rejects(void **state)
