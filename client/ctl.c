@@ -142,7 +142,10 @@ static int run_request(jc_request *req, const char *out_path, const char *what)
 		for (size_t i = 0; jc_result_lowered_at(res, i, &expr, &lowered) == 0; i++)
 			printf("%s\t%s\n", expr, lowered);
 		size_t size;
-		const void *data = jc_result_data(res, &size);
+		const char *data = jc_result_data(res, &size);
+		/* NVRTC's PTX ends with its NUL terminator: the file holds the text. */
+		if (jc_result_output(res) == JC_PTX && size && data[size - 1] == '\0')
+			size--;
 		if (out_path && write_file(out_path, data, size) != 0) {
 			die(1, "cannot write %s: %s", out_path, strerror(errno));
 			rc = JC_EIO;

@@ -72,6 +72,31 @@ static int names_arch(const char *opt)
 	       strcmp(opt, "--gpu-architecture") == 0 || strncmp(opt, "--gpu-architecture=", 19) == 0;
 }
 
+/*
+ * NVRTC options that make the compiler read or write files the request
+ * names (NVRTC API reference, "Supported Compile Options": --time,
+ * --fdevice-time-trace, the precompiled-header options; ptxas's own output
+ * options through --ptxas-options/-Xptxas). The daemon never writes where a
+ * client says, and a cached artifact must not depend on files outside the key.
+ */
+static int touches_files(const char *opt)
+{
+	static const char *const prefixes[] = {
+		"-time", "--time", "-fdevice-time-trace", "--fdevice-time-trace",
+		"-pch", "--pch", "-create-pch", "--create-pch", "-use-pch", "--use-pch",
+		"-pch-dir", "--pch-dir",
+	};
+	const char *o = opt;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t n = strlen(prefixes[i]);
+		if (strncmp(o, prefixes[i], n) == 0 && (o[n] == '\0' || o[n] == '='))
+			return 1;
+	}
+	int ptxas = strncmp(o, "-Xptxas=", 8) == 0 || strncmp(o, "--ptxas-options=", 16) == 0;
+	const char *v = strchr(o, '=');
+	return ptxas && (strstr(v, "-o") || strstr(v, "output"));
+}
+
 static int check_opts(const struct jc_strv *sv, const char *what, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < sv->n; i++) {
@@ -80,7 +105,19 @@ static int check_opts(const struct jc_strv *sv, const char *what, char *err, siz
 		if (names_arch(sv->v[i]))
 			return invalid(err, errlen, "%s \"%s\": set the architecture with --arch, not as an option",
 				       what, sv->v[i]);
+		if (touches_files(sv->v[i]))
+			return invalid(err, errlen, "%s \"%s\" makes the compiler read or write files of its "
+				       "own: not allowed through the cache", what, sv->v[i]);
 	}
+	return 0;
+}
+
+/* Names end up in logs and compile logs: no control characters. */
+static int check_name(const char *name, const char *what, char *err, size_t errlen)
+{
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return invalid(err, errlen, "%s contains a control character (0x%02x)", what, *c);
 	return 0;
 }
 
@@ -139,6 +176,10 @@ static int validate(const struct jc_req *req, const struct jc_blob ***sorted, ch
 			       "(sm_%s), or ask for PTX or LTO-IR output", req->arch, req->arch + 8);
 	if (req->job != JC_JOB_LINK && (!req->source_name || !req->source_name[0]))
 		return invalid(err, errlen, "the source name is empty");
+	if (req->source_name && (rc = check_name(req->source_name, "the source name", err, errlen)))
+		return rc;
+	if (req->reject_reason > JC_REJECT_LOAD_FAILED)
+		return invalid(err, errlen, "unknown reject reason %u", req->reject_reason);
 	if (!req->source && req->source_size)
 		return invalid(err, errlen, "source has %zu bytes but no data", req->source_size);
 	if ((rc = check_opts(&req->options, "option", err, errlen)) ||
@@ -151,6 +192,8 @@ static int validate(const struct jc_req *req, const struct jc_blob ***sorted, ch
 		const struct jc_blob *b = &req->link_inputs[i];
 		if (!b->name || !b->name[0])
 			return invalid(err, errlen, "link input %zu has no name", i);
+		if ((rc = check_name(b->name, "a link input name", err, errlen)))
+			return rc;
 		if (!jc__input_type_name(b->type))
 			return invalid(err, errlen, "link input \"%s\": unknown type %u", b->name, b->type);
 		if (!b->data && b->size)
@@ -159,7 +202,8 @@ static int validate(const struct jc_req *req, const struct jc_blob ***sorted, ch
 	}
 	for (size_t i = 0; i < req->n_headers; i++) {
 		const struct jc_blob *b = &req->headers[i];
-		if ((rc = check_header_name(b->name, err, errlen)))
+		if ((rc = check_header_name(b->name, err, errlen)) ||
+		    (rc = check_name(b->name, "a header name", err, errlen)))
 			return rc;
 		if (!b->data && b->size)
 			return invalid(err, errlen, "header \"%s\" has %zu bytes but no data", b->name, b->size);

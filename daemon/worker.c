@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,14 +50,26 @@ static void set_message(struct jc_res *res, int status, const char *fmt, ...)
 }
 
 /* Appends text to res->log (the log of every stage is kept). */
+/* A log past this is cut (its head kept, with a note): logs travel in frames
+ * and live in the index, and a compiler can print without bound. */
+#define LOG_MAX (4u << 20)
+
 static void append_log(struct jc_res *res, const char *text, size_t len)
 {
+	static const char cut[] = "\n[jitcache: log truncated]\n";
 	size_t old = res->log ? strlen(res->log) : 0;
-	char *p = realloc(res->log, old + len + 1);
+	if (old >= LOG_MAX)
+		return;
+	if (len > LOG_MAX - old)
+		len = LOG_MAX - old;
+	int truncated = old + len == LOG_MAX;
+	char *p = realloc(res->log, old + len + sizeof(cut));
 	if (!p)
 		return;
 	memcpy(p + old, text, len);
 	p[old + len] = '\0';
+	if (truncated)
+		memcpy(p + old + len, cut, sizeof(cut));
 	res->log = p;
 }
 
@@ -456,6 +469,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] (started by jitcached)\n");
 		return 2;
 	}
+	/* A worker must not outlive its daemon, which bounds its compile time:
+	 * die with it (also if it is already gone). */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
+		return 1;
 	if (mem_limit) {
 		struct rlimit rl = {.rlim_cur = mem_limit, .rlim_max = mem_limit};
 		if (setrlimit(RLIMIT_AS, &rl) != 0)

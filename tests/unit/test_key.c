@@ -245,6 +245,11 @@ M(x_job, r->job = 0)
 M(x_output, r->output = 9)
 M(x_link_ltoir, r->output = JC_OUTPUT_LTOIR)
 M(x_virtual_cubin, set_str(&r->arch, "compute_90"))
+M(x_opt_time_file, set_str(&r->options.v[0], "--time=/etc/crontab"))
+M(x_opt_pch_dir, set_str(&r->options.v[0], "--pch-dir=/tmp"))
+M(x_opt_ptxas_output, set_str(&r->options.v[0], "-Xptxas=--output-file=/tmp/x"))
+M(x_source_name_newline, set_str(&r->source_name, "x\nINJECTED"))
+M(x_reject_reason, r->reject_reason = 99)
 M(x_link_job_no_inputs, {
 	r->job = JC_JOB_LINK;
 	for (size_t i = 0; i < r->n_link_inputs; i++) {
@@ -270,7 +275,8 @@ static const struct {
 	ROW(x_include_dir_unused), ROW(x_include_opt_no_value), ROW(x_include_path_no_value),
 	ROW(x_pre_include_no_value),
 	ROW(x_source_name_empty), ROW(x_source_no_data), ROW(x_job), ROW(x_output),
-	ROW(x_link_ltoir), ROW(x_virtual_cubin), ROW(x_link_job_no_inputs), ROW(x_link_type), ROW(x_link_name_empty),
+	ROW(x_link_ltoir), ROW(x_virtual_cubin), ROW(x_opt_time_file), ROW(x_opt_pch_dir),
+	ROW(x_opt_ptxas_output), ROW(x_source_name_newline), ROW(x_reject_reason), ROW(x_link_job_no_inputs), ROW(x_link_type), ROW(x_link_name_empty),
 };
 
 static void test_rejects(void **state)
