@@ -596,6 +596,18 @@ int jc__index_put(struct jc_index *ix, const struct jc_entry *e)
 	return rc;
 }
 
+int jc__index_put_many(struct jc_index *ix, const struct jc_entry *e, size_t n)
+{
+	int rc;
+
+	if (!n)
+		return 0;
+	rc = tx(ix, ST_BEGIN);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = jc__index_put(ix, &e[i]);
+	return tx_end(ix, rc);
+}
+
 int jc__index_delete(struct jc_index *ix, const uint8_t key[16])
 {
 	sqlite3_stmt *st = ix->st[ST_DELETE];

@@ -96,6 +96,16 @@ int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *o
  */
 int jc__index_put(struct jc_index *ix, const struct jc_entry *e);
 
+/*
+ * Puts the n entries of e (borrowed array; may be NULL when n is 0) as
+ * jc__index_put() does, all in one transaction: all or nothing. A bulk path
+ * for tools that fill an index (jitcache-bench's scale runs); the daemon
+ * puts one entry at a time.
+ * Returns 0 (also for n == 0), JC_EINVAL (a status not 0/1: nothing is
+ * stored), SQLite errors, JC_ENOMEM.
+ */
+int jc__index_put_many(struct jc_index *ix, const struct jc_entry *e, size_t n);
+
 /* Deletes the entry of key. Returns 0, JC_ENOTFOUND, SQLite errors. */
 int jc__index_delete(struct jc_index *ix, const uint8_t key[16]);
 

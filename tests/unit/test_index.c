@@ -406,6 +406,36 @@ static void test_totals_refs(void **state)
 	assert_true(n == 10 && neg == 4 && bytes == 627);
 }
 
+/* put_many: every entry lands, in one transaction; a bad one stores none. */
+static void test_put_many(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e[5], got = {0};
+	uint64_t n;
+
+	assert_int_equal(jc__index_put_many(f->ix, NULL, 0), 0);
+	for (int i = 0; i < 5; i++)
+		e[i] = mkentry(i, i == 4, 100);
+	assert_int_equal(jc__index_put_many(f->ix, e, 5), 0);
+	assert_int_equal(jc__index_totals(f->ix, &n, NULL, NULL), 0);
+	assert_int_equal(n, 5);
+	assert_int_equal(jc__index_get(f->ix, e[3].key, &got), 0);
+	assert_int_equal(got.size, 103);
+	jc__entry_clear(&got);
+	for (int i = 0; i < 5; i++)
+		e[i] = mkentry(10 + i, 0, 100);
+	e[3].status = 7;
+	assert_int_equal(jc__index_put_many(f->ix, e, 5), JC_EINVAL);
+	assert_int_equal(jc__index_totals(f->ix, &n, NULL, NULL), 0);
+	assert_int_equal(n, 5);
+	assert_int_equal(jc__index_get(f->ix, e[0].key, &got), JC_ENOTFOUND);
+	/* Still usable after the rollback. */
+	e[3].status = 0;
+	assert_int_equal(jc__index_put_many(f->ix, e, 5), 0);
+	assert_int_equal(jc__index_totals(f->ix, &n, NULL, NULL), 0);
+	assert_int_equal(n, 10);
+}
+
 struct counters { int n; char names[8][32]; uint64_t values[8]; };
 
 static int counter_cb(const char *name, uint64_t value, void *ctx)
@@ -586,7 +616,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_round_trip), T(test_replace_delete), T(test_touch), T(test_foreach),
-		T(test_totals_refs), T(test_counters), T(test_future_version),
+		T(test_totals_refs), T(test_put_many), T(test_counters), T(test_future_version),
 		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
 #undef T
 	};
