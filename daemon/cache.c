@@ -8,8 +8,11 @@
  * scanned (includes.h, manifest.h); every other request is keyed on the loop.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -54,24 +57,35 @@ static struct jc_slot *slot_of(struct jc_daemon *d, const uint8_t key[16])
 	return &d->memcache[h % JC_MEMCACHE_SLOTS];
 }
 
-static void slot_drop(struct jc_slot *s)
+static void slot_close_fd(struct jc_daemon *d, struct jc_slot *s)
 {
+	if (s->fd >= 0) {
+		close(s->fd);
+		d->n_slot_fds--;
+	}
+	s->fd = -1;
+}
+
+static void slot_drop(struct jc_daemon *d, struct jc_slot *s)
+{
+	slot_close_fd(d, s);
 	if (s->used)
 		jc__entry_clear(&s->e);
 	s->used = 0;
+	s->touch = 0;
 }
 
 void jc__cache_memcache_drop_all(struct jc_daemon *d)
 {
 	for (size_t i = 0; i < JC_MEMCACHE_SLOTS; i++)
-		slot_drop(&d->memcache[i]);
+		slot_drop(d, &d->memcache[i]);
 }
 
 static void memcache_forget(struct jc_daemon *d, const uint8_t key[16])
 {
 	struct jc_slot *s = slot_of(d, key);
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
-		slot_drop(s);
+		slot_drop(d, s);
 }
 
 /* Finds the index row for key: memory cache first, then SQLite. */
@@ -88,10 +102,39 @@ static const struct jc_entry *lookup(struct jc_daemon *d, const uint8_t key[16])
 		jc__entry_clear(&e);
 		return NULL;
 	}
-	slot_drop(s);
+	slot_drop(d, s);
 	s->e = e;
 	s->used = 1;
 	return &s->e;
+}
+
+/*
+ * A descriptor of the object of e (a row lookup() returned) for one reply;
+ * the caller closes it. The first hit opens the object with all of
+ * jc__store_open_object()'s checks and, while fewer than max_slot_fds are
+ * kept, keeps a copy in the row's memory-cache slot; later hits duplicate
+ * the kept one after an fstat that drops it if the file was removed,
+ * replaced (no links left) or resized meanwhile. The client hashes every
+ * byte it is served, so content changed in place is caught there (and
+ * rejected: see handle_reject).
+ */
+static int object_fd(struct jc_daemon *d, const struct jc_entry *e, int *fd)
+{
+	struct jc_slot *s = slot_of(d, e->key);
+	if (&s->e != e)
+		return jc__store_open_object(d->store, e->object, e->size, fd);
+	if (s->fd >= 0) {
+		struct stat st;
+		if (fstat(s->fd, &st) == 0 && st.st_nlink > 0 && (uint64_t)st.st_size == s->e.size &&
+		    (*fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) >= 0)
+			return 0;
+		slot_close_fd(d, s);
+	}
+	int rc = jc__store_open_object(d->store, s->e.object, s->e.size, fd);
+	if (rc == 0 && d->n_slot_fds < d->max_slot_fds &&
+	    (s->fd = fcntl(*fd, F_DUPFD_CLOEXEC, 0)) >= 0)
+		d->n_slot_fds++;
+	return rc;
 }
 
 /* --- replies -------------------------------------------------------------- */
@@ -114,17 +157,31 @@ static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32
 		res->message = (char *)"compile failed (cached negative entry): see the log";
 }
 
+/* Records a hit of key for the next flush: one pending row per key, whose
+ * hit count grows (its place in the list is kept in the key's slot). */
 static void touch(struct jc_daemon *d, const uint8_t key[16])
 {
+	struct jc_slot *s = slot_of(d, key);
+	size_t i = s->used && memcmp(s->e.key, key, 16) == 0 ? s->touch : 0;
+	if (i && i <= d->n_touch && memcmp(d->touch_keys[i - 1], key, 16) == 0) {
+		d->touch_hits[i - 1]++;
+		return;
+	}
 	if (d->n_touch == d->cap_touch) {
 		size_t cap = d->cap_touch ? d->cap_touch * 2 : 256;
-		void *p = realloc(d->touch_keys, cap * sizeof(*d->touch_keys));
-		if (!p)
+		void *k = realloc(d->touch_keys, cap * sizeof(*d->touch_keys));
+		if (k)
+			d->touch_keys = k;
+		void *h = k ? realloc(d->touch_hits, cap * sizeof(*d->touch_hits)) : NULL;
+		if (!h)
 			return; /* access time is advisory: losing one is harmless */
-		d->touch_keys = p;
+		d->touch_hits = h;
 		d->cap_touch = cap;
 	}
-	memcpy(d->touch_keys[d->n_touch++], key, 16);
+	memcpy(d->touch_keys[d->n_touch], key, 16);
+	d->touch_hits[d->n_touch++] = 1;
+	if (s->used && memcmp(s->e.key, key, 16) == 0)
+		s->touch = d->n_touch;
 }
 
 /* Serves a hit from an ok row; returns 0, or an error when the object is
@@ -133,7 +190,7 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		     uint64_t t0)
 {
 	int fd = -1;
-	int rc = jc__store_open_object(d->store, e->object, e->size, &fd);
+	int rc = object_fd(d, e, &fd);
 	if (rc != 0)
 		return rc;
 	struct jc_res res;
@@ -713,15 +770,10 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 		return NULL;
 	j->d = d;
 	j->keys = d->touch_keys;
+	j->hits = d->touch_hits;
 	j->n = d->n_touch;
-	j->hits = calloc(j->n + 1, sizeof(*j->hits));
-	if (!j->hits) {
-		free(j);
-		return NULL;
-	}
-	for (size_t i = 0; i < j->n; i++)
-		j->hits[i] = 1;
 	d->touch_keys = NULL;
+	d->touch_hits = NULL;
 	d->n_touch = d->cap_touch = 0;
 	memcpy(j->counters, d->counters, sizeof(j->counters));
 	j->save_counters = d->counters_dirty;
@@ -760,9 +812,18 @@ void jc__cache_flush_sync(struct jc_daemon *d)
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
+	struct rlimit rl;
 	d->memcache = calloc(JC_MEMCACHE_SLOTS, sizeof(*d->memcache));
-	if (!d->memcache || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0)
+	if (!d->memcache)
 		return JC_ENOMEM;
+	for (size_t i = 0; i < JC_MEMCACHE_SLOTS; i++)
+		d->memcache[i].fd = -1;
+	if (jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0)
+		return JC_ENOMEM;
+	d->max_slot_fds = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		d->max_slot_fds = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 > 4096 ? 4096
+											  : (size_t)rl.rlim_cur / 4;
 	int rc = jc__manifests_open(d->cfg.cache_dir, d->cfg.group_shared ? 02770 : 0700,
 				    &d->manifests, err, sizeof(err));
 	if (rc != 0) {

@@ -76,6 +76,8 @@ struct jc_flight {
 #define JC_MEMCACHE_SLOTS 16384
 struct jc_slot {
 	int used;
+	int fd;           /* the object's descriptor, kept open after its checks; -1 if none */
+	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
 	struct jc_entry e;
 };
 
@@ -104,9 +106,14 @@ struct jc_daemon {
 	struct jc_worker **workers;
 	int n_workers;
 
-	/* Access times and hit counts not yet written: flushed in batches. */
+	/* Access times and hit counts not yet written: flushed in batches,
+	 * one row per key however often it was hit. */
 	uint8_t (*touch_keys)[16];
+	uint32_t *touch_hits;
 	size_t n_touch, cap_touch;
+	/* Object descriptors kept open by memory-cache slots, and the most
+	 * that may be (a quarter of RLIMIT_NOFILE, at most 4096). */
+	size_t n_slot_fds, max_slot_fds;
 	int flush_busy;
 	uv_work_t flush_work;
 

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hit path's shortcuts keep the cache's promises, against a real daemon:
+ * hits of one key share one pending access-time row, yet every hit is
+ * counted (across periodic flushes and the flush at exit); and the object
+ * descriptor a memory-cache slot keeps open never serves an object that was
+ * removed, replaced or truncated behind the daemon's back: each of those is
+ * noticed, quarantined and compiled afresh, and the client gets the right
+ * bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static const char src[] = "extern \"C\" __global__ void hp(float *x) { x[threadIdx.x] += 1.0f; }\n";
+
+static int setup(void **state)
+{
+	struct jc_test_daemon *d = calloc(1, sizeof(*d));
+	jct_daemon_init(d);
+	jct_daemon_start(d, NULL);
+	*state = d;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	jct_daemon_cleanup(*state);
+	free(*state);
+	return 0;
+}
+
+/* One request through c; returns its cache status, copies the bytes to out
+ * (malloc'd) when out is not NULL. */
+static int request(jc_client *c, const jc_request *r, uint8_t **out, size_t *size)
+{
+	jc_result *res = NULL;
+	int rc = jc_compile(c, r, &res);
+	if (rc != 0)
+		fail_msg("jc_compile: %s", jc_client_errmsg(c));
+	int st = (int)jc_result_cache_status(res);
+	size_t n;
+	const void *data = jc_result_data(res, &n);
+	if (out) {
+		*out = malloc(n);
+		assert_non_null(*out);
+		memcpy(*out, data, n);
+		*size = n;
+	}
+	jc_result_free(res);
+	return st;
+}
+
+/* The hit count `jitcachectl ls --json` shows for the only entry. */
+static long listed_hits(const struct jc_test_daemon *d)
+{
+	char *out = NULL;
+	const char *args[] = {"ls", "--json", NULL};
+	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
+	const char *p = strstr(out, "\"hits\": ");
+	if (!p)
+		fail_msg("no hits in: %s", out);
+	long n = strtol(p + strlen("\"hits\": "), NULL, 10);
+	free(out);
+	return n;
+}
+
+static void test_hits_all_counted(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
+	jc_client *c = jct_connect(d);
+	assert_int_equal(request(c, r, NULL, NULL), JC_MISS);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	/* The daemon flushes access times every second. */
+	long n = 0;
+	for (int i = 0; i < 50 && (n = listed_hits(d)) != 4; i++)
+		usleep(100000);
+	assert_int_equal(n, 4);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	jc_client_close(c);
+	/* The rest are written at exit; read them offline. */
+	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(listed_hits(d), 7);
+	jc_request_free(r);
+}
+
+/* DIR/objects/ab/<hash> of bytes. */
+static void object_path(const struct jc_test_daemon *d, const uint8_t *data, size_t n, char *path,
+			size_t len)
+{
+	XXH128_canonical_t h;
+	char hex[33];
+	XXH128_canonicalFromHash(&h, XXH3_128bits(data, n));
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", h.digest[i]);
+	snprintf(path, len, "%s/objects/%.2s/%s", d->cache, hex, hex);
+}
+
+enum damage { REMOVE, REPLACE, TRUNCATE };
+
+/* Miss, hit (the slot keeps the descriptor), damage the object file, then
+ * the next request must compile afresh and serve the original bytes. */
+static void damaged_while_kept(struct jc_test_daemon *d, enum damage how)
+{
+	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
+	jc_client *c = jct_connect(d);
+	uint8_t *good, *again;
+	size_t n, m;
+	char path[512], tmp[600];
+	assert_int_equal(request(c, r, &good, &n), JC_MISS);
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	object_path(d, good, n, path, sizeof(path));
+	switch (how) {
+	case REMOVE:
+		assert_int_equal(unlink(path), 0);
+		break;
+	case REPLACE: {
+		/* Same size, owner and mode: only the content tells. */
+		snprintf(tmp, sizeof(tmp), "%s.new", path);
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
+		assert_true(fd >= 0);
+		uint8_t *bad = malloc(n);
+		assert_non_null(bad);
+		memset(bad, 0x5a, n);
+		assert_int_equal(write(fd, bad, n), (ssize_t)n);
+		close(fd);
+		free(bad);
+		assert_int_equal(rename(tmp, path), 0);
+		break;
+	}
+	case TRUNCATE:
+		assert_int_equal(chmod(path, 0644), 0);
+		assert_int_equal(truncate(path, (off_t)n / 2), 0);
+		assert_int_equal(chmod(path, 0444), 0);
+		break;
+	}
+	assert_int_equal(request(c, r, &again, &m), JC_MISS);
+	assert_int_equal(m, n);
+	assert_memory_equal(again, good, n);
+	assert_int_equal(jct_stat(d, "corrupt_objects"), 1);
+	assert_int_equal(jct_stat(d, "compiles"), 2);
+	/* And the fresh object is served again. */
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	jc_client_close(c);
+	free(good);
+	free(again);
+	jc_request_free(r);
+}
+
+static void test_kept_object_removed(void **state)
+{
+	damaged_while_kept(*state, REMOVE);
+}
+
+static void test_kept_object_replaced(void **state)
+{
+	damaged_while_kept(*state, REPLACE);
+}
+
+static void test_kept_object_truncated(void **state)
+{
+	damaged_while_kept(*state, TRUNCATE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_hits_all_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_object_removed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_object_replaced, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_object_truncated, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
