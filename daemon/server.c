@@ -35,6 +35,7 @@ struct jc_conn {
 	int hello;                     /* handshake done */
 	int busy;                      /* a request is being answered */
 	int replied;                   /* conn_frame_cb answered the frame it refused */
+	int paused;                    /* reading stopped until it is */
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
@@ -255,7 +256,20 @@ void jc__conn_done(struct jc_conn *c)
 	if (c->closing)
 		return;
 	idle_arm(c);
-	uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+	if (c->paused) {
+		c->paused = 0;
+		uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+	}
+}
+
+/* After a request was handed on: stop reading until it is answered (a hit
+ * is answered before this, and then reading goes on without a pause). */
+static void pause_if_busy(struct jc_conn *c)
+{
+	if (c->busy && !c->closing) {
+		c->paused = 1;
+		uv_read_stop((uv_stream_t *)&c->pipe);
+	}
 }
 
 /* --- admin commands run in the thread pool -------------------------------- */
@@ -403,7 +417,6 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 	}
 	c->busy = 1;
 	uv_timer_stop(&c->idle);
-	uv_read_stop((uv_stream_t *)&c->pipe);
 	if (type == JC_MSG_COMPILE) {
 		struct jc_req req = {0};
 		int rc = jc__decode_req(payload, len, &req);
@@ -414,10 +427,12 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			return rc;
 		}
 		jc__cache_request(d, c, &req);
+		pause_if_busy(c);
 		return 0;
 	}
 	if (type == JC_MSG_ADMIN) {
 		handle_admin(c, payload, len);
+		pause_if_busy(c);
 		return 0;
 	}
 	d->counters[JC_CTR_bad_requests]++;
