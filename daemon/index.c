@@ -237,7 +237,8 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 	}
 	if (!readonly) {
 		rc = sqlite3_exec(ix->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-				  " PRAGMA journal_size_limit=67108864", NULL, NULL, NULL);
+				  " PRAGMA journal_size_limit=67108864; PRAGMA cache_size=-65536",
+				  NULL, NULL, NULL);
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
 		if (pragma_int(ix->db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode",
