@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +23,9 @@
 struct jc_client {
 	int fd;
 	struct jc_buf in, out;
+	uint64_t spin_ns;      /* poll for the answer this long; 0 never */
+	unsigned spin_skip;    /* requests left before the next poll */
+	unsigned spin_backoff; /* spin_skip after the last poll that timed out */
 	char errmsg[512];
 };
 
@@ -35,11 +37,57 @@ struct jc_result {
 
 static __thread char connect_errmsg[512];
 
+#define SPIN_NS_DEFAULT 50000 /* see jc_client_connect */
+#define SPIN_BACKOFF_MAX 1024
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* $JITCACHE_CLIENT_SPIN_US in nanoseconds: 0 to 1 s, else the default. */
+static uint64_t spin_setting(void)
+{
+	const char *s = getenv("JITCACHE_CLIENT_SPIN_US");
+	char *end;
+	if (!s || !*s)
+		return SPIN_NS_DEFAULT;
+	errno = 0;
+	unsigned long long us = strtoull(s, &end, 10);
+	return errno || *end || us > 1000000 ? SPIN_NS_DEFAULT : us * 1000;
+}
+
+/*
+ * Polls the socket for the answer for up to c->spin_ns before the blocking
+ * read (see jc_client_connect for why). When the answer does not come in
+ * time (a compile, or a daemon busy with other clients, which then needs the
+ * CPU this loop burns), polling is skipped for the next 8 requests, then 16,
+ * ... up to SPIN_BACKOFF_MAX, until a poll succeeds again. Only peeks:
+ * nothing is consumed and no descriptor is received (no control buffer).
+ */
+static void spin_for_answer(jc_client *c)
+{
+	if (!c->spin_ns)
+		return;
+	if (c->spin_skip) {
+		c->spin_skip--;
+		return;
+	}
+	uint64_t t0 = now_ns();
+	char b;
+	do {
+		ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR)) {
+			c->spin_backoff = 0; /* data, EOF or an error: the read reports it */
+			return;
+		}
+	} while (now_ns() - t0 < c->spin_ns);
+	c->spin_backoff = c->spin_backoff ? c->spin_backoff * 2 : 8;
+	if (c->spin_backoff > SPIN_BACKOFF_MAX)
+		c->spin_backoff = SPIN_BACKOFF_MAX;
+	c->spin_skip = c->spin_backoff;
 }
 
 static int seterr(char *buf, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -79,6 +127,7 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 	jc_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return seterr(connect_errmsg, JC_ENOMEM, "out of memory");
+	c->spin_ns = spin_setting();
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		seterr(connect_errmsg, JC_ECONNECT, "cannot connect to jitcached at %s: %s", socket_path,
@@ -134,6 +183,7 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	int rc = jc__io_write_all(c->fd, c->out.data, c->out.len);
 	if (rc != 0)
 		return seterr(c->errmsg, JC_EIO, "send to jitcached failed: %s", strerror(errno));
+	spin_for_answer(c);
 	rc = jc__io_read_frame(c->fd, &c->in, type, fd, -1);
 	if (rc != 0)
 		return seterr(c->errmsg, rc, "no answer from jitcached: %s",
@@ -152,24 +202,30 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	return 0;
 }
 
-/* Reads the served object from its descriptor into res->data. */
+/*
+ * Reads the served object from its descriptor into res->data. It must hold
+ * exactly res->size bytes: one more is asked for, so that a longer file shows
+ * as well as a shorter one, without an fstat. A descriptor that cannot be
+ * read at an offset (not a regular file) fails pread.
+ */
 static int read_object(struct jc_res *res)
 {
-	struct stat st;
-	if (fstat(res->fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != res->size)
-		return JC_ECORRUPT;
-	res->data = malloc(res->size ? res->size : 1);
+	size_t want = res->size + 1, off = 0;
+	res->data = malloc(want);
 	if (!res->data)
 		return JC_ENOMEM;
-	size_t off = 0;
-	while (off < res->size) {
-		ssize_t n = pread(res->fd, res->data + off, res->size - off, (off_t)off);
+	while (off < want) {
+		ssize_t n = pread(res->fd, res->data + off, want - off, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n < 0)
 			return JC_ECORRUPT;
+		if (n == 0)
+			break;
 		off += (size_t)n;
 	}
+	if (off != res->size)
+		return JC_ECORRUPT;
 	close(res->fd);
 	res->fd = -1;
 	return 0;

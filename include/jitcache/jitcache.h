@@ -88,6 +88,12 @@ typedef enum {
  * caller: free it with jc_client_close(). On failure *out is NULL and the
  * reason is in the returned code; a message is kept for
  * jc_client_errmsg(NULL) on the calling thread.
+ * After sending a request, the client polls its socket for up to
+ * $JITCACHE_CLIENT_SPIN_US microseconds (read at connect; default 50, 0
+ * never) before it sleeps: a hit is answered within that time, and sleeping
+ * costs wake-ups that on virtual machines cost more than the hit. After a
+ * poll that times out (a compile, a busy daemon) it does not poll for the
+ * next 8 requests, then 16, ... up to 1024, until a poll succeeds again.
  * Errors: JC_ECONNECT (no daemon), JC_EVERSION, JC_EPROTO, JC_EIO, JC_ENOMEM.
  */
 JC_API int jc_client_connect(const char *socket_path, jc_client **out);
