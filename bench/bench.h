@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jitcache-bench internals: a daemon of its own on a temporary cache, the
+ * measurements, and the report. The benchmark is one process that forks its
+ * client processes; nothing here is thread-safe.
+ *
+ * Errors end the run: bench_die() prints the message, stops the daemon,
+ * keeps the temporary directory (its daemon.log explains most failures) and
+ * exits 1. Figures that miss their target are not errors.
+ */
+#ifndef JC_BENCH_H
+#define JC_BENCH_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "jitcache/jitcache.h"
+
+/* How much to measure: --quick, the default (full) and --tiny (smoke test). */
+struct bench_plan {
+	const char *name;       /* "quick", "full", "tiny" */
+	size_t hit_iters;       /* timed hits (and raw reads) per object size */
+	double tput_s;          /* seconds each throughput level runs */
+	int levels[5];          /* client processes per throughput level */
+	size_t n_levels;
+	size_t scale[3];        /* index sizes, ascending */
+	size_t n_scale;
+	size_t scale_iters;     /* timed hits per scale figure */
+	int sf_rounds;          /* single-flight rounds (the median counts) */
+	int sf_clients;         /* cold clients on one key */
+	int compile_reps;       /* NVRTC compiles per example (the median counts) */
+	int large;              /* measure the CUB (~160 KiB) object too */
+};
+
+/* The daemon under test. */
+struct bench_daemon {
+	char root[PATH_MAX];    /* mkdtemp: cache/, sock, daemon.log, empty.conf */
+	char cache[PATH_MAX + 16];
+	char sock[PATH_MAX + 16];
+	char log[PATH_MAX + 16];
+	char conf[PATH_MAX + 16];
+	char bin[PATH_MAX];     /* jitcached */
+	pid_t pid;              /* -1 when stopped */
+};
+
+/* Prints "jitcache-bench: <message>", stops the daemon, exits 1. */
+void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* CLOCK_MONOTONIC in nanoseconds (comparable across processes). */
+uint64_t bench_now_ns(void);
+
+/* --- daemon.c ------------------------------------------------------------ */
+
+/* Makes the temporary root (under $TMPDIR, else /tmp) and finds jitcached:
+ * $JITCACHED, else next to this program's build directory
+ * (<dir>/../daemon/jitcached) or beside it (<dir>/jitcached). Dies on failure. */
+void bench_daemon_init(struct bench_daemon *d);
+/* Spawns jitcached on d and waits until it answers a handshake; returns the
+ * milliseconds from fork to that answer. Dies if it exits or takes 30 s. */
+double bench_daemon_start(struct bench_daemon *d);
+/* SIGTERM, then waits; dies unless it exits 0. */
+void bench_daemon_stop(struct bench_daemon *d);
+/* Kills a running daemon; removes the root unless keep_root. Idempotent. */
+void bench_daemon_cleanup(struct bench_daemon *d, int keep_root);
+/* A connected client (dies on failure). */
+jc_client *bench_connect(const struct bench_daemon *d);
+/* The daemon's integer statistic name (jitcachectl stats), through c. */
+int64_t bench_stat(jc_client *c, const char *name);
+
+/* --- measure.c ----------------------------------------------------------- */
+
+/* Percentiles in microseconds. */
+struct bench_lat {
+	double p50, p99, p999;
+};
+
+/* Sorts ns[0..n) and fills out. */
+void bench_lat_of(uint64_t *ns, size_t n, struct bench_lat *out);
+
+/* The artifact a request gives, fetched once (a miss or a hit). */
+struct bench_object {
+	size_t size;
+	char path[PATH_MAX + 64];  /* DIR/objects/ab/<hash> */
+	char key[33];
+	double compile_ms;         /* NVRTC time the daemon reports */
+	double miss_ms;            /* client wall time of that first request */
+	int was_miss;
+};
+
+/* Sends r once through c, checks the answer, fills o (path under cache). */
+void bench_fetch(jc_client *c, const jc_request *r, const char *cache, struct bench_object *o);
+
+/* Warm hit latency of r through c, and in the same run, interleaved, the
+ * open + read + close of o's object file; iters of each. */
+void bench_hits_vs_raw(jc_client *c, const jc_request *r, const struct bench_object *o,
+		       size_t iters, struct bench_lat *hit, struct bench_lat *raw);
+
+/* The floor under any socket protocol here: p50 in microseconds of a
+ * 64-byte write + read round trip between two processes over a Unix stream
+ * socket pair, blocking on both sides. */
+double bench_socket_floor_us(size_t iters);
+
+/* p50 in microseconds of XXH3-128 over o's bytes in memory: the check the
+ * client library makes of every object it is served. */
+double bench_hash_us(const struct bench_object *o, size_t iters);
+
+/* Hits per second of procs client processes hitting r for secs seconds. */
+double bench_throughput(const struct bench_daemon *d, const jc_request *r, int procs,
+			double secs);
+
+/* One single-flight round: clients processes request r (a key not yet in the
+ * cache) at once. Fills the compiles the daemon ran for it (stats delta) and
+ * the wall time from the start signal to the last answer. */
+void bench_single_flight(const struct bench_daemon *d, const jc_request *r, int clients,
+			 int64_t *compiles, double *wall_ms);
+
+/* --- scale.c ------------------------------------------------------------- */
+
+struct bench_scale {
+	size_t entries;          /* entries in the index */
+	double insert_s;         /* bulk insert time for this step */
+	double ready_ms;         /* restart: fork to first handshake answered */
+	double first_hit_us;     /* first hit after the restart */
+	double hit_p50_us;       /* hits over a fixed 1000-key working set */
+	double spread_p50_us;    /* hits on keys drawn uniformly from all entries */
+};
+
+/* Grows the cache of d (daemon running, nothing else in it but what the run
+ * compiled) to each size of plan->scale in turn: stop the daemon, bulk-insert
+ * entries (see scale.c), restart, measure. out: plan->n_scale figures. */
+void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
+		     struct bench_scale *out);
+
+/* A request for the tiny kernel (~3.5 KiB of cubin for sm_90); variant != 0
+ * adds a comment line "// entry <variant>" that changes the key, not the
+ * code. Dies on failure. */
+jc_request *bench_tiny_request(uint64_t variant);
+
+#endif

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jitcache-bench [--quick] [--json]: starts its own jitcached on a temporary
+ * cache and prints the performance figures beside their targets.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static struct bench_daemon daemon_under_test = {.pid = -1};
+static int keep_dir;
+
+static const struct bench_plan plans[] = {
+	{.name = "full", .hit_iters = 50000, .tput_s = 3, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
+	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 20000, .sf_rounds = 5,
+	 .sf_clients = 64, .compile_reps = 3, .large = 1},
+	{.name = "quick", .hit_iters = 10000, .tput_s = 1, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
+	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 5000, .sf_rounds = 3,
+	 .sf_clients = 64, .compile_reps = 1, .large = 1},
+	/* The smoke test's: every code path, tiny sizes, no CUB compile. */
+	{.name = "tiny", .hit_iters = 300, .tput_s = 0.2, .levels = {1, 8}, .n_levels = 2,
+	 .scale = {100, 1000}, .n_scale = 2, .scale_iters = 200, .sf_rounds = 1,
+	 .sf_clients = 64, .compile_reps = 1, .large = 0},
+};
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void bench_die(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "jitcache-bench: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (daemon_under_test.root[0])
+		fprintf(stderr, "jitcache-bench: kept %s (daemon.log inside)\n", daemon_under_test.root);
+	bench_daemon_cleanup(&daemon_under_test, 1);
+	exit(1);
+}
+
+static void on_signal(int sig)
+{
+	if (daemon_under_test.pid > 0)
+		kill(daemon_under_test.pid, SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* --- figures and targets ----------------------------------------------------- */
+
+enum cmp { NONE, AT_MOST, AT_LEAST, EQUAL };
+
+struct figure {
+	char name[64];      /* table label */
+	char json[40];      /* JSON key */
+	double value;
+	const char *unit;   /* "us", "ms", "x", "hits/s", "" */
+	enum cmp cmp;
+	double target;
+	char note[96];
+};
+
+static struct figure figs[64];
+static size_t n_figs;
+
+static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)
+{
+	if (n_figs == sizeof(figs) / sizeof(figs[0]))
+		bench_die("too many figures");
+	struct figure *f = &figs[n_figs++];
+	memset(f, 0, sizeof(*f));
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(f->name, sizeof(f->name), fmt, ap);
+	va_end(ap);
+	snprintf(f->json, sizeof(f->json), "%s", json);
+	f->unit = unit;
+	f->value = value;
+	return f;
+}
+
+static void target(struct figure *f, enum cmp c, double t)
+{
+	f->cmp = c;
+	f->target = t;
+}
+
+static int met(const struct figure *f)
+{
+	switch (f->cmp) {
+	case AT_MOST:
+		return f->value <= f->target;
+	case AT_LEAST:
+		return f->value >= f->target;
+	case EQUAL:
+		return f->value == f->target;
+	case NONE:
+		break;
+	}
+	return 1;
+}
+
+static void fmt_value(char *out, size_t len, double v, const char *unit)
+{
+	if (strcmp(unit, "x") == 0)
+		snprintf(out, len, "%.2fx", v);
+	else if (!*unit)
+		snprintf(out, len, "%.0f", v);
+	else if (v >= 100 || strcmp(unit, "hits/s") == 0)
+		snprintf(out, len, "%.0f %s", v, unit);
+	else
+		snprintf(out, len, "%.1f %s", v, unit);
+}
+
+static void print_table(FILE *f)
+{
+	static const char *const ops[] = {"", "<=", ">=", "=="};
+	int pass = 0, total = 0;
+	fprintf(f, "%-46s %14s  %-14s %s\n", "figure", "value", "target", "result");
+	for (size_t i = 0; i < n_figs; i++) {
+		const struct figure *g = &figs[i];
+		char v[32], t[32] = "";
+		fmt_value(v, sizeof(v), g->value, g->unit);
+		if (g->cmp != NONE) {
+			char tv[24];
+			fmt_value(tv, sizeof(tv), g->target, g->unit);
+			snprintf(t, sizeof(t), "%s %s", ops[g->cmp], tv);
+			total++;
+			pass += met(g);
+		}
+		fprintf(f, "%-46s %14s  %-14s %s%s%s\n", g->name, v, t,
+			g->cmp == NONE ? "" : met(g) ? "pass" : "FAIL",
+			g->note[0] && g->cmp != NONE ? "  " : "", g->note);
+	}
+	fprintf(f, "%d of %d targets met\n", pass, total);
+}
+
+static void print_json(FILE *f, const struct bench_plan *plan, double run_s)
+{
+	fprintf(f, "{\n  \"mode\": \"%s\",\n  \"cpus\": %ld,\n  \"run_s\": %.1f", plan->name,
+		sysconf(_SC_NPROCESSORS_ONLN), run_s);
+	for (size_t i = 0; i < n_figs; i++)
+		fprintf(f, ",\n  \"%s\": %.3f", figs[i].json, figs[i].value);
+	fprintf(f, ",\n  \"targets\": {");
+	int first = 1;
+	for (size_t i = 0; i < n_figs; i++) {
+		if (figs[i].cmp == NONE)
+			continue;
+		fprintf(f, "%s\n    \"%s\": %s", first ? "" : ",", figs[i].json,
+			met(&figs[i]) ? "true" : "false");
+		first = 0;
+	}
+	fprintf(f, "\n  }\n}\n");
+}
+
+/* --- the run -------------------------------------------------------------------- */
+
+static const char *examples_dir(void)
+{
+	const char *e = getenv("JC_EXAMPLES");
+	return e && *e ? e : JC_BENCH_EXAMPLES;
+}
+
+static jc_request *example_request(const char *file, const char *expr, int cub)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", examples_dir(), file);
+	FILE *f = fopen(path, "rb");
+	static char src[1 << 16];
+	size_t n = f ? fread(src, 1, sizeof(src), f) : 0;
+	if (!f || n == 0 || n == sizeof(src))
+		bench_die("cannot read %s (set JC_EXAMPLES)", path);
+	fclose(f);
+	jc_request *r = NULL;
+	int rc = jc_request_new(&r);
+	rc = rc ?: jc_request_set_source(r, file, src, n);
+	rc = rc ?: jc_request_set_arch(r, "sm_90");
+	rc = rc ?: jc_request_add_name_expression(r, expr);
+	if (cub) {
+		const char *cuda = getenv("CUDA_PATH");
+		char inc[PATH_MAX + 32];
+		snprintf(inc, sizeof(inc), "-I%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
+		rc = rc ?: jc_request_add_option(r, "-std=c++17");
+		rc = rc ?: jc_request_add_option(r, inc);
+	}
+	if (rc != 0)
+		bench_die("building the %s request: %s", file, jc_strerror(rc));
+	return r;
+}
+
+/* A copy of r's key space made fresh: the app ABI string enters the key. */
+static void freshen(jc_request *r, const char *what, int i)
+{
+	char abi[96];
+	snprintf(abi, sizeof(abi), "jitcache-bench/%s/%d/%ld/%llu", what, i, (long)getpid(),
+		 (unsigned long long)bench_now_ns());
+	if (jc_request_set_app_abi(r, abi) != 0)
+		bench_die("out of memory");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* NVRTC time of compile_reps cold compiles of r (the first is o's). */
+static double compile_ms(jc_client *c, jc_request *r, const struct bench_object *o,
+			 const struct bench_plan *plan, const char *what)
+{
+	double v[8];
+	int n = 0;
+	if (o->was_miss)
+		v[n++] = o->compile_ms;
+	while (n < plan->compile_reps && n < 8) {
+		struct bench_object fresh;
+		freshen(r, what, n);
+		bench_fetch(c, r, daemon_under_test.cache, &fresh);
+		v[n++] = fresh.compile_ms;
+	}
+	jc_request_set_app_abi(r, "");
+	return median(v, n);
+}
+
+static void hit_figures(const char *tag, const char *label, const struct bench_object *o,
+			const struct bench_lat *hit, const struct bench_lat *raw, double ratio_max)
+{
+	char k[40];
+	struct figure *f;
+	snprintf(k, sizeof(k), "%s_p50_us", tag);
+	f = fig(k, "us", hit->p50, "hit p50, %s (%.1f KiB)", label, (double)o->size / 1024);
+	target(f, AT_MOST, 30);
+	snprintf(k, sizeof(k), "%s_p99_us", tag);
+	target(fig(k, "us", hit->p99, "hit p99, %s", label), AT_MOST, 150);
+	snprintf(k, sizeof(k), "%s_p999_us", tag);
+	fig(k, "us", hit->p999, "hit p99.9, %s", label);
+	snprintf(k, sizeof(k), "raw_read%s_p50_us", tag + 3);
+	fig(k, "us", raw->p50, "raw open+read+close p50, %s", label);
+	snprintf(k, sizeof(k), "%s_raw_ratio", tag);
+	f = fig(k, "x", hit->p50 / raw->p50, "hit p50 / raw p50, %s", label);
+	target(f, AT_MOST, ratio_max);
+	snprintf(k, sizeof(k), "hash%s_us", tag + 3);
+	fig(k, "us", bench_hash_us(o, 2000), "  in it: client's XXH3-128 check, %s", label);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: jitcache-bench [--quick] [--json]\n"
+		   "  --quick  fewer iterations and shorter runs (same figures; under 4 minutes)\n"
+		   "  --json   figures as JSON on stdout (the table goes to stderr)\n"
+		   "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
+		   "  --keep   keep the temporary cache directory\n"
+		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"quick", no_argument, NULL, 'q'}, {"json", no_argument, NULL, 'j'},
+		{"tiny", no_argument, NULL, 't'},  {"keep", no_argument, NULL, 'k'},
+		{"help", no_argument, NULL, 'h'},  {NULL, 0, NULL, 0},
+	};
+	const struct bench_plan *plan = &plans[0];
+	int json = 0, c;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'q':
+			plan = &plans[1];
+			break;
+		case 't':
+			plan = &plans[2];
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'k':
+			keep_dir = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	FILE *table = json ? stderr : stdout;
+	uint64_t t_start = bench_now_ns();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct bench_daemon *d = &daemon_under_test;
+	bench_daemon_init(d);
+	fprintf(stderr, "jitcache-bench (%s): %ld CPUs, daemon %s, cache %s\n", plan->name,
+		sysconf(_SC_NPROCESSORS_ONLN), d->bin, d->cache);
+	bench_daemon_start(d);
+	jc_client *cl = bench_connect(d);
+
+	/* 6. NVRTC compile times (the first requests are the misses). */
+	jc_request *small = bench_tiny_request(0);
+	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", 0);
+	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", 1) : NULL;
+	struct bench_object o_small, o_saxpy, o_cub;
+	fprintf(stderr, "compiling the examples...\n");
+	bench_fetch(cl, small, d->cache, &o_small);
+	bench_fetch(cl, saxpy, d->cache, &o_saxpy);
+	double saxpy_ms = compile_ms(cl, saxpy, &o_saxpy, plan, "saxpy");
+	double cub_ms = 0;
+	if (cub) {
+		bench_fetch(cl, cub, d->cache, &o_cub);
+		cub_ms = compile_ms(cl, cub, &o_cub, plan, "cub");
+	}
+
+	/* 1 + 2. Hit latency beside the raw read, and what no hit can avoid. */
+	fprintf(stderr, "hit latency...\n");
+	struct bench_lat hit_s, raw_s, hit_l, raw_l;
+	fig("socket_floor_us", "us", bench_socket_floor_us(plan->hit_iters),
+	    "floor: Unix socket round trip p50, 2 procs");
+	bench_hits_vs_raw(cl, small, &o_small, plan->hit_iters, &hit_s, &raw_s);
+	hit_figures("hit", "small", &o_small, &hit_s, &raw_s, 3);
+	{
+		/* The same without the client's poll before it sleeps. */
+		struct bench_lat h, r;
+		setenv("JITCACHE_CLIENT_SPIN_US", "0", 1);
+		jc_client *nospin = bench_connect(d);
+		unsetenv("JITCACHE_CLIENT_SPIN_US");
+		bench_hits_vs_raw(nospin, small, &o_small, plan->hit_iters / 2, &h, &r);
+		jc_client_close(nospin);
+		fig("hit_nospin_p50_us", "us", h.p50, "  hit p50, small, client never polls");
+	}
+	if (cub) {
+		bench_hits_vs_raw(cl, cub, &o_cub, plan->hit_iters, &hit_l, &raw_l);
+		hit_figures("hit_large", "CUB", &o_cub, &hit_l, &raw_l, 2);
+	}
+
+	/* 3. Throughput. */
+	fprintf(stderr, "throughput...\n");
+	for (size_t i = 0; i < plan->n_levels; i++) {
+		int p = plan->levels[i];
+		double v = bench_throughput(d, small, p, plan->tput_s);
+		char k[32];
+		snprintf(k, sizeof(k), p == 8 ? "hits_per_s" : "hits_per_s_%d", p);
+		struct figure *f = fig(k, "hits/s", v, "throughput, %d client process%s", p,
+				       p == 1 ? "" : "es");
+		if (p == 8)
+			target(f, AT_LEAST, 40000);
+	}
+
+	/* 4. Single flight, against one compile alone (fresh keys each round). */
+	fprintf(stderr, "single flight...\n");
+	double alone[16], wall[16], ratio[16];
+	int64_t max_compiles = 0;
+	for (int i = 0; i < plan->sf_rounds && i < 16; i++) {
+		struct bench_object o;
+		freshen(saxpy, "alone", i);
+		bench_fetch(cl, saxpy, d->cache, &o);
+		alone[i] = o.miss_ms;
+		int64_t compiles;
+		freshen(saxpy, "flight", i);
+		bench_single_flight(d, saxpy, plan->sf_clients, &compiles, &wall[i]);
+		if (compiles > max_compiles || i == 0)
+			max_compiles = compiles;
+		ratio[i] = wall[i] / alone[i];
+	}
+	struct figure *f;
+	f = fig("single_flight_compiles", "", (double)max_compiles,
+		"single flight: compiles, %d cold clients", plan->sf_clients);
+	target(f, EQUAL, 1);
+	double m_wall = median(wall, plan->sf_rounds), m_alone = median(alone, plan->sf_rounds);
+	fig("single_flight_wall_ms", "ms", m_wall, "single flight: wall, %d clients", plan->sf_clients);
+	fig("one_compile_ms", "ms", m_alone, "one SAXPY miss alone (client wall)");
+	f = fig("single_flight_ratio", "x", median(ratio, plan->sf_rounds),
+		"single flight: wall / one compile");
+	target(f, AT_MOST, 1.2);
+
+	/* 6, on the same page: what a miss costs against a hit. */
+	fig("compile_saxpy_ms", "ms", saxpy_ms, "NVRTC compile, SAXPY (%.1f KiB)",
+	    (double)o_saxpy.size / 1024);
+	fig("miss_hit_ratio_saxpy", "x", saxpy_ms * 1e3 / hit_s.p50, "SAXPY compile / small hit p50");
+	if (cub) {
+		fig("compile_cub_ms", "ms", cub_ms, "NVRTC compile, CUB sort (%.1f KiB)",
+		    (double)o_cub.size / 1024);
+		fig("miss_hit_ratio_cub", "x", cub_ms * 1e3 / hit_l.p50, "CUB compile / CUB hit p50");
+	}
+	jc_client_close(cl);
+
+	/* 5. Scale (restarts the daemon). */
+	fprintf(stderr, "scale...\n");
+	struct bench_scale sc[3];
+	bench_scale_run(d, plan, sc);
+	for (size_t i = 0; i < plan->n_scale; i++) {
+		char k[40], label[16];
+		size_t n = sc[i].entries;
+		if (n >= 1000000)
+			snprintf(label, sizeof(label), "%zuM", n / 1000000);
+		else if (n >= 1000)
+			snprintf(label, sizeof(label), "%zuk", n / 1000);
+		else
+			snprintf(label, sizeof(label), "%zu", n);
+		snprintf(k, sizeof(k), "scale_%zu_hit_p50_us", n);
+		f = fig(k, "us", sc[i].hit_p50_us, "%s entries: hit p50 (1000 hot keys)", label);
+		if (i == plan->n_scale - 1 && i > 0) {
+			target(f, AT_MOST, 1.3 * sc[0].hit_p50_us);
+			snprintf(f->note, sizeof(f->note), "(1.3x the %zu-entry figure)", sc[0].entries);
+		}
+		snprintf(k, sizeof(k), "scale_%zu_spread_p50_us", n);
+		fig(k, "us", sc[i].spread_p50_us, "%s entries: hit p50 (keys drawn from all)", label);
+		snprintf(k, sizeof(k), "scale_%zu_ready_ms", n);
+		f = fig(k, "ms", sc[i].ready_ms, "%s entries: daemon ready after restart", label);
+		target(f, AT_MOST, 300);
+		snprintf(k, sizeof(k), "scale_%zu_first_hit_us", n);
+		fig(k, "us", sc[i].first_hit_us, "%s entries: first hit after restart", label);
+		snprintf(k, sizeof(k), "scale_%zu_insert_s", n);
+		fig(k, "s", sc[i].insert_s, "%s entries: bulk insert (not a target)", label);
+	}
+	bench_daemon_stop(d);
+	bench_daemon_cleanup(d, keep_dir);
+
+	double run_s = (double)(bench_now_ns() - t_start) / 1e9;
+	print_table(table);
+	fprintf(table, "mode %s, %.0f s; medians on a shared machine: compare the ratios\n", plan->name,
+		run_s);
+	if (json)
+		print_json(stdout, plan, run_s);
+	jc_request_free(small);
+	jc_request_free(saxpy);
+	jc_request_free(cub);
+	return 0;
+}
