@@ -4,7 +4,9 @@
  * compile failure), plus named counters. DIR/index.sqlite, WAL mode,
  * synchronous=NORMAL (objects are fsynced by the store before their row is
  * committed), busy_timeout 5000 ms, schema versioned by PRAGMA user_version
- * and marked with PRAGMA application_id.
+ * and marked with PRAGMA application_id. Writable handles keep up to 64 MiB
+ * of pages in memory (SQLite's default is 2 MiB): the key and LRU indexes of
+ * a 1M-entry index fit, so puts and touches stay off the disk.
  *
  * A database this code cannot read as its own (a user_version from the
  * future or unknown, another application's file, or a file SQLite reports as
