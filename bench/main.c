@@ -277,39 +277,23 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"quick", no_argument, NULL, 'q'}, {"json", no_argument, NULL, 'j'},
-		{"tiny", no_argument, NULL, 't'},  {"keep", no_argument, NULL, 'k'},
-		{"help", no_argument, NULL, 'h'},  {NULL, 0, NULL, 0},
+	int mode = 0, json = 0, c; /* mode: index into plans[] */
+	const struct option opts[] = {
+		{"quick", no_argument, &mode, 1}, {"tiny", no_argument, &mode, 2},
+		{"json", no_argument, &json, 1},  {"keep", no_argument, &keep_dir, 1},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
 	};
-	const struct bench_plan *plan = &plans[0];
-	int json = 0, c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'q':
-			plan = &plans[1];
-			break;
-		case 't':
-			plan = &plans[2];
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'k':
-			keep_dir = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+		if (c == 0)
+			continue; /* a flag set through opts */
+		usage(c == 'h' ? stdout : stderr);
+		return c == 'h' ? 0 : 2;
 	}
 	if (optind < argc) {
 		usage(stderr);
 		return 2;
 	}
+	const struct bench_plan *plan = &plans[mode];
 	FILE *table = json ? stderr : stdout;
 	uint64_t t_start = bench_now_ns();
 	signal(SIGINT, on_signal);
