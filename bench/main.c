@@ -19,10 +19,10 @@ static int keep_dir;
 
 static const struct bench_plan plans[] = {
 	{.name = "full", .hit_iters = 50000, .tput_s = 3, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
-	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 20000, .sf_rounds = 5,
+	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 50000, .sf_rounds = 5,
 	 .sf_clients = 64, .compile_reps = 3, .large = 1},
 	{.name = "quick", .hit_iters = 10000, .tput_s = 1, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
-	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 5000, .sf_rounds = 3,
+	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 20000, .sf_rounds = 3,
 	 .sf_clients = 64, .compile_reps = 1, .large = 1},
 	/* The smoke test's: every code path, tiny sizes, no CUB compile. */
 	{.name = "tiny", .hit_iters = 300, .tput_s = 0.2, .levels = {1, 8}, .n_levels = 2,
