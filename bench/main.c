@@ -19,10 +19,10 @@ static int keep_dir;
 
 static const struct bench_plan plans[] = {
 	{.name = "full", .hit_iters = 50000, .tput_s = 3, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
-	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 50000, .sf_rounds = 5,
+	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 50000, .sf_rounds = 11,
 	 .sf_clients = 64, .compile_reps = 3, .large = 1},
 	{.name = "quick", .hit_iters = 10000, .tput_s = 1, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
-	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 20000, .sf_rounds = 3,
+	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 20000, .sf_rounds = 7,
 	 .sf_clients = 64, .compile_reps = 1, .large = 1},
 	/* The smoke test's: every code path, tiny sizes, no CUB compile. */
 	{.name = "tiny", .hit_iters = 300, .tput_s = 0.2, .levels = {1, 8}, .n_levels = 2,
@@ -119,7 +119,7 @@ static int met(const struct figure *f)
 static void fmt_value(char *out, size_t len, double v, const char *unit)
 {
 	if (strcmp(unit, "x") == 0)
-		snprintf(out, len, "%.2fx", v);
+		snprintf(out, len, v >= 100 ? "%.0fx" : "%.2fx", v);
 	else if (!*unit)
 		snprintf(out, len, "%.0f", v);
 	else if (v >= 100 || strcmp(unit, "hits/s") == 0)
@@ -132,7 +132,7 @@ static void print_table(FILE *f)
 {
 	static const char *const ops[] = {"", "<=", ">=", "=="};
 	int pass = 0, total = 0;
-	fprintf(f, "%-46s %14s  %-14s %s\n", "figure", "value", "target", "result");
+	fprintf(f, "%-44s %14s  %-16s %s\n", "figure", "value", "target", "result");
 	for (size_t i = 0; i < n_figs; i++) {
 		const struct figure *g = &figs[i];
 		char v[32], t[32] = "";
@@ -144,7 +144,7 @@ static void print_table(FILE *f)
 			total++;
 			pass += met(g);
 		}
-		fprintf(f, "%-46s %14s  %-14s %s%s%s\n", g->name, v, t,
+		fprintf(f, "%-44s %14s  %-16s %s%s%s\n", g->name, v, t,
 			g->cmp == NONE ? "" : met(g) ? "pass" : "FAIL",
 			g->note[0] && g->cmp != NONE ? "  " : "", g->note);
 	}
