@@ -24,8 +24,7 @@ struct jc_client {
 	int fd;
 	struct jc_buf in, out;
 	uint64_t spin_ns;      /* poll for the answer this long; 0 never */
-	unsigned spin_skip;    /* requests left before the next poll */
-	unsigned spin_backoff; /* spin_skip after the last poll that timed out */
+	int fast;              /* the last answer came within spin_ns */
 	char errmsg[512];
 };
 
@@ -38,7 +37,6 @@ struct jc_result {
 static __thread char connect_errmsg[512];
 
 #define SPIN_NS_DEFAULT 50000 /* see jc_client_connect */
-#define SPIN_BACKOFF_MAX 1024
 
 static uint64_t now_ns(void)
 {
@@ -60,34 +58,23 @@ static uint64_t spin_setting(void)
 }
 
 /*
- * Polls the socket for the answer for up to c->spin_ns before the blocking
- * read (see jc_client_connect for why). When the answer does not come in
- * time (a compile, or a daemon busy with other clients, which then needs the
- * CPU this loop burns), polling is skipped for the next 8 requests, then 16,
- * ... up to SPIN_BACKOFF_MAX, until a poll succeeds again. Only peeks:
- * nothing is consumed and no descriptor is received (no control buffer).
+ * Polls the socket for the answer until t0 + c->spin_ns, before the blocking
+ * read (see jc_client_connect for why), but only while the last answer came
+ * within that time: a compile, or a daemon slowed by many clients (which
+ * then needs the CPU this loop would burn), turns polling off until an
+ * answer is fast again. Only peeks: nothing is consumed and no descriptor is
+ * received (no control buffer is given).
  */
-static void spin_for_answer(jc_client *c)
+static void spin_for_answer(jc_client *c, uint64_t t0)
 {
-	if (!c->spin_ns)
-		return;
-	if (c->spin_skip) {
-		c->spin_skip--;
-		return;
-	}
-	uint64_t t0 = now_ns();
 	char b;
+	if (!c->fast)
+		return;
 	do {
 		ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-		if (n >= 0 || (errno != EAGAIN && errno != EINTR)) {
-			c->spin_backoff = 0; /* data, EOF or an error: the read reports it */
-			return;
-		}
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+			return; /* data, EOF or an error: the read reports it */
 	} while (now_ns() - t0 < c->spin_ns);
-	c->spin_backoff = c->spin_backoff ? c->spin_backoff * 2 : 8;
-	if (c->spin_backoff > SPIN_BACKOFF_MAX)
-		c->spin_backoff = SPIN_BACKOFF_MAX;
-	c->spin_skip = c->spin_backoff;
 }
 
 static int seterr(char *buf, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -180,11 +167,13 @@ JC_API void jc_client_close(jc_client *c)
 /* Sends the frame in c->out and reads the answer; ERROR frames become codes. */
 static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 {
+	uint64_t t0 = now_ns();
 	int rc = jc__io_write_all(c->fd, c->out.data, c->out.len);
 	if (rc != 0)
 		return seterr(c->errmsg, JC_EIO, "send to jitcached failed: %s", strerror(errno));
-	spin_for_answer(c);
+	spin_for_answer(c, t0);
 	rc = jc__io_read_frame(c->fd, &c->in, type, fd, -1);
+	c->fast = now_ns() - t0 < c->spin_ns;
 	if (rc != 0)
 		return seterr(c->errmsg, rc, "no answer from jitcached: %s",
 			      rc == JC_EIO ? strerror(errno) : jc_strerror(rc));

@@ -90,10 +90,9 @@ typedef enum {
  * jc_client_errmsg(NULL) on the calling thread.
  * After sending a request, the client polls its socket for up to
  * $JITCACHE_CLIENT_SPIN_US microseconds (read at connect; default 50, 0
- * never) before it sleeps: a hit is answered within that time, and sleeping
- * costs wake-ups that on virtual machines cost more than the hit. After a
- * poll that times out (a compile, a busy daemon) it does not poll for the
- * next 8 requests, then 16, ... up to 1024, until a poll succeeds again.
+ * never) before it sleeps, when the previous answer on this connection came
+ * within that time: hits then do, and sleeping through them costs wake-ups
+ * that on virtual machines cost more than the hit itself.
  * Errors: JC_ECONNECT (no daemon), JC_EVERSION, JC_EPROTO, JC_EIO, JC_ENOMEM.
  */
 JC_API int jc_client_connect(const char *socket_path, jc_client **out);
