@@ -582,6 +582,49 @@ out:
 	inc_free(inc);
 }
 
+/*
+ * Key memo. A request that reads headers from disk is keyed in the thread
+ * pool (below), which re-checks its include set each time. When that set
+ * holds nothing but -I directories inside the toolkit tree (or nothing at
+ * all), the check only asks that those directories still resolve into the
+ * toolkit tree, whose headers the toolkit identity covers; the full key is
+ * then remembered by direct key and used on the loop thread for a second
+ * after each check, sparing a CUB-style request two thread hand-offs and a
+ * manifest read per hit. A toolkit directory that stops resolving into the
+ * tree (a symbolic link moved) is seen at most a second late.
+ */
+#define KEYMEMO_TTL_NS 1000000000ull
+
+static struct jc_keymemo *keymemo_slot(struct jc_daemon *d, const uint8_t direct[16])
+{
+	uint32_t h;
+	memcpy(&h, direct + 12, sizeof(h));
+	return &d->keymemo[h % JC_KEYMEMO_SLOTS];
+}
+
+/* The remembered full key of direct, if checked within the last second. */
+static const uint8_t *keymemo_get(struct jc_daemon *d, const uint8_t direct[16])
+{
+	struct jc_keymemo *m = keymemo_slot(d, direct);
+	if (m->checked_ns && memcmp(m->direct, direct, 16) == 0 &&
+	    jc__now_ns() - m->checked_ns < KEYMEMO_TTL_NS)
+		return m->key;
+	return NULL;
+}
+
+/* Remembers key for direct when set has nothing on disk to re-check. */
+static void keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
+			const struct jc_inc_set *set)
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (set->v[i].kind != JC_INC_TOOLKIT)
+			return;
+	struct jc_keymemo *m = keymemo_slot(d, direct);
+	memcpy(m->direct, direct, 16);
+	memcpy(m->key, key, 16);
+	m->checked_ns = jc__now_ns();
+}
+
 /* A request keyed in the thread pool because it reads headers from disk. */
 struct key_job {
 	uv_work_t work;
@@ -589,6 +632,7 @@ struct key_job {
 	struct jc_conn *conn;     /* referenced */
 	struct jc_req req;        /* owned */
 	uint64_t t0;
+	uint8_t direct[16];       /* computed on the loop */
 	uint8_t key[16];
 	struct jc_inc_set *inc;   /* owned; NULL after a failure */
 	int rc;
@@ -597,21 +641,21 @@ struct key_job {
 	char err[512];
 };
 
-/* Thread pool: direct key, then a matching manifest variant or a scan. */
+/* Thread pool: a manifest variant of the direct key that matches, or a scan. */
 static void key_work_cb(uv_work_t *w)
 {
 	struct key_job *j = w->data;
 	struct jc_daemon *d = j->d;
 	uint64_t t = jc__now_ns();
-	uint8_t direct[16];
+	const uint8_t *direct = j->direct;
 	const struct jc_inc_ctx ctx = {
 		.memo = d->inc_memo,
 		.toolkit_root = d->tc.toolkit_include,
 		.max_entries = INC_MAX_ENTRIES,
 		.max_file_size = INC_MAX_FILE_SIZE,
 	};
-	int rc = jc__key_compute(&j->req, &d->tc, direct, j->err, sizeof(j->err));
-	if (rc == 0 && !(j->inc = calloc(1, sizeof(*j->inc))))
+	int rc = 0;
+	if (!(j->inc = calloc(1, sizeof(*j->inc))))
 		rc = JC_ENOMEM;
 	if (rc == 0)
 		rc = jc__manifest_lookup(d->manifests, direct, &ctx, j->inc, &j->n_stat);
@@ -647,6 +691,7 @@ static void key_after_cb(uv_work_t *w, int status)
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
+		keymemo_put(d, j->direct, j->key, j->inc);
 		request_with_key(d, j->conn, &j->req, j->key, j->inc, j->t0);
 		j->inc = NULL;
 	} else {
@@ -664,11 +709,10 @@ static void key_after_cb(uv_work_t *w, int status)
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
 {
 	uint64_t t0 = jc__now_ns();
-	uint8_t key[16];
+	uint8_t key[16]; /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
 	int needed = jc__inc_needed(req);
-	int rc = needed ? jc__req_validate(req, err, sizeof(err))
-			: jc__key_compute(req, &d->tc, key, err, sizeof(err));
+	int rc = jc__key_compute(req, &d->tc, key, err, sizeof(err));
 	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
@@ -693,7 +737,12 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		jc__req_clear(req);
 		return;
 	}
-	if (!needed) {
+	const uint8_t *known = needed ? keymemo_get(d, key) : key;
+	if (known) {
+		if (needed) {
+			count(d, JC_CTR_include_manifest_hits, 1);
+			memcpy(key, known, 16);
+		}
 		request_with_key(d, conn, req, key, NULL, t0);
 		return;
 	}
@@ -703,6 +752,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		j->conn = conn;
 		j->req = *req;
 		j->t0 = t0;
+		memcpy(j->direct, key, 16);
 		j->work.data = j;
 		jc__conn_ref(conn);
 		memset(req, 0, sizeof(*req));

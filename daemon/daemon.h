@@ -74,6 +74,14 @@ struct jc_flight {
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
 #define JC_MEMCACHE_SLOTS 16384
+
+/* A full key derived from a direct key (includes.h, manifest.h). */
+#define JC_KEYMEMO_SLOTS 256
+struct jc_keymemo {
+	uint8_t direct[16];
+	uint8_t key[16];
+	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
+};
 struct jc_slot {
 	int used;
 	int fd;           /* the object's descriptor, kept open after its checks; -1 if none */
@@ -99,6 +107,10 @@ struct jc_daemon {
 	struct jc_latency hit_latency;
 
 	struct jc_slot *memcache;
+	/* Keys of requests whose include set has nothing on disk to re-check
+	 * (only -I directories inside the toolkit tree), by direct key; loop
+	 * thread only. See cache.c, "key memo". */
+	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
 	struct jc_flight *flights;

@@ -6,7 +6,9 @@
  * descriptor a memory-cache slot keeps open never serves an object that was
  * removed, replaced or truncated behind the daemon's back: each of those is
  * noticed, quarantined and compiled afresh, and the client gets the right
- * bytes.
+ * bytes. A request whose only -I directory is in the toolkit tree is keyed
+ * from the daemon's key memo, and a directory that leaves the tree (its
+ * symbolic link moved elsewhere) is noticed once the memo's second is over.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -178,6 +180,57 @@ static void test_kept_object_truncated(void **state)
 	damaged_while_kept(*state, TRUNCATE);
 }
 
+/* The PTX of r must be a cache_status answer holding the literal want. */
+static void expect_ptx(const struct jc_test_daemon *d, const jc_request *r, int cache_status,
+		       const char *want)
+{
+	jc_client *c = jct_connect(d);
+	uint8_t *ptx;
+	size_t n;
+	assert_int_equal(request(c, r, &ptx, &n), cache_status);
+	if (!memmem(ptx, n, want, strlen(want)))
+		fail_msg("the PTX lacks %s", want);
+	free(ptx);
+	jc_client_close(c);
+}
+
+static void test_toolkit_key_memo(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char *out = NULL, tk[4096], link[600], fake[600], opt[700];
+	const char *args[] = {"version", NULL};
+	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
+	const char *p = strstr(out, "\"toolkit_include\": \"");
+	int found = p && sscanf(p, "\"toolkit_include\": \"%4095[^\"]\"", tk) == 1;
+	free(out);
+	if (!found)
+		skip(); /* no toolkit include tree next to libnvrtc */
+	snprintf(link, sizeof(link), "%s/tk", d->dir);
+	snprintf(fake, sizeof(fake), "%s/fake", d->dir);
+	assert_int_equal(jct_sh("mkdir -p '%s/cuda/std' && echo '#define INT8_MAX 99' > "
+				"'%s/cuda/std/cstdint' && ln -s '%s/cccl' '%s'",
+				fake, fake, tk, link), 0);
+	jc_request *r = jct_request_src("k.cu", "#include <cuda/std/cstdint>\n"
+				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
+				       "compute_90");
+	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
+	snprintf(opt, sizeof(opt), "-I%s", link);
+	assert_int_equal(jc_request_add_option(r, opt), 0);
+	assert_int_equal(jc_request_add_include_dir(r, link), 0);
+	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
+	expect_ptx(d, r, JC_MISS, "127");
+	expect_ptx(d, r, JC_HIT, "127");
+	expect_ptx(d, r, JC_HIT, "127");
+	assert_int_equal(jct_stat(d, "include_manifest_hits"), 2);
+	assert_int_equal(jct_stat(d, "include_stats"), 0);
+	/* The directory now resolves outside the toolkit: its header is read. */
+	assert_int_equal(jct_sh("ln -s '%s' '%s.new' && mv -T '%s.new' '%s'", fake, link, link, link), 0);
+	usleep(1100000);
+	expect_ptx(d, r, JC_MISS, "99");
+	assert_int_equal(jct_stat(d, "include_scans"), 2);
+	jc_request_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -185,6 +238,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kept_object_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_object_replaced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_object_truncated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_toolkit_key_memo, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
