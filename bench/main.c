@@ -198,6 +198,7 @@ static jc_request *example_request(const char *file, const char *expr, int cub)
 		snprintf(inc, sizeof(inc), "-I%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
 		rc = rc ?: jc_request_add_option(r, "-std=c++17");
 		rc = rc ?: jc_request_add_option(r, inc);
+		rc = rc ?: jc_request_add_include_dir(r, inc + 2);
 	}
 	if (rc != 0)
 		bench_die("building the %s request: %s", file, jc_strerror(rc));
