@@ -29,22 +29,6 @@
 
 static const char src[] = "extern \"C\" __global__ void hp(float *x) { x[threadIdx.x] += 1.0f; }\n";
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	jct_daemon_start(d, NULL);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 /* One request through c; returns its cache status, copies the bytes to out
  * (malloc'd) when out is not NULL. */
 static int request(jc_client *c, const jc_request *r, uint8_t **out, size_t *size)
@@ -233,12 +217,11 @@ static void test_toolkit_key_memo(void **state)
 
 int main(void)
 {
+#define T(name) cmocka_unit_test_setup_teardown(name, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_hits_all_counted, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_kept_object_removed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_kept_object_replaced, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_kept_object_truncated, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_toolkit_key_memo, setup, teardown),
+		T(test_hits_all_counted), T(test_kept_object_removed), T(test_kept_object_replaced),
+		T(test_kept_object_truncated), T(test_toolkit_key_memo),
 	};
+#undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
