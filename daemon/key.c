@@ -5,6 +5,7 @@
 #include "jitcache/jitcache.h"
 #include "util.h"
 
+#include <endian.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,30 +238,76 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen)
 	return rc;
 }
 
-static void item(XXH3_state_t *st, uint16_t tag, const void *data, size_t size)
+/*
+ * The encoding is gathered in buf and hashed a buffer-full at a time: most
+ * items are a few bytes, and a hash update per item cost more than the rest
+ * of a cache hit. The bytes hashed are exactly the encoding above (XXH3
+ * gives one digest for one input however it is fed), and an encoding that
+ * fits in buf is hashed in one call, without a streaming state.
+ */
+struct hasher {
+	XXH3_state_t *st; /* made at the first full buffer; NULL until then */
+	int oom;
+	size_t len;
+	uint8_t buf[4096];
+};
+
+static void flush(struct hasher *h)
 {
-	uint8_t h[10] = {(uint8_t)tag, (uint8_t)(tag >> 8)};
-	for (int i = 0; i < 8; i++)
-		h[2 + i] = (uint8_t)((uint64_t)size >> (8 * i));
-	XXH3_128bits_update(st, h, sizeof(h));
-	if (size)
-		XXH3_128bits_update(st, data, size);
+	if (!h->st && !h->oom) {
+		h->st = XXH3_createState();
+		if (!h->st || XXH3_128bits_reset(h->st) != XXH_OK)
+			h->oom = 1;
+	}
+	if (!h->oom)
+		XXH3_128bits_update(h->st, h->buf, h->len);
+	h->len = 0;
 }
 
-static void item_str(XXH3_state_t *st, uint16_t tag, const char *s)
+static void put(struct hasher *h, const void *data, size_t size)
+{
+	if (h->len + size > sizeof(h->buf)) {
+		flush(h);
+		if (size > sizeof(h->buf)) {
+			if (!h->oom)
+				XXH3_128bits_update(h->st, data, size);
+			return;
+		}
+	}
+	if (size)
+		memcpy(h->buf + h->len, data, size);
+	h->len += size;
+}
+
+static void item(struct hasher *st, uint16_t tag, const void *data, size_t size)
+{
+	uint8_t h[10] = {(uint8_t)tag, (uint8_t)(tag >> 8)};
+	uint64_t le = htole64((uint64_t)size);
+	memcpy(h + 2, &le, sizeof(le));
+	if (st->len + sizeof(h) + size <= sizeof(st->buf)) { /* the usual case */
+		memcpy(st->buf + st->len, h, sizeof(h));
+		if (size)
+			memcpy(st->buf + st->len + sizeof(h), data, size);
+		st->len += sizeof(h) + size;
+		return;
+	}
+	put(st, h, sizeof(h));
+	put(st, data, size);
+}
+
+static void item_str(struct hasher *st, uint16_t tag, const char *s)
 {
 	item(st, tag, s, s ? strlen(s) : 0);
 }
 
-static void item_u64(XXH3_state_t *st, uint16_t tag, uint64_t v, size_t size)
+/* v as size (4 or 8) little-endian bytes. */
+static void item_u64(struct hasher *st, uint16_t tag, uint64_t v, size_t size)
 {
-	uint8_t b[8];
-	for (size_t i = 0; i < size; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	item(st, tag, b, size);
+	uint64_t le = htole64(v);
+	item(st, tag, &le, size);
 }
 
-static void item_strv(XXH3_state_t *st, uint16_t count_tag, uint16_t tag, char *const *v, size_t n)
+static void item_strv(struct hasher *st, uint16_t count_tag, uint16_t tag, char *const *v, size_t n)
 {
 	item_u64(st, count_tag, n, 8);
 	for (size_t i = 0; i < n; i++)
@@ -273,31 +320,40 @@ static void item_strv(XXH3_state_t *st, uint16_t count_tag, uint16_t tag, char *
  * enters through jc__key_with_tree(), which the daemon applies after its
  * include scan (cache.c, includes.h, manifest.h).
  */
-static void add_include_tree(XXH3_state_t *st, const struct jc_req *req)
+static void add_include_tree(struct hasher *st, const struct jc_req *req)
 {
 	item_strv(st, TAG_INCLUDE_DIR_COUNT, TAG_INCLUDE_DIR, req->include_dirs.v, req->include_dirs.n);
 }
 
-static void digest(XXH3_state_t *st, uint8_t key[16])
+/* The digest of everything put, into key; frees the streaming state.
+ * JC_ENOMEM when a streaming state was needed and could not be had. */
+static int digest(struct hasher *h, uint8_t key[16])
 {
+	XXH128_hash_t d = {0, 0};
+	if (h->st || h->oom) {
+		flush(h);
+		if (!h->oom)
+			d = XXH3_128bits_digest(h->st);
+		XXH3_freeState(h->st);
+		h->st = NULL;
+		if (h->oom)
+			return JC_ENOMEM;
+	} else {
+		d = XXH3_128bits(h->buf, h->len);
+	}
 	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	XXH128_canonicalFromHash(&c, d);
 	memcpy(key, c.digest, 16);
+	return 0;
 }
 
 int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t key[16])
 {
-	XXH3_state_t *st = XXH3_createState();
-	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
-		XXH3_freeState(st);
-		return JC_ENOMEM;
-	}
-	item_u64(st, TAG_FORMAT, JC_KEY_FORMAT, 4);
-	item(st, TAG_DIRECT_KEY, direct, 16);
-	item(st, TAG_INCLUDE_TREE, tree, 16);
-	digest(st, key);
-	XXH3_freeState(st);
-	return 0;
+	struct hasher st = {.st = NULL};
+	item_u64(&st, TAG_FORMAT, JC_KEY_FORMAT, 4);
+	item(&st, TAG_DIRECT_KEY, direct, 16);
+	item(&st, TAG_INCLUDE_TREE, tree, 16);
+	return digest(&st, key);
 }
 
 int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
@@ -308,11 +364,13 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
 	if (rc)
 		return rc;
 	char **exprs = NULL;
-	XXH3_state_t *st = XXH3_createState();
+	struct hasher hs, *st = &hs;
+	hs.st = NULL;
+	hs.oom = 0;
+	hs.len = 0;
 	if (req->name_exprs.n && (exprs = malloc(req->name_exprs.n * sizeof(*exprs))))
 		memcpy(exprs, req->name_exprs.v, req->name_exprs.n * sizeof(*exprs));
-	if (!st || (req->name_exprs.n && !exprs) || XXH3_128bits_reset(st) != XXH_OK) {
-		snprintf(err, errlen, "out of memory computing a key");
+	if (req->name_exprs.n && !exprs) {
 		rc = JC_ENOMEM;
 		goto out;
 	}
@@ -350,9 +408,10 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
 	}
 	item_strv(st, TAG_LINK_OPTION_COUNT, TAG_LINK_OPTION, req->link_options.v, req->link_options.n);
 	item_str(st, TAG_APP_ABI, req->app_abi);
-	digest(st, key);
+	rc = digest(st, key);
 out:
-	XXH3_freeState(st);
+	if (rc == JC_ENOMEM)
+		snprintf(err, errlen, "out of memory computing a key");
 	free(exprs);
 	free(headers);
 	return rc;
