@@ -130,6 +130,8 @@ struct jc_daemon {
 	uv_work_t flush_work;
 
 	uv_pipe_t listener;
+	uv_idle_t poll_idle;      /* active: the loop polls instead of sleeping (server.c) */
+	uint64_t poll_until_ns;
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_conn *conns;    /* open connections (for shutdown) */
