@@ -6,6 +6,7 @@
  * a corrupted object is never handed to the application.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +63,10 @@ static uint64_t spin_setting(void)
  * read (see jc_client_connect for why), but only while the last answer came
  * within that time: a compile, or a daemon slowed by many clients (which
  * then needs the CPU this loop would burn), turns polling off until an
- * answer is fast again. Only peeks: nothing is consumed and no descriptor is
- * received (no control buffer is given).
+ * answer is fast again. Each turn yields the CPU to any other runnable task
+ * (the daemon, on this CPU, polls for requests the same way: server.c).
+ * Only peeks: nothing is consumed and no descriptor is received (no control
+ * buffer is given).
  */
 static void spin_for_answer(jc_client *c, uint64_t t0)
 {
@@ -74,6 +77,7 @@ static void spin_for_answer(jc_client *c, uint64_t t0)
 		ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
 			return; /* data, EOF or an error: the read reports it */
+		sched_yield(); /* the daemon may be waiting for this CPU */
 	} while (now_ns() - t0 < c->spin_ns);
 }
 

@@ -92,7 +92,8 @@ typedef enum {
  * $JITCACHE_CLIENT_SPIN_US microseconds (read at connect; default 50, 0
  * never) before it sleeps, when the previous answer on this connection came
  * within that time: hits then do, and sleeping through them costs wake-ups
- * that on virtual machines cost more than the hit itself.
+ * that on virtual machines cost more than the hit itself. It yields the CPU
+ * (sched_yield) between polls.
  * Errors: JC_ECONNECT (no daemon), JC_EVERSION, JC_EPROTO, JC_EIO, JC_ENOMEM.
  */
 JC_API int jc_client_connect(const char *socket_path, jc_client **out);
