@@ -706,6 +706,18 @@ static void key_after_cb(uv_work_t *w, int status)
 	free(j);
 }
 
+/* jc__toolchain_supports_arch, remembering the last architecture it
+ * accepted: requests mostly name one, and the list is fixed at start-up. */
+static int arch_supported(struct jc_daemon *d, const char *arch)
+{
+	if (strcmp(arch, d->arch_ok) == 0)
+		return 1;
+	if (!jc__toolchain_supports_arch(&d->tc, arch))
+		return 0;
+	snprintf(d->arch_ok, sizeof(d->arch_ok), "%s", arch);
+	return 1;
+}
+
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
 {
 	uint64_t t0 = jc__now_ns();
@@ -717,7 +729,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
 	}
-	if (rc == 0 && !jc__toolchain_supports_arch(&d->tc, req->arch)) {
+	if (rc == 0 && !arch_supported(d, req->arch)) {
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "NVRTC %s does not support %s; it supports %s",
 			 d->tc.nvrtc_version, req->arch, d->tc.supported_archs);

@@ -111,6 +111,7 @@ struct jc_daemon {
 	 * (only -I directories inside the toolkit tree), by direct key; loop
 	 * thread only. See cache.c, "key memo". */
 	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
+	char arch_ok[24];         /* the last architecture found supported; loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
 	struct jc_flight *flights;

@@ -9,6 +9,7 @@
  * bytes. A request whose only -I directory is in the toolkit tree is keyed
  * from the daemon's key memo, and a directory that leaves the tree (its
  * symbolic link moved elsewhere) is noticed once the memo's second is over.
+ * The remembered architecture does not let another one skip its check.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -83,6 +84,25 @@ static void test_hits_all_counted(void **state)
 	/* The rest are written at exit; read them offline. */
 	assert_int_equal(jct_daemon_stop(d), 0);
 	assert_int_equal(listed_hits(d), 7);
+	jc_request_free(r);
+}
+
+/* The daemon remembers the last architecture it accepted; another one is
+ * still checked against NVRTC's list. */
+static void test_arch_checked_after_hits(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	assert_int_equal(request(c, r, NULL, NULL), JC_MISS);
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	assert_int_equal(jc_request_set_arch(r, "sm_99"), 0);
+	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
+	assert_non_null(strstr(jc_client_errmsg(c), "does not support sm_99"));
+	assert_int_equal(jc_request_set_arch(r, "sm_90"), 0);
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	jc_client_close(c);
 	jc_request_free(r);
 }
 
@@ -220,7 +240,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_hits_all_counted), T(test_kept_object_removed), T(test_kept_object_replaced),
-		T(test_kept_object_truncated), T(test_toolkit_key_memo),
+		T(test_kept_object_truncated), T(test_toolkit_key_memo), T(test_arch_checked_after_hits),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
