@@ -21,10 +21,14 @@
 #include "io.h"
 #include "util.h"
 
+/* A daemon that accepts but does not answer the handshake (stopped, wedged). */
+#define CONNECT_TIMEOUT_MS 10000
+
 struct jc_client {
 	int fd;
 	struct jc_buf in, out;
 	uint64_t spin_ns;      /* poll for the answer this long; 0 never */
+	int timeout_ms;        /* wait for an answer at most this long; -1 forever */
 	int fast;              /* the last answer came within spin_ns */
 	char errmsg[512];
 };
@@ -119,6 +123,7 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 	if (!c)
 		return seterr(connect_errmsg, JC_ENOMEM, "out of memory");
 	c->spin_ns = spin_setting();
+	c->timeout_ms = -1;
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		seterr(connect_errmsg, JC_ECONNECT, "cannot connect to jitcached at %s: %s", socket_path,
@@ -131,7 +136,7 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 	char *name = NULL;
 	int rc = jc__encode_hello(&c->out, JC_MSG_HELLO, JC_PROTO_VERSION, "libjitcache-client " JC_VERSION_STRING);
 	rc = rc ?: jc__io_write_all(c->fd, c->out.data, c->out.len);
-	rc = rc ?: jc__io_read_frame(c->fd, &c->in, &type, NULL, -1);
+	rc = rc ?: jc__io_read_frame(c->fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
 		char *msg = NULL;
 		int code = JC_EPROTO;
@@ -149,11 +154,20 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 		rc = JC_EVERSION;
 	if (rc != 0) {
 		seterr(connect_errmsg, rc, "handshake with jitcached at %s failed: %s", socket_path,
-		       jc_strerror(rc));
+		       rc == JC_ETIMEOUT ? "no answer in 10 s (daemon stopped or wedged?)"
+					 : jc_strerror(rc));
 		jc_client_close(c);
 		return rc;
 	}
 	*out = c;
+	return 0;
+}
+
+JC_API int jc_client_set_timeout(jc_client *c, int timeout_ms)
+{
+	if (timeout_ms < -1)
+		return JC_EINVAL;
+	c->timeout_ms = timeout_ms;
 	return 0;
 }
 
@@ -176,8 +190,10 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	if (rc != 0)
 		return seterr(c->errmsg, JC_EIO, "send to jitcached failed: %s", strerror(errno));
 	spin_for_answer(c, t0);
-	rc = jc__io_read_frame(c->fd, &c->in, type, fd, -1);
+	rc = jc__io_read_frame(c->fd, &c->in, type, fd, c->timeout_ms);
 	c->fast = now_ns() - t0 < c->spin_ns;
+	if (rc == JC_ETIMEOUT)
+		return seterr(c->errmsg, rc, "no answer from jitcached within %d ms", c->timeout_ms);
 	if (rc != 0)
 		return seterr(c->errmsg, rc, "no answer from jitcached: %s",
 			      rc == JC_EIO ? strerror(errno) : jc_strerror(rc));

@@ -24,6 +24,8 @@
 #include "includes.h"
 #include "util.h"
 
+#define ADMIN_TIMEOUT_MS 120000
+
 static const char *socket_path;
 static const char *cache_dir;
 
@@ -478,6 +480,9 @@ static int admin(const char *command, const struct jc_strv *args, int offline_ok
 		} else if (rc != 0) {
 			snprintf(err, sizeof(err), "%s", jc_client_errmsg(NULL));
 		} else {
+			/* An admin command answers in seconds; a stopped daemon must not
+			 * hang the caller (a purge of 1M entries stays well inside). */
+			jc_client_set_timeout(c, ADMIN_TIMEOUT_MS);
 			rc = jc__client_admin(c, &req, out);
 			if (rc != 0)
 				snprintf(err, sizeof(err), "%s", jc_client_errmsg(c));

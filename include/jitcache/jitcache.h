@@ -99,6 +99,14 @@ typedef enum {
 JC_API int jc_client_connect(const char *socket_path, jc_client **out);
 /* Closes and frees; NULL is accepted. */
 JC_API void jc_client_close(jc_client *c);
+/*
+ * Bounds how long each later call on c waits for the daemon's answer, in
+ * milliseconds (-1, the default: no bound; a compile takes as long as it
+ * takes, up to the daemon's --compile-timeout). Past it the call returns
+ * JC_ETIMEOUT and c should be closed (a late answer would be misread).
+ * jc_client_connect's handshake is always bounded (10 s). Errors: JC_EINVAL.
+ */
+JC_API int jc_client_set_timeout(jc_client *c, int timeout_ms);
 /* The last error message of c (NULL: of the last failed connect on this
  * thread). Owned by the library; valid until the next call on c. Never NULL. */
 JC_API const char *jc_client_errmsg(const jc_client *c);
