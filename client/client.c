@@ -463,6 +463,14 @@ JC_API int jc_request_set_app_abi(jc_request *r, const char *abi)
 	return set_str(&r->req.app_abi, abi);
 }
 
+int jc__request_set_test_fault(jc_request *r, uint32_t fault)
+{
+	if (fault > JC_FAULT_ALLOC)
+		return JC_EINVAL;
+	r->req.test_fault = fault;
+	return 0;
+}
+
 /* --- results --------------------------------------------------------------------- */
 
 JC_API void jc_result_free(jc_result *res)

@@ -15,6 +15,15 @@ struct jc_request {
  * caller) on 0; returns the transport error otherwise (message in c). */
 int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_admin_reply *out);
 
+/*
+ * Test-only: asks the worker that compiles r to misbehave (JC_FAULT_CRASH,
+ * JC_FAULT_HANG or JC_FAULT_ALLOC from req.h; JC_FAULT_NONE clears it). The
+ * fault is not part of the cache key. A daemon started without
+ * JITCACHE_TEST_FAULTS=1 in its environment refuses such requests with
+ * JC_EINVAL. Returns 0, or JC_EINVAL for a value outside JC_FAULT_*.
+ */
+int jc__request_set_test_fault(jc_request *r, uint32_t fault);
+
 /* The raw socket of c (for tests that send malformed frames). */
 int jc__client_fd(const jc_client *c);
 

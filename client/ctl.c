@@ -236,8 +236,12 @@ static int cmd_compile(int argc, char **argv)
 		{"arch", required_argument, NULL, 'a'}, {"output", required_argument, NULL, 'O'},
 		{"header", required_argument, NULL, 'H'}, {"name-expr", required_argument, NULL, 'n'},
 		{"app-abi", required_argument, NULL, 'A'}, {"link", required_argument, NULL, 'k'},
-		{"link-option", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
+		{"link-option", required_argument, NULL, 'L'},
+		/* Hidden, for tests and ops drills: see README (JITCACHE_TEST_FAULTS). */
+		{"test-fault", required_argument, NULL, 'F'}, {NULL, 0, NULL, 0},
 	};
+	static const char *const faults[] = {[JC_FAULT_CRASH] = "crash", [JC_FAULT_HANG] = "hang",
+					     [JC_FAULT_ALLOC] = "alloc"};
 	jc_request *req;
 	const char *out_path = NULL, *arch = NULL;
 	int c, rc = 1;
@@ -302,6 +306,15 @@ static int cmd_compile(int argc, char **argv)
 			break;
 		case 'L':
 			jc_request_add_link_option(req, optarg);
+			break;
+		case 'F':
+			out = JC_FAULT_CRASH;
+			while (out <= JC_FAULT_ALLOC && strcmp(optarg, faults[out]) != 0)
+				out++;
+			if (jc__request_set_test_fault(req, (uint32_t)out) != 0) {
+				rc = die(2, "bad --test-fault '%s': crash, hang or alloc", optarg);
+				goto out;
+			}
 			break;
 		default:
 			usage(stderr);

@@ -2,6 +2,7 @@
 #include "pool.h"
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "framer.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
+#include "worker.h"
 
 struct jc_worker {
 	struct jc_daemon *d;
@@ -35,14 +37,20 @@ static void worker_handle_closed(uv_handle_t *h)
 	}
 }
 
-static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, long arg)
+static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ...)
 {
 	struct jc_flight *f = w->job;
 	if (!f)
 		return;
 	w->job = NULL;
 	char msg[256];
-	snprintf(msg, sizeof(msg), fmt, arg);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	jc__res_clear(&f->res);
 	f->res.status = status;
 	f->res.message = strdup(msg);
@@ -66,30 +74,51 @@ static void worker_detach(struct jc_worker *w)
 		uv_process_kill(&w->proc, SIGKILL); /* proc closes in exit_cb */
 }
 
+/* Fails the job of a worker that died under it, naming the cause. */
+static void worker_fail_dead(struct jc_worker *w, int64_t status, int signal)
+{
+	struct jc_daemon *d = w->d;
+	char hex[33];
+	jc__hex16(w->job->key, hex);
+	if (w->timed_out) {
+		d->counters[JC_CTR_compile_timeouts]++;
+		worker_fail_job(w, JC_ETIMEOUT, "compile ran past --compile-timeout (%d s); worker "
+				"killed and replaced, nothing cached", d->cfg.compile_timeout_s);
+	} else if (w->killed) {
+		worker_fail_job(w, JC_EBUSY, "daemon is shutting down (worker %d stopped)", w->proc.pid);
+	} else if (signal == 0 && status == JC_WORKER_EXIT_NOMEM) {
+		jc_log_err(WORKER, "key %s: worker %d ran out of memory (limit %llu bytes)", hex,
+			   w->proc.pid, (unsigned long long)d->cfg.worker_memory);
+		worker_fail_job(w, JC_ENOMEM, "compile worker ran out of memory under its limit "
+				"(--worker-memory %llu MiB); worker replaced, nothing cached",
+				(unsigned long long)(d->cfg.worker_memory >> 20));
+	} else {
+		jc_log_err(WORKER, "key %s: worker %d died during a compile: status %lld, signal %d",
+			   hex, w->proc.pid, (long long)status, signal);
+		if (signal == SIGKILL)
+			worker_fail_job(w, JC_ECRASH, "compile worker was killed (signal 9, perhaps by "
+					"the kernel's OOM killer); worker replaced, nothing cached");
+		else if (signal)
+			worker_fail_job(w, JC_ECRASH, "compile worker crashed (signal %d, %s); worker "
+					"replaced, nothing cached", signal, strsignal(signal));
+		else
+			worker_fail_job(w, JC_ECRASH, "compile worker exited with status %lld during "
+					"the compile; worker replaced, nothing cached", (long long)status);
+	}
+}
+
 static void worker_exit_cb(uv_process_t *proc, int64_t status, int signal)
 {
 	struct jc_worker *w = proc->data;
 	struct jc_daemon *d = w->d;
 	w->exited = 1;
-	if (w->job) {
-		if (w->timed_out) {
-			d->counters[JC_CTR_compile_timeouts]++;
-			worker_fail_job(w, JC_ETIMEOUT, "compile ran past --compile-timeout (%lds); worker killed",
-					(long)d->cfg.compile_timeout_s);
-		} else if (w->killed) {
-			worker_fail_job(w, JC_EBUSY, "daemon is shutting down (worker %ld stopped)",
-					(long)proc->pid);
-		} else {
-			jc_log_err(WORKER, "worker %d died during a compile: status %lld, signal %d",
-				   proc->pid, (long long)status, signal);
-			worker_fail_job(w, JC_ECRASH, "compile worker crashed (signal %ld); not cached",
-					(long)signal);
-		}
-	}
+	int had_job = w->job != NULL;
+	if (had_job)
+		worker_fail_dead(w, status, signal);
 	if (!w->killed && !d->stopping) {
 		d->counters[JC_CTR_worker_crashes]++;
 		d->counters_dirty = 1;
-		if (!w->job && !w->timed_out)
+		if (!had_job)
 			jc_log_warn(WORKER, "worker %d exited (status %lld, signal %d)", proc->pid,
 				    (long long)status, signal);
 	}
@@ -106,7 +135,7 @@ static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, siz
 	struct jc_flight *f = w->job;
 	if (!f || type != JC_MSG_RESULT) {
 		jc_log_err(WORKER, "worker %d sent an unexpected frame; replacing it", w->proc.pid);
-		worker_fail_job(w, JC_EINTERNAL, "compile worker misbehaved (%ld)", (long)type);
+		worker_fail_job(w, JC_EINTERNAL, "compile worker misbehaved (frame type %u)", type);
 		worker_detach(w);
 		return JC_EPROTO;
 	}
@@ -141,7 +170,7 @@ static void worker_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 	int rc = jc__framer_feed(&w->in, (size_t)nread, worker_frame_cb, w);
 	if (rc != 0 && w->slot >= 0) {
-		worker_fail_job(w, JC_EINTERNAL, "compile worker sent a bad frame (%ld)", (long)rc);
+		worker_fail_job(w, JC_EINTERNAL, "compile worker sent a bad frame (%s)", jc_strerror(rc));
 		worker_detach(w);
 	}
 }
@@ -182,7 +211,7 @@ static void worker_start_job(struct jc_worker *w, struct jc_flight *f)
 			jc__buf_free(b);
 		free(b);
 		free(req);
-		worker_fail_job(w, rc, "could not send the job to a worker (%ld)", (long)rc);
+		worker_fail_job(w, rc, "could not send the job to a worker (%s)", jc_strerror(rc));
 		return;
 	}
 	if (w->d->cfg.compile_timeout_s > 0)

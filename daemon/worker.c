@@ -6,7 +6,7 @@
  * inline) per request. A crash, hang or memory blow-up here costs the daemon
  * one worker, never its own life: it kills and replaces us.
  *
- * Usage: jitcache-worker [--memory-limit BYTES]   (not for humans)
+ * Usage: jitcache-worker [--memory-limit BYTES]   (not for humans; see worker.h)
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -26,6 +26,10 @@
 #include "log.h"
 #include "proto.h"
 #include "req.h"
+#include "worker.h"
+
+/* --memory-limit: bytes of address space allowed beyond the start-up size (0: none). */
+static uint64_t mem_limit;
 
 static uint64_t now_ns(void)
 {
@@ -388,12 +392,19 @@ static int nvjitlink_link(const struct jc_req *req, struct jc_res *res)
 	return res->status;
 }
 
-/* Test-only faults, honoured only when JITCACHE_TEST_FAULTS=1 (see README). */
-static void test_fault(uint32_t fault)
+/*
+ * Test-only faults, honoured only when JITCACHE_TEST_FAULTS=1 (see README):
+ * die of SIGSEGV, hang until killed, or allocate (and touch) memory until the
+ * memory limit stops it, then exit with JC_WORKER_EXIT_NOMEM as a worker
+ * whose allocation fails must. Without a limit the allocation fault is
+ * refused (it would take the machine's memory): returns 0 to go on with the
+ * job, or a JC_E code set in res.
+ */
+static int test_fault(uint32_t fault, struct jc_res *res)
 {
 	const char *on = getenv("JITCACHE_TEST_FAULTS");
 	if (!on || strcmp(on, "1") != 0)
-		return;
+		return 0;
 	switch (fault) {
 	case JC_FAULT_CRASH:
 		raise(SIGSEGV);
@@ -402,28 +413,38 @@ static void test_fault(uint32_t fault)
 		for (;;)
 			pause();
 	case JC_FAULT_ALLOC:
-		for (;;) {
+		if (!mem_limit) {
+			set_message(res, JC_EINVAL, "test fault alloc needs a worker memory limit "
+				    "(--worker-memory)");
+			return res->status;
+		}
+		for (size_t mib = 0;; mib += 64) {
 			char *p = malloc(64u << 20);
-			if (!p)
-				abort(); /* the memory limit worked: die like an OOM kill */
+			if (!p) {
+				jc_log_err(WORKER, "test fault alloc: allocation failed after %zu MiB "
+					   "(limit %llu MiB)", mib, (unsigned long long)(mem_limit >> 20));
+				_exit(JC_WORKER_EXIT_NOMEM);
+			}
 			memset(p, 1, 64u << 20);
 		}
 	default:
 		break;
 	}
+	return 0;
 }
 
 static void run_job(const struct jc_req *req, struct jc_res *res)
 {
-	test_fault(req->test_fault);
+	if (test_fault(req->test_fault, res) != 0)
+		return;
 	res->output = req->output;
-	if (req->job == JC_JOB_COMPILE) {
+	if (req->job == JC_JOB_COMPILE)
 		nvrtc_compile(req, req->output, res);
-		return;
-	}
-	if (req->job == JC_JOB_COMPILE_LINK && nvrtc_compile(req, JC_OUTPUT_LTOIR, res) != 0)
-		return;
-	nvjitlink_link(req, res);
+	else if (req->job != JC_JOB_COMPILE_LINK || nvrtc_compile(req, JC_OUTPUT_LTOIR, res) == 0)
+		nvjitlink_link(req, res);
+	if (res->status == JC_ENOMEM && mem_limit && res->message)
+		set_message(res, JC_ENOMEM, "%s (worker memory limit %llu MiB: --worker-memory)",
+			    res->message, (unsigned long long)(mem_limit >> 20));
 }
 
 /*
@@ -457,27 +478,46 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* The address space mapped now (VmSize), in bytes; 0 when unknown. */
+static uint64_t vm_size(void)
+{
+	unsigned long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%llu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* RLIMIT_AS = what is mapped now + mem_limit (see worker.h for why). */
+static void apply_memory_limit(void)
+{
+	uint64_t base = vm_size();
+	struct rlimit rl = {.rlim_cur = base + mem_limit, .rlim_max = base + mem_limit};
+	if (base == 0 || base + mem_limit < base || setrlimit(RLIMIT_AS, &rl) != 0)
+		jc_log_warn(WORKER, "cannot set a memory limit of %llu bytes: %s",
+			    (unsigned long long)mem_limit, base ? strerror(errno) : "no /proc/self/statm");
+}
+
 int main(int argc, char **argv)
 {
-	uint64_t mem_limit = 0;
 	if (argc == 3 && strcmp(argv[1], "--memory-limit") == 0) {
 		if (parse_size(argv[2], &mem_limit) != 0) {
 			fprintf(stderr, "jitcache-worker: bad --memory-limit %s\n", argv[2]);
-			return 2;
+			return JC_WORKER_EXIT_USAGE;
 		}
 	} else if (argc != 1) {
 		fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] (started by jitcached)\n");
-		return 2;
+		return JC_WORKER_EXIT_USAGE;
 	}
 	/* A worker must not outlive its daemon, which bounds its compile time:
 	 * die with it (also if it is already gone). */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
 		return 1;
-	if (mem_limit) {
-		struct rlimit rl = {.rlim_cur = mem_limit, .rlim_max = mem_limit};
-		if (setrlimit(RLIMIT_AS, &rl) != 0)
-			jc_log_warn(WORKER, "cannot set memory limit: %s", strerror(errno));
-	}
+	if (mem_limit)
+		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);
 	enter_empty_dir();
 
