@@ -23,6 +23,7 @@
 #include "key.h"
 #include "log.h"
 #include "pool.h"
+#include "retry.h"
 
 /* Limits of one include scan: entries recorded, bytes of one header. */
 #define INC_MAX_ENTRIES 200000
@@ -482,7 +483,9 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 
 /* A client could not use the object it was served: quarantine it (if the
  * row still names it) so that this request compiles afresh. Returns 1 and
- * copies the object to bad when it did. */
+ * copies the object to bad when it did. A load failure does so at most
+ * JC_LOAD_RETRY_MAX times per key and window (retry.h); past that it
+ * returns 0 and the existing entry is served. */
 static int handle_reject(struct jc_daemon *d, const uint8_t key[16], const struct jc_req *req,
 			 uint8_t bad[16])
 {
@@ -491,10 +494,19 @@ static int handle_reject(struct jc_daemon *d, const uint8_t key[16], const struc
 		return 0; /* already replaced: the next lookup serves the new object */
 	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
 	count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
+	const char *why = corrupt ? "failed the client's hash check"
+				  : (req->reject_message ? req->reject_message : "did not load");
+	if (!corrupt && !jc__retry_take(d->load_retries, key,
+					(int64_t)(jc__now_ns() / 1000000000u))) {
+		char hex[33];
+		jc__hex16(key, hex);
+		jc_log_warn(STORE, "key %s: a client could not load it again (%s); %d recompiles in "
+			    "%d s already, serving the existing entry (driver %s)", hex, why,
+			    JC_LOAD_RETRY_MAX, JC_LOAD_RETRY_WINDOW_S, d->tc.driver_version);
+		return 0;
+	}
 	memcpy(bad, e->object, 16);
-	drop_bad_entry(d, key, bad,
-		       corrupt ? "failed the client's hash check"
-			       : (req->reject_message ? req->reject_message : "did not load"));
+	drop_bad_entry(d, key, bad, why);
 	return 1;
 }
 
@@ -880,7 +892,8 @@ int jc__cache_init(struct jc_daemon *d)
 		return JC_ENOMEM;
 	for (size_t i = 0; i < JC_MEMCACHE_SLOTS; i++)
 		d->memcache[i].fd = -1;
-	if (jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0)
+	if (jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
+	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;
 	d->max_slot_fds = 0;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
@@ -905,6 +918,8 @@ void jc__cache_free(struct jc_daemon *d)
 	d->inc_memo = NULL;
 	jc__manifests_close(d->manifests);
 	d->manifests = NULL;
+	jc__retry_free(d->load_retries);
+	d->load_retries = NULL;
 }
 
 void jc__cache_shutdown(struct jc_daemon *d)

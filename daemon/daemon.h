@@ -42,6 +42,7 @@ struct jc_config {
 
 
 struct jc_conn;
+struct jc_retry;
 struct jc_worker;
 
 /* A client waiting on a flight. Holds a reference on its connection. */
@@ -114,6 +115,7 @@ struct jc_daemon {
 	char arch_ok[24];         /* the last architecture found supported; loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
+	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
 	struct jc_flight *queue_head, *queue_tail;
 	struct jc_worker **workers;

@@ -594,11 +594,12 @@ int jc__store_read_object(struct jc_store *s, const uint8_t hash[16], uint64_t e
 
 int jc__store_quarantine(struct jc_store *s, const uint8_t hash[16])
 {
-	char name[36], dst[80];
+	static unsigned seq; /* the same object may be quarantined twice in a second */
+	char name[36], dst[96];
 
 	object_name(hash, name);
-	snprintf(dst, sizeof(dst), "%s.%lld.%ld", name + 3, (long long)time(NULL),
-		 (long)getpid());
+	snprintf(dst, sizeof(dst), "%s.%lld.%ld.%u", name + 3, (long long)time(NULL),
+		 (long)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
 	if (renameat(s->objfd, name, s->quarfd, dst) == 0) {
 		jc_log_warn(STORE, "object %s moved to %s/quarantine/%s", name + 3, s->dir, dst);
 		return 0;

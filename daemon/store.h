@@ -134,7 +134,8 @@ int jc__store_read_object(struct jc_store *s, const uint8_t hash[16], uint64_t e
 			  uint8_t **data, size_t *size);
 
 /*
- * Moves objects/ab/<hash> to quarantine/<hash>.<unix time>.<pid>, or unlinks
+ * Moves objects/ab/<hash> to quarantine/<hash>.<unix time>.<pid>.<n> (n counts
+ * this process's quarantines, so none replaces an earlier one), or unlinks
  * it when the move fails, and logs a warning. Returns 0, JC_ENOTFOUND (no
  * such object), JC_EIO (could neither move nor unlink). Thread-safe.
  * Nothing prunes quarantine/: it is for people to inspect and delete.
