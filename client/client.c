@@ -135,7 +135,9 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 	uint32_t version = 0;
 	char *name = NULL;
 	int rc = jc__encode_hello(&c->out, JC_MSG_HELLO, JC_PROTO_VERSION, "libjitcache-client " JC_VERSION_STRING);
-	rc = rc ?: jc__io_write_all(c->fd, c->out.data, c->out.len);
+	int wrc = rc ?: jc__io_write_all(c->fd, c->out.data, c->out.len);
+	/* A daemon that refuses a connection says why and closes it, maybe
+	 * before our HELLO arrives: read its answer even if the write failed. */
 	rc = rc ?: jc__io_read_frame(c->fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
 		char *msg = NULL;
@@ -146,6 +148,8 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 		jc_client_close(c);
 		return code;
 	}
+	if (rc == 0 && wrc != 0)
+		rc = wrc;
 	if (rc == 0 && type != JC_MSG_HELLO_OK)
 		rc = JC_EPROTO;
 	rc = rc ?: jc__decode_hello(c->in.data, c->in.len, &version, &name);

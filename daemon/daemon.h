@@ -32,6 +32,7 @@ struct jc_config {
 	int compile_timeout_s;    /* per compile; 0 = none */
 	uint64_t worker_memory;   /* RLIMIT_AS of a worker in bytes; 0 = none */
 	int idle_timeout_s;       /* a connection silent this long is closed */
+	int max_connections;      /* client connections at once; more are refused */
 	int group_shared;         /* cache dir 02770 and socket 0660 */
 	int test_faults;          /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
 	uid_t *allow_uids;        /* clients allowed besides root and our uid; none = all */
@@ -138,6 +139,7 @@ struct jc_daemon {
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_conn *conns;    /* open connections (for shutdown) */
+	int n_conns;              /* how many are in conns */
 };
 
 /* cache.c */

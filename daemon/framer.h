@@ -15,7 +15,8 @@
 
 struct jc_framer {
 	struct jc_buf buf; /* received, not yet consumed bytes */
-	size_t max;        /* largest payload accepted (<= JC_FRAME_MAX) */
+	size_t max;        /* largest payload accepted (<= JC_FRAME_MAX; 0: JC_FRAME_MAX);
+			    * the callback may change it for the frames after its own */
 };
 
 /* Called for each complete frame; payload is borrowed until it returns.

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,9 +37,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: jitcached [--cache-dir DIR] [--socket PATH] [--max-size SIZE]\n"
 		"                 [--negative-ttl SECONDS] [--workers N] [--compile-timeout SECONDS]\n"
-		"                 [--worker-memory SIZE] [--idle-timeout SECONDS] [--gc-interval SECONDS]\n"
-		"                 [--group-shared yes|no] [--admin-group GROUP] [--allow-uids UID,...]\n"
-		"                 [--config FILE] [--log-level LEVEL] [--version]\n"
+		"                 [--worker-memory SIZE] [--idle-timeout SECONDS] [--max-connections N]\n"
+		"                 [--gc-interval SECONDS] [--group-shared yes|no] [--admin-group GROUP]\n"
+		"                 [--allow-uids UID,...] [--config FILE] [--log-level LEVEL] [--version]\n"
 		"Runs in the foreground. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
 		"instead of both; flags win over files. SIGHUP re-reads them.\n");
@@ -51,6 +52,17 @@ struct settings {
 	int log_level;
 	char err[256];
 };
+
+/* A decimal count from 1 to max into *out (unchanged on error); 0 or JC_EINVAL. */
+static int parse_count(const char *value, long max, int *out)
+{
+	char *end;
+	long n = strtol(value, &end, 10);
+	if (end == value || *end || n < 1 || n > max)
+		return JC_EINVAL;
+	*out = (int)n;
+	return 0;
+}
 
 /* yes/true/on/1 or no/false/off/0 into *out; JC_EINVAL otherwise. */
 static int parse_bool(const char *v, int *out)
@@ -122,10 +134,9 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		if (ok)
 			*(name[0] == 'c' ? &c->compile_timeout_s : &c->idle_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0) {
-		char *end;
-		long n = strtol(value, &end, 10);
-		ok = !*end && n >= 1 && n <= 256;
-		c->workers = ok ? (int)n : c->workers;
+		ok = parse_count(value, 256, &c->workers) == 0;
+	} else if (strcmp(name, "max-connections") == 0) {
+		ok = parse_count(value, 1000000, &c->max_connections) == 0;
 	} else if (strcmp(name, "log-level") == 0) {
 		int level = jc__log_parse_level(value);
 		ok = level >= 0;
@@ -208,6 +219,7 @@ static const struct option long_opts[] = {
 	{"compile-timeout", required_argument, NULL, 0},
 	{"worker-memory", required_argument, NULL, 0},
 	{"idle-timeout", required_argument, NULL, 0},
+	{"max-connections", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
 	{"group-shared", required_argument, NULL, 0},
 	{"admin-group", required_argument, NULL, 0},
@@ -264,6 +276,7 @@ static void defaults(struct jc_config *c)
 	c->worker_memory = 16ull << 30;
 	c->idle_timeout_s = 300;
 	c->gc_interval_s = 3600;
+	c->max_connections = 1024;
 	c->admin_gid = (gid_t)-1;
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
@@ -332,6 +345,31 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	uv_close((uv_handle_t *)&d->sigterm, NULL);
 	uv_close((uv_handle_t *)&d->sigint, NULL);
 	uv_close((uv_handle_t *)&d->sighup, NULL);
+}
+
+/*
+ * Room for max-connections descriptors: raise the soft RLIMIT_NOFILE towards
+ * the hard one (systemd's default soft limit is 1024), or lower the cap so
+ * that clients past it get a clear refusal rather than a failed accept.
+ */
+static void fit_max_connections(struct jc_config *c)
+{
+	const rlim_t reserve = 64; /* index, store, workers, objects being served */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	rlim_t want = (rlim_t)c->max_connections + reserve;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < want) {
+		int fit = rl.rlim_cur > 2 * reserve ? (int)(rl.rlim_cur - reserve) : (int)(rl.rlim_cur / 2);
+		jc_log_warn(MAIN, "max-connections %d lowered to %d: the descriptor limit is %llu",
+			    c->max_connections, fit, (unsigned long long)rl.rlim_cur);
+		c->max_connections = fit;
+	}
 }
 
 /* Fills in the default cache directory and socket where none was set.
@@ -405,6 +443,9 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
 					     fresh.compile_timeout_s);
 	c->idle_timeout_s = (int)reloaded("idle-timeout", c->idle_timeout_s, fresh.idle_timeout_s);
+	fit_max_connections(&fresh);
+	c->max_connections = (int)reloaded("max-connections", c->max_connections,
+					   fresh.max_connections);
 	c->gc_interval_s = reloaded("gc-interval", c->gc_interval_s, fresh.gc_interval_s);
 	c->admin_gid = (gid_t)reloaded("admin-group gid", (int32_t)c->admin_gid, (int32_t)fresh.admin_gid);
 	free(c->allow_uids);
@@ -417,7 +458,8 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
-			    "compile-timeout, idle-timeout, gc-interval, admin-group, allow-uids)");
+			    "compile-timeout, idle-timeout, max-connections, gc-interval, admin-group, "
+			    "allow-uids)");
 	if (c->max_size != old_max)
 		save_budget(d);
 	if (c->max_size < old_max)
@@ -459,6 +501,7 @@ int main(int argc, char **argv)
 	if (resolve_paths(&d->cfg) != 0)
 		return 2;
 	d->cfg.worker_path = find_worker();
+	fit_max_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->lock_fd = -1;
 	d->start_ns = jc__now_ns();

@@ -5,8 +5,14 @@
  * thread pool, and sends replies (a RESULT for a hit carries the object's
  * read-only descriptor with SCM_RIGHTS instead of its bytes).
  *
- * One request at a time per connection: reading pauses until it is answered,
- * which bounds what one client can queue.
+ * Limits per connection: one request at a time (one not answered at once
+ * pauses reading until it is, and the next is read only once the answer has
+ * left our write queue, so a client that does not read cannot make us queue
+ * more); a frame before the
+ * handshake is at most JC_HELLO_FRAME_MAX bytes; a connection is closed when
+ * no whole request arrives, or its answer is not taken, within
+ * --idle-timeout. At most --max-connections connections at once: the next
+ * one is told so (ERROR JC_EBUSY) and closed.
  */
 #include <errno.h>
 #include <sched.h>
@@ -25,6 +31,9 @@
 #include "jitcache/jitcache.h"
 #include "log.h"
 
+/* Largest frame accepted before the handshake (a HELLO is a few bytes). */
+#define JC_HELLO_FRAME_MAX 4096
+
 struct jc_conn {
 	uv_pipe_t pipe;
 	uv_timer_t idle;
@@ -37,6 +46,7 @@ struct jc_conn {
 	int busy;                      /* a request is being answered */
 	int replied;                   /* conn_frame_cb answered the frame it refused */
 	int paused;                    /* reading stopped until it is */
+	int drain_wait;                /* answered: read again once the write queue drains */
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
@@ -108,6 +118,7 @@ static void conn_close(struct jc_conn *c)
 		if (c->next)
 			c->next->pprev = c->pprev;
 		c->pprev = NULL;
+		c->d->n_conns--;
 	}
 	uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
 	uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
@@ -116,9 +127,18 @@ static void conn_close(struct jc_conn *c)
 static void write_cb(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
-	if (status < 0 && !w->conn->closing)
-		conn_close(w->conn);
-	jc__conn_unref(w->conn);
+	struct jc_conn *c = w->conn;
+	if (status < 0 && !c->closing)
+		conn_close(c);
+	if (!c->closing && c->drain_wait &&
+	    uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0) {
+		c->drain_wait = 0; /* the answer is taken: read the next request */
+		if (c->paused && !c->busy) {
+			c->paused = 0;
+			uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+		}
+	}
+	jc__conn_unref(c);
 	jc__buf_free(&w->buf);
 	free(w);
 }
@@ -241,7 +261,11 @@ void jc__conn_send_error(struct jc_conn *c, int code, const char *message)
 static void idle_cb(uv_timer_t *t)
 {
 	struct jc_conn *c = t->data;
-	jc_log_info(NET, "closing idle connection of pid %d", (int)c->pid);
+	jc_log_info(NET, "closing connection of uid %d pid %d: %s within --idle-timeout (%d s)",
+		    (int)c->uid, (int)c->pid,
+		    c->drain_wait ? "answer not taken" : c->in.buf.len ? "request not complete"
+									 : "no request",
+		    c->d->cfg.idle_timeout_s);
 	conn_close(c);
 }
 
@@ -257,7 +281,14 @@ void jc__conn_done(struct jc_conn *c)
 	if (c->closing)
 		return;
 	idle_arm(c);
-	if (c->paused) {
+	/* An answer still in our write queue: read no further request until the
+	 * client has taken it (write_cb resumes), so that one which does not
+	 * read cannot make us queue more. */
+	c->drain_wait = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0;
+	if (c->drain_wait && !c->paused) {
+		c->paused = 1;
+		uv_read_stop((uv_stream_t *)&c->pipe);
+	} else if (!c->drain_wait && c->paused) {
 		c->paused = 0;
 		uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 	}
@@ -403,6 +434,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			return rc;
 		}
 		c->hello = 1;
+		c->in.max = JC_FRAME_MAX;
 		struct jc_buf b = {0};
 		if (jc__encode_hello(&b, JC_MSG_HELLO_OK, JC_PROTO_VERSION, JC_VERSION) != 0) {
 			jc__buf_free(&b);
@@ -411,7 +443,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		conn_write(c, &b, 0);
 		return 0;
 	}
-	if (c->busy) {
+	if (c->busy || c->drain_wait) {
 		jc__conn_send_error(c, JC_EPROTO, "one request at a time per connection");
 		c->replied = 1;
 		return JC_EPROTO;
@@ -516,9 +548,11 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	if (!c->replied) {
 		/* The framer itself refused the bytes: say why before closing. */
+		char msg[128] = "malformed frame header";
+		if (rc == JC_ETOOBIG)
+			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)", c->in.max);
 		c->d->counters[JC_CTR_bad_requests]++;
-		jc__conn_send_error(c, rc, rc == JC_ETOOBIG ? "frame larger than the limit"
-							     : "malformed frame header");
+		jc__conn_send_error(c, rc, msg);
 	}
 	conn_end(c);
 }
@@ -551,7 +585,7 @@ static void connection_cb(uv_stream_t *server, int status)
 	if (!c)
 		return;
 	c->d = d;
-	c->in.max = JC_FRAME_MAX;
+	c->in.max = JC_HELLO_FRAME_MAX;
 	uv_pipe_init(d->loop, &c->pipe, 0);
 	uv_timer_init(d->loop, &c->idle);
 	c->pipe.data = c->idle.data = c;
@@ -563,15 +597,28 @@ static void connection_cb(uv_stream_t *server, int status)
 		return;
 	}
 	peer_creds(c);
+	char why[160] = "";
+	int code = 0;
 	if (!uid_allowed(d, c->uid)) {
-		jc_log_warn(NET, "refused connection of uid %d pid %d: not in allow-list", (int)c->uid,
-			    (int)c->pid);
-		c->closing = 1;
-		uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
-		uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
+		code = JC_EDENIED;
+		snprintf(why, sizeof(why), "uid %d is not allowed to use this jitcached (allow-uids)",
+			 (int)c->uid);
+	} else if (d->n_conns >= d->cfg.max_connections) {
+		code = JC_EBUSY;
+		snprintf(why, sizeof(why), "too many connections (%d, --max-connections); try again later",
+			 d->n_conns);
+	}
+	if (code) {
+		/* Said in answer to the client's HELLO, which it reads first. */
+		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
+			    (int)c->gid, (int)c->pid, why);
+		jc__conn_send_error(c, code, why);
+		conn_end(c);
 		return;
 	}
-	jc_log_debug(NET, "client uid %d pid %d connected", (int)c->uid, (int)c->pid);
+	jc_log_info(NET, "client uid %d gid %d pid %d connected", (int)c->uid, (int)c->gid,
+		    (int)c->pid);
+	d->n_conns++;
 	c->next = d->conns;
 	if (d->conns)
 		d->conns->pprev = &c->next;
