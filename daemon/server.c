@@ -73,16 +73,30 @@ static int uid_allowed(const struct jc_daemon *d, uid_t uid)
 	return 0;
 }
 
-/* Commands that reveal or change other users' entries: root, the daemon's
- * own uid, or a member of the configured admin group. */
-static int admin_allowed(const struct jc_daemon *d, const struct jc_admin_req *req, uid_t uid,
-			 gid_t gid)
+/* Is gid among the peer's supplementary groups (SO_PEERGROUPS, Linux 4.13)?
+ * The kernel captured them at connect(), like SO_PEERCRED's uid and gid. */
+static int peer_in_group(const struct jc_conn *c, gid_t gid)
 {
-	if (!jc__admin_is_privileged(req))
+	uv_os_fd_t fd;
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+	if (uv_fileno((const uv_handle_t *)&c->pipe, &fd) != 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0)
+		return 0; /* unknown (or more than 256 groups): not a member */
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/* Commands that reveal or change other users' entries: root, the daemon's
+ * own uid, or a member (primary or supplementary) of the admin group. */
+static int admin_allowed(const struct jc_conn *c, const struct jc_admin_req *req)
+{
+	gid_t admin = c->d->cfg.admin_gid;
+	if (!jc__admin_is_privileged(req) || c->uid == 0 || c->uid == geteuid())
 		return 1;
-	if (uid == 0 || uid == geteuid())
-		return 1;
-	return d->cfg.admin_gid != (gid_t)-1 && gid == d->cfg.admin_gid;
+	return admin != (gid_t)-1 && (c->gid == admin || peer_in_group(c, admin));
 }
 
 uid_t jc__conn_uid(const struct jc_conn *c)
@@ -374,16 +388,21 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	struct jc_daemon *d = c->d;
 	struct admin_job *j = calloc(1, sizeof(*j));
 	int rc = j ? jc__decode_admin(payload, len, &j->req) : JC_ENOMEM;
-	if (rc == 0 && !admin_allowed(d, &j->req, c->uid, c->gid)) {
+	char msg[160] = "bad admin request";
+	if (rc == 0 && !admin_allowed(c, &j->req)) {
 		rc = JC_EDENIED;
+		snprintf(msg, sizeof(msg), "'%.32s' is limited to root, uid %d and the admin group "
+			 "(admin-group); uid %d may not run it", j->req.command, (int)geteuid(),
+			 (int)c->uid);
+		jc_log_warn(ADMIN, "refused '%.32s' to uid %d gid %d pid %d", j->req.command,
+			    (int)c->uid, (int)c->gid, (int)c->pid);
 	}
 	if (rc != 0) {
 		if (j)
 			jc__admin_req_clear(&j->req);
 		free(j);
 		d->counters[JC_CTR_bad_requests]++;
-		jc__conn_send_error(c, rc, rc == JC_EDENIED ? "admin command not allowed for this uid"
-							    : "bad admin request");
+		jc__conn_send_error(c, rc, msg);
 		jc__conn_done(c);
 		return;
 	}
