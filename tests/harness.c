@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,7 +31,8 @@ static const char *env_or_fail(const char *name)
 void jct_daemon_init(struct jc_test_daemon *d)
 {
 	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/jc-test-XXXXXX");
+	const char *tmp = getenv("TMPDIR");
+	snprintf(d->dir, sizeof(d->dir), "%s/jc-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	assert_non_null(mkdtemp(d->dir));
 	snprintf(d->cache, sizeof(d->cache), "%s/cache", d->dir);
 	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
@@ -300,6 +303,12 @@ jc_client *jct_connect(const struct jc_test_daemon *d)
 
 jc_result *jct_compile(const struct jc_test_daemon *d, const jc_request *r, int want_rc)
 {
+	return jct_compile_msg(d, r, want_rc, NULL, 0);
+}
+
+jc_result *jct_compile_msg(const struct jc_test_daemon *d, const jc_request *r, int want_rc,
+			   char *msg, size_t msglen)
+{
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	int rc = jc_compile(c, r, &res);
@@ -307,6 +316,8 @@ jc_result *jct_compile(const struct jc_test_daemon *d, const jc_request *r, int 
 		fprintf(stderr, "jc_compile: %d (%s): %s%s%s\n", rc, jc_strerror(rc), jc_client_errmsg(c),
 			res ? "\nlog: " : "", res ? jc_result_log(res) : "");
 	assert_int_equal(rc, want_rc);
+	if (msg)
+		snprintf(msg, msglen, "%s", jc_client_errmsg(c));
 	jc_client_close(c);
 	return res;
 }
@@ -369,3 +380,30 @@ int jct_setup_started(void **state)
 	return 0;
 }
 
+int jct_raw_connect(const struct jc_test_daemon *d)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	assert_true(fd >= 0 && strlen(d->sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+int jct_log_count(const struct jc_test_daemon *d, const char *s)
+{
+	size_t n;
+	char *log = (char *)jct_read_file(d->log, &n);
+	int count = 0;
+	for (char *p = log; p && (p = strstr(p, s)); p += strlen(s))
+		count++;
+	free(log);
+	return count;
+}
+
+double jct_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}

@@ -22,7 +22,8 @@ struct jc_test_daemon {
 	char log[96];     /* daemon stderr */
 };
 
-/* Makes a fresh temp root (not started). */
+/* Makes a fresh temp root (not started) in $TMPDIR, else /tmp; with
+ * JC_TEST_KEEP set, cleanup leaves it (and the daemon's log) in place. */
 void jct_daemon_init(struct jc_test_daemon *d);
 /* cmocka setup/teardown of a fixture that is one jc_test_daemon (*state):
  * allocated and initialised; cleaned up and freed. */
@@ -93,5 +94,16 @@ int jct_cubin_sm(const uint8_t *data, size_t size);
 /* Sleeps past the daemon's settle margin for files written just now (100 ms
  * with nanosecond timestamps, as here): see daemon/includes.h. */
 void jct_settle(void);
+
+/* jct_compile, and the connection's last message (jc_client_errmsg) copied
+ * to msg (msglen bytes) when msg is not NULL. */
+jc_result *jct_compile_msg(const struct jc_test_daemon *d, const jc_request *r, int want_rc,
+			   char *msg, size_t msglen);
+/* A plain socket connected to d's (for tests that speak raw bytes). */
+int jct_raw_connect(const struct jc_test_daemon *d);
+/* How many times the daemon's log holds s (0 when there is no log). */
+int jct_log_count(const struct jc_test_daemon *d, const char *s);
+/* CLOCK_MONOTONIC in seconds. */
+double jct_now_s(void);
 
 #endif

@@ -230,7 +230,7 @@ static int write_seed(const char *dir, int *n, uint8_t mode, const uint8_t *lead
 	FILE *f = fopen(path, "wb");
 	if (!f)
 		return -1;
-	int ok = fwrite(&mode, 1, 1, f) == 1 && fwrite(lead, 1, nlead, f) == nlead &&
+	int ok = fwrite(&mode, 1, 1, f) == 1 && (!nlead || fwrite(lead, 1, nlead, f) == nlead) &&
 		 fwrite(p, 1, len, f) == len;
 	return fclose(f) == 0 && ok ? 0 : -1;
 }

@@ -37,18 +37,9 @@ static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 
 static int setup(void **state)
 {
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
+	jct_setup(state);
 	/* Let other users reach the socket in it (the cache stays 0700). */
-	assert_int_equal(chmod(d->dir, 0711), 0);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
+	assert_int_equal(chmod(((struct jc_test_daemon *)*state)->dir, 0711), 0);
 	return 0;
 }
 
@@ -224,15 +215,6 @@ static void expect(const struct outcome *out, int op, int rc, const char *msg)
 		assert_non_null(strstr(out[op].msg, msg));
 }
 
-static int log_has(const struct jc_test_daemon *d, const char *s)
-{
-	size_t n;
-	char *log = (char *)jct_read_file(d->log, &n);
-	int found = log && strstr(log, s);
-	free(log);
-	return found;
-}
-
 /* Warms the cache with saxpy (the hit) and prepares a fresh request. */
 static void prepare(struct child_ops *ops, const struct jc_test_daemon *d, char *key, size_t keylen)
 {
@@ -326,7 +308,7 @@ static void test_allow_list_refuses(void **state)
 	run_as(&ops, NOBODY, root_group, 1, out);
 	for (int op = 0; op < OP__COUNT; op++)
 		expect(out, op, JC_EDENIED, "uid 65534 is not allowed to use this jitcached (allow-uids)");
-	assert_true(log_has(d, "refused connection of uid 65534 gid 65534 pid "));
+	assert_true(jct_log_count(d, "refused connection of uid 65534 gid 65534 pid "));
 	/* root and the daemon's own uid are always allowed. */
 	assert_int_equal(jct_stat(d, "entries"), 1);
 	release(&ops);
@@ -352,8 +334,8 @@ static void test_admin_commands_need_admin(void **state)
 	expect(out, OP_COMPILE, 0, "miss");
 	for (int op = OP_STATS_ZERO; op < OP__COUNT; op++)
 		expect(out, op, JC_EDENIED, "is limited to root, uid 0 and the admin group");
-	assert_true(log_has(d, "client uid 65534 gid 65534 pid "));
-	assert_true(log_has(d, "refused 'purge' to uid 65534 gid 65534"));
+	assert_true(jct_log_count(d, "client uid 65534 gid 65534 pid "));
+	assert_true(jct_log_count(d, "refused 'purge' to uid 65534 gid 65534"));
 	/* Nothing was purged or zeroed: both entries and the counters are there. */
 	assert_int_equal(jct_stat(d, "entries"), 2);
 	assert_int_equal(jct_stat(d, "hits"), 1);
@@ -492,13 +474,13 @@ static void test_object_checks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_modes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_other_uid_kept_out_by_mode, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_allow_list_refuses, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_admin_commands_need_admin, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_admin_group, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_header_names, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_object_checks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_modes, setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_other_uid_kept_out_by_mode, setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_allow_list_refuses, setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_admin_commands_need_admin, setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_admin_group, setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_header_names, setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_object_checks, setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

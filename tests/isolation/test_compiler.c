@@ -30,28 +30,6 @@
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The pids of the daemon's children (its workers), from /proc; returns n. */
 static int worker_pids(const struct jc_test_daemon *d, pid_t *out, int max)
 {
@@ -139,22 +117,6 @@ static uint64_t status_kb(pid_t pid, const char *name)
 	return v;
 }
 
-/* Compiles r on a fresh connection, expecting want_rc; the result or NULL. */
-static jc_result *compile(const struct jc_test_daemon *d, const jc_request *r, int want_rc,
-			  char *msg, size_t msglen)
-{
-	jc_client *c = jct_connect(d);
-	jc_result *res = NULL;
-	int rc = jc_compile(c, r, &res);
-	if (rc != want_rc)
-		fprintf(stderr, "jc_compile: %d (%s): %s\n", rc, jc_strerror(rc), jc_client_errmsg(c));
-	assert_int_equal(rc, want_rc);
-	if (msg)
-		snprintf(msg, msglen, "%s", jc_client_errmsg(c));
-	jc_client_close(c);
-	return res;
-}
-
 /* A request of its own (a distinct key) for a fault, with fault set. */
 static jc_request *fault_request(const char *tag, uint32_t fault)
 {
@@ -174,7 +136,7 @@ static jc_request *fault_request(const char *tag, uint32_t fault)
 static void check_fault(struct jc_test_daemon *d, uint32_t fault, int want_rc, const char *want_msg)
 {
 	jc_request *warm = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
-	jc_result *ref = compile(d, warm, 0, NULL, 0);
+	jc_result *ref = jct_compile(d, warm, 0);
 	pid_t w0 = the_worker(d, 0);
 	int64_t crashes0 = jct_stat(d, "worker_crashes"), compiles0 = jct_stat(d, "compiles");
 
@@ -183,7 +145,7 @@ static void check_fault(struct jc_test_daemon *d, uint32_t fault, int want_rc, c
 	jc_request *bad = fault_request(tag, fault);
 	pid_t prev = w0;
 	for (int round = 1; round <= 2; round++) {
-		assert_null(compile(d, bad, want_rc, msg, sizeof(msg)));
+		assert_null(jct_compile_msg(d, bad, want_rc, msg, sizeof(msg)));
 		if (!strstr(msg, want_msg) || !strstr(msg, "nothing cached"))
 			fprintf(stderr, "message: %s\n", msg);
 		assert_non_null(strstr(msg, want_msg));
@@ -197,18 +159,18 @@ static void check_fault(struct jc_test_daemon *d, uint32_t fault, int want_rc, c
 	}
 
 	/* Still serving: a hit with the same bytes, then a compile of a new key. */
-	jc_result *hit = compile(d, warm, 0, NULL, 0);
+	jc_result *hit = jct_compile(d, warm, 0);
 	assert_int_equal(jc_result_cache_status(hit), JC_HIT);
 	size_t na, nb;
 	const void *da = jc_result_data(ref, &na), *db = jc_result_data(hit, &nb);
 	assert_int_equal(na, nb);
 	assert_memory_equal(da, db, na);
 	jc_request *fresh = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
-	jc_result *miss = compile(d, fresh, 0, NULL, 0);
+	jc_result *miss = jct_compile(d, fresh, 0);
 	assert_int_equal(jc_result_cache_status(miss), JC_MISS);
 	/* The faulted key itself compiles once the fault is gone. */
 	assert_int_equal(jc__request_set_test_fault(bad, JC_FAULT_NONE), 0);
-	jc_result *ok = compile(d, bad, 0, NULL, 0);
+	jc_result *ok = jct_compile(d, bad, 0);
 	assert_int_equal(jc_result_cache_status(ok), JC_MISS);
 	assert_int_equal(jct_stat(d, "worker_crashes"), crashes0 + 2);
 	assert_int_equal(the_worker(d, 0), prev); /* no further replacement */
@@ -254,14 +216,14 @@ static void test_timeout(void **state)
 	struct jc_test_daemon *d = *state;
 	const char *const flags[] = {"--workers", "1", "--compile-timeout", "2", NULL};
 	jct_daemon_start(d, flags);
-	double t0 = now_s();
+	double t0 = jct_now_s();
 	check_fault(d, JC_FAULT_HANG, JC_ETIMEOUT, "--compile-timeout (2 s)");
-	assert_true(now_s() - t0 >= 4.0); /* two hangs, each killed at 2 s */
+	assert_true(jct_now_s() - t0 >= 4.0); /* two hangs, each killed at 2 s */
 	assert_int_equal(jct_stat(d, "compile_timeouts"), 2);
 
 	/* While one client's compile hangs, a hit is answered at once. */
 	jc_request *warm = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
-	jc_result_free(compile(d, warm, 0, NULL, 0));
+	jc_result_free(jct_compile(d, warm, 0));
 	jc_request *hang = fault_request("again", JC_FAULT_HANG);
 	pid_t child = fork();
 	assert_true(child >= 0);
@@ -273,9 +235,9 @@ static void test_timeout(void **state)
 		_exit(rc == JC_ETIMEOUT ? 0 : 1);
 	}
 	usleep(300000); /* the hang has started */
-	double t1 = now_s();
-	jc_result *hit = compile(d, warm, 0, NULL, 0);
-	double hit_s = now_s() - t1;
+	double t1 = jct_now_s();
+	jc_result *hit = jct_compile(d, warm, 0);
+	double hit_s = jct_now_s() - t1;
 	assert_int_equal(jc_result_cache_status(hit), JC_HIT);
 	assert_true(hit_s < 1.0);
 	int status;
@@ -320,7 +282,7 @@ static void test_alloc_fault_needs_limit(void **state)
 	assert_true(address_space_limit(w) == UINT64_MAX);
 	jc_request *r = fault_request("nolimit", JC_FAULT_ALLOC);
 	char msg[512];
-	assert_null(compile(d, r, JC_EINVAL, msg, sizeof(msg)));
+	assert_null(jct_compile_msg(d, r, JC_EINVAL, msg, sizeof(msg)));
 	assert_non_null(strstr(msg, "needs a worker memory limit"));
 	assert_int_equal(the_worker(d, 0), w);
 	assert_int_equal(jct_stat(d, "negative_entries"), 0);
@@ -336,7 +298,7 @@ static void test_faults_off_by_default(void **state)
 	setenv("JITCACHE_TEST_FAULTS", "1", 1);
 	jc_request *r = fault_request("off", JC_FAULT_CRASH);
 	char msg[512];
-	assert_null(compile(d, r, JC_EINVAL, msg, sizeof(msg)));
+	assert_null(jct_compile_msg(d, r, JC_EINVAL, msg, sizeof(msg)));
 	assert_non_null(strstr(msg, "test faults are disabled"));
 	assert_int_equal(jct_stat(d, "worker_crashes"), 0);
 	assert_int_equal(jc__request_set_test_fault(r, 99), JC_EINVAL);
@@ -363,7 +325,7 @@ static void test_default_limit_cub(void **state)
 	assert_int_equal(jc_request_add_option(r, "-I/usr/local/cuda/include/cccl"), 0);
 	assert_int_equal(jc_request_add_include_dir(r, cccl), 0);
 	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
-	jc_result *res = compile(d, r, 0, NULL, 0);
+	jc_result *res = jct_compile(d, r, 0);
 	assert_int_equal(jc_result_cache_status(res), JC_MISS);
 	assert_non_null(jc_result_lowered_name(res, "sort_and_sum<128, 8>"));
 	assert_int_equal(the_worker(d, 0), w); /* the same worker did it */
@@ -378,12 +340,12 @@ int main(void)
 {
 	setenv("JITCACHE_TEST_FAULTS", "1", 1); /* inherited by the daemons started here */
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_memory_limit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_alloc_fault_needs_limit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_faults_off_by_default, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_default_limit_cub, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_timeout, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_memory_limit, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_alloc_fault_needs_limit, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_faults_off_by_default, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_default_limit_cub, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

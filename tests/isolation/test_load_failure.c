@@ -24,21 +24,6 @@
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 /* Files in the cache's quarantine/ directory. */
 static int quarantined(const struct jc_test_daemon *d)
 {
@@ -64,19 +49,6 @@ static void assert_same_bytes(const jc_result *a, const jc_result *b)
 	assert_memory_equal(da, db, na);
 	assert_string_equal(jc_result_lowered_name(a, "&saxpy<float>"),
 			    jc_result_lowered_name(b, "&saxpy<float>"));
-}
-
-/* How many times the daemon log holds s. */
-static int log_count(const struct jc_test_daemon *d, const char *s)
-{
-	size_t n;
-	char *log = (char *)jct_read_file(d->log, &n);
-	assert_non_null(log);
-	int count = 0;
-	for (char *p = log; (p = strstr(p, s)); p += strlen(s))
-		count++;
-	free(log);
-	return count;
 }
 
 static void test_report_recompiles_bounded(void **state)
@@ -106,7 +78,7 @@ static void test_report_recompiles_bounded(void **state)
 		jc_result_free(res);
 		res = next;
 	}
-	assert_int_equal(log_count(d, "CUDA_ERROR_INVALID_IMAGE; quarantined, recompiling (driver "),
+	assert_int_equal(jct_log_count(d, "CUDA_ERROR_INVALID_IMAGE; quarantined, recompiling (driver "),
 			 JC_LOAD_RETRY_MAX);
 	/* Past the bound: the existing entry is served, nothing recompiles,
 	 * the report still counts, and the log says so with key and driver. */
@@ -119,8 +91,8 @@ static void test_report_recompiles_bounded(void **state)
 		assert_int_equal(jct_stat(d, "load_failures"), JC_LOAD_RETRY_MAX + i);
 		assert_int_equal(quarantined(d), JC_LOAD_RETRY_MAX);
 	}
-	assert_true(log_count(d, keyhex) >= JC_LOAD_RETRY_MAX + 2);
-	assert_int_equal(log_count(d, "serving the existing entry (driver "), 2);
+	assert_true(jct_log_count(d, keyhex) >= JC_LOAD_RETRY_MAX + 2);
+	assert_int_equal(jct_log_count(d, "serving the existing entry (driver "), 2);
 
 	/* A key of its own still gets its recompile. */
 	jc_request *other = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
@@ -128,7 +100,7 @@ static void test_report_recompiles_bounded(void **state)
 	assert_int_equal(jc_compile(c, other, &o1), 0);
 	assert_int_equal(jc_report_load_failure(c, other, o1, NULL, &o2), 0);
 	assert_int_equal(jc_result_cache_status(o2), JC_MISS);
-	assert_int_equal(log_count(d, "did not load; quarantined, recompiling"), 1);
+	assert_int_equal(jct_log_count(d, "did not load; quarantined, recompiling"), 1);
 
 	/* A report naming an object the entry does not hold (here: sm_80's for
 	 * the sm_90 key) is stale: no quarantine, no compile, not counted. */
@@ -156,7 +128,7 @@ static void test_report_recompiles_bounded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_report_recompiles_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_report_recompiles_bounded, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

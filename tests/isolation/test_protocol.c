@@ -29,38 +29,6 @@
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 
-static int setup(void **state)
-{
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
-	jct_daemon_init(d);
-	*state = d;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	jct_daemon_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int raw_connect(const struct jc_test_daemon *d)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	assert_true(fd >= 0 && strlen(d->sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
-}
-
 static void send_all(int fd, const void *p, size_t n)
 {
 	assert_int_equal(jc__io_write_all(fd, p, n), 0);
@@ -69,7 +37,7 @@ static void send_all(int fd, const void *p, size_t n)
 /* Connects and does the handshake. */
 static int raw_hello(const struct jc_test_daemon *d)
 {
-	int fd = raw_connect(d);
+	int fd = jct_raw_connect(d);
 	struct jc_buf b = {0};
 	uint16_t type;
 	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "raw test"), 0);
@@ -103,11 +71,11 @@ static void expect_error_then_eof(int fd, int code, const char *want)
  * what comes; returns the seconds waited (fails after limit_s). */
 static double wait_closed(int fd, double limit_s, size_t *bytes)
 {
-	double t0 = now_s();
+	double t0 = jct_now_s();
 	char buf[65536];
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int left_ms = (int)((limit_s - (now_s() - t0)) * 1000);
+		int left_ms = (int)((limit_s - (jct_now_s() - t0)) * 1000);
 		assert_true(left_ms > 0);
 		if (poll(&p, 1, left_ms) == 0)
 			continue;
@@ -117,30 +85,21 @@ static double wait_closed(int fd, double limit_s, size_t *bytes)
 			continue;
 		}
 		assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
-		return now_s() - t0;
+		return jct_now_s() - t0;
 	}
 }
 
 /* A hit through the client library; returns the seconds it took. */
 static double timed_hit(const struct jc_test_daemon *d, const jc_request *r)
 {
-	double t0 = now_s();
+	double t0 = jct_now_s();
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	assert_int_equal(jc_compile(c, r, &res), 0);
 	assert_int_equal(jc_result_cache_status(res), JC_HIT);
 	jc_result_free(res);
 	jc_client_close(c);
-	return now_s() - t0;
-}
-
-static int log_has(const struct jc_test_daemon *d, const char *s)
-{
-	size_t n;
-	char *log = (char *)jct_read_file(d->log, &n);
-	int found = log && strstr(log, s);
-	free(log);
-	return found;
+	return jct_now_s() - t0;
 }
 
 static void test_oversized_frames(void **state)
@@ -148,7 +107,7 @@ static void test_oversized_frames(void **state)
 	struct jc_test_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	/* Before the handshake a frame is at most 4 KiB. */
-	int fd = raw_connect(d);
+	int fd = jct_raw_connect(d);
 	uint8_t hdr[JC_FRAME_HDR] = {0x88, 0x13, 0, 0, JC_MSG_HELLO, 0, 0, 0}; /* 5000 bytes */
 	send_all(fd, hdr, sizeof(hdr));
 	expect_error_then_eof(fd, JC_ETOOBIG, "frame larger than the limit (4096 bytes)");
@@ -197,7 +156,7 @@ static void test_stalled_half_frame(void **state)
 	struct jc_buf b = {0};
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 	send_all(fd, b.data, b.len / 2);
-	double t0 = now_s();
+	double t0 = jct_now_s();
 	/* Meanwhile, hits are answered at once (5 of them, all while it stalls). */
 	double worst = 0;
 	for (int i = 0; i < 5; i++) {
@@ -205,13 +164,13 @@ static void test_stalled_half_frame(void **state)
 		worst = s > worst ? s : worst;
 	}
 	assert_true(worst < 0.5);
-	assert_true(now_s() - t0 < 1.5);
+	assert_true(jct_now_s() - t0 < 1.5);
 	wait_closed(fd, 6, NULL);
-	double waited = now_s() - t0;
+	double waited = jct_now_s() - t0;
 	fprintf(stderr, "half frame: dropped after %.2f s (idle timeout 2 s); slowest hit meanwhile "
 		"%.1f ms\n", waited, worst * 1e3);
 	assert_true(waited >= 1.8 && waited < 4.0);
-	assert_true(log_has(d, "request not complete within --idle-timeout"));
+	assert_true(jct_log_count(d, "request not complete within --idle-timeout"));
 	close(fd);
 	jc__buf_free(&b);
 	jc_request_free(r);
@@ -226,7 +185,7 @@ static void test_trickle(void **state)
 	int fd = raw_hello(d);
 	uint8_t hdr[JC_FRAME_HDR] = {0xd0, 0x07, 0, 0, JC_MSG_COMPILE, 0, 0, 0}; /* 2000 bytes */
 	send_all(fd, hdr, sizeof(hdr));
-	double t0 = now_s();
+	double t0 = jct_now_s();
 	int sent = 0;
 	for (;;) {
 		uint8_t byte = 0;
@@ -236,10 +195,10 @@ static void test_trickle(void **state)
 		if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
 			break;
 		sent++;
-		assert_true(now_s() - t0 < 6);
+		assert_true(jct_now_s() - t0 < 6);
 	}
 	wait_closed(fd, 2, NULL);
-	double waited = now_s() - t0;
+	double waited = jct_now_s() - t0;
 	fprintf(stderr, "trickle: %d bytes in %.2f s, then dropped\n", sent, waited);
 	assert_true(waited >= 1.8 && waited < 4.0);
 	assert_true(sent >= 5);
@@ -253,11 +212,11 @@ static void test_silent(void **state)
 	struct jc_test_daemon *d = *state;
 	const char *const flags[] = {"--idle-timeout", "1", NULL};
 	jct_daemon_start(d, flags);
-	int mute = raw_connect(d), quiet = raw_hello(d);
+	int mute = jct_raw_connect(d), quiet = raw_hello(d);
 	double a = wait_closed(mute, 5, NULL), b = wait_closed(quiet, 5, NULL);
 	assert_true(a >= 0.8 && a < 3.0);
 	assert_true(b < 3.0);
-	assert_true(log_has(d, "no request within --idle-timeout"));
+	assert_true(jct_log_count(d, "no request within --idle-timeout"));
 	close(mute);
 	close(quiet);
 }
@@ -294,7 +253,7 @@ static void test_slow_reader(void **state)
 	int fd = raw_hello(d);
 	struct jc_buf b = {0};
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
-	double t0 = now_s();
+	double t0 = jct_now_s();
 	for (int i = 0; i < 5; i++) {
 		send_all(fd, b.data, b.len);
 		usleep(100000);
@@ -304,13 +263,13 @@ static void test_slow_reader(void **state)
 	sleep(3); /* past the timeout, reading nothing */
 	size_t got = 0;
 	wait_closed(fd, 3, &got);
-	double waited = now_s() - t0;
+	double waited = jct_now_s() - t0;
 	fprintf(stderr, "slow reader: dropped within %.2f s having taken %zu of one %zu-byte answer\n",
 		waited, got, log_len);
 	assert_true(got < log_len); /* not even one whole answer was taken */
 	/* One request was answered (the first), plus the timed hit above. */
 	assert_int_equal(jct_stat(d, "hits"), hits0 + 2);
-	assert_true(log_has(d, "answer not taken within --idle-timeout"));
+	assert_true(jct_log_count(d, "answer not taken within --idle-timeout"));
 	close(fd);
 	jc__buf_free(&b);
 	jc_request_free(r);
@@ -334,7 +293,7 @@ static void test_connection_cap(void **state)
 	assert_int_equal(jct_ctl(d, NULL, &err, ping), 1);
 	assert_non_null(strstr(err, "too many connections"));
 	free(err);
-	assert_true(log_has(d, "refused connection of uid 0"));
+	assert_true(jct_log_count(d, "refused connection of uid 0"));
 	/* One goes: a place is free again (as soon as the daemon has seen it). */
 	close(held[0]);
 	int rc = JC_EBUSY;
@@ -352,12 +311,12 @@ static void test_connection_cap(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_oversized_frames, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stalled_half_frame, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_trickle, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_silent, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_slow_reader, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_connection_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oversized_frames, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_stalled_half_frame, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_trickle, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_silent, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_slow_reader, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_connection_cap, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,64 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Builds jitcache with AddressSanitizer + UndefinedBehaviorSanitizer in
+# ./build-asan and runs the whole test suite there (extra arguments go to
+# `meson test`, e.g. --suite unit). It passes only when every test passes AND
+# no process (tests, daemons, workers, jitcachectl) wrote a sanitizer report.
+# ASan and LSan reports go to files under build-asan/sanitizer-reports/; UBSan
+# (which, combined with ASan, prints to stderr only) stops the process that
+# hit it, and the daemons' logs (stderr of daemons and their workers) are kept
+# for the run (JC_TEST_KEEP, TMPDIR) and searched for reports.
+#
+# The compile worker is sanitized too: its memory limit is relative to its
+# start-up size (daemon/worker.h), so ASan's terabytes of shadow address space
+# do not count; NVRTC's and nvJitLink's own allocations that live until exit
+# are not ours to fix and are suppressed (scripts/lsan.supp).
+set -eu
+cd "$(dirname "$0")/.."
+root=$PWD
+build=build-asan
+
+if [ ! -f "$build/build.ninja" ]; then
+	meson setup "$build" -Db_sanitize=address,undefined -Db_lundef=false \
+		-Dbuildtype=debugoptimized -Dc_args=-fno-omit-frame-pointer
+fi
+ninja -C "$build"
+
+reports=$root/$build/sanitizer-reports
+tmp=$root/$build/sanitize-tmp
+rm -rf "$reports" "$tmp"
+mkdir -p "$reports" "$tmp"
+export TMPDIR="$tmp" JC_TEST_KEEP=1
+# allocator_may_return_null: our code handles failed allocations (and the
+# worker's memory-limit test relies on it); detect_stack_use_after_return:
+# more checks; halt_on_error: UBSan findings fail, not just print.
+export ASAN_OPTIONS="log_path=$reports/asan:allocator_may_return_null=1:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1"
+export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"
+
+status=0
+meson test -C "$build" --print-errorlogs --timeout-multiplier 3 "$@" || status=$?
+
+# Reports in the daemons' logs (and their workers'), copied beside the others.
+for log in "$tmp"/jc-test-*/daemon*.log; do
+	[ -f "$log" ] || continue
+	if grep -q -E 'runtime error:|Sanitizer' "$log"; then
+		cp "$log" "$reports/$(basename "$(dirname "$log")").log"
+	fi
+done
+chmod -R u+w "$tmp" 2>/dev/null || true
+rm -rf "$tmp"
+
+found=$(find "$reports" -type f | wc -l)
+if [ "$found" -ne 0 ]; then
+	echo "sanitizer reports ($found):" >&2
+	for f in "$reports"/*; do
+		echo "== $f" >&2
+		head -n 40 "$f" >&2
+	done
+	status=1
+fi
+if [ "$status" -eq 0 ]; then
+	echo "sanitize: whole suite clean under ASan + UBSan (no reports)"
+fi
+exit "$status"
