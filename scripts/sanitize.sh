@@ -9,10 +9,11 @@
 # hit it, and the daemons' logs (stderr of daemons and their workers) are kept
 # for the run (JC_TEST_KEEP, TMPDIR) and searched for reports.
 #
-# The compile worker is sanitized too: its memory limit is relative to its
-# start-up size (daemon/worker.h), so ASan's terabytes of shadow address space
-# do not count; NVRTC's and nvJitLink's own allocations that live until exit
-# are not ours to fix and are suppressed (scripts/lsan.supp).
+# The compile worker is sanitized too, NVRTC running inside it: its memory
+# limit is relative to its start-up size (daemon/worker.h), so ASan's
+# terabytes of shadow address space do not count. Leaks are checked in every
+# process that exits by itself (tests, jitcachectl, daemons stopped with
+# SIGTERM); workers are SIGKILLed by their daemon, so LSan never runs there.
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -34,7 +35,6 @@ export TMPDIR="$tmp" JC_TEST_KEEP=1
 # more checks; halt_on_error: UBSan findings fail, not just print.
 export ASAN_OPTIONS="log_path=$reports/asan:allocator_may_return_null=1:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
 export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1"
-export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"
 
 status=0
 meson test -C "$build" --print-errorlogs --timeout-multiplier 3 "$@" || status=$?
