@@ -635,8 +635,8 @@ static void connection_cb(uv_stream_t *server, int status)
 		conn_end(c);
 		return;
 	}
-	jc_log_info(NET, "client uid %d gid %d pid %d connected", (int)c->uid, (int)c->gid,
-		    (int)c->pid);
+	jc_log_debug(NET, "client uid %d gid %d pid %d connected", (int)c->uid, (int)c->gid,
+		     (int)c->pid);
 	d->n_conns++;
 	c->next = d->conns;
 	if (d->conns)

@@ -31,7 +31,7 @@ struct jc_store {
 	int dirfd, objfd, tmpfd, quarfd;
 	mode_t dmode;       /* mode of the directories we create */
 	uid_t uid;
-	atomic_uint seq;    /* distinct temp names across threads */
+	atomic_uint seq;    /* distinct temp and quarantine names across threads */
 };
 
 /* Network filesystems, by statfs f_type (linux/magic.h and fs sources). */
@@ -594,12 +594,12 @@ int jc__store_read_object(struct jc_store *s, const uint8_t hash[16], uint64_t e
 
 int jc__store_quarantine(struct jc_store *s, const uint8_t hash[16])
 {
-	static unsigned seq; /* the same object may be quarantined twice in a second */
 	char name[36], dst[96];
 
 	object_name(hash, name);
+	/* seq: the same object may be quarantined twice in a second. */
 	snprintf(dst, sizeof(dst), "%s.%lld.%ld.%u", name + 3, (long long)time(NULL),
-		 (long)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+		 (long)getpid(), atomic_fetch_add(&s->seq, 1));
 	if (renameat(s->objfd, name, s->quarfd, dst) == 0) {
 		jc_log_warn(STORE, "object %s moved to %s/quarantine/%s", name + 3, s->dir, dst);
 		return 0;

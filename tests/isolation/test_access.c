@@ -51,7 +51,8 @@ static void need_root(void)
 	}
 }
 
-/* Starts d with a configuration file holding text (and the extra flags). */
+/* Starts d with a configuration file holding text, logging at debug level
+ * (where accepted connections are logged with the peer's credentials). */
 static void start_with_config(struct jc_test_daemon *d, const char *text)
 {
 	char path[400];
@@ -60,7 +61,7 @@ static void start_with_config(struct jc_test_daemon *d, const char *text)
 	assert_non_null(f);
 	fputs(text, f);
 	fclose(f);
-	const char *const flags[] = {"--config", path, NULL};
+	const char *const flags[] = {"--config", path, "--log-level", "debug", NULL};
 	jct_daemon_start(d, flags);
 }
 
@@ -334,7 +335,7 @@ static void test_admin_commands_need_admin(void **state)
 	expect(out, OP_COMPILE, 0, "miss");
 	for (int op = OP_STATS_ZERO; op < OP__COUNT; op++)
 		expect(out, op, JC_EDENIED, "is limited to root, uid 0 and the admin group");
-	assert_true(jct_log_count(d, "client uid 65534 gid 65534 pid "));
+	assert_true(jct_log_count(d, "debug NET: client uid 65534 gid 65534 pid "));
 	assert_true(jct_log_count(d, "refused 'purge' to uid 65534 gid 65534"));
 	/* Nothing was purged or zeroed: both entries and the counters are there. */
 	assert_int_equal(jct_stat(d, "entries"), 2);
