@@ -120,6 +120,7 @@ struct jc_daemon {
 	struct jc_flight *flights;
 	struct jc_flight *queue_head, *queue_tail;
 	struct jc_worker **workers;
+	char *worker_cwd;         /* the empty directory workers run in (pool.c) */
 	int n_workers;
 
 	/* Access times and hit counts not yet written: flushed in batches,

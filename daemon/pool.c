@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "pool.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "framer.h"
 #include "jitcache/jitcache.h"
@@ -242,6 +245,7 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
 	uv_process_options_t opt = {
 		.file = d->cfg.worker_path,
 		.args = args,
+		.cwd = d->worker_cwd,
 		.exit_cb = worker_exit_cb,
 		.stdio = stdio,
 		.stdio_count = 3,
@@ -263,16 +267,49 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * NVRTC looks for quoted includes in the directory of the program name,
+ * relative to the working directory (seen with NVRTC 13.0: a program named
+ * "d/k.cu" reads d/x.h; --no-source-include turns it off). No key can cover
+ * what a working directory holds, so workers run in DIR/worker-cwd: an empty
+ * directory, mode 0500, made afresh at each start under the cache lock. It must exist: in a removed directory getcwd() fails, and NVRTC 13.0
+ * then reads its path buffer uninitialised and past its end (AddressSanitizer
+ * reports a heap-buffer-overflow in nvrtcCompileProgram).
+ */
+static int make_worker_cwd(struct jc_daemon *d, char *err, size_t errlen)
+{
+	if (asprintf(&d->worker_cwd, "%s/worker-cwd", d->cfg.cache_dir) < 0) {
+		d->worker_cwd = NULL;
+		return JC_ENOMEM;
+	}
+	if ((rmdir(d->worker_cwd) == 0 || errno == ENOENT) && mkdir(d->worker_cwd, 0500) == 0)
+		return 0;
+	snprintf(err, errlen, "cannot make the workers' empty directory %s: %s", d->worker_cwd,
+		 strerror(errno));
+	free(d->worker_cwd);
+	d->worker_cwd = NULL;
+	return JC_EIO;
+}
+
 int jc__pool_start(struct jc_daemon *d, char *err, size_t errlen)
 {
+	int rc = make_worker_cwd(d, err, errlen);
+	if (rc != 0)
+		return rc;
 	d->n_workers = d->cfg.workers;
 	d->workers = calloc((size_t)d->n_workers, sizeof(*d->workers));
-	if (!d->workers)
+	if (!d->workers) {
+		d->n_workers = 0;
+		jc__pool_stop(d);
 		return JC_ENOMEM;
+	}
 	int started = 0;
 	for (int i = 0; i < d->n_workers; i++)
 		started += worker_spawn(d, i, err, errlen) == 0;
-	return started ? 0 : JC_EIO;
+	if (started)
+		return 0;
+	jc__pool_stop(d);
+	return JC_EIO;
 }
 
 void jc__pool_dispatch(struct jc_daemon *d)
@@ -307,4 +344,8 @@ void jc__pool_stop(struct jc_daemon *d)
 	free(d->workers);
 	d->workers = NULL;
 	d->n_workers = 0;
+	if (d->worker_cwd)
+		rmdir(d->worker_cwd);
+	free(d->worker_cwd);
+	d->worker_cwd = NULL;
 }

@@ -8,6 +8,8 @@
  *                             mode 0444; "ab" is the first two hex digits
  *   DIR/tmp/                  staging for jc__store_put(); emptied at open
  *   DIR/quarantine/           objects that failed a check, kept for inspection
+ *   DIR/worker-cwd/           not the store's: the empty directory compile
+ *                             workers run in (daemon/pool.c)
  *
  * An object is published by write + fsync in tmp/, rename into objects/ and an
  * fsync of the directories, so a crash leaves either no object or a complete

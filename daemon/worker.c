@@ -448,26 +448,6 @@ static void run_job(const struct jc_req *req, struct jc_res *res)
 			    res->message, (unsigned long long)(mem_limit >> 20));
 }
 
-/*
- * NVRTC looks for quoted includes in the directory of the program name,
- * relative to the working directory (seen with NVRTC 13.0: a program named
- * "d/k.cu" reads d/x.h; --no-source-include turns it off). No key can cover
- * what the daemon's working directory holds, so the worker works in an empty
- * directory that it removes at once: nothing can be created in a removed
- * directory, and every relative lookup fails.
- */
-static void enter_empty_dir(void)
-{
-	const char *tmp = getenv("TMPDIR");
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s/jitcache-worker-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (mkdtemp(dir) && chdir(dir) == 0 && rmdir(dir) == 0)
-		return;
-	jc_log_warn(WORKER, "cannot work in an empty directory (%s): using /", strerror(errno));
-	if (chdir("/") != 0)
-		jc_log_err(WORKER, "chdir /: %s", strerror(errno));
-}
-
 static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -520,7 +500,6 @@ int main(int argc, char **argv)
 	if (mem_limit)
 		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);
-	enter_empty_dir();
 
 	struct jc_buf in = {0}, out = {0};
 	for (;;) {

@@ -4,6 +4,10 @@
  * (daemon/worker.c) beyond the frames on fd 0: the command line and the exit
  * codes the daemon turns into client errors.
  *
+ * The daemon starts it in an empty directory, DIR/worker-cwd (see
+ * make_worker_cwd in pool.c: NVRTC resolves quoted includes relative to the
+ * working directory).
+ *
  * Command line: jitcache-worker [--memory-limit BYTES]
  *   BYTES (decimal, 0 = none) is the address space the worker may map beyond
  *   what it has mapped when it starts (its own code, libc, libnvrtc and
