@@ -731,7 +731,7 @@ static int list_dir(const char *path, char ***names, size_t *n, char *err, size_
 		v[(*n)++] = s;
 	}
 	closedir(d);
-	if (rc == 0)
+	if (rc == 0 && *n > 1) /* qsort's base must not be NULL, even for no entries */
 		qsort(*names, *n, sizeof(**names), cmp_name);
 	return rc;
 }
