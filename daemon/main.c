@@ -350,7 +350,10 @@ static void stop_cb(uv_signal_t *sig, int signum)
 /*
  * Room for max-connections descriptors: raise the soft RLIMIT_NOFILE towards
  * the hard one (systemd's default soft limit is 1024), or lower the cap so
- * that clients past it get a clear refusal rather than a failed accept.
+ * that clients past it get a clear refusal rather than a failed accept. The
+ * memory cache keeps up to a quarter of the limit open (cache.c,
+ * max_slot_fds), so connections and a reserve must fit in the other three
+ * quarters.
  */
 static void fit_max_connections(struct jc_config *c)
 {
@@ -358,14 +361,15 @@ static void fit_max_connections(struct jc_config *c)
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
-	rlim_t want = (rlim_t)c->max_connections + reserve;
+	rlim_t need = (rlim_t)c->max_connections + reserve, want = need + need / 3 + 1;
 	if (rl.rlim_cur < want) {
 		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	if (rl.rlim_cur < want) {
-		int fit = rl.rlim_cur > 2 * reserve ? (int)(rl.rlim_cur - reserve) : (int)(rl.rlim_cur / 2);
+		rlim_t usable = rl.rlim_cur - rl.rlim_cur / 4;
+		int fit = usable > 2 * reserve ? (int)(usable - reserve) : (int)(usable / 2);
 		jc_log_warn(MAIN, "max-connections %d lowered to %d: the descriptor limit is %llu",
 			    c->max_connections, fit, (unsigned long long)rl.rlim_cur);
 		c->max_connections = fit;
