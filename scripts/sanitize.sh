@@ -13,8 +13,8 @@
 # limit is relative to its start-up size (daemon/worker.h), so ASan's
 # terabytes of shadow address space do not count. Leaks are checked in every
 # process that exits by itself (tests, jitcachectl, daemons stopped with
-# SIGTERM, workers whose daemon was killed); nvJitLink's own leaks are
-# suppressed (scripts/lsan.supp).
+# SIGTERM); workers are killed by their daemon, or die with it
+# (PR_SET_PDEATHSIG), so LSan does not run there. No suppressions needed.
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -38,7 +38,6 @@ export TMPDIR="$tmp" JC_TEST_KEEP=1
 # is valid C, a report.
 export ASAN_OPTIONS="log_path=$reports/asan:allocator_may_return_null=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1"
 export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1"
-export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"
 
 status=0
 meson test -C "$build" --print-errorlogs --timeout-multiplier 3 "$@" || status=$?
