@@ -337,9 +337,9 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
 	jc__daemon_notify("STOPPING=1");
 	d->stopping = 1;
+	jc__cache_shutdown(d); /* queued compiles: answered "shutting down" */
+	jc__pool_stop(d);      /* running ones: likewise, workers killed */
 	jc__server_shutdown(d);
-	jc__cache_shutdown(d);
-	jc__pool_stop(d);
 	uv_timer_stop(&d->tick);
 	uv_close((uv_handle_t *)&d->tick, NULL);
 	uv_close((uv_handle_t *)&d->sigterm, NULL);

@@ -339,6 +339,9 @@ void jc__pool_stop(struct jc_daemon *d)
 		if (!w)
 			continue;
 		w->killed = 1;
+		/* Answer its waiters now, while their connections are still open. */
+		worker_fail_job(w, JC_EBUSY, "daemon is shutting down; compile cancelled (worker %d)",
+				(int)w->proc.pid);
 		worker_detach(w);
 	}
 	free(d->workers);

@@ -703,6 +703,10 @@ void jc__server_shutdown(struct jc_daemon *d)
 		uv_close((uv_handle_t *)&d->listener, NULL);
 	if (!uv_is_closing((uv_handle_t *)&d->poll_idle))
 		uv_close((uv_handle_t *)&d->poll_idle, NULL);
-	while (d->conns)
-		conn_close(d->conns);
+	/* Each connection closes once what is queued to it (a "shutting down"
+	 * error, say) is written. */
+	for (struct jc_conn *c = d->conns, *next; c; c = next) {
+		next = c->next;
+		conn_end(c);
+	}
 }

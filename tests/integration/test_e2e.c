@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -329,6 +330,44 @@ static void test_bad_requests_are_refused(void **state)
 	jc_client_close(c);
 }
 
+/* SIGTERM while a client waits on a compile: the client is told the daemon
+ * is shutting down (not a reset connection), and the daemon exits 0. */
+static void test_sigterm_during_compile(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	char errpath[160];
+	snprintf(errpath, sizeof(errpath), "%s/waiter.err", d->dir);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char *err = NULL;
+		const char *args[] = {"compile", jct_example("cub_sort.cu"), "--arch", "sm_90", "--",
+				      "-std=c++17", "-I/usr/local/cuda/include/cccl", NULL};
+		int rc = jct_ctl(d, NULL, &err, args);
+		FILE *f = fopen(errpath, "w");
+		fputs(err, f);
+		fclose(f);
+		_exit(rc);
+	}
+	/* The CUB compile takes about a second: stop the daemon inside it. */
+	for (int i = 0; i < 200 && jct_stat(d, "misses") < 1; i++)
+		usleep(5000);
+	usleep(100000);
+	assert_int_equal(jct_daemon_stop(d), 0);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
+	size_t n;
+	char *err = (char *)jct_read_file(errpath, &n);
+	assert_non_null(err);
+	if (!strstr(err, "shutting down"))
+		fprintf(stderr, "waiter said: %s\n", err);
+	assert_non_null(strstr(err, "shutting down"));
+	free(err);
+}
+
 static void test_second_daemon_refused(void **state)
 {
 	struct jc_test_daemon *d = *state;
@@ -358,6 +397,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_garbage_client, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_requests_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_daemon_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sigterm_during_compile, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
