@@ -486,13 +486,34 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
  * copies the object to bad when it did. A load failure does so at most
  * JC_LOAD_RETRY_MAX times per key and window (retry.h); past that it
  * returns 0 and the existing entry is served. */
-static int handle_reject(struct jc_daemon *d, const uint8_t key[16], const struct jc_req *req,
-			 uint8_t bad[16])
+/* Reads and hashes the whole object of an ok row (a rare path: a client's
+ * report that its bytes failed their check). */
+static int object_intact(struct jc_daemon *d, const struct jc_entry *e)
+{
+	int fd = -1;
+	int rc = jc__store_open_object(d->store, e->object, e->size, &fd);
+	if (rc == 0) {
+		rc = jc__store_verify_fd(fd, e->object, e->size);
+		close(fd);
+	}
+	return rc == 0;
+}
+
+static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
+			 const struct jc_req *req, uint8_t bad[16])
 {
 	const struct jc_entry *e = lookup(d, key);
 	if (!e || e->status != 0 || memcmp(e->object, req->reject_object, 16) != 0)
 		return 0; /* already replaced: the next lookup serves the new object */
 	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
+	if (corrupt && object_intact(d, e)) {
+		/* A client's word alone never quarantines a good object. */
+		char hex[33];
+		jc__hex16(key, hex);
+		jc_log_warn(STORE, "key %s: pid %d reported a bad object, but it passes the full hash "
+			    "check; kept", hex, (int)jc__conn_pid(conn));
+		return 0;
+	}
 	count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
 	const char *why = corrupt ? "failed the client's hash check"
 				  : (req->reject_message ? req->reject_message : "did not load");
@@ -579,7 +600,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		goto out;
 	}
 	if (req->reject_reason != JC_REJECT_NONE)
-		bad = handle_reject(d, key, req, bad_object);
+		bad = handle_reject(d, conn, key, req, bad_object);
 	if (!bad && serve_cached(d, conn, key, t0, &bad, bad_object))
 		goto out;
 	if (d->stopping) {

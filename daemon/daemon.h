@@ -183,6 +183,8 @@ void jc__server_shutdown(struct jc_daemon *d);
 void jc__conn_ref(struct jc_conn *c);
 /* The peer's uid (SO_PEERCRED); (uid_t)-1 when unknown. */
 uid_t jc__conn_uid(const struct jc_conn *c);
+/* The peer's pid (SO_PEERCRED at accept), for logs. */
+pid_t jc__conn_pid(const struct jc_conn *c);
 void jc__conn_unref(struct jc_conn *c);
 /* Sends a RESULT; objfd (>= 0) is passed with it and always closed here. */
 void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);

@@ -104,6 +104,11 @@ uid_t jc__conn_uid(const struct jc_conn *c)
 	return c->uid;
 }
 
+pid_t jc__conn_pid(const struct jc_conn *c)
+{
+	return c->pid;
+}
+
 void jc__conn_ref(struct jc_conn *c)
 {
 	c->refs++;

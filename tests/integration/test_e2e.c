@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include <nvrtc.h>
 
+#include "client/client_internal.h"
 #include "harness.h"
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", "&saxpy<double>", NULL};
@@ -330,6 +331,37 @@ static void test_bad_requests_are_refused(void **state)
 	jc_client_close(c);
 }
 
+/* A client that claims a good object failed its hash check does not get it
+ * quarantined: the daemon checks the object itself first. */
+static void test_false_corruption_claim(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result *a = jct_compile(d, r, 0);
+	char *out = NULL;
+	const char *show[] = {"show", jc_result_key(a), NULL};
+	assert_int_equal(jct_ctl(d, &out, NULL, show), 0);
+	char *obj = strstr(out, "\nobject");
+	assert_non_null(obj);
+	obj += strlen("\nobject");
+	while (*obj == ' ')
+		obj++;
+	obj[32] = '\0';
+	assert_int_equal(jc__unhex16(obj, r->req.reject_object), 0);
+	free(out);
+	r->req.reject_reason = JC_REJECT_CORRUPT;
+	for (int i = 0; i < 3; i++) {
+		jc_result *b = jct_compile(d, r, 0);
+		assert_int_equal(jc_result_cache_status(b), JC_HIT);
+		jc_result_free(b);
+	}
+	assert_int_equal(jct_stat(d, "corrupt_objects"), 0);
+	assert_int_equal(jct_stat(d, "compiles"), 1);
+	jc_result_free(a);
+	jc_request_free(r);
+}
+
 /* SIGTERM while a client waits on a compile: the client is told the daemon
  * is shutting down (not a reset connection), and the daemon exits 0. */
 static void test_sigterm_during_compile(void **state)
@@ -398,6 +430,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_requests_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_daemon_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sigterm_during_compile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_false_corruption_claim, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
