@@ -539,6 +539,16 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
  * is called corrupt. A corrupt object is counted and quarantined, *bad set
  * to 1 and its hash copied to bad_object.
  */
+/* Whether SQLite's row for key (read afresh) still names object. */
+static int row_still_names(struct jc_daemon *d, const uint8_t key[16], const uint8_t object[16])
+{
+	struct jc_entry e = {0};
+	int still = jc__index_get(d->rix, key, &e) == 0 && e.status == 0 &&
+		    memcmp(e.object, object, 16) == 0;
+	jc__entry_clear(&e);
+	return still;
+}
+
 static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			uint64_t t0, int *bad, uint8_t bad_object[16])
 {
@@ -568,6 +578,12 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 	if (in_memory) {
 		memcache_forget(d, key);
 		return serve_cached(d, conn, key, t0, bad, bad_object);
+	}
+	if (rc == JC_ENOTFOUND && !row_still_names(d, key, object)) {
+		/* Purged or evicted between our read of the row and the open (rows
+		 * go before their objects): a plain miss, nothing is corrupt. */
+		memcache_forget(d, key);
+		return 0;
 	}
 	count(d, JC_CTR_corrupt_objects, 1);
 	drop_bad_entry(d, key, object, rc == JC_ECORRUPT ? "failed its checks" : "is missing");
