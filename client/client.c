@@ -85,16 +85,6 @@ static void spin_for_answer(jc_client *c, uint64_t t0)
 	} while (now_ns() - t0 < c->spin_ns);
 }
 
-static int seterr(char *buf, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int seterr(char *buf, int code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, 512, fmt, ap);
-	va_end(ap);
-	return code;
-}
 
 JC_API const char *jc_client_errmsg(const jc_client *c)
 {
@@ -113,20 +103,20 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 	*out = NULL;
 	if (!socket_path) {
 		if (jc__default_socket_path(NULL, path, sizeof(path)) != 0)
-			return seterr(connect_errmsg, JC_EINVAL, "no socket path: set JITCACHE_SOCKET or HOME");
+			return jc__fail(connect_errmsg, sizeof(connect_errmsg), JC_EINVAL, "no socket path: set JITCACHE_SOCKET or HOME");
 		socket_path = path;
 	}
 	if (strlen(socket_path) >= sizeof(sa.sun_path))
-		return seterr(connect_errmsg, JC_EINVAL, "socket path too long: %s", socket_path);
+		return jc__fail(connect_errmsg, sizeof(connect_errmsg), JC_EINVAL, "socket path too long: %s", socket_path);
 	strcpy(sa.sun_path, socket_path);
 	jc_client *c = calloc(1, sizeof(*c));
 	if (!c)
-		return seterr(connect_errmsg, JC_ENOMEM, "out of memory");
+		return jc__fail(connect_errmsg, sizeof(connect_errmsg), JC_ENOMEM, "out of memory");
 	c->spin_ns = spin_setting();
 	c->timeout_ms = -1;
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		seterr(connect_errmsg, JC_ECONNECT, "cannot connect to jitcached at %s: %s", socket_path,
+		jc__fail(connect_errmsg, sizeof(connect_errmsg), JC_ECONNECT, "cannot connect to jitcached at %s: %s", socket_path,
 		       strerror(errno));
 		jc_client_close(c);
 		return JC_ECONNECT;
@@ -143,7 +133,7 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 		char *msg = NULL;
 		int code = JC_EPROTO;
 		jc__decode_error(c->in.data, c->in.len, &code, &msg);
-		seterr(connect_errmsg, code, "daemon refused the handshake: %s", msg ? msg : "");
+		jc__fail(connect_errmsg, sizeof(connect_errmsg), code, "daemon refused the handshake: %s", msg ? msg : "");
 		free(msg);
 		jc_client_close(c);
 		return code;
@@ -157,7 +147,7 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 	if (rc == 0 && version != JC_PROTO_VERSION)
 		rc = JC_EVERSION;
 	if (rc != 0) {
-		seterr(connect_errmsg, rc, "handshake with jitcached at %s failed: %s", socket_path,
+		jc__fail(connect_errmsg, sizeof(connect_errmsg), rc, "handshake with jitcached at %s failed: %s", socket_path,
 		       rc == JC_ETIMEOUT ? "no answer in 10 s (daemon stopped or wedged?)"
 					 : jc_strerror(rc));
 		jc_client_close(c);
@@ -192,26 +182,26 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	uint64_t t0 = now_ns();
 	int rc = jc__io_write_all(c->fd, c->out.data, c->out.len);
 	if (rc != 0)
-		return seterr(c->errmsg, JC_EIO, "send to jitcached failed: %s", strerror(errno));
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EIO, "send to jitcached failed: %s", strerror(errno));
 	spin_for_answer(c, t0);
 	rc = jc__io_read_frame(c->fd, &c->in, type, fd, c->timeout_ms);
 	c->fast = now_ns() - t0 < c->spin_ns;
 	if (rc == JC_ETIMEOUT)
-		return seterr(c->errmsg, rc, "no answer from jitcached within %d ms", c->timeout_ms);
+		return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "no answer from jitcached within %d ms", c->timeout_ms);
 	if (rc != 0)
-		return seterr(c->errmsg, rc, "no answer from jitcached: %s",
+		return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "no answer from jitcached: %s",
 			      rc == JC_EIO ? strerror(errno) : jc_strerror(rc));
 	if (*type == JC_MSG_ERROR) {
 		char *msg = NULL;
 		int code = JC_EPROTO;
 		if (jc__decode_error(c->in.data, c->in.len, &code, &msg) != 0)
 			code = JC_EPROTO;
-		seterr(c->errmsg, code, "%s", msg ? msg : jc_strerror(code));
+		jc__fail(c->errmsg, sizeof(c->errmsg), code, "%s", msg ? msg : jc_strerror(code));
 		free(msg);
 		return code < 0 ? code : JC_EPROTO;
 	}
 	if (*type != want)
-		return seterr(c->errmsg, JC_EPROTO, "unexpected answer type %u", *type);
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EPROTO, "unexpected answer type %u", *type);
 	return 0;
 }
 
@@ -260,18 +250,18 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 	*out = NULL;
 	jc_result *r = calloc(1, sizeof(*r));
 	if (!r)
-		return seterr(c->errmsg, JC_ENOMEM, "out of memory");
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ENOMEM, "out of memory");
 	jc__res_init(&r->res);
 	jc__buf_reset(&c->out);
 	uint16_t type;
 	int fd = -1;
 	int rc = jc__encode_req(&c->out, req);
 	if (rc != 0)
-		seterr(c->errmsg, rc, "request too large or out of memory");
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "request too large or out of memory");
 	else
 		rc = roundtrip(c, JC_MSG_RESULT, &type, &fd);
 	if (rc == 0 && (rc = jc__decode_res(c->in.data, c->in.len, &r->res)) != 0)
-		seterr(c->errmsg, rc, "malformed RESULT from jitcached");
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "malformed RESULT from jitcached");
 	if (rc != 0 && fd >= 0)
 		close(fd);
 	else
@@ -284,13 +274,13 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 		rc = rc ?: check_hash(&r->res);
 		if (rc) {
 			memcpy(bad_object, r->res.object, 16);
-			seterr(c->errmsg, rc, "artifact failed its size/hash check");
+			jc__fail(c->errmsg, sizeof(c->errmsg), rc, "artifact failed its size/hash check");
 		}
 	} else if (rc == 0 && r->res.status == JC_ECOMPILE) {
 		/* The result is kept (its log says why); the message says what failed. */
-		seterr(c->errmsg, rc, "%s", r->res.message ? r->res.message : jc_strerror(JC_ECOMPILE));
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s", r->res.message ? r->res.message : jc_strerror(JC_ECOMPILE));
 	} else if (rc == 0) {
-		rc = seterr(c->errmsg, r->res.status, "%s",
+		rc = jc__fail(c->errmsg, sizeof(c->errmsg), r->res.status, "%s",
 			    r->res.message ? r->res.message : jc_strerror(r->res.status));
 	}
 	if (rc != 0) {
@@ -338,12 +328,12 @@ int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_adm
 	jc__buf_reset(&c->out);
 	int rc = jc__encode_admin(&c->out, req);
 	if (rc != 0)
-		return seterr(c->errmsg, rc, "admin request too large");
+		return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "admin request too large");
 	rc = roundtrip(c, JC_MSG_ADMIN_REPLY, &type, &fd);
 	if (fd >= 0)
 		close(fd);
 	if (rc == 0 && (rc = jc__decode_admin_reply(c->in.data, c->in.len, out)) != 0)
-		seterr(c->errmsg, rc, "malformed ADMIN_REPLY from jitcached");
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "malformed ADMIN_REPLY from jitcached");
 	return rc;
 }
 

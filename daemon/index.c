@@ -15,6 +15,7 @@
 
 #include "jitcache/jitcache.h"
 #include "log.h"
+#include "util.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
 #define SCHEMA_VERSION 1
@@ -103,18 +104,6 @@ struct jc_index {
 	char msg[512];
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int map_rc(sqlite3 *db, int rc)
 {
@@ -228,7 +217,7 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		goto sqlite_fail;
 	if (app != APP_ID || ver != SCHEMA_VERSION) {
 		if (app || ver || tables || readonly) {
-			set_err(err, errlen, app == APP_ID ?
+			jc__fail(err, errlen, 0, app == APP_ID ?
 				"%s has index schema version %lld; this jitcached uses %d" :
 				"%s is not a jitcache index (application_id %lld)", path,
 				(long long)(app == APP_ID ? ver : app), SCHEMA_VERSION);
@@ -243,7 +232,7 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 			goto sqlite_fail;
 		if (pragma_int(ix->db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode",
 			       &wal) != SQLITE_OK || !wal) {
-			set_err(err, errlen, "%s: SQLite cannot use WAL mode here (a network or "
+			jc__fail(err, errlen, 0, "%s: SQLite cannot use WAL mode here (a network or "
 				"unusual filesystem?)", path);
 			return JC_EIO;
 		}
@@ -271,7 +260,7 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 					&ix->st[i], NULL);
 		if (rc == SQLITE_ERROR) {
 			/* Our version numbers on tables we do not know. */
-			set_err(err, errlen, "%s: unexpected schema: %s", path,
+			jc__fail(err, errlen, 0, "%s: unexpected schema: %s", path,
 				sqlite3_errmsg(ix->db));
 			return FOREIGN;
 		}
@@ -281,7 +270,7 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 	return 0;
 
 sqlite_fail:
-	set_err(err, errlen, "%s: %s (SQLite code %d)", path,
+	jc__fail(err, errlen, 0, "%s: %s (SQLite code %d)", path,
 		ix->db ? sqlite3_errmsg(ix->db) : sqlite3_errstr(rc), rc);
 	sqlite3_free(msg);
 	return ix->db ? map_rc(ix->db, rc) : JC_ENOMEM;
@@ -319,19 +308,19 @@ int jc__index_open(const char *path, int readonly, struct jc_index **out, char *
 	int rc;
 
 	if (!path || !out)
-		return set_err(err, errlen, "no index path"), JC_EINVAL;
+		return jc__fail(err, errlen, 0, "no index path"), JC_EINVAL;
 	if (readonly && access(path, F_OK) < 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		jc__fail(err, errlen, 0, "%s: %s", path, strerror(errno));
 		return errno == ENOENT ? JC_ENOTFOUND : JC_EIO;
 	}
 	ix = calloc(1, sizeof(*ix));
 	if (!ix)
-		return set_err(err, errlen, "out of memory"), JC_ENOMEM;
+		return jc__fail(err, errlen, 0, "out of memory"), JC_ENOMEM;
 	rc = attach(ix, path, readonly, why, sizeof(why));
 	if ((rc == FOREIGN || rc == JC_ECORRUPT) && !readonly) {
 		detach(ix);
 		if (move_aside(path, aside, sizeof(aside)) < 0) {
-			set_err(err, errlen, "%s; moving it aside failed: %s", why,
+			jc__fail(err, errlen, 0, "%s; moving it aside failed: %s", why,
 				strerror(errno));
 			rc = JC_EIO;
 			goto err_after_alloc;
@@ -341,7 +330,7 @@ int jc__index_open(const char *path, int readonly, struct jc_index **out, char *
 		rc = attach(ix, path, readonly, why, sizeof(why));
 	}
 	if (rc) {
-		set_err(err, errlen, "%s", why);
+		jc__fail(err, errlen, 0, "%s", why);
 		rc = rc == FOREIGN ? JC_EVERSION : rc;
 		goto err_after_alloc;
 	}

@@ -24,6 +24,7 @@
 
 #include "jitcache/jitcache.h"
 #include "log.h"
+#include "util.h"
 #include "req.h"
 
 struct jc_store {
@@ -48,20 +49,6 @@ static const char *const remote_fuse[] = {
 	"sshfs", "s3fs", "rclone", "gcsfuse", "glusterfs", "ceph-fuse", "davfs", "juicefs",
 	"goofys", "blobfuse", "blobfuse2", "mountpoint-s3", "lizardfs", "moosefs",
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 
 /* "ab/<32 hex>" into out[36]. */
 static void object_name(const uint8_t hash[16], char out[36])
@@ -120,16 +107,16 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen)
 	int fd, n;
 
 	if (!dir || !*dir)
-		return set_err(err, errlen, "no cache directory"), JC_EINVAL;
+		return jc__fail(err, errlen, 0, "no cache directory"), JC_EINVAL;
 	if (snprintf(path, sizeof(path), "%s/lock", dir) >= (int)sizeof(path))
-		return set_err(err, errlen, "%s: path too long", dir), JC_EINVAL;
+		return jc__fail(err, errlen, 0, "%s: path too long", dir), JC_EINVAL;
 	if (mkdir_p(dir, 0700) < 0) {
-		set_err(err, errlen, "create %s: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "create %s: %s", dir, strerror(errno));
 		return JC_EIO;
 	}
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+		jc__fail(err, errlen, 0, "open %s: %s", path, strerror(errno));
 		return JC_EIO;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &start);
@@ -146,14 +133,14 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen)
 			continue;
 		}
 		if (e != EWOULDBLOCK) {
-			set_err(err, errlen, "flock %s: %s", path, strerror(e));
+			jc__fail(err, errlen, 0, "flock %s: %s", path, strerror(e));
 			close(fd);
 			return JC_EIO;
 		}
 		got = pread(fd, pid, sizeof(pid) - 1, 0);
 		pid[got > 0 ? got : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
-		set_err(err, errlen, "%s is in use by another jitcached (pid %s)", dir,
+		jc__fail(err, errlen, 0, "%s is in use by another jitcached (pid %s)", dir,
 			*pid ? pid : "unknown");
 		close(fd);
 		return JC_ELOCKED;
@@ -198,7 +185,7 @@ static int check_local_fs(int fd, const char *dir, char *err, size_t errlen)
 	char type[256];
 
 	if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0) {
-		set_err(err, errlen, "statfs %s: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "statfs %s: %s", dir, strerror(errno));
 		return JC_EIO;
 	}
 	for (size_t i = 0; !remote && i < sizeof(remote_fs) / sizeof(remote_fs[0]); i++)
@@ -216,7 +203,7 @@ static int check_local_fs(int fd, const char *dir, char *err, size_t errlen)
 	}
 	if (!remote)
 		return 0;
-	set_err(err, errlen, "%s is on a network filesystem (%s): the SQLite index needs a "
+	jc__fail(err, errlen, 0, "%s is on a network filesystem (%s): the SQLite index needs a "
 		"local filesystem; choose a local cache directory", dir, remote);
 	return JC_EINVAL;
 }
@@ -225,7 +212,7 @@ int jc__store_check_local(const char *dir, char *err, size_t errlen)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		set_err(err, errlen, "open %s: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "open %s: %s", dir, strerror(errno));
 		return JC_EIO;
 	}
 	int rc = check_local_fs(fd, dir, err, errlen);
@@ -285,35 +272,35 @@ int jc__store_open(const char *dir, int group_shared, struct jc_store **out, cha
 	int rc = JC_EIO;
 
 	if (!dir || !*dir || !out)
-		return set_err(err, errlen, "no cache directory"), JC_EINVAL;
+		return jc__fail(err, errlen, 0, "no cache directory"), JC_EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->dir = strdup(dir))) {
 		free(s);
-		return set_err(err, errlen, "out of memory"), JC_ENOMEM;
+		return jc__fail(err, errlen, 0, "out of memory"), JC_ENOMEM;
 	}
 	s->dmode = group_shared ? 02770 : 0700;
 	s->uid = geteuid();
 	if (mkdir_p(dir, 0700) < 0) {
-		set_err(err, errlen, "create %s: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "create %s: %s", dir, strerror(errno));
 		goto err_after_alloc;
 	}
 	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dirfd < 0 || fstat(s->dirfd, &st) < 0) {
-		set_err(err, errlen, "open %s: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "open %s: %s", dir, strerror(errno));
 		goto err_after_dirfd;
 	}
 	if (st.st_uid != s->uid) {
-		set_err(err, errlen, "%s is owned by uid %u, not by this process (uid %u)", dir,
+		jc__fail(err, errlen, 0, "%s is owned by uid %u, not by this process (uid %u)", dir,
 			(unsigned)st.st_uid, (unsigned)s->uid);
 		rc = JC_EDENIED;
 		goto err_after_dirfd;
 	}
 	if (group_shared && (st.st_mode & 07777) != 02770 && fchmod(s->dirfd, 02770) < 0) {
-		set_err(err, errlen, "chmod %s: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "chmod %s: %s", dir, strerror(errno));
 		goto err_after_dirfd;
 	}
 	if (!group_shared && (st.st_mode & S_IWOTH)) {
-		set_err(err, errlen, "%s is writable by others: refusing it as a cache directory",
+		jc__fail(err, errlen, 0, "%s is writable by others: refusing it as a cache directory",
 			dir);
 		rc = JC_EDENIED;
 		goto err_after_dirfd;
@@ -324,21 +311,21 @@ int jc__store_open(const char *dir, int group_shared, struct jc_store **out, cha
 	rc = JC_EIO;
 	s->objfd = open_subdir(s->dirfd, "objects", s->dmode);
 	if (s->objfd < 0) {
-		set_err(err, errlen, "open %s/objects: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "open %s/objects: %s", dir, strerror(errno));
 		goto err_after_dirfd;
 	}
 	s->tmpfd = open_subdir(s->dirfd, "tmp", s->dmode);
 	if (s->tmpfd < 0) {
-		set_err(err, errlen, "open %s/tmp: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "open %s/tmp: %s", dir, strerror(errno));
 		goto err_after_objfd;
 	}
 	s->quarfd = open_subdir(s->dirfd, "quarantine", s->dmode);
 	if (s->quarfd < 0) {
-		set_err(err, errlen, "open %s/quarantine: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "open %s/quarantine: %s", dir, strerror(errno));
 		goto err_after_tmpfd;
 	}
 	if (empty_tmp(s) < 0) {
-		set_err(err, errlen, "read %s/tmp: %s", dir, strerror(errno));
+		jc__fail(err, errlen, 0, "read %s/tmp: %s", dir, strerror(errno));
 		goto err_after_quarfd;
 	}
 	*out = s;
@@ -416,7 +403,7 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 	int fd, created_ab = 0, e;
 
 	if (!s || !hash_out || (!data && size))
-		return set_err(err, errlen, "invalid argument"), JC_EINVAL;
+		return jc__fail(err, errlen, 0, "invalid argument"), JC_EINVAL;
 	hash_bytes(data ? data : "", size, hash_out);
 	object_name(hash_out, name);
 	if (fstatat(s->objfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -457,7 +444,7 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 	name[2] = '\0';
 	if (fsync_dir(s->objfd, name) < 0 || (created_ab && fsync(s->objfd) < 0)) {
 		/* The object is complete; only its durability is in doubt. */
-		set_err(err, errlen, "fsync %s/objects/%s: %s", s->dir, name, strerror(errno));
+		jc__fail(err, errlen, 0, "fsync %s/objects/%s: %s", s->dir, name, strerror(errno));
 		return JC_EIO;
 	}
 	return 0;
@@ -468,7 +455,7 @@ err_after_tmp:
 	errno = e;
 err:
 	e = errno;
-	set_err(err, errlen, "%s %s/tmp/%s: %s", step, s->dir, tmp, strerror(e));
+	jc__fail(err, errlen, 0, "%s %s/tmp/%s: %s", step, s->dir, tmp, strerror(e));
 	return e == ENOSPC || e == EDQUOT ? JC_ENOSPC : JC_EIO;
 }
 
