@@ -23,12 +23,20 @@
 
 #include "ops_util.h"
 
+/* The library path the tests were started with (a machine without system
+ * libraries, like the GPU host, needs it for the daemon to start at all). */
+static char *saved_ld_path;
+
 static int teardown(void **state)
 {
-	static const char *const vars[] = {"LD_LIBRARY_PATH", "JC_STUB_CUDA_VERSION", "JC_STUB_DEVICES",
-					   "JC_STUB_CC", "JC_STUB_REJECT_PTX"};
+	static const char *const vars[] = {"JC_STUB_CUDA_VERSION", "JC_STUB_DEVICES", "JC_STUB_CC",
+					   "JC_STUB_REJECT_PTX"};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
+	if (saved_ld_path)
+		setenv("LD_LIBRARY_PATH", saved_ld_path, 1);
+	else
+		unsetenv("LD_LIBRARY_PATH");
 	return jct_teardown(state);
 }
 
@@ -119,6 +127,11 @@ static void test_stub_drivers(void **state)
 	snprintf(stub, sizeof(stub), "%s/libcuda.so.1", lib);
 	struct stat st;
 	assert_int_equal(stat(stub, &st), 0);
+	/* The stand-in driver first; whatever the path held after it. */
+	if (saved_ld_path) {
+		size_t n = strlen(lib);
+		snprintf(lib + n, sizeof(lib) - n, ":%s", saved_ld_path);
+	}
 	setenv("LD_LIBRARY_PATH", lib, 1);
 	int major, minor;
 	assert_int_equal(nvrtcVersion(&major, &minor), NVRTC_SUCCESS);
@@ -180,6 +193,8 @@ static void test_stub_drivers(void **state)
 
 int main(void)
 {
+	const char *ld = getenv("LD_LIBRARY_PATH");
+	saved_ld_path = ld ? strdup(ld) : NULL;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_this_machine, jct_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_cache_dir, jct_setup, teardown),
