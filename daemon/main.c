@@ -316,10 +316,37 @@ void jc__daemon_notify(const char *state)
 #endif
 }
 
+/*
+ * DIR/lock removed or replaced under us would let a second daemon in: take
+ * a fresh lock file if nobody else has, else stop (two daemons must never
+ * share a directory).
+ */
+static void lock_check(struct jc_daemon *d)
+{
+	char path[4096], err[512];
+	struct stat ours, now;
+	snprintf(path, sizeof(path), "%s/lock", d->cfg.cache_dir);
+	if (d->stopping || fstat(d->lock_fd, &ours) != 0)
+		return;
+	if (ours.st_nlink > 0 && stat(path, &now) == 0 && now.st_dev == ours.st_dev &&
+	    now.st_ino == ours.st_ino)
+		return;
+	int fd = jc__store_lock(d->cfg.cache_dir, 0, err, sizeof(err));
+	if (fd >= 0) {
+		jc_log_warn(MAIN, "%s was removed or replaced; locked a new one", path);
+		close(d->lock_fd);
+		d->lock_fd = fd;
+		return;
+	}
+	jc_log(LOG_CRIT, MAIN, "%s was replaced and %s: stopping", path, err);
+	uv_kill(getpid(), SIGTERM);
+}
+
 static void tick_cb(uv_timer_t *t)
 {
 	static unsigned ticks;
 	struct jc_daemon *d = t->data;
+	lock_check(d);
 	jc__cache_tick(d);
 	jc__pool_dispatch(d);
 	if (++ticks % EVICT_EVERY_TICKS == 0)

@@ -416,6 +416,20 @@ static void test_second_daemon_refused(void **state)
 		fprintf(stderr, "second daemon said: %s\n", log);
 	assert_non_null(strstr(log, "in use by another jitcached"));
 	free(log);
+
+	/* Removing DIR/lock does not let a second daemon in: the first takes a
+	 * new lock file within its one-second tick. */
+	char lock[128];
+	snprintf(lock, sizeof(lock), "%s/lock", d->cache);
+	assert_int_equal(unlink(lock), 0);
+	usleep(1600000);
+	snprintf(other.log, sizeof(other.log), "%s/daemon3.log", d->dir);
+	jct_daemon_spawn(&other, NULL);
+	assert_int_not_equal(jct_daemon_wait(&other), 0);
+	log = (char *)jct_read_file(other.log, &n);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "in use by another jitcached"));
+	free(log);
 }
 
 int main(void)
