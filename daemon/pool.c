@@ -87,8 +87,6 @@ static void worker_fail_dead(struct jc_worker *w, int64_t status, int signal)
 		d->counters[JC_CTR_compile_timeouts]++;
 		worker_fail_job(w, JC_ETIMEOUT, "compile ran past --compile-timeout (%d s); worker "
 				"killed and replaced, nothing cached", d->cfg.compile_timeout_s);
-	} else if (w->killed) {
-		worker_fail_job(w, JC_EBUSY, "daemon is shutting down (worker %d stopped)", w->proc.pid);
 	} else if (signal == 0 && status == JC_WORKER_EXIT_NOMEM) {
 		jc_log_err(WORKER, "key %s: worker %d ran out of memory (limit %llu bytes)", hex,
 			   w->proc.pid, (unsigned long long)d->cfg.worker_memory);
