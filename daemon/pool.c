@@ -200,7 +200,7 @@ static void worker_start_job(struct jc_worker *w, struct jc_flight *f)
 {
 	struct jc_buf *b = calloc(1, sizeof(*b));
 	uv_write_t *req = calloc(1, sizeof(*req));
-	int rc = (!b || !req) ? JC_ENOMEM : jc__encode_req(b, &f->req);
+	int rc = (!b || !req) ? JC_ENOMEM : jc__encode_req(b, f->wreq ? f->wreq : &f->req);
 	w->job = f;
 	if (rc == 0) {
 		uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);
