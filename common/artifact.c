@@ -434,7 +434,7 @@ static int parse_image(const uint8_t *d, size_t size, struct jc_art_image *im, c
 }
 
 static int fatbin_entry(const uint8_t *e, uint64_t hsize, uint64_t psize, struct jc_art_image *im,
-			size_t index, char *err, size_t errlen)
+			size_t index, uint64_t offset, char *err, size_t errlen)
 {
 	unsigned kind = u16(e);
 	uint64_t flags = u64(e + 0x28), full = u64(e + 0x38);
@@ -481,6 +481,7 @@ static int fatbin_entry(const uint8_t *e, uint64_t hsize, uint64_t psize, struct
 		im->stored_size = psize;
 	}
 	free(decoded);
+	im->offset = offset;
 	if (rc == JC_EINVAL)
 		rc = corrupt(err, errlen, "fatbin: image %zu (kind %u, arch %u): not what its kind says",
 			     index, kind, arch);
@@ -531,7 +532,7 @@ static int parse_fatbin(const uint8_t *d, size_t size, struct jc_artifact *a, ch
 		a->images = im;
 		im += a->n_images++;
 		memset(im, 0, sizeof(*im));
-		int rc = fatbin_entry(e, eh, psize, im, a->n_images - 1, err, errlen);
+		int rc = fatbin_entry(e, eh, psize, im, a->n_images - 1, off + eh, err, errlen);
 		if (rc)
 			return rc;
 		off += eh + psize;

@@ -65,6 +65,7 @@ struct jc_art_image {
 	char producer[96];        /* cubin: the tool line of .note.nv.tkinfo; "" */
 	uint64_t size;            /* bytes of the image (decoded) */
 	uint64_t stored_size;     /* bytes it takes in its container */
+	uint64_t offset;          /* where those bytes start in the input */
 	const char *compression;  /* static: "" (none), "zstd", "lz4" or "unknown" */
 	int decoded;              /* 0: compressed and not decoded (no kernels) */
 	struct jc_art_kernel *kernels; /* owned, n_kernels of them */
