@@ -166,6 +166,11 @@ static int elf_open(struct elf *e, const uint8_t *d, size_t size, char *err, siz
 			       "bytes)", e->shnum, (unsigned long long)e->shoff, size);
 	if (e->shnum == 0)
 		return corrupt(err, errlen, "cubin: no section headers");
+	uint64_t phoff = u64(d + 32);
+	unsigned phnum = u16(d + 56), phentsize = u16(d + 54);
+	if (phnum && (phentsize != 56 || !inside(phoff, (uint64_t)phnum * 56, size)))
+		return corrupt(err, errlen, "cubin: %u program headers of %u bytes at %llu do not fit in "
+			       "%zu bytes", phnum, phentsize, (unsigned long long)phoff, size);
 	if (shstrndx >= e->shnum)
 		return corrupt(err, errlen, "cubin: section name table %u of %u", shstrndx, e->shnum);
 	int rc = sec_data(e, shstrndx, &e->shstr, &e->shstr_size, err, errlen);
