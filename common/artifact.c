@@ -542,7 +542,7 @@ static int parse_fatbin(const uint8_t *d, size_t size, struct jc_artifact *a, ch
 			return rc;
 		off += eh + psize;
 	}
-	return 0;
+	return a->n_images ? 0 : corrupt(err, errlen, "fatbin: no images");
 }
 
 int jc__artifact_parse(const uint8_t *data, size_t size, struct jc_artifact *out, char *err,
