@@ -260,6 +260,42 @@ static void test_refusals_and_failures(void **state)
 	jc_request_free(r);
 }
 
+/* The heavy example as a fatbin: with CCCL alone on the include path (as
+ * the README compiles it) its PTX holds no device-side assert: the block
+ * sum no longer goes through cub::ThreadReduce's array dispatch, which
+ * sends float arrays to ThreadReduceSimd's "never reached" fallback when
+ * cuda_fp16.h cannot be included (examples/cub_sort.cu says why). */
+static void test_cub_example_fatbin(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char *const cub[] = {"sort_and_sum<128, 8>", NULL};
+	char cccl[600], opt[620];
+	const char *cuda = getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "/usr/local/cuda";
+	snprintf(cccl, sizeof(cccl), "%s/include/cccl", cuda);
+	snprintf(opt, sizeof(opt), "-I%s", cccl);
+	jc_request *r = jct_request("cub_sort.cu", "sm_90,compute_90", cub);
+	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
+	assert_int_equal(jc_request_add_option(r, opt), 0);
+	assert_int_equal(jc_request_add_include_dir(r, cccl), 0);
+	jc_result *res = jct_compile(d, r, 0);
+	struct jc_artifact a;
+	const uint8_t *fat;
+	size_t size;
+	parse(res, &a, &fat, &size);
+	assert_int_equal(a.n_images, 2);
+	assert_string_equal(a.images[1].target, "compute_90");
+	const char *ptx = (const char *)fat + a.images[1].offset;
+	size_t n = a.images[1].size;
+	assert_non_null(memmem(ptx, n, ".entry _Z12sort_and_sumILi128ELi8EEvPKjPKfPjPfS5_", 49));
+	if (memmem(ptx, n, "__assertfail", 12))
+		fail_msg("the heavy example's PTX calls __assertfail (CUB's ThreadReduceSimd fallback?)");
+	printf("# CUB fatbin (sm_90 + compute_90): %zu bytes, built in %.0f ms\n", size,
+	       jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6);
+	jc__artifact_clear(&a);
+	jc_result_free(res);
+	jc_request_free(r);
+}
+
 /* Clients asking for one fatbin at once share its build. */
 static void test_fatbin_single_flight(void **state)
 {
@@ -292,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_fatbin_targets_and_parts),
 		cmocka_unit_test(test_ctl_fatbin_inspect),
 		cmocka_unit_test(test_fatbin_single_flight),
+		cmocka_unit_test(test_cub_example_fatbin),
 		cmocka_unit_test(test_refusals_and_failures),
 	};
 	return cmocka_run_group_tests(tests, jct_setup_started, jct_teardown);
