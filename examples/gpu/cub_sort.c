@@ -171,6 +171,9 @@ int main(int argc, char **argv)
 	       blocks, n, jc_cuda_module_time_ns(m, JC_CUDA_TIME_FETCH) / 1e6,
 	       jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOAD) / 1e6, jcx_ms(t0, t1), bad_keys, bad_vals,
 	       bad_sums, ok ? "ok" : "WRONG");
+	const char *log = jc_result_log(res);
+	if (jc_result_output(res) == JC_FATBIN && jc_result_cache_status(res) != JC_HIT)
+		printf("cub_sort_fatbin_log %.*s\n", (int)strcspn(log, "\n"), log);
 	CU_CHECK(cuMemFree(dk));
 	CU_CHECK(cuMemFree(dv));
 	CU_CHECK(cuMemFree(dko));
