@@ -345,15 +345,22 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 		       size_t errlen)
 {
 	const char *force = getenv("JITCACHE_TEST_FATBIN");
-	if (force && strcmp(force, "none") != 0 && strcmp(force, "fatbinary") != 0)
-		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN must be none "
-				"or fatbinary, not '%s'", force);
+	int lib = force && force[0] == '/';
+	if (force && !lib && strcmp(force, "none") != 0 && strcmp(force, "fatbinary") != 0)
+		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN must be none, "
+				"fatbinary or the absolute path of a libnvfatbin, not '%s'", force);
 	if (force)
 		jc_log_warn(KEY, "test override JITCACHE_TEST_FATBIN=%s", force);
 	char path[4300], id[96];
 	int rc;
-	snprintf(path, sizeof(path), "%s/libnvfatbin.so.%d", libdir, nvrtc_major);
-	void *h = force ? NULL : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lib)
+		snprintf(path, sizeof(path), "%s", force);
+	else
+		snprintf(path, sizeof(path), "%s/libnvfatbin.so.%d", libdir, nvrtc_major);
+	void *h = force && !lib ? NULL : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lib && !h)
+		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN=%s: %s", force,
+				dlerror());
 	if (h) {
 		/* nvFatbinResult nvFatbinVersion(unsigned *major, unsigned *minor) (nvFatbin.h). */
 		int (*version)(unsigned *, unsigned *) = (int (*)(unsigned *, unsigned *))dlsym(h, "nvFatbinVersion");

@@ -65,7 +65,7 @@ struct jc_toolchain {
 	 * "fatbinary xxh128:<hex>" of the executable, or "none") enters the key
 	 * of every fatbin request, not the summary. Test-only override:
 	 * JITCACHE_TEST_FATBIN=none or =fatbinary skips nvFatbin (and fatbinary
-	 * too for none). */
+	 * too for none); =/ABSOLUTE/PATH uses that library as nvFatbin. */
 	int fatbin_tool; /* enum jc_fatbin_tool */
 	char fatbin_path[4096];
 	char fatbin_id[160];

@@ -37,7 +37,8 @@ struct jct_fb_image {
 	int zstd; /* store it zstd-compressed (flag 0x8000) */
 };
 
-/* A fatbin of the images, in order. Returns 0 or -1. */
+/* A fatbin of the images, in order (tests/fatbin_write.c, which needs only
+ * libzstd). Returns 0 or -1. */
 int jct_seed_fatbin(const struct jct_fb_image *images, size_t n, struct jct_blob *out);
 
 #endif

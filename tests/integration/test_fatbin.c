@@ -296,6 +296,57 @@ static void test_cub_example_fatbin(void **state)
 	jc_request_free(r);
 }
 
+/* The nvFatbin path (a worker's JC_JOB_FATBIN job), with the stand-in
+ * library (stub_nvfatbin.c) where the toolkit has no nvFatbin: the same
+ * targets in order, the parts' bytes as they are, another tool identity in
+ * the key. */
+static void test_nvfatbin_path(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char lib[600];
+	snprintf(lib, sizeof(lib), "%s/tests/integration/libnvfatbin.so.13", getenv("JC_BUILD_ROOT"));
+	jc_request *r = jct_request("saxpy.cu", "sm_80,sm_90,compute_90", exprs);
+	jc_result *tool = jct_compile(d, r, 0);
+	assert_int_equal(jct_daemon_stop(d), 0);
+	setenv("JITCACHE_TEST_FATBIN", lib, 1);
+	jct_daemon_start(d, NULL);
+	unsetenv("JITCACHE_TEST_FATBIN");
+	int64_t compiles = jct_stat(d, "compiles");
+	jc_result *res = jct_compile(d, r, 0);
+	assert_int_equal(jc_result_cache_status(res), JC_MISS);
+	assert_string_not_equal(jc_result_key(res), jc_result_key(tool));
+	assert_int_equal(jct_stat(d, "compiles"), compiles); /* parts: hits */
+	if (!strstr(jc_result_log(res), "put together by nvFatbin"))
+		fail_msg("log: %s", jc_result_log(res));
+	struct jc_artifact a;
+	const uint8_t *fat;
+	size_t size;
+	parse(res, &a, &fat, &size);
+	assert_int_equal(a.n_images, 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_string_equal(a.images[i].target, targets[i]);
+		jc_request *one = jct_request("saxpy.cu", targets[i], exprs);
+		if (i == 2)
+			assert_int_equal(jc_request_set_output(one, JC_PTX), 0);
+		jc_result *single = jct_compile(d, one, 0);
+		size_t n;
+		const uint8_t *bytes = jc_result_data(single, &n);
+		if (i == 2)
+			n = strnlen((const char *)bytes, n); /* the worker hands PTX over without its NUL */
+		assert_int_equal(a.images[i].size, n);
+		assert_memory_equal(fat + a.images[i].offset, bytes, n);
+		jc_result_free(single);
+		jc_request_free(one);
+	}
+	assert_non_null(jc_result_lowered_name(res, "&saxpy<float>"));
+	jc__artifact_clear(&a);
+	jc_result_free(res);
+	jc_result_free(tool);
+	jc_request_free(r);
+	assert_int_equal(jct_daemon_stop(d), 0);
+	jct_daemon_start(d, NULL);
+}
+
 /* Clients asking for one fatbin at once share its build. */
 static void test_fatbin_single_flight(void **state)
 {
@@ -329,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_ctl_fatbin_inspect),
 		cmocka_unit_test(test_fatbin_single_flight),
 		cmocka_unit_test(test_cub_example_fatbin),
+		cmocka_unit_test(test_nvfatbin_path),
 		cmocka_unit_test(test_refusals_and_failures),
 	};
 	return cmocka_run_group_tests(tests, jct_setup_started, jct_teardown);
