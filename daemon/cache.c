@@ -437,6 +437,15 @@ void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
 	flight_finish(f);
 }
 
+void jc__pool_flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message)
+{
+	jc__res_clear(&f->res);
+	f->res.status = status;
+	f->res.output = f->req.output;
+	f->res.message = strdup(message);
+	jc__pool_flight_done(d, f);
+}
+
 struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 {
 	struct jc_flight *f = d->queue_head;

@@ -131,11 +131,7 @@ static void fail(struct jc_fatbin *fb, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	jc__res_clear(&f->res);
-	f->res.status = status;
-	f->res.output = JC_OUTPUT_FATBIN;
-	f->res.message = strdup(msg);
-	jc__pool_flight_done(fb->d, f);
+	jc__pool_flight_fail(fb->d, f, status, msg);
 }
 
 /* --- assembling ------------------------------------------------------------ */

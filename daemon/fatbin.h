@@ -63,10 +63,10 @@ uint32_t jc__target_output(const char *target);
  * req->link_options holds "-nvfatbin-library=PATH". Loads that library,
  * adds each part (nvFatbinAddCubin / nvFatbinAddPTX with the target's
  * number) with options "-64" "-compress=false", and puts the fatbin in
- * res->data (output JC_OUTPUT_FATBIN). Errors in res (status, message):
- * JC_ENOTSUP (library or symbol missing), JC_EINVAL (nvFatbin refused an
- * input, its error string in the message), JC_ENOMEM.
+ * res->data (output JC_OUTPUT_FATBIN). Returns 0, or JC_ENOTSUP (library
+ * or symbol missing), JC_EINVAL (nvFatbin refused an input, its error
+ * string in the message), JC_ENOMEM, with a message in err (errlen bytes).
  */
-void jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res);
+int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err, size_t errlen);
 
 #endif

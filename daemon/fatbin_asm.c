@@ -6,7 +6,6 @@
  * nvFatbin lack, so they are declared here).
  */
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "fatbin.h"
 #include "jitcache/jitcache.h"
 #include "key.h"
+#include "util.h"
 
 typedef struct _nvFatbinHandle *nvFatbinHandle;
 
@@ -35,21 +35,6 @@ struct nvfatbin {
 #undef X
 };
 
-static void fail(struct jc_res *res, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void fail(struct jc_res *res, int status, const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	res->status = status;
-	free(res->message);
-	res->message = strdup(buf);
-}
-
 static const char *library_of(const struct jc_req *req)
 {
 	static const char opt[] = "-nvfatbin-library=";
@@ -59,21 +44,19 @@ static const char *library_of(const struct jc_req *req)
 	return NULL;
 }
 
-void jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res)
+int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err, size_t errlen)
 {
 	const char *lib = library_of(req);
 	struct nvfatbin nf;
 	void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
-	if (!h) {
-		fail(res, JC_ENOTSUP, "cannot load nvFatbin (%s): %s", lib ? lib : "no library named",
-		     lib ? dlerror() : "");
-		return;
-	}
+	if (!h)
+		return jc__fail(err, errlen, JC_ENOTSUP, "cannot load nvFatbin (%s): %s",
+				lib ? lib : "no library named", lib ? dlerror() : "");
 #define X(name, ret, args)                                                                  \
-	if (!(nf.name = (ret(*) args)dlsym(h, #name))) {                                           \
-		fail(res, JC_ENOTSUP, "%s lacks %s: nvFatbin older than CUDA 12.4", lib, #name); \
+	if (!(nf.name = (ret(*) args)dlsym(h, #name))) {                                    \
 		dlclose(h);                                                                 \
-		return;                                                                     \
+		return jc__fail(err, errlen, JC_ENOTSUP, "%s lacks %s: nvFatbin older than "  \
+				"CUDA 12.4", lib, #name);                                   \
 	}
 	NVFATBIN_FUNCS(X)
 #undef X
@@ -106,21 +89,23 @@ void jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res)
 		target = "";
 		r = nf.nvFatbinSize(fb, &size);
 	}
+	int rc = 0;
 	if (r == 0 && !(res->data = malloc(size ? size : 1))) {
-		fail(res, JC_ENOMEM, "worker out of memory for a %zu-byte fatbin", size);
+		rc = jc__fail(err, errlen, JC_ENOMEM, "worker out of memory for a %zu-byte fatbin", size);
 	} else if (r == 0) {
 		step = "nvFatbinGet";
 		r = nf.nvFatbinGet(fb, res->data);
 	}
 	if (r != 0) {
 		const char *why = nf.nvFatbinGetErrorString(r);
-		fail(res, JC_EINVAL, "%s%s%s failed: %s (%d)", step, target[0] ? " of " : "", target,
-		     why ? why : "unknown nvFatbin error", r);
-	} else if (res->status == 0) {
+		rc = jc__fail(err, errlen, JC_EINVAL, "%s%s%s failed: %s (%d)", step, target[0] ? " of " : "",
+			      target, why ? why : "unknown nvFatbin error", r);
+	} else if (rc == 0) {
 		res->size = size;
 		res->output = JC_OUTPUT_FATBIN;
 	}
 	if (fb)
 		nf.nvFatbinDestroy(&fb);
 	dlclose(h);
+	return rc;
 }

@@ -54,10 +54,7 @@ static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	jc__res_clear(&f->res);
-	f->res.status = status;
-	f->res.message = strdup(msg);
-	jc__pool_flight_done(w->d, f);
+	jc__pool_flight_fail(w->d, f, status, msg);
 }
 
 /* Removes the worker from the pool and closes its handles (once). */

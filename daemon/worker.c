@@ -440,9 +440,12 @@ static void run_job(const struct jc_req *req, struct jc_res *res)
 	if (test_fault(req->test_fault, res) != 0)
 		return;
 	res->output = req->output;
-	if (req->job == JC_JOB_FATBIN)
-		jc__fatbin_assemble(req, res);
-	else if (req->job == JC_JOB_COMPILE)
+	if (req->job == JC_JOB_FATBIN) {
+		char msg[512];
+		int rc = jc__fatbin_assemble(req, res, msg, sizeof(msg));
+		if (rc)
+			set_message(res, rc, "%s", msg);
+	} else if (req->job == JC_JOB_COMPILE)
 		nvrtc_compile(req, req->output, res);
 	else if (req->job != JC_JOB_COMPILE_LINK || nvrtc_compile(req, JC_OUTPUT_LTOIR, res) == 0)
 		nvjitlink_link(req, res);
