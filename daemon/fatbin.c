@@ -30,17 +30,10 @@ struct part {
 	struct jc_fatbin *fb;
 	char target[JC_TARGET_LEN];
 	struct jc_conn *conn;     /* internal; our reference */
-	int status;               /* 0 or the part's JC_E* code */
-	uint32_t cache;           /* enum jc_cache_status of its answer */
-	char *message;
-	char *log;
-	struct jc_lowered *lowered;
-	size_t n_lowered;
-	uint64_t compile_ns;
-	uint8_t object[16];
-	uint8_t *data;            /* its bytes: copied from a compile, or read from fd */
-	size_t size;
-	int fd;                   /* a hit's object descriptor until read; -1 */
+	/* Its answer: a copy of the result (data: a compile's bytes, or a hit's,
+	 * read from fd in the thread pool; fd: a hit's object descriptor until
+	 * then), or status and message alone for an error. */
+	struct jc_res res;
 	int memfd;                /* its bytes for fatbinary; -1 */
 };
 
@@ -71,16 +64,7 @@ static void fb_unref(struct jc_fatbin *fb)
 		struct part *p = &fb->parts[i];
 		if (p->conn)
 			jc__conn_unref(p->conn);
-		free(p->message);
-		free(p->log);
-		for (size_t j = 0; j < p->n_lowered; j++) {
-			free(p->lowered[j].expr);
-			free(p->lowered[j].lowered);
-		}
-		free(p->lowered);
-		free(p->data);
-		if (p->fd >= 0)
-			close(p->fd);
+		jc__res_clear(&p->res);
 		if (p->memfd >= 0)
 			close(p->memfd);
 	}
@@ -267,7 +251,7 @@ static void run_nvfatbin(struct jc_fatbin *fb)
 	int rc = (j->arch = strdup(f->req.arch)) ? jc__strv_push(&j->link_options, lib) : JC_ENOMEM;
 	for (size_t i = 0; rc == 0 && i < fb->n; i++) {
 		struct part *p = &fb->parts[i];
-		rc = jc__blob_push(&j->link_inputs, &j->n_link_inputs, p->target, p->data, p->size,
+		rc = jc__blob_push(&j->link_inputs, &j->n_link_inputs, p->target, p->res.data, p->res.size,
 				   jc__target_output(p->target) == JC_OUTPUT_PTX ? JC_INPUT_PTX
 										: JC_INPUT_CUBIN);
 	}
@@ -290,22 +274,23 @@ static void check_work_cb(uv_work_t *w)
 	fb->rc = 0;
 	for (size_t i = 0; i < fb->n && fb->rc == 0; i++) {
 		struct part *p = &fb->parts[i];
-		if (!p->data && p->fd >= 0) {
+		struct jc_res *r = &p->res;
+		if (!r->data && r->fd >= 0) {
 			ssize_t got = -1;
-			if ((p->data = malloc(p->size ? p->size : 1)))
-				got = pread(p->fd, p->data, p->size, 0);
-			if (got != (ssize_t)p->size) {
-				fb->rc = p->data ? JC_EIO : JC_ENOMEM;
+			if ((r->data = malloc(r->size ? r->size : 1)))
+				got = pread(r->fd, r->data, r->size, 0);
+			if (got != (ssize_t)r->size) {
+				fb->rc = r->data ? JC_EIO : JC_ENOMEM;
 				snprintf(fb->err, sizeof(fb->err), "part %s: reading its object: %s",
 					 p->target, got < 0 ? strerror(errno) : "short read");
 				break;
 			}
 		}
 		XXH128_canonical_t c;
-		XXH128_canonicalFromHash(&c, XXH3_128bits(p->data, p->size));
-		if (!p->data || memcmp(c.digest, p->object, 16) != 0) {
+		XXH128_canonicalFromHash(&c, XXH3_128bits(r->data, r->size));
+		if (!r->data || memcmp(c.digest, r->object, 16) != 0) {
 			char hex[33];
-			jc__hex16(p->object, hex);
+			jc__hex16(r->object, hex);
 			fb->rc = JC_ECORRUPT;
 			snprintf(fb->err, sizeof(fb->err), "part %s: object %s fails its hash check "
 				 "(`jitcachectl verify` quarantines it)", p->target, hex);
@@ -314,15 +299,15 @@ static void check_work_cb(uv_work_t *w)
 		if (tool) {
 			p->memfd = memfd_create("jitcache-fatbin-part", MFD_CLOEXEC);
 			size_t off = 0;
-			while (p->memfd >= 0 && off < p->size) {
-				ssize_t n = write(p->memfd, p->data + off, p->size - off);
+			while (p->memfd >= 0 && off < r->size) {
+				ssize_t n = write(p->memfd, r->data + off, r->size - off);
 				if (n < 0 && errno == EINTR)
 					continue;
 				if (n <= 0)
 					break;
 				off += (size_t)n;
 			}
-			if (p->memfd < 0 || off < p->size) {
+			if (p->memfd < 0 || off < r->size) {
 				fb->rc = JC_EIO;
 				snprintf(fb->err, sizeof(fb->err), "memory file for part %s: %s", p->target,
 					 strerror(errno));
@@ -358,12 +343,12 @@ static void parts_done(struct jc_fatbin *fb)
 {
 	fb->t_parts = jc__now_ns() - fb->t0;
 	for (size_t i = 0; i < fb->n; i++) {
-		struct part *p = &fb->parts[i];
-		if (p->status == 0)
+		const struct jc_res *r = &fb->parts[i].res;
+		if (r->status == 0)
 			continue;
 		/* A compile error is the fatbin's too (and as deterministic). */
-		fail(fb, p->status, "target %s: %s", p->target,
-		     p->message ? p->message : jc_strerror(p->status));
+		fail(fb, r->status, "target %s: %s", fb->parts[i].target,
+		     r->message ? r->message : jc_strerror(r->status));
 		return;
 	}
 	fb->work.data = fb;
@@ -376,48 +361,36 @@ static void parts_done(struct jc_fatbin *fb)
 
 /* --- parts ------------------------------------------------------------------- */
 
-static int copy_lowered(struct part *p, const struct jc_res *res)
+/* Deep copies through the codec, the one definition of what a request and
+ * a result hold (a result's descriptor is not copied). */
+static int copy_through_codec(const void *in, void *out, int is_req)
 {
-	if (!res->n_lowered)
-		return 0;
-	if (!(p->lowered = calloc(res->n_lowered, sizeof(*p->lowered))))
-		return JC_ENOMEM;
-	for (size_t i = 0; i < res->n_lowered; i++) {
-		p->lowered[i].expr = strdup(res->lowered[i].expr);
-		p->lowered[i].lowered = strdup(res->lowered[i].lowered);
-		p->n_lowered = i + 1;
-		if (!p->lowered[i].expr || !p->lowered[i].lowered)
-			return JC_ENOMEM;
-	}
-	return 0;
+	struct jc_buf b = {0};
+	uint16_t type;
+	uint32_t len;
+	int rc = is_req ? jc__encode_req(&b, in) : jc__encode_res(&b, in);
+	if (rc == 0)
+		rc = jc__frame_header_decode(b.data, &type, &len);
+	if (rc == 0)
+		rc = is_req ? jc__decode_req(b.data + JC_FRAME_HDR, len, out)
+			    : jc__decode_res(b.data + JC_FRAME_HDR, len, out);
+	jc__buf_free(&b);
+	return rc;
 }
 
-/* A part's answer (jc_conn_sink_fn): keeps what the fatbin needs. */
+/* A part's answer (jc_conn_sink_fn): kept for the fatbin. */
 static void part_sink(void *ctx, const struct jc_res *res, int objfd, int code, const char *message)
 {
 	struct part *p = ctx;
 	struct jc_fatbin *fb = p->fb;
-	p->status = res ? res->status : code;
-	if (message || (res && res->message))
-		p->message = strdup(message ? message : res->message);
-	if (res) {
-		p->cache = res->cache;
-		p->compile_ns = res->compile_ns;
-		p->size = res->size;
-		memcpy(p->object, res->object, 16);
-		p->fd = objfd;
-		if (res->log && res->log[0] && !(p->log = strdup(res->log)))
-			p->status = JC_ENOMEM;
-		if (res->status == 0 && copy_lowered(p, res) != 0)
-			p->status = JC_ENOMEM;
-		if (res->status == 0 && objfd < 0) {
-			if ((p->data = malloc(res->size ? res->size : 1)) && res->data)
-				memcpy(p->data, res->data, res->size);
-			else
-				p->status = p->data ? JC_EINTERNAL : JC_ENOMEM;
-		}
-		if (p->status != res->status && !p->message)
-			p->message = strdup(jc_strerror(p->status));
+	int rc = res ? copy_through_codec(res, &p->res, 0) : code;
+	p->res.fd = objfd;
+	if (rc == 0 && p->res.status == 0 && !p->res.data && objfd < 0)
+		rc = JC_EINTERNAL; /* an artifact that came neither inline nor by descriptor */
+	if (rc != 0) {
+		p->res.status = rc;
+		free(p->res.message);
+		p->res.message = strdup(message ? message : jc_strerror(rc));
 	}
 	if (--fb->pending == 0 && !fb->starting)
 		parts_done(fb);
@@ -427,15 +400,7 @@ static void part_sink(void *ctx, const struct jc_res *res, int objfd, int code, 
  * one definition of what a request holds). */
 static int part_request(const struct jc_req *req, const char *target, struct jc_req *out)
 {
-	struct jc_buf b = {0};
-	uint16_t type;
-	uint32_t len;
-	int rc = jc__encode_req(&b, req);
-	if (rc == 0)
-		rc = jc__frame_header_decode(b.data, &type, &len);
-	if (rc == 0)
-		rc = jc__decode_req(b.data + JC_FRAME_HDR, len, out);
-	jc__buf_free(&b);
+	int rc = copy_through_codec(req, out, 1);
 	if (rc != 0)
 		return rc;
 	free(out->arch);
@@ -466,7 +431,8 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 	for (size_t i = 0; i < t.n; i++, fb->n++) {
 		struct part *p = &fb->parts[i];
 		p->fb = fb;
-		p->fd = p->memfd = -1;
+		jc__res_init(&p->res);
+		p->memfd = -1;
 		memcpy(p->target, t.v[i], sizeof(p->target));
 		if (rc == 0)
 			rc = part_request(&f->req, t.v[i], &sub[i]);
@@ -511,9 +477,9 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f)
 	uint64_t sum = 0;
 	fprintf(m, "jitcache: fatbin of %s: ", f->req.arch);
 	for (size_t i = 0; i < fb->n; i++) {
-		const struct part *p = &fb->parts[i];
+		const struct jc_res *p = &fb->parts[i].res;
 		sum += p->compile_ns;
-		fprintf(m, "%s%s %s", i ? ", " : "", p->target,
+		fprintf(m, "%s%s %s", i ? ", " : "", fb->parts[i].target,
 			p->status && !p->cache ? jc_strerror(p->status)
 						: jc__cache_status_name(p->cache) ?: "?");
 		if (p->compile_ns)
@@ -532,8 +498,8 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f)
 	if (res->log && res->log[0])
 		fprintf(m, "--- %s ---\n%s\n", tool_name(d->tc.fatbin_tool), res->log);
 	for (size_t i = 0; i < fb->n; i++)
-		if (fb->parts[i].log)
-			fprintf(m, "--- %s ---\n%s\n", fb->parts[i].target, fb->parts[i].log);
+		if (fb->parts[i].res.log && fb->parts[i].res.log[0])
+			fprintf(m, "--- %s ---\n%s\n", fb->parts[i].target, fb->parts[i].res.log);
 	if (fclose(m) == 0) {
 		free(res->log);
 		res->log = log;
@@ -543,12 +509,12 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f)
 	if (res->status != 0)
 		return;
 	res->compile_ns = jc__now_ns() - fb->t0;
-	/* Lowered names do not depend on the target: the first part's. */
-	const struct part *p = &fb->parts[0];
-	if (p->n_lowered && !res->n_lowered && (res->lowered = calloc(p->n_lowered, sizeof(*res->lowered)))) {
-		for (size_t i = 0; i < p->n_lowered; i++, res->n_lowered++) {
-			res->lowered[i].expr = strdup(p->lowered[i].expr);
-			res->lowered[i].lowered = strdup(p->lowered[i].lowered);
-		}
+	/* Lowered names do not depend on the target: the first part's, moved. */
+	struct jc_res *first = &fb->parts[0].res;
+	if (!res->n_lowered) {
+		res->lowered = first->lowered;
+		res->n_lowered = first->n_lowered;
+		first->lowered = NULL;
+		first->n_lowered = 0;
 	}
 }
