@@ -105,6 +105,7 @@ struct elf {
 	uint16_t shnum;
 	const uint8_t *shstr; /* section name table */
 	uint64_t shstr_size;
+	uint64_t extent;      /* bytes up to the end of the last header table */
 };
 
 /* Header of section i (checked by elf_open). */
@@ -171,6 +172,10 @@ static int elf_open(struct elf *e, const uint8_t *d, size_t size, char *err, siz
 	if (phnum && (phentsize != 56 || !inside(phoff, (uint64_t)phnum * 56, size)))
 		return corrupt(err, errlen, "cubin: %u program headers of %u bytes at %llu do not fit in "
 			       "%zu bytes", phnum, phentsize, (unsigned long long)phoff, size);
+	/* The ELF's own extent: a container may pad it. */
+	e->extent = e->shoff + (uint64_t)e->shnum * 64;
+	if (phnum && phoff + (uint64_t)phnum * 56 > e->extent)
+		e->extent = phoff + (uint64_t)phnum * 56;
 	if (shstrndx >= e->shnum)
 		return corrupt(err, errlen, "cubin: section name table %u of %u", shstrndx, e->shnum);
 	int rc = sec_data(e, shstrndx, &e->shstr, &e->shstr_size, err, errlen);
@@ -279,6 +284,8 @@ static int parse_cubin(const uint8_t *d, size_t size, struct jc_art_image *im, c
 	if (rc)
 		return rc;
 	im->kind = JC_ART_CUBIN;
+	if (e.extent < im->size)
+		im->size = e.extent;
 	cubin_target(&e, im);
 	int symtab = -1;
 	for (unsigned i = 1; i < e.shnum && symtab < 0; i++)

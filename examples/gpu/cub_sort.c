@@ -96,6 +96,8 @@ int main(int argc, char **argv)
 	jcx_jc_check(jc_request_add_name_expression(r, EXPR), "add_name_expression", NULL);
 	if (strcmp(targets, "auto") != 0)
 		jcx_jc_check(jc_request_set_arch(r, targets), "set_arch", NULL);
+	if (strncmp(targets, "compute_", 8) == 0 && !strchr(targets, ','))
+		jcx_jc_check(jc_request_set_output(r, JC_PTX), "set_output", NULL); /* one PTX target */
 	jc_cuda_module *m = NULL;
 	int rc = jc_cuda_module_load(c, r, &m);
 	if (rc) {
