@@ -208,6 +208,38 @@ static void test_ctl_fatbin_inspect(void **state)
 	assert_non_null(strstr(lines, "sm_90"));
 	assert_non_null(strstr(lines, "PTX file"));
 	free(lines);
+
+	/* Registers and stack per kernel agree with cuobjdump -res-usage:
+	 * lines "Function NAME:" then "REG:N STACK:N SHARED:N ..." per cubin. */
+	snprintf(cmd, sizeof(cmd), "%.200s -res-usage %s > %s/res.txt 2>&1", cod, path, d->dir);
+	assert_int_equal(jct_sh("%s", cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/res.txt", d->dir);
+	lines = (char *)jct_read_file(cmd, &n);
+	printf("# cuobjdump -res-usage:\n%s", lines);
+	size_t fsize;
+	uint8_t *fat = jct_read_file(path, &fsize);
+	struct jc_artifact a;
+	char perr[256];
+	assert_int_equal(jc__artifact_parse(fat, fsize, &a, perr, sizeof(perr)), 0);
+	const char *at = lines;
+	for (size_t i = 0; i < a.n_images; i++) {
+		if (a.images[i].kind != JC_ART_CUBIN)
+			continue;
+		const struct jc_art_kernel *k = &a.images[i].kernels[0];
+		char fn[300];
+		snprintf(fn, sizeof(fn), "Function %s:", k->name);
+		at = strstr(at, fn);
+		assert_non_null(at);
+		int reg = -1, stack = -1;
+		const char *r = strstr(at, "REG:"), *st = strstr(at, "STACK:");
+		assert_true(r && st && sscanf(r, "REG:%d", &reg) == 1 && sscanf(st, "STACK:%d", &stack) == 1);
+		assert_int_equal(reg, k->registers);
+		assert_int_equal(stack, k->stack_bytes);
+		at += strlen(fn);
+	}
+	jc__artifact_clear(&a);
+	free(fat);
+	free(lines);
 }
 
 static void test_refusals_and_failures(void **state)
