@@ -62,7 +62,7 @@ uint32_t jc__target_output(const char *target);
  * order (type JC_INPUT_CUBIN or JC_INPUT_PTX, name = the target),
  * req->link_options holds "-nvfatbin-library=PATH". Loads that library,
  * adds each part (nvFatbinAddCubin / nvFatbinAddPTX with the target's
- * number) with options "-64" "-compress=false", and puts the fatbin in
+ * number) with the option "-compress=false", and puts the fatbin in
  * res->data (output JC_OUTPUT_FATBIN). Returns 0, or JC_ENOTSUP (library
  * or symbol missing), JC_EINVAL (nvFatbin refused an input, its error
  * string in the message), JC_ENOMEM, with a message in err (errlen bytes).

@@ -60,9 +60,12 @@ int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err,
 	}
 	NVFATBIN_FUNCS(X)
 #undef X
-	const char *opts[] = {"-64", "-compress=false"};
+	/* "-compress=<bool>" (nvFatbin API reference, nvFatbinCreate): stored
+	 * as they are, as with fatbinary --compress=false; 64-bit entries are
+	 * the default. */
+	const char *opts[] = {"-compress=false"};
 	nvFatbinHandle fb = NULL;
-	int r = nf.nvFatbinCreate(&fb, opts, 2);
+	int r = nf.nvFatbinCreate(&fb, opts, 1);
 	const char *step = "nvFatbinCreate", *target = "";
 	for (size_t i = 0; r == 0 && i < req->n_link_inputs; i++) {
 		const struct jc_blob *in = &req->link_inputs[i];

@@ -4,7 +4,7 @@
  * (CUDA < 12.4, or this one): the calls jitcache-worker makes
  * (daemon/fatbin_asm.c), with nvFatbin.h's signatures, building the
  * container with tests/fatbin_write.c. It refuses what the real library
- * would: options other than "-64" and "-compress=false", an arch that is
+ * would: an option other than "-64", "-32", "-compress=true|false", an arch that is
  * not a number (optionally with a/f), a cubin that is not an ELF, PTX
  * without ".version". The daemon uses it through the test-only override
  * JITCACHE_TEST_FATBIN=<path of this library>.
@@ -41,7 +41,8 @@ STUB_API const char *nvFatbinGetErrorString(int r)
 STUB_API int nvFatbinCreate(struct handle **h, const char **options, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (strcmp(options[i], "-64") != 0 && strcmp(options[i], "-compress=false") != 0)
+		if (strcmp(options[i], "-64") != 0 && strcmp(options[i], "-32") != 0 &&
+		    strcmp(options[i], "-compress=false") != 0 && strcmp(options[i], "-compress=true") != 0)
 			return ERR_OPTION;
 	return (*h = calloc(1, sizeof(**h))) ? OK : ERR_INTERNAL;
 }

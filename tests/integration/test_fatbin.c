@@ -173,12 +173,12 @@ static void test_ctl_fatbin_inspect(void **state)
 	free(out);
 	free(err);
 
-	/* inspect --key of the same entry (the single-target sm_90 one too). */
+	/* inspect --key of the same entry (its key from ls --json). */
 	const char *ls[] = {"ls", "--json", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, ls), 0);
-	const char *k = strstr(out, "\"arch\": \"sm_80,sm_90,compute_90\"");
-	assert_non_null(k);
-	const char *kp = k;
+	const char *row = strstr(out, "\"arch\": \"sm_80,sm_90,compute_90\"");
+	assert_non_null(row);
+	const char *kp = row;
 	while (kp > out && strncmp(kp, "\"key\": \"", 8) != 0)
 		kp--;
 	char key[33];
