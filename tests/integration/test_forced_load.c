@@ -24,7 +24,6 @@
 #include "harness.h"
 #include "jitcache/jitcache_cuda.h"
 
-static struct jc_test_daemon daemon_;
 static const char *(*last_image)(void);
 
 static jc_request *request(const char *arch)
@@ -46,11 +45,11 @@ static jc_request *request(const char *arch)
 /* Loads r (arch may be NULL: resolved) with force set to "1" (NULL: none);
  * on success checks what the driver got and returns the module's result
  * output; on failure returns the code and its message in msg. */
-static int load(const char *arch, const char *force, jc_output *out, const char *want_image,
-		char *msg, size_t len)
+static int load(const struct jc_test_daemon *d, const char *arch, const char *force, jc_output *out,
+		const char *want_image, char *msg, size_t len)
 {
 	jc_request *r = request(arch);
-	jc_client *c = jct_connect(&daemon_);
+	jc_client *c = jct_connect(d);
 	if (force)
 		setenv(force, "1", 1);
 	jc_cuda_module *m = NULL;
@@ -73,61 +72,44 @@ static int load(const char *arch, const char *force, jc_output *out, const char 
 
 static void test_paths(void **state)
 {
-	(void)state;
+	const struct jc_test_daemon *d = *state;
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	last_image = h ? (const char *(*)(void))dlsym(h, "jc_stub_last_image") : NULL;
+	if (!last_image)
+		fail_msg("the stand-in libcuda.so.1 was not loaded: %s", dlerror());
 	jc_output out;
 	char msg[1024] = "";
 	setenv("JC_STUB_CC", "90", 1);
-	assert_int_equal(load(NULL, NULL, &out, "cubin", msg, sizeof(msg)), 0);
+	assert_int_equal(load(d, NULL, NULL, &out, "cubin", msg, sizeof(msg)), 0);
 	assert_int_equal(out, JC_CUBIN);
-	assert_int_equal(load("sm_80,sm_90,compute_90", NULL, &out, "fatbin", msg, sizeof(msg)), 0);
+	assert_int_equal(load(d, "sm_80,sm_90,compute_90", NULL, &out, "fatbin", msg, sizeof(msg)), 0);
 	assert_int_equal(out, JC_FATBIN);
-	int64_t compiles = jct_stat(&daemon_, "compiles");
+	int64_t compiles = jct_stat(d, "compiles");
 	/* Forced PTX: from the device (compute_90), and from the list (its part: a hit). */
-	assert_int_equal(load(NULL, "JITCACHE_FORCE_PTX", &out, "ptx", msg, sizeof(msg)), 0);
+	assert_int_equal(load(d, NULL, "JITCACHE_FORCE_PTX", &out, "ptx", msg, sizeof(msg)), 0);
 	assert_int_equal(out, JC_PTX);
-	assert_int_equal(load("sm_80,sm_90,compute_90", "JITCACHE_FORCE_PTX", &out, "ptx", msg,
+	assert_int_equal(load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_PTX", &out, "ptx", msg,
 			      sizeof(msg)), 0);
 	assert_int_equal(out, JC_PTX);
-	assert_int_equal(load("sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "cubin", msg,
+	assert_int_equal(load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "cubin", msg,
 			      sizeof(msg)), 0);
 	assert_int_equal(out, JC_CUBIN);
-	assert_int_equal(jct_stat(&daemon_, "compiles"), compiles); /* all parts were there */
+	assert_int_equal(jct_stat(d, "compiles"), compiles); /* all parts were there */
 	/* A newer GPU: the list's highest PTX at or below it. */
 	setenv("JC_STUB_CC", "120", 1);
-	assert_int_equal(load("sm_80,sm_90,compute_80", "JITCACHE_FORCE_PTX", &out, "ptx", msg,
+	assert_int_equal(load(d, "sm_80,sm_90,compute_80", "JITCACHE_FORCE_PTX", &out, "ptx", msg,
 			      sizeof(msg)), 0);
 	assert_int_equal(out, JC_PTX);
 	/* No cubin fits a 12.0 device in this list. */
-	assert_int_equal(load("sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "", msg,
+	assert_int_equal(load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "", msg,
 			      sizeof(msg)), JC_ENOTSUP);
 	if (!strstr(msg, "JITCACHE_FORCE_CUBIN=1") || !strstr(msg, "sm_80,sm_90,compute_90") ||
 	    !strstr(msg, "12.0"))
 		fail_msg("unclear refusal: %s", msg);
 	setenv("JC_STUB_CC", "90", 1);
 	setenv("JITCACHE_FORCE_CUBIN", "1", 1);
-	assert_int_equal(load(NULL, "JITCACHE_FORCE_PTX", &out, "", msg, sizeof(msg)), JC_EINVAL);
+	assert_int_equal(load(d, NULL, "JITCACHE_FORCE_PTX", &out, "", msg, sizeof(msg)), JC_EINVAL);
 	assert_non_null(strstr(msg, "exclude each other"));
-}
-
-static int setup(void **state)
-{
-	(void)state;
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	last_image = h ? (const char *(*)(void))dlsym(h, "jc_stub_last_image") : NULL;
-	if (!last_image) {
-		fprintf(stderr, "the stand-in libcuda.so.1 was not loaded: %s\n", dlerror());
-		return -1;
-	}
-	jct_daemon_init(&daemon_);
-	jct_daemon_start(&daemon_, NULL);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	jct_daemon_cleanup(&daemon_);
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -147,5 +129,5 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_paths),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, jct_setup_started, jct_teardown);
 }
