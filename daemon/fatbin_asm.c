@@ -78,9 +78,10 @@ int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err,
 		snprintf(num, sizeof(num), "%d%s", n, *suffix == 'a' || *suffix == 'f' ? suffix : "");
 		if (in->type == JC_INPUT_PTX) {
 			step = "nvFatbinAddPTX";
-			/* PTX is text: its size without a trailing NUL. */
-			size_t len = strnlen((const char *)in->data, in->size);
-			r = nf.nvFatbinAddPTX(fb, (const char *)in->data, len, num, in->name, "");
+			/* NVRTC's PTX and size, its NUL included, as nvFatbin's own
+			 * example passes nvrtcGetPTXSize (the decoded blob has a NUL
+			 * after its bytes either way). */
+			r = nf.nvFatbinAddPTX(fb, (const char *)in->data, in->size, num, in->name, "");
 		} else {
 			step = "nvFatbinAddCubin";
 			r = nf.nvFatbinAddCubin(fb, in->data, in->size, num, in->name);

@@ -364,7 +364,7 @@ static void test_nvfatbin_path(void **state)
 		size_t n;
 		const uint8_t *bytes = jc_result_data(single, &n);
 		if (i == 2)
-			n = strnlen((const char *)bytes, n); /* the worker hands PTX over without its NUL */
+			n = strnlen((const char *)bytes, n); /* NUL padding is not PTX */
 		assert_int_equal(a.images[i].size, n);
 		assert_memory_equal(fat + a.images[i].offset, bytes, n);
 		jc_result_free(single);
