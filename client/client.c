@@ -201,7 +201,13 @@ static int hello(jc_client *c, const char *path)
 	int rc = jc__encode_hello_ex(&c->out, JC_MSG_HELLO, &h);
 	int wrc = rc ?: jc__io_write_all(fd, c->out.data, c->out.len);
 	/* A daemon that refuses a connection says why and closes it, maybe
-	 * before our HELLO arrives: read its answer even if the write failed. */
+	 * before our HELLO arrives: read its answer even if the write failed.
+	 * A daemon that answers does so within microseconds: poll first, as
+	 * for hits (spin_for_answer). */
+	c->fd = fd;
+	c->fast = 1;
+	spin_for_answer(c, now_ns());
+	c->fd = -1;
 	rc = rc ?: jc__io_read_frame(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
 		char *msg = NULL;
