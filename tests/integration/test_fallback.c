@@ -8,7 +8,8 @@
  * off, it compiles in-process (JC_UNCACHED, the daemon's bytes and lowered
  * names, one warning); JITCACHE_FALLBACK=error gives the error; a handle in
  * fallback mode uses a daemon as soon as there is one; --cache-dir means
- * that directory; a second daemon on a live socket names the first.
+ * that directory; a second daemon on a live socket names the first; the
+ * README's program works both ways.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -496,6 +497,28 @@ static void test_second_daemon_on_live_socket(void **state)
 	jc_request_free(r);
 }
 
+/* The README's program (examples/nvrtc_port.c): with no daemon and
+ * auto-start off it compiles in-process and says so on stderr; with a
+ * daemon, the same program is served by it. */
+static void test_readme_program(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *argv[] = {getenv("JC_NVRTC_PORT"), NULL};
+	char *out = NULL, *err = NULL;
+	assert_int_equal(jct_run(d, argv, &out, &err), 0);
+	assert_non_null(strstr(out, "_Z5saxpyIfEvT_PS0_S1_, uncached"));
+	assert_non_null(strstr(err, "compiling in this process"));
+	free(out);
+	free(err);
+	jct_daemon_start(d, NULL);
+	assert_int_equal(jct_run(d, argv, &out, &err), 0);
+	assert_non_null(strstr(out, "_Z5saxpyIfEvT_PS0_S1_, cached"));
+	assert_string_equal(err, "");
+	free(out);
+	free(err);
+	assert_int_equal(jct_stat(d, "misses"), 1);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -509,6 +532,7 @@ int main(void)
 		T(test_fallback_error),
 		T(test_cache_dir_means_that_dir),
 		T(test_second_daemon_on_live_socket),
+		T(test_readme_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
