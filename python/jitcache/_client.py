@@ -1,0 +1,346 @@
+# SPDX-License-Identifier: MIT
+"""jitcache.Client and jitcache.Result: ctypes over libjitcache-client."""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, Union
+
+from . import _errors
+from . import _lib as L
+
+Text = Union[str, bytes]
+LinkInput = tuple[str, str, bytes]  # (kind, name, data); kind as in LINK_KINDS
+LINK_KINDS = tuple(L.LINK_INPUTS)
+
+
+class Timings(NamedTuple):
+    """Times of one result, in nanoseconds (jc_timing)."""
+
+    total_ns: int    #: the compile call, client side
+    server_ns: int   #: inside the daemon, including the wait for a compile
+    compile_ns: int  #: NVRTC/nvJitLink time when the entry was compiled
+
+
+class _CResult:
+    """Owns one jc_result; frees it when the last Python reference goes.
+
+    The Result and every memoryview of its data hold a reference to this, so
+    the C bytes stay valid as long as anything can still read them."""
+
+    __slots__ = ("ptr", "__weakref__")
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __del__(self) -> None:
+        if self.ptr:
+            L.lib().jc_result_free(self.ptr)
+            self.ptr = None
+
+
+class Result:
+    """The artifact of a compile or link, with its log and lowered names.
+
+    Attributes:
+        data: the artifact (cubin, PTX or LTO-IR) as a read-only
+            ``memoryview`` of bytes over the library's own buffer (no copy;
+            it stays valid as long as the view or this Result lives).
+            ``bytes(result)`` makes a copy. Empty for a failed compile.
+        lowered_names: name expression -> lowered (mangled) name.
+        log: the NVRTC / nvJitLink log ("" when there was none).
+        status: ``"hit"``, ``"miss"``, ``"negative-hit"`` (a cached failure),
+            ``"joined"`` (waited on another client's compile of the same
+            key) or ``"uncached"`` (compiled in-process: no daemon).
+        key: the cache key, 32 lowercase hex digits ("" when uncached).
+        output: ``"cubin"``, ``"ptx"`` or ``"ltoir"``.
+        timings: a :class:`Timings`.
+    """
+
+    __slots__ = ("data", "lowered_names", "log", "status", "key", "output", "timings", "_c")
+
+    def __init__(self, cres: _CResult):
+        lib = L.lib()
+        p = cres.ptr
+        size = ctypes.c_size_t(0)
+        addr = lib.jc_result_data(p, ctypes.byref(size))
+        if addr and size.value:
+            arr = (ctypes.c_ubyte * size.value).from_address(addr)
+            arr._jc_owner = cres  # the view keeps arr alive, arr keeps the C result
+            self.data = memoryview(arr).cast("B").toreadonly()
+        else:
+            self.data = memoryview(b"")
+        names = {}
+        expr, lowered = ctypes.c_char_p(), ctypes.c_char_p()
+        for i in range(lib.jc_result_lowered_count(p)):
+            if lib.jc_result_lowered_at(p, i, ctypes.byref(expr), ctypes.byref(lowered)) == 0:
+                names[expr.value.decode()] = lowered.value.decode()
+        self.lowered_names: dict[str, str] = names
+        self.log: str = (lib.jc_result_log(p) or b"").decode("utf-8", "backslashreplace")
+        st = lib.jc_result_cache_status(p)
+        self.status: str = L.CACHE_STATUS.get(st, f"status-{st}")
+        self.key: str = (lib.jc_result_key(p) or b"").decode()
+        out = lib.jc_result_output(p)
+        self.output: str = next((k for k, v in L.OUTPUTS.items() if v == out), f"output-{out}")
+        self.timings = Timings(*(lib.jc_result_time_ns(p, w) for w in
+                                 (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE)))
+        self._c = cres
+
+    def __bytes__(self) -> bytes:
+        return self.data.tobytes()
+
+    def __len__(self) -> int:
+        return self.data.nbytes
+
+    def __repr__(self) -> str:
+        return (f"<jitcache.Result {self.status} {self.output} {self.data.nbytes} bytes "
+                f"key={self.key}>")
+
+
+def _b(s: Text) -> bytes:
+    return s if isinstance(s, bytes) else s.encode()
+
+
+def _include_dirs(options: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Options with every include directory made absolute ("-I<abs>"), and
+    the absolute directories in order: the daemon needs both (jitcache.h,
+    jc_request_add_include_dir) and does not share our working directory.
+    The forms are the daemon's (daemon/includes.c): -IDIR, -I=DIR, -I DIR,
+    --include-path=DIR, --include-path DIR."""
+    opts, dirs = [], []
+    it = iter(options)
+    for o in it:
+        val = None
+        for name, joined in (("-I", True), ("--include-path", False)):
+            if not o.startswith(name):
+                continue
+            rest = o[len(name):]
+            if rest.startswith("="):
+                val = rest[1:]
+            elif rest == "":
+                val = next(it, "")
+            elif joined:
+                val = rest
+            break
+        if val is None or val == "":
+            opts.append(o)
+            continue
+        d = os.path.abspath(val)
+        opts.append("-I" + d)
+        dirs.append(d)
+    return opts, dirs
+
+
+class Client:
+    """One connection to jitcached (``jc_client``).
+
+    Args:
+        socket: the daemon's socket; None: the library's search order
+            (``$JITCACHE_SOCKET``, then ``$XDG_RUNTIME_DIR/jitcached.sock``,
+            ... see README "Client fallbacks").
+        timeout: seconds to wait for each answer (None: no bound; a compile
+            takes as long as it takes, up to the daemon's --compile-timeout).
+            Past it the call raises :class:`Timeout` and the next call
+            reconnects.
+
+    Connects at construction (raises :class:`Unavailable` when no daemon
+    answers and the library has no fallback). Use as a context manager or
+    call :meth:`close`. A Client may be shared by threads: calls on it are
+    serialised (the C handle is not thread-safe); use one Client per thread
+    for parallel compiles. The GIL is released while waiting on the daemon.
+    """
+
+    def __init__(self, socket: str | os.PathLike | None = None, timeout: float | None = None):
+        self._socket = os.fsencode(socket) if socket is not None else None
+        self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        self._lock = threading.Lock()
+        self._h: int | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        lib = L.lib()
+        h = ctypes.c_void_p()
+        rc = lib.jc_client_connect(self._socket, ctypes.byref(h))
+        if rc != 0:
+            raise _errors.from_code(rc, lib.jc_client_errmsg(None).decode())
+        if self._timeout_ms >= 0:
+            lib.jc_client_set_timeout(h, self._timeout_ms)
+        self._h = h.value
+
+    def _handle(self) -> int:
+        if self._h is None:
+            self._connect()
+        return self._h
+
+    def _raise(self, rc: int) -> None:
+        """Raises the exception for rc with the handle's message; after a
+        timeout the handle is dropped (a late answer would be misread)."""
+        lib = L.lib()
+        msg = lib.jc_client_errmsg(self._h).decode()
+        if rc == L.JC_ETIMEOUT:
+            self._drop()
+        raise _errors.from_code(rc, msg)
+
+    def _drop(self) -> None:
+        if self._h is not None:
+            L.lib().jc_client_close(self._h)
+            self._h = None
+
+    def close(self) -> None:
+        """Closes the connection (idempotent). Results stay valid."""
+        with self._lock:
+            self._drop()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_h", None) is not None:
+            self._drop()
+
+    def compile(self, source: Text | None, *, name: str = "kernel.cu", arch: str | None = None,
+                options: Iterable[str] = (), headers: Mapping[str, Text] = {},
+                name_expressions: Iterable[str] = (), output: str = "cubin",
+                app_abi: str | None = None, link: Iterable[LinkInput] = (),
+                link_options: Iterable[str] = (), device: int = 0) -> Result:
+        """Compiles CUDA C++ ``source`` (str or UTF-8 bytes), or links, through the daemon.
+
+        ``source`` None with ``link`` inputs: a link-only job.
+
+        Args:
+            name: NVRTC's program name (it enters the key).
+            arch: "sm_90", "sm_90a", "compute_90" (PTX). None: the target
+                for CUDA ``device`` (cuDeviceGetAttribute against the daemon's
+                NVRTC; a PTX target when NVRTC does not know the device),
+                which needs the CUDA driver; see ``Result.output``.
+            options: NVRTC options in order ("-std=c++17", "-DN=4"). Include
+                directories (-I, --include-path) are made absolute; the
+                headers they hold enter the key.
+            headers: in-memory headers, name -> text, as NVRTC's headers.
+            name_expressions: expressions ("saxpy<float>") whose lowered
+                names the result holds.
+            output: "cubin", "ptx" or "ltoir".
+            app_abi: the application's ABI/schema version (enters the key).
+            link: nvJitLink inputs, (kind, name, data) with kind in
+                LINK_KINDS; with a source the job is compile to LTO-IR + link.
+            link_options: nvJitLink options.
+
+        Returns a :class:`Result`. Raises :class:`CompileError` (with the
+        log) when the compile failed, :class:`InvalidRequest`,
+        :class:`Timeout`, :class:`Unavailable`, or :class:`Error`.
+        """
+        lib = L.lib()
+        if output not in L.OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(L.OUTPUTS)}, not {output!r}")
+        opts, dirs = _include_dirs(list(options))
+        r = ctypes.c_void_p()
+        if lib.jc_request_new(ctypes.byref(r)) != 0:
+            raise MemoryError("jc_request_new")
+        try:
+            with self._lock:
+                self._build(r, source, name, arch, opts, dirs, headers, name_expressions,
+                            output, app_abi, link, link_options, device)
+                out = ctypes.c_void_p()
+                rc = lib.jc_compile(self._handle(), r, ctypes.byref(out))
+                if out.value is None:
+                    self._raise(rc)
+                res = Result(_CResult(out.value))
+                if rc == L.JC_ECOMPILE:
+                    raise _errors.CompileError(
+                        f"compile of {name} failed ({res.status}):\n{res.log}", res)
+                if rc != 0:
+                    self._raise(rc)
+                return res
+        finally:
+            lib.jc_request_free(r)
+
+    def _build(self, r, source, name, arch, opts, dirs, headers, name_expressions, output,
+               app_abi, link, link_options, device) -> None:
+        """Fills request r (the caller holds the lock: arch=None talks to the daemon)."""
+        lib = L.lib()
+
+        def check(rc: int, what: str) -> None:
+            if rc != 0:
+                raise _errors.from_code(rc, f"{what}: {lib.jc_strerror(rc).decode()}")
+
+        if source is not None:
+            src = _b(source)
+            check(lib.jc_request_set_source(r, _b(name), src, len(src)), "source")
+        if arch is None:
+            rc = lib.jc_cuda_request_set_target(self._handle(), r, device)
+            if rc != 0:
+                raise _errors.from_code(rc, "no arch given and the target for device "
+                                        f"{device} is unknown: {lib.jc_cuda_errmsg().decode()}")
+            if output != "cubin":
+                check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
+        else:
+            check(lib.jc_request_set_arch(r, _b(arch)), "arch")
+            check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
+        for o in opts:
+            check(lib.jc_request_add_option(r, _b(o)), f"option {o!r}")
+        for d in dirs:
+            check(lib.jc_request_add_include_dir(r, os.fsencode(d)), f"include dir {d!r}")
+        for hname, text in headers.items():
+            t = _b(text)
+            check(lib.jc_request_add_header(r, _b(hname), t, len(t)), f"header {hname!r}")
+        for e in name_expressions:
+            check(lib.jc_request_add_name_expression(r, _b(e)), f"name expression {e!r}")
+        for kind, lname, data in link:
+            if kind not in L.LINK_INPUTS:
+                raise ValueError(f"link input kind must be one of {', '.join(LINK_KINDS)}, "
+                                 f"not {kind!r}")
+            d = bytes(data)
+            check(lib.jc_request_add_link_input(r, L.LINK_INPUTS[kind], _b(lname), d, len(d)),
+                  f"link input {lname!r}")
+        for o in link_options:
+            check(lib.jc_request_add_link_option(r, _b(o)), f"link option {o!r}")
+        if app_abi is not None:
+            check(lib.jc_request_set_app_abi(r, _b(app_abi)), "app_abi")
+
+    def stats(self) -> dict[str, int | str]:
+        """The daemon's statistics (the keys of ``jitcachectl stats --json``)."""
+        lib = L.lib()
+        s = ctypes.c_void_p()
+        with self._lock:
+            rc = lib.jc_client_stats(self._handle(), ctypes.byref(s))
+            if rc != 0:
+                self._raise(rc)
+        try:
+            out: dict[str, int | str] = {}
+            name, text, num = ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_int64()
+            for i in range(lib.jc_stats_count(s)):
+                lib.jc_stats_at(s, i, ctypes.byref(name), ctypes.byref(num), ctypes.byref(text))
+                out[name.value.decode()] = num.value if text.value is None else text.value.decode()
+            return out
+        finally:
+            lib.jc_stats_free(s)
+
+
+_local = threading.local()
+
+
+def default_client() -> Client:
+    """This thread's Client on the default socket (made on first use, kept
+    for the thread's life): what the framework hooks use unless given one."""
+    c = getattr(_local, "client", None)
+    if c is None:
+        c = _local.client = Client()
+    return c
+
+
+def stats(socket: str | os.PathLike | None = None) -> dict[str, int | str]:
+    """The statistics of the daemon at socket (None: the default one)."""
+    if socket is None:
+        return default_client().stats()
+    with Client(socket) as c:
+        return c.stats()
+
+
+def library_version() -> str:
+    """The loaded libjitcache-client's version (jc_version)."""
+    return L.lib().jc_version().decode()
