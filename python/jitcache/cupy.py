@@ -58,8 +58,7 @@ def _jitcache_nvrtc(orig, client):
 
     def compile_nvrtc(source, options=(), arch=None, filename="kern.cu", name_expressions=None,
                       log_stream=None, cache_in_memory=False, jitify=None, method=None):
-        import cupy
-        if jitify or method is not None or cupy.cuda.runtime.is_hip or \
+        if jitify or method is not None or compiler.runtime.is_hip or \
                 compiler._is_cudadevrt_needed(options):
             return orig(source, options, arch, filename, name_expressions, log_stream,
                         cache_in_memory, jitify, method)
@@ -176,7 +175,6 @@ _raw_module_cls = None
 def _raw_module_class():
     global _raw_module_cls
     if _raw_module_cls is None:
-        import cupy
 
         class JitcacheRawModule(cupy.RawModule):
             """RawModule of a jitcache Result; names map through its lowered names."""

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: MIT
+"""On a GPU (skipped without CuPy, cuda.core or a device): SAXPY through the
+CuPy hook, the CuPy helper, the cuda.core Program and the cuda.core helper;
+each kernel runs and is checked, and a second fresh process is served by
+the daemon (a hit, no compile). Run on the GPU machine by
+scripts/gpu-run.sh with its Python (JC_PYTHON)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import EXAMPLES, SRC
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "gpu_saxpy.py")
+
+
+def _probe(code: str) -> str | None:
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return None if p.returncode == 0 else (p.stderr.strip().splitlines() or ["failed"])[-1]
+
+
+def _need(mode: str) -> None:
+    why = _probe("import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0")
+    if why:
+        pytest.skip(f"no CuPy with a CUDA device: {why}")
+    if mode.startswith("core") and (why := _probe("import cuda.core; cuda.core.Device(0)")):
+        pytest.skip(f"no cuda.core with a CUDA device: {why}")
+
+
+def _run(mode: str, sock: str, cupy_cache) -> dict:
+    env = dict(os.environ, CUPY_CACHE_DIR=str(cupy_cache),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(SRC / "python"),
+                                                       os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, SCRIPT, mode, sock, str(EXAMPLES / "saxpy.cu")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    print(out)  # the versions tested with, in the test log
+    return out
+
+
+@pytest.mark.parametrize("mode", ["cupy-hook", "cupy-helper", "core-program", "core-helper"])
+def test_saxpy_runs_and_a_fresh_process_is_served(request, tmp_path, mode):
+    _need(mode)
+    own_daemon = request.getfixturevalue("own_daemon")
+    cupy_cache = tmp_path / "cupy-cache"
+    first = _run(mode, own_daemon.sock, cupy_cache)
+    second = _run(mode, own_daemon.sock, cupy_cache)
+    assert first["ok"] and second["ok"], (first, second)
+    assert (first["misses"], second["misses"], second["hits"]) == (1, 0, 1), (first, second)
+    if mode != "cupy-hook":
+        assert (first["status"], second["status"]) == ("miss", "hit")
+    else:
+        # CuPy's own kernel cache stored nothing: the daemon served the second process.
+        assert not any(cupy_cache.rglob("*.cubin")), list(cupy_cache.rglob("*"))
+
+
+def test_cupy_hook_compile_error_and_uninstall(request, tmp_path):
+    _need("cupy")
+    own_daemon = request.getfixturevalue("own_daemon")
+    code = f"""
+import io, cupy, jitcache, jitcache.cupy
+from cupy.cuda.compiler import CompileException
+c = jitcache.Client({own_daemon.sock!r})
+jitcache.cupy.install(c)
+log = io.StringIO()
+try:
+    cupy.RawModule(code='__global__ void k() {{ nope(); }}').compile(log_stream=log)
+except CompileException as e:
+    print('error', 'nope' in str(e), 'nope' in log.getvalue())
+n = c.stats()['misses']
+jitcache.cupy.uninstall()
+cupy.RawModule(code='__global__ void k2(int *p) {{ *p = 1; }}').get_function('k2')
+print('after-uninstall', c.stats()['misses'] - n, jitcache.cupy.is_installed())
+"""
+    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cupy-cache"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(SRC / "python"),
+                                                       os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.split() == ["error", "True", "True", "after-uninstall", "0", "False"]
