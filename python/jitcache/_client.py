@@ -49,44 +49,76 @@ class Result:
             ``memoryview`` of bytes over the library's own buffer (no copy;
             it stays valid as long as the view or this Result lives).
             ``bytes(result)`` makes a copy. Empty for a failed compile.
-        lowered_names: name expression -> lowered (mangled) name.
-        log: the NVRTC / nvJitLink log ("" when there was none).
         status: ``"hit"``, ``"miss"``, ``"negative-hit"`` (a cached failure),
             ``"joined"`` (waited on another client's compile of the same
             key) or ``"uncached"`` (compiled in-process: no daemon).
-        key: the cache key, 32 lowercase hex digits ("" when uncached).
+        lowered_names: name expression -> lowered (mangled) name.
+        log: the NVRTC / nvJitLink log ("" when there was none).
+        key: the cache key, 32 lowercase hex digits.
         output: ``"cubin"``, ``"ptx"`` or ``"ltoir"``.
         timings: a :class:`Timings`.
+
+    The last five are read from the C result when first asked for (a hit
+    from Python costs little more than one from C). Immutable; may be
+    shared by threads.
     """
 
-    __slots__ = ("data", "lowered_names", "log", "status", "key", "output", "timings", "_c")
+    __slots__ = ("data", "status", "_c", "_names", "_log", "_key", "_output", "_timings")
 
     def __init__(self, cres: _CResult):
         lib = L.lib()
-        p = cres.ptr
         size = ctypes.c_size_t(0)
-        addr = lib.jc_result_data(p, ctypes.byref(size))
+        addr = lib.jc_result_data(cres.ptr, ctypes.byref(size))
         if addr and size.value:
             arr = (ctypes.c_ubyte * size.value).from_address(addr)
             arr._jc_owner = cres  # the view keeps arr alive, arr keeps the C result
             self.data = memoryview(arr).cast("B").toreadonly()
         else:
             self.data = memoryview(b"")
-        names = {}
-        expr, lowered = ctypes.c_char_p(), ctypes.c_char_p()
-        for i in range(lib.jc_result_lowered_count(p)):
-            if lib.jc_result_lowered_at(p, i, ctypes.byref(expr), ctypes.byref(lowered)) == 0:
-                names[expr.value.decode()] = lowered.value.decode()
-        self.lowered_names: dict[str, str] = names
-        self.log: str = (lib.jc_result_log(p) or b"").decode("utf-8", "backslashreplace")
-        st = lib.jc_result_cache_status(p)
+        st = lib.jc_result_cache_status(cres.ptr)
         self.status: str = L.CACHE_STATUS.get(st, f"status-{st}")
-        self.key: str = (lib.jc_result_key(p) or b"").decode()
-        out = lib.jc_result_output(p)
-        self.output: str = next((k for k, v in L.OUTPUTS.items() if v == out), f"output-{out}")
-        self.timings = Timings(*(lib.jc_result_time_ns(p, w) for w in
-                                 (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE)))
         self._c = cres
+        self._names = self._log = self._key = self._output = self._timings = None
+
+    @property
+    def lowered_names(self) -> dict[str, str]:
+        if self._names is None:
+            lib, p = L.lib(), self._c.ptr
+            names = {}
+            expr, lowered = ctypes.c_char_p(), ctypes.c_char_p()
+            for i in range(lib.jc_result_lowered_count(p)):
+                if lib.jc_result_lowered_at(p, i, ctypes.byref(expr), ctypes.byref(lowered)) == 0:
+                    names[expr.value.decode()] = lowered.value.decode()
+            self._names = names
+        return dict(self._names)
+
+    @property
+    def log(self) -> str:
+        if self._log is None:
+            self._log = (L.lib().jc_result_log(self._c.ptr) or b"").decode("utf-8",
+                                                                            "backslashreplace")
+        return self._log
+
+    @property
+    def key(self) -> str:
+        if self._key is None:
+            self._key = (L.lib().jc_result_key(self._c.ptr) or b"").decode()
+        return self._key
+
+    @property
+    def output(self) -> str:
+        if self._output is None:
+            out = L.lib().jc_result_output(self._c.ptr)
+            self._output = next((k for k, v in L.OUTPUTS.items() if v == out), f"output-{out}")
+        return self._output
+
+    @property
+    def timings(self) -> Timings:
+        if self._timings is None:
+            lib, p = L.lib(), self._c.ptr
+            self._timings = Timings(*(lib.jc_result_time_ns(p, w) for w in
+                                      (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE)))
+        return self._timings
 
     def __bytes__(self) -> bytes:
         return self.data.tobytes()
