@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Runs on a GPU machine from the directory holding .device (scripts/gpu-pack.sh):
-# the gpu and integration suites, then the figures: cold-start phases of
+# the gpu and integration suites, the Python package's tests (its CuPy and
+# cuda.core hooks on the GPU) with the machine's python3, then the figures: cold-start phases of
 # fresh processes (misses and hits), cubin against PTX, and CuPy's warm
 # kernel cache for the same kernel. Everything it prints goes to $OUT/run.log;
 # per-part outputs and a summary of medians to $OUT (default /tmp/jc-out).
@@ -34,6 +35,12 @@ if ! grep -q '^Ok:' "$OUT/suite.txt"; then
 		JC_EXAMPLES=$src/examples JC_GPU_BIN=$E JC_GPU_CHECKS=$B/tests/gpu "$B/tests/test_gpu" 2>&1 |
 		tee "$OUT/suite.txt"
 fi
+
+echo "== python package: CuPy and cuda.core hooks (python/tests under $(command -v python3))"
+LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}" JC_PYTHON=$(command -v python3) JC_BUILD_ROOT=$B \
+	JITCACHED=$B/daemon/jitcached JITCACHE_WORKER=$B/daemon/jitcache-worker \
+	JITCACHE_CLIENT_LIB=$B/client/libjitcache-client.so.0 \
+	sh "$src/python/tests/run.sh" python3 -v -s 2>&1 | tee "$OUT/python.txt"
 
 echo "== figures"
 T=$(mktemp -d)

@@ -83,3 +83,33 @@ print('after-uninstall', c.stats()['misses'] - n, jitcache.cupy.is_installed())
                        timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.split() == ["error", "True", "True", "after-uninstall", "0", "False"]
+
+
+def test_cupy_own_kernels_through_the_hook(request, tmp_path):
+    """CuPy's elementwise and reduction kernels (its headers, CCCL, -I
+    directories) compile through the hook too, and a fresh process gets
+    them all from the daemon."""
+    _need("cupy")
+    own_daemon = request.getfixturevalue("own_daemon")
+    code = f"""
+import cupy, jitcache, jitcache.cupy
+c = jitcache.Client({own_daemon.sock!r})
+jitcache.cupy.install(c)
+before = c.stats()
+x = cupy.arange(1000, dtype=cupy.float32)
+total = float((2 * x + 1).sum())
+after = c.stats()
+print(total == 1000.0 ** 2, after['misses'] - before['misses'], after['hits'] - before['hits'])
+"""
+    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cupy-cache"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(SRC / "python"),
+                                                       os.environ.get("PYTHONPATH")])))
+    runs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        runs.append(p.stdout.split())
+    (ok1, miss1, hit1), (ok2, miss2, hit2) = runs
+    assert ok1 == ok2 == "True", runs
+    assert int(miss1) >= 2 and int(miss2) == 0 and int(hit2) == int(miss1) + int(hit1), runs
