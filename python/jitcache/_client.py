@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Union
 
 from . import _errors
@@ -24,20 +25,37 @@ class Timings(NamedTuple):
     compile_ns: int  #: NVRTC/nvJitLink time when the entry was compiled
 
 
+class _CRequest:
+    """Owns one jc_request (kept with its results for report_load_failure)."""
+
+    __slots__ = ("ptr", "_free")
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+        self._free = L.lib().jc_request_free  # kept: usable during interpreter exit
+
+    def __del__(self) -> None:
+        if self.ptr:
+            self._free(self.ptr)
+            self.ptr = None
+
+
 class _CResult:
     """Owns one jc_result; frees it when the last Python reference goes.
 
     The Result and every memoryview of its data hold a reference to this, so
     the C bytes stay valid as long as anything can still read them."""
 
-    __slots__ = ("ptr", "__weakref__")
+    __slots__ = ("ptr", "req", "_free")
 
-    def __init__(self, ptr: int):
+    def __init__(self, ptr: int, req: _CRequest):
         self.ptr = ptr
+        self.req = req
+        self._free = L.lib().jc_result_free
 
     def __del__(self) -> None:
         if self.ptr:
-            L.lib().jc_result_free(self.ptr)
+            self._free(self.ptr)
             self.ptr = None
 
 
@@ -135,95 +153,117 @@ def _b(s: Text) -> bytes:
     return s if isinstance(s, bytes) else s.encode()
 
 
-def _include_dirs(options: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Options with every include directory made absolute ("-I<abs>"), and
-    the absolute directories in order: the daemon needs both (jitcache.h,
-    jc_request_add_include_dir) and does not share our working directory.
-    The forms are the daemon's (daemon/includes.c): -IDIR, -I=DIR, -I DIR,
-    --include-path=DIR, --include-path DIR."""
-    opts, dirs = [], []
-    it = iter(options)
-    for o in it:
-        val = None
-        for name, joined in (("-I", True), ("--include-path", False)):
-            if not o.startswith(name):
-                continue
-            rest = o[len(name):]
-            if rest.startswith("="):
-                val = rest[1:]
-            elif rest == "":
-                val = next(it, "")
-            elif joined:
-                val = rest
-            break
-        if val is None or val == "":
-            opts.append(o)
-            continue
-        d = os.path.abspath(val)
-        opts.append("-I" + d)
-        dirs.append(d)
-    return opts, dirs
+_log = logging.getLogger("jitcache")
+_LEVELS = {L.JC_LOG_WARNING: logging.WARNING, L.JC_LOG_NOTICE: logging.INFO,
+           L.JC_LOG_INFO: logging.DEBUG}
+
+
+@L.LOG_CB
+def _log_cb(ctx, level, message):
+    """The library's messages (e.g. the first in-process fallback) go to the
+    "jitcache" logger."""
+    _log.log(_LEVELS.get(level, logging.INFO), "%s", message.decode("utf-8", "replace"))
+
+
+_FALLBACKS = {"compile": L.JC_FALLBACK_COMPILE, "error": L.JC_FALLBACK_ERROR}
 
 
 class Client:
-    """One connection to jitcached (``jc_client``).
+    """A client of jitcached (``jc_client``), found as the C library finds one.
 
     Args:
-        socket: the daemon's socket; None: the library's search order
-            (``$JITCACHE_SOCKET``, then ``$XDG_RUNTIME_DIR/jitcached.sock``,
-            ... see README "Client fallbacks").
+        socket: only the daemon on this socket. None: the library's search
+            order ($JITCACHE_SOCKET, the per-user socket, the system socket,
+            then an auto-started per-user daemon; README "Client fallbacks").
         timeout: seconds to wait for each answer (None: no bound; a compile
             takes as long as it takes, up to the daemon's --compile-timeout).
-            Past it the call raises :class:`Timeout` and the next call
-            reconnects.
+            Past it the call raises :class:`Timeout`; the library drops that
+            connection and the next call connects afresh.
+        cache_dir: only the daemon of this cache directory (found through
+            the socket path file it writes), or one auto-started on it.
+        autostart: start a per-user daemon when none answers (None:
+            $JITCACHE_AUTOSTART, else yes).
+        fallback: "compile" (run NVRTC in this process when no daemon can be
+            had: results have status "uncached") or "error" (raise
+            :class:`Unavailable`); None: $JITCACHE_FALLBACK, else "compile".
 
-    Connects at construction (raises :class:`Unavailable` when no daemon
-    answers and the library has no fallback). Use as a context manager or
-    call :meth:`close`. A Client may be shared by threads: calls on it are
-    serialised (the C handle is not thread-safe); use one Client per thread
-    for parallel compiles. The GIL is released while waiting on the daemon.
+    Opens at construction. A broken connection is mended by the library
+    (reconnect and resend). Use as a context manager or call :meth:`close`.
+    A Client may be shared by threads: calls on it are serialised (the C
+    handle is not thread-safe); use one Client per thread to compile in
+    parallel. The GIL is released while waiting on the daemon. After
+    ``fork()`` the child opens a connection of its own on first use.
+    The library's messages go to the ``logging`` logger "jitcache".
     """
 
-    def __init__(self, socket: str | os.PathLike | None = None, timeout: float | None = None):
-        self._socket = os.fsencode(socket) if socket is not None else None
+    def __init__(self, socket: str | os.PathLike | None = None, timeout: float | None = None,
+                 *, cache_dir: str | os.PathLike | None = None, autostart: bool | None = None,
+                 fallback: str | None = None):
+        if fallback is not None and fallback not in _FALLBACKS:
+            raise ValueError(f"fallback must be 'compile' or 'error', not {fallback!r}")
+        self._settings = (None if socket is None else os.fsencode(socket),
+                          None if cache_dir is None else os.fsencode(cache_dir),
+                          -1 if autostart is None else int(bool(autostart)),
+                          0 if fallback is None else _FALLBACKS[fallback])
         self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
         self._lock = threading.Lock()
         self._h: int | None = None
-        self._connect()
+        self._pid = 0
+        self._open()
 
-    def _connect(self) -> None:
+    def _open(self) -> None:
         lib = L.lib()
-        h = ctypes.c_void_p()
-        rc = lib.jc_client_connect(self._socket, ctypes.byref(h))
+        socket, cache_dir, autostart, fallback = self._settings
+        o = ctypes.c_void_p()
+        if lib.jc_options_new(ctypes.byref(o)) != 0:
+            raise MemoryError("jc_options_new")
+        try:
+            rc = lib.jc_options_set_log(o, _log_cb, None)
+            if socket is not None:
+                rc = rc or lib.jc_options_set_socket(o, socket)
+            if cache_dir is not None:
+                rc = rc or lib.jc_options_set_cache_dir(o, cache_dir)
+            rc = rc or lib.jc_options_set_autostart(o, autostart)
+            if fallback:
+                rc = rc or lib.jc_options_set_fallback(o, fallback)
+            if rc != 0:
+                raise _errors.from_code(rc, f"client options: {lib.jc_strerror(rc).decode()}")
+            h = ctypes.c_void_p()
+            rc = lib.jc_client_open(o, ctypes.byref(h))
+        finally:
+            lib.jc_options_free(o)
         if rc != 0:
             raise _errors.from_code(rc, lib.jc_client_errmsg(None).decode())
         if self._timeout_ms >= 0:
             lib.jc_client_set_timeout(h, self._timeout_ms)
-        self._h = h.value
+        self._h, self._pid = h.value, os.getpid()
 
     def _handle(self) -> int:
+        """The C handle (the caller holds the lock); a fresh one after fork()."""
         if self._h is None:
-            self._connect()
+            raise _errors.Error(None, "the jitcache.Client is closed")
+        if self._pid != os.getpid():  # the parent's connection is the parent's
+            L.lib().jc_client_close(self._h)
+            self._h = None
+            self._open()
         return self._h
 
     def _raise(self, rc: int) -> None:
-        """Raises the exception for rc with the handle's message; after a
-        timeout the handle is dropped (a late answer would be misread)."""
-        lib = L.lib()
-        msg = lib.jc_client_errmsg(self._h).decode()
-        if rc == L.JC_ETIMEOUT:
-            self._drop()
-        raise _errors.from_code(rc, msg)
+        raise _errors.from_code(rc, L.lib().jc_client_errmsg(self._h).decode())
 
-    def _drop(self) -> None:
-        if self._h is not None:
-            L.lib().jc_client_close(self._h)
-            self._h = None
+    @property
+    def socket(self) -> str | None:
+        """The socket of the daemon in use, or None while compiling in-process."""
+        with self._lock:
+            s = L.lib().jc_client_socket(self._handle())
+        return None if s is None else os.fsdecode(s)
 
     def close(self) -> None:
-        """Closes the connection (idempotent). Results stay valid."""
+        """Closes the client (idempotent). Results stay valid."""
         with self._lock:
-            self._drop()
+            if self._h is not None:
+                L.lib().jc_client_close(self._h)
+                self._h = None
 
     def __enter__(self) -> Client:
         return self
@@ -233,7 +273,7 @@ class Client:
 
     def __del__(self) -> None:
         if getattr(self, "_h", None) is not None:
-            self._drop()
+            self.close()
 
     def compile(self, source: Text | None, *, name: str = "kernel.cu", arch: str | None = None,
                 options: Iterable[str] = (), headers: Mapping[str, Text] = {},
@@ -251,8 +291,9 @@ class Client:
                 NVRTC; a PTX target when NVRTC does not know the device),
                 which needs the CUDA driver; see ``Result.output``.
             options: NVRTC options in order ("-std=c++17", "-DN=4"). Include
-                directories (-I, --include-path) are made absolute; the
-                headers they hold enter the key.
+                directories (-IDIR, -I DIR, --include-path=DIR; relative ones
+                against the working directory) are read for the headers the
+                compile may include, whose content enters the key.
             headers: in-memory headers, name -> text, as NVRTC's headers.
             name_expressions: expressions ("saxpy<float>") whose lowered
                 names the result holds.
@@ -269,29 +310,43 @@ class Client:
         lib = L.lib()
         if output not in L.OUTPUTS:
             raise ValueError(f"output must be one of {', '.join(L.OUTPUTS)}, not {output!r}")
-        opts, dirs = _include_dirs(list(options))
         r = ctypes.c_void_p()
         if lib.jc_request_new(ctypes.byref(r)) != 0:
             raise MemoryError("jc_request_new")
-        try:
-            with self._lock:
-                self._build(r, source, name, arch, opts, dirs, headers, name_expressions,
-                            output, app_abi, link, link_options, device)
-                out = ctypes.c_void_p()
-                rc = lib.jc_compile(self._handle(), r, ctypes.byref(out))
-                if out.value is None:
-                    self._raise(rc)
-                res = Result(_CResult(out.value))
-                if rc == L.JC_ECOMPILE:
-                    raise _errors.CompileError(
-                        f"compile of {name} failed ({res.status}):\n{res.log}", res)
-                if rc != 0:
-                    self._raise(rc)
-                return res
-        finally:
-            lib.jc_request_free(r)
+        req = _CRequest(r.value)
+        with self._lock:
+            self._build(r, source, name, arch, options, headers, name_expressions, output,
+                        app_abi, link, link_options, device)
+            out = ctypes.c_void_p()
+            rc = lib.jc_compile(self._handle(), r, ctypes.byref(out))
+            return self._result(rc, out, req, name)
 
-    def _build(self, r, source, name, arch, opts, dirs, headers, name_expressions, output,
+    def _result(self, rc: int, out: ctypes.c_void_p, req: _CRequest, name: str) -> Result:
+        """The Result of a jc_compile-like call (the caller holds the lock)."""
+        if out.value is None:
+            self._raise(rc)
+        res = Result(_CResult(out.value, req))
+        if rc == L.JC_ECOMPILE:
+            raise _errors.CompileError(f"compile of {name} failed ({res.status}):\n{res.log}", res)
+        if rc != 0:
+            self._raise(rc)
+        return res
+
+    def report_load_failure(self, result: Result, reason: str | None = None) -> Result:
+        """Tells the daemon that result's artifact could not be used (e.g.
+        the driver refused to load it, with reason) and returns a freshly
+        compiled one: the daemon quarantines the old object and compiles
+        afresh, a bounded number of times per key (jc_report_load_failure).
+        Raises as :meth:`compile` does."""
+        lib = L.lib()
+        out = ctypes.c_void_p()
+        with self._lock:
+            rc = lib.jc_report_load_failure(self._handle(), result._c.req.ptr, result._c.ptr,
+                                            None if reason is None else _b(reason),
+                                            ctypes.byref(out))
+            return self._result(rc, out, result._c.req, "the reported artifact")
+
+    def _build(self, r, source, name, arch, options, headers, name_expressions, output,
                app_abi, link, link_options, device) -> None:
         """Fills request r (the caller holds the lock: arch=None talks to the daemon)."""
         lib = L.lib()
@@ -313,10 +368,8 @@ class Client:
         else:
             check(lib.jc_request_set_arch(r, _b(arch)), "arch")
             check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
-        for o in opts:
+        for o in options:
             check(lib.jc_request_add_option(r, _b(o)), f"option {o!r}")
-        for d in dirs:
-            check(lib.jc_request_add_include_dir(r, os.fsencode(d)), f"include dir {d!r}")
         for hname, text in headers.items():
             t = _b(text)
             check(lib.jc_request_add_header(r, _b(hname), t, len(t)), f"header {hname!r}")

@@ -73,8 +73,21 @@ _SZ = ctypes.c_size_t
 _I = ctypes.c_int
 
 # name: (restype, argtypes)
+# jc_log_cb: (ctx, level, message)
+LOG_CB = ctypes.CFUNCTYPE(None, _P, _I, _S)
+JC_FALLBACK_COMPILE, JC_FALLBACK_ERROR = 1, 2
+JC_LOG_WARNING, JC_LOG_NOTICE, JC_LOG_INFO = 4, 5, 6
+
 _PROTOTYPES = {
-    "jc_client_connect": (_I, [_S, ctypes.POINTER(_P)]),
+    "jc_options_new": (_I, [ctypes.POINTER(_P)]),
+    "jc_options_free": (None, [_P]),
+    "jc_options_set_socket": (_I, [_P, _S]),
+    "jc_options_set_cache_dir": (_I, [_P, _S]),
+    "jc_options_set_autostart": (_I, [_P, _I]),
+    "jc_options_set_fallback": (_I, [_P, _I]),
+    "jc_options_set_log": (_I, [_P, LOG_CB, _P]),
+    "jc_client_open": (_I, [_P, ctypes.POINTER(_P)]),
+    "jc_client_socket": (_S, [_P]),
     "jc_client_close": (None, [_P]),
     "jc_client_set_timeout": (_I, [_P, _I]),
     "jc_client_errmsg": (_S, [_P]),
@@ -82,7 +95,6 @@ _PROTOTYPES = {
     "jc_request_free": (None, [_P]),
     "jc_request_set_source": (_I, [_P, _S, _S, _SZ]),
     "jc_request_add_header": (_I, [_P, _S, _S, _SZ]),
-    "jc_request_add_include_dir": (_I, [_P, _S]),
     "jc_request_add_option": (_I, [_P, _S]),
     "jc_request_set_arch": (_I, [_P, _S]),
     "jc_request_set_output": (_I, [_P, _I]),

@@ -31,11 +31,12 @@ SAXPY = (EXAMPLES / "saxpy.cu").read_text()
 
 
 class Daemon:
-    """One jitcached on root/cache, listening on root/sock, log in root/daemon.log."""
+    """One jitcached on root/cache, listening on sock (default root/sock), log in
+    root/daemon.log."""
 
-    def __init__(self, root: Path, *flags: str, env: dict | None = None):
+    def __init__(self, root: Path, *flags: str, env: dict | None = None, sock: str | None = None):
         self.root = root
-        self.sock = str(root / "sock")
+        self.sock = sock or str(root / "sock")
         self.cache = root / "cache"
         self.log = root / "daemon.log"
         (root / "empty.conf").write_text("")
@@ -54,7 +55,7 @@ class Daemon:
                 raise RuntimeError(f"jitcached exited ({self.proc.returncode}): "
                                    f"{self.log.read_text()}")
             try:
-                jitcache.Client(self.sock).close()
+                jitcache.Client(self.sock, fallback="error").close()
                 return self
             except jitcache.Unavailable:
                 time.sleep(0.02)

@@ -161,12 +161,12 @@ def test_bad_requests(client):
     assert client.compile(SAXPY, arch="sm_90", app_abi=unique("after-bad")).status == "miss"
 
 
-def test_stats(client):
+def test_stats(client, daemon):
     abi = unique("stats")
     client.compile(SAXPY, arch="sm_90", app_abi=abi)
     before = client.stats()
     client.compile(SAXPY, arch="sm_90", app_abi=abi)
-    after = jitcache.stats(client._socket.decode())
+    after = jitcache.stats(daemon.sock)
     assert after["hits"] == before["hits"] + 1 and after["misses"] == before["misses"]
     assert isinstance(after["nvrtc_version"], str) and after["entries"] >= 1
 
@@ -229,7 +229,7 @@ def test_compile_timeout_of_the_daemon(tmp_path):
 
 def test_no_daemon_is_unavailable(tmp_path):
     env = {"JITCACHE_SOCKET": str(tmp_path / "none.sock"), "XDG_RUNTIME_DIR": str(tmp_path),
-           "JITCACHE_FALLBACK": "error", "JITCACHE_AUTOSTART": "0",
+           "JITCACHE_SYSTEM_SOCKET": "", "JITCACHE_FALLBACK": "error", "JITCACHE_AUTOSTART": "0",
            "JITCACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
     p = run_python(
         "import jitcache\n"
@@ -242,24 +242,67 @@ def test_no_daemon_is_unavailable(tmp_path):
 
 
 def test_no_daemon_falls_back_to_nvrtc_in_process(tmp_path):
-    if "JC_UNCACHED" not in header_enum():
-        pytest.skip("libjitcache-client has no in-process fallback (JC_UNCACHED) in this tree")
     env = {"JITCACHE_SOCKET": str(tmp_path / "none.sock"), "XDG_RUNTIME_DIR": str(tmp_path),
-           "JITCACHE_FALLBACK": "compile", "JITCACHE_AUTOSTART": "0",
+           "JITCACHE_SYSTEM_SOCKET": "", "JITCACHE_FALLBACK": "compile", "JITCACHE_AUTOSTART": "0",
            "JITCACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
     code = (
         "import jitcache\n"
         f"src = open({str(SRC / 'examples' / 'saxpy.cu')!r}).read()\n"
         "c = jitcache.Client()\n"
         "r = c.compile(src, arch='sm_90', name_expressions=['saxpy<float>'])\n"
-        "print(r.status, r.lowered_names['saxpy<float>'], bytes(r)[:4] == b'\\x7fELF')\n"
+        "print(r.status, r.lowered_names['saxpy<float>'], bytes(r)[:4] == b'\\x7fELF', "
+        "c.socket, repr(r.key))\n"
         "try:\n"
         "    c.compile('__global__ void k() { nope(); }', arch='sm_90')\n"
         "except jitcache.CompileError as e:\n"
         "    print(e.status, 'nope' in e.log)\n")
     p = run_python(code, env=env)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["uncached", "_Z5saxpyIfEvT_PKS0_PS0_y", "True", "uncached", "True"]
+    assert p.stdout.split() == ["uncached", "_Z5saxpyIfEvT_PKS0_PS0_y", "True", "None", "''",
+                                "uncached", "True"]
+
+
+def test_fallback_is_logged_and_the_daemon_used_once_there(tmp_path, caplog):
+    sock = str(tmp_path / "later.sock")
+    c = jitcache.Client(sock, fallback="compile")
+    with caplog.at_level("INFO", logger="jitcache"):
+        r = c.compile(SAXPY, arch="sm_90", app_abi=unique("fallback-log"))
+    assert r.status == "uncached" and c.socket is None
+    assert any(rec.levelname == "WARNING" for rec in caplog.records), caplog.records
+    d = Daemon(tmp_path, sock=sock).start()
+    try:
+        abi = unique("fallback-then-daemon")
+        assert c.compile(SAXPY, arch="sm_90", app_abi=abi).status == "miss"
+        assert c.socket == sock
+        assert c.compile(SAXPY, arch="sm_90", app_abi=abi).status == "hit"
+    finally:
+        c.close()
+        assert d.stop() == 0
+
+
+def test_explicit_socket_without_a_daemon_and_fallback_error(tmp_path):
+    with pytest.raises(jitcache.Unavailable) as e:
+        jitcache.Client(str(tmp_path / "nobody.sock"), fallback="error")
+    assert e.value.code == L.JC_ECONNECT and "nobody.sock" in e.value.message
+    with pytest.raises(ValueError):
+        jitcache.Client(fallback="sometimes")
+
+
+def test_a_forked_child_gets_its_own_connection(client):
+    abi = unique("fork")
+    want = bytes(client.compile(SAXPY, arch="sm_90", app_abi=abi))
+    pid = os.fork()
+    if pid == 0:  # the child: the inherited Client must not share the parent's socket
+        ok = False
+        try:
+            ok = all(bytes(client.compile(SAXPY, arch="sm_90", app_abi=abi)) == want
+                     for _ in range(50))
+        finally:
+            os._exit(0 if ok else 1)
+    for _ in range(50):
+        assert bytes(client.compile(SAXPY, arch="sm_90", app_abi=abi)) == want
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def test_library_not_found_names_what_was_tried(tmp_path):
@@ -274,3 +317,16 @@ def test_library_not_found_names_what_was_tried(tmp_path):
     if not p.stdout.startswith("missing"):
         pytest.skip("libjitcache-client is installed system-wide: the loader finds it")
     assert "missing True" in p.stdout and "libnothing.so" in p.stdout and L.SONAME in p.stdout
+
+
+def test_report_load_failure_gets_a_fresh_compile(client, daemon):
+    abi = unique("load-failure")
+    client.compile(SAXPY, arch="sm_90", app_abi=abi, name_expressions=["saxpy<float>"])
+    hit = client.compile(SAXPY, arch="sm_90", app_abi=abi, name_expressions=["saxpy<float>"])
+    before = client.stats()
+    fresh = client.report_load_failure(hit, "pytest: pretend cuModuleLoadData failed")
+    after = client.stats()
+    assert hit.status == "hit" and fresh.status == "miss" and fresh.key == hit.key
+    assert bytes(fresh) == bytes(hit) and fresh.lowered_names == hit.lowered_names
+    assert after["compiles"] == before["compiles"] + 1
+    assert "pretend cuModuleLoadData failed" in daemon.log.read_text()
