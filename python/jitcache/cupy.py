@@ -175,6 +175,7 @@ _raw_module_cls = None
 def _raw_module_class():
     global _raw_module_cls
     if _raw_module_cls is None:
+        import cupy
 
         class JitcacheRawModule(cupy.RawModule):
             """RawModule of a jitcache Result; names map through its lowered names."""

@@ -105,10 +105,11 @@ def unique(tag: str) -> str:
     return f"pytest/{tag}/{os.getpid()}/{time.monotonic_ns()}"
 
 
-def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Runs code in a fresh interpreter (this one) with the test's paths."""
+def run_python(*argv: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs this interpreter with argv ("-c", CODE or SCRIPT, ARGS...) in a
+    fresh process that finds the package of this tree first."""
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC / "python"), e.get("PYTHONPATH")]))
     e.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
+    return subprocess.run([sys.executable, *argv], env=e, capture_output=True, text=True,
                           timeout=timeout)

@@ -58,7 +58,7 @@ def test_miss_then_hit_same_bytes_and_names(client):
 def test_a_fresh_process_hits(client, daemon):
     abi = unique("fresh")
     first = client.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)
-    p = run_python(
+    p = run_python("-c",
         "import jitcache\n"
         f"src = open({str(SRC / 'examples' / 'saxpy.cu')!r}).read()\n"
         f"r = jitcache.Client({daemon.sock!r}).compile(src, name='saxpy.cu', arch='sm_90', "
@@ -231,7 +231,7 @@ def test_no_daemon_is_unavailable(tmp_path):
     env = {"JITCACHE_SOCKET": str(tmp_path / "none.sock"), "XDG_RUNTIME_DIR": str(tmp_path),
            "JITCACHE_SYSTEM_SOCKET": "", "JITCACHE_FALLBACK": "error", "JITCACHE_AUTOSTART": "0",
            "JITCACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
-    p = run_python(
+    p = run_python("-c",
         "import jitcache\n"
         "try:\n"
         "    jitcache.Client().compile('__global__ void k() {}', arch='sm_90')\n"
@@ -256,7 +256,7 @@ def test_no_daemon_falls_back_to_nvrtc_in_process(tmp_path):
         "    c.compile('__global__ void k() { nope(); }', arch='sm_90')\n"
         "except jitcache.CompileError as e:\n"
         "    print(e.status, 'nope' in e.log)\n")
-    p = run_python(code, env=env)
+    p = run_python("-c", code, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["uncached", "_Z5saxpyIfEvT_PKS0_PS0_y", "True", "None", "''",
                                 "uncached", "True"]
@@ -306,7 +306,7 @@ def test_a_forked_child_gets_its_own_connection(client):
 
 
 def test_library_not_found_names_what_was_tried(tmp_path):
-    p = run_python(
+    p = run_python("-c",
         "import jitcache\n"
         "try:\n"
         "    jitcache.Client()\n"

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import EXAMPLES, SRC
+from conftest import EXAMPLES, run_python
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "gpu_saxpy.py")
 
 
 def _probe(code: str) -> str | None:
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    p = run_python("-c", code)
     return None if p.returncode == 0 else (p.stderr.strip().splitlines() or ["failed"])[-1]
 
 
@@ -31,11 +29,8 @@ def _need(mode: str) -> None:
 
 
 def _run(mode: str, sock: str, cupy_cache) -> dict:
-    env = dict(os.environ, CUPY_CACHE_DIR=str(cupy_cache),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(SRC / "python"),
-                                                       os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, SCRIPT, mode, sock, str(EXAMPLES / "saxpy.cu")],
-                       env=env, capture_output=True, text=True, timeout=300)
+    p = run_python(SCRIPT, mode, sock, str(EXAMPLES / "saxpy.cu"),
+                   env={"CUPY_CACHE_DIR": str(cupy_cache)}, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     print(out)  # the versions tested with, in the test log
@@ -58,58 +53,50 @@ def test_saxpy_runs_and_a_fresh_process_is_served(request, tmp_path, mode):
         assert not any(cupy_cache.rglob("*.cubin")), list(cupy_cache.rglob("*"))
 
 
-def test_cupy_hook_compile_error_and_uninstall(request, tmp_path):
+def _hooked(request, tmp_path, body: str, runs: int = 1) -> list[list[str]]:
+    """Runs body in fresh processes with jitcache.cupy installed on a daemon
+    of the test's own (as `c`); the words each printed."""
     _need("cupy")
     own_daemon = request.getfixturevalue("own_daemon")
-    code = f"""
-import io, cupy, jitcache, jitcache.cupy
+    code = ("import io, cupy, jitcache, jitcache.cupy\n"
+            f"c = jitcache.Client({own_daemon.sock!r})\n"
+            "jitcache.cupy.install(c)\n" + body)
+    out = []
+    for _ in range(runs):
+        p = run_python("-c", code, env={"CUPY_CACHE_DIR": str(tmp_path / "cupy-cache")},
+                       timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        out.append(p.stdout.split())
+    return out
+
+
+def test_cupy_hook_compile_error_and_uninstall(request, tmp_path):
+    (words,) = _hooked(request, tmp_path, """
 from cupy.cuda.compiler import CompileException
-c = jitcache.Client({own_daemon.sock!r})
-jitcache.cupy.install(c)
 log = io.StringIO()
 try:
-    cupy.RawModule(code='__global__ void k() {{ nope(); }}').compile(log_stream=log)
+    cupy.RawModule(code='__global__ void k() { nope(); }').compile(log_stream=log)
 except CompileException as e:
     print('error', 'nope' in str(e), 'nope' in log.getvalue())
 n = c.stats()['misses']
 jitcache.cupy.uninstall()
-cupy.RawModule(code='__global__ void k2(int *p) {{ *p = 1; }}').get_function('k2')
+cupy.RawModule(code='__global__ void k2(int *p) { *p = 1; }').get_function('k2')
 print('after-uninstall', c.stats()['misses'] - n, jitcache.cupy.is_installed())
-"""
-    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cupy-cache"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(SRC / "python"),
-                                                       os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.split() == ["error", "True", "True", "after-uninstall", "0", "False"]
+""")
+    assert words == ["error", "True", "True", "after-uninstall", "0", "False"]
 
 
 def test_cupy_own_kernels_through_the_hook(request, tmp_path):
     """CuPy's elementwise and reduction kernels (its headers, CCCL, -I
     directories) compile through the hook too, and a fresh process gets
     them all from the daemon."""
-    _need("cupy")
-    own_daemon = request.getfixturevalue("own_daemon")
-    code = f"""
-import cupy, jitcache, jitcache.cupy
-c = jitcache.Client({own_daemon.sock!r})
-jitcache.cupy.install(c)
+    runs = _hooked(request, tmp_path, """
 before = c.stats()
 x = cupy.arange(1000, dtype=cupy.float32)
 total = float((2 * x + 1).sum())
 after = c.stats()
 print(total == 1000.0 ** 2, after['misses'] - before['misses'], after['hits'] - before['hits'])
-"""
-    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cupy-cache"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(SRC / "python"),
-                                                       os.environ.get("PYTHONPATH")])))
-    runs = []
-    for _ in range(2):
-        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert p.returncode == 0, p.stdout + p.stderr
-        runs.append(p.stdout.split())
+""", runs=2)
     (ok1, miss1, hit1), (ok2, miss2, hit2) = runs
     assert ok1 == ok2 == "True", runs
     assert int(miss1) >= 2 and int(miss2) == 0 and int(hit2) == int(miss1) + int(hit1), runs

@@ -24,7 +24,7 @@ def test_pip_install_then_compile(tmp_path, daemon):
                        capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (target / "jitcache" / "_client.py").is_file()
-    p = run_python(
+    p = run_python("-c",
         "import jitcache\n"
         "assert jitcache.__file__.startswith(" + repr(str(target)) + "), jitcache.__file__\n"
         f"r = jitcache.Client({daemon.sock!r}).compile('__global__ void k() {{}}', arch='sm_90', "
