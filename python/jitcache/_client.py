@@ -166,6 +166,19 @@ def _log_cb(ctx, level, message):
 
 
 _FALLBACKS = {"compile": L.JC_FALLBACK_COMPILE, "error": L.JC_FALLBACK_ERROR}
+_cuda_ready = False
+
+
+def _cuda_init() -> None:
+    """cuInit(0), once: jc_cuda_request_set_target needs an initialised
+    driver. Without one the library's own call says why it failed."""
+    global _cuda_ready
+    if not _cuda_ready:
+        try:
+            ctypes.CDLL("libcuda.so.1").cuInit(0)
+        except OSError:
+            return
+        _cuda_ready = True
 
 
 class Client:
@@ -359,6 +372,7 @@ class Client:
             src = _b(source)
             check(lib.jc_request_set_source(r, _b(name), src, len(src)), "source")
         if arch is None:
+            _cuda_init()
             rc = lib.jc_cuda_request_set_target(self._handle(), r, device)
             if rc != 0:
                 raise _errors.from_code(rc, "no arch given and the target for device "

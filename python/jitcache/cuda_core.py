@@ -41,9 +41,8 @@ def object_code(result: _client.Result, *, name: str = ""):
     result's lowered names, so ``get_kernel("saxpy<float>")`` works."""
     from cuda.core import ObjectCode
 
-    make = {"cubin": ObjectCode.from_cubin, "ptx": ObjectCode.from_ptx,
-            "ltoir": ObjectCode.from_ltoir}[result.output]
-    return make(bytes(result), name=name, symbol_mapping=dict(result.lowered_names))
+    make = getattr(ObjectCode, "from_" + result.output)
+    return make(bytes(result), name=name, symbol_mapping=result.lowered_names)
 
 
 class Program:
@@ -83,7 +82,8 @@ class Program:
             kw = {"cache": cache} if cache is not None else {}
             return self._local.compile(target_type, name_expressions, logs, **kw)
         opts = [o.decode() for o in self._options.as_bytes("nvrtc", target_type)]
-        arch = next(o.split("=", 1)[1] for o in opts if o.startswith("-arch="))
+        # ProgramOptions always names one (the current device's by default).
+        arch = next((o.split("=", 1)[1] for o in opts if o.startswith("-arch=")), None)
         # The architecture is a field of its own; the daemon adds -dlto for LTO-IR.
         lto = ("-dlto", "--dlink-time-opt") if target_type == "ltoir" else ()
         opts = [o for o in opts if not o.startswith("-arch=") and o not in lto]

@@ -41,7 +41,7 @@ from . import _client
 from ._errors import CompileError
 
 _lock = threading.Lock()
-_installed: dict | None = None  # {"compile": CuPy's, "backend": CuPy's, "client": Client|None}
+_installed: dict | None = None  # what install() replaced: {"compile": ..., "backend": ...}
 _tmpdir: str | None = None
 
 

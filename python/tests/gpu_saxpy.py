@@ -67,6 +67,7 @@ if mode.startswith("cupy"):
     cp.cuda.runtime.deviceSynchronize()
 else:
     stream = dev.create_stream()
+    dev.sync()  # the copies ran on CuPy's stream
     launch(stream, LaunchConfig(grid=(n + 255) // 256, block=256), kernel,
            np.float32(2.0), x.data.ptr, y.data.ptr, np.uint64(n))
     stream.sync()

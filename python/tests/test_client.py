@@ -330,3 +330,22 @@ def test_report_load_failure_gets_a_fresh_compile(client, daemon):
     assert bytes(fresh) == bytes(hit) and fresh.lowered_names == hit.lowered_names
     assert after["compiles"] == before["compiles"] + 1
     assert "pretend cuModuleLoadData failed" in daemon.log.read_text()
+
+
+def test_arch_none_is_the_device_target(client):
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        have_driver = True
+    except OSError:
+        have_driver = False
+    abi = unique("arch-none")
+    if have_driver and ctypes.CDLL("libcuda.so.1").cuInit(0) == 0:
+        r = client.compile(SAXPY, app_abi=abi)
+        assert r.output in ("cubin", "ptx") and len(r) > 0
+        assert r.key == client.compile(SAXPY, app_abi=abi).key
+    else:
+        with pytest.raises(jitcache.Error) as e:
+            client.compile(SAXPY, app_abi=abi)
+        assert e.value.code == L.JC_ENOTSUP and "device 0" in e.value.message
+        assert "libcuda" in e.value.message or "CUDA" in e.value.message
