@@ -105,6 +105,22 @@ static void log_tail(const char *log, char *out, size_t len)
 	snprintf(out, len, "%.500s", nl ? nl + 1 : buf);
 }
 
+/* 0 once pid has exited: gone, or a zombie that whoever adopted it has not
+ * reaped yet (not ours to reap: it was detached). */
+static int alive(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return kill(pid, 0) == 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+}
+
 /*
  * Starts argv[0] detached: its stdin /dev/null, stdout and stderr log_fd,
  * no other descriptor, default signal mask, its own session. Returns its
@@ -215,8 +231,8 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 	for (unsigned wait = 1;; wait = wait < 20 ? wait * 2 : 20) {
 		if (answer(ctx) == 0)
 			goto out;
-		if (kill(pid, 0) != 0 || now_ms() > deadline) {
-			int gone = kill(pid, 0) != 0;
+		if (!alive(pid) || now_ms() > deadline) {
+			int gone = !alive(pid);
 			log_tail(log_path, tail, sizeof(tail));
 			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) %s: %s", exe,
 				      (int)pid, gone ? "exited" : "did not answer in 30 s",

@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "client_internal.h"
+#include "config.h"
 #include "io.h"
 #include "util.h"
 
@@ -200,14 +201,21 @@ static int hello(jc_client *c, const char *path)
 	int rc = jc__encode_hello_ex(&c->out, JC_MSG_HELLO, &h);
 	int wrc = rc ?: jc__io_write_all(fd, c->out.data, c->out.len);
 	/* A daemon that refuses a connection says why and closes it, maybe
-	 * before our HELLO arrives: read its answer even if the write failed. */
+	 * before our HELLO arrives: read its answer even if the write failed.
+	 * A daemon that answers does so within microseconds: poll first, as
+	 * for hits (spin_for_answer). */
+	c->fd = fd;
+	c->fast = 1;
+	spin_for_answer(c, now_ns());
+	c->fd = -1;
 	rc = rc ?: jc__io_read_frame(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
 		char *msg = NULL;
 		int code = JC_EPROTO;
 		jc__decode_error(c->in.data, c->in.len, &code, &msg);
-		jc__fail(c->errmsg, sizeof(c->errmsg), code, "jitcached at %s refused the handshake: %s",
-			 path, msg ? msg : "");
+		jc__fail(c->errmsg, sizeof(c->errmsg), code, "jitcached at %s refused the handshake: %.600s%s%.300s",
+			 path, msg ? msg : "", c->dir_ino && code == JC_EINVAL ? "; this client means " : "",
+			 c->dir_ino && code == JC_EINVAL ? c->cache_dir : "");
 		free(msg);
 		close(fd);
 		return code < 0 ? code : JC_EPROTO;
@@ -417,7 +425,7 @@ static int resolve_options(jc_client *c, const jc_options *o)
 	return 0;
 }
 
-JC_API int jc_client_open(const jc_options *o, jc_client **out)
+int jc__client_new(const jc_options *o, jc_client **out)
 {
 	*out = NULL;
 	jc_client *c = calloc(1, sizeof(*c));
@@ -427,7 +435,30 @@ JC_API int jc_client_open(const jc_options *o, jc_client **out)
 	c->spin_ns = spin_setting();
 	c->timeout_ms = -1;
 	int rc = resolve_options(c, o);
-	if (rc == 0 && (rc = find_daemon(c)) != 0 && rc != JC_ENOMEM && c->fallback == JC_FALLBACK_COMPILE) {
+	if (rc != 0) {
+		jc_client_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int jc__client_search(jc_client *c)
+{
+	int rc = search(c);
+	if (rc != 0)
+		snprintf(c->why_none, sizeof(c->why_none), "%s", c->errmsg);
+	return rc;
+}
+
+JC_API int jc_client_open(const jc_options *o, jc_client **out)
+{
+	jc_client *c;
+	int rc = jc__client_new(o, &c);
+	*out = NULL;
+	if (rc != 0)
+		return rc;
+	if ((rc = find_daemon(c)) != 0 && rc != JC_ENOMEM && c->fallback == JC_FALLBACK_COMPILE) {
 		snprintf(c->why_none, sizeof(c->why_none), "%s", c->errmsg);
 		rc = 0; /* jc_compile compiles in-process */
 	}
@@ -439,6 +470,53 @@ JC_API int jc_client_open(const jc_options *o, jc_client **out)
 	}
 	*out = c;
 	return 0;
+}
+
+/* The source of an environment-or-default value. */
+static const char *env_src(const char *name, int given)
+{
+	const char *v = getenv(name);
+	return given ? "option" : v ? name : "default";
+}
+
+void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, void *ctx)
+{
+	char buf[4200], dir[4096];
+	const char *v, *xdg = getenv("XDG_RUNTIME_DIR");
+	emit("socket", c->socket ? c->socket : "(none: search)", c->socket ? "--socket" : "default", ctx);
+	if (c->cache_dir)
+		emit("cache_dir", c->cache_dir, "--cache-dir", ctx);
+	else if (jc__default_cache_dir(dir, sizeof(dir)) == 0)
+		emit("cache_dir", dir, getenv("JITCACHE_DIR") && *getenv("JITCACHE_DIR") ? "JITCACHE_DIR"
+			 : getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME") ? "XDG_CACHE_HOME" : "HOME", ctx);
+	v = getenv("JITCACHE_SOCKET");
+	emit("search.env_socket", v && *v ? v : "(unset)", "JITCACHE_SOCKET", ctx);
+	snprintf(buf, sizeof(buf), "%s%s", xdg && *xdg ? xdg : "(unset XDG_RUNTIME_DIR)",
+		 xdg && *xdg ? "/jitcached.sock" : "");
+	emit("search.user_socket", buf, "XDG_RUNTIME_DIR", ctx);
+	emit("search.system_socket", c->system_socket ? c->system_socket : "(skipped)",
+	     env_src("JITCACHE_SYSTEM_SOCKET", o && o->system_socket_set), ctx);
+	emit("autostart", c->autostart ? "1" : "0", env_src("JITCACHE_AUTOSTART", o && o->autostart >= 0), ctx);
+	v = getenv("JITCACHED");
+	emit("autostart.daemon", c->daemon ? c->daemon : v && *v ? v : JC_SBINDIR "/jitcached, else PATH",
+	     c->daemon ? "option" : v && *v ? "JITCACHED" : "default", ctx);
+	snprintf(buf, sizeof(buf), "%d s", c->idle_exit_s);
+	emit("autostart.idle_exit", buf, env_src("JITCACHE_AUTOSTART_IDLE_EXIT", o && o->idle_exit_s), ctx);
+	emit("fallback", c->fallback == JC_FALLBACK_COMPILE ? "compile" : "error",
+	     env_src("JITCACHE_FALLBACK", o && o->fallback), ctx);
+	emit("fallback.nvrtc", c->nvrtc ? c->nvrtc : "libnvrtc.so (the toolkit's soname), search path, then "
+	     JC_CUDA_LIBDIR, c->nvrtc ? env_src("JITCACHE_REAL_NVRTC", o && o->nvrtc) : "default", ctx);
+	snprintf(buf, sizeof(buf), "%d", c->retries);
+	emit("retries", buf, o && o->retries >= 0 ? "option" : "default", ctx);
+	snprintf(buf, sizeof(buf), "%llu us", (unsigned long long)(c->spin_ns / 1000));
+	emit("spin", buf, env_src("JITCACHE_CLIENT_SPIN_US", 0), ctx);
+	if (c->fd >= 0) {
+		snprintf(buf, sizeof(buf), "%s (pid %u, serving %s)", c->sock, c->daemon_pid,
+			 c->daemon_dir ? c->daemon_dir : "?");
+		emit("daemon", buf, "answered", ctx);
+	} else {
+		emit("daemon", c->why_none[0] ? c->why_none : c->errmsg, "none answers", ctx);
+	}
 }
 
 JC_API int jc_client_connect(const char *socket_path, jc_client **out)

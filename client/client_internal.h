@@ -31,6 +31,17 @@ int jc__client_fd(const jc_client *c);
 uint32_t jc__client_daemon_pid(const jc_client *c);
 const char *jc__client_daemon_dir(const jc_client *c);
 
+/* A client with o's settings resolved (as jc_client_open) but not
+ * connected; jc__client_search then runs steps 1-4 only (no auto-start).
+ * For `jitcachectl config`. Errors as jc_client_open's. */
+int jc__client_new(const jc_options *o, jc_client **out);
+int jc__client_search(jc_client *c);
+/* `jitcachectl config`: each setting of c (opened from o, which may be
+ * NULL) with its value and where it came from ("option", an environment
+ * variable's name, "default", ...). */
+typedef void (*jc__config_fn)(const char *name, const char *value, const char *source, void *ctx);
+void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, void *ctx);
+
 /* --- auto-start (autostart.c) --- */
 struct jc_autostart {
 	const char *daemon;    /* jitcached to run; NULL: $JITCACHED, SBINDIR, $PATH */

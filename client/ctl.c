@@ -29,17 +29,71 @@
 static const char *socket_path;
 static const char *cache_dir;
 
+/* Each subcommand's usage, for `help SUB`, `SUB --help` and errors. */
+static const struct sub_help {
+	const char *name, *text;
+} subs[] = {
+	{"compile", "compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
+		    "        [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
+		    "        [-- NVRTC_OPTION...]\n"
+		    "  Compiles through jitcached; prints hit|miss|negative-hit|uncached on stderr, the\n"
+		    "  compile log when not empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
+		    "  -o OUT: the artifact's file (written through a device, FIFO or link; a regular\n"
+		    "  file is replaced atomically); -o - : standard output; default: FILE's stem with\n"
+		    "  .cubin/.ptx/.ltoir in the working directory. FILE's directory is the first -I.\n"
+		    "  Without --socket/--cache-dir a daemon is found, or started, or the compile runs\n"
+		    "  in-process (JITCACHE_AUTOSTART, JITCACHE_FALLBACK: see `jitcachectl config`).\n"},
+	{"link", "link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
+		 "  Links with nvJitLink in the order given; an INPUT's type comes from its extension\n"
+		 "  (.ptx .ltoir .cubin .fatbin .o .a) or a TYPE:PATH prefix. -o as for compile\n"
+		 "  (default a.cubin / a.ptx).\n"},
+	{"stats", "stats [--json | --prometheus] [--zero]\n"
+		  "  Counters and figures (offline from the cache directory when no daemon runs).\n"},
+	{"purge", "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
+		  "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
+		  "  Removes entries (selections combine with AND).\n"},
+	{"ls", "ls [--json]\n  Lists the entries.\n"},
+	{"show", "show KEY\n  One entry, with its compile log.\n"},
+	{"verify", "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
+	{"gc", "gc\n  Collects orphaned objects.\n"},
+	{"ping", "ping\n  Asks the daemon whether it answers.\n"},
+	{"version", "version\n  The daemon's and the toolchain's versions.\n"},
+	{"doctor", "doctor\n  The run-time checklist: driver, devices, NVRTC, daemon, cache directory.\n"},
+	{"config", "config\n  The effective client configuration, and where each value comes from.\n"},
+	{"stop", "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
+	{"help", "help [COMMAND]\n  This text, or COMMAND's.\n"},
+};
+
+static const struct sub_help *find_sub(const char *name)
+{
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+		if (strcmp(subs[i].name, name) == 0)
+			return &subs[i];
+	return NULL;
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: jitcachectl [--socket PATH] [--cache-dir DIR] COMMAND [ARGS]\n"
-	      "  compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
-	      "          [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
-	      "          [-- NVRTC_OPTION...]\n"
-	      "  link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
-	      "  stats [--json | --prometheus] [--zero]\n"
-	      "  purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
-	      "        | --stale-versions | --to-size SIZE  [--dry-run]\n"
-	      "  ls [--json]   show KEY   verify   gc   ping   version   doctor\n", f);
+	      "  --socket PATH    that daemon only (nothing answering: an error, or offline on\n"
+	      "                   --cache-dir DIR when given too)\n"
+	      "  --cache-dir DIR  the daemon serving DIR (found through DIR), else DIR offline\n"
+	      "commands:\n", f);
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		const char *t = subs[i].text;
+		fprintf(f, "  %.*s\n", (int)strcspn(t, "\n"), t);
+	}
+	fputs("`jitcachectl help COMMAND` or `jitcachectl COMMAND --help`: that command.\n", f);
+}
+
+/* COMMAND's usage to f. */
+static void sub_usage(FILE *f, const char *name)
+{
+	const struct sub_help *h = find_sub(name);
+	if (h)
+		fprintf(f, "usage: jitcachectl [--socket PATH] [--cache-dir DIR] %s", h->text);
+	else
+		usage(f);
 }
 
 static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -420,7 +474,7 @@ static int cmd_compile(int argc, char **argv)
 			}
 			break;
 		default:
-			usage(stderr);
+			sub_usage(stderr, "compile");
 			rc = 2;
 			goto out;
 		}
@@ -485,7 +539,7 @@ static int cmd_link(int argc, char **argv)
 			jc_request_add_link_option(req, optarg);
 			break;
 		default:
-			usage(stderr);
+			sub_usage(stderr, "link");
 			goto out;
 		}
 	}
@@ -584,9 +638,11 @@ static int admin(const char *command, const struct jc_strv *args, int offline_ok
 	uint64_t deadline = now_ms() + ADMIN_WAIT_MS;
 	if (args)
 		req.args = *args;
+	/* --socket PATH alone means that daemon: no directory to fall back on. */
+	offline_ok &= !socket_path || cache_dir;
 	for (;;) {
 		jc_client *c = NULL;
-		int rc = jc_client_connect(socket_path, &c);
+		int rc = open_client(0, &c);
 		if (rc == JC_ECONNECT && offline_ok) {
 			rc = run_offline(&req, out, why, sizeof(why));
 			if (rc != JC_ELOCKED)
@@ -872,7 +928,7 @@ static int cmd_admin(const char *command, int argc, char **argv)
 			a = buf;
 			break;
 		default:
-			usage(stderr);
+			sub_usage(stderr, command);
 			goto out;
 		}
 		if (a)
@@ -969,6 +1025,46 @@ out:
 	return rc;
 }
 
+static void print_config(const char *name, const char *value, const char *source, void *ctx)
+{
+	(void)ctx;
+	printf("(%s) %s = %s\n", source, name, value);
+}
+
+/* `config`: what the client library would use, and where each value came
+ * from, in the manner of `ccache -p`. */
+static int cmd_config(void)
+{
+	jc_options *o = NULL;
+	jc_client *c = NULL;
+	int rc = jc_options_new(&o);
+	rc = rc ?: jc_options_set_socket(o, socket_path);
+	rc = rc ?: jc_options_set_cache_dir(o, cache_dir);
+	rc = rc ?: jc__client_new(o, &c);
+	if (rc != 0) {
+		jc_options_free(o);
+		return die(1, "%s", jc_client_errmsg(NULL));
+	}
+	jc__client_search(c);
+	jc__client_config(o, c, print_config, NULL);
+	jc_client_close(c);
+	jc_options_free(o);
+	return 0;
+}
+
+/* `stop`: the daemon stops as on SIGTERM, after answering. */
+static int cmd_stop(void)
+{
+	struct jc_admin_reply reply = {0};
+	int rc = admin("stop", NULL, 0, &reply);
+	if (rc == 0 && reply.status != 0)
+		rc = die(1, "stop: %s", reply.message ? reply.message : jc_strerror(reply.status));
+	else if (rc == 0)
+		fprintf(stderr, "%s\n", reply.message ? reply.message : "stopping");
+	jc__admin_reply_clear(&reply);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1000,20 +1096,29 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	/* Without --socket, the daemon of --cache-dir DIR is found where that
-	 * daemon listens by default (jc__default_socket_path, shared with it). */
-	static char sock[4096];
-	if (!socket_path && cache_dir) {
-		if (jc__default_socket_path(cache_dir, sock, sizeof(sock)) != 0)
-			return die(2, "socket path too long for --cache-dir %s", cache_dir);
-		socket_path = sock;
-	}
 	const char *cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
+	if (strcmp(cmd, "help") == 0) {
+		if (argc > 1 && !find_sub(argv[1])) {
+			fprintf(stderr, "jitcachectl: unknown command '%s'\n", argv[1]);
+			usage(stderr);
+			return 2;
+		}
+		if (argc > 1)
+			sub_usage(stdout, argv[1]);
+		else
+			usage(stdout);
+		return 0;
+	}
+	if (!find_sub(cmd)) {
+		fprintf(stderr, "jitcachectl: unknown command '%s'\n", cmd);
+		usage(stderr);
+		return 2;
+	}
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
+			sub_usage(stdout, cmd);
 			return 0;
 		}
 	if (strcmp(cmd, "compile") == 0)
@@ -1022,12 +1127,14 @@ int main(int argc, char **argv)
 		return cmd_link(argc, argv);
 	if (strcmp(cmd, "doctor") == 0)
 		return jc__doctor(socket_path, cache_dir);
-	static const char *const admin_cmds[] = {"stats", "purge", "ls", "show", "verify", "gc",
-						 "ping", "version"};
-	for (size_t i = 0; i < sizeof(admin_cmds) / sizeof(admin_cmds[0]); i++)
-		if (strcmp(cmd, admin_cmds[i]) == 0)
-			return cmd_admin(cmd, argc, argv);
-	fprintf(stderr, "jitcachectl: unknown command '%s'\n", cmd);
-	usage(stderr);
-	return 2;
+	if (argc > 1 && (strcmp(cmd, "config") == 0 || strcmp(cmd, "stop") == 0)) {
+		fprintf(stderr, "jitcachectl: unexpected argument '%s'\n", argv[1]);
+		sub_usage(stderr, cmd);
+		return 2;
+	}
+	if (strcmp(cmd, "config") == 0)
+		return cmd_config();
+	if (strcmp(cmd, "stop") == 0)
+		return cmd_stop();
+	return cmd_admin(cmd, argc, argv);
 }

@@ -135,6 +135,6 @@ int jc__fallback_run(const struct jc_req *req, struct jc_res *res)
 		jc__nv_set_message(res, JC_EINVAL, "no source: use jc_request_set_source");
 	else
 		jc__nv_run_job(&nv, req, res);
-	res->cache = JC_UNCACHED;
+	res->cache = JC_CACHE_UNCACHED;
 	return res->status;
 }
