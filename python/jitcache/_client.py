@@ -250,13 +250,14 @@ class Client:
         if self._timeout_ms >= 0:
             lib.jc_client_set_timeout(h, self._timeout_ms)
         self._h, self._pid = h.value, os.getpid()
+        self._close_fn = lib.jc_client_close  # kept: usable during interpreter exit
 
     def _handle(self) -> int:
         """The C handle (the caller holds the lock); a fresh one after fork()."""
         if self._h is None:
             raise _errors.Error(None, "the jitcache.Client is closed")
         if self._pid != os.getpid():  # the parent's connection is the parent's
-            L.lib().jc_client_close(self._h)
+            self._close_fn(self._h)
             self._h = None
             self._open()
         return self._h
@@ -275,7 +276,7 @@ class Client:
         """Closes the client (idempotent). Results stay valid."""
         with self._lock:
             if self._h is not None:
-                L.lib().jc_client_close(self._h)
+                self._close_fn(self._h)
                 self._h = None
 
     def __enter__(self) -> Client:
