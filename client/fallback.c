@@ -34,9 +34,14 @@ static void *open_lib(const char *name, char *why, size_t whylen)
 		snprintf(why, whylen, "%s", e ? e : name);
 		return NULL;
 	}
-	if (dlsym(h, "jc_client_open")) {
+	/* The shim has NVRTC's soname, so dlopen by name finds it when it is
+	 * loaded: a library holding this very code is not NVRTC. */
+	Dl_info self, lib;
+	void *sym = dlsym(h, "nvrtcCompileProgram");
+	if (sym && dladdr((void *)open_lib, &self) && dladdr(sym, &lib) &&
+	    self.dli_fbase == lib.dli_fbase) {
 		snprintf(why, whylen, "%s is the jitcache NVRTC shim, not NVRTC (set "
-			 "JITCACHE_REAL_NVRTC to the real library)", name);
+			 "JITCACHE_REAL_NVRTC or jc_options_set_nvrtc to the real library)", name);
 		dlclose(h);
 		return NULL;
 	}

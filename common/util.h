@@ -25,6 +25,9 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
 /* The system daemon's socket (systemd/jitcached.socket). */
 #define JC_SYSTEM_SOCKET "/run/jitcached/jitcached.sock"
 
+/* Sleeps ms milliseconds, through EINTR. */
+void jc__sleep_ms(unsigned ms);
+
 /* Writes a message made from fmt into err (errlen bytes; nothing when 0) and
  * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
