@@ -382,7 +382,8 @@ class Client:
                 check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
         else:
             check(lib.jc_request_set_arch(r, _b(arch)), "arch")
-            check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
+            if output != "cubin":  # jc_request_new's default
+                check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
         for o in options:
             check(lib.jc_request_add_option(r, _b(o)), f"option {o!r}")
         for hname, text in headers.items():
