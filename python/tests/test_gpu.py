@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from conftest import EXAMPLES, run_python
+from conftest import EXAMPLES, SRC, run_python
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "gpu_saxpy.py")
 
@@ -100,3 +100,21 @@ print(total == 1000.0 ** 2, after['misses'] - before['misses'], after['hits'] - 
     (ok1, miss1, hit1), (ok2, miss2, hit2) = runs
     assert ok1 == ok2 == "True", runs
     assert int(miss1) >= 2 and int(miss2) == 0 and int(hit2) == int(miss1) + int(hit1), runs
+
+
+def test_the_readme_example(request, tmp_path):
+    """python/README.md's CuPy example, as written, against a daemon of the
+    test's own (found through $JITCACHE_SOCKET); run twice: miss, then hit."""
+    _need("cupy")
+    own_daemon = request.getfixturevalue("own_daemon")
+    text = (SRC / "python" / "README.md").read_text()
+    example = text.split("## CuPy", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    env = {"JITCACHE_SOCKET": own_daemon.sock, "JITCACHE_FALLBACK": "error",
+           "JITCACHE_AUTOSTART": "0", "CUPY_CACHE_DIR": str(tmp_path / "cupy-cache")}
+    hits = []
+    for _ in range(2):
+        p = run_python("-c", example, env=env, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.endswith(" hits so far\n"), p.stdout
+        hits.append(int(p.stdout.split()[-4]))
+    assert hits[1] > hits[0]
