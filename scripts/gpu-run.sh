@@ -39,7 +39,7 @@ fi
 echo "== python package: CuPy and cuda.core hooks (python/tests under $(command -v python3))"
 LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}:$(dirname "$nvrtc")" JC_PYTHON=$(command -v python3) JC_BUILD_ROOT=$B \
 	JITCACHED=$B/daemon/jitcached JITCACHE_WORKER=$B/daemon/jitcache-worker \
-	JITCACHE_CLIENT_LIB=$B/client/libjitcache-client.so.0 \
+	JITCACHE_CLIENT_LIB=$B/client/libjitcache-client.so.0 JITCACHE_AUTOSTART=0 JITCACHE_SYSTEM_SOCKET= \
 	sh "$src/python/tests/run.sh" python3 -v -s 2>&1 | tee "$OUT/python.txt"
 
 echo "== figures"

@@ -13,8 +13,9 @@ the daemon with the options ``ProgramOptions.as_bytes("nvrtc")`` makes
 (``-arch=`` becomes the request's architecture), and the ObjectCode it
 returns carries the lowered names as its ``symbol_mapping`` (which
 cuda.core's own ``cache=`` cannot keep: it refuses name expressions).
-PTX and NVVM sources, ``extra_sources`` and the PCH options (files NVRTC
-writes next to the program) are compiled by cuda.core itself.
+PTX and NVVM sources, ``extra_sources``, ``use_libdevice`` and the options
+that make NVRTC write files of its own (PCH, ``time``,
+``fdevice_time_trace``) are compiled by cuda.core itself.
 
 Why not a ``cuda.core.utils.ProgramCacheResource``: that is a bytes store
 keyed by cuda.core's digest, filled with what cuda.core compiled in this
@@ -30,9 +31,11 @@ from typing import Any
 
 from . import _client
 
-# ProgramOptions fields that make NVRTC read or write files beside the
-# program, or add sources the request cannot carry: left to cuda.core.
-_LOCAL_ONLY = ("extra_sources", "pch", "create_pch", "use_pch", "pch_dir", "use_libdevice")
+# ProgramOptions fields that make NVRTC read or write files of its own (the
+# daemon refuses those options), or add sources the request cannot carry:
+# left to cuda.core.
+_LOCAL_ONLY = ("extra_sources", "pch", "create_pch", "use_pch", "pch_dir", "use_libdevice",
+               "time", "fdevice_time_trace")
 
 
 def object_code(result: _client.Result, *, name: str = ""):
