@@ -324,6 +324,10 @@ class Client:
         lib = L.lib()
         if output not in L.OUTPUTS:
             raise ValueError(f"output must be one of {', '.join(L.OUTPUTS)}, not {output!r}")
+        for what, seq in (("options", options), ("name_expressions", name_expressions),
+                          ("link_options", link_options)):
+            if isinstance(seq, (str, bytes)):
+                raise TypeError(f"{what} must be a sequence of strings, not one string")
         r = ctypes.c_void_p()
         if lib.jc_request_new(ctypes.byref(r)) != 0:
             raise MemoryError("jc_request_new")

@@ -157,6 +157,10 @@ def test_bad_requests(client):
         client.compile(SAXPY, arch="sm_90", output="sass")
     with pytest.raises(ValueError, match="link input kind"):
         client.compile(None, arch="sm_90", link=[("elf", "x", b"")])
+    with pytest.raises(TypeError, match="name_expressions"):
+        client.compile(SAXPY, arch="sm_90", name_expressions="saxpy<float>")
+    with pytest.raises(TypeError, match="options"):
+        client.compile(SAXPY, arch="sm_90", options="-std=c++17")
     # The connection is still good.
     assert client.compile(SAXPY, arch="sm_90", app_abi=unique("after-bad")).status == "miss"
 
