@@ -30,7 +30,7 @@ class _CRequest:
 
     __slots__ = ("ptr", "_free")
 
-    def __init__(self, ptr: int):
+    def __init__(self, ptr: int | None):
         self.ptr = ptr
         self._free = L.lib().jc_request_free  # kept: usable during interpreter exit
 
@@ -48,7 +48,7 @@ class _CResult:
 
     __slots__ = ("ptr", "req", "_free")
 
-    def __init__(self, ptr: int, req: _CRequest):
+    def __init__(self, ptr: int | None, req: _CRequest):
         self.ptr = ptr
         self.req = req
         self._free = L.lib().jc_result_free
@@ -82,6 +82,11 @@ class Result:
     """
 
     __slots__ = ("data", "status", "_c", "_names", "_log", "_key", "_output", "_timings")
+    _names: dict[str, str] | None
+    _log: str | None
+    _key: str | None
+    _output: str | None
+    _timings: Timings | None
 
     def __init__(self, cres: _CResult):
         lib = L.lib()
@@ -89,14 +94,15 @@ class Result:
         addr = lib.jc_result_data(cres.ptr, ctypes.byref(size))
         if addr and size.value:
             arr = (ctypes.c_ubyte * size.value).from_address(addr)
-            arr._jc_owner = cres  # the view keeps arr alive, arr keeps the C result
+            arr._jc_owner = cres  # type: ignore[attr-defined]  # view -> arr -> C result
             self.data = memoryview(arr).cast("B").toreadonly()
         else:
             self.data = memoryview(b"")
         st = lib.jc_result_cache_status(cres.ptr)
         self.status: str = L.CACHE_STATUS.get(st, f"status-{st}")
         self._c = cres
-        self._names = self._log = self._key = self._output = self._timings = None
+        self._names = self._log = self._key = self._output = None
+        self._timings = None
 
     @property
     def lowered_names(self) -> dict[str, str]:
@@ -106,7 +112,7 @@ class Result:
             expr, lowered = ctypes.c_char_p(), ctypes.c_char_p()
             for i in range(lib.jc_result_lowered_count(p)):
                 if lib.jc_result_lowered_at(p, i, ctypes.byref(expr), ctypes.byref(lowered)) == 0:
-                    names[expr.value.decode()] = lowered.value.decode()
+                    names[(expr.value or b"").decode()] = (lowered.value or b"").decode()
             self._names = names
         return dict(self._names)
 
@@ -260,6 +266,7 @@ class Client:
             self._close_fn(self._h)
             self._h = None
             self._open()
+        assert self._h is not None
         return self._h
 
     def _raise(self, rc: int) -> None:
@@ -420,7 +427,7 @@ class Client:
             name, text, num = ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_int64()
             for i in range(lib.jc_stats_count(s)):
                 lib.jc_stats_at(s, i, ctypes.byref(name), ctypes.byref(num), ctypes.byref(text))
-                out[name.value.decode()] = num.value if text.value is None else text.value.decode()
+                out[(name.value or b"").decode()] = num.value if text.value is None else text.value.decode()
             return out
         finally:
             lib.jc_stats_free(s)

@@ -60,7 +60,7 @@ def _candidates() -> list[str]:
     if found:
         out.append(found)
     try:
-        from . import _build_config  # written by meson install
+        from . import _build_config  # type: ignore[attr-defined]  # written by meson install
         out.append(os.path.join(_build_config.LIBDIR, SONAME))
     except ImportError:
         pass

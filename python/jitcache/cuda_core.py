@@ -64,7 +64,7 @@ class Program:
         self._code_type = str(code_type).lower()
         self._options = options if options is not None else ProgramOptions()
         self._client = client
-        self._local = None  # a cuda.core.Program, made when one is needed
+        self._local: Any = None  # a cuda.core.Program, made when one is needed
         self.last_result: _client.Result | None = None  #: the last jitcache Result
 
     def _by_daemon(self, target_type: str) -> bool:

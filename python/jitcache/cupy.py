@@ -109,7 +109,7 @@ def install(client: _client.Client | None = None, *, keep_cupy_cache: bool = Fal
     compiler = _compiler()
     with _lock:
         if _installed is not None:
-            _restore(compiler)
+            _restore(compiler, _installed)
         state = {"compile": compiler._compile_using_nvrtc_no_warning,
                  "backend": compiler._kernel_cache_backend}
         compiler._compile_using_nvrtc_no_warning = _jitcache_nvrtc(state["compile"], client)
@@ -118,9 +118,9 @@ def install(client: _client.Client | None = None, *, keep_cupy_cache: bool = Fal
         _installed = state
 
 
-def _restore(compiler) -> None:
-    compiler._compile_using_nvrtc_no_warning = _installed["compile"]
-    compiler._set_kernel_cache_backend(_installed["backend"])
+def _restore(compiler, state: dict) -> None:
+    compiler._compile_using_nvrtc_no_warning = state["compile"]
+    compiler._set_kernel_cache_backend(state["backend"])
 
 
 def uninstall() -> None:
@@ -128,7 +128,7 @@ def uninstall() -> None:
     global _installed
     with _lock:
         if _installed is not None:
-            _restore(_compiler())
+            _restore(_compiler(), _installed)
             _installed = None
 
 
