@@ -138,13 +138,15 @@ static void test_daemon_killed_mid_request(void **state)
 		jc_options_set_log(o, count_resends, &resends);
 		if (jc_client_open(o, &c) != 0)
 			_exit(10);
-		jc_request *r = jct_request_src("cub_sort.cu", (char *)jct_read_file(jct_example("cub_sort.cu"), &(size_t){0}), "sm_90");
+		jc_request *r = jct_request_src(
+		    "cub_sort.cu", (char *)jct_read_file(jct_example("cub_sort.cu"), &(size_t){0}),
+		    "sm_90");
 		jc_request_add_option(r, "-std=c++17");
 		jc_request_add_option(r, "-I/usr/local/cuda/include/cccl");
 		int rc = jc_compile(c, r, &res);
 		FILE *f = fopen(out, "w");
-		fprintf(f, "%d %d %d %s\n", rc, res ? (int)jc_result_cache_status(res) : -1, resends,
-			jc_client_errmsg(c));
+		fprintf(f, "%d %d %d %s\n", rc, res ? (int)jc_result_cache_status(res) : -1,
+			resends, jc_client_errmsg(c));
 		fclose(f);
 		_exit(0);
 	}
@@ -187,7 +189,8 @@ static pid_t compile_in_child(const jc_request *r, const char *path)
 	rc = rc ?: jc_compile(c, r, &res);
 	FILE *f = fopen(path, "w");
 	fprintf(f, "%d %u %d %s\n", res ? (int)jc_result_cache_status(res) : -1,
-		c ? jc__client_daemon_pid(c) : 0, rc, c ? jc_client_errmsg(c) : jc_client_errmsg(NULL));
+		c ? jc__client_daemon_pid(c) : 0, rc,
+		c ? jc_client_errmsg(c) : jc_client_errmsg(NULL));
 	fclose(f);
 	_exit(0);
 }
@@ -342,7 +345,8 @@ static void test_in_process_fallback(void **state)
 	assert_non_null(jc_result_lowered_name(a, "&saxpy<float>"));
 	assert_true(jc_result_time_ns(a, JC_TIME_COMPILE) > 0);
 
-	jc_request *bad = jct_request_src("bad.cu", "__global__ void k() { undefined_thing(); }\n", "sm_90");
+	jc_request *bad =
+	    jct_request_src("bad.cu", "__global__ void k() { undefined_thing(); }\n", "sm_90");
 	jc_result *e = compile_on(c, bad, JC_ECOMPILE, JC_UNCACHED);
 	assert_non_null(strstr(jc_result_log(e), "undefined_thing"));
 	assert_null(jc_result_data(e, NULL));
@@ -559,17 +563,17 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_reconnect_after_restart),
-		T(test_reconnect_after_idle_timeout),
-		T(test_daemon_killed_mid_request),
-		T(test_autostart_then_found_then_idle_exit),
-		T(test_autostart_race_starts_one),
-		T(test_in_process_fallback),
-		T(test_fallback_error),
-		T(test_cache_dir_means_that_dir),
-		T(test_search_order),
-		T(test_second_daemon_on_live_socket),
-		T(test_readme_program),
+	    T(test_reconnect_after_restart),
+	    T(test_reconnect_after_idle_timeout),
+	    T(test_daemon_killed_mid_request),
+	    T(test_autostart_then_found_then_idle_exit),
+	    T(test_autostart_race_starts_one),
+	    T(test_in_process_fallback),
+	    T(test_fallback_error),
+	    T(test_cache_dir_means_that_dir),
+	    T(test_search_order),
+	    T(test_second_daemon_on_live_socket),
+	    T(test_readme_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
