@@ -63,8 +63,8 @@ int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_reque
 		setenv("PYTHONPATH", JC_BENCH_PYTHON_DIR, 1);
 		setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
 		setenv("JITCACHE_CLIENT_LIB", JC_BENCH_CLIENT_LIB, 0);
-		execlp(python, python, JC_BENCH_PYTHON_DIR "/../bench/python_hit.py", d->sock, src_path,
-		       name, arch, expr, (char *)NULL);
+		execlp(python, python, JC_BENCH_PYTHON_DIR "/../bench/python_hit.py", d->sock,
+		       src_path, name, arch, expr, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", python, strerror(errno));
 		_exit(127);
 	}
