@@ -353,3 +353,12 @@ def test_arch_none_is_the_device_target(client):
             client.compile(SAXPY, app_abi=abi)
         assert e.value.code == L.JC_ENOTSUP and "device 0" in e.value.message
         assert "libcuda" in e.value.message or "CUDA" in e.value.message
+
+
+def test_hook_modules_import_without_their_frameworks():
+    # Each in a fresh interpreter: importing the hooks imports no framework.
+    p = run_python("-c",
+        "import sys, jitcache.cupy, jitcache.cuda_core\n"
+        "print('cupy' in sys.modules, 'cuda.core' in sys.modules)\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "False"]
