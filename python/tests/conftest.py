@@ -2,7 +2,7 @@
 """Fixtures: a real jitcached on a temporary cache directory.
 
 Paths come from the environment Meson gives the test (tests/meson.build:
-JITCACHED, JITCACHE_WORKER, JITCACHE_CLIENT_LIB, PYTHONPATH), else from
+JITCACHED, JITCACHE_WORKER, JITCACHECTL, JITCACHE_CLIENT_LIB, PYTHONPATH), else from
 ./build of the source tree, so that `python3 -m pytest python/tests` also
 works by hand after ./scripts/setup.sh.
 """
@@ -21,6 +21,7 @@ SRC = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("JC_BUILD_ROOT", SRC / "build"))
 os.environ.setdefault("JITCACHED", str(BUILD / "daemon" / "jitcached"))
 os.environ.setdefault("JITCACHE_WORKER", str(BUILD / "daemon" / "jitcache-worker"))
+os.environ.setdefault("JITCACHECTL", str(BUILD / "client" / "jitcachectl"))
 os.environ.setdefault("JITCACHE_CLIENT_LIB", str(BUILD / "client" / "libjitcache-client.so.0"))
 sys.path.insert(0, str(SRC / "python"))
 

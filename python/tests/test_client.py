@@ -6,6 +6,7 @@ import gc
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -362,3 +363,34 @@ def test_hook_modules_import_without_their_frameworks():
         "print('cupy' in sys.modules, 'cuda.core' in sys.modules)\n")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["False", "False"]
+
+
+def test_cache_dir_names_the_daemon_of_a_directory(daemon, tmp_path):
+    abi = unique("cache-dir")
+    with jitcache.Client(cache_dir=daemon.cache, autostart=False, fallback="error") as c:
+        assert c.socket == daemon.sock
+        assert c.compile(SAXPY, arch="sm_90", app_abi=abi).status == "miss"
+    with jitcache.Client(daemon.sock) as c:
+        assert c.compile(SAXPY, arch="sm_90", app_abi=abi).status == "hit"
+    with pytest.raises(jitcache.Unavailable):
+        jitcache.Client(cache_dir=tmp_path / "no-daemon", autostart=False, fallback="error")
+
+
+def test_autostart_a_daemon_on_a_cache_dir(tmp_path):
+    cache = tmp_path / "cache"
+    ctl = os.environ["JITCACHECTL"]
+    try:
+        with jitcache.Client(cache_dir=cache, autostart=True, fallback="error") as c:
+            assert c.socket is not None
+            assert c.compile(SAXPY, arch="sm_90").status == "miss"
+        with jitcache.Client(cache_dir=cache, autostart=False, fallback="error") as c:
+            assert c.compile(SAXPY, arch="sm_90").status == "hit"
+    finally:
+        p = subprocess.run([ctl, "--cache-dir", str(cache), "stop"], capture_output=True,
+                           text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for _ in range(500):  # it removes the file once it has stopped listening
+        if not (cache / "jitcached.socket-path").exists():
+            break
+        time.sleep(0.01)
+    assert not (cache / "jitcached.socket-path").exists()
