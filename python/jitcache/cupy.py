@@ -13,6 +13,9 @@ What :func:`install` changes, through CuPy's own seams in
   miss of its kernel cache with the source, options, architecture and name
   expressions) sends the compile to jitcached instead, and hands CuPy the
   artifact and the lowered names the daemon made;
+- the compiler probe (``_preprocess``: CuPy compiles an empty program to PTX
+  once per process and option set, for its cache key) is a jitcache compile
+  too, so a process whose kernels are all hits runs no NVRTC;
 - the kernel cache backend (``_set_kernel_cache_backend``) becomes one that
   stores nothing, so every process asks the daemon (a hit is a socket round
   trip) and no second, unmanaged copy of the artifacts builds up in
@@ -41,7 +44,7 @@ from . import _client
 from ._errors import CompileError
 
 _lock = threading.Lock()
-_installed: dict | None = None  # what install() replaced: {"compile": ..., "backend": ...}
+_installed: dict | None = None  # what install() replaced: compile, preprocess, backend
 _tmpdir: str | None = None
 
 
@@ -81,6 +84,28 @@ def _jitcache_nvrtc(orig, client):
     return compile_nvrtc
 
 
+def _jitcache_preprocess(orig, client):
+    """A replacement of CuPy's _preprocess (same signature and result: the
+    "//" lines of NVRTC's PTX for source, which CuPy puts in its cache key
+    as the compiler's identity) that asks jitcached, so that a process whose
+    kernels are all hits runs no NVRTC at all."""
+    compiler = _compiler()
+
+    def preprocess(source, options, arch, backend):
+        if backend != "nvrtc" or compiler.runtime.is_hip:
+            return orig(source, options, arch, backend)
+        c = client or _client.default_client()
+        try:
+            res = c.compile(source, name="default_program", arch=f"compute_{arch}",
+                            options=tuple(options), output="ptx")
+        except CompileError as e:
+            raise compiler.CompileException(e.log, source, "default_program", options,
+                                            "nvrtc") from e
+        return "\n".join(x for x in bytes(res).decode().splitlines() if x.startswith("//"))
+
+    return preprocess
+
+
 def _no_store_backend(compiler):
     class JitcacheNoStoreBackend(compiler._KernelCacheBackend):
         """CuPy kernel cache backend that keeps nothing (jitcached is the cache)."""
@@ -111,8 +136,10 @@ def install(client: _client.Client | None = None, *, keep_cupy_cache: bool = Fal
         if _installed is not None:
             _restore(compiler, _installed)
         state = {"compile": compiler._compile_using_nvrtc_no_warning,
+                 "preprocess": compiler._preprocess,
                  "backend": compiler._kernel_cache_backend}
         compiler._compile_using_nvrtc_no_warning = _jitcache_nvrtc(state["compile"], client)
+        compiler._preprocess = _jitcache_preprocess(state["preprocess"], client)
         if not keep_cupy_cache:
             compiler._set_kernel_cache_backend(_no_store_backend(compiler))
         _installed = state
@@ -120,6 +147,7 @@ def install(client: _client.Client | None = None, *, keep_cupy_cache: bool = Fal
 
 def _restore(compiler, state: dict) -> None:
     compiler._compile_using_nvrtc_no_warning = state["compile"]
+    compiler._preprocess = state["preprocess"]
     compiler._set_kernel_cache_backend(state["backend"])
 
 
