@@ -330,8 +330,9 @@ JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which);
  * `stats --json`: hits, misses, compiles, entries, bytes, nvrtc_version, ...).
  * *out (owned by the caller, free with jc_stats_free) is set on 0, else NULL
  * with the message in jc_client_errmsg(c). Not thread-safe per c.
- * Errors: JC_EINVAL (NULL argument), the transport errors of jc_compile
- * (JC_EIO, JC_EPROTO, JC_ETIMEOUT, JC_ENOMEM), the daemon's refusal (JC_EDENIED).
+ * Errors: JC_EINVAL (NULL argument), JC_ECONNECT (no daemon: c compiles
+ * in-process), the transport errors of jc_compile (JC_EIO, JC_EPROTO,
+ * JC_ETIMEOUT, JC_ENOMEM), the daemon's refusal (JC_EDENIED).
  */
 typedef struct jc_stats jc_stats;
 JC_API int jc_client_stats(jc_client *c, jc_stats **out);

@@ -274,6 +274,8 @@ def test_fallback_is_logged_and_the_daemon_used_once_there(tmp_path, caplog):
     with caplog.at_level("INFO", logger="jitcache"):
         r = c.compile(SAXPY, arch="sm_90", app_abi=unique("fallback-log"))
     assert r.status == "uncached" and c.socket is None
+    with pytest.raises(jitcache.Unavailable):
+        c.stats()  # no daemon to ask
     assert any(rec.levelname == "WARNING" for rec in caplog.records), caplog.records
     d = Daemon(tmp_path, sock=sock).start()
     try:
