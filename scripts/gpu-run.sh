@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Runs on a GPU machine from the directory holding .device (scripts/gpu-pack.sh):
 # the gpu and integration suites, the Python package's tests (its CuPy and
-# cuda.core hooks on the GPU) with the machine's python3, then the figures: cold-start phases of
-# fresh processes (misses and hits), cubin against PTX, and CuPy's warm
-# kernel cache for the same kernel. Everything it prints goes to $OUT/run.log;
+# cuda.core hooks on the GPU) under the machine's python3, then the figures:
+# cold-start phases of fresh processes (misses and hits), cubin against PTX,
+# and CuPy's warm kernel cache for the same kernel. Everything it prints goes to $OUT/run.log;
 # per-part outputs and a summary of medians to $OUT (default /tmp/jc-out).
 set -u
 D=$PWD/.device
