@@ -62,9 +62,15 @@ for _ in $(seq 200); do [ -S "$T/sock" ] && break; sleep 0.05; done
 } | tee "$OUT/cubin_vs_ptx.txt"
 export CUPY_CACHE_DIR=$T/cupy
 LD_LIBRARY_PATH=$plain_ldp python3 "$src/examples/gpu/cupy_warm.py" "$src/examples/saxpy.cu" | sed 's/^cupy /cupy-cold /'
+# The same through jitcache.cupy (first run: the daemon's misses).
+hook="JC_CUPY_HOOK=1 PYTHONPATH=$src/python JITCACHE_CLIENT_LIB=$B/client/libjitcache-client.so.0"
+env $hook LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}" python3 "$src/examples/gpu/cupy_warm.py" \
+	"$src/examples/saxpy.cu" | sed 's/^cupy-jitcache /cupy-jitcache-cold /'
 {
 	for i in $(seq "$N"); do
 		LD_LIBRARY_PATH=$plain_ldp python3 "$src/examples/gpu/cupy_warm.py" "$src/examples/saxpy.cu"
+		env $hook LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}" python3 \
+			"$src/examples/gpu/cupy_warm.py" "$src/examples/saxpy.cu" # CuPy through jitcache.cupy
 		JC_T0_NS=$(date +%s%N) "$E/coldstart" "run-1-$$" 200 # interleaved jitcache hits
 	done
 } | tee "$OUT/side_by_side.txt"
@@ -91,7 +97,9 @@ table("coldstart miss", [r for r in cs if r["cache"] == "miss"], keys)
 table("coldstart hit", [r for r in cs if r["cache"] == "hit"], keys)
 sb = list(rows("side_by_side.txt", "coldstart"))
 table("side by side: jitcache hit", sb, ["module_ready_ms", "first_launch_ms", "main_to_first_launch_ms"])
-table("side by side: CuPy warm cache", rows("side_by_side.txt", "cupy"),
+table("side by side: CuPy warm cache", rows("side_by_side.txt", "cupy "),
+      ["import_ms", "ctx_ms", "module_ready_ms", "first_launch_ms", "start_to_first_launch_ms"])
+table("side by side: CuPy through jitcache.cupy (daemon hits)", rows("side_by_side.txt", "cupy-jitcache "),
       ["import_ms", "ctx_ms", "module_ready_ms", "first_launch_ms", "start_to_first_launch_ms"])
 bad = [l for f in ("coldstart.txt", "side_by_side.txt") for l in open(f"{out}/{f}") if "WRONG" in l]
 print("wrong results:", len(bad))
