@@ -256,6 +256,7 @@ class Client:
         if self._timeout_ms >= 0:
             lib.jc_client_set_timeout(h, self._timeout_ms)
         self._h, self._pid = h.value, os.getpid()
+        self._targets: dict[int, str] = {}  # device -> resolved arch
         self._close_fn = lib.jc_client_close  # kept: usable during interpreter exit
 
     def _handle(self) -> int:
@@ -309,8 +310,9 @@ class Client:
             name: NVRTC's program name (it enters the key).
             arch: "sm_90", "sm_90a", "compute_90" (PTX). None: the target
                 for CUDA ``device`` (cuDeviceGetAttribute against the daemon's
-                NVRTC; a PTX target when NVRTC does not know the device),
-                which needs the CUDA driver; see ``Result.output``.
+                NVRTC, asked once per device; a PTX target, and PTX output,
+                when NVRTC does not know the device), which needs the CUDA
+                driver; see ``Result.output``.
             options: NVRTC options in order ("-std=c++17", "-DN=4"). Include
                 directories (-IDIR, -I DIR, --include-path=DIR; relative ones
                 against the working directory) are read for the headers the
@@ -384,17 +386,12 @@ class Client:
             src = _b(source)
             check(lib.jc_request_set_source(r, _b(name), src, len(src)), "source")
         if arch is None:
-            _cuda_init()
-            rc = lib.jc_cuda_request_set_target(self._handle(), r, device)
-            if rc != 0:
-                raise _errors.from_code(rc, "no arch given and the target for device "
-                                        f"{device} is unknown: {lib.jc_cuda_errmsg().decode()}")
-            if output != "cubin":
-                check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
-        else:
-            check(lib.jc_request_set_arch(r, _b(arch)), "arch")
-            if output != "cubin":  # jc_request_new's default
-                check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
+            arch = self._target(device)
+            if arch.startswith("compute_") and output == "cubin":
+                output = "ptx"  # what the device can load from this NVRTC
+        check(lib.jc_request_set_arch(r, _b(arch)), "arch")
+        if output != "cubin":  # jc_request_new's default
+            check(lib.jc_request_set_output(r, L.OUTPUTS[output]), "output")
         for o in options:
             check(lib.jc_request_add_option(r, _b(o)), f"option {o!r}")
         for hname, text in headers.items():
@@ -413,6 +410,22 @@ class Client:
             check(lib.jc_request_add_link_option(r, _b(o)), f"link option {o!r}")
         if app_abi is not None:
             check(lib.jc_request_set_app_abi(r, _b(app_abi)), "app_abi")
+
+    def _target(self, device: int) -> str:
+        """The target for CUDA device `device` (jc_cuda_resolve_target: its
+        compute capability against the daemon's NVRTC), asked once per
+        device by this Client (the caller holds the lock)."""
+        arch = self._targets.get(device)
+        if arch is None:
+            lib = L.lib()
+            _cuda_init()
+            buf = ctypes.create_string_buffer(32)
+            rc = lib.jc_cuda_resolve_target(self._handle(), device, buf, len(buf))
+            if rc != 0:
+                raise _errors.from_code(rc, "no arch given and the target for device "
+                                        f"{device} is unknown: {lib.jc_cuda_errmsg().decode()}")
+            arch = self._targets[device] = buf.value.decode()
+        return arch
 
     def stats(self) -> dict[str, int | str]:
         """The daemon's statistics (the keys of ``jitcachectl stats --json``)."""

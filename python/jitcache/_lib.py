@@ -120,7 +120,7 @@ _PROTOTYPES = {
     "jc_stats_free": (None, [_P]),
     "jc_strerror": (_S, [_I]),
     "jc_version": (_S, []),
-    "jc_cuda_request_set_target": (_I, [_P, _P, _I]),
+    "jc_cuda_resolve_target": (_I, [_P, _I, ctypes.c_char_p, _SZ]),
     "jc_cuda_errmsg": (_S, []),
 }
 
