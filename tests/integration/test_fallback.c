@@ -386,6 +386,35 @@ static void test_in_process_fallback(void **state)
 	jc_client_close(c);
 }
 
+/* jitcachectl compile without --socket/--cache-dir takes the same path:
+ * no daemon, auto-start off: "uncached", the library's warning, the file. */
+static void test_ctl_compile_uncached(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char out[160], *err = NULL;
+	snprintf(out, sizeof(out), "%s/saxpy.cubin", d->dir);
+	const char *argv[] = {getenv("JITCACHECTL"), "compile", jct_example("saxpy.cu"), "--arch", "sm_90",
+			      "--name-expr", "&saxpy<float>", "-o", out, NULL};
+	char *text = NULL;
+	assert_int_equal(jct_run(d, argv, &text, &err), 0);
+	assert_true(strncmp(err, "uncached", 8) == 0 || strstr(err, "\nuncached\t"));
+	assert_non_null(strstr(err, "compiling in this process"));
+	assert_non_null(strstr(text, "&saxpy<float>\t_Z5saxpyIf"));
+	size_t n;
+	uint8_t *cubin = jct_read_file(out, &n);
+	assert_int_equal(jct_cubin_sm(cubin, n), 90);
+	free(cubin);
+	free(text);
+	free(err);
+	/* With --socket it is that daemon or an error. */
+	const char *strict[] = {getenv("JITCACHECTL"), "--socket", d->sock, "compile", jct_example("saxpy.cu"),
+				"--arch", "sm_90", "-o", out, NULL};
+	assert_int_equal(jct_run(d, strict, NULL, &err), 1);
+	assert_non_null(strstr(err, d->sock));
+	assert_null(strstr(err, "uncached"));
+	free(err);
+}
+
 static void test_fallback_error(void **state)
 {
 	struct jc_test_daemon *d = *state;
@@ -570,6 +599,7 @@ int main(void)
 	    T(test_autostart_race_starts_one),
 	    T(test_in_process_fallback),
 	    T(test_fallback_error),
+	    T(test_ctl_compile_uncached),
 	    T(test_cache_dir_means_that_dir),
 	    T(test_search_order),
 	    T(test_second_daemon_on_live_socket),
