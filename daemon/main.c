@@ -38,11 +38,19 @@ static void usage(FILE *f)
 		"usage: jitcached [--cache-dir DIR] [--socket PATH] [--max-size SIZE]\n"
 		"                 [--negative-ttl SECONDS] [--workers N] [--compile-timeout SECONDS]\n"
 		"                 [--worker-memory SIZE] [--idle-timeout SECONDS] [--max-connections N]\n"
+		"                 [--max-connections-per-uid N] [--handshake-timeout SECONDS]\n"
+		"                 [--write-timeout SECONDS] [--buffer-budget SIZE]\n"
 		"                 [--gc-interval SECONDS] [--group-shared yes|no] [--admin-group GROUP]\n"
 		"                 [--allow-uids UID,...] [--config FILE] [--log-level LEVEL] [--version]\n"
 		"Runs in the foreground. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
-		"instead of both; flags win over files. SIGHUP re-reads them.\n");
+		"instead of both; flags win over files. SIGHUP re-reads them.\n"
+		"Limits: --max-connections (1024) at once, --max-connections-per-uid (128) for each uid\n"
+		"but root and the daemon's; HELLO within --handshake-timeout (5s); an answer not read\n"
+		"within --write-timeout (10s) is dropped with its connection; request and reply buffers\n"
+		"share --buffer-budget (256M; a request or large reply past it is refused, EBUSY);\n"
+		"--idle-timeout (300s) between requests. Durations: N[s|m|h|d], at most 10 years.\n"
+		"--group-shared yes: the socket is 0660 for the group; the cache directory stays 0700.\n");
 }
 
 /* The settings a configuration file or a flag may give, by name. */
@@ -52,6 +60,10 @@ struct settings {
 	int log_level;
 	char err[256];
 };
+
+/* The longest duration setting accepted, in seconds (10 years): longer ones
+ * are an error rather than an overflow in the arithmetic that uses them. */
+#define DURATION_MAX_S (10ll * 365 * 86400)
 
 /* A decimal count from 1 to max into *out (unchanged on error); 0 or JC_EINVAL. */
 static int parse_count(const char *value, long max, int *out)
@@ -119,24 +131,42 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		free(*field);
 		*field = strdup(value);
 		ok = *value && *field;
-	} else if (strcmp(name, "max-size") == 0) {
-		ok = jc__parse_size(value, &size) == 0 && size > 0;
-		c->max_size = ok ? size : c->max_size;
-	} else if (strcmp(name, "worker-memory") == 0) {
-		ok = jc__parse_size(value, &size) == 0;
-		c->worker_memory = ok ? size : c->worker_memory;
-	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0) {
-		ok = jc__parse_duration(value, &secs) == 0;
-		if (ok)
-			*(name[0] == 'n' ? &c->negative_ttl_s : &c->gc_interval_s) = secs;
-	} else if (strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0) {
-		ok = jc__parse_duration(value, &secs) == 0 && secs <= INT_MAX;
-		if (ok)
-			*(name[0] == 'c' ? &c->compile_timeout_s : &c->idle_timeout_s) = (int)secs;
+	} else if (strcmp(name, "max-size") == 0 || strcmp(name, "worker-memory") == 0 ||
+		   strcmp(name, "buffer-budget") == 0) {
+		/* worker-memory 0: no limit; the budget must hold one small reply */
+		uint64_t min = name[0] == 'm' ? 1 : name[0] == 'b' ? (1u << 20) : 0;
+		uint64_t *field = name[0] == 'm' ? &c->max_size : name[0] == 'b' ? &c->buffer_budget
+										 : &c->worker_memory;
+		if (jc__parse_size(value, &size) != 0)
+			ok = 0;
+		else if (size < min || size > ((uint64_t)1 << 62)) {
+			snprintf(s->err, sizeof(s->err), "%s %s is out of range (%llu bytes to 4 EiB)", name,
+				 value, (unsigned long long)min);
+			return JC_EINVAL;
+		} else
+			*field = size;
+	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0 ||
+		   strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0 ||
+		   strcmp(name, "handshake-timeout") == 0 || strcmp(name, "write-timeout") == 0) {
+		if (jc__parse_duration(value, &secs) != 0)
+			ok = 0;
+		else if (secs > DURATION_MAX_S) {
+			snprintf(s->err, sizeof(s->err), "%s %s is out of range (at most 10 years, %lld s)",
+				 name, value, DURATION_MAX_S);
+			return JC_EINVAL;
+		} else if (name[0] == 'n')
+			c->negative_ttl_s = secs;
+		else if (name[0] == 'g')
+			c->gc_interval_s = secs;
+		else
+			*(name[0] == 'c' ? &c->compile_timeout_s : name[0] == 'i' ? &c->idle_timeout_s
+				: name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0) {
 		ok = parse_count(value, 256, &c->workers) == 0;
 	} else if (strcmp(name, "max-connections") == 0) {
 		ok = parse_count(value, 1000000, &c->max_connections) == 0;
+	} else if (strcmp(name, "max-connections-per-uid") == 0) {
+		ok = parse_count(value, 1000000, &c->max_connections_per_uid) == 0;
 	} else if (strcmp(name, "log-level") == 0) {
 		int level = jc__log_parse_level(value);
 		ok = level >= 0;
@@ -162,8 +192,12 @@ static int set_option(struct settings *s, const char *name, const char *value)
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
 	struct settings *s = user;
-	if (section[0] && strcmp(section, "jitcached") != 0)
-		return 1; /* other sections belong to other tools */
+	if (section[0] && strcmp(section, "jitcached") != 0) {
+		/* Read nowhere: a setting there would silently do nothing. */
+		snprintf(s->err, sizeof(s->err), "'%s' is under section [%s]: jitcached reads only "
+			 "settings before any section or under [jitcached]", name, section);
+		return 0;
+	}
 	return set_option(s, name, value) == 0;
 }
 
@@ -220,6 +254,10 @@ static const struct option long_opts[] = {
 	{"worker-memory", required_argument, NULL, 0},
 	{"idle-timeout", required_argument, NULL, 0},
 	{"max-connections", required_argument, NULL, 0},
+	{"max-connections-per-uid", required_argument, NULL, 0},
+	{"handshake-timeout", required_argument, NULL, 0},
+	{"write-timeout", required_argument, NULL, 0},
+	{"buffer-budget", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
 	{"group-shared", required_argument, NULL, 0},
 	{"admin-group", required_argument, NULL, 0},
@@ -277,6 +315,10 @@ static void defaults(struct jc_config *c)
 	c->idle_timeout_s = 300;
 	c->gc_interval_s = 3600;
 	c->max_connections = 1024;
+	c->max_connections_per_uid = 128;
+	c->handshake_timeout_s = 5;
+	c->write_timeout_s = 10;
+	c->buffer_budget = 256ull << 20;
 	c->admin_gid = (gid_t)-1;
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
@@ -377,10 +419,9 @@ static void stop_cb(uv_signal_t *sig, int signum)
 /*
  * Room for max-connections descriptors: raise the soft RLIMIT_NOFILE towards
  * the hard one (systemd's default soft limit is 1024), or lower the cap so
- * that clients past it get a clear refusal rather than a failed accept. The
- * memory cache keeps up to a quarter of the limit open (cache.c,
- * max_slot_fds), so connections and a reserve must fit in the other three
- * quarters.
+ * that clients past it get a clear refusal rather than a failed accept.
+ * Connections and a reserve must fit in three quarters of the limit (the
+ * rest is for descriptors being served and the thread pool's files).
  */
 static void fit_max_connections(struct jc_config *c)
 {
@@ -477,6 +518,15 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	fit_max_connections(&fresh);
 	c->max_connections = (int)reloaded("max-connections", c->max_connections,
 					   fresh.max_connections);
+	c->max_connections_per_uid = (int)reloaded("max-connections-per-uid",
+						   c->max_connections_per_uid,
+						   fresh.max_connections_per_uid);
+	c->handshake_timeout_s = (int)reloaded("handshake-timeout", c->handshake_timeout_s,
+					       fresh.handshake_timeout_s);
+	c->write_timeout_s = (int)reloaded("write-timeout", c->write_timeout_s, fresh.write_timeout_s);
+	c->buffer_budget = (uint64_t)reloaded("buffer-budget", (int64_t)c->buffer_budget,
+					      (int64_t)fresh.buffer_budget);
+	d->buffers.max = (size_t)c->buffer_budget;
 	c->gc_interval_s = reloaded("gc-interval", c->gc_interval_s, fresh.gc_interval_s);
 	c->admin_gid = (gid_t)reloaded("admin-group gid", (int32_t)c->admin_gid, (int32_t)fresh.admin_gid);
 	free(c->allow_uids);
@@ -489,7 +539,8 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
-			    "compile-timeout, idle-timeout, max-connections, gc-interval, admin-group, "
+			    "compile-timeout, idle-timeout, max-connections, max-connections-per-uid, "
+			    "handshake-timeout, write-timeout, buffer-budget, gc-interval, admin-group, "
 			    "allow-uids)");
 	if (c->max_size != old_max)
 		save_budget(d);
@@ -524,6 +575,9 @@ int main(int argc, char **argv)
 
 	saved_argc = argc;
 	saved_argv = argv;
+	/* The cache directory, the index SQLite creates and everything else we
+	 * write belong to our uid alone (the socket's mode is set on its own). */
+	umask(077);
 	defaults(&d->cfg);
 	if (parse_args(&s, argc, argv, 0) != 0 || read_configs(&s) != 0 ||
 	    parse_args(&s, argc, argv, 1) != 0)
@@ -536,6 +590,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	d->lock_fd = -1;
 	d->start_ns = jc__now_ns();
+	d->buffers.max = (size_t)d->cfg.buffer_budget;
 	pthread_mutex_init(&d->wlock, NULL);
 
 	/* Lock before opening (the lock creates the directory): opening the
@@ -545,7 +600,7 @@ int main(int argc, char **argv)
 		rc = d->lock_fd;
 		goto err_out;
 	}
-	rc = jc__store_open(d->cfg.cache_dir, d->cfg.group_shared, &d->store, err, sizeof(err));
+	rc = jc__store_open(d->cfg.cache_dir, &d->store, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_lock;
 	rc = jc__toolchain_probe(&d->tc, err, sizeof(err));
