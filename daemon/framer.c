@@ -35,12 +35,11 @@ void jc__framer_alloc(struct jc_framer *f, size_t hint, uv_buf_t *buf)
 	size_t want = hint < 65536 ? 65536 : hint, cap = b->len + want;
 	uint16_t type;
 	uint32_t len;
-	/* A frame whose header is here: room for all of it (no geometric
-	 * growth, so a buffer never holds twice the frame it is for). */
+	/* A frame whose header is here: room for all of it at once (no
+	 * geometric growth, so a buffer never holds twice the frame it is for,
+	 * only 64 KiB more at most). */
 	if (b->len >= JC_FRAME_HDR && jc__frame_header_decode(b->data, &type, &len) == 0 &&
 	    len <= (f->max ? f->max : JC_FRAME_MAX) && JC_FRAME_HDR + (size_t)len > b->len) {
-		size_t rest = JC_FRAME_HDR + (size_t)len - b->len;
-		want = rest < want ? rest : want;
 		cap = JC_FRAME_HDR + (size_t)len > cap ? JC_FRAME_HDR + (size_t)len : cap;
 	}
 	if (b->cap - b->len < want && set_cap(f, cap) != 0) {

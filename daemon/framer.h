@@ -35,7 +35,7 @@ struct jc_framer {
  * A non-zero return stops the feed and is returned by jc__framer_feed. */
 typedef int (*jc_frame_cb)(void *ctx, uint16_t type, const uint8_t *payload, size_t len);
 
-/* libuv alloc_cb body: room for at least 64 KiB more, or for the rest of a
+/* libuv alloc_cb body: room for at least 64 KiB more, and for the rest of a
  * frame whose header has arrived (the buffer grows to the frame's size at
  * once). buf->len is 0 (libuv then reports UV_ENOBUFS) on ENOMEM or when
  * the growth would pass the budget. */

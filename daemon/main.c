@@ -59,6 +59,9 @@ struct settings {
 	char *config_file;
 	int log_level;
 	char err[256];
+	FILE *file;        /* the configuration file being read, */
+	const char *path;  /* its name */
+	int line;          /* and the line inih has just read */
 };
 
 /* The longest duration setting accepted, in seconds (10 years): longer ones
@@ -193,12 +196,21 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 {
 	struct settings *s = user;
 	if (section[0] && strcmp(section, "jitcached") != 0) {
-		/* Read nowhere: a setting there would silently do nothing. */
-		snprintf(s->err, sizeof(s->err), "'%s' is under section [%s]: jitcached reads only "
-			 "settings before any section or under [jitcached]", name, section);
-		return 0;
+		/* Not ours (another tool's section), but never silently. */
+		jc_log_warn(MAIN, "%s:%d: '%s' under [%s] is ignored: jitcached reads the settings "
+			    "before any section and under [jitcached]", s->path, s->line, name, section);
+		return 1;
 	}
 	return set_option(s, name, value) == 0;
+}
+
+/* inih's reader: fgets, counting lines for the messages above. */
+static char *ini_read_line(char *str, int num, void *stream)
+{
+	struct settings *s = stream;
+	char *r = fgets(str, num, s->file);
+	s->line += r != NULL;
+	return r;
 }
 
 /* Reads one configuration file; a missing optional file is fine. */
@@ -211,7 +223,10 @@ static int read_config(struct settings *s, const char *path, int required)
 		jc_log_err(MAIN, "cannot read %s: %s", path, strerror(errno));
 		return JC_EIO;
 	}
-	int line = ini_parse_file(f, ini_cb, s);
+	s->file = f;
+	s->path = path;
+	s->line = 0;
+	int line = ini_parse_stream(ini_read_line, s, ini_cb, s);
 	fclose(f);
 	if (line != 0) {
 		jc_log_err(MAIN, "%s:%d: %s", path, line, s->err[0] ? s->err : "syntax error");

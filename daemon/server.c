@@ -322,18 +322,26 @@ void jc__conn_send_error(struct jc_conn *c, int code, const char *message)
 /* What a connection's timer waits for. */
 enum conn_wait { WAIT_HELLO, WAIT_ANSWER_TAKEN, WAIT_REQUEST };
 
+/* Seconds the timer runs for w (0: none); a handshake gets no longer than
+ * a request would. */
+static int wait_s(const struct jc_config *cfg, int w)
+{
+	if (w == WAIT_HELLO)
+		return cfg->idle_timeout_s > 0 && cfg->idle_timeout_s < cfg->handshake_timeout_s
+			       ? cfg->idle_timeout_s : cfg->handshake_timeout_s;
+	return w == WAIT_ANSWER_TAKEN ? cfg->write_timeout_s : cfg->idle_timeout_s;
+}
+
 static void idle_cb(uv_timer_t *t)
 {
 	struct jc_conn *c = t->data;
-	const struct jc_config *cfg = &c->d->cfg;
-	static const char *const what[] = {"no handshake within --handshake-timeout",
-					   "answer not taken within --write-timeout",
-					   "no whole request within --idle-timeout"};
-	int secs = c->pending_timer == WAIT_HELLO ? cfg->handshake_timeout_s
-		   : c->pending_timer == WAIT_ANSWER_TAKEN ? cfg->write_timeout_s
-							   : cfg->idle_timeout_s;
+	const char *what = c->pending_timer == WAIT_HELLO ? "no handshake within --handshake-timeout"
+			   : c->pending_timer == WAIT_ANSWER_TAKEN
+				   ? "answer not taken within --write-timeout"
+			   : c->in.buf.len ? "request not complete within --idle-timeout"
+					   : "no request within --idle-timeout";
 	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid,
-		    (int)c->pid, what[c->pending_timer], secs);
+		    (int)c->pid, what, wait_s(&c->d->cfg, c->pending_timer));
 	if (c->pending_timer == WAIT_ANSWER_TAKEN)
 		c->d->counters[JC_CTR_busy_refusals]++;
 	conn_close(c);
@@ -342,11 +350,8 @@ static void idle_cb(uv_timer_t *t)
 /* (Re)starts the connection's timer for what it now waits for. */
 static void idle_arm(struct jc_conn *c)
 {
-	const struct jc_config *cfg = &c->d->cfg;
 	c->pending_timer = !c->hello ? WAIT_HELLO : c->drain_wait ? WAIT_ANSWER_TAKEN : WAIT_REQUEST;
-	int secs = c->pending_timer == WAIT_HELLO ? cfg->handshake_timeout_s
-		   : c->pending_timer == WAIT_ANSWER_TAKEN ? cfg->write_timeout_s
-							   : cfg->idle_timeout_s;
+	int secs = wait_s(&c->d->cfg, c->pending_timer);
 	if (c->closing)
 		return;
 	if (secs > 0)

@@ -205,7 +205,8 @@ static void test_trickle(void **state)
 	close(fd);
 }
 
-/* A connection that never says anything, and one that stops after the
+/* A connection that never says anything (at the handshake timeout, or the
+ * idle timeout when that is shorter), and one that stops after the
  * handshake, are both closed. */
 static void test_silent(void **state)
 {
@@ -216,19 +217,20 @@ static void test_silent(void **state)
 	double a = wait_closed(mute, 5, NULL), b = wait_closed(quiet, 5, NULL);
 	assert_true(a >= 0.8 && a < 3.0);
 	assert_true(b < 3.0);
+	assert_true(jct_log_count(d, "no handshake within --handshake-timeout"));
 	assert_true(jct_log_count(d, "no request within --idle-timeout"));
 	close(mute);
 	close(quiet);
 }
 
 /* A client that sends requests but never reads the answers: the daemon
- * reads no further request until the answer is taken, and drops it at the
- * timeout. The answer here is large (a 2 MB compile log goes with every hit),
+ * reads no further request until the answer is taken, and drops it at
+ * --write-timeout. The answer here is large (a 2 MB compile log goes with every hit),
  * so it cannot hide in the socket buffer. */
 static void test_slow_reader(void **state)
 {
 	struct jc_test_daemon *d = *state;
-	const char *const flags[] = {"--idle-timeout", "2", NULL};
+	const char *const flags[] = {"--write-timeout", "2", NULL};
 	jct_daemon_start(d, flags);
 	/* A small source with a big log: 4096 calls of a deprecated function. */
 	static const char src[] =
@@ -269,7 +271,7 @@ static void test_slow_reader(void **state)
 	assert_true(got < log_len); /* not even one whole answer was taken */
 	/* One request was answered (the first), plus the timed hit above. */
 	assert_int_equal(jct_stat(d, "hits"), hits0 + 2);
-	assert_true(jct_log_count(d, "answer not taken within --idle-timeout"));
+	assert_true(jct_log_count(d, "answer not taken within --write-timeout"));
 	close(fd);
 	jc__buf_free(&b);
 	jc_request_free(r);

@@ -112,7 +112,7 @@ static void test_round_trip(void **state)
 	path_of(f, h, path, sizeof(path));
 	assert_int_equal(lstat(path, &st), 0);
 	assert_true(S_ISREG(st.st_mode));
-	assert_int_equal(st.st_mode & 07777, 0444);
+	assert_int_equal(st.st_mode & 07777, 0400);
 	assert_int_equal(st.st_size, strlen(text));
 
 	assert_int_equal(jc__store_open_object(f->s, h, strlen(text), &fd), 0);
