@@ -17,7 +17,10 @@ static int set_cap(struct jc_framer *f, size_t cap)
 {
 	struct jc_buf *b = &f->buf;
 	size_t old = charge_of(b->cap), now = charge_of(cap);
-	if (f->budget && now > old && f->budget->used - old + now > f->budget->max)
+	/* Past the budget only when this buffer would be all it holds (one frame
+	 * larger than the whole budget). */
+	if (f->budget && now > old && f->budget->used - old + now > f->budget->max &&
+	    f->budget->used != old)
 		return -1;
 	uint8_t *p = cap ? realloc(b->data, cap) : (free(b->data), NULL);
 	if (cap && !p)

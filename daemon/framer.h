@@ -16,7 +16,8 @@
 /*
  * A byte budget shared by many framers (and whoever else charges it): the
  * bytes each framer's buffer holds past JC_FRAMER_BASE are charged to it.
- * used <= max always; max is read at every charge, so it may change.
+ * used <= max, except for one buffer larger than max while it is all that is
+ * charged; max is read at every charge, so it may change.
  */
 struct jc_budget {
 	size_t used, max;

@@ -181,28 +181,38 @@ static void write_cb(uv_write_t *req, int status)
 	free(w);
 }
 
-/* Queues buf's bytes from off on (taking ownership of buf), charged to the
- * buffer budget; a large reply that does not fit is replaced by an error. */
+static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off);
+
+/* Whether a reply of len bytes may be queued now. One larger than
+ * REPLY_FREE_MAX that would pass the budget is not: the client is sent an
+ * EBUSY error instead (logged, counted) and the caller drops the reply. */
+static int reply_fits(struct jc_conn *c, size_t len)
+{
+	struct jc_budget *bud = &c->d->buffers;
+	/* (A reply larger than the whole budget goes when nothing else is queued.) */
+	if (len <= REPLY_FREE_MAX || bud->used + len <= bud->max || bud->used == 0)
+		return 1;
+	char msg[200];
+	snprintf(msg, sizeof(msg), "the daemon's reply buffers are full (%zu of %zu bytes, "
+		 "--buffer-budget) and this reply takes %zu; try again later", bud->used, bud->max,
+		 len);
+	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
+		    (int)c->uid, (int)c->pid, len);
+	c->d->counters[JC_CTR_busy_refusals]++;
+	jc__conn_send_error(c, JC_EBUSY, msg);
+	return 0;
+}
+
+/* Queues buf's bytes from off on (taking ownership of buf), charging its
+ * allocation to the buffer budget. A whole reply (off 0) that does not fit
+ * is replaced by an error (reply_fits); the rest of one partly sent was
+ * checked as a whole before. */
 static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 {
 	struct jc_budget *bud = &c->d->buffers;
-	size_t len = buf->len - off;
-	if (len > REPLY_FREE_MAX && bud->used + len > bud->max) {
-		char msg[200];
-		snprintf(msg, sizeof(msg), "the daemon's reply buffers are full (%zu of %zu bytes, "
-			 "--buffer-budget) and this reply takes %zu; try again later", bud->used,
-			 bud->max, len);
-		jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
-			    (int)c->uid, (int)c->pid, len);
-		c->d->counters[JC_CTR_busy_refusals]++;
-		jc__buf_reset(buf);
-		if (jc__encode_error(buf, JC_EBUSY, msg) != 0) {
-			jc__buf_free(buf);
-			conn_close(c);
-			return;
-		}
-		off = 0;
-		len = buf->len;
+	if (off == 0 && !reply_fits(c, buf->len)) {
+		jc__buf_free(buf);
+		return;
 	}
 	struct write_req *w = calloc(1, sizeof(*w));
 	if (!w) {
@@ -212,12 +222,12 @@ static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 	}
 	w->buf = *buf;
 	w->conn = c;
-	w->charged = len;
-	bud->used += len;
+	w->charged = buf->cap;
+	bud->used += w->charged;
 	jc__conn_ref(c);
 	uv_buf_t ub = uv_buf_init((char *)w->buf.data + off, (unsigned)(w->buf.len - off));
 	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, write_cb) != 0) {
-		bud->used -= len;
+		bud->used -= w->charged;
 		jc__conn_unref(c);
 		jc__buf_free(&w->buf);
 		free(w);
@@ -269,7 +279,13 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 		/* Served by descriptor: the frame carries no bytes. */
 		struct jc_res view = *res;
 		view.data = NULL;
-		if (jc__encode_res(&b, &view) == 0) {
+		int rc = jc__encode_res(&b, &view);
+		if (rc == 0 && !reply_fits(c, b.len)) {
+			jc__buf_free(&b);
+			close(objfd);
+			return;
+		}
+		if (rc == 0) {
 			ssize_t n = send_with_fd(c, &b, objfd);
 			if (n == (ssize_t)b.len) {
 				jc__buf_free(&b);
@@ -288,7 +304,7 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 		inl.data = malloc(res->size ? res->size : 1);
 		ssize_t got = inl.data ? pread(objfd, inl.data, res->size, 0) : -1;
 		close(objfd);
-		int rc = got == (ssize_t)res->size ? jc__encode_res(&b, &inl) : JC_EIO;
+		rc = got == (ssize_t)res->size ? jc__encode_res(&b, &inl) : JC_EIO;
 		free(inl.data);
 		if (rc != 0) {
 			jc__buf_free(&b);
