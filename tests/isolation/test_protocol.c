@@ -554,12 +554,12 @@ static void test_unread_replies_flood(void **state)
 	}
 	long after = proc_kib(d->pid, "VmRSS:");
 	int dropped = jct_log_count(d, "answer not taken within --write-timeout");
-	int64_t busy = jct_stat(d, "busy_refusals");
 	fprintf(stderr, "unread replies: %d clients asked for a %zu-byte answer each in %.1f s; "
 		"daemon RSS %ld MiB before, peak %ld MiB (+%ld MiB), %ld MiB after; %d told EBUSY, "
 		"%d cut off at --write-timeout; slowest hit meanwhile %.1f ms\n",
 		UNREAD_CONNS, log_len, sent_s, base >> 10, hwm >> 10, (hwm - base) >> 10, after >> 10,
 		told, cut, slowest * 1e3);
+	int64_t busy = jct_stat(d, "busy_refusals");
 	assert_true(hwm - base < (256 + 64) * 1024);
 	assert_int_equal(told + cut, UNREAD_CONNS);
 	assert_true(told >= UNREAD_CONNS - 200);
