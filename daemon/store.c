@@ -300,6 +300,8 @@ static int check_fanout(struct jc_store *s, const char *sub, char *err, size_t e
 static int check_layout(struct jc_store *s, const struct stat *top, char *err, size_t errlen)
 {
 	static const char *const dirs[] = {"objects", "tmp", "quarantine", "manifests"};
+	/* Re-made at every start by the pool (0500), but never one of another's. */
+	static const char *const worker_cwd = "worker-cwd";
 	static const char *const files[] = {"lock", "index.sqlite", "index.sqlite-wal",
 					    "index.sqlite-shm", RESERVE};
 	char path[4200];
@@ -311,7 +313,9 @@ static int check_layout(struct jc_store *s, const struct stat *top, char *err, s
 		return JC_EDENIED;
 	}
 	if (top->st_mode & (S_IWGRP | S_IWOTH | S_ISGID)) {
-		mode_t want = top->st_mode & 0755;
+		/* 0700, not just without the write bits: what others may have
+		 * made in it while it was open to them stays out of their reach. */
+		mode_t want = DIR_MODE;
 		if (fchmod(s->dirfd, want) < 0) {
 			jc__fail(err, errlen, 0, "%s is writable by group or others (mode %04o) and "
 				 "chmod failed: %s", s->dir, (unsigned)(top->st_mode & 07777),
@@ -326,6 +330,9 @@ static int check_layout(struct jc_store *s, const struct stat *top, char *err, s
 		rc = check_entry(s, s->dirfd, dirs[i], path, 1, DIR_MODE, err, errlen);
 		rc = rc == 1 ? 0 : rc;
 	}
+	snprintf(path, sizeof(path), "%s/%s", s->dir, worker_cwd);
+	rc = rc ?: check_entry(s, s->dirfd, worker_cwd, path, 1, 0500, err, errlen);
+	rc = rc == 1 ? 0 : rc;
 	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", s->dir, files[i]);
 		rc = check_entry(s, s->dirfd, files[i], path, 0, FILE_MODE, err, errlen);

@@ -59,7 +59,8 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen);
  *
  * The store belongs to the effective uid alone, in every mode (clients are
  * given descriptors, never paths). Checked at every open, before anything is
- * read: DIR is owned by us and not writable by group or others; objects/,
+ * read: DIR is owned by us and not writable by group or others (else it is
+ * set to 0700); worker-cwd/ (when present) is a directory of ours; objects/,
  * tmp/, quarantine/, manifests/ and each two-hex-digit directory under
  * objects/ and manifests/ are directories owned by us, mode 0700; lock,
  * index.sqlite, index.sqlite-wal, index.sqlite-shm and reserve (when
