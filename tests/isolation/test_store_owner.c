@@ -92,13 +92,13 @@ static int setup(void **state)
 	return 0;
 }
 
-/* Starts a group-shared daemon and gives its socket to the run's group, as
- * systemd's SocketGroup= would. */
+/* Starts a group-shared daemon whose group is the run's, as a system
+ * daemon of that group would have it (socket and cache directory). */
 static void start_shared(struct jc_test_daemon *d)
 {
 	const char *const flags[] = {"--group-shared", "yes", NULL};
 	jct_daemon_start(d, flags);
-	assert_int_equal(chown(d->sock, (uid_t)-1, gid), 0);
+	assert_int_equal(jct_sh("chgrp -R %s %s %s", group, d->sock, d->cache), 0);
 }
 
 /* A member compiles through the socket, and reaches nothing in the store. */
