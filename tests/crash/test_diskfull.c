@@ -7,8 +7,8 @@
  * failing source still gets its log, nothing partial is left in tmp/ or
  * objects/, and once space is freed everything works again. On a full disk
  * `purge --all` and `--to-size 0` free the space, through the daemon, after
- * a restart on the full disk, and offline (the store's reserve gives the
- * index room for its first deletions). Exits 77 where no private mount
+ * a restart on the full disk, and offline, and so does eviction (the
+ * store's reserve gives the index room for its first deletions). Exits 77 where no private mount
  * namespace can be made (not root).
  */
 #include <errno.h>
@@ -201,8 +201,22 @@ static void test_purge_on_full_disk(void **state)
 	assert_int_equal(jct_daemon_stop(&f->d), 0);
 	purge(f, "--all", NULL, 3);
 	assert_true(free_bytes(f) > 0);
+
+	/* Eviction: a daemon started on the full disk with a budget the entries
+	 * pass evicts them (its budget check runs every 5 s). */
+	jct_daemon_start(&f->d, NULL);
+	refill(f);
+	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	const char *const small[] = {"--max-size", "1K", NULL};
+	jct_daemon_start(&f->d, small);
+	double t1 = jct_now();
+	while (jct_stat(&f->d, "evictions") < 3 && jct_now() - t1 < 15)
+		usleep(200000);
+	assert_int_equal(jct_stat(&f->d, "evictions"), 3);
+	check_clean(f, 0);
+	assert_true(free_bytes(f) > 0);
 	printf("full disk: purge --all, --to-size 0 freed the space through the daemon, after a "
-	       "restart and offline; %.1f s\n", jct_now() - t0);
+	       "restart and offline, and so did eviction; %.1f s\n", jct_now() - t0);
 }
 
 int main(void)
