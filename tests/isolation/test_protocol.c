@@ -233,16 +233,10 @@ static void test_silent(void **state)
 	close(quiet);
 }
 
-/* A client that sends requests but never reads the answers: the daemon
- * reads no further request until the answer is taken, and drops it at
- * --write-timeout. The answer here is large (a 2 MB compile log goes with every hit),
- * so it cannot hide in the socket buffer. */
-static void test_slow_reader(void **state)
+/* A small source whose every answer carries a 2 MB compile log (4096 calls
+ * of a deprecated function). */
+static jc_request *big_log_request(void)
 {
-	struct jc_test_daemon *d = *state;
-	const char *const flags[] = {"--write-timeout", "2", NULL};
-	jct_daemon_start(d, flags);
-	/* A small source with a big log: 4096 calls of a deprecated function. */
 	static const char src[] =
 		"__attribute__((deprecated(\"padding the compile log with a long message "
 		"..................................\")))\n"
@@ -252,7 +246,19 @@ static void test_slow_reader(void **state)
 		"#define C128 C64 C64\n#define C256 C128 C128\n#define C512 C256 C256\n"
 		"#define C1K C512 C512\n#define C2K C1K C1K\n#define C4K C2K C2K\n"
 		"extern \"C\" __global__ void k(float *x) { C4K }\n";
-	jc_request *r = jct_request_src("warn.cu", src, "sm_90");
+	return jct_request_src("warn.cu", src, "sm_90");
+}
+
+/* A client that sends requests but never reads the answers: the daemon
+ * reads no further request until the answer is taken, and drops it at
+ * --write-timeout. The answer here is large (a 2 MB compile log goes with every hit),
+ * so it cannot hide in the socket buffer. */
+static void test_slow_reader(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *const flags[] = {"--write-timeout", "2", NULL};
+	jct_daemon_start(d, flags);
+	jc_request *r = big_log_request();
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	assert_int_equal(jc_compile(c, r, &res), 0);
@@ -478,21 +484,6 @@ static void test_request_flood(void **state)
 	/* The budget is given back: a hit and a small compile still go. */
 	assert_true(timed_hit(d, r) < 1.0);
 	jc_request_free(r);
-}
-
-/* A small source whose every answer carries a 2 MB compile log. */
-static jc_request *big_log_request(void)
-{
-	static const char src[] =
-		"__attribute__((deprecated(\"padding the compile log with a long message "
-		"..................................\")))\n"
-		"__device__ void old_fn(float *x) { x[0] += 1; }\n"
-		"#define C1 old_fn(x);\n#define C2 C1 C1\n#define C4 C2 C2\n#define C8 C4 C4\n"
-		"#define C16 C8 C8\n#define C32 C16 C16\n#define C64 C32 C32\n"
-		"#define C128 C64 C64\n#define C256 C128 C128\n#define C512 C256 C256\n"
-		"#define C1K C512 C512\n#define C2K C1K C1K\n#define C4K C2K C2K\n"
-		"extern \"C\" __global__ void k(float *x) { C4K }\n";
-	return jct_request_src("warn.cu", src, "sm_90");
 }
 
 #define UNREAD_CONNS 400
