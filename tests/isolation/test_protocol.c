@@ -351,7 +351,7 @@ static void raw_result(int fd, const jc_request *r, struct jc_res *res, int *obj
 	uint16_t type;
 	assert_int_equal(jc__encode_req(&b, &((const struct jc_request *)r)->req), 0);
 	send_all(fd, b.data, b.len);
-	assert_int_equal(jc__io_read_frame(fd, &b, &type, objfd, 5000), 0);
+	assert_int_equal(jc__io_read_frame(fd, &b, &type, objfd, 60000), 0);
 	assert_int_equal(type, JC_MSG_RESULT);
 	jc__res_init(res);
 	assert_int_equal(jc__decode_res(b.data, b.len, res), 0);
@@ -716,6 +716,56 @@ static void test_lowered_names_in_request_order(void **state)
 	jc_request_free(second);
 }
 
+/* Single flight: a request that joins another's compile gets the lowered
+ * names in its own order too. The kernel is slow to compile (1024 inlined
+ * steps per instantiation, about a second), so the second request arrives during the first's
+ * compile. */
+static void test_joined_lowered_names_in_request_order(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	static const char src[] =
+		"template <typename T> __device__ void step(T *x) { x[0] = x[0] * x[1] + x[2]; }\n"
+		"#define C1 step(x);\n"
+		"#define C2 C1 C1\n#define C4 C2 C2\n#define C8 C4 C4\n#define C16 C8 C8\n"
+		"#define C32 C16 C16\n#define C64 C32 C32\n#define C128 C64 C64\n"
+		"#define C256 C128 C128\n#define C512 C256 C256\n#define C1K C512 C512\n"
+		"template <typename T> __global__ void slow(T *x) { C1K }\n";
+	static const char *const ab[] = {"&slow<float>", "&slow<double>"};
+	jc_request *first = jct_request_src("slow.cu", src, "sm_90");
+	jc_request *second = jct_request_src("slow.cu", src, "sm_90");
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(jc_request_add_name_expression(first, ab[i]), 0);
+		assert_int_equal(jc_request_add_name_expression(second, ab[1 - i]), 0);
+	}
+	int fa = raw_hello(d), fb = raw_hello(d);
+	struct jc_buf b = {0};
+	uint16_t type;
+	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)first)->req), 0);
+	send_all(fa, b.data, b.len);
+	usleep(100000); /* the first is compiling */
+	struct jc_res res;
+	raw_result(fb, second, &res, NULL);
+	assert_int_equal(res.cache, JC_CACHE_JOINED);
+	assert_int_equal(res.n_lowered, 2);
+	assert_string_equal(res.lowered[0].expr, "&slow<double>");
+	assert_string_equal(res.lowered[1].expr, "&slow<float>");
+	jc__res_clear(&res);
+	assert_int_equal(jc__io_read_frame(fa, &b, &type, NULL, 60000), 0);
+	jc__res_init(&res);
+	assert_int_equal(jc__decode_res(b.data, b.len, &res), 0);
+	assert_int_equal(res.cache, JC_CACHE_MISS);
+	assert_string_equal(res.lowered[0].expr, "&slow<float>");
+	fprintf(stderr, "single flight: the joiner got its own order; the compile took %.0f ms\n",
+		(double)res.compile_ns / 1e6);
+	jc__res_clear(&res);
+	jc__buf_free(&b);
+	close(fa);
+	close(fb);
+	jc_request_free(first);
+	jc_request_free(second);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -731,6 +781,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unread_replies_flood, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_log_injection, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_lowered_names_in_request_order, jct_setup,
+						jct_teardown),
+		cmocka_unit_test_setup_teardown(test_joined_lowered_names_in_request_order, jct_setup,
 						jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
