@@ -37,7 +37,9 @@ int jc__log_parse_level(const char *s)
 /* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0. */
 static size_t utf8_len(const unsigned char *p, size_t n)
 {
-	size_t len = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+	/* Lead bytes: 0xc2..0xdf, 0xe0..0xef, 0xf0..0xf4; 0xf5..0xff start
+	 * nothing (they are no UTF-8 at all). */
+	size_t len = p[0] > 0xf4 ? 0 : p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
 	if (!len || len > n)
 		return 0;
 	for (size_t i = 1; i < len; i++)

@@ -665,6 +665,11 @@ static void test_log_injection(void **state)
 					"sm_90");
 	jc_result_free(jct_compile(d, r, 0));
 	jc_request_free(r);
+	/* Bytes 0xf5..0xff lead no UTF-8 sequence, whatever follows them. */
+	r = jct_request_src("bad\xf8\x80\x80utf8.cu", "__global__ void k(int *p) { *p = 2; }",
+			    "sm_90");
+	jc_result_free(jct_compile(d, r, 0));
+	jc_request_free(r);
 	jct_settle();
 	size_t n;
 	char *log = (char *)jct_read_file(d->log, &n);
@@ -683,6 +688,7 @@ static void test_log_injection(void **state)
 	assert_non_null(strstr(log, "bogus\\x0a<0>jitcached[1] emerg MAIN: forged\\x1b[2J"));
 	assert_non_null(strstr(log, "key=00\\x0a<1>jitcached[1] alert ADMIN: forged too"));
 	assert_non_null(strstr(log, "evil\\xc2\\x9b2J.cu"));
+	assert_non_null(strstr(log, "bad\\xf8\\x80\\x80utf8.cu"));
 	fprintf(stderr, "log injection: %d log lines, each the daemon's own; the forged ones "
 		"appear escaped\n", lines);
 	free(log);
