@@ -174,6 +174,34 @@ static void drop_connection(jc_client *c)
 }
 
 /*
+ * Is the daemon that accepted fd (on the socket at path) one to send sources
+ * to and take objects from? Only when it runs as this user, as root, or as
+ * the owner of the directory holding the socket (the system daemon's
+ * /run/jitcached, a shared daemon's own directory): a socket another user
+ * made in a directory anyone may write ($XDG_RUNTIME_DIR=/tmp, say) is not
+ * that user's daemon. 0, or JC_EDENIED (message in c->errmsg).
+ */
+static int check_peer(jc_client *c, int fd, const char *path)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char dir[4200];
+	struct stat st;
+	const char *slash = strrchr(path, '/');
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+		 slash ? path : ".");
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
+				"cannot tell who runs the daemon at %s: %s", path, strerror(errno));
+	if (cred.uid == geteuid() || cred.uid == 0 || (stat(dir, &st) == 0 && st.st_uid == cred.uid))
+		return 0;
+	return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
+			"not using the daemon at %s: it runs as uid %u, which is neither this "
+			"user, root, nor the owner of %s (a socket another user put there?)",
+			path, (unsigned)cred.uid, dir);
+}
+
+/*
  * Connects to path and does the handshake (sending the expected directory
  * identity, if any). Returns 0 (c->fd, c->sock, daemon pid and directory
  * set), JC_ECONNECT (nothing listens there) or the refusal's code; message
@@ -193,6 +221,10 @@ static int hello(jc_client *c, const char *path)
 		if (fd >= 0)
 			close(fd);
 		return JC_ECONNECT;
+	}
+	if (check_peer(c, fd, path) != 0) {
+		close(fd);
+		return JC_EDENIED;
 	}
 	uint16_t type;
 	struct jc_hello h = {.version = JC_PROTO_VERSION, .name = "libjitcache-client " JC_VERSION_STRING,
