@@ -475,14 +475,45 @@ void jc__pool_flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, 
 	jc__pool_flight_done(d, f);
 }
 
+/* Drops f's waiters whose clients have hung up; returns how many are left. */
+static int drop_gone_waiters(struct jc_flight *f)
+{
+	int left = 0;
+	for (struct jc_waiter **p = &f->waiters; *p;) {
+		struct jc_waiter *w = *p;
+		if (!jc__conn_gone(w->conn)) {
+			left++;
+			p = &w->next;
+			continue;
+		}
+		*p = w->next;
+		jc__conn_unref(w->conn);
+		jc__strv_clear(&w->names);
+		free(w);
+	}
+	return left;
+}
+
+/* The next queued flight that someone still waits for: one whose clients all
+ * hung up before a worker took it is dropped (not compiled for nobody, which
+ * would let a client that sends requests and hangs up queue work and request
+ * bytes without bound). A fatbin's own job, and a flight that replaces a bad
+ * object, always run. */
 struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 {
-	struct jc_flight *f = d->queue_head;
-	if (f) {
+	struct jc_flight *f;
+	while ((f = d->queue_head)) {
 		d->queue_head = f->qnext;
 		if (!d->queue_head)
 			d->queue_tail = NULL;
 		f->qnext = NULL;
+		if (drop_gone_waiters(f) > 0 || f->fatbin || f->has_bad_object)
+			break;
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_info(KEY, "key %s: compile dropped before it ran: every client that "
+			    "asked for it has gone", hex);
+		flight_free(f);
 	}
 	return f;
 }

@@ -234,5 +234,9 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 void jc__conn_send_error(struct jc_conn *c, int code, const char *message);
 /* Lets the connection read its next request. */
 void jc__conn_done(struct jc_conn *c);
+/* 1 when no one can take c's answer any more: the client closed its end
+ * (seen without reading, which is paused while a request waits), or c is
+ * closing; then c is closed. 0 for a live one, and for internal ones. */
+int jc__conn_gone(struct jc_conn *c);
 
 #endif

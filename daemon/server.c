@@ -11,7 +11,8 @@
  * more); a frame before the handshake is at most JC_HELLO_FRAME_MAX bytes and
  * the handshake must come within --handshake-timeout; an answer not taken
  * within --write-timeout is dropped with its connection; a connection is
- * closed when no whole request arrives within --idle-timeout.
+ * closed when no whole request arrives within --idle-timeout; a queued
+ * compile whose clients all closed their end is dropped (jc__conn_gone).
  *
  * Limits for all: at most --max-connections connections at once, and
  * --max-connections-per-uid for each uid other than root and the daemon's
@@ -27,6 +28,7 @@
  * buffered).
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <signal.h>
@@ -428,6 +430,23 @@ void jc__conn_done(struct jc_conn *c)
 		c->paused = 0;
 		uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 	}
+}
+
+int jc__conn_gone(struct jc_conn *c)
+{
+	uv_os_fd_t fd;
+	if (c->sink)
+		return 0;
+	if (!c->closing) {
+		/* POLLHUP: both directions shut, the peer's socket is closed (a
+		 * client that only shut down its sending side still reads). */
+		struct pollfd p = {.events = POLLIN};
+		if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
+		    (p.fd = fd, poll(&p, 1, 0) != 1) || !(p.revents & (POLLHUP | POLLERR)))
+			return 0;
+		conn_close(c);
+	}
+	return 1;
 }
 
 /* After a request was handed on: stop reading until it is answered (a hit

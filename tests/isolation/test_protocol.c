@@ -12,6 +12,7 @@
  * lists lowered names in the order of its own request.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -637,6 +638,40 @@ static void test_connections_per_uid(void **state)
 	assert_true(jct_stat(d, "busy_refusals") >= 15);
 }
 
+#define ABANDONED 60
+
+/* Sixty clients each send a compile of a source of its own and hang up at
+ * once, while the one worker is busy: their compiles are dropped when a
+ * worker would take them, not run for nobody (each would hold its request's
+ * bytes in the queue and a worker's time); a client that stays is served. */
+static void test_abandoned_requests(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, (const char *const[]){"--workers", "1", NULL});
+	double t0 = jct_now_s();
+	for (int i = 0; i < ABANDONED; i++) {
+		char src[128];
+		snprintf(src, sizeof(src), "__global__ void k(int *p) { *p = %d; }", i);
+		jc_request *r = jct_request_src("gone.cu", src, "sm_90");
+		struct jc_buf b = {0};
+		int fd = raw_hello(d);
+		assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
+		send_all(fd, b.data, b.len);
+		close(fd);
+		jc__buf_free(&b);
+		jc_request_free(r);
+	}
+	jc_request *r = jct_request_src("stays.cu", "__global__ void k(int *p) { *p = -1; }", "sm_90");
+	jc_result_free(jct_compile(d, r, 0));
+	jc_request_free(r);
+	int64_t compiles = jct_stat(d, "compiles");
+	fprintf(stderr, "abandoned requests: %d clients hung up after sending a compile; %" PRId64
+		" compiles ran (with the one that stayed), %.1f s until it was served\n",
+		ABANDONED, compiles, jct_now_s() - t0);
+	assert_true(compiles <= ABANDONED / 4);
+	assert_true(jct_log_count(d, "every client that asked for it has gone") >= ABANDONED / 2);
+}
+
 /* Every line of the daemon's log is one line of its own: client strings with
  * a newline or an escape are written escaped. */
 static void test_log_injection(void **state)
@@ -788,6 +823,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hit_descriptor_is_private, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_request_flood, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_unread_replies_flood, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_abandoned_requests, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_log_injection, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_lowered_names_in_request_order, jct_setup,
 						jct_teardown),
