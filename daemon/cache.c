@@ -282,6 +282,7 @@ static void flight_free(struct jc_flight *f)
 		jc__strv_clear(&w->names);
 		free(w);
 	}
+	d->buffers.used -= f->charged;
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
 	jc__inc_set_clear(f->inc);
@@ -518,16 +519,34 @@ struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 	return f;
 }
 
+/* The bytes a request holds that a client chose the size of. */
+static size_t req_bytes(const struct jc_req *r)
+{
+	size_t n = r->source_size;
+	for (size_t i = 0; i < r->n_headers; i++)
+		n += r->headers[i].size;
+	for (size_t i = 0; i < r->n_link_inputs; i++)
+		n += r->link_inputs[i].size;
+	return n;
+}
+
 /* Starts a compile for key; takes *req and *inc (set to NULL) on success.
  * bad_object (or NULL) names the object of the row it replaces, which failed
- * its checks. */
+ * its checks. The request's bytes count against --buffer-budget until the
+ * flight ends: JC_EBUSY (nothing taken) when they would pass it while other
+ * compiles are queued, so that queued requests cannot grow without bound. */
 static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
 			const uint8_t *bad_object)
 {
+	size_t bytes = req_bytes(req);
+	if (d->queue_head && d->buffers.used + bytes > d->buffers.max)
+		return JC_EBUSY;
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)
 		return JC_ENOMEM;
+	f->charged = bytes;
+	d->buffers.used += bytes;
 	f->d = d;
 	memcpy(f->key, key, 16);
 	if (bad_object) {
@@ -689,7 +708,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 			     const uint8_t key[16], struct jc_inc_set *inc, uint64_t t0)
 {
 	uint8_t bad_object[16];
-	int bad = 0;
+	int bad = 0, rc;
 	/* A flight for the key replaces whatever object a client rejects. */
 	struct jc_flight *f = flight_find(d, key);
 	if (f) {
@@ -708,8 +727,17 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
-	} else if (start_flight(d, conn, key, req, &inc, t0, bad ? bad_object : NULL) != 0) {
-		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
+	} else if ((rc = start_flight(d, conn, key, req, &inc, t0, bad ? bad_object : NULL)) != 0) {
+		char msg[200] = "out of memory";
+		if (rc == JC_EBUSY) {
+			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
+				 "bytes, --buffer-budget, held by queued compiles); try again later",
+				 d->buffers.used, d->buffers.max);
+			jc_log_warn(NET, "uid %d pid %d: compile refused: buffer budget full",
+				    (int)jc__conn_uid(conn), (int)jc__conn_pid(conn));
+			count(d, JC_CTR_busy_refusals, 1);
+		}
+		jc__conn_send_error(conn, rc, msg);
 		jc__conn_done(conn);
 	}
 out:

@@ -84,6 +84,9 @@ struct jc_flight {
 	/* The request a worker gets for this flight: &req when NULL (a fatbin's
 	 * nvFatbin job points it at its own). Borrowed. */
 	const struct jc_req *wreq;
+	/* The request's bytes (source, headers, link inputs), charged to
+	 * d->buffers from start to end of the flight. */
+	size_t charged;
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */

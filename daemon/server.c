@@ -22,7 +22,9 @@
  * are always read), everything past them is, and so is every queued reply. A
  * request that would pass it is refused (JC_EBUSY) and its connection
  * closed; a reply larger than JC_FRAMER_BASE that would pass it is replaced
- * by such an error before any of it is sent. So the daemon's buffers never
+ * by such an error before any of it is sent. A compile request's bytes stay
+ * charged while it is queued or compiled (cache.c, start_flight), which
+ * refuses it when they would pass the budget. So the daemon's buffers never
  * exceed the budget plus JC_FRAMER_BASE per connection (or one request or
  * reply larger than the whole budget, let through while nothing else is
  * buffered).

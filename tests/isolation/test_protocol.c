@@ -672,6 +672,79 @@ static void test_abandoned_requests(void **state)
 	assert_true(jct_log_count(d, "every client that asked for it has gone") >= ABANDONED / 2);
 }
 
+#define QUEUED_CONNS 24
+#define QUEUED_SIZE (16u << 20)
+
+/* Twenty-four clients each send a 16 MiB compile and wait for it, behind a
+ * worker that hangs: the requests waiting in the queue count against
+ * --buffer-budget (32M), so the daemon holds no more of them than that
+ * allows; the others are refused with JC_EBUSY. (Before, every one was
+ * queued: each request's bytes left the budget once decoded.) */
+static void test_queued_requests_budget(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	setenv("JITCACHE_TEST_FAULTS", "1", 1);
+	jct_daemon_start(d, (const char *const[]){"--workers", "1", "--buffer-budget", "32M",
+						  "--compile-timeout", "60", NULL});
+	unsetenv("JITCACHE_TEST_FAULTS");
+	jc_request *hang = jct_request_src("hang.cu", "__global__ void k(int *p) { *p = 0; }", "sm_90");
+	assert_int_equal(jc__request_set_test_fault(hang, JC_FAULT_HANG), 0);
+	struct jc_buf b = {0};
+	int hfd = raw_hello(d);
+	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)hang)->req), 0);
+	send_all(hfd, b.data, b.len);
+	jc_request_free(hang);
+	long base = proc_kib(d->pid, "VmRSS:");
+	char *src = malloc(QUEUED_SIZE);
+	assert_non_null(src);
+	int fds[QUEUED_CONNS], refused = 0;
+	for (int i = 0; i < QUEUED_CONNS; i++) {
+		memset(src, ' ', QUEUED_SIZE - 1);
+		src[QUEUED_SIZE - 1] = '\0';
+		int n = snprintf(src, 64, "__global__ void k(int *p) { *p = %d; } /*", i);
+		src[n] = ' ';
+		memcpy(src + QUEUED_SIZE - 4, "*/\n", 3);
+		jc_request *r = jct_request_src("big.cu", src, "sm_90");
+		jc__buf_reset(&b);
+		assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
+		jc_request_free(r);
+		fds[i] = raw_hello(d);
+		struct timeval tv = {.tv_sec = 2};
+		setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		for (size_t off = 0; off < b.len;) {
+			ssize_t k = send(fds[i], b.data + off, b.len - off, MSG_NOSIGNAL);
+			if (k <= 0)
+				break; /* refused: the daemon closed its end */
+			off += (size_t)k;
+		}
+	}
+	jct_settle();
+	long hwm = proc_kib(d->pid, "VmHWM:");
+	for (int i = 0; i < QUEUED_CONNS; i++) {
+		uint16_t type;
+		struct pollfd p = {.fd = fds[i], .events = POLLIN};
+		if (poll(&p, 1, 200) == 1 && jc__io_read_frame(fds[i], &b, &type, NULL, 1000) == 0 &&
+		    type == JC_MSG_ERROR) {
+			int code = 0;
+			char *msg = NULL;
+			assert_int_equal(jc__decode_error(b.data, b.len, &code, &msg), 0);
+			assert_int_equal(code, JC_EBUSY);
+			assert_non_null(strstr(msg, "request buffers are full"));
+			free(msg);
+			refused++;
+		}
+		close(fds[i]);
+	}
+	close(hfd);
+	jc__buf_free(&b);
+	free(src);
+	fprintf(stderr, "queued requests: %d clients sent %u MiB each behind a hung worker; daemon RSS "
+		"%ld MiB before, peak %ld MiB (+%ld MiB); %d refused (EBUSY)\n", QUEUED_CONNS,
+		QUEUED_SIZE >> 20, base >> 10, hwm >> 10, (hwm - base) >> 10, refused);
+	assert_true(refused >= QUEUED_CONNS - 4);
+	assert_true(hwm - base < 128 * 1024);
+}
+
 /* Every line of the daemon's log is one line of its own: client strings with
  * a newline or an escape are written escaped. */
 static void test_log_injection(void **state)
@@ -824,6 +897,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_request_flood, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_unread_replies_flood, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_abandoned_requests, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_queued_requests_budget, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_log_injection, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_lowered_names_in_request_order, jct_setup,
 						jct_teardown),
