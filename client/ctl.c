@@ -24,6 +24,7 @@
 #include "doctor.h"
 #include "inspect.h"
 #include "includes.h"
+#include "log.h"
 #include "util.h"
 
 #define ADMIN_TIMEOUT_MS 120000
@@ -297,18 +298,23 @@ static int run_request(jc_request *req, const char *out_path, const char *source
 	if (res)
 		print_status(res);
 	if (rc == JC_ECOMPILE) {
-		fputs(jc_result_log(res), stderr);
+		jc__escape_fputs(jc_result_log(res), stderr);
 		die(1, "%s failed", what);
 	} else if (rc != 0) {
 		die(1, "%s (%s)", jc_client_errmsg(c), jc_strerror(rc));
 	} else {
 		/* Warnings of a successful compile. */
 		const char *log = jc_result_log(res);
-		if (*log)
-			fprintf(stderr, "%s%s", log, log[strlen(log) - 1] == '\n' ? "" : "\n");
+		jc__escape_fputs(log, stderr);
+		if (*log && log[strlen(log) - 1] != '\n')
+			fputc('\n', stderr);
 		const char *expr, *lowered;
-		for (size_t i = 0; jc_result_lowered_at(res, i, &expr, &lowered) == 0; i++)
-			printf("%s\t%s\n", expr, lowered);
+		for (size_t i = 0; jc_result_lowered_at(res, i, &expr, &lowered) == 0; i++) {
+			jc__escape_fputs(expr, stdout);
+			putchar('\t');
+			jc__escape_fputs(lowered, stdout);
+			putchar('\n');
+		}
 		fflush(stdout);
 		size_t size;
 		const char *data = jc_result_data(res, &size);
@@ -1003,9 +1009,13 @@ static int cmd_admin(const char *command, int argc, char **argv)
 			       "LAST ACCESS", "SOURCE");
 			for (size_t i = 0; i < reply.n_rec; i++) {
 				const struct jc_record *r = &reply.rec[i];
-				printf("%-32s  %-8s  %-10s  %10" PRId64 "  %6" PRId64 "  %-19s  %s\n", gets_(r, "key"),
+				printf("%-32s  %-8s  %-10s  %10" PRId64 "  %6" PRId64 "  %-19s  ", gets_(r, "key"),
 				       gets_(r, "kind"), gets_(r, "arch"), geti(r, "size"), geti(r, "hits"),
-				       when(geti(r, "last_access")), gets_(r, "source_name"));
+				       when(geti(r, "last_access")));
+				/* Names and logs are other clients' words: never an escape
+				 * sequence on this terminal. */
+				jc__escape_fputs(gets_(r, "source_name"), stdout);
+				putchar('\n');
 			}
 		} else {
 			for (size_t i = 0; i < reply.n_rec; i++) {
@@ -1014,8 +1024,11 @@ static int cmd_admin(const char *command, int argc, char **argv)
 					const struct jc_kv *kv = &r->kv[k];
 					if (strcmp(kv->name, "log") == 0)
 						continue;
-					if (!kv->is_int)
-						printf("%-12s %s\n", kv->name, kv->s);
+					if (!kv->is_int) {
+						printf("%-12s ", kv->name);
+						jc__escape_fputs(kv->s, stdout);
+						putchar('\n');
+					}
 					else if (kv->i > 0 && (strcmp(kv->name, "created") == 0 ||
 							       strcmp(kv->name, "last_access") == 0 ||
 							       strcmp(kv->name, "expires") == 0))
@@ -1024,8 +1037,12 @@ static int cmd_admin(const char *command, int argc, char **argv)
 						printf("%-12s %" PRId64 "\n", kv->name, kv->i);
 				}
 				const char *log = gets_(r, "log");
-				if (*log)
-					printf("log:\n%s%s", log, log[strlen(log) - 1] == '\n' ? "" : "\n");
+				if (*log) {
+					fputs("log:\n", stdout);
+					jc__escape_fputs(log, stdout);
+					if (log[strlen(log) - 1] != '\n')
+						putchar('\n');
+				}
 			}
 		}
 		if (reply.message && !json)

@@ -5,11 +5,14 @@
 #include <inttypes.h>
 
 #include "artifact.h"
+#include "log.h"
 #include "util.h"
 
 static void text_kernel(FILE *f, const struct jc_art_kernel *k)
 {
-	fprintf(f, "    kernel %s", k->name);
+	/* Names and strings from the file: never an escape sequence here. */
+	fputs("    kernel ", f);
+	jc__escape_fputs(k->name, f);
 	const char *sep = ": ";
 	if (k->registers >= 0)
 		fprintf(f, "%s%" PRId32 " registers", sep, k->registers), sep = ", ";
@@ -31,14 +34,19 @@ static void text(FILE *f, const char *source, const struct jc_artifact *a)
 	fputc('\n', f);
 	for (size_t i = 0; i < a->n_images; i++) {
 		const struct jc_art_image *im = &a->images[i];
-		fprintf(f, "  %-12s %-6s %" PRIu64 " bytes", im->target[0] ? im->target : "?",
-			jc__art_kind_name(im->kind), im->size);
+		char target[4 * sizeof(im->target)];
+		jc__log_escape(im->target[0] ? im->target : "?", target, sizeof(target));
+		fprintf(f, "  %-12s %-6s %" PRIu64 " bytes", target, jc__art_kind_name(im->kind), im->size);
 		if (im->compression[0])
 			fprintf(f, " (%s, %" PRIu64 " stored)", im->compression, im->stored_size);
-		if (im->ptx_isa[0])
-			fprintf(f, ", PTX ISA %s", im->ptx_isa);
-		if (im->producer[0])
-			fprintf(f, ", %s", im->producer);
+		if (im->ptx_isa[0]) {
+			fputs(", PTX ISA ", f);
+			jc__escape_fputs(im->ptx_isa, f);
+		}
+		if (im->producer[0]) {
+			fputs(", ", f);
+			jc__escape_fputs(im->producer, f);
+		}
 		if (!im->decoded)
 			fputs(", not decoded", f);
 		fprintf(f, ", %zu kernel%s\n", im->n_kernels, im->n_kernels == 1 ? "" : "s");

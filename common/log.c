@@ -54,6 +54,24 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 	return len;
 }
 
+/* How to write the character at p (n bytes left): *len bytes from *src;
+ * returns the bytes of p it stands for. keep_lines: newline and tab are
+ * written as they are. */
+static size_t escape_at(const unsigned char *p, size_t n, int keep_lines, char esc[5],
+			const char **src, size_t *len)
+{
+	size_t u = p[0] >= 0x80 ? utf8_len(p, n)
+		 : (p[0] >= 0x20 && p[0] != 0x7f) || (keep_lines && (p[0] == '\n' || p[0] == '\t'));
+	*src = (const char *)p;
+	*len = u;
+	if (u)
+		return u;
+	snprintf(esc, 5, "\\x%02x", p[0]);
+	*src = esc;
+	*len = 4;
+	return 1;
+}
+
 size_t jc__log_escape(const char *in, char *out, size_t cap)
 {
 	const unsigned char *p = (const unsigned char *)in;
@@ -61,16 +79,9 @@ size_t jc__log_escape(const char *in, char *out, size_t cap)
 	if (!cap)
 		return 0;
 	for (size_t i = 0; i < n;) {
-		size_t u = p[i] >= 0x80 ? utf8_len(p + i, n - i) : p[i] >= 0x20 && p[i] != 0x7f;
 		char esc[5];
-		const char *src = (const char *)p + i;
-		size_t len = u;
-		if (!u) {
-			snprintf(esc, sizeof(esc), "\\x%02x", p[i]);
-			src = esc;
-			len = 4;
-			u = 1;
-		}
+		const char *src;
+		size_t len, u = escape_at(p + i, n - i, 0, esc, &src, &len);
 		if (o + len >= cap)
 			break;
 		memcpy(out + o, src, len);
@@ -79,6 +90,19 @@ size_t jc__log_escape(const char *in, char *out, size_t cap)
 	}
 	out[o] = '\0';
 	return o;
+}
+
+void jc__escape_fputs(const char *s, FILE *f)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		char esc[5];
+		const char *src;
+		size_t len;
+		i += escape_at(p + i, n - i, 1, esc, &src, &len);
+		fwrite(src, 1, len, f);
+	}
 }
 
 void jc__log(int level, enum jc_log_group group, const char *fmt, ...)

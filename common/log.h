@@ -7,6 +7,7 @@
 #ifndef JC_LOG_H
 #define JC_LOG_H
 
+#include <stdio.h>
 #include <stddef.h>
 #include <syslog.h>
 
@@ -31,6 +32,11 @@ int jc__log_parse_level(const char *s);
  * client-supplied string in a log line is escaped. Thread-safe.
  */
 size_t jc__log_escape(const char *in, char *out, size_t cap);
+/* Writes s (NUL-terminated) to f escaped as by jc__log_escape(), except that
+ * newlines and tabs stay: for text from a daemon or a file (source names,
+ * compile logs, kernel names) printed on a terminal, where an escape
+ * sequence would act. Thread-safe as stdio is. */
+void jc__escape_fputs(const char *s, FILE *f);
 /* Formats and writes one line to stderr, escaped as by jc__log_escape(). */
 void jc__log(int level, enum jc_log_group group, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

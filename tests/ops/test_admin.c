@@ -278,10 +278,41 @@ static void test_periodic_gc(void **state)
 	free(log);
 }
 
+/* Source names and compile logs are other clients' words: ls and show
+ * print them with escape sequences (ESC, a C1 CSI) written as \xNN, their
+ * lines kept. */
+static void test_terminal_escapes(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char key[33];
+	jct_daemon_start(d, NULL);
+	/* A source line NVRTC quotes in its log, an ESC in it. */
+	static const char src[] = "extern \"C\" __global__ void k() { int x = \"\x1b]0;pwned\x07\"; }\n";
+	jc_request *r = jct_request_src("evil\xc2\x9b" "2J.cu", src, "sm_90");
+	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
+	snprintf(key, sizeof(key), "%s", jc_result_key(res));
+	jc_result_free(res);
+	jc_request_free(r);
+	const char *ls[] = {"ls", NULL}, *show[] = {"show", key, NULL};
+	char *out = opst_ctl(d, 0, NULL, ls);
+	assert_has(out, "evil\\xc2\\x9b2J.cu");
+	assert_null(strstr(out, "\xc2\x9b"));
+	free(out);
+	out = opst_ctl(d, 0, NULL, show);
+	fprintf(stderr, "show of a hostile entry:\n%s", out);
+	assert_has(out, "evil\\xc2\\x9b2J.cu");
+	assert_has(out, "log:\n");
+	assert_has(out, "\\x1b]0;pwned\\x07");
+	assert_null(strchr(out, 0x1b));
+	assert_null(strchr(out, 0x07));
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ls_and_show, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_terminal_escapes, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_quarantines, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_gc_grace, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_periodic_gc, jct_setup, jct_teardown),
