@@ -23,6 +23,7 @@
 #include "key.h"
 #include "log.h"
 #include "pool.h"
+#include "remote.h"
 #include "retry.h"
 
 /* Limits of one include scan: entries recorded, bytes of one header. */
@@ -252,6 +253,8 @@ static void flight_free(struct jc_flight *f)
 			*p = f->next;
 			break;
 		}
+	if (d->remote)
+		jc__remote_done(d->remote, f->key); /* a fleet lock not handed to a publish */
 	while (f->waiters) {
 		struct jc_waiter *w = f->waiters;
 		f->waiters = w->next;
@@ -378,12 +381,26 @@ static void publish_work_cb(uv_work_t *work)
 	pthread_mutex_unlock(&d->wlock);
 }
 
+/* Write-back: a result compiled here goes to the remote tier, off the
+ * request path (remote.h). */
+static void publish_remote(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	char meta[1024];
+	snprintf(meta, sizeof(meta), "arch=%s source=%s app_abi=%s toolchain=%s",
+		 f->req.arch ? f->req.arch : "", f->req.source_name ? f->req.source_name : "",
+		 f->req.app_abi ? f->req.app_abi : "", d->tc.summary);
+	jc__remote_publish(d->remote, f->key, &f->res, meta);
+}
+
 static void publish_after_cb(uv_work_t *work, int status)
 {
 	struct jc_flight *f = work->data;
 	struct jc_daemon *d = f->d;
 	int stored = f->publish_rc == 0 && f->res.status == 0;
 	(void)status;
+	if (stored && !f->uncached && !f->remote_hit && d->remote)
+		publish_remote(f);
 	memcache_forget(d, f->key);
 	if (f->uncached) {
 		char hex[33];
@@ -444,6 +461,43 @@ struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 	return f;
 }
 
+static void flight_queue(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	if (d->queue_tail)
+		d->queue_tail->qnext = f;
+	else
+		d->queue_head = f;
+	d->queue_tail = f;
+	jc__pool_dispatch(d);
+}
+
+/* Read-through: the remote tier's answer for a flight's key. A verified
+ * value is published locally as a compile's result would be, then served;
+ * anything else compiles. */
+static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
+{
+	struct jc_flight *f = arg;
+	struct jc_daemon *d = f->d;
+	if (d->stopping) {
+		f->res.status = JC_EBUSY;
+		f->res.message = strdup("daemon is shutting down");
+		flight_finish(f);
+		return;
+	}
+	if (rc != 0) {
+		flight_queue(f);
+		return;
+	}
+	jc__res_clear(&f->res);
+	f->res = *res;
+	jc__res_init(res);
+	f->remote_hit = 1;
+	f->work.data = f;
+	if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) != 0)
+		flight_finish(f); /* served, not stored */
+}
+
 /* Starts a compile for key; takes *req and *inc (set to NULL) on success.
  * bad_object (or NULL) names the object of the row it replaces, which failed
  * its checks. */
@@ -471,13 +525,10 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		flight_free(f);
 		return JC_ENOMEM;
 	}
-	if (d->queue_tail)
-		d->queue_tail->qnext = f;
-	else
-		d->queue_head = f;
-	d->queue_tail = f;
 	count(d, JC_CTR_misses, 1);
-	jc__pool_dispatch(d);
+	/* Local miss: the remote tier first, unless the local object was bad. */
+	if (!d->remote || bad_object || jc__remote_lookup(d->remote, key, remote_lookup_cb, f) != 0)
+		flight_queue(f);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "latency.h"
 #include "manifest.h"
 #include "proto.h"
+#include "remote.h"
 #include "req.h"
 #include "store.h"
 #include "toolchain.h"
@@ -39,6 +40,7 @@ struct jc_config {
 	size_t n_allow_uids;
 	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
+	struct jc_remote_config remote; /* the remote tier (remote.h) */
 };
 
 
@@ -72,6 +74,7 @@ struct jc_flight {
 	 * files its key covers, re-checked before publishing (includes.h). */
 	struct jc_inc_set *inc;
 	int uncached;             /* an include file changed: served, not stored */
+	int remote_hit;           /* res came from the remote tier, not a worker */
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -139,6 +142,7 @@ struct jc_daemon {
 	uint64_t poll_until_ns;
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
+	struct jc_remote *remote; /* the remote tier; NULL without --remote */
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	int n_conns;              /* how many are in conns */
 };
