@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
 #include <zstd.h>
 
 #include "jitcache/jitcache.h"
@@ -69,7 +70,17 @@ int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t 
 	uint8_t *v = malloc(cap);
 	if (!v)
 		return JC_ENOMEM;
-	size_t zlen = ZSTD_compress(v + HDR + mlen, bound, frame, frame_len, ZSTD_LEVEL);
+	/* With its content checksum (XXH64, checked by ZSTD_decompress): the
+	 * lowered names and log are covered as well as the artifact. */
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	size_t zlen = cctx ? ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL) : 0;
+	if (cctx && !ZSTD_isError(zlen))
+		zlen = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	if (cctx && !ZSTD_isError(zlen))
+		zlen = ZSTD_compress2(cctx, v + HDR + mlen, bound, frame, frame_len);
+	ZSTD_freeCCtx(cctx);
+	if (!cctx)
+		zlen = (size_t)-1;
 	if (ZSTD_isError(zlen)) {
 		free(v);
 		return JC_ENOMEM;
@@ -133,9 +144,10 @@ int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t le
 			return reject(why, whylen, "bad signature");
 	}
 	const uint8_t *z = val + HDR + mlen;
-	unsigned long long fsize = ZSTD_getFrameContentSize(z, zlen);
-	if (fsize != raw || raw < JC_FRAME_HDR)
-		return reject(why, whylen, "compressed frame does not declare its size");
+	ZSTD_frameHeader fh;
+	if (ZSTD_getFrameHeader(&fh, z, zlen) != 0 || fh.frameType != ZSTD_frame ||
+	    fh.frameContentSize != raw || !fh.checksumFlag || raw < JC_FRAME_HDR)
+		return reject(why, whylen, "compressed frame does not declare its size and checksum");
 	uint8_t *body = malloc(raw);
 	if (!body)
 		return reject(why, whylen, "out of memory");

@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The remote tier against a real redis-server (started here on a Unix socket
+ * or a free loopback port in a mkdtemp directory): daemons with separate
+ * cache directories sharing one Redis, tampered values, read-only mode,
+ * Redis killed, stopped (SIGSTOP) and full under load, and the fleet single
+ * flight. Every artifact served is compared with NVRTC's own output for the
+ * source, compiled in this process. Exits 77 when redis-server is absent.
+ *
+ * Helpers are this binary run again as `--helper client ...` (robust.h).
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "redis_fx.h"
+#include "robust.h"
+
+#define MAX_DAEMONS 4
+
+struct rfx {
+	struct jct_fx *fx;               /* references, temp root */
+	struct jc_test_daemon d[MAX_DAEMONS];
+	struct jct_redis redis;
+	char secret[2][320];             /* two secret files */
+};
+
+static struct rfx *rfx_new(void **state, const char *spec, int tcp, const char *const *redis_extra)
+{
+	struct rfx *x = calloc(1, sizeof(*x));
+	void *fx;
+	assert_non_null(x);
+	jct_fx_new(&fx, spec);
+	x->fx = fx;
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		jct_daemon_init(&x->d[i]);
+	for (int i = 0; i < 2; i++) {
+		snprintf(x->secret[i], sizeof(x->secret[i]), "%s/secret%d", x->fx->d.dir, i);
+		char s[64];
+		snprintf(s, sizeof(s), "fleet secret number %d, 32+ bytes long!\n", i);
+		jct_write_file(x->secret[i], s, strlen(s));
+		chmod(x->secret[i], 0600);
+	}
+	jct_redis_start(&x->redis, x->fx->d.dir, tcp, redis_extra);
+	*state = x;
+	return x;
+}
+
+static int rfx_free(void **state)
+{
+	struct rfx *x = *state;
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		jct_daemon_cleanup(&x->d[i]);
+	jct_redis_cleanup(&x->redis);
+	void *fx = x->fx;
+	jct_fx_free(&fx);
+	free(x);
+	return 0;
+}
+
+/* Starts daemon i on the fixture's Redis with more flags (NULL-terminated). */
+static void start(struct rfx *x, int i, ...)
+{
+	const char *flags[24] = {"--remote", x->redis.url, "--log-level", "info"};
+	int n = 4;
+	va_list ap;
+	va_start(ap, i);
+	for (const char *f; n < 23 && (f = va_arg(ap, const char *));)
+		flags[n++] = f;
+	va_end(ap);
+	flags[n] = NULL;
+	jct_daemon_start(&x->d[i], flags);
+}
+
+/* Fetches pool variant v from daemon d; checks it against NVRTC's output
+ * (status, bytes, lowered name) and returns the cache status; the key's
+ * hex goes to key (33 bytes) when not NULL. */
+static int fetch(struct rfx *x, const struct jc_test_daemon *d, int v, char *key)
+{
+	const struct jct_pool *p = &x->fx->pool;
+	jc_client *c = jct_connect(d);
+	jc_request *r = jct_variant_request(&p->v[v]);
+	jc_result *res = NULL;
+	uint64_t wrong = 0;
+	int rc = jc_compile(c, r, &res);
+	if (rc != 0)
+		fprintf(stderr, "%s: %s\n", p->v[v].name, jc_client_errmsg(c));
+	assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "fetch", &wrong), 0);
+	assert_int_equal(wrong, 0);
+	int status = (int)jc_result_cache_status(res);
+	if (key)
+		snprintf(key, 33, "%s", jc_result_key(res));
+	jc_result_free(res);
+	jc_request_free(r);
+	jc_client_close(c);
+	return status;
+}
+
+/* Waits (at most 10 s) until stat key of d is at least min; returns it. */
+static int64_t wait_stat(const struct jc_test_daemon *d, const char *key, int64_t min)
+{
+	double end = jct_now_s() + 10;
+	int64_t v;
+	while ((v = jct_stat(d, key)) < min && jct_now_s() < end)
+		usleep(20000);
+	return v;
+}
+
+/* The string stat key of d into out (outlen bytes). */
+static void stat_str(const struct jc_test_daemon *d, const char *key, char *out, size_t outlen)
+{
+	char *json = NULL, pat[96];
+	const char *args[] = {"stats", "--json", NULL};
+	assert_int_equal(jct_ctl(d, &json, NULL, args), 0);
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	char *p = strstr(json, pat);
+	assert_non_null(p);
+	p += strlen(pat);
+	size_t n = strcspn(p, "\"");
+	snprintf(out, outlen, "%.*s", (int)n, p);
+	free(json);
+}
+
+/* Waits (at most timeout_s) until d's remote_state is want; returns 1 if so. */
+static int wait_state(const struct jc_test_daemon *d, const char *want, double timeout_s)
+{
+	double end = jct_now_s() + timeout_s;
+	char st[32] = "";
+	do {
+		stat_str(d, "remote_state", st, sizeof(st));
+		if (strcmp(st, want) == 0)
+			return 1;
+		usleep(50000);
+	} while (jct_now_s() < end);
+	fprintf(stderr, "remote_state is %s, not %s\n", st, want);
+	return 0;
+}
+
+static void purge_all(const struct jc_test_daemon *d)
+{
+	const char *args[] = {"purge", "--all", NULL};
+	assert_int_equal(jct_ctl(d, NULL, NULL, args), 0);
+}
+
+/* The stored value of a cache key (hex) as a reply (caller frees); NULL reply
+ * type nil when absent. */
+static redisReply *value_of(struct rfx *x, const char *key)
+{
+	return jct_redis_cmd(&x->redis, "GET jc:{%s}", key);
+}
+
+static void set_value(struct rfx *x, const char *key, const void *v, size_t len)
+{
+	redisReply *r = jct_redis_cmd(&x->redis, "SET jc:{%s} %b", key, v, len);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+/* A compiles; B, with its own cache directory, is served the same bytes and
+ * lowered names from Redis without compiling, then from its own cache. */
+static void test_two_daemons(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", 0, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	char key[33];
+	assert_int_equal(fetch(x, a, 0, key), JC_MISS);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	assert_int_equal(jct_stat(a, "remote_misses"), 1);
+	/* The value: TTL about 30 days. */
+	redisReply *ttl = jct_redis_cmd(&x->redis, "PTTL jc:{%s}", key);
+	assert_true(ttl->integer > 29LL * 86400 * 1000 && ttl->integer <= 30LL * 86400 * 1000);
+	freeReplyObject(ttl);
+
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS); /* a local miss, served from Redis */
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	assert_true(jct_stat(b, "remote_bytes_in") > 0);
+	assert_int_equal(jct_stat(b, "remote_publishes"), 0); /* a remote hit is not sent back */
+	assert_int_equal(fetch(x, b, 0, NULL), JC_HIT);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	/* And the other way round. */
+	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), 1);
+	assert_int_equal(wait_stat(b, "remote_publishes", 1), 1);
+	assert_int_equal(fetch(x, a, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(jct_stat(a, "remote_hits"), 1);
+	char st[32];
+	stat_str(a, "remote_state", st, sizeof(st));
+	assert_string_equal(st, "up");
+	printf("two daemons: A compiled 1, B served from Redis with 0 compiles, then a local hit\n");
+}
+
+/* Values changed in Redis are rejected, counted and logged once per key; the
+ * request compiles (and the good value replaces the bad one). */
+static void test_tamper(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", 0, NULL);
+	struct jc_test_daemon *b = &x->d[0], *c = &x->d[1], *u = &x->d[2];
+	start(x, 0, "--remote-secret-file", x->secret[0], NULL);
+	char k0[33], k1[33], k2[33];
+	assert_int_equal(fetch(x, b, 0, k0), JC_MISS);
+	assert_int_equal(fetch(x, b, 1, k1), JC_MISS);
+	int64_t pub = wait_stat(b, "remote_publishes", 2);
+	assert_int_equal(pub, 2);
+	int64_t compiles = 2, rejected = 0;
+
+	/* 1. A flipped byte in the middle. */
+	redisReply *v = value_of(x, k0);
+	assert_int_equal(v->type, REDIS_REPLY_STRING);
+	v->str[v->len / 2] ^= 0x20;
+	set_value(x, k0, v->str, v->len);
+	freeReplyObject(v);
+	purge_all(b);
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
+	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+	pub++;
+	assert_int_equal(wait_stat(b, "remote_publishes", pub), pub);
+
+	/* 2. Another key's (good, signed) value. */
+	v = value_of(x, k1);
+	set_value(x, k0, v->str, v->len);
+	freeReplyObject(v);
+	purge_all(b);
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
+	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+	pub++;
+	assert_int_equal(wait_stat(b, "remote_publishes", pub), pub);
+
+	/* 3. Truncated. */
+	v = value_of(x, k0);
+	set_value(x, k0, v->str, v->len - 7);
+	freeReplyObject(v);
+	purge_all(b);
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
+	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+	pub++;
+	assert_int_equal(wait_stat(b, "remote_publishes", pub), pub);
+
+	/* 4. Signed with another secret: C rejects B's value and writes its own,
+	 * which B rejects. */
+	start(x, 1, "--remote-secret-file", x->secret[1], NULL);
+	assert_int_equal(fetch(x, c, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(c, "compiles"), 1);
+	assert_int_equal(jct_stat(c, "remote_rejected"), 1);
+	assert_int_equal(wait_stat(c, "remote_publishes", 1), 1);
+	purge_all(b);
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
+	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+
+	/* 5. Unsigned: U (no secret) writes one, B rejects it. */
+	start(x, 2, NULL);
+	assert_int_equal(fetch(x, u, 2, k2), JC_MISS);
+	assert_int_equal(wait_stat(u, "remote_publishes", 1), 1);
+	assert_int_equal(fetch(x, b, 2, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
+	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+
+	/* 6. Not a value at all. */
+	set_value(x, k1, "hello", 5);
+	purge_all(b);
+	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+	assert_int_equal(jct_stat(b, "remote_hits"), 0);
+
+	/* Logged once per key, however often it was rejected; the secret never. */
+	char line[96];
+	snprintf(line, sizeof(line), "key %s: value from", k0);
+	assert_int_equal(jct_log_count(b, line), 1);
+	assert_int_equal(jct_log_count(b, "fleet secret"), 0);
+	assert_int_equal(jct_log_count(b, ": value from"), 3); /* k0, k2, k1 */
+	snprintf(line, sizeof(line), "key %s: value from", k2);
+	assert_int_equal(jct_log_count(b, line), 1);
+	assert_true(jct_log_count(b, "unsigned (a secret is configured)") == 1);
+	printf("tamper: %lld values rejected (flipped byte, other key, truncated, other secret, "
+	       "unsigned, garbage), %lld compiles, 0 served\n", (long long)rejected,
+	       (long long)compiles);
+}
+
+/* A read-only daemon reads hits and writes nothing: no value, lock or probe. */
+static void test_read_only(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", 0, NULL);
+	struct jc_test_daemon *a = &x->d[0], *ro = &x->d[1];
+	start(x, 0, NULL);
+	char k1[33];
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	long long before = jct_redis_dbsize(&x->redis);
+	start(x, 1, "--remote-read-only", NULL);
+	assert_int_equal(fetch(x, ro, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(ro, "remote_hits"), 1);
+	assert_int_equal(fetch(x, ro, 1, k1), JC_MISS);
+	assert_int_equal(jct_stat(ro, "compiles"), 1);
+	usleep(300000); /* a publish would have landed by now */
+	assert_int_equal(jct_stat(ro, "remote_publishes"), 0);
+	redisReply *e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s} jc:{%s}:lock", k1, k1);
+	assert_int_equal(e->integer, 0);
+	freeReplyObject(e);
+	assert_int_equal(jct_redis_dbsize(&x->redis), before);
+	char st[32];
+	stat_str(ro, "remote_state", st, sizeof(st));
+	assert_string_equal(st, "up");
+	assert_int_equal(jct_stat(ro, "remote_read_only"), 1);
+	printf("read-only: 1 remote hit, 1 compile, 0 keys written (DBSIZE %lld before and after)\n",
+	       before);
+}
+
+/* Redis SIGKILLed in the middle of a load of 16 client processes on each of
+ * two daemons, and started again: no client error, no wrong byte; the tier
+ * comes back by itself. */
+static void test_killed_under_load(void **state)
+{
+	char spec[512];
+	size_t n = 0;
+	for (int i = 0; i < 24; i++)
+		n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:%d,", 100 + i);
+	n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:200");
+	struct rfx *x = rfx_new(state, spec, 0, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, "--remote-timeout-ms", "500", NULL);
+	start(x, 1, "--remote-timeout-ms", "500", NULL);
+	/* The load leaves out the last variant (the recovery check's). */
+	char load[512];
+	snprintf(load, sizeof(load), "%.*s", (int)(strrchr(spec, ',') - spec), spec);
+	struct jct_clients ca, cb;
+	double t0 = jct_now_s();
+	jct_clients_start(a, x->fx->refdir, load, 16, 12, 11, &ca);
+	jct_clients_start(b, x->fx->refdir, load, 16, 12, 911, &cb);
+	usleep(400000);
+	jct_redis_kill(&x->redis);
+	double killed = jct_now_s() - t0;
+	usleep(1500000);
+	jct_redis_restart(&x->redis);
+	struct jct_tally ta, tb;
+	jct_clients_finish(&ca, &ta);
+	jct_clients_finish(&cb, &tb);
+	printf("redis killed at %.1f s under load: %llu requests, %llu errors, %llu wrong bytes; "
+	       "remote errors %lld + %lld, remote hits %lld + %lld; %.1f s\n", killed,
+	       (unsigned long long)(ta.requests + tb.requests),
+	       (unsigned long long)(ta.errors + tb.errors), (unsigned long long)(ta.wrong + tb.wrong),
+	       (long long)jct_stat(a, "remote_errors"), (long long)jct_stat(b, "remote_errors"),
+	       (long long)jct_stat(a, "remote_hits"), (long long)jct_stat(b, "remote_hits"),
+	       jct_now_s() - t0);
+	assert_int_equal(ta.failed_exits + tb.failed_exits, 0);
+	assert_int_equal(ta.requests + tb.requests, 2 * 16 * 12);
+	assert_int_equal(ta.errors + tb.errors, 0);
+	assert_int_equal(ta.wrong + tb.wrong, 0);
+	assert_true(jct_stat(a, "remote_errors") + jct_stat(b, "remote_errors") > 0);
+	/* Recovery, by itself: both up again, and a new result goes through Redis. */
+	assert_true(wait_state(a, "up", 12));
+	assert_true(wait_state(b, "up", 12));
+	int last = x->fx->pool.n - 1;
+	int64_t pub = jct_stat(a, "remote_publishes"), hits = jct_stat(b, "remote_hits");
+	assert_int_equal(fetch(x, a, last, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", pub + 1), pub + 1);
+	assert_int_equal(fetch(x, b, last, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "remote_hits"), hits + 1);
+}
+
+/* Redis stopped (SIGSTOP): every request completes within the op timeout
+ * plus its compile; once down, requests do not wait at all; SIGCONT and the
+ * tier is up again. */
+static void test_stopped(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3,0:4,0:5", 1, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	const double timeout = 0.3, slack = 0.5;
+	start(x, 0, "--remote-timeout-ms", "300", NULL);
+	start(x, 1, "--remote-timeout-ms", "300", NULL);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	kill(x->redis.pid, SIGSTOP);
+	double worst = 0;
+	for (int v = 0; v < 6; v++) {
+		const struct jct_pool *p = &x->fx->pool;
+		jc_client *c = jct_connect(b);
+		jc_request *r = jct_variant_request(&p->v[v]);
+		jc_result *res = NULL;
+		uint64_t wrong = 0;
+		double t = jct_now_s();
+		int rc = jc_compile(c, r, &res);
+		double took = jct_now_s() - t;
+		assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "stopped", &wrong), 0);
+		double compile = (double)jc_result_time_ns(res, JC_TIME_COMPILE) / 1e9;
+		printf("redis stopped: request %d took %.3f s (compile %.3f s)\n", v, took, compile);
+		assert_true(took <= timeout + compile + slack);
+		if (took - compile > worst)
+			worst = took - compile;
+		jc_result_free(res);
+		jc_request_free(r);
+		jc_client_close(c);
+	}
+	assert_int_equal(jct_stat(b, "compiles"), 6);
+	assert_int_equal(jct_stat(b, "remote_hits"), 0);
+	assert_true(wait_state(b, "down", 3));
+	kill(x->redis.pid, SIGCONT);
+	assert_true(wait_state(b, "up", 12));
+	assert_int_equal(jct_stat(b, "corrupt_objects"), 0);
+	printf("redis stopped: worst wait beyond the compile %.3f s (op timeout %.1f s)\n", worst,
+	       timeout);
+}
+
+/* Start-up does not need Redis: nothing listens on the URL's port. */
+static void test_no_redis_at_start(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", 1, NULL);
+	jct_redis_kill(&x->redis);
+	start(x, 0, NULL);
+	assert_int_equal(fetch(x, &x->d[0], 0, NULL), JC_MISS);
+	assert_int_equal(fetch(x, &x->d[0], 0, NULL), JC_HIT);
+	assert_true(wait_state(&x->d[0], "down", 5));
+	assert_true(jct_stat(&x->d[0], "remote_errors") >= 3);
+	jct_redis_restart(&x->redis);
+	assert_true(wait_state(&x->d[0], "up", 12));
+}
+
+/* Redis full under noeviction: publishes fail (counted), nothing else. */
+static void test_full(void **state)
+{
+	static const char *const full[] = {"--maxmemory-policy", "noeviction", NULL};
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3", 0, full);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	/* Full: maxmemory set below what it holds, so that every write that
+	 * needs memory is refused (as a fleet's Redis at its limit would). */
+	static char junk[64 << 10];
+	memset(junk, 'j', sizeof(junk));
+	for (int i = 0; i < 16; i++)
+		freeReplyObject(jct_redis_cmd(&x->redis, "SET junk:%d %b", i, junk, sizeof(junk)));
+	redisReply *info = jct_redis_cmd(&x->redis, "INFO memory");
+	const char *um = strstr(info->str, "used_memory:");
+	assert_non_null(um);
+	long long used = atoll(um + strlen("used_memory:"));
+	freeReplyObject(info);
+	freeReplyObject(jct_redis_cmd(&x->redis, "CONFIG SET maxmemory %lld", used / 2));
+	redisReply *oom = jct_redis_cmd(&x->redis, "SET probe %b", junk, (size_t)100);
+	assert_int_equal(oom->type, REDIS_REPLY_ERROR);
+	assert_non_null(strstr(oom->str, "OOM"));
+	freeReplyObject(oom);
+	int64_t errors = jct_stat(a, "remote_errors");
+	for (int v = 1; v < 4; v++)
+		assert_int_equal(fetch(x, a, v, NULL), JC_MISS);
+	usleep(300000);
+	assert_int_equal(jct_stat(a, "remote_publishes"), 1);
+	assert_true(jct_stat(a, "remote_errors") >= errors + 3);
+	char st[32];
+	stat_str(a, "remote_state", st, sizeof(st));
+	assert_string_equal(st, "up"); /* the server answers: no back-off */
+	/* Reads still work: B gets the value stored before Redis filled up. */
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), 1);
+	printf("redis full: 3 publishes refused (remote_errors %lld), every request served\n",
+	       (long long)jct_stat(a, "remote_errors"));
+}
+
+/* 4 daemons x 16 client processes cold on one key: one compile in all. */
+static void test_fleet_single_flight(void **state)
+{
+	struct rfx *x = rfx_new(state, "2:7", 0, NULL);
+	struct jct_clients cl[MAX_DAEMONS];
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		start(x, i, NULL);
+	double t0 = jct_now_s();
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		jct_clients_start(&x->d[i], x->fx->refdir, "2:7", 16, 1, 5 + (unsigned)i, &cl[i]);
+	uint64_t requests = 0, errors = 0, wrong = 0;
+	int64_t compiles = 0, hits = 0;
+	for (int i = 0; i < MAX_DAEMONS; i++) {
+		struct jct_tally t;
+		jct_clients_finish(&cl[i], &t);
+		assert_int_equal(t.failed_exits, 0);
+		requests += t.requests;
+		errors += t.errors;
+		wrong += t.wrong;
+		compiles += jct_stat(&x->d[i], "compiles");
+		hits += jct_stat(&x->d[i], "remote_hits");
+	}
+	printf("fleet single flight: %d daemons, %llu requests, %llu errors, %llu wrong bytes, "
+	       "%lld compile(s), %lld remote hits; %.1f s\n", MAX_DAEMONS,
+	       (unsigned long long)requests, (unsigned long long)errors, (unsigned long long)wrong,
+	       (long long)compiles, (long long)hits, jct_now_s() - t0);
+	assert_int_equal(requests, MAX_DAEMONS * 16);
+	assert_int_equal(errors, 0);
+	assert_int_equal(wrong, 0);
+	assert_int_equal(compiles, 1);
+	assert_int_equal(hits, MAX_DAEMONS - 1);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
+		return jct_helper_client(argv + 3);
+	if (!jct_redis_available()) {
+		printf("redis-server or redis-cli not found: skipped (scripts/setup.sh installs them)\n");
+		return 77;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
+		cmocka_unit_test_teardown(test_tamper, rfx_free),
+		cmocka_unit_test_teardown(test_read_only, rfx_free),
+		cmocka_unit_test_teardown(test_no_redis_at_start, rfx_free),
+		cmocka_unit_test_teardown(test_stopped, rfx_free),
+		cmocka_unit_test_teardown(test_full, rfx_free),
+		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
+		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
