@@ -591,8 +591,10 @@ int jc__redis_masters(const struct jc_redis *r)
 	uint8_t seen[JC_REDIS_MAX_NODES + 1] = {0};
 	int n = 0;
 	for (size_t s = 0; s < JC_REDIS_SLOTS; s++)
-		if (r->slot_node[s] && !seen[r->slot_node[s]]++)
+		if (r->slot_node[s] && !seen[r->slot_node[s]]) {
+			seen[r->slot_node[s]] = 1;
 			n++;
+		}
 	return n;
 }
 

@@ -32,11 +32,15 @@
 struct rfx {
 	struct jct_fx *fx;               /* references, temp root */
 	struct jc_test_daemon d[MAX_DAEMONS];
-	struct jct_redis redis;
+	struct jct_redis redis;          /* one server, or ... */
+	struct jct_cluster *cluster;     /* ... a cluster (NULL for one server) */
+	const char *url;                 /* --remote of either */
 	char secret[2][320];             /* two secret files */
 };
 
-static struct rfx *rfx_new(void **state, const char *spec, int tcp, const char *const *redis_extra)
+enum { ON_UNIX = 0, ON_TCP = 1, ON_CLUSTER = 2 };
+
+static struct rfx *rfx_new(void **state, const char *spec, int on, const char *const *redis_extra)
 {
 	struct rfx *x = calloc(1, sizeof(*x));
 	void *fx;
@@ -52,7 +56,16 @@ static struct rfx *rfx_new(void **state, const char *spec, int tcp, const char *
 		jct_write_file(x->secret[i], s, strlen(s));
 		chmod(x->secret[i], 0600);
 	}
-	jct_redis_start(&x->redis, x->fx->d.dir, tcp, redis_extra);
+	if (on == ON_CLUSTER) {
+		x->cluster = calloc(1, sizeof(*x->cluster));
+		assert_non_null(x->cluster);
+		*state = x;
+		jct_cluster_start(x->cluster);
+		x->url = x->cluster->url;
+		return x;
+	}
+	jct_redis_start(&x->redis, x->fx->d.dir, on == ON_TCP, redis_extra);
+	x->url = x->redis.url;
 	*state = x;
 	return x;
 }
@@ -63,6 +76,9 @@ static int rfx_free(void **state)
 	for (int i = 0; i < MAX_DAEMONS; i++)
 		jct_daemon_cleanup(&x->d[i]);
 	jct_redis_cleanup(&x->redis);
+	if (x->cluster)
+		jct_cluster_cleanup(x->cluster);
+	free(x->cluster);
 	void *fx = x->fx;
 	jct_fx_free(&fx);
 	free(x);
@@ -72,7 +88,7 @@ static int rfx_free(void **state)
 /* Starts daemon i on the fixture's Redis with more flags (NULL-terminated). */
 static void start(struct rfx *x, int i, ...)
 {
-	const char *flags[24] = {"--remote", x->redis.url, "--log-level", "info"};
+	const char *flags[24] = {"--remote", x->url, "--log-level", "info"};
 	int n = 4;
 	va_list ap;
 	va_start(ap, i);
@@ -173,9 +189,9 @@ static void set_value(struct rfx *x, const char *key, const void *v, size_t len)
  * lowered names from Redis without compiling, then from its own cache. */
 static void test_two_daemons(void **state)
 {
-	struct rfx *x = rfx_new(state, "0:0,0:1", 0, NULL);
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
 	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
-	start(x, 0, NULL);
+	start(x, ON_UNIX, NULL);
 	start(x, 1, NULL);
 	char key[33];
 	assert_int_equal(fetch(x, a, 0, key), JC_MISS);
@@ -212,7 +228,7 @@ static void test_two_daemons(void **state)
  * request compiles (and the good value replaces the bad one). */
 static void test_tamper(void **state)
 {
-	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", 0, NULL);
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", ON_UNIX, NULL);
 	struct jc_test_daemon *b = &x->d[0], *c = &x->d[1], *u = &x->d[2];
 	start(x, 0, "--remote-secret-file", x->secret[0], NULL);
 	char k0[33], k1[33], k2[33];
@@ -301,9 +317,9 @@ static void test_tamper(void **state)
 /* A read-only daemon reads hits and writes nothing: no value, lock or probe. */
 static void test_read_only(void **state)
 {
-	struct rfx *x = rfx_new(state, "0:0,0:1", 0, NULL);
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
 	struct jc_test_daemon *a = &x->d[0], *ro = &x->d[1];
-	start(x, 0, NULL);
+	start(x, ON_UNIX, NULL);
 	char k1[33];
 	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
 	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
@@ -337,7 +353,7 @@ static void test_killed_under_load(void **state)
 	for (int i = 0; i < 24; i++)
 		n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:%d,", 100 + i);
 	n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:200");
-	struct rfx *x = rfx_new(state, spec, 0, NULL);
+	struct rfx *x = rfx_new(state, spec, ON_UNIX, NULL);
 	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
 	start(x, 0, "--remote-timeout-ms", "500", NULL);
 	start(x, 1, "--remote-timeout-ms", "500", NULL);
@@ -384,7 +400,7 @@ static void test_killed_under_load(void **state)
  * tier is up again. */
 static void test_stopped(void **state)
 {
-	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3,0:4,0:5", 1, NULL);
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3,0:4,0:5", ON_TCP, NULL);
 	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
 	const double timeout = 0.3, slack = 0.5;
 	start(x, 0, "--remote-timeout-ms", "300", NULL);
@@ -425,9 +441,9 @@ static void test_stopped(void **state)
 /* Start-up does not need Redis: nothing listens on the URL's port. */
 static void test_no_redis_at_start(void **state)
 {
-	struct rfx *x = rfx_new(state, "0:0", 1, NULL);
+	struct rfx *x = rfx_new(state, "0:0", ON_TCP, NULL);
 	jct_redis_kill(&x->redis);
-	start(x, 0, NULL);
+	start(x, ON_UNIX, NULL);
 	assert_int_equal(fetch(x, &x->d[0], 0, NULL), JC_MISS);
 	assert_int_equal(fetch(x, &x->d[0], 0, NULL), JC_HIT);
 	assert_true(wait_state(&x->d[0], "down", 5));
@@ -440,9 +456,9 @@ static void test_no_redis_at_start(void **state)
 static void test_full(void **state)
 {
 	static const char *const full[] = {"--maxmemory-policy", "noeviction", NULL};
-	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3", 0, full);
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3", ON_UNIX, full);
 	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
-	start(x, 0, NULL);
+	start(x, ON_UNIX, NULL);
 	start(x, 1, NULL);
 	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
 	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
@@ -483,7 +499,7 @@ static void test_full(void **state)
 /* 4 daemons x 16 client processes cold on one key: one compile in all. */
 static void test_fleet_single_flight(void **state)
 {
-	struct rfx *x = rfx_new(state, "2:7", 0, NULL);
+	struct rfx *x = rfx_new(state, "2:7", ON_UNIX, NULL);
 	struct jct_clients cl[MAX_DAEMONS];
 	for (int i = 0; i < MAX_DAEMONS; i++)
 		start(x, i, NULL);
@@ -513,6 +529,218 @@ static void test_fleet_single_flight(void **state)
 	assert_int_equal(hits, MAX_DAEMONS - 1);
 }
 
+/* --- Redis Cluster -------------------------------------------------------- */
+
+#define CL_KEYS 24 /* variants 0..23 of the pool; 24 is the migrated one */
+
+/* The node index of each master now, by CLUSTER SLOTS; returns how many. */
+static int masters(struct rfx *x, int out[6])
+{
+	int n = 0;
+	for (unsigned slot = 0; slot < 16384; slot += 64) {
+		int m = jct_cluster_master_of(x->cluster, slot), seen = 0;
+		for (int i = 0; i < n; i++)
+			seen |= out[i] == m;
+		if (m >= 0 && !seen)
+			out[n++] = m;
+	}
+	return n;
+}
+
+static long long count_values(const struct jct_redis *r)
+{
+	redisReply *k = jct_redis_cmd(r, "KEYS jc:{*}");
+	long long n = 0;
+	for (size_t i = 0; i < k->elements; i++)
+		n += strstr(k->element[i]->str, ":lock") == NULL;
+	freeReplyObject(k);
+	return n;
+}
+
+static unsigned keyslot(struct rfx *x, const char *key)
+{
+	redisReply *r = jct_redis_cmd(&x->cluster->node[0], "CLUSTER KEYSLOT jc:{%s}", key);
+	assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+	unsigned slot = (unsigned)r->integer;
+	freeReplyObject(r);
+	return slot;
+}
+
+static void cluster_ok_cmd(const struct jct_redis *r, const char *fmt, const char *a,
+			   const char *b)
+{
+	redisReply *reply = jct_redis_cmd(r, fmt, a, b);
+	if (reply->type == REDIS_REPLY_ERROR)
+		fail_msg("%s on %d: %s", fmt, r->port, reply->str);
+	freeReplyObject(reply);
+}
+
+/* Slot of key moved from its master to another while clients run, with
+ * the value of a key in that slot written halfway (ASK) and read afterwards
+ * by a daemon whose map is stale (MOVED). */
+static void migrate_under_load(struct rfx *x, const char *spec)
+{
+	struct jct_cluster *c = x->cluster;
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *n = &x->d[3];
+	char key[33], src_id[64], dst_id[64], slot_s[16];
+	jct_daemon_start(n, NULL); /* no remote: the key of variant 24 without storing it */
+	assert_int_equal(fetch(x, n, CL_KEYS, key), JC_MISS);
+	jct_daemon_stop(n);
+	unsigned slot = keyslot(x, key);
+	snprintf(slot_s, sizeof(slot_s), "%u", slot);
+	int m[6], nm = masters(x, m), src = jct_cluster_master_of(c, slot), dst = -1;
+	for (int i = 0; i < nm && dst < 0; i++)
+		if (m[i] != src)
+			dst = m[i];
+	assert_true(src >= 0 && dst >= 0);
+	jct_cluster_id(c, src, src_id);
+	jct_cluster_id(c, dst, dst_id);
+	start(x, 1, NULL);
+	struct jct_clients cl;
+	jct_clients_start(b, x->fx->refdir, spec, 16, 6, 333, &cl);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %s IMPORTING %%s", slot_s);
+	cluster_ok_cmd(&c->node[dst], cmd, src_id, NULL);
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %s MIGRATING %%s", slot_s);
+	cluster_ok_cmd(&c->node[src], cmd, dst_id, NULL);
+	/* Halfway: the new key's value goes to the importing node (ASK). */
+	int st = fetch(x, b, CL_KEYS, NULL);
+	assert_true(st == JC_MISS || st == JC_JOINED || st == JC_HIT);
+	redisContext *ctx = jct_redis_connect(&c->node[dst]);
+	int there = 0;
+	for (double end = jct_now_s() + 10; !there && jct_now_s() < end; usleep(20000)) {
+		freeReplyObject(redisCommand(ctx, "ASKING"));
+		redisReply *e = redisCommand(ctx, "EXISTS jc:{%s}", key);
+		there = e && e->type == REDIS_REPLY_INTEGER && e->integer == 1;
+		freeReplyObject(e);
+	}
+	redisFree(ctx);
+	assert_true(there);
+	redisReply *keys = jct_redis_cmd(&c->node[src], "CLUSTER GETKEYSINSLOT %s 1000", slot_s);
+	for (size_t i = 0; i < keys->elements; i++) {
+		redisReply *mr = jct_redis_cmd(&c->node[src], "MIGRATE 127.0.0.1 %d %s 0 5000",
+					       c->node[dst].port, keys->element[i]->str);
+		freeReplyObject(mr);
+	}
+	freeReplyObject(keys);
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %s NODE %%s", slot_s);
+	for (int i = 0; i < nm; i++)
+		cluster_ok_cmd(&c->node[m[i]], cmd, dst_id, NULL);
+	struct jct_tally t;
+	jct_clients_finish(&cl, &t);
+	int64_t errors = jct_stat(b, "remote_errors");
+	printf("cluster: slot %u moved from node %d to %d under load: %llu requests, %llu errors, "
+	       "%llu wrong bytes, %lld remote errors\n", slot, src, dst,
+	       (unsigned long long)t.requests, (unsigned long long)t.errors,
+	       (unsigned long long)t.wrong, (long long)errors);
+	assert_int_equal(t.failed_exits, 0);
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.wrong, 0);
+	assert_int_equal(errors, 0); /* ASK and MOVED followed, never failed */
+	/* The value sits on the new owner; A's map is stale: MOVED, then a hit. */
+	redisReply *e = jct_redis_cmd(&c->node[dst], "EXISTS jc:{%s}", key);
+	assert_int_equal(e->integer, 1);
+	freeReplyObject(e);
+	int64_t hits = jct_stat(a, "remote_hits");
+	assert_int_equal(fetch(x, a, CL_KEYS, NULL), JC_MISS);
+	assert_int_equal(jct_stat(a, "remote_hits"), hits + 1);
+	assert_int_equal(jct_stat(a, "remote_errors"), 0);
+}
+
+/* A master killed during a load: the load never errs; once its replica is
+ * promoted, every value is served from the cluster again. */
+static void failover_under_load(struct rfx *x, const char *spec)
+{
+	struct jct_cluster *c = x->cluster;
+	struct jc_test_daemon *a = &x->d[0], *cd = &x->d[2], *n = &x->d[3];
+	char key[33];
+	/* The master of variant 0's key, once its replica holds what it holds. */
+	assert_int_equal(fetch(x, a, 0, key), JC_HIT);
+	int victim = jct_cluster_master_of(c, keyslot(x, key));
+	long long held = jct_redis_dbsize(&c->node[victim]);
+	double end = jct_now_s() + 10;
+	int synced = 0;
+	while (!synced && jct_now_s() < end) {
+		for (int i = 0; i < 6; i++) {
+			if (i == victim || c->node[i].pid < 0)
+				continue;
+			redisReply *r = jct_redis_cmd(&c->node[i], "ROLE");
+			if (r->elements >= 3 && strcmp(r->element[0]->str, "slave") == 0 &&
+			    r->element[2]->integer == c->node[victim].port &&
+			    jct_redis_dbsize(&c->node[i]) == held)
+				synced = 1;
+			freeReplyObject(r);
+		}
+		usleep(50000);
+	}
+	assert_true(synced);
+	start(x, 3, NULL);
+	struct jct_clients cl;
+	jct_clients_start(n, x->fx->refdir, spec, 16, 8, 4242, &cl);
+	usleep(100000);
+	double t0 = jct_now_s();
+	jct_redis_kill(&c->node[victim]);
+	assert_true(jct_cluster_wait_ok(c, 30));
+	double window = jct_now_s() - t0;
+	struct jct_tally t;
+	jct_clients_finish(&cl, &t);
+	printf("cluster: master %d killed under load, replica promoted after %.1f s: %llu requests, "
+	       "%llu errors, %llu wrong bytes (remote errors %lld)\n", victim, window,
+	       (unsigned long long)t.requests, (unsigned long long)t.errors,
+	       (unsigned long long)t.wrong, (long long)jct_stat(n, "remote_errors"));
+	assert_int_equal(t.failed_exits, 0);
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.wrong, 0);
+	/* After the window: a daemon that never saw the failover, then one that
+	 * did, are served every value (the first after at most a map refresh). */
+	start(x, 2, NULL);
+	for (int pass = 0; pass < 2; pass++) {
+		struct jc_test_daemon *d = pass ? cd : a;
+		purge_all(d);
+		int64_t hits = jct_stat(d, "remote_hits"), compiles = jct_stat(d, "compiles");
+		for (int v = 0; v <= CL_KEYS; v++)
+			assert_int_equal(fetch(x, d, v, NULL), JC_MISS);
+		hits = jct_stat(d, "remote_hits") - hits;
+		compiles = jct_stat(d, "compiles") - compiles;
+		printf("cluster after failover: %s daemon: %lld remote hits, %lld compiles of %d\n",
+		       pass ? "a fresh" : "the first", (long long)hits, (long long)compiles,
+		       CL_KEYS + 1);
+		if (pass)
+			assert_int_equal(hits, CL_KEYS + 1);
+		else
+			assert_true(hits >= CL_KEYS - 2);
+	}
+}
+
+static void test_cluster(void **state)
+{
+	char spec[512];
+	size_t n = 0;
+	for (int i = 0; i <= CL_KEYS; i++)
+		n += (size_t)snprintf(spec + n, sizeof(spec) - n, "%s0:%d", i ? "," : "", 300 + i);
+	struct rfx *x = rfx_new(state, spec, ON_CLUSTER, NULL);
+	struct jc_test_daemon *a = &x->d[0];
+	start(x, 0, NULL);
+	/* Keys spread over the three masters. */
+	for (int v = 0; v < CL_KEYS; v++)
+		assert_int_equal(fetch(x, a, v, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", CL_KEYS), CL_KEYS);
+	int m[6], nm = masters(x, m);
+	assert_int_equal(nm, 3);
+	long long total = 0;
+	for (int i = 0; i < nm; i++) {
+		long long k = count_values(&x->cluster->node[m[i]]);
+		printf("cluster: master %d (port %d) holds %lld values\n", m[i],
+		       x->cluster->node[m[i]].port, k);
+		assert_true(k > 0);
+		total += k;
+	}
+	assert_int_equal(total, CL_KEYS);
+	assert_int_equal(jct_stat(a, "remote_masters"), 3);
+	migrate_under_load(x, spec);
+	failover_under_load(x, spec);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
@@ -530,6 +758,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_full, rfx_free),
 		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
 		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
+		cmocka_unit_test_teardown(test_cluster, rfx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
