@@ -581,6 +581,29 @@ static double pct(double part, double whole)
 	return whole > 0 ? 100.0 * part / whole : 0.0;
 }
 
+/* The remote tier's lines of `stats` (none when it is off or offline). */
+static void print_remote(const struct jc_record *r)
+{
+	const char *state = gets_(r, "remote_state");
+	if (!*state || strcmp(state, "off") == 0)
+		return;
+	char in[32], out[32];
+	human_bytes(in, sizeof(in), (double)geti(r, "remote_bytes_in"));
+	human_bytes(out, sizeof(out), (double)geti(r, "remote_bytes_out"));
+	printf("Remote tier:              %s, %s%s\n", gets_(r, "remote_url"), state,
+	       geti(r, "remote_read_only") ? ", read-only" : "");
+	printf("  Hits:                   %10" PRId64 "\n", geti(r, "remote_hits"));
+	printf("  Misses:                 %10" PRId64 "\n", geti(r, "remote_misses"));
+	printf("  Publishes:              %10" PRId64 "\n", geti(r, "remote_publishes"));
+	printf("  Rejected values:        %10" PRId64 "\n", geti(r, "remote_rejected"));
+	printf("  Errors:                 %10" PRId64 "%s%s\n", geti(r, "remote_errors"),
+	       *gets_(r, "remote_last_error") ? "  last: " : "", gets_(r, "remote_last_error"));
+	printf("  Bytes in / out:         %s / %s\n", in, out);
+	if (geti(r, "remote_latency_samples") > 0)
+		printf("  Hit latency:            p50 %" PRId64 " us, p99 %" PRId64 " us (fetch + verify)\n",
+		       geti(r, "remote_p50_us"), geti(r, "remote_p99_us"));
+}
+
 /* A table in the manner of `ccache -s`: requests by outcome, compiles,
  * problems, the store against its budget, versions. */
 static void print_stats_human(const struct jc_record *r)
@@ -626,6 +649,7 @@ static void print_stats_human(const struct jc_record *r)
 	       pct((double)geti(r, "bytes"), (double)geti(r, "max_size")));
 	printf("  Eviction:               above %s, down to %s, least recently used first\n", budget, low);
 	printf("Evictions:                %10" PRId64 "\n", geti(r, "evictions"));
+	print_remote(r);
 	printf("Versions:                 jitcache %s, NVRTC %s, nvJitLink %s, driver %s\n",
 	       gets_(r, "version"), gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"),
 	       gets_(r, "driver_version"));
@@ -702,6 +726,23 @@ static void print_prometheus(const struct jc_record *r)
 			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} NaN\n");
 		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRId64 "\n",
 		       (double)geti(r, "hit_latency_sum_ns") / 1e9, n);
+	}
+	const char *state = gets_(r, "remote_state");
+	if (up && *state && strcmp(state, "off") != 0) {
+		static const char *const states[] = {"up", "degraded", "down"};
+		prom_family("jitcache_remote_state", "gauge",
+			    "1 for the remote tier's state now (up, degraded: recent failures, down: skipped)");
+		for (size_t i = 0; i < 3; i++)
+			printf("jitcache_remote_state{state=\"%s\"} %d\n", states[i],
+			       strcmp(state, states[i]) == 0);
+		int64_t n = geti(r, "remote_latency_samples");
+		prom_family("jitcache_remote_hit_duration_seconds", "summary",
+			    "remote hits: fetch and verification, since the start or stats --zero");
+		if (n > 0)
+			printf("jitcache_remote_hit_duration_seconds{quantile=\"0.5\"} %.9g\n"
+			       "jitcache_remote_hit_duration_seconds{quantile=\"0.99\"} %.9g\n",
+			       (double)geti(r, "remote_p50_us") / 1e6, (double)geti(r, "remote_p99_us") / 1e6);
+		printf("jitcache_remote_hit_duration_seconds_count %" PRId64 "\n", n);
 	}
 	prom_family("jitcache_build_info", "gauge", "versions of jitcache and of the CUDA toolchain it uses");
 	fputs("jitcache_build_info{", stdout);

@@ -99,7 +99,7 @@ int jc__remote_config_set(struct jc_remote_config *c, const char *name, const ch
 	}
 	if (strcmp(name, "remote-max-object") == 0) {
 		uint64_t n;
-		if (jc__parse_size(value, &n) != 0 || n < 1024)
+		if (jc__parse_size(value, &n) != 0 || n < 1)
 			return JC_EINVAL;
 		c->max_object = n;
 		return 0;
@@ -909,6 +909,12 @@ int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec)
 	rc = rc ?: jc__record_add_int(rec, "remote_write_ok", h.write_ok);
 	rc = rc ?: jc__record_add_str(rec, "remote_last_error", h.last_error);
 	return rc;
+}
+
+void jc__remote_stats_zero(struct jc_remote *r)
+{
+	if (r)
+		memset(&r->latency, 0, sizeof(r->latency));
 }
 
 void jc__remote_close(struct jc_remote *r)

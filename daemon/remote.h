@@ -155,6 +155,8 @@ struct jc_record;
  * remote_latency_samples, remote_probe_rtt_us, remote_write_ok,
  * remote_last_error. Returns 0 or JC_ENOMEM. */
 int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec);
+/* `stats --zero`: forgets the latency samples. NULL-safe. */
+void jc__remote_stats_zero(struct jc_remote *r);
 
 /* Fails the lookups still waiting (their callbacks run now with an error),
  * drops what was not yet published, closes connections and timers, and

@@ -358,6 +358,7 @@ static void admin_after_cb(uv_work_t *w, int status)
 	if (j->env.zero_counters) {
 		memset(d->counters, 0, sizeof(d->counters));
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
+		jc__remote_stats_zero(d->remote);
 	}
 	if (j->env.removed || j->env.evicted || j->env.corrupt || j->env.zero_counters)
 		d->counters_dirty = 1;

@@ -18,7 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -529,6 +533,105 @@ static void test_fleet_single_flight(void **state)
 	assert_int_equal(hits, MAX_DAEMONS - 1);
 }
 
+/* A TCP server on a free loopback port that answers anything with bytes
+ * that are not RESP; returns its pid, its port in *port. */
+static pid_t garbage_server(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n\x01\x02garbage";
+		for (;;) {
+			int c = accept(fd, NULL, NULL);
+			if (c >= 0) {
+				char buf[512];
+				if (read(c, buf, sizeof(buf)) > 0 && write(c, junk, sizeof(junk)) < 0)
+					_exit(1);
+				close(c);
+			}
+		}
+	}
+	close(fd);
+	return pid;
+}
+
+/* Settings from a configuration file and SIGHUP; stats, Prometheus and
+ * doctor show the tier; an oversized value is not written; a server that
+ * answers garbage is a failure like any other. */
+static void test_ops(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
+	char conf[320], text[512], *out = NULL;
+	snprintf(conf, sizeof(conf), "%s/jitcached.conf", x->fx->d.dir);
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-timeout-ms = 500\n", x->url);
+	jct_write_file(conf, text, strlen(text));
+	const char *flags[] = {"--config", conf, "--log-level", "info", NULL};
+	jct_daemon_start(a, flags);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	assert_true(wait_state(a, "up", 5));
+	const char *human[] = {"stats", NULL}, *prom[] = {"stats", "--prometheus", NULL};
+	const char *doctor[] = {"doctor", NULL};
+	assert_int_equal(jct_ctl(a, &out, NULL, human), 0);
+	assert_non_null(strstr(out, "Remote tier:"));
+	assert_non_null(strstr(out, x->url));
+	free(out);
+	assert_int_equal(jct_ctl(a, &out, NULL, prom), 0);
+	assert_non_null(strstr(out, "jitcache_remote_state{state=\"up\"} 1"));
+	assert_non_null(strstr(out, "jitcache_remote_publishes_total 1"));
+	free(out);
+	wait_stat(a, "remote_probe_rtt_us", 0);
+	jct_ctl(a, &out, NULL, doctor); /* its exit code depends on the GPU, not on us */
+	assert_non_null(strstr(out, "answers: round trip"));
+	assert_non_null(strstr(out, "remote tier accepts writes"));
+	free(out);
+	/* SIGHUP: read-only from now on. */
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-read-only = yes\n", x->url);
+	jct_write_file(conf, text, strlen(text));
+	kill(a->pid, SIGHUP);
+	assert_int_equal(wait_stat(a, "remote_read_only", 1), 1);
+	long long keys = jct_redis_dbsize(&x->redis);
+	assert_int_equal(fetch(x, a, 1, NULL), JC_MISS);
+	usleep(300000);
+	assert_int_equal(jct_stat(a, "remote_publishes"), 1);
+	jct_ctl(a, &out, NULL, doctor);
+	assert_non_null(strstr(out, "read-only here"));
+	free(out);
+
+	/* Values over --remote-max-object stay local. */
+	start(x, 1, "--remote-max-object", "100", NULL);
+	assert_int_equal(fetch(x, b, 2, NULL), JC_MISS);
+	usleep(300000);
+	assert_int_equal(jct_stat(b, "remote_publishes"), 0);
+	assert_true(jct_redis_dbsize(&x->redis) <= keys + 1); /* B's probe key, no value */
+
+	/* Garbage instead of RESP: requests are served, the tier goes down. */
+	int port;
+	pid_t g = garbage_server(&port);
+	char url[64];
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", NULL};
+	jct_daemon_start(c, gflags);
+	for (int v = 0; v < 3; v++) {
+		double t = jct_now_s();
+		assert_int_equal(fetch(x, c, v, NULL), JC_MISS);
+		assert_true(jct_now_s() - t < 0.3 + 2.0);
+	}
+	assert_true(wait_state(c, "down", 5));
+	assert_int_equal(jct_stat(c, "remote_hits"), 0);
+	kill(g, SIGKILL);
+	waitpid(g, NULL, 0);
+}
+
 /* --- Redis Cluster -------------------------------------------------------- */
 
 #define CL_KEYS 24 /* variants 0..23 of the pool; 24 is the migrated one */
@@ -758,6 +861,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_full, rfx_free),
 		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
 		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
+		cmocka_unit_test_teardown(test_ops, rfx_free),
 		cmocka_unit_test_teardown(test_cluster, rfx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
