@@ -73,7 +73,7 @@ struct figure {
 	char note[96];
 };
 
-static struct figure figs[64];
+static struct figure figs[96];
 static size_t n_figs;
 
 static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)
@@ -395,6 +395,47 @@ int main(int argc, char **argv)
 		fig("miss_hit_ratio_cub", "x", cub_ms * 1e3 / hit_l.p50, "CUB compile / CUB hit p50");
 	}
 	jc_client_close(cl);
+
+	/* 7. The remote tier, beside this daemon (which has none). */
+	fprintf(stderr, "remote tier...\n");
+	struct bench_remote rm;
+	bench_remote_run(d, plan, saxpy, cub, &rm);
+	if (!rm.ran) {
+		fprintf(stderr, "remote tier: skipped: %s\n", rm.why);
+	} else {
+		f = fig("remote_hit_saxpy_p50_us", "us", rm.hit_saxpy_p50_us,
+			"remote hit p50, SAXPY (value %.1f KiB)", rm.value_saxpy / 1024);
+		target(f, AT_MOST, 1000);
+		f = fig("remote_hit_saxpy_pct_compile", "%", 100 * rm.hit_saxpy_p50_us / 1e3 / saxpy_ms,
+			"  remote hit / SAXPY compile");
+		target(f, AT_MOST, 2);
+		if (cub) {
+			f = fig("remote_hit_cub_p50_us", "us", rm.hit_cub_p50_us,
+				"remote hit p50, CUB (value %.1f KiB)", rm.value_cub / 1024);
+			target(f, AT_MOST, 1000);
+			f = fig("remote_hit_cub_pct_compile", "%", 100 * rm.hit_cub_p50_us / 1e3 / cub_ms,
+				"  remote hit / CUB compile");
+			target(f, AT_MOST, 2);
+		}
+		fig("remote_local_hit_p50_us", "us", rm.local_hit_p50_us, "local hit p50, remote up");
+		fig("remote_none_hit_p50_us", "us", rm.local_hit_base_p50_us, "local hit p50, no remote");
+		f = fig("remote_local_hit_ratio", "x", rm.local_hit_p50_us / rm.local_hit_base_p50_us,
+			"  local hit: remote up / none");
+		target(f, AT_MOST, 1.1);
+		f = fig("remote_down_hit_ratio", "x", rm.down_hit_p50_us / rm.down_hit_base_p50_us,
+			"hit: Redis down / no remote (%.1f us)", rm.down_hit_p50_us);
+		target(f, AT_MOST, 1.1);
+		f = fig("remote_down_miss_ratio", "x", rm.down_miss_ms / rm.down_miss_base_ms,
+			"miss: Redis down / no remote (%.1f ms)", rm.down_miss_ms);
+		target(f, AT_MOST, 1.1);
+		fig("remote_redis_bytes_per_entry", "", rm.redis_bytes_per_entry,
+		    "Redis memory per SAXPY value (bytes)");
+		fig("remote_hits_per_s", "hits/s", rm.remote_hits_per_s,
+		    "remote hits/s, one client, serial (+purge)");
+		if (rm.redis_get_per_s > 0)
+			fig("remote_redis_get_per_s", "hits/s", rm.redis_get_per_s,
+			    "redis-benchmark GET/s of such values, 8 conns");
+	}
 
 	/* 5. Scale (restarts the daemon). */
 	fprintf(stderr, "scale...\n");

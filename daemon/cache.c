@@ -268,17 +268,27 @@ static void flight_free(struct jc_flight *f)
 	free(f);
 }
 
-/* Sends the flight's outcome to every waiter and ends the flight. */
-static void flight_finish(struct jc_flight *f)
+/* Sends the flight's outcome to the waiters it has now (and forgets them). */
+static void flight_answer(struct jc_flight *f)
 {
 	struct jc_res *res = &f->res;
 	memcpy(res->key, f->key, 16);
-	for (struct jc_waiter *w = f->waiters; w; w = w->next) {
+	while (f->waiters) {
+		struct jc_waiter *w = f->waiters;
+		f->waiters = w->next;
 		res->cache = w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
 		jc__conn_send_result(w->conn, res, -1);
 		jc__conn_done(w->conn);
+		jc__conn_unref(w->conn);
+		free(w);
 	}
+}
+
+/* Sends the flight's outcome to every waiter and ends the flight. */
+static void flight_finish(struct jc_flight *f)
+{
+	flight_answer(f);
 	flight_free(f);
 }
 
@@ -411,7 +421,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_err(STORE, "key %s: not stored: %s", hex, f->errmsg);
-		if (f->res.status == 0) {
+		if (f->res.status == 0 && !f->remote_hit) {
 			/* The bytes are good but uncached: say so rather than serve them
 			 * as if stored, so a full disk is visible to the client. */
 			free(f->res.data);
@@ -473,8 +483,10 @@ static void flight_queue(struct jc_flight *f)
 }
 
 /* Read-through: the remote tier's answer for a flight's key. A verified
- * value is published locally as a compile's result would be, then served;
- * anything else compiles. */
+ * value is served at once, then published locally as a compile's result
+ * would be (its fsyncs are off the answer's path; requests that come
+ * meanwhile join the flight and get the same bytes); anything else
+ * compiles. */
 static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 {
 	struct jc_flight *f = arg;
@@ -493,6 +505,7 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 	f->res = *res;
 	jc__res_init(res);
 	f->remote_hit = 1;
+	flight_answer(f);
 	f->work.data = f;
 	if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) != 0)
 		flight_finish(f); /* served, not stored */

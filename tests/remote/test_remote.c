@@ -167,6 +167,17 @@ static int wait_state(const struct jc_test_daemon *d, const char *want, double t
 	return 0;
 }
 
+/* Waits (at most 10 s) until d has an entry for key (hex): a remote hit is
+ * stored just after it is served. */
+static void wait_stored(const struct jc_test_daemon *d, const char *key)
+{
+	const char *args[] = {"show", key, NULL};
+	for (double end = jct_now_s() + 10; jct_now_s() < end; usleep(10000))
+		if (jct_ctl(d, NULL, NULL, args) == 0)
+			return;
+	fail_msg("key %s not stored", key);
+}
+
 static void purge_all(const struct jc_test_daemon *d)
 {
 	const char *args[] = {"purge", "--all", NULL};
@@ -209,6 +220,7 @@ static void test_two_daemons(void **state)
 
 	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS); /* a local miss, served from Redis */
 	assert_int_equal(jct_stat(b, "compiles"), 0);
+	wait_stored(b, key);
 	assert_int_equal(jct_stat(b, "remote_hits"), 1);
 	assert_true(jct_stat(b, "remote_bytes_in") > 0);
 	assert_int_equal(jct_stat(b, "remote_publishes"), 0); /* a remote hit is not sent back */
