@@ -472,6 +472,17 @@ void jct_clients_start(const struct jc_test_daemon *d, const char *refdir, const
 	cl->out = out[0];
 }
 
+int jct_clients_running(const struct jct_clients *cl)
+{
+	for (int i = 0; i < cl->n; i++) {
+		siginfo_t si = {0};
+		waitid(P_PID, (id_t)cl->pids[i], &si, WEXITED | WNOHANG | WNOWAIT);
+		if (si.si_pid == 0)
+			return 1;
+	}
+	return 0;
+}
+
 void jct_clients_finish(struct jct_clients *cl, struct jct_tally *t)
 {
 	memset(t, 0, sizeof(*t));

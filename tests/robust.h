@@ -164,6 +164,8 @@ int jct_helper_client(char **argv);
  * all have connected. Fails the test on error. */
 void jct_clients_start(const struct jc_test_daemon *d, const char *refdir, const char *spec,
 		       int n, int nreq, unsigned seed, struct jct_clients *cl);
+/* 1 while any of the helpers has not exited (they are not reaped). */
+int jct_clients_running(const struct jct_clients *cl);
 /* Waits for the helpers and sums their lines into *t. */
 void jct_clients_finish(struct jct_clients *cl, struct jct_tally *t);
 

@@ -154,12 +154,7 @@ static void test_purge_under_load(void **state)
 	for (int alive = 1; alive; purges++) {
 		assert_int_equal(jct_ctl(&f->d, NULL, NULL, purge), 0);
 		usleep(20000);
-		alive = 0;
-		for (int i = 0; i < cl.n; i++) {
-			siginfo_t si = {0};
-			waitid(P_PID, (id_t)cl.pids[i], &si, WEXITED | WNOHANG | WNOWAIT);
-			alive |= si.si_pid == 0;
-		}
+		alive = jct_clients_running(&cl);
 	}
 	struct jct_tally t;
 	jct_clients_finish(&cl, &t);

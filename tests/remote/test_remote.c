@@ -378,25 +378,38 @@ static void test_killed_under_load(void **state)
 	snprintf(load, sizeof(load), "%.*s", (int)(strrchr(spec, ',') - spec), spec);
 	struct jct_clients ca, cb;
 	double t0 = jct_now_s();
-	jct_clients_start(a, x->fx->refdir, load, 16, 12, 11, &ca);
-	jct_clients_start(b, x->fx->refdir, load, 16, 12, 911, &cb);
-	usleep(400000);
-	jct_redis_kill(&x->redis);
-	double killed = jct_now_s() - t0;
-	usleep(1500000);
-	jct_redis_restart(&x->redis);
+	jct_clients_start(a, x->fx->refdir, load, 16, 150, 11, &ca);
+	jct_clients_start(b, x->fx->refdir, load, 16, 150, 911, &cb);
+	/* Purges keep both daemons asking Redis until the load ends; Redis is
+	 * killed 0.4 s in and started again 1.5 s later. */
+	double killed = -1, restarted = -1;
+	while (jct_clients_running(&ca) || jct_clients_running(&cb)) {
+		purge_all(a);
+		purge_all(b);
+		double now = jct_now_s() - t0;
+		if (killed < 0 && now > 0.4) {
+			jct_redis_kill(&x->redis);
+			killed = now;
+		} else if (killed > 0 && restarted < 0 && now > killed + 1.5) {
+			jct_redis_restart(&x->redis);
+			restarted = now;
+		}
+		usleep(20000);
+	}
+	assert_true(killed > 0 && restarted > 0); /* the load outlasted both */
 	struct jct_tally ta, tb;
 	jct_clients_finish(&ca, &ta);
 	jct_clients_finish(&cb, &tb);
-	printf("redis killed at %.1f s under load: %llu requests, %llu errors, %llu wrong bytes; "
-	       "remote errors %lld + %lld, remote hits %lld + %lld; %.1f s\n", killed,
+	printf("redis killed at %.1f s under load, back at %.1f s: %llu requests, %llu errors, "
+	       "%llu wrong bytes; remote errors %lld + %lld, remote hits %lld + %lld; %.1f s\n",
+	       killed, restarted,
 	       (unsigned long long)(ta.requests + tb.requests),
 	       (unsigned long long)(ta.errors + tb.errors), (unsigned long long)(ta.wrong + tb.wrong),
 	       (long long)jct_stat(a, "remote_errors"), (long long)jct_stat(b, "remote_errors"),
 	       (long long)jct_stat(a, "remote_hits"), (long long)jct_stat(b, "remote_hits"),
 	       jct_now_s() - t0);
 	assert_int_equal(ta.failed_exits + tb.failed_exits, 0);
-	assert_int_equal(ta.requests + tb.requests, 2 * 16 * 12);
+	assert_int_equal(ta.requests + tb.requests, 2 * 16 * 150);
 	assert_int_equal(ta.errors + tb.errors, 0);
 	assert_int_equal(ta.wrong + tb.wrong, 0);
 	assert_true(jct_stat(a, "remote_errors") + jct_stat(b, "remote_errors") > 0);
@@ -791,18 +804,32 @@ static void failover_under_load(struct rfx *x, const char *spec)
 	assert_true(synced);
 	start(x, 3, NULL);
 	struct jct_clients cl;
-	jct_clients_start(n, x->fx->refdir, spec, 16, 8, 4242, &cl);
-	usleep(100000);
-	double t0 = jct_now_s();
-	jct_redis_kill(&c->node[victim]);
-	assert_true(jct_cluster_wait_ok(c, 30));
-	double window = jct_now_s() - t0;
+	jct_clients_start(n, x->fx->refdir, spec, 16, 150, 4242, &cl);
+	/* Purges keep the load going to the cluster through the window. */
+	double t0 = jct_now_s(), window = -1, killed = -1;
+	int purges = 0;
+	for (; jct_clients_running(&cl); purges++) {
+		purge_all(n);
+		if (killed < 0 && jct_now_s() - t0 > 0.2) {
+			jct_redis_kill(&c->node[victim]);
+			killed = jct_now_s();
+		}
+		if (killed > 0 && window < 0 && jct_cluster_wait_ok(c, 0.02))
+			window = jct_now_s() - killed;
+		usleep(20000);
+	}
+	assert_true(killed > 0); /* the load outlasted the kill */
+	if (window < 0) {
+		assert_true(jct_cluster_wait_ok(c, 30));
+		window = jct_now_s() - killed;
+	}
 	struct jct_tally t;
 	jct_clients_finish(&cl, &t);
-	printf("cluster: master %d killed under load, replica promoted after %.1f s: %llu requests, "
-	       "%llu errors, %llu wrong bytes (remote errors %lld)\n", victim, window,
-	       (unsigned long long)t.requests, (unsigned long long)t.errors,
-	       (unsigned long long)t.wrong, (long long)jct_stat(n, "remote_errors"));
+	printf("cluster: master %d killed under load, replica promoted after %.1f s: %llu requests "
+	       "(%d purges), %llu errors, %llu wrong bytes (remote hits %lld, remote errors %lld)\n",
+	       victim, window, (unsigned long long)t.requests, purges, (unsigned long long)t.errors,
+	       (unsigned long long)t.wrong, (long long)jct_stat(n, "remote_hits"),
+	       (long long)jct_stat(n, "remote_errors"));
 	assert_int_equal(t.failed_exits, 0);
 	assert_int_equal(t.errors, 0);
 	assert_int_equal(t.wrong, 0);
