@@ -228,10 +228,12 @@ static double redis_benchmark(size_t size, int quick)
 	FILE *p = popen(cmd, "r");
 	char line[512];
 	double rps = 0;
+	/* Progress lines end in '\r', the result ("GET: N requests per second")
+	 * comes last on the same line. */
 	while (p && fgets(line, sizeof(line), p)) {
-		const char *g = strstr(line, "GET: ");
-		if (g)
-			rps = atof(g + 5);
+		for (const char *g = line; (g = strstr(g, "GET: ")); g += 5)
+			if (strstr(g, "requests per second"))
+				rps = atof(g + 5);
 	}
 	if (p)
 		pclose(p);

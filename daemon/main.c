@@ -41,7 +41,7 @@ static void usage(FILE *f)
 		"                 [--gc-interval SECONDS] [--group-shared yes|no] [--admin-group GROUP]\n"
 		"                 [--allow-uids UID,...] [--config FILE] [--log-level LEVEL] [--version]\n"
 		"                 [--remote URL] [--remote-secret-file FILE] [--remote-password-file FILE]\n"
-		"                 [--remote-read-only yes|no] [--remote-ttl DURATION]\n"
+		"                 [--remote-read-only[=yes|no]] [--remote-ttl DURATION]\n"
 		"                 [--remote-timeout-ms N] [--remote-max-object SIZE]\n"
 		"Runs in the foreground. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"

@@ -17,7 +17,8 @@
  *   "JCRV", u32 format version (1), key[16], u32 flags (bit 0: signed),
  *   u32 meta_len, u64 raw_len, u64 zlen, meta (text: arch, source name,
  *   toolchain, writer host, unix time), zstd frame of zlen bytes holding
- *   raw_len bytes: a RESULT frame of the wire protocol (artifact, object
+ *   raw_len bytes (with its XXH64 content checksum): a RESULT frame of the
+ *   wire protocol (artifact, object
  *   hash, output kind, lowered names, compile log, compile time), then,
  *   when signed, HMAC-SHA256 (libsodium) of everything before it under the
  *   --remote-secret-file key.
@@ -114,9 +115,10 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int comp
 typedef void (*jc_remote_lookup_cb)(void *arg, int rc, struct jc_res *res);
 
 /*
- * Looks key (16 bytes, copied) up. Returns 0 when started (cb is called
- * exactly once, later), or a JC_E code without calling cb when the tier
- * is skipped now (down) or out of memory.
+ * Looks key (16 bytes, copied) up. Returns 0 when started: cb is called
+ * exactly once, later (before this returns only when the first command
+ * cannot be queued for lack of memory); or JC_ECONNECT (the tier is down:
+ * skipped at once), JC_EBUSY (closing), JC_ENOMEM, without calling cb.
  */
 int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
 		      void *arg);
