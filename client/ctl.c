@@ -675,6 +675,21 @@ static void prom_family(const char *name, const char *type, const char *help)
 	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A summary of a latency the daemon keeps (p50, p99 in us, count, sum in ns
+ * by their stats names): NaN quantiles while it has no sample. */
+static void prom_summary(const struct jc_record *r, const char *name, const char *help,
+			 const char *p50, const char *p99, const char *count, const char *sum)
+{
+	int64_t n = geti(r, count);
+	prom_family(name, "summary", help);
+	if (n > 0)
+		printf("%s{quantile=\"0.5\"} %.9g\n%s{quantile=\"0.99\"} %.9g\n", name,
+		       (double)geti(r, p50) / 1e6, name, (double)geti(r, p99) / 1e6);
+	else
+		printf("%s{quantile=\"0.5\"} NaN\n%s{quantile=\"0.99\"} NaN\n", name, name);
+	printf("%s_sum %.9g\n%s_count %" PRId64 "\n", name, (double)geti(r, sum) / 1e9, name, n);
+}
+
 /*
  * The text exposition format (version 0.0.4) for node-exporter's textfile
  * collector: counters as jitcache_<name>_total (nanosecond counters in
@@ -714,18 +729,9 @@ static void print_prometheus(const struct jc_record *r)
 	if (up) {
 		prom_family("jitcache_uptime_seconds", "gauge", "seconds since the daemon started");
 		printf("jitcache_uptime_seconds %" PRId64 "\n", geti(r, "uptime_s"));
-		int64_t n = geti(r, "hit_latency_samples");
-		prom_family("jitcache_hit_duration_seconds", "summary",
-			    "server-side time of cache hits since the start or stats --zero");
-		if (n > 0)
-			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} %.9g\n"
-			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} %.9g\n",
-			       (double)geti(r, "hit_p50_us") / 1e6, (double)geti(r, "hit_p99_us") / 1e6);
-		else
-			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} NaN\n"
-			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} NaN\n");
-		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRId64 "\n",
-		       (double)geti(r, "hit_latency_sum_ns") / 1e9, n);
+		prom_summary(r, "jitcache_hit_duration_seconds",
+			     "server-side time of cache hits since the start or stats --zero", "hit_p50_us",
+			     "hit_p99_us", "hit_latency_samples", "hit_latency_sum_ns");
 	}
 	const char *state = gets_(r, "remote_state");
 	if (up && *state && strcmp(state, "off") != 0) {
@@ -735,14 +741,9 @@ static void print_prometheus(const struct jc_record *r)
 		for (size_t i = 0; i < 3; i++)
 			printf("jitcache_remote_state{state=\"%s\"} %d\n", states[i],
 			       strcmp(state, states[i]) == 0);
-		int64_t n = geti(r, "remote_latency_samples");
-		prom_family("jitcache_remote_hit_duration_seconds", "summary",
-			    "remote hits: fetch and verification, since the start or stats --zero");
-		if (n > 0)
-			printf("jitcache_remote_hit_duration_seconds{quantile=\"0.5\"} %.9g\n"
-			       "jitcache_remote_hit_duration_seconds{quantile=\"0.99\"} %.9g\n",
-			       (double)geti(r, "remote_p50_us") / 1e6, (double)geti(r, "remote_p99_us") / 1e6);
-		printf("jitcache_remote_hit_duration_seconds_count %" PRId64 "\n", n);
+		prom_summary(r, "jitcache_remote_hit_duration_seconds",
+			     "remote hits: fetch and verification, since the start or stats --zero",
+			     "remote_p50_us", "remote_p99_us", "remote_latency_samples", "remote_latency_sum_ns");
 	}
 	prom_family("jitcache_build_info", "gauge", "versions of jitcache and of the CUDA toolchain it uses");
 	fputs("jitcache_build_info{", stdout);

@@ -439,17 +439,27 @@ static void poll_cb(uv_timer_t *t)
 		step_get(l);
 }
 
+/* The start of every reply to a lookup: 1 when reply is there to be looked
+ * at; 0 when l is done or closing, or when there is no reply (a transport
+ * failure, which ends l). */
+static int lookup_reply(struct lookup *l, const redisReply *reply, const char *what,
+			const char *why)
+{
+	if (l->done || l->r->closing)
+		return 0;
+	if (reply)
+		return 1;
+	failed(l->r, what, why);
+	lookup_finish(l, JC_EIO);
+	return 0;
+}
+
 static void lock_cb(void *arg, redisReply *reply, const char *why)
 {
 	struct lookup *l = arg;
 	struct jc_remote *r = l->r;
-	if (l->done || r->closing) {
-		lookup_unref(l);
-		return;
-	}
-	if (!reply) {
-		failed(r, "lock", why);
-		lookup_finish(l, JC_EIO);
+	if (!lookup_reply(l, reply, "lock", why)) {
+		/* nothing more to do */
 	} else if (reply->type == REDIS_REPLY_STATUS) {
 		answered(r);
 		hold(r, l->key); /* ours: compile, then publish or release */
@@ -472,13 +482,8 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 {
 	struct lookup *l = arg;
 	struct jc_remote *r = l->r;
-	if (l->done || r->closing) {
-		lookup_unref(l);
-		return;
-	}
-	if (!reply) {
-		failed(r, "GET", why);
-		lookup_finish(l, JC_EIO);
+	if (!lookup_reply(l, reply, "GET", why)) {
+		/* nothing more to do */
 	} else if (reply->type == REDIS_REPLY_STRING) {
 		answered(r);
 		count(r, r->ctr.bytes_in, reply->len);
@@ -890,6 +895,7 @@ void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h)
 	h->p50_ns = jc__latency_quantile_ns(&r->latency, 0.5);
 	h->p99_ns = jc__latency_quantile_ns(&r->latency, 0.99);
 	h->samples = r->latency.count;
+	h->sum_ns = r->latency.sum_ns;
 }
 
 int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec)
@@ -905,6 +911,7 @@ int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec)
 	rc = rc ?: jc__record_add_int(rec, "remote_p50_us", (int64_t)((h.p50_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_int(rec, "remote_p99_us", (int64_t)((h.p99_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_int(rec, "remote_latency_samples", (int64_t)h.samples);
+	rc = rc ?: jc__record_add_int(rec, "remote_latency_sum_ns", (int64_t)h.sum_ns);
 	rc = rc ?: jc__record_add_int(rec, "remote_probe_rtt_us", h.probe_rtt_us);
 	rc = rc ?: jc__record_add_int(rec, "remote_write_ok", h.write_ok);
 	rc = rc ?: jc__record_add_str(rec, "remote_last_error", h.last_error);

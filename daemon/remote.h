@@ -147,14 +147,14 @@ struct jc_remote_health {
 	int64_t probe_rtt_us;   /* round trip of the last good probe; -1 none yet */
 	int write_ok;           /* the last probe could write (1), could not (0), -1 unknown */
 	const char *last_error; /* "" when none */
-	uint64_t p50_ns, p99_ns, samples; /* lookup latency (fetch + verify) */
+	uint64_t p50_ns, p99_ns, samples, sum_ns; /* remote hits: fetch + verify */
 };
 void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h);
 
 struct jc_record;
 /* Adds the health to a stats record: remote_state ("off" when r is NULL),
  * remote_url, remote_read_only, remote_masters, remote_p50_us, remote_p99_us,
- * remote_latency_samples, remote_probe_rtt_us, remote_write_ok,
+ * remote_latency_samples, remote_latency_sum_ns, remote_probe_rtt_us, remote_write_ok,
  * remote_last_error. Returns 0 or JC_ENOMEM. */
 int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec);
 /* `stats --zero`: forgets the latency samples. NULL-safe. */

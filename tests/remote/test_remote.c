@@ -240,6 +240,20 @@ static void test_two_daemons(void **state)
 	printf("two daemons: A compiled 1, B served from Redis with 0 compiles, then a local hit\n");
 }
 
+/* d's cache purged, variant v asked for: its value in Redis is rejected, the
+ * request compiles, and the result is published over the bad value (the
+ * counts given are d's, advanced here). */
+static void rejected_then_compiled(struct rfx *x, struct jc_test_daemon *d, int v,
+				   int64_t *compiles, int64_t *rejected, int64_t *pub)
+{
+	purge_all(d);
+	assert_int_equal(fetch(x, d, v, NULL), JC_MISS);
+	assert_int_equal(jct_stat(d, "compiles"), ++*compiles);
+	assert_int_equal(jct_stat(d, "remote_rejected"), ++*rejected);
+	++*pub;
+	assert_int_equal(wait_stat(d, "remote_publishes", *pub), *pub);
+}
+
 /* Values changed in Redis are rejected, counted and logged once per key; the
  * request compiles (and the good value replaces the bad one). */
 static void test_tamper(void **state)
@@ -260,60 +274,36 @@ static void test_tamper(void **state)
 	v->str[v->len / 2] ^= 0x20;
 	set_value(x, k0, v->str, v->len);
 	freeReplyObject(v);
-	purge_all(b);
-	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
-	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
-	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
-	pub++;
-	assert_int_equal(wait_stat(b, "remote_publishes", pub), pub);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
 
 	/* 2. Another key's (good, signed) value. */
 	v = value_of(x, k1);
 	set_value(x, k0, v->str, v->len);
 	freeReplyObject(v);
-	purge_all(b);
-	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
-	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
-	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
-	pub++;
-	assert_int_equal(wait_stat(b, "remote_publishes", pub), pub);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
 
 	/* 3. Truncated. */
 	v = value_of(x, k0);
 	set_value(x, k0, v->str, v->len - 7);
 	freeReplyObject(v);
-	purge_all(b);
-	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
-	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
-	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
-	pub++;
-	assert_int_equal(wait_stat(b, "remote_publishes", pub), pub);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
 
 	/* 4. Signed with another secret: C rejects B's value and writes its own,
 	 * which B rejects. */
 	start(x, 1, "--remote-secret-file", x->secret[1], NULL);
-	assert_int_equal(fetch(x, c, 0, NULL), JC_MISS);
-	assert_int_equal(jct_stat(c, "compiles"), 1);
-	assert_int_equal(jct_stat(c, "remote_rejected"), 1);
-	assert_int_equal(wait_stat(c, "remote_publishes", 1), 1);
-	purge_all(b);
-	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
-	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
-	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+	int64_t c_compiles = 0, c_rejected = 0, c_pub = 0;
+	rejected_then_compiled(x, c, 0, &c_compiles, &c_rejected, &c_pub);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
 
 	/* 5. Unsigned: U (no secret) writes one, B rejects it. */
 	start(x, 2, NULL);
 	assert_int_equal(fetch(x, u, 2, k2), JC_MISS);
 	assert_int_equal(wait_stat(u, "remote_publishes", 1), 1);
-	assert_int_equal(fetch(x, b, 2, NULL), JC_MISS);
-	assert_int_equal(jct_stat(b, "compiles"), ++compiles);
-	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+	rejected_then_compiled(x, b, 2, &compiles, &rejected, &pub);
 
 	/* 6. Not a value at all. */
 	set_value(x, k1, "hello", 5);
-	purge_all(b);
-	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
-	assert_int_equal(jct_stat(b, "remote_rejected"), ++rejected);
+	rejected_then_compiled(x, b, 1, &compiles, &rejected, &pub);
 	assert_int_equal(jct_stat(b, "remote_hits"), 0);
 
 	/* Logged once per key, however often it was rejected; the secret never. */
