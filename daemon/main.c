@@ -116,7 +116,7 @@ static int set_option(struct settings *s, const char *name, const char *value)
 	struct jc_config *c = s->cfg;
 	int64_t secs;
 	uint64_t size;
-	int ok = 1;
+	int ok = 1, remote_rc;
 	if (strcmp(name, "cache-dir") == 0 || strcmp(name, "socket") == 0) {
 		char **field = name[0] == 'c' ? &c->cache_dir : &c->socket_path;
 		free(*field);
@@ -152,8 +152,9 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		c->admin_gid = ok ? g->gr_gid : c->admin_gid;
 	} else if (strcmp(name, "allow-uids") == 0) {
 		ok = parse_uids(c, value) == 0;
-	} else if (strncmp(name, "remote", 6) == 0 && jc__remote_config_set(&c->remote, name, value) != 1) {
-		ok = jc__remote_config_set(&c->remote, name, value) == 0;
+	} else if (strncmp(name, "remote", 6) == 0 &&
+		   (remote_rc = jc__remote_config_set(&c->remote, name, value)) != 1) {
+		ok = remote_rc == 0;
 	} else {
 		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
 		return JC_EINVAL;

@@ -515,6 +515,32 @@ static void test_full(void **state)
 	       (long long)jct_stat(a, "remote_errors"));
 }
 
+/* A lock whose holder died (taken here, never released, 1.5 s to live):
+ * the daemon waits for it to expire, then takes it and compiles. */
+static void test_dead_holder(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *n = &x->d[1];
+	char key[33];
+	jct_daemon_start(n, NULL); /* no remote: the key alone */
+	assert_int_equal(fetch(x, n, 0, key), JC_MISS);
+	jct_daemon_stop(n);
+	redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock dead-host:1:0 PX 1500", key);
+	assert_int_equal(l->type, REDIS_REPLY_STATUS);
+	freeReplyObject(l);
+	start(x, 0, NULL);
+	double t = jct_now_s();
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	double took = jct_now_s() - t;
+	printf("dead lock holder: served after %.2f s (the lock had 1.5 s to live)\n", took);
+	assert_true(took >= 1.0 && took < 1.5 + 5.0);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	redisReply *e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s}:lock", key);
+	assert_int_equal(e->integer, 0); /* released after the value */
+	freeReplyObject(e);
+}
+
 /* 4 daemons x 16 client processes cold on one key: one compile in all. */
 static void test_fleet_single_flight(void **state)
 {
@@ -889,6 +915,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_stopped, rfx_free),
 		cmocka_unit_test_teardown(test_full, rfx_free),
 		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
+		cmocka_unit_test_teardown(test_dead_holder, rfx_free),
 		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
 		cmocka_unit_test_teardown(test_ops, rfx_free),
 		cmocka_unit_test_teardown(test_cluster, rfx_free),
