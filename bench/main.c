@@ -122,6 +122,8 @@ static void fmt_value(char *out, size_t len, double v, const char *unit)
 		snprintf(out, len, v >= 100 ? "%.0fx" : "%.2fx", v);
 	else if (!*unit)
 		snprintf(out, len, "%.0f", v);
+	else if (strcmp(unit, "%") == 0)
+		snprintf(out, len, v < 1 ? "%.2f %%" : "%.1f %%", v);
 	else if (v >= 100 || strcmp(unit, "hits/s") == 0)
 		snprintf(out, len, "%.0f %s", v, unit);
 	else
