@@ -121,7 +121,9 @@ static void spawn(struct jct_redis *r)
 	for (int i = 0; i < 400; i++) {
 		redisContext *c = connect_to(r);
 		redisReply *reply = c && !c->err ? redisCommand(c, "PING") : NULL;
-		int ok = reply && reply->type == REDIS_REPLY_STATUS;
+		/* Up: PONG, or NOAUTH from a server with a password. */
+		int ok = reply && (reply->type == REDIS_REPLY_STATUS ||
+				   (reply->type == REDIS_REPLY_ERROR && strstr(reply->str, "NOAUTH")));
 		if (reply)
 			freeReplyObject(reply);
 		if (c)
