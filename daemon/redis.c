@@ -370,19 +370,26 @@ static struct node *node_find_or_add(struct jc_redis *r, const char *host, int p
 
 static void op_send(struct op *o);
 
-/* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the node named, or NULL. */
-static struct node *redirect_target(struct jc_redis *r, const char *s, unsigned *slot)
+/* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the node named, or NULL. An
+ * empty host (":6381") is the host of from, the node that answered. */
+static struct node *redirect_target(struct jc_redis *r, const struct node *from, const char *s,
+				    unsigned *slot)
 {
 	const char *sp = strchr(s, ' '), *sp2 = sp ? strchr(sp + 1, ' ') : NULL;
-	char host[256];
+	char host[300];
 	int port;
 	if (!sp || !sp2)
 		return NULL;
 	*slot = (unsigned)strtoul(sp + 1, NULL, 10);
-	if (*slot >= JC_REDIS_SLOTS || parse_hostport(sp2 + 1, strlen(sp2 + 1), host, sizeof(host),
-						       &port) != 0)
+	const char *addr = sp2 + 1;
+	if (addr[0] == ':') {
+		snprintf(host, sizeof(host), "%s%s", from->host, addr);
+		addr = host;
+	}
+	char h[256];
+	if (*slot >= JC_REDIS_SLOTS || parse_hostport(addr, strlen(addr), h, sizeof(h), &port) != 0)
 		return NULL;
-	return node_find_or_add(r, host, port);
+	return node_find_or_add(r, h, port);
 }
 
 static void reply_cb(redisAsyncContext *ac, void *replyp, void *privdata)
@@ -395,7 +402,7 @@ static void reply_cb(redisAsyncContext *ac, void *replyp, void *privdata)
 	    (strncmp(reply->str, "MOVED ", 6) == 0 || strncmp(reply->str, "ASK ", 4) == 0)) {
 		int ask = reply->str[0] == 'A';
 		unsigned slot;
-		struct node *to = redirect_target(r, reply->str, &slot);
+		struct node *to = redirect_target(r, o->node, reply->str, &slot);
 		if (to && o->redirects++ < MAX_REDIRECTS) {
 			if (!ask) {
 				r->slot_node[slot] = (uint8_t)(to - r->nodes + 1);
@@ -551,7 +558,9 @@ static void slots_cb(void *arg, redisReply *reply, const char *why)
 		long long lo = e->element[0]->integer, hi = e->element[1]->integer;
 		const char *host = e->element[2]->element[0]->str;
 		long long port = e->element[2]->element[1]->integer;
-		if (lo < 0 || hi >= JC_REDIS_SLOTS || lo > hi || port < 1 || port > 65535)
+		/* "?": a node whose address is not known yet. */
+		if (lo < 0 || hi >= JC_REDIS_SLOTS || lo > hi || port < 1 || port > 65535 ||
+		    strcmp(host, "?") == 0)
 			continue;
 		struct node *n = node_find_or_add(r, host[0] ? host : asked->host, (int)port);
 		if (!n)
