@@ -464,13 +464,17 @@ static void lock_cb(void *arg, redisReply *reply, const char *why)
 		answered(r);
 		hold(r, l->key); /* ours: compile, then publish or release */
 		lookup_finish(l, JC_ENOTFOUND);
-	} else if (reply->type == REDIS_REPLY_NIL && now_ns() < l->deadline_ns) {
-		/* Another daemon compiles it: wait for its value. */
+	} else if ((reply->type == REDIS_REPLY_NIL ||
+		    (reply->type == REDIS_REPLY_INTEGER && reply->integer == 1)) &&
+		   now_ns() < l->deadline_ns) {
+		/* Another daemon compiles it (SET NX refused, or EXISTS said so):
+		 * wait for its value. */
 		answered(r);
 		uv_timer_start(&l->timer, poll_cb, (uint64_t)l->poll_ms, 0);
 		l->poll_ms = l->poll_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : l->poll_ms * 2;
 	} else {
-		/* Waited long enough, or the lock cannot be taken (OOM): compile. */
+		/* Nobody holds it (EXISTS 0), waited long enough, or the lock cannot
+		 * be taken (OOM): compile. */
 		if (reply->type == REDIS_REPLY_ERROR)
 			error_reply(r, "lock", reply);
 		lookup_finish(l, JC_ENOTFOUND);
@@ -502,17 +506,16 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 		}
 	} else if (reply->type == REDIS_REPLY_NIL) {
 		answered(r);
-		if (r->read_only) {
+		/* Take the fleet lock; read-only, only see whether someone holds it. */
+		char px[24];
+		snprintf(px, sizeof(px), "%d", LOCK_MS);
+		const char *set[] = {"SET", l->lkey, r->lock_id, "NX", "PX", px};
+		const char *exists[] = {"EXISTS", l->lkey};
+		l->refs++;
+		if (send_cmd(r, 1, r->read_only ? 2 : 6, r->read_only ? exists : set, NULL, lock_cb, l) !=
+		    0) {
+			l->refs--;
 			lookup_finish(l, JC_ENOTFOUND);
-		} else {
-			char px[24];
-			snprintf(px, sizeof(px), "%d", LOCK_MS);
-			const char *argv[] = {"SET", l->lkey, r->lock_id, "NX", "PX", px};
-			l->refs++;
-			if (send_cmd(r, 1, 6, argv, NULL, lock_cb, l) != 0) {
-				l->refs--;
-				lookup_finish(l, JC_ENOTFOUND);
-			}
 		}
 	} else {
 		if (reply->type == REDIS_REPLY_ERROR)

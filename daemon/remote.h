@@ -44,7 +44,8 @@
  * other daemons that find it held poll the value (every 25 ms, growing to
  * 200 ms) for as long as the lock is held, at most the compile timeout plus
  * 10 s, and take the lock themselves when it goes without a value (the
- * holder failed or died). Read-only daemons never take locks.
+ * holder failed or died). Read-only daemons never take locks, but wait the
+ * same way while a writer holds one (EXISTS).
  *
  * Loop thread only (decoding and encoding run in the libuv thread pool).
  */

@@ -341,12 +341,25 @@ static void test_read_only(void **state)
 	assert_int_equal(e->integer, 0);
 	freeReplyObject(e);
 	assert_int_equal(jct_redis_dbsize(&x->redis), before);
+	/* A writer's lock held (1.2 s to live): the reader waits for it, then
+	 * compiles, still writing nothing. */
+	purge_all(ro);
+	redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock writer:1:0 PX 1200", k1);
+	freeReplyObject(l);
+	double t = jct_now_s();
+	assert_int_equal(fetch(x, ro, 1, NULL), JC_MISS);
+	assert_true(jct_now_s() - t >= 0.8);
+	assert_int_equal(jct_stat(ro, "compiles"), 2);
+	redisReply *gone = jct_redis_cmd(&x->redis, "EXISTS jc:{%s} jc:{%s}:lock", k1, k1);
+	assert_int_equal(gone->integer, 0); /* the lock expired; no value was written */
+	freeReplyObject(gone);
+	assert_int_equal(jct_redis_dbsize(&x->redis), before);
 	char st[32];
 	stat_str(ro, "remote_state", st, sizeof(st));
 	assert_string_equal(st, "up");
 	assert_int_equal(jct_stat(ro, "remote_read_only"), 1);
-	printf("read-only: 1 remote hit, 1 compile, 0 keys written (DBSIZE %lld before and after)\n",
-	       before);
+	printf("read-only: 1 remote hit, 2 compiles (one after waiting for a writer's lock), 0 keys "
+	       "written (DBSIZE %lld before and after)\n", before);
 }
 
 /* Redis SIGKILLed in the middle of a load of 16 client processes on each of
