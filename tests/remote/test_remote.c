@@ -596,6 +596,47 @@ static void test_dead_holder(void **state)
 	freeReplyObject(e);
 }
 
+/* A multi-architecture request: its parts are published and fetched like
+ * any result; the fatbin is assembled locally from them on each daemon. */
+static void test_fatbin_parts(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	static const char *const exprs[] = {"&saxpy<float>", NULL};
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_80,sm_90", exprs);
+	jc_client *c = jct_connect(a);
+	jc_result *ra = NULL;
+	int rc = jc_compile(c, r, &ra);
+	if (rc == JC_ENOTSUP || rc == JC_EINVAL) {
+		fprintf(stderr, "no fatbin here: %s\n", jc_client_errmsg(c));
+		jc_client_close(c);
+		jc_request_free(r);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	jc_client_close(c);
+	assert_int_equal(jc_result_output(ra), JC_FATBIN);
+	assert_int_equal(jct_stat(a, "compiles"), 2);
+	assert_int_equal(wait_stat(a, "remote_publishes", 2), 2); /* the two parts */
+	jc_result *rb = jct_compile(b, r, 0);
+	assert_int_equal(jc_result_output(rb), JC_FATBIN);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 2);
+	size_t na, nb;
+	const void *da = jc_result_data(ra, &na), *db = jc_result_data(rb, &nb);
+	assert_int_equal(na, nb);
+	assert_memory_equal(da, db, na);
+	assert_string_equal(jc_result_lowered_name(ra, "&saxpy<float>"),
+			    jc_result_lowered_name(rb, "&saxpy<float>"));
+	usleep(300000);
+	assert_int_equal(jct_stat(b, "remote_publishes"), 0);
+	jc_result_free(ra);
+	jc_result_free(rb);
+	jc_request_free(r);
+}
+
 /* 4 daemons x 16 client processes cold on one key: one compile in all. */
 static void test_fleet_single_flight(void **state)
 {
@@ -969,6 +1010,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_full, rfx_free),
 		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
 		cmocka_unit_test_teardown(test_dead_holder, rfx_free),
+		cmocka_unit_test_teardown(test_fatbin_parts, rfx_free),
 		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
 		cmocka_unit_test_teardown(test_ops, rfx_free),
 		cmocka_unit_test_teardown(test_cluster, rfx_free),
