@@ -26,6 +26,7 @@
 	X(include_manifest_hits, "requests keyed from a stored include manifest") \
 	X(include_stats, "stat calls made to key requests that read headers from disk") \
 	X(include_uncached, "compiles served but not stored: an include file changed") \
+	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound") \
 	X(remote_hits, "local misses served from the remote tier (verified, then stored locally)") \
 	X(remote_misses, "remote lookups that found no value (the request compiled)") \
 	X(remote_errors, "remote commands that failed: timeouts, lost connections, error replies") \
