@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An ordinary NVRTC application (linked with -lnvrtc, no jitcache code):
+ * compiles N programs that differ by a macro, each with two name
+ * expressions, from N threads at once (default 1), and prints per program
+ * the compile result, PTX and cubin sizes and hashes, the lowered names and
+ * the log, in program order. test_shim.sh compares its output with and
+ * without jitcache-run.
+ *
+ * Usage: nvrtc_app [--threads N] [--broken] ARCH [NVRTC_OPTION...]
+ *   --broken  the programs have a compile error (the log is printed)
+ */
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct job {
+	int index;
+	char out[4096];
+};
+
+static const char *arch_opt;
+static const char *const *extra;
+static int n_extra, broken;
+
+static uint64_t fnv(const void *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+	return h;
+}
+
+static void *run(void *arg)
+{
+	struct job *j = arg;
+	char src[1024];
+	snprintf(src, sizeof(src),
+		 "template <typename T> __global__ void saxpy(T a, const T *x, T *y, int n)\n"
+		 "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i] + %d; }\n"
+		 "%s\n",
+		 j->index, broken ? "int broken = no_such_name;" : "");
+	nvrtcProgram p;
+	size_t len = 0;
+	int w = 0;
+	nvrtcResult r = nvrtcCreateProgram(&p, src, "app.cu", 0, NULL, NULL);
+	if (r != NVRTC_SUCCESS) {
+		snprintf(j->out, sizeof(j->out), "program %d create rc=%d\n", j->index, r);
+		return NULL;
+	}
+	nvrtcAddNameExpression(p, "&saxpy<float>");
+	nvrtcAddNameExpression(p, "&saxpy<double>");
+	const char *opts[16] = {arch_opt};
+	for (int i = 0; i < n_extra && i < 15; i++)
+		opts[1 + i] = extra[i];
+	r = nvrtcCompileProgram(p, 1 + n_extra, opts);
+	w += snprintf(j->out + w, sizeof(j->out) - w, "program %d compile rc=%d", j->index, r);
+	char *buf;
+	nvrtcGetPTXSize(p, &len);
+	buf = malloc(len);
+	nvrtcGetPTX(p, buf);
+	w += snprintf(j->out + w, sizeof(j->out) - w, " ptx=%zu/%016llx", len,
+		      (unsigned long long)fnv(buf, len));
+	free(buf);
+	nvrtcGetCUBINSize(p, &len);
+	buf = malloc(len + 1);
+	nvrtcGetCUBIN(p, buf);
+	w += snprintf(j->out + w, sizeof(j->out) - w, " cubin=%zu/%016llx", len,
+		      (unsigned long long)fnv(buf, len));
+	free(buf);
+	const char *exprs[] = {"&saxpy<float>", "&saxpy<double>"};
+	for (int i = 0; i < 2; i++) {
+		const char *name = NULL;
+		r = nvrtcGetLoweredName(p, exprs[i], &name);
+		w += snprintf(j->out + w, sizeof(j->out) - w, " %s=%s(rc=%d)", exprs[i],
+			      r == NVRTC_SUCCESS ? name : "-", r);
+	}
+	nvrtcGetProgramLogSize(p, &len);
+	buf = malloc(len);
+	nvrtcGetProgramLog(p, buf);
+	snprintf(j->out + w, sizeof(j->out) - w, " log=%zu\n%s\n", len, buf);
+	free(buf);
+	nvrtcDestroyProgram(&p);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 1, i = 1;
+	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
+		if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+			threads = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--broken"))
+			broken = 1;
+		else
+			break;
+	}
+	if (i >= argc || threads < 1 || threads > 256) {
+		fprintf(stderr, "usage: nvrtc_app [--threads N] [--broken] ARCH [NVRTC_OPTION...]\n");
+		return 2;
+	}
+	static char arch[64];
+	snprintf(arch, sizeof(arch), "-arch=%s", argv[i]);
+	arch_opt = arch;
+	extra = (const char *const *)argv + i + 1;
+	n_extra = argc - i - 1;
+	struct job *jobs = calloc((size_t)threads, sizeof(*jobs));
+	pthread_t *t = calloc((size_t)threads, sizeof(*t));
+	for (int k = 0; k < threads; k++) {
+		jobs[k].index = k;
+		if (pthread_create(&t[k], NULL, run, &jobs[k]) != 0)
+			return 1;
+	}
+	for (int k = 0; k < threads; k++) {
+		pthread_join(t[k], NULL);
+		fputs(jobs[k].out, stdout);
+	}
+	free(jobs);
+	free(t);
+	return 0;
+}

@@ -1,0 +1,219 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# libjitcache-nvrtc and jitcache-run against a real jitcached and the real
+# NVRTC, with unmodified NVRTC programs (C linked with -lnvrtc, Python
+# ctypes). One case per run: test_shim.sh CASE (Meson registers each).
+#
+#   symbols      the shim exports every nvrtc* symbol of the real library, with
+#                its symbol versions and SONAME, and every function of nvrtc.h
+#   conformance  the conformance table gives the same lines under the shim
+#                (a miss run, then a hit run) as with the real NVRTC
+#   twice        a C program run twice: the 2nd run is served from the cache
+#                (daemon stats), outputs and lowered names equal the 1st's and
+#                the real NVRTC's
+#   ctypes       the same through Python ctypes.CDLL("libnvrtc.so.N")
+#   error        a compile error: result code and log identical to NVRTC's
+#   passthrough  an option that writes a file (--time) runs in process, the
+#                daemon sees nothing, NVRTC writes the file
+#   nodaemon     no daemon answers: compiled in process, the same results
+#   threads      16 threads compiling different programs at once, twice
+#   soname       what dlopen() resolves to with the shim preloaded (by soname:
+#                the shim; a copy of the real library by path: that copy)
+#
+# Environment (set by Meson): JITCACHED, JITCACHECTL, JITCACHE_RUN_BIN,
+# SHIM_LIB, REAL_NVRTC, NVRTC_HEADER, SHIM_SONAME, SHIM_CONFORMANCE,
+# SHIM_APP, SHIM_DLOPEN_PROBE, JC_SHIM_TESTS (this directory).
+set -u
+CASE=${1:?usage: test_shim.sh CASE}
+ARCH=sm_90
+ROOT=$(mktemp -d "${TMPDIR:-/tmp}/jc-shim.XXXXXX")
+DAEMON_PID=
+SOCK=$ROOT/sock
+CTL=("$JITCACHECTL" --socket "$SOCK")
+
+cleanup() {
+	if [ -n "$DAEMON_PID" ]; then
+		kill "$DAEMON_PID" 2>/dev/null
+		wait "$DAEMON_PID" 2>/dev/null
+	fi
+	[ -n "${JC_TEST_KEEP:-}" ] || rm -rf "$ROOT"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL ($CASE): $*"
+	[ -f "$ROOT/daemon.log" ] && { echo "--- daemon log"; tail -20 "$ROOT/daemon.log"; }
+	exit 1
+}
+
+start_daemon() {
+	"$JITCACHED" --cache-dir "$ROOT/cache" --socket "$SOCK" >"$ROOT/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	for _ in $(seq 200); do
+		"${CTL[@]}" ping >/dev/null 2>&1 && return 0
+		kill -0 "$DAEMON_PID" 2>/dev/null || fail "jitcached exited at start"
+		sleep 0.1
+	done
+	fail "jitcached did not answer within 20 s"
+}
+
+# stat KEY: an integer of stats --json.
+stat() {
+	"${CTL[@]}" stats --json | sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p"
+}
+
+# The counts of jitcache-run --check's summary line in file $1: "REACHED HIT MISS".
+check_counts() {
+	sed -n 's/.* \([0-9]*\) reached jitcached (\([0-9]*\) hit, \([0-9]*\) miss.*/\1 \2 \3/p' "$1"
+}
+
+same() { # same FILE_A FILE_B WHAT
+	cmp -s "$1" "$2" || { diff "$1" "$2" | head -30; fail "$3 differ"; }
+}
+
+export JITCACHE_SOCKET=$SOCK
+export JITCACHE_AUTOSTART=0 # the tests start their daemons themselves
+RUN=("$JITCACHE_RUN_BIN")
+
+# run_twice NAME CMD...: the real NVRTC once, then twice under jitcache-run;
+# all three outputs must be equal and the 2nd shim run all hits. Prints the
+# number of daemon requests of the 2nd run.
+run_twice() {
+	local name=$1
+	shift
+	"$@" >"$ROOT/$name.real" 2>"$ROOT/$name.real.err" || fail "$name without the shim failed"
+	"${RUN[@]}" --check "$@" >"$ROOT/$name.1" 2>"$ROOT/$name.check1" ||
+		{ cat "$ROOT/$name.check1"; fail "$name under jitcache-run (1st) failed"; }
+	local h1 m1
+	h1=$(stat hits) m1=$(stat misses)
+	"${RUN[@]}" --check "$@" >"$ROOT/$name.2" 2>"$ROOT/$name.check2" ||
+		{ cat "$ROOT/$name.check2"; fail "$name under jitcache-run (2nd) failed"; }
+	local h2 m2
+	h2=$(stat hits) m2=$(stat misses)
+	same "$ROOT/$name.real" "$ROOT/$name.1" "$name: real NVRTC's and the 1st shim run's outputs"
+	same "$ROOT/$name.real" "$ROOT/$name.2" "$name: real NVRTC's and the 2nd shim run's outputs"
+	read -r reached1 _ _ < <(check_counts "$ROOT/$name.check1")
+	read -r reached2 hit2 miss2 < <(check_counts "$ROOT/$name.check2")
+	[ "${reached1:-0}" -gt 0 ] || { cat "$ROOT/$name.check1"; fail "$name: no compile reached the daemon"; }
+	[ "$reached2" = "$reached1" ] && [ "$hit2" = "$reached2" ] && [ "$miss2" = 0 ] ||
+		{ cat "$ROOT/$name.check2"; fail "$name: 2nd run not all hits"; }
+	[ "$m2" = "$m1" ] || fail "$name: 2nd run made the daemon compile ($m1 -> $m2 misses)"
+	[ $((h2 - h1)) -ge "$hit2" ] || fail "$name: daemon counted $((h2 - h1)) hits, shim $hit2 compiles"
+	echo "$name: run 1 $(cat "$ROOT/$name.check1")"
+	echo "$name: run 2 $(cat "$ROOT/$name.check2"); daemon hits +$((h2 - h1)), misses +$((m2 - m1))"
+}
+
+case "$CASE" in
+symbols)
+	syms() { nm -D --defined-only "$1" | awk '$3 ~ /^nvrtc/ { print $3 }' | sort; }
+	syms "$REAL_NVRTC" >"$ROOT/real.syms"
+	syms "$SHIM_LIB" >"$ROOT/shim.syms"
+	[ -s "$ROOT/real.syms" ] || fail "no nvrtc* symbols in $REAL_NVRTC"
+	same "$ROOT/real.syms" "$ROOT/shim.syms" "exported nvrtc* symbols (name@version) of the real library and the shim"
+	# Every function nvrtc.h declares to C (its C++-only templates aside).
+	"${CC:-cc}" -E -P -x c "$NVRTC_HEADER" | grep -oE '\bnvrtc[A-Za-z]+ *\(' |
+		sed 's/ *(//' | sort -u >"$ROOT/header.funcs"
+	[ "$(wc -l <"$ROOT/header.funcs")" -ge 20 ] || fail "too few functions read from $NVRTC_HEADER"
+	while read -r f; do
+		grep -q "^$f@" "$ROOT/shim.syms" || fail "$f (nvrtc.h) is not exported by the shim"
+	done <"$ROOT/header.funcs"
+	soname() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
+	[ "$(soname "$SHIM_LIB")" = "$(soname "$REAL_NVRTC")" ] && [ "$(soname "$SHIM_LIB")" = "$SHIM_SONAME" ] ||
+		fail "SONAME $(soname "$SHIM_LIB") vs the real $(soname "$REAL_NVRTC")"
+	readelf -d "$SHIM_LIB" | grep -q 'NEEDED.*libnvrtc' && fail "the shim must not link libnvrtc"
+	echo "symbols: $(wc -l <"$ROOT/shim.syms") nvrtc* symbols match, $(wc -l <"$ROOT/header.funcs") nvrtc.h functions exported"
+	;;
+conformance)
+	start_daemon
+	# LTO-IR records the working directory of the compile: the real run
+	# compiles in the daemon's worker directory so the bytes can be compared.
+	(cd "$ROOT/cache/worker-cwd" && "$SHIM_CONFORMANCE" $ARCH) >"$ROOT/real.txt" ||
+		fail "conformance table against the real NVRTC failed"
+	for run in 1 2; do
+		"${RUN[@]}" --check "$SHIM_CONFORMANCE" $ARCH >"$ROOT/shim$run.txt" 2>"$ROOT/check$run" ||
+			{ cat "$ROOT/check$run"; fail "conformance run $run under jitcache-run failed"; }
+		same "$ROOT/real.txt" "$ROOT/shim$run.txt" "conformance table (run $run) of the real NVRTC and the shim"
+	done
+	read -r reached1 _ _ < <(check_counts "$ROOT/check1")
+	read -r reached2 hit2 miss2 < <(check_counts "$ROOT/check2")
+	[ "${reached1:-0}" -ge 6 ] && [ "$reached2" = "$reached1" ] && [ "$hit2" = "$reached1" ] && [ "$miss2" = 0 ] ||
+		{ cat "$ROOT/check1" "$ROOT/check2"; fail "conformance: expected the 2nd run's served compiles all hits"; }
+	echo "conformance: $(wc -l <"$ROOT/real.txt") lines identical; run 2: $(cat "$ROOT/check2")"
+	;;
+twice)
+	start_daemon
+	run_twice app "$SHIM_APP" --threads 3 $ARCH -std=c++17
+	# A virtual architecture (PTX only) too.
+	run_twice app-ptx "$SHIM_APP" compute_${ARCH#sm_}
+	;;
+ctypes)
+	PY=$(command -v python3 || true)
+	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
+	start_daemon
+	run_twice ctypes "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$SHIM_SONAME" $ARCH
+	;;
+error)
+	start_daemon
+	"$SHIM_APP" --broken $ARCH >"$ROOT/real.txt" || fail "real run failed"
+	grep -q "compile rc=6" "$ROOT/real.txt" || fail "the broken program compiled?"
+	for run in 1 2; do
+		"${RUN[@]}" --check "$SHIM_APP" --broken $ARCH >"$ROOT/shim$run.txt" 2>"$ROOT/check$run"
+		same "$ROOT/real.txt" "$ROOT/shim$run.txt" "compile error result and log (run $run)"
+		grep -q "compile error 1" "$ROOT/check$run" || { cat "$ROOT/check$run"; fail "not counted as a compile error"; }
+	done
+	[ "$(stat compile_failures)" -ge 1 ] || fail "the daemon did not see the failure"
+	[ "$(stat negative_hits)" -ge 1 ] || fail "the 2nd run was not a negative hit in the daemon"
+	echo "error: log identical ($(grep -c error "$ROOT/real.txt") error lines); $(cat "$ROOT/check2")"
+	;;
+passthrough)
+	start_daemon
+	"$SHIM_APP" $ARCH "--time=$ROOT/real-time.csv" >"$ROOT/real.txt" || fail "real run failed"
+	before=$(($(stat hits) + $(stat misses) + $(stat bad_requests)))
+	"${RUN[@]}" --check "$SHIM_APP" $ARCH "--time=$ROOT/shim-time.csv" >"$ROOT/shim.txt" 2>"$ROOT/check"
+	rc=$?
+	after=$(($(stat hits) + $(stat misses) + $(stat bad_requests)))
+	[ "$rc" = 1 ] || { cat "$ROOT/check"; fail "jitcache-run --check should exit 1 (nothing reached the daemon), got $rc"; }
+	grep -q "1 passed through" "$ROOT/check" || { cat "$ROOT/check"; fail "not passed through"; }
+	grep -q -- "--time" "$ROOT/check" || { cat "$ROOT/check"; fail "reason does not name the option"; }
+	[ "$before" = "$after" ] || fail "the daemon got a request ($before -> $after)"
+	[ -s "$ROOT/shim-time.csv" ] || fail "NVRTC did not write the --time file"
+	same "$ROOT/real.txt" "$ROOT/shim.txt" "outputs with --time"
+	echo "passthrough: $(cat "$ROOT/check")"
+	;;
+nodaemon)
+	export JITCACHE_SOCKET=$ROOT/no-such.sock
+	"$SHIM_APP" --threads 2 $ARCH >"$ROOT/real.txt" || fail "real run failed"
+	"${RUN[@]}" --check "$SHIM_APP" --threads 2 $ARCH >"$ROOT/shim.txt" 2>"$ROOT/check"
+	rc=$?
+	[ "$rc" = 1 ] || { cat "$ROOT/check"; fail "jitcache-run --check should exit 1, got $rc"; }
+	grep -q "compiles will run in process" "$ROOT/check" || { cat "$ROOT/check"; fail "no warning"; }
+	grep -q "daemon unavailable 2" "$ROOT/check" || { cat "$ROOT/check"; fail "not compiled in process"; }
+	same "$ROOT/real.txt" "$ROOT/shim.txt" "outputs without a daemon"
+	echo "nodaemon: $(tail -1 "$ROOT/check")"
+	;;
+threads)
+	start_daemon
+	run_twice threads "$SHIM_APP" --threads 16 $ARCH
+	[ "$(grep -c 'compile rc=0' "$ROOT/threads.2")" = 16 ] || fail "not 16 programs"
+	;;
+soname)
+	mkdir "$ROOT/copy" && cp "$REAL_NVRTC" "$ROOT/copy/$SHIM_SONAME" || fail "cannot copy $REAL_NVRTC"
+	shim=$(realpath "$SHIM_LIB")
+	copy=$(realpath "$ROOT/copy/$SHIM_SONAME")
+	LD_PRELOAD=$shim "$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$SHIM_SONAME" "$copy" >"$ROOT/probe" ||
+		fail "probe failed"
+	cat "$ROOT/probe"
+	grep -qx "$SHIM_SONAME -> $shim same-as-soname=1" "$ROOT/probe" ||
+		fail "dlopen by soname does not give the preloaded shim"
+	grep -qx "$copy -> $copy same-as-soname=0" "$ROOT/probe" ||
+		fail "dlopen of another $SHIM_SONAME by absolute path: expected that copy, a separate object"
+	# Without the shim, the soname is the real library.
+	"$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$SHIM_SONAME" | grep -q "$shim" && fail "shim loaded without LD_PRELOAD"
+	echo "soname: by soname -> the shim; by the path of a copy -> the copy (not interceptable)"
+	;;
+*)
+	fail "unknown case"
+	;;
+esac
+exit 0
