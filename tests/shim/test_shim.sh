@@ -20,6 +20,14 @@
 #   threads      16 threads compiling different programs at once, twice
 #   soname       what dlopen() resolves to with the shim preloaded (by soname:
 #                the shim; a copy of the real library by path: that copy)
+#   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
+#                PyTorch and cuda.core (frameworks.py) compile, launch and
+#                check a kernel, twice without and twice under jitcache-run
+#                ($JC_SHIM_GPU_RUNS rounds, default 1, each a new program):
+#                the 2nd shim run is all daemon hits; prints compile times.
+#                $JC_SHIM_PY_LDP, when set, is the Python processes'
+#                LD_LIBRARY_PATH (the GPU machine's own, without the packed
+#                libraries the daemon needs)
 #
 # Environment (set by Meson): JITCACHED, JITCACHECTL, JITCACHE_RUN_BIN,
 # SHIM_LIB, REAL_NVRTC, NVRTC_HEADER, SHIM_SONAME, SHIM_CONFORMANCE,
@@ -211,6 +219,60 @@ soname)
 	# Without the shim, the soname is the real library.
 	"$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$SHIM_SONAME" | grep -q "$shim" && fail "shim loaded without LD_PRELOAD"
 	echo "soname: by soname -> the shim; by the path of a copy -> the copy (not interceptable)"
+	;;
+gpu)
+	if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+		echo "SKIP: no GPU (nvidia-smi -L fails)"
+		exit 77
+	fi
+	PY=$(command -v python3 || true)
+	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
+	start_daemon
+	"$PY" -m pip list 2>/dev/null | grep -Ei '^(cupy|torch|cuda-core|cuda-pathfinder|cuda-bindings|nvidia-cuda-nvrtc|numba-cuda) ' |
+		sed 's/^/gpu: package /'
+	ran=0
+	for fw in cupy torch cuda.core; do
+		for rep in $(seq "${JC_SHIM_GPU_RUNS:-1}"); do
+			salt="$$-$rep-$(date +%s%N)"
+			for mode in plain shim; do
+				for run in 1 2; do
+					c=$ROOT/fw/$fw-$rep-$mode-$run
+					mkdir -p "$c"
+					cmd=(env LD_LIBRARY_PATH="${JC_SHIM_PY_LDP-${LD_LIBRARY_PATH:-}}" CUPY_CACHE_DIR="$c/cupy" PYTORCH_KERNEL_CACHE_PATH="$c/torch"
+						USE_PYTORCH_KERNEL_CACHE=0 JC_SHIM_SALT="$salt"
+						"$PY" "$JC_SHIM_TESTS/frameworks.py" "$fw")
+					[ "$mode" = shim ] && cmd=("${RUN[@]}" --check "${cmd[@]}")
+					"${cmd[@]}" >"$c/out" 2>"$c/err"
+					rc=$?
+					if [ "$rc" = 77 ]; then
+						echo "gpu: $fw skipped: $(cat "$c/out")"
+						continue 4
+					fi
+					grep -q "result=ok" "$c/out" ||
+						{ cat "$c/out" "$c/err"; fail "$fw ($mode, run $run): exit $rc, no right result"; }
+					echo "gpu: mode=$mode run=$run $(grep '^framework=' "$c/out")" \
+						"$(grep -o '[0-9]* reached jitcached.*' "$c/err")"
+				done
+				if [ "$mode" = shim ]; then
+					read -r reached1 _ _ < <(check_counts "$ROOT/fw/$fw-$rep-shim-1/err")
+					read -r reached2 hit2 miss2 < <(check_counts "$ROOT/fw/$fw-$rep-shim-2/err")
+					[ "${reached2:-0}" -gt 0 ] && [ "$reached2" = "$reached1" ] && [ "$hit2" = "$reached2" ] &&
+						[ "$miss2" = 0 ] || { cat "$ROOT/fw/$fw-$rep-shim-2/err"; fail "$fw: 2nd run under jitcache-run not served by the daemon"; }
+				fi
+			done
+			ran=1
+		done
+	done
+	[ "$ran" = 1 ] || { echo "SKIP: none of cupy, torch, cuda.core can run here"; exit 77; }
+	# Medians of compile_ms per framework, mode and run.
+	for d in "$ROOT"/fw/*; do
+		b=${d##*/}
+		echo "$b $(sed -n 's/.*compile_ms=\([0-9.]*\).*/\1/p' "$d/out")"
+	done | awk '{ n = split($1, p, "-"); k = p[1] " " p[n - 1] " run " p[n]; v[k] = v[k] " " $2 }
+		END { for (k in v) print k, v[k] }' | sort | while read -r fw mode _ run vals; do
+		m=$(printf '%s\n' $vals | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+		echo "gpu: summary $fw $mode run $run compile_ms median $m (n=$(wc -w <<<"$vals"))"
+	done
 	;;
 *)
 	fail "unknown case"
