@@ -126,6 +126,17 @@ const char *jc__input_type_name(uint32_t type);
 int jc__input_type_parse(const char *s);
 const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined" */
 
+/*
+ * 1 when option i of o is an include option: "-IDIR", "-I DIR", "-I=DIR",
+ * "--include-path=DIR", "--include-path DIR" (the forms NVRTC 13.0 accepts)
+ * or a pre-include "-include NAME", "-include=NAME", "--pre-include NAME",
+ * "--pre-include=NAME": *is_dir says -I (1) or pre-include (0), *val the directory or
+ * name (borrowed; NULL when a two-word form is the last option) and *used
+ * how many options it takes (1 or 2). 0 otherwise. Thread-safe.
+ */
+int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
+		   size_t *used);
+
 /* Lowercase hex of 16 bytes into out[33]. */
 void jc__hex16(const uint8_t in[16], char out[33]);
 /* Parses 32 hex digits; returns 0 or JC_EINVAL. */

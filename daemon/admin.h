@@ -46,6 +46,7 @@ struct jc_admin_env {
 	const char *socket_path;
 	/* Server-side hit latency since the start or `stats --zero` (0 offline). */
 	uint64_t hit_samples, hit_sum_ns, hit_p50_ns, hit_p99_ns;
+	int64_t hit_latency_since;        /* unix time those count from (0 offline) */
 	/* out: what the caller must apply to its own state */
 	int removed;        /* entries were removed: drop in-memory copies */
 	uint64_t evicted;   /* entries removed by budget eviction */
