@@ -52,10 +52,23 @@ static void preload_builtins(void *handle)
 		dlopen(builtins, RTLD_NOW | RTLD_LOCAL); /* kept for the process's life */
 }
 
-static void load(void)
+static pthread_once_t path_once = PTHREAD_ONCE_INIT;
+
+static void pick_path(void)
 {
 	const char *env = getenv("JITCACHE_REAL_NVRTC");
 	snprintf(path, sizeof(path), "%s", env && *env ? env : JC_REAL_NVRTC);
+}
+
+const char *jc__real_path(void)
+{
+	pthread_once(&path_once, pick_path);
+	return path;
+}
+
+static void load(void)
+{
+	jc__real_path();
 	if (path[0] != '/') {
 		fprintf(stderr, "libjitcache-nvrtc: JITCACHE_REAL_NVRTC=%s is not an absolute path\n", path);
 		return;
@@ -88,7 +101,3 @@ const struct jc_real_nvrtc *jc__real(void)
 	return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
 }
 
-const char *jc__real_path(void)
-{
-	return path;
-}

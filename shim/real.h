@@ -73,7 +73,8 @@ struct jc_real_nvrtc {
  */
 const struct jc_real_nvrtc *jc__real(void);
 
-/* Absolute path of the real library in use (after jc__real()), for reports. */
+/* The real library's path: $JITCACHE_REAL_NVRTC, else the one found at
+ * build time (read once; loads nothing). Thread-safe. */
 const char *jc__real_path(void);
 
 #endif

@@ -6,7 +6,8 @@
  * load of libnvrtc.so.<major> by soname (DT_NEEDED, dlopen("libnvrtc.so.13"),
  * cuda-pathfinder's already-loaded check) resolves to the shim, after making
  * sure a jitcached answers (the client library's connect: search order and
- * auto-start are its own). With --check, it reports afterwards whether the
+ * auto-start are its own; COMMAND gets that daemon's socket in
+ * JITCACHE_SOCKET). With --check, it reports afterwards whether the
  * NVRTC compiles of COMMAND and of its children reached the daemon.
  */
 #include <errno.h>
@@ -131,10 +132,17 @@ int main(int argc, char **argv)
 			JC_SHIM_INSTALLED);
 		return 127;
 	}
-	jc_client *c;
-	if (jc_client_connect(NULL, &c) != 0)
+	/* Finds the daemon as every client does, starting one if none answers
+	 * (jitcache.h, jc_client_open); COMMAND then talks to that one. */
+	jc_client *c = NULL;
+	if (jc_client_open(NULL, &c) != 0)
 		fprintf(stderr, "jitcache-run: %s: compiles will run in process, uncached\n",
 			jc_client_errmsg(NULL));
+	else if (!jc_client_socket(c))
+		fprintf(stderr, "jitcache-run: no jitcached answers and none could be started: "
+				"compiles will run in process, uncached\n");
+	else if (setenv("JITCACHE_SOCKET", jc_client_socket(c), 1) != 0)
+		fprintf(stderr, "jitcache-run: cannot set JITCACHE_SOCKET: %s\n", strerror(errno));
 	jc_client_close(c);
 	if (set_preload(shim) != 0) {
 		fprintf(stderr, "jitcache-run: cannot set LD_PRELOAD: %s\n", strerror(errno));

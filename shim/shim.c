@@ -94,6 +94,14 @@ static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static jc_client *pool[POOL_MAX];
 static int n_pool;
 
+/*
+ * A pooled handle, else a new one from jc_client_open(): the client library
+ * finds the daemon (or starts one) and reconnects; with no daemon its
+ * in-process fallback compiles with the same real library as the shim
+ * (JC_UNCACHED results), and such a handle looks for a daemon again before
+ * each compile. $JITCACHE_FALLBACK=error makes the shim compile through the
+ * real program instead.
+ */
 static jc_client *pool_get(void)
 {
 	jc_client *c = NULL;
@@ -101,8 +109,13 @@ static jc_client *pool_get(void)
 	if (n_pool > 0)
 		c = pool[--n_pool];
 	pthread_mutex_unlock(&pool_mu);
-	if (!c && jc_client_connect(NULL, &c) != 0)
+	if (c)
+		return c;
+	jc_options *o = NULL;
+	if (jc_options_new(&o) == 0 && jc_options_set_nvrtc(o, jc__real_path()) == 0 &&
+	    jc_client_open(o, &c) != 0)
 		c = NULL;
+	jc_options_free(o);
 	return c;
 }
 
@@ -241,7 +254,7 @@ static int ask_daemon(const jc_request *r, jc_result **out)
 	if (c) {
 		rc = jc_compile(c, r, out);
 		/* A result (even a failed compile) means the connection is sound. */
-		pool_put(c, rc == 0 || rc == JC_ECOMPILE || rc == JC_EINVAL);
+		pool_put(c, rc == 0 || rc == JC_ECOMPILE || rc == JC_EINVAL || rc == JC_ENOTSUP);
 	}
 	in_client--;
 	if (rc != 0) {
@@ -541,7 +554,8 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	int rc = ask_daemon(q->req, &q->res);
 	if (rc == 0) {
 		jc_cache_status st = jc_result_cache_status(q->res);
-		*ctr = st == JC_HIT ? &stats.hits : st == JC_JOINED ? &stats.joined : &stats.misses;
+		*ctr = st == JC_HIT ? &stats.hits : st == JC_JOINED ? &stats.joined
+		       : st == JC_UNCACHED ? &stats.unavailable : &stats.misses;
 		return NULL;
 	}
 	*ctr = rc == JC_ECOMPILE ? &stats.failed : rc == JC_ECONNECT ? &stats.unavailable : &stats.refused;
@@ -567,7 +581,8 @@ NVRTC_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, con
 	} else if (!(reason = serve(q, numOptions, options, &ctr))) {
 		q->state = ST_SERVED;
 	}
-	count(ctr, reason);
+	count(ctr, reason ? reason : ctr == &stats.unavailable
+		   ? "no jitcached answered: compiled in process by the client library's fallback" : NULL);
 	if (reason && r == NVRTC_SUCCESS) {
 		r = real_of(q);
 		r = r ?: jc__real()->nvrtcCompileProgram(q->real, numOptions, options);

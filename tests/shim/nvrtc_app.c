@@ -7,8 +7,9 @@
  * the log, in program order. test_shim.sh compares its output with and
  * without jitcache-run.
  *
- * Usage: nvrtc_app [--threads N] [--broken] ARCH [NVRTC_OPTION...]
- *   --broken  the programs have a compile error (the log is printed)
+ * Usage: nvrtc_app [--threads N] [--broken] [--include FILE] ARCH [NVRTC_OPTION...]
+ *   --broken        the programs have a compile error (the log is printed)
+ *   --include FILE  the programs #include "FILE" and add its macro EXTRA
  */
 #include <nvrtc.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@ struct job {
 static const char *arch_opt;
 static const char *const *extra;
 static int n_extra, broken;
+static const char *include;
 
 static uint64_t fnv(const void *p, size_t n)
 {
@@ -38,11 +40,15 @@ static void *run(void *arg)
 {
 	struct job *j = arg;
 	char src[1024];
+	char inc[600] = "";
+	if (include)
+		snprintf(inc, sizeof(inc), "#include \"%s\"\n", include);
 	snprintf(src, sizeof(src),
+		 "%s"
 		 "template <typename T> __global__ void saxpy(T a, const T *x, T *y, int n)\n"
-		 "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i] + %d; }\n"
+		 "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i] + %d%s; }\n"
 		 "%s\n",
-		 j->index, broken ? "int broken = no_such_name;" : "");
+		 inc, j->index, include ? " + EXTRA" : "", broken ? "int broken = no_such_name;" : "");
 	nvrtcProgram p;
 	size_t len = 0;
 	int w = 0;
@@ -95,11 +101,14 @@ int main(int argc, char **argv)
 			threads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--broken"))
 			broken = 1;
+		else if (!strcmp(argv[i], "--include") && i + 1 < argc)
+			include = argv[++i];
 		else
 			break;
 	}
 	if (i >= argc || threads < 1 || threads > 256) {
-		fprintf(stderr, "usage: nvrtc_app [--threads N] [--broken] ARCH [NVRTC_OPTION...]\n");
+		fprintf(stderr, "usage: nvrtc_app [--threads N] [--broken] [--include FILE] ARCH "
+				"[NVRTC_OPTION...]\n");
 		return 2;
 	}
 	static char arch[64];

@@ -13,6 +13,8 @@
 #                (daemon stats), outputs and lowered names equal the 1st's and
 #                the real NVRTC's
 #   ctypes       the same through Python ctypes.CDLL("libnvrtc.so.N")
+#   include      a header found through a relative -I (the process's working
+#                directory): served twice, then changed on disk: a new result
 #   error        a compile error: result code and log identical to NVRTC's
 #   passthrough  an option that writes a file (--time) runs in process, the
 #                daemon sees nothing, NVRTC writes the file
@@ -80,8 +82,12 @@ same() { # same FILE_A FILE_B WHAT
 	cmp -s "$1" "$2" || { diff "$1" "$2" | head -30; fail "$3 differ"; }
 }
 
-export JITCACHE_SOCKET=$SOCK
-export JITCACHE_AUTOSTART=0 # the tests start their daemons themselves
+# The client library's daemon search must find this test's daemon or none:
+# no per-user or system daemon of the machine, no auto-start (the tests start
+# their daemons themselves).
+export JITCACHE_SOCKET=$SOCK XDG_RUNTIME_DIR=$ROOT/run JITCACHE_SYSTEM_SOCKET= JITCACHE_AUTOSTART=0
+export JITCACHE_DIR=$ROOT/default-cache
+mkdir -p "$XDG_RUNTIME_DIR"
 RUN=("$JITCACHE_RUN_BIN")
 
 # run_twice NAME CMD...: the real NVRTC once, then twice under jitcache-run;
@@ -155,6 +161,19 @@ twice)
 	# A virtual architecture (PTX only) too.
 	run_twice app-ptx "$SHIM_APP" compute_${ARCH#sm_}
 	;;
+include)
+	start_daemon
+	mkdir -p "$ROOT/work/inc" && cd "$ROOT/work" || fail "mkdir"
+	echo '#define EXTRA 5' >inc/extra.h
+	run_twice include "$SHIM_APP" --include extra.h $ARCH -I inc
+	echo '#define EXTRA 6' >inc/extra.h
+	"$SHIM_APP" --include extra.h $ARCH -I inc >"$ROOT/include.real6" || fail "real run failed"
+	"${RUN[@]}" --check "$SHIM_APP" --include extra.h $ARCH -I inc >"$ROOT/include.6" 2>"$ROOT/include.check6"
+	same "$ROOT/include.real6" "$ROOT/include.6" "outputs after the header changed"
+	cmp -s "$ROOT/include.real" "$ROOT/include.6" && fail "the changed header gave the old PTX/cubin"
+	grep -q "1 miss" "$ROOT/include.check6" || { cat "$ROOT/include.check6"; fail "changed header: not a miss"; }
+	echo "include: header changed -> $(cat "$ROOT/include.check6")"
+	;;
 ctypes)
 	PY=$(command -v python3 || true)
 	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
@@ -199,6 +218,11 @@ nodaemon)
 	grep -q "daemon unavailable 2" "$ROOT/check" || { cat "$ROOT/check"; fail "not compiled in process"; }
 	same "$ROOT/real.txt" "$ROOT/shim.txt" "outputs without a daemon"
 	echo "nodaemon: $(tail -1 "$ROOT/check")"
+	# The client's fallback off: the shim compiles through the real program.
+	JITCACHE_FALLBACK=error "${RUN[@]}" --check "$SHIM_APP" --threads 2 $ARCH >"$ROOT/shim-err.txt" 2>"$ROOT/check-err"
+	grep -q "daemon unavailable 2" "$ROOT/check-err" || { cat "$ROOT/check-err"; fail "not compiled in process"; }
+	same "$ROOT/real.txt" "$ROOT/shim-err.txt" "outputs without a daemon, JITCACHE_FALLBACK=error"
+	echo "nodaemon, JITCACHE_FALLBACK=error: $(tail -1 "$ROOT/check-err")"
 	;;
 threads)
 	start_daemon
