@@ -149,6 +149,9 @@ static void atfork_child(void)
 	while (n_pool > 0)
 		jc_client_close(pool[--n_pool]);
 	pthread_mutex_unlock(&pool_mu);
+	/* The child reports its own compiles only (the parent reports its own). */
+	memset(&stats, 0, sizeof(stats));
+	pthread_mutex_init(&stats_mu, NULL);
 }
 
 /* ---- the report for jitcache-run --check ------------------------------------ */
