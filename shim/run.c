@@ -70,7 +70,7 @@ static int report(const char *path)
 	FILE *f = fopen(path, "r");
 	unsigned long procs = 0, compiles = 0, hits = 0, misses = 0, joined = 0, pass = 0, unavail = 0,
 		      refused = 0, failed = 0;
-	char line[1024], reason[512] = "";
+	char line[1024], reason[1024] = "";
 	while (f && fgets(line, sizeof(line), f)) {
 		unsigned long v[9];
 		char why[512] = "";
@@ -82,8 +82,9 @@ static int report(const char *path)
 		procs++;
 		compiles += v[0], hits += v[1], misses += v[2], joined += v[3], pass += v[4];
 		unavail += v[5], refused += v[6], failed += v[7];
-		if (!reason[0] && strcmp(why, "-") != 0)
-			snprintf(reason, sizeof(reason), "%s", why);
+		size_t len = strlen(reason);
+		if (strcmp(why, "-") != 0 && !strstr(reason, why) && len + strlen(why) + 3 < sizeof(reason))
+			snprintf(reason + len, sizeof(reason) - len, "%s%s", len ? "; " : "", why);
 	}
 	if (f)
 		fclose(f);
@@ -100,7 +101,7 @@ static int report(const char *path)
 		"refused %lu, compile error %lu)%s%s\n",
 		procs, procs == 1 ? "" : "es", compiles, compiles == 1 ? "" : "s", reached, hits, misses,
 		joined, pass, unavail + refused + failed, unavail, refused, failed,
-		reason[0] ? "; first reason: " : "", reason);
+		reason[0] ? "; why: " : "", reason);
 	return reached ? 0 : 1;
 }
 

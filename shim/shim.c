@@ -70,7 +70,7 @@ struct prog {
 static struct {
 	unsigned long compiles, hits, misses, joined, lazy, passthrough, unavailable, refused, failed,
 		materialised;
-	char reason[256]; /* first pass-through / fallback reason */
+	char reason[512]; /* the distinct pass-through / fallback reasons, "; "-separated */
 } stats;
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -78,8 +78,9 @@ static void count(unsigned long *ctr, const char *reason)
 {
 	pthread_mutex_lock(&stats_mu);
 	++*ctr;
-	if (reason && !stats.reason[0])
-		snprintf(stats.reason, sizeof(stats.reason), "%.255s", reason);
+	size_t len = strlen(stats.reason);
+	if (reason && !strstr(stats.reason, reason) && len + strlen(reason) + 3 < sizeof(stats.reason))
+		snprintf(stats.reason + len, sizeof(stats.reason) - len, "%s%s", len ? "; " : "", reason);
 	pthread_mutex_unlock(&stats_mu);
 }
 
@@ -506,22 +507,25 @@ NVRTC_API nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char *cons
 	return r;
 }
 
-/* The request for q's source, headers and name expressions; NULL on ENOMEM. */
-static jc_request *request_of(const struct prog *q)
+/* The request for q's source, headers and name expressions into *out; 0 or
+ * the client library's code (JC_ENOMEM, JC_EINVAL for what it refuses). */
+static int request_of(const struct prog *q, jc_request **out)
 {
 	jc_request *r;
-	if (jc_request_new(&r) != 0)
-		return NULL;
-	int rc = jc_request_set_source(r, q->name ? q->name : "default_program", q->src, strlen(q->src));
+	int rc = jc_request_new(&r);
+	if (rc != 0)
+		return rc;
+	rc = jc_request_set_source(r, q->name ? q->name : "default_program", q->src, strlen(q->src));
 	for (int i = 0; rc == 0 && i < q->n_headers; i++)
 		rc = jc_request_add_header(r, q->include_names[i], q->headers[i], strlen(q->headers[i]));
 	for (size_t i = 0; rc == 0 && i < q->n_exprs; i++)
 		rc = jc_request_add_name_expression(r, q->exprs[i]);
 	if (rc != 0) {
 		jc_request_free(r);
-		return NULL;
+		return rc;
 	}
-	return r;
+	*out = r;
+	return 0;
 }
 
 static int save_options(struct prog *q, int n, const char *const *opts)
@@ -548,13 +552,15 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 		return "a flow callback is set";
 	if (save_options(q, n, opts) != 0)
 		return "out of memory";
-	q->req = request_of(q);
-	if (!q->req)
-		return "out of memory";
+	int rc = request_of(q, &q->req);
+	if (rc != 0) {
+		snprintf(why, sizeof(why), "the client library refused the program: %s", jc_strerror(rc));
+		return why;
+	}
 	const char *reason = jc__shim_plan(opts, n, q->req, why, sizeof(why));
 	if (reason)
 		return reason;
-	int rc = ask_daemon(q->req, &q->res);
+	rc = ask_daemon(q->req, &q->res);
 	if (rc == 0) {
 		jc_cache_status st = jc_result_cache_status(q->res);
 		*ctr = st == JC_HIT ? &stats.hits : st == JC_JOINED ? &stats.joined

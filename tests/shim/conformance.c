@@ -175,6 +175,10 @@ int main(int argc, char **argv)
 	lowered("sm", p, NULL);
 	printf("sm lowered-nullout rc=%d\n", nvrtcGetLoweredName(p, "&saxpy<float>", NULL));
 	printf("sm addname-after rc=%d\n", nvrtcAddNameExpression(p, "&saxpy<int>"));
+	printf("sm addname-null-after rc=%d\n", nvrtcAddNameExpression(p, NULL));
+	printf("sm ltoirsize-nullout rc=%d\n", nvrtcGetLTOIRSize(p, NULL));
+	printf("sm ltoir-nullout rc=%d\n", nvrtcGetLTOIR(p, NULL));
+	printf("sm optixsize-nullout rc=%d\n", nvrtcGetOptiXIRSize(p, NULL));
 	printf("sm ptxsize-nullout rc=%d\n", nvrtcGetPTXSize(p, NULL));
 	printf("sm cubinsize-nullout rc=%d\n", nvrtcGetCUBINSize(p, NULL));
 	printf("sm logsize-nullout rc=%d\n", nvrtcGetProgramLogSize(p, NULL));
@@ -206,6 +210,8 @@ int main(int argc, char **argv)
 	compile("virt", p, 1, virt);
 	outputs("virt", p);
 	lowered("virt", p, "&saxpy<float>");
+	printf("virt cubin-nullout rc=%d\n", nvrtcGetCUBIN(p, NULL));
+	printf("virt cubinsize-nullout rc=%d\n", nvrtcGetCUBINSize(p, NULL));
 	destroy("virt", &p);
 
 	/* No architecture at all (NVRTC's default) and no name: "default_program". */
@@ -245,6 +251,13 @@ int main(int argc, char **argv)
 	lowered("error", p, "k");
 	printf("error addname-after rc=%d\n", nvrtcAddNameExpression(p, "k"));
 	destroy("error", &p);
+
+	/* An empty name expression (the daemon refuses it: compiled in process). */
+	p = create("empty-name", saxpy, "saxpy.cu", 0, NULL, NULL);
+	printf("empty-name addname rc=%d\n", nvrtcAddNameExpression(p, ""));
+	compile("empty-name", p, 1, w);
+	lowered("empty-name", p, "");
+	destroy("empty-name", &p);
 
 	/* A name expression that names nothing. */
 	p = create("badname", saxpy, "saxpy.cu", 0, NULL, NULL);
