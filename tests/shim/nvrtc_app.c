@@ -7,7 +7,8 @@
  * the log, in program order. test_shim.sh compares its output with and
  * without jitcache-run.
  *
- * Usage: nvrtc_app [--threads N] [--broken] [--include FILE] ARCH [NVRTC_OPTION...]
+ * Usage: nvrtc_app [--threads N] [--shared] [--broken] [--include FILE] ARCH [NVRTC_OPTION...]
+ *   --shared        one program, compiled first, then queried by the N threads at once
  *   --broken        the programs have a compile error (the log is printed)
  *   --include FILE  the programs #include "FILE" and add its macro EXTRA
  */
@@ -25,7 +26,7 @@ struct job {
 
 static const char *arch_opt;
 static const char *const *extra;
-static int n_extra, broken;
+static int n_extra, broken, share;
 static const char *include;
 
 static uint64_t fnv(const void *p, size_t n)
@@ -36,34 +37,10 @@ static uint64_t fnv(const void *p, size_t n)
 	return h;
 }
 
-static void *run(void *arg)
+/* The outputs, lowered names and log of compiled program p, appended to j->out at w. */
+static void query(struct job *j, nvrtcProgram p, int w)
 {
-	struct job *j = arg;
-	char src[1024];
-	char inc[600] = "";
-	if (include)
-		snprintf(inc, sizeof(inc), "#include \"%s\"\n", include);
-	snprintf(src, sizeof(src),
-		 "%s"
-		 "template <typename T> __global__ void saxpy(T a, const T *x, T *y, int n)\n"
-		 "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i] + %d%s; }\n"
-		 "%s\n",
-		 inc, j->index, include ? " + EXTRA" : "", broken ? "int broken = no_such_name;" : "");
-	nvrtcProgram p;
 	size_t len = 0;
-	int w = 0;
-	nvrtcResult r = nvrtcCreateProgram(&p, src, "app.cu", 0, NULL, NULL);
-	if (r != NVRTC_SUCCESS) {
-		snprintf(j->out, sizeof(j->out), "program %d create rc=%d\n", j->index, r);
-		return NULL;
-	}
-	nvrtcAddNameExpression(p, "&saxpy<float>");
-	nvrtcAddNameExpression(p, "&saxpy<double>");
-	const char *opts[16] = {arch_opt};
-	for (int i = 0; i < n_extra && i < 15; i++)
-		opts[1 + i] = extra[i];
-	r = nvrtcCompileProgram(p, 1 + n_extra, opts);
-	w += snprintf(j->out + w, sizeof(j->out) - w, "program %d compile rc=%d", j->index, r);
 	char *buf;
 	nvrtcGetPTXSize(p, &len);
 	buf = malloc(len);
@@ -80,7 +57,7 @@ static void *run(void *arg)
 	const char *exprs[] = {"&saxpy<float>", "&saxpy<double>"};
 	for (int i = 0; i < 2; i++) {
 		const char *name = NULL;
-		r = nvrtcGetLoweredName(p, exprs[i], &name);
+		nvrtcResult r = nvrtcGetLoweredName(p, exprs[i], &name);
 		w += snprintf(j->out + w, sizeof(j->out) - w, " %s=%s(rc=%d)", exprs[i],
 			      r == NVRTC_SUCCESS ? name : "-", r);
 	}
@@ -89,7 +66,52 @@ static void *run(void *arg)
 	nvrtcGetProgramLog(p, buf);
 	snprintf(j->out + w, sizeof(j->out) - w, " log=%zu\n%s\n", len, buf);
 	free(buf);
+}
+
+/* Creates and compiles program j->index into *p; the first words of j->out. */
+static int compile_job(struct job *j, nvrtcProgram *p)
+{
+	char src[1024];
+	char inc[600] = "";
+	if (include)
+		snprintf(inc, sizeof(inc), "#include \"%s\"\n", include);
+	snprintf(src, sizeof(src),
+		 "%s"
+		 "template <typename T> __global__ void saxpy(T a, const T *x, T *y, int n)\n"
+		 "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i] + %d%s; }\n"
+		 "%s\n",
+		 inc, j->index, include ? " + EXTRA" : "", broken ? "int broken = no_such_name;" : "");
+	nvrtcResult r = nvrtcCreateProgram(p, src, "app.cu", 0, NULL, NULL);
+	if (r != NVRTC_SUCCESS)
+		return snprintf(j->out, sizeof(j->out), "program %d create rc=%d\n", j->index, r), -1;
+	nvrtcAddNameExpression(*p, "&saxpy<float>");
+	nvrtcAddNameExpression(*p, "&saxpy<double>");
+	const char *opts[16] = {arch_opt};
+	for (int i = 0; i < n_extra && i < 15; i++)
+		opts[1 + i] = extra[i];
+	r = nvrtcCompileProgram(*p, 1 + n_extra, opts);
+	return snprintf(j->out, sizeof(j->out), "program %d compile rc=%d", j->index, r);
+}
+
+static void *run(void *arg)
+{
+	struct job *j = arg;
+	nvrtcProgram p;
+	int w = compile_job(j, &p);
+	if (w < 0)
+		return NULL;
+	query(j, p, w);
 	nvrtcDestroyProgram(&p);
+	return NULL;
+}
+
+/* --shared: every thread queries the one program compiled before. */
+static nvrtcProgram shared;
+
+static void *run_shared(void *arg)
+{
+	struct job *j = arg;
+	query(j, shared, snprintf(j->out, sizeof(j->out), "shared program"));
 	return NULL;
 }
 
@@ -101,13 +123,15 @@ int main(int argc, char **argv)
 			threads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--broken"))
 			broken = 1;
+		else if (!strcmp(argv[i], "--shared"))
+			share = 1;
 		else if (!strcmp(argv[i], "--include") && i + 1 < argc)
 			include = argv[++i];
 		else
 			break;
 	}
 	if (i >= argc || threads < 1 || threads > 256) {
-		fprintf(stderr, "usage: nvrtc_app [--threads N] [--broken] [--include FILE] ARCH "
+		fprintf(stderr, "usage: nvrtc_app [--threads N] [--shared] [--broken] [--include FILE] ARCH "
 				"[NVRTC_OPTION...]\n");
 		return 2;
 	}
@@ -118,15 +142,23 @@ int main(int argc, char **argv)
 	n_extra = argc - i - 1;
 	struct job *jobs = calloc((size_t)threads, sizeof(*jobs));
 	pthread_t *t = calloc((size_t)threads, sizeof(*t));
+	struct job first = {0};
+	if (share) {
+		if (compile_job(&first, &shared) < 0)
+			return 1;
+		puts(first.out);
+	}
 	for (int k = 0; k < threads; k++) {
 		jobs[k].index = k;
-		if (pthread_create(&t[k], NULL, run, &jobs[k]) != 0)
+		if (pthread_create(&t[k], NULL, share ? run_shared : run, &jobs[k]) != 0)
 			return 1;
 	}
 	for (int k = 0; k < threads; k++) {
 		pthread_join(t[k], NULL);
 		fputs(jobs[k].out, stdout);
 	}
+	if (share)
+		nvrtcDestroyProgram(&shared);
 	free(jobs);
 	free(t);
 	return 0;

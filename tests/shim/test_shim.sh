@@ -19,7 +19,8 @@
 #   passthrough  an option that writes a file (--time) runs in process, the
 #                daemon sees nothing, NVRTC writes the file
 #   nodaemon     no daemon answers: compiled in process, the same results
-#   threads      16 threads compiling different programs at once, twice
+#   threads      16 threads compiling different programs at once, twice; and
+#                16 threads querying one program at once
 #   soname       what dlopen() resolves to with the shim preloaded (by soname:
 #                the shim; a copy of the real library by path: that copy)
 #   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
@@ -228,6 +229,11 @@ threads)
 	start_daemon
 	run_twice threads "$SHIM_APP" --threads 16 $ARCH
 	[ "$(grep -c 'compile rc=0' "$ROOT/threads.2")" = 16 ] || fail "not 16 programs"
+	# One program queried by 16 threads at once (its PTX fetched lazily
+	# while the others wait): every thread sees the same.
+	run_twice shared "$SHIM_APP" --threads 16 --shared $ARCH
+	[ "$(grep '^shared program' "$ROOT/shared.2" | sort -u | wc -l)" = 1 ] &&
+		[ "$(grep -c '^shared program' "$ROOT/shared.2")" = 16 ] || fail "threads saw different results"
 	;;
 soname)
 	mkdir "$ROOT/copy" && cp "$REAL_NVRTC" "$ROOT/copy/$SHIM_SONAME" || fail "cannot copy $REAL_NVRTC"
