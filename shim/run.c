@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitcache-run [--check] [--] COMMAND ARGS...
+ * jitcache-run [--check] [--by-path] [--] COMMAND ARGS...
  *
- * Runs COMMAND with libjitcache-nvrtc first in LD_PRELOAD, so that every
- * load of libnvrtc.so.<major> by soname (DT_NEEDED, dlopen("libnvrtc.so.13"),
- * cuda-pathfinder's already-loaded check) resolves to the shim, after making
+ * Runs COMMAND with libjitcache-nvrtc in LD_PRELOAD, so that every load of
+ * libnvrtc.so.<major> by soname (DT_NEEDED, dlopen("libnvrtc.so.13"),
+ * cuda-pathfinder's already-loaded check) resolves to the shim (and, with
+ * --by-path, loads by absolute path too: shim/audit.c), after making
  * sure a jitcached answers (the client library's connect: search order and
  * auto-start are its own; COMMAND gets that daemon's socket in
  * JITCACHE_SOCKET). With --check, it reports afterwards whether the
@@ -23,11 +24,13 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: jitcache-run [--check] [--] COMMAND [ARGS...]\n"
+	fprintf(f, "usage: jitcache-run [--check] [--by-path] [--] COMMAND [ARGS...]\n"
 		   "Runs COMMAND with its NVRTC compiles served by jitcached (LD_PRELOAD of\n"
 		   "libjitcache-nvrtc, SONAME " JC_SHIM_SONAME ").\n"
-		   "  --check  afterwards, report on stderr whether the compiles reached the\n"
-		   "           daemon; exit 1 when none did (else COMMAND's status)\n"
+		   "  --check    afterwards, report on stderr whether the compiles reached the\n"
+		   "             daemon; exit 1 when none did (else COMMAND's status)\n"
+		   "  --by-path  also serve programs that open libnvrtc by absolute path\n"
+		   "             (LD_AUDIT of libjitcache-audit, beside the shim)\n"
 		   "Environment: JITCACHE_SOCKET (the daemon), JITCACHE_REAL_NVRTC (the real\n"
 		   "library, absolute path; default " JC_REAL_NVRTC ").\n");
 }
@@ -51,15 +54,18 @@ static int find_shim(char *out, size_t len)
 	return access(out, R_OK);
 }
 
-static int set_preload(const char *shim)
+/* Appends lib to the list in variable var (':'-separated): libraries already
+ * preloaded keep their place (a sanitizer runtime must stay first); the
+ * shim's soname resolves to it wherever it is in the list. */
+static int append_env(const char *var, const char *lib)
 {
-	const char *old = getenv("LD_PRELOAD");
-	size_t len = strlen(shim) + (old ? strlen(old) : 0) + 2;
+	const char *old = getenv(var);
+	size_t len = strlen(lib) + (old ? strlen(old) : 0) + 2;
 	char *v = malloc(len);
 	if (!v)
 		return -1;
-	snprintf(v, len, "%s%s%s", shim, old && *old ? ":" : "", old && *old ? old : "");
-	int rc = setenv("LD_PRELOAD", v, 1);
+	snprintf(v, len, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", lib);
+	int rc = setenv(var, v, 1);
 	free(v);
 	return rc;
 }
@@ -107,13 +113,15 @@ static int report(const char *path)
 
 int main(int argc, char **argv)
 {
-	int check = 0, i = 1;
+	int check = 0, by_path = 0, i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--")) {
 			i++;
 			break;
 		} else if (!strcmp(argv[i], "--check")) {
 			check = 1;
+		} else if (!strcmp(argv[i], "--by-path")) {
+			by_path = 1;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return 0;
@@ -145,7 +153,13 @@ int main(int argc, char **argv)
 	else if (setenv("JITCACHE_SOCKET", jc_client_socket(c), 1) != 0)
 		fprintf(stderr, "jitcache-run: cannot set JITCACHE_SOCKET: %s\n", strerror(errno));
 	jc_client_close(c);
-	if (set_preload(shim) != 0) {
+	char audit[PATH_MAX + 32];
+	snprintf(audit, sizeof(audit), "%.*s/libjitcache-audit.so", (int)(strrchr(shim, '/') - shim), shim);
+	if (by_path && access(audit, R_OK) != 0) {
+		fprintf(stderr, "jitcache-run: %s: %s\n", audit, strerror(errno));
+		return 127;
+	}
+	if (append_env("LD_PRELOAD", shim) != 0 || (by_path && append_env("LD_AUDIT", audit) != 0)) {
 		fprintf(stderr, "jitcache-run: cannot set LD_PRELOAD: %s\n", strerror(errno));
 		return 127;
 	}

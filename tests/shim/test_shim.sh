@@ -23,6 +23,8 @@
 #                16 threads querying one program at once
 #   soname       what dlopen() resolves to with the shim preloaded (by soname:
 #                the shim; a copy of the real library by path: that copy)
+#   bypath       a program that opens a copy of the real library by absolute
+#                path: not reached by jitcache-run, served with --by-path
 #   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
 #                PyTorch and cuda.core (frameworks.py) compile, launch and
 #                check a kernel, twice without and twice under jitcache-run
@@ -89,7 +91,20 @@ same() { # same FILE_A FILE_B WHAT
 export JITCACHE_SOCKET=$SOCK XDG_RUNTIME_DIR=$ROOT/run JITCACHE_SYSTEM_SOCKET= JITCACHE_AUTOSTART=0
 export JITCACHE_DIR=$ROOT/default-cache
 mkdir -p "$XDG_RUNTIME_DIR"
-RUN=("$JITCACHE_RUN_BIN")
+# In an ASan build (scripts/sanitize.sh) the shim needs the ASan runtime
+# loaded first in every process it is preloaded into, Python included, whose
+# own leaks at exit are not ours; NVRTC's own leaks are suppressed (lsan.supp).
+asan=$(ldd "$SHIM_LIB" 2>/dev/null | awk '/libasan/ { print $3 }')
+export LSAN_OPTIONS="suppressions=$JC_SHIM_TESTS/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+if [ -n "$asan" ]; then
+	RUN=(env "LD_PRELOAD=$asan${LD_PRELOAD:+:$LD_PRELOAD}" "$JITCACHE_RUN_BIN")
+	PY_ASAN=(env "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0")
+	PRELOAD_FIRST=$asan:
+else
+	RUN=("$JITCACHE_RUN_BIN")
+	PY_ASAN=()
+	PRELOAD_FIRST=
+fi
 
 # run_twice NAME CMD...: the real NVRTC once, then twice under jitcache-run;
 # all three outputs must be equal and the 2nd shim run all hits. Prints the
@@ -179,7 +194,7 @@ ctypes)
 	PY=$(command -v python3 || true)
 	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
 	start_daemon
-	run_twice ctypes "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$SHIM_SONAME" $ARCH
+	run_twice ctypes "${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$SHIM_SONAME" $ARCH
 	;;
 error)
 	start_daemon
@@ -239,7 +254,7 @@ soname)
 	mkdir "$ROOT/copy" && cp "$REAL_NVRTC" "$ROOT/copy/$SHIM_SONAME" || fail "cannot copy $REAL_NVRTC"
 	shim=$(realpath "$SHIM_LIB")
 	copy=$(realpath "$ROOT/copy/$SHIM_SONAME")
-	LD_PRELOAD=$shim "$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$SHIM_SONAME" "$copy" >"$ROOT/probe" ||
+	LD_PRELOAD=$PRELOAD_FIRST$shim "$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$SHIM_SONAME" "$copy" >"$ROOT/probe" ||
 		fail "probe failed"
 	cat "$ROOT/probe"
 	grep -qx "$SHIM_SONAME -> $shim same-as-soname=1" "$ROOT/probe" ||
@@ -303,6 +318,25 @@ gpu)
 		m=$(printf '%s\n' $vals | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 		echo "gpu: summary $fw $mode run $run compile_ms median $m (n=$(wc -w <<<"$vals"))"
 	done
+	;;
+bypath)
+	PY=$(command -v python3 || true)
+	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
+	start_daemon
+	mkdir "$ROOT/copy" && cp "$REAL_NVRTC" "$ROOT/copy/$SHIM_SONAME" || fail "cannot copy $REAL_NVRTC"
+	shim=$(realpath "$SHIM_LIB")
+	copy=$(realpath "$ROOT/copy/$SHIM_SONAME")
+	LD_AUDIT=$(dirname "$shim")/libjitcache-audit.so LD_PRELOAD=$PRELOAD_FIRST$shim \
+		"$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$copy" "$REAL_NVRTC" >"$ROOT/probe" || fail "probe failed"
+	cat "$ROOT/probe"
+	[ "$(grep -c " -> $shim same-as-soname=1" "$ROOT/probe")" = 2 ] ||
+		fail "with the audit module, opens by path should give the shim"
+	py=("${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$copy" $ARCH)
+	"${RUN[@]}" --check "${py[@]}" >"$ROOT/plain.txt" 2>"$ROOT/plain.check"
+	[ $? = 1 ] && grep -q "no NVRTC compile went through the shim" "$ROOT/plain.check" ||
+		{ cat "$ROOT/plain.check"; fail "a load by path reached the shim without --by-path?"; }
+	RUN+=(--by-path)
+	run_twice bypath "${py[@]}"
 	;;
 *)
 	fail "unknown case"
