@@ -95,7 +95,7 @@ mkdir -p "$XDG_RUNTIME_DIR"
 # loaded first in every process it is preloaded into, Python included, whose
 # own leaks at exit are not ours; NVRTC's own leaks are suppressed (lsan.supp).
 asan=$(ldd "$SHIM_LIB" 2>/dev/null | awk '/libasan/ { print $3 }')
-export LSAN_OPTIONS="suppressions=$JC_SHIM_TESTS/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$JC_SHIM_TESTS/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 if [ -n "$asan" ]; then
 	RUN=(env "LD_PRELOAD=$asan${LD_PRELOAD:+:$LD_PRELOAD}" "$JITCACHE_RUN_BIN")
 	PY_ASAN=(env "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0")
