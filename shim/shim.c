@@ -256,6 +256,12 @@ static int ask_daemon(const jc_request *r, jc_result **out)
 	jc_client *c = pool_get();
 	int rc = JC_ECONNECT;
 	if (c) {
+		/* A handle without a daemon compiles in process with the real
+		 * library: load it here first, so that its builtins are the
+		 * ones beside it (real.h). A daemon lost during this very call
+		 * falls back without that (the loader's search path decides). */
+		if (!jc_client_socket(c))
+			jc__real();
 		rc = jc_compile(c, r, out);
 		/* A result (even a failed compile) means the connection is sound. */
 		pool_put(c, rc == 0 || rc == JC_ECOMPILE || rc == JC_EINVAL || rc == JC_ENOTSUP);

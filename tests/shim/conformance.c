@@ -39,6 +39,18 @@ static const char with_header[] =
 	"#include \"scale.h\"\n"
 	"__global__ void k(float *p) { *p *= SCALE; }\n";
 
+static int flow_go(void *a, void *b)
+{
+	(void)a, (void)b;
+	return 0;
+}
+
+static int flow_cancel(void *a, void *b)
+{
+	(void)a, (void)b;
+	return 1;
+}
+
 static uint64_t fnv(const void *p, size_t n)
 {
 	uint64_t h = 1469598103934665603ull;
@@ -265,6 +277,18 @@ int main(int argc, char **argv)
 	compile("badname", p, 1, w);
 	outputs("badname", p);
 	destroy("badname", &p);
+
+	/* A flow callback: one that lets the compile run, one that cancels it. */
+	p = create("flow-go", warns, "flow.cu", 0, NULL, NULL);
+	printf("flow-go set rc=%d\n", nvrtcSetFlowCallback(p, flow_go, NULL));
+	compile("flow-go", p, 1, w);
+	outputs("flow-go", p);
+	destroy("flow-go", &p);
+	p = create("flow-cancel", warns, "flow.cu", 0, NULL, NULL);
+	printf("flow-cancel set rc=%d\n", nvrtcSetFlowCallback(p, flow_cancel, NULL));
+	compile("flow-cancel", p, 1, w);
+	outputs("flow-cancel", p);
+	destroy("flow-cancel", &p);
 
 	/* Bad options: unknown, bad value, unsupported architecture. */
 	const char *unknown[] = {arch_opt, "--no-such-option"};

@@ -11,6 +11,7 @@
  *   --shared        one program, compiled first, then queried by the N threads at once
  *   --broken        the programs have a compile error (the log is printed)
  *   --include FILE  the programs #include "FILE" and add its macro EXTRA
+ *   --maps          at the end, list the NVRTC files mapped (stderr)
  */
 #include <nvrtc.h>
 #include <pthread.h>
@@ -26,7 +27,7 @@ struct job {
 
 static const char *arch_opt;
 static const char *const *extra;
-static int n_extra, broken, share;
+static int n_extra, broken, share, maps;
 static const char *include;
 
 static uint64_t fnv(const void *p, size_t n)
@@ -125,6 +126,8 @@ int main(int argc, char **argv)
 			broken = 1;
 		else if (!strcmp(argv[i], "--shared"))
 			share = 1;
+		else if (!strcmp(argv[i], "--maps"))
+			maps = 1;
 		else if (!strcmp(argv[i], "--include") && i + 1 < argc)
 			include = argv[++i];
 		else
@@ -159,6 +162,13 @@ int main(int argc, char **argv)
 	}
 	if (share)
 		nvrtcDestroyProgram(&shared);
+	FILE *m = maps ? fopen("/proc/self/maps", "r") : NULL;
+	char line[4096];
+	while (m && fgets(line, sizeof(line), m))
+		if (strstr(line, "nvrtc"))
+			fputs(strchr(line, '/') ? strchr(line, '/') : line, stderr);
+	if (m)
+		fclose(m);
 	free(jobs);
 	free(t);
 	return 0;

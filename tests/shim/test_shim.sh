@@ -23,6 +23,10 @@
 #                16 threads querying one program at once
 #   soname       what dlopen() resolves to with the shim preloaded (by soname:
 #                the shim; a copy of the real library by path: that copy)
+#   realpath     $JITCACHE_REAL_NVRTC names a copy of the real library in a
+#                directory of its own: that copy compiles, with the builtins
+#                beside it (the real library has no RUNPATH)
+#   autostart    no daemon running: jitcache-run starts one (client library)
 #   bypath       a program that opens a copy of the real library by absolute
 #                path: not reached by jitcache-run, served with --by-path
 #   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
@@ -318,6 +322,45 @@ gpu)
 		m=$(printf '%s\n' $vals | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 		echo "gpu: summary $fw $mode run $run compile_ms median $m (n=$(wc -w <<<"$vals"))"
 	done
+	;;
+realpath)
+	readelf -d "$REAL_NVRTC" | grep -qE 'RUNPATH|RPATH' && { echo "SKIP: the real library has a RUNPATH"; exit 77; }
+	builtins=$(ls "$(dirname "$REAL_NVRTC")"/libnvrtc-builtins.so.*.* 2>/dev/null | grep -v alt | head -1)
+	[ -n "$builtins" ] || fail "no libnvrtc-builtins beside $REAL_NVRTC"
+	mkdir "$ROOT/alt" && cp "$REAL_NVRTC" "$builtins" "$ROOT/alt/" || fail "copy"
+	alt=$(realpath "$ROOT/alt")
+	export JITCACHE_SOCKET=$ROOT/no-such.sock
+	"$SHIM_APP" $ARCH >"$ROOT/real.txt" || fail "real run failed"
+	for fallback in compile error; do
+		JITCACHE_FALLBACK=$fallback JITCACHE_REAL_NVRTC=$alt/$SHIM_SONAME "${RUN[@]}" --check \
+			"$SHIM_APP" --maps $ARCH >"$ROOT/shim.txt" 2>"$ROOT/err"
+		same "$ROOT/real.txt" "$ROOT/shim.txt" "outputs with JITCACHE_REAL_NVRTC (fallback $fallback)"
+		grep -q "^$alt/$SHIM_SONAME" "$ROOT/err" || { cat "$ROOT/err"; fail "the copy was not loaded"; }
+		grep -q "^$alt/$(basename "$builtins")" "$ROOT/err" || { cat "$ROOT/err"; fail "its builtins were not loaded"; }
+		grep -q "^$(dirname "$(realpath "$REAL_NVRTC")")" "$ROOT/err" &&
+			{ cat "$ROOT/err"; fail "the toolkit's NVRTC was loaded too"; }
+		grep -q "compiled in process" "$ROOT/err" || fail "not compiled in process"
+	done
+	echo "realpath: compiled by $alt/$SHIM_SONAME with its own builtins"
+	;;
+autostart)
+	command -v "$JITCACHED" >/dev/null || fail "no jitcached"
+	unset JITCACHE_SOCKET
+	export JITCACHE_AUTOSTART=1 JITCACHE_AUTOSTART_IDLE_EXIT=30 JITCACHE_DIR=$ROOT/auto
+	sock=$XDG_RUNTIME_DIR/jitcached.sock
+	run_autostarted() {
+		"${RUN[@]}" --check "$SHIM_APP" $ARCH >"$ROOT/auto.$1" 2>"$ROOT/auto.check$1" ||
+			{ cat "$ROOT/auto.check$1"; fail "run $1 failed"; }
+	}
+	run_autostarted 1
+	CTL=("$JITCACHECTL" --socket "$sock")
+	DAEMON_PID=$("${CTL[@]}" ping 2>/dev/null | sed -n 's/.*"pid": *\([0-9]*\).*/\1/p')
+	[ -n "$DAEMON_PID" ] || { cat "$ROOT/auto.check1"; fail "no daemon answers at $sock after jitcache-run"; }
+	run_autostarted 2
+	grep -q "1 reached jitcached (0 hit, 1 miss" "$ROOT/auto.check1" &&
+		grep -q "1 reached jitcached (1 hit, 0 miss" "$ROOT/auto.check2" ||
+		{ cat "$ROOT/auto.check1" "$ROOT/auto.check2"; fail "expected a miss, then a hit"; }
+	echo "autostart: jitcached pid $DAEMON_PID started by jitcache-run; $(cat "$ROOT/auto.check2")"
 	;;
 bypath)
 	PY=$(command -v python3 || true)
