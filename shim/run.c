@@ -21,6 +21,7 @@
 
 #include "jitcache/jitcache.h"
 #include "shim_config.h"
+#include "util.h"
 
 static void usage(FILE *f)
 {
@@ -38,18 +39,8 @@ static void usage(FILE *f)
 /* The shim beside this executable (build tree), else the installed one. */
 static int find_shim(char *out, size_t len)
 {
-	char exe[PATH_MAX - 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(out, len, "%s/libjitcache-nvrtc.so", exe);
-			if (access(out, R_OK) == 0)
-				return 0;
-		}
-	}
+	if (jc__beside_self("libjitcache-nvrtc.so", out, len) == 0)
+		return 0;
 	snprintf(out, len, "%s", JC_SHIM_INSTALLED);
 	return access(out, R_OK);
 }
