@@ -155,4 +155,22 @@ void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, con
 /* The median of v[0..n) (sorts v; main.c). */
 double bench_median(double *v, int n);
 
+/* --- paths.c: the client library's other paths -------------------------- */
+
+/* connect + handshake with d, iters times (out: percentiles); returns p50 us. */
+double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench_lat *out);
+/* p50 us of a hit of r on a handle whose connection was just broken
+ * (shutdown): reconnect, handshake, resend, hit. */
+double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r, size_t iters);
+/* The first request (r, a miss) of a client with no daemon running: it
+ * auto-starts one on a fresh cache directory under d->root; returns the ms
+ * from jc_client_open to the result, *open_ms to the handshake. Stops that
+ * daemon afterwards. */
+double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, double *open_ms);
+/* r compiled in-process by a client with no daemon (fallback), the first
+ * time (loading NVRTC) and the median of reps more, and the median of reps
+ * plain NVRTC compiles of the same request, in ms. */
+void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int reps,
+		       double *fallback_first, double *fallback, double *plain);
+
 #endif

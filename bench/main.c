@@ -356,6 +356,25 @@ int main(int argc, char **argv)
 		hit_figures("hit_large", "CUB", &o_cub, &hit_l, &raw_l, 2);
 	}
 
+	/* The client library's paths: connect, a reconnect, the fallback. */
+	fprintf(stderr, "client paths...\n");
+	{
+		struct bench_lat conn;
+		size_t iters = plan->hit_iters / 10 > 200 ? plan->hit_iters / 10 : 200;
+		bench_connect_us(d, iters, &conn);
+		target(fig("connect_p50_us", "us", conn.p50, "connect + handshake p50"), AT_MOST, 50);
+		fig("connect_p99_us", "us", conn.p99, "connect + handshake p99");
+		fig("reconnect_hit_p50_us", "us", bench_reconnect_hit_us(d, small, iters / 2),
+		    "hit on a broken connection: reconnect + resend, p50");
+		double first, fb, plain;
+		bench_fallback_ms(d, saxpy, plan->compile_reps + 2, &first, &fb, &plain);
+		fig("fallback_first_saxpy_ms", "ms", first, "no daemon: first in-process compile (loads NVRTC)");
+		fig("fallback_saxpy_ms", "ms", fb, "no daemon: in-process compile, SAXPY");
+		fig("nvrtc_plain_saxpy_ms", "ms", plain, "plain NVRTC compile, SAXPY, same process");
+		target(fig("fallback_plain_ratio", "x", fb / plain, "in-process fallback / plain NVRTC"),
+		       AT_MOST, 1.1);
+	}
+
 	/* 3. Throughput. */
 	fprintf(stderr, "throughput...\n");
 	for (size_t i = 0; i < plan->n_levels; i++) {
@@ -459,6 +478,12 @@ int main(int argc, char **argv)
 		fig(k, "s", sc[i].insert_s, "%s entries: bulk insert (not a target)", label);
 	}
 	bench_daemon_stop(d);
+	{
+		/* Last: a fresh machine's first request (no daemon, empty cache). */
+		double open_ms, ms = bench_autostart_ms(d, small, &open_ms);
+		fig("autostart_ready_ms", "ms", open_ms, "no daemon: auto-start until the handshake");
+		fig("autostart_first_request_ms", "ms", ms, "no daemon: first request (auto-start + miss)");
+	}
 	bench_daemon_cleanup(d, keep_dir);
 
 	double run_s = (double)(bench_now_ns() - t_start) / 1e9;

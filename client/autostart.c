@@ -38,13 +38,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* mkdir -p with mode 0700 for what it creates. */
 static int mkdirs(const char *dir)
 {
@@ -204,7 +197,7 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 			return jc__fail(err, errlen, JC_ECONNECT, "auto-start: lock %s: %s", lock_path,
 					e == EWOULDBLOCK ? "held by another starter for 30 s" : strerror(e));
 		}
-		sleep_ms(5);
+		jc__sleep_ms(5);
 	}
 	/* Whoever held the lock before may have started it. */
 	int rc = 0;
@@ -239,7 +232,7 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 				      tail[0] ? tail : "(nothing in its log)");
 			goto out;
 		}
-		sleep_ms(wait);
+		jc__sleep_ms(wait);
 	}
 out:
 	close(lock);

@@ -201,7 +201,13 @@ static int hello(jc_client *c, const char *path)
 	int rc = jc__encode_hello_ex(&c->out, JC_MSG_HELLO, &h);
 	int wrc = rc ?: jc__io_write_all(fd, c->out.data, c->out.len);
 	/* A daemon that refuses a connection says why and closes it, maybe
-	 * before our HELLO arrives: read its answer even if the write failed. */
+	 * before our HELLO arrives: read its answer even if the write failed.
+	 * A daemon that answers does so within microseconds: poll first, as
+	 * for hits (spin_for_answer). */
+	c->fd = fd;
+	c->fast = 1;
+	spin_for_answer(c, now_ns());
+	c->fd = -1;
 	rc = rc ?: jc__io_read_frame(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
 		char *msg = NULL;
@@ -240,28 +246,22 @@ static int hello(jc_client *c, const char *path)
 	return 0;
 }
 
-/*
- * The socket of the daemon of c->cache_dir, from DIR/JC_SOCKET_POINTER: a
- * regular file of ours (or root's), not a link. 0 or JC_ECONNECT (no such
- * daemon: message in c->errmsg).
- */
-static int dir_socket(jc_client *c, char *out, size_t len)
+int jc__dir_socket(const char *dir, char *out, size_t len, char *err, size_t errlen)
 {
 	char path[4200];
 	struct stat st;
-	snprintf(path, sizeof(path), "%s/%s", c->cache_dir, JC_SOCKET_POINTER);
+	snprintf(path, sizeof(path), "%s/%s", dir, JC_SOCKET_POINTER);
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
-				"no daemon serves %s (no %s: %s)", c->cache_dir, path, strerror(errno));
+		return jc__fail(err, errlen, JC_ECONNECT, "no daemon serves %s (no %s: %s)", dir, path,
+				strerror(errno));
 	ssize_t n = -1;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0))
 		n = read(fd, out, len - 1);
 	close(fd);
 	if (n <= 0)
-		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
-				"no daemon serves %s (%s is not a socket name its daemon wrote)",
-				c->cache_dir, path);
+		return jc__fail(err, errlen, JC_ECONNECT,
+				"no daemon serves %s (%s is not a socket name its daemon wrote)", dir, path);
 	out[n] = '\0';
 	out[strcspn(out, "\n")] = '\0';
 	return 0;
@@ -278,7 +278,8 @@ static int search(jc_client *c)
 	if (c->socket)
 		return hello(c, c->socket);
 	if (c->cache_dir)
-		return dir_socket(c, path, sizeof(path)) ?: hello(c, path);
+		return jc__dir_socket(c->cache_dir, path, sizeof(path), c->errmsg, sizeof(c->errmsg)) ?:
+		       hello(c, path);
 	const char *cand[4];
 	char user[4200] = "", dflt[4200] = "";
 	size_t n = 0;
@@ -318,6 +319,12 @@ static int search(jc_client *c)
 static int autostart_answer(void *ctx)
 {
 	jc_client *c = ctx;
+	struct stat st;
+	/* A cache directory the starter just made: its daemon must serve it. */
+	if (c->cache_dir && !c->dir_ino && stat(c->cache_dir, &st) == 0) {
+		c->dir_dev = (uint64_t)st.st_dev;
+		c->dir_ino = (uint64_t)st.st_ino;
+	}
 	return search(c);
 }
 
@@ -820,13 +827,6 @@ static int compile_here(jc_client *c, const struct jc_req *req, jc_result **out)
 	return rc;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /*
  * req through a daemon, mending a broken connection and resending up to
  * c->retries times (jitcache.h, "Reconnect"), else in-process when allowed.
@@ -849,7 +849,7 @@ static int run(jc_client *c, const struct jc_req *req, jc_result **out)
 			snprintf(c->why_none, sizeof(c->why_none), "%s", c->errmsg);
 			if (!mending || rc == JC_ENOMEM || attempt >= c->retries)
 				break;
-			sleep_ms(wait);
+			jc__sleep_ms(wait);
 			wait *= 2;
 			attempt++;
 			continue;
@@ -877,7 +877,7 @@ static int run(jc_client *c, const struct jc_req *req, jc_result **out)
 		if (attempt >= c->retries)
 			break;
 		if (rc == JC_EBUSY) { /* a stopping or overloaded daemon: give it time */
-			sleep_ms(wait);
+			jc__sleep_ms(wait);
 			wait *= 2;
 		}
 		attempt++;

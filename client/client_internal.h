@@ -31,6 +31,13 @@ int jc__client_fd(const jc_client *c);
 uint32_t jc__client_daemon_pid(const jc_client *c);
 const char *jc__client_daemon_dir(const jc_client *c);
 
+/*
+ * The socket of the daemon that serves cache directory dir, from
+ * DIR/JC_SOCKET_POINTER (a regular file of ours or root's, not a link),
+ * into out (len bytes). 0, or JC_ECONNECT (none: message in err).
+ */
+int jc__dir_socket(const char *dir, char *out, size_t len, char *err, size_t errlen);
+
 /* A client with o's settings resolved (as jc_client_open) but not
  * connected; jc__client_search then runs steps 1-4 only (no auto-start).
  * For `jitcachectl config`. Errors as jc_client_open's. */

@@ -1125,8 +1125,14 @@ int main(int argc, char **argv)
 		return cmd_compile(argc, argv);
 	if (strcmp(cmd, "link") == 0)
 		return cmd_link(argc, argv);
-	if (strcmp(cmd, "doctor") == 0)
+	if (strcmp(cmd, "doctor") == 0) {
+		/* The daemon of --cache-dir DIR, if one serves it. */
+		static char sock[4096];
+		char err[512];
+		if (!socket_path && cache_dir && jc__dir_socket(cache_dir, sock, sizeof(sock), err, sizeof(err)) == 0)
+			socket_path = sock;
 		return jc__doctor(socket_path, cache_dir);
+	}
 	if (argc > 1 && (strcmp(cmd, "config") == 0 || strcmp(cmd, "stop") == 0)) {
 		fprintf(stderr, "jitcachectl: unexpected argument '%s'\n", argv[1]);
 		sub_usage(stderr, cmd);

@@ -34,9 +34,14 @@ static void *open_lib(const char *name, char *why, size_t whylen)
 		snprintf(why, whylen, "%s", e ? e : name);
 		return NULL;
 	}
-	if (dlsym(h, "jc_client_open")) {
+	/* The shim has NVRTC's soname, so dlopen by name finds it when it is
+	 * loaded: a library holding this very code is not NVRTC. */
+	Dl_info self, lib;
+	void *sym = dlsym(h, "nvrtcCompileProgram");
+	if (sym && dladdr((void *)open_lib, &self) && dladdr(sym, &lib) &&
+	    self.dli_fbase == lib.dli_fbase) {
 		snprintf(why, whylen, "%s is the jitcache NVRTC shim, not NVRTC (set "
-			 "JITCACHE_REAL_NVRTC to the real library)", name);
+			 "JITCACHE_REAL_NVRTC or jc_options_set_nvrtc to the real library)", name);
 		dlclose(h);
 		return NULL;
 	}
@@ -135,6 +140,6 @@ int jc__fallback_run(const struct jc_req *req, struct jc_res *res)
 		jc__nv_set_message(res, JC_EINVAL, "no source: use jc_request_set_source");
 	else
 		jc__nv_run_job(&nv, req, res);
-	res->cache = JC_UNCACHED;
+	res->cache = JC_CACHE_UNCACHED;
 	return res->status;
 }

@@ -104,7 +104,7 @@ int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void 
 
 static const char *const output_names[] = {NULL, "cubin", "ptx", "ltoir"};
 static const char *const input_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin", "object", "library"};
-static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined"};
+static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined", "uncached"};
 
 #define NAME_OF(table, v) ((v) < sizeof(table) / sizeof(table[0]) ? table[v] : NULL)
 

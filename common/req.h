@@ -42,6 +42,7 @@ enum jc_cache_status {
 	JC_CACHE_HIT = 2,          /* served from the cache */
 	JC_CACHE_NEGATIVE_HIT = 3, /* a cached compile failure, served with its log */
 	JC_CACHE_JOINED = 4,       /* waited on another request's compile (single flight) */
+	JC_CACHE_UNCACHED = 5,     /* compiled in the client's process: no daemon (never on the wire) */
 };
 
 struct jc_blob {
@@ -124,7 +125,7 @@ const char *jc__output_name(uint32_t output);
 int jc__output_parse(const char *s); /* -> enum jc_output or JC_EINVAL */
 const char *jc__input_type_name(uint32_t type);
 int jc__input_type_parse(const char *s);
-const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined" */
+const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined", "uncached" */
 
 /*
  * 1 when option i of o is an include option: "-IDIR", "-I DIR", "-I=DIR",

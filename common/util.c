@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jitcache/jitcache.h"
@@ -117,4 +118,11 @@ int jc__beside_self(const char *name, char *out, size_t len)
 		return -1;
 	int w = snprintf(out, len, "%.*s/%s", (int)(slash - self), self, name);
 	return w > 0 && (size_t)w < len && access(out, F_OK) == 0 ? 0 : -1;
+}
+
+void jc__sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }

@@ -31,6 +31,9 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
  * paths. Thread-safe. */
 int jc__beside_self(const char *name, char *out, size_t len);
 
+/* Sleeps ms milliseconds, through EINTR. */
+void jc__sleep_ms(unsigned ms);
+
 /* Writes a message made from fmt into err (errlen bytes; nothing when 0) and
  * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)

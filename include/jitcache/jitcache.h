@@ -106,9 +106,9 @@ typedef enum {
  *      or the jc_options_set_cache_dir() one), listening where such a daemon
  *      listens by default ($JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/
  *      jitcached.sock, else DIR/jitcached.sock; DIR/jitcached.sock for an
- *      explicit cache dir), started with --idle-exit (600 s; $JITCACHE_
- *      AUTOSTART_IDLE_EXIT, jc_options_set_idle_exit()), so it exits once
- *      unused. One process starts it at a time: the others wait on the lock
+ *      explicit cache dir), started with --idle-exit 600 (seconds;
+ *      $JITCACHE_AUTOSTART_IDLE_EXIT, jc_options_set_idle_exit()), so it
+ *      exits once unused. One process starts it at a time: the others wait on the lock
  *      file SOCKET.lock, then find it. Its stderr goes to DIR/jitcached.log.
  *      The jitcached started is: jc_options_set_daemon(), else $JITCACHED,
  *      else the installed one (SBINDIR/jitcached, as configured at build),
@@ -120,7 +120,9 @@ typedef enum {
  *      $JITCACHE_REAL_NVRTC, else libnvrtc.so.<major> of the toolkit the
  *      library was built with, through the loader's search path, then from
  *      that toolkit's lib64 directory; libnvJitLink.so.<major> likewise
- *      (without it a link job fails with JC_ENOTSUP). Results have the
+ *      (without it a link job fails with JC_ENOTSUP). A library that holds
+ *      this library's own code (the jitcache NVRTC shim, which has NVRTC's
+ *      soname) is refused: the shim names the real NVRTC. Results have the
  *      status JC_UNCACHED and the same shape as the daemon's (bytes, log,
  *      lowered names); nothing is cached. The first fallback of a handle
  *      reports one warning through the log callback (jc_options_set_log);
@@ -144,7 +146,10 @@ typedef enum {
  * jc_options win over them.
  */
 
-/* Options of jc_client_open(). Opaque, so it can grow; not thread-safe. */
+/* Options of jc_client_open(). Opaque, so it can grow. One jc_options may
+ * be read by several jc_client_open() calls at once, but not changed
+ * meanwhile. Every setter copies its strings and returns 0 or the error it
+ * names. */
 typedef struct jc_options jc_options;
 typedef enum { JC_FALLBACK_COMPILE = 1, JC_FALLBACK_ERROR = 2 } jc_fallback;
 /* Severity of a log callback message (syslog's numbers). */

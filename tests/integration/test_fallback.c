@@ -8,7 +8,8 @@
  * off, it compiles in-process (JC_UNCACHED, the daemon's bytes and lowered
  * names, one warning); JITCACHE_FALLBACK=error gives the error; a handle in
  * fallback mode uses a daemon as soon as there is one; --cache-dir means
- * that directory; a second daemon on a live socket names the first.
+ * that directory; a second daemon on a live socket names the first; the
+ * README's program works both ways.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -472,6 +473,42 @@ static void test_cache_dir_means_that_dir(void **state)
 	jc_request_free(rb);
 }
 
+/*
+ * The search order: $JITCACHE_SOCKET (nothing there), the per-user socket
+ * (nothing yet), the system socket (a daemon): the system one serves; once
+ * a per-user daemon answers, it comes first.
+ */
+static void test_search_order(void **state)
+{
+	struct jc_test_daemon *d = *state, sys, user;
+	char xdg[128], usock[160], ssock[160];
+	snprintf(xdg, sizeof(xdg), "%s/run", d->dir);
+	snprintf(usock, sizeof(usock), "%s/jitcached.sock", xdg);
+	snprintf(ssock, sizeof(ssock), "%s/system.sock", d->dir);
+	assert_int_equal(mkdir(xdg, 0700), 0);
+	setenv("XDG_RUNTIME_DIR", xdg, 1);
+	setenv("JITCACHE_SYSTEM_SOCKET", ssock, 1);
+	start_on(&sys, d, "sys", ssock);
+	jc_client *c;
+	assert_int_equal(jc_client_open(NULL, &c), 0);
+	assert_non_null(jc_client_socket(c));
+	assert_string_equal(jc_client_socket(c), ssock);
+	assert_int_equal(jc__client_daemon_pid(c), (uint32_t)sys.pid);
+	jc_client_close(c);
+	start_on(&user, d, "user", usock);
+	assert_int_equal(jc_client_open(NULL, &c), 0);
+	assert_string_equal(jc_client_socket(c), usock);
+	jc_client_close(c);
+	/* "" skips the system socket: nothing but the per-user one is tried. */
+	assert_int_equal(jct_daemon_stop(&user), 0);
+	setenv("JITCACHE_SYSTEM_SOCKET", "", 1);
+	setenv("JITCACHE_FALLBACK", "error", 1);
+	assert_int_equal(jc_client_open(NULL, &c), JC_ECONNECT);
+	assert_null(strstr(jc_client_errmsg(NULL), ssock));
+	assert_non_null(strstr(jc_client_errmsg(NULL), usock));
+	assert_int_equal(jct_daemon_stop(&sys), 0);
+}
+
 /* A second jitcached (another directory) on a socket that answers: an
  * error naming the first one's pid, not an abort; the first keeps serving. */
 static void test_second_daemon_on_live_socket(void **state)
@@ -496,6 +533,28 @@ static void test_second_daemon_on_live_socket(void **state)
 	jc_request_free(r);
 }
 
+/* The README's program (examples/nvrtc_port.c): with no daemon and
+ * auto-start off it compiles in-process and says so on stderr; with a
+ * daemon, the same program is served by it. */
+static void test_readme_program(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *argv[] = {getenv("JC_NVRTC_PORT"), NULL};
+	char *out = NULL, *err = NULL;
+	assert_int_equal(jct_run(d, argv, &out, &err), 0);
+	assert_non_null(strstr(out, "_Z5saxpyIfEvT_PS0_S1_, uncached"));
+	assert_non_null(strstr(err, "compiling in this process"));
+	free(out);
+	free(err);
+	jct_daemon_start(d, NULL);
+	assert_int_equal(jct_run(d, argv, &out, &err), 0);
+	assert_non_null(strstr(out, "_Z5saxpyIfEvT_PS0_S1_, cached"));
+	assert_string_equal(err, "");
+	free(out);
+	free(err);
+	assert_int_equal(jct_stat(d, "misses"), 1);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -508,7 +567,9 @@ int main(void)
 		T(test_in_process_fallback),
 		T(test_fallback_error),
 		T(test_cache_dir_means_that_dir),
+		T(test_search_order),
 		T(test_second_daemon_on_live_socket),
+		T(test_readme_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

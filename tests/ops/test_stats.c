@@ -107,7 +107,7 @@ static void test_json_and_human(void **state)
 		"  Eviction:               above 10.0 GiB, down to 9.0 GiB",
 		"Mean compile time:",
 		"Hit latency (daemon):     p50 ",
-		"(2 hits)",
+		"(2 hits since ",
 		"Versions:                 jitcache ",
 	};
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
