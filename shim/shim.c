@@ -13,12 +13,14 @@
  * States of a program:
  *   NEW     not compiled: every query goes to the (lazily created) real
  *           program, which answers exactly as NVRTC does before a compile;
- *   SERVED  compiled by jitcached: outputs, log and lowered names come from
- *           its result; an output of the same compile that was not fetched
- *           (PTX beside a cubin) is asked for lazily, with the same key rule;
- *   REAL    compiled by the real library (pass-through, a failed compile,
- *           no daemon, a second compile of the program): everything is
- *           forwarded.
+ *   SERVED  compiled by jitcached (or, with no daemon, by the client
+ *           library's in-process fallback: JC_UNCACHED): outputs, log and
+ *           lowered names come from its result; an output of the same compile
+ *           that was not fetched (PTX beside a cubin) is asked for lazily,
+ *           with the same key rule;
+ *   REAL    compiled by the real library (pass-through, a failed compile, a
+ *           refused request, no daemon with JITCACHE_FALLBACK=error, a second
+ *           compile of the program): everything is forwarded.
  * A compile that fails in jitcached is compiled again by the real library,
  * since the caller must see NVRTC's own result code (the daemon keeps a
  * failure's log, not which nvrtcResult it was). Return codes of the SERVED
@@ -84,9 +86,10 @@ static void count(unsigned long *ctr, const char *reason)
 	pthread_mutex_unlock(&stats_mu);
 }
 
-/* Nonzero while this thread is inside the client library: a call into
- * libnvrtc.so.<major> from there (its in-process fallback) reaches this
- * library by soname, and must go to the real one. */
+/* Nonzero while this thread is inside the client library. Its in-process
+ * fallback is given the real library's path (pool_get); should anything in
+ * there still reach NVRTC by soname, that is this library, and the call must
+ * go to the real one. */
 static __thread int in_client;
 
 /* ---- connections ---------------------------------------------------------- */
