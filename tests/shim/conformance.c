@@ -241,6 +241,20 @@ int main(int argc, char **argv)
 	lowered("dlto", p, "&saxpy<float>");
 	destroy("dlto", &p);
 
+	/* LTO-IR for a virtual architecture; relocatable device code. */
+	p = create("dlto-virt", saxpy, "saxpy.cu", 0, NULL, NULL);
+	const char *dlto_virt[] = {virt_opt, "--dlink-time-opt"};
+	compile("dlto-virt", p, 2, dlto_virt);
+	outputs("dlto-virt", p);
+	destroy("dlto-virt", &p);
+	p = create("rdc", saxpy, "saxpy.cu", 0, NULL, NULL);
+	nvrtcAddNameExpression(p, "&saxpy<float>");
+	const char *rdc[] = {arch_opt, "-rdc=true", "-lineinfo"};
+	compile("rdc", p, 3, rdc);
+	outputs("rdc", p);
+	lowered("rdc", p, "&saxpy<float>");
+	destroy("rdc", &p);
+
 	/* A warning: a log on success. */
 	p = create("warn", warns, "warns.cu", 0, NULL, NULL);
 	const char *w[] = {arch_opt};

@@ -70,8 +70,10 @@ def run_torch():
     a = torch.rand(N, device="cuda")
     b = torch.rand(N, device="cuda")
     torch.cuda.synchronize()
-    code = ("// jitcache shim test, salt %s\n"
-            "template <typename T> T jc_axpy(T x, T y, T alpha) { return alpha * x + y; }" % SALT)
+    # jiterator parses the code from its first character ("template ..."):
+    # the salt goes into the body.
+    code = ("template <typename T> T jc_axpy(T x, T y, T alpha) "
+            "{ /* jitcache shim test, salt %s */ return alpha * x + y; }" % SALT)
     t0 = time.perf_counter()
     fn = torch.cuda.jiterator._create_jit_fn(code, alpha=1.0)
     out = fn(a, b, alpha=2.5)  # the first call compiles
