@@ -88,7 +88,8 @@ double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, dou
 	jc_client *c = NULL;
 	jc_result *res = NULL;
 	if (jc_options_new(&o) != 0 || jc_options_set_cache_dir(o, dir) != 0 ||
-	    jc_options_set_autostart(o, 1) != 0 || jc_options_set_fallback(o, JC_FALLBACK_ERROR) != 0)
+	    jc_options_set_autostart(o, 1) != 0 ||
+	    jc_options_set_fallback(o, JC_FALLBACK_ERROR) != 0)
 		bench_die("out of memory");
 	uint64_t t0 = bench_now_ns();
 	if (jc_client_open(o, &c) != 0)

@@ -28,7 +28,7 @@
 #include "util.h"
 
 /* How long a starter waits for the lock, and for its daemon to answer. */
-#define LOCK_WAIT_MS 30000
+#define LOCK_WAIT_MS  30000
 #define READY_WAIT_MS 30000
 
 static uint64_t now_ms(void)
@@ -178,10 +178,11 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 {
 	char lock_path[4200], log_path[4200], exe[4096], idle[32], tail[512];
 	if (mkdirs(a->cache_dir) != 0)
-		return jc__fail(err, errlen, JC_EIO, "auto-start: cannot create %s: %s", a->cache_dir,
-				strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "auto-start: cannot create %s: %s",
+				a->cache_dir, strerror(errno));
 	if (find_daemon(a->daemon, exe, sizeof(exe)) != 0)
-		return jc__fail(err, errlen, JC_ECONNECT, "auto-start: no jitcached found (set "
+		return jc__fail(err, errlen, JC_ECONNECT,
+				"auto-start: no jitcached found (set "
 				"JITCACHED, or install it in " JC_SBINDIR " or on PATH)");
 	snprintf(lock_path, sizeof(lock_path), "%s.lock", a->socket);
 	snprintf(log_path, sizeof(log_path), "%s/jitcached.log", a->cache_dir);
@@ -194,8 +195,9 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 		if ((errno != EWOULDBLOCK && errno != EINTR) || now_ms() > deadline) {
 			int e = errno;
 			close(lock);
-			return jc__fail(err, errlen, JC_ECONNECT, "auto-start: lock %s: %s", lock_path,
-					e == EWOULDBLOCK ? "held by another starter for 30 s" : strerror(e));
+			return jc__fail(
+			    err, errlen, JC_ECONNECT, "auto-start: lock %s: %s", lock_path,
+			    e == EWOULDBLOCK ? "held by another starter for 30 s" : strerror(e));
 		}
 		jc__sleep_ms(5);
 	}
@@ -210,8 +212,9 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 		goto out;
 	}
 	snprintf(idle, sizeof(idle), "%d", a->idle_exit_s);
-	char *argv[] = {exe, "--cache-dir", (char *)a->cache_dir, "--socket", (char *)a->socket,
-			"--idle-exit", idle, NULL};
+	char *argv[] = {
+	    exe,  "--cache-dir", (char *)a->cache_dir, "--socket", (char *)a->socket, "--idle-exit",
+	    idle, NULL};
 	pid_t pid = spawn_detached(argv, log_fd);
 	int spawn_errno = errno;
 	close(log_fd);
@@ -227,8 +230,8 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 		if (!alive(pid) || now_ms() > deadline) {
 			int gone = !alive(pid);
 			log_tail(log_path, tail, sizeof(tail));
-			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) %s: %s", exe,
-				      (int)pid, gone ? "exited" : "did not answer in 30 s",
+			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) %s: %s",
+				      exe, (int)pid, gone ? "exited" : "did not answer in 30 s",
 				      tail[0] ? tail : "(nothing in its log)");
 			goto out;
 		}

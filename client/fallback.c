@@ -22,7 +22,7 @@
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct jc_nv nv;
-static int loaded;            /* 1: nv is filled; kept for the process's life */
+static int loaded;	       /* 1: nv is filled; kept for the process's life */
 static char nvrtc_where[4200]; /* the library it came from */
 
 /* dlopen of name, refusing the jitcache NVRTC shim (it would call us back). */
@@ -40,8 +40,10 @@ static void *open_lib(const char *name, char *why, size_t whylen)
 	void *sym = dlsym(h, "nvrtcCompileProgram");
 	if (sym && dladdr((void *)open_lib, &self) && dladdr(sym, &lib) &&
 	    self.dli_fbase == lib.dli_fbase) {
-		snprintf(why, whylen, "%s is the jitcache NVRTC shim, not NVRTC (set "
-			 "JITCACHE_REAL_NVRTC or jc_options_set_nvrtc to the real library)", name);
+		snprintf(why, whylen,
+			 "%s is the jitcache NVRTC shim, not NVRTC (set "
+			 "JITCACHE_REAL_NVRTC or jc_options_set_nvrtc to the real library)",
+			 name);
 		dlclose(h);
 		return NULL;
 	}
@@ -77,10 +79,10 @@ static int load(const char *nvrtc_path, char *err, size_t errlen)
 	if (!h)
 		return jc__fail(err, errlen, JC_ENOTSUP, "no NVRTC to compile with: %s", why);
 	struct jc_nv t = {0};
-#define RESOLVE(f)                                                                             \
-	if (!(t.f = (__typeof__(t.f))dlsym(h, #f))) {                                          \
-		dlclose(h);                                                                    \
-		return jc__fail(err, errlen, JC_ENOTSUP, "%s lacks %s", nvrtc_where, #f);      \
+#define RESOLVE(f)                                                                                 \
+	if (!(t.f = (__typeof__(t.f))dlsym(h, #f))) {                                              \
+		dlclose(h);                                                                        \
+		return jc__fail(err, errlen, JC_ENOTSUP, "%s lacks %s", nvrtc_where, #f);          \
 	}
 	JC_NVRTC_FNS(RESOLVE)
 #undef RESOLVE
@@ -88,24 +90,25 @@ static int load(const char *nvrtc_path, char *err, size_t errlen)
 	int ok = l != NULL;
 	char sym[128];
 	/* nvJitLink.h's calls are inline wrappers of versioned symbols. */
-#define RESOLVE_VERSIONED(f)                                                                   \
-	snprintf(sym, sizeof(sym), "__%s_%d_%d", #f, TOOLKIT_MAJOR, TOOLKIT_MINOR);            \
-	if (ok && !(t.f = (__typeof__(t.f))dlsym(l, sym))) {                                   \
-		ok = 0;                                                                        \
-		snprintf(why, sizeof(why), "%s lacks %s", where, sym);                         \
+#define RESOLVE_VERSIONED(f)                                                                       \
+	snprintf(sym, sizeof(sym), "__%s_%d_%d", #f, TOOLKIT_MAJOR, TOOLKIT_MINOR);                \
+	if (ok && !(t.f = (__typeof__(t.f))dlsym(l, sym))) {                                       \
+		ok = 0;                                                                            \
+		snprintf(why, sizeof(why), "%s lacks %s", where, sym);                             \
 	}
 	JC_NVJITLINK_FNS(RESOLVE_VERSIONED)
 #undef RESOLVE_VERSIONED
-#define RESOLVE_PLAIN(f)                                                                       \
-	if (ok && !(t.f = (__typeof__(t.f))dlsym(l, #f))) {                                    \
-		ok = 0;                                                                        \
-		snprintf(why, sizeof(why), "%s lacks %s", where, #f);                          \
+#define RESOLVE_PLAIN(f)                                                                           \
+	if (ok && !(t.f = (__typeof__(t.f))dlsym(l, #f))) {                                        \
+		ok = 0;                                                                            \
+		snprintf(why, sizeof(why), "%s lacks %s", where, #f);                              \
 	}
 	JC_NVJITLINK_UNVERSIONED_FNS(RESOLVE_PLAIN)
 #undef RESOLVE_PLAIN
 	t.has_nvjitlink = ok;
 	if (!ok) {
-		snprintf(t.why_no_nvjitlink, sizeof(t.why_no_nvjitlink), "no nvJitLink: %.200s", why);
+		snprintf(t.why_no_nvjitlink, sizeof(t.why_no_nvjitlink), "no nvJitLink: %.200s",
+			 why);
 		if (l)
 			dlclose(l);
 	}
@@ -113,8 +116,7 @@ static int load(const char *nvrtc_path, char *err, size_t errlen)
 	return 0;
 }
 
-int jc__fallback_load(const char *nvrtc_path, char *desc, size_t desclen, char *err,
-		      size_t errlen)
+int jc__fallback_load(const char *nvrtc_path, char *desc, size_t desclen, char *err, size_t errlen)
 {
 	int rc = 0;
 	pthread_mutex_lock(&load_lock);
@@ -135,7 +137,8 @@ int jc__fallback_run(const struct jc_req *req, struct jc_res *res)
 	/* nv is written once, under the lock, before loaded is set; callers
 	 * have seen jc__fallback_load() succeed. */
 	if (!req->arch || !*req->arch)
-		jc__nv_set_message(res, JC_EINVAL, "no target architecture: use jc_request_set_arch");
+		jc__nv_set_message(res, JC_EINVAL,
+				   "no target architecture: use jc_request_set_arch");
 	else if (req->job != JC_JOB_LINK && !req->source)
 		jc__nv_set_message(res, JC_EINVAL, "no source: use jc_request_set_source");
 	else

@@ -77,16 +77,23 @@ static int nvrtc_status(nvrtcResult r)
 static const char *nvjitlink_name(nvJitLinkResult r)
 {
 	switch (r) {
-#define N(x) case x: return #x;
-	N(NVJITLINK_SUCCESS) N(NVJITLINK_ERROR_UNRECOGNIZED_OPTION) N(NVJITLINK_ERROR_MISSING_ARCH)
-	N(NVJITLINK_ERROR_INVALID_INPUT) N(NVJITLINK_ERROR_PTX_COMPILE)
-	N(NVJITLINK_ERROR_NVVM_COMPILE) N(NVJITLINK_ERROR_INTERNAL) N(NVJITLINK_ERROR_THREADPOOL)
-	N(NVJITLINK_ERROR_UNRECOGNIZED_INPUT) N(NVJITLINK_ERROR_FINALIZE)
-	N(NVJITLINK_ERROR_NULL_INPUT) N(NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS)
-	N(NVJITLINK_ERROR_INCORRECT_INPUT_TYPE) N(NVJITLINK_ERROR_ARCH_MISMATCH)
-	N(NVJITLINK_ERROR_OUTDATED_LIBRARY) N(NVJITLINK_ERROR_MISSING_FATBIN)
-	N(NVJITLINK_ERROR_UNRECOGNIZED_ARCH) N(NVJITLINK_ERROR_UNSUPPORTED_ARCH)
-	N(NVJITLINK_ERROR_LTO_NOT_ENABLED)
+#define N(x)                                                                                       \
+	case x:                                                                                    \
+		return #x;
+		N(NVJITLINK_SUCCESS)
+		N(NVJITLINK_ERROR_UNRECOGNIZED_OPTION) N(NVJITLINK_ERROR_MISSING_ARCH)
+		    N(NVJITLINK_ERROR_INVALID_INPUT) N(NVJITLINK_ERROR_PTX_COMPILE)
+			N(NVJITLINK_ERROR_NVVM_COMPILE) N(NVJITLINK_ERROR_INTERNAL)
+			    N(NVJITLINK_ERROR_THREADPOOL) N(NVJITLINK_ERROR_UNRECOGNIZED_INPUT)
+				N(NVJITLINK_ERROR_FINALIZE) N(NVJITLINK_ERROR_NULL_INPUT)
+				    N(NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS)
+					N(NVJITLINK_ERROR_INCORRECT_INPUT_TYPE)
+					    N(NVJITLINK_ERROR_ARCH_MISMATCH)
+						N(NVJITLINK_ERROR_OUTDATED_LIBRARY)
+						    N(NVJITLINK_ERROR_MISSING_FATBIN)
+							N(NVJITLINK_ERROR_UNRECOGNIZED_ARCH)
+							    N(NVJITLINK_ERROR_UNSUPPORTED_ARCH)
+								N(NVJITLINK_ERROR_LTO_NOT_ENABLED)
 #undef N
 	}
 	return "unknown nvJitLink error";
@@ -106,7 +113,8 @@ static int nvjitlink_status(nvJitLinkResult r)
 }
 
 /* Fetches one of NVRTC's outputs into res->data. */
-static int nvrtc_output(const struct jc_nv *nv, nvrtcProgram prog, uint32_t output, struct jc_res *res)
+static int nvrtc_output(const struct jc_nv *nv, nvrtcProgram prog, uint32_t output,
+			struct jc_res *res)
 {
 	nvrtcResult (*get_size)(nvrtcProgram, size_t *);
 	nvrtcResult (*get)(nvrtcProgram, char *);
@@ -126,8 +134,9 @@ static int nvrtc_output(const struct jc_nv *nv, nvrtcProgram prog, uint32_t outp
 	if (r == NVRTC_SUCCESS && size == 0)
 		r = NVRTC_ERROR_INVALID_OPTION;
 	if (r != NVRTC_SUCCESS) {
-		jc__nv_set_message(res, nvrtc_status(r), "NVRTC produced no %s for this architecture: %s",
-			    jc__output_name(output), nv->nvrtcGetErrorString(r));
+		jc__nv_set_message(res, nvrtc_status(r),
+				   "NVRTC produced no %s for this architecture: %s",
+				   jc__output_name(output), nv->nvrtcGetErrorString(r));
 		return res->status;
 	}
 	res->data = malloc(size);
@@ -145,7 +154,8 @@ static int nvrtc_output(const struct jc_nv *nv, nvrtcProgram prog, uint32_t outp
 	return 0;
 }
 
-static int nvrtc_compile(const struct jc_nv *nv, const struct jc_req *req, uint32_t output, struct jc_res *res)
+static int nvrtc_compile(const struct jc_nv *nv, const struct jc_req *req, uint32_t output,
+			 struct jc_res *res)
 {
 	int rc = JC_ENOMEM;
 	const char **hdr_src = calloc(req->n_headers + 1, sizeof(char *));
@@ -177,12 +187,12 @@ static int nvrtc_compile(const struct jc_nv *nv, const struct jc_req *req, uint3
 		opts[n_opts++] = "-dlto";
 
 	nvrtcResult r = nv->nvrtcCreateProgram(&prog, src, req->source_name, (int)req->n_headers,
-					   hdr_src, hdr_name);
+					       hdr_src, hdr_name);
 	for (size_t i = 0; r == NVRTC_SUCCESS && i < req->name_exprs.n; i++)
 		r = nv->nvrtcAddNameExpression(prog, req->name_exprs.v[i]);
 	if (r != NVRTC_SUCCESS) {
 		jc__nv_set_message(res, nvrtc_status(r), "NVRTC could not create the program: %s",
-			    nv->nvrtcGetErrorString(r));
+				   nv->nvrtcGetErrorString(r));
 		rc = res->status;
 		goto out;
 	}
@@ -198,7 +208,7 @@ static int nvrtc_compile(const struct jc_nv *nv, const struct jc_req *req, uint3
 	}
 	if (r != NVRTC_SUCCESS) {
 		jc__nv_set_message(res, nvrtc_status(r), "NVRTC compile of %s for %s failed: %s",
-			    req->source_name, req->arch, nv->nvrtcGetErrorString(r));
+				   req->source_name, req->arch, nv->nvrtcGetErrorString(r));
 		rc = res->status;
 		goto out;
 	}
@@ -210,7 +220,7 @@ static int nvrtc_compile(const struct jc_nv *nv, const struct jc_req *req, uint3
 		r = nv->nvrtcGetLoweredName(prog, req->name_exprs.v[i], &lowered);
 		if (r != NVRTC_SUCCESS) {
 			jc__nv_set_message(res, nvrtc_status(r), "no lowered name for %s: %s",
-				    req->name_exprs.v[i], nv->nvrtcGetErrorString(r));
+					   req->name_exprs.v[i], nv->nvrtcGetErrorString(r));
 			rc = res->status;
 			goto out;
 		}
@@ -310,23 +320,27 @@ static int nvjitlink_link(const struct jc_nv *nv, const struct jc_req *req, stru
 	nvJitLinkResult r = nv->nvJitLinkCreate(&h, (uint32_t)n_opts, opts);
 	if (r == NVJITLINK_SUCCESS && res->data)
 		r = nv->nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, res->data, res->size,
-				     req->source_name);
+					 req->source_name);
 	for (size_t i = 0; r == NVJITLINK_SUCCESS && i < req->n_link_inputs; i++) {
 		const struct jc_blob *in = &req->link_inputs[i];
-		r = nv->nvJitLinkAddData(h, (nvJitLinkInputType)in->type, in->data, in->size, in->name);
+		r = nv->nvJitLinkAddData(h, (nvJitLinkInputType)in->type, in->data, in->size,
+					 in->name);
 		unsigned maj = 0, min = 0;
 		/* nvJitLink 13.0 answers OUTDATED_LIBRARY for LTO-IR whose NVVM
 		 * container or IR version is newer than its own (tried by raising
 		 * those header fields of NVRTC's output; older ones are accepted). */
 		if (r == NVJITLINK_ERROR_OUTDATED_LIBRARY && nv->nvJitLinkVersion(&maj, &min) == 0)
-			jc__nv_set_message(res, JC_ECOMPILE,
-				    "link input %s (%s) holds LTO-IR from a newer CUDA toolkit than this "
-				    "nvJitLink %u.%u accepts (%s): rebuild it with CUDA %u.%u, or update "
-				    "the toolkit the daemon uses", in->name, jc__input_type_name(in->type),
-				    maj, min, nvjitlink_name(r), maj, min);
+			jc__nv_set_message(
+			    res, JC_ECOMPILE,
+			    "link input %s (%s) holds LTO-IR from a newer CUDA toolkit than this "
+			    "nvJitLink %u.%u accepts (%s): rebuild it with CUDA %u.%u, or update "
+			    "the toolkit the daemon uses",
+			    in->name, jc__input_type_name(in->type), maj, min, nvjitlink_name(r),
+			    maj, min);
 		else if (r != NVJITLINK_SUCCESS)
-			jc__nv_set_message(res, nvjitlink_status(r), "nvJitLink refused link input %s (%s): %s",
-				    in->name, jc__input_type_name(in->type), nvjitlink_name(r));
+			jc__nv_set_message(res, nvjitlink_status(r),
+					   "nvJitLink refused link input %s (%s): %s", in->name,
+					   jc__input_type_name(in->type), nvjitlink_name(r));
 	}
 	if (r == NVJITLINK_SUCCESS)
 		r = nv->nvJitLinkComplete(h);
@@ -342,7 +356,8 @@ static int nvjitlink_link(const struct jc_nv *nv, const struct jc_req *req, stru
 	res->size = 0;
 	size_t size = 0;
 	if (r == NVJITLINK_SUCCESS)
-		r = ptx ? nv->nvJitLinkGetLinkedPtxSize(h, &size) : nv->nvJitLinkGetLinkedCubinSize(h, &size);
+		r = ptx ? nv->nvJitLinkGetLinkedPtxSize(h, &size)
+			: nv->nvJitLinkGetLinkedCubinSize(h, &size);
 	if (r == NVJITLINK_SUCCESS && !(res->data = malloc(size ? size : 1)))
 		jc__nv_set_message(res, JC_ENOMEM, "out of memory");
 	if (r == NVJITLINK_SUCCESS && res->data)
@@ -350,8 +365,8 @@ static int nvjitlink_link(const struct jc_nv *nv, const struct jc_req *req, stru
 			: nv->nvJitLinkGetLinkedCubin(h, res->data);
 	if (r != NVJITLINK_SUCCESS && res->status == 0)
 		jc__nv_set_message(res, internal_explained ? JC_ECOMPILE : nvjitlink_status(r),
-			    "nvJitLink link for %s failed: %s (see the log)", req->arch,
-			    nvjitlink_name(r));
+				   "nvJitLink link for %s failed: %s (see the log)", req->arch,
+				   nvjitlink_name(r));
 	if (res->status == JC_ECOMPILE)
 		prepend_message(res);
 	if (res->status == 0) {
@@ -373,7 +388,8 @@ int jc__nv_run_job(const struct jc_nv *nv, const struct jc_req *req, struct jc_r
 	}
 	if (req->job == JC_JOB_COMPILE)
 		nvrtc_compile(nv, req, req->output, res);
-	else if (req->job != JC_JOB_COMPILE_LINK || nvrtc_compile(nv, req, JC_OUTPUT_LTOIR, res) == 0)
+	else if (req->job != JC_JOB_COMPILE_LINK ||
+		 nvrtc_compile(nv, req, JC_OUTPUT_LTOIR, res) == 0)
 		nvjitlink_link(nv, req, res);
 	return res->status;
 }

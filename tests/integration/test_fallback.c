@@ -138,13 +138,15 @@ static void test_daemon_killed_mid_request(void **state)
 		jc_options_set_log(o, count_resends, &resends);
 		if (jc_client_open(o, &c) != 0)
 			_exit(10);
-		jc_request *r = jct_request_src("cub_sort.cu", (char *)jct_read_file(jct_example("cub_sort.cu"), &(size_t){0}), "sm_90");
+		jc_request *r = jct_request_src(
+		    "cub_sort.cu", (char *)jct_read_file(jct_example("cub_sort.cu"), &(size_t){0}),
+		    "sm_90");
 		jc_request_add_option(r, "-std=c++17");
 		jc_request_add_option(r, "-I/usr/local/cuda/include/cccl");
 		int rc = jc_compile(c, r, &res);
 		FILE *f = fopen(out, "w");
-		fprintf(f, "%d %d %d %s\n", rc, res ? (int)jc_result_cache_status(res) : -1, resends,
-			jc_client_errmsg(c));
+		fprintf(f, "%d %d %d %s\n", rc, res ? (int)jc_result_cache_status(res) : -1,
+			resends, jc_client_errmsg(c));
 		fclose(f);
 		_exit(0);
 	}
@@ -187,7 +189,8 @@ static pid_t compile_in_child(const jc_request *r, const char *path)
 	rc = rc ?: jc_compile(c, r, &res);
 	FILE *f = fopen(path, "w");
 	fprintf(f, "%d %u %d %s\n", res ? (int)jc_result_cache_status(res) : -1,
-		c ? jc__client_daemon_pid(c) : 0, rc, c ? jc_client_errmsg(c) : jc_client_errmsg(NULL));
+		c ? jc__client_daemon_pid(c) : 0, rc,
+		c ? jc_client_errmsg(c) : jc_client_errmsg(NULL));
 	fclose(f);
 	_exit(0);
 }
@@ -342,7 +345,8 @@ static void test_in_process_fallback(void **state)
 	assert_non_null(jc_result_lowered_name(a, "&saxpy<float>"));
 	assert_true(jc_result_time_ns(a, JC_TIME_COMPILE) > 0);
 
-	jc_request *bad = jct_request_src("bad.cu", "__global__ void k() { undefined_thing(); }\n", "sm_90");
+	jc_request *bad =
+	    jct_request_src("bad.cu", "__global__ void k() { undefined_thing(); }\n", "sm_90");
 	jc_result *e = compile_on(c, bad, JC_ECOMPILE, JC_UNCACHED);
 	assert_non_null(strstr(jc_result_log(e), "undefined_thing"));
 	assert_null(jc_result_data(e, NULL));
@@ -380,6 +384,35 @@ static void test_in_process_fallback(void **state)
 	jc_request_free(bad);
 	jc_request_free(link);
 	jc_client_close(c);
+}
+
+/* jitcachectl compile without --socket/--cache-dir takes the same path:
+ * no daemon, auto-start off: "uncached", the library's warning, the file. */
+static void test_ctl_compile_uncached(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char out[160], *err = NULL;
+	snprintf(out, sizeof(out), "%s/saxpy.cubin", d->dir);
+	const char *argv[] = {getenv("JITCACHECTL"), "compile", jct_example("saxpy.cu"), "--arch", "sm_90",
+			      "--name-expr", "&saxpy<float>", "-o", out, NULL};
+	char *text = NULL;
+	assert_int_equal(jct_run(d, argv, &text, &err), 0);
+	assert_true(strncmp(err, "uncached", 8) == 0 || strstr(err, "\nuncached\t"));
+	assert_non_null(strstr(err, "compiling in this process"));
+	assert_non_null(strstr(text, "&saxpy<float>\t_Z5saxpyIf"));
+	size_t n;
+	uint8_t *cubin = jct_read_file(out, &n);
+	assert_int_equal(jct_cubin_sm(cubin, n), 90);
+	free(cubin);
+	free(text);
+	free(err);
+	/* With --socket it is that daemon or an error. */
+	const char *strict[] = {getenv("JITCACHECTL"), "--socket", d->sock, "compile", jct_example("saxpy.cu"),
+				"--arch", "sm_90", "-o", out, NULL};
+	assert_int_equal(jct_run(d, strict, NULL, &err), 1);
+	assert_non_null(strstr(err, d->sock));
+	assert_null(strstr(err, "uncached"));
+	free(err);
 }
 
 static void test_fallback_error(void **state)
@@ -559,17 +592,18 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_reconnect_after_restart),
-		T(test_reconnect_after_idle_timeout),
-		T(test_daemon_killed_mid_request),
-		T(test_autostart_then_found_then_idle_exit),
-		T(test_autostart_race_starts_one),
-		T(test_in_process_fallback),
-		T(test_fallback_error),
-		T(test_cache_dir_means_that_dir),
-		T(test_search_order),
-		T(test_second_daemon_on_live_socket),
-		T(test_readme_program),
+	    T(test_reconnect_after_restart),
+	    T(test_reconnect_after_idle_timeout),
+	    T(test_daemon_killed_mid_request),
+	    T(test_autostart_then_found_then_idle_exit),
+	    T(test_autostart_race_starts_one),
+	    T(test_in_process_fallback),
+	    T(test_fallback_error),
+	    T(test_ctl_compile_uncached),
+	    T(test_cache_dir_means_that_dir),
+	    T(test_search_order),
+	    T(test_second_daemon_on_live_socket),
+	    T(test_readme_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,7 @@
 #include "ops_util.h"
 
 static const char warn_src[] =
-	"extern \"C\" __global__ void k(int *x) { int unused_here; x[threadIdx.x] = 1; }\n";
+    "extern \"C\" __global__ void k(int *x) { int unused_here; x[threadIdx.x] = 1; }\n";
 
 /* d->dir/k.cu holding warn_src; returns its path (static buffer). */
 static const char *source(const struct jc_test_daemon *d)
@@ -60,7 +60,8 @@ static void assert_no_temp(const char *dir)
 	struct dirent *e;
 	assert_non_null(dh);
 	while ((e = readdir(dh)))
-		if (strstr(e->d_name, ".XXXXXX") || (e->d_name[0] == '.' && strstr(e->d_name, ".cubin.")))
+		if (strstr(e->d_name, ".XXXXXX") ||
+		    (e->d_name[0] == '.' && strstr(e->d_name, ".cubin.")))
 			fail_msg("temporary file left: %s/%s", dir, e->d_name);
 	closedir(dh);
 }
@@ -77,7 +78,8 @@ static void test_output_targets(void **state)
 	assert_int_equal(stat("/dev/null", &null_st), 0);
 	snprintf(node, sizeof(node), "%s/null", d->dir);
 	if (mknod(node, S_IFCHR | 0666, null_st.st_rdev) != 0) {
-		fprintf(stderr, "mknod: %s (not root?): skipping the device case\n", strerror(errno));
+		fprintf(stderr, "mknod: %s (not root?): skipping the device case\n",
+			strerror(errno));
 	} else {
 		const char *args[] = {"compile", source(d), "--arch", "sm_90", "-o", node, NULL};
 		free(opst_ctl(d, 0, NULL, args));
@@ -139,8 +141,8 @@ static void test_output_targets(void **state)
 	/* -o - : standard output. */
 	char *out = NULL;
 	const char *ctl = getenv("JITCACHECTL");
-	const char *argv[] = {ctl, "--socket", d->sock, "compile", source(d), "--arch", "sm_90", "-o",
-			      "-", NULL};
+	const char *argv[] = {ctl,	"--socket", d->sock, "compile", source(d),
+			      "--arch", "sm_90",    "-o",    "-",	NULL};
 	assert_int_equal(jct_run(d, argv, &out, NULL), 0);
 	assert_memory_equal(out, ref, n);
 	struct stat dash;
@@ -164,7 +166,8 @@ static void test_default_output_and_warnings(void **state)
 	assert_int_equal(chdir(work), 0);
 	const char *args[] = {"compile", source(d), "--arch", "sm_90", NULL};
 	free(opst_ctl(d, 0, &err, args));
-	const char *ptx_args[] = {"compile", source(d), "--arch", "compute_90", "--output", "ptx", NULL};
+	const char *ptx_args[] = {"compile",  source(d), "--arch", "compute_90",
+				  "--output", "ptx",	 NULL};
 	char *err2 = NULL;
 	free(opst_ctl(d, 0, &err2, ptx_args));
 	assert_int_equal(chdir(cwd), 0);
@@ -200,7 +203,8 @@ static void test_source_directory_is_searched(void **state)
 	opst_write(src, "#include \"local.h\"\n"
 			"extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n");
 	jct_settle();
-	const char *args[] = {"compile", src, "--arch", "compute_90", "--output", "ptx", "-o", out, NULL};
+	const char *args[] = {"compile", src,  "--arch", "compute_90", "--output",
+			      "ptx",	 "-o", out,	 NULL};
 	free(opst_ctl(d, 0, &err, args));
 	assert_true(strncmp(err, "miss", 4) == 0);
 	free(err);
@@ -286,11 +290,11 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_output_targets),
-		T(test_default_output_and_warnings),
-		T(test_source_directory_is_searched),
-		T(test_help),
-		T(test_config_stats_since_and_stop),
+	    T(test_output_targets),
+	    T(test_default_output_and_warnings),
+	    T(test_source_directory_is_searched),
+	    T(test_help),
+	    T(test_config_stats_since_and_stop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
