@@ -30,8 +30,10 @@
  * Thread safety: as NVRTC, any call on any program from any thread; each
  * program has a mutex, connections to jitcached come from a pool.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,12 +160,88 @@ static void atfork_child(void)
 	pthread_mutex_init(&stats_mu, NULL);
 }
 
-/* ---- the report for jitcache-run --check ------------------------------------ */
+/* ---- jitcache's own programs ------------------------------------------------- */
 
-__attribute__((constructor)) static void shim_init(void)
+/* Set in jitcache's own programs when they could not shed the shim: every
+ * call goes to the real library. */
+static int inert;
+
+/* Removes from the ':'/' '-separated list in var the entries match() names;
+ * returns 1 when it removed one. */
+static int drop_entries(const char *var, int (*match)(const char *entry, const void *ctx),
+			const void *ctx)
 {
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	const char *v = getenv(var);
+	if (!v)
+		return 0;
+	char *copy = strdup(v), *out = calloc(1, strlen(v) + 1), *save = NULL;
+	int dropped = 0;
+	for (char *e = copy ? strtok_r(copy, ": ", &save) : NULL; e; e = strtok_r(NULL, ": ", &save)) {
+		if (match(e, ctx)) {
+			dropped = 1;
+			continue;
+		}
+		if (*out)
+			strcat(out, ":");
+		strcat(out, e);
+	}
+	if (dropped && out)
+		*out ? setenv(var, out, 1) : unsetenv(var);
+	free(copy);
+	free(out);
+	return dropped && out;
 }
+
+static int is_file(const char *entry, const void *path)
+{
+	char real[PATH_MAX];
+	return realpath(entry, real) && strcmp(real, path) == 0;
+}
+
+static int is_audit(const char *entry, const void *unused)
+{
+	const char *slash = strrchr(entry, '/');
+	(void)unused;
+	return strcmp(slash ? slash + 1 : entry, "libjitcache-audit.so") == 0;
+}
+
+/*
+ * jitcached, its workers and jitcachectl must never run with the shim: a
+ * daemon started by the client library from a process under the shim
+ * inherits LD_PRELOAD, its workers' NVRTC would be this library (asking
+ * that very daemon, which waits on them) and its toolchain identity would be
+ * the shim's. Such a process sheds the shim from LD_PRELOAD and LD_AUDIT and
+ * executes itself again (glibc passes argv to constructors); if it cannot,
+ * the shim stays inert in it.
+ */
+static void shed_in_own_programs(char **argv)
+{
+	char exe[PATH_MAX], self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+	if (strcmp(base, "jitcached") && strcmp(base, "jitcache-worker") && strcmp(base, "jitcachectl"))
+		return;
+	inert = 1;
+	Dl_info info;
+	if (!dladdr((void *)shed_in_own_programs, &info) || !info.dli_fname || !realpath(info.dli_fname, self))
+		return;
+	int dropped = drop_entries("LD_PRELOAD", is_file, self);
+	dropped |= drop_entries("LD_AUDIT", is_audit, NULL);
+	if (dropped && argv && argv[0])
+		execv(exe, argv); /* returns only on failure: stay inert */
+}
+
+__attribute__((constructor)) static void shim_init(int argc, char **argv, char **envp)
+{
+	(void)argc, (void)envp;
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	shed_in_own_programs(argv);
+}
+
+/* ---- the report for jitcache-run --check ------------------------------------ */
 
 /* One line per process that compiled, appended (O_APPEND: lines of several
  * processes never interleave). Format: space-separated key=value, reason last. */
@@ -200,7 +278,7 @@ __attribute__((destructor)) static void shim_report(void)
 static struct prog *shim_prog(nvrtcProgram p)
 {
 	struct prog *q = (struct prog *)p;
-	return in_client || !q || q->magic != PROG_MAGIC ? NULL : q;
+	return in_client || inert || !q || q->magic != PROG_MAGIC ? NULL : q;
 }
 
 static char *dup_or_null(const char *s, int *ok)
@@ -427,11 +505,11 @@ NVRTC_API nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, co
 					 int numHeaders, const char *const *headers,
 					 const char *const *includeNames)
 {
-	int odd = in_client || !prog || !src || numHeaders < 0 ||
+	int odd = in_client || inert || !prog || !src || numHeaders < 0 ||
 		  (numHeaders > 0 && (!headers || !includeNames));
 	for (int i = 0; !odd && i < numHeaders; i++)
 		odd = !headers[i] || !includeNames[i];
-	if (odd && (in_client || !prog))
+	if (odd && (in_client || inert || !prog))
 		REAL(nvrtcCreateProgram, prog, src, name, numHeaders, headers, includeNames);
 	struct prog *q = calloc(1, sizeof(*q));
 	if (!q)

@@ -361,6 +361,27 @@ autostart)
 		grep -q "1 reached jitcached (1 hit, 0 miss" "$ROOT/auto.check2" ||
 		{ cat "$ROOT/auto.check1" "$ROOT/auto.check2"; fail "expected a miss, then a hit"; }
 	echo "autostart: jitcached pid $DAEMON_PID started by jitcache-run; $(cat "$ROOT/auto.check2")"
+	kill "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null
+	for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+	# The shim preloaded without jitcache-run, no daemon: the daemon the client
+	# library starts inherits LD_PRELOAD, and must shed the shim (else its
+	# workers' NVRTC would be the shim, asking that very daemon).
+	export JITCACHE_DIR=$ROOT/auto2
+	report=$ROOT/direct.report
+	: >"$report"
+	JITCACHE_RUN_REPORT=$report LD_PRELOAD=$PRELOAD_FIRST$(realpath "$SHIM_LIB") \
+		timeout 120 "$SHIM_APP" $ARCH -DDIRECT >"$ROOT/direct.txt" || fail "the app under LD_PRELOAD failed or hung"
+	grep -q "compile rc=0" "$ROOT/direct.txt" || fail "no compile"
+	DAEMON_PID=$("${CTL[@]}" ping 2>/dev/null | sed -n 's/.*"pid": *\([0-9]*\).*/\1/p')
+	[ -n "$DAEMON_PID" ] || fail "no daemon was started"
+	for p in "$DAEMON_PID" $(pgrep -P "$DAEMON_PID"); do
+		grep -q libjitcache-nvrtc "/proc/$p/maps" && fail "process $p of the daemon runs with the shim"
+		tr '\0' '\n' <"/proc/$p/environ" | grep -q '^LD_PRELOAD=.*libjitcache-nvrtc' &&
+			fail "process $p of the daemon has the shim in LD_PRELOAD"
+	done
+	grep -q "misses=1 " "$report" || { cat "$report"; fail "the compile did not reach the started daemon"; }
+	echo "autostart: from a process with the shim preloaded: daemon $DAEMON_PID and its workers run without it"
 	;;
 bypath)
 	PY=$(command -v python3 || true)
