@@ -85,6 +85,12 @@ check_counts() {
 	sed -n 's/.* \([0-9]*\) reached jitcached (\([0-9]*\) hit, \([0-9]*\) miss.*/\1 \2 \3/p' "$1"
 }
 
+need() { # need TOOL...: skip without them (the GPU machine has no build tools)
+	for t in "$@"; do
+		command -v "$t" >/dev/null || { echo "SKIP: $t is not installed"; exit 77; }
+	done
+}
+
 same() { # same FILE_A FILE_B WHAT
 	cmp -s "$1" "$2" || { diff "$1" "$2" | head -30; fail "$3 differ"; }
 }
@@ -140,6 +146,7 @@ run_twice() {
 
 case "$CASE" in
 symbols)
+	need nm readelf "${CC:-cc}"
 	syms() { nm -D --defined-only "$1" | awk '$3 ~ /^nvrtc/ { print $3 }' | sort; }
 	syms "$REAL_NVRTC" >"$ROOT/real.syms"
 	syms "$SHIM_LIB" >"$ROOT/shim.syms"
@@ -324,6 +331,7 @@ gpu)
 	done
 	;;
 realpath)
+	need readelf
 	readelf -d "$REAL_NVRTC" | grep -qE 'RUNPATH|RPATH' && { echo "SKIP: the real library has a RUNPATH"; exit 77; }
 	builtins=$(ls "$(dirname "$REAL_NVRTC")"/libnvrtc-builtins.so.*.* 2>/dev/null | grep -v alt | head -1)
 	[ -n "$builtins" ] || fail "no libnvrtc-builtins beside $REAL_NVRTC"
