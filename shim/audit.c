@@ -28,7 +28,8 @@ LA_API unsigned int la_version(unsigned int version)
 {
 	Dl_info info;
 	char self[PATH_MAX];
-	if (!dladdr((void *)la_version, &info) || !info.dli_fname || !realpath(info.dli_fname, self))
+	if (!dladdr((void *)la_version, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, self))
 		return 0; /* not auditing: nothing would be redirected right */
 	char *slash = strrchr(self, '/');
 	*slash = '\0';

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shim_config.h"
 #include "shim.h"
+#include "shim_config.h"
 
 /*
  * Options of nvrtc.h's "Supported Compile Options" whose whole effect is on
@@ -15,33 +15,90 @@ static const struct known {
 	const char *name;
 	char arg;
 } known[] = {
-	{"--device-c", 0}, {"-dc", 0}, {"--device-w", 0}, {"-dw", 0},
-	{"--relocatable-device-code", '='}, {"-rdc", '='},
-	{"--extensible-whole-program", 0}, {"-ewp", 0},
-	{"--device-debug", 0}, {"-G", 0}, {"--generate-line-info", 0}, {"-lineinfo", 0},
-	{"--dopt", '='}, {"-dopt", '='}, {"--Ofast-compile", '='}, {"-Ofc", '='},
-	{"--ptxas-options", '='}, {"-Xptxas", '='}, {"--maxrregcount", '='}, {"-maxrregcount", '='},
-	{"--ftz", '='}, {"-ftz", '='}, {"--prec-sqrt", '='}, {"-prec-sqrt", '='},
-	{"--prec-div", '='}, {"-prec-div", '='}, {"--fmad", '='}, {"-fmad", '='},
-	{"--use_fast_math", 0}, {"-use_fast_math", 0},
-	{"--extra-device-vectorization", 0}, {"-extra-device-vectorization", 0},
-	{"--modify-stack-limit", '='}, {"-modify-stack-limit", '='},
-	{"--gen-opt-lto", 0}, {"-gen-opt-lto", 0}, {"--jump-table-density", '='}, {"-jtd", '='},
-	{"--device-stack-protector", '*'}, {"-device-stack-protector", '*'},
-	{"--no-cache", 0}, {"-no-cache", 0}, {"--frandom-seed", '='}, {"-frandom-seed", '='},
-	{"--define-macro", '='}, {"--undefine-macro", '='},
-	{"--pre-include", '='}, {"-include", '='},
-	{"--no-source-include", 0}, {"-no-source-include", 0}, {"--std", '='}, {"-std", '='},
-	{"--builtin-move-forward", '='}, {"-builtin-move-forward", '='},
-	{"--builtin-initializer-list", '='}, {"-builtin-initializer-list", '='},
-	{"--disable-warnings", 0}, {"-w", 0}, {"--restrict", 0}, {"-restrict", 0},
-	{"--device-as-default-execution-space", 0}, {"-default-device", 0},
-	{"--device-int128", 0}, {"-device-int128", 0}, {"--device-float128", 0}, {"-device-float128", 0},
-	{"--optimization-info", '='}, {"-opt-info", '='},
-	{"--display-error-number", 0}, {"-err-no", 0}, {"--no-display-error-number", 0}, {"-no-err-no", 0},
-	{"--diag-error", '='}, {"-diag-error", '='}, {"--diag-suppress", '='}, {"-diag-suppress", '='},
-	{"--diag-warn", '='}, {"-diag-warn", '='}, {"--brief-diagnostics", '='}, {"-brief-diag", '='},
-	{"--split-compile", '='}, {"-split-compile", '='}, {"--minimal", 0}, {"-minimal", 0},
+    {"--device-c", 0},
+    {"-dc", 0},
+    {"--device-w", 0},
+    {"-dw", 0},
+    {"--relocatable-device-code", '='},
+    {"-rdc", '='},
+    {"--extensible-whole-program", 0},
+    {"-ewp", 0},
+    {"--device-debug", 0},
+    {"-G", 0},
+    {"--generate-line-info", 0},
+    {"-lineinfo", 0},
+    {"--dopt", '='},
+    {"-dopt", '='},
+    {"--Ofast-compile", '='},
+    {"-Ofc", '='},
+    {"--ptxas-options", '='},
+    {"-Xptxas", '='},
+    {"--maxrregcount", '='},
+    {"-maxrregcount", '='},
+    {"--ftz", '='},
+    {"-ftz", '='},
+    {"--prec-sqrt", '='},
+    {"-prec-sqrt", '='},
+    {"--prec-div", '='},
+    {"-prec-div", '='},
+    {"--fmad", '='},
+    {"-fmad", '='},
+    {"--use_fast_math", 0},
+    {"-use_fast_math", 0},
+    {"--extra-device-vectorization", 0},
+    {"-extra-device-vectorization", 0},
+    {"--modify-stack-limit", '='},
+    {"-modify-stack-limit", '='},
+    {"--gen-opt-lto", 0},
+    {"-gen-opt-lto", 0},
+    {"--jump-table-density", '='},
+    {"-jtd", '='},
+    {"--device-stack-protector", '*'},
+    {"-device-stack-protector", '*'},
+    {"--no-cache", 0},
+    {"-no-cache", 0},
+    {"--frandom-seed", '='},
+    {"-frandom-seed", '='},
+    {"--define-macro", '='},
+    {"--undefine-macro", '='},
+    {"--pre-include", '='},
+    {"-include", '='},
+    {"--no-source-include", 0},
+    {"-no-source-include", 0},
+    {"--std", '='},
+    {"-std", '='},
+    {"--builtin-move-forward", '='},
+    {"-builtin-move-forward", '='},
+    {"--builtin-initializer-list", '='},
+    {"-builtin-initializer-list", '='},
+    {"--disable-warnings", 0},
+    {"-w", 0},
+    {"--restrict", 0},
+    {"-restrict", 0},
+    {"--device-as-default-execution-space", 0},
+    {"-default-device", 0},
+    {"--device-int128", 0},
+    {"-device-int128", 0},
+    {"--device-float128", 0},
+    {"-device-float128", 0},
+    {"--optimization-info", '='},
+    {"-opt-info", '='},
+    {"--display-error-number", 0},
+    {"-err-no", 0},
+    {"--no-display-error-number", 0},
+    {"-no-err-no", 0},
+    {"--diag-error", '='},
+    {"-diag-error", '='},
+    {"--diag-suppress", '='},
+    {"-diag-suppress", '='},
+    {"--diag-warn", '='},
+    {"-diag-warn", '='},
+    {"--brief-diagnostics", '='},
+    {"-brief-diag", '='},
+    {"--split-compile", '='},
+    {"-split-compile", '='},
+    {"--minimal", 0},
+    {"-minimal", 0},
 };
 
 static int is_known(const char *o)
@@ -105,7 +162,8 @@ const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, char *b
 		const char *o = opts[i], *v;
 		if (!o)
 			return "a NULL option";
-		if ((v = value_of("--gpu-architecture", opts, n, &i)) || (v = value_of("-arch", opts, n, &i))) {
+		if ((v = value_of("--gpu-architecture", opts, n, &i)) ||
+		    (v = value_of("-arch", opts, n, &i))) {
 			if (arch)
 				return "more than one architecture option";
 			arch = v;
@@ -123,8 +181,10 @@ const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, char *b
 		} else if (is_known(o)) {
 			rc = jc_request_add_option(r, o);
 		} else {
-			snprintf(buf, len, "option %s is not cached (unknown to the shim, or it reads "
-				 "or writes files, or makes no artifact)", o);
+			snprintf(buf, len,
+				 "option %s is not cached (unknown to the shim, or it reads "
+				 "or writes files, or makes no artifact)",
+				 o);
 			return buf;
 		}
 	}

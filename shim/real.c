@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim_config.h"
 #include "real.h"
+#include "shim_config.h"
 
 static struct jc_real_nvrtc table;
 static const struct jc_real_nvrtc *loaded; /* &table once complete, read atomically */
@@ -70,7 +70,9 @@ static void load(void)
 {
 	jc__real_path();
 	if (path[0] != '/') {
-		fprintf(stderr, "libjitcache-nvrtc: JITCACHE_REAL_NVRTC=%s is not an absolute path\n", path);
+		fprintf(stderr,
+			"libjitcache-nvrtc: JITCACHE_REAL_NVRTC=%s is not an absolute path\n",
+			path);
 		return;
 	}
 	/* RTLD_LOCAL: its symbols never interpose on anyone's; the real library
@@ -82,7 +84,8 @@ static void load(void)
 	}
 #define JC_REAL_LOOKUP(ret, name, params, args)                                                    \
 	if (!(*(void **)&table.name = dlsym(h, #name))) {                                          \
-		fprintf(stderr, "libjitcache-nvrtc: %s lacks %s: not an NVRTC of this major version\n", \
+		fprintf(stderr,                                                                    \
+			"libjitcache-nvrtc: %s lacks %s: not an NVRTC of this major version\n",    \
 			path, #name);                                                              \
 		return;                                                                            \
 	}
@@ -100,4 +103,3 @@ const struct jc_real_nvrtc *jc__real(void)
 	pthread_once(&once, load);
 	return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
 }
-

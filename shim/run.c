@@ -65,40 +65,45 @@ static int append_env(const char *var, const char *lib)
 static int report(const char *path)
 {
 	FILE *f = fopen(path, "r");
-	unsigned long procs = 0, compiles = 0, hits = 0, misses = 0, joined = 0, pass = 0, unavail = 0,
-		      refused = 0, failed = 0;
+	unsigned long procs = 0, compiles = 0, hits = 0, misses = 0, joined = 0, pass = 0,
+		      unavail = 0, refused = 0, failed = 0;
 	char line[1024], reason[1024] = "";
 	while (f && fgets(line, sizeof(line), f)) {
 		unsigned long v[9];
 		char why[512] = "";
-		if (sscanf(line, "pid=%*[0-9] compiles=%lu hits=%lu misses=%lu joined=%lu lazy=%*[0-9] "
-				 "passthrough=%lu unavailable=%lu refused=%lu failed=%lu materialised=%lu "
-				 "reason=%511[^\n]",
-			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], why) < 9)
+		if (sscanf(
+			line,
+			"pid=%*[0-9] compiles=%lu hits=%lu misses=%lu joined=%lu lazy=%*[0-9] "
+			"passthrough=%lu unavailable=%lu refused=%lu failed=%lu materialised=%lu "
+			"reason=%511[^\n]",
+			&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], why) < 9)
 			continue;
 		procs++;
 		compiles += v[0], hits += v[1], misses += v[2], joined += v[3], pass += v[4];
 		unavail += v[5], refused += v[6], failed += v[7];
 		size_t len = strlen(reason);
-		if (strcmp(why, "-") != 0 && !strstr(reason, why) && len + strlen(why) + 3 < sizeof(reason))
+		if (strcmp(why, "-") != 0 && !strstr(reason, why) &&
+		    len + strlen(why) + 3 < sizeof(reason))
 			snprintf(reason + len, sizeof(reason) - len, "%s%s", len ? "; " : "", why);
 	}
 	if (f)
 		fclose(f);
 	unsigned long reached = hits + misses + joined;
 	if (!procs) {
-		fprintf(stderr, "jitcache-run: no NVRTC compile went through the shim (the program "
-				"compiled nothing, or loads NVRTC in a way LD_PRELOAD cannot reach: "
-				"see README, \"Unmodified NVRTC applications\")\n");
+		fprintf(stderr,
+			"jitcache-run: no NVRTC compile went through the shim (the program "
+			"compiled nothing, or loads NVRTC in a way LD_PRELOAD cannot reach: "
+			"see README, \"Unmodified NVRTC applications\")\n");
 		return 1;
 	}
-	fprintf(stderr,
-		"jitcache-run: %lu process%s, %lu compile%s: %lu reached jitcached (%lu hit, %lu miss, "
-		"%lu joined); %lu passed through, %lu compiled in process (daemon unavailable %lu, "
-		"refused %lu, compile error %lu)%s%s\n",
-		procs, procs == 1 ? "" : "es", compiles, compiles == 1 ? "" : "s", reached, hits, misses,
-		joined, pass, unavail + refused + failed, unavail, refused, failed,
-		reason[0] ? "; why: " : "", reason);
+	fprintf(
+	    stderr,
+	    "jitcache-run: %lu process%s, %lu compile%s: %lu reached jitcached (%lu hit, %lu miss, "
+	    "%lu joined); %lu passed through, %lu compiled in process (daemon unavailable %lu, "
+	    "refused %lu, compile error %lu)%s%s\n",
+	    procs, procs == 1 ? "" : "es", compiles, compiles == 1 ? "" : "s", reached, hits,
+	    misses, joined, pass, unavail + refused + failed, unavail, refused, failed,
+	    reason[0] ? "; why: " : "", reason);
 	return reached ? 0 : 1;
 }
 
@@ -128,8 +133,10 @@ int main(int argc, char **argv)
 	}
 	char shim[PATH_MAX];
 	if (find_shim(shim, sizeof(shim)) != 0) {
-		fprintf(stderr, "jitcache-run: libjitcache-nvrtc.so not found (beside this program or at %s)\n",
-			JC_SHIM_INSTALLED);
+		fprintf(
+		    stderr,
+		    "jitcache-run: libjitcache-nvrtc.so not found (beside this program or at %s)\n",
+		    JC_SHIM_INSTALLED);
 		return 127;
 	}
 	/* Finds the daemon as every client does, starting one if none answers
@@ -145,12 +152,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "jitcache-run: cannot set JITCACHE_SOCKET: %s\n", strerror(errno));
 	jc_client_close(c);
 	char audit[PATH_MAX + 32];
-	snprintf(audit, sizeof(audit), "%.*s/libjitcache-audit.so", (int)(strrchr(shim, '/') - shim), shim);
+	snprintf(audit, sizeof(audit), "%.*s/libjitcache-audit.so",
+		 (int)(strrchr(shim, '/') - shim), shim);
 	if (by_path && access(audit, R_OK) != 0) {
 		fprintf(stderr, "jitcache-run: %s: %s\n", audit, strerror(errno));
 		return 127;
 	}
-	if (append_env("LD_PRELOAD", shim) != 0 || (by_path && append_env("LD_AUDIT", audit) != 0)) {
+	if (append_env("LD_PRELOAD", shim) != 0 ||
+	    (by_path && append_env("LD_AUDIT", audit) != 0)) {
 		fprintf(stderr, "jitcache-run: cannot set LD_PRELOAD: %s\n", strerror(errno));
 		return 127;
 	}

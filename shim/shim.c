@@ -44,9 +44,9 @@
 #include "real.h"
 #include "shim.h"
 
-#define NVRTC_API __attribute__((visibility("default")))
-#define PROG_MAGIC 0x6a637072u /* "jcpr" */
-#define POOL_MAX 32
+#define NVRTC_API     __attribute__((visibility("default")))
+#define PROG_MAGIC    0x6a637072u /* "jcpr" */
+#define POOL_MAX      32
 #define LOG_TRUNCATED "[jitcache: log truncated]"
 
 enum state { ST_NEW, ST_SERVED, ST_REAL };
@@ -56,24 +56,24 @@ struct prog {
 	uint32_t magic;
 	pthread_mutex_t mu;
 	enum state state;
-	int flow;            /* a flow callback was set: compiles go to the real library */
-	nvrtcProgram real;   /* NULL until needed */
+	int flow;	   /* a flow callback was set: compiles go to the real library */
+	nvrtcProgram real; /* NULL until needed */
 	char *src, *name;
 	int n_headers;
 	char **headers, **include_names;
 	char **exprs;
 	size_t n_exprs;
-	char **opts;         /* options of the first compile */
+	char **opts; /* options of the first compile */
 	int n_opts;
-	jc_request *req;     /* the request of the SERVED compile */
-	jc_result *res;      /* its result (kept until destroy: lowered names point into it) */
-	jc_result *ptx;      /* PTX fetched beside a cubin, or NULL */
+	jc_request *req; /* the request of the SERVED compile */
+	jc_result *res;	 /* its result (kept until destroy: lowered names point into it) */
+	jc_result *ptx;	 /* PTX fetched beside a cubin, or NULL */
 };
 
 /* Counters for jitcache-run --check (JITCACHE_RUN_REPORT). */
 static struct {
-	unsigned long compiles, hits, misses, joined, lazy, passthrough, unavailable, refused, failed,
-		materialised;
+	unsigned long compiles, hits, misses, joined, lazy, passthrough, unavailable, refused,
+	    failed, materialised;
 	char reason[512]; /* the distinct pass-through / fallback reasons, "; "-separated */
 } stats;
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -83,8 +83,10 @@ static void count(unsigned long *ctr, const char *reason)
 	pthread_mutex_lock(&stats_mu);
 	++*ctr;
 	size_t len = strlen(stats.reason);
-	if (reason && !strstr(stats.reason, reason) && len + strlen(reason) + 3 < sizeof(stats.reason))
-		snprintf(stats.reason + len, sizeof(stats.reason) - len, "%s%s", len ? "; " : "", reason);
+	if (reason && !strstr(stats.reason, reason) &&
+	    len + strlen(reason) + 3 < sizeof(stats.reason))
+		snprintf(stats.reason + len, sizeof(stats.reason) - len, "%s%s", len ? "; " : "",
+			 reason);
 	pthread_mutex_unlock(&stats_mu);
 }
 
@@ -176,7 +178,8 @@ static int drop_entries(const char *var, int (*match)(const char *entry, const v
 		return 0;
 	char *copy = strdup(v), *out = calloc(1, strlen(v) + 1), *save = NULL;
 	int dropped = 0;
-	for (char *e = copy ? strtok_r(copy, ": ", &save) : NULL; e; e = strtok_r(NULL, ": ", &save)) {
+	for (char *e = copy ? strtok_r(copy, ": ", &save) : NULL; e;
+	     e = strtok_r(NULL, ": ", &save)) {
 		if (match(e, ctx)) {
 			dropped = 1;
 			continue;
@@ -222,11 +225,13 @@ static void shed_in_own_programs(char **argv)
 		return;
 	exe[n] = '\0';
 	const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
-	if (strcmp(base, "jitcached") && strcmp(base, "jitcache-worker") && strcmp(base, "jitcachectl"))
+	if (strcmp(base, "jitcached") && strcmp(base, "jitcache-worker") &&
+	    strcmp(base, "jitcachectl"))
 		return;
 	inert = 1;
 	Dl_info info;
-	if (!dladdr((void *)shed_in_own_programs, &info) || !info.dli_fname || !realpath(info.dli_fname, self))
+	if (!dladdr((void *)shed_in_own_programs, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, self))
 		return;
 	int dropped = drop_entries("LD_PRELOAD", is_file, self);
 	dropped |= drop_entries("LD_AUDIT", is_audit, NULL);
@@ -251,12 +256,13 @@ __attribute__((destructor)) static void shim_report(void)
 	if (!path || !*path || !stats.compiles)
 		return;
 	char line[1024];
-	int n = snprintf(line, sizeof(line),
-			 "pid=%ld compiles=%lu hits=%lu misses=%lu joined=%lu lazy=%lu passthrough=%lu "
-			 "unavailable=%lu refused=%lu failed=%lu materialised=%lu reason=%s\n",
-			 (long)getpid(), stats.compiles, stats.hits, stats.misses, stats.joined, stats.lazy,
-			 stats.passthrough, stats.unavailable, stats.refused, stats.failed, stats.materialised,
-			 stats.reason[0] ? stats.reason : "-");
+	int n =
+	    snprintf(line, sizeof(line),
+		     "pid=%ld compiles=%lu hits=%lu misses=%lu joined=%lu lazy=%lu passthrough=%lu "
+		     "unavailable=%lu refused=%lu failed=%lu materialised=%lu reason=%s\n",
+		     (long)getpid(), stats.compiles, stats.hits, stats.misses, stats.joined,
+		     stats.lazy, stats.passthrough, stats.unavailable, stats.refused, stats.failed,
+		     stats.materialised, stats.reason[0] ? stats.reason : "-");
 	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -267,10 +273,10 @@ __attribute__((destructor)) static void shim_report(void)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-#define REAL(fn, ...)                                                                   \
-	do {                                                                            \
-		const struct jc_real_nvrtc *real_ = jc__real();                          \
-		return real_ ? real_->fn(__VA_ARGS__) : NVRTC_ERROR_INTERNAL_ERROR;      \
+#define REAL(fn, ...)                                                                              \
+	do {                                                                                       \
+		const struct jc_real_nvrtc *real_ = jc__real();                                    \
+		return real_ ? real_->fn(__VA_ARGS__) : NVRTC_ERROR_INTERNAL_ERROR;                \
 	} while (0)
 
 /* The shim's program behind a handle, or NULL for NULL, a handle of the real
@@ -322,7 +328,8 @@ static nvrtcResult materialise(struct prog *q)
 	nvrtcResult r = real_of(q);
 	if (r == NVRTC_SUCCESS && q->state == ST_SERVED) {
 		count(&stats.materialised, NULL);
-		r = jc__real()->nvrtcCompileProgram(q->real, q->n_opts, (const char *const *)q->opts);
+		r = jc__real()->nvrtcCompileProgram(q->real, q->n_opts,
+						    (const char *const *)q->opts);
 	}
 	if (r == NVRTC_SUCCESS)
 		q->state = ST_REAL;
@@ -406,7 +413,8 @@ static int served(struct prog *q, enum out o, const void **data, size_t *size)
 	return 0;
 }
 
-static nvrtcResult real_output(nvrtcProgram p, enum out o, int want_size, size_t *size_ret, char *buf)
+static nvrtcResult real_output(nvrtcProgram p, enum out o, int want_size, size_t *size_ret,
+			       char *buf)
 {
 	const struct jc_real_nvrtc *R = jc__real();
 	if (!R)
@@ -427,7 +435,8 @@ static nvrtcResult real_output(nvrtcProgram p, enum out o, int want_size, size_t
 }
 
 /* nvrtcGet<o>Size (want_size: into *size_ret) or nvrtcGet<o> (into buf). */
-static nvrtcResult get_output(nvrtcProgram p, enum out o, int want_size, size_t *size_ret, char *buf)
+static nvrtcResult get_output(nvrtcProgram p, enum out o, int want_size, size_t *size_ret,
+			      char *buf)
 {
 	struct prog *q = shim_prog(p);
 	if (!q)
@@ -520,7 +529,7 @@ NVRTC_API nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, co
 		/* Arguments NVRTC judges itself: whatever it makes, the program is its. */
 		const struct jc_real_nvrtc *R = jc__real();
 		nvrtcResult r = R ? R->nvrtcCreateProgram(&q->real, src, name, numHeaders, headers,
-							 includeNames)
+							  includeNames)
 				  : NVRTC_ERROR_INTERNAL_ERROR;
 		if (r != NVRTC_SUCCESS) {
 			prog_free(q);
@@ -587,7 +596,8 @@ NVRTC_API nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char *cons
 			r = NVRTC_ERROR_OUT_OF_MEMORY;
 		} else {
 			q->exprs[q->n_exprs++] = e;
-			r = q->real ? jc__real()->nvrtcAddNameExpression(q->real, e) : NVRTC_SUCCESS;
+			r = q->real ? jc__real()->nvrtcAddNameExpression(q->real, e)
+				    : NVRTC_SUCCESS;
 		}
 	}
 	pthread_mutex_unlock(&q->mu);
@@ -602,9 +612,11 @@ static int request_of(const struct prog *q, jc_request **out)
 	int rc = jc_request_new(&r);
 	if (rc != 0)
 		return rc;
-	rc = jc_request_set_source(r, q->name ? q->name : "default_program", q->src, strlen(q->src));
+	rc =
+	    jc_request_set_source(r, q->name ? q->name : "default_program", q->src, strlen(q->src));
 	for (int i = 0; rc == 0 && i < q->n_headers; i++)
-		rc = jc_request_add_header(r, q->include_names[i], q->headers[i], strlen(q->headers[i]));
+		rc = jc_request_add_header(r, q->include_names[i], q->headers[i],
+					   strlen(q->headers[i]));
 	for (size_t i = 0; rc == 0 && i < q->n_exprs; i++)
 		rc = jc_request_add_name_expression(r, q->exprs[i]);
 	if (rc != 0) {
@@ -641,7 +653,8 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 		return "out of memory";
 	int rc = request_of(q, &q->req);
 	if (rc != 0) {
-		snprintf(why, sizeof(why), "the client library refused the program: %s", jc_strerror(rc));
+		snprintf(why, sizeof(why), "the client library refused the program: %s",
+			 jc_strerror(rc));
 		return why;
 	}
 	const char *reason = jc__shim_plan(opts, n, q->req, why, sizeof(why));
@@ -650,16 +663,21 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	rc = ask_daemon(q->req, &q->res);
 	if (rc == 0) {
 		jc_cache_status st = jc_result_cache_status(q->res);
-		*ctr = st == JC_HIT ? &stats.hits : st == JC_JOINED ? &stats.joined
-		       : st == JC_UNCACHED ? &stats.unavailable : &stats.misses;
+		*ctr = st == JC_HIT	   ? &stats.hits
+		       : st == JC_JOINED   ? &stats.joined
+		       : st == JC_UNCACHED ? &stats.unavailable
+					   : &stats.misses;
 		return NULL;
 	}
-	*ctr = rc == JC_ECOMPILE ? &stats.failed : rc == JC_ECONNECT ? &stats.unavailable : &stats.refused;
+	*ctr = rc == JC_ECOMPILE   ? &stats.failed
+	       : rc == JC_ECONNECT ? &stats.unavailable
+				   : &stats.refused;
 	snprintf(why, sizeof(why), "jitcached: %s", jc_strerror(rc));
 	return why;
 }
 
-NVRTC_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char *const *options)
+NVRTC_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions,
+					  const char *const *options)
 {
 	struct prog *q = shim_prog(prog);
 	if (!q)
@@ -677,8 +695,11 @@ NVRTC_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, con
 	} else if (!(reason = serve(q, numOptions, options, &ctr))) {
 		q->state = ST_SERVED;
 	}
-	count(ctr, reason ? reason : ctr == &stats.unavailable
-		   ? "no jitcached answered: compiled in process by the client library's fallback" : NULL);
+	count(ctr,
+	      reason ? reason
+	      : ctr == &stats.unavailable
+		  ? "no jitcached answered: compiled in process by the client library's fallback"
+		  : NULL);
 	if (reason && r == NVRTC_SUCCESS) {
 		r = real_of(q);
 		r = r ?: jc__real()->nvrtcCompileProgram(q->real, numOptions, options);
@@ -747,9 +768,11 @@ NVRTC_API nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char *const n
 	pthread_mutex_lock(&q->mu);
 	nvrtcResult r;
 	if (q->state == ST_SERVED) {
-		const char *l = name_expression ? jc_result_lowered_name(q->res, name_expression) : NULL;
+		const char *l =
+		    name_expression ? jc_result_lowered_name(q->res, name_expression) : NULL;
 		r = !name_expression || !lowered_name ? NVRTC_ERROR_INVALID_INPUT
-		    : !l ? NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID : NVRTC_SUCCESS;
+		    : !l			      ? NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID
+						      : NVRTC_SUCCESS;
 		if (l && lowered_name)
 			*lowered_name = l;
 	} else {

@@ -19,25 +19,21 @@
 
 static const char *arch;
 
-static const char saxpy[] =
-	"template <typename T>\n"
-	"__global__ void saxpy(T a, const T *x, T *y, int n)\n"
-	"{\n"
-	"\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-	"\tif (i < n)\n"
-	"\t\ty[i] = a * x[i] + y[i];\n"
-	"}\n"
-	"__device__ int table[4];\n";
+static const char saxpy[] = "template <typename T>\n"
+			    "__global__ void saxpy(T a, const T *x, T *y, int n)\n"
+			    "{\n"
+			    "\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+			    "\tif (i < n)\n"
+			    "\t\ty[i] = a * x[i] + y[i];\n"
+			    "}\n"
+			    "__device__ int table[4];\n";
 
-static const char warns[] =
-	"__global__ void k(int *p) { int unused = 1; *p = 0; }\n";
+static const char warns[] = "__global__ void k(int *p) { int unused = 1; *p = 0; }\n";
 
-static const char broken[] =
-	"__global__ void k(int *p) { *p = undeclared_thing; }\n";
+static const char broken[] = "__global__ void k(int *p) { *p = undeclared_thing; }\n";
 
-static const char with_header[] =
-	"#include \"scale.h\"\n"
-	"__global__ void k(float *p) { *p *= SCALE; }\n";
+static const char with_header[] = "#include \"scale.h\"\n"
+				  "__global__ void k(float *p) { *p *= SCALE; }\n";
 
 static int flow_go(void *a, void *b)
 {
@@ -156,7 +152,8 @@ int main(int argc, char **argv)
 	printf("create-null-prog rc=%d\n", nvrtcCreateProgram(NULL, saxpy, "x.cu", 0, NULL, NULL));
 	nvrtcProgram bad = NULL;
 	printf("create-null-src rc=%d\n", nvrtcCreateProgram(&bad, NULL, "x.cu", 0, NULL, NULL));
-	printf("create-neg-headers rc=%d\n", nvrtcCreateProgram(&bad, saxpy, "x.cu", -1, NULL, NULL));
+	printf("create-neg-headers rc=%d\n",
+	       nvrtcCreateProgram(&bad, saxpy, "x.cu", -1, NULL, NULL));
 	printf("destroy-null rc=%d\n", nvrtcDestroyProgram(NULL));
 	nvrtcProgram none = NULL;
 	printf("destroy-nullprog rc=%d\n", nvrtcDestroyProgram(&none));
@@ -321,7 +318,7 @@ int main(int argc, char **argv)
 	outputs("bad-arch", p);
 	destroy("bad-arch", &p);
 	printf("compile-null-opts rc=%d\n", (p = create("nullopt", warns, "n.cu", 0, NULL, NULL),
-					      nvrtcCompileProgram(p, 1, NULL)));
+					     nvrtcCompileProgram(p, 1, NULL)));
 	destroy("nullopt", &p);
 	return 0;
 }

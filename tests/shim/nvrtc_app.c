@@ -79,12 +79,15 @@ static int compile_job(struct job *j, nvrtcProgram *p)
 	snprintf(src, sizeof(src),
 		 "%s"
 		 "template <typename T> __global__ void saxpy(T a, const T *x, T *y, int n)\n"
-		 "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i] + %d%s; }\n"
+		 "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + "
+		 "y[i] + %d%s; }\n"
 		 "%s\n",
-		 inc, j->index, include ? " + EXTRA" : "", broken ? "int broken = no_such_name;" : "");
+		 inc, j->index, include ? " + EXTRA" : "",
+		 broken ? "int broken = no_such_name;" : "");
 	nvrtcResult r = nvrtcCreateProgram(p, src, "app.cu", 0, NULL, NULL);
 	if (r != NVRTC_SUCCESS)
-		return snprintf(j->out, sizeof(j->out), "program %d create rc=%d\n", j->index, r), -1;
+		return snprintf(j->out, sizeof(j->out), "program %d create rc=%d\n", j->index, r),
+		       -1;
 	nvrtcAddNameExpression(*p, "&saxpy<float>");
 	nvrtcAddNameExpression(*p, "&saxpy<double>");
 	const char *opts[16] = {arch_opt};
@@ -134,8 +137,10 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (i >= argc || threads < 1 || threads > 256) {
-		fprintf(stderr, "usage: nvrtc_app [--threads N] [--shared] [--broken] [--include FILE] ARCH "
-				"[NVRTC_OPTION...]\n");
+		fprintf(
+		    stderr,
+		    "usage: nvrtc_app [--threads N] [--shared] [--broken] [--include FILE] ARCH "
+		    "[NVRTC_OPTION...]\n");
 		return 2;
 	}
 	static char arch[64];
