@@ -152,16 +152,30 @@ static const char *include_dir(const char *const *opts, int n, int *i)
 	return value_of("--include-path", opts, n, i);
 }
 
-const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, char *buf, size_t len)
+/* Options that put the program's name into the artifact: debug information
+ * (file names in line tables) and LTO-IR (its module records the name). */
+static int records_name(const char *o)
+{
+	static const char *const names[] = {"-G", "--device-debug", "-lineinfo", "--generate-line-info"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(o, names[i]))
+			return 1;
+	return 0;
+}
+
+const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, int *name_matters,
+			  char *buf, size_t len)
 {
 	const char *arch = NULL;
 	int lto = 0, rc = 0;
+	*name_matters = 0;
 	if (n < 0 || (n > 0 && !opts))
 		return "invalid option array";
 	for (int i = 0; i < n && rc == 0; i++) {
 		const char *o = opts[i], *v;
 		if (!o)
 			return "a NULL option";
+		*name_matters |= records_name(o);
 		if ((v = value_of("--gpu-architecture", opts, n, &i)) ||
 		    (v = value_of("-arch", opts, n, &i))) {
 			if (arch)
@@ -194,6 +208,7 @@ const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, char *b
 		arch = JC_SHIM_DEFAULT_ARCH;
 	if (!arch[0])
 		return "no architecture option, and nvrtc.h names no default";
+	*name_matters |= lto;
 	jc_output out = lto ? JC_LTOIR : strncmp(arch, "sm_", 3) == 0 ? JC_CUBIN : JC_PTX;
 	if (jc_request_set_arch(r, arch) != 0 || jc_request_set_output(r, out) != 0)
 		return "out of memory";

@@ -67,8 +67,28 @@ struct prog {
 	int n_opts;
 	jc_request *req; /* the request of the SERVED compile */
 	jc_result *res;	 /* its result (kept until destroy: lowered names point into it) */
-	jc_result *ptx;	 /* PTX fetched beside a cubin, or NULL */
+	jc_result *ptx;	 /* PTX fetched beside a cubin, or NULL */	int canon;	   /* jitcached knows the program as CANON_NAME */
+	char *log;	   /* its log naming the program again (canon), or NULL */
 };
+
+/*
+ * The program's name as NVRTC uses it, and what jitcached is told. NVRTC
+ * searches a quoted #include first in the directory of the program's name
+ * (the working directory for a name without one), which the daemon neither
+ * sees nor keys: a program with such an include that is there passes
+ * through (program_dir_include). Otherwise the name reaches the
+ * artifact only through __FILE__-like macros in the source or its in-memory
+ * headers and through the options records_name() lists (options.c); where
+ * neither is there, jitcached gets CANON_NAME, so that programs named after
+ * a fresh temporary file in every process (CuPy's disk-cache path) share one
+ * entry, and the log it sends back names the caller's program again.
+ */
+#define CANON_NAME "jitcache-program.cu"
+
+static const char *nvrtc_name(const struct prog *q)
+{
+	return q->name ? q->name : "default_program";
+}
 
 /* Counters for jitcache-run --check (JITCACHE_RUN_REPORT). */
 static struct {
@@ -362,6 +382,34 @@ static int ask_daemon(const jc_request *r, jc_result **out)
 	return rc;
 }
 
+/* log with every CANON_NAME replaced by the caller's program name, kept in
+ * q->log; NULL when out of memory. */
+static const char *renamed_log(struct prog *q, const char *log)
+{
+	if (q->log)
+		return q->log;
+	const char *name = nvrtc_name(q);
+	size_t k = 0, clen = strlen(CANON_NAME), nlen = strlen(name);
+	for (const char *p = log; (p = strstr(p, CANON_NAME)); p += clen)
+		k++;
+	char *out = malloc(strlen(log) + k * nlen + 1), *w = out;
+	if (!out)
+		return NULL;
+	for (const char *p = log;;) {
+		const char *hit = strstr(p, CANON_NAME);
+		size_t keep = hit ? (size_t)(hit - p) : strlen(p);
+		memcpy(w, p, keep);
+		w += keep;
+		if (!hit)
+			break;
+		memcpy(w, name, nlen);
+		w += nlen;
+		p = hit + clen;
+	}
+	*w = '\0';
+	return q->log = out;
+}
+
 /*
  * Where an output of a SERVED program lives: *data and *size (borrowed from q),
  * or 1 when it must come from the real library (materialise). The rules for
@@ -378,7 +426,7 @@ static int served(struct prog *q, enum out o, const void **data, size_t *size)
 	switch (o) {
 	case OUT_LOG:
 		d = jc_result_log(q->res);
-		if (strstr(d, LOG_TRUNCATED))
+		if (strstr(d, LOG_TRUNCATED) || (q->canon && !(d = renamed_log(q, d))))
 			return 1;
 		n = strlen(d) + 1;
 		break;
@@ -505,6 +553,7 @@ static void prog_free(struct prog *q)
 	jc_request_free(q->req);
 	jc_result_free(q->res);
 	jc_result_free(q->ptx);
+	free(q->log);
 	pthread_mutex_destroy(&q->mu);
 	q->magic = 0;
 	free(q);
@@ -604,27 +653,91 @@ NVRTC_API nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char *cons
 	return r;
 }
 
-/* The request for q's source, headers and name expressions into *out; 0 or
- * the client library's code (JC_ENOMEM, JC_EINVAL for what it refuses). */
-static int request_of(const struct prog *q, jc_request **out)
+static int is_header(const struct prog *q, const char *name, size_t len)
 {
-	jc_request *r;
-	int rc = jc_request_new(&r);
-	if (rc != 0)
-		return rc;
-	rc =
-	    jc_request_set_source(r, q->name ? q->name : "default_program", q->src, strlen(q->src));
+	for (int i = 0; i < q->n_headers; i++)
+		if (strlen(q->include_names[i]) == len && !strncmp(q->include_names[i], name, len))
+			return 1;
+	return 0;
+}
+
+/* 1 when file inc (len bytes) exists relative to the program's directory:
+ * the directory part of its name, else the working directory. */
+static int in_program_dir(const struct prog *q, const char *inc, size_t len)
+{
+	const char *name = nvrtc_name(q), *slash = strrchr(name, '/');
+	char path[PATH_MAX];
+	if (*inc == '/')
+		return 0; /* absolute: the daemon reads and keys it */
+	int n = slash ? snprintf(path, sizeof(path), "%.*s/%.*s", (int)(slash - name), name, (int)len, inc)
+		      : snprintf(path, sizeof(path), "%.*s", (int)len, inc);
+	return n < 0 || (size_t)n >= sizeof(path) || access(path, F_OK) == 0;
+}
+
+/* 1 when text has an #include "X" that no in-memory header answers and that
+ * NVRTC would find in the program's directory, or a computed #include
+ * (which may expand to such a one). A superset: comments and conditionals
+ * are not looked at. Checked at every compile, so a header that appears
+ * there later is seen. */
+static int program_dir_include(const struct prog *q, const char *text)
+{
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		p += strspn(p, " \t");
+		if (*p != '#')
+			continue;
+		p += 1 + strspn(p + 1, " \t");
+		if (strncmp(p, "include", 7) != 0)
+			continue;
+		p += 7 + strspn(p + 7, " \t");
+		if (*p == '<')
+			continue;
+		const char *end = *p == '"' ? strchr(p + 1, '"') : NULL;
+		if (!end || memchr(p + 1, '\n', (size_t)(end - p - 1)))
+			return 1;
+		size_t len = (size_t)(end - p - 1);
+		if (!is_header(q, p + 1, len) && in_program_dir(q, p + 1, len))
+			return 1;
+	}
+	return 0;
+}
+
+static int quoted_include(const struct prog *q)
+{
+	if (program_dir_include(q, q->src))
+		return 1;
+	for (int i = 0; i < q->n_headers; i++)
+		if (program_dir_include(q, q->headers[i]))
+			return 1;
+	return 0;
+}
+
+static int mentions_file(const char *text)
+{
+	return strstr(text, "__FILE__") || strstr(text, "__BASE_FILE__") ||
+	       strstr(text, "__FILE_NAME__");
+}
+
+static int name_free(const struct prog *q)
+{
+	if (mentions_file(q->src))
+		return 0;
+	for (int i = 0; i < q->n_headers; i++)
+		if (mentions_file(q->headers[i]))
+			return 0;
+	return 1;
+}
+
+/* Fills r with q's source (under name), headers and name expressions; 0 or
+ * the client library's code (JC_ENOMEM, JC_EINVAL for what it refuses). */
+static int request_of(const struct prog *q, const char *name, jc_request *r)
+{
+	int rc = jc_request_set_source(r, name, q->src, strlen(q->src));
 	for (int i = 0; rc == 0 && i < q->n_headers; i++)
 		rc = jc_request_add_header(r, q->include_names[i], q->headers[i],
 					   strlen(q->headers[i]));
 	for (size_t i = 0; rc == 0 && i < q->n_exprs; i++)
 		rc = jc_request_add_name_expression(r, q->exprs[i]);
-	if (rc != 0) {
-		jc_request_free(r);
-		return rc;
-	}
-	*out = r;
-	return 0;
+	return rc;
 }
 
 static int save_options(struct prog *q, int n, const char *const *opts)
@@ -651,15 +764,20 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 		return "a flow callback is set";
 	if (save_options(q, n, opts) != 0)
 		return "out of memory";
-	int rc = request_of(q, &q->req);
-	if (rc != 0) {
+	if (quoted_include(q))
+		return "a quoted #include found in the program's directory (NVRTC searches it first)";
+	int name_matters, rc = jc_request_new(&q->req);
+	if (rc != 0)
+		return "out of memory";
+	const char *reason = jc__shim_plan(opts, n, q->req, &name_matters, why, sizeof(why));
+	if (reason)
+		return reason;
+	q->canon = !name_matters && name_free(q);
+	if ((rc = request_of(q, q->canon ? CANON_NAME : nvrtc_name(q), q->req)) != 0) {
 		snprintf(why, sizeof(why), "the client library refused the program: %s",
 			 jc_strerror(rc));
 		return why;
 	}
-	const char *reason = jc__shim_plan(opts, n, q->req, why, sizeof(why));
-	if (reason)
-		return reason;
 	rc = ask_daemon(q->req, &q->res);
 	if (rc == 0) {
 		jc_cache_status st = jc_result_cache_status(q->res);

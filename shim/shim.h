@@ -18,8 +18,11 @@
  * asked of jitcached, else why it cannot (an option the shim does not know
  * or that reads/writes files or makes no artifact: PCH, --time, -optix-ir,
  * ...); the reason may be written into buf (len bytes), which is also
- * scratch space. Not thread-safe for one r.
+ * scratch space. *name_matters is set to 1 when an option puts the program's
+ * name into the artifact (-G, -lineinfo, -dlto and their long forms), else 0.
+ * Not thread-safe for one r.
  */
-const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, char *buf, size_t len);
+const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, int *name_matters,
+			  char *buf, size_t len);
 
 #endif

@@ -12,6 +12,8 @@
  *   --broken        the programs have a compile error (the log is printed)
  *   --include FILE  the programs #include "FILE" and add its macro EXTRA
  *   --maps          at the end, list the NVRTC files mapped (stderr)
+ *   --name NAME     the programs' name (default app.cu)
+ *   --warn          the programs have an unused variable (a warning in the log)
  */
 #include <nvrtc.h>
 #include <pthread.h>
@@ -28,7 +30,8 @@ struct job {
 static const char *arch_opt;
 static const char *const *extra;
 static int n_extra, broken, share, maps;
-static const char *include;
+static const char *include, *prog_name = "app.cu";
+static int warn;
 
 static uint64_t fnv(const void *p, size_t n)
 {
@@ -83,8 +86,10 @@ static int compile_job(struct job *j, nvrtcProgram *p)
 		 "y[i] + %d%s; }\n"
 		 "%s\n",
 		 inc, j->index, include ? " + EXTRA" : "",
-		 broken ? "int broken = no_such_name;" : "");
-	nvrtcResult r = nvrtcCreateProgram(p, src, "app.cu", 0, NULL, NULL);
+		 broken ? "int broken = no_such_name;"
+		 : warn ? "__global__ void unused_var(int *p) { int u = 1; *p = 0; }"
+			: "");
+	nvrtcResult r = nvrtcCreateProgram(p, src, prog_name, 0, NULL, NULL);
 	if (r != NVRTC_SUCCESS)
 		return snprintf(j->out, sizeof(j->out), "program %d create rc=%d\n", j->index, r),
 		       -1;
@@ -131,6 +136,10 @@ int main(int argc, char **argv)
 			share = 1;
 		else if (!strcmp(argv[i], "--maps"))
 			maps = 1;
+		else if (!strcmp(argv[i], "--name") && i + 1 < argc)
+			prog_name = argv[++i];
+		else if (!strcmp(argv[i], "--warn"))
+			warn = 1;
 		else if (!strcmp(argv[i], "--include") && i + 1 < argc)
 			include = argv[++i];
 		else

@@ -12,9 +12,14 @@
 #   twice        a C program run twice: the 2nd run is served from the cache
 #                (daemon stats), outputs and lowered names equal the 1st's and
 #                the real NVRTC's
+#   tmpname      programs named after a fresh temporary file in every process
+#                (as CuPy names them), with a warning: the 2nd process is
+#                served, its log names its own program; with -lineinfo (the
+#                name enters the artifact) it is not the 1st one's entry
 #   ctypes       the same through Python ctypes.CDLL("libnvrtc.so.N")
 #   include      a header found through a relative -I (the process's working
-#                directory): served twice, then changed on disk: a new result
+#                directory): served twice, then changed on disk: a new result;
+#                one of that name in the working directory: passed through
 #   error        a compile error: result code and log identical to NVRTC's
 #   passthrough  an option that writes a file (--time) runs in process, the
 #                daemon sees nothing, NVRTC writes the file
@@ -192,7 +197,19 @@ include)
 	start_daemon
 	mkdir -p "$ROOT/work/inc" && cd "$ROOT/work" || fail "mkdir"
 	echo '#define EXTRA 5' >inc/extra.h
+	# The daemon does not store a result that read a header changed in the
+	# last 100 ms (2 s where timestamps are whole seconds): older than that.
+	sleep 2.1
 	run_twice include "$SHIM_APP" --include extra.h $ARCH -I inc
+	# A header of that name in the program's directory (the working
+	# directory: the name has none) comes first for NVRTC: passed through.
+	echo '#define EXTRA 7' >extra.h
+	"$SHIM_APP" --include extra.h $ARCH -I inc >"$ROOT/include.real7" || fail "real run failed"
+	"${RUN[@]}" --check "$SHIM_APP" --include extra.h $ARCH -I inc >"$ROOT/include.7" 2>"$ROOT/include.check7"
+	same "$ROOT/include.real7" "$ROOT/include.7" "outputs with extra.h in the working directory"
+	grep -q "1 passed through" "$ROOT/include.check7" || { cat "$ROOT/include.check7"; fail "not passed through"; }
+	cmp -s "$ROOT/include.real" "$ROOT/include.7" && fail "the working directory's extra.h was not used"
+	rm extra.h
 	echo '#define EXTRA 6' >inc/extra.h
 	"$SHIM_APP" --include extra.h $ARCH -I inc >"$ROOT/include.real6" || fail "real run failed"
 	"${RUN[@]}" --check "$SHIM_APP" --include extra.h $ARCH -I inc >"$ROOT/include.6" 2>"$ROOT/include.check6"
@@ -200,6 +217,25 @@ include)
 	cmp -s "$ROOT/include.real" "$ROOT/include.6" && fail "the changed header gave the old PTX/cubin"
 	grep -q "1 miss" "$ROOT/include.check6" || { cat "$ROOT/include.check6"; fail "changed header: not a miss"; }
 	echo "include: header changed -> $(cat "$ROOT/include.check6")"
+	;;
+tmpname)
+	start_daemon
+	for run in 1 2; do
+		mkdir "$ROOT/tmp$run"
+		name=$ROOT/tmp$run/$(printf '%032d' 7)_2.cubin.cu
+		"$SHIM_APP" --warn --name "$name" $ARCH >"$ROOT/real$run.txt" || fail "real run failed"
+		"${RUN[@]}" --check "$SHIM_APP" --warn --name "$name" $ARCH >"$ROOT/shim$run.txt" 2>"$ROOT/check$run"
+		same "$ROOT/real$run.txt" "$ROOT/shim$run.txt" "outputs (log included) of run $run"
+		grep -q "$name(" "$ROOT/shim$run.txt" || fail "the log does not name $name"
+		"${RUN[@]}" --check "$SHIM_APP" --warn --name "$name" $ARCH -lineinfo >"$ROOT/li$run.txt" 2>"$ROOT/licheck$run"
+	done
+	grep -q "1 reached jitcached (1 hit, 0 miss" "$ROOT/check2" || { cat "$ROOT/check2"; fail "the 2nd name was not served"; }
+	grep -q "1 reached jitcached (0 hit, 1 miss" "$ROOT/licheck2" || { cat "$ROOT/licheck2"; fail "-lineinfo: served another name's entry"; }
+	[ "$(grep -o 'ptx=[^ ]*' "$ROOT/li1.txt")" != "$(grep -o 'ptx=[^ ]*' "$ROOT/li2.txt")" ] ||
+		fail "-lineinfo: the name did not change the PTX?"
+	[ "$(grep -o 'ptx=[^ ]*' "$ROOT/shim1.txt")" = "$(grep -o 'ptx=[^ ]*' "$ROOT/shim2.txt")" ] ||
+		fail "without -lineinfo the name changed the PTX"
+	echo "tmpname: $(cat "$ROOT/check2"); with -lineinfo: $(cat "$ROOT/licheck2")"
 	;;
 ctypes)
 	PY=$(command -v python3 || true)
