@@ -284,7 +284,8 @@ static void usage(FILE *f)
 		   "  --json   figures as JSON on stdout (the table goes to stderr)\n"
 		   "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
 		   "  --keep   keep the temporary cache directory\n"
-		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH.\n");
+		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH,\n"
+		   "  JC_PYTHON (the Python for the Python hit figure; default python3).\n");
 }
 
 int main(int argc, char **argv)
@@ -354,6 +355,25 @@ int main(int argc, char **argv)
 	if (cub) {
 		bench_hits_vs_raw(cl, cub, &o_cub, plan->hit_iters, &hit_l, &raw_l);
 		hit_figures("hit_large", "CUB", &o_cub, &hit_l, &raw_l, 2);
+	}
+
+	/* 7. A hit from Python (jitcache.Client.compile) beside the C client's. */
+	{
+		struct bench_lat py, c_hit;
+		char why[640], src[PATH_MAX];
+		snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
+		size_t n = plan->hit_iters / 5 > 100 ? plan->hit_iters / 5 : 100;
+		fprintf(stderr, "hits from Python...\n");
+		if (bench_python_hits(d, cl, saxpy, &o_saxpy, src, "saxpy.cu", "sm_90", "&saxpy<float>",
+				      n, &py, &c_hit, why, sizeof(why)) == 0) {
+			fig("c_hit_saxpy_p50_us", "us", c_hit.p50, "hit p50, SAXPY, C jc_compile");
+			fig("python_hit_p50_us", "us", py.p50, "hit p50, SAXPY, Python client.compile");
+			struct figure *pf = fig("python_c_hit_ratio", "x", py.p50 / c_hit.p50,
+						"  Python hit p50 / C hit p50");
+			target(pf, AT_MOST, 3);
+		} else {
+			fprintf(stderr, "jitcache-bench: Python hits not measured: %s\n", why);
+		}
 	}
 
 	/* The client library's paths: connect, a reconnect, the fallback. */
@@ -426,7 +446,7 @@ int main(int argc, char **argv)
 	}
 	jc_client_close(cl);
 
-	/* 7. The NVRTC shim: a SAXPY hit through libjitcache-nvrtc against the
+	/* 8. The NVRTC shim: a SAXPY hit through libjitcache-nvrtc against the
 	 * real NVRTC compile of the same program, and a forwarded call. */
 	fprintf(stderr, "NVRTC shim...\n");
 	{

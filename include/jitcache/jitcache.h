@@ -324,6 +324,27 @@ JC_API int jc_result_lowered_at(const jc_result *res, size_t i, const char **exp
 JC_API const char *jc_result_key(const jc_result *res);
 JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which);
 
+/*
+ * The daemon's statistics, as `jitcachectl stats` shows them: an ordered
+ * list of named values, each an integer or a string (the keys of
+ * `stats --json`: hits, misses, compiles, entries, bytes, nvrtc_version, ...).
+ * *out (owned by the caller, free with jc_stats_free) is set on 0, else NULL
+ * with the message in jc_client_errmsg(c). Not thread-safe per c.
+ * Errors: JC_EINVAL (NULL argument), JC_ECONNECT (no daemon: c compiles
+ * in-process), the transport errors of jc_compile (JC_EIO, JC_EPROTO,
+ * JC_ETIMEOUT, JC_ENOMEM), the daemon's refusal (JC_EDENIED).
+ */
+typedef struct jc_stats jc_stats;
+JC_API int jc_client_stats(jc_client *c, jc_stats **out);
+/* Number of values in s (0 for NULL). */
+JC_API size_t jc_stats_count(const jc_stats *s);
+/* The i-th value: *name, and *str for a string (*num = 0) or *num for an
+ * integer (*str = NULL). Strings owned by s. Errors: JC_EINVAL (NULL, i out
+ * of range). */
+JC_API int jc_stats_at(const jc_stats *s, size_t i, const char **name, int64_t *num,
+		       const char **str);
+JC_API void jc_stats_free(jc_stats *s); /* NULL is accepted */
+
 /* Returns a static, never-NULL description of code (e.g. "compile timed out"). */
 JC_API const char *jc_strerror(int code);
 /* Returns JC_VERSION_STRING of the loaded library. */
