@@ -83,6 +83,7 @@ env $hook LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}" python3 "$src/exampl
 kill "$dpid"; wait "$dpid"
 echo "== NVRTC shim: CuPy, PyTorch, cuda.core with and without jitcache-run (compile_ms of run 1 and 2)"
 JITCACHED=$B/daemon/jitcached JITCACHECTL=$B/client/jitcachectl JITCACHE_RUN_BIN=$B/shim/jitcache-run \
+	SHIM_LIB=$B/shim/libjitcache-nvrtc.so \
 	JC_SHIM_TESTS=$src/tests/shim JC_SHIM_GPU_RUNS=${JC_SHIM_GPU_RUNS:-5} \
 	bash "$src/tests/shim/test_shim.sh" gpu 2>&1 | tee "$OUT/shim_frameworks.txt"
 LD_LIBRARY_PATH=$plain_ldp python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"

@@ -109,7 +109,7 @@ mkdir -p "$XDG_RUNTIME_DIR"
 # In an ASan build (scripts/sanitize.sh) the shim needs the ASan runtime
 # loaded first in every process it is preloaded into, Python included, whose
 # own leaks at exit are not ours; NVRTC's own leaks are suppressed (lsan.supp).
-asan=$(ldd "$SHIM_LIB" 2>/dev/null | awk '/libasan/ { print $3 }')
+asan=$(ldd "${SHIM_LIB:-}" 2>/dev/null | awk '/libasan/ { print $3 }')
 export LSAN_OPTIONS="suppressions=$JC_SHIM_TESTS/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 if [ -n "$asan" ]; then
 	RUN=(env "LD_PRELOAD=$asan${LD_PRELOAD:+:$LD_PRELOAD}" "$JITCACHE_RUN_BIN")
