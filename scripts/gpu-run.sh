@@ -114,7 +114,7 @@ kill "$dpid"; wait "$dpid"
 echo "== NVRTC shim: CuPy, PyTorch, cuda.core with and without jitcache-run (compile_ms of run 1 and 2)"
 JITCACHED=$B/daemon/jitcached JITCACHECTL=$B/client/jitcachectl JITCACHE_RUN_BIN=$B/shim/jitcache-run \
 	SHIM_LIB=$B/shim/libjitcache-nvrtc.so \
-	JC_SHIM_TESTS=$src/tests/shim JC_SHIM_GPU_RUNS=${JC_SHIM_GPU_RUNS:-5} \
+	JC_SHIM_TESTS=$src/tests/shim JC_SHIM_GPU_RUNS=${JC_SHIM_GPU_RUNS:-2} \
 	bash "$src/tests/shim/test_shim.sh" gpu 2>&1 | tee "$OUT/shim_frameworks.txt"
 LD_LIBRARY_PATH=$plain_ldp python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
 import re, statistics, sys
