@@ -25,7 +25,8 @@
 	X(include_scans, "requests whose headers on disk were scanned (no manifest matched)") \
 	X(include_manifest_hits, "requests keyed from a stored include manifest") \
 	X(include_stats, "stat calls made to key requests that read headers from disk") \
-	X(include_uncached, "compiles served but not stored: an include file changed")
+	X(include_uncached, "compiles served but not stored: an include file changed") \
+	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,
