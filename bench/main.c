@@ -73,7 +73,7 @@ struct figure {
 	char note[96];
 };
 
-static struct figure figs[64];
+static struct figure figs[96];
 static size_t n_figs;
 
 static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)
@@ -122,6 +122,8 @@ static void fmt_value(char *out, size_t len, double v, const char *unit)
 		snprintf(out, len, v >= 100 ? "%.0fx" : "%.2fx", v);
 	else if (!*unit)
 		snprintf(out, len, "%.0f", v);
+	else if (strcmp(unit, "%") == 0)
+		snprintf(out, len, v < 1 ? "%.2f %%" : "%.1f %%", v);
 	else if (v >= 100 || strcmp(unit, "hits/s") == 0)
 		snprintf(out, len, "%.0f %s", v, unit);
 	else
@@ -177,16 +179,26 @@ static const char *examples_dir(void)
 	return e && *e ? e : JC_BENCH_EXAMPLES;
 }
 
-static jc_request *example_request(const char *file, const char *expr, int cub)
+/* An example's source, NUL-terminated (malloc'd; *size bytes before the NUL). */
+static char *example_source(const char *file, size_t *size)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", examples_dir(), file);
 	FILE *f = fopen(path, "rb");
-	static char src[1 << 16];
-	size_t n = f ? fread(src, 1, sizeof(src), f) : 0;
-	if (!f || n == 0 || n == sizeof(src))
+	char *src = malloc(1 << 16);
+	size_t n = f && src ? fread(src, 1, (1 << 16) - 1, f) : 0;
+	if (!f || n == 0 || n == (1 << 16) - 1)
 		bench_die("cannot read %s (set JC_EXAMPLES)", path);
 	fclose(f);
+	src[n] = '\0';
+	*size = n;
+	return src;
+}
+
+static jc_request *example_request(const char *file, const char *expr, int cub)
+{
+	size_t n;
+	char *src = example_source(file, &n);
 	jc_request *r = NULL;
 	int rc = jc_request_new(&r);
 	rc = rc ?: jc_request_set_source(r, file, src, n);
@@ -200,6 +212,7 @@ static jc_request *example_request(const char *file, const char *expr, int cub)
 		rc = rc ?: jc_request_add_option(r, inc);
 		rc = rc ?: jc_request_add_include_dir(r, inc + 2);
 	}
+	free(src);
 	if (rc != 0)
 		bench_die("building the %s request: %s", file, jc_strerror(rc));
 	return r;
@@ -221,7 +234,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -242,7 +255,7 @@ static double compile_ms(jc_client *c, jc_request *r, const struct bench_object 
 		v[n++] = fresh.compile_ms;
 	}
 	jc_request_set_app_abi(r, "");
-	return median(v, n);
+	return bench_median(v, n);
 }
 
 /* NVRTC time of one result, in milliseconds. */
@@ -293,9 +306,9 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 		}
 		ratio[n] = build[n] / sum[n];
 	}
-	fig("fatbin_build_ms", "ms", median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
-	fig("fatbin_parts_sum_ms", "ms", median(sum, n), "  its 3 parts' NVRTC compiles, summed");
-	fig("fatbin_build_ratio", "x", median(ratio, n), "  build / sum of the parts");
+	fig("fatbin_build_ms", "ms", bench_median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
+	fig("fatbin_parts_sum_ms", "ms", bench_median(sum, n), "  its 3 parts' NVRTC compiles, summed");
+	fig("fatbin_build_ratio", "x", bench_median(ratio, n), "  build / sum of the parts");
 	jc_request_free(r);
 }
 
@@ -324,6 +337,19 @@ static void hit_figures(const char *tag, const char *label, const struct bench_o
 	fig(k, "us", reopen.p50, "  in it: daemon's reopen of the object, %s", label);
 	snprintf(k, sizeof(k), "dup%s_us", tag + 3);
 	fig(k, "us", dup.p50, "  instead of a dup of a kept descriptor, %s", label);
+}
+
+/* A remote hit's p50 (us) against its target and against the compile (ms). */
+static void remote_hit_figures(const char *tag, const char *label, double p50_us, double value,
+			       double compile)
+{
+	char k[48];
+	snprintf(k, sizeof(k), "remote_hit_%s_p50_us", tag);
+	target(fig(k, "us", p50_us, "remote hit p50, %s (value %.1f KiB)", label, value / 1024),
+	       AT_MOST, 1000);
+	snprintf(k, sizeof(k), "remote_hit_%s_pct_compile", tag);
+	target(fig(k, "%", 100 * p50_us / 1e3 / compile, "  remote hit / %s compile", label),
+	       AT_MOST, 2);
 }
 
 static void usage(FILE *f)
@@ -477,10 +503,10 @@ int main(int argc, char **argv)
 	f = fig("single_flight_compiles", "", (double)max_compiles,
 		"single flight: compiles, %d cold clients", plan->sf_clients);
 	target(f, EQUAL, 1);
-	double m_wall = median(wall, plan->sf_rounds), m_alone = median(alone, plan->sf_rounds);
+	double m_wall = bench_median(wall, plan->sf_rounds), m_alone = bench_median(alone, plan->sf_rounds);
 	fig("single_flight_wall_ms", "ms", m_wall, "single flight: wall, %d clients", plan->sf_clients);
 	fig("one_compile_ms", "ms", m_alone, "one SAXPY miss alone (client wall)");
-	f = fig("single_flight_ratio", "x", median(ratio, plan->sf_rounds),
+	f = fig("single_flight_ratio", "x", bench_median(ratio, plan->sf_rounds),
 		"single flight: wall / one compile");
 	target(f, AT_MOST, 1.2);
 
@@ -495,6 +521,58 @@ int main(int argc, char **argv)
 	}
 	fatbin_figures(cl, plan);
 	jc_client_close(cl);
+
+	/* 8. The NVRTC shim: a SAXPY hit through libjitcache-nvrtc against the
+	 * real NVRTC compile of the same program, and a forwarded call. */
+	fprintf(stderr, "NVRTC shim...\n");
+	{
+		size_t n;
+		char *src = example_source("saxpy.cu", &n);
+		struct bench_shim sh;
+		bench_shim(d, plan, src, &sh);
+		free(src);
+		f = fig("shim_hit_p50_us", "us", sh.hit.p50, "shim: SAXPY create+compile+CUBIN, hit p50");
+		target(f, AT_MOST, 100);
+		fig("shim_hit_p99_us", "us", sh.hit.p99, "shim: SAXPY hit p99");
+		fig("shim_real_compile_ms", "ms", sh.real_compile_ms, "shim: real NVRTC compile, same program");
+		f = fig("shim_compile_hit_ratio", "x", sh.real_compile_ms * 1e3 / sh.hit.p50,
+			"shim: real compile / shim hit p50");
+		target(f, AT_LEAST, 300);
+		fig("shim_version_ns", "ns", sh.version_shim_ns, "shim: nvrtcVersion through the shim");
+		f = fig("shim_forward_overhead_ns", "ns", sh.version_shim_ns - sh.version_real_ns,
+			"shim: cost on a forwarded call (vs real)");
+		target(f, AT_MOST, 1000);
+	}
+
+	/* 9. The remote tier, beside this daemon (which has none). */
+	fprintf(stderr, "remote tier...\n");
+	struct bench_remote rm;
+	bench_remote_run(d, plan, saxpy, cub, &rm);
+	if (!rm.ran) {
+		fprintf(stderr, "remote tier: skipped: %s\n", rm.why);
+	} else {
+		remote_hit_figures("saxpy", "SAXPY", rm.hit_saxpy_p50_us, rm.value_saxpy, saxpy_ms);
+		if (cub)
+			remote_hit_figures("cub", "CUB", rm.hit_cub_p50_us, rm.value_cub, cub_ms);
+		fig("remote_local_hit_p50_us", "us", rm.local_hit_p50_us, "local hit p50, remote up");
+		fig("remote_none_hit_p50_us", "us", rm.local_hit_base_p50_us, "local hit p50, no remote");
+		f = fig("remote_local_hit_ratio", "x", rm.local_hit_p50_us / rm.local_hit_base_p50_us,
+			"  local hit: remote up / none");
+		target(f, AT_MOST, 1.1);
+		f = fig("remote_down_hit_ratio", "x", rm.down_hit_p50_us / rm.down_hit_base_p50_us,
+			"hit: Redis down / no remote (%.1f us)", rm.down_hit_p50_us);
+		target(f, AT_MOST, 1.1);
+		f = fig("remote_down_miss_ratio", "x", rm.down_miss_ms / rm.down_miss_base_ms,
+			"miss: Redis down / no remote (%.1f ms)", rm.down_miss_ms);
+		target(f, AT_MOST, 1.1);
+		fig("remote_redis_bytes_per_entry", "", rm.redis_bytes_per_entry,
+		    "Redis memory per SAXPY value (bytes)");
+		fig("remote_hits_per_s", "hits/s", rm.remote_hits_per_s,
+		    "remote hits/s, one client, serial (+purge)");
+		if (rm.redis_get_per_s > 0)
+			fig("remote_redis_get_per_s", "hits/s", rm.redis_get_per_s,
+			    "redis-benchmark GET/s of such values, 8 conns");
+	}
 
 	/* 5. Scale (restarts the daemon). */
 	fprintf(stderr, "scale...\n");

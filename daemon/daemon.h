@@ -19,6 +19,7 @@
 #include "latency.h"
 #include "manifest.h"
 #include "proto.h"
+#include "remote.h"
 #include "req.h"
 #include "store.h"
 #include "toolchain.h"
@@ -45,6 +46,7 @@ struct jc_config {
 	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
 	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
+	struct jc_remote_config remote; /* the remote tier (remote.h) */
 };
 
 
@@ -87,6 +89,7 @@ struct jc_flight {
 	/* The request's bytes (source, headers, link inputs), charged to
 	 * d->buffers from start to end of the flight. */
 	size_t charged;
+	int remote_hit;           /* res came from the remote tier, not a worker */
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -155,6 +158,7 @@ struct jc_daemon {
 	uint64_t poll_until_ns;
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
+	struct jc_remote *remote; /* the remote tier; NULL without --remote */
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */
