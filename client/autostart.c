@@ -58,7 +58,7 @@ static int mkdirs(const char *dir)
 /* The jitcached to start: given, $JITCACHED, SBINDIR/jitcached, $PATH. */
 static int find_daemon(const char *given, char *out, size_t len)
 {
-	const char *env = getenv("JITCACHED");
+	const char *env = secure_getenv("JITCACHED");
 	if (given && *given)
 		return snprintf(out, len, "%s", given) < (int)len ? 0 : -1;
 	if (env && *env)
@@ -66,7 +66,7 @@ static int find_daemon(const char *given, char *out, size_t len)
 	snprintf(out, len, "%s/jitcached", JC_SBINDIR);
 	if (access(out, X_OK) == 0)
 		return 0;
-	const char *path = getenv("PATH");
+	const char *path = secure_getenv("PATH");
 	while (path && *path) {
 		size_t n = strcspn(path, ":");
 		if (n && snprintf(out, len, "%.*s/jitcached", (int)n, path) < (int)len &&

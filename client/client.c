@@ -90,7 +90,7 @@ static uint64_t now_ns(void)
 /* $JITCACHE_CLIENT_SPIN_US in nanoseconds: 0 to 1 s, else the default. */
 static uint64_t spin_setting(void)
 {
-	const char *s = getenv("JITCACHE_CLIENT_SPIN_US");
+	const char *s = secure_getenv("JITCACHE_CLIENT_SPIN_US");
 	char *end;
 	if (!s || !*s)
 		return SPIN_NS_DEFAULT;
@@ -315,7 +315,7 @@ static int search(jc_client *c)
 	const char *cand[4];
 	char user[4200] = "", dflt[4200] = "";
 	size_t n = 0;
-	const char *env = getenv("JITCACHE_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+	const char *env = secure_getenv("JITCACHE_SOCKET"), *xdg = secure_getenv("XDG_RUNTIME_DIR");
 	if (env && *env)
 		cand[n++] = env;
 	if (xdg && *xdg) {
@@ -402,7 +402,7 @@ static int find_daemon(jc_client *c)
 /* $NAME as 0 or 1; def when unset or anything else. */
 static int env_bool(const char *name, int def)
 {
-	const char *v = getenv(name);
+	const char *v = secure_getenv(name);
 	return v && (!strcmp(v, "0") || !strcmp(v, "1")) ? v[0] == '1' : def;
 }
 
@@ -431,18 +431,18 @@ static int resolve_options(jc_client *c, const jc_options *o)
 	}
 	if (o->system_socket_set)
 		v = o->system_socket;
-	else if (!(v = getenv("JITCACHE_SYSTEM_SOCKET")))
+	else if (!(v = secure_getenv("JITCACHE_SYSTEM_SOCKET")))
 		v = JC_SYSTEM_SOCKET;
 	c->system_socket = v && *v ? strdup(v) : NULL;
 	c->autostart = o->autostart >= 0 ? o->autostart : env_bool("JITCACHE_AUTOSTART", 1);
-	v = getenv("JITCACHE_FALLBACK");
+	v = secure_getenv("JITCACHE_FALLBACK");
 	c->fallback = o->fallback ? o->fallback
 		    : v && strcmp(v, "error") == 0 ? JC_FALLBACK_ERROR : JC_FALLBACK_COMPILE;
 	c->retries = o->retries >= 0 ? o->retries : RETRIES_DEFAULT;
-	v = getenv("JITCACHE_AUTOSTART_IDLE_EXIT");
+	v = secure_getenv("JITCACHE_AUTOSTART_IDLE_EXIT");
 	c->idle_exit_s = o->idle_exit_s ? o->idle_exit_s : v && atoi(v) > 0 ? atoi(v) : IDLE_EXIT_DEFAULT;
 	c->daemon = dup_or_null(o->daemon);
-	c->nvrtc = dup_or_null(o->nvrtc ? o->nvrtc : getenv("JITCACHE_REAL_NVRTC"));
+	c->nvrtc = dup_or_null(o->nvrtc ? o->nvrtc : secure_getenv("JITCACHE_REAL_NVRTC"));
 	c->log = o->log;
 	c->log_ctx = o->log_ctx;
 	if ((o->socket && !c->socket) || (o->cache_dir && !c->cache_dir) || (o->daemon && !c->daemon))
@@ -508,21 +508,21 @@ JC_API int jc_client_open(const jc_options *o, jc_client **out)
 /* The source of an environment-or-default value. */
 static const char *env_src(const char *name, int given)
 {
-	const char *v = getenv(name);
+	const char *v = secure_getenv(name);
 	return given ? "option" : v ? name : "default";
 }
 
 void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, void *ctx)
 {
 	char buf[4200], dir[4096];
-	const char *v, *xdg = getenv("XDG_RUNTIME_DIR");
+	const char *v, *xdg = secure_getenv("XDG_RUNTIME_DIR");
 	emit("socket", c->socket ? c->socket : "(none: search)", c->socket ? "--socket" : "default", ctx);
 	if (c->cache_dir)
 		emit("cache_dir", c->cache_dir, "--cache-dir", ctx);
 	else if (jc__default_cache_dir(dir, sizeof(dir)) == 0)
-		emit("cache_dir", dir, getenv("JITCACHE_DIR") && *getenv("JITCACHE_DIR") ? "JITCACHE_DIR"
-			 : getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME") ? "XDG_CACHE_HOME" : "HOME", ctx);
-	v = getenv("JITCACHE_SOCKET");
+		emit("cache_dir", dir, secure_getenv("JITCACHE_DIR") && *secure_getenv("JITCACHE_DIR") ? "JITCACHE_DIR"
+			 : secure_getenv("XDG_CACHE_HOME") && *secure_getenv("XDG_CACHE_HOME") ? "XDG_CACHE_HOME" : "HOME", ctx);
+	v = secure_getenv("JITCACHE_SOCKET");
 	emit("search.env_socket", v && *v ? v : "(unset)", "JITCACHE_SOCKET", ctx);
 	snprintf(buf, sizeof(buf), "%s%s", xdg && *xdg ? xdg : "(unset XDG_RUNTIME_DIR)",
 		 xdg && *xdg ? "/jitcached.sock" : "");
@@ -530,7 +530,7 @@ void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, vo
 	emit("search.system_socket", c->system_socket ? c->system_socket : "(skipped)",
 	     env_src("JITCACHE_SYSTEM_SOCKET", o && o->system_socket_set), ctx);
 	emit("autostart", c->autostart ? "1" : "0", env_src("JITCACHE_AUTOSTART", o && o->autostart >= 0), ctx);
-	v = getenv("JITCACHED");
+	v = secure_getenv("JITCACHED");
 	emit("autostart.daemon", c->daemon ? c->daemon : v && *v ? v : JC_SBINDIR "/jitcached, else PATH",
 	     c->daemon ? "option" : v && *v ? "JITCACHED" : "default", ctx);
 	snprintf(buf, sizeof(buf), "%d s", c->idle_exit_s);

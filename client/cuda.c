@@ -165,7 +165,7 @@ int jc__cuda_pick_forced(int cc, const char *requested, int force, char *arch, s
 /* JITCACHE_FORCE_PTX / JITCACHE_FORCE_CUBIN: JC__FORCE_*, or -1 for both. */
 static int force_mode(void)
 {
-	const char *p = getenv("JITCACHE_FORCE_PTX"), *c = getenv("JITCACHE_FORCE_CUBIN");
+	const char *p = secure_getenv("JITCACHE_FORCE_PTX"), *c = secure_getenv("JITCACHE_FORCE_CUBIN");
 	int ptx = p && strcmp(p, "1") == 0, cubin = c && strcmp(c, "1") == 0;
 	return ptx && cubin ? -1 : ptx ? JC__FORCE_PTX : cubin ? JC__FORCE_CUBIN : JC__FORCE_NONE;
 }

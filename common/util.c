@@ -69,11 +69,11 @@ static int fmt(char *buf, size_t len, const char *a, const char *b)
 int jc__default_cache_dir(char *buf, size_t len)
 {
 	const char *v;
-	if ((v = getenv("JITCACHE_DIR")) && *v)
+	if ((v = secure_getenv("JITCACHE_DIR")) && *v)
 		return fmt(buf, len, v, "");
-	if ((v = getenv("XDG_CACHE_HOME")) && *v)
+	if ((v = secure_getenv("XDG_CACHE_HOME")) && *v)
 		return fmt(buf, len, v, "/jitcache");
-	if ((v = getenv("HOME")) && *v)
+	if ((v = secure_getenv("HOME")) && *v)
 		return fmt(buf, len, v, "/.cache/jitcache");
 	return JC_EINVAL;
 }
@@ -82,9 +82,9 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len)
 {
 	const char *v;
 	char dir[4096];
-	if ((v = getenv("JITCACHE_SOCKET")) && *v)
+	if ((v = secure_getenv("JITCACHE_SOCKET")) && *v)
 		return fmt(buf, len, v, "");
-	if ((v = getenv("XDG_RUNTIME_DIR")) && *v)
+	if ((v = secure_getenv("XDG_RUNTIME_DIR")) && *v)
 		return fmt(buf, len, v, "/jitcached.sock");
 	if (!cache_dir) {
 		int rc = jc__default_cache_dir(dir, sizeof(dir));

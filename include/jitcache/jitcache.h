@@ -133,7 +133,9 @@ typedef enum {
  *      fails with JC_ECONNECT instead (message: what was tried).
  * A daemon is used only when it runs as the calling user, as root, or as the
  * owner of the directory holding its socket; any other refuses as JC_EDENIED
- * (its uid in the message) and the search goes on.
+ * (its uid in the message) and the search goes on. In a set-user-ID or
+ * set-group-ID process (AT_SECURE) the library reads no environment
+ * variable (secure_getenv): the defaults apply.
  * A handle in fallback mode looks for a daemon again (steps 1-4, and
  * auto-start at most every 30 s) before each jc_compile(), so it uses a
  * daemon as soon as one is there; those attempts cost a few microseconds.

@@ -146,6 +146,35 @@ static void test_socket_in_daemon_dir_used(void **state)
 	assert_int_equal(open_by_search(d, msg, sizeof(msg)), 0);
 }
 
+/* A set-user-ID program linked with the library takes nothing from its
+ * environment that names code to load or a daemon to trust (secure_getenv):
+ * here a root-owned set-user-ID copy of jitcachectl, run by the other user
+ * with JITCACHE_REAL_NVRTC naming another library, compiles in-process with
+ * the real NVRTC instead of loading that library as root. */
+static void test_setuid_ignores_environment(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *ctl = getenv("JITCACHECTL");
+	assert_non_null(ctl);
+	assert_int_equal(chmod(d->dir, 0755), 0);
+	assert_int_equal(jct_sh("cp %s %s/ctl-suid && chmod 04755 %s/ctl-suid && cp %s %s/k.cu && "
+				"chmod 0644 %s/k.cu", ctl, d->dir, d->dir, jct_example("saxpy.cu"),
+				d->dir, d->dir), 0);
+	int rc = jct_sh("cd %s && setpriv --reuid %u --regid %u --clear-groups -- env -i "
+			"PATH=/usr/bin:/bin JITCACHE_REAL_NVRTC=/lib/x86_64-linux-gnu/libz.so.1 "
+			"JITCACHE_AUTOSTART=0 JITCACHE_SYSTEM_SOCKET= JITCACHE_SOCKET=%s/none "
+			"./ctl-suid compile k.cu --arch sm_90 -o /dev/null > out 2>&1",
+			d->dir, (unsigned)other_uid, (unsigned)other_gid, d->dir);
+	char path[200];
+	size_t n;
+	snprintf(path, sizeof(path), "%s/out", d->dir);
+	char *out = (char *)jct_read_file(path, &n);
+	fprintf(stderr, "set-user-ID jitcachectl compile: exit %d: %s\n", rc, out ? out : "");
+	assert_null(strstr(out ? out : "", "libz"));
+	assert_int_equal(rc, 0);
+	free(out);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -159,6 +188,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_planted_socket_refused, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_socket_in_daemon_dir_used, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_setuid_ignores_environment, jct_setup,
+						jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
