@@ -178,7 +178,8 @@ static int write_all(int fd, const void *data, size_t size)
  * link (/proc/self/fd/N is one) is written through, never replaced; else a
  * temporary file made with mkstemp in the target's directory (O_EXCL, an
  * unpredictable name) takes the bytes and is renamed over path, keeping the
- * mode of a file it replaces (0666 & ~umask for a new one). -1 with errno.
+ * mode of a file it replaces less its set-user-ID and set-group-ID bits
+ * (0666 & ~umask for a new one). -1 with errno.
  */
 static int write_output(const char *path, const void *data, size_t size)
 {
@@ -215,7 +216,9 @@ static int write_output(const char *path, const void *data, size_t size)
 	mode_t mask = umask(0);
 	umask(mask);
 	int rc = write_all(fd, data, size);
-	rc = rc ?: fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
+	/* Not its set-ID bits: the new file is ours, and a set-user-ID file
+	 * another user owned must not become one of ours (root's, say). */
+	rc = rc ?: fchmod(fd, exists ? st.st_mode & 01777 : 0666 & ~mask);
 	int e = errno;
 	if (close(fd) != 0 && rc == 0)
 		e = errno, rc = -1;

@@ -175,6 +175,29 @@ static void test_setuid_ignores_environment(void **state)
 	free(out);
 }
 
+/* Root writing an artifact (jitcachectl -o) over a set-user-ID file another
+ * user owns makes a file of root's without the set-ID bits (before, a
+ * set-user-ID root file with the artifact in it). */
+static void test_output_drops_setid_bits(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *ctl = getenv("JITCACHECTL");
+	char out[200];
+	struct stat st;
+	snprintf(out, sizeof(out), "%s/k.cubin", d->dir);
+	jct_write_file(out, "old", 3);
+	assert_int_equal(chown(out, other_uid, other_gid), 0);
+	assert_int_equal(chmod(out, 06755), 0);
+	assert_int_equal(jct_sh("JITCACHE_AUTOSTART=0 JITCACHE_SOCKET=%s/none %s compile %s "
+				"--arch sm_90 -o %s 2>/dev/null", d->dir, ctl, jct_example("saxpy.cu"),
+				out), 0);
+	assert_int_equal(stat(out, &st), 0);
+	fprintf(stderr, "jitcachectl -o over a 06755 file of uid %u: now uid %u mode %04o\n",
+		(unsigned)other_uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	assert_true(st.st_size > 3);
+	assert_int_equal(st.st_mode & 07777, 0755);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -190,6 +213,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_socket_in_daemon_dir_used, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_setuid_ignores_environment, jct_setup,
 						jct_teardown),
+		cmocka_unit_test_setup_teardown(test_output_drops_setid_bits, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
