@@ -126,6 +126,8 @@ static int die(int code, const char *fmt, ...)
 	return code;
 }
 
+/* The bytes of path, malloc'd; -1 with errno (EFBIG at JC_FRAME_MAX, the
+ * most a request carries: /dev/zero is not read until memory runs out). */
 static int read_file(const char *path, uint8_t **data, size_t *size)
 {
 	FILE *f = fopen(path, "rb");
@@ -137,6 +139,12 @@ static int read_file(const char *path, uint8_t **data, size_t *size)
 		n += fread(buf + n, 1, cap - n, f);
 		if (n < cap)
 			break;
+		if (cap >= JC_FRAME_MAX) {
+			free(buf);
+			fclose(f);
+			errno = EFBIG;
+			return -1;
+		}
 		uint8_t *p = realloc(buf, cap * 2);
 		if (!p) {
 			free(buf);

@@ -286,6 +286,29 @@ static void test_config_stats_since_and_stop(void **state)
 	free(opst_ctl(d, 1, NULL, (const char *[]){"stop", NULL}));
 }
 
+/* Files without end (/dev/zero) are refused once past the most a request
+ * carries, not read until memory runs out: inspect, compile, --header. */
+static void test_endless_input(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char *err = NULL;
+	const char *const cmds[][8] = {
+	    {"inspect", "/dev/zero", NULL},
+	    {"compile", "/dev/zero", "--arch", "sm_90", "-o", "/dev/null", NULL},
+	    {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--header", "z.h=/dev/zero",
+	     "-o", "/dev/null"},
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		double t0 = jct_now_s();
+		char *out = opst_ctl(d, i < 2 ? 2 : 1, &err, cmds[i]);
+		fprintf(stderr, "%s %s: %.2f s: %s", cmds[i][0], cmds[i][1], jct_now_s() - t0, err);
+		assert_non_null(strstr(err, "/dev/zero"));
+		assert_non_null(strstr(err, strerror(EFBIG)));
+		free(out);
+		free(err);
+	}
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
@@ -295,6 +318,7 @@ int main(void)
 	    T(test_source_directory_is_searched),
 	    T(test_help),
 	    T(test_config_stats_since_and_stop),
+	    T(test_endless_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
