@@ -440,9 +440,12 @@ static int parse_image(const uint8_t *d, size_t size, struct jc_art_image *im, c
 		return parse_ltoir(d, size, im, err, errlen);
 	if (looks_like_ptx(d, size))
 		return parse_ptx(d, size, im);
-	return jc__fail(err, errlen, JC_EINVAL, "not a cubin, PTX, LTO-IR or fatbin (%zu bytes%s%02x "
-			"%02x %02x %02x)", size, size >= 4 ? ", starting " : "", size > 0 ? d[0] : 0,
-			size > 1 ? d[1] : 0, size > 2 ? d[2] : 0, size > 3 ? d[3] : 0);
+	char start[32] = "";
+	for (size_t i = 0, o = 0; i < size && i < 4; i++)
+		o += (size_t)snprintf(start + o, sizeof(start) - o, "%s%02x",
+				      i ? " " : size > 4 ? ", starting " : ": ", d[i]);
+	return jc__fail(err, errlen, JC_EINVAL, "not a cubin, PTX, LTO-IR or fatbin (%zu bytes%s)",
+			size, start);
 }
 
 static int fatbin_entry(const uint8_t *e, uint64_t hsize, uint64_t psize, struct jc_art_image *im,

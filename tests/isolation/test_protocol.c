@@ -435,6 +435,28 @@ static size_t flood_send(int fd)
 	return sent;
 }
 
+/* 1 when the daemon told fd (within wait_ms) that its request buffers are
+ * full (JC_EBUSY), 0 when nothing came; anything else fails the test. */
+static int told_buffers_full(int fd, int wait_ms)
+{
+	struct jc_buf b = {0};
+	uint16_t type;
+	int told = 0;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, wait_ms) == 1 && jc__io_read_frame(fd, &b, &type, NULL, 1000) == 0 &&
+	    type == JC_MSG_ERROR) {
+		int code = 0;
+		char *msg = NULL;
+		assert_int_equal(jc__decode_error(b.data, b.len, &code, &msg), 0);
+		assert_int_equal(code, JC_EBUSY);
+		assert_non_null(strstr(msg, "request buffers are full"));
+		free(msg);
+		told = 1;
+	}
+	jc__buf_free(&b);
+	return told;
+}
+
 /* Forty clients each send 40 MiB of a 60 MiB request: the daemon takes what
  * fits the buffer budget (256 MiB by default) and refuses the rest with
  * EBUSY; its peak RSS stays within the budget (plus 64 KiB a connection and
@@ -458,20 +480,7 @@ static void test_request_flood(void **state)
 	double hit_s = timed_hit(d, r);
 	long hwm = proc_kib(d->pid, "VmHWM:");
 	for (int i = 0; i < FLOOD_CONNS; i++) {
-		struct jc_buf b = {0};
-		uint16_t type;
-		struct pollfd p = {.fd = fds[i], .events = POLLIN};
-		if (poll(&p, 1, 0) == 1 && jc__io_read_frame(fds[i], &b, &type, NULL, 1000) == 0 &&
-		    type == JC_MSG_ERROR) {
-			int code = 0;
-			char *msg = NULL;
-			assert_int_equal(jc__decode_error(b.data, b.len, &code, &msg), 0);
-			assert_int_equal(code, JC_EBUSY);
-			assert_non_null(strstr(msg, "request buffers are full"));
-			free(msg);
-			refused++;
-		}
-		jc__buf_free(&b);
+		refused += told_buffers_full(fds[i], 0);
 		close(fds[i]);
 	}
 	fprintf(stderr, "request flood: %d connections sent %zu MiB in %.1f s; daemon RSS %ld MiB "
@@ -721,18 +730,7 @@ static void test_queued_requests_budget(void **state)
 	jct_settle();
 	long hwm = proc_kib(d->pid, "VmHWM:");
 	for (int i = 0; i < QUEUED_CONNS; i++) {
-		uint16_t type;
-		struct pollfd p = {.fd = fds[i], .events = POLLIN};
-		if (poll(&p, 1, 200) == 1 && jc__io_read_frame(fds[i], &b, &type, NULL, 1000) == 0 &&
-		    type == JC_MSG_ERROR) {
-			int code = 0;
-			char *msg = NULL;
-			assert_int_equal(jc__decode_error(b.data, b.len, &code, &msg), 0);
-			assert_int_equal(code, JC_EBUSY);
-			assert_non_null(strstr(msg, "request buffers are full"));
-			free(msg);
-			refused++;
-		}
+		refused += told_buffers_full(fds[i], 200);
 		close(fds[i]);
 	}
 	close(hfd);

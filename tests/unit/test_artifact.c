@@ -203,6 +203,14 @@ static void test_garbage(void **state)
 	jc__artifact_clear(&a);
 	assert_int_equal(jc__artifact_parse(NULL, 0, &a, err, sizeof(err)), JC_EINVAL);
 	jc__artifact_clear(&a);
+	/* The message shows the bytes there are, no more. */
+	assert_int_equal(jc__artifact_parse((const uint8_t *)"", 0, &a, err, sizeof(err)), JC_EINVAL);
+	assert_non_null(strstr(err, "(0 bytes)"));
+	jc__artifact_clear(&a);
+	assert_int_equal(jc__artifact_parse((const uint8_t *)"\x01\x02", 2, &a, err, sizeof(err)),
+			 JC_EINVAL);
+	assert_non_null(strstr(err, "(2 bytes: 01 02)"));
+	jc__artifact_clear(&a);
 	/* An x86-64 ELF header. */
 	uint8_t elf[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
 	elf[18] = 62;
