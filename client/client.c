@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct jc_options {
 
 struct jc_client {
 	int fd;                /* -1: no daemon (fallback mode) */
+	unsigned forks;        /* fork_count when fd was connected */
 	struct jc_buf in, out;
 	uint64_t spin_ns;      /* poll for the answer this long; 0 never */
 	int timeout_ms;        /* wait for an answer at most this long; -1 forever */
@@ -77,6 +79,23 @@ struct jc_result {
 };
 
 static __thread char connect_errmsg[1024];
+
+/* Children of fork() this process descends from (pthread_atfork): a
+ * connection made before a fork is the parent's, and answers on it would go
+ * to whichever process reads first; the child leaves it (closes its copy)
+ * and connects again. */
+static unsigned fork_count;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void count_fork(void)
+{
+	fork_count++;
+}
+
+static void install_atfork(void)
+{
+	pthread_atfork(NULL, NULL, count_fork);
+}
 
 #define SPIN_NS_DEFAULT 50000 /* see jc_client_open */
 
@@ -270,6 +289,7 @@ static int hello(jc_client *c, const char *path)
 		return rc == JC_EIO ? JC_ECONNECT : rc;
 	}
 	c->fd = fd;
+	c->forks = fork_count;
 	snprintf(c->sock, sizeof(c->sock), "%s", path);
 	c->daemon_pid = h.pid;
 	c->daemon_dir = h.cache_dir;
@@ -461,6 +481,7 @@ static int resolve_options(jc_client *c, const jc_options *o)
 int jc__client_new(const jc_options *o, jc_client **out)
 {
 	*out = NULL;
+	pthread_once(&atfork_once, install_atfork);
 	jc_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return jc__fail(connect_errmsg, sizeof(connect_errmsg), JC_ENOMEM, "out of memory");
@@ -873,6 +894,8 @@ static int run(jc_client *c, const struct jc_req *req, jc_result **out)
 	unsigned wait = RETRY_FIRST_WAIT_MS;
 	char first[1024] = "";
 	*out = NULL;
+	if (c->fd >= 0 && c->forks != fork_count)
+		drop_connection(c); /* the parent's (see fork_count) */
 	for (;;) {
 		if (c->fd < 0 && (rc = find_daemon(c)) != 0) {
 			/* None now: the reason stays for the fallback's warning. A
@@ -1054,6 +1077,8 @@ int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_adm
 	int fd = -1;
 	/* Not resent after a broken connection (purge is not idempotent): the
 	 * caller decides; a later call reconnects. */
+	if (c->fd >= 0 && c->forks != fork_count)
+		drop_connection(c); /* the parent's (see fork_count) */
 	if (c->fd < 0 && find_daemon(c) != 0)
 		return JC_ECONNECT;
 	jc__buf_reset(&c->out);

@@ -13,6 +13,8 @@
  *    and stay valid until that object is freed.
  *  - A handle is not thread-safe: use one jc_client per thread, or serialise
  *    calls on it. Distinct handles may be used from distinct threads at once.
+ *    After fork() a handle goes on in both processes: the child leaves the
+ *    parent's connection and makes its own on its next call.
  *  - A cache must never be why a program fails: without a daemon the library
  *    starts one or compiles in-process (see jc_client_open).
  *  - The library never prints, never exits and never links libcuda.
