@@ -194,13 +194,15 @@ static void drop_connection(jc_client *c)
 
 /*
  * Is the daemon that accepted fd (on the socket at path) one to send sources
- * to and take objects from? Only when it runs as this user, as root, or as
- * the owner of the directory holding the socket (the system daemon's
- * /run/jitcached, a shared daemon's own directory): a socket another user
- * made in a directory anyone may write ($XDG_RUNTIME_DIR=/tmp, say) is not
- * that user's daemon. 0, or JC_EDENIED (message in c->errmsg).
+ * to and take objects from? When it runs as this user or as root; and,
+ * unless own (a per-user socket: $XDG_RUNTIME_DIR's, the cache directory's),
+ * when it runs as the owner of the directory holding the socket (the system
+ * daemon's /run/jitcached, a shared daemon's own directory). A socket
+ * another user made in a directory anyone may write ($XDG_RUNTIME_DIR=/tmp,
+ * say), or in a directory of theirs at the per-user path, is not that
+ * user's daemon. 0, or JC_EDENIED (message in c->errmsg).
  */
-static int check_peer(jc_client *c, int fd, const char *path)
+static int check_peer(jc_client *c, int fd, const char *path, int own)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -212,8 +214,14 @@ static int check_peer(jc_client *c, int fd, const char *path)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
 				"cannot tell who runs the daemon at %s: %s", path, strerror(errno));
-	if (cred.uid == geteuid() || cred.uid == 0 || (stat(dir, &st) == 0 && st.st_uid == cred.uid))
+	if (cred.uid == geteuid() || cred.uid == 0 ||
+	    (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
 		return 0;
+	if (own)
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
+				"not using the daemon at %s: it runs as uid %u, which is neither this "
+				"user nor root, and that socket is this user's own (another user's "
+				"socket there?)", path, (unsigned)cred.uid);
 	return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
 			"not using the daemon at %s: it runs as uid %u, which is neither this "
 			"user, root, nor the owner of %s (a socket another user put there?)",
@@ -226,7 +234,7 @@ static int check_peer(jc_client *c, int fd, const char *path)
  * set), JC_ECONNECT (nothing listens there) or the refusal's code; message
  * in c->errmsg.
  */
-static int hello(jc_client *c, const char *path)
+static int hello(jc_client *c, const char *path, int own)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	drop_connection(c);
@@ -241,7 +249,7 @@ static int hello(jc_client *c, const char *path)
 			close(fd);
 		return JC_ECONNECT;
 	}
-	if (check_peer(c, fd, path) != 0) {
+	if (check_peer(c, fd, path, own) != 0) {
 		close(fd);
 		return JC_EDENIED;
 	}
@@ -328,11 +336,12 @@ static int search(jc_client *c)
 {
 	char path[4200];
 	if (c->socket)
-		return hello(c, c->socket);
+		return hello(c, c->socket, 0);
 	if (c->cache_dir)
 		return jc__dir_socket(c->cache_dir, path, sizeof(path), c->errmsg, sizeof(c->errmsg)) ?:
-		       hello(c, path);
+		       hello(c, path, 0);
 	const char *cand[4];
+	int own[4] = {0}; /* the per-user ones: this user's daemon or root's only */
 	char user[4200] = "", dflt[4200] = "";
 	size_t n = 0;
 	const char *env = secure_getenv("JITCACHE_SOCKET"), *xdg = secure_getenv("XDG_RUNTIME_DIR");
@@ -340,19 +349,22 @@ static int search(jc_client *c)
 		cand[n++] = env;
 	if (xdg && *xdg) {
 		snprintf(user, sizeof(user), "%s/jitcached.sock", xdg);
+		own[n] = 1;
 		cand[n++] = user;
 	}
 	if (c->system_socket)
 		cand[n++] = c->system_socket;
 	/* Neither variable set: the default cache directory's own socket. */
-	if (n == (c->system_socket ? 1u : 0u) && jc__default_socket_path(NULL, dflt, sizeof(dflt)) == 0)
+	if (n == (c->system_socket ? 1u : 0u) && jc__default_socket_path(NULL, dflt, sizeof(dflt)) == 0) {
+		own[n] = 1;
 		cand[n++] = dflt;
+	}
 	int first = 0;
 	char tried[900] = "", refusal[1024] = "";
 	for (size_t i = 0; i < n; i++) {
 		if (i && strcmp(cand[i], cand[i - 1]) == 0)
 			continue;
-		int rc = hello(c, cand[i]);
+		int rc = hello(c, cand[i], own[i]);
 		if (rc == 0)
 			return 0;
 		if (rc != JC_ECONNECT && !first) {

@@ -133,9 +133,10 @@ typedef enum {
  *      the library itself never prints. jc_options_set_fallback(),
  *      $JITCACHE_FALLBACK=compile|error: with "error", jc_client_open()
  *      fails with JC_ECONNECT instead (message: what was tried).
- * A daemon is used only when it runs as the calling user, as root, or as the
- * owner of the directory holding its socket; any other refuses as JC_EDENIED
- * (its uid in the message) and the search goes on. In a set-user-ID or
+ * A daemon is used only when it runs as the calling user or as root, or (not
+ * for the per-user sockets of steps 3 and 5) as the owner of the directory
+ * holding its socket; any other refuses as JC_EDENIED (its uid in the
+ * message) and the search goes on. In a set-user-ID or
  * set-group-ID process (AT_SECURE) the library reads no environment
  * variable (secure_getenv): the defaults apply.
  * A handle in fallback mode looks for a daemon again (steps 1-4, and
