@@ -46,6 +46,7 @@ from ._errors import CompileError
 _lock = threading.Lock()
 _installed: dict | None = None  # what install() replaced: compile, preprocess, backend
 _tmpdir: str | None = None
+_tmpdir_pid = 0
 
 
 def _compiler():
@@ -164,12 +165,19 @@ def is_installed() -> bool:
     return _installed is not None
 
 
+def _remove_private_dir(path: str, pid: int) -> None:
+    if os.getpid() == pid:  # not a forked child's: its parent still uses it
+        shutil.rmtree(path, True)
+
+
 def _private_dir() -> str:
-    global _tmpdir
+    """This process's directory of artifacts for CuPy; a forked child makes its own."""
+    global _tmpdir, _tmpdir_pid
     with _lock:
-        if _tmpdir is None:
+        if _tmpdir is None or _tmpdir_pid != os.getpid():
             _tmpdir = tempfile.mkdtemp(prefix="jitcache-cupy-")  # 0700
-            atexit.register(shutil.rmtree, _tmpdir, True)
+            _tmpdir_pid = os.getpid()
+            atexit.register(_remove_private_dir, _tmpdir, _tmpdir_pid)
         return _tmpdir
 
 

@@ -369,6 +369,21 @@ def test_hook_modules_import_without_their_frameworks():
     assert p.stdout.split() == ["False", "False"]
 
 
+def test_cupy_private_dir_outlives_a_forked_child():
+    # A forked child that exits through atexit (sys.exit) leaves the parent's
+    # directory of artifacts for CuPy in place, and makes its own to write in.
+    p = run_python("-c",
+        "import os, sys, jitcache.cupy as jc\n"
+        "d = jc._private_dir()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0 if jc._private_dir() != d else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.path.isdir(d), os.waitstatus_to_exitcode(status))\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "0"]
+
+
 def test_cache_dir_names_the_daemon_of_a_directory(daemon, tmp_path):
     abi = unique("cache-dir")
     with jitcache.Client(cache_dir=daemon.cache, autostart=False, fallback="error") as c:
