@@ -39,6 +39,8 @@ struct jc_config {
 	size_t n_allow_uids;
 	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
+	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
+	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
 };
 
 
@@ -71,7 +73,12 @@ struct jc_flight {
 	/* Owned, NULL when the compile reads no file from disk: the include
 	 * files its key covers, re-checked before publishing (includes.h). */
 	struct jc_inc_set *inc;
+	uint8_t direct[16];       /* with inc: the direct key (manifest.h) */
+	uint8_t store_key[16];    /* the key the result is stored under: key, or learnt */
 	int uncached;             /* an include file changed: served, not stored */
+	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
+	int learned;              /* the key was learnt from what NVRTC read (store_key) */
+	char learned_from[512];   /* the first access the include set missed (for the log) */
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -121,6 +128,7 @@ struct jc_daemon {
 	struct jc_flight *queue_head, *queue_tail;
 	struct jc_worker **workers;
 	char *worker_cwd;         /* the empty directory workers run in (pool.c) */
+	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 	int n_workers;
 
 	/* Access times and hit counts not yet written: flushed in batches,

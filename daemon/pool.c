@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "framer.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
@@ -233,7 +234,8 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
 
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
-	char *args[] = {d->cfg.worker_path, "--memory-limit", mem, NULL};
+	char *args[] = {d->cfg.worker_path, "--memory-limit", mem, "--confine",
+			(char *)jc__confine_name(d->confinement), NULL};
 	uv_stdio_container_t stdio[3] = {
 		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
 		 .data.stream = (uv_stream_t *)&w->pipe},

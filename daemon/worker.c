@@ -2,13 +2,17 @@
 /*
  * jitcache-worker: the compile worker process. jitcached starts a pool of
  * them; each reads COMPILE frames on fd 0 (a socketpair with the daemon),
- * runs NVRTC and/or nvJitLink, and writes one RESULT frame (artifact bytes
- * inline) per request. A crash, hang or memory blow-up here costs the daemon
+ * runs NVRTC and/or nvJitLink in a child forked for the job (confined, its
+ * file accesses recorded: worker_fs.h), and writes one RESULT frame
+ * (artifact bytes inline, the record of what NVRTC read) per request. A crash, hang or memory blow-up here costs the daemon
  * one worker, never its own life: it kills and replaces us.
  *
- * Usage: jitcache-worker [--memory-limit BYTES]   (not for humans; see worker.h)
+ * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE]   (not for humans; see worker.h)
  */
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
@@ -18,6 +22,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,9 +33,12 @@
 #include "proto.h"
 #include "req.h"
 #include "worker.h"
+#include "worker_fs.h"
 
 /* --memory-limit: bytes of address space allowed beyond the start-up size (0: none). */
 static uint64_t mem_limit;
+/* --confine: enum jc_confine, applied in each job's child. */
+static int confine_mode = JC_CONFINE_NONE;
 
 static uint64_t now_ns(void)
 {
@@ -482,26 +491,173 @@ static void apply_memory_limit(void)
 			    (unsigned long long)mem_limit, base ? strerror(errno) : "no /proc/self/statm");
 }
 
+/* The toolkit tree of the loaded libnvrtc: realpath of <its directory>/..
+ * (as toolchain.c finds its include tree); "" when unknown. */
+static void toolkit_root(char *out, size_t len)
+{
+	Dl_info info;
+	char real[PATH_MAX];
+	out[0] = '\0';
+	if (!dladdr((void *)nvrtcVersion, &info) || !info.dli_fname || !realpath(info.dli_fname, real))
+		return;
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(real, '/');
+		if (!slash || slash == real)
+			return;
+		*slash = '\0';
+	}
+	snprintf(out, len, "%s", real);
+}
+
+/*
+ * The working directory must be an empty directory that only our uid can
+ * change (NVRTC looks there for quoted includes and program names: see
+ * worker.h). 0, or -1 with a message on stderr.
+ */
+static int check_cwd(char *cwd, size_t len)
+{
+	struct stat st;
+	const char *why = NULL;
+	if (!getcwd(cwd, len) || stat(".", &st) != 0)
+		why = strerror(errno);
+	else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		why = "not a directory owned by this uid";
+	else if (st.st_mode & 022)
+		why = "writable by group or others";
+	DIR *d = why ? NULL : opendir(".");
+	for (struct dirent *de; d && !why && (de = readdir(d));)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
+			why = "not empty";
+	if (d)
+		closedir(d);
+	if (!why)
+		return 0;
+	fprintf(stderr, "jitcache-worker: working directory %s: %s\n", cwd, why);
+	return -1;
+}
+
+/*
+ * Before the first job: one tiny compile, so that NVRTC has loaded its
+ * builtins library and initialised itself in this process (each job's child
+ * inherits that, confined or not), and libcuda loaded where it exists (NVRTC
+ * dlopens it during a compile; a loaded one is found without a file access).
+ */
+static void warm_up(void)
+{
+	nvrtcProgram prog;
+	dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (nvrtcCreateProgram(&prog, "__global__ void jc_warm_up() {}\n", "warm_up.cu", 0, NULL,
+			       NULL) != NVRTC_SUCCESS)
+		return;
+	nvrtcCompileProgram(prog, 0, NULL);
+	nvrtcDestroyProgram(&prog);
+}
+
+/* Runs one job in this process (a child forked for it) and writes its RESULT
+ * frame to fd 0. Returns the exit status of the child. */
+static int job_child(const struct jc_buf *in, const char *tk_root, const char *cwd)
+{
+	struct jc_req req = {0};
+	struct jc_res res;
+	struct jc_buf out = {0};
+	char err[512];
+	jc__res_init(&res);
+	int rc = jc__decode_req(in->data, in->len, &req);
+	if (rc != 0) {
+		set_message(&res, rc, "worker could not decode the request");
+	} else if (jc__wfs_begin(&req, tk_root, cwd) != 0) {
+		set_message(&res, JC_ENOMEM, "worker out of memory");
+	} else if ((rc = jc__wfs_confine(confine_mode, err, sizeof(err))) != 0) {
+		set_message(&res, rc, "cannot confine the compile (%s): %s; not compiled",
+			    jc__confine_name(confine_mode), err);
+		jc__wfs_end(&res);
+	} else {
+		run_job(&req, &res);
+		jc__wfs_end(&res);
+	}
+	if (res.status != 0) {
+		free(res.data);
+		res.data = NULL;
+		res.size = 0;
+	}
+	rc = jc__encode_res(&out, &res);
+	if (rc == JC_ETOOBIG) {
+		jc__res_clear(&res);
+		set_message(&res, JC_ETOOBIG, "artifact larger than the frame limit");
+		jc__buf_reset(&out);
+		rc = jc__encode_res(&out, &res);
+	}
+	jc__req_clear(&req);
+	jc__res_clear(&res);
+	rc = rc != 0 || jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
+	jc__buf_free(&out);
+	return rc;
+}
+
+/*
+ * One job in a child of its own: confinement is per process and cannot be
+ * undone, and every request declares its own include directories. The child
+ * dies with us (the daemon's timeout kills us); we die the way it died, so
+ * the daemon's accounting of crashes and memory exhaustion is unchanged.
+ * Returns 0 when the child answered.
+ */
+static int run_in_child(const struct jc_buf *in, const char *tk_root, const char *cwd)
+{
+	pid_t parent = getpid();
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		jc_log_err(WORKER, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(1);
+		_exit(job_child(in, tk_root, cwd));
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL); /* past any sanitizer's handler */
+		raise(WTERMSIG(st));
+		_exit(128 + WTERMSIG(st));
+	}
+	if (WEXITSTATUS(st) != 0)
+		_exit(WEXITSTATUS(st));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 3 && strcmp(argv[1], "--memory-limit") == 0) {
-		if (parse_size(argv[2], &mem_limit) != 0) {
-			fprintf(stderr, "jitcache-worker: bad --memory-limit %s\n", argv[2]);
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 < argc && strcmp(argv[i], "--memory-limit") == 0 &&
+		    parse_size(argv[i + 1], &mem_limit) == 0) {
+			i++;
+		} else if (i + 1 < argc && strcmp(argv[i], "--confine") == 0 &&
+			   (confine_mode = jc__confine_parse(argv[i + 1])) >= 0) {
+			i++;
+		} else {
+			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
+				"none|landlock|userns] (started by jitcached): bad argument %s\n", argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] (started by jitcached)\n");
-		return JC_WORKER_EXIT_USAGE;
 	}
 	/* A worker must not outlive its daemon, which bounds its compile time:
 	 * die with it (also if it is already gone). */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
 		return 1;
+	char cwd[PATH_MAX], tk_root[PATH_MAX];
+	if (check_cwd(cwd, sizeof(cwd)) != 0)
+		return JC_WORKER_EXIT_CWD;
+	toolkit_root(tk_root, sizeof(tk_root));
+	warm_up();
 	if (mem_limit)
 		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);
 
-	struct jc_buf in = {0}, out = {0};
+	struct jc_buf in = {0};
 	for (;;) {
 		uint16_t type;
 		int rc = jc__io_read_frame(STDIN_FILENO, &in, &type, NULL, -1);
@@ -511,33 +667,9 @@ int main(int argc, char **argv)
 			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
 			break;
 		}
-		struct jc_req req = {0};
-		struct jc_res res;
-		jc__res_init(&res);
-		rc = jc__decode_req(in.data, in.len, &req);
-		if (rc != 0)
-			set_message(&res, rc, "worker could not decode the request");
-		else
-			run_job(&req, &res);
-		if (res.status != 0) {
-			free(res.data);
-			res.data = NULL;
-			res.size = 0;
-		}
-		jc__buf_reset(&out);
-		rc = jc__encode_res(&out, &res);
-		if (rc == JC_ETOOBIG) {
-			jc__res_clear(&res);
-			set_message(&res, JC_ETOOBIG, "artifact larger than the frame limit");
-			jc__buf_reset(&out);
-			rc = jc__encode_res(&out, &res);
-		}
-		jc__req_clear(&req);
-		jc__res_clear(&res);
-		if (rc != 0 || jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0)
+		if (run_in_child(&in, tk_root, cwd) != 0)
 			break;
 	}
 	jc__buf_free(&in);
-	jc__buf_free(&out);
 	return 0;
 }
