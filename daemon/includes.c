@@ -197,7 +197,7 @@ static size_t directive(const char *s, size_t n, size_t i, struct bytes *refs, i
 	const char *word = s + w;
 	size_t wlen = i - w;
 	size_t eol = line_end(s, n, i);
-	if (ident_is(word, wlen, "line") || (wlen == 0 && i < n && is_digit(s[i]))) {
+	if (ident_is(word, wlen, "line") || (wlen && is_digit(word[0]))) {
 		/* #line "name" (and GNU's # 1 "name") renames the file, which may
 		 * change where quoted includes are looked for: unknowable here. */
 		size_t eol2 = line_end(s, n, i);
