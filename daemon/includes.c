@@ -652,10 +652,14 @@ static void mark_unsettled(struct jc_inc_set *set, const char *path)
 static int read_file(const char *path, uint64_t max, struct bytes *out, struct jc_inc_stat *a,
 		     struct jc_inc_stat *b, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO swapped in since the stat() must not hold us. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		int rc = jc__fail(err, errlen, JC_EIO, "include scan: open %s: %s", path, strerror(errno));
+	int stat_ok = fd >= 0 && fstat(fd, &st) == 0;
+	if (!stat_ok || !S_ISREG(st.st_mode)) {
+		int rc = stat_ok ? jc__fail(err, errlen, JC_EIO, "include scan: %s is not a regular file", path)
+				 : jc__fail(err, errlen, JC_EIO, "include scan: open %s: %s", path,
+					    strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return rc;

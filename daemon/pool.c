@@ -282,10 +282,17 @@ static int make_worker_cwd(struct jc_daemon *d, char *err, size_t errlen)
 		d->worker_cwd = NULL;
 		return JC_ENOMEM;
 	}
-	if ((rmdir(d->worker_cwd) == 0 || errno == ENOENT) && mkdir(d->worker_cwd, 0500) == 0)
-		return 0;
-	snprintf(err, errlen, "cannot make the workers' empty directory %s: %s", d->worker_cwd,
-		 strerror(errno));
+	struct stat st;
+	if ((rmdir(d->worker_cwd) == 0 || errno == ENOENT) && mkdir(d->worker_cwd, 0500) == 0) {
+		/* Ours alone: made just now under the cache lock, checked again by
+		 * each worker at its start (worker.h). */
+		if (lstat(d->worker_cwd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+		    !(st.st_mode & 022))
+			return 0;
+		errno = EPERM;
+	}
+	snprintf(err, errlen, "cannot make the workers' private empty directory %s: %s",
+		 d->worker_cwd, strerror(errno));
 	free(d->worker_cwd);
 	d->worker_cwd = NULL;
 	return JC_EIO;

@@ -396,6 +396,13 @@ static void test_confinement_reported(void **state)
 	}
 	free(out);
 	assert_true(jct_log_count(d, "confinement ") >= 1);
+	/* doctor says it too. */
+	const char *doctor[] = {"doctor", NULL};
+	jct_ctl(d, &out, NULL, doctor);
+	if (!strstr(out, "compile workers confined: ") ||
+	    (confinement && !strstr(out, confinement)))
+		fail_msg("doctor does not say which confinement:\n%s", out);
+	free(out);
 }
 
 /* A daemon serving other uids refuses to start unconfined unless told. */
