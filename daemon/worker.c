@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -553,9 +554,11 @@ static void warm_up(void)
 	nvrtcDestroyProgram(&prog);
 }
 
-/* Runs one job in this process (a child forked for it) and writes its RESULT
- * frame to fd 0. Returns the exit status of the child. */
-static int job_child(const struct jc_buf *in, const char *tk_root, const char *cwd)
+/* Runs one job (the payload of a COMPILE frame) in this process, a child
+ * made for it or the confined helper (then confined is 1: it already is),
+ * and writes its RESULT frame to fd 0. Returns 0, or 1 when it could not. */
+static int run_job_here(const struct jc_buf *in, const char *tk_root, const char *cwd,
+			int confined)
 {
 	struct jc_req req = {0};
 	struct jc_res res;
@@ -567,7 +570,7 @@ static int job_child(const struct jc_buf *in, const char *tk_root, const char *c
 		set_message(&res, rc, "worker could not decode the request");
 	} else if (jc__wfs_begin(&req, tk_root, cwd) != 0) {
 		set_message(&res, JC_ENOMEM, "worker out of memory");
-	} else if ((rc = jc__wfs_confine(confine_mode, err, sizeof(err))) != 0) {
+	} else if (!confined && (rc = jc__wfs_confine(confine_mode, err, sizeof(err))) != 0) {
 		set_message(&res, rc, "cannot confine the compile (%s): %s; not compiled",
 			    jc__confine_name(confine_mode), err);
 		jc__wfs_end(&res);
@@ -594,27 +597,11 @@ static int job_child(const struct jc_buf *in, const char *tk_root, const char *c
 	return rc;
 }
 
-/*
- * One job in a child of its own: confinement is per process and cannot be
- * undone, and every request declares its own include directories. The child
- * dies with us (the daemon's timeout kills us); we die the way it died, so
- * the daemon's accounting of crashes and memory exhaustion is unchanged.
- * Returns 0 when the child answered.
- */
-static int run_in_child(const struct jc_buf *in, const char *tk_root, const char *cwd)
+/* Dies the way child pid died (after reaping it), so that the daemon's
+ * accounting of crashes and memory exhaustion is unchanged; returns only
+ * when it exited 0 (0), or -1 when it cannot be waited for. */
+static int mirror_exit(pid_t pid)
 {
-	pid_t parent = getpid();
-	fflush(stderr);
-	pid_t pid = fork();
-	if (pid < 0) {
-		jc_log_err(WORKER, "fork: %s", strerror(errno));
-		return -1;
-	}
-	if (pid == 0) {
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-			_exit(1);
-		_exit(job_child(in, tk_root, cwd));
-	}
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
@@ -627,6 +614,141 @@ static int run_in_child(const struct jc_buf *in, const char *tk_root, const char
 	if (WEXITSTATUS(st) != 0)
 		_exit(WEXITSTATUS(st));
 	return 0;
+}
+
+/* fork() for a job process that dies with us (the daemon's timeout kills us). */
+static pid_t fork_job_process(void)
+{
+	pid_t parent = getpid();
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0)
+		jc_log_err(WORKER, "fork: %s", strerror(errno));
+	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+		_exit(1);
+	return pid;
+}
+
+/*
+ * A job that declares include directories runs in a child of its own:
+ * confinement is per process and cannot be undone, and each request
+ * declares its own. Returns 0 when the child answered.
+ */
+static int run_in_child(const struct jc_buf *in, const char *tk_root, const char *cwd)
+{
+	pid_t pid = fork_job_process();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(run_job_here(in, tk_root, cwd, 0));
+	return mirror_exit(pid);
+}
+
+/*
+ * Jobs that declare no include directory (most: NVRTC then reads nothing
+ * but the toolkit) all share one helper process, confined once to the
+ * toolkit tree and kept: it stays as warm as an unconfined worker, where a
+ * child per job would pay NVRTC's copy-on-write faults on every compile.
+ * The parent hands it each frame over a socketpair; the helper answers the
+ * daemon on fd 0 itself and then sends one byte back. A helper that dies is
+ * mirrored like a child (and the daemon replaces this worker).
+ */
+static pid_t helper_pid = -1;
+static int helper_fd = -1;
+
+static void helper_main(int fd, const char *tk_root, const char *cwd)
+{
+	static const struct jc_req no_dirs;
+	char err[512];
+	if (jc__wfs_begin(&no_dirs, tk_root, cwd) != 0)
+		_exit(JC_WORKER_EXIT_NOMEM);
+	int rc = jc__wfs_confine(confine_mode, err, sizeof(err));
+	struct jc_res none;
+	jc__res_init(&none);
+	jc__wfs_end(&none);
+	jc__res_clear(&none);
+	struct jc_buf in = {0};
+	for (;;) {
+		uint16_t type;
+		if (jc__io_read_frame(fd, &in, &type, NULL, -1) != 0)
+			_exit(0); /* the worker is gone */
+		if (rc != 0) { /* answer with the reason, as a child would */
+			struct jc_res res;
+			struct jc_buf out = {0};
+			jc__res_init(&res);
+			set_message(&res, rc, "cannot confine the compile (%s): %s; not compiled",
+				    jc__confine_name(confine_mode), err);
+			int bad = jc__encode_res(&out, &res) != 0 ||
+				  jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
+			jc__res_clear(&res);
+			jc__buf_free(&out);
+			if (bad)
+				_exit(1);
+		} else if (run_job_here(&in, tk_root, cwd, 1) != 0) {
+			_exit(1);
+		}
+		char done = 1;
+		if (jc__io_write_all(fd, &done, 1) != 0)
+			_exit(0);
+	}
+}
+
+/* Starts the helper (at start-up, so that the first job finds it). 0 or -1. */
+static int helper_start(const char *tk_root, const char *cwd)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return -1;
+	pid_t pid = fork_job_process();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		helper_main(sv[1], tk_root, cwd);
+	}
+	close(sv[1]);
+	helper_pid = pid;
+	helper_fd = sv[0];
+	return 0;
+}
+
+static int run_in_helper(const struct jc_buf *in, uint16_t type, const char *tk_root,
+			 const char *cwd)
+{
+	if (helper_pid < 0 && helper_start(tk_root, cwd) != 0)
+		return -1;
+	uint8_t hdr[JC_FRAME_HDR] = {0};
+	for (int i = 0; i < 4; i++)
+		hdr[i] = (uint8_t)(in->len >> (8 * i));
+	hdr[4] = (uint8_t)type;
+	hdr[5] = (uint8_t)(type >> 8);
+	char done;
+	ssize_t n = -1;
+	if (jc__io_write_all(helper_fd, hdr, sizeof(hdr)) == 0 &&
+	    jc__io_write_all(helper_fd, in->data, in->len) == 0)
+		while ((n = read(helper_fd, &done, 1)) < 0 && errno == EINTR)
+			;
+	if (n == 1)
+		return 0;
+	close(helper_fd);
+	helper_fd = -1;
+	kill(helper_pid, SIGKILL); /* gone, or stuck: either way it dies now */
+	mirror_exit(helper_pid);
+	helper_pid = -1;
+	return -1; /* it exited 0 without answering: give up like a child that could not */
+}
+
+/* 1 when the COMPILE payload in declares no include directory (or cannot
+ * be decoded: the child that runs it reports that). */
+static int without_include_dirs(const struct jc_buf *in)
+{
+	struct jc_req req = {0};
+	int none = jc__decode_req(in->data, in->len, &req) != 0 || req.include_dirs.n == 0;
+	jc__req_clear(&req);
+	return none;
 }
 
 int main(int argc, char **argv)
@@ -656,6 +778,7 @@ int main(int argc, char **argv)
 	if (mem_limit)
 		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);
+	helper_start(tk_root, cwd); /* else at the first job that needs it */
 
 	struct jc_buf in = {0};
 	for (;;) {
@@ -667,7 +790,9 @@ int main(int argc, char **argv)
 			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
 			break;
 		}
-		if (run_in_child(&in, tk_root, cwd) != 0)
+		rc = without_include_dirs(&in) ? run_in_helper(&in, type, tk_root, cwd)
+					       : run_in_child(&in, tk_root, cwd);
+		if (rc != 0)
 			break;
 	}
 	jc__buf_free(&in);
