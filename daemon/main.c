@@ -498,6 +498,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("workers", c->workers != fresh.workers);
 	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
+	needs_restart("confinement", c->confinement != fresh.confinement);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
 			    "compile-timeout, idle-timeout, max-connections, gc-interval, admin-group, "
 			    "allow-uids)");
