@@ -937,38 +937,6 @@ struct scan {
 	size_t errlen;
 };
 
-/* Lexically folds "." and ".." of an absolute path (for bookkeeping only). */
-static void fold_path(const char *in, char *out, size_t outlen)
-{
-	size_t n = 0;
-	out[0] = '\0';
-	for (const char *p = in; *p;) {
-		while (*p == '/')
-			p++;
-		const char *e = strchr(p, '/');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (len == 0)
-			break;
-		if (len == 1 && p[0] == '.') {
-			/* nothing */
-		} else if (len == 2 && p[0] == '.' && p[1] == '.') {
-			while (n > 0 && out[n - 1] != '/')
-				n--;
-			if (n > 0)
-				n--;
-			out[n] = '\0';
-		} else if (n + 1 + len < outlen) {
-			out[n++] = '/';
-			memcpy(out + n, p, len);
-			n += len;
-			out[n] = '\0';
-		}
-		p += len;
-	}
-	if (n == 0)
-		snprintf(out, outlen, "/");
-}
-
 static int in_toolkit(const char *root, const char *dir)
 {
 	char real[PATH_MAX];
@@ -1044,7 +1012,7 @@ static int visit(struct scan *s, const char *path)
 		snprintf(dir, sizeof(dir), "%s", path);
 		char *slash = strrchr(dir, '/'); /* paths are absolute: there is one */
 		slash[slash == dir] = '\0';     /* "/a/x.h" -> "/a", "/x.h" -> "/" */
-		fold_path(dir, folded, sizeof(folded));
+		jc__path_lexical(dir, folded, sizeof(folded), 1);
 		snprintf(key, sizeof(key), "%llu:%llu:%s", (unsigned long long)id.dev,
 			 (unsigned long long)id.ino, folded);
 		rc = sset_add(&s->expanded, key);
@@ -1317,22 +1285,8 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len)
 /* path with empty and "." components dropped (".." kept), into out. */
 static void normalise_path(const char *in, char *out, size_t len)
 {
-	size_t o = 0;
-	for (const char *p = in; *p;) {
-		while (*p == '/')
-			p++;
-		const char *e = strchrnul(p, '/');
-		size_t l = (size_t)(e - p);
-		if (l && !(l == 1 && p[0] == '.') && o + 1 + l < len) {
-			out[o++] = '/';
-			memcpy(out + o, p, l);
-			o += l;
-		}
-		p = e;
-	}
-	if (o == 0)
-		out[o++] = '/';
-	out[o] = '\0';
+	if (jc__path_lexical(in, out, len, 0) != 0)
+		snprintf(out, len, "%s", in); /* too long to open anyway: compared as it is */
 }
 
 struct norm_ent {

@@ -29,6 +29,7 @@
 
 #include "confine.h"
 #include "jitcache/jitcache.h"
+#include "util.h"
 
 #define MAX_DEPS 200000
 /* The interposers must be in the executable's dynamic symbol table. */
@@ -126,53 +127,14 @@ static int normalise(const char *path, char *out, size_t len)
 			       : snprintf(joined, sizeof(joined), "%s/%s", cwd, path);
 	if (n < 0 || (size_t)n >= sizeof(joined))
 		return -1;
-	size_t o = 0;
-	for (const char *p = joined; *p;) {
-		while (*p == '/')
-			p++;
-		const char *e = strchrnul(p, '/');
-		size_t l = (size_t)(e - p);
-		if (l == 0 || (l == 1 && p[0] == '.')) {
-			p = e;
-			continue;
-		}
-		if (o + 1 + l >= len)
-			return -1;
-		out[o++] = '/';
-		memcpy(out + o, p, l);
-		o += l;
-		p = e;
-	}
-	if (o == 0)
-		out[o++] = '/';
-	out[o] = '\0';
-	return 0;
+	return jc__path_lexical(joined, out, len, 0);
 }
 
-/* path with ".." folded lexically. */
+/* path with ".." folded lexically ("/" when too long: never under a root but /). */
 static void fold(const char *in, char *out, size_t len)
 {
-	size_t o = 0;
-	for (const char *p = in; *p;) {
-		while (*p == '/')
-			p++;
-		const char *e = strchrnul(p, '/');
-		size_t l = (size_t)(e - p);
-		if (l == 2 && p[0] == '.' && p[1] == '.') {
-			while (o > 0 && out[o - 1] != '/')
-				o--;
-			if (o > 0)
-				o--;
-		} else if (l && o + 1 + l < len) {
-			out[o++] = '/';
-			memcpy(out + o, p, l);
-			o += l;
-		}
-		p = e;
-	}
-	if (o == 0)
-		out[o++] = '/';
-	out[o] = '\0';
+	if (jc__path_lexical(in, out, len, 1) != 0)
+		snprintf(out, len, "%s", "/(too long)");
 }
 
 static int under(const char *path, const char *root)
