@@ -418,24 +418,32 @@ static int guarded_probe(const char *path, int nofollow)
 	int g = guarded_probe(path, nofollow);                                         \
 	return g == -1 ? -1 : call;
 
+/* The real stat or lstat (a raw system call where libc exports none: glibc
+ * before 2.33 had only __xstat). */
+static int real_stat_call(const char *path, struct stat *st, int nofollow)
+{
+	int (*f)(const char *, struct stat *) = nofollow ? get_lstat() : get_stat();
+	return f ? f(path, st) : raw_stat(path, st, nofollow);
+}
+
 JC_INTERPOSE int stat(const char *path, struct stat *st)
 {
-	PROBE(0, get_stat()(path, st))
+	PROBE(0, real_stat_call(path, st, 0))
 }
 
 JC_INTERPOSE int stat64(const char *path, struct stat64 *st)
 {
-	PROBE(0, get_stat()(path, (struct stat *)st))
+	PROBE(0, real_stat_call(path, (struct stat *)st, 0))
 }
 
 JC_INTERPOSE int lstat(const char *path, struct stat *st)
 {
-	PROBE(1, get_lstat()(path, st))
+	PROBE(1, real_stat_call(path, st, 1))
 }
 
 JC_INTERPOSE int lstat64(const char *path, struct stat64 *st)
 {
-	PROBE(1, get_lstat()(path, (struct stat *)st))
+	PROBE(1, real_stat_call(path, (struct stat *)st, 1))
 }
 
 /* glibc's old stat ABI, which NVRTC 13.0 imports (__xstat@GLIBC_2.2.5, a
@@ -444,25 +452,25 @@ JC_INTERPOSE int lstat64(const char *path, struct stat64 *st)
 JC_INTERPOSE int __xstat(int ver, const char *path, struct stat *st)
 {
 	(void)ver;
-	PROBE(0, get_stat()(path, st))
+	PROBE(0, real_stat_call(path, st, 0))
 }
 
 JC_INTERPOSE int __xstat64(int ver, const char *path, struct stat64 *st)
 {
 	(void)ver;
-	PROBE(0, get_stat()(path, (struct stat *)st))
+	PROBE(0, real_stat_call(path, (struct stat *)st, 0))
 }
 
 JC_INTERPOSE int __lxstat(int ver, const char *path, struct stat *st)
 {
 	(void)ver;
-	PROBE(1, get_lstat()(path, st))
+	PROBE(1, real_stat_call(path, st, 1))
 }
 
 JC_INTERPOSE int __lxstat64(int ver, const char *path, struct stat64 *st)
 {
 	(void)ver;
-	PROBE(1, get_lstat()(path, (struct stat *)st))
+	PROBE(1, real_stat_call(path, (struct stat *)st, 1))
 }
 
 JC_INTERPOSE int access(const char *path, int mode)
