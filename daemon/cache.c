@@ -826,6 +826,24 @@ static void key_after_cb(uv_work_t *w, int status)
 	free(j);
 }
 
+/*
+ * jc__inc_needed(req), remembered by the request's direct key (which covers
+ * everything it looks at: texts, names, options, include directories), so
+ * that a hit of a source with directives does not lex it again.
+ */
+static int reads_disk(struct jc_daemon *d, const struct jc_req *req, const uint8_t direct[16])
+{
+	uint32_t h;
+	memcpy(&h, direct + 8, sizeof(h));
+	struct jc_needed_memo *m = &d->needed_memo[h % JC_NEEDED_MEMO_SLOTS];
+	if (m->used && memcmp(m->direct, direct, 16) == 0)
+		return m->needed;
+	memcpy(m->direct, direct, 16);
+	m->needed = jc__inc_needed(req);
+	m->used = 1;
+	return m->needed;
+}
+
 /* jc__toolchain_supports_arch, remembering the last architecture it
  * accepted: requests mostly name one, and the list is fixed at start-up. */
 static int arch_supported(struct jc_daemon *d, const char *arch)
@@ -843,8 +861,8 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	uint64_t t0 = jc__now_ns();
 	uint8_t key[16]; /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
-	int needed = jc__inc_needed(req);
 	int rc = jc__key_compute(req, &d->tc, key, err, sizeof(err));
+	int needed = rc == 0 && reads_disk(d, req, key);
 	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");

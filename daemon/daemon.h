@@ -91,6 +91,12 @@ struct jc_keymemo {
 	uint8_t key[16];
 	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
 };
+/* Whether a request reads from disk (jc__inc_needed), by direct key. */
+#define JC_NEEDED_MEMO_SLOTS 1024
+struct jc_needed_memo {
+	uint8_t direct[16];
+	uint8_t used, needed;
+};
 struct jc_slot {
 	int used;
 	int fd;           /* the object's descriptor, kept open after its checks; -1 if none */
@@ -120,6 +126,7 @@ struct jc_daemon {
 	 * (only -I directories inside the toolkit tree), by direct key; loop
 	 * thread only. See cache.c, "key memo". */
 	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
+	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
 	char arch_ok[24];         /* the last architecture found supported; loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */

@@ -297,15 +297,19 @@ static int lex_refs(const char *text, size_t n0, struct bytes *refs)
 			while (i < n && is_ident(s[i]))
 				i++;
 			size_t len = i - w;
-			int prefix = ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
-				     ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
-			int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
-				  ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
-				  ident_is(s + w, len, "u8R");
-			if (i < n && s[i] == '"' && raw)
-				i = skip_raw(s, n, i);
-			else if (i < n && (s[i] == '"' || s[i] == '\'') && prefix)
-				i = skip_quoted(s, n, i);
+			/* An encoding prefix or R only matters right before a quote
+			 * (and is at most 3 characters): most identifiers skip this. */
+			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
+				int prefix = ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
+					     ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
+				int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
+					  ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
+					  ident_is(s + w, len, "u8R");
+				if (s[i] == '"' && raw)
+					i = skip_raw(s, n, i);
+				else if (prefix)
+					i = skip_quoted(s, n, i);
+			}
 			bol = 0;
 		} else {
 			i++;
@@ -435,9 +439,17 @@ static int climbs(const char *name)
  * that a source without one (the common SAXPY-like kernel) costs a few
  * memchr calls per hit, not a lex. Conservative: every way of spelling a
  * directive (#, the digraph %:, the trigraph ??=) lets the lexer decide. */
+static int has_pair(const char *t, size_t n, char a, char b)
+{
+	for (const char *p = t, *end = t + n; (p = memchr(p, a, (size_t)(end - p))); p++)
+		if (p + 1 < end && p[1] == b)
+			return 1;
+	return 0;
+}
+
 static int may_have_directive(const char *t, size_t n)
 {
-	return memchr(t, '#', n) || memmem(t, n, "%:", 2) || memmem(t, n, "?\?=", 3);
+	return memchr(t, '#', n) || has_pair(t, n, '%', ':') || has_pair(t, n, '?', '?');
 }
 
 /*
