@@ -428,7 +428,7 @@ int main(int argc, char **argv)
 		char k[48];
 		snprintf(k, sizeof(k), "confine_%s_miss_ms", name);
 		fig(k, "ms", median(miss, reps), "SAXPY miss, confinement %s%s", name,
-		    kind == best ? " (the default here)" : "");
+		    kind == best ? " (default)" : "");
 		snprintf(k, sizeof(k), "confine_%s_hit_p50_us", name);
 		fig(k, "us", h.p50, "  small hit p50, confinement %s", name);
 	}
