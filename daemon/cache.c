@@ -435,7 +435,9 @@ static void publish_work_cb(uv_work_t *work)
 		if (f->publish_rc != 0)
 			snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
 	}
-	if ((!publish || f->publish_rc != 0) && f->has_bad_object)
+	/* The row of the bad object goes unless a new row replaced it (a learnt
+	 * key is another row). */
+	if ((!publish || f->publish_rc != 0 || f->learned) && f->has_bad_object)
 		drop_row_locked(f);
 	pthread_mutex_unlock(&d->wlock);
 }

@@ -113,6 +113,7 @@ int jc__confine_detect(int *abi, char *why, size_t len)
 		snprintf(why, len, "Landlock ABI %d", *abi);
 		return JC_CONFINE_LANDLOCK;
 	}
+	const char *ll = strerror(errno); /* ENOSYS: not built in; EOPNOTSUPP: not enabled at boot */
 	pid_t pid = fork();
 	if (pid == 0) {
 		char err[128];
@@ -122,10 +123,10 @@ int jc__confine_detect(int *abi, char *why, size_t len)
 	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-		snprintf(why, len, "no Landlock (%s); user and mount namespaces", strerror(errno ? errno : ENOSYS));
+		snprintf(why, len, "no Landlock (%s); user and mount namespaces", ll);
 		return JC_CONFINE_USERNS;
 	}
-	snprintf(why, len, "no Landlock and no unprivileged user namespaces");
+	snprintf(why, len, "no Landlock (%s) and no user namespaces", ll);
 	return JC_CONFINE_NONE;
 }
 

@@ -2,10 +2,12 @@
 /*
  * jitcache-worker: the compile worker process. jitcached starts a pool of
  * them; each reads COMPILE frames on fd 0 (a socketpair with the daemon),
- * runs NVRTC and/or nvJitLink in a child forked for the job (confined, its
- * file accesses recorded: worker_fs.h), and writes one RESULT frame
- * (artifact bytes inline, the record of what NVRTC read) per request. A crash, hang or memory blow-up here costs the daemon
- * one worker, never its own life: it kills and replaces us.
+ * runs NVRTC and/or nvJitLink in a confined process (the helper for jobs
+ * without include directories, else a child forked for the job; their file
+ * accesses recorded: worker_fs.h), which writes one RESULT frame (artifact
+ * bytes inline, the record of what NVRTC read) per request. A crash, hang or
+ * memory blow-up here costs the daemon one worker, never its own life: it
+ * kills and replaces us.
  *
  * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE]   (not for humans; see worker.h)
  */
@@ -38,7 +40,7 @@
 
 /* --memory-limit: bytes of address space allowed beyond the start-up size (0: none). */
 static uint64_t mem_limit;
-/* --confine: enum jc_confine, applied in each job's child. */
+/* --confine: enum jc_confine, applied in the helper and each job's child. */
 static int confine_mode = JC_CONFINE_NONE;
 
 static uint64_t now_ns(void)
