@@ -1360,6 +1360,16 @@ static const struct jc_inc_entry *norm_find(const struct norm_ent *v, size_t n, 
 	return NULL;
 }
 
+/* "PATH SUFFIX" into what[len], control characters of PATH (which a
+ * client's #include names) shown as '?': it reaches the daemon's log. */
+static void name_access(char *what, size_t len, const char *path, const char *suffix)
+{
+	snprintf(what, len, "%s%s", path[0] ? path : "(more files than recorded)", suffix);
+	for (char *p = what; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 static int same_dep_id(const struct jc_dep *d, const struct jc_inc_stat *st)
 {
 	return d->dev == st->dev && d->ino == st->ino && d->size == st->size &&
@@ -1414,8 +1424,8 @@ int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size
 			break;
 		}
 		if (!covered)
-			snprintf(what, len, "%s%s", d->path[0] ? d->path : "(more files than recorded)",
-				 d->kind == JC_DEP_FILE ? "" : d->kind == JC_DEP_DIR ? " (listed)" : " (absent)");
+			name_access(what, len, d->path,
+				    d->kind == JC_DEP_FILE ? "" : d->kind == JC_DEP_DIR ? " (listed)" : " (absent)");
 	}
 	norm_free(v, set->n);
 	return covered;
@@ -1487,7 +1497,7 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 			break;
 		}
 		if (!same)
-			snprintf(what, len, "%s", d->path[0] ? d->path : "(more files than recorded)");
+			name_access(what, len, d->path, "");
 	}
 	rc = rc ?: jc__inc_set_finish(out);
 	if (rc != 0 || !same) {

@@ -211,8 +211,8 @@ int jc__inc_set_finish(struct jc_inc_set *set);
  * directory a DIR entry; a refusal (JC_DEP_DENIED) is covered, since its
  * outcome depends only on the request's declared directories and the
  * toolkit, which the key holds. Else 0, with the first uncovered access in
- * what[len]. JC_ENOMEM. Paths are compared with empty and "." components
- * dropped. Thread-safe.
+ * what[len] (control characters shown as ?). JC_ENOMEM. Paths are compared
+ * with empty and "." components dropped. Thread-safe.
  */
 int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size_t n_deps,
 		   char *what, size_t len);
