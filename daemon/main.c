@@ -15,7 +15,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "admin.h"
@@ -513,12 +515,33 @@ out:
 }
 
 /*
- * The confinement the workers apply (confine.h): --confinement, else the
- * best this kernel offers. A daemon that serves other uids (--group-shared,
- * or --allow-uids) refuses to run unconfined unless --allow-unconfined.
+ * 1 when other uids may connect: --group-shared (socket 0660), --allow-uids,
+ * or a socket passed by systemd whose file lets group or others in (the
+ * system unit's 0660 jitcached.socket).
  */
-static int choose_confinement(struct jc_daemon *d, char *why, size_t whylen, char *err,
-			      size_t errlen)
+static int serves_other_uids(const struct jc_daemon *d, int listen_fd)
+{
+	struct sockaddr_un sa;
+	socklen_t len = sizeof(sa);
+	struct stat st;
+	if (d->cfg.group_shared || d->cfg.n_allow_uids)
+		return 1;
+	if (listen_fd < 0)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(listen_fd, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX ||
+	    !sa.sun_path[0])
+		return 1; /* an abstract or unknown socket: anyone may reach it */
+	return stat(sa.sun_path, &st) != 0 || (st.st_mode & 066) != 0;
+}
+
+/*
+ * The confinement the workers apply (confine.h): --confinement, else the
+ * best this kernel offers. A daemon that serves other uids refuses to run
+ * unconfined unless --allow-unconfined.
+ */
+static int choose_confinement(struct jc_daemon *d, int serves_others, char *why, size_t whylen,
+			      char *err, size_t errlen)
 {
 	int abi, best = jc__confine_detect(&abi, why, whylen);
 	int want = d->cfg.confinement < 0 ? best : d->cfg.confinement;
@@ -528,8 +551,7 @@ static int choose_confinement(struct jc_daemon *d, char *why, size_t whylen, cha
 			 jc__confine_name(want), why);
 		return JC_EINVAL;
 	}
-	if (want == JC_CONFINE_NONE && (d->cfg.group_shared || d->cfg.n_allow_uids) &&
-	    !d->cfg.allow_unconfined) {
+	if (want == JC_CONFINE_NONE && serves_others && !d->cfg.allow_unconfined) {
 		snprintf(err, errlen, "this daemon serves other uids but its compile workers cannot be "
 			 "confined (%s%s); pass --allow-unconfined to run anyway",
 			 d->cfg.confinement < 0 ? "" : "--confinement none; ", why);
@@ -606,14 +628,15 @@ int main(int argc, char **argv)
 	}
 	save_budget(d);
 
-	rc = choose_confinement(d, conf_why, sizeof(conf_why), err, sizeof(err));
+	int listen_fd = inherited_listener();
+	rc = choose_confinement(d, serves_other_uids(d, listen_fd), conf_why, sizeof(conf_why), err,
+				sizeof(err));
 	if (rc != 0)
 		goto err_after_rix;
 	d->loop = uv_default_loop();
 	rc = jc__pool_start(d, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_loop;
-	int listen_fd = inherited_listener();
 	rc = jc__server_listen(d, listen_fd, err, sizeof(err));
 	if (rc != 0) {
 		jc__server_shutdown(d);
