@@ -117,6 +117,27 @@ double bench_throughput(const struct bench_daemon *d, const jc_request *r, int p
 void bench_single_flight(const struct bench_daemon *d, const jc_request *r, int clients,
 			 int64_t *compiles, double *wall_ms);
 
+/* One hit of r through c, timed in nanoseconds; dies unless it is a hit of
+ * size bytes. */
+uint64_t bench_timed_hit(jc_client *c, const jc_request *r, size_t size);
+
+/* --- python.c ------------------------------------------------------------ */
+
+/*
+ * Hit latency of jitcache.Client.compile from Python beside the C client's,
+ * interleaved in blocks in one run: r (a request for source file src_path,
+ * program name, arch and one name expression expr, already cached as o)
+ * through c, and the same compile from a Python process running
+ * bench/python_hit.py on d's socket. The interpreter is $JC_PYTHON, else
+ * python3 on PATH; the package and library come from the source and build
+ * trees. iters hits of each. Returns 0, or -1 when Python could not be run
+ * (why: the reason, whylen bytes); dies on other failures.
+ */
+int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_request *r,
+		      const struct bench_object *o, const char *src_path, const char *name,
+		      const char *arch, const char *expr, size_t iters, struct bench_lat *py,
+		      struct bench_lat *cl, char *why, size_t whylen);
+
 /* --- scale.c ------------------------------------------------------------- */
 
 struct bench_scale {
@@ -138,5 +159,23 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
  * adds a comment line "// entry <variant>" that changes the key, not the
  * code. Dies on failure. */
 jc_request *bench_tiny_request(uint64_t variant);
+
+/* --- paths.c: the client library's other paths -------------------------- */
+
+/* connect + handshake with d, iters times (out: percentiles); returns p50 us. */
+double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench_lat *out);
+/* p50 us of a hit of r on a handle whose connection was just broken
+ * (shutdown): reconnect, handshake, resend, hit. */
+double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r, size_t iters);
+/* The first request (r, a miss) of a client with no daemon running: it
+ * auto-starts one on a fresh cache directory under d->root; returns the ms
+ * from jc_client_open to the result, *open_ms to the handshake. Stops that
+ * daemon afterwards. */
+double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, double *open_ms);
+/* r compiled in-process by a client with no daemon (fallback), the first
+ * time (loading NVRTC) and the median of reps more, and the median of reps
+ * plain NVRTC compiles of the same request, in ms. */
+void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int reps,
+		       double *fallback_first, double *fallback, double *plain);
 
 #endif

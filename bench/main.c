@@ -274,7 +274,8 @@ static void usage(FILE *f)
 		   "  --json   figures as JSON on stdout (the table goes to stderr)\n"
 		   "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
 		   "  --keep   keep the temporary cache directory\n"
-		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH.\n");
+		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH,\n"
+		   "  JC_PYTHON (the Python for the Python hit figure; default python3).\n");
 }
 
 int main(int argc, char **argv)
@@ -344,6 +345,44 @@ int main(int argc, char **argv)
 	if (cub) {
 		bench_hits_vs_raw(cl, cub, &o_cub, plan->hit_iters, &hit_l, &raw_l);
 		hit_figures("hit_large", "CUB", &o_cub, &hit_l, &raw_l, 2);
+	}
+
+	/* 7. A hit from Python (jitcache.Client.compile) beside the C client's. */
+	{
+		struct bench_lat py, c_hit;
+		char why[640], src[PATH_MAX];
+		snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
+		size_t n = plan->hit_iters / 5 > 100 ? plan->hit_iters / 5 : 100;
+		fprintf(stderr, "hits from Python...\n");
+		if (bench_python_hits(d, cl, saxpy, &o_saxpy, src, "saxpy.cu", "sm_90", "&saxpy<float>",
+				      n, &py, &c_hit, why, sizeof(why)) == 0) {
+			fig("c_hit_saxpy_p50_us", "us", c_hit.p50, "hit p50, SAXPY, C jc_compile");
+			fig("python_hit_p50_us", "us", py.p50, "hit p50, SAXPY, Python client.compile");
+			struct figure *pf = fig("python_c_hit_ratio", "x", py.p50 / c_hit.p50,
+						"  Python hit p50 / C hit p50");
+			target(pf, AT_MOST, 3);
+		} else {
+			fprintf(stderr, "jitcache-bench: Python hits not measured: %s\n", why);
+		}
+	}
+
+	/* The client library's paths: connect, a reconnect, the fallback. */
+	fprintf(stderr, "client paths...\n");
+	{
+		struct bench_lat conn;
+		size_t iters = plan->hit_iters / 10 > 200 ? plan->hit_iters / 10 : 200;
+		bench_connect_us(d, iters, &conn);
+		target(fig("connect_p50_us", "us", conn.p50, "connect + handshake p50"), AT_MOST, 50);
+		fig("connect_p99_us", "us", conn.p99, "connect + handshake p99");
+		fig("reconnect_hit_p50_us", "us", bench_reconnect_hit_us(d, small, iters / 2),
+		    "hit on a broken connection: reconnect + resend, p50");
+		double first, fb, plain;
+		bench_fallback_ms(d, saxpy, plan->compile_reps + 4, &first, &fb, &plain);
+		fig("fallback_first_saxpy_ms", "ms", first, "no daemon: first in-process compile (loads NVRTC)");
+		fig("fallback_saxpy_ms", "ms", fb, "no daemon: in-process compile, SAXPY");
+		fig("nvrtc_plain_saxpy_ms", "ms", plain, "plain NVRTC compile, SAXPY, same process");
+		target(fig("fallback_plain_ratio", "x", fb / plain, "in-process fallback / plain NVRTC"),
+		       AT_MOST, 1.1);
 	}
 
 	/* 3. Throughput. */
@@ -466,6 +505,12 @@ int main(int argc, char **argv)
 		fig(k, "s", sc[i].insert_s, "%s entries: bulk insert (not a target)", label);
 	}
 	bench_daemon_stop(d);
+	{
+		/* Last: a fresh machine's first request (no daemon, empty cache). */
+		double open_ms, ms = bench_autostart_ms(d, small, &open_ms);
+		fig("autostart_ready_ms", "ms", open_ms, "no daemon: auto-start until the handshake");
+		fig("autostart_first_request_ms", "ms", ms, "no daemon: first request (auto-start + miss)");
+	}
 	bench_daemon_cleanup(d, keep_dir);
 
 	double run_s = (double)(bench_now_ns() - t_start) / 1e9;

@@ -24,8 +24,59 @@ int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_adm
  */
 int jc__request_set_test_fault(jc_request *r, uint32_t fault);
 
-/* The raw socket of c (for tests that send malformed frames). */
+/* The raw socket of c (for tests that send malformed frames); -1 without a daemon. */
 int jc__client_fd(const jc_client *c);
+/* What the daemon c is connected to said in its HELLO_OK: its pid (0: none
+ * connected) and the cache directory it serves (NULL: none connected). */
+uint32_t jc__client_daemon_pid(const jc_client *c);
+const char *jc__client_daemon_dir(const jc_client *c);
+
+/*
+ * The socket of the daemon that serves cache directory dir, from
+ * DIR/JC_SOCKET_POINTER (a regular file of ours or root's, not a link),
+ * into out (len bytes). 0, or JC_ECONNECT (none: message in err).
+ */
+int jc__dir_socket(const char *dir, char *out, size_t len, char *err, size_t errlen);
+
+/* A client with o's settings resolved (as jc_client_open) but not
+ * connected; jc__client_search then runs steps 1-4 only (no auto-start).
+ * For `jitcachectl config`. Errors as jc_client_open's. */
+int jc__client_new(const jc_options *o, jc_client **out);
+int jc__client_search(jc_client *c);
+/* `jitcachectl config`: each setting of c (opened from o, which may be
+ * NULL) with its value and where it came from ("option", an environment
+ * variable's name, "default", ...). */
+typedef void (*jc__config_fn)(const char *name, const char *value, const char *source, void *ctx);
+void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, void *ctx);
+
+/* --- auto-start (autostart.c) --- */
+struct jc_autostart {
+	const char *daemon;    /* jitcached to run; NULL: $JITCACHED, SBINDIR, $PATH */
+	const char *cache_dir; /* --cache-dir (created 0700 when missing) */
+	const char *socket;    /* --socket; the lock is SOCKET.lock */
+	int idle_exit_s;       /* --idle-exit */
+};
+/*
+ * Starts a jitcached as a starts it unless answer(ctx) (which tries to
+ * connect and do the handshake, 0 on success) succeeds once the lock is
+ * held; then waits (up to 30 s) until answer(ctx) succeeds or the daemon
+ * exits. Returns 0 (answer succeeded: c connected) or JC_ECONNECT / JC_EIO
+ * with a message in err (the last line of the daemon's log when it exited).
+ */
+int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *ctx, char *err,
+		  size_t errlen);
+
+/* --- in-process fallback (fallback.c) --- */
+/*
+ * Loads NVRTC (nvrtc_path, else as jitcache.h's step 6 says) and nvJitLink
+ * once per process; desc gets "NVRTC X.Y from PATH". 0, or JC_ENOTSUP
+ * (message in err). Thread-safe.
+ */
+int jc__fallback_load(const char *nvrtc_path, char *desc, size_t desclen, char *err,
+		      size_t errlen);
+/* Runs req in this process (after jc__fallback_load succeeded); res gets
+ * what a worker's RESULT holds, cache JC_UNCACHED. Returns res->status. */
+int jc__fallback_run(const struct jc_req *req, struct jc_res *res);
 
 /*
  * The target for a device of compute capability cc (10 * major + minor)

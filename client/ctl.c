@@ -29,20 +29,82 @@
 static const char *socket_path;
 static const char *cache_dir;
 
+/* Each subcommand's usage, for `help SUB`, `SUB --help` and errors. */
+static const struct sub_help {
+	const char *name, *text;
+} subs[] = {
+	{"compile", "compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
+		    "        [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
+		    "        [-- NVRTC_OPTION...]\n"
+		    "  Compiles through jitcached; prints hit|miss|negative-hit|uncached on stderr, the\n"
+		    "  compile log when not empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
+		    "  -o OUT: the artifact's file (written through a device, FIFO or link; a regular\n"
+		    "  file is replaced atomically); -o - : standard output; default: FILE's stem with\n"
+		    "  .cubin/.ptx/.ltoir in the working directory. FILE's directory is the first -I.\n"
+		    "  Without --socket/--cache-dir a daemon is found, or started, or the compile runs\n"
+		    "  in-process (JITCACHE_AUTOSTART, JITCACHE_FALLBACK: see `jitcachectl config`).\n"},
+	{"link", "link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
+		 "  Links with nvJitLink in the order given; an INPUT's type comes from its extension\n"
+		 "  (.ptx .ltoir .cubin .fatbin .o .a) or a TYPE:PATH prefix. -o as for compile\n"
+		 "  (default a.cubin / a.ptx).\n"},
+	{"stats", "stats [--json | --prometheus] [--zero]\n"
+		  "  Counters and figures (offline from the cache directory when no daemon runs).\n"},
+	{"purge", "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
+		  "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
+		  "  Removes entries (selections combine with AND).\n"},
+	{"ls", "ls [--json]\n  Lists the entries.\n"},
+	{"show", "show KEY\n  One entry, with its compile log.\n"},
+	{"verify", "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
+	{"gc", "gc\n  Collects orphaned objects.\n"},
+	{"ping", "ping\n  Asks the daemon whether it answers.\n"},
+	{"version", "version\n  The daemon's and the toolchain's versions.\n"},
+	{"doctor", "doctor\n  The run-time checklist: driver, devices, NVRTC, daemon, cache directory.\n"},
+	{"config", "config\n  The effective client configuration, and where each value comes from.\n"},
+	{"stop", "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
+	{"help", "help [COMMAND]\n  This text, or COMMAND's.\n"},
+};
+
+static const struct sub_help *find_sub(const char *name)
+{
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+		if (strcmp(subs[i].name, name) == 0)
+			return &subs[i];
+	return NULL;
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: jitcachectl [--socket PATH] [--cache-dir DIR] COMMAND [ARGS]\n"
-	      "  compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
-	      "          [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
-	      "          [-- NVRTC_OPTION...]\n"
-	      "  link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
-	      "  stats [--json | --prometheus] [--zero]\n"
-	      "  purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
-	      "        | --stale-versions | --to-size SIZE  [--dry-run]\n"
-	      "  ls [--json]   show KEY   verify   gc   ping   version   doctor\n", f);
+	      "  --socket PATH    that daemon only (nothing answering: an error, or offline on\n"
+	      "                   --cache-dir DIR when given too)\n"
+	      "  --cache-dir DIR  the daemon serving DIR (found through DIR), else DIR offline\n"
+	      "commands:\n", f);
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		const char *t = subs[i].text;
+		fprintf(f, "  %.*s\n", (int)strcspn(t, "\n"), t);
+	}
+	fputs("`jitcachectl help COMMAND` or `jitcachectl COMMAND --help`: that command.\n", f);
+}
+
+/* COMMAND's usage to f. */
+static void sub_usage(FILE *f, const char *name)
+{
+	const struct sub_help *h = find_sub(name);
+	if (h)
+		fprintf(f, "usage: jitcachectl [--socket PATH] [--cache-dir DIR] %s", h->text);
+	else
+		usage(f);
 }
 
 static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The client library's messages (auto-start, the in-process fallback). */
+static void log_to_stderr(void *ctx, int level, const char *message)
+{
+	(void)ctx;
+	if (level <= JC_LOG_NOTICE)
+		fprintf(stderr, "%s\n", message);
+}
 
 static int die(int code, const char *fmt, ...)
 {
@@ -86,27 +148,102 @@ static int read_file(const char *path, uint8_t **data, size_t *size)
 	return 0;
 }
 
-/* Writes OUT atomically: a temp file beside it, then rename. */
-static int write_file(const char *path, const void *data, size_t size)
+static int write_all(int fd, const void *data, size_t size)
 {
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "wb");
-	if (!f)
-		return -1;
-	int ok = fwrite(data, 1, size, f) == size;
-	ok &= fclose(f) == 0;
-	if (!ok || rename(tmp, path) != 0) {
-		unlink(tmp);
-		return -1;
+	const char *p = data;
+	while (size) {
+		ssize_t n = write(fd, p, size);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		size -= (size_t)n;
 	}
 	return 0;
+}
+
+/*
+ * Writes the artifact to path: "-" is standard output; an existing node that
+ * is not a regular file (a device, a FIFO) or a symbolic
+ * link (/proc/self/fd/N is one) is written through, never replaced; else a
+ * temporary file made with mkstemp in the target's directory (O_EXCL, an
+ * unpredictable name) takes the bytes and is renamed over path, keeping the
+ * mode of a file it replaces (0666 & ~umask for a new one). -1 with errno.
+ */
+static int write_output(const char *path, const void *data, size_t size)
+{
+	struct stat st;
+	if (strcmp(path, "-") == 0)
+		return write_all(STDOUT_FILENO, data, size) == 0 && fflush(stdout) == 0 ? 0 : -1;
+	int exists = lstat(path, &st) == 0;
+	if (exists && (S_ISLNK(st.st_mode) || !S_ISREG(st.st_mode))) {
+		struct stat target;
+		int regular = stat(path, &target) == 0 && S_ISREG(target.st_mode);
+		int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | (regular ? O_TRUNC : 0));
+		if (fd < 0)
+			return -1;
+		int rc = write_all(fd, data, size);
+		int e = errno;
+		if (close(fd) != 0 && rc == 0)
+			return -1;
+		errno = e;
+		return rc;
+	}
+	if (exists && access(path, W_OK) != 0)
+		return -1; /* not ours to replace */
+	char tmp[4200];
+	const char *slash = strrchr(path, '/');
+	int n = slash ? snprintf(tmp, sizeof(tmp), "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1)
+		      : snprintf(tmp, sizeof(tmp), ".%s.XXXXXX", path);
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	mode_t mask = umask(0);
+	umask(mask);
+	int rc = write_all(fd, data, size);
+	rc = rc ?: fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
+	int e = errno;
+	if (close(fd) != 0 && rc == 0)
+		e = errno, rc = -1;
+	if (rc == 0 && rename(tmp, path) != 0)
+		e = errno, rc = -1;
+	if (rc != 0) {
+		unlink(tmp);
+		errno = e;
+	}
+	return rc;
+}
+
+/* The options that say which daemon: --socket and --cache-dir, as jitcache.h
+ * means them. compile: without either, every step (auto-start, in-process
+ * fallback) as the environment says; with one, that daemon only, or an
+ * error. Admin commands never auto-start nor compile. */
+static int open_client(int compile, jc_client **c)
+{
+	jc_options *o = NULL;
+	int rc = jc_options_new(&o);
+	rc = rc ?: jc_options_set_socket(o, socket_path);
+	rc = rc ?: jc_options_set_cache_dir(o, cache_dir);
+	if (rc == 0 && (!compile || socket_path || cache_dir))
+		rc = jc_options_set_fallback(o, JC_FALLBACK_ERROR);
+	if (rc == 0 && !compile)
+		rc = jc_options_set_autostart(o, 0);
+	if (rc == 0 && compile)
+		rc = jc_options_set_log(o, log_to_stderr, NULL);
+	rc = rc ?: jc_client_open(o, c);
+	jc_options_free(o);
+	return rc;
 }
 
 static jc_client *connect_or_die(int *rc)
 {
 	jc_client *c = NULL;
-	*rc = jc_client_connect(socket_path, &c);
+	*rc = open_client(1, &c);
 	if (*rc != 0)
 		die(1, "%s", jc_client_errmsg(NULL));
 	return c;
@@ -117,16 +254,32 @@ static jc_client *connect_or_die(int *rc)
 static void print_status(const jc_result *res)
 {
 	jc_cache_status st = jc_result_cache_status(res);
-	const char *word = st == JC_HIT ? "hit" : st == JC_NEGATIVE_HIT ? "negative-hit" : "miss";
-	fprintf(stderr, "%s\tkey=%s\ttotal_ms=%.3f\tcompile_ms=%.3f%s\n", word, jc_result_key(res),
-		jc_result_time_ns(res, JC_TIME_TOTAL) / 1e6, jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6,
-		st == JC_JOINED ? "\tjoined" : "");
+	const char *word = jc__cache_status_name((uint32_t)st);
+	if (st == JC_JOINED) /* "miss ... joined": a miss, waited on another's compile */
+		word = "miss";
+	fprintf(stderr, "%s\tkey=%s\ttotal_ms=%.3f\tcompile_ms=%.3f%s\n", word ? word : "?",
+		jc_result_key(res), jc_result_time_ns(res, JC_TIME_TOTAL) / 1e6,
+		jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6, st == JC_JOINED ? "\tjoined" : "");
 }
 
-/* Common tail of compile and link: run, report, write OUT. what: "compile" or "link". */
-static int run_request(jc_request *req, const char *out_path, const char *what)
+/* nvcc's default output name: the source's (or "a") stem in the working
+ * directory, with the extension of what was made. */
+static void default_output(char *buf, size_t len, const char *source, jc_output output)
+{
+	const char *base = source ? strrchr(source, '/') : NULL;
+	base = base ? base + 1 : source ? source : "a";
+	const char *dot = strrchr(base, '.');
+	int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+	const char *ext = output == JC_PTX ? "ptx" : output == JC_LTOIR ? "ltoir" : "cubin";
+	snprintf(buf, len, "%.*s.%s", stem, base, ext);
+}
+
+/* Common tail of compile and link: run, report, write OUT (NULL: the
+ * default name from source, said on stderr). what: "compile" or "link". */
+static int run_request(jc_request *req, const char *out_path, const char *source, const char *what)
 {
 	int rc;
+	char dflt[4200];
 	jc_client *c = connect_or_die(&rc);
 	if (!c)
 		return 1;
@@ -140,17 +293,29 @@ static int run_request(jc_request *req, const char *out_path, const char *what)
 	} else if (rc != 0) {
 		die(1, "%s (%s)", jc_client_errmsg(c), jc_strerror(rc));
 	} else {
+		/* Warnings of a successful compile. */
+		const char *log = jc_result_log(res);
+		if (*log)
+			fprintf(stderr, "%s%s", log, log[strlen(log) - 1] == '\n' ? "" : "\n");
 		const char *expr, *lowered;
 		for (size_t i = 0; jc_result_lowered_at(res, i, &expr, &lowered) == 0; i++)
 			printf("%s\t%s\n", expr, lowered);
+		fflush(stdout);
 		size_t size;
 		const char *data = jc_result_data(res, &size);
 		/* NVRTC's PTX ends with its NUL terminator: the file holds the text. */
 		if (jc_result_output(res) == JC_PTX && size && data[size - 1] == '\0')
 			size--;
-		if (out_path && write_file(out_path, data, size) != 0) {
+		if (!out_path) {
+			default_output(dflt, sizeof(dflt), source, jc_result_output(res));
+			out_path = dflt;
+		}
+		if (write_output(out_path, data, size) != 0) {
 			die(1, "cannot write %s: %s", out_path, strerror(errno));
 			rc = JC_EIO;
+		} else if (out_path == dflt) {
+			fprintf(stderr, "jitcachectl: wrote %s (%zu bytes; -o PATH to choose, -o - for "
+				"standard output)\n", out_path, size);
 		}
 	}
 	jc_result_free(res);
@@ -203,31 +368,23 @@ static int add_link_input(jc_request *req, const char *arg)
 }
 
 /*
- * Adds the NVRTC options after "--". An include directory (-I DIR and the
- * other forms of jc__inc_option) becomes "-I<absolute DIR>" plus an include
- * dir of the request, since the daemon does not share our working directory.
+ * The NVRTC options: first "-I<the source file's directory>", so that
+ * `#include "local.h"` beside the source works as with nvcc (it enters the
+ * key like any -I), then the options after "--" as given (the client
+ * library resolves relative -I directories against our working directory).
  */
-static int add_nvrtc_options(jc_request *req, char **argv, int n)
+static int add_nvrtc_options(jc_request *req, const char *file, char **argv, int n)
 {
-	struct jc_strv o = {.v = argv, .n = (size_t)n};
-	for (size_t i = 0; i < o.n; i++) {
-		const char *val;
-		size_t used;
-		int dir;
-		if (!jc__inc_option(&o, i, &dir, &val, &used) || !dir || !val || !*val) {
-			jc_request_add_option(req, o.v[i]);
-			continue;
-		}
-		char cwd[4096] = "", abs[8300], opt[8400];
-		if (val[0] != '/' && !getcwd(cwd, sizeof(cwd)))
-			return die(2, "cannot resolve -I %s: %s", val, strerror(errno));
-		snprintf(abs, sizeof(abs), "%s%s%s", cwd, cwd[0] ? "/" : "", val);
-		snprintf(opt, sizeof(opt), "-I%s", abs);
-		jc_request_add_option(req, opt);
-		jc_request_add_include_dir(req, abs);
-		i += used - 1;
-	}
-	return 0;
+	char opt[4200];
+	const char *slash = strrchr(file, '/');
+	if (slash)
+		snprintf(opt, sizeof(opt), "-I%.*s", slash == file ? 1 : (int)(slash - file), file);
+	else
+		snprintf(opt, sizeof(opt), "-I.");
+	int rc = jc_request_add_option(req, opt);
+	for (int i = 0; rc == 0 && i < n; i++)
+		rc = jc_request_add_option(req, argv[i]);
+	return rc ? die(2, "bad NVRTC option: %s", jc_strerror(rc)) : 0;
 }
 
 static int cmd_compile(int argc, char **argv)
@@ -317,7 +474,7 @@ static int cmd_compile(int argc, char **argv)
 			}
 			break;
 		default:
-			usage(stderr);
+			sub_usage(stderr, "compile");
 			rc = 2;
 			goto out;
 		}
@@ -339,8 +496,8 @@ static int cmd_compile(int argc, char **argv)
 	jc_request_set_source(req, base ? base + 1 : file, src, size);
 	free(src);
 	jc_request_set_arch(req, arch);
-	if ((rc = add_nvrtc_options(req, argv + nvrtc_first, all - nvrtc_first)) == 0)
-		rc = run_request(req, out_path, "compile");
+	if ((rc = add_nvrtc_options(req, file, argv + nvrtc_first, all - nvrtc_first)) == 0)
+		rc = run_request(req, out_path, file, "compile");
 out:
 	jc_request_free(req);
 	return rc;
@@ -382,7 +539,7 @@ static int cmd_link(int argc, char **argv)
 			jc_request_add_link_option(req, optarg);
 			break;
 		default:
-			usage(stderr);
+			sub_usage(stderr, "link");
 			goto out;
 		}
 	}
@@ -394,7 +551,7 @@ static int cmd_link(int argc, char **argv)
 	for (; optind < argc; optind++)
 		if (add_link_input(req, argv[optind]) != 0)
 			goto out;
-	rc = run_request(req, out_path, "link");
+	rc = run_request(req, out_path, NULL, "link");
 out:
 	jc_request_free(req);
 	return rc;
@@ -481,9 +638,11 @@ static int admin(const char *command, const struct jc_strv *args, int offline_ok
 	uint64_t deadline = now_ms() + ADMIN_WAIT_MS;
 	if (args)
 		req.args = *args;
+	/* --socket PATH alone means that daemon: no directory to fall back on. */
+	offline_ok &= !socket_path || cache_dir;
 	for (;;) {
 		jc_client *c = NULL;
-		int rc = jc_client_connect(socket_path, &c);
+		int rc = open_client(0, &c);
 		if (rc == JC_ECONNECT && offline_ok) {
 			rc = run_offline(&req, out, why, sizeof(why));
 			if (rc != JC_ELOCKED)
@@ -606,11 +765,17 @@ static void print_stats_human(const struct jc_record *r)
 	printf("  Misses:                 %10" PRIu64 "  %6.2f %%\n", misses, pct((double)misses, (double)total));
 	printf("  Single-flight joins:    %10" PRIu64 "  %6.2f %%\n", joins, pct((double)joins, (double)total));
 	printf("Hit ratio:                %17.2f %%\n", pct((double)(hits + neg), (double)total));
-	if (geti(r, "hit_latency_samples") > 0)
-		printf("Hit latency (daemon):     p50 %" PRId64 " us, p99 %" PRId64 " us (%" PRId64 " hits)\n",
-		       geti(r, "hit_p50_us"), geti(r, "hit_p99_us"), geti(r, "hit_latency_samples"));
+	/* The histogram is the daemon's own, since its start or stats --zero:
+	 * it may count fewer hits than the persistent counter above. */
+	int64_t since = geti(r, "hit_latency_since");
+	if (up < 0)
+		printf("Hit latency (daemon):     - (no daemon running)\n");
+	else if (geti(r, "hit_latency_samples") > 0)
+		printf("Hit latency (daemon):     p50 %" PRId64 " us, p99 %" PRId64 " us (%" PRId64
+		       " hits since %s)\n", geti(r, "hit_p50_us"), geti(r, "hit_p99_us"),
+		       geti(r, "hit_latency_samples"), when(since));
 	else
-		printf("Hit latency (daemon):     no hits since %s\n", up >= 0 ? "the start or zero" : "-");
+		printf("Hit latency (daemon):     no hits since %s\n", when(since));
 	printf("Compiles:                 %10" PRIu64 "\n", compiles);
 	printf("  Failures:               %10" PRId64 "\n", geti(r, "compile_failures"));
 	printf("  Timeouts:               %10" PRId64 "\n", geti(r, "compile_timeouts"));
@@ -763,7 +928,7 @@ static int cmd_admin(const char *command, int argc, char **argv)
 			a = buf;
 			break;
 		default:
-			usage(stderr);
+			sub_usage(stderr, command);
 			goto out;
 		}
 		if (a)
@@ -860,6 +1025,46 @@ out:
 	return rc;
 }
 
+static void print_config(const char *name, const char *value, const char *source, void *ctx)
+{
+	(void)ctx;
+	printf("(%s) %s = %s\n", source, name, value);
+}
+
+/* `config`: what the client library would use, and where each value came
+ * from, in the manner of `ccache -p`. */
+static int cmd_config(void)
+{
+	jc_options *o = NULL;
+	jc_client *c = NULL;
+	int rc = jc_options_new(&o);
+	rc = rc ?: jc_options_set_socket(o, socket_path);
+	rc = rc ?: jc_options_set_cache_dir(o, cache_dir);
+	rc = rc ?: jc__client_new(o, &c);
+	if (rc != 0) {
+		jc_options_free(o);
+		return die(1, "%s", jc_client_errmsg(NULL));
+	}
+	jc__client_search(c);
+	jc__client_config(o, c, print_config, NULL);
+	jc_client_close(c);
+	jc_options_free(o);
+	return 0;
+}
+
+/* `stop`: the daemon stops as on SIGTERM, after answering. */
+static int cmd_stop(void)
+{
+	struct jc_admin_reply reply = {0};
+	int rc = admin("stop", NULL, 0, &reply);
+	if (rc == 0 && reply.status != 0)
+		rc = die(1, "stop: %s", reply.message ? reply.message : jc_strerror(reply.status));
+	else if (rc == 0)
+		fprintf(stderr, "%s\n", reply.message ? reply.message : "stopping");
+	jc__admin_reply_clear(&reply);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -891,34 +1096,51 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	/* Without --socket, the daemon of --cache-dir DIR is found where that
-	 * daemon listens by default (jc__default_socket_path, shared with it). */
-	static char sock[4096];
-	if (!socket_path && cache_dir) {
-		if (jc__default_socket_path(cache_dir, sock, sizeof(sock)) != 0)
-			return die(2, "socket path too long for --cache-dir %s", cache_dir);
-		socket_path = sock;
-	}
 	const char *cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
+	if (strcmp(cmd, "help") == 0) {
+		if (argc > 1 && !find_sub(argv[1])) {
+			fprintf(stderr, "jitcachectl: unknown command '%s'\n", argv[1]);
+			usage(stderr);
+			return 2;
+		}
+		if (argc > 1)
+			sub_usage(stdout, argv[1]);
+		else
+			usage(stdout);
+		return 0;
+	}
+	if (!find_sub(cmd)) {
+		fprintf(stderr, "jitcachectl: unknown command '%s'\n", cmd);
+		usage(stderr);
+		return 2;
+	}
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
+			sub_usage(stdout, cmd);
 			return 0;
 		}
 	if (strcmp(cmd, "compile") == 0)
 		return cmd_compile(argc, argv);
 	if (strcmp(cmd, "link") == 0)
 		return cmd_link(argc, argv);
-	if (strcmp(cmd, "doctor") == 0)
+	if (strcmp(cmd, "doctor") == 0) {
+		/* The daemon of --cache-dir DIR, if one serves it. */
+		static char sock[4096];
+		char err[512];
+		if (!socket_path && cache_dir && jc__dir_socket(cache_dir, sock, sizeof(sock), err, sizeof(err)) == 0)
+			socket_path = sock;
 		return jc__doctor(socket_path, cache_dir);
-	static const char *const admin_cmds[] = {"stats", "purge", "ls", "show", "verify", "gc",
-						 "ping", "version"};
-	for (size_t i = 0; i < sizeof(admin_cmds) / sizeof(admin_cmds[0]); i++)
-		if (strcmp(cmd, admin_cmds[i]) == 0)
-			return cmd_admin(cmd, argc, argv);
-	fprintf(stderr, "jitcachectl: unknown command '%s'\n", cmd);
-	usage(stderr);
-	return 2;
+	}
+	if (argc > 1 && (strcmp(cmd, "config") == 0 || strcmp(cmd, "stop") == 0)) {
+		fprintf(stderr, "jitcachectl: unexpected argument '%s'\n", argv[1]);
+		sub_usage(stderr, cmd);
+		return 2;
+	}
+	if (strcmp(cmd, "config") == 0)
+		return cmd_config();
+	if (strcmp(cmd, "stop") == 0)
+		return cmd_stop();
+	return cmd_admin(cmd, argc, argv);
 }

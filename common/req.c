@@ -107,7 +107,7 @@ int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void 
 
 static const char *const output_names[] = {NULL, "cubin", "ptx", "ltoir"};
 static const char *const input_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin", "object", "library"};
-static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined"};
+static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined", "uncached"};
 
 #define NAME_OF(table, v) ((v) < sizeof(table) / sizeof(table[0]) ? table[v] : NULL)
 
@@ -176,4 +176,39 @@ int jc__unhex16(const char *s, uint8_t out[16])
 		out[i] = (uint8_t)(hi << 4 | lo);
 	}
 	return 0;
+}
+
+/* Value of option i of the form "-XVALUE", "-X=VALUE" or "-X" "VALUE" (joined: 1
+ * allows the first form). Sets *val (borrowed) and *used (1 or 2); 0 when
+ * option i is not this option. */
+static int opt_value(const struct jc_strv *o, size_t i, const char *name, int joined,
+		     const char **val, size_t *used)
+{
+	size_t len = strlen(name);
+	const char *s = o->v[i];
+	if (strncmp(s, name, len) != 0)
+		return 0;
+	*used = 1;
+	if (s[len] == '=') {
+		*val = s + len + 1;
+	} else if (s[len] == '\0') {
+		*val = i + 1 < o->n ? o->v[i + 1] : NULL;
+		*used = 2;
+	} else if (joined) {
+		*val = s + len;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
+		   size_t *used)
+{
+	*val = NULL;
+	*used = 1;
+	*is_dir = opt_value(o, i, "-I", 1, val, used) ||
+		  opt_value(o, i, "--include-path", 0, val, used);
+	return *is_dir || opt_value(o, i, "-include", 0, val, used) ||
+	       opt_value(o, i, "--pre-include", 0, val, used);
 }

@@ -42,6 +42,7 @@ enum jc_cache_status {
 	JC_CACHE_HIT = 2,          /* served from the cache */
 	JC_CACHE_NEGATIVE_HIT = 3, /* a cached compile failure, served with its log */
 	JC_CACHE_JOINED = 4,       /* waited on another request's compile (single flight) */
+	JC_CACHE_UNCACHED = 5,     /* compiled in the client's process: no daemon (never on the wire) */
 };
 
 struct jc_blob {
@@ -150,7 +151,18 @@ const char *jc__output_name(uint32_t output);
 int jc__output_parse(const char *s); /* -> enum jc_output or JC_EINVAL */
 const char *jc__input_type_name(uint32_t type);
 int jc__input_type_parse(const char *s);
-const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined" */
+const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined", "uncached" */
+
+/*
+ * 1 when option i of o is an include option: "-IDIR", "-I DIR", "-I=DIR",
+ * "--include-path=DIR", "--include-path DIR" (the forms NVRTC 13.0 accepts)
+ * or a pre-include "-include NAME", "-include=NAME", "--pre-include NAME",
+ * "--pre-include=NAME": *is_dir says -I (1) or pre-include (0), *val the directory or
+ * name (borrowed; NULL when a two-word form is the last option) and *used
+ * how many options it takes (1 or 2). 0 otherwise. Thread-safe.
+ */
+int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
+		   size_t *used);
 
 /* Lowercase hex of 16 bytes into out[33]. */
 void jc__hex16(const uint8_t in[16], char out[33]);

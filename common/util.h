@@ -28,6 +28,15 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
  */
 int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
 
+/* DIR/JC_SOCKET_POINTER holds, on one line, the path of the socket the daemon
+ * of DIR listens on (written by that daemon; see jc__dir_socket). */
+#define JC_SOCKET_POINTER "jitcached.socket-path"
+/* The system daemon's socket (systemd/jitcached.socket). */
+#define JC_SYSTEM_SOCKET "/run/jitcached/jitcached.sock"
+
+/* Sleeps ms milliseconds, through EINTR. */
+void jc__sleep_ms(unsigned ms);
+
 /* Writes a message made from fmt into err (errlen bytes; nothing when 0) and
  * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)

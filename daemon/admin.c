@@ -189,6 +189,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_int(r, "hit_p99_us", (int64_t)((env->hit_p99_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_int(r, "hit_latency_samples", (int64_t)env->hit_samples);
 	rc = rc ?: jc__record_add_int(r, "hit_latency_sum_ns", (int64_t)env->hit_sum_ns);
+	rc = rc ?: jc__record_add_int(r, "hit_latency_since", env->hit_latency_since);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);

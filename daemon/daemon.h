@@ -41,6 +41,7 @@ struct jc_config {
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
 	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
 	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
+	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
 };
 
 
@@ -116,6 +117,11 @@ struct jc_daemon {
 	uint64_t counters[JC_CTR__COUNT];
 	int counters_dirty;
 	uint64_t start_ns;
+	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
+	uint64_t idle_since_ns;   /* the last connection closed then (for idle_exit_s) */
+	uint64_t dir_dev, dir_ino; /* identity of cfg.cache_dir, checked against a HELLO's */
+	char *pointer_path;       /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
+	char pointer_sock[4096];  /* the socket path it holds */
 	int stopping;
 	/* Server-side time of each hit (request decoded to reply queued) since
 	 * the start or the last `stats --zero`; not persisted. */

@@ -322,30 +322,6 @@ static int lex_refs(const char *text, size_t n0, struct bytes *refs)
 
 /* --- include options --------------------------------------------------------------- */
 
-/* Value of option i of the form "-XVALUE", "-X=VALUE" or "-X" "VALUE" (joined: 1
- * allows the first form). Sets *val (borrowed) and *used (1 or 2); 0 when
- * option i is not this option. */
-static int opt_value(const struct jc_strv *o, size_t i, const char *name, int joined,
-		     const char **val, size_t *used)
-{
-	size_t len = strlen(name);
-	const char *s = o->v[i];
-	if (strncmp(s, name, len) != 0)
-		return 0;
-	*used = 1;
-	if (s[len] == '=') {
-		*val = s + len + 1;
-	} else if (s[len] == '\0') {
-		*val = i + 1 < o->n ? o->v[i + 1] : NULL;
-		*used = 2;
-	} else if (joined) {
-		*val = s + len;
-	} else {
-		return 0;
-	}
-	return 1;
-}
-
 static int push_ptr(const char ***v, size_t *n, const char *s)
 {
 	const char **p = realloc(*v, (*n + 1) * sizeof(*p));
@@ -361,17 +337,6 @@ void jc__inc_path_clear(struct jc_inc_path *p)
 	free(p->dirs);
 	free(p->pre);
 	memset(p, 0, sizeof(*p));
-}
-
-int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
-		   size_t *used)
-{
-	*val = NULL;
-	*used = 1;
-	*is_dir = opt_value(o, i, "-I", 1, val, used) ||
-		  opt_value(o, i, "--include-path", 0, val, used);
-	return *is_dir || opt_value(o, i, "-include", 0, val, used) ||
-	       opt_value(o, i, "--pre-include", 0, val, used);
 }
 
 int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err,

@@ -69,14 +69,6 @@ struct jc_inc_path {
 	size_t n_pre;
 };
 
-/*
- * 1 when option i of o is an include option (see jc__inc_path_parse for the
- * forms): *is_dir says -I (1) or pre-include (0), *val the directory or
- * name (borrowed; NULL when a two-word form is the last option) and *used
- * how many options it takes (1 or 2). 0 otherwise. Thread-safe.
- */
-int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
-		   size_t *used);
 
 /*
  * Parses the include options of req->options: "-IDIR", "-I DIR", "-I=DIR",

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "admin.h"
@@ -37,16 +38,36 @@
 
 static void usage(FILE *f)
 {
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	fprintf(f,
-		"usage: jitcached [--cache-dir DIR] [--socket PATH] [--max-size SIZE]\n"
-		"                 [--negative-ttl SECONDS] [--workers N] [--compile-timeout SECONDS]\n"
-		"                 [--worker-memory SIZE] [--idle-timeout SECONDS] [--max-connections N]\n"
-		"                 [--gc-interval SECONDS] [--group-shared yes|no] [--admin-group GROUP]\n"
-		"                 [--allow-uids UID,...] [--confinement auto|landlock|userns|none]\n"
-		"                 [--allow-unconfined] [--config FILE] [--log-level LEVEL] [--version]\n"
-		"Runs in the foreground. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
+		"usage: jitcached [OPTION]...\n"
+		"Runs in the foreground; ready once the socket accepts. Defaults in brackets.\n"
+		"  --cache-dir DIR          [$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache, else\n"
+		"                            ~/.cache/jitcache]\n"
+		"  --socket PATH            [$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock,\n"
+		"                            else DIR/jitcached.sock]\n"
+		"  --max-size SIZE          byte budget of cached artifacts [10G]\n"
+		"  --negative-ttl DURATION  lifetime of a cached compile failure [300s]\n"
+		"  --workers N              compile worker processes [%ld, the CPUs online]\n"
+		"  --compile-timeout DUR    per compile, 0 none [120s]\n"
+		"  --worker-memory SIZE     address space a worker may add, 0 none [16G]\n"
+		"  --idle-timeout DURATION  close a connection silent this long, 0 never [300s]\n"
+		"  --idle-exit DURATION     exit this long after the last connection closed,\n"
+		"                            0 never [0; a daemon the client library starts: 600s]\n"
+		"  --max-connections N      clients at once [1024]\n"
+		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
+		"  --group-shared yes|no    socket 0660 for the group [no]\n"
+		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
+		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
+		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
+		"  --allow-unconfined       serve other uids without confinement [no]\n"
+		"  --config FILE            read only FILE\n"
+		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
+		"  --help, --version\n"
+		"Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
-		"instead of both; flags win over files. SIGHUP re-reads them.\n");
+		"instead of both; flags win over files. SIGHUP re-reads them. SIGTERM, SIGINT or\n"
+		"`jitcachectl stop`: stop cleanly.\n", cpus > 0 ? cpus : 2);
 }
 
 /* The settings a configuration file or a flag may give, by name. */
@@ -133,10 +154,12 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		ok = jc__parse_duration(value, &secs) == 0;
 		if (ok)
 			*(name[0] == 'n' ? &c->negative_ttl_s : &c->gc_interval_s) = secs;
-	} else if (strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0) {
+	} else if (strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0 ||
+		   strcmp(name, "idle-exit") == 0) {
 		ok = jc__parse_duration(value, &secs) == 0 && secs <= INT_MAX;
 		if (ok)
-			*(name[0] == 'c' ? &c->compile_timeout_s : &c->idle_timeout_s) = (int)secs;
+			*(name[0] == 'c' ? &c->compile_timeout_s
+			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s : &c->idle_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0) {
 		ok = parse_count(value, 256, &c->workers) == 0;
 	} else if (strcmp(name, "max-connections") == 0) {
@@ -228,6 +251,7 @@ static const struct option long_opts[] = {
 	{"compile-timeout", required_argument, NULL, 0},
 	{"worker-memory", required_argument, NULL, 0},
 	{"idle-timeout", required_argument, NULL, 0},
+	{"idle-exit", required_argument, NULL, 0},
 	{"max-connections", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
 	{"group-shared", required_argument, NULL, 0},
@@ -354,11 +378,24 @@ static void lock_check(struct jc_daemon *d)
 	uv_kill(getpid(), SIGTERM);
 }
 
+/* --idle-exit: stop as SIGTERM does once nobody has been connected that long
+ * (a compile always has its requester connected). */
+static void idle_exit_check(struct jc_daemon *d)
+{
+	if (d->cfg.idle_exit_s <= 0 || d->n_conns > 0 || d->stopping)
+		return;
+	if (jc__now_ns() - d->idle_since_ns >= (uint64_t)d->cfg.idle_exit_s * 1000000000u) {
+		jc_log_notice(MAIN, "no client for %d s (--idle-exit): stopping", d->cfg.idle_exit_s);
+		uv_kill(getpid(), SIGTERM);
+	}
+}
+
 static void tick_cb(uv_timer_t *t)
 {
 	static unsigned ticks;
 	struct jc_daemon *d = t->data;
 	lock_check(d);
+	idle_exit_check(d);
 	jc__cache_tick(d);
 	jc__pool_dispatch(d);
 	if (++ticks % EVICT_EVERY_TICKS == 0)
@@ -486,6 +523,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
 					     fresh.compile_timeout_s);
 	c->idle_timeout_s = (int)reloaded("idle-timeout", c->idle_timeout_s, fresh.idle_timeout_s);
+	c->idle_exit_s = (int)reloaded("idle-exit", c->idle_exit_s, fresh.idle_exit_s);
 	fit_max_connections(&fresh);
 	c->max_connections = (int)reloaded("max-connections", c->max_connections,
 					   fresh.max_connections);
@@ -502,7 +540,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	needs_restart("confinement", c->confinement != fresh.confinement);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
-			    "compile-timeout, idle-timeout, max-connections, gc-interval, admin-group, "
+			    "compile-timeout, idle-timeout, idle-exit, max-connections, gc-interval, admin-group, "
 			    "allow-uids)");
 	if (c->max_size != old_max)
 		save_budget(d);
@@ -564,6 +602,51 @@ static int choose_confinement(struct jc_daemon *d, int serves_others, char *why,
 	return 0;
 }
 
+/*
+ * DIR/JC_SOCKET_POINTER names the socket this daemon listens on, so that a
+ * client given only the directory finds its daemon (and no other). Written
+ * atomically once listening; removed at the end if it still names us.
+ */
+static void pointer_write(struct jc_daemon *d)
+{
+	char path[4200], tmp[4300], sock[4096];
+	size_t len = sizeof(sock);
+	if (uv_pipe_getsockname(&d->listener, sock, &len) != 0 || len == 0) {
+		jc_log_warn(MAIN, "cannot name the listening socket: clients given --cache-dir %s will "
+				  "not find this daemon", d->cfg.cache_dir);
+		return;
+	}
+	sock[len < sizeof(sock) ? len : sizeof(sock) - 1] = '\0';
+	snprintf(path, sizeof(path), "%s/%s", d->cfg.cache_dir, JC_SOCKET_POINTER);
+	snprintf(tmp, sizeof(tmp), "%s/tmp/%s.%d", d->cfg.cache_dir, JC_SOCKET_POINTER, (int)getpid());
+	FILE *f = fopen(tmp, "wx");
+	int ok = f && fprintf(f, "%s\n", sock) > 0;
+	ok &= f && fclose(f) == 0;
+	if (!ok || rename(tmp, path) != 0) {
+		jc_log_warn(MAIN, "cannot write %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return;
+	}
+	d->pointer_path = strdup(path);
+	snprintf(d->pointer_sock, sizeof(d->pointer_sock), "%s", sock);
+}
+
+static void pointer_remove(struct jc_daemon *d)
+{
+	char now[4096];
+	if (!d->pointer_path)
+		return;
+	FILE *f = fopen(d->pointer_path, "re");
+	int ours = f && fgets(now, sizeof(now), f) && strcspn(now, "\n") == strlen(d->pointer_sock) &&
+		   strncmp(now, d->pointer_sock, strlen(d->pointer_sock)) == 0;
+	if (f)
+		fclose(f);
+	if (ours)
+		unlink(d->pointer_path);
+	free(d->pointer_path);
+	d->pointer_path = NULL;
+}
+
 static int inherited_listener(void)
 {
 #if JC_HAVE_SYSTEMD
@@ -598,7 +681,8 @@ int main(int argc, char **argv)
 	fit_max_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->lock_fd = -1;
-	d->start_ns = jc__now_ns();
+	d->start_ns = d->idle_since_ns = jc__now_ns();
+	d->hit_latency_since = (uint64_t)time(NULL);
 	pthread_mutex_init(&d->wlock, NULL);
 
 	/* Lock before opening (the lock creates the directory): opening the
@@ -611,6 +695,14 @@ int main(int argc, char **argv)
 	rc = jc__store_open(d->cfg.cache_dir, d->cfg.group_shared, &d->store, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_lock;
+	struct stat dir_st;
+	if (stat(d->cfg.cache_dir, &dir_st) != 0) {
+		rc = JC_EIO;
+		snprintf(err, sizeof(err), "cannot stat %s: %s", d->cfg.cache_dir, strerror(errno));
+		goto err_after_store;
+	}
+	d->dir_dev = (uint64_t)dir_st.st_dev;
+	d->dir_ino = (uint64_t)dir_st.st_ino;
 	rc = jc__toolchain_probe(&d->tc, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_store;
@@ -643,6 +735,7 @@ int main(int argc, char **argv)
 		jc__pool_stop(d);
 		goto err_after_loop;
 	}
+	pointer_write(d);
 	uv_timer_init(d->loop, &d->tick);
 	d->tick.data = d;
 	uv_timer_start(&d->tick, tick_cb, TICK_MS, TICK_MS);
@@ -665,6 +758,7 @@ int main(int argc, char **argv)
 	jc__daemon_notify("READY=1\nSTATUS=serving");
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
+	pointer_remove(d);
 	exit_code = 0;
 	jc_log_notice(MAIN, "stopped");
 

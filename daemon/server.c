@@ -17,11 +17,13 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "admin.h"
@@ -29,6 +31,7 @@
 #include "confine.h"
 #include "daemon.h"
 #include "framer.h"
+#include "io.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
 
@@ -139,6 +142,8 @@ static void conn_close(struct jc_conn *c)
 			c->next->pprev = c->pprev;
 		c->pprev = NULL;
 		c->d->n_conns--;
+		if (c->d->n_conns == 0)
+			c->d->idle_since_ns = jc__now_ns();
 	}
 	uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
 	uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
@@ -359,6 +364,7 @@ static void admin_after_cb(uv_work_t *w, int status)
 	if (j->env.zero_counters) {
 		memset(d->counters, 0, sizeof(d->counters));
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
+		d->hit_latency_since = (uint64_t)time(NULL);
 	}
 	if (j->env.removed || j->env.evicted || j->env.corrupt || j->env.zero_counters)
 		d->counters_dirty = 1;
@@ -394,7 +400,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	struct jc_daemon *d = c->d;
 	struct admin_job *j = calloc(1, sizeof(*j));
 	int rc = j ? jc__decode_admin(payload, len, &j->req) : JC_ENOMEM;
-	char msg[160] = "bad admin request";
+	char msg[4300] = "bad admin request";
 	if (rc == 0 && !admin_allowed(c, &j->req)) {
 		rc = JC_EDENIED;
 		snprintf(msg, sizeof(msg), "'%.32s' is limited to root, uid %d and the admin group "
@@ -412,6 +418,23 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		jc__conn_done(c);
 		return;
 	}
+	if (strcmp(j->req.command, "stop") == 0) {
+		/* As SIGTERM: this answer is written before the connections end. */
+		struct jc_admin_reply reply = {.message = msg};
+		struct jc_buf b = {0};
+		snprintf(msg, sizeof(msg), "jitcached pid %d serving %s is stopping", (int)getpid(),
+			 d->cfg.cache_dir);
+		jc_log_notice(ADMIN, "stop by uid %d pid %d", (int)c->uid, (int)c->pid);
+		if (jc__encode_admin_reply(&b, &reply) == 0)
+			conn_write(c, &b, 0);
+		else
+			jc__buf_free(&b);
+		jc__admin_req_clear(&j->req);
+		free(j);
+		jc__conn_done(c);
+		uv_kill(getpid(), SIGTERM);
+		return;
+	}
 	j->conn = c;
 	j->env.store = d->store;
 	j->env.ix = d->wix;
@@ -421,6 +444,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
 	j->env.hit_samples = d->hit_latency.count;
 	j->env.hit_sum_ns = d->hit_latency.sum_ns;
+	j->env.hit_latency_since = (int64_t)d->hit_latency_since;
 	j->env.hit_p50_ns = jc__latency_quantile_ns(&d->hit_latency, 0.5);
 	j->env.hit_p99_ns = jc__latency_quantile_ns(&d->hit_latency, 0.99);
 	j->env.max_size = d->cfg.max_size;
@@ -446,23 +470,37 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 	struct jc_conn *c = ctx;
 	struct jc_daemon *d = c->d;
 	if (!c->hello) {
-		uint32_t version = 0;
-		char *agent = NULL;
-		int rc = type == JC_MSG_HELLO ? jc__decode_hello(payload, len, &version, &agent) : JC_EPROTO;
-		free(agent);
-		if (rc == 0 && version != JC_PROTO_VERSION)
+		struct jc_hello h = {0};
+		char msg[4200] = "expected HELLO";
+		int rc = type == JC_MSG_HELLO ? jc__decode_hello_ex(payload, len, &h) : JC_EPROTO;
+		uint32_t version = rc == 0 ? h.version : 0;
+		if (rc == 0 && (version < 1 || version > JC_PROTO_VERSION)) {
 			rc = JC_EVERSION;
+			snprintf(msg, sizeof(msg), "protocol version not supported");
+		} else if (rc == 0 && h.dir_ino && (h.dir_dev != d->dir_dev || h.dir_ino != d->dir_ino)) {
+			rc = JC_EINVAL;
+			snprintf(msg, sizeof(msg), "this jitcached (pid %d) serves the cache directory %s, "
+				 "not the one the client named (device %llu inode %llu)", (int)getpid(),
+				 d->cfg.cache_dir, (unsigned long long)h.dir_dev,
+				 (unsigned long long)h.dir_ino);
+		}
+		jc__hello_clear(&h);
 		if (rc != 0) {
 			d->counters[JC_CTR_bad_requests]++;
-			jc__conn_send_error(c, rc, rc == JC_EVERSION ? "protocol version not supported"
-								      : "expected HELLO");
+			jc__conn_send_error(c, rc, msg);
 			c->replied = 1;
 			return rc;
 		}
 		c->hello = 1;
 		c->in.max = JC_FRAME_MAX;
 		struct jc_buf b = {0};
-		if (jc__encode_hello(&b, JC_MSG_HELLO_OK, JC_PROTO_VERSION, JC_VERSION) != 0) {
+		/* Version 1 clients get what version 1 has. */
+		struct jc_hello ok = {.version = version, .name = JC_VERSION};
+		if (version >= 2) {
+			ok.cache_dir = d->cfg.cache_dir;
+			ok.pid = (uint32_t)getpid();
+		}
+		if (jc__encode_hello_ex(&b, JC_MSG_HELLO_OK, &ok) != 0) {
 			jc__buf_free(&b);
 			return JC_ENOMEM;
 		}
@@ -654,8 +692,12 @@ static void connection_cb(uv_stream_t *server, int status)
 	uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 }
 
-/* Another daemon answering on path? Then refuse; a stale file is removed. */
-static int socket_in_use(const char *path)
+/*
+ * Another daemon answering on path? Then refuse, naming it (its pid and
+ * directory, from its HELLO_OK) in who; a socket file nobody answers on is
+ * stale and replaced. Returns 1 when in use.
+ */
+static int socket_in_use(const char *path, char *who, size_t wholen)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -663,12 +705,27 @@ static int socket_in_use(const char *path)
 		return 0;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	int in_use = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	snprintf(who, wholen, "a process that does not answer as jitcached does");
+	struct jc_buf b = {0};
+	struct jc_hello h = {0};
+	uint16_t type;
+	if (in_use && jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "jitcached " JC_VERSION) == 0 &&
+	    jc__io_write_all(fd, b.data, b.len) == 0 && jc__io_read_frame(fd, &b, &type, NULL, 1000) == 0 &&
+	    type == JC_MSG_HELLO_OK && jc__decode_hello_ex(b.data, b.len, &h) == 0)
+		snprintf(who, wholen, "jitcached %s pid %u serving %s", h.name, h.pid,
+			 h.cache_dir ? h.cache_dir : "?");
+	jc__hello_clear(&h);
+	jc__buf_free(&b);
 	close(fd);
 	return in_use;
 }
 
 int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen)
 {
+	/* Both handles exist from here on, so that jc__server_shutdown can
+	 * close them whatever fails below. */
+	uv_idle_init(d->loop, &d->poll_idle);
+	d->poll_idle.data = d;
 	int rc = uv_pipe_init(d->loop, &d->listener, 0);
 	d->listener.data = d;
 	if (rc == 0 && inherited_fd >= 0) {
@@ -677,12 +734,14 @@ int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t e
 			snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
 	} else if (rc == 0) {
 		const char *path = d->cfg.socket_path;
+		char who[4200];
 		if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 			snprintf(err, errlen, "socket path too long: %s", path);
 			return JC_EINVAL;
 		}
-		if (socket_in_use(path)) {
-			snprintf(err, errlen, "another daemon already answers on %s", path);
+		if (socket_in_use(path, who, sizeof(who))) {
+			snprintf(err, errlen, "%s already answers on %s: stop it first (jitcachectl "
+				 "--socket %s stop), or give this daemon another --socket", who, path, path);
 			return JC_ELOCKED;
 		}
 		unlink(path);
@@ -696,10 +755,6 @@ int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t e
 		rc = uv_listen((uv_stream_t *)&d->listener, 256, connection_cb);
 		if (rc != 0)
 			snprintf(err, errlen, "cannot listen: %s", uv_strerror(rc));
-	}
-	if (rc == 0) {
-		uv_idle_init(d->loop, &d->poll_idle);
-		d->poll_idle.data = d;
 	}
 	return rc == 0 ? 0 : JC_EIO;
 }

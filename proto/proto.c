@@ -88,7 +88,11 @@ struct layout {
  * take fields in any order. Tags are never reused: a dropped field leaves a
  * hole.
  */
-#define HELLO_FIELDS(X) /* struct hello: HELLO and HELLO_OK */                    \
+#define HELLO_FIELDS(X) /* struct jc_hello: HELLO and HELLO_OK */                 \
+	X(3, U64, OPT, 0, dir_dev, 0, NULL)                                       \
+	X(4, U64, OPT, 0, dir_ino, 0, NULL)                                       \
+	X(5, STR, OPT, JC_STR_MAX, cache_dir, 0, NULL)                            \
+	X(6, U32, OPT, 0, pid, 0, NULL)                                           \
 	X(1, U32, REQ, 0, version, 0, NULL)                                       \
 	X(2, STR, REQ, JC_STR_MAX, name, 0, NULL)
 
@@ -169,11 +173,6 @@ struct layout {
 
 enum { KV_NAME = 1, KV_INT = 2, KV_STR = 3 };
 
-struct hello {
-	uint32_t version;
-	char *name;
-};
-
 struct error {
 	int32_t code;
 	char *message;
@@ -193,7 +192,7 @@ static int record_decode(const struct layout *l, struct cur c, char *obj);
 static void record_encode(struct enc *e, const struct layout *l, const char *obj);
 static void record_clear(const struct layout *l, char *obj);
 
-#define T struct hello
+#define T struct jc_hello
 LAYOUT(hello_layout, HELLO_FIELDS);
 #undef T
 #define T struct error
@@ -790,20 +789,38 @@ const struct jc_kv *jc__record_get(const struct jc_record *r, const char *name)
 
 /* ---- messages ---------------------------------------------------------- */
 
-int jc__encode_hello(struct jc_buf *b, uint16_t type, uint32_t version, const char *name)
+int jc__encode_hello_ex(struct jc_buf *b, uint16_t type, const struct jc_hello *h)
 {
 	if (type != JC_MSG_HELLO && type != JC_MSG_HELLO_OK)
 		return JC_EINVAL;
-	struct hello h = {version, (char *)name};
-	return encode_msg(b, type, &hello_layout, &h);
+	return encode_msg(b, type, &hello_layout, h);
+}
+
+int jc__decode_hello_ex(const uint8_t *payload, size_t len, struct jc_hello *out)
+{
+	return decode_msg(&hello_layout, payload, len, out);
+}
+
+void jc__hello_clear(struct jc_hello *h)
+{
+	free(h->name);
+	free(h->cache_dir);
+	memset(h, 0, sizeof(*h));
+}
+
+int jc__encode_hello(struct jc_buf *b, uint16_t type, uint32_t version, const char *name)
+{
+	struct jc_hello h = {.version = version, .name = (char *)name};
+	return jc__encode_hello_ex(b, type, &h);
 }
 
 int jc__decode_hello(const uint8_t *payload, size_t len, uint32_t *version, char **name)
 {
-	struct hello h;
-	int rc = decode_msg(&hello_layout, payload, len, &h);
+	struct jc_hello h;
+	int rc = jc__decode_hello_ex(payload, len, &h);
 	*version = h.version;
 	*name = h.name;
+	free(h.cache_dir);
 	return rc;
 }
 

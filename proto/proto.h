@@ -22,7 +22,9 @@
 
 #include "req.h"
 
-#define JC_PROTO_VERSION 1
+/* 2: HELLO and HELLO_OK carry the cache directory's identity (PROTOCOL.md).
+ * The daemon still speaks 1 to a client that asks for it. */
+#define JC_PROTO_VERSION 2
 #define JC_FRAME_HDR 8            /* bytes of frame header */
 #define JC_FRAME_MAX (64u << 20)  /* max payload bytes of one frame */
 #define JC_STR_MAX (64u << 10)    /* max bytes of a string field ... */
@@ -82,10 +84,30 @@ int jc__frame_header_decode(const uint8_t hdr[JC_FRAME_HDR], uint16_t *type, uin
  * ranges, versions): that is the caller's business.
  */
 
-/* HELLO / HELLO_OK: type must be one of them (else JC_EINVAL, b untouched);
- * name is the agent name (HELLO) or the daemon version (HELLO_OK). */
+/*
+ * HELLO / HELLO_OK. name is the agent name (HELLO) or the daemon version
+ * (HELLO_OK). Version 2 adds (0 / NULL: absent):
+ *  - HELLO: dir_dev, dir_ino: st_dev and st_ino of the cache directory the
+ *    client means; a daemon serving another directory refuses the handshake
+ *    (ERROR JC_EINVAL naming both).
+ *  - HELLO_OK: cache_dir, the directory the daemon serves, and pid, its pid.
+ * Strings owned by the struct (after decode); a zeroed struct is empty.
+ */
+struct jc_hello {
+	uint32_t version;
+	char *name;
+	uint64_t dir_dev, dir_ino;
+	char *cache_dir;
+	uint32_t pid;
+};
+/* type must be HELLO or HELLO_OK (else JC_EINVAL, b untouched). */
+int jc__encode_hello_ex(struct jc_buf *b, uint16_t type, const struct jc_hello *h);
+/* out is zeroed first; on error it is cleared. */
+int jc__decode_hello_ex(const uint8_t *payload, size_t len, struct jc_hello *out);
+void jc__hello_clear(struct jc_hello *h);
+/* Version and name only (tests, tools): as the _ex calls. *name: malloc'd,
+ * NUL-terminated; NULL on error. */
 int jc__encode_hello(struct jc_buf *b, uint16_t type, uint32_t version, const char *name);
-/* *name: malloc'd, NUL-terminated; NULL on error. */
 int jc__decode_hello(const uint8_t *payload, size_t len, uint32_t *version, char **name);
 
 /* COMPILE. Bytes fields (source, header and link input data) decode into

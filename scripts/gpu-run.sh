@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Runs on a GPU machine from the directory holding .device (scripts/gpu-pack.sh):
-# the gpu and integration suites, then the figures: cold-start phases of
-# fresh processes (misses and hits), cubin against PTX, and CuPy's warm
-# kernel cache for the same kernel. Everything it prints goes to $OUT/run.log;
+# the gpu and integration suites, the Python package's tests (its CuPy and
+# cuda.core hooks on the GPU) under the machine's python3, then the figures:
+# cold-start phases of fresh processes (misses and hits), cubin against PTX,
+# and CuPy's warm kernel cache for the same kernel. Everything it prints goes to $OUT/run.log;
 # per-part outputs and a summary of medians to $OUT (default /tmp/jc-out).
 set -u
 D=$PWD/.device
@@ -35,6 +36,12 @@ if ! grep -q '^Ok:' "$OUT/suite.txt"; then
 		tee "$OUT/suite.txt"
 fi
 
+echo "== python package: CuPy and cuda.core hooks (python/tests under $(command -v python3))"
+LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}:$(dirname "$nvrtc")" JC_PYTHON=$(command -v python3) JC_BUILD_ROOT=$B \
+	JITCACHED=$B/daemon/jitcached JITCACHE_WORKER=$B/daemon/jitcache-worker \
+	JITCACHE_CLIENT_LIB=$B/client/libjitcache-client.so.0 JITCACHE_AUTOSTART=0 JITCACHE_SYSTEM_SOCKET= \
+	sh "$src/python/tests/run.sh" python3 -v -s 2>&1 | tee "$OUT/python.txt"
+
 echo "== figures"
 T=$(mktemp -d)
 export JITCACHE_SOCKET=$T/sock JITCACHE_WORKER=$B/daemon/jitcache-worker
@@ -56,9 +63,15 @@ for _ in $(seq 200); do [ -S "$T/sock" ] && break; sleep 0.05; done
 } | tee "$OUT/cubin_vs_ptx.txt"
 export CUPY_CACHE_DIR=$T/cupy
 LD_LIBRARY_PATH=$plain_ldp python3 "$src/examples/gpu/cupy_warm.py" "$src/examples/saxpy.cu" | sed 's/^cupy /cupy-cold /'
+# The same through jitcache.cupy (first run: the daemon's misses).
+hook="JC_CUPY_HOOK=1 PYTHONPATH=$src/python JITCACHE_CLIENT_LIB=$B/client/libjitcache-client.so.0"
+env $hook LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}" python3 "$src/examples/gpu/cupy_warm.py" \
+	"$src/examples/saxpy.cu" | sed 's/^cupy-jitcache /cupy-jitcache-cold /'
 {
 	for i in $(seq "$N"); do
 		LD_LIBRARY_PATH=$plain_ldp python3 "$src/examples/gpu/cupy_warm.py" "$src/examples/saxpy.cu"
+		env $hook LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}" python3 \
+			"$src/examples/gpu/cupy_warm.py" "$src/examples/saxpy.cu" # CuPy through jitcache.cupy
 		JC_T0_NS=$(date +%s%N) "$E/coldstart" "run-1-$$" 200 # interleaved jitcache hits
 	done
 } | tee "$OUT/side_by_side.txt"
@@ -85,7 +98,9 @@ table("coldstart miss", [r for r in cs if r["cache"] == "miss"], keys)
 table("coldstart hit", [r for r in cs if r["cache"] == "hit"], keys)
 sb = list(rows("side_by_side.txt", "coldstart"))
 table("side by side: jitcache hit", sb, ["module_ready_ms", "first_launch_ms", "main_to_first_launch_ms"])
-table("side by side: CuPy warm cache", rows("side_by_side.txt", "cupy"),
+table("side by side: CuPy warm cache", rows("side_by_side.txt", "cupy "),
+      ["import_ms", "ctx_ms", "module_ready_ms", "first_launch_ms", "start_to_first_launch_ms"])
+table("side by side: CuPy through jitcache.cupy (daemon hits)", rows("side_by_side.txt", "cupy-jitcache "),
       ["import_ms", "ctx_ms", "module_ready_ms", "first_launch_ms", "start_to_first_launch_ms"])
 bad = [l for f in ("coldstart.txt", "side_by_side.txt") for l in open(f"{out}/{f}") if "WRONG" in l]
 print("wrong results:", len(bad))

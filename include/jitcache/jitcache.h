@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitcache client API: ask a running jitcached for the artifact (cubin, PTX or
+ * jitcache client API: ask jitcached for the artifact (cubin, PTX or
  * LTO-IR) of an NVRTC compile or an nvJitLink link, compiling it at most once
  * per cache key across all processes of the machine.
  *
@@ -13,6 +13,8 @@
  *    and stay valid until that object is freed.
  *  - A handle is not thread-safe: use one jc_client per thread, or serialise
  *    calls on it. Distinct handles may be used from distinct threads at once.
+ *  - A cache must never be why a program fails: without a daemon the library
+ *    starts one or compiles in-process (see jc_client_open).
  *  - The library never prints, never exits and never links libcuda.
  */
 #ifndef JITCACHE_H
@@ -72,8 +74,12 @@ typedef enum {
 	JC_LINK_CUBIN = 1, JC_LINK_PTX = 2, JC_LINK_LTOIR = 3,
 	JC_LINK_FATBIN = 4, JC_LINK_OBJECT = 5, JC_LINK_LIBRARY = 6,
 } jc_link_input;
-/* Where a result came from. */
-typedef enum { JC_MISS = 1, JC_HIT = 2, JC_NEGATIVE_HIT = 3, JC_JOINED = 4 } jc_cache_status;
+/* Where a result came from. JC_UNCACHED: no daemon could be had, so this
+ * process compiled it with NVRTC itself (see jc_client_open); nothing was
+ * stored, and jc_result_key() is "". */
+typedef enum {
+	JC_MISS = 1, JC_HIT = 2, JC_NEGATIVE_HIT = 3, JC_JOINED = 4, JC_UNCACHED = 5,
+} jc_cache_status;
 /* Timings of a result (nanoseconds). */
 typedef enum {
 	JC_TIME_TOTAL = 0,   /* jc_compile call, client side */
@@ -82,29 +88,148 @@ typedef enum {
 } jc_timing;
 
 /*
- * Connects to the daemon at socket_path (borrowed; NULL: $JITCACHE_SOCKET,
- * else $XDG_RUNTIME_DIR/jitcached.sock, else the default cache directory's
- * jitcached.sock) and does the version handshake. *out is owned by the
- * caller: free it with jc_client_close(). On failure *out is NULL and the
- * reason is in the returned code; a message is kept for
- * jc_client_errmsg(NULL) on the calling thread.
- * After sending a request, the client polls its socket for up to
- * $JITCACHE_CLIENT_SPIN_US microseconds (read at connect; default 50, 0
- * never) before it sleeps, when the previous answer on this connection came
- * within that time: hits then do, and sleeping through them costs wake-ups
- * that on virtual machines cost more than the hit itself. It yields the CPU
- * (sched_yield) between polls.
- * Errors: JC_ECONNECT (no daemon), JC_EVERSION, JC_EPROTO, JC_EIO, JC_ENOMEM.
+ * --- Finding a daemon, and what happens without one -------------------------
+ *
+ * jc_client_open() looks for a daemon in this order and uses the first that
+ * answers the handshake:
+ *   1. the socket given with jc_options_set_socket() (then steps 2-5 are
+ *      skipped: that daemon or none), or the daemon of the directory given
+ *      with jc_options_set_cache_dir(), found through the file
+ *      DIR/jitcached.socket-path that daemon writes, and which refuses the
+ *      handshake unless it serves DIR itself (then steps 2-4 are skipped);
+ *   2. $JITCACHE_SOCKET;
+ *   3. the per-user socket, $XDG_RUNTIME_DIR/jitcached.sock;
+ *   4. the system socket, /run/jitcached/jitcached.sock
+ *      (jc_options_set_system_socket(), $JITCACHE_SYSTEM_SOCKET; "" skips it);
+ *   5. auto-start: a per-user jitcached on the default cache directory
+ *      ($JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache, else ~/.cache/jitcache;
+ *      or the jc_options_set_cache_dir() one), listening where such a daemon
+ *      listens by default ($JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/
+ *      jitcached.sock, else DIR/jitcached.sock; DIR/jitcached.sock for an
+ *      explicit cache dir), started with --idle-exit 600 (seconds;
+ *      $JITCACHE_AUTOSTART_IDLE_EXIT, jc_options_set_idle_exit()), so it
+ *      exits once unused. One process starts it at a time: the others wait on the lock
+ *      file SOCKET.lock, then find it. Its stderr goes to DIR/jitcached.log.
+ *      The jitcached started is: jc_options_set_daemon(), else $JITCACHED,
+ *      else the installed one (SBINDIR/jitcached, as configured at build),
+ *      else the first `jitcached` on $PATH. On by default;
+ *      jc_options_set_autostart(), $JITCACHE_AUTOSTART=0|1;
+ *   6. in-process fallback: jc_compile() runs NVRTC (and nvJitLink for link
+ *      jobs) in the calling process, loaded with dlopen the first time (the
+ *      library is not linked with them): jc_options_set_nvrtc(), else
+ *      $JITCACHE_REAL_NVRTC, else libnvrtc.so.<major> of the toolkit the
+ *      library was built with, through the loader's search path, then from
+ *      that toolkit's lib64 directory; libnvJitLink.so.<major> likewise
+ *      (without it a link job fails with JC_ENOTSUP). A library that holds
+ *      this library's own code (the jitcache NVRTC shim, which has NVRTC's
+ *      soname) is refused: the shim names the real NVRTC. Results have the
+ *      status JC_UNCACHED and the same shape as the daemon's (bytes, log,
+ *      lowered names); nothing is cached. The first fallback of a handle
+ *      reports one warning through the log callback (jc_options_set_log);
+ *      the library itself never prints. jc_options_set_fallback(),
+ *      $JITCACHE_FALLBACK=compile|error: with "error", jc_client_open()
+ *      fails with JC_ECONNECT instead (message: what was tried).
+ * A handle in fallback mode looks for a daemon again (steps 1-4, and
+ * auto-start at most every 30 s) before each jc_compile(), so it uses a
+ * daemon as soon as one is there; those attempts cost a few microseconds.
+ *
+ * Reconnect: a compile request is idempotent, so when a connection breaks
+ * (daemon restarted, the connection closed by --idle-timeout, the daemon
+ * killed in the middle of a request) or the daemon answers that it is
+ * shutting down or busy (JC_EBUSY), jc_compile() finds a daemon again as
+ * above and resends, up to jc_options_set_retries() times (default 5) with
+ * waits of 20 ms doubling each time (20 + 40 + ... + 320 ms); then it falls
+ * back (step 6) or fails (JC_EIO / JC_ECONNECT / JC_EBUSY, with "error").
+ * None of this costs anything on a connection that works.
+ *
+ * Environment variables are read by jc_client_open(); options set on a
+ * jc_options win over them.
+ */
+
+/* Options of jc_client_open(). Opaque, so it can grow. One jc_options may
+ * be read by several jc_client_open() calls at once, but not changed
+ * meanwhile. Every setter copies its strings and returns 0 or the error it
+ * names. */
+typedef struct jc_options jc_options;
+typedef enum { JC_FALLBACK_COMPILE = 1, JC_FALLBACK_ERROR = 2 } jc_fallback;
+/* Severity of a log callback message (syslog's numbers). */
+enum { JC_LOG_WARNING = 4, JC_LOG_NOTICE = 5, JC_LOG_INFO = 6 };
+/*
+ * Receives the library's messages: level (JC_LOG_*), message (borrowed, valid
+ * during the call, no trailing newline). Called on the thread that called
+ * into the library, from jc_client_open() or jc_compile(); it must not call
+ * back into the same handle.
+ */
+typedef void (*jc_log_cb)(void *ctx, int level, const char *message);
+
+/* A set of options, all unset (environment or default). Errors: JC_ENOMEM. */
+JC_API int jc_options_new(jc_options **out);
+JC_API void jc_options_free(jc_options *o); /* NULL is accepted */
+/* Step 1: only the daemon on this socket (path copied; NULL unsets). */
+JC_API int jc_options_set_socket(jc_options *o, const char *path);
+/* Step 1: only the daemon of cache directory dir (copied; NULL unsets); a
+ * relative dir is taken against the working directory at jc_client_open. */
+JC_API int jc_options_set_cache_dir(jc_options *o, const char *dir);
+/* Step 4's socket; "" skips the step; NULL: $JITCACHE_SYSTEM_SOCKET, else
+ * /run/jitcached/jitcached.sock. */
+JC_API int jc_options_set_system_socket(jc_options *o, const char *path);
+/* Step 5 on (1) or off (0); -1: $JITCACHE_AUTOSTART, else on. Errors: JC_EINVAL. */
+JC_API int jc_options_set_autostart(jc_options *o, int on);
+/* The jitcached executable step 5 starts (copied; NULL: see above). */
+JC_API int jc_options_set_daemon(jc_options *o, const char *path);
+/* --idle-exit of an auto-started daemon, seconds >= 1 (0: the environment
+ * or 600). Errors: JC_EINVAL. */
+JC_API int jc_options_set_idle_exit(jc_options *o, int seconds);
+/* Step 6: JC_FALLBACK_COMPILE or JC_FALLBACK_ERROR (0: $JITCACHE_FALLBACK,
+ * else compile). Errors: JC_EINVAL. */
+JC_API int jc_options_set_fallback(jc_options *o, jc_fallback f);
+/* The NVRTC library step 6 loads (copied; NULL: see above). The first load
+ * in a process is kept for its lifetime. */
+JC_API int jc_options_set_nvrtc(jc_options *o, const char *path);
+/* Reconnect-and-resend tries per call, 0..20 (-1: the default, 5). Errors: JC_EINVAL. */
+JC_API int jc_options_set_retries(jc_options *o, int tries);
+/* The log callback (NULL: messages are dropped) and its ctx (borrowed, kept). */
+JC_API int jc_options_set_log(jc_options *o, jc_log_cb cb, void *ctx);
+
+/*
+ * Opens a client as described above: o (borrowed; NULL: all defaults) is
+ * copied. *out is owned by the caller: free it with jc_client_close(). It
+ * returns 0 with a handle whether a daemon was found or the fallback will
+ * compile (jc_client_socket() tells); on failure *out is NULL and the
+ * message is kept for jc_client_errmsg(NULL) on the calling thread.
+ * The handshake with each daemon is bounded (10 s); a daemon that answers
+ * but refuses (another cache directory, a protocol version, a uid not
+ * allowed) ends the search with its error when it was named in step 1,
+ * else the search goes on. After sending a request, the client polls its
+ * socket for up to $JITCACHE_CLIENT_SPIN_US microseconds (read at open;
+ * default 50, 0 never) before it sleeps, when the previous answer on this
+ * connection came within that time: hits then do, and sleeping through them
+ * costs wake-ups that on virtual machines cost more than the hit itself.
+ * It yields the CPU (sched_yield) between polls.
+ * Errors: JC_ECONNECT (no daemon, fallback "error"), JC_EINVAL (the daemon
+ * of step 1 serves another directory, a path too long), JC_EVERSION,
+ * JC_EDENIED, JC_EBUSY, JC_EPROTO, JC_EIO, JC_ENOMEM.
+ */
+JC_API int jc_client_open(const jc_options *o, jc_client **out);
+/*
+ * jc_client_open() with socket_path as jc_options_set_socket(), no
+ * auto-start and fallback "error": that daemon or JC_ECONNECT (what
+ * jitcachectl --socket does). socket_path NULL: jc_client_open(NULL, out),
+ * every step with its defaults. Reconnects as above either way.
  */
 JC_API int jc_client_connect(const char *socket_path, jc_client **out);
+/* The socket of the daemon c is connected to (owned by c, valid until the
+ * next call on c), or NULL while it compiles in-process (step 6). */
+JC_API const char *jc_client_socket(const jc_client *c);
 /* Closes and frees; NULL is accepted. */
 JC_API void jc_client_close(jc_client *c);
 /*
  * Bounds how long each later call on c waits for the daemon's answer, in
  * milliseconds (-1, the default: no bound; a compile takes as long as it
  * takes, up to the daemon's --compile-timeout). Past it the call returns
- * JC_ETIMEOUT and c should be closed (a late answer would be misread).
- * jc_client_connect's handshake is always bounded (10 s). Errors: JC_EINVAL.
+ * JC_ETIMEOUT and drops the connection (a late answer would be misread);
+ * the next call connects afresh. The handshake is always bounded (10 s).
+ * Errors: JC_EINVAL.
  */
 JC_API int jc_client_set_timeout(jc_client *c, int timeout_ms);
 /* The last error message of c (NULL: of the last failed connect on this
@@ -120,16 +245,22 @@ JC_API int jc_request_set_source(jc_request *r, const char *name, const void *da
 /* An in-memory header that `#include "name"` finds, as NVRTC's headers /
  * includeNames. Names must be relative without "..". Errors: JC_EINVAL, JC_ENOMEM. */
 JC_API int jc_request_add_header(jc_request *r, const char *name, const void *data, size_t size);
-/* An include directory, absolute: the daemon reads the headers the compile
- * may include from it, and their content enters the key (a header changed on
- * disk is a new key; see daemon/includes.h). Also add the matching "-I" option:
- * the daemon refuses (JC_EINVAL from jc_compile) a request whose include dirs
- * are not exactly its -I directories in order, or a relative one.
- * Errors here: JC_EINVAL (NULL or empty), JC_ENOMEM. */
-JC_API int jc_request_add_include_dir(jc_request *r, const char *path);
-/* One NVRTC option, in order ("-std=c++17", "-DN=4"); options naming the
- * architecture are refused by the daemon: use jc_request_set_arch. */
+/* One NVRTC option, in order ("-std=c++17", "-DN=4"), as nvrtcCompileProgram
+ * takes them; options naming the architecture are refused by the daemon:
+ * use jc_request_set_arch. An include directory option, "-IDIR", "-I" "DIR"
+ * (two options), "-I=DIR", "--include-path=DIR" or "--include-path" "DIR",
+ * is all it takes to use DIR: jc_compile() sends it as "-I<absolute DIR>"
+ * (a relative DIR is taken against the working directory at jc_compile(),
+ * as NVRTC does) and the daemon reads the headers the compile may include
+ * from it; their content enters the key (a header changed on disk is a new
+ * key). Errors: JC_EINVAL (NULL or empty), JC_ENOMEM. */
 JC_API int jc_request_add_option(jc_request *r, const char *option);
+/* Alias of jc_request_add_option("-I" path) kept from earlier versions: a
+ * path that an -I option of the request already names is not added twice
+ * (so code that gives both keeps its keys); others are searched after the
+ * options' own -I directories, in the order added.
+ * Errors: JC_EINVAL (NULL or empty), JC_ENOMEM. */
+JC_API int jc_request_add_include_dir(jc_request *r, const char *path);
 /* Target architecture: "sm_90" (cubin), "sm_90a", "compute_90" (PTX). Required. */
 JC_API int jc_request_set_arch(jc_request *r, const char *arch);
 /* Requested output; JC_LTOIR compiles with -dlto. Errors: JC_EINVAL. */
@@ -161,7 +292,9 @@ JC_API int jc_request_set_app_abi(jc_request *r, const char *abi);
  * JC_NEGATIVE_HIT); other JC_E* codes when no result could be had (*out
  * NULL, message in jc_client_errmsg(c)): JC_EINVAL (bad request), JC_ECRASH,
  * JC_ETIMEOUT, JC_ENOSPC, JC_ECORRUPT (bad bytes served twice), JC_EIO,
- * JC_EPROTO, JC_EBUSY, JC_ENOMEM.
+ * JC_EPROTO, JC_EBUSY, JC_ENOMEM; in fallback mode (no daemon) also
+ * JC_ENOTSUP (no NVRTC could be loaded, or a link job without nvJitLink).
+ * A broken connection is mended as described at jc_client_open().
  */
 JC_API int jc_compile(jc_client *c, const jc_request *r, jc_result **out);
 
@@ -187,9 +320,30 @@ JC_API const char *jc_result_lowered_name(const jc_result *res, const char *expr
 JC_API size_t jc_result_lowered_count(const jc_result *res);
 JC_API int jc_result_lowered_at(const jc_result *res, size_t i, const char **expr,
 				const char **lowered);
-/* The cache key as 32 lowercase hex digits. Owned by res. */
+/* The cache key as 32 lowercase hex digits ("" for JC_UNCACHED). Owned by res. */
 JC_API const char *jc_result_key(const jc_result *res);
 JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which);
+
+/*
+ * The daemon's statistics, as `jitcachectl stats` shows them: an ordered
+ * list of named values, each an integer or a string (the keys of
+ * `stats --json`: hits, misses, compiles, entries, bytes, nvrtc_version, ...).
+ * *out (owned by the caller, free with jc_stats_free) is set on 0, else NULL
+ * with the message in jc_client_errmsg(c). Not thread-safe per c.
+ * Errors: JC_EINVAL (NULL argument), JC_ECONNECT (no daemon: c compiles
+ * in-process), the transport errors of jc_compile (JC_EIO, JC_EPROTO,
+ * JC_ETIMEOUT, JC_ENOMEM), the daemon's refusal (JC_EDENIED).
+ */
+typedef struct jc_stats jc_stats;
+JC_API int jc_client_stats(jc_client *c, jc_stats **out);
+/* Number of values in s (0 for NULL). */
+JC_API size_t jc_stats_count(const jc_stats *s);
+/* The i-th value: *name, and *str for a string (*num = 0) or *num for an
+ * integer (*str = NULL). Strings owned by s. Errors: JC_EINVAL (NULL, i out
+ * of range). */
+JC_API int jc_stats_at(const jc_stats *s, size_t i, const char **name, int64_t *num,
+		       const char **str);
+JC_API void jc_stats_free(jc_stats *s); /* NULL is accepted */
 
 /* Returns a static, never-NULL description of code (e.g. "compile timed out"). */
 JC_API const char *jc_strerror(int code);

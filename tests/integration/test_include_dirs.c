@@ -7,7 +7,8 @@
  * to the old entry and bytes; a header added earlier on the search path
  * shadows another and changes the key; a computed include falls back to the
  * whole directory; a header changed a moment ago is compiled but not stored;
- * bad include requests are refused; the toolkit's own tree costs no stat.
+ * bad include requests are refused; NVRTC-shaped -I options (relative, no
+ * declaration) give the declared form's key; the toolkit's own tree costs no stat.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -23,7 +24,9 @@
 
 #include <cmocka.h>
 
+#include "client/client_internal.h"
 #include "harness.h"
+#include "io.h"
 
 /* Writes d->dir/rel (directories made as needed). */
 static void put(const struct jc_test_daemon *d, const char *rel, const char *text)
@@ -127,7 +130,19 @@ static void test_shadowing_header(void **state)
 	jct_settle();
 	jc_result *b = expect(d, r, JC_MISS, "5100");
 	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
-	/* jitcachectl, relative -I: made absolute, the same request and key. */
+	/* jitcachectl, relative -I: made absolute, after the source's own
+	 * directory (nvcc's first quoted-include directory): the same request
+	 * and key as the library's with those three. */
+	jc_request *r3 = jct_request_src("k.cu", kernel, "compute_90");
+	char opt[512];
+	assert_int_equal(jc_request_set_output(r3, JC_PTX), 0);
+	snprintf(opt, sizeof(opt), "-I%s", d->dir);
+	assert_int_equal(jc_request_add_option(r3, opt), 0);
+	for (size_t i = 0; dirs[i]; i++) {
+		snprintf(opt, sizeof(opt), "-I%s/%s", d->dir, dirs[i]);
+		assert_int_equal(jc_request_add_option(r3, opt), 0);
+	}
+	jc_result *c = expect(d, r3, JC_MISS, "5100");
 	char src[512], *err = NULL;
 	snprintf(src, sizeof(src), "%s/k.cu", d->dir);
 	jct_write_file(src, kernel, strlen(kernel));
@@ -140,11 +155,13 @@ static void test_shadowing_header(void **state)
 	assert_int_equal(chdir(cwd), 0);
 	assert_int_equal(rc, 0);
 	assert_true(strncmp(err, "hit", 3) == 0);
-	assert_non_null(strstr(err, jc_result_key(b)));
+	assert_non_null(strstr(err, jc_result_key(c)));
 	free(err);
 	jc_result_free(a);
 	jc_result_free(b);
+	jc_result_free(c);
 	jc_request_free(r);
+	jc_request_free(r3);
 }
 
 static void test_computed_include_falls_back(void **state)
@@ -198,24 +215,115 @@ static void test_fresh_header_is_not_stored(void **state)
 	jc_request_free(r);
 }
 
+/*
+ * Sends req as it is (no client-side resolution) on a raw connection and
+ * returns the daemon's code, with its message in msg.
+ */
+static int raw_compile(const struct jc_test_daemon *d, const struct jc_req *req, char *msg,
+		       size_t msglen)
+{
+	int fd = jct_raw_connect(d);
+	struct jc_buf b = {0};
+	uint16_t type;
+	char *text = NULL;
+	int code = 0;
+	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "raw test"), 0);
+	assert_int_equal(jc__encode_req(&b, req), 0);
+	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
+	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 5000), 0);
+	assert_int_equal(type, JC_MSG_HELLO_OK);
+	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 5000), 0);
+	if (type == JC_MSG_ERROR) {
+		assert_int_equal(jc__decode_error(b.data, b.len, &code, &text), 0);
+	} else {
+		struct jc_res res;
+		assert_int_equal(type, JC_MSG_RESULT);
+		assert_int_equal(jc__decode_res(b.data, b.len, &res), 0);
+		code = res.status;
+		text = res.message ? strdup(res.message) : NULL;
+		jc__res_clear(&res);
+	}
+	snprintf(msg, msglen, "%s", text ? text : "");
+	free(text);
+	jc__buf_free(&b);
+	close(fd);
+	return code;
+}
+
+/* The daemon's own checks, on requests the client library would have
+ * mended: a relative directory, a -I not declared as an include dir. */
 static void test_bad_include_requests(void **state)
 {
 	struct jc_test_daemon *d = *state;
-	jc_client *c = jct_connect(d);
-	jc_result *res = NULL;
+	char msg[1024];
 	jc_request *r = jct_request_src("k.cu", kernel, "sm_90");
-	assert_int_equal(jc_request_add_option(r, "-Iinc"), 0);
-	assert_int_equal(jc_request_add_include_dir(r, "inc"), 0);
-	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
-	assert_non_null(strstr(jc_client_errmsg(c), "not absolute"));
+	struct jc_req *q = &((struct jc_request *)r)->req;
+	assert_int_equal(jc__strv_push(&q->options, "-Iinc"), 0);
+	assert_int_equal(jc__strv_push(&q->include_dirs, "inc"), 0);
+	assert_int_equal(raw_compile(d, q, msg, sizeof(msg)), JC_EINVAL);
+	assert_non_null(strstr(msg, "not absolute"));
 	jc_request_free(r);
 	r = jct_request_src("k.cu", kernel, "sm_90");
-	assert_int_equal(jc_request_add_option(r, "-I/usr/include"), 0); /* not declared */
+	q = &((struct jc_request *)r)->req;
+	assert_int_equal(jc__strv_push(&q->options, "-I/usr/include"), 0); /* not declared */
+	assert_int_equal(raw_compile(d, q, msg, sizeof(msg)), JC_EINVAL);
+	assert_non_null(strstr(msg, "declare each -I"));
+	jc_request_free(r);
+	assert_int_equal(jct_stat(d, "bad_requests"), 2);
+	/* Through the library, a -I option without its directory. */
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	r = jct_request_src("k.cu", kernel, "sm_90");
+	assert_int_equal(jc_request_add_option(r, "--include-path"), 0);
 	assert_int_equal(jc_compile(c, r, &res), JC_EINVAL);
-	assert_non_null(strstr(jc_client_errmsg(c), "declare each -I"));
+	assert_null(res);
+	assert_non_null(strstr(jc_client_errmsg(c), "needs a directory"));
 	jc_request_free(r);
 	jc_client_close(c);
-	assert_int_equal(jct_stat(d, "bad_requests"), 2);
+}
+
+/*
+ * An NVRTC option list as it is: "-I" "DIR", "-IDIR" and "--include-path=DIR"
+ * with relative directories (taken against the working directory), and no
+ * jc_request_add_include_dir. The key is the one of the absolute, declared
+ * form; the old call alone (no option) gives the same key too; giving both
+ * (the old way) does not declare a directory twice.
+ */
+static void test_nvrtc_shaped_include_options(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char *const dirs[] = {"inc", "inc2", "inc3", NULL};
+	char cwd[4096];
+	put(d, "inc/a.h", "#include \"b.h\"\n");
+	put(d, "inc2/b.h", "#include \"c.h\"\n");
+	put(d, "inc3/c.h", "#define VALUE 8300\n");
+	jct_settle();
+	jc_request *decl = request(d, kernel, dirs);
+	jc_result *a = expect(d, decl, JC_MISS, "8300");
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(d->dir), 0);
+	jc_request *r = jct_request_src("k.cu", kernel, "compute_90");
+	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
+	assert_int_equal(jc_request_add_option(r, "-I"), 0);
+	assert_int_equal(jc_request_add_option(r, "inc"), 0);
+	assert_int_equal(jc_request_add_option(r, "-I./inc2/"), 0);
+	assert_int_equal(jc_request_add_option(r, "--include-path=inc3"), 0);
+	jc_result *b = expect(d, r, JC_HIT, "8300");
+	assert_string_equal(jc_result_key(a), jc_result_key(b));
+	jc_request *alias = jct_request_src("k.cu", kernel, "compute_90");
+	assert_int_equal(jc_request_set_output(alias, JC_PTX), 0);
+	for (size_t i = 0; dirs[i]; i++)
+		assert_int_equal(jc_request_add_include_dir(alias, dirs[i]), 0);
+	jc_result *c = expect(d, alias, JC_HIT, "8300");
+	assert_string_equal(jc_result_key(a), jc_result_key(c));
+	assert_int_equal(chdir(cwd), 0);
+	assert_int_equal(jct_stat(d, "bad_requests"), 0);
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_result_free(c);
+	jc_request_free(decl);
+	jc_request_free(r);
+	jc_request_free(alias);
 }
 
 /* -I inside the toolkit's include tree: covered by its identity, no stat. */
@@ -332,6 +440,7 @@ int main(void)
 		T(test_computed_include_falls_back),
 		T(test_fresh_header_is_not_stored),
 		T(test_bad_include_requests),
+		T(test_nvrtc_shaped_include_options),
 		T(test_toolkit_tree_is_covered),
 		T(test_working_directory_is_not_searched),
 		T(test_cccl_sized_tree),

@@ -339,13 +339,18 @@ static void test_compile_and_link_in_one_request(void **state)
 	free(err);
 	check_cubin(out);
 
-	/* The same request through the API: source plus link inputs. */
+	/* The same request through the API: source plus link inputs (and, as
+	 * jitcachectl adds it, the source's directory as the first -I). */
 	size_t n;
 	uint8_t *src = jct_read_file(input("kern.cu"), &n);
 	jc_request *r;
+	char inc[320];
 	assert_int_equal(jc_request_new(&r), 0);
 	assert_int_equal(jc_request_set_source(r, "kern.cu", src, n), 0);
 	free(src);
+	snprintf(inc, sizeof(inc), "-I%s", input("kern.cu"));
+	*strrchr(inc, '/') = '\0';
+	assert_int_equal(jc_request_add_option(r, inc), 0);
 	assert_int_equal(jc_request_set_arch(r, "sm_90"), 0);
 	add_input(r, JC_LINK_PTX, "spec.ptx", ptx);
 	add_input(r, JC_LINK_LIBRARY, "libdevlib.a", input("libdevlib.a"));

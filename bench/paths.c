@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the client library's other paths cost (jitcache.h, "Finding a
+ * daemon"): connect + handshake, a hit that first mends a broken
+ * connection, the first request with no daemon running (auto-start), and
+ * the in-process fallback beside a plain NVRTC compile of the same request.
+ */
+#include <errno.h>
+#include <nvrtc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "client/client_internal.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n ? v[n / 2] : 0;
+}
+
+static double ms_since(uint64_t t0)
+{
+	return (double)(bench_now_ns() - t0) / 1e6;
+}
+
+double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench_lat *out)
+{
+	uint64_t *ns = malloc(iters * sizeof(*ns));
+	if (!ns)
+		bench_die("out of memory");
+	for (size_t i = 0; i < iters; i++) {
+		jc_client *c = NULL;
+		uint64_t t0 = bench_now_ns();
+		if (jc_client_connect(d->sock, &c) != 0)
+			bench_die("connect: %s", jc_client_errmsg(NULL));
+		ns[i] = bench_now_ns() - t0;
+		jc_client_close(c);
+	}
+	bench_lat_of(ns, iters, out);
+	free(ns);
+	return out->p50;
+}
+
+double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r, size_t iters)
+{
+	uint64_t *ns = malloc(iters * sizeof(*ns));
+	jc_client *c = bench_connect(d);
+	if (!ns)
+		bench_die("out of memory");
+	for (size_t i = 0; i < iters; i++) {
+		jc_result *res = NULL;
+		/* What an --idle-timeout close or a daemon restart leaves: a
+		 * connection that no longer carries anything. */
+		shutdown(jc__client_fd(c), SHUT_RDWR);
+		uint64_t t0 = bench_now_ns();
+		int rc = jc_compile(c, r, &res);
+		ns[i] = bench_now_ns() - t0;
+		if (rc != 0 || jc_result_cache_status(res) != JC_HIT)
+			bench_die("hit after a broken connection: %s", jc_client_errmsg(c));
+		jc_result_free(res);
+	}
+	jc_client_close(c);
+	struct bench_lat lat;
+	bench_lat_of(ns, iters, &lat);
+	free(ns);
+	return lat.p50;
+}
+
+double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, double *open_ms)
+{
+	char dir[PATH_MAX + 32], sock[PATH_MAX + 48];
+	snprintf(dir, sizeof(dir), "%s/autostart", d->root);
+	snprintf(sock, sizeof(sock), "%s/autostart/jitcached.sock", d->root);
+	setenv("JITCACHED", d->bin, 1);
+	jc_options *o;
+	jc_client *c = NULL;
+	jc_result *res = NULL;
+	if (jc_options_new(&o) != 0 || jc_options_set_cache_dir(o, dir) != 0 ||
+	    jc_options_set_autostart(o, 1) != 0 ||
+	    jc_options_set_fallback(o, JC_FALLBACK_ERROR) != 0)
+		bench_die("out of memory");
+	uint64_t t0 = bench_now_ns();
+	if (jc_client_open(o, &c) != 0)
+		bench_die("auto-start: %s", jc_client_errmsg(NULL));
+	*open_ms = ms_since(t0);
+	if (jc_compile(c, r, &res) != 0 || jc_result_cache_status(res) != JC_MISS)
+		bench_die("first request after auto-start: %s", jc_client_errmsg(c));
+	double ms = ms_since(t0);
+	pid_t pid = (pid_t)jc__client_daemon_pid(c);
+	jc_result_free(res);
+	jc_client_close(c);
+	jc_options_free(o);
+	if (pid > 0)
+		kill(pid, SIGTERM); /* the daemon this run started */
+	for (int i = 0; i < 200 && access(sock, F_OK) == 0; i++)
+		usleep(10000);
+	return ms;
+}
+
+/* A plain NVRTC compile of r (its source, options, name expressions, arch). */
+static double plain_nvrtc_ms(const jc_request *r)
+{
+	const struct jc_req *q = &r->req;
+	char *src = malloc(q->source_size + 1), arch[64];
+	const char **opts = calloc(q->options.n + 1, sizeof(*opts));
+	nvrtcProgram prog;
+	if (!src || !opts)
+		bench_die("out of memory");
+	memcpy(src, q->source, q->source_size);
+	src[q->source_size] = '\0';
+	for (size_t i = 0; i < q->options.n; i++)
+		opts[i] = q->options.v[i];
+	snprintf(arch, sizeof(arch), "--gpu-architecture=%s", q->arch);
+	opts[q->options.n] = arch;
+	uint64_t t0 = bench_now_ns();
+	if (nvrtcCreateProgram(&prog, src, q->source_name, 0, NULL, NULL) != NVRTC_SUCCESS)
+		bench_die("nvrtcCreateProgram failed");
+	for (size_t i = 0; i < q->name_exprs.n; i++)
+		nvrtcAddNameExpression(prog, q->name_exprs.v[i]);
+	if (nvrtcCompileProgram(prog, (int)q->options.n + 1, opts) != NVRTC_SUCCESS)
+		bench_die("plain NVRTC compile failed");
+	size_t size;
+	nvrtcGetCUBINSize(prog, &size);
+	char *cubin = malloc(size);
+	nvrtcGetCUBIN(prog, cubin);
+	for (size_t i = 0; i < q->name_exprs.n; i++) {
+		const char *lowered;
+		nvrtcGetLoweredName(prog, q->name_exprs.v[i], &lowered);
+	}
+	double ms = ms_since(t0);
+	nvrtcDestroyProgram(&prog);
+	free(cubin);
+	free(src);
+	free(opts);
+	return ms;
+}
+
+void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int reps,
+		       double *fallback_first, double *fallback, double *plain)
+{
+	char nothing[PATH_MAX + 32];
+	double f[8], p[8];
+	jc_options *o;
+	jc_client *c = NULL;
+	snprintf(nothing, sizeof(nothing), "%s/no-daemon.sock", d->root);
+	if (jc_options_new(&o) != 0 || jc_options_set_socket(o, nothing) != 0 ||
+	    jc_options_set_fallback(o, JC_FALLBACK_COMPILE) != 0 || jc_client_open(o, &c) != 0)
+		bench_die("fallback client: %s", jc_client_errmsg(NULL));
+	if (reps > 8)
+		reps = 8;
+	for (int i = 0; i <= reps; i++) {
+		jc_result *res = NULL;
+		uint64_t t0 = bench_now_ns();
+		if (jc_compile(c, r, &res) != 0 || jc_result_cache_status(res) != JC_UNCACHED)
+			bench_die("in-process fallback: %s", jc_client_errmsg(c));
+		double ms = ms_since(t0);
+		jc_result_free(res);
+		if (i == 0)
+			*fallback_first = ms; /* with loading NVRTC and nvJitLink */
+		else
+			f[i - 1] = ms;
+		if (i > 0)
+			p[i - 1] = plain_nvrtc_ms(r);
+	}
+	*fallback = median_of(f, reps);
+	*plain = median_of(p, reps);
+	jc_client_close(c);
+	jc_options_free(o);
+}

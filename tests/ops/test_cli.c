@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jitcachectl and jitcached as a user meets them, with a real daemon and
+ * real compiles: -o onto a character device made with mknod, a FIFO and a
+ * symbolic link (the node survives, the bytes arrive), onto a regular file
+ * (replaced, mode kept, no temporary left), -o - to standard output; the
+ * default output name; warnings of a successful compile shown; the source's
+ * directory as the first quoted-include directory; help per command;
+ * jitcached --help with its defaults; config; stop; stats saying since when
+ * the latency histogram counts.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ops_util.h"
+
+static const char warn_src[] =
+    "extern \"C\" __global__ void k(int *x) { int unused_here; x[threadIdx.x] = 1; }\n";
+
+/* d->dir/k.cu holding warn_src; returns its path (static buffer). */
+static const char *source(const struct jc_test_daemon *d)
+{
+	static char path[200];
+	snprintf(path, sizeof(path), "%s/k.cu", d->dir);
+	opst_write(path, warn_src);
+	return path;
+}
+
+/* The artifact as written to a regular file (the reference bytes). */
+static uint8_t *reference(const struct jc_test_daemon *d, size_t *n)
+{
+	char out[200];
+	snprintf(out, sizeof(out), "%s/ref.cubin", d->dir);
+	const char *args[] = {"compile", source(d), "--arch", "sm_90", "-o", out, NULL};
+	free(opst_ctl(d, 0, NULL, args));
+	uint8_t *data = jct_read_file(out, n);
+	assert_non_null(data);
+	assert_int_equal(jct_cubin_sm(data, *n), 90);
+	return data;
+}
+
+/* No file but the expected ones in dir: no temporary left behind. */
+static void assert_no_temp(const char *dir)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	assert_non_null(dh);
+	while ((e = readdir(dh)))
+		if (strstr(e->d_name, ".XXXXXX") ||
+		    (e->d_name[0] == '.' && strstr(e->d_name, ".cubin.")))
+			fail_msg("temporary file left: %s/%s", dir, e->d_name);
+	closedir(dh);
+}
+
+static void test_output_targets(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	size_t n;
+	uint8_t *ref = reference(d, &n);
+	char node[200], fifo[200], copy[200], target[200], link[200];
+
+	/* A character device like /dev/null: written through, still a device. */
+	struct stat null_st, st;
+	assert_int_equal(stat("/dev/null", &null_st), 0);
+	snprintf(node, sizeof(node), "%s/null", d->dir);
+	if (mknod(node, S_IFCHR | 0666, null_st.st_rdev) != 0) {
+		fprintf(stderr, "mknod: %s (not root?): skipping the device case\n",
+			strerror(errno));
+	} else {
+		const char *args[] = {"compile", source(d), "--arch", "sm_90", "-o", node, NULL};
+		free(opst_ctl(d, 0, NULL, args));
+		assert_int_equal(lstat(node, &st), 0);
+		assert_true(S_ISCHR(st.st_mode));
+		assert_int_equal(st.st_rdev, null_st.st_rdev);
+	}
+
+	/* A FIFO: the node survives, the reader gets the bytes. */
+	snprintf(fifo, sizeof(fifo), "%s/fifo", d->dir);
+	snprintf(copy, sizeof(copy), "%s/from-fifo", d->dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	pid_t reader = fork();
+	assert_true(reader >= 0);
+	if (reader == 0) {
+		execl("/bin/sh", "sh", "-c", "cat \"$0\" > \"$1\"", fifo, copy, (char *)NULL);
+		_exit(127);
+	}
+	const char *fargs[] = {"compile", source(d), "--arch", "sm_90", "-o", fifo, NULL};
+	free(opst_ctl(d, 0, NULL, fargs));
+	int status;
+	assert_int_equal(waitpid(reader, &status, 0), reader);
+	assert_int_equal(lstat(fifo, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	size_t m;
+	uint8_t *got = jct_read_file(copy, &m);
+	assert_int_equal(m, n);
+	assert_memory_equal(got, ref, n);
+	free(got);
+
+	/* A symbolic link: still a link, its target holds the bytes. */
+	snprintf(target, sizeof(target), "%s/target.bin", d->dir);
+	snprintf(link, sizeof(link), "%s/link.cubin", d->dir);
+	opst_write(target, "old contents, longer than nothing at all");
+	assert_int_equal(symlink(target, link), 0);
+	const char *largs[] = {"compile", source(d), "--arch", "sm_90", "-o", link, NULL};
+	free(opst_ctl(d, 0, NULL, largs));
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	got = jct_read_file(target, &m);
+	assert_int_equal(m, n);
+	assert_memory_equal(got, ref, n);
+	free(got);
+
+	/* A regular file: replaced whole, its mode kept, no temporary left. */
+	assert_int_equal(chmod(target, 0640), 0);
+	opst_write(target, "stale");
+	assert_int_equal(chmod(target, 0640), 0);
+	const char *rargs[] = {"compile", source(d), "--arch", "sm_90", "-o", target, NULL};
+	free(opst_ctl(d, 0, NULL, rargs));
+	assert_int_equal(stat(target, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0640);
+	got = jct_read_file(target, &m);
+	assert_int_equal(m, n);
+	assert_memory_equal(got, ref, n);
+	free(got);
+	assert_no_temp(d->dir);
+
+	/* -o - : standard output. */
+	char *out = NULL;
+	const char *ctl = getenv("JITCACHECTL");
+	const char *argv[] = {ctl,	"--socket", d->sock, "compile", source(d),
+			      "--arch", "sm_90",    "-o",    "-",	NULL};
+	assert_int_equal(jct_run(d, argv, &out, NULL), 0);
+	assert_memory_equal(out, ref, n);
+	struct stat dash;
+	char dashpath[200];
+	snprintf(dashpath, sizeof(dashpath), "%s/-", d->dir);
+	assert_int_not_equal(stat(dashpath, &dash), 0);
+	assert_int_not_equal(stat("-", &dash), 0);
+	free(out);
+	free(ref);
+}
+
+/* Without -o: FILE's stem with the output's extension in the working
+ * directory, and the command says so; the warning is shown on success. */
+static void test_default_output_and_warnings(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char cwd[4096], work[200], *err = NULL;
+	snprintf(work, sizeof(work), "%s/work", d->dir);
+	assert_int_equal(mkdir(work, 0700), 0);
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(work), 0);
+	const char *args[] = {"compile", source(d), "--arch", "sm_90", NULL};
+	free(opst_ctl(d, 0, &err, args));
+	const char *ptx_args[] = {"compile",  source(d), "--arch", "compute_90",
+				  "--output", "ptx",	 NULL};
+	char *err2 = NULL;
+	free(opst_ctl(d, 0, &err2, ptx_args));
+	assert_int_equal(chdir(cwd), 0);
+	assert_non_null(strstr(err, "wrote k.cubin"));
+	assert_non_null(strstr(err, "unused_here")); /* NVRTC's warning */
+	assert_non_null(strstr(err2, "wrote k.ptx"));
+	char path[300];
+	size_t n;
+	snprintf(path, sizeof(path), "%s/k.cubin", work);
+	uint8_t *data = jct_read_file(path, &n);
+	assert_int_equal(jct_cubin_sm(data, n), 90);
+	free(data);
+	snprintf(path, sizeof(path), "%s/k.ptx", work);
+	data = jct_read_file(path, &n);
+	assert_non_null(strstr((char *)data, ".version"));
+	free(data);
+	free(err);
+	free(err2);
+}
+
+/* #include "local.h" beside the source, compiled from elsewhere: found, as
+ * nvcc finds it; a change to it is a new key. */
+static void test_source_directory_is_searched(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char dir[200], src[260], hdr[260], out[260], *err = NULL;
+	snprintf(dir, sizeof(dir), "%s/proj", d->dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(src, sizeof(src), "%s/main.cu", dir);
+	snprintf(hdr, sizeof(hdr), "%s/local.h", dir);
+	snprintf(out, sizeof(out), "%s/main.ptx", d->dir);
+	opst_write(hdr, "#define VALUE 4321\n");
+	opst_write(src, "#include \"local.h\"\n"
+			"extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n");
+	jct_settle();
+	const char *args[] = {"compile", src,  "--arch", "compute_90", "--output",
+			      "ptx",	 "-o", out,	 NULL};
+	free(opst_ctl(d, 0, &err, args));
+	assert_true(strncmp(err, "miss", 4) == 0);
+	free(err);
+	size_t n;
+	char *ptx = (char *)jct_read_file(out, &n);
+	assert_non_null(strstr(ptx, "4321"));
+	free(ptx);
+	opst_write(hdr, "#define VALUE 8765\n");
+	jct_settle();
+	free(opst_ctl(d, 0, &err, args));
+	assert_true(strncmp(err, "miss", 4) == 0);
+	free(err);
+	ptx = (char *)jct_read_file(out, &n);
+	assert_non_null(strstr(ptx, "8765"));
+	free(ptx);
+}
+
+static void test_help(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *ctl = getenv("JITCACHECTL"), *daemon = getenv("JITCACHED");
+	char *out = NULL, *err = NULL;
+	const char *help_purge[] = {ctl, "help", "purge", NULL};
+	assert_int_equal(jct_run(d, help_purge, &out, NULL), 0);
+	assert_non_null(strstr(out, "purge --all"));
+	assert_null(strstr(out, "compile FILE.cu"));
+	free(out);
+	const char *stats_help[] = {ctl, "stats", "--help", NULL};
+	assert_int_equal(jct_run(d, stats_help, &out, NULL), 0);
+	assert_non_null(strstr(out, "stats [--json"));
+	assert_null(strstr(out, "purge"));
+	free(out);
+	const char *all[] = {ctl, "help", NULL};
+	assert_int_equal(jct_run(d, all, &out, NULL), 0);
+	assert_non_null(strstr(out, "config"));
+	assert_non_null(strstr(out, "stop"));
+	free(out);
+	const char *bogus[] = {ctl, "help", "bogus", NULL};
+	assert_int_equal(jct_run(d, bogus, NULL, &err), 2);
+	assert_non_null(strstr(err, "unknown command 'bogus'"));
+	free(err);
+	const char *dhelp[] = {daemon, "--help", NULL};
+	assert_int_equal(jct_run(d, dhelp, &out, NULL), 0);
+	assert_non_null(strstr(out, "[10G]"));
+	assert_non_null(strstr(out, "[300s]"));
+	assert_non_null(strstr(out, "--idle-exit"));
+	free(out);
+}
+
+static void test_config_stats_since_and_stop(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char *out = opst_ctl(d, 0, NULL, (const char *[]){"config", NULL});
+	char want[200];
+	snprintf(want, sizeof(want), "(--socket) socket = %s", d->sock);
+	assert_non_null(strstr(out, want));
+	assert_non_null(strstr(out, "(JITCACHE_AUTOSTART) autostart = 0"));
+	snprintf(want, sizeof(want), "serving %s", d->cache);
+	assert_non_null(strstr(out, want));
+	free(out);
+
+	opst_compile_tiny(d, 1, "sm_90", NULL);
+	opst_compile_tiny(d, 1, "sm_90", NULL);
+	out = opst_ctl(d, 0, NULL, (const char *[]){"stats", "--json", NULL});
+	int64_t since = opst_json_int(out, "hit_latency_since");
+	free(out);
+	assert_true(since > 1700000000);
+	out = opst_ctl(d, 0, NULL, (const char *[]){"stats", NULL});
+	assert_non_null(strstr(out, "hits since"));
+	free(out);
+
+	char *err = NULL;
+	free(opst_ctl(d, 0, &err, (const char *[]){"stop", NULL}));
+	assert_non_null(strstr(err, "stopping"));
+	free(err);
+	assert_int_equal(jct_daemon_wait(d), 0);
+	assert_true(opst_wait_log(d, "stop by uid", 1000));
+	/* Nothing answers now: stop says so and fails. */
+	free(opst_ctl(d, 1, NULL, (const char *[]){"stop", NULL}));
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
+	const struct CMUnitTest tests[] = {
+	    T(test_output_targets),
+	    T(test_default_output_and_warnings),
+	    T(test_source_directory_is_searched),
+	    T(test_help),
+	    T(test_config_stats_since_and_stop),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
