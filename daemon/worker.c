@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fatbin.h"
 #include "io.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
@@ -95,7 +96,14 @@ static void run_job(const struct jc_req *req, struct jc_res *res)
 {
 	if (test_fault(req->test_fault, res) != 0)
 		return;
-	jc__nv_run_job(&nv, req, res);
+	if (req->job == JC_JOB_FATBIN) {
+		char msg[512];
+		int rc = jc__fatbin_assemble(req, res, msg, sizeof(msg));
+		if (rc)
+			jc__nv_set_message(res, rc, "%s", msg);
+	} else {
+		jc__nv_run_job(&nv, req, res);
+	}
 	if (res->status == JC_ENOMEM && mem_limit && res->message)
 		jc__nv_set_message(res, JC_ENOMEM, "%s (worker memory limit %llu MiB: --worker-memory)",
 				   res->message, (unsigned long long)(mem_limit >> 20));
@@ -384,14 +392,26 @@ static int run_in_helper(const struct jc_buf *in, uint16_t type, const char *tk_
 	return -1; /* it exited 0 without answering: give up like a child that could not */
 }
 
-/* 1 when the COMPILE payload in declares no include directory (or cannot
- * be decoded: the child that runs it reports that). */
-static int without_include_dirs(const struct jc_buf *in)
+/*
+ * Where the job in (a COMPILE payload) runs: 1 in the helper (it declares
+ * no include directory, and loads no library), 0 in a child of its own. A
+ * fatbin job's nvFatbin is loaded here first, unconfined, so that the
+ * child's dlopen of the same path finds it mapped instead of opening a file
+ * its confinement may not grant (a library outside the toolkit tree). A
+ * payload that does not decode goes to a child, which reports that.
+ */
+static int job_in_helper(const struct jc_buf *in)
 {
 	struct jc_req req = {0};
-	int none = jc__decode_req(in->data, in->len, &req) != 0 || req.include_dirs.n == 0;
+	int helper = 0;
+	if (jc__decode_req(in->data, in->len, &req) == 0) {
+		const char *lib = req.job == JC_JOB_FATBIN ? jc__fatbin_library(&req) : NULL;
+		if (lib)
+			dlopen(lib, RTLD_NOW | RTLD_LOCAL); /* kept: one library per daemon */
+		helper = req.include_dirs.n == 0 && !lib;
+	}
 	jc__req_clear(&req);
-	return none;
+	return helper;
 }
 
 int main(int argc, char **argv)
@@ -433,8 +453,8 @@ int main(int argc, char **argv)
 			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
 			break;
 		}
-		rc = without_include_dirs(&in) ? run_in_helper(&in, type, tk_root, cwd)
-					       : run_in_child(&in, tk_root, cwd);
+		rc = job_in_helper(&in) ? run_in_helper(&in, type, tk_root, cwd)
+					: run_in_child(&in, tk_root, cwd);
 		if (rc != 0)
 			break;
 	}
