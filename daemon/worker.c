@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -189,15 +190,32 @@ static int check_cwd(char *cwd, size_t len)
 }
 
 /*
- * Before the first job: one tiny compile, so that NVRTC has loaded its
- * builtins library and initialised itself in this process (each job's child
- * inherits that, confined or not), and libcuda loaded where it exists (NVRTC
- * dlopens it during a compile; a loaded one is found without a file access).
+ * NVRTC dlopens its builtins library (libnvrtc-builtins.so.MAJOR.MINOR, by
+ * soname) and libcuda during a compile. Loaded here, before any
+ * confinement, a confined job finds them mapped (a match by soname) instead
+ * of searching directories its confinement does not grant.
+ */
+static void preload_libraries(void)
+{
+	int major = 0, minor = 0;
+	char name[64];
+	if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS) {
+		snprintf(name, sizeof(name), "libnvrtc-builtins.so.%d.%d", major, minor);
+		if (!dlopen(name, RTLD_NOW | RTLD_LOCAL))
+			jc_log_warn(WORKER, "cannot preload %s: %s", name, dlerror());
+	}
+	dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); /* absent without a driver: fine */
+}
+
+/*
+ * One tiny compile in this process, done once the worker is idle after its
+ * first job (so that no job waits for it, nor competes with it at start-up):
+ * NVRTC initialises itself here once, and every child forked afterwards for
+ * a job with include directories inherits that.
  */
 static void warm_up(void)
 {
 	nvrtcProgram prog;
-	dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (nvrtcCreateProgram(&prog, "__global__ void jc_warm_up() {}\n", "warm_up.cu", 0, NULL,
 			       NULL) != NVRTC_SUCCESS)
 		return;
@@ -437,15 +455,20 @@ int main(int argc, char **argv)
 	if (check_cwd(cwd, sizeof(cwd)) != 0)
 		return JC_WORKER_EXIT_CWD;
 	toolkit_root(tk_root, sizeof(tk_root));
-	warm_up();
+	preload_libraries();
 	if (mem_limit)
 		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);
 	helper_start(tk_root, cwd); /* else at the first job that needs it */
 
 	struct jc_buf in = {0};
-	for (;;) {
+	for (int jobs = 0, warm = 0;; jobs++) {
 		uint16_t type;
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+		if (jobs && !warm && poll(&pfd, 1, 0) == 0) {
+			warm_up(); /* idle after a first job: nobody waits for it */
+			warm = 1;
+		}
 		int rc = jc__io_read_frame(STDIN_FILENO, &in, &type, NULL, -1);
 		if (rc == JC_EIO)
 			break; /* daemon closed the pipe: exit quietly */
