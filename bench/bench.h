@@ -107,6 +107,13 @@ double bench_socket_floor_us(size_t iters);
  * client library makes of every object it is served. */
 double bench_hash_us(const struct bench_object *o, size_t iters);
 
+/* The cost of a hit's own open file description: the daemon's reopen of o
+ * (openat under objects/ + fstat + close) against the dup of a kept
+ * descriptor that earlier versions sent (fcntl + fstat + close), iters of
+ * each, interleaved in blocks of 50. */
+void bench_reopen_vs_dup(const struct bench_object *o, size_t iters, struct bench_lat *reopen,
+			 struct bench_lat *dup);
+
 /* Hits per second of procs client processes hitting r for secs seconds. */
 double bench_throughput(const struct bench_daemon *d, const jc_request *r, int procs,
 			double secs);
@@ -159,6 +166,23 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
  * adds a comment line "// entry <variant>" that changes the key, not the
  * code. Dies on failure. */
 jc_request *bench_tiny_request(uint64_t variant);
+
+/* --- shim.c -------------------------------------------------------------- */
+
+struct bench_shim {
+	struct bench_lat hit;    /* create -> compile -> get CUBIN -> destroy, served */
+	double real_compile_ms;  /* the same with the real NVRTC, median of compile_reps */
+	double version_shim_ns;  /* nvrtcVersion through the shim, mean */
+	double version_real_ns;  /* nvrtcVersion of the real library, mean */
+};
+
+/* The shim (JC_SHIM_LIB, else the build tree's) against d's daemon, with the
+ * SAXPY source saxpy_src (NUL-terminated). */
+void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, const char *saxpy_src,
+		struct bench_shim *out);
+
+/* The median of v[0..n) (sorts v; main.c). */
+double bench_median(double *v, int n);
 
 /* --- paths.c: the client library's other paths -------------------------- */
 
