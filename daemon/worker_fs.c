@@ -396,8 +396,9 @@ static int guarded_probe(const char *path, int nofollow)
 	pthread_mutex_lock(&lock);
 	enum verdict v = judge(path, abs, sizeof(abs));
 	if (v == DENY) {
+		/* No log line for a probe (NVRTC stats directories as a matter of
+		 * course): only what it then tries to read is named in the log. */
 		add_dep(abs, JC_DEP_DENIED, NULL);
-		refusal(abs, OUTSIDE);
 		rc = -1, e = ENOENT;
 	} else if (v == TOOLKIT) {
 		/* covered by the toolkit identity */

@@ -25,8 +25,10 @@
  * opened with O_NONBLOCK and checked with fstat/fstatfs: a FIFO, device,
  * socket, or a file on /proc or /sys is closed and answered EACCES
  * (JC_DEP_SPECIAL), so such a header can neither hold a worker nor leak
- * process state. Opens for writing are refused. Each refusal adds one line
- * "jitcache: refused ...: REASON" to the compile log.
+ * process state. Opens for writing are refused. Each refused open (and each
+ * special file, also when only probed) adds one line "jitcache: refused
+ * ...: REASON" to the compile log; refused stat/access probes add none (NVRTC
+ * probes directories as a matter of course; real NVRTC's log stays as it is).
  *
  * Confinement (jc__wfs_confine, confine.h) adds the kernel's enforcement of
  * the same rule to the current process, irreversibly. The worker calls it in
