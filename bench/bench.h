@@ -43,6 +43,7 @@ struct bench_daemon {
 	char conf[PATH_MAX + 16];
 	char bin[PATH_MAX];     /* jitcached */
 	const char *extra[8];   /* more flags (NULL-terminated; borrowed), e.g. --remote URL */
+	const char *confinement; /* --confinement for the next start; NULL: the daemon's choice */
 	pid_t pid;              /* -1 when stopped */
 };
 

@@ -60,7 +60,12 @@ double bench_daemon_start(struct bench_daemon *d)
 	 * (deduplicated) logical bytes. */
 	const char *argv[24] = {d->bin, "--cache-dir", d->cache, "--socket", d->sock,
 				"--config", d->conf, "--max-size", "1T", "--log-level", "warning"};
-	for (size_t i = 0, n = 11; i < 8 && d->extra[i]; i++)
+	size_t n = 11;
+	if (d->confinement) {
+		argv[n++] = "--confinement";
+		argv[n++] = d->confinement;
+	}
+	for (size_t i = 0; i < 8 && d->extra[i]; i++)
 		argv[n++] = d->extra[i];
 	uint64_t t0 = bench_now_ns();
 	pid_t pid = fork();

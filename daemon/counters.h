@@ -26,6 +26,8 @@
 	X(include_manifest_hits, "requests keyed from a stored include manifest") \
 	X(include_stats, "stat calls made to key requests that read headers from disk") \
 	X(include_uncached, "compiles served but not stored: an include file changed") \
+	X(deps_mismatch, "compiles served but not stored: NVRTC read a file the key does not cover") \
+	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)") \
 	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound") \
 	X(remote_hits, "local misses served from the remote tier (verified, then stored locally)") \
 	X(remote_misses, "remote lookups that found no value (the request compiled)") \
