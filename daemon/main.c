@@ -55,6 +55,8 @@ static void usage(FILE *f)
 		"  --idle-exit DURATION     exit this long after the last connection closed,\n"
 		"                            0 never [0; a daemon the client library starts: 600s]\n"
 		"  --max-connections N      clients at once [1024]\n"
+		"  --max-include-watches N  inotify watches over all -I trees; 0: stat every\n"
+		"                            header on each request [32768]\n"
 		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
 		"  --group-shared yes|no    socket 0660 for the group [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
@@ -165,6 +167,10 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		ok = parse_count(value, 256, &c->workers) == 0;
 	} else if (strcmp(name, "max-connections") == 0) {
 		ok = parse_count(value, 1000000, &c->max_connections) == 0;
+	} else if (strcmp(name, "max-include-watches") == 0) {
+		int n;
+		ok = strcmp(value, "0") == 0 ? (n = 0, 1) : parse_count(value, 1 << 24, &n) == 0;
+		c->max_include_watches = ok ? (uint32_t)n : c->max_include_watches;
 	} else if (strcmp(name, "log-level") == 0) {
 		int level = jc__log_parse_level(value);
 		ok = level >= 0;
@@ -254,6 +260,7 @@ static const struct option long_opts[] = {
 	{"idle-timeout", required_argument, NULL, 0},
 	{"idle-exit", required_argument, NULL, 0},
 	{"max-connections", required_argument, NULL, 0},
+	{"max-include-watches", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
 	{"group-shared", required_argument, NULL, 0},
 	{"admin-group", required_argument, NULL, 0},
@@ -313,6 +320,7 @@ static void defaults(struct jc_config *c)
 	c->idle_timeout_s = 300;
 	c->gc_interval_s = 3600;
 	c->max_connections = 1024;
+	c->max_include_watches = 32768;
 	c->admin_gid = (gid_t)-1;
 	c->confinement = -1;
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
@@ -415,6 +423,7 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc__daemon_notify("STOPPING=1");
 	d->stopping = 1;
 	jc__cache_shutdown(d); /* queued compiles: answered "shutting down" */
+	jc__cache_watch_stop(d);
 	jc__pool_stop(d);      /* running ones: likewise, workers killed */
 	jc__server_shutdown(d);
 	uv_timer_stop(&d->tick);
@@ -540,6 +549,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	needs_restart("confinement", c->confinement != fresh.confinement);
+	needs_restart("max-include-watches", c->max_include_watches != fresh.max_include_watches);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
 			    "compile-timeout, idle-timeout, idle-exit, max-connections, gc-interval, admin-group, "
 			    "allow-uids)");
@@ -757,6 +767,7 @@ int main(int argc, char **argv)
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
 		      d->tc.summary);
 	jc__daemon_notify("READY=1\nSTATUS=serving");
+	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
 	pointer_remove(d);
