@@ -43,9 +43,11 @@
  * timestamp tick keeps its stat identity. So a file whose ctime is within
  * the settle margin of now (100 ms; 2 s when both mtime and ctime have zero
  * nanoseconds, as on filesystems with whole-second timestamps) is never
- * memoised, and marks the set unsettled: the daemon then compiles it but does
- * not store the result. After a compile, jc__inc_unchanged() re-stats every
- * entry; a change during the compile also keeps the result out of the cache.
+ * memoised, and marks the set unsettled: the daemon then compiles it and,
+ * after the compile, reads those files again (jc__inc_rehash); the result is
+ * stored only when they still hold the hashed bytes. After a compile,
+ * jc__inc_unchanged() re-stats every entry; a change during the compile
+ * keeps the result out of the cache.
  * (ctime, not mtime: utimensat can set mtime to anything but always sets
  * ctime to now.) NFS attribute caching can hide changes for its timeout.
  *
@@ -136,7 +138,7 @@ struct jc_inc_set {
 	struct jc_inc_entry *v; /* owned; sorted by path, then kind; no duplicates */
 	size_t n;
 	uint8_t digest[16];     /* XXH3-128 of (kind, path, hash) of every entry, in order */
-	int unsettled;          /* a file changed within the settle margin: do not store */
+	int unsettled;          /* a file changed within the settle margin: store only after jc__inc_rehash */
 	char unsettled_path[256]; /* the first such file (for the log) */
 	int fallback;           /* a computed include made the scan take whole directories */
 	uint64_t n_stat;        /* stat() calls made (for figures) */

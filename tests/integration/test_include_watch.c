@@ -271,9 +271,10 @@ static long read_long(const char *path)
 
 /*
  * The daemon stopped (SIGSTOP) while more attribute changes than
- * fs.inotify.max_queued_events reach the watched tree, then the deep header
- * changes: its event cannot be queued, only IN_Q_OVERFLOW is. Resumed, the
- * daemon must stat-walk and see the new bytes.
+ * fs.inotify.max_queued_events reach a watched directory (of two files the
+ * tree does not use: events that alone invalidate nothing), then the deep
+ * header changes: its event cannot be queued, only IN_Q_OVERFLOW is.
+ * Resumed, the daemon must stat-walk and see the new bytes.
  */
 static void test_queue_overflow(void **state)
 {
@@ -283,14 +284,16 @@ static void test_queue_overflow(void **state)
 	if (max_q <= 0 || max_q > 1 << 22)
 		skip(); /* unknown, or too large to fill in a test */
 	make_tree(d, "tree", 100000);
+	put(d, "tree/t/d0/junk0", "");
+	put(d, "tree/t/d0/junk1", "");
 	jct_settle();
 	jc_request *r = request(d, tree_kernel, dirs);
 	expect(d, r, JC_MISS, "101007");
 	expect_watched_hits(d, r, "101007");
 	char deep[1300], a[1400], b[1400];
 	deep_path(d, deep, sizeof(deep));
-	snprintf(a, sizeof(a), "%s/tree/t/d0/f0.h", d->dir);
-	snprintf(b, sizeof(b), "%s/tree/t/d0/f1.h", d->dir);
+	snprintf(a, sizeof(a), "%s/tree/t/d0/junk0", d->dir);
+	snprintf(b, sizeof(b), "%s/tree/t/d0/junk1", d->dir);
 	assert_int_equal(kill(d->pid, SIGSTOP), 0);
 	/* Alternating files: inotify merges only an event identical to the last. */
 	for (long i = 0; i < max_q + 1000; i++) {
