@@ -19,15 +19,6 @@ int jc__default_cache_dir(char *buf, size_t len);
  * else CACHE_DIR/jitcached.sock (cache_dir NULL: the default one). */
 int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
 
-/* DIR/JC_SOCKET_POINTER holds, on one line, the path of the socket the daemon
- * of DIR listens on (written by that daemon; see jc__dir_socket). */
-#define JC_SOCKET_POINTER "jitcached.socket-path"
-/* The system daemon's socket (systemd/jitcached.socket). */
-#define JC_SYSTEM_SOCKET "/run/jitcached/jitcached.sock"
-
-/* Sleeps ms milliseconds, through EINTR. */
-void jc__sleep_ms(unsigned ms);
-
 /*
  * Lexical form of an absolute path: repeated slashes and "." components
  * dropped; with fold_dotdot, ".." also removes the component before it
@@ -36,6 +27,15 @@ void jc__sleep_ms(unsigned ms);
  * small. Thread-safe.
  */
 int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
+
+/* DIR/JC_SOCKET_POINTER holds, on one line, the path of the socket the daemon
+ * of DIR listens on (written by that daemon; see jc__dir_socket). */
+#define JC_SOCKET_POINTER "jitcached.socket-path"
+/* The system daemon's socket (systemd/jitcached.socket). */
+#define JC_SYSTEM_SOCKET "/run/jitcached/jitcached.sock"
+
+/* Sleeps ms milliseconds, through EINTR. */
+void jc__sleep_ms(unsigned ms);
 
 /* Writes a message made from fmt into err (errlen bytes; nothing when 0) and
  * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */

@@ -39,10 +39,10 @@ struct jc_config {
 	size_t n_allow_uids;
 	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
-	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
 	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
 	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
 	uint32_t max_include_watches; /* inotify watches for include trees (watch.h); 0 = none */
+	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
 };
 
 

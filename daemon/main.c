@@ -61,9 +61,8 @@ static void usage(FILE *f)
 		"  --group-shared yes|no    socket 0660 for the group [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
 		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
-		"  --confinement MODE       auto, landlock, userns or none: how compile workers are\n"
-		"                            confined [auto: the best there is]\n"
-		"  --allow-unconfined       serve other uids even without confinement\n"
+		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
+		"  --allow-unconfined       serve other uids without confinement [no]\n"
 		"  --config FILE            read only FILE\n"
 		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
 		"  --help, --version\n"
@@ -564,51 +563,6 @@ out:
 }
 
 /*
- * DIR/JC_SOCKET_POINTER names the socket this daemon listens on, so that a
- * client given only the directory finds its daemon (and no other). Written
- * atomically once listening; removed at the end if it still names us.
- */
-static void pointer_write(struct jc_daemon *d)
-{
-	char path[4200], tmp[4300], sock[4096];
-	size_t len = sizeof(sock);
-	if (uv_pipe_getsockname(&d->listener, sock, &len) != 0 || len == 0) {
-		jc_log_warn(MAIN, "cannot name the listening socket: clients given --cache-dir %s will "
-				  "not find this daemon", d->cfg.cache_dir);
-		return;
-	}
-	sock[len < sizeof(sock) ? len : sizeof(sock) - 1] = '\0';
-	snprintf(path, sizeof(path), "%s/%s", d->cfg.cache_dir, JC_SOCKET_POINTER);
-	snprintf(tmp, sizeof(tmp), "%s/tmp/%s.%d", d->cfg.cache_dir, JC_SOCKET_POINTER, (int)getpid());
-	FILE *f = fopen(tmp, "wx");
-	int ok = f && fprintf(f, "%s\n", sock) > 0;
-	ok &= f && fclose(f) == 0;
-	if (!ok || rename(tmp, path) != 0) {
-		jc_log_warn(MAIN, "cannot write %s: %s", path, strerror(errno));
-		unlink(tmp);
-		return;
-	}
-	d->pointer_path = strdup(path);
-	snprintf(d->pointer_sock, sizeof(d->pointer_sock), "%s", sock);
-}
-
-static void pointer_remove(struct jc_daemon *d)
-{
-	char now[4096];
-	if (!d->pointer_path)
-		return;
-	FILE *f = fopen(d->pointer_path, "re");
-	int ours = f && fgets(now, sizeof(now), f) && strcspn(now, "\n") == strlen(d->pointer_sock) &&
-		   strncmp(now, d->pointer_sock, strlen(d->pointer_sock)) == 0;
-	if (f)
-		fclose(f);
-	if (ours)
-		unlink(d->pointer_path);
-	free(d->pointer_path);
-	d->pointer_path = NULL;
-}
-
-/*
  * 1 when other uids may connect: --group-shared (socket 0660), --allow-uids,
  * or a socket passed by systemd whose file lets group or others in (the
  * system unit's 0660 jitcached.socket).
@@ -656,6 +610,51 @@ static int choose_confinement(struct jc_daemon *d, int serves_others, char *why,
 			 jc__confine_name(want));
 	d->confinement = want;
 	return 0;
+}
+
+/*
+ * DIR/JC_SOCKET_POINTER names the socket this daemon listens on, so that a
+ * client given only the directory finds its daemon (and no other). Written
+ * atomically once listening; removed at the end if it still names us.
+ */
+static void pointer_write(struct jc_daemon *d)
+{
+	char path[4200], tmp[4300], sock[4096];
+	size_t len = sizeof(sock);
+	if (uv_pipe_getsockname(&d->listener, sock, &len) != 0 || len == 0) {
+		jc_log_warn(MAIN, "cannot name the listening socket: clients given --cache-dir %s will "
+				  "not find this daemon", d->cfg.cache_dir);
+		return;
+	}
+	sock[len < sizeof(sock) ? len : sizeof(sock) - 1] = '\0';
+	snprintf(path, sizeof(path), "%s/%s", d->cfg.cache_dir, JC_SOCKET_POINTER);
+	snprintf(tmp, sizeof(tmp), "%s/tmp/%s.%d", d->cfg.cache_dir, JC_SOCKET_POINTER, (int)getpid());
+	FILE *f = fopen(tmp, "wx");
+	int ok = f && fprintf(f, "%s\n", sock) > 0;
+	ok &= f && fclose(f) == 0;
+	if (!ok || rename(tmp, path) != 0) {
+		jc_log_warn(MAIN, "cannot write %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return;
+	}
+	d->pointer_path = strdup(path);
+	snprintf(d->pointer_sock, sizeof(d->pointer_sock), "%s", sock);
+}
+
+static void pointer_remove(struct jc_daemon *d)
+{
+	char now[4096];
+	if (!d->pointer_path)
+		return;
+	FILE *f = fopen(d->pointer_path, "re");
+	int ours = f && fgets(now, sizeof(now), f) && strcspn(now, "\n") == strlen(d->pointer_sock) &&
+		   strncmp(now, d->pointer_sock, strlen(d->pointer_sock)) == 0;
+	if (f)
+		fclose(f);
+	if (ours)
+		unlink(d->pointer_path);
+	free(d->pointer_path);
+	d->pointer_path = NULL;
 }
 
 static int inherited_listener(void)

@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <nvrtc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

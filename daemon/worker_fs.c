@@ -172,10 +172,12 @@ static enum verdict judge(const char *path, char *abs, size_t len)
 		return DENY;
 	fold(abs, folded, sizeof(folded));
 	enum verdict v = root_verdict(folded);
-	if (v == DENY)
+	/* The private, empty working directory is never read, even where a
+	 * declared directory holds it (a cache inside a -I tree). */
+	if (v == DENY || under(folded, cwd))
 		return DENY;
 	if (realpath(abs, real))
-		return root_verdict(real);
+		return under(real, cwd) ? DENY : root_verdict(real);
 	char *slash = strrchr(abs, '/');
 	if (slash && slash != abs) {
 		*slash = '\0';

@@ -19,7 +19,8 @@
  * the request's declared include directories: lexically after
  * joining a relative path to the working directory and dropping "." and
  * empty components, and again after realpath() (a symbolic link that leads
- * out is refused). Anything else is answered ENOENT without touching the
+ * out is refused); never beneath the worker's own (empty) working
+ * directory. Anything else is answered ENOENT without touching the
  * file system (JC_DEP_DENIED; no existence is revealed). An allowed path is
  * opened with O_NONBLOCK and checked with fstat/fstatfs: a FIFO, device,
  * socket, or a file on /proc or /sys is closed and answered EACCES
