@@ -407,14 +407,20 @@ uint64_t jc__watch_tree(struct jc_watch *w, const struct jc_inc_set *set, int *w
 		return 0;
 	}
 	r.t = &w->trees[slot];
-	r.t->stamp = (++w->seq << SLOT_BITS) | slot;
+	const uint64_t stamp = r.t->stamp = (++w->seq << SLOT_BITS) | slot;
 	r.t->valid = 1;
 	/* Entries are sorted by path, so the directory part of neighbouring
-	 * FILE and ABSENT entries repeats: it is resolved once per run. */
+	 * FILE and ABSENT entries repeats: it is resolved once per run. The
+	 * lock is let go between entries (the loop thread drains and checks
+	 * stamps meanwhile); an event may then invalidate the tree so far. */
 	char last_dir[PATH_MAX] = "\001";
 	int dir_wd = -1;
 	for (size_t i = 0; i < set->n && r.why == 0; i++) {
 		const struct jc_inc_entry *e = &set->v[i];
+		pthread_mutex_unlock(&w->lock);
+		pthread_mutex_lock(&w->lock);
+		if (r.t->stamp != stamp || !r.t->valid)
+			break;
 		const char *slash = strrchr(e->path, '/');
 		size_t dlen = slash ? (size_t)(slash - e->path) : 0;
 		if ((e->kind != JC_INC_FILE && e->kind != JC_INC_ABSENT) || !slash || !slash[1] ||
@@ -437,15 +443,17 @@ uint64_t jc__watch_tree(struct jc_watch *w, const struct jc_inc_set *set, int *w
 		else if (S_ISREG(st.st_mode))
 			watch_one(&r, e->path, 0, st.st_dev);
 	}
-	uint64_t stamp = r.t->stamp;
-	if (r.why != 0) {
-		tree_release(w, r.t);
+	uint64_t out = stamp;
+	if (r.t->stamp != stamp) {
+		out = 0; /* invalidated, and the slot taken by another tree */
+	} else if (r.why != 0 || !r.t->valid) {
+		tree_release(w, r.t); /* (nothing left to release when invalidated) */
 		r.t->stamp = 0;
-		stamp = 0;
+		out = 0;
 	}
 	pthread_mutex_unlock(&w->lock);
 	*why = r.why;
-	return stamp;
+	return out;
 }
 
 int jc__watch_valid(struct jc_watch *w, uint64_t stamp)

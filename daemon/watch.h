@@ -78,7 +78,9 @@ void jc__watch_drain(struct jc_watch *w);
 /*
  * Watches the tree of set (borrowed; only its paths and kinds are read).
  * Returns a stamp (> 0) that stays valid until an event under the tree, or
- * 0 with *why set (enum jc_watch_refusal). The caller must then validate
+ * 0 with *why set (enum jc_watch_refusal; JC_WATCH_OK when the tree changed
+ * while its watches were being set). The lock is let go between entries,
+ * so stamps are checked meanwhile. The caller must then validate
  * set against the file system (jc__inc_check) before trusting the stamp,
  * and jc__watch_forget() it when that fails or the stamp is not kept.
  */
