@@ -36,10 +36,10 @@
 struct wdnode {
 	int wd;
 	int listed;          /* a DIR entry lists it: every name counts */
-	uint32_t n, cap;
+	size_t n, cap;
 	uint32_t *trees;     /* tree slots */
 	char **names;        /* owned */
-	uint32_t n_names, cap_names;
+	size_t n_names, cap_names;
 	struct wdnode *next; /* bucket chain */
 };
 
@@ -90,7 +90,7 @@ static struct wdnode **node_slot(struct jc_watch *w, int wd)
 
 static void node_free(struct wdnode *nd)
 {
-	for (uint32_t i = 0; i < nd->n_names; i++)
+	for (size_t i = 0; i < nd->n_names; i++)
 		free(nd->names[i]);
 	free(nd->names);
 	free(nd->trees);
@@ -106,7 +106,7 @@ static void tree_release(struct jc_watch *w, struct tree *t)
 		struct wdnode **p = node_slot(w, t->wds[i]), *nd = *p;
 		if (!nd)
 			continue;
-		for (uint32_t k = 0; k < nd->n; k++)
+		for (size_t k = 0; k < nd->n; k++)
 			if (nd->trees[k] == slot) {
 				nd->trees[k] = nd->trees[--nd->n];
 				break;
@@ -153,7 +153,7 @@ static int relevant(struct jc_watch *w, const struct inotify_event *ev)
 	const struct wdnode *nd = *node_slot(w, ev->wd);
 	if (!nd || nd->listed)
 		return 1;
-	for (uint32_t i = 0; i < nd->n_names; i++)
+	for (size_t i = 0; i < nd->n_names; i++)
 		if (strcmp(nd->names[i], ev->name) == 0)
 			return 1;
 	return 0;
@@ -231,6 +231,21 @@ struct reg {
 	int why;
 };
 
+/* Room for one more of n elements of size elem in *v (capacity *cap,
+ * doubled; first when empty). 0 or -1. */
+static int grow(void **v, size_t *cap, size_t n, size_t elem, size_t first)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : first;
+	void *p = realloc(*v, c * elem);
+	if (!p)
+		return -1;
+	*v = p;
+	*cap = c;
+	return 0;
+}
+
 /* Watches path (a directory, or the regular file itself) for tree r->t.
  * Returns its watch descriptor, or -1 with r->why set. */
 static int watch_one(struct reg *r, const char *path, int is_dir, dev_t dev)
@@ -254,26 +269,13 @@ static int watch_one(struct reg *r, const char *path, int is_dir, dev_t dev)
 		*p = nd;
 		w->n_watches++;
 	}
-	for (uint32_t k = 0; k < nd->n; k++)
+	for (size_t k = 0; k < nd->n; k++)
 		if (nd->trees[k] == r->slot)
 			return wd; /* this tree holds it already */
-	if (nd->n == nd->cap) {
-		uint32_t cap = nd->cap ? nd->cap * 2 : 2;
-		uint32_t *v = realloc(nd->trees, cap * sizeof(*v));
-		if (!v)
-			return r->why = JC_WATCH_NOMEM, -1;
-		nd->trees = v;
-		nd->cap = cap;
-	}
 	struct tree *t = r->t;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-		int *v = realloc(t->wds, cap * sizeof(*v));
-		if (!v)
-			return r->why = JC_WATCH_NOMEM, -1;
-		t->wds = v;
-		t->cap = cap;
-	}
+	if (grow((void **)&nd->trees, &nd->cap, nd->n, sizeof(*nd->trees), 2) != 0 ||
+	    grow((void **)&t->wds, &t->cap, t->n, sizeof(*t->wds), 64) != 0)
+		return r->why = JC_WATCH_NOMEM, -1;
 	nd->trees[nd->n++] = r->slot;
 	t->wds[t->n++] = wd;
 	return wd;
@@ -285,18 +287,11 @@ static int add_name(struct reg *r, int wd, const char *name)
 	struct wdnode *nd = *node_slot(r->w, wd);
 	if (!nd || nd->listed)
 		return 0;
-	for (uint32_t i = nd->n_names; i-- > 0;) /* the newest first: runs repeat */
+	for (size_t i = nd->n_names; i-- > 0;) /* the newest first: runs repeat */
 		if (strcmp(nd->names[i], name) == 0)
 			return 0;
-	if (nd->n_names == nd->cap_names) {
-		uint32_t cap = nd->cap_names ? nd->cap_names * 2 : 4;
-		char **v = realloc(nd->names, cap * sizeof(*v));
-		if (!v)
-			return r->why = JC_WATCH_NOMEM, -1;
-		nd->names = v;
-		nd->cap_names = cap;
-	}
-	if (!(nd->names[nd->n_names] = strdup(name)))
+	if (grow((void **)&nd->names, &nd->cap_names, nd->n_names, sizeof(*nd->names), 4) != 0 ||
+	    !(nd->names[nd->n_names] = strdup(name)))
 		return r->why = JC_WATCH_NOMEM, -1;
 	nd->n_names++;
 	return 0;
@@ -497,7 +492,7 @@ void jc__watch_stats(struct jc_watch *w, struct jc_watch_stats *out, int take)
 		{
 			out->bytes += sizeof(*nd) + nd->cap * sizeof(uint32_t) +
 				      nd->cap_names * sizeof(char *);
-			for (uint32_t i = 0; i < nd->n_names; i++)
+			for (size_t i = 0; i < nd->n_names; i++)
 				out->bytes += strlen(nd->names[i]) + 1;
 		}
 	out->watches = w->n_watches;

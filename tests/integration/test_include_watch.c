@@ -35,14 +35,6 @@
 
 enum { DIRS = 40, FILES = 50 }; /* 2,000 headers */
 
-/* Writes d->dir/rel (directories made as needed). */
-static void put(const struct jc_test_daemon *d, const char *rel, const char *text)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", d->dir, rel);
-	assert_int_equal(jct_sh("mkdir -p \"$(dirname '%s')\"", path), 0);
-	jct_write_file(path, text, strlen(text));
-}
 
 /* The directory of level i of the nested chain, relative to the tree root. */
 static void level_dir(int i, char *out, size_t len)
@@ -77,37 +69,16 @@ static void make_tree(const struct jc_test_daemon *d, const char *root, int deep
 		}
 	}
 	snprintf(path, sizeof(path), "%s/all.h", root);
-	put(d, path, all);
+	jct_put(d, path, all);
 	free(all);
 }
 
-/* A PTX compile of src with -I d->dir/DIR for each dir (NULL-terminated). */
-static jc_request *request(const struct jc_test_daemon *d, const char *src, const char *const *dirs)
-{
-	jc_request *r = jct_request_src("k.cu", src, "compute_90");
-	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	for (size_t i = 0; dirs[i]; i++) {
-		char opt[512];
-		snprintf(opt, sizeof(opt), "-I%s/%s", d->dir, dirs[i]);
-		assert_int_equal(jc_request_add_option(r, opt), 0);
-		assert_int_equal(jc_request_add_include_dir(r, opt + 2), 0);
-	}
-	return r;
-}
 
-/* Compiles r; asserts the cache status and that the PTX holds the literal want. */
+/* jct_expect_ptx, the result dropped. */
 static void expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
 		   const char *want)
 {
-	jc_result *res = jct_compile(d, r, 0);
-	if (jc_result_cache_status(res) != st)
-		fail_msg("cache status %d, want %d (PTX should hold %s)", jc_result_cache_status(res),
-			 st, want);
-	size_t n;
-	const char *ptx = jc_result_data(res, &n);
-	if (!memmem(ptx, n, want, strlen(want)))
-		fail_msg("PTX does not hold \"%s\"", want);
-	jc_result_free(res);
+	jc_result_free(jct_expect_ptx(d, r, st, want));
 }
 
 /* Hits until one is keyed through the watch (the first may be a stat walk:
@@ -145,7 +116,7 @@ static void test_deep_edit(void **state)
 	static const char *const dirs[] = {"tree", NULL};
 	make_tree(d, "tree", 100000);
 	jct_settle();
-	jc_request *r = request(d, tree_kernel, dirs);
+	jc_request *r = jct_request_ptx_dirs(d, tree_kernel, dirs);
 	expect(d, r, JC_MISS, "101007"); /* 100000 + 0 + 20 * 50 + 7 */
 	expect_watched_hits(d, r, "101007");
 	assert_true(jct_stat(d, "include_watches") > DIRS * FILES);
@@ -158,7 +129,7 @@ static void test_deep_edit(void **state)
 	/* A file the tree does not use, created and written in a watched
 	 * directory, leaves the tree valid. */
 	int64_t inv = jct_stat(d, "include_watch_invalidations");
-	put(d, "tree/t/d0/unrelated.log", "x\n");
+	jct_put(d, "tree/t/d0/unrelated.log", "x\n");
 	expect(d, r, JC_HIT, "201007");
 	assert_int_equal(jct_stat(d, "include_watch_invalidations"), inv);
 	assert_int_equal(jct_stat(d, "compiles"), 2);
@@ -175,13 +146,13 @@ static void test_shadowing_new_file(void **state)
 {
 	struct jc_test_daemon *d = *state;
 	static const char *const dirs[] = {"inc1", "inc2", NULL};
-	put(d, "inc1/other.h", "\n");
-	put(d, "inc2/x/v.h", "#define VALUE 3100\n");
+	jct_put(d, "inc1/other.h", "\n");
+	jct_put(d, "inc2/x/v.h", "#define VALUE 3100\n");
 	jct_settle();
-	jc_request *r = request(d, value_kernel, dirs);
+	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
 	expect(d, r, JC_MISS, "3100");
 	expect_watched_hits(d, r, "3100");
-	put(d, "inc1/x/v.h", "#define VALUE 3200\n"); /* makes inc1/x, then the file */
+	jct_put(d, "inc1/x/v.h", "#define VALUE 3200\n"); /* makes inc1/x, then the file */
 	expect(d, r, JC_MISS, "3200");
 	expect_watched_hits(d, r, "3200");
 	jc_request_free(r);
@@ -191,19 +162,19 @@ static void test_directory_renamed_removed_remade(void **state)
 {
 	struct jc_test_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
-	put(d, "inc/x/v.h", "#define VALUE 4100\n");
+	jct_put(d, "inc/x/v.h", "#define VALUE 4100\n");
 	jct_settle();
-	jc_request *r = request(d, value_kernel, dirs);
+	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
 	expect(d, r, JC_MISS, "4100");
 	expect_watched_hits(d, r, "4100");
 	/* Renamed away, another directory of that name put in its place. */
 	assert_int_equal(jct_sh("mv '%s/inc/x' '%s/inc/x-old'", d->dir, d->dir), 0);
-	put(d, "inc/x/v.h", "#define VALUE 4200\n");
+	jct_put(d, "inc/x/v.h", "#define VALUE 4200\n");
 	expect(d, r, JC_MISS, "4200");
 	expect_watched_hits(d, r, "4200");
 	/* Removed and made again with the first bytes: the first entry again. */
 	assert_int_equal(jct_sh("rm -r '%s/inc/x'", d->dir), 0);
-	put(d, "inc/x/v.h", "#define VALUE 4100\n");
+	jct_put(d, "inc/x/v.h", "#define VALUE 4100\n");
 	expect(d, r, JC_HIT, "4100");
 	/* Removed: the compile fails (not a stale hit). */
 	assert_int_equal(jct_sh("rm -r '%s/inc/x'", d->dir), 0);
@@ -225,11 +196,11 @@ static void test_symlinked_directory_swapped(void **state)
 	struct jc_test_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	/* (Inside the -I directory: the compile is confined to it.) */
-	put(d, "inc/va/v.h", "#define VALUE 5100\n");
-	put(d, "inc/vb/v.h", "#define VALUE 5200\n");
+	jct_put(d, "inc/va/v.h", "#define VALUE 5100\n");
+	jct_put(d, "inc/vb/v.h", "#define VALUE 5200\n");
 	swap_link(d, "inc/x", "va");
 	jct_settle();
-	jc_request *r = request(d, value_kernel, dirs);
+	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
 	expect(d, r, JC_MISS, "5100");
 	expect_watched_hits(d, r, "5100");
 	swap_link(d, "inc/x", "vb");
@@ -238,17 +209,17 @@ static void test_symlinked_directory_swapped(void **state)
 	swap_link(d, "inc/x", "va");
 	expect(d, r, JC_HIT, "5100");
 	/* The target of the link edited (reached only through it). */
-	put(d, "inc/va/v.h", "#define VALUE 5300\n");
+	jct_put(d, "inc/va/v.h", "#define VALUE 5300\n");
 	expect(d, r, JC_MISS, "5300");
 	jc_request_free(r);
 
 	/* The -I directory itself a link, swapped. */
 	static const char *const ldirs[] = {"ilink", NULL};
-	put(d, "ia/x/v.h", "#define VALUE 5400\n");
-	put(d, "ib/x/v.h", "#define VALUE 5500\n");
+	jct_put(d, "ia/x/v.h", "#define VALUE 5400\n");
+	jct_put(d, "ib/x/v.h", "#define VALUE 5500\n");
 	swap_link(d, "ilink", "ia");
 	jct_settle();
-	r = request(d, value_kernel, ldirs);
+	r = jct_request_ptx_dirs(d, value_kernel, ldirs);
 	expect(d, r, JC_MISS, "5400");
 	expect_watched_hits(d, r, "5400");
 	swap_link(d, "ilink", "ib");
@@ -284,10 +255,10 @@ static void test_queue_overflow(void **state)
 	if (max_q <= 0 || max_q > 1 << 22)
 		skip(); /* unknown, or too large to fill in a test */
 	make_tree(d, "tree", 100000);
-	put(d, "tree/t/d0/junk0", "");
-	put(d, "tree/t/d0/junk1", "");
+	jct_put(d, "tree/t/d0/junk0", "");
+	jct_put(d, "tree/t/d0/junk1", "");
 	jct_settle();
-	jc_request *r = request(d, tree_kernel, dirs);
+	jc_request *r = jct_request_ptx_dirs(d, tree_kernel, dirs);
 	expect(d, r, JC_MISS, "101007");
 	expect_watched_hits(d, r, "101007");
 	char deep[1300], a[1400], b[1400];
@@ -317,7 +288,7 @@ static void test_watch_budget(void **state)
 	jct_daemon_start(d, (const char *const[]){"--max-include-watches", "100", NULL});
 	make_tree(d, "tree", 100000);
 	jct_settle();
-	jc_request *r = request(d, tree_kernel, dirs);
+	jc_request *r = jct_request_ptx_dirs(d, tree_kernel, dirs);
 	expect(d, r, JC_MISS, "101007");
 	expect(d, r, JC_HIT, "101007");
 	expect(d, r, JC_HIT, "101007");
@@ -346,17 +317,17 @@ static void test_generated_header(void **state)
 	static const char kernel[] =
 		"#include <config.h>\n"
 		"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = BLOCK * 3; }\n";
-	jc_request *r = request(d, kernel, dirs);
+	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	for (int run = 0; run < 5; run++) {
-		put(d, "gen/config.h", "#define BLOCK 2300\n"); /* truncated and written again */
+		jct_put(d, "gen/config.h", "#define BLOCK 2300\n"); /* truncated and written again */
 		expect(d, r, run == 0 ? JC_MISS : JC_HIT, "6900");
 	}
 	assert_int_equal(jct_stat(d, "compiles"), 1);
 	assert_int_equal(jct_stat(d, "include_uncached"), 0);
 	assert_true(jct_stat(d, "include_rehashed") >= 1);
-	put(d, "gen/config.h", "#define BLOCK 2400\n");
+	jct_put(d, "gen/config.h", "#define BLOCK 2400\n");
 	expect(d, r, JC_MISS, "7200");
-	put(d, "gen/config.h", "#define BLOCK 2400\n");
+	jct_put(d, "gen/config.h", "#define BLOCK 2400\n");
 	expect(d, r, JC_HIT, "7200");
 	assert_int_equal(jct_stat(d, "compiles"), 2);
 	jc_request_free(r);
