@@ -1174,12 +1174,17 @@ JC_API int jc_request_add_option(jc_request *r, const char *option)
 
 JC_API int jc_request_set_arch(jc_request *r, const char *arch)
 {
-	return set_str(&r->req.arch, arch);
+	if (!arch || !*arch)
+		return JC_EINVAL;
+	int rc = set_str(&r->req.arch, arch);
+	if (rc == 0 && strchr(arch, ','))
+		r->req.output = JC_OUTPUT_FATBIN; /* a target list makes a fatbin */
+	return rc;
 }
 
 JC_API int jc_request_set_output(jc_request *r, jc_output output)
 {
-	if (output < JC_CUBIN || output > JC_LTOIR)
+	if (output < JC_CUBIN || output > JC_FATBIN)
 		return JC_EINVAL;
 	r->req.output = (uint32_t)output;
 	return 0;

@@ -16,11 +16,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "admin.h"
 #include "client_internal.h"
 #include "config.h"
 #include "doctor.h"
+#include "inspect.h"
 #include "includes.h"
 #include "util.h"
 
@@ -33,16 +35,19 @@ static const char *cache_dir;
 static const struct sub_help {
 	const char *name, *text;
 } subs[] = {
-	{"compile", "compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
+	{"compile", "compile FILE.cu --arch ARCH[,ARCH...] [--output cubin|ptx|ltoir|fatbin] [-o OUT]\n"
+		    "        [--header NAME=PATH]..."
 		    "        [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
 		    "        [-- NVRTC_OPTION...]\n"
 		    "  Compiles through jitcached; prints hit|miss|negative-hit|uncached on stderr, the\n"
 		    "  compile log when not empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
 		    "  -o OUT: the artifact's file (written through a device, FIFO or link; a regular\n"
 		    "  file is replaced atomically); -o - : standard output; default: FILE's stem with\n"
-		    "  .cubin/.ptx/.ltoir in the working directory. FILE's directory is the first -I.\n"
+		    "  .cubin/.ptx/.ltoir/.fatbin in the working directory. FILE's directory is the first -I.\n"
 		    "  Without --socket/--cache-dir a daemon is found, or started, or the compile runs\n"
-		    "  in-process (JITCACHE_AUTOSTART, JITCACHE_FALLBACK: see `jitcachectl config`).\n"},
+		    "  in-process (JITCACHE_AUTOSTART, JITCACHE_FALLBACK: see `jitcachectl config`).\n"
+		    "  A target list (--arch sm_80,sm_90,compute_90) makes one fatbin of a cubin per\n"
+		    "  sm_NN and the PTX of each compute_NN, each target also its own entry.\n"},
 	{"link", "link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
 		 "  Links with nvJitLink in the order given; an INPUT's type comes from its extension\n"
 		 "  (.ptx .ltoir .cubin .fatbin .o .a) or a TYPE:PATH prefix. -o as for compile\n"
@@ -59,6 +64,9 @@ static const struct sub_help {
 	{"ping", "ping\n  Asks the daemon whether it answers.\n"},
 	{"version", "version\n  The daemon's and the toolchain's versions.\n"},
 	{"doctor", "doctor\n  The run-time checklist: driver, devices, NVRTC, daemon, cache directory.\n"},
+	{"inspect", "inspect FILE | --key KEY [--json]\n"
+		    "  What a cubin, PTX, LTO-IR or fatbin holds: targets, PTX ISA, kernels with\n"
+		    "  registers, shared memory, stack and launch bounds; --key: an entry's object.\n"},
 	{"config", "config\n  The effective client configuration, and where each value comes from.\n"},
 	{"stop", "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
 	{"help", "help [COMMAND]\n  This text, or COMMAND's.\n"},
@@ -270,7 +278,8 @@ static void default_output(char *buf, size_t len, const char *source, jc_output 
 	base = base ? base + 1 : source ? source : "a";
 	const char *dot = strrchr(base, '.');
 	int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
-	const char *ext = output == JC_PTX ? "ptx" : output == JC_LTOIR ? "ltoir" : "cubin";
+	const char *ext = output == JC_PTX ? "ptx" : output == JC_LTOIR ? "ltoir"
+			  : output == JC_FATBIN ? "fatbin" : "cubin";
 	snprintf(buf, len, "%.*s.%s", stem, base, ext);
 }
 
@@ -323,7 +332,9 @@ static int run_request(jc_request *req, const char *out_path, const char *source
 	return rc == 0 ? 0 : 1;
 }
 
-/* TYPE:PATH, or the type from PATH's extension. */
+/* TYPE:PATH, or the type from PATH's extension; -1 when neither tells, -2
+ * for an unknown TYPE (a prefix without '/' before a ':', unless ARG is an
+ * existing file of that name). */
 static int link_input_type(const char *arg, const char **path)
 {
 	static const struct {
@@ -340,6 +351,8 @@ static int link_input_type(const char *arg, const char **path)
 			*path = colon + 1;
 			return t;
 		}
+		if (colon > arg && !memchr(arg, '/', (size_t)(colon - arg)) && access(arg, F_OK) != 0)
+			return -2;
 	}
 	*path = arg;
 	const char *dot = strrchr(arg, '.');
@@ -356,6 +369,9 @@ static int add_link_input(jc_request *req, const char *arg)
 	int type = link_input_type(arg, &path);
 	uint8_t *data;
 	size_t size;
+	if (type == -2)
+		return die(2, "unknown input type '%.*s' in %s: use ptx, ltoir, cubin, fatbin, object "
+			   "or library", (int)(strchr(arg, ':') - arg), arg, arg);
 	if (type < 0)
 		return die(2, "cannot tell the type of %s: use TYPE:PATH (ptx, ltoir, cubin, fatbin, "
 			   "object, library)", arg);
@@ -401,7 +417,7 @@ static int cmd_compile(int argc, char **argv)
 					     [JC_FAULT_ALLOC] = "alloc"};
 	jc_request *req;
 	const char *out_path = NULL, *arch = NULL;
-	int c, rc = 1;
+	int c, rc = 1, output = 0;
 	if (jc_request_new(&req) != 0)
 		return die(1, "out of memory");
 	/* Everything after "--" goes to NVRTC untouched. */
@@ -427,10 +443,10 @@ static int cmd_compile(int argc, char **argv)
 			break;
 		case 'O':
 			if ((out = jc__output_parse(optarg)) < 0) {
-				die(2, "bad --output '%s': cubin, ptx or ltoir", optarg);
+				die(2, "bad --output '%s': cubin, ptx, ltoir or fatbin", optarg);
 				goto out;
 			}
-			jc_request_set_output(req, (jc_output)out);
+			output = out;
 			break;
 		case 'H':
 			if (!(eq = strchr(optarg, '=')) || eq == optarg) {
@@ -495,7 +511,15 @@ static int cmd_compile(int argc, char **argv)
 	const char *base = strrchr(file, '/');
 	jc_request_set_source(req, base ? base + 1 : file, src, size);
 	free(src);
+	/* A target list makes a fatbin (jc_request_set_arch). */
+	if (strchr(arch, ',') && output && output != JC_FATBIN) {
+		rc = die(2, "--arch %s is a target list, which makes a fatbin: --output %s does not "
+			 "go with it", arch, jc__output_name((uint32_t)output));
+		goto out;
+	}
 	jc_request_set_arch(req, arch);
+	if (output)
+		jc_request_set_output(req, (jc_output)output);
 	if ((rc = add_nvrtc_options(req, file, argv + nvrtc_first, all - nvrtc_first)) == 0)
 		rc = run_request(req, out_path, file, "compile");
 out:
@@ -584,12 +608,13 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 	struct stat st;
 	if (stat(dir, &st) != 0)
 		return die(1, "no daemon answers and there is no cache at %s", dir);
+	umask(077); /* what is created in the store is ours alone, as the daemon's */
 	int lock = jc__store_lock(dir, 0, err, errlen);
 	if (lock == JC_ELOCKED)
 		return JC_ELOCKED;
 	if (lock < 0)
 		return die(1, "%s", err);
-	int rc = jc__store_open(dir, 0, &store, err, errlen);
+	int rc = jc__store_open(dir, &store, err, errlen);
 	rc = rc ?: jc__toolchain_probe(&tc, err, errlen);
 	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
 	rc = rc ?: jc__index_open(path, 0, &ix, err, errlen);
@@ -669,36 +694,20 @@ static int admin(const char *command, const struct jc_strv *args, int offline_ok
 	}
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p == '\n')
-			fputs("\\n", f);
-		else if (*p == '\t')
-			fputs("\\t", f);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void json_record(FILE *f, const struct jc_record *r)
 {
 	fputc('{', f);
 	for (size_t i = 0; i < r->n; i++) {
 		if (i)
 			fputs(", ", f);
-		json_str(f, r->kv[i].name);
+		jc__json_str(f, r->kv[i].name);
 		fputs(": ", f);
-		if (r->kv[i].is_int)
+		if (r->kv[i].is_unsigned)
+			fprintf(f, "%" PRIu64, r->kv[i].u);
+		else if (r->kv[i].is_int)
 			fprintf(f, "%" PRId64, r->kv[i].i);
 		else
-			json_str(f, r->kv[i].s);
+			jc__json_str(f, r->kv[i].s);
 	}
 	fputc('}', f);
 }
@@ -707,6 +716,13 @@ static int64_t geti(const struct jc_record *r, const char *name)
 {
 	const struct jc_kv *kv = jc__record_get(r, name);
 	return kv && kv->is_int ? kv->i : 0;
+}
+
+/* A counter or size (sent unsigned; an older daemon sends it signed). */
+static uint64_t getu(const struct jc_record *r, const char *name)
+{
+	const struct jc_kv *kv = jc__record_get(r, name);
+	return !kv || !kv->is_int ? 0 : kv->is_unsigned ? kv->u : (uint64_t)kv->i;
 }
 
 static const char *gets_(const struct jc_record *r, const char *name)
@@ -744,14 +760,14 @@ static double pct(double part, double whole)
  * problems, the store against its budget, versions. */
 static void print_stats_human(const struct jc_record *r)
 {
-	uint64_t hits = (uint64_t)geti(r, "hits"), misses = (uint64_t)geti(r, "misses");
-	uint64_t neg = (uint64_t)geti(r, "negative_hits"), joins = (uint64_t)geti(r, "single_flight_joins");
-	uint64_t compiles = (uint64_t)geti(r, "compiles"), total = hits + misses + neg + joins;
+	uint64_t hits = getu(r, "hits"), misses = getu(r, "misses");
+	uint64_t neg = getu(r, "negative_hits"), joins = getu(r, "single_flight_joins");
+	uint64_t compiles = getu(r, "compiles"), total = hits + misses + neg + joins;
 	int64_t up = geti(r, "uptime_s");
 	char used[32], budget[32], low[32];
-	human_bytes(used, sizeof(used), (double)geti(r, "bytes"));
-	human_bytes(budget, sizeof(budget), (double)geti(r, "max_size"));
-	human_bytes(low, sizeof(low), (double)geti(r, "evict_low_water"));
+	human_bytes(used, sizeof(used), (double)getu(r, "bytes"));
+	human_bytes(budget, sizeof(budget), (double)getu(r, "max_size"));
+	human_bytes(low, sizeof(low), (double)getu(r, "evict_low_water"));
 	printf("Cache directory:          %s\n", gets_(r, "cache_dir"));
 	if (up >= 0)
 		printf("Daemon:                   pid %" PRId64 ", up %" PRId64 "d %02" PRId64 "h %02" PRId64
@@ -770,27 +786,27 @@ static void print_stats_human(const struct jc_record *r)
 	int64_t since = geti(r, "hit_latency_since");
 	if (up < 0)
 		printf("Hit latency (daemon):     - (no daemon running)\n");
-	else if (geti(r, "hit_latency_samples") > 0)
-		printf("Hit latency (daemon):     p50 %" PRId64 " us, p99 %" PRId64 " us (%" PRId64
+	else if (getu(r, "hit_latency_samples") > 0)
+		printf("Hit latency (daemon):     p50 %" PRId64 " us, p99 %" PRId64 " us (%" PRIu64
 		       " hits since %s)\n", geti(r, "hit_p50_us"), geti(r, "hit_p99_us"),
-		       geti(r, "hit_latency_samples"), when(since));
+		       getu(r, "hit_latency_samples"), when(since));
 	else
 		printf("Hit latency (daemon):     no hits since %s\n", when(since));
 	printf("Compiles:                 %10" PRIu64 "\n", compiles);
-	printf("  Failures:               %10" PRId64 "\n", geti(r, "compile_failures"));
-	printf("  Timeouts:               %10" PRId64 "\n", geti(r, "compile_timeouts"));
+	printf("  Failures:               %10" PRIu64 "\n", getu(r, "compile_failures"));
+	printf("  Timeouts:               %10" PRIu64 "\n", getu(r, "compile_timeouts"));
 	printf("  Mean compile time:      %13.1f ms\n",
-	       compiles ? (double)geti(r, "compile_ns") / 1e6 / (double)compiles : 0.0);
-	printf("Worker crashes:           %10" PRId64 "\n", geti(r, "worker_crashes"));
-	printf("Corrupt objects:          %10" PRId64 "\n", geti(r, "corrupt_objects"));
-	printf("Load failures reported:   %10" PRId64 "\n", geti(r, "load_failures"));
-	printf("Bad requests:             %10" PRId64 "\n", geti(r, "bad_requests"));
-	printf("Entries:                  %10" PRId64 "  (+ %" PRId64 " negative)\n", geti(r, "entries"),
-	       geti(r, "negative_entries"));
+	       compiles ? (double)getu(r, "compile_ns") / 1e6 / (double)compiles : 0.0);
+	printf("Worker crashes:           %10" PRIu64 "\n", getu(r, "worker_crashes"));
+	printf("Corrupt objects:          %10" PRIu64 "\n", getu(r, "corrupt_objects"));
+	printf("Load failures reported:   %10" PRIu64 "\n", getu(r, "load_failures"));
+	printf("Bad requests:             %10" PRIu64 "\n", getu(r, "bad_requests"));
+	printf("Entries:                  %10" PRIu64 "  (+ %" PRIu64 " negative)\n", getu(r, "entries"),
+	       getu(r, "negative_entries"));
 	printf("Size:                     %s of %s (%.1f %%)\n", used, budget,
-	       pct((double)geti(r, "bytes"), (double)geti(r, "max_size")));
+	       pct((double)getu(r, "bytes"), (double)getu(r, "max_size")));
 	printf("  Eviction:               above %s, down to %s, least recently used first\n", budget, low);
-	printf("Evictions:                %10" PRId64 "\n", geti(r, "evictions"));
+	printf("Evictions:                %10" PRIu64 "\n", getu(r, "evictions"));
 	printf("Versions:                 jitcache %s, NVRTC %s, nvJitLink %s, driver %s\n",
 	       gets_(r, "version"), gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"),
 	       gets_(r, "driver_version"));
@@ -834,11 +850,11 @@ static void print_prometheus(const struct jc_record *r)
 		if (len > 3 && strcmp(n + len - 3, "_ns") == 0) {
 			snprintf(name, sizeof(name), "jitcache_%.*s_seconds_total", (int)(len - 3), n);
 			prom_family(name, "counter", jc__counter_help[i]);
-			printf("%s %.9g\n", name, (double)geti(r, n) / 1e9);
+			printf("%s %.9g\n", name, (double)getu(r, n) / 1e9);
 		} else {
 			snprintf(name, sizeof(name), "jitcache_%s_total", n);
 			prom_family(name, "counter", jc__counter_help[i]);
-			printf("%s %" PRId64 "\n", name, geti(r, n));
+			printf("%s %" PRIu64 "\n", name, getu(r, n));
 		}
 	}
 	static const char *const gauges[][3] = {
@@ -850,12 +866,12 @@ static void print_prometheus(const struct jc_record *r)
 	};
 	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
 		prom_family(gauges[i][0], "gauge", gauges[i][2]);
-		printf("%s %" PRId64 "\n", gauges[i][0], geti(r, gauges[i][1]));
+		printf("%s %" PRIu64 "\n", gauges[i][0], getu(r, gauges[i][1]));
 	}
 	if (up) {
 		prom_family("jitcache_uptime_seconds", "gauge", "seconds since the daemon started");
 		printf("jitcache_uptime_seconds %" PRId64 "\n", geti(r, "uptime_s"));
-		int64_t n = geti(r, "hit_latency_samples");
+		uint64_t n = getu(r, "hit_latency_samples");
 		prom_family("jitcache_hit_duration_seconds", "summary",
 			    "server-side time of cache hits since the start or stats --zero");
 		if (n > 0)
@@ -865,8 +881,8 @@ static void print_prometheus(const struct jc_record *r)
 		else
 			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} NaN\n"
 			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} NaN\n");
-		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRId64 "\n",
-		       (double)geti(r, "hit_latency_sum_ns") / 1e9, n);
+		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRIu64 "\n",
+		       (double)getu(r, "hit_latency_sum_ns") / 1e9, n);
 	}
 	prom_family("jitcache_build_info", "gauge", "versions of jitcache and of the CUDA toolchain it uses");
 	fputs("jitcache_build_info{", stdout);
@@ -1025,6 +1041,80 @@ out:
 	return rc;
 }
 
+/* The object of key's entry (admin "show" for its hash and size, then the
+ * file in the cache directory, checked against its hash): *data malloc'd. */
+static int entry_bytes(const char *key, uint8_t **data, size_t *size)
+{
+	struct jc_strv args = {0};
+	struct jc_admin_reply rep = {0};
+	char arg[64], dir[4096], path[4200];
+	uint8_t hash[16];
+	snprintf(arg, sizeof(arg), "key=%s", key);
+	jc__strv_push(&args, arg);
+	int rc = admin("show", &args, 1, &rep);
+	free(args.v ? args.v[0] : NULL);
+	free(args.v);
+	if (rc != 0)
+		return rc;
+	const char *obj = rep.n_rec ? gets_(&rep.rec[0], "object") : "";
+	int64_t want = rep.n_rec ? geti(&rep.rec[0], "size") : 0;
+	if (rep.status != 0)
+		rc = die(1, "inspect: %s", rep.message ? rep.message : jc_strerror(rep.status));
+	else if (jc__unhex16(obj, hash) != 0)
+		rc = die(1, "inspect: entry %s holds no artifact (a cached compile failure)", key);
+	else if (cache_dir ? (snprintf(dir, sizeof(dir), "%s", cache_dir), 0)
+			   : jc__default_cache_dir(dir, sizeof(dir)) != 0)
+		rc = die(2, "inspect: no cache directory (--cache-dir DIR)");
+	if (rc == 0) {
+		snprintf(path, sizeof(path), "%s/objects/%.2s/%s", dir, obj, obj);
+		XXH128_canonical_t c;
+		if (read_file(path, data, size) != 0)
+			rc = die(1, "inspect: cannot read %s: %s (the cache directory is the daemon's "
+				 "uid's)", path, strerror(errno));
+		else if (XXH128_canonicalFromHash(&c, XXH3_128bits(*data, *size)),
+			 (int64_t)*size != want || memcmp(c.digest, hash, 16) != 0)
+			rc = die(1, "inspect: %s does not match its entry (size or hash): `jitcachectl "
+				 "verify` quarantines it", path);
+	}
+	jc__admin_reply_clear(&rep);
+	return rc;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'}, {"key", required_argument, NULL, 'k'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *key = NULL;
+	int json = 0, c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'j')
+			json = 1;
+		else if (c == 'k')
+			key = optarg;
+		else
+			return die(2, "usage: inspect FILE | --key KEY [--json]");
+	}
+	if ((key != NULL) == (optind < argc) || optind + 1 < argc)
+		return die(2, "usage: inspect FILE | --key KEY [--json]");
+	uint8_t *data = NULL;
+	size_t size = 0;
+	char source[128], err[512];
+	int rc;
+	if (key) {
+		snprintf(source, sizeof(source), "key %s", key);
+		if ((rc = entry_bytes(key, &data, &size)) != 0)
+			return rc;
+	} else if (read_file(argv[optind], &data, &size) != 0) {
+		return die(2, "cannot read %s: %s", argv[optind], strerror(errno));
+	}
+	rc = jc__inspect_print(stdout, key ? source : argv[optind], data, size, json, err, sizeof(err));
+	free(data);
+	return rc ? die(1, "inspect %s: %s", key ? source : argv[optind], err) : 0;
+}
+
 static void print_config(const char *name, const char *value, const char *source, void *ctx)
 {
 	(void)ctx;
@@ -1133,6 +1223,8 @@ int main(int argc, char **argv)
 			socket_path = sock;
 		return jc__doctor(socket_path, cache_dir);
 	}
+	if (strcmp(cmd, "inspect") == 0)
+		return cmd_inspect(argc, argv);
 	if (argc > 1 && (strcmp(cmd, "config") == 0 || strcmp(cmd, "stop") == 0)) {
 		fprintf(stderr, "jitcachectl: unexpected argument '%s'\n", argv[1]);
 		sub_usage(stderr, cmd);

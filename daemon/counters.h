@@ -33,7 +33,8 @@
 	X(include_watch_fallbacks, "include trees left to the stat walk: watch budget, inotify limit, or a network file system") \
 	X(include_watch_invalidations, "watched include trees invalidated by a change under them") \
 	X(include_watch_overflows, "inotify event queue overflows (every watched tree invalidated)") \
-	X(include_rehashed, "compiles stored after re-reading headers changed just before them (same bytes)")
+	X(include_rehashed, "compiles stored after re-reading headers changed just before them (same bytes)") \
+	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "counters.h"
+#include "framer.h"
 #include "includes.h"
 #include "index.h"
 #include "latency.h"
@@ -32,8 +33,12 @@ struct jc_config {
 	int compile_timeout_s;    /* per compile; 0 = none */
 	uint64_t worker_memory;   /* RLIMIT_AS of a worker in bytes; 0 = none */
 	int idle_timeout_s;       /* a connection silent this long is closed */
+	int handshake_timeout_s;  /* a connection without HELLO this long is closed */
+	int write_timeout_s;      /* an answer not taken this long is dropped, with its connection */
 	int max_connections;      /* client connections at once; more are refused */
-	int group_shared;         /* cache dir 02770 and socket 0660 */
+	int max_connections_per_uid; /* of one uid other than root and ours; more are refused */
+	uint64_t buffer_budget;   /* bytes of request and reply buffers (server.c) */
+	int group_shared;         /* socket 0660 (group access); the cache dir stays ours alone */
 	int test_faults;          /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
 	uid_t *allow_uids;        /* clients allowed besides root and our uid; none = all */
 	size_t n_allow_uids;
@@ -54,6 +59,7 @@ struct jc_worker;
 struct jc_waiter {
 	struct jc_conn *conn;
 	uint32_t cache;           /* JC_CACHE_MISS for the first, JOINED for the rest */
+	struct jc_strv names;     /* owned: a joiner's name expressions, in its order (empty: the flight's) */
 	uint64_t t0;
 	struct jc_waiter *next;
 };
@@ -82,6 +88,11 @@ struct jc_flight {
 	int learned;              /* the key was learnt from what NVRTC read (store_key) */
 	int rehashed;             /* a header changed just before was re-read after the compile */
 	char learned_from[512];   /* the first access the include set missed (for the log) */
+	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
+	struct jc_fatbin *fatbin;
+	/* The request a worker gets for this flight: &req when NULL (a fatbin's
+	 * nvFatbin job points it at its own). Borrowed. */
+	const struct jc_req *wreq;
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -103,7 +114,6 @@ struct jc_needed_memo {
 };
 struct jc_slot {
 	int used;
-	int fd;           /* the object's descriptor, kept open after its checks; -1 if none */
 	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
 	struct jc_entry e;
 };
@@ -155,9 +165,6 @@ struct jc_daemon {
 	uint8_t (*touch_keys)[16];
 	uint32_t *touch_hits;
 	size_t n_touch, cap_touch;
-	/* Object descriptors kept open by memory-cache slots, and the most
-	 * that may be (a quarter of RLIMIT_NOFILE, at most 4096). */
-	size_t n_slot_fds, max_slot_fds;
 	int flush_busy;
 	uv_work_t flush_work;
 
@@ -167,6 +174,7 @@ struct jc_daemon {
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_conn *conns;    /* open connections (for shutdown) */
+	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */
 };
 
@@ -200,6 +208,24 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
 /* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
 void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
 uint64_t jc__now_ns(void);
+/* Queues f for the worker pool and dispatches (loop thread). */
+void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
+
+/* fatbin.c: multi-architecture requests (fatbin.h). */
+struct jc_fatbin;
+/* Checks a fatbin request before it is keyed further: every target is one
+ * NVRTC supports (JC_EINVAL naming the first that is not) and there is a
+ * fatbin tool (JC_ENOTSUP otherwise). Message in err. */
+int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen);
+/* Builds the fatbin of flight f (its req has fatbin output): asks for each
+ * target's part as conn's uid would, then assembles. Ends, like a worker
+ * job, in jc__pool_flight_done. Returns 0 or JC_ENOMEM (nothing started). */
+int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
+/* At the end of a fatbin flight, before it is published: its log (where
+ * each part came from, the steps' times), lowered names and build time. */
+void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
+/* Frees what fatbin_start made (flight_free); NULL is accepted. */
+void jc__fatbin_free(struct jc_fatbin *fb);
 
 /* evict.c: housekeeping in the thread pool, started from the loop thread. */
 /* Checks the budget and evicts when over the high-water mark (at most one job
@@ -216,6 +242,17 @@ void jc__daemon_notify(const char *state);
 /* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
 int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
 void jc__server_shutdown(struct jc_daemon *d);
+/* Where an internal connection's answer goes: a result (res and objfd, a
+ * descriptor of its object or -1, which the sink then owns) or an error
+ * (res NULL, code and message). res and message are borrowed for the call. */
+typedef void (*jc_conn_sink_fn)(void *ctx, const struct jc_res *res, int objfd, int code,
+				const char *message);
+/* A connection with no socket, for requests the daemon makes itself (the
+ * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
+ * go to sink(ctx, ...), once per request handed to jc__cache_request. One
+ * reference, the caller's: jc__conn_unref frees it. NULL when out of memory. */
+struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *like,
+				  jc_conn_sink_fn sink, void *ctx);
 void jc__conn_ref(struct jc_conn *c);
 /* The peer's uid (SO_PEERCRED); (uid_t)-1 when unknown. */
 uid_t jc__conn_uid(const struct jc_conn *c);

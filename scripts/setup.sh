@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential meson ninja-build pkg-config libuv1-dev libsqlite3-dev libxxhash-dev
+packages=(build-essential meson ninja-build pkg-config libuv1-dev libsqlite3-dev libxxhash-dev libzstd-dev
           libcmocka-dev libinih-dev libsystemd-dev systemd clang libclang-rt-14-dev file python3-pytest python3-mypy)
 missing=()
 for p in "${packages[@]}"; do

@@ -73,7 +73,7 @@ class Result:
         lowered_names: name expression -> lowered (mangled) name.
         log: the NVRTC / nvJitLink log ("" when there was none).
         key: the cache key, 32 lowercase hex digits.
-        output: ``"cubin"``, ``"ptx"`` or ``"ltoir"``.
+        output: ``"cubin"``, ``"ptx"``, ``"ltoir"`` or ``"fatbin"``.
         timings: a :class:`Timings`.
 
     The last five are read from the C result when first asked for (a hit
@@ -320,7 +320,7 @@ class Client:
             headers: in-memory headers, name -> text, as NVRTC's headers.
             name_expressions: expressions ("saxpy<float>") whose lowered
                 names the result holds.
-            output: "cubin", "ptx" or "ltoir".
+            output: "cubin", "ptx", "ltoir" or "fatbin" (arch a target list).
             app_abi: the application's ABI/schema version (enters the key).
             link: nvJitLink inputs, (kind, name, data) with kind in
                 LINK_KINDS; with a source the job is compile to LTO-IR + link.

@@ -45,7 +45,10 @@ def object_code(result: _client.Result, *, name: str = ""):
     from cuda.core import ObjectCode
 
     make = getattr(ObjectCode, "from_" + result.output)
-    return make(bytes(result), name=name, symbol_mapping=result.lowered_names)
+    # cuda.core hands the mapped names to cuModuleGetFunction as bytes, the
+    # form its own Program.compile stores (nvrtcGetLoweredName's).
+    mapping = {expr: lowered.encode() for expr, lowered in result.lowered_names.items()}
+    return make(bytes(result), name=name, symbol_mapping=mapping)
 
 
 class Program:

@@ -29,7 +29,8 @@ def test_constants_match_the_header():
     h = header_enum()
     codes = {n: v for n, v in vars(L).items() if re.fullmatch(r"JC_E[A-Z]+", n)}
     assert codes == {n: v for n, v in h.items() if re.fullmatch(r"JC_E[A-Z]+", n)}
-    assert L.OUTPUTS == {"cubin": h["JC_CUBIN"], "ptx": h["JC_PTX"], "ltoir": h["JC_LTOIR"]}
+    assert L.OUTPUTS == {"cubin": h["JC_CUBIN"], "ptx": h["JC_PTX"], "ltoir": h["JC_LTOIR"],
+                         "fatbin": h["JC_FATBIN"]}
     assert L.LINK_INPUTS == {k: h["JC_LINK_" + k.upper()] for k in L.LINK_INPUTS}
     status = {h[n]: s for n, s in [("JC_MISS", "miss"), ("JC_HIT", "hit"),
                                    ("JC_NEGATIVE_HIT", "negative-hit"), ("JC_JOINED", "joined"),

@@ -83,7 +83,7 @@ except CompileException as e:
     print('error', 'nope' in str(e), 'nope' in log.getvalue())
 n = c.stats()['misses']
 jitcache.cupy.uninstall()
-cupy.RawModule(code='__global__ void k2(int *p) { *p = 1; }').get_function('k2')
+cupy.RawModule(code='extern "C" __global__ void k2(int *p) { *p = 1; }').get_function('k2')
 print('after-uninstall', c.stats()['misses'] - n, jitcache.cupy.is_installed())
 """)
     assert words == ["error", "True", "True", "after-uninstall", "0", "False"]
