@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -189,15 +190,32 @@ static int check_cwd(char *cwd, size_t len)
 }
 
 /*
- * Before the first job: one tiny compile, so that NVRTC has loaded its
- * builtins library and initialised itself in this process (each job's child
- * inherits that, confined or not), and libcuda loaded where it exists (NVRTC
- * dlopens it during a compile; a loaded one is found without a file access).
+ * NVRTC dlopens its builtins library (libnvrtc-builtins.so.MAJOR.MINOR, by
+ * soname) and libcuda during a compile. Loaded here, before any
+ * confinement, a confined job finds them mapped (a match by soname) instead
+ * of searching directories its confinement does not grant.
+ */
+static void preload_libraries(void)
+{
+	int major = 0, minor = 0;
+	char name[64];
+	if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS) {
+		snprintf(name, sizeof(name), "libnvrtc-builtins.so.%d.%d", major, minor);
+		if (!dlopen(name, RTLD_NOW | RTLD_LOCAL))
+			jc_log_warn(WORKER, "cannot preload %s: %s", name, dlerror());
+	}
+	dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); /* absent without a driver: fine */
+}
+
+/*
+ * One tiny compile in this process, done once the worker is idle after its
+ * first job (so that no job waits for it, nor competes with it at start-up):
+ * NVRTC initialises itself here once, and every child forked afterwards for
+ * a job with include directories inherits that.
  */
 static void warm_up(void)
 {
 	nvrtcProgram prog;
-	dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (nvrtcCreateProgram(&prog, "__global__ void jc_warm_up() {}\n", "warm_up.cu", 0, NULL,
 			       NULL) != NVRTC_SUCCESS)
 		return;
@@ -392,14 +410,26 @@ static int run_in_helper(const struct jc_buf *in, uint16_t type, const char *tk_
 	return -1; /* it exited 0 without answering: give up like a child that could not */
 }
 
-/* 1 when the COMPILE payload in declares no include directory (or cannot
- * be decoded: the child that runs it reports that). */
-static int without_include_dirs(const struct jc_buf *in)
+/*
+ * Where the job in (a COMPILE payload) runs: 1 in the helper (it declares
+ * no include directory, and loads no library), 0 in a child of its own. A
+ * fatbin job's nvFatbin is loaded here first, unconfined, so that the
+ * child's dlopen of the same path finds it mapped instead of opening a file
+ * its confinement may not grant (a library outside the toolkit tree). A
+ * payload that does not decode goes to a child, which reports that.
+ */
+static int job_in_helper(const struct jc_buf *in)
 {
 	struct jc_req req = {0};
-	int none = jc__decode_req(in->data, in->len, &req) != 0 || req.include_dirs.n == 0;
+	int helper = 0;
+	if (jc__decode_req(in->data, in->len, &req) == 0) {
+		const char *lib = req.job == JC_JOB_FATBIN ? jc__fatbin_library(&req) : NULL;
+		if (lib)
+			dlopen(lib, RTLD_NOW | RTLD_LOCAL); /* kept: one library per daemon */
+		helper = req.include_dirs.n == 0 && !lib;
+	}
 	jc__req_clear(&req);
-	return none;
+	return helper;
 }
 
 int main(int argc, char **argv)
@@ -425,15 +455,20 @@ int main(int argc, char **argv)
 	if (check_cwd(cwd, sizeof(cwd)) != 0)
 		return JC_WORKER_EXIT_CWD;
 	toolkit_root(tk_root, sizeof(tk_root));
-	warm_up();
+	preload_libraries();
 	if (mem_limit)
 		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);
 	helper_start(tk_root, cwd); /* else at the first job that needs it */
 
 	struct jc_buf in = {0};
-	for (;;) {
+	for (int jobs = 0, warm = 0;; jobs++) {
 		uint16_t type;
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+		if (jobs && !warm && poll(&pfd, 1, 0) == 0) {
+			warm_up(); /* idle after a first job: nobody waits for it */
+			warm = 1;
+		}
 		int rc = jc__io_read_frame(STDIN_FILENO, &in, &type, NULL, -1);
 		if (rc == JC_EIO)
 			break; /* daemon closed the pipe: exit quietly */
@@ -441,8 +476,8 @@ int main(int argc, char **argv)
 			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
 			break;
 		}
-		rc = without_include_dirs(&in) ? run_in_helper(&in, type, tk_root, cwd)
-					       : run_in_child(&in, tk_root, cwd);
+		rc = job_in_helper(&in) ? run_in_helper(&in, type, tk_root, cwd)
+					: run_in_child(&in, tk_root, cwd);
 		if (rc != 0)
 			break;
 	}
