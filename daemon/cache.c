@@ -1194,8 +1194,12 @@ void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out)
 static void watch_poll_cb(uv_poll_t *h, int status, int events)
 {
 	struct jc_daemon *d = h->data;
-	(void)status;
 	(void)events;
+	if (status < 0) { /* cannot happen to an inotify descriptor; do not spin on it */
+		jc_log_warn(KEY, "include watch descriptor: %s; drained at each request only",
+			    uv_strerror(status));
+		uv_poll_stop(h);
+	}
 	jc__watch_drain(d->watch);
 	jc__cache_watch_counts(d, NULL);
 }
