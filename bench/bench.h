@@ -43,6 +43,7 @@ struct bench_daemon {
 	char conf[PATH_MAX + 16];
 	char bin[PATH_MAX];     /* jitcached */
 	const char *confinement; /* --confinement for the next start; NULL: the daemon's choice */
+	const char *extra[8];   /* more flags (NULL-terminated; borrowed), e.g. --remote URL */
 	pid_t pid;              /* -1 when stopped */
 };
 
@@ -90,6 +91,10 @@ struct bench_object {
 	int was_miss;
 };
 
+/* One request of r through c, timed (ns, client wall time); dies unless the
+ * answer has cache status want and size bytes. */
+uint64_t bench_timed_request(jc_client *c, const jc_request *r, jc_cache_status want, size_t size);
+
 /* Sends r once through c, checks the answer, fills o (path under cache). */
 void bench_fetch(jc_client *c, const jc_request *r, const char *cache, struct bench_object *o);
 
@@ -123,10 +128,6 @@ double bench_throughput(const struct bench_daemon *d, const jc_request *r, int p
  * the wall time from the start signal to the last answer. */
 void bench_single_flight(const struct bench_daemon *d, const jc_request *r, int clients,
 			 int64_t *compiles, double *wall_ms);
-
-/* One hit of r through c, timed in nanoseconds; dies unless it is a hit of
- * size bytes. */
-uint64_t bench_timed_hit(jc_client *c, const jc_request *r, size_t size);
 
 /* --- python.c ------------------------------------------------------------ */
 
@@ -201,5 +202,28 @@ double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, dou
  * plain NVRTC compiles of the same request, in ms. */
 void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int reps,
 		       double *fallback_first, double *fallback, double *plain);
+
+/* --- remote.c ------------------------------------------------------------ */
+
+/* The remote tier's figures (README, "Fleet tier"), side by side with a
+ * daemon without it. */
+struct bench_remote {
+	int ran;                     /* 0: no redis-server here (why says so) */
+	char why[160];
+	double hit_saxpy_p50_us, hit_cub_p50_us;  /* remote hit: fetch + verify + publish + serve */
+	double value_saxpy, value_cub;            /* bytes of each value in Redis */
+	double local_hit_p50_us, local_hit_base_p50_us; /* remote up; no remote */
+	double down_hit_p50_us, down_hit_base_p50_us;   /* Redis down (back-off tripped); none */
+	double down_miss_ms, down_miss_base_ms;         /* median cold compile, same */
+	double redis_bytes_per_entry;             /* used_memory growth per SAXPY-sized value */
+	double remote_hits_per_s;                 /* remote hits/s, one client, serial */
+	double redis_get_per_s;                   /* redis-benchmark GET/s of that value size; 0: none */
+};
+
+/* Runs a redis-server of its own (Unix socket, in a temporary directory)
+ * and two daemons on it beside local (running, no remote), measuring with
+ * saxpy and cub (NULL: left out). Dies on errors. */
+void bench_remote_run(const struct bench_daemon *local, const struct bench_plan *plan,
+		      jc_request *saxpy, jc_request *cub, struct bench_remote *out);
 
 #endif

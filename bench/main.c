@@ -123,6 +123,8 @@ static void fmt_value(char *out, size_t len, double v, const char *unit)
 		snprintf(out, len, v >= 100 ? "%.0fx" : "%.2fx", v);
 	else if (!*unit)
 		snprintf(out, len, "%.0f", v);
+	else if (strcmp(unit, "%") == 0)
+		snprintf(out, len, v < 1 ? "%.2f %%" : "%.1f %%", v);
 	else if (v >= 100 || strcmp(unit, "hits/s") == 0)
 		snprintf(out, len, "%.0f %s", v, unit);
 	else
@@ -336,6 +338,19 @@ static void hit_figures(const char *tag, const char *label, const struct bench_o
 	fig(k, "us", reopen.p50, "  in it: daemon's reopen of the object, %s", label);
 	snprintf(k, sizeof(k), "dup%s_us", tag + 3);
 	fig(k, "us", dup.p50, "  instead of a dup of a kept descriptor, %s", label);
+}
+
+/* A remote hit's p50 (us) against its target and against the compile (ms). */
+static void remote_hit_figures(const char *tag, const char *label, double p50_us, double value,
+			       double compile)
+{
+	char k[48];
+	snprintf(k, sizeof(k), "remote_hit_%s_p50_us", tag);
+	target(fig(k, "us", p50_us, "remote hit p50, %s (value %.1f KiB)", label, value / 1024),
+	       AT_MOST, 1000);
+	snprintf(k, sizeof(k), "remote_hit_%s_pct_compile", tag);
+	target(fig(k, "%", 100 * p50_us / 1e3 / compile, "  remote hit / %s compile", label),
+	       AT_MOST, 2);
 }
 
 static void usage(FILE *f)
@@ -602,6 +617,36 @@ int main(int argc, char **argv)
 		f = fig("shim_forward_overhead_ns", "ns", sh.version_shim_ns - sh.version_real_ns,
 			"shim: cost on a forwarded call (vs real)");
 		target(f, AT_MOST, 1000);
+	}
+
+	/* 9. The remote tier, beside this daemon (which has none). */
+	fprintf(stderr, "remote tier...\n");
+	struct bench_remote rm;
+	bench_remote_run(d, plan, saxpy, cub, &rm);
+	if (!rm.ran) {
+		fprintf(stderr, "remote tier: skipped: %s\n", rm.why);
+	} else {
+		remote_hit_figures("saxpy", "SAXPY", rm.hit_saxpy_p50_us, rm.value_saxpy, saxpy_ms);
+		if (cub)
+			remote_hit_figures("cub", "CUB", rm.hit_cub_p50_us, rm.value_cub, cub_ms);
+		fig("remote_local_hit_p50_us", "us", rm.local_hit_p50_us, "local hit p50, remote up");
+		fig("remote_none_hit_p50_us", "us", rm.local_hit_base_p50_us, "local hit p50, no remote");
+		f = fig("remote_local_hit_ratio", "x", rm.local_hit_p50_us / rm.local_hit_base_p50_us,
+			"  local hit: remote up / none");
+		target(f, AT_MOST, 1.1);
+		f = fig("remote_down_hit_ratio", "x", rm.down_hit_p50_us / rm.down_hit_base_p50_us,
+			"hit: Redis down / no remote (%.1f us)", rm.down_hit_p50_us);
+		target(f, AT_MOST, 1.1);
+		f = fig("remote_down_miss_ratio", "x", rm.down_miss_ms / rm.down_miss_base_ms,
+			"miss: Redis down / no remote (%.1f ms)", rm.down_miss_ms);
+		target(f, AT_MOST, 1.1);
+		fig("remote_redis_bytes_per_entry", "", rm.redis_bytes_per_entry,
+		    "Redis memory per SAXPY value (bytes)");
+		fig("remote_hits_per_s", "hits/s", rm.remote_hits_per_s,
+		    "remote hits/s, one client, serial (+purge)");
+		if (rm.redis_get_per_s > 0)
+			fig("remote_redis_get_per_s", "hits/s", rm.redis_get_per_s,
+			    "redis-benchmark GET/s of such values, 8 conns");
 	}
 
 	/* 5. Scale (restarts the daemon). */

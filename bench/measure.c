@@ -74,8 +74,7 @@ void bench_fetch(jc_client *c, const jc_request *r, const char *cache, struct be
 		bench_die("object %s is not where the store keeps it", o->path);
 }
 
-/* One hit, timed (bench.h). */
-uint64_t bench_timed_hit(jc_client *c, const jc_request *r, size_t size)
+uint64_t bench_timed_request(jc_client *c, const jc_request *r, jc_cache_status want, size_t size)
 {
 	uint64_t t0 = bench_now_ns();
 	jc_result *res = must_compile(c, r);
@@ -84,8 +83,9 @@ uint64_t bench_timed_hit(jc_client *c, const jc_request *r, size_t size)
 	jc_cache_status st = jc_result_cache_status(res);
 	jc_result_free(res);
 	uint64_t t = bench_now_ns() - t0;
-	if (st != JC_HIT || got != size)
-		bench_die("expected a hit of %zu bytes, got status %d, %zu bytes", size, (int)st, got);
+	if (st != want || got != size)
+		bench_die("expected status %d with %zu bytes, got status %d, %zu bytes", (int)want, size,
+			  (int)st, got);
 	return t;
 }
 
@@ -115,14 +115,14 @@ void bench_hits_vs_raw(jc_client *c, const jc_request *r, const struct bench_obj
 	if (!th || !tr || !buf)
 		bench_die("out of memory");
 	for (size_t i = 0; i < 200; i++) { /* warm both paths */
-		bench_timed_hit(c, r, o->size);
+		bench_timed_request(c, r, JC_HIT, o->size);
 		timed_raw(o->path, buf, o->size);
 	}
 	/* Interleaved in blocks, so that both see the same machine. */
 	for (size_t i = 0; i < iters;) {
 		size_t end = i + 50 < iters ? i + 50 : iters;
 		for (size_t j = i; j < end; j++)
-			th[j] = bench_timed_hit(c, r, o->size);
+			th[j] = bench_timed_request(c, r, JC_HIT, o->size);
 		for (size_t j = i; j < end; j++)
 			tr[j] = timed_raw(o->path, buf, o->size);
 		i = end;

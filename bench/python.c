@@ -88,7 +88,7 @@ int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_reque
 	if (!tp || !tc)
 		bench_die("out of memory");
 	for (size_t i = 0; i < 200; i++)
-		bench_timed_hit(c, r, o->size);
+		bench_timed_request(c, r, JC_HIT, o->size);
 	for (size_t i = 0; i < iters;) {
 		size_t n = iters - i < BLOCK ? iters - i : BLOCK;
 		fprintf(to, "%zu\n", n);
@@ -104,7 +104,7 @@ int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_reque
 			p = end;
 		}
 		for (size_t j = 0; j < n; j++)
-			tc[i + j] = bench_timed_hit(c, r, o->size);
+			tc[i + j] = bench_timed_request(c, r, JC_HIT, o->size);
 		i += n;
 	}
 	fclose(to);

@@ -756,6 +756,29 @@ static double pct(double part, double whole)
 	return whole > 0 ? 100.0 * part / whole : 0.0;
 }
 
+/* The remote tier's lines of `stats` (none when it is off or offline). */
+static void print_remote(const struct jc_record *r)
+{
+	const char *state = gets_(r, "remote_state");
+	if (!*state || strcmp(state, "off") == 0)
+		return;
+	char in[32], out[32];
+	human_bytes(in, sizeof(in), (double)getu(r, "remote_bytes_in"));
+	human_bytes(out, sizeof(out), (double)getu(r, "remote_bytes_out"));
+	printf("Remote tier:              %s, %s%s\n", gets_(r, "remote_url"), state,
+	       geti(r, "remote_read_only") ? ", read-only" : "");
+	printf("  Hits:                   %10" PRIu64 "\n", getu(r, "remote_hits"));
+	printf("  Misses:                 %10" PRIu64 "\n", getu(r, "remote_misses"));
+	printf("  Publishes:              %10" PRIu64 "\n", getu(r, "remote_publishes"));
+	printf("  Rejected values:        %10" PRIu64 "\n", getu(r, "remote_rejected"));
+	printf("  Errors:                 %10" PRIu64 "%s%s\n", getu(r, "remote_errors"),
+	       *gets_(r, "remote_last_error") ? "  last: " : "", gets_(r, "remote_last_error"));
+	printf("  Bytes in / out:         %s / %s\n", in, out);
+	if (geti(r, "remote_latency_samples") > 0)
+		printf("  Hit latency:            p50 %" PRId64 " us, p99 %" PRId64 " us (fetch + verify)\n",
+		       geti(r, "remote_p50_us"), geti(r, "remote_p99_us"));
+}
+
 /* A table in the manner of `ccache -s`: requests by outcome, compiles,
  * problems, the store against its budget, versions. */
 static void print_stats_human(const struct jc_record *r)
@@ -807,6 +830,7 @@ static void print_stats_human(const struct jc_record *r)
 	       pct((double)getu(r, "bytes"), (double)getu(r, "max_size")));
 	printf("  Eviction:               above %s, down to %s, least recently used first\n", budget, low);
 	printf("Evictions:                %10" PRIu64 "\n", getu(r, "evictions"));
+	print_remote(r);
 	printf("Versions:                 jitcache %s, NVRTC %s, nvJitLink %s, driver %s\n",
 	       gets_(r, "version"), gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"),
 	       gets_(r, "driver_version"));
@@ -830,6 +854,21 @@ static void prom_label(const char *name, const char *v, int last)
 static void prom_family(const char *name, const char *type, const char *help)
 {
 	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A summary of a latency the daemon keeps (p50, p99 in us, count, sum in ns
+ * by their stats names): NaN quantiles while it has no sample. */
+static void prom_summary(const struct jc_record *r, const char *name, const char *help,
+			 const char *p50, const char *p99, const char *count, const char *sum)
+{
+	uint64_t n = getu(r, count);
+	prom_family(name, "summary", help);
+	if (n > 0)
+		printf("%s{quantile=\"0.5\"} %.9g\n%s{quantile=\"0.99\"} %.9g\n", name,
+		       (double)geti(r, p50) / 1e6, name, (double)geti(r, p99) / 1e6);
+	else
+		printf("%s{quantile=\"0.5\"} NaN\n%s{quantile=\"0.99\"} NaN\n", name, name);
+	printf("%s_sum %.9g\n%s_count %" PRIu64 "\n", name, (double)getu(r, sum) / 1e9, name, n);
 }
 
 /*
@@ -871,18 +910,21 @@ static void print_prometheus(const struct jc_record *r)
 	if (up) {
 		prom_family("jitcache_uptime_seconds", "gauge", "seconds since the daemon started");
 		printf("jitcache_uptime_seconds %" PRId64 "\n", geti(r, "uptime_s"));
-		uint64_t n = getu(r, "hit_latency_samples");
-		prom_family("jitcache_hit_duration_seconds", "summary",
-			    "server-side time of cache hits since the start or stats --zero");
-		if (n > 0)
-			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} %.9g\n"
-			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} %.9g\n",
-			       (double)geti(r, "hit_p50_us") / 1e6, (double)geti(r, "hit_p99_us") / 1e6);
-		else
-			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} NaN\n"
-			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} NaN\n");
-		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRIu64 "\n",
-		       (double)getu(r, "hit_latency_sum_ns") / 1e9, n);
+		prom_summary(r, "jitcache_hit_duration_seconds",
+			     "server-side time of cache hits since the start or stats --zero", "hit_p50_us",
+			     "hit_p99_us", "hit_latency_samples", "hit_latency_sum_ns");
+	}
+	const char *state = gets_(r, "remote_state");
+	if (up && *state && strcmp(state, "off") != 0) {
+		static const char *const states[] = {"up", "degraded", "down"};
+		prom_family("jitcache_remote_state", "gauge",
+			    "1 for the remote tier's state now (up, degraded: recent failures, down: skipped)");
+		for (size_t i = 0; i < 3; i++)
+			printf("jitcache_remote_state{state=\"%s\"} %d\n", states[i],
+			       strcmp(state, states[i]) == 0);
+		prom_summary(r, "jitcache_remote_hit_duration_seconds",
+			     "remote hits: fetch and verification, since the start or stats --zero",
+			     "remote_p50_us", "remote_p99_us", "remote_latency_samples", "remote_latency_sum_ns");
 	}
 	prom_family("jitcache_build_info", "gauge", "versions of jitcache and of the CUDA toolchain it uses");
 	fputs("jitcache_build_info{", stdout);

@@ -552,6 +552,38 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 	jc__index_close(ix);
 }
 
+/* The daemon's remote tier, from its stats: the daemon probes it (PING for
+ * reach and round trip, a SET for write permission unless read-only). */
+static void check_remote(struct report *r, const struct jc_record *s)
+{
+	const struct jc_kv *state = jc__record_get(s, "remote_state");
+	const struct jc_kv *url = jc__record_get(s, "remote_url");
+	const struct jc_kv *rtt = jc__record_get(s, "remote_probe_rtt_us");
+	const struct jc_kv *wr = jc__record_get(s, "remote_write_ok");
+	const struct jc_kv *ro = jc__record_get(s, "remote_read_only");
+	const struct jc_kv *last = jc__record_get(s, "remote_last_error");
+	if (!state || state->is_int || strcmp(state->s, "off") == 0) {
+		say(r, INFO, "no remote tier (--remote URL shares compiles between machines)");
+		return;
+	}
+	const char *u = url && !url->is_int ? url->s : "?";
+	const char *err = last && !last->is_int && last->s[0] ? last->s : "no error recorded";
+	if (strcmp(state->s, "down") == 0)
+		say(r, FAIL, "remote tier %s is down: %s (requests compile locally meanwhile)", u, err);
+	else if (strcmp(state->s, "degraded") == 0)
+		say(r, WARN, "remote tier %s is degraded: %s", u, err);
+	else if (rtt && rtt->is_int && rtt->i >= 0)
+		say(r, OK, "remote tier %s answers: round trip %" PRId64 " us", u, rtt->i);
+	else
+		say(r, INFO, "remote tier %s: not probed yet", u);
+	if (ro && ro->is_int && ro->i)
+		say(r, INFO, "remote tier is read-only here: nothing is written");
+	else if (wr && wr->is_int && wr->i == 0)
+		say(r, FAIL, "remote tier refuses writes: %s", err);
+	else if (wr && wr->is_int && wr->i == 1)
+		say(r, OK, "remote tier accepts writes");
+}
+
 /* Asks the daemon for its version and compares its NVRTC with ours (tc, NULL
  * when unknown); fills *budget and *used from its stats. */
 static void check_daemon(struct report *r, const char *socket_path, const struct jc_toolchain *tc,
@@ -594,6 +626,7 @@ static void check_daemon(struct report *r, const char *socket_path, const struct
 		else if (cf && !cf->is_int)
 			say(r, OK, "compile workers confined: %s (NVRTC reads only the toolkit tree and "
 			    "each request's include directories)", cf->s);
+		check_remote(r, &s.rec[0]);
 	}
 	jc__admin_reply_clear(&v);
 	jc__admin_reply_clear(&s);

@@ -11,7 +11,7 @@
 #include <syslog.h>
 
 /* Log groups, printed as a prefix. */
-#define JC_LOG_GROUPS(X) X(MAIN) X(NET) X(STORE) X(INDEX) X(KEY) X(WORKER) X(ADMIN) X(EVICT)
+#define JC_LOG_GROUPS(X) X(MAIN) X(NET) X(STORE) X(INDEX) X(KEY) X(WORKER) X(ADMIN) X(EVICT) X(REMOTE)
 enum jc_log_group {
 #define X(g) JC_LOG_##g,
 	JC_LOG_GROUPS(X)

@@ -22,6 +22,7 @@
 #include "key.h"
 #include "log.h"
 #include "pool.h"
+#include "remote.h"
 #include "retry.h"
 #include "watch.h"
 
@@ -276,6 +277,8 @@ static void flight_free(struct jc_flight *f)
 			*p = f->next;
 			break;
 		}
+	if (d->remote)
+		jc__remote_done(d->remote, f->key); /* a fleet lock not handed to a publish */
 	while (f->waiters) {
 		struct jc_waiter *w = f->waiters;
 		f->waiters = w->next;
@@ -291,8 +294,8 @@ static void flight_free(struct jc_flight *f)
 	free(f);
 }
 
-/* Sends the flight's outcome to every waiter and ends the flight. */
-static void flight_finish(struct jc_flight *f)
+/* Sends the flight's outcome to the waiters it has now (and forgets them). */
+static void flight_answer(struct jc_flight *f)
 {
 	struct jc_res *res = &f->res;
 	memcpy(res->key, f->learned ? f->store_key : f->key, 16);
@@ -303,8 +306,10 @@ static void flight_finish(struct jc_flight *f)
 	res->deps = NULL;
 	res->n_deps = 0;
 	struct jc_lowered *own = res->lowered;
-	for (struct jc_waiter *w = f->waiters; w; w = w->next) {
+	while (f->waiters) {
+		struct jc_waiter *w = f->waiters;
 		struct jc_lowered *tmp;
+		f->waiters = w->next;
 		res->cache = w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
 		lowered_in_order(res, &w->names, &tmp);
@@ -312,7 +317,16 @@ static void flight_finish(struct jc_flight *f)
 		res->lowered = own;
 		free(tmp);
 		jc__conn_done(w->conn);
+		jc__conn_unref(w->conn);
+		jc__strv_clear(&w->names);
+		free(w);
 	}
+}
+
+/* Sends the flight's outcome to every waiter and ends the flight. */
+static void flight_finish(struct jc_flight *f)
+{
+	flight_answer(f);
 	flight_free(f);
 }
 
@@ -487,6 +501,18 @@ static void publish_work_cb(uv_work_t *work)
 	pthread_mutex_unlock(&d->wlock);
 }
 
+/* Write-back: a result compiled here goes to the remote tier, off the
+ * request path (remote.h). */
+static void publish_remote(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	char meta[1024];
+	snprintf(meta, sizeof(meta), "arch=%s source=%s app_abi=%s toolchain=%s",
+		 f->req.arch ? f->req.arch : "", f->req.source_name ? f->req.source_name : "",
+		 f->req.app_abi ? f->req.app_abi : "", d->tc.summary);
+	jc__remote_publish(d->remote, f->key, &f->res, meta);
+}
+
 static void publish_after_cb(uv_work_t *work, int status)
 {
 	struct jc_flight *f = work->data;
@@ -501,6 +527,9 @@ static void publish_after_cb(uv_work_t *work, int status)
 			    "what it read, %s", hex, f->learned_from, shex);
 		count(d, JC_CTR_deps_learned, 1);
 	}
+	if (stored && !f->uncached && !f->remote_hit && d->remote &&
+	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
+		publish_remote(f);
 	memcache_forget(d, f->key);
 	memcache_forget(d, f->store_key);
 	if (f->rehashed && !f->uncached && stored)
@@ -514,7 +543,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_err(STORE, "key %s: not stored: %s", hex, f->errmsg);
-		if (f->res.status == 0) {
+		if (f->res.status == 0 && !f->remote_hit) {
 			/* The bytes are good but uncached: say so rather than serve them
 			 * as if stored, so a full disk is visible to the client. */
 			free(f->res.data);
@@ -577,6 +606,35 @@ struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 	return f;
 }
 
+/* Read-through: the remote tier's answer for a flight's key. A verified
+ * value is served at once, then published locally as a compile's result
+ * would be (its fsyncs are off the answer's path; requests that come
+ * meanwhile join the flight and get the same bytes); anything else
+ * compiles. */
+static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
+{
+	struct jc_flight *f = arg;
+	struct jc_daemon *d = f->d;
+	if (d->stopping) {
+		f->res.status = JC_EBUSY;
+		f->res.message = strdup("daemon is shutting down");
+		flight_finish(f);
+		return;
+	}
+	if (rc != 0) {
+		jc__cache_enqueue(d, f);
+		return;
+	}
+	jc__res_clear(&f->res);
+	f->res = *res;
+	jc__res_init(res);
+	f->remote_hit = 1;
+	flight_answer(f);
+	f->work.data = f;
+	if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) != 0)
+		flight_finish(f); /* served, not stored */
+}
+
 /* Starts a compile for key; takes *req and *inc (set to NULL) on success.
  * bad_object (or NULL) names the object of the row it replaces, which failed
  * its checks; direct is the direct key of *inc (NULL without one). */
@@ -608,14 +666,18 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		return JC_ENOMEM;
 	}
 	count(d, JC_CTR_misses, 1);
-	if (f->req.output != JC_OUTPUT_FATBIN) {
-		jc__cache_enqueue(d, f);
+	if (f->req.output == JC_OUTPUT_FATBIN) {
+		/* Assembled here from its parts, each a request of its own (which
+		 * goes through the remote tier as any other). */
+		if (jc__fatbin_start(d, f, conn) != 0) {
+			flight_free(f);
+			return JC_ENOMEM;
+		}
 		return 0;
 	}
-	if (jc__fatbin_start(d, f, conn) != 0) {
-		flight_free(f);
-		return JC_ENOMEM;
-	}
+	/* Local miss: the remote tier first, unless the local object was bad. */
+	if (!d->remote || bad_object || jc__remote_lookup(d->remote, key, remote_lookup_cb, f) != 0)
+		jc__cache_enqueue(d, f);
 	return 0;
 }
 

@@ -10,7 +10,7 @@
 
 #define JC_COUNTERS(X) \
 	X(hits, "requests served from the cache") \
-	X(misses, "requests that started a compile") \
+	X(misses, "requests not in the local cache (compiled, or served by the remote tier)") \
 	X(negative_hits, "requests answered with a cached compile failure") \
 	X(single_flight_joins, "requests that waited on another request's compile") \
 	X(compiles, "compiles and links run by workers") \
@@ -34,7 +34,14 @@
 	X(include_watch_invalidations, "watched include trees invalidated by a change under them") \
 	X(include_watch_overflows, "inotify event queue overflows (every watched tree invalidated)") \
 	X(include_rehashed, "compiles stored after re-reading headers changed just before them (same bytes)") \
-	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound")
+	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound") \
+	X(remote_hits, "local misses served from the remote tier (verified, then stored locally)") \
+	X(remote_misses, "remote lookups that found no value (the request compiled)") \
+	X(remote_errors, "remote commands that failed: timeouts, lost connections, error replies") \
+	X(remote_rejected, "remote values that failed verification (never served)") \
+	X(remote_publishes, "results written to the remote tier") \
+	X(remote_bytes_in, "bytes of values fetched from the remote tier") \
+	X(remote_bytes_out, "bytes of values written to the remote tier")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

@@ -19,6 +19,7 @@
 #include "latency.h"
 #include "manifest.h"
 #include "proto.h"
+#include "remote.h"
 #include "req.h"
 #include "store.h"
 #include "toolchain.h"
@@ -48,6 +49,7 @@ struct jc_config {
 	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
 	uint32_t max_include_watches; /* inotify watches for include trees (watch.h); 0 = none */
 	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
+	struct jc_remote_config remote; /* the remote tier (remote.h) */
 };
 
 
@@ -93,6 +95,7 @@ struct jc_flight {
 	/* The request a worker gets for this flight: &req when NULL (a fatbin's
 	 * nvFatbin job points it at its own). Borrowed. */
 	const struct jc_req *wreq;
+	int remote_hit;           /* res came from the remote tier, not a worker */
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -173,6 +176,7 @@ struct jc_daemon {
 	uint64_t poll_until_ns;
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
+	struct jc_remote *remote; /* the remote tier; NULL without --remote */
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */

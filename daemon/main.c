@@ -70,6 +70,14 @@ static void usage(FILE *f)
 		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
 		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
 		"  --allow-unconfined       serve other uids without confinement [no]\n"
+		"  --remote URL             fleet tier on Redis: redis://HOST:PORT[/DB],\n"
+		"                            redis+unix:///PATH, redis-cluster://HOST:PORT[,...] [none]\n"
+		"  --remote-secret-file FILE    HMAC key of the fleet's values [none: unsigned]\n"
+		"  --remote-password-file FILE  Redis AUTH password, first line [none]\n"
+		"  --remote-read-only[=yes|no]  read Redis, never write it [no]\n"
+		"  --remote-ttl DURATION    lifetime of a value in Redis [30d]\n"
+		"  --remote-timeout-ms N    each Redis command at most, ms [1000]\n"
+		"  --remote-max-object SIZE largest value written or accepted [64M]\n"
 		"  --config FILE            read only FILE\n"
 		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
 		"  --help, --version\n"
@@ -155,7 +163,7 @@ static int set_option(struct settings *s, const char *name, const char *value)
 	struct jc_config *c = s->cfg;
 	int64_t secs;
 	uint64_t size;
-	int ok = 1;
+	int ok = 1, remote_rc;
 	if (strcmp(name, "cache-dir") == 0 || strcmp(name, "socket") == 0) {
 		char **field = name[0] == 'c' ? &c->cache_dir : &c->socket_path;
 		free(*field);
@@ -221,6 +229,9 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		ok = strcmp(value, "auto") == 0 || c->confinement >= 0;
 	} else if (strcmp(name, "allow-unconfined") == 0) {
 		ok = parse_bool(value ? value : "yes", &c->allow_unconfined) == 0;
+	} else if (strncmp(name, "remote", 6) == 0 &&
+		   (remote_rc = jc__remote_config_set(&c->remote, name, value)) != 1) {
+		ok = remote_rc == 0;
 	} else {
 		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
 		return JC_EINVAL;
@@ -321,6 +332,13 @@ static const struct option long_opts[] = {
 	{"confinement", required_argument, NULL, 0},
 	{"allow-unconfined", optional_argument, NULL, 0},
 	{"log-level", required_argument, NULL, 0},
+	{"remote", required_argument, NULL, 0},
+	{"remote-secret-file", required_argument, NULL, 0},
+	{"remote-password-file", required_argument, NULL, 0},
+	{"remote-read-only", optional_argument, NULL, 0},
+	{"remote-ttl", required_argument, NULL, 0},
+	{"remote-timeout-ms", required_argument, NULL, 0},
+	{"remote-max-object", required_argument, NULL, 0},
 	{"config", required_argument, NULL, 'c'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
@@ -335,7 +353,7 @@ static int parse_args(struct settings *s, int argc, char **argv, int apply)
 	while ((c = getopt_long(argc, argv, "c:hV", long_opts, &idx)) != -1) {
 		switch (c) {
 		case 0:
-			if (apply && set_option(s, long_opts[idx].name, optarg) != 0) {
+			if (apply && set_option(s, long_opts[idx].name, optarg ? optarg : "yes") != 0) {
 				fprintf(stderr, "jitcached: %s\n", s->err);
 				return 2;
 			}
@@ -380,6 +398,7 @@ static void defaults(struct jc_config *c)
 	c->max_include_watches = 32768;
 	c->admin_gid = (gid_t)-1;
 	c->confinement = -1;
+	jc__remote_config_defaults(&c->remote);
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
 }
@@ -481,6 +500,8 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	d->stopping = 1;
 	jc__cache_shutdown(d); /* queued compiles: answered "shutting down" */
 	jc__cache_watch_stop(d);
+	jc__remote_close(d->remote); /* flights waiting on it: likewise */
+	d->remote = NULL;
 	jc__pool_stop(d);      /* running ones: likewise, workers killed */
 	jc__server_shutdown(d);
 	uv_timer_stop(&d->tick);
@@ -565,6 +586,47 @@ static void needs_restart(const char *name, int changed)
 		jc_log_warn(MAIN, "SIGHUP: %s changed; it takes effect at the next start", name);
 }
 
+/* Starts the remote tier of cfg.remote; nothing without a URL. Redis need
+ * not answer: the tier connects when first used. 0 or a JC_E code (err). */
+static int remote_start(struct jc_daemon *d, char *err, size_t errlen)
+{
+	const struct jc_remote_config *rc = &d->cfg.remote;
+	if (!rc->url)
+		return 0;
+	uint64_t *c = d->counters;
+	const struct jc_remote_counters ctr = {
+		.hits = &c[JC_CTR_remote_hits], .misses = &c[JC_CTR_remote_misses],
+		.errors = &c[JC_CTR_remote_errors], .rejected = &c[JC_CTR_remote_rejected],
+		.publishes = &c[JC_CTR_remote_publishes], .bytes_in = &c[JC_CTR_remote_bytes_in],
+		.bytes_out = &c[JC_CTR_remote_bytes_out], .dirty = &d->counters_dirty,
+	};
+	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &ctr, &d->remote, err, errlen);
+	if (e == 0)
+		jc_log_notice(MAIN, "remote tier %s%s%s, ttl %" PRId64 " s, timeout %d ms", rc->url,
+			      rc->read_only ? " (read-only)" : "", rc->secret_file ? ", signed values" : "",
+			      rc->ttl_s, rc->timeout_ms);
+	return e;
+}
+
+/* SIGHUP: a new remote tier from the fresh settings (the secret and password
+ * files are read again); the old one's waiting lookups compile. */
+static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
+{
+	struct jc_remote_config old = d->cfg.remote;
+	char err[512] = "";
+	if (!old.url && !fresh->remote.url)
+		return;
+	jc__remote_close(d->remote);
+	d->remote = NULL;
+	d->cfg.remote = fresh->remote;
+	memset(&fresh->remote, 0, sizeof(fresh->remote));
+	if (remote_start(d, err, sizeof(err)) != 0)
+		jc_log_err(MAIN, "SIGHUP: remote tier not started: %s", err);
+	else if (!d->cfg.remote.url)
+		jc_log_notice(MAIN, "SIGHUP: remote tier off");
+	jc__remote_config_clear(&old);
+}
+
 /* SIGHUP: re-read the configuration; apply what can change while running and
  * say what cannot. On any error nothing changes. */
 static void reload_cb(uv_signal_t *sig, int signum)
@@ -619,7 +681,8 @@ static void reload_cb(uv_signal_t *sig, int signum)
 			    "compile-timeout, idle-timeout, idle-exit, max-connections, "
 			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
 			    "gc-interval, admin-group, "
-			    "allow-uids)");
+			    "allow-uids, remote*)");
+	remote_reload(d, &fresh);
 	if (c->max_size != old_max)
 		save_budget(d);
 	if (c->max_size < old_max)
@@ -628,6 +691,7 @@ out:
 	free(fresh.cache_dir);
 	free(fresh.socket_path);
 	free(fresh.allow_uids);
+	jc__remote_config_clear(&fresh.remote);
 }
 
 /*
@@ -808,13 +872,19 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		goto err_after_rix;
 	d->loop = uv_default_loop();
-	rc = jc__pool_start(d, err, sizeof(err));
+	rc = remote_start(d, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_loop;
+	rc = jc__pool_start(d, err, sizeof(err));
+	if (rc != 0) {
+		jc__remote_close(d->remote);
+		goto err_after_loop;
+	}
 	rc = jc__server_listen(d, listen_fd, err, sizeof(err));
 	if (rc != 0) {
 		jc__server_shutdown(d);
 		jc__pool_stop(d);
+		jc__remote_close(d->remote);
 		goto err_after_loop;
 	}
 	pointer_write(d);
@@ -867,5 +937,6 @@ err_out:
 	free(d->cfg.socket_path);
 	free(d->cfg.worker_path);
 	free(d->cfg.allow_uids);
+	jc__remote_config_clear(&d->cfg.remote);
 	return exit_code;
 }

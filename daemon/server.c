@@ -478,6 +478,7 @@ static void admin_after_cb(uv_work_t *w, int status)
 		memset(d->counters, 0, sizeof(d->counters));
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
 		d->hit_latency_since = (uint64_t)time(NULL);
+		jc__remote_stats_zero(d->remote);
 	}
 	if (j->env.removed || j->env.evicted || j->env.corrupt || j->env.zero_counters)
 		d->counters_dirty = 1;
@@ -496,6 +497,9 @@ static void admin_after_cb(uv_work_t *w, int status)
 		       ADMIN, "%s by uid %d pid %d: %s", what, (int)c->uid, (int)c->pid,
 		       j->reply.message ? j->reply.message : jc_strerror(j->reply.status));
 	}
+	if (strcmp(j->req.command, "stats") == 0 && j->reply.status == 0 && j->reply.n_rec == 1 &&
+	    jc__remote_stats_add(d->remote, &j->reply.rec[0]) != 0)
+		jc_log_warn(ADMIN, "stats: remote tier figures left out (out of memory)");
 	struct jc_buf b = {0};
 	if (jc__encode_admin_reply(&b, &j->reply) == 0 && !c->closing)
 		conn_write(c, &b, 0);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Runs the whole test suite (unit, integration, concurrency, crash; gpu tests
-# skip without a GPU). Installs and builds first. Extra arguments go to
-# `meson test` (e.g. --suite unit).
+# Runs the whole test suite (unit, integration, concurrency, crash, remote,
+# python; gpu tests skip without a GPU, remote tests without redis-server).
+# Installs and builds first. Extra arguments go to `meson test` (e.g.
+# --suite unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

@@ -404,3 +404,102 @@ double jct_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+/* --- client load helpers --------------------------------------------------- */
+
+int jct_helper_client(char **argv)
+{
+	const char *sock = argv[0], *refdir = argv[1];
+	int barrier = atoi(argv[2]), ready = atoi(argv[3]), nreq = atoi(argv[5]);
+	unsigned seed = (unsigned)strtoul(argv[4], NULL, 10);
+	struct jct_pool p;
+	jct_pool_parse(argv[6], &p);
+	jct_pool_load_refs(&p, refdir);
+	/* Connect first: the barrier then releases 64 ready requests at once. */
+	jc_client *c = NULL;
+	int rc = jc_client_connect(sock, &c);
+	if (write(ready, "r", 1) != 1)
+		rc = JC_EIO;
+	close(ready);
+	jct_barrier_wait(barrier);
+	uint64_t wrong = 0, errors = 0, by_status[5] = {0};
+	int done = 0;
+	for (; rc == 0 && done < nreq; done++) {
+		int i = (int)(rand_r(&seed) % (unsigned)p.n), got, status;
+		errors += (uint64_t)jct_pool_fetch(&p, i, c, "client", &got, &status, &wrong);
+		by_status[status]++;
+	}
+	if (rc != 0)
+		fprintf(stderr, "client: %s\n", jc_client_errmsg(NULL));
+	errors += (uint64_t)(nreq - done);
+	printf("%d %llu %llu %llu %llu %llu %llu\n", done, (unsigned long long)errors,
+	       (unsigned long long)wrong, (unsigned long long)by_status[JC_MISS],
+	       (unsigned long long)by_status[JC_HIT], (unsigned long long)by_status[JC_JOINED],
+	       (unsigned long long)by_status[JC_NEGATIVE_HIT]);
+	jc_client_close(c);
+	jct_pool_free(&p);
+	return errors || wrong ? 1 : 0;
+}
+
+void jct_clients_start(const struct jc_test_daemon *d, const char *refdir, const char *spec,
+			  int n, int nreq, unsigned seed, struct jct_clients *cl)
+{
+	char bfd[16], rfd[16], sseed[32], sreq[16];
+	int release, out[2], ready[2];
+	int barrier = jct_barrier(&release);
+	assert_int_equal(pipe(out), 0);
+	assert_int_equal(pipe(ready), 0);
+	snprintf(bfd, sizeof(bfd), "%d", barrier);
+	snprintf(rfd, sizeof(rfd), "%d", ready[1]);
+	snprintf(sreq, sizeof(sreq), "%d", nreq);
+	cl->n = n;
+	for (int i = 0; i < n; i++) {
+		snprintf(sseed, sizeof(sseed), "%u", seed + (unsigned)i * 7919u);
+		const char *args[] = {d->sock, refdir, bfd, rfd, sseed, sreq, spec, NULL};
+		cl->pids[i] = jct_spawn_helper("client", args, out[1]);
+	}
+	close(out[1]);
+	close(ready[1]);
+	close(barrier);
+	/* Every helper has connected (or died: EOF), then all go at once. */
+	char buf[JCT_CLIENTS_MAX];
+	ssize_t got;
+	for (int k = 0; k < n; k += (int)got)
+		if ((got = read(ready[0], buf, sizeof(buf))) <= 0)
+			break;
+	close(ready[0]);
+	close(release);
+	cl->out = out[0];
+}
+
+int jct_clients_running(const struct jct_clients *cl)
+{
+	for (int i = 0; i < cl->n; i++) {
+		siginfo_t si = {0};
+		waitid(P_PID, (id_t)cl->pids[i], &si, WEXITED | WNOHANG | WNOWAIT);
+		if (si.si_pid == 0)
+			return 1;
+	}
+	return 0;
+}
+
+void jct_clients_finish(struct jct_clients *cl, struct jct_tally *t)
+{
+	memset(t, 0, sizeof(*t));
+	for (int i = 0; i < cl->n; i++)
+		t->failed_exits += jct_wait(cl->pids[i]) != 0;
+	FILE *f = fdopen(cl->out, "r");
+	unsigned long long v[7];
+	while (fscanf(f, "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+		      &v[5], &v[6]) == 7) {
+		t->lines++;
+		t->requests += v[0];
+		t->errors += v[1];
+		t->wrong += v[2];
+		t->misses += v[3];
+		t->hits += v[4];
+		t->joins += v[5];
+		t->negative_hits += v[6];
+	}
+	fclose(f);
+}

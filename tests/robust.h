@@ -140,4 +140,33 @@ const char *jct_object_path(const char *cache, const jc_result *res);
 /* Seconds on the monotonic clock. */
 double jct_now(void);
 
+/*
+ * Client load: helper processes that each connect to a daemon, wait on a
+ * barrier, run random requests of a pool and print one line of tallies:
+ * requests errors wrong_bytes misses hits joins negative_hits.
+ * The test binary's main must answer `--helper client SOCK REFDIR BARRIER_FD
+ * READY_FD SEED REQUESTS POOL` (9 arguments after the program) with
+ * jct_helper_client(argv + 3).
+ */
+#define JCT_CLIENTS_MAX 64
+struct jct_tally {
+	uint64_t failed_exits, lines, requests, errors, wrong, misses, hits, joins, negative_hits;
+};
+struct jct_clients {
+	pid_t pids[JCT_CLIENTS_MAX];
+	int n;
+	int out; /* read end of their stdout */
+};
+/* The helper's body (argv: SOCK REFDIR ...). Returns its exit status. */
+int jct_helper_client(char **argv);
+/* Starts n (<= JCT_CLIENTS_MAX) helpers on d with pool spec (references in
+ * refdir), nreq requests each, seeds from seed; releases them at once once
+ * all have connected. Fails the test on error. */
+void jct_clients_start(const struct jc_test_daemon *d, const char *refdir, const char *spec,
+		       int n, int nreq, unsigned seed, struct jct_clients *cl);
+/* 1 while any of the helpers has not exited (they are not reaped). */
+int jct_clients_running(const struct jct_clients *cl);
+/* Waits for the helpers and sums their lines into *t. */
+void jct_clients_finish(struct jct_clients *cl, struct jct_tally *t);
+
 #endif

@@ -32,111 +32,12 @@
 
 #define CLIENTS 64
 
-/* The client helper: see the top of the file. */
-static int helper_client(char **argv)
-{
-	const char *sock = argv[0], *refdir = argv[1];
-	int barrier = atoi(argv[2]), ready = atoi(argv[3]), nreq = atoi(argv[5]);
-	unsigned seed = (unsigned)strtoul(argv[4], NULL, 10);
-	struct jct_pool p;
-	jct_pool_parse(argv[6], &p);
-	jct_pool_load_refs(&p, refdir);
-	/* Connect first: the barrier then releases 64 ready requests at once. */
-	jc_client *c = NULL;
-	int rc = jc_client_connect(sock, &c);
-	if (write(ready, "r", 1) != 1)
-		rc = JC_EIO;
-	close(ready);
-	jct_barrier_wait(barrier);
-	uint64_t wrong = 0, errors = 0, by_status[5] = {0};
-	int done = 0;
-	for (; rc == 0 && done < nreq; done++) {
-		int i = (int)(rand_r(&seed) % (unsigned)p.n), got, status;
-		errors += (uint64_t)jct_pool_fetch(&p, i, c, "client", &got, &status, &wrong);
-		by_status[status]++;
-	}
-	if (rc != 0)
-		fprintf(stderr, "client: %s\n", jc_client_errmsg(NULL));
-	errors += (uint64_t)(nreq - done);
-	printf("%d %llu %llu %llu %llu %llu %llu\n", done, (unsigned long long)errors,
-	       (unsigned long long)wrong, (unsigned long long)by_status[JC_MISS],
-	       (unsigned long long)by_status[JC_HIT], (unsigned long long)by_status[JC_JOINED],
-	       (unsigned long long)by_status[JC_NEGATIVE_HIT]);
-	jc_client_close(c);
-	jct_pool_free(&p);
-	return errors || wrong ? 1 : 0;
-}
-
-struct tally {
-	uint64_t failed_exits, lines, requests, errors, wrong, misses, hits, joins, negative_hits;
-};
-
-struct clients {
-	pid_t pids[CLIENTS];
-	int n;
-	int out; /* read end of their stdout */
-};
-
-/* Starts n helpers on pool spec and releases them at once once all have connected. */
-static void start_clients(const struct jc_test_daemon *d, const char *refdir, const char *spec,
-			  int n, int nreq, unsigned seed, struct clients *cl)
-{
-	char bfd[16], rfd[16], sseed[32], sreq[16];
-	int release, out[2], ready[2];
-	int barrier = jct_barrier(&release);
-	assert_int_equal(pipe(out), 0);
-	assert_int_equal(pipe(ready), 0);
-	snprintf(bfd, sizeof(bfd), "%d", barrier);
-	snprintf(rfd, sizeof(rfd), "%d", ready[1]);
-	snprintf(sreq, sizeof(sreq), "%d", nreq);
-	cl->n = n;
-	for (int i = 0; i < n; i++) {
-		snprintf(sseed, sizeof(sseed), "%u", seed + (unsigned)i * 7919u);
-		const char *args[] = {d->sock, refdir, bfd, rfd, sseed, sreq, spec, NULL};
-		cl->pids[i] = jct_spawn_helper("client", args, out[1]);
-	}
-	close(out[1]);
-	close(ready[1]);
-	close(barrier);
-	/* Every helper has connected (or died: EOF), then all go at once. */
-	char buf[CLIENTS];
-	ssize_t got;
-	for (int k = 0; k < n; k += (int)got)
-		if ((got = read(ready[0], buf, sizeof(buf))) <= 0)
-			break;
-	close(ready[0]);
-	close(release);
-	cl->out = out[0];
-}
-
-/* Waits for the helpers and sums their lines. */
-static void finish_clients(struct clients *cl, struct tally *t)
-{
-	memset(t, 0, sizeof(*t));
-	for (int i = 0; i < cl->n; i++)
-		t->failed_exits += jct_wait(cl->pids[i]) != 0;
-	FILE *f = fdopen(cl->out, "r");
-	unsigned long long v[7];
-	while (fscanf(f, "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-		      &v[5], &v[6]) == 7) {
-		t->lines++;
-		t->requests += v[0];
-		t->errors += v[1];
-		t->wrong += v[2];
-		t->misses += v[3];
-		t->hits += v[4];
-		t->joins += v[5];
-		t->negative_hits += v[6];
-	}
-	fclose(f);
-}
-
 static void run_clients(const struct jc_test_daemon *d, const char *refdir, const char *spec,
-			int nreq, unsigned seed, struct tally *t)
+			int nreq, unsigned seed, struct jct_tally *t)
 {
-	struct clients cl;
-	start_clients(d, refdir, spec, CLIENTS, nreq, seed, &cl);
-	finish_clients(&cl, t);
+	struct jct_clients cl;
+	jct_clients_start(d, refdir, spec, CLIENTS, nreq, seed, &cl);
+	jct_clients_finish(&cl, t);
 }
 
 static int setup(void **state)
@@ -163,7 +64,7 @@ static void test_single_flight(void **state)
 
 	jct_daemon_start(&f->d, NULL);
 	int64_t compiles = jct_stat(&f->d, "compiles"), joins = jct_stat(&f->d, "single_flight_joins");
-	struct tally t;
+	struct jct_tally t;
 	run_clients(&f->d, f->refdir, "2:1", 1, 1, &t);
 	printf("single flight: %llu processes, %llu requests, %llu errors, %llu wrong bytes; "
 	       "%llu miss, %llu joined, %llu hit; %.1f s\n",
@@ -215,7 +116,7 @@ static void test_mixed_load(void **state)
 	jc_client_close(c);
 	int64_t compiles = jct_stat(&f->d, "compiles");
 
-	struct tally t;
+	struct jct_tally t;
 	run_clients(&f->d, f->refdir, spec, MIX_REQUESTS, 1000, &t);
 	printf("mixed load: %llu processes, %llu requests (%llu hits, %llu misses, %llu joined, "
 	       "%llu negative hits), %llu errors, %llu wrong bytes; %.1f s\n",
@@ -246,22 +147,17 @@ static void test_purge_under_load(void **state)
 	jct_pool_parse(spec, &p);
 	jct_pool_make_refs(&p, f->refdir);
 	jct_daemon_start(&f->d, NULL);
-	struct clients cl;
-	start_clients(&f->d, f->refdir, spec, 8, 200, 77, &cl);
+	struct jct_clients cl;
+	jct_clients_start(&f->d, f->refdir, spec, 8, 200, 77, &cl);
 	int purges = 0;
 	const char *purge[] = {"purge", "--all", NULL};
 	for (int alive = 1; alive; purges++) {
 		assert_int_equal(jct_ctl(&f->d, NULL, NULL, purge), 0);
 		usleep(20000);
-		alive = 0;
-		for (int i = 0; i < cl.n; i++) {
-			siginfo_t si = {0};
-			waitid(P_PID, (id_t)cl.pids[i], &si, WEXITED | WNOHANG | WNOWAIT);
-			alive |= si.si_pid == 0;
-		}
+		alive = jct_clients_running(&cl);
 	}
-	struct tally t;
-	finish_clients(&cl, &t);
+	struct jct_tally t;
+	jct_clients_finish(&cl, &t);
 	int64_t corrupt = jct_stat(&f->d, "corrupt_objects");
 	printf("purge under load: %d purges, %llu requests (%llu hits, %llu misses, %llu joined), "
 	       "%llu errors, %llu wrong bytes, %lld corrupt objects counted; %.1f s\n",
@@ -280,7 +176,7 @@ static void test_purge_under_load(void **state)
 int main(int argc, char **argv)
 {
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
-		return helper_client(argv + 3);
+		return jct_helper_client(argv + 3);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_single_flight, setup, jct_fx_free),
 		cmocka_unit_test_setup_teardown(test_mixed_load, setup, jct_fx_free),

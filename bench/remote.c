@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The remote tier's figures: a redis-server of the benchmark's own on a Unix
+ * socket, a writer daemon W and a reader daemon R on it, and the local-only
+ * daemon of the rest of the run beside them, measured in turns:
+ *   - remote hit on R (a local miss: fetch, verify, local publish, serve),
+ *     R's entry purged before each, for SAXPY and CUB;
+ *   - local hits on R (remote configured) against the local-only daemon;
+ *   - Redis killed, R's back-off tripped: hits and cold compiles on R against
+ *     the local-only daemon;
+ *   - what Redis holds per value (used_memory growth), and its GET rate for
+ *     values of that size (redis-benchmark, when installed).
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "client/client_internal.h"
+
+static struct bench_daemon writer = {.pid = -1}, reader = {.pid = -1};
+static pid_t redis_pid = -1;
+static char redis_sock[PATH_MAX + 16];
+
+static void stop_all(void)
+{
+	bench_daemon_cleanup(&writer, 0);
+	bench_daemon_cleanup(&reader, 0);
+	if (redis_pid > 0) {
+		kill(redis_pid, SIGKILL);
+		waitpid(redis_pid, NULL, 0);
+		redis_pid = -1;
+	}
+}
+
+static redisContext *redis_connect(void)
+{
+	struct timeval tv = {2, 0};
+	redisContext *c = redisConnectUnixWithTimeout(redis_sock, tv);
+	if (c && c->err) {
+		redisFree(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* An integer field of INFO (0 when absent). */
+static long long redis_info(const char *field)
+{
+	redisContext *c = redis_connect();
+	redisReply *r = c ? redisCommand(c, "INFO") : NULL;
+	long long v = 0;
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\r\n%s:", field);
+	const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, pat) : NULL;
+	if (p)
+		v = atoll(p + strlen(pat));
+	if (r)
+		freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	return v;
+}
+
+static int start_redis(const char *dir)
+{
+	snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", dir);
+	char log[PATH_MAX + 16];
+	snprintf(log, sizeof(log), "%s/redis.log", dir);
+	pid_t pid = fork();
+	if (pid < 0)
+		bench_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", redis_sock,
+		       "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", log,
+		       "--maxmemory-policy", "allkeys-lru", (char *)NULL);
+		_exit(127);
+	}
+	redis_pid = pid;
+	for (int i = 0; i < 400; i++) {
+		redisContext *c = redis_connect();
+		if (c) {
+			redisFree(c);
+			return 0;
+		}
+		if (waitpid(pid, NULL, WNOHANG) == pid) {
+			redis_pid = -1;
+			return -1;
+		}
+		usleep(25000);
+	}
+	return -1;
+}
+
+static void purge_key(jc_client *c, const char *key)
+{
+	char arg[40];
+	snprintf(arg, sizeof(arg), "key=%s", key);
+	char *args[] = {arg};
+	struct jc_admin_req req = {.command = (char *)"purge", .args = {.v = args, .n = 1}};
+	struct jc_admin_reply reply = {0};
+	if (jc__client_admin(c, &req, &reply) != 0 || reply.status != 0)
+		bench_die("purge %s: %s", key, jc_client_errmsg(c));
+	jc__admin_reply_clear(&reply);
+}
+
+/* Waits until c's daemon has stored key (a remote hit is stored after it is
+ * served), so that a purge finds it. */
+static void wait_row(jc_client *c, const char *key)
+{
+	char arg[40];
+	snprintf(arg, sizeof(arg), "key=%s", key);
+	char *args[] = {arg};
+	struct jc_admin_req req = {.command = (char *)"show", .args = {.v = args, .n = 1}};
+	for (int i = 0; i < 1000; i++) {
+		struct jc_admin_reply reply = {0};
+		int rc = jc__client_admin(c, &req, &reply);
+		int found = rc == 0 && reply.status == 0;
+		jc__admin_reply_clear(&reply);
+		if (rc != 0)
+			bench_die("show %s: %s", key, jc_client_errmsg(c));
+		if (found)
+			return;
+		usleep(1000);
+	}
+	bench_die("a remote hit was not stored locally within 1 s (see %s)", reader.log);
+}
+
+/* Waits until W has published n values. */
+static void wait_publishes(jc_client *w, int64_t n)
+{
+	for (int i = 0; i < 2000 && bench_stat(w, "remote_publishes") < n; i++)
+		usleep(5000);
+	if (bench_stat(w, "remote_publishes") < n)
+		bench_die("the writer daemon did not publish to Redis (see %s)", writer.log);
+}
+
+/* p50 of iters remote hits of r on R (purged before each); the value's size. */
+static double remote_hits(jc_client *w, jc_client *rc, jc_request *r, size_t iters, double *value)
+{
+	struct bench_object o;
+	int64_t pub = bench_stat(w, "remote_publishes"), out = bench_stat(w, "remote_bytes_out");
+	bench_fetch(w, r, writer.cache, &o);
+	wait_publishes(w, pub + 1);
+	*value = (double)(bench_stat(w, "remote_bytes_out") - out);
+	uint64_t *ns = malloc(iters * sizeof(*ns));
+	if (!ns)
+		bench_die("out of memory");
+	int64_t hits = bench_stat(rc, "remote_hits"), compiles = bench_stat(rc, "compiles");
+	for (size_t i = 0; i < iters; i++) {
+		purge_key(rc, o.key);
+		ns[i] = bench_timed_request(rc, r, JC_MISS, o.size);
+		wait_row(rc, o.key);
+	}
+	if (bench_stat(rc, "remote_hits") - hits != (int64_t)iters ||
+	    bench_stat(rc, "compiles") != compiles)
+		bench_die("the reader compiled instead of taking Redis's value (see %s)", reader.log);
+	struct bench_lat l;
+	bench_lat_of(ns, iters, &l);
+	free(ns);
+	return l.p50;
+}
+
+/* Hit p50 of r on a and on b, interleaved in blocks. */
+static void hits_side_by_side(jc_client *a, jc_client *b, jc_request *r, size_t size, size_t iters,
+			      double *pa, double *pb)
+{
+	uint64_t *ta = malloc(iters * sizeof(*ta)), *tb = malloc(iters * sizeof(*tb));
+	if (!ta || !tb)
+		bench_die("out of memory");
+	for (size_t i = 0; i < 100; i++) {
+		bench_timed_request(a, r, JC_HIT, size);
+		bench_timed_request(b, r, JC_HIT, size);
+	}
+	for (size_t i = 0; i < iters; i += 50)
+		for (size_t j = i; j < i + 50 && j < iters; j++) {
+			ta[j] = bench_timed_request(a, r, JC_HIT, size);
+			tb[j] = bench_timed_request(b, r, JC_HIT, size);
+		}
+	struct bench_lat la, lb;
+	bench_lat_of(ta, iters, &la);
+	bench_lat_of(tb, iters, &lb);
+	*pa = la.p50;
+	*pb = lb.p50;
+	free(ta);
+	free(tb);
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* Median cold compile (client wall, ms) of fresh tiny kernels on a and on b, in turns. */
+static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, double *mb)
+{
+	uint64_t ta[32], tb[32];
+	for (int i = 0; i < n && i < 32; i++) {
+		for (int side = 0; side < 2; side++) {
+			jc_request *r = bench_tiny_request(bench_now_ns() ^ (uint64_t)(i * 2 + side));
+			jc_result *res = NULL;
+			uint64_t t0 = bench_now_ns();
+			if (jc_compile(side ? b : a, r, &res) != 0 || jc_result_cache_status(res) != JC_MISS)
+				bench_die("a cold compile failed");
+			(side ? tb : ta)[i] = bench_now_ns() - t0;
+			jc_result_free(res);
+			jc_request_free(r);
+		}
+	}
+	qsort(ta, (size_t)n, sizeof(*ta), cmp_u64);
+	qsort(tb, (size_t)n, sizeof(*tb), cmp_u64);
+	*ma = (double)ta[n / 2] / 1e6;
+	*mb = (double)tb[n / 2] / 1e6;
+}
+
+/* GET requests/s redis-benchmark reaches on our socket for values of size bytes. */
+static double redis_benchmark(size_t size, int quick)
+{
+	char cmd[PATH_MAX + 256];
+	snprintf(cmd, sizeof(cmd), "redis-benchmark -s '%s' -t get -d %zu -n %d -c 8 -q 2>/dev/null",
+		 redis_sock, size, quick ? 5000 : 50000);
+	FILE *p = popen(cmd, "r");
+	char line[512];
+	double rps = 0;
+	/* Progress lines end in '\r', the result ("GET: N requests per second")
+	 * comes last on the same line. */
+	while (p && fgets(line, sizeof(line), p)) {
+		for (const char *g = line; (g = strstr(g, "GET: ")); g += 5)
+			if (strstr(g, "requests per second"))
+				rps = atof(g + 5);
+	}
+	if (p)
+		pclose(p);
+	return rps;
+}
+
+void bench_remote_run(const struct bench_daemon *local, const struct bench_plan *plan,
+		      jc_request *saxpy, jc_request *cub, struct bench_remote *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
+		snprintf(out->why, sizeof(out->why), "redis-server not found (scripts/setup.sh installs it)");
+		return;
+	}
+	atexit(stop_all);
+	if (start_redis(local->root) != 0)
+		bench_die("redis-server did not start (see %s/redis.log)", local->root);
+	char url[PATH_MAX + 32];
+	snprintf(url, sizeof(url), "redis+unix://%s", redis_sock);
+	struct bench_daemon *w = &writer, *r = &reader;
+	bench_daemon_init(w);
+	bench_daemon_init(r);
+	w->extra[0] = r->extra[0] = "--remote";
+	w->extra[1] = r->extra[1] = url;
+	bench_daemon_start(w);
+	bench_daemon_start(r);
+	jc_client *wc = bench_connect(w), *rc = bench_connect(r), *lc = bench_connect(local);
+	size_t iters = plan->hit_iters / 50 < 20 ? 20 : plan->hit_iters / 50;
+
+	/* What one value costs Redis: SAXPY values under fresh keys. */
+	long long mem0 = redis_info("used_memory");
+	int64_t pub = bench_stat(wc, "remote_publishes");
+	int n_fill = 50;
+	for (int i = 0; i < n_fill; i++) {
+		char abi[64];
+		snprintf(abi, sizeof(abi), "bench-remote-fill/%d/%ld", i, (long)getpid());
+		jc_request_set_app_abi(saxpy, abi);
+		struct bench_object o;
+		bench_fetch(wc, saxpy, w->cache, &o);
+	}
+	jc_request_set_app_abi(saxpy, "");
+	wait_publishes(wc, pub + n_fill);
+	out->redis_bytes_per_entry = (double)(redis_info("used_memory") - mem0) / n_fill;
+
+	uint64_t t0 = bench_now_ns();
+	out->hit_saxpy_p50_us = remote_hits(wc, rc, saxpy, iters, &out->value_saxpy);
+	out->remote_hits_per_s = (double)iters / ((double)(bench_now_ns() - t0) / 1e9);
+	if (cub)
+		out->hit_cub_p50_us = remote_hits(wc, rc, cub, iters, &out->value_cub);
+	out->redis_get_per_s = redis_benchmark((size_t)out->value_saxpy, plan->hit_iters < 50000);
+
+	/* Local hits with the tier up, against no tier at all. */
+	jc_request *small = bench_tiny_request(0);
+	struct bench_object os;
+	bench_fetch(lc, small, local->cache, &os);
+	bench_fetch(rc, small, r->cache, &os);
+	hits_side_by_side(rc, lc, small, os.size, plan->hit_iters / 2, &out->local_hit_p50_us,
+			  &out->local_hit_base_p50_us);
+
+	/* Redis gone: trip the back-off (a few misses), then the same again. */
+	kill(redis_pid, SIGKILL);
+	waitpid(redis_pid, NULL, 0);
+	redis_pid = -1;
+	double m1, m2;
+	misses_side_by_side(rc, lc, 3, &m1, &m2);
+	for (int i = 0; i < 200 && bench_stat(rc, "remote_errors") < 3; i++)
+		usleep(10000);
+	hits_side_by_side(rc, lc, small, os.size, plan->hit_iters / 2, &out->down_hit_p50_us,
+			  &out->down_hit_base_p50_us);
+	misses_side_by_side(rc, lc, plan->hit_iters < 1000 ? 3 : 9, &out->down_miss_ms,
+			    &out->down_miss_base_ms);
+	jc_request_free(small);
+	jc_client_close(wc);
+	jc_client_close(rc);
+	jc_client_close(lc);
+	bench_daemon_stop(w);
+	bench_daemon_stop(r);
+	stop_all();
+	out->ran = 1;
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The remote tier: a second-level cache on Redis or Redis Cluster shared by
+ * many machines' daemons (--remote URL). Local first, remote second: a local
+ * miss looks the key up here before compiling; a value found is verified
+ * completely and published locally (a remote hit); a compile's result is
+ * published here afterwards, off the hit path. Negative entries stay local.
+ *
+ * Operations of a storage tier (lookup, publish, health, stats); the local
+ * store and index are the other tier. Keys in Redis, for a cache key K (32
+ * hex digits): "jc:{K}" holds the value, "jc:{K}:lock" the fleet lock; the
+ * hash tag puts both in one cluster slot (one node, one connection: a value
+ * written before the lock is released is seen by everyone who sees the lock
+ * gone).
+ *
+ * Value (all integers little-endian; remote_value.c):
+ *   "JCRV", u32 format version (1), key[16], u32 flags (bit 0: signed),
+ *   u32 meta_len, u64 raw_len, u64 zlen, meta (text: arch, source name,
+ *   toolchain, writer host, unix time), zstd frame of zlen bytes holding
+ *   raw_len bytes (with its XXH64 content checksum): a RESULT frame of the
+ *   wire protocol (artifact, object
+ *   hash, output kind, lowered names, compile log, compile time), then,
+ *   when signed, HMAC-SHA256 (libsodium) of everything before it under the
+ *   --remote-secret-file key.
+ *
+ * Trust: nothing fetched is served before its checks: the value's length,
+ * magic, version and every length in it; its key equals the key asked for;
+ * the zstd frame decodes to exactly raw_len bytes; the RESULT frame decodes
+ * under the protocol's limits, succeeded, names the same key and holds an
+ * artifact whose XXH3-128 is its object hash; with a secret, the MAC is
+ * present and correct (constant-time compare). A value failing any check is
+ * counted (remote_rejected), logged once per key, and the request compiles.
+ *
+ * Fail open: connect timeout 100 ms, every command at most --remote-timeout-ms.
+ * Transport failures (timeouts, lost connections, protocol garbage) move
+ * the tier up -> degraded (1-2 failures in a row) -> down (3); while down,
+ * lookups and publishes are skipped at once until a probe (PING, and for a
+ * cluster the slot map) succeeds; probes back off from 250 ms to 5 s.
+ * Error replies (OOM under noeviction, NOAUTH, READONLY) are counted as
+ * remote_errors but do not change the state: the server answers.
+ *
+ * Fleet single flight: a lookup that misses takes "jc:{K}:lock" with
+ * SET NX PX (10 s, renewed every 3 s while its compile runs); the lookups of
+ * other daemons that find it held poll the value (every 25 ms, growing to
+ * 200 ms) for as long as the lock is held, at most the compile timeout plus
+ * 10 s, and take the lock themselves when it goes without a value (the
+ * holder failed or died). Read-only daemons never take locks, but wait the
+ * same way while a writer holds one (EXISTS).
+ *
+ * Loop thread only (decoding and encoding run in the libuv thread pool).
+ */
+#ifndef JC_REMOTE_H
+#define JC_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "latency.h"
+#include "req.h"
+
+/* Settings (flags and config keys of the same names). */
+struct jc_remote_config {
+	char *url;              /* --remote; NULL: no remote tier */
+	char *secret_file;      /* --remote-secret-file: HMAC key (file bytes, >= 16) */
+	char *password_file;    /* --remote-password-file: AUTH password (first line) */
+	int read_only;          /* --remote-read-only: never writes */
+	int64_t ttl_s;          /* --remote-ttl: value lifetime (default 30 d) */
+	int timeout_ms;         /* --remote-timeout-ms: per command (default 1000) */
+	uint64_t max_object;    /* --remote-max-object: largest value (default 64 MiB) */
+};
+
+#define JC_REMOTE_CONNECT_MS 100
+
+/* Fills c with the defaults (no URL). */
+void jc__remote_config_defaults(struct jc_remote_config *c);
+/*
+ * Applies one setting by name ("remote", "remote-secret-file", ...; value
+ * borrowed, copied). Returns 0, 1 when name is not a remote setting, or
+ * JC_EINVAL (bad value; a URL is parsed here, so a bad one is refused at
+ * start-up and by SIGHUP), JC_ENOMEM.
+ */
+int jc__remote_config_set(struct jc_remote_config *c, const char *name, const char *value);
+/* 1 when a and b are the same settings. */
+int jc__remote_config_equal(const struct jc_remote_config *a, const struct jc_remote_config *b);
+/* Frees what c owns and zeroes it. */
+void jc__remote_config_clear(struct jc_remote_config *c);
+
+/* Counters the tier adds to (the daemon's persistent counters, counters.h). */
+struct jc_remote_counters {
+	uint64_t *hits, *misses, *errors, *rejected, *publishes, *bytes_in, *bytes_out;
+	int *dirty;
+};
+
+struct jc_remote;
+
+/*
+ * Starts the tier for cfg (borrowed; what it needs is copied; the secret
+ * and password files are read here and never logged). Connects lazily:
+ * start-up does not need Redis. compile_timeout_s bounds the fleet wait.
+ * *out owned by the caller (jc__remote_close). Returns 0, JC_EINVAL (bad
+ * URL, unreadable or short secret/password file: err says which, without
+ * their content), JC_ENOMEM.
+ */
+int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int compile_timeout_s,
+		   const struct jc_remote_counters *ctr, struct jc_remote **out, char *err,
+		   size_t errlen);
+
+/*
+ * Lookup result, on the loop thread: rc 0 with *res a verified result
+ * (status 0, artifact in res->data; moved to the callee, which clears it);
+ * else rc JC_ENOTFOUND (a miss: compile; this daemon may now hold the fleet
+ * lock, which jc__remote_publish or jc__remote_done releases) or another
+ * JC_E code (tier unavailable, value rejected, closing: compile), res empty.
+ */
+typedef void (*jc_remote_lookup_cb)(void *arg, int rc, struct jc_res *res);
+
+/*
+ * Looks key (16 bytes, copied) up. Returns 0 when started: cb is called
+ * exactly once, later (before this returns only when the first command
+ * cannot be queued for lack of memory); or JC_ECONNECT (the tier is down:
+ * skipped at once), JC_EBUSY (closing), JC_ENOMEM, without calling cb.
+ */
+int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
+		      void *arg);
+
+/*
+ * Publishes a successful result for key (res borrowed: the artifact, object
+ * hash, output, lowered names, log and compile time are copied; meta a
+ * borrowed text for humans), encoded in the thread pool and written with the
+ * TTL; releases this daemon's fleet lock on key. Read-only, down, or over
+ * --remote-max-object: nothing is written (the lock is still released).
+ */
+void jc__remote_publish(struct jc_remote *r, const uint8_t key[16], const struct jc_res *res,
+			const char *meta);
+
+/* The flight of key ended without a publish: releases the fleet lock on
+ * key if this daemon holds it. */
+void jc__remote_done(struct jc_remote *r, const uint8_t key[16]);
+
+/* Health for stats and doctor. Strings borrowed from r, valid until the
+ * next call on r. */
+struct jc_remote_health {
+	const char *state;      /* "up", "degraded", "down" */
+	const char *url;        /* the URL (it carries no password) */
+	int read_only;
+	int masters;            /* cluster masters in the slot map; 1 for one server */
+	int64_t probe_rtt_us;   /* round trip of the last good probe; -1 none yet */
+	int write_ok;           /* the last probe could write (1), could not (0), -1 unknown */
+	const char *last_error; /* "" when none */
+	uint64_t p50_ns, p99_ns, samples, sum_ns; /* remote hits: fetch + verify */
+};
+void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h);
+
+struct jc_record;
+/* Adds the health to a stats record: remote_state ("off" when r is NULL),
+ * remote_url, remote_read_only, remote_masters, remote_p50_us, remote_p99_us,
+ * remote_latency_samples, remote_latency_sum_ns, remote_probe_rtt_us, remote_write_ok,
+ * remote_last_error. Returns 0 or JC_ENOMEM. */
+int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec);
+/* `stats --zero`: forgets the latency samples. NULL-safe. */
+void jc__remote_stats_zero(struct jc_remote *r);
+
+/* Fails the lookups still waiting (their callbacks run now with an error),
+ * drops what was not yet published, closes connections and timers, and
+ * frees r once its handles are closed on the loop. NULL-safe. */
+void jc__remote_close(struct jc_remote *r);
+
+/* --- values (remote_value.c): pure functions, any thread --------------- */
+
+/* Limits of a value's parts. */
+#define JC_REMOTE_VERSION 1
+#define JC_REMOTE_META_MAX 4096
+
+/*
+ * Makes the value of key from frame (frame_len bytes, borrowed): a complete
+ * RESULT frame (jc__encode_res) of a successful result for key. meta (text,
+ * borrowed, cut at JC_REMOTE_META_MAX; NULL = none) is stored as it is.
+ * secret (secret_len bytes, NULL = unsigned) signs it. *out: malloc'd,
+ * *outlen bytes, owned by the caller. Returns 0, JC_ETOOBIG (over max
+ * bytes), JC_ENOMEM.
+ */
+int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t frame_len,
+			    const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
+			    uint8_t **out, size_t *outlen);
+
+/*
+ * Checks and decodes a fetched value (borrowed) for key into *res (initialised
+ * here; owned by the caller on success, empty on failure). secret NULL: no
+ * MAC is asked for (a signed value's MAC is then not checked). Returns 0 or
+ * JC_ECORRUPT with the reason in why (whylen bytes).
+ */
+int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t len,
+			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
+			    char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Values of the remote tier: encoding and every check of a fetched value.
+ * The layout is described in remote.h.
+ */
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
+#include <zstd.h>
+
+#include "jitcache/jitcache.h"
+#include "proto.h"
+#include "remote.h"
+
+#define HDR 48
+#define MAC crypto_auth_hmacsha256_BYTES
+#define FLAG_SIGNED 1u
+#define ZSTD_LEVEL 3
+
+static const uint8_t magic[4] = {'J', 'C', 'R', 'V'};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void mac_of(const uint8_t *msg, size_t len, const uint8_t *secret, size_t secret_len,
+		   uint8_t out[MAC])
+{
+	crypto_auth_hmacsha256_state st;
+	crypto_auth_hmacsha256_init(&st, secret, secret_len);
+	crypto_auth_hmacsha256_update(&st, msg, len);
+	crypto_auth_hmacsha256_final(&st, out);
+	sodium_memzero(&st, sizeof(st));
+}
+
+int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t frame_len,
+			    const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
+			    uint8_t **out, size_t *outlen)
+{
+	size_t mlen = meta ? strnlen(meta, JC_REMOTE_META_MAX) : 0;
+	size_t bound = ZSTD_compressBound(frame_len);
+	size_t cap = HDR + mlen + bound + (secret ? MAC : 0);
+	uint8_t *v = malloc(cap);
+	if (!v)
+		return JC_ENOMEM;
+	/* With its content checksum (XXH64, checked by ZSTD_decompress): the
+	 * lowered names and log are covered as well as the artifact. */
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	size_t zlen = cctx ? ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL) : 0;
+	if (cctx && !ZSTD_isError(zlen))
+		zlen = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	if (cctx && !ZSTD_isError(zlen))
+		zlen = ZSTD_compress2(cctx, v + HDR + mlen, bound, frame, frame_len);
+	ZSTD_freeCCtx(cctx);
+	if (!cctx)
+		zlen = (size_t)-1;
+	if (ZSTD_isError(zlen)) {
+		free(v);
+		return JC_ENOMEM;
+	}
+	memcpy(v, magic, 4);
+	put32(v + 4, JC_REMOTE_VERSION);
+	memcpy(v + 8, key, 16);
+	put32(v + 24, secret ? FLAG_SIGNED : 0);
+	put32(v + 28, (uint32_t)mlen);
+	put64(v + 32, frame_len);
+	put64(v + 40, zlen);
+	if (mlen)
+		memcpy(v + HDR, meta, mlen);
+	size_t n = HDR + mlen + zlen;
+	if (secret) {
+		mac_of(v, n, secret, secret_len, v + n);
+		n += MAC;
+	}
+	if (n > max) {
+		free(v);
+		return JC_ETOOBIG;
+	}
+	*out = v;
+	*outlen = n;
+	return 0;
+}
+
+static int reject(char *why, size_t whylen, const char *what)
+{
+	snprintf(why, whylen, "%s", what);
+	return JC_ECORRUPT;
+}
+
+int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t len,
+			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
+			    char *why, size_t whylen)
+{
+	jc__res_init(res);
+	if (len > max)
+		return reject(why, whylen, "larger than --remote-max-object");
+	if (len < HDR || memcmp(val, magic, 4) != 0)
+		return reject(why, whylen, "not a jitcache value (magic)");
+	if (get32(val + 4) != JC_REMOTE_VERSION)
+		return reject(why, whylen, "unknown format version");
+	if (memcmp(val + 8, key, 16) != 0)
+		return reject(why, whylen, "the value belongs to another key");
+	uint32_t flags = get32(val + 24), mlen = get32(val + 28);
+	uint64_t raw = get64(val + 32), zlen = get64(val + 40);
+	size_t maclen = flags & FLAG_SIGNED ? MAC : 0;
+	if (flags & ~FLAG_SIGNED)
+		return reject(why, whylen, "unknown flags");
+	if (mlen > JC_REMOTE_META_MAX || zlen > len || raw > JC_FRAME_HDR + (uint64_t)JC_FRAME_MAX ||
+	    (uint64_t)HDR + mlen + zlen + maclen != len)
+		return reject(why, whylen, "lengths do not add up (truncated or padded)");
+	if (secret) {
+		uint8_t mac[MAC];
+		if (!maclen)
+			return reject(why, whylen, "unsigned (a secret is configured)");
+		mac_of(val, len - MAC, secret, secret_len, mac);
+		if (crypto_verify_32(mac, val + len - MAC) != 0)
+			return reject(why, whylen, "bad signature");
+	}
+	const uint8_t *z = val + HDR + mlen;
+	ZSTD_frameHeader fh;
+	if (ZSTD_getFrameHeader(&fh, z, zlen) != 0 || fh.frameType != ZSTD_frame ||
+	    fh.frameContentSize != raw || !fh.checksumFlag || raw < JC_FRAME_HDR)
+		return reject(why, whylen, "compressed frame does not declare its size and checksum");
+	uint8_t *body = malloc(raw);
+	if (!body)
+		return reject(why, whylen, "out of memory");
+	size_t got = ZSTD_decompress(body, raw, z, zlen);
+	uint16_t type;
+	uint32_t plen;
+	int rc = JC_ECORRUPT;
+	if (ZSTD_isError(got) || got != raw)
+		snprintf(why, whylen, "compressed frame does not decode");
+	else if (jc__frame_header_decode(body, &type, &plen) != 0 || type != JC_MSG_RESULT ||
+		 plen != raw - JC_FRAME_HDR)
+		snprintf(why, whylen, "not a result frame");
+	else if (jc__decode_res(body + JC_FRAME_HDR, plen, res) != 0)
+		snprintf(why, whylen, "result does not decode");
+	else if (res->status != 0 || !res->data || !res->size || res->fd >= 0)
+		snprintf(why, whylen, "result holds no artifact");
+	else if (memcmp(res->key, key, 16) != 0)
+		snprintf(why, whylen, "result names another key");
+	else if (!jc__output_name(res->output))
+		snprintf(why, whylen, "unknown output kind");
+	else
+		rc = 0;
+	free(body);
+	if (rc == 0) {
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits(res->data, res->size));
+		if (memcmp(c.digest, res->object, 16) != 0) {
+			snprintf(why, whylen, "artifact does not hash to its object name");
+			rc = JC_ECORRUPT;
+		}
+	}
+	if (rc != 0)
+		jc__res_clear(res);
+	return rc;
+}

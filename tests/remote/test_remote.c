@@ -1,0 +1,1019 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The remote tier against a real redis-server (started here on a Unix socket
+ * or a free loopback port in a mkdtemp directory): daemons with separate
+ * cache directories sharing one Redis, tampered values, read-only mode,
+ * Redis killed, stopped (SIGSTOP) and full under load, and the fleet single
+ * flight. Every artifact served is compared with NVRTC's own output for the
+ * source, compiled in this process. Exits 77 when redis-server is absent.
+ *
+ * Helpers are this binary run again as `--helper client ...` (robust.h).
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "redis_fx.h"
+#include "robust.h"
+
+#define MAX_DAEMONS 4
+
+struct rfx {
+	struct jct_fx *fx;               /* references, temp root */
+	struct jc_test_daemon d[MAX_DAEMONS];
+	struct jct_redis redis;          /* one server, or ... */
+	struct jct_cluster *cluster;     /* ... a cluster (NULL for one server) */
+	const char *url;                 /* --remote of either */
+	char secret[2][320];             /* two secret files */
+};
+
+enum { ON_UNIX = 0, ON_TCP = 1, ON_CLUSTER = 2 };
+
+static struct rfx *rfx_new(void **state, const char *spec, int on, const char *const *redis_extra)
+{
+	struct rfx *x = calloc(1, sizeof(*x));
+	void *fx;
+	assert_non_null(x);
+	jct_fx_new(&fx, spec);
+	x->fx = fx;
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		jct_daemon_init(&x->d[i]);
+	for (int i = 0; i < 2; i++) {
+		snprintf(x->secret[i], sizeof(x->secret[i]), "%s/secret%d", x->fx->d.dir, i);
+		char s[64];
+		snprintf(s, sizeof(s), "fleet secret number %d, 32+ bytes long!\n", i);
+		jct_write_file(x->secret[i], s, strlen(s));
+		chmod(x->secret[i], 0600);
+	}
+	if (on == ON_CLUSTER) {
+		x->cluster = calloc(1, sizeof(*x->cluster));
+		assert_non_null(x->cluster);
+		*state = x;
+		jct_cluster_start(x->cluster);
+		x->url = x->cluster->url;
+		return x;
+	}
+	jct_redis_start(&x->redis, x->fx->d.dir, on == ON_TCP, redis_extra);
+	x->url = x->redis.url;
+	*state = x;
+	return x;
+}
+
+static int rfx_free(void **state)
+{
+	struct rfx *x = *state;
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		jct_daemon_cleanup(&x->d[i]);
+	jct_redis_cleanup(&x->redis);
+	if (x->cluster)
+		jct_cluster_cleanup(x->cluster);
+	free(x->cluster);
+	void *fx = x->fx;
+	jct_fx_free(&fx);
+	free(x);
+	return 0;
+}
+
+/* Starts daemon i on the fixture's Redis with more flags (NULL-terminated). */
+static void start(struct rfx *x, int i, ...)
+{
+	const char *flags[24] = {"--remote", x->url, "--log-level", "info"};
+	int n = 4;
+	va_list ap;
+	va_start(ap, i);
+	for (const char *f; n < 23 && (f = va_arg(ap, const char *));)
+		flags[n++] = f;
+	va_end(ap);
+	flags[n] = NULL;
+	jct_daemon_start(&x->d[i], flags);
+}
+
+/* Fetches pool variant v from daemon d; checks it against NVRTC's output
+ * (status, bytes, lowered name) and returns the cache status; the key's
+ * hex goes to key (33 bytes) when not NULL. */
+static int fetch(struct rfx *x, const struct jc_test_daemon *d, int v, char *key)
+{
+	const struct jct_pool *p = &x->fx->pool;
+	jc_client *c = jct_connect(d);
+	jc_request *r = jct_variant_request(&p->v[v]);
+	jc_result *res = NULL;
+	uint64_t wrong = 0;
+	int rc = jc_compile(c, r, &res);
+	if (rc != 0)
+		fprintf(stderr, "%s: %s\n", p->v[v].name, jc_client_errmsg(c));
+	assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "fetch", &wrong), 0);
+	assert_int_equal(wrong, 0);
+	int status = (int)jc_result_cache_status(res);
+	if (key)
+		snprintf(key, 33, "%s", jc_result_key(res));
+	jc_result_free(res);
+	jc_request_free(r);
+	jc_client_close(c);
+	return status;
+}
+
+/* Waits (at most 10 s) until stat key of d is at least min; returns it. */
+static int64_t wait_stat(const struct jc_test_daemon *d, const char *key, int64_t min)
+{
+	double end = jct_now_s() + 10;
+	int64_t v;
+	while ((v = jct_stat(d, key)) < min && jct_now_s() < end)
+		usleep(20000);
+	return v;
+}
+
+/* The string stat key of d into out (outlen bytes). */
+static void stat_str(const struct jc_test_daemon *d, const char *key, char *out, size_t outlen)
+{
+	char *json = NULL, pat[96];
+	const char *args[] = {"stats", "--json", NULL};
+	assert_int_equal(jct_ctl(d, &json, NULL, args), 0);
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	char *p = strstr(json, pat);
+	assert_non_null(p);
+	p += strlen(pat);
+	size_t n = strcspn(p, "\"");
+	snprintf(out, outlen, "%.*s", (int)n, p);
+	free(json);
+}
+
+/* Waits (at most timeout_s) until d's remote_state is want; returns 1 if so. */
+static int wait_state(const struct jc_test_daemon *d, const char *want, double timeout_s)
+{
+	double end = jct_now_s() + timeout_s;
+	char st[32] = "";
+	do {
+		stat_str(d, "remote_state", st, sizeof(st));
+		if (strcmp(st, want) == 0)
+			return 1;
+		usleep(50000);
+	} while (jct_now_s() < end);
+	fprintf(stderr, "remote_state is %s, not %s\n", st, want);
+	return 0;
+}
+
+/* Waits (at most 10 s) until d has an entry for key (hex): a remote hit is
+ * stored just after it is served. */
+static void wait_stored(const struct jc_test_daemon *d, const char *key)
+{
+	const char *args[] = {"show", key, NULL};
+	for (double end = jct_now_s() + 10; jct_now_s() < end; usleep(10000))
+		if (jct_ctl(d, NULL, NULL, args) == 0)
+			return;
+	fail_msg("key %s not stored", key);
+}
+
+static void purge_all(const struct jc_test_daemon *d)
+{
+	const char *args[] = {"purge", "--all", NULL};
+	assert_int_equal(jct_ctl(d, NULL, NULL, args), 0);
+}
+
+/* The stored value of a cache key (hex) as a reply (caller frees); NULL reply
+ * type nil when absent. */
+static redisReply *value_of(struct rfx *x, const char *key)
+{
+	return jct_redis_cmd(&x->redis, "GET jc:{%s}", key);
+}
+
+static void set_value(struct rfx *x, const char *key, const void *v, size_t len)
+{
+	redisReply *r = jct_redis_cmd(&x->redis, "SET jc:{%s} %b", key, v, len);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+/* A compiles; B, with its own cache directory, is served the same bytes and
+ * lowered names from Redis without compiling, then from its own cache. */
+static void test_two_daemons(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	char key[33];
+	assert_int_equal(fetch(x, a, 0, key), JC_MISS);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	assert_int_equal(jct_stat(a, "remote_misses"), 1);
+	/* The value: TTL about 30 days. */
+	redisReply *ttl = jct_redis_cmd(&x->redis, "PTTL jc:{%s}", key);
+	assert_true(ttl->integer > 29LL * 86400 * 1000 && ttl->integer <= 30LL * 86400 * 1000);
+	freeReplyObject(ttl);
+
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS); /* a local miss, served from Redis */
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	wait_stored(b, key);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	assert_true(jct_stat(b, "remote_bytes_in") > 0);
+	assert_int_equal(jct_stat(b, "remote_publishes"), 0); /* a remote hit is not sent back */
+	assert_int_equal(fetch(x, b, 0, NULL), JC_HIT);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	/* And the other way round. */
+	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), 1);
+	assert_int_equal(wait_stat(b, "remote_publishes", 1), 1);
+	assert_int_equal(fetch(x, a, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(jct_stat(a, "remote_hits"), 1);
+	char st[32];
+	stat_str(a, "remote_state", st, sizeof(st));
+	assert_string_equal(st, "up");
+	printf("two daemons: A compiled 1, B served from Redis with 0 compiles, then a local hit\n");
+}
+
+/* d's cache purged, variant v asked for: its value in Redis is rejected, the
+ * request compiles, and the result is published over the bad value (the
+ * counts given are d's, advanced here). */
+static void rejected_then_compiled(struct rfx *x, struct jc_test_daemon *d, int v,
+				   int64_t *compiles, int64_t *rejected, int64_t *pub)
+{
+	purge_all(d);
+	assert_int_equal(fetch(x, d, v, NULL), JC_MISS);
+	assert_int_equal(jct_stat(d, "compiles"), ++*compiles);
+	assert_int_equal(jct_stat(d, "remote_rejected"), ++*rejected);
+	++*pub;
+	assert_int_equal(wait_stat(d, "remote_publishes", *pub), *pub);
+}
+
+/* Values changed in Redis are rejected, counted and logged once per key; the
+ * request compiles (and the good value replaces the bad one). */
+static void test_tamper(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", ON_UNIX, NULL);
+	struct jc_test_daemon *b = &x->d[0], *c = &x->d[1], *u = &x->d[2];
+	start(x, 0, "--remote-secret-file", x->secret[0], NULL);
+	char k0[33], k1[33], k2[33];
+	assert_int_equal(fetch(x, b, 0, k0), JC_MISS);
+	assert_int_equal(fetch(x, b, 1, k1), JC_MISS);
+	int64_t pub = wait_stat(b, "remote_publishes", 2);
+	assert_int_equal(pub, 2);
+	int64_t compiles = 2, rejected = 0;
+
+	/* 1. A flipped byte in the middle. */
+	redisReply *v = value_of(x, k0);
+	assert_int_equal(v->type, REDIS_REPLY_STRING);
+	v->str[v->len / 2] ^= 0x20;
+	set_value(x, k0, v->str, v->len);
+	freeReplyObject(v);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
+
+	/* 2. Another key's (good, signed) value. */
+	v = value_of(x, k1);
+	set_value(x, k0, v->str, v->len);
+	freeReplyObject(v);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
+
+	/* 3. Truncated. */
+	v = value_of(x, k0);
+	set_value(x, k0, v->str, v->len - 7);
+	freeReplyObject(v);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
+
+	/* 4. Signed with another secret: C rejects B's value and writes its own,
+	 * which B rejects. */
+	start(x, 1, "--remote-secret-file", x->secret[1], NULL);
+	int64_t c_compiles = 0, c_rejected = 0, c_pub = 0;
+	rejected_then_compiled(x, c, 0, &c_compiles, &c_rejected, &c_pub);
+	rejected_then_compiled(x, b, 0, &compiles, &rejected, &pub);
+
+	/* 5. Unsigned: U (no secret) writes one, B rejects it. */
+	start(x, 2, NULL);
+	assert_int_equal(fetch(x, u, 2, k2), JC_MISS);
+	assert_int_equal(wait_stat(u, "remote_publishes", 1), 1);
+	rejected_then_compiled(x, b, 2, &compiles, &rejected, &pub);
+
+	/* 6. Not a value at all. */
+	set_value(x, k1, "hello", 5);
+	rejected_then_compiled(x, b, 1, &compiles, &rejected, &pub);
+	assert_int_equal(jct_stat(b, "remote_hits"), 0);
+
+	/* Logged once per key, however often it was rejected; the secret never. */
+	char line[96];
+	snprintf(line, sizeof(line), "key %s: value from", k0);
+	assert_int_equal(jct_log_count(b, line), 1);
+	assert_int_equal(jct_log_count(b, "fleet secret"), 0);
+	assert_int_equal(jct_log_count(b, ": value from"), 3); /* k0, k2, k1 */
+	snprintf(line, sizeof(line), "key %s: value from", k2);
+	assert_int_equal(jct_log_count(b, line), 1);
+	assert_true(jct_log_count(b, "unsigned (a secret is configured)") == 1);
+	printf("tamper: %lld values rejected (flipped byte, other key, truncated, other secret, "
+	       "unsigned, garbage), %lld compiles, 0 served\n", (long long)rejected,
+	       (long long)compiles);
+}
+
+/* A read-only daemon reads hits and writes nothing: no value, lock or probe. */
+static void test_read_only(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *ro = &x->d[1];
+	start(x, 0, NULL);
+	char k1[33];
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	long long before = jct_redis_dbsize(&x->redis);
+	start(x, 1, "--remote-read-only", NULL);
+	assert_int_equal(fetch(x, ro, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(ro, "remote_hits"), 1);
+	assert_int_equal(fetch(x, ro, 1, k1), JC_MISS);
+	assert_int_equal(jct_stat(ro, "compiles"), 1);
+	usleep(300000); /* a publish would have landed by now */
+	assert_int_equal(jct_stat(ro, "remote_publishes"), 0);
+	redisReply *e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s} jc:{%s}:lock", k1, k1);
+	assert_int_equal(e->integer, 0);
+	freeReplyObject(e);
+	assert_int_equal(jct_redis_dbsize(&x->redis), before);
+	/* A writer's lock held (1.2 s to live): the reader waits for it, then
+	 * compiles, still writing nothing. */
+	purge_all(ro);
+	redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock writer:1:0 PX 1200", k1);
+	freeReplyObject(l);
+	double t = jct_now_s();
+	assert_int_equal(fetch(x, ro, 1, NULL), JC_MISS);
+	assert_true(jct_now_s() - t >= 0.8);
+	assert_int_equal(jct_stat(ro, "compiles"), 2);
+	redisReply *gone = jct_redis_cmd(&x->redis, "EXISTS jc:{%s} jc:{%s}:lock", k1, k1);
+	assert_int_equal(gone->integer, 0); /* the lock expired; no value was written */
+	freeReplyObject(gone);
+	assert_int_equal(jct_redis_dbsize(&x->redis), before);
+	char st[32];
+	stat_str(ro, "remote_state", st, sizeof(st));
+	assert_string_equal(st, "up");
+	assert_int_equal(jct_stat(ro, "remote_read_only"), 1);
+	printf("read-only: 1 remote hit, 2 compiles (one after waiting for a writer's lock), 0 keys "
+	       "written (DBSIZE %lld before and after)\n", before);
+}
+
+/* Redis SIGKILLed in the middle of a load of 16 client processes on each of
+ * two daemons, and started again: no client error, no wrong byte; the tier
+ * comes back by itself. */
+static void test_killed_under_load(void **state)
+{
+	char spec[512];
+	size_t n = 0;
+	for (int i = 0; i < 24; i++)
+		n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:%d,", 100 + i);
+	n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:200");
+	struct rfx *x = rfx_new(state, spec, ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, "--remote-timeout-ms", "500", NULL);
+	start(x, 1, "--remote-timeout-ms", "500", NULL);
+	/* The load leaves out the last variant (the recovery check's). */
+	char load[512];
+	snprintf(load, sizeof(load), "%.*s", (int)(strrchr(spec, ',') - spec), spec);
+	struct jct_clients ca, cb;
+	double t0 = jct_now_s();
+	jct_clients_start(a, x->fx->refdir, load, 16, 150, 11, &ca);
+	jct_clients_start(b, x->fx->refdir, load, 16, 150, 911, &cb);
+	/* Redis is killed a moment into the load and started again 1.5 s later
+	 * (or when the load ends); purges keep both daemons asking Redis. */
+	usleep(100000);
+	jct_redis_kill(&x->redis);
+	double killed = jct_now_s() - t0, restarted = -1;
+	while (jct_clients_running(&ca) || jct_clients_running(&cb)) {
+		purge_all(a);
+		purge_all(b);
+		if (restarted < 0 && jct_now_s() - t0 > killed + 1.5) {
+			jct_redis_restart(&x->redis);
+			restarted = jct_now_s() - t0;
+		}
+		usleep(20000);
+	}
+	if (restarted < 0) {
+		jct_redis_restart(&x->redis);
+		restarted = jct_now_s() - t0;
+	}
+	double done = jct_now_s() - t0;
+	struct jct_tally ta, tb;
+	jct_clients_finish(&ca, &ta);
+	jct_clients_finish(&cb, &tb);
+	printf("redis killed at %.1f s under load, back at %.1f s (load over at %.1f s): %llu "
+	       "requests, %llu errors, "
+	       "%llu wrong bytes; remote errors %lld + %lld, remote hits %lld + %lld; %.1f s\n",
+	       killed, restarted, done,
+	       (unsigned long long)(ta.requests + tb.requests),
+	       (unsigned long long)(ta.errors + tb.errors), (unsigned long long)(ta.wrong + tb.wrong),
+	       (long long)jct_stat(a, "remote_errors"), (long long)jct_stat(b, "remote_errors"),
+	       (long long)jct_stat(a, "remote_hits"), (long long)jct_stat(b, "remote_hits"),
+	       jct_now_s() - t0);
+	assert_int_equal(ta.failed_exits + tb.failed_exits, 0);
+	assert_int_equal(ta.requests + tb.requests, 2 * 16 * 150);
+	assert_int_equal(ta.errors + tb.errors, 0);
+	assert_int_equal(ta.wrong + tb.wrong, 0);
+	assert_true(jct_stat(a, "remote_errors") + jct_stat(b, "remote_errors") > 0);
+	/* Recovery, by itself: both up again, and a new result goes through Redis. */
+	assert_true(wait_state(a, "up", 12));
+	assert_true(wait_state(b, "up", 12));
+	int last = x->fx->pool.n - 1;
+	int64_t pub = jct_stat(a, "remote_publishes"), hits = jct_stat(b, "remote_hits");
+	assert_int_equal(fetch(x, a, last, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", pub + 1), pub + 1);
+	assert_int_equal(fetch(x, b, last, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "remote_hits"), hits + 1);
+}
+
+/* Redis stopped (SIGSTOP): every request completes within the op timeout
+ * plus its compile; once down, requests do not wait at all; SIGCONT and the
+ * tier is up again. */
+static void test_stopped(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3,0:4,0:5", ON_TCP, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	const double timeout = 0.3, slack = 0.5;
+	start(x, 0, "--remote-timeout-ms", "300", NULL);
+	start(x, 1, "--remote-timeout-ms", "300", NULL);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	kill(x->redis.pid, SIGSTOP);
+	double worst = 0;
+	for (int v = 0; v < 6; v++) {
+		const struct jct_pool *p = &x->fx->pool;
+		jc_client *c = jct_connect(b);
+		jc_request *r = jct_variant_request(&p->v[v]);
+		jc_result *res = NULL;
+		uint64_t wrong = 0;
+		double t = jct_now_s();
+		int rc = jc_compile(c, r, &res);
+		double took = jct_now_s() - t;
+		assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "stopped", &wrong), 0);
+		double compile = (double)jc_result_time_ns(res, JC_TIME_COMPILE) / 1e9;
+		printf("redis stopped: request %d took %.3f s (compile %.3f s)\n", v, took, compile);
+		assert_true(took <= timeout + compile + slack);
+		if (took - compile > worst)
+			worst = took - compile;
+		jc_result_free(res);
+		jc_request_free(r);
+		jc_client_close(c);
+	}
+	assert_int_equal(jct_stat(b, "compiles"), 6);
+	assert_int_equal(jct_stat(b, "remote_hits"), 0);
+	assert_true(wait_state(b, "down", 3));
+	kill(x->redis.pid, SIGCONT);
+	assert_true(wait_state(b, "up", 12));
+	assert_int_equal(jct_stat(b, "corrupt_objects"), 0);
+	printf("redis stopped: worst wait beyond the compile %.3f s (op timeout %.1f s)\n", worst,
+	       timeout);
+}
+
+/* Start-up does not need Redis: nothing listens on the URL's port. */
+static void test_no_redis_at_start(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_TCP, NULL);
+	struct jc_test_daemon *a = &x->d[0];
+	char url[sizeof(x->redis.url) + 4], key[33];
+	snprintf(url, sizeof(url), "%s/3", x->redis.url); /* and database 3 */
+	x->url = url;
+	jct_redis_kill(&x->redis);
+	start(x, 0, NULL);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_HIT);
+	assert_true(wait_state(a, "down", 5));
+	assert_true(jct_stat(a, "remote_errors") >= 3);
+	jct_redis_restart(&x->redis);
+	assert_true(wait_state(a, "up", 12));
+	assert_int_equal(fetch(x, a, 1, key), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	redisContext *c = jct_redis_connect(&x->redis);
+	freeReplyObject(redisCommand(c, "SELECT 3"));
+	redisReply *e = redisCommand(c, "EXISTS jc:{%s}", key);
+	assert_int_equal(e->integer, 1);
+	freeReplyObject(e);
+	redisFree(c);
+	assert_int_equal(jct_redis_dbsize(&x->redis), 0); /* nothing in database 0 */
+}
+
+/* AUTH from --remote-password-file; without it every command is refused
+ * (NOAUTH, counted), and requests are served all the same. */
+static void test_password(void **state)
+{
+	static const char *const auth[] = {"--requirepass", "s3cret-pass", NULL};
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, auth);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
+	char pw[320];
+	snprintf(pw, sizeof(pw), "%s/password", x->fx->d.dir);
+	jct_write_file(pw, "s3cret-pass\n", 12);
+	chmod(pw, 0600);
+	start(x, 0, "--remote-password-file", pw, NULL);
+	start(x, 1, "--remote-password-file", pw, NULL);
+	start(x, 2, NULL);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	assert_int_equal(fetch(x, c, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(c, "compiles"), 1);
+	assert_true(jct_stat(c, "remote_errors") >= 1);
+	assert_int_equal(jct_stat(c, "remote_hits"), 0);
+	assert_int_equal(jct_log_count(a, "s3cret"), 0);
+	assert_int_equal(jct_log_count(c, "s3cret"), 0);
+}
+
+/* Redis full under noeviction: publishes fail (counted), nothing else. */
+static void test_full(void **state)
+{
+	static const char *const full[] = {"--maxmemory-policy", "noeviction", NULL};
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3", ON_UNIX, full);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	/* Full: maxmemory set below what it holds, so that every write that
+	 * needs memory is refused (as a fleet's Redis at its limit would). */
+	static char junk[64 << 10];
+	memset(junk, 'j', sizeof(junk));
+	for (int i = 0; i < 16; i++)
+		freeReplyObject(jct_redis_cmd(&x->redis, "SET junk:%d %b", i, junk, sizeof(junk)));
+	redisReply *info = jct_redis_cmd(&x->redis, "INFO memory");
+	const char *um = strstr(info->str, "used_memory:");
+	assert_non_null(um);
+	long long used = atoll(um + strlen("used_memory:"));
+	freeReplyObject(info);
+	freeReplyObject(jct_redis_cmd(&x->redis, "CONFIG SET maxmemory %lld", used / 2));
+	redisReply *oom = jct_redis_cmd(&x->redis, "SET probe %b", junk, (size_t)100);
+	assert_int_equal(oom->type, REDIS_REPLY_ERROR);
+	assert_non_null(strstr(oom->str, "OOM"));
+	freeReplyObject(oom);
+	int64_t errors = jct_stat(a, "remote_errors");
+	for (int v = 1; v < 4; v++)
+		assert_int_equal(fetch(x, a, v, NULL), JC_MISS);
+	usleep(300000);
+	assert_int_equal(jct_stat(a, "remote_publishes"), 1);
+	assert_true(jct_stat(a, "remote_errors") >= errors + 3);
+	char st[32];
+	stat_str(a, "remote_state", st, sizeof(st));
+	assert_string_equal(st, "up"); /* the server answers: no back-off */
+	/* Reads still work: B gets the value stored before Redis filled up. */
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(b, "compiles"), 1);
+	printf("redis full: 3 publishes refused (remote_errors %lld), every request served\n",
+	       (long long)jct_stat(a, "remote_errors"));
+}
+
+/* A lock whose holder died (taken here, never released, 1.5 s to live):
+ * the daemon waits for it to expire, then takes it and compiles. */
+static void test_dead_holder(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *n = &x->d[1];
+	char key[33];
+	jct_daemon_start(n, NULL); /* no remote: the key alone */
+	assert_int_equal(fetch(x, n, 0, key), JC_MISS);
+	jct_daemon_stop(n);
+	redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock dead-host:1:0 PX 1500", key);
+	assert_int_equal(l->type, REDIS_REPLY_STATUS);
+	freeReplyObject(l);
+	start(x, 0, NULL);
+	double t = jct_now_s();
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	double took = jct_now_s() - t;
+	printf("dead lock holder: served after %.2f s (the lock had 1.5 s to live)\n", took);
+	assert_true(took >= 1.0 && took < 1.5 + 5.0);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	redisReply *e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s}:lock", key);
+	assert_int_equal(e->integer, 0); /* released after the value */
+	freeReplyObject(e);
+}
+
+/* A multi-architecture request: its parts are published and fetched like
+ * any result; the fatbin is assembled locally from them on each daemon. */
+static void test_fatbin_parts(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	static const char *const exprs[] = {"&saxpy<float>", NULL};
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_80,sm_90", exprs);
+	jc_client *c = jct_connect(a);
+	jc_result *ra = NULL;
+	int rc = jc_compile(c, r, &ra);
+	if (rc == JC_ENOTSUP || rc == JC_EINVAL) {
+		fprintf(stderr, "no fatbin here: %s\n", jc_client_errmsg(c));
+		jc_client_close(c);
+		jc_request_free(r);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	jc_client_close(c);
+	assert_int_equal(jc_result_output(ra), JC_FATBIN);
+	assert_int_equal(jct_stat(a, "compiles"), 2);
+	assert_int_equal(wait_stat(a, "remote_publishes", 2), 2); /* the two parts */
+	jc_result *rb = jct_compile(b, r, 0);
+	assert_int_equal(jc_result_output(rb), JC_FATBIN);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 2);
+	size_t na, nb;
+	const void *da = jc_result_data(ra, &na), *db = jc_result_data(rb, &nb);
+	assert_int_equal(na, nb);
+	assert_memory_equal(da, db, na);
+	assert_string_equal(jc_result_lowered_name(ra, "&saxpy<float>"),
+			    jc_result_lowered_name(rb, "&saxpy<float>"));
+	usleep(300000);
+	assert_int_equal(jct_stat(b, "remote_publishes"), 0);
+	jc_result_free(ra);
+	jc_result_free(rb);
+	jc_request_free(r);
+}
+
+/* 4 daemons x 16 client processes cold on one key: one compile in all. */
+static void test_fleet_single_flight(void **state)
+{
+	struct rfx *x = rfx_new(state, "2:7", ON_UNIX, NULL);
+	struct jct_clients cl[MAX_DAEMONS];
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		start(x, i, NULL);
+	double t0 = jct_now_s();
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		jct_clients_start(&x->d[i], x->fx->refdir, "2:7", 16, 1, 5 + (unsigned)i, &cl[i]);
+	uint64_t requests = 0, errors = 0, wrong = 0;
+	int64_t compiles = 0, hits = 0;
+	for (int i = 0; i < MAX_DAEMONS; i++) {
+		struct jct_tally t;
+		jct_clients_finish(&cl[i], &t);
+		assert_int_equal(t.failed_exits, 0);
+		requests += t.requests;
+		errors += t.errors;
+		wrong += t.wrong;
+		compiles += jct_stat(&x->d[i], "compiles");
+		hits += jct_stat(&x->d[i], "remote_hits");
+	}
+	printf("fleet single flight: %d daemons, %llu requests, %llu errors, %llu wrong bytes, "
+	       "%lld compile(s), %lld remote hits; %.1f s\n", MAX_DAEMONS,
+	       (unsigned long long)requests, (unsigned long long)errors, (unsigned long long)wrong,
+	       (long long)compiles, (long long)hits, jct_now_s() - t0);
+	assert_int_equal(requests, MAX_DAEMONS * 16);
+	assert_int_equal(errors, 0);
+	assert_int_equal(wrong, 0);
+	assert_int_equal(compiles, 1);
+	assert_int_equal(hits, MAX_DAEMONS - 1);
+}
+
+/* A TCP server on a free loopback port that answers anything with bytes
+ * that are not RESP; returns its pid, its port in *port. */
+static pid_t garbage_server(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n\x01\x02garbage";
+		for (;;) {
+			int c = accept(fd, NULL, NULL);
+			if (c >= 0) {
+				char buf[512];
+				if (read(c, buf, sizeof(buf)) > 0 && write(c, junk, sizeof(junk)) < 0)
+					_exit(1);
+				close(c);
+			}
+		}
+	}
+	close(fd);
+	return pid;
+}
+
+/* Settings from a configuration file and SIGHUP; stats, Prometheus and
+ * doctor show the tier; an oversized value is not written; a server that
+ * answers garbage is a failure like any other. */
+static void test_ops(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", ON_UNIX, NULL);
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
+	char conf[320], text[512], *out = NULL;
+	snprintf(conf, sizeof(conf), "%s/jitcached.conf", x->fx->d.dir);
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-timeout-ms = 500\n", x->url);
+	jct_write_file(conf, text, strlen(text));
+	const char *flags[] = {"--config", conf, "--log-level", "info", NULL};
+	jct_daemon_start(a, flags);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	assert_true(wait_state(a, "up", 5));
+	const char *human[] = {"stats", NULL}, *prom[] = {"stats", "--prometheus", NULL};
+	const char *doctor[] = {"doctor", NULL};
+	assert_int_equal(jct_ctl(a, &out, NULL, human), 0);
+	assert_non_null(strstr(out, "Remote tier:"));
+	assert_non_null(strstr(out, x->url));
+	free(out);
+	assert_int_equal(jct_ctl(a, &out, NULL, prom), 0);
+	assert_non_null(strstr(out, "jitcache_remote_state{state=\"up\"} 1"));
+	assert_non_null(strstr(out, "jitcache_remote_publishes_total 1"));
+	free(out);
+	wait_stat(a, "remote_probe_rtt_us", 0);
+	jct_ctl(a, &out, NULL, doctor); /* its exit code depends on the GPU, not on us */
+	assert_non_null(strstr(out, "answers: round trip"));
+	assert_non_null(strstr(out, "remote tier accepts writes"));
+	free(out);
+	/* SIGHUP: read-only from now on. */
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-read-only = yes\n", x->url);
+	jct_write_file(conf, text, strlen(text));
+	kill(a->pid, SIGHUP);
+	assert_int_equal(wait_stat(a, "remote_read_only", 1), 1);
+	long long keys = jct_redis_dbsize(&x->redis);
+	assert_int_equal(fetch(x, a, 1, NULL), JC_MISS);
+	usleep(300000);
+	assert_int_equal(jct_stat(a, "remote_publishes"), 1);
+	jct_ctl(a, &out, NULL, doctor);
+	assert_non_null(strstr(out, "read-only here"));
+	free(out);
+
+	/* Values over --remote-max-object stay local. */
+	start(x, 1, "--remote-max-object", "100", NULL);
+	assert_int_equal(fetch(x, b, 2, NULL), JC_MISS);
+	usleep(300000);
+	assert_int_equal(jct_stat(b, "remote_publishes"), 0);
+	assert_true(jct_redis_dbsize(&x->redis) <= keys + 1); /* B's probe key, no value */
+
+	/* Garbage instead of RESP: requests are served, the tier goes down. */
+	int port;
+	pid_t g = garbage_server(&port);
+	char url[64];
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", NULL};
+	jct_daemon_start(c, gflags);
+	for (int v = 0; v < 3; v++) {
+		double t = jct_now_s();
+		assert_int_equal(fetch(x, c, v, NULL), JC_MISS);
+		assert_true(jct_now_s() - t < 0.3 + 2.0);
+	}
+	assert_true(wait_state(c, "down", 5));
+	assert_int_equal(jct_stat(c, "remote_hits"), 0);
+	kill(g, SIGKILL);
+	waitpid(g, NULL, 0);
+}
+
+/* --- Redis Cluster -------------------------------------------------------- */
+
+#define CL_KEYS 24 /* variants 0..23 of the pool; 24 is the migrated one */
+
+/* The node index of each master now, by CLUSTER SLOTS; returns how many. */
+static int masters(struct rfx *x, int out[6])
+{
+	int n = 0;
+	for (unsigned slot = 0; slot < 16384; slot += 64) {
+		int m = jct_cluster_master_of(x->cluster, slot), seen = 0;
+		for (int i = 0; i < n; i++)
+			seen |= out[i] == m;
+		if (m >= 0 && !seen)
+			out[n++] = m;
+	}
+	return n;
+}
+
+static long long count_values(const struct jct_redis *r)
+{
+	redisReply *k = jct_redis_cmd(r, "KEYS jc:{*}");
+	long long n = 0;
+	for (size_t i = 0; i < k->elements; i++)
+		n += strstr(k->element[i]->str, ":lock") == NULL;
+	freeReplyObject(k);
+	return n;
+}
+
+static unsigned keyslot(struct rfx *x, const char *key)
+{
+	redisReply *r = jct_redis_cmd(&x->cluster->node[0], "CLUSTER KEYSLOT jc:{%s}", key);
+	assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+	unsigned slot = (unsigned)r->integer;
+	freeReplyObject(r);
+	return slot;
+}
+
+static void cluster_ok_cmd(const struct jct_redis *r, const char *fmt, const char *a,
+			   const char *b)
+{
+	redisReply *reply = jct_redis_cmd(r, fmt, a, b);
+	if (reply->type == REDIS_REPLY_ERROR)
+		fail_msg("%s on %d: %s", fmt, r->port, reply->str);
+	freeReplyObject(reply);
+}
+
+/* Slot of key moved from its master to another while clients run, with
+ * the value of a key in that slot written halfway (ASK) and read afterwards
+ * by a daemon whose map is stale (MOVED). */
+static void migrate_under_load(struct rfx *x, const char *spec)
+{
+	struct jct_cluster *c = x->cluster;
+	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *n = &x->d[3];
+	char key[33], src_id[64], dst_id[64], slot_s[16];
+	jct_daemon_start(n, NULL); /* no remote: the key of variant 24 without storing it */
+	assert_int_equal(fetch(x, n, CL_KEYS, key), JC_MISS);
+	jct_daemon_stop(n);
+	unsigned slot = keyslot(x, key);
+	snprintf(slot_s, sizeof(slot_s), "%u", slot);
+	int m[6], nm = masters(x, m), src = jct_cluster_master_of(c, slot), dst = -1;
+	for (int i = 0; i < nm && dst < 0; i++)
+		if (m[i] != src)
+			dst = m[i];
+	assert_true(src >= 0 && dst >= 0);
+	jct_cluster_id(c, src, src_id);
+	jct_cluster_id(c, dst, dst_id);
+	start(x, 1, NULL);
+	struct jct_clients cl;
+	jct_clients_start(b, x->fx->refdir, spec, 16, 6, 333, &cl);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %s IMPORTING %%s", slot_s);
+	cluster_ok_cmd(&c->node[dst], cmd, src_id, NULL);
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %s MIGRATING %%s", slot_s);
+	cluster_ok_cmd(&c->node[src], cmd, dst_id, NULL);
+	/* Halfway: the new key's value goes to the importing node (ASK). */
+	int st = fetch(x, b, CL_KEYS, NULL);
+	assert_true(st == JC_MISS || st == JC_JOINED || st == JC_HIT);
+	redisContext *ctx = jct_redis_connect(&c->node[dst]);
+	int there = 0;
+	for (double end = jct_now_s() + 10; !there && jct_now_s() < end; usleep(20000)) {
+		freeReplyObject(redisCommand(ctx, "ASKING"));
+		redisReply *e = redisCommand(ctx, "EXISTS jc:{%s}", key);
+		there = e && e->type == REDIS_REPLY_INTEGER && e->integer == 1;
+		freeReplyObject(e);
+	}
+	redisFree(ctx);
+	assert_true(there);
+	redisReply *keys = jct_redis_cmd(&c->node[src], "CLUSTER GETKEYSINSLOT %s 1000", slot_s);
+	for (size_t i = 0; i < keys->elements; i++) {
+		redisReply *mr = jct_redis_cmd(&c->node[src], "MIGRATE 127.0.0.1 %d %s 0 5000",
+					       c->node[dst].port, keys->element[i]->str);
+		freeReplyObject(mr);
+	}
+	freeReplyObject(keys);
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %s NODE %%s", slot_s);
+	for (int i = 0; i < nm; i++)
+		cluster_ok_cmd(&c->node[m[i]], cmd, dst_id, NULL);
+	struct jct_tally t;
+	jct_clients_finish(&cl, &t);
+	int64_t errors = jct_stat(b, "remote_errors");
+	printf("cluster: slot %u moved from node %d to %d under load: %llu requests, %llu errors, "
+	       "%llu wrong bytes, %lld remote errors\n", slot, src, dst,
+	       (unsigned long long)t.requests, (unsigned long long)t.errors,
+	       (unsigned long long)t.wrong, (long long)errors);
+	assert_int_equal(t.failed_exits, 0);
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.wrong, 0);
+	assert_int_equal(errors, 0); /* ASK and MOVED followed, never failed */
+	/* The value sits on the new owner; A's map is stale: MOVED, then a hit. */
+	redisReply *e = jct_redis_cmd(&c->node[dst], "EXISTS jc:{%s}", key);
+	assert_int_equal(e->integer, 1);
+	freeReplyObject(e);
+	int64_t hits = jct_stat(a, "remote_hits");
+	assert_int_equal(fetch(x, a, CL_KEYS, NULL), JC_MISS);
+	assert_int_equal(jct_stat(a, "remote_hits"), hits + 1);
+	assert_int_equal(jct_stat(a, "remote_errors"), 0);
+}
+
+/* A master killed during a load: the load never errs; once its replica is
+ * promoted, every value is served from the cluster again. */
+static void failover_under_load(struct rfx *x, const char *spec)
+{
+	struct jct_cluster *c = x->cluster;
+	struct jc_test_daemon *a = &x->d[0], *cd = &x->d[2], *n = &x->d[3];
+	char key[33];
+	/* The master of variant 0's key, once its replica holds what it holds. */
+	assert_int_equal(fetch(x, a, 0, key), JC_HIT);
+	int victim = jct_cluster_master_of(c, keyslot(x, key));
+	long long held = jct_redis_dbsize(&c->node[victim]);
+	double end = jct_now_s() + 10;
+	int synced = 0;
+	while (!synced && jct_now_s() < end) {
+		for (int i = 0; i < 6; i++) {
+			if (i == victim || c->node[i].pid < 0)
+				continue;
+			redisReply *r = jct_redis_cmd(&c->node[i], "ROLE");
+			if (r->elements >= 3 && strcmp(r->element[0]->str, "slave") == 0 &&
+			    r->element[2]->integer == c->node[victim].port &&
+			    jct_redis_dbsize(&c->node[i]) == held)
+				synced = 1;
+			freeReplyObject(r);
+		}
+		usleep(50000);
+	}
+	assert_true(synced);
+	start(x, 3, NULL);
+	struct jct_clients cl;
+	jct_clients_start(n, x->fx->refdir, spec, 16, 400, 4242, &cl);
+	/* The master goes as the load starts; purges keep the load going to the
+	 * cluster through the window. */
+	jct_redis_kill(&c->node[victim]);
+	double killed = jct_now_s(), window = -1;
+	int purges = 0;
+	for (; jct_clients_running(&cl); purges++) {
+		purge_all(n);
+		if (window < 0 && jct_cluster_wait_ok(c, 0.02))
+			window = jct_now_s() - killed;
+		usleep(20000);
+	}
+	if (window < 0) {
+		assert_true(jct_cluster_wait_ok(c, 30));
+		window = jct_now_s() - killed;
+	}
+	struct jct_tally t;
+	jct_clients_finish(&cl, &t);
+	printf("cluster: master %d killed under load, replica promoted after %.1f s: %llu requests "
+	       "(%d purges), %llu errors, %llu wrong bytes (remote hits %lld, remote errors %lld)\n",
+	       victim, window, (unsigned long long)t.requests, purges, (unsigned long long)t.errors,
+	       (unsigned long long)t.wrong, (long long)jct_stat(n, "remote_hits"),
+	       (long long)jct_stat(n, "remote_errors"));
+	assert_int_equal(t.failed_exits, 0);
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.wrong, 0);
+	/* After the window: a daemon that never saw the failover, then one that
+	 * did, are served every value (the first after at most a map refresh). */
+	start(x, 2, NULL);
+	for (int pass = 0; pass < 2; pass++) {
+		struct jc_test_daemon *d = pass ? cd : a;
+		purge_all(d);
+		int64_t hits = jct_stat(d, "remote_hits"), compiles = jct_stat(d, "compiles");
+		for (int v = 0; v <= CL_KEYS; v++)
+			assert_int_equal(fetch(x, d, v, NULL), JC_MISS);
+		hits = jct_stat(d, "remote_hits") - hits;
+		compiles = jct_stat(d, "compiles") - compiles;
+		printf("cluster after failover: %s daemon: %lld remote hits, %lld compiles of %d\n",
+		       pass ? "a fresh" : "the first", (long long)hits, (long long)compiles,
+		       CL_KEYS + 1);
+		if (pass)
+			assert_int_equal(hits, CL_KEYS + 1);
+		else
+			assert_true(hits >= CL_KEYS - 2);
+	}
+}
+
+static void test_cluster(void **state)
+{
+	char spec[512];
+	size_t n = 0;
+	for (int i = 0; i <= CL_KEYS; i++)
+		n += (size_t)snprintf(spec + n, sizeof(spec) - n, "%s0:%d", i ? "," : "", 300 + i);
+	struct rfx *x = rfx_new(state, spec, ON_CLUSTER, NULL);
+	struct jc_test_daemon *a = &x->d[0];
+	start(x, 0, NULL);
+	/* Keys spread over the three masters. */
+	for (int v = 0; v < CL_KEYS; v++)
+		assert_int_equal(fetch(x, a, v, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", CL_KEYS), CL_KEYS);
+	int m[6], nm = masters(x, m);
+	assert_int_equal(nm, 3);
+	long long total = 0;
+	for (int i = 0; i < nm; i++) {
+		long long k = count_values(&x->cluster->node[m[i]]);
+		printf("cluster: master %d (port %d) holds %lld values\n", m[i],
+		       x->cluster->node[m[i]].port, k);
+		assert_true(k > 0);
+		total += k;
+	}
+	assert_int_equal(total, CL_KEYS);
+	assert_int_equal(jct_stat(a, "remote_masters"), 3);
+	migrate_under_load(x, spec);
+	failover_under_load(x, spec);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
+		return jct_helper_client(argv + 3);
+	if (!jct_redis_available()) {
+		printf("redis-server or redis-cli not found: skipped (scripts/setup.sh installs them)\n");
+		return 77;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
+		cmocka_unit_test_teardown(test_tamper, rfx_free),
+		cmocka_unit_test_teardown(test_read_only, rfx_free),
+		cmocka_unit_test_teardown(test_no_redis_at_start, rfx_free),
+		cmocka_unit_test_teardown(test_password, rfx_free),
+		cmocka_unit_test_teardown(test_stopped, rfx_free),
+		cmocka_unit_test_teardown(test_full, rfx_free),
+		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
+		cmocka_unit_test_teardown(test_dead_holder, rfx_free),
+		cmocka_unit_test_teardown(test_fatbin_parts, rfx_free),
+		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
+		cmocka_unit_test_teardown(test_ops, rfx_free),
+		cmocka_unit_test_teardown(test_cluster, rfx_free),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
