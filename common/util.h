@@ -20,6 +20,15 @@ int jc__default_cache_dir(char *buf, size_t len);
  * else CACHE_DIR/jitcached.sock (cache_dir NULL: the default one). */
 int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
 
+/*
+ * Lexical form of an absolute path: repeated slashes and "." components
+ * dropped; with fold_dotdot, ".." also removes the component before it
+ * (symbolic links are not followed: only the kernel knows where ".." leads);
+ * "/" for an empty result. Returns 0, or -1 when out (len bytes) is too
+ * small. Thread-safe.
+ */
+int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
+
 /* DIR/JC_SOCKET_POINTER holds, on one line, the path of the socket the daemon
  * of DIR listens on (written by that daemon; see jc__dir_socket). */
 #define JC_SOCKET_POINTER "jitcached.socket-path"

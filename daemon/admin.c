@@ -190,6 +190,9 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_u64(r, "hit_latency_samples", env->hit_samples);
 	rc = rc ?: jc__record_add_u64(r, "hit_latency_sum_ns", env->hit_sum_ns);
 	rc = rc ?: jc__record_add_int(r, "hit_latency_since", env->hit_latency_since);
+	rc = rc ?: jc__record_add_int(r, "include_watch_trees", (int64_t)env->watch_trees);
+	rc = rc ?: jc__record_add_int(r, "include_watches", (int64_t)env->watch_count);
+	rc = rc ?: jc__record_add_int(r, "include_watch_bytes", (int64_t)env->watch_bytes);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);
@@ -197,6 +200,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", env->tc->nvjitlink_version);
 	rc = rc ?: jc__record_add_str(r, "driver_version", env->tc->driver_version);
 	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->store));
+	rc = rc ?: jc__record_add_str(r, "confinement", env->confinement ? env->confinement : "offline");
 	if (rc == 0 && arg(req, "zero")) {
 		env->zero_counters = 1;
 		if (env->daemon_pid == 0) {

@@ -24,6 +24,7 @@
 #include "pool.h"
 #include "remote.h"
 #include "retry.h"
+#include "watch.h"
 
 /* Limits of one include scan: entries recorded, bytes of one header. */
 #define INC_MAX_ENTRIES 200000
@@ -298,7 +299,13 @@ static void flight_free(struct jc_flight *f)
 static void flight_answer(struct jc_flight *f)
 {
 	struct jc_res *res = &f->res;
-	memcpy(res->key, f->key, 16);
+	memcpy(res->key, f->learned ? f->store_key : f->key, 16);
+	/* What NVRTC read is the daemon's business (PROTOCOL.md): never sent on. */
+	for (size_t i = 0; i < res->n_deps; i++)
+		free(res->deps[i].path);
+	free(res->deps);
+	res->deps = NULL;
+	res->n_deps = 0;
 	struct jc_lowered *own = res->lowered;
 	while (f->waiters) {
 		struct jc_waiter *w = f->waiters;
@@ -349,7 +356,7 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	struct jc_daemon *d = f->d;
 	struct jc_res *res = &f->res;
 	memset(e, 0, sizeof(*e));
-	memcpy(e->key, f->key, 16);
+	memcpy(e->key, f->store_key, 16);
 	if (res->status != 0) {
 		e->status = 1;
 		e->error = res->status;
@@ -373,6 +380,74 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->n_lowered = res->n_lowered;
 }
 
+/* What the include scan, checks and learning need (borrowed from d). */
+static struct jc_inc_ctx inc_ctx(struct jc_daemon *d)
+{
+	return (struct jc_inc_ctx){
+		.memo = d->inc_memo,
+		.toolkit_root = d->tc.toolkit_include,
+		.max_entries = INC_MAX_ENTRIES,
+		.max_file_size = INC_MAX_FILE_SIZE,
+	};
+}
+
+/*
+ * Thread pool, after the compile: an include set with a header changed
+ * within the settle margin (a generated header) is stored only when reading
+ * it again shows the bytes that were hashed (jc__inc_rehash); the settle
+ * margin decides only whether the stat memo may be trusted.
+ */
+static int rehashed(struct jc_flight *f, const struct jc_inc_set *set, char *what, size_t len)
+{
+	const struct jc_inc_ctx ctx = inc_ctx(f->d);
+	int rc = jc__inc_rehash(set, &ctx, what, len);
+	if (rc == JC_ENOMEM)
+		snprintf(what, len, "(out of memory re-reading %s)", set->unsettled_path);
+	f->rehashed |= rc == 1;
+	return rc;
+}
+
+/*
+ * Thread pool, before publishing: does the key cover what NVRTC read (the
+ * worker's record)? If not, and the request has an include set, learn the
+ * set that says exactly that, store under its key and add it to the
+ * manifest (ccache's depend mode); else the result is served, not stored.
+ */
+static void check_deps(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	char what[512] = "";
+	int rc = jc__inc_covers(f->inc, f->res.deps, f->res.n_deps, what, sizeof(what));
+	if (rc == 1)
+		return;
+	if (rc == 0 && f->inc) {
+		const struct jc_inc_ctx ctx = inc_ctx(d);
+		struct jc_inc_set learned;
+		char err[256];
+		char seen[512];
+		snprintf(seen, sizeof(seen), "%s", what);
+		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what, sizeof(what));
+		if (rc == 1 && learned.unsettled && (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
+			snprintf(what + strlen(what), sizeof(what) - strlen(what),
+				 " (changed just before the compile)");
+		if (rc == 1 && jc__key_with_tree(f->direct, learned.digest, f->store_key) == 0) {
+			if (jc__manifest_add(d->manifests, f->direct, &learned, err, sizeof(err)) != 0)
+				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
+			f->learned = 1;
+			jc__inc_set_clear(&learned);
+			snprintf(f->learned_from, sizeof(f->learned_from), "%s", seen);
+			return;
+		}
+		jc__inc_set_clear(&learned);
+		if (rc == 0 && what[0])
+			snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which changed since", what);
+	}
+	if (!f->errmsg[0])
+		snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which the key does not cover",
+			 rc == JC_ENOMEM ? "files (out of memory checking them)" : what);
+	f->deps_mismatch = 1;
+}
+
 /* Thread pool: store the object, then commit the row (order matters for crash
  * safety). A flight started to replace a bad object that ends without a new
  * row drops the old one. */
@@ -384,11 +459,13 @@ static void publish_work_cb(uv_work_t *work)
 	int publish = publishable(res), fd = -1;
 	char what[256];
 	f->publish_rc = 0;
-	if (publish && f->inc && f->inc->unsettled)
-		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile",
-			 f->inc->unsettled_path);
+	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
+		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile "
+			 "and again since", what);
 	else if (publish && f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
+	else if (publish)
+		check_deps(f);
 	if (f->errmsg[0]) {
 		/* What NVRTC read may not be what the key says: serve, do not store. */
 		f->uncached = 1;
@@ -418,7 +495,9 @@ static void publish_work_cb(uv_work_t *work)
 		if (f->publish_rc != 0)
 			snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
 	}
-	if ((!publish || f->publish_rc != 0) && f->has_bad_object)
+	/* The row of the bad object goes unless a new row replaced it (a learnt
+	 * key is another row). */
+	if ((!publish || f->publish_rc != 0 || f->learned) && f->has_bad_object)
 		drop_row_locked(f);
 	pthread_mutex_unlock(&d->wlock);
 }
@@ -432,7 +511,9 @@ static void publish_remote(struct jc_flight *f)
 	snprintf(meta, sizeof(meta), "arch=%s source=%s app_abi=%s toolchain=%s",
 		 f->req.arch ? f->req.arch : "", f->req.source_name ? f->req.source_name : "",
 		 f->req.app_abi ? f->req.app_abi : "", d->tc.summary);
-	jc__remote_publish(d->remote, f->key, &f->res, meta);
+	/* Under the key it was stored under: a learnt key, not the scan's, covers
+	 * what NVRTC read. */
+	jc__remote_publish(d->remote, f->store_key, &f->res, meta);
 }
 
 static void publish_after_cb(uv_work_t *work, int status)
@@ -441,15 +522,26 @@ static void publish_after_cb(uv_work_t *work, int status)
 	struct jc_daemon *d = f->d;
 	int stored = f->publish_rc == 0 && f->res.status == 0;
 	(void)status;
+	if (f->learned && f->publish_rc == 0) {
+		char hex[33], shex[33];
+		jc__hex16(f->key, hex);
+		jc__hex16(f->store_key, shex);
+		jc_log_info(KEY, "key %s: NVRTC read %s, which the scan missed; stored under the key of "
+			    "what it read, %s", hex, f->learned_from, shex);
+		count(d, JC_CTR_deps_learned, 1);
+	}
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
 		publish_remote(f);
 	memcache_forget(d, f->key);
+	memcache_forget(d, f->store_key);
+	if (f->rehashed && !f->uncached && stored)
+		count(d, JC_CTR_include_rehashed, 1);
 	if (f->uncached) {
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
-		count(d, JC_CTR_include_uncached, 1);
+		count(d, f->deps_mismatch ? JC_CTR_deps_mismatch : JC_CTR_include_uncached, 1);
 	} else if (f->publish_rc != 0) {
 		char hex[33];
 		jc__hex16(f->key, hex);
@@ -590,12 +682,13 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 
 /* Starts a compile for key; takes *req and *inc (set to NULL) on success.
  * bad_object (or NULL) names the object of the row it replaces, which failed
- * its checks. The request's bytes count against --buffer-budget until the
- * flight ends: JC_EBUSY (nothing taken) when they would pass it while other
- * compiles are queued, so that queued requests cannot grow without bound. */
+ * its checks; direct is the direct key of *inc (NULL without one). The
+ * request's bytes count against --buffer-budget until the flight ends:
+ * JC_EBUSY (nothing taken) when they would pass it while other compiles are
+ * queued, so that queued requests cannot grow without bound. */
 static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
-			const uint8_t *bad_object)
+			const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc,
+			uint64_t t0, const uint8_t *bad_object)
 {
 	size_t bytes = req_bytes(req);
 	if (d->queue_head && d->buffers.used + bytes > d->buffers.max)
@@ -607,6 +700,9 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 	d->buffers.used += bytes;
 	f->d = d;
 	memcpy(f->key, key, 16);
+	memcpy(f->store_key, key, 16);
+	if (direct)
+		memcpy(f->direct, direct, 16);
 	if (bad_object) {
 		f->has_bad_object = 1;
 		memcpy(f->bad_object, bad_object, 16);
@@ -765,9 +861,11 @@ static void inc_free(struct jc_inc_set *inc)
 	free(inc);
 }
 
-/* The request path once the key is known (loop thread). Takes *req and inc. */
+/* The request path once the key is known (loop thread). Takes *req and inc
+ * (whose direct key is direct; both NULL when nothing is read from disk). */
 static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
-			     const uint8_t key[16], struct jc_inc_set *inc, uint64_t t0)
+			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
+			     uint64_t t0)
 {
 	uint8_t bad_object[16];
 	int bad = 0, rc;
@@ -789,7 +887,8 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
-	} else if ((rc = start_flight(d, conn, key, req, &inc, t0, bad ? bad_object : NULL)) != 0) {
+	} else if ((rc = start_flight(d, conn, key, inc ? direct : NULL, req, &inc, t0,
+				      bad ? bad_object : NULL)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
@@ -827,27 +926,58 @@ static struct jc_keymemo *keymemo_slot(struct jc_daemon *d, const uint8_t direct
 	return &d->keymemo[h % JC_KEYMEMO_SLOTS];
 }
 
-/* The remembered full key of direct, if checked within the last second. */
-static const uint8_t *keymemo_get(struct jc_daemon *d, const uint8_t direct[16])
+static void keymemo_drop(struct jc_daemon *d, struct jc_keymemo *m)
 {
-	struct jc_keymemo *m = keymemo_slot(d, direct);
-	if (m->checked_ns && memcmp(m->direct, direct, 16) == 0 &&
-	    jc__now_ns() - m->checked_ns < KEYMEMO_TTL_NS)
-		return m->key;
-	return NULL;
+	jc__watch_forget(d->watch, m->watch_stamp);
+	memset(m, 0, sizeof(*m));
 }
 
-/* Remembers key for direct when set has nothing on disk to re-check. */
-static void keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
-			const struct jc_inc_set *set)
+/*
+ * The remembered full key of direct: checked within the last second, or
+ * (*watched set) its include tree is watched and unchanged since the check
+ * (watch.h; the event queue is drained first).
+ */
+static const uint8_t *keymemo_get(struct jc_daemon *d, const uint8_t direct[16], int *watched)
 {
-	for (size_t i = 0; i < set->n; i++)
+	struct jc_keymemo *m = keymemo_slot(d, direct);
+	*watched = 0;
+	if (!m->checked_ns || memcmp(m->direct, direct, 16) != 0)
+		return NULL;
+	if (m->watch_stamp) {
+		if (jc__watch_valid(d->watch, m->watch_stamp)) {
+			*watched = 1;
+			return m->key;
+		}
+		keymemo_drop(d, m);
+		return NULL;
+	}
+	return jc__now_ns() - m->checked_ns < KEYMEMO_TTL_NS ? m->key : NULL;
+}
+
+/* Remembers key for direct when set has nothing on disk to re-check, or
+ * its tree is watched (stamp; then owned by the memo). */
+static void keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
+			const struct jc_inc_set *set, uint64_t stamp)
+{
+	for (size_t i = 0; !stamp && i < set->n; i++)
 		if (set->v[i].kind != JC_INC_TOOLKIT)
 			return;
 	struct jc_keymemo *m = keymemo_slot(d, direct);
+	keymemo_drop(d, m);
 	memcpy(m->direct, direct, 16);
 	memcpy(m->key, key, 16);
 	m->checked_ns = jc__now_ns();
+	m->watch_stamp = stamp;
+}
+
+/* 1 when key has a usable entry or a flight: a key from a watched tree is
+ * then served without its include set (none is needed). */
+static int key_known(struct jc_daemon *d, const uint8_t key[16])
+{
+	if (flight_find(d, key))
+		return 1;
+	const struct jc_entry *e = lookup(d, key);
+	return e && (!e->status || e->expires > wall_s());
 }
 
 /* A request keyed in the thread pool because it reads headers from disk. */
@@ -862,9 +992,40 @@ struct key_job {
 	struct jc_inc_set *inc;   /* owned; NULL after a failure */
 	int rc;
 	int from_manifest;
+	uint64_t stamp;           /* watch stamp of the include tree (watch.h); 0 = none */
+	int watch_refused;        /* enum jc_watch_refusal other than OK and OFF */
 	uint64_t n_stat, ns;
 	char err[512];
 };
+
+static const char *watch_refusal_name(int why);
+
+/*
+ * Thread pool, once a set is known to match: watch its tree, then check it
+ * again (the watches come first, so a change after this check is an event).
+ * A set changed within the settle margin is not watched: its stat identity
+ * (which the check trusts through the memo) may hide a second change.
+ */
+static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
+{
+	int why, disk = 0;
+	for (size_t i = 0; i < j->inc->n; i++)
+		disk |= j->inc->v[i].kind != JC_INC_TOOLKIT;
+	if (!disk || j->inc->unsettled || !j->d->watch)
+		return;
+	j->stamp = jc__watch_tree(j->d->watch, j->inc, &why);
+	if (!j->stamp) {
+		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
+		return;
+	}
+	uint64_t before = j->inc->n_stat;
+	int rc = jc__inc_check(j->inc, ctx);
+	j->n_stat += j->inc->n_stat - before;
+	if (rc != 1 || j->inc->unsettled) {
+		jc__watch_forget(j->d->watch, j->stamp);
+		j->stamp = 0;
+	}
+}
 
 /* Thread pool: a manifest variant of the direct key that matches, or a scan. */
 static void key_work_cb(uv_work_t *w)
@@ -873,12 +1034,7 @@ static void key_work_cb(uv_work_t *w)
 	struct jc_daemon *d = j->d;
 	uint64_t t = jc__now_ns();
 	const uint8_t *direct = j->direct;
-	const struct jc_inc_ctx ctx = {
-		.memo = d->inc_memo,
-		.toolkit_root = d->tc.toolkit_include,
-		.max_entries = INC_MAX_ENTRIES,
-		.max_file_size = INC_MAX_FILE_SIZE,
-	};
+	const struct jc_inc_ctx ctx = inc_ctx(d);
 	int rc = 0;
 	if (!(j->inc = calloc(1, sizeof(*j->inc))))
 		rc = JC_ENOMEM;
@@ -895,6 +1051,8 @@ static void key_work_cb(uv_work_t *w)
 			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 				    err);
 	}
+	if (rc == 0)
+		key_watch(j, &ctx);
 	j->rc = rc ?: jc__key_with_tree(direct, j->inc->digest, j->key);
 	if (j->rc == JC_ENOMEM && !j->err[0])
 		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
@@ -911,13 +1069,21 @@ static void key_after_cb(uv_work_t *w, int status)
 		char hex[33];
 		jc__hex16(j->key, hex);
 		count(d, j->from_manifest ? JC_CTR_include_manifest_hits : JC_CTR_include_scans, 1);
+		if (j->from_manifest)
+			count(d, JC_CTR_include_tree_stat_walks, 1);
+		if (j->watch_refused) {
+			count(d, JC_CTR_include_watch_fallbacks, 1);
+			jc_log_info(KEY, "include tree of %zu entries not watched (%s): stat walk per request",
+				    j->inc->n, watch_refusal_name(j->watch_refused));
+		}
 		jc_log_info(KEY, "key %s: %zu include entries %s%s: %llu stat calls, %llu files read, "
 			    "%.3f ms", hex, j->inc->n, j->from_manifest ? "from the manifest" : "scanned",
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
-		keymemo_put(d, j->direct, j->key, j->inc);
-		request_with_key(d, j->conn, &j->req, j->key, j->inc, j->t0);
+		keymemo_put(d, j->direct, j->key, j->inc, j->stamp);
+		j->stamp = 0;
+		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
 		j->inc = NULL;
 	} else {
 		if (j->rc == JC_EINVAL)
@@ -927,8 +1093,27 @@ static void key_after_cb(uv_work_t *w, int status)
 		jc__req_clear(&j->req);
 		inc_free(j->inc);
 	}
+	jc__watch_forget(d->watch, j->stamp);
 	jc__conn_unref(j->conn);
 	free(j);
+}
+
+/*
+ * jc__inc_needed(req), remembered by the request's direct key (which covers
+ * everything it looks at: texts, names, options, include directories), so
+ * that a hit of a source with directives does not lex it again.
+ */
+static int reads_disk(struct jc_daemon *d, const struct jc_req *req, const uint8_t direct[16])
+{
+	uint32_t h;
+	memcpy(&h, direct + 8, sizeof(h));
+	struct jc_needed_memo *m = &d->needed_memo[h % JC_NEEDED_MEMO_SLOTS];
+	if (m->used && memcmp(m->direct, direct, 16) == 0)
+		return m->needed;
+	memcpy(m->direct, direct, 16);
+	m->needed = jc__inc_needed(req);
+	m->used = 1;
+	return m->needed;
 }
 
 /* jc__toolchain_supports_arch, remembering the last architecture it
@@ -948,8 +1133,8 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	uint64_t t0 = jc__now_ns();
 	uint8_t key[16]; /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
-	int needed = jc__inc_needed(req);
 	int rc = jc__key_compute(req, &d->tc, key, err, sizeof(err));
+	int needed = rc == 0 && reads_disk(d, req, key);
 	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
@@ -976,13 +1161,19 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		jc__req_clear(req);
 		return;
 	}
-	const uint8_t *known = needed ? keymemo_get(d, key) : key;
+	int watched = 0;
+	const uint8_t *known = needed ? keymemo_get(d, key, &watched) : key;
+	if (known && watched && !key_known(d, known)) {
+		/* Evicted or never stored: a compile needs the include set. */
+		keymemo_drop(d, keymemo_slot(d, key));
+		known = NULL;
+	}
 	if (known) {
 		if (needed) {
-			count(d, JC_CTR_include_manifest_hits, 1);
+			count(d, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1);
 			memcpy(key, known, 16);
 		}
-		request_with_key(d, conn, req, key, NULL, t0);
+		request_with_key(d, conn, req, key, NULL, NULL, t0);
 		return;
 	}
 	struct key_job *j = calloc(1, sizeof(*j));
@@ -1098,6 +1289,73 @@ void jc__cache_flush_sync(struct jc_daemon *d)
 	jc__cache_flush_write(d, jc__cache_flush_take(d));
 }
 
+/* --- include tree watches (watch.h) ---------------------------------------- */
+
+static const char *watch_refusal_name(int why)
+{
+	switch (why) {
+	case JC_WATCH_BUDGET:
+		return "over --max-include-watches";
+	case JC_WATCH_LIMIT:
+		return "inotify_add_watch failed: see fs.inotify.max_user_watches";
+	case JC_WATCH_REMOTE:
+		return "a network or FUSE file system";
+	default:
+		return "out of memory";
+	}
+}
+
+/* Moves the watcher's event counts into the daemon's counters (loop). */
+void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out)
+{
+	struct jc_watch_stats st;
+	jc__watch_stats(d->watch, &st, 1);
+	count(d, JC_CTR_include_watch_invalidations, st.invalidations);
+	count(d, JC_CTR_include_watch_overflows, st.overflows);
+	if (out)
+		*out = st;
+}
+
+static void watch_poll_cb(uv_poll_t *h, int status, int events)
+{
+	struct jc_daemon *d = h->data;
+	(void)events;
+	if (status < 0) { /* cannot happen to an inotify descriptor; do not spin on it */
+		jc_log_warn(KEY, "include watch descriptor: %s; drained at each request only",
+			    uv_strerror(status));
+		uv_poll_stop(h);
+	}
+	jc__watch_drain(d->watch);
+	jc__cache_watch_counts(d, NULL);
+}
+
+/* The watcher; without inotify, every hit stat-walks. */
+static void watch_new(struct jc_daemon *d)
+{
+	char err[256];
+	if (d->cfg.max_include_watches &&
+	    jc__watch_new(d->cfg.max_include_watches, &d->watch, err, sizeof(err)) != 0)
+		jc_log_warn(KEY, "include trees are not watched (every hit re-checks them): %s", err);
+}
+
+void jc__cache_watch_start(struct jc_daemon *d)
+{
+	if (!d->watch)
+		return;
+	d->watch_poll.data = d;
+	if (uv_poll_init(d->loop, &d->watch_poll, jc__watch_fd(d->watch)) == 0) {
+		d->watch_polling = 1;
+		uv_poll_start(&d->watch_poll, UV_READABLE, watch_poll_cb);
+	}
+}
+
+void jc__cache_watch_stop(struct jc_daemon *d)
+{
+	if (d->watch_polling)
+		uv_close((uv_handle_t *)&d->watch_poll, NULL);
+	d->watch_polling = 0;
+}
+
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
@@ -1113,6 +1371,7 @@ int jc__cache_init(struct jc_daemon *d)
 		jc_log_err(STORE, "%s", err);
 		return rc;
 	}
+	watch_new(d);
 	return jc__counters_load_array(d->rix, d->counters);
 }
 
@@ -1126,6 +1385,8 @@ void jc__cache_free(struct jc_daemon *d)
 	d->inc_memo = NULL;
 	jc__manifests_close(d->manifests);
 	d->manifests = NULL;
+	jc__watch_free(d->watch);
+	d->watch = NULL;
 	jc__retry_free(d->load_retries);
 	d->load_retries = NULL;
 }

@@ -45,6 +45,9 @@ struct jc_config {
 	size_t n_allow_uids;
 	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
+	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
+	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
+	uint32_t max_include_watches; /* inotify watches for include trees (watch.h); 0 = none */
 	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
 	struct jc_remote_config remote; /* the remote tier (remote.h) */
 };
@@ -80,7 +83,13 @@ struct jc_flight {
 	/* Owned, NULL when the compile reads no file from disk: the include
 	 * files its key covers, re-checked before publishing (includes.h). */
 	struct jc_inc_set *inc;
+	uint8_t direct[16];       /* with inc: the direct key (manifest.h) */
+	uint8_t store_key[16];    /* the key the result is stored under: key, or learnt */
 	int uncached;             /* an include file changed: served, not stored */
+	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
+	int learned;              /* the key was learnt from what NVRTC read (store_key) */
+	int rehashed;             /* a header changed just before was re-read after the compile */
+	char learned_from[512];   /* the first access the include set missed (for the log) */
 	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
 	struct jc_fatbin *fatbin;
 	/* The request a worker gets for this flight: &req when NULL (a fatbin's
@@ -101,6 +110,13 @@ struct jc_keymemo {
 	uint8_t direct[16];
 	uint8_t key[16];
 	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
+	uint64_t watch_stamp; /* the tree's stamp (watch.h): valid until it changes; 0 = none */
+};
+/* Whether a request reads from disk (jc__inc_needed), by direct key. */
+#define JC_NEEDED_MEMO_SLOTS 1024
+struct jc_needed_memo {
+	uint8_t direct[16];
+	uint8_t used, needed;
 };
 struct jc_slot {
 	int used;
@@ -135,14 +151,19 @@ struct jc_daemon {
 	 * (only -I directories inside the toolkit tree), by direct key; loop
 	 * thread only. See cache.c, "key memo". */
 	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
+	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
 	char arch_ok[24];         /* the last architecture found supported; loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
+	struct jc_watch *watch;   /* include tree change notification (watch.h); locks itself */
+	uv_poll_t watch_poll;     /* its descriptor, drained on the loop */
+	int watch_polling;
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
 	struct jc_flight *queue_head, *queue_tail;
 	struct jc_worker **workers;
 	char *worker_cwd;         /* the empty directory workers run in (pool.c) */
+	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 	int n_workers;
 
 	/* Access times and hit counts not yet written: flushed in batches,
@@ -173,6 +194,15 @@ void jc__cache_free(struct jc_daemon *d);
  * request that reads files from disk (jc__inc_needed) is keyed in the
  * thread pool (manifest check or include scan); every other one at once. */
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+struct jc_watch_stats;
+/* Include tree watches (watch.h), loop thread: moves the watcher's event
+ * counts into the counters and, when out is not NULL, fills *out with its
+ * figures; start polls its descriptor on d->loop, draining it as events
+ * come (so that the queue does not overflow between requests); stop closes
+ * that poll handle (at shutdown). */
+void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out);
+void jc__cache_watch_start(struct jc_daemon *d);
+void jc__cache_watch_stop(struct jc_daemon *d);
 void jc__cache_tick(struct jc_daemon *d);
 void jc__cache_memcache_drop_all(struct jc_daemon *d);
 void jc__cache_shutdown(struct jc_daemon *d);

@@ -69,4 +69,9 @@ uint32_t jc__target_output(const char *target);
  */
 int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err, size_t errlen);
 
+/* The nvFatbin library a JC_JOB_FATBIN request names (its
+ * "-nvfatbin-library=PATH" link option; borrowed from req), or NULL. The
+ * worker loads it before it confines the job (worker.c). */
+const char *jc__fatbin_library(const struct jc_req *req);
+
 #endif

@@ -35,7 +35,7 @@ struct nvfatbin {
 #undef X
 };
 
-static const char *library_of(const struct jc_req *req)
+const char *jc__fatbin_library(const struct jc_req *req)
 {
 	static const char opt[] = "-nvfatbin-library=";
 	for (size_t i = 0; i < req->link_options.n; i++)
@@ -46,7 +46,7 @@ static const char *library_of(const struct jc_req *req)
 
 int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err, size_t errlen)
 {
-	const char *lib = library_of(req);
+	const char *lib = jc__fatbin_library(req);
 	struct nvfatbin nf;
 	void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
 	if (!h)

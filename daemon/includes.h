@@ -43,9 +43,11 @@
  * timestamp tick keeps its stat identity. So a file whose ctime is within
  * the settle margin of now (100 ms; 2 s when both mtime and ctime have zero
  * nanoseconds, as on filesystems with whole-second timestamps) is never
- * memoised, and marks the set unsettled: the daemon then compiles it but does
- * not store the result. After a compile, jc__inc_unchanged() re-stats every
- * entry; a change during the compile also keeps the result out of the cache.
+ * memoised, and marks the set unsettled: the daemon then compiles it and,
+ * after the compile, reads those files again (jc__inc_rehash); the result is
+ * stored only when they still hold the hashed bytes. After a compile,
+ * jc__inc_unchanged() re-stats every entry; a change during the compile
+ * keeps the result out of the cache.
  * (ctime, not mtime: utimensat can set mtime to anything but always sets
  * ctime to now.) NFS attribute caching can hide changes for its timeout.
  *
@@ -89,9 +91,18 @@ void jc__inc_path_clear(struct jc_inc_path *p);
 
 /*
  * 1 when the compile of req may read files from disk: it has -I directories,
- * a pre-include, or its source or an in-memory header references an absolute
- * path; else 0. No I/O: it lexes the in-memory texts (only those containing
- * "include"). req must have passed jc__inc_path_parse(). Thread-safe.
+ * a pre-include, a program name that is absolute or climbs (".."), or its
+ * source or an in-memory header has a reference the lexer cannot prove stays
+ * inside the in-memory texts: an absolute name, a ".." component, a
+ * computed include, __has_include of a macro, a #line naming a file
+ * (splices, the digraph %: and the trigraph ??= are read through); else 0.
+ * Conservative: when in doubt, 1. No I/O: it lexes the in-memory texts (only
+ * those with a '#', "%:" or "??="). req must have passed
+ * jc__inc_path_parse(). Thread-safe.
+ *
+ * This is the fast path and the early refusal of other uids, not the
+ * guarantee: the worker records and confines what NVRTC does (worker_fs.h),
+ * and the daemon stores only results whose key covers it (jc__inc_covers).
  */
 int jc__inc_needed(const struct jc_req *req);
 
@@ -127,11 +138,12 @@ struct jc_inc_set {
 	struct jc_inc_entry *v; /* owned; sorted by path, then kind; no duplicates */
 	size_t n;
 	uint8_t digest[16];     /* XXH3-128 of (kind, path, hash) of every entry, in order */
-	int unsettled;          /* a file changed within the settle margin: do not store */
+	int unsettled;          /* a file changed within the settle margin: store only after jc__inc_rehash */
 	char unsettled_path[256]; /* the first such file (for the log) */
 	int fallback;           /* a computed include made the scan take whole directories */
 	uint64_t n_stat;        /* stat() calls made (for figures) */
 	uint64_t n_read;        /* files read (memo misses) */
+	int64_t checked_ns;     /* CLOCK_REALTIME ns of the scan, check or learning (for the settle margin) */
 };
 
 /* Frees what set owns and zeroes it (a zeroed set is empty). NULL-safe. */
@@ -172,6 +184,21 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx);
 int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len);
 
 /*
+ * Generated headers: a set that is unsettled (a file or listing changed
+ * within the settle margin before set->checked_ns, so its stat identity may
+ * hide a second change) is shown to hold what was hashed by reading those
+ * entries again after the compile: 1 when each such FILE still has the
+ * identity in its st, before and after the read, and the hashed content,
+ * and each such DIR the same identity and names; else 0 with the path in
+ * what[len]. With jc__inc_unchanged() and jc__inc_covers() (the worker saw
+ * the same identities) the compile read the hashed bytes, unless the file
+ * was rewritten twice, to other bytes and back, within one timestamp tick
+ * of the same size. JC_ENOMEM. Reads bypass the memo. Thread-safe.
+ */
+int jc__inc_rehash(const struct jc_inc_set *set, const struct jc_inc_ctx *ctx, char *what,
+		   size_t len);
+
+/*
  * Appends an entry (path_len bytes of path copied; hash may be NULL) to set
  * without sorting; jc__inc_set_finish() then sorts, drops exact duplicates
  * and computes the digest: XXH3-128 of a format byte and, per entry, kind,
@@ -182,5 +209,36 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len);
 int jc__inc_set_add(struct jc_inc_set *set, const char *path, size_t path_len, uint8_t kind,
 		    const uint8_t hash[16]);
 int jc__inc_set_finish(struct jc_inc_set *set);
+
+/*
+ * Dependency truth (docs/ARCHITECTURE.md): deps (n_deps, borrowed) is what
+ * the worker recorded NVRTC doing in the compile (req.h, struct jc_dep); set
+ * (may be NULL: nothing on disk) the include set the key was made from.
+ * jc__inc_covers() is 1 when set covers every access exactly: a file read
+ * is a FILE entry of the same path whose stat identity is the one the
+ * worker saw (so its content is the hashed one), a probe that found no
+ * regular file is an ABSENT entry or a name in a listed DIR entry, a listed
+ * directory a DIR entry; a refusal (JC_DEP_DENIED) is covered, since its
+ * outcome depends only on the request's declared directories and the
+ * toolkit, which the key holds. Else 0, with the first uncovered access in
+ * what[len] (control characters shown as ?). JC_ENOMEM. Paths are compared
+ * with empty and "." components dropped. Thread-safe.
+ */
+int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size_t n_deps,
+		   char *what, size_t len);
+
+/*
+ * ccache's depend mode: the include set that says exactly what deps (the
+ * accesses of a compile, see above) read, built into *out (owned by the
+ * caller): the TOOLKIT entries of scan (may be NULL), a FILE entry with its
+ * content hash for each file read, an ABSENT one for each probe that found
+ * none, a DIR one for each listing. Returns 1 when every file still has the
+ * stat identity the worker saw and every probe still finds what it found
+ * (out->unsettled set when one changed too recently to tell); 0 when one
+ * changed since the compile (path in what[len]; *out empty); JC_ENOMEM.
+ * Thread-safe (the memo locks).
+ */
+int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size_t n_deps,
+		  const struct jc_inc_ctx *ctx, struct jc_inc_set *out, char *what, size_t len);
 
 #endif

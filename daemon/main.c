@@ -15,12 +15,15 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "admin.h"
 #include "config.h"
+#include "confine.h"
 #include "daemon.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
@@ -58,11 +61,15 @@ static void usage(FILE *f)
 		"                            connection [10s]\n"
 		"  --buffer-budget SIZE     request and reply buffers of all connections; a\n"
 		"                            request or large reply past it gets EBUSY [256M]\n"
+		"  --max-include-watches N  inotify watches over all -I trees; 0: stat every\n"
+		"                            header on each request [32768]\n"
 		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
 		"  --group-shared yes|no    socket 0660 for the group; the cache directory\n"
 		"                            stays the daemon's alone (0700) [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
 		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
+		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
+		"  --allow-unconfined       serve other uids without confinement [no]\n"
 		"  --remote URL             fleet tier on Redis: redis://HOST:PORT[/DB],\n"
 		"                            redis+unix:///PATH, redis-cluster://HOST:PORT[,...] [none]\n"
 		"  --remote-secret-file FILE    HMAC key of the fleet's values [none: unsigned]\n"
@@ -201,6 +208,10 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		ok = parse_count(value, 1000000, &c->max_connections) == 0;
 	} else if (strcmp(name, "max-connections-per-uid") == 0) {
 		ok = parse_count(value, 1000000, &c->max_connections_per_uid) == 0;
+	} else if (strcmp(name, "max-include-watches") == 0) {
+		int n;
+		ok = strcmp(value, "0") == 0 ? (n = 0, 1) : parse_count(value, 1 << 24, &n) == 0;
+		c->max_include_watches = ok ? (uint32_t)n : c->max_include_watches;
 	} else if (strcmp(name, "log-level") == 0) {
 		int level = jc__log_parse_level(value);
 		ok = level >= 0;
@@ -213,6 +224,11 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		c->admin_gid = ok ? g->gr_gid : c->admin_gid;
 	} else if (strcmp(name, "allow-uids") == 0) {
 		ok = parse_uids(c, value) == 0;
+	} else if (strcmp(name, "confinement") == 0) {
+		c->confinement = strcmp(value, "auto") == 0 ? -1 : jc__confine_parse(value);
+		ok = strcmp(value, "auto") == 0 || c->confinement >= 0;
+	} else if (strcmp(name, "allow-unconfined") == 0) {
+		ok = parse_bool(value ? value : "yes", &c->allow_unconfined) == 0;
 	} else if (strncmp(name, "remote", 6) == 0 &&
 		   (remote_rc = jc__remote_config_set(&c->remote, name, value)) != 1) {
 		ok = remote_rc == 0;
@@ -308,10 +324,13 @@ static const struct option long_opts[] = {
 	{"handshake-timeout", required_argument, NULL, 0},
 	{"write-timeout", required_argument, NULL, 0},
 	{"buffer-budget", required_argument, NULL, 0},
+	{"max-include-watches", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
 	{"group-shared", required_argument, NULL, 0},
 	{"admin-group", required_argument, NULL, 0},
 	{"allow-uids", required_argument, NULL, 0},
+	{"confinement", required_argument, NULL, 0},
+	{"allow-unconfined", optional_argument, NULL, 0},
 	{"log-level", required_argument, NULL, 0},
 	{"remote", required_argument, NULL, 0},
 	{"remote-secret-file", required_argument, NULL, 0},
@@ -376,7 +395,9 @@ static void defaults(struct jc_config *c)
 	c->handshake_timeout_s = 5;
 	c->write_timeout_s = 10;
 	c->buffer_budget = 256ull << 20;
+	c->max_include_watches = 32768;
 	c->admin_gid = (gid_t)-1;
+	c->confinement = -1;
 	jc__remote_config_defaults(&c->remote);
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
@@ -478,6 +499,7 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc__daemon_notify("STOPPING=1");
 	d->stopping = 1;
 	jc__cache_shutdown(d); /* queued compiles: answered "shutting down" */
+	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
 	d->remote = NULL;
 	jc__pool_stop(d);      /* running ones: likewise, workers killed */
@@ -653,6 +675,8 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("workers", c->workers != fresh.workers);
 	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
+	needs_restart("confinement", c->confinement != fresh.confinement);
+	needs_restart("max-include-watches", c->max_include_watches != fresh.max_include_watches);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
 			    "compile-timeout, idle-timeout, idle-exit, max-connections, "
 			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
@@ -668,6 +692,56 @@ out:
 	free(fresh.socket_path);
 	free(fresh.allow_uids);
 	jc__remote_config_clear(&fresh.remote);
+}
+
+/*
+ * 1 when other uids may connect: --group-shared (socket 0660), --allow-uids,
+ * or a socket passed by systemd whose file lets group or others in (the
+ * system unit's 0660 jitcached.socket).
+ */
+static int serves_other_uids(const struct jc_daemon *d, int listen_fd)
+{
+	struct sockaddr_un sa;
+	socklen_t len = sizeof(sa);
+	struct stat st;
+	if (d->cfg.group_shared || d->cfg.n_allow_uids)
+		return 1;
+	if (listen_fd < 0)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(listen_fd, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX ||
+	    !sa.sun_path[0])
+		return 1; /* an abstract or unknown socket: anyone may reach it */
+	return stat(sa.sun_path, &st) != 0 || (st.st_mode & 066) != 0;
+}
+
+/*
+ * The confinement the workers apply (confine.h): --confinement, else the
+ * best this kernel offers. A daemon that serves other uids refuses to run
+ * unconfined unless --allow-unconfined.
+ */
+static int choose_confinement(struct jc_daemon *d, int serves_others, char *why, size_t whylen,
+			      char *err, size_t errlen)
+{
+	int abi, best = jc__confine_detect(&abi, why, whylen);
+	int want = d->cfg.confinement < 0 ? best : d->cfg.confinement;
+	if (want != JC_CONFINE_NONE && want != best &&
+	    !(want == JC_CONFINE_USERNS && best == JC_CONFINE_LANDLOCK)) {
+		snprintf(err, errlen, "--confinement %s is not available here (%s)",
+			 jc__confine_name(want), why);
+		return JC_EINVAL;
+	}
+	if (want == JC_CONFINE_NONE && serves_others && !d->cfg.allow_unconfined) {
+		snprintf(err, errlen, "this daemon serves other uids but its compile workers cannot be "
+			 "confined (%s%s); pass --allow-unconfined to run anyway",
+			 d->cfg.confinement < 0 ? "" : "--confinement none; ", why);
+		return JC_EINVAL;
+	}
+	if (d->cfg.confinement >= 0 && want != best)
+		snprintf(why + strlen(why), whylen - strlen(why), "; %s asked for",
+			 jc__confine_name(want));
+	d->confinement = want;
+	return 0;
 }
 
 /*
@@ -733,7 +807,7 @@ int main(int argc, char **argv)
 {
 	struct jc_daemon *d = &daemon_state;
 	struct settings s = {.cfg = &d->cfg, .log_level = LOG_NOTICE};
-	char err[512] = "", buf[4096];
+	char err[512] = "", buf[4096], conf_why[128] = "";
 	int rc = 0, exit_code = 1;
 
 	saved_argc = argc;
@@ -792,6 +866,11 @@ int main(int argc, char **argv)
 	}
 	save_budget(d);
 
+	int listen_fd = inherited_listener();
+	rc = choose_confinement(d, serves_other_uids(d, listen_fd), conf_why, sizeof(conf_why), err,
+				sizeof(err));
+	if (rc != 0)
+		goto err_after_rix;
 	d->loop = uv_default_loop();
 	rc = remote_start(d, err, sizeof(err));
 	if (rc != 0)
@@ -801,7 +880,6 @@ int main(int argc, char **argv)
 		jc__remote_close(d->remote);
 		goto err_after_loop;
 	}
-	int listen_fd = inherited_listener();
 	rc = jc__server_listen(d, listen_fd, err, sizeof(err));
 	if (rc != 0) {
 		jc__server_shutdown(d);
@@ -823,11 +901,14 @@ int main(int argc, char **argv)
 
 	jc_log_notice(MAIN,
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
-		      " bytes (evicts above %d %%, down to %d %%), gc every %" PRId64 " s, %s",
+		      " bytes (evicts above %d %%, down to %d %%), gc every %" PRId64 " s, "
+		      "confinement %s (%s), %s",
 		      JC_VERSION, d->cfg.cache_dir, listen_fd >= 0 ? "passed by systemd" : d->cfg.socket_path,
 		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
-		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, d->tc.summary);
+		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
+		      d->tc.summary);
 	jc__daemon_notify("READY=1\nSTATUS=serving");
+	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
 	pointer_remove(d);
