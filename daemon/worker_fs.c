@@ -87,12 +87,16 @@ static int under(const char *path, const char *root);
 static void fold(const char *in, char *out, size_t len);
 
 /* Adds "jitcache: refused PATH: WHY" to the log, once per path; not for
- * NVRTC's routine probes of its (empty, private) working directory. */
+ * NVRTC's routine probes of its (empty, private) working directory, nor for
+ * the run-time files it reads about its own process and machine (/proc,
+ * /sys: seen on the H200 host, e.g. /proc/cpuinfo, /proc/self/maps), which
+ * are refused all the same but are no header a user named. */
 static void refusal(const char *path, const char *why)
 {
 	char folded[PATH_MAX];
 	fold(path, folded, sizeof(folded));
-	if (n_refusals >= MAX_REFUSAL_LINES || (path[0] == '/' && under(folded, cwd)))
+	if (n_refusals >= MAX_REFUSAL_LINES || (path[0] == '/' && under(folded, cwd)) ||
+	    under(folded, "/proc") || under(folded, "/sys"))
 		return;
 	for (size_t i = 0; refusals && i < refusals_len;) { /* one line per path */
 		const char *line = refusals + i, *nl = strchr(line, '\n');
