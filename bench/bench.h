@@ -42,8 +42,8 @@ struct bench_daemon {
 	char log[PATH_MAX + 16];
 	char conf[PATH_MAX + 16];
 	char bin[PATH_MAX];     /* jitcached */
-	const char *extra[8];   /* more flags (NULL-terminated; borrowed), e.g. --remote URL */
 	const char *confinement; /* --confinement for the next start; NULL: the daemon's choice */
+	const char *extra[8];   /* more flags (NULL-terminated; borrowed), e.g. --remote URL */
 	pid_t pid;              /* -1 when stopped */
 };
 

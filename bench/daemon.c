@@ -58,15 +58,15 @@ double bench_daemon_start(struct bench_daemon *d)
 {
 	/* No eviction during the run: the scale steps hold up to ~4 GB of
 	 * (deduplicated) logical bytes. */
-	const char *argv[24] = {d->bin, "--cache-dir", d->cache, "--socket", d->sock,
+	const char *argv[26] = {d->bin, "--cache-dir", d->cache, "--socket", d->sock,
 				"--config", d->conf, "--max-size", "1T", "--log-level", "warning"};
 	size_t n = 11;
+	for (size_t i = 0; i < 8 && d->extra[i]; i++)
+		argv[n++] = d->extra[i];
 	if (d->confinement) {
 		argv[n++] = "--confinement";
 		argv[n++] = d->confinement;
 	}
-	for (size_t i = 0; i < 8 && d->extra[i]; i++)
-		argv[n++] = d->extra[i];
 	uint64_t t0 = bench_now_ns();
 	pid_t pid = fork();
 	if (pid < 0)

@@ -196,7 +196,8 @@ static char *example_source(const char *file, size_t *size)
 	return src;
 }
 
-static jc_request *example_request(const char *file, const char *expr, int cub)
+/* With cccl (a directory), -std=c++17 -I cccl. */
+static jc_request *example_request(const char *file, const char *expr, const char *cccl)
 {
 	size_t n;
 	char *src = example_source(file, &n);
@@ -205,10 +206,9 @@ static jc_request *example_request(const char *file, const char *expr, int cub)
 	rc = rc ?: jc_request_set_source(r, file, src, n);
 	rc = rc ?: jc_request_set_arch(r, "sm_90");
 	rc = rc ?: jc_request_add_name_expression(r, expr);
-	if (cub) {
-		const char *cuda = getenv("CUDA_PATH");
+	if (cccl) {
 		char inc[PATH_MAX + 32];
-		snprintf(inc, sizeof(inc), "-I%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
+		snprintf(inc, sizeof(inc), "-I%s", cccl);
 		rc = rc ?: jc_request_add_option(r, "-std=c++17");
 		rc = rc ?: jc_request_add_option(r, inc);
 		rc = rc ?: jc_request_add_include_dir(r, inc + 2);
@@ -284,7 +284,7 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 	static const char *const parts[] = {"sm_80", "sm_90", "compute_90"};
 	double build[8], sum[8], ratio[8];
 	int n = 0;
-	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", 0);
+	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", NULL);
 	for (; n < plan->compile_reps && n < 8; n++) {
 		freshen(r, "fatbin", n);
 		jc_request_set_arch(r, "sm_80,sm_90,compute_90");
@@ -398,8 +398,12 @@ int main(int argc, char **argv)
 
 	/* 6. NVRTC compile times (the first requests are the misses). */
 	jc_request *small = bench_tiny_request(0);
-	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", 0);
-	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", 1) : NULL;
+	const char *cuda = getenv("CUDA_PATH");
+	char tk_cccl[PATH_MAX], user_cccl[PATH_MAX + 32];
+	snprintf(tk_cccl, sizeof(tk_cccl), "%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
+	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", NULL);
+	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", tk_cccl)
+				      : NULL;
 	struct bench_object o_small, o_saxpy, o_cub;
 	fprintf(stderr, "compiling the examples...\n");
 	bench_fetch(cl, small, d->cache, &o_small);
@@ -431,6 +435,37 @@ int main(int argc, char **argv)
 	if (cub) {
 		bench_hits_vs_raw(cl, cub, &o_cub, plan->hit_iters, &hit_l, &raw_l);
 		hit_figures("hit_large", "CUB", &o_cub, &hit_l, &raw_l, 2);
+		/* The same request with -I a copy of CCCL (as CuPy and others ship
+		 * their own): not covered by the toolkit identity, so keyed through
+		 * its watched tree (watch.h). */
+		char cmd[sizeof(tk_cccl) + sizeof(user_cccl) + 16];
+		if (snprintf(user_cccl, sizeof(user_cccl), "%s/cccl-copy", d->root) >=
+			    (int)sizeof(user_cccl) ||
+		    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", tk_cccl, user_cccl) >= (int)sizeof(cmd) ||
+		    system(cmd) != 0)
+			bench_die("cannot copy %s", tk_cccl);
+		usleep(2100 * 1000); /* past the settle margin (2 s on whole-second filesystems) */
+		jc_request *copy = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", user_cccl);
+		struct bench_object o_copy;
+		struct bench_lat hit_c, raw_c;
+		int64_t trees0 = bench_stat(cl, "include_watch_trees");
+		int64_t w0 = bench_stat(cl, "include_watches"), b0 = bench_stat(cl, "include_watch_bytes");
+		bench_fetch(cl, copy, d->cache, &o_copy);
+		bench_hits_vs_raw(cl, copy, &o_copy, plan->hit_iters, &hit_c, &raw_c);
+		fig("hit_cccl_copy_p50_us", "us", hit_c.p50, "hit p50, CUB with -I a 1.7k-file CCCL copy");
+		fig("hit_cccl_copy_p99_us", "us", hit_c.p99, "hit p99, CUB with -I a CCCL copy");
+		struct figure *f = fig("hit_cccl_copy_ratio", "x", hit_c.p50 / hit_l.p50,
+				       "hit p50, CCCL copy / toolkit CCCL");
+		target(f, AT_MOST, 1.5);
+		int64_t trees = bench_stat(cl, "include_watch_trees") - trees0;
+		int64_t w = bench_stat(cl, "include_watches") - w0;
+		fig("cccl_copy_watches", "", (double)w, "inotify watches for the CCCL copy (%lld trees)",
+		    (long long)trees);
+		fig("cccl_copy_watch_kib", "KiB", (double)(bench_stat(cl, "include_watch_bytes") - b0) / 1024,
+		    "  daemon memory for them (kernel: about 1 KiB more per watch)");
+		fig("cccl_copy_stat_walks", "", (double)bench_stat(cl, "include_tree_stat_walks"),
+		    "  requests keyed by a stat walk (of %zu)", plan->hit_iters + 1);
+		jc_request_free(copy);
 	}
 
 	/* 7. A hit from Python (jitcache.Client.compile) beside the C client's. */

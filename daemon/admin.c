@@ -190,6 +190,9 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_u64(r, "hit_latency_samples", env->hit_samples);
 	rc = rc ?: jc__record_add_u64(r, "hit_latency_sum_ns", env->hit_sum_ns);
 	rc = rc ?: jc__record_add_int(r, "hit_latency_since", env->hit_latency_since);
+	rc = rc ?: jc__record_add_int(r, "include_watch_trees", (int64_t)env->watch_trees);
+	rc = rc ?: jc__record_add_int(r, "include_watches", (int64_t)env->watch_count);
+	rc = rc ?: jc__record_add_int(r, "include_watch_bytes", (int64_t)env->watch_bytes);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);

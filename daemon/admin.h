@@ -48,6 +48,9 @@ struct jc_admin_env {
 	/* Server-side hit latency since the start or `stats --zero` (0 offline). */
 	uint64_t hit_samples, hit_sum_ns, hit_p50_ns, hit_p99_ns;
 	int64_t hit_latency_since;        /* unix time those count from (0 offline) */
+	/* Include tree watches now (watch.h; 0 offline): trees, inotify
+	 * watches, and the bytes the daemon holds for them. */
+	uint64_t watch_trees, watch_count, watch_bytes;
 	/* out: what the caller must apply to its own state */
 	int removed;        /* entries were removed: drop in-memory copies */
 	uint64_t evicted;   /* entries removed by budget eviction */

@@ -24,6 +24,7 @@
 #include "pool.h"
 #include "remote.h"
 #include "retry.h"
+#include "watch.h"
 
 /* Limits of one include scan: entries recorded, bytes of one header. */
 #define INC_MAX_ENTRIES 200000
@@ -391,6 +392,22 @@ static struct jc_inc_ctx inc_ctx(struct jc_daemon *d)
 }
 
 /*
+ * Thread pool, after the compile: an include set with a header changed
+ * within the settle margin (a generated header) is stored only when reading
+ * it again shows the bytes that were hashed (jc__inc_rehash); the settle
+ * margin decides only whether the stat memo may be trusted.
+ */
+static int rehashed(struct jc_flight *f, const struct jc_inc_set *set, char *what, size_t len)
+{
+	const struct jc_inc_ctx ctx = inc_ctx(f->d);
+	int rc = jc__inc_rehash(set, &ctx, what, len);
+	if (rc == JC_ENOMEM)
+		snprintf(what, len, "(out of memory re-reading %s)", set->unsettled_path);
+	f->rehashed |= rc == 1;
+	return rc;
+}
+
+/*
  * Thread pool, before publishing: does the key cover what NVRTC read (the
  * worker's record)? If not, and the request has an include set, learn the
  * set that says exactly that, store under its key and add it to the
@@ -410,11 +427,9 @@ static void check_deps(struct jc_flight *f)
 		char seen[512];
 		snprintf(seen, sizeof(seen), "%s", what);
 		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what, sizeof(what));
-		if (rc == 1 && learned.unsettled) {
-			snprintf(what, sizeof(what), "%s (changed just before the compile)",
-				 learned.unsettled_path);
-			rc = 0;
-		}
+		if (rc == 1 && learned.unsettled && (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
+			snprintf(what + strlen(what), sizeof(what) - strlen(what),
+				 " (changed just before the compile)");
 		if (rc == 1 && jc__key_with_tree(f->direct, learned.digest, f->store_key) == 0) {
 			if (jc__manifest_add(d->manifests, f->direct, &learned, err, sizeof(err)) != 0)
 				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
@@ -444,9 +459,9 @@ static void publish_work_cb(uv_work_t *work)
 	int publish = publishable(res), fd = -1;
 	char what[256];
 	f->publish_rc = 0;
-	if (publish && f->inc && f->inc->unsettled)
-		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile",
-			 f->inc->unsettled_path);
+	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
+		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile "
+			 "and again since", what);
 	else if (publish && f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
 	else if (publish)
@@ -520,6 +535,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 		publish_remote(f);
 	memcache_forget(d, f->key);
 	memcache_forget(d, f->store_key);
+	if (f->rehashed && !f->uncached && stored)
+		count(d, JC_CTR_include_rehashed, 1);
 	if (f->uncached) {
 		char hex[33];
 		jc__hex16(f->key, hex);
@@ -909,27 +926,58 @@ static struct jc_keymemo *keymemo_slot(struct jc_daemon *d, const uint8_t direct
 	return &d->keymemo[h % JC_KEYMEMO_SLOTS];
 }
 
-/* The remembered full key of direct, if checked within the last second. */
-static const uint8_t *keymemo_get(struct jc_daemon *d, const uint8_t direct[16])
+static void keymemo_drop(struct jc_daemon *d, struct jc_keymemo *m)
 {
-	struct jc_keymemo *m = keymemo_slot(d, direct);
-	if (m->checked_ns && memcmp(m->direct, direct, 16) == 0 &&
-	    jc__now_ns() - m->checked_ns < KEYMEMO_TTL_NS)
-		return m->key;
-	return NULL;
+	jc__watch_forget(d->watch, m->watch_stamp);
+	memset(m, 0, sizeof(*m));
 }
 
-/* Remembers key for direct when set has nothing on disk to re-check. */
-static void keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
-			const struct jc_inc_set *set)
+/*
+ * The remembered full key of direct: checked within the last second, or
+ * (*watched set) its include tree is watched and unchanged since the check
+ * (watch.h; the event queue is drained first).
+ */
+static const uint8_t *keymemo_get(struct jc_daemon *d, const uint8_t direct[16], int *watched)
 {
-	for (size_t i = 0; i < set->n; i++)
+	struct jc_keymemo *m = keymemo_slot(d, direct);
+	*watched = 0;
+	if (!m->checked_ns || memcmp(m->direct, direct, 16) != 0)
+		return NULL;
+	if (m->watch_stamp) {
+		if (jc__watch_valid(d->watch, m->watch_stamp)) {
+			*watched = 1;
+			return m->key;
+		}
+		keymemo_drop(d, m);
+		return NULL;
+	}
+	return jc__now_ns() - m->checked_ns < KEYMEMO_TTL_NS ? m->key : NULL;
+}
+
+/* Remembers key for direct when set has nothing on disk to re-check, or
+ * its tree is watched (stamp; then owned by the memo). */
+static void keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
+			const struct jc_inc_set *set, uint64_t stamp)
+{
+	for (size_t i = 0; !stamp && i < set->n; i++)
 		if (set->v[i].kind != JC_INC_TOOLKIT)
 			return;
 	struct jc_keymemo *m = keymemo_slot(d, direct);
+	keymemo_drop(d, m);
 	memcpy(m->direct, direct, 16);
 	memcpy(m->key, key, 16);
 	m->checked_ns = jc__now_ns();
+	m->watch_stamp = stamp;
+}
+
+/* 1 when key has a usable entry or a flight: a key from a watched tree is
+ * then served without its include set (none is needed). */
+static int key_known(struct jc_daemon *d, const uint8_t key[16])
+{
+	if (flight_find(d, key))
+		return 1;
+	const struct jc_entry *e = lookup(d, key);
+	return e && (!e->status || e->expires > wall_s());
 }
 
 /* A request keyed in the thread pool because it reads headers from disk. */
@@ -944,9 +992,40 @@ struct key_job {
 	struct jc_inc_set *inc;   /* owned; NULL after a failure */
 	int rc;
 	int from_manifest;
+	uint64_t stamp;           /* watch stamp of the include tree (watch.h); 0 = none */
+	int watch_refused;        /* enum jc_watch_refusal other than OK and OFF */
 	uint64_t n_stat, ns;
 	char err[512];
 };
+
+static const char *watch_refusal_name(int why);
+
+/*
+ * Thread pool, once a set is known to match: watch its tree, then check it
+ * again (the watches come first, so a change after this check is an event).
+ * A set changed within the settle margin is not watched: its stat identity
+ * (which the check trusts through the memo) may hide a second change.
+ */
+static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
+{
+	int why, disk = 0;
+	for (size_t i = 0; i < j->inc->n; i++)
+		disk |= j->inc->v[i].kind != JC_INC_TOOLKIT;
+	if (!disk || j->inc->unsettled || !j->d->watch)
+		return;
+	j->stamp = jc__watch_tree(j->d->watch, j->inc, &why);
+	if (!j->stamp) {
+		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
+		return;
+	}
+	uint64_t before = j->inc->n_stat;
+	int rc = jc__inc_check(j->inc, ctx);
+	j->n_stat += j->inc->n_stat - before;
+	if (rc != 1 || j->inc->unsettled) {
+		jc__watch_forget(j->d->watch, j->stamp);
+		j->stamp = 0;
+	}
+}
 
 /* Thread pool: a manifest variant of the direct key that matches, or a scan. */
 static void key_work_cb(uv_work_t *w)
@@ -972,6 +1051,8 @@ static void key_work_cb(uv_work_t *w)
 			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 				    err);
 	}
+	if (rc == 0)
+		key_watch(j, &ctx);
 	j->rc = rc ?: jc__key_with_tree(direct, j->inc->digest, j->key);
 	if (j->rc == JC_ENOMEM && !j->err[0])
 		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
@@ -988,12 +1069,20 @@ static void key_after_cb(uv_work_t *w, int status)
 		char hex[33];
 		jc__hex16(j->key, hex);
 		count(d, j->from_manifest ? JC_CTR_include_manifest_hits : JC_CTR_include_scans, 1);
+		if (j->from_manifest)
+			count(d, JC_CTR_include_tree_stat_walks, 1);
+		if (j->watch_refused) {
+			count(d, JC_CTR_include_watch_fallbacks, 1);
+			jc_log_info(KEY, "include tree of %zu entries not watched (%s): stat walk per request",
+				    j->inc->n, watch_refusal_name(j->watch_refused));
+		}
 		jc_log_info(KEY, "key %s: %zu include entries %s%s: %llu stat calls, %llu files read, "
 			    "%.3f ms", hex, j->inc->n, j->from_manifest ? "from the manifest" : "scanned",
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
-		keymemo_put(d, j->direct, j->key, j->inc);
+		keymemo_put(d, j->direct, j->key, j->inc, j->stamp);
+		j->stamp = 0;
 		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
 		j->inc = NULL;
 	} else {
@@ -1004,6 +1093,7 @@ static void key_after_cb(uv_work_t *w, int status)
 		jc__req_clear(&j->req);
 		inc_free(j->inc);
 	}
+	jc__watch_forget(d->watch, j->stamp);
 	jc__conn_unref(j->conn);
 	free(j);
 }
@@ -1071,10 +1161,16 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		jc__req_clear(req);
 		return;
 	}
-	const uint8_t *known = needed ? keymemo_get(d, key) : key;
+	int watched = 0;
+	const uint8_t *known = needed ? keymemo_get(d, key, &watched) : key;
+	if (known && watched && !key_known(d, known)) {
+		/* Evicted or never stored: a compile needs the include set. */
+		keymemo_drop(d, keymemo_slot(d, key));
+		known = NULL;
+	}
 	if (known) {
 		if (needed) {
-			count(d, JC_CTR_include_manifest_hits, 1);
+			count(d, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1);
 			memcpy(key, known, 16);
 		}
 		request_with_key(d, conn, req, key, NULL, NULL, t0);
@@ -1193,6 +1289,73 @@ void jc__cache_flush_sync(struct jc_daemon *d)
 	jc__cache_flush_write(d, jc__cache_flush_take(d));
 }
 
+/* --- include tree watches (watch.h) ---------------------------------------- */
+
+static const char *watch_refusal_name(int why)
+{
+	switch (why) {
+	case JC_WATCH_BUDGET:
+		return "over --max-include-watches";
+	case JC_WATCH_LIMIT:
+		return "inotify_add_watch failed: see fs.inotify.max_user_watches";
+	case JC_WATCH_REMOTE:
+		return "a network or FUSE file system";
+	default:
+		return "out of memory";
+	}
+}
+
+/* Moves the watcher's event counts into the daemon's counters (loop). */
+void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out)
+{
+	struct jc_watch_stats st;
+	jc__watch_stats(d->watch, &st, 1);
+	count(d, JC_CTR_include_watch_invalidations, st.invalidations);
+	count(d, JC_CTR_include_watch_overflows, st.overflows);
+	if (out)
+		*out = st;
+}
+
+static void watch_poll_cb(uv_poll_t *h, int status, int events)
+{
+	struct jc_daemon *d = h->data;
+	(void)events;
+	if (status < 0) { /* cannot happen to an inotify descriptor; do not spin on it */
+		jc_log_warn(KEY, "include watch descriptor: %s; drained at each request only",
+			    uv_strerror(status));
+		uv_poll_stop(h);
+	}
+	jc__watch_drain(d->watch);
+	jc__cache_watch_counts(d, NULL);
+}
+
+/* The watcher; without inotify, every hit stat-walks. */
+static void watch_new(struct jc_daemon *d)
+{
+	char err[256];
+	if (d->cfg.max_include_watches &&
+	    jc__watch_new(d->cfg.max_include_watches, &d->watch, err, sizeof(err)) != 0)
+		jc_log_warn(KEY, "include trees are not watched (every hit re-checks them): %s", err);
+}
+
+void jc__cache_watch_start(struct jc_daemon *d)
+{
+	if (!d->watch)
+		return;
+	d->watch_poll.data = d;
+	if (uv_poll_init(d->loop, &d->watch_poll, jc__watch_fd(d->watch)) == 0) {
+		d->watch_polling = 1;
+		uv_poll_start(&d->watch_poll, UV_READABLE, watch_poll_cb);
+	}
+}
+
+void jc__cache_watch_stop(struct jc_daemon *d)
+{
+	if (d->watch_polling)
+		uv_close((uv_handle_t *)&d->watch_poll, NULL);
+	d->watch_polling = 0;
+}
+
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
@@ -1208,6 +1371,7 @@ int jc__cache_init(struct jc_daemon *d)
 		jc_log_err(STORE, "%s", err);
 		return rc;
 	}
+	watch_new(d);
 	return jc__counters_load_array(d->rix, d->counters);
 }
 
@@ -1221,6 +1385,8 @@ void jc__cache_free(struct jc_daemon *d)
 	d->inc_memo = NULL;
 	jc__manifests_close(d->manifests);
 	d->manifests = NULL;
+	jc__watch_free(d->watch);
+	d->watch = NULL;
 	jc__retry_free(d->load_retries);
 	d->load_retries = NULL;
 }

@@ -28,6 +28,12 @@
 	X(include_uncached, "compiles served but not stored: an include file changed") \
 	X(deps_mismatch, "compiles served but not stored: NVRTC read a file the key does not cover") \
 	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)") \
+	X(include_tree_watch_hits, "requests keyed with no stat call: their include tree is watched and unchanged") \
+	X(include_tree_stat_walks, "requests keyed by re-checking a stored include manifest file by file") \
+	X(include_watch_fallbacks, "include trees left to the stat walk: watch budget, inotify limit, or a network file system") \
+	X(include_watch_invalidations, "watched include trees invalidated by a change under them") \
+	X(include_watch_overflows, "inotify event queue overflows (every watched tree invalidated)") \
+	X(include_rehashed, "compiles stored after re-reading headers changed just before them (same bytes)") \
 	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound") \
 	X(remote_hits, "local misses served from the remote tier (verified, then stored locally)") \
 	X(remote_misses, "remote lookups that found no value (the request compiled)") \

@@ -47,6 +47,7 @@ struct jc_config {
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
 	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
 	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
+	uint32_t max_include_watches; /* inotify watches for include trees (watch.h); 0 = none */
 	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
 	struct jc_remote_config remote; /* the remote tier (remote.h) */
 };
@@ -87,6 +88,7 @@ struct jc_flight {
 	int uncached;             /* an include file changed: served, not stored */
 	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
 	int learned;              /* the key was learnt from what NVRTC read (store_key) */
+	int rehashed;             /* a header changed just before was re-read after the compile */
 	char learned_from[512];   /* the first access the include set missed (for the log) */
 	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
 	struct jc_fatbin *fatbin;
@@ -108,6 +110,7 @@ struct jc_keymemo {
 	uint8_t direct[16];
 	uint8_t key[16];
 	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
+	uint64_t watch_stamp; /* the tree's stamp (watch.h): valid until it changes; 0 = none */
 };
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
 #define JC_NEEDED_MEMO_SLOTS 1024
@@ -152,6 +155,9 @@ struct jc_daemon {
 	char arch_ok[24];         /* the last architecture found supported; loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
+	struct jc_watch *watch;   /* include tree change notification (watch.h); locks itself */
+	uv_poll_t watch_poll;     /* its descriptor, drained on the loop */
+	int watch_polling;
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
 	struct jc_flight *queue_head, *queue_tail;
@@ -188,6 +194,15 @@ void jc__cache_free(struct jc_daemon *d);
  * request that reads files from disk (jc__inc_needed) is keyed in the
  * thread pool (manifest check or include scan); every other one at once. */
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+struct jc_watch_stats;
+/* Include tree watches (watch.h), loop thread: moves the watcher's event
+ * counts into the counters and, when out is not NULL, fills *out with its
+ * figures; start polls its descriptor on d->loop, draining it as events
+ * come (so that the queue does not overflow between requests); stop closes
+ * that poll handle (at shutdown). */
+void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out);
+void jc__cache_watch_start(struct jc_daemon *d);
+void jc__cache_watch_stop(struct jc_daemon *d);
 void jc__cache_tick(struct jc_daemon *d);
 void jc__cache_memcache_drop_all(struct jc_daemon *d);
 void jc__cache_shutdown(struct jc_daemon *d);

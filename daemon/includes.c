@@ -1113,6 +1113,7 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	struct scan s = {.ctx = ctx, .set = out, .now = now_ns(), .err = err, .errlen = errlen};
 	struct bytes roots = {0};
 	memset(out, 0, sizeof(*out));
+	out->checked_ns = s.now;
 	int rc = jc__inc_path_parse(req, &s.ip, err, errlen);
 	if (rc)
 		return rc;
@@ -1186,6 +1187,7 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 {
 	int64_t now = now_ns();
 	set->unsettled = 0;
+	set->checked_ns = now;
 	for (size_t i = 0; i < set->n; i++) {
 		struct jc_inc_entry *e = &set->v[i];
 		struct stat st;
@@ -1250,6 +1252,50 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len)
 			}
 		}
 		if (!same) {
+			snprintf(what, len, "%s", e->path);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+int jc__inc_rehash(const struct jc_inc_set *set, const struct jc_inc_ctx *ctx, char *what,
+		   size_t len)
+{
+	for (size_t i = 0; i < set->n; i++) {
+		const struct jc_inc_entry *e = &set->v[i];
+		if ((e->kind != JC_INC_FILE && e->kind != JC_INC_DIR) || !unsettled(&e->st, set->checked_ns))
+			continue;
+		struct jc_inc_stat a, b;
+		uint8_t hash[16];
+		int same;
+		if (e->kind == JC_INC_FILE) {
+			struct bytes data = {0};
+			int rc = read_file(e->path, ctx->max_file_size, &data, &a, &b, NULL, 0);
+			if (rc == 0)
+				hash128(data.p, data.n, hash);
+			free(data.p);
+			if (rc == JC_ENOMEM)
+				return rc;
+			same = rc == 0;
+		} else {
+			struct stat st;
+			char **names;
+			size_t n;
+			same = stat(e->path, &st) == 0 && S_ISDIR(st.st_mode);
+			if (same)
+				id_of(&st, &a);
+			if (same && (same = list_dir(e->path, &names, &n, NULL, 0) == 0)) {
+				int rc = names_hash(names, n, hash);
+				free_names(names, n);
+				if (rc)
+					return rc;
+				same = stat(e->path, &st) == 0;
+				if (same)
+					id_of(&st, &b);
+			}
+		}
+		if (!same || !same_id(&a, &e->st) || !same_id(&b, &e->st) || memcmp(hash, e->hash, 16)) {
 			snprintf(what, len, "%s", e->path);
 			return 0;
 		}
@@ -1402,6 +1448,7 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 	int64_t now = now_ns();
 	int rc = 0, same = 1;
 	memset(out, 0, sizeof(*out));
+	out->checked_ns = now;
 	for (size_t i = 0; scan && rc == 0 && i < scan->n; i++)
 		if (scan->v[i].kind == JC_INC_TOOLKIT)
 			rc = jc__inc_set_add(out, scan->v[i].path, strlen(scan->v[i].path),

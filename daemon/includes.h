@@ -43,9 +43,11 @@
  * timestamp tick keeps its stat identity. So a file whose ctime is within
  * the settle margin of now (100 ms; 2 s when both mtime and ctime have zero
  * nanoseconds, as on filesystems with whole-second timestamps) is never
- * memoised, and marks the set unsettled: the daemon then compiles it but does
- * not store the result. After a compile, jc__inc_unchanged() re-stats every
- * entry; a change during the compile also keeps the result out of the cache.
+ * memoised, and marks the set unsettled: the daemon then compiles it and,
+ * after the compile, reads those files again (jc__inc_rehash); the result is
+ * stored only when they still hold the hashed bytes. After a compile,
+ * jc__inc_unchanged() re-stats every entry; a change during the compile
+ * keeps the result out of the cache.
  * (ctime, not mtime: utimensat can set mtime to anything but always sets
  * ctime to now.) NFS attribute caching can hide changes for its timeout.
  *
@@ -136,11 +138,12 @@ struct jc_inc_set {
 	struct jc_inc_entry *v; /* owned; sorted by path, then kind; no duplicates */
 	size_t n;
 	uint8_t digest[16];     /* XXH3-128 of (kind, path, hash) of every entry, in order */
-	int unsettled;          /* a file changed within the settle margin: do not store */
+	int unsettled;          /* a file changed within the settle margin: store only after jc__inc_rehash */
 	char unsettled_path[256]; /* the first such file (for the log) */
 	int fallback;           /* a computed include made the scan take whole directories */
 	uint64_t n_stat;        /* stat() calls made (for figures) */
 	uint64_t n_read;        /* files read (memo misses) */
+	int64_t checked_ns;     /* CLOCK_REALTIME ns of the scan, check or learning (for the settle margin) */
 };
 
 /* Frees what set owns and zeroes it (a zeroed set is empty). NULL-safe. */
@@ -179,6 +182,21 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx);
  * path that changed in what[len]. Thread-safe.
  */
 int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len);
+
+/*
+ * Generated headers: a set that is unsettled (a file or listing changed
+ * within the settle margin before set->checked_ns, so its stat identity may
+ * hide a second change) is shown to hold what was hashed by reading those
+ * entries again after the compile: 1 when each such FILE still has the
+ * identity in its st, before and after the read, and the hashed content,
+ * and each such DIR the same identity and names; else 0 with the path in
+ * what[len]. With jc__inc_unchanged() and jc__inc_covers() (the worker saw
+ * the same identities) the compile read the hashed bytes, unless the file
+ * was rewritten twice, to other bytes and back, within one timestamp tick
+ * of the same size. JC_ENOMEM. Reads bypass the memo. Thread-safe.
+ */
+int jc__inc_rehash(const struct jc_inc_set *set, const struct jc_inc_ctx *ctx, char *what,
+		   size_t len);
 
 /*
  * Appends an entry (path_len bytes of path copied; hash may be NULL) to set

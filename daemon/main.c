@@ -61,11 +61,15 @@ static void usage(FILE *f)
 		"                            connection [10s]\n"
 		"  --buffer-budget SIZE     request and reply buffers of all connections; a\n"
 		"                            request or large reply past it gets EBUSY [256M]\n"
+		"  --max-include-watches N  inotify watches over all -I trees; 0: stat every\n"
+		"                            header on each request [32768]\n"
 		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
 		"  --group-shared yes|no    socket 0660 for the group; the cache directory\n"
 		"                            stays the daemon's alone (0700) [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
 		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
+		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
+		"  --allow-unconfined       serve other uids without confinement [no]\n"
 		"  --remote URL             fleet tier on Redis: redis://HOST:PORT[/DB],\n"
 		"                            redis+unix:///PATH, redis-cluster://HOST:PORT[,...] [none]\n"
 		"  --remote-secret-file FILE    HMAC key of the fleet's values [none: unsigned]\n"
@@ -74,8 +78,6 @@ static void usage(FILE *f)
 		"  --remote-ttl DURATION    lifetime of a value in Redis [30d]\n"
 		"  --remote-timeout-ms N    each Redis command at most, ms [1000]\n"
 		"  --remote-max-object SIZE largest value written or accepted [64M]\n"
-		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
-		"  --allow-unconfined       serve other uids without confinement [no]\n"
 		"  --config FILE            read only FILE\n"
 		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
 		"  --help, --version\n"
@@ -206,6 +208,10 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		ok = parse_count(value, 1000000, &c->max_connections) == 0;
 	} else if (strcmp(name, "max-connections-per-uid") == 0) {
 		ok = parse_count(value, 1000000, &c->max_connections_per_uid) == 0;
+	} else if (strcmp(name, "max-include-watches") == 0) {
+		int n;
+		ok = strcmp(value, "0") == 0 ? (n = 0, 1) : parse_count(value, 1 << 24, &n) == 0;
+		c->max_include_watches = ok ? (uint32_t)n : c->max_include_watches;
 	} else if (strcmp(name, "log-level") == 0) {
 		int level = jc__log_parse_level(value);
 		ok = level >= 0;
@@ -218,14 +224,14 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		c->admin_gid = ok ? g->gr_gid : c->admin_gid;
 	} else if (strcmp(name, "allow-uids") == 0) {
 		ok = parse_uids(c, value) == 0;
-	} else if (strncmp(name, "remote", 6) == 0 &&
-		   (remote_rc = jc__remote_config_set(&c->remote, name, value)) != 1) {
-		ok = remote_rc == 0;
 	} else if (strcmp(name, "confinement") == 0) {
 		c->confinement = strcmp(value, "auto") == 0 ? -1 : jc__confine_parse(value);
 		ok = strcmp(value, "auto") == 0 || c->confinement >= 0;
 	} else if (strcmp(name, "allow-unconfined") == 0) {
 		ok = parse_bool(value ? value : "yes", &c->allow_unconfined) == 0;
+	} else if (strncmp(name, "remote", 6) == 0 &&
+		   (remote_rc = jc__remote_config_set(&c->remote, name, value)) != 1) {
+		ok = remote_rc == 0;
 	} else {
 		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
 		return JC_EINVAL;
@@ -318,6 +324,7 @@ static const struct option long_opts[] = {
 	{"handshake-timeout", required_argument, NULL, 0},
 	{"write-timeout", required_argument, NULL, 0},
 	{"buffer-budget", required_argument, NULL, 0},
+	{"max-include-watches", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
 	{"group-shared", required_argument, NULL, 0},
 	{"admin-group", required_argument, NULL, 0},
@@ -388,9 +395,10 @@ static void defaults(struct jc_config *c)
 	c->handshake_timeout_s = 5;
 	c->write_timeout_s = 10;
 	c->buffer_budget = 256ull << 20;
+	c->max_include_watches = 32768;
 	c->admin_gid = (gid_t)-1;
-	jc__remote_config_defaults(&c->remote);
 	c->confinement = -1;
+	jc__remote_config_defaults(&c->remote);
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
 }
@@ -491,6 +499,7 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc__daemon_notify("STOPPING=1");
 	d->stopping = 1;
 	jc__cache_shutdown(d); /* queued compiles: answered "shutting down" */
+	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
 	d->remote = NULL;
 	jc__pool_stop(d);      /* running ones: likewise, workers killed */
@@ -667,6 +676,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	needs_restart("confinement", c->confinement != fresh.confinement);
+	needs_restart("max-include-watches", c->max_include_watches != fresh.max_include_watches);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
 			    "compile-timeout, idle-timeout, idle-exit, max-connections, "
 			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
@@ -898,6 +908,7 @@ int main(int argc, char **argv)
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
 		      d->tc.summary);
 	jc__daemon_notify("READY=1\nSTATUS=serving");
+	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
 	pointer_remove(d);

@@ -50,6 +50,7 @@
 #include "io.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
+#include "watch.h"
 
 /* Largest frame accepted before the handshake (a HELLO is a few bytes). */
 #define JC_HELLO_FRAME_MAX 4096
@@ -577,6 +578,11 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.ix = d->wix;
 	j->env.tc = &d->tc;
 	j->env.confinement = jc__confine_name(d->confinement);
+	struct jc_watch_stats ws;
+	jc__cache_watch_counts(d, &ws);
+	j->env.watch_trees = ws.trees;
+	j->env.watch_count = ws.watches;
+	j->env.watch_bytes = ws.bytes;
 	memcpy(j->env.counters, d->counters, sizeof(j->env.counters));
 	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
 	j->env.hit_samples = d->hit_latency.count;

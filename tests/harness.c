@@ -407,3 +407,39 @@ double jct_now_s(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+void jct_put(const struct jc_test_daemon *d, const char *rel, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", d->dir, rel);
+	assert_int_equal(jct_sh("mkdir -p \"$(dirname '%s')\"", path), 0);
+	jct_write_file(path, text, strlen(text));
+}
+
+jc_request *jct_request_ptx_dirs(const struct jc_test_daemon *d, const char *src,
+				 const char *const *dirs)
+{
+	jc_request *r = jct_request_src("k.cu", src, "compute_90");
+	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
+	for (size_t i = 0; dirs[i]; i++) {
+		char opt[512];
+		snprintf(opt, sizeof(opt), "-I%s/%s", d->dir, dirs[i]);
+		assert_int_equal(jc_request_add_option(r, opt), 0);
+		assert_int_equal(jc_request_add_include_dir(r, opt + 2), 0);
+	}
+	return r;
+}
+
+jc_result *jct_expect_ptx(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
+			  const char *want)
+{
+	jc_result *res = jct_compile(d, r, 0);
+	if (jc_result_cache_status(res) != st)
+		fail_msg("cache status %d, want %d (PTX should hold \"%s\")",
+			 jc_result_cache_status(res), st, want);
+	size_t n;
+	const char *ptx = jc_result_data(res, &n);
+	if (!memmem(ptx, n, want, strlen(want)))
+		fail_msg("PTX does not hold \"%s\":\n%.*s", want, (int)n, ptx);
+	return res;
+}

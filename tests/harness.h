@@ -106,4 +106,16 @@ int jct_log_count(const struct jc_test_daemon *d, const char *s);
 /* CLOCK_MONOTONIC in seconds. */
 double jct_now_s(void);
 
+/* Headers on disk (tests of -I trees). Writes d->dir/rel, making its
+ * directories. */
+void jct_put(const struct jc_test_daemon *d, const char *rel, const char *text);
+/* A PTX compile of src (as k.cu, compute_90) with -I d->dir/DIR declared for
+ * each of dirs (NULL-terminated). */
+jc_request *jct_request_ptx_dirs(const struct jc_test_daemon *d, const char *src,
+				 const char *const *dirs);
+/* Compiles r; asserts the cache status st and that the PTX holds the literal
+ * want (so a stale hit is seen). The result is the caller's. */
+jc_result *jct_expect_ptx(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
+			  const char *want);
+
 #endif
