@@ -42,6 +42,7 @@ struct bench_daemon {
 	char log[PATH_MAX + 16];
 	char conf[PATH_MAX + 16];
 	char bin[PATH_MAX];     /* jitcached */
+	const char *confinement; /* --confinement for the next start; NULL: the daemon's choice */
 	pid_t pid;              /* -1 when stopped */
 };
 

@@ -71,7 +71,7 @@ double bench_daemon_start(struct bench_daemon *d)
 	 * (deduplicated) logical bytes. */
 	const char *argv[] = {d->bin, "--cache-dir", d->cache, "--socket", d->sock,
 			      "--config", d->conf, "--max-size", "1T", "--log-level", "warning",
-			      NULL};
+			      d->confinement ? "--confinement" : NULL, d->confinement, NULL};
 	uint64_t t0 = bench_now_ns();
 	pid_t pid = fork();
 	if (pid < 0)

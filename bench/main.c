@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "confine.h"
 
 static struct bench_daemon daemon_under_test = {.pid = -1};
 static int keep_dir;
@@ -414,6 +415,45 @@ int main(int argc, char **argv)
 		fig("miss_hit_ratio_cub", "x", cub_ms * 1e3 / hit_l.p50, "CUB compile / CUB hit p50");
 	}
 	jc_client_close(cl);
+
+	/* 7. What confinement and the record of NVRTC's file accesses cost: a
+	 * SAXPY miss (fresh keys) and a small hit, under each kind this kernel
+	 * offers, side by side (restarts the daemon for each). */
+	fprintf(stderr, "confinement...\n");
+	int abi;
+	char why[128];
+	int best = jc__confine_detect(&abi, why, sizeof(why));
+	for (int kind = JC_CONFINE_NONE; kind <= JC_CONFINE_USERNS; kind++) {
+		if (kind != JC_CONFINE_NONE && kind != best &&
+		    !(kind == JC_CONFINE_USERNS && best == JC_CONFINE_LANDLOCK))
+			continue;
+		const char *name = jc__confine_name(kind);
+		bench_daemon_stop(d);
+		d->confinement = name;
+		bench_daemon_start(d);
+		jc_client *cc = bench_connect(d);
+		struct bench_object o;
+		double miss[16];
+		int reps = plan->sf_rounds < 16 ? plan->sf_rounds : 16;
+		for (int i = 0; i < reps; i++) {
+			freshen(saxpy, name, i);
+			bench_fetch(cc, saxpy, d->cache, &o);
+			miss[i] = o.miss_ms;
+		}
+		struct bench_lat h, r;
+		bench_fetch(cc, small, d->cache, &o_small);
+		bench_hits_vs_raw(cc, small, &o_small, plan->hit_iters / 2, &h, &r);
+		jc_client_close(cc);
+		char k[48];
+		snprintf(k, sizeof(k), "confine_%s_miss_ms", name);
+		fig(k, "ms", median(miss, reps), "SAXPY miss, confinement %s%s", name,
+		    kind == best ? " (default)" : "");
+		snprintf(k, sizeof(k), "confine_%s_hit_p50_us", name);
+		fig(k, "us", h.p50, "  small hit p50, confinement %s", name);
+	}
+	bench_daemon_stop(d);
+	d->confinement = NULL;
+	bench_daemon_start(d);
 
 	/* 5. Scale (restarts the daemon). */
 	fprintf(stderr, "scale...\n");

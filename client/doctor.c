@@ -444,6 +444,14 @@ static void check_daemon(struct report *r, const char *socket_path, const struct
 		const struct jc_kv *u = jc__record_get(&s.rec[0], "bytes");
 		*budget = b && b->is_int ? (uint64_t)b->i : 0;
 		*used = u && u->is_int ? (uint64_t)u->i : 0;
+		/* Which kernel confinement the compile workers apply (confine.h). */
+		const struct jc_kv *cf = jc__record_get(&s.rec[0], "confinement");
+		if (cf && !cf->is_int && strcmp(cf->s, "none") == 0)
+			say(r, WARN, "compile workers are not confined by the kernel (confinement none): "
+			    "NVRTC's file access is limited by the worker's own checks only");
+		else if (cf && !cf->is_int)
+			say(r, OK, "compile workers confined: %s (NVRTC reads only the toolkit tree and "
+			    "each request's include directories)", cf->s);
 	}
 	jc__admin_reply_clear(&v);
 	jc__admin_reply_clear(&s);

@@ -61,6 +61,9 @@ void jc__res_clear(struct jc_res *r)
 		free(r->lowered[i].lowered);
 	}
 	free(r->lowered);
+	for (size_t i = 0; i < r->n_deps; i++)
+		free(r->deps[i].path);
+	free(r->deps);
 	jc__res_init(r);
 }
 

@@ -92,6 +92,28 @@ struct jc_lowered {
 	char *lowered;
 };
 
+/*
+ * One file-system access of NVRTC during a compile, as the worker's
+ * interposers saw it (daemon/worker_fs.c). path is absolute (a relative one
+ * is joined to the worker's working directory, not folded); the stat
+ * identity is that of the descriptor NVRTC got (JC_DEP_FILE only, else 0).
+ */
+enum jc_dep_kind {
+	JC_DEP_FILE = 1,    /* a regular file opened for reading */
+	JC_DEP_ABSENT = 2,  /* probed (stat, access, open): no regular file there */
+	JC_DEP_DIR = 3,     /* a directory listed (opendir) */
+	JC_DEP_DENIED = 4,  /* outside the toolkit tree and the declared include dirs: refused */
+	JC_DEP_SPECIAL = 5, /* a FIFO, device, socket or /proc, /sys file: refused */
+	JC_DEP_OVERFLOW = 6, /* more accesses than the worker records (path ""): never covered */
+};
+
+struct jc_dep {
+	char *path;
+	uint32_t kind;     /* enum jc_dep_kind */
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+
 struct jc_res {
 	int32_t status;          /* 0 = artifact present, else JC_E* (JC_ECOMPILE: see log) */
 	uint32_t cache;          /* enum jc_cache_status */
@@ -107,6 +129,10 @@ struct jc_res {
 	size_t n_lowered;
 	uint64_t compile_ns;     /* compile time when it was compiled */
 	uint64_t server_ns;      /* daemon time spent on this request */
+	/* Worker -> daemon only (the daemon never sends them on): every path
+	 * NVRTC opened or probed during the compile, in no particular order. */
+	struct jc_dep *deps;
+	size_t n_deps;
 };
 
 /* Frees everything a request owns and zeroes it (a zeroed struct is empty). */

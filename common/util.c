@@ -93,6 +93,36 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len)
 	return fmt(buf, len, cache_dir, "/jitcached.sock");
 }
 
+int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot)
+{
+	size_t o = 0;
+	for (const char *p = in; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = strchrnul(p, '/');
+		size_t l = (size_t)(e - p);
+		if (fold_dotdot && l == 2 && p[0] == '.' && p[1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+		} else if (l && !(l == 1 && p[0] == '.')) {
+			if (o + 1 + l >= len)
+				return -1;
+			out[o++] = '/';
+			memcpy(out + o, p, l);
+			o += l;
+		}
+		p = e;
+	}
+	if (len < 2)
+		return -1;
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return 0;
+}
+
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	if (err && errlen) {

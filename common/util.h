@@ -27,6 +27,14 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
 
 /* Sleeps ms milliseconds, through EINTR. */
 void jc__sleep_ms(unsigned ms);
+/*
+ * Lexical form of an absolute path: repeated slashes and "." components
+ * dropped; with fold_dotdot, ".." also removes the component before it
+ * (symbolic links are not followed: only the kernel knows where ".." leads);
+ * "/" for an empty result. Returns 0, or -1 when out (len bytes) is too
+ * small. Thread-safe.
+ */
+int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
 
 /* Writes a message made from fmt into err (errlen bytes; nothing when 0) and
  * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */

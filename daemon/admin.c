@@ -197,6 +197,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", env->tc->nvjitlink_version);
 	rc = rc ?: jc__record_add_str(r, "driver_version", env->tc->driver_version);
 	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->store));
+	rc = rc ?: jc__record_add_str(r, "confinement", env->confinement ? env->confinement : "offline");
 	if (rc == 0 && arg(req, "zero")) {
 		env->zero_counters = 1;
 		if (env->daemon_pid == 0) {

@@ -44,6 +44,7 @@ struct jc_admin_env {
 	uint64_t max_size;                /* byte budget */
 	int64_t daemon_pid;               /* 0 offline */
 	const char *socket_path;
+	const char *confinement;          /* the workers' (worker_fs.h names); NULL offline */
 	/* Server-side hit latency since the start or `stats --zero` (0 offline). */
 	uint64_t hit_samples, hit_sum_ns, hit_p50_ns, hit_p99_ns;
 	int64_t hit_latency_since;        /* unix time those count from (0 offline) */

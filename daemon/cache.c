@@ -269,7 +269,13 @@ static void flight_free(struct jc_flight *f)
 static void flight_finish(struct jc_flight *f)
 {
 	struct jc_res *res = &f->res;
-	memcpy(res->key, f->key, 16);
+	memcpy(res->key, f->learned ? f->store_key : f->key, 16);
+	/* What NVRTC read is the daemon's business (PROTOCOL.md): never sent on. */
+	for (size_t i = 0; i < res->n_deps; i++)
+		free(res->deps[i].path);
+	free(res->deps);
+	res->deps = NULL;
+	res->n_deps = 0;
 	for (struct jc_waiter *w = f->waiters; w; w = w->next) {
 		res->cache = w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
@@ -304,7 +310,7 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	struct jc_daemon *d = f->d;
 	struct jc_res *res = &f->res;
 	memset(e, 0, sizeof(*e));
-	memcpy(e->key, f->key, 16);
+	memcpy(e->key, f->store_key, 16);
 	if (res->status != 0) {
 		e->status = 1;
 		e->error = res->status;
@@ -328,6 +334,60 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->n_lowered = res->n_lowered;
 }
 
+/* What the include scan, checks and learning need (borrowed from d). */
+static struct jc_inc_ctx inc_ctx(struct jc_daemon *d)
+{
+	return (struct jc_inc_ctx){
+		.memo = d->inc_memo,
+		.toolkit_root = d->tc.toolkit_include,
+		.max_entries = INC_MAX_ENTRIES,
+		.max_file_size = INC_MAX_FILE_SIZE,
+	};
+}
+
+/*
+ * Thread pool, before publishing: does the key cover what NVRTC read (the
+ * worker's record)? If not, and the request has an include set, learn the
+ * set that says exactly that, store under its key and add it to the
+ * manifest (ccache's depend mode); else the result is served, not stored.
+ */
+static void check_deps(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	char what[512] = "";
+	int rc = jc__inc_covers(f->inc, f->res.deps, f->res.n_deps, what, sizeof(what));
+	if (rc == 1)
+		return;
+	if (rc == 0 && f->inc) {
+		const struct jc_inc_ctx ctx = inc_ctx(d);
+		struct jc_inc_set learned;
+		char err[256];
+		char seen[512];
+		snprintf(seen, sizeof(seen), "%s", what);
+		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what, sizeof(what));
+		if (rc == 1 && learned.unsettled) {
+			snprintf(what, sizeof(what), "%s (changed just before the compile)",
+				 learned.unsettled_path);
+			rc = 0;
+		}
+		if (rc == 1 && jc__key_with_tree(f->direct, learned.digest, f->store_key) == 0) {
+			if (jc__manifest_add(d->manifests, f->direct, &learned, err, sizeof(err)) != 0)
+				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
+			f->learned = 1;
+			jc__inc_set_clear(&learned);
+			snprintf(f->learned_from, sizeof(f->learned_from), "%s", seen);
+			return;
+		}
+		jc__inc_set_clear(&learned);
+		if (rc == 0 && what[0])
+			snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which changed since", what);
+	}
+	if (!f->errmsg[0])
+		snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which the key does not cover",
+			 rc == JC_ENOMEM ? "files (out of memory checking them)" : what);
+	f->deps_mismatch = 1;
+}
+
 /* Thread pool: store the object, then commit the row (order matters for crash
  * safety). A flight started to replace a bad object that ends without a new
  * row drops the old one. */
@@ -344,6 +404,8 @@ static void publish_work_cb(uv_work_t *work)
 			 f->inc->unsettled_path);
 	else if (publish && f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
+	else if (publish)
+		check_deps(f);
 	if (f->errmsg[0]) {
 		/* What NVRTC read may not be what the key says: serve, do not store. */
 		f->uncached = 1;
@@ -373,7 +435,9 @@ static void publish_work_cb(uv_work_t *work)
 		if (f->publish_rc != 0)
 			snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
 	}
-	if ((!publish || f->publish_rc != 0) && f->has_bad_object)
+	/* The row of the bad object goes unless a new row replaced it (a learnt
+	 * key is another row). */
+	if ((!publish || f->publish_rc != 0 || f->learned) && f->has_bad_object)
 		drop_row_locked(f);
 	pthread_mutex_unlock(&d->wlock);
 }
@@ -384,12 +448,21 @@ static void publish_after_cb(uv_work_t *work, int status)
 	struct jc_daemon *d = f->d;
 	int stored = f->publish_rc == 0 && f->res.status == 0;
 	(void)status;
+	if (f->learned && f->publish_rc == 0) {
+		char hex[33], shex[33];
+		jc__hex16(f->key, hex);
+		jc__hex16(f->store_key, shex);
+		jc_log_info(KEY, "key %s: NVRTC read %s, which the scan missed; stored under the key of "
+			    "what it read, %s", hex, f->learned_from, shex);
+		count(d, JC_CTR_deps_learned, 1);
+	}
 	memcache_forget(d, f->key);
+	memcache_forget(d, f->store_key);
 	if (f->uncached) {
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
-		count(d, JC_CTR_include_uncached, 1);
+		count(d, f->deps_mismatch ? JC_CTR_deps_mismatch : JC_CTR_include_uncached, 1);
 	} else if (f->publish_rc != 0) {
 		char hex[33];
 		jc__hex16(f->key, hex);
@@ -446,16 +519,19 @@ struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
 
 /* Starts a compile for key; takes *req and *inc (set to NULL) on success.
  * bad_object (or NULL) names the object of the row it replaces, which failed
- * its checks. */
+ * its checks; direct is the direct key of *inc (NULL without one). */
 static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
-			const uint8_t *bad_object)
+			const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc,
+			uint64_t t0, const uint8_t *bad_object)
 {
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)
 		return JC_ENOMEM;
 	f->d = d;
 	memcpy(f->key, key, 16);
+	memcpy(f->store_key, key, 16);
+	if (direct)
+		memcpy(f->direct, direct, 16);
 	if (bad_object) {
 		f->has_bad_object = 1;
 		memcpy(f->bad_object, bad_object, 16);
@@ -598,9 +674,11 @@ static void inc_free(struct jc_inc_set *inc)
 	free(inc);
 }
 
-/* The request path once the key is known (loop thread). Takes *req and inc. */
+/* The request path once the key is known (loop thread). Takes *req and inc
+ * (whose direct key is direct; both NULL when nothing is read from disk). */
 static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
-			     const uint8_t key[16], struct jc_inc_set *inc, uint64_t t0)
+			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
+			     uint64_t t0)
 {
 	uint8_t bad_object[16];
 	int bad = 0;
@@ -622,7 +700,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
-	} else if (start_flight(d, conn, key, req, &inc, t0, bad ? bad_object : NULL) != 0) {
+	} else if (start_flight(d, conn, key, inc ? direct : NULL, req, &inc, t0, bad ? bad_object : NULL) != 0) {
 		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
 		jc__conn_done(conn);
 	}
@@ -697,12 +775,7 @@ static void key_work_cb(uv_work_t *w)
 	struct jc_daemon *d = j->d;
 	uint64_t t = jc__now_ns();
 	const uint8_t *direct = j->direct;
-	const struct jc_inc_ctx ctx = {
-		.memo = d->inc_memo,
-		.toolkit_root = d->tc.toolkit_include,
-		.max_entries = INC_MAX_ENTRIES,
-		.max_file_size = INC_MAX_FILE_SIZE,
-	};
+	const struct jc_inc_ctx ctx = inc_ctx(d);
 	int rc = 0;
 	if (!(j->inc = calloc(1, sizeof(*j->inc))))
 		rc = JC_ENOMEM;
@@ -741,7 +814,7 @@ static void key_after_cb(uv_work_t *w, int status)
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
 		keymemo_put(d, j->direct, j->key, j->inc);
-		request_with_key(d, j->conn, &j->req, j->key, j->inc, j->t0);
+		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
 		j->inc = NULL;
 	} else {
 		if (j->rc == JC_EINVAL)
@@ -753,6 +826,24 @@ static void key_after_cb(uv_work_t *w, int status)
 	}
 	jc__conn_unref(j->conn);
 	free(j);
+}
+
+/*
+ * jc__inc_needed(req), remembered by the request's direct key (which covers
+ * everything it looks at: texts, names, options, include directories), so
+ * that a hit of a source with directives does not lex it again.
+ */
+static int reads_disk(struct jc_daemon *d, const struct jc_req *req, const uint8_t direct[16])
+{
+	uint32_t h;
+	memcpy(&h, direct + 8, sizeof(h));
+	struct jc_needed_memo *m = &d->needed_memo[h % JC_NEEDED_MEMO_SLOTS];
+	if (m->used && memcmp(m->direct, direct, 16) == 0)
+		return m->needed;
+	memcpy(m->direct, direct, 16);
+	m->needed = jc__inc_needed(req);
+	m->used = 1;
+	return m->needed;
 }
 
 /* jc__toolchain_supports_arch, remembering the last architecture it
@@ -772,8 +863,8 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	uint64_t t0 = jc__now_ns();
 	uint8_t key[16]; /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
-	int needed = jc__inc_needed(req);
 	int rc = jc__key_compute(req, &d->tc, key, err, sizeof(err));
+	int needed = rc == 0 && reads_disk(d, req, key);
 	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
@@ -804,7 +895,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 			count(d, JC_CTR_include_manifest_hits, 1);
 			memcpy(key, known, 16);
 		}
-		request_with_key(d, conn, req, key, NULL, t0);
+		request_with_key(d, conn, req, key, NULL, NULL, t0);
 		return;
 	}
 	struct key_job *j = calloc(1, sizeof(*j));

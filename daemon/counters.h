@@ -25,7 +25,9 @@
 	X(include_scans, "requests whose headers on disk were scanned (no manifest matched)") \
 	X(include_manifest_hits, "requests keyed from a stored include manifest") \
 	X(include_stats, "stat calls made to key requests that read headers from disk") \
-	X(include_uncached, "compiles served but not stored: an include file changed")
+	X(include_uncached, "compiles served but not stored: an include file changed") \
+	X(deps_mismatch, "compiles served but not stored: NVRTC read a file the key does not cover") \
+	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

@@ -40,6 +40,8 @@ struct jc_config {
 	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
 	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
 	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
+	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
+	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
 };
 
 
@@ -72,7 +74,12 @@ struct jc_flight {
 	/* Owned, NULL when the compile reads no file from disk: the include
 	 * files its key covers, re-checked before publishing (includes.h). */
 	struct jc_inc_set *inc;
+	uint8_t direct[16];       /* with inc: the direct key (manifest.h) */
+	uint8_t store_key[16];    /* the key the result is stored under: key, or learnt */
 	int uncached;             /* an include file changed: served, not stored */
+	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
+	int learned;              /* the key was learnt from what NVRTC read (store_key) */
+	char learned_from[512];   /* the first access the include set missed (for the log) */
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -84,6 +91,12 @@ struct jc_keymemo {
 	uint8_t direct[16];
 	uint8_t key[16];
 	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
+};
+/* Whether a request reads from disk (jc__inc_needed), by direct key. */
+#define JC_NEEDED_MEMO_SLOTS 1024
+struct jc_needed_memo {
+	uint8_t direct[16];
+	uint8_t used, needed;
 };
 struct jc_slot {
 	int used;
@@ -119,6 +132,7 @@ struct jc_daemon {
 	 * (only -I directories inside the toolkit tree), by direct key; loop
 	 * thread only. See cache.c, "key memo". */
 	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
+	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
 	char arch_ok[24];         /* the last architecture found supported; loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
@@ -127,6 +141,7 @@ struct jc_daemon {
 	struct jc_flight *queue_head, *queue_tail;
 	struct jc_worker **workers;
 	char *worker_cwd;         /* the empty directory workers run in (pool.c) */
+	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 	int n_workers;
 
 	/* Access times and hit counts not yet written: flushed in batches,

@@ -77,7 +77,9 @@ static int is_hspace(int c)
 	return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r';
 }
 
-/* Removes backslash-newline splices (translation phase 2) into a new buffer. */
+/* Removes backslash-newline splices (translation phase 2), the backslash
+ * also spelt as the trigraph ??/ (phase 1, in case trigraphs are on), into a
+ * new buffer. */
 static char *unsplice(const char *s, size_t n, size_t *out_n)
 {
 	char *o = malloc(n ? n : 1);
@@ -85,6 +87,11 @@ static char *unsplice(const char *s, size_t n, size_t *out_n)
 	if (!o)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '?' && i + 3 < n && s[i + 1] == '?' && s[i + 2] == '/' &&
+		    (s[i + 3] == '\n' || (s[i + 3] == '\r' && i + 4 < n && s[i + 4] == '\n'))) {
+			i += s[i + 3] == '\n' ? 3 : 4;
+			continue;
+		}
 		if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\n') {
 			i++;
 			continue;
@@ -190,6 +197,14 @@ static size_t directive(const char *s, size_t n, size_t i, struct bytes *refs, i
 	const char *word = s + w;
 	size_t wlen = i - w;
 	size_t eol = line_end(s, n, i);
+	if (ident_is(word, wlen, "line") || (wlen && is_digit(word[0]))) {
+		/* #line "name" (and GNU's # 1 "name") renames the file, which may
+		 * change where quoted includes are looked for: unknowable here. */
+		size_t eol2 = line_end(s, n, i);
+		if (memchr(s + i, '"', eol2 - i))
+			*rc = add_ref(refs, REF_COMPUTED, "", 0);
+		return eol2;
+	}
 	if (ident_is(word, wlen, "include") || ident_is(word, wlen, "include_next") ||
 	    ident_is(word, wlen, "import")) {
 		i = skip_hspace(s, n, i);
@@ -224,7 +239,7 @@ static size_t directive(const char *s, size_t n, size_t i, struct bytes *refs, i
 			size_t p = skip_hspace(s, eol, e);
 			if (p < eol && s[p] == '(') {
 				p = skip_hspace(s, eol, p + 1);
-				if (!literal_ref(s, eol, p, refs, rc) && is_if)
+				if (!literal_ref(s, eol, p, refs, rc))
 					*rc = add_ref(refs, REF_COMPUTED, "", 0);
 			}
 		}
@@ -256,6 +271,12 @@ static int lex_refs(const char *text, size_t n0, struct bytes *refs)
 		} else if (c == '#' && bol) {
 			i = directive(s, n, i + 1, refs, &rc);
 			bol = 0;
+		} else if (bol && c == '%' && i + 1 < n && s[i + 1] == ':') { /* digraph of # */
+			i = directive(s, n, i + 2, refs, &rc);
+			bol = 0;
+		} else if (bol && c == '?' && i + 2 < n && s[i + 1] == '?' && s[i + 2] == '=') { /* trigraph */
+			i = directive(s, n, i + 3, refs, &rc);
+			bol = 0;
 		} else if (c == '"' || c == '\'') {
 			i = skip_quoted(s, n, i);
 			bol = 0;
@@ -276,15 +297,19 @@ static int lex_refs(const char *text, size_t n0, struct bytes *refs)
 			while (i < n && is_ident(s[i]))
 				i++;
 			size_t len = i - w;
-			int prefix = ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
-				     ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
-			int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
-				  ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
-				  ident_is(s + w, len, "u8R");
-			if (i < n && s[i] == '"' && raw)
-				i = skip_raw(s, n, i);
-			else if (i < n && (s[i] == '"' || s[i] == '\'') && prefix)
-				i = skip_quoted(s, n, i);
+			/* An encoding prefix or R only matters right before a quote
+			 * (and is at most 3 characters): most identifiers skip this. */
+			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
+				int prefix = ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
+					     ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
+				int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
+					  ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
+					  ident_is(s + w, len, "u8R");
+				if (s[i] == '"' && raw)
+					i = skip_raw(s, n, i);
+				else if (prefix)
+					i = skip_quoted(s, n, i);
+			}
 			bol = 0;
 		} else {
 			i++;
@@ -366,32 +391,50 @@ static int each_text(const struct jc_req *req, int (*fn)(const char *t, size_t n
 	return rc;
 }
 
-/* 1 when some "include" in the text is followed (past blanks and a
- * parenthesis) by "/ or </: a cheap filter before lexing, so that sources
- * that merely include headers cost a memmem per hit, not a lex. */
-static int may_name_absolute(const char *t, size_t n)
+/* 1 when name has a ".." component (a climb out of where it is looked up). */
+static int climbs(const char *name)
 {
-	const char *end = t + n, *p = t;
-	while ((p = memmem(p, (size_t)(end - p), "include", 7))) {
-		p += 7;
-		while (p < end && (*p == ' ' || *p == '\t' || *p == '('))
-			p++;
-		if (end - p >= 2 && (*p == '"' || *p == '<') && p[1] == '/')
+	for (const char *p = name; (p = strstr(p, "..")); p += 2)
+		if ((p == name || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
 			return 1;
-	}
 	return 0;
 }
 
-/* 1 when the text has a reference to an absolute path. */
-static int has_absolute_ref(const char *t, size_t n, void *ctx)
+/* 1 when the text might hold a directive: a cheap filter before lexing, so
+ * that a source without one (the common SAXPY-like kernel) costs a few
+ * memchr calls per hit, not a lex. Conservative: every way of spelling a
+ * directive (#, the digraph %:, the trigraph ??=) lets the lexer decide. */
+static int has_pair(const char *t, size_t n, char a, char b)
+{
+	for (const char *p = t, *end = t + n; (p = memchr(p, a, (size_t)(end - p))); p++)
+		if (p + 1 < end && p[1] == b)
+			return 1;
+	return 0;
+}
+
+static int may_have_directive(const char *t, size_t n)
+{
+	return memchr(t, '#', n) || has_pair(t, n, '%', ':') || has_pair(t, n, '?', '?');
+}
+
+/*
+ * 1 when the text may make NVRTC look outside the declared directories: a
+ * reference to an absolute path or one with a ".." component, or one the
+ * lexer cannot read literally (a computed include, __has_include of a macro,
+ * a #line that renames the file). Splices, digraphs and trigraphs are read
+ * through. Conservative: out of memory says yes (the scan reports it).
+ */
+static int may_leave_declared_dirs(const char *t, size_t n, void *ctx)
 {
 	(void)ctx;
-	if (!may_name_absolute(t, n))
+	if (!may_have_directive(t, n))
 		return 0;
 	struct bytes refs = {0};
-	int found = lex_refs(t, n, &refs) != 0; /* out of memory: say yes, the scan reports it */
-	for (size_t i = 0; !found && i < refs.n; i += strlen((char *)refs.p + i + 1) + 2)
-		found = refs.p[i + 1] == '/';
+	int found = lex_refs(t, n, &refs) != 0;
+	for (size_t i = 0; !found && i < refs.n; i += strlen((char *)refs.p + i + 1) + 2) {
+		const char *name = (const char *)refs.p + i + 1;
+		found = refs.p[i] == REF_COMPUTED || name[0] == '/' || climbs(name);
+	}
 	free(refs.p);
 	return found;
 }
@@ -407,7 +450,10 @@ int jc__inc_needed(const struct jc_req *req)
 		if (jc__inc_option(&req->options, i, &dir, &val, &used) && !dir)
 			return 1;
 	}
-	return each_text(req, has_absolute_ref, NULL);
+	/* NVRTC looks for quoted includes in the directory of the program name. */
+	if (req->source_name && (req->source_name[0] == '/' || climbs(req->source_name)))
+		return 1;
+	return each_text(req, may_leave_declared_dirs, NULL);
 }
 
 /* --- the memo ------------------------------------------------------------------------ */
@@ -583,10 +629,14 @@ static void mark_unsettled(struct jc_inc_set *set, const char *path)
 static int read_file(const char *path, uint64_t max, struct bytes *out, struct jc_inc_stat *a,
 		     struct jc_inc_stat *b, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO swapped in since the stat() must not hold us. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		int rc = jc__fail(err, errlen, JC_EIO, "include scan: open %s: %s", path, strerror(errno));
+	int stat_ok = fd >= 0 && fstat(fd, &st) == 0;
+	if (!stat_ok || !S_ISREG(st.st_mode)) {
+		int rc = stat_ok ? jc__fail(err, errlen, JC_EIO, "include scan: %s is not a regular file", path)
+				 : jc__fail(err, errlen, JC_EIO, "include scan: open %s: %s", path,
+					    strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return rc;
@@ -864,38 +914,6 @@ struct scan {
 	size_t errlen;
 };
 
-/* Lexically folds "." and ".." of an absolute path (for bookkeeping only). */
-static void fold_path(const char *in, char *out, size_t outlen)
-{
-	size_t n = 0;
-	out[0] = '\0';
-	for (const char *p = in; *p;) {
-		while (*p == '/')
-			p++;
-		const char *e = strchr(p, '/');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (len == 0)
-			break;
-		if (len == 1 && p[0] == '.') {
-			/* nothing */
-		} else if (len == 2 && p[0] == '.' && p[1] == '.') {
-			while (n > 0 && out[n - 1] != '/')
-				n--;
-			if (n > 0)
-				n--;
-			out[n] = '\0';
-		} else if (n + 1 + len < outlen) {
-			out[n++] = '/';
-			memcpy(out + n, p, len);
-			n += len;
-			out[n] = '\0';
-		}
-		p += len;
-	}
-	if (n == 0)
-		snprintf(out, outlen, "/");
-}
-
 static int in_toolkit(const char *root, const char *dir)
 {
 	char real[PATH_MAX];
@@ -971,7 +989,7 @@ static int visit(struct scan *s, const char *path)
 		snprintf(dir, sizeof(dir), "%s", path);
 		char *slash = strrchr(dir, '/'); /* paths are absolute: there is one */
 		slash[slash == dir] = '\0';     /* "/a/x.h" -> "/a", "/x.h" -> "/" */
-		fold_path(dir, folded, sizeof(folded));
+		jc__path_lexical(dir, folded, sizeof(folded), 1);
 		snprintf(key, sizeof(key), "%llu:%llu:%s", (unsigned long long)id.dev,
 			 (unsigned long long)id.ino, folded);
 		rc = sset_add(&s->expanded, key);
@@ -1235,6 +1253,221 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len)
 			snprintf(what, len, "%s", e->path);
 			return 0;
 		}
+	}
+	return 1;
+}
+
+/* --- dependency truth: what the compile read against what the key covers ---------------- */
+
+/* path with empty and "." components dropped (".." kept), into out. */
+static void normalise_path(const char *in, char *out, size_t len)
+{
+	if (jc__path_lexical(in, out, len, 0) != 0)
+		snprintf(out, len, "%s", in); /* too long to open anyway: compared as it is */
+}
+
+struct norm_ent {
+	char *path; /* owned, normalised */
+	const struct jc_inc_entry *e;
+};
+
+static int cmp_norm(const void *a, const void *b)
+{
+	const struct norm_ent *x = a, *y = b;
+	int c = strcmp(x->path, y->path);
+	return c ? c : (int)x->e->kind - (int)y->e->kind;
+}
+
+/* The entries of set by normalised path, sorted. NULL on ENOMEM (set->n > 0). */
+static struct norm_ent *norm_index(const struct jc_inc_set *set)
+{
+	struct norm_ent *v = calloc(set->n + 1, sizeof(*v));
+	for (size_t i = 0; v && i < set->n; i++) {
+		char p[PATH_MAX];
+		normalise_path(set->v[i].path, p, sizeof(p));
+		v[i].e = &set->v[i];
+		if (!(v[i].path = strdup(p))) {
+			for (size_t j = 0; j < i; j++)
+				free(v[j].path);
+			free(v);
+			return NULL;
+		}
+	}
+	if (v && set->n)
+		qsort(v, set->n, sizeof(*v), cmp_norm);
+	return v;
+}
+
+static void norm_free(struct norm_ent *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].path);
+	free(v);
+}
+
+/* The entry of kind for path in the index, or NULL. */
+static const struct jc_inc_entry *norm_find(const struct norm_ent *v, size_t n, const char *path,
+					    uint8_t kind)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(v[mid].path, path);
+		if (c == 0)
+			c = (int)v[mid].e->kind - (int)kind;
+		if (c == 0)
+			return v[mid].e;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* "PATH SUFFIX" into what[len], control characters of PATH (which a
+ * client's #include names) shown as '?': it reaches the daemon's log. */
+static void name_access(char *what, size_t len, const char *path, const char *suffix)
+{
+	snprintf(what, len, "%s%s", path[0] ? path : "(more files than recorded)", suffix);
+	for (char *p = what; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
+static int same_dep_id(const struct jc_dep *d, const struct jc_inc_stat *st)
+{
+	return d->dev == st->dev && d->ino == st->ino && d->size == st->size &&
+	       d->mtime_ns == st->mtime_ns && d->ctime_ns == st->ctime_ns;
+}
+
+/* 1 when the listing of path's directory is in the set (a name appearing there changes it). */
+static int dir_listed(const struct norm_ent *v, size_t n, const char *path)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return 0;
+	slash[slash == dir] = '\0';
+	const struct jc_inc_entry *e = norm_find(v, n, dir, JC_INC_DIR);
+	return e && memcmp(e->hash, not_a_dir, 16) != 0;
+}
+
+int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size_t n_deps,
+		   char *what, size_t len)
+{
+	static const struct jc_inc_set empty;
+	if (!set)
+		set = &empty;
+	struct norm_ent *v = norm_index(set);
+	if (!v)
+		return JC_ENOMEM;
+	int covered = 1;
+	for (size_t i = 0; covered && i < n_deps; i++) {
+		const struct jc_dep *d = &deps[i];
+		char p[PATH_MAX];
+		const struct jc_inc_entry *e;
+		normalise_path(d->path, p, sizeof(p));
+		switch (d->kind) {
+		case JC_DEP_DENIED:
+			break; /* refused without a look: the outcome is the policy's, a function of the key */
+		case JC_DEP_FILE:
+			e = norm_find(v, set->n, p, JC_INC_FILE);
+			covered = e && same_dep_id(d, &e->st);
+			break;
+		case JC_DEP_ABSENT:
+		case JC_DEP_SPECIAL:
+			covered = norm_find(v, set->n, p, JC_INC_ABSENT) || dir_listed(v, set->n, p);
+			break;
+		case JC_DEP_DIR:
+			e = norm_find(v, set->n, p, JC_INC_DIR);
+			covered = e && memcmp(e->hash, not_a_dir, 16) != 0;
+			break;
+		default:
+			covered = 0;
+			break;
+		}
+		if (!covered)
+			name_access(what, len, d->path,
+				    d->kind == JC_DEP_FILE ? "" : d->kind == JC_DEP_DIR ? " (listed)" : " (absent)");
+	}
+	norm_free(v, set->n);
+	return covered;
+}
+
+int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size_t n_deps,
+		  const struct jc_inc_ctx *ctx, struct jc_inc_set *out, char *what, size_t len)
+{
+	int64_t now = now_ns();
+	int rc = 0, same = 1;
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; scan && rc == 0 && i < scan->n; i++)
+		if (scan->v[i].kind == JC_INC_TOOLKIT)
+			rc = jc__inc_set_add(out, scan->v[i].path, strlen(scan->v[i].path),
+					     JC_INC_TOOLKIT, NULL);
+	for (size_t i = 0; rc == 0 && same && i < n_deps; i++) {
+		const struct jc_dep *d = &deps[i];
+		char p[PATH_MAX];
+		struct stat st;
+		struct jc_inc_stat id;
+		uint8_t hash[16];
+		normalise_path(d->path, p, sizeof(p));
+		if (d->kind == JC_DEP_DENIED)
+			continue;
+		out->n_stat++;
+		int exists = stat(p, &st) == 0;
+		switch (d->kind) {
+		case JC_DEP_FILE:
+			same = exists && S_ISREG(st.st_mode);
+			if (same) {
+				id_of(&st, &id);
+				same = same_dep_id(d, &id);
+			}
+			if (same) {
+				int r = file_info(ctx, out, p, &id, hash, NULL, now, NULL, 0);
+				if (r == JC_ENOMEM)
+					rc = r;
+				same = r == 0 && same_dep_id(d, &id);
+			}
+			if (same && rc == 0)
+				rc = jc__inc_set_add(out, p, strlen(p), JC_INC_FILE, hash);
+			if (same && rc == 0)
+				out->v[out->n - 1].st = id;
+			break;
+		case JC_DEP_ABSENT:
+		case JC_DEP_SPECIAL:
+			same = !exists || !S_ISREG(st.st_mode);
+			if (same)
+				rc = jc__inc_set_add(out, p, strlen(p), JC_INC_ABSENT, NULL);
+			break;
+		case JC_DEP_DIR: {
+			char **names;
+			size_t n;
+			same = exists && S_ISDIR(st.st_mode);
+			if (same && (same = list_dir(p, &names, &n, NULL, 0) == 0)) {
+				rc = names_hash(names, n, hash);
+				free_names(names, n);
+				id_of(&st, &id);
+				rc = rc ?: jc__inc_set_add(out, p, strlen(p), JC_INC_DIR, hash);
+				if (rc == 0)
+					out->v[out->n - 1].st = id;
+				if (rc == 0 && unsettled(&id, now))
+					mark_unsettled(out, p);
+			}
+			break;
+		}
+		default:
+			same = 0;
+			break;
+		}
+		if (!same)
+			name_access(what, len, d->path, "");
+	}
+	rc = rc ?: jc__inc_set_finish(out);
+	if (rc != 0 || !same) {
+		jc__inc_set_clear(out);
+		return rc ? rc : 0;
 	}
 	return 1;
 }

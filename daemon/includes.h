@@ -89,9 +89,18 @@ void jc__inc_path_clear(struct jc_inc_path *p);
 
 /*
  * 1 when the compile of req may read files from disk: it has -I directories,
- * a pre-include, or its source or an in-memory header references an absolute
- * path; else 0. No I/O: it lexes the in-memory texts (only those containing
- * "include"). req must have passed jc__inc_path_parse(). Thread-safe.
+ * a pre-include, a program name that is absolute or climbs (".."), or its
+ * source or an in-memory header has a reference the lexer cannot prove stays
+ * inside the in-memory texts: an absolute name, a ".." component, a
+ * computed include, __has_include of a macro, a #line naming a file
+ * (splices, the digraph %: and the trigraph ??= are read through); else 0.
+ * Conservative: when in doubt, 1. No I/O: it lexes the in-memory texts (only
+ * those with a '#', "%:" or "??="). req must have passed
+ * jc__inc_path_parse(). Thread-safe.
+ *
+ * This is the fast path and the early refusal of other uids, not the
+ * guarantee: the worker records and confines what NVRTC does (worker_fs.h),
+ * and the daemon stores only results whose key covers it (jc__inc_covers).
  */
 int jc__inc_needed(const struct jc_req *req);
 
@@ -182,5 +191,36 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len);
 int jc__inc_set_add(struct jc_inc_set *set, const char *path, size_t path_len, uint8_t kind,
 		    const uint8_t hash[16]);
 int jc__inc_set_finish(struct jc_inc_set *set);
+
+/*
+ * Dependency truth (docs/ARCHITECTURE.md): deps (n_deps, borrowed) is what
+ * the worker recorded NVRTC doing in the compile (req.h, struct jc_dep); set
+ * (may be NULL: nothing on disk) the include set the key was made from.
+ * jc__inc_covers() is 1 when set covers every access exactly: a file read
+ * is a FILE entry of the same path whose stat identity is the one the
+ * worker saw (so its content is the hashed one), a probe that found no
+ * regular file is an ABSENT entry or a name in a listed DIR entry, a listed
+ * directory a DIR entry; a refusal (JC_DEP_DENIED) is covered, since its
+ * outcome depends only on the request's declared directories and the
+ * toolkit, which the key holds. Else 0, with the first uncovered access in
+ * what[len] (control characters shown as ?). JC_ENOMEM. Paths are compared
+ * with empty and "." components dropped. Thread-safe.
+ */
+int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size_t n_deps,
+		   char *what, size_t len);
+
+/*
+ * ccache's depend mode: the include set that says exactly what deps (the
+ * accesses of a compile, see above) read, built into *out (owned by the
+ * caller): the TOOLKIT entries of scan (may be NULL), a FILE entry with its
+ * content hash for each file read, an ABSENT one for each probe that found
+ * none, a DIR one for each listing. Returns 1 when every file still has the
+ * stat identity the worker saw and every probe still finds what it found
+ * (out->unsettled set when one changed too recently to tell); 0 when one
+ * changed since the compile (path in what[len]; *out empty); JC_ENOMEM.
+ * Thread-safe (the memo locks).
+ */
+int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size_t n_deps,
+		  const struct jc_inc_ctx *ctx, struct jc_inc_set *out, char *what, size_t len);
 
 #endif

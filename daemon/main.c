@@ -21,6 +21,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "confine.h"
 #include "daemon.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
@@ -56,6 +57,8 @@ static void usage(FILE *f)
 		"  --group-shared yes|no    socket 0660 for the group [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
 		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
+		"  --confinement MODE       compile workers' confinement: auto, landlock, userns, none [auto]\n"
+		"  --allow-unconfined       a daemon serving other uids may run unconfined\n"
 		"  --config FILE            read only FILE\n"
 		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
 		"  --help, --version\n"
@@ -171,6 +174,11 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		c->admin_gid = ok ? g->gr_gid : c->admin_gid;
 	} else if (strcmp(name, "allow-uids") == 0) {
 		ok = parse_uids(c, value) == 0;
+	} else if (strcmp(name, "confinement") == 0) {
+		c->confinement = strcmp(value, "auto") == 0 ? -1 : jc__confine_parse(value);
+		ok = strcmp(value, "auto") == 0 || c->confinement >= 0;
+	} else if (strcmp(name, "allow-unconfined") == 0) {
+		ok = parse_bool(value ? value : "yes", &c->allow_unconfined) == 0;
 	} else {
 		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
 		return JC_EINVAL;
@@ -247,6 +255,8 @@ static const struct option long_opts[] = {
 	{"group-shared", required_argument, NULL, 0},
 	{"admin-group", required_argument, NULL, 0},
 	{"allow-uids", required_argument, NULL, 0},
+	{"confinement", required_argument, NULL, 0},
+	{"allow-unconfined", optional_argument, NULL, 0},
 	{"log-level", required_argument, NULL, 0},
 	{"config", required_argument, NULL, 'c'},
 	{"help", no_argument, NULL, 'h'},
@@ -301,6 +311,7 @@ static void defaults(struct jc_config *c)
 	c->gc_interval_s = 3600;
 	c->max_connections = 1024;
 	c->admin_gid = (gid_t)-1;
+	c->confinement = -1;
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
 }
@@ -525,6 +536,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("workers", c->workers != fresh.workers);
 	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
+	needs_restart("confinement", c->confinement != fresh.confinement);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
 			    "compile-timeout, idle-timeout, idle-exit, max-connections, gc-interval, admin-group, "
 			    "allow-uids)");
@@ -583,6 +595,36 @@ static void pointer_remove(struct jc_daemon *d)
 	d->pointer_path = NULL;
 }
 
+/*
+ * The confinement the workers apply (confine.h): --confinement, else the
+ * best this kernel offers. A daemon that serves other uids (--group-shared,
+ * or --allow-uids) refuses to run unconfined unless --allow-unconfined.
+ */
+static int choose_confinement(struct jc_daemon *d, char *why, size_t whylen, char *err,
+			      size_t errlen)
+{
+	int abi, best = jc__confine_detect(&abi, why, whylen);
+	int want = d->cfg.confinement < 0 ? best : d->cfg.confinement;
+	if (want != JC_CONFINE_NONE && want != best &&
+	    !(want == JC_CONFINE_USERNS && best == JC_CONFINE_LANDLOCK)) {
+		snprintf(err, errlen, "--confinement %s is not available here (%s)",
+			 jc__confine_name(want), why);
+		return JC_EINVAL;
+	}
+	if (want == JC_CONFINE_NONE && (d->cfg.group_shared || d->cfg.n_allow_uids) &&
+	    !d->cfg.allow_unconfined) {
+		snprintf(err, errlen, "this daemon serves other uids but its compile workers cannot be "
+			 "confined (%s%s); pass --allow-unconfined to run anyway",
+			 d->cfg.confinement < 0 ? "" : "--confinement none; ", why);
+		return JC_EINVAL;
+	}
+	if (d->cfg.confinement >= 0 && want != best)
+		snprintf(why + strlen(why), whylen - strlen(why), "; %s asked for",
+			 jc__confine_name(want));
+	d->confinement = want;
+	return 0;
+}
+
 static int inherited_listener(void)
 {
 #if JC_HAVE_SYSTEMD
@@ -601,7 +643,7 @@ int main(int argc, char **argv)
 {
 	struct jc_daemon *d = &daemon_state;
 	struct settings s = {.cfg = &d->cfg, .log_level = LOG_NOTICE};
-	char err[512] = "", buf[4096];
+	char err[512] = "", buf[4096], conf_why[128] = "";
 	int rc = 0, exit_code = 1;
 
 	saved_argc = argc;
@@ -656,6 +698,9 @@ int main(int argc, char **argv)
 	}
 	save_budget(d);
 
+	rc = choose_confinement(d, conf_why, sizeof(conf_why), err, sizeof(err));
+	if (rc != 0)
+		goto err_after_rix;
 	d->loop = uv_default_loop();
 	rc = jc__pool_start(d, err, sizeof(err));
 	if (rc != 0)
@@ -681,10 +726,12 @@ int main(int argc, char **argv)
 
 	jc_log_notice(MAIN,
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
-		      " bytes (evicts above %d %%, down to %d %%), gc every %" PRId64 " s, %s",
+		      " bytes (evicts above %d %%, down to %d %%), gc every %" PRId64 " s, "
+		      "confinement %s (%s), %s",
 		      JC_VERSION, d->cfg.cache_dir, listen_fd >= 0 ? "passed by systemd" : d->cfg.socket_path,
 		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
-		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, d->tc.summary);
+		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
+		      d->tc.summary);
 	jc__daemon_notify("READY=1\nSTATUS=serving");
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "framer.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
@@ -233,7 +234,8 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
 
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
-	char *args[] = {d->cfg.worker_path, "--memory-limit", mem, NULL};
+	char *args[] = {d->cfg.worker_path, "--memory-limit", mem, "--confine",
+			(char *)jc__confine_name(d->confinement), NULL};
 	uv_stdio_container_t stdio[3] = {
 		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
 		 .data.stream = (uv_stream_t *)&w->pipe},
@@ -280,10 +282,17 @@ static int make_worker_cwd(struct jc_daemon *d, char *err, size_t errlen)
 		d->worker_cwd = NULL;
 		return JC_ENOMEM;
 	}
-	if ((rmdir(d->worker_cwd) == 0 || errno == ENOENT) && mkdir(d->worker_cwd, 0500) == 0)
-		return 0;
-	snprintf(err, errlen, "cannot make the workers' empty directory %s: %s", d->worker_cwd,
-		 strerror(errno));
+	struct stat st;
+	if ((rmdir(d->worker_cwd) == 0 || errno == ENOENT) && mkdir(d->worker_cwd, 0500) == 0) {
+		/* Ours alone: made just now under the cache lock, checked again by
+		 * each worker at its start (worker.h). */
+		if (lstat(d->worker_cwd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+		    !(st.st_mode & 022))
+			return 0;
+		errno = EPERM;
+	}
+	snprintf(err, errlen, "cannot make the workers' private empty directory %s: %s",
+		 d->worker_cwd, strerror(errno));
 	free(d->worker_cwd);
 	d->worker_cwd = NULL;
 	return JC_EIO;

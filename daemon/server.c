@@ -28,6 +28,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "confine.h"
 #include "daemon.h"
 #include "framer.h"
 #include "io.h"
@@ -438,6 +439,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.store = d->store;
 	j->env.ix = d->wix;
 	j->env.tc = &d->tc;
+	j->env.confinement = jc__confine_name(d->confinement);
 	memcpy(j->env.counters, d->counters, sizeof(j->env.counters));
 	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
 	j->env.hit_samples = d->hit_latency.count;

@@ -2,19 +2,29 @@
 /*
  * jitcache-worker: the compile worker process. jitcached starts a pool of
  * them; each reads COMPILE frames on fd 0 (a socketpair with the daemon),
- * runs NVRTC and/or nvJitLink, and writes one RESULT frame (artifact bytes
- * inline) per request. A crash, hang or memory blow-up here costs the daemon
- * one worker, never its own life: it kills and replaces us.
+ * runs NVRTC and/or nvJitLink in a confined process (the helper for jobs
+ * without include directories, else a child forked for the job; their file
+ * accesses recorded: worker_fs.h), which writes one RESULT frame (artifact
+ * bytes inline, the record of what NVRTC read) per request. A crash, hang or
+ * memory blow-up here costs the daemon one worker, never its own life: it
+ * kills and replaces us.
  *
- * Usage: jitcache-worker [--memory-limit BYTES]   (not for humans; see worker.h)
+ * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE]   (not for humans; see worker.h)
  */
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <nvrtc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,9 +35,12 @@
 #include "proto.h"
 #include "req.h"
 #include "worker.h"
+#include "worker_fs.h"
 
 /* --memory-limit: bytes of address space allowed beyond the start-up size (0: none). */
 static uint64_t mem_limit;
+/* --confine: enum jc_confine, applied in the helper and each job's child. */
+static int confine_mode = JC_CONFINE_NONE;
 
 /* The toolkit, linked in (the client library reaches it through dlopen). */
 static const struct jc_nv nv = {
@@ -123,26 +136,295 @@ static void apply_memory_limit(void)
 			    (unsigned long long)mem_limit, base ? strerror(errno) : "no /proc/self/statm");
 }
 
+/* The toolkit tree of the loaded libnvrtc: realpath of <its directory>/..
+ * (as toolchain.c finds its include tree); "" when unknown. */
+static void toolkit_root(char *out, size_t len)
+{
+	Dl_info info;
+	char real[PATH_MAX];
+	out[0] = '\0';
+	if (!dladdr((void *)nvrtcVersion, &info) || !info.dli_fname || !realpath(info.dli_fname, real))
+		return;
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(real, '/');
+		if (!slash || slash == real)
+			return;
+		*slash = '\0';
+	}
+	snprintf(out, len, "%s", real);
+}
+
+/*
+ * The working directory must be an empty directory that only our uid can
+ * change (NVRTC looks there for quoted includes and program names: see
+ * worker.h). 0, or -1 with a message on stderr.
+ */
+static int check_cwd(char *cwd, size_t len)
+{
+	struct stat st;
+	const char *why = NULL;
+	if (!getcwd(cwd, len) || stat(".", &st) != 0)
+		why = strerror(errno);
+	else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		why = "not a directory owned by this uid";
+	else if (st.st_mode & 022)
+		why = "writable by group or others";
+	DIR *d = why ? NULL : opendir(".");
+	for (struct dirent *de; d && !why && (de = readdir(d));)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
+			why = "not empty";
+	if (d)
+		closedir(d);
+	if (!why)
+		return 0;
+	fprintf(stderr, "jitcache-worker: working directory %s: %s\n", cwd, why);
+	return -1;
+}
+
+/*
+ * Before the first job: one tiny compile, so that NVRTC has loaded its
+ * builtins library and initialised itself in this process (each job's child
+ * inherits that, confined or not), and libcuda loaded where it exists (NVRTC
+ * dlopens it during a compile; a loaded one is found without a file access).
+ */
+static void warm_up(void)
+{
+	nvrtcProgram prog;
+	dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (nvrtcCreateProgram(&prog, "__global__ void jc_warm_up() {}\n", "warm_up.cu", 0, NULL,
+			       NULL) != NVRTC_SUCCESS)
+		return;
+	nvrtcCompileProgram(prog, 0, NULL);
+	nvrtcDestroyProgram(&prog);
+}
+
+/* Runs one job (the payload of a COMPILE frame) in this process, a child
+ * made for it or the confined helper (then confined is 1: it already is),
+ * and writes its RESULT frame to fd 0. Returns 0, or 1 when it could not. */
+static int run_job_here(const struct jc_buf *in, const char *tk_root, const char *cwd,
+			int confined)
+{
+	struct jc_req req = {0};
+	struct jc_res res;
+	struct jc_buf out = {0};
+	char err[512];
+	jc__res_init(&res);
+	int rc = jc__decode_req(in->data, in->len, &req);
+	if (rc != 0) {
+		jc__nv_set_message(&res, rc, "worker could not decode the request");
+	} else if (jc__wfs_begin(&req, tk_root, cwd) != 0) {
+		jc__nv_set_message(&res, JC_ENOMEM, "worker out of memory");
+	} else if (!confined && (rc = jc__wfs_confine(confine_mode, err, sizeof(err))) != 0) {
+		jc__nv_set_message(&res, rc, "cannot confine the compile (%s): %s; not compiled",
+			    jc__confine_name(confine_mode), err);
+		jc__wfs_end(&res);
+	} else {
+		run_job(&req, &res);
+		jc__wfs_end(&res);
+	}
+	if (res.status != 0) {
+		free(res.data);
+		res.data = NULL;
+		res.size = 0;
+	}
+	rc = jc__encode_res(&out, &res);
+	if (rc == JC_ETOOBIG) {
+		jc__res_clear(&res);
+		jc__nv_set_message(&res, JC_ETOOBIG, "artifact larger than the frame limit");
+		jc__buf_reset(&out);
+		rc = jc__encode_res(&out, &res);
+	}
+	jc__req_clear(&req);
+	jc__res_clear(&res);
+	rc = rc != 0 || jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
+	jc__buf_free(&out);
+	return rc;
+}
+
+/* Dies the way child pid died (after reaping it), so that the daemon's
+ * accounting of crashes and memory exhaustion is unchanged; returns only
+ * when it exited 0 (0), or -1 when it cannot be waited for. */
+static int mirror_exit(pid_t pid)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL); /* past any sanitizer's handler */
+		raise(WTERMSIG(st));
+		_exit(128 + WTERMSIG(st));
+	}
+	if (WEXITSTATUS(st) != 0)
+		_exit(WEXITSTATUS(st));
+	return 0;
+}
+
+/* fork() for a job process that dies with us (the daemon's timeout kills us). */
+static pid_t fork_job_process(void)
+{
+	pid_t parent = getpid();
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0)
+		jc_log_err(WORKER, "fork: %s", strerror(errno));
+	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+		_exit(1);
+	return pid;
+}
+
+/*
+ * A job that declares include directories runs in a child of its own:
+ * confinement is per process and cannot be undone, and each request
+ * declares its own. Returns 0 when the child answered.
+ */
+static int run_in_child(const struct jc_buf *in, const char *tk_root, const char *cwd)
+{
+	pid_t pid = fork_job_process();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(run_job_here(in, tk_root, cwd, 0));
+	return mirror_exit(pid);
+}
+
+/*
+ * Jobs that declare no include directory (most: NVRTC then reads nothing
+ * but the toolkit) all share one helper process, confined once to the
+ * toolkit tree and kept: it stays as warm as an unconfined worker, where a
+ * child per job would pay NVRTC's copy-on-write faults on every compile.
+ * The parent hands it each frame over a socketpair; the helper answers the
+ * daemon on fd 0 itself and then sends one byte back. A helper that dies is
+ * mirrored like a child (and the daemon replaces this worker).
+ */
+static pid_t helper_pid = -1;
+static int helper_fd = -1;
+
+static void helper_main(int fd, const char *tk_root, const char *cwd)
+{
+	static const struct jc_req no_dirs;
+	char err[512];
+	if (jc__wfs_begin(&no_dirs, tk_root, cwd) != 0)
+		_exit(JC_WORKER_EXIT_NOMEM);
+	int rc = jc__wfs_confine(confine_mode, err, sizeof(err));
+	struct jc_res none;
+	jc__res_init(&none);
+	jc__wfs_end(&none);
+	jc__res_clear(&none);
+	struct jc_buf in = {0};
+	for (;;) {
+		uint16_t type;
+		if (jc__io_read_frame(fd, &in, &type, NULL, -1) != 0)
+			_exit(0); /* the worker is gone */
+		if (rc != 0) { /* answer with the reason, as a child would */
+			struct jc_res res;
+			struct jc_buf out = {0};
+			jc__res_init(&res);
+			jc__nv_set_message(&res, rc, "cannot confine the compile (%s): %s; not compiled",
+				    jc__confine_name(confine_mode), err);
+			int bad = jc__encode_res(&out, &res) != 0 ||
+				  jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
+			jc__res_clear(&res);
+			jc__buf_free(&out);
+			if (bad)
+				_exit(1);
+		} else if (run_job_here(&in, tk_root, cwd, 1) != 0) {
+			_exit(1);
+		}
+		char done = 1;
+		if (jc__io_write_all(fd, &done, 1) != 0)
+			_exit(0);
+	}
+}
+
+/* Starts the helper (at start-up, so that the first job finds it). 0 or -1. */
+static int helper_start(const char *tk_root, const char *cwd)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return -1;
+	pid_t pid = fork_job_process();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		helper_main(sv[1], tk_root, cwd);
+	}
+	close(sv[1]);
+	helper_pid = pid;
+	helper_fd = sv[0];
+	return 0;
+}
+
+static int run_in_helper(const struct jc_buf *in, uint16_t type, const char *tk_root,
+			 const char *cwd)
+{
+	if (helper_pid < 0 && helper_start(tk_root, cwd) != 0)
+		return -1;
+	uint8_t hdr[JC_FRAME_HDR] = {0};
+	for (int i = 0; i < 4; i++)
+		hdr[i] = (uint8_t)(in->len >> (8 * i));
+	hdr[4] = (uint8_t)type;
+	hdr[5] = (uint8_t)(type >> 8);
+	char done;
+	ssize_t n = -1;
+	if (jc__io_write_all(helper_fd, hdr, sizeof(hdr)) == 0 &&
+	    jc__io_write_all(helper_fd, in->data, in->len) == 0)
+		while ((n = read(helper_fd, &done, 1)) < 0 && errno == EINTR)
+			;
+	if (n == 1)
+		return 0;
+	close(helper_fd);
+	helper_fd = -1;
+	kill(helper_pid, SIGKILL); /* gone, or stuck: either way it dies now */
+	mirror_exit(helper_pid);
+	helper_pid = -1;
+	return -1; /* it exited 0 without answering: give up like a child that could not */
+}
+
+/* 1 when the COMPILE payload in declares no include directory (or cannot
+ * be decoded: the child that runs it reports that). */
+static int without_include_dirs(const struct jc_buf *in)
+{
+	struct jc_req req = {0};
+	int none = jc__decode_req(in->data, in->len, &req) != 0 || req.include_dirs.n == 0;
+	jc__req_clear(&req);
+	return none;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 3 && strcmp(argv[1], "--memory-limit") == 0) {
-		if (parse_size(argv[2], &mem_limit) != 0) {
-			fprintf(stderr, "jitcache-worker: bad --memory-limit %s\n", argv[2]);
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 < argc && strcmp(argv[i], "--memory-limit") == 0 &&
+		    parse_size(argv[i + 1], &mem_limit) == 0) {
+			i++;
+		} else if (i + 1 < argc && strcmp(argv[i], "--confine") == 0 &&
+			   (confine_mode = jc__confine_parse(argv[i + 1])) >= 0) {
+			i++;
+		} else {
+			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
+				"none|landlock|userns] (started by jitcached): bad argument %s\n", argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] (started by jitcached)\n");
-		return JC_WORKER_EXIT_USAGE;
 	}
 	/* A worker must not outlive its daemon, which bounds its compile time:
 	 * die with it (also if it is already gone). */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
 		return 1;
+	char cwd[PATH_MAX], tk_root[PATH_MAX];
+	if (check_cwd(cwd, sizeof(cwd)) != 0)
+		return JC_WORKER_EXIT_CWD;
+	toolkit_root(tk_root, sizeof(tk_root));
+	warm_up();
 	if (mem_limit)
 		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);
+	helper_start(tk_root, cwd); /* else at the first job that needs it */
 
-	struct jc_buf in = {0}, out = {0};
+	struct jc_buf in = {0};
 	for (;;) {
 		uint16_t type;
 		int rc = jc__io_read_frame(STDIN_FILENO, &in, &type, NULL, -1);
@@ -152,33 +434,11 @@ int main(int argc, char **argv)
 			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
 			break;
 		}
-		struct jc_req req = {0};
-		struct jc_res res;
-		jc__res_init(&res);
-		rc = jc__decode_req(in.data, in.len, &req);
+		rc = without_include_dirs(&in) ? run_in_helper(&in, type, tk_root, cwd)
+					       : run_in_child(&in, tk_root, cwd);
 		if (rc != 0)
-			jc__nv_set_message(&res, rc, "worker could not decode the request");
-		else
-			run_job(&req, &res);
-		if (res.status != 0) {
-			free(res.data);
-			res.data = NULL;
-			res.size = 0;
-		}
-		jc__buf_reset(&out);
-		rc = jc__encode_res(&out, &res);
-		if (rc == JC_ETOOBIG) {
-			jc__res_clear(&res);
-			jc__nv_set_message(&res, JC_ETOOBIG, "artifact larger than the frame limit");
-			jc__buf_reset(&out);
-			rc = jc__encode_res(&out, &res);
-		}
-		jc__req_clear(&req);
-		jc__res_clear(&res);
-		if (rc != 0 || jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0)
 			break;
 	}
 	jc__buf_free(&in);
-	jc__buf_free(&out);
 	return 0;
 }

@@ -6,9 +6,14 @@
  *
  * The daemon starts it in an empty directory, DIR/worker-cwd (see
  * make_worker_cwd in pool.c: NVRTC resolves quoted includes relative to the
- * working directory).
+ * working directory). The worker refuses to start (JC_WORKER_EXIT_CWD)
+ * unless that directory is empty, owned by its uid and not writable by
+ * group or others.
  *
- * Command line: jitcache-worker [--memory-limit BYTES]
+ * Command line: jitcache-worker [--memory-limit BYTES] [--confine MODE]
+ *   MODE is none (default), landlock or userns (worker_fs.h, enum
+ *   jc_confine): the kernel confinement applied before each job. A job
+ *   whose confinement fails is answered JC_EINTERNAL, never run unconfined.
  *   BYTES (decimal, 0 = none) is the address space the worker may map beyond
  *   what it has mapped when it starts (its own code, libc, libnvrtc and
  *   libnvJitLink): it sets RLIMIT_AS to its VmSize at start plus BYTES. The
@@ -24,6 +29,7 @@
 enum {
 	JC_WORKER_EXIT_USAGE = 2, /* bad command line */
 	JC_WORKER_EXIT_NOMEM = 3, /* an allocation failed under its memory limit */
+	JC_WORKER_EXIT_CWD = 4,   /* the working directory is not private and empty */
 };
 
 #endif

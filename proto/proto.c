@@ -131,6 +131,15 @@ struct layout {
 	X(1, STR, REQ, JC_STR_MAX, expr, 0, NULL)                                 \
 	X(2, STR, REQ, JC_STR_MAX, lowered, 0, NULL)
 
+#define DEP_FIELDS(X) /* struct jc_dep, nested in RESULT (worker -> daemon) */     \
+	X(2, U64, OPT, 0, dev, 0, NULL)                                           \
+	X(3, U64, OPT, 0, ino, 0, NULL)                                           \
+	X(4, U64, OPT, 0, size, 0, NULL)                                          \
+	X(5, I64, OPT, 0, mtime_ns, 0, NULL)                                      \
+	X(6, I64, OPT, 0, ctime_ns, 0, NULL)                                      \
+	X(7, U32, REQ, 0, kind, 0, NULL)                                          \
+	X(1, STR, REQ, JC_STR_MAX, path, 0, NULL)
+
 #define RES_FIELDS(X) /* struct jc_res: RESULT */                                 \
 	X(1, I32, REQ, 0, status, 0, NULL)                                        \
 	X(2, U32, REQ, 0, cache, 0, NULL)                                         \
@@ -142,6 +151,7 @@ struct layout {
 	X(8, STR, OPT, JC_TEXT_MAX, log, 0, NULL)                                 \
 	X(9, STR, OPT, JC_TEXT_MAX, message, 0, NULL)                             \
 	X(10, ARRAY, REP, JC_FRAME_MAX, lowered, OF(n_lowered), &lowered_layout)  \
+	X(13, ARRAY, REP, JC_FRAME_MAX, deps, OF(n_deps), &dep_layout)            \
 	X(11, U64, REQ, 0, compile_ns, 0, NULL)                                   \
 	X(12, U64, REQ, 0, server_ns, 0, NULL)
 
@@ -197,6 +207,9 @@ LAYOUT(req_layout, REQ_FIELDS);
 #undef T
 #define T struct jc_lowered
 LAYOUT(lowered_layout, LOWERED_FIELDS);
+#undef T
+#define T struct jc_dep
+LAYOUT(dep_layout, DEP_FIELDS);
 #undef T
 #define T struct jc_res
 LAYOUT(res_layout, RES_FIELDS);

@@ -42,6 +42,7 @@ export JITCACHE_SOCKET=$T/sock JITCACHE_WORKER=$B/daemon/jitcache-worker
 dpid=$!
 for _ in $(seq 200); do [ -S "$T/sock" ] && break; sleep 0.05; done
 "$B/client/jitcachectl" version
+"$B/client/jitcachectl" stats --json | grep -o '"confinement": "[a-z]*"' # the workers' kind here
 {
 	for i in $(seq "$N"); do
 		JC_T0_NS=$(date +%s%N) "$E/coldstart" "run-$i-$$" 200 # a new key: miss

@@ -130,7 +130,6 @@ static void test_directives(void **state)
 		"#inc\\\nlude \"spliced.h\"\n"
 		"#if __has_include(<has.h>) && _CCCL_HAS_INCLUDE(<wrapped.h>)\n#endif\n"
 		"#define HAS_D __has_include(\"defined.h\")\n"
-		"#define WRAP(x) __has_include(x)\n"
 		"#include_next <next.h>\n"
 		"#pragma message(\"not_a_header.h\")\n"
 		"x = 1; #include \"not_at_line_start.h\"\n";
@@ -488,6 +487,140 @@ static void test_manifest(void **state)
 	jc__manifests_close(m);
 }
 
+/* What the lexer cannot read literally widens the set (or says "disk"), never narrows it. */
+static void test_conservative_forms(void **state)
+{
+	struct fx *f = *state;
+	struct jc_req r;
+	struct jc_inc_set set;
+	char src[512];
+	/* Without -I: each of these makes the request one that reads from disk. */
+	const char *const wide[] = {
+		"#define P \"/x.h\"\n#include P\n",               /* computed */
+		"#inc\\\nlude \"/x.h\"\n",                        /* spliced */
+		"%:include \"/x.h\"\n",                           /* digraph */
+		"?\?=include \"/x.h\"\n",                         /* trigraph */
+		"#include \"../../x.h\"\n",                       /* climb */
+		"#include <sub/../../x.h>\n",                     /* climb, angle */
+		"#define H(x) __has_include(x)\n",                /* __has_include of a macro */
+		"#if __has_include(NAME)\n#endif\n",
+		"#line 1 \"/elsewhere/k.cu\"\n#include \"x.h\"\n", /* renames the file */
+		"# 1 \"/elsewhere/k.cu\"\n",
+		"#inc?\?/\nlude \"/x.h\"\n",                       /* trigraph splice */
+		NULL};
+	for (int i = 0; wide[i]; i++) {
+		make_req(f, &r, wide[i], NULL);
+		if (jc__inc_needed(&r) != 1)
+			fail_msg("not widened: %s", wide[i]);
+		jc__req_clear(&r);
+	}
+	/* Literal names inside the in-memory texts stay on the fast path. */
+	const char *const narrow[] = {"#include \"x.h\"\n#include <cuda/std/cstdint>\n",
+				      "int x; // #include \"/etc/passwd\"\n", "#line 12\n", NULL};
+	for (int i = 0; narrow[i]; i++) {
+		make_req(f, &r, narrow[i], NULL);
+		if (jc__inc_needed(&r) != 0)
+			fail_msg("widened: %s", narrow[i]);
+		jc__req_clear(&r);
+	}
+	/* An absolute or climbing program name. */
+	make_req(f, &r, "#include \"x.h\"\n", NULL);
+	free(r.source_name);
+	r.source_name = strdup("/abs/dir/k.cu");
+	assert_int_equal(jc__inc_needed(&r), 1);
+	jc__req_clear(&r);
+	/* With -I, a digraph or spliced include is followed like a plain one,
+	 * and a macro'd __has_include takes the whole directory. */
+	static const char *const dirs[] = {"inc", NULL};
+	put_file(f, "inc/dg.h", "");
+	put_file(f, "inc/other.h", "");
+	settle();
+	make_req(f, &r, "%:include \"dg.h\"\n", dirs);
+	scan(f, &r, &set);
+	assert_int_equal(kind_of(f, &set, "inc/dg.h"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &set, "inc/other.h"), 0);
+	assert_int_equal(set.fallback, 0);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+	snprintf(src, sizeof(src), "#define H(x) __has_include(x)\n#if H(\"q.h\")\n#endif\n");
+	make_req(f, &r, src, dirs);
+	scan(f, &r, &set);
+	assert_int_equal(set.fallback, 1);
+	assert_int_equal(kind_of(f, &set, "inc/other.h"), JC_INC_FILE);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
+static struct jc_dep dep(const struct fx *f, const char *rel, uint32_t kind)
+{
+	struct jc_dep d = {.kind = kind};
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+	d.path = strdup(path);
+	struct stat st;
+	if (kind == JC_DEP_FILE && stat(path, &st) == 0) {
+		d.dev = st.st_dev, d.ino = st.st_ino, d.size = (uint64_t)st.st_size;
+		d.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		d.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	}
+	return d;
+}
+
+/* The record of a compile against its key; learning the exact set. */
+static void test_covers_and_learn(void **state)
+{
+	struct fx *f = *state;
+	static const char *const dirs[] = {"inc", NULL};
+	struct jc_req r;
+	struct jc_inc_set set, learned;
+	char what[512];
+	put_file(f, "inc/a.h", "#define A 1\n");
+	put_file(f, "elsewhere/b.h", "#define B 2\n");
+	settle();
+	make_req(f, &r, "#include \"a.h\"\n", dirs);
+	scan(f, &r, &set);
+	struct jc_dep deps[4] = {dep(f, "inc/a.h", JC_DEP_FILE), dep(f, "inc/nope.h", JC_DEP_ABSENT),
+				 dep(f, "secret.h", JC_DEP_DENIED), dep(f, "elsewhere/b.h", JC_DEP_FILE)};
+	/* a.h read with its scanned identity, a denied probe: covered. */
+	assert_int_equal(jc__inc_covers(&set, deps, 1, what, sizeof(what)), 1);
+	assert_int_equal(jc__inc_covers(&set, deps + 2, 1, what, sizeof(what)), 1);
+	/* nope.h probed: not in the scan (a.h was found first); b.h never scanned. */
+	assert_int_equal(jc__inc_covers(&set, deps, 2, what, sizeof(what)), 0);
+	assert_non_null(strstr(what, "nope.h"));
+	assert_int_equal(jc__inc_covers(&set, deps, 4, what, sizeof(what)), 0);
+	assert_int_equal(jc__inc_covers(NULL, deps + 2, 1, what, sizeof(what)), 1);
+	assert_int_equal(jc__inc_covers(NULL, deps, 1, what, sizeof(what)), 0);
+	/* Learnt: exactly what was read, which then covers it. */
+	assert_int_equal(jc__inc_learn(&set, deps, 4, &f->ctx, &learned, what, sizeof(what)), 1);
+	assert_int_equal(learned.n, 3); /* the denied probe needs no entry */
+	assert_int_equal(kind_of(f, &learned, "inc/a.h"), JC_INC_FILE);
+	assert_int_equal(kind_of(f, &learned, "inc/nope.h"), JC_INC_ABSENT);
+	assert_int_equal(kind_of(f, &learned, "elsewhere/b.h"), JC_INC_FILE);
+	assert_int_equal(jc__inc_covers(&learned, deps, 4, what, sizeof(what)), 1);
+	assert_int_equal(jc__inc_check(&learned, &f->ctx), 1);
+	uint8_t digest[16];
+	memcpy(digest, learned.digest, 16);
+	jc__inc_set_clear(&learned);
+	/* A file changed since the compile: nothing learnt. */
+	put_file(f, "elsewhere/b.h", "#define B 3\n");
+	assert_int_equal(jc__inc_learn(&set, deps, 4, &f->ctx, &learned, what, sizeof(what)), 0);
+	assert_non_null(strstr(what, "b.h"));
+	/* With the new identity, a new digest. */
+	settle();
+	free(deps[3].path);
+	deps[3] = dep(f, "elsewhere/b.h", JC_DEP_FILE);
+	assert_int_equal(jc__inc_learn(&set, deps, 4, &f->ctx, &learned, what, sizeof(what)), 1);
+	assert_memory_not_equal(digest, learned.digest, 16);
+	jc__inc_set_clear(&learned);
+	/* The overflow marker is never covered. */
+	struct jc_dep over = {.path = (char *)"", .kind = JC_DEP_OVERFLOW};
+	assert_int_equal(jc__inc_covers(&set, &over, 1, what, sizeof(what)), 0);
+	for (int i = 0; i < 4; i++)
+		free(deps[i].path);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -499,6 +632,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_options_and_roots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_manifest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_conservative_forms, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_covers_and_learn, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

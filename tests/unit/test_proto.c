@@ -134,6 +134,16 @@ static void assert_res_equal(const struct jc_res *a, const struct jc_res *b)
 	}
 	assert_int_equal(a->compile_ns, b->compile_ns);
 	assert_int_equal(a->server_ns, b->server_ns);
+	assert_int_equal(a->n_deps, b->n_deps);
+	for (size_t i = 0; i < a->n_deps; i++) {
+		assert_string_equal(a->deps[i].path, b->deps[i].path);
+		assert_int_equal(a->deps[i].kind, b->deps[i].kind);
+		assert_int_equal(a->deps[i].dev, b->deps[i].dev);
+		assert_int_equal(a->deps[i].ino, b->deps[i].ino);
+		assert_int_equal(a->deps[i].size, b->deps[i].size);
+		assert_int_equal(a->deps[i].mtime_ns, b->deps[i].mtime_ns);
+		assert_int_equal(a->deps[i].ctime_ns, b->deps[i].ctime_ns);
+	}
 }
 
 static const uint8_t binary[] = {0, 1, 2, 0, 0xff, 0x80, 0, '\n', 0};
@@ -202,6 +212,13 @@ static void fill_res(struct jc_res *r, size_t n, int with_data)
 	r->n_lowered = n;
 	r->compile_ns = UINT64_MAX - 1;
 	r->server_ns = 1234567890123ull;
+	/* What a worker recorded (tag 13): a file read, a probe, a refusal. */
+	r->deps = calloc(3, sizeof(*r->deps));
+	r->deps[0] = (struct jc_dep){strdup("/inc/a.h"), JC_DEP_FILE, 2049, 1234, 17,
+				     -5, INT64_MAX};
+	r->deps[1] = (struct jc_dep){strdup("/inc/b.h"), JC_DEP_ABSENT, 0, 0, 0, 0, 0};
+	r->deps[2] = (struct jc_dep){strdup("/etc/passwd"), JC_DEP_DENIED, 0, 0, 0, 0, 0};
+	r->n_deps = 3;
 }
 
 static void fill_reply(struct jc_admin_reply *a)
