@@ -107,6 +107,13 @@ double bench_socket_floor_us(size_t iters);
  * client library makes of every object it is served. */
 double bench_hash_us(const struct bench_object *o, size_t iters);
 
+/* The cost of a hit's own open file description: the daemon's reopen of o
+ * (openat under objects/ + fstat + close) against the dup of a kept
+ * descriptor that earlier versions sent (fcntl + fstat + close), iters of
+ * each, interleaved in blocks of 50. */
+void bench_reopen_vs_dup(const struct bench_object *o, size_t iters, struct bench_lat *reopen,
+			 struct bench_lat *dup);
+
 /* Hits per second of procs client processes hitting r for secs seconds. */
 double bench_throughput(const struct bench_daemon *d, const jc_request *r, int procs,
 			double secs);

@@ -265,6 +265,12 @@ static void hit_figures(const char *tag, const char *label, const struct bench_o
 	target(f, AT_MOST, ratio_max);
 	snprintf(k, sizeof(k), "hash%s_us", tag + 3);
 	fig(k, "us", bench_hash_us(o, 2000), "  in it: client's XXH3-128 check, %s", label);
+	struct bench_lat reopen, dup;
+	bench_reopen_vs_dup(o, 2000, &reopen, &dup);
+	snprintf(k, sizeof(k), "reopen%s_us", tag + 3);
+	fig(k, "us", reopen.p50, "  in it: daemon's reopen of the object, %s", label);
+	snprintf(k, sizeof(k), "dup%s_us", tag + 3);
+	fig(k, "us", dup.p50, "  instead of a dup of a kept descriptor, %s", label);
 }
 
 static void usage(FILE *f)

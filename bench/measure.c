@@ -134,6 +134,58 @@ void bench_hits_vs_raw(jc_client *c, const jc_request *r, const struct bench_obj
 	free(buf);
 }
 
+/* One way of getting a descriptor of an object to send, timed: the
+ * daemon's reopen (openat "ab/<hash>" under objects/ without following
+ * links, fstat, close) or the dup of a kept descriptor it replaced (fcntl
+ * F_DUPFD_CLOEXEC, fstat, close). */
+static uint64_t timed_reopen(int objdir, const char *name, int kept)
+{
+	struct stat st;
+	uint64_t t0 = bench_now_ns();
+	int fd = kept >= 0 ? fcntl(kept, F_DUPFD_CLOEXEC, 0)
+			   : openat(objdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &st) != 0)
+		bench_die("descriptor of %s: %s", name, strerror(errno));
+	close(fd);
+	return bench_now_ns() - t0;
+}
+
+void bench_reopen_vs_dup(const struct bench_object *o, size_t iters, struct bench_lat *reopen,
+			 struct bench_lat *dup)
+{
+	char dir[sizeof(o->path)];
+	snprintf(dir, sizeof(dir), "%s", o->path);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		bench_die("object path %s", o->path);
+	for (*slash = '\0'; slash > dir && slash[-1] != '/'; slash--)
+		;
+	const char *name = o->path + (slash - dir); /* "ab/<hash>" */
+	slash[-1] = '\0';                            /* DIR/objects */
+	int objdir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), kept = open(o->path, O_RDONLY | O_CLOEXEC);
+	uint64_t *tr = malloc(iters * sizeof(*tr)), *td = malloc(iters * sizeof(*td));
+	if (objdir < 0 || kept < 0 || !tr || !td)
+		bench_die("open %s: %s", o->path, strerror(errno));
+	for (size_t i = 0; i < 200; i++) {
+		timed_reopen(objdir, name, -1);
+		timed_reopen(objdir, name, kept);
+	}
+	for (size_t i = 0; i < iters;) {
+		size_t end = i + 50 < iters ? i + 50 : iters;
+		for (size_t j = i; j < end; j++)
+			tr[j] = timed_reopen(objdir, name, -1);
+		for (size_t j = i; j < end; j++)
+			td[j] = timed_reopen(objdir, name, kept);
+		i = end;
+	}
+	bench_lat_of(tr, iters, reopen);
+	bench_lat_of(td, iters, dup);
+	close(kept);
+	close(objdir);
+	free(tr);
+	free(td);
+}
+
 double bench_socket_floor_us(size_t iters)
 {
 	int sv[2];

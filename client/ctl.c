@@ -323,7 +323,9 @@ static int run_request(jc_request *req, const char *out_path, const char *source
 	return rc == 0 ? 0 : 1;
 }
 
-/* TYPE:PATH, or the type from PATH's extension. */
+/* TYPE:PATH, or the type from PATH's extension; -1 when neither tells, -2
+ * for an unknown TYPE (a prefix without '/' before a ':', unless ARG is an
+ * existing file of that name). */
 static int link_input_type(const char *arg, const char **path)
 {
 	static const struct {
@@ -340,6 +342,8 @@ static int link_input_type(const char *arg, const char **path)
 			*path = colon + 1;
 			return t;
 		}
+		if (colon > arg && !memchr(arg, '/', (size_t)(colon - arg)) && access(arg, F_OK) != 0)
+			return -2;
 	}
 	*path = arg;
 	const char *dot = strrchr(arg, '.');
@@ -356,6 +360,9 @@ static int add_link_input(jc_request *req, const char *arg)
 	int type = link_input_type(arg, &path);
 	uint8_t *data;
 	size_t size;
+	if (type == -2)
+		return die(2, "unknown input type '%.*s' in %s: use ptx, ltoir, cubin, fatbin, object "
+			   "or library", (int)(strchr(arg, ':') - arg), arg, arg);
 	if (type < 0)
 		return die(2, "cannot tell the type of %s: use TYPE:PATH (ptx, ltoir, cubin, fatbin, "
 			   "object, library)", arg);
@@ -584,12 +591,13 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 	struct stat st;
 	if (stat(dir, &st) != 0)
 		return die(1, "no daemon answers and there is no cache at %s", dir);
+	umask(077); /* what is created in the store is ours alone, as the daemon's */
 	int lock = jc__store_lock(dir, 0, err, errlen);
 	if (lock == JC_ELOCKED)
 		return JC_ELOCKED;
 	if (lock < 0)
 		return die(1, "%s", err);
-	int rc = jc__store_open(dir, 0, &store, err, errlen);
+	int rc = jc__store_open(dir, &store, err, errlen);
 	rc = rc ?: jc__toolchain_probe(&tc, err, errlen);
 	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
 	rc = rc ?: jc__index_open(path, 0, &ix, err, errlen);
@@ -695,7 +703,9 @@ static void json_record(FILE *f, const struct jc_record *r)
 			fputs(", ", f);
 		json_str(f, r->kv[i].name);
 		fputs(": ", f);
-		if (r->kv[i].is_int)
+		if (r->kv[i].is_unsigned)
+			fprintf(f, "%" PRIu64, r->kv[i].u);
+		else if (r->kv[i].is_int)
 			fprintf(f, "%" PRId64, r->kv[i].i);
 		else
 			json_str(f, r->kv[i].s);
@@ -707,6 +717,13 @@ static int64_t geti(const struct jc_record *r, const char *name)
 {
 	const struct jc_kv *kv = jc__record_get(r, name);
 	return kv && kv->is_int ? kv->i : 0;
+}
+
+/* A counter or size (sent unsigned; an older daemon sends it signed). */
+static uint64_t getu(const struct jc_record *r, const char *name)
+{
+	const struct jc_kv *kv = jc__record_get(r, name);
+	return !kv || !kv->is_int ? 0 : kv->is_unsigned ? kv->u : (uint64_t)kv->i;
 }
 
 static const char *gets_(const struct jc_record *r, const char *name)
@@ -744,14 +761,14 @@ static double pct(double part, double whole)
  * problems, the store against its budget, versions. */
 static void print_stats_human(const struct jc_record *r)
 {
-	uint64_t hits = (uint64_t)geti(r, "hits"), misses = (uint64_t)geti(r, "misses");
-	uint64_t neg = (uint64_t)geti(r, "negative_hits"), joins = (uint64_t)geti(r, "single_flight_joins");
-	uint64_t compiles = (uint64_t)geti(r, "compiles"), total = hits + misses + neg + joins;
+	uint64_t hits = getu(r, "hits"), misses = getu(r, "misses");
+	uint64_t neg = getu(r, "negative_hits"), joins = getu(r, "single_flight_joins");
+	uint64_t compiles = getu(r, "compiles"), total = hits + misses + neg + joins;
 	int64_t up = geti(r, "uptime_s");
 	char used[32], budget[32], low[32];
-	human_bytes(used, sizeof(used), (double)geti(r, "bytes"));
-	human_bytes(budget, sizeof(budget), (double)geti(r, "max_size"));
-	human_bytes(low, sizeof(low), (double)geti(r, "evict_low_water"));
+	human_bytes(used, sizeof(used), (double)getu(r, "bytes"));
+	human_bytes(budget, sizeof(budget), (double)getu(r, "max_size"));
+	human_bytes(low, sizeof(low), (double)getu(r, "evict_low_water"));
 	printf("Cache directory:          %s\n", gets_(r, "cache_dir"));
 	if (up >= 0)
 		printf("Daemon:                   pid %" PRId64 ", up %" PRId64 "d %02" PRId64 "h %02" PRId64
@@ -770,27 +787,27 @@ static void print_stats_human(const struct jc_record *r)
 	int64_t since = geti(r, "hit_latency_since");
 	if (up < 0)
 		printf("Hit latency (daemon):     - (no daemon running)\n");
-	else if (geti(r, "hit_latency_samples") > 0)
-		printf("Hit latency (daemon):     p50 %" PRId64 " us, p99 %" PRId64 " us (%" PRId64
+	else if (getu(r, "hit_latency_samples") > 0)
+		printf("Hit latency (daemon):     p50 %" PRId64 " us, p99 %" PRId64 " us (%" PRIu64
 		       " hits since %s)\n", geti(r, "hit_p50_us"), geti(r, "hit_p99_us"),
-		       geti(r, "hit_latency_samples"), when(since));
+		       getu(r, "hit_latency_samples"), when(since));
 	else
 		printf("Hit latency (daemon):     no hits since %s\n", when(since));
 	printf("Compiles:                 %10" PRIu64 "\n", compiles);
-	printf("  Failures:               %10" PRId64 "\n", geti(r, "compile_failures"));
-	printf("  Timeouts:               %10" PRId64 "\n", geti(r, "compile_timeouts"));
+	printf("  Failures:               %10" PRIu64 "\n", getu(r, "compile_failures"));
+	printf("  Timeouts:               %10" PRIu64 "\n", getu(r, "compile_timeouts"));
 	printf("  Mean compile time:      %13.1f ms\n",
-	       compiles ? (double)geti(r, "compile_ns") / 1e6 / (double)compiles : 0.0);
-	printf("Worker crashes:           %10" PRId64 "\n", geti(r, "worker_crashes"));
-	printf("Corrupt objects:          %10" PRId64 "\n", geti(r, "corrupt_objects"));
-	printf("Load failures reported:   %10" PRId64 "\n", geti(r, "load_failures"));
-	printf("Bad requests:             %10" PRId64 "\n", geti(r, "bad_requests"));
-	printf("Entries:                  %10" PRId64 "  (+ %" PRId64 " negative)\n", geti(r, "entries"),
-	       geti(r, "negative_entries"));
+	       compiles ? (double)getu(r, "compile_ns") / 1e6 / (double)compiles : 0.0);
+	printf("Worker crashes:           %10" PRIu64 "\n", getu(r, "worker_crashes"));
+	printf("Corrupt objects:          %10" PRIu64 "\n", getu(r, "corrupt_objects"));
+	printf("Load failures reported:   %10" PRIu64 "\n", getu(r, "load_failures"));
+	printf("Bad requests:             %10" PRIu64 "\n", getu(r, "bad_requests"));
+	printf("Entries:                  %10" PRIu64 "  (+ %" PRIu64 " negative)\n", getu(r, "entries"),
+	       getu(r, "negative_entries"));
 	printf("Size:                     %s of %s (%.1f %%)\n", used, budget,
-	       pct((double)geti(r, "bytes"), (double)geti(r, "max_size")));
+	       pct((double)getu(r, "bytes"), (double)getu(r, "max_size")));
 	printf("  Eviction:               above %s, down to %s, least recently used first\n", budget, low);
-	printf("Evictions:                %10" PRId64 "\n", geti(r, "evictions"));
+	printf("Evictions:                %10" PRIu64 "\n", getu(r, "evictions"));
 	printf("Versions:                 jitcache %s, NVRTC %s, nvJitLink %s, driver %s\n",
 	       gets_(r, "version"), gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"),
 	       gets_(r, "driver_version"));
@@ -834,11 +851,11 @@ static void print_prometheus(const struct jc_record *r)
 		if (len > 3 && strcmp(n + len - 3, "_ns") == 0) {
 			snprintf(name, sizeof(name), "jitcache_%.*s_seconds_total", (int)(len - 3), n);
 			prom_family(name, "counter", jc__counter_help[i]);
-			printf("%s %.9g\n", name, (double)geti(r, n) / 1e9);
+			printf("%s %.9g\n", name, (double)getu(r, n) / 1e9);
 		} else {
 			snprintf(name, sizeof(name), "jitcache_%s_total", n);
 			prom_family(name, "counter", jc__counter_help[i]);
-			printf("%s %" PRId64 "\n", name, geti(r, n));
+			printf("%s %" PRIu64 "\n", name, getu(r, n));
 		}
 	}
 	static const char *const gauges[][3] = {
@@ -850,12 +867,12 @@ static void print_prometheus(const struct jc_record *r)
 	};
 	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
 		prom_family(gauges[i][0], "gauge", gauges[i][2]);
-		printf("%s %" PRId64 "\n", gauges[i][0], geti(r, gauges[i][1]));
+		printf("%s %" PRIu64 "\n", gauges[i][0], getu(r, gauges[i][1]));
 	}
 	if (up) {
 		prom_family("jitcache_uptime_seconds", "gauge", "seconds since the daemon started");
 		printf("jitcache_uptime_seconds %" PRId64 "\n", geti(r, "uptime_s"));
-		int64_t n = geti(r, "hit_latency_samples");
+		uint64_t n = getu(r, "hit_latency_samples");
 		prom_family("jitcache_hit_duration_seconds", "summary",
 			    "server-side time of cache hits since the start or stats --zero");
 		if (n > 0)
@@ -865,8 +882,8 @@ static void print_prometheus(const struct jc_record *r)
 		else
 			printf("jitcache_hit_duration_seconds{quantile=\"0.5\"} NaN\n"
 			       "jitcache_hit_duration_seconds{quantile=\"0.99\"} NaN\n");
-		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRId64 "\n",
-		       (double)geti(r, "hit_latency_sum_ns") / 1e9, n);
+		printf("jitcache_hit_duration_seconds_sum %.9g\njitcache_hit_duration_seconds_count %" PRIu64 "\n",
+		       (double)getu(r, "hit_latency_sum_ns") / 1e9, n);
 	}
 	prom_family("jitcache_build_info", "gauge", "versions of jitcache and of the CUDA toolchain it uses");
 	fputs("jitcache_build_info{", stdout);

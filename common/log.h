@@ -7,6 +7,7 @@
 #ifndef JC_LOG_H
 #define JC_LOG_H
 
+#include <stddef.h>
 #include <syslog.h>
 
 /* Log groups, printed as a prefix. */
@@ -21,6 +22,16 @@ enum jc_log_group {
 extern int jc__log_level;
 /* Parses "err", "warning", "notice", "info", "debug" (or 0..7); returns -1 if unknown. */
 int jc__log_parse_level(const char *s);
+/*
+ * Copies the NUL-terminated in to out (cap bytes, cap > 0; always
+ * NUL-terminated, cut at a character boundary when too long) with every
+ * control character (below 0x20, DEL), every byte that is not part of
+ * well-formed UTF-8 and every C1 control (U+0080..U+009F) written as \xNN.
+ * Returns the length written. jc__log() applies it to every message, so any
+ * client-supplied string in a log line is escaped. Thread-safe.
+ */
+size_t jc__log_escape(const char *in, char *out, size_t cap);
+/* Formats and writes one line to stderr, escaped as by jc__log_escape(). */
 void jc__log(int level, enum jc_log_group group, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -7,7 +7,7 @@
 
 #include "jitcache/jitcache.h"
 
-static void strv_clear(struct jc_strv *sv)
+void jc__strv_clear(struct jc_strv *sv)
 {
 	for (size_t i = 0; i < sv->n; i++)
 		free(sv->v[i]);
@@ -33,11 +33,11 @@ void jc__req_clear(struct jc_req *r)
 	free(r->source_name);
 	free(r->source);
 	blobs_clear(&r->headers, &r->n_headers);
-	strv_clear(&r->options);
-	strv_clear(&r->include_dirs);
-	strv_clear(&r->name_exprs);
+	jc__strv_clear(&r->options);
+	jc__strv_clear(&r->include_dirs);
+	jc__strv_clear(&r->name_exprs);
 	blobs_clear(&r->link_inputs, &r->n_link_inputs);
-	strv_clear(&r->link_options);
+	jc__strv_clear(&r->link_options);
 	free(r->app_abi);
 	free(r->reject_message);
 	memset(r, 0, sizeof(*r));

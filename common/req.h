@@ -141,6 +141,8 @@ void jc__req_clear(struct jc_req *r);
 void jc__res_init(struct jc_res *r);
 void jc__res_clear(struct jc_res *r);
 
+/* Frees the strings of sv and empties it (a zeroed sv is empty). */
+void jc__strv_clear(struct jc_strv *sv);
 /* Append helpers: copy their inputs; return 0 or JC_ENOMEM. */
 int jc__strv_push(struct jc_strv *sv, const char *s);
 int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void *data,

@@ -176,19 +176,19 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	int rc = jc__index_totals(env->ix, &entries, &negative, &bytes);
 	rc = rc ?: jc__reply_add_record(out, &r);
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
-		rc = jc__record_add_int(r, jc__counter_names[i], (int64_t)env->counters[i]);
-	rc = rc ?: jc__record_add_int(r, "entries", (int64_t)(entries - negative)); /* artifacts */
-	rc = rc ?: jc__record_add_int(r, "negative_entries", (int64_t)negative);
-	rc = rc ?: jc__record_add_int(r, "bytes", (int64_t)bytes);
-	rc = rc ?: jc__record_add_int(r, "max_size", (int64_t)env->max_size);
-	rc = rc ?: jc__record_add_int(r, "evict_high_water",
-				      (int64_t)jc__admin_budget_mark(env->max_size, JC_EVICT_HIGH_PCT));
-	rc = rc ?: jc__record_add_int(r, "evict_low_water",
-				      (int64_t)jc__admin_budget_mark(env->max_size, JC_EVICT_LOW_PCT));
+		rc = jc__record_add_u64(r, jc__counter_names[i], env->counters[i]);
+	rc = rc ?: jc__record_add_u64(r, "entries", entries - negative); /* artifacts */
+	rc = rc ?: jc__record_add_u64(r, "negative_entries", negative);
+	rc = rc ?: jc__record_add_u64(r, "bytes", bytes);
+	rc = rc ?: jc__record_add_u64(r, "max_size", env->max_size);
+	rc = rc ?: jc__record_add_u64(r, "evict_high_water",
+				      jc__admin_budget_mark(env->max_size, JC_EVICT_HIGH_PCT));
+	rc = rc ?: jc__record_add_u64(r, "evict_low_water",
+				      jc__admin_budget_mark(env->max_size, JC_EVICT_LOW_PCT));
 	rc = rc ?: jc__record_add_int(r, "hit_p50_us", (int64_t)((env->hit_p50_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_int(r, "hit_p99_us", (int64_t)((env->hit_p99_ns + 500) / 1000));
-	rc = rc ?: jc__record_add_int(r, "hit_latency_samples", (int64_t)env->hit_samples);
-	rc = rc ?: jc__record_add_int(r, "hit_latency_sum_ns", (int64_t)env->hit_sum_ns);
+	rc = rc ?: jc__record_add_u64(r, "hit_latency_samples", env->hit_samples);
+	rc = rc ?: jc__record_add_u64(r, "hit_latency_sum_ns", env->hit_sum_ns);
 	rc = rc ?: jc__record_add_int(r, "hit_latency_since", env->hit_latency_since);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
@@ -293,6 +293,11 @@ static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_
 	for (size_t i = 0; rc == 0 && i < vs->n; i++) {
 		if (!dry_run)
 			rc = remove_entry(env, &vs->v[i]);
+		/* A full disk: deleting a row needs room in the write-ahead log.
+		 * The reserve gives it; each object removed after its row gives
+		 * more, and the reserve is made again at the end. */
+		if (rc == JC_ENOSPC && jc__store_reserve_release(env->store))
+			rc = remove_entry(env, &vs->v[i]);
 		if (out && rc == 0 && i < LIST_MAX) {
 			struct jc_record *r;
 			char hex[33];
@@ -303,8 +308,10 @@ static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_
 			rc = rc ?: jc__record_add_int(r, "size", (int64_t)vs->v[i].size);
 		}
 	}
-	if (!dry_run && vs->n)
+	if (!dry_run && vs->n) {
 		env->removed = 1;
+		jc__store_reserve_make(env->store);
+	}
 	return rc;
 }
 

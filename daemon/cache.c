@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,18 +57,8 @@ static struct jc_slot *slot_of(struct jc_daemon *d, const uint8_t key[16])
 	return &d->memcache[h % JC_MEMCACHE_SLOTS];
 }
 
-static void slot_close_fd(struct jc_daemon *d, struct jc_slot *s)
+static void slot_drop(struct jc_slot *s)
 {
-	if (s->fd >= 0) {
-		close(s->fd);
-		d->n_slot_fds--;
-	}
-	s->fd = -1;
-}
-
-static void slot_drop(struct jc_daemon *d, struct jc_slot *s)
-{
-	slot_close_fd(d, s);
 	if (s->used)
 		jc__entry_clear(&s->e);
 	s->used = 0;
@@ -79,14 +68,14 @@ static void slot_drop(struct jc_daemon *d, struct jc_slot *s)
 void jc__cache_memcache_drop_all(struct jc_daemon *d)
 {
 	for (size_t i = 0; i < JC_MEMCACHE_SLOTS; i++)
-		slot_drop(d, &d->memcache[i]);
+		slot_drop(&d->memcache[i]);
 }
 
 static void memcache_forget(struct jc_daemon *d, const uint8_t key[16])
 {
 	struct jc_slot *s = slot_of(d, key);
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
-		slot_drop(d, s);
+		slot_drop(s);
 }
 
 /* Finds the index row for key: memory cache first, then SQLite. */
@@ -103,39 +92,10 @@ static const struct jc_entry *lookup(struct jc_daemon *d, const uint8_t key[16])
 		jc__entry_clear(&e);
 		return NULL;
 	}
-	slot_drop(d, s);
+	slot_drop(s);
 	s->e = e;
 	s->used = 1;
 	return &s->e;
-}
-
-/*
- * A descriptor of the object of e (a row lookup() returned) for one reply;
- * the caller closes it. The first hit opens the object with all of
- * jc__store_open_object()'s checks and, while fewer than max_slot_fds are
- * kept, keeps a copy in the row's memory-cache slot; later hits duplicate
- * the kept one after an fstat that drops it if the file was removed,
- * replaced (no links left) or resized meanwhile. The client hashes every
- * byte it is served, so content changed in place is caught there (and
- * rejected: see handle_reject).
- */
-static int object_fd(struct jc_daemon *d, const struct jc_entry *e, int *fd)
-{
-	struct jc_slot *s = slot_of(d, e->key);
-	if (&s->e != e)
-		return jc__store_open_object(d->store, e->object, e->size, fd);
-	if (s->fd >= 0) {
-		struct stat st;
-		if (fstat(s->fd, &st) == 0 && st.st_nlink > 0 && (uint64_t)st.st_size == s->e.size &&
-		    (*fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) >= 0)
-			return 0;
-		slot_close_fd(d, s);
-	}
-	int rc = jc__store_open_object(d->store, s->e.object, s->e.size, fd);
-	if (rc == 0 && d->n_slot_fds < d->max_slot_fds &&
-	    (s->fd = fcntl(*fd, F_DUPFD_CLOEXEC, 0)) >= 0)
-		d->n_slot_fds++;
-	return rc;
 }
 
 /* --- replies -------------------------------------------------------------- */
@@ -156,6 +116,50 @@ static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32
 	res->compile_ns = e->compile_ns;
 	if (e->status)
 		res->message = (char *)"compile failed (cached negative entry): see the log";
+}
+
+static int lowered_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct jc_lowered *)a)->expr, ((const struct jc_lowered *)b)->expr);
+}
+
+/*
+ * Points res->lowered at a copy (malloc'd: the caller frees *tmp after the
+ * reply is encoded; the strings stay borrowed) of its lowered names in the
+ * order of names, the name expressions of the request being answered, as
+ * PROTOCOL.md promises: a row or flight result has them in the order of
+ * whoever compiled it. Left as it is when that order is already right or
+ * memory is short (the client finds names by expression either way).
+ */
+static void lowered_in_order(struct jc_res *res, const struct jc_strv *names,
+			     struct jc_lowered **tmp)
+{
+	size_t n = res->n_lowered;
+	*tmp = NULL;
+	if (n < 2 || names->n != n)
+		return;
+	size_t i = 0;
+	while (i < n && strcmp(res->lowered[i].expr, names->v[i]) == 0)
+		i++;
+	if (i == n)
+		return;
+	struct jc_lowered *sorted = malloc(2 * n * sizeof(*sorted));
+	if (!sorted)
+		return;
+	memcpy(sorted, res->lowered, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), lowered_cmp);
+	struct jc_lowered *out = sorted + n;
+	for (i = 0; i < n; i++) {
+		struct jc_lowered want = {.expr = names->v[i]};
+		struct jc_lowered *hit = bsearch(&want, sorted, n, sizeof(*sorted), lowered_cmp);
+		if (!hit) {
+			free(sorted);
+			return;
+		}
+		out[i] = *hit;
+	}
+	res->lowered = out;
+	*tmp = sorted;
 }
 
 /* Records a hit of key for the next flush: one pending row per key, whose
@@ -186,21 +190,33 @@ static void touch(struct jc_daemon *d, const uint8_t key[16])
 }
 
 /* Serves a hit from an ok row; returns 0, or an error when the object is
- * missing or fails its checks (it is then quarantined and the row dropped). */
+ * missing or fails its checks (it is then quarantined and the row dropped).
+ *
+ * Every hit opens the object afresh (jc__store_open_object: openat without
+ * following links, then owner, type, mode and size checked with fstat on the
+ * very descriptor that is sent, so the file served is the file checked).
+ * Each client thus gets its own read-only open file description: what one
+ * does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what the
+ * daemon or another client reads. The client hashes every byte it is
+ * served, so content changed in place is caught there (and rejected: see
+ * handle_reject). jitcache-bench measures the reopen against a dup. */
 static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_entry *e,
-		     uint64_t t0)
+		     const struct jc_strv *names, uint64_t t0)
 {
 	int fd = -1;
-	int rc = object_fd(d, e, &fd);
+	int rc = jc__store_open_object(d->store, e->object, e->size, &fd);
 	if (rc != 0)
 		return rc;
 	struct jc_res res;
+	struct jc_lowered *tmp;
 	result_of_entry(e, &res, JC_CACHE_HIT);
+	lowered_in_order(&res, names, &tmp);
 	res.server_ns = jc__now_ns() - t0;
 	jc__latency_add(&d->hit_latency, res.server_ns);
 	count(d, JC_CTR_hits, 1);
 	touch(d, e->key);
 	jc__conn_send_result(conn, &res, fd);
+	free(tmp);
 	jc__conn_done(conn);
 	return 0;
 }
@@ -230,11 +246,18 @@ static struct jc_flight *flight_find(struct jc_daemon *d, const uint8_t key[16])
 	return NULL;
 }
 
-static int flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0)
+/* Adds conn as a waiter; names (NULL for the flight's own request, whose
+ * order the result has) is moved into the waiter. */
+static int flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0,
+		       struct jc_strv *names)
 {
 	struct jc_waiter *w = calloc(1, sizeof(*w));
 	if (!w)
 		return JC_ENOMEM;
+	if (names) {
+		w->names = *names;
+		memset(names, 0, sizeof(*names));
+	}
 	w->conn = conn;
 	w->cache = cache;
 	w->t0 = t0;
@@ -256,6 +279,7 @@ static void flight_free(struct jc_flight *f)
 		struct jc_waiter *w = f->waiters;
 		f->waiters = w->next;
 		jc__conn_unref(w->conn);
+		jc__strv_clear(&w->names);
 		free(w);
 	}
 	jc__req_clear(&f->req);
@@ -276,10 +300,15 @@ static void flight_finish(struct jc_flight *f)
 	free(res->deps);
 	res->deps = NULL;
 	res->n_deps = 0;
+	struct jc_lowered *own = res->lowered;
 	for (struct jc_waiter *w = f->waiters; w; w = w->next) {
+		struct jc_lowered *tmp;
 		res->cache = w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
+		lowered_in_order(res, &w->names, &tmp);
 		jc__conn_send_result(w->conn, res, -1);
+		res->lowered = own;
+		free(tmp);
 		jc__conn_done(w->conn);
 	}
 	flight_free(f);
@@ -543,7 +572,7 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 	jc__res_init(&f->res);
 	f->next = d->flights;
 	d->flights = f;
-	if (flight_join(f, conn, JC_CACHE_MISS, t0) != 0) {
+	if (flight_join(f, conn, JC_CACHE_MISS, t0, NULL) != 0) {
 		flight_free(f);
 		return JC_ENOMEM;
 	}
@@ -626,7 +655,7 @@ static int row_still_names(struct jc_daemon *d, const uint8_t key[16], const uin
 }
 
 static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			uint64_t t0, int *bad, uint8_t bad_object[16])
+			const struct jc_strv *names, uint64_t t0, int *bad, uint8_t bad_object[16])
 {
 	struct jc_slot *s = slot_of(d, key);
 	int in_memory = s->used && memcmp(s->e.key, key, 16) == 0;
@@ -646,14 +675,14 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 	}
 	uint8_t object[16];
 	memcpy(object, e->object, 16);
-	int rc = serve_hit(d, conn, e, t0);
+	int rc = serve_hit(d, conn, e, names, t0);
 	if (rc == 0)
 		return 1;
 	if (rc != JC_ECORRUPT && rc != JC_ENOTFOUND)
 		return 0;
 	if (in_memory) {
 		memcache_forget(d, key);
-		return serve_cached(d, conn, key, t0, bad, bad_object);
+		return serve_cached(d, conn, key, names, t0, bad, bad_object);
 	}
 	if (rc == JC_ENOTFOUND && !row_still_names(d, key, object)) {
 		/* Purged or evicted between our read of the row and the open (rows
@@ -685,7 +714,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	/* A flight for the key replaces whatever object a client rejects. */
 	struct jc_flight *f = flight_find(d, key);
 	if (f) {
-		if (flight_join(f, conn, JC_CACHE_JOINED, t0) == 0) {
+		if (flight_join(f, conn, JC_CACHE_JOINED, t0, &req->name_exprs) == 0) {
 			count(d, JC_CTR_single_flight_joins, 1);
 			goto out;
 		}
@@ -695,7 +724,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	}
 	if (req->reject_reason != JC_REJECT_NONE)
 		bad = handle_reject(d, conn, key, req, bad_object);
-	if (!bad && serve_cached(d, conn, key, t0, &bad, bad_object))
+	if (!bad && serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object))
 		goto out;
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
@@ -1014,20 +1043,13 @@ void jc__cache_flush_sync(struct jc_daemon *d)
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
-	struct rlimit rl;
 	d->memcache = calloc(JC_MEMCACHE_SLOTS, sizeof(*d->memcache));
 	if (!d->memcache)
 		return JC_ENOMEM;
-	for (size_t i = 0; i < JC_MEMCACHE_SLOTS; i++)
-		d->memcache[i].fd = -1;
 	if (jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;
-	d->max_slot_fds = 0;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
-		d->max_slot_fds = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 > 4096 ? 4096
-											  : (size_t)rl.rlim_cur / 4;
-	int rc = jc__manifests_open(d->cfg.cache_dir, d->cfg.group_shared ? 02770 : 0700,
+	int rc = jc__manifests_open(d->cfg.cache_dir, 0700,
 				    &d->manifests, err, sizeof(err));
 	if (rc != 0) {
 		jc_log_err(STORE, "%s", err);

@@ -27,7 +27,8 @@
 	X(include_stats, "stat calls made to key requests that read headers from disk") \
 	X(include_uncached, "compiles served but not stored: an include file changed") \
 	X(deps_mismatch, "compiles served but not stored: NVRTC read a file the key does not cover") \
-	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)")
+	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)") \
+	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "counters.h"
+#include "framer.h"
 #include "includes.h"
 #include "index.h"
 #include "latency.h"
@@ -32,8 +33,12 @@ struct jc_config {
 	int compile_timeout_s;    /* per compile; 0 = none */
 	uint64_t worker_memory;   /* RLIMIT_AS of a worker in bytes; 0 = none */
 	int idle_timeout_s;       /* a connection silent this long is closed */
+	int handshake_timeout_s;  /* a connection without HELLO this long is closed */
+	int write_timeout_s;      /* an answer not taken this long is dropped, with its connection */
 	int max_connections;      /* client connections at once; more are refused */
-	int group_shared;         /* cache dir 02770 and socket 0660 */
+	int max_connections_per_uid; /* of one uid other than root and ours; more are refused */
+	uint64_t buffer_budget;   /* bytes of request and reply buffers (server.c) */
+	int group_shared;         /* socket 0660 (group access); the cache dir stays ours alone */
 	int test_faults;          /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
 	uid_t *allow_uids;        /* clients allowed besides root and our uid; none = all */
 	size_t n_allow_uids;
@@ -53,6 +58,7 @@ struct jc_worker;
 struct jc_waiter {
 	struct jc_conn *conn;
 	uint32_t cache;           /* JC_CACHE_MISS for the first, JOINED for the rest */
+	struct jc_strv names;     /* owned: a joiner's name expressions, in its order (empty: the flight's) */
 	uint64_t t0;
 	struct jc_waiter *next;
 };
@@ -100,7 +106,6 @@ struct jc_needed_memo {
 };
 struct jc_slot {
 	int used;
-	int fd;           /* the object's descriptor, kept open after its checks; -1 if none */
 	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
 	struct jc_entry e;
 };
@@ -149,9 +154,6 @@ struct jc_daemon {
 	uint8_t (*touch_keys)[16];
 	uint32_t *touch_hits;
 	size_t n_touch, cap_touch;
-	/* Object descriptors kept open by memory-cache slots, and the most
-	 * that may be (a quarter of RLIMIT_NOFILE, at most 4096). */
-	size_t n_slot_fds, max_slot_fds;
 	int flush_busy;
 	uv_work_t flush_work;
 
@@ -161,6 +163,7 @@ struct jc_daemon {
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_conn *conns;    /* open connections (for shutdown) */
+	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */
 };
 

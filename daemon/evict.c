@@ -72,6 +72,8 @@ static void job_work_cb(uv_work_t *w)
 		if (j->rc == 0 && j->bytes_before > j->high)
 			j->rc = jc__admin_evict_to(&j->env, j->low, &evicted);
 		j->rc = j->rc ?: jc__index_totals(d->wix, &j->entries_after, NULL, &j->bytes_after);
+		/* A reserve released on a full disk comes back once there is room. */
+		jc__store_reserve_make(d->store);
 	}
 	if (j->rc != 0 && !j->reply.message) {
 		char msg[256];

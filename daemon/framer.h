@@ -13,21 +13,38 @@
 
 #include "proto.h"
 
+/*
+ * A byte budget shared by many framers (and whoever else charges it): the
+ * bytes each framer's buffer holds past JC_FRAMER_BASE are charged to it.
+ * used <= max, except for one buffer larger than max while it is all that is
+ * charged; max is read at every charge, so it may change.
+ */
+struct jc_budget {
+	size_t used, max;
+};
+/* Buffer bytes per framer not charged to the budget (what a small request needs). */
+#define JC_FRAMER_BASE 65536
+
 struct jc_framer {
 	struct jc_buf buf; /* received, not yet consumed bytes */
 	size_t max;        /* largest payload accepted (<= JC_FRAME_MAX; 0: JC_FRAME_MAX);
 			    * the callback may change it for the frames after its own */
+	struct jc_budget *budget; /* borrowed, or NULL: no limit */
 };
 
 /* Called for each complete frame; payload is borrowed until it returns.
  * A non-zero return stops the feed and is returned by jc__framer_feed. */
 typedef int (*jc_frame_cb)(void *ctx, uint16_t type, const uint8_t *payload, size_t len);
 
-/* libuv alloc_cb body: room for at least 64 KiB more (buf->len 0 on ENOMEM). */
+/* libuv alloc_cb body: room for at least 64 KiB more, and for the rest of a
+ * frame whose header has arrived (the buffer grows to the frame's size at
+ * once). buf->len is 0 (libuv then reports UV_ENOBUFS) on ENOMEM or when
+ * the growth would pass the budget. */
 void jc__framer_alloc(struct jc_framer *f, size_t hint, uv_buf_t *buf);
 /* Accounts nread bytes just read into the buffer and dispatches whole frames.
  * Returns 0, the callback's non-zero value, JC_EPROTO or JC_ETOOBIG. */
 int jc__framer_feed(struct jc_framer *f, size_t nread, jc_frame_cb cb, void *ctx);
+/* Frees the buffer and returns its charge to the budget. */
 void jc__framer_free(struct jc_framer *f);
 
 #endif

@@ -53,8 +53,12 @@ static void usage(FILE *f)
 		"  --idle-exit DURATION     exit this long after the last connection closed,\n"
 		"                            0 never [0; a daemon the client library starts: 600s]\n"
 		"  --max-connections N      clients at once [1024]\n"
+		"  --max-connections-per-uid N  of one uid but root and the daemon's [128]\n"
+		"  --handshake-timeout DUR  HELLO within this long [5s]\n"
+		"  --write-timeout DUR      drop an answer (and its connection) not read this long [10s]\n"
+		"  --buffer-budget SIZE     request and reply buffers together; past it EBUSY [256M]\n"
 		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
-		"  --group-shared yes|no    socket 0660 for the group [no]\n"
+		"  --group-shared yes|no    socket 0660 for the group; the cache dir stays 0700 [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
 		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
 		"  --confinement MODE       compile workers' confinement: auto, landlock, userns, none [auto]\n"
@@ -62,7 +66,7 @@ static void usage(FILE *f)
 		"  --config FILE            read only FILE\n"
 		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
 		"  --help, --version\n"
-		"Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
+		"Durations: N[s|m|h|d], at most 10 years. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
 		"instead of both; flags win over files. SIGHUP re-reads them. SIGTERM, SIGINT or\n"
 		"`jitcachectl stop`: stop cleanly.\n", cpus > 0 ? cpus : 2);
@@ -74,7 +78,14 @@ struct settings {
 	char *config_file;
 	int log_level;
 	char err[256];
+	FILE *file;        /* the configuration file being read, */
+	const char *path;  /* its name */
+	int line;          /* and the line inih has just read */
 };
+
+/* The longest duration setting accepted, in seconds (10 years): longer ones
+ * are an error rather than an overflow in the arithmetic that uses them. */
+#define DURATION_MAX_S (10ll * 365 * 86400)
 
 /* A decimal count from 1 to max into *out (unchanged on error); 0 or JC_EINVAL. */
 static int parse_count(const char *value, long max, int *out)
@@ -142,26 +153,45 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		free(*field);
 		*field = strdup(value);
 		ok = *value && *field;
-	} else if (strcmp(name, "max-size") == 0) {
-		ok = jc__parse_size(value, &size) == 0 && size > 0;
-		c->max_size = ok ? size : c->max_size;
-	} else if (strcmp(name, "worker-memory") == 0) {
-		ok = jc__parse_size(value, &size) == 0;
-		c->worker_memory = ok ? size : c->worker_memory;
-	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0) {
-		ok = jc__parse_duration(value, &secs) == 0;
-		if (ok)
-			*(name[0] == 'n' ? &c->negative_ttl_s : &c->gc_interval_s) = secs;
-	} else if (strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0 ||
+	} else if (strcmp(name, "max-size") == 0 || strcmp(name, "worker-memory") == 0 ||
+		   strcmp(name, "buffer-budget") == 0) {
+		/* worker-memory 0: no limit; the budget must hold one small reply */
+		uint64_t min = name[0] == 'm' ? 1 : name[0] == 'b' ? (1u << 20) : 0;
+		uint64_t *field = name[0] == 'm' ? &c->max_size : name[0] == 'b' ? &c->buffer_budget
+										 : &c->worker_memory;
+		if (jc__parse_size(value, &size) != 0)
+			ok = 0;
+		else if (size < min || size > ((uint64_t)1 << 62)) {
+			snprintf(s->err, sizeof(s->err), "%s %s is out of range (%llu bytes to 4 EiB)", name,
+				 value, (unsigned long long)min);
+			return JC_EINVAL;
+		} else
+			*field = size;
+	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0 ||
+		   strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0 ||
+		   strcmp(name, "handshake-timeout") == 0 || strcmp(name, "write-timeout") == 0 ||
 		   strcmp(name, "idle-exit") == 0) {
-		ok = jc__parse_duration(value, &secs) == 0 && secs <= INT_MAX;
-		if (ok)
-			*(name[0] == 'c' ? &c->compile_timeout_s
-			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s : &c->idle_timeout_s) = (int)secs;
+		if (jc__parse_duration(value, &secs) != 0)
+			ok = 0;
+		else if (secs > DURATION_MAX_S) {
+			snprintf(s->err, sizeof(s->err), "%s %s is out of range (at most 10 years, %lld s)",
+				 name, value, DURATION_MAX_S);
+			return JC_EINVAL;
+		} else if (name[0] == 'n')
+			c->negative_ttl_s = secs;
+		else if (name[0] == 'g')
+			c->gc_interval_s = secs;
+		else if (strcmp(name, "idle-exit") == 0)
+			c->idle_exit_s = (int)secs;
+		else
+			*(name[0] == 'c' ? &c->compile_timeout_s : name[0] == 'i' ? &c->idle_timeout_s
+				: name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0) {
 		ok = parse_count(value, 256, &c->workers) == 0;
 	} else if (strcmp(name, "max-connections") == 0) {
 		ok = parse_count(value, 1000000, &c->max_connections) == 0;
+	} else if (strcmp(name, "max-connections-per-uid") == 0) {
+		ok = parse_count(value, 1000000, &c->max_connections_per_uid) == 0;
 	} else if (strcmp(name, "log-level") == 0) {
 		int level = jc__log_parse_level(value);
 		ok = level >= 0;
@@ -192,9 +222,22 @@ static int set_option(struct settings *s, const char *name, const char *value)
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
 	struct settings *s = user;
-	if (section[0] && strcmp(section, "jitcached") != 0)
-		return 1; /* other sections belong to other tools */
+	if (section[0] && strcmp(section, "jitcached") != 0) {
+		/* Not ours (another tool's section), but never silently. */
+		jc_log_warn(MAIN, "%s:%d: '%s' under [%s] is ignored: jitcached reads the settings "
+			    "before any section and under [jitcached]", s->path, s->line, name, section);
+		return 1;
+	}
 	return set_option(s, name, value) == 0;
+}
+
+/* inih's reader: fgets, counting lines for the messages above. */
+static char *ini_read_line(char *str, int num, void *stream)
+{
+	struct settings *s = stream;
+	char *r = fgets(str, num, s->file);
+	s->line += r != NULL;
+	return r;
 }
 
 /* Reads one configuration file; a missing optional file is fine. */
@@ -207,7 +250,10 @@ static int read_config(struct settings *s, const char *path, int required)
 		jc_log_err(MAIN, "cannot read %s: %s", path, strerror(errno));
 		return JC_EIO;
 	}
-	int line = ini_parse_file(f, ini_cb, s);
+	s->file = f;
+	s->path = path;
+	s->line = 0;
+	int line = ini_parse_stream(ini_read_line, s, ini_cb, s);
 	fclose(f);
 	if (line != 0) {
 		jc_log_err(MAIN, "%s:%d: %s", path, line, s->err[0] ? s->err : "syntax error");
@@ -251,6 +297,10 @@ static const struct option long_opts[] = {
 	{"idle-timeout", required_argument, NULL, 0},
 	{"idle-exit", required_argument, NULL, 0},
 	{"max-connections", required_argument, NULL, 0},
+	{"max-connections-per-uid", required_argument, NULL, 0},
+	{"handshake-timeout", required_argument, NULL, 0},
+	{"write-timeout", required_argument, NULL, 0},
+	{"buffer-budget", required_argument, NULL, 0},
 	{"gc-interval", required_argument, NULL, 0},
 	{"group-shared", required_argument, NULL, 0},
 	{"admin-group", required_argument, NULL, 0},
@@ -310,6 +360,10 @@ static void defaults(struct jc_config *c)
 	c->idle_timeout_s = 300;
 	c->gc_interval_s = 3600;
 	c->max_connections = 1024;
+	c->max_connections_per_uid = 128;
+	c->handshake_timeout_s = 5;
+	c->write_timeout_s = 10;
+	c->buffer_budget = 256ull << 20;
 	c->admin_gid = (gid_t)-1;
 	c->confinement = -1;
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
@@ -424,10 +478,9 @@ static void stop_cb(uv_signal_t *sig, int signum)
 /*
  * Room for max-connections descriptors: raise the soft RLIMIT_NOFILE towards
  * the hard one (systemd's default soft limit is 1024), or lower the cap so
- * that clients past it get a clear refusal rather than a failed accept. The
- * memory cache keeps up to a quarter of the limit open (cache.c,
- * max_slot_fds), so connections and a reserve must fit in the other three
- * quarters.
+ * that clients past it get a clear refusal rather than a failed accept.
+ * Connections and a reserve must fit in three quarters of the limit (the
+ * rest is for descriptors being served and the thread pool's files).
  */
 static void fit_max_connections(struct jc_config *c)
 {
@@ -525,6 +578,15 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	fit_max_connections(&fresh);
 	c->max_connections = (int)reloaded("max-connections", c->max_connections,
 					   fresh.max_connections);
+	c->max_connections_per_uid = (int)reloaded("max-connections-per-uid",
+						   c->max_connections_per_uid,
+						   fresh.max_connections_per_uid);
+	c->handshake_timeout_s = (int)reloaded("handshake-timeout", c->handshake_timeout_s,
+					       fresh.handshake_timeout_s);
+	c->write_timeout_s = (int)reloaded("write-timeout", c->write_timeout_s, fresh.write_timeout_s);
+	c->buffer_budget = (uint64_t)reloaded("buffer-budget", (int64_t)c->buffer_budget,
+					      (int64_t)fresh.buffer_budget);
+	d->buffers.max = (size_t)c->buffer_budget;
 	c->gc_interval_s = reloaded("gc-interval", c->gc_interval_s, fresh.gc_interval_s);
 	c->admin_gid = (gid_t)reloaded("admin-group gid", (int32_t)c->admin_gid, (int32_t)fresh.admin_gid);
 	free(c->allow_uids);
@@ -538,7 +600,8 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	needs_restart("confinement", c->confinement != fresh.confinement);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
-			    "compile-timeout, idle-timeout, idle-exit, max-connections, gc-interval, admin-group, "
+			    "compile-timeout, idle-timeout, idle-exit, max-connections, max-connections-per-uid, "
+			    "handshake-timeout, write-timeout, buffer-budget, gc-interval, admin-group, "
 			    "allow-uids)");
 	if (c->max_size != old_max)
 		save_budget(d);
@@ -648,6 +711,9 @@ int main(int argc, char **argv)
 
 	saved_argc = argc;
 	saved_argv = argv;
+	/* The cache directory, the index SQLite creates and everything else we
+	 * write belong to our uid alone (the socket's mode is set on its own). */
+	umask(077);
 	defaults(&d->cfg);
 	if (parse_args(&s, argc, argv, 0) != 0 || read_configs(&s) != 0 ||
 	    parse_args(&s, argc, argv, 1) != 0)
@@ -661,6 +727,7 @@ int main(int argc, char **argv)
 	d->lock_fd = -1;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
+	d->buffers.max = (size_t)d->cfg.buffer_budget;
 	pthread_mutex_init(&d->wlock, NULL);
 
 	/* Lock before opening (the lock creates the directory): opening the
@@ -670,7 +737,7 @@ int main(int argc, char **argv)
 		rc = d->lock_fd;
 		goto err_out;
 	}
-	rc = jc__store_open(d->cfg.cache_dir, d->cfg.group_shared, &d->store, err, sizeof(err));
+	rc = jc__store_open(d->cfg.cache_dir, &d->store, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_lock;
 	struct stat dir_st;

@@ -73,11 +73,19 @@ static uint8_t *load(const struct jc_manifests *m, const uint8_t direct[16], siz
 {
 	char path[4200];
 	path_of(m, direct, path, sizeof(path), 0);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return NULL;
 	uint8_t head[HEAD], *body = NULL;
 	uint64_t n = 0;
+	struct stat st;
+	/* Only a manifest the daemon wrote is read: a regular file of ours that
+	 * nobody else can write. */
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		close(fd);
+		return NULL;
+	}
 	if (pread(fd, head, HEAD, 0) == HEAD && memcmp(head, MAGIC, 4) == 0 &&
 	    head[4] == VERSION && !head[5] && !head[6] && !head[7]) {
 		for (int i = 0; i < 8; i++)

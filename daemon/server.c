@@ -8,11 +8,23 @@
  * Limits per connection: one request at a time (one not answered at once
  * pauses reading until it is, and the next is read only once the answer has
  * left our write queue, so a client that does not read cannot make us queue
- * more); a frame before the
- * handshake is at most JC_HELLO_FRAME_MAX bytes; a connection is closed when
- * no whole request arrives, or its answer is not taken, within
- * --idle-timeout. At most --max-connections connections at once: the next
- * one is told so (ERROR JC_EBUSY) and closed.
+ * more); a frame before the handshake is at most JC_HELLO_FRAME_MAX bytes and
+ * the handshake must come within --handshake-timeout; an answer not taken
+ * within --write-timeout is dropped with its connection; a connection is
+ * closed when no whole request arrives within --idle-timeout.
+ *
+ * Limits for all: at most --max-connections connections at once, and
+ * --max-connections-per-uid for each uid other than root and the daemon's
+ * own (the next one is told so, ERROR JC_EBUSY, and closed). Request and reply
+ * buffers share --buffer-budget bytes (d->buffers): each connection's first
+ * JC_FRAMER_BASE bytes of request buffer are not charged (so small requests
+ * are always read), everything past them is, and so is every queued reply. A
+ * request that would pass it is refused (JC_EBUSY) and its connection
+ * closed; a reply larger than JC_FRAMER_BASE that would pass it is replaced
+ * by such an error before any of it is sent. So the daemon's buffers never
+ * exceed the budget plus JC_FRAMER_BASE per connection (or one request or
+ * reply larger than the whole budget, let through while nothing else is
+ * buffered).
  */
 #include <errno.h>
 #include <sched.h>
@@ -51,6 +63,7 @@ struct jc_conn {
 	int replied;                   /* conn_frame_cb answered the frame it refused */
 	int paused;                    /* reading stopped until it is */
 	int drain_wait;                /* answered: read again once the write queue drains */
+	int pending_timer;             /* which timeout the timer runs for (enum conn_wait) */
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
@@ -60,9 +73,15 @@ struct write_req {
 	uv_write_t req;
 	struct jc_buf buf;
 	struct jc_conn *conn;
+	size_t charged;                /* bytes charged to d->buffers */
 };
 
+/* Replies up to this size are never refused for the budget (errors, hits by
+ * descriptor, handshakes), though they are charged. */
+#define REPLY_FREE_MAX JC_FRAMER_BASE
+
 static void conn_close(struct jc_conn *c);
+static void idle_arm(struct jc_conn *c);
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void conn_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 
@@ -153,11 +172,13 @@ static void write_cb(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
 	struct jc_conn *c = w->conn;
+	c->d->buffers.used -= w->charged;
 	if (status < 0 && !c->closing)
 		conn_close(c);
 	if (!c->closing && c->drain_wait &&
 	    uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0) {
 		c->drain_wait = 0; /* the answer is taken: read the next request */
+		idle_arm(c);
 		if (c->paused && !c->busy) {
 			c->paused = 0;
 			uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
@@ -168,9 +189,39 @@ static void write_cb(uv_write_t *req, int status)
 	free(w);
 }
 
-/* Queues buf's bytes from off on (taking ownership of buf). */
+static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off);
+
+/* Whether a reply of len bytes may be queued now. One larger than
+ * REPLY_FREE_MAX that would pass the budget is not: the client is sent an
+ * EBUSY error instead (logged, counted) and the caller drops the reply. */
+static int reply_fits(struct jc_conn *c, size_t len)
+{
+	struct jc_budget *bud = &c->d->buffers;
+	/* (A reply larger than the whole budget goes when nothing else is queued.) */
+	if (len <= REPLY_FREE_MAX || bud->used + len <= bud->max || bud->used == 0)
+		return 1;
+	char msg[200];
+	snprintf(msg, sizeof(msg), "the daemon's reply buffers are full (%zu of %zu bytes, "
+		 "--buffer-budget) and this reply takes %zu; try again later", bud->used, bud->max,
+		 len);
+	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
+		    (int)c->uid, (int)c->pid, len);
+	c->d->counters[JC_CTR_busy_refusals]++;
+	jc__conn_send_error(c, JC_EBUSY, msg);
+	return 0;
+}
+
+/* Queues buf's bytes from off on (taking ownership of buf), charging its
+ * allocation to the buffer budget. A whole reply (off 0) that does not fit
+ * is replaced by an error (reply_fits); the rest of one partly sent was
+ * checked as a whole before. */
 static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 {
+	struct jc_budget *bud = &c->d->buffers;
+	if (off == 0 && !reply_fits(c, buf->len)) {
+		jc__buf_free(buf);
+		return;
+	}
 	struct write_req *w = calloc(1, sizeof(*w));
 	if (!w) {
 		jc__buf_free(buf);
@@ -179,9 +230,12 @@ static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 	}
 	w->buf = *buf;
 	w->conn = c;
+	w->charged = buf->cap;
+	bud->used += w->charged;
 	jc__conn_ref(c);
 	uv_buf_t ub = uv_buf_init((char *)w->buf.data + off, (unsigned)(w->buf.len - off));
 	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, write_cb) != 0) {
+		bud->used -= w->charged;
 		jc__conn_unref(c);
 		jc__buf_free(&w->buf);
 		free(w);
@@ -233,7 +287,13 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 		/* Served by descriptor: the frame carries no bytes. */
 		struct jc_res view = *res;
 		view.data = NULL;
-		if (jc__encode_res(&b, &view) == 0) {
+		int rc = jc__encode_res(&b, &view);
+		if (rc == 0 && !reply_fits(c, b.len)) {
+			jc__buf_free(&b);
+			close(objfd);
+			return;
+		}
+		if (rc == 0) {
 			ssize_t n = send_with_fd(c, &b, objfd);
 			if (n == (ssize_t)b.len) {
 				jc__buf_free(&b);
@@ -252,7 +312,7 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 		inl.data = malloc(res->size ? res->size : 1);
 		ssize_t got = inl.data ? pread(objfd, inl.data, res->size, 0) : -1;
 		close(objfd);
-		int rc = got == (ssize_t)res->size ? jc__encode_res(&b, &inl) : JC_EIO;
+		rc = got == (ssize_t)res->size ? jc__encode_res(&b, &inl) : JC_EIO;
 		free(inl.data);
 		if (rc != 0) {
 			jc__buf_free(&b);
@@ -283,21 +343,45 @@ void jc__conn_send_error(struct jc_conn *c, int code, const char *message)
 	conn_write(c, &b, 0);
 }
 
+/* What a connection's timer waits for. */
+enum conn_wait { WAIT_HELLO, WAIT_ANSWER_TAKEN, WAIT_REQUEST };
+
+/* Seconds the timer runs for w (0: none); a handshake gets no longer than
+ * a request would. */
+static int wait_s(const struct jc_config *cfg, int w)
+{
+	if (w == WAIT_HELLO)
+		return cfg->idle_timeout_s > 0 && cfg->idle_timeout_s < cfg->handshake_timeout_s
+			       ? cfg->idle_timeout_s : cfg->handshake_timeout_s;
+	return w == WAIT_ANSWER_TAKEN ? cfg->write_timeout_s : cfg->idle_timeout_s;
+}
+
 static void idle_cb(uv_timer_t *t)
 {
 	struct jc_conn *c = t->data;
-	jc_log_info(NET, "closing connection of uid %d pid %d: %s within --idle-timeout (%d s)",
-		    (int)c->uid, (int)c->pid,
-		    c->drain_wait ? "answer not taken" : c->in.buf.len ? "request not complete"
-									 : "no request",
-		    c->d->cfg.idle_timeout_s);
+	const char *what = c->pending_timer == WAIT_HELLO ? "no handshake within --handshake-timeout"
+			   : c->pending_timer == WAIT_ANSWER_TAKEN
+				   ? "answer not taken within --write-timeout"
+			   : c->in.buf.len ? "request not complete within --idle-timeout"
+					   : "no request within --idle-timeout";
+	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid,
+		    (int)c->pid, what, wait_s(&c->d->cfg, c->pending_timer));
+	if (c->pending_timer == WAIT_ANSWER_TAKEN)
+		c->d->counters[JC_CTR_busy_refusals]++;
 	conn_close(c);
 }
 
+/* (Re)starts the connection's timer for what it now waits for. */
 static void idle_arm(struct jc_conn *c)
 {
-	if (!c->closing && c->d->cfg.idle_timeout_s > 0)
-		uv_timer_start(&c->idle, idle_cb, (uint64_t)c->d->cfg.idle_timeout_s * 1000, 0);
+	c->pending_timer = !c->hello ? WAIT_HELLO : c->drain_wait ? WAIT_ANSWER_TAKEN : WAIT_REQUEST;
+	int secs = wait_s(&c->d->cfg, c->pending_timer);
+	if (c->closing)
+		return;
+	if (secs > 0)
+		uv_timer_start(&c->idle, idle_cb, (uint64_t)secs * 1000, 0);
+	else
+		uv_timer_stop(&c->idle);
 }
 
 void jc__conn_done(struct jc_conn *c)
@@ -305,11 +389,11 @@ void jc__conn_done(struct jc_conn *c)
 	c->busy = 0;
 	if (c->closing)
 		return;
-	idle_arm(c);
 	/* An answer still in our write queue: read no further request until the
 	 * client has taken it (write_cb resumes), so that one which does not
-	 * read cannot make us queue more. */
+	 * read cannot make us queue more; it has --write-timeout to take it. */
 	c->drain_wait = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0;
+	idle_arm(c);
 	if (c->drain_wait && !c->paused) {
 		c->paused = 1;
 		uv_read_stop((uv_stream_t *)&c->pipe);
@@ -493,6 +577,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		}
 		c->hello = 1;
 		c->in.max = JC_FRAME_MAX;
+		idle_arm(c);
 		struct jc_buf b = {0};
 		/* Version 1 clients get what version 1 has. */
 		struct jc_hello ok = {.version = version, .name = JC_VERSION};
@@ -601,6 +686,19 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct jc_conn *c = s->data;
 	(void)buf;
+	if (nread == UV_ENOBUFS) {
+		struct jc_budget *bud = &c->d->buffers;
+		char msg[200];
+		snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu bytes, "
+			 "--buffer-budget); try again later", bud->used, bud->max);
+		jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
+			    "bytes)", (int)c->uid, (int)c->pid, bud->used, bud->max);
+		c->d->counters[JC_CTR_busy_refusals]++;
+		jc__conn_send_error(c, JC_EBUSY, msg);
+		jc__framer_free(&c->in);
+		conn_end(c);
+		return;
+	}
 	if (nread < 0) {
 		conn_close(c);
 		return;
@@ -638,6 +736,15 @@ static void peer_creds(struct jc_conn *c)
 	}
 }
 
+/* Open connections of uid (a walk: accepts are rare beside requests). */
+static int conns_of(const struct jc_daemon *d, uid_t uid)
+{
+	int n = 0;
+	for (const struct jc_conn *c = d->conns; c; c = c->next)
+		n += c->uid == uid;
+	return n;
+}
+
 static void connection_cb(uv_stream_t *server, int status)
 {
 	struct jc_daemon *d = server->data;
@@ -650,6 +757,7 @@ static void connection_cb(uv_stream_t *server, int status)
 		return;
 	c->d = d;
 	c->in.max = JC_HELLO_FRAME_MAX;
+	c->in.budget = &d->buffers;
 	uv_pipe_init(d->loop, &c->pipe, 0);
 	uv_timer_init(d->loop, &c->idle);
 	c->pipe.data = c->idle.data = c;
@@ -671,7 +779,14 @@ static void connection_cb(uv_stream_t *server, int status)
 		code = JC_EBUSY;
 		snprintf(why, sizeof(why), "too many connections (%d, --max-connections); try again later",
 			 d->n_conns);
+	} else if (c->uid != 0 && c->uid != geteuid() &&
+		   conns_of(d, c->uid) >= d->cfg.max_connections_per_uid) {
+		code = JC_EBUSY;
+		snprintf(why, sizeof(why), "uid %d has %d connections open (--max-connections-per-uid); "
+			 "try again later", (int)c->uid, d->cfg.max_connections_per_uid);
 	}
+	if (code == JC_EBUSY)
+		d->counters[JC_CTR_busy_refusals]++;
 	if (code) {
 		/* Said in answer to the client's HELLO, which it reads first. */
 		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,

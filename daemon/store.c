@@ -30,7 +30,6 @@
 struct jc_store {
 	char *dir;
 	int dirfd, objfd, tmpfd, quarfd;
-	mode_t dmode;       /* mode of the directories we create */
 	uid_t uid;
 	atomic_uint seq;    /* distinct temp and quarantine names across threads */
 };
@@ -49,6 +48,13 @@ static const char *const remote_fuse[] = {
 	"sshfs", "s3fs", "rclone", "gcsfuse", "glusterfs", "ceph-fuse", "davfs", "juicefs",
 	"goofys", "blobfuse", "blobfuse2", "mountpoint-s3", "lizardfs", "moosefs",
 };
+
+/* Every directory of the store is 0700 and every file the daemon opens by
+ * name 0600: the store belongs to the daemon's uid alone (clients are given
+ * descriptors). */
+#define DIR_MODE 0700
+#define FILE_MODE 0600
+#define RESERVE "reserve"
 
 /* "ab/<32 hex>" into out[36]. */
 static void object_name(const uint8_t hash[16], char out[36])
@@ -220,20 +226,128 @@ int jc__store_check_local(const char *dir, char *err, size_t errlen)
 	return rc;
 }
 
-/* Opens (creating when missing) subdirectory name of parent, set to mode. */
-static int open_subdir(int parent, const char *name, mode_t mode)
+/*
+ * Checks one entry of the store (name under parent, path for messages):
+ * ours, of the right type, no access for group or others. An entry of ours
+ * with a wider mode (the group-shared layout of earlier versions made the
+ * directories 02770 and the index 0644) is set to mode, with a warning: what
+ * was written there by others is owned by them and refused here, or (objects,
+ * manifests) checked on every use. Anything else is refused: JC_EDENIED with
+ * the path, its owner and mode, and what is expected. Missing: 1.
+ */
+static int check_entry(struct jc_store *s, int parent, const char *name, const char *path,
+		       int dir, mode_t mode, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd;
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 1;
+		jc__fail(err, errlen, 0, "stat %s: %s", path, strerror(errno));
+		return JC_EIO;
+	}
+	const char *type = dir ? (S_ISDIR(st.st_mode) ? NULL : "not a directory")
+			       : (S_ISREG(st.st_mode) ? NULL : "not a regular file");
+	if (type || st.st_uid != s->uid) {
+		jc__fail(err, errlen, 0, "%s is %s%s (owner uid %u, mode %04o); expected a %s owned "
+			 "by uid %u (the daemon's) with mode %04o: someone else may have replaced it; "
+			 "inspect it, then remove it (or the whole cache directory)", path,
+			 type ? type : "not owned by the daemon's uid", S_ISLNK(st.st_mode) ? ", a symbolic link" : "",
+			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), dir ? "directory" : "file",
+			 (unsigned)s->uid, (unsigned)mode);
+		return JC_EDENIED;
+	}
+	if ((st.st_mode & 07777) == mode)
+		return 0;
+	if (fchmodat(parent, name, mode, 0) < 0) {
+		jc__fail(err, errlen, 0, "%s has mode %04o, expected %04o, and chmod failed: %s", path,
+			 (unsigned)(st.st_mode & 07777), (unsigned)mode, strerror(errno));
+		return JC_EIO;
+	}
+	jc_log_warn(STORE, "%s had mode %04o; set to %04o (the cache belongs to the daemon's uid "
+		    "alone; a group-shared daemon shares only its socket)", path,
+		    (unsigned)(st.st_mode & 07777), (unsigned)mode);
+	return 0;
+}
 
-	if (mkdirat(parent, name, mode) < 0 && errno != EEXIST)
+/* check_entry() on every two-hex-digit directory of DIR/sub (when it exists). */
+static int check_fanout(struct jc_store *s, const char *sub, char *err, size_t errlen)
+{
+	char path[4200];
+	int fd = openat(s->dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	int rc = 0;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		if (errno == ENOENT)
+			return 0;
+		jc__fail(err, errlen, 0, "read %s/%s: %s", s->dir, sub, strerror(errno));
+		return JC_EIO;
+	}
+	while (rc == 0 && (de = readdir(d))) {
+		if (strlen(de->d_name) != 2 || strspn(de->d_name, "0123456789abcdef") != 2)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/%s", s->dir, sub, de->d_name);
+		rc = check_entry(s, dirfd(d), de->d_name, path, 1, DIR_MODE, err, errlen);
+		rc = rc == 1 ? 0 : rc;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* The owner and mode of every part of the store, DIR included (see store.h). */
+static int check_layout(struct jc_store *s, const struct stat *top, char *err, size_t errlen)
+{
+	static const char *const dirs[] = {"objects", "tmp", "quarantine", "manifests"};
+	/* Re-made at every start by the pool (0500), but never one of another's. */
+	static const char *const worker_cwd = "worker-cwd";
+	static const char *const files[] = {"lock", "index.sqlite", "index.sqlite-wal",
+					    "index.sqlite-shm", RESERVE};
+	char path[4200];
+	int rc = 0;
+	if (top->st_uid != s->uid) {
+		jc__fail(err, errlen, 0, "%s is owned by uid %u (mode %04o), not by this process "
+			 "(uid %u): the cache directory belongs to the daemon's uid alone", s->dir,
+			 (unsigned)top->st_uid, (unsigned)(top->st_mode & 07777), (unsigned)s->uid);
+		return JC_EDENIED;
+	}
+	if (top->st_mode & (S_IWGRP | S_IWOTH | S_ISGID)) {
+		/* 0700, not just without the write bits: what others may have
+		 * made in it while it was open to them stays out of their reach. */
+		mode_t want = DIR_MODE;
+		if (fchmod(s->dirfd, want) < 0) {
+			jc__fail(err, errlen, 0, "%s is writable by group or others (mode %04o) and "
+				 "chmod failed: %s", s->dir, (unsigned)(top->st_mode & 07777),
+				 strerror(errno));
+			return JC_EDENIED;
+		}
+		jc_log_warn(STORE, "%s had mode %04o; set to %04o (only the daemon writes its cache "
+			    "directory)", s->dir, (unsigned)(top->st_mode & 07777), (unsigned)want);
+	}
+	for (size_t i = 0; rc == 0 && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", s->dir, dirs[i]);
+		rc = check_entry(s, s->dirfd, dirs[i], path, 1, DIR_MODE, err, errlen);
+		rc = rc == 1 ? 0 : rc;
+	}
+	snprintf(path, sizeof(path), "%s/%s", s->dir, worker_cwd);
+	rc = rc ?: check_entry(s, s->dirfd, worker_cwd, path, 1, 0500, err, errlen);
+	rc = rc == 1 ? 0 : rc;
+	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", s->dir, files[i]);
+		rc = check_entry(s, s->dirfd, files[i], path, 0, FILE_MODE, err, errlen);
+		rc = rc == 1 ? 0 : rc;
+	}
+	rc = rc ?: check_fanout(s, "objects", err, errlen);
+	return rc ?: check_fanout(s, "manifests", err, errlen);
+}
+
+/* Opens (creating when missing, mode 0700) subdirectory name of parent. */
+static int open_subdir(int parent, const char *name)
+{
+	if (mkdirat(parent, name, DIR_MODE) < 0 && errno != EEXIST)
 		return -1;
-	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || (fstat(fd, &st) == 0 && (st.st_mode & 07777) == mode) ||
-	    fchmod(fd, mode) == 0)
-		return fd;
-	close(fd);
-	return -1;
+	return openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 /* Removes every non-directory entry of tmp/ (leftovers of a crash). */
@@ -264,8 +378,7 @@ static int empty_tmp(struct jc_store *s)
 	return 0;
 }
 
-int jc__store_open(const char *dir, int group_shared, struct jc_store **out, char *err,
-		   size_t errlen)
+int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t errlen)
 {
 	struct jc_store *s;
 	struct stat st;
@@ -278,9 +391,9 @@ int jc__store_open(const char *dir, int group_shared, struct jc_store **out, cha
 		free(s);
 		return jc__fail(err, errlen, 0, "out of memory"), JC_ENOMEM;
 	}
-	s->dmode = group_shared ? 02770 : 0700;
 	s->uid = geteuid();
-	if (mkdir_p(dir, 0700) < 0) {
+	s->objfd = s->tmpfd = s->quarfd = -1;
+	if (mkdir_p(dir, DIR_MODE) < 0) {
 		jc__fail(err, errlen, 0, "create %s: %s", dir, strerror(errno));
 		goto err_after_alloc;
 	}
@@ -289,37 +402,22 @@ int jc__store_open(const char *dir, int group_shared, struct jc_store **out, cha
 		jc__fail(err, errlen, 0, "open %s: %s", dir, strerror(errno));
 		goto err_after_dirfd;
 	}
-	if (st.st_uid != s->uid) {
-		jc__fail(err, errlen, 0, "%s is owned by uid %u, not by this process (uid %u)", dir,
-			(unsigned)st.st_uid, (unsigned)s->uid);
-		rc = JC_EDENIED;
-		goto err_after_dirfd;
-	}
-	if (group_shared && (st.st_mode & 07777) != 02770 && fchmod(s->dirfd, 02770) < 0) {
-		jc__fail(err, errlen, 0, "chmod %s: %s", dir, strerror(errno));
-		goto err_after_dirfd;
-	}
-	if (!group_shared && (st.st_mode & S_IWOTH)) {
-		jc__fail(err, errlen, 0, "%s is writable by others: refusing it as a cache directory",
-			dir);
-		rc = JC_EDENIED;
-		goto err_after_dirfd;
-	}
-	rc = check_local_fs(s->dirfd, dir, err, errlen);
+	rc = check_layout(s, &st, err, errlen);
+	rc = rc ?: check_local_fs(s->dirfd, dir, err, errlen);
 	if (rc)
 		goto err_after_dirfd;
 	rc = JC_EIO;
-	s->objfd = open_subdir(s->dirfd, "objects", s->dmode);
+	s->objfd = open_subdir(s->dirfd, "objects");
 	if (s->objfd < 0) {
 		jc__fail(err, errlen, 0, "open %s/objects: %s", dir, strerror(errno));
 		goto err_after_dirfd;
 	}
-	s->tmpfd = open_subdir(s->dirfd, "tmp", s->dmode);
+	s->tmpfd = open_subdir(s->dirfd, "tmp");
 	if (s->tmpfd < 0) {
 		jc__fail(err, errlen, 0, "open %s/tmp: %s", dir, strerror(errno));
 		goto err_after_objfd;
 	}
-	s->quarfd = open_subdir(s->dirfd, "quarantine", s->dmode);
+	s->quarfd = open_subdir(s->dirfd, "quarantine");
 	if (s->quarfd < 0) {
 		jc__fail(err, errlen, 0, "open %s/quarantine: %s", dir, strerror(errno));
 		goto err_after_tmpfd;
@@ -328,6 +426,13 @@ int jc__store_open(const char *dir, int group_shared, struct jc_store **out, cha
 		jc__fail(err, errlen, 0, "read %s/tmp: %s", dir, strerror(errno));
 		goto err_after_quarfd;
 	}
+	/* A full disk: give the index the reserve's room to open (its -shm and
+	 * -wal need some), so that a purge can free space. */
+	uint64_t free_bytes;
+	if (jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < JC_STORE_RESERVE_BYTES)
+		jc__store_reserve_release(s);
+	else
+		jc__store_reserve_make(s);
 	*out = s;
 	return 0;
 
@@ -344,6 +449,42 @@ err_after_alloc:
 	free(s->dir);
 	free(s);
 	return rc;
+}
+
+int jc__store_reserve_release(struct jc_store *s)
+{
+	if (unlinkat(s->dirfd, RESERVE, 0) == 0) {
+		jc_log_warn(STORE, "disk full: released %s/%s (%u KiB) to make room", s->dir, RESERVE,
+			    JC_STORE_RESERVE_BYTES >> 10);
+		return 1;
+	}
+	if (errno != ENOENT)
+		jc_log_err(STORE, "remove %s/%s: %s", s->dir, RESERVE, strerror(errno));
+	return 0;
+}
+
+void jc__store_reserve_make(struct jc_store *s)
+{
+	struct stat st;
+	uint64_t free_bytes;
+	char tmp[64];
+	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+	    jc__store_free_bytes(s, &free_bytes) != 0 || free_bytes < 2 * JC_STORE_RESERVE_BYTES)
+		return;
+	snprintf(tmp, sizeof(tmp), "reserve.%ld.%u", (long)getpid(), atomic_fetch_add(&s->seq, 1));
+	int fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, FILE_MODE);
+	if (fd < 0)
+		return;
+	int e = posix_fallocate(fd, 0, JC_STORE_RESERVE_BYTES);
+	if (e == 0 && fsync(fd) < 0)
+		e = errno;
+	if (close(fd) < 0 && e == 0)
+		e = errno;
+	if (e == 0 && renameat(s->tmpfd, tmp, s->dirfd, RESERVE) == 0)
+		return;
+	e = e ? e : errno;
+	unlinkat(s->tmpfd, tmp, 0);
+	jc_log_warn(STORE, "no disk reserve in %s: %s", s->dir, strerror(e));
 }
 
 void jc__store_close(struct jc_store *s)
@@ -412,7 +553,7 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 
 	snprintf(tmp, sizeof(tmp), "%.8s.%ld.%u", name + 3, (long)getpid(),
 		 atomic_fetch_add(&s->seq, 1));
-	fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
 	if (fd < 0) {
 		step = "create";
 		goto err;
@@ -429,9 +570,9 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 		goto err_after_tmp;
 	}
 	name[2] = '\0';
-	if (mkdirat(s->objfd, name, s->dmode) == 0) {
+	if (mkdirat(s->objfd, name, DIR_MODE) == 0) {
 		created_ab = 1;
-		fchmodat(s->objfd, name, s->dmode, 0); /* past the umask; best effort */
+		fchmodat(s->objfd, name, DIR_MODE, 0); /* past the umask; best effort */
 	} else if (errno != EEXIST) {
 		step = "mkdir objects/ab for";
 		goto err_after_tmp;

@@ -5,7 +5,7 @@
  *   DIR/lock                  flock: one daemon per directory (holds its pid)
  *   DIR/objects/ab/<32 hex>   artifact bytes named by the XXH3-128 of their
  *                             content (canonical big-endian, lowercase hex),
- *                             mode 0444; "ab" is the first two hex digits
+ *                             mode 0400; "ab" is the first two hex digits
  *   DIR/tmp/                  staging for jc__store_put(); emptied at open
  *   DIR/quarantine/           objects that failed a check, kept for inspection
  *   DIR/worker-cwd/           not the store's: the empty directory compile
@@ -54,23 +54,56 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen);
 
 /*
  * Opens the store in DIR: creates DIR (parents 0700) and objects/, tmp/ and
- * quarantine/ when missing, and sets those three to mode 0700, or 02770 when
- * group_shared (DIR itself is then set to 02770 too; otherwise an existing
- * DIR keeps its mode); removes every file left
- * in tmp/ (the caller must hold jc__store_lock(): a second writer's staging
- * would go too).
- * Refusals: DIR not owned by the effective uid or writable by others ->
- * JC_EDENIED; DIR on a network filesystem (NFS, CIFS/SMB, AFS, Coda, Ceph,
- * 9p, GFS2/OCFS2/Lustre/GPFS, and FUSE filesystems known to be remote such as
- * sshfs, s3fs or rclone) -> JC_EINVAL, because the SQLite index in WAL mode
- * needs a local filesystem; other FUSE filesystems are accepted with a
- * warning. Other failures -> JC_EIO (errno in err), JC_ENOMEM.
+ * quarantine/ (0700) when missing; removes every file left in tmp/ (the
+ * caller must hold jc__store_lock(): a second writer's staging would go too).
+ *
+ * The store belongs to the effective uid alone, in every mode (clients are
+ * given descriptors, never paths). Checked at every open, before anything is
+ * read: DIR is owned by us and not writable by group or others (else it is
+ * set to 0700); worker-cwd/ (when present) is a directory of ours; objects/,
+ * tmp/, quarantine/, manifests/ and each two-hex-digit directory under
+ * objects/ and manifests/ are directories owned by us, mode 0700; lock,
+ * index.sqlite, index.sqlite-wal, index.sqlite-shm and reserve (when
+ * present) are regular files owned by us, mode 0600. Symbolic links are not
+ * followed (DIR itself may be one). An entry that is ours but has a wider
+ * mode (the 02770 / 0644 layout of the earlier --group-shared) is set to the
+ * expected mode, with a warning naming it; one of another owner or type is
+ * refused: JC_EDENIED, with the path, its owner and mode, what is expected and
+ * what to do in err.
+ *
+ * DIR/reserve: a JC_STORE_RESERVE_BYTES file kept so that a full disk can
+ * still be freed (see jc__store_reserve_release). Made here when missing and
+ * there is room; released here when the filesystem has less free space than
+ * its size, so that the index can be opened.
+ *
+ * Other refusals: DIR on a network filesystem (NFS, CIFS/SMB, AFS, Coda,
+ * Ceph, 9p, GFS2/OCFS2/Lustre/GPFS, and FUSE filesystems known to be remote
+ * such as sshfs, s3fs or rclone) -> JC_EINVAL, because the SQLite index in
+ * WAL mode needs a local filesystem; other FUSE filesystems are accepted
+ * with a warning. Other failures -> JC_EIO (errno in err), JC_ENOMEM.
  * dir: borrowed (copied). *out: set on success, owned by the caller, freed by
  * jc__store_close(); left untouched on failure. Not thread-safe against other
  * calls on the same DIR.
  */
-int jc__store_open(const char *dir, int group_shared, struct jc_store **out, char *err,
-		   size_t errlen);
+int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t errlen);
+
+/* Size of DIR/reserve: room for the index's -shm and the write-ahead log of
+ * the first deletions of a purge or eviction on a full disk. */
+#define JC_STORE_RESERVE_BYTES (1u << 20)
+
+/*
+ * Unlinks DIR/reserve, logging a warning: called when a removal (purge,
+ * eviction, gc) fails for want of space, before it is retried. Returns 1 when
+ * a reserve was released, 0 when there was none. Thread-safe.
+ */
+int jc__store_reserve_release(struct jc_store *s);
+
+/*
+ * Makes DIR/reserve again (staged in tmp/, then renamed) when it is missing
+ * and the filesystem has at least twice its size free; best effort (a
+ * failure is logged). Called after removals. Thread-safe.
+ */
+void jc__store_reserve_make(struct jc_store *s);
 
 /*
  * The filesystem check of jc__store_open() alone, for diagnostics: 0 when DIR

@@ -164,14 +164,15 @@ struct layout {
 #define KV_FIELDS(X)                                                              \
 	X(1, STR, REP, JC_STR_MAX, name, 0, NULL)                                 \
 	X(2, I64, REP, 0, i, 0, NULL)                                             \
-	X(3, STR, REP, JC_TEXT_MAX, s, 0, NULL)
+	X(3, STR, REP, JC_TEXT_MAX, s, 0, NULL)                                   \
+	X(4, U64, REP, 0, u, 0, NULL)
 
 #define REPLY_FIELDS(X) /* struct jc_admin_reply: ADMIN_REPLY */                  \
 	X(2, STR, OPT, JC_TEXT_MAX, message, 0, NULL)                             \
 	X(3, ARRAY, REP, JC_FRAME_MAX, rec, OF(n_rec), &record_layout)            \
 	X(1, I32, REQ, 0, status, 0, NULL)
 
-enum { KV_NAME = 1, KV_INT = 2, KV_STR = 3 };
+enum { KV_NAME = 1, KV_INT = 2, KV_STR = 3, KV_U64 = 4 };
 
 struct error {
 	int32_t code;
@@ -703,11 +704,14 @@ static int record_decode(const struct layout *l, struct cur c, char *obj)
 		if (rc)
 			return rc;
 		struct jc_kv *kv = memset(&r->kv[r->n], 0, sizeof(*kv));
-		kv->is_int = fv->tag == KV_INT;
+		kv->is_int = fv->tag == KV_INT || fv->tag == KV_U64;
+		kv->is_unsigned = fv->tag == KV_U64;
 		if ((rc = store(l, fn, 0, name, (char *)kv)) || (rc = store(l, fv, 0, val, (char *)kv))) {
 			clear_fields(&kv_layout, (char *)kv);
 			return rc;
 		}
+		if (kv->is_unsigned)
+			kv->i = (int64_t)kv->u;
 		r->n++;
 	}
 	return 0;
@@ -723,8 +727,8 @@ static void record_encode(struct enc *e, const struct layout *l, const char *obj
 		const struct jc_kv *kv = &r->kv[i];
 		put_str(e, &l->f[KV_NAME - 1], kv->name ? kv->name : "");
 		if (kv->is_int) {
-			put64(w, (uint64_t)kv->i);
-			put(e, KV_INT, w, 8, 8);
+			put64(w, kv->is_unsigned ? kv->u : (uint64_t)kv->i);
+			put(e, kv->is_unsigned ? KV_U64 : KV_INT, w, 8, 8);
 		} else {
 			put_str(e, &l->f[KV_STR - 1], kv->s ? kv->s : "");
 		}
@@ -763,6 +767,16 @@ static int record_add(struct jc_record *r, const char *name, const char *s, int6
 int jc__record_add_int(struct jc_record *r, const char *name, int64_t v)
 {
 	return record_add(r, name, NULL, v);
+}
+
+int jc__record_add_u64(struct jc_record *r, const char *name, uint64_t v)
+{
+	int rc = record_add(r, name, NULL, (int64_t)v);
+	if (rc == 0) {
+		r->kv[r->n - 1].is_unsigned = 1;
+		r->kv[r->n - 1].u = v;
+	}
+	return rc;
 }
 
 int jc__record_add_str(struct jc_record *r, const char *name, const char *v)

@@ -149,8 +149,10 @@ void jc__admin_req_clear(struct jc_admin_req *a);
  * struct is empty. */
 struct jc_kv {
 	char *name;
-	int is_int;  /* 1: the value is i, 0: the value is s */
+	int is_int;  /* 1: the value is i (and u, when is_unsigned), 0: the value is s */
+	int is_unsigned; /* a u64 value (counters, sizes): u; i holds the same bits */
 	int64_t i;
+	uint64_t u;
 	char *s;     /* NULL when is_int */
 };
 
@@ -171,6 +173,8 @@ struct jc_admin_reply {
  * Return 0, JC_ENOMEM or JC_ETOOBIG (over JC_REPEAT_MAX values); on error r
  * is unchanged. */
 int jc__record_add_int(struct jc_record *r, const char *name, int64_t v);
+/* An unsigned 64-bit value (a counter, a size): sent as such, printed as such. */
+int jc__record_add_u64(struct jc_record *r, const char *name, uint64_t v);
 int jc__record_add_str(struct jc_record *r, const char *name, const char *v);
 /* Appends an empty record to a and points *rec_out at it (borrowed: valid
  * until the next append to a or until a is cleared). Returns 0, JC_ENOMEM or

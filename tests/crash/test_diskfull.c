@@ -5,8 +5,11 @@
  * jitcachectl inherit it). Filled to the last block, a new compile fails
  * with JC_ENOSPC and a message that says so, hits are still served, a
  * failing source still gets its log, nothing partial is left in tmp/ or
- * objects/, and once space is freed everything works again. Exits 77 where
- * no private mount namespace can be made (not root).
+ * objects/, and once space is freed everything works again. On a full disk
+ * `purge --all` and `--to-size 0` free the space, through the daemon, after
+ * a restart on the full disk, and offline, and so does eviction (the
+ * store's reserve gives the index room for its first deletions). Exits 77 where no private mount
+ * namespace can be made (not root).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -138,6 +141,84 @@ static void test_disk_full(void **state)
 	       "recovered once freed; %.1f s\n", jct_now() - t0);
 }
 
+/* Runs jitcachectl purge ARG... and checks it says it removed n entries. */
+static void purge(struct jct_fx *f, const char *a, const char *b, int n)
+{
+	const char *args[] = {"purge", a, b, NULL};
+	char *out = NULL, *err = NULL, want[64];
+	int rc = jct_ctl(&f->d, &out, &err, args);
+	if (rc != 0)
+		fprintf(stderr, "purge %s: exit %d: %s%s\n", a, rc, out ? out : "", err ? err : "");
+	assert_int_equal(rc, 0);
+	snprintf(want, sizeof(want), "removed %d entries", n);
+	if (!strstr(err, want))
+		fprintf(stderr, "purge %s: no '%s' in: %s%s\n", a, want, out, err);
+	assert_non_null(strstr(err, want));
+	free(out);
+	free(err);
+}
+
+static uint64_t free_bytes(struct jct_fx *f)
+{
+	struct statvfs sv;
+	assert_int_equal(statvfs(f->d.cache, &sv), 0);
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+static void refill(struct jct_fx *f)
+{
+	char filler[400];
+	snprintf(filler, sizeof(filler), "%s/filler", f->d.cache);
+	unlink(filler);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_MISS);
+	fill(f);
+}
+
+static void test_purge_on_full_disk(void **state)
+{
+	struct jct_fx *f = *state;
+	double t0 = jct_now();
+	jct_daemon_start(&f->d, NULL);
+	/* Through the running daemon. */
+	refill(f);
+	purge(f, "--all", NULL, 3);
+	check_clean(f, 0);
+	printf("full disk: purge --all through the daemon freed %llu bytes\n",
+	       (unsigned long long)free_bytes(f));
+	assert_true(free_bytes(f) > 0);
+
+	/* A daemon restarted on the full disk. */
+	refill(f);
+	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	jct_daemon_start(&f->d, NULL);
+	purge(f, "--to-size", "0", 3);
+	check_clean(f, 0);
+	assert_true(free_bytes(f) > 0);
+
+	/* Offline, with no daemon. */
+	refill(f);
+	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	purge(f, "--all", NULL, 3);
+	assert_true(free_bytes(f) > 0);
+
+	/* Eviction: a daemon started on the full disk with a budget the entries
+	 * pass evicts them (its budget check runs every 5 s). */
+	jct_daemon_start(&f->d, NULL);
+	refill(f);
+	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	const char *const small[] = {"--max-size", "1K", NULL};
+	jct_daemon_start(&f->d, small);
+	double t1 = jct_now();
+	while (jct_stat(&f->d, "evictions") < 3 && jct_now() - t1 < 15)
+		usleep(200000);
+	assert_int_equal(jct_stat(&f->d, "evictions"), 3);
+	check_clean(f, 0);
+	assert_true(free_bytes(f) > 0);
+	printf("full disk: purge --all, --to-size 0 freed the space through the daemon, after a "
+	       "restart and offline, and so did eviction; %.1f s\n", jct_now() - t0);
+}
+
 int main(void)
 {
 	/* A private mount namespace for this process and its children. */
@@ -148,6 +229,7 @@ int main(void)
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_purge_on_full_disk, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

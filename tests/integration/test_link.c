@@ -174,6 +174,13 @@ static void test_every_input_type(void **state)
 	assert_int_equal(ctl(d, &err, untyped), 2);
 	assert_non_null(strstr(err, "TYPE:PATH"));
 	free(err);
+	/* An unknown TYPE is called that, even when the rest has a known extension. */
+	const char *bogus[] = {"link", "--arch", "sm_90", ltoir, "bogus:x.ptx", NULL};
+	assert_int_equal(ctl(d, &err, bogus), 2);
+	if (!strstr(err, "unknown input type 'bogus' in bogus:x.ptx"))
+		fprintf(stderr, "link bogus:x.ptx: %s\n", err);
+	assert_non_null(strstr(err, "unknown input type 'bogus' in bogus:x.ptx"));
+	free(err);
 }
 
 /* Adds the file at path as a link input of type t named name. */

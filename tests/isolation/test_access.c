@@ -6,7 +6,8 @@
  * lets in, with a clear error; a non-admin uid may ping, ask the version and
  * stats, and compile, but not run purge, ls, show, gc, verify or
  * stats --zero, which the admin group (primary or supplementary) may. The
- * cache directory and socket get their modes; header names with a NUL byte
+ * cache directory (the daemon's alone, group-shared or not) and socket get
+ * their modes; header names with a NUL byte
  * (sent as a raw frame), "..", or an absolute path are refused; an object
  * with the wrong owner or mode, or a symlink, is never served.
  */
@@ -260,20 +261,23 @@ static void test_modes(void **state)
 		assert_int_equal(mode_of(path) & 07777, 0700);
 	}
 	the_object(d, obj, sizeof(obj));
-	assert_int_equal(mode_of(obj) & 07777, 0444);
+	assert_int_equal(mode_of(obj) & 07777, 0400);
 	*strrchr(obj, '/') = '\0';
 	assert_int_equal(mode_of(obj) & 07777, 0700);
-	snprintf(path, sizeof(path), "%s/lock", d->cache);
-	assert_int_equal(mode_of(path) & 07777, 0600);
+	static const char *const files[] = {"lock", "index.sqlite", "index.sqlite-wal", "reserve"};
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/%s", d->cache, files[i]);
+		assert_int_equal(mode_of(path) & 07777, 0600);
+	}
 	assert_int_equal(jct_daemon_stop(d), 0);
 
-	/* Group-shared: socket 0660, directories 02770 (setgid: files keep the group). */
+	/* Group-shared: the socket is 0660; the store stays the daemon's alone. */
 	start_with_config(d, "group-shared = yes\n");
 	assert_int_equal(mode_of(d->sock) & 07777, 0660);
-	assert_int_equal(mode_of(d->cache) & 07777, 02770);
+	assert_int_equal(mode_of(d->cache) & 07777, 0700);
 	for (size_t i = 0; i < 3; i++) {
 		snprintf(path, sizeof(path), "%s/%s", d->cache, subs[i]);
-		assert_int_equal(mode_of(path) & 07777, 02770);
+		assert_int_equal(mode_of(path) & 07777, 0700);
 	}
 	jc_request_free(r);
 }
@@ -463,7 +467,7 @@ static void test_object_checks(void **state)
 	the_object(d, obj, sizeof(obj));
 	struct stat st;
 	assert_int_equal(lstat(obj, &st), 0);
-	assert_true(S_ISREG(st.st_mode) && st.st_uid == 0 && (st.st_mode & 0777) == 0444);
+	assert_true(S_ISREG(st.st_mode) && st.st_uid == 0 && (st.st_mode & 0777) == 0400);
 	assert_int_equal(jc_compile(c, r, &res), 0);
 	assert_int_equal(jc_result_cache_status(res), JC_HIT);
 	jc_result_free(res);

@@ -3,11 +3,19 @@
  * Protocol robustness against a real daemon, with raw sockets playing bad
  * clients: oversized frames are refused with an error; a client that sends
  * half a frame and stalls, trickles bytes, says nothing, or does not read
- * its answers is dropped at --idle-timeout while other clients are served
- * at once; past --max-connections a client is told so and turned away.
+ * its answers is dropped at its timeout while other clients are served at
+ * once; past --max-connections, or --max-connections-per-uid for one uid, a
+ * client is told so and turned away. Floods of big requests and of unread
+ * big answers keep the daemon's memory (VmHWM) within --buffer-budget; a
+ * client that changes its hit descriptor (O_DIRECT, O_APPEND, lseek) changes
+ * nothing for others; client-supplied strings reach the log escaped; a hit
+ * lists lowered names in the order of its own request.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -205,7 +215,8 @@ static void test_trickle(void **state)
 	close(fd);
 }
 
-/* A connection that never says anything, and one that stops after the
+/* A connection that never says anything (at the handshake timeout, or the
+ * idle timeout when that is shorter), and one that stops after the
  * handshake, are both closed. */
 static void test_silent(void **state)
 {
@@ -216,21 +227,16 @@ static void test_silent(void **state)
 	double a = wait_closed(mute, 5, NULL), b = wait_closed(quiet, 5, NULL);
 	assert_true(a >= 0.8 && a < 3.0);
 	assert_true(b < 3.0);
+	assert_true(jct_log_count(d, "no handshake within --handshake-timeout"));
 	assert_true(jct_log_count(d, "no request within --idle-timeout"));
 	close(mute);
 	close(quiet);
 }
 
-/* A client that sends requests but never reads the answers: the daemon
- * reads no further request until the answer is taken, and drops it at the
- * timeout. The answer here is large (a 2 MB compile log goes with every hit),
- * so it cannot hide in the socket buffer. */
-static void test_slow_reader(void **state)
+/* A small source whose every answer carries a 2 MB compile log (4096 calls
+ * of a deprecated function). */
+static jc_request *big_log_request(void)
 {
-	struct jc_test_daemon *d = *state;
-	const char *const flags[] = {"--idle-timeout", "2", NULL};
-	jct_daemon_start(d, flags);
-	/* A small source with a big log: 4096 calls of a deprecated function. */
 	static const char src[] =
 		"__attribute__((deprecated(\"padding the compile log with a long message "
 		"..................................\")))\n"
@@ -240,7 +246,19 @@ static void test_slow_reader(void **state)
 		"#define C128 C64 C64\n#define C256 C128 C128\n#define C512 C256 C256\n"
 		"#define C1K C512 C512\n#define C2K C1K C1K\n#define C4K C2K C2K\n"
 		"extern \"C\" __global__ void k(float *x) { C4K }\n";
-	jc_request *r = jct_request_src("warn.cu", src, "sm_90");
+	return jct_request_src("warn.cu", src, "sm_90");
+}
+
+/* A client that sends requests but never reads the answers: the daemon
+ * reads no further request until the answer is taken, and drops it at
+ * --write-timeout. The answer here is large (a 2 MB compile log goes with every hit),
+ * so it cannot hide in the socket buffer. */
+static void test_slow_reader(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *const flags[] = {"--write-timeout", "2", NULL};
+	jct_daemon_start(d, flags);
+	jc_request *r = big_log_request();
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	assert_int_equal(jc_compile(c, r, &res), 0);
@@ -269,7 +287,7 @@ static void test_slow_reader(void **state)
 	assert_true(got < log_len); /* not even one whole answer was taken */
 	/* One request was answered (the first), plus the timed hit above. */
 	assert_int_equal(jct_stat(d, "hits"), hits0 + 2);
-	assert_true(jct_log_count(d, "answer not taken within --idle-timeout"));
+	assert_true(jct_log_count(d, "answer not taken within --write-timeout"));
 	close(fd);
 	jc__buf_free(&b);
 	jc_request_free(r);
@@ -308,6 +326,446 @@ static void test_connection_cap(void **state)
 	close(held[2]);
 }
 
+/* A field of /proc/PID/status ("VmRSS:", "VmHWM:") in KiB. */
+static long proc_kib(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long kib = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			kib = strtol(line + strlen(field), NULL, 10);
+	fclose(f);
+	assert_true(kib > 0);
+	return kib;
+}
+
+/* Sends a COMPILE for r on a raw connection and reads the RESULT into res
+ * (cleared by the caller), and the descriptor passed with it into *objfd
+ * (-1 when none). */
+static void raw_result(int fd, const jc_request *r, struct jc_res *res, int *objfd)
+{
+	struct jc_buf b = {0};
+	uint16_t type;
+	assert_int_equal(jc__encode_req(&b, &((const struct jc_request *)r)->req), 0);
+	send_all(fd, b.data, b.len);
+	assert_int_equal(jc__io_read_frame(fd, &b, &type, objfd, 60000), 0);
+	assert_int_equal(type, JC_MSG_RESULT);
+	jc__res_init(res);
+	assert_int_equal(jc__decode_res(b.data, b.len, res), 0);
+	jc__buf_free(&b);
+}
+
+/* A hit's descriptor is the client's own open file description: what it sets
+ * there (O_DIRECT, O_APPEND, an offset) is not seen by the next hit, and
+ * every later hit of the key is served right (no "corrupt object"). */
+static void test_hit_descriptor_is_private(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result *ref = jct_compile(d, r, 0);
+	size_t ref_n;
+	const void *ref_data = jc_result_data(ref, &ref_n);
+
+	int fd = raw_hello(d), objfd = -1;
+	struct jc_res res;
+	raw_result(fd, r, &res, &objfd);
+	assert_int_equal(res.cache, JC_CACHE_HIT);
+	assert_true(objfd >= 0);
+	int direct = fcntl(objfd, F_SETFL, O_DIRECT | O_APPEND) == 0;
+	if (!direct) /* a filesystem without O_DIRECT: the rest of the attack still runs */
+		assert_int_equal(fcntl(objfd, F_SETFL, O_APPEND), 0);
+	assert_int_equal(lseek(objfd, 100, SEEK_SET), 100);
+	assert_true(fcntl(objfd, F_GETFL) & O_APPEND);
+	jc__res_clear(&res);
+
+	/* The next hit's descriptor: its own flags and offset. */
+	int fd2 = raw_hello(d), objfd2 = -1;
+	raw_result(fd2, r, &res, &objfd2);
+	assert_true(objfd2 >= 0);
+	assert_false(fcntl(objfd2, F_GETFL) & (O_APPEND | O_DIRECT));
+	assert_int_equal(lseek(objfd2, 0, SEEK_CUR), 0);
+	jc__res_clear(&res);
+	close(objfd2);
+	close(fd2);
+
+	/* Others are served the right bytes, however often. */
+	for (int i = 0; i < 5; i++) {
+		jc_result *got = jct_compile(d, r, 0);
+		size_t n;
+		const void *data = jc_result_data(got, &n);
+		assert_int_equal(jc_result_cache_status(got), JC_HIT);
+		assert_int_equal(n, ref_n);
+		assert_memory_equal(data, ref_data, n);
+		jc_result_free(got);
+	}
+	assert_int_equal(jct_stat(d, "corrupt_objects"), 0);
+	fprintf(stderr, "hit descriptor: client set %sO_APPEND and offset 100 on its own; 5 later "
+		"hits served right, 0 corrupt objects\n", direct ? "O_DIRECT, " : "");
+	close(objfd);
+	close(fd);
+	jc_result_free(ref);
+	jc_request_free(r);
+}
+
+#define FLOOD_CONNS 40
+#define FLOOD_FRAME (60u << 20) /* announced by each */
+#define FLOOD_SENT (40u << 20)  /* of which each sends this much (1.6 GB in all) */
+
+/* Sends up to FLOOD_SENT bytes of a FLOOD_FRAME-byte COMPILE frame on fd;
+ * stops early when the daemon refuses (and closes). Returns bytes sent. */
+static size_t flood_send(int fd)
+{
+	static uint8_t chunk[1 << 20];
+	uint32_t len = FLOOD_FRAME;
+	uint8_t hdr[JC_FRAME_HDR] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+				     (uint8_t)(len >> 24), JC_MSG_COMPILE, 0, 0, 0};
+	send_all(fd, hdr, sizeof(hdr));
+	size_t sent = 0;
+	while (sent < FLOOD_SENT) {
+		ssize_t n = send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+	}
+	return sent;
+}
+
+/* Forty clients each send 40 MiB of a 60 MiB request: the daemon takes what
+ * fits the buffer budget (256 MiB by default) and refuses the rest with
+ * EBUSY; its peak RSS stays within the budget (plus 64 KiB a connection and
+ * its start-up size), and another client is served meanwhile. */
+static void test_request_flood(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result_free(jct_compile(d, r, 0));
+	long base = proc_kib(d->pid, "VmRSS:");
+	double t0 = jct_now_s();
+	int fds[FLOOD_CONNS], refused = 0;
+	size_t total = 0;
+	for (int i = 0; i < FLOOD_CONNS; i++) {
+		fds[i] = raw_hello(d);
+		struct timeval tv = {.tv_sec = 2};
+		setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		total += flood_send(fds[i]);
+	}
+	double hit_s = timed_hit(d, r);
+	long hwm = proc_kib(d->pid, "VmHWM:");
+	for (int i = 0; i < FLOOD_CONNS; i++) {
+		struct jc_buf b = {0};
+		uint16_t type;
+		struct pollfd p = {.fd = fds[i], .events = POLLIN};
+		if (poll(&p, 1, 0) == 1 && jc__io_read_frame(fds[i], &b, &type, NULL, 1000) == 0 &&
+		    type == JC_MSG_ERROR) {
+			int code = 0;
+			char *msg = NULL;
+			assert_int_equal(jc__decode_error(b.data, b.len, &code, &msg), 0);
+			assert_int_equal(code, JC_EBUSY);
+			assert_non_null(strstr(msg, "request buffers are full"));
+			free(msg);
+			refused++;
+		}
+		jc__buf_free(&b);
+		close(fds[i]);
+	}
+	fprintf(stderr, "request flood: %d connections sent %zu MiB in %.1f s; daemon RSS %ld MiB "
+		"before, peak %ld MiB (+%ld MiB); %d refused (EBUSY); a hit meanwhile took %.1f ms\n",
+		FLOOD_CONNS, total >> 20, jct_now_s() - t0, base >> 10, hwm >> 10, (hwm - base) >> 10,
+		refused, hit_s * 1e3);
+	assert_true(refused >= FLOOD_CONNS - 8);
+	assert_true(hwm - base < (256 + 32) * 1024 + FLOOD_CONNS * 64);
+	assert_true(hit_s < 1.0);
+	assert_true(jct_stat(d, "busy_refusals") >= refused);
+	/* The budget is given back: a hit and a small compile still go. */
+	assert_true(timed_hit(d, r) < 1.0);
+	jc_request_free(r);
+}
+
+#define UNREAD_CONNS 400
+
+/* Four hundred clients ask for an answer of 2 MB each and never read it
+ * (800 MB unbounded): the replies past the budget are refused, the queued
+ * ones are dropped at --write-timeout, the daemon's peak RSS stays within
+ * the budget, and another client is served meanwhile. */
+static void test_unread_replies_flood(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	const char *const flags[] = {"--write-timeout", "3", NULL};
+	jct_daemon_start(d, flags);
+	jc_request *r = big_log_request(), *saxpy = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result *res = jct_compile(d, r, 0);
+	size_t log_len = strlen(jc_result_log(res));
+	assert_true(log_len > (1u << 20));
+	jc_result_free(res);
+	jc_result_free(jct_compile(d, saxpy, 0));
+	long base = proc_kib(d->pid, "VmRSS:");
+	struct jc_buf b = {0};
+	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
+	int *fds = calloc(UNREAD_CONNS, sizeof(int));
+	double t0 = jct_now_s(), slowest = 0;
+	for (int i = 0; i < UNREAD_CONNS; i++) {
+		fds[i] = raw_hello(d);
+		send_all(fds[i], b.data, b.len);
+		if (i % 100 == 99) {
+			double s = timed_hit(d, saxpy);
+			slowest = s > slowest ? s : slowest;
+		}
+	}
+	double sent_s = jct_now_s() - t0;
+	sleep(1);
+	long hwm = proc_kib(d->pid, "VmHWM:");
+	/* Each client was told the answer does not fit (EBUSY), or its answer
+	 * went, with its connection, at the write timeout (read here: part of
+	 * an answer, then the end). */
+	int told = 0, cut = 0;
+	sleep(3); /* the write timeout, counted from the last answer queued */
+	for (int i = 0; i < UNREAD_CONNS; i++) {
+		struct jc_buf in = {0};
+		uint16_t type = 0;
+		int rc = jc__io_read_frame(fds[i], &in, &type, NULL, 10000);
+		if (rc == 0 && type == JC_MSG_ERROR) {
+			int code = 0;
+			char *msg = NULL;
+			assert_int_equal(jc__decode_error(in.data, in.len, &code, &msg), 0);
+			assert_int_equal(code, JC_EBUSY);
+			assert_non_null(strstr(msg, "reply buffers are full"));
+			free(msg);
+			told++;
+		} else {
+			assert_true(rc != 0); /* not a whole answer */
+			cut++;
+		}
+		jc__buf_free(&in);
+		close(fds[i]);
+	}
+	long after = proc_kib(d->pid, "VmRSS:");
+	int dropped = jct_log_count(d, "answer not taken within --write-timeout");
+	fprintf(stderr, "unread replies: %d clients asked for a %zu-byte answer each in %.1f s; "
+		"daemon RSS %ld MiB before, peak %ld MiB (+%ld MiB), %ld MiB after; %d told EBUSY, "
+		"%d cut off at --write-timeout; slowest hit meanwhile %.1f ms\n",
+		UNREAD_CONNS, log_len, sent_s, base >> 10, hwm >> 10, (hwm - base) >> 10, after >> 10,
+		told, cut, slowest * 1e3);
+	int64_t busy = jct_stat(d, "busy_refusals");
+	assert_true(hwm - base < (256 + 64) * 1024);
+	assert_int_equal(told + cut, UNREAD_CONNS);
+	assert_true(told >= UNREAD_CONNS - 200);
+	assert_int_equal(dropped, cut);
+	assert_int_equal(busy, told + cut);
+	assert_true(slowest < 1.0);
+	jc__buf_free(&b);
+	free(fds);
+	jc_request_free(r);
+	jc_request_free(saxpy);
+}
+
+/* In a child that has become uid (group 0, so the 0660 socket lets it in):
+ * opens n connections, writes "OK LAST-REFUSAL" to *report (how many got
+ * through the handshake, the last refusal's message) and holds them until
+ * it is killed. */
+static pid_t uid_holder(const struct jc_test_daemon *d, uid_t uid, int n, int *report)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid) {
+		close(p[1]);
+		*report = p[0];
+		return pid;
+	}
+	close(p[0]);
+	if (setgroups(0, NULL) != 0 || setgid(0) != 0 || setuid(uid) != 0)
+		_exit(99);
+	int ok = 0;
+	char why[200] = "";
+	for (int i = 0; i < n; i++) {
+		jc_client *c = NULL;
+		if (jc_client_connect(d->sock, &c) == 0)
+			ok++; /* kept open until the end */
+		else
+			snprintf(why, sizeof(why), "%s", jc_client_errmsg(NULL));
+	}
+	char msg[256];
+	int len = snprintf(msg, sizeof(msg), "%d %s", ok, why);
+	if (write(p[1], msg, (size_t)len + 1) < 0)
+		_exit(98);
+	for (;;)
+		pause();
+}
+
+/* One uid holding its --max-connections-per-uid leaves room for others. */
+static void test_connections_per_uid(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "skipped: needs root to connect as other uids\n");
+		skip();
+	}
+	assert_int_equal(chmod(d->dir, 0711), 0);
+	const char *const flags[] = {"--group-shared", "yes", "--max-connections-per-uid", "5", NULL};
+	jct_daemon_start(d, flags);
+	int rep[2];
+	char msg[256] = "";
+	pid_t kids[2];
+	kids[0] = uid_holder(d, 4242, 20, &rep[0]);
+	assert_true(read(rep[0], msg, sizeof(msg) - 1) > 0);
+	fprintf(stderr, "uid 4242, 20 connections: %s\n", msg);
+	assert_int_equal(atoi(msg), 5);
+	assert_non_null(strstr(msg, "uid 4242 has 5 connections open (--max-connections-per-uid)"));
+	/* Meanwhile another uid gets its own five, and root is served. */
+	kids[1] = uid_holder(d, 4243, 5, &rep[1]);
+	assert_true(read(rep[1], msg, sizeof(msg) - 1) > 0);
+	assert_int_equal(atoi(msg), 5);
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result_free(jct_compile(d, r, 0));
+	jc_request_free(r);
+	for (int i = 0; i < 2; i++) {
+		int status;
+		kill(kids[i], SIGKILL);
+		assert_int_equal(waitpid(kids[i], &status, 0), kids[i]);
+		assert_true(WIFSIGNALED(status));
+		close(rep[i]);
+	}
+	assert_true(jct_stat(d, "busy_refusals") >= 15);
+}
+
+/* Every line of the daemon's log is one line of its own: client strings with
+ * a newline or an escape are written escaped. */
+static void test_log_injection(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL); /* the harness logs at info */
+	/* An admin command name, and an argument, with a newline and ESC. */
+	char *args[] = {"key=00\n<1>jitcached[1] alert ADMIN: forged too"};
+	struct jc_admin_req reqs[] = {
+		{.command = "bogus\n<0>jitcached[1] emerg MAIN: forged\x1b[2J"},
+		{.command = "purge", .args = {args, 1}},
+	};
+	for (int i = 0; i < 2; i++) {
+		int fd = raw_hello(d);
+		struct jc_buf b = {0};
+		uint16_t type;
+		assert_int_equal(jc__encode_admin(&b, &reqs[i]), 0);
+		send_all(fd, b.data, b.len);
+		assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 5000), 0);
+		jc__buf_free(&b);
+		close(fd);
+	}
+	/* A source name with a C1 control (CSI, U+009B): the key takes it (it
+	 * refuses only C0 controls), the log shows its bytes escaped. */
+	jc_request *r = jct_request_src("evil\xc2\x9b" "2J.cu", "__global__ void k(int *p) { *p = 1; }",
+					"sm_90");
+	jc_result_free(jct_compile(d, r, 0));
+	jc_request_free(r);
+	jct_settle();
+	size_t n;
+	char *log = (char *)jct_read_file(d->log, &n);
+	int lines = 0;
+	for (char *line = log; line && *line; lines++) {
+		char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		int own = len > 13 && line[0] == '<' && line[1] >= '0' && line[1] <= '7' &&
+			  line[2] == '>' && strncmp(line + 3, "jitcached[", 10) == 0 &&
+			  strncmp(line + 3, "jitcached[1]", 12) != 0 && !memchr(line, 0x1b, len);
+		if (!own)
+			fprintf(stderr, "not a line of the daemon's own: %.*s\n", (int)len, line);
+		assert_true(own);
+		line = end ? end + 1 : NULL;
+	}
+	assert_non_null(strstr(log, "bogus\\x0a<0>jitcached[1] emerg MAIN: forged\\x1b[2J"));
+	assert_non_null(strstr(log, "key=00\\x0a<1>jitcached[1] alert ADMIN: forged too"));
+	assert_non_null(strstr(log, "evil\\xc2\\x9b2J.cu"));
+	fprintf(stderr, "log injection: %d log lines, each the daemon's own; the forged ones "
+		"appear escaped\n", lines);
+	free(log);
+}
+
+/* A hit lists lowered names in its own request's order (PROTOCOL.md), not
+ * in the order of the request that compiled the entry. */
+static void test_lowered_names_in_request_order(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	static const char *const ab[] = {"&saxpy<float>", "&saxpy<double>", NULL};
+	static const char *const ba[] = {"&saxpy<double>", "&saxpy<float>", NULL};
+	jc_request *first = jct_request("saxpy.cu", "sm_90", ab);
+	jc_request *second = jct_request("saxpy.cu", "sm_90", ba);
+	int fd = raw_hello(d);
+	struct jc_res res;
+	raw_result(fd, first, &res, NULL);
+	assert_int_equal(res.cache, JC_CACHE_MISS);
+	assert_int_equal(res.n_lowered, 2);
+	assert_string_equal(res.lowered[0].expr, "&saxpy<float>");
+	jc__res_clear(&res);
+	int objfd = -1;
+	raw_result(fd, second, &res, &objfd);
+	assert_int_equal(res.cache, JC_CACHE_HIT);
+	assert_int_equal(res.n_lowered, 2);
+	assert_string_equal(res.lowered[0].expr, "&saxpy<double>");
+	assert_string_equal(res.lowered[1].expr, "&saxpy<float>");
+	assert_non_null(strstr(res.lowered[0].lowered, "saxpy"));
+	jc__res_clear(&res);
+	close(objfd);
+	close(fd);
+	jc_request_free(first);
+	jc_request_free(second);
+}
+
+/* Single flight: a request that joins another's compile gets the lowered
+ * names in its own order too. The kernel is slow to compile (1024 inlined
+ * steps per instantiation, about a second), so the second request arrives during the first's
+ * compile. */
+static void test_joined_lowered_names_in_request_order(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	static const char src[] =
+		"template <typename T> __device__ void step(T *x) { x[0] = x[0] * x[1] + x[2]; }\n"
+		"#define C1 step(x);\n"
+		"#define C2 C1 C1\n#define C4 C2 C2\n#define C8 C4 C4\n#define C16 C8 C8\n"
+		"#define C32 C16 C16\n#define C64 C32 C32\n#define C128 C64 C64\n"
+		"#define C256 C128 C128\n#define C512 C256 C256\n#define C1K C512 C512\n"
+		"template <typename T> __global__ void slow(T *x) { C1K }\n";
+	static const char *const ab[] = {"&slow<float>", "&slow<double>"};
+	jc_request *first = jct_request_src("slow.cu", src, "sm_90");
+	jc_request *second = jct_request_src("slow.cu", src, "sm_90");
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(jc_request_add_name_expression(first, ab[i]), 0);
+		assert_int_equal(jc_request_add_name_expression(second, ab[1 - i]), 0);
+	}
+	int fa = raw_hello(d), fb = raw_hello(d);
+	struct jc_buf b = {0};
+	uint16_t type;
+	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)first)->req), 0);
+	send_all(fa, b.data, b.len);
+	usleep(100000); /* the first is compiling */
+	struct jc_res res;
+	raw_result(fb, second, &res, NULL);
+	assert_int_equal(res.cache, JC_CACHE_JOINED);
+	assert_int_equal(res.n_lowered, 2);
+	assert_string_equal(res.lowered[0].expr, "&slow<double>");
+	assert_string_equal(res.lowered[1].expr, "&slow<float>");
+	jc__res_clear(&res);
+	assert_int_equal(jc__io_read_frame(fa, &b, &type, NULL, 60000), 0);
+	jc__res_init(&res);
+	assert_int_equal(jc__decode_res(b.data, b.len, &res), 0);
+	assert_int_equal(res.cache, JC_CACHE_MISS);
+	assert_string_equal(res.lowered[0].expr, "&slow<float>");
+	fprintf(stderr, "single flight: the joiner got its own order; the compile took %.0f ms\n",
+		(double)res.compile_ns / 1e6);
+	jc__res_clear(&res);
+	jc__buf_free(&b);
+	close(fa);
+	close(fb);
+	jc_request_free(first);
+	jc_request_free(second);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +775,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_silent, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_slow_reader, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_connection_cap, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_connections_per_uid, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_hit_descriptor_is_private, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_request_flood, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_unread_replies_flood, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_log_injection, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_lowered_names_in_request_order, jct_setup,
+						jct_teardown),
+		cmocka_unit_test_setup_teardown(test_joined_lowered_names_in_request_order, jct_setup,
+						jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,6 +100,8 @@ static void test_precedence(void **state)
 	struct fx *f = *state;
 	write_conf(f->sysconf, "# system\nmax-size = 100M\ngc-interval = 2h\n[other-tool]\nmax-size = 1\n");
 	run_and_check(f, NULL, 100 << 20, "gc every 7200 s");
+	/* The setting under another section did nothing, and the log says so. */
+	assert_log(&f->d, "jitcached.conf:5: 'max-size' under [other-tool] is ignored");
 	/* The user's file over the system's: its keys win, the others stay. */
 	write_conf(f->xdg, "[jitcached]\nmax-size = 200M\n");
 	run_and_check(f, NULL, 200 << 20, "gc every 7200 s");
@@ -124,6 +126,15 @@ static void test_precedence(void **state)
 	run_and_refuse(f, config, "cannot read");
 	const char *bad_flag[] = {"--workers", "0", NULL};
 	run_and_refuse(f, bad_flag, "bad value '0' for workers");
+	/* Out of range: an error naming the range, never a clamped value. */
+	const char *long_ttl[] = {"--negative-ttl", "4000d", NULL};
+	run_and_refuse(f, long_ttl, "negative-ttl 4000d is out of range (at most 10 years");
+	const char *long_timeout[] = {"--compile-timeout", "3000000000", NULL};
+	run_and_refuse(f, long_timeout, "compile-timeout 3000000000 is out of range");
+	const char *tiny_budget[] = {"--buffer-budget", "4K", NULL};
+	run_and_refuse(f, tiny_budget, "buffer-budget 4K is out of range (1048576 bytes");
+	const char *huge_size[] = {"--max-size", "16E", NULL};
+	run_and_refuse(f, huge_size, "bad value '16E' for max-size");
 }
 
 static void test_sighup_reload(void **state)
@@ -218,7 +229,7 @@ static void test_group_shared(void **state)
 	jct_daemon_spawn_with(d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
 	jct_daemon_wait_ready(d);
 	assert_int_equal(mode_of(d->sock) & 0777, 0660);
-	assert_int_equal(mode_of(d->cache) & 07777, 02770);
+	assert_int_equal(mode_of(d->cache) & 07777, 0700); /* only the socket is shared */
 	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
 	assert_int_equal(jct_daemon_stop(d), 0);
 }
@@ -247,7 +258,7 @@ static void test_example_config(void **state)
 	}
 	fclose(in);
 	fclose(out);
-	assert_int_equal(settings, 17);
+	assert_int_equal(settings, 19);
 	/* Paths from the flags (they win); the rest from the example. */
 	jct_daemon_spawn_with(&f->d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
 	jct_daemon_wait_ready(&f->d);

@@ -22,6 +22,7 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include "index.h"
 #include "ops_util.h"
 
 /* A miss, two hits, a compile failure and its negative hit. */
@@ -433,12 +434,41 @@ static void test_zero_and_persistence(void **state)
 	assert_int_equal(jct_stat(d, "entries"), 1);
 }
 
+/* Counters are u64 and are printed as such, past INT64_MAX too. */
+static void test_u64_counters(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_daemon_stop(d), 0);
+	char path[512], err[256];
+	struct jc_index *ix = NULL;
+	snprintf(path, sizeof(path), "%s/index.sqlite", d->cache);
+	assert_int_equal(jc__index_open(path, 0, &ix, err, sizeof(err)), 0);
+	static const char *const names[] = {"hits", "compile_ns"};
+	const uint64_t values[] = {(1ull << 63) + 5, UINT64_MAX};
+	assert_int_equal(jc__index_counters_save(ix, names, values, 2), 0);
+	jc__index_close(ix);
+	for (int daemon = 0; daemon < 2; daemon++) {
+		if (daemon)
+			jct_daemon_start(d, NULL);
+		const char *json_args[] = {"stats", "--json", NULL}, *prom_args[] = {"stats", "--prometheus", NULL};
+		char *json = opst_ctl(d, 0, NULL, json_args), *prom = opst_ctl(d, 0, NULL, prom_args);
+		assert_non_null(strstr(json, "\"hits\": 9223372036854775813"));
+		assert_non_null(strstr(json, "\"compile_ns\": 18446744073709551615"));
+		assert_non_null(strstr(prom, "\njitcache_hits_total 9223372036854775813\n"));
+		free(json);
+		free(prom);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_json_and_human, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_prometheus_parses, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_zero_and_persistence, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_u64_counters, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

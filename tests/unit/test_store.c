@@ -47,7 +47,7 @@ static int setup(void **state)
 	strcpy(f->root, "/tmp/jc-store-XXXXXX");
 	assert_non_null(mkdtemp(f->root));
 	snprintf(f->dir, sizeof(f->dir), "%s/cache", f->root);
-	assert_int_equal(jc__store_open(f->dir, 0, &f->s, err, sizeof(err)), 0);
+	assert_int_equal(jc__store_open(f->dir, &f->s, err, sizeof(err)), 0);
 	*state = f;
 	return 0;
 }
@@ -112,7 +112,7 @@ static void test_round_trip(void **state)
 	path_of(f, h, path, sizeof(path));
 	assert_int_equal(lstat(path, &st), 0);
 	assert_true(S_ISREG(st.st_mode));
-	assert_int_equal(st.st_mode & 07777, 0444);
+	assert_int_equal(st.st_mode & 07777, 0400);
 	assert_int_equal(st.st_size, strlen(text));
 
 	assert_int_equal(jc__store_open_object(f->s, h, strlen(text), &fd), 0);
@@ -200,7 +200,7 @@ static void test_tmp_emptied(void **state)
 		fclose(fp);
 	}
 	jc__store_close(f->s);
-	assert_int_equal(jc__store_open(f->dir, 0, &f->s, err, sizeof(err)), 0);
+	assert_int_equal(jc__store_open(f->dir, &f->s, err, sizeof(err)), 0);
 	sub_path(f, "tmp", path, sizeof(path));
 	assert_int_equal(count_files(path), 0);
 }
@@ -480,37 +480,72 @@ static void test_free_bytes(void **state)
 	assert_true(free_b > 0);
 }
 
+static mode_t mode_of(const char *root, const char *rel)
+{
+	char path[512];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	assert_int_equal(lstat(path, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* The store belongs to our uid alone: the old group-shared layout (02770
+ * directories, a 0644 index) is closed at open; a world-writable DIR too. */
 static void test_modes_and_owner(void **state)
 {
 	struct fx *f = *state;
 	struct jc_store *s2;
-	char dir[256], err[256];
-	struct stat st;
+	char dir[256], path[400], err[512];
 
-	snprintf(dir, sizeof(dir), "%s/shared/deep", f->root);
-	assert_int_equal(jc__store_open(dir, 1, &s2, err, sizeof(err)), 0);
-	assert_int_equal(stat(dir, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 02770);
-	snprintf(dir, sizeof(dir), "%s/shared/deep/objects", f->root);
-	assert_int_equal(stat(dir, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 02770);
+	snprintf(dir, sizeof(dir), "%s/shared", f->root);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(chmod(dir, 02770), 0);
+	static const char *const subs[] = {"objects", "tmp", "quarantine", "manifests", "objects/ab"};
+	for (size_t i = 0; i < 5; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
+		assert_int_equal(mkdir(path, 0700), 0);
+		assert_int_equal(chmod(path, 02770), 0);
+	}
+	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
+	close(open(path, O_WRONLY | O_CREAT, 0644));
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), 0);
 	jc__store_close(s2);
 	jc__store_close(NULL);
+	assert_int_equal(mode_of(dir, "."), 0700);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(mode_of(dir, subs[i]), 0700);
+	assert_int_equal(mode_of(dir, "index.sqlite"), 0600);
 
-	assert_int_equal(stat(f->dir, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(mode_of(f->dir, "."), 0700);
 	snprintf(dir, sizeof(dir), "%s/ww", f->root);
 	assert_int_equal(mkdir(dir, 0700), 0);
 	assert_int_equal(chmod(dir, 0777), 0);
-	assert_int_equal(jc__store_open(dir, 0, &s2, err, sizeof(err)), JC_EDENIED);
-	assert_non_null(strstr(err, "writable by others"));
+	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), 0);
+	jc__store_close(s2);
+	assert_int_equal(mode_of(dir, "."), 0700);
+
+	/* A symbolic link where the index belongs is refused, naming it. */
+	snprintf(dir, sizeof(dir), "%s/link", f->root);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), JC_EDENIED);
+	assert_non_null(strstr(err, "index.sqlite is not a regular file, a symbolic link"));
 	if (geteuid() != 0) {
-		print_message("not root: skipping the foreign-owner case\n");
+		print_message("not root: skipping the foreign-owner cases\n");
 		return;
 	}
+	assert_int_equal(unlink(path), 0);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	assert_int_equal(chown(path, 12345, 12345), 0);
+	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), JC_EDENIED);
+	print_message("%s\n", err);
+	assert_non_null(strstr(err, "index.sqlite is not owned by the daemon's uid (owner uid 12345"));
 	assert_int_equal(chmod(dir, 0700), 0);
 	assert_int_equal(chown(dir, 12345, 12345), 0);
-	assert_int_equal(jc__store_open(dir, 0, &s2, err, sizeof(err)), JC_EDENIED);
+	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), JC_EDENIED);
 	assert_non_null(strstr(err, "owned by uid 12345"));
 }
 
@@ -542,13 +577,13 @@ static void test_open_failures(void **state)
 		assert_int_equal(mkdir(dir, 0700), 0);
 		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
 		fclose(fopen(path, "w")); /* a file where a directory belongs */
-		assert_int_equal(jc__store_open(dir, 0, &s2, err, sizeof(err)), JC_EIO);
+		assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), JC_EDENIED);
 		assert_null(s2);
 		assert_non_null(strstr(err, subs[i]));
 	}
 	snprintf(dir, sizeof(dir), "%s/bad0/objects/below", f->root);
-	assert_int_equal(jc__store_open(dir, 0, &s2, err, sizeof(err)), JC_EIO);
-	assert_int_equal(jc__store_open("", 0, &s2, err, sizeof(err)), JC_EINVAL);
+	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), JC_EIO);
+	assert_int_equal(jc__store_open("", &s2, err, sizeof(err)), JC_EINVAL);
 	assert_int_equal(jc__store_lock(dir, 0, err, sizeof(err)), JC_EIO);
 	assert_int_equal(count_fds(), before);
 }
@@ -598,7 +633,7 @@ static int enospc_child(const char *mnt)
 	if (private_mounts() < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("jc-test", mnt, "tmpfs", 0, "size=64k,mode=0700") < 0)
 		return 77;
-	if (jc__store_open(mnt, 0, &s, err, sizeof(err)))
+	if (jc__store_open(mnt, &s, err, sizeof(err)))
 		return 1;
 	big = calloc(1, n);
 	if (!big || jc__store_put(s, "small", 5, h, err, sizeof(err)) != 0)
