@@ -37,6 +37,7 @@ void jc__req_clear(struct jc_req *r)
 	jc__strv_clear(&r->include_dirs);
 	jc__strv_clear(&r->name_exprs);
 	blobs_clear(&r->link_inputs, &r->n_link_inputs);
+	blobs_clear(&r->tree, &r->n_tree);
 	jc__strv_clear(&r->link_options);
 	free(r->app_abi);
 	free(r->reject_message);

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "pool.h"
 #include "retry.h"
+#include "util.h"
 
 /* Limits of one include scan: entries recorded, bytes of one header. */
 #define INC_MAX_ENTRIES 200000
@@ -387,6 +388,13 @@ static void check_deps(struct jc_flight *f)
 	int rc = jc__inc_covers(f->inc, f->res.deps, f->res.n_deps, what, sizeof(what));
 	if (rc == 1)
 		return;
+	if (rc == 0 && f->req.tree_round) {
+		/* Nothing to learn from: the client's files are not ours to read. */
+		snprintf(f->errmsg, sizeof(f->errmsg), "the compile read %s, which the client did not "
+			 "send (its include scan missed it); not served", what);
+		f->tree_missing = 1;
+		return;
+	}
 	if (rc == 0 && f->inc) {
 		const struct jc_inc_ctx ctx = inc_ctx(d);
 		struct jc_inc_set learned;
@@ -399,7 +407,9 @@ static void check_deps(struct jc_flight *f)
 				 learned.unsettled_path);
 			rc = 0;
 		}
-		if (rc == 1 && jc__key_with_tree(f->direct, learned.digest, f->store_key) == 0) {
+		uint8_t tree[16];
+		if (rc == 1 && jc__inc_key_digest(&learned, &f->req.include_dirs, tree) == 0 &&
+		    jc__key_with_tree(f->direct, tree, f->store_key) == 0) {
 			if (jc__manifest_add(d->manifests, f->direct, &learned, err, sizeof(err)) != 0)
 				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
 			f->learned = 1;
@@ -431,7 +441,7 @@ static void publish_work_cb(uv_work_t *work)
 	if (publish && f->inc && f->inc->unsettled)
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile",
 			 f->inc->unsettled_path);
-	else if (publish && f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
+	else if (publish && f->inc && !f->req.tree_round && !jc__inc_unchanged(f->inc, what, sizeof(what)))
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
 	else if (publish)
 		check_deps(f);
@@ -487,7 +497,16 @@ static void publish_after_cb(uv_work_t *work, int status)
 	}
 	memcache_forget(d, f->key);
 	memcache_forget(d, f->store_key);
-	if (f->uncached) {
+	if (f->tree_missing) {
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_notice(KEY, "key %s: %s", hex, f->errmsg);
+		count(d, JC_CTR_deps_mismatch, 1);
+		jc__res_clear(&f->res);
+		jc__res_init(&f->res);
+		f->res.status = JC_EINVAL;
+		f->res.message = strdup(f->errmsg);
+	} else if (f->uncached) {
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
@@ -729,6 +748,10 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
+	} else if (req->tree_round == JC_TREE_LOOKUP) {
+		/* A client-read tree by hashes found nothing: the client sends the bytes. */
+		jc__conn_send_error(conn, JC_ENOTFOUND, "no entry for these headers: send their bytes");
+		jc__conn_done(conn);
 	} else if (start_flight(d, conn, key, inc ? direct : NULL, req, &inc, t0, bad ? bad_object : NULL) != 0) {
 		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
 		jc__conn_done(conn);
@@ -821,7 +844,9 @@ static void key_work_cb(uv_work_t *w)
 			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 				    err);
 	}
-	j->rc = rc ?: jc__key_with_tree(direct, j->inc->digest, j->key);
+	uint8_t tree[16];
+	j->rc = rc ?: jc__inc_key_digest(j->inc, &j->req.include_dirs, tree);
+	j->rc = j->rc ?: jc__key_with_tree(direct, tree, j->key);
 	if (j->rc == JC_ENOMEM && !j->err[0])
 		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
 	j->ns = jc__now_ns() - t;
@@ -855,6 +880,71 @@ static void key_after_cb(uv_work_t *w, int status)
 	}
 	jc__conn_unref(j->conn);
 	free(j);
+}
+
+/*
+ * A client-read tree (req.h): the include set it describes, under the
+ * client's directory strings (never opened), each file's hash computed here
+ * from its bytes or, in the lookup round, as the client gives it (a wrong
+ * one only misses: the bytes round hashes what it compiles). Into *out
+ * (owned by the caller). 0, JC_EINVAL (a path sent twice) or JC_ENOMEM.
+ */
+static int tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
+		const struct jc_blob *b = &req->tree[i];
+		char *rel;
+		unsigned long dir = strtoul(b->name, &rel, 10); /* validated: "I/REL" */
+		const char *base = req->include_dirs.v[dir];
+		size_t bl = strlen(base);
+		bl -= bl > 1 && base[bl - 1] == '/';
+		char *path;
+		if (asprintf(&path, "%.*s%s", (int)bl, base, rel) < 0)
+			return JC_ENOMEM;
+		uint8_t hash[16];
+		if (b->type == JC_TREE_FILE) {
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, XXH3_128bits(b->data, b->size));
+			memcpy(hash, c.digest, 16);
+		} else if (b->type == JC_TREE_HASH) {
+			memcpy(hash, b->data, 16);
+		}
+		rc = jc__inc_set_add(out, path, strlen(path),
+				     b->type == JC_TREE_ABSENT ? JC_INC_ABSENT : JC_INC_FILE,
+				     b->type == JC_TREE_ABSENT ? NULL : hash);
+		free(path);
+	}
+	rc = rc ?: jc__inc_set_finish(out);
+	for (size_t i = 1; rc == 0 && i < out->n; i++)
+		if (strcmp(out->v[i - 1].path, out->v[i].path) == 0)
+			rc = jc__fail(err, errlen, JC_EINVAL, "tree: %s sent twice", out->v[i].path);
+	if (rc == JC_ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return rc;
+}
+
+/* The request path of a client-read tree: keyed here, on the loop. */
+static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
+			 const uint8_t direct[16], uint64_t t0)
+{
+	char err[600] = "";
+	uint8_t tree[16], key[16];
+	struct jc_inc_set *inc = calloc(1, sizeof(*inc));
+	int rc = inc ? tree_set(req, inc, err, sizeof(err)) : JC_ENOMEM;
+	rc = rc ?: jc__inc_key_digest(inc, &req->include_dirs, tree);
+	rc = rc ?: jc__key_with_tree(direct, tree, key);
+	if (rc != 0) {
+		count(d, JC_CTR_bad_requests, rc == JC_EINVAL);
+		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
+		jc__conn_done(conn);
+		jc__req_clear(req);
+		inc_free(inc);
+		return;
+	}
+	count(d, JC_CTR_tree_requests, 1);
+	request_with_key(d, conn, req, key, direct, inc, t0);
 }
 
 /*
@@ -903,10 +993,11 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		snprintf(err, sizeof(err), "NVRTC %s does not support %s; it supports %s",
 			 d->tc.nvrtc_version, req->arch, d->tc.supported_archs);
 	}
-	/* Trust model (DESIGN): the daemon opens paths a request names only for
-	 * its own uid (and root); another uid must send its headers in memory. */
+	/* Trust model (docs/ARCHITECTURE.md): the daemon opens paths a request
+	 * names only for its own uid (and root); another uid's client reads its
+	 * include directories itself and sends the files (a tree). */
 	uid_t peer = jc__conn_uid(conn);
-	if (rc == 0 && needed && peer != geteuid() && peer != 0) {
+	if (rc == 0 && needed && !req->tree_round && peer != geteuid() && peer != 0) {
 		rc = JC_EDENIED;
 		snprintf(err, sizeof(err), "this daemon reads include directories and absolute "
 			 "#include paths only for its own uid; send the headers in memory");
@@ -916,6 +1007,10 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__conn_done(conn);
 		jc__req_clear(req);
+		return;
+	}
+	if (req->tree_round) {
+		tree_request(d, conn, req, key, t0);
 		return;
 	}
 	const uint8_t *known = needed ? keymemo_get(d, key) : key;

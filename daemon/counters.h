@@ -28,6 +28,7 @@
 	X(include_uncached, "compiles served but not stored: an include file changed") \
 	X(deps_mismatch, "compiles served but not stored: NVRTC read a file the key does not cover") \
 	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)") \
+	X(tree_requests, "requests whose client read and sent its include directories (a tree)") \
 	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound")
 
 enum jc_counter {

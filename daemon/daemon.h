@@ -85,6 +85,7 @@ struct jc_flight {
 	int uncached;             /* an include file changed: served, not stored */
 	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
 	int learned;              /* the key was learnt from what NVRTC read (store_key) */
+	int tree_missing;         /* a client-read tree lacked a file NVRTC read: fails (errmsg) */
 	char learned_from[512];   /* the first access the include set missed (for the log) */
 };
 

@@ -9,10 +9,12 @@
  *   1. JC_KEY_FORMAT, job, output (u32 each)
  *   2. source name, source bytes
  *   3. in-memory headers sorted by name (strcmp): name, bytes for each
- *   4. the include_dirs path strings, in order (the -I options themselves
- *      enter with item 5); the CONTENT of what a compile reads from disk
- *      enters through jc__key_with_tree() (see below and includes.h)
- *   5. options, in the order given
+ *   4. the number of include_dirs; their paths and the CONTENT of what a
+ *      compile reads from disk (or a client-read tree, req.h) enter through
+ *      jc__key_with_tree() with jc__inc_key_digest() (see below and
+ *      includes.h), so that the same bytes elsewhere share the key
+ *   5. options, in the order given; an -I option (any form) as the index of
+ *      its directory
  *   6. target architecture string, exactly as given ("sm_90a")
  *   7. name expressions sorted (strcmp); duplicates kept, so "&f","&f" and
  *      "&f" are distinct keys (conservative: a miss, never a wrong hit)
@@ -38,7 +40,7 @@
 #include "req.h"
 #include "toolchain.h"
 
-#define JC_KEY_FORMAT 2
+#define JC_KEY_FORMAT 3
 
 /*
  * Checks a request before it is keyed or sent. JC_EINVAL for:

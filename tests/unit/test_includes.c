@@ -115,6 +115,62 @@ static int kind_of(const struct fx *f, const struct jc_inc_set *set, const char 
 	return 0;
 }
 
+/* The key's view of a tree: the same bytes under other directories agree;
+ * a change, nested directories or a file outside them do not. */
+static void key_digest_of(const struct fx *f, const char *src, const char *const *dirs, uint8_t out[16])
+{
+	struct jc_req r;
+	struct jc_inc_set set;
+	make_req(f, &r, src, dirs);
+	scan(f, &r, &set);
+	assert_int_equal(jc__inc_key_digest(&set, &r.include_dirs, out), 0);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
+static void test_key_digest(void **state)
+{
+	struct fx *f = *state;
+	const char *src = "#include <a.h>\n#include \"sub/b.h\"\n";
+	put_file(f, "u1/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "u1/inc/c.h", "int c;\n");
+	put_file(f, "u1/other/sub/b.h", "int b;\n");
+	put_file(f, "u2/x/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "u2/x/inc/c.h", "int c;\n");
+	put_file(f, "u2/y/sub/b.h", "int b;\n");
+	settle();
+	uint8_t d1[16], d2[16], d3[16], d4[16];
+	key_digest_of(f, src, (const char *const[]){"u1/inc", "u1/other", NULL}, d1);
+	key_digest_of(f, src, (const char *const[]){"u2/x/inc", "u2/y", NULL}, d2);
+	assert_memory_equal(d1, d2, 16);
+	/* the order of the directories is part of the search */
+	key_digest_of(f, src, (const char *const[]){"u2/y", "u2/x/inc", NULL}, d3);
+	assert_memory_not_equal(d1, d3, 16);
+	put_file(f, "u2/x/inc/c.h", "int c2;\n");
+	settle();
+	key_digest_of(f, src, (const char *const[]){"u2/x/inc", "u2/y", NULL}, d3);
+	assert_memory_not_equal(d1, d3, 16);
+	/* nested directories: the paths are the key */
+	key_digest_of(f, src, (const char *const[]){"u1", "u1/inc", NULL}, d3);
+	key_digest_of(f, src, (const char *const[]){"u2", "u2/x/inc", NULL}, d4);
+	assert_memory_not_equal(d3, d4, 16);
+	/* a file outside the directories: its path is the key */
+	char abs_src[600];
+	snprintf(abs_src, sizeof(abs_src), "#include \"%s/u1/inc/c.h\"\n", f->root);
+	key_digest_of(f, abs_src, (const char *const[]){"u1/inc", NULL}, d3);
+	key_digest_of(f, abs_src, (const char *const[]){"u2/x/inc", NULL}, d4);
+	assert_memory_not_equal(d3, d4, 16);
+	size_t dir;
+	const char *rel;
+	struct jc_strv dirs = {(char *[]){"/a/b/", "/c"}, 2};
+	assert_int_equal(jc__inc_rel(&dirs, "/a/b/x/y.h", &dir, &rel), 1);
+	assert_int_equal(dir, 0);
+	assert_string_equal(rel, "x/y.h");
+	assert_int_equal(jc__inc_rel(&dirs, "/c/../y.h", &dir, &rel), 0);
+	assert_int_equal(jc__inc_rel(&dirs, "/cc/y.h", &dir, &rel), 0);
+	assert_int_equal(jc__inc_rel(&dirs, "/c//y.h", &dir, &rel), 0);
+}
+
 static void test_directives(void **state)
 {
 	struct fx *f = *state;
@@ -625,6 +681,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_directives, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_key_digest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_search_path_and_shadowing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memo_and_settle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_computed_fallback, setup, teardown),

@@ -847,6 +847,104 @@ int jc__inc_set_finish(struct jc_inc_set *set)
 	return rc;
 }
 
+int jc__inc_rel_valid(const char *rel)
+{
+	for (const char *p = rel;;) {
+		const char *e = strchrnul(p, '/');
+		size_t l = (size_t)(e - p);
+		if (l == 0 || (l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		if (!*e)
+			return 1;
+		p = e + 1;
+	}
+}
+
+/* Length of dir without one trailing '/' (the scan joins it so). */
+static size_t dir_len(const char *dir)
+{
+	size_t l = strlen(dir);
+	return l > 1 && dir[l - 1] == '/' ? l - 1 : l;
+}
+
+int jc__inc_rel(const struct jc_strv *dirs, const char *path, size_t *dir, const char **rel)
+{
+	for (size_t i = 0; i < dirs->n; i++) {
+		size_t l = dir_len(dirs->v[i]);
+		if (strncmp(path, dirs->v[i], l) == 0 && path[l] == '/' &&
+		    jc__inc_rel_valid(path + l + 1)) {
+			*dir = i;
+			*rel = path + l + 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* 1 when no directory of dirs is lexically inside (or equal to) another. */
+static int dirs_disjoint(const struct jc_strv *dirs)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	for (size_t i = 0; i < dirs->n; i++)
+		for (size_t j = 0; j < dirs->n; j++) {
+			if (i == j)
+				continue;
+			if (jc__path_lexical(dirs->v[i], a, sizeof(a), 0) != 0 ||
+			    jc__path_lexical(dirs->v[j], b, sizeof(b), 0) != 0)
+				return 0;
+			size_t l = strlen(a);
+			if (strncmp(a, b, l) == 0 && (b[l] == '/' || b[l] == '\0' || l == 1))
+				return 0;
+		}
+	return 1;
+}
+
+int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16])
+{
+	int rel = dirs_disjoint(dirs);
+	for (size_t i = 0; rel && i < set->n; i++) {
+		size_t d;
+		const char *r;
+		rel = set->v[i].kind == JC_INC_TOOLKIT || jc__inc_rel(dirs, set->v[i].path, &d, &r);
+	}
+	struct bytes b = {0};
+	uint8_t head0[9] = {rel ? 2 : 3};
+	for (int j = 0; j < 8; j++)
+		head0[1 + j] = (uint8_t)((uint64_t)dirs->n >> (8 * j));
+	int rc = bytes_add(&b, head0, sizeof(head0));
+	for (size_t i = 0; rc == 0 && rel && i < set->n; i++) {
+		const struct jc_inc_entry *e = &set->v[i];
+		size_t d = 0;
+		const char *r = e->path;
+		if (e->kind != JC_INC_TOOLKIT)
+			jc__inc_rel(dirs, e->path, &d, &r);
+		uint8_t head[17] = {e->kind};
+		uint64_t len = strlen(r);
+		for (int j = 0; j < 8; j++) {
+			head[1 + j] = (uint8_t)((uint64_t)d >> (8 * j));
+			head[9 + j] = (uint8_t)(len >> (8 * j));
+		}
+		rc = bytes_add(&b, head, sizeof(head));
+		rc = rc ?: bytes_add(&b, r, len);
+		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
+			rc = bytes_add(&b, e->hash, 16);
+	}
+	for (size_t i = 0; rc == 0 && !rel && i < dirs->n; i++) {
+		uint64_t len = strlen(dirs->v[i]);
+		uint8_t head[8];
+		for (int j = 0; j < 8; j++)
+			head[j] = (uint8_t)(len >> (8 * j));
+		rc = bytes_add(&b, head, sizeof(head));
+		rc = rc ?: bytes_add(&b, dirs->v[i], len);
+	}
+	if (rc == 0 && !rel)
+		rc = bytes_add(&b, set->digest, 16);
+	if (rc == 0)
+		hash128(b.p, b.n, out);
+	free(b.p);
+	return rc;
+}
+
 /* --- a string set (for the scan's bookkeeping) ------------------------------------------ */
 
 struct sset {

@@ -193,6 +193,33 @@ int jc__inc_set_add(struct jc_inc_set *set, const char *path, size_t path_len, u
 int jc__inc_set_finish(struct jc_inc_set *set);
 
 /*
+ * Where a path sits in the include search: 1 when path is dirs->v[*dir]
+ * (one trailing '/' of the directory ignored) followed by "/" and *rel,
+ * whose components are all non-empty and neither "." nor ".." (a valid
+ * "I/REL" name of a client-read tree, req.h); the first such directory in
+ * order. 0 otherwise. *rel points into path. Thread-safe.
+ */
+int jc__inc_rel(const struct jc_strv *dirs, const char *path, size_t *dir, const char **rel);
+
+/* 1 when rel is a valid relative tree path (see jc__inc_rel), else 0. */
+int jc__inc_rel_valid(const char *rel);
+
+/*
+ * The include tree as the cache key sees it (key.h, item 4), into out[16].
+ * Where it can be, it is independent of where the -I directories are, so
+ * that the same bytes under different directories (two users' checkouts, a
+ * per-user daemon reading them and a system daemon sent them by the client)
+ * get one key: when no directory of dirs lies lexically inside (or equals)
+ * another and every entry but the TOOLKIT ones is jc__inc_rel() of one of
+ * them, the digest is over (kind, directory index, relative path, hash) of
+ * every entry, the TOOLKIT ones by their path. Otherwise it is over the
+ * directory strings and set->digest (absolute). JC_ENOMEM or 0. The
+ * artifact may still name the paths of the compile that made it (__FILE__,
+ * -lineinfo, -G): README, "Keys of include trees". Thread-safe.
+ */
+int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16]);
+
+/*
  * Dependency truth (docs/ARCHITECTURE.md): deps (n_deps, borrowed) is what
  * the worker recorded NVRTC doing in the compile (req.h, struct jc_dep); set
  * (may be NULL: nothing on disk) the include set the key was made from.

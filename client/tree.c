@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client-read include trees (client_internal.h; README, "A daemon shared by
+ * a team"): the client scans its own include directories with the daemon's
+ * scanner (common/includes.c) and sends what a compile may read, as
+ * "I/REL" names of its -I directories, so that a daemon of another uid
+ * opens none of the client's paths.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "client_internal.h"
+#include "includes.h"
+#include "jitcache/jitcache.h"
+#include "util.h"
+
+/* As the daemon's scan (daemon/cache.c), and the frame holds the bytes. */
+#define TREE_MAX_ENTRIES 200000
+#define TREE_MAX_FILE_SIZE (64u << 20)
+#define TREE_MEMO_FILES 65536
+
+/* Reads path whole into *data (malloc'd) when its bytes still hash to
+ * hash; JC_EIO with a message otherwise. */
+static int read_checked(const char *path, const uint8_t hash[16], uint8_t **data, size_t *size,
+			char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > TREE_MAX_FILE_SIZE) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return jc__fail(err, errlen, JC_EIO, "cannot read include file %s: %s", path,
+				fd >= 0 ? "not a regular file of at most 64 MiB" : strerror(e));
+	}
+	*size = (size_t)st.st_size;
+	*data = malloc(*size ? *size : 1);
+	ssize_t got = *data ? 0 : -1;
+	while (got >= 0 && (size_t)got < *size) {
+		ssize_t r = read(fd, *data + got, *size - (size_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		got = r <= 0 ? -1 : got + r;
+	}
+	close(fd);
+	XXH128_canonical_t c;
+	if (got == (ssize_t)*size)
+		XXH128_canonicalFromHash(&c, XXH3_128bits(*data, *size));
+	if (got != (ssize_t)*size || memcmp(c.digest, hash, 16) != 0) {
+		free(*data);
+		*data = NULL;
+		return jc__fail(err, errlen, JC_EIO, "include file %s changed while it was sent; try again",
+				path);
+	}
+	return 0;
+}
+
+int jc__tree_build(struct jc_inc_memo **memo, const struct jc_req *in, int bytes, struct jc_req *out,
+		   char *err, size_t errlen)
+{
+	*out = *in;
+	out->tree = NULL;
+	out->n_tree = 0;
+	if (!*memo && jc__inc_memo_new(TREE_MEMO_FILES, memo) != 0)
+		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
+	const struct jc_inc_ctx ctx = {.memo = *memo, .max_entries = TREE_MAX_ENTRIES,
+				       .max_file_size = TREE_MAX_FILE_SIZE};
+	struct jc_inc_set set;
+	int rc = jc__inc_scan(in, &ctx, &set, err, errlen);
+	if (rc == 0 && set.fallback)
+		rc = jc__fail(err, errlen, JC_EINVAL, "a computed #include (a macro) needs whole include "
+			      "directories, which are not sent to a daemon of another uid; name the header "
+			      "literally, or use a per-user daemon");
+	struct jc_blob *tree = NULL;
+	size_t n = 0;
+	for (size_t i = 0; rc == 0 && i < set.n; i++) {
+		const struct jc_inc_entry *e = &set.v[i];
+		size_t dir;
+		const char *rel;
+		if (!jc__inc_rel(&in->include_dirs, e->path, &dir, &rel) ||
+		    (e->kind != JC_INC_FILE && e->kind != JC_INC_ABSENT)) {
+			rc = jc__fail(err, errlen, JC_EINVAL, "%s is outside the include directories (an "
+				      "absolute #include, or a \"..\"): a daemon of another uid is sent only "
+				      "files under -I directories", e->path);
+			break;
+		}
+		char name[PATH_MAX + 24];
+		snprintf(name, sizeof(name), "%zu/%s", dir, rel);
+		uint8_t *data = NULL;
+		size_t size = 0;
+		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT : bytes ? JC_TREE_FILE : JC_TREE_HASH;
+		if (type == JC_TREE_FILE)
+			rc = read_checked(e->path, e->hash, &data, &size, err, errlen);
+		rc = rc ?: jc__blob_push(&tree, &n, name, type == JC_TREE_HASH ? e->hash : data,
+					 type == JC_TREE_HASH ? 16 : size, type);
+		free(data);
+		if (rc == JC_ENOMEM)
+			jc__fail(err, errlen, rc, "out of memory");
+	}
+	jc__inc_set_clear(&set);
+	out->tree = tree;
+	out->n_tree = n;
+	out->tree_round = bytes ? JC_TREE_BYTES : JC_TREE_LOOKUP;
+	if (rc != 0)
+		jc__tree_clear(out);
+	return rc;
+}
+
+void jc__tree_clear(struct jc_req *view)
+{
+	for (size_t i = 0; i < view->n_tree; i++) {
+		free(view->tree[i].name);
+		free(view->tree[i].data);
+	}
+	free(view->tree);
+	view->tree = NULL;
+	view->n_tree = 0;
+	view->tree_round = JC_TREE_NONE;
+}
