@@ -749,8 +749,15 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
 	} else if (req->tree_round == JC_TREE_LOOKUP) {
-		/* A client-read tree by hashes found nothing: the client sends the bytes. */
-		jc__conn_send_error(conn, JC_ENOTFOUND, "no entry for these headers: send their bytes");
+		/* A client-read tree by hashes found nothing: the client sends the
+		 * bytes on this connection (a RESULT: an ERROR would close it). */
+		struct jc_res miss;
+		jc__res_init(&miss);
+		miss.status = JC_ENOTFOUND;
+		miss.cache = JC_CACHE_MISS;
+		miss.message = "no entry for these headers: send their bytes";
+		memcpy(miss.key, key, 16);
+		jc__conn_send_result(conn, &miss, -1);
 		jc__conn_done(conn);
 	} else if (start_flight(d, conn, key, inc ? direct : NULL, req, &inc, t0, bad ? bad_object : NULL) != 0) {
 		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");

@@ -264,7 +264,8 @@ static void need_user(void)
 	}
 }
 
-/* Another uid: every form is refused before NVRTC runs; nothing leaks. */
+/* Another uid: every form is refused before NVRTC runs (by the daemon, or by the
+ * client, which reads its include directories for a daemon of another uid); nothing leaks. */
 static void test_other_uid_refused(void **state)
 {
 	struct jc_test_daemon *d = *state;
@@ -293,7 +294,10 @@ static void test_other_uid_refused(void **state)
 			int rc = ctl_as_user(d, name, src, extra, &out);
 			if (rc == 0 || strstr(out, SECRET) || strstr(out, "31337") || strstr(out, ENV_SECRET))
 				fail_msg("%s of %s: exit %d, output:\n%s", form_names[f], targets[t], rc, out);
-			if (f != ABS_NAME && !strstr(out, "only for its own uid"))
+			/* refused by the daemon, or by the client that reads for it
+			 * (with the user's own rights: the secret is not theirs) */
+			if (f != ABS_NAME && !strstr(out, "only for its own uid") &&
+			    !strstr(out, "a daemon of another uid") && !strstr(out, "Permission denied"))
 				fail_msg("%s of %s: not refused as expected:\n%s", form_names[f], targets[t], out);
 			free(out);
 		}

@@ -114,7 +114,7 @@ static void test_member_reaches_socket_only(void **state)
 	char *out = NULL;
 	/* The victim compiles through the socket (her log and source name go
 	 * into the index). */
-	int rc = as_user(d, victim, &out, "%s --socket %s compile %s --arch sm_90", ctl,
+	int rc = as_user(d, victim, &out, "%s --socket %s compile %s --arch sm_90 -o /dev/null", ctl,
 			 d->sock, src);
 	if (rc != 0)
 		fprintf(stderr, "victim's compile: %s\n", out);
