@@ -84,8 +84,8 @@ int jc__tree_build(struct jc_inc_memo **memo, const struct jc_req *in, int bytes
 	for (size_t i = 0; rc == 0 && i < set.n; i++) {
 		const struct jc_inc_entry *e = &set.v[i];
 		size_t dir;
-		const char *rel;
-		if (!jc__inc_rel(&in->include_dirs, e->path, &dir, &rel) ||
+		char rel[PATH_MAX];
+		if (!jc__inc_rel(&in->include_dirs, e->path, &dir, rel, sizeof(rel)) || !rel[0] ||
 		    (e->kind != JC_INC_FILE && e->kind != JC_INC_ABSENT)) {
 			rc = jc__fail(err, errlen, JC_EINVAL, "%s is outside the include directories (an "
 				      "absolute #include, or a \"..\"): a daemon of another uid is sent only "

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -860,82 +861,105 @@ int jc__inc_rel_valid(const char *rel)
 	}
 }
 
-/* Length of dir without one trailing '/' (the scan joins it so). */
-static size_t dir_len(const char *dir)
+/* The part of path (lexical form) below dir (lexical form): NULL when dir
+ * is not path or an ancestor of it; "" when equal. */
+static const char *below(const char *dir, const char *path)
 {
 	size_t l = strlen(dir);
-	return l > 1 && dir[l - 1] == '/' ? l - 1 : l;
+	if (l == 1) /* "/" */
+		return path + 1;
+	if (strncmp(dir, path, l) != 0 || (path[l] != '/' && path[l] != '\0'))
+		return NULL;
+	return path[l] ? path + l + 1 : path + l;
 }
 
-int jc__inc_rel(const struct jc_strv *dirs, const char *path, size_t *dir, const char **rel)
+/* 1 when dirs->v[i] is a top directory: inside no other, the first of its
+ * equals. -1 when one of them has no lexical form (too long). */
+static int is_top(const struct jc_strv *dirs, size_t i)
 {
+	char a[PATH_MAX], b[PATH_MAX];
+	if (jc__path_lexical(dirs->v[i], a, sizeof(a), 0) != 0)
+		return -1;
+	for (size_t k = 0; k < dirs->n; k++) {
+		if (k == i)
+			continue;
+		if (jc__path_lexical(dirs->v[k], b, sizeof(b), 0) != 0)
+			return -1;
+		const char *r = below(b, a);
+		if (r && (*r || k < i))
+			return 0;
+	}
+	return 1;
+}
+
+int jc__inc_top(const struct jc_strv *dirs, size_t i)
+{
+	return i < dirs->n && is_top(dirs, i) == 1;
+}
+
+int jc__inc_rel(const struct jc_strv *dirs, const char *path, size_t *top, char *rel, size_t len)
+{
+	char p[PATH_MAX], d[PATH_MAX];
+	if (jc__path_lexical(path, p, sizeof(p), 0) != 0)
+		return 0;
 	for (size_t i = 0; i < dirs->n; i++) {
-		size_t l = dir_len(dirs->v[i]);
-		if (strncmp(path, dirs->v[i], l) == 0 && path[l] == '/' &&
-		    jc__inc_rel_valid(path + l + 1)) {
-			*dir = i;
-			*rel = path + l + 1;
-			return 1;
-		}
+		const char *r;
+		if (is_top(dirs, i) != 1 || jc__path_lexical(dirs->v[i], d, sizeof(d), 0) != 0 ||
+		    !(r = below(d, p)))
+			continue;
+		if ((*r && !jc__inc_rel_valid(r)) || strlen(r) >= len)
+			return 0;
+		*top = i;
+		snprintf(rel, len, "%s", r);
+		return 1;
 	}
 	return 0;
 }
 
-/* 1 when no directory of dirs is lexically inside (or equal to) another. */
-static int dirs_disjoint(const struct jc_strv *dirs)
+/* Appends u64le v to b. */
+static int bytes_u64(struct bytes *b, uint64_t v)
 {
-	char a[PATH_MAX], b[PATH_MAX];
-	for (size_t i = 0; i < dirs->n; i++)
-		for (size_t j = 0; j < dirs->n; j++) {
-			if (i == j)
-				continue;
-			if (jc__path_lexical(dirs->v[i], a, sizeof(a), 0) != 0 ||
-			    jc__path_lexical(dirs->v[j], b, sizeof(b), 0) != 0)
-				return 0;
-			size_t l = strlen(a);
-			if (strncmp(a, b, l) == 0 && (b[l] == '/' || b[l] == '\0' || l == 1))
-				return 0;
-		}
-	return 1;
+	uint8_t le[8];
+	for (int j = 0; j < 8; j++)
+		le[j] = (uint8_t)(v >> (8 * j));
+	return bytes_add(b, le, sizeof(le));
+}
+
+/* Appends u64le length and the bytes of s. */
+static int bytes_str(struct bytes *b, const char *s)
+{
+	return bytes_u64(b, strlen(s)) ?: bytes_add(b, s, strlen(s));
 }
 
 int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16])
 {
-	int rel = dirs_disjoint(dirs);
-	for (size_t i = 0; rel && i < set->n; i++) {
-		size_t d;
-		const char *r;
-		rel = set->v[i].kind == JC_INC_TOOLKIT || jc__inc_rel(dirs, set->v[i].path, &d, &r);
-	}
+	char r[PATH_MAX];
+	size_t t;
+	int rel = 1;
+	for (size_t i = 0; rel && i < dirs->n; i++)
+		rel = jc__inc_rel(dirs, dirs->v[i], &t, r, sizeof(r));
+	for (size_t i = 0; rel && i < set->n; i++)
+		rel = set->v[i].kind == JC_INC_TOOLKIT || jc__inc_rel(dirs, set->v[i].path, &t, r, sizeof(r));
 	struct bytes b = {0};
-	uint8_t head0[9] = {rel ? 2 : 3};
-	for (int j = 0; j < 8; j++)
-		head0[1 + j] = (uint8_t)((uint64_t)dirs->n >> (8 * j));
-	int rc = bytes_add(&b, head0, sizeof(head0));
+	uint8_t format = rel ? 2 : 3;
+	int rc = bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n);
+	for (size_t i = 0; rc == 0 && i < dirs->n; i++) {
+		if (rel) {
+			jc__inc_rel(dirs, dirs->v[i], &t, r, sizeof(r));
+			rc = bytes_u64(&b, t) ?: bytes_str(&b, r);
+		} else {
+			rc = bytes_str(&b, dirs->v[i]);
+		}
+	}
 	for (size_t i = 0; rc == 0 && rel && i < set->n; i++) {
 		const struct jc_inc_entry *e = &set->v[i];
-		size_t d = 0;
-		const char *r = e->path;
+		t = SIZE_MAX;
+		snprintf(r, sizeof(r), "%s", e->path);
 		if (e->kind != JC_INC_TOOLKIT)
-			jc__inc_rel(dirs, e->path, &d, &r);
-		uint8_t head[17] = {e->kind};
-		uint64_t len = strlen(r);
-		for (int j = 0; j < 8; j++) {
-			head[1 + j] = (uint8_t)((uint64_t)d >> (8 * j));
-			head[9 + j] = (uint8_t)(len >> (8 * j));
-		}
-		rc = bytes_add(&b, head, sizeof(head));
-		rc = rc ?: bytes_add(&b, r, len);
+			jc__inc_rel(dirs, e->path, &t, r, sizeof(r));
+		rc = bytes_add(&b, &e->kind, 1) ?: bytes_u64(&b, t) ?: bytes_str(&b, r);
 		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
 			rc = bytes_add(&b, e->hash, 16);
-	}
-	for (size_t i = 0; rc == 0 && !rel && i < dirs->n; i++) {
-		uint64_t len = strlen(dirs->v[i]);
-		uint8_t head[8];
-		for (int j = 0; j < 8; j++)
-			head[j] = (uint8_t)(len >> (8 * j));
-		rc = bytes_add(&b, head, sizeof(head));
-		rc = rc ?: bytes_add(&b, dirs->v[i], len);
 	}
 	if (rc == 0 && !rel)
 		rc = bytes_add(&b, set->digest, 16);

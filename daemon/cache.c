@@ -889,6 +889,11 @@ static void key_after_cb(uv_work_t *w, int status)
 	free(j);
 }
 
+static int cmp_entry_path(const void *a, const void *b)
+{
+	return strcmp(((const struct jc_inc_entry *)a)->path, ((const struct jc_inc_entry *)b)->path);
+}
+
 /*
  * A client-read tree (req.h): the include set it describes, under the
  * client's directory strings (never opened), each file's hash computed here
@@ -923,10 +928,12 @@ static int tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err,
 				     b->type == JC_TREE_ABSENT ? NULL : hash);
 		free(path);
 	}
-	rc = rc ?: jc__inc_set_finish(out);
+	if (rc == 0 && out->n)
+		qsort(out->v, out->n, sizeof(*out->v), cmp_entry_path);
 	for (size_t i = 1; rc == 0 && i < out->n; i++)
-		if (strcmp(out->v[i - 1].path, out->v[i].path) == 0)
+		if (cmp_entry_path(&out->v[i - 1], &out->v[i]) == 0)
 			rc = jc__fail(err, errlen, JC_EINVAL, "tree: %s sent twice", out->v[i].path);
+	rc = rc ?: jc__inc_set_finish(out);
 	if (rc == JC_ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	return rc;

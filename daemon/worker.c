@@ -39,6 +39,7 @@
 #include "util.h"
 #include "worker.h"
 #include "worker_fs.h"
+#include "includes.h"
 
 /* --memory-limit: bytes of address space allowed beyond the start-up size (0: none). */
 static uint64_t mem_limit;
@@ -280,11 +281,20 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 				strerror(errno));
 	}
 	struct jc_strv opts = {0}, dirs = {0};
-	char path[PATH_MAX + 16];
+	char path[2 * PATH_MAX + 32];
 	int rc = 0;
+	/* include dir j is TREE/T/REL of its top directory T (includes.h) */
 	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++) {
-		snprintf(path, sizeof(path), "%s/%zu", tree_root, i);
-		rc = mkdir(path, 0700) == 0 ? jc__strv_push(&dirs, path)
+		size_t top;
+		char rel[PATH_MAX];
+		if (!jc__inc_rel(&req->include_dirs, req->include_dirs.v[i], &top, rel, sizeof(rel))) {
+			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s: no lexical form",
+				      req->include_dirs.v[i]);
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%zu%s%s/", tree_root, top, rel[0] ? "/" : "", rel);
+		rc = tree_mkdirs(path, strlen(tree_root) + 1) == 0
+		     ? (path[strlen(path) - 1] = '\0', jc__strv_push(&dirs, path))
 		     : jc__fail(err, errlen, JC_EIO, "mkdir %s: %s", path, strerror(errno));
 	}
 	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {

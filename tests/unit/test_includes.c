@@ -150,9 +150,21 @@ static void test_key_digest(void **state)
 	settle();
 	key_digest_of(f, src, (const char *const[]){"u2/x/inc", "u2/y", NULL}, d3);
 	assert_memory_not_equal(d1, d3, 16);
-	/* nested directories: the paths are the key */
-	key_digest_of(f, src, (const char *const[]){"u1", "u1/inc", NULL}, d3);
-	key_digest_of(f, src, (const char *const[]){"u2", "u2/x/inc", NULL}, d4);
+	/* nested directories: the same tree under other top directories agrees */
+	put_file(f, "n1/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "n1/inc/c.h", "int c;\n");
+	put_file(f, "n1/sub/b.h", "int b;\n");
+	put_file(f, "n2/deep/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "n2/deep/inc/c.h", "int c;\n");
+	put_file(f, "n2/deep/sub/b.h", "int b;\n");
+	settle();
+	key_digest_of(f, src, (const char *const[]){"n1", "n1/inc", NULL}, d3);
+	key_digest_of(f, src, (const char *const[]){"n2/deep", "n2/deep/inc", NULL}, d4);
+	assert_memory_equal(d3, d4, 16);
+	/* a trailing slash is the same directory; another nesting is not */
+	key_digest_of(f, src, (const char *const[]){"n1", "n1/inc/", NULL}, d4);
+	assert_memory_equal(d3, d4, 16);
+	key_digest_of(f, src, (const char *const[]){"u1", "u1/inc", NULL}, d4);
 	assert_memory_not_equal(d3, d4, 16);
 	/* a file outside the directories: its path is the key */
 	char abs_src[600];
@@ -161,14 +173,20 @@ static void test_key_digest(void **state)
 	key_digest_of(f, abs_src, (const char *const[]){"u2/x/inc", NULL}, d4);
 	assert_memory_not_equal(d3, d4, 16);
 	size_t dir;
-	const char *rel;
-	struct jc_strv dirs = {(char *[]){"/a/b/", "/c"}, 2};
-	assert_int_equal(jc__inc_rel(&dirs, "/a/b/x/y.h", &dir, &rel), 1);
+	char rel[64];
+	struct jc_strv dirs = {(char *[]){"/a/b/", "/c", "/a/b/x", "/c/"}, 4};
+	assert_int_equal(jc__inc_top(&dirs, 0), 1);
+	assert_int_equal(jc__inc_top(&dirs, 1), 1);
+	assert_int_equal(jc__inc_top(&dirs, 2), 0);
+	assert_int_equal(jc__inc_top(&dirs, 3), 0); /* equal to an earlier one */
+	assert_int_equal(jc__inc_rel(&dirs, "/a/b/x/y.h", &dir, rel, sizeof(rel)), 1);
 	assert_int_equal(dir, 0);
 	assert_string_equal(rel, "x/y.h");
-	assert_int_equal(jc__inc_rel(&dirs, "/c/../y.h", &dir, &rel), 0);
-	assert_int_equal(jc__inc_rel(&dirs, "/cc/y.h", &dir, &rel), 0);
-	assert_int_equal(jc__inc_rel(&dirs, "/c//y.h", &dir, &rel), 0);
+	assert_int_equal(jc__inc_rel(&dirs, "/c//./y.h", &dir, rel, sizeof(rel)), 1);
+	assert_int_equal(dir, 1);
+	assert_string_equal(rel, "y.h");
+	assert_int_equal(jc__inc_rel(&dirs, "/c/../y.h", &dir, rel, sizeof(rel)), 0);
+	assert_int_equal(jc__inc_rel(&dirs, "/cc/y.h", &dir, rel, sizeof(rel)), 0);
 }
 
 static void test_directives(void **state)
