@@ -178,7 +178,8 @@ static const char *examples_dir(void)
 	return e && *e ? e : JC_BENCH_EXAMPLES;
 }
 
-static jc_request *example_request(const char *file, const char *expr, int cub)
+/* file's request; with cccl (a directory holding cub/), -std=c++17 -Icccl. */
+static jc_request *example_request(const char *file, const char *expr, const char *cccl)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", examples_dir(), file);
@@ -193,10 +194,9 @@ static jc_request *example_request(const char *file, const char *expr, int cub)
 	rc = rc ?: jc_request_set_source(r, file, src, n);
 	rc = rc ?: jc_request_set_arch(r, "sm_90");
 	rc = rc ?: jc_request_add_name_expression(r, expr);
-	if (cub) {
-		const char *cuda = getenv("CUDA_PATH");
+	if (cccl) {
 		char inc[PATH_MAX + 32];
-		snprintf(inc, sizeof(inc), "-I%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
+		snprintf(inc, sizeof(inc), "-I%s", cccl);
 		rc = rc ?: jc_request_add_option(r, "-std=c++17");
 		rc = rc ?: jc_request_add_option(r, inc);
 		rc = rc ?: jc_request_add_include_dir(r, inc + 2);
@@ -273,6 +273,44 @@ static void hit_figures(const char *tag, const char *label, const struct bench_o
 	fig(k, "us", dup.p50, "  instead of a dup of a kept descriptor, %s", label);
 }
 
+/*
+ * -I of a CCCL-sized tree outside the toolkit (a copy of its cccl/, about
+ * 1700 files): the hit of a per-user daemon, which re-checks the tree
+ * itself (manifest, hash memo), beside the hit of a client that reads the
+ * tree for a daemon of another uid (JITCACHE_SEND_HEADERS=1: its scan with
+ * the hash memo, then the hashes sent), same daemon, same request.
+ */
+static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char *toolkit_cccl,
+			      size_t iters)
+{
+	char copy[PATH_MAX + 32];
+	snprintf(copy, sizeof(copy), "%s/cccl-copy", d->root);
+	char cmd[3 * PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", toolkit_cccl, copy);
+	if (system(cmd) != 0)
+		bench_die("cannot copy %s", toolkit_cccl);
+	fprintf(stderr, "user include tree (%s)...\n", copy);
+	jc_request *r = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", copy);
+	struct bench_object o;
+	struct bench_lat own, sent, raw;
+	bench_fetch(cl, r, d->cache, &o);
+	bench_hits_vs_raw(cl, r, &o, iters, &own, &raw);
+	setenv("JITCACHE_SEND_HEADERS", "1", 1);
+	jc_client *reader = bench_connect(d);
+	unsetenv("JITCACHE_SEND_HEADERS");
+	bench_fetch(reader, r, d->cache, &o); /* the same key: a hit */
+	bench_hits_vs_raw(reader, r, &o, iters, &sent, &raw);
+	jc_client_close(reader);
+	jc_request_free(r);
+	fig("hit_usertree_p50_us", "us", own.p50, "hit p50, CUB with -I a CCCL copy, daemon reads the tree");
+	fig("hit_usertree_p99_us", "us", own.p99, "hit p99, same");
+	fig("hit_clienttree_p50_us", "us", sent.p50, "hit p50, same, the client reads the tree (system daemon)");
+	fig("hit_clienttree_p99_us", "us", sent.p99, "hit p99, same");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", copy);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", copy);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: jitcache-bench [--quick] [--json]\n"
@@ -317,8 +355,12 @@ int main(int argc, char **argv)
 
 	/* 6. NVRTC compile times (the first requests are the misses). */
 	jc_request *small = bench_tiny_request(0);
-	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", 0);
-	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", 1) : NULL;
+	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", NULL);
+	const char *cuda = getenv("CUDA_PATH");
+	char toolkit_cccl[PATH_MAX];
+	snprintf(toolkit_cccl, sizeof(toolkit_cccl), "%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
+	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", toolkit_cccl)
+				      : NULL;
 	struct bench_object o_small, o_saxpy, o_cub;
 	fprintf(stderr, "compiling the examples...\n");
 	bench_fetch(cl, small, d->cache, &o_small);
@@ -350,6 +392,7 @@ int main(int argc, char **argv)
 	if (cub) {
 		bench_hits_vs_raw(cl, cub, &o_cub, plan->hit_iters, &hit_l, &raw_l);
 		hit_figures("hit_large", "CUB", &o_cub, &hit_l, &raw_l, 2);
+		user_tree_figures(d, cl, toolkit_cccl, plan->hit_iters / 4);
 	}
 
 	/* The client library's paths: connect, a reconnect, the fallback. */
