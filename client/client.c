@@ -151,6 +151,16 @@ int jc__client_fd(const jc_client *c)
 	return c->fd;
 }
 
+const char *jc__client_socket(const jc_client *c)
+{
+	return c->fd >= 0 ? c->sock : "";
+}
+
+const char *jc__client_system_socket(const jc_client *c)
+{
+	return c->system_socket;
+}
+
 uint32_t jc__client_daemon_pid(const jc_client *c)
 {
 	return c->fd >= 0 ? c->daemon_pid : 0;

@@ -29,6 +29,10 @@ int jc__client_fd(const jc_client *c);
 /* What the daemon c is connected to said in its HELLO_OK: its pid (0: none
  * connected) and the cache directory it serves (NULL: none connected). */
 uint32_t jc__client_daemon_pid(const jc_client *c);
+/* The socket c is connected to ("" when none) and the system socket it
+ * would try (NULL: skipped); both borrowed from c. */
+const char *jc__client_socket(const jc_client *c);
+const char *jc__client_system_socket(const jc_client *c);
 const char *jc__client_daemon_dir(const jc_client *c);
 
 /*

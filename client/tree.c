@@ -75,32 +75,29 @@ int jc__tree_build(struct jc_inc_memo **memo, const struct jc_req *in, int bytes
 				       .max_file_size = TREE_MAX_FILE_SIZE};
 	struct jc_inc_set set;
 	int rc = jc__inc_scan(in, &ctx, &set, err, errlen);
-	if (rc == 0 && set.fallback)
-		rc = jc__fail(err, errlen, JC_EINVAL, "a computed #include (a macro) needs whole include "
-			      "directories, which are not sent to a daemon of another uid; name the header "
-			      "literally, or use a per-user daemon");
 	struct jc_blob *tree = NULL;
 	size_t n = 0;
 	for (size_t i = 0; rc == 0 && i < set.n; i++) {
 		const struct jc_inc_entry *e = &set.v[i];
 		size_t dir;
 		char rel[PATH_MAX];
-		if (!jc__inc_rel(&in->include_dirs, e->path, &dir, rel, sizeof(rel)) || !rel[0] ||
-		    (e->kind != JC_INC_FILE && e->kind != JC_INC_ABSENT)) {
+		if (!jc__inc_rel(&in->include_dirs, e->path, &dir, rel, sizeof(rel)) ||
+		    (!rel[0] && e->kind != JC_INC_DIR) || e->kind == JC_INC_TOOLKIT) {
 			rc = jc__fail(err, errlen, JC_EINVAL, "%s is outside the include directories (an "
 				      "absolute #include, or a \"..\"): a daemon of another uid is sent only "
 				      "files under -I directories", e->path);
 			break;
 		}
 		char name[PATH_MAX + 24];
-		snprintf(name, sizeof(name), "%zu/%s", dir, rel);
+		snprintf(name, sizeof(name), "%zu%s%s", dir, rel[0] ? "/" : "", rel);
 		uint8_t *data = NULL;
 		size_t size = 0;
-		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT : bytes ? JC_TREE_FILE : JC_TREE_HASH;
+		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT : e->kind == JC_INC_DIR ? JC_TREE_DIR
+				: bytes ? JC_TREE_FILE : JC_TREE_HASH;
 		if (type == JC_TREE_FILE)
 			rc = read_checked(e->path, e->hash, &data, &size, err, errlen);
-		rc = rc ?: jc__blob_push(&tree, &n, name, type == JC_TREE_HASH ? e->hash : data,
-					 type == JC_TREE_HASH ? 16 : size, type);
+		int hashed = type == JC_TREE_HASH || type == JC_TREE_DIR;
+		rc = rc ?: jc__blob_push(&tree, &n, name, hashed ? e->hash : data, hashed ? 16 : size, type);
 		free(data);
 		if (rc == JC_ENOMEM)
 			jc__fail(err, errlen, rc, "out of memory");

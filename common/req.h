@@ -70,8 +70,9 @@ struct jc_req {
 	struct jc_strv include_dirs; /* directories the daemon may scan/read */
 	/* Client-read include trees (README, "A daemon shared by a team"): the
 	 * files the client's scan of include_dirs found, sent by a client whose
-	 * daemon runs as another uid. name "I/REL": include_dirs.v[I] (decimal)
-	 * and the path relative to it (no "..", "." or empty component); type an
+	 * daemon runs as another uid. name "I/REL": include_dirs.v[I] (decimal;
+	 * a top directory: includes.h, jc__inc_top) and the path relative to it
+	 * (no "..", "." or empty component); type an
 	 * enum jc_tree_kind. With a tree_round the daemon opens none of
 	 * include_dirs: the worker compiles against a private copy. */
 	struct jc_blob *tree;
@@ -95,6 +96,11 @@ enum jc_tree_kind {
 	JC_TREE_FILE = 1,   /* data: the file's bytes */
 	JC_TREE_HASH = 2,   /* data: the XXH3-128 (canonical) of its bytes: a lookup, no compile */
 	JC_TREE_ABSENT = 3, /* no regular file there (a search candidate); no data */
+	/* A directory walked for a computed include (includes.h, JC_INC_DIR):
+	 * data the hash of its listing, as the client's scan made it; name
+	 * "I" alone for the top directory itself. The compile sees the files
+	 * sent under it, and the listing enters the key as the client's word. */
+	JC_TREE_DIR = 4,
 };
 
 enum jc_tree_round {

@@ -913,19 +913,19 @@ static int tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err,
 		size_t bl = strlen(base);
 		bl -= bl > 1 && base[bl - 1] == '/';
 		char *path;
-		if (asprintf(&path, "%.*s%s", (int)bl, base, rel) < 0)
+		if (asprintf(&path, "%.*s%s", (int)bl, base, rel) < 0) /* rel: "/REL" or "" */
 			return JC_ENOMEM;
 		uint8_t hash[16];
 		if (b->type == JC_TREE_FILE) {
 			XXH128_canonical_t c;
 			XXH128_canonicalFromHash(&c, XXH3_128bits(b->data, b->size));
 			memcpy(hash, c.digest, 16);
-		} else if (b->type == JC_TREE_HASH) {
+		} else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR) {
 			memcpy(hash, b->data, 16);
 		}
-		rc = jc__inc_set_add(out, path, strlen(path),
-				     b->type == JC_TREE_ABSENT ? JC_INC_ABSENT : JC_INC_FILE,
-				     b->type == JC_TREE_ABSENT ? NULL : hash);
+		uint8_t kind = b->type == JC_TREE_ABSENT ? JC_INC_ABSENT
+			       : b->type == JC_TREE_DIR ? JC_INC_DIR : JC_INC_FILE;
+		rc = jc__inc_set_add(out, path, strlen(path), kind, kind == JC_INC_ABSENT ? NULL : hash);
 		free(path);
 	}
 	if (rc == 0 && out->n)

@@ -301,8 +301,17 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 		const struct jc_blob *b = &req->tree[i];
 		if (b->type == JC_TREE_ABSENT)
 			continue;
-		if (b->type != JC_TREE_FILE)
-			return jc__fail(err, errlen, JC_EINVAL, "tree file %s: hashes only", b->name);
+		if (b->type == JC_TREE_DIR) { /* walked by the client: exists here too, maybe empty */
+			snprintf(path, sizeof(path), "%s/%s/", tree_root, b->name);
+			if (tree_mkdirs(path, strlen(tree_root) + 1) != 0)
+				rc = jc__fail(err, errlen, JC_EINVAL, "cannot make the sent directory %s: %s",
+					      b->name, strerror(errno));
+			continue;
+		}
+		if (b->type != JC_TREE_FILE) {
+			rc = jc__fail(err, errlen, JC_EINVAL, "tree file %s: hashes only", b->name);
+			break;
+		}
 		int n = snprintf(path, sizeof(path), "%s/%s", tree_root, b->name);
 		int fd = -1;
 		if (n < 0 || (size_t)n >= sizeof(path) || tree_mkdirs(path, strlen(tree_root) + 1) != 0 ||
