@@ -74,7 +74,7 @@ struct figure {
 	char note[96];
 };
 
-static struct figure figs[64];
+static struct figure figs[96];
 static size_t n_figs;
 
 static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)

@@ -247,6 +247,13 @@ static void test_two_users_share_the_daemon(void **state)
 	status_of(out, wb, kb);
 	assert_string_equal(wb, "hit");
 	free(out);
+	/* doctor: A reaches this daemon as the system one, may use it, and is
+	 * told that the client reads for it */
+	assert_int_equal(as_user(f, user_a, &out, "HOME=%s JITCACHE_SYSTEM_SOCKET=%s %s doctor; true",
+				 f->home_a, f->d.sock, getenv("JITCACHECTL")), 0);
+	if (!strstr(out, "this user may use it") || !strstr(out, "the system daemon, another uid"))
+		fail_msg("doctor as A:\n%s", out);
+	free(out);
 	/* The daemon and its workers never touched the users' directories;
 	 * its workers compiled from private copies. */
 	assert_int_equal(jct_sh("! grep -F -e '%s' -e '%s' %s >&2", f->home_a, f->home_b, f->trace), 0);
