@@ -829,7 +829,7 @@ static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
 		if (rc != 0)
 			return rc;
 		rc = do_compile(c, &view, out, bad_object);
-		jc__tree_clear(&view);
+		jc__req_tree_clear(&view);
 		if (rc != JC_ENOTFOUND || c->broken)
 			break;
 	}

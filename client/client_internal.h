@@ -62,14 +62,13 @@ struct jc_inc_memo;
  * hash memo *memo (made on first use; free with jc__inc_memo_free), so that
  * an unchanged tree costs stat calls: with bytes 0 the files' hashes (the
  * lookup round), with 1 their bytes (read again, and checked against the
- * scan's hash). Free out's tree with jc__tree_clear. 0; JC_EINVAL (a file
+ * scan's hash). Free out's tree with jc__req_tree_clear (req.h). 0; JC_EINVAL (a file
  * outside the -I directories, a computed #include: message names it),
  * JC_EIO, JC_ETOOBIG, JC_ENOMEM, with a message in err. Not thread-safe
  * for one memo pointer.
  */
 int jc__tree_build(struct jc_inc_memo **memo, const struct jc_req *in, int bytes, struct jc_req *out,
 		   char *err, size_t errlen);
-void jc__tree_clear(struct jc_req *view);
 
 /* --- auto-start (autostart.c) --- */
 struct jc_autostart {

@@ -107,18 +107,6 @@ int jc__tree_build(struct jc_inc_memo **memo, const struct jc_req *in, int bytes
 	out->n_tree = n;
 	out->tree_round = bytes ? JC_TREE_BYTES : JC_TREE_LOOKUP;
 	if (rc != 0)
-		jc__tree_clear(out);
+		jc__req_tree_clear(out);
 	return rc;
-}
-
-void jc__tree_clear(struct jc_req *view)
-{
-	for (size_t i = 0; i < view->n_tree; i++) {
-		free(view->tree[i].name);
-		free(view->tree[i].data);
-	}
-	free(view->tree);
-	view->tree = NULL;
-	view->n_tree = 0;
-	view->tree_round = JC_TREE_NONE;
 }

@@ -1463,17 +1463,25 @@ static int same_dep_id(const struct jc_dep *d, const struct jc_inc_stat *st)
 	       d->mtime_ns == st->mtime_ns && d->ctime_ns == st->ctime_ns;
 }
 
-/* 1 when the listing of path's directory is in the set (a name appearing there changes it). */
+/*
+ * 1 when the listing of path's nearest walked ancestor is in the set (a name
+ * appearing there changes it). The fallback walks every directory below a
+ * listed one, so an ancestor without a DIR entry under the nearest listed one
+ * is not a directory there: the probe is absent by that listing.
+ */
 static int dir_listed(const struct norm_ent *v, size_t n, const char *path)
 {
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		return 0;
-	slash[slash == dir] = '\0';
-	const struct jc_inc_entry *e = norm_find(v, n, dir, JC_INC_DIR);
-	return e && memcmp(e->hash, not_a_dir, 16) != 0;
+	for (char *slash; (slash = strrchr(dir, '/'));) {
+		slash[slash == dir] = '\0';
+		const struct jc_inc_entry *e = norm_find(v, n, dir, JC_INC_DIR);
+		if (e)
+			return memcmp(e->hash, not_a_dir, 16) != 0;
+		if (slash == dir)
+			return 0;
+	}
+	return 0;
 }
 
 int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size_t n_deps,

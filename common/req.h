@@ -168,6 +168,8 @@ void jc__req_clear(struct jc_req *r);
 void jc__res_init(struct jc_res *r);
 void jc__res_clear(struct jc_res *r);
 
+/* Frees r's tree and sets r->tree_round to JC_TREE_NONE (the rest of r stays). */
+void jc__req_tree_clear(struct jc_req *r);
 /* Frees the strings of sv and empties it (a zeroed sv is empty). */
 void jc__strv_clear(struct jc_strv *sv);
 /* Append helpers: copy their inputs; return 0 or JC_ENOMEM. */

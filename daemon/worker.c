@@ -344,14 +344,7 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 	req->options = opts;
 	tree_dirs = req->include_dirs;
 	req->include_dirs = dirs;
-	for (size_t i = 0; i < req->n_tree; i++) {
-		free(req->tree[i].name);
-		free(req->tree[i].data);
-	}
-	free(req->tree);
-	req->tree = NULL;
-	req->n_tree = 0;
-	req->tree_round = JC_TREE_NONE;
+	jc__req_tree_clear(req);
 	return 0;
 }
 

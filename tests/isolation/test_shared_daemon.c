@@ -247,6 +247,18 @@ static void test_two_users_share_the_daemon(void **state)
 	status_of(out, wb, kb);
 	assert_string_equal(wb, "hit");
 	free(out);
+	/* a computed include: the client sends whole directories */
+	assert_int_equal(jct_sh("mkdir -p %s/inc/sub && chown %s:%s %s/inc/sub", f->home_a, user_a,
+				group, f->home_a), 0);
+	put(f->home_a, "inc/sub/computed.h", "#define COMPUTED_VALUE 6161\n", user_a);
+	put(f->home_a, "c.cu", "#define HDR <sub/computed.h>\n#include HDR\n"
+	    "__global__ void computed_k(int *p) { *p = COMPUTED_VALUE; }\n", user_a);
+	rc = as_user(f, user_a, &out, "cd %s && %s --socket %s compile c.cu --arch compute_90 --output ptx "
+		     "-o %s/c.ptx -- -I%s/inc && cat %s/c.ptx", f->home_a, getenv("JITCACHECTL"),
+		     f->d.sock, f->home_a, f->home_a, f->home_a);
+	if (rc != 0 || !strstr(out, "6161"))
+		fail_msg("A's computed include: %s", out);
+	free(out);
 	/* doctor: A reaches this daemon as the system one, may use it, and is
 	 * told that the client reads for it */
 	assert_int_equal(as_user(f, user_a, &out, "HOME=%s JITCACHE_SYSTEM_SOCKET=%s %s doctor; true",
