@@ -408,9 +408,11 @@ static void check_deps(struct jc_flight *f)
 			rc = 0;
 		}
 		uint8_t tree[16];
+		uint8_t lookup[16];
 		if (rc == 1 && jc__inc_key_digest(&learned, &f->req.include_dirs, tree) == 0 &&
-		    jc__key_with_tree(f->direct, tree, f->store_key) == 0) {
-			if (jc__manifest_add(d->manifests, f->direct, &learned, err, sizeof(err)) != 0)
+		    jc__key_with_tree(f->direct, tree, f->store_key) == 0 &&
+		    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
+			if (jc__manifest_add(d->manifests, lookup, &learned, err, sizeof(err)) != 0)
 				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
 			f->learned = 1;
 			jc__inc_set_clear(&learned);
@@ -819,6 +821,7 @@ struct key_job {
 	struct jc_req req;        /* owned */
 	uint64_t t0;
 	uint8_t direct[16];       /* computed on the loop */
+	uint8_t lookup[16];       /* its manifests' and memo's key (key.h) */
 	uint8_t key[16];
 	struct jc_inc_set *inc;   /* owned; NULL after a failure */
 	int rc;
@@ -839,7 +842,7 @@ static void key_work_cb(uv_work_t *w)
 	if (!(j->inc = calloc(1, sizeof(*j->inc))))
 		rc = JC_ENOMEM;
 	if (rc == 0)
-		rc = jc__manifest_lookup(d->manifests, direct, &ctx, j->inc, &j->n_stat);
+		rc = jc__manifest_lookup(d->manifests, j->lookup, &ctx, j->inc, &j->n_stat);
 	if (rc == 1) {
 		j->from_manifest = 1;
 		rc = 0;
@@ -847,7 +850,7 @@ static void key_work_cb(uv_work_t *w)
 		rc = jc__inc_scan(&j->req, &ctx, j->inc, j->err, sizeof(j->err));
 		j->n_stat += j->inc->n_stat;
 		char err[256];
-		if (rc == 0 && jc__manifest_add(d->manifests, direct, j->inc, err, sizeof(err)) != 0)
+		if (rc == 0 && jc__manifest_add(d->manifests, j->lookup, j->inc, err, sizeof(err)) != 0)
 			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 				    err);
 	}
@@ -874,7 +877,7 @@ static void key_after_cb(uv_work_t *w, int status)
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
-		keymemo_put(d, j->direct, j->key, j->inc);
+		keymemo_put(d, j->lookup, j->key, j->inc);
 		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
 		j->inc = NULL;
 	} else {
@@ -1027,7 +1030,14 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		tree_request(d, conn, req, key, t0);
 		return;
 	}
-	const uint8_t *known = needed ? keymemo_get(d, key) : key;
+	uint8_t lookup[16];
+	if (needed && jc__key_lookup(key, &req->include_dirs, lookup) != 0) {
+		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
+		jc__conn_done(conn);
+		jc__req_clear(req);
+		return;
+	}
+	const uint8_t *known = needed ? keymemo_get(d, lookup) : key;
 	if (known) {
 		if (needed) {
 			count(d, JC_CTR_include_manifest_hits, 1);
@@ -1043,6 +1053,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		j->req = *req;
 		j->t0 = t0;
 		memcpy(j->direct, key, 16);
+		memcpy(j->lookup, lookup, 16);
 		j->work.data = j;
 		jc__conn_ref(conn);
 		memset(req, 0, sizeof(*req));

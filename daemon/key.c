@@ -414,6 +414,15 @@ int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t 
 	return digest(&st, key);
 }
 
+int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t out[16])
+{
+	struct hasher st = {.st = NULL};
+	item_u64(&st, TAG_FORMAT, JC_KEY_FORMAT, 4);
+	item(&st, TAG_DIRECT_KEY, direct, 16);
+	item_strv(&st, TAG_INCLUDE_DIR_COUNT, TAG_INCLUDE_DIR, dirs->v, dirs->n);
+	return digest(&st, out);
+}
+
 int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
 		    char *err, size_t errlen)
 {

@@ -84,6 +84,17 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
 int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t key[16]);
 
 /*
+ * The lookup key of a request that reads headers from disk: XXH3-128 over
+ * JC_KEY_FORMAT, its direct key and its include directory strings, each
+ * tagged as above, into out[16]. The direct key leaves the directories'
+ * paths out (item 4), so this is what the daemon files manifests and memos
+ * under: a manifest variant records absolute paths and is re-checked there,
+ * so it must be looked up only for the same directories. Returns 0 or
+ * JC_ENOMEM. Borrowed arguments; thread-safe.
+ */
+int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t out[16]);
+
+/*
  * The architecture number of "sm_90", "sm_90a", "sm_100f" or "compute_90"
  * (90, 90, 100, 90); JC_EINVAL when arch is NULL or does not match
  * ^(sm|compute)_[0-9]{2,3}[af]?$. Thread-safe.
