@@ -21,7 +21,6 @@
 #include <xxhash.h>
 
 #include "client_internal.h"
-#include "includes.h"
 #include "config.h"
 #include "io.h"
 #include "util.h"
@@ -68,7 +67,7 @@ struct jc_client {
 	uint32_t daemon_pid;
 	int daemon_other_uid;  /* it runs as another uid (SO_PEERCRED): send include trees */
 	int send_trees;        /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
-	struct jc_inc_memo *inc_memo; /* the trees' hash memo (tree.c); NULL until one is sent */
+	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
 	char *daemon_dir;
 	char why_none[1024];   /* why no daemon could be had (fallback mode) */
 	char errmsg[1024];
@@ -569,7 +568,7 @@ JC_API void jc_client_close(jc_client *c)
 	free(c->system_socket);
 	free(c->daemon);
 	free(c->nvrtc);
-	jc__inc_memo_free(c->inc_memo);
+	jc__tree_cache_free(c->trees);
 	free(c);
 }
 
@@ -825,7 +824,7 @@ static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
 	struct jc_req view;
 	int rc = 0;
 	for (int bytes = 0; bytes < 2; bytes++) {
-		rc = jc__tree_build(&c->inc_memo, req, bytes, &view, c->errmsg, sizeof(c->errmsg));
+		rc = jc__tree_build(&c->trees, req, bytes, &view, c->errmsg, sizeof(c->errmsg));
 		if (rc != 0)
 			return rc;
 		rc = do_compile(c, &view, out, bad_object);

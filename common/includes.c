@@ -873,39 +873,69 @@ static const char *below(const char *dir, const char *path)
 	return path[l] ? path + l + 1 : path + l;
 }
 
-/* 1 when dirs->v[i] is a top directory: inside no other, the first of its
- * equals. -1 when one of them has no lexical form (too long). */
-static int is_top(const struct jc_strv *dirs, size_t i)
+struct jc_inc_tops {
+	size_t n;
+	char **lex;  /* lexical form of each directory */
+	uint8_t *top; /* 1: a top directory */
+};
+
+void jc__inc_tops_free(struct jc_inc_tops *t)
 {
-	char a[PATH_MAX], b[PATH_MAX];
-	if (jc__path_lexical(dirs->v[i], a, sizeof(a), 0) != 0)
-		return -1;
-	for (size_t k = 0; k < dirs->n; k++) {
-		if (k == i)
-			continue;
-		if (jc__path_lexical(dirs->v[k], b, sizeof(b), 0) != 0)
-			return -1;
-		const char *r = below(b, a);
-		if (r && (*r || k < i))
-			return 0;
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++)
+		free(t->lex[i]);
+	free(t->lex);
+	free(t->top);
+	free(t);
+}
+
+int jc__inc_tops_new(const struct jc_strv *dirs, struct jc_inc_tops **out)
+{
+	char buf[PATH_MAX];
+	struct jc_inc_tops *t = calloc(1, sizeof(*t));
+	*out = NULL;
+	if (!t || !(t->lex = calloc(dirs->n + 1, sizeof(*t->lex))) ||
+	    !(t->top = calloc(dirs->n + 1, 1))) {
+		jc__inc_tops_free(t);
+		return JC_ENOMEM;
 	}
-	return 1;
+	for (size_t i = 0; i < dirs->n; i++, t->n++) {
+		if (jc__path_lexical(dirs->v[i], buf, sizeof(buf), 0) != 0) {
+			jc__inc_tops_free(t);
+			return JC_EINVAL;
+		}
+		if (!(t->lex[i] = strdup(buf))) {
+			jc__inc_tops_free(t);
+			return JC_ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		t->top[i] = 1;
+		for (size_t k = 0; k < t->n && t->top[i]; k++) {
+			const char *r = k == i ? NULL : below(t->lex[k], t->lex[i]);
+			if (r && (*r || k < i))
+				t->top[i] = 0;
+		}
+	}
+	*out = t;
+	return 0;
 }
 
-int jc__inc_top(const struct jc_strv *dirs, size_t i)
+int jc__inc_tops_is_top(const struct jc_inc_tops *t, size_t i)
 {
-	return i < dirs->n && is_top(dirs, i) == 1;
+	return i < t->n && t->top[i];
 }
 
-int jc__inc_rel(const struct jc_strv *dirs, const char *path, size_t *top, char *rel, size_t len)
+int jc__inc_tops_rel(const struct jc_inc_tops *t, const char *path, size_t *top, char *rel,
+		     size_t len)
 {
-	char p[PATH_MAX], d[PATH_MAX];
+	char p[PATH_MAX];
 	if (jc__path_lexical(path, p, sizeof(p), 0) != 0)
 		return 0;
-	for (size_t i = 0; i < dirs->n; i++) {
-		const char *r;
-		if (is_top(dirs, i) != 1 || jc__path_lexical(dirs->v[i], d, sizeof(d), 0) != 0 ||
-		    !(r = below(d, p)))
+	for (size_t i = 0; i < t->n; i++) {
+		const char *r = t->top[i] ? below(t->lex[i], p) : NULL;
+		if (!r)
 			continue;
 		if ((*r && !jc__inc_rel_valid(r)) || strlen(r) >= len)
 			return 0;
@@ -931,35 +961,44 @@ static int bytes_str(struct bytes *b, const char *s)
 	return bytes_u64(b, strlen(s)) ?: bytes_add(b, s, strlen(s));
 }
 
-int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16])
+/* Appends the relative form of path (jc__inc_tops_rel) or, for a TOOLKIT
+ * entry (kind), its path: 0; 1 when it has none (nothing added); JC_ENOMEM. */
+static int bytes_rel(struct bytes *b, const struct jc_inc_tops *tops, const char *path, int kind)
 {
 	char r[PATH_MAX];
-	size_t t;
-	int rel = 1;
-	for (size_t i = 0; rel && i < dirs->n; i++)
-		rel = jc__inc_rel(dirs, dirs->v[i], &t, r, sizeof(r));
-	for (size_t i = 0; rel && i < set->n; i++)
-		rel = set->v[i].kind == JC_INC_TOOLKIT || jc__inc_rel(dirs, set->v[i].path, &t, r, sizeof(r));
+	size_t t = SIZE_MAX;
+	if (kind == JC_INC_TOOLKIT)
+		snprintf(r, sizeof(r), "%s", path);
+	else if (!jc__inc_tops_rel(tops, path, &t, r, sizeof(r)))
+		return 1;
+	return bytes_u64(b, t) ?: bytes_str(b, r);
+}
+
+int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16])
+{
+	struct jc_inc_tops *tops = NULL;
+	int rc = jc__inc_tops_new(dirs, &tops);
+	if (rc == JC_ENOMEM)
+		return rc;
 	struct bytes b = {0};
-	uint8_t format = rel ? 2 : 3;
-	int rc = bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n);
-	for (size_t i = 0; rc == 0 && i < dirs->n; i++) {
-		if (rel) {
-			jc__inc_rel(dirs, dirs->v[i], &t, r, sizeof(r));
-			rc = bytes_u64(&b, t) ?: bytes_str(&b, r);
-		} else {
-			rc = bytes_str(&b, dirs->v[i]);
-		}
-	}
-	for (size_t i = 0; rc == 0 && rel && i < set->n; i++) {
+	uint8_t format = 2; /* relative: (top, path below it) */
+	rc = tops ? bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n) : 1;
+	for (size_t i = 0; rc == 0 && i < dirs->n; i++)
+		rc = bytes_rel(&b, tops, dirs->v[i], 0);
+	for (size_t i = 0; rc == 0 && i < set->n; i++) {
 		const struct jc_inc_entry *e = &set->v[i];
-		t = SIZE_MAX;
-		snprintf(r, sizeof(r), "%s", e->path);
-		if (e->kind != JC_INC_TOOLKIT)
-			jc__inc_rel(dirs, e->path, &t, r, sizeof(r));
-		rc = bytes_add(&b, &e->kind, 1) ?: bytes_u64(&b, t) ?: bytes_str(&b, r);
+		rc = bytes_add(&b, &e->kind, 1) ?: bytes_rel(&b, tops, e->path, e->kind);
 		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
 			rc = bytes_add(&b, e->hash, 16);
+	}
+	jc__inc_tops_free(tops);
+	int rel = rc == 0;
+	if (rc == 1) { /* absolute: the directories' strings, the set's own digest */
+		b.n = 0;
+		format = 3;
+		rc = bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n);
+		for (size_t i = 0; rc == 0 && i < dirs->n; i++)
+			rc = bytes_str(&b, dirs->v[i]);
 	}
 	if (rc == 0 && !rel)
 		rc = bytes_add(&b, set->digest, 16);

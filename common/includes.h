@@ -197,13 +197,20 @@ int jc__inc_set_finish(struct jc_inc_set *set);
  * one that lies (lexically: jc__path_lexical without folding "..") inside
  * no other of them and is the first of its equals; every other directory
  * and every file of a tree is named relative to the first top directory
- * that holds it. jc__inc_top: 1 when dirs->v[i] is a top directory.
- * jc__inc_rel: 1 when path (lexically) is a top directory or lies under one
- * with no "." or ".." component: *top its index, rel[len] the path below it
- * ("" for the directory itself); else 0. Thread-safe; no I/O.
+ * that holds it. jc__inc_tops_new makes that view of dirs (read once; owned
+ * by the caller, free with jc__inc_tops_free): 0, JC_EINVAL (a directory
+ * without a lexical form: too long), JC_ENOMEM. jc__inc_tops_is_top: 1 when
+ * dirs->v[i] is a top directory. jc__inc_tops_rel: 1 when path (lexically)
+ * is a top directory or lies under one with no "." or ".." component: *top
+ * its index, rel[len] the path below it ("" for the directory itself); else
+ * 0. No I/O; a view may be read by several threads at once.
  */
-int jc__inc_top(const struct jc_strv *dirs, size_t i);
-int jc__inc_rel(const struct jc_strv *dirs, const char *path, size_t *top, char *rel, size_t len);
+struct jc_inc_tops;
+int jc__inc_tops_new(const struct jc_strv *dirs, struct jc_inc_tops **out);
+void jc__inc_tops_free(struct jc_inc_tops *t);
+int jc__inc_tops_is_top(const struct jc_inc_tops *t, size_t i);
+int jc__inc_tops_rel(const struct jc_inc_tops *t, const char *path, size_t *top, char *rel,
+		     size_t len);
 
 /* 1 when rel is a valid relative tree path: non-empty components, none "."
  * or ".." (req.h, "I/REL" names), else 0. */
@@ -215,7 +222,7 @@ int jc__inc_rel_valid(const char *rel);
  * that the same bytes under other directories (two users' checkouts, a
  * per-user daemon reading them and a system daemon sent them by the client)
  * get one key: when every directory and every entry but the TOOLKIT ones is
- * jc__inc_rel() of a top directory, the digest is over each directory as
+ * jc__inc_tops_rel() of a top directory, the digest is over each directory as
  * (top index, relative path) and each entry as (kind, top index, relative
  * path, hash), the TOOLKIT ones by their path: the same tree under other
  * top directories. Otherwise it is over the directory strings and

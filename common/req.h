@@ -71,7 +71,7 @@ struct jc_req {
 	/* Client-read include trees (README, "A daemon shared by a team"): the
 	 * files the client's scan of include_dirs found, sent by a client whose
 	 * daemon runs as another uid. name "I/REL": include_dirs.v[I] (decimal;
-	 * a top directory: includes.h, jc__inc_top) and the path relative to it
+	 * a top directory: includes.h, jc__inc_tops_is_top) and the path relative to it
 	 * (no "..", "." or empty component); type an
 	 * enum jc_tree_kind. With a tree_round the daemon opens none of
 	 * include_dirs: the worker compiles against a private copy. */

@@ -161,30 +161,38 @@ static int cmp_str(const void *a, const void *b)
  * directories, each once, of one kind of round (bytes or hashes). */
 static int check_tree(const struct jc_req *req, char *err, size_t errlen)
 {
-	int hashes = 0, bytes = 0;
-	for (size_t i = 0; i < req->n_tree; i++) {
+	int hashes = 0, bytes = 0, rc = 0;
+	struct jc_inc_tops *tops = NULL;
+	if (req->n_tree && (rc = jc__inc_tops_new(&req->include_dirs, &tops)) != 0)
+		return rc == JC_ENOMEM ? rc : invalid(err, errlen, "an include dir too long for a tree");
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
 		const struct jc_blob *b = &req->tree[i];
 		char *end;
 		errno = 0;
 		unsigned long dir = b->name ? strtoul(b->name, &end, 10) : 0;
 		int top_itself = b->name && end != b->name && !*end && b->type == JC_TREE_DIR;
 		if (!b->name || errno || end == b->name || (*end != '/' && !top_itself) ||
-		    !jc__inc_top(&req->include_dirs, dir) || (!top_itself && !jc__inc_rel_valid(end + 1)))
-			return invalid(err, errlen, "tree file %zu: name \"%s\" is not DIR-INDEX/RELATIVE-PATH "
+		    !jc__inc_tops_is_top(tops, dir) || (!top_itself && !jc__inc_rel_valid(end + 1)))
+			rc = invalid(err, errlen, "tree file %zu: name \"%s\" is not DIR-INDEX/RELATIVE-PATH "
 				       "of a top directory of the %zu include dirs (no \".\", \"..\" or empty "
 				       "component)", i, b->name ? b->name : "", req->include_dirs.n);
 		if (((b->type == JC_TREE_HASH || b->type == JC_TREE_DIR) && b->size != 16) ||
 		    (b->type == JC_TREE_ABSENT && b->size != 0) ||
 		    (b->type != JC_TREE_FILE && b->type != JC_TREE_HASH && b->type != JC_TREE_ABSENT &&
 		     b->type != JC_TREE_DIR))
-			return invalid(err, errlen, "tree file \"%s\": bad type %u or size %zu", b->name,
+			rc = rc ?: invalid(err, errlen, "tree file \"%s\": bad type %u or size %zu", b->name,
 				       b->type, b->size);
 		if (!b->data && b->size)
-			return invalid(err, errlen, "tree file \"%s\" has %zu bytes but no data", b->name,
+			rc = rc ?: invalid(err, errlen, "tree file \"%s\" has %zu bytes but no data", b->name,
 				       b->size);
+		if (rc)
+			break;
 		hashes |= b->type == JC_TREE_HASH;
 		bytes |= b->type == JC_TREE_FILE;
 	}
+	jc__inc_tops_free(tops);
+	if (rc)
+		return rc;
 	if (req->tree_round > JC_TREE_BYTES || (!req->tree_round && req->n_tree) ||
 	    (req->tree_round == JC_TREE_LOOKUP && bytes) || (req->tree_round == JC_TREE_BYTES && hashes))
 		return invalid(err, errlen, "tree round %u with %s", req->tree_round,

@@ -284,10 +284,13 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 	char path[2 * PATH_MAX + 32];
 	int rc = 0;
 	/* include dir j is TREE/T/REL of its top directory T (includes.h) */
+	struct jc_inc_tops *tops = NULL;
+	if ((rc = jc__inc_tops_new(&req->include_dirs, &tops)) != 0)
+		rc = jc__fail(err, errlen, rc, "include dirs: %s", jc_strerror(rc));
 	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++) {
 		size_t top;
 		char rel[PATH_MAX];
-		if (!jc__inc_rel(&req->include_dirs, req->include_dirs.v[i], &top, rel, sizeof(rel))) {
+		if (!jc__inc_tops_rel(tops, req->include_dirs.v[i], &top, rel, sizeof(rel))) {
 			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s: no lexical form",
 				      req->include_dirs.v[i]);
 			break;
@@ -297,6 +300,7 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 		     ? (path[strlen(path) - 1] = '\0', jc__strv_push(&dirs, path))
 		     : jc__fail(err, errlen, JC_EIO, "mkdir %s: %s", path, strerror(errno));
 	}
+	jc__inc_tops_free(tops);
 	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
 		const struct jc_blob *b = &req->tree[i];
 		if (b->type == JC_TREE_ABSENT)

@@ -175,18 +175,21 @@ static void test_key_digest(void **state)
 	size_t dir;
 	char rel[64];
 	struct jc_strv dirs = {(char *[]){"/a/b/", "/c", "/a/b/x", "/c/"}, 4};
-	assert_int_equal(jc__inc_top(&dirs, 0), 1);
-	assert_int_equal(jc__inc_top(&dirs, 1), 1);
-	assert_int_equal(jc__inc_top(&dirs, 2), 0);
-	assert_int_equal(jc__inc_top(&dirs, 3), 0); /* equal to an earlier one */
-	assert_int_equal(jc__inc_rel(&dirs, "/a/b/x/y.h", &dir, rel, sizeof(rel)), 1);
+	struct jc_inc_tops *t;
+	assert_int_equal(jc__inc_tops_new(&dirs, &t), 0);
+	assert_int_equal(jc__inc_tops_is_top(t, 0), 1);
+	assert_int_equal(jc__inc_tops_is_top(t, 1), 1);
+	assert_int_equal(jc__inc_tops_is_top(t, 2), 0);
+	assert_int_equal(jc__inc_tops_is_top(t, 3), 0); /* equal to an earlier one */
+	assert_int_equal(jc__inc_tops_rel(t, "/a/b/x/y.h", &dir, rel, sizeof(rel)), 1);
 	assert_int_equal(dir, 0);
 	assert_string_equal(rel, "x/y.h");
-	assert_int_equal(jc__inc_rel(&dirs, "/c//./y.h", &dir, rel, sizeof(rel)), 1);
+	assert_int_equal(jc__inc_tops_rel(t, "/c//./y.h", &dir, rel, sizeof(rel)), 1);
 	assert_int_equal(dir, 1);
 	assert_string_equal(rel, "y.h");
-	assert_int_equal(jc__inc_rel(&dirs, "/c/../y.h", &dir, rel, sizeof(rel)), 0);
-	assert_int_equal(jc__inc_rel(&dirs, "/cc/y.h", &dir, rel, sizeof(rel)), 0);
+	assert_int_equal(jc__inc_tops_rel(t, "/c/../y.h", &dir, rel, sizeof(rel)), 0);
+	assert_int_equal(jc__inc_tops_rel(t, "/cc/y.h", &dir, rel, sizeof(rel)), 0);
+	jc__inc_tops_free(t);
 }
 
 static void test_directives(void **state)
