@@ -124,6 +124,27 @@ double bench_throughput(const struct bench_daemon *d, const jc_request *r, int p
 void bench_single_flight(const struct bench_daemon *d, const jc_request *r, int clients,
 			 int64_t *compiles, double *wall_ms);
 
+/* One hit of r through c, timed in nanoseconds; dies unless it is a hit of
+ * size bytes. */
+uint64_t bench_timed_hit(jc_client *c, const jc_request *r, size_t size);
+
+/* --- python.c ------------------------------------------------------------ */
+
+/*
+ * Hit latency of jitcache.Client.compile from Python beside the C client's,
+ * interleaved in blocks in one run: r (a request for source file src_path,
+ * program name, arch and one name expression expr, already cached as o)
+ * through c, and the same compile from a Python process running
+ * bench/python_hit.py on d's socket. The interpreter is $JC_PYTHON, else
+ * python3 on PATH; the package and library come from the source and build
+ * trees. iters hits of each. Returns 0, or -1 when Python could not be run
+ * (why: the reason, whylen bytes); dies on other failures.
+ */
+int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_request *r,
+		      const struct bench_object *o, const char *src_path, const char *name,
+		      const char *arch, const char *expr, size_t iters, struct bench_lat *py,
+		      struct bench_lat *cl, char *why, size_t whylen);
+
 /* --- scale.c ------------------------------------------------------------- */
 
 struct bench_scale {

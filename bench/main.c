@@ -246,6 +246,60 @@ static double compile_ms(jc_client *c, jc_request *r, const struct bench_object 
 	return median(v, n);
 }
 
+/* NVRTC time of one result, in milliseconds. */
+static double result_compile_ms(jc_client *c, const jc_request *r, jc_cache_status want)
+{
+	jc_result *res = NULL;
+	int rc = jc_compile(c, r, &res);
+	if (rc != 0)
+		bench_die("fatbin figure: %s: %s", jc_strerror(rc), jc_client_errmsg(c));
+	if (jc_result_cache_status(res) != want)
+		bench_die("fatbin figure: a %s where a %s was expected",
+			  jc_result_cache_status(res) == JC_HIT ? "hit" : "miss", want == JC_HIT ? "hit" : "miss");
+	double ms = jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6;
+	jc_result_free(res);
+	return ms;
+}
+
+/* 7. A fatbin of three targets (SAXPY) against its parts: the daemon's
+ * build time (parts compiled in parallel by the workers, then put
+ * together) beside the sum of the parts' NVRTC times, read from the
+ * single-target entries the build made (hits afterwards). The median of
+ * compile_reps cold rounds. Skipped where the daemon has no fatbin tool. */
+static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
+{
+	static const char *const parts[] = {"sm_80", "sm_90", "compute_90"};
+	double build[8], sum[8], ratio[8];
+	int n = 0;
+	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", 0);
+	for (; n < plan->compile_reps && n < 8; n++) {
+		freshen(r, "fatbin", n);
+		jc_request_set_arch(r, "sm_80,sm_90,compute_90");
+		jc_result *res = NULL;
+		int rc = jc_compile(c, r, &res);
+		if (rc == JC_ENOTSUP) {
+			fprintf(stderr, "fatbin figures skipped: %s\n", jc_client_errmsg(c));
+			jc_request_free(r);
+			return;
+		}
+		if (rc != 0)
+			bench_die("fatbin figure: %s: %s", jc_strerror(rc), jc_client_errmsg(c));
+		build[n] = jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6;
+		jc_result_free(res);
+		sum[n] = 0;
+		for (int i = 0; i < 3; i++) {
+			jc_request_set_arch(r, parts[i]);
+			jc_request_set_output(r, i == 2 ? JC_PTX : JC_CUBIN);
+			sum[n] += result_compile_ms(c, r, JC_HIT);
+		}
+		ratio[n] = build[n] / sum[n];
+	}
+	fig("fatbin_build_ms", "ms", median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
+	fig("fatbin_parts_sum_ms", "ms", median(sum, n), "  its 3 parts' NVRTC compiles, summed");
+	fig("fatbin_build_ratio", "x", median(ratio, n), "  build / sum of the parts");
+	jc_request_free(r);
+}
+
 static void hit_figures(const char *tag, const char *label, const struct bench_object *o,
 			const struct bench_lat *hit, const struct bench_lat *raw, double ratio_max)
 {
@@ -318,7 +372,8 @@ static void usage(FILE *f)
 		   "  --json   figures as JSON on stdout (the table goes to stderr)\n"
 		   "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
 		   "  --keep   keep the temporary cache directory\n"
-		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH.\n");
+		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH,\n"
+		   "  JC_PYTHON (the Python for the Python hit figure; default python3).\n");
 }
 
 int main(int argc, char **argv)
@@ -395,6 +450,25 @@ int main(int argc, char **argv)
 		user_tree_figures(d, cl, toolkit_cccl, plan->hit_iters / 4);
 	}
 
+	/* 7. A hit from Python (jitcache.Client.compile) beside the C client's. */
+	{
+		struct bench_lat py, c_hit;
+		char why[640], src[PATH_MAX];
+		snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
+		size_t n = plan->hit_iters / 5 > 100 ? plan->hit_iters / 5 : 100;
+		fprintf(stderr, "hits from Python...\n");
+		if (bench_python_hits(d, cl, saxpy, &o_saxpy, src, "saxpy.cu", "sm_90", "&saxpy<float>",
+				      n, &py, &c_hit, why, sizeof(why)) == 0) {
+			fig("c_hit_saxpy_p50_us", "us", c_hit.p50, "hit p50, SAXPY, C jc_compile");
+			fig("python_hit_p50_us", "us", py.p50, "hit p50, SAXPY, Python client.compile");
+			struct figure *pf = fig("python_c_hit_ratio", "x", py.p50 / c_hit.p50,
+						"  Python hit p50 / C hit p50");
+			target(pf, AT_MOST, 3);
+		} else {
+			fprintf(stderr, "jitcache-bench: Python hits not measured: %s\n", why);
+		}
+	}
+
 	/* The client library's paths: connect, a reconnect, the fallback. */
 	fprintf(stderr, "client paths...\n");
 	{
@@ -463,6 +537,7 @@ int main(int argc, char **argv)
 		    (double)o_cub.size / 1024);
 		fig("miss_hit_ratio_cub", "x", cub_ms * 1e3 / hit_l.p50, "CUB compile / CUB hit p50");
 	}
+	fatbin_figures(cl, plan);
 	jc_client_close(cl);
 
 	/* 7. What confinement and the record of NVRTC's file accesses cost: a

@@ -74,8 +74,8 @@ void bench_fetch(jc_client *c, const jc_request *r, const char *cache, struct be
 		bench_die("object %s is not where the store keeps it", o->path);
 }
 
-/* One hit, timed; checks it is a hit of the expected size. */
-static uint64_t timed_hit(jc_client *c, const jc_request *r, size_t size)
+/* One hit, timed (bench.h). */
+uint64_t bench_timed_hit(jc_client *c, const jc_request *r, size_t size)
 {
 	uint64_t t0 = bench_now_ns();
 	jc_result *res = must_compile(c, r);
@@ -115,14 +115,14 @@ void bench_hits_vs_raw(jc_client *c, const jc_request *r, const struct bench_obj
 	if (!th || !tr || !buf)
 		bench_die("out of memory");
 	for (size_t i = 0; i < 200; i++) { /* warm both paths */
-		timed_hit(c, r, o->size);
+		bench_timed_hit(c, r, o->size);
 		timed_raw(o->path, buf, o->size);
 	}
 	/* Interleaved in blocks, so that both see the same machine. */
 	for (size_t i = 0; i < iters;) {
 		size_t end = i + 50 < iters ? i + 50 : iters;
 		for (size_t j = i; j < end; j++)
-			th[j] = timed_hit(c, r, o->size);
+			th[j] = bench_timed_hit(c, r, o->size);
 		for (size_t j = i; j < end; j++)
 			tr[j] = timed_raw(o->path, buf, o->size);
 		i = end;

@@ -1079,6 +1079,61 @@ int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_adm
 	return rc;
 }
 
+struct jc_stats {
+	struct jc_admin_reply reply; /* one record */
+};
+
+JC_API int jc_client_stats(jc_client *c, jc_stats **out)
+{
+	if (!out)
+		return JC_EINVAL;
+	*out = NULL;
+	if (!c)
+		return JC_EINVAL;
+	jc_stats *s = calloc(1, sizeof(*s));
+	if (!s)
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ENOMEM, "out of memory");
+	struct jc_admin_req req = {.command = (char *)"stats"};
+	int rc = jc__client_admin(c, &req, &s->reply);
+	if (rc == 0 && s->reply.status != 0)
+		rc = jc__fail(c->errmsg, sizeof(c->errmsg), s->reply.status, "stats: %s",
+			      s->reply.message ? s->reply.message : jc_strerror(s->reply.status));
+	else if (rc == 0 && s->reply.n_rec != 1)
+		rc = jc__fail(c->errmsg, sizeof(c->errmsg), JC_EPROTO,
+			      "stats: %zu records from jitcached, expected 1", s->reply.n_rec);
+	if (rc != 0) {
+		jc_stats_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+JC_API size_t jc_stats_count(const jc_stats *s)
+{
+	return s ? s->reply.rec[0].n : 0;
+}
+
+JC_API int jc_stats_at(const jc_stats *s, size_t i, const char **name, int64_t *num,
+		       const char **str)
+{
+	if (!s || !name || !num || !str || i >= s->reply.rec[0].n)
+		return JC_EINVAL;
+	const struct jc_kv *kv = &s->reply.rec[0].kv[i];
+	*name = kv->name;
+	*num = kv->is_int ? kv->i : 0;
+	*str = kv->is_int ? NULL : kv->s;
+	return 0;
+}
+
+JC_API void jc_stats_free(jc_stats *s)
+{
+	if (!s)
+		return;
+	jc__admin_reply_clear(&s->reply);
+	free(s);
+}
+
 /* --- request builder ----------------------------------------------------------- */
 
 JC_API int jc_request_new(jc_request **out)
@@ -1162,12 +1217,17 @@ JC_API int jc_request_add_option(jc_request *r, const char *option)
 
 JC_API int jc_request_set_arch(jc_request *r, const char *arch)
 {
-	return set_str(&r->req.arch, arch);
+	if (!arch || !*arch)
+		return JC_EINVAL;
+	int rc = set_str(&r->req.arch, arch);
+	if (rc == 0 && strchr(arch, ','))
+		r->req.output = JC_OUTPUT_FATBIN; /* a target list makes a fatbin */
+	return rc;
 }
 
 JC_API int jc_request_set_output(jc_request *r, jc_output output)
 {
-	if (output < JC_CUBIN || output > JC_LTOIR)
+	if (output < JC_CUBIN || output > JC_FATBIN)
 		return JC_EINVAL;
 	r->req.output = (uint32_t)output;
 	return 0;

@@ -102,14 +102,31 @@ int jc__fallback_load(const char *nvrtc_path, char *desc, size_t desclen, char *
  * what a worker's RESULT holds, cache JC_UNCACHED. Returns res->status. */
 int jc__fallback_run(const struct jc_req *req, struct jc_res *res);
 
+/* The forced load paths of jitcache_cuda.h: JITCACHE_FORCE_PTX=1 or
+ * JITCACHE_FORCE_CUBIN=1 in the environment. */
+enum { JC__FORCE_NONE = 0, JC__FORCE_PTX = 1, JC__FORCE_CUBIN = 2 };
+
 /*
  * The target for a device of compute capability cc (10 * major + minor)
  * given NVRTC's supported architectures as jitcached lists them ("sm_75
- * sm_80 ..."): "sm_<cc>" when cc is listed, else "compute_<N>" for the
- * highest listed N below cc (jc_cuda_resolve_target says why). arch gets
- * len (>= 16) bytes. Returns 0; JC_ENOTSUP (nothing listed at or below cc);
- * JC_EPROTO (a malformed list); JC_EINVAL (NULL, len < 16). Thread-safe.
+ * sm_80 ..."). force JC__FORCE_NONE: "sm_<cc>" when cc is listed, else
+ * "compute_<N>" for the highest listed N below cc (jc_cuda_resolve_target
+ * says why); JC__FORCE_PTX: "compute_<N>" for the highest listed N at or
+ * below cc; JC__FORCE_CUBIN: "sm_<cc>" only. arch gets len (>= 16) bytes.
+ * Returns 0; JC_ENOTSUP (nothing fits); JC_EPROTO (a malformed list);
+ * JC_EINVAL (NULL, len < 16). Thread-safe.
  */
-int jc__cuda_pick_target(int cc, const char *supported, char *arch, size_t len);
+int jc__cuda_pick_target(int cc, const char *supported, int force, char *arch, size_t len);
+
+/*
+ * The one target a forced load fetches for a request that names its
+ * targets (requested: "sm_90", "compute_90" or a list "sm_80,sm_90,compute_90"):
+ * JC__FORCE_PTX: "compute_<N>" for the highest N at or below cc among the
+ * compute_N and sm_N[a|f] of requested (a cubin's own architecture's PTX);
+ * JC__FORCE_CUBIN: "sm_<cc>" (with the a/f of a listed sm_<cc>a/f) when
+ * requested holds sm_<cc>[a|f] or compute_<cc>. Returns 0, JC_ENOTSUP (no
+ * target fits), JC_EINVAL (NULL, len < 16, a malformed item). Thread-safe.
+ */
+int jc__cuda_pick_forced(int cc, const char *requested, int force, char *arch, size_t len);
 
 #endif

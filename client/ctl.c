@@ -16,11 +16,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "admin.h"
 #include "client_internal.h"
 #include "config.h"
 #include "doctor.h"
+#include "inspect.h"
 #include "includes.h"
 #include "util.h"
 
@@ -33,16 +35,19 @@ static const char *cache_dir;
 static const struct sub_help {
 	const char *name, *text;
 } subs[] = {
-	{"compile", "compile FILE.cu --arch ARCH [--output cubin|ptx|ltoir] [-o OUT] [--header NAME=PATH]...\n"
+	{"compile", "compile FILE.cu --arch ARCH[,ARCH...] [--output cubin|ptx|ltoir|fatbin] [-o OUT]\n"
+		    "        [--header NAME=PATH]..."
 		    "        [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
 		    "        [-- NVRTC_OPTION...]\n"
 		    "  Compiles through jitcached; prints hit|miss|negative-hit|uncached on stderr, the\n"
 		    "  compile log when not empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
 		    "  -o OUT: the artifact's file (written through a device, FIFO or link; a regular\n"
 		    "  file is replaced atomically); -o - : standard output; default: FILE's stem with\n"
-		    "  .cubin/.ptx/.ltoir in the working directory. FILE's directory is the first -I.\n"
+		    "  .cubin/.ptx/.ltoir/.fatbin in the working directory. FILE's directory is the first -I.\n"
 		    "  Without --socket/--cache-dir a daemon is found, or started, or the compile runs\n"
-		    "  in-process (JITCACHE_AUTOSTART, JITCACHE_FALLBACK: see `jitcachectl config`).\n"},
+		    "  in-process (JITCACHE_AUTOSTART, JITCACHE_FALLBACK: see `jitcachectl config`).\n"
+		    "  A target list (--arch sm_80,sm_90,compute_90) makes one fatbin of a cubin per\n"
+		    "  sm_NN and the PTX of each compute_NN, each target also its own entry.\n"},
 	{"link", "link --arch ARCH [--lto] [--output cubin|ptx] [-o OUT] [--link-option OPT]... INPUT...\n"
 		 "  Links with nvJitLink in the order given; an INPUT's type comes from its extension\n"
 		 "  (.ptx .ltoir .cubin .fatbin .o .a) or a TYPE:PATH prefix. -o as for compile\n"
@@ -59,6 +64,9 @@ static const struct sub_help {
 	{"ping", "ping\n  Asks the daemon whether it answers.\n"},
 	{"version", "version\n  The daemon's and the toolchain's versions.\n"},
 	{"doctor", "doctor\n  The run-time checklist: driver, devices, NVRTC, daemon, cache directory.\n"},
+	{"inspect", "inspect FILE | --key KEY [--json]\n"
+		    "  What a cubin, PTX, LTO-IR or fatbin holds: targets, PTX ISA, kernels with\n"
+		    "  registers, shared memory, stack and launch bounds; --key: an entry's object.\n"},
 	{"config", "config\n  The effective client configuration, and where each value comes from.\n"},
 	{"stop", "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
 	{"help", "help [COMMAND]\n  This text, or COMMAND's.\n"},
@@ -270,7 +278,8 @@ static void default_output(char *buf, size_t len, const char *source, jc_output 
 	base = base ? base + 1 : source ? source : "a";
 	const char *dot = strrchr(base, '.');
 	int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
-	const char *ext = output == JC_PTX ? "ptx" : output == JC_LTOIR ? "ltoir" : "cubin";
+	const char *ext = output == JC_PTX ? "ptx" : output == JC_LTOIR ? "ltoir"
+			  : output == JC_FATBIN ? "fatbin" : "cubin";
 	snprintf(buf, len, "%.*s.%s", stem, base, ext);
 }
 
@@ -408,7 +417,7 @@ static int cmd_compile(int argc, char **argv)
 					     [JC_FAULT_ALLOC] = "alloc"};
 	jc_request *req;
 	const char *out_path = NULL, *arch = NULL;
-	int c, rc = 1;
+	int c, rc = 1, output = 0;
 	if (jc_request_new(&req) != 0)
 		return die(1, "out of memory");
 	/* Everything after "--" goes to NVRTC untouched. */
@@ -434,10 +443,10 @@ static int cmd_compile(int argc, char **argv)
 			break;
 		case 'O':
 			if ((out = jc__output_parse(optarg)) < 0) {
-				die(2, "bad --output '%s': cubin, ptx or ltoir", optarg);
+				die(2, "bad --output '%s': cubin, ptx, ltoir or fatbin", optarg);
 				goto out;
 			}
-			jc_request_set_output(req, (jc_output)out);
+			output = out;
 			break;
 		case 'H':
 			if (!(eq = strchr(optarg, '=')) || eq == optarg) {
@@ -502,7 +511,15 @@ static int cmd_compile(int argc, char **argv)
 	const char *base = strrchr(file, '/');
 	jc_request_set_source(req, base ? base + 1 : file, src, size);
 	free(src);
+	/* A target list makes a fatbin (jc_request_set_arch). */
+	if (strchr(arch, ',') && output && output != JC_FATBIN) {
+		rc = die(2, "--arch %s is a target list, which makes a fatbin: --output %s does not "
+			 "go with it", arch, jc__output_name((uint32_t)output));
+		goto out;
+	}
 	jc_request_set_arch(req, arch);
+	if (output)
+		jc_request_set_output(req, (jc_output)output);
 	if ((rc = add_nvrtc_options(req, file, argv + nvrtc_first, all - nvrtc_first)) == 0)
 		rc = run_request(req, out_path, file, "compile");
 out:
@@ -677,38 +694,20 @@ static int admin(const char *command, const struct jc_strv *args, int offline_ok
 	}
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p == '\n')
-			fputs("\\n", f);
-		else if (*p == '\t')
-			fputs("\\t", f);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void json_record(FILE *f, const struct jc_record *r)
 {
 	fputc('{', f);
 	for (size_t i = 0; i < r->n; i++) {
 		if (i)
 			fputs(", ", f);
-		json_str(f, r->kv[i].name);
+		jc__json_str(f, r->kv[i].name);
 		fputs(": ", f);
 		if (r->kv[i].is_unsigned)
 			fprintf(f, "%" PRIu64, r->kv[i].u);
 		else if (r->kv[i].is_int)
 			fprintf(f, "%" PRId64, r->kv[i].i);
 		else
-			json_str(f, r->kv[i].s);
+			jc__json_str(f, r->kv[i].s);
 	}
 	fputc('}', f);
 }
@@ -1042,6 +1041,80 @@ out:
 	return rc;
 }
 
+/* The object of key's entry (admin "show" for its hash and size, then the
+ * file in the cache directory, checked against its hash): *data malloc'd. */
+static int entry_bytes(const char *key, uint8_t **data, size_t *size)
+{
+	struct jc_strv args = {0};
+	struct jc_admin_reply rep = {0};
+	char arg[64], dir[4096], path[4200];
+	uint8_t hash[16];
+	snprintf(arg, sizeof(arg), "key=%s", key);
+	jc__strv_push(&args, arg);
+	int rc = admin("show", &args, 1, &rep);
+	free(args.v ? args.v[0] : NULL);
+	free(args.v);
+	if (rc != 0)
+		return rc;
+	const char *obj = rep.n_rec ? gets_(&rep.rec[0], "object") : "";
+	int64_t want = rep.n_rec ? geti(&rep.rec[0], "size") : 0;
+	if (rep.status != 0)
+		rc = die(1, "inspect: %s", rep.message ? rep.message : jc_strerror(rep.status));
+	else if (jc__unhex16(obj, hash) != 0)
+		rc = die(1, "inspect: entry %s holds no artifact (a cached compile failure)", key);
+	else if (cache_dir ? (snprintf(dir, sizeof(dir), "%s", cache_dir), 0)
+			   : jc__default_cache_dir(dir, sizeof(dir)) != 0)
+		rc = die(2, "inspect: no cache directory (--cache-dir DIR)");
+	if (rc == 0) {
+		snprintf(path, sizeof(path), "%s/objects/%.2s/%s", dir, obj, obj);
+		XXH128_canonical_t c;
+		if (read_file(path, data, size) != 0)
+			rc = die(1, "inspect: cannot read %s: %s (the cache directory is the daemon's "
+				 "uid's)", path, strerror(errno));
+		else if (XXH128_canonicalFromHash(&c, XXH3_128bits(*data, *size)),
+			 (int64_t)*size != want || memcmp(c.digest, hash, 16) != 0)
+			rc = die(1, "inspect: %s does not match its entry (size or hash): `jitcachectl "
+				 "verify` quarantines it", path);
+	}
+	jc__admin_reply_clear(&rep);
+	return rc;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'}, {"key", required_argument, NULL, 'k'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *key = NULL;
+	int json = 0, c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'j')
+			json = 1;
+		else if (c == 'k')
+			key = optarg;
+		else
+			return die(2, "usage: inspect FILE | --key KEY [--json]");
+	}
+	if ((key != NULL) == (optind < argc) || optind + 1 < argc)
+		return die(2, "usage: inspect FILE | --key KEY [--json]");
+	uint8_t *data = NULL;
+	size_t size = 0;
+	char source[128], err[512];
+	int rc;
+	if (key) {
+		snprintf(source, sizeof(source), "key %s", key);
+		if ((rc = entry_bytes(key, &data, &size)) != 0)
+			return rc;
+	} else if (read_file(argv[optind], &data, &size) != 0) {
+		return die(2, "cannot read %s: %s", argv[optind], strerror(errno));
+	}
+	rc = jc__inspect_print(stdout, key ? source : argv[optind], data, size, json, err, sizeof(err));
+	free(data);
+	return rc ? die(1, "inspect %s: %s", key ? source : argv[optind], err) : 0;
+}
+
 static void print_config(const char *name, const char *value, const char *source, void *ctx)
 {
 	(void)ctx;
@@ -1150,6 +1223,8 @@ int main(int argc, char **argv)
 			socket_path = sock;
 		return jc__doctor(socket_path, cache_dir);
 	}
+	if (strcmp(cmd, "inspect") == 0)
+		return cmd_inspect(argc, argv);
 	if (argc > 1 && (strcmp(cmd, "config") == 0 || strcmp(cmd, "stop") == 0)) {
 		fprintf(stderr, "jitcachectl: unexpected argument '%s'\n", argv[1]);
 		sub_usage(stderr, cmd);

@@ -108,7 +108,7 @@ static int cu_fail(int code, CUresult r, const char *what)
 	return fail(code, "%s: %s", what, cu_str(r, s, sizeof(s)));
 }
 
-int jc__cuda_pick_target(int cc, const char *supported, char *arch, size_t len)
+int jc__cuda_pick_target(int cc, const char *supported, int force, char *arch, size_t len)
 {
 	if (!supported || !arch || len < 16)
 		return JC_EINVAL;
@@ -121,14 +121,58 @@ int jc__cuda_pick_target(int cc, const char *supported, char *arch, size_t len)
 		if (end == p + 3 || n <= 0 || n > 10000 || (*end && (*end != ' ' || !end[1])))
 			return JC_EPROTO;
 		exact |= n == cc;
-		if (n < cc && n > best)
+		if ((n < cc || (n == cc && force == JC__FORCE_PTX)) && n > best)
 			best = (int)n;
 		p = end + (*end == ' ');
 	}
-	if (!exact && !best)
+	int cubin = force == JC__FORCE_CUBIN || (force == JC__FORCE_NONE && exact);
+	if (cubin ? !exact : !best)
 		return JC_ENOTSUP;
-	snprintf(arch, len, exact ? "sm_%d" : "compute_%d", exact ? cc : best);
+	snprintf(arch, len, cubin ? "sm_%d" : "compute_%d", cubin ? cc : best);
 	return 0;
+}
+
+int jc__cuda_pick_forced(int cc, const char *requested, int force, char *arch, size_t len)
+{
+	if (!requested || !arch || len < 16)
+		return JC_EINVAL;
+	int best = -1;
+	char suffix = 0;
+	for (const char *p = requested; *p;) {
+		int ptx = strncmp(p, "compute_", 8) == 0;
+		if (!ptx && strncmp(p, "sm_", 3) != 0)
+			return JC_EINVAL;
+		char *end;
+		long n = strtol(p + (ptx ? 8 : 3), &end, 10);
+		char s = *end == 'a' || *end == 'f' ? *end++ : 0;
+		if (n <= 0 || n > 10000 || (*end && *end != ','))
+			return JC_EINVAL;
+		if (force == JC__FORCE_PTX && n <= cc && n > best)
+			best = (int)n;
+		if (force == JC__FORCE_CUBIN && n == cc && (best < 0 || (!ptx && s)))
+			best = (int)n, suffix = ptx ? 0 : s;
+		p = end + (*end == ',');
+	}
+	if (best < 0 || force == JC__FORCE_NONE)
+		return JC_ENOTSUP;
+	if (force == JC__FORCE_PTX)
+		snprintf(arch, len, "compute_%d", best);
+	else
+		snprintf(arch, len, suffix ? "sm_%d%c" : "sm_%d", best, suffix);
+	return 0;
+}
+
+/* JITCACHE_FORCE_PTX / JITCACHE_FORCE_CUBIN: JC__FORCE_*, or -1 for both. */
+static int force_mode(void)
+{
+	const char *p = getenv("JITCACHE_FORCE_PTX"), *c = getenv("JITCACHE_FORCE_CUBIN");
+	int ptx = p && strcmp(p, "1") == 0, cubin = c && strcmp(c, "1") == 0;
+	return ptx && cubin ? -1 : ptx ? JC__FORCE_PTX : cubin ? JC__FORCE_CUBIN : JC__FORCE_NONE;
+}
+
+static const char *force_name(int force)
+{
+	return force == JC__FORCE_PTX ? "JITCACHE_FORCE_PTX=1" : "JITCACHE_FORCE_CUBIN=1";
 }
 
 /* Copies string field name of the daemon's "version" record into buf. */
@@ -175,8 +219,13 @@ JC_API int jc_cuda_resolve_target(jc_client *c, int device, char *arch, size_t l
 	char archs[1024], nvrtc[16];
 	if ((rc = daemon_toolchain(c, archs, sizeof(archs), nvrtc, sizeof(nvrtc))))
 		return rc;
-	int cc = major * 10 + minor;
-	rc = jc__cuda_pick_target(cc, archs, arch, len);
+	int cc = major * 10 + minor, force = force_mode();
+	if (force < 0)
+		return fail(JC_EINVAL, "JITCACHE_FORCE_PTX=1 and JITCACHE_FORCE_CUBIN=1 exclude each other");
+	rc = jc__cuda_pick_target(cc, archs, force, arch, len);
+	if (rc == JC_ENOTSUP && force == JC__FORCE_CUBIN)
+		return fail(rc, "JITCACHE_FORCE_CUBIN=1: NVRTC %s makes no cubin for a device of "
+				"compute capability %d.%d (it supports %s)", nvrtc, major, minor, archs);
 	if (rc == JC_ENOTSUP)
 		return fail(rc, "device of compute capability %d.%d is older than every architecture "
 				"NVRTC %s supports (%s)", major, minor, nvrtc, archs);
@@ -207,6 +256,32 @@ JC_API int jc_cuda_request_set_target(jc_client *c, jc_request *r, int device)
 		return rc;
 	rc = jc_request_set_arch(r, arch) ?:
 	     jc_request_set_output(r, arch[0] == 's' ? JC_CUBIN : JC_PTX);
+	return rc ? fail(rc, "out of memory") : 0;
+}
+
+/* A forced load of a request that names its targets: r is changed to the
+ * one target jc__cuda_pick_forced chooses for device dev. */
+static int force_target(jc_request *r, CUdevice dev, int force)
+{
+	int major = 0, minor = 0;
+	char arch[32];
+	if (force < 0)
+		return fail(JC_EINVAL, "JITCACHE_FORCE_PTX=1 and JITCACHE_FORCE_CUBIN=1 exclude each other");
+	CUresult cr = cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+	if (cr == CUDA_SUCCESS)
+		cr = cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+	if (cr != CUDA_SUCCESS)
+		return cu_fail(JC_ENOTSUP, cr, "cuDeviceGetAttribute(compute capability)");
+	int rc = jc__cuda_pick_forced(major * 10 + minor, r->req.arch, force, arch, sizeof(arch));
+	if (rc == JC_ENOTSUP)
+		return fail(rc, "%s: the request's targets (%s) hold no %s for a device of compute "
+			    "capability %d.%d", force_name(force), r->req.arch,
+			    force == JC__FORCE_PTX ? "PTX at or below it" : "cubin of exactly it", major,
+			    minor);
+	if (rc)
+		return fail(rc, "the request's targets '%s' are malformed", r->req.arch);
+	rc = jc_request_set_arch(r, arch) ?:
+	     jc_request_set_output(r, force == JC__FORCE_PTX ? JC_PTX : JC_CUBIN);
 	return rc ? fail(rc, "out of memory") : 0;
 }
 
@@ -269,7 +344,8 @@ static int load(struct jc_cuda_module *m, CUresult *cr, char *reason, size_t len
 	cu.cuDriverGetVersion(&drv);
 	snprintf(reason, len, "cuModuleLoadDataEx: %s; driver %d; %s%s", cu_str(*cr, s, sizeof(s)), drv,
 		 log[0] ? "JIT log: " : "no JIT log", log);
-	return fail(load_code(*cr), "cannot load %s (key %s): %s", jc_result_output(m->res) == JC_PTX ? "PTX" : "cubin",
+	return fail(load_code(*cr), "cannot load %s (key %s): %s",
+		    jc__output_name(jc_result_output(m->res)) ?: "artifact",
 		    jc_result_key(m->res), reason);
 }
 
@@ -317,13 +393,16 @@ JC_API int jc_cuda_module_load(jc_client *c, jc_request *r, jc_cuda_module **out
 	if (!m)
 		return fail(JC_ENOMEM, "out of memory");
 	m->ctx = ctx;
-	if (!r->req.arch) {
+	int force = force_mode();
+	if (!r->req.arch || force) {
 		uint64_t t0 = now_ns();
 		CUdevice dev;
 		if ((cr = cu.cuCtxGetDevice(&dev)) != CUDA_SUCCESS)
 			rc = cu_fail(JC_EINVAL, cr, "cuCtxGetDevice");
-		else
+		else if (!r->req.arch)
 			rc = jc_cuda_request_set_target(c, r, dev);
+		else
+			rc = force_target(r, dev, force);
 		m->t[JC_CUDA_TIME_RESOLVE] = now_ns() - t0;
 		if (rc)
 			goto err;

@@ -163,6 +163,17 @@ static int ptx_needs_cuda(int ptx)
 	return 0;
 }
 
+/* The highest PTX ISA (10 * major + minor) a driver of CUDA version v
+ * JIT-compiles (the table read backwards); 0 for one older than the table. */
+static int driver_ptx_isa(int v)
+{
+	int top = 0;
+	for (size_t i = 0; i < sizeof(ptx_isa) / sizeof(ptx_isa[0]); i++)
+		if (ptx_isa[i].cuda <= v && ptx_isa[i].ptx > top)
+			top = ptx_isa[i].ptx;
+	return top;
+}
+
 /* Compiles a one-line kernel to PTX for arch (compute_XY); malloc'd PTX or NULL. */
 static char *tiny_ptx(const char *arch, char *err, size_t errlen)
 {
@@ -256,6 +267,13 @@ static void check_ptx(struct report *r, const struct jc_toolchain *tc, struct cu
 		say(r, OK, "driver CUDA %d.%d accepts PTX ISA %d.%d, which NVRTC %s emits",
 		    cu->version / 1000, cu->version % 1000 / 10, isa / 10, isa % 10, tc->nvrtc_version);
 	}
+	if (cu->version && isa > 0) {
+		int top = driver_ptx_isa(cu->version);
+		say(r, INFO, "driver CUDA %d.%d JIT-compiles PTX ISA up to %s%d.%d; NVRTC %s emits %d.%d",
+		    cu->version / 1000, cu->version % 1000 / 10,
+		    cu->version > ptx_isa[sizeof(ptx_isa) / sizeof(ptx_isa[0]) - 1].cuda ? "at least " : "",
+		    top / 10, top % 10, tc->nvrtc_version, isa / 10, isa % 10);
+	}
 	/* With a GPU: load it for real. */
 	CUcontext ctx = NULL;
 	if (have_device && cu->ctx_retain && cu->ctx_release && cu->ctx_set_current &&
@@ -280,6 +298,129 @@ static void check_ptx(struct report *r, const struct jc_toolchain *tc, struct cu
 		}
 	}
 	free(ptx);
+}
+
+/* --- the driver's files: user space against the kernel module ------------------ */
+
+/* The first "N.N[.N]" token of s into out. Returns 1 when there is one. */
+static int version_token(const char *s, char *out, size_t len)
+{
+	for (const char *p = s; *p; p++) {
+		size_t n = strspn(p, "0123456789.");
+		if (n >= 3 && (p == s || p[-1] == ' ' || p[-1] == '\t') && strchr(p, '.') &&
+		    memchr(p, '.', n) && p[0] != '.' && (p[n] == '\0' || p[n] == ' ' || p[n] == '\t' ||
+							 p[n] == '\n')) {
+			snprintf(out, len, "%.*s", (int)n, p);
+			return 1;
+		}
+		if (n)
+			p += n - 1;
+	}
+	return 0;
+}
+
+/*
+ * The classic container mistake: a libcuda (user space) of another release
+ * than the kernel module, because the image ships its own driver library
+ * instead of mounting the host's. Compares the version in the name of the
+ * libcuda file loaded (libcuda.so.580.159.04, found with dladdr and
+ * realpath) with the kernel module's in /proc/driver/nvidia/version (or
+ * $JITCACHE_TEST_PROC_NVIDIA_VERSION, a file standing for it in tests).
+ */
+static void check_driver_files(struct report *r, const struct cu *cu)
+{
+	Dl_info di;
+	char real[4096], lib_ver[64] = "", mod_ver[64] = "", line[512] = "";
+	if (!dladdr((void *)cu->init, &di) || !di.dli_fname) {
+		say(r, WARN, "cannot tell which file libcuda.so.1 was loaded from (dladdr)");
+		return;
+	}
+	if (!realpath(di.dli_fname, real))
+		snprintf(real, sizeof(real), "%s", di.dli_fname);
+	const char *base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+	int named = strncmp(base, "libcuda.so.", 11) == 0 && version_token(base + 11, lib_ver, sizeof(lib_ver));
+	say(r, INFO, "libcuda loaded from %s%s%s", di.dli_fname, strcmp(real, di.dli_fname) ? " -> " : "",
+	    strcmp(real, di.dli_fname) ? real : "");
+	const char *test = getenv("JITCACHE_TEST_PROC_NVIDIA_VERSION");
+	const char *proc = test ? test : "/proc/driver/nvidia/version";
+	FILE *f = fopen(proc, "re");
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
+	}
+	const char *km = strstr(line, "Kernel Module");
+	if (!f || !version_token(km ? km : line, mod_ver, sizeof(mod_ver))) {
+		say(r, WARN, "no NVIDIA kernel module version (%s: %s): cannot check that libcuda "
+			     "matches the kernel driver", proc, f ? "no version in it" : strerror(errno));
+		return;
+	}
+	if (!named)
+		say(r, INFO, "kernel module %s; the version of %s is not in its name: not compared",
+		    mod_ver, real);
+	else if (strcmp(lib_ver, mod_ver) == 0)
+		say(r, OK, "user-space driver (libcuda %s) matches the kernel module %s", lib_ver, mod_ver);
+	else
+		say(r, FAIL, "user-space driver libcuda %s (%s) does not match the kernel module %s (%s): "
+			     "the container or image ships its own libcuda; use the host's (the NVIDIA "
+			     "Container Toolkit mounts it) or install the matching driver", lib_ver, real,
+		    mod_ver, proc);
+}
+
+/*
+ * MIG mode of each device through NVML (libnvidia-ml.so.1, dlopen'ed;
+ * nvmlDeviceGetMigMode: NVML API reference), and MPS: whether an MPS control
+ * daemon's pipe is in $CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps),
+ * so that CUDA processes here run as its clients.
+ */
+static void check_mig_mps(struct report *r)
+{
+	void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!nvml) {
+		say(r, INFO, "MIG mode unknown: no NVML (libnvidia-ml.so.1)");
+	} else {
+		int (*init)(void) = (int (*)(void))dlsym(nvml, "nvmlInit_v2");
+		int (*shutdown)(void) = (int (*)(void))dlsym(nvml, "nvmlShutdown");
+		int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(nvml, "nvmlDeviceGetCount_v2");
+		int (*handle)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(nvml,
+			"nvmlDeviceGetHandleByIndex_v2");
+		int (*mig)(void *, unsigned *, unsigned *) = (int (*)(void *, unsigned *, unsigned *))
+			dlsym(nvml, "nvmlDeviceGetMigMode");
+		unsigned n = 0;
+		if (!init || !shutdown || !count || !handle || !mig || init() != 0) {
+			say(r, INFO, "MIG mode unknown: NVML does not initialise");
+		} else {
+			if (count(&n) != 0)
+				n = 0;
+			for (unsigned i = 0; i < n; i++) {
+				void *h;
+				unsigned cur = 0, pend = 0;
+				/* NVML_ERROR_NOT_SUPPORTED is 3: a GPU without MIG. */
+				int rc = handle(i, &h) ?: mig(h, &cur, &pend);
+				if (rc == 3)
+					say(r, INFO, "GPU %u: MIG not supported", i);
+				else if (rc)
+					say(r, WARN, "GPU %u: nvmlDeviceGetMigMode failed (%d)", i, rc);
+				else
+					say(r, cur ? WARN : INFO, "GPU %u: MIG mode %s%s%s", i,
+					    cur ? "enabled (CUDA sees MIG instances, not the whole GPU)" : "disabled",
+					    pend != cur ? ", pending " : "", pend != cur ? (pend ? "enabled" : "disabled") : "");
+			}
+			shutdown();
+		}
+		dlclose(nvml);
+	}
+	const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+	char pipe[4200];
+	struct stat st;
+	snprintf(pipe, sizeof(pipe), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
+	if (stat(pipe, &st) == 0 && S_ISFIFO(st.st_mode))
+		say(r, INFO, "MPS: a control daemon's pipe is at %s: CUDA processes here run as MPS "
+			     "clients%s%s", pipe, getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ?
+			     ", active thread percentage " : "",
+		    getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ?: "");
+	else
+		say(r, INFO, "MPS: no control daemon (%s absent)", pipe);
 }
 
 /* --- devices ------------------------------------------------------------------ */
@@ -533,6 +674,11 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 		say(&r, INFO, "supported architectures: %s", tc.supported_archs);
 		say(&r, INFO, "toolkit headers %s (%s)",
 		    tc.toolkit_include[0] ? tc.toolkit_include : "(none)", tc.toolkit_include_id);
+		if (tc.fatbin_tool == JC_FATBIN_NONE)
+			say(&r, WARN, "no fatbin tool (nvFatbin or fatbinary) in this toolkit: requests for "
+				      "several architectures (--arch sm_80,sm_90,...) are refused");
+		else
+			say(&r, OK, "fatbins by %s (%s)", tc.fatbin_path, tc.fatbin_id);
 	} else {
 		say(&r, FAIL, "toolchain: %s", err);
 	}
@@ -542,8 +688,10 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 	if (cu_open(&cu, &r) == 0) {
 		say(&r, OK, "driver CUDA %d.%d (%s)", cu.version / 1000, cu.version % 1000 / 10,
 		    have_tc ? tc.driver_build : "?");
+		check_driver_files(&r, &cu);
 		if (have_tc)
 			have_device = check_devices(&r, &tc, &cu, &cc, &dev);
+		check_mig_mps(&r);
 	}
 	if (have_tc)
 		check_ptx(&r, &tc, &cu, cc, dev, have_device);

@@ -382,6 +382,12 @@ static int nvjitlink_link(const struct jc_nv *nv, const struct jc_req *req, stru
 int jc__nv_run_job(const struct jc_nv *nv, const struct jc_req *req, struct jc_res *res)
 {
 	res->output = req->output;
+	if (req->output == JC_OUTPUT_FATBIN) {
+		/* jitcached makes one from per-target jobs (daemon/fatbin.h). */
+		jc__nv_set_message(res, JC_ENOTSUP, "a fatbin (target list %s) is made by jitcached, "
+				   "not by one compile job", req->arch ? req->arch : "");
+		return res->status;
+	}
 	if (req->job != JC_JOB_COMPILE && !nv->has_nvjitlink) {
 		jc__nv_set_message(res, JC_ENOTSUP, "cannot link here: %s", nv->why_no_nvjitlink);
 		return res->status;

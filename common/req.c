@@ -112,7 +112,7 @@ int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void 
 	return 0;
 }
 
-static const char *const output_names[] = {NULL, "cubin", "ptx", "ltoir"};
+static const char *const output_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin"};
 static const char *const input_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin", "object", "library"};
 static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined", "uncached"};
 

@@ -18,12 +18,17 @@ enum jc_job {
 	JC_JOB_COMPILE = 1,      /* NVRTC only */
 	JC_JOB_LINK = 2,         /* nvJitLink over link inputs only */
 	JC_JOB_COMPILE_LINK = 3, /* NVRTC (-dlto) then nvJitLink with the link inputs */
+	/* Daemon -> worker only (clients' requests never carry it): put the
+	 * link inputs (cubins and PTX, each named by its target) into one
+	 * fatbin with nvFatbin (daemon/fatbin.h). */
+	JC_JOB_FATBIN = 4,
 };
 
 enum jc_output {
 	JC_OUTPUT_CUBIN = 1,
 	JC_OUTPUT_PTX = 2,
 	JC_OUTPUT_LTOIR = 3,
+	JC_OUTPUT_FATBIN = 4, /* one image per target of a target list (daemon/fatbin.h) */
 };
 
 /* Link input types, as nvJitLinkInputType names them. */
@@ -60,7 +65,8 @@ struct jc_strv {
 struct jc_req {
 	uint32_t job;            /* enum jc_job */
 	uint32_t output;         /* enum jc_output */
-	char *arch;              /* "sm_90", "sm_90a", "compute_90" */
+	char *arch;              /* "sm_90", "sm_90a", "compute_90"; for JC_OUTPUT_FATBIN
+				  * an ordered, comma-separated target list */
 	char *source_name;       /* NVRTC program name, e.g. "saxpy.cu" */
 	uint8_t *source;
 	size_t source_size;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* "10G", "512M", "4096", "1.5G" (K/M/G/T are powers of 1024; a trailing B or
  * iB is accepted). Returns 0 or JC_EINVAL. */
@@ -40,5 +41,8 @@ int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
  * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* Writes s (borrowed, NUL-terminated) to f as a JSON string, quotes included. */
+void jc__json_str(FILE *f, const char *s);
 
 #endif

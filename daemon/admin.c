@@ -225,6 +225,8 @@ static int cmd_version(struct jc_admin_env *env, struct jc_admin_reply *out)
 	rc = rc ?: jc__record_add_str(r, "toolkit_include", tc->toolkit_include);
 	rc = rc ?: jc__record_add_str(r, "toolkit_include_id", tc->toolkit_include_id);
 	rc = rc ?: jc__record_add_str(r, "supported_archs", tc->supported_archs);
+	rc = rc ?: jc__record_add_str(r, "fatbin_tool", tc->fatbin_path[0] ? tc->fatbin_path : "none");
+	rc = rc ?: jc__record_add_str(r, "fatbin_id", tc->fatbin_id);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	return rc;
 }

@@ -287,6 +287,7 @@ static void flight_free(struct jc_flight *f)
 	jc__res_clear(&f->res);
 	jc__inc_set_clear(f->inc);
 	free(f->inc);
+	jc__fatbin_free(f->fatbin);
 	free(f);
 }
 
@@ -536,13 +537,17 @@ static void publish_after_cb(uv_work_t *work, int status)
 void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
 	char hex[33];
-	count(d, JC_CTR_compiles, 1);
-	count(d, JC_CTR_compile_ns, f->res.compile_ns);
-	if (f->res.status != 0)
-		count(d, JC_CTR_compile_failures, 1);
+	if (f->fatbin) {
+		jc__fatbin_finish(d, f); /* its parts count as compiles */
+	} else {
+		count(d, JC_CTR_compiles, 1);
+		count(d, JC_CTR_compile_ns, f->res.compile_ns);
+		if (f->res.status != 0)
+			count(d, JC_CTR_compile_failures, 1);
+	}
 	jc__hex16(f->key, hex);
 	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
-		    f->req.n_link_inputs ? "link" : "compile",
+		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
 		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
 		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6);
 	/* Only deterministic failures (a compile error) become negative entries;
@@ -553,6 +558,15 @@ void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
 			return;
 	}
 	flight_finish(f);
+}
+
+void jc__pool_flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message)
+{
+	jc__res_clear(&f->res);
+	f->res.status = status;
+	f->res.output = f->req.output;
+	f->res.message = strdup(message);
+	jc__pool_flight_done(d, f);
 }
 
 struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
@@ -597,14 +611,26 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		flight_free(f);
 		return JC_ENOMEM;
 	}
+	count(d, JC_CTR_misses, 1);
+	if (f->req.output != JC_OUTPUT_FATBIN) {
+		jc__cache_enqueue(d, f);
+		return 0;
+	}
+	if (jc__fatbin_start(d, f, conn) != 0) {
+		flight_free(f);
+		return JC_ENOMEM;
+	}
+	return 0;
+}
+
+void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
+{
 	if (d->queue_tail)
 		d->queue_tail->qnext = f;
 	else
 		d->queue_head = f;
 	d->queue_tail = f;
-	count(d, JC_CTR_misses, 1);
 	jc__pool_dispatch(d);
-	return 0;
 }
 
 /* A client could not use the object it was served: quarantine it (if the
@@ -1005,7 +1031,9 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
 	}
-	if (rc == 0 && !arch_supported(d, req->arch)) {
+	if (rc == 0 && req->output == JC_OUTPUT_FATBIN)
+		rc = jc__fatbin_check(d, req, err, sizeof(err));
+	else if (rc == 0 && !arch_supported(d, req->arch)) {
 		rc = JC_EINVAL;
 		snprintf(err, sizeof(err), "NVRTC %s does not support %s; it supports %s",
 			 d->tc.nvrtc_version, req->arch, d->tc.supported_archs);

@@ -87,6 +87,11 @@ struct jc_flight {
 	int learned;              /* the key was learnt from what NVRTC read (store_key) */
 	int tree_missing;         /* a client-read tree lacked a file NVRTC read: fails (errmsg) */
 	char learned_from[512];   /* the first access the include set missed (for the log) */
+	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
+	struct jc_fatbin *fatbin;
+	/* The request a worker gets for this flight: &req when NULL (a fatbin's
+	 * nvFatbin job points it at its own). Borrowed. */
+	const struct jc_req *wreq;
 };
 
 /* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
@@ -189,6 +194,24 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
 /* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
 void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
 uint64_t jc__now_ns(void);
+/* Queues f for the worker pool and dispatches (loop thread). */
+void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
+
+/* fatbin.c: multi-architecture requests (fatbin.h). */
+struct jc_fatbin;
+/* Checks a fatbin request before it is keyed further: every target is one
+ * NVRTC supports (JC_EINVAL naming the first that is not) and there is a
+ * fatbin tool (JC_ENOTSUP otherwise). Message in err. */
+int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen);
+/* Builds the fatbin of flight f (its req has fatbin output): asks for each
+ * target's part as conn's uid would, then assembles. Ends, like a worker
+ * job, in jc__pool_flight_done. Returns 0 or JC_ENOMEM (nothing started). */
+int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
+/* At the end of a fatbin flight, before it is published: its log (where
+ * each part came from, the steps' times), lowered names and build time. */
+void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
+/* Frees what fatbin_start made (flight_free); NULL is accepted. */
+void jc__fatbin_free(struct jc_fatbin *fb);
 
 /* evict.c: housekeeping in the thread pool, started from the loop thread. */
 /* Checks the budget and evicts when over the high-water mark (at most one job
@@ -205,6 +228,17 @@ void jc__daemon_notify(const char *state);
 /* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
 int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
 void jc__server_shutdown(struct jc_daemon *d);
+/* Where an internal connection's answer goes: a result (res and objfd, a
+ * descriptor of its object or -1, which the sink then owns) or an error
+ * (res NULL, code and message). res and message are borrowed for the call. */
+typedef void (*jc_conn_sink_fn)(void *ctx, const struct jc_res *res, int objfd, int code,
+				const char *message);
+/* A connection with no socket, for requests the daemon makes itself (the
+ * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
+ * go to sink(ctx, ...), once per request handed to jc__cache_request. One
+ * reference, the caller's: jc__conn_unref frees it. NULL when out of memory. */
+struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *like,
+				  jc_conn_sink_fn sink, void *ctx);
 void jc__conn_ref(struct jc_conn *c);
 /* The peer's uid (SO_PEERCRED); (uid_t)-1 when unknown. */
 uid_t jc__conn_uid(const struct jc_conn *c);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "key.h"
 
+#include "fatbin.h"
 #include "includes.h"
 #include "jitcache/jitcache.h"
 #include "util.h"
@@ -48,6 +49,7 @@ enum {
 	TAG_TOOLKIT_INCLUDE_ID = 30,
 	TAG_DIRECT_KEY = 31,
 	TAG_INCLUDE_TREE = 32,
+	TAG_FATBIN_TOOL = 33, /* fatbin output only */
 };
 
 #define invalid(err, errlen, ...) jc__fail(err, errlen, JC_EINVAL, __VA_ARGS__)
@@ -216,9 +218,19 @@ static int validate(const struct jc_req *req, const struct jc_blob ***sorted, ch
 		return invalid(err, errlen, "a link produces cubin or PTX, not LTO-IR");
 	if (req->job == JC_JOB_LINK && !req->n_link_inputs)
 		return invalid(err, errlen, "a link job needs link inputs");
-	if (jc__arch_number(req->arch) < 0)
+	if (req->output == JC_OUTPUT_FATBIN) {
+		struct jc_targets t;
+		if (req->job != JC_JOB_COMPILE)
+			return invalid(err, errlen, "a fatbin is made from a compile: a link takes one target");
+		if ((rc = jc__targets_parse(req->arch, &t, err, errlen)))
+			return rc;
+	} else if (req->arch && strchr(req->arch, ',')) {
+		return invalid(err, errlen, "a target list (%s) makes a fatbin: ask for fatbin output, "
+			       "not %s", req->arch, jc__output_name(req->output));
+	} else if (jc__arch_number(req->arch) < 0) {
 		return invalid(err, errlen, "architecture \"%s\" is not sm_NN, sm_NNa, sm_NNf or compute_NN",
 			       req->arch ? req->arch : "");
+	}
 	if (req->output == JC_OUTPUT_CUBIN && strncmp(req->arch, "compute_", 8) == 0)
 		return invalid(err, errlen, "%s is a virtual architecture: a cubin needs a real one "
 			       "(sm_%s), or ask for PTX or LTO-IR output", req->arch, req->arch + 8);
@@ -482,6 +494,8 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
 	}
 	item_strv(st, TAG_LINK_OPTION_COUNT, TAG_LINK_OPTION, req->link_options.v, req->link_options.n);
 	item_str(st, TAG_APP_ABI, req->app_abi);
+	if (req->output == JC_OUTPUT_FATBIN)
+		item_str(st, TAG_FATBIN_TOOL, tc->fatbin_id);
 	rc = digest(st, key);
 out:
 	if (rc == JC_ENOMEM)

@@ -15,7 +15,8 @@
  *      includes.h), so that the same bytes elsewhere share the key
  *   5. options, in the order given; an -I option (any form) as the index of
  *      its directory
- *   6. target architecture string, exactly as given ("sm_90a")
+ *   6. target architecture string, exactly as given ("sm_90a"); for fatbin
+ *      output the target list as given, so its order is part of the key
  *   7. name expressions sorted (strcmp); duplicates kept, so "&f","&f" and
  *      "&f" are distinct keys (conservative: a miss, never a wrong hit)
  *   8. toolchain: nvrtc version, nvrtc id, builtins id, nvjitlink version,
@@ -24,6 +25,7 @@
  *      a toolkit update changes both.
  *   9. link inputs in order: type (u32), name, bytes; then link options in order
  *  10. app ABI string (NULL is "")
+ *  11. fatbin output only: the fatbin tool's identity (toolchain.h fatbin_id)
  * A NULL string or NULL data of size 0 encodes as empty. Each item has its own
  * tag, so no two different requests share an encoding. Change anything here
  * and JC_KEY_FORMAT must be bumped.
@@ -48,7 +50,9 @@
  *    (JC_JOB_LINK, JC_JOB_COMPILE_LINK) asking for LTO-IR (nvJitLink produces
  *    cubin or PTX only: nvJitLink API reference, nvJitLinkGetLinkedCubin /
  *    nvJitLinkGetLinkedPtx); JC_JOB_LINK without link inputs;
- *  - arch NULL or not ^(sm|compute)_[0-9]{2,3}[af]?$;
+ *  - arch NULL or not ^(sm|compute)_[0-9]{2,3}[af]?$; for fatbin output a
+ *    target list jc__targets_parse() refuses (fatbin.h), or a job that is not
+ *    a compile; a list (a comma) with another output;
  *  - a compile job (JC_JOB_COMPILE, JC_JOB_COMPILE_LINK) without a source name;
  *    source NULL with source_size > 0 (same for every blob);
  *  - a header name that is NULL, empty, absolute, contains a backslash or a

@@ -53,12 +53,15 @@ static void usage(FILE *f)
 		"  --idle-exit DURATION     exit this long after the last connection closed,\n"
 		"                            0 never [0; a daemon the client library starts: 600s]\n"
 		"  --max-connections N      clients at once [1024]\n"
-		"  --max-connections-per-uid N  of one uid but root and the daemon's [128]\n"
-		"  --handshake-timeout DUR  HELLO within this long [5s]\n"
-		"  --write-timeout DUR      drop an answer (and its connection) not read this long [10s]\n"
-		"  --buffer-budget SIZE     request and reply buffers together; past it EBUSY [256M]\n"
+		"  --max-connections-per-uid N  of one uid (not root's, not ours) at once [128]\n"
+		"  --handshake-timeout DUR  close a connection without HELLO this long [5s]\n"
+		"  --write-timeout DURATION drop an answer not read this long, and its\n"
+		"                            connection [10s]\n"
+		"  --buffer-budget SIZE     request and reply buffers of all connections; a\n"
+		"                            request or large reply past it gets EBUSY [256M]\n"
 		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
-		"  --group-shared yes|no    socket 0660 for the group; the cache dir stays 0700 [no]\n"
+		"  --group-shared yes|no    socket 0660 for the group; the cache directory\n"
+		"                            stays the daemon's alone (0700) [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
 		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
 		"  --confinement MODE       compile workers' confinement: auto, landlock, userns, none [auto]\n"
@@ -68,7 +71,8 @@ static void usage(FILE *f)
 		"  --help, --version\n"
 		"Durations: N[s|m|h|d], at most 10 years. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
-		"instead of both; flags win over files. SIGHUP re-reads them. SIGTERM, SIGINT or\n"
+		"instead of both; flags win over files. SIGHUP re-reads them. Durations: N[s|m|h|d],\n"
+		"at most 10 years. SIGTERM, SIGINT or\n"
 		"`jitcachectl stop`: stop cleanly.\n", cpus > 0 ? cpus : 2);
 }
 
@@ -181,11 +185,11 @@ static int set_option(struct settings *s, const char *name, const char *value)
 			c->negative_ttl_s = secs;
 		else if (name[0] == 'g')
 			c->gc_interval_s = secs;
-		else if (strcmp(name, "idle-exit") == 0)
-			c->idle_exit_s = (int)secs;
 		else
-			*(name[0] == 'c' ? &c->compile_timeout_s : name[0] == 'i' ? &c->idle_timeout_s
-				: name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
+			*(name[0] == 'c' ? &c->compile_timeout_s
+			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s
+			  : name[0] == 'i' ? &c->idle_timeout_s
+			  : name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0) {
 		ok = parse_count(value, 256, &c->workers) == 0;
 	} else if (strcmp(name, "max-connections") == 0) {
@@ -600,8 +604,9 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	needs_restart("confinement", c->confinement != fresh.confinement);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
-			    "compile-timeout, idle-timeout, idle-exit, max-connections, max-connections-per-uid, "
-			    "handshake-timeout, write-timeout, buffer-budget, gc-interval, admin-group, "
+			    "compile-timeout, idle-timeout, idle-exit, max-connections, "
+			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
+			    "gc-interval, admin-group, "
 			    "allow-uids)");
 	if (c->max_size != old_max)
 		save_budget(d);

@@ -55,10 +55,7 @@ static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	jc__res_clear(&f->res);
-	f->res.status = status;
-	f->res.message = strdup(msg);
-	jc__pool_flight_done(w->d, f);
+	jc__pool_flight_fail(w->d, f, status, msg);
 }
 
 /* Removes the worker from the pool and closes its handles (once). */
@@ -201,7 +198,7 @@ static void worker_start_job(struct jc_worker *w, struct jc_flight *f)
 {
 	struct jc_buf *b = calloc(1, sizeof(*b));
 	uv_write_t *req = calloc(1, sizeof(*req));
-	int rc = (!b || !req) ? JC_ENOMEM : jc__encode_req(b, &f->req);
+	int rc = (!b || !req) ? JC_ENOMEM : jc__encode_req(b, f->wreq ? f->wreq : &f->req);
 	w->job = f;
 	if (rc == 0) {
 		uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);

@@ -21,5 +21,8 @@ void jc__pool_stop(struct jc_daemon *d);
  * (f->res holds the result or the failure). */
 struct jc_flight *jc__pool_next_flight(struct jc_daemon *d);
 void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f);
+/* Ends f as failed: its result becomes status, the request's output and
+ * message (borrowed), then jc__pool_flight_done. */
+void jc__pool_flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
 
 #endif

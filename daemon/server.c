@@ -67,6 +67,8 @@ struct jc_conn {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	jc_conn_sink_fn sink;          /* an internal connection's answers go here */
+	void *sink_ctx;
 };
 
 struct write_req {
@@ -130,6 +132,24 @@ uid_t jc__conn_uid(const struct jc_conn *c)
 pid_t jc__conn_pid(const struct jc_conn *c)
 {
 	return c->pid;
+}
+
+struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *like,
+				  jc_conn_sink_fn sink, void *ctx)
+{
+	struct jc_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->d = d;
+	c->refs = 1;
+	c->hello = 1;
+	c->busy = 1;
+	c->uid = like->uid;
+	c->gid = like->gid;
+	c->pid = like->pid;
+	c->sink = sink;
+	c->sink_ctx = ctx;
+	return c;
 }
 
 void jc__conn_ref(struct jc_conn *c)
@@ -278,6 +298,10 @@ static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
 {
 	struct jc_buf b = {0};
+	if (c->sink) {
+		c->sink(c->sink_ctx, res, objfd, 0, NULL);
+		return;
+	}
 	if (c->closing) {
 		if (objfd >= 0)
 			close(objfd);
@@ -333,6 +357,10 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 void jc__conn_send_error(struct jc_conn *c, int code, const char *message)
 {
 	struct jc_buf b = {0};
+	if (c->sink) {
+		c->sink(c->sink_ctx, NULL, -1, code, message);
+		return;
+	}
 	if (c->closing)
 		return;
 	if (jc__encode_error(&b, code, message) != 0) {
@@ -387,7 +415,7 @@ static void idle_arm(struct jc_conn *c)
 void jc__conn_done(struct jc_conn *c)
 {
 	c->busy = 0;
-	if (c->closing)
+	if (c->closing || c->sink)
 		return;
 	/* An answer still in our write queue: read no further request until the
 	 * client has taken it (write_cb resumes), so that one which does not

@@ -340,6 +340,59 @@ static int archs(char *out, size_t outlen, char *err, size_t errlen)
 	return 0;
 }
 
+/* tc->fatbin_* (toolchain.h) for the toolkit whose libnvrtc is in libdir. */
+static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain *tc, char *err,
+		       size_t errlen)
+{
+	const char *force = getenv("JITCACHE_TEST_FATBIN");
+	int lib = force && force[0] == '/';
+	if (force && !lib && strcmp(force, "none") != 0 && strcmp(force, "fatbinary") != 0)
+		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN must be none, "
+				"fatbinary or the absolute path of a libnvfatbin, not '%s'", force);
+	if (force)
+		jc_log_warn(KEY, "test override JITCACHE_TEST_FATBIN=%s", force);
+	char path[4300], id[96];
+	int rc;
+	if (lib)
+		snprintf(path, sizeof(path), "%s", force);
+	else
+		snprintf(path, sizeof(path), "%s/libnvfatbin.so.%d", libdir, nvrtc_major);
+	void *h = force && !lib ? NULL : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lib && !h)
+		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN=%s: %s", force,
+				dlerror());
+	if (h) {
+		/* nvFatbinResult nvFatbinVersion(unsigned *major, unsigned *minor) (nvFatbin.h). */
+		int (*version)(unsigned *, unsigned *) = (int (*)(unsigned *, unsigned *))dlsym(h, "nvFatbinVersion");
+		unsigned maj = 0, min = 0;
+		int ok = version && version(&maj, &min) == 0;
+		dlclose(h);
+		if (ok) {
+			if ((rc = file_identity(path, id, sizeof(id), err, errlen)) != 0)
+				return rc;
+			tc->fatbin_tool = JC_FATBIN_NVFATBIN;
+			snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "nvfatbin %u.%u %s", maj, min, id);
+			return put(tc->fatbin_path, sizeof(tc->fatbin_path), "nvfatbin path", path, err, errlen);
+		}
+		jc_log_warn(KEY, "%s lacks a working nvFatbinVersion: not used", path);
+	}
+	static const char *const rel[] = {"/../bin/fatbinary", "/../../../bin/fatbinary"};
+	for (size_t i = 0; i < 2 && !(force && strcmp(force, "none") == 0); i++) {
+		snprintf(path, sizeof(path), "%s%s", libdir, rel[i]);
+		char real[4096];
+		if (!realpath(path, real) || access(real, X_OK) != 0)
+			continue;
+		if ((rc = hash_file(real, id, sizeof(id), err, errlen)) != 0)
+			return rc;
+		tc->fatbin_tool = JC_FATBIN_FATBINARY;
+		snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "fatbinary %s", id);
+		return put(tc->fatbin_path, sizeof(tc->fatbin_path), "fatbinary path", real, err, errlen);
+	}
+	tc->fatbin_tool = JC_FATBIN_NONE;
+	tc->fatbin_path[0] = '\0';
+	return put(tc->fatbin_id, sizeof(tc->fatbin_id), "fatbin id", "none", err, errlen);
+}
+
 static int override(const char *env, char *field, size_t size, char *err, size_t errlen)
 {
 	const char *v = getenv(env);
@@ -377,6 +430,7 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 	if ((rc = file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
 				errlen)) ||
 	    (rc = toolkit_include(dir, tc, err, errlen)) ||
+	    (rc = fatbin_tool(dir, maj, tc, err, errlen)) ||
 	    (rc = driver_version(tc->driver_version, sizeof(tc->driver_version), err, errlen)) ||
 	    (rc = archs(tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
 	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)) ||

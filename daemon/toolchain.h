@@ -13,7 +13,9 @@
 
 #include <stddef.h>
 
-/* All fields are NUL-terminated strings, never empty. */
+enum jc_fatbin_tool { JC_FATBIN_NONE = 0, JC_FATBIN_NVFATBIN = 1, JC_FATBIN_FATBINARY = 2 };
+
+/* All string fields are NUL-terminated, never empty (but fatbin_path). */
 struct jc_toolchain {
 	/* "13.0": nvrtcVersion() (NVRTC API reference, "nvrtcVersion"). */
 	char nvrtc_version[16];
@@ -54,8 +56,21 @@ struct jc_toolchain {
 	 * "nvrtcGetSupportedArchs"), space-separated, in NVRTC's order.
 	 * Not in the key nor the summary: nvrtc_id determines it. */
 	char supported_archs[1024];
-	/* One canonical line of every field above except supported_archs and
-	 * toolkit_include: "nvrtc=<ver>/<id>;builtins=<id>;nvjitlink=<ver>/<id>;
+	/* The tool that puts images into a fatbin (fatbin.h), searched for
+	 * beside the loaded libnvrtc: nvFatbin (libnvfatbin.so.<nvrtc major> in
+	 * its directory, CUDA 12.4+), else the fatbinary executable
+	 * (<libdir>/../bin or <libdir>/../../../bin, for the lib64 and
+	 * targets/<triple>/lib layouts), else none. fatbin_path is its file
+	 * ("" for none); fatbin_id ("nvfatbin <version> <build-id or xxh128>",
+	 * "fatbinary xxh128:<hex>" of the executable, or "none") enters the key
+	 * of every fatbin request, not the summary. Test-only override:
+	 * JITCACHE_TEST_FATBIN=none or =fatbinary skips nvFatbin (and fatbinary
+	 * too for none); =/ABSOLUTE/PATH uses that library as nvFatbin. */
+	int fatbin_tool; /* enum jc_fatbin_tool */
+	char fatbin_path[4096];
+	char fatbin_id[160];
+	/* One canonical line of every field above except supported_archs,
+	 * toolkit_include and the fatbin tool's: "nvrtc=<ver>/<id>;builtins=<id>;nvjitlink=<ver>/<id>;
 	 * driver=<ver>/<build>;toolkit_include=<id>". */
 	char summary[768];
 };

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fatbin.h"
 #include "io.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
@@ -100,7 +101,14 @@ static void run_job(const struct jc_req *req, struct jc_res *res)
 {
 	if (test_fault(req->test_fault, res) != 0)
 		return;
-	jc__nv_run_job(&nv, req, res);
+	if (req->job == JC_JOB_FATBIN) {
+		char msg[512];
+		int rc = jc__fatbin_assemble(req, res, msg, sizeof(msg));
+		if (rc)
+			jc__nv_set_message(res, rc, "%s", msg);
+	} else {
+		jc__nv_run_job(&nv, req, res);
+	}
 	if (res->status == JC_ENOMEM && mem_limit && res->message)
 		jc__nv_set_message(res, JC_ENOMEM, "%s (worker memory limit %llu MiB: --worker-memory)",
 				   res->message, (unsigned long long)(mem_limit >> 20));

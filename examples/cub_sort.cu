@@ -3,6 +3,20 @@
 // then a block-wide reduction, using CUB from the toolkit's CCCL headers.
 // Its cold NVRTC compile takes about a second: what a cache hit saves.
 // Compile with -I /usr/local/cuda/include/cccl (and -std=c++17).
+//
+// The block sum is a per-thread loop, then BlockReduce over one value per
+// thread: BlockReduce's array overload, Sum(vals), goes through
+// cub::ThreadReduce, whose dispatch (CCCL 3.0, cub/thread/thread_reduce.cuh)
+// is wrong when neither cuda_fp16.h nor cuda_bf16.h can be included, as
+// under NVRTC with only the CCCL directory on the include path:
+// enable_sm80_simd_reduction<T, plus, N>() then drops its "T is __half or
+// __nv_bfloat16" clause and says yes for float, so the float array goes to
+// ThreadReduceSimd's fallback overload for types without SIMD support,
+// marked "never reached": assert(false) (a device-side assert), and with
+// -DNDEBUG it returns input[0], so every thread added only its first item
+// and every block sum was wrong while the sort was right. (Adding
+// -I /usr/local/cuda/include to the options also avoids it; the loop here
+// does not depend on the include path.)
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
@@ -37,7 +51,11 @@ __global__ void sort_and_sum(const unsigned *keys_in, const float *vals_in, unsi
 	__syncthreads();
 	Sort(tmp.sort).Sort(keys, vals);
 	__syncthreads();
-	float sum = Reduce(tmp.reduce).Sum(vals);
+	float partial = 0.0f;
+#pragma unroll
+	for (int i = 0; i < ITEMS_PER_THREAD; i++)
+		partial += vals[i];
+	float sum = Reduce(tmp.reduce).Sum(partial);
 	__syncthreads();
 	Store(tmp.store).Store(keys_out + offset, keys);
 	__syncthreads();

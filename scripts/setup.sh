@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential meson ninja-build pkg-config libuv1-dev libsqlite3-dev libxxhash-dev
-          libcmocka-dev libinih-dev libsystemd-dev systemd clang libclang-rt-14-dev file)
+packages=(build-essential meson ninja-build pkg-config libuv1-dev libsqlite3-dev libxxhash-dev libzstd-dev
+          libcmocka-dev libinih-dev libsystemd-dev systemd clang libclang-rt-14-dev file python3-pytest python3-mypy)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

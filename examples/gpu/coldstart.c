@@ -15,10 +15,16 @@
  *   nanoseconds taken just before it started this process (date +%s%N),
  *   exec_ms is the time from there to main(), else -1.
  * Prints one line of "key=value" fields (milliseconds; steady_us in
- * microseconds) and exits 0 when the result is correct.
+ * microseconds) and exits 0 when the result is correct. The line also names
+ * the module loading mode ($CUDA_MODULE_LOADING: LAZY, EAGER, or "default",
+ * which is lazy since CUDA 12.2) and a forced load path
+ * (JITCACHE_FORCE_PTX=1 / JITCACHE_FORCE_CUBIN=1: forced=ptx|cubin, else
+ * none): with forced PTX, load_ms is the driver's JIT compile (set
+ * CUDA_CACHE_DISABLE=1 to keep its own cache out of it).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gpu_common.h"
@@ -74,7 +80,12 @@ int main(int argc, char **argv)
 	qsort(lat, (size_t)steady, sizeof(*lat), cmp_u64);
 	uint64_t bad = jcx_saxpy_check(0, 2.0, y, n, 1 + steady);
 	const jc_result *res = jc_cuda_module_result(m);
-	printf("coldstart cache=%s arch=%s exec_ms=%.3f cuinit_ms=%.3f ctx_ms=%.3f connect_ms=%.3f "
+	const char *ml = getenv("CUDA_MODULE_LOADING"), *fp = getenv("JITCACHE_FORCE_PTX"),
+		   *fc = getenv("JITCACHE_FORCE_CUBIN");
+	printf("coldstart modload=%s forced=%s drvcache=%s ", ml && *ml ? ml : "default",
+	       fp && strcmp(fp, "1") == 0 ? "ptx" : fc && strcmp(fc, "1") == 0 ? "cubin" : "none",
+	       getenv("CUDA_CACHE_DISABLE") && strcmp(getenv("CUDA_CACHE_DISABLE"), "1") == 0 ? "off" : "on");
+	printf("cache=%s arch=%s exec_ms=%.3f cuinit_ms=%.3f ctx_ms=%.3f connect_ms=%.3f "
 	       "resolve_ms=%.3f fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f module_ready_ms=%.3f "
 	       "alloc_copy_ms=%.3f first_launch_ms=%.3f steady_us=%.1f main_to_first_launch_ms=%.3f "
 	       "result=%s\n",

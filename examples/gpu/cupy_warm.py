@@ -8,8 +8,14 @@ and .get_function('saxpy<float>') -- with CuPy's on-disk cache
 first launch, checked against the CPU. Prints one "key=value" line
 (milliseconds), like coldstart.
 
+With JC_CUPY_HOOK=1 the compile goes through jitcache.cupy.install()
+(python/): served by jitcached instead of CuPy's own cache; the line then
+starts with "cupy-jitcache" and module_ready_ms includes importing the
+package and connecting.
+
 Usage: python3 cupy_warm.py PATH/TO/saxpy.cu
 """
+import os
 import sys
 import time
 
@@ -24,6 +30,10 @@ y = y0.copy()
 cupy.cuda.runtime.deviceSynchronize()
 t_ctx = time.perf_counter()
 
+hook = os.environ.get("JC_CUPY_HOOK") == "1"
+if hook:
+    import jitcache.cupy
+    jitcache.cupy.install()
 with open(sys.argv[1]) as f:
     src = f.read()
 mod = cupy.RawModule(code=src, options=('-std=c++17',),
@@ -42,7 +52,7 @@ def ms(a, b):
     return (b - a) * 1e3
 
 
-print(f"cupy import_ms={ms(t_start, t_import):.3f} ctx_ms={ms(t_import, t_ctx):.3f} "
+print(f"{'cupy-jitcache' if hook else 'cupy'} import_ms={ms(t_start, t_import):.3f} ctx_ms={ms(t_import, t_ctx):.3f} "
       f"module_ready_ms={ms(t_ctx, t_mod):.3f} first_launch_ms={ms(t_mod, t_first):.3f} "
       f"start_to_first_launch_ms={ms(t_start, t_first):.3f} cupy={cupy.__version__} "
       f"result={'ok' if ok else 'WRONG'}")

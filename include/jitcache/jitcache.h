@@ -67,8 +67,10 @@ typedef struct jc_client jc_client;   /* one connection to jitcached */
 typedef struct jc_request jc_request; /* what to compile or link */
 typedef struct jc_result jc_result;   /* the artifact, log and lowered names */
 
-/* Requested artifact (enum values are part of the ABI). */
-typedef enum { JC_CUBIN = 1, JC_PTX = 2, JC_LTOIR = 3 } jc_output;
+/* Requested artifact (enum values are part of the ABI). JC_FATBIN: one
+ * fatbin holding a cubin per sm_NN target and the PTX of each compute_NN
+ * target of a target list (jc_request_set_arch). */
+typedef enum { JC_CUBIN = 1, JC_PTX = 2, JC_LTOIR = 3, JC_FATBIN = 4 } jc_output;
 /* Link input types; the values equal nvJitLinkInputType's (nvJitLink.h). */
 typedef enum {
 	JC_LINK_CUBIN = 1, JC_LINK_PTX = 2, JC_LINK_LTOIR = 3,
@@ -267,9 +269,24 @@ JC_API int jc_request_add_option(jc_request *r, const char *option);
  * options' own -I directories, in the order added.
  * Errors: JC_EINVAL (NULL or empty), JC_ENOMEM. */
 JC_API int jc_request_add_include_dir(jc_request *r, const char *path);
-/* Target architecture: "sm_90" (cubin), "sm_90a", "compute_90" (PTX). Required. */
+/*
+ * Target architecture: "sm_90" (cubin), "sm_90a", "compute_90" (PTX).
+ * Required. A comma-separated list of targets ("sm_80,sm_90,compute_90",
+ * at most 16, no repeats) asks for one fatbin holding a cubin for each
+ * sm_NN and the PTX of each compute_NN, in the order given: this call then
+ * sets the output to JC_FATBIN (a later jc_request_set_output other than
+ * JC_FATBIN makes jc_compile refuse the request). The order is part of the
+ * key. The daemon compiles each target as its own single-target request
+ * (output JC_CUBIN for sm_NN, JC_PTX for compute_NN, everything else the
+ * same), in parallel, so those requests are hits afterwards, and puts the
+ * results into the fatbin with nvFatbin or the toolkit's fatbinary tool;
+ * without either jc_compile returns JC_ENOTSUP. A target NVRTC does not
+ * support is refused (JC_EINVAL, naming it). Link jobs take one target.
+ * Errors: JC_EINVAL (NULL or empty arch), JC_ENOMEM.
+ */
 JC_API int jc_request_set_arch(jc_request *r, const char *arch);
-/* Requested output; JC_LTOIR compiles with -dlto. Errors: JC_EINVAL. */
+/* Requested output; JC_LTOIR compiles with -dlto; JC_FATBIN needs a target
+ * list (a single target makes a fatbin of one image). Errors: JC_EINVAL. */
 JC_API int jc_request_set_output(jc_request *r, jc_output output);
 /* A name expression ("&saxpy<float>") whose lowered (mangled) name the
  * result will hold (nvrtcAddNameExpression / nvrtcGetLoweredName). */
@@ -329,6 +346,27 @@ JC_API int jc_result_lowered_at(const jc_result *res, size_t i, const char **exp
 /* The cache key as 32 lowercase hex digits ("" for JC_UNCACHED). Owned by res. */
 JC_API const char *jc_result_key(const jc_result *res);
 JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which);
+
+/*
+ * The daemon's statistics, as `jitcachectl stats` shows them: an ordered
+ * list of named values, each an integer or a string (the keys of
+ * `stats --json`: hits, misses, compiles, entries, bytes, nvrtc_version, ...).
+ * *out (owned by the caller, free with jc_stats_free) is set on 0, else NULL
+ * with the message in jc_client_errmsg(c). Not thread-safe per c.
+ * Errors: JC_EINVAL (NULL argument), JC_ECONNECT (no daemon: c compiles
+ * in-process), the transport errors of jc_compile (JC_EIO, JC_EPROTO,
+ * JC_ETIMEOUT, JC_ENOMEM), the daemon's refusal (JC_EDENIED).
+ */
+typedef struct jc_stats jc_stats;
+JC_API int jc_client_stats(jc_client *c, jc_stats **out);
+/* Number of values in s (0 for NULL). */
+JC_API size_t jc_stats_count(const jc_stats *s);
+/* The i-th value: *name, and *str for a string (*num = 0) or *num for an
+ * integer (*str = NULL). Strings owned by s. Errors: JC_EINVAL (NULL, i out
+ * of range). */
+JC_API int jc_stats_at(const jc_stats *s, size_t i, const char **name, int64_t *num,
+		       const char **str);
+JC_API void jc_stats_free(jc_stats *s); /* NULL is accepted */
 
 /* Returns a static, never-NULL description of code (e.g. "compile timed out"). */
 JC_API const char *jc_strerror(int code);

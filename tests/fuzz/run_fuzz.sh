@@ -15,7 +15,7 @@ mkdir -p "$artifacts"
 	-print_final_stats=1 -artifact_prefix="$artifacts/" "$work/corpus" >"$work/log" 2>&1 || {
 	status=$?
 	tail -n 60 "$work/log"
-	echo "fuzz_proto failed (status $status); artifacts in $artifacts" >&2
+	echo "$(basename "$fuzzer") failed (status $status); artifacts in $artifacts" >&2
 	exit 1
 }
 grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|#[0-9]+ *DONE)' "$work/log" || true

@@ -170,6 +170,46 @@ static void test_coldstart(void **state)
 	free(out);
 }
 
+/* The heavy example, checked on the CPU (every key, value and block sum):
+ * a cubin from the daemon (a miss, then a hit), a fatbin of sm_80, sm_90
+ * and compute_90 (the driver runs the image for this GPU), and the same
+ * fatbin's PTX alone, JIT-compiled by the driver (JITCACHE_FORCE_PTX=1). */
+static void cub_sort(const char *targets, const char *force, const char *cache, const char *loaded)
+{
+	const char *argv[] = {bin("JC_GPU_BIN", "cub_sort"), targets, "64", NULL};
+	char *out, want[64];
+	if (force)
+		setenv(force, "1", 1);
+	int rc = run(argv, &out);
+	if (force)
+		unsetenv(force);
+	assert_int_equal(rc, 0);
+	assert_has(out, "result=ok");
+	assert_has(out, "wrong_keys=0 wrong_values=0 wrong_sums=0");
+	snprintf(want, sizeof(want), "cache=%s", cache);
+	assert_has(out, want);
+	snprintf(want, sizeof(want), "loaded=%s", loaded);
+	assert_has(out, want);
+	free(out);
+}
+
+static void test_cub_sort(void **state)
+{
+	(void)state;
+	cub_sort("auto", NULL, "miss", "cubin");
+	cub_sort("auto", NULL, "hit", "cubin");
+	int64_t compiles = jct_stat(&daemon_, "compiles");
+	cub_sort("sm_80,sm_90,compute_90", NULL, "miss", "fatbin");
+	/* The device's cubin was an entry already: two more parts compiled. */
+	assert_int_equal(jct_stat(&daemon_, "compiles"), compiles + 2);
+	cub_sort("sm_80,sm_90,compute_90", NULL, "hit", "fatbin");
+	/* Forced PTX: the list's compute_90 alone, a part made for the fatbin. */
+	cub_sort("sm_80,sm_90,compute_90", "JITCACHE_FORCE_PTX", "hit", "ptx");
+	cub_sort("auto", "JITCACHE_FORCE_PTX", "hit", "ptx");
+	cub_sort("compute_90", "JITCACHE_FORCE_CUBIN", "hit", "cubin");
+	assert_int_equal(jct_stat(&daemon_, "compiles"), compiles + 2);
+}
+
 static void check(const char *name)
 {
 	const char *argv[] = {bin("JC_GPU_CHECKS", "gpu_checks"), name, NULL};
@@ -226,7 +266,7 @@ int main(void)
 		cmocka_unit_test(test_plugin_own_context), cmocka_unit_test(test_cubin_vs_ptx),
 		cmocka_unit_test(test_coldstart),         cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_no_context),        cmocka_unit_test(test_context_restore),
-		cmocka_unit_test(test_load_failure),
+		cmocka_unit_test(test_load_failure),      cmocka_unit_test(test_cub_sort),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

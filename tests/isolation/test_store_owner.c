@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -107,21 +108,30 @@ static void test_member_reaches_socket_only(void **state)
 	struct jc_test_daemon *d = *state;
 	start_shared(d);
 	const char *ctl = getenv("JITCACHECTL");
-	char src[300];
-	snprintf(src, sizeof(src), "%s/victim.cu", d->dir);
-	jct_write_file(src, "__global__ void victim_k(int *p) { *p = 42; }\n", 46);
-	assert_int_equal(chmod(src, 0644), 0);
 	char *out = NULL;
 	/* The victim compiles through the socket (her log and source name go
-	 * into the index). */
-	int rc = as_user(d, victim, &out, "%s --socket %s compile %s --arch sm_90 -o /dev/null", ctl,
-			 d->sock, src);
-	if (rc != 0)
-		fprintf(stderr, "victim's compile: %s\n", out);
-	assert_int_equal(rc, 0);
-	free(out);
+	 * into the index), as herself. */
+	uid_t victim_uid = uid_of(victim);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		gid_t g = gid;
+		if (setgroups(1, &g) != 0 || setgid(gid) != 0 || setuid(victim_uid) != 0)
+			_exit(99);
+		jc_request *r = jct_request_src("victim.cu", "__global__ void victim_k(int *p) { *p = 42; }",
+						"sm_90");
+		jc_client *c = NULL;
+		jc_result *res = NULL;
+		int rc = jc_client_connect(d->sock, &c) ?: jc_compile(c, r, &res);
+		if (rc)
+			fprintf(stderr, "victim's compile: %s\n", jc_client_errmsg(c));
+		_exit(rc ? 1 : 0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* The member: the socket works; every way into the store is closed. */
-	rc = as_user(d, member, &out,
+	int rc = as_user(d, member, &out,
 		     "%s --socket %s ping >/dev/null || echo PING-FAILED; "
 		     "for f in index.sqlite index.sqlite-wal objects tmp worker-cwd lock; do "
 		     "  cat %s/$f >/dev/null 2>&1 && echo READ:$f; "

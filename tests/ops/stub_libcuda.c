@@ -11,6 +11,11 @@
  *                         CUDA_ERROR_UNSUPPORTED_PTX_VERSION
  * cuModuleLoadData accepts only PTX text with a .version directive and an
  * .entry, so the test sees that doctor hands it NVRTC's real output.
+ * For jitcache_cuda.h (test_forced_load): a current context on every thread
+ * (device 0), cuModuleLoadDataEx taking PTX text, a cubin (ELF) or a fatbin
+ * (its magic) and saying which it was last through the extra export
+ * jc_stub_last_image() ("ptx", "cubin", "fatbin"; "" before any), and
+ * cuModuleGetFunction finding any non-empty name.
  * Signatures and constants from cuda.h (CUDA Driver API reference); with its
  * #defines, cuDeviceGetUuid and cuDevicePrimaryCtxRelease are exported as
  * their _v2 names, as the real library does.
@@ -112,6 +117,57 @@ STUB_API CUresult CUDAAPI cuModuleLoadData(CUmodule *mod, const void *image)
 	if (getenv("JC_STUB_REJECT_PTX"))
 		return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
 	*mod = (CUmodule)(uintptr_t)1;
+	return CUDA_SUCCESS;
+}
+
+static const char *last_image = "";
+
+/* Not a driver call: what the last cuModuleLoadDataEx was given. */
+STUB_API const char *jc_stub_last_image(void)
+{
+	return last_image;
+}
+
+STUB_API CUresult CUDAAPI cuGetErrorString(CUresult rc, const char **s)
+{
+	*s = rc == CUDA_SUCCESS ? "no error" : "stand-in driver error";
+	return CUDA_SUCCESS;
+}
+
+STUB_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *ctx)
+{
+	*ctx = (CUcontext)(uintptr_t)1;
+	return CUDA_SUCCESS;
+}
+
+STUB_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *dev)
+{
+	*dev = 0;
+	return CUDA_SUCCESS;
+}
+
+STUB_API CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n,
+					     CUjit_option *opts, void **vals)
+{
+	(void)n, (void)opts, (void)vals;
+	const unsigned char *p = image;
+	if (memcmp(p, "\177ELF", 4) == 0)
+		last_image = "cubin";
+	else if (p[0] == 0x50 && p[1] == 0xed && p[2] == 0x55 && p[3] == 0xba)
+		last_image = "fatbin";
+	else if (strstr(image, ".version ") && strstr(image, ".entry "))
+		last_image = "ptx";
+	else
+		return CUDA_ERROR_INVALID_IMAGE;
+	*mod = (CUmodule)(uintptr_t)2;
+	return CUDA_SUCCESS;
+}
+
+STUB_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
+{
+	if (!mod || !name || !*name)
+		return CUDA_ERROR_NOT_FOUND;
+	*f = (CUfunction)(uintptr_t)3;
 	return CUDA_SUCCESS;
 }
 

@@ -30,7 +30,8 @@ static char *saved_ld_path;
 static int teardown(void **state)
 {
 	static const char *const vars[] = {"JC_STUB_CUDA_VERSION", "JC_STUB_DEVICES", "JC_STUB_CC",
-					   "JC_STUB_REJECT_PTX"};
+					   "JC_STUB_REJECT_PTX", "JC_STUB_MIG", "JC_STUB_MIG_PENDING",
+					   "JITCACHE_TEST_PROC_NVIDIA_VERSION", "CUDA_MPS_PIPE_DIRECTORY"};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
 	if (saved_ld_path)
@@ -193,6 +194,68 @@ static void test_stub_drivers(void **state)
 	assert_has(out, want);
 	assert_has(out, "ok    cuModuleLoadData JIT-compiled PTX ISA ");
 	free(out);
+	setenv("JC_STUB_CC", "90", 1);
+
+	/* The driver's highest PTX ISA; MIG (stand-in NVML) and MPS. */
+	setenv("JC_STUB_MIG", "1", 1);
+	setenv("JC_STUB_MIG_PENDING", "0", 1);
+	snprintf(want, sizeof(want), "%s/mps", d->dir);
+	assert_int_equal(mkdir(want, 0700), 0);
+	setenv("CUDA_MPS_PIPE_DIRECTORY", want, 1);
+	snprintf(want, sizeof(want), "%s/mps/control", d->dir);
+	assert_int_equal(mkfifo(want, 0600), 0);
+	out = doctor(d, 0);
+	snprintf(want, sizeof(want), "info  driver CUDA %d.%d JIT-compiles PTX ISA up to %s; NVRTC "
+		 "%d.%d emits %s", major, minor, isa, major, minor, isa);
+	assert_has(out, want);
+	assert_has(out, "warn  GPU 0: MIG mode enabled (CUDA sees MIG instances, not the whole GPU), "
+			"pending disabled");
+	snprintf(want, sizeof(want), "info  MPS: a control daemon's pipe is at %s/mps/control", d->dir);
+	assert_has(out, want);
+	free(out);
+	unsetenv("JC_STUB_MIG");
+	out = doctor(d, 0);
+	assert_has(out, "info  GPU 0: MIG not supported");
+	free(out);
+}
+
+/* User-space driver against kernel module: a libcuda file named for its
+ * version (the stand-in, copied), and a file standing for
+ * /proc/driver/nvidia/version. */
+static void test_driver_mismatch(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	char lib[200], path[4400], proc[200], want[1024];
+	snprintf(lib, sizeof(lib), "%s/lib", d->dir);
+	assert_int_equal(mkdir(lib, 0700), 0);
+	assert_int_equal(jct_sh("cp %s/tests/ops/libcuda.so.1 %s/libcuda.so.575.57.08 && "
+				"ln -s libcuda.so.575.57.08 %s/libcuda.so.1", getenv("JC_BUILD_ROOT"), lib, lib), 0);
+	snprintf(path, sizeof(path), "%s%s%s", lib, saved_ld_path ? ":" : "",
+		 saved_ld_path ? saved_ld_path : "");
+	setenv("LD_LIBRARY_PATH", path, 1);
+	snprintf(proc, sizeof(proc), "%s/nvidia-version", d->dir);
+	static const char mod[] = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  "
+				  "Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n";
+	jct_write_file(proc, mod, sizeof(mod) - 1);
+	setenv("JITCACHE_TEST_PROC_NVIDIA_VERSION", proc, 1);
+	jct_daemon_start(d, NULL);
+	char *out = doctor(d, 1);
+	snprintf(want, sizeof(want), "info  libcuda loaded from %s/libcuda.so.1 -> ", lib);
+	assert_has(out, want);
+	snprintf(want, sizeof(want), "FAIL  user-space driver libcuda 575.57.08 (%s/libcuda.so.575.57.08) "
+		 "does not match the kernel module 580.159.04 (%s)", lib, proc);
+	assert_has(out, want);
+	assert_has(out, "the container or image ships its own libcuda");
+	free(out);
+	static const char same[] = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  575.57.08  Sat May 24 2025\n";
+	jct_write_file(proc, same, sizeof(same) - 1);
+	out = doctor(d, 0);
+	assert_has(out, "ok    user-space driver (libcuda 575.57.08) matches the kernel module 575.57.08");
+	free(out);
+	assert_int_equal(unlink(proc), 0);
+	out = doctor(d, 0);
+	assert_has(out, "warn  no NVIDIA kernel module version");
+	free(out);
 }
 
 int main(void)
@@ -203,6 +266,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_this_machine, jct_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_cache_dir, jct_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stub_drivers, jct_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_mismatch, jct_setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

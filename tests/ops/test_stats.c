@@ -3,8 +3,8 @@
  * `jitcachectl stats` against a real daemon after real compiles: the JSON
  * keys DESIGN.md promises and their values, the human table, the Prometheus
  * text format checked by a strict parser written here (and by promtool when
- * it is installed), stats --zero through the daemon and offline, and
- * counters that persist across restarts.
+ * it is installed), stats --zero through the daemon and offline, counters
+ * that persist across restarts, and jc_client_stats() (the public API).
  */
 #include <ctype.h>
 #include <math.h>
@@ -462,6 +462,55 @@ static void test_u64_counters(void **state)
 	}
 }
 
+/* jc_client_stats: the same values as stats --json, through the public API. */
+static void test_client_stats_api(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	workload(d);
+	const char *args[] = {"stats", "--json", NULL};
+	char *json = opst_ctl(d, 0, NULL, args);
+	jc_client *c = jct_connect(d);
+	jc_stats *s = NULL;
+	assert_int_equal(jc_client_stats(c, &s), 0);
+	size_t n = jc_stats_count(s), ints = 0, strs = 0;
+	assert_true(n >= 20);
+	for (size_t i = 0; i < n; i++) {
+		const char *name, *str;
+		int64_t num;
+		assert_int_equal(jc_stats_at(s, i, &name, &num, &str), 0);
+		char buf[256];
+		if (!str) {
+			ints++;
+			if (strcmp(name, "uptime_s") != 0 && strstr(name, "_us") == NULL)
+				assert_int_equal(num, opst_json_int(json, name));
+		} else {
+			strs++;
+			assert_int_equal(num, 0);
+			assert_string_equal(str, json_str(json, name, buf, sizeof(buf)));
+		}
+	}
+	assert_true(ints > 0 && strs > 0);
+	const char *name, *str;
+	int64_t num;
+	assert_int_equal(jc_stats_at(s, n, &name, &num, &str), JC_EINVAL);
+	assert_int_equal(jc_stats_at(NULL, 0, &name, &num, &str), JC_EINVAL);
+	assert_int_equal(jc_stats_count(NULL), 0);
+	jc_stats_free(s);
+	jc_stats_free(NULL);
+	assert_int_equal(jc_client_stats(NULL, &s), JC_EINVAL);
+	assert_null(s);
+	assert_int_equal(jc_client_stats(c, NULL), JC_EINVAL);
+	/* The daemon gone: a transport error, nothing returned. */
+	assert_int_equal(jct_daemon_stop(d), 0);
+	s = (jc_stats *)1;
+	assert_true(jc_client_stats(c, &s) < 0);
+	assert_null(s);
+	assert_true(strlen(jc_client_errmsg(c)) > 0);
+	jc_client_close(c);
+	free(json);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -469,6 +518,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prometheus_parses, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_zero_and_persistence, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_u64_counters, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_client_stats_api, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* Target lists of multi-architecture requests (fatbin.h). */
+#include <string.h>
+
+#include "fatbin.h"
+#include "jitcache/jitcache.h"
+#include "key.h"
+#include "util.h"
+
+int jc__targets_parse(const char *list, struct jc_targets *t, char *err, size_t errlen)
+{
+	t->n = 0;
+	if (!list || !*list)
+		return jc__fail(err, errlen, JC_EINVAL, "the target list is empty");
+	for (const char *p = list;; p++) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len == 0)
+			return jc__fail(err, errlen, JC_EINVAL, "target list \"%s\" has an empty item", list);
+		if (t->n == JC_TARGETS_MAX)
+			return jc__fail(err, errlen, JC_EINVAL, "target list \"%s\" has more than %d targets",
+					list, JC_TARGETS_MAX);
+		char *v = t->v[t->n];
+		if (len >= JC_TARGET_LEN || (memcpy(v, p, len), v[len] = '\0', jc__arch_number(v) < 0))
+			return jc__fail(err, errlen, JC_EINVAL, "target \"%.*s\" in \"%s\" is not sm_NN, "
+					"sm_NNa, sm_NNf or compute_NN", (int)(len > 64 ? 64 : len), p, list);
+		for (size_t i = 0; i < t->n; i++)
+			if (strcmp(t->v[i], v) == 0)
+				return jc__fail(err, errlen, JC_EINVAL, "target %s is given twice in \"%s\"",
+						v, list);
+		t->n++;
+		if (!end)
+			return 0;
+		p = end;
+	}
+}
+
+uint32_t jc__target_output(const char *target)
+{
+	return strncmp(target, "compute_", 8) == 0 ? JC_OUTPUT_PTX : JC_OUTPUT_CUBIN;
+}
