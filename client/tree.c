@@ -23,9 +23,9 @@
 #include "util.h"
 
 /* As the daemon's scan (daemon/cache.c), and the frame holds the bytes. */
-#define TREE_MAX_ENTRIES 200000
+#define TREE_MAX_ENTRIES   200000
 #define TREE_MAX_FILE_SIZE (64u << 20)
-#define TREE_MEMO_FILES 65536
+#define TREE_MEMO_FILES	   65536
 
 /* Reads path whole into *data (malloc'd) when its bytes still hash to
  * hash; JC_EIO with a message otherwise. */
@@ -34,7 +34,8 @@ static int read_checked(const char *path, const uint8_t hash[16], uint8_t **data
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > TREE_MAX_FILE_SIZE) {
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > TREE_MAX_FILE_SIZE) {
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
@@ -57,8 +58,8 @@ static int read_checked(const char *path, const uint8_t hash[16], uint8_t **data
 	if (got != (ssize_t)*size || memcmp(c.digest, hash, 16) != 0) {
 		free(*data);
 		*data = NULL;
-		return jc__fail(err, errlen, JC_EIO, "include file %s changed while it was sent; try again",
-				path);
+		return jc__fail(err, errlen, JC_EIO,
+				"include file %s changed while it was sent; try again", path);
 	}
 	return 0;
 }
@@ -103,7 +104,8 @@ static int fingerprint(const struct jc_req *in, uint8_t fp[16])
 		XXH3_freeState(st);
 		return JC_ENOMEM;
 	}
-	fp_add(st, in->source_name ? in->source_name : "", in->source_name ? strlen(in->source_name) : 0);
+	fp_add(st, in->source_name ? in->source_name : "",
+	       in->source_name ? strlen(in->source_name) : 0);
 	fp_add(st, in->source, in->source_size);
 	fp_add(st, &in->n_headers, sizeof(in->n_headers));
 	for (size_t i = 0; i < in->n_headers; i++) {
@@ -123,8 +125,8 @@ static int fingerprint(const struct jc_req *in, uint8_t fp[16])
  * scanned for and the files still match, else a new scan (then cached). */
 static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, char *err, size_t errlen)
 {
-	const struct jc_inc_ctx ctx = {.memo = tc->memo, .max_entries = TREE_MAX_ENTRIES,
-				       .max_file_size = TREE_MAX_FILE_SIZE};
+	const struct jc_inc_ctx ctx = {
+	    .memo = tc->memo, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
 	uint8_t fp[16];
 	if (fingerprint(in, fp) != 0)
 		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
@@ -140,8 +142,8 @@ static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, char *err
 	return rc;
 }
 
-int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes, struct jc_req *out,
-		   char *err, size_t errlen)
+int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes,
+		   struct jc_req *out, char *err, size_t errlen)
 {
 	*out = *in;
 	out->tree = NULL;
@@ -165,21 +167,28 @@ int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int by
 		char rel[PATH_MAX];
 		if (!jc__inc_tops_rel(tops, e->path, &dir, rel, sizeof(rel)) ||
 		    (!rel[0] && e->kind != JC_INC_DIR) || e->kind == JC_INC_TOOLKIT) {
-			rc = jc__fail(err, errlen, JC_EINVAL, "%s is outside the include directories (an "
-				      "absolute #include, or a \"..\"): a daemon of another uid is sent only "
-				      "files under -I directories", e->path);
+			rc = jc__fail(
+			    err, errlen, JC_EINVAL,
+			    "%s is outside the include directories (an "
+			    "absolute #include, or a \"..\"): a daemon of another uid is sent only "
+			    "files under -I directories",
+			    e->path);
 			break;
 		}
 		char name[PATH_MAX + 24];
 		snprintf(name, sizeof(name), "%zu%s%s", dir, rel[0] ? "/" : "", rel);
 		uint8_t *data = NULL;
 		size_t size = 0;
-		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT : e->kind == JC_INC_DIR ? JC_TREE_DIR
-				: bytes ? JC_TREE_FILE : JC_TREE_HASH;
+		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT
+				: e->kind == JC_INC_DIR	 ? JC_TREE_DIR
+				: bytes			 ? JC_TREE_FILE
+							 : JC_TREE_HASH;
 		if (type == JC_TREE_FILE)
 			rc = read_checked(e->path, e->hash, &data, &size, err, errlen);
 		int hashed = type == JC_TREE_HASH || type == JC_TREE_DIR;
-		rc = rc ?: jc__blob_push(&tree, &n, name, hashed ? e->hash : data, hashed ? 16 : size, type);
+		rc = rc
+			 ?: jc__blob_push(&tree, &n, name, hashed ? e->hash : data,
+					  hashed ? 16 : size, type);
 		free(data);
 		if (rc == JC_ENOMEM)
 			jc__fail(err, errlen, rc, "out of memory");

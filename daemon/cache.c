@@ -291,6 +291,8 @@ static void flight_free(struct jc_flight *f)
 	free(f);
 }
 
+static void keymemo_forget(struct jc_daemon *d, const struct jc_flight *f);
+
 /* Sends the flight's outcome to every waiter and ends the flight. */
 static void flight_finish(struct jc_flight *f)
 {
@@ -497,6 +499,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 		jc_log_info(KEY, "key %s: NVRTC read %s, which the scan missed; stored under the key of "
 			    "what it read, %s", hex, f->learned_from, shex);
 		count(d, JC_CTR_deps_learned, 1);
+		keymemo_forget(d, f);
 	}
 	memcache_forget(d, f->key);
 	memcache_forget(d, f->store_key);
@@ -837,6 +840,18 @@ static void keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uin
 	memcpy(m->direct, direct, 16);
 	memcpy(m->key, key, 16);
 	m->checked_ns = jc__now_ns();
+}
+
+/* A flight that learnt its key: the scan's key, remembered for its lookup
+ * key, is not where the result went (the next request consults the manifest). */
+static void keymemo_forget(struct jc_daemon *d, const struct jc_flight *f)
+{
+	uint8_t lookup[16];
+	if (jc__key_lookup(f->direct, &f->req.include_dirs, lookup) != 0)
+		return;
+	struct jc_keymemo *m = keymemo_slot(d, lookup);
+	if (memcmp(m->direct, lookup, 16) == 0)
+		m->checked_ns = 0;
 }
 
 /* A request keyed in the thread pool because it reads headers from disk. */

@@ -245,6 +245,28 @@ static void tree_name_deps(struct jc_res *res)
 	}
 }
 
+/*
+ * Probes in the working directory that found nothing (NVRTC looks for
+ * __nv_name_map there, and for quoted includes of a program name without a
+ * directory) are left out of the record: that directory is empty and only
+ * our uid may change it (check_cwd), so they find nothing for every
+ * request, and no key needs to hold the daemon's own path.
+ */
+static void drop_cwd_probes(struct jc_res *res, const char *cwd)
+{
+	size_t cl = strlen(cwd), k = 0;
+	for (size_t i = 0; i < res->n_deps; i++) {
+		struct jc_dep *d = &res->deps[i];
+		if (d->kind == JC_DEP_ABSENT && strncmp(d->path, cwd, cl) == 0 && d->path[cl] == '/' &&
+		    !strchr(d->path + cl + 1, '/')) {
+			free(d->path);
+			continue;
+		}
+		res->deps[k++] = *d;
+	}
+	res->n_deps = k;
+}
+
 static int tree_remove_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;
@@ -398,6 +420,7 @@ static int run_job_here(const struct jc_buf *in, const char *tk_root, const char
 		jc__wfs_end(&res);
 	}
 	tree_name_deps(&res);
+	drop_cwd_probes(&res, cwd);
 	if (res.status != 0) {
 		free(res.data);
 		res.data = NULL;

@@ -39,7 +39,8 @@ static gid_t gid;
 static void remove_users(void)
 {
 	jct_sh("userdel %s 2>/dev/null; userdel %s 2>/dev/null; userdel %s 2>/dev/null; "
-	       "groupdel %s 2>/dev/null", daemon_user, user_a, user_b, group);
+	       "groupdel %s 2>/dev/null",
+	       daemon_user, user_a, user_b, group);
 }
 
 static int make_users(void)
@@ -70,7 +71,7 @@ struct fx {
 
 /* Output of the last as_user() command (malloc'd). */
 static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
 {
@@ -80,8 +81,8 @@ static int as_user(const struct fx *f, const char *user, char **out, const char 
 	vsnprintf(script, sizeof(script), fmt, ap);
 	va_end(ap);
 	snprintf(outpath, sizeof(outpath), "%s/as-user.out", f->d.dir);
-	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user, group,
-			(unsigned)gid, script, outpath);
+	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user,
+			group, (unsigned)gid, script, outpath);
 	size_t n;
 	*out = (char *)jct_read_file(outpath, &n);
 	return rc;
@@ -96,16 +97,20 @@ static void put(const char *dir, const char *rel, const char *text, const char *
 }
 
 /* A 0700 home-like directory of user with inc/common.h and k.cu. */
-static void make_home(const struct fx *f, char *home, size_t len, const char *user, const char *value)
+static void make_home(const struct fx *f, char *home, size_t len, const char *user,
+		      const char *value)
 {
 	snprintf(home, len, "%s/home-%s", f->d.dir, user);
-	assert_int_equal(jct_sh("mkdir -p %s/inc && chown -R %s:%s %s && chmod 0700 %s %s/inc", home,
-				user, group, home, home, home), 0);
+	assert_int_equal(jct_sh("mkdir -p %s/inc && chown -R %s:%s %s && chmod 0700 %s %s/inc",
+				home, user, group, home, home, home),
+			 0);
 	char text[200];
 	snprintf(text, sizeof(text), "#pragma once\n#define COMMON_VALUE %s\n", value);
 	put(home, "inc/common.h", text, user);
-	put(home, "k.cu", "#include <common.h>\n#include \"local.h\"\n"
-		  "__global__ void shared_k(int *p) { *p = COMMON_VALUE + LOCAL_VALUE; }\n", user);
+	put(home, "k.cu",
+	    "#include <common.h>\n#include \"local.h\"\n"
+	    "__global__ void shared_k(int *p) { *p = COMMON_VALUE + LOCAL_VALUE; }\n",
+	    user);
 	put(home, "local.h", "#define LOCAL_VALUE 1000\n", user);
 }
 
@@ -134,8 +139,9 @@ static int setup(void **state)
 	char run[128];
 	snprintf(run, sizeof(run), "%s/run", f->d.dir);
 	snprintf(f->d.sock, sizeof(f->d.sock), "%s/run/sock", f->d.dir);
-	assert_int_equal(jct_sh("mkdir -m 0700 %s && mkdir -m 0750 %s && chown %s:%s %s %s", f->d.cache,
-				run, daemon_user, group, f->d.cache, run), 0);
+	assert_int_equal(jct_sh("mkdir -m 0700 %s && mkdir -m 0750 %s && chown %s:%s %s %s",
+				f->d.cache, run, daemon_user, group, f->d.cache, run),
+			 0);
 	snprintf(f->trace, sizeof(f->trace), "%s/strace.log", f->d.dir);
 	make_home(f, f->home_a, sizeof(f->home_a), user_a, "4242");
 	make_home(f, f->home_b, sizeof(f->home_b), user_b, "4242");
@@ -151,16 +157,18 @@ static int setup(void **state)
 		unsetenv("XDG_CONFIG_HOME");
 		unsetenv("XDG_RUNTIME_DIR");
 		unsetenv("XDG_CACHE_HOME");
-		execlp("strace", "strace", "-f", "-qq", "-e", "trace=%file", "-o", f->trace, "setpriv",
-		       "--reuid", daemon_user, "--regid", group, "--clear-groups", "--",
+		execlp("strace", "strace", "-f", "-qq", "-e", "trace=%file", "-o", f->trace,
+		       "setpriv", "--reuid", daemon_user, "--regid", group, "--clear-groups", "--",
 		       getenv("JITCACHED"), "--cache-dir", f->d.cache, "--socket", f->d.sock,
-		       "--group-shared", "yes", "--workers", "1", "--log-level", "info", (char *)NULL);
+		       "--group-shared", "yes", "--workers", "1", "--log-level", "info",
+		       (char *)NULL);
 		_exit(127);
 	}
 	/* ready once the socket answers (root may use any socket) */
 	int ok = 0;
 	for (int i = 0; i < 600 && !ok; i++) {
-		ok = jct_sh("%s --socket %s ping >/dev/null 2>&1", getenv("JITCACHECTL"), f->d.sock) == 0;
+		ok = jct_sh("%s --socket %s ping >/dev/null 2>&1", getenv("JITCACHECTL"),
+			    f->d.sock) == 0;
 		if (!ok)
 			usleep(50000);
 		int st;
@@ -193,9 +201,10 @@ static int teardown(void **state)
 /* Compiles USER's k.cu to PTX; output (status line and PTX) in *out. */
 static int compile_as(const struct fx *f, const char *user, const char *home, char **out)
 {
-	return as_user(f, user, out, "cd %s && %s --socket %s compile k.cu --arch compute_90 --output ptx "
-		       "-o %s/out.ptx -- -I%s/inc && cat %s/out.ptx", home, getenv("JITCACHECTL"),
-		       f->d.sock, home, home, home);
+	return as_user(f, user, out,
+		       "cd %s && %s --socket %s compile k.cu --arch compute_90 --output ptx "
+		       "-o %s/out.ptx -- -I%s/inc && cat %s/out.ptx",
+		       home, getenv("JITCACHECTL"), f->d.sock, home, home, home);
 }
 
 /* "hit"/"miss" and the key of a jitcachectl compile's status line. */
@@ -249,26 +258,33 @@ static void test_two_users_share_the_daemon(void **state)
 	free(out);
 	/* a computed include: the client sends whole directories */
 	assert_int_equal(jct_sh("mkdir -p %s/inc/sub && chown %s:%s %s/inc/sub", f->home_a, user_a,
-				group, f->home_a), 0);
+				group, f->home_a),
+			 0);
 	put(f->home_a, "inc/sub/computed.h", "#define COMPUTED_VALUE 6161\n", user_a);
-	put(f->home_a, "c.cu", "#define HDR <sub/computed.h>\n#include HDR\n"
-	    "__global__ void computed_k(int *p) { *p = COMPUTED_VALUE; }\n", user_a);
-	rc = as_user(f, user_a, &out, "cd %s && %s --socket %s compile c.cu --arch compute_90 --output ptx "
-		     "-o %s/c.ptx -- -I%s/inc && cat %s/c.ptx", f->home_a, getenv("JITCACHECTL"),
-		     f->d.sock, f->home_a, f->home_a, f->home_a);
+	put(f->home_a, "c.cu",
+	    "#define HDR <sub/computed.h>\n#include HDR\n"
+	    "__global__ void computed_k(int *p) { *p = COMPUTED_VALUE; }\n",
+	    user_a);
+	rc = as_user(f, user_a, &out,
+		     "cd %s && %s --socket %s compile c.cu --arch compute_90 --output ptx "
+		     "-o %s/c.ptx -- -I%s/inc && cat %s/c.ptx",
+		     f->home_a, getenv("JITCACHECTL"), f->d.sock, f->home_a, f->home_a, f->home_a);
 	if (rc != 0 || !strstr(out, "6161"))
 		fail_msg("A's computed include: %s", out);
 	free(out);
 	/* doctor: A reaches this daemon as the system one, may use it, and is
 	 * told that the client reads for it */
-	assert_int_equal(as_user(f, user_a, &out, "HOME=%s JITCACHE_SYSTEM_SOCKET=%s %s doctor; true",
-				 f->home_a, f->d.sock, getenv("JITCACHECTL")), 0);
+	assert_int_equal(as_user(f, user_a, &out,
+				 "HOME=%s JITCACHE_SYSTEM_SOCKET=%s %s doctor; true", f->home_a,
+				 f->d.sock, getenv("JITCACHECTL")),
+			 0);
 	if (!strstr(out, "this user may use it") || !strstr(out, "the system daemon, another uid"))
 		fail_msg("doctor as A:\n%s", out);
 	free(out);
 	/* The daemon and its workers never touched the users' directories;
 	 * its workers compiled from private copies. */
-	assert_int_equal(jct_sh("! grep -F -e '%s' -e '%s' %s >&2", f->home_a, f->home_b, f->trace), 0);
+	assert_int_equal(jct_sh("! grep -F -e '%s' -e '%s' %s >&2", f->home_a, f->home_b, f->trace),
+			 0);
 	assert_int_equal(jct_sh("grep -q -F jc-tree- %s", f->trace), 0);
 }
 
@@ -287,8 +303,9 @@ static void test_missing_header_named(void **state)
 	r.source_size = strlen(src);
 	assert_int_equal(jc__strv_push(&r.options, "-I/nowhere/inc"), 0);
 	assert_int_equal(jc__strv_push(&r.include_dirs, "/nowhere/inc"), 0);
-	assert_int_equal(jc__blob_push(&r.tree, &r.n_tree, "0/present.h", "int present;\n", 13,
-				       JC_TREE_FILE), 0);
+	assert_int_equal(
+	    jc__blob_push(&r.tree, &r.n_tree, "0/present.h", "int present;\n", 13, JC_TREE_FILE),
+	    0);
 	r.tree_round = JC_TREE_BYTES;
 	int fd = jct_raw_connect(&f->d);
 	struct jc_buf b = {0};
@@ -319,8 +336,8 @@ int main(void)
 {
 	setup_users();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_two_users_share_the_daemon, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_missing_header_named, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_two_users_share_the_daemon, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_missing_header_named, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
