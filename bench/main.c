@@ -343,6 +343,9 @@ static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char 
 	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", toolkit_cccl, copy);
 	if (system(cmd) != 0)
 		bench_die("cannot copy %s", toolkit_cccl);
+	/* files changed within the settle margin are compiled but not stored
+	 * (includes.h): let the fresh copy settle */
+	sleep(2);
 	fprintf(stderr, "user include tree (%s)...\n", copy);
 	jc_request *r = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", copy);
 	struct bench_object o;
