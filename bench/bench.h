@@ -167,6 +167,23 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
  * code. Dies on failure. */
 jc_request *bench_tiny_request(uint64_t variant);
 
+/* --- shim.c -------------------------------------------------------------- */
+
+struct bench_shim {
+	struct bench_lat hit;    /* create -> compile -> get CUBIN -> destroy, served */
+	double real_compile_ms;  /* the same with the real NVRTC, median of compile_reps */
+	double version_shim_ns;  /* nvrtcVersion through the shim, mean */
+	double version_real_ns;  /* nvrtcVersion of the real library, mean */
+};
+
+/* The shim (JC_SHIM_LIB, else the build tree's) against d's daemon, with the
+ * SAXPY source saxpy_src (NUL-terminated). */
+void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, const char *saxpy_src,
+		struct bench_shim *out);
+
+/* The median of v[0..n) (sorts v; main.c). */
+double bench_median(double *v, int n);
+
 /* --- paths.c: the client library's other paths -------------------------- */
 
 /* connect + handshake with d, iters times (out: percentiles); returns p50 us. */

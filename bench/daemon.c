@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "util.h"
 #include "client/client_internal.h"
 
 static int exists_x(const char *path)
@@ -23,25 +24,13 @@ static int exists_x(const char *path)
 static void find_daemon(char *out, size_t len)
 {
 	const char *env = getenv("JITCACHED");
-	char self[PATH_MAX - 32];
 	if (env && *env) {
 		snprintf(out, len, "%s", env);
 		return;
 	}
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		char *slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(out, len, "%s/../daemon/jitcached", self);
-			if (exists_x(out))
-				return;
-			snprintf(out, len, "%s/jitcached", self);
-			if (exists_x(out))
-				return;
-		}
-	}
+	if ((jc__beside_self("../daemon/jitcached", out, len) == 0 && exists_x(out)) ||
+	    (jc__beside_self("jitcached", out, len) == 0 && exists_x(out)))
+		return;
 	bench_die("cannot find jitcached: set JITCACHED or run from the build tree");
 }
 

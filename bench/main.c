@@ -178,17 +178,27 @@ static const char *examples_dir(void)
 	return e && *e ? e : JC_BENCH_EXAMPLES;
 }
 
-/* file's request; with cccl (a directory holding cub/), -std=c++17 -Icccl. */
-static jc_request *example_request(const char *file, const char *expr, const char *cccl)
+/* An example's source, NUL-terminated (malloc'd; *size bytes before the NUL). */
+static char *example_source(const char *file, size_t *size)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", examples_dir(), file);
 	FILE *f = fopen(path, "rb");
-	static char src[1 << 16];
-	size_t n = f ? fread(src, 1, sizeof(src), f) : 0;
-	if (!f || n == 0 || n == sizeof(src))
+	char *src = malloc(1 << 16);
+	size_t n = f && src ? fread(src, 1, (1 << 16) - 1, f) : 0;
+	if (!f || n == 0 || n == (1 << 16) - 1)
 		bench_die("cannot read %s (set JC_EXAMPLES)", path);
 	fclose(f);
+	src[n] = '\0';
+	*size = n;
+	return src;
+}
+
+/* file's request; with cccl (a directory holding cub/), -std=c++17 -Icccl. */
+static jc_request *example_request(const char *file, const char *expr, const char *cccl)
+{
+	size_t n;
+	char *src = example_source(file, &n);
 	jc_request *r = NULL;
 	int rc = jc_request_new(&r);
 	rc = rc ?: jc_request_set_source(r, file, src, n);
@@ -201,6 +211,7 @@ static jc_request *example_request(const char *file, const char *expr, const cha
 		rc = rc ?: jc_request_add_option(r, inc);
 		rc = rc ?: jc_request_add_include_dir(r, inc + 2);
 	}
+	free(src);
 	if (rc != 0)
 		bench_die("building the %s request: %s", file, jc_strerror(rc));
 	return r;
@@ -222,7 +233,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -243,7 +254,7 @@ static double compile_ms(jc_client *c, jc_request *r, const struct bench_object 
 		v[n++] = fresh.compile_ms;
 	}
 	jc_request_set_app_abi(r, "");
-	return median(v, n);
+	return bench_median(v, n);
 }
 
 /* NVRTC time of one result, in milliseconds. */
@@ -271,7 +282,7 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 	static const char *const parts[] = {"sm_80", "sm_90", "compute_90"};
 	double build[8], sum[8], ratio[8];
 	int n = 0;
-	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", 0);
+	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", NULL);
 	for (; n < plan->compile_reps && n < 8; n++) {
 		freshen(r, "fatbin", n);
 		jc_request_set_arch(r, "sm_80,sm_90,compute_90");
@@ -294,9 +305,9 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 		}
 		ratio[n] = build[n] / sum[n];
 	}
-	fig("fatbin_build_ms", "ms", median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
-	fig("fatbin_parts_sum_ms", "ms", median(sum, n), "  its 3 parts' NVRTC compiles, summed");
-	fig("fatbin_build_ratio", "x", median(ratio, n), "  build / sum of the parts");
+	fig("fatbin_build_ms", "ms", bench_median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
+	fig("fatbin_parts_sum_ms", "ms", bench_median(sum, n), "  its 3 parts' NVRTC compiles, summed");
+	fig("fatbin_build_ratio", "x", bench_median(ratio, n), "  build / sum of the parts");
 	jc_request_free(r);
 }
 
@@ -524,10 +535,10 @@ int main(int argc, char **argv)
 	f = fig("single_flight_compiles", "", (double)max_compiles,
 		"single flight: compiles, %d cold clients", plan->sf_clients);
 	target(f, EQUAL, 1);
-	double m_wall = median(wall, plan->sf_rounds), m_alone = median(alone, plan->sf_rounds);
+	double m_wall = bench_median(wall, plan->sf_rounds), m_alone = bench_median(alone, plan->sf_rounds);
 	fig("single_flight_wall_ms", "ms", m_wall, "single flight: wall, %d clients", plan->sf_clients);
 	fig("one_compile_ms", "ms", m_alone, "one SAXPY miss alone (client wall)");
-	f = fig("single_flight_ratio", "x", median(ratio, plan->sf_rounds),
+	f = fig("single_flight_ratio", "x", bench_median(ratio, plan->sf_rounds),
 		"single flight: wall / one compile");
 	target(f, AT_MOST, 1.2);
 
@@ -573,7 +584,7 @@ int main(int argc, char **argv)
 		jc_client_close(cc);
 		char k[48];
 		snprintf(k, sizeof(k), "confine_%s_miss_ms", name);
-		fig(k, "ms", median(miss, reps), "SAXPY miss, confinement %s%s", name,
+		fig(k, "ms", bench_median(miss, reps), "SAXPY miss, confinement %s%s", name,
 		    kind == best ? " (default)" : "");
 		snprintf(k, sizeof(k), "confine_%s_hit_p50_us", name);
 		fig(k, "us", h.p50, "  small hit p50, confinement %s", name);
@@ -581,6 +592,28 @@ int main(int argc, char **argv)
 	bench_daemon_stop(d);
 	d->confinement = NULL;
 	bench_daemon_start(d);
+
+	/* 8. The NVRTC shim: a SAXPY hit through libjitcache-nvrtc against the
+	 * real NVRTC compile of the same program, and a forwarded call. */
+	fprintf(stderr, "NVRTC shim...\n");
+	{
+		size_t n;
+		char *src = example_source("saxpy.cu", &n);
+		struct bench_shim sh;
+		bench_shim(d, plan, src, &sh);
+		free(src);
+		f = fig("shim_hit_p50_us", "us", sh.hit.p50, "shim: SAXPY create+compile+CUBIN, hit p50");
+		target(f, AT_MOST, 100);
+		fig("shim_hit_p99_us", "us", sh.hit.p99, "shim: SAXPY hit p99");
+		fig("shim_real_compile_ms", "ms", sh.real_compile_ms, "shim: real NVRTC compile, same program");
+		f = fig("shim_compile_hit_ratio", "x", sh.real_compile_ms * 1e3 / sh.hit.p50,
+			"shim: real compile / shim hit p50");
+		target(f, AT_LEAST, 300);
+		fig("shim_version_ns", "ns", sh.version_shim_ns, "shim: nvrtcVersion through the shim");
+		f = fig("shim_forward_overhead_ns", "ns", sh.version_shim_ns - sh.version_real_ns,
+			"shim: cost on a forwarded call (vs real)");
+		target(f, AT_MOST, 1000);
+	}
 
 	/* 5. Scale (restarts the daemon). */
 	fprintf(stderr, "scale...\n");

@@ -3,12 +3,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "jitcache/jitcache.h"
 
@@ -132,6 +134,20 @@ int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
 		va_end(ap);
 	}
 	return code;
+}
+
+int jc__beside_self(const char *name, char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	int w = snprintf(out, len, "%.*s/%s", (int)(slash - self), self, name);
+	return w > 0 && (size_t)w < len && access(out, F_OK) == 0 ? 0 : -1;
 }
 
 void jc__json_str(FILE *f, const char *s)

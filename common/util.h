@@ -26,6 +26,12 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
 /* The system daemon's socket (systemd/jitcached.socket). */
 #define JC_SYSTEM_SOCKET "/run/jitcached/jitcached.sock"
 
+/* Writes "<directory of this executable>/name" into out (len bytes) and
+ * returns 0 when that file exists, -1 otherwise (also when it does not fit):
+ * how programs find their companions in the build tree before the installed
+ * paths. Thread-safe. */
+int jc__beside_self(const char *name, char *out, size_t len);
+
 /* Sleeps ms milliseconds, through EINTR. */
 void jc__sleep_ms(unsigned ms);
 /*

@@ -4,7 +4,9 @@
 # the gpu and integration suites, the Python package's tests (its CuPy and
 # cuda.core hooks on the GPU) under the machine's python3, then the figures:
 # cold-start phases of fresh processes (misses and hits), cubin against PTX,
-# and CuPy's warm kernel cache for the same kernel. Everything it prints goes to $OUT/run.log;
+# CuPy's warm kernel cache for the same kernel, and CuPy / PyTorch /
+# cuda.core compile times with and without jitcache-run (the NVRTC shim).
+# Everything it prints goes to $OUT/run.log;
 # per-part outputs and a summary of medians to $OUT (default /tmp/jc-out).
 set -u
 D=$PWD/.device
@@ -26,6 +28,9 @@ B=$src/build
 E=$B/examples/gpu
 ldd "$B/daemon/jitcached" "$B/tests/test_gpu" "$E/coldstart" | grep 'not found' && echo "MISSING LIBRARIES"
 
+# Python frameworks under the NVRTC shim run with the machine's own library
+# path (test_shim.sh gpu): the packed libraries are the daemon's.
+export JC_SHIM_PY_LDP=$plain_ldp
 echo "== meson test --suite gpu --suite integration"
 python3 "$D/meson/meson.py" test -C "$B" --no-rebuild --suite gpu --suite integration --print-errorlogs 2>&1 | tee "$OUT/suite.txt"
 cp "$B/meson-logs/testlog.txt" "$OUT/testlog.txt" 2>/dev/null
@@ -107,6 +112,11 @@ env $hook LD_LIBRARY_PATH="$D/lib${plain_ldp:+:$plain_ldp}" python3 "$src/exampl
 } | tee "$OUT/side_by_side.txt"
 "$B/client/jitcachectl" stats
 kill "$dpid"; wait "$dpid"
+echo "== NVRTC shim: CuPy, PyTorch, cuda.core with and without jitcache-run (compile_ms of run 1 and 2)"
+JITCACHED=$B/daemon/jitcached JITCACHECTL=$B/client/jitcachectl JITCACHE_RUN_BIN=$B/shim/jitcache-run \
+	SHIM_LIB=$B/shim/libjitcache-nvrtc.so \
+	JC_SHIM_TESTS=$src/tests/shim JC_SHIM_GPU_RUNS=${JC_SHIM_GPU_RUNS:-2} \
+	bash "$src/tests/shim/test_shim.sh" gpu 2>&1 | tee "$OUT/shim_frameworks.txt"
 LD_LIBRARY_PATH=$plain_ldp python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
 import re, statistics, sys
 out = sys.argv[1]

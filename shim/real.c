@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* Loading the real libnvrtc (real.h). */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "real.h"
+#include "shim_config.h"
+
+static struct jc_real_nvrtc table;
+static const struct jc_real_nvrtc *loaded; /* &table once complete, read atomically */
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char path[4096];
+
+/* 1 when the object has a DT_RUNPATH or DT_RPATH entry. */
+static int has_runpath(void *handle)
+{
+	struct link_map *lm = NULL;
+	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+		return 0;
+	for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++)
+		if (d->d_tag == DT_RUNPATH || d->d_tag == DT_RPATH)
+			return 1;
+	return 0;
+}
+
+/*
+ * NVRTC dlopen()s "libnvrtc-builtins.so.<major>.<minor>" by soname when it
+ * compiles. Opened by absolute path from outside the loader's search path
+ * (a pip wheel's directory, $JITCACHE_REAL_NVRTC), a library without a
+ * RUNPATH would not find its own builtins, or would find another build's:
+ * the one beside it is opened first, and glibc then matches the soname.
+ */
+static void preload_builtins(void *handle)
+{
+	int major = 0, minor = 0;
+	if (has_runpath(handle) || table.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+		return;
+	char dir[sizeof(path)], builtins[sizeof(path) + 64];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, major, minor);
+	if (access(builtins, R_OK) == 0)
+		dlopen(builtins, RTLD_NOW | RTLD_LOCAL); /* kept for the process's life */
+}
+
+static pthread_once_t path_once = PTHREAD_ONCE_INIT;
+
+static void pick_path(void)
+{
+	const char *env = getenv("JITCACHE_REAL_NVRTC");
+	snprintf(path, sizeof(path), "%s", env && *env ? env : JC_REAL_NVRTC);
+}
+
+const char *jc__real_path(void)
+{
+	pthread_once(&path_once, pick_path);
+	return path;
+}
+
+static void load(void)
+{
+	jc__real_path();
+	if (path[0] != '/') {
+		fprintf(stderr,
+			"libjitcache-nvrtc: JITCACHE_REAL_NVRTC=%s is not an absolute path\n",
+			path);
+		return;
+	}
+	/* RTLD_LOCAL: its symbols never interpose on anyone's; the real library
+	 * is linked -Bsymbolic, so its own calls stay inside it. */
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "libjitcache-nvrtc: cannot load the real NVRTC: %s\n", dlerror());
+		return;
+	}
+#define JC_REAL_LOOKUP(ret, name, params, args)                                                    \
+	if (!(*(void **)&table.name = dlsym(h, #name))) {                                          \
+		fprintf(stderr,                                                                    \
+			"libjitcache-nvrtc: %s lacks %s: not an NVRTC of this major version\n",    \
+			path, #name);                                                              \
+		return;                                                                            \
+	}
+	JC_NVRTC_FUNCTIONS(JC_REAL_LOOKUP)
+#undef JC_REAL_LOOKUP
+	preload_builtins(h);
+	__atomic_store_n(&loaded, &table, __ATOMIC_RELEASE);
+}
+
+const struct jc_real_nvrtc *jc__real(void)
+{
+	const struct jc_real_nvrtc *t = __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(t != NULL, 1))
+		return t;
+	pthread_once(&once, load);
+	return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+}
