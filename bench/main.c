@@ -196,7 +196,7 @@ static char *example_source(const char *file, size_t *size)
 	return src;
 }
 
-/* With cccl (a directory), -std=c++17 -I cccl. */
+/* file's request; with cccl (a directory holding cub/), -std=c++17 -Icccl. */
 static jc_request *example_request(const char *file, const char *expr, const char *cccl)
 {
 	size_t n;
@@ -353,6 +353,35 @@ static void remote_hit_figures(const char *tag, const char *label, double p50_us
 	       AT_MOST, 2);
 }
 
+/*
+ * -I of a CCCL-sized tree outside the toolkit (copy, a settled copy of its
+ * cccl/, about 1700 files): the hit of a per-user daemon, which re-checks the tree
+ * itself (manifest, hash memo), beside the hit of a client that reads the
+ * tree for a daemon of another uid (JITCACHE_SEND_HEADERS=1: its scan with
+ * the hash memo, then the hashes sent), same daemon, same request.
+ */
+static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char *copy,
+			      size_t iters)
+{
+	fprintf(stderr, "user include tree (%s)...\n", copy);
+	jc_request *r = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", copy);
+	struct bench_object o;
+	struct bench_lat own, sent, raw;
+	bench_fetch(cl, r, d->cache, &o);
+	bench_hits_vs_raw(cl, r, &o, iters, &own, &raw);
+	setenv("JITCACHE_SEND_HEADERS", "1", 1);
+	jc_client *reader = bench_connect(d);
+	unsetenv("JITCACHE_SEND_HEADERS");
+	bench_fetch(reader, r, d->cache, &o); /* the same key: a hit */
+	bench_hits_vs_raw(reader, r, &o, iters, &sent, &raw);
+	jc_client_close(reader);
+	jc_request_free(r);
+	fig("hit_usertree_p50_us", "us", own.p50, "hit p50, CUB with -I a CCCL copy, daemon reads the tree");
+	fig("hit_usertree_p99_us", "us", own.p99, "hit p99, same");
+	fig("hit_clienttree_p50_us", "us", sent.p50, "hit p50, same, the client reads the tree (system daemon)");
+	fig("hit_clienttree_p99_us", "us", sent.p99, "hit p99, same");
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: jitcache-bench [--quick] [--json]\n"
@@ -466,6 +495,7 @@ int main(int argc, char **argv)
 		fig("cccl_copy_stat_walks", "", (double)bench_stat(cl, "include_tree_stat_walks"),
 		    "  requests keyed by a stat walk (of %zu)", plan->hit_iters + 1);
 		jc_request_free(copy);
+		user_tree_figures(d, cl, user_cccl, plan->hit_iters / 4);
 	}
 
 	/* 7. A hit from Python (jitcache.Client.compile) beside the C client's. */

@@ -67,6 +67,9 @@ struct jc_client {
 	/* The daemon connected to. */
 	char sock[SUN_PATH_MAX];
 	uint32_t daemon_pid;
+	int daemon_other_uid;  /* it runs as another uid (SO_PEERCRED): send include trees */
+	int send_trees;        /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
+	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
 	char *daemon_dir;
 	char why_none[1024];   /* why no daemon could be had (fallback mode) */
 	char errmsg[1024];
@@ -164,6 +167,16 @@ JC_API const char *jc_client_errmsg(const jc_client *c)
 int jc__client_fd(const jc_client *c)
 {
 	return c->fd;
+}
+
+const char *jc__client_socket(const jc_client *c)
+{
+	return c->fd >= 0 ? c->sock : "";
+}
+
+const char *jc__client_system_socket(const jc_client *c)
+{
+	return c->system_socket;
 }
 
 uint32_t jc__client_daemon_pid(const jc_client *c)
@@ -300,6 +313,11 @@ static int hello(jc_client *c, const char *path, int own)
 	c->forks = fork_count;
 	snprintf(c->sock, sizeof(c->sock), "%s", path);
 	c->daemon_pid = h.pid;
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	/* Unknown: as another uid's, whose client reads (it costs only time). */
+	c->daemon_other_uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+			      cred.uid != geteuid();
 	c->daemon_dir = h.cache_dir;
 	h.cache_dir = NULL;
 	jc__hello_clear(&h);
@@ -467,6 +485,7 @@ static int resolve_options(jc_client *c, const jc_options *o)
 		v = JC_SYSTEM_SOCKET;
 	c->system_socket = v && *v ? strdup(v) : NULL;
 	c->autostart = o->autostart >= 0 ? o->autostart : env_bool("JITCACHE_AUTOSTART", 1);
+	c->send_trees = env_bool("JITCACHE_SEND_HEADERS", 0);
 	v = secure_getenv("JITCACHE_FALLBACK");
 	c->fallback = o->fallback ? o->fallback
 		    : v && strcmp(v, "error") == 0 ? JC_FALLBACK_ERROR : JC_FALLBACK_COMPILE;
@@ -614,6 +633,7 @@ JC_API void jc_client_close(jc_client *c)
 	free(c->system_socket);
 	free(c->daemon);
 	free(c->nvrtc);
+	jc__tree_cache_free(c->trees);
 	free(c);
 }
 
@@ -858,6 +878,28 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 	return r->res.status;
 }
 
+/*
+ * do_compile() for a daemon that must not open our include directories: the
+ * files' hashes first (a hit re-stats the tree, reads nothing), their bytes
+ * only when the daemon has no entry (JC_ENOTFOUND).
+ */
+static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
+			uint8_t bad_object[16])
+{
+	struct jc_req view;
+	int rc = 0;
+	for (int bytes = 0; bytes < 2; bytes++) {
+		rc = jc__tree_build(&c->trees, req, bytes, &view, c->errmsg, sizeof(c->errmsg));
+		if (rc != 0)
+			return rc;
+		rc = do_compile(c, &view, out, bad_object);
+		jc__req_tree_clear(&view);
+		if (rc != JC_ENOTFOUND || c->broken)
+			break;
+	}
+	return rc;
+}
+
 /* --- in-process fallback, and the compile loop --------------------------------------- */
 
 /* Step 6: req compiled here; same result shape as the daemon's. */
@@ -924,7 +966,8 @@ static int run(jc_client *c, const struct jc_req *req, jc_result **out)
 		if (mending)
 			say(c, JC_LOG_INFO, "jitcache: resending to jitcached at %s (try %d)", c->sock,
 			    attempt + 1);
-		rc = do_compile(c, req, out, bad);
+		rc = req->include_dirs.n && (c->daemon_other_uid || c->send_trees)
+		     ? compile_tree(c, req, out, bad) : do_compile(c, req, out, bad);
 		if (rc == JC_ECORRUPT && !corrupt_seen) {
 			corrupt_seen = 1;
 			rejecting = *req; /* shallow: req keeps ownership */

@@ -29,6 +29,10 @@ int jc__client_fd(const jc_client *c);
 /* What the daemon c is connected to said in its HELLO_OK: its pid (0: none
  * connected) and the cache directory it serves (NULL: none connected). */
 uint32_t jc__client_daemon_pid(const jc_client *c);
+/* The socket c is connected to ("" when none) and the system socket it
+ * would try (NULL: skipped); both borrowed from c. */
+const char *jc__client_socket(const jc_client *c);
+const char *jc__client_system_socket(const jc_client *c);
 const char *jc__client_daemon_dir(const jc_client *c);
 
 /*
@@ -48,6 +52,26 @@ int jc__client_search(jc_client *c);
  * variable's name, "default", ...). */
 typedef void (*jc__config_fn)(const char *name, const char *value, const char *source, void *ctx);
 void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, void *ctx);
+
+/* --- client-read include trees (tree.c) --- */
+struct jc_tree_cache;
+/*
+ * The request in as sent to a daemon of another uid: *out is a shallow copy
+ * of in plus a tree (req.h) of what in's compile may read from its include
+ * directories, found by the daemon's scanner (common/includes.h) with the
+ * cache *cache (made on first use; free with jc__tree_cache_free): the hash
+ * memo and the last request's include set (the client's manifest, re-checked
+ * with jc__inc_check), so that an unchanged tree costs stat calls, not
+ * reads or a scan: with bytes 0 the files' hashes (the
+ * lookup round), with 1 their bytes (read again, and checked against the
+ * scan's hash). Free out's tree with jc__req_tree_clear (req.h). 0; JC_EINVAL (a file
+ * outside the -I directories, a computed #include: message names it),
+ * JC_EIO, JC_ETOOBIG, JC_ENOMEM, with a message in err. Not thread-safe
+ * for one memo pointer.
+ */
+int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes, struct jc_req *out,
+		   char *err, size_t errlen);
+void jc__tree_cache_free(struct jc_tree_cache *cache);
 
 /* --- auto-start (autostart.c) --- */
 struct jc_autostart {

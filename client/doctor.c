@@ -21,12 +21,14 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <nvrtc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -633,6 +635,63 @@ static void check_daemon(struct report *r, const char *socket_path, const struct
 	jc_client_close(c);
 }
 
+/* 1 when this process's groups include gid. */
+static int in_group(gid_t gid)
+{
+	gid_t groups[1024];
+	int n = getgroups(1024, groups);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return 1;
+	return getegid() == gid;
+}
+
+/*
+ * Which daemon this user's programs reach (the client library's search:
+ * jitcache.h) and, for the system daemon's socket, whether they may use it:
+ * a socket is usable with write permission, which the system unit gives to
+ * its group (README, "Two deployments").
+ */
+static void check_reach(struct report *r)
+{
+	jc_client *c = NULL;
+	if (jc__client_new(NULL, &c) != 0) {
+		say(r, WARN, "client settings: %s", jc_client_errmsg(NULL));
+		return;
+	}
+	const char *sys = jc__client_system_socket(c);
+	struct stat st;
+	if (sys && stat(sys, &st) == 0) {
+		struct group *g = getgrgid(st.st_gid);
+		char gname[64];
+		snprintf(gname, sizeof(gname), "%s", g ? g->gr_name : "?");
+		int may = geteuid() == 0 || (st.st_uid == geteuid() ? st.st_mode & 0200
+					     : in_group(st.st_gid) ? st.st_mode & 0020 : st.st_mode & 0002);
+		if (may)
+			say(r, OK, "system daemon socket %s (group %s, mode %04o): this user may use it", sys,
+			    gname, (unsigned)(st.st_mode & 07777));
+		else
+			say(r, WARN, "system daemon socket %s (group %s, mode %04o): this user may not use it "
+			    "(not in group %s: an admin runs `usermod -aG %s %s`, then log in again)", sys,
+			    gname, (unsigned)(st.st_mode & 07777), gname, gname, getenv("USER") ? getenv("USER") : "USER");
+	} else if (sys) {
+		say(r, INFO, "no system daemon socket at %s", sys);
+	}
+	if (jc__client_search(c) != 0) {
+		say(r, INFO, "this user's programs reach no daemon now: %s", jc_client_errmsg(c));
+	} else {
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		int other = getsockopt(jc__client_fd(c), SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+			    cred.uid != geteuid();
+		say(r, OK, "this user's programs reach the daemon on %s (pid %u%s%s)", jc__client_socket(c),
+		    (unsigned)jc__client_daemon_pid(c), sys && strcmp(jc__client_socket(c), sys) == 0
+		    ? ", the system daemon" : "", other ? ", another uid: the client reads and sends the "
+		    "include files, the daemon opens none of this user's paths" : ", this uid");
+	}
+	jc_client_close(c);
+}
+
 int jc__doctor(const char *socket_path, const char *cache_dir)
 {
 	struct report r = {0};
@@ -672,6 +731,8 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 	if (cu.lib)
 		dlclose(cu.lib);
 	check_daemon(&r, socket_path, have_tc ? &tc : NULL, &budget, &used);
+	if (!socket_path)
+		check_reach(&r);
 	if (!cache_dir && jc__default_cache_dir(dir, sizeof(dir)) == 0)
 		cache_dir = dir;
 	if (cache_dir)

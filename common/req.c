@@ -27,6 +27,12 @@ static void blobs_clear(struct jc_blob **arr, size_t *n)
 	*n = 0;
 }
 
+void jc__req_tree_clear(struct jc_req *r)
+{
+	blobs_clear(&r->tree, &r->n_tree);
+	r->tree_round = JC_TREE_NONE;
+}
+
 void jc__req_clear(struct jc_req *r)
 {
 	free(r->arch);
@@ -37,6 +43,7 @@ void jc__req_clear(struct jc_req *r)
 	jc__strv_clear(&r->include_dirs);
 	jc__strv_clear(&r->name_exprs);
 	blobs_clear(&r->link_inputs, &r->n_link_inputs);
+	blobs_clear(&r->tree, &r->n_tree);
 	jc__strv_clear(&r->link_options);
 	free(r->app_abi);
 	free(r->reject_message);

@@ -74,6 +74,16 @@ struct jc_req {
 	size_t n_headers;
 	struct jc_strv options;      /* NVRTC options, in order */
 	struct jc_strv include_dirs; /* directories the daemon may scan/read */
+	/* Client-read include trees (README, "A daemon shared by a team"): the
+	 * files the client's scan of include_dirs found, sent by a client whose
+	 * daemon runs as another uid. name "I/REL": include_dirs.v[I] (decimal;
+	 * a top directory: includes.h, jc__inc_tops_is_top) and the path relative to it
+	 * (no "..", "." or empty component); type an
+	 * enum jc_tree_kind. With a tree_round the daemon opens none of
+	 * include_dirs: the worker compiles against a private copy. */
+	struct jc_blob *tree;
+	size_t n_tree;
+	uint32_t tree_round;     /* enum jc_tree_round: 0 = no tree (the daemon may read include_dirs) */
 	struct jc_strv name_exprs;   /* name expressions, e.g. "&saxpy<float>" */
 	struct jc_blob *link_inputs; /* in link order */
 	size_t n_link_inputs;
@@ -86,6 +96,23 @@ struct jc_req {
 	uint8_t reject_object[16];
 	uint32_t reject_reason;  /* 0 = none, else enum jc_reject */
 	char *reject_message;    /* e.g. the driver's error string; may be NULL */
+};
+
+enum jc_tree_kind {
+	JC_TREE_FILE = 1,   /* data: the file's bytes */
+	JC_TREE_HASH = 2,   /* data: the XXH3-128 (canonical) of its bytes: a lookup, no compile */
+	JC_TREE_ABSENT = 3, /* no regular file there (a search candidate); no data */
+	/* A directory walked for a computed include (includes.h, JC_INC_DIR):
+	 * data the hash of its listing, as the client's scan made it; name
+	 * "I" alone for the top directory itself. The compile sees the files
+	 * sent under it, and the listing enters the key as the client's word. */
+	JC_TREE_DIR = 4,
+};
+
+enum jc_tree_round {
+	JC_TREE_NONE = 0,
+	JC_TREE_LOOKUP = 1, /* FILE entries as JC_TREE_HASH: served on a hit, else JC_ENOTFOUND */
+	JC_TREE_BYTES = 2,  /* FILE entries as JC_TREE_FILE: compiled on a miss */
 };
 
 enum jc_reject { JC_REJECT_NONE = 0, JC_REJECT_CORRUPT = 1, JC_REJECT_LOAD_FAILED = 2 };
@@ -147,6 +174,8 @@ void jc__req_clear(struct jc_req *r);
 void jc__res_init(struct jc_res *r);
 void jc__res_clear(struct jc_res *r);
 
+/* Frees r's tree and sets r->tree_round to JC_TREE_NONE (the rest of r stays). */
+void jc__req_tree_clear(struct jc_req *r);
 /* Frees the strings of sv and empties it (a zeroed sv is empty). */
 void jc__strv_clear(struct jc_strv *sv);
 /* Append helpers: copy their inputs; return 0 or JC_ENOMEM. */

@@ -24,6 +24,7 @@
 #include "pool.h"
 #include "remote.h"
 #include "retry.h"
+#include "util.h"
 #include "watch.h"
 
 /* Limits of one include scan: entries recorded, bytes of one header. */
@@ -295,6 +296,8 @@ static void flight_free(struct jc_flight *f)
 	free(f);
 }
 
+static void keymemo_forget(struct jc_daemon *d, const struct jc_flight *f);
+
 /* Sends the flight's outcome to the waiters it has now (and forgets them). */
 static void flight_answer(struct jc_flight *f)
 {
@@ -420,6 +423,13 @@ static void check_deps(struct jc_flight *f)
 	int rc = jc__inc_covers(f->inc, f->res.deps, f->res.n_deps, what, sizeof(what));
 	if (rc == 1)
 		return;
+	if (rc == 0 && f->req.tree_round) {
+		/* Nothing to learn from: the client's files are not ours to read. */
+		snprintf(f->errmsg, sizeof(f->errmsg), "the compile read %s, which the client did not "
+			 "send (its include scan missed it); not served", what);
+		f->tree_missing = 1;
+		return;
+	}
 	if (rc == 0 && f->inc) {
 		const struct jc_inc_ctx ctx = inc_ctx(d);
 		struct jc_inc_set learned;
@@ -430,8 +440,12 @@ static void check_deps(struct jc_flight *f)
 		if (rc == 1 && learned.unsettled && (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
 			snprintf(what + strlen(what), sizeof(what) - strlen(what),
 				 " (changed just before the compile)");
-		if (rc == 1 && jc__key_with_tree(f->direct, learned.digest, f->store_key) == 0) {
-			if (jc__manifest_add(d->manifests, f->direct, &learned, err, sizeof(err)) != 0)
+		uint8_t tree[16];
+		uint8_t lookup[16];
+		if (rc == 1 && jc__inc_key_digest(&learned, &f->req.include_dirs, tree) == 0 &&
+		    jc__key_with_tree(f->direct, tree, f->store_key) == 0 &&
+		    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
+			if (jc__manifest_add(d->manifests, lookup, &learned, err, sizeof(err)) != 0)
 				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
 			f->learned = 1;
 			jc__inc_set_clear(&learned);
@@ -462,7 +476,7 @@ static void publish_work_cb(uv_work_t *work)
 	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile "
 			 "and again since", what);
-	else if (publish && f->inc && !jc__inc_unchanged(f->inc, what, sizeof(what)))
+	else if (publish && f->inc && !f->req.tree_round && !jc__inc_unchanged(f->inc, what, sizeof(what)))
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
 	else if (publish)
 		check_deps(f);
@@ -529,6 +543,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 		jc_log_info(KEY, "key %s: NVRTC read %s, which the scan missed; stored under the key of "
 			    "what it read, %s", hex, f->learned_from, shex);
 		count(d, JC_CTR_deps_learned, 1);
+		keymemo_forget(d, f);
 	}
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
@@ -537,7 +552,16 @@ static void publish_after_cb(uv_work_t *work, int status)
 	memcache_forget(d, f->store_key);
 	if (f->rehashed && !f->uncached && stored)
 		count(d, JC_CTR_include_rehashed, 1);
-	if (f->uncached) {
+	if (f->tree_missing) {
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_notice(KEY, "key %s: %s", hex, f->errmsg);
+		count(d, JC_CTR_deps_mismatch, 1);
+		jc__res_clear(&f->res);
+		jc__res_init(&f->res);
+		f->res.status = JC_EINVAL;
+		f->res.message = strdup(f->errmsg);
+	} else if (f->uncached) {
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
@@ -887,6 +911,17 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (d->stopping) {
 		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
 		jc__conn_done(conn);
+	} else if (req->tree_round == JC_TREE_LOOKUP) {
+		/* A client-read tree by hashes found nothing: the client sends the
+		 * bytes on this connection (a RESULT: an ERROR would close it). */
+		struct jc_res miss;
+		jc__res_init(&miss);
+		miss.status = JC_ENOTFOUND;
+		miss.cache = JC_CACHE_MISS;
+		miss.message = "no entry for these headers: send their bytes";
+		memcpy(miss.key, key, 16);
+		jc__conn_send_result(conn, &miss, -1);
+		jc__conn_done(conn);
 	} else if ((rc = start_flight(d, conn, key, inc ? direct : NULL, req, &inc, t0,
 				      bad ? bad_object : NULL)) != 0) {
 		char msg[200] = "out of memory";
@@ -980,6 +1015,18 @@ static int key_known(struct jc_daemon *d, const uint8_t key[16])
 	return e && (!e->status || e->expires > wall_s());
 }
 
+/* A flight that learnt its key: the scan's key, remembered for its lookup
+ * key, is not where the result went (the next request consults the manifest). */
+static void keymemo_forget(struct jc_daemon *d, const struct jc_flight *f)
+{
+	uint8_t lookup[16];
+	if (jc__key_lookup(f->direct, &f->req.include_dirs, lookup) != 0)
+		return;
+	struct jc_keymemo *m = keymemo_slot(d, lookup);
+	if (memcmp(m->direct, lookup, 16) == 0)
+		keymemo_drop(d, m);
+}
+
 /* A request keyed in the thread pool because it reads headers from disk. */
 struct key_job {
 	uv_work_t work;
@@ -988,6 +1035,7 @@ struct key_job {
 	struct jc_req req;        /* owned */
 	uint64_t t0;
 	uint8_t direct[16];       /* computed on the loop */
+	uint8_t lookup[16];       /* its manifests' and memo's key (key.h) */
 	uint8_t key[16];
 	struct jc_inc_set *inc;   /* owned; NULL after a failure */
 	int rc;
@@ -1039,7 +1087,7 @@ static void key_work_cb(uv_work_t *w)
 	if (!(j->inc = calloc(1, sizeof(*j->inc))))
 		rc = JC_ENOMEM;
 	if (rc == 0)
-		rc = jc__manifest_lookup(d->manifests, direct, &ctx, j->inc, &j->n_stat);
+		rc = jc__manifest_lookup(d->manifests, j->lookup, &ctx, j->inc, &j->n_stat);
 	if (rc == 1) {
 		j->from_manifest = 1;
 		rc = 0;
@@ -1047,13 +1095,15 @@ static void key_work_cb(uv_work_t *w)
 		rc = jc__inc_scan(&j->req, &ctx, j->inc, j->err, sizeof(j->err));
 		j->n_stat += j->inc->n_stat;
 		char err[256];
-		if (rc == 0 && jc__manifest_add(d->manifests, direct, j->inc, err, sizeof(err)) != 0)
+		if (rc == 0 && jc__manifest_add(d->manifests, j->lookup, j->inc, err, sizeof(err)) != 0)
 			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 				    err);
 	}
 	if (rc == 0)
 		key_watch(j, &ctx);
-	j->rc = rc ?: jc__key_with_tree(direct, j->inc->digest, j->key);
+	uint8_t tree[16];
+	j->rc = rc ?: jc__inc_key_digest(j->inc, &j->req.include_dirs, tree);
+	j->rc = j->rc ?: jc__key_with_tree(direct, tree, j->key);
 	if (j->rc == JC_ENOMEM && !j->err[0])
 		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
 	j->ns = jc__now_ns() - t;
@@ -1081,7 +1131,7 @@ static void key_after_cb(uv_work_t *w, int status)
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
-		keymemo_put(d, j->direct, j->key, j->inc, j->stamp);
+		keymemo_put(d, j->lookup, j->key, j->inc, j->stamp);
 		j->stamp = 0;
 		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
 		j->inc = NULL;
@@ -1096,6 +1146,78 @@ static void key_after_cb(uv_work_t *w, int status)
 	jc__watch_forget(d->watch, j->stamp);
 	jc__conn_unref(j->conn);
 	free(j);
+}
+
+static int cmp_entry_path(const void *a, const void *b)
+{
+	return strcmp(((const struct jc_inc_entry *)a)->path, ((const struct jc_inc_entry *)b)->path);
+}
+
+/*
+ * A client-read tree (req.h): the include set it describes, under the
+ * client's directory strings (never opened), each file's hash computed here
+ * from its bytes or, in the lookup round, as the client gives it (a wrong
+ * one only misses: the bytes round hashes what it compiles). Into *out
+ * (owned by the caller). 0, JC_EINVAL (a path sent twice) or JC_ENOMEM.
+ */
+static int tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
+		const struct jc_blob *b = &req->tree[i];
+		char *rel;
+		unsigned long dir = strtoul(b->name, &rel, 10); /* validated: "I/REL" */
+		const char *base = req->include_dirs.v[dir];
+		size_t bl = strlen(base);
+		bl -= bl > 1 && base[bl - 1] == '/';
+		char *path;
+		if (asprintf(&path, "%.*s%s", (int)bl, base, rel) < 0) /* rel: "/REL" or "" */
+			return JC_ENOMEM;
+		uint8_t hash[16];
+		if (b->type == JC_TREE_FILE) {
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, XXH3_128bits(b->data, b->size));
+			memcpy(hash, c.digest, 16);
+		} else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR) {
+			memcpy(hash, b->data, 16);
+		}
+		uint8_t kind = b->type == JC_TREE_ABSENT ? JC_INC_ABSENT
+			       : b->type == JC_TREE_DIR ? JC_INC_DIR : JC_INC_FILE;
+		rc = jc__inc_set_add(out, path, strlen(path), kind, kind == JC_INC_ABSENT ? NULL : hash);
+		free(path);
+	}
+	if (rc == 0 && out->n)
+		qsort(out->v, out->n, sizeof(*out->v), cmp_entry_path);
+	for (size_t i = 1; rc == 0 && i < out->n; i++)
+		if (cmp_entry_path(&out->v[i - 1], &out->v[i]) == 0)
+			rc = jc__fail(err, errlen, JC_EINVAL, "tree: %s sent twice", out->v[i].path);
+	rc = rc ?: jc__inc_set_finish(out);
+	if (rc == JC_ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return rc;
+}
+
+/* The request path of a client-read tree: keyed here, on the loop. */
+static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
+			 const uint8_t direct[16], uint64_t t0)
+{
+	char err[600] = "";
+	uint8_t tree[16], key[16];
+	struct jc_inc_set *inc = calloc(1, sizeof(*inc));
+	int rc = inc ? tree_set(req, inc, err, sizeof(err)) : JC_ENOMEM;
+	rc = rc ?: jc__inc_key_digest(inc, &req->include_dirs, tree);
+	rc = rc ?: jc__key_with_tree(direct, tree, key);
+	if (rc != 0) {
+		count(d, JC_CTR_bad_requests, rc == JC_EINVAL);
+		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
+		jc__conn_done(conn);
+		jc__req_clear(req);
+		inc_free(inc);
+		return;
+	}
+	count(d, JC_CTR_tree_requests, 1);
+	request_with_key(d, conn, req, key, direct, inc, t0);
 }
 
 /*
@@ -1146,10 +1268,11 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		snprintf(err, sizeof(err), "NVRTC %s does not support %s; it supports %s",
 			 d->tc.nvrtc_version, req->arch, d->tc.supported_archs);
 	}
-	/* Trust model (DESIGN): the daemon opens paths a request names only for
-	 * its own uid (and root); another uid must send its headers in memory. */
+	/* Trust model (docs/ARCHITECTURE.md): the daemon opens paths a request
+	 * names only for its own uid (and root); another uid's client reads its
+	 * include directories itself and sends the files (a tree). */
 	uid_t peer = jc__conn_uid(conn);
-	if (rc == 0 && needed && peer != geteuid() && peer != 0) {
+	if (rc == 0 && needed && !req->tree_round && peer != geteuid() && peer != 0) {
 		rc = JC_EDENIED;
 		snprintf(err, sizeof(err), "this daemon reads include directories and absolute "
 			 "#include paths only for its own uid; send the headers in memory");
@@ -1161,11 +1284,22 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		jc__req_clear(req);
 		return;
 	}
+	if (req->tree_round) {
+		tree_request(d, conn, req, key, t0);
+		return;
+	}
+	uint8_t lookup[16];
+	if (needed && jc__key_lookup(key, &req->include_dirs, lookup) != 0) {
+		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
+		jc__conn_done(conn);
+		jc__req_clear(req);
+		return;
+	}
 	int watched = 0;
-	const uint8_t *known = needed ? keymemo_get(d, key, &watched) : key;
+	const uint8_t *known = needed ? keymemo_get(d, lookup, &watched) : key;
 	if (known && watched && !key_known(d, known)) {
 		/* Evicted or never stored: a compile needs the include set. */
-		keymemo_drop(d, keymemo_slot(d, key));
+		keymemo_drop(d, keymemo_slot(d, lookup));
 		known = NULL;
 	}
 	if (known) {
@@ -1183,6 +1317,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		j->req = *req;
 		j->t0 = t0;
 		memcpy(j->direct, key, 16);
+		memcpy(j->lookup, lookup, 16);
 		j->work.data = j;
 		jc__conn_ref(conn);
 		memset(req, 0, sizeof(*req));

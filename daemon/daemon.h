@@ -89,6 +89,7 @@ struct jc_flight {
 	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
 	int learned;              /* the key was learnt from what NVRTC read (store_key) */
 	int rehashed;             /* a header changed just before was re-read after the compile */
+	int tree_missing;         /* a client-read tree lacked a file NVRTC read: fails (errmsg) */
 	char learned_from[512];   /* the first access the include set missed (for the log) */
 	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
 	struct jc_fatbin *fatbin;

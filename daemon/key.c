@@ -9,6 +9,7 @@
 #include <endian.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,52 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The client-read tree (req.h): "I/REL" names of the request's -I
+ * directories, each once, of one kind of round (bytes or hashes). */
+static int check_tree(const struct jc_req *req, char *err, size_t errlen)
+{
+	int hashes = 0, bytes = 0, rc = 0;
+	struct jc_inc_tops *tops = NULL;
+	if (req->n_tree && (rc = jc__inc_tops_new(&req->include_dirs, &tops)) != 0)
+		return rc == JC_ENOMEM ? rc : invalid(err, errlen, "an include dir too long for a tree");
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
+		const struct jc_blob *b = &req->tree[i];
+		char *end;
+		errno = 0;
+		unsigned long dir = b->name ? strtoul(b->name, &end, 10) : 0;
+		int top_itself = b->name && end != b->name && !*end && b->type == JC_TREE_DIR;
+		if (!b->name || errno || end == b->name || (*end != '/' && !top_itself) ||
+		    !jc__inc_tops_is_top(tops, dir) || (!top_itself && !jc__inc_rel_valid(end + 1)))
+			rc = invalid(err, errlen, "tree file %zu: name \"%s\" is not DIR-INDEX/RELATIVE-PATH "
+				       "of a top directory of the %zu include dirs (no \".\", \"..\" or empty "
+				       "component)", i, b->name ? b->name : "", req->include_dirs.n);
+		if (((b->type == JC_TREE_HASH || b->type == JC_TREE_DIR) && b->size != 16) ||
+		    (b->type == JC_TREE_ABSENT && b->size != 0) ||
+		    (b->type != JC_TREE_FILE && b->type != JC_TREE_HASH && b->type != JC_TREE_ABSENT &&
+		     b->type != JC_TREE_DIR))
+			rc = rc ?: invalid(err, errlen, "tree file \"%s\": bad type %u or size %zu", b->name,
+				       b->type, b->size);
+		if (!b->data && b->size)
+			rc = rc ?: invalid(err, errlen, "tree file \"%s\" has %zu bytes but no data", b->name,
+				       b->size);
+		if (rc)
+			break;
+		hashes |= b->type == JC_TREE_HASH;
+		bytes |= b->type == JC_TREE_FILE;
+	}
+	jc__inc_tops_free(tops);
+	if (rc)
+		return rc;
+	if (req->tree_round > JC_TREE_BYTES || (!req->tree_round && req->n_tree) ||
+	    (req->tree_round == JC_TREE_LOOKUP && bytes) || (req->tree_round == JC_TREE_BYTES && hashes))
+		return invalid(err, errlen, "tree round %u with %s", req->tree_round,
+			       bytes ? "bytes" : hashes ? "hashes" : "no files");
+	if (req->tree_round && !req->include_dirs.n)
+		return invalid(err, errlen, "a tree without include dirs");
+	return 0;
+}
+
+
 /* Validates req; on success *sorted gets the headers sorted by name (caller frees; NULL if none). */
 static int validate(const struct jc_req *req, const struct jc_blob ***sorted, char *err, size_t errlen)
 {
@@ -200,6 +247,8 @@ static int validate(const struct jc_req *req, const struct jc_blob ***sorted, ch
 	    (rc = check_strs(&req->include_dirs, "include dir", err, errlen)) ||
 	    (rc = check_strs(&req->name_exprs, "name expression", err, errlen)) ||
 	    (rc = jc__inc_path_parse(req, NULL, err, errlen)))
+		return rc;
+	if ((rc = check_tree(req, err, errlen)))
 		return rc;
 	for (size_t i = 0; i < req->n_link_inputs; i++) {
 		const struct jc_blob *b = &req->link_inputs[i];
@@ -327,14 +376,31 @@ static void item_strv(struct hasher *st, uint16_t count_tag, uint16_t tag, char 
 }
 
 /*
- * DESIGN item 4, "headers read from include directories": the directory
- * strings enter here; the content of the files a compile may read from them
- * enters through jc__key_with_tree(), which the daemon applies after its
- * include scan (cache.c, includes.h, manifest.h).
+ * DESIGN item 4, "headers read from include directories", and item 5: the
+ * number of -I directories enters here, and each -I option as its index
+ * (every spelling NVRTC accepts alike), not the directory's path: the
+ * directories and the content of the files a compile may read from them
+ * enter through jc__key_with_tree() and jc__inc_key_digest() (includes.h),
+ * which the daemon applies after its include scan or to a client-read tree
+ * (cache.c), so that the same bytes under other directories share a key.
  */
-static void add_include_tree(struct hasher *st, const struct jc_req *req)
+static void add_options(struct hasher *st, const struct jc_req *req)
 {
-	item_strv(st, TAG_INCLUDE_DIR_COUNT, TAG_INCLUDE_DIR, req->include_dirs.v, req->include_dirs.n);
+	item_u64(st, TAG_INCLUDE_DIR_COUNT, req->include_dirs.n, 8);
+	item_u64(st, TAG_OPTION_COUNT, req->options.n, 8);
+	uint64_t dir = 0;
+	for (size_t i = 0; i < req->options.n;) {
+		int is_dir;
+		const char *val;
+		size_t used = 1;
+		if (jc__inc_option(&req->options, i, &is_dir, &val, &used) && is_dir) {
+			item_u64(st, TAG_INCLUDE_DIR, dir++, 8);
+		} else {
+			for (size_t k = 0; k < used && i + k < req->options.n; k++)
+				item_str(st, TAG_OPTION, req->options.v[i + k]);
+		}
+		i += used;
+	}
 }
 
 /* The digest of everything put, into key; frees the streaming state.
@@ -368,6 +434,15 @@ int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t 
 	return digest(&st, key);
 }
 
+int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t out[16])
+{
+	struct hasher st = {.st = NULL};
+	item_u64(&st, TAG_FORMAT, JC_KEY_FORMAT, 4);
+	item(&st, TAG_DIRECT_KEY, direct, 16);
+	item_strv(&st, TAG_INCLUDE_DIR_COUNT, TAG_INCLUDE_DIR, dirs->v, dirs->n);
+	return digest(&st, out);
+}
+
 int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
 		    char *err, size_t errlen)
 {
@@ -399,8 +474,7 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
 		item_str(st, TAG_HEADER_NAME, headers[i]->name);
 		item(st, TAG_HEADER_DATA, headers[i]->data, headers[i]->size);
 	}
-	add_include_tree(st, req);
-	item_strv(st, TAG_OPTION_COUNT, TAG_OPTION, req->options.v, req->options.n);
+	add_options(st, req);
 	item_str(st, TAG_ARCH, req->arch);
 	item_strv(st, TAG_NAME_EXPR_COUNT, TAG_NAME_EXPR, exprs, req->name_exprs.n);
 	item_str(st, TAG_NVRTC_VERSION, tc->nvrtc_version);

@@ -9,10 +9,12 @@
  *   1. JC_KEY_FORMAT, job, output (u32 each)
  *   2. source name, source bytes
  *   3. in-memory headers sorted by name (strcmp): name, bytes for each
- *   4. the include_dirs path strings, in order (the -I options themselves
- *      enter with item 5); the CONTENT of what a compile reads from disk
- *      enters through jc__key_with_tree() (see below and includes.h)
- *   5. options, in the order given
+ *   4. the number of include_dirs; their paths and the CONTENT of what a
+ *      compile reads from disk (or a client-read tree, req.h) enter through
+ *      jc__key_with_tree() with jc__inc_key_digest() (see below and
+ *      includes.h), so that the same bytes elsewhere share the key
+ *   5. options, in the order given; an -I option (any form) as the index of
+ *      its directory
  *   6. target architecture string, exactly as given ("sm_90a"); for fatbin
  *      output the target list as given, so its order is part of the key
  *   7. name expressions sorted (strcmp); duplicates kept, so "&f","&f" and
@@ -40,7 +42,7 @@
 #include "req.h"
 #include "toolchain.h"
 
-#define JC_KEY_FORMAT 2
+#define JC_KEY_FORMAT 3
 
 /*
  * Checks a request before it is keyed or sent. JC_EINVAL for:
@@ -84,6 +86,17 @@ int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uin
  * tagged as above. Returns 0 or JC_ENOMEM. Borrowed arguments; thread-safe.
  */
 int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t key[16]);
+
+/*
+ * The lookup key of a request that reads headers from disk: XXH3-128 over
+ * JC_KEY_FORMAT, its direct key and its include directory strings, each
+ * tagged as above, into out[16]. The direct key leaves the directories'
+ * paths out (item 4), so this is what the daemon files manifests and memos
+ * under: a manifest variant records absolute paths and is re-checked there,
+ * so it must be looked up only for the same directories. Returns 0 or
+ * JC_ENOMEM. Borrowed arguments; thread-safe.
+ */
+int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t out[16]);
 
 /*
  * The architecture number of "sm_90", "sm_90a", "sm_100f" or "compute_90"

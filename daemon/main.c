@@ -81,7 +81,7 @@ static void usage(FILE *f)
 		"  --config FILE            read only FILE\n"
 		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
 		"  --help, --version\n"
-		"Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
+		"Durations: N[s|m|h|d], at most 10 years. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
 		"instead of both; flags win over files. SIGHUP re-reads them. Durations: N[s|m|h|d],\n"
 		"at most 10 years. SIGTERM, SIGINT or\n"

@@ -14,7 +14,10 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
+#include <nvrtc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +38,10 @@
 #include "nvjob.h"
 #include "proto.h"
 #include "req.h"
+#include "util.h"
 #include "worker.h"
 #include "worker_fs.h"
+#include "includes.h"
 
 /* --memory-limit: bytes of address space allowed beyond the start-up size (0: none). */
 static uint64_t mem_limit;
@@ -223,6 +228,191 @@ static void warm_up(void)
 	nvrtcDestroyProgram(&prog);
 }
 
+/*
+ * Client-read trees (req.h, jc_req.tree): the parent writes the job's files
+ * into a private directory, TREE/I/REL for include directory I, points the
+ * -I options there, and runs the job in a child as for any include
+ * directory; the child names what NVRTC read under the client's directory
+ * strings (stat identity zeroed: the copy is ours), so that the daemon's
+ * coverage check holds the record against the tree it was sent. The parent
+ * removes the directory when the child is done. The client's directories
+ * are never opened: they are strings here.
+ */
+static char tree_root[256];        /* "" when the job has no tree */
+static struct jc_strv tree_dirs;   /* the client's include_dirs of that job */
+
+/* In the job's child: deps under TREE/I/ renamed to the client's dir I. */
+static void tree_name_deps(struct jc_res *res)
+{
+	size_t rl = strlen(tree_root);
+	for (size_t i = 0; rl && i < res->n_deps; i++) {
+		struct jc_dep *d = &res->deps[i];
+		char *end;
+		if (strncmp(d->path, tree_root, rl) != 0 || d->path[rl] != '/')
+			continue;
+		unsigned long dir = strtoul(d->path + rl + 1, &end, 10);
+		if (end == d->path + rl + 1 || (*end && *end != '/') || dir >= tree_dirs.n)
+			continue;
+		char *named;
+		if (asprintf(&named, "%s%s", tree_dirs.v[dir], end) < 0)
+			continue; /* left under the copy's name: uncovered, so not stored */
+		free(d->path);
+		d->path = named;
+		d->dev = d->ino = d->size = 0;
+		d->mtime_ns = d->ctime_ns = 0;
+	}
+}
+
+/*
+ * Probes in the working directory that found nothing (NVRTC looks for
+ * __nv_name_map there, and for quoted includes of a program name without a
+ * directory) are left out of the record: that directory is empty and only
+ * our uid may change it (check_cwd), so they find nothing for every
+ * request, and no key needs to hold the daemon's own path.
+ */
+static void drop_cwd_probes(struct jc_res *res, const char *cwd)
+{
+	size_t cl = strlen(cwd), k = 0;
+	for (size_t i = 0; i < res->n_deps; i++) {
+		struct jc_dep *d = &res->deps[i];
+		if (d->kind == JC_DEP_ABSENT && strncmp(d->path, cwd, cl) == 0 && d->path[cl] == '/' &&
+		    !strchr(d->path + cl + 1, '/')) {
+			free(d->path);
+			continue;
+		}
+		res->deps[k++] = *d;
+	}
+	res->n_deps = k;
+}
+
+static int tree_remove_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP ? rmdir(path) != 0 : unlink(path) != 0)
+		jc_log_warn(WORKER, "cannot remove %s: %s", path, strerror(errno));
+	return 0;
+}
+
+static void tree_remove(void)
+{
+	if (tree_root[0])
+		nftw(tree_root, tree_remove_cb, 16, FTW_DEPTH | FTW_PHYS);
+	tree_root[0] = '\0';
+	jc__strv_clear(&tree_dirs);
+}
+
+/* Creates the directories of TREE/I/REL up to its last component (0700). */
+static int tree_mkdirs(char *path, size_t from)
+{
+	for (char *p = path + from; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		int rc = mkdir(path, 0700);
+		*p = '/';
+		if (rc != 0 && errno != EEXIST)
+			return -1;
+	}
+	return 0;
+}
+
+/* Writes req's tree under a new tree_root and re-points its include
+ * options there; the blobs are dropped. 0, or a JC_E code with a message. */
+static int tree_write(struct jc_req *req, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof(tree_root) - 20)
+		tmp = "/tmp";
+	snprintf(tree_root, sizeof(tree_root), "%s/jc-tree-XXXXXX", tmp);
+	if (!mkdtemp(tree_root)) {
+		tree_root[0] = '\0';
+		return jc__fail(err, errlen, JC_EIO, "cannot make a directory for the sent headers: %s",
+				strerror(errno));
+	}
+	struct jc_strv opts = {0}, dirs = {0};
+	char path[2 * PATH_MAX + 32];
+	int rc = 0;
+	/* include dir j is TREE/T/REL of its top directory T (includes.h) */
+	struct jc_inc_tops *tops = NULL;
+	if ((rc = jc__inc_tops_new(&req->include_dirs, &tops)) != 0)
+		rc = jc__fail(err, errlen, rc, "include dirs: %s", jc_strerror(rc));
+	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++) {
+		size_t top;
+		char rel[PATH_MAX];
+		if (!jc__inc_tops_rel(tops, req->include_dirs.v[i], &top, rel, sizeof(rel))) {
+			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s: no lexical form",
+				      req->include_dirs.v[i]);
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%zu%s%s/", tree_root, top, rel[0] ? "/" : "", rel);
+		rc = tree_mkdirs(path, strlen(tree_root) + 1) == 0
+		     ? (path[strlen(path) - 1] = '\0', jc__strv_push(&dirs, path))
+		     : jc__fail(err, errlen, JC_EIO, "mkdir %s: %s", path, strerror(errno));
+	}
+	jc__inc_tops_free(tops);
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
+		const struct jc_blob *b = &req->tree[i];
+		if (b->type == JC_TREE_ABSENT)
+			continue;
+		if (b->type == JC_TREE_DIR) { /* walked by the client: exists here too, maybe empty */
+			snprintf(path, sizeof(path), "%s/%s/", tree_root, b->name);
+			if (tree_mkdirs(path, strlen(tree_root) + 1) != 0)
+				rc = jc__fail(err, errlen, JC_EINVAL, "cannot make the sent directory %s: %s",
+					      b->name, strerror(errno));
+			continue;
+		}
+		if (b->type != JC_TREE_FILE) {
+			rc = jc__fail(err, errlen, JC_EINVAL, "tree file %s: hashes only", b->name);
+			break;
+		}
+		int n = snprintf(path, sizeof(path), "%s/%s", tree_root, b->name);
+		int fd = -1;
+		if (n < 0 || (size_t)n >= sizeof(path) || tree_mkdirs(path, strlen(tree_root) + 1) != 0 ||
+		    (fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0 ||
+		    jc__io_write_all(fd, b->data, b->size) != 0)
+			rc = jc__fail(err, errlen, JC_EINVAL, "cannot write the sent header %s: %s", b->name,
+				      strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	for (size_t i = 0, dir = 0; rc == 0 && i < req->options.n;) {
+		int is_dir;
+		const char *val;
+		size_t used = 1;
+		if (jc__inc_option(&req->options, i, &is_dir, &val, &used) && is_dir) {
+			snprintf(path, sizeof(path), "-I%s", dirs.v[dir++]);
+			rc = jc__strv_push(&opts, path);
+		} else {
+			for (size_t k = 0; rc == 0 && k < used && i + k < req->options.n; k++)
+				rc = jc__strv_push(&opts, req->options.v[i + k]);
+		}
+		i += used;
+	}
+	if (rc != 0) {
+		jc__strv_clear(&opts);
+		jc__strv_clear(&dirs);
+		return rc == JC_ENOMEM ? jc__fail(err, errlen, rc, "worker out of memory") : rc;
+	}
+	jc__strv_clear(&req->options);
+	req->options = opts;
+	tree_dirs = req->include_dirs;
+	req->include_dirs = dirs;
+	jc__req_tree_clear(req);
+	return 0;
+}
+
+/* Writes a RESULT frame of status rc and message msg to the daemon. 0 or 1. */
+static int answer_error(int rc, const char *msg)
+{
+	struct jc_res res;
+	struct jc_buf out = {0};
+	jc__res_init(&res);
+	jc__nv_set_message(&res, rc, "%s", msg);
+	int bad = jc__encode_res(&out, &res) != 0 || jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
+	jc__res_clear(&res);
+	jc__buf_free(&out);
+	return bad;
+}
+
 /* Runs one job (the payload of a COMPILE frame) in this process, a child
  * made for it or the confined helper (then confined is 1: it already is),
  * and writes its RESULT frame to fd 0. Returns 0, or 1 when it could not. */
@@ -247,6 +437,8 @@ static int run_job_here(const struct jc_buf *in, const char *tk_root, const char
 		run_job(&req, &res);
 		jc__wfs_end(&res);
 	}
+	tree_name_deps(&res);
+	drop_cwd_probes(&res, cwd);
 	if (res.status != 0) {
 		free(res.data);
 		res.data = NULL;
@@ -342,16 +534,10 @@ static void helper_main(int fd, const char *tk_root, const char *cwd)
 		if (jc__io_read_frame(fd, &in, &type, NULL, -1) != 0)
 			_exit(0); /* the worker is gone */
 		if (rc != 0) { /* answer with the reason, as a child would */
-			struct jc_res res;
-			struct jc_buf out = {0};
-			jc__res_init(&res);
-			jc__nv_set_message(&res, rc, "cannot confine the compile (%s): %s; not compiled",
-				    jc__confine_name(confine_mode), err);
-			int bad = jc__encode_res(&out, &res) != 0 ||
-				  jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
-			jc__res_clear(&res);
-			jc__buf_free(&out);
-			if (bad)
+			char msg[700];
+			snprintf(msg, sizeof(msg), "cannot confine the compile (%s): %s; not compiled",
+				 jc__confine_name(confine_mode), err);
+			if (answer_error(rc, msg) != 0)
 				_exit(1);
 		} else if (run_job_here(&in, tk_root, cwd, 1) != 0) {
 			_exit(1);
@@ -410,26 +596,48 @@ static int run_in_helper(const struct jc_buf *in, uint16_t type, const char *tk_
 	return -1; /* it exited 0 without answering: give up like a child that could not */
 }
 
+enum job_kind { JOB_PLAIN, JOB_DIRS, JOB_TREE };
+
 /*
- * Where the job in (a COMPILE payload) runs: 1 in the helper (it declares
- * no include directory, and loads no library), 0 in a child of its own. A
- * fatbin job's nvFatbin is loaded here first, unconfined, so that the
- * child's dlopen of the same path finds it mapped instead of opening a file
- * its confinement may not grant (a library outside the toolkit tree). A
- * payload that does not decode goes to a child, which reports that.
+ * What the COMPILE payload in needs: the helper (it declares no include
+ * directory, and loads no library; or it does not decode: the helper reports
+ * that), a child of its own, or a child over a client-read tree. A fatbin
+ * job's nvFatbin is loaded here first, unconfined, so that the child's dlopen
+ * of the same path finds it mapped instead of opening a file its confinement
+ * may not grant (a library outside the toolkit tree).
  */
-static int job_in_helper(const struct jc_buf *in)
+static enum job_kind job_kind(const struct jc_buf *in)
 {
 	struct jc_req req = {0};
-	int helper = 0;
+	enum job_kind k = JOB_PLAIN;
 	if (jc__decode_req(in->data, in->len, &req) == 0) {
 		const char *lib = req.job == JC_JOB_FATBIN ? jc__fatbin_library(&req) : NULL;
 		if (lib)
 			dlopen(lib, RTLD_NOW | RTLD_LOCAL); /* kept: one library per daemon */
-		helper = req.include_dirs.n == 0 && !lib;
+		if (req.include_dirs.n != 0 || lib)
+			k = req.tree_round ? JOB_TREE : JOB_DIRS;
 	}
 	jc__req_clear(&req);
-	return helper;
+	return k;
+}
+
+/* A job with a client-read tree: written out, run in a child, removed. */
+static int run_tree_job(const struct jc_buf *in, const char *tk_root, const char *cwd)
+{
+	struct jc_req req = {0};
+	struct jc_buf job = {0};
+	char err[600];
+	int rc = jc__decode_req(in->data, in->len, &req);
+	rc = rc ?: tree_write(&req, err, sizeof(err));
+	if (rc == 0 && (rc = jc__encode_req(&job, &req)) != 0)
+		snprintf(err, sizeof(err), "cannot re-encode the job: %s", jc_strerror(rc));
+	jc__req_clear(&req);
+	/* run_in_child takes a frame's payload, as read from the daemon */
+	struct jc_buf payload = {.data = job.data + JC_FRAME_HDR, .len = job.len - JC_FRAME_HDR};
+	int out = rc == 0 ? run_in_child(&payload, tk_root, cwd) : answer_error(rc, err);
+	tree_remove();
+	jc__buf_free(&job);
+	return out;
 }
 
 int main(int argc, char **argv)
@@ -476,8 +684,17 @@ int main(int argc, char **argv)
 			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
 			break;
 		}
-		rc = job_in_helper(&in) ? run_in_helper(&in, type, tk_root, cwd)
-					: run_in_child(&in, tk_root, cwd);
+		switch (job_kind(&in)) {
+		case JOB_PLAIN:
+			rc = run_in_helper(&in, type, tk_root, cwd);
+			break;
+		case JOB_DIRS:
+			rc = run_in_child(&in, tk_root, cwd);
+			break;
+		default:
+			rc = run_tree_job(&in, tk_root, cwd);
+			break;
+		}
 		if (rc != 0)
 			break;
 	}

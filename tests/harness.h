@@ -92,7 +92,7 @@ const char *jct_nvcc(void);
  * when data is not an EM_CUDA ELF. */
 int jct_cubin_sm(const uint8_t *data, size_t size);
 /* Sleeps past the daemon's settle margin for files written just now (100 ms
- * with nanosecond timestamps, as here): see daemon/includes.h. */
+ * with nanosecond timestamps, as here): see common/includes.h. */
 void jct_settle(void);
 
 /* jct_compile, and the connection's last message (jc_client_errmsg) copied

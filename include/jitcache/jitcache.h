@@ -263,7 +263,13 @@ JC_API int jc_request_add_header(jc_request *r, const char *name, const void *da
  * (a relative DIR is taken against the working directory at jc_compile(),
  * as NVRTC does) and the daemon reads the headers the compile may include
  * from it; their content enters the key (a header changed on disk is a new
- * key). Errors: JC_EINVAL (NULL or empty), JC_ENOMEM. */
+ * key), relative to DIR, so the same bytes elsewhere share it. With a daemon
+ * of another uid (a system daemon; or any, with $JITCACHE_SEND_HEADERS=1),
+ * jc_compile() reads those headers itself, with this process's rights, and
+ * sends them (README, "A daemon shared by a team"): it then fails with
+ * JC_EINVAL, naming the file, for an #include outside the -I directories,
+ * and JC_EIO for a header it cannot read.
+ * Errors: JC_EINVAL (NULL or empty), JC_ENOMEM. */
 JC_API int jc_request_add_option(jc_request *r, const char *option);
 /* Alias of jc_request_add_option("-I" path) kept from earlier versions: a
  * path that an -I option of the request already names is not added twice

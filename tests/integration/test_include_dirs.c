@@ -28,9 +28,6 @@
 #include "harness.h"
 #include "io.h"
 
-
-
-
 static const char kernel[] =
 	"#include <a.h>\n"
 	"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = VALUE; }\n";
@@ -407,6 +404,34 @@ static void test_cccl_sized_tree(void **state)
 	jc_request_free(r);
 }
 
+/*
+ * The key holds the tree relative to its directory: the same bytes under
+ * another directory share the entry; other bytes under the same layout do
+ * not (the manifests and memos are filed per directory: key.h).
+ */
+static void test_same_bytes_elsewhere_share_key(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	jct_put(d, "u1/inc/a.h", "#define VALUE 1111\n");
+	jct_put(d, "u2/inc/a.h", "#define VALUE 2222\n");
+	jct_put(d, "u3/inc/a.h", "#define VALUE 1111\n");
+	jct_settle();
+	jc_request *r1 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u1/inc", NULL});
+	jc_request *r2 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u2/inc", NULL});
+	jc_request *r3 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u3/inc", NULL});
+	jc_result *a = jct_expect_ptx(d, r1, JC_MISS, "1111");
+	jc_result_free(jct_expect_ptx(d, r2, JC_MISS, "2222"));
+	jc_result_free(jct_expect_ptx(d, r1, JC_HIT, "1111"));
+	jc_result *c = jct_expect_ptx(d, r3, JC_HIT, "1111");
+	assert_string_equal(jc_result_key(a), jc_result_key(c));
+	jc_result_free(jct_expect_ptx(d, r2, JC_HIT, "2222"));
+	jc_result_free(a);
+	jc_result_free(c);
+	jc_request_free(r1);
+	jc_request_free(r2);
+	jc_request_free(r3);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
@@ -420,6 +445,7 @@ int main(void)
 		T(test_toolkit_tree_is_covered),
 		T(test_working_directory_is_not_searched),
 		T(test_cccl_sized_tree),
+		T(test_same_bytes_elsewhere_share_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -115,6 +115,83 @@ static int kind_of(const struct fx *f, const struct jc_inc_set *set, const char 
 	return 0;
 }
 
+/* The key's view of a tree: the same bytes under other directories agree;
+ * a change, nested directories or a file outside them do not. */
+static void key_digest_of(const struct fx *f, const char *src, const char *const *dirs, uint8_t out[16])
+{
+	struct jc_req r;
+	struct jc_inc_set set;
+	make_req(f, &r, src, dirs);
+	scan(f, &r, &set);
+	assert_int_equal(jc__inc_key_digest(&set, &r.include_dirs, out), 0);
+	jc__inc_set_clear(&set);
+	jc__req_clear(&r);
+}
+
+static void test_key_digest(void **state)
+{
+	struct fx *f = *state;
+	const char *src = "#include <a.h>\n#include \"sub/b.h\"\n";
+	put_file(f, "u1/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "u1/inc/c.h", "int c;\n");
+	put_file(f, "u1/other/sub/b.h", "int b;\n");
+	put_file(f, "u2/x/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "u2/x/inc/c.h", "int c;\n");
+	put_file(f, "u2/y/sub/b.h", "int b;\n");
+	settle();
+	uint8_t d1[16], d2[16], d3[16], d4[16];
+	key_digest_of(f, src, (const char *const[]){"u1/inc", "u1/other", NULL}, d1);
+	key_digest_of(f, src, (const char *const[]){"u2/x/inc", "u2/y", NULL}, d2);
+	assert_memory_equal(d1, d2, 16);
+	/* the order of the directories is part of the search */
+	key_digest_of(f, src, (const char *const[]){"u2/y", "u2/x/inc", NULL}, d3);
+	assert_memory_not_equal(d1, d3, 16);
+	put_file(f, "u2/x/inc/c.h", "int c2;\n");
+	settle();
+	key_digest_of(f, src, (const char *const[]){"u2/x/inc", "u2/y", NULL}, d3);
+	assert_memory_not_equal(d1, d3, 16);
+	/* nested directories: the same tree under other top directories agrees */
+	put_file(f, "n1/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "n1/inc/c.h", "int c;\n");
+	put_file(f, "n1/sub/b.h", "int b;\n");
+	put_file(f, "n2/deep/inc/a.h", "#include \"c.h\"\n");
+	put_file(f, "n2/deep/inc/c.h", "int c;\n");
+	put_file(f, "n2/deep/sub/b.h", "int b;\n");
+	settle();
+	key_digest_of(f, src, (const char *const[]){"n1", "n1/inc", NULL}, d3);
+	key_digest_of(f, src, (const char *const[]){"n2/deep", "n2/deep/inc", NULL}, d4);
+	assert_memory_equal(d3, d4, 16);
+	/* a trailing slash is the same directory; another nesting is not */
+	key_digest_of(f, src, (const char *const[]){"n1", "n1/inc/", NULL}, d4);
+	assert_memory_equal(d3, d4, 16);
+	key_digest_of(f, src, (const char *const[]){"u1", "u1/inc", NULL}, d4);
+	assert_memory_not_equal(d3, d4, 16);
+	/* a file outside the directories: its path is the key */
+	char abs_src[600];
+	snprintf(abs_src, sizeof(abs_src), "#include \"%s/u1/inc/c.h\"\n", f->root);
+	key_digest_of(f, abs_src, (const char *const[]){"u1/inc", NULL}, d3);
+	key_digest_of(f, abs_src, (const char *const[]){"u2/x/inc", NULL}, d4);
+	assert_memory_not_equal(d3, d4, 16);
+	size_t dir;
+	char rel[64];
+	struct jc_strv dirs = {(char *[]){"/a/b/", "/c", "/a/b/x", "/c/"}, 4};
+	struct jc_inc_tops *t;
+	assert_int_equal(jc__inc_tops_new(&dirs, &t), 0);
+	assert_int_equal(jc__inc_tops_is_top(t, 0), 1);
+	assert_int_equal(jc__inc_tops_is_top(t, 1), 1);
+	assert_int_equal(jc__inc_tops_is_top(t, 2), 0);
+	assert_int_equal(jc__inc_tops_is_top(t, 3), 0); /* equal to an earlier one */
+	assert_int_equal(jc__inc_tops_rel(t, "/a/b/x/y.h", &dir, rel, sizeof(rel)), 1);
+	assert_int_equal(dir, 0);
+	assert_string_equal(rel, "x/y.h");
+	assert_int_equal(jc__inc_tops_rel(t, "/c//./y.h", &dir, rel, sizeof(rel)), 1);
+	assert_int_equal(dir, 1);
+	assert_string_equal(rel, "y.h");
+	assert_int_equal(jc__inc_tops_rel(t, "/c/../y.h", &dir, rel, sizeof(rel)), 0);
+	assert_int_equal(jc__inc_tops_rel(t, "/cc/y.h", &dir, rel, sizeof(rel)), 0);
+	jc__inc_tops_free(t);
+}
+
 static void test_directives(void **state)
 {
 	struct fx *f = *state;
@@ -625,6 +702,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_directives, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_key_digest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_search_path_and_shadowing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memo_and_settle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_computed_fallback, setup, teardown),

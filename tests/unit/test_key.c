@@ -105,8 +105,8 @@ M(m_header_added, assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "c.
 M(m_option_text, set_str(&r->options.v[0], "-DN=2"))
 M(m_option_order, swap_str(&r->options.v[0], &r->options.v[1]))
 M(m_option_extra_define, assert_int_equal(jc__strv_push(&r->options, "-DM=1"), 0))
-M(m_include_dir, { set_str(&r->include_dirs.v[0], "/inc2"); set_str(&r->options.v[2], "-I/inc2"); })
-M(m_include_dir_form, set_str(&r->options.v[2], "--include-path=/inc"))
+M(m_include_dir_added, { assert_int_equal(jc__strv_push(&r->include_dirs, "/inc2"), 0);
+			  assert_int_equal(jc__strv_push(&r->options, "-I/inc2"), 0); })
 M(m_arch_sm80, set_str(&r->arch, "sm_80"))
 /* compute_90 makes PTX, not a cubin: compare with m_output (sm_90, PTX). */
 M(m_arch_compute90, { set_str(&r->arch, "compute_90"); r->output = JC_OUTPUT_PTX; })
@@ -136,7 +136,7 @@ static const struct {
 #define ROW(f) {#f, f}
 	ROW(m_job), ROW(m_output), ROW(m_source_name), ROW(m_source_bytes), ROW(m_header_name),
 	ROW(m_header_bytes), ROW(m_header_added), ROW(m_option_text), ROW(m_option_order),
-	ROW(m_option_extra_define), ROW(m_include_dir), ROW(m_include_dir_form), ROW(m_arch_sm80),
+	ROW(m_option_extra_define), ROW(m_include_dir_added), ROW(m_arch_sm80),
 	ROW(m_arch_compute90), ROW(m_toolkit_include_id),
 	ROW(m_arch_sm90a), ROW(m_name_expr_added), ROW(m_name_expr_changed), ROW(m_nvrtc_version),
 	ROW(m_nvrtc_id), ROW(m_builtins_id), ROW(m_nvjitlink_version), ROW(m_nvjitlink_id),
@@ -187,6 +187,25 @@ static const struct {
 	ROW(s_nothing), ROW(s_header_order), ROW(s_name_expr_order), ROW(s_supported_archs),
 	ROW(s_summary), ROW(s_reject_fields),
 };
+
+/* The directory's path and the -I spelling are not in the direct key: the
+ * path enters with the tree (jc__inc_key_digest), so the same bytes under
+ * another directory share a key. */
+static void test_include_dir_path_not_direct(void **state)
+{
+	(void)state;
+	uint8_t a[16], b[16];
+	struct jc_req r;
+	struct jc_toolchain tc;
+	base_tc(&tc);
+	base_req(&r);
+	key_of(&r, &tc, a);
+	set_str(&r.include_dirs.v[0], "/home/u2/inc");
+	set_str(&r.options.v[2], "--include-path=/home/u2/inc");
+	key_of(&r, &tc, b);
+	assert_memory_equal(a, b, 16);
+	jc__req_clear(&r);
+}
 
 static void test_same_key(void **state)
 {
@@ -503,6 +522,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_input_changes_key),
 		cmocka_unit_test(test_same_key),
+		cmocka_unit_test(test_include_dir_path_not_direct),
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_minimal_compile),
 		cmocka_unit_test(test_key_with_tree),

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -847,6 +848,166 @@ int jc__inc_set_finish(struct jc_inc_set *set)
 	return rc;
 }
 
+int jc__inc_rel_valid(const char *rel)
+{
+	for (const char *p = rel;;) {
+		const char *e = strchrnul(p, '/');
+		size_t l = (size_t)(e - p);
+		if (l == 0 || (l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		if (!*e)
+			return 1;
+		p = e + 1;
+	}
+}
+
+/* The part of path (lexical form) below dir (lexical form): NULL when dir
+ * is not path or an ancestor of it; "" when equal. */
+static const char *below(const char *dir, const char *path)
+{
+	size_t l = strlen(dir);
+	if (l == 1) /* "/" */
+		return path + 1;
+	if (strncmp(dir, path, l) != 0 || (path[l] != '/' && path[l] != '\0'))
+		return NULL;
+	return path[l] ? path + l + 1 : path + l;
+}
+
+struct jc_inc_tops {
+	size_t n;
+	char **lex;  /* lexical form of each directory */
+	uint8_t *top; /* 1: a top directory */
+};
+
+void jc__inc_tops_free(struct jc_inc_tops *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++)
+		free(t->lex[i]);
+	free(t->lex);
+	free(t->top);
+	free(t);
+}
+
+int jc__inc_tops_new(const struct jc_strv *dirs, struct jc_inc_tops **out)
+{
+	char buf[PATH_MAX];
+	struct jc_inc_tops *t = calloc(1, sizeof(*t));
+	*out = NULL;
+	if (!t || !(t->lex = calloc(dirs->n + 1, sizeof(*t->lex))) ||
+	    !(t->top = calloc(dirs->n + 1, 1))) {
+		jc__inc_tops_free(t);
+		return JC_ENOMEM;
+	}
+	for (size_t i = 0; i < dirs->n; i++, t->n++) {
+		if (jc__path_lexical(dirs->v[i], buf, sizeof(buf), 0) != 0) {
+			jc__inc_tops_free(t);
+			return JC_EINVAL;
+		}
+		if (!(t->lex[i] = strdup(buf))) {
+			jc__inc_tops_free(t);
+			return JC_ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		t->top[i] = 1;
+		for (size_t k = 0; k < t->n && t->top[i]; k++) {
+			const char *r = k == i ? NULL : below(t->lex[k], t->lex[i]);
+			if (r && (*r || k < i))
+				t->top[i] = 0;
+		}
+	}
+	*out = t;
+	return 0;
+}
+
+int jc__inc_tops_is_top(const struct jc_inc_tops *t, size_t i)
+{
+	return i < t->n && t->top[i];
+}
+
+int jc__inc_tops_rel(const struct jc_inc_tops *t, const char *path, size_t *top, char *rel,
+		     size_t len)
+{
+	char p[PATH_MAX];
+	if (jc__path_lexical(path, p, sizeof(p), 0) != 0)
+		return 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const char *r = t->top[i] ? below(t->lex[i], p) : NULL;
+		if (!r)
+			continue;
+		if ((*r && !jc__inc_rel_valid(r)) || strlen(r) >= len)
+			return 0;
+		*top = i;
+		snprintf(rel, len, "%s", r);
+		return 1;
+	}
+	return 0;
+}
+
+/* Appends u64le v to b. */
+static int bytes_u64(struct bytes *b, uint64_t v)
+{
+	uint8_t le[8];
+	for (int j = 0; j < 8; j++)
+		le[j] = (uint8_t)(v >> (8 * j));
+	return bytes_add(b, le, sizeof(le));
+}
+
+/* Appends u64le length and the bytes of s. */
+static int bytes_str(struct bytes *b, const char *s)
+{
+	return bytes_u64(b, strlen(s)) ?: bytes_add(b, s, strlen(s));
+}
+
+/* Appends the relative form of path (jc__inc_tops_rel) or, for a TOOLKIT
+ * entry (kind), its path: 0; 1 when it has none (nothing added); JC_ENOMEM. */
+static int bytes_rel(struct bytes *b, const struct jc_inc_tops *tops, const char *path, int kind)
+{
+	char r[PATH_MAX];
+	size_t t = SIZE_MAX;
+	if (kind == JC_INC_TOOLKIT)
+		snprintf(r, sizeof(r), "%s", path);
+	else if (!jc__inc_tops_rel(tops, path, &t, r, sizeof(r)))
+		return 1;
+	return bytes_u64(b, t) ?: bytes_str(b, r);
+}
+
+int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16])
+{
+	struct jc_inc_tops *tops = NULL;
+	int rc = jc__inc_tops_new(dirs, &tops);
+	if (rc == JC_ENOMEM)
+		return rc;
+	struct bytes b = {0};
+	uint8_t format = 2; /* relative: (top, path below it) */
+	rc = tops ? bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n) : 1;
+	for (size_t i = 0; rc == 0 && i < dirs->n; i++)
+		rc = bytes_rel(&b, tops, dirs->v[i], 0);
+	for (size_t i = 0; rc == 0 && i < set->n; i++) {
+		const struct jc_inc_entry *e = &set->v[i];
+		rc = bytes_add(&b, &e->kind, 1) ?: bytes_rel(&b, tops, e->path, e->kind);
+		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
+			rc = bytes_add(&b, e->hash, 16);
+	}
+	jc__inc_tops_free(tops);
+	int rel = rc == 0;
+	if (rc == 1) { /* absolute: the directories' strings, the set's own digest */
+		b.n = 0;
+		format = 3;
+		rc = bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n);
+		for (size_t i = 0; rc == 0 && i < dirs->n; i++)
+			rc = bytes_str(&b, dirs->v[i]);
+	}
+	if (rc == 0 && !rel)
+		rc = bytes_add(&b, set->digest, 16);
+	if (rc == 0)
+		hash128(b.p, b.n, out);
+	free(b.p);
+	return rc;
+}
+
 /* --- a string set (for the scan's bookkeeping) ------------------------------------------ */
 
 struct sset {
@@ -1387,17 +1548,25 @@ static int same_dep_id(const struct jc_dep *d, const struct jc_inc_stat *st)
 	       d->mtime_ns == st->mtime_ns && d->ctime_ns == st->ctime_ns;
 }
 
-/* 1 when the listing of path's directory is in the set (a name appearing there changes it). */
+/*
+ * 1 when the listing of path's nearest walked ancestor is in the set (a name
+ * appearing there changes it). The fallback walks every directory below a
+ * listed one, so an ancestor without a DIR entry under the nearest listed one
+ * is not a directory there: the probe is absent by that listing.
+ */
 static int dir_listed(const struct norm_ent *v, size_t n, const char *path)
 {
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		return 0;
-	slash[slash == dir] = '\0';
-	const struct jc_inc_entry *e = norm_find(v, n, dir, JC_INC_DIR);
-	return e && memcmp(e->hash, not_a_dir, 16) != 0;
+	for (char *slash; (slash = strrchr(dir, '/'));) {
+		slash[slash == dir] = '\0';
+		const struct jc_inc_entry *e = norm_find(v, n, dir, JC_INC_DIR);
+		if (e)
+			return memcmp(e->hash, not_a_dir, 16) != 0;
+		if (slash == dir)
+			return 0;
+	}
+	return 0;
 }
 
 int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size_t n_deps,

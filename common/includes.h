@@ -211,6 +211,46 @@ int jc__inc_set_add(struct jc_inc_set *set, const char *path, size_t path_len, u
 int jc__inc_set_finish(struct jc_inc_set *set);
 
 /*
+ * Include trees relative to their directories. A top directory of dirs is
+ * one that lies (lexically: jc__path_lexical without folding "..") inside
+ * no other of them and is the first of its equals; every other directory
+ * and every file of a tree is named relative to the first top directory
+ * that holds it. jc__inc_tops_new makes that view of dirs (read once; owned
+ * by the caller, free with jc__inc_tops_free): 0, JC_EINVAL (a directory
+ * without a lexical form: too long), JC_ENOMEM. jc__inc_tops_is_top: 1 when
+ * dirs->v[i] is a top directory. jc__inc_tops_rel: 1 when path (lexically)
+ * is a top directory or lies under one with no "." or ".." component: *top
+ * its index, rel[len] the path below it ("" for the directory itself); else
+ * 0. No I/O; a view may be read by several threads at once.
+ */
+struct jc_inc_tops;
+int jc__inc_tops_new(const struct jc_strv *dirs, struct jc_inc_tops **out);
+void jc__inc_tops_free(struct jc_inc_tops *t);
+int jc__inc_tops_is_top(const struct jc_inc_tops *t, size_t i);
+int jc__inc_tops_rel(const struct jc_inc_tops *t, const char *path, size_t *top, char *rel,
+		     size_t len);
+
+/* 1 when rel is a valid relative tree path: non-empty components, none "."
+ * or ".." (req.h, "I/REL" names), else 0. */
+int jc__inc_rel_valid(const char *rel);
+
+/*
+ * The include tree as the cache key sees it (key.h, item 4), into out[16].
+ * Where it can be, it is independent of where the -I directories are, so
+ * that the same bytes under other directories (two users' checkouts, a
+ * per-user daemon reading them and a system daemon sent them by the client)
+ * get one key: when every directory and every entry but the TOOLKIT ones is
+ * jc__inc_tops_rel() of a top directory, the digest is over each directory as
+ * (top index, relative path) and each entry as (kind, top index, relative
+ * path, hash), the TOOLKIT ones by their path: the same tree under other
+ * top directories. Otherwise it is over the directory strings and
+ * set->digest (absolute). JC_ENOMEM or 0. The artifact may still name the
+ * paths of the compile that made it (__FILE__, -lineinfo, -G): README,
+ * "Keys of include trees". Thread-safe.
+ */
+int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16]);
+
+/*
  * Dependency truth (docs/ARCHITECTURE.md): deps (n_deps, borrowed) is what
  * the worker recorded NVRTC doing in the compile (req.h, struct jc_dep); set
  * (may be NULL: nothing on disk) the include set the key was made from.

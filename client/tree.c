@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client-read include trees (client_internal.h; README, "A daemon shared by
+ * a team"): the client scans its own include directories with the daemon's
+ * scanner (common/includes.c) and sends what a compile may read, as
+ * "I/REL" names of its -I directories, so that a daemon of another uid
+ * opens none of the client's paths.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "client_internal.h"
+#include "includes.h"
+#include "jitcache/jitcache.h"
+#include "util.h"
+
+/* As the daemon's scan (daemon/cache.c), and the frame holds the bytes. */
+#define TREE_MAX_ENTRIES   200000
+#define TREE_MAX_FILE_SIZE (64u << 20)
+#define TREE_MEMO_FILES	   65536
+
+/* Reads path whole into *data (malloc'd) when its bytes still hash to
+ * hash; JC_EIO with a message otherwise. */
+static int read_checked(const char *path, const uint8_t hash[16], uint8_t **data, size_t *size,
+			char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > TREE_MAX_FILE_SIZE) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return jc__fail(err, errlen, JC_EIO, "cannot read include file %s: %s", path,
+				fd >= 0 ? "not a regular file of at most 64 MiB" : strerror(e));
+	}
+	*size = (size_t)st.st_size;
+	*data = malloc(*size ? *size : 1);
+	ssize_t got = *data ? 0 : -1;
+	while (got >= 0 && (size_t)got < *size) {
+		ssize_t r = read(fd, *data + got, *size - (size_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		got = r <= 0 ? -1 : got + r;
+	}
+	close(fd);
+	XXH128_canonical_t c;
+	if (got == (ssize_t)*size)
+		XXH128_canonicalFromHash(&c, XXH3_128bits(*data, *size));
+	if (got != (ssize_t)*size || memcmp(c.digest, hash, 16) != 0) {
+		free(*data);
+		*data = NULL;
+		return jc__fail(err, errlen, JC_EIO,
+				"include file %s changed while it was sent; try again", path);
+	}
+	return 0;
+}
+
+struct jc_tree_cache {
+	struct jc_inc_memo *memo; /* file hashes and references by stat identity */
+	/* The client's manifest: the last request scanned (its fingerprint) and
+	 * its include set, re-checked (stat calls) instead of scanned again. */
+	uint8_t fp[16];
+	int has_set;
+	struct jc_inc_set set;
+};
+
+void jc__tree_cache_free(struct jc_tree_cache *tc)
+{
+	if (!tc)
+		return;
+	jc__inc_memo_free(tc->memo);
+	jc__inc_set_clear(&tc->set);
+	free(tc);
+}
+
+static void fp_add(XXH3_state_t *st, const void *p, size_t n)
+{
+	uint64_t len = n;
+	XXH3_128bits_update(st, &len, sizeof(len));
+	XXH3_128bits_update(st, p, n);
+}
+
+static void fp_strv(XXH3_state_t *st, const struct jc_strv *v)
+{
+	fp_add(st, &v->n, sizeof(v->n));
+	for (size_t i = 0; i < v->n; i++)
+		fp_add(st, v->v[i], strlen(v->v[i]));
+}
+
+/* What the scan of in depends on: its texts, names and options. */
+static int fingerprint(const struct jc_req *in, uint8_t fp[16])
+{
+	XXH3_state_t *st = XXH3_createState();
+	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
+		XXH3_freeState(st);
+		return JC_ENOMEM;
+	}
+	fp_add(st, in->source_name ? in->source_name : "",
+	       in->source_name ? strlen(in->source_name) : 0);
+	fp_add(st, in->source, in->source_size);
+	fp_add(st, &in->n_headers, sizeof(in->n_headers));
+	for (size_t i = 0; i < in->n_headers; i++) {
+		fp_add(st, in->headers[i].name, strlen(in->headers[i].name));
+		fp_add(st, in->headers[i].data, in->headers[i].size);
+	}
+	fp_strv(st, &in->options);
+	fp_strv(st, &in->include_dirs);
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	memcpy(fp, c.digest, 16);
+	XXH3_freeState(st);
+	return 0;
+}
+
+/* The include set of in: the cached one when in is the request it was
+ * scanned for and the files still match, else a new scan (then cached). */
+static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, char *err, size_t errlen)
+{
+	const struct jc_inc_ctx ctx = {
+	    .memo = tc->memo, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
+	uint8_t fp[16];
+	if (fingerprint(in, fp) != 0)
+		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
+	if (tc->has_set && memcmp(fp, tc->fp, 16) == 0 && jc__inc_check(&tc->set, &ctx) == 1)
+		return 0;
+	jc__inc_set_clear(&tc->set);
+	tc->has_set = 0;
+	int rc = jc__inc_scan(in, &ctx, &tc->set, err, errlen);
+	if (rc == 0) {
+		memcpy(tc->fp, fp, 16);
+		tc->has_set = 1;
+	}
+	return rc;
+}
+
+int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes,
+		   struct jc_req *out, char *err, size_t errlen)
+{
+	*out = *in;
+	out->tree = NULL;
+	out->n_tree = 0;
+	if (!*cache && (!(*cache = calloc(1, sizeof(**cache))) ||
+			jc__inc_memo_new(TREE_MEMO_FILES, &(*cache)->memo) != 0)) {
+		jc__tree_cache_free(*cache);
+		*cache = NULL;
+		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
+	}
+	int rc = tree_set(*cache, in, err, errlen);
+	const struct jc_inc_set set = (*cache)->set; /* borrowed */
+	struct jc_inc_tops *tops = NULL;
+	if (rc == 0 && (rc = jc__inc_tops_new(&in->include_dirs, &tops)) != 0)
+		jc__fail(err, errlen, rc, "include dirs: %s", jc_strerror(rc));
+	struct jc_blob *tree = NULL;
+	size_t n = 0;
+	for (size_t i = 0; rc == 0 && i < set.n; i++) {
+		const struct jc_inc_entry *e = &set.v[i];
+		size_t dir;
+		char rel[PATH_MAX];
+		if (!jc__inc_tops_rel(tops, e->path, &dir, rel, sizeof(rel)) ||
+		    (!rel[0] && e->kind != JC_INC_DIR) || e->kind == JC_INC_TOOLKIT) {
+			rc = jc__fail(
+			    err, errlen, JC_EINVAL,
+			    "%s is outside the include directories (an "
+			    "absolute #include, or a \"..\"): a daemon of another uid is sent only "
+			    "files under -I directories",
+			    e->path);
+			break;
+		}
+		char name[PATH_MAX + 24];
+		snprintf(name, sizeof(name), "%zu%s%s", dir, rel[0] ? "/" : "", rel);
+		uint8_t *data = NULL;
+		size_t size = 0;
+		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT
+				: e->kind == JC_INC_DIR	 ? JC_TREE_DIR
+				: bytes			 ? JC_TREE_FILE
+							 : JC_TREE_HASH;
+		if (type == JC_TREE_FILE)
+			rc = read_checked(e->path, e->hash, &data, &size, err, errlen);
+		int hashed = type == JC_TREE_HASH || type == JC_TREE_DIR;
+		rc = rc
+			 ?: jc__blob_push(&tree, &n, name, hashed ? e->hash : data,
+					  hashed ? 16 : size, type);
+		free(data);
+		if (rc == JC_ENOMEM)
+			jc__fail(err, errlen, rc, "out of memory");
+	}
+	jc__inc_tops_free(tops);
+	out->tree = tree;
+	out->n_tree = n;
+	out->tree_round = bytes ? JC_TREE_BYTES : JC_TREE_LOOKUP;
+	if (rc != 0)
+		jc__req_tree_clear(out);
+	return rc;
+}

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A daemon shared by a team (README, "Two deployments"): a daemon run by the
+ * test as an unprivileged user of its own (useradd, setpriv), its socket
+ * 0660 for a group, and two users of that group made for the run, each
+ * compiling a source that includes headers from a 0700 directory of their
+ * own. Both are served; the daemon's processes (traced with strace -f)
+ * never touch those directories; the same bytes from both share one entry
+ * and one compile; a header changed on one side is a miss for that side; a
+ * tree that lacks a header the compile reads fails, naming it. Exits 77
+ * when not root or without setpriv/strace/useradd.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "io.h"
+#include "proto.h"
+#include "req.h"
+
+/* The run's users and group: names with our pid, removed at exit. */
+static char group[32], daemon_user[32], user_a[32], user_b[32];
+static gid_t gid;
+
+static void remove_users(void)
+{
+	jct_sh("userdel %s 2>/dev/null; userdel %s 2>/dev/null; userdel %s 2>/dev/null; "
+	       "groupdel %s 2>/dev/null",
+	       daemon_user, user_a, user_b, group);
+}
+
+static int make_users(void)
+{
+	int pid = (int)getpid();
+	snprintf(group, sizeof(group), "jcsg%d", pid);
+	snprintf(daemon_user, sizeof(daemon_user), "jcsd%d", pid);
+	snprintf(user_a, sizeof(user_a), "jcsa%d", pid);
+	snprintf(user_b, sizeof(user_b), "jcsb%d", pid);
+	atexit(remove_users);
+#define ADD "useradd -M -N -g %s -d /nonexistent -s /usr/sbin/nologin "
+	if (jct_sh("groupadd %s && " ADD "%s && " ADD "%s && " ADD "%s", group, group, daemon_user,
+		   group, user_a, group, user_b) != 0)
+		return -1;
+#undef ADD
+	struct group *g = getgrnam(group);
+	if (!g)
+		return -1;
+	gid = g->gr_gid;
+	return 0;
+}
+
+struct fx {
+	struct jc_test_daemon d; /* dir, cache, sock: the daemon's, run as daemon_user */
+	char home_a[160], home_b[160], trace[160];
+	pid_t strace_pid;
+};
+
+/* Output of the last as_user() command (malloc'd). */
+static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
+{
+	char script[3000], outpath[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(script, sizeof(script), fmt, ap);
+	va_end(ap);
+	snprintf(outpath, sizeof(outpath), "%s/as-user.out", f->d.dir);
+	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user,
+			group, (unsigned)gid, script, outpath);
+	size_t n;
+	*out = (char *)jct_read_file(outpath, &n);
+	return rc;
+}
+
+static void put(const char *dir, const char *rel, const char *text, const char *owner)
+{
+	char path[400];
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	jct_write_file(path, text, strlen(text));
+	assert_int_equal(jct_sh("chown %s:%s %s && chmod 0600 %s", owner, group, path, path), 0);
+}
+
+/* A 0700 home-like directory of user with inc/common.h and k.cu. */
+static void make_home(const struct fx *f, char *home, size_t len, const char *user,
+		      const char *value)
+{
+	snprintf(home, len, "%s/home-%s", f->d.dir, user);
+	assert_int_equal(jct_sh("mkdir -p %s/inc && chown -R %s:%s %s && chmod 0700 %s %s/inc",
+				home, user, group, home, home, home),
+			 0);
+	char text[200];
+	snprintf(text, sizeof(text), "#pragma once\n#define COMMON_VALUE %s\n", value);
+	put(home, "inc/common.h", text, user);
+	put(home, "k.cu",
+	    "#include <common.h>\n#include \"local.h\"\n"
+	    "__global__ void shared_k(int *p) { *p = COMMON_VALUE + LOCAL_VALUE; }\n",
+	    user);
+	put(home, "local.h", "#define LOCAL_VALUE 1000\n", user);
+}
+
+static void setup_users(void)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "skipped: needs root to create users and run a daemon as one\n");
+		exit(77);
+	}
+	if (jct_sh("command -v setpriv && command -v strace && command -v useradd") != 0) {
+		fprintf(stderr, "skipped: needs setpriv, strace and useradd\n");
+		exit(77);
+	}
+	if (make_users() != 0) {
+		fprintf(stderr, "skipped: useradd/groupadd failed\n");
+		exit(77);
+	}
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	jct_daemon_init(&f->d);
+	/* dir 0711: the users reach the socket's directory, list nothing */
+	assert_int_equal(chmod(f->d.dir, 0711), 0);
+	char run[128];
+	snprintf(run, sizeof(run), "%s/run", f->d.dir);
+	snprintf(f->d.sock, sizeof(f->d.sock), "%s/run/sock", f->d.dir);
+	assert_int_equal(jct_sh("mkdir -m 0700 %s && mkdir -m 0750 %s && chown %s:%s %s %s",
+				f->d.cache, run, daemon_user, group, f->d.cache, run),
+			 0);
+	snprintf(f->trace, sizeof(f->trace), "%s/strace.log", f->d.dir);
+	make_home(f, f->home_a, sizeof(f->home_a), user_a, "4242");
+	make_home(f, f->home_b, sizeof(f->home_b), user_b, "4242");
+	f->strace_pid = fork();
+	assert_true(f->strace_pid >= 0);
+	if (f->strace_pid == 0) {
+		char log[128];
+		snprintf(log, sizeof(log), "%s/daemon.log", f->d.dir);
+		if (!freopen(log, "w", stderr))
+			_exit(126);
+		/* as a system daemon's environment: nothing of root's */
+		setenv("HOME", "/nonexistent", 1);
+		unsetenv("XDG_CONFIG_HOME");
+		unsetenv("XDG_RUNTIME_DIR");
+		unsetenv("XDG_CACHE_HOME");
+		execlp("strace", "strace", "-f", "-qq", "-e", "trace=%file", "-o", f->trace,
+		       "setpriv", "--reuid", daemon_user, "--regid", group, "--clear-groups", "--",
+		       getenv("JITCACHED"), "--cache-dir", f->d.cache, "--socket", f->d.sock,
+		       "--group-shared", "yes", "--workers", "1", "--log-level", "info",
+		       (char *)NULL);
+		_exit(127);
+	}
+	/* ready once the socket answers (root may use any socket) */
+	int ok = 0;
+	for (int i = 0; i < 600 && !ok; i++) {
+		ok = jct_sh("%s --socket %s ping >/dev/null 2>&1", getenv("JITCACHECTL"),
+			    f->d.sock) == 0;
+		if (!ok)
+			usleep(50000);
+		int st;
+		if (!ok && waitpid(f->strace_pid, &st, WNOHANG) == f->strace_pid) {
+			jct_sh("cat %s/daemon.log >&2", f->d.dir);
+			fail_msg("the daemon exited before it was ready");
+		}
+	}
+	assert_true(ok);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	jct_sh("%s --socket %s stop >/dev/null 2>&1", getenv("JITCACHECTL"), f->d.sock);
+	int st;
+	for (int i = 0; i < 200 && waitpid(f->strace_pid, &st, WNOHANG) == 0; i++)
+		usleep(50000);
+	if (waitpid(f->strace_pid, &st, WNOHANG) == 0) {
+		kill(f->strace_pid, SIGKILL);
+		waitpid(f->strace_pid, &st, 0);
+	}
+	jct_daemon_cleanup(&f->d);
+	free(f);
+	return 0;
+}
+
+/* Compiles USER's k.cu to PTX; output (status line and PTX) in *out. */
+static int compile_as(const struct fx *f, const char *user, const char *home, char **out)
+{
+	return as_user(f, user, out,
+		       "cd %s && %s --socket %s compile k.cu --arch compute_90 --output ptx "
+		       "-o %s/out.ptx -- -I%s/inc && cat %s/out.ptx",
+		       home, getenv("JITCACHECTL"), f->d.sock, home, home, home);
+}
+
+/* "hit"/"miss" and the key of a jitcachectl compile's status line. */
+static void status_of(const char *out, char word[16], char key[33])
+{
+	const char *k = strstr(out, "key=");
+	assert_non_null(k);
+	snprintf(key, 33, "%.32s", k + 4);
+	sscanf(out, "%15s", word);
+}
+
+static void test_two_users_share_the_daemon(void **state)
+{
+	struct fx *f = *state;
+	char *out, wa[16], ka[33], wb[16], kb[33];
+	int64_t compiles0 = jct_stat(&f->d, "compiles");
+	int rc = compile_as(f, user_a, f->home_a, &out);
+	if (rc != 0)
+		fail_msg("A's compile: %s", out);
+	assert_non_null(strstr(out, "5242")); /* COMMON_VALUE + LOCAL_VALUE, folded */
+	status_of(out, wa, ka);
+	assert_string_equal(wa, "miss");
+	free(out);
+	/* B: the same bytes in another directory: one entry, no compile */
+	rc = compile_as(f, user_b, f->home_b, &out);
+	if (rc != 0)
+		fail_msg("B's compile: %s", out);
+	assert_non_null(strstr(out, "5242"));
+	status_of(out, wb, kb);
+	assert_string_equal(wb, "hit");
+	assert_string_equal(ka, kb);
+	free(out);
+	assert_int_equal(jct_stat(&f->d, "compiles") - compiles0, 1);
+	/* A again, unchanged: a hit */
+	assert_int_equal(compile_as(f, user_a, f->home_a, &out), 0);
+	status_of(out, wa, ka);
+	assert_string_equal(wa, "hit");
+	free(out);
+	/* A changes a header: a miss for A, under another key; B still hits */
+	put(f->home_a, "inc/common.h", "#pragma once\n#define COMMON_VALUE 77\n", user_a);
+	jct_settle();
+	assert_int_equal(compile_as(f, user_a, f->home_a, &out), 0);
+	assert_non_null(strstr(out, "1077"));
+	status_of(out, wa, ka);
+	assert_string_equal(wa, "miss");
+	assert_string_not_equal(ka, kb);
+	free(out);
+	assert_int_equal(compile_as(f, user_b, f->home_b, &out), 0);
+	status_of(out, wb, kb);
+	assert_string_equal(wb, "hit");
+	free(out);
+	/* a computed include: the client sends whole directories */
+	assert_int_equal(jct_sh("mkdir -p %s/inc/sub && chown %s:%s %s/inc/sub", f->home_a, user_a,
+				group, f->home_a),
+			 0);
+	put(f->home_a, "inc/sub/computed.h", "#define COMPUTED_VALUE 6161\n", user_a);
+	put(f->home_a, "c.cu",
+	    "#define HDR <sub/computed.h>\n#include HDR\n"
+	    "__global__ void computed_k(int *p) { *p = COMPUTED_VALUE; }\n",
+	    user_a);
+	rc = as_user(f, user_a, &out,
+		     "cd %s && %s --socket %s compile c.cu --arch compute_90 --output ptx "
+		     "-o %s/c.ptx -- -I%s/inc && cat %s/c.ptx",
+		     f->home_a, getenv("JITCACHECTL"), f->d.sock, f->home_a, f->home_a, f->home_a);
+	if (rc != 0 || !strstr(out, "6161"))
+		fail_msg("A's computed include: %s", out);
+	free(out);
+	/* doctor: A reaches this daemon as the system one, may use it, and is
+	 * told that the client reads for it */
+	assert_int_equal(as_user(f, user_a, &out,
+				 "HOME=%s JITCACHE_SYSTEM_SOCKET=%s %s doctor; true", f->home_a,
+				 f->d.sock, getenv("JITCACHECTL")),
+			 0);
+	if (!strstr(out, "this user may use it") || !strstr(out, "the system daemon, another uid"))
+		fail_msg("doctor as A:\n%s", out);
+	free(out);
+	/* The daemon and its workers never touched the users' directories;
+	 * its workers compiled from private copies. */
+	assert_int_equal(jct_sh("! grep -F -e '%s' -e '%s' %s >&2", f->home_a, f->home_b, f->trace),
+			 0);
+	assert_int_equal(jct_sh("grep -q -F jc-tree- %s", f->trace), 0);
+}
+
+/* A tree that lacks a header the compile reads fails, naming it (a raw
+ * client: the library's scan would have sent it). */
+static void test_missing_header_named(void **state)
+{
+	struct fx *f = *state;
+	struct jc_req r = {0};
+	r.job = JC_JOB_COMPILE;
+	r.output = JC_OUTPUT_PTX;
+	r.arch = strdup("compute_90");
+	r.source_name = strdup("m.cu");
+	const char *src = "#include <present.h>\n#include <unsent.h>\n__global__ void m_k() {}\n";
+	r.source = (uint8_t *)strdup(src);
+	r.source_size = strlen(src);
+	assert_int_equal(jc__strv_push(&r.options, "-I/nowhere/inc"), 0);
+	assert_int_equal(jc__strv_push(&r.include_dirs, "/nowhere/inc"), 0);
+	assert_int_equal(
+	    jc__blob_push(&r.tree, &r.n_tree, "0/present.h", "int present;\n", 13, JC_TREE_FILE),
+	    0);
+	r.tree_round = JC_TREE_BYTES;
+	int fd = jct_raw_connect(&f->d);
+	struct jc_buf b = {0};
+	uint16_t type;
+	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "test"), 0);
+	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
+	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 10000), 0);
+	assert_int_equal(type, JC_MSG_HELLO_OK);
+	jc__buf_reset(&b);
+	assert_int_equal(jc__encode_req(&b, &r), 0);
+	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
+	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 60000), 0);
+	assert_int_equal(type, JC_MSG_RESULT);
+	struct jc_res res;
+	assert_int_equal(jc__decode_res(b.data, b.len, &res), 0);
+	fprintf(stderr, "unsent header: %d %s\n", res.status, res.message ? res.message : "");
+	assert_int_equal(res.status, JC_EINVAL);
+	assert_non_null(strstr(res.message, "/nowhere/inc/unsent.h"));
+	assert_non_null(strstr(res.message, "did not send"));
+	jc__res_clear(&res);
+	jc__buf_free(&b);
+	jc__req_clear(&r);
+	close(fd);
+	assert_int_equal(jct_sh("! grep -q -F /nowhere %s", f->trace), 0);
+}
+
+int main(void)
+{
+	setup_users();
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_two_users_share_the_daemon, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_missing_header_named, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
