@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "client_internal.h"
+#include "inc_memo.h"
 #include "includes.h"
 #include "jitcache/jitcache.h"
 #include "util.h"

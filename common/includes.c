@@ -1,1012 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* Headers read from include directories: see includes.h for the contract. */
+/* The include scan, its re-checks and dependency truth: see includes.h for
+ * the contract. */
 #include "includes.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <xxhash.h>
 
+#include "inc_buf.h"
+#include "inc_lex.h"
+#include "inc_memo.h"
+#include "inc_opts.h"
 #include "jitcache/jitcache.h"
 #include "util.h"
-
-#define SETTLE_NS (100 * 1000000ll)         /* filesystems with sub-second timestamps */
-#define SETTLE_COARSE_NS (2000 * 1000000ll) /* whole seconds (and FAT's 2 s) */
-
-/* Reference records in a refs buffer: form byte, name, NUL. */
-enum { REF_QUOTED = 'q', REF_ANGLE = 'a', REF_COMPUTED = 'c' };
-
-/* --- a growable byte buffer ---------------------------------------------------- */
-
-struct bytes {
-	uint8_t *p;
-	size_t n, cap;
-};
-
-static int bytes_add(struct bytes *b, const void *data, size_t n)
-{
-	if (b->n + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->n + n)
-			cap *= 2;
-		uint8_t *p = realloc(b->p, cap);
-		if (!p)
-			return JC_ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->n, data, n);
-	b->n += n;
-	return 0;
-}
-
-static int add_ref(struct bytes *refs, char form, const char *name, size_t len)
-{
-	uint8_t f = (uint8_t)form, nul = 0;
-	int rc = bytes_add(refs, &f, 1);
-	rc = rc ?: bytes_add(refs, name, len);
-	return rc ?: bytes_add(refs, &nul, 1);
-}
-
-/* --- the lexer: include references of one text ---------------------------------- */
-
-static int is_ident(int c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       c == '_' || c == '$';
-}
-
-static int is_digit(int c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static int is_hspace(int c)
-{
-	return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r';
-}
-
-/* Removes backslash-newline splices (translation phase 2), the backslash
- * also spelt as the trigraph ??/ (phase 1, in case trigraphs are on), into a
- * new buffer. */
-static char *unsplice(const char *s, size_t n, size_t *out_n)
-{
-	char *o = malloc(n ? n : 1);
-	size_t j = 0;
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '?' && i + 3 < n && s[i + 1] == '?' && s[i + 2] == '/' &&
-		    (s[i + 3] == '\n' || (s[i + 3] == '\r' && i + 4 < n && s[i + 4] == '\n'))) {
-			i += s[i + 3] == '\n' ? 3 : 4;
-			continue;
-		}
-		if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\n') {
-			i++;
-			continue;
-		}
-		if (s[i] == '\\' && i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n') {
-			i += 2;
-			continue;
-		}
-		o[j++] = s[i];
-	}
-	*out_n = j;
-	return o;
-}
-
-/* Index after a block comment starting at i ("/ *"), or n. */
-static size_t skip_block_comment(const char *s, size_t n, size_t i)
-{
-	for (i += 2; i + 1 < n; i++)
-		if (s[i] == '*' && s[i + 1] == '/')
-			return i + 2;
-	return n;
-}
-
-/* Index after a string or character literal opened by s[i]; stops at a newline. */
-static size_t skip_quoted(const char *s, size_t n, size_t i)
-{
-	char q = s[i];
-	for (i++; i < n && s[i] != '\n'; i++) {
-		if (s[i] == '\\')
-			i++;
-		else if (s[i] == q)
-			return i + 1;
-	}
-	return i < n ? i : n;
-}
-
-/* Index after a raw string literal whose '"' is at i: R"delim( ... )delim". */
-static size_t skip_raw(const char *s, size_t n, size_t i)
-{
-	size_t d0 = i + 1, d = d0;
-	while (d < n && d - d0 <= 16 && s[d] != '(' && s[d] != '"' && s[d] != '\\' && s[d] != ' ' &&
-	       s[d] != '\n')
-		d++;
-	if (d >= n || s[d] != '(')
-		return skip_quoted(s, n, i); /* not a valid raw string: lex it as a plain one */
-	size_t dlen = d - d0;
-	for (size_t k = d + 1; k + dlen + 1 < n + 1; k++)
-		if (s[k] == ')' && k + 1 + dlen < n && memcmp(s + k + 1, s + d0, dlen) == 0 &&
-		    s[k + 1 + dlen] == '"')
-			return k + dlen + 2;
-	return n;
-}
-
-/* Skips blanks and block comments within a line. */
-static size_t skip_hspace(const char *s, size_t n, size_t i)
-{
-	for (;;) {
-		while (i < n && is_hspace(s[i]))
-			i++;
-		if (i + 1 < n && s[i] == '/' && s[i + 1] == '*')
-			i = skip_block_comment(s, n, i);
-		else
-			return i;
-	}
-}
-
-static size_t line_end(const char *s, size_t n, size_t i)
-{
-	const char *nl = memchr(s + i, '\n', n - i);
-	return nl ? (size_t)(nl - s) : n;
-}
-
-/* A literal "name" or <name> at i (ending before eol): records it, returns 1. */
-static int literal_ref(const char *s, size_t eol, size_t i, struct bytes *refs, int *rc)
-{
-	if (i >= eol || (s[i] != '"' && s[i] != '<'))
-		return 0;
-	char close = s[i] == '"' ? '"' : '>';
-	const char *end = memchr(s + i + 1, close, eol - i - 1);
-	if (!end)
-		return 0;
-	size_t len = (size_t)(end - (s + i + 1));
-	if (len)
-		*rc = add_ref(refs, close == '"' ? REF_QUOTED : REF_ANGLE, s + i + 1, len);
-	return 1;
-}
-
-static int ident_is(const char *s, size_t len, const char *word)
-{
-	return strlen(word) == len && memcmp(s, word, len) == 0;
-}
-
-/*
- * A directive whose '#' is at i - 1. Returns the index from which ordinary
- * lexing continues. See includes.h for what is recorded.
- */
-static size_t directive(const char *s, size_t n, size_t i, struct bytes *refs, int *rc)
-{
-	i = skip_hspace(s, n, i);
-	size_t w = i;
-	while (i < n && is_ident(s[i]))
-		i++;
-	const char *word = s + w;
-	size_t wlen = i - w;
-	size_t eol = line_end(s, n, i);
-	if (ident_is(word, wlen, "line") || (wlen && is_digit(word[0]))) {
-		/* #line "name" (and GNU's # 1 "name") renames the file, which may
-		 * change where quoted includes are looked for: unknowable here. */
-		size_t eol2 = line_end(s, n, i);
-		if (memchr(s + i, '"', eol2 - i))
-			*rc = add_ref(refs, REF_COMPUTED, "", 0);
-		return eol2;
-	}
-	if (ident_is(word, wlen, "include") || ident_is(word, wlen, "include_next") ||
-	    ident_is(word, wlen, "import")) {
-		i = skip_hspace(s, n, i);
-		if (i >= eol)
-			return i;
-		if (!literal_ref(s, eol, i, refs, rc))
-			*rc = add_ref(refs, REF_COMPUTED, "", 0);
-		return eol;
-	}
-	int is_if = ident_is(word, wlen, "if") || ident_is(word, wlen, "elif");
-	int is_define = ident_is(word, wlen, "define");
-	if (!is_if && !is_define)
-		return i;
-	/* The rest of the logical line: literals in parentheses and __has_include. */
-	for (size_t k = i; k < eol && *rc == 0; k++) {
-		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '*') {
-			k = skip_block_comment(s, n, k) - 1;
-			continue;
-		}
-		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '/')
-			break;
-		if (is_if && s[k] == '(') {
-			literal_ref(s, eol, skip_hspace(s, eol, k + 1), refs, rc);
-			continue;
-		}
-		if (!is_ident(s[k]) || (k > i && is_ident(s[k - 1])))
-			continue;
-		size_t e = k;
-		while (e < eol && is_ident(s[e]))
-			e++;
-		if (ident_is(s + k, e - k, "__has_include") || ident_is(s + k, e - k, "__has_include_next")) {
-			size_t p = skip_hspace(s, eol, e);
-			if (p < eol && s[p] == '(') {
-				p = skip_hspace(s, eol, p + 1);
-				if (!literal_ref(s, eol, p, refs, rc))
-					*rc = add_ref(refs, REF_COMPUTED, "", 0);
-			}
-		}
-		k = e - 1;
-	}
-	return eol;
-}
-
-/* Appends the include references of text[n] to refs. 0 or JC_ENOMEM. */
-static int lex_refs(const char *text, size_t n0, struct bytes *refs)
-{
-	size_t n;
-	char *s = unsplice(text, n0, &n);
-	if (!s)
-		return JC_ENOMEM;
-	int bol = 1, rc = 0;
-	size_t i = 0;
-	while (i < n && rc == 0) {
-		char c = s[i];
-		if (c == '\n') {
-			bol = 1;
-			i++;
-		} else if (is_hspace(c)) {
-			i++;
-		} else if (c == '/' && i + 1 < n && s[i + 1] == '/') {
-			i = line_end(s, n, i);
-		} else if (c == '/' && i + 1 < n && s[i + 1] == '*') {
-			i = skip_block_comment(s, n, i); /* a comment is a space: bol unchanged */
-		} else if (c == '#' && bol) {
-			i = directive(s, n, i + 1, refs, &rc);
-			bol = 0;
-		} else if (bol && c == '%' && i + 1 < n && s[i + 1] == ':') { /* digraph of # */
-			i = directive(s, n, i + 2, refs, &rc);
-			bol = 0;
-		} else if (bol && c == '?' && i + 2 < n && s[i + 1] == '?' && s[i + 2] == '=') { /* trigraph */
-			i = directive(s, n, i + 3, refs, &rc);
-			bol = 0;
-		} else if (c == '"' || c == '\'') {
-			i = skip_quoted(s, n, i);
-			bol = 0;
-		} else if (is_digit(c) || (c == '.' && i + 1 < n && is_digit(s[i + 1]))) {
-			/* pp-number, with C++14 digit separators and exponent signs */
-			for (i++; i < n; i++) {
-				if (is_ident(s[i]) || s[i] == '.')
-					continue;
-				if (s[i] == '\'' && i + 1 < n && is_ident(s[i + 1]))
-					continue;
-				if ((s[i] == '+' || s[i] == '-') && strchr("eEpP", s[i - 1]))
-					continue;
-				break;
-			}
-			bol = 0;
-		} else if (is_ident(c)) {
-			size_t w = i;
-			while (i < n && is_ident(s[i]))
-				i++;
-			size_t len = i - w;
-			/* An encoding prefix or R only matters right before a quote
-			 * (and is at most 3 characters): most identifiers skip this. */
-			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
-				int prefix = ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
-					     ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
-				int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
-					  ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
-					  ident_is(s + w, len, "u8R");
-				if (s[i] == '"' && raw)
-					i = skip_raw(s, n, i);
-				else if (prefix)
-					i = skip_quoted(s, n, i);
-			}
-			bol = 0;
-		} else {
-			i++;
-			bol = 0;
-		}
-	}
-	free(s);
-	return rc;
-}
-
-/* --- include options --------------------------------------------------------------- */
-
-static int push_ptr(const char ***v, size_t *n, const char *s)
-{
-	const char **p = realloc(*v, (*n + 1) * sizeof(*p));
-	if (!p)
-		return JC_ENOMEM;
-	p[(*n)++] = s;
-	*v = p;
-	return 0;
-}
-
-void jc__inc_path_clear(struct jc_inc_path *p)
-{
-	free(p->dirs);
-	free(p->pre);
-	memset(p, 0, sizeof(*p));
-}
-
-int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err,
-		       size_t errlen)
-{
-	struct jc_inc_path p = {0};
-	const struct jc_strv *o = &req->options;
-	int rc = 0;
-	for (size_t i = 0; i < o->n && rc == 0; i++) {
-		const char *val;
-		size_t used;
-		int dir;
-		if (!jc__inc_option(o, i, &dir, &val, &used))
-			continue;
-		if (!val || !*val)
-			rc = jc__fail(err, errlen, JC_EINVAL, "option \"%s\" needs a %s", o->v[i],
-				  dir ? "directory" : "header name");
-		else if (dir && val[0] != '/')
-			rc = jc__fail(err, errlen, JC_EINVAL,
-				  "include directory \"%s\" is not absolute (the daemon does not share "
-				  "the client's working directory)", val);
-		else
-			rc = push_ptr(dir ? &p.dirs : &p.pre, dir ? &p.n_dirs : &p.n_pre, val);
-		i += used - 1;
-	}
-	if (rc == 0 && p.n_dirs != req->include_dirs.n)
-		rc = jc__fail(err, errlen, JC_EINVAL,
-			  "%zu -I option(s) but %zu declared include dir(s): declare each -I "
-			  "directory, in order, as an include dir", p.n_dirs, req->include_dirs.n);
-	for (size_t i = 0; rc == 0 && i < p.n_dirs; i++)
-		if (strcmp(p.dirs[i], req->include_dirs.v[i]) != 0)
-			rc = jc__fail(err, errlen, JC_EINVAL,
-				  "include dir %zu is \"%s\" but -I option %zu names \"%s\"", i,
-				  req->include_dirs.v[i], i, p.dirs[i]);
-	if (rc == JC_ENOMEM)
-		jc__fail(err, errlen, rc, "out of memory parsing include options");
-	if (rc == 0 && out)
-		*out = p;
-	else
-		jc__inc_path_clear(&p);
-	return rc;
-}
-
-/* Calls fn for each in-memory text of req (source, then headers). */
-static int each_text(const struct jc_req *req, int (*fn)(const char *t, size_t n, void *ctx),
-		     void *ctx)
-{
-	int rc = req->source ? fn((const char *)req->source, req->source_size, ctx) : 0;
-	for (size_t i = 0; rc == 0 && i < req->n_headers; i++)
-		if (req->headers[i].data) /* NULL data is refused by validation */
-			rc = fn((const char *)req->headers[i].data, req->headers[i].size, ctx);
-	return rc;
-}
-
-/* 1 when name has a ".." component (a climb out of where it is looked up). */
-static int climbs(const char *name)
-{
-	for (const char *p = name; (p = strstr(p, "..")); p += 2)
-		if ((p == name || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
-			return 1;
-	return 0;
-}
-
-/* 1 when the text might hold a directive: a cheap filter before lexing, so
- * that a source without one (the common SAXPY-like kernel) costs a few
- * memchr calls per hit, not a lex. Conservative: every way of spelling a
- * directive (#, the digraph %:, the trigraph ??=) lets the lexer decide. */
-static int has_pair(const char *t, size_t n, char a, char b)
-{
-	for (const char *p = t, *end = t + n; (p = memchr(p, a, (size_t)(end - p))); p++)
-		if (p + 1 < end && p[1] == b)
-			return 1;
-	return 0;
-}
-
-static int may_have_directive(const char *t, size_t n)
-{
-	return memchr(t, '#', n) || has_pair(t, n, '%', ':') || has_pair(t, n, '?', '?');
-}
-
-/*
- * 1 when the text may make NVRTC look outside the declared directories: a
- * reference to an absolute path or one with a ".." component, or one the
- * lexer cannot read literally (a computed include, __has_include of a macro,
- * a #line that renames the file). Splices, digraphs and trigraphs are read
- * through. Conservative: out of memory says yes (the scan reports it).
- */
-static int may_leave_declared_dirs(const char *t, size_t n, void *ctx)
-{
-	(void)ctx;
-	if (!may_have_directive(t, n))
-		return 0;
-	struct bytes refs = {0};
-	int found = lex_refs(t, n, &refs) != 0;
-	for (size_t i = 0; !found && i < refs.n; i += strlen((char *)refs.p + i + 1) + 2) {
-		const char *name = (const char *)refs.p + i + 1;
-		found = refs.p[i] == REF_COMPUTED || name[0] == '/' || climbs(name);
-	}
-	free(refs.p);
-	return found;
-}
-
-int jc__inc_needed(const struct jc_req *req)
-{
-	if (req->include_dirs.n)
-		return 1;
-	for (size_t i = 0; i < req->options.n; i++) {
-		const char *val;
-		size_t used;
-		int dir;
-		if (jc__inc_option(&req->options, i, &dir, &val, &used) && !dir)
-			return 1;
-	}
-	/* NVRTC looks for quoted includes in the directory of the program name. */
-	if (req->source_name && (req->source_name[0] == '/' || climbs(req->source_name)))
-		return 1;
-	return each_text(req, may_leave_declared_dirs, NULL);
-}
-
-/* --- the memo ------------------------------------------------------------------------ */
-
-struct memo_ent {
-	struct memo_ent *next;
-	uint64_t h;
-	char *path;
-	int is_dir;
-	struct jc_inc_stat id;
-	uint8_t hash[16];
-	uint8_t *refs;
-	size_t refs_len;
-};
-
-struct jc_inc_memo {
-	pthread_mutex_t lock;
-	struct memo_ent **b;
-	size_t nb, n, max;
-};
-
-int jc__inc_memo_new(size_t max_entries, struct jc_inc_memo **out)
-{
-	struct jc_inc_memo *m = calloc(1, sizeof(*m));
-	if (!m)
-		return JC_ENOMEM;
-	m->max = max_entries ? max_entries : 1;
-	for (m->nb = 64; m->nb < m->max; m->nb *= 2)
-		;
-	m->b = calloc(m->nb, sizeof(*m->b));
-	if (!m->b) {
-		free(m);
-		return JC_ENOMEM;
-	}
-	pthread_mutex_init(&m->lock, NULL);
-	*out = m;
-	return 0;
-}
-
-static void memo_ent_free(struct memo_ent *e)
-{
-	free(e->path);
-	free(e->refs);
-	free(e);
-}
-
-static void memo_drop_all(struct jc_inc_memo *m)
-{
-	for (size_t i = 0; i < m->nb; i++)
-		while (m->b[i]) {
-			struct memo_ent *e = m->b[i];
-			m->b[i] = e->next;
-			memo_ent_free(e);
-		}
-	m->n = 0;
-}
-
-void jc__inc_memo_free(struct jc_inc_memo *m)
-{
-	if (!m)
-		return;
-	memo_drop_all(m);
-	pthread_mutex_destroy(&m->lock);
-	free(m->b);
-	free(m);
-}
-
-static int same_id(const struct jc_inc_stat *a, const struct jc_inc_stat *b)
-{
-	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
-}
-
-static struct memo_ent **memo_slot(struct jc_inc_memo *m, const char *path, int is_dir, uint64_t h)
-{
-	struct memo_ent **p = &m->b[h & (m->nb - 1)];
-	while (*p && ((*p)->h != h || (*p)->is_dir != is_dir || strcmp((*p)->path, path) != 0))
-		p = &(*p)->next;
-	return p;
-}
-
-/* 1 and the hash (and a copy of the refs when refs) on a hit; 0 on a miss. */
-static int memo_get(struct jc_inc_memo *m, const char *path, int is_dir,
-		    const struct jc_inc_stat *id, uint8_t hash[16], struct bytes *refs)
-{
-	uint64_t h = XXH3_64bits(path, strlen(path));
-	int hit = 0;
-	pthread_mutex_lock(&m->lock);
-	struct memo_ent *e = *memo_slot(m, path, is_dir, h);
-	if (e && same_id(&e->id, id)) {
-		memcpy(hash, e->hash, 16);
-		hit = !refs || bytes_add(refs, e->refs, e->refs_len) == 0;
-	}
-	pthread_mutex_unlock(&m->lock);
-	return hit;
-}
-
-/* Remembers a settled file or directory; a failure to allocate only costs a re-read. */
-static void memo_put(struct jc_inc_memo *m, const char *path, int is_dir,
-		     const struct jc_inc_stat *id, const uint8_t hash[16], const struct bytes *refs)
-{
-	struct memo_ent *e = calloc(1, sizeof(*e));
-	if (!e)
-		return;
-	e->h = XXH3_64bits(path, strlen(path));
-	e->path = strdup(path);
-	e->is_dir = is_dir;
-	e->id = *id;
-	memcpy(e->hash, hash, 16);
-	if (refs && refs->n && (e->refs = malloc(refs->n))) {
-		memcpy(e->refs, refs->p, refs->n);
-		e->refs_len = refs->n;
-	}
-	if (!e->path || (refs && refs->n && !e->refs)) {
-		memo_ent_free(e);
-		return;
-	}
-	pthread_mutex_lock(&m->lock);
-	struct memo_ent **p = memo_slot(m, path, is_dir, e->h);
-	if (*p) {
-		struct memo_ent *old = *p;
-		e->next = old->next;
-		memo_ent_free(old);
-		m->n--;
-	} else if (m->n >= m->max) {
-		memo_drop_all(m);
-		p = memo_slot(m, path, is_dir, e->h);
-	}
-	*p = e;
-	m->n++;
-	pthread_mutex_unlock(&m->lock);
-}
-
-/* --- files and directories ------------------------------------------------------------ */
-
-static int64_t ts_ns(struct timespec ts)
-{
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void id_of(const struct stat *st, struct jc_inc_stat *id)
-{
-	id->dev = (uint64_t)st->st_dev;
-	id->ino = (uint64_t)st->st_ino;
-	id->size = (uint64_t)st->st_size;
-	id->mtime_ns = ts_ns(st->st_mtim);
-	id->ctime_ns = ts_ns(st->st_ctim);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts_ns(ts);
-}
-
-/* A file (or directory) changed so recently that its stat identity may not
- * tell the next change apart (see includes.h). */
-static int unsettled(const struct jc_inc_stat *id, int64_t now)
-{
-	int coarse = id->mtime_ns % 1000000000 == 0 && id->ctime_ns % 1000000000 == 0;
-	return id->ctime_ns >= now - (coarse ? SETTLE_COARSE_NS : SETTLE_NS);
-}
-
-static void mark_unsettled(struct jc_inc_set *set, const char *path)
-{
-	if (!set->unsettled)
-		snprintf(set->unsettled_path, sizeof(set->unsettled_path), "%s", path);
-	set->unsettled = 1;
-}
-
-/* Reads the whole file; its identity before and after in a, b. */
-static int read_file(const char *path, uint64_t max, struct bytes *out, struct jc_inc_stat *a,
-		     struct jc_inc_stat *b, char *err, size_t errlen)
-{
-	/* O_NONBLOCK: a FIFO swapped in since the stat() must not hold us. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	struct stat st;
-	int stat_ok = fd >= 0 && fstat(fd, &st) == 0;
-	if (!stat_ok || !S_ISREG(st.st_mode)) {
-		int rc = stat_ok ? jc__fail(err, errlen, JC_EIO, "include scan: %s is not a regular file", path)
-				 : jc__fail(err, errlen, JC_EIO, "include scan: open %s: %s", path,
-					    strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return rc;
-	}
-	id_of(&st, a);
-	int rc = 0;
-	if ((uint64_t)st.st_size > max)
-		rc = jc__fail(err, errlen, JC_ETOOBIG, "include scan: %s has %lld bytes, over %llu", path,
-			  (long long)st.st_size, (unsigned long long)max);
-	uint8_t buf[65536];
-	while (rc == 0) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			rc = jc__fail(err, errlen, JC_EIO, "include scan: read %s: %s", path, strerror(errno));
-		else if (n == 0)
-			break;
-		else if (out->n + (size_t)n > max)
-			rc = jc__fail(err, errlen, JC_ETOOBIG, "include scan: %s grew over %llu bytes", path,
-				  (unsigned long long)max);
-		else if (bytes_add(out, buf, (size_t)n) != 0)
-			rc = jc__fail(err, errlen, JC_ENOMEM, "include scan: out of memory reading %s", path);
-	}
-	if (rc == 0 && fstat(fd, &st) != 0)
-		rc = jc__fail(err, errlen, JC_EIO, "include scan: fstat %s: %s", path, strerror(errno));
-	close(fd);
-	if (rc == 0)
-		id_of(&st, b);
-	return rc;
-}
-
-static void hash128(const void *p, size_t n, uint8_t out[16])
-{
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits(p, n));
-	memcpy(out, c.digest, 16);
-}
-
-/*
- * Hash (and refs, when refs is not NULL) of the regular file at path whose
- * stat() gave id: from the memo, else read (and memoised when settled).
- * *id becomes the identity the content belongs to.
- */
-static int file_info(const struct jc_inc_ctx *ctx, struct jc_inc_set *set, const char *path,
-		     struct jc_inc_stat *id, uint8_t hash[16], struct bytes *refs, int64_t now,
-		     char *err, size_t errlen)
-{
-	if (memo_get(ctx->memo, path, 0, id, hash, refs)) {
-		if (unsettled(id, now))
-			mark_unsettled(set, path); /* memoised earlier, touched since: be safe */
-		return 0;
-	}
-	struct bytes data = {0}, own = {0};
-	struct jc_inc_stat a, b;
-	struct bytes *r = refs ? refs : &own;
-	size_t r0 = r->n;
-	int rc = read_file(path, ctx->max_file_size, &data, &a, &b, err, errlen);
-	set->n_read++;
-	if (rc == 0) {
-		hash128(data.p, data.n, hash);
-		rc = lex_refs((const char *)data.p, data.n, r);
-		if (rc)
-			jc__fail(err, errlen, rc, "include scan: out of memory lexing %s", path);
-	}
-	if (rc == 0) {
-		*id = b;
-		if (!same_id(&a, &b) || unsettled(&b, now)) {
-			mark_unsettled(set, path);
-		} else {
-			struct bytes mine = {r->p + r0, r->n - r0, 0};
-			memo_put(ctx->memo, path, 0, &b, hash, &mine);
-		}
-	}
-	free(data.p);
-	free(own.p);
-	return rc;
-}
-
-static int cmp_name(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The sorted names of a directory (without . and ..), malloc'd. */
-static int list_dir(const char *path, char ***names, size_t *n, char *err, size_t errlen)
-{
-	DIR *d = opendir(path);
-	*names = NULL;
-	*n = 0;
-	if (!d)
-		return jc__fail(err, errlen, JC_EIO, "include scan: opendir %s: %s", path, strerror(errno));
-	struct dirent *de;
-	int rc = 0;
-	while (rc == 0 && (de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		char **v = realloc(*names, (*n + 1) * sizeof(*v));
-		char *s = strdup(de->d_name);
-		if (v)
-			*names = v;
-		if (!v || !s) {
-			free(s);
-			rc = jc__fail(err, errlen, JC_ENOMEM, "include scan: out of memory listing %s", path);
-			break;
-		}
-		v[(*n)++] = s;
-	}
-	closedir(d);
-	if (rc == 0 && *n > 1) /* qsort's base must not be NULL, even for no entries */
-		qsort(*names, *n, sizeof(**names), cmp_name);
-	return rc;
-}
-
-static void free_names(char **names, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
-/* The hash of a DIR entry that is not a directory (missing or another type). */
-static const uint8_t not_a_dir[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-				      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-
-static int names_hash(char *const *names, size_t n, uint8_t out[16])
-{
-	struct bytes b = {0};
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = bytes_add(&b, names[i], strlen(names[i]) + 1);
-	if (rc == 0)
-		hash128(b.p, b.n, out);
-	free(b.p);
-	return rc;
-}
-
-/* --- sets ----------------------------------------------------------------------------- */
-
-void jc__inc_set_clear(struct jc_inc_set *set)
-{
-	if (!set)
-		return;
-	for (size_t i = 0; i < set->n; i++)
-		free(set->v[i].path);
-	free(set->v);
-	memset(set, 0, sizeof(*set));
-}
-
-int jc__inc_set_add(struct jc_inc_set *set, const char *path, size_t path_len, uint8_t kind,
-		    const uint8_t hash[16])
-{
-	if ((set->n & (set->n - 1)) == 0) { /* grow at powers of two */
-		struct jc_inc_entry *v = realloc(set->v, (set->n ? set->n * 2 : 16) * sizeof(*v));
-		if (!v)
-			return JC_ENOMEM;
-		set->v = v;
-	}
-	struct jc_inc_entry *e = &set->v[set->n];
-	memset(e, 0, sizeof(*e));
-	e->path = strndup(path, path_len);
-	if (!e->path)
-		return JC_ENOMEM;
-	e->kind = kind;
-	if (hash)
-		memcpy(e->hash, hash, 16);
-	set->n++;
-	return 0;
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-	const struct jc_inc_entry *x = a, *y = b;
-	int c = strcmp(x->path, y->path);
-	return c ? c : (int)x->kind - (int)y->kind;
-}
-
-int jc__inc_set_finish(struct jc_inc_set *set)
-{
-	if (set->n)
-		qsort(set->v, set->n, sizeof(*set->v), cmp_entry);
-	size_t k = 0;
-	for (size_t i = 0; i < set->n; i++) {
-		if (k && cmp_entry(&set->v[k - 1], &set->v[i]) == 0) {
-			free(set->v[i].path);
-			continue;
-		}
-		set->v[k++] = set->v[i];
-	}
-	set->n = k;
-	struct bytes b = {0};
-	uint8_t format = 1;
-	int rc = bytes_add(&b, &format, 1);
-	for (size_t i = 0; rc == 0 && i < set->n; i++) {
-		const struct jc_inc_entry *e = &set->v[i];
-		uint8_t head[9] = {e->kind};
-		uint64_t len = strlen(e->path);
-		for (int j = 0; j < 8; j++)
-			head[1 + j] = (uint8_t)(len >> (8 * j));
-		rc = bytes_add(&b, head, sizeof(head));
-		rc = rc ?: bytes_add(&b, e->path, len);
-		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
-			rc = bytes_add(&b, e->hash, 16);
-	}
-	if (rc == 0)
-		hash128(b.p, b.n, set->digest);
-	free(b.p);
-	return rc;
-}
-
-int jc__inc_rel_valid(const char *rel)
-{
-	for (const char *p = rel;;) {
-		const char *e = strchrnul(p, '/');
-		size_t l = (size_t)(e - p);
-		if (l == 0 || (l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
-			return 0;
-		if (!*e)
-			return 1;
-		p = e + 1;
-	}
-}
-
-/* The part of path (lexical form) below dir (lexical form): NULL when dir
- * is not path or an ancestor of it; "" when equal. */
-static const char *below(const char *dir, const char *path)
-{
-	size_t l = strlen(dir);
-	if (l == 1) /* "/" */
-		return path + 1;
-	if (strncmp(dir, path, l) != 0 || (path[l] != '/' && path[l] != '\0'))
-		return NULL;
-	return path[l] ? path + l + 1 : path + l;
-}
-
-struct jc_inc_tops {
-	size_t n;
-	char **lex;  /* lexical form of each directory */
-	uint8_t *top; /* 1: a top directory */
-};
-
-void jc__inc_tops_free(struct jc_inc_tops *t)
-{
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->n; i++)
-		free(t->lex[i]);
-	free(t->lex);
-	free(t->top);
-	free(t);
-}
-
-int jc__inc_tops_new(const struct jc_strv *dirs, struct jc_inc_tops **out)
-{
-	char buf[PATH_MAX];
-	struct jc_inc_tops *t = calloc(1, sizeof(*t));
-	*out = NULL;
-	if (!t || !(t->lex = calloc(dirs->n + 1, sizeof(*t->lex))) ||
-	    !(t->top = calloc(dirs->n + 1, 1))) {
-		jc__inc_tops_free(t);
-		return JC_ENOMEM;
-	}
-	for (size_t i = 0; i < dirs->n; i++, t->n++) {
-		if (jc__path_lexical(dirs->v[i], buf, sizeof(buf), 0) != 0) {
-			jc__inc_tops_free(t);
-			return JC_EINVAL;
-		}
-		if (!(t->lex[i] = strdup(buf))) {
-			jc__inc_tops_free(t);
-			return JC_ENOMEM;
-		}
-	}
-	for (size_t i = 0; i < t->n; i++) {
-		t->top[i] = 1;
-		for (size_t k = 0; k < t->n && t->top[i]; k++) {
-			const char *r = k == i ? NULL : below(t->lex[k], t->lex[i]);
-			if (r && (*r || k < i))
-				t->top[i] = 0;
-		}
-	}
-	*out = t;
-	return 0;
-}
-
-int jc__inc_tops_is_top(const struct jc_inc_tops *t, size_t i)
-{
-	return i < t->n && t->top[i];
-}
-
-int jc__inc_tops_rel(const struct jc_inc_tops *t, const char *path, size_t *top, char *rel,
-		     size_t len)
-{
-	char p[PATH_MAX];
-	if (jc__path_lexical(path, p, sizeof(p), 0) != 0)
-		return 0;
-	for (size_t i = 0; i < t->n; i++) {
-		const char *r = t->top[i] ? below(t->lex[i], p) : NULL;
-		if (!r)
-			continue;
-		if ((*r && !jc__inc_rel_valid(r)) || strlen(r) >= len)
-			return 0;
-		*top = i;
-		snprintf(rel, len, "%s", r);
-		return 1;
-	}
-	return 0;
-}
-
-/* Appends u64le v to b. */
-static int bytes_u64(struct bytes *b, uint64_t v)
-{
-	uint8_t le[8];
-	for (int j = 0; j < 8; j++)
-		le[j] = (uint8_t)(v >> (8 * j));
-	return bytes_add(b, le, sizeof(le));
-}
-
-/* Appends u64le length and the bytes of s. */
-static int bytes_str(struct bytes *b, const char *s)
-{
-	return bytes_u64(b, strlen(s)) ?: bytes_add(b, s, strlen(s));
-}
-
-/* Appends the relative form of path (jc__inc_tops_rel) or, for a TOOLKIT
- * entry (kind), its path: 0; 1 when it has none (nothing added); JC_ENOMEM. */
-static int bytes_rel(struct bytes *b, const struct jc_inc_tops *tops, const char *path, int kind)
-{
-	char r[PATH_MAX];
-	size_t t = SIZE_MAX;
-	if (kind == JC_INC_TOOLKIT)
-		snprintf(r, sizeof(r), "%s", path);
-	else if (!jc__inc_tops_rel(tops, path, &t, r, sizeof(r)))
-		return 1;
-	return bytes_u64(b, t) ?: bytes_str(b, r);
-}
-
-int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16])
-{
-	struct jc_inc_tops *tops = NULL;
-	int rc = jc__inc_tops_new(dirs, &tops);
-	if (rc == JC_ENOMEM)
-		return rc;
-	struct bytes b = {0};
-	uint8_t format = 2; /* relative: (top, path below it) */
-	rc = tops ? bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n) : 1;
-	for (size_t i = 0; rc == 0 && i < dirs->n; i++)
-		rc = bytes_rel(&b, tops, dirs->v[i], 0);
-	for (size_t i = 0; rc == 0 && i < set->n; i++) {
-		const struct jc_inc_entry *e = &set->v[i];
-		rc = bytes_add(&b, &e->kind, 1) ?: bytes_rel(&b, tops, e->path, e->kind);
-		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
-			rc = bytes_add(&b, e->hash, 16);
-	}
-	jc__inc_tops_free(tops);
-	int rel = rc == 0;
-	if (rc == 1) { /* absolute: the directories' strings, the set's own digest */
-		b.n = 0;
-		format = 3;
-		rc = bytes_add(&b, &format, 1) ?: bytes_u64(&b, dirs->n);
-		for (size_t i = 0; rc == 0 && i < dirs->n; i++)
-			rc = bytes_str(&b, dirs->v[i]);
-	}
-	if (rc == 0 && !rel)
-		rc = bytes_add(&b, set->digest, 16);
-	if (rc == 0)
-		hash128(b.p, b.n, out);
-	free(b.p);
-	return rc;
-}
 
 /* --- a string set (for the scan's bookkeeping) ------------------------------------------ */
 
@@ -1055,7 +66,7 @@ static int sset_add(struct sset *s, const char *key)
 /* --- the scan ------------------------------------------------------------------------------ */
 
 struct work {
-	struct bytes refs; /* owned */
+	struct jc_inc_buf refs; /* owned */
 	char *dir;         /* owned: directory of the file the refs come from */
 };
 
@@ -1140,10 +151,11 @@ static int visit(struct scan *s, const char *path)
 	if (!ok)
 		return add(s, path, JC_INC_ABSENT, NULL, NULL);
 	struct jc_inc_stat id;
-	id_of(&st, &id);
+	jc__inc_stat_of(&st, &id);
 	uint8_t hash[16];
-	struct bytes refs = {0};
-	rc = file_info(s->ctx, s->set, path, &id, hash, &refs, s->now, s->err, s->errlen);
+	struct jc_inc_buf refs = {0};
+	rc = jc__inc_file_info(s->ctx->memo, s->ctx->max_file_size, s->set, path, &id, hash, &refs,
+			       s->now, s->err, s->errlen);
 	rc = rc ?: add(s, path, JC_INC_FILE, hash, &id);
 	if (rc == 0 && refs.n) {
 		char dir[PATH_MAX], folded[PATH_MAX];
@@ -1192,19 +204,19 @@ static int walk(struct scan *s, const char *dir)
 	if (rc <= 0)
 		return rc;
 	if (!ok)
-		return add(s, dir, JC_INC_DIR, not_a_dir, NULL);
+		return add(s, dir, JC_INC_DIR, jc__inc_not_a_dir, NULL);
 	struct jc_inc_stat id;
-	id_of(&st, &id);
-	if (unsettled(&id, s->now))
-		mark_unsettled(s->set, dir);
+	jc__inc_stat_of(&st, &id);
+	if (jc__inc_unsettled(&id, s->now))
+		jc__inc_mark_unsettled(s->set, dir);
 	snprintf(key, sizeof(key), "%llu:%llu", (unsigned long long)id.dev, (unsigned long long)id.ino);
 	char **names;
 	size_t n;
 	uint8_t hash[16];
-	rc = list_dir(dir, &names, &n, s->err, s->errlen);
+	rc = jc__inc_list_dir(dir, &names, &n, s->err, s->errlen);
 	if (rc)
 		return rc;
-	rc = names_hash(names, n, hash) ? oom(s) : add(s, dir, JC_INC_DIR, hash, &id);
+	rc = jc__inc_names_hash(names, n, hash) ? oom(s) : add(s, dir, JC_INC_DIR, hash, &id);
 	/* A directory reached twice (a symbolic link loop) is listed, not walked again. */
 	int first = rc == 0 ? sset_add(&s->expanded, key) : 0;
 	if (first < 0)
@@ -1221,7 +233,7 @@ static int walk(struct scan *s, const char *dir)
 		else if (S_ISREG(st.st_mode))
 			rc = visit(s, path);
 	}
-	free_names(names, n);
+	jc__inc_free_names(names, n);
 	return rc;
 }
 
@@ -1239,14 +251,14 @@ static int fallback(struct scan *s)
 }
 
 /* Resolves every reference of refs; dir is the including file's directory or NULL. */
-static int resolve(struct scan *s, const struct bytes *refs, const char *dir)
+static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *dir)
 {
 	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < refs->n;) {
-		char form = (char)refs->p[i];
-		const char *name = (const char *)refs->p + i + 1;
-		i += strlen(name) + 2;
-		if (form == REF_COMPUTED) {
+	size_t pos = 0;
+	const char *name;
+	char form;
+	while (rc == 0 && (name = jc__inc_ref_next(refs, &pos, &form))) {
+		if (form == JC_INC_REF_COMPUTED) {
 			rc = fallback(s);
 			continue;
 		}
@@ -1254,7 +266,7 @@ static int resolve(struct scan *s, const struct bytes *refs, const char *dir)
 			rc = visit(s, name);
 			continue;
 		}
-		if (form == REF_QUOTED && dir)
+		if (form == JC_INC_REF_QUOTED && dir)
 			rc = join_visit(s, dir, name);
 		for (size_t d = 0; rc == 0 && d < s->n_dirs; d++)
 			rc = join_visit(s, s->dirs[d], name);
@@ -1264,15 +276,15 @@ static int resolve(struct scan *s, const struct bytes *refs, const char *dir)
 
 static int lex_text(const char *t, size_t n, void *ctx)
 {
-	struct bytes *refs = ctx;
-	return lex_refs(t, n, refs);
+	struct jc_inc_buf *refs = ctx;
+	return jc__inc_lex(t, n, refs);
 }
 
 int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct jc_inc_set *out,
 		 char *err, size_t errlen)
 {
-	struct scan s = {.ctx = ctx, .set = out, .now = now_ns(), .err = err, .errlen = errlen};
-	struct bytes roots = {0};
+	struct scan s = {.ctx = ctx, .set = out, .now = jc__inc_now_ns(), .err = err, .errlen = errlen};
+	struct jc_inc_buf roots = {0};
 	memset(out, 0, sizeof(*out));
 	out->checked_ns = s.now;
 	int rc = jc__inc_path_parse(req, &s.ip, err, errlen);
@@ -1287,10 +299,10 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 		else
 			s.dirs[s.n_dirs++] = s.ip.dirs[i];
 	}
-	if (rc == 0 && each_text(req, lex_text, &roots) != 0)
+	if (rc == 0 && jc__inc_each_text(req, lex_text, &roots) != 0)
 		rc = oom(&s);
 	for (size_t i = 0; rc == 0 && i < s.ip.n_pre; i++)
-		if (add_ref(&roots, REF_QUOTED, s.ip.pre[i], strlen(s.ip.pre[i])) != 0)
+		if (jc__inc_ref_add(&roots, JC_INC_REF_QUOTED, s.ip.pre[i], strlen(s.ip.pre[i])) != 0)
 			rc = oom(&s);
 	rc = rc ?: resolve(&s, &roots, NULL);
 	while (rc == 0 && s.n_work) {
@@ -1324,29 +336,9 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 
 /* --- re-checks ------------------------------------------------------------------------------- */
 
-/* The listing hash of a directory whose stat gave id: memo, else readdir. */
-static int dir_hash(const struct jc_inc_ctx *ctx, const char *path, const struct jc_inc_stat *id,
-		    int64_t now, uint8_t hash[16])
-{
-	if (memo_get(ctx->memo, path, 1, id, hash, NULL))
-		return 0;
-	char **names;
-	size_t n;
-	int rc = list_dir(path, &names, &n, NULL, 0);
-	if (rc)
-		return rc;
-	rc = names_hash(names, n, hash);
-	free_names(names, n);
-	if (rc)
-		return rc;
-	if (!unsettled(id, now))
-		memo_put(ctx->memo, path, 1, id, hash, NULL);
-	return 0;
-}
-
 int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 {
-	int64_t now = now_ns();
+	int64_t now = jc__inc_now_ns();
 	set->unsettled = 0;
 	set->checked_ns = now;
 	for (size_t i = 0; i < set->n; i++) {
@@ -1368,22 +360,23 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 		}
 		if (e->kind == JC_INC_DIR) {
 			if (!exists || !S_ISDIR(st.st_mode)) {
-				if (memcmp(e->hash, not_a_dir, 16) != 0)
+				if (memcmp(e->hash, jc__inc_not_a_dir, 16) != 0)
 					return 0;
 				continue;
 			}
-			id_of(&st, &e->st);
-			if (dir_hash(ctx, e->path, &e->st, now, hash) != 0 ||
+			jc__inc_stat_of(&st, &e->st);
+			if (jc__inc_dir_hash(ctx->memo, e->path, &e->st, now, hash) != 0 ||
 			    memcmp(hash, e->hash, 16) != 0)
 				return 0;
-			if (unsettled(&e->st, now))
-				mark_unsettled(set, e->path);
+			if (jc__inc_unsettled(&e->st, now))
+				jc__inc_mark_unsettled(set, e->path);
 			continue;
 		}
 		if (!exists || !S_ISREG(st.st_mode))
 			return 0;
-		id_of(&st, &e->st);
-		int rc = file_info(ctx, set, e->path, &e->st, hash, NULL, now, NULL, 0);
+		jc__inc_stat_of(&st, &e->st);
+		int rc = jc__inc_file_info(ctx->memo, ctx->max_file_size, set, e->path, &e->st, hash,
+					   NULL, now, NULL, 0);
 		if (rc == JC_ENOMEM)
 			return rc;
 		if (rc != 0 || memcmp(hash, e->hash, 16) != 0)
@@ -1403,13 +396,13 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len)
 		int exists = stat(e->path, &st) == 0, same;
 		if (e->kind == JC_INC_ABSENT) {
 			same = !exists || !S_ISREG(st.st_mode);
-		} else if (e->kind == JC_INC_DIR && memcmp(e->hash, not_a_dir, 16) == 0) {
+		} else if (e->kind == JC_INC_DIR && memcmp(e->hash, jc__inc_not_a_dir, 16) == 0) {
 			same = !exists || !S_ISDIR(st.st_mode);
 		} else {
 			same = exists && (e->kind == JC_INC_DIR ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
 			if (same) {
-				id_of(&st, &id);
-				same = same_id(&id, &e->st);
+				jc__inc_stat_of(&st, &id);
+				same = jc__inc_same_stat(&id, &e->st);
 			}
 		}
 		if (!same) {
@@ -1425,16 +418,17 @@ int jc__inc_rehash(const struct jc_inc_set *set, const struct jc_inc_ctx *ctx, c
 {
 	for (size_t i = 0; i < set->n; i++) {
 		const struct jc_inc_entry *e = &set->v[i];
-		if ((e->kind != JC_INC_FILE && e->kind != JC_INC_DIR) || !unsettled(&e->st, set->checked_ns))
+		if ((e->kind != JC_INC_FILE && e->kind != JC_INC_DIR) ||
+		    !jc__inc_unsettled(&e->st, set->checked_ns))
 			continue;
 		struct jc_inc_stat a, b;
 		uint8_t hash[16];
 		int same;
 		if (e->kind == JC_INC_FILE) {
-			struct bytes data = {0};
-			int rc = read_file(e->path, ctx->max_file_size, &data, &a, &b, NULL, 0);
+			struct jc_inc_buf data = {0};
+			int rc = jc__inc_read_file(e->path, ctx->max_file_size, &data, &a, &b, NULL, 0);
 			if (rc == 0)
-				hash128(data.p, data.n, hash);
+				jc__inc_hash128(data.p, data.n, hash);
 			free(data.p);
 			if (rc == JC_ENOMEM)
 				return rc;
@@ -1445,18 +439,19 @@ int jc__inc_rehash(const struct jc_inc_set *set, const struct jc_inc_ctx *ctx, c
 			size_t n;
 			same = stat(e->path, &st) == 0 && S_ISDIR(st.st_mode);
 			if (same)
-				id_of(&st, &a);
-			if (same && (same = list_dir(e->path, &names, &n, NULL, 0) == 0)) {
-				int rc = names_hash(names, n, hash);
-				free_names(names, n);
+				jc__inc_stat_of(&st, &a);
+			if (same && (same = jc__inc_list_dir(e->path, &names, &n, NULL, 0) == 0)) {
+				int rc = jc__inc_names_hash(names, n, hash);
+				jc__inc_free_names(names, n);
 				if (rc)
 					return rc;
 				same = stat(e->path, &st) == 0;
 				if (same)
-					id_of(&st, &b);
+					jc__inc_stat_of(&st, &b);
 			}
 		}
-		if (!same || !same_id(&a, &e->st) || !same_id(&b, &e->st) || memcmp(hash, e->hash, 16)) {
+		if (!same || !jc__inc_same_stat(&a, &e->st) || !jc__inc_same_stat(&b, &e->st) ||
+		    memcmp(hash, e->hash, 16)) {
 			snprintf(what, len, "%s", e->path);
 			return 0;
 		}
@@ -1562,7 +557,7 @@ static int dir_listed(const struct norm_ent *v, size_t n, const char *path)
 		slash[slash == dir] = '\0';
 		const struct jc_inc_entry *e = norm_find(v, n, dir, JC_INC_DIR);
 		if (e)
-			return memcmp(e->hash, not_a_dir, 16) != 0;
+			return memcmp(e->hash, jc__inc_not_a_dir, 16) != 0;
 		if (slash == dir)
 			return 0;
 	}
@@ -1597,7 +592,7 @@ int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size
 			break;
 		case JC_DEP_DIR:
 			e = norm_find(v, set->n, p, JC_INC_DIR);
-			covered = e && memcmp(e->hash, not_a_dir, 16) != 0;
+			covered = e && memcmp(e->hash, jc__inc_not_a_dir, 16) != 0;
 			break;
 		default:
 			covered = 0;
@@ -1614,7 +609,7 @@ int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size
 int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size_t n_deps,
 		  const struct jc_inc_ctx *ctx, struct jc_inc_set *out, char *what, size_t len)
 {
-	int64_t now = now_ns();
+	int64_t now = jc__inc_now_ns();
 	int rc = 0, same = 1;
 	memset(out, 0, sizeof(*out));
 	out->checked_ns = now;
@@ -1637,11 +632,12 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 		case JC_DEP_FILE:
 			same = exists && S_ISREG(st.st_mode);
 			if (same) {
-				id_of(&st, &id);
+				jc__inc_stat_of(&st, &id);
 				same = same_dep_id(d, &id);
 			}
 			if (same) {
-				int r = file_info(ctx, out, p, &id, hash, NULL, now, NULL, 0);
+				int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, out, p, &id, hash,
+						  NULL, now, NULL, 0);
 				if (r == JC_ENOMEM)
 					rc = r;
 				same = r == 0 && same_dep_id(d, &id);
@@ -1661,15 +657,15 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 			char **names;
 			size_t n;
 			same = exists && S_ISDIR(st.st_mode);
-			if (same && (same = list_dir(p, &names, &n, NULL, 0) == 0)) {
-				rc = names_hash(names, n, hash);
-				free_names(names, n);
-				id_of(&st, &id);
+			if (same && (same = jc__inc_list_dir(p, &names, &n, NULL, 0) == 0)) {
+				rc = jc__inc_names_hash(names, n, hash);
+				jc__inc_free_names(names, n);
+				jc__inc_stat_of(&st, &id);
 				rc = rc ?: jc__inc_set_add(out, p, strlen(p), JC_INC_DIR, hash);
 				if (rc == 0)
 					out->v[out->n - 1].st = id;
-				if (rc == 0 && unsettled(&id, now))
-					mark_unsettled(out, p);
+				if (rc == 0 && jc__inc_unsettled(&id, now))
+					jc__inc_mark_unsettled(out, p);
 			}
 			break;
 		}

@@ -19,6 +19,8 @@
 #include "daemon.h"
 #include "jitcache/jitcache.h"
 #include "admin.h"
+#include "inc_memo.h"
+#include "inc_opts.h"
 #include "key.h"
 #include "log.h"
 #include "pool.h"

@@ -2,7 +2,8 @@
 #include "key.h"
 
 #include "fatbin.h"
-#include "includes.h"
+#include "inc_opts.h"
+#include "inc_set.h"
 #include "jitcache/jitcache.h"
 #include "util.h"
 

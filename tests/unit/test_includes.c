@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "inc_memo.h"
+#include "inc_opts.h"
 #include "includes.h"
 #include "jitcache/jitcache.h"
 #include "manifest.h"

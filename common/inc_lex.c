@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/* The include scan's lexer: see inc_lex.h for the contract. */
+#include "inc_lex.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jitcache/jitcache.h"
+
+int jc__inc_ref_add(struct jc_inc_buf *refs, enum jc_inc_ref form, const char *name, size_t len)
+{
+	uint8_t f = (uint8_t)form, nul = 0;
+	int rc = jc__inc_buf_add(refs, &f, 1);
+	rc = rc ?: jc__inc_buf_add(refs, name, len);
+	return rc ?: jc__inc_buf_add(refs, &nul, 1);
+}
+
+const char *jc__inc_ref_next(const struct jc_inc_buf *refs, size_t *pos, char *form)
+{
+	if (*pos >= refs->n)
+		return NULL;
+	const char *name = (const char *)refs->p + *pos + 1;
+	*form = (char)refs->p[*pos];
+	*pos += strlen(name) + 2;
+	return name;
+}
+
+static int is_ident(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '$';
+}
+
+static int is_digit(int c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int is_hspace(int c)
+{
+	return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r';
+}
+
+/* Removes backslash-newline splices (translation phase 2), the backslash
+ * also spelt as the trigraph ??/ (phase 1, in case trigraphs are on), into a
+ * new buffer. */
+static char *unsplice(const char *s, size_t n, size_t *out_n)
+{
+	char *o = malloc(n ? n : 1);
+	size_t j = 0;
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '?' && i + 3 < n && s[i + 1] == '?' && s[i + 2] == '/' &&
+		    (s[i + 3] == '\n' || (s[i + 3] == '\r' && i + 4 < n && s[i + 4] == '\n'))) {
+			i += s[i + 3] == '\n' ? 3 : 4;
+			continue;
+		}
+		if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\n') {
+			i++;
+			continue;
+		}
+		if (s[i] == '\\' && i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n') {
+			i += 2;
+			continue;
+		}
+		o[j++] = s[i];
+	}
+	*out_n = j;
+	return o;
+}
+
+/* Index after a block comment starting at i ("/ *"), or n. */
+static size_t skip_block_comment(const char *s, size_t n, size_t i)
+{
+	for (i += 2; i + 1 < n; i++)
+		if (s[i] == '*' && s[i + 1] == '/')
+			return i + 2;
+	return n;
+}
+
+/* Index after a string or character literal opened by s[i]; stops at a newline. */
+static size_t skip_quoted(const char *s, size_t n, size_t i)
+{
+	char q = s[i];
+	for (i++; i < n && s[i] != '\n'; i++) {
+		if (s[i] == '\\')
+			i++;
+		else if (s[i] == q)
+			return i + 1;
+	}
+	return i < n ? i : n;
+}
+
+/* Index after a raw string literal whose '"' is at i: R"delim( ... )delim". */
+static size_t skip_raw(const char *s, size_t n, size_t i)
+{
+	size_t d0 = i + 1, d = d0;
+	while (d < n && d - d0 <= 16 && s[d] != '(' && s[d] != '"' && s[d] != '\\' && s[d] != ' ' &&
+	       s[d] != '\n')
+		d++;
+	if (d >= n || s[d] != '(')
+		return skip_quoted(s, n, i); /* not a valid raw string: lex it as a plain one */
+	size_t dlen = d - d0;
+	for (size_t k = d + 1; k + dlen + 1 < n + 1; k++)
+		if (s[k] == ')' && k + 1 + dlen < n && memcmp(s + k + 1, s + d0, dlen) == 0 &&
+		    s[k + 1 + dlen] == '"')
+			return k + dlen + 2;
+	return n;
+}
+
+/* Skips blanks and block comments within a line. */
+static size_t skip_hspace(const char *s, size_t n, size_t i)
+{
+	for (;;) {
+		while (i < n && is_hspace(s[i]))
+			i++;
+		if (i + 1 < n && s[i] == '/' && s[i + 1] == '*')
+			i = skip_block_comment(s, n, i);
+		else
+			return i;
+	}
+}
+
+static size_t line_end(const char *s, size_t n, size_t i)
+{
+	const char *nl = memchr(s + i, '\n', n - i);
+	return nl ? (size_t)(nl - s) : n;
+}
+
+/* A literal "name" or <name> at i (ending before eol): records it, returns 1. */
+static int literal_ref(const char *s, size_t eol, size_t i, struct jc_inc_buf *refs, int *rc)
+{
+	if (i >= eol || (s[i] != '"' && s[i] != '<'))
+		return 0;
+	char close = s[i] == '"' ? '"' : '>';
+	const char *end = memchr(s + i + 1, close, eol - i - 1);
+	if (!end)
+		return 0;
+	size_t len = (size_t)(end - (s + i + 1));
+	if (len)
+		*rc = jc__inc_ref_add(refs, close == '"' ? JC_INC_REF_QUOTED : JC_INC_REF_ANGLE, s + i + 1, len);
+	return 1;
+}
+
+static int ident_is(const char *s, size_t len, const char *word)
+{
+	return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+/*
+ * A directive whose '#' is at i - 1. Returns the index from which ordinary
+ * lexing continues. See inc_lex.h for what is recorded.
+ */
+static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *refs, int *rc)
+{
+	i = skip_hspace(s, n, i);
+	size_t w = i;
+	while (i < n && is_ident(s[i]))
+		i++;
+	const char *word = s + w;
+	size_t wlen = i - w;
+	size_t eol = line_end(s, n, i);
+	if (ident_is(word, wlen, "line") || (wlen && is_digit(word[0]))) {
+		/* #line "name" (and GNU's # 1 "name") renames the file, which may
+		 * change where quoted includes are looked for: unknowable here. */
+		size_t eol2 = line_end(s, n, i);
+		if (memchr(s + i, '"', eol2 - i))
+			*rc = jc__inc_ref_add(refs, JC_INC_REF_COMPUTED, "", 0);
+		return eol2;
+	}
+	if (ident_is(word, wlen, "include") || ident_is(word, wlen, "include_next") ||
+	    ident_is(word, wlen, "import")) {
+		i = skip_hspace(s, n, i);
+		if (i >= eol)
+			return i;
+		if (!literal_ref(s, eol, i, refs, rc))
+			*rc = jc__inc_ref_add(refs, JC_INC_REF_COMPUTED, "", 0);
+		return eol;
+	}
+	int is_if = ident_is(word, wlen, "if") || ident_is(word, wlen, "elif");
+	int is_define = ident_is(word, wlen, "define");
+	if (!is_if && !is_define)
+		return i;
+	/* The rest of the logical line: literals in parentheses and __has_include. */
+	for (size_t k = i; k < eol && *rc == 0; k++) {
+		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '*') {
+			k = skip_block_comment(s, n, k) - 1;
+			continue;
+		}
+		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '/')
+			break;
+		if (is_if && s[k] == '(') {
+			literal_ref(s, eol, skip_hspace(s, eol, k + 1), refs, rc);
+			continue;
+		}
+		if (!is_ident(s[k]) || (k > i && is_ident(s[k - 1])))
+			continue;
+		size_t e = k;
+		while (e < eol && is_ident(s[e]))
+			e++;
+		if (ident_is(s + k, e - k, "__has_include") || ident_is(s + k, e - k, "__has_include_next")) {
+			size_t p = skip_hspace(s, eol, e);
+			if (p < eol && s[p] == '(') {
+				p = skip_hspace(s, eol, p + 1);
+				if (!literal_ref(s, eol, p, refs, rc))
+					*rc = jc__inc_ref_add(refs, JC_INC_REF_COMPUTED, "", 0);
+			}
+		}
+		k = e - 1;
+	}
+	return eol;
+}
+
+int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
+{
+	size_t n;
+	char *s = unsplice(text, n0, &n);
+	if (!s)
+		return JC_ENOMEM;
+	int bol = 1, rc = 0;
+	size_t i = 0;
+	while (i < n && rc == 0) {
+		char c = s[i];
+		if (c == '\n') {
+			bol = 1;
+			i++;
+		} else if (is_hspace(c)) {
+			i++;
+		} else if (c == '/' && i + 1 < n && s[i + 1] == '/') {
+			i = line_end(s, n, i);
+		} else if (c == '/' && i + 1 < n && s[i + 1] == '*') {
+			i = skip_block_comment(s, n, i); /* a comment is a space: bol unchanged */
+		} else if (c == '#' && bol) {
+			i = directive(s, n, i + 1, refs, &rc);
+			bol = 0;
+		} else if (bol && c == '%' && i + 1 < n && s[i + 1] == ':') { /* digraph of # */
+			i = directive(s, n, i + 2, refs, &rc);
+			bol = 0;
+		} else if (bol && c == '?' && i + 2 < n && s[i + 1] == '?' && s[i + 2] == '=') { /* trigraph */
+			i = directive(s, n, i + 3, refs, &rc);
+			bol = 0;
+		} else if (c == '"' || c == '\'') {
+			i = skip_quoted(s, n, i);
+			bol = 0;
+		} else if (is_digit(c) || (c == '.' && i + 1 < n && is_digit(s[i + 1]))) {
+			/* pp-number, with C++14 digit separators and exponent signs */
+			for (i++; i < n; i++) {
+				if (is_ident(s[i]) || s[i] == '.')
+					continue;
+				if (s[i] == '\'' && i + 1 < n && is_ident(s[i + 1]))
+					continue;
+				if ((s[i] == '+' || s[i] == '-') && strchr("eEpP", s[i - 1]))
+					continue;
+				break;
+			}
+			bol = 0;
+		} else if (is_ident(c)) {
+			size_t w = i;
+			while (i < n && is_ident(s[i]))
+				i++;
+			size_t len = i - w;
+			/* An encoding prefix or R only matters right before a quote
+			 * (and is at most 3 characters): most identifiers skip this. */
+			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
+				int prefix = ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
+					     ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
+				int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
+					  ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
+					  ident_is(s + w, len, "u8R");
+				if (s[i] == '"' && raw)
+					i = skip_raw(s, n, i);
+				else if (prefix)
+					i = skip_quoted(s, n, i);
+			}
+			bol = 0;
+		} else {
+			i++;
+			bol = 0;
+		}
+	}
+	free(s);
+	return rc;
+}
+
+static int has_pair(const char *t, size_t n, char a, char b)
+{
+	for (const char *p = t, *end = t + n; (p = memchr(p, a, (size_t)(end - p))); p++)
+		if (p + 1 < end && p[1] == b)
+			return 1;
+	return 0;
+}
+
+int jc__inc_may_have_directive(const char *t, size_t n)
+{
+	return memchr(t, '#', n) || has_pair(t, n, '%', ':') || has_pair(t, n, '?', '?');
+}

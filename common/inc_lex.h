@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The include scan's lexer (docs/ARCHITECTURE.md, "The key"): the include
+ * references of one text, found without a preprocessor.
+ *
+ * What is recorded (conservatively; conditionals are ignored, so the set is
+ * a superset of what a compile includes):
+ *  - `#include`, `#include_next` and `#import` with a literal "name" or
+ *    <name>; any other operand is a computed include;
+ *  - in `#if` / `#elif` lines, every parenthesised literal "(<name>)" /
+ *    "(\"name\")" (that is how __has_include and wrappers such as CCCL's
+ *    _CCCL_HAS_INCLUDE(<x>) test for files);
+ *  - in `#if`, `#elif` and `#define` lines, `__has_include(<name>)` and
+ *    `__has_include_next` with a literal; with anything else, a computed
+ *    include;
+ *  - `#line` (and GNU's `# 1 "name"`) with a file name: a computed include
+ *    (it may change where quoted includes are looked for).
+ * Comments, string, character and raw-string literals, pp-numbers and line
+ * splices (backslash-newline, also as the trigraph ??/) are honoured; the
+ * digraph %: and the trigraph ??= start a directive too.
+ *
+ * References go into a struct jc_inc_buf as records: a form byte (enum
+ * jc_inc_ref), the name, a NUL. No I/O, no global state: thread-safe.
+ */
+#ifndef JC_INC_LEX_H
+#define JC_INC_LEX_H
+
+#include <stddef.h>
+
+#include "inc_buf.h"
+
+enum jc_inc_ref {
+	JC_INC_REF_QUOTED = 'q',   /* "name" */
+	JC_INC_REF_ANGLE = 'a',    /* <name> */
+	JC_INC_REF_COMPUTED = 'c', /* not a literal (empty name) */
+};
+
+/* Appends the include references of text[n] (borrowed; any bytes, not
+ * NUL-terminated) to refs. 0 or JC_ENOMEM (refs may hold some of them). */
+int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs);
+
+/* Appends one record (form, len bytes of name) to refs. 0 or JC_ENOMEM. */
+int jc__inc_ref_add(struct jc_inc_buf *refs, enum jc_inc_ref form, const char *name, size_t len);
+
+/* The record at *pos of refs: returns its name (borrowed from refs, NUL-
+ * terminated), its form in *form, and moves *pos past it; NULL at the end. */
+const char *jc__inc_ref_next(const struct jc_inc_buf *refs, size_t *pos, char *form);
+
+/* 1 when text[n] might hold a directive (a '#', the digraph "%:" or "??"):
+ * a cheap filter before jc__inc_lex, so that a source without one costs a
+ * few memchr calls, not a lex. Conservative. */
+int jc__inc_may_have_directive(const char *text, size_t n);
+
+#endif
