@@ -21,36 +21,10 @@
 #include "proto.h"
 #include "remote.h"
 #include "req.h"
+#include "settings.h"
 #include "store.h"
 #include "toolchain.h"
 
-struct jc_config {
-	char *cache_dir;
-	char *socket_path;
-	char *worker_path;        /* jitcache-worker executable */
-	uint64_t max_size;        /* byte budget of ok entries */
-	int64_t negative_ttl_s;   /* lifetime of a negative entry */
-	int workers;              /* compile worker processes */
-	int compile_timeout_s;    /* per compile; 0 = none */
-	uint64_t worker_memory;   /* RLIMIT_AS of a worker in bytes; 0 = none */
-	int idle_timeout_s;       /* a connection silent this long is closed */
-	int handshake_timeout_s;  /* a connection without HELLO this long is closed */
-	int write_timeout_s;      /* an answer not taken this long is dropped, with its connection */
-	int max_connections;      /* client connections at once; more are refused */
-	int max_connections_per_uid; /* of one uid other than root and ours; more are refused */
-	uint64_t buffer_budget;   /* bytes of request and reply buffers (server.c) */
-	int group_shared;         /* socket 0660 (group access); the cache dir stays ours alone */
-	int test_faults;          /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
-	uid_t *allow_uids;        /* clients allowed besides root and our uid; none = all */
-	size_t n_allow_uids;
-	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
-	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
-	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
-	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
-	uint32_t max_include_watches; /* inotify watches for include trees (watch.h); 0 = none */
-	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
-	struct jc_remote_config remote; /* the remote tier (remote.h) */
-};
 
 
 struct jc_conn;

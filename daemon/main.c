@@ -1,20 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitcached: wires options, configuration, the cache directory, the worker
- * pool, the socket server and signals together, then runs the libuv loop.
+ * jitcached: wires the configuration (settings.h), the cache directory, the
+ * worker pool, the socket server and signals together, then runs the libuv
+ * loop.
  */
 #include <errno.h>
-#include <getopt.h>
-#include <grp.h>
 #include <inttypes.h>
-#include <ini.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,6 +24,7 @@
 #include "jitcache/jitcache.h"
 #include "log.h"
 #include "pool.h"
+#include "settings.h"
 #include "util.h"
 #if JC_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -35,373 +32,6 @@
 
 #define TICK_MS 1000
 #define EVICT_EVERY_TICKS 5 /* a budget check every 5 s, besides one after each publish */
-
-static void usage(FILE *f)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	fprintf(f,
-		"usage: jitcached [OPTION]...\n"
-		"Runs in the foreground; ready once the socket accepts. Defaults in brackets.\n"
-		"  --cache-dir DIR          [$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache, else\n"
-		"                            ~/.cache/jitcache]\n"
-		"  --socket PATH            [$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock,\n"
-		"                            else DIR/jitcached.sock]\n"
-		"  --max-size SIZE          byte budget of cached artifacts [10G]\n"
-		"  --negative-ttl DURATION  lifetime of a cached compile failure [300s]\n"
-		"  --workers N              compile worker processes [%ld, the CPUs online]\n"
-		"  --compile-timeout DUR    per compile, 0 none [120s]\n"
-		"  --worker-memory SIZE     address space a worker may add, 0 none [16G]\n"
-		"  --idle-timeout DURATION  close a connection silent this long, 0 never [300s]\n"
-		"  --idle-exit DURATION     exit this long after the last connection closed,\n"
-		"                            0 never [0; a daemon the client library starts: 600s]\n"
-		"  --max-connections N      clients at once [1024]\n"
-		"  --max-connections-per-uid N  of one uid (not root's, not ours) at once [128]\n"
-		"  --handshake-timeout DUR  close a connection without HELLO this long [5s]\n"
-		"  --write-timeout DURATION drop an answer not read this long, and its\n"
-		"                            connection [10s]\n"
-		"  --buffer-budget SIZE     request and reply buffers of all connections; a\n"
-		"                            request or large reply past it gets EBUSY [256M]\n"
-		"  --max-include-watches N  inotify watches over all -I trees; 0: stat every\n"
-		"                            header on each request [32768]\n"
-		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
-		"  --group-shared yes|no    socket 0660 for the group; the cache directory\n"
-		"                            stays the daemon's alone (0700) [no]\n"
-		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
-		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
-		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
-		"  --allow-unconfined       serve other uids without confinement [no]\n"
-		"  --remote URL             fleet tier on Redis: redis://HOST:PORT[/DB],\n"
-		"                            redis+unix:///PATH, redis-cluster://HOST:PORT[,...] [none]\n"
-		"  --remote-secret-file FILE    HMAC key of the fleet's values [none: unsigned]\n"
-		"  --remote-password-file FILE  Redis AUTH password, first line [none]\n"
-		"  --remote-read-only[=yes|no]  read Redis, never write it [no]\n"
-		"  --remote-ttl DURATION    lifetime of a value in Redis [30d]\n"
-		"  --remote-timeout-ms N    each Redis command at most, ms [1000]\n"
-		"  --remote-max-object SIZE largest value written or accepted [64M]\n"
-		"  --config FILE            read only FILE\n"
-		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
-		"  --help, --version\n"
-		"Durations: N[s|m|h|d], at most 10 years. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
-		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
-		"instead of both; flags win over files. SIGHUP re-reads them. Durations: N[s|m|h|d],\n"
-		"at most 10 years. SIGTERM, SIGINT or\n"
-		"`jitcachectl stop`: stop cleanly.\n", cpus > 0 ? cpus : 2);
-}
-
-/* The settings a configuration file or a flag may give, by name. */
-struct settings {
-	struct jc_config *cfg;
-	char *config_file;
-	int log_level;
-	char err[256];
-	FILE *file;        /* the configuration file being read, */
-	const char *path;  /* its name */
-	int line;          /* and the line inih has just read */
-};
-
-/* The longest duration setting accepted, in seconds (10 years): longer ones
- * are an error rather than an overflow in the arithmetic that uses them. */
-#define DURATION_MAX_S (10ll * 365 * 86400)
-
-/* A decimal count from 1 to max into *out (unchanged on error); 0 or JC_EINVAL. */
-static int parse_count(const char *value, long max, int *out)
-{
-	char *end;
-	long n = strtol(value, &end, 10);
-	if (end == value || *end || n < 1 || n > max)
-		return JC_EINVAL;
-	*out = (int)n;
-	return 0;
-}
-
-/* yes/true/on/1 or no/false/off/0 into *out; JC_EINVAL otherwise. */
-static int parse_bool(const char *v, int *out)
-{
-	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
-	for (size_t i = 0; i < 4; i++) {
-		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
-			*out = strcasecmp(v, yes[i]) == 0;
-			return 0;
-		}
-	}
-	return JC_EINVAL;
-}
-
-static int parse_uids(struct jc_config *c, const char *value)
-{
-	uid_t *uids = NULL;
-	size_t n = 0;
-	char *copy = strdup(value), *save = NULL;
-	int rc = copy ? 0 : JC_ENOMEM;
-	for (char *t = copy ? strtok_r(copy, ", ", &save) : NULL; rc == 0 && t;
-	     t = strtok_r(NULL, ", ", &save)) {
-		char *end;
-		long uid = strtol(t, &end, 10);
-		uid_t *p = realloc(uids, (n + 1) * sizeof(*p));
-		if (!p) {
-			rc = JC_ENOMEM;
-		} else {
-			uids = p;
-			uids[n++] = (uid_t)uid;
-			if (*end || uid < 0)
-				rc = JC_EINVAL;
-		}
-	}
-	free(copy);
-	if (rc != 0) {
-		free(uids);
-		return rc;
-	}
-	free(c->allow_uids);
-	c->allow_uids = uids;
-	c->n_allow_uids = n;
-	return 0;
-}
-
-static int set_option(struct settings *s, const char *name, const char *value)
-{
-	struct jc_config *c = s->cfg;
-	int64_t secs;
-	uint64_t size;
-	int ok = 1, remote_rc;
-	if (strcmp(name, "cache-dir") == 0 || strcmp(name, "socket") == 0) {
-		char **field = name[0] == 'c' ? &c->cache_dir : &c->socket_path;
-		free(*field);
-		*field = strdup(value);
-		ok = *value && *field;
-	} else if (strcmp(name, "max-size") == 0 || strcmp(name, "worker-memory") == 0 ||
-		   strcmp(name, "buffer-budget") == 0) {
-		/* worker-memory 0: no limit; the budget must hold one small reply */
-		uint64_t min = name[0] == 'm' ? 1 : name[0] == 'b' ? (1u << 20) : 0;
-		uint64_t *field = name[0] == 'm' ? &c->max_size : name[0] == 'b' ? &c->buffer_budget
-										 : &c->worker_memory;
-		if (jc__parse_size(value, &size) != 0)
-			ok = 0;
-		else if (size < min || size > ((uint64_t)1 << 62)) {
-			snprintf(s->err, sizeof(s->err), "%s %s is out of range (%llu bytes to 4 EiB)", name,
-				 value, (unsigned long long)min);
-			return JC_EINVAL;
-		} else
-			*field = size;
-	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0 ||
-		   strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0 ||
-		   strcmp(name, "handshake-timeout") == 0 || strcmp(name, "write-timeout") == 0 ||
-		   strcmp(name, "idle-exit") == 0) {
-		if (jc__parse_duration(value, &secs) != 0)
-			ok = 0;
-		else if (secs > DURATION_MAX_S) {
-			snprintf(s->err, sizeof(s->err), "%s %s is out of range (at most 10 years, %lld s)",
-				 name, value, DURATION_MAX_S);
-			return JC_EINVAL;
-		} else if (name[0] == 'n')
-			c->negative_ttl_s = secs;
-		else if (name[0] == 'g')
-			c->gc_interval_s = secs;
-		else
-			*(name[0] == 'c' ? &c->compile_timeout_s
-			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s
-			  : name[0] == 'i' ? &c->idle_timeout_s
-			  : name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
-	} else if (strcmp(name, "workers") == 0) {
-		ok = parse_count(value, 256, &c->workers) == 0;
-	} else if (strcmp(name, "max-connections") == 0) {
-		ok = parse_count(value, 1000000, &c->max_connections) == 0;
-	} else if (strcmp(name, "max-connections-per-uid") == 0) {
-		ok = parse_count(value, 1000000, &c->max_connections_per_uid) == 0;
-	} else if (strcmp(name, "max-include-watches") == 0) {
-		int n;
-		ok = strcmp(value, "0") == 0 ? (n = 0, 1) : parse_count(value, 1 << 24, &n) == 0;
-		c->max_include_watches = ok ? (uint32_t)n : c->max_include_watches;
-	} else if (strcmp(name, "log-level") == 0) {
-		int level = jc__log_parse_level(value);
-		ok = level >= 0;
-		s->log_level = ok ? level : s->log_level;
-	} else if (strcmp(name, "group-shared") == 0) {
-		ok = parse_bool(value, &c->group_shared) == 0;
-	} else if (strcmp(name, "admin-group") == 0) {
-		struct group *g = getgrnam(value);
-		ok = g != NULL;
-		c->admin_gid = ok ? g->gr_gid : c->admin_gid;
-	} else if (strcmp(name, "allow-uids") == 0) {
-		ok = parse_uids(c, value) == 0;
-	} else if (strcmp(name, "confinement") == 0) {
-		c->confinement = strcmp(value, "auto") == 0 ? -1 : jc__confine_parse(value);
-		ok = strcmp(value, "auto") == 0 || c->confinement >= 0;
-	} else if (strcmp(name, "allow-unconfined") == 0) {
-		ok = parse_bool(value ? value : "yes", &c->allow_unconfined) == 0;
-	} else if (strncmp(name, "remote", 6) == 0 &&
-		   (remote_rc = jc__remote_config_set(&c->remote, name, value)) != 1) {
-		ok = remote_rc == 0;
-	} else {
-		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
-		return JC_EINVAL;
-	}
-	if (ok)
-		return 0;
-	snprintf(s->err, sizeof(s->err), "bad value '%s' for %s", value, name);
-	return JC_EINVAL;
-}
-
-static int ini_cb(void *user, const char *section, const char *name, const char *value)
-{
-	struct settings *s = user;
-	if (section[0] && strcmp(section, "jitcached") != 0) {
-		/* Not ours (another tool's section), but never silently. */
-		jc_log_warn(MAIN, "%s:%d: '%s' under [%s] is ignored: jitcached reads the settings "
-			    "before any section and under [jitcached]", s->path, s->line, name, section);
-		return 1;
-	}
-	return set_option(s, name, value) == 0;
-}
-
-/* inih's reader: fgets, counting lines for the messages above. */
-static char *ini_read_line(char *str, int num, void *stream)
-{
-	struct settings *s = stream;
-	char *r = fgets(str, num, s->file);
-	s->line += r != NULL;
-	return r;
-}
-
-/* Reads one configuration file; a missing optional file is fine. */
-static int read_config(struct settings *s, const char *path, int required)
-{
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		if (!required && errno == ENOENT)
-			return 0;
-		jc_log_err(MAIN, "cannot read %s: %s", path, strerror(errno));
-		return JC_EIO;
-	}
-	s->file = f;
-	s->path = path;
-	s->line = 0;
-	int line = ini_parse_stream(ini_read_line, s, ini_cb, s);
-	fclose(f);
-	if (line != 0) {
-		jc_log_err(MAIN, "%s:%d: %s", path, line, s->err[0] ? s->err : "syntax error");
-		return JC_EINVAL;
-	}
-	return 0;
-}
-
-/* The system file, then the user's over it; or only --config FILE. */
-static int read_configs(struct settings *s)
-{
-	if (s->config_file)
-		return read_config(s, s->config_file, 1);
-	const char *sysconf = getenv("JITCACHE_TEST_SYSCONFDIR");
-	char path[4096];
-	if (sysconf && *sysconf)
-		jc_log_warn(MAIN, "test override JITCACHE_TEST_SYSCONFDIR=%s", sysconf);
-	else
-		sysconf = JC_SYSCONFDIR;
-	snprintf(path, sizeof(path), "%s/jitcache/jitcached.conf", sysconf);
-	int rc = read_config(s, path, 0);
-	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-	if (rc == 0 && ((xdg && *xdg) || home)) {
-		if (xdg && *xdg)
-			snprintf(path, sizeof(path), "%s/jitcache/jitcached.conf", xdg);
-		else
-			snprintf(path, sizeof(path), "%s/.config/jitcache/jitcached.conf", home);
-		rc = read_config(s, path, 0);
-	}
-	return rc;
-}
-
-static const struct option long_opts[] = {
-	{"cache-dir", required_argument, NULL, 0},
-	{"socket", required_argument, NULL, 0},
-	{"max-size", required_argument, NULL, 0},
-	{"negative-ttl", required_argument, NULL, 0},
-	{"workers", required_argument, NULL, 0},
-	{"compile-timeout", required_argument, NULL, 0},
-	{"worker-memory", required_argument, NULL, 0},
-	{"idle-timeout", required_argument, NULL, 0},
-	{"idle-exit", required_argument, NULL, 0},
-	{"max-connections", required_argument, NULL, 0},
-	{"max-connections-per-uid", required_argument, NULL, 0},
-	{"handshake-timeout", required_argument, NULL, 0},
-	{"write-timeout", required_argument, NULL, 0},
-	{"buffer-budget", required_argument, NULL, 0},
-	{"max-include-watches", required_argument, NULL, 0},
-	{"gc-interval", required_argument, NULL, 0},
-	{"group-shared", required_argument, NULL, 0},
-	{"admin-group", required_argument, NULL, 0},
-	{"allow-uids", required_argument, NULL, 0},
-	{"confinement", required_argument, NULL, 0},
-	{"allow-unconfined", optional_argument, NULL, 0},
-	{"log-level", required_argument, NULL, 0},
-	{"remote", required_argument, NULL, 0},
-	{"remote-secret-file", required_argument, NULL, 0},
-	{"remote-password-file", required_argument, NULL, 0},
-	{"remote-read-only", optional_argument, NULL, 0},
-	{"remote-ttl", required_argument, NULL, 0},
-	{"remote-timeout-ms", required_argument, NULL, 0},
-	{"remote-max-object", required_argument, NULL, 0},
-	{"config", required_argument, NULL, 'c'},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, 'V'},
-	{NULL, 0, NULL, 0},
-};
-
-/* Flags win over files: files are read first, then the flags again. */
-static int parse_args(struct settings *s, int argc, char **argv, int apply)
-{
-	int c, idx;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:hV", long_opts, &idx)) != -1) {
-		switch (c) {
-		case 0:
-			if (apply && set_option(s, long_opts[idx].name, optarg ? optarg : "yes") != 0) {
-				fprintf(stderr, "jitcached: %s\n", s->err);
-				return 2;
-			}
-			break;
-		case 'c':
-			s->config_file = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case 'V':
-			printf("jitcached %s\n", JC_VERSION);
-			exit(0);
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "jitcached: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
-	return 0;
-}
-
-static void defaults(struct jc_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->max_size = 10ull << 30;
-	c->negative_ttl_s = 300;
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	c->workers = n > 0 ? (int)n : 2;
-	c->compile_timeout_s = 120;
-	c->worker_memory = 16ull << 30;
-	c->idle_timeout_s = 300;
-	c->gc_interval_s = 3600;
-	c->max_connections = 1024;
-	c->max_connections_per_uid = 128;
-	c->handshake_timeout_s = 5;
-	c->write_timeout_s = 10;
-	c->buffer_budget = 256ull << 20;
-	c->max_include_watches = 32768;
-	c->admin_gid = (gid_t)-1;
-	c->confinement = -1;
-	jc__remote_config_defaults(&c->remote);
-	const char *f = getenv("JITCACHE_TEST_FAULTS");
-	c->test_faults = f && strcmp(f, "1") == 0;
-}
 
 /* The worker lives next to jitcached in the build tree, else in libexecdir. */
 static char *find_worker(void)
@@ -511,56 +141,6 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	uv_close((uv_handle_t *)&d->sighup, NULL);
 }
 
-/*
- * Room for max-connections descriptors: raise the soft RLIMIT_NOFILE towards
- * the hard one (systemd's default soft limit is 1024), or lower the cap so
- * that clients past it get a clear refusal rather than a failed accept.
- * Connections and a reserve must fit in three quarters of the limit (the
- * rest is for descriptors being served and the thread pool's files).
- */
-static void fit_max_connections(struct jc_config *c)
-{
-	const rlim_t reserve = 64; /* index, store, workers, objects being served */
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return;
-	rlim_t need = (rlim_t)c->max_connections + reserve, want = need + need / 3 + 1;
-	if (rl.rlim_cur < want) {
-		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-		getrlimit(RLIMIT_NOFILE, &rl);
-	}
-	if (rl.rlim_cur < want) {
-		rlim_t usable = rl.rlim_cur - rl.rlim_cur / 4;
-		int fit = usable > 2 * reserve ? (int)(usable - reserve) : (int)(usable / 2);
-		jc_log_warn(MAIN, "max-connections %d lowered to %d: the descriptor limit is %llu",
-			    c->max_connections, fit, (unsigned long long)rl.rlim_cur);
-		c->max_connections = fit;
-	}
-}
-
-/* Fills in the default cache directory and socket where none was set.
- * Returns 0, or 2 with a message on stderr. */
-static int resolve_paths(struct jc_config *c)
-{
-	char buf[4096];
-	if (!c->cache_dir) {
-		if (jc__default_cache_dir(buf, sizeof(buf)) != 0) {
-			jc_log_err(MAIN, "no cache directory: set --cache-dir, JITCACHE_DIR or HOME");
-			return 2;
-		}
-		c->cache_dir = strdup(buf);
-	}
-	if (!c->socket_path) {
-		if (jc__default_socket_path(c->cache_dir, buf, sizeof(buf)) != 0) {
-			jc_log_err(MAIN, "socket path too long");
-			return 2;
-		}
-		c->socket_path = strdup(buf);
-	}
-	return c->cache_dir && c->socket_path ? 0 : 2;
-}
-
 /* Records the budget in the index, for offline `jitcachectl stats`. */
 static void save_budget(struct jc_daemon *d)
 {
@@ -569,21 +149,6 @@ static void save_budget(struct jc_daemon *d)
 	if (jc__index_counters_save(d->wix, &name, &d->cfg.max_size, 1) != 0)
 		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->wix));
 	pthread_mutex_unlock(&d->wlock);
-}
-
-/* Logs a reloaded number that changed; returns it. */
-static int64_t reloaded(const char *name, int64_t old, int64_t now)
-{
-	if (old != now)
-		jc_log_notice(MAIN, "SIGHUP: %s %" PRId64 " -> %" PRId64, name, old, now);
-	return now;
-}
-
-/* Warns about a setting that changed but needs a restart. */
-static void needs_restart(const char *name, int changed)
-{
-	if (changed)
-		jc_log_warn(MAIN, "SIGHUP: %s changed; it takes effect at the next start", name);
 }
 
 /* Starts the remote tier of cfg.remote; nothing without a URL. Redis need
@@ -628,70 +193,27 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 }
 
 /* SIGHUP: re-read the configuration; apply what can change while running and
- * say what cannot. On any error nothing changes. */
+ * say what cannot (settings.h). On any error nothing changes. */
 static void reload_cb(uv_signal_t *sig, int signum)
 {
 	struct jc_daemon *d = sig->data;
-	struct jc_config fresh, *c = &d->cfg;
-	struct settings s = {.cfg = &fresh, .log_level = LOG_NOTICE};
+	struct jc_config fresh;
+	int log_level;
 	(void)signum;
-	defaults(&fresh);
-	if (parse_args(&s, saved_argc, saved_argv, 0) != 0 || read_configs(&s) != 0 ||
-	    parse_args(&s, saved_argc, saved_argv, 1) != 0 || resolve_paths(&fresh) != 0) {
+	if (jc__settings_read(&fresh, saved_argc, saved_argv, &log_level) != 0) {
 		jc_log_err(MAIN, "SIGHUP: configuration not reloaded (see above); keeping the running one");
 		goto out;
 	}
-	if (s.log_level != jc__log_level) {
-		jc_log_notice(MAIN, "SIGHUP: log-level %d -> %d", jc__log_level, s.log_level);
-		jc__log_level = s.log_level;
-	}
-	uint64_t old_max = c->max_size;
-	c->max_size = (uint64_t)reloaded("max-size", (int64_t)c->max_size, (int64_t)fresh.max_size);
-	c->negative_ttl_s = reloaded("negative-ttl", c->negative_ttl_s, fresh.negative_ttl_s);
-	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
-					     fresh.compile_timeout_s);
-	c->idle_timeout_s = (int)reloaded("idle-timeout", c->idle_timeout_s, fresh.idle_timeout_s);
-	c->idle_exit_s = (int)reloaded("idle-exit", c->idle_exit_s, fresh.idle_exit_s);
-	fit_max_connections(&fresh);
-	c->max_connections = (int)reloaded("max-connections", c->max_connections,
-					   fresh.max_connections);
-	c->max_connections_per_uid = (int)reloaded("max-connections-per-uid",
-						   c->max_connections_per_uid,
-						   fresh.max_connections_per_uid);
-	c->handshake_timeout_s = (int)reloaded("handshake-timeout", c->handshake_timeout_s,
-					       fresh.handshake_timeout_s);
-	c->write_timeout_s = (int)reloaded("write-timeout", c->write_timeout_s, fresh.write_timeout_s);
-	c->buffer_budget = (uint64_t)reloaded("buffer-budget", (int64_t)c->buffer_budget,
-					      (int64_t)fresh.buffer_budget);
-	d->buffers.max = (size_t)c->buffer_budget;
-	c->gc_interval_s = reloaded("gc-interval", c->gc_interval_s, fresh.gc_interval_s);
-	c->admin_gid = (gid_t)reloaded("admin-group gid", (int32_t)c->admin_gid, (int32_t)fresh.admin_gid);
-	free(c->allow_uids);
-	c->allow_uids = fresh.allow_uids;
-	c->n_allow_uids = fresh.n_allow_uids;
-	fresh.allow_uids = NULL;
-	needs_restart("cache-dir", strcmp(c->cache_dir, fresh.cache_dir) != 0);
-	needs_restart("socket", strcmp(c->socket_path, fresh.socket_path) != 0);
-	needs_restart("workers", c->workers != fresh.workers);
-	needs_restart("worker-memory", c->worker_memory != fresh.worker_memory);
-	needs_restart("group-shared", c->group_shared != fresh.group_shared);
-	needs_restart("confinement", c->confinement != fresh.confinement);
-	needs_restart("max-include-watches", c->max_include_watches != fresh.max_include_watches);
-	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
-			    "compile-timeout, idle-timeout, idle-exit, max-connections, "
-			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
-			    "gc-interval, admin-group, "
-			    "allow-uids, remote*)");
+	uint64_t old_max = d->cfg.max_size;
+	jc__settings_apply(&d->cfg, &fresh, log_level);
+	d->buffers.max = (size_t)d->cfg.buffer_budget;
 	remote_reload(d, &fresh);
-	if (c->max_size != old_max)
+	if (d->cfg.max_size != old_max)
 		save_budget(d);
-	if (c->max_size < old_max)
+	if (d->cfg.max_size < old_max)
 		jc__evict_check(d);
 out:
-	free(fresh.cache_dir);
-	free(fresh.socket_path);
-	free(fresh.allow_uids);
-	jc__remote_config_clear(&fresh.remote);
+	jc__settings_clear(&fresh);
 }
 
 /*
@@ -806,24 +328,19 @@ static int inherited_listener(void)
 int main(int argc, char **argv)
 {
 	struct jc_daemon *d = &daemon_state;
-	struct settings s = {.cfg = &d->cfg, .log_level = LOG_NOTICE};
 	char err[512] = "", buf[4096], conf_why[128] = "";
-	int rc = 0, exit_code = 1;
+	int rc = 0, exit_code = 1, log_level;
 
 	saved_argc = argc;
 	saved_argv = argv;
 	/* The cache directory, the index SQLite creates and everything else we
 	 * write belong to our uid alone (the socket's mode is set on its own). */
 	umask(077);
-	defaults(&d->cfg);
-	if (parse_args(&s, argc, argv, 0) != 0 || read_configs(&s) != 0 ||
-	    parse_args(&s, argc, argv, 1) != 0)
+	if (jc__settings_read(&d->cfg, argc, argv, &log_level) != 0)
 		return 2;
-	jc__log_level = s.log_level;
-	if (resolve_paths(&d->cfg) != 0)
-		return 2;
+	jc__log_level = log_level;
 	d->cfg.worker_path = find_worker();
-	fit_max_connections(&d->cfg);
+	jc__settings_fit_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->lock_fd = -1;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
@@ -933,10 +450,6 @@ err_out:
 		fprintf(stderr, "jitcached: %s\n", err[0] ? err : jc_strerror(rc));
 	free(d->touch_keys);
 	free(d->touch_hits);
-	free(d->cfg.cache_dir);
-	free(d->cfg.socket_path);
-	free(d->cfg.worker_path);
-	free(d->cfg.allow_uids);
-	jc__remote_config_clear(&d->cfg.remote);
+	jc__settings_clear(&d->cfg);
 	return exit_code;
 }
