@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `jitcachectl doctor`: the seed document's run-time checklist, one line per
- * check: the toolchain (NVRTC, nvJitLink, supported architectures), the
- * driver and its devices (name, compute capability, UUID), the CUDA runtime,
- * whether this driver can JIT the PTX this NVRTC emits, the cache directory
- * and the daemon's socket.
+ * `jitcachectl doctor`: the run-time checklist (docs/ARCHITECTURE.md,
+ * "Doctor"), one line per check: the toolchain (NVRTC, nvJitLink, supported
+ * architectures), the driver and its devices (name, compute capability,
+ * UUID), the CUDA runtime, whether this driver can JIT the PTX this NVRTC
+ * emits, the cache directory and the daemon's socket.
  *
  * libcuda is dlopen()ed, never linked, so doctor runs (and says so) on
  * machines without a driver. The driver calls used, all from the CUDA Driver

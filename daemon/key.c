@@ -377,13 +377,13 @@ static void item_strv(struct hasher *st, uint16_t count_tag, uint16_t tag, char 
 }
 
 /*
- * DESIGN item 4, "headers read from include directories", and item 5: the
- * number of -I directories enters here, and each -I option as its index
- * (every spelling NVRTC accepts alike), not the directory's path: the
- * directories and the content of the files a compile may read from them
- * enter through jc__key_with_tree() and jc__inc_key_digest() (includes.h),
- * which the daemon applies after its include scan or to a client-read tree
- * (cache.c), so that the same bytes under other directories share a key.
+ * Items 4 (headers read from include directories) and 5 of key.h: the number
+ * of -I directories enters here, and each -I option as its index (every
+ * spelling NVRTC accepts alike), not the directory's path: the directories
+ * and the content of the files a compile may read from them enter through
+ * jc__key_with_tree() and jc__inc_key_digest() (includes.h), which the daemon
+ * applies after its include scan or to a client-read tree (cache.c), so that
+ * the same bytes under other directories share a key.
  */
 static void add_options(struct hasher *st, const struct jc_req *req)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Request validation and cache key derivation (DESIGN.md, "The cache key").
+ * Request validation and cache key derivation (docs/ARCHITECTURE.md, "The key").
  *
  * key = XXH3-128 (seed 0) over a canonical encoding in which every item is
  *   u16 tag | u64 length | length bytes          (integers little-endian)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Templated SAXPY (the seed's exercise 1): instantiate saxpy<float> and
+// Templated SAXPY (docs/ARCHITECTURE.md, "Examples", exercise 1): instantiate saxpy<float> and
 // saxpy<double> through name expressions and load them by lowered name.
 template <typename T>
 __global__ void saxpy(T a, const T *__restrict__ x, T *__restrict__ y, unsigned long long n)

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Cold-start breakdown of a fresh process (the seed's "延迟加载与冷启动"):
+ * Cold-start breakdown of a fresh process (docs/ARCHITECTURE.md, "Examples"):
  * exec -> cuInit -> primary context -> connect to jitcached -> resolve the
- * target -> fetch -> module load -> lookup -> first allocation and copies
- * -> first launch (launch + synchronise) -> steady-state launches.
+ * target -> fetch -> module load -> lookup -> first allocation and copies ->
+ * first launch (launch + synchronise) -> steady-state launches.
  * module_ready_ms: context ready -> CUfunction in hand (connect, request,
  * resolve, fetch, load, lookup), the figure to hold against a JIT cache
  * inside the process (e.g. CuPy's RawModule + get_function).

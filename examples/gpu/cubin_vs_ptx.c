@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seed's exercise 2: the device's sm_XY cubin against compute_XY PTX of
- * the same saxpy.cu, both through jitcached. For each, ITERS times in this
- * process: fetch (a hit after the first), cuModuleLoadDataEx, lookup, the
- * first launch (launch + synchronise) and a second launch, then unload.
- * PTX is JIT-compiled by the driver at load; whether the driver's own JIT
- * cache (CUDA_CACHE_DISABLE, CUDA_CACHE_PATH: CUDA C++ Programming Guide,
- * "CUDA Environment Variables") serves repeats is up to the environment,
- * so the program prints it.
+ * Exercise 2 (docs/ARCHITECTURE.md, "Examples"): the device's sm_XY cubin
+ * against compute_XY PTX of the same saxpy.cu, both through jitcached. For
+ * each, ITERS times in this process: fetch (a hit after the first),
+ * cuModuleLoadDataEx, lookup, the first launch (launch + synchronise) and a
+ * second launch, then unload. PTX is JIT-compiled by the driver at load;
+ * whether the driver's own JIT cache (CUDA_CACHE_DISABLE, CUDA_CACHE_PATH:
+ * CUDA C++ Programming Guide, "CUDA Environment Variables") serves repeats is
+ * up to the environment, so the program prints it.
  *
  * Usage: cubin_vs_ptx [ITERS] [N]
  * Prints per target the first iteration and the median of the others, in

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared by the GPU examples (not part of the library): driver error checks,
- * the primary-context set-up of the seed document, the templated SAXPY
- * kernel of examples/saxpy.cu (embedded at build time), its launch and its
- * check against the CPU. Every function exits the process with status 1
- * and a message on a CUDA or jitcache failure unless it says otherwise.
+ * the primary-context set-up (docs/ARCHITECTURE.md, "CUDA contexts"), the
+ * templated SAXPY kernel of examples/saxpy.cu (embedded at build time), its
+ * launch and its check against the CPU. Every function exits the process with
+ * status 1 and a message on a CUDA or jitcache failure unless it says
+ * otherwise.
  */
 #ifndef JCX_GPU_COMMON_H
 #define JCX_GPU_COMMON_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seed's exercise 3: a host that dlopen()s the SAXPY plugin and hands
- * it its own device pointers and stream.
+ * Exercise 3 (docs/ARCHITECTURE.md, "Examples"): a host that dlopen()s the
+ * SAXPY plugin and hands it its own device pointers and stream.
  *
  * Usage: plugin_host PLUGIN.so primary|own-context
  *  primary      buffers and a non-blocking stream of the device's primary

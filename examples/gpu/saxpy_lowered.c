@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seed's exercise 1: templated SAXPY through NVRTC lowered names.
- * Fetches saxpy.cu for this device through jitcached (the target resolved
- * from the device: sm_XY cubin, or compute_XY PTX where NVRTC lacks XY),
- * loads it into the primary context, looks saxpy<float> and saxpy<double>
- * up by name expression and checks both against the CPU.
+ * Exercise 1 (docs/ARCHITECTURE.md, "Examples"): templated SAXPY through
+ * NVRTC lowered names. Fetches saxpy.cu for this device through jitcached
+ * (the target resolved from the device: sm_XY cubin, or compute_XY PTX where
+ * NVRTC lacks XY), loads it into the primary context, looks saxpy<float> and
+ * saxpy<double> up by name expression and checks both against the CPU.
  *
  * Usage: saxpy_lowered [N]   (daemon socket: $JITCACHE_SOCKET or the default)
  * Prints one line per instance; exits 0 when both match the CPU exactly.

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A plugin with a stable C ABI (the seed's "插件与 ABI 边界"): the caller
- * passes views of its own device buffers and its own stream; the plugin
- * runs SAXPY, fetched through jitcached, on that stream. Only plain C types
- * cross the boundary; the view's layout is fixed for abi_version 1.
+ * A plugin with a stable C ABI (docs/ARCHITECTURE.md, "Examples", 3): the
+ * caller passes views of its own device buffers and its own stream; the
+ * plugin runs SAXPY, fetched through jitcached, on that stream. Only plain C
+ * types cross the boundary; the view's layout is fixed for abi_version 1.
  *
  * Context contract: the plugin works in the device's primary context, the
  * one the CUDA runtime and most frameworks use (CUDA C++ Programming Guide,

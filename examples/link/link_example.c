@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Runtime linking through jitcached (the seed's diagram):
+ * Runtime linking through jitcached (docs/ARCHITECTURE.md, "Examples"):
  *
  *   user specialisation PTX ---+
  *   prebuilt device library ---+-- nvJitLink (-lto) --> optimised cubin

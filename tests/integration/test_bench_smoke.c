@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jitcache-bench works: its --tiny mode (every measurement, tiny sizes, its
- * own daemon) exits 0 and prints the JSON figures DESIGN.md names. Speed is
- * not judged here (the benchmark's targets are not a test); what must hold
- * whatever the machine's speed is: the figures are there and sane, and 64
- * cold clients on one key cost exactly one compile.
+ * own daemon) exits 0 and prints the JSON figures docs/ARCHITECTURE.md
+ * ("Interfaces") names. Speed is not judged here (the benchmark's targets are
+ * not a test); what must hold whatever the machine's speed is: the figures
+ * are there and sane, and 64 cold clients on one key cost exactly one
+ * compile.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `jitcachectl stats` against a real daemon after real compiles: the JSON
- * keys DESIGN.md promises and their values, the human table, the Prometheus
- * text format checked by a strict parser written here (and by promtool when
- * it is installed), stats --zero through the daemon and offline, counters
- * that persist across restarts, and jc_client_stats() (the public API).
+ * keys docs/ARCHITECTURE.md ("Interfaces") promises and their values, the
+ * human table, the Prometheus text format checked by a strict parser written
+ * here (and by promtool when it is installed), stats --zero through the
+ * daemon and offline, counters that persist across restarts, and
+ * jc_client_stats() (the public API).
  */
 #include <ctype.h>
 #include <math.h>
