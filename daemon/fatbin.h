@@ -34,28 +34,8 @@
 #include <stdint.h>
 
 #include "req.h"
+#include "targets.h"
 #include "toolchain.h"
-
-#define JC_TARGETS_MAX 16 /* targets in one list */
-#define JC_TARGET_LEN 16  /* bytes of one target name, NUL included ("compute_100a") */
-
-/* A parsed target list, in its order. */
-struct jc_targets {
-	size_t n;
-	char v[JC_TARGETS_MAX][JC_TARGET_LEN];
-};
-
-/*
- * Splits a comma-separated target list: 1..JC_TARGETS_MAX targets, each of
- * jc__arch_number()'s form, no empty item, no target twice. list borrowed;
- * *t filled. Returns 0 or JC_EINVAL with a message naming the bad item in
- * err (errlen bytes). Thread-safe.
- */
-int jc__targets_parse(const char *list, struct jc_targets *t, char *err, size_t errlen);
-
-/* The output a target's part is made as: JC_OUTPUT_PTX for compute_NN, else
- * JC_OUTPUT_CUBIN. */
-uint32_t jc__target_output(const char *target);
 
 /*
  * Worker side of the JC_JOB_FATBIN job: req->link_inputs are the parts in

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "key.h"
 
-#include "fatbin.h"
+#include "targets.h"
 #include "inc_opts.h"
 #include "inc_set.h"
 #include "jitcache/jitcache.h"

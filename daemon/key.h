@@ -51,7 +51,7 @@
  *    cubin or PTX only: nvJitLink API reference, nvJitLinkGetLinkedCubin /
  *    nvJitLinkGetLinkedPtx); JC_JOB_LINK without link inputs;
  *  - arch NULL or not ^(sm|compute)_[0-9]{2,3}[af]?$; for fatbin output a
- *    target list jc__targets_parse() refuses (fatbin.h), or a job that is not
+ *    target list jc__targets_parse() refuses (targets.h), or a job that is not
  *    a compile; a list (a comma) with another output;
  *  - a compile job (JC_JOB_COMPILE, JC_JOB_COMPILE_LINK) without a source name;
  *    source NULL with source_size > 0 (same for every blob);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Target lists of multi-architecture requests (fatbin.h). */
+/* Target lists of multi-architecture requests: see targets.h. */
+#include "targets.h"
+
 #include <string.h>
 
-#include "fatbin.h"
 #include "jitcache/jitcache.h"
 #include "key.h"
 #include "util.h"
