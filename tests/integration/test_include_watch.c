@@ -81,13 +81,19 @@ static void expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache
 	jc_result_free(jct_expect_ptx(d, r, st, want));
 }
 
-/* Hits until one is keyed through the watch (the first may be a stat walk:
- * a key learnt from what NVRTC read is watched from its first lookup). */
+/*
+ * A hit at once (a tree written within the settle margin is stat-walked and
+ * re-hashed, not watched: common/includes.h), then, once the margin has
+ * passed, hits until one is keyed through the watch (the first may be a stat
+ * walk: a key learnt from what NVRTC read is watched from its first lookup),
+ * then a hit with no stat call at all.
+ */
 static void expect_watched_hits(const struct jc_test_daemon *d, const jc_request *r,
 				const char *want)
 {
+	expect(d, r, JC_HIT, want);
+	jct_settle();
 	int64_t w0 = jct_stat(d, "include_tree_watch_hits");
-	int64_t s0 = jct_stat(d, "include_stats");
 	expect(d, r, JC_HIT, want);
 	expect(d, r, JC_HIT, want);
 	int64_t w1 = jct_stat(d, "include_tree_watch_hits");
@@ -96,7 +102,6 @@ static void expect_watched_hits(const struct jc_test_daemon *d, const jc_request
 	expect(d, r, JC_HIT, want);
 	assert_int_equal(jct_stat(d, "include_tree_watch_hits"), w1 + 1);
 	assert_int_equal(jct_stat(d, "include_stats"), s1); /* no stat call at all */
-	(void)s0;
 }
 
 static const char tree_kernel[] =
