@@ -224,10 +224,10 @@ static void test_touch(void **state)
 		mkkey(keys[i], i);
 	}
 	mkkey(keys[3], 77); /* evicted meanwhile: skipped */
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, 4, 500), 0);
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, 2, 600), 0);
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, 1, 700), 0);
-	assert_int_equal(jc__index_touch(f->ix, NULL, NULL, 0, 800), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, NULL, 4, 500), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, NULL, 2, 600), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, NULL, 1, 700), 0);
+	assert_int_equal(jc__index_touch(f->ix, NULL, NULL, NULL, 0, 800), 0);
 	for (int i = 0; i < 3; i++) {
 		static const uint64_t want_hits[3] = { 2, 10, 0 };
 		static const int64_t want_at[3] = { 700, 600, 500 };
@@ -602,7 +602,7 @@ static void test_many(void **state)
 		mkkey(keys[i], i);
 		want += e.size;
 	}
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, N, 5000), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, NULL, N, 5000), 0);
 	assert_int_equal(jc__index_totals(f->ix, &n, NULL, &bytes), 0);
 	assert_int_equal(n, N);
 	assert_int_equal(bytes, want);
