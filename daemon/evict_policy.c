@@ -11,7 +11,9 @@ uint64_t jc__evict_mark(uint64_t max_size, unsigned pct)
 	return max_size / 100 * pct + max_size % 100 * pct / 100;
 }
 
-/* Collects in f's LRU order down to target bytes (of total), then removes. */
+/* Collects in f's LRU order down to target bytes (of total), then removes;
+ * adds the entries that left the cache to env->evicted, and, for a uid's
+ * share, the entries it dropped to env->user_evicted. */
 static int evict(struct jc_admin_env *env, struct jc_victims *vs, const struct jc_filter *f)
 {
 	int rc = jc__index_foreach(env->ix, f, jc__victims_collect_cb, vs);
@@ -19,6 +21,8 @@ static int evict(struct jc_admin_env *env, struct jc_victims *vs, const struct j
 		rc = 0;
 	rc = rc ?: jc__victims_remove(env, vs, 0, NULL);
 	env->evicted += vs->gone;
+	if (vs->by_uid && rc == 0)
+		env->user_evicted += vs->n;
 	jc__victims_free(vs);
 	return rc;
 }
@@ -43,9 +47,7 @@ int jc__evict_user_to(struct jc_admin_env *env, uint32_t uid, uint64_t target)
 	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = t.bytes,
 				.by_uid = 1, .uid = uid};
 	struct jc_filter f = {.status = JC_FILTER_OK, .by_uid = 1, .uid = uid};
-	rc = evict(env, &vs, &f);
-	env->user_evicted += vs.n;
-	return rc;
+	return evict(env, &vs, &f);
 }
 
 struct over {
