@@ -336,6 +336,12 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 	}
 	if (upgrade) {
 		rc = upgrade_schema(ix->db, path, &msg);
+		if (rc == SQLITE_ERROR) {
+			/* Schema 1's version on tables we do not know. */
+			jc__fail(err, errlen, 0, "%s: unexpected schema: %s", path, msg ? msg : "");
+			sqlite3_free(msg);
+			return FOREIGN;
+		}
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
 		jc_log_notice(INDEX, "upgraded index %s to schema %d: existing entries belong to "
