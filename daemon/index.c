@@ -628,14 +628,11 @@ static int row_to_entry(sqlite3_stmt *st, struct jc_entry *e)
 	return rc;
 }
 
-int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *out)
+/* Steps a bound point lookup into *out, then resets it. */
+static int get_row(struct jc_index *ix, sqlite3_stmt *st, struct jc_entry *out)
 {
-	sqlite3_stmt *st = ix->st[ST_GET];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
 
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "get");
-	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		rc = row_to_entry(st, out);
 		if (rc == JC_ECORRUPT)
@@ -645,6 +642,14 @@ int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *o
 	}
 	sqlite3_reset(st);
 	return rc;
+}
+
+int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *out)
+{
+	sqlite3_stmt *st = ix->st[ST_GET];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	return rc == SQLITE_OK ? get_row(ix, st, out) : fail(ix, rc, "get");
 }
 
 static const char *or_empty(const char *s)
@@ -777,18 +782,7 @@ int jc__index_get_user(struct jc_index *ix, const uint8_t key[16], uint32_t uid,
 
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 2, uid);
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "get");
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		rc = row_to_entry(st, out);
-		if (rc == JC_ECORRUPT)
-			snprintf(ix->msg, sizeof(ix->msg), "get: malformed entry row");
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "get");
-	}
-	sqlite3_reset(st);
-	return rc;
+	return rc == SQLITE_OK ? get_row(ix, st, out) : fail(ix, rc, "get");
 }
 
 int jc__index_unuse(struct jc_index *ix, const uint8_t key[16], uint32_t uid, uint64_t *left)
