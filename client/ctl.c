@@ -954,6 +954,8 @@ static void print_prometheus(const struct jc_record *r)
 		const char *n = jc__counter_names[i];
 		char name[128];
 		size_t len = strlen(n);
+		if (!jc__record_get(r, n))
+			continue; /* not this caller's (a non-admin: its own figures only) */
 		if (len > 3 && strcmp(n + len - 3, "_ns") == 0) {
 			snprintf(name, sizeof(name), "jitcache_%.*s_seconds_total", (int)(len - 3), n);
 			prom_family(name, "counter", jc__counter_help[i]);

@@ -314,10 +314,15 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 	int upgrade = !readonly && app == APP_ID && ver == 1;
 	if ((app != APP_ID || ver != SCHEMA_VERSION) && !upgrade) {
 		if (app || ver || tables || readonly) {
-			jc__fail(err, errlen, 0, app == APP_ID ?
-				"%s has index schema version %lld; this jitcached uses %d" :
-				"%s is not a jitcache index (application_id %lld)", path,
-				(long long)(app == APP_ID ? ver : app), SCHEMA_VERSION);
+			const char *then = !readonly ? "" : app == APP_ID && ver == 1 ?
+				" (jitcached upgrades it in place, keeping its entries)" :
+				" (jitcached moves it aside and starts afresh)";
+			if (app == APP_ID)
+				jc__fail(err, errlen, 0, "%s has index schema version %lld; this "
+					 "jitcached uses %d%s", path, (long long)ver, SCHEMA_VERSION, then);
+			else
+				jc__fail(err, errlen, 0, "%s is not a jitcache index (application_id "
+					 "%lld)%s", path, (long long)app, then);
 			return FOREIGN;
 		}
 	}
