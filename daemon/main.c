@@ -21,6 +21,7 @@
 #include "config.h"
 #include "confine.h"
 #include "daemon.h"
+#include "evict.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
 #include "pool.h"
@@ -31,7 +32,6 @@
 #endif
 
 #define TICK_MS 1000
-#define EVICT_EVERY_TICKS 5 /* a budget check every 5 s, besides one after each publish */
 
 /* The worker lives next to jitcached in the build tree, else in libexecdir. */
 static char *find_worker(void)
@@ -107,15 +107,12 @@ static void idle_exit_check(struct jc_daemon *d)
 
 static void tick_cb(uv_timer_t *t)
 {
-	static unsigned ticks;
 	struct jc_daemon *d = t->data;
 	lock_check(d);
 	idle_exit_check(d);
 	jc__cache_tick(d);
 	jc__pool_dispatch(d);
-	if (++ticks % EVICT_EVERY_TICKS == 0)
-		jc__evict_check(d);
-	jc__gc_maybe(d);
+	jc__evict_tick(d);
 }
 
 /* --- signals -------------------------------------------------------------------- */
@@ -141,14 +138,16 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	uv_close((uv_handle_t *)&d->sighup, NULL);
 }
 
-/* Records the budget in the index, for offline `jitcachectl stats`. */
-static void save_budget(struct jc_daemon *d)
+/* The eviction module's report of each budget job: systemd's status line. */
+static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
 {
-	static const char *const name = JC_STORED_MAX_SIZE;
-	pthread_mutex_lock(&d->wlock);
-	if (jc__index_counters_save(d->wix, &name, &d->cfg.max_size, 1) != 0)
-		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->wix));
-	pthread_mutex_unlock(&d->wlock);
+	char status[256];
+	snprintf(status, sizeof(status),
+		 "STATUS=serving: %" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " bytes; %" PRIu64
+		 " hits, %" PRIu64 " misses",
+		 r->entries_after, r->bytes_after, r->max_size, d->counters[JC_CTR_hits],
+		 d->counters[JC_CTR_misses]);
+	jc__daemon_notify(status);
 }
 
 /* Starts the remote tier of cfg.remote; nothing without a URL. Redis need
@@ -204,14 +203,11 @@ static void reload_cb(uv_signal_t *sig, int signum)
 		jc_log_err(MAIN, "SIGHUP: configuration not reloaded (see above); keeping the running one");
 		goto out;
 	}
-	uint64_t old_max = d->cfg.max_size;
+	uint64_t old_max = d->cfg.max_size, old_share = d->cfg.user_max_size;
 	jc__settings_apply(&d->cfg, &fresh, log_level);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
 	remote_reload(d, &fresh);
-	if (d->cfg.max_size != old_max)
-		save_budget(d);
-	if (d->cfg.max_size < old_max)
-		jc__evict_check(d);
+	jc__evict_budget_changed(d, old_max, old_share);
 out:
 	jc__settings_clear(&fresh);
 }
@@ -381,7 +377,7 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
 		goto err_after_rix;
 	}
-	save_budget(d);
+	jc__evict_start(d, evict_report);
 
 	int listen_fd = inherited_listener();
 	rc = choose_confinement(d, serves_other_uids(d, listen_fd), conf_why, sizeof(conf_why), err,
@@ -450,6 +446,7 @@ err_out:
 		fprintf(stderr, "jitcached: %s\n", err[0] ? err : jc_strerror(rc));
 	free(d->touch_keys);
 	free(d->touch_hits);
+	free(d->touch_uids);
 	jc__settings_clear(&d->cfg);
 	return exit_code;
 }

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "confine.h"
+#include "evict.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
 #include "util.h"
@@ -31,6 +32,8 @@ static void usage(FILE *f)
 		"  --socket PATH            [$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock,\n"
 		"                            else DIR/jitcached.sock]\n"
 		"  --max-size SIZE          byte budget of cached artifacts [10G]\n"
+		"  --user-max-size SIZE     byte share of each uid (its entries, a shared one in\n"
+		"                            full); its least recently used go first, 0 none [0]\n"
 		"  --negative-ttl DURATION  lifetime of a cached compile failure [300s]\n"
 		"  --workers N              compile worker processes [%ld, the CPUs online]\n"
 		"  --compile-timeout DUR    per compile, 0 none [120s]\n"
@@ -153,6 +156,12 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		free(*field);
 		*field = strdup(value);
 		ok = *value && *field;
+	} else if (strcmp(name, "user-max-size") == 0) {
+		/* 0: no per-uid share */
+		if (jc__parse_size(value, &size) != 0)
+			ok = 0;
+		else
+			c->user_max_size = size;
 	} else if (strcmp(name, "max-size") == 0 || strcmp(name, "worker-memory") == 0 ||
 		   strcmp(name, "buffer-budget") == 0) {
 		/* worker-memory 0: no limit; the budget must hold one small reply */
@@ -297,6 +306,7 @@ static const struct option long_opts[] = {
 	{"cache-dir", required_argument, NULL, 0},
 	{"socket", required_argument, NULL, 0},
 	{"max-size", required_argument, NULL, 0},
+	{"user-max-size", required_argument, NULL, 0},
 	{"negative-ttl", required_argument, NULL, 0},
 	{"workers", required_argument, NULL, 0},
 	{"compile-timeout", required_argument, NULL, 0},
@@ -366,7 +376,7 @@ static int parse_args(struct settings *s, int argc, char **argv, int apply)
 static void defaults(struct jc_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->max_size = 10ull << 30;
+	c->max_size = JC_DEFAULT_MAX_SIZE;
 	c->negative_ttl_s = 300;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n > 0 ? (int)n : 2;
@@ -480,6 +490,8 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 		jc__log_level = log_level;
 	}
 	c->max_size = (uint64_t)reloaded("max-size", (int64_t)c->max_size, (int64_t)fresh->max_size);
+	c->user_max_size = (uint64_t)reloaded("user-max-size", (int64_t)c->user_max_size,
+					      (int64_t)fresh->user_max_size);
 	c->negative_ttl_s = reloaded("negative-ttl", c->negative_ttl_s, fresh->negative_ttl_s);
 	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
 					     fresh->compile_timeout_s);
@@ -511,8 +523,8 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	needs_restart("group-shared", c->group_shared != fresh->group_shared);
 	needs_restart("confinement", c->confinement != fresh->confinement);
 	needs_restart("max-include-watches", c->max_include_watches != fresh->max_include_watches);
-	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
-			    "compile-timeout, idle-timeout, idle-exit, max-connections, "
+	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, user-max-size, "
+			    "negative-ttl, compile-timeout, idle-timeout, idle-exit, max-connections, "
 			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
 			    "gc-interval, admin-group, "
 			    "allow-uids, remote*)");

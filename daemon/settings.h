@@ -23,6 +23,7 @@ struct jc_config {
 	char *socket_path;
 	char *worker_path;        /* jitcache-worker executable */
 	uint64_t max_size;        /* byte budget of ok entries */
+	uint64_t user_max_size;   /* byte share of each uid (evict.h); 0 = none */
 	int64_t negative_ttl_s;   /* lifetime of a negative entry */
 	int workers;              /* compile worker processes */
 	int compile_timeout_s;    /* per compile; 0 = none */
