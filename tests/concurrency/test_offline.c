@@ -28,8 +28,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "robust.h"
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 
 static const char pool_spec[] = "0:0,0:1,0:2,0:3,0:4,0:5,1:0,1:1";
 
@@ -53,7 +53,7 @@ static int run_ctl(const char *const *args, char *out, size_t cap)
 		n += got > 0 ? (size_t)got : 0;
 	out[n] = '\0';
 	close(p[0]);
-	return jct_wait(pid);
+	return jtl_wait(pid);
 }
 
 static int helper_ctl_loop(char **argv)
@@ -131,10 +131,10 @@ static size_t count(const char *text, const char *needle)
 static void test_offline_then_daemon(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	assert_int_equal(fetch_all(f), 0);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 
 	const char *stats[] = {"stats", "--json", NULL}, *ls[] = {"ls", "--json", NULL};
 	const char *verify[] = {"verify", NULL}, *neg[] = {"purge", "--negative", NULL};
@@ -176,17 +176,17 @@ static void test_offline_then_daemon(void **state)
 		assert_int_equal(run_ctl(argv, buf, sizeof(buf)), 1);
 		assert_int_equal(jct_stat(&f->d, "entries"), 4);
 	}
-	printf("offline then daemon: same answers; %.1f s\n", jct_now() - t0);
+	printf("offline then daemon: same answers; %.1f s\n", jtl_now_s() - t0);
 }
 
 /* The command loop runs while a daemon starts and stops 6 times. */
 static void test_offline_and_daemon_at_once(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	fetch_all(f);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 
 	int stop[2], out[2];
 	assert_int_equal(pipe(stop), 0);
@@ -202,17 +202,17 @@ static void test_offline_and_daemon_at_once(void **state)
 	double slowest = 0;
 	for (int i = 0; i < 6; i++) {
 		usleep(300000); /* offline for a while */
-		double s0 = jct_now();
+		double s0 = jtl_now_s();
 		jct_daemon_start(&f->d, NULL); /* waits for the lock the loop may hold */
-		if (jct_now() - s0 > slowest)
-			slowest = jct_now() - s0;
+		if (jtl_now_s() - s0 > slowest)
+			slowest = jtl_now_s() - s0;
 		starts++;
 		fetch_all(f);
 		usleep(300000);
-		assert_int_equal(jct_daemon_stop(&f->d), 0);
+		assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	}
 	close(stop[1]);
-	assert_int_equal(jct_wait(loop), 0);
+	assert_int_equal(jtl_wait(loop), 0);
 	unsigned long v[4] = {0};
 	FILE *in = fdopen(out[0], "r");
 	assert_int_equal(fscanf(in, "%lu %lu %lu %lu", &v[0], &v[1], &v[2], &v[3]), 4);
@@ -228,7 +228,7 @@ static void test_offline_and_daemon_at_once(void **state)
 	fetch_all(f);
 	printf("offline tools and daemon at once: %d daemon starts (slowest %.2f s), %lu commands "
 	       "(%lu stats offline, %lu through the daemon), %lu failures; %.1f s\n",
-	       starts, slowest, v[0], v[2], v[3], v[1], jct_now() - t0);
+	       starts, slowest, v[0], v[2], v[3], v[1], jtl_now_s() - t0);
 	assert_int_equal(v[1], 0);
 	assert_true(v[2] > 0 && v[3] > 0);
 }

@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
-static struct jc_test_daemon daemon_;
+static struct jtl_daemon daemon_;
 
 /* 0 when libcuda loads, cuInit succeeds and there is a device; else the
  * reason in why. CUresult 0 is CUDA_SUCCESS (cuda.h). */

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 /* The number after "key": in json; fails the test when absent. */
 static double json_num(const char *json, const char *key)
@@ -58,7 +58,7 @@ static void test_tiny_json(void **state)
 		;
 	close(out);
 	size_t n;
-	char *json = (char *)jct_read_file(out_path, &n);
+	char *json = (char *)jtl_read_file(out_path, &n);
 	unlink(out_path);
 	assert_non_null(json);
 	assert_true(WIFEXITED(status));

@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static const char src[] = "extern \"C\" __global__ void hp(float *x) { x[threadIdx.x] += 1.0f; }\n";
 
@@ -52,7 +52,7 @@ static int request(jc_client *c, const jc_request *r, uint8_t **out, size_t *siz
 }
 
 /* The hit count `jitcachectl ls --json` shows for the only entry. */
-static long listed_hits(const struct jc_test_daemon *d)
+static long listed_hits(const struct jtl_daemon *d)
 {
 	char *out = NULL;
 	const char *args[] = {"ls", "--json", NULL};
@@ -67,7 +67,7 @@ static long listed_hits(const struct jc_test_daemon *d)
 
 static void test_hits_all_counted(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
 	jc_client *c = jct_connect(d);
 	assert_int_equal(request(c, r, NULL, NULL), JC_MISS);
@@ -82,7 +82,7 @@ static void test_hits_all_counted(void **state)
 		assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
 	jc_client_close(c);
 	/* The rest are written at exit; read them offline. */
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	assert_int_equal(listed_hits(d), 7);
 	jc_request_free(r);
 }
@@ -91,7 +91,7 @@ static void test_hits_all_counted(void **state)
  * still checked against NVRTC's list. */
 static void test_arch_checked_after_hits(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
@@ -107,7 +107,7 @@ static void test_arch_checked_after_hits(void **state)
 }
 
 /* DIR/objects/ab/<hash> of bytes. */
-static void object_path(const struct jc_test_daemon *d, const uint8_t *data, size_t n, char *path,
+static void object_path(const struct jtl_daemon *d, const uint8_t *data, size_t n, char *path,
 			size_t len)
 {
 	XXH128_canonical_t h;
@@ -122,7 +122,7 @@ enum damage { REMOVE, REPLACE, TRUNCATE };
 
 /* Miss, hit (the slot keeps the descriptor), damage the object file, then
  * the next request must compile afresh and serve the original bytes. */
-static void damaged_while_kept(struct jc_test_daemon *d, enum damage how)
+static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 {
 	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
 	jc_client *c = jct_connect(d);
@@ -185,7 +185,7 @@ static void test_kept_object_truncated(void **state)
 }
 
 /* The PTX of r must be a cache_status answer holding the literal want. */
-static void expect_ptx(const struct jc_test_daemon *d, const jc_request *r, int cache_status,
+static void expect_ptx(const struct jtl_daemon *d, const jc_request *r, int cache_status,
 		       const char *want)
 {
 	jc_client *c = jct_connect(d);
@@ -200,7 +200,7 @@ static void expect_ptx(const struct jc_test_daemon *d, const jc_request *r, int 
 
 static void test_toolkit_key_memo(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char *out = NULL, tk[4096], link[600], fake[600], opt[700];
 	const char *args[] = {"version", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);

@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "io.h"
 
 static const char kernel[] =
@@ -34,7 +34,7 @@ static const char kernel[] =
 
 static void test_nested_change_touch_revert(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	jct_put(d, "inc/a.h", "#include \"sub/b.h\"\n#define VALUE (B + 1)\n");
 	jct_put(d, "inc/sub/b.h", "#define B 4100\n");
@@ -84,7 +84,7 @@ static void test_nested_change_touch_revert(void **state)
 
 static void test_shadowing_header(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"first", "second", NULL};
 	jct_put(d, "second/a.h", "#define VALUE 5200\n");
 	assert_int_equal(jct_sh("mkdir -p '%s/first'", d->dir), 0);
@@ -131,7 +131,7 @@ static void test_shadowing_header(void **state)
 
 static void test_computed_include_falls_back(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	static const char src[] = "#define CONFIG <cfg/a.h>\n#include CONFIG\n"
 				  "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
@@ -166,7 +166,7 @@ static void test_computed_include_falls_back(void **state)
  * same bytes), stored; the next request hits. */
 static void test_fresh_header_is_stored_after_rehash(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	jct_put(d, "inc/a.h", "#define VALUE 7100\n");
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
@@ -183,7 +183,7 @@ static void test_fresh_header_is_stored_after_rehash(void **state)
  * Sends req as it is (no client-side resolution) on a raw connection and
  * returns the daemon's code, with its message in msg.
  */
-static int raw_compile(const struct jc_test_daemon *d, const struct jc_req *req, char *msg,
+static int raw_compile(const struct jtl_daemon *d, const struct jc_req *req, char *msg,
 		       size_t msglen)
 {
 	int fd = jct_raw_connect(d);
@@ -218,7 +218,7 @@ static int raw_compile(const struct jc_test_daemon *d, const struct jc_req *req,
  * mended: a relative directory, a -I not declared as an include dir. */
 static void test_bad_include_requests(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char msg[1024];
 	jc_request *r = jct_request_src("k.cu", kernel, "sm_90");
 	struct jc_req *q = &((struct jc_request *)r)->req;
@@ -255,7 +255,7 @@ static void test_bad_include_requests(void **state)
  */
 static void test_nvrtc_shaped_include_options(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", "inc2", "inc3", NULL};
 	char cwd[4096];
 	jct_put(d, "inc/a.h", "#include \"b.h\"\n");
@@ -293,7 +293,7 @@ static void test_nvrtc_shaped_include_options(void **state)
 /* -I inside the toolkit's include tree: covered by its identity, no stat. */
 static void test_toolkit_tree_is_covered(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char *out = NULL, inc[4200];
 	const char *args[] = {"version", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
@@ -326,7 +326,7 @@ static void test_toolkit_tree_is_covered(void **state)
  */
 static void test_working_directory_is_not_searched(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char probe[] = "jc_cwd_probe.h";
 	jct_write_file(probe, "#define VALUE 1\n", 16);
 	jc_request *r = jct_request_src("k.cu", "#include \"jc_cwd_probe.h\"\n"
@@ -354,7 +354,7 @@ static int cmp_u64(const void *a, const void *b)
  */
 static void test_cccl_sized_tree(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char cccl[300], copy[400], opt[420];
 	snprintf(cccl, sizeof(cccl), "%s/include/cccl",
 		 getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "/usr/local/cuda");
@@ -411,7 +411,7 @@ static void test_cccl_sized_tree(void **state)
  */
 static void test_same_bytes_elsewhere_share_key(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_put(d, "u1/inc/a.h", "#define VALUE 1111\n");
 	jct_put(d, "u2/inc/a.h", "#define VALUE 2222\n");
 	jct_put(d, "u3/inc/a.h", "#define VALUE 1111\n");

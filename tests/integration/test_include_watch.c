@@ -31,7 +31,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 enum { DIRS = 40, FILES = 50 }; /* 2,000 headers */
 
@@ -48,7 +48,7 @@ static void level_dir(int i, char *out, size_t len)
  * root/t/d0/d1/.../d39, 50 headers in each; root/all.h includes every one
  * (each defines H_<dir>_<file>); the deepest, d39/f49.h, defines DEEP.
  */
-static void make_tree(const struct jc_test_daemon *d, const char *root, int deep_value)
+static void make_tree(const struct jtl_daemon *d, const char *root, int deep_value)
 {
 	size_t cap = (size_t)DIRS * FILES * (DIRS * 4 + 40), n = 0;
 	char *all = malloc(cap), rel[1024], path[1200], text[128];
@@ -75,7 +75,7 @@ static void make_tree(const struct jc_test_daemon *d, const char *root, int deep
 
 
 /* jct_expect_ptx, the result dropped. */
-static void expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
+static void expect(const struct jtl_daemon *d, const jc_request *r, jc_cache_status st,
 		   const char *want)
 {
 	jc_result_free(jct_expect_ptx(d, r, st, want));
@@ -83,7 +83,7 @@ static void expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache
 
 /* Hits until one is keyed through the watch (the first may be a stat walk:
  * a key learnt from what NVRTC read is watched from its first lookup). */
-static void expect_watched_hits(const struct jc_test_daemon *d, const jc_request *r,
+static void expect_watched_hits(const struct jtl_daemon *d, const jc_request *r,
 				const char *want)
 {
 	int64_t w0 = jct_stat(d, "include_tree_watch_hits");
@@ -103,7 +103,7 @@ static const char tree_kernel[] =
 	"#include <all.h>\n"
 	"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = DEEP + H_0_0 + H_20_7; }\n";
 
-static void deep_path(const struct jc_test_daemon *d, char *out, size_t len)
+static void deep_path(const struct jtl_daemon *d, char *out, size_t len)
 {
 	char rel[1024];
 	level_dir(DIRS - 1, rel, sizeof(rel));
@@ -112,7 +112,7 @@ static void deep_path(const struct jc_test_daemon *d, char *out, size_t len)
 
 static void test_deep_edit(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"tree", NULL};
 	make_tree(d, "tree", 100000);
 	jct_settle();
@@ -144,7 +144,7 @@ static const char value_kernel[] =
  * exist there) shadows the later one. */
 static void test_shadowing_new_file(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc1", "inc2", NULL};
 	jct_put(d, "inc1/other.h", "\n");
 	jct_put(d, "inc2/x/v.h", "#define VALUE 3100\n");
@@ -160,7 +160,7 @@ static void test_shadowing_new_file(void **state)
 
 static void test_directory_renamed_removed_remade(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	jct_put(d, "inc/x/v.h", "#define VALUE 4100\n");
 	jct_settle();
@@ -185,7 +185,7 @@ static void test_directory_renamed_removed_remade(void **state)
 }
 
 /* Atomically points d->dir/link at target (a symbolic link renamed over it). */
-static void swap_link(const struct jc_test_daemon *d, const char *link, const char *target)
+static void swap_link(const struct jtl_daemon *d, const char *link, const char *target)
 {
 	assert_int_equal(jct_sh("cd '%s' && ln -sfn '%s' '%s.new' && mv -T '%s.new' '%s'", d->dir,
 				target, link, link, link), 0);
@@ -193,7 +193,7 @@ static void swap_link(const struct jc_test_daemon *d, const char *link, const ch
 
 static void test_symlinked_directory_swapped(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	/* (Inside the -I directory: the compile is confined to it.) */
 	jct_put(d, "inc/va/v.h", "#define VALUE 5100\n");
@@ -249,7 +249,7 @@ static long read_long(const char *path)
  */
 static void test_queue_overflow(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"tree", NULL};
 	long max_q = read_long("/proc/sys/fs/inotify/max_queued_events");
 	if (max_q <= 0 || max_q > 1 << 22)
@@ -282,9 +282,9 @@ static void test_queue_overflow(void **state)
 /* A budget smaller than the tree: every hit stat-walks, and stays correct. */
 static void test_watch_budget(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"tree", NULL};
-	jct_daemon_stop(d);
+	jtl_daemon_stop(d);
 	jct_daemon_start(d, (const char *const[]){"--max-include-watches", "100", NULL});
 	make_tree(d, "tree", 100000);
 	jct_settle();
@@ -312,7 +312,7 @@ static void test_watch_budget(void **state)
  */
 static void test_generated_header(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"gen", NULL};
 	static const char kernel[] =
 		"#include <config.h>\n"

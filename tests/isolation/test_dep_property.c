@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 #define N_HDR 6
 #define CHANGES 8
@@ -143,7 +143,7 @@ struct tally {
 };
 
 /* The daemon's answer for src must be NVRTC's for the tree now. */
-static void check(const struct jc_test_daemon *d, const struct tree *t, const char *src, int round,
+static void check(const struct jtl_daemon *d, const struct tree *t, const char *src, int round,
 		  struct tally *tl)
 {
 	jc_request *r = jct_request_src("k.cu", src, "compute_90");
@@ -205,7 +205,7 @@ static void change(struct tree *t)
 
 static void test_random_trees(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *s = getenv("JC_PROPERTY_ROUNDS");
 	int sources = s && atoi(s) > 0 ? atoi(s) : 6;
 	struct tree t;

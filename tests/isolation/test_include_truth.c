@@ -36,7 +36,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 #define SECRET "jct-secret-7f3a91"
 #define ENV_SECRET "jct-env-secret-52c0de"
@@ -58,7 +58,7 @@ static int env_setup(void *ctx)
 	return setenv("JCT_TRUTH_SECRET", ENV_SECRET, 1) != 0;
 }
 
-static void start(struct jc_test_daemon *d, int shared)
+static void start(struct jtl_daemon *d, int shared)
 {
 	const char *flags[12] = {"--log-level", "debug", "--compile-timeout", "60"};
 	size_t n = 4;
@@ -78,14 +78,14 @@ static void start(struct jc_test_daemon *d, int shared)
 static int setup(void **state)
 {
 	jct_setup(state);
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	/* Other users reach the socket; the cache stays the daemon's. */
 	assert_int_equal(chmod(d->dir, 0711), 0);
 	return 0;
 }
 
 /* Writes d->dir/rel with text (directories made as needed), then settles. */
-static void put(const struct jc_test_daemon *d, const char *rel, const char *text)
+static void put(const struct jtl_daemon *d, const char *rel, const char *text)
 {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s", d->dir, rel);
@@ -103,7 +103,7 @@ static const char *const form_names[N_FORMS] = {"computed include", "line splice
 static const char kernel[] = "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
 
 /* Source text and program name of form f reading header (absolute path). */
-static void form_source(const struct jc_test_daemon *d, enum form f, const char *header, char *src,
+static void form_source(const struct jtl_daemon *d, enum form f, const char *header, char *src,
 			size_t srclen, char *name, size_t namelen)
 {
 	snprintf(name, namelen, "k.cu");
@@ -134,7 +134,7 @@ static void form_source(const struct jc_test_daemon *d, enum form f, const char 
 	}
 }
 
-static jc_request *form_request(const struct jc_test_daemon *d, enum form f, const char *header,
+static jc_request *form_request(const struct jtl_daemon *d, enum form f, const char *header,
 				const char *declared)
 {
 	char src[2048], name[512];
@@ -159,7 +159,7 @@ static void holds(jc_result *res, const char *want)
 		fail_msg("PTX does not hold %s:\n%.*s", want, ptx ? (int)n : 0, ptx ? ptx : "");
 }
 
-static jc_result *expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
+static jc_result *expect(const struct jtl_daemon *d, const jc_request *r, jc_cache_status st,
 			 const char *want, const char *what)
 {
 	jc_result *res = jct_compile(d, r, 0);
@@ -173,7 +173,7 @@ static jc_result *expect(const struct jc_test_daemon *d, const jc_request *r, jc
 /* Own uid, the header's directory declared: never a stale hit. */
 static void test_own_uid_declared(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char hdir[300], header[400], value[32];
 	snprintf(hdir, sizeof(hdir), "%s/inc", d->dir);
@@ -212,7 +212,7 @@ static void test_own_uid_declared(void **state)
 /* Own uid, nothing declared: NVRTC is refused the file; no content shows. */
 static void test_own_uid_undeclared(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char header[400];
 	snprintf(header, sizeof(header), "%s/private/v.h", d->dir);
@@ -235,7 +235,7 @@ static void test_own_uid_undeclared(void **state)
 /* Runs jitcachectl as the test user (setpriv) compiling src (written to a
  * file it can read) with extra arguments; returns its exit code, stdout and
  * stderr in *out. */
-static int ctl_as_user(const struct jc_test_daemon *d, const char *name, const char *src,
+static int ctl_as_user(const struct jtl_daemon *d, const char *name, const char *src,
 		       const char *extra, char **out)
 {
 	char dir[300], file[1024], cmd[4096], outp[400];
@@ -253,7 +253,7 @@ static int ctl_as_user(const struct jc_test_daemon *d, const char *name, const c
 		 extra ? extra : "", outp, outp);
 	int rc = jct_sh("%s", cmd);
 	size_t n;
-	*out = (char *)jct_read_file(outp, &n);
+	*out = (char *)jtl_read_file(outp, &n);
 	return rc;
 }
 
@@ -274,7 +274,7 @@ struct answer {
 
 /* Sends r as the test user (a child that drops to it), through the library
  * (as an application would: no -I of its own). */
-static void lib_as_user(const struct jc_test_daemon *d, const jc_request *r, struct answer *a)
+static void lib_as_user(const struct jtl_daemon *d, const jc_request *r, struct answer *a)
 {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
@@ -330,7 +330,7 @@ static int refused(const char *text)
  * client, which reads its include directories for a daemon of another uid); nothing leaks. */
 static void test_other_uid_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	need_user();
 	start(d, 1);
 	char secret[400];
@@ -377,7 +377,7 @@ static void test_other_uid_refused(void **state)
 /* A FIFO as a header: a fast, clear error, and the worker is free at once. */
 static void test_fifo_header(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char hdir[300], fifo[400];
 	snprintf(hdir, sizeof(hdir), "%s/inc", d->dir);
@@ -391,9 +391,9 @@ static void test_fifo_header(void **state)
 	snprintf(opt, sizeof(opt), "-I%s", hdir);
 	assert_int_equal(jc_request_add_option(r, opt), 0);
 	assert_int_equal(jc_request_add_include_dir(r, hdir), 0);
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
-	double took = jct_now_s() - t0;
+	double took = jtl_now_s() - t0;
 	assert_true(took < 10);
 	assert_non_null(strstr(jc_result_log(res), "a FIFO"));
 	jc_result_free(res);
@@ -406,9 +406,9 @@ static void test_fifo_header(void **state)
 	jc_request *ok = jct_request_src("ok.cu", kernel, "compute_90");
 	assert_int_equal(jc_request_set_output(ok, JC_PTX), 0);
 	assert_int_equal(jc_request_add_option(ok, "-DVALUE=9"), 0);
-	t0 = jct_now_s();
+	t0 = jtl_now_s();
 	jc_result_free(jct_compile(d, ok, 0));
-	assert_true(jct_now_s() - t0 < 10);
+	assert_true(jtl_now_s() - t0 < 10);
 	assert_int_equal(jct_stat(d, "compile_timeouts"), 0);
 	jc_request_free(ok);
 	jc_request_free(r2);
@@ -418,7 +418,7 @@ static void test_fifo_header(void **state)
 /* The start-up log and stats say which confinement is in force. */
 static void test_confinement_reported(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char *out = NULL;
 	const char *args[] = {"stats", "--json", NULL};
@@ -446,12 +446,12 @@ static void test_confinement_reported(void **state)
 /* A daemon serving other uids refuses to start unconfined unless told. */
 static void test_unconfined_shared_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	if (confinement)
 		skip(); /* one run is enough */
 	const char *flags[] = {"--group-shared", "yes", "--confinement", "none", NULL};
 	jct_daemon_spawn(d, flags);
-	assert_int_not_equal(jct_daemon_wait(d), 0);
+	assert_int_not_equal(jtl_daemon_wait(d), 0);
 	assert_true(jct_log_count(d, "--allow-unconfined") >= 1);
 	const char *flags2[] = {"--group-shared", "yes", "--confinement", "none", "--allow-unconfined",
 				NULL};

@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "io.h"
 #include "proto.h"
 #include "req.h"
@@ -64,7 +64,7 @@ static int make_users(void)
 }
 
 struct fx {
-	struct jc_test_daemon d; /* dir, cache, sock: the daemon's, run as daemon_user */
+	struct jtl_daemon d; /* dir, cache, sock: the daemon's, run as daemon_user */
 	char home_a[160], home_b[160], trace[160];
 	pid_t strace_pid;
 };
@@ -84,7 +84,7 @@ static int as_user(const struct fx *f, const char *user, char **out, const char 
 	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user,
 			group, (unsigned)gid, script, outpath);
 	size_t n;
-	*out = (char *)jct_read_file(outpath, &n);
+	*out = (char *)jtl_read_file(outpath, &n);
 	return rc;
 }
 

@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 /* The run's users and group: names with our pid, made once, removed at exit. */
 static char group[32], member[32], victim[32];
@@ -64,7 +64,7 @@ static uid_t uid_of(const char *user)
 
 /* Runs a shell command as user (primary and only group: the run's group);
  * returns its exit status, its output in *out (malloc'd) when out. */
-static int as_user(const struct jc_test_daemon *d, const char *user, char **out, const char *fmt,
+static int as_user(const struct jtl_daemon *d, const char *user, char **out, const char *fmt,
 		   ...)
 {
 	char cmd[4096], script[3000], outpath[200];
@@ -79,7 +79,7 @@ static int as_user(const struct jc_test_daemon *d, const char *user, char **out,
 	int rc = jct_sh("%s", cmd);
 	if (out) {
 		size_t n;
-		*out = (char *)jct_read_file(outpath, &n);
+		*out = (char *)jtl_read_file(outpath, &n);
 	}
 	return rc;
 }
@@ -87,7 +87,7 @@ static int as_user(const struct jc_test_daemon *d, const char *user, char **out,
 static int setup(void **state)
 {
 	jct_setup(state);
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	/* The socket lies in the test's directory: let the users through to it. */
 	assert_int_equal(chmod(d->dir, 0711), 0);
 	return 0;
@@ -95,7 +95,7 @@ static int setup(void **state)
 
 /* Starts a group-shared daemon whose group is the run's, as a system
  * daemon of that group would have it (socket and cache directory). */
-static void start_shared(struct jc_test_daemon *d)
+static void start_shared(struct jtl_daemon *d)
 {
 	const char *const flags[] = {"--group-shared", "yes", NULL};
 	jct_daemon_start(d, flags);
@@ -105,7 +105,7 @@ static void start_shared(struct jc_test_daemon *d)
 /* A member compiles through the socket, and reaches nothing in the store. */
 static void test_member_reaches_socket_only(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start_shared(d);
 	const char *ctl = getenv("JITCACHECTL");
 	char *out = NULL;
@@ -151,11 +151,11 @@ static void test_member_reaches_socket_only(void **state)
 	struct stat st;
 	assert_int_equal(stat(d->cache, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0700);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 }
 
 /* Puts the cache back into the layout of the earlier --group-shared. */
-static void old_layout(const struct jc_test_daemon *d)
+static void old_layout(const struct jtl_daemon *d)
 {
 	assert_int_equal(jct_sh("chgrp %s %s %s/objects %s/tmp %s/quarantine && "
 				"chmod 02770 %s %s/objects %s/tmp %s/quarantine && "
@@ -164,14 +164,14 @@ static void old_layout(const struct jc_test_daemon *d)
 				d->cache, d->cache, d->cache), 0);
 }
 
-static void expect_refusal(struct jc_test_daemon *d, const char *want)
+static void expect_refusal(struct jtl_daemon *d, const char *want)
 {
 	/* The daemon. */
 	unlink(d->log);
 	jct_daemon_spawn(d, NULL);
-	int rc = jct_daemon_wait(d);
+	int rc = jtl_daemon_wait(d);
 	size_t n;
-	char *log = (char *)jct_read_file(d->log, &n);
+	char *log = (char *)jtl_read_file(d->log, &n);
 	if (rc == 0 || !strstr(log, want))
 		fprintf(stderr, "jitcached: exit %d, log:\n%s\n", rc, log);
 	assert_int_not_equal(rc, 0);
@@ -195,19 +195,19 @@ static void expect_refusal(struct jc_test_daemon *d, const char *want)
  */
 static void test_tampered_store_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start_shared(d);
 	jc_request *r = jct_request_src("a.cu", "__global__ void a(int *p) { *p = 1; }", "sm_90");
 	jc_result_free(jct_compile(d, r, 0));
 	jc_request_free(r);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* The earlier layout, as that version left it: closed again at start. */
 	old_layout(d);
 	start_shared(d);
 	assert_true(jct_log_count(d, "had mode 2770; set to 0700"));
 	assert_true(jct_log_count(d, "index.sqlite had mode 0644; set to 0600"));
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* In that layout, the member replaces the index with her own copy. */
 	old_layout(d);
@@ -230,7 +230,7 @@ static void test_tampered_store_refused(void **state)
 	snprintf(path, sizeof(path), "%s/index.sqlite", d->cache);
 	assert_int_equal(unlink(path), 0);
 	start_shared(d);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* A worker-cwd planted by the member, with a header in it. */
 	old_layout(d);

@@ -22,13 +22,14 @@
 
 #include <cmocka.h>
 
+#include "tests/lib/test.h"
+
 #include "index.h"
-#include "ops_util.h"
 #include "req.h"
 
 /* Compiles saxpy with an option and two name expressions; returns the key
  * and the lowered name of &saxpy<float>. */
-static void compile_saxpy(struct jc_test_daemon *d, char key[33], char lowered[128])
+static void compile_saxpy(struct jtl_daemon *d, char key[33], char lowered[128])
 {
 	static const char *const exprs[] = {"&saxpy<float>", "&saxpy<double>", NULL};
 	jc_request *r = jct_request("saxpy.cu", "sm_90", exprs);
@@ -52,14 +53,14 @@ static void assert_has(const char *text, const char *want)
 
 static void test_ls_and_show(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char key[33], bad[33], lowered[128], want[256];
 	jct_daemon_start(d, NULL);
 	compile_saxpy(d, key, lowered);
-	opst_compile_failure(d, bad);
+	jct_compile_failure(d, bad);
 	for (int offline = 0; offline < 2; offline++) {
 		const char *ls[] = {"ls", NULL}, *ls_json[] = {"ls", "--json", NULL};
-		char *out = opst_ctl(d, 0, NULL, ls);
+		char *out = jct_ctl_expect(d, 0, NULL, ls);
 		assert_has(out, "KEY ");
 		assert_has(out, "LAST ACCESS");
 		snprintf(want, sizeof(want), "%s  cubin     sm_90", key);
@@ -68,7 +69,7 @@ static void test_ls_and_show(void **state)
 		assert_has(out, want);
 		assert_has(out, "saxpy.cu");
 		free(out);
-		out = opst_ctl(d, 0, NULL, ls_json);
+		out = jct_ctl_expect(d, 0, NULL, ls_json);
 		assert_true(out[0] == '[');
 		static const char *const fields[] = {"\"kind\": \"cubin\"", "\"arch\": \"sm_90\"",
 						     "\"size\": ", "\"hits\": ", "\"last_access\": ",
@@ -78,7 +79,7 @@ static void test_ls_and_show(void **state)
 		free(out);
 
 		const char *show[] = {"show", key, NULL};
-		out = opst_ctl(d, 0, NULL, show);
+		out = jct_ctl_expect(d, 0, NULL, show);
 		assert_has(out, "options      -DJC_SHOW_TEST=1");
 		assert_has(out, "versions     nvrtc=");
 		assert_has(out, "driver=");
@@ -92,13 +93,13 @@ static void test_ls_and_show(void **state)
 		assert_has(out, "status       ok");
 		free(out);
 		const char *show_json[] = {"show", "--json", key, NULL};
-		out = opst_ctl(d, 0, NULL, show_json);
-		assert_true(opst_json_int(out, "compile_us") > 0);
+		out = jct_ctl_expect(d, 0, NULL, show_json);
+		assert_true(jct_json_int(out, "compile_us") > 0);
 		free(out);
 
 		/* A negative entry: the compile log, and when it expires. */
 		const char *show_bad[] = {"show", bad, NULL};
-		out = opst_ctl(d, 0, NULL, show_bad);
+		out = jct_ctl_expect(d, 0, NULL, show_bad);
 		assert_has(out, "status       failed");
 		assert_has(out, "log:\n");
 		assert_has(out, "undefined_thing");
@@ -107,23 +108,23 @@ static void test_ls_and_show(void **state)
 
 		char *err = NULL;
 		const char *missing[] = {"show", "00000000000000000000000000000000", NULL};
-		free(opst_ctl(d, 1, &err, missing));
+		free(jct_ctl_expect(d, 1, &err, missing));
 		assert_has(err, "no entry with key");
 		free(err);
 		const char *bogus[] = {"show", "nothex", NULL};
-		free(opst_ctl(d, 1, &err, bogus));
+		free(jct_ctl_expect(d, 1, &err, bogus));
 		assert_has(err, "32-hex-digit key");
 		free(err);
 		if (!offline)
-			assert_int_equal(jct_daemon_stop(d), 0);
+			assert_int_equal(jtl_daemon_stop(d), 0);
 	}
 }
 
 /* Flips one byte of the object of key (objects are read-only files). */
-static void corrupt_object(const struct jc_test_daemon *d, const char *key, char object[33])
+static void corrupt_object(const struct jtl_daemon *d, const char *key, char object[33])
 {
 	const char *show[] = {"show", "--json", key, NULL};
-	char *out = opst_ctl(d, 0, NULL, show);
+	char *out = jct_ctl_expect(d, 0, NULL, show);
 	const char *p = strstr(out, "\"object\": \"");
 	assert_non_null(p);
 	snprintf(object, 33, "%.32s", p + 11);
@@ -142,7 +143,7 @@ static void corrupt_object(const struct jc_test_daemon *d, const char *key, char
 }
 
 /* 1 when quarantine/ holds a file named after object. */
-static int in_quarantine(const struct jc_test_daemon *d, const char *object)
+static int in_quarantine(const struct jtl_daemon *d, const char *object)
 {
 	char path[512];
 	int found = 0;
@@ -157,20 +158,20 @@ static int in_quarantine(const struct jc_test_daemon *d, const char *object)
 
 static void test_verify_quarantines(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char a[33], b[33], object[33], want[128];
 	jct_daemon_start(d, NULL);
-	opst_compile_tiny(d, 1, "sm_90", a);
-	opst_compile_tiny(d, 2, "sm_90", b);
+	jct_compile_tiny(d, 1, "sm_90", a);
+	jct_compile_tiny(d, 2, "sm_90", b);
 	const char *verify[] = {"verify", NULL};
 	char *err = NULL;
-	free(opst_ctl(d, 0, &err, verify));
+	free(jct_ctl_expect(d, 0, &err, verify));
 	assert_has(err, "checked 2 objects, 0 bad");
 	free(err);
 	for (int offline = 0; offline < 2; offline++) {
 		const char *key = offline ? b : a;
 		corrupt_object(d, key, object);
-		char *out = opst_ctl(d, 1, &err, verify);
+		char *out = jct_ctl_expect(d, 1, &err, verify);
 		assert_has(err, "1 bad (quarantined)");
 		assert_has(out, "problem      corrupt");
 		assert_has(out, key);
@@ -178,13 +179,13 @@ static void test_verify_quarantines(void **state)
 		assert_has(out, want);
 		free(out);
 		free(err);
-		assert_true(opst_listed(d, key) == 0);
+		assert_true(jct_listed(d, key) == 0);
 		assert_true(in_quarantine(d, object));
 		if (!offline) {
 			assert_int_equal(jct_stat(d, "corrupt_objects"), 1);
 			/* The next request compiles afresh, correct bytes again. */
-			assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
-			assert_int_equal(jct_daemon_stop(d), 0);
+			assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+			assert_int_equal(jtl_daemon_stop(d), 0);
 		}
 	}
 	assert_int_equal(jct_stat(d, "corrupt_objects"), 2); /* offline: stored counter */
@@ -193,10 +194,10 @@ static void test_verify_quarantines(void **state)
 /* An object no entry names, as a crash between rename and commit leaves:
  * the entry's row is deleted through the index, the file stays. Its mtime
  * is set age_s seconds back. Returns its path in path. */
-static void orphan(const struct jc_test_daemon *d, const char *key, int age_s, char *path, size_t len)
+static void orphan(const struct jtl_daemon *d, const char *key, int age_s, char *path, size_t len)
 {
 	const char *show[] = {"show", "--json", key, NULL};
-	char *out = opst_ctl(d, 0, NULL, show);
+	char *out = jct_ctl_expect(d, 0, NULL, show);
 	const char *p = strstr(out, "\"object\": \"");
 	assert_non_null(p);
 	snprintf(path, len, "%s/objects/%.2s/%.32s", d->cache, p + 11, p + 11);
@@ -215,15 +216,15 @@ static void orphan(const struct jc_test_daemon *d, const char *key, int age_s, c
 
 static void test_gc_grace(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char k[4][33], old0[512], old1[512], young[512], bad[33];
 	struct stat st;
 	const char *ttl[] = {"--negative-ttl", "1", NULL};
 	jct_daemon_start(d, ttl);
 	for (int i = 0; i < 4; i++)
-		opst_compile_tiny(d, 10 + i, "sm_90", k[i]);
-	opst_compile_failure(d, bad);
-	assert_int_equal(jct_daemon_stop(d), 0);
+		jct_compile_tiny(d, 10 + i, "sm_90", k[i]);
+	jct_compile_failure(d, bad);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	orphan(d, k[0], 3600, old0, sizeof(old0)); /* past the 10 minute grace */
 	orphan(d, k[1], 3600, old1, sizeof(old1));
 	orphan(d, k[2], 60, young, sizeof(young)); /* a publish may still commit it */
@@ -232,38 +233,38 @@ static void test_gc_grace(void **state)
 	/* Offline gc: the old orphan and the expired failure go; the young stays. */
 	const char *gc[] = {"gc", NULL};
 	char *err = NULL, *out = NULL;
-	out = opst_ctl(d, 0, &err, gc);
+	out = jct_ctl_expect(d, 0, &err, gc);
 	assert_has(err, "removed 1 expired negative entries, 2 orphaned objects");
 	free(out);
 	free(err);
 	assert_int_equal(stat(old0, &st), -1);
 	assert_int_equal(stat(old1, &st), -1);
 	assert_int_equal(stat(young, &st), 0);
-	assert_int_equal(opst_listed(d, bad), 0);
-	assert_int_equal(opst_listed(d, k[3]), 1); /* a referenced object is never touched */
+	assert_int_equal(jct_listed(d, bad), 0);
+	assert_int_equal(jct_listed(d, k[3]), 1); /* a referenced object is never touched */
 
 	/* Through the daemon: an object aged past the grace now goes. */
 	struct timespec t[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
 	assert_int_equal(utimensat(AT_FDCWD, young, t, 0), 0);
 	jct_daemon_start(d, NULL);
-	out = opst_ctl(d, 0, &err, gc);
+	out = jct_ctl_expect(d, 0, &err, gc);
 	assert_has(err, "1 orphaned objects");
 	assert_has(out, young);
 	free(out);
 	free(err);
 	assert_int_equal(stat(young, &st), -1);
-	assert_int_equal(opst_compile_tiny(d, 13, "sm_90", NULL), JC_HIT);
+	assert_int_equal(jct_compile_tiny(d, 13, "sm_90", NULL), JC_HIT);
 }
 
 /* The daemon collects by itself every --gc-interval. */
 static void test_periodic_gc(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char k[33], path[512];
 	struct stat st;
 	jct_daemon_start(d, NULL);
-	opst_compile_tiny(d, 20, "sm_90", k);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	jct_compile_tiny(d, 20, "sm_90", k);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	orphan(d, k, 3600, path, sizeof(path));
 	const char *every[] = {"--gc-interval", "1s", NULL};
 	jct_daemon_start(d, every);
@@ -273,7 +274,7 @@ static void test_periodic_gc(void **state)
 		usleep(50000);
 	}
 	assert_true(gone);
-	char *log = opst_log(d);
+	char *log = jct_log(d);
 	assert_has(log, "info EVICT: collector: removed 0 expired negative entries, 1 orphaned objects");
 	free(log);
 }
@@ -283,7 +284,7 @@ static void test_periodic_gc(void **state)
  * lines kept. */
 static void test_terminal_escapes(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char key[33];
 	jct_daemon_start(d, NULL);
 	/* A source line NVRTC quotes in its log, an ESC in it. */
@@ -294,11 +295,11 @@ static void test_terminal_escapes(void **state)
 	jc_result_free(res);
 	jc_request_free(r);
 	const char *ls[] = {"ls", NULL}, *show[] = {"show", key, NULL};
-	char *out = opst_ctl(d, 0, NULL, ls);
+	char *out = jct_ctl_expect(d, 0, NULL, ls);
 	assert_has(out, "evil\\xc2\\x9b2J.cu");
 	assert_null(strstr(out, "\xc2\x9b"));
 	free(out);
-	out = opst_ctl(d, 0, NULL, show);
+	out = jct_ctl_expect(d, 0, NULL, show);
 	fprintf(stderr, "show of a hostile entry:\n%s", out);
 	assert_has(out, "evil\\xc2\\x9b2J.cu");
 	assert_has(out, "log:\n");

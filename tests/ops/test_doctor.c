@@ -21,7 +21,8 @@
 #include <cmocka.h>
 #include <nvrtc.h>
 
-#include "ops_util.h"
+#include "tests/lib/test.h"
+
 
 /* The library path the tests were started with (a machine without system
  * libraries, like the GPU host, needs it for the daemon to start at all). */
@@ -48,17 +49,17 @@ static void assert_has(const char *text, const char *want)
 	assert_non_null(strstr(text, want));
 }
 
-static char *doctor(const struct jc_test_daemon *d, int want_exit)
+static char *doctor(const struct jtl_daemon *d, int want_exit)
 {
 	const char *args[] = {"doctor", NULL};
-	return opst_ctl(d, want_exit, NULL, args);
+	return jct_ctl_expect(d, want_exit, NULL, args);
 }
 
 static void test_this_machine(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
 	char *out = doctor(d, 0);
 	assert_has(out, "ok    NVRTC ");
 	assert_has(out, "ok    nvJitLink ");
@@ -80,7 +81,7 @@ static void test_this_machine(void **state)
 		assert_has(out, "without a driver it cannot be checked that it JIT-compiles");
 	}
 	free(out);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	out = doctor(d, 0);
 	assert_has(out, "warn  no daemon answers on ");
 	free(out);
@@ -88,9 +89,9 @@ static void test_this_machine(void **state)
 
 static void test_bad_cache_dir(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	assert_int_equal(chmod(d->cache, 0777), 0);
 	char *out = doctor(d, 0);
 	assert_has(out, "warn  cache directory ");
@@ -98,7 +99,7 @@ static void test_bad_cache_dir(void **state)
 	free(out);
 	/* As it does. */
 	jct_daemon_start(d, NULL);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	struct stat st;
 	assert_int_equal(stat(d->cache, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0700);
@@ -125,7 +126,7 @@ static void nvrtc_ptx_isa(char isa[16])
 
 static void test_stub_drivers(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char lib[600], want[256], isa[16], ver[16];
 	snprintf(lib, sizeof(lib), "%s/tests/ops", getenv("JC_BUILD_ROOT"));
 	char stub[700];
@@ -224,7 +225,7 @@ static void test_stub_drivers(void **state)
  * /proc/driver/nvidia/version. */
 static void test_driver_mismatch(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char lib[200], path[4400], proc[200], want[1024];
 	snprintf(lib, sizeof(lib), "%s/lib", d->dir);
 	assert_int_equal(mkdir(lib, 0700), 0);

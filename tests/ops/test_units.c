@@ -19,8 +19,9 @@
 
 #include <cmocka.h>
 
+#include "tests/lib/test.h"
+
 #include "config.h"
-#include "ops_util.h"
 
 static char root[64];
 static char src_root[512];
@@ -31,7 +32,7 @@ static void sh(const char *cmd, int want, const char *out_path)
 	snprintf(full, sizeof(full), "(%s) > %s 2>&1", cmd, out_path);
 	int rc = system(full);
 	size_t n;
-	char *out = (char *)jct_read_file(out_path, &n);
+	char *out = (char *)jtl_read_file(out_path, &n);
 	if (!WIFEXITED(rc) || WEXITSTATUS(rc) != want) {
 		fprintf(stderr, "%s: exit %d, wanted %d:\n%s\n", cmd, WEXITSTATUS(rc), want, out);
 		fail();
@@ -44,7 +45,7 @@ static void sh(const char *cmd, int want, const char *out_path)
 static char *stage_unit(const char *src, const char *dir, const char *name)
 {
 	size_t n;
-	char *text = (char *)jct_read_file(src, &n);
+	char *text = (char *)jtl_read_file(src, &n);
 	assert_non_null(text);
 	char path[700];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -99,7 +100,7 @@ static void test_system_units_verify(void **state)
 	snprintf(cmd, sizeof(cmd), "cd %s && systemd-analyze verify jitcached.socket jitcached.service", dir);
 	sh(cmd, 0, out);
 	size_t n;
-	char *text = (char *)jct_read_file(out, &n);
+	char *text = (char *)jtl_read_file(out, &n);
 	if (n)
 		fprintf(stderr, "systemd-analyze verify said:\n%s\n", text);
 	assert_int_equal(n, 0); /* clean: not even a warning */
@@ -108,7 +109,7 @@ static void test_system_units_verify(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && systemd-analyze security --offline=yes --threshold=20 jitcached.service", dir);
 	sh(cmd, 0, out);
-	text = (char *)jct_read_file(out, &n);
+	text = (char *)jtl_read_file(out, &n);
 	assert_has(text, "Overall exposure level for jitcached.service: ");
 	free(text);
 }
@@ -135,7 +136,7 @@ static void test_user_units_verify(void **state)
 		 dir, rt);
 	sh(cmd, 0, out);
 	size_t n;
-	char *text = (char *)jct_read_file(out, &n);
+	char *text = (char *)jtl_read_file(out, &n);
 	if (n)
 		fprintf(stderr, "systemd-analyze --user verify said:\n%s\n", text);
 	assert_int_equal(n, 0);
@@ -159,13 +160,13 @@ static void test_sysusers(void **state)
 	assert_int_equal(WEXITSTATUS(rc), 0);
 	size_t n;
 	snprintf(path, sizeof(path), "%s/sysroot/etc/passwd", root);
-	char *passwd = (char *)jct_read_file(path, &n);
+	char *passwd = (char *)jtl_read_file(path, &n);
 	assert_non_null(passwd);
 	assert_non_null(strstr(passwd, "jitcache:x:"));
 	assert_non_null(strstr(passwd, ":/usr/sbin/nologin") ?: strstr(passwd, ":/sbin/nologin"));
 	free(passwd);
 	snprintf(path, sizeof(path), "%s/sysroot/etc/group", root);
-	char *group = (char *)jct_read_file(path, &n);
+	char *group = (char *)jtl_read_file(path, &n);
 	assert_non_null(strstr(group, "jitcache:x:"));
 	free(group);
 }

@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "redis_fx.h"
 
 int jct_redis_available(void)
@@ -255,8 +255,8 @@ void jct_cluster_id(struct jct_cluster *c, int i, char id[64])
 
 int jct_cluster_wait_ok(struct jct_cluster *c, double timeout_s)
 {
-	double end = jct_now_s() + timeout_s;
-	while (jct_now_s() < end) {
+	double end = jtl_now_s() + timeout_s;
+	while (jtl_now_s() < end) {
 		int ok = 1;
 		for (int i = 0; i < 6 && ok; i++) {
 			if (c->node[i].pid < 0)
