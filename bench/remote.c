@@ -23,7 +23,7 @@
 #include "bench.h"
 #include "client/client_internal.h"
 
-static struct bench_daemon writer = {.pid = -1}, reader = {.pid = -1};
+static struct bench_daemon writer = {.core.pid = -1}, reader = {.core.pid = -1};
 static pid_t redis_pid = -1;
 static char redis_sock[PATH_MAX + 16];
 
@@ -128,7 +128,7 @@ static void wait_row(jc_client *c, const char *key)
 			return;
 		usleep(1000);
 	}
-	bench_die("a remote hit was not stored locally within 1 s (see %s)", reader.log);
+	bench_die("a remote hit was not stored locally within 1 s (see %s)", reader.core.log);
 }
 
 /* Waits until W has published n values. */
@@ -137,7 +137,7 @@ static void wait_publishes(jc_client *w, int64_t n)
 	for (int i = 0; i < 2000 && bench_stat(w, "remote_publishes") < n; i++)
 		usleep(5000);
 	if (bench_stat(w, "remote_publishes") < n)
-		bench_die("the writer daemon did not publish to Redis (see %s)", writer.log);
+		bench_die("the writer daemon did not publish to Redis (see %s)", writer.core.log);
 }
 
 /* p50 of iters remote hits of r on R (purged before each); the value's size. */
@@ -145,7 +145,7 @@ static double remote_hits(jc_client *w, jc_client *rc, jc_request *r, size_t ite
 {
 	struct bench_object o;
 	int64_t pub = bench_stat(w, "remote_publishes"), out = bench_stat(w, "remote_bytes_out");
-	bench_fetch(w, r, writer.cache, &o);
+	bench_fetch(w, r, writer.core.cache, &o);
 	wait_publishes(w, pub + 1);
 	*value = (double)(bench_stat(w, "remote_bytes_out") - out);
 	uint64_t *ns = malloc(iters * sizeof(*ns));
@@ -159,7 +159,7 @@ static double remote_hits(jc_client *w, jc_client *rc, jc_request *r, size_t ite
 	}
 	if (bench_stat(rc, "remote_hits") - hits != (int64_t)iters ||
 	    bench_stat(rc, "compiles") != compiles)
-		bench_die("the reader compiled instead of taking Redis's value (see %s)", reader.log);
+		bench_die("the reader compiled instead of taking Redis's value (see %s)", reader.core.log);
 	struct bench_lat l;
 	bench_lat_of(ns, iters, &l);
 	free(ns);
@@ -203,12 +203,12 @@ static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, d
 	uint64_t ta[32], tb[32];
 	for (int i = 0; i < n && i < 32; i++) {
 		for (int side = 0; side < 2; side++) {
-			jc_request *r = bench_tiny_request(bench_now_ns() ^ (uint64_t)(i * 2 + side));
+			jc_request *r = bench_tiny_request(jtl_now_ns() ^ (uint64_t)(i * 2 + side));
 			jc_result *res = NULL;
-			uint64_t t0 = bench_now_ns();
+			uint64_t t0 = jtl_now_ns();
 			if (jc_compile(side ? b : a, r, &res) != 0 || jc_result_cache_status(res) != JC_MISS)
 				bench_die("a cold compile failed");
-			(side ? tb : ta)[i] = bench_now_ns() - t0;
+			(side ? tb : ta)[i] = jtl_now_ns() - t0;
 			jc_result_free(res);
 			jc_request_free(r);
 		}
@@ -249,8 +249,8 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 		return;
 	}
 	atexit(stop_all);
-	if (start_redis(local->root) != 0)
-		bench_die("redis-server did not start (see %s/redis.log)", local->root);
+	if (start_redis(local->core.dir) != 0)
+		bench_die("redis-server did not start (see %s/redis.log)", local->core.dir);
 	char url[PATH_MAX + 32];
 	snprintf(url, sizeof(url), "redis+unix://%s", redis_sock);
 	struct bench_daemon *w = &writer, *r = &reader;
@@ -272,15 +272,15 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 		snprintf(abi, sizeof(abi), "bench-remote-fill/%d/%ld", i, (long)getpid());
 		jc_request_set_app_abi(saxpy, abi);
 		struct bench_object o;
-		bench_fetch(wc, saxpy, w->cache, &o);
+		bench_fetch(wc, saxpy, w->core.cache, &o);
 	}
 	jc_request_set_app_abi(saxpy, "");
 	wait_publishes(wc, pub + n_fill);
 	out->redis_bytes_per_entry = (double)(redis_info("used_memory") - mem0) / n_fill;
 
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jtl_now_ns();
 	out->hit_saxpy_p50_us = remote_hits(wc, rc, saxpy, iters, &out->value_saxpy);
-	out->remote_hits_per_s = (double)iters / ((double)(bench_now_ns() - t0) / 1e9);
+	out->remote_hits_per_s = (double)iters / ((double)(jtl_now_ns() - t0) / 1e9);
 	if (cub)
 		out->hit_cub_p50_us = remote_hits(wc, rc, cub, iters, &out->value_cub);
 	out->redis_get_per_s = redis_benchmark((size_t)out->value_saxpy, plan->hit_iters < 50000);
@@ -288,8 +288,8 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 	/* Local hits with the tier up, against no tier at all. */
 	jc_request *small = bench_tiny_request(0);
 	struct bench_object os;
-	bench_fetch(lc, small, local->cache, &os);
-	bench_fetch(rc, small, r->cache, &os);
+	bench_fetch(lc, small, local->core.cache, &os);
+	bench_fetch(rc, small, r->core.cache, &os);
 	hits_side_by_side(rc, lc, small, os.size, plan->hit_iters / 2, &out->local_hit_p50_us,
 			  &out->local_hit_base_p50_us);
 

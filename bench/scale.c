@@ -81,11 +81,11 @@ static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain 
 			uint64_t first, uint64_t last)
 {
 	char err[512], path[PATH_MAX + 32];
-	int lock = jc__store_lock(d->cache, 5000, err, sizeof(err));
+	int lock = jc__store_lock(d->core.cache, 5000, err, sizeof(err));
 	if (lock < 0)
-		bench_die("lock %s: %s", d->cache, err);
+		bench_die("lock %s: %s", d->core.cache, err);
 	struct jc_index *ix = NULL;
-	snprintf(path, sizeof(path), "%s/index.sqlite", d->cache);
+	snprintf(path, sizeof(path), "%s/index.sqlite", d->core.cache);
 	if (jc__index_open(path, 0, &ix, err, sizeof(err)) != 0)
 		bench_die("index: %s", err);
 	struct jc_entry tmpl = {0};
@@ -121,9 +121,9 @@ static uint64_t hit_ns(jc_client *c, uint64_t v)
 {
 	jc_request *r = bench_tiny_request(v);
 	jc_result *res = NULL;
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jtl_now_ns();
 	int rc = jc_compile(c, r, &res);
-	uint64_t t = bench_now_ns() - t0;
+	uint64_t t = jtl_now_ns() - t0;
 	if (rc != 0 || jc_result_cache_status(res) != JC_HIT)
 		bench_die("entry %llu: expected a hit (%s)", (unsigned long long)v,
 			  rc ? jc_client_errmsg(c) : "not a hit");
@@ -172,8 +172,8 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
 	jc_client *c = bench_connect(d);
 	struct bench_object o1, o2;
 	jc_request *r1 = bench_tiny_request(1), *r2 = bench_tiny_request(2);
-	bench_fetch(c, r1, d->cache, &o1);
-	bench_fetch(c, r2, d->cache, &o2);
+	bench_fetch(c, r1, d->core.cache, &o1);
+	bench_fetch(c, r2, d->core.cache, &o2);
 	jc_request_free(r1);
 	jc_request_free(r2);
 	jc_client_close(c);
@@ -191,11 +191,11 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
 		struct bench_scale *s = &out[i];
 		s->entries = plan->scale[i];
 		bench_daemon_stop(d);
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = jtl_now_ns();
 		if (s->entries > have)
 			bulk_insert(d, &tc, have + 1, s->entries);
 		have = s->entries > have ? s->entries : have;
-		s->insert_s = (double)(bench_now_ns() - t0) / 1e9;
+		s->insert_s = (double)(jtl_now_ns() - t0) / 1e9;
 		s->ready_ms = bench_daemon_start(d);
 		measure(d, s->entries, plan->scale_iters, &seed, s);
 	}

@@ -110,23 +110,6 @@ static int fetch_all(struct jct_fx *f)
 	return hits;
 }
 
-/* An integer field of a JSON text, or -2 when absent. */
-static long long json_int(const char *text, const char *key)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	const char *p = strstr(text, pat);
-	return p ? strtoll(p + strlen(pat), NULL, 10) : -2;
-}
-
-static size_t count(const char *text, const char *needle)
-{
-	size_t n = 0;
-	for (const char *p = text; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
-}
-
 /* The same commands offline and through a daemon give the same answers. */
 static void test_offline_then_daemon(void **state)
 {
@@ -146,12 +129,12 @@ static void test_offline_then_daemon(void **state)
 			fetch_all(f);
 		}
 		assert_int_equal(jct_ctl(&f->d, &out, NULL, stats), 0);
-		assert_true(online ? json_int(out, "uptime_s") >= 0 : json_int(out, "uptime_s") == -1);
-		assert_int_equal(json_int(out, "entries"), 6);
-		assert_int_equal(json_int(out, "negative_entries"), 2);
+		assert_true(online ? jct_json_int(out, "uptime_s") >= 0 : jct_json_int(out, "uptime_s") == -1);
+		assert_int_equal(jct_json_int(out, "entries"), 6);
+		assert_int_equal(jct_json_int(out, "negative_entries"), 2);
 		free(out);
 		assert_int_equal(jct_ctl(&f->d, &out, NULL, ls), 0);
-		assert_int_equal(count(out, "\"key\""), 8);
+		assert_int_equal(jtl_count(out, "\"key\""), 8);
 		free(out);
 		assert_int_equal(jct_ctl(&f->d, NULL, &err, verify), 0);
 		assert_non_null(strstr(err, "checked 6 objects, 0 bad"));
@@ -159,8 +142,8 @@ static void test_offline_then_daemon(void **state)
 		assert_int_equal(jct_ctl(&f->d, NULL, NULL, neg), 0);
 		assert_int_equal(jct_ctl(&f->d, NULL, NULL, arch), 0); /* 0:1 and 0:4 */
 		assert_int_equal(jct_ctl(&f->d, &out, NULL, stats), 0);
-		assert_int_equal(json_int(out, "entries"), 4);
-		assert_int_equal(json_int(out, "negative_entries"), 0);
+		assert_int_equal(jct_json_int(out, "entries"), 4);
+		assert_int_equal(jct_json_int(out, "negative_entries"), 0);
 		free(out);
 		struct jct_store_scan scan;
 		jct_scan_store(f->d.cache, &scan);

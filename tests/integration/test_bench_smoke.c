@@ -22,21 +22,6 @@
 
 #include "tests/lib/test.h"
 
-/* The number after "key": in json; fails the test when absent. */
-static double json_num(const char *json, const char *key)
-{
-	char pat[96];
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	const char *p = strstr(json, pat);
-	if (!p)
-		fail_msg("no \"%s\" in the bench output:\n%s", key, json);
-	char *end;
-	double v = strtod(p + strlen(pat), &end);
-	if (end == p + strlen(pat))
-		fail_msg("\"%s\" is not a number", key);
-	return v;
-}
-
 static void test_tiny_json(void **state)
 {
 	(void)state;
@@ -64,13 +49,13 @@ static void test_tiny_json(void **state)
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 
-	double p50 = json_num(json, "hit_p50_us"), p99 = json_num(json, "hit_p99_us");
+	double p50 = jct_json_num(json, "hit_p50_us"), p99 = jct_json_num(json, "hit_p99_us");
 	assert_true(p50 > 0);
 	assert_true(p99 >= p50);
-	assert_true(json_num(json, "raw_read_p50_us") > 0);
-	assert_true(json_num(json, "hits_per_s") > 0);
-	assert_true(json_num(json, "single_flight_compiles") == 1);
-	assert_true(json_num(json, "scale_1000_ready_ms") > 0);
+	assert_true(jct_json_num(json, "raw_read_p50_us") > 0);
+	assert_true(jct_json_num(json, "hits_per_s") > 0);
+	assert_true(jct_json_num(json, "single_flight_compiles") == 1);
+	assert_true(jct_json_num(json, "scale_1000_ready_ms") > 0);
 	assert_non_null(strstr(json, "\"targets\": {"));
 	free(json);
 }

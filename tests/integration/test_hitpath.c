@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cmocka.h>
 
@@ -54,13 +53,9 @@ static int request(jc_client *c, const jc_request *r, uint8_t **out, size_t *siz
 /* The hit count `jitcachectl ls --json` shows for the only entry. */
 static long listed_hits(const struct jtl_daemon *d)
 {
-	char *out = NULL;
 	const char *args[] = {"ls", "--json", NULL};
-	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
-	const char *p = strstr(out, "\"hits\": ");
-	if (!p)
-		fail_msg("no hits in: %s", out);
-	long n = strtol(p + strlen("\"hits\": "), NULL, 10);
+	char *out = jct_ctl_expect(d, 0, NULL, args);
+	long n = (long)jct_json_int(out, "hits");
 	free(out);
 	return n;
 }
@@ -106,18 +101,6 @@ static void test_arch_checked_after_hits(void **state)
 	jc_request_free(r);
 }
 
-/* DIR/objects/ab/<hash> of bytes. */
-static void object_path(const struct jtl_daemon *d, const uint8_t *data, size_t n, char *path,
-			size_t len)
-{
-	XXH128_canonical_t h;
-	char hex[33];
-	XXH128_canonicalFromHash(&h, XXH3_128bits(data, n));
-	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", h.digest[i]);
-	snprintf(path, len, "%s/objects/%.2s/%s", d->cache, hex, hex);
-}
-
 enum damage { REMOVE, REPLACE, TRUNCATE };
 
 /* Miss, hit (the slot keeps the descriptor), damage the object file, then
@@ -131,7 +114,7 @@ static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 	char path[512], tmp[600];
 	assert_int_equal(request(c, r, &good, &n), JC_MISS);
 	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
-	object_path(d, good, n, path, sizeof(path));
+	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
 	switch (how) {
 	case REMOVE:
 		assert_int_equal(unlink(path), 0);

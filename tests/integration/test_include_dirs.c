@@ -36,8 +36,8 @@ static void test_nested_change_touch_revert(void **state)
 {
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
-	jct_put(d, "inc/a.h", "#include \"sub/b.h\"\n#define VALUE (B + 1)\n");
-	jct_put(d, "inc/sub/b.h", "#define B 4100\n");
+	jct_put(d->dir, "inc/a.h", "#include \"sub/b.h\"\n#define VALUE (B + 1)\n");
+	jct_put(d->dir, "inc/sub/b.h", "#define B 4100\n");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result *first = jct_expect_ptx(d, r, JC_MISS, "4101");
@@ -48,7 +48,7 @@ static void test_nested_change_touch_revert(void **state)
 	assert_int_equal(jct_stat(d, "include_manifest_hits"), 0);
 
 	/* The nested header changes: a new key, and PTX from the new bytes. */
-	jct_put(d, "inc/sub/b.h", "#define B 4200\n");
+	jct_put(d->dir, "inc/sub/b.h", "#define B 4200\n");
 	jct_settle();
 	jc_result *second = jct_expect_ptx(d, r, JC_MISS, "4201");
 	assert_string_not_equal(jc_result_key(first), jc_result_key(second));
@@ -66,7 +66,7 @@ static void test_nested_change_touch_revert(void **state)
 	jc_result_free(touched);
 
 	/* Revert: the older manifest variant matches, the first entry's bytes. */
-	jct_put(d, "inc/sub/b.h", "#define B 4100\n");
+	jct_put(d->dir, "inc/sub/b.h", "#define B 4100\n");
 	jct_settle();
 	jc_result *back = jct_expect_ptx(d, r, JC_HIT, "4101");
 	assert_string_equal(jc_result_key(back), jc_result_key(first));
@@ -86,12 +86,12 @@ static void test_shadowing_header(void **state)
 {
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"first", "second", NULL};
-	jct_put(d, "second/a.h", "#define VALUE 5200\n");
+	jct_put(d->dir, "second/a.h", "#define VALUE 5200\n");
 	assert_int_equal(jct_sh("mkdir -p '%s/first'", d->dir), 0);
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result *a = jct_expect_ptx(d, r, JC_MISS, "5200");
-	jct_put(d, "first/a.h", "#define VALUE 5100\n"); /* earlier on the search path */
+	jct_put(d->dir, "first/a.h", "#define VALUE 5100\n"); /* earlier on the search path */
 	jct_settle();
 	jc_result *b = jct_expect_ptx(d, r, JC_MISS, "5100");
 	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
@@ -135,21 +135,21 @@ static void test_computed_include_falls_back(void **state)
 	static const char *const dirs[] = {"inc", NULL};
 	static const char src[] = "#define CONFIG <cfg/a.h>\n#include CONFIG\n"
 				  "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
-	jct_put(d, "inc/cfg/a.h", "#define VALUE 6100\n");
-	jct_put(d, "inc/unrelated.txt", "x");
+	jct_put(d->dir, "inc/cfg/a.h", "#define VALUE 6100\n");
+	jct_put(d->dir, "inc/unrelated.txt", "x");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, src, dirs);
 	jc_result *a = jct_expect_ptx(d, r, JC_MISS, "6100");
 	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "6100"));
 	/* The header the macro names changes: seen, though no scan could name it. */
-	jct_put(d, "inc/cfg/a.h", "#define VALUE 6200\n");
+	jct_put(d->dir, "inc/cfg/a.h", "#define VALUE 6200\n");
 	jct_settle();
 	jc_result *b = jct_expect_ptx(d, r, JC_MISS, "6200");
 	/* Any other file under the directory counts too (safe, not precise). */
-	jct_put(d, "inc/unrelated.txt", "y");
+	jct_put(d->dir, "inc/unrelated.txt", "y");
 	jct_settle();
 	jc_result *c = jct_expect_ptx(d, r, JC_MISS, "6200");
-	jct_put(d, "inc/cfg/new.h", "");
+	jct_put(d->dir, "inc/cfg/new.h", "");
 	jct_settle();
 	jc_result *e = jct_expect_ptx(d, r, JC_MISS, "6200");
 	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
@@ -168,7 +168,7 @@ static void test_fresh_header_is_stored_after_rehash(void **state)
 {
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
-	jct_put(d, "inc/a.h", "#define VALUE 7100\n");
+	jct_put(d->dir, "inc/a.h", "#define VALUE 7100\n");
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "7100"));
 	assert_int_equal(jct_stat(d, "include_rehashed"), 1);
@@ -258,9 +258,9 @@ static void test_nvrtc_shaped_include_options(void **state)
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", "inc2", "inc3", NULL};
 	char cwd[4096];
-	jct_put(d, "inc/a.h", "#include \"b.h\"\n");
-	jct_put(d, "inc2/b.h", "#include \"c.h\"\n");
-	jct_put(d, "inc3/c.h", "#define VALUE 8300\n");
+	jct_put(d->dir, "inc/a.h", "#include \"b.h\"\n");
+	jct_put(d->dir, "inc2/b.h", "#include \"c.h\"\n");
+	jct_put(d->dir, "inc3/c.h", "#define VALUE 8300\n");
 	jct_settle();
 	jc_request *decl = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result *a = jct_expect_ptx(d, decl, JC_MISS, "8300");
@@ -412,9 +412,9 @@ static void test_cccl_sized_tree(void **state)
 static void test_same_bytes_elsewhere_share_key(void **state)
 {
 	struct jtl_daemon *d = *state;
-	jct_put(d, "u1/inc/a.h", "#define VALUE 1111\n");
-	jct_put(d, "u2/inc/a.h", "#define VALUE 2222\n");
-	jct_put(d, "u3/inc/a.h", "#define VALUE 1111\n");
+	jct_put(d->dir, "u1/inc/a.h", "#define VALUE 1111\n");
+	jct_put(d->dir, "u2/inc/a.h", "#define VALUE 2222\n");
+	jct_put(d->dir, "u3/inc/a.h", "#define VALUE 1111\n");
 	jct_settle();
 	jc_request *r1 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u1/inc", NULL});
 	jc_request *r2 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u2/inc", NULL});

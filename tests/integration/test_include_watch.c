@@ -69,7 +69,7 @@ static void make_tree(const struct jtl_daemon *d, const char *root, int deep_val
 		}
 	}
 	snprintf(path, sizeof(path), "%s/all.h", root);
-	jct_put(d, path, all);
+	jct_put(d->dir, path, all);
 	free(all);
 }
 
@@ -129,7 +129,7 @@ static void test_deep_edit(void **state)
 	/* A file the tree does not use, created and written in a watched
 	 * directory, leaves the tree valid. */
 	int64_t inv = jct_stat(d, "include_watch_invalidations");
-	jct_put(d, "tree/t/d0/unrelated.log", "x\n");
+	jct_put(d->dir, "tree/t/d0/unrelated.log", "x\n");
 	expect(d, r, JC_HIT, "201007");
 	assert_int_equal(jct_stat(d, "include_watch_invalidations"), inv);
 	assert_int_equal(jct_stat(d, "compiles"), 2);
@@ -146,13 +146,13 @@ static void test_shadowing_new_file(void **state)
 {
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc1", "inc2", NULL};
-	jct_put(d, "inc1/other.h", "\n");
-	jct_put(d, "inc2/x/v.h", "#define VALUE 3100\n");
+	jct_put(d->dir, "inc1/other.h", "\n");
+	jct_put(d->dir, "inc2/x/v.h", "#define VALUE 3100\n");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
 	expect(d, r, JC_MISS, "3100");
 	expect_watched_hits(d, r, "3100");
-	jct_put(d, "inc1/x/v.h", "#define VALUE 3200\n"); /* makes inc1/x, then the file */
+	jct_put(d->dir, "inc1/x/v.h", "#define VALUE 3200\n"); /* makes inc1/x, then the file */
 	expect(d, r, JC_MISS, "3200");
 	expect_watched_hits(d, r, "3200");
 	jc_request_free(r);
@@ -162,19 +162,19 @@ static void test_directory_renamed_removed_remade(void **state)
 {
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
-	jct_put(d, "inc/x/v.h", "#define VALUE 4100\n");
+	jct_put(d->dir, "inc/x/v.h", "#define VALUE 4100\n");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
 	expect(d, r, JC_MISS, "4100");
 	expect_watched_hits(d, r, "4100");
 	/* Renamed away, another directory of that name put in its place. */
 	assert_int_equal(jct_sh("mv '%s/inc/x' '%s/inc/x-old'", d->dir, d->dir), 0);
-	jct_put(d, "inc/x/v.h", "#define VALUE 4200\n");
+	jct_put(d->dir, "inc/x/v.h", "#define VALUE 4200\n");
 	expect(d, r, JC_MISS, "4200");
 	expect_watched_hits(d, r, "4200");
 	/* Removed and made again with the first bytes: the first entry again. */
 	assert_int_equal(jct_sh("rm -r '%s/inc/x'", d->dir), 0);
-	jct_put(d, "inc/x/v.h", "#define VALUE 4100\n");
+	jct_put(d->dir, "inc/x/v.h", "#define VALUE 4100\n");
 	expect(d, r, JC_HIT, "4100");
 	/* Removed: the compile fails (not a stale hit). */
 	assert_int_equal(jct_sh("rm -r '%s/inc/x'", d->dir), 0);
@@ -196,8 +196,8 @@ static void test_symlinked_directory_swapped(void **state)
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	/* (Inside the -I directory: the compile is confined to it.) */
-	jct_put(d, "inc/va/v.h", "#define VALUE 5100\n");
-	jct_put(d, "inc/vb/v.h", "#define VALUE 5200\n");
+	jct_put(d->dir, "inc/va/v.h", "#define VALUE 5100\n");
+	jct_put(d->dir, "inc/vb/v.h", "#define VALUE 5200\n");
 	swap_link(d, "inc/x", "va");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
@@ -209,14 +209,14 @@ static void test_symlinked_directory_swapped(void **state)
 	swap_link(d, "inc/x", "va");
 	expect(d, r, JC_HIT, "5100");
 	/* The target of the link edited (reached only through it). */
-	jct_put(d, "inc/va/v.h", "#define VALUE 5300\n");
+	jct_put(d->dir, "inc/va/v.h", "#define VALUE 5300\n");
 	expect(d, r, JC_MISS, "5300");
 	jc_request_free(r);
 
 	/* The -I directory itself a link, swapped. */
 	static const char *const ldirs[] = {"ilink", NULL};
-	jct_put(d, "ia/x/v.h", "#define VALUE 5400\n");
-	jct_put(d, "ib/x/v.h", "#define VALUE 5500\n");
+	jct_put(d->dir, "ia/x/v.h", "#define VALUE 5400\n");
+	jct_put(d->dir, "ib/x/v.h", "#define VALUE 5500\n");
 	swap_link(d, "ilink", "ia");
 	jct_settle();
 	r = jct_request_ptx_dirs(d, value_kernel, ldirs);
@@ -255,8 +255,8 @@ static void test_queue_overflow(void **state)
 	if (max_q <= 0 || max_q > 1 << 22)
 		skip(); /* unknown, or too large to fill in a test */
 	make_tree(d, "tree", 100000);
-	jct_put(d, "tree/t/d0/junk0", "");
-	jct_put(d, "tree/t/d0/junk1", "");
+	jct_put(d->dir, "tree/t/d0/junk0", "");
+	jct_put(d->dir, "tree/t/d0/junk1", "");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, tree_kernel, dirs);
 	expect(d, r, JC_MISS, "101007");
@@ -319,15 +319,15 @@ static void test_generated_header(void **state)
 		"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = BLOCK * 3; }\n";
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	for (int run = 0; run < 5; run++) {
-		jct_put(d, "gen/config.h", "#define BLOCK 2300\n"); /* truncated and written again */
+		jct_put(d->dir, "gen/config.h", "#define BLOCK 2300\n"); /* truncated and written again */
 		expect(d, r, run == 0 ? JC_MISS : JC_HIT, "6900");
 	}
 	assert_int_equal(jct_stat(d, "compiles"), 1);
 	assert_int_equal(jct_stat(d, "include_uncached"), 0);
 	assert_true(jct_stat(d, "include_rehashed") >= 1);
-	jct_put(d, "gen/config.h", "#define BLOCK 2400\n");
+	jct_put(d->dir, "gen/config.h", "#define BLOCK 2400\n");
 	expect(d, r, JC_MISS, "7200");
-	jct_put(d, "gen/config.h", "#define BLOCK 2400\n");
+	jct_put(d->dir, "gen/config.h", "#define BLOCK 2400\n");
 	expect(d, r, JC_HIT, "7200");
 	assert_int_equal(jct_stat(d, "compiles"), 2);
 	jc_request_free(r);

@@ -36,7 +36,7 @@ static const char devlib_src[] =
 	"extern \"C\" __device__ float dl_scale(float x) { return 2.0f * x + DL_BIAS; }\n";
 
 /* Inputs built once for the whole group. */
-static char lib_dir[64];
+static char lib_dir[JTL_ROOT_MAX];
 static const char *const devlibs[] = {"devlib_lto.o", "libdevlib.a", "devlib.fatbin",
 				      "devlib.cubin", "devlib.ptx"};
 #define N_DEVLIBS (sizeof(devlibs) / sizeof(devlibs[0]))
@@ -46,8 +46,7 @@ static int build_inputs(void **state)
 	(void)state;
 	const char *nvcc = jct_nvcc();
 	char path[256];
-	snprintf(lib_dir, sizeof(lib_dir), "/tmp/jc-link-XXXXXX");
-	assert_non_null(mkdtemp(lib_dir));
+	jct_tmpdir(lib_dir, NULL, "link");
 	snprintf(path, sizeof(path), "%s/devlib.cu", lib_dir);
 	jct_write_file(path, devlib_src, strlen(devlib_src));
 	snprintf(path, sizeof(path), "%s/kern.cu", lib_dir);
@@ -73,8 +72,7 @@ static int build_inputs(void **state)
 static int remove_inputs(void **state)
 {
 	(void)state;
-	if (!getenv("JC_TEST_KEEP"))
-		jct_sh("rm -rf '%s'", lib_dir);
+	jct_tmpdir_remove(lib_dir);
 	return 0;
 }
 

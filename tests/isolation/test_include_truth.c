@@ -84,15 +84,6 @@ static int setup(void **state)
 	return 0;
 }
 
-/* Writes d->dir/rel with text (directories made as needed), then settles. */
-static void put(const struct jtl_daemon *d, const char *rel, const char *text)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", d->dir, rel);
-	assert_int_equal(jct_sh("mkdir -p \"$(dirname '%s')\"", path), 0);
-	jct_write_file(path, text, strlen(text));
-}
-
 /* The five forms. Each reads the header HDIR/v.h (HDIR = d->dir/inc); the
  * kernel stores VALUE, which the header defines. */
 enum form { COMPUTED, SPLICE, DIGRAPH, CLIMB, ABS_NAME, N_FORMS };
@@ -182,7 +173,7 @@ static void test_own_uid_declared(void **state)
 	for (int f = 0; f < N_FORMS; f++) {
 		int v = 5100 + 100 * f;
 		snprintf(value, sizeof(value), "#define VALUE %d\n", v);
-		put(d, "inc/v.h", value);
+		jct_put(d->dir, "inc/v.h", value);
 		jct_settle();
 		jc_request *r = form_request(d, f, header, hdir);
 		char want[16];
@@ -192,7 +183,7 @@ static void test_own_uid_declared(void **state)
 
 		/* The header changes: a miss and the new bytes, then a hit of those. */
 		snprintf(value, sizeof(value), "#define VALUE %d\n", v + 1);
-		put(d, "inc/v.h", value);
+		jct_put(d->dir, "inc/v.h", value);
 		jct_settle();
 		snprintf(want, sizeof(want), "%d", v + 1);
 		jc_result *second = expect(d, r, JC_MISS, want, form_names[f]);
@@ -216,7 +207,7 @@ static void test_own_uid_undeclared(void **state)
 	start(d, 0);
 	char header[400];
 	snprintf(header, sizeof(header), "%s/private/v.h", d->dir);
-	put(d, "private/v.h", "#define VALUE 4242 /* " SECRET " */\n#error " SECRET "\n");
+	jct_put(d->dir, "private/v.h", "#define VALUE 4242 /* " SECRET " */\n#error " SECRET "\n");
 	jct_settle();
 	for (int f = 0; f < N_FORMS; f++) {
 		jc_request *r = form_request(d, f, header, NULL);
@@ -335,7 +326,7 @@ static void test_other_uid_refused(void **state)
 	start(d, 1);
 	char secret[400];
 	snprintf(secret, sizeof(secret), "%s/private/s.h", d->dir);
-	put(d, "private/s.h", "#define VALUE 31337 /* " SECRET " */\n#error " SECRET "\n");
+	jct_put(d->dir, "private/s.h", "#define VALUE 31337 /* " SECRET " */\n#error " SECRET "\n");
 	assert_int_equal(chmod(secret, 0600), 0);
 	struct answer a;
 	/* A request that reads nothing from disk is served to this uid. */

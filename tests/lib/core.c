@@ -13,12 +13,15 @@
 #include <time.h>
 #include <unistd.h>
 
-int jtl_tmpdir(char *root, size_t len, const char *tag, char *why, size_t whylen)
+int jtl_tmpdir(char *root, size_t len, const char *parent, const char *tag, char *why,
+	       size_t whylen)
 {
-	const char *tmp = getenv("TMPDIR");
-	if ((size_t)snprintf(root, len, "%s/jc-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag) >= len) {
-		snprintf(why, whylen, "temporary path under %s is longer than %zu bytes (set a shorter TMPDIR)",
-			 tmp, len - 1);
+	const char *tmp = parent ? parent : getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	if ((size_t)snprintf(root, len, "%s/jc-%s-XXXXXX", tmp, tag) >= len) {
+		snprintf(why, whylen, "a temporary directory under %s is longer than %zu bytes", tmp,
+			 len - 1);
 		return -1;
 	}
 	if (!mkdtemp(root)) {
@@ -155,7 +158,7 @@ uint8_t *jtl_read_file(const char *path, size_t *size)
 
 int jtl_write_file(const char *path, const void *data, size_t size, char *why, size_t whylen)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (fd < 0) {
 		snprintf(why, whylen, "create %s: %s", path, strerror(errno));
 		return -1;
@@ -178,13 +181,19 @@ int jtl_write_file(const char *path, const void *data, size_t size, char *why, s
 	return 0;
 }
 
+int jtl_count(const char *text, const char *s)
+{
+	int count = 0;
+	for (const char *p = text; (p = strstr(p, s)); p += strlen(s))
+		count++;
+	return count;
+}
+
 int jtl_file_count(const char *path, const char *s)
 {
 	size_t n;
 	char *text = (char *)jtl_read_file(path, &n);
-	int count = 0;
-	for (char *p = text; p && (p = strstr(p, s)); p += strlen(s))
-		count++;
+	int count = text ? jtl_count(text, s) : 0;
 	free(text);
 	return count;
 }

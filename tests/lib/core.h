@@ -24,11 +24,12 @@
 
 /* --- temporary directories ------------------------------------------------ */
 
-/* Makes a new private (0700) directory $TMPDIR/jc-TAG-XXXXXX (TMPDIR unset
- * or empty: /tmp) and writes its path to root (len bytes). Returns 0, or -1
- * with the reason in why (whylen bytes) when the path does not fit or
- * mkdtemp fails. */
-int jtl_tmpdir(char *root, size_t len, const char *tag, char *why, size_t whylen);
+/* Makes a new private (0700) directory PARENT/jc-TAG-XXXXXX (parent NULL:
+ * $TMPDIR, or /tmp when that is unset or empty) and writes its path to root
+ * (len bytes). Returns 0, or -1 with the reason in why (whylen bytes) when
+ * the path does not fit or mkdtemp fails. */
+int jtl_tmpdir(char *root, size_t len, const char *parent, const char *tag, char *why,
+	       size_t whylen);
 /* Removes path and everything below it without following symbolic links,
  * first giving directories u+rwx (tests make read-only ones). A missing path
  * is not an error. Returns 0, or -1 with the first failure in why. */
@@ -47,10 +48,13 @@ void jtl_sleep_ms(unsigned ms);
 /* Reads the whole file path: a malloc'd buffer (the caller frees it),
  * NUL-terminated one byte beyond *size; NULL with errno set on failure. */
 uint8_t *jtl_read_file(const char *path, size_t *size);
-/* Creates or truncates path (mode 0600 when new) and writes size bytes.
+/* Creates or truncates path (mode 0666 less the umask when new, as fopen)
+ * and writes size bytes.
  * Returns 0, or -1 with the reason in why. */
 int jtl_write_file(const char *path, const void *data, size_t size, char *why, size_t whylen);
-/* How many times s occurs in the file path (0 when it cannot be read). */
+/* How many times s (not empty) occurs in text, without overlaps / in the
+ * file path (0 when it cannot be read). */
+int jtl_count(const char *text, const char *s);
 int jtl_file_count(const char *path, const char *s);
 
 /* --- JSON text ------------------------------------------------------------ */

@@ -20,7 +20,7 @@ int jtl_daemon_init(struct jtl_daemon *d, const char *bin, const char *tag)
 		snprintf(d->why, sizeof(d->why), "path of jitcached too long: %s", bin);
 		return -1;
 	}
-	if (jtl_tmpdir(d->dir, sizeof(d->dir), tag ? tag : "test", d->why, sizeof(d->why)) != 0)
+	if (jtl_tmpdir(d->dir, sizeof(d->dir), NULL, tag ? tag : "test", d->why, sizeof(d->why)) != 0)
 		return -1;
 	snprintf(d->cache, sizeof(d->cache), "%s/cache", d->dir);
 	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,10 +25,10 @@ static const char *env_or_fail(const char *name)
 	return v;
 }
 
-void jct_tmpdir(char root[JTL_ROOT_MAX], const char *tag)
+void jct_tmpdir(char root[JTL_ROOT_MAX], const char *parent, const char *tag)
 {
 	char why[512];
-	if (jtl_tmpdir(root, JTL_ROOT_MAX, tag, why, sizeof(why)) != 0)
+	if (jtl_tmpdir(root, JTL_ROOT_MAX, parent, tag, why, sizeof(why)) != 0)
 		fail_msg("%s", why);
 }
 
@@ -251,11 +252,16 @@ void jct_write_text(const char *path, const char *text)
 	jct_write_file(path, text, strlen(text));
 }
 
-void jct_put(const struct jtl_daemon *d, const char *rel, const char *text)
+void jct_put(const char *root, const char *rel, const char *text)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", d->dir, rel);
-	assert_int_equal(jct_sh("mkdir -p \"$(dirname '%s')\"", path), 0);
+	char path[512], dir[512];
+	size_t skip = strlen(root);
+	assert_true((size_t)snprintf(path, sizeof(path), "%s/%s", root, rel) < sizeof(path));
+	for (char *p = strchr(path + skip + 1, '/'); p; p = strchr(p + 1, '/')) {
+		snprintf(dir, sizeof(dir), "%.*s", (int)(p - path), path);
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+			fail_msg("mkdir %s: %s", dir, strerror(errno));
+	}
 	jct_write_text(path, text);
 }
 

@@ -29,8 +29,9 @@
 
 /* --- temporary directories ------------------------------------------------ */
 
-/* jtl_tmpdir into root (JTL_ROOT_MAX bytes); fails the test on error. */
-void jct_tmpdir(char root[JTL_ROOT_MAX], const char *tag);
+/* jtl_tmpdir into root (JTL_ROOT_MAX bytes) under parent (NULL: $TMPDIR or
+ * /tmp); fails the test on error. */
+void jct_tmpdir(char root[JTL_ROOT_MAX], const char *parent, const char *tag);
 /* Removes root and everything below (jtl_rmtree), unless JC_TEST_KEEP is
  * set; fails the test when it cannot. */
 void jct_tmpdir_remove(const char *root);
@@ -104,8 +105,8 @@ void jct_assert_has(const char *text, const char *want);
 void jct_write_file(const char *path, const void *data, size_t size);
 /* jct_write_file of a NUL-terminated text. */
 void jct_write_text(const char *path, const char *text);
-/* Writes text to d->dir/rel, making its directories. */
-void jct_put(const struct jtl_daemon *d, const char *rel, const char *text);
+/* Writes text to root/rel, making the directories below root (0755). */
+void jct_put(const char *root, const char *rel, const char *text);
 /* Sleeps past the daemon's settle margin for files written just now (100 ms
  * with nanosecond timestamps, as here): see common/includes.h. */
 void jct_settle(void);

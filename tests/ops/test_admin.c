@@ -44,13 +44,6 @@ static void compile_saxpy(struct jtl_daemon *d, char key[33], char lowered[128])
 	jc_request_free(r);
 }
 
-static void assert_has(const char *text, const char *want)
-{
-	if (!strstr(text, want))
-		fprintf(stderr, "no '%s' in:\n%s\n", want, text);
-	assert_non_null(strstr(text, want));
-}
-
 static void test_ls_and_show(void **state)
 {
 	struct jtl_daemon *d = *state;
@@ -61,13 +54,13 @@ static void test_ls_and_show(void **state)
 	for (int offline = 0; offline < 2; offline++) {
 		const char *ls[] = {"ls", NULL}, *ls_json[] = {"ls", "--json", NULL};
 		char *out = jct_ctl_expect(d, 0, NULL, ls);
-		assert_has(out, "KEY ");
-		assert_has(out, "LAST ACCESS");
+		jct_assert_has(out, "KEY ");
+		jct_assert_has(out, "LAST ACCESS");
 		snprintf(want, sizeof(want), "%s  cubin     sm_90", key);
-		assert_has(out, want);
+		jct_assert_has(out, want);
 		snprintf(want, sizeof(want), "%s  negative  sm_90", bad);
-		assert_has(out, want);
-		assert_has(out, "saxpy.cu");
+		jct_assert_has(out, want);
+		jct_assert_has(out, "saxpy.cu");
 		free(out);
 		out = jct_ctl_expect(d, 0, NULL, ls_json);
 		assert_true(out[0] == '[');
@@ -75,22 +68,22 @@ static void test_ls_and_show(void **state)
 						     "\"size\": ", "\"hits\": ", "\"last_access\": ",
 						     "\"source_name\": \"saxpy.cu\"", "\"kind\": \"negative\""};
 		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-			assert_has(out, fields[i]);
+			jct_assert_has(out, fields[i]);
 		free(out);
 
 		const char *show[] = {"show", key, NULL};
 		out = jct_ctl_expect(d, 0, NULL, show);
-		assert_has(out, "options      -DJC_SHOW_TEST=1");
-		assert_has(out, "versions     nvrtc=");
-		assert_has(out, "driver=");
+		jct_assert_has(out, "options      -DJC_SHOW_TEST=1");
+		jct_assert_has(out, "versions     nvrtc=");
+		jct_assert_has(out, "driver=");
 		snprintf(want, sizeof(want), "lowered.0    &saxpy<float>\t%s\n", lowered);
 		if (!strstr(out, want)) /* stored order is the request's or sorted */
 			snprintf(want, sizeof(want), "&saxpy<float>\t%s\n", lowered);
-		assert_has(out, want);
-		assert_has(out, "&saxpy<double>\t_Z5saxpyIdEv");
-		assert_has(out, "compile_us   ");
-		assert_has(out, "created      ");
-		assert_has(out, "status       ok");
+		jct_assert_has(out, want);
+		jct_assert_has(out, "&saxpy<double>\t_Z5saxpyIdEv");
+		jct_assert_has(out, "compile_us   ");
+		jct_assert_has(out, "created      ");
+		jct_assert_has(out, "status       ok");
 		free(out);
 		const char *show_json[] = {"show", "--json", key, NULL};
 		out = jct_ctl_expect(d, 0, NULL, show_json);
@@ -100,20 +93,20 @@ static void test_ls_and_show(void **state)
 		/* A negative entry: the compile log, and when it expires. */
 		const char *show_bad[] = {"show", bad, NULL};
 		out = jct_ctl_expect(d, 0, NULL, show_bad);
-		assert_has(out, "status       failed");
-		assert_has(out, "log:\n");
-		assert_has(out, "undefined_thing");
-		assert_has(out, "expires      ");
+		jct_assert_has(out, "status       failed");
+		jct_assert_has(out, "log:\n");
+		jct_assert_has(out, "undefined_thing");
+		jct_assert_has(out, "expires      ");
 		free(out);
 
 		char *err = NULL;
 		const char *missing[] = {"show", "00000000000000000000000000000000", NULL};
 		free(jct_ctl_expect(d, 1, &err, missing));
-		assert_has(err, "no entry with key");
+		jct_assert_has(err, "no entry with key");
 		free(err);
 		const char *bogus[] = {"show", "nothex", NULL};
 		free(jct_ctl_expect(d, 1, &err, bogus));
-		assert_has(err, "32-hex-digit key");
+		jct_assert_has(err, "32-hex-digit key");
 		free(err);
 		if (!offline)
 			assert_int_equal(jtl_daemon_stop(d), 0);
@@ -166,17 +159,17 @@ static void test_verify_quarantines(void **state)
 	const char *verify[] = {"verify", NULL};
 	char *err = NULL;
 	free(jct_ctl_expect(d, 0, &err, verify));
-	assert_has(err, "checked 2 objects, 0 bad");
+	jct_assert_has(err, "checked 2 objects, 0 bad");
 	free(err);
 	for (int offline = 0; offline < 2; offline++) {
 		const char *key = offline ? b : a;
 		corrupt_object(d, key, object);
 		char *out = jct_ctl_expect(d, 1, &err, verify);
-		assert_has(err, "1 bad (quarantined)");
-		assert_has(out, "problem      corrupt");
-		assert_has(out, key);
+		jct_assert_has(err, "1 bad (quarantined)");
+		jct_assert_has(out, "problem      corrupt");
+		jct_assert_has(out, key);
 		snprintf(want, sizeof(want), "object       %s", object);
-		assert_has(out, want);
+		jct_assert_has(out, want);
 		free(out);
 		free(err);
 		assert_true(jct_listed(d, key) == 0);
@@ -234,7 +227,7 @@ static void test_gc_grace(void **state)
 	const char *gc[] = {"gc", NULL};
 	char *err = NULL, *out = NULL;
 	out = jct_ctl_expect(d, 0, &err, gc);
-	assert_has(err, "removed 1 expired negative entries, 2 orphaned objects");
+	jct_assert_has(err, "removed 1 expired negative entries, 2 orphaned objects");
 	free(out);
 	free(err);
 	assert_int_equal(stat(old0, &st), -1);
@@ -248,8 +241,8 @@ static void test_gc_grace(void **state)
 	assert_int_equal(utimensat(AT_FDCWD, young, t, 0), 0);
 	jct_daemon_start(d, NULL);
 	out = jct_ctl_expect(d, 0, &err, gc);
-	assert_has(err, "1 orphaned objects");
-	assert_has(out, young);
+	jct_assert_has(err, "1 orphaned objects");
+	jct_assert_has(out, young);
 	free(out);
 	free(err);
 	assert_int_equal(stat(young, &st), -1);
@@ -275,7 +268,7 @@ static void test_periodic_gc(void **state)
 	}
 	assert_true(gone);
 	char *log = jct_log(d);
-	assert_has(log, "info EVICT: collector: removed 0 expired negative entries, 1 orphaned objects");
+	jct_assert_has(log, "info EVICT: collector: removed 0 expired negative entries, 1 orphaned objects");
 	free(log);
 }
 
@@ -296,14 +289,14 @@ static void test_terminal_escapes(void **state)
 	jc_request_free(r);
 	const char *ls[] = {"ls", NULL}, *show[] = {"show", key, NULL};
 	char *out = jct_ctl_expect(d, 0, NULL, ls);
-	assert_has(out, "evil\\xc2\\x9b2J.cu");
+	jct_assert_has(out, "evil\\xc2\\x9b2J.cu");
 	assert_null(strstr(out, "\xc2\x9b"));
 	free(out);
 	out = jct_ctl_expect(d, 0, NULL, show);
 	fprintf(stderr, "show of a hostile entry:\n%s", out);
-	assert_has(out, "evil\\xc2\\x9b2J.cu");
-	assert_has(out, "log:\n");
-	assert_has(out, "\\x1b]0;pwned\\x07");
+	jct_assert_has(out, "evil\\xc2\\x9b2J.cu");
+	jct_assert_has(out, "log:\n");
+	jct_assert_has(out, "\\x1b]0;pwned\\x07");
 	assert_null(strchr(out, 0x1b));
 	assert_null(strchr(out, 0x07));
 	free(out);

@@ -23,7 +23,7 @@
 
 #include "config.h"
 
-static char root[64];
+static char root[JTL_ROOT_MAX];
 static char src_root[512];
 
 static void sh(const char *cmd, int want, const char *out_path)
@@ -68,13 +68,6 @@ static char *stage_unit(const char *src, const char *dir, const char *name)
 	return text;
 }
 
-static void assert_has(const char *text, const char *want)
-{
-	if (!strstr(text, want))
-		fprintf(stderr, "no '%s' in the unit\n", want);
-	assert_non_null(strstr(text, want));
-}
-
 static void test_system_units_verify(void **state)
 {
 	(void)state;
@@ -86,14 +79,14 @@ static void test_system_units_verify(void **state)
 	snprintf(src, sizeof(src), "%s/systemd/jitcached.service", getenv("JC_BUILD_ROOT"));
 	char *service = stage_unit(src, dir, "jitcached.service");
 	/* The contract with clients and with systemd. */
-	assert_has(socket, "ListenStream=/run/jitcached/jitcached.sock\n");
-	assert_has(socket, "SocketMode=0660\n");
-	assert_has(socket, "SocketGroup=jitcache\n");
-	assert_has(service, "Type=notify\n");
-	assert_has(service, "NotifyAccess=main\n");
-	assert_has(service, "User=jitcache\n");
-	assert_has(service, "CacheDirectory=jitcache\n");
-	assert_has(service, "--cache-dir /var/cache/jitcache");
+	jct_assert_has(socket, "ListenStream=/run/jitcached/jitcached.sock\n");
+	jct_assert_has(socket, "SocketMode=0660\n");
+	jct_assert_has(socket, "SocketGroup=jitcache\n");
+	jct_assert_has(service, "Type=notify\n");
+	jct_assert_has(service, "NotifyAccess=main\n");
+	jct_assert_has(service, "User=jitcache\n");
+	jct_assert_has(service, "CacheDirectory=jitcache\n");
+	jct_assert_has(service, "--cache-dir /var/cache/jitcache");
 	free(socket);
 	free(service);
 	snprintf(out, sizeof(out), "%s/verify.out", root);
@@ -110,7 +103,7 @@ static void test_system_units_verify(void **state)
 		 "cd %s && systemd-analyze security --offline=yes --threshold=20 jitcached.service", dir);
 	sh(cmd, 0, out);
 	text = (char *)jtl_read_file(out, &n);
-	assert_has(text, "Overall exposure level for jitcached.service: ");
+	jct_assert_has(text, "Overall exposure level for jitcached.service: ");
 	free(text);
 }
 
@@ -126,8 +119,8 @@ static void test_user_units_verify(void **state)
 	char *socket = stage_unit(src, dir, "jitcached.socket");
 	snprintf(src, sizeof(src), "%s/systemd/jitcached-user.service", getenv("JC_BUILD_ROOT"));
 	char *service = stage_unit(src, dir, "jitcached.service");
-	assert_has(socket, "ListenStream=%t/jitcached.sock\n"); /* the clients' default */
-	assert_has(service, "Type=notify\n");
+	jct_assert_has(socket, "ListenStream=%t/jitcached.sock\n"); /* the clients' default */
+	jct_assert_has(service, "Type=notify\n");
 	free(socket);
 	free(service);
 	snprintf(out, sizeof(out), "%s/verify-user.out", root);
@@ -171,6 +164,20 @@ static void test_sysusers(void **state)
 	free(group);
 }
 
+static int make_root(void **state)
+{
+	(void)state;
+	jct_tmpdir(root, NULL, "units");
+	return 0;
+}
+
+static int remove_root(void **state)
+{
+	(void)state;
+	jct_tmpdir_remove(root);
+	return 0;
+}
+
 int main(void)
 {
 	if (system("command -v systemd-analyze >/dev/null 2>&1") != 0) {
@@ -184,18 +191,10 @@ int main(void)
 	const char *examples = getenv("JC_EXAMPLES");
 	assert_non_null(examples);
 	snprintf(src_root, sizeof(src_root), "%s/..", examples);
-	snprintf(root, sizeof(root), "/tmp/jc-units-XXXXXX");
-	if (!mkdtemp(root))
-		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_system_units_verify),
 		cmocka_unit_test(test_user_units_verify),
 		cmocka_unit_test(test_sysusers),
 	};
-	int failed = cmocka_run_group_tests(tests, NULL, NULL);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	if (!getenv("JC_TEST_KEEP") && system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", root);
-	return failed;
+	return cmocka_run_group_tests(tests, make_root, remove_root);
 }

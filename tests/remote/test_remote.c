@@ -130,11 +130,7 @@ static int fetch(struct rfx *x, const struct jtl_daemon *d, int v, char *key)
 /* Waits (at most 10 s) until stat key of d is at least min; returns it. */
 static int64_t wait_stat(const struct jtl_daemon *d, const char *key, int64_t min)
 {
-	double end = jtl_now_s() + 10;
-	int64_t v;
-	while ((v = jct_stat(d, key)) < min && jtl_now_s() < end)
-		usleep(20000);
-	return v;
+	return jct_wait_stat(d, key, jct_ge, min, 10000);
 }
 
 /* The string stat key of d into out (outlen bytes). */
