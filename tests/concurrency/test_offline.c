@@ -33,29 +33,6 @@
 
 static const char pool_spec[] = "0:0,0:1,0:2,0:3,0:4,0:5,1:0,1:1";
 
-/* Runs jitcachectl with args; its stdout into out (NUL-terminated, cap bytes). */
-static int run_ctl(const char *const *args, char *out, size_t cap)
-{
-	int p[2];
-	if (pipe(p) != 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		execv(args[0], (char *const *)args);
-		_exit(127);
-	}
-	close(p[1]);
-	size_t n = 0;
-	ssize_t got;
-	while ((got = read(p[0], out + n, cap - 1 - n)) > 0 || (got < 0 && errno == EINTR))
-		n += got > 0 ? (size_t)got : 0;
-	out[n] = '\0';
-	close(p[0]);
-	return jtl_wait(pid);
-}
-
 static int helper_ctl_loop(char **argv)
 {
 	static const char *const cmds[][3] = {
@@ -67,11 +44,16 @@ static int helper_ctl_loop(char **argv)
 	unsigned seed = (unsigned)strtoul(argv[2], NULL, 10);
 	struct pollfd stop = {.fd = atoi(argv[3]), .events = POLLIN};
 	unsigned long commands = 0, failures = 0, offline = 0, online = 0;
-	static char out[1 << 20];
+	char scratch[JTL_ROOT_MAX], why[512];
+	if (jtl_tmpdir(scratch, sizeof(scratch), NULL, "ctl-loop", why, sizeof(why)) != 0) {
+		fprintf(stderr, "ctl-loop: %s\n", why);
+		return 1;
+	}
 	while (poll(&stop, 1, 0) == 0) {
 		const char *const *c = cmds[rand_r(&seed) % 6];
 		const char *args[] = {ctl, "--socket", argv[0], "--cache-dir", argv[1], c[0], c[1], c[2], NULL};
-		int rc = run_ctl(args, out, sizeof(out));
+		char *out = NULL;
+		int rc = jtl_run(args, NULL, scratch, &out, NULL);
 		commands++;
 		if (rc != 0) {
 			fprintf(stderr, "ctl-loop: jitcachectl %s %s: exit %d\n", c[0], c[1] ? c[1] : "", rc);
@@ -82,8 +64,11 @@ static int helper_ctl_loop(char **argv)
 			else
 				online++;
 		}
+		free(out);
 		usleep(rand_r(&seed) % 20000);
 	}
+	if (jtl_rmtree(scratch, why, sizeof(why)) != 0)
+		fprintf(stderr, "ctl-loop: %s\n", why);
 	printf("%lu %lu %lu %lu\n", commands, failures, offline, online);
 	return 0;
 }
@@ -155,8 +140,7 @@ static void test_offline_then_daemon(void **state)
 		 * given socket: jitcachectl says so and leaves the directory alone. */
 		const char *argv[] = {getenv("JITCACHECTL"), "--socket", "/nonexistent/sock",
 				      "--cache-dir", f->d.cache, "purge", "--all", NULL};
-		char buf[4096];
-		assert_int_equal(run_ctl(argv, buf, sizeof(buf)), 1);
+		assert_int_equal(jct_run(&f->d, argv, NULL, NULL), 1);
 		assert_int_equal(jct_stat(&f->d, "entries"), 4);
 	}
 	printf("offline then daemon: same answers; %.1f s\n", jtl_now_s() - t0);

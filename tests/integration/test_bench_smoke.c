@@ -28,26 +28,16 @@ static void test_tiny_json(void **state)
 	const char *bench = getenv("JITCACHE_BENCH");
 	if (!bench || !*bench)
 		fail_msg("JITCACHE_BENCH is not set (run through meson test)");
-	char out_path[] = "/tmp/jc-bench-smoke-XXXXXX";
-	int out = mkstemp(out_path);
-	assert_true(out >= 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(out, 1);
-		execl(bench, bench, "--tiny", "--json", (char *)NULL);
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	close(out);
-	size_t n;
-	char *json = (char *)jtl_read_file(out_path, &n);
-	unlink(out_path);
-	assert_non_null(json);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	char root[JTL_ROOT_MAX];
+	jct_tmpdir(root, NULL, "bench-smoke");
+	const char *const argv[] = {bench, "--tiny", "--json", NULL};
+	char *json = NULL, *err = NULL;
+	int rc = jtl_run(argv, NULL, root, &json, &err);
+	jct_tmpdir_remove(root);
+	if (rc != 0)
+		fprintf(stderr, "jitcache-bench --tiny --json: exit %d\n%s", rc, err);
+	free(err);
+	assert_int_equal(rc, 0);
 
 	double p50 = jct_json_num(json, "hit_p50_us"), p99 = jct_json_num(json, "hit_p99_us");
 	assert_true(p50 > 0);

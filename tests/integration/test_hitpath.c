@@ -184,7 +184,7 @@ static void expect_ptx(const struct jtl_daemon *d, const jc_request *r, int cach
 static void test_toolkit_key_memo(void **state)
 {
 	struct jtl_daemon *d = *state;
-	char *out = NULL, tk[4096], link[600], fake[600], opt[700];
+	char *out = NULL, tk[4096], link[600], fake[600];
 	const char *args[] = {"version", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
 	const char *p = strstr(out, "\"toolkit_include\": \"");
@@ -201,9 +201,7 @@ static void test_toolkit_key_memo(void **state)
 				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
 				       "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	snprintf(opt, sizeof(opt), "-I%s", link);
-	assert_int_equal(jc_request_add_option(r, opt), 0);
-	assert_int_equal(jc_request_add_include_dir(r, link), 0);
+	jct_request_include(r, link);
 	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
 	expect_ptx(d, r, JC_MISS, "127");
 	expect_ptx(d, r, JC_HIT, "127");

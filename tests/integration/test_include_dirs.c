@@ -308,10 +308,9 @@ static void test_toolkit_tree_is_covered(void **state)
 				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
 				       "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	char opt[4300];
-	snprintf(opt, sizeof(opt), "-I%s/cccl", inc);
-	assert_int_equal(jc_request_add_option(r, opt), 0);
-	assert_int_equal(jc_request_add_include_dir(r, opt + 2), 0);
+	char cccl[4300];
+	snprintf(cccl, sizeof(cccl), "%s/cccl", inc);
+	jct_request_include(r, cccl);
 	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
 	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "127"));
 	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "127"));

@@ -148,12 +148,8 @@ static void check(const struct jtl_daemon *d, const struct tree *t, const char *
 {
 	jc_request *r = jct_request_src("k.cu", src, "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	for (int i = 0; i < 2; i++) {
-		char opt[320];
-		snprintf(opt, sizeof(opt), "-I%s", t->dir[i]);
-		assert_int_equal(jc_request_add_option(r, opt), 0);
-		assert_int_equal(jc_request_add_include_dir(r, t->dir[i]), 0);
-	}
+	for (int i = 0; i < 2; i++)
+		jct_request_include(r, t->dir[i]);
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	int rc = jc_compile(c, r, &res);

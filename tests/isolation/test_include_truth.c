@@ -132,12 +132,8 @@ static jc_request *form_request(const struct jtl_daemon *d, enum form f, const c
 	form_source(d, f, header, src, sizeof(src), name, sizeof(name));
 	jc_request *r = jct_request_src(name, src, "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	if (declared) {
-		char opt[600];
-		snprintf(opt, sizeof(opt), "-I%s", declared);
-		assert_int_equal(jc_request_add_option(r, opt), 0);
-		assert_int_equal(jc_request_add_include_dir(r, declared), 0);
-	}
+	if (declared)
+		jct_request_include(r, declared);
 	return r;
 }
 
@@ -378,10 +374,7 @@ static void test_fifo_header(void **state)
 				       "extern \"C\" __global__ void k(int *x) { x[0] = 1; }\n",
 				       "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	char opt[400];
-	snprintf(opt, sizeof(opt), "-I%s", hdir);
-	assert_int_equal(jc_request_add_option(r, opt), 0);
-	assert_int_equal(jc_request_add_include_dir(r, hdir), 0);
+	jct_request_include(r, hdir);
 	double t0 = jtl_now_s();
 	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
 	double took = jtl_now_s() - t0;

@@ -298,16 +298,23 @@ jc_request *jct_request(const char *file, const char *arch, const char *const *e
 	return r;
 }
 
+void jct_request_include(jc_request *r, const char *dir)
+{
+	char opt[4200];
+	assert_true((size_t)snprintf(opt, sizeof(opt), "-I%s", dir) < sizeof(opt));
+	assert_int_equal(jc_request_add_option(r, opt), 0);
+	assert_int_equal(jc_request_add_include_dir(r, dir), 0);
+}
+
 jc_request *jct_request_ptx_dirs(const struct jtl_daemon *d, const char *src,
 				 const char *const *dirs)
 {
 	jc_request *r = jct_request_src("k.cu", src, "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
 	for (size_t i = 0; dirs[i]; i++) {
-		char opt[512];
-		snprintf(opt, sizeof(opt), "-I%s/%s", d->dir, dirs[i]);
-		assert_int_equal(jc_request_add_option(r, opt), 0);
-		assert_int_equal(jc_request_add_include_dir(r, opt + 2), 0);
+		char dir[512];
+		snprintf(dir, sizeof(dir), "%s/%s", d->dir, dirs[i]);
+		jct_request_include(r, dir);
 	}
 	return r;
 }

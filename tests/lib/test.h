@@ -119,6 +119,8 @@ const char *jct_example(const char *name);
  * expressions (NULL-terminated, may be NULL). The caller frees it. */
 jc_request *jct_request_src(const char *name, const char *src, const char *arch);
 jc_request *jct_request(const char *file, const char *arch, const char *const *exprs);
+/* Adds the option -IDIR to r and declares dir as an include directory. */
+void jct_request_include(jc_request *r, const char *dir);
 /* A PTX compile of src (as k.cu, compute_90) with -I d->dir/DIR declared for
  * each of dirs (NULL-terminated). */
 jc_request *jct_request_ptx_dirs(const struct jtl_daemon *d, const char *src,
