@@ -176,8 +176,6 @@ struct bench_shim {
 void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, const char *saxpy_src,
 		struct bench_shim *out);
 
-/* The median of v[0..n) (sorts v; main.c). */
-double bench_median(double *v, int n);
 
 /* --- paths.c: the client library's other paths -------------------------- */
 

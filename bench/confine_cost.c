@@ -72,18 +72,6 @@ static void confine(void)
 	}
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp);
-	return v[n / 2];
-}
-
 /* Reads one double from fd (a child's figure). */
 static double take(int fd)
 {
@@ -163,6 +151,6 @@ int main(int argc, char **argv)
 	       "  in the warm process (unconfined, as before)  %.1f\n"
 	       "  child forked and confined per job            %.1f\n"
 	       "  helper confined once (jobs without -I)        %.1f\n",
-	       n, jc__confine_name(kind), why, median(in, n), median(child, n), median(helper, n));
+	       n, jc__confine_name(kind), why, jtl_median(in, (size_t)n), jtl_median(child, (size_t)n), jtl_median(helper, (size_t)n));
 	return 0;
 }

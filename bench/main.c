@@ -222,18 +222,6 @@ static void freshen(jc_request *r, const char *what, int i)
 		bench_die("out of memory");
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-double bench_median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* NVRTC time of compile_reps cold compiles of r (the first is o's). */
 static double compile_ms(jc_client *c, jc_request *r, const struct bench_object *o,
 			 const struct bench_plan *plan, const char *what)
@@ -249,7 +237,7 @@ static double compile_ms(jc_client *c, jc_request *r, const struct bench_object 
 		v[n++] = fresh.compile_ms;
 	}
 	jc_request_set_app_abi(r, "");
-	return bench_median(v, n);
+	return jtl_median(v, n);
 }
 
 /* NVRTC time of one result, in milliseconds. */
@@ -300,9 +288,9 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 		}
 		ratio[n] = build[n] / sum[n];
 	}
-	fig("fatbin_build_ms", "ms", bench_median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
-	fig("fatbin_parts_sum_ms", "ms", bench_median(sum, n), "  its 3 parts' NVRTC compiles, summed");
-	fig("fatbin_build_ratio", "x", bench_median(ratio, n), "  build / sum of the parts");
+	fig("fatbin_build_ms", "ms", jtl_median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
+	fig("fatbin_parts_sum_ms", "ms", jtl_median(sum, n), "  its 3 parts' NVRTC compiles, summed");
+	fig("fatbin_build_ratio", "x", jtl_median(ratio, n), "  build / sum of the parts");
 	jc_request_free(r);
 }
 
@@ -562,10 +550,10 @@ int main(int argc, char **argv)
 	f = fig("single_flight_compiles", "", (double)max_compiles,
 		"single flight: compiles, %d cold clients", plan->sf_clients);
 	target(f, EQUAL, 1);
-	double m_wall = bench_median(wall, plan->sf_rounds), m_alone = bench_median(alone, plan->sf_rounds);
+	double m_wall = jtl_median(wall, plan->sf_rounds), m_alone = jtl_median(alone, plan->sf_rounds);
 	fig("single_flight_wall_ms", "ms", m_wall, "single flight: wall, %d clients", plan->sf_clients);
 	fig("one_compile_ms", "ms", m_alone, "one SAXPY miss alone (client wall)");
-	f = fig("single_flight_ratio", "x", bench_median(ratio, plan->sf_rounds),
+	f = fig("single_flight_ratio", "x", jtl_median(ratio, plan->sf_rounds),
 		"single flight: wall / one compile");
 	target(f, AT_MOST, 1.2);
 
@@ -611,7 +599,7 @@ int main(int argc, char **argv)
 		jc_client_close(cc);
 		char k[48];
 		snprintf(k, sizeof(k), "confine_%s_miss_ms", name);
-		fig(k, "ms", bench_median(miss, reps), "SAXPY miss, confinement %s%s", name,
+		fig(k, "ms", jtl_median(miss, reps), "SAXPY miss, confinement %s%s", name,
 		    kind == best ? " (default)" : "");
 		snprintf(k, sizeof(k), "confine_%s_hit_p50_us", name);
 		fig(k, "us", h.p50, "  small hit p50, confinement %s", name);

@@ -18,18 +18,6 @@
 #include "bench.h"
 #include "client/client_internal.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median_of(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n ? v[n / 2] : 0;
-}
-
 static double ms_since(uint64_t t0)
 {
 	return (double)(jtl_now_ns() - t0) / 1e6;
@@ -174,8 +162,8 @@ void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int re
 		if (i > 0)
 			p[i - 1] = plain_nvrtc_ms(r);
 	}
-	*fallback = median_of(f, reps);
-	*plain = median_of(p, reps);
+	*fallback = jtl_median(f, reps);
+	*plain = jtl_median(p, reps);
 	jc_client_close(c);
 	jc_options_free(o);
 }

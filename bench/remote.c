@@ -191,12 +191,6 @@ static void hits_side_by_side(jc_client *a, jc_client *b, jc_request *r, size_t 
 	free(tb);
 }
 
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return a < b ? -1 : a > b;
-}
-
 /* Median cold compile (client wall, ms) of fresh tiny kernels on a and on b, in turns. */
 static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, double *mb)
 {
@@ -213,8 +207,8 @@ static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, d
 			jc_request_free(r);
 		}
 	}
-	qsort(ta, (size_t)n, sizeof(*ta), cmp_u64);
-	qsort(tb, (size_t)n, sizeof(*tb), cmp_u64);
+	jtl_sort_u64(ta, (size_t)n);
+	jtl_sort_u64(tb, (size_t)n);
 	*ma = (double)ta[n / 2] / 1e6;
 	*mb = (double)tb[n / 2] / 1e6;
 }

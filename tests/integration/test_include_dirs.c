@@ -338,12 +338,6 @@ static void test_working_directory_is_not_searched(void **state)
 	jc_request_free(r);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /*
  * A lookup on an unchanged -I tree of the CCCL size. A copy of the toolkit's
  * cccl directory is not covered by the toolkit identity (cub reaches thrust,
@@ -392,8 +386,8 @@ static void test_cccl_sized_tree(void **state)
 	int64_t stat_calls = jct_stat(d, "include_stats") - stats0, watches = jct_stat(d, "include_watches");
 	assert_true(watches > 1000); /* the files, their directories, the way to them */
 	assert_true(stat_calls < 4 * watches * walks + 1);
-	qsort(server, N, sizeof(*server), cmp_u64);
-	qsort(total, N, sizeof(*total), cmp_u64);
+	jtl_sort_u64(server, N);
+	jtl_sort_u64(total, N);
 	print_message("cccl copy: miss %llu ms; %d hits, %lld by a stat walk (%lld stat calls); "
 		      "%lld watches, %lld bytes; daemon median %.3f ms (min %.3f), client median "
 		      "%.3f ms\n", (unsigned long long)miss_ms, N, (long long)walks,

@@ -42,6 +42,11 @@ uint64_t jtl_now_ns(void);
 double jtl_now_s(void);
 /* Sleeps ms milliseconds (resumed after signals). */
 void jtl_sleep_ms(unsigned ms);
+/* Sorts v[0..n) ascending (timings). */
+void jtl_sort_u64(uint64_t *v, size_t n);
+/* The median of v[0..n) (sorts v; the mean of the middle two when n is
+ * even; 0 when n is 0). */
+double jtl_median(double *v, size_t n);
 
 /* --- files ---------------------------------------------------------------- */
 
