@@ -167,20 +167,6 @@ static void test_kept_object_truncated(void **state)
 	damaged_while_kept(*state, TRUNCATE);
 }
 
-/* The PTX of r must be a cache_status answer holding the literal want. */
-static void expect_ptx(const struct jtl_daemon *d, const jc_request *r, int cache_status,
-		       const char *want)
-{
-	jc_client *c = jct_connect(d);
-	uint8_t *ptx;
-	size_t n;
-	assert_int_equal(request(c, r, &ptx, &n), cache_status);
-	if (!memmem(ptx, n, want, strlen(want)))
-		fail_msg("the PTX lacks %s", want);
-	free(ptx);
-	jc_client_close(c);
-}
-
 static void test_toolkit_key_memo(void **state)
 {
 	struct jtl_daemon *d = *state;
@@ -203,15 +189,15 @@ static void test_toolkit_key_memo(void **state)
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
 	jct_request_include(r, link);
 	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
-	expect_ptx(d, r, JC_MISS, "127");
-	expect_ptx(d, r, JC_HIT, "127");
-	expect_ptx(d, r, JC_HIT, "127");
+	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "127"));
+	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "127"));
+	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "127"));
 	assert_int_equal(jct_stat(d, "include_manifest_hits"), 2);
 	assert_int_equal(jct_stat(d, "include_stats"), 0);
 	/* The directory now resolves outside the toolkit: its header is read. */
 	assert_int_equal(jct_sh("ln -s '%s' '%s.new' && mv -T '%s.new' '%s'", fake, link, link, link), 0);
 	usleep(1100000);
-	expect_ptx(d, r, JC_MISS, "99");
+	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "99"));
 	assert_int_equal(jct_stat(d, "include_scans"), 2);
 	jc_request_free(r);
 }

@@ -31,25 +31,6 @@ static char other[32];
 static uid_t other_uid;
 static gid_t other_gid;
 
-static void remove_user(void)
-{
-	jct_sh("userdel %s 2>/dev/null", other);
-}
-
-static int make_user(void)
-{
-	snprintf(other, sizeof(other), "jco%d", (int)getpid());
-	atexit(remove_user);
-	if (jct_sh("useradd -M -U -d /nonexistent -s /usr/sbin/nologin %s", other) != 0)
-		return -1;
-	struct passwd *p = getpwnam(other);
-	if (!p)
-		return -1;
-	other_uid = p->pw_uid;
-	other_gid = p->pw_gid;
-	return 0;
-}
-
 static int drop_to_other(void *ctx)
 {
 	(void)ctx;
@@ -211,7 +192,7 @@ int main(void)
 		printf("skipped: needs root to create a user and run a daemon as it\n");
 		return 77;
 	}
-	if (make_user() != 0) {
+	if (jct_user_add("jco", NULL, other, &other_uid, &other_gid) != 0) {
 		printf("skipped: cannot create a user with useradd\n");
 		return 77;
 	}

@@ -447,29 +447,13 @@ static void test_unconfined_shared_refused(void **state)
 	free(out);
 }
 
+/* The unprivileged user of test_other_uid_refused, where root may make one. */
 static void make_user(void)
 {
 	if (geteuid() != 0 || jct_sh("command -v useradd >/dev/null && command -v setpriv >/dev/null"))
 		return;
-	snprintf(user, sizeof(user), "jctruth%d", (int)getpid());
-	if (jct_sh("useradd -M -N -g nogroup -s /usr/sbin/nologin %s", user) != 0) {
+	if (jct_user_add("jctruth", "nogroup", user, &user_uid, &user_gid) != 0)
 		user[0] = '\0';
-		return;
-	}
-	struct passwd *pw = getpwnam(user);
-	if (!pw) {
-		jct_sh("userdel %s", user);
-		user[0] = '\0';
-		return;
-	}
-	user_uid = pw->pw_uid;
-	user_gid = pw->pw_gid;
-}
-
-static void remove_user(void)
-{
-	if (user[0])
-		jct_sh("userdel %s", user);
 }
 
 int main(void)
@@ -492,6 +476,6 @@ int main(void)
 	} else {
 		fprintf(stderr, "userns group skipped: unshare --user --mount is refused here\n");
 	}
-	remove_user();
+	jct_users_remove();
 	return rc;
 }

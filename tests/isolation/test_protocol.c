@@ -760,7 +760,7 @@ static void test_queued_requests_budget(void **state)
 static void test_log_injection(void **state)
 {
 	struct jtl_daemon *d = *state;
-	jct_daemon_start(d, NULL); /* the harness logs at info */
+	jct_daemon_start(d, NULL); /* jct_daemon_start logs at info */
 	/* An admin command name, and an argument, with a newline and ESC. */
 	char *args[] = {"key=00\n<1>jitcached[1] alert ADMIN: forged too"};
 	struct jc_admin_req reqs[] = {

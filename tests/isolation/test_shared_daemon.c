@@ -36,30 +36,13 @@
 static char group[32], daemon_user[32], user_a[32], user_b[32];
 static gid_t gid;
 
-static void remove_users(void)
-{
-	jct_sh("userdel %s 2>/dev/null; userdel %s 2>/dev/null; userdel %s 2>/dev/null; "
-	       "groupdel %s 2>/dev/null",
-	       daemon_user, user_a, user_b, group);
-}
-
 static int make_users(void)
 {
-	int pid = (int)getpid();
-	snprintf(group, sizeof(group), "jcsg%d", pid);
-	snprintf(daemon_user, sizeof(daemon_user), "jcsd%d", pid);
-	snprintf(user_a, sizeof(user_a), "jcsa%d", pid);
-	snprintf(user_b, sizeof(user_b), "jcsb%d", pid);
-	atexit(remove_users);
-#define ADD "useradd -M -N -g %s -d /nonexistent -s /usr/sbin/nologin "
-	if (jct_sh("groupadd %s && " ADD "%s && " ADD "%s && " ADD "%s", group, group, daemon_user,
-		   group, user_a, group, user_b) != 0)
+	if (jct_group_add("jcsg", group, &gid) != 0 ||
+	    jct_user_add("jcsd", group, daemon_user, NULL, NULL) != 0 ||
+	    jct_user_add("jcsa", group, user_a, NULL, NULL) != 0 ||
+	    jct_user_add("jcsb", group, user_b, NULL, NULL) != 0)
 		return -1;
-#undef ADD
-	struct group *g = getgrnam(group);
-	if (!g)
-		return -1;
-	gid = g->gr_gid;
 	return 0;
 }
 

@@ -32,26 +32,12 @@
 static char group[32], member[32], victim[32];
 static gid_t gid;
 
-static void remove_users(void)
-{
-	jct_sh("userdel %s 2>/dev/null; userdel %s 2>/dev/null; groupdel %s 2>/dev/null", member,
-	       victim, group);
-}
-
 static int make_users(void)
 {
-	snprintf(group, sizeof(group), "jcg%d", (int)getpid());
-	snprintf(member, sizeof(member), "jcm%d", (int)getpid());
-	snprintf(victim, sizeof(victim), "jcv%d", (int)getpid());
-	atexit(remove_users);
-	if (jct_sh("groupadd %s && useradd -M -N -g %s -d /nonexistent -s /usr/sbin/nologin %s && "
-		   "useradd -M -N -g %s -d /nonexistent -s /usr/sbin/nologin %s",
-		   group, group, member, group, victim) != 0)
+	if (jct_group_add("jcg", group, &gid) != 0 ||
+	    jct_user_add("jcm", group, member, NULL, NULL) != 0 ||
+	    jct_user_add("jcv", group, victim, NULL, NULL) != 0)
 		return -1;
-	struct group *g = getgrnam(group);
-	if (!g)
-		return -1;
-	gid = g->gr_gid;
 	return 0;
 }
 

@@ -31,7 +31,8 @@ int jtl_tmpdir(char *root, size_t len, const char *parent, const char *tag, char
 	return 0;
 }
 
-/* Removes the entries of the directory open as fd (closed here). */
+/* Removes the entries of the directory open as fd (closed here); entries
+ * that vanish meanwhile are not an error. */
 static int rm_below(int fd, const char *path, char *why, size_t whylen)
 {
 	DIR *dir = fdopendir(fd);
@@ -48,6 +49,8 @@ static int rm_below(int fd, const char *path, char *why, size_t whylen)
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
 		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			if (errno == ENOENT)
+				continue; /* removed meanwhile (a process that was just killed) */
 			snprintf(why, whylen, "stat %s/%s: %s", path, name, strerror(errno));
 			rc = -1;
 			break;
@@ -64,7 +67,8 @@ static int rm_below(int fd, const char *path, char *why, size_t whylen)
 			}
 			rc = rm_below(subfd, sub, why, whylen);
 		}
-		if (rc == 0 && unlinkat(fd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0) {
+		if (rc == 0 && unlinkat(fd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
+		    errno != ENOENT) {
 			snprintf(why, whylen, "remove %s/%s: %s", path, name, strerror(errno));
 			rc = -1;
 		}
@@ -76,16 +80,21 @@ static int rm_below(int fd, const char *path, char *why, size_t whylen)
 int jtl_rmtree(const char *path, char *why, size_t whylen)
 {
 	struct stat st;
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : (snprintf(why, whylen, "stat %s: %s", path, strerror(errno)), -1);
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(why, whylen, "stat %s: %s", path, strerror(errno));
+		return -1;
+	}
 	if (S_ISDIR(st.st_mode)) {
 		chmod(path, (st.st_mode | S_IRWXU) & 07777);
 		int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0 || rm_below(fd, path, why, whylen) != 0) {
-			if (fd < 0)
-				snprintf(why, whylen, "open %s: %s", path, strerror(errno));
+		if (fd < 0) {
+			snprintf(why, whylen, "open %s: %s", path, strerror(errno));
 			return -1;
 		}
+		if (rm_below(fd, path, why, whylen) != 0)
+			return -1;
 	}
 	if (remove(path) != 0) {
 		snprintf(why, whylen, "remove %s: %s", path, strerror(errno));

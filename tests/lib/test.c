@@ -3,6 +3,8 @@
 #include "test.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -466,6 +468,63 @@ const char *jct_object_path(const char *cache, const void *data, size_t n)
 	jct_hash_hex(data, n, hex);
 	snprintf(path, sizeof(path), "%s/objects/%.2s/%s", cache, hex, hex);
 	return path;
+}
+
+/* What jct_group_add and jct_user_add made, for jct_users_remove. */
+#define MADE_MAX 8
+static char made_users[MADE_MAX][32], made_groups[MADE_MAX][32];
+static int n_made_users, n_made_groups;
+
+static void remember(char (*list)[32], int *n, const char *name)
+{
+	static int registered;
+	assert_true(*n < MADE_MAX);
+	snprintf(list[(*n)++], 32, "%s", name);
+	if (!registered)
+		registered = atexit(jct_users_remove) == 0;
+}
+
+int jct_group_add(const char *prefix, char name[32], gid_t *gid)
+{
+	snprintf(name, 32, "%s%d", prefix, (int)getpid());
+	if (jct_sh("groupadd %s", name) != 0)
+		return -1;
+	remember(made_groups, &n_made_groups, name);
+	struct group *g = getgrnam(name);
+	if (!g)
+		return -1;
+	if (gid)
+		*gid = g->gr_gid;
+	return 0;
+}
+
+int jct_user_add(const char *prefix, const char *group, char name[32], uid_t *uid, gid_t *gid)
+{
+	char how[64];
+	snprintf(name, 32, "%s%d", prefix, (int)getpid());
+	if (group)
+		snprintf(how, sizeof(how), "-N -g %s", group);
+	else
+		snprintf(how, sizeof(how), "-U");
+	if (jct_sh("useradd -M %s -d /nonexistent -s /usr/sbin/nologin %s", how, name) != 0)
+		return -1;
+	remember(made_users, &n_made_users, name);
+	struct passwd *p = getpwnam(name);
+	if (!p)
+		return -1;
+	if (uid)
+		*uid = p->pw_uid;
+	if (gid)
+		*gid = p->pw_gid;
+	return 0;
+}
+
+void jct_users_remove(void)
+{
+	while (n_made_users > 0)
+		jct_sh("userdel %s 2>/dev/null", made_users[--n_made_users]);
+	while (n_made_groups > 0)
+		jct_sh("groupdel %s 2>/dev/null", made_groups[--n_made_groups]);
 }
 
 const char *jct_nvcc(void)

@@ -168,6 +168,22 @@ void jct_hash_hex(const void *data, size_t n, char hex[33]);
  * (XXH3-128 of the bytes; static buffer). */
 const char *jct_object_path(const char *cache, const void *data, size_t n);
 
+/* --- unix accounts made for the run --------------------------------------- */
+
+/* Makes group PREFIX<pid> (groupadd): its name into name (32 bytes), its
+ * gid into *gid (may be NULL). Returns 0, or -1 when it cannot be made. */
+int jct_group_add(const char *prefix, char name[32], gid_t *gid);
+/* Makes user PREFIX<pid> (useradd: no home directory made, home
+ * /nonexistent, shell nologin) whose primary group is group, or a new group
+ * of its own name when group is NULL: its name into name (32 bytes), uid and
+ * primary gid into *uid / *gid (each may be NULL). Returns 0, or -1 when it
+ * cannot be made. Names hold the pid, so parallel runs never collide. */
+int jct_user_add(const char *prefix, const char *group, char name[32], uid_t *uid, gid_t *gid);
+/* Removes every user, then every group, this process made (userdel,
+ * groupdel); registered with atexit by the first jct_group_add or
+ * jct_user_add, and safe to call again. */
+void jct_users_remove(void);
+
 /* --- artifacts and tools -------------------------------------------------- */
 
 /* nvcc: $NVCC, else $CUDA_PATH/bin/nvcc, else /usr/local/cuda/bin/nvcc, if

@@ -7,7 +7,7 @@
  * flight. Every artifact served is compared with NVRTC's own output for the
  * source, compiled in this process. Exits 77 when redis-server is absent.
  *
- * Helpers are this binary run again as `--helper client ...` (robust.h).
+ * Helpers are this binary run again as `--helper client ...` (tests/lib/variants.h).
  */
 #include <fcntl.h>
 #include <setjmp.h>
