@@ -18,6 +18,7 @@
 
 #include "jitcache/jitcache.h"
 #include "tests/lib/core.h"
+#include "util.h" /* jc__now_ns */
 
 /* How much to measure: --quick, the default (full) and --tiny (smoke test). */
 struct bench_plan {

@@ -217,7 +217,7 @@ static void freshen(jc_request *r, const char *what, int i)
 {
 	char abi[96];
 	snprintf(abi, sizeof(abi), "jitcache-bench/%s/%d/%ld/%llu", what, i, (long)getpid(),
-		 (unsigned long long)jtl_now_ns());
+		 (unsigned long long)jc__now_ns());
 	if (jc_request_set_app_abi(r, abi) != 0)
 		bench_die("out of memory");
 }
@@ -394,7 +394,7 @@ int main(int argc, char **argv)
 	}
 	const struct bench_plan *plan = &plans[mode];
 	FILE *table = json ? stderr : stdout;
-	uint64_t t_start = jtl_now_ns();
+	uint64_t t_start = jc__now_ns();
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -698,7 +698,7 @@ int main(int argc, char **argv)
 	}
 	bench_daemon_cleanup(d, keep_dir);
 
-	double run_s = (double)(jtl_now_ns() - t_start) / 1e9;
+	double run_s = (double)(jc__now_ns() - t_start) / 1e9;
 	print_table(table);
 	fprintf(table, "mode %s, %.0f s; medians on a shared machine: compare the ratios\n", plan->name,
 		run_s);

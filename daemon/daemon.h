@@ -22,6 +22,7 @@
 #include "remote.h"
 #include "req.h"
 #include "store.h"
+#include "util.h" /* jc__now_ns */
 #include "toolchain.h"
 
 struct jc_config {
@@ -215,7 +216,6 @@ struct jc_flush_job;
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
 /* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
 void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
-uint64_t jc__now_ns(void);
 /* Queues f for the worker pool and dispatches (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 int jtl_tmpdir(char *root, size_t len, const char *parent, const char *tag, char *why,
 	       size_t whylen)
 {
@@ -103,16 +105,9 @@ int jtl_rmtree(const char *path, char *why, size_t whylen)
 	return 0;
 }
 
-uint64_t jtl_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 double jtl_now_s(void)
 {
-	return (double)jtl_now_ns() / 1e9;
+	return (double)jc__now_ns() / 1e9;
 }
 
 void jtl_sleep_ms(unsigned ms)

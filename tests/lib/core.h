@@ -37,8 +37,8 @@ int jtl_rmtree(const char *path, char *why, size_t whylen);
 
 /* --- clocks --------------------------------------------------------------- */
 
-/* CLOCK_MONOTONIC in nanoseconds / seconds: comparable across processes. */
-uint64_t jtl_now_ns(void);
+/* CLOCK_MONOTONIC in seconds (jc__now_ns of common/util.h, the clock of
+ * the daemon and the client, divided): comparable across processes. */
 double jtl_now_s(void);
 /* Sleeps ms milliseconds (resumed after signals). */
 void jtl_sleep_ms(unsigned ms);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "jitcache/jitcache.h"
+#include "util.h"
 
 int jtl_daemon_init(struct jtl_daemon *d, const char *bin, const char *tag)
 {
@@ -66,13 +67,13 @@ pid_t jtl_daemon_spawn(struct jtl_daemon *d, const char *const *flags,
 int jtl_daemon_wait_ready(struct jtl_daemon *d, unsigned timeout_ms, unsigned poll_us,
 			  double *ready_ms)
 {
-	uint64_t t0 = jtl_now_ns(), limit = (uint64_t)timeout_ms * 1000000u;
+	uint64_t t0 = jc__now_ns(), limit = (uint64_t)timeout_ms * 1000000u;
 	for (;;) {
 		jc_client *c = NULL;
 		if (jc_client_connect(d->sock, &c) == 0) {
 			jc_client_close(c);
 			if (ready_ms)
-				*ready_ms = (double)(jtl_now_ns() - t0) / 1e6;
+				*ready_ms = (double)(jc__now_ns() - t0) / 1e6;
 			return 0;
 		}
 		int status;
@@ -83,7 +84,7 @@ int jtl_daemon_wait_ready(struct jtl_daemon *d, unsigned timeout_ms, unsigned po
 				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), d->log);
 			return -1;
 		}
-		if (jtl_now_ns() - t0 > limit) {
+		if (jc__now_ns() - t0 > limit) {
 			snprintf(d->why, sizeof(d->why), "jitcached did not answer within %u ms; log %s",
 				 timeout_ms, d->log);
 			return -1;

@@ -26,8 +26,8 @@
 #include "jitcache/jitcache.h"
 #include "key.h"
 #include "req.h"
-#include "tests/lib/core.h"
 #include "toolchain.h"
+#include "util.h"
 
 static void set_str(char **p, const char *s)
 {
@@ -424,9 +424,9 @@ static void test_probe(void **state)
 {
 	(void)state;
 	struct jc_toolchain tc;
-	uint64_t t0 = jtl_now_ns();
+	uint64_t t0 = jc__now_ns();
 	probe(&tc);
-	print_message("probe: %.3f ms\n  %s\n  archs: %s\n", (double)(jtl_now_ns() - t0) / 1e6,
+	print_message("probe: %.3f ms\n  %s\n  archs: %s\n", (double)(jc__now_ns() - t0) / 1e6,
 		      tc.summary, tc.supported_archs);
 
 	assert_true(starts_with(tc.nvrtc_version, "13"));
