@@ -92,7 +92,8 @@ double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, dou
 	jc_options_free(o);
 	if (pid > 0)
 		kill(pid, SIGTERM); /* the daemon this run started */
-	for (int i = 0; i < 200 && access(sock, F_OK) == 0; i++)
+	/* Gone before the run goes on (and removes its directory under it). */
+	for (int i = 0; i < 1000 && (pid > 0 ? kill(pid, 0) == 0 : access(sock, F_OK) == 0); i++)
 		usleep(10000);
 	return ms;
 }
