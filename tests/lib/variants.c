@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* tests/lib, the concurrency and crash suites' part: see variants.h. */
 #include "variants.h"
 
 #include <dirent.h>
