@@ -158,14 +158,16 @@ static void lowered_in_order(struct jc_res *res, const struct jc_strv *names,
 	*tmp = sorted;
 }
 
-/* Records a hit of key for the next flush: one pending row per key, whose
- * hit count grows (its place in the list is kept in the key's slot). */
-static void touch(struct jc_daemon *d, const uint8_t key[16])
+/* Records that uid was served key (hits: 1 for a hit, 0 for a negative hit
+ * or a joined compile) for the next flush: one pending row per key and uid,
+ * whose hit count grows (its place in the list is kept in the key's slot). */
+static void touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits)
 {
 	struct jc_slot *s = slot_of(d, key);
 	size_t i = s->used && memcmp(s->e.key, key, 16) == 0 ? s->touch : 0;
-	if (i && i <= d->n_touch && memcmp(d->touch_keys[i - 1], key, 16) == 0) {
-		d->touch_hits[i - 1]++;
+	if (i && i <= d->n_touch && memcmp(d->touch_keys[i - 1], key, 16) == 0 &&
+	    d->touch_uids[i - 1] == (uint32_t)uid) {
+		d->touch_hits[i - 1] += hits;
 		return;
 	}
 	if (d->n_touch == d->cap_touch) {
@@ -174,13 +176,17 @@ static void touch(struct jc_daemon *d, const uint8_t key[16])
 		if (k)
 			d->touch_keys = k;
 		void *h = k ? realloc(d->touch_hits, cap * sizeof(*d->touch_hits)) : NULL;
-		if (!h)
+		if (h)
+			d->touch_hits = h;
+		void *u = h ? realloc(d->touch_uids, cap * sizeof(*d->touch_uids)) : NULL;
+		if (!u)
 			return; /* access time is advisory: losing one is harmless */
-		d->touch_hits = h;
+		d->touch_uids = u;
 		d->cap_touch = cap;
 	}
 	memcpy(d->touch_keys[d->n_touch], key, 16);
-	d->touch_hits[d->n_touch++] = 1;
+	d->touch_hits[d->n_touch] = hits;
+	d->touch_uids[d->n_touch++] = (uint32_t)uid;
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
 		s->touch = d->n_touch;
 }
@@ -210,7 +216,7 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	res.server_ns = jc__now_ns() - t0;
 	jc__latency_add(&d->hit_latency, res.server_ns);
 	count(d, JC_CTR_hits, 1);
-	touch(d, e->key);
+	touch(d, e->key, jc__conn_uid(conn), 1);
 	jc__conn_send_result(conn, &res, fd);
 	free(tmp);
 	jc__conn_done(conn);
@@ -289,6 +295,12 @@ static void flight_free(struct jc_flight *f)
 	free(f);
 }
 
+/* Results that become index rows: artifacts and deterministic compile errors. */
+static int publishable(const struct jc_res *res)
+{
+	return res->status == 0 || res->status == JC_ECOMPILE;
+}
+
 static void keymemo_forget(struct jc_daemon *d, const struct jc_flight *f);
 
 /* Sends the flight's outcome to the waiters it has now (and forgets them). */
@@ -303,10 +315,14 @@ static void flight_answer(struct jc_flight *f)
 	res->deps = NULL;
 	res->n_deps = 0;
 	struct jc_lowered *own = res->lowered;
+	/* Every uid that waited on a stored result is one of its users. */
+	int stored = f->publish_rc == 0 && publishable(res) && !f->uncached && !f->tree_missing;
 	while (f->waiters) {
 		struct jc_waiter *w = f->waiters;
 		struct jc_lowered *tmp;
 		f->waiters = w->next;
+		if (stored && jc__conn_uid(w->conn) != f->uid)
+			touch(f->d, f->store_key, jc__conn_uid(w->conn), 0);
 		res->cache = w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
 		lowered_in_order(res, &w->names, &tmp);
@@ -325,12 +341,6 @@ static void flight_finish(struct jc_flight *f)
 {
 	flight_answer(f);
 	flight_free(f);
-}
-
-/* Results that become index rows: artifacts and deterministic compile errors. */
-static int publishable(const struct jc_res *res)
-{
-	return res->status == 0 || res->status == JC_ECOMPILE;
 }
 
 /* Under wlock: deletes the row of f's key if it still names the bad object
@@ -498,7 +508,7 @@ static void publish_work_cb(uv_work_t *work)
 		struct jc_entry e;
 		char options[1024];
 		entry_of_flight(f, &e, options, sizeof(options));
-		f->publish_rc = jc__index_put(d->wix, &e);
+		f->publish_rc = jc__index_put_user(d->wix, &e, f->uid);
 		if (f->publish_rc != 0)
 			snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
 	}
@@ -576,7 +586,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 	flight_finish(f);
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
-		jc__evict_check(d);
+		jc__evict_stored(d);
 }
 
 void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
@@ -716,6 +726,7 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 	f->charged = bytes;
 	d->buffers.used += bytes;
 	f->d = d;
+	f->uid = jc__conn_uid(conn);
 	memcpy(f->key, key, 16);
 	memcpy(f->store_key, key, 16);
 	if (direct)
@@ -844,6 +855,7 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
 		res.server_ns = jc__now_ns() - t0;
 		count(d, JC_CTR_negative_hits, 1);
+		touch(d, key, jc__conn_uid(conn), 0); /* its log is now this uid's to see too */
 		jc__conn_send_result(conn, &res, -1);
 		jc__conn_done(conn);
 		return 1;
@@ -1275,7 +1287,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 struct jc_flush_job {
 	struct jc_daemon *d;
 	uint8_t (*keys)[16];
-	uint32_t *hits;
+	uint32_t *hits, *uids;
 	size_t n;
 	uint64_t counters[JC_CTR__COUNT];
 	int save_counters;
@@ -1284,7 +1296,7 @@ struct jc_flush_job {
 static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
 	pthread_mutex_lock(&d->wlock);
-	if (j->n && jc__index_touch(d->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, wall_s()) != 0)
+	if (j->n && jc__index_touch(d->wix, (const uint8_t(*)[16])j->keys, j->hits, j->uids, j->n, wall_s()) != 0)
 		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->wix));
 	if (j->save_counters) {
 		if (jc__index_counters_save(d->wix, jc__counter_names, j->counters, JC_CTR__COUNT) != 0)
@@ -1303,6 +1315,7 @@ static void flush_job_free(struct jc_flush_job *j)
 {
 	free(j->keys);
 	free(j->hits);
+	free(j->uids);
 	free(j);
 }
 
@@ -1324,9 +1337,11 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 	j->d = d;
 	j->keys = d->touch_keys;
 	j->hits = d->touch_hits;
+	j->uids = d->touch_uids;
 	j->n = d->n_touch;
 	d->touch_keys = NULL;
 	d->touch_hits = NULL;
+	d->touch_uids = NULL;
 	d->n_touch = d->cap_touch = 0;
 	memcpy(j->counters, d->counters, sizeof(j->counters));
 	j->save_counters = d->counters_dirty;

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "counters.h"
+#include "evict.h"
 #include "framer.h"
 #include "includes.h"
 #include "index.h"
@@ -30,6 +31,7 @@ struct jc_config {
 	char *socket_path;
 	char *worker_path;        /* jitcache-worker executable */
 	uint64_t max_size;        /* byte budget of ok entries */
+	uint64_t user_max_size;   /* byte share of each uid (evict.h); 0 = none */
 	int64_t negative_ttl_s;   /* lifetime of a negative entry */
 	int workers;              /* compile worker processes */
 	int compile_timeout_s;    /* per compile; 0 = none */
@@ -72,6 +74,7 @@ struct jc_flight {
 	struct jc_daemon *d;
 	uint8_t key[16];
 	struct jc_req req;        /* owned: moved from the first request */
+	uid_t uid;                /* the first request's uid: the stored row's first user */
 	struct jc_waiter *waiters;
 	struct jc_flight *next;   /* daemon's list of flights */
 	struct jc_flight *qnext;  /* queue of flights waiting for a worker */
@@ -172,6 +175,7 @@ struct jc_daemon {
 	 * one row per key however often it was hit. */
 	uint8_t (*touch_keys)[16];
 	uint32_t *touch_hits;
+	uint32_t *touch_uids;     /* the uid served each (index.h: the entry's users) */
 	size_t n_touch, cap_touch;
 	int flush_busy;
 	uv_work_t flush_work;
@@ -234,17 +238,6 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
 /* Frees what fatbin_start made (flight_free); NULL is accepted. */
 void jc__fatbin_free(struct jc_fatbin *fb);
-
-/* evict.c: housekeeping in the thread pool, started from the loop thread. */
-/* Checks the budget and evicts when over the high-water mark (at most one job
- * at a time; a request while one runs is run after it). */
-void jc__evict_check(struct jc_daemon *d);
-/* Runs the collector (jitcachectl gc) when cfg.gc_interval_s has passed since
- * the last run (counted from the start). */
-void jc__gc_maybe(struct jc_daemon *d);
-
-/* main.c: sends a state line to systemd (sd_notify) where NOTIFY_SOCKET is set. */
-void jc__daemon_notify(const char *state);
 
 /* server.c */
 /* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */

@@ -31,21 +31,15 @@
 /* The run's users and group: names with our pid, made once, removed at exit. */
 static char group[32], member[32], victim[32];
 static gid_t gid;
+static uid_t member_uid, victim_uid;
 
 static int make_users(void)
 {
 	if (jct_group_add("jcg", group, &gid) != 0 ||
-	    jct_user_add("jcm", group, member, NULL, NULL) != 0 ||
-	    jct_user_add("jcv", group, victim, NULL, NULL) != 0)
+	    jct_user_add("jcm", group, member, &member_uid, NULL) != 0 ||
+	    jct_user_add("jcv", group, victim, &victim_uid, NULL) != 0)
 		return -1;
 	return 0;
-}
-
-static uid_t uid_of(const char *user)
-{
-	struct passwd *p = getpwnam(user);
-	assert_non_null(p);
-	return p->pw_uid;
 }
 
 /* Runs a shell command as user (primary and only group: the run's group);
@@ -97,7 +91,6 @@ static void test_member_reaches_socket_only(void **state)
 	char *out = NULL;
 	/* The victim compiles through the socket (her log and source name go
 	 * into the index), as herself. */
-	uid_t victim_uid = uid_of(victim);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -207,7 +200,7 @@ static void test_tampered_store_refused(void **state)
 	char want[300];
 	snprintf(want, sizeof(want), "%s/index.sqlite is not owned by the daemon's uid (owner uid %u, "
 		 "mode 0644); expected a file owned by uid 0 (the daemon's) with mode 0600", d->cache,
-		 (unsigned)uid_of(member));
+		 (unsigned)member_uid);
 	expect_refusal(d, want);
 	expect_refusal(d, "inspect it, then remove it (or the whole cache directory)");
 
@@ -225,7 +218,7 @@ static void test_tampered_store_refused(void **state)
 	free(out);
 	assert_int_equal(rc, 0);
 	snprintf(want, sizeof(want), "%s/worker-cwd is not owned by the daemon's uid (owner uid %u",
-		 d->cache, (unsigned)uid_of(member));
+		 d->cache, (unsigned)member_uid);
 	expect_refusal(d, want);
 }
 
