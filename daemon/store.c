@@ -350,6 +350,70 @@ static int open_subdir(int parent, const char *name)
 	return openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+/*
+ * tmp/ and quarantine/ are empty most of the time, and so are what cleaners
+ * of old empty directories remove (systemd-tmpfiles under /tmp and /var/tmp,
+ * tmpreaper, find -empty -delete), as may an administrator. When DIR/name is
+ * no longer the directory *fdp holds (removed, or moved away), it is made
+ * again (0700) when missing, checked (ours, no access for others, not a
+ * link), and *fdp is pointed at it with dup2: the number stays, so a thread
+ * using it at that moment reaches the old directory or the new one, never
+ * another file. Returns 0 when *fdp is DIR/name (again), -1 when it cannot
+ * be (logged). Thread-safe.
+ */
+static int revive_subdir(struct jc_store *s, int *fdp, const char *name)
+{
+	struct stat held, now;
+	if (fstat(*fdp, &held) == 0 && held.st_nlink > 0 &&
+	    fstatat(s->dirfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == held.st_dev &&
+	    now.st_ino == held.st_ino)
+		return 0;
+	int fd = open_subdir(s->dirfd, name);
+	if (fd < 0 || fstat(fd, &now) != 0 || now.st_uid != s->uid || (now.st_mode & 077)) {
+		if (fd >= 0)
+			errno = EPERM; /* not one we made: another's, or open to others */
+		jc_log_err(STORE, "%s/%s was removed or replaced while in use and cannot be made "
+			   "again: %s", s->dir, name, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	int rc = dup2(fd, *fdp) < 0 ? -1 : 0, e = errno;
+	close(fd);
+	if (rc < 0)
+		jc_log_err(STORE, "%s/%s was removed or replaced while in use; dup2: %s", s->dir,
+			   name, strerror(e));
+	else
+		jc_log_warn(STORE, "%s/%s was removed or replaced while in use (a cleaner of empty "
+			    "directories, or by hand); using it afresh", s->dir, name);
+	return rc;
+}
+
+/*
+ * Creates the staging file tmp/<prefix>.<pid>.<n> (at most 63 bytes, into
+ * tmp) for writing with mode; after ENOENT (tmp/ removed under us) tmp/ is
+ * made again and the create tried once more. Returns the descriptor, or -1
+ * with errno set.
+ */
+static int create_staged(struct jc_store *s, const char *prefix, mode_t mode, char tmp[64])
+{
+	for (int again = 1;; again = 0) {
+		snprintf(tmp, 64, "%.16s.%ld.%u", prefix, (long)getpid(), atomic_fetch_add(&s->seq, 1));
+		int fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+		if (fd >= 0 || errno != ENOENT || !again)
+			return fd;
+		if (revive_subdir(s, &s->tmpfd, "tmp") != 0) {
+			errno = ENOENT;
+			return -1;
+		}
+	}
+}
+
+int jc__store_tmp_check(struct jc_store *s)
+{
+	return revive_subdir(s, &s->tmpfd, "tmp") != 0 ? JC_EIO : 0;
+}
+
 /* Removes every non-directory entry of tmp/ (leftovers of a crash). */
 static int empty_tmp(struct jc_store *s)
 {
@@ -471,8 +535,7 @@ void jc__store_reserve_make(struct jc_store *s)
 	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
 	    jc__store_free_bytes(s, &free_bytes) != 0 || free_bytes < 2 * JC_STORE_RESERVE_BYTES)
 		return;
-	snprintf(tmp, sizeof(tmp), "reserve.%ld.%u", (long)getpid(), atomic_fetch_add(&s->seq, 1));
-	int fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, FILE_MODE);
+	int fd = create_staged(s, RESERVE, FILE_MODE, tmp);
 	if (fd < 0)
 		return;
 	int e = posix_fallocate(fd, 0, JC_STORE_RESERVE_BYTES);
@@ -551,9 +614,9 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 	    !object_problem(&st, s->uid, size))
 		return 0;
 
-	snprintf(tmp, sizeof(tmp), "%.8s.%ld.%u", name + 3, (long)getpid(),
-		 atomic_fetch_add(&s->seq, 1));
-	fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+	char prefix[9];
+	snprintf(prefix, sizeof(prefix), "%.8s", name + 3);
+	fd = create_staged(s, prefix, 0400, tmp);
 	if (fd < 0) {
 		step = "create";
 		goto err;
@@ -728,7 +791,10 @@ int jc__store_quarantine(struct jc_store *s, const uint8_t hash[16])
 	/* seq: the same object may be quarantined twice in a second. */
 	snprintf(dst, sizeof(dst), "%s.%lld.%ld.%u", name + 3, (long long)time(NULL),
 		 (long)getpid(), atomic_fetch_add(&s->seq, 1));
-	if (renameat(s->objfd, name, s->quarfd, dst) == 0) {
+	int rc = renameat(s->objfd, name, s->quarfd, dst);
+	if (rc != 0 && errno == ENOENT && revive_subdir(s, &s->quarfd, "quarantine") == 0)
+		rc = renameat(s->objfd, name, s->quarfd, dst);
+	if (rc == 0) {
 		jc_log_warn(STORE, "object %s moved to %s/quarantine/%s", name + 3, s->dir, dst);
 		return 0;
 	}

@@ -135,6 +135,18 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 		  char *err, size_t errlen);
 
 /*
+ * tmp/ (and quarantine/) removed or replaced while the store is open, as
+ * cleaners of old empty directories do, is made again (0700, logged as a
+ * warning) by the next call that needs it: jc__store_put,
+ * jc__store_reserve_make and jc__store_quarantine retry once after ENOENT,
+ * and this call checks it for tools given the path DIR/tmp (fatbinary's
+ * TMPDIR) before they start. Returns 0 (tmp/ is there and the store's),
+ * JC_EIO when it cannot be made again (logged; a link or another's directory
+ * in its place is never used). Thread-safe.
+ */
+int jc__store_tmp_check(struct jc_store *s);
+
+/*
  * Opens object hash for serving, cheaply (fstat, no read):
  * open(O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK), then checks it is a
  * regular file owned by the effective uid, not writable by group or others,

@@ -5,7 +5,8 @@
  * symlink (to a good copy, even), or gone. The next read detects each one,
  * counts it in corrupt_objects, quarantines it, recompiles and serves
  * NVRTC's own bytes; `jitcachectl verify` reports every one, through the
- * daemon and offline, and repairs them.
+ * daemon and offline, and repairs them. A daemon whose tmp/ and quarantine/
+ * are removed under it (cleaners of empty directories do) makes them again.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -216,12 +217,54 @@ static void test_failed_recompile_drops_row(void **state)
 	assert_int_equal(jct_stat(&f->d, "corrupt_objects"), 1);
 }
 
+/* tmp/ and quarantine/ removed under a running daemon (empty most of the
+ * time: what cleaners of old empty directories remove): the next compile
+ * and the next quarantine make them again and say so in the log. */
+static void test_store_dirs_removed(void **state)
+{
+	struct jct_fx *f = *state;
+	char tmp[400], quar[400];
+	snprintf(tmp, sizeof(tmp), "%s/tmp", f->d.cache);
+	snprintf(quar, sizeof(quar), "%s/quarantine", f->d.cache);
+	jct_daemon_start(&f->d, NULL);
+	fetch_all(f, JC_MISS);
+	assert_int_equal(rmdir(tmp), 0);
+	assert_int_equal(rmdir(quar), 0);
+	damage(f, FLIP);
+	const char *purge[] = {"purge", "--arch", "sm_90", NULL};
+	assert_int_equal(jct_ctl(&f->d, NULL, NULL, purge), 0);
+	/* sm_90 (TRUNC_ZERO) was purged and FLIP is corrupt: both compile again. */
+	jc_client *c = jct_connect(&f->d);
+	for (int i = 0; i < f->pool.n; i++) {
+		int rc, status;
+		uint64_t wrong = 0;
+		assert_int_equal(jct_pool_fetch(&f->pool, i, c, "after rmdir", &rc, &status, &wrong), 0);
+		assert_int_equal(rc, 0);
+		assert_int_equal(status, i == TRUNC_ZERO || i == FLIP ? JC_MISS : JC_HIT);
+	}
+	jc_client_close(c);
+	struct jct_store_scan scan;
+	jct_scan_store(f->d.cache, &scan); /* fails unless both are there again */
+	assert_int_equal(scan.tmp_files, 0);
+	assert_int_equal(scan.quarantined, 1);
+	assert_int_equal(scan.bad_objects, 0);
+	fetch_all(f, JC_HIT);
+	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	size_t n;
+	char *log = (char *)jct_read_file(f->d.log, &n);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "/tmp was removed or replaced while in use"));
+	assert_non_null(strstr(log, "/quarantine was removed or replaced while in use"));
+	free(log);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_next_read_repairs, setup, jct_fx_free),
 		cmocka_unit_test_setup_teardown(test_verify_online_and_offline, setup, jct_fx_free),
 		cmocka_unit_test_setup_teardown(test_failed_recompile_drops_row, setup, jct_fx_free),
+		cmocka_unit_test_setup_teardown(test_store_dirs_removed, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

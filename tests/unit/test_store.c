@@ -198,6 +198,74 @@ static void test_tmp_emptied(void **state)
 	assert_int_equal(count_files(path), 0);
 }
 
+/*
+ * tmp/ and quarantine/ removed while the store is open (cleaners of old empty
+ * directories remove them: they are empty most of the time) are made again
+ * by the next put or quarantine, mode 0700; one replaced by a symbolic link
+ * is not followed: the put fails and nothing lands where the link points.
+ */
+static void test_dirs_removed_while_open(void **state)
+{
+	struct fx *f = *state;
+	uint8_t h[16], q[16];
+	char tmp[256], quar[256], path[256], err[256], elsewhere[256];
+	struct stat st;
+
+	sub_path(f, "tmp", tmp, sizeof(tmp));
+	sub_path(f, "quarantine", quar, sizeof(quar));
+	put(f, "before", h);
+	put(f, "to quarantine", q);
+	assert_int_equal(rmdir(tmp), 0);
+	assert_int_equal(rmdir(quar), 0);
+
+	put(f, "after tmp/ was removed", h);
+	assert_int_equal(lstat(tmp, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(count_files(tmp), 0);
+	path_of(f, h, path, sizeof(path));
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, strlen("after tmp/ was removed"));
+
+	/* Each removal again: every one is noticed, not just the first. */
+	assert_int_equal(rmdir(tmp), 0);
+	put(f, "after a second removal", h);
+	assert_int_equal(count_files(tmp), 0);
+
+	assert_int_equal(jc__store_quarantine(f->s, q), 0);
+	assert_int_equal(lstat(quar, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(count_files(quar), 1);
+	path_of(f, q, path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+
+	/* jc__store_tmp_check (before a tool given the path DIR/tmp starts). */
+	assert_int_equal(rmdir(tmp), 0);
+	assert_int_equal(jc__store_tmp_check(f->s), 0);
+	assert_int_equal(lstat(tmp, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(jc__store_tmp_check(f->s), 0); /* there: nothing to do */
+	snprintf(path, sizeof(path), "%s/moved", f->root);
+	assert_int_equal(rename(tmp, path), 0); /* moved away: made again too */
+	assert_int_equal(jc__store_tmp_check(f->s), 0);
+	assert_int_equal(lstat(tmp, &st), 0);
+	put(f, "after a move", h);
+	assert_int_equal(count_files(path), 0);
+	assert_int_equal(rmdir(path), 0);
+
+	/* Removed and replaced by a link to a directory of someone's choosing. */
+	snprintf(elsewhere, sizeof(elsewhere), "%s/elsewhere", f->root);
+	assert_int_equal(mkdir(elsewhere, 0700), 0);
+	assert_int_equal(rmdir(tmp), 0);
+	assert_int_equal(symlink(elsewhere, tmp), 0);
+	assert_int_equal(jc__store_put(f->s, "not staged", 10, h, err, sizeof(err)), JC_EIO);
+	assert_non_null(strstr(err, "/tmp/"));
+	assert_int_equal(jc__store_tmp_check(f->s), JC_EIO);
+	assert_int_equal(count_files(elsewhere), 0);
+	assert_int_equal(unlink(tmp), 0);
+	put(f, "after the link went", h);
+}
+
 /* Rewrites the object file with fn applied (we may not write 0444 as non-root). */
 static void tamper(const char *path, void (*fn)(int fd, off_t size))
 {
@@ -680,7 +748,7 @@ int main(void)
 		T(test_grown),           T(test_symlink),        T(test_wrong_mode),
 		T(test_fifo),            T(test_lock),           T(test_foreach),
 		T(test_free_bytes),      T(test_modes_and_owner), T(test_open_failures),
-		T(test_enospc),
+		T(test_enospc),          T(test_dirs_removed_while_open),
 #undef T
 	};
 
