@@ -249,10 +249,8 @@ static void test_store_dirs_removed(void **state)
 	assert_int_equal(scan.quarantined, 1);
 	assert_int_equal(scan.bad_objects, 0);
 	fetch_all(f, JC_HIT);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
-	size_t n;
-	char *log = (char *)jct_read_file(f->d.log, &n);
-	assert_non_null(log);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
+	char *log = jct_log(&f->d);
 	assert_non_null(strstr(log, "/tmp was removed or replaced while in use"));
 	assert_non_null(strstr(log, "/quarantine was removed or replaced while in use"));
 	free(log);
