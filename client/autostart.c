@@ -23,6 +23,7 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
 #endif
 
+#include "clock.h"
 #include "client_internal.h"
 #include "config.h"
 #include "util.h"
@@ -30,13 +31,6 @@
 /* How long a starter waits for the lock, and for its daemon to answer. */
 #define LOCK_WAIT_MS  30000
 #define READY_WAIT_MS 30000
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* mkdir -p with mode 0700 for what it creates. */
 static int mkdirs(const char *dir)
@@ -190,9 +184,9 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 	if (lock < 0)
 		return jc__fail(err, errlen, JC_EIO, "auto-start: cannot open %s: %s", lock_path,
 				strerror(errno));
-	uint64_t deadline = now_ms() + LOCK_WAIT_MS;
+	uint64_t deadline = jc__now_ms() + LOCK_WAIT_MS;
 	while (flock(lock, LOCK_EX | LOCK_NB) != 0) {
-		if ((errno != EWOULDBLOCK && errno != EINTR) || now_ms() > deadline) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) || jc__now_ms() > deadline) {
 			int e = errno;
 			close(lock);
 			return jc__fail(
@@ -223,11 +217,11 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 			      strerror(spawn_errno));
 		goto out;
 	}
-	deadline = now_ms() + READY_WAIT_MS;
+	deadline = jc__now_ms() + READY_WAIT_MS;
 	for (unsigned wait = 1;; wait = wait < 20 ? wait * 2 : 20) {
 		if (answer(ctx) == 0)
 			goto out;
-		if (!alive(pid) || now_ms() > deadline) {
+		if (!alive(pid) || jc__now_ms() > deadline) {
 			int gone = !alive(pid);
 			log_tail(log_path, tail, sizeof(tail));
 			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) %s: %s",

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "client_internal.h"
 #include "config.h"
 #include "io.h"
@@ -102,13 +103,6 @@ static void install_atfork(void)
 
 #define SPIN_NS_DEFAULT 50000 /* see jc_client_open */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* $JITCACHE_CLIENT_SPIN_US in nanoseconds: 0 to 1 s, else the default. */
 static uint64_t spin_setting(void)
 {
@@ -141,7 +135,7 @@ static void spin_for_answer(jc_client *c, uint64_t t0)
 		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
 			return; /* data, EOF or an error: the read reports it */
 		sched_yield(); /* the daemon may be waiting for this CPU */
-	} while (now_ns() - t0 < c->spin_ns);
+	} while (jc__now_ns() - t0 < c->spin_ns);
 }
 
 static void say(const jc_client *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -278,7 +272,7 @@ static int hello(jc_client *c, const char *path, int own)
 	 * for hits (spin_for_answer). */
 	c->fd = fd;
 	c->fast = 1;
-	spin_for_answer(c, now_ns());
+	spin_for_answer(c, jc__now_ns());
 	c->fd = -1;
 	rc = rc ?: jc__io_read_frame(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
@@ -433,7 +427,7 @@ static int autostart(jc_client *c, const char *why)
 		    dir, sock);
 		return 0;
 	}
-	c->autostart_after_ns = now_ns() + AUTOSTART_AGAIN_NS;
+	c->autostart_after_ns = jc__now_ns() + AUTOSTART_AGAIN_NS;
 	return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s; %s", why, err);
 }
 
@@ -441,7 +435,7 @@ static int autostart(jc_client *c, const char *why)
 static int find_daemon(jc_client *c)
 {
 	int rc = search(c);
-	if (rc == JC_ECONNECT && c->autostart && !c->socket && now_ns() >= c->autostart_after_ns) {
+	if (rc == JC_ECONNECT && c->autostart && !c->socket && jc__now_ns() >= c->autostart_after_ns) {
 		char why[1024];
 		snprintf(why, sizeof(why), "%s", c->errmsg);
 		rc = autostart(c, why);
@@ -748,7 +742,7 @@ JC_API int jc_options_set_log(jc_options *o, jc_log_cb cb, void *ctx)
  */
 static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = jc__now_ns();
 	c->broken = 0;
 	int rc = jc__io_write_all(c->fd, c->out.data, c->out.len);
 	if (rc != 0) {
@@ -760,7 +754,7 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	}
 	spin_for_answer(c, t0);
 	rc = jc__io_read_frame(c->fd, &c->in, type, fd, c->timeout_ms);
-	c->fast = now_ns() - t0 < c->spin_ns;
+	c->fast = jc__now_ns() - t0 < c->spin_ns;
 	if (rc != 0) {
 		c->broken = rc == JC_EIO;
 		if (rc == JC_ETIMEOUT)
@@ -831,7 +825,7 @@ static int check_hash(const struct jc_res *res)
 static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 		      uint8_t bad_object[16])
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = jc__now_ns();
 	*out = NULL;
 	jc_result *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -873,7 +867,7 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 		return rc;
 	}
 	jc__hex16(r->res.key, r->key);
-	r->total_ns = now_ns() - t0;
+	r->total_ns = jc__now_ns() - t0;
 	*out = r;
 	return r->res.status;
 }
@@ -906,7 +900,7 @@ static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
 static int compile_here(jc_client *c, const struct jc_req *req, jc_result **out)
 {
 	char desc[4400], err[4400];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = jc__now_ns();
 	*out = NULL;
 	int rc = jc__fallback_load(c->nvrtc, desc, sizeof(desc), err, sizeof(err));
 	if (rc != 0)
@@ -929,7 +923,7 @@ static int compile_here(jc_client *c, const struct jc_req *req, jc_result **out)
 	if (rc == JC_ECOMPILE)
 		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s", r->res.message ? r->res.message : jc_strerror(rc));
 	r->key[0] = '\0';
-	r->total_ns = now_ns() - t0;
+	r->total_ns = jc__now_ns() - t0;
 	*out = r;
 	return rc;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "admin.h"
 #include "client_internal.h"
 #include "config.h"
@@ -656,13 +657,6 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 	return rc ? 1 : 0;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* How long a daemon that is starting (it holds DIR/lock before it listens)
  * or stopping (it drops connections, then the lock) is waited for; the
  * daemon waits as long for the lock at start. */
@@ -677,7 +671,7 @@ static int admin(const char *command, const struct jc_strv *args, int offline_ok
 {
 	struct jc_admin_req req = {.command = (char *)command};
 	char err[512] = "", why[400];
-	uint64_t deadline = now_ms() + ADMIN_WAIT_MS;
+	uint64_t deadline = jc__now_ms() + ADMIN_WAIT_MS;
 	if (args)
 		req.args = *args;
 	/* --socket PATH alone means that daemon: no directory to fall back on. */
@@ -705,7 +699,7 @@ static int admin(const char *command, const struct jc_strv *args, int offline_ok
 				return 0;
 			jc__admin_reply_clear(out);
 		}
-		if ((rc != JC_ELOCKED && rc != JC_EIO) || now_ms() >= deadline)
+		if ((rc != JC_ELOCKED && rc != JC_EIO) || jc__now_ms() >= deadline)
 			return die(1, "%s", err);
 		nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000}, NULL);
 	}

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "client_internal.h"
 #include "jitcache/jitcache_cuda.h"
 
@@ -42,13 +43,6 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static char cu_err[256];
 
 static __thread char errbuf[1024];
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -332,9 +326,9 @@ static int load(struct jc_cuda_module *m, CUresult *cr, char *reason, size_t len
 	char log[4096] = "";
 	CUjit_option opt[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
 	void *val[] = {log, (void *)(uintptr_t)sizeof(log)};
-	uint64_t t0 = now_ns();
+	uint64_t t0 = jc__now_ns();
 	*cr = cu.cuModuleLoadDataEx(&m->mod, data, 2, opt, val);
-	m->t[JC_CUDA_TIME_LOAD] += now_ns() - t0;
+	m->t[JC_CUDA_TIME_LOAD] += jc__now_ns() - t0;
 	free(copy);
 	if (*cr == CUDA_SUCCESS)
 		return 0;
@@ -354,9 +348,9 @@ static int report_and_reload(jc_client *c, const jc_request *r, struct jc_cuda_m
 			     const char *reason)
 {
 	jc_result *fresh = NULL;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = jc__now_ns();
 	int rc = jc_report_load_failure(c, r, m->res, reason, &fresh);
-	m->t[JC_CUDA_TIME_FETCH] += now_ns() - t0;
+	m->t[JC_CUDA_TIME_FETCH] += jc__now_ns() - t0;
 	m->reports++;
 	if (rc) {
 		jc_result_free(fresh);
@@ -395,7 +389,7 @@ JC_API int jc_cuda_module_load(jc_client *c, jc_request *r, jc_cuda_module **out
 	m->ctx = ctx;
 	int force = force_mode();
 	if (!r->req.arch || force) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = jc__now_ns();
 		CUdevice dev;
 		if ((cr = cu.cuCtxGetDevice(&dev)) != CUDA_SUCCESS)
 			rc = cu_fail(JC_EINVAL, cr, "cuCtxGetDevice");
@@ -403,13 +397,13 @@ JC_API int jc_cuda_module_load(jc_client *c, jc_request *r, jc_cuda_module **out
 			rc = jc_cuda_request_set_target(c, r, dev);
 		else
 			rc = force_target(r, dev, force);
-		m->t[JC_CUDA_TIME_RESOLVE] = now_ns() - t0;
+		m->t[JC_CUDA_TIME_RESOLVE] = jc__now_ns() - t0;
 		if (rc)
 			goto err;
 	}
-	uint64_t t0 = now_ns();
+	uint64_t t0 = jc__now_ns();
 	rc = jc_compile(c, r, &m->res);
-	m->t[JC_CUDA_TIME_FETCH] = now_ns() - t0;
+	m->t[JC_CUDA_TIME_FETCH] = jc__now_ns() - t0;
 	if (rc == JC_ECOMPILE) {
 		m->ctx = NULL;
 		*out = m;
@@ -455,14 +449,14 @@ JC_API int jc_cuda_module_function(jc_cuda_module *m, const char *name, CUfuncti
 	const char *sym = jc_result_lowered_name(m->res, name);
 	if (!sym)
 		sym = name;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = jc__now_ns();
 	CUcontext prev;
 	CUresult r = ctx_enter(m->ctx, &prev);
 	if (r == CUDA_SUCCESS) {
 		r = cu.cuModuleGetFunction(fn, m->mod, sym);
 		ctx_leave(m->ctx, prev);
 	}
-	m->t[JC_CUDA_TIME_LOOKUP] += now_ns() - t0;
+	m->t[JC_CUDA_TIME_LOOKUP] += jc__now_ns() - t0;
 	if (r == CUDA_ERROR_NOT_FOUND)
 		return fail(JC_ENOTFOUND, "no kernel '%s'%s%s%s in the module", sym, sym != name ? " (from '" : "",
 			    sym != name ? name : "", sym != name ? "')" : "");

@@ -76,8 +76,4 @@ int jc__admin_evict_to(struct jc_admin_env *env, uint64_t target, uint64_t *evic
 /* The mark at pct percent of max_size bytes, without overflow. */
 uint64_t jc__admin_budget_mark(uint64_t max_size, unsigned pct);
 
-/* Loads the stored counters into counters[] (by name; unknown names are
- * ignored, missing ones stay as they were). Returns 0 or an index error. */
-int jc__counters_load_array(struct jc_index *ix, uint64_t counters[JC_CTR__COUNT]);
-
 #endif

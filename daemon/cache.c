@@ -33,22 +33,9 @@
 /* Files whose hashes the daemon remembers (all are dropped when full). */
 #define INC_MEMO_ENTRIES 65536
 
-uint64_t jc__now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t wall_s(void)
-{
-	return (int64_t)time(NULL);
-}
-
 static void count(struct jc_daemon *d, enum jc_counter c, uint64_t n)
 {
-	d->counters[c] += n;
-	d->counters_dirty = 1;
+	jc__count(&d->counters, c, n);
 }
 
 /* --- memory cache ------------------------------------------------------- */
@@ -363,7 +350,7 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	if (res->status != 0) {
 		e->status = 1;
 		e->error = res->status;
-		e->expires = wall_s() + d->cfg.negative_ttl_s;
+		e->expires = jc__wall_s() + d->cfg.negative_ttl_s;
 	}
 	memcpy(e->object, res->object, 16);
 	e->size = res->size;
@@ -376,7 +363,7 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	for (size_t i = 0, n = 0; i < f->req.options.n && n < cap; i++)
 		n += (size_t)snprintf(options + n, cap - n, "%s%s", i ? " " : "", f->req.options.v[i]);
 	e->options = options;
-	e->created = e->last_access = wall_s();
+	e->created = e->last_access = jc__wall_s();
 	e->compile_ns = res->compile_ns;
 	e->log = res->log ? res->log : (char *)"";
 	e->lowered = res->lowered;
@@ -845,7 +832,7 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 	if (!e)
 		return 0;
 	if (e->status) {
-		if (e->expires <= wall_s())
+		if (e->expires <= jc__wall_s())
 			return 0;
 		struct jc_res res;
 		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
@@ -1012,7 +999,7 @@ static int key_known(struct jc_daemon *d, const uint8_t key[16])
 	if (flight_find(d, key))
 		return 1;
 	const struct jc_entry *e = lookup(d, key);
-	return e && (!e->status || e->expires > wall_s());
+	return e && (!e->status || e->expires > jc__wall_s());
 }
 
 /* A flight that learnt its key: the scan's key, remembered for its lookup
@@ -1346,7 +1333,7 @@ struct jc_flush_job {
 static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
 	pthread_mutex_lock(&d->wlock);
-	if (j->n && jc__index_touch(d->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, wall_s()) != 0)
+	if (j->n && jc__index_touch(d->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, jc__wall_s()) != 0)
 		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->wix));
 	if (j->save_counters) {
 		if (jc__index_counters_save(d->wix, jc__counter_names, j->counters, JC_CTR__COUNT) != 0)
@@ -1378,7 +1365,7 @@ static void flush_after_cb(uv_work_t *w, int status)
 
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 {
-	if (!d->n_touch && !d->counters_dirty)
+	if (!d->n_touch && !d->counters.dirty)
 		return NULL;
 	struct jc_flush_job *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -1390,9 +1377,7 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 	d->touch_keys = NULL;
 	d->touch_hits = NULL;
 	d->n_touch = d->cap_touch = 0;
-	memcpy(j->counters, d->counters, sizeof(j->counters));
-	j->save_counters = d->counters_dirty;
-	d->counters_dirty = 0;
+	j->save_counters = jc__counters_take(&d->counters, j->counters);
 	return j;
 }
 
@@ -1507,7 +1492,7 @@ int jc__cache_init(struct jc_daemon *d)
 		return rc;
 	}
 	watch_new(d);
-	return jc__counters_load_array(d->rix, d->counters);
+	return jc__counters_load_array(d->rix, d->counters.v);
 }
 
 void jc__cache_free(struct jc_daemon *d)

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "clock.h"
 #include "counters.h"
 #include "framer.h"
 #include "includes.h"
@@ -134,8 +135,7 @@ struct jc_daemon {
 	pthread_mutex_t wlock;
 	struct jc_toolchain tc;
 	int lock_fd;
-	uint64_t counters[JC_CTR__COUNT];
-	int counters_dirty;
+	struct jc_counters counters;
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
 	uint64_t idle_since_ns;   /* the last connection closed then (for idle_exit_s) */
@@ -215,7 +215,6 @@ struct jc_flush_job;
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
 /* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
 void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
-uint64_t jc__now_ns(void);
 /* Queues f for the worker pool and dispatches (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 

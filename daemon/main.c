@@ -593,14 +593,8 @@ static int remote_start(struct jc_daemon *d, char *err, size_t errlen)
 	const struct jc_remote_config *rc = &d->cfg.remote;
 	if (!rc->url)
 		return 0;
-	uint64_t *c = d->counters;
-	const struct jc_remote_counters ctr = {
-		.hits = &c[JC_CTR_remote_hits], .misses = &c[JC_CTR_remote_misses],
-		.errors = &c[JC_CTR_remote_errors], .rejected = &c[JC_CTR_remote_rejected],
-		.publishes = &c[JC_CTR_remote_publishes], .bytes_in = &c[JC_CTR_remote_bytes_in],
-		.bytes_out = &c[JC_CTR_remote_bytes_out], .dirty = &d->counters_dirty,
-	};
-	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &ctr, &d->remote, err, errlen);
+	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &d->counters, &d->remote, err,
+			       errlen);
 	if (e == 0)
 		jc_log_notice(MAIN, "remote tier %s%s%s, ttl %" PRId64 " s, timeout %d ms", rc->url,
 			      rc->read_only ? " (read-only)" : "", rc->secret_file ? ", signed values" : "",

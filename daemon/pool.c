@@ -82,7 +82,7 @@ static void worker_fail_dead(struct jc_worker *w, int64_t status, int signal)
 	char hex[33];
 	jc__hex16(w->job->key, hex);
 	if (w->timed_out) {
-		d->counters[JC_CTR_compile_timeouts]++;
+		jc__count(&d->counters, JC_CTR_compile_timeouts, 1);
 		worker_fail_job(w, JC_ETIMEOUT, "compile ran past --compile-timeout (%d s); worker "
 				"killed and replaced, nothing cached", d->cfg.compile_timeout_s);
 	} else if (signal == 0 && status == JC_WORKER_EXIT_NOMEM) {
@@ -115,8 +115,7 @@ static void worker_exit_cb(uv_process_t *proc, int64_t status, int signal)
 	if (had_job)
 		worker_fail_dead(w, status, signal);
 	if (!w->killed && !d->stopping) {
-		d->counters[JC_CTR_worker_crashes]++;
-		d->counters_dirty = 1;
+		jc__count(&d->counters, JC_CTR_worker_crashes, 1);
 		if (!had_job)
 			jc_log_warn(WORKER, "worker %d exited (status %lld, signal %d)", proc->pid,
 				    (long long)status, signal);

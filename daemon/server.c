@@ -231,7 +231,7 @@ static int reply_fits(struct jc_conn *c, size_t len)
 		 len);
 	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
 		    (int)c->uid, (int)c->pid, len);
-	c->d->counters[JC_CTR_busy_refusals]++;
+	jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
 	jc__conn_send_error(c, JC_EBUSY, msg);
 	return 0;
 }
@@ -400,7 +400,7 @@ static void idle_cb(uv_timer_t *t)
 	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid,
 		    (int)c->pid, what, wait_s(&c->d->cfg, c->pending_timer));
 	if (c->pending_timer == WAIT_ANSWER_TAKEN)
-		c->d->counters[JC_CTR_busy_refusals]++;
+		jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
 	conn_close(c);
 }
 
@@ -493,16 +493,14 @@ static void admin_after_cb(uv_work_t *w, int status)
 	(void)status;
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
-	d->counters[JC_CTR_evictions] += j->env.evicted;
-	d->counters[JC_CTR_corrupt_objects] += j->env.corrupt; /* verify, as offline */
+	jc__count(&d->counters, JC_CTR_evictions, j->env.evicted);
+	jc__count(&d->counters, JC_CTR_corrupt_objects, j->env.corrupt); /* verify, as offline */
 	if (j->env.zero_counters) {
-		memset(d->counters, 0, sizeof(d->counters));
+		jc__counters_zero(&d->counters);
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
 		d->hit_latency_since = (uint64_t)time(NULL);
 		jc__remote_stats_zero(d->remote);
 	}
-	if (j->env.removed || j->env.evicted || j->env.corrupt || j->env.zero_counters)
-		d->counters_dirty = 1;
 	/* Changes made on someone's behalf go to the log with who asked. */
 	if (jc__admin_is_privileged(&j->req) && strcmp(j->req.command, "ls") != 0 &&
 	    strcmp(j->req.command, "show") != 0) {
@@ -551,7 +549,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		if (j)
 			jc__admin_req_clear(&j->req);
 		free(j);
-		d->counters[JC_CTR_bad_requests]++;
+		jc__count(&d->counters, JC_CTR_bad_requests, 1);
 		jc__conn_send_error(c, rc, msg);
 		jc__conn_done(c);
 		return;
@@ -583,7 +581,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.watch_trees = ws.trees;
 	j->env.watch_count = ws.watches;
 	j->env.watch_bytes = ws.bytes;
-	memcpy(j->env.counters, d->counters, sizeof(j->env.counters));
+	memcpy(j->env.counters, d->counters.v, sizeof(j->env.counters));
 	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
 	j->env.hit_samples = d->hit_latency.count;
 	j->env.hit_sum_ns = d->hit_latency.sum_ns;
@@ -629,7 +627,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		}
 		jc__hello_clear(&h);
 		if (rc != 0) {
-			d->counters[JC_CTR_bad_requests]++;
+			jc__count(&d->counters, JC_CTR_bad_requests, 1);
 			jc__conn_send_error(c, rc, msg);
 			c->replied = 1;
 			return rc;
@@ -662,7 +660,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		struct jc_req req = {0};
 		int rc = jc__decode_req(payload, len, &req);
 		if (rc != 0) {
-			d->counters[JC_CTR_bad_requests]++;
+			jc__count(&d->counters, JC_CTR_bad_requests, 1);
 			jc__conn_send_error(c, rc, "malformed COMPILE request");
 			c->replied = 1;
 			return rc;
@@ -676,7 +674,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		pause_if_busy(c);
 		return 0;
 	}
-	d->counters[JC_CTR_bad_requests]++;
+	jc__count(&d->counters, JC_CTR_bad_requests, 1);
 	jc__conn_send_error(c, JC_EPROTO, "unexpected message type");
 	c->replied = 1;
 	return JC_EPROTO;
@@ -752,7 +750,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			 "--buffer-budget); try again later", bud->used, bud->max);
 		jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
 			    "bytes)", (int)c->uid, (int)c->pid, bud->used, bud->max);
-		c->d->counters[JC_CTR_busy_refusals]++;
+		jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
 		jc__conn_send_error(c, JC_EBUSY, msg);
 		jc__framer_free(&c->in);
 		conn_end(c);
@@ -772,7 +770,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		char msg[128] = "malformed frame header";
 		if (rc == JC_ETOOBIG)
 			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)", c->in.max);
-		c->d->counters[JC_CTR_bad_requests]++;
+		jc__count(&c->d->counters, JC_CTR_bad_requests, 1);
 		jc__conn_send_error(c, rc, msg);
 	}
 	conn_end(c);
@@ -845,7 +843,7 @@ static void connection_cb(uv_stream_t *server, int status)
 			 "try again later", (int)c->uid, d->cfg.max_connections_per_uid);
 	}
 	if (code == JC_EBUSY)
-		d->counters[JC_CTR_busy_refusals]++;
+		jc__count(&d->counters, JC_CTR_busy_refusals, 1);
 	if (code) {
 		/* Said in answer to the client's HELLO, which it reads first. */
 		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
