@@ -41,6 +41,10 @@ int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
  * paths. Thread-safe. */
 int jc__beside_self(const char *name, char *out, size_t len);
 
+/* The object of type TYPE in which MEMBER is at PTR (libuv's container_of):
+ * for handles and jobs embedded in the objects that own them. */
+#define JC_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
 /* Sleeps ms milliseconds, through EINTR. */
 void jc__sleep_ms(unsigned ms);
 

@@ -573,7 +573,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 		jc__evict_check(d);
 }
 
-void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
+void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
 	char hex[33];
 	if (f->fatbin) {
@@ -599,13 +599,13 @@ void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f)
 	flight_finish(f);
 }
 
-void jc__pool_flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message)
+void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message)
 {
 	jc__res_clear(&f->res);
 	f->res.status = status;
 	f->res.output = f->req.output;
 	f->res.message = strdup(message);
-	jc__pool_flight_done(d, f);
+	jc__flight_done(d, f);
 }
 
 /* Drops f's waiters whose clients have hung up; returns how many are left. */
@@ -627,28 +627,35 @@ static int drop_gone_waiters(struct jc_flight *f)
 	return left;
 }
 
-/* The next queued flight that someone still waits for: one whose clients all
- * hung up before a worker took it is dropped (not compiled for nobody, which
- * would let a client that sends requests and hangs up queue work and request
- * bytes without bound). A fatbin's own job, and a flight that replaces a bad
- * object, always run. */
-struct jc_flight *jc__pool_next_flight(struct jc_daemon *d)
+/* Pool callback, when a worker would take f: one whose clients all hung up
+ * is dropped (not compiled for nobody, which would let a client that sends
+ * requests and hangs up queue work and request bytes without bound). A
+ * fatbin's own job, and a flight that replaces a bad object, always run. */
+static int flight_wanted(struct jc_pool_job *job)
 {
-	struct jc_flight *f;
-	while ((f = d->queue_head)) {
-		d->queue_head = f->qnext;
-		if (!d->queue_head)
-			d->queue_tail = NULL;
-		f->qnext = NULL;
-		if (drop_gone_waiters(f) > 0 || f->fatbin || f->has_bad_object)
-			break;
-		char hex[33];
-		jc__hex16(f->key, hex);
-		jc_log_info(KEY, "key %s: compile dropped before it ran: every client that "
-			    "asked for it has gone", hex);
-		flight_free(f);
+	struct jc_flight *f = JC_CONTAINER_OF(job, struct jc_flight, job);
+	if (drop_gone_waiters(f) > 0 || f->fatbin || f->has_bad_object)
+		return 1;
+	char hex[33];
+	jc__hex16(f->key, hex);
+	jc_log_info(KEY, "key %s: compile dropped before it ran: every client that "
+		    "asked for it has gone", hex);
+	flight_free(f);
+	return 0;
+}
+
+/* Pool callback: the compile ended, or was cancelled at shutdown. */
+static void flight_job_done(struct jc_pool_job *job, int status)
+{
+	struct jc_flight *f = JC_CONTAINER_OF(job, struct jc_flight, job);
+	if (status == 0) {
+		jc__flight_done(f->d, f);
+		return;
 	}
-	return f;
+	jc__res_clear(&f->res);
+	f->res.status = JC_EBUSY;
+	f->res.message = strdup("daemon is shutting down");
+	flight_finish(f);
 }
 
 /* The bytes a request holds that a client chose the size of. */
@@ -702,7 +709,7 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 			uint64_t t0, const uint8_t *bad_object)
 {
 	size_t bytes = req_bytes(req);
-	if (d->queue_head && d->buffers.used + bytes > d->buffers.max)
+	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
 		return JC_EBUSY;
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)
@@ -747,12 +754,12 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 {
-	if (d->queue_tail)
-		d->queue_tail->qnext = f;
-	else
-		d->queue_head = f;
-	d->queue_tail = f;
-	jc__pool_dispatch(d);
+	f->job.req = f->wreq ? f->wreq : &f->req;
+	f->job.res = &f->res;
+	memcpy(f->job.key, f->key, 16);
+	f->job.wanted = flight_wanted;
+	f->job.done = flight_job_done;
+	jc__pool_submit(d->pool, &f->job);
 }
 
 /* A client could not use the object it was served: quarantine it (if the
@@ -1509,16 +1516,4 @@ void jc__cache_free(struct jc_daemon *d)
 	d->watch = NULL;
 	jc__retry_free(d->load_retries);
 	d->load_retries = NULL;
-}
-
-void jc__cache_shutdown(struct jc_daemon *d)
-{
-	/* Flights still queued get an answer; running ones end with their worker. */
-	struct jc_flight *f;
-	while ((f = jc__pool_next_flight(d))) {
-		jc__res_clear(&f->res);
-		f->res.status = JC_EBUSY;
-		f->res.message = strdup("daemon is shutting down");
-		flight_finish(f);
-	}
 }

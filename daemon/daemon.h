@@ -19,6 +19,7 @@
 #include "index.h"
 #include "latency.h"
 #include "manifest.h"
+#include "pool.h"
 #include "proto.h"
 #include "remote.h"
 #include "req.h"
@@ -56,7 +57,6 @@ struct jc_config {
 
 struct jc_conn;
 struct jc_retry;
-struct jc_worker;
 
 /* A client waiting on a flight. Holds a reference on its connection. */
 struct jc_waiter {
@@ -74,7 +74,7 @@ struct jc_flight {
 	struct jc_req req;        /* owned: moved from the first request */
 	struct jc_waiter *waiters;
 	struct jc_flight *next;   /* daemon's list of flights */
-	struct jc_flight *qnext;  /* queue of flights waiting for a worker */
+	struct jc_pool_job job;   /* its compile in the worker pool (pool.h) */
 	struct jc_res res;        /* the worker's result */
 	uv_work_t work;           /* publish in the thread pool */
 	int has_bad_object;       /* started because the row's object failed a check */
@@ -161,11 +161,8 @@ struct jc_daemon {
 	int watch_polling;
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
-	struct jc_flight *queue_head, *queue_tail;
-	struct jc_worker **workers;
-	char *worker_cwd;         /* the empty directory workers run in (pool.c) */
+	struct jc_pool *pool;     /* compile workers and their queue (pool.h) */
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
-	int n_workers;
 
 	/* Access times and hit counts not yet written: flushed in batches,
 	 * one row per key however often it was hit. */
@@ -206,7 +203,6 @@ void jc__cache_watch_start(struct jc_daemon *d);
 void jc__cache_watch_stop(struct jc_daemon *d);
 void jc__cache_tick(struct jc_daemon *d);
 void jc__cache_memcache_drop_all(struct jc_daemon *d);
-void jc__cache_shutdown(struct jc_daemon *d);
 void jc__cache_flush_sync(struct jc_daemon *d);
 /* Access times and hit counts not yet written, and a counter snapshot. */
 struct jc_flush_job;
@@ -217,6 +213,12 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
 void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
 /* Queues f for the worker pool and dispatches (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
+/* The end of f's compile (f->res holds the result or the failure): counted,
+ * logged, published when publishable, answered. */
+void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
+/* Ends f as failed: its result becomes status, the request's output and
+ * message (borrowed), then jc__flight_done. */
+void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
 
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;
@@ -226,7 +228,7 @@ struct jc_fatbin;
 int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen);
 /* Builds the fatbin of flight f (its req has fatbin output): asks for each
  * target's part as conn's uid would, then assembles. Ends, like a worker
- * job, in jc__pool_flight_done. Returns 0 or JC_ENOMEM (nothing started). */
+ * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
 int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
 /* At the end of a fatbin flight, before it is published: its log (where
  * each part came from, the steps' times), lowered names and build time. */

@@ -115,7 +115,7 @@ static void fail(struct jc_fatbin *fb, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	jc__pool_flight_fail(fb->d, f, status, msg);
+	jc__flight_fail(fb->d, f, status, msg);
 }
 
 /* --- assembling ------------------------------------------------------------ */
@@ -168,7 +168,7 @@ static void tool_exit_cb(uv_process_t *proc, int64_t status, int signal)
 		} else {
 			f->res.size = (size_t)st.st_size;
 			f->res.output = JC_OUTPUT_FATBIN;
-			jc__pool_flight_done(fb->d, f);
+			jc__flight_done(fb->d, f);
 		}
 	}
 }
@@ -219,7 +219,7 @@ static void run_fatbinary(struct jc_fatbin *fb)
 		.file = d->tc.fatbin_path,
 		.args = args,
 		.env = env,
-		.cwd = d->worker_cwd,
+		.cwd = jc__pool_cwd(d->pool),
 		.exit_cb = tool_exit_cb,
 		.stdio = stdio,
 		.stdio_count = (int)ns,

@@ -482,7 +482,7 @@ static void tick_cb(uv_timer_t *t)
 	lock_check(d);
 	idle_exit_check(d);
 	jc__cache_tick(d);
-	jc__pool_dispatch(d);
+	jc__pool_dispatch(d->pool);
 	if (++ticks % EVICT_EVERY_TICKS == 0)
 		jc__evict_check(d);
 	jc__gc_maybe(d);
@@ -498,11 +498,10 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
 	jc__daemon_notify("STOPPING=1");
 	d->stopping = 1;
-	jc__cache_shutdown(d); /* queued compiles: answered "shutting down" */
 	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
 	d->remote = NULL;
-	jc__pool_stop(d);      /* running ones: likewise, workers killed */
+	jc__pool_stop(d->pool); /* queued and running compiles: answered "shutting down" */
 	jc__server_shutdown(d);
 	uv_timer_stop(&d->tick);
 	uv_close((uv_handle_t *)&d->tick, NULL);
@@ -644,6 +643,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	c->negative_ttl_s = reloaded("negative-ttl", c->negative_ttl_s, fresh.negative_ttl_s);
 	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
 					     fresh.compile_timeout_s);
+	jc__pool_set_timeout(d->pool, c->compile_timeout_s);
 	c->idle_timeout_s = (int)reloaded("idle-timeout", c->idle_timeout_s, fresh.idle_timeout_s);
 	c->idle_exit_s = (int)reloaded("idle-exit", c->idle_exit_s, fresh.idle_exit_s);
 	fit_max_connections(&fresh);
@@ -869,7 +869,15 @@ int main(int argc, char **argv)
 	rc = remote_start(d, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_loop;
-	rc = jc__pool_start(d, err, sizeof(err));
+	const struct jc_pool_config pool_cfg = {
+		.worker_path = d->cfg.worker_path,
+		.cache_dir = d->cfg.cache_dir,
+		.workers = d->cfg.workers,
+		.compile_timeout_s = d->cfg.compile_timeout_s,
+		.worker_memory = d->cfg.worker_memory,
+		.confinement = d->confinement,
+	};
+	rc = jc__pool_start(d->loop, &pool_cfg, &d->counters, &d->pool, err, sizeof(err));
 	if (rc != 0) {
 		jc__remote_close(d->remote);
 		goto err_after_loop;
@@ -877,7 +885,7 @@ int main(int argc, char **argv)
 	rc = jc__server_listen(d, listen_fd, err, sizeof(err));
 	if (rc != 0) {
 		jc__server_shutdown(d);
-		jc__pool_stop(d);
+		jc__pool_stop(d->pool);
 		jc__remote_close(d->remote);
 		goto err_after_loop;
 	}
@@ -913,6 +921,7 @@ err_after_loop:
 	uv_run(d->loop, UV_RUN_DEFAULT); /* until every handle has closed */
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
+	jc__pool_free(d->pool);
 err_after_rix:
 	jc__cache_free(d);
 	jc__index_close(d->rix);
