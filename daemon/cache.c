@@ -90,6 +90,20 @@ static const struct jc_entry *lookup(struct jc_daemon *d, const uint8_t key[16])
 
 /* --- replies -------------------------------------------------------------- */
 
+/* Answers conn's request with res (objfd >= 0 passed with it, always closed). */
+static void answer(struct jc_daemon *d, struct jc_conn *conn, const struct jc_res *res, int objfd)
+{
+	d->conn_ops->send_result(conn, res, objfd);
+	d->conn_ops->done(conn);
+}
+
+/* Answers conn's request with an error (message borrowed). */
+static void refuse(struct jc_daemon *d, struct jc_conn *conn, int code, const char *message)
+{
+	d->conn_ops->send_error(conn, code, message);
+	d->conn_ops->done(conn);
+}
+
 /* Builds a result view of an index row (borrows its strings). */
 static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32_t cache)
 {
@@ -205,9 +219,8 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	jc__latency_add(&d->hit_latency, res.server_ns);
 	count(d, JC_CTR_hits, 1);
 	touch(d, e->key);
-	jc__conn_send_result(conn, &res, fd);
+	answer(d, conn, &res, fd);
 	free(tmp);
-	jc__conn_done(conn);
 	return 0;
 }
 
@@ -251,10 +264,17 @@ static int flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache
 	w->conn = conn;
 	w->cache = cache;
 	w->t0 = t0;
-	jc__conn_ref(conn);
+	f->d->conn_ops->ref(conn);
 	w->next = f->waiters;
 	f->waiters = w;
 	return 0;
+}
+
+static void waiter_free(struct jc_daemon *d, struct jc_waiter *w)
+{
+	d->conn_ops->unref(w->conn);
+	jc__strv_clear(&w->names);
+	free(w);
 }
 
 static void flight_free(struct jc_flight *f)
@@ -270,9 +290,7 @@ static void flight_free(struct jc_flight *f)
 	while (f->waiters) {
 		struct jc_waiter *w = f->waiters;
 		f->waiters = w->next;
-		jc__conn_unref(w->conn);
-		jc__strv_clear(&w->names);
-		free(w);
+		waiter_free(d, w);
 	}
 	d->buffers.used -= f->charged;
 	jc__req_clear(&f->req);
@@ -304,13 +322,10 @@ static void flight_answer(struct jc_flight *f)
 		res->cache = w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
 		lowered_in_order(res, &w->names, &tmp);
-		jc__conn_send_result(w->conn, res, -1);
+		answer(f->d, w->conn, res, -1);
 		res->lowered = own;
 		free(tmp);
-		jc__conn_done(w->conn);
-		jc__conn_unref(w->conn);
-		jc__strv_clear(&w->names);
-		free(w);
+		waiter_free(f->d, w);
 	}
 }
 
@@ -614,15 +629,13 @@ static int drop_gone_waiters(struct jc_flight *f)
 	int left = 0;
 	for (struct jc_waiter **p = &f->waiters; *p;) {
 		struct jc_waiter *w = *p;
-		if (!jc__conn_gone(w->conn)) {
+		if (!f->d->conn_ops->gone(w->conn)) {
 			left++;
 			p = &w->next;
 			continue;
 		}
 		*p = w->next;
-		jc__conn_unref(w->conn);
-		jc__strv_clear(&w->names);
-		free(w);
+		waiter_free(f->d, w);
 	}
 	return left;
 }
@@ -792,7 +805,7 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 		char hex[33];
 		jc__hex16(key, hex);
 		jc_log_warn(STORE, "key %s: pid %d reported a bad object, but it passes the full hash "
-			    "check; kept", hex, (int)jc__conn_pid(conn));
+			    "check; kept", hex, (int)d->conn_ops->pid(conn));
 		return 0;
 	}
 	count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
@@ -845,8 +858,7 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
 		res.server_ns = jc__now_ns() - t0;
 		count(d, JC_CTR_negative_hits, 1);
-		jc__conn_send_result(conn, &res, -1);
-		jc__conn_done(conn);
+		answer(d, conn, &res, -1);
 		return 1;
 	}
 	uint8_t object[16];
@@ -894,8 +906,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 			count(d, JC_CTR_single_flight_joins, 1);
 			goto out;
 		}
-		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
-		jc__conn_done(conn);
+		refuse(d, conn, JC_ENOMEM, "out of memory");
 		goto out;
 	}
 	if (req->reject_reason != JC_REJECT_NONE)
@@ -903,8 +914,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (!bad && serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object))
 		goto out;
 	if (d->stopping) {
-		jc__conn_send_error(conn, JC_EBUSY, "daemon is shutting down");
-		jc__conn_done(conn);
+		refuse(d, conn, JC_EBUSY, "daemon is shutting down");
 	} else if (req->tree_round == JC_TREE_LOOKUP) {
 		/* A client-read tree by hashes found nothing: the client sends the
 		 * bytes on this connection (a RESULT: an ERROR would close it). */
@@ -914,8 +924,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		miss.cache = JC_CACHE_MISS;
 		miss.message = "no entry for these headers: send their bytes";
 		memcpy(miss.key, key, 16);
-		jc__conn_send_result(conn, &miss, -1);
-		jc__conn_done(conn);
+		answer(d, conn, &miss, -1);
 	} else if ((rc = start_flight(d, conn, key, inc ? direct : NULL, req, &inc, t0,
 				      bad ? bad_object : NULL)) != 0) {
 		char msg[200] = "out of memory";
@@ -924,11 +933,10 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 				 "bytes, --buffer-budget, held by queued compiles); try again later",
 				 d->buffers.used, d->buffers.max);
 			jc_log_warn(NET, "uid %d pid %d: compile refused: buffer budget full",
-				    (int)jc__conn_uid(conn), (int)jc__conn_pid(conn));
+				    (int)d->conn_ops->uid(conn), (int)d->conn_ops->pid(conn));
 			count(d, JC_CTR_busy_refusals, 1);
 		}
-		jc__conn_send_error(conn, rc, msg);
-		jc__conn_done(conn);
+		refuse(d, conn, rc, msg);
 	}
 out:
 	jc__req_clear(req);
@@ -1132,13 +1140,12 @@ static void key_after_cb(uv_work_t *w, int status)
 	} else {
 		if (j->rc == JC_EINVAL)
 			count(d, JC_CTR_bad_requests, 1);
-		jc__conn_send_error(j->conn, j->rc, j->err[0] ? j->err : jc_strerror(j->rc));
-		jc__conn_done(j->conn);
+		refuse(d, j->conn, j->rc, j->err[0] ? j->err : jc_strerror(j->rc));
 		jc__req_clear(&j->req);
 		inc_free(j->inc);
 	}
 	jc__watch_forget(d->watch, j->stamp);
-	jc__conn_unref(j->conn);
+	d->conn_ops->unref(j->conn);
 	free(j);
 }
 
@@ -1204,8 +1211,7 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
 	rc = rc ?: jc__key_with_tree(direct, tree, key);
 	if (rc != 0) {
 		count(d, JC_CTR_bad_requests, rc == JC_EINVAL);
-		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
-		jc__conn_done(conn);
+		refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__req_clear(req);
 		inc_free(inc);
 		return;
@@ -1265,7 +1271,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	/* Trust model (docs/ARCHITECTURE.md): the daemon opens paths a request
 	 * names only for its own uid (and root); another uid's client reads its
 	 * include directories itself and sends the files (a tree). */
-	uid_t peer = jc__conn_uid(conn);
+	uid_t peer = d->conn_ops->uid(conn);
 	if (rc == 0 && needed && !req->tree_round && peer != geteuid() && peer != 0) {
 		rc = JC_EDENIED;
 		snprintf(err, sizeof(err), "this daemon reads include directories and absolute "
@@ -1273,8 +1279,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	}
 	if (rc != 0) {
 		count(d, JC_CTR_bad_requests, 1);
-		jc__conn_send_error(conn, rc, err[0] ? err : jc_strerror(rc));
-		jc__conn_done(conn);
+		refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__req_clear(req);
 		return;
 	}
@@ -1284,8 +1289,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	}
 	uint8_t lookup[16];
 	if (needed && jc__key_lookup(key, &req->include_dirs, lookup) != 0) {
-		jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
-		jc__conn_done(conn);
+		refuse(d, conn, JC_ENOMEM, "out of memory");
 		jc__req_clear(req);
 		return;
 	}
@@ -1313,16 +1317,15 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		memcpy(j->direct, key, 16);
 		memcpy(j->lookup, lookup, 16);
 		j->work.data = j;
-		jc__conn_ref(conn);
+		d->conn_ops->ref(conn);
 		memset(req, 0, sizeof(*req));
 		if (uv_queue_work(d->loop, &j->work, key_work_cb, key_after_cb) == 0)
 			return;
 		*req = j->req;
-		jc__conn_unref(conn);
+		d->conn_ops->unref(conn);
 		free(j);
 	}
-	jc__conn_send_error(conn, JC_ENOMEM, "out of memory");
-	jc__conn_done(conn);
+	refuse(d, conn, JC_ENOMEM, "out of memory");
 	jc__req_clear(req);
 }
 

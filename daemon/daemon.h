@@ -126,6 +126,15 @@ struct jc_slot {
 	struct jc_entry e;
 };
 
+struct jc_daemon;
+/* What a budget check found, reported on the loop thread through
+ * d->evict_report (main.c: counted, and told to systemd as a status line). */
+struct jc_evict_report {
+	uint64_t entries, bytes; /* ok entries and their bytes after the check */
+	uint64_t evicted;        /* entries it evicted */
+};
+typedef void (*jc_evict_report_fn)(struct jc_daemon *d, const struct jc_evict_report *r);
+
 struct jc_daemon {
 	struct jc_config cfg;
 	uv_loop_t *loop;
@@ -178,6 +187,8 @@ struct jc_daemon {
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_remote *remote; /* the remote tier; NULL without --remote */
+	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
+	jc_evict_report_fn evict_report;    /* after each budget check (evict.c) */
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */
@@ -244,38 +255,47 @@ void jc__evict_check(struct jc_daemon *d);
  * the last run (counted from the start). */
 void jc__gc_maybe(struct jc_daemon *d);
 
-/* main.c: sends a state line to systemd (sd_notify) where NOTIFY_SOCKET is set. */
-void jc__daemon_notify(const char *state);
 
-/* server.c */
-/* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
-int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
-void jc__server_shutdown(struct jc_daemon *d);
 /* Where an internal connection's answer goes: a result (res and objfd, a
  * descriptor of its object or -1, which the sink then owns) or an error
  * (res NULL, code and message). res and message are borrowed for the call. */
 typedef void (*jc_conn_sink_fn)(void *ctx, const struct jc_res *res, int objfd, int code,
 				const char *message);
-/* A connection with no socket, for requests the daemon makes itself (the
- * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
- * go to sink(ctx, ...), once per request handed to jc__cache_request. One
- * reference, the caller's: jc__conn_unref frees it. NULL when out of memory. */
-struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *like,
-				  jc_conn_sink_fn sink, void *ctx);
-void jc__conn_ref(struct jc_conn *c);
-/* The peer's uid (SO_PEERCRED); (uid_t)-1 when unknown. */
-uid_t jc__conn_uid(const struct jc_conn *c);
-/* The peer's pid (SO_PEERCRED at accept), for logs. */
-pid_t jc__conn_pid(const struct jc_conn *c);
-void jc__conn_unref(struct jc_conn *c);
-/* Sends a RESULT; objfd (>= 0) is passed with it and always closed here. */
-void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);
-void jc__conn_send_error(struct jc_conn *c, int code, const char *message);
-/* Lets the connection read its next request. */
-void jc__conn_done(struct jc_conn *c);
-/* 1 when no one can take c's answer any more: the client closed its end
- * (seen without reading, which is paused while a request waits), or c is
- * closing; then c is closed. 0 for a live one, and for internal ones. */
-int jc__conn_gone(struct jc_conn *c);
+
+/*
+ * What the request path (cache.c, fatbin.c) may do with a client's
+ * connection: answer it, hold it while it waits, ask who it is. The daemon
+ * uses the server's table (jc__server_conn_ops, server.c); unit tests give
+ * their own. Loop thread only. A connection is opaque to the request path.
+ */
+struct jc_conn_ops {
+	/* Sends a RESULT; objfd (>= 0) is passed with it and always closed. */
+	void (*send_result)(struct jc_conn *c, const struct jc_res *res, int objfd);
+	void (*send_error)(struct jc_conn *c, int code, const char *message);
+	/* The request is answered: the connection may read its next one. */
+	void (*done)(struct jc_conn *c);
+	void (*ref)(struct jc_conn *c);
+	void (*unref)(struct jc_conn *c);
+	/* 1 when no one can take c's answer any more: the client closed its end
+	 * (seen without reading, which is paused while a request waits), or c is
+	 * closing; then c is closed. 0 for a live one, and for internal ones. */
+	int (*gone)(struct jc_conn *c);
+	/* The peer's uid (SO_PEERCRED; (uid_t)-1 when unknown) and pid (for logs). */
+	uid_t (*uid)(const struct jc_conn *c);
+	pid_t (*pid)(const struct jc_conn *c);
+	/* A connection with no socket, for requests the daemon makes itself (the
+	 * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
+	 * go to sink(ctx, ...), once per request handed to jc__cache_request. One
+	 * reference, the caller's: unref frees it. NULL when out of memory. */
+	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like,
+				    jc_conn_sink_fn sink, void *ctx);
+};
+
+/* server.c */
+/* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
+int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
+void jc__server_shutdown(struct jc_daemon *d);
+/* The connections of the server (d->conn_ops of the daemon). */
+extern const struct jc_conn_ops jc__server_conn_ops;
 
 #endif

@@ -96,15 +96,10 @@ static void budget_done(struct hk_job *j)
 			    "evicted %" PRIu64 " least recently used entries: %" PRIu64 " -> %" PRIu64
 			    " bytes (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
 			    j->env.evicted, j->bytes_before, j->bytes_after, d->cfg.max_size, j->low);
-		jc__count(&d->counters, JC_CTR_evictions, j->env.evicted);
 	}
-	char status[256];
-	snprintf(status, sizeof(status),
-		 "STATUS=serving: %" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " bytes; %" PRIu64
-		 " hits, %" PRIu64 " misses",
-		 j->entries_after, j->bytes_after, d->cfg.max_size, d->counters.v[JC_CTR_hits],
-		 d->counters.v[JC_CTR_misses]);
-	jc__daemon_notify(status);
+	const struct jc_evict_report r = {
+		.entries = j->entries_after, .bytes = j->bytes_after, .evicted = j->env.evicted};
+	d->evict_report(d, &r);
 }
 
 static void gc_done(struct hk_job *j)

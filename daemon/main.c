@@ -428,13 +428,27 @@ static struct jc_daemon daemon_state;
 static char **saved_argv;
 static int saved_argc;
 
-void jc__daemon_notify(const char *state)
+/* Sends a state line to systemd (sd_notify) where NOTIFY_SOCKET is set. */
+static void daemon_notify(const char *state)
 {
 #if JC_HAVE_SYSTEMD
 	sd_notify(0, state);
 #else
 	(void)state;
 #endif
+}
+
+/* The budget check's report (evict.c): counted, and a status line for systemd. */
+static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
+{
+	char status[256];
+	jc__count(&d->counters, JC_CTR_evictions, r->evicted);
+	snprintf(status, sizeof(status),
+		 "STATUS=serving: %" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " bytes; %" PRIu64
+		 " hits, %" PRIu64 " misses",
+		 r->entries, r->bytes, d->cfg.max_size, d->counters.v[JC_CTR_hits],
+		 d->counters.v[JC_CTR_misses]);
+	daemon_notify(status);
 }
 
 /*
@@ -496,7 +510,7 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	if (d->stopping)
 		return;
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
-	jc__daemon_notify("STOPPING=1");
+	daemon_notify("STOPPING=1");
 	d->stopping = 1;
 	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
@@ -820,6 +834,8 @@ int main(int argc, char **argv)
 	fit_max_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->lock_fd = -1;
+	d->conn_ops = &jc__server_conn_ops;
+	d->evict_report = evict_report;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
@@ -909,7 +925,7 @@ int main(int argc, char **argv)
 		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
 		      d->tc.summary);
-	jc__daemon_notify("READY=1\nSTATUS=serving");
+	daemon_notify("READY=1\nSTATUS=serving");
 	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);

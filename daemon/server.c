@@ -76,6 +76,14 @@ struct jc_conn {
 	void *sink_ctx;
 };
 
+static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);
+static void conn_send_error(struct jc_conn *c, int code, const char *message);
+static void conn_done(struct jc_conn *c);
+static void conn_ref(struct jc_conn *c);
+static void conn_unref(struct jc_conn *c);
+static int conn_gone(struct jc_conn *c);
+
+
 struct write_req {
 	uv_write_t req;
 	struct jc_buf buf;
@@ -129,17 +137,17 @@ static int admin_allowed(const struct jc_conn *c, const struct jc_admin_req *req
 	return admin != (gid_t)-1 && (c->gid == admin || peer_in_group(c, admin));
 }
 
-uid_t jc__conn_uid(const struct jc_conn *c)
+static uid_t conn_uid(const struct jc_conn *c)
 {
 	return c->uid;
 }
 
-pid_t jc__conn_pid(const struct jc_conn *c)
+static pid_t conn_pid(const struct jc_conn *c)
 {
 	return c->pid;
 }
 
-struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *like,
+static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *like,
 				  jc_conn_sink_fn sink, void *ctx)
 {
 	struct jc_conn *c = calloc(1, sizeof(*c));
@@ -157,12 +165,12 @@ struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *lik
 	return c;
 }
 
-void jc__conn_ref(struct jc_conn *c)
+static void conn_ref(struct jc_conn *c)
 {
 	c->refs++;
 }
 
-void jc__conn_unref(struct jc_conn *c)
+static void conn_unref(struct jc_conn *c)
 {
 	if (--c->refs == 0) {
 		jc__framer_free(&c->in);
@@ -172,7 +180,7 @@ void jc__conn_unref(struct jc_conn *c)
 
 static void conn_handle_closed(uv_handle_t *h)
 {
-	jc__conn_unref(h->data);
+	conn_unref(h->data);
 }
 
 static void conn_close(struct jc_conn *c)
@@ -209,7 +217,7 @@ static void write_cb(uv_write_t *req, int status)
 			uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 		}
 	}
-	jc__conn_unref(c);
+	conn_unref(c);
 	jc__buf_free(&w->buf);
 	free(w);
 }
@@ -232,7 +240,7 @@ static int reply_fits(struct jc_conn *c, size_t len)
 	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
 		    (int)c->uid, (int)c->pid, len);
 	jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
-	jc__conn_send_error(c, JC_EBUSY, msg);
+	conn_send_error(c, JC_EBUSY, msg);
 	return 0;
 }
 
@@ -257,11 +265,11 @@ static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 	w->conn = c;
 	w->charged = buf->cap;
 	bud->used += w->charged;
-	jc__conn_ref(c);
+	conn_ref(c);
 	uv_buf_t ub = uv_buf_init((char *)w->buf.data + off, (unsigned)(w->buf.len - off));
 	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, write_cb) != 0) {
 		bud->used -= w->charged;
-		jc__conn_unref(c);
+		conn_unref(c);
 		jc__buf_free(&w->buf);
 		free(w);
 		conn_close(c);
@@ -300,7 +308,7 @@ static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 	return n;
 }
 
-void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
+static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
 {
 	struct jc_buf b = {0};
 	if (c->sink) {
@@ -345,7 +353,7 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 		free(inl.data);
 		if (rc != 0) {
 			jc__buf_free(&b);
-			jc__conn_send_error(c, rc, "could not read the cached object");
+			conn_send_error(c, rc, "could not read the cached object");
 			return;
 		}
 		conn_write(c, &b, 0);
@@ -353,13 +361,13 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 	}
 	if (jc__encode_res(&b, res) != 0) {
 		jc__buf_free(&b);
-		jc__conn_send_error(c, JC_ENOMEM, "could not encode the result");
+		conn_send_error(c, JC_ENOMEM, "could not encode the result");
 		return;
 	}
 	conn_write(c, &b, 0);
 }
 
-void jc__conn_send_error(struct jc_conn *c, int code, const char *message)
+static void conn_send_error(struct jc_conn *c, int code, const char *message)
 {
 	struct jc_buf b = {0};
 	if (c->sink) {
@@ -417,7 +425,7 @@ static void idle_arm(struct jc_conn *c)
 		uv_timer_stop(&c->idle);
 }
 
-void jc__conn_done(struct jc_conn *c)
+static void conn_done(struct jc_conn *c)
 {
 	c->busy = 0;
 	if (c->closing || c->sink)
@@ -436,7 +444,7 @@ void jc__conn_done(struct jc_conn *c)
 	}
 }
 
-int jc__conn_gone(struct jc_conn *c)
+static int conn_gone(struct jc_conn *c)
 {
 	uv_os_fd_t fd;
 	if (c->sink)
@@ -524,8 +532,8 @@ static void admin_after_cb(uv_work_t *w, int status)
 		conn_write(c, &b, 0);
 	else
 		jc__buf_free(&b);
-	jc__conn_done(c);
-	jc__conn_unref(c);
+	conn_done(c);
+	conn_unref(c);
 	jc__admin_req_clear(&j->req);
 	jc__admin_reply_clear(&j->reply);
 	free(j);
@@ -550,8 +558,8 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 			jc__admin_req_clear(&j->req);
 		free(j);
 		jc__count(&d->counters, JC_CTR_bad_requests, 1);
-		jc__conn_send_error(c, rc, msg);
-		jc__conn_done(c);
+		conn_send_error(c, rc, msg);
+		conn_done(c);
 		return;
 	}
 	if (strcmp(j->req.command, "stop") == 0) {
@@ -567,7 +575,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 			jc__buf_free(&b);
 		jc__admin_req_clear(&j->req);
 		free(j);
-		jc__conn_done(c);
+		conn_done(c);
 		uv_kill(getpid(), SIGTERM);
 		return;
 	}
@@ -593,14 +601,14 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.socket_path = d->cfg.socket_path;
 	j->work.data = j;
 	j->flush = jc__cache_flush_take(d);
-	jc__conn_ref(c);
+	conn_ref(c);
 	if (uv_queue_work(d->loop, &j->work, admin_work_cb, admin_after_cb) != 0) {
 		jc__cache_flush_write(d, j->flush);
-		jc__conn_unref(c);
+		conn_unref(c);
 		jc__admin_req_clear(&j->req);
 		free(j);
-		jc__conn_send_error(c, JC_EBUSY, "cannot queue the admin command");
-		jc__conn_done(c);
+		conn_send_error(c, JC_EBUSY, "cannot queue the admin command");
+		conn_done(c);
 	}
 }
 
@@ -628,7 +636,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		jc__hello_clear(&h);
 		if (rc != 0) {
 			jc__count(&d->counters, JC_CTR_bad_requests, 1);
-			jc__conn_send_error(c, rc, msg);
+			conn_send_error(c, rc, msg);
 			c->replied = 1;
 			return rc;
 		}
@@ -650,7 +658,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		return 0;
 	}
 	if (c->busy || c->drain_wait) {
-		jc__conn_send_error(c, JC_EPROTO, "one request at a time per connection");
+		conn_send_error(c, JC_EPROTO, "one request at a time per connection");
 		c->replied = 1;
 		return JC_EPROTO;
 	}
@@ -661,7 +669,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		int rc = jc__decode_req(payload, len, &req);
 		if (rc != 0) {
 			jc__count(&d->counters, JC_CTR_bad_requests, 1);
-			jc__conn_send_error(c, rc, "malformed COMPILE request");
+			conn_send_error(c, rc, "malformed COMPILE request");
 			c->replied = 1;
 			return rc;
 		}
@@ -675,7 +683,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		return 0;
 	}
 	jc__count(&d->counters, JC_CTR_bad_requests, 1);
-	jc__conn_send_error(c, JC_EPROTO, "unexpected message type");
+	conn_send_error(c, JC_EPROTO, "unexpected message type");
 	c->replied = 1;
 	return JC_EPROTO;
 }
@@ -692,7 +700,7 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
 	(void)status;
 	free(req);
 	conn_close(c);
-	jc__conn_unref(c);
+	conn_unref(c);
 }
 
 /* Ends a connection after its queued replies (an error, say) are written. */
@@ -703,10 +711,10 @@ static void conn_end(struct jc_conn *c)
 	uv_timer_stop(&c->idle);
 	if (sd) {
 		sd->data = c;
-		jc__conn_ref(c);
+		conn_ref(c);
 		if (uv_shutdown(sd, (uv_stream_t *)&c->pipe, shutdown_cb) == 0)
 			return;
-		jc__conn_unref(c);
+		conn_unref(c);
 		free(sd);
 	}
 	conn_close(c);
@@ -751,7 +759,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
 			    "bytes)", (int)c->uid, (int)c->pid, bud->used, bud->max);
 		jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
-		jc__conn_send_error(c, JC_EBUSY, msg);
+		conn_send_error(c, JC_EBUSY, msg);
 		jc__framer_free(&c->in);
 		conn_end(c);
 		return;
@@ -771,7 +779,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		if (rc == JC_ETOOBIG)
 			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)", c->in.max);
 		jc__count(&c->d->counters, JC_CTR_bad_requests, 1);
-		jc__conn_send_error(c, rc, msg);
+		conn_send_error(c, rc, msg);
 	}
 	conn_end(c);
 }
@@ -848,7 +856,7 @@ static void connection_cb(uv_stream_t *server, int status)
 		/* Said in answer to the client's HELLO, which it reads first. */
 		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
 			    (int)c->gid, (int)c->pid, why);
-		jc__conn_send_error(c, code, why);
+		conn_send_error(c, code, why);
 		conn_end(c);
 		return;
 	}
@@ -944,3 +952,15 @@ void jc__server_shutdown(struct jc_daemon *d)
 		conn_end(c);
 	}
 }
+
+const struct jc_conn_ops jc__server_conn_ops = {
+	.send_result = conn_send_result,
+	.send_error = conn_send_error,
+	.done = conn_done,
+	.ref = conn_ref,
+	.unref = conn_unref,
+	.gone = conn_gone,
+	.uid = conn_uid,
+	.pid = conn_pid,
+	.internal = conn_internal,
+};
