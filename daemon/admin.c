@@ -12,10 +12,6 @@
 #include "jitcache/jitcache.h"
 #include "log.h"
 
-/* Orphaned objects younger than this are left alone: a publish may be
- * between its rename and its index commit. */
-#define GC_GRACE_S 600
-
 /* Most records one reply lists (a reply is one frame of at most
  * JC_FRAME_MAX bytes); the message says how many more there were. */
 #define LIST_MAX 100000
@@ -90,9 +86,9 @@ static int ls_cb(const struct jc_entry *e, void *ctx)
 static int cmd_ls(struct jc_admin_env *env, struct jc_admin_reply *out)
 {
 	struct jc_filter f = {.status = JC_FILTER_ANY};
-	int rc = jc__index_foreach(env->ix, &f, ls_cb, out);
+	int rc = env->cd->ops->foreach(env->cd, &f, ls_cb, out);
 	uint64_t entries = 0;
-	if (rc == 1 && (rc = jc__index_totals(env->ix, &entries, NULL, NULL)) == 0) {
+	if (rc == 1 && (rc = jc__index_totals(env->cd->wix, &entries, NULL, NULL)) == 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", LIST_MAX,
 			 (unsigned long long)entries);
@@ -109,7 +105,7 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 	if (!k || jc__unhex16(k, key) != 0)
 		return fail(out, JC_EINVAL, "a 32-hex-digit key is needed, got '%s'", k ? k : "");
 	struct jc_entry e = {0};
-	int rc = jc__index_get(env->ix, key, &e);
+	int rc = jc__index_get(env->cd->wix, key, &e);
 	if (rc == JC_ENOTFOUND)
 		return fail(out, rc, "no entry with key %s", k);
 	struct jc_record *r;
@@ -145,15 +141,15 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 		     struct jc_admin_reply *out)
 {
-	uint64_t entries = 0, negative = 0, bytes = 0;
+	struct jc_tier_health h;
 	struct jc_record *r;
-	int rc = jc__index_totals(env->ix, &entries, &negative, &bytes);
+	int rc = env->cd->ops->health(env->cd, &h);
 	rc = rc ?: jc__reply_add_record(out, &r);
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
 		rc = jc__record_add_u64(r, jc__counter_names[i], env->counters[i]);
-	rc = rc ?: jc__record_add_u64(r, "entries", entries - negative); /* artifacts */
-	rc = rc ?: jc__record_add_u64(r, "negative_entries", negative);
-	rc = rc ?: jc__record_add_u64(r, "bytes", bytes);
+	rc = rc ?: jc__record_add_u64(r, "entries", h.entries - h.negative_entries); /* artifacts */
+	rc = rc ?: jc__record_add_u64(r, "negative_entries", h.negative_entries);
+	rc = rc ?: jc__record_add_u64(r, "bytes", h.bytes);
 	rc = rc ?: jc__record_add_u64(r, "max_size", env->max_size);
 	rc = rc ?: jc__record_add_u64(r, "evict_high_water",
 				      jc__admin_budget_mark(env->max_size, JC_EVICT_HIGH_PCT));
@@ -173,13 +169,13 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "nvrtc_version", env->tc->nvrtc_version);
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", env->tc->nvjitlink_version);
 	rc = rc ?: jc__record_add_str(r, "driver_version", env->tc->driver_version);
-	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->store));
+	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->cd->store));
 	rc = rc ?: jc__record_add_str(r, "confinement", env->confinement ? env->confinement : "offline");
 	if (rc == 0 && arg(req, "zero")) {
 		env->zero_counters = 1;
 		if (env->daemon_pid == 0) {
 			uint64_t zeros[JC_CTR__COUNT] = {0};
-			rc = jc__index_counters_save(env->ix, jc__counter_names, zeros, JC_CTR__COUNT);
+			rc = jc__cachedir_save_counters(env->cd, zeros);
 		}
 	}
 	return rc;
@@ -247,36 +243,13 @@ static int collect_cb(const struct jc_entry *e, void *ctx)
 	return 0;
 }
 
-/* Deletes one row, then its object if no other row names it. */
-static int remove_entry(struct jc_admin_env *env, const struct jc_entry *e)
-{
-	int rc = jc__index_delete(env->ix, e->key);
-	if (rc == JC_ENOTFOUND)
-		return 0;
-	if (rc != 0 || e->status)
-		return rc;
-	uint64_t refs = 0;
-	rc = jc__index_object_refs(env->ix, e->object, &refs);
-	if (rc == 0 && refs == 0) {
-		rc = jc__store_remove(env->store, e->object);
-		if (rc == JC_ENOTFOUND)
-			rc = 0;
-	}
-	return rc;
-}
-
 static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_run,
 			  struct jc_admin_reply *out)
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < vs->n; i++) {
 		if (!dry_run)
-			rc = remove_entry(env, &vs->v[i]);
-		/* A full disk: deleting a row needs room in the write-ahead log.
-		 * The reserve gives it; each object removed after its row gives
-		 * more, and the reserve is made again at the end. */
-		if (rc == JC_ENOSPC && jc__store_reserve_release(env->store))
-			rc = remove_entry(env, &vs->v[i]);
+			rc = env->cd->ops->remove(env->cd, &vs->v[i]);
 		if (out && rc == 0 && i < LIST_MAX) {
 			struct jc_record *r;
 			char hex[33];
@@ -289,7 +262,7 @@ static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_
 	}
 	if (!dry_run && vs->n) {
 		env->removed = 1;
-		jc__store_reserve_make(env->store);
+		jc__store_reserve_make(env->cd->store); /* released by a removal on a full disk */
 	}
 	return rc;
 }
@@ -297,12 +270,12 @@ static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_
 int jc__admin_evict_to(struct jc_admin_env *env, uint64_t target, uint64_t *evicted)
 {
 	uint64_t entries, negative, bytes;
-	int rc = jc__index_totals(env->ix, &entries, &negative, &bytes);
+	int rc = jc__index_totals(env->cd->wix, &entries, &negative, &bytes);
 	if (rc != 0 || bytes <= target)
 		return rc;
 	struct victims vs = {.to_size = 1, .target = target, .total_bytes = bytes};
 	struct jc_filter f = {.status = JC_FILTER_OK};
-	rc = jc__index_foreach(env->ix, &f, collect_cb, &vs);
+	rc = env->cd->ops->foreach(env->cd, &f, collect_cb, &vs);
 	if (rc == 1)
 		rc = 0;
 	rc = rc ?: remove_victims(env, &vs, 0, NULL);
@@ -352,15 +325,15 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		vs.to_size = 1;
 		vs.target = (uint64_t)target;
 		f.status = JC_FILTER_OK;
-		int rc = jc__index_totals(env->ix, &entries, &negative, &vs.total_bytes);
+		int rc = jc__index_totals(env->cd->wix, &entries, &negative, &vs.total_bytes);
 		if (rc != 0)
-			return fail(out, rc, "index: %s", jc__index_errmsg(env->ix));
+			return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
 		conditions++;
 	}
 	if (!conditions)
 		return fail(out, JC_EINVAL, "%s", "purge needs a selection: --all, --negative, --older-than, "
 					 "--unused-for, --key, --arch, --stale-versions or --to-size");
-	int rc = jc__index_foreach(env->ix, &f, collect_cb, &vs);
+	int rc = env->cd->ops->foreach(env->cd, &f, collect_cb, &vs);
 	if (rc == 1)
 		rc = 0;
 	int dry_run = arg(req, "dry_run") != NULL;
@@ -388,13 +361,8 @@ struct verify_ctx {
 static int verify_cb(const struct jc_entry *e, void *ctx)
 {
 	struct verify_ctx *v = ctx;
-	int fd = -1;
 	v->checked++;
-	int rc = jc__store_open_object(v->env->store, e->object, e->size, &fd);
-	if (rc == 0) {
-		rc = jc__store_verify_fd(fd, e->object, e->size);
-		close(fd);
-	}
+	int rc = v->env->cd->ops->verify(v->env->cd, e);
 	if (rc == 0)
 		return 0;
 	struct jc_record *r;
@@ -412,13 +380,11 @@ static int cmd_verify(struct jc_admin_env *env, struct jc_admin_reply *out)
 {
 	struct verify_ctx v = {.env = env, .out = out};
 	struct jc_filter f = {.status = JC_FILTER_OK};
-	int rc = jc__index_foreach(env->ix, &f, verify_cb, &v);
-	/* Repair: drop the rows and quarantine their objects (rows first, as
-	 * purge does: no row names a missing object), so the next request
-	 * compiles afresh. */
+	int rc = env->cd->ops->foreach(env->cd, &f, verify_cb, &v);
+	/* Repair: drop the rows and quarantine their objects, so the next
+	 * request compiles afresh. */
 	for (size_t i = 0; rc == 0 && i < v.bad.n; i++) {
-		rc = jc__index_delete(env->ix, v.bad.v[i].key);
-		jc__store_quarantine(env->store, v.bad.v[i].object);
+		rc = env->cd->ops->remove_bad(env->cd, &v.bad.v[i]);
 		env->removed = 1;
 		env->corrupt++;
 	}
@@ -436,34 +402,19 @@ static int cmd_verify(struct jc_admin_env *env, struct jc_admin_reply *out)
 }
 
 struct gc_ctx {
-	struct jc_admin_env *env;
 	struct jc_admin_reply *out;
-	int64_t now;
 	uint64_t removed, bytes;
-	int rc;
 };
 
-static int gc_object_cb(const uint8_t *hash, const char *path, const struct stat *st, void *ctx)
+static int gc_removed_cb(const char *path, uint64_t size, void *ctx)
 {
 	struct gc_ctx *g = ctx;
-	if ((int64_t)st->st_mtime > g->now - GC_GRACE_S)
-		return 0;
-	uint64_t refs = 0;
-	if (hash) {
-		int rc = jc__index_object_refs(g->env->ix, hash, &refs);
-		if (rc != 0)
-			return rc;
-		if (refs)
-			return 0;
-	}
-	if (unlink(path) != 0)
-		return 0;
 	g->removed++;
-	g->bytes += (uint64_t)st->st_size;
+	g->bytes += size;
 	struct jc_record *r;
 	int rc = jc__reply_add_record(g->out, &r);
 	rc = rc ?: jc__record_add_str(r, "removed", path);
-	return rc ?: jc__record_add_int(r, "size", st->st_size);
+	return rc ?: jc__record_add_int(r, "size", (int64_t)size);
 }
 
 static int cmd_gc(struct jc_admin_env *env, struct jc_admin_reply *out)
@@ -471,10 +422,10 @@ static int cmd_gc(struct jc_admin_env *env, struct jc_admin_reply *out)
 	/* Expired negative entries first, then objects no row names. */
 	struct victims vs = {0};
 	struct jc_filter f = {.status = JC_FILTER_FAILED, .expired_at = (int64_t)time(NULL)};
-	int rc = jc__index_foreach(env->ix, &f, collect_cb, &vs);
+	int rc = env->cd->ops->foreach(env->cd, &f, collect_cb, &vs);
 	rc = rc ?: remove_victims(env, &vs, 0, NULL);
-	struct gc_ctx g = {.env = env, .out = out, .now = (int64_t)time(NULL)};
-	rc = rc ?: jc__store_foreach(env->store, gc_object_cb, &g);
+	struct gc_ctx g = {.out = out};
+	rc = rc ?: env->cd->ops->collect(env->cd, (int64_t)time(NULL), gc_removed_cb, &g);
 	if (rc == 0) {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "removed %zu expired negative entries, %llu orphaned objects (%llu bytes)",
@@ -523,7 +474,7 @@ int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,
 		out->status = rc;
 		if (!out->message) {
 			char msg[256];
-			snprintf(msg, sizeof(msg), "%s failed: %s", c, jc__index_errmsg(env->ix));
+			snprintf(msg, sizeof(msg), "%s failed: %s", c, jc__index_errmsg(env->cd->wix));
 			out->message = strdup(msg);
 		}
 	}

@@ -19,6 +19,7 @@
 #include "index.h"
 #include "proto.h"
 #include "store.h"
+#include "tier.h"
 #include "toolchain.h"
 
 /*
@@ -30,14 +31,9 @@
 #define JC_EVICT_HIGH_PCT 100
 #define JC_EVICT_LOW_PCT 90
 
-/* The daemon records its --max-size in the index's counters table under this
- * name (at start-up and on SIGHUP), so that offline commands know the budget. */
-#define JC_STORED_MAX_SIZE "max_size"
-
 struct jc_admin_env {
 	/* in (borrowed) */
-	struct jc_store *store;
-	struct jc_index *ix;
+	struct jc_cachedir *cd;            /* the cache directory: its local tier (tier.h) */
 	const struct jc_toolchain *tc;
 	uint64_t counters[JC_CTR__COUNT]; /* the daemon's, or the stored ones offline */
 	int64_t uptime_s;                 /* -1 offline */

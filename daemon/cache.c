@@ -35,7 +35,7 @@
 
 static void count(struct jc_daemon *d, enum jc_counter c, uint64_t n)
 {
-	jc__count(&d->counters, c, n);
+	jc__count(&d->cache->counters, c, n);
 }
 
 /* --- memory cache ------------------------------------------------------- */
@@ -75,11 +75,10 @@ static const struct jc_entry *lookup(struct jc_daemon *d, const uint8_t key[16])
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
 		return &s->e;
 	struct jc_entry e = {0};
-	int rc = jc__index_get(d->rix, key, &e);
+	int rc = d->cache->ops->lookup(d->cache, key, &e);
 	if (rc != 0) {
 		if (rc != JC_ENOTFOUND)
-			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(d->rix));
-		jc__entry_clear(&e);
+			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(d->cache->rix));
 		return NULL;
 	}
 	slot_drop(s);
@@ -208,7 +207,7 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		     const struct jc_strv *names, uint64_t t0)
 {
 	int fd = -1;
-	int rc = jc__store_open_object(d->store, e->object, e->size, &fd);
+	int rc = d->cache->ops->open_object(d->cache, e, &fd);
 	if (rc != 0)
 		return rc;
 	struct jc_res res;
@@ -235,7 +234,7 @@ static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uin
 	jc__hex16(object, ohex);
 	jc_log_warn(STORE, "key %s: object %s %s; quarantined, recompiling (driver %s)", hex, ohex,
 		    why, d->tc.driver_version);
-	jc__store_quarantine(d->store, object);
+	d->cache->ops->quarantine(d->cache, object);
 	memcache_forget(d, key);
 }
 
@@ -340,18 +339,6 @@ static void flight_finish(struct jc_flight *f)
 static int publishable(const struct jc_res *res)
 {
 	return res->status == 0 || res->status == JC_ECOMPILE;
-}
-
-/* Under wlock: deletes the row of f's key if it still names the bad object
- * this flight was started to replace (no new row replaces it). */
-static void drop_row_locked(struct jc_flight *f)
-{
-	struct jc_entry e = {0};
-	struct jc_index *ix = f->d->wix;
-	if (jc__index_get(ix, f->key, &e) == 0 && e.status == JC_ENTRY_OK &&
-	    memcmp(e.object, f->bad_object, 16) == 0 && jc__index_delete(ix, f->key) != 0)
-		jc_log_warn(INDEX, "row of a bad object not deleted: %s", jc__index_errmsg(ix));
-	jc__entry_clear(&e);
 }
 
 /* The index row of a flight's result; strings borrowed from f, options
@@ -464,15 +451,15 @@ static void check_deps(struct jc_flight *f)
 	f->deps_mismatch = 1;
 }
 
-/* Thread pool: store the object, then commit the row (order matters for crash
- * safety). A flight started to replace a bad object that ends without a new
- * row drops the old one. */
+/* Thread pool: publishes the result through the tier (tier.h: the object,
+ * then the row). A flight started to replace a bad object that ends without
+ * a new row drops the old one. */
 static void publish_work_cb(uv_work_t *work)
 {
 	struct jc_flight *f = work->data;
 	struct jc_daemon *d = f->d;
 	struct jc_res *res = &f->res;
-	int publish = publishable(res), fd = -1;
+	int publish = publishable(res);
 	char what[256];
 	f->publish_rc = 0;
 	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
@@ -490,32 +477,18 @@ static void publish_work_cb(uv_work_t *work)
 		XXH128_canonicalFromHash(&c, XXH3_128bits(res->data, res->size));
 		memcpy(res->object, c.digest, 16);
 	}
-	if (publish && res->status == 0)
-		f->publish_rc = jc__store_put(d->store, res->data, res->size, res->object,
-					      f->errmsg, sizeof(f->errmsg));
-	pthread_mutex_lock(&d->wlock);
-	/* The put may have kept an existing object (same content) that a purge,
-	 * eviction or gc, all under wlock, removed since: store it again, so the
-	 * row never names a missing object. */
-	if (publish && f->publish_rc == 0 && res->status == 0 &&
-	    jc__store_open_object(d->store, res->object, res->size, &fd) == JC_ENOTFOUND)
-		f->publish_rc = jc__store_put(d->store, res->data, res->size, res->object,
-					      f->errmsg, sizeof(f->errmsg));
-	if (fd >= 0)
-		close(fd);
-	if (publish && f->publish_rc == 0) {
+	if (publish) {
 		struct jc_entry e;
 		char options[1024];
 		entry_of_flight(f, &e, options, sizeof(options));
-		f->publish_rc = jc__index_put(d->wix, &e);
-		if (f->publish_rc != 0)
-			snprintf(f->errmsg, sizeof(f->errmsg), "index: %s", jc__index_errmsg(d->wix));
+		f->publish_rc = d->cache->ops->publish(d->cache, &e, res->data, res->size, f->errmsg,
+						       sizeof(f->errmsg));
+		memcpy(res->object, e.object, 16);
 	}
 	/* The row of the bad object goes unless a new row replaced it (a learnt
 	 * key is another row). */
 	if ((!publish || f->publish_rc != 0 || f->learned) && f->has_bad_object)
-		drop_row_locked(f);
-	pthread_mutex_unlock(&d->wlock);
+		d->cache->ops->drop_row(d->cache, f->key, f->bad_object);
 }
 
 /* Write-back: a result compiled here goes to the remote tier, off the
@@ -780,19 +753,6 @@ void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
  * copies the object to bad when it did. A load failure does so at most
  * JC_LOAD_RETRY_MAX times per key and window (retry.h); past that it
  * returns 0 and the existing entry is served. */
-/* Reads and hashes the whole object of an ok row (a rare path: a client's
- * report that its bytes failed their check). */
-static int object_intact(struct jc_daemon *d, const struct jc_entry *e)
-{
-	int fd = -1;
-	int rc = jc__store_open_object(d->store, e->object, e->size, &fd);
-	if (rc == 0) {
-		rc = jc__store_verify_fd(fd, e->object, e->size);
-		close(fd);
-	}
-	return rc == 0;
-}
-
 static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			 const struct jc_req *req, uint8_t bad[16])
 {
@@ -800,7 +760,7 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 	if (!e || e->status != 0 || memcmp(e->object, req->reject_object, 16) != 0)
 		return 0; /* already replaced: the next lookup serves the new object */
 	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
-	if (corrupt && object_intact(d, e)) {
+	if (corrupt && d->cache->ops->verify(d->cache, e) == 0) {
 		/* A client's word alone never quarantines a good object. */
 		char hex[33];
 		jc__hex16(key, hex);
@@ -833,16 +793,6 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
  * is called corrupt. A corrupt object is counted and quarantined, *bad set
  * to 1 and its hash copied to bad_object.
  */
-/* Whether SQLite's row for key (read afresh) still names object. */
-static int row_still_names(struct jc_daemon *d, const uint8_t key[16], const uint8_t object[16])
-{
-	struct jc_entry e = {0};
-	int still = jc__index_get(d->rix, key, &e) == 0 && e.status == 0 &&
-		    memcmp(e.object, object, 16) == 0;
-	jc__entry_clear(&e);
-	return still;
-}
-
 static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			const struct jc_strv *names, uint64_t t0, int *bad, uint8_t bad_object[16])
 {
@@ -872,7 +822,7 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		memcache_forget(d, key);
 		return serve_cached(d, conn, key, names, t0, bad, bad_object);
 	}
-	if (rc == JC_ENOTFOUND && !row_still_names(d, key, object)) {
+	if (rc == JC_ENOTFOUND && !d->cache->ops->row_names(d->cache, key, object)) {
 		/* Purged or evicted between our read of the row and the open (rows
 		 * go before their objects): a plain miss, nothing is corrupt. */
 		memcache_forget(d, key);
@@ -1342,14 +1292,14 @@ struct jc_flush_job {
 
 static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
-	pthread_mutex_lock(&d->wlock);
-	if (j->n && jc__index_touch(d->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, jc__wall_s()) != 0)
-		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->wix));
+	pthread_mutex_lock(&d->cache->wlock);
+	if (j->n && jc__index_touch(d->cache->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, jc__wall_s()) != 0)
+		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->cache->wix));
 	if (j->save_counters) {
-		if (jc__index_counters_save(d->wix, jc__counter_names, j->counters, JC_CTR__COUNT) != 0)
-			jc_log_warn(INDEX, "counters not saved: %s", jc__index_errmsg(d->wix));
+		if (jc__cachedir_save_counters(d->cache, j->counters) != 0)
+			jc_log_warn(INDEX, "counters not saved: %s", jc__index_errmsg(d->cache->wix));
 	}
-	pthread_mutex_unlock(&d->wlock);
+	pthread_mutex_unlock(&d->cache->wlock);
 }
 
 static void flush_work_cb(uv_work_t *w)
@@ -1375,7 +1325,7 @@ static void flush_after_cb(uv_work_t *w, int status)
 
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 {
-	if (!d->n_touch && !d->counters.dirty)
+	if (!d->n_touch && !d->cache->counters.dirty)
 		return NULL;
 	struct jc_flush_job *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -1387,7 +1337,7 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 	d->touch_keys = NULL;
 	d->touch_hits = NULL;
 	d->n_touch = d->cap_touch = 0;
-	j->save_counters = jc__counters_take(&d->counters, j->counters);
+	j->save_counters = jc__counters_take(&d->cache->counters, j->counters);
 	return j;
 }
 
@@ -1502,7 +1452,7 @@ int jc__cache_init(struct jc_daemon *d)
 		return rc;
 	}
 	watch_new(d);
-	return jc__counters_load_array(d->rix, d->counters.v);
+	return 0;
 }
 
 void jc__cache_free(struct jc_daemon *d)

@@ -24,6 +24,7 @@
 #include "remote.h"
 #include "req.h"
 #include "store.h"
+#include "tier.h"
 #include "toolchain.h"
 
 struct jc_config {
@@ -138,17 +139,13 @@ typedef void (*jc_evict_report_fn)(struct jc_daemon *d, const struct jc_evict_re
 struct jc_daemon {
 	struct jc_config cfg;
 	uv_loop_t *loop;
-	struct jc_store *store;
-	struct jc_index *rix;     /* reader, loop thread only */
-	struct jc_index *wix;     /* writer, thread pool under wlock */
-	pthread_mutex_t wlock;
+	/* The cache directory: lock, store, reader and writer index, counters
+	 * (tier.h). Its writer index is used from the thread pool under its wlock. */
+	struct jc_cachedir *cache;
 	struct jc_toolchain tc;
-	int lock_fd;
-	struct jc_counters counters;
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
 	uint64_t idle_since_ns;   /* the last connection closed then (for idle_exit_s) */
-	uint64_t dir_dev, dir_ino; /* identity of cfg.cache_dir, checked against a HELLO's */
 	char *pointer_path;       /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
 	char pointer_sock[4096];  /* the socket path it holds */
 	int stopping;

@@ -46,8 +46,7 @@ static struct hk_job *job_new(struct jc_daemon *d, int gc)
 	j->gc = gc;
 	j->work.data = j;
 	j->flush = jc__cache_flush_take(d);
-	j->env.store = d->store;
-	j->env.ix = d->wix;
+	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
 	j->env.daemon_pid = (int64_t)getpid();
 	/* Marks from the budget as it is now (SIGHUP may change it later). */
@@ -62,25 +61,25 @@ static void job_work_cb(uv_work_t *w)
 	struct jc_daemon *d = j->d;
 	jc__cache_flush_write(d, j->flush);
 	j->flush = NULL;
-	pthread_mutex_lock(&d->wlock);
+	pthread_mutex_lock(&d->cache->wlock);
 	if (j->gc) {
 		static const struct jc_admin_req gc = {.command = (char *)"gc"};
 		j->rc = jc__admin_run(&j->env, &gc, &j->reply);
 	} else {
-		j->rc = jc__index_totals(d->wix, NULL, NULL, &j->bytes_before);
+		j->rc = jc__index_totals(d->cache->wix, NULL, NULL, &j->bytes_before);
 		uint64_t evicted = 0; /* also added to env.evicted */
 		if (j->rc == 0 && j->bytes_before > j->high)
 			j->rc = jc__admin_evict_to(&j->env, j->low, &evicted);
-		j->rc = j->rc ?: jc__index_totals(d->wix, &j->entries_after, NULL, &j->bytes_after);
+		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &j->entries_after, NULL, &j->bytes_after);
 		/* A reserve released on a full disk comes back once there is room. */
-		jc__store_reserve_make(d->store);
+		jc__store_reserve_make(d->cache->store);
 	}
 	if (j->rc != 0 && !j->reply.message) {
 		char msg[256];
-		snprintf(msg, sizeof(msg), "%s", jc__index_errmsg(d->wix));
+		snprintf(msg, sizeof(msg), "%s", jc__index_errmsg(d->cache->wix));
 		j->reply.message = strdup(msg);
 	}
-	pthread_mutex_unlock(&d->wlock);
+	pthread_mutex_unlock(&d->cache->wlock);
 }
 
 static void budget_done(struct hk_job *j)

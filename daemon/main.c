@@ -382,7 +382,7 @@ static int parse_args(struct settings *s, int argc, char **argv, int apply)
 static void defaults(struct jc_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->max_size = 10ull << 30;
+	c->max_size = JC_DEFAULT_MAX_SIZE;
 	c->negative_ttl_s = 300;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n > 0 ? (int)n : 2;
@@ -442,12 +442,12 @@ static void daemon_notify(const char *state)
 static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
 {
 	char status[256];
-	jc__count(&d->counters, JC_CTR_evictions, r->evicted);
+	jc__count(&d->cache->counters, JC_CTR_evictions, r->evicted);
 	snprintf(status, sizeof(status),
 		 "STATUS=serving: %" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " bytes; %" PRIu64
 		 " hits, %" PRIu64 " misses",
-		 r->entries, r->bytes, d->cfg.max_size, d->counters.v[JC_CTR_hits],
-		 d->counters.v[JC_CTR_misses]);
+		 r->entries, r->bytes, d->cfg.max_size, d->cache->counters.v[JC_CTR_hits],
+		 d->cache->counters.v[JC_CTR_misses]);
 	daemon_notify(status);
 }
 
@@ -461,7 +461,7 @@ static void lock_check(struct jc_daemon *d)
 	char path[4096], err[512];
 	struct stat ours, now;
 	snprintf(path, sizeof(path), "%s/lock", d->cfg.cache_dir);
-	if (d->stopping || fstat(d->lock_fd, &ours) != 0)
+	if (d->stopping || fstat(d->cache->lock_fd, &ours) != 0)
 		return;
 	if (ours.st_nlink > 0 && stat(path, &now) == 0 && now.st_dev == ours.st_dev &&
 	    now.st_ino == ours.st_ino)
@@ -469,8 +469,8 @@ static void lock_check(struct jc_daemon *d)
 	int fd = jc__store_lock(d->cfg.cache_dir, 0, err, sizeof(err));
 	if (fd >= 0) {
 		jc_log_warn(MAIN, "%s was removed or replaced; locked a new one", path);
-		close(d->lock_fd);
-		d->lock_fd = fd;
+		close(d->cache->lock_fd);
+		d->cache->lock_fd = fd;
 		return;
 	}
 	jc_log(LOG_CRIT, MAIN, "%s was replaced and %s: stopping", path, err);
@@ -578,10 +578,10 @@ static int resolve_paths(struct jc_config *c)
 static void save_budget(struct jc_daemon *d)
 {
 	static const char *const name = JC_STORED_MAX_SIZE;
-	pthread_mutex_lock(&d->wlock);
-	if (jc__index_counters_save(d->wix, &name, &d->cfg.max_size, 1) != 0)
-		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->wix));
-	pthread_mutex_unlock(&d->wlock);
+	pthread_mutex_lock(&d->cache->wlock);
+	if (jc__index_counters_save(d->cache->wix, &name, &d->cfg.max_size, 1) != 0)
+		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->cache->wix));
+	pthread_mutex_unlock(&d->cache->wlock);
 }
 
 /* Logs a reloaded number that changed; returns it. */
@@ -606,7 +606,7 @@ static int remote_start(struct jc_daemon *d, char *err, size_t errlen)
 	const struct jc_remote_config *rc = &d->cfg.remote;
 	if (!rc->url)
 		return 0;
-	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &d->counters, &d->remote, err,
+	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &d->cache->counters, &d->remote, err,
 			       errlen);
 	if (e == 0)
 		jc_log_notice(MAIN, "remote tier %s%s%s, ttl %" PRId64 " s, timeout %d ms", rc->url,
@@ -815,7 +815,7 @@ int main(int argc, char **argv)
 {
 	struct jc_daemon *d = &daemon_state;
 	struct settings s = {.cfg = &d->cfg, .log_level = LOG_NOTICE};
-	char err[512] = "", buf[4096], conf_why[128] = "";
+	char err[512] = "", conf_why[128] = "";
 	int rc = 0, exit_code = 1;
 
 	saved_argc = argc;
@@ -833,46 +833,22 @@ int main(int argc, char **argv)
 	d->cfg.worker_path = find_worker();
 	fit_max_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
-	d->lock_fd = -1;
 	d->conn_ops = &jc__server_conn_ops;
 	d->evict_report = evict_report;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
-	pthread_mutex_init(&d->wlock, NULL);
 
-	/* Lock before opening (the lock creates the directory): opening the
-	 * store empties its staging area. */
-	d->lock_fd = jc__store_lock(d->cfg.cache_dir, 2000, err, sizeof(err));
-	if (d->lock_fd < 0) {
-		rc = d->lock_fd;
-		goto err_out;
-	}
-	rc = jc__store_open(d->cfg.cache_dir, &d->store, err, sizeof(err));
+	rc = jc__cachedir_open(d->cfg.cache_dir, JC_CACHEDIR_READER, 2000, &d->cache, err, sizeof(err));
 	if (rc != 0)
-		goto err_after_lock;
-	struct stat dir_st;
-	if (stat(d->cfg.cache_dir, &dir_st) != 0) {
-		rc = JC_EIO;
-		snprintf(err, sizeof(err), "cannot stat %s: %s", d->cfg.cache_dir, strerror(errno));
-		goto err_after_store;
-	}
-	d->dir_dev = (uint64_t)dir_st.st_dev;
-	d->dir_ino = (uint64_t)dir_st.st_ino;
+		goto err_out;
 	rc = jc__toolchain_probe(&d->tc, err, sizeof(err));
 	if (rc != 0)
-		goto err_after_store;
-	snprintf(buf, sizeof(buf), "%s/index.sqlite", d->cfg.cache_dir);
-	rc = jc__index_open(buf, 0, &d->wix, err, sizeof(err));
-	if (rc != 0)
-		goto err_after_store;
-	rc = jc__index_open(buf, 1, &d->rix, err, sizeof(err));
-	if (rc != 0)
-		goto err_after_wix;
+		goto err_after_cache;
 	rc = jc__cache_init(d);
 	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
-		goto err_after_rix;
+		goto err_after_init;
 	}
 	save_budget(d);
 
@@ -880,7 +856,7 @@ int main(int argc, char **argv)
 	rc = choose_confinement(d, serves_other_uids(d, listen_fd), conf_why, sizeof(conf_why), err,
 				sizeof(err));
 	if (rc != 0)
-		goto err_after_rix;
+		goto err_after_init;
 	d->loop = uv_default_loop();
 	rc = remote_start(d, err, sizeof(err));
 	if (rc != 0)
@@ -893,7 +869,7 @@ int main(int argc, char **argv)
 		.worker_memory = d->cfg.worker_memory,
 		.confinement = d->confinement,
 	};
-	rc = jc__pool_start(d->loop, &pool_cfg, &d->counters, &d->pool, err, sizeof(err));
+	rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, sizeof(err));
 	if (rc != 0) {
 		jc__remote_close(d->remote);
 		goto err_after_loop;
@@ -938,15 +914,10 @@ err_after_loop:
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
 	jc__pool_free(d->pool);
-err_after_rix:
+err_after_init:
 	jc__cache_free(d);
-	jc__index_close(d->rix);
-err_after_wix:
-	jc__index_close(d->wix);
-err_after_store:
-	jc__store_close(d->store);
-err_after_lock:
-	close(d->lock_fd);
+err_after_cache:
+	jc__cachedir_close(d->cache);
 err_out:
 	if (exit_code != 0)
 		fprintf(stderr, "jitcached: %s\n", err[0] ? err : jc_strerror(rc));

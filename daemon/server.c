@@ -239,7 +239,7 @@ static int reply_fits(struct jc_conn *c, size_t len)
 		 len);
 	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
 		    (int)c->uid, (int)c->pid, len);
-	jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
+	jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
 	conn_send_error(c, JC_EBUSY, msg);
 	return 0;
 }
@@ -408,7 +408,7 @@ static void idle_cb(uv_timer_t *t)
 	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid,
 		    (int)c->pid, what, wait_s(&c->d->cfg, c->pending_timer));
 	if (c->pending_timer == WAIT_ANSWER_TAKEN)
-		jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
+		jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
 	conn_close(c);
 }
 
@@ -488,9 +488,9 @@ static void admin_work_cb(uv_work_t *w)
 	struct jc_daemon *d = j->conn->d;
 	jc__cache_flush_write(d, j->flush);
 	j->flush = NULL;
-	pthread_mutex_lock(&d->wlock);
+	pthread_mutex_lock(&d->cache->wlock);
 	jc__admin_run(&j->env, &j->req, &j->reply);
-	pthread_mutex_unlock(&d->wlock);
+	pthread_mutex_unlock(&d->cache->wlock);
 }
 
 static void admin_after_cb(uv_work_t *w, int status)
@@ -501,10 +501,10 @@ static void admin_after_cb(uv_work_t *w, int status)
 	(void)status;
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
-	jc__count(&d->counters, JC_CTR_evictions, j->env.evicted);
-	jc__count(&d->counters, JC_CTR_corrupt_objects, j->env.corrupt); /* verify, as offline */
+	jc__count(&d->cache->counters, JC_CTR_evictions, j->env.evicted);
+	jc__count(&d->cache->counters, JC_CTR_corrupt_objects, j->env.corrupt); /* verify, as offline */
 	if (j->env.zero_counters) {
-		jc__counters_zero(&d->counters);
+		jc__counters_zero(&d->cache->counters);
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
 		d->hit_latency_since = (uint64_t)time(NULL);
 		jc__remote_stats_zero(d->remote);
@@ -557,7 +557,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		if (j)
 			jc__admin_req_clear(&j->req);
 		free(j);
-		jc__count(&d->counters, JC_CTR_bad_requests, 1);
+		jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
 		conn_send_error(c, rc, msg);
 		conn_done(c);
 		return;
@@ -580,8 +580,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		return;
 	}
 	j->conn = c;
-	j->env.store = d->store;
-	j->env.ix = d->wix;
+	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
 	j->env.confinement = jc__confine_name(d->confinement);
 	struct jc_watch_stats ws;
@@ -589,7 +588,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.watch_trees = ws.trees;
 	j->env.watch_count = ws.watches;
 	j->env.watch_bytes = ws.bytes;
-	memcpy(j->env.counters, d->counters.v, sizeof(j->env.counters));
+	memcpy(j->env.counters, d->cache->counters.v, sizeof(j->env.counters));
 	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
 	j->env.hit_samples = d->hit_latency.count;
 	j->env.hit_sum_ns = d->hit_latency.sum_ns;
@@ -626,7 +625,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (rc == 0 && (version < 1 || version > JC_PROTO_VERSION)) {
 			rc = JC_EVERSION;
 			snprintf(msg, sizeof(msg), "protocol version not supported");
-		} else if (rc == 0 && h.dir_ino && (h.dir_dev != d->dir_dev || h.dir_ino != d->dir_ino)) {
+		} else if (rc == 0 && h.dir_ino && (h.dir_dev != d->cache->dev || h.dir_ino != d->cache->ino)) {
 			rc = JC_EINVAL;
 			snprintf(msg, sizeof(msg), "this jitcached (pid %d) serves the cache directory %s, "
 				 "not the one the client named (device %llu inode %llu)", (int)getpid(),
@@ -635,7 +634,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		}
 		jc__hello_clear(&h);
 		if (rc != 0) {
-			jc__count(&d->counters, JC_CTR_bad_requests, 1);
+			jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
 			conn_send_error(c, rc, msg);
 			c->replied = 1;
 			return rc;
@@ -668,7 +667,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		struct jc_req req = {0};
 		int rc = jc__decode_req(payload, len, &req);
 		if (rc != 0) {
-			jc__count(&d->counters, JC_CTR_bad_requests, 1);
+			jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
 			conn_send_error(c, rc, "malformed COMPILE request");
 			c->replied = 1;
 			return rc;
@@ -682,7 +681,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		pause_if_busy(c);
 		return 0;
 	}
-	jc__count(&d->counters, JC_CTR_bad_requests, 1);
+	jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
 	conn_send_error(c, JC_EPROTO, "unexpected message type");
 	c->replied = 1;
 	return JC_EPROTO;
@@ -758,7 +757,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			 "--buffer-budget); try again later", bud->used, bud->max);
 		jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
 			    "bytes)", (int)c->uid, (int)c->pid, bud->used, bud->max);
-		jc__count(&c->d->counters, JC_CTR_busy_refusals, 1);
+		jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
 		conn_send_error(c, JC_EBUSY, msg);
 		jc__framer_free(&c->in);
 		conn_end(c);
@@ -778,7 +777,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		char msg[128] = "malformed frame header";
 		if (rc == JC_ETOOBIG)
 			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)", c->in.max);
-		jc__count(&c->d->counters, JC_CTR_bad_requests, 1);
+		jc__count(&c->d->cache->counters, JC_CTR_bad_requests, 1);
 		conn_send_error(c, rc, msg);
 	}
 	conn_end(c);
@@ -851,7 +850,7 @@ static void connection_cb(uv_stream_t *server, int status)
 			 "try again later", (int)c->uid, d->cfg.max_connections_per_uid);
 	}
 	if (code == JC_EBUSY)
-		jc__count(&d->counters, JC_CTR_busy_refusals, 1);
+		jc__count(&d->cache->counters, JC_CTR_busy_refusals, 1);
 	if (code) {
 		/* Said in answer to the client's HELLO, which it reads first. */
 		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
