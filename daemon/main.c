@@ -458,22 +458,10 @@ static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
  */
 static void lock_check(struct jc_daemon *d)
 {
-	char path[4096], err[512];
-	struct stat ours, now;
-	snprintf(path, sizeof(path), "%s/lock", d->cfg.cache_dir);
-	if (d->stopping || fstat(d->cache->lock_fd, &ours) != 0)
+	char err[600];
+	if (d->stopping || jc__cachedir_lock_check(d->cache, err, sizeof(err)) == 0)
 		return;
-	if (ours.st_nlink > 0 && stat(path, &now) == 0 && now.st_dev == ours.st_dev &&
-	    now.st_ino == ours.st_ino)
-		return;
-	int fd = jc__store_lock(d->cfg.cache_dir, 0, err, sizeof(err));
-	if (fd >= 0) {
-		jc_log_warn(MAIN, "%s was removed or replaced; locked a new one", path);
-		close(d->cache->lock_fd);
-		d->cache->lock_fd = fd;
-		return;
-	}
-	jc_log(LOG_CRIT, MAIN, "%s was replaced and %s: stopping", path, err);
+	jc_log(LOG_CRIT, MAIN, "%s: stopping", err);
 	uv_kill(getpid(), SIGTERM);
 }
 

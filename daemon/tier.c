@@ -252,6 +252,25 @@ err_out:
 	return rc;
 }
 
+int jc__cachedir_lock_check(struct jc_cachedir *c, char *err, size_t errlen)
+{
+	char path[4200], why[512];
+	struct stat ours, now;
+	snprintf(path, sizeof(path), "%s/lock", c->dir);
+	if (fstat(c->lock_fd, &ours) != 0)
+		return 0;
+	if (ours.st_nlink > 0 && stat(path, &now) == 0 && now.st_dev == ours.st_dev &&
+	    now.st_ino == ours.st_ino)
+		return 0;
+	int fd = jc__store_lock(c->dir, 0, why, sizeof(why));
+	if (fd < 0)
+		return jc__fail(err, errlen, fd, "%s was replaced and %s", path, why);
+	jc_log_warn(STORE, "%s was removed or replaced; locked a new one", path);
+	close(c->lock_fd);
+	c->lock_fd = fd;
+	return 0;
+}
+
 int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__COUNT])
 {
 	return jc__index_counters_save(c->wix, jc__counter_names, v, JC_CTR__COUNT);

@@ -106,6 +106,15 @@ int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_ca
  * connections and the store, releases the lock, frees c. NULL-safe. */
 void jc__cachedir_close(struct jc_cachedir *c);
 
+/*
+ * Whether DIR/lock is still the file c holds locked: when it was removed or
+ * replaced (which would let a second daemon in), a fresh one is locked if
+ * nobody else has (logged as a warning). Returns 0 (ours, or relocked), or
+ * the code of jc__store_lock with "DIR/lock was replaced and ..." in err:
+ * the caller must stop. Not with INSPECT.
+ */
+int jc__cachedir_lock_check(struct jc_cachedir *c, char *err, size_t errlen);
+
 /* Writes the counters now (the daemon's flush does, in the thread pool);
  * caller holds wlock. Counters stay as they are. 0 or an index error. */
 int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__COUNT]);
