@@ -104,9 +104,6 @@ struct jc_flight {
 	int remote_hit;           /* res came from the remote tier, not a worker */
 };
 
-/* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
-#define JC_MEMCACHE_SLOTS 16384
-
 /* A full key derived from a direct key (includes.h, manifest.h). */
 #define JC_KEYMEMO_SLOTS 256
 struct jc_keymemo {
@@ -120,11 +117,6 @@ struct jc_keymemo {
 struct jc_needed_memo {
 	uint8_t direct[16];
 	uint8_t used, needed;
-};
-struct jc_slot {
-	int used;
-	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
-	struct jc_entry e;
 };
 
 struct jc_daemon;
@@ -153,7 +145,7 @@ struct jc_daemon {
 	 * the start or the last `stats --zero`; not persisted. */
 	struct jc_latency hit_latency;
 
-	struct jc_slot *memcache;
+	struct jc_memcache *mc;   /* rows of hot keys, pending access times (memcache.c) */
 	/* Keys of requests whose include set has nothing on disk to re-check
 	 * (only -I directories inside the toolkit tree), by direct key; loop
 	 * thread only. See cache.c, "key memo". */
@@ -170,14 +162,6 @@ struct jc_daemon {
 	struct jc_pool *pool;     /* compile workers and their queue (pool.h) */
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 
-	/* Access times and hit counts not yet written: flushed in batches,
-	 * one row per key however often it was hit. */
-	uint8_t (*touch_keys)[16];
-	uint32_t *touch_hits;
-	size_t n_touch, cap_touch;
-	int flush_busy;
-	uv_work_t flush_work;
-
 	uv_pipe_t listener;
 	uv_idle_t poll_idle;      /* active: the loop polls instead of sleeping (server.c) */
 	uint64_t poll_until_ns;
@@ -190,68 +174,6 @@ struct jc_daemon {
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */
 };
-
-/* cache.c */
-/* Memory cache, include memo and manifests, counters. 0 or a JC_E* code (logged). */
-int jc__cache_init(struct jc_daemon *d);
-/* Frees what jc__cache_init made; after the loop has stopped. */
-void jc__cache_free(struct jc_daemon *d);
-/* Handles a decoded COMPILE request of conn; takes ownership of *req. A
- * request that reads files from disk (jc__inc_needed) is keyed in the
- * thread pool (manifest check or include scan); every other one at once. */
-void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
-struct jc_watch_stats;
-/* Include tree watches (watch.h), loop thread: moves the watcher's event
- * counts into the counters and, when out is not NULL, fills *out with its
- * figures; start polls its descriptor on d->loop, draining it as events
- * come (so that the queue does not overflow between requests); stop closes
- * that poll handle (at shutdown). */
-void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out);
-void jc__cache_watch_start(struct jc_daemon *d);
-void jc__cache_watch_stop(struct jc_daemon *d);
-void jc__cache_tick(struct jc_daemon *d);
-void jc__cache_memcache_drop_all(struct jc_daemon *d);
-void jc__cache_flush_sync(struct jc_daemon *d);
-/* Access times and hit counts not yet written, and a counter snapshot. */
-struct jc_flush_job;
-/* Loop thread: takes what is pending (NULL when nothing is). Commands that
- * walk entries by access time take it when queued and write it first. */
-struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
-/* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
-void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
-/* Queues f for the worker pool and dispatches (loop thread). */
-void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
-/* The end of f's compile (f->res holds the result or the failure): counted,
- * logged, published when publishable, answered. */
-void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
-/* Ends f as failed: its result becomes status, the request's output and
- * message (borrowed), then jc__flight_done. */
-void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
-
-/* fatbin.c: multi-architecture requests (fatbin.h). */
-struct jc_fatbin;
-/* Checks a fatbin request before it is keyed further: every target is one
- * NVRTC supports (JC_EINVAL naming the first that is not) and there is a
- * fatbin tool (JC_ENOTSUP otherwise). Message in err. */
-int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen);
-/* Builds the fatbin of flight f (its req has fatbin output): asks for each
- * target's part as conn's uid would, then assembles. Ends, like a worker
- * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
-int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
-/* At the end of a fatbin flight, before it is published: its log (where
- * each part came from, the steps' times), lowered names and build time. */
-void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
-/* Frees what fatbin_start made (flight_free); NULL is accepted. */
-void jc__fatbin_free(struct jc_fatbin *fb);
-
-/* evict.c: housekeeping in the thread pool, started from the loop thread. */
-/* Checks the budget and evicts when over the high-water mark (at most one job
- * at a time; a request while one runs is run after it). */
-void jc__evict_check(struct jc_daemon *d);
-/* Runs the collector (jitcachectl gc) when cfg.gc_interval_s has passed since
- * the last run (counted from the start). */
-void jc__gc_maybe(struct jc_daemon *d);
-
 
 /* Where an internal connection's answer goes: a result (res and objfd, a
  * descriptor of its object or -1, which the sink then owns) or an error
@@ -287,6 +209,155 @@ struct jc_conn_ops {
 	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like,
 				    jc_conn_sink_fn sink, void *ctx);
 };
+
+/* Adds n to counter c of the daemon's cache (counters.h: marks it dirty). */
+static inline void jc__daemon_count(struct jc_daemon *d, enum jc_counter c, uint64_t n)
+{
+	jc__count(&d->cache->counters, c, n);
+}
+
+/* Answers conn's request with res (objfd >= 0 passed with it, always closed),
+ * through d->conn_ops; the connection may then read its next request. */
+static inline void jc__answer(struct jc_daemon *d, struct jc_conn *conn, const struct jc_res *res,
+			      int objfd)
+{
+	d->conn_ops->send_result(conn, res, objfd);
+	d->conn_ops->done(conn);
+}
+
+/* Answers conn's request with an error (message borrowed). */
+static inline void jc__refuse(struct jc_daemon *d, struct jc_conn *conn, int code,
+			      const char *message)
+{
+	d->conn_ops->send_error(conn, code, message);
+	d->conn_ops->done(conn);
+}
+
+/* Limits of one include scan: entries recorded, bytes of one header. */
+#define JC_INC_MAX_ENTRIES 200000
+#define JC_INC_MAX_FILE_SIZE (64u << 20)
+
+/* What the include scan, checks and learning need (borrowed from d). */
+static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
+{
+	return (struct jc_inc_ctx){
+		.memo = d->inc_memo,
+		.toolkit_root = d->tc.toolkit_include,
+		.max_entries = JC_INC_MAX_ENTRIES,
+		.max_file_size = JC_INC_MAX_FILE_SIZE,
+	};
+}
+
+/* cache.c: the request path and keying. */
+/* Memory cache, include memo and manifests, watches. 0 or a JC_E* code (logged). */
+int jc__cache_init(struct jc_daemon *d);
+/* Frees what jc__cache_init made; after the loop has stopped. */
+void jc__cache_free(struct jc_daemon *d);
+/* Handles a decoded COMPILE request of conn; takes ownership of *req. The
+ * request is validated, then keyed: one that reads files from disk
+ * (jc__inc_needed) in the thread pool (manifest check or include scan);
+ * every other one at once. */
+void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+struct jc_watch_stats;
+/* Include tree watches (watch.h), loop thread: moves the watcher's event
+ * counts into the counters and, when out is not NULL, fills *out with its
+ * figures; start polls its descriptor on d->loop, draining it as events
+ * come (so that the queue does not overflow between requests); stop closes
+ * that poll handle (at shutdown). */
+void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out);
+void jc__cache_watch_start(struct jc_daemon *d);
+void jc__cache_watch_stop(struct jc_daemon *d);
+
+/* keymemo.c: full keys of requests that read from disk, by lookup key
+ * (see there); loop thread. */
+/* The remembered key of direct, or NULL; *watched set when it is valid
+ * because its include tree is watched and unchanged (watch.h). */
+const uint8_t *jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], int *watched);
+/* Remembers key for direct when set has nothing on disk to re-check, or
+ * its tree is watched (stamp, then owned by the memo; 0 = none). */
+void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
+		     const struct jc_inc_set *set, uint64_t stamp);
+/* Forgets what is remembered for direct. */
+void jc__keymemo_forget(struct jc_daemon *d, const uint8_t direct[16]);
+
+/* memcache.c: rows of hot keys, access-time batching, the periodic flush. */
+int jc__memcache_new(struct jc_daemon *d);
+void jc__memcache_free(struct jc_daemon *d);
+/* The row of key: the memory cache first, then the tier's lookup (cached
+ * then); NULL when there is none (an index error is logged). Borrowed until
+ * the next call on the memory cache. */
+const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16]);
+/* 1 when the memory cache holds key's row. */
+int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16]);
+void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16]);
+/* Forgets every row (entries were removed). */
+void jc__cache_memcache_drop_all(struct jc_daemon *d);
+/* Records a hit of key for the next flush (one pending row per key). */
+void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16]);
+/* Starts a flush of access times and counters in the thread pool, unless
+ * one runs (each tick). */
+void jc__cache_tick(struct jc_daemon *d);
+/* Writes what is pending now, on this thread (at a clean stop). */
+void jc__cache_flush_sync(struct jc_daemon *d);
+/* Access times and hit counts not yet written, and a counter snapshot. */
+struct jc_flush_job;
+/* Loop thread: takes what is pending (NULL when nothing is). Commands that
+ * walk entries by access time take it when queued and write it first. */
+struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
+/* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
+void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
+
+/* flight.c: single flight and publishing. */
+/* The flight of key, or NULL. */
+struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16]);
+/* Adds conn as a waiter (a reference is taken); names (NULL for the
+ * flight's own request, whose order the result has) is moved into the
+ * waiter. 0 or JC_ENOMEM. */
+int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0,
+		    struct jc_strv *names);
+/* Starts a flight for key with conn as its first waiter; takes *req and
+ * *inc (set to NULL) on success. bad_object (or NULL) names the object of
+ * the row it replaces, which failed its checks; direct is the direct key of
+ * *inc (NULL without one). The request's bytes count against
+ * --buffer-budget until the flight ends: JC_EBUSY (nothing taken) when they
+ * would pass it while compiles are queued; JC_ENOMEM. A local miss asks the
+ * remote tier first, then the worker pool. */
+int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
+		     const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
+		     const uint8_t *bad_object);
+/* Queues f for the worker pool (loop thread). */
+void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
+/* The end of f's compile (f->res holds the result or the failure): counted,
+ * logged, published when publishable, answered. */
+void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
+/* Ends f as failed: its result becomes status, the request's output and
+ * message (borrowed), then jc__flight_done. */
+void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
+
+/* fatbin.c: multi-architecture requests (fatbin.h). */
+struct jc_fatbin;
+/* Checks a fatbin request before it is keyed further: every target is one
+ * NVRTC supports (JC_EINVAL naming the first that is not) and there is a
+ * fatbin tool (JC_ENOTSUP otherwise). Message in err. */
+int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen);
+/* Builds the fatbin of flight f (its req has fatbin output): asks for each
+ * target's part as conn's uid would, then assembles. Ends, like a worker
+ * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
+int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
+/* At the end of a fatbin flight, before it is published: its log (where
+ * each part came from, the steps' times), lowered names and build time. */
+void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
+/* Frees what fatbin_start made (flight_free); NULL is accepted. */
+void jc__fatbin_free(struct jc_fatbin *fb);
+
+/* evict.c: housekeeping in the thread pool, started from the loop thread. */
+/* Checks the budget and evicts when over the high-water mark (at most one job
+ * at a time; a request while one runs is run after it). */
+void jc__evict_check(struct jc_daemon *d);
+/* Runs the collector (jitcachectl gc) when cfg.gc_interval_s has passed since
+ * the last run (counted from the start). */
+void jc__gc_maybe(struct jc_daemon *d);
+
 
 /* server.c */
 /* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */

@@ -909,8 +909,6 @@ err_after_cache:
 err_out:
 	if (exit_code != 0)
 		fprintf(stderr, "jitcached: %s\n", err[0] ? err : jc_strerror(rc));
-	free(d->touch_keys);
-	free(d->touch_hits);
 	free(d->cfg.cache_dir);
 	free(d->cfg.socket_path);
 	free(d->cfg.worker_path);
