@@ -459,45 +459,16 @@ static int reads_disk(struct jc_daemon *d, const struct jc_req *req, const uint8
 	return m->needed;
 }
 
-/* jc__toolchain_supports_arch, remembering the last architecture it
- * accepted: requests mostly name one, and the list is fixed at start-up. */
-static int arch_supported(struct jc_daemon *d, const char *arch)
-{
-	if (strcmp(arch, d->arch_ok) == 0)
-		return 1;
-	if (!jc__toolchain_supports_arch(&d->tc, arch))
-		return 0;
-	snprintf(d->arch_ok, sizeof(d->arch_ok), "%s", arch);
-	return 1;
-}
-
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
 {
 	uint64_t t0 = jc__now_ns();
 	uint8_t key[16]; /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
-	int rc = jc__key_compute(req, &d->tc, key, err, sizeof(err));
+	/* Validated once (request.h), keyed, then admitted by this daemon. */
+	int rc = jc__req_validate(req, err, sizeof(err));
+	rc = rc ?: jc__key_of_valid(req, &d->tc, key, err, sizeof(err));
 	int needed = rc == 0 && reads_disk(d, req, key);
-	if (rc == 0 && req->test_fault && !d->cfg.test_faults) {
-		rc = JC_EINVAL;
-		snprintf(err, sizeof(err), "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
-	}
-	if (rc == 0 && req->output == JC_OUTPUT_FATBIN)
-		rc = jc__fatbin_check(d, req, err, sizeof(err));
-	else if (rc == 0 && !arch_supported(d, req->arch)) {
-		rc = JC_EINVAL;
-		snprintf(err, sizeof(err), "NVRTC %s does not support %s; it supports %s",
-			 d->tc.nvrtc_version, req->arch, d->tc.supported_archs);
-	}
-	/* Trust model (docs/ARCHITECTURE.md): the daemon opens paths a request
-	 * names only for its own uid (and root); another uid's client reads its
-	 * include directories itself and sends the files (a tree). */
-	uid_t peer = d->conn_ops->uid(conn);
-	if (rc == 0 && needed && !req->tree_round && peer != geteuid() && peer != 0) {
-		rc = JC_EDENIED;
-		snprintf(err, sizeof(err), "this daemon reads include directories and absolute "
-			 "#include paths only for its own uid; send the headers in memory");
-	}
+	rc = rc ?: jc__req_admit(&d->policy, req, needed, d->conn_ops->uid(conn), err, sizeof(err));
 	if (rc != 0) {
 		jc__daemon_count(d, JC_CTR_bad_requests, 1);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
@@ -620,6 +591,8 @@ void jc__cache_watch_stop(struct jc_daemon *d)
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
+	d->policy.tc = &d->tc;
+	d->policy.test_faults = d->cfg.test_faults;
 	if (jc__memcache_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;

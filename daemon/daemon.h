@@ -23,6 +23,7 @@
 #include "proto.h"
 #include "remote.h"
 #include "req.h"
+#include "request.h"
 #include "store.h"
 #include "tier.h"
 #include "toolchain.h"
@@ -151,7 +152,7 @@ struct jc_daemon {
 	 * thread only. See cache.c, "key memo". */
 	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
 	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
-	char arch_ok[24];         /* the last architecture found supported; loop thread */
+	struct jc_req_policy policy; /* what this daemon admits (request.h); loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
 	struct jc_watch *watch;   /* include tree change notification (watch.h); locks itself */
@@ -336,10 +337,6 @@ void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const
 
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;
-/* Checks a fatbin request before it is keyed further: every target is one
- * NVRTC supports (JC_EINVAL naming the first that is not) and there is a
- * fatbin tool (JC_ENOTSUP otherwise). Message in err. */
-int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen);
 /* Builds the fatbin of flight f (its req has fatbin output): asks for each
  * target's part as conn's uid would, then assembles. Ends, like a worker
  * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */

@@ -84,25 +84,6 @@ void jc__fatbin_free(struct jc_fatbin *fb)
 	fb_unref(fb);
 }
 
-int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen)
-{
-	struct jc_targets t;
-	int rc = jc__targets_parse(req->arch, &t, err, errlen);
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < t.n; i++)
-		if (!jc__toolchain_supports_arch(&d->tc, t.v[i]))
-			return jc__fail(err, errlen, JC_EINVAL, "NVRTC %s does not support %s (in the target "
-					"list %s); it supports %s", d->tc.nvrtc_version, t.v[i], req->arch,
-					d->tc.supported_archs);
-	if (d->tc.fatbin_tool == JC_FATBIN_NONE)
-		return jc__fail(err, errlen, JC_ENOTSUP, "no fatbin tool in this CUDA toolkit: neither "
-				"nvFatbin (libnvfatbin.so.%.*s beside libnvrtc, CUDA 12.4+) nor the fatbinary "
-				"executable (its bin/); ask for one target at a time",
-				(int)strcspn(d->tc.nvrtc_version, "."), d->tc.nvrtc_version);
-	return 0;
-}
-
 /* Ends the flight with status and message (printf-style). */
 static void fail(struct jc_fatbin *fb, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
