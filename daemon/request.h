@@ -6,9 +6,9 @@
  * include options, client-read trees), jc__req_admit for what this daemon
  * can and may do with it (the toolchain supports the architecture, a fatbin
  * tool exists, test faults are enabled, the requester may have the daemon
- * read paths it names). The daemon calls both on the loop thread before
- * the key is used; jitcachectl and the client library call jc__req_validate
- * before sending.
+ * read paths it names). The daemon calls both on the loop thread, before
+ * the key is used (cache.c, jc__cache_request); jc__key_compute validates
+ * too, for tools that key a request themselves (jitcache-bench).
  */
 #ifndef JC_REQUEST_H
 #define JC_REQUEST_H
