@@ -17,11 +17,8 @@
 
 #include "daemon.h"
 #include "jitcache/jitcache.h"
-#include "admin.h"
 #include "key.h"
 #include "log.h"
-#include "pool.h"
-#include "remote.h"
 #include "retry.h"
 #include "util.h"
 #include "watch.h"
