@@ -590,7 +590,7 @@ int jc__cache_init(struct jc_daemon *d)
 	char err[512] = "";
 	d->policy.tc = &d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
-	if (jc__memcache_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
+	if (jc__memcache_new(d) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;
 	int rc = jc__manifests_open(d->cfg.cache_dir, 0700,
@@ -606,6 +606,7 @@ int jc__cache_init(struct jc_daemon *d)
 void jc__cache_free(struct jc_daemon *d)
 {
 	jc__memcache_free(d);
+	jc__keymemo_free(d);
 	jc__inc_memo_free(d->inc_memo);
 	d->inc_memo = NULL;
 	jc__manifests_close(d->manifests);

@@ -105,14 +105,6 @@ struct jc_flight {
 	int remote_hit;           /* res came from the remote tier, not a worker */
 };
 
-/* A full key derived from a direct key (includes.h, manifest.h). */
-#define JC_KEYMEMO_SLOTS 256
-struct jc_keymemo {
-	uint8_t direct[16];
-	uint8_t key[16];
-	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
-	uint64_t watch_stamp; /* the tree's stamp (watch.h): valid until it changes; 0 = none */
-};
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
 #define JC_NEEDED_MEMO_SLOTS 1024
 struct jc_needed_memo {
@@ -147,10 +139,7 @@ struct jc_daemon {
 	struct jc_latency hit_latency;
 
 	struct jc_memcache *mc;   /* rows of hot keys, pending access times (memcache.c) */
-	/* Keys of requests whose include set has nothing on disk to re-check
-	 * (only -I directories inside the toolkit tree), by direct key; loop
-	 * thread only. See cache.c, "key memo". */
-	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
+	struct jc_keymemos *keymemo; /* full keys by lookup key (keymemo.c); loop thread */
 	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
 	struct jc_req_policy policy; /* what this daemon admits (request.h); loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
@@ -270,7 +259,9 @@ void jc__cache_watch_start(struct jc_daemon *d);
 void jc__cache_watch_stop(struct jc_daemon *d);
 
 /* keymemo.c: full keys of requests that read from disk, by lookup key
- * (see there); loop thread. */
+ * (see there); loop thread. new: 0 or JC_ENOMEM; free: NULL-safe. */
+int jc__keymemo_new(struct jc_daemon *d);
+void jc__keymemo_free(struct jc_daemon *d);
 /* The remembered key of direct, or NULL; *watched set when it is valid
  * because its include tree is watched and unchanged (watch.h). */
 const uint8_t *jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], int *watched);

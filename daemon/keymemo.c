@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
+#include "jitcache/jitcache.h"
 #include "watch.h"
 
 /*
@@ -16,12 +18,37 @@
  * tree (a symbolic link moved) is seen at most a second late.
  */
 #define KEYMEMO_TTL_NS 1000000000ull
+#define KEYMEMO_SLOTS 256
+
+/* A full key derived from a direct key (includes.h, manifest.h). */
+struct jc_keymemo {
+	uint8_t direct[16];
+	uint8_t key[16];
+	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
+	uint64_t watch_stamp; /* the tree's stamp (watch.h): valid until it changes; 0 = none */
+};
+
+struct jc_keymemos {
+	struct jc_keymemo v[KEYMEMO_SLOTS]; /* direct-mapped by direct key */
+};
+
+int jc__keymemo_new(struct jc_daemon *d)
+{
+	d->keymemo = calloc(1, sizeof(*d->keymemo));
+	return d->keymemo ? 0 : JC_ENOMEM;
+}
+
+void jc__keymemo_free(struct jc_daemon *d)
+{
+	free(d->keymemo); /* the stamps go with the watcher (jc__cache_free) */
+	d->keymemo = NULL;
+}
 
 static struct jc_keymemo *keymemo_slot(struct jc_daemon *d, const uint8_t direct[16])
 {
 	uint32_t h;
 	memcpy(&h, direct + 12, sizeof(h));
-	return &d->keymemo[h % JC_KEYMEMO_SLOTS];
+	return &d->keymemo->v[h % KEYMEMO_SLOTS];
 }
 
 static void keymemo_drop(struct jc_daemon *d, struct jc_keymemo *m)
