@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "jitcache/jitcache.h"
+#include "util.h" /* jc__now_ns */
 
 /* How much to measure: --quick, the default (full) and --tiny (smoke test). */
 struct bench_plan {
@@ -49,9 +50,6 @@ struct bench_daemon {
 
 /* Prints "jitcache-bench: <message>", stops the daemon, exits 1. */
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-/* CLOCK_MONOTONIC in nanoseconds (comparable across processes). */
-uint64_t bench_now_ns(void);
 
 /* --- daemon.c ------------------------------------------------------------ */
 

@@ -67,7 +67,7 @@ double bench_daemon_start(struct bench_daemon *d)
 		argv[n++] = "--confinement";
 		argv[n++] = d->confinement;
 	}
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	pid_t pid = fork();
 	if (pid < 0)
 		bench_die("fork: %s", strerror(errno));
@@ -84,7 +84,7 @@ double bench_daemon_start(struct bench_daemon *d)
 	for (;;) {
 		jc_client *c = NULL;
 		if (jc_client_connect(d->sock, &c) == 0) {
-			double ms = (double)(bench_now_ns() - t0) / 1e6;
+			double ms = (double)(jc__now_ns() - t0) / 1e6;
 			jc_client_close(c);
 			return ms;
 		}
@@ -93,7 +93,7 @@ double bench_daemon_start(struct bench_daemon *d)
 			d->pid = -1;
 			bench_die("jitcached exited at start (status %d); see %s", status, d->log);
 		}
-		if (bench_now_ns() - t0 > 30000000000ull)
+		if (jc__now_ns() - t0 > 30000000000ull)
 			bench_die("jitcached did not answer within 30 s; see %s", d->log);
 		usleep(200);
 	}

@@ -31,13 +31,6 @@ static const struct bench_plan plans[] = {
 	 .sf_clients = 64, .compile_reps = 1, .large = 0},
 };
 
-uint64_t bench_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void bench_die(const char *fmt, ...)
 {
 	va_list ap;
@@ -224,7 +217,7 @@ static void freshen(jc_request *r, const char *what, int i)
 {
 	char abi[96];
 	snprintf(abi, sizeof(abi), "jitcache-bench/%s/%d/%ld/%llu", what, i, (long)getpid(),
-		 (unsigned long long)bench_now_ns());
+		 (unsigned long long)jc__now_ns());
 	if (jc_request_set_app_abi(r, abi) != 0)
 		bench_die("out of memory");
 }
@@ -413,7 +406,7 @@ int main(int argc, char **argv)
 	}
 	const struct bench_plan *plan = &plans[mode];
 	FILE *table = json ? stderr : stdout;
-	uint64_t t_start = bench_now_ns();
+	uint64_t t_start = jc__now_ns();
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -717,7 +710,7 @@ int main(int argc, char **argv)
 	}
 	bench_daemon_cleanup(d, keep_dir);
 
-	double run_s = (double)(bench_now_ns() - t_start) / 1e9;
+	double run_s = (double)(jc__now_ns() - t_start) / 1e9;
 	print_table(table);
 	fprintf(table, "mode %s, %.0f s; medians on a shared machine: compare the ratios\n", plan->name,
 		run_s);

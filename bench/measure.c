@@ -53,9 +53,9 @@ static jc_result *must_compile(jc_client *c, const jc_request *r)
 
 void bench_fetch(jc_client *c, const jc_request *r, const char *cache, struct bench_object *o)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	jc_result *res = must_compile(c, r);
-	o->miss_ms = (double)(bench_now_ns() - t0) / 1e6;
+	o->miss_ms = (double)(jc__now_ns() - t0) / 1e6;
 	size_t size;
 	const void *data = jc_result_data(res, &size);
 	XXH128_canonical_t h;
@@ -76,13 +76,13 @@ void bench_fetch(jc_client *c, const jc_request *r, const char *cache, struct be
 
 uint64_t bench_timed_request(jc_client *c, const jc_request *r, jc_cache_status want, size_t size)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	jc_result *res = must_compile(c, r);
 	size_t got;
 	jc_result_data(res, &got);
 	jc_cache_status st = jc_result_cache_status(res);
 	jc_result_free(res);
-	uint64_t t = bench_now_ns() - t0;
+	uint64_t t = jc__now_ns() - t0;
 	if (st != want || got != size)
 		bench_die("expected status %d with %zu bytes, got status %d, %zu bytes", (int)want, size,
 			  (int)st, got);
@@ -92,7 +92,7 @@ uint64_t bench_timed_request(jc_client *c, const jc_request *r, jc_cache_status 
 /* open + read + close of path into buf (size bytes), timed. */
 static uint64_t timed_raw(const char *path, uint8_t *buf, size_t size)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		bench_die("open %s: %s", path, strerror(errno));
@@ -104,7 +104,7 @@ static uint64_t timed_raw(const char *path, uint8_t *buf, size_t size)
 		off += (size_t)n;
 	}
 	close(fd);
-	return bench_now_ns() - t0;
+	return jc__now_ns() - t0;
 }
 
 void bench_hits_vs_raw(jc_client *c, const jc_request *r, const struct bench_object *o,
@@ -141,13 +141,13 @@ void bench_hits_vs_raw(jc_client *c, const jc_request *r, const struct bench_obj
 static uint64_t timed_reopen(int objdir, const char *name, int kept)
 {
 	struct stat st;
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	int fd = kept >= 0 ? fcntl(kept, F_DUPFD_CLOEXEC, 0)
 			   : openat(objdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st) != 0)
 		bench_die("descriptor of %s: %s", name, strerror(errno));
 	close(fd);
-	return bench_now_ns() - t0;
+	return jc__now_ns() - t0;
 }
 
 void bench_reopen_vs_dup(const struct bench_object *o, size_t iters, struct bench_lat *reopen,
@@ -206,11 +206,11 @@ double bench_socket_floor_us(size_t iters)
 	}
 	close(sv[1]);
 	for (size_t i = 0; i < iters; i++) {
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = jc__now_ns();
 		if (write(sv[0], b, sizeof(b)) != (ssize_t)sizeof(b) ||
 		    read(sv[0], b, sizeof(b)) != (ssize_t)sizeof(b))
 			bench_die("socket round trip: %s", strerror(errno));
-		ns[i] = bench_now_ns() - t0;
+		ns[i] = jc__now_ns() - t0;
 	}
 	close(sv[0]);
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -230,9 +230,9 @@ double bench_hash_us(const struct bench_object *o, size_t iters)
 		bench_die("out of memory");
 	timed_raw(o->path, buf, o->size);
 	for (size_t i = 0; i < iters; i++) {
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = jc__now_ns();
 		sink += XXH3_128bits(buf, o->size).low64;
-		ns[i] = bench_now_ns() - t0;
+		ns[i] = jc__now_ns() - t0;
 	}
 	(void)sink;
 	struct bench_lat lat;
@@ -309,7 +309,7 @@ static uint64_t run_children(const struct bench_daemon *d, const jc_request *r, 
 		if (read(ready[0], &b, 1) != 1)
 			bench_die("a client process died before it was ready");
 	}
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	close(go[1]);
 	for (int i = 0; i < n; i++) {
 		size_t got = 0;
@@ -336,7 +336,7 @@ static uint64_t run_children(const struct bench_daemon *d, const jc_request *r, 
 
 static void hit_loop(jc_client *c, const jc_request *r, double secs, struct child_report *rep)
 {
-	uint64_t t0 = bench_now_ns(), end = t0 + (uint64_t)(secs * 1e9), now = t0;
+	uint64_t t0 = jc__now_ns(), end = t0 + (uint64_t)(secs * 1e9), now = t0;
 	while (now < end) {
 		jc_result *res = NULL;
 		int rc = jc_compile(c, r, &res);
@@ -348,7 +348,7 @@ static void hit_loop(jc_client *c, const jc_request *r, double secs, struct chil
 			return;
 		}
 		rep->count++;
-		now = bench_now_ns();
+		now = jc__now_ns();
 	}
 	rep->span_ns = now - t0;
 }
@@ -371,7 +371,7 @@ static void one_request(jc_client *c, const jc_request *r, double secs, struct c
 	jc_result *res = NULL;
 	(void)secs;
 	rep->rc = jc_compile(c, r, &res);
-	rep->done_ns = bench_now_ns();
+	rep->done_ns = jc__now_ns();
 	if (rep->rc == 0)
 		rep->cache = (int32_t)jc_result_cache_status(res);
 	rep->count = 1;

@@ -32,7 +32,7 @@ static double median_of(double *v, int n)
 
 static double ms_since(uint64_t t0)
 {
-	return (double)(bench_now_ns() - t0) / 1e6;
+	return (double)(jc__now_ns() - t0) / 1e6;
 }
 
 double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench_lat *out)
@@ -42,10 +42,10 @@ double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench
 		bench_die("out of memory");
 	for (size_t i = 0; i < iters; i++) {
 		jc_client *c = NULL;
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = jc__now_ns();
 		if (jc_client_connect(d->sock, &c) != 0)
 			bench_die("connect: %s", jc_client_errmsg(NULL));
-		ns[i] = bench_now_ns() - t0;
+		ns[i] = jc__now_ns() - t0;
 		jc_client_close(c);
 	}
 	bench_lat_of(ns, iters, out);
@@ -64,9 +64,9 @@ double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r,
 		/* What an --idle-timeout close or a daemon restart leaves: a
 		 * connection that no longer carries anything. */
 		shutdown(jc__client_fd(c), SHUT_RDWR);
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = jc__now_ns();
 		int rc = jc_compile(c, r, &res);
-		ns[i] = bench_now_ns() - t0;
+		ns[i] = jc__now_ns() - t0;
 		if (rc != 0 || jc_result_cache_status(res) != JC_HIT)
 			bench_die("hit after a broken connection: %s", jc_client_errmsg(c));
 		jc_result_free(res);
@@ -91,7 +91,7 @@ double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, dou
 	    jc_options_set_autostart(o, 1) != 0 ||
 	    jc_options_set_fallback(o, JC_FALLBACK_ERROR) != 0)
 		bench_die("out of memory");
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	if (jc_client_open(o, &c) != 0)
 		bench_die("auto-start: %s", jc_client_errmsg(NULL));
 	*open_ms = ms_since(t0);
@@ -124,7 +124,7 @@ static double plain_nvrtc_ms(const jc_request *r)
 		opts[i] = q->options.v[i];
 	snprintf(arch, sizeof(arch), "--gpu-architecture=%s", q->arch);
 	opts[q->options.n] = arch;
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	if (nvrtcCreateProgram(&prog, src, q->source_name, 0, NULL, NULL) != NVRTC_SUCCESS)
 		bench_die("nvrtcCreateProgram failed");
 	for (size_t i = 0; i < q->name_exprs.n; i++)
@@ -162,7 +162,7 @@ void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int re
 		reps = 8;
 	for (int i = 0; i <= reps; i++) {
 		jc_result *res = NULL;
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = jc__now_ns();
 		if (jc_compile(c, r, &res) != 0 || jc_result_cache_status(res) != JC_UNCACHED)
 			bench_die("in-process fallback: %s", jc_client_errmsg(c));
 		double ms = ms_since(t0);

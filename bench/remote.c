@@ -203,12 +203,12 @@ static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, d
 	uint64_t ta[32], tb[32];
 	for (int i = 0; i < n && i < 32; i++) {
 		for (int side = 0; side < 2; side++) {
-			jc_request *r = bench_tiny_request(bench_now_ns() ^ (uint64_t)(i * 2 + side));
+			jc_request *r = bench_tiny_request(jc__now_ns() ^ (uint64_t)(i * 2 + side));
 			jc_result *res = NULL;
-			uint64_t t0 = bench_now_ns();
+			uint64_t t0 = jc__now_ns();
 			if (jc_compile(side ? b : a, r, &res) != 0 || jc_result_cache_status(res) != JC_MISS)
 				bench_die("a cold compile failed");
-			(side ? tb : ta)[i] = bench_now_ns() - t0;
+			(side ? tb : ta)[i] = jc__now_ns() - t0;
 			jc_result_free(res);
 			jc_request_free(r);
 		}
@@ -278,9 +278,9 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 	wait_publishes(wc, pub + n_fill);
 	out->redis_bytes_per_entry = (double)(redis_info("used_memory") - mem0) / n_fill;
 
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	out->hit_saxpy_p50_us = remote_hits(wc, rc, saxpy, iters, &out->value_saxpy);
-	out->remote_hits_per_s = (double)iters / ((double)(bench_now_ns() - t0) / 1e9);
+	out->remote_hits_per_s = (double)iters / ((double)(jc__now_ns() - t0) / 1e9);
 	if (cub)
 		out->hit_cub_p50_us = remote_hits(wc, rc, cub, iters, &out->value_cub);
 	out->redis_get_per_s = redis_benchmark((size_t)out->value_saxpy, plan->hit_iters < 50000);

@@ -117,9 +117,9 @@ static uint64_t hit_ns(jc_client *c, uint64_t v)
 {
 	jc_request *r = bench_tiny_request(v);
 	jc_result *res = NULL;
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	int rc = jc_compile(c, r, &res);
-	uint64_t t = bench_now_ns() - t0;
+	uint64_t t = jc__now_ns() - t0;
 	if (rc != 0 || jc_result_cache_status(res) != JC_HIT)
 		bench_die("entry %llu: expected a hit (%s)", (unsigned long long)v,
 			  rc ? jc_client_errmsg(c) : "not a hit");
@@ -187,11 +187,11 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
 		struct bench_scale *s = &out[i];
 		s->entries = plan->scale[i];
 		bench_daemon_stop(d);
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0 = jc__now_ns();
 		if (s->entries > have)
 			bulk_insert(d, &tc, have + 1, s->entries);
 		have = s->entries > have ? s->entries : have;
-		s->insert_s = (double)(bench_now_ns() - t0) / 1e9;
+		s->insert_s = (double)(jc__now_ns() - t0) / 1e9;
 		s->ready_ms = bench_daemon_start(d);
 		measure(d, s->entries, plan->scale_iters, &seed, s);
 	}

@@ -30,7 +30,7 @@ static void load(void *h, struct jc_real_nvrtc *t, const char *what)
 static uint64_t compile_once(const struct jc_real_nvrtc *t, const char *src, const char *what)
 {
 	static const char *const opts[] = {"--gpu-architecture=sm_90"};
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	nvrtcProgram p;
 	size_t n = 0;
 	nvrtcResult r = t->nvrtcCreateProgram(&p, src, "saxpy.cu", 0, NULL, NULL);
@@ -39,7 +39,7 @@ static uint64_t compile_once(const struct jc_real_nvrtc *t, const char *src, con
 	r = r ?: t->nvrtcGetCUBINSize(p, &n);
 	char *cubin = r == NVRTC_SUCCESS ? malloc(n) : NULL;
 	r = r ?: t->nvrtcGetCUBIN(p, cubin);
-	uint64_t dt = bench_now_ns() - t0;
+	uint64_t dt = jc__now_ns() - t0;
 	if (r != NVRTC_SUCCESS || n == 0)
 		bench_die("%s: SAXPY compile failed (%d)", what, r);
 	free(cubin);
@@ -50,10 +50,10 @@ static uint64_t compile_once(const struct jc_real_nvrtc *t, const char *src, con
 static double mean_version_ns(const struct jc_real_nvrtc *t, size_t iters)
 {
 	int major, minor;
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = jc__now_ns();
 	for (size_t i = 0; i < iters; i++)
 		t->nvrtcVersion(&major, &minor);
-	return (double)(bench_now_ns() - t0) / (double)iters;
+	return (double)(jc__now_ns() - t0) / (double)iters;
 }
 
 void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, const char *saxpy_src,

@@ -23,7 +23,6 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
 #endif
 
-#include "clock.h"
 #include "client_internal.h"
 #include "config.h"
 #include "util.h"

@@ -21,7 +21,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "clock.h"
 #include "client_internal.h"
 #include "config.h"
 #include "io.h"
@@ -80,6 +79,7 @@ struct jc_result {
 	struct jc_res res;
 	char key[33];
 	uint64_t total_ns;
+	uint64_t includes_ns; /* JC_TIME_INCLUDES */
 };
 
 static __thread char connect_errmsg[1024];
@@ -882,15 +882,20 @@ static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
 {
 	struct jc_req view;
 	int rc = 0;
+	uint64_t walk_ns = 0;
 	for (int bytes = 0; bytes < 2; bytes++) {
-		rc = jc__tree_build(&c->trees, req, bytes, &view, c->errmsg, sizeof(c->errmsg));
+		uint64_t ns;
+		rc = jc__tree_build(&c->trees, req, bytes, &view, &ns, c->errmsg, sizeof(c->errmsg));
 		if (rc != 0)
 			return rc;
+		walk_ns += ns;
 		rc = do_compile(c, &view, out, bad_object);
 		jc__req_tree_clear(&view);
 		if (rc != JC_ENOTFOUND || c->broken)
 			break;
 	}
+	if (*out)
+		(*out)->includes_ns = walk_ns;
 	return rc;
 }
 
@@ -1399,6 +1404,8 @@ JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which)
 		return res->res.server_ns;
 	case JC_TIME_COMPILE:
 		return res->res.compile_ns;
+	case JC_TIME_INCLUDES:
+		return res->includes_ns;
 	}
 	return 0;
 }

@@ -64,13 +64,16 @@ struct jc_tree_cache;
  * with jc__inc_check), so that an unchanged tree costs stat calls, not
  * reads or a scan: with bytes 0 the files' hashes (the
  * lookup round), with 1 their bytes (read again, and checked against the
- * scan's hash). Free out's tree with jc__req_tree_clear (req.h). 0; JC_EINVAL (a file
+ * scan's hash). The tree of a request that the cache scanned or checked is
+ * then watched (common/watch.h) while the process lives, so that an unchanged
+ * tree costs nothing: *walk_ns is the time spent on the file system (0 when
+ * the watch answered). Free out's tree with jc__req_tree_clear (req.h). 0; JC_EINVAL (a file
  * outside the -I directories, a computed #include: message names it),
  * JC_EIO, JC_ETOOBIG, JC_ENOMEM, with a message in err. Not thread-safe
  * for one memo pointer.
  */
 int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes, struct jc_req *out,
-		   char *err, size_t errlen);
+		   uint64_t *walk_ns, char *err, size_t errlen);
 void jc__tree_cache_free(struct jc_tree_cache *cache);
 
 /* --- auto-start (autostart.c) --- */

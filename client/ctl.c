@@ -18,7 +18,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "clock.h"
 #include "admin.h"
 #include "client_internal.h"
 #include "config.h"

@@ -21,11 +21,15 @@
 #include "includes.h"
 #include "jitcache/jitcache.h"
 #include "util.h"
+#include "watch.h"
 
 /* As the daemon's scan (daemon/cache.c), and the frame holds the bytes. */
 #define TREE_MAX_ENTRIES   200000
 #define TREE_MAX_FILE_SIZE (64u << 20)
 #define TREE_MEMO_FILES	   65536
+/* inotify watches one client process may hold for its trees (a CCCL copy
+ * needs about 1,700; fs.inotify.max_user_watches bounds all of a user's). */
+#define TREE_MAX_WATCHES   16384
 
 /* Reads path whole into *data (malloc'd) when its bytes still hash to
  * hash; JC_EIO with a message otherwise. */
@@ -71,15 +75,50 @@ struct jc_tree_cache {
 	uint8_t fp[16];
 	int has_set;
 	struct jc_inc_set set;
+	/* The set's tree watched (common/watch.h): while its stamp is valid a
+	 * request re-checks nothing. The watcher is made on first use, in the
+	 * process that made it only: a child of fork() shares its inotify
+	 * descriptor, and a read there would take the parent's events. */
+	struct jc_watch *watch;
+	pid_t watch_pid;
+	int watch_off;   /* no inotify here, or JITCACHE_CLIENT_WATCHES=0 */
+	uint64_t stamp;  /* of set's tree; 0 = not watched */
 };
+
+/* Drops the watcher without reading its queue (closes this process's copy). */
+static void watch_drop(struct jc_tree_cache *tc)
+{
+	jc__watch_free(tc->watch);
+	tc->watch = NULL;
+	tc->stamp = 0;
+}
 
 void jc__tree_cache_free(struct jc_tree_cache *tc)
 {
 	if (!tc)
 		return;
+	watch_drop(tc);
 	jc__inc_memo_free(tc->memo);
 	jc__inc_set_clear(&tc->set);
 	free(tc);
+}
+
+/* The watcher of this process, made on first use; NULL without one. */
+static struct jc_watch *watcher(struct jc_tree_cache *tc)
+{
+	if (tc->watch && tc->watch_pid != getpid())
+		watch_drop(tc); /* inherited across fork() */
+	if (tc->watch || tc->watch_off)
+		return tc->watch;
+	const char *v = secure_getenv("JITCACHE_CLIENT_WATCHES");
+	char err[256];
+	if ((v && strcmp(v, "0") == 0) ||
+	    jc__watch_new(TREE_MAX_WATCHES, &tc->watch, err, sizeof(err)) != 0) {
+		tc->watch_off = 1; /* every request re-checks its tree (stat calls) */
+		return NULL;
+	}
+	tc->watch_pid = getpid();
+	return tc->watch;
 }
 
 static void fp_add(XXH3_state_t *st, const void *p, size_t n)
@@ -122,28 +161,44 @@ static int fingerprint(const struct jc_req *in, uint8_t fp[16])
 }
 
 /* The include set of in: the cached one when in is the request it was
- * scanned for and the files still match, else a new scan (then cached). */
-static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, char *err, size_t errlen)
+ * scanned for and its tree is watched and unchanged, or still matches the
+ * files; else a new scan (then cached). The set is then watched. *walk_ns:
+ * the time spent on the file system (0 when the watch answered). */
+static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, uint64_t *walk_ns,
+		    char *err, size_t errlen)
 {
 	const struct jc_inc_ctx ctx = {
 	    .memo = tc->memo, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
 	uint8_t fp[16];
+	*walk_ns = 0;
 	if (fingerprint(in, fp) != 0)
 		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
-	if (tc->has_set && memcmp(fp, tc->fp, 16) == 0 && jc__inc_check(&tc->set, &ctx) == 1)
+	int same = tc->has_set && memcmp(fp, tc->fp, 16) == 0;
+	struct jc_watch *w = watcher(tc);
+	if (same && tc->stamp && jc__watch_valid(w, tc->stamp))
 		return 0;
-	jc__inc_set_clear(&tc->set);
-	tc->has_set = 0;
-	int rc = jc__inc_scan(in, &ctx, &tc->set, err, errlen);
-	if (rc == 0) {
-		memcpy(tc->fp, fp, 16);
-		tc->has_set = 1;
+	jc__watch_forget(w, tc->stamp);
+	tc->stamp = 0;
+	uint64_t t0 = jc__now_ns();
+	int rc = 0;
+	if (!same || jc__inc_check(&tc->set, &ctx) != 1) {
+		jc__inc_set_clear(&tc->set);
+		tc->has_set = 0;
+		rc = jc__inc_scan(in, &ctx, &tc->set, err, errlen);
+		if (rc == 0) {
+			memcpy(tc->fp, fp, 16);
+			tc->has_set = 1;
+		}
 	}
+	int why;
+	if (rc == 0 && w)
+		tc->stamp = jc__watch_checked(w, &tc->set, &ctx, &why);
+	*walk_ns = jc__now_ns() - t0;
 	return rc;
 }
 
 int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes,
-		   struct jc_req *out, char *err, size_t errlen)
+		   struct jc_req *out, uint64_t *walk_ns, char *err, size_t errlen)
 {
 	*out = *in;
 	out->tree = NULL;
@@ -154,7 +209,7 @@ int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int by
 		*cache = NULL;
 		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	}
-	int rc = tree_set(*cache, in, err, errlen);
+	int rc = tree_set(*cache, in, walk_ns, err, errlen);
 	const struct jc_inc_set set = (*cache)->set; /* borrowed */
 	struct jc_inc_tops *tops = NULL;
 	if (rc == 0 && (rc = jc__inc_tops_new(&in->include_dirs, &tops)) != 0)

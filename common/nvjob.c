@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* One NVRTC / nvJitLink job through a struct jc_nv: see nvjob.h. */
-#include "clock.h"
 #include "nvjob.h"
 
 #include <stdarg.h>
@@ -10,6 +9,7 @@
 #include <time.h>
 
 #include "jitcache/jitcache.h"
+#include "util.h"
 
 void jc__nv_set_message(struct jc_res *res, int status, const char *fmt, ...)
 {

@@ -174,3 +174,20 @@ void jc__sleep_ms(unsigned ms)
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
+
+uint64_t jc__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t jc__now_ms(void)
+{
+	return jc__now_ns() / 1000000u;
+}
+
+int64_t jc__wall_s(void)
+{
+	return (int64_t)time(NULL);
+}

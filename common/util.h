@@ -10,6 +10,13 @@
 /* "10G", "512M", "4096", "1.5G" (K/M/G/T are powers of 1024; a trailing B or
  * iB is accepted). Returns 0 or JC_EINVAL. */
 int jc__parse_size(const char *s, uint64_t *out);
+
+/* CLOCK_MONOTONIC in nanoseconds, and in milliseconds (comparable across
+ * the processes of one boot). Thread-safe. */
+uint64_t jc__now_ns(void);
+uint64_t jc__now_ms(void);
+/* Wall-clock seconds since the epoch, for times stored in the index. */
+int64_t jc__wall_s(void);
 /* "300", "90s", "15m", "2h", "7d" into seconds. Returns 0 or JC_EINVAL. */
 int jc__parse_duration(const char *s, int64_t *out);
 

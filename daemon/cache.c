@@ -26,7 +26,6 @@
 /* Files whose hashes the daemon remembers (all are dropped when full). */
 #define INC_MEMO_ENTRIES 65536
 
-
 /* --- replies -------------------------------------------------------------- */
 
 /* Builds a result view of an index row (borrows its strings). */
@@ -268,31 +267,20 @@ struct key_job {
 
 static const char *watch_refusal_name(int why);
 
-/*
- * Thread pool, once a set is known to match: watch its tree, then check it
- * again (the watches come first, so a change after this check is an event).
- * A set changed within the settle margin is not watched: its stat identity
- * (which the check trusts through the memo) may hide a second change.
- */
+/* Thread pool, once a set is known to match: watch its tree (watch.h,
+ * jc__watch_checked). */
 static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
 {
 	int why, disk = 0;
 	for (size_t i = 0; i < j->inc->n; i++)
 		disk |= j->inc->v[i].kind != JC_INC_TOOLKIT;
-	if (!disk || j->inc->unsettled || !j->d->watch)
+	if (!disk || !j->d->watch)
 		return;
-	j->stamp = jc__watch_tree(j->d->watch, j->inc, &why);
-	if (!j->stamp) {
-		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
-		return;
-	}
 	uint64_t before = j->inc->n_stat;
-	int rc = jc__inc_check(j->inc, ctx);
+	j->stamp = jc__watch_checked(j->d->watch, j->inc, ctx, &why);
 	j->n_stat += j->inc->n_stat - before;
-	if (rc != 1 || j->inc->unsettled) {
-		jc__watch_forget(j->d->watch, j->stamp);
-		j->stamp = 0;
-	}
+	if (!j->stamp)
+		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
 }
 
 /* Thread pool: a manifest variant of the direct key that matches, or a scan. */

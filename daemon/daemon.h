@@ -12,7 +12,6 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "clock.h"
 #include "counters.h"
 #include "framer.h"
 #include "includes.h"
@@ -26,6 +25,7 @@
 #include "request.h"
 #include "store.h"
 #include "tier.h"
+#include "util.h" /* jc__now_ns, jc__wall_s */
 #include "toolchain.h"
 
 struct jc_config {

@@ -89,6 +89,12 @@ typedef enum {
 	JC_TIME_TOTAL = 0,   /* jc_compile call, client side */
 	JC_TIME_SERVER = 1,  /* inside the daemon, incl. waiting on the compile */
 	JC_TIME_COMPILE = 2, /* NVRTC/nvJitLink time when the entry was compiled */
+	/* Client side, a request whose include trees the client reads (a daemon
+	 * of another uid, or JITCACHE_SEND_HEADERS=1): scanning or re-checking
+	 * them on disk (stat calls). 0 when the client's inotify watches showed
+	 * them unchanged since the last check (JITCACHE_CLIENT_WATCHES=0: never),
+	 * or it read none. */
+	JC_TIME_INCLUDES = 3,
 } jc_timing;
 
 /*

@@ -23,6 +23,8 @@ class Timings(NamedTuple):
     total_ns: int    #: the compile call, client side
     server_ns: int   #: inside the daemon, including the wait for a compile
     compile_ns: int  #: NVRTC/nvJitLink time when the entry was compiled
+    #: client side, checking include trees it reads on disk (0: watched, unchanged)
+    includes_ns: int
 
 
 class _CRequest:
@@ -141,7 +143,8 @@ class Result:
         if self._timings is None:
             lib, p = L.lib(), self._c.ptr
             self._timings = Timings(*(lib.jc_result_time_ns(p, w) for w in
-                                      (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE)))
+                                      (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE,
+                                       L.JC_TIME_INCLUDES)))
         return self._timings
 
     def __bytes__(self) -> bytes:

@@ -47,7 +47,7 @@ JC_ENOTSUP = -18
 OUTPUTS = {"cubin": 1, "ptx": 2, "ltoir": 3, "fatbin": 4}  # fatbin: arch a target list
 LINK_INPUTS = {"cubin": 1, "ptx": 2, "ltoir": 3, "fatbin": 4, "object": 5, "library": 6}
 CACHE_STATUS = {1: "miss", 2: "hit", 3: "negative-hit", 4: "joined", 5: "uncached"}
-JC_TIME_TOTAL, JC_TIME_SERVER, JC_TIME_COMPILE = 0, 1, 2
+JC_TIME_TOTAL, JC_TIME_SERVER, JC_TIME_COMPILE, JC_TIME_INCLUDES = 0, 1, 2, 3
 
 
 def _candidates() -> list[str]:

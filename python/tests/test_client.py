@@ -36,8 +36,8 @@ def test_constants_match_the_header():
                                    ("JC_NEGATIVE_HIT", "negative-hit"), ("JC_JOINED", "joined"),
                                    ("JC_UNCACHED", "uncached")] if n in h}
     assert {k: v for k, v in L.CACHE_STATUS.items() if v in status.values()} == status
-    assert (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE) == (
-        h["JC_TIME_TOTAL"], h["JC_TIME_SERVER"], h["JC_TIME_COMPILE"])
+    assert (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE, L.JC_TIME_INCLUDES) == (
+        h["JC_TIME_TOTAL"], h["JC_TIME_SERVER"], h["JC_TIME_COMPILE"], h["JC_TIME_INCLUDES"])
 
 
 def test_miss_then_hit_same_bytes_and_names(client):

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Include trees watched by the daemon (daemon/watch.h), with a real daemon,
+ * Include trees watched by the daemon (common/watch.h), with a real daemon,
  * real inotify and real NVRTC compiles to PTX (whose text shows the value a
  * header defined, so a stale hit would be seen). A generated tree of 2,000
  * headers (40 nested directories of 50) is included in full by the kernel;
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,13 +82,19 @@ static void expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache
 	jc_result_free(jct_expect_ptx(d, r, st, want));
 }
 
-/* Hits until one is keyed through the watch (the first may be a stat walk:
- * a key learnt from what NVRTC read is watched from its first lookup). */
+/*
+ * A hit at once (a tree written within the settle margin is stat-walked and
+ * re-hashed, not watched: common/includes.h), then, once the margin has
+ * passed, hits until one is keyed through the watch (the first may be a stat
+ * walk: a key learnt from what NVRTC read is watched from its first lookup),
+ * then a hit with no stat call at all.
+ */
 static void expect_watched_hits(const struct jc_test_daemon *d, const jc_request *r,
 				const char *want)
 {
+	expect(d, r, JC_HIT, want);
+	jct_settle();
 	int64_t w0 = jct_stat(d, "include_tree_watch_hits");
-	int64_t s0 = jct_stat(d, "include_stats");
 	expect(d, r, JC_HIT, want);
 	expect(d, r, JC_HIT, want);
 	int64_t w1 = jct_stat(d, "include_tree_watch_hits");
@@ -96,7 +103,6 @@ static void expect_watched_hits(const struct jc_test_daemon *d, const jc_request
 	expect(d, r, JC_HIT, want);
 	assert_int_equal(jct_stat(d, "include_tree_watch_hits"), w1 + 1);
 	assert_int_equal(jct_stat(d, "include_stats"), s1); /* no stat call at all */
-	(void)s0;
 }
 
 static const char tree_kernel[] =
@@ -304,6 +310,89 @@ static void test_watch_budget(void **state)
 	jc_request_free(r);
 }
 
+/* One compile on c of r: want's status and PTX text; JC_TIME_INCLUDES is
+ * 0 (the client's watch answered) when watched, else not. */
+static void client_expect(jc_client *c, const jc_request *r, jc_cache_status st,
+			  const char *want, int watched)
+{
+	jc_result *res = NULL;
+	int rc = jc_compile(c, r, &res);
+	if (rc != 0)
+		fail_msg("jc_compile: %d: %s", rc, jc_client_errmsg(c));
+	size_t n;
+	const char *ptx = jc_result_data(res, &n);
+	uint64_t ns = jc_result_time_ns(res, JC_TIME_INCLUDES);
+	if (jc_result_cache_status(res) != st || !memmem(ptx, n, want, strlen(want)) ||
+	    (ns == 0) != watched)
+		fail_msg("status %d (want %d), \"%s\" %sin the PTX, includes %llu ns (want %s)",
+			 jc_result_cache_status(res), st, want, memmem(ptx, n, want, strlen(want)) ? "" : "not ",
+			 (unsigned long long)ns, watched ? "0: watched" : "a walk");
+	jc_result_free(res);
+}
+
+/*
+ * The client-read path (JITCACHE_SEND_HEADERS=1: the tree is read and sent
+ * by the client, as for a daemon of another uid): a long-lived client
+ * watches the tree it sent, so an unchanged tree costs it no stat call; an
+ * edit is seen. A child of fork() never reads the parent's inotify queue:
+ * the parent still sees an edit made while the child compiled.
+ */
+static void test_client_watched_tree(void **state)
+{
+	struct jc_test_daemon *d = *state;
+	static const char *const dirs[] = {"tree", NULL};
+	make_tree(d, "tree", 100000);
+	jct_settle();
+	assert_int_equal(setenv("JITCACHE_SEND_HEADERS", "1", 1), 0);
+	jc_client *c = jct_connect(d);
+	jc_request *r = jct_request_ptx_dirs(d, tree_kernel, dirs);
+	client_expect(c, r, JC_MISS, "101007", 0);
+	client_expect(c, r, JC_HIT, "101007", 1);
+	client_expect(c, r, JC_HIT, "101007", 1);
+	char deep[1300];
+	deep_path(d, deep, sizeof(deep));
+	jct_write_file(deep, "#define DEEP 200000\n", 20);
+	client_expect(c, r, JC_MISS, "201007", 0);
+	jct_settle();
+	client_expect(c, r, JC_HIT, "201007", 0); /* settled now: checked, then watched */
+	client_expect(c, r, JC_HIT, "201007", 1);
+	/* A child compiles (its own check) while the parent edits the tree. */
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char b;
+		close(go[1]);
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		jc_result *res = NULL;
+		int rc = jc_compile(c, r, &res);
+		size_t n = 0;
+		const char *ptx = res ? jc_result_data(res, &n) : NULL;
+		_exit(rc == 0 && ptx && memmem(ptx, n, "301007", 6) ? 0 : 1);
+	}
+	close(go[0]);
+	jct_write_file(deep, "#define DEEP 300000\n", 20);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	close(go[1]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	client_expect(c, r, JC_HIT, "301007", 0); /* the child's compile, seen by the parent */
+	/* Without watches (JITCACHE_CLIENT_WATCHES=0), every request walks. */
+	jc_client_close(c);
+	assert_int_equal(setenv("JITCACHE_CLIENT_WATCHES", "0", 1), 0);
+	c = jct_connect(d);
+	jct_settle();
+	for (int i = 0; i < 3; i++)
+		client_expect(c, r, JC_HIT, "301007", 0);
+	jc_client_close(c);
+	unsetenv("JITCACHE_CLIENT_WATCHES");
+	unsetenv("JITCACHE_SEND_HEADERS");
+	jc_request_free(r);
+}
+
 /*
  * A process that writes its generated header just before each of 5 runs,
  * with the same bytes: 1 compile, 4 hits (the header is re-read after the
@@ -344,6 +433,7 @@ int main(void)
 		T(test_queue_overflow),
 		T(test_watch_budget),
 		T(test_generated_header),
+		T(test_client_watched_tree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -323,7 +323,10 @@ static int refused(const char *text)
 {
 	return strstr(text, "only for its own uid") || strstr(text, "a daemon of another uid") ||
 	       strstr(text, "Permission denied") ||
-	       strstr(text, "outside the toolkit tree and the request's include directories");
+	       strstr(text, "outside the toolkit tree and the request's include directories") ||
+	       /* /proc and /sys: refused to the worker without a log line of its
+	        * own (daemon/worker_fs.c), so NVRTC's message is the answer. */
+	       strstr(text, "cannot open source file \"/proc/");
 }
 
 /* Another uid: every form is refused before NVRTC runs (by the daemon, or by the

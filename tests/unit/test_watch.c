@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The include tree watcher (daemon/watch.h) on real files and real inotify
+ * The include tree watcher (common/watch.h) on real files and real inotify
  * in a mkdtemp tree: a header reached through a chain of symbolic links (a
  * relative link to a path through another link) stays valid while files the
  * tree does not use change, and becomes invalid when the link in the middle

@@ -86,6 +86,20 @@ void jc__watch_drain(struct jc_watch *w);
  */
 uint64_t jc__watch_tree(struct jc_watch *w, const struct jc_inc_set *set, int *why);
 
+/*
+ * jc__watch_tree() then the validation it asks for: watches set's tree and
+ * checks set against the file system again (jc__inc_check with ctx; the
+ * watches come first, so a change after this check is an event). A set
+ * changed within the settle margin (unsettled) is not watched: its stat
+ * identity, which the check trusts through the memo, may hide a second
+ * change. Returns the stamp (owned by the caller: jc__watch_forget), or 0
+ * with *why set (enum jc_watch_refusal; JC_WATCH_OK when the set is
+ * unsettled, changed, or the check failed). set's st, unsettled, n_stat
+ * and n_read are updated by the check. Thread-safe.
+ */
+uint64_t jc__watch_checked(struct jc_watch *w, struct jc_inc_set *set,
+			   const struct jc_inc_ctx *ctx, int *why);
+
 /* 1 when the tree of stamp has seen no event since jc__watch_tree (the
  * queue is drained first), else 0 (also for an unknown or forgotten stamp). */
 int jc__watch_valid(struct jc_watch *w, uint64_t stamp);

@@ -451,6 +451,21 @@ uint64_t jc__watch_tree(struct jc_watch *w, const struct jc_inc_set *set, int *w
 	return out;
 }
 
+uint64_t jc__watch_checked(struct jc_watch *w, struct jc_inc_set *set,
+			   const struct jc_inc_ctx *ctx, int *why)
+{
+	*why = JC_WATCH_OK;
+	if (set->unsettled)
+		return 0;
+	uint64_t stamp = jc__watch_tree(w, set, why);
+	if (stamp && (jc__inc_check(set, ctx) != 1 || set->unsettled)) {
+		jc__watch_forget(w, stamp);
+		*why = JC_WATCH_OK;
+		stamp = 0;
+	}
+	return stamp;
+}
+
 int jc__watch_valid(struct jc_watch *w, uint64_t stamp)
 {
 	if (!w || w->fd < 0 || !stamp)
