@@ -12,7 +12,8 @@
  * the handshake must come within --handshake-timeout; an answer not taken
  * within --write-timeout is dropped with its connection; a connection is
  * closed when no whole request arrives within --idle-timeout; a queued
- * compile whose clients all closed their end is dropped (jc__conn_gone).
+ * compile whose clients all closed their end is dropped (conn_gone, asked
+ * through jc__server_conn_ops).
  *
  * Limits for all: at most --max-connections connections at once, and
  * --max-connections-per-uid for each uid other than root and the daemon's
@@ -23,7 +24,7 @@
  * request that would pass it is refused (JC_EBUSY) and its connection
  * closed; a reply larger than JC_FRAMER_BASE that would pass it is replaced
  * by such an error before any of it is sent. A compile request's bytes stay
- * charged while it is queued or compiled (cache.c, start_flight), which
+ * charged while it is queued or compiled (flight.c, jc__flight_start), which
  * refuses it when they would pass the budget. So the daemon's buffers never
  * exceed the budget plus JC_FRAMER_BASE per connection (or one request or
  * reply larger than the whole budget, let through while nothing else is
