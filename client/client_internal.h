@@ -62,9 +62,10 @@ struct jc_tree_cache;
  * cache *cache (made on first use; free with jc__tree_cache_free): the hash
  * memo and the last request's include set (the client's manifest, re-checked
  * with jc__inc_check), so that an unchanged tree costs stat calls, not
- * reads or a scan: with bytes 0 the files' hashes (the
- * lookup round), with 1 their bytes (read again, and checked against the
- * scan's hash). The tree of a request that the cache scanned or checked is
+ * reads or a scan: with bytes 0 the tree's key digest alone (the
+ * JC_TREE_DIGEST lookup round: computed from the files' hashes as the
+ * daemon would, once while the set is unchanged), with 1 their bytes (read
+ * again, and checked against the scan's hash). The tree of a request that the cache scanned or checked is
  * then watched (common/watch.h) while the process lives, so that an unchanged
  * tree costs nothing: *walk_ns is the time spent on the file system (0 when
  * the watch answered). Free out's tree with jc__req_tree_clear (req.h). 0; JC_EINVAL (a file

@@ -83,6 +83,10 @@ struct jc_tree_cache {
 	pid_t watch_pid;
 	int watch_off;   /* no inotify here, or JITCACHE_CLIENT_WATCHES=0 */
 	uint64_t stamp;  /* of set's tree; 0 = not watched */
+	/* The key digest of set's tree (req.h, JC_TREE_DIGEST), while set is
+	 * unchanged: a lookup sends these 16 bytes instead of every hash. */
+	int has_digest;
+	uint8_t digest[16];
 };
 
 /* Drops the watcher without reading its queue (closes this process's copy). */
@@ -184,6 +188,7 @@ static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, uint64_t 
 	if (!same || jc__inc_check(&tc->set, &ctx) != 1) {
 		jc__inc_set_clear(&tc->set);
 		tc->has_set = 0;
+		tc->has_digest = 0;
 		rc = jc__inc_scan(in, &ctx, &tc->set, err, errlen);
 		if (rc == 0) {
 			memcpy(tc->fp, fp, 16);
@@ -197,22 +202,15 @@ static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, uint64_t 
 	return rc;
 }
 
-int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes,
-		   struct jc_req *out, uint64_t *walk_ns, char *err, size_t errlen)
+/* out's tree (a shallow copy of in plus the entries of tc's set; with bytes
+ * the files' bytes, read again and checked against the scan's hashes). */
+static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, int bytes,
+		      struct jc_req *out, char *err, size_t errlen)
 {
-	*out = *in;
-	out->tree = NULL;
-	out->n_tree = 0;
-	if (!*cache && (!(*cache = calloc(1, sizeof(**cache))) ||
-			jc__inc_memo_new(TREE_MEMO_FILES, &(*cache)->memo) != 0)) {
-		jc__tree_cache_free(*cache);
-		*cache = NULL;
-		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
-	}
-	int rc = tree_set(*cache, in, walk_ns, err, errlen);
-	const struct jc_inc_set set = (*cache)->set; /* borrowed */
+	const struct jc_inc_set set = tc->set; /* borrowed */
 	struct jc_inc_tops *tops = NULL;
-	if (rc == 0 && (rc = jc__inc_tops_new(&in->include_dirs, &tops)) != 0)
+	int rc = jc__inc_tops_new(&in->include_dirs, &tops);
+	if (rc != 0)
 		jc__fail(err, errlen, rc, "include dirs: %s", jc_strerror(rc));
 	struct jc_blob *tree = NULL;
 	size_t n = 0;
@@ -255,4 +253,46 @@ int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int by
 	if (rc != 0)
 		jc__req_tree_clear(out);
 	return rc;
+}
+
+/* tc's digest of its set's tree, computed as the daemon keys a lookup
+ * round's tree (common/includes.h: jc__inc_tree_set, jc__inc_key_digest). */
+static int tree_digest(struct jc_tree_cache *tc, const struct jc_req *in, char *err, size_t errlen)
+{
+	struct jc_req view = *in;
+	int rc = tree_blobs(tc, in, 0, &view, err, errlen);
+	if (rc != 0)
+		return rc;
+	struct jc_inc_set keyed;
+	rc = jc__inc_tree_set(&view, &keyed, err, errlen);
+	rc = rc ?: jc__inc_key_digest(&keyed, &in->include_dirs, tc->digest);
+	if (rc == JC_ENOMEM)
+		jc__fail(err, errlen, rc, "out of memory");
+	jc__inc_set_clear(&keyed);
+	jc__req_tree_clear(&view);
+	tc->has_digest = rc == 0;
+	return rc;
+}
+
+int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes,
+		   struct jc_req *out, uint64_t *walk_ns, char *err, size_t errlen)
+{
+	*out = *in;
+	out->tree = NULL;
+	out->n_tree = 0;
+	if (!*cache && (!(*cache = calloc(1, sizeof(**cache))) ||
+			jc__inc_memo_new(TREE_MEMO_FILES, &(*cache)->memo) != 0)) {
+		jc__tree_cache_free(*cache);
+		*cache = NULL;
+		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
+	}
+	struct jc_tree_cache *tc = *cache;
+	int rc = tree_set(tc, in, walk_ns, err, errlen);
+	if (rc != 0 || bytes)
+		return rc ?: tree_blobs(tc, in, 1, out, err, errlen);
+	if (!tc->has_digest && (rc = tree_digest(tc, in, err, errlen)) != 0)
+		return rc;
+	out->tree_round = JC_TREE_DIGEST;
+	memcpy(out->tree_digest, tc->digest, 16);
+	return 0;
 }

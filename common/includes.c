@@ -1008,6 +1008,50 @@ int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs,
 	return rc;
 }
 
+static int cmp_entry_path(const void *a, const void *b)
+{
+	return strcmp(((const struct jc_inc_entry *)a)->path, ((const struct jc_inc_entry *)b)->path);
+}
+
+/* (includes.h) */
+int jc__inc_tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
+		const struct jc_blob *b = &req->tree[i];
+		char *rel;
+		unsigned long dir = strtoul(b->name, &rel, 10); /* validated: "I/REL" */
+		const char *base = req->include_dirs.v[dir];
+		size_t bl = strlen(base);
+		bl -= bl > 1 && base[bl - 1] == '/';
+		char *path;
+		if (asprintf(&path, "%.*s%s", (int)bl, base, rel) < 0) /* rel: "/REL" or "" */
+			return JC_ENOMEM;
+		uint8_t hash[16];
+		if (b->type == JC_TREE_FILE) {
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, XXH3_128bits(b->data, b->size));
+			memcpy(hash, c.digest, 16);
+		} else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR) {
+			memcpy(hash, b->data, 16);
+		}
+		uint8_t kind = b->type == JC_TREE_ABSENT ? JC_INC_ABSENT
+			       : b->type == JC_TREE_DIR ? JC_INC_DIR : JC_INC_FILE;
+		rc = jc__inc_set_add(out, path, strlen(path), kind, kind == JC_INC_ABSENT ? NULL : hash);
+		free(path);
+	}
+	if (rc == 0 && out->n)
+		qsort(out->v, out->n, sizeof(*out->v), cmp_entry_path);
+	for (size_t i = 1; rc == 0 && i < out->n; i++)
+		if (cmp_entry_path(&out->v[i - 1], &out->v[i]) == 0)
+			rc = jc__fail(err, errlen, JC_EINVAL, "tree: %s sent twice", out->v[i].path);
+	rc = rc ?: jc__inc_set_finish(out);
+	if (rc == JC_ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return rc;
+}
+
 /* --- a string set (for the scan's bookkeeping) ------------------------------------------ */
 
 struct sset {

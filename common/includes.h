@@ -251,6 +251,18 @@ int jc__inc_rel_valid(const char *rel);
 int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs, uint8_t out[16]);
 
 /*
+ * A client-read tree (req.h, req->tree: names validated as "I/REL" of
+ * req->include_dirs) as the include set it describes, under the client's
+ * directory strings (never opened): each FILE's hash computed from its
+ * bytes, or, in the lookup round, as the client gives it (a wrong one only
+ * misses: the bytes round hashes what it compiles). The daemon keys a tree
+ * with it, and a client computes the digest of its own tree with it (one
+ * function: both agree). Into *out (zeroed first; owned by the caller).
+ * 0, JC_EINVAL (a path sent twice; message in err) or JC_ENOMEM.
+ */
+int jc__inc_tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err, size_t errlen);
+
+/*
  * Dependency truth (docs/ARCHITECTURE.md): deps (n_deps, borrowed) is what
  * the worker recorded NVRTC doing in the compile (req.h, struct jc_dep); set
  * (may be NULL: nothing on disk) the include set the key was made from.

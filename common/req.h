@@ -84,6 +84,7 @@ struct jc_req {
 	struct jc_blob *tree;
 	size_t n_tree;
 	uint32_t tree_round;     /* enum jc_tree_round: 0 = no tree (the daemon may read include_dirs) */
+	uint8_t tree_digest[16]; /* JC_TREE_DIGEST: jc__inc_key_digest of the tree (then n_tree is 0) */
 	struct jc_strv name_exprs;   /* name expressions, e.g. "&saxpy<float>" */
 	struct jc_blob *link_inputs; /* in link order */
 	size_t n_link_inputs;
@@ -113,6 +114,10 @@ enum jc_tree_round {
 	JC_TREE_NONE = 0,
 	JC_TREE_LOOKUP = 1, /* FILE entries as JC_TREE_HASH: served on a hit, else JC_ENOTFOUND */
 	JC_TREE_BYTES = 2,  /* FILE entries as JC_TREE_FILE: compiled on a miss */
+	/* No entries: tree_digest, the key digest of the LOOKUP round's tree
+	 * (jc__inc_tree_set, then jc__inc_key_digest), which a client keeps
+	 * while its tree is unchanged; served on a hit, else JC_ENOTFOUND. */
+	JC_TREE_DIGEST = 3,
 };
 
 enum jc_reject { JC_REJECT_NONE = 0, JC_REJECT_CORRUPT = 1, JC_REJECT_LOAD_FAILED = 2 };

@@ -204,11 +204,13 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	}
 	if (req->reject_reason != JC_REJECT_NONE)
 		bad = handle_reject(d, conn, key, req, bad_object);
-	if (!bad && serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object))
+	if (!bad && serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object)) {
+		jc__daemon_count(d, JC_CTR_tree_digest_hits, req->tree_round == JC_TREE_DIGEST);
 		goto out;
+	}
 	if (d->stopping) {
 		jc__refuse(d, conn, JC_EBUSY, "daemon is shutting down");
-	} else if (req->tree_round == JC_TREE_LOOKUP) {
+	} else if (req->tree_round == JC_TREE_LOOKUP || req->tree_round == JC_TREE_DIGEST) {
 		/* A client-read tree by hashes found nothing: the client sends the
 		 * bytes on this connection (a RESULT: an ERROR would close it). */
 		struct jc_res miss;
@@ -355,56 +357,6 @@ static void key_after_cb(uv_work_t *w, int status)
 	free(j);
 }
 
-static int cmp_entry_path(const void *a, const void *b)
-{
-	return strcmp(((const struct jc_inc_entry *)a)->path, ((const struct jc_inc_entry *)b)->path);
-}
-
-/*
- * A client-read tree (req.h): the include set it describes, under the
- * client's directory strings (never opened), each file's hash computed here
- * from its bytes or, in the lookup round, as the client gives it (a wrong
- * one only misses: the bytes round hashes what it compiles). Into *out
- * (owned by the caller). 0, JC_EINVAL (a path sent twice) or JC_ENOMEM.
- */
-static int tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err, size_t errlen)
-{
-	memset(out, 0, sizeof(*out));
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
-		const struct jc_blob *b = &req->tree[i];
-		char *rel;
-		unsigned long dir = strtoul(b->name, &rel, 10); /* validated: "I/REL" */
-		const char *base = req->include_dirs.v[dir];
-		size_t bl = strlen(base);
-		bl -= bl > 1 && base[bl - 1] == '/';
-		char *path;
-		if (asprintf(&path, "%.*s%s", (int)bl, base, rel) < 0) /* rel: "/REL" or "" */
-			return JC_ENOMEM;
-		uint8_t hash[16];
-		if (b->type == JC_TREE_FILE) {
-			XXH128_canonical_t c;
-			XXH128_canonicalFromHash(&c, XXH3_128bits(b->data, b->size));
-			memcpy(hash, c.digest, 16);
-		} else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR) {
-			memcpy(hash, b->data, 16);
-		}
-		uint8_t kind = b->type == JC_TREE_ABSENT ? JC_INC_ABSENT
-			       : b->type == JC_TREE_DIR ? JC_INC_DIR : JC_INC_FILE;
-		rc = jc__inc_set_add(out, path, strlen(path), kind, kind == JC_INC_ABSENT ? NULL : hash);
-		free(path);
-	}
-	if (rc == 0 && out->n)
-		qsort(out->v, out->n, sizeof(*out->v), cmp_entry_path);
-	for (size_t i = 1; rc == 0 && i < out->n; i++)
-		if (cmp_entry_path(&out->v[i - 1], &out->v[i]) == 0)
-			rc = jc__fail(err, errlen, JC_EINVAL, "tree: %s sent twice", out->v[i].path);
-	rc = rc ?: jc__inc_set_finish(out);
-	if (rc == JC_ENOMEM)
-		snprintf(err, errlen, "out of memory");
-	return rc;
-}
-
 /* The request path of a client-read tree: keyed here, on the loop. */
 static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
 			 const uint8_t direct[16], uint64_t t0)
@@ -412,8 +364,12 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
 	char err[600] = "";
 	uint8_t tree[16], key[16];
 	struct jc_inc_set *inc = calloc(1, sizeof(*inc));
-	int rc = inc ? tree_set(req, inc, err, sizeof(err)) : JC_ENOMEM;
-	rc = rc ?: jc__inc_key_digest(inc, &req->include_dirs, tree);
+	int rc = !inc ? JC_ENOMEM : req->tree_round == JC_TREE_DIGEST ? 0
+		 : jc__inc_tree_set(req, inc, err, sizeof(err));
+	if (rc == 0 && req->tree_round == JC_TREE_DIGEST)
+		memcpy(tree, req->tree_digest, 16); /* the client's word, as its hashes would be */
+	else
+		rc = rc ?: jc__inc_key_digest(inc, &req->include_dirs, tree);
 	rc = rc ?: jc__key_with_tree(direct, tree, key);
 	if (rc != 0) {
 		jc__daemon_count(d, JC_CTR_bad_requests, rc == JC_EINVAL);

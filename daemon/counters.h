@@ -37,6 +37,7 @@
 	X(include_watch_overflows, "inotify event queue overflows (every watched tree invalidated)") \
 	X(include_rehashed, "compiles stored after re-reading headers changed just before them (same bytes)") \
 	X(tree_requests, "requests whose client read and sent its include directories (a tree)") \
+	X(tree_digest_hits, "tree requests served on the tree's digest alone (no file list, no bytes)") \
 	X(busy_refusals, "connections, requests and replies refused or dropped by a resource bound") \
 	X(remote_hits, "local misses served from the remote tier (verified, then stored locally)") \
 	X(remote_misses, "remote lookups that found no value (the request compiled)") \

@@ -167,8 +167,9 @@ static int check_tree(const struct jc_req *req, char *err, size_t errlen)
 	jc__inc_tops_free(tops);
 	if (rc)
 		return rc;
-	if (req->tree_round > JC_TREE_BYTES || (!req->tree_round && req->n_tree) ||
-	    (req->tree_round == JC_TREE_LOOKUP && bytes) || (req->tree_round == JC_TREE_BYTES && hashes))
+	if (req->tree_round > JC_TREE_DIGEST || (!req->tree_round && req->n_tree) ||
+	    (req->tree_round == JC_TREE_LOOKUP && bytes) || (req->tree_round == JC_TREE_BYTES && hashes) ||
+	    (req->tree_round == JC_TREE_DIGEST && req->n_tree))
 		return invalid(err, errlen, "tree round %u with %s", req->tree_round,
 			       bytes ? "bytes" : hashes ? "hashes" : "no files");
 	if (req->tree_round && !req->include_dirs.n)

@@ -221,6 +221,7 @@ static void test_two_users_share_the_daemon(void **state)
 	struct fx *f = *state;
 	char *out, wa[16], ka[33], wb[16], kb[33];
 	int64_t compiles0 = jct_stat(&f->d, "compiles");
+	int64_t digests0 = jct_stat(&f->d, "tree_digest_hits");
 	int rc = compile_as(f, user_a, f->home_a, &out);
 	if (rc != 0)
 		fail_msg("A's compile: %s", out);
@@ -238,11 +239,13 @@ static void test_two_users_share_the_daemon(void **state)
 	assert_string_equal(ka, kb);
 	free(out);
 	assert_int_equal(jct_stat(&f->d, "compiles") - compiles0, 1);
-	/* A again, unchanged: a hit */
+	/* A again, unchanged: a hit. B's hit and this one were found by the
+	 * tree's digest alone: the client's digest is the daemon's key. */
 	assert_int_equal(compile_as(f, user_a, f->home_a, &out), 0);
 	status_of(out, wa, ka);
 	assert_string_equal(wa, "hit");
 	free(out);
+	assert_int_equal(jct_stat(&f->d, "tree_digest_hits") - digests0, 2);
 	/* A changes a header: a miss for A, under another key; B still hits */
 	put(f->home_a, "inc/common.h", "#pragma once\n#define COMMON_VALUE 77\n", user_a);
 	jct_settle();
@@ -288,25 +291,10 @@ static void test_two_users_share_the_daemon(void **state)
 	assert_int_equal(jct_sh("grep -q -F jc-tree- %s", f->trace), 0);
 }
 
-/* A tree that lacks a header the compile reads fails, naming it (a raw
- * client: the library's scan would have sent it). */
-static void test_missing_header_named(void **state)
+/* Sends r as a raw client (hello, then r) and decodes the answer into
+ * *res: 0 for a RESULT, else the frame type of the answer (an ERROR). */
+static int raw_request(const struct fx *f, const struct jc_req *r, struct jc_res *res)
 {
-	struct fx *f = *state;
-	struct jc_req r = {0};
-	r.job = JC_JOB_COMPILE;
-	r.output = JC_OUTPUT_PTX;
-	r.arch = strdup("compute_90");
-	r.source_name = strdup("m.cu");
-	const char *src = "#include <present.h>\n#include <unsent.h>\n__global__ void m_k() {}\n";
-	r.source = (uint8_t *)strdup(src);
-	r.source_size = strlen(src);
-	assert_int_equal(jc__strv_push(&r.options, "-I/nowhere/inc"), 0);
-	assert_int_equal(jc__strv_push(&r.include_dirs, "/nowhere/inc"), 0);
-	assert_int_equal(
-	    jc__blob_push(&r.tree, &r.n_tree, "0/present.h", "int present;\n", 13, JC_TREE_FILE),
-	    0);
-	r.tree_round = JC_TREE_BYTES;
 	int fd = jct_raw_connect(&f->d);
 	struct jc_buf b = {0};
 	uint16_t type;
@@ -315,20 +303,75 @@ static void test_missing_header_named(void **state)
 	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 10000), 0);
 	assert_int_equal(type, JC_MSG_HELLO_OK);
 	jc__buf_reset(&b);
-	assert_int_equal(jc__encode_req(&b, &r), 0);
+	assert_int_equal(jc__encode_req(&b, r), 0);
 	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
 	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 60000), 0);
-	assert_int_equal(type, JC_MSG_RESULT);
+	int rc = 0;
+	if (type == JC_MSG_RESULT)
+		assert_int_equal(jc__decode_res(b.data, b.len, res), 0);
+	else
+		rc = type;
+	jc__buf_free(&b);
+	close(fd);
+	return rc;
+}
+
+/* A request of m.cu with one include dir, /nowhere/inc (never opened). */
+static void tree_req(struct jc_req *r, const char *src)
+{
+	memset(r, 0, sizeof(*r));
+	r->job = JC_JOB_COMPILE;
+	r->output = JC_OUTPUT_PTX;
+	r->arch = strdup("compute_90");
+	r->source_name = strdup("m.cu");
+	r->source = (uint8_t *)strdup(src);
+	r->source_size = strlen(src);
+	assert_int_equal(jc__strv_push(&r->options, "-I/nowhere/inc"), 0);
+	assert_int_equal(jc__strv_push(&r->include_dirs, "/nowhere/inc"), 0);
+}
+
+/* A lookup by a digest no tree has is a miss (JC_ENOTFOUND, nothing
+ * compiled, nothing served); a digest round that also lists files is
+ * refused. */
+static void test_digest_round(void **state)
+{
+	struct fx *f = *state;
+	struct jc_req r;
 	struct jc_res res;
-	assert_int_equal(jc__decode_res(b.data, b.len, &res), 0);
+	tree_req(&r, "#include <d.h>\n__global__ void d_k() {}\n");
+	r.tree_round = JC_TREE_DIGEST;
+	memset(r.tree_digest, 0x5a, 16);
+	int64_t compiles0 = jct_stat(&f->d, "compiles");
+	assert_int_equal(raw_request(f, &r, &res), 0);
+	assert_int_equal(res.status, JC_ENOTFOUND);
+	assert_int_equal(res.size, 0);
+	jc__res_clear(&res);
+	assert_int_equal(jct_stat(&f->d, "compiles"), compiles0);
+	assert_int_equal(jc__blob_push(&r.tree, &r.n_tree, "0/d.h", "int d;\n", 7, JC_TREE_FILE), 0);
+	r.tree_round = JC_TREE_DIGEST;
+	assert_int_equal(raw_request(f, &r, &res), JC_MSG_ERROR);
+	jc__req_clear(&r);
+}
+
+/* A tree that lacks a header the compile reads fails, naming it (a raw
+ * client: the library's scan would have sent it). */
+static void test_missing_header_named(void **state)
+{
+	struct fx *f = *state;
+	struct jc_req r;
+	tree_req(&r, "#include <present.h>\n#include <unsent.h>\n__global__ void m_k() {}\n");
+	assert_int_equal(
+	    jc__blob_push(&r.tree, &r.n_tree, "0/present.h", "int present;\n", 13, JC_TREE_FILE),
+	    0);
+	r.tree_round = JC_TREE_BYTES;
+	struct jc_res res;
+	assert_int_equal(raw_request(f, &r, &res), 0);
 	fprintf(stderr, "unsent header: %d %s\n", res.status, res.message ? res.message : "");
 	assert_int_equal(res.status, JC_EINVAL);
 	assert_non_null(strstr(res.message, "/nowhere/inc/unsent.h"));
 	assert_non_null(strstr(res.message, "did not send"));
 	jc__res_clear(&res);
-	jc__buf_free(&b);
 	jc__req_clear(&r);
-	close(fd);
 	assert_int_equal(jct_sh("! grep -q -F /nowhere %s", f->trace), 0);
 }
 
@@ -338,6 +381,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_two_users_share_the_daemon, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_header_named, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_digest_round, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
