@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "admin.h"
+#include "evict.h"
 #include "client_internal.h"
 #include "config.h"
 #include "doctor.h"
@@ -53,13 +54,20 @@ static const struct sub_help {
 		 "  Links with nvJitLink in the order given; an INPUT's type comes from its extension\n"
 		 "  (.ptx .ltoir .cubin .fatbin .o .a) or a TYPE:PATH prefix. -o as for compile\n"
 		 "  (default a.cubin / a.ptx).\n"},
-	{"stats", "stats [--json | --prometheus] [--zero]\n"
-		  "  Counters and figures (offline from the cache directory when no daemon runs).\n"},
+	{"stats", "stats [--json | --prometheus] [--zero] [--by-user]\n"
+		  "  Counters and figures (offline from the cache directory when no daemon runs).\n"
+		  "  Admins (root, the daemon's uid, --admin-group) see the daemon's; any other user\n"
+		  "  of a shared daemon their own entries, bytes and hits. --by-user (admins): one\n"
+		  "  line per uid: entries, bytes (a shared entry in full for each), hits.\n"
+		  "  --zero (admins) resets the counters.\n"},
 	{"purge", "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
 		  "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
-		  "  Removes entries (selections combine with AND).\n"},
-	{"ls", "ls [--json]\n  Lists the entries.\n"},
-	{"show", "show KEY\n  One entry, with its compile log.\n"},
+		  "  Removes entries (selections combine with AND). A user who is not an admin\n"
+		  "  purges their own: an entry another user also uses stays for them.\n"},
+	{"ls", "ls [--json]\n  Lists the entries (a user who is not an admin: their own, with their\n"
+	       "  own hits and access times).\n"},
+	{"show", "show KEY\n  One entry, with its compile log (a user's own only: another's key\n"
+		 "  answers as one nobody has).\n"},
 	{"verify", "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
 	{"gc", "gc\n  Collects orphaned objects.\n"},
 	{"ping", "ping\n  Asks the daemon whether it answers.\n"},
@@ -626,7 +634,11 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 		env.cd = cd;
 		env.tc = &tc;
 		memcpy(env.counters, cd->counters.v, sizeof(env.counters));
+		/* Offline is the directory's owner (or root): an admin. */
+		env.uid = (uint32_t)getuid();
+		env.all_users = 1;
 		env.max_size = cd->max_size; /* the last daemon's, else the default */
+		env.user_max_size = cd->user_max_size;
 		jc__admin_run(&env, req, out);
 		/* Written back at close, as the daemon writes its own. */
 		jc__count(&cd->counters, JC_CTR_corrupt_objects, env.corrupt);
@@ -770,6 +782,38 @@ static void print_remote(const struct jc_record *r)
 		       geti(r, "remote_p50_us"), geti(r, "remote_p99_us"));
 }
 
+/* stats as a uid other than the admins' sees it: its own entries. */
+static void print_stats_own(const struct jc_record *r)
+{
+	char used[32], share[32];
+	uint64_t max = getu(r, "user_max_size");
+	human_bytes(used, sizeof(used), (double)getu(r, "bytes"));
+	human_bytes(share, sizeof(share), (double)max);
+	printf("Entries of %-15s %10" PRIu64 "\n", gets_(r, "scope"), getu(r, "entries"));
+	printf("  Negative entries:       %10" PRIu64 "\n", getu(r, "negative_entries"));
+	printf("  Hits on them:           %10" PRIu64 "\n", getu(r, "hits"));
+	printf("  Bytes:                  %s%s%s%s\n", used, max ? " of a share of " : "",
+	       max ? share : "", max ? " (--user-max-size)" : "");
+	printf("Daemon:                   pid %" PRId64 "; counters over all users are for its "
+	       "admins\n", geti(r, "daemon_pid"));
+	printf("Versions:                 jitcache %s, NVRTC %s, nvJitLink %s, driver %s\n",
+	       gets_(r, "version"), gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"),
+	       gets_(r, "driver_version"));
+}
+
+/* stats --by-user: one line per uid. */
+static void print_by_user(const struct jc_admin_reply *reply)
+{
+	printf("%10s  %10s  %10s  %14s  %10s  %s\n", "UID", "ENTRIES", "NEGATIVE", "BYTES", "HITS",
+	       "OVER SHARE");
+	for (size_t i = 0; i < reply->n_rec; i++) {
+		const struct jc_record *r = &reply->rec[i];
+		printf("%10" PRIu64 "  %10" PRIu64 "  %10" PRIu64 "  %14" PRIu64 "  %10" PRIu64 "  %s\n",
+		       getu(r, "uid"), getu(r, "entries"), getu(r, "negative_entries"), getu(r, "bytes"),
+		       getu(r, "hits"), geti(r, "over_share") ? "yes" : "no");
+	}
+}
+
 /* A table in the manner of `ccache -s`: requests by outcome, compiles,
  * problems, the store against its budget, versions. */
 static void print_stats_human(const struct jc_record *r)
@@ -820,7 +864,12 @@ static void print_stats_human(const struct jc_record *r)
 	printf("Size:                     %s of %s (%.1f %%)\n", used, budget,
 	       pct((double)getu(r, "bytes"), (double)getu(r, "max_size")));
 	printf("  Eviction:               above %s, down to %s, least recently used first\n", budget, low);
+	if (getu(r, "user_max_size")) {
+		human_bytes(budget, sizeof(budget), (double)getu(r, "user_max_size"));
+		printf("  Share of each uid:      %s (--user-max-size)\n", budget);
+	}
 	printf("Evictions:                %10" PRIu64 "\n", getu(r, "evictions"));
+	printf("  From uids over share:   %10" PRIu64 "\n", getu(r, "user_evictions"));
 	print_remote(r);
 	printf("Versions:                 jitcache %s, NVRTC %s, nvJitLink %s, driver %s\n",
 	       gets_(r, "version"), gets_(r, "nvrtc_version"), gets_(r, "nvjitlink_version"),
@@ -877,6 +926,8 @@ static void print_prometheus(const struct jc_record *r)
 		const char *n = jc__counter_names[i];
 		char name[128];
 		size_t len = strlen(n);
+		if (!jc__record_get(r, n))
+			continue; /* not this caller's (a non-admin: its own figures only) */
 		if (len > 3 && strcmp(n + len - 3, "_ns") == 0) {
 			snprintf(name, sizeof(name), "jitcache_%.*s_seconds_total", (int)(len - 3), n);
 			prom_family(name, "counter", jc__counter_help[i]);
@@ -926,88 +977,94 @@ static void print_prometheus(const struct jc_record *r)
 	fputs("} 1\n", stdout);
 }
 
-/* Parses flags of the admin commands into "name[=value]" arguments. */
+/* Parses the options of an admin command (its arguments in the command
+ * table, admin.h) into "name[=value]" arguments. */
 static int cmd_admin(const char *command, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'}, {"prometheus", no_argument, NULL, 'p'},
-		{"zero", no_argument, NULL, 'z'}, {"all", no_argument, NULL, 'a'},
-		{"negative", no_argument, NULL, 'n'}, {"older-than", required_argument, NULL, 'O'},
-		{"unused-for", required_argument, NULL, 'U'}, {"key", required_argument, NULL, 'k'},
-		{"arch", required_argument, NULL, 'A'}, {"stale-versions", no_argument, NULL, 's'},
-		{"to-size", required_argument, NULL, 'T'}, {"dry-run", no_argument, NULL, 'd'},
-		{NULL, 0, NULL, 0},
-	};
+	const struct jc_admin_cmd *cmd = jc__admin_find(command);
+	if (!cmd)
+		return die(2, "%s is not an admin command", command);
+	struct option opts[32] = {{"json", no_argument, NULL, 0}};
+	const struct jc_admin_arg *specs[32] = {NULL};
+	const struct jc_admin_arg *positional = NULL;
+	size_t n_opts = 1;
+	for (const struct jc_admin_arg *a = cmd->args; a && a->name && n_opts < 31; a++) {
+		if (!a->option) {
+			positional = a;
+			continue;
+		}
+		specs[n_opts] = a;
+		opts[n_opts++] = (struct option){a->option, a->kind == JC_ARG_FLAG ? no_argument
+										   : required_argument, NULL, 0};
+	}
 	struct jc_strv args = {0};
-	int json = 0, prom = 0, zero = 0, c, rc = 2;
+	int json = 0, prom = 0, zero = 0, c, idx, rc = 2;
 	char buf[128];
 	int64_t secs;
 	uint64_t size;
+	unsigned flags = cmd->flags;
 	optind = 0; /* 0: glibc re-initialises its scanner */
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		const char *a = NULL;
-		switch (c) {
-		case 'j': json = 1; break;
-		case 'p': prom = 1; break;
-		case 'z': a = "zero", zero = 1; break;
-		case 'a': a = "all"; break;
-		case 'n': a = "negative"; break;
-		case 's': a = "stale_versions"; break;
-		case 'd': a = "dry_run"; break;
-		case 'O':
-		case 'U':
+	while ((c = getopt_long(argc, argv, "", opts, &idx)) != -1) {
+		const struct jc_admin_arg *a = c == 0 ? specs[idx] : NULL;
+		if (c != 0) {
+			sub_usage(stderr, command);
+			goto out;
+		}
+		if (!a) {
+			json = 1;
+			continue;
+		}
+		flags |= a->flags;
+		if (a->flags & JC_ADMIN_LOCAL) { /* how to print: stats --prometheus */
+			prom = 1;
+			continue;
+		}
+		zero |= strcmp(a->name, "zero") == 0;
+		switch (a->kind) {
+		case JC_ARG_FLAG:
+			snprintf(buf, sizeof(buf), "%s", a->name);
+			break;
+		case JC_ARG_SECONDS:
 			if (jc__parse_duration(optarg, &secs) != 0) {
 				die(2, "bad duration '%s' (e.g. 90s, 15m, 2h, 7d)", optarg);
 				goto out;
 			}
-			snprintf(buf, sizeof(buf), "%s=%" PRId64, c == 'O' ? "older_than" : "unused_for", secs);
-			a = buf;
+			snprintf(buf, sizeof(buf), "%s=%" PRId64, a->name, secs);
 			break;
-		case 'T':
+		case JC_ARG_BYTES:
 			if (jc__parse_size(optarg, &size) != 0) {
 				die(2, "bad size '%s' (e.g. 500M, 2G)", optarg);
 				goto out;
 			}
-			snprintf(buf, sizeof(buf), "to_size=%" PRIu64, size);
-			a = buf;
-			break;
-		case 'k':
-		case 'A':
-			snprintf(buf, sizeof(buf), "%s=%s", c == 'k' ? "key" : "arch", optarg);
-			a = buf;
+			snprintf(buf, sizeof(buf), "%s=%" PRIu64, a->name, size);
 			break;
 		default:
-			sub_usage(stderr, command);
-			goto out;
+			snprintf(buf, sizeof(buf), "%s=%s", a->name, optarg);
 		}
-		if (a)
-			jc__strv_push(&args, a);
+		jc__strv_push(&args, buf);
 	}
 	if (json && prom) {
 		die(2, "stats: choose one of --json and --prometheus");
 		goto out;
 	}
-	if (strcmp(command, "show") == 0) {
+	if (positional) {
 		if (optind >= argc) {
-			die(2, "show needs a KEY");
+			die(2, "%s needs a KEY", command);
 			goto out;
 		}
-		snprintf(buf, sizeof(buf), "key=%s", argv[optind++]);
+		snprintf(buf, sizeof(buf), "%s=%s", positional->name, argv[optind++]);
 		jc__strv_push(&args, buf);
 	}
 	if (optind < argc) {
 		die(2, "unexpected argument '%s'", argv[optind]);
 		goto out;
 	}
-	int offline_ok = strcmp(command, "ping") != 0 && strcmp(command, "version") != 0;
 	struct jc_admin_reply reply = {0};
-	rc = admin(command, &args, offline_ok, &reply);
+	rc = admin(command, &args, (flags & JC_ADMIN_OFFLINE) != 0, &reply);
 	if (rc == 0 && reply.status != 0 && reply.status != JC_ECORRUPT) {
 		rc = die(1, "%s: %s", command, reply.message ? reply.message : jc_strerror(reply.status));
 	} else if (rc == 0) {
-		int list = strcmp(command, "ls") == 0 || strcmp(command, "verify") == 0 ||
-			   strcmp(command, "purge") == 0 || strcmp(command, "gc") == 0;
-		if (json && list) {
+		if (json && (flags & JC_ADMIN_LISTS)) {
 			fputc('[', stdout);
 			for (size_t i = 0; i < reply.n_rec; i++) {
 				fputs(i ? ",\n " : "", stdout);
@@ -1019,12 +1076,17 @@ static int cmd_admin(const char *command, int argc, char **argv)
 				json_record(stdout, &reply.rec[i]);
 				fputc('\n', stdout);
 			}
+		} else if (strcmp(command, "stats") == 0 && (flags & JC_ADMIN_LISTS)) {
+			print_by_user(&reply);
 		} else if (strcmp(command, "stats") == 0 && zero) {
 			printf("counters reset (the figures before the reset follow)\n");
 			print_stats_human(&reply.rec[0]);
 		} else if (strcmp(command, "stats") == 0 && reply.n_rec) {
 			if (prom)
 				print_prometheus(&reply.rec[0]);
+			else if (strcmp(gets_(&reply.rec[0], "scope"), "all") != 0 &&
+				 *gets_(&reply.rec[0], "scope"))
+				print_stats_own(&reply.rec[0]);
 			else
 				print_stats_human(&reply.rec[0]);
 		} else if (strcmp(command, "purge") == 0) {

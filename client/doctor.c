@@ -550,8 +550,7 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 	else if (rc == JC_ENOTFOUND)
 		say(r, INFO, "no index yet (%s): created at the first start", path);
 	else if (rc != 0)
-		say(r, rc == JC_EVERSION ? WARN : FAIL, "index %s: %s%s", path, err,
-		    rc == JC_EVERSION ? " (jitcached moves it aside and starts afresh)" : "");
+		say(r, rc == JC_EVERSION ? WARN : FAIL, "index %s: %s", path, err);
 	jc__cachedir_close(cd);
 }
 

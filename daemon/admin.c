@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "admin.h"
+#include "evict.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +17,7 @@
  * JC_FRAME_MAX bytes); the message says how many more there were. */
 #define LIST_MAX 100000
 
-uint64_t jc__admin_budget_mark(uint64_t max_size, unsigned pct)
-{
-	return max_size / 100 * pct + max_size % 100 * pct / 100;
-}
-
-/* The value of argument name ("name" alone gives ""), or NULL. */
-static const char *arg(const struct jc_admin_req *req, const char *name)
+const char *jc__admin_arg(const struct jc_admin_req *req, const char *name)
 {
 	size_t n = strlen(name);
 	for (size_t i = 0; i < req->args.n; i++) {
@@ -32,6 +27,8 @@ static const char *arg(const struct jc_admin_req *req, const char *name)
 	}
 	return NULL;
 }
+
+#define arg jc__admin_arg
 
 static int fail(struct jc_admin_reply *out, int code, const char *fmt, const char *what)
 {
@@ -83,18 +80,50 @@ static int ls_cb(const struct jc_entry *e, void *ctx)
 	return rc ?: entry_fields(r, e);
 }
 
-static int cmd_ls(struct jc_admin_env *env, struct jc_admin_reply *out)
+/* Which entries a caller sees: all for an admin, else those it uses. */
+static struct jc_filter scope(const struct jc_admin_env *env, int status)
 {
-	struct jc_filter f = {.status = JC_FILTER_ANY};
+	return (struct jc_filter){.status = status, .by_uid = !env->all_users, .uid = env->uid};
+}
+
+/* The entries, failed entries and bytes the caller sees. */
+static int scope_totals(struct jc_admin_env *env, struct jc_user_totals *t)
+{
+	if (!env->all_users)
+		return jc__index_user_totals(env->cd->wix, env->uid, t);
+	memset(t, 0, sizeof(*t));
+	return jc__index_totals(env->cd->wix, &t->entries, &t->negative, &t->bytes);
+}
+
+static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
+		  struct jc_admin_reply *out)
+{
+	struct jc_filter f = scope(env, JC_FILTER_ANY);
+	struct jc_user_totals t;
+	(void)req;
 	int rc = env->cd->ops->foreach(env->cd, &f, ls_cb, out);
-	uint64_t entries = 0;
-	if (rc == 1 && (rc = jc__index_totals(env->cd->wix, &entries, NULL, NULL)) == 0) {
+	if (rc == 1 && (rc = scope_totals(env, &t)) == 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", LIST_MAX,
-			 (unsigned long long)entries);
+			 (unsigned long long)t.entries);
 		out->message = strdup(msg);
 	}
 	return rc;
+}
+
+/* For admins: "users", the uids an entry has (comma-separated). */
+static int add_users(struct jc_admin_env *env, struct jc_record *r, const uint8_t key[16])
+{
+	uint32_t uids[64];
+	uint64_t n = 64;
+	char text[64 * 11 + 16] = "";
+	size_t len = 0;
+	int rc = jc__index_users_of(env->cd->wix, key, uids, &n);
+	for (uint64_t i = 0; rc == 0 && i < n && i < 64; i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%u", i ? "," : "", uids[i]);
+	if (rc == 0 && n > 64)
+		snprintf(text + len, sizeof(text) - len, ",...");
+	return rc ?: jc__record_add_str(r, "users", text);
 }
 
 static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -105,7 +134,9 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 	if (!k || jc__unhex16(k, key) != 0)
 		return fail(out, JC_EINVAL, "a 32-hex-digit key is needed, got '%s'", k ? k : "");
 	struct jc_entry e = {0};
-	int rc = jc__index_get(env->cd->wix, key, &e);
+	/* Another uid's key answers as a key nobody has (index.h). */
+	int rc = env->all_users ? jc__index_get(env->cd->wix, key, &e)
+				: jc__index_get_user(env->cd->wix, key, env->uid, &e);
 	if (rc == JC_ENOTFOUND)
 		return fail(out, rc, "no entry with key %s", k);
 	struct jc_record *r;
@@ -134,27 +165,85 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 		free(v);
 	}
 	rc = rc ?: jc__record_add_str(r, "log", e.log);
+	if (rc == 0 && env->all_users)
+		rc = add_users(env, r, key);
 	jc__entry_clear(&e);
 	return rc;
 }
 
+static int by_user_cb(const struct jc_user_totals *t, void *ctx)
+{
+	struct jc_admin_env *env = ((void **)ctx)[0];
+	struct jc_admin_reply *out = ((void **)ctx)[1];
+	struct jc_record *r;
+	if (out->n_rec == LIST_MAX)
+		return 1;
+	int rc = jc__reply_add_record(out, &r);
+	rc = rc ?: jc__record_add_u64(r, "uid", t->uid);
+	rc = rc ?: jc__record_add_u64(r, "entries", t->entries - t->negative);
+	rc = rc ?: jc__record_add_u64(r, "negative_entries", t->negative);
+	rc = rc ?: jc__record_add_u64(r, "bytes", t->bytes);
+	rc = rc ?: jc__record_add_u64(r, "hits", t->hits);
+	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
+	return rc ?: jc__record_add_int(r, "over_share", env->user_max_size && t->bytes > env->user_max_size);
+}
+
+/* stats --by-user (admins): one record per uid that uses an entry. */
+static int stats_by_user(struct jc_admin_env *env, struct jc_admin_reply *out)
+{
+	void *ctx[2] = {env, out};
+	int rc = jc__index_foreach_user_totals(env->cd->wix, by_user_cb, ctx);
+	return rc == 1 ? 0 : rc;
+}
+
+/* The fields every caller sees: the store as the caller sees it, the budget,
+ * versions, the daemon. */
+static int stats_common(struct jc_admin_env *env, struct jc_record *r, const struct jc_user_totals *t)
+{
+	int rc = jc__record_add_u64(r, "entries", t->entries - t->negative); /* artifacts */
+	rc = rc ?: jc__record_add_u64(r, "negative_entries", t->negative);
+	rc = rc ?: jc__record_add_u64(r, "bytes", t->bytes);
+	rc = rc ?: jc__record_add_u64(r, "max_size", env->max_size);
+	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
+	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
+	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
+	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);
+	rc = rc ?: jc__record_add_str(r, "nvrtc_version", env->tc->nvrtc_version);
+	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", env->tc->nvjitlink_version);
+	rc = rc ?: jc__record_add_str(r, "driver_version", env->tc->driver_version);
+	return rc ?: jc__record_add_str(r, "confinement", env->confinement ? env->confinement : "offline");
+}
+
+/*
+ * stats. An admin gets the daemon's counters and figures; any other uid its
+ * own entries, failed entries, bytes and hits (scope "uid N"), the budget and
+ * the versions, and nothing counted over all users (ARCHITECTURE.md,
+ * "Per-user visibility").
+ */
 static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 		     struct jc_admin_reply *out)
 {
-	struct jc_tier_health h;
+	if (arg(req, "by_user"))
+		return stats_by_user(env, out);
+	struct jc_user_totals t;
 	struct jc_record *r;
-	int rc = env->cd->ops->health(env->cd, &h);
+	int rc = scope_totals(env, &t);
 	rc = rc ?: jc__reply_add_record(out, &r);
+	if (rc == 0 && !env->all_users) {
+		char scope_name[32];
+		snprintf(scope_name, sizeof(scope_name), "uid %u", env->uid);
+		rc = jc__record_add_str(r, "scope", scope_name);
+		rc = rc ?: jc__record_add_u64(r, "hits", t.hits);
+		return rc ?: stats_common(env, r, &t);
+	}
+	rc = rc ?: jc__record_add_str(r, "scope", "all");
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
 		rc = jc__record_add_u64(r, jc__counter_names[i], env->counters[i]);
-	rc = rc ?: jc__record_add_u64(r, "entries", h.entries - h.negative_entries); /* artifacts */
-	rc = rc ?: jc__record_add_u64(r, "negative_entries", h.negative_entries);
-	rc = rc ?: jc__record_add_u64(r, "bytes", h.bytes);
-	rc = rc ?: jc__record_add_u64(r, "max_size", env->max_size);
+	rc = rc ?: stats_common(env, r, &t);
 	rc = rc ?: jc__record_add_u64(r, "evict_high_water",
-				      jc__admin_budget_mark(env->max_size, JC_EVICT_HIGH_PCT));
+				      jc__evict_mark(env->max_size, JC_EVICT_HIGH_PCT));
 	rc = rc ?: jc__record_add_u64(r, "evict_low_water",
-				      jc__admin_budget_mark(env->max_size, JC_EVICT_LOW_PCT));
+				      jc__evict_mark(env->max_size, JC_EVICT_LOW_PCT));
 	rc = rc ?: jc__record_add_int(r, "hit_p50_us", (int64_t)((env->hit_p50_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_int(r, "hit_p99_us", (int64_t)((env->hit_p99_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_u64(r, "hit_latency_samples", env->hit_samples);
@@ -163,14 +252,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_int(r, "include_watch_trees", (int64_t)env->watch_trees);
 	rc = rc ?: jc__record_add_int(r, "include_watches", (int64_t)env->watch_count);
 	rc = rc ?: jc__record_add_int(r, "include_watch_bytes", (int64_t)env->watch_bytes);
-	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
-	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
-	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);
-	rc = rc ?: jc__record_add_str(r, "nvrtc_version", env->tc->nvrtc_version);
-	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", env->tc->nvjitlink_version);
-	rc = rc ?: jc__record_add_str(r, "driver_version", env->tc->driver_version);
 	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->cd->store));
-	rc = rc ?: jc__record_add_str(r, "confinement", env->confinement ? env->confinement : "offline");
 	if (rc == 0 && arg(req, "zero")) {
 		env->zero_counters = 1;
 		if (env->daemon_pid == 0) {
@@ -181,8 +263,19 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	return rc;
 }
 
-static int cmd_version(struct jc_admin_env *env, struct jc_admin_reply *out)
+static int cmd_ping(struct jc_admin_env *env, const struct jc_admin_req *req,
+		    struct jc_admin_reply *out)
 {
+	struct jc_record *r;
+	(void)req;
+	int rc = jc__reply_add_record(out, &r);
+	return rc ?: jc__record_add_int(r, "pid", env->daemon_pid);
+}
+
+static int cmd_version(struct jc_admin_env *env, const struct jc_admin_req *req,
+		       struct jc_admin_reply *out)
+{
+	(void)req;
 	const struct jc_toolchain *tc = env->tc;
 	struct jc_record *r;
 	int rc = jc__reply_add_record(out, &r);
@@ -206,18 +299,9 @@ static int cmd_version(struct jc_admin_env *env, struct jc_admin_reply *out)
 
 /* --- removal (purge, eviction, gc) ------------------------------------------ */
 
-struct victims {
-	struct jc_entry *v;
-	size_t n, cap;
-	uint64_t bytes;       /* of ok victims */
-	uint64_t total_bytes; /* for to_size: bytes still counted */
-	uint64_t target;      /* to_size: stop once total_bytes <= target */
-	int to_size;
-};
-
-static int collect_cb(const struct jc_entry *e, void *ctx)
+int jc__victims_collect_cb(const struct jc_entry *e, void *ctx)
 {
-	struct victims *vs = ctx;
+	struct jc_victims *vs = ctx;
 	if (vs->to_size && vs->total_bytes <= vs->target)
 		return 1; /* LRU walk: the rest stays */
 	if (vs->n == vs->cap) {
@@ -243,13 +327,34 @@ static int collect_cb(const struct jc_entry *e, void *ctx)
 	return 0;
 }
 
-static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_run,
-			  struct jc_admin_reply *out)
+void jc__victims_free(struct jc_victims *vs)
 {
-	int rc = 0;
+	free(vs->v);
+	vs->v = NULL;
+	vs->n = vs->cap = 0;
+}
+
+/* Removes one victim: for a uid, its use of the entry, and the entry when no
+ * user is left; *gone: 1 when the entry left the cache. */
+static int remove_victim(struct jc_admin_env *env, const struct jc_victims *vs,
+			 const struct jc_entry *e, int *gone)
+{
+	uint64_t left = 0;
+	int rc = vs->by_uid ? jc__index_unuse(env->cd->wix, e->key, vs->uid, &left) : 0;
+	*gone = rc == 0 && left == 0;
+	return rc || left ? rc : env->cd->ops->remove(env->cd, e);
+}
+
+int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_run,
+		       struct jc_admin_reply *out)
+{
+	int rc = 0, gone = 0;
 	for (size_t i = 0; rc == 0 && i < vs->n; i++) {
 		if (!dry_run)
-			rc = env->cd->ops->remove(env->cd, &vs->v[i]);
+			rc = remove_victim(env, vs, &vs->v[i], &gone);
+		/* A full disk: the tier's remove releases the reserve and retries;
+		 * the reserve is made again at the end. */
+		vs->gone += !dry_run && rc == 0 && gone;
 		if (out && rc == 0 && i < LIST_MAX) {
 			struct jc_record *r;
 			char hex[33];
@@ -262,34 +367,18 @@ static int remove_victims(struct jc_admin_env *env, struct victims *vs, int dry_
 	}
 	if (!dry_run && vs->n) {
 		env->removed = 1;
-		jc__store_reserve_make(env->cd->store); /* released by a removal on a full disk */
+		jc__store_reserve_make(env->cd->store);
 	}
 	return rc;
 }
 
-int jc__admin_evict_to(struct jc_admin_env *env, uint64_t target, uint64_t *evicted)
-{
-	uint64_t entries, negative, bytes;
-	int rc = jc__index_totals(env->cd->wix, &entries, &negative, &bytes);
-	if (rc != 0 || bytes <= target)
-		return rc;
-	struct victims vs = {.to_size = 1, .target = target, .total_bytes = bytes};
-	struct jc_filter f = {.status = JC_FILTER_OK};
-	rc = env->cd->ops->foreach(env->cd, &f, collect_cb, &vs);
-	if (rc == 1)
-		rc = 0;
-	rc = rc ?: remove_victims(env, &vs, 0, NULL);
-	*evicted += vs.n;
-	env->evicted += vs.n;
-	free(vs.v);
-	return rc;
-}
-
+/* purge: an admin removes entries; any other uid its use of them (an entry
+ * goes when no uid uses it any more). */
 static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		     struct jc_admin_reply *out)
 {
-	struct jc_filter f = {.status = JC_FILTER_ANY};
-	struct victims vs = {0};
+	struct jc_filter f = scope(env, JC_FILTER_ANY);
+	struct jc_victims vs = {.by_uid = f.by_uid, .uid = f.uid};
 	int64_t now = (int64_t)time(NULL), secs;
 	uint8_t key[16];
 	const char *v;
@@ -319,13 +408,14 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		f.versions_not = env->tc->summary, conditions++;
 	if ((v = arg(req, "to_size"))) {
 		int64_t target;
-		uint64_t entries, negative;
+		struct jc_user_totals t;
 		if (parse_i64(v, &target) != 0)
 			return fail(out, JC_EINVAL, "bad --to-size '%s' (bytes)", v);
 		vs.to_size = 1;
 		vs.target = (uint64_t)target;
 		f.status = JC_FILTER_OK;
-		int rc = jc__index_totals(env->cd->wix, &entries, &negative, &vs.total_bytes);
+		int rc = scope_totals(env, &t);
+		vs.total_bytes = t.bytes;
 		if (rc != 0)
 			return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
 		conditions++;
@@ -333,11 +423,11 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 	if (!conditions)
 		return fail(out, JC_EINVAL, "%s", "purge needs a selection: --all, --negative, --older-than, "
 					 "--unused-for, --key, --arch, --stale-versions or --to-size");
-	int rc = env->cd->ops->foreach(env->cd, &f, collect_cb, &vs);
+	int rc = env->cd->ops->foreach(env->cd, &f, jc__victims_collect_cb, &vs);
 	if (rc == 1)
 		rc = 0;
 	int dry_run = arg(req, "dry_run") != NULL;
-	rc = rc ?: remove_victims(env, &vs, dry_run, out);
+	rc = rc ?: jc__victims_remove(env, &vs, dry_run, out);
 	if (rc == 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "%s %zu entries, %llu bytes%s", dry_run ? "would remove" : "removed",
@@ -345,7 +435,7 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		free(out->message);
 		out->message = strdup(msg);
 	}
-	free(vs.v);
+	jc__victims_free(&vs);
 	return rc;
 }
 
@@ -354,7 +444,7 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 struct verify_ctx {
 	struct jc_admin_env *env;
 	struct jc_admin_reply *out;
-	struct victims bad;
+	struct jc_victims bad;
 	uint64_t checked;
 };
 
@@ -373,11 +463,13 @@ static int verify_cb(const struct jc_entry *e, void *ctx)
 	err = err ?: jc__record_add_str(r, "key", hex);
 	err = err ?: jc__record_add_str(r, "object", ohex);
 	err = err ?: jc__record_add_str(r, "problem", rc == JC_ENOTFOUND ? "missing" : "corrupt");
-	return err ?: collect_cb(e, &v->bad);
+	return err ?: jc__victims_collect_cb(e, &v->bad);
 }
 
-static int cmd_verify(struct jc_admin_env *env, struct jc_admin_reply *out)
+static int cmd_verify(struct jc_admin_env *env, const struct jc_admin_req *req,
+		      struct jc_admin_reply *out)
 {
+	(void)req;
 	struct verify_ctx v = {.env = env, .out = out};
 	struct jc_filter f = {.status = JC_FILTER_OK};
 	int rc = env->cd->ops->foreach(env->cd, &f, verify_cb, &v);
@@ -397,7 +489,7 @@ static int cmd_verify(struct jc_admin_env *env, struct jc_admin_reply *out)
 		if (v.bad.n)
 			out->status = JC_ECORRUPT;
 	}
-	free(v.bad.v);
+	jc__victims_free(&v.bad);
 	return rc;
 }
 
@@ -417,13 +509,15 @@ static int gc_removed_cb(const char *path, uint64_t size, void *ctx)
 	return rc ?: jc__record_add_int(r, "size", (int64_t)size);
 }
 
-static int cmd_gc(struct jc_admin_env *env, struct jc_admin_reply *out)
+static int cmd_gc(struct jc_admin_env *env, const struct jc_admin_req *req,
+		  struct jc_admin_reply *out)
 {
 	/* Expired negative entries first, then objects no row names. */
-	struct victims vs = {0};
+	struct jc_victims vs = {0};
 	struct jc_filter f = {.status = JC_FILTER_FAILED, .expired_at = (int64_t)time(NULL)};
-	int rc = env->cd->ops->foreach(env->cd, &f, collect_cb, &vs);
-	rc = rc ?: remove_victims(env, &vs, 0, NULL);
+	(void)req;
+	int rc = env->cd->ops->foreach(env->cd, &f, jc__victims_collect_cb, &vs);
+	rc = rc ?: jc__victims_remove(env, &vs, 0, NULL);
 	struct gc_ctx g = {.out = out};
 	rc = rc ?: env->cd->ops->collect(env->cd, (int64_t)time(NULL), gc_removed_cb, &g);
 	if (rc == 0) {
@@ -437,39 +531,122 @@ static int cmd_gc(struct jc_admin_env *env, struct jc_admin_reply *out)
 	return rc;
 }
 
-int jc__admin_is_privileged(const struct jc_admin_req *req)
+/* --- the command table ------------------------------------------------------ */
+
+static const struct jc_admin_arg stats_args[] = {
+	{"zero", "zero", JC_ARG_FLAG, JC_ADMIN_PRIVILEGED | JC_ADMIN_MUTATING},
+	{"by_user", "by-user", JC_ARG_FLAG, JC_ADMIN_PRIVILEGED | JC_ADMIN_LISTS},
+	{"prometheus", "prometheus", JC_ARG_FLAG, JC_ADMIN_LOCAL},
+	{NULL, NULL, 0, 0},
+};
+static const struct jc_admin_arg show_args[] = {
+	{"key", NULL, JC_ARG_KEY, 0},
+	{NULL, NULL, 0, 0},
+};
+static const struct jc_admin_arg purge_args[] = {
+	{"all", "all", JC_ARG_FLAG, 0},
+	{"negative", "negative", JC_ARG_FLAG, 0},
+	{"older_than", "older-than", JC_ARG_SECONDS, 0},
+	{"unused_for", "unused-for", JC_ARG_SECONDS, 0},
+	{"key", "key", JC_ARG_KEY, 0},
+	{"arch", "arch", JC_ARG_TEXT, 0},
+	{"stale_versions", "stale-versions", JC_ARG_FLAG, 0},
+	{"to_size", "to-size", JC_ARG_BYTES, 0},
+	{"dry_run", "dry-run", JC_ARG_FLAG, 0},
+	{NULL, NULL, 0, 0},
+};
+
+#define P JC_ADMIN_PRIVILEGED
+#define M JC_ADMIN_MUTATING
+#define O JC_ADMIN_OFFLINE
+#define L JC_ADMIN_LISTS
+const struct jc_admin_cmd jc__admin_cmds[] = {
+	{"ping", 0, NULL, cmd_ping},
+	{"version", 0, NULL, cmd_version},
+	{"stats", O, stats_args, cmd_stats},
+	{"ls", O | L, NULL, cmd_ls},
+	{"show", O, show_args, cmd_show},
+	{"purge", O | L | M, purge_args, cmd_purge},
+	{"verify", P | O | L | M, NULL, cmd_verify},
+	{"gc", P | O | L | M, NULL, cmd_gc},
+	{"stop", P | JC_ADMIN_LOOP, NULL, NULL},
+};
+#undef P
+#undef M
+#undef O
+#undef L
+const size_t jc__admin_n_cmds = sizeof(jc__admin_cmds) / sizeof(jc__admin_cmds[0]);
+
+const struct jc_admin_cmd *jc__admin_find(const char *name)
 {
-	const char *c = req->command;
-	return strcmp(c, "ping") != 0 && strcmp(c, "version") != 0 &&
-	       (strcmp(c, "stats") != 0 || arg(req, "zero"));
+	for (size_t i = 0; name && i < jc__admin_n_cmds; i++)
+		if (strcmp(jc__admin_cmds[i].name, name) == 0)
+			return &jc__admin_cmds[i];
+	return NULL;
+}
+
+/* The row of cmd's argument a ("name" or "name=value"), or NULL. */
+static const struct jc_admin_arg *arg_spec(const struct jc_admin_cmd *cmd, const char *a)
+{
+	size_t n = strcspn(a, "=");
+	for (const struct jc_admin_arg *s = cmd->args; s && s->name; s++)
+		if (strlen(s->name) == n && strncmp(s->name, a, n) == 0)
+			return s;
+	return NULL;
+}
+
+unsigned jc__admin_flags(const struct jc_admin_req *req)
+{
+	const struct jc_admin_cmd *cmd = jc__admin_find(req->command);
+	if (!cmd)
+		return JC_ADMIN_PRIVILEGED | JC_ADMIN_MUTATING;
+	unsigned flags = cmd->flags;
+	for (size_t i = 0; i < req->args.n; i++) {
+		const struct jc_admin_arg *s = arg_spec(cmd, req->args.v[i]);
+		flags |= s ? s->flags : 0;
+	}
+	return flags;
+}
+
+const char *jc__admin_privileged_option(const struct jc_admin_req *req)
+{
+	const struct jc_admin_cmd *cmd = jc__admin_find(req->command);
+	for (size_t i = 0; cmd && i < req->args.n; i++) {
+		const struct jc_admin_arg *s = arg_spec(cmd, req->args.v[i]);
+		if (s && s->option && (s->flags & JC_ADMIN_PRIVILEGED))
+			return s->option;
+	}
+	return "";
+}
+
+/* Every argument of req is one cmd takes, with a value where it needs one. */
+static int check_args(const struct jc_admin_cmd *cmd, const struct jc_admin_req *req,
+		      struct jc_admin_reply *out)
+{
+	for (size_t i = 0; i < req->args.n; i++) {
+		const char *a = req->args.v[i];
+		const struct jc_admin_arg *s = arg_spec(cmd, a);
+		int has_value = strchr(a, '=') != NULL;
+		if (!s || (s->flags & JC_ADMIN_LOCAL))
+			return fail(out, JC_EINVAL, "unknown argument '%.64s'", a);
+		if (has_value != (s->kind != JC_ARG_FLAG))
+			return fail(out, JC_EINVAL, has_value ? "argument '%.64s' takes no value"
+							      : "argument '%.64s' needs a value", a);
+	}
+	return 0;
 }
 
 int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,
 		  struct jc_admin_reply *out)
 {
 	const char *c = req->command;
-	int rc;
+	const struct jc_admin_cmd *cmd = jc__admin_find(c);
 	out->status = 0;
-	if (strcmp(c, "ping") == 0) {
-		struct jc_record *r;
-		rc = jc__reply_add_record(out, &r);
-		rc = rc ?: jc__record_add_int(r, "pid", env->daemon_pid);
-	} else if (strcmp(c, "version") == 0)
-		rc = cmd_version(env, out);
-	else if (strcmp(c, "stats") == 0)
-		rc = cmd_stats(env, req, out);
-	else if (strcmp(c, "ls") == 0)
-		rc = cmd_ls(env, out);
-	else if (strcmp(c, "show") == 0)
-		rc = cmd_show(env, req, out);
-	else if (strcmp(c, "purge") == 0)
-		rc = cmd_purge(env, req, out);
-	else if (strcmp(c, "verify") == 0)
-		rc = cmd_verify(env, out);
-	else if (strcmp(c, "gc") == 0)
-		rc = cmd_gc(env, out);
-	else
+	if (!cmd || !cmd->run)
 		return fail(out, JC_EINVAL, "unknown admin command '%s'", c);
+	if (check_args(cmd, req, out) != 0)
+		return out->status;
+	int rc = cmd->run(env, req, out);
 	if (rc != 0 && out->status == 0) {
 		out->status = rc;
 		if (!out->message) {

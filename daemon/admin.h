@@ -22,19 +22,17 @@
 #include "tier.h"
 #include "toolchain.h"
 
-/*
- * The daemon's byte budget (daemon/evict.c): once the bytes of ok entries
- * pass the high-water mark, least-recently-used entries (by the access times
- * in the index) are evicted in the background until they are at most the
- * low-water mark. Percentages of --max-size.
- */
-#define JC_EVICT_HIGH_PCT 100
-#define JC_EVICT_LOW_PCT 90
-
 struct jc_admin_env {
 	/* in (borrowed) */
 	struct jc_cachedir *cd;            /* the cache directory: its local tier (tier.h) */
 	const struct jc_toolchain *tc;
+	/* Who asks: all_users for an admin (root, the daemon's uid, the admin
+	 * group; every offline caller, who holds the directory itself), who sees
+	 * and changes every entry; else ls, show, stats and purge see only the
+	 * entries uid uses (index.h, "who used an entry"). */
+	uint32_t uid;
+	int all_users;
+	uint64_t user_max_size;           /* per-uid byte share; 0 = none (evict.h) */
 	uint64_t counters[JC_CTR__COUNT]; /* the daemon's, or the stored ones offline */
 	int64_t uptime_s;                 /* -1 offline */
 	uint64_t max_size;                /* byte budget */
@@ -50,26 +48,114 @@ struct jc_admin_env {
 	/* out: what the caller must apply to its own state */
 	int removed;        /* entries were removed: drop in-memory copies */
 	uint64_t evicted;   /* entries removed by budget eviction */
+	uint64_t user_evicted; /* a uid's entries dropped from its share (evict.h) */
 	uint64_t corrupt;   /* objects found corrupt and quarantined */
 	int zero_counters;  /* `stats zero`: reset counters */
 };
 
 /*
- * Runs one command. Always fills out (status 0, or a JC_E code and message
- * for unknown commands/arguments and failures). Returns out->status.
+ * The admin commands, in one table (the model: redis's commands.def and
+ * struct redisCommand flags). The daemon dispatches through it, its access
+ * check and audit log read its flags, and jitcachectl takes from it which
+ * options a command has, whether it may run offline and how to print it.
+ */
+enum {
+	/* Only for admins (root, the daemon's uid, the admin group): it reveals
+	 * or changes what is not the caller's. Others are refused. */
+	JC_ADMIN_PRIVILEGED = 1u << 0,
+	/* Changes entries, objects or counters: logged with who asked. */
+	JC_ADMIN_MUTATING = 1u << 1,
+	/* jitcachectl runs it on the cache directory when no daemon answers. */
+	JC_ADMIN_OFFLINE = 1u << 2,
+	/* Its reply is a list of records (--json: one array). */
+	JC_ADMIN_LISTS = 1u << 3,
+	/* Handled by the daemon's loop itself (stop), never by jc__admin_run. */
+	JC_ADMIN_LOOP = 1u << 4,
+	/* An argument jitcachectl keeps to itself (how to print): never sent. */
+	JC_ADMIN_LOCAL = 1u << 5,
+};
+
+/* What an argument's value is ("name=value" on the wire; a flag is "name"). */
+enum jc_admin_arg_kind {
+	JC_ARG_FLAG,     /* no value */
+	JC_ARG_SECONDS,  /* decimal seconds; jitcachectl takes a duration (90s, 2h, 7d) */
+	JC_ARG_BYTES,    /* decimal bytes; jitcachectl takes a size (500M, 2G) */
+	JC_ARG_KEY,      /* 32 hex digits */
+	JC_ARG_TEXT,
+};
+
+struct jc_admin_arg {
+	const char *name;   /* on the wire */
+	const char *option; /* jitcachectl's --option; NULL: the positional argument */
+	enum jc_admin_arg_kind kind;
+	unsigned flags;     /* JC_ADMIN_* the command gains when it is given */
+};
+
+struct jc_admin_env;
+struct jc_admin_cmd {
+	const char *name;
+	unsigned flags;                  /* JC_ADMIN_* */
+	const struct jc_admin_arg *args; /* ended by a NULL name; NULL: none */
+	/* Fills out (status 0 or a JC_E code); NULL for JC_ADMIN_LOOP. */
+	int (*run)(struct jc_admin_env *env, const struct jc_admin_req *req,
+		   struct jc_admin_reply *out);
+};
+
+/* The table, jc__admin_n_cmds rows (static, read-only). */
+extern const struct jc_admin_cmd jc__admin_cmds[];
+extern const size_t jc__admin_n_cmds;
+
+/* The row of name, or NULL. */
+const struct jc_admin_cmd *jc__admin_find(const char *name);
+
+/* The argument "name" of req ("" for a flag), or NULL when it is not given. */
+const char *jc__admin_arg(const struct jc_admin_req *req, const char *name);
+
+/* The flags of req: its command's, with those of the arguments it gives.
+ * An unknown command is JC_ADMIN_PRIVILEGED | JC_ADMIN_MUTATING: refused to
+ * non-admins, logged for admins (who are told it is unknown). */
+unsigned jc__admin_flags(const struct jc_admin_req *req);
+
+/* The option (without "--") of the first argument of req that makes it
+ * privileged, for messages; "" when none does. */
+const char *jc__admin_privileged_option(const struct jc_admin_req *req);
+
+/*
+ * Runs one command through the table. Always fills out: status 0, or a JC_E
+ * code and message (an unknown command, an argument the command does not
+ * take or with a bad value, a failure). Returns out->status.
  */
 int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,
 		  struct jc_admin_reply *out);
 
-/* 1 if the command reveals or changes other users' entries (ls, show, purge,
- * gc, verify, stats zero): limited to root, the daemon's uid and the admin group. */
-int jc__admin_is_privileged(const struct jc_admin_req *req);
+/* --- removal, shared by purge and eviction (evict.h) ---------------------- */
 
-/* Removes least-recently-used ok entries until the bytes of ok entries are
- * at most target; adds the count to *evicted. Used by the daemon's budget. */
-int jc__admin_evict_to(struct jc_admin_env *env, uint64_t target, uint64_t *evicted);
+/* Entries chosen for removal, in the order collected. With by_uid the
+ * removal is uid's: it leaves the entries' users (jc__index_unuse), and an
+ * entry goes only when no user is left. */
+struct jc_victims {
+	struct jc_entry *v;   /* key, object, status, size, last_access of each */
+	size_t n, cap;
+	uint64_t bytes;       /* of ok victims */
+	uint64_t total_bytes; /* for to_size: bytes still counted */
+	uint64_t target;      /* to_size: stop once total_bytes <= target */
+	int to_size;
+	int by_uid;
+	uint32_t uid;
+	uint64_t gone;        /* out: entries that left the cache */
+};
 
-/* The mark at pct percent of max_size bytes, without overflow. */
-uint64_t jc__admin_budget_mark(uint64_t max_size, unsigned pct);
+/* A jc__index_foreach callback (ctx: struct jc_victims) that collects;
+ * with to_size it returns 1 (stop) once total_bytes is down to target.
+ * Returns 0, 1 or JC_ENOMEM. */
+int jc__victims_collect_cb(const struct jc_entry *e, void *ctx);
+
+/* Removes the victims (dry_run: none), each row before its object, the
+ * object only when no row names it; out (may be NULL) gets a record per
+ * victim (key, status, size), up to the list limit. Sets env->removed.
+ * Returns 0 or an index/store error. Frees nothing: jc__victims_free. */
+int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_run,
+		       struct jc_admin_reply *out);
+void jc__victims_free(struct jc_victims *vs);
 
 #endif

@@ -71,7 +71,7 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	res.server_ns = jc__now_ns() - t0;
 	jc__latency_add(&d->hit_latency, res.server_ns);
 	jc__daemon_count(d, JC_CTR_hits, 1);
-	jc__memcache_touch(d, e->key);
+	jc__memcache_touch(d, e->key, d->conn_ops->uid(conn), 1);
 	jc__answer(d, conn, &res, fd);
 	free(tmp);
 	return 0;
@@ -151,6 +151,8 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
 		res.server_ns = jc__now_ns() - t0;
 		jc__daemon_count(d, JC_CTR_negative_hits, 1);
+		/* its log is now this uid's to see too */
+		jc__memcache_touch(d, key, d->conn_ops->uid(conn), 0);
 		jc__answer(d, conn, &res, -1);
 		return 1;
 	}

@@ -19,6 +19,7 @@
 	X(compile_failures, "compiles that failed (compile errors, crashes, timeouts)") \
 	X(compile_ns, "time spent in successful and failed compiles (JSON: ns; Prometheus: s)") \
 	X(evictions, "entries evicted to keep the byte budget") \
+	X(user_evictions, "entries dropped from a uid's share (--user-max-size); one another uid uses stays") \
 	X(corrupt_objects, "objects that failed a check and were quarantined") \
 	X(worker_crashes, "compile workers that crashed or were killed") \
 	X(compile_timeouts, "compiles killed at --compile-timeout") \

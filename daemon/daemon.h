@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "counters.h"
+#include "evict.h"
 #include "framer.h"
 #include "includes.h"
 #include "index.h"
@@ -33,6 +34,7 @@ struct jc_config {
 	char *socket_path;
 	char *worker_path;        /* jitcache-worker executable */
 	uint64_t max_size;        /* byte budget of ok entries */
+	uint64_t user_max_size;   /* byte share of each uid (evict.h); 0 = none */
 	int64_t negative_ttl_s;   /* lifetime of a negative entry */
 	int workers;              /* compile worker processes */
 	int compile_timeout_s;    /* per compile; 0 = none */
@@ -74,6 +76,7 @@ struct jc_flight {
 	struct jc_daemon *d;
 	uint8_t key[16];
 	struct jc_req req;        /* owned: moved from the first request */
+	uid_t uid;                /* the first request's uid: the stored row's first user */
 	struct jc_waiter *waiters;
 	struct jc_flight *next;   /* daemon's list of flights */
 	struct jc_pool_job job;   /* its compile in the worker pool (pool.h) */
@@ -112,14 +115,6 @@ struct jc_needed_memo {
 	uint8_t used, needed;
 };
 
-struct jc_daemon;
-/* What a budget check found, reported on the loop thread through
- * d->evict_report (main.c: counted, and told to systemd as a status line). */
-struct jc_evict_report {
-	uint64_t entries, bytes; /* ok entries and their bytes after the check */
-	uint64_t evicted;        /* entries it evicted */
-};
-typedef void (*jc_evict_report_fn)(struct jc_daemon *d, const struct jc_evict_report *r);
 
 struct jc_daemon {
 	struct jc_config cfg;
@@ -159,7 +154,6 @@ struct jc_daemon {
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_remote *remote; /* the remote tier; NULL without --remote */
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
-	jc_evict_report_fn evict_report;    /* after each budget check (evict.c) */
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */
@@ -284,8 +278,9 @@ int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16]);
 void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16]);
 /* Forgets every row (entries were removed). */
 void jc__cache_memcache_drop_all(struct jc_daemon *d);
-/* Records a hit of key for the next flush (one pending row per key). */
-void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16]);
+/* Records that uid was served key (hits: 1 for a hit, 0 for a negative hit
+ * or a joined compile) for the next flush: one pending row per key and uid. */
+void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits);
 /* Starts a flush of access times and counters in the thread pool, unless
  * one runs (each tick). */
 void jc__cache_tick(struct jc_daemon *d);
@@ -338,13 +333,6 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
 /* Frees what fatbin_start made (flight_free); NULL is accepted. */
 void jc__fatbin_free(struct jc_fatbin *fb);
 
-/* evict.c: housekeeping in the thread pool, started from the loop thread. */
-/* Checks the budget and evicts when over the high-water mark (at most one job
- * at a time; a request while one runs is run after it). */
-void jc__evict_check(struct jc_daemon *d);
-/* Runs the collector (jitcachectl gc) when cfg.gc_interval_s has passed since
- * the last run (counted from the start). */
-void jc__gc_maybe(struct jc_daemon *d);
 
 
 /* server.c */

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Housekeeping in the libuv thread pool: the byte budget and the periodic
- * collector. Neither blocks a hit: hits are answered on the loop thread from
- * the reader index (SQLite WAL: readers never wait for the writer) and an
- * open descriptor of the object, which stays readable after an unlink, so an
- * entry evicted while it is being served is not broken under its client.
- * These jobs use the writer index under wlock, one of each kind at a time.
+ * Eviction's scheduling in the daemon (evict.h; the policy is in
+ * evict_policy.c), and the periodic collector. Neither blocks a hit: hits
+ * are answered on the loop thread from the reader index (SQLite WAL:
+ * readers never wait for the writer) and an open descriptor of the object,
+ * which stays readable after an unlink, so an entry evicted while it is
+ * being served is not broken under its client. These jobs use the writer
+ * index under wlock, one of each kind at a time.
  *
  * Pending access times are written before a job walks entries, so the LRU
  * order includes the hits of the last second.
@@ -18,16 +19,20 @@
 
 #include "admin.h"
 #include "daemon.h"
+#include "evict.h"
 #include "jitcache/jitcache.h"
 #include "log.h"
+
+/* A budget check every 5 ticks (seconds), besides one after each publish. */
+#define EVICT_EVERY_TICKS 5
 
 struct hk_job {
 	uv_work_t work;
 	struct jc_daemon *d;
 	struct jc_flush_job *flush;
 	struct jc_admin_env env;
-	uint64_t high, low;           /* budget marks in bytes */
-	uint64_t bytes_before, bytes_after, entries_after;
+	uint64_t max_size, share;     /* the budget and share as they were when queued */
+	struct jc_evict_report report;
 	struct jc_admin_reply reply;  /* of gc */
 	int gc;                       /* 1: the collector, 0: the budget */
 	int rc;
@@ -36,6 +41,10 @@ struct hk_job {
 /* One daemon per process: its housekeeping state. Loop thread only. */
 static int evict_busy, evict_again, gc_busy;
 static uint64_t last_gc_ns;
+static unsigned ticks;
+static jc_evict_hook_fn report_hook;
+
+static void evict_check(struct jc_daemon *d);
 
 static struct hk_job *job_new(struct jc_daemon *d, int gc)
 {
@@ -49,9 +58,10 @@ static struct hk_job *job_new(struct jc_daemon *d, int gc)
 	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
 	j->env.daemon_pid = (int64_t)getpid();
-	/* Marks from the budget as it is now (SIGHUP may change it later). */
-	j->high = jc__admin_budget_mark(d->cfg.max_size, JC_EVICT_HIGH_PCT);
-	j->low = jc__admin_budget_mark(d->cfg.max_size, JC_EVICT_LOW_PCT);
+	j->env.all_users = 1;
+	/* The budget as it is now (SIGHUP may change it later). */
+	j->max_size = d->cfg.max_size;
+	j->share = d->cfg.user_max_size;
 	return j;
 }
 
@@ -59,6 +69,7 @@ static void job_work_cb(uv_work_t *w)
 {
 	struct hk_job *j = w->data;
 	struct jc_daemon *d = j->d;
+	struct jc_evict_report *r = &j->report;
 	jc__cache_flush_write(d, j->flush);
 	j->flush = NULL;
 	pthread_mutex_lock(&d->cache->wlock);
@@ -66,11 +77,13 @@ static void job_work_cb(uv_work_t *w)
 		static const struct jc_admin_req gc = {.command = (char *)"gc"};
 		j->rc = jc__admin_run(&j->env, &gc, &j->reply);
 	} else {
-		j->rc = jc__index_totals(d->cache->wix, NULL, NULL, &j->bytes_before);
-		uint64_t evicted = 0; /* also added to env.evicted */
-		if (j->rc == 0 && j->bytes_before > j->high)
-			j->rc = jc__admin_evict_to(&j->env, j->low, &evicted);
-		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &j->entries_after, NULL, &j->bytes_after);
+		j->rc = jc__index_totals(d->cache->wix, NULL, NULL, &r->bytes_before);
+		j->rc = j->rc ?: jc__evict_run(&j->env, j->max_size, j->share);
+		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &r->entries_after, NULL, &r->bytes_after);
+		r->evicted = j->env.evicted;
+		r->user_evicted = j->env.user_evicted;
+		r->max_size = j->max_size;
+		r->low_water = jc__evict_mark(j->max_size, JC_EVICT_LOW_PCT);
 		/* A reserve released on a full disk comes back once there is room. */
 		jc__store_reserve_make(d->cache->store);
 	}
@@ -85,20 +98,26 @@ static void job_work_cb(uv_work_t *w)
 static void budget_done(struct hk_job *j)
 {
 	struct jc_daemon *d = j->d;
+	const struct jc_evict_report *r = &j->report;
 	if (j->rc != 0) {
 		jc_log_warn(EVICT, "budget check failed: %s",
 			    j->reply.message ? j->reply.message : jc_strerror(j->rc));
 		return;
 	}
-	if (j->env.evicted) {
+	if (r->user_evicted)
+		jc_log_info(EVICT, "dropped %" PRIu64 " entries of uids over their share (%" PRIu64
+			    " bytes, --user-max-size)", r->user_evicted, j->share);
+	if (r->evicted)
 		jc_log_info(EVICT,
 			    "evicted %" PRIu64 " least recently used entries: %" PRIu64 " -> %" PRIu64
 			    " bytes (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
-			    j->env.evicted, j->bytes_before, j->bytes_after, d->cfg.max_size, j->low);
+			    r->evicted, r->bytes_before, r->bytes_after, r->max_size, r->low_water);
+	if (r->evicted || r->user_evicted) {
+		jc__daemon_count(d, JC_CTR_evictions, r->evicted);
+		jc__daemon_count(d, JC_CTR_user_evictions, r->user_evicted);
 	}
-	const struct jc_evict_report r = {
-		.entries = j->entries_after, .bytes = j->bytes_after, .evicted = j->env.evicted};
-	d->evict_report(d, &r);
+	if (report_hook)
+		report_hook(d, r);
 }
 
 static void gc_done(struct hk_job *j)
@@ -131,7 +150,7 @@ static void job_after_cb(uv_work_t *w, int status)
 	free(j);
 	if (again) {
 		evict_again = 0;
-		jc__evict_check(d);
+		evict_check(d);
 	}
 }
 
@@ -145,7 +164,9 @@ static void job_queue(struct jc_daemon *d, struct hk_job *j, int *busy)
 	}
 }
 
-void jc__evict_check(struct jc_daemon *d)
+/* Checks the budget and shares (at most one job at a time; a request while
+ * one runs is run after it). */
+static void evict_check(struct jc_daemon *d)
 {
 	if (d->stopping)
 		return;
@@ -158,7 +179,9 @@ void jc__evict_check(struct jc_daemon *d)
 		job_queue(d, j, &evict_busy);
 }
 
-void jc__gc_maybe(struct jc_daemon *d)
+/* Runs the collector (jitcachectl gc) when cfg.gc_interval_s has passed since
+ * the last run (counted from the start). */
+static void gc_maybe(struct jc_daemon *d)
 {
 	uint64_t now = jc__now_ns();
 	if (!last_gc_ns)
@@ -170,4 +193,42 @@ void jc__gc_maybe(struct jc_daemon *d)
 	struct hk_job *j = job_new(d, 1);
 	if (j)
 		job_queue(d, j, &gc_busy);
+}
+
+/* Records the budget and share in the index, for offline commands. */
+static void save_budget(struct jc_daemon *d)
+{
+	static const char *const names[] = {JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE};
+	const uint64_t values[] = {d->cfg.max_size, d->cfg.user_max_size};
+	pthread_mutex_lock(&d->cache->wlock);
+	if (jc__index_counters_save(d->cache->wix, names, values, 2) != 0)
+		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->cache->wix));
+	pthread_mutex_unlock(&d->cache->wlock);
+}
+
+void jc__evict_start(struct jc_daemon *d, jc_evict_hook_fn hook)
+{
+	report_hook = hook;
+	save_budget(d);
+}
+
+void jc__evict_stored(struct jc_daemon *d)
+{
+	evict_check(d);
+}
+
+void jc__evict_tick(struct jc_daemon *d)
+{
+	if (++ticks % EVICT_EVERY_TICKS == 0)
+		evict_check(d);
+	gc_maybe(d);
+}
+
+void jc__evict_budget_changed(struct jc_daemon *d, uint64_t old_max, uint64_t old_share)
+{
+	uint64_t share = d->cfg.user_max_size;
+	if (d->cfg.max_size != old_max || share != old_share)
+		save_budget(d);
+	if (d->cfg.max_size < old_max || (share && (!old_share || share < old_share)))
+		evict_check(d);
 }

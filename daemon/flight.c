@@ -78,6 +78,12 @@ static void flight_free(struct jc_flight *f)
 	free(f);
 }
 
+/* Results that become index rows: artifacts and deterministic compile errors. */
+static int publishable(const struct jc_res *res)
+{
+	return res->status == 0 || res->status == JC_ECOMPILE;
+}
+
 /* Sends the flight's outcome to the waiters it has now (and forgets them). */
 static void flight_answer(struct jc_flight *f)
 {
@@ -90,10 +96,15 @@ static void flight_answer(struct jc_flight *f)
 	res->deps = NULL;
 	res->n_deps = 0;
 	struct jc_lowered *own = res->lowered;
+	/* Every uid that waited on a stored result is one of its users. */
+	int stored = f->publish_rc == 0 && publishable(res) && !f->uncached && !f->tree_missing;
 	while (f->waiters) {
 		struct jc_waiter *w = f->waiters;
 		struct jc_lowered *tmp;
 		f->waiters = w->next;
+		uid_t uid = f->d->conn_ops->uid(w->conn);
+		if (stored && uid != f->uid)
+			jc__memcache_touch(f->d, f->store_key, uid, 0);
 		res->cache = w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
 		jc__res_lowered_in_order(res, &w->names, &tmp);
@@ -109,12 +120,6 @@ static void flight_finish(struct jc_flight *f)
 {
 	flight_answer(f);
 	flight_free(f);
-}
-
-/* Results that become index rows: artifacts and deterministic compile errors. */
-static int publishable(const struct jc_res *res)
-{
-	return res->status == 0 || res->status == JC_ECOMPILE;
 }
 
 /* The index row of a flight's result; strings borrowed from f, options
@@ -246,8 +251,8 @@ static void publish_work_cb(uv_work_t *work)
 		struct jc_entry e;
 		char options[1024];
 		entry_of_flight(f, &e, options, sizeof(options));
-		f->publish_rc = d->cache->ops->publish(d->cache, &e, res->data, res->size, f->errmsg,
-						       sizeof(f->errmsg));
+		f->publish_rc = d->cache->ops->publish(d->cache, &e, (uint32_t)f->uid, res->data,
+						       res->size, f->errmsg, sizeof(f->errmsg));
 		memcpy(res->object, e.object, 16);
 	}
 	/* The row of the bad object goes unless a new row replaced it (a learnt
@@ -332,7 +337,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 	flight_finish(f);
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
-		jc__evict_check(d);
+		jc__evict_stored(d);
 }
 
 void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
@@ -477,6 +482,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	f->charged = bytes;
 	d->buffers.used += bytes;
 	f->d = d;
+	f->uid = d->conn_ops->uid(conn);
 	memcpy(f->key, key, 16);
 	memcpy(f->store_key, key, 16);
 	if (direct)

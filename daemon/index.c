@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <sqlite3.h>
 
@@ -18,8 +19,50 @@
 #include "util.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define FOREIGN 1 /* internal: the file is not our current schema */
+
+/*
+ * Schema 2: who used each entry. users holds one row per (key, uid) that
+ * requested or was served the entry, with that uid's own first use, last
+ * access and hits; user_totals keeps per uid the entries, failed entries,
+ * bytes (the full size of every ok entry it uses: see ARCHITECTURE.md, "Per-user
+ * visibility") and hits, by triggers, so per-uid budgets and stats are O(1).
+ * A row of entries takes its users rows with it (BEFORE DELETE, so that
+ * their trigger still sees its size). Schema 1 is upgraded in place
+ * (upgrade_sql), every entry attributed to the index file's owner.
+ */
+#define USERS_SQL \
+	"CREATE TABLE users(key BLOB NOT NULL, uid INTEGER NOT NULL, created INTEGER NOT NULL," \
+	" last_access INTEGER NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY (key, uid)) WITHOUT ROWID;" \
+	"CREATE INDEX users_lru ON users(uid, last_access, key);" \
+	"CREATE TABLE user_totals(uid INTEGER PRIMARY KEY, entries INTEGER NOT NULL," \
+	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL, hits INTEGER NOT NULL);" \
+	"CREATE TRIGGER users_ins AFTER INSERT ON users BEGIN" \
+	" INSERT OR IGNORE INTO user_totals VALUES (NEW.uid, 0, 0, 0, 0);" \
+	" UPDATE user_totals SET entries = entries + 1, hits = hits + NEW.hits," \
+	" negative = negative + coalesce((SELECT status <> 0 FROM entries WHERE key = NEW.key), 0)," \
+	" bytes = bytes + coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END" \
+	" FROM entries WHERE key = NEW.key), 0) WHERE uid = NEW.uid; END;" \
+	"CREATE TRIGGER users_del AFTER DELETE ON users BEGIN" \
+	" UPDATE user_totals SET entries = entries - 1, hits = hits - OLD.hits," \
+	" negative = negative - coalesce((SELECT status <> 0 FROM entries WHERE key = OLD.key), 0)," \
+	" bytes = bytes - coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END" \
+	" FROM entries WHERE key = OLD.key), 0) WHERE uid = OLD.uid;" \
+	" DELETE FROM user_totals WHERE uid = OLD.uid AND entries = 0; END;" \
+	"CREATE TRIGGER users_upd AFTER UPDATE OF hits ON users BEGIN" \
+	" UPDATE user_totals SET hits = hits - OLD.hits + NEW.hits WHERE uid = NEW.uid; END;" \
+	"CREATE TRIGGER entries_del_users BEFORE DELETE ON entries BEGIN" \
+	" DELETE FROM users WHERE key = OLD.key; END;" \
+	"CREATE TRIGGER entries_upd_users AFTER UPDATE OF status, size ON entries BEGIN" \
+	" UPDATE user_totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0)," \
+	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END" \
+	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END" \
+	" WHERE uid IN (SELECT uid FROM users WHERE key = NEW.key); END;"
+
+/* Schema 1 -> 2 (%u: the uid existing entries are attributed to). */
+static const char upgrade_sql[] = USERS_SQL
+	"INSERT INTO users SELECT key, %u, created, last_access, hits FROM entries;";
 
 static const char schema_sql[] =
 	"CREATE TABLE entries("
@@ -60,7 +103,8 @@ static const char schema_sql[] =
 	" UPDATE totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0),"
 	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END"
 	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END;"
-	" END;";
+	" END;"
+	USERS_SQL;
 
 /* Entry columns, in the order of enum col (key first, large values last). */
 #define COLS "key, status, error, object, size, output, arch, versions, options, " \
@@ -71,8 +115,15 @@ enum col {
 	C_LOG, C_LOWERED,
 };
 
+/* The same columns for one uid's view (users u CROSS JOIN entries e): that
+ * uid's own created, last_access and hits in place of the entry's. */
+#define COLS_USER "e.key, e.status, e.error, e.object, e.size, e.output, e.arch, e.versions," \
+		  " e.options, e.source_name, e.app_abi, u.created, u.last_access, e.expires," \
+		  " u.hits, e.compile_ns, e.log, e.lowered"
+
 enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
-	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST__N };
+	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
+	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
 	[ST_GET] = "SELECT " COLS " FROM entries WHERE key = ?1",
@@ -96,6 +147,20 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
+	/* ?1 key, ?2 uid, ?3 now, ?4 hits; nothing when the entry is gone. */
+	[ST_USE] = "INSERT INTO users (key, uid, created, last_access, hits)"
+		   " SELECT ?1, ?2, ?3, ?3, ?4 FROM entries WHERE key = ?1"
+		   " ON CONFLICT (key, uid) DO UPDATE SET last_access = excluded.last_access,"
+		   " hits = hits + excluded.hits",
+	/* users first (CROSS JOIN keeps the order): a key another uid used costs
+	 * the same one failed probe as a key nobody has. */
+	[ST_GET_USER] = "SELECT " COLS_USER " FROM users u CROSS JOIN entries e ON e.key = u.key"
+			" WHERE u.key = ?1 AND u.uid = ?2",
+	[ST_UNUSE] = "DELETE FROM users WHERE key = ?1 AND uid = ?2",
+	[ST_USERS_OF] = "SELECT uid FROM users WHERE key = ?1 ORDER BY uid",
+	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits FROM user_totals WHERE uid = ?1",
+	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits FROM user_totals"
+			       " ORDER BY uid",
 };
 
 struct jc_index {
@@ -191,6 +256,37 @@ static void detach(struct jc_index *ix)
 }
 
 /*
+ * Schema 1 -> 2 in one transaction: the users tables, every entry
+ * attributed to the uid that owns the index file (the daemon's: the cache
+ * directory is its alone). Returns an SQLite code (*msg: its message).
+ */
+static int upgrade_schema(sqlite3 *db, const char *path, char **msg)
+{
+	struct stat st;
+	char *sql;
+	int rc;
+
+	if (stat(path, &st) != 0)
+		return SQLITE_CANTOPEN;
+	sql = sqlite3_mprintf(upgrade_sql, (unsigned)st.st_uid);
+	if (!sql)
+		return SQLITE_NOMEM;
+	rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, msg);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+	if (rc == SQLITE_OK) {
+		char pragma[64];
+
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d; COMMIT", SCHEMA_VERSION);
+		rc = sqlite3_exec(db, pragma, NULL, NULL, msg);
+	}
+	if (rc != SQLITE_OK)
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_free(sql);
+	return rc;
+}
+
+/*
  * Opens the connection, checks the schema (creating it in an empty writable
  * file), sets WAL and prepares every statement. Returns 0, FOREIGN (err says
  * why) or a JC_E* code. The caller detaches on failure.
@@ -215,12 +311,18 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		rc = pragma_int(ix->db, "SELECT count(*) FROM sqlite_master", &tables);
 	if (rc != SQLITE_OK)
 		goto sqlite_fail;
-	if (app != APP_ID || ver != SCHEMA_VERSION) {
+	int upgrade = !readonly && app == APP_ID && ver == 1;
+	if ((app != APP_ID || ver != SCHEMA_VERSION) && !upgrade) {
 		if (app || ver || tables || readonly) {
-			jc__fail(err, errlen, 0, app == APP_ID ?
-				"%s has index schema version %lld; this jitcached uses %d" :
-				"%s is not a jitcache index (application_id %lld)", path,
-				(long long)(app == APP_ID ? ver : app), SCHEMA_VERSION);
+			const char *then = !readonly ? "" : app == APP_ID && ver == 1 ?
+				" (jitcached upgrades it in place, keeping its entries)" :
+				" (jitcached moves it aside and starts afresh)";
+			if (app == APP_ID)
+				jc__fail(err, errlen, 0, "%s has index schema version %lld; this "
+					 "jitcached uses %d%s", path, (long long)ver, SCHEMA_VERSION, then);
+			else
+				jc__fail(err, errlen, 0, "%s is not a jitcache index (application_id "
+					 "%lld)%s", path, (long long)app, then);
 			return FOREIGN;
 		}
 	}
@@ -236,6 +338,19 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 				"unusual filesystem?)", path);
 			return JC_EIO;
 		}
+	}
+	if (upgrade) {
+		rc = upgrade_schema(ix->db, path, &msg);
+		if (rc == SQLITE_ERROR) {
+			/* Schema 1's version on tables we do not know. */
+			jc__fail(err, errlen, 0, "%s: unexpected schema: %s", path, msg ? msg : "");
+			sqlite3_free(msg);
+			return FOREIGN;
+		}
+		if (rc != SQLITE_OK)
+			goto sqlite_fail;
+		jc_log_notice(INDEX, "upgraded index %s to schema %d: existing entries belong to "
+			      "its owner's uid", path, SCHEMA_VERSION);
 	}
 	if (!readonly && !tables) {
 		rc = sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -518,14 +633,11 @@ static int row_to_entry(sqlite3_stmt *st, struct jc_entry *e)
 	return rc;
 }
 
-int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *out)
+/* Steps a bound point lookup into *out, then resets it. */
+static int get_row(struct jc_index *ix, sqlite3_stmt *st, struct jc_entry *out)
 {
-	sqlite3_stmt *st = ix->st[ST_GET];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
 
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "get");
-	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		rc = row_to_entry(st, out);
 		if (rc == JC_ECORRUPT)
@@ -535,6 +647,14 @@ int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *o
 	}
 	sqlite3_reset(st);
 	return rc;
+}
+
+int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *out)
+{
+	sqlite3_stmt *st = ix->st[ST_GET];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	return rc == SQLITE_OK ? get_row(ix, st, out) : fail(ix, rc, "get");
 }
 
 static const char *or_empty(const char *s)
@@ -609,8 +729,24 @@ int jc__index_delete(struct jc_index *ix, const uint8_t key[16])
 	return rc;
 }
 
+/* Records that uid used key (hits more) at now; nothing when key is gone. */
+static int use(struct jc_index *ix, const uint8_t key[16], uint32_t uid, int64_t now,
+	       uint32_t hits)
+{
+	sqlite3_stmt *st = ix->st[ST_USE];
+	int b = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	if (b == SQLITE_OK)
+		b = sqlite3_bind_int64(st, 2, uid);
+	if (b == SQLITE_OK)
+		b = sqlite3_bind_int64(st, 3, now);
+	if (b == SQLITE_OK)
+		b = sqlite3_bind_int64(st, 4, hits);
+	return b == SQLITE_OK ? step_done(ix, st, "use") : fail(ix, b, "use");
+}
+
 int jc__index_touch(struct jc_index *ix, const uint8_t (*keys)[16], const uint32_t *hits,
-		    size_t n, int64_t now)
+		    const uint32_t *uids, size_t n, int64_t now)
 {
 	sqlite3_stmt *st = ix->st[ST_TOUCH];
 	int rc;
@@ -628,8 +764,110 @@ int jc__index_touch(struct jc_index *ix, const uint8_t (*keys)[16], const uint32
 		if (b == SQLITE_OK)
 			b = sqlite3_bind_int64(st, 3, now);
 		rc = b == SQLITE_OK ? step_done(ix, st, "touch") : fail(ix, b, "touch");
+		if (!rc && uids)
+			rc = use(ix, keys[i], uids[i], now, hits ? hits[i] : 0);
 	}
 	return tx_end(ix, rc);
+}
+
+int jc__index_put_user(struct jc_index *ix, const struct jc_entry *e, uint32_t uid)
+{
+	int rc = tx(ix, ST_BEGIN);
+
+	rc = rc ? rc : jc__index_put(ix, e);
+	rc = rc ? rc : use(ix, e->key, uid, e->last_access, 0);
+	return tx_end(ix, rc);
+}
+
+int jc__index_get_user(struct jc_index *ix, const uint8_t key[16], uint32_t uid,
+		       struct jc_entry *out)
+{
+	sqlite3_stmt *st = ix->st[ST_GET_USER];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 2, uid);
+	return rc == SQLITE_OK ? get_row(ix, st, out) : fail(ix, rc, "get");
+}
+
+int jc__index_unuse(struct jc_index *ix, const uint8_t key[16], uint32_t uid, uint64_t *left)
+{
+	sqlite3_stmt *st = ix->st[ST_UNUSE];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 2, uid);
+	rc = rc == SQLITE_OK ? step_done(ix, st, "unuse") : fail(ix, rc, "unuse");
+	if (rc)
+		return rc;
+	*left = 0;
+	return jc__index_users_of(ix, key, NULL, left);
+}
+
+int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids,
+		       uint64_t *n)
+{
+	sqlite3_stmt *st = ix->st[ST_USERS_OF];
+	uint64_t cap = *n, found = 0;
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "users of");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (uids && found < cap)
+			uids[found] = (uint32_t)sqlite3_column_int64(st, 0);
+		found++;
+	}
+	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "users of");
+	sqlite3_reset(st);
+	*n = found;
+	return rc;
+}
+
+static void user_totals_of(sqlite3_stmt *st, int col, struct jc_user_totals *t)
+{
+	t->entries = (uint64_t)sqlite3_column_int64(st, col);
+	t->negative = (uint64_t)sqlite3_column_int64(st, col + 1);
+	t->bytes = (uint64_t)sqlite3_column_int64(st, col + 2);
+	t->hits = (uint64_t)sqlite3_column_int64(st, col + 3);
+}
+
+int jc__index_user_totals(struct jc_index *ix, uint32_t uid, struct jc_user_totals *t)
+{
+	sqlite3_stmt *st = ix->st[ST_USER_TOTALS];
+	int rc = sqlite3_bind_int64(st, 1, uid);
+
+	memset(t, 0, sizeof(*t));
+	t->uid = uid;
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "user totals");
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		user_totals_of(st, 0, t);
+	rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(ix, rc, "user totals");
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_foreach_user_totals(struct jc_index *ix,
+				  int (*cb)(const struct jc_user_totals *t, void *ctx), void *ctx)
+{
+	sqlite3_stmt *st = ix->st[ST_ALL_USER_TOTALS];
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct jc_user_totals t;
+
+		t.uid = (uint32_t)sqlite3_column_int64(st, 0);
+		user_totals_of(st, 1, &t);
+		rc = cb(&t, ctx);
+		if (rc)
+			goto out;
+	}
+	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "user totals");
+out:
+	sqlite3_reset(st);
+	return rc;
 }
 
 /* Appends " AND <cond>" to the foreach SQL. */
@@ -639,13 +877,18 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 		      int (*cb)(const struct jc_entry *e, void *ctx), void *ctx)
 {
 	static const struct jc_filter all;
-	char sql[sizeof("SELECT " COLS " FROM entries WHERE 1") + 512];
-	size_t len = (size_t)snprintf(sql, sizeof(sql), "SELECT " COLS " FROM entries WHERE 1");
+	static const char from_all[] = "SELECT " COLS " FROM entries e WHERE 1";
+	/* One uid's view: its rows of users, in its own LRU order (users_lru). */
+	static const char from_user[] = "SELECT " COLS_USER " FROM users u CROSS JOIN entries e"
+					" ON e.key = u.key WHERE u.uid = ?8";
+	char sql[sizeof(from_user) + 512];
+	size_t len;
 	struct jc_entry e;
 	sqlite3_stmt *st;
 	int rc;
 
 	f = f ? f : &all;
+	len = (size_t)snprintf(sql, sizeof(sql), "%s", f->by_uid ? from_user : from_all);
 	if (f->status < JC_FILTER_ANY || f->status > JC_FILTER_FAILED) {
 		snprintf(ix->msg, sizeof(ix->msg), "foreach: bad status filter %d", f->status);
 		return JC_EINVAL;
@@ -653,20 +896,21 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 	/* Numbered parameters: ?1 status, ?2 created, ?3 accessed, ?4 expired, ?5 arch,
 	 * ?6 versions, ?7 key; only those of present conditions are bound. */
 	if (f->status)
-		ADD("status = ?1");
+		ADD("e.status = ?1");
 	if (f->created_before)
-		ADD("created < ?2");
+		ADD(f->by_uid ? "u.created < ?2" : "e.created < ?2");
 	if (f->accessed_before)
-		ADD("last_access < ?3");
+		ADD(f->by_uid ? "u.last_access < ?3" : "e.last_access < ?3");
 	if (f->expired_at)
-		ADD("status = 1 AND expires <= ?4");
+		ADD("e.status = 1 AND e.expires <= ?4");
 	if (f->arch)
-		ADD("arch = ?5");
+		ADD("e.arch = ?5");
 	if (f->versions_not)
-		ADD("versions <> ?6");
+		ADD("e.versions <> ?6");
 	if (f->key)
-		ADD("key = ?7");
-	snprintf(sql + len, sizeof(sql) - len, " ORDER BY last_access, key");
+		ADD(f->by_uid ? "u.key = ?7" : "e.key = ?7");
+	snprintf(sql + len, sizeof(sql) - len, f->by_uid ? " ORDER BY u.last_access, u.key" :
+			  " ORDER BY e.last_access, e.key");
 
 	rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)
@@ -685,6 +929,8 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 		rc = sqlite3_bind_text(st, 6, f->versions_not, -1, SQLITE_STATIC);
 	if (rc == SQLITE_OK && f->key)
 		rc = sqlite3_bind_blob(st, 7, f->key, 16, SQLITE_STATIC);
+	if (rc == SQLITE_OK && f->by_uid)
+		rc = sqlite3_bind_int64(st, 8, f->uid);
 	if (rc != SQLITE_OK) {
 		rc = fail(ix, rc, "foreach");
 		goto out;

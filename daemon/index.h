@@ -115,10 +115,61 @@ int jc__index_delete(struct jc_index *ix, const uint8_t key[16]);
  * One transaction over n keys (borrowed arrays of n): hits += hits[i] and
  * last_access = now (unix seconds). Keys no longer present are skipped (the
  * entry may have been evicted meanwhile). hits may be NULL for "0 each".
+ * uids (NULL: none) records uids[i] as a user of keys[i] (jc__index_put_user),
+ * with the same hits and access time on its own users row.
  * All or nothing: on error nothing is applied. Returns 0 or SQLite errors.
  */
 int jc__index_touch(struct jc_index *ix, const uint8_t (*keys)[16], const uint32_t *hits,
-		    size_t n, int64_t now);
+		    const uint32_t *uids, size_t n, int64_t now);
+
+/*
+ * Who used an entry. Every entry has a users row for each uid that requested
+ * it or was served it, holding that uid's own created (first use),
+ * last_access and hits; a row of entries takes its users rows with it. A
+ * uid's totals count each entry it uses in full (a shared entry in each of
+ * its users' totals). An index of schema 1 is upgraded by a writable open,
+ * its entries attributed to the owner of the index file.
+ */
+
+/* jc__index_put(e), and uid as a user of it (first use e->last_access), in
+ * one transaction. Returns as jc__index_put. */
+int jc__index_put_user(struct jc_index *ix, const struct jc_entry *e, uint32_t uid);
+
+/*
+ * jc__index_get for one uid: the entry only when uid is among its users,
+ * with that uid's created, last_access and hits. A key uid never used and a
+ * key nobody has take the same work (one failed lookup of the users row)
+ * and give the same JC_ENOTFOUND. Otherwise as jc__index_get.
+ */
+int jc__index_get_user(struct jc_index *ix, const uint8_t key[16], uint32_t uid,
+		       struct jc_entry *out);
+
+/* Removes uid from key's users (nothing when it was not one); *left: how
+ * many users the entry has now. The entry itself stays: the caller removes
+ * it when none is left. Returns 0 or SQLite errors. */
+int jc__index_unuse(struct jc_index *ix, const uint8_t key[16], uint32_t uid, uint64_t *left);
+
+/* The users of key in uid order: up to *n into uids (NULL: count only);
+ * *n becomes how many there are. Returns 0 or SQLite errors. */
+int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids,
+		       uint64_t *n);
+
+/* One uid's totals: the entries it uses, failed ones among them, bytes of
+ * its ok entries (each in full) and its hits. */
+struct jc_user_totals {
+	uint32_t uid;
+	uint64_t entries, negative, bytes, hits;
+};
+
+/* uid's totals into *t (zeros for a uid that uses nothing). O(1).
+ * Returns 0 or SQLite errors. */
+int jc__index_user_totals(struct jc_index *ix, uint32_t uid, struct jc_user_totals *t);
+
+/* Calls cb for each uid that uses an entry, in uid order (t borrowed for
+ * the call). cb must not change the index; a non-zero return stops the walk
+ * and is returned. Otherwise 0 or SQLite errors. */
+int jc__index_foreach_user_totals(struct jc_index *ix,
+				  int (*cb)(const struct jc_user_totals *t, void *ctx), void *ctx);
 
 enum { JC_FILTER_ANY = 0, JC_FILTER_OK = 1, JC_FILTER_FAILED = 2 };
 
@@ -131,11 +182,16 @@ struct jc_filter {
 	const char *arch;         /* arch == this; NULL = any */
 	const char *versions_not; /* versions != this; NULL = any */
 	const uint8_t *key;       /* key == these 16 bytes; NULL = any */
+	/* by_uid: only the entries uid uses, in that uid's LRU order, with its
+	 * own created, last_access and hits (as jc__index_get_user), which
+	 * created_before and accessed_before then test. */
+	int by_uid;
+	uint32_t uid;
 };
 
 /*
  * Calls cb for each entry matching f (NULL = all) in LRU order: last_access
- * ascending, then key. The entry passed to cb is borrowed for the call (copy
+ * ascending, then key (with f->by_uid: that uid's last_access). The entry passed to cb is borrowed for the call (copy
  * what you keep). cb may delete, put or touch through the same handle (rows
  * changed during the walk may or may not be visited). The SQL is prepared
  * per call (an admin and eviction path, not the hit path); it uses the LRU

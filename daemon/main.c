@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "evict.h"
 #include "config.h"
 #include "confine.h"
 #include "daemon.h"
@@ -34,7 +35,6 @@
 #endif
 
 #define TICK_MS 1000
-#define EVICT_EVERY_TICKS 5 /* a budget check every 5 s, besides one after each publish */
 
 static void usage(FILE *f)
 {
@@ -47,6 +47,8 @@ static void usage(FILE *f)
 		"  --socket PATH            [$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock,\n"
 		"                            else DIR/jitcached.sock]\n"
 		"  --max-size SIZE          byte budget of cached artifacts [10G]\n"
+		"  --user-max-size SIZE     byte share of each uid (its entries, a shared one in\n"
+		"                            full); its least recently used go first, 0 none [0]\n"
 		"  --negative-ttl DURATION  lifetime of a cached compile failure [300s]\n"
 		"  --workers N              compile worker processes [%ld, the CPUs online]\n"
 		"  --compile-timeout DUR    per compile, 0 none [120s]\n"
@@ -169,6 +171,12 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		free(*field);
 		*field = strdup(value);
 		ok = *value && *field;
+	} else if (strcmp(name, "user-max-size") == 0) {
+		/* 0: no per-uid share */
+		if (jc__parse_size(value, &size) != 0)
+			ok = 0;
+		else
+			c->user_max_size = size;
 	} else if (strcmp(name, "max-size") == 0 || strcmp(name, "worker-memory") == 0 ||
 		   strcmp(name, "buffer-budget") == 0) {
 		/* worker-memory 0: no limit; the budget must hold one small reply */
@@ -313,6 +321,7 @@ static const struct option long_opts[] = {
 	{"cache-dir", required_argument, NULL, 0},
 	{"socket", required_argument, NULL, 0},
 	{"max-size", required_argument, NULL, 0},
+	{"user-max-size", required_argument, NULL, 0},
 	{"negative-ttl", required_argument, NULL, 0},
 	{"workers", required_argument, NULL, 0},
 	{"compile-timeout", required_argument, NULL, 0},
@@ -438,19 +447,6 @@ static void daemon_notify(const char *state)
 #endif
 }
 
-/* The budget check's report (evict.c): counted, and a status line for systemd. */
-static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
-{
-	char status[256];
-	jc__count(&d->cache->counters, JC_CTR_evictions, r->evicted);
-	snprintf(status, sizeof(status),
-		 "STATUS=serving: %" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " bytes; %" PRIu64
-		 " hits, %" PRIu64 " misses",
-		 r->entries, r->bytes, d->cfg.max_size, d->cache->counters.v[JC_CTR_hits],
-		 d->cache->counters.v[JC_CTR_misses]);
-	daemon_notify(status);
-}
-
 /*
  * DIR/lock removed or replaced under us would let a second daemon in: take
  * a fresh lock file if nobody else has, else stop (two daemons must never
@@ -479,15 +475,12 @@ static void idle_exit_check(struct jc_daemon *d)
 
 static void tick_cb(uv_timer_t *t)
 {
-	static unsigned ticks;
 	struct jc_daemon *d = t->data;
 	lock_check(d);
 	idle_exit_check(d);
 	jc__cache_tick(d);
 	jc__pool_dispatch(d->pool);
-	if (++ticks % EVICT_EVERY_TICKS == 0)
-		jc__evict_check(d);
-	jc__gc_maybe(d);
+	jc__evict_tick(d);
 }
 
 /* --- signals -------------------------------------------------------------------- */
@@ -562,14 +555,16 @@ static int resolve_paths(struct jc_config *c)
 	return c->cache_dir && c->socket_path ? 0 : 2;
 }
 
-/* Records the budget in the index, for offline `jitcachectl stats`. */
-static void save_budget(struct jc_daemon *d)
+/* The eviction module's report of each budget job: systemd's status line. */
+static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
 {
-	static const char *const name = JC_STORED_MAX_SIZE;
-	pthread_mutex_lock(&d->cache->wlock);
-	if (jc__index_counters_save(d->cache->wix, &name, &d->cfg.max_size, 1) != 0)
-		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->cache->wix));
-	pthread_mutex_unlock(&d->cache->wlock);
+	char status[256];
+	snprintf(status, sizeof(status),
+		 "STATUS=serving: %" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " bytes; %" PRIu64
+		 " hits, %" PRIu64 " misses",
+		 r->entries_after, r->bytes_after, r->max_size, d->cache->counters.v[JC_CTR_hits],
+		 d->cache->counters.v[JC_CTR_misses]);
+	daemon_notify(status);
 }
 
 /* Logs a reloaded number that changed; returns it. */
@@ -640,8 +635,10 @@ static void reload_cb(uv_signal_t *sig, int signum)
 		jc_log_notice(MAIN, "SIGHUP: log-level %d -> %d", jc__log_level, s.log_level);
 		jc__log_level = s.log_level;
 	}
-	uint64_t old_max = c->max_size;
+	uint64_t old_max = c->max_size, old_share = c->user_max_size;
 	c->max_size = (uint64_t)reloaded("max-size", (int64_t)c->max_size, (int64_t)fresh.max_size);
+	c->user_max_size = (uint64_t)reloaded("user-max-size", (int64_t)c->user_max_size,
+					      (int64_t)fresh.user_max_size);
 	c->negative_ttl_s = reloaded("negative-ttl", c->negative_ttl_s, fresh.negative_ttl_s);
 	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
 					     fresh.compile_timeout_s);
@@ -673,16 +670,13 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	needs_restart("group-shared", c->group_shared != fresh.group_shared);
 	needs_restart("confinement", c->confinement != fresh.confinement);
 	needs_restart("max-include-watches", c->max_include_watches != fresh.max_include_watches);
-	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, negative-ttl, "
+	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, user-max-size, negative-ttl, "
 			    "compile-timeout, idle-timeout, idle-exit, max-connections, "
 			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
 			    "gc-interval, admin-group, "
 			    "allow-uids, remote*)");
 	remote_reload(d, &fresh);
-	if (c->max_size != old_max)
-		save_budget(d);
-	if (c->max_size < old_max)
-		jc__evict_check(d);
+	jc__evict_budget_changed(d, old_max, old_share);
 out:
 	free(fresh.cache_dir);
 	free(fresh.socket_path);
@@ -822,7 +816,6 @@ int main(int argc, char **argv)
 	fit_max_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->conn_ops = &jc__server_conn_ops;
-	d->evict_report = evict_report;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
@@ -838,7 +831,7 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
 		goto err_after_init;
 	}
-	save_budget(d);
+	jc__evict_start(d, evict_report);
 
 	int listen_fd = inherited_listener();
 	rc = choose_confinement(d, serves_other_uids(d, listen_fd), conf_why, sizeof(conf_why), err,

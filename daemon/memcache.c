@@ -27,6 +27,7 @@ struct jc_memcache {
 	 * one row per key however often it was hit. */
 	uint8_t (*touch_keys)[16];
 	uint32_t *touch_hits;
+	uint32_t *touch_uids;     /* the uid served each (index.h: the entry's users) */
 	size_t n_touch, cap_touch;
 	int flush_busy;
 	uv_work_t flush_work;
@@ -45,6 +46,7 @@ void jc__memcache_free(struct jc_daemon *d)
 	jc__cache_memcache_drop_all(d);
 	free(d->mc->touch_keys);
 	free(d->mc->touch_hits);
+	free(d->mc->touch_uids);
 	free(d->mc);
 	d->mc = NULL;
 }
@@ -101,29 +103,35 @@ const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t ke
 	return &s->e;
 }
 
-void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16])
+void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits)
 {
+	struct jc_memcache *m = d->mc;
 	struct jc_slot *s = slot_of(d, key);
 	size_t i = s->used && memcmp(s->e.key, key, 16) == 0 ? s->touch : 0;
-	if (i && i <= d->mc->n_touch && memcmp(d->mc->touch_keys[i - 1], key, 16) == 0) {
-		d->mc->touch_hits[i - 1]++;
+	if (i && i <= m->n_touch && memcmp(m->touch_keys[i - 1], key, 16) == 0 &&
+	    m->touch_uids[i - 1] == (uint32_t)uid) {
+		m->touch_hits[i - 1] += hits;
 		return;
 	}
-	if (d->mc->n_touch == d->mc->cap_touch) {
-		size_t cap = d->mc->cap_touch ? d->mc->cap_touch * 2 : 256;
-		void *k = realloc(d->mc->touch_keys, cap * sizeof(*d->mc->touch_keys));
+	if (m->n_touch == m->cap_touch) {
+		size_t cap = m->cap_touch ? m->cap_touch * 2 : 256;
+		void *k = realloc(m->touch_keys, cap * sizeof(*m->touch_keys));
 		if (k)
-			d->mc->touch_keys = k;
-		void *h = k ? realloc(d->mc->touch_hits, cap * sizeof(*d->mc->touch_hits)) : NULL;
-		if (!h)
+			m->touch_keys = k;
+		void *h = k ? realloc(m->touch_hits, cap * sizeof(*m->touch_hits)) : NULL;
+		if (h)
+			m->touch_hits = h;
+		void *u = h ? realloc(m->touch_uids, cap * sizeof(*m->touch_uids)) : NULL;
+		if (!u)
 			return; /* access time is advisory: losing one is harmless */
-		d->mc->touch_hits = h;
-		d->mc->cap_touch = cap;
+		m->touch_uids = u;
+		m->cap_touch = cap;
 	}
-	memcpy(d->mc->touch_keys[d->mc->n_touch], key, 16);
-	d->mc->touch_hits[d->mc->n_touch++] = 1;
+	memcpy(m->touch_keys[m->n_touch], key, 16);
+	m->touch_hits[m->n_touch] = hits;
+	m->touch_uids[m->n_touch++] = (uint32_t)uid;
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
-		s->touch = d->mc->n_touch;
+		s->touch = m->n_touch;
 }
 
 /* --- periodic flush of access times and counters ----------------------------- */
@@ -131,7 +139,7 @@ void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16])
 struct jc_flush_job {
 	struct jc_daemon *d;
 	uint8_t (*keys)[16];
-	uint32_t *hits;
+	uint32_t *hits, *uids;
 	size_t n;
 	uint64_t counters[JC_CTR__COUNT];
 	int save_counters;
@@ -140,7 +148,7 @@ struct jc_flush_job {
 static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
 	pthread_mutex_lock(&d->cache->wlock);
-	if (j->n && jc__index_touch(d->cache->wix, (const uint8_t(*)[16])j->keys, j->hits, j->n, jc__wall_s()) != 0)
+	if (j->n && jc__index_touch(d->cache->wix, (const uint8_t(*)[16])j->keys, j->hits, j->uids, j->n, jc__wall_s()) != 0)
 		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->cache->wix));
 	if (j->save_counters) {
 		if (jc__cachedir_save_counters(d->cache, j->counters) != 0)
@@ -159,6 +167,7 @@ static void flush_job_free(struct jc_flush_job *j)
 {
 	free(j->keys);
 	free(j->hits);
+	free(j->uids);
 	free(j);
 }
 
@@ -180,9 +189,11 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 	j->d = d;
 	j->keys = d->mc->touch_keys;
 	j->hits = d->mc->touch_hits;
+	j->uids = d->mc->touch_uids;
 	j->n = d->mc->n_touch;
 	d->mc->touch_keys = NULL;
 	d->mc->touch_hits = NULL;
+	d->mc->touch_uids = NULL;
 	d->mc->n_touch = d->mc->cap_touch = 0;
 	j->save_counters = jc__counters_take(&d->cache->counters, j->counters);
 	return j;

@@ -128,12 +128,12 @@ static int peer_in_group(const struct jc_conn *c, gid_t gid)
 	return 0;
 }
 
-/* Commands that reveal or change other users' entries: root, the daemon's
- * own uid, or a member (primary or supplementary) of the admin group. */
-static int admin_allowed(const struct jc_conn *c, const struct jc_admin_req *req)
+/* Admins see and change every entry: root, the daemon's own uid, or a
+ * member (primary or supplementary) of the admin group. */
+static int is_admin(const struct jc_conn *c)
 {
 	gid_t admin = c->d->cfg.admin_gid;
-	if (!jc__admin_is_privileged(req) || c->uid == 0 || c->uid == geteuid())
+	if (c->uid == 0 || c->uid == geteuid())
 		return 1;
 	return admin != (gid_t)-1 && (c->gid == admin || peer_in_group(c, admin));
 }
@@ -500,6 +500,7 @@ static void admin_after_cb(uv_work_t *w, int status)
 	struct jc_conn *c = j->conn;
 	struct jc_daemon *d = c->d;
 	(void)status;
+	unsigned flags = jc__admin_flags(&j->req);
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
 	jc__count(&d->cache->counters, JC_CTR_evictions, j->env.evicted);
@@ -511,21 +512,20 @@ static void admin_after_cb(uv_work_t *w, int status)
 		jc__remote_stats_zero(d->remote);
 	}
 	/* Changes made on someone's behalf go to the log with who asked. */
-	if (jc__admin_is_privileged(&j->req) && strcmp(j->req.command, "ls") != 0 &&
-	    strcmp(j->req.command, "show") != 0) {
+	if (flags & JC_ADMIN_MUTATING) {
 		char what[256];
-		int ok = j->reply.status == 0 || j->reply.status == JC_ECORRUPT, dry = 0;
+		int ok = j->reply.status == 0 || j->reply.status == JC_ECORRUPT;
+		int dry = jc__admin_arg(&j->req, "dry_run") != NULL;
 		size_t n = (size_t)snprintf(what, sizeof(what), "%s", j->req.command);
-		for (size_t i = 0; i < j->req.args.n; i++) {
-			dry |= strcmp(j->req.args.v[i], "dry_run") == 0;
-			if (n < sizeof(what))
-				n += (size_t)snprintf(what + n, sizeof(what) - n, " %s", j->req.args.v[i]);
-		}
+		for (size_t i = 0; i < j->req.args.n && n < sizeof(what); i++)
+			n += (size_t)snprintf(what + n, sizeof(what) - n, " %s", j->req.args.v[i]);
 		jc_log(!ok ? LOG_WARNING : dry ? LOG_INFO : LOG_NOTICE,
 		       ADMIN, "%s by uid %d pid %d: %s", what, (int)c->uid, (int)c->pid,
 		       j->reply.message ? j->reply.message : jc_strerror(j->reply.status));
 	}
-	if (strcmp(j->req.command, "stats") == 0 && j->reply.status == 0 && j->reply.n_rec == 1 &&
+	/* The remote tier's figures count for all users: an admin's stats only. */
+	if (strcmp(j->req.command, "stats") == 0 && j->env.all_users && !(flags & JC_ADMIN_LISTS) &&
+	    j->reply.status == 0 && j->reply.n_rec == 1 &&
 	    jc__remote_stats_add(d->remote, &j->reply.rec[0]) != 0)
 		jc_log_warn(ADMIN, "stats: remote tier figures left out (out of memory)");
 	struct jc_buf b = {0};
@@ -546,11 +546,14 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	struct admin_job *j = calloc(1, sizeof(*j));
 	int rc = j ? jc__decode_admin(payload, len, &j->req) : JC_ENOMEM;
 	char msg[4300] = "bad admin request";
-	if (rc == 0 && !admin_allowed(c, &j->req)) {
+	int admin = rc == 0 && is_admin(c);
+	if (rc == 0 && !admin && (jc__admin_flags(&j->req) & JC_ADMIN_PRIVILEGED)) {
 		rc = JC_EDENIED;
-		snprintf(msg, sizeof(msg), "'%.32s' is limited to root, uid %d and the admin group "
-			 "(admin-group); uid %d may not run it", j->req.command, (int)geteuid(),
-			 (int)c->uid);
+		const char *opt = jc__admin_privileged_option(&j->req);
+		snprintf(msg, sizeof(msg), "'%.32s%s%s' is limited to root, uid %d and the admin group "
+			 "(admin-group); uid %d may not run it (every user may run ls, show, purge "
+			 "and stats on their own entries)", j->req.command, *opt ? " --" : "", opt,
+			 (int)geteuid(), (int)c->uid);
 		jc_log_warn(ADMIN, "refused '%.32s' to uid %d gid %d pid %d", j->req.command,
 			    (int)c->uid, (int)c->gid, (int)c->pid);
 	}
@@ -563,7 +566,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		conn_done(c);
 		return;
 	}
-	if (strcmp(j->req.command, "stop") == 0) {
+	if (jc__admin_flags(&j->req) & JC_ADMIN_LOOP) { /* stop */
 		/* As SIGTERM: this answer is written before the connections end. */
 		struct jc_admin_reply reply = {.message = msg};
 		struct jc_buf b = {0};
@@ -581,6 +584,9 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		return;
 	}
 	j->conn = c;
+	j->env.uid = (uint32_t)c->uid;
+	j->env.all_users = admin;
+	j->env.user_max_size = d->cfg.user_max_size;
 	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
 	j->env.confinement = jc__confine_name(d->confinement);

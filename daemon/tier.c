@@ -51,8 +51,8 @@ static int local_row_names(struct jc_cachedir *c, const uint8_t key[16], const u
 	return still;
 }
 
-static int local_publish(struct jc_cachedir *c, struct jc_entry *e, const void *data, size_t size,
-			 char *err, size_t errlen)
+static int local_publish(struct jc_cachedir *c, struct jc_entry *e, uint32_t uid, const void *data,
+			 size_t size, char *err, size_t errlen)
 {
 	int ok = e->status == JC_ENTRY_OK, fd = -1, rc = 0;
 	/* The object first, outside the lock (its fsyncs are the slow part). */
@@ -66,7 +66,7 @@ static int local_publish(struct jc_cachedir *c, struct jc_entry *e, const void *
 		rc = jc__store_put(c->store, data, size, e->object, err, errlen);
 	if (fd >= 0)
 		close(fd);
-	if (rc == 0 && (rc = jc__index_put(c->wix, e)) != 0)
+	if (rc == 0 && (rc = jc__index_put_user(c->wix, e, uid)) != 0)
 		snprintf(err, errlen, "index: %s", jc__index_errmsg(c->wix));
 	pthread_mutex_unlock(&c->wlock);
 	return rc;
@@ -191,8 +191,11 @@ const struct jc_tier_ops jc__local_tier = {
 
 static int load_budget(const char *name, uint64_t value, void *ctx)
 {
+	struct jc_cachedir *c = ctx;
 	if (strcmp(name, JC_STORED_MAX_SIZE) == 0)
-		*(uint64_t *)ctx = value;
+		c->max_size = value;
+	else if (strcmp(name, JC_STORED_USER_MAX_SIZE) == 0)
+		c->user_max_size = value;
 	return 0;
 }
 
@@ -239,7 +242,7 @@ int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_ca
 	if (rc != 0)
 		goto err_out;
 	rc = jc__counters_load_array(c->wix, c->counters.v);
-	rc = rc ?: jc__index_counters_load(c->wix, load_budget, &c->max_size);
+	rc = rc ?: jc__index_counters_load(c->wix, load_budget, c);
 	if (rc != 0) {
 		snprintf(err, errlen, "index %s: counters: %s", path, jc__index_errmsg(c->wix));
 		goto err_out;

@@ -44,9 +44,11 @@
  * for offline commands on a directory no daemon recorded a budget in. */
 #define JC_DEFAULT_MAX_SIZE (10ull << 30)
 
-/* The daemon records its --max-size in the index's counters table under this
- * name (at start-up and on SIGHUP), so that offline commands know the budget. */
+/* The daemon records its --max-size and --user-max-size in the index's
+ * counters table under these names (at start-up and on SIGHUP), so that
+ * offline commands know them (jc__cachedir_open loads them). */
 #define JC_STORED_MAX_SIZE "max_size"
+#define JC_STORED_USER_MAX_SIZE "user_max_size"
 
 /* Orphaned objects younger than this are left alone by collect: a publish
  * may be between its rename and its index commit. */
@@ -84,6 +86,7 @@ struct jc_cachedir {
 	pthread_mutex_t wlock;         /* held around every use of wix from threads */
 	struct jc_counters counters;   /* as stored; written back by jc__cachedir_close when dirty */
 	uint64_t max_size;             /* the budget the last daemon recorded, else JC_DEFAULT_MAX_SIZE */
+	uint64_t user_max_size;        /* the per-uid share it recorded, else 0 (none) */
 	uint64_t dev, ino;             /* the identity of dir (st_dev, st_ino) */
 };
 
@@ -146,10 +149,11 @@ struct jc_tier_ops {
 	 * object: 1 or 0. Loop thread (or under wlock without rix). */
 	int (*row_names)(struct jc_cachedir *c, const uint8_t key[16], const uint8_t object[16]);
 	/* Stores e: for an ok entry its object first (size bytes at data;
-	 * e->object set to their hash), then the row. Takes wlock itself. 0,
-	 * JC_ENOSPC, JC_EIO (err says what failed), index errors. */
-	int (*publish)(struct jc_cachedir *c, struct jc_entry *e, const void *data, size_t size,
-		       char *err, size_t errlen);
+	 * e->object set to their hash), then the row, with uid as a user of it
+	 * (index.h, jc__index_put_user). Takes wlock itself. 0, JC_ENOSPC,
+	 * JC_EIO (err says what failed), index errors. */
+	int (*publish)(struct jc_cachedir *c, struct jc_entry *e, uint32_t uid, const void *data,
+		       size_t size, char *err, size_t errlen);
 	/* Quarantines object (moved to quarantine/) as having failed a check;
 	 * its row, if any, is left (drop_row). Any thread. */
 	int (*quarantine)(struct jc_cachedir *c, const uint8_t object[16]);

@@ -365,6 +365,10 @@ JC_API uint64_t jc_result_time_ns(const jc_result *res, jc_timing which);
  * The daemon's statistics, as `jitcachectl stats` shows them: an ordered
  * list of named values, each an integer or a string (the keys of
  * `stats --json`: hits, misses, compiles, entries, bytes, nvrtc_version, ...).
+ * A caller that is not the daemon's admin (a shared daemon of another uid:
+ * not root, its uid or its admin group) gets its own view: "scope" is
+ * "uid N", entries, negative_entries, bytes and hits are its own, and the
+ * counters summed over all users are left out.
  * *out (owned by the caller, free with jc_stats_free) is set on 0, else NULL
  * with the message in jc_client_errmsg(c). Not thread-safe per c.
  * Errors: JC_EINVAL (NULL argument), JC_ECONNECT (no daemon: c compiles

@@ -7,8 +7,12 @@
  * own. Both are served; the daemon's processes (traced with strace -f)
  * never touch those directories; the same bytes from both share one entry
  * and one compile; a header changed on one side is a miss for that side; a
- * tree that lacks a header the compile reads fails, naming it. Exits 77
- * when not root or without setpriv/strace/useradd.
+ * tree that lacks a header the compile reads fails, naming it. Each user
+ * sees only their own entries in ls, show and stats; another's key answers
+ * show and purge exactly as a key nobody has (same words, same time within
+ * noise); a shared entry is listed for both; stats --by-user is for admins;
+ * with --user-max-size the heavy user's entries go first. Exits 77 when not
+ * root or without setpriv/strace/useradd.
  */
 #include <errno.h>
 #include <grp.h>
@@ -23,14 +27,19 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "client/client_internal.h"
 #include "harness.h"
 #include "io.h"
 #include "proto.h"
 #include "req.h"
+
+/* The daemon's --user-max-size for the next setup ("0": none). */
+static const char *user_share = "0";
 
 /* The run's users and group: names with our pid, removed at exit. */
 static char group[32], daemon_user[32], user_a[32], user_b[32];
@@ -161,6 +170,7 @@ static int setup(void **state)
 		       "setpriv", "--reuid", daemon_user, "--regid", group, "--clear-groups", "--",
 		       getenv("JITCACHED"), "--cache-dir", f->d.cache, "--socket", f->d.sock,
 		       "--group-shared", "yes", "--workers", "1", "--log-level", "info",
+		       "--user-max-size", user_share,
 		       (char *)NULL);
 		_exit(127);
 	}
@@ -375,6 +385,303 @@ static void test_missing_header_named(void **state)
 	assert_int_equal(jct_sh("! grep -q -F /nowhere %s", f->trace), 0);
 }
 
+/* jitcachectl ARGS as user (or as root for user NULL); exit status. */
+static int ctl_as(const struct fx *f, const char *user, char **out, const char *args)
+{
+	if (user)
+		return as_user(f, user, out, "%s --socket %s %s", getenv("JITCACHECTL"), f->d.sock,
+			       args);
+	char outpath[200];
+	snprintf(outpath, sizeof(outpath), "%s/as-root.out", f->d.dir);
+	int rc = jct_sh("%s --socket %s %s > %s 2>&1", getenv("JITCACHECTL"), f->d.sock, args,
+			outpath);
+	size_t n;
+	*out = (char *)jct_read_file(outpath, &n);
+	return rc;
+}
+
+/* Compiles text as NAME.cu in user's home; the key into key. */
+static void compile_src(const struct fx *f, const char *user, const char *home, const char *name,
+			const char *text, char key[33])
+{
+	char rel[64], *out, word[16];
+	snprintf(rel, sizeof(rel), "%s.cu", name);
+	put(home, rel, text, user);
+	int rc = as_user(f, user, &out, "cd %s && %s --socket %s compile %s --arch compute_90 "
+			 "--output ptx -o %s/%s.ptx", home, getenv("JITCACHECTL"), f->d.sock, rel, home,
+			 name);
+	if (rc != 0)
+		fail_msg("%s's compile of %s: %s", user, rel, out);
+	status_of(out, word, key);
+	free(out);
+}
+
+/* A's answer to ARGS about key, with the key replaced by "KEY". */
+static int answer_about(const struct fx *f, const char *user, const char *fmt, const char *key,
+			char **out)
+{
+	char args[200];
+	snprintf(args, sizeof(args), fmt, key);
+	int rc = ctl_as(f, user, out, args);
+	for (char *p = *out; (p = strstr(p, key)); p += 3)
+		memmove(p + 3, p + 32, strlen(p + 32) + 1), memcpy(p, "KEY", 3);
+	return rc;
+}
+
+static uid_t uid_of(const char *user)
+{
+	struct passwd *pw = getpwnam(user);
+	assert_non_null(pw);
+	return pw->pw_uid;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median of n samples (sorts them). */
+static uint64_t median(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return v[n / 2];
+}
+
+/*
+ * As uid (a child process, one connection): `show` of keys[0] and of
+ * keys[1], ROUNDS rounds of PAIRS pairs, the order within each pair drawn
+ * at random; both must answer JC_ENOTFOUND. med[r][k]: round r's median
+ * round trip of keys[k] in ns. Interleaving gives both keys the same load.
+ */
+#define ROUNDS 5
+#define PAIRS 100
+static void time_shows(const struct fx *f, uid_t uid, const char *keys[2],
+		       uint64_t med[ROUNDS][2])
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static uint64_t t[ROUNDS][2][PAIRS], out[ROUNDS][2];
+		unsigned seed = (unsigned)getpid();
+		jc_client *c = NULL;
+		if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0 ||
+		    jc_client_connect(f->d.sock, &c) != 0)
+			_exit(1);
+		for (int r = 0; r < ROUNDS; r++)
+			for (int i = 0; i < PAIRS; i++) {
+				int first = rand_r(&seed) & 1;
+				for (int j = 0; j < 2; j++) {
+					int k = first ^ j;
+					char arg[64];
+					snprintf(arg, sizeof(arg), "key=%s", keys[k]);
+					char *args[1] = {arg};
+					struct jc_admin_req req = {.command = "show", .args = {args, 1}};
+					struct jc_admin_reply reply = {0};
+					struct timespec a, b;
+					clock_gettime(CLOCK_MONOTONIC, &a);
+					int rc = jc__client_admin(c, &req, &reply);
+					clock_gettime(CLOCK_MONOTONIC, &b);
+					if (rc != 0 || reply.status != JC_ENOTFOUND)
+						_exit(2);
+					jc__admin_reply_clear(&reply);
+					t[r][k][i] = (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u +
+						     (uint64_t)(b.tv_nsec - a.tv_nsec);
+				}
+			}
+		for (int r = 0; r < ROUNDS; r++)
+			for (int k = 0; k < 2; k++)
+				out[r][k] = median(t[r][k], PAIRS);
+		jc_client_close(c);
+		_exit(write(p[1], out, sizeof(out)) == sizeof(out) ? 0 : 3);
+	}
+	close(p[1]);
+	int st;
+	assert_int_equal(read(p[0], med, sizeof(uint64_t) * ROUNDS * 2),
+			 (ssize_t)(sizeof(uint64_t) * ROUNDS * 2));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void test_users_see_their_own(void **state)
+{
+	struct fx *f = *state;
+	char ka[33], kb[33], kshared[33], kshared_b[33], *out, *absent_out;
+	const char absent[] = "0123456789abcdef0123456789abcdef";
+	compile_src(f, user_a, f->home_a, "a_only",
+		    "__global__ void a_only_k(int *p) { *p = 1111; }\n", ka);
+	compile_src(f, user_b, f->home_b, "b_secret_name",
+		    "__global__ void b_only_k(int *p) { *p = 2222; }\n", kb);
+	/* the same bytes (one compile, one entry) from both */
+	int64_t compiles0 = jct_stat(&f->d, "compiles");
+	compile_src(f, user_a, f->home_a, "same", "__global__ void same_k(int *p) { *p = 3; }\n",
+		    kshared);
+	compile_src(f, user_b, f->home_b, "same", "__global__ void same_k(int *p) { *p = 3; }\n",
+		    kshared_b);
+	assert_string_equal(kshared, kshared_b);
+	assert_int_equal(jct_stat(&f->d, "compiles") - compiles0, 1);
+	jct_settle();
+
+	/* ls: each their own, the shared one for both */
+	assert_int_equal(ctl_as(f, user_a, &out, "ls --json"), 0);
+	assert_non_null(strstr(out, ka));
+	assert_non_null(strstr(out, kshared));
+	if (strstr(out, kb) || strstr(out, "b_secret_name"))
+		fail_msg("A sees B's entry:\n%s", out);
+	free(out);
+	assert_int_equal(ctl_as(f, user_b, &out, "ls"), 0);
+	assert_non_null(strstr(out, kb));
+	assert_non_null(strstr(out, kshared));
+	assert_null(strstr(out, ka));
+	free(out);
+	assert_int_equal(ctl_as(f, NULL, &out, "ls --json"), 0); /* root: all */
+	assert_true(strstr(out, ka) && strstr(out, kb) && strstr(out, kshared));
+	free(out);
+	/* show: A's own works; B's key answers as a key nobody has */
+	char args[64];
+	snprintf(args, sizeof(args), "show %s", ka);
+	assert_int_equal(ctl_as(f, user_a, &out, args), 0);
+	assert_non_null(strstr(out, "a_only.cu"));
+	free(out);
+	int rc_b = answer_about(f, user_a, "show %s", kb, &out);
+	int rc_absent = answer_about(f, user_a, "show %s", absent, &absent_out);
+	fprintf(stderr, "A: show B's key: %d %s", rc_b, out);
+	assert_int_not_equal(rc_b, 0);
+	assert_int_equal(rc_b, rc_absent);
+	assert_string_equal(out, absent_out);
+	assert_null(strstr(out, "b_secret_name"));
+	free(out);
+	free(absent_out);
+	/* nor in time: per round, the medians of B's key and of an absent key
+	 * taken together; across rounds, the median of their differences is
+	 * within 20 % (+30 us) of the absent key's: a round disturbed by
+	 * other load does not decide it, a systematic difference would. */
+	const char *keys[2] = {kb, absent};
+	uint64_t med[ROUNDS][2], diff[ROUNDS], base[ROUNDS];
+	int64_t off = (int64_t)1 << 40; /* differences shifted to stay unsigned */
+	time_shows(f, uid_of(user_a), keys, med);
+	for (int r = 0; r < ROUNDS; r++) {
+		fprintf(stderr, "A, round %d: show of B's key %.1f us, of an absent key %.1f us "
+			"(medians of %d)\n", r, (double)med[r][0] / 1e3, (double)med[r][1] / 1e3,
+			PAIRS);
+		diff[r] = (uint64_t)(off + (int64_t)med[r][0] - (int64_t)med[r][1]);
+		base[r] = med[r][1];
+	}
+	int64_t d = (int64_t)median(diff, ROUNDS) - off;
+	uint64_t b0 = median(base, ROUNDS);
+	fprintf(stderr, "A: B's key - absent key: %+.1f us (median over rounds; absent %.1f us)\n",
+		(double)d / 1e3, (double)b0 / 1e3);
+	assert_true((uint64_t)(d < 0 ? -d : d) <= b0 / 5 + 30000);
+	/* purge --key of B's entry: as for an absent key; B still has it */
+	rc_b = answer_about(f, user_a, "purge --key %s", kb, &out);
+	rc_absent = answer_about(f, user_a, "purge --key %s", absent, &absent_out);
+	assert_int_equal(rc_b, 0);
+	assert_int_equal(rc_absent, 0);
+	assert_string_equal(out, absent_out);
+	free(out);
+	free(absent_out);
+	snprintf(args, sizeof(args), "show %s", kb);
+	assert_int_equal(ctl_as(f, user_b, &out, args), 0);
+	free(out);
+	/* stats: A's own entries and bytes, nothing counted over all users */
+	assert_int_equal(ctl_as(f, user_a, &out, "stats --json"), 0);
+	char scope[64];
+	snprintf(scope, sizeof(scope), "\"scope\": \"uid %u\"", (unsigned)uid_of(user_a));
+	if (!strstr(out, scope) || !strstr(out, "\"entries\": 2,") || strstr(out, "\"misses\""))
+		fail_msg("A's stats:\n%s", out);
+	free(out);
+	assert_int_equal(ctl_as(f, user_a, &out, "stats"), 0);
+	assert_non_null(strstr(out, "Entries of uid"));
+	free(out);
+	/* stats --by-user: for admins; refused to A */
+	assert_int_not_equal(ctl_as(f, user_a, &out, "stats --by-user"), 0);
+	if (!strstr(out, "'stats --by-user' is limited to root"))
+		fail_msg("A's stats --by-user:\n%s", out);
+	free(out);
+	assert_int_equal(ctl_as(f, NULL, &out, "stats --by-user --json"), 0);
+	char rec[64];
+	snprintf(rec, sizeof(rec), "{\"uid\": %u, \"entries\": 2,", (unsigned)uid_of(user_a));
+	assert_non_null(strstr(out, rec));
+	snprintf(rec, sizeof(rec), "{\"uid\": %u, \"entries\": 2,", (unsigned)uid_of(user_b));
+	assert_non_null(strstr(out, rec));
+	free(out);
+	assert_int_equal(ctl_as(f, NULL, &out, "stats --by-user"), 0);
+	assert_non_null(strstr(out, "OVER SHARE"));
+	free(out);
+	/* A purges all its own: the shared entry stays for B */
+	assert_int_equal(ctl_as(f, user_a, &out, "purge --all"), 0);
+	free(out);
+	assert_int_equal(ctl_as(f, user_a, &out, "ls --json"), 0);
+	assert_string_equal(out, "[]\n");
+	free(out);
+	assert_int_equal(ctl_as(f, user_b, &out, "ls --json"), 0);
+	assert_true(strstr(out, kb) && strstr(out, kshared));
+	free(out);
+	assert_int_equal(ctl_as(f, NULL, &out, "ls --json"), 0);
+	assert_null(strstr(out, ka)); /* A's alone left the cache */
+	free(out);
+}
+
+/* --user-max-size: A's many entries are trimmed to its share, least
+ * recently used first; B's few stay. */
+static int setup_share(void **state)
+{
+	user_share = "6K";
+	int rc = setup(state);
+	user_share = "0";
+	return rc;
+}
+
+/* The bytes of user's entries (ls --json as that user). */
+static int64_t bytes_of(const struct fx *f, const char *user, const char *key, int *has)
+{
+	char *out;
+	int64_t sum = 0;
+	assert_int_equal(ctl_as(f, user, &out, "ls --json"), 0);
+	for (const char *p = out; (p = strstr(p, "\"size\": ")); p += 8)
+		sum += strtoll(p + 8, NULL, 10);
+	*has = key && strstr(out, key) != NULL;
+	free(out);
+	return sum;
+}
+
+static void test_share_evicts_heavy_user(void **state)
+{
+	struct fx *f = *state;
+	char first_a[33], last_a[33], kb1[33], kb2[33], src[300], name[32];
+	compile_src(f, user_b, f->home_b, "b1", "__global__ void b1_k(int *p) { *p = 1; }\n", kb1);
+	compile_src(f, user_b, f->home_b, "b2", "__global__ void b2_k(int *p) { *p = 2; }\n", kb2);
+	for (int i = 0; i < 16; i++) {
+		snprintf(name, sizeof(name), "a%d", i);
+		snprintf(src, sizeof(src),
+			 "__global__ void heavy_%d(float *p, int n) { int i = blockIdx.x * blockDim.x"
+			 " + threadIdx.x; if (i < n) p[i] = p[i] * %d.5f + 1.0f; }\n", i, i);
+		compile_src(f, user_a, f->home_a, name, src, i == 0 ? first_a : last_a);
+	}
+	int has_first = 1, has_last = 0, has_b = 0;
+	int64_t a_bytes = 0;
+	for (int i = 0; i < 100; i++) {
+		a_bytes = bytes_of(f, user_a, first_a, &has_first);
+		if (a_bytes <= 6 * 1024)
+			break;
+		usleep(100000);
+	}
+	bytes_of(f, user_a, last_a, &has_last);
+	int64_t b_bytes = bytes_of(f, user_b, kb1, &has_b);
+	fprintf(stderr, "share 6 KiB: A holds %lld bytes, B %lld; evictions from shares %lld\n",
+		(long long)a_bytes, (long long)b_bytes, (long long)jct_stat(&f->d, "user_evictions"));
+	assert_true(a_bytes <= 6 * 1024);
+	assert_false(has_first);
+	assert_true(has_last);
+	assert_true(has_b);
+	bytes_of(f, user_b, kb2, &has_b);
+	assert_true(has_b);
+	assert_true(jct_stat(&f->d, "user_evictions") > 0);
+}
+
 int main(void)
 {
 	setup_users();
@@ -382,6 +689,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_two_users_share_the_daemon, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_header_named, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_digest_round, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_users_see_their_own, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_share_evicts_heavy_user, setup_share, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

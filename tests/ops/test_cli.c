@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "admin.h"
 #include "ops_util.h"
 
 static const char warn_src[] =
@@ -242,6 +243,21 @@ static void test_help(void **state)
 	assert_non_null(strstr(out, "config"));
 	assert_non_null(strstr(out, "stop"));
 	free(out);
+	/* Every admin command of the table (admin.h) has its help, naming each
+	 * of its options. */
+	for (size_t i = 0; i < jc__admin_n_cmds; i++) {
+		const struct jc_admin_cmd *c = &jc__admin_cmds[i];
+		const char *sub[] = {ctl, "help", c->name, NULL};
+		assert_int_equal(jct_run(d, sub, &out, NULL), 0);
+		assert_non_null(strstr(out, c->name));
+		for (const struct jc_admin_arg *a = c->args; a && a->name; a++) {
+			char opt[64];
+			snprintf(opt, sizeof(opt), "--%s", a->option ? a->option : "");
+			if (a->option && !strstr(out, opt))
+				fail_msg("help %s does not name %s:\n%s", c->name, opt, out);
+		}
+		free(out);
+	}
 	const char *bogus[] = {ctl, "help", "bogus", NULL};
 	assert_int_equal(jct_run(d, bogus, NULL, &err), 2);
 	assert_non_null(strstr(err, "unknown command 'bogus'"));

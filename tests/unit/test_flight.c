@@ -220,7 +220,6 @@ static int setup(void **state)
 	d->cfg.max_size = 1ull << 30;
 	d->buffers.max = 1u << 20;
 	d->conn_ops = &fake_ops;
-	d->evict_report = evict_report;
 	memset(&fake_pool, 0, sizeof(fake_pool));
 	d->pool = &fake_pool;
 	snprintf(d->tc.nvrtc_version, sizeof(d->tc.nvrtc_version), "13.0");
@@ -230,6 +229,7 @@ static int setup(void **state)
 	snprintf(d->tc.summary, sizeof(d->tc.summary), "nvrtc=13.0/test");
 	assert_int_equal(jc__cachedir_open(f->dir, JC_CACHEDIR_READER, 0, &d->cache, err, sizeof(err)), 0);
 	assert_int_equal(jc__cache_init(d), 0);
+	jc__evict_start(d, evict_report);
 	*state = f;
 	return 0;
 }

@@ -224,10 +224,10 @@ static void test_touch(void **state)
 		mkkey(keys[i], i);
 	}
 	mkkey(keys[3], 77); /* evicted meanwhile: skipped */
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, 4, 500), 0);
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, 2, 600), 0);
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, 1, 700), 0);
-	assert_int_equal(jc__index_touch(f->ix, NULL, NULL, 0, 800), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, NULL, 4, 500), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, NULL, 2, 600), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, NULL, 1, 700), 0);
+	assert_int_equal(jc__index_touch(f->ix, NULL, NULL, NULL, 0, 800), 0);
 	for (int i = 0; i < 3; i++) {
 		static const uint64_t want_hits[3] = { 2, 10, 0 };
 		static const int64_t want_at[3] = { 700, 600, 500 };
@@ -602,13 +602,128 @@ static void test_many(void **state)
 		mkkey(keys[i], i);
 		want += e.size;
 	}
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, N, 5000), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, NULL, N, 5000), 0);
 	assert_int_equal(jc__index_totals(f->ix, &n, NULL, &bytes), 0);
 	assert_int_equal(n, N);
 	assert_int_equal(bytes, want);
 	assert_int_equal(walk(f, &flt, &w), 0);
 	assert_int_equal(w.n, 0);
 	free(keys);
+}
+
+/* --- who used an entry (schema 2) ------------------------------------------ */
+
+static void expect_user(struct fx *f, uint32_t uid, uint64_t entries, uint64_t negative,
+			uint64_t bytes, uint64_t hits)
+{
+	struct jc_user_totals t;
+
+	assert_int_equal(jc__index_user_totals(f->ix, uid, &t), 0);
+	assert_int_equal(t.uid, uid);
+	assert_int_equal(t.entries, entries);
+	assert_int_equal(t.negative, negative);
+	assert_int_equal(t.bytes, bytes);
+	assert_int_equal(t.hits, hits);
+}
+
+static int count_cb(const struct jc_user_totals *t, void *ctx)
+{
+	(void)t;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static void test_users(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry a = mkentry(1, 0, 100), b = mkentry(2, 0, 100), n = mkentry(3, 1, 100);
+	struct jc_entry g = { 0 };
+	uint8_t keys[2][16];
+	uint32_t hits[2] = { 3, 1 }, uids[2] = { 1001, 1002 }, who[4];
+	uint64_t left, count;
+	int users = 0;
+
+	assert_int_equal(jc__index_put_user(f->ix, &a, 1001), 0);
+	assert_int_equal(jc__index_put_user(f->ix, &b, 1002), 0);
+	assert_int_equal(jc__index_put_user(f->ix, &n, 1001), 0);
+	expect_user(f, 1001, 2, 1, a.size, 0);
+	expect_user(f, 1002, 1, 0, b.size, 0);
+	expect_user(f, 7, 0, 0, 0, 0);
+	/* 1002 is served a: shared, charged in full to both */
+	memcpy(keys[0], a.key, 16);
+	memcpy(keys[1], a.key, 16);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, uids, 2, 500), 0);
+	expect_user(f, 1001, 2, 1, a.size, 3);
+	expect_user(f, 1002, 2, 0, a.size + b.size, 1);
+	count = 4;
+	assert_int_equal(jc__index_users_of(f->ix, a.key, who, &count), 0);
+	assert_int_equal(count, 2);
+	assert_int_equal(who[0], 1001);
+	assert_int_equal(who[1], 1002);
+	/* one uid's view: its own hits and access time; another's key is absent */
+	assert_int_equal(jc__index_get_user(f->ix, a.key, 1002, &g), 0);
+	assert_int_equal(g.hits, 1);
+	assert_int_equal(g.last_access, 500);
+	jc__entry_clear(&g);
+	assert_int_equal(jc__index_get_user(f->ix, b.key, 1001, &g), JC_ENOTFOUND);
+	struct jc_filter flt = { .by_uid = 1, .uid = 1001 };
+	struct walk w = { 0 };
+	assert_int_equal(walk(f, &flt, &w), 0);
+	assert_int_equal(w.n, 2);
+	/* a replaced row (same key, new size) moves every user's bytes */
+	a.size += 50;
+	assert_int_equal(jc__index_put(f->ix, &a), 0);
+	expect_user(f, 1001, 2, 1, a.size, 3);
+	expect_user(f, 1002, 2, 0, a.size + b.size, 1);
+	/* unuse: the entry stays while another uses it */
+	assert_int_equal(jc__index_unuse(f->ix, a.key, 1001, &left), 0);
+	assert_int_equal(left, 1);
+	expect_user(f, 1001, 1, 1, 0, 0);
+	/* deleting a row takes its users with it */
+	assert_int_equal(jc__index_delete(f->ix, a.key), 0);
+	expect_user(f, 1002, 1, 0, b.size, 0);
+	assert_int_equal(jc__index_delete(f->ix, n.key), 0);
+	expect_user(f, 1001, 0, 0, 0, 0);
+	assert_int_equal(jc__index_foreach_user_totals(f->ix, count_cb, &users), 0);
+	assert_int_equal(users, 1); /* a uid with nothing left is not listed */
+	/* touching a key that is gone records nothing */
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, hits, uids, 1, 600), 0);
+	expect_user(f, 1001, 0, 0, 0, 0);
+}
+
+/* An index of schema 1 (before users) is upgraded in place: every entry
+ * kept, each the index file's owner's. */
+static void test_upgrade_from_schema_1(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e1 = mkentry(1, 0, 100), e2 = mkentry(2, 1, 200), g = { 0 };
+	struct stat st;
+	uint64_t n = 0;
+
+	put_ok(f, &e1);
+	put_ok(f, &e2);
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	/* what schema 1 was: these tables and triggers absent */
+	sql(f->path, "DROP TRIGGER entries_del_users; DROP TRIGGER entries_upd_users;"
+		     " DROP TABLE users; DROP TABLE user_totals; PRAGMA user_version = 1");
+	assert_int_equal(stat(f->path, &st), 0);
+	reopen(f);
+	assert_int_equal(jc__index_totals(f->ix, &n, NULL, NULL), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(jc__index_get(f->ix, e1.key, &g), 0);
+	jc__entry_clear(&g);
+	assert_int_equal(jc__index_get_user(f->ix, e2.key, (uint32_t)st.st_uid, &g), 0);
+	assert_int_equal(g.last_access, 200);
+	jc__entry_clear(&g);
+	expect_user(f, (uint32_t)st.st_uid, 2, 1, e1.size, 0);
+	/* and it is schema 2 now: opened again as is, read-only too */
+	struct jc_index *ro;
+	char err[256];
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), 0);
+	jc__index_close(ro);
+	reopen(f);
+	expect_user(f, (uint32_t)st.st_uid, 2, 1, e1.size, 0);
 }
 
 int main(void)
@@ -618,6 +733,7 @@ int main(void)
 		T(test_round_trip), T(test_replace_delete), T(test_touch), T(test_foreach),
 		T(test_totals_refs), T(test_put_many), T(test_counters), T(test_future_version),
 		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
+		T(test_users), T(test_upgrade_from_schema_1),
 #undef T
 	};
 
