@@ -352,8 +352,11 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 	for (size_t i = 0; rc == 0 && i < vs->n; i++) {
 		if (!dry_run)
 			rc = remove_victim(env, vs, &vs->v[i], &gone);
-		/* A full disk: the tier's remove releases the reserve and retries;
-		 * the reserve is made again at the end. */
+		/* A full disk: deleting a row (or a use of it) needs room in the
+		 * write-ahead log. The reserve gives it (the tier's remove takes
+		 * it itself); the reserve is made again at the end. */
+		if (rc == JC_ENOSPC && jc__store_reserve_release(env->cd->store))
+			rc = remove_victim(env, vs, &vs->v[i], &gone);
 		vs->gone += !dry_run && rc == 0 && gone;
 		if (out && rc == 0 && i < LIST_MAX) {
 			struct jc_record *r;
