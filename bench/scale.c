@@ -26,7 +26,7 @@
 #include "client/client_internal.h"
 #include "index.h"
 #include "key.h"
-#include "store.h"
+#include "tier.h"
 #include "toolchain.h"
 
 #define WORKING_SET 1000
@@ -80,14 +80,11 @@ static int cmp_key(const void *a, const void *b)
 static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain *tc,
 			uint64_t first, uint64_t last)
 {
-	char err[512], path[PATH_MAX + 32];
-	int lock = jc__store_lock(d->core.cache, 5000, err, sizeof(err));
-	if (lock < 0)
-		bench_die("lock %s: %s", d->core.cache, err);
-	struct jc_index *ix = NULL;
-	snprintf(path, sizeof(path), "%s/index.sqlite", d->core.cache);
-	if (jc__index_open(path, 0, &ix, err, sizeof(err)) != 0)
-		bench_die("index: %s", err);
+	char err[512];
+	struct jc_cachedir *cd = NULL;
+	if (jc__cachedir_open(d->core.cache, 0, 5000, &cd, err, sizeof(err)) != 0)
+		bench_die("open %s: %s", d->core.cache, err);
+	struct jc_index *ix = cd->wix;
 	struct jc_entry tmpl = {0};
 	uint8_t key1[16];
 	key_of(tc, 1, key1);
@@ -112,8 +109,7 @@ static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain 
 	}
 	free(batch);
 	jc__entry_clear(&tmpl);
-	jc__index_close(ix);
-	close(lock);
+	jc__cachedir_close(cd);
 }
 
 /* Timed hit of variant v through c, in microseconds. */
