@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "jitcache/jitcache.h"
+#include "tests/lib/core.h"
 #include "util.h" /* jc__now_ns */
 
 /* How much to measure: --quick, the default (full) and --tiny (smoke test). */
@@ -35,17 +36,13 @@ struct bench_plan {
 	int large;              /* measure the CUB (~160 KiB) object too */
 };
 
-/* The daemon under test. */
+/* The daemon under test: tests/lib's (root core.dir holds cache/, sock,
+ * daemon.log and empty.conf) with the bench's flags. */
 struct bench_daemon {
-	char root[PATH_MAX];    /* mkdtemp: cache/, sock, daemon.log, empty.conf */
-	char cache[PATH_MAX + 16];
-	char sock[PATH_MAX + 16];
-	char log[PATH_MAX + 16];
-	char conf[PATH_MAX + 16];
-	char bin[PATH_MAX];     /* jitcached */
+	struct jtl_daemon core;
+	char conf[JTL_ROOT_MAX + 16];
 	const char *confinement; /* --confinement for the next start; NULL: the daemon's choice */
 	const char *extra[8];   /* more flags (NULL-terminated; borrowed), e.g. --remote URL */
-	pid_t pid;              /* -1 when stopped */
 };
 
 /* Prints "jitcache-bench: <message>", stops the daemon, exits 1. */
@@ -53,7 +50,7 @@ void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 
 /* --- daemon.c ------------------------------------------------------------ */
 
-/* Makes the temporary root (under $TMPDIR, else /tmp) and finds jitcached:
+/* Makes the temporary root (jtl_daemon_init: under $TMPDIR, else /tmp) and finds jitcached:
  * $JITCACHED, else next to this program's build directory
  * (<dir>/../daemon/jitcached) or beside it (<dir>/jitcached). Dies on failure. */
 void bench_daemon_init(struct bench_daemon *d);
@@ -180,8 +177,6 @@ struct bench_shim {
 void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, const char *saxpy_src,
 		struct bench_shim *out);
 
-/* The median of v[0..n) (sorts v; main.c). */
-double bench_median(double *v, int n);
 
 /* --- paths.c: the client library's other paths -------------------------- */
 

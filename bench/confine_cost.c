@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "tests/lib/core.h"
 
 static const char src[] =
 	"template <typename T>\n"
@@ -71,18 +72,6 @@ static void confine(void)
 	}
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp);
-	return v[n / 2];
-}
-
 /* Reads one double from fd (a child's figure). */
 static double take(int fd)
 {
@@ -107,12 +96,14 @@ int main(int argc, char **argv)
 	*strrchr(real, '/') = '\0';
 	snprintf(root, sizeof(root), "%s", real);
 	/* The namespace kind mounts over the working directory: an empty one. */
-	char tmpl[] = "/tmp/jc-confine-cost-XXXXXX";
-	if (!mkdtemp(tmpl) || chdir(tmpl) != 0)
+	char tmpl[JTL_ROOT_MAX], why[256];
+	if (jtl_tmpdir(tmpl, sizeof(tmpl), NULL, "confine-cost", why, sizeof(why)) != 0 ||
+	    chdir(tmpl) != 0) {
+		fprintf(stderr, "jitcache-confine-cost: %s\n", why);
 		return 1;
+	}
 	snprintf(cwd, sizeof(cwd), "%s", tmpl);
 	int abi;
-	char why[128];
 	kind = jc__confine_detect(&abi, why, sizeof(why));
 	if (argc > 2 && (kind = jc__confine_parse(argv[2])) < 0) {
 		fprintf(stderr, "usage: jitcache-confine-cost [N [landlock|userns|none]]\n");
@@ -153,11 +144,13 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		helper[i] = take(p[0]);
 	waitpid(pid, NULL, 0);
-	rmdir(tmpl);
+	char err[256];
+	if (jtl_rmtree(tmpl, err, sizeof(err)) != 0)
+		fprintf(stderr, "jitcache-confine-cost: %s\n", err);
 	printf("SAXPY compile, CPU ms, median of %d (confinement %s: %s):\n"
 	       "  in the warm process (unconfined, as before)  %.1f\n"
 	       "  child forked and confined per job            %.1f\n"
 	       "  helper confined once (jobs without -I)        %.1f\n",
-	       n, jc__confine_name(kind), why, median(in, n), median(child, n), median(helper, n));
+	       n, jc__confine_name(kind), why, jtl_median(in, (size_t)n), jtl_median(child, (size_t)n), jtl_median(helper, (size_t)n));
 	return 0;
 }

@@ -15,7 +15,7 @@
 #include "bench.h"
 #include "confine.h"
 
-static struct bench_daemon daemon_under_test = {.pid = -1};
+static struct bench_daemon daemon_under_test = {.core.pid = -1};
 static int keep_dir;
 
 static const struct bench_plan plans[] = {
@@ -39,16 +39,16 @@ void bench_die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	if (daemon_under_test.root[0])
-		fprintf(stderr, "jitcache-bench: kept %s (daemon.log inside)\n", daemon_under_test.root);
+	if (daemon_under_test.core.dir[0])
+		fprintf(stderr, "jitcache-bench: kept %s (daemon.log inside)\n", daemon_under_test.core.dir);
 	bench_daemon_cleanup(&daemon_under_test, 1);
 	exit(1);
 }
 
 static void on_signal(int sig)
 {
-	if (daemon_under_test.pid > 0)
-		kill(daemon_under_test.pid, SIGKILL);
+	if (daemon_under_test.core.pid > 0)
+		kill(daemon_under_test.core.pid, SIGKILL);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -222,18 +222,6 @@ static void freshen(jc_request *r, const char *what, int i)
 		bench_die("out of memory");
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-double bench_median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* NVRTC time of compile_reps cold compiles of r (the first is o's). */
 static double compile_ms(jc_client *c, jc_request *r, const struct bench_object *o,
 			 const struct bench_plan *plan, const char *what)
@@ -245,11 +233,11 @@ static double compile_ms(jc_client *c, jc_request *r, const struct bench_object 
 	while (n < plan->compile_reps && n < 8) {
 		struct bench_object fresh;
 		freshen(r, what, n);
-		bench_fetch(c, r, daemon_under_test.cache, &fresh);
+		bench_fetch(c, r, daemon_under_test.core.cache, &fresh);
 		v[n++] = fresh.compile_ms;
 	}
 	jc_request_set_app_abi(r, "");
-	return bench_median(v, n);
+	return jtl_median(v, n);
 }
 
 /* NVRTC time of one result, in milliseconds. */
@@ -300,9 +288,9 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 		}
 		ratio[n] = build[n] / sum[n];
 	}
-	fig("fatbin_build_ms", "ms", bench_median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
-	fig("fatbin_parts_sum_ms", "ms", bench_median(sum, n), "  its 3 parts' NVRTC compiles, summed");
-	fig("fatbin_build_ratio", "x", bench_median(ratio, n), "  build / sum of the parts");
+	fig("fatbin_build_ms", "ms", jtl_median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
+	fig("fatbin_parts_sum_ms", "ms", jtl_median(sum, n), "  its 3 parts' NVRTC compiles, summed");
+	fig("fatbin_build_ratio", "x", jtl_median(ratio, n), "  build / sum of the parts");
 	jc_request_free(r);
 }
 
@@ -360,12 +348,12 @@ static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char 
 	jc_request *r = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", copy);
 	struct bench_object o;
 	struct bench_lat own, sent, raw;
-	bench_fetch(cl, r, d->cache, &o);
+	bench_fetch(cl, r, d->core.cache, &o);
 	bench_hits_vs_raw(cl, r, &o, iters, &own, &raw);
 	setenv("JITCACHE_SEND_HEADERS", "1", 1);
 	jc_client *reader = bench_connect(d);
 	unsetenv("JITCACHE_SEND_HEADERS");
-	bench_fetch(reader, r, d->cache, &o); /* the same key: a hit */
+	bench_fetch(reader, r, d->core.cache, &o); /* the same key: a hit */
 	bench_hits_vs_raw(reader, r, &o, iters, &sent, &raw);
 	jc_client_close(reader);
 	jc_request_free(r);
@@ -414,7 +402,7 @@ int main(int argc, char **argv)
 	struct bench_daemon *d = &daemon_under_test;
 	bench_daemon_init(d);
 	fprintf(stderr, "jitcache-bench (%s): %ld CPUs, daemon %s, cache %s\n", plan->name,
-		sysconf(_SC_NPROCESSORS_ONLN), d->bin, d->cache);
+		sysconf(_SC_NPROCESSORS_ONLN), d->core.bin, d->core.cache);
 	bench_daemon_start(d);
 	jc_client *cl = bench_connect(d);
 
@@ -428,12 +416,12 @@ int main(int argc, char **argv)
 				      : NULL;
 	struct bench_object o_small, o_saxpy, o_cub;
 	fprintf(stderr, "compiling the examples...\n");
-	bench_fetch(cl, small, d->cache, &o_small);
-	bench_fetch(cl, saxpy, d->cache, &o_saxpy);
+	bench_fetch(cl, small, d->core.cache, &o_small);
+	bench_fetch(cl, saxpy, d->core.cache, &o_saxpy);
 	double saxpy_ms = compile_ms(cl, saxpy, &o_saxpy, plan, "saxpy");
 	double cub_ms = 0;
 	if (cub) {
-		bench_fetch(cl, cub, d->cache, &o_cub);
+		bench_fetch(cl, cub, d->core.cache, &o_cub);
 		cub_ms = compile_ms(cl, cub, &o_cub, plan, "cub");
 	}
 
@@ -461,7 +449,7 @@ int main(int argc, char **argv)
 		 * their own): not covered by the toolkit identity, so keyed through
 		 * its watched tree (watch.h). */
 		char cmd[sizeof(tk_cccl) + sizeof(user_cccl) + 16];
-		if (snprintf(user_cccl, sizeof(user_cccl), "%s/cccl-copy", d->root) >=
+		if (snprintf(user_cccl, sizeof(user_cccl), "%s/cccl-copy", d->core.dir) >=
 			    (int)sizeof(user_cccl) ||
 		    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", tk_cccl, user_cccl) >= (int)sizeof(cmd) ||
 		    system(cmd) != 0)
@@ -472,7 +460,7 @@ int main(int argc, char **argv)
 		struct bench_lat hit_c, raw_c;
 		int64_t trees0 = bench_stat(cl, "include_watch_trees");
 		int64_t w0 = bench_stat(cl, "include_watches"), b0 = bench_stat(cl, "include_watch_bytes");
-		bench_fetch(cl, copy, d->cache, &o_copy);
+		bench_fetch(cl, copy, d->core.cache, &o_copy);
 		bench_hits_vs_raw(cl, copy, &o_copy, plan->hit_iters, &hit_c, &raw_c);
 		fig("hit_cccl_copy_p50_us", "us", hit_c.p50, "hit p50, CUB with -I a 1.7k-file CCCL copy");
 		fig("hit_cccl_copy_p99_us", "us", hit_c.p99, "hit p99, CUB with -I a CCCL copy");
@@ -549,7 +537,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < plan->sf_rounds && i < 16; i++) {
 		struct bench_object o;
 		freshen(saxpy, "alone", i);
-		bench_fetch(cl, saxpy, d->cache, &o);
+		bench_fetch(cl, saxpy, d->core.cache, &o);
 		alone[i] = o.miss_ms;
 		int64_t compiles;
 		freshen(saxpy, "flight", i);
@@ -562,10 +550,10 @@ int main(int argc, char **argv)
 	f = fig("single_flight_compiles", "", (double)max_compiles,
 		"single flight: compiles, %d cold clients", plan->sf_clients);
 	target(f, EQUAL, 1);
-	double m_wall = bench_median(wall, plan->sf_rounds), m_alone = bench_median(alone, plan->sf_rounds);
+	double m_wall = jtl_median(wall, plan->sf_rounds), m_alone = jtl_median(alone, plan->sf_rounds);
 	fig("single_flight_wall_ms", "ms", m_wall, "single flight: wall, %d clients", plan->sf_clients);
 	fig("one_compile_ms", "ms", m_alone, "one SAXPY miss alone (client wall)");
-	f = fig("single_flight_ratio", "x", bench_median(ratio, plan->sf_rounds),
+	f = fig("single_flight_ratio", "x", jtl_median(ratio, plan->sf_rounds),
 		"single flight: wall / one compile");
 	target(f, AT_MOST, 1.2);
 
@@ -602,16 +590,16 @@ int main(int argc, char **argv)
 		int reps = plan->sf_rounds < 16 ? plan->sf_rounds : 16;
 		for (int i = 0; i < reps; i++) {
 			freshen(saxpy, name, i);
-			bench_fetch(cc, saxpy, d->cache, &o);
+			bench_fetch(cc, saxpy, d->core.cache, &o);
 			miss[i] = o.miss_ms;
 		}
 		struct bench_lat h, r;
-		bench_fetch(cc, small, d->cache, &o_small);
+		bench_fetch(cc, small, d->core.cache, &o_small);
 		bench_hits_vs_raw(cc, small, &o_small, plan->hit_iters / 2, &h, &r);
 		jc_client_close(cc);
 		char k[48];
 		snprintf(k, sizeof(k), "confine_%s_miss_ms", name);
-		fig(k, "ms", bench_median(miss, reps), "SAXPY miss, confinement %s%s", name,
+		fig(k, "ms", jtl_median(miss, reps), "SAXPY miss, confinement %s%s", name,
 		    kind == best ? " (default)" : "");
 		snprintf(k, sizeof(k), "confine_%s_hit_p50_us", name);
 		fig(k, "us", h.p50, "  small hit p50, confinement %s", name);

@@ -17,12 +17,6 @@
 
 #include "bench.h"
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Nearest-rank percentile of sorted v[0..n). */
 static double pct_us(const uint64_t *v, size_t n, double p)
 {
@@ -34,7 +28,7 @@ void bench_lat_of(uint64_t *ns, size_t n, struct bench_lat *out)
 {
 	if (!n)
 		bench_die("no samples");
-	qsort(ns, n, sizeof(*ns), cmp_u64);
+	jtl_sort_u64(ns, n);
 	out->p50 = pct_us(ns, n, 0.50);
 	out->p99 = pct_us(ns, n, 0.99);
 	out->p999 = pct_us(ns, n, 0.999);
@@ -286,7 +280,7 @@ static uint64_t run_children(const struct bench_daemon *d, const jc_request *r, 
 			jc_client *c = NULL;
 			struct child_report rep = {0};
 			char b = 0;
-			rep.rc = jc_client_connect(d->sock, &c);
+			rep.rc = jc_client_connect(d->core.sock, &c);
 			if (write(ready[1], &b, 1) != 1)
 				_exit(3);
 			if (read(go[0], &b, 1) < 0) /* EOF: start */

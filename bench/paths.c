@@ -18,18 +18,6 @@
 #include "bench.h"
 #include "client/client_internal.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median_of(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n ? v[n / 2] : 0;
-}
-
 static double ms_since(uint64_t t0)
 {
 	return (double)(jc__now_ns() - t0) / 1e6;
@@ -43,7 +31,7 @@ double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench
 	for (size_t i = 0; i < iters; i++) {
 		jc_client *c = NULL;
 		uint64_t t0 = jc__now_ns();
-		if (jc_client_connect(d->sock, &c) != 0)
+		if (jc_client_connect(d->core.sock, &c) != 0)
 			bench_die("connect: %s", jc_client_errmsg(NULL));
 		ns[i] = jc__now_ns() - t0;
 		jc_client_close(c);
@@ -81,9 +69,9 @@ double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r,
 double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, double *open_ms)
 {
 	char dir[PATH_MAX + 32], sock[PATH_MAX + 48];
-	snprintf(dir, sizeof(dir), "%s/autostart", d->root);
-	snprintf(sock, sizeof(sock), "%s/autostart/jitcached.sock", d->root);
-	setenv("JITCACHED", d->bin, 1);
+	snprintf(dir, sizeof(dir), "%s/autostart", d->core.dir);
+	snprintf(sock, sizeof(sock), "%s/autostart/jitcached.sock", d->core.dir);
+	setenv("JITCACHED", d->core.bin, 1);
 	jc_options *o;
 	jc_client *c = NULL;
 	jc_result *res = NULL;
@@ -104,7 +92,8 @@ double bench_autostart_ms(const struct bench_daemon *d, const jc_request *r, dou
 	jc_options_free(o);
 	if (pid > 0)
 		kill(pid, SIGTERM); /* the daemon this run started */
-	for (int i = 0; i < 200 && access(sock, F_OK) == 0; i++)
+	/* Gone before the run goes on (and removes its directory under it). */
+	for (int i = 0; i < 1000 && (pid > 0 ? kill(pid, 0) == 0 : access(sock, F_OK) == 0); i++)
 		usleep(10000);
 	return ms;
 }
@@ -154,7 +143,7 @@ void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int re
 	double f[8], p[8];
 	jc_options *o;
 	jc_client *c = NULL;
-	snprintf(nothing, sizeof(nothing), "%s/no-daemon.sock", d->root);
+	snprintf(nothing, sizeof(nothing), "%s/no-daemon.sock", d->core.dir);
 	if (jc_options_new(&o) != 0 || jc_options_set_socket(o, nothing) != 0 ||
 	    jc_options_set_fallback(o, JC_FALLBACK_COMPILE) != 0 || jc_client_open(o, &c) != 0)
 		bench_die("fallback client: %s", jc_client_errmsg(NULL));
@@ -174,8 +163,8 @@ void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int re
 		if (i > 0)
 			p[i - 1] = plain_nvrtc_ms(r);
 	}
-	*fallback = median_of(f, reps);
-	*plain = median_of(p, reps);
+	*fallback = jtl_median(f, reps);
+	*plain = jtl_median(p, reps);
 	jc_client_close(c);
 	jc_options_free(o);
 }

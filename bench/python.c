@@ -48,7 +48,7 @@ int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_reque
 	if (!python || !*python)
 		python = "python3";
 	char errpath[PATH_MAX + 32];
-	snprintf(errpath, sizeof(errpath), "%s/python.err", d->root);
+	snprintf(errpath, sizeof(errpath), "%s/python.err", d->core.dir);
 	int in[2], out[2];
 	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
 		bench_die("pipe: %s", strerror(errno));
@@ -63,7 +63,7 @@ int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_reque
 		setenv("PYTHONPATH", JC_BENCH_PYTHON_DIR, 1);
 		setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
 		setenv("JITCACHE_CLIENT_LIB", JC_BENCH_CLIENT_LIB, 0);
-		execlp(python, python, JC_BENCH_PYTHON_DIR "/../bench/python_hit.py", d->sock,
+		execlp(python, python, JC_BENCH_PYTHON_DIR "/../bench/python_hit.py", d->core.sock,
 		       src_path, name, arch, expr, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", python, strerror(errno));
 		_exit(127);

@@ -23,7 +23,7 @@
 #include "bench.h"
 #include "client/client_internal.h"
 
-static struct bench_daemon writer = {.pid = -1}, reader = {.pid = -1};
+static struct bench_daemon writer = {.core.pid = -1}, reader = {.core.pid = -1};
 static pid_t redis_pid = -1;
 static char redis_sock[PATH_MAX + 16];
 
@@ -128,7 +128,7 @@ static void wait_row(jc_client *c, const char *key)
 			return;
 		usleep(1000);
 	}
-	bench_die("a remote hit was not stored locally within 1 s (see %s)", reader.log);
+	bench_die("a remote hit was not stored locally within 1 s (see %s)", reader.core.log);
 }
 
 /* Waits until W has published n values. */
@@ -137,7 +137,7 @@ static void wait_publishes(jc_client *w, int64_t n)
 	for (int i = 0; i < 2000 && bench_stat(w, "remote_publishes") < n; i++)
 		usleep(5000);
 	if (bench_stat(w, "remote_publishes") < n)
-		bench_die("the writer daemon did not publish to Redis (see %s)", writer.log);
+		bench_die("the writer daemon did not publish to Redis (see %s)", writer.core.log);
 }
 
 /* p50 of iters remote hits of r on R (purged before each); the value's size. */
@@ -145,7 +145,7 @@ static double remote_hits(jc_client *w, jc_client *rc, jc_request *r, size_t ite
 {
 	struct bench_object o;
 	int64_t pub = bench_stat(w, "remote_publishes"), out = bench_stat(w, "remote_bytes_out");
-	bench_fetch(w, r, writer.cache, &o);
+	bench_fetch(w, r, writer.core.cache, &o);
 	wait_publishes(w, pub + 1);
 	*value = (double)(bench_stat(w, "remote_bytes_out") - out);
 	uint64_t *ns = malloc(iters * sizeof(*ns));
@@ -159,7 +159,7 @@ static double remote_hits(jc_client *w, jc_client *rc, jc_request *r, size_t ite
 	}
 	if (bench_stat(rc, "remote_hits") - hits != (int64_t)iters ||
 	    bench_stat(rc, "compiles") != compiles)
-		bench_die("the reader compiled instead of taking Redis's value (see %s)", reader.log);
+		bench_die("the reader compiled instead of taking Redis's value (see %s)", reader.core.log);
 	struct bench_lat l;
 	bench_lat_of(ns, iters, &l);
 	free(ns);
@@ -191,12 +191,6 @@ static void hits_side_by_side(jc_client *a, jc_client *b, jc_request *r, size_t 
 	free(tb);
 }
 
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return a < b ? -1 : a > b;
-}
-
 /* Median cold compile (client wall, ms) of fresh tiny kernels on a and on b, in turns. */
 static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, double *mb)
 {
@@ -213,8 +207,8 @@ static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, d
 			jc_request_free(r);
 		}
 	}
-	qsort(ta, (size_t)n, sizeof(*ta), cmp_u64);
-	qsort(tb, (size_t)n, sizeof(*tb), cmp_u64);
+	jtl_sort_u64(ta, (size_t)n);
+	jtl_sort_u64(tb, (size_t)n);
 	*ma = (double)ta[n / 2] / 1e6;
 	*mb = (double)tb[n / 2] / 1e6;
 }
@@ -249,8 +243,8 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 		return;
 	}
 	atexit(stop_all);
-	if (start_redis(local->root) != 0)
-		bench_die("redis-server did not start (see %s/redis.log)", local->root);
+	if (start_redis(local->core.dir) != 0)
+		bench_die("redis-server did not start (see %s/redis.log)", local->core.dir);
 	char url[PATH_MAX + 32];
 	snprintf(url, sizeof(url), "redis+unix://%s", redis_sock);
 	struct bench_daemon *w = &writer, *r = &reader;
@@ -272,7 +266,7 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 		snprintf(abi, sizeof(abi), "bench-remote-fill/%d/%ld", i, (long)getpid());
 		jc_request_set_app_abi(saxpy, abi);
 		struct bench_object o;
-		bench_fetch(wc, saxpy, w->cache, &o);
+		bench_fetch(wc, saxpy, w->core.cache, &o);
 	}
 	jc_request_set_app_abi(saxpy, "");
 	wait_publishes(wc, pub + n_fill);
@@ -288,8 +282,8 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 	/* Local hits with the tier up, against no tier at all. */
 	jc_request *small = bench_tiny_request(0);
 	struct bench_object os;
-	bench_fetch(lc, small, local->cache, &os);
-	bench_fetch(rc, small, r->cache, &os);
+	bench_fetch(lc, small, local->core.cache, &os);
+	bench_fetch(rc, small, r->core.cache, &os);
 	hits_side_by_side(rc, lc, small, os.size, plan->hit_iters / 2, &out->local_hit_p50_us,
 			  &out->local_hit_base_p50_us);
 

@@ -26,7 +26,7 @@
 #include "client/client_internal.h"
 #include "index.h"
 #include "key.h"
-#include "store.h"
+#include "tier.h"
 #include "toolchain.h"
 
 #define WORKING_SET 1000
@@ -80,14 +80,11 @@ static int cmp_key(const void *a, const void *b)
 static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain *tc,
 			uint64_t first, uint64_t last)
 {
-	char err[512], path[PATH_MAX + 32];
-	int lock = jc__store_lock(d->cache, 5000, err, sizeof(err));
-	if (lock < 0)
-		bench_die("lock %s: %s", d->cache, err);
-	struct jc_index *ix = NULL;
-	snprintf(path, sizeof(path), "%s/index.sqlite", d->cache);
-	if (jc__index_open(path, 0, &ix, err, sizeof(err)) != 0)
-		bench_die("index: %s", err);
+	char err[512];
+	struct jc_cachedir *cd = NULL;
+	if (jc__cachedir_open(d->core.cache, 0, 5000, &cd, err, sizeof(err)) != 0)
+		bench_die("open %s: %s", d->core.cache, err);
+	struct jc_index *ix = cd->wix;
 	struct jc_entry tmpl = {0};
 	uint8_t key1[16];
 	key_of(tc, 1, key1);
@@ -112,8 +109,7 @@ static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain 
 	}
 	free(batch);
 	jc__entry_clear(&tmpl);
-	jc__index_close(ix);
-	close(lock);
+	jc__cachedir_close(cd);
 }
 
 /* Timed hit of variant v through c, in microseconds. */
@@ -172,8 +168,8 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
 	jc_client *c = bench_connect(d);
 	struct bench_object o1, o2;
 	jc_request *r1 = bench_tiny_request(1), *r2 = bench_tiny_request(2);
-	bench_fetch(c, r1, d->cache, &o1);
-	bench_fetch(c, r2, d->cache, &o2);
+	bench_fetch(c, r1, d->core.cache, &o1);
+	bench_fetch(c, r2, d->core.cache, &o2);
 	jc_request_free(r1);
 	jc_request_free(r2);
 	jc_client_close(c);

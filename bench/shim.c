@@ -62,7 +62,7 @@ void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, con
 	const char *env = getenv("JC_SHIM_LIB");
 	const char *path = env && *env ? env : JC_BENCH_SHIM;
 	struct jc_real_nvrtc shim, real;
-	setenv("JITCACHE_SOCKET", d->sock, 1);
+	setenv("JITCACHE_SOCKET", d->core.sock, 1);
 	void *hs = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!hs)
 		bench_die("cannot load the shim (set JC_SHIM_LIB): %s", dlerror());
@@ -77,7 +77,7 @@ void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, con
 	int n = 0;
 	while (n < plan->compile_reps && n < 8)
 		v[n++] = (double)compile_once(&real, saxpy_src, "real NVRTC") / 1e6;
-	out->real_compile_ms = bench_median(v, n);
+	out->real_compile_ms = jtl_median(v, n);
 	compile_once(&shim, saxpy_src, "shim");
 
 	size_t iters = plan->hit_iters / 5 + 10;

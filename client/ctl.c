@@ -608,25 +608,14 @@ out:
 
 /* --- admin commands: through the daemon, else offline ------------------------------ */
 
-static int load_budget(const char *name, uint64_t value, void *ctx)
-{
-	struct jc_admin_env *env = ctx;
-	if (strcmp(name, JC_STORED_MAX_SIZE) == 0)
-		env->max_size = value;
-	else if (strcmp(name, JC_STORED_USER_MAX_SIZE) == 0)
-		env->user_max_size = value;
-	return 0;
-}
-
 /* Runs req on the directory itself: only while no daemon holds its lock.
  * Returns 0 (out filled), JC_ELOCKED (held: message in err, nothing
  * printed) or 1 (an error, printed). */
 static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *out, char *err,
 		       size_t errlen)
 {
-	char dir[4096], path[4200];
-	struct jc_store *store = NULL;
-	struct jc_index *ix = NULL;
+	char dir[4096];
+	struct jc_cachedir *cd = NULL;
 	struct jc_toolchain tc;
 	struct jc_admin_env env = {.uptime_s = -1};
 	if (cache_dir)
@@ -637,36 +626,26 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 	if (stat(dir, &st) != 0)
 		return die(1, "no daemon answers and there is no cache at %s", dir);
 	umask(077); /* what is created in the store is ours alone, as the daemon's */
-	int lock = jc__store_lock(dir, 0, err, errlen);
-	if (lock == JC_ELOCKED)
+	int rc = jc__cachedir_open(dir, 0, 0, &cd, err, errlen);
+	if (rc == JC_ELOCKED)
 		return JC_ELOCKED;
-	if (lock < 0)
-		return die(1, "%s", err);
-	int rc = jc__store_open(dir, &store, err, errlen);
 	rc = rc ?: jc__toolchain_probe(&tc, err, errlen);
-	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
-	rc = rc ?: jc__index_open(path, 0, &ix, err, errlen);
 	if (rc == 0) {
-		env.store = store;
-		env.ix = ix;
+		env.cd = cd;
 		env.tc = &tc;
-		jc__counters_load_array(ix, env.counters);
+		memcpy(env.counters, cd->counters.v, sizeof(env.counters));
 		/* Offline is the directory's owner (or root): an admin. */
 		env.uid = (uint32_t)getuid();
 		env.all_users = 1;
-		env.max_size = JC_DEFAULT_MAX_SIZE; /* unless the daemon recorded its own */
-		jc__index_counters_load(ix, load_budget, &env);
+		env.max_size = cd->max_size; /* the last daemon's, else the default */
+		env.user_max_size = cd->user_max_size;
 		jc__admin_run(&env, req, out);
-		if (env.corrupt) {
-			env.counters[JC_CTR_corrupt_objects] += env.corrupt;
-			jc__index_counters_save(ix, jc__counter_names, env.counters, JC_CTR__COUNT);
-		}
+		/* Written back at close, as the daemon writes its own. */
+		jc__count(&cd->counters, JC_CTR_corrupt_objects, env.corrupt);
 	} else {
 		die(1, "%s", err);
 	}
-	jc__index_close(ix);
-	jc__store_close(store);
-	close(lock);
+	jc__cachedir_close(cd);
 	return rc ? 1 : 0;
 }
 

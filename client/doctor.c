@@ -37,6 +37,7 @@
 #include "index.h"
 #include "jitcache/jitcache.h"
 #include "store.h"
+#include "tier.h"
 #include "toolchain.h"
 #include "util.h"
 
@@ -542,15 +543,15 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 			say(r, OK, "%" PRIu64 " MiB free on the cache filesystem", free_bytes >> 20);
 	}
 	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
-	struct jc_index *ix = NULL;
-	rc = ours ? jc__index_open(path, 1, &ix, err, sizeof(err)) : 0;
-	if (rc == 0 && ix)
+	struct jc_cachedir *cd = NULL;
+	rc = ours ? jc__cachedir_open(dir, JC_CACHEDIR_INSPECT, 0, &cd, err, sizeof(err)) : 0;
+	if (rc == 0 && cd)
 		say(r, OK, "index %s opens (schema current)", path);
 	else if (rc == JC_ENOTFOUND)
 		say(r, INFO, "no index yet (%s): created at the first start", path);
 	else if (rc != 0)
 		say(r, rc == JC_EVERSION ? WARN : FAIL, "index %s: %s", path, err);
-	jc__index_close(ix);
+	jc__cachedir_close(cd);
 }
 
 /* The daemon's remote tier, from its stats: the daemon probes it (PING for

@@ -219,3 +219,39 @@ int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **
 	return *is_dir || opt_value(o, i, "-include", 0, val, used) ||
 	       opt_value(o, i, "--pre-include", 0, val, used);
 }
+
+static int lowered_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct jc_lowered *)a)->expr, ((const struct jc_lowered *)b)->expr);
+}
+
+void jc__res_lowered_in_order(struct jc_res *res, const struct jc_strv *names,
+			     struct jc_lowered **tmp)
+{
+	size_t n = res->n_lowered;
+	*tmp = NULL;
+	if (n < 2 || names->n != n)
+		return;
+	size_t i = 0;
+	while (i < n && strcmp(res->lowered[i].expr, names->v[i]) == 0)
+		i++;
+	if (i == n)
+		return;
+	struct jc_lowered *sorted = malloc(2 * n * sizeof(*sorted));
+	if (!sorted)
+		return;
+	memcpy(sorted, res->lowered, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), lowered_cmp);
+	struct jc_lowered *out = sorted + n;
+	for (i = 0; i < n; i++) {
+		struct jc_lowered want = {.expr = names->v[i]};
+		struct jc_lowered *hit = bsearch(&want, sorted, n, sizeof(*sorted), lowered_cmp);
+		if (!hit) {
+			free(sorted);
+			return;
+		}
+		out[i] = *hit;
+	}
+	res->lowered = out;
+	*tmp = sorted;
+}

@@ -178,6 +178,16 @@ void jc__req_clear(struct jc_req *r);
 /* A result must be initialised (fd = -1) before use; clear closes fd and frees. */
 void jc__res_init(struct jc_res *r);
 void jc__res_clear(struct jc_res *r);
+/*
+ * Points res->lowered at a copy (malloc'd: the caller frees *tmp after the
+ * reply is encoded; the strings stay borrowed) of its lowered names in the
+ * order of names, the name expressions of the request being answered, as
+ * PROTOCOL.md promises: a row or flight result has them in the order of
+ * whoever compiled it. Left as it is when that order is already right or
+ * memory is short (the client finds names by expression either way).
+ */
+void jc__res_lowered_in_order(struct jc_res *res, const struct jc_strv *names,
+			      struct jc_lowered **tmp);
 
 /* Frees r's tree and sets r->tree_round to JC_TREE_NONE (the rest of r stays). */
 void jc__req_tree_clear(struct jc_req *r);

@@ -186,3 +186,8 @@ uint64_t jc__now_ms(void)
 {
 	return jc__now_ns() / 1000000u;
 }
+
+int64_t jc__wall_s(void)
+{
+	return (int64_t)time(NULL);
+}

@@ -15,6 +15,8 @@ int jc__parse_size(const char *s, uint64_t *out);
  * the processes of one boot). Thread-safe. */
 uint64_t jc__now_ns(void);
 uint64_t jc__now_ms(void);
+/* Wall-clock seconds since the epoch, for times stored in the index. */
+int64_t jc__wall_s(void);
 /* "300", "90s", "15m", "2h", "7d" into seconds. Returns 0 or JC_EINVAL. */
 int jc__parse_duration(const char *s, int64_t *out);
 
@@ -45,6 +47,10 @@ int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
  * how programs find their companions in the build tree before the installed
  * paths. Thread-safe. */
 int jc__beside_self(const char *name, char *out, size_t len);
+
+/* The object of type TYPE in which MEMBER is at PTR (libuv's container_of):
+ * for handles and jobs embedded in the objects that own them. */
+#define JC_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 /* Sleeps ms milliseconds, through EINTR. */
 void jc__sleep_ms(unsigned ms);

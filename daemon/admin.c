@@ -13,36 +13,6 @@
 #include "jitcache/jitcache.h"
 #include "log.h"
 
-const char *const jc__counter_names[JC_CTR__COUNT] = {
-#define X(name, help) #name,
-	JC_COUNTERS(X)
-#undef X
-};
-
-const char *const jc__counter_help[JC_CTR__COUNT] = {
-#define X(name, help) help,
-	JC_COUNTERS(X)
-#undef X
-};
-
-static int load_counter(const char *name, uint64_t value, void *ctx)
-{
-	uint64_t *counters = ctx;
-	for (int i = 0; i < JC_CTR__COUNT; i++)
-		if (strcmp(name, jc__counter_names[i]) == 0)
-			counters[i] = value;
-	return 0;
-}
-
-int jc__counters_load_array(struct jc_index *ix, uint64_t counters[JC_CTR__COUNT])
-{
-	return jc__index_counters_load(ix, load_counter, counters);
-}
-
-/* Orphaned objects younger than this are left alone: a publish may be
- * between its rename and its index commit. */
-#define GC_GRACE_S 600
-
 /* Most records one reply lists (a reply is one frame of at most
  * JC_FRAME_MAX bytes); the message says how many more there were. */
 #define LIST_MAX 100000
@@ -120,9 +90,9 @@ static struct jc_filter scope(const struct jc_admin_env *env, int status)
 static int scope_totals(struct jc_admin_env *env, struct jc_user_totals *t)
 {
 	if (!env->all_users)
-		return jc__index_user_totals(env->ix, env->uid, t);
+		return jc__index_user_totals(env->cd->wix, env->uid, t);
 	memset(t, 0, sizeof(*t));
-	return jc__index_totals(env->ix, &t->entries, &t->negative, &t->bytes);
+	return jc__index_totals(env->cd->wix, &t->entries, &t->negative, &t->bytes);
 }
 
 static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -131,7 +101,7 @@ static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
 	struct jc_filter f = scope(env, JC_FILTER_ANY);
 	struct jc_user_totals t;
 	(void)req;
-	int rc = jc__index_foreach(env->ix, &f, ls_cb, out);
+	int rc = env->cd->ops->foreach(env->cd, &f, ls_cb, out);
 	if (rc == 1 && (rc = scope_totals(env, &t)) == 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", LIST_MAX,
@@ -148,7 +118,7 @@ static int add_users(struct jc_admin_env *env, struct jc_record *r, const uint8_
 	uint64_t n = 64;
 	char text[64 * 11 + 16] = "";
 	size_t len = 0;
-	int rc = jc__index_users_of(env->ix, key, uids, &n);
+	int rc = jc__index_users_of(env->cd->wix, key, uids, &n);
 	for (uint64_t i = 0; rc == 0 && i < n && i < 64; i++)
 		len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%u", i ? "," : "", uids[i]);
 	if (rc == 0 && n > 64)
@@ -165,8 +135,8 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 		return fail(out, JC_EINVAL, "a 32-hex-digit key is needed, got '%s'", k ? k : "");
 	struct jc_entry e = {0};
 	/* Another uid's key answers as a key nobody has (index.h). */
-	int rc = env->all_users ? jc__index_get(env->ix, key, &e)
-				: jc__index_get_user(env->ix, key, env->uid, &e);
+	int rc = env->all_users ? jc__index_get(env->cd->wix, key, &e)
+				: jc__index_get_user(env->cd->wix, key, env->uid, &e);
 	if (rc == JC_ENOTFOUND)
 		return fail(out, rc, "no entry with key %s", k);
 	struct jc_record *r;
@@ -222,7 +192,7 @@ static int by_user_cb(const struct jc_user_totals *t, void *ctx)
 static int stats_by_user(struct jc_admin_env *env, struct jc_admin_reply *out)
 {
 	void *ctx[2] = {env, out};
-	int rc = jc__index_foreach_user_totals(env->ix, by_user_cb, ctx);
+	int rc = jc__index_foreach_user_totals(env->cd->wix, by_user_cb, ctx);
 	return rc == 1 ? 0 : rc;
 }
 
@@ -282,12 +252,12 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_int(r, "include_watch_trees", (int64_t)env->watch_trees);
 	rc = rc ?: jc__record_add_int(r, "include_watches", (int64_t)env->watch_count);
 	rc = rc ?: jc__record_add_int(r, "include_watch_bytes", (int64_t)env->watch_bytes);
-	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->store));
+	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->cd->store));
 	if (rc == 0 && arg(req, "zero")) {
 		env->zero_counters = 1;
 		if (env->daemon_pid == 0) {
 			uint64_t zeros[JC_CTR__COUNT] = {0};
-			rc = jc__index_counters_save(env->ix, jc__counter_names, zeros, JC_CTR__COUNT);
+			rc = jc__cachedir_save_counters(env->cd, zeros);
 		}
 	}
 	return rc;
@@ -364,33 +334,15 @@ void jc__victims_free(struct jc_victims *vs)
 	vs->n = vs->cap = 0;
 }
 
-/* Deletes one row, then its object if no other row names it. */
-static int remove_entry(struct jc_admin_env *env, const struct jc_entry *e)
-{
-	int rc = jc__index_delete(env->ix, e->key);
-	if (rc == JC_ENOTFOUND)
-		return 0;
-	if (rc != 0 || e->status)
-		return rc;
-	uint64_t refs = 0;
-	rc = jc__index_object_refs(env->ix, e->object, &refs);
-	if (rc == 0 && refs == 0) {
-		rc = jc__store_remove(env->store, e->object);
-		if (rc == JC_ENOTFOUND)
-			rc = 0;
-	}
-	return rc;
-}
-
 /* Removes one victim: for a uid, its use of the entry, and the entry when no
  * user is left; *gone: 1 when the entry left the cache. */
 static int remove_victim(struct jc_admin_env *env, const struct jc_victims *vs,
 			 const struct jc_entry *e, int *gone)
 {
 	uint64_t left = 0;
-	int rc = vs->by_uid ? jc__index_unuse(env->ix, e->key, vs->uid, &left) : 0;
+	int rc = vs->by_uid ? jc__index_unuse(env->cd->wix, e->key, vs->uid, &left) : 0;
 	*gone = rc == 0 && left == 0;
-	return rc || left ? rc : remove_entry(env, e);
+	return rc || left ? rc : env->cd->ops->remove(env->cd, e);
 }
 
 int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_run,
@@ -400,10 +352,10 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 	for (size_t i = 0; rc == 0 && i < vs->n; i++) {
 		if (!dry_run)
 			rc = remove_victim(env, vs, &vs->v[i], &gone);
-		/* A full disk: deleting a row needs room in the write-ahead log.
-		 * The reserve gives it; each object removed after its row gives
-		 * more, and the reserve is made again at the end. */
-		if (rc == JC_ENOSPC && jc__store_reserve_release(env->store))
+		/* A full disk: deleting a row (or a use of it) needs room in the
+		 * write-ahead log. The reserve gives it (the tier's remove takes
+		 * it itself); the reserve is made again at the end. */
+		if (rc == JC_ENOSPC && jc__store_reserve_release(env->cd->store))
 			rc = remove_victim(env, vs, &vs->v[i], &gone);
 		vs->gone += !dry_run && rc == 0 && gone;
 		if (out && rc == 0 && i < LIST_MAX) {
@@ -418,7 +370,7 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 	}
 	if (!dry_run && vs->n) {
 		env->removed = 1;
-		jc__store_reserve_make(env->store);
+		jc__store_reserve_make(env->cd->store);
 	}
 	return rc;
 }
@@ -468,13 +420,13 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		int rc = scope_totals(env, &t);
 		vs.total_bytes = t.bytes;
 		if (rc != 0)
-			return fail(out, rc, "index: %s", jc__index_errmsg(env->ix));
+			return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
 		conditions++;
 	}
 	if (!conditions)
 		return fail(out, JC_EINVAL, "%s", "purge needs a selection: --all, --negative, --older-than, "
 					 "--unused-for, --key, --arch, --stale-versions or --to-size");
-	int rc = jc__index_foreach(env->ix, &f, jc__victims_collect_cb, &vs);
+	int rc = env->cd->ops->foreach(env->cd, &f, jc__victims_collect_cb, &vs);
 	if (rc == 1)
 		rc = 0;
 	int dry_run = arg(req, "dry_run") != NULL;
@@ -502,13 +454,8 @@ struct verify_ctx {
 static int verify_cb(const struct jc_entry *e, void *ctx)
 {
 	struct verify_ctx *v = ctx;
-	int fd = -1;
 	v->checked++;
-	int rc = jc__store_open_object(v->env->store, e->object, e->size, &fd);
-	if (rc == 0) {
-		rc = jc__store_verify_fd(fd, e->object, e->size);
-		close(fd);
-	}
+	int rc = v->env->cd->ops->verify(v->env->cd, e);
 	if (rc == 0)
 		return 0;
 	struct jc_record *r;
@@ -528,13 +475,11 @@ static int cmd_verify(struct jc_admin_env *env, const struct jc_admin_req *req,
 	(void)req;
 	struct verify_ctx v = {.env = env, .out = out};
 	struct jc_filter f = {.status = JC_FILTER_OK};
-	int rc = jc__index_foreach(env->ix, &f, verify_cb, &v);
-	/* Repair: drop the rows and quarantine their objects (rows first, as
-	 * purge does: no row names a missing object), so the next request
-	 * compiles afresh. */
+	int rc = env->cd->ops->foreach(env->cd, &f, verify_cb, &v);
+	/* Repair: drop the rows and quarantine their objects, so the next
+	 * request compiles afresh. */
 	for (size_t i = 0; rc == 0 && i < v.bad.n; i++) {
-		rc = jc__index_delete(env->ix, v.bad.v[i].key);
-		jc__store_quarantine(env->store, v.bad.v[i].object);
+		rc = env->cd->ops->remove_bad(env->cd, &v.bad.v[i]);
 		env->removed = 1;
 		env->corrupt++;
 	}
@@ -552,34 +497,19 @@ static int cmd_verify(struct jc_admin_env *env, const struct jc_admin_req *req,
 }
 
 struct gc_ctx {
-	struct jc_admin_env *env;
 	struct jc_admin_reply *out;
-	int64_t now;
 	uint64_t removed, bytes;
-	int rc;
 };
 
-static int gc_object_cb(const uint8_t *hash, const char *path, const struct stat *st, void *ctx)
+static int gc_removed_cb(const char *path, uint64_t size, void *ctx)
 {
 	struct gc_ctx *g = ctx;
-	if ((int64_t)st->st_mtime > g->now - GC_GRACE_S)
-		return 0;
-	uint64_t refs = 0;
-	if (hash) {
-		int rc = jc__index_object_refs(g->env->ix, hash, &refs);
-		if (rc != 0)
-			return rc;
-		if (refs)
-			return 0;
-	}
-	if (unlink(path) != 0)
-		return 0;
 	g->removed++;
-	g->bytes += (uint64_t)st->st_size;
+	g->bytes += size;
 	struct jc_record *r;
 	int rc = jc__reply_add_record(g->out, &r);
 	rc = rc ?: jc__record_add_str(r, "removed", path);
-	return rc ?: jc__record_add_int(r, "size", st->st_size);
+	return rc ?: jc__record_add_int(r, "size", (int64_t)size);
 }
 
 static int cmd_gc(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -589,10 +519,10 @@ static int cmd_gc(struct jc_admin_env *env, const struct jc_admin_req *req,
 	struct jc_victims vs = {0};
 	struct jc_filter f = {.status = JC_FILTER_FAILED, .expired_at = (int64_t)time(NULL)};
 	(void)req;
-	int rc = jc__index_foreach(env->ix, &f, jc__victims_collect_cb, &vs);
+	int rc = env->cd->ops->foreach(env->cd, &f, jc__victims_collect_cb, &vs);
 	rc = rc ?: jc__victims_remove(env, &vs, 0, NULL);
-	struct gc_ctx g = {.env = env, .out = out, .now = (int64_t)time(NULL)};
-	rc = rc ?: jc__store_foreach(env->store, gc_object_cb, &g);
+	struct gc_ctx g = {.out = out};
+	rc = rc ?: env->cd->ops->collect(env->cd, (int64_t)time(NULL), gc_removed_cb, &g);
 	if (rc == 0) {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "removed %zu expired negative entries, %llu orphaned objects (%llu bytes)",
@@ -724,7 +654,7 @@ int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,
 		out->status = rc;
 		if (!out->message) {
 			char msg[256];
-			snprintf(msg, sizeof(msg), "%s failed: %s", c, jc__index_errmsg(env->ix));
+			snprintf(msg, sizeof(msg), "%s failed: %s", c, jc__index_errmsg(env->cd->wix));
 			out->message = strdup(msg);
 		}
 	}

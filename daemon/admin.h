@@ -19,12 +19,12 @@
 #include "index.h"
 #include "proto.h"
 #include "store.h"
+#include "tier.h"
 #include "toolchain.h"
 
 struct jc_admin_env {
 	/* in (borrowed) */
-	struct jc_store *store;
-	struct jc_index *ix;
+	struct jc_cachedir *cd;            /* the cache directory: its local tier (tier.h) */
 	const struct jc_toolchain *tc;
 	/* Who asks: all_users for an admin (root, the daemon's uid, the admin
 	 * group; every offline caller, who holds the directory itself), who sees
@@ -157,9 +157,5 @@ int jc__victims_collect_cb(const struct jc_entry *e, void *ctx);
 int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_run,
 		       struct jc_admin_reply *out);
 void jc__victims_free(struct jc_victims *vs);
-
-/* Loads the stored counters into counters[] (by name; unknown names are
- * ignored, missing ones stay as they were). Returns 0 or an index error. */
-int jc__counters_load_array(struct jc_index *ix, uint64_t counters[JC_CTR__COUNT]);
 
 #endif

@@ -8,6 +8,8 @@
 #ifndef JC_COUNTERS_H
 #define JC_COUNTERS_H
 
+#include <stdint.h>
+
 #define JC_COUNTERS(X) \
 	X(hits, "requests served from the cache") \
 	X(misses, "requests not in the local cache (compiled, or served by the remote tier)") \
@@ -55,5 +57,37 @@ enum jc_counter {
 
 extern const char *const jc__counter_names[JC_CTR__COUNT];
 extern const char *const jc__counter_help[JC_CTR__COUNT];
+
+/*
+ * The counters of one cache (daemon/cachedir.h owns them) and whether they
+ * changed since they were last written. Every change goes through
+ * jc__count() or jc__counters_zero(), which mark them dirty, so that the
+ * next flush and the flush at a clean stop write them. Not thread-safe: the
+ * daemon changes them on its loop thread only.
+ */
+struct jc_counters {
+	uint64_t v[JC_CTR__COUNT];
+	int dirty; /* changed since the last jc__counters_take() */
+};
+
+/* Adds n to counter c (n = 0 changes nothing). */
+static inline void jc__count(struct jc_counters *cs, enum jc_counter c, uint64_t n)
+{
+	if (n) {
+		cs->v[c] += n;
+		cs->dirty = 1;
+	}
+}
+
+/* Sets every counter to 0 (`stats --zero`). */
+void jc__counters_zero(struct jc_counters *cs);
+
+/* When dirty: copies the values to out, clears dirty and returns 1; else 0. */
+int jc__counters_take(struct jc_counters *cs, uint64_t out[JC_CTR__COUNT]);
+
+struct jc_index;
+/* Loads the stored counters into counters[] (by name; unknown names are
+ * ignored, missing ones stay as they were). Returns 0 or an index error. */
+int jc__counters_load_array(struct jc_index *ix, uint64_t counters[JC_CTR__COUNT]);
 
 #endif

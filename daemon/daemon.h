@@ -19,19 +19,21 @@
 #include "index.h"
 #include "latency.h"
 #include "manifest.h"
+#include "pool.h"
 #include "proto.h"
 #include "remote.h"
 #include "req.h"
+#include "request.h"
 #include "settings.h"
 #include "store.h"
-#include "util.h" /* jc__now_ns */
+#include "tier.h"
+#include "util.h" /* jc__now_ns, jc__wall_s */
 #include "toolchain.h"
 
 
 
 struct jc_conn;
 struct jc_retry;
-struct jc_worker;
 
 /* A client waiting on a flight. Holds a reference on its connection. */
 struct jc_waiter {
@@ -50,7 +52,7 @@ struct jc_flight {
 	uid_t uid;                /* the first request's uid: the stored row's first user */
 	struct jc_waiter *waiters;
 	struct jc_flight *next;   /* daemon's list of flights */
-	struct jc_flight *qnext;  /* queue of flights waiting for a worker */
+	struct jc_pool_job job;   /* its compile in the worker pool (pool.h) */
 	struct jc_res res;        /* the worker's result */
 	uv_work_t work;           /* publish in the thread pool */
 	int has_bad_object;       /* started because the row's object failed a check */
@@ -79,44 +81,24 @@ struct jc_flight {
 	int remote_hit;           /* res came from the remote tier, not a worker */
 };
 
-/* Direct-mapped memory cache of index rows (hot keys skip SQLite). */
-#define JC_MEMCACHE_SLOTS 16384
-
-/* A full key derived from a direct key (includes.h, manifest.h). */
-#define JC_KEYMEMO_SLOTS 256
-struct jc_keymemo {
-	uint8_t direct[16];
-	uint8_t key[16];
-	uint64_t checked_ns;  /* jc__now_ns() of the last check; 0 = empty */
-	uint64_t watch_stamp; /* the tree's stamp (watch.h): valid until it changes; 0 = none */
-};
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
 #define JC_NEEDED_MEMO_SLOTS 1024
 struct jc_needed_memo {
 	uint8_t direct[16];
 	uint8_t used, needed;
 };
-struct jc_slot {
-	int used;
-	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
-	struct jc_entry e;
-};
+
 
 struct jc_daemon {
 	struct jc_config cfg;
 	uv_loop_t *loop;
-	struct jc_store *store;
-	struct jc_index *rix;     /* reader, loop thread only */
-	struct jc_index *wix;     /* writer, thread pool under wlock */
-	pthread_mutex_t wlock;
+	/* The cache directory: lock, store, reader and writer index, counters
+	 * (tier.h). Its writer index is used from the thread pool under its wlock. */
+	struct jc_cachedir *cache;
 	struct jc_toolchain tc;
-	int lock_fd;
-	uint64_t counters[JC_CTR__COUNT];
-	int counters_dirty;
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
 	uint64_t idle_since_ns;   /* the last connection closed then (for idle_exit_s) */
-	uint64_t dir_dev, dir_ino; /* identity of cfg.cache_dir, checked against a HELLO's */
 	char *pointer_path;       /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
 	char pointer_sock[4096];  /* the socket path it holds */
 	int stopping;
@@ -124,13 +106,10 @@ struct jc_daemon {
 	 * the start or the last `stats --zero`; not persisted. */
 	struct jc_latency hit_latency;
 
-	struct jc_slot *memcache;
-	/* Keys of requests whose include set has nothing on disk to re-check
-	 * (only -I directories inside the toolkit tree), by direct key; loop
-	 * thread only. See cache.c, "key memo". */
-	struct jc_keymemo keymemo[JC_KEYMEMO_SLOTS];
+	struct jc_memcache *mc;   /* rows of hot keys, pending access times (memcache.c) */
+	struct jc_keymemos *keymemo; /* full keys by lookup key (keymemo.c); loop thread */
 	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
-	char arch_ok[24];         /* the last architecture found supported; loop thread */
+	struct jc_req_policy policy; /* what this daemon admits (request.h); loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
 	struct jc_watch *watch;   /* include tree change notification (watch.h); locks itself */
@@ -138,20 +117,8 @@ struct jc_daemon {
 	int watch_polling;
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
-	struct jc_flight *queue_head, *queue_tail;
-	struct jc_worker **workers;
-	char *worker_cwd;         /* the empty directory workers run in (pool.c) */
+	struct jc_pool *pool;     /* compile workers and their queue (pool.h) */
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
-	int n_workers;
-
-	/* Access times and hit counts not yet written: flushed in batches,
-	 * one row per key however often it was hit. */
-	uint8_t (*touch_keys)[16];
-	uint32_t *touch_hits;
-	uint32_t *touch_uids;     /* the uid served each (index.h: the entry's users) */
-	size_t n_touch, cap_touch;
-	int flush_busy;
-	uv_work_t flush_work;
 
 	uv_pipe_t listener;
 	uv_idle_t poll_idle;      /* active: the loop polls instead of sleeping (server.c) */
@@ -159,19 +126,94 @@ struct jc_daemon {
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_remote *remote; /* the remote tier; NULL without --remote */
+	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	int n_conns;              /* how many are in conns */
 };
 
-/* cache.c */
-/* Memory cache, include memo and manifests, counters. 0 or a JC_E* code (logged). */
+/* Where an internal connection's answer goes: a result (res and objfd, a
+ * descriptor of its object or -1, which the sink then owns) or an error
+ * (res NULL, code and message). res and message are borrowed for the call. */
+typedef void (*jc_conn_sink_fn)(void *ctx, const struct jc_res *res, int objfd, int code,
+				const char *message);
+
+/*
+ * What the request path (cache.c, fatbin.c) may do with a client's
+ * connection: answer it, hold it while it waits, ask who it is. The daemon
+ * uses the server's table (jc__server_conn_ops, server.c); unit tests give
+ * their own. Loop thread only. A connection is opaque to the request path.
+ */
+struct jc_conn_ops {
+	/* Sends a RESULT; objfd (>= 0) is passed with it and always closed. */
+	void (*send_result)(struct jc_conn *c, const struct jc_res *res, int objfd);
+	void (*send_error)(struct jc_conn *c, int code, const char *message);
+	/* The request is answered: the connection may read its next one. */
+	void (*done)(struct jc_conn *c);
+	void (*ref)(struct jc_conn *c);
+	void (*unref)(struct jc_conn *c);
+	/* 1 when no one can take c's answer any more: the client closed its end
+	 * (seen without reading, which is paused while a request waits), or c is
+	 * closing; then c is closed. 0 for a live one, and for internal ones. */
+	int (*gone)(struct jc_conn *c);
+	/* The peer's uid (SO_PEERCRED; (uid_t)-1 when unknown) and pid (for logs). */
+	uid_t (*uid)(const struct jc_conn *c);
+	pid_t (*pid)(const struct jc_conn *c);
+	/* A connection with no socket, for requests the daemon makes itself (the
+	 * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
+	 * go to sink(ctx, ...), once per request handed to jc__cache_request. One
+	 * reference, the caller's: unref frees it. NULL when out of memory. */
+	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like,
+				    jc_conn_sink_fn sink, void *ctx);
+};
+
+/* Adds n to counter c of the daemon's cache (counters.h: marks it dirty). */
+static inline void jc__daemon_count(struct jc_daemon *d, enum jc_counter c, uint64_t n)
+{
+	jc__count(&d->cache->counters, c, n);
+}
+
+/* Answers conn's request with res (objfd >= 0 passed with it, always closed),
+ * through d->conn_ops; the connection may then read its next request. */
+static inline void jc__answer(struct jc_daemon *d, struct jc_conn *conn, const struct jc_res *res,
+			      int objfd)
+{
+	d->conn_ops->send_result(conn, res, objfd);
+	d->conn_ops->done(conn);
+}
+
+/* Answers conn's request with an error (message borrowed). */
+static inline void jc__refuse(struct jc_daemon *d, struct jc_conn *conn, int code,
+			      const char *message)
+{
+	d->conn_ops->send_error(conn, code, message);
+	d->conn_ops->done(conn);
+}
+
+/* Limits of one include scan: entries recorded, bytes of one header. */
+#define JC_INC_MAX_ENTRIES 200000
+#define JC_INC_MAX_FILE_SIZE (64u << 20)
+
+/* What the include scan, checks and learning need (borrowed from d). */
+static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
+{
+	return (struct jc_inc_ctx){
+		.memo = d->inc_memo,
+		.toolkit_root = d->tc.toolkit_include,
+		.max_entries = JC_INC_MAX_ENTRIES,
+		.max_file_size = JC_INC_MAX_FILE_SIZE,
+	};
+}
+
+/* cache.c: the request path and keying. */
+/* Memory cache, include memo and manifests, watches. 0 or a JC_E* code (logged). */
 int jc__cache_init(struct jc_daemon *d);
 /* Frees what jc__cache_init made; after the loop has stopped. */
 void jc__cache_free(struct jc_daemon *d);
-/* Handles a decoded COMPILE request of conn; takes ownership of *req. A
- * request that reads files from disk (jc__inc_needed) is keyed in the
- * thread pool (manifest check or include scan); every other one at once. */
+/* Handles a decoded COMPILE request of conn; takes ownership of *req. The
+ * request is validated, then keyed: one that reads files from disk
+ * (jc__inc_needed) in the thread pool (manifest check or include scan);
+ * every other one at once. */
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
 struct jc_watch_stats;
 /* Include tree watches (watch.h), loop thread: moves the watcher's event
@@ -182,9 +224,40 @@ struct jc_watch_stats;
 void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out);
 void jc__cache_watch_start(struct jc_daemon *d);
 void jc__cache_watch_stop(struct jc_daemon *d);
-void jc__cache_tick(struct jc_daemon *d);
+
+/* keymemo.c: full keys of requests that read from disk, by lookup key
+ * (see there); loop thread. new: 0 or JC_ENOMEM; free: NULL-safe. */
+int jc__keymemo_new(struct jc_daemon *d);
+void jc__keymemo_free(struct jc_daemon *d);
+/* The remembered key of direct, or NULL; *watched set when it is valid
+ * because its include tree is watched and unchanged (watch.h). */
+const uint8_t *jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], int *watched);
+/* Remembers key for direct when set has nothing on disk to re-check, or
+ * its tree is watched (stamp, then owned by the memo; 0 = none). */
+void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
+		     const struct jc_inc_set *set, uint64_t stamp);
+/* Forgets what is remembered for direct. */
+void jc__keymemo_forget(struct jc_daemon *d, const uint8_t direct[16]);
+
+/* memcache.c: rows of hot keys, access-time batching, the periodic flush. */
+int jc__memcache_new(struct jc_daemon *d);
+void jc__memcache_free(struct jc_daemon *d);
+/* The row of key: the memory cache first, then the tier's lookup (cached
+ * then); NULL when there is none (an index error is logged). Borrowed until
+ * the next call on the memory cache. */
+const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16]);
+/* 1 when the memory cache holds key's row. */
+int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16]);
+void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16]);
+/* Forgets every row (entries were removed). */
 void jc__cache_memcache_drop_all(struct jc_daemon *d);
-void jc__cache_shutdown(struct jc_daemon *d);
+/* Records that uid was served key (hits: 1 for a hit, 0 for a negative hit
+ * or a joined compile) for the next flush: one pending row per key and uid. */
+void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits);
+/* Starts a flush of access times and counters in the thread pool, unless
+ * one runs (each tick). */
+void jc__cache_tick(struct jc_daemon *d);
+/* Writes what is pending now, on this thread (at a clean stop). */
 void jc__cache_flush_sync(struct jc_daemon *d);
 /* Access times and hit counts not yet written, and a counter snapshot. */
 struct jc_flush_job;
@@ -193,18 +266,39 @@ struct jc_flush_job;
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
 /* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
 void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
-/* Queues f for the worker pool and dispatches (loop thread). */
+
+/* flight.c: single flight and publishing. */
+/* The flight of key, or NULL. */
+struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16]);
+/* Adds conn as a waiter (a reference is taken); names (NULL for the
+ * flight's own request, whose order the result has) is moved into the
+ * waiter. 0 or JC_ENOMEM. */
+int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0,
+		    struct jc_strv *names);
+/* Starts a flight for key with conn as its first waiter; takes *req and
+ * *inc (set to NULL) on success. bad_object (or NULL) names the object of
+ * the row it replaces, which failed its checks; direct is the direct key of
+ * *inc (NULL without one). The request's bytes count against
+ * --buffer-budget until the flight ends: JC_EBUSY (nothing taken) when they
+ * would pass it while compiles are queued; JC_ENOMEM. A local miss asks the
+ * remote tier first, then the worker pool. */
+int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
+		     const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
+		     const uint8_t *bad_object);
+/* Queues f for the worker pool (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
+/* The end of f's compile (f->res holds the result or the failure): counted,
+ * logged, published when publishable, answered. */
+void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
+/* Ends f as failed: its result becomes status, the request's output and
+ * message (borrowed), then jc__flight_done. */
+void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
 
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;
-/* Checks a fatbin request before it is keyed further: every target is one
- * NVRTC supports (JC_EINVAL naming the first that is not) and there is a
- * fatbin tool (JC_ENOTSUP otherwise). Message in err. */
-int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen);
 /* Builds the fatbin of flight f (its req has fatbin output): asks for each
  * target's part as conn's uid would, then assembles. Ends, like a worker
- * job, in jc__pool_flight_done. Returns 0 or JC_ENOMEM (nothing started). */
+ * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
 int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
 /* At the end of a fatbin flight, before it is published: its log (where
  * each part came from, the steps' times), lowered names and build time. */
@@ -212,35 +306,13 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
 /* Frees what fatbin_start made (flight_free); NULL is accepted. */
 void jc__fatbin_free(struct jc_fatbin *fb);
 
+
+
 /* server.c */
 /* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
 int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
 void jc__server_shutdown(struct jc_daemon *d);
-/* Where an internal connection's answer goes: a result (res and objfd, a
- * descriptor of its object or -1, which the sink then owns) or an error
- * (res NULL, code and message). res and message are borrowed for the call. */
-typedef void (*jc_conn_sink_fn)(void *ctx, const struct jc_res *res, int objfd, int code,
-				const char *message);
-/* A connection with no socket, for requests the daemon makes itself (the
- * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
- * go to sink(ctx, ...), once per request handed to jc__cache_request. One
- * reference, the caller's: jc__conn_unref frees it. NULL when out of memory. */
-struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *like,
-				  jc_conn_sink_fn sink, void *ctx);
-void jc__conn_ref(struct jc_conn *c);
-/* The peer's uid (SO_PEERCRED); (uid_t)-1 when unknown. */
-uid_t jc__conn_uid(const struct jc_conn *c);
-/* The peer's pid (SO_PEERCRED at accept), for logs. */
-pid_t jc__conn_pid(const struct jc_conn *c);
-void jc__conn_unref(struct jc_conn *c);
-/* Sends a RESULT; objfd (>= 0) is passed with it and always closed here. */
-void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);
-void jc__conn_send_error(struct jc_conn *c, int code, const char *message);
-/* Lets the connection read its next request. */
-void jc__conn_done(struct jc_conn *c);
-/* 1 when no one can take c's answer any more: the client closed its end
- * (seen without reading, which is paused while a request waits), or c is
- * closing; then c is closed. 0 for a live one, and for internal ones. */
-int jc__conn_gone(struct jc_conn *c);
+/* The connections of the server (d->conn_ops of the daemon). */
+extern const struct jc_conn_ops jc__server_conn_ops;
 
 #endif

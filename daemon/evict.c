@@ -55,8 +55,7 @@ static struct hk_job *job_new(struct jc_daemon *d, int gc)
 	j->gc = gc;
 	j->work.data = j;
 	j->flush = jc__cache_flush_take(d);
-	j->env.store = d->store;
-	j->env.ix = d->wix;
+	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
 	j->env.daemon_pid = (int64_t)getpid();
 	j->env.all_users = 1;
@@ -73,27 +72,27 @@ static void job_work_cb(uv_work_t *w)
 	struct jc_evict_report *r = &j->report;
 	jc__cache_flush_write(d, j->flush);
 	j->flush = NULL;
-	pthread_mutex_lock(&d->wlock);
+	pthread_mutex_lock(&d->cache->wlock);
 	if (j->gc) {
 		static const struct jc_admin_req gc = {.command = (char *)"gc"};
 		j->rc = jc__admin_run(&j->env, &gc, &j->reply);
 	} else {
-		j->rc = jc__index_totals(d->wix, NULL, NULL, &r->bytes_before);
+		j->rc = jc__index_totals(d->cache->wix, NULL, NULL, &r->bytes_before);
 		j->rc = j->rc ?: jc__evict_run(&j->env, j->max_size, j->share);
-		j->rc = j->rc ?: jc__index_totals(d->wix, &r->entries_after, NULL, &r->bytes_after);
+		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &r->entries_after, NULL, &r->bytes_after);
 		r->evicted = j->env.evicted;
 		r->user_evicted = j->env.user_evicted;
 		r->max_size = j->max_size;
 		r->low_water = jc__evict_mark(j->max_size, JC_EVICT_LOW_PCT);
 		/* A reserve released on a full disk comes back once there is room. */
-		jc__store_reserve_make(d->store);
+		jc__store_reserve_make(d->cache->store);
 	}
 	if (j->rc != 0 && !j->reply.message) {
 		char msg[256];
-		snprintf(msg, sizeof(msg), "%s", jc__index_errmsg(d->wix));
+		snprintf(msg, sizeof(msg), "%s", jc__index_errmsg(d->cache->wix));
 		j->reply.message = strdup(msg);
 	}
-	pthread_mutex_unlock(&d->wlock);
+	pthread_mutex_unlock(&d->cache->wlock);
 }
 
 static void budget_done(struct hk_job *j)
@@ -114,9 +113,8 @@ static void budget_done(struct hk_job *j)
 			    " bytes (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
 			    r->evicted, r->bytes_before, r->bytes_after, r->max_size, r->low_water);
 	if (r->evicted || r->user_evicted) {
-		d->counters[JC_CTR_evictions] += r->evicted;
-		d->counters[JC_CTR_user_evictions] += r->user_evicted;
-		d->counters_dirty = 1;
+		jc__daemon_count(d, JC_CTR_evictions, r->evicted);
+		jc__daemon_count(d, JC_CTR_user_evictions, r->user_evicted);
 	}
 	if (report_hook)
 		report_hook(d, r);
@@ -202,10 +200,10 @@ static void save_budget(struct jc_daemon *d)
 {
 	static const char *const names[] = {JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE};
 	const uint64_t values[] = {d->cfg.max_size, d->cfg.user_max_size};
-	pthread_mutex_lock(&d->wlock);
-	if (jc__index_counters_save(d->wix, names, values, 2) != 0)
-		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->wix));
-	pthread_mutex_unlock(&d->wlock);
+	pthread_mutex_lock(&d->cache->wlock);
+	if (jc__index_counters_save(d->cache->wix, names, values, 2) != 0)
+		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->cache->wix));
+	pthread_mutex_unlock(&d->cache->wlock);
 }
 
 void jc__evict_start(struct jc_daemon *d, jc_evict_hook_fn hook)

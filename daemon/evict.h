@@ -31,14 +31,8 @@
 #define JC_EVICT_HIGH_PCT 100
 #define JC_EVICT_LOW_PCT 90
 
-/* The default --max-size. */
-#define JC_DEFAULT_MAX_SIZE (10ull << 30)
-
-/* The daemon records its --max-size and --user-max-size in the index's
- * counters table under these names (at start-up and on SIGHUP), so that
- * offline commands know them. */
-#define JC_STORED_MAX_SIZE "max_size"
-#define JC_STORED_USER_MAX_SIZE "user_max_size"
+/* JC_DEFAULT_MAX_SIZE and the names the budget and share are recorded
+ * under (JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE): tier.h. */
 
 /* The mark at pct percent of max_size bytes, without overflow. */
 uint64_t jc__evict_mark(uint64_t max_size, unsigned pct);

@@ -16,7 +16,7 @@ uint64_t jc__evict_mark(uint64_t max_size, unsigned pct)
  * share, the entries it dropped to env->user_evicted. */
 static int evict(struct jc_admin_env *env, struct jc_victims *vs, const struct jc_filter *f)
 {
-	int rc = jc__index_foreach(env->ix, f, jc__victims_collect_cb, vs);
+	int rc = env->cd->ops->foreach(env->cd, f, jc__victims_collect_cb, vs);
 	if (rc == 1)
 		rc = 0;
 	rc = rc ?: jc__victims_remove(env, vs, 0, NULL);
@@ -30,7 +30,7 @@ static int evict(struct jc_admin_env *env, struct jc_victims *vs, const struct j
 int jc__evict_to(struct jc_admin_env *env, uint64_t target)
 {
 	uint64_t bytes;
-	int rc = jc__index_totals(env->ix, NULL, NULL, &bytes);
+	int rc = jc__index_totals(env->cd->wix, NULL, NULL, &bytes);
 	if (rc != 0 || bytes <= target)
 		return rc;
 	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = bytes};
@@ -41,7 +41,7 @@ int jc__evict_to(struct jc_admin_env *env, uint64_t target)
 int jc__evict_user_to(struct jc_admin_env *env, uint32_t uid, uint64_t target)
 {
 	struct jc_user_totals t;
-	int rc = jc__index_user_totals(env->ix, uid, &t);
+	int rc = jc__index_user_totals(env->cd->wix, uid, &t);
 	if (rc != 0 || t.bytes <= target)
 		return rc;
 	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = t.bytes,
@@ -80,13 +80,13 @@ int jc__evict_run(struct jc_admin_env *env, uint64_t max_size, uint64_t share)
 		/* Users over their share first, each by its own access order. */
 		struct over o = {.high = jc__evict_mark(share, JC_EVICT_HIGH_PCT)};
 		uint64_t low = jc__evict_mark(share, JC_EVICT_LOW_PCT);
-		rc = jc__index_foreach_user_totals(env->ix, over_cb, &o);
+		rc = jc__index_foreach_user_totals(env->cd->wix, over_cb, &o);
 		for (size_t i = 0; rc == 0 && i < o.n; i++)
 			rc = jc__evict_user_to(env, o.uids[i], low);
 		free(o.uids);
 	}
 	uint64_t bytes = 0;
-	rc = rc ?: jc__index_totals(env->ix, NULL, NULL, &bytes);
+	rc = rc ?: jc__index_totals(env->cd->wix, NULL, NULL, &bytes);
 	if (rc == 0 && bytes > jc__evict_mark(max_size, JC_EVICT_HIGH_PCT))
 		rc = jc__evict_to(env, jc__evict_mark(max_size, JC_EVICT_LOW_PCT));
 	return rc;

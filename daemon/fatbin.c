@@ -63,7 +63,7 @@ static void fb_unref(struct jc_fatbin *fb)
 	for (size_t i = 0; i < fb->n; i++) {
 		struct part *p = &fb->parts[i];
 		if (p->conn)
-			jc__conn_unref(p->conn);
+			fb->d->conn_ops->unref(p->conn);
 		jc__res_clear(&p->res);
 		if (p->memfd >= 0)
 			close(p->memfd);
@@ -84,25 +84,6 @@ void jc__fatbin_free(struct jc_fatbin *fb)
 	fb_unref(fb);
 }
 
-int jc__fatbin_check(struct jc_daemon *d, const struct jc_req *req, char *err, size_t errlen)
-{
-	struct jc_targets t;
-	int rc = jc__targets_parse(req->arch, &t, err, errlen);
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < t.n; i++)
-		if (!jc__toolchain_supports_arch(&d->tc, t.v[i]))
-			return jc__fail(err, errlen, JC_EINVAL, "NVRTC %s does not support %s (in the target "
-					"list %s); it supports %s", d->tc.nvrtc_version, t.v[i], req->arch,
-					d->tc.supported_archs);
-	if (d->tc.fatbin_tool == JC_FATBIN_NONE)
-		return jc__fail(err, errlen, JC_ENOTSUP, "no fatbin tool in this CUDA toolkit: neither "
-				"nvFatbin (libnvfatbin.so.%.*s beside libnvrtc, CUDA 12.4+) nor the fatbinary "
-				"executable (its bin/); ask for one target at a time",
-				(int)strcspn(d->tc.nvrtc_version, "."), d->tc.nvrtc_version);
-	return 0;
-}
-
 /* Ends the flight with status and message (printf-style). */
 static void fail(struct jc_fatbin *fb, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -115,7 +96,7 @@ static void fail(struct jc_fatbin *fb, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	jc__pool_flight_fail(fb->d, f, status, msg);
+	jc__flight_fail(fb->d, f, status, msg);
 }
 
 /* --- assembling ------------------------------------------------------------ */
@@ -168,7 +149,7 @@ static void tool_exit_cb(uv_process_t *proc, int64_t status, int signal)
 		} else {
 			f->res.size = (size_t)st.st_size;
 			f->res.output = JC_OUTPUT_FATBIN;
-			jc__pool_flight_done(fb->d, f);
+			jc__flight_done(fb->d, f);
 		}
 	}
 }
@@ -213,14 +194,14 @@ static void run_fatbinary(struct jc_fatbin *fb)
 	}
 	stdio[ns++] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = fb->out_fd};
 	args[na] = NULL;
-	jc__store_tmp_check(d->store); /* a failure is logged; fatbinary then says its own */
+	jc__store_tmp_check(d->cache->store); /* a failure is logged; fatbinary then says its own */
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/tmp", d->cfg.cache_dir);
 	char *env[] = {tmpdir, (char *)"LC_ALL=C", NULL};
 	uv_process_options_t opt = {
 		.file = d->tc.fatbin_path,
 		.args = args,
 		.env = env,
-		.cwd = d->worker_cwd,
+		.cwd = jc__pool_cwd(d->pool),
 		.exit_cb = tool_exit_cb,
 		.stdio = stdio,
 		.stdio_count = (int)ns,
@@ -437,7 +418,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 		memcpy(p->target, t.v[i], sizeof(p->target));
 		if (rc == 0)
 			rc = part_request(&f->req, t.v[i], &sub[i]);
-		if (rc == 0 && !(p->conn = jc__conn_internal(d, conn, part_sink, p)))
+		if (rc == 0 && !(p->conn = d->conn_ops->internal(d, conn, part_sink, p)))
 			rc = JC_ENOMEM;
 	}
 	if (rc != 0) {

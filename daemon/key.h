@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Request validation and cache key derivation (docs/ARCHITECTURE.md, "The key").
+ * Cache key derivation (docs/ARCHITECTURE.md, "The key"); requests are
+ * validated first (request.h).
  *
  * key = XXH3-128 (seed 0) over a canonical encoding in which every item is
  *   u16 tag | u64 length | length bytes          (integers little-endian)
@@ -40,36 +41,11 @@
 #include <stdint.h>
 
 #include "req.h"
+#include "request.h"
 #include "toolchain.h"
 
 #define JC_KEY_FORMAT 3
 
-/*
- * Checks a request before it is keyed or sent. JC_EINVAL for:
- *  - job not an enum jc_job, output not an enum jc_output; a link job
- *    (JC_JOB_LINK, JC_JOB_COMPILE_LINK) asking for LTO-IR (nvJitLink produces
- *    cubin or PTX only: nvJitLink API reference, nvJitLinkGetLinkedCubin /
- *    nvJitLinkGetLinkedPtx); JC_JOB_LINK without link inputs;
- *  - arch NULL or not ^(sm|compute)_[0-9]{2,3}[af]?$; for fatbin output a
- *    target list jc__targets_parse() refuses (targets.h), or a job that is not
- *    a compile; a list (a comma) with another output;
- *  - a compile job (JC_JOB_COMPILE, JC_JOB_COMPILE_LINK) without a source name;
- *    source NULL with source_size > 0 (same for every blob);
- *  - a header name that is NULL, empty, absolute, contains a backslash or a
- *    ".." component; two headers with the same name;
- *  - a NULL or empty option, include dir, name expression, link input name
- *    or link option; a link input type that is not an enum jc_input_type;
- *  - an option or link option naming the architecture ("-arch", "-arch=...",
- *    "--gpu-architecture", "--gpu-architecture=..."): the architecture is set
- *    by the arch field only, and the daemon passes it to NVRTC and nvJitLink;
- *  - include options jc__inc_path_parse() refuses: an -I or pre-include
- *    option without its value, a relative -I directory, include_dirs not
- *    exactly the -I directories in order.
- * JC_ENOMEM when sorting the header names fails to allocate.
- * err: out, errlen bytes (may be 0), gets a one-line message naming the field.
- * req is borrowed and not changed. Thread-safe (no globals).
- */
-int jc__req_validate(const struct jc_req *req, char *err, size_t errlen);
 
 /*
  * Validates req (as jc__req_validate, same errors) and writes its key to
@@ -78,6 +54,11 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen);
  */
 int jc__key_compute(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
 		    char *err, size_t errlen);
+
+/* jc__key_compute of a request that has passed jc__req_validate (the
+ * daemon validates once, request.h, then keys): JC_ENOMEM or 0. */
+int jc__key_of_valid(const struct jc_req *req, const struct jc_toolchain *tc, uint8_t key[16],
+		     char *err, size_t errlen);
 
 /*
  * The key of a request whose compile reads headers from disk: XXH3-128 over
@@ -98,11 +79,5 @@ int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t 
  */
 int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t out[16]);
 
-/*
- * The architecture number of "sm_90", "sm_90a", "sm_100f" or "compute_90"
- * (90, 90, 100, 90); JC_EINVAL when arch is NULL or does not match
- * ^(sm|compute)_[0-9]{2,3}[af]?$. Thread-safe.
- */
-int jc__arch_number(const char *arch);
 
 #endif

@@ -58,7 +58,8 @@ static struct jc_daemon daemon_state;
 static char **saved_argv;
 static int saved_argc;
 
-void jc__daemon_notify(const char *state)
+/* Sends a state line to systemd (sd_notify) where NOTIFY_SOCKET is set. */
+static void daemon_notify(const char *state)
 {
 #if JC_HAVE_SYSTEMD
 	sd_notify(0, state);
@@ -74,22 +75,10 @@ void jc__daemon_notify(const char *state)
  */
 static void lock_check(struct jc_daemon *d)
 {
-	char path[4096], err[512];
-	struct stat ours, now;
-	snprintf(path, sizeof(path), "%s/lock", d->cfg.cache_dir);
-	if (d->stopping || fstat(d->lock_fd, &ours) != 0)
+	char err[600];
+	if (d->stopping || jc__cachedir_lock_check(d->cache, err, sizeof(err)) == 0)
 		return;
-	if (ours.st_nlink > 0 && stat(path, &now) == 0 && now.st_dev == ours.st_dev &&
-	    now.st_ino == ours.st_ino)
-		return;
-	int fd = jc__store_lock(d->cfg.cache_dir, 0, err, sizeof(err));
-	if (fd >= 0) {
-		jc_log_warn(MAIN, "%s was removed or replaced; locked a new one", path);
-		close(d->lock_fd);
-		d->lock_fd = fd;
-		return;
-	}
-	jc_log(LOG_CRIT, MAIN, "%s was replaced and %s: stopping", path, err);
+	jc_log(LOG_CRIT, MAIN, "%s: stopping", err);
 	uv_kill(getpid(), SIGTERM);
 }
 
@@ -111,7 +100,7 @@ static void tick_cb(uv_timer_t *t)
 	lock_check(d);
 	idle_exit_check(d);
 	jc__cache_tick(d);
-	jc__pool_dispatch(d);
+	jc__pool_dispatch(d->pool);
 	jc__evict_tick(d);
 }
 
@@ -123,13 +112,12 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	if (d->stopping)
 		return;
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
-	jc__daemon_notify("STOPPING=1");
+	daemon_notify("STOPPING=1");
 	d->stopping = 1;
-	jc__cache_shutdown(d); /* queued compiles: answered "shutting down" */
 	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
 	d->remote = NULL;
-	jc__pool_stop(d);      /* running ones: likewise, workers killed */
+	jc__pool_stop(d->pool); /* queued and running compiles: answered "shutting down" */
 	jc__server_shutdown(d);
 	uv_timer_stop(&d->tick);
 	uv_close((uv_handle_t *)&d->tick, NULL);
@@ -145,9 +133,9 @@ static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
 	snprintf(status, sizeof(status),
 		 "STATUS=serving: %" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " bytes; %" PRIu64
 		 " hits, %" PRIu64 " misses",
-		 r->entries_after, r->bytes_after, r->max_size, d->counters[JC_CTR_hits],
-		 d->counters[JC_CTR_misses]);
-	jc__daemon_notify(status);
+		 r->entries_after, r->bytes_after, r->max_size, d->cache->counters.v[JC_CTR_hits],
+		 d->cache->counters.v[JC_CTR_misses]);
+	daemon_notify(status);
 }
 
 /* Starts the remote tier of cfg.remote; nothing without a URL. Redis need
@@ -157,14 +145,8 @@ static int remote_start(struct jc_daemon *d, char *err, size_t errlen)
 	const struct jc_remote_config *rc = &d->cfg.remote;
 	if (!rc->url)
 		return 0;
-	uint64_t *c = d->counters;
-	const struct jc_remote_counters ctr = {
-		.hits = &c[JC_CTR_remote_hits], .misses = &c[JC_CTR_remote_misses],
-		.errors = &c[JC_CTR_remote_errors], .rejected = &c[JC_CTR_remote_rejected],
-		.publishes = &c[JC_CTR_remote_publishes], .bytes_in = &c[JC_CTR_remote_bytes_in],
-		.bytes_out = &c[JC_CTR_remote_bytes_out], .dirty = &d->counters_dirty,
-	};
-	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &ctr, &d->remote, err, errlen);
+	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &d->cache->counters, &d->remote, err,
+			       errlen);
 	if (e == 0)
 		jc_log_notice(MAIN, "remote tier %s%s%s, ttl %" PRId64 " s, timeout %d ms", rc->url,
 			      rc->read_only ? " (read-only)" : "", rc->secret_file ? ", signed values" : "",
@@ -205,6 +187,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	}
 	uint64_t old_max = d->cfg.max_size, old_share = d->cfg.user_max_size;
 	jc__settings_apply(&d->cfg, &fresh, log_level);
+	jc__pool_set_timeout(d->pool, d->cfg.compile_timeout_s);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
 	remote_reload(d, &fresh);
 	jc__evict_budget_changed(d, old_max, old_share);
@@ -324,7 +307,7 @@ static int inherited_listener(void)
 int main(int argc, char **argv)
 {
 	struct jc_daemon *d = &daemon_state;
-	char err[512] = "", buf[4096], conf_why[128] = "";
+	char err[512] = "", conf_why[128] = "";
 	int rc = 0, exit_code = 1, log_level;
 
 	saved_argc = argc;
@@ -338,44 +321,21 @@ int main(int argc, char **argv)
 	d->cfg.worker_path = find_worker();
 	jc__settings_fit_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
-	d->lock_fd = -1;
+	d->conn_ops = &jc__server_conn_ops;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
-	pthread_mutex_init(&d->wlock, NULL);
 
-	/* Lock before opening (the lock creates the directory): opening the
-	 * store empties its staging area. */
-	d->lock_fd = jc__store_lock(d->cfg.cache_dir, 2000, err, sizeof(err));
-	if (d->lock_fd < 0) {
-		rc = d->lock_fd;
-		goto err_out;
-	}
-	rc = jc__store_open(d->cfg.cache_dir, &d->store, err, sizeof(err));
+	rc = jc__cachedir_open(d->cfg.cache_dir, JC_CACHEDIR_READER, 2000, &d->cache, err, sizeof(err));
 	if (rc != 0)
-		goto err_after_lock;
-	struct stat dir_st;
-	if (stat(d->cfg.cache_dir, &dir_st) != 0) {
-		rc = JC_EIO;
-		snprintf(err, sizeof(err), "cannot stat %s: %s", d->cfg.cache_dir, strerror(errno));
-		goto err_after_store;
-	}
-	d->dir_dev = (uint64_t)dir_st.st_dev;
-	d->dir_ino = (uint64_t)dir_st.st_ino;
+		goto err_out;
 	rc = jc__toolchain_probe(&d->tc, err, sizeof(err));
 	if (rc != 0)
-		goto err_after_store;
-	snprintf(buf, sizeof(buf), "%s/index.sqlite", d->cfg.cache_dir);
-	rc = jc__index_open(buf, 0, &d->wix, err, sizeof(err));
-	if (rc != 0)
-		goto err_after_store;
-	rc = jc__index_open(buf, 1, &d->rix, err, sizeof(err));
-	if (rc != 0)
-		goto err_after_wix;
+		goto err_after_cache;
 	rc = jc__cache_init(d);
 	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
-		goto err_after_rix;
+		goto err_after_init;
 	}
 	jc__evict_start(d, evict_report);
 
@@ -383,12 +343,20 @@ int main(int argc, char **argv)
 	rc = choose_confinement(d, serves_other_uids(d, listen_fd), conf_why, sizeof(conf_why), err,
 				sizeof(err));
 	if (rc != 0)
-		goto err_after_rix;
+		goto err_after_init;
 	d->loop = uv_default_loop();
 	rc = remote_start(d, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_loop;
-	rc = jc__pool_start(d, err, sizeof(err));
+	const struct jc_pool_config pool_cfg = {
+		.worker_path = d->cfg.worker_path,
+		.cache_dir = d->cfg.cache_dir,
+		.workers = d->cfg.workers,
+		.compile_timeout_s = d->cfg.compile_timeout_s,
+		.worker_memory = d->cfg.worker_memory,
+		.confinement = d->confinement,
+	};
+	rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, sizeof(err));
 	if (rc != 0) {
 		jc__remote_close(d->remote);
 		goto err_after_loop;
@@ -396,7 +364,7 @@ int main(int argc, char **argv)
 	rc = jc__server_listen(d, listen_fd, err, sizeof(err));
 	if (rc != 0) {
 		jc__server_shutdown(d);
-		jc__pool_stop(d);
+		jc__pool_stop(d->pool);
 		jc__remote_close(d->remote);
 		goto err_after_loop;
 	}
@@ -420,7 +388,7 @@ int main(int argc, char **argv)
 		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
 		      d->tc.summary);
-	jc__daemon_notify("READY=1\nSTATUS=serving");
+	daemon_notify("READY=1\nSTATUS=serving");
 	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
@@ -432,21 +400,14 @@ err_after_loop:
 	uv_run(d->loop, UV_RUN_DEFAULT); /* until every handle has closed */
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
-err_after_rix:
+	jc__pool_free(d->pool);
+err_after_init:
 	jc__cache_free(d);
-	jc__index_close(d->rix);
-err_after_wix:
-	jc__index_close(d->wix);
-err_after_store:
-	jc__store_close(d->store);
-err_after_lock:
-	close(d->lock_fd);
+err_after_cache:
+	jc__cachedir_close(d->cache);
 err_out:
 	if (exit_code != 0)
 		fprintf(stderr, "jitcached: %s\n", err[0] ? err : jc_strerror(rc));
-	free(d->touch_keys);
-	free(d->touch_hits);
-	free(d->touch_uids);
 	jc__settings_clear(&d->cfg);
 	return exit_code;
 }

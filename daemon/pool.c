@@ -16,13 +16,25 @@
 #include "log.h"
 #include "worker.h"
 
+struct jc_pool {
+	uv_loop_t *loop;
+	struct jc_pool_config cfg;
+	char *worker_path;
+	char *worker_cwd;         /* DIR/worker-cwd */
+	struct jc_counters *ctr;  /* borrowed */
+	struct jc_worker **workers;
+	int n_workers;
+	int stopping;
+	struct jc_pool_job *head, *tail; /* the queue */
+};
+
 struct jc_worker {
-	struct jc_daemon *d;
+	struct jc_pool *d;
 	uv_process_t proc;
 	uv_pipe_t pipe;
 	uv_timer_t timer;
 	struct jc_framer in;
-	struct jc_flight *job;
+	struct jc_pool_job *job;
 	int slot;          /* index in d->workers, -1 once detached */
 	int exited;
 	int timed_out;
@@ -30,7 +42,7 @@ struct jc_worker {
 	int open_handles;
 };
 
-static void worker_start_job(struct jc_worker *w, struct jc_flight *f);
+static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f);
 
 static void worker_handle_closed(uv_handle_t *h)
 {
@@ -46,7 +58,7 @@ static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ..
 
 static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ...)
 {
-	struct jc_flight *f = w->job;
+	struct jc_pool_job *f = w->job;
 	if (!f)
 		return;
 	w->job = NULL;
@@ -55,13 +67,17 @@ static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	jc__pool_flight_fail(w->d, f, status, msg);
+	jc__res_clear(f->res);
+	f->res->status = status;
+	f->res->output = f->req->output;
+	f->res->message = strdup(msg);
+	f->done(f, 0);
 }
 
 /* Removes the worker from the pool and closes its handles (once). */
 static void worker_detach(struct jc_worker *w)
 {
-	struct jc_daemon *d = w->d;
+	struct jc_pool *d = w->d;
 	if (w->slot < 0)
 		return;
 	d->workers[w->slot] = NULL;
@@ -78,11 +94,11 @@ static void worker_detach(struct jc_worker *w)
 /* Fails the job of a worker that died under it, naming the cause. */
 static void worker_fail_dead(struct jc_worker *w, int64_t status, int signal)
 {
-	struct jc_daemon *d = w->d;
+	struct jc_pool *d = w->d;
 	char hex[33];
 	jc__hex16(w->job->key, hex);
 	if (w->timed_out) {
-		d->counters[JC_CTR_compile_timeouts]++;
+		jc__count(d->ctr, JC_CTR_compile_timeouts, 1);
 		worker_fail_job(w, JC_ETIMEOUT, "compile ran past --compile-timeout (%d s); worker "
 				"killed and replaced, nothing cached", d->cfg.compile_timeout_s);
 	} else if (signal == 0 && status == JC_WORKER_EXIT_NOMEM) {
@@ -109,14 +125,13 @@ static void worker_fail_dead(struct jc_worker *w, int64_t status, int signal)
 static void worker_exit_cb(uv_process_t *proc, int64_t status, int signal)
 {
 	struct jc_worker *w = proc->data;
-	struct jc_daemon *d = w->d;
+	struct jc_pool *d = w->d;
 	w->exited = 1;
 	int had_job = w->job != NULL;
 	if (had_job)
 		worker_fail_dead(w, status, signal);
 	if (!w->killed && !d->stopping) {
-		d->counters[JC_CTR_worker_crashes]++;
-		d->counters_dirty = 1;
+		jc__count(d->ctr, JC_CTR_worker_crashes, 1);
 		if (!had_job)
 			jc_log_warn(WORKER, "worker %d exited (status %lld, signal %d)", proc->pid,
 				    (long long)status, signal);
@@ -131,23 +146,23 @@ static void worker_exit_cb(uv_process_t *proc, int64_t status, int signal)
 static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_t len)
 {
 	struct jc_worker *w = ctx;
-	struct jc_flight *f = w->job;
+	struct jc_pool_job *f = w->job;
 	if (!f || type != JC_MSG_RESULT) {
 		jc_log_err(WORKER, "worker %d sent an unexpected frame; replacing it", w->proc.pid);
 		worker_fail_job(w, JC_EINTERNAL, "compile worker misbehaved (frame type %u)", type);
 		worker_detach(w);
 		return JC_EPROTO;
 	}
-	jc__res_clear(&f->res);
-	int rc = jc__decode_res(payload, len, &f->res);
+	jc__res_clear(f->res);
+	int rc = jc__decode_res(payload, len, f->res);
 	w->job = NULL;
 	uv_timer_stop(&w->timer);
 	if (rc != 0) {
-		jc__res_clear(&f->res);
-		f->res.status = JC_EINTERNAL;
-		f->res.message = strdup("compile worker sent an undecodable result");
+		jc__res_clear(f->res);
+		f->res->status = JC_EINTERNAL;
+		f->res->message = strdup("compile worker sent an undecodable result");
 	}
-	jc__pool_flight_done(w->d, f);
+	f->done(f, 0);
 	jc__pool_dispatch(w->d);
 	return 0;
 }
@@ -194,11 +209,11 @@ static void write_done_cb(uv_write_t *req, int status)
 	free(req);
 }
 
-static void worker_start_job(struct jc_worker *w, struct jc_flight *f)
+static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f)
 {
 	struct jc_buf *b = calloc(1, sizeof(*b));
 	uv_write_t *req = calloc(1, sizeof(*req));
-	int rc = (!b || !req) ? JC_ENOMEM : jc__encode_req(b, f->wreq ? f->wreq : &f->req);
+	int rc = (!b || !req) ? JC_ENOMEM : jc__encode_req(b, f->req);
 	w->job = f;
 	if (rc == 0) {
 		uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);
@@ -217,7 +232,7 @@ static void worker_start_job(struct jc_worker *w, struct jc_flight *f)
 		uv_timer_start(&w->timer, worker_timeout_cb, (uint64_t)w->d->cfg.compile_timeout_s * 1000, 0);
 }
 
-static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
+static int worker_spawn(struct jc_pool *d, int slot, char *err, size_t errlen)
 {
 	struct jc_worker *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -231,8 +246,8 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
 
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
-	char *args[] = {d->cfg.worker_path, "--memory-limit", mem, "--confine",
-			(char *)jc__confine_name(d->confinement), NULL};
+	char *args[] = {d->worker_path, "--memory-limit", mem, "--confine",
+			(char *)jc__confine_name(d->cfg.confinement), NULL};
 	uv_stdio_container_t stdio[3] = {
 		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
 		 .data.stream = (uv_stream_t *)&w->pipe},
@@ -240,7 +255,7 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
 		{.flags = UV_INHERIT_FD, .data.fd = 2},
 	};
 	uv_process_options_t opt = {
-		.file = d->cfg.worker_path,
+		.file = d->worker_path,
 		.args = args,
 		.cwd = d->worker_cwd,
 		.exit_cb = worker_exit_cb,
@@ -249,7 +264,7 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
 	};
 	int rc = uv_spawn(d->loop, &w->proc, &opt);
 	if (rc != 0) {
-		snprintf(err, errlen, "cannot start worker %s: %s", d->cfg.worker_path, uv_strerror(rc));
+		snprintf(err, errlen, "cannot start worker %s: %s", d->worker_path, uv_strerror(rc));
 		/* uv_spawn failed: proc must still be closed. */
 		w->exited = 1;
 		w->slot = -1;
@@ -273,9 +288,9 @@ static int worker_spawn(struct jc_daemon *d, int slot, char *err, size_t errlen)
  * then reads its path buffer uninitialised and past its end (AddressSanitizer
  * reports a heap-buffer-overflow in nvrtcCompileProgram).
  */
-static int make_worker_cwd(struct jc_daemon *d, char *err, size_t errlen)
+static int make_worker_cwd(struct jc_pool *d, const char *cache_dir, char *err, size_t errlen)
 {
-	if (asprintf(&d->worker_cwd, "%s/worker-cwd", d->cfg.cache_dir) < 0) {
+	if (asprintf(&d->worker_cwd, "%s/worker-cwd", cache_dir) < 0) {
 		d->worker_cwd = NULL;
 		return JC_ENOMEM;
 	}
@@ -295,28 +310,86 @@ static int make_worker_cwd(struct jc_daemon *d, char *err, size_t errlen)
 	return JC_EIO;
 }
 
-int jc__pool_start(struct jc_daemon *d, char *err, size_t errlen)
+int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_counters *ctr,
+		   struct jc_pool **out, char *err, size_t errlen)
 {
-	int rc = make_worker_cwd(d, err, errlen);
-	if (rc != 0)
-		return rc;
-	d->n_workers = d->cfg.workers;
-	d->workers = calloc((size_t)d->n_workers, sizeof(*d->workers));
-	if (!d->workers) {
-		d->n_workers = 0;
-		jc__pool_stop(d);
+	struct jc_pool *d = calloc(1, sizeof(*d));
+	if (!d || !(d->worker_path = strdup(cfg->worker_path))) {
+		free(d);
 		return JC_ENOMEM;
 	}
+	d->loop = loop;
+	d->cfg = *cfg;
+	d->cfg.worker_path = d->worker_path;
+	d->cfg.cache_dir = NULL; /* not kept: only the working directory below */
+	d->ctr = ctr;
+	int rc = make_worker_cwd(d, cfg->cache_dir, err, errlen);
+	if (rc == 0 && !(d->workers = calloc((size_t)cfg->workers, sizeof(*d->workers))))
+		rc = JC_ENOMEM;
+	if (rc != 0) {
+		jc__pool_stop(d);
+		jc__pool_free(d);
+		return rc;
+	}
+	d->n_workers = cfg->workers;
 	int started = 0;
 	for (int i = 0; i < d->n_workers; i++)
 		started += worker_spawn(d, i, err, errlen) == 0;
-	if (started)
+	if (started) {
+		*out = d;
 		return 0;
+	}
 	jc__pool_stop(d);
+	jc__pool_free(d); /* no worker started: no handle of theirs is open */
 	return JC_EIO;
 }
 
-void jc__pool_dispatch(struct jc_daemon *d)
+void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job)
+{
+	if (p->stopping) {
+		job->done(job, JC_EBUSY);
+		return;
+	}
+	job->next = NULL;
+	if (p->tail)
+		p->tail->next = job;
+	else
+		p->head = job;
+	p->tail = job;
+	jc__pool_dispatch(p);
+}
+
+int jc__pool_busy(const struct jc_pool *p)
+{
+	return p->head != NULL;
+}
+
+void jc__pool_set_timeout(struct jc_pool *p, int compile_timeout_s)
+{
+	p->cfg.compile_timeout_s = compile_timeout_s;
+}
+
+const char *jc__pool_cwd(const struct jc_pool *p)
+{
+	return p->worker_cwd;
+}
+
+/* The next queued job its owner still wants (others are dropped). */
+static struct jc_pool_job *next_job(struct jc_pool *p)
+{
+	struct jc_pool_job *job;
+	while ((job = p->head)) {
+		p->head = job->next;
+		if (!p->head)
+			p->tail = NULL;
+		job->next = NULL;
+		if (!job->wanted || job->wanted(job))
+			break;
+	}
+	return job;
+}
+
+void jc__pool_dispatch(struct jc_pool *d)
 {
 	if (d->stopping)
 		return;
@@ -329,15 +402,25 @@ void jc__pool_dispatch(struct jc_daemon *d)
 		struct jc_worker *w = d->workers[i];
 		if (w->job)
 			continue;
-		struct jc_flight *f = jc__pool_next_flight(d);
+		struct jc_pool_job *f = next_job(d);
 		if (!f)
 			return;
 		worker_start_job(w, f);
 	}
 }
 
-void jc__pool_stop(struct jc_daemon *d)
+void jc__pool_stop(struct jc_pool *d)
 {
+	if (!d)
+		return;
+	d->stopping = 1;
+	struct jc_pool_job *job;
+	while ((job = d->head)) {
+		d->head = job->next;
+		if (!d->head)
+			d->tail = NULL;
+		job->done(job, JC_EBUSY);
+	}
 	for (int i = 0; i < d->n_workers; i++) {
 		struct jc_worker *w = d->workers[i];
 		if (!w)
@@ -353,6 +436,13 @@ void jc__pool_stop(struct jc_daemon *d)
 	d->n_workers = 0;
 	if (d->worker_cwd)
 		rmdir(d->worker_cwd);
-	free(d->worker_cwd);
-	d->worker_cwd = NULL;
+}
+
+void jc__pool_free(struct jc_pool *p)
+{
+	if (!p)
+		return;
+	free(p->worker_cwd);
+	free(p->worker_path);
+	free(p);
 }

@@ -2,27 +2,84 @@
 /*
  * The compile worker pool: jitcache-worker processes started with uv_spawn,
  * each talking frames over a socketpair on its fd 0. One job per worker at a
- * time; a job past --compile-timeout gets its worker SIGKILLed; a worker that
- * dies is replaced. Loop thread only.
+ * time; a job past the compile timeout gets its worker SIGKILLed; a worker
+ * that dies is replaced. The pool owns its queue and calls back when a job
+ * ends, in the shape of libuv's uv_queue_work: it knows nothing of flights,
+ * connections or the cache. Loop thread only.
  */
 #ifndef JC_POOL_H
 #define JC_POOL_H
 
-#include "daemon.h"
+#include <stdint.h>
+#include <uv.h>
 
-/* Starts cfg.workers workers. Returns 0 or a JC_E code (no worker could start). */
-int jc__pool_start(struct jc_daemon *d, char *err, size_t errlen);
-/* Hands queued flights to idle workers; restarts missing workers. */
-void jc__pool_dispatch(struct jc_daemon *d);
-/* Kills all workers (running jobs end with JC_EBUSY). */
-void jc__pool_stop(struct jc_daemon *d);
+#include "counters.h"
+#include "req.h"
 
-/* Provided by cache.c: the next queued flight (or NULL), and the end of a job
- * (f->res holds the result or the failure). */
-struct jc_flight *jc__pool_next_flight(struct jc_daemon *d);
-void jc__pool_flight_done(struct jc_daemon *d, struct jc_flight *f);
-/* Ends f as failed: its result becomes status, the request's output and
- * message (borrowed), then jc__pool_flight_done. */
-void jc__pool_flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
+struct jc_pool;
+struct jc_pool_job;
+
+/*
+ * Asked when a queued job reaches a worker: 1 runs it; 0 drops it (the pool
+ * forgets it at once and never calls done: the callback may free it).
+ */
+typedef int (*jc_pool_wanted_cb)(struct jc_pool_job *job);
+/*
+ * The end of a job. status 0: it ran, *job->res holds the worker's result
+ * or the failure that ended it (a crash, a timeout, out of memory: status
+ * and message set, "nothing cached"). status JC_EBUSY: cancelled by
+ * jc__pool_stop before it ran (*job->res untouched). The job is the
+ * caller's again.
+ */
+typedef void (*jc_pool_done_cb)(struct jc_pool_job *job, int status);
+
+/* One job, embedded in the object that owns it (container_of); set the
+ * fields marked "in" before jc__pool_submit and leave it alone until done. */
+struct jc_pool_job {
+	const struct jc_req *req;  /* in: what the worker runs; borrowed until done */
+	struct jc_res *res;        /* in: where the result goes; borrowed until done */
+	uint8_t key[16];           /* in: the key, for logs */
+	jc_pool_wanted_cb wanted;  /* in: NULL = always run */
+	jc_pool_done_cb done;      /* in */
+	struct jc_pool_job *next;  /* the pool's queue */
+};
+
+struct jc_pool_config {
+	const char *worker_path;   /* jitcache-worker; borrowed for the pool's life */
+	const char *cache_dir;     /* DIR: the workers run in DIR/worker-cwd; borrowed */
+	int workers;               /* processes */
+	int compile_timeout_s;     /* per job; 0 = none (jc__pool_set_timeout changes it) */
+	uint64_t worker_memory;    /* RLIMIT_AS of a worker in bytes; 0 = none */
+	int confinement;           /* enum jc_confine the workers apply (confine.h) */
+};
+
+/*
+ * Makes DIR/worker-cwd (the workers' empty working directory, under the
+ * cache lock) and starts cfg->workers workers on loop. ctr (borrowed for
+ * the pool's life): compile_timeouts and worker_crashes are counted there.
+ * *out owned by the caller: jc__pool_stop, then jc__pool_free once the loop
+ * has closed every handle. Returns 0, JC_ENOMEM, JC_EIO (no worker could
+ * start, or no working directory: err says why).
+ */
+int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_counters *ctr,
+		   struct jc_pool **out, char *err, size_t errlen);
+/* Queues job (its "in" fields set) behind the others and dispatches. A
+ * stopped pool cancels it at once (done with JC_EBUSY). */
+void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
+/* 1 when jobs wait for a worker. */
+int jc__pool_busy(const struct jc_pool *p);
+/* Hands queued jobs to idle workers; restarts missing workers (each tick). */
+void jc__pool_dispatch(struct jc_pool *p);
+/* A new compile timeout for jobs started from now on (SIGHUP). */
+void jc__pool_set_timeout(struct jc_pool *p, int compile_timeout_s);
+/* The workers' working directory (DIR/worker-cwd), owned by p: helper
+ * processes the daemon starts run there too (fatbin.c). */
+const char *jc__pool_cwd(const struct jc_pool *p);
+/* Cancels the queued jobs (done with JC_EBUSY), then kills every worker:
+ * running jobs end with a JC_EBUSY result. NULL-safe. */
+void jc__pool_stop(struct jc_pool *p);
+/* Frees p after jc__pool_stop, once the loop has closed the workers'
+ * handles (uv_run returned). NULL-safe. */
+void jc__pool_free(struct jc_pool *p);
 
 #endif

@@ -142,7 +142,7 @@ struct jc_remote {
 	uint8_t *secret;          /* NULL: values are not signed */
 	size_t secret_len;
 	char lock_id[128];        /* host:pid:random, the value of our locks */
-	struct jc_remote_counters ctr;
+	struct jc_counters *ctr;   /* the daemon's (borrowed) */
 
 	int fails;                /* transport failures in a row */
 	int backoff_ms;
@@ -166,10 +166,9 @@ struct jc_remote {
 	int closing;
 };
 
-static void count(struct jc_remote *r, uint64_t *c, uint64_t n)
+static void count(struct jc_remote *r, enum jc_counter c, uint64_t n)
 {
-	*c += n;
-	*r->ctr.dirty = 1;
+	jc__count(r->ctr, c, n);
 }
 
 static void remote_unref(struct jc_remote *r)
@@ -204,7 +203,7 @@ static int is_down(const struct jc_remote *r)
 static void failed(struct jc_remote *r, const char *what, const char *why)
 {
 	uint64_t now = now_ns();
-	count(r, r->ctr.errors, 1);
+	count(r, JC_CTR_remote_errors, 1);
 	snprintf(r->last_error, sizeof(r->last_error), "%s: %s", what, why ? why : "?");
 	if (++r->fails < FAILS_DOWN) {
 		jc_log_info(REMOTE, "%s: %s (%d in a row)", r->url, r->last_error, r->fails);
@@ -235,7 +234,7 @@ static void answered(struct jc_remote *r)
 /* An error reply: counted, the state unchanged (the server answers). */
 static void error_reply(struct jc_remote *r, const char *what, const redisReply *reply)
 {
-	count(r, r->ctr.errors, 1);
+	count(r, JC_CTR_remote_errors, 1);
 	snprintf(r->last_error, sizeof(r->last_error), "%s: %.200s", what, reply->str);
 	jc_log_info(REMOTE, "%s: %s", r->url, r->last_error);
 	answered(r);
@@ -378,9 +377,9 @@ static void lookup_finish(struct lookup *l, int rc)
 		l->next->prev = l->prev;
 	if (rc == 0) {
 		jc__latency_add(&r->latency, now_ns() - l->t0);
-		count(r, r->ctr.hits, 1);
+		count(r, JC_CTR_remote_hits, 1);
 	} else if (rc == JC_ENOTFOUND) {
-		count(r, r->ctr.misses, 1);
+		count(r, JC_CTR_remote_misses, 1);
 	}
 	struct jc_res res = l->res;
 	jc__res_init(&l->res);
@@ -423,7 +422,7 @@ static void decode_after_cb(uv_work_t *w, int status)
 	l->val = NULL;
 	if (!l->done) {
 		if (l->rc != 0) {
-			count(r, r->ctr.rejected, 1);
+			count(r, JC_CTR_remote_rejected, 1);
 			log_rejected(r, l->key, l->why);
 			jc__res_clear(&l->res);
 		}
@@ -490,7 +489,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 		/* nothing more to do */
 	} else if (reply->type == REDIS_REPLY_STRING) {
 		answered(r);
-		count(r, r->ctr.bytes_in, reply->len);
+		count(r, JC_CTR_remote_bytes_in, reply->len);
 		l->val = malloc(reply->len ? reply->len : 1);
 		l->len = reply->len;
 		if (!l->val) {
@@ -609,8 +608,8 @@ static void set_cb(void *arg, redisReply *reply, const char *why)
 			failed(r, "SET", why);
 		} else if (reply->type == REDIS_REPLY_STATUS) {
 			answered(r);
-			count(r, r->ctr.publishes, 1);
-			count(r, r->ctr.bytes_out, p->len);
+			count(r, JC_CTR_remote_publishes, 1);
+			count(r, JC_CTR_remote_bytes_out, p->len);
 		} else if (reply->type == REDIS_REPLY_ERROR) {
 			error_reply(r, "SET", reply);
 		}
@@ -814,7 +813,7 @@ static int read_small(const char *path, size_t max, uint8_t **out, size_t *len, 
 }
 
 int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int compile_timeout_s,
-		   const struct jc_remote_counters *ctr, struct jc_remote **out, char *err,
+		   struct jc_counters *ctr, struct jc_remote **out, char *err,
 		   size_t errlen)
 {
 	struct jc_redis_url url;
@@ -864,7 +863,7 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int comp
 	r->ttl_ms = cfg->ttl_s * 1000;
 	r->max_object = cfg->max_object;
 	r->compile_timeout_s = compile_timeout_s > 0 ? compile_timeout_s : 600;
-	r->ctr = *ctr;
+	r->ctr = ctr;
 	r->backoff_ms = BACKOFF_MIN_MS;
 	r->probe_rtt_us = -1;
 	r->write_ok = -1;

@@ -56,6 +56,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "counters.h"
 #include "latency.h"
 #include "req.h"
 
@@ -86,24 +87,20 @@ int jc__remote_config_equal(const struct jc_remote_config *a, const struct jc_re
 /* Frees what c owns and zeroes it. */
 void jc__remote_config_clear(struct jc_remote_config *c);
 
-/* Counters the tier adds to (the daemon's persistent counters, counters.h). */
-struct jc_remote_counters {
-	uint64_t *hits, *misses, *errors, *rejected, *publishes, *bytes_in, *bytes_out;
-	int *dirty;
-};
-
 struct jc_remote;
 
 /*
  * Starts the tier for cfg (borrowed; what it needs is copied; the secret
  * and password files are read here and never logged). Connects lazily:
  * start-up does not need Redis. compile_timeout_s bounds the fleet wait.
+ * ctr: the daemon's persistent counters (counters.h), borrowed until the
+ * tier is closed; the tier adds to its remote_* counters on the loop thread.
  * *out owned by the caller (jc__remote_close). Returns 0, JC_EINVAL (bad
  * URL, unreadable or short secret/password file: err says which, without
  * their content), JC_ENOMEM.
  */
 int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int compile_timeout_s,
-		   const struct jc_remote_counters *ctr, struct jc_remote **out, char *err,
+		   struct jc_counters *ctr, struct jc_remote **out, char *err,
 		   size_t errlen);
 
 /*

@@ -12,7 +12,8 @@
  * the handshake must come within --handshake-timeout; an answer not taken
  * within --write-timeout is dropped with its connection; a connection is
  * closed when no whole request arrives within --idle-timeout; a queued
- * compile whose clients all closed their end is dropped (jc__conn_gone).
+ * compile whose clients all closed their end is dropped (conn_gone, asked
+ * through jc__server_conn_ops).
  *
  * Limits for all: at most --max-connections connections at once, and
  * --max-connections-per-uid for each uid other than root and the daemon's
@@ -23,7 +24,7 @@
  * request that would pass it is refused (JC_EBUSY) and its connection
  * closed; a reply larger than JC_FRAMER_BASE that would pass it is replaced
  * by such an error before any of it is sent. A compile request's bytes stay
- * charged while it is queued or compiled (cache.c, start_flight), which
+ * charged while it is queued or compiled (flight.c, jc__flight_start), which
  * refuses it when they would pass the budget. So the daemon's buffers never
  * exceed the budget plus JC_FRAMER_BASE per connection (or one request or
  * reply larger than the whole budget, let through while nothing else is
@@ -75,6 +76,14 @@ struct jc_conn {
 	jc_conn_sink_fn sink;          /* an internal connection's answers go here */
 	void *sink_ctx;
 };
+
+static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);
+static void conn_send_error(struct jc_conn *c, int code, const char *message);
+static void conn_done(struct jc_conn *c);
+static void conn_ref(struct jc_conn *c);
+static void conn_unref(struct jc_conn *c);
+static int conn_gone(struct jc_conn *c);
+
 
 struct write_req {
 	uv_write_t req;
@@ -129,17 +138,17 @@ static int is_admin(const struct jc_conn *c)
 	return admin != (gid_t)-1 && (c->gid == admin || peer_in_group(c, admin));
 }
 
-uid_t jc__conn_uid(const struct jc_conn *c)
+static uid_t conn_uid(const struct jc_conn *c)
 {
 	return c->uid;
 }
 
-pid_t jc__conn_pid(const struct jc_conn *c)
+static pid_t conn_pid(const struct jc_conn *c)
 {
 	return c->pid;
 }
 
-struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *like,
+static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *like,
 				  jc_conn_sink_fn sink, void *ctx)
 {
 	struct jc_conn *c = calloc(1, sizeof(*c));
@@ -157,12 +166,12 @@ struct jc_conn *jc__conn_internal(struct jc_daemon *d, const struct jc_conn *lik
 	return c;
 }
 
-void jc__conn_ref(struct jc_conn *c)
+static void conn_ref(struct jc_conn *c)
 {
 	c->refs++;
 }
 
-void jc__conn_unref(struct jc_conn *c)
+static void conn_unref(struct jc_conn *c)
 {
 	if (--c->refs == 0) {
 		jc__framer_free(&c->in);
@@ -172,7 +181,7 @@ void jc__conn_unref(struct jc_conn *c)
 
 static void conn_handle_closed(uv_handle_t *h)
 {
-	jc__conn_unref(h->data);
+	conn_unref(h->data);
 }
 
 static void conn_close(struct jc_conn *c)
@@ -209,7 +218,7 @@ static void write_cb(uv_write_t *req, int status)
 			uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 		}
 	}
-	jc__conn_unref(c);
+	conn_unref(c);
 	jc__buf_free(&w->buf);
 	free(w);
 }
@@ -231,8 +240,8 @@ static int reply_fits(struct jc_conn *c, size_t len)
 		 len);
 	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
 		    (int)c->uid, (int)c->pid, len);
-	c->d->counters[JC_CTR_busy_refusals]++;
-	jc__conn_send_error(c, JC_EBUSY, msg);
+	jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
+	conn_send_error(c, JC_EBUSY, msg);
 	return 0;
 }
 
@@ -257,11 +266,11 @@ static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 	w->conn = c;
 	w->charged = buf->cap;
 	bud->used += w->charged;
-	jc__conn_ref(c);
+	conn_ref(c);
 	uv_buf_t ub = uv_buf_init((char *)w->buf.data + off, (unsigned)(w->buf.len - off));
 	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, write_cb) != 0) {
 		bud->used -= w->charged;
-		jc__conn_unref(c);
+		conn_unref(c);
 		jc__buf_free(&w->buf);
 		free(w);
 		conn_close(c);
@@ -300,7 +309,7 @@ static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 	return n;
 }
 
-void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
+static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
 {
 	struct jc_buf b = {0};
 	if (c->sink) {
@@ -345,7 +354,7 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 		free(inl.data);
 		if (rc != 0) {
 			jc__buf_free(&b);
-			jc__conn_send_error(c, rc, "could not read the cached object");
+			conn_send_error(c, rc, "could not read the cached object");
 			return;
 		}
 		conn_write(c, &b, 0);
@@ -353,13 +362,13 @@ void jc__conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd
 	}
 	if (jc__encode_res(&b, res) != 0) {
 		jc__buf_free(&b);
-		jc__conn_send_error(c, JC_ENOMEM, "could not encode the result");
+		conn_send_error(c, JC_ENOMEM, "could not encode the result");
 		return;
 	}
 	conn_write(c, &b, 0);
 }
 
-void jc__conn_send_error(struct jc_conn *c, int code, const char *message)
+static void conn_send_error(struct jc_conn *c, int code, const char *message)
 {
 	struct jc_buf b = {0};
 	if (c->sink) {
@@ -400,7 +409,7 @@ static void idle_cb(uv_timer_t *t)
 	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid,
 		    (int)c->pid, what, wait_s(&c->d->cfg, c->pending_timer));
 	if (c->pending_timer == WAIT_ANSWER_TAKEN)
-		c->d->counters[JC_CTR_busy_refusals]++;
+		jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
 	conn_close(c);
 }
 
@@ -417,7 +426,7 @@ static void idle_arm(struct jc_conn *c)
 		uv_timer_stop(&c->idle);
 }
 
-void jc__conn_done(struct jc_conn *c)
+static void conn_done(struct jc_conn *c)
 {
 	c->busy = 0;
 	if (c->closing || c->sink)
@@ -436,7 +445,7 @@ void jc__conn_done(struct jc_conn *c)
 	}
 }
 
-int jc__conn_gone(struct jc_conn *c)
+static int conn_gone(struct jc_conn *c)
 {
 	uv_os_fd_t fd;
 	if (c->sink)
@@ -480,9 +489,9 @@ static void admin_work_cb(uv_work_t *w)
 	struct jc_daemon *d = j->conn->d;
 	jc__cache_flush_write(d, j->flush);
 	j->flush = NULL;
-	pthread_mutex_lock(&d->wlock);
+	pthread_mutex_lock(&d->cache->wlock);
 	jc__admin_run(&j->env, &j->req, &j->reply);
-	pthread_mutex_unlock(&d->wlock);
+	pthread_mutex_unlock(&d->cache->wlock);
 }
 
 static void admin_after_cb(uv_work_t *w, int status)
@@ -494,16 +503,14 @@ static void admin_after_cb(uv_work_t *w, int status)
 	unsigned flags = jc__admin_flags(&j->req);
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
-	d->counters[JC_CTR_evictions] += j->env.evicted;
-	d->counters[JC_CTR_corrupt_objects] += j->env.corrupt; /* verify, as offline */
+	jc__count(&d->cache->counters, JC_CTR_evictions, j->env.evicted);
+	jc__count(&d->cache->counters, JC_CTR_corrupt_objects, j->env.corrupt); /* verify, as offline */
 	if (j->env.zero_counters) {
-		memset(d->counters, 0, sizeof(d->counters));
+		jc__counters_zero(&d->cache->counters);
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
 		d->hit_latency_since = (uint64_t)time(NULL);
 		jc__remote_stats_zero(d->remote);
 	}
-	if (j->env.removed || j->env.evicted || j->env.corrupt || j->env.zero_counters)
-		d->counters_dirty = 1;
 	/* Changes made on someone's behalf go to the log with who asked. */
 	if (flags & JC_ADMIN_MUTATING) {
 		char what[256];
@@ -526,8 +533,8 @@ static void admin_after_cb(uv_work_t *w, int status)
 		conn_write(c, &b, 0);
 	else
 		jc__buf_free(&b);
-	jc__conn_done(c);
-	jc__conn_unref(c);
+	conn_done(c);
+	conn_unref(c);
 	jc__admin_req_clear(&j->req);
 	jc__admin_reply_clear(&j->reply);
 	free(j);
@@ -554,9 +561,9 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		if (j)
 			jc__admin_req_clear(&j->req);
 		free(j);
-		d->counters[JC_CTR_bad_requests]++;
-		jc__conn_send_error(c, rc, msg);
-		jc__conn_done(c);
+		jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
+		conn_send_error(c, rc, msg);
+		conn_done(c);
 		return;
 	}
 	if (jc__admin_flags(&j->req) & JC_ADMIN_LOOP) { /* stop */
@@ -572,7 +579,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 			jc__buf_free(&b);
 		jc__admin_req_clear(&j->req);
 		free(j);
-		jc__conn_done(c);
+		conn_done(c);
 		uv_kill(getpid(), SIGTERM);
 		return;
 	}
@@ -580,8 +587,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.uid = (uint32_t)c->uid;
 	j->env.all_users = admin;
 	j->env.user_max_size = d->cfg.user_max_size;
-	j->env.store = d->store;
-	j->env.ix = d->wix;
+	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
 	j->env.confinement = jc__confine_name(d->confinement);
 	struct jc_watch_stats ws;
@@ -589,7 +595,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.watch_trees = ws.trees;
 	j->env.watch_count = ws.watches;
 	j->env.watch_bytes = ws.bytes;
-	memcpy(j->env.counters, d->counters, sizeof(j->env.counters));
+	memcpy(j->env.counters, d->cache->counters.v, sizeof(j->env.counters));
 	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
 	j->env.hit_samples = d->hit_latency.count;
 	j->env.hit_sum_ns = d->hit_latency.sum_ns;
@@ -601,14 +607,14 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.socket_path = d->cfg.socket_path;
 	j->work.data = j;
 	j->flush = jc__cache_flush_take(d);
-	jc__conn_ref(c);
+	conn_ref(c);
 	if (uv_queue_work(d->loop, &j->work, admin_work_cb, admin_after_cb) != 0) {
 		jc__cache_flush_write(d, j->flush);
-		jc__conn_unref(c);
+		conn_unref(c);
 		jc__admin_req_clear(&j->req);
 		free(j);
-		jc__conn_send_error(c, JC_EBUSY, "cannot queue the admin command");
-		jc__conn_done(c);
+		conn_send_error(c, JC_EBUSY, "cannot queue the admin command");
+		conn_done(c);
 	}
 }
 
@@ -626,7 +632,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (rc == 0 && (version < 1 || version > JC_PROTO_VERSION)) {
 			rc = JC_EVERSION;
 			snprintf(msg, sizeof(msg), "protocol version not supported");
-		} else if (rc == 0 && h.dir_ino && (h.dir_dev != d->dir_dev || h.dir_ino != d->dir_ino)) {
+		} else if (rc == 0 && h.dir_ino && (h.dir_dev != d->cache->dev || h.dir_ino != d->cache->ino)) {
 			rc = JC_EINVAL;
 			snprintf(msg, sizeof(msg), "this jitcached (pid %d) serves the cache directory %s, "
 				 "not the one the client named (device %llu inode %llu)", (int)getpid(),
@@ -635,8 +641,8 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		}
 		jc__hello_clear(&h);
 		if (rc != 0) {
-			d->counters[JC_CTR_bad_requests]++;
-			jc__conn_send_error(c, rc, msg);
+			jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
+			conn_send_error(c, rc, msg);
 			c->replied = 1;
 			return rc;
 		}
@@ -658,7 +664,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		return 0;
 	}
 	if (c->busy || c->drain_wait) {
-		jc__conn_send_error(c, JC_EPROTO, "one request at a time per connection");
+		conn_send_error(c, JC_EPROTO, "one request at a time per connection");
 		c->replied = 1;
 		return JC_EPROTO;
 	}
@@ -668,8 +674,8 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		struct jc_req req = {0};
 		int rc = jc__decode_req(payload, len, &req);
 		if (rc != 0) {
-			d->counters[JC_CTR_bad_requests]++;
-			jc__conn_send_error(c, rc, "malformed COMPILE request");
+			jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
+			conn_send_error(c, rc, "malformed COMPILE request");
 			c->replied = 1;
 			return rc;
 		}
@@ -682,8 +688,8 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		pause_if_busy(c);
 		return 0;
 	}
-	d->counters[JC_CTR_bad_requests]++;
-	jc__conn_send_error(c, JC_EPROTO, "unexpected message type");
+	jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
+	conn_send_error(c, JC_EPROTO, "unexpected message type");
 	c->replied = 1;
 	return JC_EPROTO;
 }
@@ -700,7 +706,7 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
 	(void)status;
 	free(req);
 	conn_close(c);
-	jc__conn_unref(c);
+	conn_unref(c);
 }
 
 /* Ends a connection after its queued replies (an error, say) are written. */
@@ -711,10 +717,10 @@ static void conn_end(struct jc_conn *c)
 	uv_timer_stop(&c->idle);
 	if (sd) {
 		sd->data = c;
-		jc__conn_ref(c);
+		conn_ref(c);
 		if (uv_shutdown(sd, (uv_stream_t *)&c->pipe, shutdown_cb) == 0)
 			return;
-		jc__conn_unref(c);
+		conn_unref(c);
 		free(sd);
 	}
 	conn_close(c);
@@ -758,8 +764,8 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			 "--buffer-budget); try again later", bud->used, bud->max);
 		jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
 			    "bytes)", (int)c->uid, (int)c->pid, bud->used, bud->max);
-		c->d->counters[JC_CTR_busy_refusals]++;
-		jc__conn_send_error(c, JC_EBUSY, msg);
+		jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
+		conn_send_error(c, JC_EBUSY, msg);
 		jc__framer_free(&c->in);
 		conn_end(c);
 		return;
@@ -778,8 +784,8 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		char msg[128] = "malformed frame header";
 		if (rc == JC_ETOOBIG)
 			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)", c->in.max);
-		c->d->counters[JC_CTR_bad_requests]++;
-		jc__conn_send_error(c, rc, msg);
+		jc__count(&c->d->cache->counters, JC_CTR_bad_requests, 1);
+		conn_send_error(c, rc, msg);
 	}
 	conn_end(c);
 }
@@ -851,12 +857,12 @@ static void connection_cb(uv_stream_t *server, int status)
 			 "try again later", (int)c->uid, d->cfg.max_connections_per_uid);
 	}
 	if (code == JC_EBUSY)
-		d->counters[JC_CTR_busy_refusals]++;
+		jc__count(&d->cache->counters, JC_CTR_busy_refusals, 1);
 	if (code) {
 		/* Said in answer to the client's HELLO, which it reads first. */
 		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
 			    (int)c->gid, (int)c->pid, why);
-		jc__conn_send_error(c, code, why);
+		conn_send_error(c, code, why);
 		conn_end(c);
 		return;
 	}
@@ -952,3 +958,15 @@ void jc__server_shutdown(struct jc_daemon *d)
 		conn_end(c);
 	}
 }
+
+const struct jc_conn_ops jc__server_conn_ops = {
+	.send_result = conn_send_result,
+	.send_error = conn_send_error,
+	.done = conn_done,
+	.ref = conn_ref,
+	.unref = conn_unref,
+	.gone = conn_gone,
+	.uid = conn_uid,
+	.pid = conn_pid,
+	.internal = conn_internal,
+};

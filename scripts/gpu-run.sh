@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Runs on a GPU machine from the directory holding .device (scripts/gpu-pack.sh):
-# the gpu and integration suites, the Python package's tests (its CuPy and
-# cuda.core hooks on the GPU) under the machine's python3, then the figures:
+# the gpu, integration, isolation, ops and shim suites, the Python package's
+# tests (its CuPy and cuda.core hooks on the GPU) under the machine's python3,
+# then the figures:
 # cold-start phases of fresh processes (misses and hits), cubin against PTX,
 # CuPy's warm kernel cache for the same kernel, and CuPy / PyTorch /
 # cuda.core compile times with and without jitcache-run (the NVRTC shim).
@@ -31,8 +32,10 @@ ldd "$B/daemon/jitcached" "$B/tests/test_gpu" "$E/coldstart" | grep 'not found' 
 # Python frameworks under the NVRTC shim run with the machine's own library
 # path (test_shim.sh gpu): the packed libraries are the daemon's.
 export JC_SHIM_PY_LDP=$plain_ldp
-echo "== meson test --suite gpu --suite integration"
-python3 "$D/meson/meson.py" test -C "$B" --no-rebuild --suite gpu --suite integration --print-errorlogs 2>&1 | tee "$OUT/suite.txt"
+suites="--suite gpu --suite integration --suite isolation --suite ops --suite shim"
+echo "== meson test $suites"
+# shellcheck disable=SC2086
+python3 "$D/meson/meson.py" test -C "$B" --no-rebuild $suites --print-errorlogs 2>&1 | tee "$OUT/suite.txt"
 cp "$B/meson-logs/testlog.txt" "$OUT/testlog.txt" 2>/dev/null
 if ! grep -q '^Ok:' "$OUT/suite.txt"; then
 	echo "meson test did not run here: running test_gpu directly"

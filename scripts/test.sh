@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Runs the whole test suite (unit, integration, concurrency, crash, remote,
+# Runs the whole test suite (one Meson suite per tests/ directory: unit, fuzz,
+# integration, concurrency, crash, isolation, ops, remote, gpu, shim; and
 # python; gpu tests skip without a GPU, remote tests without redis-server).
 # Installs and builds first. Extra arguments go to `meson test` (e.g.
 # --suite unit).

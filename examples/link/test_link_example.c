@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 struct run {
 	int rc;
@@ -26,7 +26,7 @@ struct run {
 	size_t size;
 };
 
-static void run_example(const struct jc_test_daemon *d, const char *lib, const char *channels,
+static void run_example(const struct jtl_daemon *d, const char *lib, const char *channels,
 			struct run *r)
 {
 	char outp[400], cubin[400];
@@ -37,8 +37,8 @@ static void run_example(const struct jc_test_daemon *d, const char *lib, const c
 		       "--channels %s -o '%s' > '%s'", getenv("JC_BUILD_ROOT"), d->sock, lib,
 		       jct_example("link/spec.cu"), channels, cubin, outp);
 	size_t n;
-	r->out = (char *)jct_read_file(outp, &n);
-	r->cubin = jct_read_file(cubin, &r->size);
+	r->out = (char *)jtl_read_file(outp, &n);
+	r->cubin = jtl_read_file(cubin, &r->size);
 	if (r->rc != 0)
 		fail_msg("link_example: exit %d\n%s", r->rc, r->out ? r->out : "");
 }
@@ -60,7 +60,7 @@ static void test_link_example(void **state)
 {
 	(void)state;
 	const char *nvcc = jct_nvcc();
-	struct jc_test_daemon d;
+	struct jtl_daemon d;
 	jct_daemon_init(&d);
 	char lib[400], lib2[400];
 	snprintf(lib, sizeof(lib), "%s/libdevlib.a", d.dir);

@@ -28,33 +28,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "robust.h"
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 
 static const char pool_spec[] = "0:0,0:1,0:2,0:3,0:4,0:5,1:0,1:1";
-
-/* Runs jitcachectl with args; its stdout into out (NUL-terminated, cap bytes). */
-static int run_ctl(const char *const *args, char *out, size_t cap)
-{
-	int p[2];
-	if (pipe(p) != 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		execv(args[0], (char *const *)args);
-		_exit(127);
-	}
-	close(p[1]);
-	size_t n = 0;
-	ssize_t got;
-	while ((got = read(p[0], out + n, cap - 1 - n)) > 0 || (got < 0 && errno == EINTR))
-		n += got > 0 ? (size_t)got : 0;
-	out[n] = '\0';
-	close(p[0]);
-	return jct_wait(pid);
-}
 
 static int helper_ctl_loop(char **argv)
 {
@@ -67,11 +44,16 @@ static int helper_ctl_loop(char **argv)
 	unsigned seed = (unsigned)strtoul(argv[2], NULL, 10);
 	struct pollfd stop = {.fd = atoi(argv[3]), .events = POLLIN};
 	unsigned long commands = 0, failures = 0, offline = 0, online = 0;
-	static char out[1 << 20];
+	char scratch[JTL_ROOT_MAX], why[512];
+	if (jtl_tmpdir(scratch, sizeof(scratch), NULL, "ctl-loop", why, sizeof(why)) != 0) {
+		fprintf(stderr, "ctl-loop: %s\n", why);
+		return 1;
+	}
 	while (poll(&stop, 1, 0) == 0) {
 		const char *const *c = cmds[rand_r(&seed) % 6];
 		const char *args[] = {ctl, "--socket", argv[0], "--cache-dir", argv[1], c[0], c[1], c[2], NULL};
-		int rc = run_ctl(args, out, sizeof(out));
+		char *out = NULL;
+		int rc = jtl_run(args, NULL, scratch, &out, NULL);
 		commands++;
 		if (rc != 0) {
 			fprintf(stderr, "ctl-loop: jitcachectl %s %s: exit %d\n", c[0], c[1] ? c[1] : "", rc);
@@ -82,8 +64,11 @@ static int helper_ctl_loop(char **argv)
 			else
 				online++;
 		}
+		free(out);
 		usleep(rand_r(&seed) % 20000);
 	}
+	if (jtl_rmtree(scratch, why, sizeof(why)) != 0)
+		fprintf(stderr, "ctl-loop: %s\n", why);
 	printf("%lu %lu %lu %lu\n", commands, failures, offline, online);
 	return 0;
 }
@@ -110,31 +95,14 @@ static int fetch_all(struct jct_fx *f)
 	return hits;
 }
 
-/* An integer field of a JSON text, or -2 when absent. */
-static long long json_int(const char *text, const char *key)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	const char *p = strstr(text, pat);
-	return p ? strtoll(p + strlen(pat), NULL, 10) : -2;
-}
-
-static size_t count(const char *text, const char *needle)
-{
-	size_t n = 0;
-	for (const char *p = text; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
-}
-
 /* The same commands offline and through a daemon give the same answers. */
 static void test_offline_then_daemon(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	assert_int_equal(fetch_all(f), 0);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 
 	const char *stats[] = {"stats", "--json", NULL}, *ls[] = {"ls", "--json", NULL};
 	const char *verify[] = {"verify", NULL}, *neg[] = {"purge", "--negative", NULL};
@@ -146,12 +114,12 @@ static void test_offline_then_daemon(void **state)
 			fetch_all(f);
 		}
 		assert_int_equal(jct_ctl(&f->d, &out, NULL, stats), 0);
-		assert_true(online ? json_int(out, "uptime_s") >= 0 : json_int(out, "uptime_s") == -1);
-		assert_int_equal(json_int(out, "entries"), 6);
-		assert_int_equal(json_int(out, "negative_entries"), 2);
+		assert_true(online ? jct_json_int(out, "uptime_s") >= 0 : jct_json_int(out, "uptime_s") == -1);
+		assert_int_equal(jct_json_int(out, "entries"), 6);
+		assert_int_equal(jct_json_int(out, "negative_entries"), 2);
 		free(out);
 		assert_int_equal(jct_ctl(&f->d, &out, NULL, ls), 0);
-		assert_int_equal(count(out, "\"key\""), 8);
+		assert_int_equal(jtl_count(out, "\"key\""), 8);
 		free(out);
 		assert_int_equal(jct_ctl(&f->d, NULL, &err, verify), 0);
 		assert_non_null(strstr(err, "checked 6 objects, 0 bad"));
@@ -159,8 +127,8 @@ static void test_offline_then_daemon(void **state)
 		assert_int_equal(jct_ctl(&f->d, NULL, NULL, neg), 0);
 		assert_int_equal(jct_ctl(&f->d, NULL, NULL, arch), 0); /* 0:1 and 0:4 */
 		assert_int_equal(jct_ctl(&f->d, &out, NULL, stats), 0);
-		assert_int_equal(json_int(out, "entries"), 4);
-		assert_int_equal(json_int(out, "negative_entries"), 0);
+		assert_int_equal(jct_json_int(out, "entries"), 4);
+		assert_int_equal(jct_json_int(out, "negative_entries"), 0);
 		free(out);
 		struct jct_store_scan scan;
 		jct_scan_store(f->d.cache, &scan);
@@ -172,21 +140,20 @@ static void test_offline_then_daemon(void **state)
 		 * given socket: jitcachectl says so and leaves the directory alone. */
 		const char *argv[] = {getenv("JITCACHECTL"), "--socket", "/nonexistent/sock",
 				      "--cache-dir", f->d.cache, "purge", "--all", NULL};
-		char buf[4096];
-		assert_int_equal(run_ctl(argv, buf, sizeof(buf)), 1);
+		assert_int_equal(jct_run(&f->d, argv, NULL, NULL), 1);
 		assert_int_equal(jct_stat(&f->d, "entries"), 4);
 	}
-	printf("offline then daemon: same answers; %.1f s\n", jct_now() - t0);
+	printf("offline then daemon: same answers; %.1f s\n", jtl_now_s() - t0);
 }
 
 /* The command loop runs while a daemon starts and stops 6 times. */
 static void test_offline_and_daemon_at_once(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	fetch_all(f);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 
 	int stop[2], out[2];
 	assert_int_equal(pipe(stop), 0);
@@ -202,17 +169,17 @@ static void test_offline_and_daemon_at_once(void **state)
 	double slowest = 0;
 	for (int i = 0; i < 6; i++) {
 		usleep(300000); /* offline for a while */
-		double s0 = jct_now();
+		double s0 = jtl_now_s();
 		jct_daemon_start(&f->d, NULL); /* waits for the lock the loop may hold */
-		if (jct_now() - s0 > slowest)
-			slowest = jct_now() - s0;
+		if (jtl_now_s() - s0 > slowest)
+			slowest = jtl_now_s() - s0;
 		starts++;
 		fetch_all(f);
 		usleep(300000);
-		assert_int_equal(jct_daemon_stop(&f->d), 0);
+		assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	}
 	close(stop[1]);
-	assert_int_equal(jct_wait(loop), 0);
+	assert_int_equal(jtl_wait(loop), 0);
 	unsigned long v[4] = {0};
 	FILE *in = fdopen(out[0], "r");
 	assert_int_equal(fscanf(in, "%lu %lu %lu %lu", &v[0], &v[1], &v[2], &v[3]), 4);
@@ -228,7 +195,7 @@ static void test_offline_and_daemon_at_once(void **state)
 	fetch_all(f);
 	printf("offline tools and daemon at once: %d daemon starts (slowest %.2f s), %lu commands "
 	       "(%lu stats offline, %lu through the daemon), %lu failures; %.1f s\n",
-	       starts, slowest, v[0], v[2], v[3], v[1], jct_now() - t0);
+	       starts, slowest, v[0], v[2], v[3], v[1], jtl_now_s() - t0);
 	assert_int_equal(v[1], 0);
 	assert_true(v[2] > 0 && v[3] > 0);
 }

@@ -27,12 +27,12 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "robust.h"
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 
 #define CLIENTS 64
 
-static void run_clients(const struct jc_test_daemon *d, const char *refdir, const char *spec,
+static void run_clients(const struct jtl_daemon *d, const char *refdir, const char *spec,
 			int nreq, unsigned seed, struct jct_tally *t)
 {
 	struct jct_clients cl;
@@ -49,7 +49,7 @@ static int setup(void **state)
 static void test_single_flight(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	struct jct_pool p;
 	jct_pool_parse("2:1", &p);
 	jct_pool_make_refs(&p, f->refdir);
@@ -71,7 +71,7 @@ static void test_single_flight(void **state)
 	       (unsigned long long)t.lines, (unsigned long long)t.requests,
 	       (unsigned long long)t.errors, (unsigned long long)t.wrong,
 	       (unsigned long long)t.misses, (unsigned long long)t.joins,
-	       (unsigned long long)t.hits, jct_now() - t0);
+	       (unsigned long long)t.hits, jtl_now_s() - t0);
 	assert_int_equal(t.failed_exits, 0);
 	assert_int_equal(t.lines, CLIENTS);
 	assert_int_equal(t.requests, CLIENTS);
@@ -93,7 +93,7 @@ static void test_single_flight(void **state)
 static void test_mixed_load(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	char spec[512];
 	size_t n = 0;
 	for (int i = 0; i < MIX_HITS + MIX_MISSES; i++)
@@ -123,7 +123,7 @@ static void test_mixed_load(void **state)
 	       (unsigned long long)t.lines, (unsigned long long)t.requests,
 	       (unsigned long long)t.hits, (unsigned long long)t.misses,
 	       (unsigned long long)t.joins, (unsigned long long)t.negative_hits,
-	       (unsigned long long)t.errors, (unsigned long long)t.wrong, jct_now() - t0);
+	       (unsigned long long)t.errors, (unsigned long long)t.wrong, jtl_now_s() - t0);
 	assert_int_equal(t.failed_exits, 0);
 	assert_int_equal(t.lines, CLIENTS);
 	assert_int_equal(t.requests, CLIENTS * MIX_REQUESTS);
@@ -141,7 +141,7 @@ static void test_mixed_load(void **state)
 static void test_purge_under_load(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	const char *spec = "0:0,0:1,0:2,0:3,0:4,0:5";
 	struct jct_pool p;
 	jct_pool_parse(spec, &p);
@@ -164,7 +164,7 @@ static void test_purge_under_load(void **state)
 	       purges, (unsigned long long)t.requests, (unsigned long long)t.hits,
 	       (unsigned long long)t.misses, (unsigned long long)t.joins,
 	       (unsigned long long)t.errors, (unsigned long long)t.wrong, (long long)corrupt,
-	       jct_now() - t0);
+	       jtl_now_s() - t0);
 	assert_int_equal(t.failed_exits, 0);
 	assert_int_equal(t.errors, 0);
 	assert_int_equal(t.wrong, 0);

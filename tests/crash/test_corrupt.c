@@ -22,8 +22,8 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
-#include "robust.h"
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 
 enum damage { TRUNC_ZERO, TRUNC_HALF, FLIP, SYMLINK, MISSING, N_DAMAGE };
 static const char *const damage_name[] = {"truncated to zero", "truncated to half",
@@ -57,7 +57,9 @@ static void fetch_all(struct jct_fx *f, jc_cache_status want)
 				damage_name[i], jc_result_cache_status(res), want);
 		assert_int_equal(jc_result_cache_status(res), want);
 		snprintf(keys[i], sizeof(keys[i]), "%s", jc_result_key(res));
-		snprintf(objects[i], sizeof(objects[i]), "%s", jct_object_path(f->d.cache, res));
+		size_t n;
+		const void *data = jc_result_data(res, &n);
+		snprintf(objects[i], sizeof(objects[i]), "%s", jct_object_path(f->d.cache, data, n));
 		jc_result_free(res);
 		jc_request_free(r);
 	}
@@ -110,7 +112,7 @@ static void damage(struct jct_fx *f, enum damage how)
 static void test_next_read_repairs(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	fetch_all(f, JC_MISS);
 	int64_t compiles = jct_stat(&f->d, "compiles");
@@ -128,7 +130,7 @@ static void test_next_read_repairs(void **state)
 	const char *verify[] = {"verify", NULL};
 	assert_int_equal(jct_ctl(&f->d, NULL, NULL, verify), 0);
 	printf("next read: %d objects damaged, %lld detected and recompiled; %.1f s\n", N_DAMAGE,
-	       (long long)jct_stat(&f->d, "corrupt_objects"), jct_now() - t0);
+	       (long long)jct_stat(&f->d, "corrupt_objects"), jtl_now_s() - t0);
 }
 
 /* verify lists every damaged object (key, object, problem), repairs, and a
@@ -158,7 +160,7 @@ static void verify_reports_all(struct jct_fx *f, const char *when)
 static void test_verify_online_and_offline(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	fetch_all(f, JC_MISS);
 
@@ -170,7 +172,7 @@ static void test_verify_online_and_offline(void **state)
 	fetch_all(f, JC_MISS);
 
 	/* Offline, on the directory. */
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	for (int i = 0; i < N_DAMAGE; i++)
 		damage(f, (enum damage)i);
 	verify_reports_all(f, "offline");
@@ -182,7 +184,7 @@ static void test_verify_online_and_offline(void **state)
 	jct_scan_store(f->d.cache, &scan);
 	assert_int_equal(scan.bad_objects, 0);
 	printf("verify: %d objects damaged twice (daemon, offline), %lld reported and repaired; "
-	       "%.1f s\n", N_DAMAGE, (long long)jct_stat(&f->d, "corrupt_objects"), jct_now() - t0);
+	       "%.1f s\n", N_DAMAGE, (long long)jct_stat(&f->d, "corrupt_objects"), jtl_now_s() - t0);
 }
 
 /* The compile that replaces a damaged object fails (its worker crashes):
@@ -247,10 +249,8 @@ static void test_store_dirs_removed(void **state)
 	assert_int_equal(scan.quarantined, 1);
 	assert_int_equal(scan.bad_objects, 0);
 	fetch_all(f, JC_HIT);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
-	size_t n;
-	char *log = (char *)jct_read_file(f->d.log, &n);
-	assert_non_null(log);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
+	char *log = jct_log(&f->d);
 	assert_non_null(strstr(log, "/tmp was removed or replaced while in use"));
 	assert_non_null(strstr(log, "/quarantine was removed or replaced while in use"));
 	free(log);

@@ -38,9 +38,9 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 #include "proto.h"
-#include "robust.h"
 
 /* 14 kernels over sm_90, sm_80 and compute_90 PTX, 4 twins of the first
  * ones (same object, other key), 2 failing sources. */
@@ -94,7 +94,7 @@ static int helper_purge(char **argv)
 			execv(ctl, (char *const *)args);
 			_exit(127);
 		}
-		if (jct_wait(pid) != 0)
+		if (jtl_wait(pid) != 0)
 			break;
 		purges++;
 		usleep(10000 + rand_r(&seed) % 50000);
@@ -114,7 +114,7 @@ static int setup(void **state)
 	return 0;
 }
 
-static int64_t all_entries(const struct jc_test_daemon *d)
+static int64_t all_entries(const struct jtl_daemon *d)
 {
 	return jct_stat(d, "entries") + jct_stat(d, "negative_entries");
 }
@@ -153,7 +153,7 @@ static int64_t check_restarted(struct jct_fx *f, unsigned cycle)
 
 static void kill_daemon(struct jct_fx *f, struct figures *fig)
 {
-	jct_daemon_kill(&f->d);
+	jtl_daemon_kill(&f->d);
 	struct jct_store_scan scan;
 	jct_scan_store(f->d.cache, &scan);
 	fig->staged_left += scan.tmp_files > 0;
@@ -182,7 +182,7 @@ static void stream_cycle(struct jct_fx *f, unsigned *seed, struct figures *fig)
 		assert_int_equal(waitpid(pids[i], NULL, WNOHANG), 0);
 	kill_daemon(f, fig);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(jct_wait(pids[i]), 0);
+		assert_int_equal(jtl_wait(pids[i]), 0);
 	FILE *in = fdopen(out[0], "r");
 	unsigned long long v[4];
 	while (fscanf(in, "%llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3]) == 4) {
@@ -228,7 +228,7 @@ static void test_kill9_cycles(void **state)
 	unsigned cycles = e ? (unsigned)strtoul(e, NULL, 10) : 20;
 	printf("kill -9 cycles: %u, seed %u (JC_CRASH_SEED=%u repeats this run)\n", cycles, seed,
 	       seed);
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	struct figures fig = {0};
 	jct_daemon_start(&f->d, NULL);
 	int64_t before = 0;
@@ -252,7 +252,7 @@ static void test_kill9_cycles(void **state)
 	       fig.cycles, fig.stream_kills, fig.purge_kills, fig.mid_purge, fig.staged_left,
 	       (unsigned long long)fig.requests, (unsigned long long)fig.misses,
 	       (unsigned long long)fig.purges, (unsigned long long)fig.bad,
-	       (unsigned long long)fig.wrong, jct_now() - t0);
+	       (unsigned long long)fig.wrong, jtl_now_s() - t0);
 	assert_int_equal(fig.bad, 0);
 	assert_int_equal(fig.wrong, 0);
 	assert_true(fig.requests > 0 && fig.misses > 0);

@@ -28,8 +28,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "robust.h"
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 
 enum { HIT_A, HIT_B, HIT_C, NEW, FAILS };
 
@@ -49,7 +49,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct jct_fx *f = *state;
-	jct_daemon_kill(&f->d);
+	jtl_daemon_kill(&f->d);
 	umount2(f->d.cache, MNT_DETACH);
 	return jct_fx_free(state);
 }
@@ -98,7 +98,7 @@ static void check_clean(struct jct_fx *f, size_t objects)
 static void test_disk_full(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	for (int i = HIT_A; i <= HIT_C; i++)
 		assert_int_equal(fetch(f, i), JC_MISS);
@@ -136,9 +136,9 @@ static void test_disk_full(void **state)
 	assert_true(st == JC_MISS || st == JC_NEGATIVE_HIT);
 	assert_int_equal(fetch(f, FAILS), JC_NEGATIVE_HIT);
 	check_clean(f, 4);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	printf("disk full: new compile refused with JC_ENOSPC, 3 hits served, no partial object, "
-	       "recovered once freed; %.1f s\n", jct_now() - t0);
+	       "recovered once freed; %.1f s\n", jtl_now_s() - t0);
 }
 
 /* Runs jitcachectl purge ARG... and checks it says it removed n entries. */
@@ -178,7 +178,7 @@ static void refill(struct jct_fx *f)
 static void test_purge_on_full_disk(void **state)
 {
 	struct jct_fx *f = *state;
-	double t0 = jct_now();
+	double t0 = jtl_now_s();
 	jct_daemon_start(&f->d, NULL);
 	/* Through the running daemon. */
 	refill(f);
@@ -190,7 +190,7 @@ static void test_purge_on_full_disk(void **state)
 
 	/* A daemon restarted on the full disk. */
 	refill(f);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	jct_daemon_start(&f->d, NULL);
 	purge(f, "--to-size", "0", 3);
 	check_clean(f, 0);
@@ -198,7 +198,7 @@ static void test_purge_on_full_disk(void **state)
 
 	/* Offline, with no daemon. */
 	refill(f);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	purge(f, "--all", NULL, 3);
 	assert_true(free_bytes(f) > 0);
 
@@ -206,17 +206,17 @@ static void test_purge_on_full_disk(void **state)
 	 * pass evicts them (its budget check runs every 5 s). */
 	jct_daemon_start(&f->d, NULL);
 	refill(f);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	const char *const small[] = {"--max-size", "1K", NULL};
 	jct_daemon_start(&f->d, small);
-	double t1 = jct_now();
-	while (jct_stat(&f->d, "evictions") < 3 && jct_now() - t1 < 15)
+	double t1 = jtl_now_s();
+	while (jct_stat(&f->d, "evictions") < 3 && jtl_now_s() - t1 < 15)
 		usleep(200000);
 	assert_int_equal(jct_stat(&f->d, "evictions"), 3);
 	check_clean(f, 0);
 	assert_true(free_bytes(f) > 0);
 	printf("full disk: purge --all, --to-size 0 freed the space through the daemon, after a "
-	       "restart and offline, and so did eviction; %.1f s\n", jct_now() - t0);
+	       "restart and offline, and so did eviction; %.1f s\n", jtl_now_s() - t0);
 }
 
 int main(void)

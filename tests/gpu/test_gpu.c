@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
-static struct jc_test_daemon daemon_;
+static struct jtl_daemon daemon_;
 
 /* 0 when libcuda loads, cuInit succeeds and there is a device; else the
  * reason in why. CUresult 0 is CUDA_SUCCESS (cuda.h). */
@@ -71,14 +71,6 @@ static int run(const char *const *argv, char **out)
 	return rc;
 }
 
-static void assert_has(const char *out, const char *what)
-{
-	if (!strstr(out, what)) {
-		fprintf(stderr, "output lacks '%s'\n", what);
-		fail();
-	}
-}
-
 static int setup(void **state)
 {
 	(void)state;
@@ -103,13 +95,13 @@ static void test_saxpy_lowered(void **state)
 	char *out;
 	int64_t misses = jct_stat(&daemon_, "misses"), hits = jct_stat(&daemon_, "hits");
 	assert_int_equal(run(argv, &out), 0);
-	assert_has(out, "cache=miss");
-	assert_has(out, "saxpy<float>: ok");
-	assert_has(out, "saxpy<double>: ok");
+	jct_assert_has(out, "cache=miss");
+	jct_assert_has(out, "saxpy<float>: ok");
+	jct_assert_has(out, "saxpy<double>: ok");
 	free(out);
 	assert_int_equal(run(argv, &out), 0);
-	assert_has(out, "cache=hit");
-	assert_has(out, "saxpy<double>: ok");
+	jct_assert_has(out, "cache=hit");
+	jct_assert_has(out, "saxpy<double>: ok");
 	free(out);
 	assert_int_equal(jct_stat(&daemon_, "misses"), misses + 1);
 	assert_int_equal(jct_stat(&daemon_, "hits"), hits + 1);
@@ -121,7 +113,7 @@ static void plugin(const char *mode, const char *summary)
 			      NULL};
 	char *out;
 	assert_int_equal(run(argv, &out), 0);
-	assert_has(out, summary);
+	jct_assert_has(out, summary);
 	assert_null(strstr(out, "FAILED"));
 	free(out);
 }
@@ -147,9 +139,9 @@ static void test_cubin_vs_ptx(void **state)
 	const char *argv[] = {bin("JC_GPU_BIN", "cubin_vs_ptx"), "3", NULL};
 	char *out;
 	assert_int_equal(run(argv, &out), 0);
-	assert_has(out, "results: ok");
-	assert_has(out, "sm_");
-	assert_has(out, "compute_");
+	jct_assert_has(out, "results: ok");
+	jct_assert_has(out, "sm_");
+	jct_assert_has(out, "compute_");
 	free(out);
 }
 
@@ -161,12 +153,12 @@ static void test_coldstart(void **state)
 	const char *argv[] = {bin("JC_GPU_BIN", "coldstart"), salt, "20", NULL};
 	char *out;
 	assert_int_equal(run(argv, &out), 0);
-	assert_has(out, "cache=miss");
-	assert_has(out, "result=ok");
+	jct_assert_has(out, "cache=miss");
+	jct_assert_has(out, "result=ok");
 	free(out);
 	assert_int_equal(run(argv, &out), 0);
-	assert_has(out, "cache=hit");
-	assert_has(out, "result=ok");
+	jct_assert_has(out, "cache=hit");
+	jct_assert_has(out, "result=ok");
 	free(out);
 }
 
@@ -184,12 +176,12 @@ static void cub_sort(const char *targets, const char *force, const char *cache, 
 	if (force)
 		unsetenv(force);
 	assert_int_equal(rc, 0);
-	assert_has(out, "result=ok");
-	assert_has(out, "wrong_keys=0 wrong_values=0 wrong_sums=0");
+	jct_assert_has(out, "result=ok");
+	jct_assert_has(out, "wrong_keys=0 wrong_values=0 wrong_sums=0");
 	snprintf(want, sizeof(want), "cache=%s", cache);
-	assert_has(out, want);
+	jct_assert_has(out, want);
 	snprintf(want, sizeof(want), "loaded=%s", loaded);
-	assert_has(out, want);
+	jct_assert_has(out, want);
 	free(out);
 }
 

@@ -21,22 +21,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-/* The number after "key": in json; fails the test when absent. */
-static double json_num(const char *json, const char *key)
-{
-	char pat[96];
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	const char *p = strstr(json, pat);
-	if (!p)
-		fail_msg("no \"%s\" in the bench output:\n%s", key, json);
-	char *end;
-	double v = strtod(p + strlen(pat), &end);
-	if (end == p + strlen(pat))
-		fail_msg("\"%s\" is not a number", key);
-	return v;
-}
+#include "tests/lib/test.h"
 
 static void test_tiny_json(void **state)
 {
@@ -44,34 +29,24 @@ static void test_tiny_json(void **state)
 	const char *bench = getenv("JITCACHE_BENCH");
 	if (!bench || !*bench)
 		fail_msg("JITCACHE_BENCH is not set (run through meson test)");
-	char out_path[] = "/tmp/jc-bench-smoke-XXXXXX";
-	int out = mkstemp(out_path);
-	assert_true(out >= 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(out, 1);
-		execl(bench, bench, "--tiny", "--json", (char *)NULL);
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	close(out);
-	size_t n;
-	char *json = (char *)jct_read_file(out_path, &n);
-	unlink(out_path);
-	assert_non_null(json);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	char root[JTL_ROOT_MAX];
+	jct_tmpdir(root, NULL, "bench-smoke");
+	const char *const argv[] = {bench, "--tiny", "--json", NULL};
+	char *json = NULL, *err = NULL;
+	int rc = jtl_run(argv, NULL, root, &json, &err);
+	jct_tmpdir_remove(root);
+	if (rc != 0)
+		fprintf(stderr, "jitcache-bench --tiny --json: exit %d\n%s", rc, err);
+	free(err);
+	assert_int_equal(rc, 0);
 
-	double p50 = json_num(json, "hit_p50_us"), p99 = json_num(json, "hit_p99_us");
+	double p50 = jct_json_num(json, "hit_p50_us"), p99 = jct_json_num(json, "hit_p99_us");
 	assert_true(p50 > 0);
 	assert_true(p99 >= p50);
-	assert_true(json_num(json, "raw_read_p50_us") > 0);
-	assert_true(json_num(json, "hits_per_s") > 0);
-	assert_true(json_num(json, "single_flight_compiles") == 1);
-	assert_true(json_num(json, "scale_1000_ready_ms") > 0);
+	assert_true(jct_json_num(json, "raw_read_p50_us") > 0);
+	assert_true(jct_json_num(json, "hits_per_s") > 0);
+	assert_true(jct_json_num(json, "single_flight_compiles") == 1);
+	assert_true(jct_json_num(json, "scale_1000_ready_ms") > 0);
 	assert_non_null(strstr(json, "\"targets\": {"));
 	free(json);
 }

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "jitcache/jitcache_cuda.h"
 
 static const char src[] = "extern \"C\" __global__ void k(float *p) { p[threadIdx.x] = 1.0f; }\n";
@@ -34,7 +34,7 @@ static jc_request *request(void)
 static void test_without_context(void **state)
 {
 	(void)state;
-	struct jc_test_daemon d;
+	struct jtl_daemon d;
 	jct_daemon_init(&d);
 	jct_daemon_start(&d, NULL);
 	jc_client *c = jct_connect(&d);

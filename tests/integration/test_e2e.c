@@ -21,14 +21,14 @@
 #include <nvrtc.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", "&saxpy<double>", NULL};
 static const char bad_src[] = "extern \"C\" __global__ void k() { undefined_thing(); }\n";
 
 static int setup(void **state)
 {
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
+	struct jtl_daemon *d = calloc(1, sizeof(*d));
 	jct_daemon_init(d);
 	*state = d;
 	return 0;
@@ -43,7 +43,7 @@ static int teardown(void **state)
 
 static void test_miss_then_hit_identical(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result *a = jct_compile(d, r, 0), *b = jct_compile(d, r, 0);
@@ -62,7 +62,7 @@ static void test_miss_then_hit_identical(void **state)
 	assert_int_equal(jct_stat(d, "entries"), 1);
 
 	/* After a restart: the same key, a hit, the same bytes. */
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	jct_daemon_start(d, NULL);
 	jc_result *c = jct_compile(d, r, 0);
 	size_t nc;
@@ -82,14 +82,14 @@ static void test_miss_then_hit_identical(void **state)
 
 static void test_lowered_names_match_nvrtc(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result *res = jct_compile(d, r, 0);
 
 	/* NVRTC itself, in this process, on the same source. */
 	size_t size;
-	char *src = (char *)jct_read_file(jct_example("saxpy.cu"), &size);
+	char *src = (char *)jtl_read_file(jct_example("saxpy.cu"), &size);
 	nvrtcProgram prog;
 	assert_int_equal(nvrtcCreateProgram(&prog, src, "saxpy.cu", 0, NULL, NULL), NVRTC_SUCCESS);
 	for (int i = 0; saxpy_exprs[i]; i++)
@@ -127,7 +127,7 @@ static void test_lowered_names_match_nvrtc(void **state)
 
 static void test_arch_is_separate_entry(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r90 = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_request *r80 = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
@@ -155,7 +155,7 @@ static void test_arch_is_separate_entry(void **state)
 
 static void test_negative_entry_and_ttl(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--negative-ttl", "2", NULL};
 	jct_daemon_start(d, flags);
 	jc_request *r = jct_request_src("bad.cu", bad_src, "sm_90");
@@ -195,7 +195,7 @@ static void test_negative_entry_and_ttl(void **state)
 
 static void test_purge_variants(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *ok90 = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_request *ok80 = jct_request("saxpy.cu", "sm_80", saxpy_exprs);
@@ -255,7 +255,7 @@ static void test_purge_variants(void **state)
 /* A raw client sending garbage gets an error; others are still served. */
 static void test_garbage_client(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -297,7 +297,7 @@ static void test_garbage_client(void **state)
 
 static void test_bad_requests_are_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
@@ -342,7 +342,7 @@ static void test_bad_requests_are_refused(void **state)
  * quarantined: the daemon checks the object itself first. */
 static void test_false_corruption_claim(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result *a = jct_compile(d, r, 0);
@@ -373,7 +373,7 @@ static void test_false_corruption_claim(void **state)
  * is shutting down (not a reset connection), and the daemon exits 0. */
 static void test_sigterm_during_compile(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	char errpath[160];
 	snprintf(errpath, sizeof(errpath), "%s/waiter.err", d->dir);
@@ -393,13 +393,13 @@ static void test_sigterm_during_compile(void **state)
 	for (int i = 0; i < 200 && jct_stat(d, "misses") < 1; i++)
 		usleep(5000);
 	usleep(100000);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	int status;
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 1);
 	size_t n;
-	char *err = (char *)jct_read_file(errpath, &n);
+	char *err = (char *)jtl_read_file(errpath, &n);
 	assert_non_null(err);
 	if (!strstr(err, "shutting down"))
 		fprintf(stderr, "waiter said: %s\n", err);
@@ -409,15 +409,15 @@ static void test_sigterm_during_compile(void **state)
 
 static void test_second_daemon_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	struct jc_test_daemon other = *d;
+	struct jtl_daemon other = *d;
 	snprintf(other.sock, sizeof(other.sock), "%s/sock2", d->dir);
 	snprintf(other.log, sizeof(other.log), "%s/daemon2.log", d->dir);
 	jct_daemon_spawn(&other, NULL);
-	assert_int_not_equal(jct_daemon_wait(&other), 0);
+	assert_int_not_equal(jtl_daemon_wait(&other), 0);
 	size_t n;
-	char *log = (char *)jct_read_file(other.log, &n);
+	char *log = (char *)jtl_read_file(other.log, &n);
 	assert_non_null(log);
 	if (!strstr(log, "in use by another jitcached"))
 		fprintf(stderr, "second daemon said: %s\n", log);
@@ -432,8 +432,8 @@ static void test_second_daemon_refused(void **state)
 	usleep(1600000);
 	snprintf(other.log, sizeof(other.log), "%s/daemon3.log", d->dir);
 	jct_daemon_spawn(&other, NULL);
-	assert_int_not_equal(jct_daemon_wait(&other), 0);
-	log = (char *)jct_read_file(other.log, &n);
+	assert_int_not_equal(jtl_daemon_wait(&other), 0);
+	log = (char *)jtl_read_file(other.log, &n);
 	assert_non_null(log);
 	assert_non_null(strstr(log, "in use by another jitcached"));
 	free(log);

@@ -28,13 +28,13 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", "&saxpy<double>", NULL};
 
 /* The environment every test here starts from: nothing to find but what
  * the test sets up (jct_daemon_init's socket for JITCACHE_SOCKET). */
-static void isolate(const struct jc_test_daemon *d)
+static void isolate(const struct jtl_daemon *d)
 {
 	setenv("JITCACHE_SOCKET", d->sock, 1);
 	setenv("JITCACHE_DIR", d->cache, 1);
@@ -47,7 +47,7 @@ static void isolate(const struct jc_test_daemon *d)
 
 static int setup(void **state)
 {
-	struct jc_test_daemon *d = calloc(1, sizeof(*d));
+	struct jtl_daemon *d = calloc(1, sizeof(*d));
 	jct_daemon_init(d);
 	isolate(d);
 	*state = d;
@@ -76,12 +76,12 @@ static jc_result *compile_on(jc_client *c, const jc_request *r, int want_rc, jc_
 
 static void test_reconnect_after_restart(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_client *c = jct_connect(d);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result_free(compile_on(c, r, 0, JC_MISS));
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	jct_daemon_start(d, NULL);
 	jc_result_free(compile_on(c, r, 0, JC_HIT));
 	jc_request_free(r);
@@ -92,7 +92,7 @@ static void test_reconnect_after_restart(void **state)
  * the same long-lived process reconnects. */
 static void test_reconnect_after_idle_timeout(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *flags[] = {"--idle-timeout", "1", NULL};
 	jct_daemon_start(d, flags);
 	jc_client *c = jct_connect(d);
@@ -120,7 +120,7 @@ static void count_resends(void *ctx, int level, const char *message)
  */
 static void test_daemon_killed_mid_request(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	char out[160];
 	snprintf(out, sizeof(out), "%s/child.out", d->dir);
@@ -139,7 +139,7 @@ static void test_daemon_killed_mid_request(void **state)
 		if (jc_client_open(o, &c) != 0)
 			_exit(10);
 		jc_request *r = jct_request_src(
-		    "cub_sort.cu", (char *)jct_read_file(jct_example("cub_sort.cu"), &(size_t){0}),
+		    "cub_sort.cu", (char *)jtl_read_file(jct_example("cub_sort.cu"), &(size_t){0}),
 		    "sm_90");
 		jc_request_add_option(r, "-std=c++17");
 		jc_request_add_option(r, "-I/usr/local/cuda/include/cccl");
@@ -153,7 +153,7 @@ static void test_daemon_killed_mid_request(void **state)
 	for (int i = 0; i < 400 && jct_stat(d, "misses") < 1; i++)
 		usleep(5000);
 	usleep(200000);
-	jct_daemon_kill(d);
+	jtl_daemon_kill(d);
 	struct stat st;
 	assert_int_equal(lstat(d->sock, &st), 0); /* left behind: stale */
 	assert_true(S_ISSOCK(st.st_mode));
@@ -163,7 +163,7 @@ static void test_daemon_killed_mid_request(void **state)
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	size_t n;
-	char *text = (char *)jct_read_file(out, &n);
+	char *text = (char *)jtl_read_file(out, &n);
 	int rc = -99, cache = -99, resends = 0;
 	assert_int_equal(sscanf(text, "%d %d %d", &rc, &cache, &resends), 3);
 	if (rc != 0)
@@ -201,7 +201,7 @@ static void child_result(pid_t child, const char *path, int *cache, unsigned *pi
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	size_t n;
-	char *text = (char *)jct_read_file(path, &n);
+	char *text = (char *)jtl_read_file(path, &n);
 	assert_non_null(text);
 	int rc;
 	assert_int_equal(sscanf(text, "%d %u %d", cache, pid, &rc), 3);
@@ -238,7 +238,7 @@ static int gone_within(pid_t pid, int seconds)
  */
 static void test_autostart_then_found_then_idle_exit(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char path[160];
 	int cache;
 	unsigned pid1, pid2;
@@ -255,7 +255,7 @@ static void test_autostart_then_found_then_idle_exit(void **state)
 	char log[160];
 	snprintf(log, sizeof(log), "%s/jitcached.log", d->cache);
 	size_t n;
-	char *text = (char *)jct_read_file(log, &n);
+	char *text = (char *)jtl_read_file(log, &n);
 	assert_non_null(text);
 	assert_non_null(strstr(text, "ready"));
 	free(text);
@@ -263,7 +263,7 @@ static void test_autostart_then_found_then_idle_exit(void **state)
 		kill((pid_t)pid1, SIGTERM);
 		fail_msg("auto-started daemon %u still runs 20 s after its last client", pid1);
 	}
-	text = (char *)jct_read_file(log, &n);
+	text = (char *)jtl_read_file(log, &n);
 	assert_non_null(strstr(text, "--idle-exit"));
 	free(text);
 	jc_request_free(r);
@@ -272,7 +272,7 @@ static void test_autostart_then_found_then_idle_exit(void **state)
 /* Two processes with no daemon at once: one daemon, both served by it. */
 static void test_autostart_race_starts_one(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char p1[160], p2[160], log[160];
 	int c1, c2;
 	unsigned pid1, pid2;
@@ -288,13 +288,7 @@ static void test_autostart_race_starts_one(void **state)
 	assert_int_equal(pid1, pid2);
 	assert_true(c1 != JC_UNCACHED && c2 != JC_UNCACHED);
 	snprintf(log, sizeof(log), "%s/jitcached.log", d->cache);
-	size_t n;
-	char *text = (char *)jct_read_file(log, &n);
-	int ready = 0;
-	for (const char *p = text; (p = strstr(p, " ready: ")); p++)
-		ready++;
-	assert_int_equal(ready, 1);
-	free(text);
+	assert_int_equal(jtl_file_count(log, " ready: "), 1);
 	kill((pid_t)pid1, SIGTERM);
 	assert_true(gone_within((pid_t)pid1, 20));
 	jc_request_free(r);
@@ -322,7 +316,7 @@ static void count_warnings(void *ctx, int level, const char *message)
  */
 static void test_in_process_fallback(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	struct warnings w = {0};
 	jc_options *o;
 	jc_client *c;
@@ -390,7 +384,7 @@ static void test_in_process_fallback(void **state)
  * no daemon, auto-start off: "uncached", the library's warning, the file. */
 static void test_ctl_compile_uncached(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char out[160], *err = NULL;
 	snprintf(out, sizeof(out), "%s/saxpy.cubin", d->dir);
 	const char *argv[] = {getenv("JITCACHECTL"), "compile", jct_example("saxpy.cu"), "--arch", "sm_90",
@@ -401,7 +395,7 @@ static void test_ctl_compile_uncached(void **state)
 	assert_non_null(strstr(err, "compiling in this process"));
 	assert_non_null(strstr(text, "&saxpy<float>\t_Z5saxpyIf"));
 	size_t n;
-	uint8_t *cubin = jct_read_file(out, &n);
+	uint8_t *cubin = jtl_read_file(out, &n);
 	assert_int_equal(jct_cubin_sm(cubin, n), 90);
 	free(cubin);
 	free(text);
@@ -417,7 +411,7 @@ static void test_ctl_compile_uncached(void **state)
 
 static void test_fallback_error(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_client *c = (jc_client *)&c; /* not NULL: open must clear it */
 	setenv("JITCACHE_FALLBACK", "error", 1);
 	assert_int_equal(jc_client_open(NULL, &c), JC_ECONNECT);
@@ -429,7 +423,7 @@ static void test_fallback_error(void **state)
 }
 
 /* Starts a daemon on d->dir/name with socket sock (log: d->dir/name.log). */
-static void start_on(struct jc_test_daemon *t, const struct jc_test_daemon *d, const char *name,
+static void start_on(struct jtl_daemon *t, const struct jtl_daemon *d, const char *name,
 		     const char *sock)
 {
 	*t = *d;
@@ -448,7 +442,7 @@ static void start_on(struct jc_test_daemon *t, const struct jc_test_daemon *d, c
  */
 static void test_cache_dir_means_that_dir(void **state)
 {
-	struct jc_test_daemon *d = *state, a, b;
+	struct jtl_daemon *d = *state, a, b;
 	char xdg[128], asock[160], *out = NULL, *err = NULL, keya[40], keyb[40];
 	snprintf(xdg, sizeof(xdg), "%s/run", d->dir);
 	snprintf(asock, sizeof(asock), "%s/jitcached.sock", xdg);
@@ -460,7 +454,7 @@ static void test_cache_dir_means_that_dir(void **state)
 	jc_result *res = jct_compile(&b, rb, 0);
 	snprintf(keyb, sizeof(keyb), "%s", jc_result_key(res));
 	jc_result_free(res);
-	assert_int_equal(jct_daemon_stop(&b), 0);
+	assert_int_equal(jtl_daemon_stop(&b), 0);
 	start_on(&a, d, "A", asock);
 	jc_request *ra = jct_request_src("other.cu", "__global__ void other() {}\n", "sm_90");
 	res = jct_compile(&a, ra, 0);
@@ -501,7 +495,7 @@ static void test_cache_dir_means_that_dir(void **state)
 	jc_result_free(compile_on(c, rb, 0, JC_UNCACHED));
 	jc_client_close(c);
 	jc_options_free(o);
-	assert_int_equal(jct_daemon_stop(&a), 0);
+	assert_int_equal(jtl_daemon_stop(&a), 0);
 	jc_request_free(ra);
 	jc_request_free(rb);
 }
@@ -513,7 +507,7 @@ static void test_cache_dir_means_that_dir(void **state)
  */
 static void test_search_order(void **state)
 {
-	struct jc_test_daemon *d = *state, sys, user;
+	struct jtl_daemon *d = *state, sys, user;
 	char xdg[128], usock[160], ssock[160];
 	snprintf(xdg, sizeof(xdg), "%s/run", d->dir);
 	snprintf(usock, sizeof(usock), "%s/jitcached.sock", xdg);
@@ -533,28 +527,28 @@ static void test_search_order(void **state)
 	assert_string_equal(jc_client_socket(c), usock);
 	jc_client_close(c);
 	/* "" skips the system socket: nothing but the per-user one is tried. */
-	assert_int_equal(jct_daemon_stop(&user), 0);
+	assert_int_equal(jtl_daemon_stop(&user), 0);
 	setenv("JITCACHE_SYSTEM_SOCKET", "", 1);
 	setenv("JITCACHE_FALLBACK", "error", 1);
 	assert_int_equal(jc_client_open(NULL, &c), JC_ECONNECT);
 	assert_null(strstr(jc_client_errmsg(NULL), ssock));
 	assert_non_null(strstr(jc_client_errmsg(NULL), usock));
-	assert_int_equal(jct_daemon_stop(&sys), 0);
+	assert_int_equal(jtl_daemon_stop(&sys), 0);
 }
 
 /* A second jitcached (another directory) on a socket that answers: an
  * error naming the first one's pid, not an abort; the first keeps serving. */
 static void test_second_daemon_on_live_socket(void **state)
 {
-	struct jc_test_daemon *d = *state, other;
+	struct jtl_daemon *d = *state, other;
 	jct_daemon_start(d, NULL);
 	other = *d;
 	snprintf(other.cache, sizeof(other.cache), "%s/other", d->dir);
 	snprintf(other.log, sizeof(other.log), "%s/other.log", d->dir);
 	jct_daemon_spawn(&other, NULL);
-	assert_int_equal(jct_daemon_wait(&other), 1);
+	assert_int_equal(jtl_daemon_wait(&other), 1);
 	size_t n;
-	char *log = (char *)jct_read_file(other.log, &n), want[256];
+	char *log = (char *)jtl_read_file(other.log, &n), want[256];
 	snprintf(want, sizeof(want), "pid %d serving %s", (int)d->pid, d->cache);
 	if (!strstr(log, want))
 		fprintf(stderr, "second daemon said: %s\n", log);
@@ -571,7 +565,7 @@ static void test_second_daemon_on_live_socket(void **state)
  * daemon, the same program is served by it. */
 static void test_readme_program(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *argv[] = {getenv("JC_NVRTC_PORT"), NULL};
 	char *out = NULL, *err = NULL;
 	assert_int_equal(jct_run(d, argv, &out, &err), 0);

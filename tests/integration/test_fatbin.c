@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "artifact.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static const char *const exprs[] = {"&saxpy<float>", NULL};
 static const char *const targets[] = {"sm_80", "sm_90", "compute_90"};
@@ -72,7 +72,7 @@ static const char *cuobjdump(void)
 
 static void test_fatbin_targets_and_parts(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_request *r = jct_request("saxpy.cu", "sm_80,sm_90,compute_90", exprs);
 	jc_result *res = jct_compile(d, r, 0);
 	assert_int_equal(jc_result_cache_status(res), JC_MISS);
@@ -151,7 +151,7 @@ static void test_fatbin_targets_and_parts(void **state)
 
 static void test_ctl_fatbin_inspect(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char path[160], *out = NULL, *err = NULL;
 	snprintf(path, sizeof(path), "%s/k.fatbin", d->dir);
 	const char *compile[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_80,sm_90,compute_90",
@@ -202,7 +202,7 @@ static void test_ctl_fatbin_inspect(void **state)
 	assert_int_equal(jct_sh("%s", cmd), 0);
 	snprintf(cmd, sizeof(cmd), "%s/cod.txt", d->dir);
 	size_t n;
-	lines = (char *)jct_read_file(cmd, &n);
+	lines = (char *)jtl_read_file(cmd, &n);
 	printf("# cuobjdump:\n%s", lines);
 	assert_non_null(strstr(lines, "sm_80"));
 	assert_non_null(strstr(lines, "sm_90"));
@@ -214,10 +214,10 @@ static void test_ctl_fatbin_inspect(void **state)
 	snprintf(cmd, sizeof(cmd), "%.200s -res-usage %s > %s/res.txt 2>&1", cod, path, d->dir);
 	assert_int_equal(jct_sh("%s", cmd), 0);
 	snprintf(cmd, sizeof(cmd), "%s/res.txt", d->dir);
-	lines = (char *)jct_read_file(cmd, &n);
+	lines = (char *)jtl_read_file(cmd, &n);
 	printf("# cuobjdump -res-usage:\n%s", lines);
 	size_t fsize;
-	uint8_t *fat = jct_read_file(path, &fsize);
+	uint8_t *fat = jtl_read_file(path, &fsize);
 	struct jc_artifact a;
 	char perr[256];
 	assert_int_equal(jc__artifact_parse(fat, fsize, &a, perr, sizeof(perr)), 0);
@@ -244,7 +244,7 @@ static void test_ctl_fatbin_inspect(void **state)
 
 static void test_refusals_and_failures(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char msg[2048];
 	jc_request *r = jct_request("saxpy.cu", "sm_80,sm_50,compute_90", exprs);
 	jc_result *res = jct_compile_msg(d, r, JC_EINVAL, msg, sizeof(msg));
@@ -280,7 +280,7 @@ static void test_refusals_and_failures(void **state)
 
 	/* No fatbin tool: a clear refusal before anything compiles. */
 	int64_t compiles = jct_stat(d, "compiles");
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	setenv("JITCACHE_TEST_FATBIN", "none", 1);
 	jct_daemon_start(d, NULL);
 	unsetenv("JITCACHE_TEST_FATBIN");
@@ -299,7 +299,7 @@ static void test_refusals_and_failures(void **state)
  * cuda_fp16.h cannot be included (examples/cub_sort.cu says why). */
 static void test_cub_example_fatbin(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const cub[] = {"sort_and_sum<128, 8>", NULL};
 	char cccl[600], opt[620];
 	const char *cuda = getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "/usr/local/cuda";
@@ -334,12 +334,12 @@ static void test_cub_example_fatbin(void **state)
  * the key. */
 static void test_nvfatbin_path(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char lib[600];
 	snprintf(lib, sizeof(lib), "%s/tests/integration/libnvfatbin.so.13", getenv("JC_BUILD_ROOT"));
 	jc_request *r = jct_request("saxpy.cu", "sm_80,sm_90,compute_90", exprs);
 	jc_result *tool = jct_compile(d, r, 0);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	setenv("JITCACHE_TEST_FATBIN", lib, 1);
 	jct_daemon_start(d, NULL);
 	unsetenv("JITCACHE_TEST_FATBIN");
@@ -375,14 +375,14 @@ static void test_nvfatbin_path(void **state)
 	jc_result_free(res);
 	jc_result_free(tool);
 	jc_request_free(r);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	jct_daemon_start(d, NULL);
 }
 
 /* Clients asking for one fatbin at once share its build. */
 static void test_fatbin_single_flight(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_request *r = jct_request("saxpy.cu", "sm_86,sm_120", exprs);
 	assert_int_equal(jc_request_set_app_abi(r, "single-flight"), 0);
 	int64_t before = jct_stat(d, "compiles");

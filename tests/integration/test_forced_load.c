@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "jitcache/jitcache_cuda.h"
 
 static const char *(*last_image)(void);
@@ -34,7 +34,7 @@ static jc_request *request(const char *arch)
 		return jct_request("saxpy.cu", arch, exprs);
 	/* No architecture: jc_cuda_module_load resolves it for the device. */
 	size_t size;
-	uint8_t *src = jct_read_file(jct_example("saxpy.cu"), &size);
+	uint8_t *src = jtl_read_file(jct_example("saxpy.cu"), &size);
 	assert_int_equal(jc_request_new(&r), 0);
 	assert_int_equal(jc_request_set_source(r, "saxpy.cu", src, size), 0);
 	assert_int_equal(jc_request_add_name_expression(r, exprs[0]), 0);
@@ -45,7 +45,7 @@ static jc_request *request(const char *arch)
 /* Loads r (arch may be NULL: resolved) with force set to "1" (NULL: none);
  * on success checks what the driver got and returns the module's result
  * output; on failure returns the code and its message in msg. */
-static int load(const struct jc_test_daemon *d, const char *arch, const char *force, jc_output *out,
+static int load(const struct jtl_daemon *d, const char *arch, const char *force, jc_output *out,
 		const char *want_image, char *msg, size_t len)
 {
 	jc_request *r = request(arch);
@@ -72,7 +72,7 @@ static int load(const struct jc_test_daemon *d, const char *arch, const char *fo
 
 static void test_paths(void **state)
 {
-	const struct jc_test_daemon *d = *state;
+	const struct jtl_daemon *d = *state;
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	last_image = h ? (const char *(*)(void))dlsym(h, "jc_stub_last_image") : NULL;
 	if (!last_image)

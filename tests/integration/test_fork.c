@@ -17,13 +17,13 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 #define ROUNDS 200
 
 /* Compiles ROUNDS sources whose kernel is named after who; returns how many
  * results did not hold that kernel (or failed). */
-static int compile_own(const struct jc_test_daemon *d, jc_client *c, const char *who)
+static int compile_own(const struct jtl_daemon *d, jc_client *c, const char *who)
 {
 	int wrong = 0;
 	for (int i = 0; i < ROUNDS; i++) {
@@ -50,7 +50,7 @@ static int compile_own(const struct jc_test_daemon *d, jc_client *c, const char 
 
 static void test_handle_across_fork(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_client *c = jct_connect(d);
 	jc_result_free(jct_compile(d, jct_request("saxpy.cu", "sm_90", NULL), 0));
 	fflush(NULL);

@@ -22,11 +22,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static const char src[] = "extern \"C\" __global__ void hp(float *x) { x[threadIdx.x] += 1.0f; }\n";
 
@@ -52,22 +51,18 @@ static int request(jc_client *c, const jc_request *r, uint8_t **out, size_t *siz
 }
 
 /* The hit count `jitcachectl ls --json` shows for the only entry. */
-static long listed_hits(const struct jc_test_daemon *d)
+static long listed_hits(const struct jtl_daemon *d)
 {
-	char *out = NULL;
 	const char *args[] = {"ls", "--json", NULL};
-	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
-	const char *p = strstr(out, "\"hits\": ");
-	if (!p)
-		fail_msg("no hits in: %s", out);
-	long n = strtol(p + strlen("\"hits\": "), NULL, 10);
+	char *out = jct_ctl_expect(d, 0, NULL, args);
+	long n = (long)jct_json_int(out, "hits");
 	free(out);
 	return n;
 }
 
 static void test_hits_all_counted(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
 	jc_client *c = jct_connect(d);
 	assert_int_equal(request(c, r, NULL, NULL), JC_MISS);
@@ -82,7 +77,7 @@ static void test_hits_all_counted(void **state)
 		assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
 	jc_client_close(c);
 	/* The rest are written at exit; read them offline. */
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	assert_int_equal(listed_hits(d), 7);
 	jc_request_free(r);
 }
@@ -91,7 +86,7 @@ static void test_hits_all_counted(void **state)
  * still checked against NVRTC's list. */
 static void test_arch_checked_after_hits(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
@@ -106,23 +101,11 @@ static void test_arch_checked_after_hits(void **state)
 	jc_request_free(r);
 }
 
-/* DIR/objects/ab/<hash> of bytes. */
-static void object_path(const struct jc_test_daemon *d, const uint8_t *data, size_t n, char *path,
-			size_t len)
-{
-	XXH128_canonical_t h;
-	char hex[33];
-	XXH128_canonicalFromHash(&h, XXH3_128bits(data, n));
-	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", h.digest[i]);
-	snprintf(path, len, "%s/objects/%.2s/%s", d->cache, hex, hex);
-}
-
 enum damage { REMOVE, REPLACE, TRUNCATE };
 
 /* Miss, hit (the slot keeps the descriptor), damage the object file, then
  * the next request must compile afresh and serve the original bytes. */
-static void damaged_while_kept(struct jc_test_daemon *d, enum damage how)
+static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 {
 	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
 	jc_client *c = jct_connect(d);
@@ -131,7 +114,7 @@ static void damaged_while_kept(struct jc_test_daemon *d, enum damage how)
 	char path[512], tmp[600];
 	assert_int_equal(request(c, r, &good, &n), JC_MISS);
 	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
-	object_path(d, good, n, path, sizeof(path));
+	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
 	switch (how) {
 	case REMOVE:
 		assert_int_equal(unlink(path), 0);
@@ -184,24 +167,10 @@ static void test_kept_object_truncated(void **state)
 	damaged_while_kept(*state, TRUNCATE);
 }
 
-/* The PTX of r must be a cache_status answer holding the literal want. */
-static void expect_ptx(const struct jc_test_daemon *d, const jc_request *r, int cache_status,
-		       const char *want)
-{
-	jc_client *c = jct_connect(d);
-	uint8_t *ptx;
-	size_t n;
-	assert_int_equal(request(c, r, &ptx, &n), cache_status);
-	if (!memmem(ptx, n, want, strlen(want)))
-		fail_msg("the PTX lacks %s", want);
-	free(ptx);
-	jc_client_close(c);
-}
-
 static void test_toolkit_key_memo(void **state)
 {
-	struct jc_test_daemon *d = *state;
-	char *out = NULL, tk[4096], link[600], fake[600], opt[700];
+	struct jtl_daemon *d = *state;
+	char *out = NULL, tk[4096], link[600], fake[600];
 	const char *args[] = {"version", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
 	const char *p = strstr(out, "\"toolkit_include\": \"");
@@ -218,19 +187,17 @@ static void test_toolkit_key_memo(void **state)
 				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
 				       "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	snprintf(opt, sizeof(opt), "-I%s", link);
-	assert_int_equal(jc_request_add_option(r, opt), 0);
-	assert_int_equal(jc_request_add_include_dir(r, link), 0);
+	jct_request_include(r, link);
 	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
-	expect_ptx(d, r, JC_MISS, "127");
-	expect_ptx(d, r, JC_HIT, "127");
-	expect_ptx(d, r, JC_HIT, "127");
+	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "127"));
+	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "127"));
+	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "127"));
 	assert_int_equal(jct_stat(d, "include_manifest_hits"), 2);
 	assert_int_equal(jct_stat(d, "include_stats"), 0);
 	/* The directory now resolves outside the toolkit: its header is read. */
 	assert_int_equal(jct_sh("ln -s '%s' '%s.new' && mv -T '%s.new' '%s'", fake, link, link, link), 0);
 	usleep(1100000);
-	expect_ptx(d, r, JC_MISS, "99");
+	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "99"));
 	assert_int_equal(jct_stat(d, "include_scans"), 2);
 	jc_request_free(r);
 }

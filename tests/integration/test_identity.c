@@ -16,15 +16,15 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static const char *const exprs[] = {"&saxpy<float>", NULL};
 
 /* Restarts the daemon of d with env=value set (value NULL: unset). */
-static void restart_with(struct jc_test_daemon *d, const char *env, const char *value)
+static void restart_with(struct jtl_daemon *d, const char *env, const char *value)
 {
 	if (d->pid > 0)
-		assert_int_equal(jct_daemon_stop(d), 0);
+		assert_int_equal(jtl_daemon_stop(d), 0);
 	if (value)
 		assert_int_equal(setenv(env, value, 1), 0);
 	else
@@ -32,7 +32,7 @@ static void restart_with(struct jc_test_daemon *d, const char *env, const char *
 	jct_daemon_start(d, NULL);
 }
 
-static char *version(const struct jc_test_daemon *d)
+static char *version(const struct jtl_daemon *d)
 {
 	char *out = NULL;
 	const char *args[] = {"version", NULL};
@@ -43,7 +43,7 @@ static char *version(const struct jc_test_daemon *d)
 static void test_identity_changes_key(void **state)
 {
 	(void)state;
-	struct jc_test_daemon d;
+	struct jtl_daemon d;
 	jct_daemon_init(&d);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", exprs);
 	static const struct {

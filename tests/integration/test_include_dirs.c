@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "io.h"
 
 static const char kernel[] =
@@ -34,10 +34,10 @@ static const char kernel[] =
 
 static void test_nested_change_touch_revert(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
-	jct_put(d, "inc/a.h", "#include \"sub/b.h\"\n#define VALUE (B + 1)\n");
-	jct_put(d, "inc/sub/b.h", "#define B 4100\n");
+	jct_put(d->dir, "inc/a.h", "#include \"sub/b.h\"\n#define VALUE (B + 1)\n");
+	jct_put(d->dir, "inc/sub/b.h", "#define B 4100\n");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result *first = jct_expect_ptx(d, r, JC_MISS, "4101");
@@ -48,7 +48,7 @@ static void test_nested_change_touch_revert(void **state)
 	assert_int_equal(jct_stat(d, "include_manifest_hits"), 0);
 
 	/* The nested header changes: a new key, and PTX from the new bytes. */
-	jct_put(d, "inc/sub/b.h", "#define B 4200\n");
+	jct_put(d->dir, "inc/sub/b.h", "#define B 4200\n");
 	jct_settle();
 	jc_result *second = jct_expect_ptx(d, r, JC_MISS, "4201");
 	assert_string_not_equal(jc_result_key(first), jc_result_key(second));
@@ -66,7 +66,7 @@ static void test_nested_change_touch_revert(void **state)
 	jc_result_free(touched);
 
 	/* Revert: the older manifest variant matches, the first entry's bytes. */
-	jct_put(d, "inc/sub/b.h", "#define B 4100\n");
+	jct_put(d->dir, "inc/sub/b.h", "#define B 4100\n");
 	jct_settle();
 	jc_result *back = jct_expect_ptx(d, r, JC_HIT, "4101");
 	assert_string_equal(jc_result_key(back), jc_result_key(first));
@@ -84,14 +84,14 @@ static void test_nested_change_touch_revert(void **state)
 
 static void test_shadowing_header(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"first", "second", NULL};
-	jct_put(d, "second/a.h", "#define VALUE 5200\n");
+	jct_put(d->dir, "second/a.h", "#define VALUE 5200\n");
 	assert_int_equal(jct_sh("mkdir -p '%s/first'", d->dir), 0);
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result *a = jct_expect_ptx(d, r, JC_MISS, "5200");
-	jct_put(d, "first/a.h", "#define VALUE 5100\n"); /* earlier on the search path */
+	jct_put(d->dir, "first/a.h", "#define VALUE 5100\n"); /* earlier on the search path */
 	jct_settle();
 	jc_result *b = jct_expect_ptx(d, r, JC_MISS, "5100");
 	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
@@ -131,25 +131,25 @@ static void test_shadowing_header(void **state)
 
 static void test_computed_include_falls_back(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	static const char src[] = "#define CONFIG <cfg/a.h>\n#include CONFIG\n"
 				  "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
-	jct_put(d, "inc/cfg/a.h", "#define VALUE 6100\n");
-	jct_put(d, "inc/unrelated.txt", "x");
+	jct_put(d->dir, "inc/cfg/a.h", "#define VALUE 6100\n");
+	jct_put(d->dir, "inc/unrelated.txt", "x");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, src, dirs);
 	jc_result *a = jct_expect_ptx(d, r, JC_MISS, "6100");
 	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "6100"));
 	/* The header the macro names changes: seen, though no scan could name it. */
-	jct_put(d, "inc/cfg/a.h", "#define VALUE 6200\n");
+	jct_put(d->dir, "inc/cfg/a.h", "#define VALUE 6200\n");
 	jct_settle();
 	jc_result *b = jct_expect_ptx(d, r, JC_MISS, "6200");
 	/* Any other file under the directory counts too (safe, not precise). */
-	jct_put(d, "inc/unrelated.txt", "y");
+	jct_put(d->dir, "inc/unrelated.txt", "y");
 	jct_settle();
 	jc_result *c = jct_expect_ptx(d, r, JC_MISS, "6200");
-	jct_put(d, "inc/cfg/new.h", "");
+	jct_put(d->dir, "inc/cfg/new.h", "");
 	jct_settle();
 	jc_result *e = jct_expect_ptx(d, r, JC_MISS, "6200");
 	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
@@ -166,9 +166,9 @@ static void test_computed_include_falls_back(void **state)
  * same bytes), stored; the next request hits. */
 static void test_fresh_header_is_stored_after_rehash(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
-	jct_put(d, "inc/a.h", "#define VALUE 7100\n");
+	jct_put(d->dir, "inc/a.h", "#define VALUE 7100\n");
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "7100"));
 	assert_int_equal(jct_stat(d, "include_rehashed"), 1);
@@ -183,7 +183,7 @@ static void test_fresh_header_is_stored_after_rehash(void **state)
  * Sends req as it is (no client-side resolution) on a raw connection and
  * returns the daemon's code, with its message in msg.
  */
-static int raw_compile(const struct jc_test_daemon *d, const struct jc_req *req, char *msg,
+static int raw_compile(const struct jtl_daemon *d, const struct jc_req *req, char *msg,
 		       size_t msglen)
 {
 	int fd = jct_raw_connect(d);
@@ -218,7 +218,7 @@ static int raw_compile(const struct jc_test_daemon *d, const struct jc_req *req,
  * mended: a relative directory, a -I not declared as an include dir. */
 static void test_bad_include_requests(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char msg[1024];
 	jc_request *r = jct_request_src("k.cu", kernel, "sm_90");
 	struct jc_req *q = &((struct jc_request *)r)->req;
@@ -255,12 +255,12 @@ static void test_bad_include_requests(void **state)
  */
 static void test_nvrtc_shaped_include_options(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", "inc2", "inc3", NULL};
 	char cwd[4096];
-	jct_put(d, "inc/a.h", "#include \"b.h\"\n");
-	jct_put(d, "inc2/b.h", "#include \"c.h\"\n");
-	jct_put(d, "inc3/c.h", "#define VALUE 8300\n");
+	jct_put(d->dir, "inc/a.h", "#include \"b.h\"\n");
+	jct_put(d->dir, "inc2/b.h", "#include \"c.h\"\n");
+	jct_put(d->dir, "inc3/c.h", "#define VALUE 8300\n");
 	jct_settle();
 	jc_request *decl = jct_request_ptx_dirs(d, kernel, dirs);
 	jc_result *a = jct_expect_ptx(d, decl, JC_MISS, "8300");
@@ -293,7 +293,7 @@ static void test_nvrtc_shaped_include_options(void **state)
 /* -I inside the toolkit's include tree: covered by its identity, no stat. */
 static void test_toolkit_tree_is_covered(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char *out = NULL, inc[4200];
 	const char *args[] = {"version", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
@@ -308,10 +308,9 @@ static void test_toolkit_tree_is_covered(void **state)
 				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
 				       "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	char opt[4300];
-	snprintf(opt, sizeof(opt), "-I%s/cccl", inc);
-	assert_int_equal(jc_request_add_option(r, opt), 0);
-	assert_int_equal(jc_request_add_include_dir(r, opt + 2), 0);
+	char cccl[4300];
+	snprintf(cccl, sizeof(cccl), "%s/cccl", inc);
+	jct_request_include(r, cccl);
 	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
 	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "127"));
 	jc_result_free(jct_expect_ptx(d, r, JC_HIT, "127"));
@@ -326,7 +325,7 @@ static void test_toolkit_tree_is_covered(void **state)
  */
 static void test_working_directory_is_not_searched(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char probe[] = "jc_cwd_probe.h";
 	jct_write_file(probe, "#define VALUE 1\n", 16);
 	jc_request *r = jct_request_src("k.cu", "#include \"jc_cwd_probe.h\"\n"
@@ -339,12 +338,6 @@ static void test_working_directory_is_not_searched(void **state)
 	jc_request_free(r);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /*
  * A lookup on an unchanged -I tree of the CCCL size. A copy of the toolkit's
  * cccl directory is not covered by the toolkit identity (cub reaches thrust,
@@ -354,7 +347,7 @@ static int cmp_u64(const void *a, const void *b)
  */
 static void test_cccl_sized_tree(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char cccl[300], copy[400], opt[420];
 	snprintf(cccl, sizeof(cccl), "%s/include/cccl",
 		 getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "/usr/local/cuda");
@@ -393,8 +386,8 @@ static void test_cccl_sized_tree(void **state)
 	int64_t stat_calls = jct_stat(d, "include_stats") - stats0, watches = jct_stat(d, "include_watches");
 	assert_true(watches > 1000); /* the files, their directories, the way to them */
 	assert_true(stat_calls < 4 * watches * walks + 1);
-	qsort(server, N, sizeof(*server), cmp_u64);
-	qsort(total, N, sizeof(*total), cmp_u64);
+	jtl_sort_u64(server, N);
+	jtl_sort_u64(total, N);
 	print_message("cccl copy: miss %llu ms; %d hits, %lld by a stat walk (%lld stat calls); "
 		      "%lld watches, %lld bytes; daemon median %.3f ms (min %.3f), client median "
 		      "%.3f ms\n", (unsigned long long)miss_ms, N, (long long)walks,
@@ -411,10 +404,10 @@ static void test_cccl_sized_tree(void **state)
  */
 static void test_same_bytes_elsewhere_share_key(void **state)
 {
-	struct jc_test_daemon *d = *state;
-	jct_put(d, "u1/inc/a.h", "#define VALUE 1111\n");
-	jct_put(d, "u2/inc/a.h", "#define VALUE 2222\n");
-	jct_put(d, "u3/inc/a.h", "#define VALUE 1111\n");
+	struct jtl_daemon *d = *state;
+	jct_put(d->dir, "u1/inc/a.h", "#define VALUE 1111\n");
+	jct_put(d->dir, "u2/inc/a.h", "#define VALUE 2222\n");
+	jct_put(d->dir, "u3/inc/a.h", "#define VALUE 1111\n");
 	jct_settle();
 	jc_request *r1 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u1/inc", NULL});
 	jc_request *r2 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u2/inc", NULL});

@@ -32,7 +32,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 enum { DIRS = 40, FILES = 50 }; /* 2,000 headers */
 
@@ -49,7 +49,7 @@ static void level_dir(int i, char *out, size_t len)
  * root/t/d0/d1/.../d39, 50 headers in each; root/all.h includes every one
  * (each defines H_<dir>_<file>); the deepest, d39/f49.h, defines DEEP.
  */
-static void make_tree(const struct jc_test_daemon *d, const char *root, int deep_value)
+static void make_tree(const struct jtl_daemon *d, const char *root, int deep_value)
 {
 	size_t cap = (size_t)DIRS * FILES * (DIRS * 4 + 40), n = 0;
 	char *all = malloc(cap), rel[1024], path[1200], text[128];
@@ -70,13 +70,13 @@ static void make_tree(const struct jc_test_daemon *d, const char *root, int deep
 		}
 	}
 	snprintf(path, sizeof(path), "%s/all.h", root);
-	jct_put(d, path, all);
+	jct_put(d->dir, path, all);
 	free(all);
 }
 
 
 /* jct_expect_ptx, the result dropped. */
-static void expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
+static void expect(const struct jtl_daemon *d, const jc_request *r, jc_cache_status st,
 		   const char *want)
 {
 	jc_result_free(jct_expect_ptx(d, r, st, want));
@@ -89,7 +89,7 @@ static void expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache
  * walk: a key learnt from what NVRTC read is watched from its first lookup),
  * then a hit with no stat call at all.
  */
-static void expect_watched_hits(const struct jc_test_daemon *d, const jc_request *r,
+static void expect_watched_hits(const struct jtl_daemon *d, const jc_request *r,
 				const char *want)
 {
 	expect(d, r, JC_HIT, want);
@@ -109,7 +109,7 @@ static const char tree_kernel[] =
 	"#include <all.h>\n"
 	"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = DEEP + H_0_0 + H_20_7; }\n";
 
-static void deep_path(const struct jc_test_daemon *d, char *out, size_t len)
+static void deep_path(const struct jtl_daemon *d, char *out, size_t len)
 {
 	char rel[1024];
 	level_dir(DIRS - 1, rel, sizeof(rel));
@@ -118,7 +118,7 @@ static void deep_path(const struct jc_test_daemon *d, char *out, size_t len)
 
 static void test_deep_edit(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"tree", NULL};
 	make_tree(d, "tree", 100000);
 	jct_settle();
@@ -135,7 +135,7 @@ static void test_deep_edit(void **state)
 	/* A file the tree does not use, created and written in a watched
 	 * directory, leaves the tree valid. */
 	int64_t inv = jct_stat(d, "include_watch_invalidations");
-	jct_put(d, "tree/t/d0/unrelated.log", "x\n");
+	jct_put(d->dir, "tree/t/d0/unrelated.log", "x\n");
 	expect(d, r, JC_HIT, "201007");
 	assert_int_equal(jct_stat(d, "include_watch_invalidations"), inv);
 	assert_int_equal(jct_stat(d, "compiles"), 2);
@@ -150,15 +150,15 @@ static const char value_kernel[] =
  * exist there) shadows the later one. */
 static void test_shadowing_new_file(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc1", "inc2", NULL};
-	jct_put(d, "inc1/other.h", "\n");
-	jct_put(d, "inc2/x/v.h", "#define VALUE 3100\n");
+	jct_put(d->dir, "inc1/other.h", "\n");
+	jct_put(d->dir, "inc2/x/v.h", "#define VALUE 3100\n");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
 	expect(d, r, JC_MISS, "3100");
 	expect_watched_hits(d, r, "3100");
-	jct_put(d, "inc1/x/v.h", "#define VALUE 3200\n"); /* makes inc1/x, then the file */
+	jct_put(d->dir, "inc1/x/v.h", "#define VALUE 3200\n"); /* makes inc1/x, then the file */
 	expect(d, r, JC_MISS, "3200");
 	expect_watched_hits(d, r, "3200");
 	jc_request_free(r);
@@ -166,21 +166,21 @@ static void test_shadowing_new_file(void **state)
 
 static void test_directory_renamed_removed_remade(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
-	jct_put(d, "inc/x/v.h", "#define VALUE 4100\n");
+	jct_put(d->dir, "inc/x/v.h", "#define VALUE 4100\n");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
 	expect(d, r, JC_MISS, "4100");
 	expect_watched_hits(d, r, "4100");
 	/* Renamed away, another directory of that name put in its place. */
 	assert_int_equal(jct_sh("mv '%s/inc/x' '%s/inc/x-old'", d->dir, d->dir), 0);
-	jct_put(d, "inc/x/v.h", "#define VALUE 4200\n");
+	jct_put(d->dir, "inc/x/v.h", "#define VALUE 4200\n");
 	expect(d, r, JC_MISS, "4200");
 	expect_watched_hits(d, r, "4200");
 	/* Removed and made again with the first bytes: the first entry again. */
 	assert_int_equal(jct_sh("rm -r '%s/inc/x'", d->dir), 0);
-	jct_put(d, "inc/x/v.h", "#define VALUE 4100\n");
+	jct_put(d->dir, "inc/x/v.h", "#define VALUE 4100\n");
 	expect(d, r, JC_HIT, "4100");
 	/* Removed: the compile fails (not a stale hit). */
 	assert_int_equal(jct_sh("rm -r '%s/inc/x'", d->dir), 0);
@@ -191,7 +191,7 @@ static void test_directory_renamed_removed_remade(void **state)
 }
 
 /* Atomically points d->dir/link at target (a symbolic link renamed over it). */
-static void swap_link(const struct jc_test_daemon *d, const char *link, const char *target)
+static void swap_link(const struct jtl_daemon *d, const char *link, const char *target)
 {
 	assert_int_equal(jct_sh("cd '%s' && ln -sfn '%s' '%s.new' && mv -T '%s.new' '%s'", d->dir,
 				target, link, link, link), 0);
@@ -199,11 +199,11 @@ static void swap_link(const struct jc_test_daemon *d, const char *link, const ch
 
 static void test_symlinked_directory_swapped(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	/* (Inside the -I directory: the compile is confined to it.) */
-	jct_put(d, "inc/va/v.h", "#define VALUE 5100\n");
-	jct_put(d, "inc/vb/v.h", "#define VALUE 5200\n");
+	jct_put(d->dir, "inc/va/v.h", "#define VALUE 5100\n");
+	jct_put(d->dir, "inc/vb/v.h", "#define VALUE 5200\n");
 	swap_link(d, "inc/x", "va");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, value_kernel, dirs);
@@ -215,14 +215,14 @@ static void test_symlinked_directory_swapped(void **state)
 	swap_link(d, "inc/x", "va");
 	expect(d, r, JC_HIT, "5100");
 	/* The target of the link edited (reached only through it). */
-	jct_put(d, "inc/va/v.h", "#define VALUE 5300\n");
+	jct_put(d->dir, "inc/va/v.h", "#define VALUE 5300\n");
 	expect(d, r, JC_MISS, "5300");
 	jc_request_free(r);
 
 	/* The -I directory itself a link, swapped. */
 	static const char *const ldirs[] = {"ilink", NULL};
-	jct_put(d, "ia/x/v.h", "#define VALUE 5400\n");
-	jct_put(d, "ib/x/v.h", "#define VALUE 5500\n");
+	jct_put(d->dir, "ia/x/v.h", "#define VALUE 5400\n");
+	jct_put(d->dir, "ib/x/v.h", "#define VALUE 5500\n");
 	swap_link(d, "ilink", "ia");
 	jct_settle();
 	r = jct_request_ptx_dirs(d, value_kernel, ldirs);
@@ -255,14 +255,14 @@ static long read_long(const char *path)
  */
 static void test_queue_overflow(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"tree", NULL};
 	long max_q = read_long("/proc/sys/fs/inotify/max_queued_events");
 	if (max_q <= 0 || max_q > 1 << 22)
 		skip(); /* unknown, or too large to fill in a test */
 	make_tree(d, "tree", 100000);
-	jct_put(d, "tree/t/d0/junk0", "");
-	jct_put(d, "tree/t/d0/junk1", "");
+	jct_put(d->dir, "tree/t/d0/junk0", "");
+	jct_put(d->dir, "tree/t/d0/junk1", "");
 	jct_settle();
 	jc_request *r = jct_request_ptx_dirs(d, tree_kernel, dirs);
 	expect(d, r, JC_MISS, "101007");
@@ -288,9 +288,9 @@ static void test_queue_overflow(void **state)
 /* A budget smaller than the tree: every hit stat-walks, and stays correct. */
 static void test_watch_budget(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"tree", NULL};
-	jct_daemon_stop(d);
+	jtl_daemon_stop(d);
 	jct_daemon_start(d, (const char *const[]){"--max-include-watches", "100", NULL});
 	make_tree(d, "tree", 100000);
 	jct_settle();
@@ -340,7 +340,7 @@ static void client_expect(jc_client *c, const jc_request *r, jc_cache_status st,
  */
 static void test_client_watched_tree(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"tree", NULL};
 	make_tree(d, "tree", 100000);
 	jct_settle();
@@ -404,22 +404,22 @@ static void test_client_watched_tree(void **state)
  */
 static void test_generated_header(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"gen", NULL};
 	static const char kernel[] =
 		"#include <config.h>\n"
 		"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = BLOCK * 3; }\n";
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	for (int run = 0; run < 5; run++) {
-		jct_put(d, "gen/config.h", "#define BLOCK 2300\n"); /* truncated and written again */
+		jct_put(d->dir, "gen/config.h", "#define BLOCK 2300\n"); /* truncated and written again */
 		expect(d, r, run == 0 ? JC_MISS : JC_HIT, "6900");
 	}
 	assert_int_equal(jct_stat(d, "compiles"), 1);
 	assert_int_equal(jct_stat(d, "include_uncached"), 0);
 	assert_true(jct_stat(d, "include_rehashed") >= 1);
-	jct_put(d, "gen/config.h", "#define BLOCK 2400\n");
+	jct_put(d->dir, "gen/config.h", "#define BLOCK 2400\n");
 	expect(d, r, JC_MISS, "7200");
-	jct_put(d, "gen/config.h", "#define BLOCK 2400\n");
+	jct_put(d->dir, "gen/config.h", "#define BLOCK 2400\n");
 	expect(d, r, JC_HIT, "7200");
 	assert_int_equal(jct_stat(d, "compiles"), 2);
 	jc_request_free(r);

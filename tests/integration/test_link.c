@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 #define KERNEL "jc_link_kernel"
 
@@ -36,7 +36,7 @@ static const char devlib_src[] =
 	"extern \"C\" __device__ float dl_scale(float x) { return 2.0f * x + DL_BIAS; }\n";
 
 /* Inputs built once for the whole group. */
-static char lib_dir[64];
+static char lib_dir[JTL_ROOT_MAX];
 static const char *const devlibs[] = {"devlib_lto.o", "libdevlib.a", "devlib.fatbin",
 				      "devlib.cubin", "devlib.ptx"};
 #define N_DEVLIBS (sizeof(devlibs) / sizeof(devlibs[0]))
@@ -46,8 +46,7 @@ static int build_inputs(void **state)
 	(void)state;
 	const char *nvcc = jct_nvcc();
 	char path[256];
-	snprintf(lib_dir, sizeof(lib_dir), "/tmp/jc-link-XXXXXX");
-	assert_non_null(mkdtemp(lib_dir));
+	jct_tmpdir(lib_dir, NULL, "link");
 	snprintf(path, sizeof(path), "%s/devlib.cu", lib_dir);
 	jct_write_file(path, devlib_src, strlen(devlib_src));
 	snprintf(path, sizeof(path), "%s/kern.cu", lib_dir);
@@ -73,8 +72,7 @@ static int build_inputs(void **state)
 static int remove_inputs(void **state)
 {
 	(void)state;
-	if (!getenv("JC_TEST_KEEP"))
-		jct_sh("rm -rf '%s'", lib_dir);
+	jct_tmpdir_remove(lib_dir);
 	return 0;
 }
 
@@ -88,7 +86,7 @@ static const char *input(const char *name)
 }
 
 /* Runs jitcachectl; returns its exit code, stderr in *err (caller frees). */
-static int ctl(const struct jc_test_daemon *d, char **err, const char *const *args)
+static int ctl(const struct jtl_daemon *d, char **err, const char *const *args)
 {
 	int rc = jct_ctl(d, NULL, err, args);
 	if (getenv("JC_TEST_VERBOSE"))
@@ -97,7 +95,7 @@ static int ctl(const struct jc_test_daemon *d, char **err, const char *const *ar
 }
 
 /* The daemon makes kern.ltoir (LTO-IR) and spec.ptx (relocatable PTX) in d->dir. */
-static void make_kernel_inputs(const struct jc_test_daemon *d, char *ltoir, char *ptx)
+static void make_kernel_inputs(const struct jtl_daemon *d, char *ltoir, char *ptx)
 {
 	char *err;
 	sprintf(ltoir, "%s/kern.ltoir", d->dir);
@@ -123,7 +121,7 @@ static void key_of(const char *err, char key[33])
 static void check_cubin(const char *path)
 {
 	size_t n;
-	uint8_t *data = jct_read_file(path, &n);
+	uint8_t *data = jtl_read_file(path, &n);
 	assert_non_null(data);
 	assert_int_equal(jct_cubin_sm(data, n), 90);
 	assert_non_null(memmem(data, n, KERNEL, strlen(KERNEL)));
@@ -132,7 +130,7 @@ static void check_cubin(const char *path)
 
 static void test_every_input_type(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char ltoir[300], ptx[300], out[300], keys[N_DEVLIBS][33], *err;
 	make_kernel_inputs(d, ltoir, ptx);
 	snprintf(out, sizeof(out), "%s/out.cubin", d->dir);
@@ -146,11 +144,11 @@ static void test_every_input_type(void **state)
 		free(err);
 		check_cubin(out);
 		size_t n1, n2;
-		uint8_t *first = jct_read_file(out, &n1);
+		uint8_t *first = jtl_read_file(out, &n1);
 		assert_int_equal(ctl(d, &err, args), 0);
 		assert_true(strncmp(err, "hit", 3) == 0);
 		free(err);
-		uint8_t *again = jct_read_file(out, &n2);
+		uint8_t *again = jtl_read_file(out, &n2);
 		assert_int_equal(n1, n2);
 		assert_memory_equal(first, again, n1);
 		free(first);
@@ -187,7 +185,7 @@ static void test_every_input_type(void **state)
 static void add_input(jc_request *r, jc_link_input t, const char *name, const char *path)
 {
 	size_t n;
-	uint8_t *data = jct_read_file(path, &n);
+	uint8_t *data = jtl_read_file(path, &n);
 	assert_non_null(data);
 	assert_int_equal(jc_request_add_link_input(r, t, name, data, n), 0);
 	free(data);
@@ -215,7 +213,7 @@ static jc_request *variant(int v, const char *ltoir, const char *ptx)
 
 static void test_key_covers_inputs(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char ltoir[300], ptx[300], keys[V__N][33];
 	make_kernel_inputs(d, ltoir, ptx);
 	jc_client *c = jct_connect(d);
@@ -248,7 +246,7 @@ static void test_key_covers_inputs(void **state)
 
 static void test_link_error_is_negative_cached(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char ltoir[300], ptx[300], *err;
 	make_kernel_inputs(d, ltoir, ptx);
 	jc_request *r;
@@ -279,7 +277,7 @@ static void test_link_error_is_negative_cached(void **state)
 
 static void test_info_log_is_kept(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char ltoir[300], ptx[300];
 	make_kernel_inputs(d, ltoir, ptx);
 	jc_request *r;
@@ -307,11 +305,11 @@ static void test_info_log_is_kept(void **state)
  */
 static void test_newer_ltoir_is_refused_clearly(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char ltoir[300], ptx[300], newer[300], *err;
 	make_kernel_inputs(d, ltoir, ptx);
 	size_t n;
-	uint8_t *data = jct_read_file(ltoir, &n);
+	uint8_t *data = jtl_read_file(ltoir, &n);
 	static const uint8_t magic[4] = {0xed, 0x43, 0x4e, 0x7f};
 	if (n < 16 || memcmp(data, magic, 4) != 0) {
 		free(data);
@@ -334,7 +332,7 @@ static void test_newer_ltoir_is_refused_clearly(void **state)
 
 static void test_compile_and_link_in_one_request(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char ltoir[300], ptx[300], out[300], key[33], *err;
 	make_kernel_inputs(d, ltoir, ptx);
 	snprintf(out, sizeof(out), "%s/one.cubin", d->dir);
@@ -349,7 +347,7 @@ static void test_compile_and_link_in_one_request(void **state)
 	/* The same request through the API: source plus link inputs (and, as
 	 * jitcachectl adds it, the source's directory as the first -I). */
 	size_t n;
-	uint8_t *src = jct_read_file(input("kern.cu"), &n);
+	uint8_t *src = jtl_read_file(input("kern.cu"), &n);
 	jc_request *r;
 	char inc[320];
 	assert_int_equal(jc_request_new(&r), 0);
@@ -379,7 +377,7 @@ static void test_compile_and_link_in_one_request(void **state)
 			   input("libdevlib.a"), NULL};
 	assert_int_equal(ctl(d, &err, b), 0);
 	free(err);
-	char *text = (char *)jct_read_file(out, &n);
+	char *text = (char *)jtl_read_file(out, &n);
 	assert_non_null(strstr(text, ".entry " KERNEL));
 	assert_non_null(strstr(text, ".target sm_90"));
 	free(text);

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "io.h"
 
 #define NOBODY 65534
@@ -41,7 +41,7 @@ static int setup(void **state)
 {
 	jct_setup(state);
 	/* Let other users reach the socket in it (the cache stays 0700). */
-	assert_int_equal(chmod(((struct jc_test_daemon *)*state)->dir, 0711), 0);
+	assert_int_equal(chmod(((struct jtl_daemon *)*state)->dir, 0711), 0);
 	return 0;
 }
 
@@ -55,7 +55,7 @@ static void need_root(void)
 
 /* Starts d with a configuration file holding text, logging at debug level
  * (where accepted connections are logged with the peer's credentials). */
-static void start_with_config(struct jc_test_daemon *d, const char *text)
+static void start_with_config(struct jtl_daemon *d, const char *text)
 {
 	char path[400];
 	snprintf(path, sizeof(path), "%s/jitcached.conf", d->dir);
@@ -75,7 +75,7 @@ static mode_t mode_of(const char *path)
 }
 
 /* The one object in the cache (fails unless there is exactly one). */
-static void the_object(const struct jc_test_daemon *d, char *out, size_t len)
+static void the_object(const struct jtl_daemon *d, char *out, size_t len)
 {
 	char objects[400];
 	int found = 0;
@@ -118,7 +118,7 @@ static const char *const op_names[OP__COUNT] = {"connect", "ping", "version", "s
 	"compile", "stats --zero", "ls", "show", "purge", "gc", "verify"};
 
 struct child_ops {
-	const struct jc_test_daemon *d;
+	const struct jtl_daemon *d;
 	const jc_request *hit, *fresh;
 	const char *key; /* for show */
 };
@@ -219,7 +219,7 @@ static void expect(const struct outcome *out, int op, int rc, const char *msg)
 }
 
 /* Warms the cache with saxpy (the hit) and prepares a fresh request. */
-static void prepare(struct child_ops *ops, const struct jc_test_daemon *d, char *key, size_t keylen)
+static void prepare(struct child_ops *ops, const struct jtl_daemon *d, char *key, size_t keylen)
 {
 	jc_request *hit = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_client *c = jct_connect(d);
@@ -244,7 +244,7 @@ static void release(struct child_ops *ops)
 
 static void test_modes(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_client *c = jct_connect(d);
@@ -270,7 +270,7 @@ static void test_modes(void **state)
 		snprintf(path, sizeof(path), "%s/%s", d->cache, files[i]);
 		assert_int_equal(mode_of(path) & 07777, 0600);
 	}
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* Group-shared: the socket is 0660; the store stays the daemon's alone. */
 	start_with_config(d, "group-shared = yes\n");
@@ -286,7 +286,7 @@ static void test_modes(void **state)
 /* A per-user daemon's socket (0600) keeps another uid out at connect(). */
 static void test_other_uid_kept_out_by_mode(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	need_root();
 	jct_daemon_start(d, NULL);
 	struct child_ops ops;
@@ -303,7 +303,7 @@ static void test_other_uid_kept_out_by_mode(void **state)
 /* The socket lets the group in; the allow-list still turns nobody away. */
 static void test_allow_list_refuses(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	need_root();
 	start_with_config(d, "group-shared = yes\nallow-uids = 4242, 4243\n");
 	struct child_ops ops;
@@ -323,7 +323,7 @@ static void test_allow_list_refuses(void **state)
 /* An allowed, unprivileged uid: the everyday commands, not the admin ones. */
 static void test_admin_commands_need_admin(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	need_root();
 	start_with_config(d, "group-shared = yes\nallow-uids = 65534\n");
 	struct child_ops ops;
@@ -360,7 +360,7 @@ static void test_admin_commands_need_admin(void **state)
 /* The admin group, as a supplementary group (SO_PEERGROUPS) or the primary one. */
 static void test_admin_group(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	need_root();
 	struct group *g = getgrgid(ADMIN_GID);
 	if (!g) {
@@ -391,7 +391,7 @@ static void test_admin_group(void **state)
 /* Header names: a NUL byte (only a raw frame can carry one), "..", "/". */
 static void test_bad_header_names(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request_src("k.cu", "#include \"evilXname.h\"\n__global__ void k() {}", "sm_90");
 	assert_int_equal(jc_request_add_header(r, "evilXname.h", "#pragma once\n", 13), 0);
@@ -444,7 +444,7 @@ static void test_bad_header_names(void **state)
  * compiled again. */
 static void test_object_checks(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	need_root();
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);

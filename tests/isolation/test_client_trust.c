@@ -25,30 +25,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static char other[32];
 static uid_t other_uid;
 static gid_t other_gid;
-
-static void remove_user(void)
-{
-	jct_sh("userdel %s 2>/dev/null", other);
-}
-
-static int make_user(void)
-{
-	snprintf(other, sizeof(other), "jco%d", (int)getpid());
-	atexit(remove_user);
-	if (jct_sh("useradd -M -U -d /nonexistent -s /usr/sbin/nologin %s", other) != 0)
-		return -1;
-	struct passwd *p = getpwnam(other);
-	if (!p)
-		return -1;
-	other_uid = p->pw_uid;
-	other_gid = p->pw_gid;
-	return 0;
-}
 
 static int drop_to_other(void *ctx)
 {
@@ -63,7 +44,7 @@ static int drop_to_other(void *ctx)
 /* Starts jitcached as the other user, its socket at DIR/jitcached.sock, and
  * waits until something accepts connections there (the library would not
  * say more: that is what is tried). */
-static void start_as_other(struct jc_test_daemon *d)
+static void start_as_other(struct jtl_daemon *d)
 {
 	snprintf(d->sock, sizeof(d->sock), "%s/jitcached.sock", d->dir);
 	jct_daemon_spawn_with(d, (const char *const[]){"--log-level", "info", NULL}, drop_to_other,
@@ -85,7 +66,7 @@ static void start_as_other(struct jc_test_daemon *d)
 
 /* jc_client_open by the search alone ($XDG_RUNTIME_DIR the test's root);
  * its status, the message in msg. */
-static int open_by_search(const struct jc_test_daemon *d, char *msg, size_t len)
+static int open_by_search(const struct jtl_daemon *d, char *msg, size_t len)
 {
 	jc_options *o;
 	jc_client *c = NULL;
@@ -115,7 +96,7 @@ static int open_by_search(const struct jc_test_daemon *d, char *msg, size_t len)
 /* Another user's socket in a world-writable directory: not ours. */
 static void test_planted_socket_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	/* root's, sticky and writable by all, as /tmp is */
 	assert_int_equal(chmod(d->dir, 01777), 0);
 	start_as_other(d);
@@ -142,7 +123,7 @@ static void test_planted_socket_refused(void **state)
  * a directory another user made there first) it is not. */
 static void test_socket_in_daemon_dir_used(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	assert_int_equal(chmod(d->dir, 0755), 0);
 	assert_int_equal(chown(d->dir, other_uid, other_gid), 0);
 	start_as_other(d);
@@ -160,7 +141,7 @@ static void test_socket_in_daemon_dir_used(void **state)
  * the real NVRTC instead of loading that library as root. */
 static void test_setuid_ignores_environment(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *ctl = getenv("JITCACHECTL");
 	assert_non_null(ctl);
 	assert_int_equal(chmod(d->dir, 0755), 0);
@@ -175,7 +156,7 @@ static void test_setuid_ignores_environment(void **state)
 	char path[200];
 	size_t n;
 	snprintf(path, sizeof(path), "%s/out", d->dir);
-	char *out = (char *)jct_read_file(path, &n);
+	char *out = (char *)jtl_read_file(path, &n);
 	fprintf(stderr, "set-user-ID jitcachectl compile: exit %d: %s\n", rc, out ? out : "");
 	assert_null(strstr(out ? out : "", "libz"));
 	assert_int_equal(rc, 0);
@@ -187,7 +168,7 @@ static void test_setuid_ignores_environment(void **state)
  * set-user-ID root file with the artifact in it). */
 static void test_output_drops_setid_bits(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *ctl = getenv("JITCACHECTL");
 	char out[200];
 	struct stat st;
@@ -211,7 +192,7 @@ int main(void)
 		printf("skipped: needs root to create a user and run a daemon as it\n");
 		return 77;
 	}
-	if (make_user() != 0) {
+	if (jct_user_add("jco", NULL, other, &other_uid, &other_gid) != 0) {
 		printf("skipped: cannot create a user with useradd\n");
 		return 77;
 	}

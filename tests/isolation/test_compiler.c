@@ -26,12 +26,12 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 
 /* The pids of the daemon's children (its workers), from /proc; returns n. */
-static int worker_pids(const struct jc_test_daemon *d, pid_t *out, int max)
+static int worker_pids(const struct jtl_daemon *d, pid_t *out, int max)
 {
 	DIR *dir = opendir("/proc");
 	struct dirent *e;
@@ -60,7 +60,7 @@ static int worker_pids(const struct jc_test_daemon *d, pid_t *out, int max)
 
 /* The single worker of a --workers 1 daemon, waiting (up to 10 s) until it
  * is one and differs from not (0: any). */
-static pid_t the_worker(const struct jc_test_daemon *d, pid_t not)
+static pid_t the_worker(const struct jtl_daemon *d, pid_t not)
 {
 	pid_t p[8];
 	for (int i = 0; i < 1000; i++) {
@@ -133,7 +133,7 @@ static jc_request *fault_request(const char *tag, uint32_t fault)
  * worker again), the worker is replaced each time, hits and new compiles
  * are served right after, and the same key without the fault compiles.
  */
-static void check_fault(struct jc_test_daemon *d, uint32_t fault, int want_rc, const char *want_msg)
+static void check_fault(struct jtl_daemon *d, uint32_t fault, int want_rc, const char *want_msg)
 {
 	jc_request *warm = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result *ref = jct_compile(d, warm, 0);
@@ -186,7 +186,7 @@ static void check_fault(struct jc_test_daemon *d, uint32_t fault, int want_rc, c
 
 static void test_crash(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--workers", "1", NULL};
 	jct_daemon_start(d, flags);
 	check_fault(d, JC_FAULT_CRASH, JC_ECRASH, "crashed (signal 11");
@@ -213,12 +213,12 @@ static void test_crash(void **state)
 /* A hang past --compile-timeout; meanwhile hits are answered at once. */
 static void test_timeout(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--workers", "1", "--compile-timeout", "2", NULL};
 	jct_daemon_start(d, flags);
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	check_fault(d, JC_FAULT_HANG, JC_ETIMEOUT, "--compile-timeout (2 s)");
-	assert_true(jct_now_s() - t0 >= 4.0); /* two hangs, each killed at 2 s */
+	assert_true(jtl_now_s() - t0 >= 4.0); /* two hangs, each killed at 2 s */
 	assert_int_equal(jct_stat(d, "compile_timeouts"), 2);
 
 	/* While one client's compile hangs, a hit is answered at once. */
@@ -235,9 +235,9 @@ static void test_timeout(void **state)
 		_exit(rc == JC_ETIMEOUT ? 0 : 1);
 	}
 	usleep(300000); /* the hang has started */
-	double t1 = jct_now_s();
+	double t1 = jtl_now_s();
 	jc_result *hit = jct_compile(d, warm, 0);
-	double hit_s = jct_now_s() - t1;
+	double hit_s = jtl_now_s() - t1;
 	assert_int_equal(jc_result_cache_status(hit), JC_HIT);
 	assert_true(hit_s < 1.0);
 	int status;
@@ -251,7 +251,7 @@ static void test_timeout(void **state)
 
 static void test_memory_limit(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--workers", "1", "--worker-memory", "256M", NULL};
 	jct_daemon_start(d, flags);
 	/* The limit is set: RLIMIT_AS = the start-up size + 256 MiB. */
@@ -263,7 +263,7 @@ static void test_memory_limit(void **state)
 						  "(--worker-memory 256 MiB)");
 	/* It stopped at the limit, not at the machine's memory. */
 	size_t n;
-	char *log = (char *)jct_read_file(d->log, &n);
+	char *log = (char *)jtl_read_file(d->log, &n);
 	char *p = strstr(log, "allocation failed after ");
 	assert_non_null(p);
 	unsigned long mib = strtoul(p + strlen("allocation failed after "), NULL, 10);
@@ -275,7 +275,7 @@ static void test_memory_limit(void **state)
 /* Without a limit the allocation fault is refused rather than run. */
 static void test_alloc_fault_needs_limit(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--workers", "1", "--worker-memory", "0", NULL};
 	jct_daemon_start(d, flags);
 	pid_t w = the_worker(d, 0);
@@ -292,7 +292,7 @@ static void test_alloc_fault_needs_limit(void **state)
 /* Without JITCACHE_TEST_FAULTS=1 a daemon refuses the switch. */
 static void test_faults_off_by_default(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	unsetenv("JITCACHE_TEST_FAULTS");
 	jct_daemon_start(d, NULL);
 	setenv("JITCACHE_TEST_FAULTS", "1", 1);
@@ -308,7 +308,7 @@ static void test_faults_off_by_default(void **state)
 /* The default limit (16 GiB) leaves room for a real, heavy NVRTC compile. */
 static void test_default_limit_cub(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *cccl = "/usr/local/cuda/include/cccl";
 	struct stat st;
 	if (stat(cccl, &st) != 0) {

@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 #define N_HDR 6
 #define CHANGES 8
@@ -143,17 +143,13 @@ struct tally {
 };
 
 /* The daemon's answer for src must be NVRTC's for the tree now. */
-static void check(const struct jc_test_daemon *d, const struct tree *t, const char *src, int round,
+static void check(const struct jtl_daemon *d, const struct tree *t, const char *src, int round,
 		  struct tally *tl)
 {
 	jc_request *r = jct_request_src("k.cu", src, "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	for (int i = 0; i < 2; i++) {
-		char opt[320];
-		snprintf(opt, sizeof(opt), "-I%s", t->dir[i]);
-		assert_int_equal(jc_request_add_option(r, opt), 0);
-		assert_int_equal(jc_request_add_include_dir(r, t->dir[i]), 0);
-	}
+	for (int i = 0; i < 2; i++)
+		jct_request_include(r, t->dir[i]);
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	int rc = jc_compile(c, r, &res);
@@ -205,7 +201,7 @@ static void change(struct tree *t)
 
 static void test_random_trees(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *s = getenv("JC_PROPERTY_ROUNDS");
 	int sources = s && atoi(s) > 0 ? atoi(s) : 6;
 	struct tree t;

@@ -36,7 +36,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 #define SECRET "jct-secret-7f3a91"
 #define ENV_SECRET "jct-env-secret-52c0de"
@@ -58,7 +58,7 @@ static int env_setup(void *ctx)
 	return setenv("JCT_TRUTH_SECRET", ENV_SECRET, 1) != 0;
 }
 
-static void start(struct jc_test_daemon *d, int shared)
+static void start(struct jtl_daemon *d, int shared)
 {
 	const char *flags[12] = {"--log-level", "debug", "--compile-timeout", "60"};
 	size_t n = 4;
@@ -78,19 +78,10 @@ static void start(struct jc_test_daemon *d, int shared)
 static int setup(void **state)
 {
 	jct_setup(state);
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	/* Other users reach the socket; the cache stays the daemon's. */
 	assert_int_equal(chmod(d->dir, 0711), 0);
 	return 0;
-}
-
-/* Writes d->dir/rel with text (directories made as needed), then settles. */
-static void put(const struct jc_test_daemon *d, const char *rel, const char *text)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", d->dir, rel);
-	assert_int_equal(jct_sh("mkdir -p \"$(dirname '%s')\"", path), 0);
-	jct_write_file(path, text, strlen(text));
 }
 
 /* The five forms. Each reads the header HDIR/v.h (HDIR = d->dir/inc); the
@@ -103,7 +94,7 @@ static const char *const form_names[N_FORMS] = {"computed include", "line splice
 static const char kernel[] = "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
 
 /* Source text and program name of form f reading header (absolute path). */
-static void form_source(const struct jc_test_daemon *d, enum form f, const char *header, char *src,
+static void form_source(const struct jtl_daemon *d, enum form f, const char *header, char *src,
 			size_t srclen, char *name, size_t namelen)
 {
 	snprintf(name, namelen, "k.cu");
@@ -134,19 +125,15 @@ static void form_source(const struct jc_test_daemon *d, enum form f, const char 
 	}
 }
 
-static jc_request *form_request(const struct jc_test_daemon *d, enum form f, const char *header,
+static jc_request *form_request(const struct jtl_daemon *d, enum form f, const char *header,
 				const char *declared)
 {
 	char src[2048], name[512];
 	form_source(d, f, header, src, sizeof(src), name, sizeof(name));
 	jc_request *r = jct_request_src(name, src, "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	if (declared) {
-		char opt[600];
-		snprintf(opt, sizeof(opt), "-I%s", declared);
-		assert_int_equal(jc_request_add_option(r, opt), 0);
-		assert_int_equal(jc_request_add_include_dir(r, declared), 0);
-	}
+	if (declared)
+		jct_request_include(r, declared);
 	return r;
 }
 
@@ -159,7 +146,7 @@ static void holds(jc_result *res, const char *want)
 		fail_msg("PTX does not hold %s:\n%.*s", want, ptx ? (int)n : 0, ptx ? ptx : "");
 }
 
-static jc_result *expect(const struct jc_test_daemon *d, const jc_request *r, jc_cache_status st,
+static jc_result *expect(const struct jtl_daemon *d, const jc_request *r, jc_cache_status st,
 			 const char *want, const char *what)
 {
 	jc_result *res = jct_compile(d, r, 0);
@@ -173,7 +160,7 @@ static jc_result *expect(const struct jc_test_daemon *d, const jc_request *r, jc
 /* Own uid, the header's directory declared: never a stale hit. */
 static void test_own_uid_declared(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char hdir[300], header[400], value[32];
 	snprintf(hdir, sizeof(hdir), "%s/inc", d->dir);
@@ -182,7 +169,7 @@ static void test_own_uid_declared(void **state)
 	for (int f = 0; f < N_FORMS; f++) {
 		int v = 5100 + 100 * f;
 		snprintf(value, sizeof(value), "#define VALUE %d\n", v);
-		put(d, "inc/v.h", value);
+		jct_put(d->dir, "inc/v.h", value);
 		jct_settle();
 		jc_request *r = form_request(d, f, header, hdir);
 		char want[16];
@@ -192,7 +179,7 @@ static void test_own_uid_declared(void **state)
 
 		/* The header changes: a miss and the new bytes, then a hit of those. */
 		snprintf(value, sizeof(value), "#define VALUE %d\n", v + 1);
-		put(d, "inc/v.h", value);
+		jct_put(d->dir, "inc/v.h", value);
 		jct_settle();
 		snprintf(want, sizeof(want), "%d", v + 1);
 		jc_result *second = expect(d, r, JC_MISS, want, form_names[f]);
@@ -212,11 +199,11 @@ static void test_own_uid_declared(void **state)
 /* Own uid, nothing declared: NVRTC is refused the file; no content shows. */
 static void test_own_uid_undeclared(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char header[400];
 	snprintf(header, sizeof(header), "%s/private/v.h", d->dir);
-	put(d, "private/v.h", "#define VALUE 4242 /* " SECRET " */\n#error " SECRET "\n");
+	jct_put(d->dir, "private/v.h", "#define VALUE 4242 /* " SECRET " */\n#error " SECRET "\n");
 	jct_settle();
 	for (int f = 0; f < N_FORMS; f++) {
 		jc_request *r = form_request(d, f, header, NULL);
@@ -235,7 +222,7 @@ static void test_own_uid_undeclared(void **state)
 /* Runs jitcachectl as the test user (setpriv) compiling src (written to a
  * file it can read) with extra arguments; returns its exit code, stdout and
  * stderr in *out. */
-static int ctl_as_user(const struct jc_test_daemon *d, const char *name, const char *src,
+static int ctl_as_user(const struct jtl_daemon *d, const char *name, const char *src,
 		       const char *extra, char **out)
 {
 	char dir[300], file[1024], cmd[4096], outp[400];
@@ -253,7 +240,7 @@ static int ctl_as_user(const struct jc_test_daemon *d, const char *name, const c
 		 extra ? extra : "", outp, outp);
 	int rc = jct_sh("%s", cmd);
 	size_t n;
-	*out = (char *)jct_read_file(outp, &n);
+	*out = (char *)jtl_read_file(outp, &n);
 	return rc;
 }
 
@@ -274,7 +261,7 @@ struct answer {
 
 /* Sends r as the test user (a child that drops to it), through the library
  * (as an application would: no -I of its own). */
-static void lib_as_user(const struct jc_test_daemon *d, const jc_request *r, struct answer *a)
+static void lib_as_user(const struct jtl_daemon *d, const jc_request *r, struct answer *a)
 {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
@@ -333,12 +320,12 @@ static int refused(const char *text)
  * client, which reads its include directories for a daemon of another uid); nothing leaks. */
 static void test_other_uid_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	need_user();
 	start(d, 1);
 	char secret[400];
 	snprintf(secret, sizeof(secret), "%s/private/s.h", d->dir);
-	put(d, "private/s.h", "#define VALUE 31337 /* " SECRET " */\n#error " SECRET "\n");
+	jct_put(d->dir, "private/s.h", "#define VALUE 31337 /* " SECRET " */\n#error " SECRET "\n");
 	assert_int_equal(chmod(secret, 0600), 0);
 	struct answer a;
 	/* A request that reads nothing from disk is served to this uid. */
@@ -380,7 +367,7 @@ static void test_other_uid_refused(void **state)
 /* A FIFO as a header: a fast, clear error, and the worker is free at once. */
 static void test_fifo_header(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char hdir[300], fifo[400];
 	snprintf(hdir, sizeof(hdir), "%s/inc", d->dir);
@@ -390,13 +377,10 @@ static void test_fifo_header(void **state)
 				       "extern \"C\" __global__ void k(int *x) { x[0] = 1; }\n",
 				       "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
-	char opt[400];
-	snprintf(opt, sizeof(opt), "-I%s", hdir);
-	assert_int_equal(jc_request_add_option(r, opt), 0);
-	assert_int_equal(jc_request_add_include_dir(r, hdir), 0);
-	double t0 = jct_now_s();
+	jct_request_include(r, hdir);
+	double t0 = jtl_now_s();
 	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
-	double took = jct_now_s() - t0;
+	double took = jtl_now_s() - t0;
 	assert_true(took < 10);
 	assert_non_null(strstr(jc_result_log(res), "a FIFO"));
 	jc_result_free(res);
@@ -409,9 +393,9 @@ static void test_fifo_header(void **state)
 	jc_request *ok = jct_request_src("ok.cu", kernel, "compute_90");
 	assert_int_equal(jc_request_set_output(ok, JC_PTX), 0);
 	assert_int_equal(jc_request_add_option(ok, "-DVALUE=9"), 0);
-	t0 = jct_now_s();
+	t0 = jtl_now_s();
 	jc_result_free(jct_compile(d, ok, 0));
-	assert_true(jct_now_s() - t0 < 10);
+	assert_true(jtl_now_s() - t0 < 10);
 	assert_int_equal(jct_stat(d, "compile_timeouts"), 0);
 	jc_request_free(ok);
 	jc_request_free(r2);
@@ -421,7 +405,7 @@ static void test_fifo_header(void **state)
 /* The start-up log and stats say which confinement is in force. */
 static void test_confinement_reported(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start(d, 0);
 	char *out = NULL;
 	const char *args[] = {"stats", "--json", NULL};
@@ -449,12 +433,12 @@ static void test_confinement_reported(void **state)
 /* A daemon serving other uids refuses to start unconfined unless told. */
 static void test_unconfined_shared_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	if (confinement)
 		skip(); /* one run is enough */
 	const char *flags[] = {"--group-shared", "yes", "--confinement", "none", NULL};
 	jct_daemon_spawn(d, flags);
-	assert_int_not_equal(jct_daemon_wait(d), 0);
+	assert_int_not_equal(jtl_daemon_wait(d), 0);
 	assert_true(jct_log_count(d, "--allow-unconfined") >= 1);
 	const char *flags2[] = {"--group-shared", "yes", "--confinement", "none", "--allow-unconfined",
 				NULL};
@@ -466,29 +450,13 @@ static void test_unconfined_shared_refused(void **state)
 	free(out);
 }
 
+/* The unprivileged user of test_other_uid_refused, where root may make one. */
 static void make_user(void)
 {
 	if (geteuid() != 0 || jct_sh("command -v useradd >/dev/null && command -v setpriv >/dev/null"))
 		return;
-	snprintf(user, sizeof(user), "jctruth%d", (int)getpid());
-	if (jct_sh("useradd -M -N -g nogroup -s /usr/sbin/nologin %s", user) != 0) {
+	if (jct_user_add("jctruth", "nogroup", user, &user_uid, &user_gid) != 0)
 		user[0] = '\0';
-		return;
-	}
-	struct passwd *pw = getpwnam(user);
-	if (!pw) {
-		jct_sh("userdel %s", user);
-		user[0] = '\0';
-		return;
-	}
-	user_uid = pw->pw_uid;
-	user_gid = pw->pw_gid;
-}
-
-static void remove_user(void)
-{
-	if (user[0])
-		jct_sh("userdel %s", user);
 }
 
 int main(void)
@@ -511,6 +479,6 @@ int main(void)
 	} else {
 		fprintf(stderr, "userns group skipped: unshare --user --mount is refused here\n");
 	}
-	remove_user();
+	jct_users_remove();
 	return rc;
 }

@@ -19,13 +19,13 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "retry.h"
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 
 /* Files in the cache's quarantine/ directory. */
-static int quarantined(const struct jc_test_daemon *d)
+static int quarantined(const struct jtl_daemon *d)
 {
 	char path[400];
 	snprintf(path, sizeof(path), "%s/quarantine", d->cache);
@@ -53,7 +53,7 @@ static void assert_same_bytes(const jc_result *a, const jc_result *b)
 
 static void test_report_recompiles_bounded(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_client *c = jct_connect(d);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);

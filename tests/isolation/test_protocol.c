@@ -34,7 +34,7 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "io.h"
 #include "proto.h"
 
@@ -46,7 +46,7 @@ static void send_all(int fd, const void *p, size_t n)
 }
 
 /* Connects and does the handshake. */
-static int raw_hello(const struct jc_test_daemon *d)
+static int raw_hello(const struct jtl_daemon *d)
 {
 	int fd = jct_raw_connect(d);
 	struct jc_buf b = {0};
@@ -82,11 +82,11 @@ static void expect_error_then_eof(int fd, int code, const char *want)
  * what comes; returns the seconds waited (fails after limit_s). */
 static double wait_closed(int fd, double limit_s, size_t *bytes)
 {
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	char buf[65536];
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int left_ms = (int)((limit_s - (jct_now_s() - t0)) * 1000);
+		int left_ms = (int)((limit_s - (jtl_now_s() - t0)) * 1000);
 		assert_true(left_ms > 0);
 		if (poll(&p, 1, left_ms) == 0)
 			continue;
@@ -96,26 +96,26 @@ static double wait_closed(int fd, double limit_s, size_t *bytes)
 			continue;
 		}
 		assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
-		return jct_now_s() - t0;
+		return jtl_now_s() - t0;
 	}
 }
 
 /* A hit through the client library; returns the seconds it took. */
-static double timed_hit(const struct jc_test_daemon *d, const jc_request *r)
+static double timed_hit(const struct jtl_daemon *d, const jc_request *r)
 {
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	assert_int_equal(jc_compile(c, r, &res), 0);
 	assert_int_equal(jc_result_cache_status(res), JC_HIT);
 	jc_result_free(res);
 	jc_client_close(c);
-	return jct_now_s() - t0;
+	return jtl_now_s() - t0;
 }
 
 static void test_oversized_frames(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	/* Before the handshake a frame is at most 4 KiB. */
 	int fd = jct_raw_connect(d);
@@ -153,7 +153,7 @@ static void test_oversized_frames(void **state)
 /* Half a frame, then nothing: dropped at the idle timeout; others served. */
 static void test_stalled_half_frame(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--idle-timeout", "2", NULL};
 	jct_daemon_start(d, flags);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
@@ -167,7 +167,7 @@ static void test_stalled_half_frame(void **state)
 	struct jc_buf b = {0};
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 	send_all(fd, b.data, b.len / 2);
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	/* Meanwhile, hits are answered at once (5 of them, all while it stalls). */
 	double worst = 0;
 	for (int i = 0; i < 5; i++) {
@@ -175,9 +175,9 @@ static void test_stalled_half_frame(void **state)
 		worst = s > worst ? s : worst;
 	}
 	assert_true(worst < 0.5);
-	assert_true(jct_now_s() - t0 < 1.5);
+	assert_true(jtl_now_s() - t0 < 1.5);
 	wait_closed(fd, 6, NULL);
-	double waited = jct_now_s() - t0;
+	double waited = jtl_now_s() - t0;
 	fprintf(stderr, "half frame: dropped after %.2f s (idle timeout 2 s); slowest hit meanwhile "
 		"%.1f ms\n", waited, worst * 1e3);
 	assert_true(waited >= 1.8 && waited < 4.0);
@@ -190,13 +190,13 @@ static void test_stalled_half_frame(void **state)
 /* Bytes trickling in keep no connection alive past the timeout. */
 static void test_trickle(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--idle-timeout", "2", NULL};
 	jct_daemon_start(d, flags);
 	int fd = raw_hello(d);
 	uint8_t hdr[JC_FRAME_HDR] = {0xd0, 0x07, 0, 0, JC_MSG_COMPILE, 0, 0, 0}; /* 2000 bytes */
 	send_all(fd, hdr, sizeof(hdr));
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	int sent = 0;
 	for (;;) {
 		uint8_t byte = 0;
@@ -206,10 +206,10 @@ static void test_trickle(void **state)
 		if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
 			break;
 		sent++;
-		assert_true(jct_now_s() - t0 < 6);
+		assert_true(jtl_now_s() - t0 < 6);
 	}
 	wait_closed(fd, 2, NULL);
-	double waited = jct_now_s() - t0;
+	double waited = jtl_now_s() - t0;
 	fprintf(stderr, "trickle: %d bytes in %.2f s, then dropped\n", sent, waited);
 	assert_true(waited >= 1.8 && waited < 4.0);
 	assert_true(sent >= 5);
@@ -221,7 +221,7 @@ static void test_trickle(void **state)
  * handshake, are both closed. */
 static void test_silent(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--idle-timeout", "1", NULL};
 	jct_daemon_start(d, flags);
 	int mute = jct_raw_connect(d), quiet = raw_hello(d);
@@ -256,7 +256,7 @@ static jc_request *big_log_request(void)
  * so it cannot hide in the socket buffer. */
 static void test_slow_reader(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--write-timeout", "2", NULL};
 	jct_daemon_start(d, flags);
 	jc_request *r = big_log_request();
@@ -272,7 +272,7 @@ static void test_slow_reader(void **state)
 	int fd = raw_hello(d);
 	struct jc_buf b = {0};
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	for (int i = 0; i < 5; i++) {
 		send_all(fd, b.data, b.len);
 		usleep(100000);
@@ -282,7 +282,7 @@ static void test_slow_reader(void **state)
 	sleep(3); /* past the timeout, reading nothing */
 	size_t got = 0;
 	wait_closed(fd, 3, &got);
-	double waited = jct_now_s() - t0;
+	double waited = jtl_now_s() - t0;
 	fprintf(stderr, "slow reader: dropped within %.2f s having taken %zu of one %zu-byte answer\n",
 		waited, got, log_len);
 	assert_true(got < log_len); /* not even one whole answer was taken */
@@ -296,7 +296,7 @@ static void test_slow_reader(void **state)
 
 static void test_connection_cap(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--max-connections", "3", NULL};
 	jct_daemon_start(d, flags);
 	int held[3];
@@ -364,7 +364,7 @@ static void raw_result(int fd, const jc_request *r, struct jc_res *res, int *obj
  * every later hit of the key is served right (no "corrupt object"). */
 static void test_hit_descriptor_is_private(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result *ref = jct_compile(d, r, 0);
@@ -463,12 +463,12 @@ static int told_buffers_full(int fd, int wait_ms)
  * its start-up size), and another client is served meanwhile. */
 static void test_request_flood(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result_free(jct_compile(d, r, 0));
 	long base = proc_kib(d->pid, "VmRSS:");
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	int fds[FLOOD_CONNS], refused = 0;
 	size_t total = 0;
 	for (int i = 0; i < FLOOD_CONNS; i++) {
@@ -485,7 +485,7 @@ static void test_request_flood(void **state)
 	}
 	fprintf(stderr, "request flood: %d connections sent %zu MiB in %.1f s; daemon RSS %ld MiB "
 		"before, peak %ld MiB (+%ld MiB); %d refused (EBUSY); a hit meanwhile took %.1f ms\n",
-		FLOOD_CONNS, total >> 20, jct_now_s() - t0, base >> 10, hwm >> 10, (hwm - base) >> 10,
+		FLOOD_CONNS, total >> 20, jtl_now_s() - t0, base >> 10, hwm >> 10, (hwm - base) >> 10,
 		refused, hit_s * 1e3);
 	assert_true(refused >= FLOOD_CONNS - 8);
 	assert_true(hwm - base < (256 + 32) * 1024 + FLOOD_CONNS * 64);
@@ -504,7 +504,7 @@ static void test_request_flood(void **state)
  * the budget, and another client is served meanwhile. */
 static void test_unread_replies_flood(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--write-timeout", "3", NULL};
 	jct_daemon_start(d, flags);
 	jc_request *r = big_log_request(), *saxpy = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
@@ -517,7 +517,7 @@ static void test_unread_replies_flood(void **state)
 	struct jc_buf b = {0};
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 	int *fds = calloc(UNREAD_CONNS, sizeof(int));
-	double t0 = jct_now_s(), slowest = 0;
+	double t0 = jtl_now_s(), slowest = 0;
 	for (int i = 0; i < UNREAD_CONNS; i++) {
 		fds[i] = raw_hello(d);
 		send_all(fds[i], b.data, b.len);
@@ -526,7 +526,7 @@ static void test_unread_replies_flood(void **state)
 			slowest = s > slowest ? s : slowest;
 		}
 	}
-	double sent_s = jct_now_s() - t0;
+	double sent_s = jtl_now_s() - t0;
 	sleep(1);
 	long hwm = proc_kib(d->pid, "VmHWM:");
 	/* Each client was told the answer does not fit (EBUSY), or its answer
@@ -580,7 +580,7 @@ static void test_unread_replies_flood(void **state)
  * opens n connections, writes "OK LAST-REFUSAL" to *report (how many got
  * through the handshake, the last refusal's message) and holds them until
  * it is killed. */
-static pid_t uid_holder(const struct jc_test_daemon *d, uid_t uid, int n, int *report)
+static pid_t uid_holder(const struct jtl_daemon *d, uid_t uid, int n, int *report)
 {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
@@ -614,7 +614,7 @@ static pid_t uid_holder(const struct jc_test_daemon *d, uid_t uid, int n, int *r
 /* One uid holding its --max-connections-per-uid leaves room for others. */
 static void test_connections_per_uid(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	if (geteuid() != 0) {
 		fprintf(stderr, "skipped: needs root to connect as other uids\n");
 		skip();
@@ -655,9 +655,9 @@ static void test_connections_per_uid(void **state)
  * bytes in the queue and a worker's time); a client that stays is served. */
 static void test_abandoned_requests(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, (const char *const[]){"--workers", "1", NULL});
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	for (int i = 0; i < ABANDONED; i++) {
 		char src[128];
 		snprintf(src, sizeof(src), "__global__ void k(int *p) { *p = %d; }", i);
@@ -676,7 +676,7 @@ static void test_abandoned_requests(void **state)
 	int64_t compiles = jct_stat(d, "compiles");
 	fprintf(stderr, "abandoned requests: %d clients hung up after sending a compile; %" PRId64
 		" compiles ran (with the one that stayed), %.1f s until it was served\n",
-		ABANDONED, compiles, jct_now_s() - t0);
+		ABANDONED, compiles, jtl_now_s() - t0);
 	assert_true(compiles <= ABANDONED / 4);
 	assert_true(jct_log_count(d, "every client that asked for it has gone") >= ABANDONED / 2);
 }
@@ -691,7 +691,7 @@ static void test_abandoned_requests(void **state)
  * queued: each request's bytes left the budget once decoded.) */
 static void test_queued_requests_budget(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	setenv("JITCACHE_TEST_FAULTS", "1", 1);
 	/* In a sanitizer build, freed requests would stay mapped in ASan's
 	 * quarantine and count in the RSS measured here. */
@@ -759,8 +759,8 @@ static void test_queued_requests_budget(void **state)
  * a newline or an escape are written escaped. */
 static void test_log_injection(void **state)
 {
-	struct jc_test_daemon *d = *state;
-	jct_daemon_start(d, NULL); /* the harness logs at info */
+	struct jtl_daemon *d = *state;
+	jct_daemon_start(d, NULL); /* jct_daemon_start logs at info */
 	/* An admin command name, and an argument, with a newline and ESC. */
 	char *args[] = {"key=00\n<1>jitcached[1] alert ADMIN: forged too"};
 	struct jc_admin_req reqs[] = {
@@ -790,7 +790,7 @@ static void test_log_injection(void **state)
 	jc_request_free(r);
 	jct_settle();
 	size_t n;
-	char *log = (char *)jct_read_file(d->log, &n);
+	char *log = (char *)jtl_read_file(d->log, &n);
 	int lines = 0;
 	for (char *line = log; line && *line; lines++) {
 		char *end = strchr(line, '\n');
@@ -816,7 +816,7 @@ static void test_log_injection(void **state)
  * in the order of the request that compiled the entry. */
 static void test_lowered_names_in_request_order(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	static const char *const ab[] = {"&saxpy<float>", "&saxpy<double>", NULL};
 	static const char *const ba[] = {"&saxpy<double>", "&saxpy<float>", NULL};
@@ -849,7 +849,7 @@ static void test_lowered_names_in_request_order(void **state)
  * compile. */
 static void test_joined_lowered_names_in_request_order(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	static const char src[] =
 		"template <typename T> __device__ void step(T *x) { x[0] = x[0] * x[1] + x[2]; }\n"

@@ -33,7 +33,7 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "io.h"
 #include "proto.h"
 #include "req.h"
@@ -44,36 +44,20 @@ static const char *user_share = "0";
 /* The run's users and group: names with our pid, removed at exit. */
 static char group[32], daemon_user[32], user_a[32], user_b[32];
 static gid_t gid;
-
-static void remove_users(void)
-{
-	jct_sh("userdel %s 2>/dev/null; userdel %s 2>/dev/null; userdel %s 2>/dev/null; "
-	       "groupdel %s 2>/dev/null",
-	       daemon_user, user_a, user_b, group);
-}
+static uid_t uid_a, uid_b;
 
 static int make_users(void)
 {
-	int pid = (int)getpid();
-	snprintf(group, sizeof(group), "jcsg%d", pid);
-	snprintf(daemon_user, sizeof(daemon_user), "jcsd%d", pid);
-	snprintf(user_a, sizeof(user_a), "jcsa%d", pid);
-	snprintf(user_b, sizeof(user_b), "jcsb%d", pid);
-	atexit(remove_users);
-#define ADD "useradd -M -N -g %s -d /nonexistent -s /usr/sbin/nologin "
-	if (jct_sh("groupadd %s && " ADD "%s && " ADD "%s && " ADD "%s", group, group, daemon_user,
-		   group, user_a, group, user_b) != 0)
+	if (jct_group_add("jcsg", group, &gid) != 0 ||
+	    jct_user_add("jcsd", group, daemon_user, NULL, NULL) != 0 ||
+	    jct_user_add("jcsa", group, user_a, &uid_a, NULL) != 0 ||
+	    jct_user_add("jcsb", group, user_b, &uid_b, NULL) != 0)
 		return -1;
-#undef ADD
-	struct group *g = getgrnam(group);
-	if (!g)
-		return -1;
-	gid = g->gr_gid;
 	return 0;
 }
 
 struct fx {
-	struct jc_test_daemon d; /* dir, cache, sock: the daemon's, run as daemon_user */
+	struct jtl_daemon d; /* dir, cache, sock: the daemon's, run as daemon_user */
 	char home_a[160], home_b[160], trace[160];
 	pid_t strace_pid;
 };
@@ -93,7 +77,7 @@ static int as_user(const struct fx *f, const char *user, char **out, const char 
 	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user,
 			group, (unsigned)gid, script, outpath);
 	size_t n;
-	*out = (char *)jct_read_file(outpath, &n);
+	*out = (char *)jtl_read_file(outpath, &n);
 	return rc;
 }
 
@@ -396,7 +380,7 @@ static int ctl_as(const struct fx *f, const char *user, char **out, const char *
 	int rc = jct_sh("%s --socket %s %s > %s 2>&1", getenv("JITCACHECTL"), f->d.sock, args,
 			outpath);
 	size_t n;
-	*out = (char *)jct_read_file(outpath, &n);
+	*out = (char *)jtl_read_file(outpath, &n);
 	return rc;
 }
 
@@ -428,23 +412,10 @@ static int answer_about(const struct fx *f, const char *user, const char *fmt, c
 	return rc;
 }
 
-static uid_t uid_of(const char *user)
-{
-	struct passwd *pw = getpwnam(user);
-	assert_non_null(pw);
-	return pw->pw_uid;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Median of n samples (sorts them). */
 static uint64_t median(uint64_t *v, size_t n)
 {
-	qsort(v, n, sizeof(*v), cmp_u64);
+	jtl_sort_u64(v, n);
 	return v[n / 2];
 }
 
@@ -562,7 +533,7 @@ static void test_users_see_their_own(void **state)
 	const char *keys[2] = {kb, absent};
 	uint64_t med[ROUNDS][2], diff[ROUNDS], base[ROUNDS];
 	int64_t off = (int64_t)1 << 40; /* differences shifted to stay unsigned */
-	time_shows(f, uid_of(user_a), keys, med);
+	time_shows(f, uid_a, keys, med);
 	for (int r = 0; r < ROUNDS; r++) {
 		fprintf(stderr, "A, round %d: show of B's key %.1f us, of an absent key %.1f us "
 			"(medians of %d)\n", r, (double)med[r][0] / 1e3, (double)med[r][1] / 1e3,
@@ -589,7 +560,7 @@ static void test_users_see_their_own(void **state)
 	/* stats: A's own entries and bytes, nothing counted over all users */
 	assert_int_equal(ctl_as(f, user_a, &out, "stats --json"), 0);
 	char scope[64];
-	snprintf(scope, sizeof(scope), "\"scope\": \"uid %u\"", (unsigned)uid_of(user_a));
+	snprintf(scope, sizeof(scope), "\"scope\": \"uid %u\"", (unsigned)uid_a);
 	if (!strstr(out, scope) || !strstr(out, "\"entries\": 2,") || strstr(out, "\"misses\""))
 		fail_msg("A's stats:\n%s", out);
 	free(out);
@@ -603,9 +574,9 @@ static void test_users_see_their_own(void **state)
 	free(out);
 	assert_int_equal(ctl_as(f, NULL, &out, "stats --by-user --json"), 0);
 	char rec[64];
-	snprintf(rec, sizeof(rec), "{\"uid\": %u, \"entries\": 2,", (unsigned)uid_of(user_a));
+	snprintf(rec, sizeof(rec), "{\"uid\": %u, \"entries\": 2,", (unsigned)uid_a);
 	assert_non_null(strstr(out, rec));
-	snprintf(rec, sizeof(rec), "{\"uid\": %u, \"entries\": 2,", (unsigned)uid_of(user_b));
+	snprintf(rec, sizeof(rec), "{\"uid\": %u, \"entries\": 2,", (unsigned)uid_b);
 	assert_non_null(strstr(out, rec));
 	free(out);
 	assert_int_equal(ctl_as(f, NULL, &out, "stats --by-user"), 0);

@@ -26,45 +26,25 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 
 /* The run's users and group: names with our pid, made once, removed at exit. */
 static char group[32], member[32], victim[32];
 static gid_t gid;
-
-static void remove_users(void)
-{
-	jct_sh("userdel %s 2>/dev/null; userdel %s 2>/dev/null; groupdel %s 2>/dev/null", member,
-	       victim, group);
-}
+static uid_t member_uid, victim_uid;
 
 static int make_users(void)
 {
-	snprintf(group, sizeof(group), "jcg%d", (int)getpid());
-	snprintf(member, sizeof(member), "jcm%d", (int)getpid());
-	snprintf(victim, sizeof(victim), "jcv%d", (int)getpid());
-	atexit(remove_users);
-	if (jct_sh("groupadd %s && useradd -M -N -g %s -d /nonexistent -s /usr/sbin/nologin %s && "
-		   "useradd -M -N -g %s -d /nonexistent -s /usr/sbin/nologin %s",
-		   group, group, member, group, victim) != 0)
+	if (jct_group_add("jcg", group, &gid) != 0 ||
+	    jct_user_add("jcm", group, member, &member_uid, NULL) != 0 ||
+	    jct_user_add("jcv", group, victim, &victim_uid, NULL) != 0)
 		return -1;
-	struct group *g = getgrnam(group);
-	if (!g)
-		return -1;
-	gid = g->gr_gid;
 	return 0;
-}
-
-static uid_t uid_of(const char *user)
-{
-	struct passwd *p = getpwnam(user);
-	assert_non_null(p);
-	return p->pw_uid;
 }
 
 /* Runs a shell command as user (primary and only group: the run's group);
  * returns its exit status, its output in *out (malloc'd) when out. */
-static int as_user(const struct jc_test_daemon *d, const char *user, char **out, const char *fmt,
+static int as_user(const struct jtl_daemon *d, const char *user, char **out, const char *fmt,
 		   ...)
 {
 	char cmd[4096], script[3000], outpath[200];
@@ -79,7 +59,7 @@ static int as_user(const struct jc_test_daemon *d, const char *user, char **out,
 	int rc = jct_sh("%s", cmd);
 	if (out) {
 		size_t n;
-		*out = (char *)jct_read_file(outpath, &n);
+		*out = (char *)jtl_read_file(outpath, &n);
 	}
 	return rc;
 }
@@ -87,7 +67,7 @@ static int as_user(const struct jc_test_daemon *d, const char *user, char **out,
 static int setup(void **state)
 {
 	jct_setup(state);
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	/* The socket lies in the test's directory: let the users through to it. */
 	assert_int_equal(chmod(d->dir, 0711), 0);
 	return 0;
@@ -95,7 +75,7 @@ static int setup(void **state)
 
 /* Starts a group-shared daemon whose group is the run's, as a system
  * daemon of that group would have it (socket and cache directory). */
-static void start_shared(struct jc_test_daemon *d)
+static void start_shared(struct jtl_daemon *d)
 {
 	const char *const flags[] = {"--group-shared", "yes", NULL};
 	jct_daemon_start(d, flags);
@@ -105,13 +85,12 @@ static void start_shared(struct jc_test_daemon *d)
 /* A member compiles through the socket, and reaches nothing in the store. */
 static void test_member_reaches_socket_only(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start_shared(d);
 	const char *ctl = getenv("JITCACHECTL");
 	char *out = NULL;
 	/* The victim compiles through the socket (her log and source name go
 	 * into the index), as herself. */
-	uid_t victim_uid = uid_of(victim);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -151,11 +130,11 @@ static void test_member_reaches_socket_only(void **state)
 	struct stat st;
 	assert_int_equal(stat(d->cache, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0700);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 }
 
 /* Puts the cache back into the layout of the earlier --group-shared. */
-static void old_layout(const struct jc_test_daemon *d)
+static void old_layout(const struct jtl_daemon *d)
 {
 	assert_int_equal(jct_sh("chgrp %s %s %s/objects %s/tmp %s/quarantine && "
 				"chmod 02770 %s %s/objects %s/tmp %s/quarantine && "
@@ -164,14 +143,14 @@ static void old_layout(const struct jc_test_daemon *d)
 				d->cache, d->cache, d->cache), 0);
 }
 
-static void expect_refusal(struct jc_test_daemon *d, const char *want)
+static void expect_refusal(struct jtl_daemon *d, const char *want)
 {
 	/* The daemon. */
 	unlink(d->log);
 	jct_daemon_spawn(d, NULL);
-	int rc = jct_daemon_wait(d);
+	int rc = jtl_daemon_wait(d);
 	size_t n;
-	char *log = (char *)jct_read_file(d->log, &n);
+	char *log = (char *)jtl_read_file(d->log, &n);
 	if (rc == 0 || !strstr(log, want))
 		fprintf(stderr, "jitcached: exit %d, log:\n%s\n", rc, log);
 	assert_int_not_equal(rc, 0);
@@ -195,19 +174,19 @@ static void expect_refusal(struct jc_test_daemon *d, const char *want)
  */
 static void test_tampered_store_refused(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	start_shared(d);
 	jc_request *r = jct_request_src("a.cu", "__global__ void a(int *p) { *p = 1; }", "sm_90");
 	jc_result_free(jct_compile(d, r, 0));
 	jc_request_free(r);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* The earlier layout, as that version left it: closed again at start. */
 	old_layout(d);
 	start_shared(d);
 	assert_true(jct_log_count(d, "had mode 2770; set to 0700"));
 	assert_true(jct_log_count(d, "index.sqlite had mode 0644; set to 0600"));
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* In that layout, the member replaces the index with her own copy. */
 	old_layout(d);
@@ -221,7 +200,7 @@ static void test_tampered_store_refused(void **state)
 	char want[300];
 	snprintf(want, sizeof(want), "%s/index.sqlite is not owned by the daemon's uid (owner uid %u, "
 		 "mode 0644); expected a file owned by uid 0 (the daemon's) with mode 0600", d->cache,
-		 (unsigned)uid_of(member));
+		 (unsigned)member_uid);
 	expect_refusal(d, want);
 	expect_refusal(d, "inspect it, then remove it (or the whole cache directory)");
 
@@ -230,7 +209,7 @@ static void test_tampered_store_refused(void **state)
 	snprintf(path, sizeof(path), "%s/index.sqlite", d->cache);
 	assert_int_equal(unlink(path), 0);
 	start_shared(d);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* A worker-cwd planted by the member, with a header in it. */
 	old_layout(d);
@@ -239,7 +218,7 @@ static void test_tampered_store_refused(void **state)
 	free(out);
 	assert_int_equal(rc, 0);
 	snprintf(want, sizeof(want), "%s/worker-cwd is not owned by the daemon's uid (owner uid %u",
-		 d->cache, (unsigned)uid_of(member));
+		 d->cache, (unsigned)member_uid);
 	expect_refusal(d, want);
 }
 

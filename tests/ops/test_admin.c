@@ -22,13 +22,14 @@
 
 #include <cmocka.h>
 
+#include "tests/lib/test.h"
+
 #include "index.h"
-#include "ops_util.h"
 #include "req.h"
 
 /* Compiles saxpy with an option and two name expressions; returns the key
  * and the lowered name of &saxpy<float>. */
-static void compile_saxpy(struct jc_test_daemon *d, char key[33], char lowered[128])
+static void compile_saxpy(struct jtl_daemon *d, char key[33], char lowered[128])
 {
 	static const char *const exprs[] = {"&saxpy<float>", "&saxpy<double>", NULL};
 	jc_request *r = jct_request("saxpy.cu", "sm_90", exprs);
@@ -43,87 +44,80 @@ static void compile_saxpy(struct jc_test_daemon *d, char key[33], char lowered[1
 	jc_request_free(r);
 }
 
-static void assert_has(const char *text, const char *want)
-{
-	if (!strstr(text, want))
-		fprintf(stderr, "no '%s' in:\n%s\n", want, text);
-	assert_non_null(strstr(text, want));
-}
-
 static void test_ls_and_show(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char key[33], bad[33], lowered[128], want[256];
 	jct_daemon_start(d, NULL);
 	compile_saxpy(d, key, lowered);
-	opst_compile_failure(d, bad);
+	jct_compile_failure(d, bad);
 	for (int offline = 0; offline < 2; offline++) {
 		const char *ls[] = {"ls", NULL}, *ls_json[] = {"ls", "--json", NULL};
-		char *out = opst_ctl(d, 0, NULL, ls);
-		assert_has(out, "KEY ");
-		assert_has(out, "LAST ACCESS");
+		char *out = jct_ctl_expect(d, 0, NULL, ls);
+		jct_assert_has(out, "KEY ");
+		jct_assert_has(out, "LAST ACCESS");
 		snprintf(want, sizeof(want), "%s  cubin     sm_90", key);
-		assert_has(out, want);
+		jct_assert_has(out, want);
 		snprintf(want, sizeof(want), "%s  negative  sm_90", bad);
-		assert_has(out, want);
-		assert_has(out, "saxpy.cu");
+		jct_assert_has(out, want);
+		jct_assert_has(out, "saxpy.cu");
 		free(out);
-		out = opst_ctl(d, 0, NULL, ls_json);
+		out = jct_ctl_expect(d, 0, NULL, ls_json);
 		assert_true(out[0] == '[');
 		static const char *const fields[] = {"\"kind\": \"cubin\"", "\"arch\": \"sm_90\"",
 						     "\"size\": ", "\"hits\": ", "\"last_access\": ",
 						     "\"source_name\": \"saxpy.cu\"", "\"kind\": \"negative\""};
 		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-			assert_has(out, fields[i]);
+			jct_assert_has(out, fields[i]);
 		free(out);
 
 		const char *show[] = {"show", key, NULL};
-		out = opst_ctl(d, 0, NULL, show);
-		assert_has(out, "options      -DJC_SHOW_TEST=1");
-		assert_has(out, "versions     nvrtc=");
-		assert_has(out, "driver=");
+		out = jct_ctl_expect(d, 0, NULL, show);
+		jct_assert_has(out, "options      -DJC_SHOW_TEST=1");
+		jct_assert_has(out, "versions     nvrtc=");
+		jct_assert_has(out, "driver=");
 		snprintf(want, sizeof(want), "lowered.0    &saxpy<float>\t%s\n", lowered);
 		if (!strstr(out, want)) /* stored order is the request's or sorted */
 			snprintf(want, sizeof(want), "&saxpy<float>\t%s\n", lowered);
-		assert_has(out, want);
-		assert_has(out, "&saxpy<double>\t_Z5saxpyIdEv");
-		assert_has(out, "compile_us   ");
-		assert_has(out, "created      ");
-		assert_has(out, "status       ok");
+		jct_assert_has(out, want);
+		jct_assert_has(out, "&saxpy<double>\t_Z5saxpyIdEv");
+		jct_assert_has(out, "compile_us   ");
+		jct_assert_has(out, "created      ");
+		jct_assert_has(out, "status       ok");
 		free(out);
 		const char *show_json[] = {"show", "--json", key, NULL};
-		out = opst_ctl(d, 0, NULL, show_json);
-		assert_true(opst_json_int(out, "compile_us") > 0);
+		out = jct_ctl_expect(d, 0, NULL, show_json);
+		assert_true(jct_json_int(out, "compile_us") > 0);
 		free(out);
 
 		/* A negative entry: the compile log, and when it expires. */
 		const char *show_bad[] = {"show", bad, NULL};
-		out = opst_ctl(d, 0, NULL, show_bad);
-		assert_has(out, "status       failed");
-		assert_has(out, "log:\n");
-		assert_has(out, "undefined_thing");
-		assert_has(out, "expires      ");
+		out = jct_ctl_expect(d, 0, NULL, show_bad);
+		jct_assert_has(out, "status       failed");
+		jct_assert_has(out, "log:\n");
+		jct_assert_has(out, "undefined_thing");
+		jct_assert_has(out, "expires      ");
 		free(out);
 
 		char *err = NULL;
 		const char *missing[] = {"show", "00000000000000000000000000000000", NULL};
-		free(opst_ctl(d, 1, &err, missing));
-		assert_has(err, "no entry with key");
+		free(jct_ctl_expect(d, 1, &err, missing));
+		jct_assert_has(err, "no entry with key");
 		free(err);
 		const char *bogus[] = {"show", "nothex", NULL};
-		free(opst_ctl(d, 1, &err, bogus));
-		assert_has(err, "32-hex-digit key");
+		free(jct_ctl_expect(d, 1, &err, bogus));
+		jct_assert_has(err, "32-hex-digit key");
 		free(err);
 		if (!offline)
-			assert_int_equal(jct_daemon_stop(d), 0);
+			assert_int_equal(jtl_daemon_stop(d), 0);
 	}
 }
 
 /* Flips one byte of the object of key (objects are read-only files). */
-static void corrupt_object(const struct jc_test_daemon *d, const char *key, char object[33])
+static void corrupt_object(const struct jtl_daemon *d, const char *key, char object[33])
 {
 	const char *show[] = {"show", "--json", key, NULL};
-	char *out = opst_ctl(d, 0, NULL, show);
+	char *out = jct_ctl_expect(d, 0, NULL, show);
 	const char *p = strstr(out, "\"object\": \"");
 	assert_non_null(p);
 	snprintf(object, 33, "%.32s", p + 11);
@@ -142,7 +136,7 @@ static void corrupt_object(const struct jc_test_daemon *d, const char *key, char
 }
 
 /* 1 when quarantine/ holds a file named after object. */
-static int in_quarantine(const struct jc_test_daemon *d, const char *object)
+static int in_quarantine(const struct jtl_daemon *d, const char *object)
 {
 	char path[512];
 	int found = 0;
@@ -157,34 +151,34 @@ static int in_quarantine(const struct jc_test_daemon *d, const char *object)
 
 static void test_verify_quarantines(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char a[33], b[33], object[33], want[128];
 	jct_daemon_start(d, NULL);
-	opst_compile_tiny(d, 1, "sm_90", a);
-	opst_compile_tiny(d, 2, "sm_90", b);
+	jct_compile_tiny(d, 1, "sm_90", a);
+	jct_compile_tiny(d, 2, "sm_90", b);
 	const char *verify[] = {"verify", NULL};
 	char *err = NULL;
-	free(opst_ctl(d, 0, &err, verify));
-	assert_has(err, "checked 2 objects, 0 bad");
+	free(jct_ctl_expect(d, 0, &err, verify));
+	jct_assert_has(err, "checked 2 objects, 0 bad");
 	free(err);
 	for (int offline = 0; offline < 2; offline++) {
 		const char *key = offline ? b : a;
 		corrupt_object(d, key, object);
-		char *out = opst_ctl(d, 1, &err, verify);
-		assert_has(err, "1 bad (quarantined)");
-		assert_has(out, "problem      corrupt");
-		assert_has(out, key);
+		char *out = jct_ctl_expect(d, 1, &err, verify);
+		jct_assert_has(err, "1 bad (quarantined)");
+		jct_assert_has(out, "problem      corrupt");
+		jct_assert_has(out, key);
 		snprintf(want, sizeof(want), "object       %s", object);
-		assert_has(out, want);
+		jct_assert_has(out, want);
 		free(out);
 		free(err);
-		assert_true(opst_listed(d, key) == 0);
+		assert_true(jct_listed(d, key) == 0);
 		assert_true(in_quarantine(d, object));
 		if (!offline) {
 			assert_int_equal(jct_stat(d, "corrupt_objects"), 1);
 			/* The next request compiles afresh, correct bytes again. */
-			assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
-			assert_int_equal(jct_daemon_stop(d), 0);
+			assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+			assert_int_equal(jtl_daemon_stop(d), 0);
 		}
 	}
 	assert_int_equal(jct_stat(d, "corrupt_objects"), 2); /* offline: stored counter */
@@ -193,10 +187,10 @@ static void test_verify_quarantines(void **state)
 /* An object no entry names, as a crash between rename and commit leaves:
  * the entry's row is deleted through the index, the file stays. Its mtime
  * is set age_s seconds back. Returns its path in path. */
-static void orphan(const struct jc_test_daemon *d, const char *key, int age_s, char *path, size_t len)
+static void orphan(const struct jtl_daemon *d, const char *key, int age_s, char *path, size_t len)
 {
 	const char *show[] = {"show", "--json", key, NULL};
-	char *out = opst_ctl(d, 0, NULL, show);
+	char *out = jct_ctl_expect(d, 0, NULL, show);
 	const char *p = strstr(out, "\"object\": \"");
 	assert_non_null(p);
 	snprintf(path, len, "%s/objects/%.2s/%.32s", d->cache, p + 11, p + 11);
@@ -215,15 +209,15 @@ static void orphan(const struct jc_test_daemon *d, const char *key, int age_s, c
 
 static void test_gc_grace(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char k[4][33], old0[512], old1[512], young[512], bad[33];
 	struct stat st;
 	const char *ttl[] = {"--negative-ttl", "1", NULL};
 	jct_daemon_start(d, ttl);
 	for (int i = 0; i < 4; i++)
-		opst_compile_tiny(d, 10 + i, "sm_90", k[i]);
-	opst_compile_failure(d, bad);
-	assert_int_equal(jct_daemon_stop(d), 0);
+		jct_compile_tiny(d, 10 + i, "sm_90", k[i]);
+	jct_compile_failure(d, bad);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	orphan(d, k[0], 3600, old0, sizeof(old0)); /* past the 10 minute grace */
 	orphan(d, k[1], 3600, old1, sizeof(old1));
 	orphan(d, k[2], 60, young, sizeof(young)); /* a publish may still commit it */
@@ -232,38 +226,38 @@ static void test_gc_grace(void **state)
 	/* Offline gc: the old orphan and the expired failure go; the young stays. */
 	const char *gc[] = {"gc", NULL};
 	char *err = NULL, *out = NULL;
-	out = opst_ctl(d, 0, &err, gc);
-	assert_has(err, "removed 1 expired negative entries, 2 orphaned objects");
+	out = jct_ctl_expect(d, 0, &err, gc);
+	jct_assert_has(err, "removed 1 expired negative entries, 2 orphaned objects");
 	free(out);
 	free(err);
 	assert_int_equal(stat(old0, &st), -1);
 	assert_int_equal(stat(old1, &st), -1);
 	assert_int_equal(stat(young, &st), 0);
-	assert_int_equal(opst_listed(d, bad), 0);
-	assert_int_equal(opst_listed(d, k[3]), 1); /* a referenced object is never touched */
+	assert_int_equal(jct_listed(d, bad), 0);
+	assert_int_equal(jct_listed(d, k[3]), 1); /* a referenced object is never touched */
 
 	/* Through the daemon: an object aged past the grace now goes. */
 	struct timespec t[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
 	assert_int_equal(utimensat(AT_FDCWD, young, t, 0), 0);
 	jct_daemon_start(d, NULL);
-	out = opst_ctl(d, 0, &err, gc);
-	assert_has(err, "1 orphaned objects");
-	assert_has(out, young);
+	out = jct_ctl_expect(d, 0, &err, gc);
+	jct_assert_has(err, "1 orphaned objects");
+	jct_assert_has(out, young);
 	free(out);
 	free(err);
 	assert_int_equal(stat(young, &st), -1);
-	assert_int_equal(opst_compile_tiny(d, 13, "sm_90", NULL), JC_HIT);
+	assert_int_equal(jct_compile_tiny(d, 13, "sm_90", NULL), JC_HIT);
 }
 
 /* The daemon collects by itself every --gc-interval. */
 static void test_periodic_gc(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char k[33], path[512];
 	struct stat st;
 	jct_daemon_start(d, NULL);
-	opst_compile_tiny(d, 20, "sm_90", k);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	jct_compile_tiny(d, 20, "sm_90", k);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	orphan(d, k, 3600, path, sizeof(path));
 	const char *every[] = {"--gc-interval", "1s", NULL};
 	jct_daemon_start(d, every);
@@ -273,8 +267,8 @@ static void test_periodic_gc(void **state)
 		usleep(50000);
 	}
 	assert_true(gone);
-	char *log = opst_log(d);
-	assert_has(log, "info EVICT: collector: removed 0 expired negative entries, 1 orphaned objects");
+	char *log = jct_log(d);
+	jct_assert_has(log, "info EVICT: collector: removed 0 expired negative entries, 1 orphaned objects");
 	free(log);
 }
 
@@ -283,7 +277,7 @@ static void test_periodic_gc(void **state)
  * lines kept. */
 static void test_terminal_escapes(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char key[33];
 	jct_daemon_start(d, NULL);
 	/* A source line NVRTC quotes in its log, an ESC in it. */
@@ -294,15 +288,15 @@ static void test_terminal_escapes(void **state)
 	jc_result_free(res);
 	jc_request_free(r);
 	const char *ls[] = {"ls", NULL}, *show[] = {"show", key, NULL};
-	char *out = opst_ctl(d, 0, NULL, ls);
-	assert_has(out, "evil\\xc2\\x9b2J.cu");
+	char *out = jct_ctl_expect(d, 0, NULL, ls);
+	jct_assert_has(out, "evil\\xc2\\x9b2J.cu");
 	assert_null(strstr(out, "\xc2\x9b"));
 	free(out);
-	out = opst_ctl(d, 0, NULL, show);
+	out = jct_ctl_expect(d, 0, NULL, show);
 	fprintf(stderr, "show of a hostile entry:\n%s", out);
-	assert_has(out, "evil\\xc2\\x9b2J.cu");
-	assert_has(out, "log:\n");
-	assert_has(out, "\\x1b]0;pwned\\x07");
+	jct_assert_has(out, "evil\\xc2\\x9b2J.cu");
+	jct_assert_has(out, "log:\n");
+	jct_assert_has(out, "\\x1b]0;pwned\\x07");
 	assert_null(strchr(out, 0x1b));
 	assert_null(strchr(out, 0x07));
 	free(out);

@@ -23,20 +23,21 @@
 
 #include <cmocka.h>
 
+#include "tests/lib/test.h"
+
 #include "client_internal.h"
 #include "io.h"
-#include "ops_util.h"
 
 /* Bytes of one tiny kernel's cubin (they all have the same size). */
-static int64_t tiny_size(struct jc_test_daemon *d)
+static int64_t tiny_size(struct jtl_daemon *d)
 {
 	jct_daemon_start(d, NULL);
-	assert_int_equal(opst_compile_tiny(d, 999, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, 999, "sm_90", NULL), JC_MISS);
 	int64_t size = jct_stat(d, "bytes");
 	assert_true(size > 0);
 	const char *purge[] = {"purge", "--all", NULL};
-	free(opst_ctl(d, 0, NULL, purge));
-	assert_int_equal(jct_daemon_stop(d), 0);
+	free(jct_ctl_expect(d, 0, NULL, purge));
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	return size;
 }
 
@@ -53,7 +54,7 @@ static int in(const char *key, char (*keys)[33], size_t n)
  * then C: only A[1..3] may go, A[0] (hit) and every B and C survive. */
 static void test_lru_eviction_keeps_budget(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	int64_t size = tiny_size(d);
 	char budget[32];
 	snprintf(budget, sizeof(budget), "%lld", (long long)(size * 21 / 2));
@@ -61,21 +62,21 @@ static void test_lru_eviction_keeps_budget(void **state)
 	jct_daemon_start(d, flags);
 	char a[4][33], b[4][33], c[4][33];
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(opst_compile_tiny(d, i, "sm_90", a[i]), JC_MISS);
+		assert_int_equal(jct_compile_tiny(d, i, "sm_90", a[i]), JC_MISS);
 	sleep(1);
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(opst_compile_tiny(d, 10 + i, "sm_90", b[i]), JC_MISS);
+		assert_int_equal(jct_compile_tiny(d, 10 + i, "sm_90", b[i]), JC_MISS);
 	sleep(1);
-	assert_int_equal(opst_compile_tiny(d, 0, "sm_90", NULL), JC_HIT); /* A[0] is used again */
+	assert_int_equal(jct_compile_tiny(d, 0, "sm_90", NULL), JC_HIT); /* A[0] is used again */
 	sleep(1);
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(opst_compile_tiny(d, 20 + i, "sm_90", c[i]), JC_MISS);
+		assert_int_equal(jct_compile_tiny(d, 20 + i, "sm_90", c[i]), JC_MISS);
 
 	/* Eviction runs in the background after each publish: wait for it. */
-	int64_t bytes = opst_wait_stat(d, "bytes", opst_le, size * 21 / 2, 10000);
+	int64_t bytes = jct_wait_stat(d, "bytes", jct_le, size * 21 / 2, 10000);
 	assert_true(bytes <= size * 21 / 2);
 	char keys[64][33];
-	size_t n = opst_ls_keys(d, keys, 64);
+	size_t n = jct_ls_keys(d, keys, 64);
 	int64_t evictions = jct_stat(d, "evictions");
 	assert_int_equal(jct_stat(d, "entries"), (int64_t)n);
 	assert_int_equal(bytes, (int64_t)n * size);
@@ -92,14 +93,14 @@ static void test_lru_eviction_keeps_budget(void **state)
 		if (!in(a[i], keys, n))
 			evicted_a = i;
 	assert_true(evicted_a > 0);
-	assert_int_equal(opst_compile_tiny(d, evicted_a, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, evicted_a, "sm_90", NULL), JC_MISS);
 
 	/* The count persists across a restart. */
 	evictions = jct_stat(d, "evictions");
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	jct_daemon_start(d, flags);
 	assert_int_equal(jct_stat(d, "evictions"), evictions);
-	char *log = opst_log(d);
+	char *log = jct_log(d);
 	assert_non_null(strstr(log, "least recently used entries"));
 	free(log);
 }
@@ -108,7 +109,7 @@ static void test_lru_eviction_keeps_budget(void **state)
  * budget holds, and the 5 compiled last (a second later) all survive. */
 static void test_budget_under_load(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	int64_t size = tiny_size(d);
 	char budget[32];
 	snprintf(budget, sizeof(budget), "%lldB", (long long)(size * 10));
@@ -120,7 +121,7 @@ static void test_budget_under_load(void **state)
 		assert_true(kids[k] >= 0);
 		if (kids[k] == 0) {
 			for (int i = k; i < 36; i += 2)
-				opst_compile_tiny(d, 100 + i, "sm_90", NULL);
+				jct_compile_tiny(d, 100 + i, "sm_90", NULL);
 			_exit(0);
 		}
 	}
@@ -132,11 +133,11 @@ static void test_budget_under_load(void **state)
 	sleep(1);
 	char last[5][33];
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(opst_compile_tiny(d, 200 + i, "sm_90", last[i]), JC_MISS);
-	int64_t bytes = opst_wait_stat(d, "bytes", opst_le, size * 10, 10000);
+		assert_int_equal(jct_compile_tiny(d, 200 + i, "sm_90", last[i]), JC_MISS);
+	int64_t bytes = jct_wait_stat(d, "bytes", jct_le, size * 10, 10000);
 	assert_true(bytes <= size * 10);
 	char keys[64][33];
-	size_t n = opst_ls_keys(d, keys, 64);
+	size_t n = jct_ls_keys(d, keys, 64);
 	assert_true(n >= 9 && n <= 10);
 	for (int i = 0; i < 5; i++)
 		assert_true(in(last[i], keys, n));
@@ -145,7 +146,7 @@ static void test_budget_under_load(void **state)
 }
 
 /* The object path of a served result. */
-static void object_path(const struct jc_test_daemon *d, const uint8_t object[16], char *path,
+static void object_path(const struct jtl_daemon *d, const uint8_t object[16], char *path,
 			size_t len)
 {
 	char hex[33];
@@ -157,9 +158,9 @@ static void object_path(const struct jc_test_daemon *d, const uint8_t object[16]
  * the object) while the client still holds it does not break the bytes. */
 static void test_served_entry_survives_purge(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	jc_request *r = jct_request_src("held.cu", opst_tiny_src(7), "sm_90");
+	jc_request *r = jct_request_src("held.cu", jct_tiny_src(7), "sm_90");
 	jc_client *c = jct_connect(d);
 	jc_result *first = NULL;
 	assert_int_equal(jc_compile(c, r, &first), 0);
@@ -184,7 +185,7 @@ static void test_served_entry_survives_purge(void **state)
 	assert_int_equal(stat(path, &st), 0);
 
 	const char *purge[] = {"purge", "--all", NULL};
-	free(opst_ctl(d, 0, NULL, purge));
+	free(jct_ctl_expect(d, 0, NULL, purge));
 	assert_int_equal(jct_stat(d, "entries"), 0);
 	assert_int_equal(stat(path, &st), -1); /* unlinked */
 	assert_int_equal(errno, ENOENT);
@@ -214,10 +215,10 @@ static void test_served_entry_survives_purge(void **state)
  * error; no object is ever taken for corrupt. */
 static void test_hits_race_purges(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	for (int i = 0; i < 3; i++)
-		opst_compile_tiny(d, 300 + i, "sm_90", NULL);
+		jct_compile_tiny(d, 300 + i, "sm_90", NULL);
 	pid_t kid = fork();
 	assert_true(kid >= 0);
 	if (kid == 0) {
@@ -225,7 +226,7 @@ static void test_hits_race_purges(void **state)
 		if (jc_client_connect(d->sock, &c) != 0)
 			_exit(2);
 		for (int n = 0; n < 600; n++) {
-			jc_request *r = jct_request_src("race.cu", opst_tiny_src(300 + n % 3), "sm_90");
+			jc_request *r = jct_request_src("race.cu", jct_tiny_src(300 + n % 3), "sm_90");
 			jc_result *res = NULL;
 			int rc = jc_compile(c, r, &res); /* the client checks size and hash */
 			if (rc != 0) {
@@ -241,7 +242,7 @@ static void test_hits_race_purges(void **state)
 	const char *purge[] = {"purge", "--all", NULL};
 	int status = 0, purges = 0;
 	while (waitpid(kid, &status, WNOHANG) == 0) {
-		free(opst_ctl(d, 0, NULL, purge));
+		free(jct_ctl_expect(d, 0, NULL, purge));
 		purges++;
 		usleep(50000);
 	}

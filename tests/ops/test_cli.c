@@ -26,29 +26,30 @@
 
 #include <cmocka.h>
 
+#include "tests/lib/test.h"
+
 #include "admin.h"
-#include "ops_util.h"
 
 static const char warn_src[] =
     "extern \"C\" __global__ void k(int *x) { int unused_here; x[threadIdx.x] = 1; }\n";
 
 /* d->dir/k.cu holding warn_src; returns its path (static buffer). */
-static const char *source(const struct jc_test_daemon *d)
+static const char *source(const struct jtl_daemon *d)
 {
 	static char path[200];
 	snprintf(path, sizeof(path), "%s/k.cu", d->dir);
-	opst_write(path, warn_src);
+	jct_write_text(path, warn_src);
 	return path;
 }
 
 /* The artifact as written to a regular file (the reference bytes). */
-static uint8_t *reference(const struct jc_test_daemon *d, size_t *n)
+static uint8_t *reference(const struct jtl_daemon *d, size_t *n)
 {
 	char out[200];
 	snprintf(out, sizeof(out), "%s/ref.cubin", d->dir);
 	const char *args[] = {"compile", source(d), "--arch", "sm_90", "-o", out, NULL};
-	free(opst_ctl(d, 0, NULL, args));
-	uint8_t *data = jct_read_file(out, n);
+	free(jct_ctl_expect(d, 0, NULL, args));
+	uint8_t *data = jtl_read_file(out, n);
 	assert_non_null(data);
 	assert_int_equal(jct_cubin_sm(data, *n), 90);
 	return data;
@@ -69,7 +70,7 @@ static void assert_no_temp(const char *dir)
 
 static void test_output_targets(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	size_t n;
 	uint8_t *ref = reference(d, &n);
 	char node[200], fifo[200], copy[200], target[200], link[200];
@@ -83,7 +84,7 @@ static void test_output_targets(void **state)
 			strerror(errno));
 	} else {
 		const char *args[] = {"compile", source(d), "--arch", "sm_90", "-o", node, NULL};
-		free(opst_ctl(d, 0, NULL, args));
+		free(jct_ctl_expect(d, 0, NULL, args));
 		assert_int_equal(lstat(node, &st), 0);
 		assert_true(S_ISCHR(st.st_mode));
 		assert_int_equal(st.st_rdev, null_st.st_rdev);
@@ -100,13 +101,13 @@ static void test_output_targets(void **state)
 		_exit(127);
 	}
 	const char *fargs[] = {"compile", source(d), "--arch", "sm_90", "-o", fifo, NULL};
-	free(opst_ctl(d, 0, NULL, fargs));
+	free(jct_ctl_expect(d, 0, NULL, fargs));
 	int status;
 	assert_int_equal(waitpid(reader, &status, 0), reader);
 	assert_int_equal(lstat(fifo, &st), 0);
 	assert_true(S_ISFIFO(st.st_mode));
 	size_t m;
-	uint8_t *got = jct_read_file(copy, &m);
+	uint8_t *got = jtl_read_file(copy, &m);
 	assert_int_equal(m, n);
 	assert_memory_equal(got, ref, n);
 	free(got);
@@ -114,26 +115,26 @@ static void test_output_targets(void **state)
 	/* A symbolic link: still a link, its target holds the bytes. */
 	snprintf(target, sizeof(target), "%s/target.bin", d->dir);
 	snprintf(link, sizeof(link), "%s/link.cubin", d->dir);
-	opst_write(target, "old contents, longer than nothing at all");
+	jct_write_text(target, "old contents, longer than nothing at all");
 	assert_int_equal(symlink(target, link), 0);
 	const char *largs[] = {"compile", source(d), "--arch", "sm_90", "-o", link, NULL};
-	free(opst_ctl(d, 0, NULL, largs));
+	free(jct_ctl_expect(d, 0, NULL, largs));
 	assert_int_equal(lstat(link, &st), 0);
 	assert_true(S_ISLNK(st.st_mode));
-	got = jct_read_file(target, &m);
+	got = jtl_read_file(target, &m);
 	assert_int_equal(m, n);
 	assert_memory_equal(got, ref, n);
 	free(got);
 
 	/* A regular file: replaced whole, its mode kept, no temporary left. */
 	assert_int_equal(chmod(target, 0640), 0);
-	opst_write(target, "stale");
+	jct_write_text(target, "stale");
 	assert_int_equal(chmod(target, 0640), 0);
 	const char *rargs[] = {"compile", source(d), "--arch", "sm_90", "-o", target, NULL};
-	free(opst_ctl(d, 0, NULL, rargs));
+	free(jct_ctl_expect(d, 0, NULL, rargs));
 	assert_int_equal(stat(target, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0640);
-	got = jct_read_file(target, &m);
+	got = jtl_read_file(target, &m);
 	assert_int_equal(m, n);
 	assert_memory_equal(got, ref, n);
 	free(got);
@@ -159,18 +160,18 @@ static void test_output_targets(void **state)
  * directory, and the command says so; the warning is shown on success. */
 static void test_default_output_and_warnings(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char cwd[4096], work[200], *err = NULL;
 	snprintf(work, sizeof(work), "%s/work", d->dir);
 	assert_int_equal(mkdir(work, 0700), 0);
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	assert_int_equal(chdir(work), 0);
 	const char *args[] = {"compile", source(d), "--arch", "sm_90", NULL};
-	free(opst_ctl(d, 0, &err, args));
+	free(jct_ctl_expect(d, 0, &err, args));
 	const char *ptx_args[] = {"compile",  source(d), "--arch", "compute_90",
 				  "--output", "ptx",	 NULL};
 	char *err2 = NULL;
-	free(opst_ctl(d, 0, &err2, ptx_args));
+	free(jct_ctl_expect(d, 0, &err2, ptx_args));
 	assert_int_equal(chdir(cwd), 0);
 	assert_non_null(strstr(err, "wrote k.cubin"));
 	assert_non_null(strstr(err, "unused_here")); /* NVRTC's warning */
@@ -178,11 +179,11 @@ static void test_default_output_and_warnings(void **state)
 	char path[300];
 	size_t n;
 	snprintf(path, sizeof(path), "%s/k.cubin", work);
-	uint8_t *data = jct_read_file(path, &n);
+	uint8_t *data = jtl_read_file(path, &n);
 	assert_int_equal(jct_cubin_sm(data, n), 90);
 	free(data);
 	snprintf(path, sizeof(path), "%s/k.ptx", work);
-	data = jct_read_file(path, &n);
+	data = jtl_read_file(path, &n);
 	assert_non_null(strstr((char *)data, ".version"));
 	free(data);
 	free(err);
@@ -193,39 +194,39 @@ static void test_default_output_and_warnings(void **state)
  * nvcc finds it; a change to it is a new key. */
 static void test_source_directory_is_searched(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char dir[200], src[260], hdr[260], out[260], *err = NULL;
 	snprintf(dir, sizeof(dir), "%s/proj", d->dir);
 	assert_int_equal(mkdir(dir, 0700), 0);
 	snprintf(src, sizeof(src), "%s/main.cu", dir);
 	snprintf(hdr, sizeof(hdr), "%s/local.h", dir);
 	snprintf(out, sizeof(out), "%s/main.ptx", d->dir);
-	opst_write(hdr, "#define VALUE 4321\n");
-	opst_write(src, "#include \"local.h\"\n"
+	jct_write_text(hdr, "#define VALUE 4321\n");
+	jct_write_text(src, "#include \"local.h\"\n"
 			"extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n");
 	jct_settle();
 	const char *args[] = {"compile", src,  "--arch", "compute_90", "--output",
 			      "ptx",	 "-o", out,	 NULL};
-	free(opst_ctl(d, 0, &err, args));
+	free(jct_ctl_expect(d, 0, &err, args));
 	assert_true(strncmp(err, "miss", 4) == 0);
 	free(err);
 	size_t n;
-	char *ptx = (char *)jct_read_file(out, &n);
+	char *ptx = (char *)jtl_read_file(out, &n);
 	assert_non_null(strstr(ptx, "4321"));
 	free(ptx);
-	opst_write(hdr, "#define VALUE 8765\n");
+	jct_write_text(hdr, "#define VALUE 8765\n");
 	jct_settle();
-	free(opst_ctl(d, 0, &err, args));
+	free(jct_ctl_expect(d, 0, &err, args));
 	assert_true(strncmp(err, "miss", 4) == 0);
 	free(err);
-	ptx = (char *)jct_read_file(out, &n);
+	ptx = (char *)jtl_read_file(out, &n);
 	assert_non_null(strstr(ptx, "8765"));
 	free(ptx);
 }
 
 static void test_help(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *ctl = getenv("JITCACHECTL"), *daemon = getenv("JITCACHED");
 	char *out = NULL, *err = NULL;
 	const char *help_purge[] = {ctl, "help", "purge", NULL};
@@ -272,8 +273,8 @@ static void test_help(void **state)
 
 static void test_config_stats_since_and_stop(void **state)
 {
-	struct jc_test_daemon *d = *state;
-	char *out = opst_ctl(d, 0, NULL, (const char *[]){"config", NULL});
+	struct jtl_daemon *d = *state;
+	char *out = jct_ctl_expect(d, 0, NULL, (const char *[]){"config", NULL});
 	char want[200];
 	snprintf(want, sizeof(want), "(--socket) socket = %s", d->sock);
 	assert_non_null(strstr(out, want));
@@ -282,31 +283,31 @@ static void test_config_stats_since_and_stop(void **state)
 	assert_non_null(strstr(out, want));
 	free(out);
 
-	opst_compile_tiny(d, 1, "sm_90", NULL);
-	opst_compile_tiny(d, 1, "sm_90", NULL);
-	out = opst_ctl(d, 0, NULL, (const char *[]){"stats", "--json", NULL});
-	int64_t since = opst_json_int(out, "hit_latency_since");
+	jct_compile_tiny(d, 1, "sm_90", NULL);
+	jct_compile_tiny(d, 1, "sm_90", NULL);
+	out = jct_ctl_expect(d, 0, NULL, (const char *[]){"stats", "--json", NULL});
+	int64_t since = jct_json_int(out, "hit_latency_since");
 	free(out);
 	assert_true(since > 1700000000);
-	out = opst_ctl(d, 0, NULL, (const char *[]){"stats", NULL});
+	out = jct_ctl_expect(d, 0, NULL, (const char *[]){"stats", NULL});
 	assert_non_null(strstr(out, "hits since"));
 	free(out);
 
 	char *err = NULL;
-	free(opst_ctl(d, 0, &err, (const char *[]){"stop", NULL}));
+	free(jct_ctl_expect(d, 0, &err, (const char *[]){"stop", NULL}));
 	assert_non_null(strstr(err, "stopping"));
 	free(err);
-	assert_int_equal(jct_daemon_wait(d), 0);
-	assert_true(opst_wait_log(d, "stop by uid", 1000));
+	assert_int_equal(jtl_daemon_wait(d), 0);
+	assert_true(jct_wait_log(d, "stop by uid", 1000));
 	/* Nothing answers now: stop says so and fails. */
-	free(opst_ctl(d, 1, NULL, (const char *[]){"stop", NULL}));
+	free(jct_ctl_expect(d, 1, NULL, (const char *[]){"stop", NULL}));
 }
 
 /* Files without end (/dev/zero) are refused once past the most a request
  * carries, not read until memory runs out: inspect, compile, --header. */
 static void test_endless_input(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char *err = NULL;
 	const char *const cmds[][8] = {
 	    {"inspect", "/dev/zero", NULL},
@@ -315,9 +316,9 @@ static void test_endless_input(void **state)
 	     "-o", "/dev/null"},
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		double t0 = jct_now_s();
-		char *out = opst_ctl(d, i < 2 ? 2 : 1, &err, cmds[i]);
-		fprintf(stderr, "%s %s: %.2f s: %s", cmds[i][0], cmds[i][1], jct_now_s() - t0, err);
+		double t0 = jtl_now_s();
+		char *out = jct_ctl_expect(d, i < 2 ? 2 : 1, &err, cmds[i]);
+		fprintf(stderr, "%s %s: %.2f s: %s", cmds[i][0], cmds[i][1], jtl_now_s() - t0, err);
 		assert_non_null(strstr(err, "/dev/zero"));
 		assert_non_null(strstr(err, strerror(EFBIG)));
 		free(out);

@@ -20,10 +20,11 @@
 
 #include <cmocka.h>
 
-#include "ops_util.h"
+#include "tests/lib/test.h"
+
 
 struct fx {
-	struct jc_test_daemon d;
+	struct jtl_daemon d;
 	char sysconf[320], xdg[320], file[320];
 };
 
@@ -61,13 +62,13 @@ static void write_conf(const char *dir, const char *text)
 {
 	char path[400];
 	snprintf(path, sizeof(path), "%s/jitcache/jitcached.conf", dir);
-	opst_write(path, text);
+	jct_write_text(path, text);
 }
 
-static void assert_log(const struct jc_test_daemon *d, const char *text)
+static void assert_log(const struct jtl_daemon *d, const char *text)
 {
-	if (!opst_wait_log(d, text, 5000)) {
-		char *log = opst_log(d);
+	if (!jct_wait_log(d, text, 5000)) {
+		char *log = jct_log(d);
 		fprintf(stderr, "no '%s' in the log:\n%s\n", text, log);
 		free(log);
 		fail();
@@ -83,7 +84,7 @@ static void run_and_check(struct fx *f, const char *const *flags, int64_t max_si
 	jct_daemon_wait_ready(&f->d);
 	assert_int_equal(jct_stat(&f->d, "max_size"), max_size);
 	assert_log(&f->d, ready_part);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 }
 
 /* Starts with flags, expects exit status 2 and msg in the log. */
@@ -91,7 +92,7 @@ static void run_and_refuse(struct fx *f, const char *const *flags, const char *m
 {
 	unlink(f->d.log);
 	jct_daemon_spawn_with(&f->d, flags, NULL, NULL);
-	assert_int_equal(jct_daemon_wait(&f->d), 2);
+	assert_int_equal(jtl_daemon_wait(&f->d), 2);
 	assert_log(&f->d, msg);
 }
 
@@ -109,18 +110,18 @@ static void test_precedence(void **state)
 	const char *flag[] = {"--max-size", "300M", NULL};
 	run_and_check(f, flag, 300 << 20, "budget 314572800 bytes");
 	/* --config FILE instead of both (gc-interval back to its default). */
-	opst_write(f->file, "max-size = 400M\n");
+	jct_write_text(f->file, "max-size = 400M\n");
 	const char *config[] = {"--config", f->file, NULL};
 	run_and_check(f, config, 400 << 20, "gc every 3600 s");
 	const char *both[] = {"--config", f->file, "--max-size", "500M", NULL};
 	run_and_check(f, both, 500 << 20, "budget 524288000 bytes");
 
 	/* Refusals name the file, line and setting. */
-	opst_write(f->file, "max-size = 400M\ncolour = blue\n");
+	jct_write_text(f->file, "max-size = 400M\ncolour = blue\n");
 	run_and_refuse(f, config, "my.conf:2: unknown setting 'colour'");
-	opst_write(f->file, "max-size = lots\n");
+	jct_write_text(f->file, "max-size = lots\n");
 	run_and_refuse(f, config, "my.conf:1: bad value 'lots' for max-size");
-	opst_write(f->file, "group-shared = maybe\n");
+	jct_write_text(f->file, "group-shared = maybe\n");
 	run_and_refuse(f, config, "bad value 'maybe' for group-shared");
 	unlink(f->file);
 	run_and_refuse(f, config, "cannot read");
@@ -140,15 +141,15 @@ static void test_precedence(void **state)
 static void test_sighup_reload(void **state)
 {
 	struct fx *f = *state;
-	struct jc_test_daemon *d = &f->d;
-	opst_write(f->file, "max-size = 1G\nlog-level = notice\n");
+	struct jtl_daemon *d = &f->d;
+	jct_write_text(f->file, "max-size = 1G\nlog-level = notice\n");
 	const char *config[] = {"--config", f->file, NULL};
 	jct_daemon_spawn_with(d, config, NULL, NULL);
 	jct_daemon_wait_ready(d);
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
-	assert_int_equal(opst_compile_tiny(d, 2, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, 2, "sm_90", NULL), JC_MISS);
 	int64_t bytes = jct_stat(d, "bytes");
-	char *log = opst_log(d);
+	char *log = jct_log(d);
 	assert_null(strstr(log, "] debug "));
 	assert_null(strstr(log, "] info "));
 	free(log);
@@ -157,7 +158,7 @@ static void test_sighup_reload(void **state)
 	char conf[256];
 	snprintf(conf, sizeof(conf), "max-size = %lld\nlog-level = debug\nworkers = 1\n",
 		 (long long)(bytes * 3 / 4));
-	opst_write(f->file, conf);
+	jct_write_text(f->file, conf);
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
 	assert_log(d, "notice MAIN: SIGHUP: configuration reloaded");
 	assert_log(d, "SIGHUP: max-size 1073741824 -> ");
@@ -165,31 +166,31 @@ static void test_sighup_reload(void **state)
 	assert_log(d, "warning MAIN: SIGHUP: workers changed; it takes effect at the next start");
 	assert_int_equal(jct_stat(d, "max_size"), bytes * 3 / 4);
 	/* The smaller budget evicts at once, down to its low-water mark. */
-	assert_int_equal(opst_wait_stat(d, "entries", opst_le, 1, 10000), 1);
+	assert_int_equal(jct_wait_stat(d, "entries", jct_le, 1, 10000), 1);
 	assert_int_equal(jct_stat(d, "evictions"), 1);
 	assert_log(d, "info EVICT: evicted 1 least recently used entries");
 	assert_log(d, "debug NET: client uid"); /* debug lines now */
 
 	/* A bad file changes nothing and says so; the daemon goes on. */
-	opst_write(f->file, "max-size = 1G\nlog-level = loud\n");
+	jct_write_text(f->file, "max-size = 1G\nlog-level = loud\n");
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
 	assert_log(d, "bad value 'loud' for log-level");
 	assert_log(d, "err MAIN: SIGHUP: configuration not reloaded (see above); keeping the running one");
 	assert_int_equal(jct_stat(d, "max_size"), bytes * 3 / 4);
-	assert_int_equal(opst_compile_tiny(d, 3, "sm_90", NULL), JC_MISS);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jct_compile_tiny(d, 3, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 }
 
 static void test_log_level(void **state)
 {
 	struct fx *f = *state;
-	struct jc_test_daemon *d = &f->d;
+	struct jtl_daemon *d = &f->d;
 	const char *warning[] = {"--log-level", "warning", NULL};
 	jct_daemon_spawn_with(d, warning, NULL, NULL);
 	jct_daemon_wait_ready(d);
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
-	assert_int_equal(jct_daemon_stop(d), 0);
-	char *log = opst_log(d);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jtl_daemon_stop(d), 0);
+	char *log = jct_log(d);
 	assert_null(strstr(log, "ready")); /* a notice */
 	assert_null(strstr(log, "stopping"));
 	free(log);
@@ -202,7 +203,7 @@ static void test_log_level(void **state)
 	assert_log(d, "debug WORKER: worker ");
 	assert_log(d, "<5>jitcached[");
 	assert_log(d, "notice MAIN: jitcached ");
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	assert_log(d, "notice MAIN: signal 15: stopping");
 	run_and_refuse(f, (const char *const[]){"--log-level", "loud", NULL},
 		       "bad value 'loud' for log-level");
@@ -218,20 +219,20 @@ static mode_t mode_of(const char *path)
 static void test_group_shared(void **state)
 {
 	struct fx *f = *state;
-	struct jc_test_daemon *d = &f->d;
+	struct jtl_daemon *d = &f->d;
 	jct_daemon_spawn_with(d, NULL, NULL, NULL);
 	jct_daemon_wait_ready(d);
 	assert_true(S_ISSOCK(mode_of(d->sock)));
 	assert_int_equal(mode_of(d->sock) & 0777, 0600);
 	assert_int_equal(mode_of(d->cache) & 07777, 0700);
-	assert_int_equal(jct_daemon_stop(d), 0);
-	opst_write(f->file, "group-shared = yes\n");
+	assert_int_equal(jtl_daemon_stop(d), 0);
+	jct_write_text(f->file, "group-shared = yes\n");
 	jct_daemon_spawn_with(d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
 	jct_daemon_wait_ready(d);
 	assert_int_equal(mode_of(d->sock) & 0777, 0660);
 	assert_int_equal(mode_of(d->cache) & 07777, 0700); /* only the socket is shared */
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 }
 
 /* The example configuration: every "#key = value" line uncommented is
@@ -263,7 +264,7 @@ static void test_example_config(void **state)
 	jct_daemon_spawn_with(&f->d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
 	jct_daemon_wait_ready(&f->d);
 	assert_int_equal(jct_stat(&f->d, "max_size"), 10ll << 30);
-	assert_int_equal(jct_daemon_stop(&f->d), 0);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 
 	/* Every setting flag in the usage text is documented there. */
 	char cmd[600];
@@ -271,7 +272,7 @@ static void test_example_config(void **state)
 	assert_int_equal(system(cmd), 0);
 	snprintf(path, sizeof(path), "%s/help.txt", f->d.dir);
 	size_t n;
-	char *help = (char *)jct_read_file(path, &n);
+	char *help = (char *)jtl_read_file(path, &n);
 	int flags = 0;
 	for (char *p = help; (p = strstr(p, "\n  --"));) {
 		char flag[64], want[70];

@@ -21,7 +21,8 @@
 #include <cmocka.h>
 #include <nvrtc.h>
 
-#include "ops_util.h"
+#include "tests/lib/test.h"
+
 
 /* The library path the tests were started with (a machine without system
  * libraries, like the GPU host, needs it for the daemon to start at all). */
@@ -41,64 +42,57 @@ static int teardown(void **state)
 	return jct_teardown(state);
 }
 
-static void assert_has(const char *text, const char *want)
-{
-	if (!strstr(text, want))
-		fprintf(stderr, "no '%s' in:\n%s\n", want, text);
-	assert_non_null(strstr(text, want));
-}
-
-static char *doctor(const struct jc_test_daemon *d, int want_exit)
+static char *doctor(const struct jtl_daemon *d, int want_exit)
 {
 	const char *args[] = {"doctor", NULL};
-	return opst_ctl(d, want_exit, NULL, args);
+	return jct_ctl_expect(d, want_exit, NULL, args);
 }
 
 static void test_this_machine(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
 	char *out = doctor(d, 0);
-	assert_has(out, "ok    NVRTC ");
-	assert_has(out, "ok    nvJitLink ");
-	assert_has(out, "info  supported architectures: sm_");
-	assert_has(out, "ok    daemon answers on ");
-	assert_has(out, "ok    cache directory ");
-	assert_has(out, "ok    cache directory is on a local filesystem");
-	assert_has(out, " MiB free on the cache filesystem");
-	assert_has(out, "ok    index ");
-	assert_has(out, "0 failed, ");
+	jct_assert_has(out, "ok    NVRTC ");
+	jct_assert_has(out, "ok    nvJitLink ");
+	jct_assert_has(out, "info  supported architectures: sm_");
+	jct_assert_has(out, "ok    daemon answers on ");
+	jct_assert_has(out, "ok    cache directory ");
+	jct_assert_has(out, "ok    cache directory is on a local filesystem");
+	jct_assert_has(out, " MiB free on the cache filesystem");
+	jct_assert_has(out, "ok    index ");
+	jct_assert_has(out, "0 failed, ");
 	void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (cuda) {
 		dlclose(cuda);
-		assert_has(out, "ok    driver CUDA ");
+		jct_assert_has(out, "ok    driver CUDA ");
 	} else {
 		/* No driver: said plainly, and only a warning. */
-		assert_has(out, "warn  no CUDA driver (");
-		assert_has(out, "compiling and caching work");
-		assert_has(out, "without a driver it cannot be checked that it JIT-compiles");
+		jct_assert_has(out, "warn  no CUDA driver (");
+		jct_assert_has(out, "compiling and caching work");
+		jct_assert_has(out, "without a driver it cannot be checked that it JIT-compiles");
 	}
 	free(out);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	out = doctor(d, 0);
-	assert_has(out, "warn  no daemon answers on ");
+	jct_assert_has(out, "warn  no daemon answers on ");
 	free(out);
 }
 
 static void test_bad_cache_dir(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	assert_int_equal(chmod(d->cache, 0777), 0);
 	char *out = doctor(d, 0);
-	assert_has(out, "warn  cache directory ");
-	assert_has(out, "is writable by group or others (mode 0777): its jitcached sets it to 0700");
+	jct_assert_has(out, "warn  cache directory ");
+	jct_assert_has(out, "is writable by group or others (mode 0777): its jitcached sets it to 0700");
 	free(out);
 	/* As it does. */
 	jct_daemon_start(d, NULL);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	struct stat st;
 	assert_int_equal(stat(d->cache, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0700);
@@ -125,7 +119,7 @@ static void nvrtc_ptx_isa(char isa[16])
 
 static void test_stub_drivers(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char lib[600], want[256], isa[16], ver[16];
 	snprintf(lib, sizeof(lib), "%s/tests/ops", getenv("JC_BUILD_ROOT"));
 	char stub[700];
@@ -149,16 +143,16 @@ static void test_stub_drivers(void **state)
 	setenv("JC_STUB_CC", "90", 1);
 	char *out = doctor(d, 0);
 	snprintf(want, sizeof(want), "ok    driver CUDA %d.%d", major, minor);
-	assert_has(out, want);
-	assert_has(out, "ok    device 0: jitcache stub GPU 0, compute capability 9.0, "
+	jct_assert_has(out, want);
+	jct_assert_has(out, "ok    device 0: jitcache stub GPU 0, compute capability 9.0, "
 			"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
 	snprintf(want, sizeof(want), "ok    device 0: NVRTC %d.%d can target sm_90", major, minor);
-	assert_has(out, want);
+	jct_assert_has(out, want);
 	snprintf(want, sizeof(want), "accepts PTX ISA %s, which NVRTC %d.%d emits", isa, major, minor);
-	assert_has(out, want);
+	jct_assert_has(out, want);
 	snprintf(want, sizeof(want), "ok    cuModuleLoadData JIT-compiled PTX ISA %s (compute_90)", isa);
-	assert_has(out, want);
-	assert_has(out, "0 failed, ");
+	jct_assert_has(out, want);
+	jct_assert_has(out, "0 failed, ");
 	free(out);
 
 	/* A driver of the previous major release: too old for this PTX. */
@@ -168,11 +162,11 @@ static void test_stub_drivers(void **state)
 	out = doctor(d, 1);
 	snprintf(want, sizeof(want), "FAIL  driver CUDA %d.4 cannot JIT-compile PTX ISA %s from NVRTC %d.%d",
 		 major - 1, isa, major, minor);
-	assert_has(out, want);
-	assert_has(out, "request cubins (sm_XY) or update the driver");
-	assert_has(out, "FAIL  cuModuleLoadData of PTX ISA ");
-	assert_has(out, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
-	assert_has(out, "2 failed, ");
+	jct_assert_has(out, want);
+	jct_assert_has(out, "request cubins (sm_XY) or update the driver");
+	jct_assert_has(out, "FAIL  cuModuleLoadData of PTX ISA ");
+	jct_assert_has(out, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
+	jct_assert_has(out, "2 failed, ");
 	free(out);
 	unsetenv("JC_STUB_REJECT_PTX");
 
@@ -181,9 +175,9 @@ static void test_stub_drivers(void **state)
 	setenv("JC_STUB_CUDA_VERSION", ver, 1);
 	setenv("JC_STUB_DEVICES", "0", 1);
 	out = doctor(d, 0);
-	assert_has(out, "warn  cuInit failed: CUDA_ERROR_NO_DEVICE");
+	jct_assert_has(out, "warn  cuInit failed: CUDA_ERROR_NO_DEVICE");
 	assert_null(strstr(out, "cuModuleLoadData"));
-	assert_has(out, "0 failed, ");
+	jct_assert_has(out, "0 failed, ");
 	free(out);
 	unsetenv("JC_STUB_DEVICES");
 
@@ -191,8 +185,8 @@ static void test_stub_drivers(void **state)
 	setenv("JC_STUB_CC", "990", 1);
 	out = doctor(d, 0);
 	snprintf(want, sizeof(want), "warn  device 0: NVRTC %d.%d cannot target sm_990", major, minor);
-	assert_has(out, want);
-	assert_has(out, "ok    cuModuleLoadData JIT-compiled PTX ISA ");
+	jct_assert_has(out, want);
+	jct_assert_has(out, "ok    cuModuleLoadData JIT-compiled PTX ISA ");
 	free(out);
 	setenv("JC_STUB_CC", "90", 1);
 
@@ -207,15 +201,15 @@ static void test_stub_drivers(void **state)
 	out = doctor(d, 0);
 	snprintf(want, sizeof(want), "info  driver CUDA %d.%d JIT-compiles PTX ISA up to %s; NVRTC "
 		 "%d.%d emits %s", major, minor, isa, major, minor, isa);
-	assert_has(out, want);
-	assert_has(out, "warn  GPU 0: MIG mode enabled (CUDA sees MIG instances, not the whole GPU), "
+	jct_assert_has(out, want);
+	jct_assert_has(out, "warn  GPU 0: MIG mode enabled (CUDA sees MIG instances, not the whole GPU), "
 			"pending disabled");
 	snprintf(want, sizeof(want), "info  MPS: a control daemon's pipe is at %s/mps/control", d->dir);
-	assert_has(out, want);
+	jct_assert_has(out, want);
 	free(out);
 	unsetenv("JC_STUB_MIG");
 	out = doctor(d, 0);
-	assert_has(out, "info  GPU 0: MIG not supported");
+	jct_assert_has(out, "info  GPU 0: MIG not supported");
 	free(out);
 }
 
@@ -224,7 +218,7 @@ static void test_stub_drivers(void **state)
  * /proc/driver/nvidia/version. */
 static void test_driver_mismatch(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	char lib[200], path[4400], proc[200], want[1024];
 	snprintf(lib, sizeof(lib), "%s/lib", d->dir);
 	assert_int_equal(mkdir(lib, 0700), 0);
@@ -241,20 +235,20 @@ static void test_driver_mismatch(void **state)
 	jct_daemon_start(d, NULL);
 	char *out = doctor(d, 1);
 	snprintf(want, sizeof(want), "info  libcuda loaded from %s/libcuda.so.1 -> ", lib);
-	assert_has(out, want);
+	jct_assert_has(out, want);
 	snprintf(want, sizeof(want), "FAIL  user-space driver libcuda 575.57.08 (%s/libcuda.so.575.57.08) "
 		 "does not match the kernel module 580.159.04 (%s)", lib, proc);
-	assert_has(out, want);
-	assert_has(out, "the container or image ships its own libcuda");
+	jct_assert_has(out, want);
+	jct_assert_has(out, "the container or image ships its own libcuda");
 	free(out);
 	static const char same[] = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  575.57.08  Sat May 24 2025\n";
 	jct_write_file(proc, same, sizeof(same) - 1);
 	out = doctor(d, 0);
-	assert_has(out, "ok    user-space driver (libcuda 575.57.08) matches the kernel module 575.57.08");
+	jct_assert_has(out, "ok    user-space driver (libcuda 575.57.08) matches the kernel module 575.57.08");
 	free(out);
 	assert_int_equal(unlink(proc), 0);
 	out = doctor(d, 0);
-	assert_has(out, "warn  no NVIDIA kernel module version");
+	jct_assert_has(out, "warn  no NVIDIA kernel module version");
 	free(out);
 }
 

@@ -19,12 +19,13 @@
 
 #include <cmocka.h>
 
-#include "ops_util.h"
+#include "tests/lib/test.h"
+
 
 enum { E_OLD, E_USED, E_KEY, E_KEEP, E_SM80, E_STALE, E_LRU1, E_LRU2, E_NEG, N_ENTRIES };
 
 struct fx {
-	struct jc_test_daemon d;
+	struct jtl_daemon d;
 	char key[N_ENTRIES][33];
 	unsigned present; /* entries not purged yet (bits of the enum) */
 };
@@ -81,29 +82,29 @@ static size_t objects_of(unsigned set)
  * compile failure; then times: old / recently used / LRU order. */
 static void populate(struct fx *f)
 {
-	struct jc_test_daemon *d = &f->d;
+	struct jtl_daemon *d = &f->d;
 	jct_daemon_start(d, NULL);
 	static const int kernel[] = {1, 2, 3, 4, 5, 0, 7, 8};
 	for (int i = 0; i < E_NEG; i++)
 		if (i != E_STALE)
-			opst_compile_tiny(d, kernel[i], i == E_SM80 ? "sm_80" : "sm_90", f->key[i]);
-	opst_compile_failure(d, f->key[E_NEG]);
-	assert_int_equal(jct_daemon_stop(d), 0);
+			jct_compile_tiny(d, kernel[i], i == E_SM80 ? "sm_80" : "sm_90", f->key[i]);
+	jct_compile_failure(d, f->key[E_NEG]);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* The same kernel as E_KEEP under another NVRTC identity: a new key,
 	 * an entry whose versions are not the current ones. */
 	setenv("JITCACHE_TEST_NVRTC_ID", "build-id:00000000000000000000000000000000000000ab", 1);
 	jct_daemon_start(d, NULL);
 	unsetenv("JITCACHE_TEST_NVRTC_ID");
-	assert_int_equal(opst_compile_tiny(d, kernel[E_KEEP], "sm_90", f->key[E_STALE]), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, kernel[E_KEEP], "sm_90", f->key[E_STALE]), JC_MISS);
 	assert_string_not_equal(f->key[E_STALE], f->key[E_KEEP]);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	int64_t now = (int64_t)time(NULL);
-	opst_set_times(d->cache, f->key[E_OLD], now - 7200, now - 7200);   /* old, unused */
-	opst_set_times(d->cache, f->key[E_USED], now - 7200, now - 60);    /* old, used lately */
-	opst_set_times(d->cache, f->key[E_LRU1], now - 100, now - 300);    /* least recent */
-	opst_set_times(d->cache, f->key[E_LRU2], now - 100, now - 200);
+	jct_set_times(d->cache, f->key[E_OLD], now - 7200, now - 7200);   /* old, unused */
+	jct_set_times(d->cache, f->key[E_USED], now - 7200, now - 60);    /* old, used lately */
+	jct_set_times(d->cache, f->key[E_LRU1], now - 100, now - 300);    /* least recent */
+	jct_set_times(d->cache, f->key[E_LRU2], now - 100, now - 200);
 	f->present = (1u << N_ENTRIES) - 1;
 	assert_int_equal(count_objects(d->cache), objects_of(f->present));
 }
@@ -112,9 +113,9 @@ static void populate(struct fx *f)
  * want (a bit set over the enum) and only those go. */
 static void purge_expect(struct fx *f, const char *a1, const char *a2, unsigned want)
 {
-	struct jc_test_daemon *d = &f->d;
+	struct jtl_daemon *d = &f->d;
 	char keys[N_ENTRIES][33];
-	size_t before = opst_ls_keys(d, keys, N_ENTRIES), expect_n = 0;
+	size_t before = jct_ls_keys(d, keys, N_ENTRIES), expect_n = 0;
 	for (int i = 0; i < N_ENTRIES; i++)
 		expect_n += (want >> i) & 1;
 	for (int dry = 1; dry >= 0; dry--) {
@@ -125,14 +126,14 @@ static void purge_expect(struct fx *f, const char *a1, const char *a2, unsigned 
 		if (dry)
 			args[n++] = "--dry-run";
 		args[n] = NULL;
-		char *err = NULL, *out = opst_ctl(d, 0, &err, args);
+		char *err = NULL, *out = jct_ctl_expect(d, 0, &err, args);
 		size_t lines = 0;
 		for (const char *p = out; *p; p = strchr(p, '\n') + 1)
 			lines++;
 		if (lines != expect_n)
 			fprintf(stderr, "purge %s %s: %s", a1, a2 ? a2 : "", out);
 		assert_int_equal(lines, expect_n);
-		size_t n_ls = opst_ls_keys(d, keys, N_ENTRIES);
+		size_t n_ls = jct_ls_keys(d, keys, N_ENTRIES);
 		unsigned left = dry ? f->present : f->present & ~want;
 		for (int i = 0; i < N_ENTRIES; i++) {
 			int in_ls = 0;
@@ -148,7 +149,7 @@ static void purge_expect(struct fx *f, const char *a1, const char *a2, unsigned 
 		free(err);
 	}
 	f->present &= ~want;
-	size_t after = opst_ls_keys(d, keys, N_ENTRIES);
+	size_t after = jct_ls_keys(d, keys, N_ENTRIES);
 	assert_int_equal(after, before - expect_n);
 	/* Objects go with their last entry, and only then. */
 	assert_int_equal(count_objects(d->cache), objects_of(f->present));
@@ -158,7 +159,7 @@ static void purge_expect(struct fx *f, const char *a1, const char *a2, unsigned 
 
 static void all_variants(struct fx *f)
 {
-	struct jc_test_daemon *d = &f->d;
+	struct jtl_daemon *d = &f->d;
 	char size[32];
 	purge_expect(f, "--unused-for", "30m", BIT(E_OLD));
 	purge_expect(f, "--older-than", "1h", BIT(E_USED));
@@ -176,15 +177,15 @@ static void all_variants(struct fx *f)
 	/* No selection, or a bad value: a clear error. */
 	const char *none[] = {"purge", "--dry-run", NULL};
 	char *err = NULL;
-	free(opst_ctl(d, 1, &err, none));
+	free(jct_ctl_expect(d, 1, &err, none));
 	assert_non_null(strstr(err, "purge needs a selection"));
 	free(err);
 	const char *bad[] = {"purge", "--unused-for", "soon", NULL};
-	free(opst_ctl(d, 2, &err, bad));
+	free(jct_ctl_expect(d, 2, &err, bad));
 	assert_non_null(strstr(err, "bad duration"));
 	free(err);
 	const char *badkey[] = {"purge", "--key", "xyz", NULL};
-	free(opst_ctl(d, 1, &err, badkey));
+	free(jct_ctl_expect(d, 1, &err, badkey));
 	assert_non_null(strstr(err, "32 hex digits"));
 	free(err);
 }
@@ -196,12 +197,12 @@ static void test_purge_through_daemon(void **state)
 	jct_daemon_start(&f->d, NULL);
 	all_variants(f);
 	/* Logged with who asked; dry runs at info. */
-	char *log = opst_log(&f->d);
+	char *log = jct_log(&f->d);
 	assert_non_null(strstr(log, "notice ADMIN: purge unused_for=1800 by uid"));
 	assert_non_null(strstr(log, "info ADMIN: purge unused_for=1800 dry_run by uid"));
 	free(log);
 	/* The daemon still serves: a purged entry compiles afresh. */
-	assert_int_equal(opst_compile_tiny(&f->d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(&f->d, 1, "sm_90", NULL), JC_MISS);
 }
 
 static void test_purge_offline(void **state)
@@ -211,7 +212,7 @@ static void test_purge_offline(void **state)
 	all_variants(f); /* no daemon: jitcachectl works on the directory */
 	jct_daemon_start(&f->d, NULL);
 	assert_int_equal(jct_stat(&f->d, "entries"), 0);
-	assert_int_equal(opst_compile_tiny(&f->d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(&f->d, 1, "sm_90", NULL), JC_MISS);
 }
 
 int main(void)

@@ -23,17 +23,18 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include "tests/lib/test.h"
+
 #include "index.h"
-#include "ops_util.h"
 
 /* A miss, two hits, a compile failure and its negative hit. */
-static void workload(struct jc_test_daemon *d)
+static void workload(struct jtl_daemon *d)
 {
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
-	assert_int_equal(opst_compile_failure(d, NULL), JC_MISS);
-	assert_int_equal(opst_compile_failure(d, NULL), JC_NEGATIVE_HIT);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
+	assert_int_equal(jct_compile_failure(d, NULL), JC_MISS);
+	assert_int_equal(jct_compile_failure(d, NULL), JC_NEGATIVE_HIT);
 }
 
 static const char *json_str(const char *json, const char *name, char *buf, size_t len)
@@ -51,11 +52,11 @@ static const char *json_str(const char *json, const char *name, char *buf, size_
 
 static void test_json_and_human(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	workload(d);
 	const char *args[] = {"stats", "--json", NULL};
-	char *json = opst_ctl(d, 0, NULL, args);
+	char *json = jct_ctl_expect(d, 0, NULL, args);
 	static const struct {
 		const char *key;
 		int64_t want;
@@ -66,18 +67,18 @@ static void test_json_and_human(void **state)
 		{"worker_crashes", 0}, {"hit_latency_samples", 2}, {"max_size", 10ll << 30},
 	};
 	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++) {
-		if (opst_json_int(json, exact[i].key) != exact[i].want)
+		if (jct_json_int(json, exact[i].key) != exact[i].want)
 			fprintf(stderr, "%s: %lld, want %lld\n", exact[i].key,
-				(long long)opst_json_int(json, exact[i].key), (long long)exact[i].want);
-		assert_int_equal(opst_json_int(json, exact[i].key), exact[i].want);
+				(long long)jct_json_int(json, exact[i].key), (long long)exact[i].want);
+		assert_int_equal(jct_json_int(json, exact[i].key), exact[i].want);
 	}
-	assert_true(opst_json_int(json, "bytes") > 0);
-	assert_true(opst_json_int(json, "uptime_s") >= 0);
-	assert_int_equal(opst_json_int(json, "daemon_pid"), d->pid);
-	int64_t p50 = opst_json_int(json, "hit_p50_us"), p99 = opst_json_int(json, "hit_p99_us");
+	assert_true(jct_json_int(json, "bytes") > 0);
+	assert_true(jct_json_int(json, "uptime_s") >= 0);
+	assert_int_equal(jct_json_int(json, "daemon_pid"), d->pid);
+	int64_t p50 = jct_json_int(json, "hit_p50_us"), p99 = jct_json_int(json, "hit_p99_us");
 	assert_true(p50 > 0 && p50 < 1000000);
 	assert_true(p99 >= p50);
-	assert_true(opst_json_int(json, "compile_ns") > 0);
+	assert_true(jct_json_int(json, "compile_ns") > 0);
 
 	/* Versions: the daemon's NVRTC and nvJitLink are the ones linked here. */
 	int major, minor;
@@ -95,7 +96,7 @@ static void test_json_and_human(void **state)
 
 	/* The human table: 5 requests, 2 hits + 1 negative hit = 60 %. */
 	const char *human[] = {"stats", NULL};
-	char *out = opst_ctl(d, 0, NULL, human);
+	char *out = jct_ctl_expect(d, 0, NULL, human);
 	static const char *const lines[] = {
 		"Requests:                          5\n",
 		"  Hits:                            2   40.00 %\n",
@@ -328,17 +329,17 @@ static void check_sample(const char *key, double v, double q, void *ctx)
 	};
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
 		if (strcmp(key, pairs[i][0]) == 0) {
-			assert_true(v == (double)opst_json_int(e->json, pairs[i][1]));
+			assert_true(v == (double)jct_json_int(e->json, pairs[i][1]));
 			e->checked++;
 		}
 	if (strcmp(key, "jitcache_compile_seconds_total") == 0) {
-		assert_true(fabs(v - opst_json_int(e->json, "compile_ns") / 1e9) < 1e-6);
+		assert_true(fabs(v - jct_json_int(e->json, "compile_ns") / 1e9) < 1e-6);
 		e->checked++;
 	}
 	if (strcmp(key, "jitcache_up") == 0)
 		assert_true(v == e->up);
 	if (q == 0.5 && strstr(key, "jitcache_hit_duration_seconds") == key) {
-		assert_true(fabs(v - opst_json_int(e->json, "hit_p50_us") / 1e6) < 1e-9);
+		assert_true(fabs(v - jct_json_int(e->json, "hit_p50_us") / 1e6) < 1e-9);
 		e->checked++;
 	}
 	if (strstr(key, "jitcache_build_info") == key)
@@ -346,11 +347,11 @@ static void check_sample(const char *key, double v, double q, void *ctx)
 }
 
 /* stats --prometheus and stats --json of the same state (nothing changes between). */
-static void check_prometheus(const struct jc_test_daemon *d, int up, int want_checked)
+static void check_prometheus(const struct jtl_daemon *d, int up, int want_checked)
 {
 	const char *pargs[] = {"stats", "--prometheus", NULL}, *jargs[] = {"stats", "--json", NULL};
-	char *text = opst_ctl(d, 0, NULL, pargs);
-	char *json = opst_ctl(d, 0, NULL, jargs);
+	char *text = jct_ctl_expect(d, 0, NULL, pargs);
+	char *json = jct_ctl_expect(d, 0, NULL, jargs);
 	struct expect e = {.json = json, .up = up};
 	struct prom *p = calloc(1, sizeof(*p));
 	char *copy = strdup(text);
@@ -375,18 +376,18 @@ static void check_prometheus(const struct jc_test_daemon *d, int up, int want_ch
 
 static void test_prometheus_parses(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	workload(d);
 	check_prometheus(d, 1, 14);
 	/* Offline: read from the directory, no uptime nor latency. */
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	check_prometheus(d, 0, 12);
 }
 
 static void test_zero_and_persistence(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	const char *flags[] = {"--max-size", "123M", NULL};
 	jct_daemon_start(d, flags);
 	workload(d);
@@ -394,41 +395,41 @@ static void test_zero_and_persistence(void **state)
 	int64_t up = jct_stat(d, "uptime_s");
 	assert_true(up >= 1);
 	const char *zero[] = {"stats", "--zero", NULL};
-	free(opst_ctl(d, 0, NULL, zero));
+	free(jct_ctl_expect(d, 0, NULL, zero));
 	const char *args[] = {"stats", "--json", NULL};
-	char *json = opst_ctl(d, 0, NULL, args);
+	char *json = jct_ctl_expect(d, 0, NULL, args);
 	static const char *const zeroed[] = {"hits", "misses", "compiles", "compile_failures",
 					     "negative_hits", "compile_ns", "hit_latency_samples",
 					     "hit_p50_us"};
 	for (size_t i = 0; i < sizeof(zeroed) / sizeof(zeroed[0]); i++)
-		assert_int_equal(opst_json_int(json, zeroed[i]), 0);
-	assert_int_equal(opst_json_int(json, "entries"), 1);      /* the cache itself stays */
-	assert_int_equal(opst_json_int(json, "negative_entries"), 1);
-	assert_true(opst_json_int(json, "uptime_s") >= up);      /* uptime is not a counter */
+		assert_int_equal(jct_json_int(json, zeroed[i]), 0);
+	assert_int_equal(jct_json_int(json, "entries"), 1);      /* the cache itself stays */
+	assert_int_equal(jct_json_int(json, "negative_entries"), 1);
+	assert_true(jct_json_int(json, "uptime_s") >= up);      /* uptime is not a counter */
 	free(json);
 
 	/* Counted again, and kept across a restart. */
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
 	assert_int_equal(jct_stat(d, "hits"), 1);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	jct_daemon_start(d, flags);
 	assert_int_equal(jct_stat(d, "hits"), 1);
 	assert_int_equal(jct_stat(d, "hit_latency_samples"), 0); /* not persisted: since start */
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_HIT);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	/* Offline: the stored counters and the budget the daemon ran with. */
-	json = opst_ctl(d, 0, NULL, args);
-	assert_int_equal(opst_json_int(json, "hits"), 2);
-	assert_int_equal(opst_json_int(json, "uptime_s"), -1);
-	assert_int_equal(opst_json_int(json, "max_size"), 123ll << 20);
+	json = jct_ctl_expect(d, 0, NULL, args);
+	assert_int_equal(jct_json_int(json, "hits"), 2);
+	assert_int_equal(jct_json_int(json, "uptime_s"), -1);
+	assert_int_equal(jct_json_int(json, "max_size"), 123ll << 20);
 	free(json);
 	const char *human[] = {"stats", NULL};
-	char *out = opst_ctl(d, 0, NULL, human);
+	char *out = jct_ctl_expect(d, 0, NULL, human);
 	assert_non_null(strstr(out, "none running"));
 	assert_non_null(strstr(out, "of 123.0 MiB"));
 	free(out);
-	free(opst_ctl(d, 0, NULL, zero));
+	free(jct_ctl_expect(d, 0, NULL, zero));
 	assert_int_equal(jct_stat(d, "hits"), 0);
 	jct_daemon_start(d, flags);
 	assert_int_equal(jct_stat(d, "hits"), 0);
@@ -438,10 +439,10 @@ static void test_zero_and_persistence(void **state)
 /* Counters are u64 and are printed as such, past INT64_MAX too. */
 static void test_u64_counters(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	assert_int_equal(opst_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jct_compile_tiny(d, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	char path[512], err[256];
 	struct jc_index *ix = NULL;
 	snprintf(path, sizeof(path), "%s/index.sqlite", d->cache);
@@ -454,7 +455,7 @@ static void test_u64_counters(void **state)
 		if (daemon)
 			jct_daemon_start(d, NULL);
 		const char *json_args[] = {"stats", "--json", NULL}, *prom_args[] = {"stats", "--prometheus", NULL};
-		char *json = opst_ctl(d, 0, NULL, json_args), *prom = opst_ctl(d, 0, NULL, prom_args);
+		char *json = jct_ctl_expect(d, 0, NULL, json_args), *prom = jct_ctl_expect(d, 0, NULL, prom_args);
 		assert_non_null(strstr(json, "\"hits\": 9223372036854775813"));
 		assert_non_null(strstr(json, "\"compile_ns\": 18446744073709551615"));
 		assert_non_null(strstr(prom, "\njitcache_hits_total 9223372036854775813\n"));
@@ -466,11 +467,11 @@ static void test_u64_counters(void **state)
 /* jc_client_stats: the same values as stats --json, through the public API. */
 static void test_client_stats_api(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	workload(d);
 	const char *args[] = {"stats", "--json", NULL};
-	char *json = opst_ctl(d, 0, NULL, args);
+	char *json = jct_ctl_expect(d, 0, NULL, args);
 	jc_client *c = jct_connect(d);
 	jc_stats *s = NULL;
 	assert_int_equal(jc_client_stats(c, &s), 0);
@@ -484,7 +485,7 @@ static void test_client_stats_api(void **state)
 		if (!str) {
 			ints++;
 			if (strcmp(name, "uptime_s") != 0 && strstr(name, "_us") == NULL)
-				assert_int_equal(num, opst_json_int(json, name));
+				assert_int_equal(num, jct_json_int(json, name));
 		} else {
 			strs++;
 			assert_int_equal(num, 0);
@@ -503,7 +504,7 @@ static void test_client_stats_api(void **state)
 	assert_null(s);
 	assert_int_equal(jc_client_stats(c, NULL), JC_EINVAL);
 	/* The daemon gone: a transport error, nothing returned. */
-	assert_int_equal(jct_daemon_stop(d), 0);
+	assert_int_equal(jtl_daemon_stop(d), 0);
 	s = (jc_stats *)1;
 	assert_true(jc_client_stats(c, &s) < 0);
 	assert_null(s);

@@ -29,8 +29,9 @@
 
 #include <cmocka.h>
 
+#include "tests/lib/test.h"
+
 #include "config.h"
-#include "ops_util.h"
 
 #ifndef PR_SET_MDWE
 #define PR_SET_MDWE 65
@@ -100,7 +101,7 @@ static int as_systemd(void *ctx)
 
 static void test_socket_activation(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 #if !JC_HAVE_SYSTEMD
 	skip(); /* built without libsystemd: no sd_notify, no socket activation */
 #endif
@@ -120,19 +121,19 @@ static void test_socket_activation(void **state)
 	assert_int_equal(wait_notify(nfd, "READY=1", msg, sizeof(msg)), pid);
 	assert_non_null(strstr(msg, "STATUS="));
 	/* It serves on the passed socket and made none of its own. */
-	struct jc_test_daemon via = *d;
+	struct jtl_daemon via = *d;
 	snprintf(via.sock, sizeof(via.sock), "%s/passed.sock", d->dir);
-	assert_int_equal(opst_compile_tiny(&via, 1, "sm_90", NULL), JC_MISS);
-	assert_int_equal(opst_compile_tiny(&via, 1, "sm_90", NULL), JC_HIT);
+	assert_int_equal(jct_compile_tiny(&via, 1, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(&via, 1, "sm_90", NULL), JC_HIT);
 	struct stat st;
 	assert_int_equal(stat(d->sock, &st), -1);
 	assert_int_equal(errno, ENOENT);
 	assert_int_equal(wait_notify(nfd, "STATUS=serving: 1 entries", msg, sizeof(msg)), pid);
-	assert_true(opst_wait_log(d, "socket passed by systemd", 1000));
+	assert_true(jct_wait_log(d, "socket passed by systemd", 1000));
 
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_notify(nfd, "STOPPING=1", msg, sizeof(msg)), pid);
-	assert_int_equal(jct_daemon_wait(d), 0);
+	assert_int_equal(jtl_daemon_wait(d), 0);
 	/* The socket belongs to systemd: still there after the daemon exits. */
 	assert_int_equal(stat(passed, &st), 0);
 	close(nfd);
@@ -142,7 +143,7 @@ static void test_socket_activation(void **state)
  * its own socket, as sd_listen_fds(3) prescribes. */
 static void test_listen_pid_mismatch_binds_own(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	setenv("LISTEN_PID", "1", 1);
 	setenv("LISTEN_FDS", "1", 1);
 	jct_daemon_start(d, NULL);
@@ -151,7 +152,7 @@ static void test_listen_pid_mismatch_binds_own(void **state)
 	struct stat st;
 	assert_int_equal(stat(d->sock, &st), 0);
 	assert_true(S_ISSOCK(st.st_mode));
-	assert_int_equal(opst_compile_tiny(d, 2, "sm_90", NULL), JC_MISS);
+	assert_int_equal(jct_compile_tiny(d, 2, "sm_90", NULL), JC_MISS);
 }
 
 /* In the child: PR_SET_MDWE, kept across exec and by the workers; writes
@@ -174,7 +175,7 @@ static int refuse_wx(void *ctx)
  * compile, compile to LTO-IR and link with nvJitLink all still work. */
 static void test_no_write_execute_memory(void **state)
 {
-	struct jc_test_daemon *d = *state;
+	struct jtl_daemon *d = *state;
 	int ready[2];
 	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
 	jct_daemon_spawn_with(d, NULL, refuse_wx, &ready[1]);
@@ -184,7 +185,7 @@ static void test_no_write_execute_memory(void **state)
 	close(ready[0]);
 	assert_true(verdict != 'x'); /* MDWE set but W+X still mapped: a kernel bug */
 	if (verdict == 'n') {
-		jct_daemon_wait(d);
+		jtl_daemon_wait(d);
 		skip(); /* kernel older than 6.3: no PR_SET_MDWE */
 	}
 	jct_daemon_wait_ready(d);
@@ -193,14 +194,14 @@ static void test_no_write_execute_memory(void **state)
 	snprintf(out, sizeof(out), "%s/k.cubin", d->dir);
 	const char *lto[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--output", "ltoir",
 			     "-o", ltoir, "--name-expr", "&saxpy<float>", NULL};
-	free(opst_ctl(d, 0, NULL, lto));
+	free(jct_ctl_expect(d, 0, NULL, lto));
 	const char *link[] = {"link", "--arch", "sm_90", "--lto", "-o", out, ltoir, NULL};
-	free(opst_ctl(d, 0, NULL, link));
-	assert_int_equal(opst_compile_tiny(d, 3, "sm_90", NULL), JC_MISS);
+	free(jct_ctl_expect(d, 0, NULL, link));
+	assert_int_equal(jct_compile_tiny(d, 3, "sm_90", NULL), JC_MISS);
 	assert_int_equal(jct_stat(d, "worker_crashes"), 0);
 	assert_int_equal(jct_stat(d, "compile_failures"), 0);
 	size_t n;
-	uint8_t *cubin = jct_read_file(out, &n);
+	uint8_t *cubin = jtl_read_file(out, &n);
 	assert_non_null(cubin);
 	assert_true(n > 64 && memcmp(cubin, "\177ELF", 4) == 0);
 	free(cubin);

@@ -19,10 +19,11 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "ops_util.h"
+#include "tests/lib/test.h"
 
-static char root[64];
+#include "config.h"
+
+static char root[JTL_ROOT_MAX];
 static char src_root[512];
 
 static void sh(const char *cmd, int want, const char *out_path)
@@ -31,7 +32,7 @@ static void sh(const char *cmd, int want, const char *out_path)
 	snprintf(full, sizeof(full), "(%s) > %s 2>&1", cmd, out_path);
 	int rc = system(full);
 	size_t n;
-	char *out = (char *)jct_read_file(out_path, &n);
+	char *out = (char *)jtl_read_file(out_path, &n);
 	if (!WIFEXITED(rc) || WEXITSTATUS(rc) != want) {
 		fprintf(stderr, "%s: exit %d, wanted %d:\n%s\n", cmd, WEXITSTATUS(rc), want, out);
 		fail();
@@ -44,7 +45,7 @@ static void sh(const char *cmd, int want, const char *out_path)
 static char *stage_unit(const char *src, const char *dir, const char *name)
 {
 	size_t n;
-	char *text = (char *)jct_read_file(src, &n);
+	char *text = (char *)jtl_read_file(src, &n);
 	assert_non_null(text);
 	char path[700];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -67,13 +68,6 @@ static char *stage_unit(const char *src, const char *dir, const char *name)
 	return text;
 }
 
-static void assert_has(const char *text, const char *want)
-{
-	if (!strstr(text, want))
-		fprintf(stderr, "no '%s' in the unit\n", want);
-	assert_non_null(strstr(text, want));
-}
-
 static void test_system_units_verify(void **state)
 {
 	(void)state;
@@ -85,21 +79,21 @@ static void test_system_units_verify(void **state)
 	snprintf(src, sizeof(src), "%s/systemd/jitcached.service", getenv("JC_BUILD_ROOT"));
 	char *service = stage_unit(src, dir, "jitcached.service");
 	/* The contract with clients and with systemd. */
-	assert_has(socket, "ListenStream=/run/jitcached/jitcached.sock\n");
-	assert_has(socket, "SocketMode=0660\n");
-	assert_has(socket, "SocketGroup=jitcache\n");
-	assert_has(service, "Type=notify\n");
-	assert_has(service, "NotifyAccess=main\n");
-	assert_has(service, "User=jitcache\n");
-	assert_has(service, "CacheDirectory=jitcache\n");
-	assert_has(service, "--cache-dir /var/cache/jitcache");
+	jct_assert_has(socket, "ListenStream=/run/jitcached/jitcached.sock\n");
+	jct_assert_has(socket, "SocketMode=0660\n");
+	jct_assert_has(socket, "SocketGroup=jitcache\n");
+	jct_assert_has(service, "Type=notify\n");
+	jct_assert_has(service, "NotifyAccess=main\n");
+	jct_assert_has(service, "User=jitcache\n");
+	jct_assert_has(service, "CacheDirectory=jitcache\n");
+	jct_assert_has(service, "--cache-dir /var/cache/jitcache");
 	free(socket);
 	free(service);
 	snprintf(out, sizeof(out), "%s/verify.out", root);
 	snprintf(cmd, sizeof(cmd), "cd %s && systemd-analyze verify jitcached.socket jitcached.service", dir);
 	sh(cmd, 0, out);
 	size_t n;
-	char *text = (char *)jct_read_file(out, &n);
+	char *text = (char *)jtl_read_file(out, &n);
 	if (n)
 		fprintf(stderr, "systemd-analyze verify said:\n%s\n", text);
 	assert_int_equal(n, 0); /* clean: not even a warning */
@@ -108,8 +102,8 @@ static void test_system_units_verify(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && systemd-analyze security --offline=yes --threshold=20 jitcached.service", dir);
 	sh(cmd, 0, out);
-	text = (char *)jct_read_file(out, &n);
-	assert_has(text, "Overall exposure level for jitcached.service: ");
+	text = (char *)jtl_read_file(out, &n);
+	jct_assert_has(text, "Overall exposure level for jitcached.service: ");
 	free(text);
 }
 
@@ -125,8 +119,8 @@ static void test_user_units_verify(void **state)
 	char *socket = stage_unit(src, dir, "jitcached.socket");
 	snprintf(src, sizeof(src), "%s/systemd/jitcached-user.service", getenv("JC_BUILD_ROOT"));
 	char *service = stage_unit(src, dir, "jitcached.service");
-	assert_has(socket, "ListenStream=%t/jitcached.sock\n"); /* the clients' default */
-	assert_has(service, "Type=notify\n");
+	jct_assert_has(socket, "ListenStream=%t/jitcached.sock\n"); /* the clients' default */
+	jct_assert_has(service, "Type=notify\n");
 	free(socket);
 	free(service);
 	snprintf(out, sizeof(out), "%s/verify-user.out", root);
@@ -135,7 +129,7 @@ static void test_user_units_verify(void **state)
 		 dir, rt);
 	sh(cmd, 0, out);
 	size_t n;
-	char *text = (char *)jct_read_file(out, &n);
+	char *text = (char *)jtl_read_file(out, &n);
 	if (n)
 		fprintf(stderr, "systemd-analyze --user verify said:\n%s\n", text);
 	assert_int_equal(n, 0);
@@ -159,15 +153,29 @@ static void test_sysusers(void **state)
 	assert_int_equal(WEXITSTATUS(rc), 0);
 	size_t n;
 	snprintf(path, sizeof(path), "%s/sysroot/etc/passwd", root);
-	char *passwd = (char *)jct_read_file(path, &n);
+	char *passwd = (char *)jtl_read_file(path, &n);
 	assert_non_null(passwd);
 	assert_non_null(strstr(passwd, "jitcache:x:"));
 	assert_non_null(strstr(passwd, ":/usr/sbin/nologin") ?: strstr(passwd, ":/sbin/nologin"));
 	free(passwd);
 	snprintf(path, sizeof(path), "%s/sysroot/etc/group", root);
-	char *group = (char *)jct_read_file(path, &n);
+	char *group = (char *)jtl_read_file(path, &n);
 	assert_non_null(strstr(group, "jitcache:x:"));
 	free(group);
+}
+
+static int make_root(void **state)
+{
+	(void)state;
+	jct_tmpdir(root, NULL, "units");
+	return 0;
+}
+
+static int remove_root(void **state)
+{
+	(void)state;
+	jct_tmpdir_remove(root);
+	return 0;
 }
 
 int main(void)
@@ -183,18 +191,10 @@ int main(void)
 	const char *examples = getenv("JC_EXAMPLES");
 	assert_non_null(examples);
 	snprintf(src_root, sizeof(src_root), "%s/..", examples);
-	snprintf(root, sizeof(root), "/tmp/jc-units-XXXXXX");
-	if (!mkdtemp(root))
-		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_system_units_verify),
 		cmocka_unit_test(test_user_units_verify),
 		cmocka_unit_test(test_sysusers),
 	};
-	int failed = cmocka_run_group_tests(tests, NULL, NULL);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	if (!getenv("JC_TEST_KEEP") && system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", root);
-	return failed;
+	return cmocka_run_group_tests(tests, make_root, remove_root);
 }

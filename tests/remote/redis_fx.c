@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
 #include "redis_fx.h"
 
 int jct_redis_available(void)
@@ -141,9 +141,7 @@ static void spawn(struct jct_redis *r)
 void jct_redis_start(struct jct_redis *r, const char *parent, int tcp, const char *const *extra)
 {
 	memset(r, 0, sizeof(*r));
-	const char *tmp = parent ? parent : getenv("TMPDIR");
-	snprintf(r->dir, sizeof(r->dir), "%s/jc-redis-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(r->dir));
+	jct_tmpdir(r->dir, parent, "redis");
 	r->extra = extra;
 	if (tcp) {
 		r->port = free_port();
@@ -174,8 +172,8 @@ void jct_redis_kill(struct jct_redis *r)
 void jct_redis_cleanup(struct jct_redis *r)
 {
 	jct_redis_kill(r);
-	if (r->dir[0] && !getenv("JC_TEST_KEEP"))
-		jct_sh("rm -rf '%s'", r->dir);
+	if (r->dir[0])
+		jct_tmpdir_remove(r->dir);
 	r->dir[0] = '\0';
 }
 
@@ -186,9 +184,7 @@ void jct_cluster_start(struct jct_cluster *c)
 	static const char *const extra[] = {"--cluster-enabled", "yes", "--cluster-config-file",
 					    "nodes.conf", "--cluster-node-timeout", "1000", NULL};
 	memset(c, 0, sizeof(*c));
-	const char *tmp = getenv("TMPDIR");
-	snprintf(c->dir, sizeof(c->dir), "%s/jc-cluster-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(c->dir));
+	jct_tmpdir(c->dir, NULL, "cluster");
 	char cmd[1024];
 	size_t n = (size_t)snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
 	size_t u = (size_t)snprintf(c->url, sizeof(c->url), "redis-cluster://");
@@ -255,8 +251,8 @@ void jct_cluster_id(struct jct_cluster *c, int i, char id[64])
 
 int jct_cluster_wait_ok(struct jct_cluster *c, double timeout_s)
 {
-	double end = jct_now_s() + timeout_s;
-	while (jct_now_s() < end) {
+	double end = jtl_now_s() + timeout_s;
+	while (jtl_now_s() < end) {
 		int ok = 1;
 		for (int i = 0; i < 6 && ok; i++) {
 			if (c->node[i].pid < 0)
@@ -291,7 +287,7 @@ void jct_cluster_cleanup(struct jct_cluster *c)
 {
 	for (int i = 0; i < 6; i++)
 		jct_redis_cleanup(&c->node[i]);
-	if (c->dir[0] && !getenv("JC_TEST_KEEP"))
-		jct_sh("rm -rf '%s'", c->dir);
+	if (c->dir[0])
+		jct_tmpdir_remove(c->dir);
 	c->dir[0] = '\0';
 }

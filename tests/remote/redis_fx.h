@@ -13,8 +13,10 @@
 #include <hiredis/hiredis.h>
 #include <sys/types.h>
 
+#include "tests/lib/core.h"
+
 struct jct_redis {
-	char dir[96];       /* its directory (log, nodes.conf) */
+	char dir[JTL_ROOT_MAX]; /* its directory (log, nodes.conf) */
 	char sock[128];     /* Unix socket; "" for TCP */
 	int port;           /* TCP port; 0 for a Unix socket */
 	pid_t pid;          /* -1 when not running */
@@ -48,7 +50,7 @@ long long jct_redis_dbsize(const struct jct_redis *r);
 struct jct_cluster {
 	struct jct_redis node[6];
 	char url[512];      /* redis-cluster://127.0.0.1:P1,... */
-	char dir[96];
+	char dir[JTL_ROOT_MAX];
 };
 /* Starts 6 nodes (cluster-node-timeout 1000 ms), creates the cluster and
  * waits until every node reports cluster_state:ok. */

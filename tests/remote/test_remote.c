@@ -7,7 +7,7 @@
  * flight. Every artifact served is compared with NVRTC's own output for the
  * source, compiled in this process. Exits 77 when redis-server is absent.
  *
- * Helpers are this binary run again as `--helper client ...` (robust.h).
+ * Helpers are this binary run again as `--helper client ...` (tests/lib/variants.h).
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -27,15 +27,15 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 #include "redis_fx.h"
-#include "robust.h"
 
 #define MAX_DAEMONS 4
 
 struct rfx {
 	struct jct_fx *fx;               /* references, temp root */
-	struct jc_test_daemon d[MAX_DAEMONS];
+	struct jtl_daemon d[MAX_DAEMONS];
 	struct jct_redis redis;          /* one server, or ... */
 	struct jct_cluster *cluster;     /* ... a cluster (NULL for one server) */
 	const char *url;                 /* --remote of either */
@@ -106,7 +106,7 @@ static void start(struct rfx *x, int i, ...)
 /* Fetches pool variant v from daemon d; checks it against NVRTC's output
  * (status, bytes, lowered name) and returns the cache status; the key's
  * hex goes to key (33 bytes) when not NULL. */
-static int fetch(struct rfx *x, const struct jc_test_daemon *d, int v, char *key)
+static int fetch(struct rfx *x, const struct jtl_daemon *d, int v, char *key)
 {
 	const struct jct_pool *p = &x->fx->pool;
 	jc_client *c = jct_connect(d);
@@ -128,17 +128,13 @@ static int fetch(struct rfx *x, const struct jc_test_daemon *d, int v, char *key
 }
 
 /* Waits (at most 10 s) until stat key of d is at least min; returns it. */
-static int64_t wait_stat(const struct jc_test_daemon *d, const char *key, int64_t min)
+static int64_t wait_stat(const struct jtl_daemon *d, const char *key, int64_t min)
 {
-	double end = jct_now_s() + 10;
-	int64_t v;
-	while ((v = jct_stat(d, key)) < min && jct_now_s() < end)
-		usleep(20000);
-	return v;
+	return jct_wait_stat(d, key, jct_ge, min, 10000);
 }
 
 /* The string stat key of d into out (outlen bytes). */
-static void stat_str(const struct jc_test_daemon *d, const char *key, char *out, size_t outlen)
+static void stat_str(const struct jtl_daemon *d, const char *key, char *out, size_t outlen)
 {
 	char *json = NULL, pat[96];
 	const char *args[] = {"stats", "--json", NULL};
@@ -153,32 +149,32 @@ static void stat_str(const struct jc_test_daemon *d, const char *key, char *out,
 }
 
 /* Waits (at most timeout_s) until d's remote_state is want; returns 1 if so. */
-static int wait_state(const struct jc_test_daemon *d, const char *want, double timeout_s)
+static int wait_state(const struct jtl_daemon *d, const char *want, double timeout_s)
 {
-	double end = jct_now_s() + timeout_s;
+	double end = jtl_now_s() + timeout_s;
 	char st[32] = "";
 	do {
 		stat_str(d, "remote_state", st, sizeof(st));
 		if (strcmp(st, want) == 0)
 			return 1;
 		usleep(50000);
-	} while (jct_now_s() < end);
+	} while (jtl_now_s() < end);
 	fprintf(stderr, "remote_state is %s, not %s\n", st, want);
 	return 0;
 }
 
 /* Waits (at most 10 s) until d has an entry for key (hex): a remote hit is
  * stored just after it is served. */
-static void wait_stored(const struct jc_test_daemon *d, const char *key)
+static void wait_stored(const struct jtl_daemon *d, const char *key)
 {
 	const char *args[] = {"show", key, NULL};
-	for (double end = jct_now_s() + 10; jct_now_s() < end; usleep(10000))
+	for (double end = jtl_now_s() + 10; jtl_now_s() < end; usleep(10000))
 		if (jct_ctl(d, NULL, NULL, args) == 0)
 			return;
 	fail_msg("key %s not stored", key);
 }
 
-static void purge_all(const struct jc_test_daemon *d)
+static void purge_all(const struct jtl_daemon *d)
 {
 	const char *args[] = {"purge", "--all", NULL};
 	assert_int_equal(jct_ctl(d, NULL, NULL, args), 0);
@@ -205,7 +201,7 @@ static void set_value(struct rfx *x, const char *key, const void *v, size_t len)
 static void test_two_daemons(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
 	start(x, 0, NULL);
 	start(x, 1, NULL);
 	char key[33];
@@ -243,7 +239,7 @@ static void test_two_daemons(void **state)
 /* d's cache purged, variant v asked for: its value in Redis is rejected, the
  * request compiles, and the result is published over the bad value (the
  * counts given are d's, advanced here). */
-static void rejected_then_compiled(struct rfx *x, struct jc_test_daemon *d, int v,
+static void rejected_then_compiled(struct rfx *x, struct jtl_daemon *d, int v,
 				   int64_t *compiles, int64_t *rejected, int64_t *pub)
 {
 	purge_all(d);
@@ -259,7 +255,7 @@ static void rejected_then_compiled(struct rfx *x, struct jc_test_daemon *d, int 
 static void test_tamper(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", ON_UNIX, NULL);
-	struct jc_test_daemon *b = &x->d[0], *c = &x->d[1], *u = &x->d[2];
+	struct jtl_daemon *b = &x->d[0], *c = &x->d[1], *u = &x->d[2];
 	start(x, 0, "--remote-secret-file", x->secret[0], NULL);
 	char k0[33], k1[33], k2[33];
 	assert_int_equal(fetch(x, b, 0, k0), JC_MISS);
@@ -324,7 +320,7 @@ static void test_tamper(void **state)
 static void test_read_only(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
-	struct jc_test_daemon *a = &x->d[0], *ro = &x->d[1];
+	struct jtl_daemon *a = &x->d[0], *ro = &x->d[1];
 	start(x, 0, NULL);
 	char k1[33];
 	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
@@ -346,9 +342,9 @@ static void test_read_only(void **state)
 	purge_all(ro);
 	redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock writer:1:0 PX 1200", k1);
 	freeReplyObject(l);
-	double t = jct_now_s();
+	double t = jtl_now_s();
 	assert_int_equal(fetch(x, ro, 1, NULL), JC_MISS);
-	assert_true(jct_now_s() - t >= 0.8);
+	assert_true(jtl_now_s() - t >= 0.8);
 	assert_int_equal(jct_stat(ro, "compiles"), 2);
 	redisReply *gone = jct_redis_cmd(&x->redis, "EXISTS jc:{%s} jc:{%s}:lock", k1, k1);
 	assert_int_equal(gone->integer, 0); /* the lock expired; no value was written */
@@ -373,35 +369,35 @@ static void test_killed_under_load(void **state)
 		n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:%d,", 100 + i);
 	n += (size_t)snprintf(spec + n, sizeof(spec) - n, "0:200");
 	struct rfx *x = rfx_new(state, spec, ON_UNIX, NULL);
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
 	start(x, 0, "--remote-timeout-ms", "500", NULL);
 	start(x, 1, "--remote-timeout-ms", "500", NULL);
 	/* The load leaves out the last variant (the recovery check's). */
 	char load[512];
 	snprintf(load, sizeof(load), "%.*s", (int)(strrchr(spec, ',') - spec), spec);
 	struct jct_clients ca, cb;
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	jct_clients_start(a, x->fx->refdir, load, 16, 150, 11, &ca);
 	jct_clients_start(b, x->fx->refdir, load, 16, 150, 911, &cb);
 	/* Redis is killed a moment into the load and started again 1.5 s later
 	 * (or when the load ends); purges keep both daemons asking Redis. */
 	usleep(100000);
 	jct_redis_kill(&x->redis);
-	double killed = jct_now_s() - t0, restarted = -1;
+	double killed = jtl_now_s() - t0, restarted = -1;
 	while (jct_clients_running(&ca) || jct_clients_running(&cb)) {
 		purge_all(a);
 		purge_all(b);
-		if (restarted < 0 && jct_now_s() - t0 > killed + 1.5) {
+		if (restarted < 0 && jtl_now_s() - t0 > killed + 1.5) {
 			jct_redis_restart(&x->redis);
-			restarted = jct_now_s() - t0;
+			restarted = jtl_now_s() - t0;
 		}
 		usleep(20000);
 	}
 	if (restarted < 0) {
 		jct_redis_restart(&x->redis);
-		restarted = jct_now_s() - t0;
+		restarted = jtl_now_s() - t0;
 	}
-	double done = jct_now_s() - t0;
+	double done = jtl_now_s() - t0;
 	struct jct_tally ta, tb;
 	jct_clients_finish(&ca, &ta);
 	jct_clients_finish(&cb, &tb);
@@ -413,7 +409,7 @@ static void test_killed_under_load(void **state)
 	       (unsigned long long)(ta.errors + tb.errors), (unsigned long long)(ta.wrong + tb.wrong),
 	       (long long)jct_stat(a, "remote_errors"), (long long)jct_stat(b, "remote_errors"),
 	       (long long)jct_stat(a, "remote_hits"), (long long)jct_stat(b, "remote_hits"),
-	       jct_now_s() - t0);
+	       jtl_now_s() - t0);
 	assert_int_equal(ta.failed_exits + tb.failed_exits, 0);
 	assert_int_equal(ta.requests + tb.requests, 2 * 16 * 150);
 	assert_int_equal(ta.errors + tb.errors, 0);
@@ -436,7 +432,7 @@ static void test_killed_under_load(void **state)
 static void test_stopped(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3,0:4,0:5", ON_TCP, NULL);
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
 	const double timeout = 0.3, slack = 0.5;
 	start(x, 0, "--remote-timeout-ms", "300", NULL);
 	start(x, 1, "--remote-timeout-ms", "300", NULL);
@@ -450,9 +446,9 @@ static void test_stopped(void **state)
 		jc_request *r = jct_variant_request(&p->v[v]);
 		jc_result *res = NULL;
 		uint64_t wrong = 0;
-		double t = jct_now_s();
+		double t = jtl_now_s();
 		int rc = jc_compile(c, r, &res);
-		double took = jct_now_s() - t;
+		double took = jtl_now_s() - t;
 		assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "stopped", &wrong), 0);
 		double compile = (double)jc_result_time_ns(res, JC_TIME_COMPILE) / 1e9;
 		printf("redis stopped: request %d took %.3f s (compile %.3f s)\n", v, took, compile);
@@ -477,7 +473,7 @@ static void test_stopped(void **state)
 static void test_no_redis_at_start(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0,0:1", ON_TCP, NULL);
-	struct jc_test_daemon *a = &x->d[0];
+	struct jtl_daemon *a = &x->d[0];
 	char url[sizeof(x->redis.url) + 4], key[33];
 	snprintf(url, sizeof(url), "%s/3", x->redis.url); /* and database 3 */
 	x->url = url;
@@ -506,7 +502,7 @@ static void test_password(void **state)
 {
 	static const char *const auth[] = {"--requirepass", "s3cret-pass", NULL};
 	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, auth);
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
 	char pw[320];
 	snprintf(pw, sizeof(pw), "%s/password", x->fx->d.dir);
 	jct_write_file(pw, "s3cret-pass\n", 12);
@@ -531,7 +527,7 @@ static void test_full(void **state)
 {
 	static const char *const full[] = {"--maxmemory-policy", "noeviction", NULL};
 	struct rfx *x = rfx_new(state, "0:0,0:1,0:2,0:3", ON_UNIX, full);
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
 	start(x, 0, NULL);
 	start(x, 1, NULL);
 	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
@@ -575,18 +571,18 @@ static void test_full(void **state)
 static void test_dead_holder(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
-	struct jc_test_daemon *a = &x->d[0], *n = &x->d[1];
+	struct jtl_daemon *a = &x->d[0], *n = &x->d[1];
 	char key[33];
 	jct_daemon_start(n, NULL); /* no remote: the key alone */
 	assert_int_equal(fetch(x, n, 0, key), JC_MISS);
-	jct_daemon_stop(n);
+	jtl_daemon_stop(n);
 	redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock dead-host:1:0 PX 1500", key);
 	assert_int_equal(l->type, REDIS_REPLY_STATUS);
 	freeReplyObject(l);
 	start(x, 0, NULL);
-	double t = jct_now_s();
+	double t = jtl_now_s();
 	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
-	double took = jct_now_s() - t;
+	double took = jtl_now_s() - t;
 	printf("dead lock holder: served after %.2f s (the lock had 1.5 s to live)\n", took);
 	assert_true(took >= 1.0 && took < 1.5 + 5.0);
 	assert_int_equal(jct_stat(a, "compiles"), 1);
@@ -601,7 +597,7 @@ static void test_dead_holder(void **state)
 static void test_fatbin_parts(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
 	static const char *const exprs[] = {"&saxpy<float>", NULL};
 	start(x, 0, NULL);
 	start(x, 1, NULL);
@@ -644,7 +640,7 @@ static void test_fleet_single_flight(void **state)
 	struct jct_clients cl[MAX_DAEMONS];
 	for (int i = 0; i < MAX_DAEMONS; i++)
 		start(x, i, NULL);
-	double t0 = jct_now_s();
+	double t0 = jtl_now_s();
 	for (int i = 0; i < MAX_DAEMONS; i++)
 		jct_clients_start(&x->d[i], x->fx->refdir, "2:7", 16, 1, 5 + (unsigned)i, &cl[i]);
 	uint64_t requests = 0, errors = 0, wrong = 0;
@@ -662,7 +658,7 @@ static void test_fleet_single_flight(void **state)
 	printf("fleet single flight: %d daemons, %llu requests, %llu errors, %llu wrong bytes, "
 	       "%lld compile(s), %lld remote hits; %.1f s\n", MAX_DAEMONS,
 	       (unsigned long long)requests, (unsigned long long)errors, (unsigned long long)wrong,
-	       (long long)compiles, (long long)hits, jct_now_s() - t0);
+	       (long long)compiles, (long long)hits, jtl_now_s() - t0);
 	assert_int_equal(requests, MAX_DAEMONS * 16);
 	assert_int_equal(errors, 0);
 	assert_int_equal(wrong, 0);
@@ -706,7 +702,7 @@ static pid_t garbage_server(int *port)
 static void test_ops(void **state)
 {
 	struct rfx *x = rfx_new(state, "0:0,0:1,0:2", ON_UNIX, NULL);
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
 	char conf[320], text[512], *out = NULL;
 	snprintf(conf, sizeof(conf), "%s/jitcached.conf", x->fx->d.dir);
 	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-timeout-ms = 500\n", x->url);
@@ -759,9 +755,9 @@ static void test_ops(void **state)
 	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", NULL};
 	jct_daemon_start(c, gflags);
 	for (int v = 0; v < 3; v++) {
-		double t = jct_now_s();
+		double t = jtl_now_s();
 		assert_int_equal(fetch(x, c, v, NULL), JC_MISS);
-		assert_true(jct_now_s() - t < 0.3 + 2.0);
+		assert_true(jtl_now_s() - t < 0.3 + 2.0);
 	}
 	assert_true(wait_state(c, "down", 5));
 	assert_int_equal(jct_stat(c, "remote_hits"), 0);
@@ -821,11 +817,11 @@ static void cluster_ok_cmd(const struct jct_redis *r, const char *fmt, const cha
 static void migrate_under_load(struct rfx *x, const char *spec)
 {
 	struct jct_cluster *c = x->cluster;
-	struct jc_test_daemon *a = &x->d[0], *b = &x->d[1], *n = &x->d[3];
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *n = &x->d[3];
 	char key[33], src_id[64], dst_id[64], slot_s[16];
 	jct_daemon_start(n, NULL); /* no remote: the key of variant 24 without storing it */
 	assert_int_equal(fetch(x, n, CL_KEYS, key), JC_MISS);
-	jct_daemon_stop(n);
+	jtl_daemon_stop(n);
 	unsigned slot = keyslot(x, key);
 	snprintf(slot_s, sizeof(slot_s), "%u", slot);
 	int m[6], nm = masters(x, m), src = jct_cluster_master_of(c, slot), dst = -1;
@@ -848,7 +844,7 @@ static void migrate_under_load(struct rfx *x, const char *spec)
 	assert_true(st == JC_MISS || st == JC_JOINED || st == JC_HIT);
 	redisContext *ctx = jct_redis_connect(&c->node[dst]);
 	int there = 0;
-	for (double end = jct_now_s() + 10; !there && jct_now_s() < end; usleep(20000)) {
+	for (double end = jtl_now_s() + 10; !there && jtl_now_s() < end; usleep(20000)) {
 		freeReplyObject(redisCommand(ctx, "ASKING"));
 		redisReply *e = redisCommand(ctx, "EXISTS jc:{%s}", key);
 		there = e && e->type == REDIS_REPLY_INTEGER && e->integer == 1;
@@ -892,15 +888,15 @@ static void migrate_under_load(struct rfx *x, const char *spec)
 static void failover_under_load(struct rfx *x, const char *spec)
 {
 	struct jct_cluster *c = x->cluster;
-	struct jc_test_daemon *a = &x->d[0], *cd = &x->d[2], *n = &x->d[3];
+	struct jtl_daemon *a = &x->d[0], *cd = &x->d[2], *n = &x->d[3];
 	char key[33];
 	/* The master of variant 0's key, once its replica holds what it holds. */
 	assert_int_equal(fetch(x, a, 0, key), JC_HIT);
 	int victim = jct_cluster_master_of(c, keyslot(x, key));
 	long long held = jct_redis_dbsize(&c->node[victim]);
-	double end = jct_now_s() + 10;
+	double end = jtl_now_s() + 10;
 	int synced = 0;
-	while (!synced && jct_now_s() < end) {
+	while (!synced && jtl_now_s() < end) {
 		for (int i = 0; i < 6; i++) {
 			if (i == victim || c->node[i].pid < 0)
 				continue;
@@ -920,17 +916,17 @@ static void failover_under_load(struct rfx *x, const char *spec)
 	/* The master goes as the load starts; purges keep the load going to the
 	 * cluster through the window. */
 	jct_redis_kill(&c->node[victim]);
-	double killed = jct_now_s(), window = -1;
+	double killed = jtl_now_s(), window = -1;
 	int purges = 0;
 	for (; jct_clients_running(&cl); purges++) {
 		purge_all(n);
 		if (window < 0 && jct_cluster_wait_ok(c, 0.02))
-			window = jct_now_s() - killed;
+			window = jtl_now_s() - killed;
 		usleep(20000);
 	}
 	if (window < 0) {
 		assert_true(jct_cluster_wait_ok(c, 30));
-		window = jct_now_s() - killed;
+		window = jtl_now_s() - killed;
 	}
 	struct jct_tally t;
 	jct_clients_finish(&cl, &t);
@@ -946,7 +942,7 @@ static void failover_under_load(struct rfx *x, const char *spec)
 	 * did, are served every value (the first after at most a map refresh). */
 	start(x, 2, NULL);
 	for (int pass = 0; pass < 2; pass++) {
-		struct jc_test_daemon *d = pass ? cd : a;
+		struct jtl_daemon *d = pass ? cd : a;
 		purge_all(d);
 		int64_t hits = jct_stat(d, "remote_hits"), compiles = jct_stat(d, "compiles");
 		for (int v = 0; v <= CL_KEYS; v++)
@@ -970,7 +966,7 @@ static void test_cluster(void **state)
 	for (int i = 0; i <= CL_KEYS; i++)
 		n += (size_t)snprintf(spec + n, sizeof(spec) - n, "%s0:%d", i ? "," : "", 300 + i);
 	struct rfx *x = rfx_new(state, spec, ON_CLUSTER, NULL);
-	struct jc_test_daemon *a = &x->d[0];
+	struct jtl_daemon *a = &x->d[0];
 	start(x, 0, NULL);
 	/* Keys spread over the three masters. */
 	for (int v = 0; v < CL_KEYS; v++)

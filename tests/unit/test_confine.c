@@ -25,17 +25,17 @@
 
 #include "confine.h"
 #include "jitcache/jitcache.h"
+#include "tests/lib/test.h"
 
 struct fx {
-	char root[64];
+	char root[JTL_ROOT_MAX];
 	char allowed[128], outside[128], cwd[128];
 };
 
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	snprintf(f->root, sizeof(f->root), "/tmp/jc-confine-XXXXXX");
-	assert_non_null(mkdtemp(f->root));
+	jct_tmpdir(f->root, NULL, "confine");
 	snprintf(f->allowed, sizeof(f->allowed), "%s/allowed", f->root);
 	snprintf(f->outside, sizeof(f->outside), "%s/outside", f->root);
 	snprintf(f->cwd, sizeof(f->cwd), "%s/cwd", f->root);
@@ -52,9 +52,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "chmod -R u+w '%s'; rm -rf '%s'", f->root, f->root);
-	assert_int_equal(system(cmd), 0);
+	jct_tmpdir_remove(f->root);
 	free(f);
 	return 0;
 }

@@ -28,39 +28,18 @@
 #include "jitcache/jitcache.h"
 #include "manifest.h"
 #include "req.h"
+#include "tests/lib/test.h"
 
 struct fx {
-	char root[64];
+	char root[JTL_ROOT_MAX];
 	struct jc_inc_memo *memo;
 	struct jc_inc_ctx ctx;
 };
 
-static void put_file(const struct fx *f, const char *rel, const char *text)
-{
-	char path[512], dir[512];
-	snprintf(path, sizeof(path), "%s/%s", f->root, rel);
-	for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
-		snprintf(dir, sizeof(dir), "%.*s", (int)(p - path), path);
-		mkdir(dir, 0755);
-	}
-	FILE *o = fopen(path, "w");
-	assert_non_null(o);
-	fputs(text, o);
-	assert_int_equal(fclose(o), 0);
-}
-
-/* Waits out the settle margin of files written just now (ns timestamps here). */
-static void settle(void)
-{
-	struct timespec ts = {0, 150 * 1000000};
-	nanosleep(&ts, NULL);
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	snprintf(f->root, sizeof(f->root), "/tmp/jc-inc-XXXXXX");
-	assert_non_null(mkdtemp(f->root));
+	jct_tmpdir(f->root, NULL, "inc");
 	assert_int_equal(jc__inc_memo_new(1024, &f->memo), 0);
 	f->ctx.memo = f->memo;
 	f->ctx.max_entries = 100000;
@@ -72,9 +51,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->root);
-	assert_int_equal(system(cmd), 0);
+	jct_tmpdir_remove(f->root);
 	jc__inc_memo_free(f->memo);
 	free(f);
 	return 0;
@@ -134,13 +111,13 @@ static void test_key_digest(void **state)
 {
 	struct fx *f = *state;
 	const char *src = "#include <a.h>\n#include \"sub/b.h\"\n";
-	put_file(f, "u1/inc/a.h", "#include \"c.h\"\n");
-	put_file(f, "u1/inc/c.h", "int c;\n");
-	put_file(f, "u1/other/sub/b.h", "int b;\n");
-	put_file(f, "u2/x/inc/a.h", "#include \"c.h\"\n");
-	put_file(f, "u2/x/inc/c.h", "int c;\n");
-	put_file(f, "u2/y/sub/b.h", "int b;\n");
-	settle();
+	jct_put(f->root, "u1/inc/a.h", "#include \"c.h\"\n");
+	jct_put(f->root, "u1/inc/c.h", "int c;\n");
+	jct_put(f->root, "u1/other/sub/b.h", "int b;\n");
+	jct_put(f->root, "u2/x/inc/a.h", "#include \"c.h\"\n");
+	jct_put(f->root, "u2/x/inc/c.h", "int c;\n");
+	jct_put(f->root, "u2/y/sub/b.h", "int b;\n");
+	jct_settle();
 	uint8_t d1[16], d2[16], d3[16], d4[16];
 	key_digest_of(f, src, (const char *const[]){"u1/inc", "u1/other", NULL}, d1);
 	key_digest_of(f, src, (const char *const[]){"u2/x/inc", "u2/y", NULL}, d2);
@@ -148,18 +125,18 @@ static void test_key_digest(void **state)
 	/* the order of the directories is part of the search */
 	key_digest_of(f, src, (const char *const[]){"u2/y", "u2/x/inc", NULL}, d3);
 	assert_memory_not_equal(d1, d3, 16);
-	put_file(f, "u2/x/inc/c.h", "int c2;\n");
-	settle();
+	jct_put(f->root, "u2/x/inc/c.h", "int c2;\n");
+	jct_settle();
 	key_digest_of(f, src, (const char *const[]){"u2/x/inc", "u2/y", NULL}, d3);
 	assert_memory_not_equal(d1, d3, 16);
 	/* nested directories: the same tree under other top directories agrees */
-	put_file(f, "n1/inc/a.h", "#include \"c.h\"\n");
-	put_file(f, "n1/inc/c.h", "int c;\n");
-	put_file(f, "n1/sub/b.h", "int b;\n");
-	put_file(f, "n2/deep/inc/a.h", "#include \"c.h\"\n");
-	put_file(f, "n2/deep/inc/c.h", "int c;\n");
-	put_file(f, "n2/deep/sub/b.h", "int b;\n");
-	settle();
+	jct_put(f->root, "n1/inc/a.h", "#include \"c.h\"\n");
+	jct_put(f->root, "n1/inc/c.h", "int c;\n");
+	jct_put(f->root, "n1/sub/b.h", "int b;\n");
+	jct_put(f->root, "n2/deep/inc/a.h", "#include \"c.h\"\n");
+	jct_put(f->root, "n2/deep/inc/c.h", "int c;\n");
+	jct_put(f->root, "n2/deep/sub/b.h", "int b;\n");
+	jct_settle();
 	key_digest_of(f, src, (const char *const[]){"n1", "n1/inc", NULL}, d3);
 	key_digest_of(f, src, (const char *const[]){"n2/deep", "n2/deep/inc", NULL}, d4);
 	assert_memory_equal(d3, d4, 16);
@@ -212,11 +189,11 @@ static void test_directives(void **state)
 		"#include_next <next.h>\n"
 		"#pragma message(\"not_a_header.h\")\n"
 		"x = 1; #include \"not_at_line_start.h\"\n";
-	put_file(f, "inc/angle.h", "#include \"sub/nested.h\"\n");
-	put_file(f, "inc/sub/nested.h", "#include \"sibling.h\"\n#include <deep/x.h>\n");
-	put_file(f, "inc/sub/sibling.h", "");
-	put_file(f, "inc/deep/x.h", "");
-	put_file(f, "inc/no_line_comment.h", "");
+	jct_put(f->root, "inc/angle.h", "#include \"sub/nested.h\"\n");
+	jct_put(f->root, "inc/sub/nested.h", "#include \"sibling.h\"\n#include <deep/x.h>\n");
+	jct_put(f->root, "inc/sub/sibling.h", "");
+	jct_put(f->root, "inc/deep/x.h", "");
+	jct_put(f->root, "inc/no_line_comment.h", "");
 	/* A quoted name is looked up beside the including file, then on -I; an
 	 * angle name (deep/x.h) on -I only. */
 	struct jc_req r;
@@ -267,7 +244,7 @@ static void test_search_path_and_shadowing(void **state)
 	struct jc_req r;
 	struct jc_inc_set a, b;
 	char p[512];
-	put_file(f, "d2/x.h", "#define X 2\n");
+	jct_put(f->root, "d2/x.h", "#define X 2\n");
 	mkdir(strcat(strcpy(p, f->root), "/d1"), 0755);
 	make_req(f, &r, "#include \"x.h\"\n", dirs);
 	scan(f, &r, &a);
@@ -275,7 +252,7 @@ static void test_search_path_and_shadowing(void **state)
 	assert_int_equal(kind_of(f, &a, "d2/x.h"), JC_INC_FILE);
 	assert_int_equal(check(f, &a), 1);
 
-	put_file(f, "d1/x.h", "#define X 1\n");
+	jct_put(f->root, "d1/x.h", "#define X 1\n");
 	assert_int_equal(check(f, &a), 0);
 	scan(f, &r, &b);
 	assert_int_equal(kind_of(f, &b, "d1/x.h"), JC_INC_FILE);
@@ -299,13 +276,13 @@ static void test_memo_and_settle(void **state)
 	struct jc_req r;
 	struct jc_inc_set set, again;
 	char p[512];
-	put_file(f, "inc/a.h", "#include \"b.h\"\n#include \"opt.h\"\n");
-	put_file(f, "inc/b.h", "#define B 1\n");
+	jct_put(f->root, "inc/a.h", "#include \"b.h\"\n#include \"opt.h\"\n");
+	jct_put(f->root, "inc/b.h", "#define B 1\n");
 	make_req(f, &r, "#include <a.h>\n", dirs);
 	scan(f, &r, &set);
 	assert_true(set.unsettled); /* written a moment ago: not memoised */
 	assert_int_equal(set.n_read, 2);
-	settle();
+	jct_settle();
 	scan(f, &r, &again);
 	assert_false(again.unsettled);
 	assert_int_equal(again.n_read, 2); /* the first scan could not memoise them */
@@ -333,18 +310,18 @@ static void test_memo_and_settle(void **state)
 	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 1);
 
 	/* Same size, new bytes: a difference, and the snapshot sees the change. */
-	put_file(f, "inc/b.h", "#define B 2\n");
+	jct_put(f->root, "inc/b.h", "#define B 2\n");
 	assert_int_equal(check(f, &set), 0);
 	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 0);
 	assert_string_equal(what, p);
 	jc__inc_set_clear(&snap);
 
 	/* An absent candidate that appears breaks the snapshot too. */
-	settle();
+	jct_settle();
 	scan(f, &r, &snap);
-	put_file(f, "inc/unrelated.h", "");
+	jct_put(f->root, "inc/unrelated.h", "");
 	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 1); /* not a candidate */
-	put_file(f, "inc/opt.h", "");
+	jct_put(f->root, "inc/opt.h", "");
 	assert_int_equal(jc__inc_unchanged(&snap, what, sizeof(what)), 0);
 	path_of(f, "inc/opt.h", p, sizeof(p));
 	assert_string_equal(what, p);
@@ -361,9 +338,9 @@ static void test_computed_fallback(void **state)
 	struct jc_req r;
 	struct jc_inc_set set;
 	char p[512];
-	put_file(f, "inc/a.h", "");
-	put_file(f, "inc/sub/b.h", "#include \"../a.h\"\n");
-	put_file(f, "inc/sub/deeper/c.txt", "data");
+	jct_put(f->root, "inc/a.h", "");
+	jct_put(f->root, "inc/sub/b.h", "#include \"../a.h\"\n");
+	jct_put(f->root, "inc/sub/deeper/c.txt", "data");
 	make_req(f, &r, "#define H \"a.h\"\n#include H\n", dirs);
 	scan(f, &r, &set);
 	assert_true(set.fallback);
@@ -376,11 +353,11 @@ static void test_computed_fallback(void **state)
 	assert_int_equal(kind_of(f, &set, "missing"), JC_INC_DIR);
 	assert_int_equal(check(f, &set), 1);
 
-	put_file(f, "inc/sub/deeper/c.txt", "DATA"); /* any file there counts */
+	jct_put(f->root, "inc/sub/deeper/c.txt", "DATA"); /* any file there counts */
 	assert_int_equal(check(f, &set), 0);
-	put_file(f, "inc/sub/deeper/c.txt", "data");
+	jct_put(f->root, "inc/sub/deeper/c.txt", "data");
 	assert_int_equal(check(f, &set), 1);
-	put_file(f, "inc/sub/new.h", ""); /* a new file anywhere under the directory */
+	jct_put(f->root, "inc/sub/new.h", ""); /* a new file anywhere under the directory */
 	assert_int_equal(check(f, &set), 0);
 	path_of(f, "inc/sub/new.h", p, sizeof(p));
 	unlink(p);
@@ -400,8 +377,8 @@ static void test_toolkit_tree(void **state)
 	struct jc_req r;
 	struct jc_inc_set set;
 	char root[512], p[512];
-	put_file(f, "tk/include/cccl/t.h", "#include <deeper.h>\n");
-	put_file(f, "user/u.h", "");
+	jct_put(f->root, "tk/include/cccl/t.h", "#include <deeper.h>\n");
+	jct_put(f->root, "user/u.h", "");
 	path_of(f, "tk/include", p, sizeof(p));
 	assert_non_null(realpath(p, root));
 	f->ctx.toolkit_root = root;
@@ -428,8 +405,8 @@ static void test_options_and_roots(void **state)
 	struct jc_req r;
 	struct jc_inc_set set;
 	char opt[600], err[512];
-	put_file(f, "inc/pre.h", "#include \"from_pre.h\"\n");
-	put_file(f, "abs.h", "");
+	jct_put(f->root, "inc/pre.h", "#include \"from_pre.h\"\n");
+	jct_put(f->root, "abs.h", "");
 	make_req(f, &r, "int x;\n", NULL);
 	assert_int_equal(jc__inc_needed(&r), 0);
 	assert_int_equal(jc__strv_push(&r.options, "--include-path"), 0);
@@ -491,7 +468,7 @@ static void test_limits(void **state)
 	struct jc_req r;
 	struct jc_inc_set set;
 	char err[512] = "";
-	put_file(f, "inc/big.h", "0123456789abcdef0123456789abcdef");
+	jct_put(f->root, "inc/big.h", "0123456789abcdef0123456789abcdef");
 	make_req(f, &r, "#include <big.h>\n#include <a.h>\n#include <b.h>\n", dirs);
 	f->ctx.max_file_size = 16;
 	assert_int_equal(jc__inc_scan(&r, &f->ctx, &set, err, sizeof(err)), JC_ETOOBIG);
@@ -522,7 +499,7 @@ static void test_manifest(void **state)
 	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 0);
 	for (int i = 0; i <= JC_MANIFEST_VARIANTS; i++) {
 		snprintf(text, sizeof(text), "#define V %d\n", i);
-		put_file(f, "inc/v.h", text);
+		jct_put(f->root, "inc/v.h", text);
 		scan(f, &r, &sets[i]);
 		assert_int_equal(jc__manifest_add(m, direct, &sets[i], err, sizeof(err)), 0);
 		assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 1);
@@ -530,13 +507,13 @@ static void test_manifest(void **state)
 		jc__inc_set_clear(&got);
 	}
 	/* Revert to version 1: an older variant matches (after trying newer ones). */
-	put_file(f, "inc/v.h", "#define V 1\n");
+	jct_put(f->root, "inc/v.h", "#define V 1\n");
 	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 1);
 	assert_memory_equal(got.digest, sets[1].digest, 16);
 	assert_true(n_stat > got.n_stat);
 	jc__inc_set_clear(&got);
 	/* Version 0 was the ninth back: dropped. */
-	put_file(f, "inc/v.h", "#define V 0\n");
+	jct_put(f->root, "inc/v.h", "#define V 0\n");
 	assert_int_equal(jc__manifest_lookup(m, direct, &f->ctx, &got, &n_stat), 0);
 	/* Adding a variant that is there already moves it to the front, once. */
 	assert_int_equal(jc__manifest_add(m, direct, &sets[0], err, sizeof(err)), 0);
@@ -611,9 +588,9 @@ static void test_conservative_forms(void **state)
 	/* With -I, a digraph or spliced include is followed like a plain one,
 	 * and a macro'd __has_include takes the whole directory. */
 	static const char *const dirs[] = {"inc", NULL};
-	put_file(f, "inc/dg.h", "");
-	put_file(f, "inc/other.h", "");
-	settle();
+	jct_put(f->root, "inc/dg.h", "");
+	jct_put(f->root, "inc/other.h", "");
+	jct_settle();
 	make_req(f, &r, "%:include \"dg.h\"\n", dirs);
 	scan(f, &r, &set);
 	assert_int_equal(kind_of(f, &set, "inc/dg.h"), JC_INC_FILE);
@@ -653,9 +630,9 @@ static void test_covers_and_learn(void **state)
 	struct jc_req r;
 	struct jc_inc_set set, learned;
 	char what[512];
-	put_file(f, "inc/a.h", "#define A 1\n");
-	put_file(f, "elsewhere/b.h", "#define B 2\n");
-	settle();
+	jct_put(f->root, "inc/a.h", "#define A 1\n");
+	jct_put(f->root, "elsewhere/b.h", "#define B 2\n");
+	jct_settle();
 	make_req(f, &r, "#include \"a.h\"\n", dirs);
 	scan(f, &r, &set);
 	struct jc_dep deps[4] = {dep(f, "inc/a.h", JC_DEP_FILE), dep(f, "inc/nope.h", JC_DEP_ABSENT),
@@ -681,11 +658,11 @@ static void test_covers_and_learn(void **state)
 	memcpy(digest, learned.digest, 16);
 	jc__inc_set_clear(&learned);
 	/* A file changed since the compile: nothing learnt. */
-	put_file(f, "elsewhere/b.h", "#define B 3\n");
+	jct_put(f->root, "elsewhere/b.h", "#define B 3\n");
 	assert_int_equal(jc__inc_learn(&set, deps, 4, &f->ctx, &learned, what, sizeof(what)), 0);
 	assert_non_null(strstr(what, "b.h"));
 	/* With the new identity, a new digest. */
-	settle();
+	jct_settle();
 	free(deps[3].path);
 	deps[3] = dep(f, "elsewhere/b.h", JC_DEP_FILE);
 	assert_int_equal(jc__inc_learn(&set, deps, 4, &f->ctx, &learned, what, sizeof(what)), 1);

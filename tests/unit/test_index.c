@@ -4,7 +4,6 @@
 #define _GNU_SOURCE
 #endif
 #include <fcntl.h>
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,18 +18,13 @@
 
 #include "index.h"
 #include "jitcache/jitcache.h"
+#include "tests/lib/test.h"
 
 struct fx {
-	char dir[64];
+	char dir[JTL_ROOT_MAX];
 	char path[128];
 	struct jc_index *ix;
 };
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st; (void)flag; (void)ftw;
-	return remove(p);
-}
 
 static int setup(void **state)
 {
@@ -38,8 +32,7 @@ static int setup(void **state)
 	char err[256];
 
 	assert_non_null(f);
-	strcpy(f->dir, "/tmp/jc-index-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	jct_tmpdir(f->dir, NULL, "index");
 	snprintf(f->path, sizeof(f->path), "%s/index.sqlite", f->dir);
 	assert_int_equal(jc__index_open(f->path, 0, &f->ix, err, sizeof(err)), 0);
 	*state = f;
@@ -51,7 +44,7 @@ static int teardown(void **state)
 	struct fx *f = *state;
 
 	jc__index_close(f->ix);
-	nftw(f->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	jct_tmpdir_remove(f->dir);
 	free(f);
 	return 0;
 }

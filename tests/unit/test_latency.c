@@ -9,12 +9,7 @@
 #include <cmocka.h>
 
 #include "latency.h"
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
+#include "tests/lib/core.h"
 
 /* Exact nearest-rank quantile of sorted v[n]. */
 static uint64_t exact(const uint64_t *v, size_t n, double q)
@@ -94,7 +89,7 @@ static void test_random_against_exact(void **state)
 		sum += ns;
 		jc__latency_add(&h, ns);
 	}
-	qsort(v, N, sizeof(*v), cmp_u64);
+	jtl_sort_u64(v, N);
 	static const double qs[] = {0.001, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0};
 	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
 		assert_within_eighth(jc__latency_quantile_ns(&h, qs[i]), exact(v, N, qs[i]));

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,18 +24,13 @@
 #include "jitcache/jitcache.h"
 #include "req.h"
 #include "store.h"
+#include "tests/lib/test.h"
 
 struct fx {
-	char root[64];   /* mkdtemp */
-	char dir[128];   /* root/cache: created by the store */
+	char root[JTL_ROOT_MAX]; /* jct_tmpdir */
+	char dir[128];           /* root/cache: created by the store */
 	struct jc_store *s;
 };
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st; (void)flag; (void)ftw;
-	return remove(p);
-}
 
 static int setup(void **state)
 {
@@ -44,8 +38,7 @@ static int setup(void **state)
 	char err[256];
 
 	assert_non_null(f);
-	strcpy(f->root, "/tmp/jc-store-XXXXXX");
-	assert_non_null(mkdtemp(f->root));
+	jct_tmpdir(f->root, NULL, "store");
 	snprintf(f->dir, sizeof(f->dir), "%s/cache", f->root);
 	assert_int_equal(jc__store_open(f->dir, &f->s, err, sizeof(err)), 0);
 	*state = f;
@@ -57,7 +50,7 @@ static int teardown(void **state)
 	struct fx *f = *state;
 
 	jc__store_close(f->s);
-	nftw(f->root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	jct_tmpdir_remove(f->root);
 	free(f);
 	return 0;
 }

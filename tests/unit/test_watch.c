@@ -22,31 +22,30 @@
 
 #include "includes.h"
 #include "watch.h"
+#include "tests/lib/test.h"
 
-static char root[64];
+static char root[JTL_ROOT_MAX];
 
-static void sh(const char *fmt, const char *arg)
+/* Runs the shell command cmd in root; fails the test unless it succeeds. */
+static void in_root(const char *cmd)
 {
-	char cmd[1024];
-	snprintf(cmd, sizeof(cmd), fmt, root, arg);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(jct_sh("cd %s && %s", root, cmd), 0);
 }
 
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(root, sizeof(root), "/tmp/jc-watch-XXXXXX");
-	assert_non_null(mkdtemp(root));
+	jct_tmpdir(root, NULL, "watch");
 	/* inc/x -> ../B/real, B -> A: inc/x/h.h is A/real/h.h */
-	sh("cd %s && mkdir -p A/real C/real inc && echo '#define H 1' > A/real/h.h%s", "");
-	sh("cd %s && echo '#define H 2' > C/real/h.h && ln -s A B && ln -s ../B/real inc/x%s", "");
+	in_root("mkdir -p A/real C/real inc && echo '#define H 1' > A/real/h.h");
+	in_root("echo '#define H 2' > C/real/h.h && ln -s A B && ln -s ../B/real inc/x");
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	sh("rm -rf %s%s", "");
+	jct_tmpdir_remove(root);
 	return 0;
 }
 
@@ -83,30 +82,30 @@ static void test_link_chain(void **state)
 	uint64_t s = watch(w, &set);
 
 	/* Not the tree's: a new file beside the header, another in inc/, one in C. */
-	sh("cd %s && echo x > A/real/other.h && touch inc/unrelated && echo y > C/real/h.h%s", "");
+	in_root("echo x > A/real/other.h && touch inc/unrelated && echo y > C/real/h.h");
 	assert_true(jc__watch_valid(w, s));
 
 	/* The link in the middle of the chain swapped (B -> C). */
-	sh("cd %s && ln -sfn C B.new && mv -T B.new B%s", "");
+	in_root("ln -sfn C B.new && mv -T B.new B");
 	assert_false(jc__watch_valid(w, s));
 	jc__watch_forget(w, s);
 
 	/* Now through C: the header written. */
 	s = watch(w, &set);
-	sh("cd %s && echo '#define H 3' >> C/real/h.h%s", "");
+	in_root("echo '#define H 3' >> C/real/h.h");
 	assert_false(jc__watch_valid(w, s));
 	jc__watch_forget(w, s);
 
 	/* Its directory renamed away. */
 	s = watch(w, &set);
-	sh("cd %s && mv C/real C/real-old%s", "");
+	in_root("mv C/real C/real-old");
 	assert_false(jc__watch_valid(w, s));
 	jc__watch_forget(w, s);
-	sh("cd %s && mv C/real-old C/real%s", "");
+	in_root("mv C/real-old C/real");
 
 	/* The absent candidate's directory made. */
 	s = watch(w, &set);
-	sh("cd %s && mkdir inc/missing%s", "");
+	in_root("mkdir inc/missing");
 	assert_false(jc__watch_valid(w, s));
 	jc__watch_forget(w, s);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#include "robust.h"
+/* tests/lib, the concurrency and crash suites' part: see variants.h. */
+#include "variants.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,9 +17,6 @@
 
 #include <cmocka.h>
 #include <nvrtc.h>
-#include <xxhash.h>
-
-#include "harness.h"
 
 static const char *const archs[] = {"sm_90", "sm_80", "compute_90"};
 
@@ -135,10 +133,7 @@ static void put_file(const char *dir, int n, const char *ext, const void *data, 
 {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%d.%s", dir, n, ext);
-	FILE *f = fopen(path, "wb");
-	assert_non_null(f);
-	assert_int_equal(fwrite(data, 1, size, f), size);
-	assert_int_equal(fclose(f), 0);
+	jct_write_file(path, data, size);
 }
 
 void jct_ref_save(const char *dir, int n, const struct jct_ref *ref)
@@ -153,7 +148,7 @@ static char *get_file(const char *dir, int n, const char *ext, size_t *size)
 	char path[512];
 	size_t len;
 	snprintf(path, sizeof(path), "%s/%d.%s", dir, n, ext);
-	uint8_t *p = jct_read_file(path, size ? size : &len);
+	uint8_t *p = jtl_read_file(path, size ? size : &len);
 	assert_non_null(p);
 	return (char *)p;
 }
@@ -293,15 +288,6 @@ pid_t jct_spawn_helper(const char *name, const char *const *args, int out_fd)
 	return pid;
 }
 
-int jct_wait(pid_t pid)
-{
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 int jct_barrier(int *release)
 {
 	int p[2];
@@ -317,14 +303,6 @@ void jct_barrier_wait(int fd)
 	while (read(fd, &c, 1) < 0 && errno == EINTR)
 		;
 	close(fd);
-}
-
-static void hash_hex(const void *data, size_t size, char out[33])
-{
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits(data, size));
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
 }
 
 static size_t count_entries(const char *path)
@@ -372,9 +350,9 @@ void jct_scan_store(const char *cache, struct jct_store_scan *out)
 				out->bad_objects++;
 				continue;
 			}
-			uint8_t *data = jct_read_file(file, &size);
+			uint8_t *data = jtl_read_file(file, &size);
 			assert_non_null(data);
-			hash_hex(data, size, hex);
+			jct_hash_hex(data, size, hex);
 			free(data);
 			if (strcmp(hex, fe->d_name) != 0 || strncmp(hex, de->d_name, 2) != 0) {
 				fprintf(stderr, "%s: content hashes to %s\n", file, hex);
@@ -384,25 +362,6 @@ void jct_scan_store(const char *cache, struct jct_store_scan *out)
 		closedir(d);
 	}
 	closedir(top);
-}
-
-const char *jct_object_path(const char *cache, const jc_result *res)
-{
-	static char path[512];
-	char hex[33];
-	size_t n;
-	const void *data = jc_result_data(res, &n);
-	assert_non_null(data);
-	hash_hex(data, n, hex);
-	snprintf(path, sizeof(path), "%s/objects/%.2s/%s", cache, hex, hex);
-	return path;
-}
-
-double jct_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* --- client load helpers --------------------------------------------------- */
@@ -441,7 +400,7 @@ int jct_helper_client(char **argv)
 	return errors || wrong ? 1 : 0;
 }
 
-void jct_clients_start(const struct jc_test_daemon *d, const char *refdir, const char *spec,
+void jct_clients_start(const struct jtl_daemon *d, const char *refdir, const char *spec,
 			  int n, int nreq, unsigned seed, struct jct_clients *cl)
 {
 	char bfd[16], rfd[16], sseed[32], sreq[16];
@@ -487,7 +446,7 @@ void jct_clients_finish(struct jct_clients *cl, struct jct_tally *t)
 {
 	memset(t, 0, sizeof(*t));
 	for (int i = 0; i < cl->n; i++)
-		t->failed_exits += jct_wait(cl->pids[i]) != 0;
+		t->failed_exits += jtl_wait(cl->pids[i]) != 0;
 	FILE *f = fdopen(cl->out, "r");
 	unsigned long long v[7];
 	while (fscanf(f, "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],

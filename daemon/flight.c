@@ -1,0 +1,529 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Single flight and publishing: concurrent requests for one key wait on one
+ * flight; a local miss asks the remote tier, else queues a compile in the
+ * worker pool (pool.h); the result goes to every waiter and is published
+ * through the tier (tier.h: object first, then the row) in the thread pool.
+ * Loop thread, but for the publish job. docs/ARCHITECTURE.md, "Tiers".
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "daemon.h"
+#include "jitcache/jitcache.h"
+#include "key.h"
+#include "log.h"
+#include "pool.h"
+#include "remote.h"
+#include "util.h"
+
+struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16])
+{
+	for (struct jc_flight *f = d->flights; f; f = f->next)
+		if (memcmp(f->key, key, 16) == 0)
+			return f;
+	return NULL;
+}
+
+/* Adds conn as a waiter; names (NULL for the flight's own request, whose
+ * order the result has) is moved into the waiter. */
+int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0,
+		       struct jc_strv *names)
+{
+	struct jc_waiter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return JC_ENOMEM;
+	if (names) {
+		w->names = *names;
+		memset(names, 0, sizeof(*names));
+	}
+	w->conn = conn;
+	w->cache = cache;
+	w->t0 = t0;
+	f->d->conn_ops->ref(conn);
+	w->next = f->waiters;
+	f->waiters = w;
+	return 0;
+}
+
+static void waiter_free(struct jc_daemon *d, struct jc_waiter *w)
+{
+	d->conn_ops->unref(w->conn);
+	jc__strv_clear(&w->names);
+	free(w);
+}
+
+static void flight_free(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	for (struct jc_flight **p = &d->flights; *p; p = &(*p)->next)
+		if (*p == f) {
+			*p = f->next;
+			break;
+		}
+	if (d->remote)
+		jc__remote_done(d->remote, f->key); /* a fleet lock not handed to a publish */
+	while (f->waiters) {
+		struct jc_waiter *w = f->waiters;
+		f->waiters = w->next;
+		waiter_free(d, w);
+	}
+	d->buffers.used -= f->charged;
+	jc__req_clear(&f->req);
+	jc__res_clear(&f->res);
+	jc__inc_set_clear(f->inc);
+	free(f->inc);
+	jc__fatbin_free(f->fatbin);
+	free(f);
+}
+
+/* Results that become index rows: artifacts and deterministic compile errors. */
+static int publishable(const struct jc_res *res)
+{
+	return res->status == 0 || res->status == JC_ECOMPILE;
+}
+
+/* Sends the flight's outcome to the waiters it has now (and forgets them). */
+static void flight_answer(struct jc_flight *f)
+{
+	struct jc_res *res = &f->res;
+	memcpy(res->key, f->learned ? f->store_key : f->key, 16);
+	/* What NVRTC read is the daemon's business (PROTOCOL.md): never sent on. */
+	for (size_t i = 0; i < res->n_deps; i++)
+		free(res->deps[i].path);
+	free(res->deps);
+	res->deps = NULL;
+	res->n_deps = 0;
+	struct jc_lowered *own = res->lowered;
+	/* Every uid that waited on a stored result is one of its users. */
+	int stored = f->publish_rc == 0 && publishable(res) && !f->uncached && !f->tree_missing;
+	while (f->waiters) {
+		struct jc_waiter *w = f->waiters;
+		struct jc_lowered *tmp;
+		f->waiters = w->next;
+		uid_t uid = f->d->conn_ops->uid(w->conn);
+		if (stored && uid != f->uid)
+			jc__memcache_touch(f->d, f->store_key, uid, 0);
+		res->cache = w->cache;
+		res->server_ns = jc__now_ns() - w->t0;
+		jc__res_lowered_in_order(res, &w->names, &tmp);
+		jc__answer(f->d, w->conn, res, -1);
+		res->lowered = own;
+		free(tmp);
+		waiter_free(f->d, w);
+	}
+}
+
+/* Sends the flight's outcome to every waiter and ends the flight. */
+static void flight_finish(struct jc_flight *f)
+{
+	flight_answer(f);
+	flight_free(f);
+}
+
+/* The index row of a flight's result; strings borrowed from f, options
+ * summarised into the caller's buffer. */
+static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *options, size_t cap)
+{
+	struct jc_daemon *d = f->d;
+	struct jc_res *res = &f->res;
+	memset(e, 0, sizeof(*e));
+	memcpy(e->key, f->store_key, 16);
+	if (res->status != 0) {
+		e->status = 1;
+		e->error = res->status;
+		e->expires = jc__wall_s() + d->cfg.negative_ttl_s;
+	}
+	memcpy(e->object, res->object, 16);
+	e->size = res->size;
+	e->output = res->output;
+	e->arch = f->req.arch;
+	e->versions = d->tc.summary;
+	e->source_name = f->req.source_name ? f->req.source_name : (char *)"";
+	e->app_abi = f->req.app_abi ? f->req.app_abi : (char *)"";
+	options[0] = '\0';
+	for (size_t i = 0, n = 0; i < f->req.options.n && n < cap; i++)
+		n += (size_t)snprintf(options + n, cap - n, "%s%s", i ? " " : "", f->req.options.v[i]);
+	e->options = options;
+	e->created = e->last_access = jc__wall_s();
+	e->compile_ns = res->compile_ns;
+	e->log = res->log ? res->log : (char *)"";
+	e->lowered = res->lowered;
+	e->n_lowered = res->n_lowered;
+}
+
+/*
+ * Thread pool, after the compile: an include set with a header changed
+ * within the settle margin (a generated header) is stored only when reading
+ * it again shows the bytes that were hashed (jc__inc_rehash); the settle
+ * margin decides only whether the stat memo may be trusted.
+ */
+static int rehashed(struct jc_flight *f, const struct jc_inc_set *set, char *what, size_t len)
+{
+	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(f->d);
+	int rc = jc__inc_rehash(set, &ctx, what, len);
+	if (rc == JC_ENOMEM)
+		snprintf(what, len, "(out of memory re-reading %s)", set->unsettled_path);
+	f->rehashed |= rc == 1;
+	return rc;
+}
+
+/*
+ * Thread pool, before publishing: does the key cover what NVRTC read (the
+ * worker's record)? If not, and the request has an include set, learn the
+ * set that says exactly that, store under its key and add it to the
+ * manifest (ccache's depend mode); else the result is served, not stored.
+ */
+static void check_deps(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	char what[512] = "";
+	int rc = jc__inc_covers(f->inc, f->res.deps, f->res.n_deps, what, sizeof(what));
+	if (rc == 1)
+		return;
+	if (rc == 0 && f->req.tree_round) {
+		/* Nothing to learn from: the client's files are not ours to read. */
+		snprintf(f->errmsg, sizeof(f->errmsg), "the compile read %s, which the client did not "
+			 "send (its include scan missed it); not served", what);
+		f->tree_missing = 1;
+		return;
+	}
+	if (rc == 0 && f->inc) {
+		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
+		struct jc_inc_set learned;
+		char err[256];
+		char seen[512];
+		snprintf(seen, sizeof(seen), "%s", what);
+		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what, sizeof(what));
+		if (rc == 1 && learned.unsettled && (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
+			snprintf(what + strlen(what), sizeof(what) - strlen(what),
+				 " (changed just before the compile)");
+		uint8_t tree[16];
+		uint8_t lookup[16];
+		if (rc == 1 && jc__inc_key_digest(&learned, &f->req.include_dirs, tree) == 0 &&
+		    jc__key_with_tree(f->direct, tree, f->store_key) == 0 &&
+		    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
+			if (jc__manifest_add(d->manifests, lookup, &learned, err, sizeof(err)) != 0)
+				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
+			f->learned = 1;
+			jc__inc_set_clear(&learned);
+			snprintf(f->learned_from, sizeof(f->learned_from), "%s", seen);
+			return;
+		}
+		jc__inc_set_clear(&learned);
+		if (rc == 0 && what[0])
+			snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which changed since", what);
+	}
+	if (!f->errmsg[0])
+		snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which the key does not cover",
+			 rc == JC_ENOMEM ? "files (out of memory checking them)" : what);
+	f->deps_mismatch = 1;
+}
+
+/* Thread pool: publishes the result through the tier (tier.h: the object,
+ * then the row). A flight started to replace a bad object that ends without
+ * a new row drops the old one. */
+static void publish_work_cb(uv_work_t *work)
+{
+	struct jc_flight *f = work->data;
+	struct jc_daemon *d = f->d;
+	struct jc_res *res = &f->res;
+	int publish = publishable(res);
+	char what[256];
+	f->publish_rc = 0;
+	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
+		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile "
+			 "and again since", what);
+	else if (publish && f->inc && !f->req.tree_round && !jc__inc_unchanged(f->inc, what, sizeof(what)))
+		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
+	else if (publish)
+		check_deps(f);
+	if (f->errmsg[0]) {
+		/* What NVRTC read may not be what the key says: serve, do not store. */
+		f->uncached = 1;
+		publish = 0;
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits(res->data, res->size));
+		memcpy(res->object, c.digest, 16);
+	}
+	if (publish) {
+		struct jc_entry e;
+		char options[1024];
+		entry_of_flight(f, &e, options, sizeof(options));
+		f->publish_rc = d->cache->ops->publish(d->cache, &e, (uint32_t)f->uid, res->data,
+						       res->size, f->errmsg, sizeof(f->errmsg));
+		memcpy(res->object, e.object, 16);
+	}
+	/* The row of the bad object goes unless a new row replaced it (a learnt
+	 * key is another row). */
+	if ((!publish || f->publish_rc != 0 || f->learned) && f->has_bad_object)
+		d->cache->ops->drop_row(d->cache, f->key, f->bad_object);
+}
+
+/* A flight that learnt its key: the scan's key, remembered for its lookup
+ * key, is not where the result went (the next request consults the manifest). */
+static void forget_learnt_key(struct jc_daemon *d, const struct jc_flight *f)
+{
+	uint8_t lookup[16];
+	if (jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0)
+		jc__keymemo_forget(d, lookup);
+}
+
+/* Write-back: a result compiled here goes to the remote tier, off the
+ * request path (remote.h). */
+static void publish_remote(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	char meta[1024];
+	snprintf(meta, sizeof(meta), "arch=%s source=%s app_abi=%s toolchain=%s",
+		 f->req.arch ? f->req.arch : "", f->req.source_name ? f->req.source_name : "",
+		 f->req.app_abi ? f->req.app_abi : "", d->tc.summary);
+	/* Under the key it was stored under: a learnt key, not the scan's, covers
+	 * what NVRTC read. */
+	jc__remote_publish(d->remote, f->store_key, &f->res, meta);
+}
+
+static void publish_after_cb(uv_work_t *work, int status)
+{
+	struct jc_flight *f = work->data;
+	struct jc_daemon *d = f->d;
+	int stored = f->publish_rc == 0 && f->res.status == 0;
+	(void)status;
+	if (f->learned && f->publish_rc == 0) {
+		char hex[33], shex[33];
+		jc__hex16(f->key, hex);
+		jc__hex16(f->store_key, shex);
+		jc_log_info(KEY, "key %s: NVRTC read %s, which the scan missed; stored under the key of "
+			    "what it read, %s", hex, f->learned_from, shex);
+		jc__daemon_count(d, JC_CTR_deps_learned, 1);
+		forget_learnt_key(d, f);
+	}
+	if (stored && !f->uncached && !f->remote_hit && d->remote &&
+	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
+		publish_remote(f);
+	jc__memcache_forget(d, f->key);
+	jc__memcache_forget(d, f->store_key);
+	if (f->rehashed && !f->uncached && stored)
+		jc__daemon_count(d, JC_CTR_include_rehashed, 1);
+	if (f->tree_missing) {
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_notice(KEY, "key %s: %s", hex, f->errmsg);
+		jc__daemon_count(d, JC_CTR_deps_mismatch, 1);
+		jc__res_clear(&f->res);
+		jc__res_init(&f->res);
+		f->res.status = JC_EINVAL;
+		f->res.message = strdup(f->errmsg);
+	} else if (f->uncached) {
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
+		jc__daemon_count(d, f->deps_mismatch ? JC_CTR_deps_mismatch : JC_CTR_include_uncached, 1);
+	} else if (f->publish_rc != 0) {
+		char hex[33];
+		jc__hex16(f->key, hex);
+		jc_log_err(STORE, "key %s: not stored: %s", hex, f->errmsg);
+		if (f->res.status == 0 && !f->remote_hit) {
+			/* The bytes are good but uncached: say so rather than serve them
+			 * as if stored, so a full disk is visible to the client. */
+			free(f->res.data);
+			f->res.data = NULL;
+			f->res.status = f->publish_rc == JC_ENOSPC ? JC_ENOSPC : JC_EIO;
+			free(f->res.message);
+			f->res.message = strdup(f->errmsg);
+		}
+	}
+	flight_finish(f);
+	/* A new object may have passed the budget's high-water mark. */
+	if (stored)
+		jc__evict_stored(d);
+}
+
+void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
+{
+	char hex[33];
+	if (f->fatbin) {
+		jc__fatbin_finish(d, f); /* its parts count as compiles */
+	} else {
+		jc__daemon_count(d, JC_CTR_compiles, 1);
+		jc__daemon_count(d, JC_CTR_compile_ns, f->res.compile_ns);
+		if (f->res.status != 0)
+			jc__daemon_count(d, JC_CTR_compile_failures, 1);
+	}
+	jc__hex16(f->key, hex);
+	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
+		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
+		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
+		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6);
+	/* Only deterministic failures (a compile error) become negative entries;
+	 * a flight that replaces a bad object drops its row when it fails. */
+	if (publishable(&f->res) || f->has_bad_object) {
+		f->work.data = f;
+		if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) == 0)
+			return;
+	}
+	flight_finish(f);
+}
+
+void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message)
+{
+	jc__res_clear(&f->res);
+	f->res.status = status;
+	f->res.output = f->req.output;
+	f->res.message = strdup(message);
+	jc__flight_done(d, f);
+}
+
+/* Drops f's waiters whose clients have hung up; returns how many are left. */
+static int drop_gone_waiters(struct jc_flight *f)
+{
+	int left = 0;
+	for (struct jc_waiter **p = &f->waiters; *p;) {
+		struct jc_waiter *w = *p;
+		if (!f->d->conn_ops->gone(w->conn)) {
+			left++;
+			p = &w->next;
+			continue;
+		}
+		*p = w->next;
+		waiter_free(f->d, w);
+	}
+	return left;
+}
+
+/* Pool callback, when a worker would take f: one whose clients all hung up
+ * is dropped (not compiled for nobody, which would let a client that sends
+ * requests and hangs up queue work and request bytes without bound). A
+ * fatbin's own job, and a flight that replaces a bad object, always run. */
+static int flight_wanted(struct jc_pool_job *job)
+{
+	struct jc_flight *f = JC_CONTAINER_OF(job, struct jc_flight, job);
+	if (drop_gone_waiters(f) > 0 || f->fatbin || f->has_bad_object)
+		return 1;
+	char hex[33];
+	jc__hex16(f->key, hex);
+	jc_log_info(KEY, "key %s: compile dropped before it ran: every client that "
+		    "asked for it has gone", hex);
+	flight_free(f);
+	return 0;
+}
+
+/* Pool callback: the compile ended, or was cancelled at shutdown. */
+static void flight_job_done(struct jc_pool_job *job, int status)
+{
+	struct jc_flight *f = JC_CONTAINER_OF(job, struct jc_flight, job);
+	if (status == 0) {
+		jc__flight_done(f->d, f);
+		return;
+	}
+	jc__res_clear(&f->res);
+	f->res.status = JC_EBUSY;
+	f->res.message = strdup("daemon is shutting down");
+	flight_finish(f);
+}
+
+/* The bytes a request holds that a client chose the size of. */
+static size_t req_bytes(const struct jc_req *r)
+{
+	size_t n = r->source_size;
+	for (size_t i = 0; i < r->n_headers; i++)
+		n += r->headers[i].size;
+	for (size_t i = 0; i < r->n_link_inputs; i++)
+		n += r->link_inputs[i].size;
+	return n;
+}
+
+/* Read-through: the remote tier's answer for a flight's key. A verified
+ * value is served at once, then published locally as a compile's result
+ * would be (its fsyncs are off the answer's path; requests that come
+ * meanwhile join the flight and get the same bytes); anything else
+ * compiles. */
+static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
+{
+	struct jc_flight *f = arg;
+	struct jc_daemon *d = f->d;
+	if (d->stopping) {
+		f->res.status = JC_EBUSY;
+		f->res.message = strdup("daemon is shutting down");
+		flight_finish(f);
+		return;
+	}
+	if (rc != 0) {
+		jc__cache_enqueue(d, f);
+		return;
+	}
+	jc__res_clear(&f->res);
+	f->res = *res;
+	jc__res_init(res);
+	f->remote_hit = 1;
+	flight_answer(f);
+	f->work.data = f;
+	if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) != 0)
+		flight_finish(f); /* served, not stored */
+}
+
+/* Starts a compile for key; takes *req and *inc (set to NULL) on success.
+ * bad_object (or NULL) names the object of the row it replaces, which failed
+ * its checks; direct is the direct key of *inc (NULL without one). The
+ * request's bytes count against --buffer-budget until the flight ends:
+ * JC_EBUSY (nothing taken) when they would pass it while other compiles are
+ * queued, so that queued requests cannot grow without bound. */
+int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
+			const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc,
+			uint64_t t0, const uint8_t *bad_object)
+{
+	size_t bytes = req_bytes(req);
+	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
+		return JC_EBUSY;
+	struct jc_flight *f = calloc(1, sizeof(*f));
+	if (!f)
+		return JC_ENOMEM;
+	f->charged = bytes;
+	d->buffers.used += bytes;
+	f->d = d;
+	f->uid = d->conn_ops->uid(conn);
+	memcpy(f->key, key, 16);
+	memcpy(f->store_key, key, 16);
+	if (direct)
+		memcpy(f->direct, direct, 16);
+	if (bad_object) {
+		f->has_bad_object = 1;
+		memcpy(f->bad_object, bad_object, 16);
+	}
+	f->req = *req;
+	memset(req, 0, sizeof(*req));
+	f->inc = *inc;
+	*inc = NULL;
+	jc__res_init(&f->res);
+	f->next = d->flights;
+	d->flights = f;
+	if (jc__flight_join(f, conn, JC_CACHE_MISS, t0, NULL) != 0) {
+		flight_free(f);
+		return JC_ENOMEM;
+	}
+	jc__daemon_count(d, JC_CTR_misses, 1);
+	if (f->req.output == JC_OUTPUT_FATBIN) {
+		/* Assembled here from its parts, each a request of its own (which
+		 * goes through the remote tier as any other). */
+		if (jc__fatbin_start(d, f, conn) != 0) {
+			flight_free(f);
+			return JC_ENOMEM;
+		}
+		return 0;
+	}
+	/* Local miss: the remote tier first, unless the local object was bad. */
+	if (!d->remote || bad_object || jc__remote_lookup(d->remote, key, remote_lookup_cb, f) != 0)
+		jc__cache_enqueue(d, f);
+	return 0;
+}
+
+void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
+{
+	f->job.req = f->wreq ? f->wreq : &f->req;
+	f->job.res = &f->res;
+	memcpy(f->job.key, f->key, 16);
+	f->job.wanted = flight_wanted;
+	f->job.done = flight_job_done;
+	jc__pool_submit(d->pool, &f->job);
+}

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The memory cache of index rows (hot keys skip SQLite), and the batching
+ * of access times and hit counts, written with the counters in the thread
+ * pool once a tick (and at a clean stop). Loop thread, but for the flush
+ * job's writes. docs/ARCHITECTURE.md, "The store and its consistency rules".
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "jitcache/jitcache.h"
+#include "log.h"
+
+/* Direct-mapped: a key has one slot (the key is a hash). */
+#define MEMCACHE_SLOTS 16384
+
+struct jc_slot {
+	int used;
+	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
+	struct jc_entry e;
+};
+
+struct jc_memcache {
+	struct jc_slot slots[MEMCACHE_SLOTS];
+	/* Access times and hit counts not yet written: flushed in batches,
+	 * one row per key however often it was hit. */
+	uint8_t (*touch_keys)[16];
+	uint32_t *touch_hits;
+	uint32_t *touch_uids;     /* the uid served each (index.h: the entry's users) */
+	size_t n_touch, cap_touch;
+	int flush_busy;
+	uv_work_t flush_work;
+};
+
+int jc__memcache_new(struct jc_daemon *d)
+{
+	d->mc = calloc(1, sizeof(*d->mc));
+	return d->mc ? 0 : JC_ENOMEM;
+}
+
+void jc__memcache_free(struct jc_daemon *d)
+{
+	if (!d->mc)
+		return;
+	jc__cache_memcache_drop_all(d);
+	free(d->mc->touch_keys);
+	free(d->mc->touch_hits);
+	free(d->mc->touch_uids);
+	free(d->mc);
+	d->mc = NULL;
+}
+
+static struct jc_slot *slot_of(struct jc_daemon *d, const uint8_t key[16])
+{
+	uint32_t h;
+	memcpy(&h, key + 12, sizeof(h)); /* the key is a hash: any bits will do */
+	return &d->mc->slots[h % MEMCACHE_SLOTS];
+}
+
+static void slot_drop(struct jc_slot *s)
+{
+	if (s->used)
+		jc__entry_clear(&s->e);
+	s->used = 0;
+	s->touch = 0;
+}
+
+void jc__cache_memcache_drop_all(struct jc_daemon *d)
+{
+	for (size_t i = 0; i < MEMCACHE_SLOTS; i++)
+		slot_drop(&d->mc->slots[i]);
+}
+
+int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16])
+{
+	struct jc_slot *s = slot_of(d, key);
+	return s->used && memcmp(s->e.key, key, 16) == 0;
+}
+
+void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16])
+{
+	struct jc_slot *s = slot_of(d, key);
+	if (s->used && memcmp(s->e.key, key, 16) == 0)
+		slot_drop(s);
+}
+
+const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16])
+{
+	struct jc_slot *s = slot_of(d, key);
+	if (s->used && memcmp(s->e.key, key, 16) == 0)
+		return &s->e;
+	struct jc_entry e = {0};
+	int rc = d->cache->ops->lookup(d->cache, key, &e);
+	if (rc != 0) {
+		if (rc != JC_ENOTFOUND)
+			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(d->cache->rix));
+		return NULL;
+	}
+	slot_drop(s);
+	s->e = e;
+	s->used = 1;
+	return &s->e;
+}
+
+void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits)
+{
+	struct jc_memcache *m = d->mc;
+	struct jc_slot *s = slot_of(d, key);
+	size_t i = s->used && memcmp(s->e.key, key, 16) == 0 ? s->touch : 0;
+	if (i && i <= m->n_touch && memcmp(m->touch_keys[i - 1], key, 16) == 0 &&
+	    m->touch_uids[i - 1] == (uint32_t)uid) {
+		m->touch_hits[i - 1] += hits;
+		return;
+	}
+	if (m->n_touch == m->cap_touch) {
+		size_t cap = m->cap_touch ? m->cap_touch * 2 : 256;
+		void *k = realloc(m->touch_keys, cap * sizeof(*m->touch_keys));
+		if (k)
+			m->touch_keys = k;
+		void *h = k ? realloc(m->touch_hits, cap * sizeof(*m->touch_hits)) : NULL;
+		if (h)
+			m->touch_hits = h;
+		void *u = h ? realloc(m->touch_uids, cap * sizeof(*m->touch_uids)) : NULL;
+		if (!u)
+			return; /* access time is advisory: losing one is harmless */
+		m->touch_uids = u;
+		m->cap_touch = cap;
+	}
+	memcpy(m->touch_keys[m->n_touch], key, 16);
+	m->touch_hits[m->n_touch] = hits;
+	m->touch_uids[m->n_touch++] = (uint32_t)uid;
+	if (s->used && memcmp(s->e.key, key, 16) == 0)
+		s->touch = m->n_touch;
+}
+
+/* --- periodic flush of access times and counters ----------------------------- */
+
+struct jc_flush_job {
+	struct jc_daemon *d;
+	uint8_t (*keys)[16];
+	uint32_t *hits, *uids;
+	size_t n;
+	uint64_t counters[JC_CTR__COUNT];
+	int save_counters;
+};
+
+static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
+{
+	pthread_mutex_lock(&d->cache->wlock);
+	if (j->n && jc__index_touch(d->cache->wix, (const uint8_t(*)[16])j->keys, j->hits, j->uids, j->n, jc__wall_s()) != 0)
+		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->cache->wix));
+	if (j->save_counters) {
+		if (jc__cachedir_save_counters(d->cache, j->counters) != 0)
+			jc_log_warn(INDEX, "counters not saved: %s", jc__index_errmsg(d->cache->wix));
+	}
+	pthread_mutex_unlock(&d->cache->wlock);
+}
+
+static void flush_work_cb(uv_work_t *w)
+{
+	struct jc_flush_job *j = w->data;
+	flush_run(j->d, j);
+}
+
+static void flush_job_free(struct jc_flush_job *j)
+{
+	free(j->keys);
+	free(j->hits);
+	free(j->uids);
+	free(j);
+}
+
+static void flush_after_cb(uv_work_t *w, int status)
+{
+	struct jc_flush_job *j = w->data;
+	(void)status;
+	j->d->mc->flush_busy = 0;
+	flush_job_free(j);
+}
+
+struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
+{
+	if (!d->mc->n_touch && !d->cache->counters.dirty)
+		return NULL;
+	struct jc_flush_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->d = d;
+	j->keys = d->mc->touch_keys;
+	j->hits = d->mc->touch_hits;
+	j->uids = d->mc->touch_uids;
+	j->n = d->mc->n_touch;
+	d->mc->touch_keys = NULL;
+	d->mc->touch_hits = NULL;
+	d->mc->touch_uids = NULL;
+	d->mc->n_touch = d->mc->cap_touch = 0;
+	j->save_counters = jc__counters_take(&d->cache->counters, j->counters);
+	return j;
+}
+
+void jc__cache_tick(struct jc_daemon *d)
+{
+	if (d->mc->flush_busy)
+		return;
+	struct jc_flush_job *j = jc__cache_flush_take(d);
+	if (!j)
+		return;
+	d->mc->flush_busy = 1;
+	d->mc->flush_work.data = j;
+	if (uv_queue_work(d->loop, &d->mc->flush_work, flush_work_cb, flush_after_cb) != 0) {
+		d->mc->flush_busy = 0;
+		flush_job_free(j);
+	}
+}
+
+void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j)
+{
+	if (j) {
+		flush_run(d, j);
+		flush_job_free(j);
+	}
+}
+
+void jc__cache_flush_sync(struct jc_daemon *d)
+{
+	jc__cache_flush_write(d, jc__cache_flush_take(d));
+}
