@@ -16,9 +16,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/util.h" /* jc__now_ns */
 #include "jitcache/jitcache.h"
 #include "tests/lib/core.h"
-#include "util.h" /* jc__now_ns */
 
 /* How much to measure: --quick, the default (full) and --tiny (smoke test). */
 struct bench_plan {

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "confine.h"
+#include "core/confine.h"
 #include "tests/lib/core.h"
 
 static const char src[] =

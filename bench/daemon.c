@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "util.h"
 #include "client/client_internal.h"
+#include "common/util.h"
 
 static int exists_x(const char *path)
 {

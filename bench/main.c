@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "confine.h"
+#include "core/confine.h"
 
 static struct bench_daemon daemon_under_test = {.core.pid = -1};
 static int keep_dir;

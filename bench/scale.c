@@ -24,10 +24,10 @@
 
 #include "bench.h"
 #include "client/client_internal.h"
-#include "index.h"
-#include "key.h"
-#include "tier.h"
-#include "toolchain.h"
+#include "core/index.h"
+#include "core/key.h"
+#include "core/tier.h"
+#include "core/toolchain.h"
 
 #define WORKING_SET 1000
 #define BATCH 20000

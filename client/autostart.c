@@ -23,9 +23,9 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
 #endif
 
-#include "client_internal.h"
+#include "client/client_internal.h"
+#include "common/util.h"
 #include "config.h"
-#include "util.h"
 
 /* How long a starter waits for the lock, and for its daemon to answer. */
 #define LOCK_WAIT_MS  30000

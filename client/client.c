@@ -21,10 +21,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
+#include "common/util.h"
 #include "config.h"
-#include "io.h"
-#include "util.h"
+#include "proto/io.h"
 
 /* A daemon that accepts but does not answer the handshake (stopped, wedged). */
 #define CONNECT_TIMEOUT_MS 10000

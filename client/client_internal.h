@@ -3,9 +3,9 @@
 #ifndef JC_CLIENT_INTERNAL_H
 #define JC_CLIENT_INTERNAL_H
 
+#include "common/req.h"
 #include "jitcache/jitcache.h"
-#include "proto.h"
-#include "req.h"
+#include "proto/proto.h"
 
 struct jc_request {
 	struct jc_req req;

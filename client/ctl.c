@@ -18,15 +18,15 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "admin.h"
-#include "evict.h"
-#include "client_internal.h"
+#include "client/client_internal.h"
+#include "client/doctor.h"
+#include "client/inspect.h"
+#include "common/includes.h"
+#include "common/log.h"
+#include "common/util.h"
 #include "config.h"
-#include "doctor.h"
-#include "inspect.h"
-#include "includes.h"
-#include "log.h"
-#include "util.h"
+#include "core/admin.h"
+#include "core/evict.h"
 
 #define ADMIN_TIMEOUT_MS 120000
 

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
+#include "common/util.h"
 #include "jitcache/jitcache_cuda.h"
-#include "util.h"
 
 struct jc_cuda_module {
 	CUcontext ctx;

@@ -16,7 +16,7 @@
  * cuDevicePrimaryCtxRelease(_v2), cuCtxSetCurrent, cuModuleLoadData and
  * cuModuleUnload. cuda.h is included for its types and constants only.
  */
-#include "doctor.h"
+#include "client/doctor.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -33,13 +33,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "client_internal.h"
-#include "index.h"
+#include "client/client_internal.h"
+#include "common/util.h"
+#include "core/index.h"
+#include "core/store.h"
+#include "core/tier.h"
+#include "core/toolchain.h"
 #include "jitcache/jitcache.h"
-#include "store.h"
-#include "tier.h"
-#include "toolchain.h"
-#include "util.h"
 
 struct report {
 	int fails, warns;

@@ -12,10 +12,10 @@
 
 #include <cuda.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
+#include "common/nvjob.h"
+#include "common/util.h"
 #include "config.h"
-#include "nvjob.h"
-#include "util.h"
 
 #define TOOLKIT_MAJOR (CUDA_VERSION / 1000)
 #define TOOLKIT_MINOR (CUDA_VERSION % 1000 / 10)

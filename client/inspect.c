@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* `jitcachectl inspect`: printing what common/artifact.c found. */
-#include "inspect.h"
+#include "client/inspect.h"
 
 #include <inttypes.h>
 
-#include "artifact.h"
-#include "log.h"
-#include "util.h"
+#include "common/artifact.h"
+#include "common/log.h"
+#include "common/util.h"
 
 static void text_kernel(FILE *f, const struct jc_art_kernel *k)
 {

@@ -17,12 +17,12 @@
 
 #include <xxhash.h>
 
-#include "client_internal.h"
-#include "inc_memo.h"
-#include "includes.h"
+#include "client/client_internal.h"
+#include "common/inc_memo.h"
+#include "common/includes.h"
+#include "common/util.h"
+#include "common/watch.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
-#include "watch.h"
 
 /* As the daemon's scan (daemon/cache.c), and the frame holds the bytes. */
 #define TREE_MAX_ENTRIES   200000

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Parsing of cubins, PTX, LTO-IR and fatbins: see artifact.h for the formats. */
-#include "artifact.h"
+#include "common/artifact.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 #define EM_CUDA 190
 #define STO_CUDA_ENTRY 0x10

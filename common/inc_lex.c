@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The include scan's lexer: see inc_lex.h for the contract. */
-#include "inc_lex.h"
+#include "common/inc_lex.h"
 
 #include <stdint.h>
 #include <stdlib.h>

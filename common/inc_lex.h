@@ -27,7 +27,7 @@
 
 #include <stddef.h>
 
-#include "inc_buf.h"
+#include "common/inc_buf.h"
 
 enum jc_inc_ref {
 	JC_INC_REF_QUOTED = 'q',   /* "name" */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* File identities and content hashes, memoised: see inc_memo.h for the contract. */
-#include "inc_memo.h"
+#include "common/inc_memo.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,9 +16,9 @@
 
 #include <xxhash.h>
 
-#include "inc_lex.h"
+#include "common/inc_lex.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 #define SETTLE_NS (100 * 1000000ll)         /* filesystems with sub-second timestamps */
 #define SETTLE_COARSE_NS (2000 * 1000000ll) /* whole seconds (and FAT's 2 s) */

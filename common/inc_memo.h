@@ -27,8 +27,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "inc_buf.h"
-#include "inc_set.h"
+#include "common/inc_buf.h"
+#include "common/inc_set.h"
 
 /* Thread-safe memo of file content hashes and include references. */
 struct jc_inc_memo;

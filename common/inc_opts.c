@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The include options of a request: see inc_opts.h for the contract. */
-#include "inc_opts.h"
+#include "common/inc_opts.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "inc_lex.h"
+#include "common/inc_lex.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 static int push_ptr(const char ***v, size_t *n, const char *s)
 {

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "req.h"
+#include "common/req.h"
 
 /* The include search of a request, parsed from its options. */
 struct jc_inc_path {

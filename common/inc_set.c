@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Include sets, tree-relative names and the key's digest of a set: see
  * inc_set.h for the contract. */
-#include "inc_set.h"
+#include "common/inc_set.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inc_buf.h"
+#include "common/inc_buf.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 const uint8_t jc__inc_not_a_dir[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 				       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};

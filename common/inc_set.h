@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "req.h"
+#include "common/req.h"
 
 enum jc_inc_kind {
 	JC_INC_FILE = 1,    /* a regular file: hash = XXH3-128 of its bytes */

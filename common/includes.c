@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The include scan, its re-checks and dependency truth: see includes.h for
  * the contract. */
-#include "includes.h"
+#include "common/includes.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -12,12 +12,12 @@
 
 #include <xxhash.h>
 
-#include "inc_buf.h"
-#include "inc_lex.h"
-#include "inc_memo.h"
-#include "inc_opts.h"
+#include "common/inc_buf.h"
+#include "common/inc_lex.h"
+#include "common/inc_memo.h"
+#include "common/inc_opts.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 /* --- a string set (for the scan's bookkeeping) ------------------------------------------ */
 

@@ -59,10 +59,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "inc_memo.h"
-#include "inc_opts.h"
-#include "inc_set.h"
-#include "req.h"
+#include "common/inc_memo.h"
+#include "common/inc_opts.h"
+#include "common/inc_set.h"
+#include "common/req.h"
 
 /* What the scan and checks need. Borrowed; must outlive the call. */
 struct jc_inc_ctx {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* One NVRTC / nvJitLink job through a struct jc_nv: see nvjob.h. */
-#include "nvjob.h"
+#include "common/nvjob.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 void jc__nv_set_message(struct jc_res *res, int status, const char *fmt, ...)
 {
@@ -377,7 +377,7 @@ int jc__nv_run_job(const struct jc_nv *nv, const struct jc_req *req, struct jc_r
 {
 	res->output = req->output;
 	if (req->output == JC_OUTPUT_FATBIN) {
-		/* jitcached makes one from per-target jobs (daemon/fatbin.h). */
+		/* jitcached makes one from per-target jobs (core/fatbin.h). */
 		jc__nv_set_message(res, JC_ENOTSUP, "a fatbin (target list %s) is made by jitcached, "
 				   "not by one compile job", req->arch ? req->arch : "");
 		return res->status;

@@ -16,7 +16,7 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
-#include "req.h"
+#include "common/req.h"
 
 /* X(name): the NVRTC calls a job makes. */
 #define JC_NVRTC_FNS(X)                                                                       \

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "req.h"
+#include "common/req.h"
 
 #include <stdlib.h>
 #include <string.h>

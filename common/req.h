@@ -20,7 +20,7 @@ enum jc_job {
 	JC_JOB_COMPILE_LINK = 3, /* NVRTC (-dlto) then nvJitLink with the link inputs */
 	/* Daemon -> worker only (clients' requests never carry it): put the
 	 * link inputs (cubins and PTX, each named by its target) into one
-	 * fatbin with nvFatbin (daemon/fatbin.h). */
+	 * fatbin with nvFatbin (core/fatbin.h). */
 	JC_JOB_FATBIN = 4,
 };
 
@@ -28,7 +28,7 @@ enum jc_output {
 	JC_OUTPUT_CUBIN = 1,
 	JC_OUTPUT_PTX = 2,
 	JC_OUTPUT_LTOIR = 3,
-	JC_OUTPUT_FATBIN = 4, /* one image per target of a target list (daemon/fatbin.h) */
+	JC_OUTPUT_FATBIN = 4, /* one image per target of a target list (core/fatbin.h) */
 };
 
 /* Link input types, as nvJitLinkInputType names them. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "util.h"
+#include "common/util.h"
 
 #include <ctype.h>
 #include <errno.h>

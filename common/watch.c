@@ -11,9 +11,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "common/util.h"
+#include "common/watch.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
-#include "watch.h"
 
 /* Every change that can alter what a lookup, a listing or a read finds.
  * Not IN_ACCESS / IN_OPEN / IN_CLOSE_NOWRITE: reads (NVRTC's, the scan's)

@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "includes.h"
+#include "common/includes.h"
 
 struct jc_watch;
 

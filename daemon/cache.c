@@ -15,13 +15,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "daemon.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/watch.h"
+#include "core/key.h"
+#include "daemon/daemon.h"
+#include "daemon/retry.h"
 #include "jitcache/jitcache.h"
-#include "key.h"
-#include "log.h"
-#include "retry.h"
-#include "util.h"
-#include "watch.h"
 
 /* Files whose hashes the daemon remembers (all are dropped when full). */
 #define INC_MEMO_ENTRIES 65536

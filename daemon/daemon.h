@@ -12,23 +12,23 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "counters.h"
-#include "evict.h"
-#include "framer.h"
-#include "includes.h"
-#include "index.h"
-#include "latency.h"
-#include "manifest.h"
-#include "pool.h"
-#include "proto.h"
-#include "remote.h"
-#include "req.h"
-#include "request.h"
-#include "settings.h"
-#include "store.h"
-#include "tier.h"
-#include "util.h" /* jc__now_ns, jc__wall_s */
-#include "toolchain.h"
+#include "common/includes.h"
+#include "common/req.h"
+#include "common/util.h" /* jc__now_ns, jc__wall_s */
+#include "core/counters.h"
+#include "core/evict.h"
+#include "core/index.h"
+#include "core/latency.h"
+#include "core/manifest.h"
+#include "core/request.h"
+#include "core/store.h"
+#include "core/tier.h"
+#include "core/toolchain.h"
+#include "daemon/framer.h"
+#include "daemon/pool.h"
+#include "daemon/remote.h"
+#include "daemon/settings.h"
+#include "proto/proto.h"
 
 
 

@@ -17,11 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "admin.h"
-#include "daemon.h"
-#include "evict.h"
+#include "common/log.h"
+#include "core/admin.h"
+#include "core/evict.h"
+#include "daemon/daemon.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
 
 /* A budget check every 5 ticks (seconds), besides one after each publish. */
 #define EVICT_EVERY_TICKS 5

@@ -16,12 +16,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "daemon.h"
-#include "fatbin.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "core/fatbin.h"
+#include "daemon/daemon.h"
+#include "daemon/pool.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "pool.h"
-#include "util.h"
 
 /* What fatbinary prints that is kept for the message. */
 #define TOOL_LOG_MAX 2048

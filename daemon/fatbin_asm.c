@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fatbin.h"
+#include "common/util.h"
+#include "core/fatbin.h"
+#include "core/key.h"
 #include "jitcache/jitcache.h"
-#include "key.h"
-#include "util.h"
 
 typedef struct _nvFatbinHandle *nvFatbinHandle;
 

@@ -10,13 +10,13 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "daemon.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "core/key.h"
+#include "daemon/daemon.h"
+#include "daemon/pool.h"
+#include "daemon/remote.h"
 #include "jitcache/jitcache.h"
-#include "key.h"
-#include "log.h"
-#include "pool.h"
-#include "remote.h"
-#include "util.h"
 
 struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16])
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "framer.h"
+#include "daemon/framer.h"
 
 #include <stdlib.h>
 #include <string.h>

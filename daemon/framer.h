@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 /*
  * A byte budget shared by many framers (and whoever else charges it): the

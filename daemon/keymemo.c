@@ -2,9 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "common/watch.h"
+#include "daemon/daemon.h"
 #include "jitcache/jitcache.h"
-#include "watch.h"
 
 /*
  * Key memo. A request that reads headers from disk is keyed in the thread

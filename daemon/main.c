@@ -17,16 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admin.h"
+#include "common/log.h"
+#include "common/util.h"
 #include "config.h"
-#include "confine.h"
-#include "daemon.h"
-#include "evict.h"
+#include "core/admin.h"
+#include "core/confine.h"
+#include "core/evict.h"
+#include "daemon/daemon.h"
+#include "daemon/pool.h"
+#include "daemon/settings.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "pool.h"
-#include "settings.h"
-#include "util.h"
 #if JC_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "common/log.h"
+#include "daemon/daemon.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
 
 /* Direct-mapped: a key has one slot (the key is a hash). */
 #define MEMCACHE_SLOTS 16384

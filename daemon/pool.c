@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "pool.h"
+#include "daemon/pool.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "confine.h"
-#include "framer.h"
+#include "common/log.h"
+#include "core/confine.h"
+#include "daemon/framer.h"
+#include "daemon/worker.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "worker.h"
 
 struct jc_pool {
 	uv_loop_t *loop;

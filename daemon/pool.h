@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "counters.h"
-#include "req.h"
+#include "common/req.h"
+#include "core/counters.h"
 
 struct jc_pool;
 struct jc_pool_job;

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
+#include "daemon/redis.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "redis.h"
 
 #define MAX_REDIRECTS 5
 #define REFRESH_MIN_NS 100000000ull /* slot map asked at most every 100 ms */

@@ -13,12 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
+#include "common/util.h"
+#include "daemon/redis.h"
+#include "daemon/remote.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "proto.h"
-#include "redis.h"
-#include "remote.h"
-#include "util.h"
+#include "proto/proto.h"
 
 #define FAILS_DOWN 3              /* transport failures in a row: down */
 #define BACKOFF_MIN_MS 250

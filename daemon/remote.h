@@ -56,9 +56,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "counters.h"
-#include "latency.h"
-#include "req.h"
+#include "common/req.h"
+#include "core/counters.h"
+#include "core/latency.h"
 
 /* Settings (flags and config keys of the same names). */
 struct jc_remote_config {

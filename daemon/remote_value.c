@@ -11,9 +11,9 @@
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
 #include <zstd.h>
 
+#include "daemon/remote.h"
 #include "jitcache/jitcache.h"
-#include "proto.h"
-#include "remote.h"
+#include "proto/proto.h"
 
 #define HDR 48
 #define MAC crypto_auth_hmacsha256_BYTES

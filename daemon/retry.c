@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "retry.h"
+#include "daemon/retry.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -43,15 +43,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admin.h"
+#include "common/log.h"
+#include "common/watch.h"
 #include "config.h"
-#include "confine.h"
-#include "daemon.h"
-#include "framer.h"
-#include "io.h"
+#include "core/admin.h"
+#include "core/confine.h"
+#include "daemon/daemon.h"
+#include "daemon/framer.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "watch.h"
+#include "proto/io.h"
 
 /* Largest frame accepted before the handshake (a HELLO is a few bytes). */
 #define JC_HELLO_FRAME_MAX 4096

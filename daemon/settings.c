@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* jitcached's configuration: defaults, flags, files, SIGHUP. See settings.h. */
-#include "settings.h"
+#include "daemon/settings.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,12 +14,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/log.h"
+#include "common/util.h"
 #include "config.h"
-#include "confine.h"
-#include "evict.h"
+#include "core/confine.h"
+#include "core/evict.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "util.h"
 
 static void usage(FILE *f)
 {

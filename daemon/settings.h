@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "remote.h"
+#include "daemon/remote.h"
 
 /* Settings, defaults in settings.c (`jitcached --help` lists them). */
 struct jc_config {

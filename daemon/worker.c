@@ -31,17 +31,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fatbin.h"
-#include "io.h"
+#include "common/includes.h"
+#include "common/log.h"
+#include "common/nvjob.h"
+#include "common/req.h"
+#include "common/util.h"
+#include "core/fatbin.h"
+#include "daemon/worker.h"
+#include "daemon/worker_fs.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "nvjob.h"
-#include "proto.h"
-#include "req.h"
-#include "util.h"
-#include "worker.h"
-#include "worker_fs.h"
-#include "includes.h"
+#include "proto/io.h"
+#include "proto/proto.h"
 
 /* --memory-limit: bytes of address space allowed beyond the start-up size (0: none). */
 static uint64_t mem_limit;

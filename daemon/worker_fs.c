@@ -3,7 +3,7 @@
 /* The interposers define both open and open64 (and so on): without this the
  * headers would rename open to open64 and the two would collide. */
 #undef _FILE_OFFSET_BITS
-#include "worker_fs.h"
+#include "daemon/worker_fs.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -27,9 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "confine.h"
+#include "common/util.h"
+#include "core/confine.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 #define MAX_DEPS 200000
 /* The interposers must be in the executable's dynamic symbol table. */

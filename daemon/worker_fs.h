@@ -43,8 +43,8 @@
 
 #include <stddef.h>
 
-#include "confine.h"
-#include "req.h"
+#include "common/req.h"
+#include "core/confine.h"
 
 /*
  * Sets the allowed roots (the toolkit tree toolkit_root, borrowed, and

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "io.h"
+#include "proto/io.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 /*
  * Writes len bytes, retrying on EINTR and short writes (MSG_NOSIGNAL: a

@@ -9,7 +9,7 @@
  * pointer members are copied as void * (all object pointers share one
  * representation on the platforms we build for).
  */
-#include "proto.h"
+#include "proto/proto.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

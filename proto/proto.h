@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "req.h"
+#include "common/req.h"
 
 /* 2: HELLO and HELLO_OK carry the cache directory's identity (PROTOCOL.md).
  * The daemon still speaks 1 to a client that asks for it. */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shim.h"
+#include "shim/shim.h"
 #include "shim_config.h"
 
 /*

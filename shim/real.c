@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "real.h"
+#include "shim/real.h"
 #include "shim_config.h"
 
 static struct jc_real_nvrtc table;

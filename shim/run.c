@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "jitcache/jitcache.h"
 #include "shim_config.h"
-#include "util.h"
 
 static void usage(FILE *f)
 {

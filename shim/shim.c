@@ -41,8 +41,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "real.h"
-#include "shim.h"
+#include "shim/real.h"
+#include "shim/shim.h"
 
 #define NVRTC_API     __attribute__((visibility("default")))
 #define PROG_MAGIC    0x6a637072u /* "jcpr" */

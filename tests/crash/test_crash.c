@@ -38,9 +38,9 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "proto/proto.h"
 #include "tests/lib/test.h"
 #include "tests/lib/variants.h"
-#include "proto.h"
 
 /* 14 kernels over sm_90, sm_80 and compute_90 PTX, 4 twins of the first
  * ones (same object, other key), 2 failing sources. */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "artifact.h"
+#include "common/artifact.h"
 #include "jitcache/jitcache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "framer.h"
+#include "daemon/framer.h"
 #include "jitcache/jitcache.h"
-#include "proto.h"
+#include "proto/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "artifact.h"
+#include "common/artifact.h"
 #include "tests/lib/test.h"
 
 static const char *const exprs[] = {"&saxpy<float>", NULL};

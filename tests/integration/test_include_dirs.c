@@ -25,8 +25,8 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "proto/io.h"
 #include "tests/lib/test.h"
-#include "io.h"
 
 static const char kernel[] =
 	"#include <a.h>\n"

@@ -29,8 +29,8 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "proto/io.h"
 #include "tests/lib/test.h"
-#include "io.h"
 
 #define NOBODY 65534
 #define ADMIN_GID 4 /* "adm" on Debian; any group other than 0 and NOBODY */

@@ -18,9 +18,9 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "proto/io.h"
+#include "proto/proto.h"
 #include "tests/lib/test.h"
-#include "io.h"
-#include "proto.h"
 
 /* Sends a COMPILE frame whose field claims more bytes than the frame holds
  * after a good handshake: refused by the connection code (bad_requests). */

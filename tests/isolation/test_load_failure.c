@@ -19,8 +19,8 @@
 
 #include <cmocka.h>
 
+#include "daemon/retry.h"
 #include "tests/lib/test.h"
-#include "retry.h"
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 

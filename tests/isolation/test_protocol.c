@@ -34,9 +34,9 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "proto/io.h"
+#include "proto/proto.h"
 #include "tests/lib/test.h"
-#include "io.h"
-#include "proto.h"
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
 

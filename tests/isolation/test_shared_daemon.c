@@ -33,10 +33,10 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "common/req.h"
+#include "proto/io.h"
+#include "proto/proto.h"
 #include "tests/lib/test.h"
-#include "io.h"
-#include "proto.h"
-#include "req.h"
 
 /* The daemon's --user-max-size for the next setup ("0": none). */
 static const char *user_share = "0";

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 int jtl_tmpdir(char *root, size_t len, const char *parent, const char *tag, char *why,
 	       size_t whylen)

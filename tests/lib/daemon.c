@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 int jtl_daemon_init(struct jtl_daemon *d, const char *bin, const char *tag)
 {

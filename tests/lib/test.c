@@ -16,8 +16,8 @@
 
 #include <xxhash.h>
 
-#include "index.h"
-#include "req.h"
+#include "common/req.h"
+#include "core/index.h"
 
 static const char *env_or_fail(const char *name)
 {

@@ -24,8 +24,8 @@
 
 #include "tests/lib/test.h"
 
-#include "index.h"
-#include "req.h"
+#include "common/req.h"
+#include "core/index.h"
 
 /* Compiles saxpy with an option and two name expressions; returns the key
  * and the lowered name of &saxpy<float>. */

@@ -25,8 +25,8 @@
 
 #include "tests/lib/test.h"
 
-#include "client_internal.h"
-#include "io.h"
+#include "client/client_internal.h"
+#include "proto/io.h"
 
 /* Bytes of one tiny kernel's cubin (they all have the same size). */
 static int64_t tiny_size(struct jtl_daemon *d)

@@ -28,7 +28,7 @@
 
 #include "tests/lib/test.h"
 
-#include "admin.h"
+#include "core/admin.h"
 
 static const char warn_src[] =
     "extern \"C\" __global__ void k(int *x) { int unused_here; x[threadIdx.x] = 1; }\n";

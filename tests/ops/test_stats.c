@@ -25,7 +25,7 @@
 
 #include "tests/lib/test.h"
 
-#include "index.h"
+#include "core/index.h"
 
 /* A miss, two hits, a compile failure and its negative hit. */
 static void workload(struct jtl_daemon *d)

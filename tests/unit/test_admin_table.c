@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The admin command table (daemon/admin.h): its rows are well formed, the
+ * The admin command table (core/admin.h): its rows are well formed, the
  * flags the access check, audit log and jitcachectl read are the ones the
  * trust model needs, and jc__admin_run refuses what a command does not take
  * before it touches any store. (tests/ops/test_cli.c checks that every row
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "admin.h"
+#include "core/admin.h"
 #include "jitcache/jitcache.h"
 
 static unsigned flags_of(const char *command, const char *arg)

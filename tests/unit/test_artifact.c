@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "artifact.h"
 #include "artifact_seeds.h"
+#include "common/artifact.h"
 #include "jitcache/jitcache.h"
 
 static struct jct_blob cubin, ptx, ltoir, fat, fatz;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The kernel confinement itself (daemon/confine.c), without NVRTC and
+ * The kernel confinement itself (core/confine.c), without NVRTC and
  * without the worker's interposers: in a child confined to one directory,
  * raw system calls may read files and list directories beneath it and read
  * /etc/localtime, and nothing else: no file outside (also not through a
@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "confine.h"
+#include "core/confine.h"
 #include "jitcache/jitcache.h"
 #include "tests/lib/test.h"
 

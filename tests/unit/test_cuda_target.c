@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
 
 static const char nvrtc13[] = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_103 sm_110 sm_120 sm_121";
 

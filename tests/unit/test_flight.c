@@ -20,9 +20,9 @@
 
 #include <cmocka.h>
 
-#include "daemon.h"
+#include "daemon/daemon.h"
+#include "daemon/pool.h"
 #include "jitcache/jitcache.h"
-#include "pool.h"
 #include "tests/lib/test.h"
 
 /* --- the fake worker pool ------------------------------------------------- */

@@ -22,12 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "inc_memo.h"
-#include "inc_opts.h"
-#include "includes.h"
+#include "common/inc_memo.h"
+#include "common/inc_opts.h"
+#include "common/includes.h"
+#include "common/req.h"
+#include "core/manifest.h"
 #include "jitcache/jitcache.h"
-#include "manifest.h"
-#include "req.h"
 #include "tests/lib/test.h"
 
 struct fx {

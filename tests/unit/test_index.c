@@ -16,7 +16,7 @@
 #include <sqlite3.h>
 #include <cmocka.h>
 
-#include "index.h"
+#include "core/index.h"
 #include "jitcache/jitcache.h"
 #include "tests/lib/test.h"
 

@@ -23,11 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/req.h"
+#include "common/util.h"
+#include "core/key.h"
+#include "core/toolchain.h"
 #include "jitcache/jitcache.h"
-#include "key.h"
-#include "req.h"
-#include "toolchain.h"
-#include "util.h"
 
 static void set_str(char **p, const char *s)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "latency.h"
+#include "core/latency.h"
 #include "tests/lib/core.h"
 
 /* Exact nearest-rank quantile of sorted v[n]. */

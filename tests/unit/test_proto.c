@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "jitcache/jitcache.h"
-#include "proto.h"
+#include "proto/proto.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

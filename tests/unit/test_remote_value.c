@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
+#include "daemon/redis.h"
+#include "daemon/remote.h"
 #include "jitcache/jitcache.h"
-#include "proto.h"
-#include "redis.h"
-#include "remote.h"
+#include "proto/proto.h"
 
 static void test_url(void **state)
 {

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "retry.h"
+#include "daemon/retry.h"
 
 static void key_of(unsigned n, uint8_t key[16])
 {

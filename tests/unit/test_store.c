@@ -21,9 +21,9 @@
 #include <xxhash.h>
 #include <cmocka.h>
 
+#include "common/req.h"
+#include "core/store.h"
 #include "jitcache/jitcache.h"
-#include "req.h"
-#include "store.h"
 #include "tests/lib/test.h"
 
 struct fx {

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "includes.h"
-#include "watch.h"
+#include "common/includes.h"
+#include "common/watch.h"
 #include "tests/lib/test.h"
 
 static char root[JTL_ROOT_MAX];

@@ -25,7 +25,7 @@
 
 #include <stdint.h>
 
-#include "admin.h"
+#include "core/admin.h"
 
 /* The marks, in percent of a budget or share. */
 #define JC_EVICT_HIGH_PCT 100

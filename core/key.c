@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-#include "key.h"
+#include "core/key.h"
 
-#include "includes.h"
+#include "common/includes.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 #include <endian.h>
 #include <stdio.h>

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Target lists of multi-architecture requests: see targets.h. */
-#include "targets.h"
+#include "core/targets.h"
 
 #include <string.h>
 
+#include "common/util.h"
+#include "core/key.h"
 #include "jitcache/jitcache.h"
-#include "key.h"
-#include "util.h"
 
 int jc__targets_parse(const char *list, struct jc_targets *t, char *err, size_t errlen)
 {

@@ -15,12 +15,12 @@
 
 #include <stdint.h>
 
-#include "counters.h"
-#include "index.h"
-#include "proto.h"
-#include "store.h"
-#include "tier.h"
-#include "toolchain.h"
+#include "core/counters.h"
+#include "core/index.h"
+#include "core/store.h"
+#include "core/tier.h"
+#include "core/toolchain.h"
+#include "proto/proto.h"
 
 struct jc_admin_env {
 	/* in (borrowed) */

@@ -33,9 +33,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "req.h"
-#include "targets.h"
-#include "toolchain.h"
+#include "common/req.h"
+#include "core/targets.h"
+#include "core/toolchain.h"
 
 /*
  * Worker side of the JC_JOB_FATBIN job: req->link_inputs are the parts in

@@ -3,7 +3,7 @@
  * Opening a cache directory, and the local tier: the store + index behind
  * struct jc_tier_ops, with the rules between a row and its object (tier.h).
  */
-#include "tier.h"
+#include "core/tier.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "util.h"
 
 /* --- the local tier ----------------------------------------------------- */
 

@@ -36,9 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "counters.h"
-#include "index.h"
-#include "store.h"
+#include "core/counters.h"
+#include "core/index.h"
+#include "core/store.h"
 
 /* The default byte budget of ok entries (--max-size), for the daemon and
  * for offline commands on a directory no daemon recorded a budget in. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The eviction policy: see evict.h. */
-#include "evict.h"
+#include "core/evict.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "request.h"
+#include "core/request.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fatbin.h"
-#include "includes.h"
+#include "common/includes.h"
+#include "common/util.h"
+#include "core/fatbin.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 #define invalid(err, errlen, ...) jc__fail(err, errlen, JC_EINVAL, __VA_ARGS__)
 

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "req.h"
+#include "common/req.h"
 
 struct jc_index;
 

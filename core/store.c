@@ -3,7 +3,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "store.h"
+#include "core/store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,10 +22,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/log.h"
+#include "common/req.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "util.h"
-#include "req.h"
 
 struct jc_store {
 	char *dir;

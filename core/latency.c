@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "latency.h"
+#include "core/latency.h"
 
 #include <math.h>
 

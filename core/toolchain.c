@@ -2,12 +2,12 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "toolchain.h"
+#include "core/toolchain.h"
 
+#include "common/log.h"
+#include "common/util.h"
+#include "core/key.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
-#include "key.h"
-#include "log.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

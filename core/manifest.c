@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Include manifests: see manifest.h for the contract and the file format. */
-#include "manifest.h"
+#include "core/manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 
 #include <xxhash.h>
 
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "util.h"
 
 #define MAGIC "JCMF"
 #define VERSION 1

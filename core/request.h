@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "req.h"
-#include "toolchain.h"
+#include "common/req.h"
+#include "core/toolchain.h"
 
 /*
  * Checks a request before it is keyed or sent. JC_EINVAL for:

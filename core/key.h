@@ -40,9 +40,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "req.h"
-#include "request.h"
-#include "toolchain.h"
+#include "common/req.h"
+#include "core/request.h"
+#include "core/toolchain.h"
 
 #define JC_KEY_FORMAT 3
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-#include "counters.h"
+#include "core/counters.h"
 
 #include <string.h>
 
-#include "index.h"
+#include "core/index.h"
 
 const char *const jc__counter_names[JC_CTR__COUNT] = {
 #define X(name, help) #name,

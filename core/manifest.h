@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "includes.h"
+#include "common/includes.h"
 
 #define JC_MANIFEST_VARIANTS 8
 #define JC_MANIFEST_MAX_BYTES (64u << 20)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Kernel confinement of a compile: see confine.h. */
-#include "confine.h"
+#include "core/confine.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "index.h"
+#include "core/index.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,9 +14,9 @@
 #include <unistd.h>
 #include <sqlite3.h>
 
+#include "common/log.h"
+#include "common/util.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
-#include "util.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
 #define SCHEMA_VERSION 2

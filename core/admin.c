@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#include "admin.h"
-#include "evict.h"
+#include "core/admin.h"
+#include "core/evict.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "config.h"
 #include "jitcache/jitcache.h"
-#include "log.h"
 
 /* Most records one reply lists (a reply is one frame of at most
  * JC_FRAME_MAX bytes); the message says how many more there were. */
