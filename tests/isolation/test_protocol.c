@@ -45,20 +45,6 @@ static void send_all(int fd, const void *p, size_t n)
 	assert_int_equal(jc__io_write_all(fd, p, n), 0);
 }
 
-/* Connects and does the handshake. */
-static int raw_hello(const struct jtl_daemon *d)
-{
-	int fd = jct_raw_connect(d);
-	struct jc_buf b = {0};
-	uint16_t type;
-	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "raw test"), 0);
-	send_all(fd, b.data, b.len);
-	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 5000), 0);
-	assert_int_equal(type, JC_MSG_HELLO_OK);
-	jc__buf_free(&b);
-	return fd;
-}
-
 /* Expects an ERROR frame with code and a message holding want, then EOF. */
 static void expect_error_then_eof(int fd, int code, const char *want)
 {
@@ -125,7 +111,7 @@ static void test_oversized_frames(void **state)
 	close(fd);
 	/* After it, JC_FRAME_MAX (64 MiB); one byte more is refused from the
 	 * header alone, before anything is buffered. */
-	fd = raw_hello(d);
+	fd = jct_raw_hello(d);
 	uint32_t len = JC_FRAME_MAX + 1;
 	uint8_t big[JC_FRAME_HDR] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
 				     (uint8_t)(len >> 24), JC_MSG_COMPILE, 0, 0, 0};
@@ -133,7 +119,7 @@ static void test_oversized_frames(void **state)
 	expect_error_then_eof(fd, JC_ETOOBIG, "frame larger than the limit");
 	close(fd);
 	/* A frame whose payload is bigger than the field it claims to hold. */
-	fd = raw_hello(d);
+	fd = jct_raw_hello(d);
 	const uint8_t bad[] = {10, 0, 0, 0, JC_MSG_COMPILE, 0, 0, 0,
 			       1, 0, 0xff, 0xff, 0xff, 0x7f, 1, 2, 3, 4};
 	send_all(fd, bad, sizeof(bad));
@@ -163,7 +149,7 @@ static void test_stalled_half_frame(void **state)
 	jc_result_free(res);
 	jc_client_close(c);
 
-	int fd = raw_hello(d);
+	int fd = jct_raw_hello(d);
 	struct jc_buf b = {0};
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 	send_all(fd, b.data, b.len / 2);
@@ -193,7 +179,7 @@ static void test_trickle(void **state)
 	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--idle-timeout", "2", NULL};
 	jct_daemon_start(d, flags);
-	int fd = raw_hello(d);
+	int fd = jct_raw_hello(d);
 	uint8_t hdr[JC_FRAME_HDR] = {0xd0, 0x07, 0, 0, JC_MSG_COMPILE, 0, 0, 0}; /* 2000 bytes */
 	send_all(fd, hdr, sizeof(hdr));
 	double t0 = jtl_now_s();
@@ -224,7 +210,7 @@ static void test_silent(void **state)
 	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--idle-timeout", "1", NULL};
 	jct_daemon_start(d, flags);
-	int mute = jct_raw_connect(d), quiet = raw_hello(d);
+	int mute = jct_raw_connect(d), quiet = jct_raw_hello(d);
 	double a = wait_closed(mute, 5, NULL), b = wait_closed(quiet, 5, NULL);
 	assert_true(a >= 0.8 && a < 3.0);
 	assert_true(b < 3.0);
@@ -269,7 +255,7 @@ static void test_slow_reader(void **state)
 	jc_client_close(c);
 	int64_t hits0 = jct_stat(d, "hits");
 
-	int fd = raw_hello(d);
+	int fd = jct_raw_hello(d);
 	struct jc_buf b = {0};
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 	double t0 = jtl_now_s();
@@ -301,7 +287,7 @@ static void test_connection_cap(void **state)
 	jct_daemon_start(d, flags);
 	int held[3];
 	for (int i = 0; i < 3; i++)
-		held[i] = raw_hello(d);
+		held[i] = jct_raw_hello(d);
 	/* The fourth is told why, through the client library and jitcachectl. */
 	jc_client *c = NULL;
 	assert_int_equal(jc_client_connect(d->sock, &c), JC_EBUSY);
@@ -371,7 +357,7 @@ static void test_hit_descriptor_is_private(void **state)
 	size_t ref_n;
 	const void *ref_data = jc_result_data(ref, &ref_n);
 
-	int fd = raw_hello(d), objfd = -1;
+	int fd = jct_raw_hello(d), objfd = -1;
 	struct jc_res res;
 	raw_result(fd, r, &res, &objfd);
 	assert_int_equal(res.cache, JC_CACHE_HIT);
@@ -384,7 +370,7 @@ static void test_hit_descriptor_is_private(void **state)
 	jc__res_clear(&res);
 
 	/* The next hit's descriptor: its own flags and offset. */
-	int fd2 = raw_hello(d), objfd2 = -1;
+	int fd2 = jct_raw_hello(d), objfd2 = -1;
 	raw_result(fd2, r, &res, &objfd2);
 	assert_true(objfd2 >= 0);
 	assert_false(fcntl(objfd2, F_GETFL) & (O_APPEND | O_DIRECT));
@@ -472,7 +458,7 @@ static void test_request_flood(void **state)
 	int fds[FLOOD_CONNS], refused = 0;
 	size_t total = 0;
 	for (int i = 0; i < FLOOD_CONNS; i++) {
-		fds[i] = raw_hello(d);
+		fds[i] = jct_raw_hello(d);
 		struct timeval tv = {.tv_sec = 2};
 		setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		total += flood_send(fds[i]);
@@ -519,7 +505,7 @@ static void test_unread_replies_flood(void **state)
 	int *fds = calloc(UNREAD_CONNS, sizeof(int));
 	double t0 = jtl_now_s(), slowest = 0;
 	for (int i = 0; i < UNREAD_CONNS; i++) {
-		fds[i] = raw_hello(d);
+		fds[i] = jct_raw_hello(d);
 		send_all(fds[i], b.data, b.len);
 		if (i % 100 == 99) {
 			double s = timed_hit(d, saxpy);
@@ -663,7 +649,7 @@ static void test_abandoned_requests(void **state)
 		snprintf(src, sizeof(src), "__global__ void k(int *p) { *p = %d; }", i);
 		jc_request *r = jct_request_src("gone.cu", src, "sm_90");
 		struct jc_buf b = {0};
-		int fd = raw_hello(d);
+		int fd = jct_raw_hello(d);
 		assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 		send_all(fd, b.data, b.len);
 		close(fd);
@@ -711,7 +697,7 @@ static void test_queued_requests_budget(void **state)
 	jc_request *hang = jct_request_src("hang.cu", "__global__ void k(int *p) { *p = 0; }", "sm_90");
 	assert_int_equal(jc__request_set_test_fault(hang, JC_FAULT_HANG), 0);
 	struct jc_buf b = {0};
-	int hfd = raw_hello(d);
+	int hfd = jct_raw_hello(d);
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)hang)->req), 0);
 	send_all(hfd, b.data, b.len);
 	jc_request_free(hang);
@@ -729,7 +715,7 @@ static void test_queued_requests_budget(void **state)
 		jc__buf_reset(&b);
 		assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 		jc_request_free(r);
-		fds[i] = raw_hello(d);
+		fds[i] = jct_raw_hello(d);
 		struct timeval tv = {.tv_sec = 2};
 		setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		for (size_t off = 0; off < b.len;) {
@@ -768,7 +754,7 @@ static void test_log_injection(void **state)
 		{.command = "purge", .args = {args, 1}},
 	};
 	for (int i = 0; i < 2; i++) {
-		int fd = raw_hello(d);
+		int fd = jct_raw_hello(d);
 		struct jc_buf b = {0};
 		uint16_t type;
 		assert_int_equal(jc__encode_admin(&b, &reqs[i]), 0);
@@ -822,7 +808,7 @@ static void test_lowered_names_in_request_order(void **state)
 	static const char *const ba[] = {"&saxpy<double>", "&saxpy<float>", NULL};
 	jc_request *first = jct_request("saxpy.cu", "sm_90", ab);
 	jc_request *second = jct_request("saxpy.cu", "sm_90", ba);
-	int fd = raw_hello(d);
+	int fd = jct_raw_hello(d);
 	struct jc_res res;
 	raw_result(fd, first, &res, NULL);
 	assert_int_equal(res.cache, JC_CACHE_MISS);
@@ -865,7 +851,7 @@ static void test_joined_lowered_names_in_request_order(void **state)
 		assert_int_equal(jc_request_add_name_expression(first, ab[i]), 0);
 		assert_int_equal(jc_request_add_name_expression(second, ab[1 - i]), 0);
 	}
-	int fa = raw_hello(d), fb = raw_hello(d);
+	int fa = jct_raw_hello(d), fb = jct_raw_hello(d);
 	struct jc_buf b = {0};
 	uint16_t type;
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)first)->req), 0);

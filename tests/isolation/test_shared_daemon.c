@@ -289,14 +289,9 @@ static void test_two_users_share_the_daemon(void **state)
  * *res: 0 for a RESULT, else the frame type of the answer (an ERROR). */
 static int raw_request(const struct fx *f, const struct jc_req *r, struct jc_res *res)
 {
-	int fd = jct_raw_connect(&f->d);
+	int fd = jct_raw_hello(&f->d);
 	struct jc_buf b = {0};
 	uint16_t type;
-	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "test"), 0);
-	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
-	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 10000), 0);
-	assert_int_equal(type, JC_MSG_HELLO_OK);
-	jc__buf_reset(&b);
 	assert_int_equal(jc__encode_req(&b, r), 0);
 	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
 	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 60000), 0);

@@ -18,6 +18,8 @@
 
 #include "common/req.h"
 #include "core/index.h"
+#include "proto/io.h"
+#include "proto/proto.h"
 
 static const char *env_or_fail(const char *name)
 {
@@ -338,6 +340,19 @@ int jct_raw_connect(const struct jtl_daemon *d)
 	assert_true(fd >= 0 && strlen(d->sock) < sizeof(sa.sun_path));
 	memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+int jct_raw_hello(const struct jtl_daemon *d)
+{
+	int fd = jct_raw_connect(d);
+	struct jc_buf b = {0};
+	uint16_t type;
+	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "raw test"), 0);
+	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
+	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 10000), 0);
+	assert_int_equal(type, JC_MSG_HELLO_OK);
+	jc__buf_free(&b);
 	return fd;
 }
 

@@ -129,6 +129,9 @@ jc_request *jct_request_ptx_dirs(const struct jtl_daemon *d, const char *src,
 jc_client *jct_connect(const struct jtl_daemon *d);
 /* A plain socket connected to d's (for tests that speak raw bytes). */
 int jct_raw_connect(const struct jtl_daemon *d);
+/* jct_raw_connect, then the handshake (HELLO, HELLO_OK expected): the
+ * socket, ready for a request frame (fails the test otherwise). */
+int jct_raw_hello(const struct jtl_daemon *d);
 /* Compiles r through a fresh connection to d, asserting jc_compile returns
  * want_rc; returns the result (caller frees; NULL when there is none). */
 jc_result *jct_compile(const struct jtl_daemon *d, const jc_request *r, int want_rc);
