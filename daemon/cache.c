@@ -366,12 +366,12 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
 	char err[600] = "";
 	uint8_t tree[16], key[16];
 	struct jc_inc_set *inc = calloc(1, sizeof(*inc));
-	int rc = !inc ? JC_ENOMEM : req->tree_round == JC_TREE_DIGEST ? 0
-		 : jc__inc_tree_set(req, inc, err, sizeof(err));
+	int rc = inc ? 0 : JC_ENOMEM;
 	if (rc == 0 && req->tree_round == JC_TREE_DIGEST)
 		memcpy(tree, req->tree_digest, 16); /* the client's word, as its hashes would be */
 	else
-		rc = rc ?: jc__inc_key_digest(inc, &req->include_dirs, tree);
+		rc = rc ?: jc__inc_tree_set(req, inc, err, sizeof(err))
+			?: jc__inc_key_digest(inc, &req->include_dirs, tree);
 	rc = rc ?: jc__key_with_tree(direct, tree, key);
 	if (rc != 0) {
 		jc__daemon_count(d, JC_CTR_bad_requests, rc == JC_EINVAL);
