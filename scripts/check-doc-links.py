@@ -4,7 +4,9 @@
 # directory) exists, and a #fragment names a heading of the target page, with
 # anchors made as GitHub makes them (lower case, punctuation dropped, spaces
 # to '-', a repeated heading gets -1, -2...). Links inside code are not links.
-# README.md must also stay at most 250 lines and keep the two set-up commands.
+# README.md must also stay at most 250 lines and keep the two set-up commands,
+# and docs/configuration.md must name every JITCACHE_* variable the programs
+# and the Python package read.
 # usage: check-doc-links.py SOURCE_ROOT   (exit 0: clean; 1: what is broken)
 import os
 import re
@@ -82,6 +84,20 @@ if n > README_MAX_LINES:
 for cmd in SETUP_LINES:
     if not re.search(r'^' + re.escape(cmd) + r'\s', text, re.M):
         errors.append(f'README.md: no line starting with {cmd} (CI runs the test command from it)')
+
+# Every JITCACHE_* name in the sources (header guards aside) is in the table.
+with open(os.path.join(root, 'docs', 'configuration.md'), encoding='utf-8') as f:
+    conf = f.read()
+names = set()
+for top in ['common', 'proto', 'core', 'daemon', 'client', 'shim', 'include', os.path.join('python', 'jitcache')]:
+    for dirpath, _, files in os.walk(os.path.join(root, top)):
+        for name in files:
+            if name.endswith(('.c', '.h', '.py', '.in', '.sh')):
+                with open(os.path.join(dirpath, name), encoding='utf-8', errors='replace') as f:
+                    names |= set(re.findall(r'\bJITCACHE_[A-Z0-9_]*[A-Z0-9]\b', f.read()))
+for var in sorted(names):
+    if not var.endswith('_H') and f'`{var}`' not in conf:
+        errors.append(f'docs/configuration.md: the environment variable {var} is read but not documented')
 
 for e in errors:
     print(e)
