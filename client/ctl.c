@@ -435,7 +435,7 @@ static int cmd_compile(int argc, char **argv)
 		{"header", required_argument, NULL, 'H'}, {"name-expr", required_argument, NULL, 'n'},
 		{"app-abi", required_argument, NULL, 'A'}, {"link", required_argument, NULL, 'k'},
 		{"link-option", required_argument, NULL, 'L'},
-		/* Hidden, for tests and ops drills: see README (JITCACHE_TEST_FAULTS). */
+		/* Hidden, for tests and ops drills: see docs/contributing.md (JITCACHE_TEST_FAULTS). */
 		{"test-fault", required_argument, NULL, 'F'}, {NULL, 0, NULL, 0},
 	};
 	static const char *const faults[] = {[JC_FAULT_CRASH] = "crash", [JC_FAULT_HANG] = "hang",

@@ -650,7 +650,7 @@ static int in_group(gid_t gid)
  * Which daemon this user's programs reach (the client library's search:
  * jitcache.h) and, for the system daemon's socket, whether they may use it:
  * a socket is usable with write permission, which the system unit gives to
- * its group (README, "Two deployments").
+ * its group (docs/team-daemon.md).
  */
 static void check_reach(struct report *r)
 {

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client-read include trees (client_internal.h; README, "A daemon shared by
- * a team"): the client scans its own include directories with the daemon's
+ * Client-read include trees (client_internal.h; docs/team-daemon.md): the client scans its own include directories with the daemon's
  * scanner (common/includes.c) and sends what a compile may read, as
  * "I/REL" names of its -I directories, so that a daemon of another uid
  * opens none of the client's paths.

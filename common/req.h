@@ -74,7 +74,7 @@ struct jc_req {
 	size_t n_headers;
 	struct jc_strv options;      /* NVRTC options, in order */
 	struct jc_strv include_dirs; /* directories the daemon may scan/read */
-	/* Client-read include trees (README, "A daemon shared by a team"): the
+	/* Client-read include trees (docs/team-daemon.md): the
 	 * files the client's scan of include_dirs found, sent by a client whose
 	 * daemon runs as another uid. name "I/REL": include_dirs.v[I] (decimal;
 	 * a top directory: includes.h, jc__inc_tops_is_top) and the path relative to it

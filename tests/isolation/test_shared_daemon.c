@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A daemon shared by a team (README, "Two deployments"): a daemon run by the
+ * A daemon shared by a team (docs/team-daemon.md): a daemon run by the
  * test as an unprivileged user of its own (useradd, setpriv), its socket
  * 0660 for a group, and two users of that group made for the run, each
  * compiling a source that includes headers from a 0700 directory of their

@@ -35,7 +35,7 @@ check() { # PAGE WHAT WORD...
 }
 
 check jitcached.8 flag $("$jitcached" --help | flags)
-check jitcached.conf.5 key $("$jitcached" --help | flags | sed 's/^--//' | grep -vxE 'config|help|version|user|group')
+check jitcached.conf.5 key $("$jitcached" --help | flags | sed 's/^--//' | grep -vxE 'config|help|version')
 ctl_help=$("$jitcachectl" --help)
 commands=$(printf '%s\n' "$ctl_help" | sed -n '/^commands:/,/^[^ ]/p' | grep -oE '^  [a-z]+' | tr -d ' ')
 [ -n "$commands" ] || { echo "FAIL: no commands in jitcachectl --help"; fail=1; }
