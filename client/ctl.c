@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -734,6 +735,27 @@ static const char *gets_(const struct jc_record *r, const char *name)
 	return kv && !kv->is_int ? kv->s : "";
 }
 
+/* A "users" field (uids, comma-separated) as names: "alice, bob, (1234)"
+ * (a uid without a name in parentheses), then a newline. */
+static void print_users(const char *uids)
+{
+	const char *p = uids;
+	while (*p) {
+		char *end;
+		unsigned long uid = strtoul(p, &end, 10);
+		if (end == p)
+			break;
+		struct passwd *pw = getpwuid((uid_t)uid);
+		printf("%s", p == uids ? "" : ", ");
+		if (pw)
+			jc__escape_fputs(pw->pw_name, stdout);
+		else
+			printf("(%lu)", uid);
+		p = *end == ',' ? end + 1 : end;
+	}
+	putchar('\n');
+}
+
 /* Local time of a unix time, "YYYY-MM-DD HH:MM:SS" (static buffer). */
 static const char *when(int64_t unix_s)
 {
@@ -1113,7 +1135,10 @@ static int cmd_admin(const char *command, int argc, char **argv)
 					const struct jc_kv *kv = &r->kv[k];
 					if (strcmp(kv->name, "log") == 0)
 						continue;
-					if (!kv->is_int) {
+					if (!kv->is_int && strcmp(kv->name, "users") == 0) {
+						printf("%-12s ", kv->name);
+						print_users(kv->s);
+					} else if (!kv->is_int) {
 						printf("%-12s ", kv->name);
 						jc__escape_fputs(kv->s, stdout);
 						putchar('\n');
@@ -1147,6 +1172,21 @@ out:
 	return rc;
 }
 
+/* The cache directory in use: --cache-dir, else the one the daemon reached
+ * serves (its stats say), else the default. 0 or -1 (none). */
+static int daemon_cache_dir(char *dir, size_t len)
+{
+	struct jc_admin_reply rep = {0};
+	if (cache_dir)
+		return snprintf(dir, len, "%s", cache_dir) < (int)len ? 0 : -1;
+	int rc = admin("stats", NULL, 1, &rep) == 0 && rep.status == 0 && rep.n_rec &&
+			 *gets_(&rep.rec[0], "cache_dir")
+		     ? (snprintf(dir, len, "%s", gets_(&rep.rec[0], "cache_dir")) < (int)len ? 0 : -1)
+		     : jc__default_cache_dir(dir, len);
+	jc__admin_reply_clear(&rep);
+	return rc;
+}
+
 /* The object of key's entry (admin "show" for its hash and size, then the
  * file in the cache directory, checked against its hash): *data malloc'd. */
 static int entry_bytes(const char *key, uint8_t **data, size_t *size)
@@ -1168,8 +1208,7 @@ static int entry_bytes(const char *key, uint8_t **data, size_t *size)
 		rc = die(1, "inspect: %s", rep.message ? rep.message : jc_strerror(rep.status));
 	else if (jc__unhex16(obj, hash) != 0)
 		rc = die(1, "inspect: entry %s holds no artifact (a cached compile failure)", key);
-	else if (cache_dir ? (snprintf(dir, sizeof(dir), "%s", cache_dir), 0)
-			   : jc__default_cache_dir(dir, sizeof(dir)) != 0)
+	else if (daemon_cache_dir(dir, sizeof(dir)) != 0)
 		rc = die(2, "inspect: no cache directory (--cache-dir DIR)");
 	if (rc == 0) {
 		snprintf(path, sizeof(path), "%s/objects/%.2s/%s", dir, obj, obj);

@@ -80,7 +80,7 @@ enum jc_admin_arg_kind {
 	JC_ARG_FLAG,     /* no value */
 	JC_ARG_SECONDS,  /* decimal seconds; jitcachectl takes a duration (90s, 2h, 7d) */
 	JC_ARG_BYTES,    /* decimal bytes; jitcachectl takes a size (500M, 2G) */
-	JC_ARG_KEY,      /* 32 hex digits */
+	JC_ARG_KEY,      /* 32 hex digits, or a unique prefix (as git takes abbreviated ids) */
 	JC_ARG_TEXT,
 };
 
