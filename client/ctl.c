@@ -72,7 +72,7 @@ static const struct sub_help {
 	{"verify", "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
 	{"gc", "gc\n  Collects orphaned objects.\n"},
 	{"ping", "ping\n  Asks the daemon whether it answers.\n"},
-	{"version", "version\n  The daemon's and the toolchain's versions.\n"},
+	{"version", "version [--json]\n  The daemon's and the toolchain's versions (--json: as one JSON object).\n"},
 	{"doctor", "doctor\n  The run-time checklist: driver, devices, NVRTC, daemon, cache directory.\n"},
 	{"inspect", "inspect FILE | --key KEY [--json]\n"
 		    "  What a cubin, PTX, LTO-IR or fatbin holds: targets, PTX ISA, kernels with\n"
@@ -1093,10 +1093,22 @@ static int cmd_admin(const char *command, int argc, char **argv)
 				json_record(stdout, &reply.rec[i]);
 			}
 			fputs("]\n", stdout);
-		} else if (json || strcmp(command, "ping") == 0 || strcmp(command, "version") == 0) {
+		} else if (json || strcmp(command, "ping") == 0) {
 			for (size_t i = 0; i < reply.n_rec; i++) {
 				json_record(stdout, &reply.rec[i]);
 				fputc('\n', stdout);
+			}
+		} else if (strcmp(command, "version") == 0 && reply.n_rec) {
+			/* one "name  value" line per field; --json: the record as it is */
+			const struct jc_record *r = &reply.rec[0];
+			for (size_t k = 0; k < r->n; k++) {
+				printf("%-19s ", r->kv[k].name);
+				if (r->kv[k].is_int)
+					printf("%" PRId64 "\n", r->kv[k].i);
+				else {
+					jc__escape_fputs(r->kv[k].s, stdout);
+					putchar('\n');
+				}
 			}
 		} else if (strcmp(command, "stats") == 0 && (flags & JC_ADMIN_LISTS)) {
 			print_by_user(&reply);

@@ -378,6 +378,24 @@ static void test_key_prefixes(void **state)
 	free(err);
 }
 
+/* version: one "name  value" line per field for people, --json the object. */
+static void test_version(void **state)
+{
+	struct jtl_daemon *d = *state;
+	char *out = jct_ctl_expect(d, 0, NULL, (const char *[]){"version", NULL});
+	printf("%s", out);
+	assert_null(strchr(out, '{'));
+	assert_non_null(strstr(out, "\nnvrtc_version       "));
+	char want[64];
+	snprintf(want, sizeof(want), "\ndaemon_pid          %d\n", (int)d->pid);
+	assert_non_null(strstr(out, want));
+	free(out);
+	out = jct_ctl_expect(d, 0, NULL, (const char *[]){"version", "--json", NULL});
+	assert_int_equal(out[0], '{');
+	assert_int_equal(jct_json_int(out, "daemon_pid"), d->pid);
+	free(out);
+}
+
 /* Files without end (/dev/zero) are refused once past the most a request
  * carries, not read until memory runs out: inspect, compile, --header. */
 static void test_endless_input(void **state)
@@ -412,6 +430,7 @@ int main(void)
 	    T(test_config_stats_since_and_stop),
 	    T(test_endless_input),
 	    T(test_key_prefixes),
+	    T(test_version),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
