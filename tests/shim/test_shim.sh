@@ -32,6 +32,8 @@
 #                directory of its own: that copy compiles, with the builtins
 #                beside it (the real library has no RUNPATH)
 #   autostart    no daemon running: jitcache-run starts one (client library)
+#   summary      the one summary line of a run (misses, then hits), none with
+#                -q or when nothing compiled; --check naming a static NVRTC
 #   bypath       a program that opens a copy of the real library by absolute
 #                path: not reached by jitcache-run, served with --by-path
 #   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
@@ -427,6 +429,34 @@ autostart)
 	grep -q "misses=1 " "$report" || { cat "$report"; fail "the compile did not reach the started daemon"; }
 	echo "autostart: from a process with the shim preloaded: daemon $DAEMON_PID and its workers run without it"
 	;;
+summary)
+	need "${CC:-cc}"
+	start_daemon
+	# One line on stderr sums up a run that compiled; the 2nd run is all hits.
+	for run in 1 2; do
+		"${RUN[@]}" "$SHIM_APP" --threads 2 $ARCH >/dev/null 2>"$ROOT/summary$run" || fail "run $run failed"
+		cat "$ROOT/summary$run"
+		[ "$(grep -c '^jitcache-run: ' "$ROOT/summary$run")" = 1 ] || fail "run $run: not one summary line"
+	done
+	grep -q '^jitcache-run: 2 NVRTC compiles: 2 from jitcached (0 hit, 2 miss, 0 joined)' "$ROOT/summary1" ||
+		fail "run 1: the summary does not say 2 misses"
+	grep -q '^jitcache-run: 2 NVRTC compiles: 2 from jitcached (2 hit, 0 miss, 0 joined)' "$ROOT/summary2" ||
+		fail "run 2: the summary does not say 2 hits"
+	# -q: no line; a command that compiles nothing: no line either.
+	"${RUN[@]}" -q "$SHIM_APP" --threads 2 $ARCH >/dev/null 2>"$ROOT/quiet" || fail "-q run failed"
+	grep -q '^jitcache-run' "$ROOT/quiet" && { cat "$ROOT/quiet"; fail "-q printed a summary"; }
+	"${RUN[@]}" true 2>"$ROOT/nothing" || fail "jitcache-run true failed"
+	[ -s "$ROOT/nothing" ] && { cat "$ROOT/nothing"; fail "a command that compiled nothing got a summary"; }
+	# --check on a program with NVRTC's code linked in (as libnvrtc_static.a
+	# would put it; the toolkit here has none): the fix names it.
+	printf '%s\n' 'int nvrtcCompileProgram(void *p, int n, const char **o) { (void)p; (void)o; return n; }' \
+		'int main(void) { return nvrtcCompileProgram(0, 0, 0); }' >"$ROOT/static.c"
+	"${CC:-cc}" -o "$ROOT/static-app" "$ROOT/static.c" || fail "cannot build the static-NVRTC stand-in"
+	"${RUN[@]}" --check "$ROOT/static-app" 2>"$ROOT/static.check"
+	[ $? = 1 ] || { cat "$ROOT/static.check"; fail "--check should exit 1"; }
+	cat "$ROOT/static.check"
+	grep -q "fix: .*static-app has NVRTC linked in statically" "$ROOT/static.check" || fail "the fix does not name the static NVRTC"
+	;;
 bypath)
 	PY=$(command -v python3 || true)
 	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
@@ -443,6 +473,8 @@ bypath)
 	"${RUN[@]}" --check "${py[@]}" >"$ROOT/plain.txt" 2>"$ROOT/plain.check"
 	[ $? = 1 ] && grep -q "no NVRTC compile went through the shim" "$ROOT/plain.check" ||
 		{ cat "$ROOT/plain.check"; fail "a load by path reached the shim without --by-path?"; }
+	grep -q "fix: .*opens libnvrtc by absolute path.*--by-path" "$ROOT/plain.check" ||
+		{ cat "$ROOT/plain.check"; fail "--check does not name --by-path as the fix"; }
 	RUN+=(--by-path)
 	run_twice bypath "${py[@]}"
 	;;
