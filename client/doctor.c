@@ -586,20 +586,37 @@ static void check_remote(struct report *r, const struct jc_record *s)
 		say(r, OK, "remote tier accepts writes");
 }
 
-/* Asks the daemon for its version and compares its NVRTC with ours (tc, NULL
- * when unknown); fills *budget and *used from its stats. */
-static void check_daemon(struct report *r, const char *socket_path, const struct jc_toolchain *tc,
-			 uint64_t *budget, uint64_t *used)
+/* Asks the daemon this user's programs reach (the client's search, steps
+ * 1-4: --socket, --cache-dir, $JITCACHE_SOCKET, the per-user and the system
+ * socket; no auto-start) for its version and compares its NVRTC with ours
+ * (tc, NULL when unknown); fills *budget and *used from its stats and dir
+ * (len bytes) with the cache directory it serves ("" when none answers). */
+static void check_daemon(struct report *r, const char *socket_path, const char *cache_dir,
+			 const struct jc_toolchain *tc, uint64_t *budget, uint64_t *used, char *dir,
+			 size_t len)
 {
-	char path[4096];
 	jc_client *c = NULL;
-	if (!socket_path && jc__default_socket_path(NULL, path, sizeof(path)) == 0)
-		socket_path = path;
-	if (jc_client_connect(socket_path, &c) != 0) {
-		say(r, WARN, "no daemon answers on %s: %s (start jitcached, or the jitcached.socket unit)",
-		    socket_path ? socket_path : "(default socket)", jc_client_errmsg(NULL));
+	jc_options *o = NULL;
+	dir[0] = '\0';
+	int rc = jc_options_new(&o);
+	rc = rc ?: jc_options_set_socket(o, socket_path);
+	rc = rc ?: jc_options_set_cache_dir(o, cache_dir);
+	rc = rc ?: jc__client_new(o, &c);
+	if (rc == 0 && jc__client_search(c) != 0) {
+		say(r, WARN, "no daemon answers%s%s: %s (start jitcached, or the jitcached.socket unit)",
+		    socket_path ? " on " : "", socket_path ? socket_path : "", jc_client_errmsg(c));
+		jc_client_close(c);
+		jc_options_free(o);
 		return;
 	}
+	if (rc != 0) {
+		say(r, WARN, "client settings: %s", jc_client_errmsg(NULL));
+		jc_options_free(o);
+		return;
+	}
+	socket_path = jc__client_socket(c);
+	if (jc__client_daemon_dir(c))
+		snprintf(dir, len, "%s", jc__client_daemon_dir(c));
 	struct jc_admin_req version = {.command = (char *)"version"}, stats = {.command = (char *)"stats"};
 	struct jc_admin_reply v = {0}, s = {0};
 	if (jc__client_admin(c, &version, &v) == 0 && v.status == 0 && v.n_rec) {
@@ -633,6 +650,7 @@ static void check_daemon(struct report *r, const char *socket_path, const struct
 	jc__admin_reply_clear(&v);
 	jc__admin_reply_clear(&s);
 	jc_client_close(c);
+	jc_options_free(o);
 }
 
 /* 1 when this process's groups include gid. */
@@ -730,10 +748,12 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 		check_ptx(&r, &tc, &cu, cc, dev, have_device);
 	if (cu.lib)
 		dlclose(cu.lib);
-	check_daemon(&r, socket_path, have_tc ? &tc : NULL, &budget, &used);
+	/* The cache directory checked: --cache-dir, else the one the daemon
+	 * reached serves, else the default (offline use). */
+	check_daemon(&r, socket_path, cache_dir, have_tc ? &tc : NULL, &budget, &used, dir, sizeof(dir));
 	if (!socket_path)
 		check_reach(&r);
-	if (!cache_dir && jc__default_cache_dir(dir, sizeof(dir)) == 0)
+	if (!cache_dir && (dir[0] || jc__default_cache_dir(dir, sizeof(dir)) == 0))
 		cache_dir = dir;
 	if (cache_dir)
 		check_cache_dir(&r, cache_dir, budget, used);
