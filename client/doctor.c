@@ -181,29 +181,32 @@ static char *tiny_ptx(const char *arch, char *err, size_t errlen)
 	static const char src[] = "extern \"C\" __global__ void jc_doctor(int *p) { *p = 1; }\n";
 	char opt[64];
 	const char *opts[] = {opt};
-	nvrtcProgram prog;
+	void *prog;
 	size_t size = 0;
 	char *ptx = NULL;
+	const struct jc_nvrtc_api *nv = jc__nvrtc_api(err, errlen);
+	if (!nv)
+		return NULL;
 	snprintf(opt, sizeof(opt), "--gpu-architecture=%s", arch);
-	nvrtcResult rc = nvrtcCreateProgram(&prog, src, "jc_doctor.cu", 0, NULL, NULL);
+	int rc = nv->create_program(&prog, src, "jc_doctor.cu", 0, NULL, NULL);
 	if (rc != NVRTC_SUCCESS) {
-		snprintf(err, errlen, "nvrtcCreateProgram: %s", nvrtcGetErrorString(rc));
+		snprintf(err, errlen, "nvrtcCreateProgram: %s", nv->error_string(rc));
 		return NULL;
 	}
-	rc = nvrtcCompileProgram(prog, 1, opts);
+	rc = nv->compile_program(prog, 1, opts);
 	if (rc == NVRTC_SUCCESS)
-		rc = nvrtcGetPTXSize(prog, &size);
+		rc = nv->get_ptx_size(prog, &size);
 	if (rc == NVRTC_SUCCESS && (ptx = malloc(size + 1)) != NULL) {
-		rc = nvrtcGetPTX(prog, ptx);
+		rc = nv->get_ptx(prog, ptx);
 		ptx[size] = '\0';
 	}
 	if (rc != NVRTC_SUCCESS || !ptx) {
 		snprintf(err, errlen, "NVRTC could not compile a test kernel for %s: %s", arch,
-			 rc != NVRTC_SUCCESS ? nvrtcGetErrorString(rc) : "out of memory");
+			 rc != NVRTC_SUCCESS ? nv->error_string(rc) : "out of memory");
 		free(ptx);
 		ptx = NULL;
 	}
-	nvrtcDestroyProgram(&prog);
+	nv->destroy_program(&prog);
 	return ptx;
 }
 
@@ -246,7 +249,7 @@ static void check_ptx(struct report *r, const struct jc_toolchain *tc, struct cu
 	}
 	int isa = ptx_version(ptx), needs = isa > 0 ? ptx_needs_cuda(isa) : 0;
 	int nvrtc_major = 0, nvrtc_minor = 0;
-	nvrtcVersion(&nvrtc_major, &nvrtc_minor);
+	sscanf(tc->nvrtc_version, "%d.%d", &nvrtc_major, &nvrtc_minor);
 	if (isa < 0) {
 		say(r, WARN, "PTX from NVRTC has no .version directive");
 	} else if (!cu->version) {

@@ -23,11 +23,86 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cuda.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
+#include <pthread.h>
 #include <xxhash.h>
 
 #define NOTE_MAX (64 * 1024) /* PT_NOTE segments read from a file, at most */
+
+/* Weak: a program that does not link NVRTC and nvJitLink sees NULL here and
+ * loads them with dlopen (jc__nvrtc_api). */
+#pragma weak nvrtcVersion
+#pragma weak nvrtcGetErrorString
+#pragma weak nvrtcGetNumSupportedArchs
+#pragma weak nvrtcGetSupportedArchs
+#pragma weak nvrtcCreateProgram
+#pragma weak nvrtcCompileProgram
+#pragma weak nvrtcGetPTXSize
+#pragma weak nvrtcGetPTX
+#pragma weak nvrtcDestroyProgram
+#pragma weak nvJitLinkVersion
+
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static struct jc_nvrtc_api api;
+static char api_err[400];
+
+static void *sym(void *h, const char *lib, const char *name)
+{
+	void *p = h ? dlsym(h, name) : NULL;
+	if (!p && !api_err[0])
+		snprintf(api_err, sizeof(api_err), "%s: %s", h ? name : lib, dlerror());
+	return p;
+}
+
+static void api_load(void)
+{
+	if (nvrtcVersion && nvJitLinkVersion) {
+		api = (struct jc_nvrtc_api){
+		    .version = (int (*)(int *, int *))nvrtcVersion,
+		    .error_string = (const char *(*)(int))nvrtcGetErrorString,
+		    .num_supported_archs = (int (*)(int *))nvrtcGetNumSupportedArchs,
+		    .supported_archs = (int (*)(int *))nvrtcGetSupportedArchs,
+		    .create_program = (int (*)(void **, const char *, const char *, int, const char *const *,
+					       const char *const *))nvrtcCreateProgram,
+		    .compile_program = (int (*)(void *, int, const char *const *))nvrtcCompileProgram,
+		    .get_ptx_size = (int (*)(void *, size_t *))nvrtcGetPTXSize,
+		    .get_ptx = (int (*)(void *, char *))nvrtcGetPTX,
+		    .destroy_program = (int (*)(void **))nvrtcDestroyProgram,
+		    .jitlink_version = (int (*)(unsigned *, unsigned *))nvJitLinkVersion,
+		};
+		return;
+	}
+	/* the sonames of the NVRTC and nvJitLink these headers declare ("libnvrtc.so.13") */
+	char rtc[32], link[32];
+	snprintf(rtc, sizeof(rtc), "libnvrtc.so.%d", CUDA_VERSION / 1000);
+	snprintf(link, sizeof(link), "libnvJitLink.so.%d", CUDA_VERSION / 1000);
+	void *h = dlopen(rtc, RTLD_NOW | RTLD_LOCAL), *j = dlopen(link, RTLD_NOW | RTLD_LOCAL);
+	api = (struct jc_nvrtc_api){
+	    .version = (int (*)(int *, int *))sym(h, rtc, "nvrtcVersion"),
+	    .error_string = (const char *(*)(int))sym(h, rtc, "nvrtcGetErrorString"),
+	    .num_supported_archs = (int (*)(int *))sym(h, rtc, "nvrtcGetNumSupportedArchs"),
+	    .supported_archs = (int (*)(int *))sym(h, rtc, "nvrtcGetSupportedArchs"),
+	    .create_program = (int (*)(void **, const char *, const char *, int, const char *const *,
+				       const char *const *))sym(h, rtc, "nvrtcCreateProgram"),
+	    .compile_program = (int (*)(void *, int, const char *const *))sym(h, rtc, "nvrtcCompileProgram"),
+	    .get_ptx_size = (int (*)(void *, size_t *))sym(h, rtc, "nvrtcGetPTXSize"),
+	    .get_ptx = (int (*)(void *, char *))sym(h, rtc, "nvrtcGetPTX"),
+	    .destroy_program = (int (*)(void **))sym(h, rtc, "nvrtcDestroyProgram"),
+	    .jitlink_version = (int (*)(unsigned *, unsigned *))sym(j, link, "nvJitLinkVersion"),
+	};
+}
+
+const struct jc_nvrtc_api *jc__nvrtc_api(char *err, size_t errlen)
+{
+	pthread_once(&api_once, api_load);
+	if (api_err[0]) {
+		snprintf(err, errlen, "toolchain: cannot load NVRTC: %s", api_err);
+		return NULL;
+	}
+	return &api;
+}
 
 /* Copies s into dst[size]; JC_EINTERNAL when it does not fit. */
 static int put(char *dst, size_t size, const char *what, const char *s, char *err, size_t errlen)
@@ -317,18 +392,18 @@ static void driver_build(char *out, size_t outlen)
 	snprintf(out, outlen, "%s", *s ? s : "none");
 }
 
-static int archs(char *out, size_t outlen, char *err, size_t errlen)
+static int archs(const struct jc_nvrtc_api *nv, char *out, size_t outlen, char *err, size_t errlen)
 {
 	int n = 0;
-	nvrtcResult r = nvrtcGetNumSupportedArchs(&n);
+	int r = nv->num_supported_archs(&n);
 	if (r != NVRTC_SUCCESS || n <= 0 || n > 256)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetNumSupportedArchs: %s (%d)",
-			    nvrtcGetErrorString(r), n);
+			    nv->error_string(r), n);
 	int a[256];
-	r = nvrtcGetSupportedArchs(a);
+	r = nv->supported_archs(a);
 	if (r != NVRTC_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetSupportedArchs: %s",
-			    nvrtcGetErrorString(r));
+			    nv->error_string(r));
 	size_t len = 0;
 	out[0] = '\0';
 	for (int i = 0; i < n; i++) {
@@ -409,21 +484,24 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 {
 	memset(tc, 0, sizeof(*tc));
 	int maj, min, rc;
-	nvrtcResult r = nvrtcVersion(&maj, &min);
+	const struct jc_nvrtc_api *nv = jc__nvrtc_api(err, errlen);
+	if (!nv)
+		return JC_EINTERNAL;
+	int r = nv->version(&maj, &min);
 	if (r != NVRTC_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcVersion: %s",
-			    nvrtcGetErrorString(r));
+			    nv->error_string(r));
 	snprintf(tc->nvrtc_version, sizeof(tc->nvrtc_version), "%d.%d", maj, min);
 	unsigned jmaj, jmin;
-	nvJitLinkResult jr = nvJitLinkVersion(&jmaj, &jmin);
+	int jr = nv->jitlink_version(&jmaj, &jmin);
 	if (jr != NVJITLINK_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvJitLinkVersion failed (%d)", (int)jr);
 	snprintf(tc->nvjitlink_version, sizeof(tc->nvjitlink_version), "%u.%u", jmaj, jmin);
 
 	char dir[4096], builtins[4200];
-	if ((rc = mapped_identity((void *)nvrtcVersion, "libnvrtc", tc->nvrtc_id, sizeof(tc->nvrtc_id),
+	if ((rc = mapped_identity((void *)nv->version, "libnvrtc", tc->nvrtc_id, sizeof(tc->nvrtc_id),
 				  dir, sizeof(dir), err, errlen)) ||
-	    (rc = mapped_identity((void *)nvJitLinkVersion, "libnvJitLink", tc->nvjitlink_id,
+	    (rc = mapped_identity((void *)nv->jitlink_version, "libnvJitLink", tc->nvjitlink_id,
 				  sizeof(tc->nvjitlink_id), NULL, 0, err, errlen)))
 		return rc;
 	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
@@ -432,7 +510,7 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 	    (rc = toolkit_include(dir, tc, err, errlen)) ||
 	    (rc = fatbin_tool(dir, maj, tc, err, errlen)) ||
 	    (rc = driver_version(tc->driver_version, sizeof(tc->driver_version), err, errlen)) ||
-	    (rc = archs(tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
+	    (rc = archs(nv, tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
 	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)) ||
 	    (rc = override("JITCACHE_TEST_DRIVER_VERSION", tc->driver_version,
 			   sizeof(tc->driver_version), err, errlen)))

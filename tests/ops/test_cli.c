@@ -396,6 +396,29 @@ static void test_version(void **state)
 	free(out);
 }
 
+/* Commands that compile nothing do not load NVRTC or nvJitLink (jitcachectl
+ * links neither: toolchain.h, jc__nvrtc_api); doctor, which compiles a test
+ * kernel, does. Seen from the files the process opens (strace). */
+static void test_nvrtc_not_loaded(void **state)
+{
+	struct jtl_daemon *d = *state;
+	if (jct_sh("command -v strace") != 0)
+		skip();
+	jct_compile_tiny(d, 1, "sm_90", NULL);
+	const char *const cmds[] = {"stats", "ls", "version", "ping", "doctor"};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(*cmds); i++) {
+		char trace[300];
+		snprintf(trace, sizeof(trace), "%s/strace-%s", d->dir, cmds[i]);
+		assert_int_equal(jct_sh("strace -f -qq -e trace=open,openat -o %s %s --socket %s %s "
+					">/dev/null 2>&1; test -s %s",
+					trace, getenv("JITCACHECTL"), d->sock, cmds[i], trace),
+				 0);
+		int nvrtc = jct_sh("grep -qE 'libnvrtc|libnvJitLink' %s", trace) == 0;
+		printf("jitcachectl %s: NVRTC %s\n", cmds[i], nvrtc ? "loaded" : "not loaded");
+		assert_int_equal(nvrtc, strcmp(cmds[i], "doctor") == 0);
+	}
+}
+
 /* Files without end (/dev/zero) are refused once past the most a request
  * carries, not read until memory runs out: inspect, compile, --header. */
 static void test_endless_input(void **state)
@@ -431,6 +454,7 @@ int main(void)
 	    T(test_endless_input),
 	    T(test_key_prefixes),
 	    T(test_version),
+	    T(test_nvrtc_not_loaded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
