@@ -1327,6 +1327,11 @@ JC_API int jc_request_set_app_abi(jc_request *r, const char *abi)
 	return set_str(&r->req.app_abi, abi);
 }
 
+int jc__request_set_display_name(jc_request *r, const char *name)
+{
+	return set_str(&r->req.display_name, name);
+}
+
 int jc__request_set_test_fault(jc_request *r, uint32_t fault)
 {
 	if (fault > JC_FAULT_ALLOC)

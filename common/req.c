@@ -47,6 +47,7 @@ void jc__req_clear(struct jc_req *r)
 	jc__strv_clear(&r->link_options);
 	free(r->app_abi);
 	free(r->reject_message);
+	free(r->display_name);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -97,6 +97,10 @@ struct jc_req {
 	uint8_t reject_object[16];
 	uint32_t reject_reason;  /* 0 = none, else enum jc_reject */
 	char *reject_message;    /* e.g. the driver's error string; may be NULL */
+	/* Not part of the key: the program name to list the entry under when the
+	 * key has another (the shim asks for a fixed name: shim.c, CANON_NAME);
+	 * NULL: source_name. */
+	char *display_name;
 };
 
 enum jc_tree_kind {

@@ -50,6 +50,9 @@ struct jc_flight {
 	uint8_t key[16];
 	struct jc_req req;        /* owned: moved from the first request */
 	uid_t uid;                /* the first request's uid: the stored row's first user */
+	/* For a request with a display name (the shim's): "NAME (COMM)", COMM
+	 * the first requester's process name; the entry is listed under it. */
+	char *listed_name;
 	struct jc_waiter *waiters;
 	struct jc_flight *next;   /* daemon's list of flights */
 	struct jc_pool_job job;   /* its compile in the worker pool (pool.h) */

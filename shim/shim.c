@@ -41,6 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/client_internal.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 
@@ -773,7 +774,8 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	if (reason)
 		return reason;
 	q->canon = !name_matters && name_free(q);
-	if ((rc = request_of(q, q->canon ? CANON_NAME : nvrtc_name(q), q->req)) != 0) {
+	if ((rc = request_of(q, q->canon ? CANON_NAME : nvrtc_name(q), q->req)) != 0 ||
+	    (q->canon && (rc = jc__request_set_display_name(q->req, nvrtc_name(q))) != 0)) {
 		snprintf(why, sizeof(why), "the client library refused the program: %s",
 			 jc_strerror(rc));
 		return why;

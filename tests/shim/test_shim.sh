@@ -33,7 +33,8 @@
 #                beside it (the real library has no RUNPATH)
 #   autostart    no daemon running: jitcache-run starts one (client library)
 #   summary      the one summary line of a run (misses, then hits), none with
-#                -q or when nothing compiled; --check naming a static NVRTC
+#                -q or when nothing compiled; --check naming a static NVRTC;
+#                ls naming the program and process, not the stand-in name
 #   bypath       a program that opens a copy of the real library by absolute
 #                path: not reached by jitcache-run, served with --by-path
 #   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
@@ -442,6 +443,12 @@ summary)
 		fail "run 1: the summary does not say 2 misses"
 	grep -q '^jitcache-run: 2 NVRTC compiles: 2 from jitcached (2 hit, 0 miss, 0 joined)' "$ROOT/summary2" ||
 		fail "run 2: the summary does not say 2 hits"
+	# ls lists them under the program name NVRTC was given and the process's
+	# name, not the stand-in name the key has (jitcache-program.cu).
+	"${CTL[@]}" ls >"$ROOT/ls" || fail "ls failed"
+	cat "$ROOT/ls"
+	grep -q ' app.cu (shim_nvrtc_app)$' "$ROOT/ls" || fail "ls does not name app.cu (shim_nvrtc_app)"
+	grep -q 'jitcache-program.cu' "$ROOT/ls" && fail "ls names the stand-in jitcache-program.cu"
 	# -q: no line; a command that compiles nothing: no line either.
 	"${RUN[@]}" -q "$SHIM_APP" --threads 2 $ARCH >/dev/null 2>"$ROOT/quiet" || fail "-q run failed"
 	grep -q '^jitcache-run' "$ROOT/quiet" && { cat "$ROOT/quiet"; fail "-q printed a summary"; }
