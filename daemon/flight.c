@@ -523,6 +523,7 @@ void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 	f->job.req = f->wreq ? f->wreq : &f->req;
 	f->job.res = &f->res;
 	memcpy(f->job.key, f->key, 16);
+	f->job.uid = (uint32_t)f->uid;
 	f->job.wanted = flight_wanted;
 	f->job.done = flight_job_done;
 	jc__pool_submit(d->pool, &f->job);

@@ -36,6 +36,9 @@ static void usage(FILE *f)
 		"                            full); its least recently used go first, 0 none [0]\n"
 		"  --negative-ttl DURATION  lifetime of a cached compile failure [300s]\n"
 		"  --workers N              compile worker processes [%ld, the CPUs online]\n"
+		"  --user-max-workers N     workers one uid's compiles may hold at once; the\n"
+		"                            uids take turns [half of --workers, at least 1, on a\n"
+		"                            daemon serving other uids; else all]\n"
 		"  --compile-timeout DUR    per compile, 0 none [120s]\n"
 		"  --worker-memory SIZE     address space a worker may add, 0 none [16G]\n"
 		"  --idle-timeout DURATION  close a connection silent this long, 0 never [300s]\n"
@@ -195,8 +198,8 @@ static int set_option(struct settings *s, const char *name, const char *value)
 			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s
 			  : name[0] == 'i' ? &c->idle_timeout_s
 			  : name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
-	} else if (strcmp(name, "workers") == 0) {
-		ok = parse_count(value, 256, &c->workers) == 0;
+	} else if (strcmp(name, "workers") == 0 || strcmp(name, "user-max-workers") == 0) {
+		ok = parse_count(value, 256, name[0] == 'w' ? &c->workers : &c->user_max_workers) == 0;
 	} else if (strcmp(name, "max-connections") == 0) {
 		ok = parse_count(value, 1000000, &c->max_connections) == 0;
 	} else if (strcmp(name, "max-connections-per-uid") == 0) {
@@ -309,6 +312,7 @@ static const struct option long_opts[] = {
 	{"user-max-size", required_argument, NULL, 0},
 	{"negative-ttl", required_argument, NULL, 0},
 	{"workers", required_argument, NULL, 0},
+	{"user-max-workers", required_argument, NULL, 0},
 	{"compile-timeout", required_argument, NULL, 0},
 	{"worker-memory", required_argument, NULL, 0},
 	{"idle-timeout", required_argument, NULL, 0},
@@ -519,6 +523,7 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	needs_restart("cache-dir", strcmp(c->cache_dir, fresh->cache_dir) != 0);
 	needs_restart("socket", strcmp(c->socket_path, fresh->socket_path) != 0);
 	needs_restart("workers", c->workers != fresh->workers);
+	needs_restart("user-max-workers", c->user_max_workers != fresh->user_max_workers);
 	needs_restart("worker-memory", c->worker_memory != fresh->worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh->group_shared);
 	needs_restart("confinement", c->confinement != fresh->confinement);
