@@ -205,6 +205,11 @@ static int stats_common(struct jc_admin_env *env, struct jc_record *r, const str
 	rc = rc ?: jc__record_add_u64(r, "bytes", t->bytes);
 	rc = rc ?: jc__record_add_u64(r, "max_size", env->max_size);
 	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
+	/* A full disk: hits are served, nothing is stored until space returns. */
+	uint64_t free_bytes;
+	int full = jc__store_disk_full(env->cd->store, &free_bytes);
+	rc = rc ?: jc__record_add_int(r, "disk_full", full);
+	rc = rc ?: jc__record_add_int(r, "disk_free_bytes", free_bytes > INT64_MAX ? -1 : (int64_t)free_bytes);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);
@@ -345,6 +350,18 @@ static int remove_victim(struct jc_admin_env *env, const struct jc_victims *vs,
 	return rc || left ? rc : env->cd->ops->remove(env->cd, e);
 }
 
+/* unlink_ahead for victims from..n; 1 when any object went. */
+static int unlink_ahead(struct jc_admin_env *env, const struct jc_victims *vs, size_t from)
+{
+	int any = 0;
+	for (size_t j = from; j < vs->n; j++)
+		any |= env->cd->ops->unlink_ahead(env->cd, &vs->v[j]);
+	if (any)
+		jc_log_warn(STORE, "disk full and no reserve left: removed the objects of the entries "
+			    "being removed ahead of their rows");
+	return any;
+}
+
 int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_run,
 		       struct jc_admin_reply *out)
 {
@@ -356,6 +373,10 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 		 * write-ahead log. The reserve gives it (the tier's remove takes
 		 * it itself); the reserve is made again at the end. */
 		if (rc == JC_ENOSPC && jc__store_reserve_release(env->cd->store))
+			rc = remove_victim(env, vs, &vs->v[i], &gone);
+		/* No reserve left: the objects of the entries that go free the
+		 * room, ahead of their rows (tier.h, unlink_ahead). */
+		if (rc == JC_ENOSPC && !vs->by_uid && unlink_ahead(env, vs, i))
 			rc = remove_victim(env, vs, &vs->v[i], &gone);
 		vs->gone += !dry_run && rc == 0 && gone;
 		if (out && rc == 0 && i < LIST_MAX) {

@@ -326,9 +326,14 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 			return FOREIGN;
 		}
 	}
+	/* The -wal and -shm files stay when the last connection closes (the WAL
+	 * truncated): a daemon restarted on a full disk maps the -shm that is
+	 * there instead of failing to make one ("disk I/O error"). */
+	int persist = 1;
+	sqlite3_file_control(ix->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
 	if (!readonly) {
 		rc = sqlite3_exec(ix->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-				  " PRAGMA journal_size_limit=67108864; PRAGMA cache_size=-65536",
+				  " PRAGMA journal_size_limit=4194304; PRAGMA cache_size=-65536",
 				  NULL, NULL, NULL);
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
@@ -382,6 +387,12 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
 	}
+	/* The WAL kept by the last close (jc__index_close) is all in the
+	 * database: marked so, the next write starts it again from its first
+	 * frame, in blocks it already has, so deleting rows needs no new room
+	 * on a full disk. */
+	if (!readonly)
+		sqlite3_exec(ix->db, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL);
 	return 0;
 
 sqlite_fail:
@@ -462,8 +473,28 @@ void jc__index_close(struct jc_index *ix)
 {
 	if (!ix)
 		return;
+	/* The last close keeps the WAL file at its size (not truncated to
+	 * nothing): its blocks are the room the next open writes in. */
+	if (!sqlite3_db_readonly(ix->db, "main"))
+		sqlite3_exec(ix->db, "PRAGMA journal_size_limit=-1", NULL, NULL, NULL);
 	detach(ix);
 	free(ix);
+}
+
+int jc__index_wal_pages(uint64_t max_size)
+{
+	uint64_t pages = max_size / 16 / 4096;
+	return pages < 16 ? 16 : pages > 1000 ? 1000 : (int)pages;
+}
+
+int jc__index_set_budget(struct jc_index *ix, uint64_t max_size)
+{
+	char sql[128];
+	int pages = jc__index_wal_pages(max_size);
+	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d", pages,
+		 pages * 4096);
+	int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : fail(ix, rc, "set budget");
 }
 
 const char *jc__index_errmsg(struct jc_index *ix)

@@ -77,6 +77,15 @@ int jc__index_open(const char *path, int readonly, struct jc_index **out, char *
 /* Finalises the statements and closes the connection. NULL-safe. */
 void jc__index_close(struct jc_index *ix);
 
+/*
+ * The write-ahead log's size for a cache budget of max_size bytes: pages
+ * (4 KiB) written before a checkpoint, and the size the WAL is cut back to
+ * after one: a sixteenth of the budget, 16 to 1000 pages (SQLite's default).
+ */
+int jc__index_wal_pages(uint64_t max_size);
+/* Applies jc__index_wal_pages(max_size) to ix (writable). 0 or SQLite errors. */
+int jc__index_set_budget(struct jc_index *ix, uint64_t max_size);
+
 /* The message of the last failure on ix ("" if none); owned by ix, valid
  * until the next call on it. */
 const char *jc__index_errmsg(struct jc_index *ix);

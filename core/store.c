@@ -32,6 +32,7 @@ struct jc_store {
 	int dirfd, objfd, tmpfd, quarfd;
 	uid_t uid;
 	atomic_uint seq;    /* distinct temp and quarantine names across threads */
+	_Atomic uint64_t reserve_bytes; /* the size DIR/reserve is made with */
 };
 
 /* Network filesystems, by statfs f_type (linux/magic.h and fs sources). */
@@ -456,6 +457,7 @@ int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t err
 		return jc__fail(err, errlen, 0, "out of memory"), JC_ENOMEM;
 	}
 	s->uid = geteuid();
+	s->reserve_bytes = JC_STORE_RESERVE_BYTES;
 	s->objfd = s->tmpfd = s->quarfd = -1;
 	if (mkdir_p(dir, DIR_MODE) < 0) {
 		jc__fail(err, errlen, 0, "create %s: %s", dir, strerror(errno));
@@ -493,7 +495,7 @@ int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t err
 	/* A full disk: give the index the reserve's room to open (its -shm and
 	 * -wal need some), so that a purge can free space. */
 	uint64_t free_bytes;
-	if (jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < JC_STORE_RESERVE_BYTES)
+	if (jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < s->reserve_bytes)
 		jc__store_reserve_release(s);
 	else
 		jc__store_reserve_make(s);
@@ -518,8 +520,8 @@ err_after_alloc:
 int jc__store_reserve_release(struct jc_store *s)
 {
 	if (unlinkat(s->dirfd, RESERVE, 0) == 0) {
-		jc_log_warn(STORE, "disk full: released %s/%s (%u KiB) to make room", s->dir, RESERVE,
-			    JC_STORE_RESERVE_BYTES >> 10);
+		jc_log_warn(STORE, "disk full: released %s/%s (%llu KiB) to make room", s->dir, RESERVE,
+			    (unsigned long long)(s->reserve_bytes >> 10));
 		return 1;
 	}
 	if (errno != ENOENT)
@@ -533,12 +535,13 @@ void jc__store_reserve_make(struct jc_store *s)
 	uint64_t free_bytes;
 	char tmp[64];
 	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-	    jc__store_free_bytes(s, &free_bytes) != 0 || free_bytes < 2 * JC_STORE_RESERVE_BYTES)
+	    jc__store_free_bytes(s, &free_bytes) != 0 ||
+	    free_bytes < s->reserve_bytes + JC_STORE_FULL_BYTES)
 		return;
 	int fd = create_staged(s, RESERVE, FILE_MODE, tmp);
 	if (fd < 0)
 		return;
-	int e = posix_fallocate(fd, 0, JC_STORE_RESERVE_BYTES);
+	int e = posix_fallocate(fd, 0, (off_t)s->reserve_bytes);
 	if (e == 0 && fsync(fd) < 0)
 		e = errno;
 	if (close(fd) < 0 && e == 0)
@@ -548,6 +551,25 @@ void jc__store_reserve_make(struct jc_store *s)
 	e = e ? e : errno;
 	unlinkat(s->tmpfd, tmp, 0);
 	jc_log_warn(STORE, "no disk reserve in %s: %s", s->dir, strerror(e));
+}
+
+void jc__store_set_reserve(struct jc_store *s, uint64_t bytes)
+{
+	s->reserve_bytes = bytes;
+}
+
+uint64_t jc__store_reserve_size(struct jc_store *s)
+{
+	return s->reserve_bytes;
+}
+
+int jc__store_disk_full(struct jc_store *s, uint64_t *free_out)
+{
+	uint64_t free_bytes = UINT64_MAX;
+	int full = jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < JC_STORE_FULL_BYTES;
+	if (free_out)
+		*free_out = free_bytes;
+	return full;
 }
 
 void jc__store_close(struct jc_store *s)

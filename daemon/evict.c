@@ -195,7 +195,8 @@ static void gc_maybe(struct jc_daemon *d)
 		job_queue(d, j, &gc_busy);
 }
 
-/* Records the budget and share in the index, for offline commands. */
+/* Records the budget and share in the index, for offline commands, and
+ * sizes the reserve and the write-ahead log to the budget. */
 static void save_budget(struct jc_daemon *d)
 {
 	static const char *const names[] = {JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE};
@@ -203,6 +204,7 @@ static void save_budget(struct jc_daemon *d)
 	pthread_mutex_lock(&d->cache->wlock);
 	if (jc__index_counters_save(d->cache->wix, names, values, 2) != 0)
 		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->cache->wix));
+	jc__cachedir_apply_budget(d->cache, d->cfg.max_size);
 	pthread_mutex_unlock(&d->cache->wlock);
 }
 
