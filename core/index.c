@@ -6,6 +6,7 @@
 #include "core/index.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,7 @@ static const char *const stmt_sql[ST__N] = {
 struct jc_index {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST__N];
+	uint64_t wal_keep; /* bytes kept allocated for the WAL at close (set_budget) */
 	char msg[512];
 };
 
@@ -387,12 +389,6 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
 	}
-	/* The WAL kept by the last close (jc__index_close) is all in the
-	 * database: marked so, the next write starts it again from its first
-	 * frame, in blocks it already has, so deleting rows needs no new room
-	 * on a full disk. */
-	if (!readonly)
-		sqlite3_exec(ix->db, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL);
 	return 0;
 
 sqlite_fail:
@@ -473,11 +469,20 @@ void jc__index_close(struct jc_index *ix)
 {
 	if (!ix)
 		return;
-	/* The last close keeps the WAL file at its size (not truncated to
-	 * nothing): its blocks are the room the next open writes in. */
-	if (!sqlite3_db_readonly(ix->db, "main"))
-		sqlite3_exec(ix->db, "PRAGMA journal_size_limit=-1", NULL, NULL, NULL);
+	char wal[4200] = "";
+	if (ix->wal_keep && ix->db)
+		snprintf(wal, sizeof(wal), "%s",
+			 sqlite3_filename_wal(sqlite3_db_filename(ix->db, "main")));
 	detach(ix);
+	/* The last close left the WAL empty (PERSIST_WAL): blocks allocated
+	 * past its end, its size kept, are the room the next open writes its
+	 * first frames in, so rows can be deleted on a full disk. Best effort. */
+	int fd = wal[0] ? open(wal, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)ix->wal_keep) != 0)
+			jc_log_debug(INDEX, "no room kept in %s: %s", wal, strerror(errno));
+		close(fd);
+	}
 	free(ix);
 }
 
@@ -494,6 +499,7 @@ int jc__index_set_budget(struct jc_index *ix, uint64_t max_size)
 	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d", pages,
 		 pages * 4096);
 	int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
+	ix->wal_keep = 32 + (uint64_t)pages * (4096 + 24); /* header, frames */
 	return rc == SQLITE_OK ? 0 : fail(ix, rc, "set budget");
 }
 

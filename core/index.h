@@ -83,7 +83,9 @@ void jc__index_close(struct jc_index *ix);
  * after one: a sixteenth of the budget, 16 to 1000 pages (SQLite's default).
  */
 int jc__index_wal_pages(uint64_t max_size);
-/* Applies jc__index_wal_pages(max_size) to ix (writable). 0 or SQLite errors. */
+/* Applies jc__index_wal_pages(max_size) to ix (writable), and keeps that
+ * much room allocated for the WAL when ix is closed (index.c: a full disk).
+ * 0 or SQLite errors. */
 int jc__index_set_budget(struct jc_index *ix, uint64_t max_size);
 
 /* The message of the last failure on ix ("" if none); owned by ix, valid
