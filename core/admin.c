@@ -92,7 +92,8 @@ static int scope_totals(struct jc_admin_env *env, struct jc_user_totals *t)
 	if (!env->all_users)
 		return jc__index_user_totals(env->cd->wix, env->uid, t);
 	memset(t, 0, sizeof(*t));
-	return jc__index_totals(env->cd->wix, &t->entries, &t->negative, &t->bytes);
+	int rc = jc__index_totals(env->cd->wix, &t->entries, &t->negative, &t->bytes);
+	return rc ?: jc__index_stored(env->cd->wix, &t->stored);
 }
 
 static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -183,9 +184,10 @@ static int by_user_cb(const struct jc_user_totals *t, void *ctx)
 	rc = rc ?: jc__record_add_u64(r, "entries", t->entries - t->negative);
 	rc = rc ?: jc__record_add_u64(r, "negative_entries", t->negative);
 	rc = rc ?: jc__record_add_u64(r, "bytes", t->bytes);
+	rc = rc ?: jc__record_add_u64(r, "stored_bytes", t->stored);
 	rc = rc ?: jc__record_add_u64(r, "hits", t->hits);
 	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
-	return rc ?: jc__record_add_int(r, "over_share", env->user_max_size && t->bytes > env->user_max_size);
+	return rc ?: jc__record_add_int(r, "over_share", env->user_max_size && t->stored > env->user_max_size);
 }
 
 /* stats --by-user (admins): one record per uid that uses an entry. */
@@ -203,6 +205,7 @@ static int stats_common(struct jc_admin_env *env, struct jc_record *r, const str
 	int rc = jc__record_add_u64(r, "entries", t->entries - t->negative); /* artifacts */
 	rc = rc ?: jc__record_add_u64(r, "negative_entries", t->negative);
 	rc = rc ?: jc__record_add_u64(r, "bytes", t->bytes);
+	rc = rc ?: jc__record_add_u64(r, "stored_bytes", t->stored);
 	rc = rc ?: jc__record_add_u64(r, "max_size", env->max_size);
 	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
 	/* A full disk: hits are served, nothing is stored until space returns. */
@@ -242,6 +245,9 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 		return rc ?: stats_common(env, r, &t);
 	}
 	rc = rc ?: jc__record_add_str(r, "scope", "all");
+	uint64_t overhead = 0;
+	rc = rc ?: jc__store_overhead(env->cd->store, &overhead);
+	rc = rc ?: jc__record_add_u64(r, "overhead_bytes", overhead);
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
 		rc = jc__record_add_u64(r, jc__counter_names[i], env->counters[i]);
 	rc = rc ?: stats_common(env, r, &t);
@@ -324,11 +330,11 @@ int jc__victims_collect_cb(const struct jc_entry *e, void *ctx)
 	memcpy(c->object, e->object, 16);
 	c->status = e->status;
 	c->size = e->size;
+	c->charge = e->charge;
 	c->last_access = e->last_access;
-	if (!e->status) {
+	if (!e->status)
 		vs->bytes += e->size;
-		vs->total_bytes -= e->size < vs->total_bytes ? e->size : vs->total_bytes;
-	}
+	vs->total_bytes -= e->charge < vs->total_bytes ? e->charge : vs->total_bytes;
 	return 0;
 }
 
@@ -391,6 +397,9 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 	}
 	if (!dry_run && vs->n) {
 		env->removed = 1;
+		/* The pages the rows held go back to the file system. */
+		if (rc == 0 && jc__index_reclaim(env->cd->wix) != 0)
+			jc_log_warn(INDEX, "freed pages not reclaimed: %s", jc__index_errmsg(env->cd->wix));
 		jc__store_reserve_make(env->cd->store);
 	}
 	return rc;
@@ -437,9 +446,8 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 			return fail(out, JC_EINVAL, "bad --to-size '%s' (bytes)", v);
 		vs.to_size = 1;
 		vs.target = (uint64_t)target;
-		f.status = JC_FILTER_OK;
 		int rc = scope_totals(env, &t);
-		vs.total_bytes = t.bytes;
+		vs.total_bytes = t.stored;
 		if (rc != 0)
 			return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
 		conditions++;

@@ -654,18 +654,24 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 		step = "close";
 		goto err_after_tmp;
 	}
-	name[2] = '\0';
-	if (mkdirat(s->objfd, name, DIR_MODE) == 0) {
-		created_ab = 1;
-		fchmodat(s->objfd, name, DIR_MODE, 0); /* past the umask; best effort */
-	} else if (errno != EEXIST) {
-		step = "mkdir objects/ab for";
-		goto err_after_tmp;
-	}
-	name[2] = '/';
-	if (renameat(s->tmpfd, tmp, s->objfd, name) < 0) {
-		step = "rename";
-		goto err_after_tmp;
+	/* A removal may take an empty fan-out directory between the mkdir and
+	 * the rename (jc__store_remove): then it is made again. */
+	for (int tries = 0;; tries++) {
+		name[2] = '\0';
+		if (mkdirat(s->objfd, name, DIR_MODE) == 0) {
+			created_ab = 1;
+			fchmodat(s->objfd, name, DIR_MODE, 0); /* past the umask; best effort */
+		} else if (errno != EEXIST) {
+			step = "mkdir objects/ab for";
+			goto err_after_tmp;
+		}
+		name[2] = '/';
+		if (renameat(s->tmpfd, tmp, s->objfd, name) == 0)
+			break;
+		if (errno != ENOENT || tries == 3) {
+			step = "rename";
+			goto err_after_tmp;
+		}
 	}
 	name[2] = '\0';
 	if (fsync_dir(s->objfd, name) < 0 || (created_ab && fsync(s->objfd) < 0)) {
@@ -831,8 +837,14 @@ int jc__store_remove(struct jc_store *s, const uint8_t hash[16])
 	char name[36];
 
 	object_name(hash, name);
-	if (unlinkat(s->objfd, name, 0) == 0)
+	if (unlinkat(s->objfd, name, 0) == 0) {
+		/* An empty fan-out directory goes too: on most file systems it
+		 * holds a block, which counts in the budget. A put that finds it
+		 * gone makes it again. */
+		name[2] = '\0';
+		unlinkat(s->objfd, name, AT_REMOVEDIR);
 		return 0;
+	}
 	if (errno == ENOENT)
 		return JC_ENOTFOUND;
 	jc_log_err(STORE, "remove %s/objects/%s: %s", s->dir, name, strerror(errno));
@@ -907,6 +919,49 @@ int jc__store_foreach(struct jc_store *s,
 	}
 	closedir(top);
 	return rc;
+}
+
+/* Disk usage (st_blocks) of name under parent and, for a directory,
+ * everything below it, into *sum; with top_only, a directory's entries are
+ * counted as their own inodes only when they are directories (objects/:
+ * the fan-out directories, not the objects, which entries are charged). */
+static void usage_at(int parent, const char *name, int depth, int top_only, uint64_t *sum)
+{
+	struct stat st;
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return;
+	*sum += (uint64_t)st.st_blocks * 512;
+	if (!S_ISDIR(st.st_mode) || depth > 2)
+		return;
+	DIR *d = open_dir(parent, name);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (is_dots(de->d_name))
+			continue;
+		if (top_only) {
+			struct stat sub;
+			if (fstatat(dirfd(d), de->d_name, &sub, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(sub.st_mode))
+				*sum += (uint64_t)sub.st_blocks * 512;
+			continue;
+		}
+		usage_at(dirfd(d), de->d_name, depth + 1, 0, sum);
+	}
+	if (d)
+		closedir(d);
+}
+
+int jc__store_overhead(struct jc_store *s, uint64_t *out)
+{
+	static const char *const files[] = {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm",
+					    RESERVE, "lock", "tmp", "quarantine", "manifests",
+					    "worker-cwd"};
+	uint64_t sum = 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		usage_at(s->dirfd, files[i], 0, 0, &sum);
+	usage_at(s->dirfd, "objects", 0, 1, &sum);
+	*out = sum;
+	return 0;
 }
 
 int jc__store_free_bytes(struct jc_store *s, uint64_t *out)

@@ -212,7 +212,8 @@ int jc__store_read_object(struct jc_store *s, const uint8_t hash[16], uint64_t e
  */
 int jc__store_quarantine(struct jc_store *s, const uint8_t hash[16]);
 
-/* Unlinks object hash. Returns 0, JC_ENOTFOUND, JC_EIO. Thread-safe. */
+/* Unlinks object hash, and its fan-out directory when that is left empty.
+ * Returns 0, JC_ENOTFOUND, JC_EIO. Thread-safe. */
 int jc__store_remove(struct jc_store *s, const uint8_t hash[16]);
 
 /*
@@ -230,6 +231,16 @@ int jc__store_foreach(struct jc_store *s,
 		      int (*cb)(const uint8_t *hash, const char *path, const struct stat *st,
 				void *ctx),
 		      void *ctx);
+
+/*
+ * What DIR holds besides the entries' objects, in bytes of disk (st_blocks):
+ * the index and its -wal and -shm, the reserve, the lock, tmp/,
+ * quarantine/, manifests/ and worker-cwd/ with what they hold, and the
+ * directories objects/ and objects/ab/ themselves. Counted in the budget
+ * beside the entries' charges (evict.h). Always 0 (what cannot be read
+ * counts nothing). Thread-safe; a walk of manifests/, for the thread pool.
+ */
+int jc__store_overhead(struct jc_store *s, uint64_t *out);
 
 /*
  * Free space, in bytes, available to an unprivileged user on the filesystem

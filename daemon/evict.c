@@ -77,9 +77,10 @@ static void job_work_cb(uv_work_t *w)
 		static const struct jc_admin_req gc = {.command = (char *)"gc"};
 		j->rc = jc__admin_run(&j->env, &gc, &j->reply);
 	} else {
-		j->rc = jc__index_totals(d->cache->wix, NULL, NULL, &r->bytes_before);
+		j->rc = jc__index_stored(d->cache->wix, &r->bytes_before);
 		j->rc = j->rc ?: jc__evict_run(&j->env, j->max_size, j->share);
-		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &r->entries_after, NULL, &r->bytes_after);
+		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &r->entries_after, NULL, NULL);
+		j->rc = j->rc ?: jc__index_stored(d->cache->wix, &r->bytes_after);
 		r->evicted = j->env.evicted;
 		r->user_evicted = j->env.user_evicted;
 		r->max_size = j->max_size;
@@ -110,7 +111,7 @@ static void budget_done(struct hk_job *j)
 	if (r->evicted)
 		jc_log_info(EVICT,
 			    "evicted %" PRIu64 " least recently used entries: %" PRIu64 " -> %" PRIu64
-			    " bytes (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
+			    " bytes stored (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
 			    r->evicted, r->bytes_before, r->bytes_after, r->max_size, r->low_water);
 	if (r->evicted || r->user_evicted) {
 		jc__daemon_count(d, JC_CTR_evictions, r->evicted);

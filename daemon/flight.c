@@ -351,6 +351,11 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 		if (f->res.status != 0)
 			jc__daemon_count(d, JC_CTR_compile_failures, 1);
 	}
+	/* The log kept (and answered): its first and last parts, within
+	 * --max-log-size and a sixteenth of the budget, which it counts in. */
+	uint64_t cap = d->cfg.max_size / 16 < d->cfg.max_log_size ? d->cfg.max_size / 16
+								   : d->cfg.max_log_size;
+	jc__text_cap(&f->res.log, (size_t)cap);
 	jc__hex16(f->key, hex);
 	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
 		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
