@@ -1094,7 +1094,9 @@ int jc__index_stored(struct jc_index *ix, uint64_t *stored)
 
 int jc__index_reclaim(struct jc_index *ix)
 {
-	int rc = sqlite3_exec(ix->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
+	/* The file shrinks when the WAL is copied back into it: now. */
+	int rc = sqlite3_exec(ix->db, "PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(PASSIVE)",
+			      NULL, NULL, NULL);
 	return rc == SQLITE_OK ? 0 : fail(ix, rc, "incremental vacuum");
 }
 

@@ -232,7 +232,9 @@ int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_
 int jc__index_stored(struct jc_index *ix, uint64_t *stored);
 
 /* Gives the pages removals freed back to the file system (auto_vacuum
- * incremental: schema 3 and later). 0 or SQLite errors. */
+ * incremental: schema 3 and later), and checkpoints the WAL so that the
+ * file shrinks now (as far as no reader holds older pages). 0 or SQLite
+ * errors. */
 int jc__index_reclaim(struct jc_index *ix);
 
 /* How many entries name object (index lookup) into *n. 0 or SQLite errors. */

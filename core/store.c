@@ -555,7 +555,12 @@ void jc__store_reserve_make(struct jc_store *s)
 
 void jc__store_set_reserve(struct jc_store *s, uint64_t bytes)
 {
+	struct stat st;
 	s->reserve_bytes = bytes;
+	/* One of another size is made again at this one. */
+	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	    (uint64_t)st.st_size != bytes && unlinkat(s->dirfd, RESERVE, 0) == 0)
+		jc__store_reserve_make(s);
 }
 
 uint64_t jc__store_reserve_size(struct jc_store *s)
@@ -955,8 +960,9 @@ int jc__store_overhead(struct jc_store *s, uint64_t *out)
 {
 	static const char *const files[] = {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm",
 					    RESERVE, "lock", "tmp", "quarantine", "manifests",
-					    "worker-cwd"};
-	uint64_t sum = 0;
+					    "worker-cwd", "jitcached.socket-path", "jitcached.log"};
+	struct stat st;
+	uint64_t sum = fstat(s->dirfd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		usage_at(s->dirfd, files[i], 0, 0, &sum);
 	usage_at(s->dirfd, "objects", 0, 1, &sum);

@@ -98,8 +98,9 @@ int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t err
  * left over beside it. */
 #define JC_STORE_FULL_BYTES (64u << 10)
 
-/* The size the reserve is made with from now on (an existing one stays as
- * it is); at most JC_STORE_RESERVE_BYTES is sensible. Thread-safe. */
+/* The size the reserve is made with from now on; an existing one of
+ * another size is made again at it (when there is room). At most
+ * JC_STORE_RESERVE_BYTES is sensible. Thread-safe. */
 void jc__store_set_reserve(struct jc_store *s, uint64_t bytes);
 /* That size. Thread-safe. */
 uint64_t jc__store_reserve_size(struct jc_store *s);
@@ -234,9 +235,10 @@ int jc__store_foreach(struct jc_store *s,
 
 /*
  * What DIR holds besides the entries' objects, in bytes of disk (st_blocks):
- * the index and its -wal and -shm, the reserve, the lock, tmp/,
- * quarantine/, manifests/ and worker-cwd/ with what they hold, and the
- * directories objects/ and objects/ab/ themselves. Counted in the budget
+ * DIR itself, the index and its -wal and -shm, the reserve, the lock, the
+ * socket pointer and an auto-started daemon's log, tmp/, quarantine/,
+ * manifests/ and worker-cwd/ with what they hold, and the directories
+ * objects/ and objects/ab/ themselves. Counted in the budget
  * beside the entries' charges (evict.h). Always 0 (what cannot be read
  * counts nothing). Thread-safe; a walk of manifests/, for the thread pool.
  */

@@ -11,9 +11,19 @@
  *   with two (A may hold only one: B starts at once). Single flight holds
  *   across users: A and B asking for one long key at once cost one compile.
  *
+ * - budgets: with --max-size 512K --user-max-size 64K, user A floods the
+ *   daemon with failing compiles whose logs are 1.8 MB of #warning output and
+ *   with small successful ones, from two processes; the whole cache
+ *   directory (du: objects, index, WAL, -shm, reserve, manifests) never
+ *   passes 1.5 x the budget while it runs; A's share is trimmed, its logs
+ *   and negative entries counted, while B's entry stays; a kept log is cut
+ *   to its first and last parts with a marker; `purge --negative` gives the
+ *   index's pages back.
+ *
  * Exits 77 when not root or without setpriv/useradd.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <grp.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +41,7 @@
 
 static char group[32], user_a[32], user_b[32];
 static gid_t gid;
+static uid_t uid_a, uid_b;
 
 /* A kernel that takes NVRTC a second or more (64 inlined sinf calls);
  * -DSEED=N makes another key. */
@@ -214,6 +225,139 @@ static void test_single_flight_across_users(void **state)
 	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 }
 
+/* du of a directory tree, bytes (st_blocks). */
+static uint64_t du_sum;
+static int du_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path, (void)flag, (void)ftw;
+	du_sum += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+static uint64_t du(const char *dir)
+{
+	du_sum = 0;
+	nftw(dir, du_cb, 16, FTW_PHYS);
+	return du_sum;
+}
+
+/* A's flood, run in the background as A: COUNT compiles of SRC, each with
+ * -DSEED=FROM+i; its end is OUT/TAG.rc. */
+static void flood_bg(const struct fx *f, const char *tag, const char *src, int from, int count)
+{
+	assert_int_equal(jct_sh("setpriv --reuid %s --regid %s --clear-groups -- sh -c "
+				"'for i in $(seq %d %d); do %s --socket %s compile %s/%s.cu --arch sm_90 "
+				"-o %s/%s.cubin -- -DSEED=$i -DTINY=$i >/dev/null 2>&1; done; "
+				"echo 0 > %s/%s.rc.tmp; mv %s/%s.rc.tmp %s/%s.rc' &",
+				user_a, group, from, from + count - 1, getenv("JITCACHECTL"), f->d.sock,
+				f->src, src, f->out, tag, f->out, tag, f->out, tag, f->out, tag),
+			 0);
+}
+
+static int64_t by_user(const struct fx *f, uid_t uid, const char *key)
+{
+	const char *args[] = {"stats", "--by-user", "--json", NULL};
+	char *out = jct_ctl_expect(&f->d, 0, NULL, args), pat[32];
+	snprintf(pat, sizeof(pat), "\"uid\": %u", (unsigned)uid);
+	const char *at = strstr(out, pat);
+	if (!at)
+		fail_msg("no uid %u in stats --by-user: %s", (unsigned)uid, out);
+	int64_t v = jct_json_int(at, key);
+	free(out);
+	return v;
+}
+
+static void test_flood_stays_in_budget(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t budget = 512 << 10;
+	/* 4000 #warning lines and an #error: 1.8 MB of log, about a second of NVRTC */
+	char path[300];
+	snprintf(path, sizeof(path), "%s/warn.cu", f->src);
+	FILE *w = fopen(path, "w");
+	assert_non_null(w);
+	for (int i = 0; i < 4000; i++)
+		fprintf(w, "#warning %0200d\n", i);
+	fprintf(w, "#error flood SEED\n");
+	fclose(w);
+	assert_int_equal(chmod(path, 0644), 0);
+	const char *const flags[] = {"--max-size", "512K", "--user-max-size", "64K", "--workers", "2",
+				     NULL};
+	start(f, flags);
+	/* B's one entry, before the flood */
+	compile_bg(f, user_b, "b-own", "tiny", "-DTINY=4242");
+	char *log;
+	assert_int_equal(wait_bg(f, "b-own", &log), 0);
+	free(log);
+	uint64_t before = du(f->d.cache), peak = before;
+	double t0 = jtl_now_s();
+	flood_bg(f, "fail1", "warn", 0, 12);
+	flood_bg(f, "fail2", "warn", 100, 12);
+	flood_bg(f, "ok1", "tiny", 1000, 40);
+	char rc1[300], rc2[300], rc3[300];
+	snprintf(rc1, sizeof(rc1), "%s/fail1.rc", f->out);
+	snprintf(rc2, sizeof(rc2), "%s/fail2.rc", f->out);
+	snprintf(rc3, sizeof(rc3), "%s/ok1.rc", f->out);
+	int samples = 0;
+	while (access(rc1, F_OK) != 0 || access(rc2, F_OK) != 0 || access(rc3, F_OK) != 0) {
+		assert_true(jtl_now_s() - t0 < 240);
+		uint64_t now = du(f->d.cache);
+		peak = now > peak ? now : peak;
+		samples++;
+		jtl_sleep_ms(50);
+	}
+	double flood_s = jtl_now_s() - t0;
+	int64_t failures = jct_stat(&f->d, "compile_failures");
+	/* the last budget check after the flood */
+	jtl_sleep_ms(6000);
+	uint64_t after = du(f->d.cache);
+	if (peak > budget * 3 / 2)
+		fail_msg("the cache directory reached %llu bytes under a budget of %llu",
+			 (unsigned long long)peak, (unsigned long long)budget);
+	int64_t a_stored = by_user(f, uid_a, "stored_bytes");
+	int64_t a_negative = by_user(f, uid_a, "negative_entries");
+	int64_t b_entries = by_user(f, uid_b, "entries");
+	printf("flood of %lld failing compiles (1.8 MB of log each) and 40 small ones in %.1f s: the "
+	       "cache directory peaked at %llu bytes (%d samples; %llu before, %llu after) against a "
+	       "budget of %llu (1.5 x: %llu); A's stored bytes %lld (share 65536), its negative "
+	       "entries %lld; B's entries %lld\n",
+	       (long long)failures, flood_s, (unsigned long long)peak, samples,
+	       (unsigned long long)before, (unsigned long long)after, (unsigned long long)budget,
+	       (unsigned long long)(budget * 3 / 2), (long long)a_stored, (long long)a_negative,
+	       (long long)b_entries);
+	assert_true(failures >= 20);
+	assert_true(peak <= budget * 3 / 2);
+	assert_true(a_stored <= 64 << 10);
+	assert_int_equal(b_entries, 1);
+
+	/* A kept log: its first and last parts and the marker, in B's answer
+	 * and in the entry (B is within its share). */
+	compile_bg(f, user_b, "b-warn", "warn", "-DSEED=7777");
+	assert_int_equal(wait_bg(f, "b-warn", &log), 1);
+	jct_assert_has(log, "bytes of this log dropped here (--max-log-size)");
+	jct_assert_has(log, "#error directive: flood");
+	jct_assert_has(log, "#warning directive: 0000");
+	printf("B's failing compile: %zu bytes of log answered and kept (cap: a sixteenth of the "
+	       "budget, %llu)\n", strlen(log), (unsigned long long)(budget / 16));
+	assert_true(strlen(log) < budget / 16 + 4096); /* jitcachectl's own lines besides */
+	free(log);
+	assert_int_equal(by_user(f, uid_b, "negative_entries"), 1);
+
+	/* purge --negative: the index gives its pages back */
+	char index[300];
+	snprintf(index, sizeof(index), "%s/index.sqlite", f->d.cache);
+	struct stat st;
+	assert_int_equal(stat(index, &st), 0);
+	uint64_t index_before = (uint64_t)st.st_blocks * 512;
+	const char *purge[] = {"purge", "--negative", NULL};
+	free(jct_ctl_expect(&f->d, 0, NULL, purge));
+	assert_int_equal(stat(index, &st), 0);
+	printf("purge --negative: index.sqlite %llu -> %llu bytes\n",
+	       (unsigned long long)index_before, (unsigned long long)st.st_blocks * 512);
+	assert_true((uint64_t)st.st_blocks * 512 < index_before);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -225,14 +369,15 @@ int main(void)
 		return 77;
 	}
 	if (jct_group_add("jctg", group, &gid) != 0 ||
-	    jct_user_add("jcta", group, user_a, NULL, NULL) != 0 ||
-	    jct_user_add("jctb", group, user_b, NULL, NULL) != 0) {
+	    jct_user_add("jcta", group, user_a, &uid_a, NULL) != 0 ||
+	    jct_user_add("jctb", group, user_b, &uid_b, NULL) != 0) {
 		printf("skipped: useradd/groupadd failed\n");
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fair_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_single_flight_across_users, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flood_stays_in_budget, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
