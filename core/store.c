@@ -958,7 +958,7 @@ static void usage_at(int parent, const char *name, int depth, int top_only, uint
 
 int jc__store_overhead(struct jc_store *s, uint64_t *out)
 {
-	static const char *const files[] = {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm",
+	static const char *const files[] = {"index.sqlite-wal", "index.sqlite-shm",
 					    RESERVE, "lock", "tmp", "quarantine", "manifests",
 					    "worker-cwd", "jitcached.socket-path", "jitcached.log"};
 	struct stat st;

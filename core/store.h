@@ -235,7 +235,8 @@ int jc__store_foreach(struct jc_store *s,
 
 /*
  * What DIR holds besides the entries' objects, in bytes of disk (st_blocks):
- * DIR itself, the index and its -wal and -shm, the reserve, the lock, the
+ * DIR itself, the index's -wal and -shm (its rows are in the entries'
+ * charges, index.h), the reserve, the lock, the
  * socket pointer and an auto-started daemon's log, tmp/, quarantine/,
  * manifests/ and worker-cwd/ with what they hold, and the directories
  * objects/ and objects/ab/ themselves. Counted in the budget
