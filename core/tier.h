@@ -118,6 +118,16 @@ void jc__cachedir_close(struct jc_cachedir *c);
  */
 int jc__cachedir_lock_check(struct jc_cachedir *c, char *err, size_t errlen);
 
+/*
+ * Sizes what the cache keeps besides its entries to a budget of max_size
+ * bytes, all of which counts in it: DIR/reserve (a sixteenth of the budget,
+ * JC_STORE_FULL_BYTES to JC_STORE_RESERVE_BYTES) and the write-ahead log
+ * (jc__index_wal_pages). jc__cachedir_open applies the recorded budget;
+ * the daemon its own at start and on SIGHUP. Caller holds wlock. Not with
+ * INSPECT.
+ */
+void jc__cachedir_apply_budget(struct jc_cachedir *c, uint64_t max_size);
+
 /* Writes the counters now (the daemon's flush does, in the thread pool);
  * caller holds wlock. Counters stay as they are. 0 or an index error. */
 int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__COUNT]);
@@ -164,6 +174,13 @@ struct jc_tier_ops {
 	 * disk the reserve is released and the removal retried. A row already
 	 * gone is 0. Caller holds wlock. */
 	int (*remove)(struct jc_cachedir *c, const struct jc_entry *e);
+	/* A full disk with no reserve left, where even deleting rows finds no
+	 * room: unlinks e's (ok) object ahead of its row when no other row
+	 * names it, the one exception to "row first" (the caller removes the
+	 * row next; a row left naming a missing object, should that fail or
+	 * crash, is a miss that drops it). 1 when an object went, else 0.
+	 * Caller holds wlock. */
+	int (*unlink_ahead)(struct jc_cachedir *c, const struct jc_entry *e);
 	/* Removes e's row and quarantines its object (it failed verify). Caller
 	 * holds wlock. */
 	int (*remove_bad)(struct jc_cachedir *c, const struct jc_entry *e);
