@@ -44,14 +44,7 @@ static jc_cache_status fat(const struct jtl_daemon *d, int n, char key_out[33])
 		 "__device__ char pad[65536] = {%d};\n"
 		 "extern \"C\" __global__ void fat(char *p) { p[threadIdx.x] = pad[threadIdx.x]; }\n",
 		 n + 1);
-	jc_request *r = jct_request_src(name, src, "sm_90");
-	jc_result *res = jct_compile(d, r, 0);
-	jc_cache_status st = jc_result_cache_status(res);
-	if (key_out)
-		snprintf(key_out, 33, "%s", jc_result_key(res));
-	jc_result_free(res);
-	jc_request_free(r);
-	return st;
+	return jct_compile_src(d, name, src, "sm_90", 0, key_out);
 }
 
 /* What one fat entry costs (its charge and its fan-out directory) and what
