@@ -40,8 +40,9 @@
 #include "core/index.h"
 #include "core/store.h"
 
-/* The default byte budget of ok entries (--max-size), for the daemon and
- * for offline commands on a directory no daemon recorded a budget in. */
+/* The default byte budget of the cache directory (--max-size, evict.h),
+ * for the daemon and for offline commands on a directory no daemon
+ * recorded a budget in. */
 #define JC_DEFAULT_MAX_SIZE (10ull << 30)
 
 /* The daemon records its --max-size and --user-max-size in the index's
@@ -135,7 +136,7 @@ int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__C
 /* What health() reports. */
 struct jc_tier_health {
 	uint64_t entries, negative_entries; /* rows */
-	uint64_t bytes;                     /* of ok entries */
+	uint64_t bytes;                     /* of ok entries' artifacts */
 };
 
 /*

@@ -22,8 +22,8 @@ struct jc_config {
 	char *cache_dir;
 	char *socket_path;
 	char *worker_path;        /* jitcache-worker executable */
-	uint64_t max_size;        /* byte budget of ok entries */
-	uint64_t user_max_size;   /* byte share of each uid (evict.h); 0 = none */
+	uint64_t max_size;        /* byte budget of the cache directory (evict.h) */
+	uint64_t user_max_size;   /* byte share of each uid: its entries' charges (evict.h); 0 = none */
 	int64_t negative_ttl_s;   /* lifetime of a negative entry */
 	uint64_t max_log_size;    /* a compile log kept (flight.c), also capped at max_size / 16 */
 	int workers;              /* compile worker processes */
