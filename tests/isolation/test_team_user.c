@@ -116,16 +116,23 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A test's temporary root (*state), 0711: the users made for the run reach
+ * the directories in it that are theirs, and list nothing. */
+static int setup(void **state)
+{
+	static struct jtl_daemon root;
+	jct_daemon_init(&root);
+	assert_int_equal(chmod(root.dir, 0711), 0);
+	running_root = &root;
+	*state = &root;
+	return 0;
+}
+
 static void test_root_started_daemon_serves_two_users(void **state)
 {
-	(void)state;
-	static struct jtl_daemon d;
-	jct_daemon_init(&d);
-	running_root = &d;
+	struct jtl_daemon d = *(struct jtl_daemon *)*state;
 	char run[200], var[200], src[200], out[300];
 	const char *cache = d.cache, *sock = d.sock;
-	/* the root 0711: the users reach run/ and src/, list nothing */
-	assert_int_equal(chmod(d.dir, 0711), 0);
 	snprintf(run, sizeof(run), "%s/run", d.dir);
 	snprintf(var, sizeof(var), "%s/var", d.dir);
 	snprintf(d.cache, sizeof(d.cache), "%s/var/cache", d.dir);
@@ -200,13 +207,9 @@ static void test_root_started_daemon_serves_two_users(void **state)
 
 static void test_unreadable_default_config_is_skipped(void **state)
 {
-	(void)state;
-	static struct jtl_daemon d;
-	jct_daemon_init(&d);
-	running_root = &d;
+	const struct jtl_daemon d = *(struct jtl_daemon *)*state;
 	char home[200], conf[260], cache[200], sock[200];
 	/* user A's home with a 0600 configuration that sets nothing harmful */
-	assert_int_equal(chmod(d.dir, 0711), 0);
 	snprintf(home, sizeof(home), "%s/home-a", d.dir);
 	snprintf(conf, sizeof(conf), "%s/.config/jitcache/jitcached.conf", home);
 	snprintf(cache, sizeof(cache), "%s/cache", d.dir);
@@ -264,8 +267,8 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_root_started_daemon_serves_two_users, teardown),
-		cmocka_unit_test_teardown(test_unreadable_default_config_is_skipped, teardown),
+		cmocka_unit_test_setup_teardown(test_root_started_daemon_serves_two_users, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unreadable_default_config_is_skipped, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
