@@ -250,7 +250,10 @@ static void publish_work_cb(uv_work_t *work)
 	if (publish && !f->errmsg[0] && !f->remote_hit) {
 		/* A time macro's expansion is not in the key: never a stale stamp. */
 		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
-		int rc = jc__inc_time_macro(&f->req, res->deps, res->n_deps, &ctx, what, sizeof(what));
+		/* A client-read tree's files are in the request: the paths NVRTC
+		 * read are the client's, not the daemon's to open. */
+		size_t n_deps = f->req.tree_round ? 0 : res->n_deps;
+		int rc = jc__inc_time_macro(&f->req, res->deps, n_deps, &ctx, what, sizeof(what));
 		if (rc != 0) {
 			f->time_macro = 1;
 			snprintf(f->errmsg, sizeof(f->errmsg), "%s: a time macro, whose expansion the key "
