@@ -209,6 +209,8 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen)
 		return invalid(err, errlen, "the source name is empty");
 	if (req->source_name && (rc = check_name(req->source_name, "the source name", err, errlen)))
 		return rc;
+	if (req->follow.n)
+		return invalid(err, errlen, "field 20 (links to follow) is the daemon's, for its workers");
 	if (req->reject_reason > JC_REJECT_LOAD_FAILED)
 		return invalid(err, errlen, "unknown reject reason %u", req->reject_reason);
 	if (!req->source && req->source_size)

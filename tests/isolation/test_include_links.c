@@ -17,7 +17,9 @@
  *    under another name is a miss);
  *  - a chain of links (link -> link -> file) compiles; its end edited: a miss;
  *  - a link to V's 0600 file is refused, naming it, and nothing is stored.
- * Exits 77 when not root or without setpriv/useradd.
+ * Each with the kernel's confinement and again with --confinement userns
+ * where the kernel allows it. Exits 77 when not root or without
+ * setpriv/useradd.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +37,7 @@
 #include "tests/lib/test.h"
 
 static char group[32], user_u[32], user_v[32], user_d[32];
+static const char *confinement = "auto"; /* the daemon's --confinement */
 static gid_t gid;
 
 enum mode { PER_USER, TEAM };
@@ -155,7 +158,7 @@ static int setup(void **state, enum mode mode)
 		execlp("setpriv", "setpriv", "--reuid", owner, "--regid", group, "--clear-groups", "--",
 		       getenv("JITCACHED"), "--cache-dir", f->d.cache, "--socket", f->d.sock,
 		       "--group-shared", mode == TEAM ? "yes" : "no", "--workers", "1", "--log-level",
-		       "info", (char *)NULL);
+		       "info", "--confinement", confinement, (char *)NULL);
 		_exit(127);
 	}
 	f->d.pid = pid;
@@ -320,5 +323,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chain_of_links, setup_team, teardown),
 		cmocka_unit_test_setup_teardown(test_link_to_another_users_file, setup_team, teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int rc = cmocka_run_group_tests_name("auto", tests, NULL, NULL);
+	/* The namespace kind (the links' targets bound into the private root),
+	 * where this kernel lets us make one. */
+	if (jct_sh("unshare --user --mount true 2>/dev/null") == 0) {
+		confinement = "userns";
+		rc |= cmocka_run_group_tests_name("userns", tests, NULL, NULL);
+	} else {
+		fprintf(stderr, "userns group skipped: unshare --user --mount is refused here\n");
+	}
+	return rc;
 }
