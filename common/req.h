@@ -90,6 +90,12 @@ struct jc_req {
 	 * chains of targets the worker's confinement allows (README, "Symlinked
 	 * include trees"). Not part of the key (the LINK entries are). */
 	struct jc_strv follow;
+	/* The identity (common/elf_id.h) of the NVRTC the application loaded,
+	 * where it named one (the NVRTC shim: jc_options_set_nvrtc); NULL when
+	 * not said. The daemon serves the request only when that is its own
+	 * NVRTC build (else JC_EVERSION: the application compiles with its own
+	 * library). Not part of the key: the daemon's toolchain identity is. */
+	char *nvrtc_id;
 	struct jc_strv name_exprs;   /* name expressions, e.g. "&saxpy<float>" */
 	struct jc_blob *link_inputs; /* in link order */
 	size_t n_link_inputs;

@@ -295,6 +295,11 @@ int jc__req_admit(struct jc_req_policy *p, const struct jc_req *req, int reads_d
 {
 	if (req->test_fault && !p->test_faults)
 		return invalid(err, errlen, "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
+	/* Never another compiler's bytes under the application's name. */
+	if (req->nvrtc_id && strcmp(req->nvrtc_id, p->tc->nvrtc_id) != 0)
+		return jc__fail(err, errlen, JC_EVERSION,
+				"the application loaded another NVRTC build (%s) than this daemon's (%s): "
+				"it compiles with its own", req->nvrtc_id, p->tc->nvrtc_id);
 	if (req->output == JC_OUTPUT_FATBIN) {
 		int rc = fatbin_admit(p->tc, req, err, errlen);
 		if (rc)

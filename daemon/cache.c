@@ -413,7 +413,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	int needed = rc == 0 && reads_disk(d, req, key);
 	rc = rc ?: jc__req_admit(&d->policy, req, needed, d->conn_ops->uid(conn), err, sizeof(err));
 	if (rc != 0) {
-		jc__daemon_count(d, JC_CTR_bad_requests, 1);
+		jc__daemon_count(d, rc == JC_EVERSION ? JC_CTR_nvrtc_other_builds : JC_CTR_bad_requests, 1);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__req_clear(req);
 		return;

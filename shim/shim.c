@@ -790,7 +790,10 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	*ctr = rc == JC_ECOMPILE   ? &stats.failed
 	       : rc == JC_ECONNECT ? &stats.unavailable
 				   : &stats.refused;
-	snprintf(why, sizeof(why), "jitcached: %s", jc_strerror(rc));
+	/* JC_EVERSION: the daemon's NVRTC is another build than the real
+	 * library here (req.h, nvrtc_id): compiled here, never its bytes. */
+	snprintf(why, sizeof(why), "jitcached: %s", rc == JC_EVERSION ? "another NVRTC build than the application's"
+								       : jc_strerror(rc));
 	return why;
 }
 
