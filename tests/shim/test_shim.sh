@@ -451,6 +451,7 @@ build)
 	# here the toolkit's with its build-id changed, jtl_nvrtc_copy): the
 	# daemon, whose NVRTC is the toolkit's, must not answer for it. The shim
 	# compiles with the application's own library, in process, and counts it.
+	need readelf
 	PY=$(command -v python3 || true)
 	start_daemon
 	copy=$("$JTL_NVRTC_COPY" "$REAL_NVRTC" "$ROOT/wheel" 90) || fail "cannot make an NVRTC copy"
@@ -476,6 +477,15 @@ build)
 	fi
 	[ "$(stat compiles)" = "$c0" ] || fail "the daemon compiled for another NVRTC build"
 	[ "$(stat nvrtc_other_builds)" -ge 1 ] || fail "the daemon did not count the other build"
+	# version and doctor name both builds: the daemon's, and the application's it did not answer for
+	own=$(readelf -n "$REAL_NVRTC" | sed -n 's/.*Build ID: //p') other=$(readelf -n "$copy" | sed -n 's/.*Build ID: //p')
+	[ -n "$own" ] && [ "$own" != "$other" ] || fail "no build-ids read ($own, $other)"
+	"${CTL[@]}" version >"$ROOT/version.txt" 2>&1
+	grep -q "build-id:$own (compiles here); build-id:$other (another build: compiled in the application)" \
+		"$ROOT/version.txt" || { cat "$ROOT/version.txt"; fail "version does not list the NVRTC builds"; }
+	"${CTL[@]}" doctor >"$ROOT/doctor.txt" 2>&1
+	grep -q "NVRTC builds applications asked the daemon for: .*build-id:$other" "$ROOT/doctor.txt" ||
+		{ cat "$ROOT/doctor.txt"; fail "doctor does not list the NVRTC builds"; }
 	# The toolkit's own build through the same daemon: served (a miss, then hits)
 	run_twice toolkit "$SHIM_APP" $ARCH
 	echo "build: another NVRTC build: $(cat "$ROOT/shim.check"); daemon nvrtc_other_builds=$(stat nvrtc_other_builds)"
