@@ -540,43 +540,10 @@ static void test_team(void **state)
 	}
 	struct jtl_daemon d;
 	jct_daemon_init(&d);
-	assert_int_equal(chmod(d.dir, 0711), 0);
-	snprintf(d.sock, sizeof(d.sock), "%s/run/sock", d.dir);
-	assert_int_equal(jct_sh("mkdir -m 0700 %s && mkdir -m 0750 %s/run && chown %s:%s %s %s/run", d.cache,
-				d.dir, fx.daemon_user, fx.group, d.cache, d.dir),
-			 0);
-	char logpath[400];
-	snprintf(logpath, sizeof(logpath), "%s/daemon.log", d.dir);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		if (!freopen(logpath, "w", stderr))
-			_exit(126);
-		setenv("HOME", "/nonexistent", 1);
-		unsetenv("XDG_RUNTIME_DIR");
-		unsetenv("XDG_CACHE_HOME");
-		execlp("setpriv", "setpriv", "--reuid", fx.daemon_user, "--regid", fx.group, "--clear-groups", "--",
-		       env("JITCACHED"), "--cache-dir", d.cache, "--socket", d.sock, "--group-shared", "yes",
-		       "--log-level", "info", (char *)NULL);
-		_exit(127);
-	}
-	d.pid = pid;
+	jct_daemon_start_as(&d, fx.daemon_user, fx.group, fx.gid, 1, fx.user, NULL);
 	struct ctl_path p = {"team", d.sock, 1};
-	int ok = 0;
-	for (int i = 0; i < 600 && !ok; i++) {
-		ok = run(1, NULL, NULL, "%s --socket %s ping", env("JITCACHECTL"), d.sock) == 0;
-		int st;
-		if (!ok && waitpid(pid, &st, WNOHANG) == pid) {
-			jct_sh("cat %s >&2", logpath);
-			fail_msg("the team daemon exited before it was ready");
-		}
-		if (!ok)
-			jtl_sleep_ms(50);
-	}
-	assert_true(ok);
 	three_rounds(&p, &d);
-	jct_sh("%s --socket %s stop >/dev/null 2>&1", env("JITCACHECTL"), d.sock);
-	jtl_daemon_wait(&d);
+	jct_daemon_stop_as(&d);
 	jct_daemon_cleanup(&d);
 }
 

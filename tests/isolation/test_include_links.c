@@ -48,26 +48,6 @@ struct fx {
 	char home[200], outside[200], vdir[200];
 };
 
-/* sh -c SCRIPT as user (group G); its output in *out (malloc'd). */
-static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
-{
-	char script[3000], outpath[300];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(script, sizeof(script), fmt, ap);
-	va_end(ap);
-	snprintf(outpath, sizeof(outpath), "%s/as-user.out", f->d.dir);
-	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user,
-			group, (unsigned)gid, script, outpath);
-	size_t n;
-	*out = (char *)jtl_read_file(outpath, &n);
-	assert_non_null(*out);
-	return rc;
-}
-
 /* Writes dir/rel as owner, mode 0600 (its directory must exist). */
 static void put_as(const char *dir, const char *rel, const char *text, const char *owner)
 {
@@ -115,13 +95,6 @@ static int setup(void **state, enum mode mode)
 	struct fx *f = calloc(1, sizeof(*f));
 	f->mode = mode;
 	jct_daemon_init(&f->d);
-	assert_int_equal(chmod(f->d.dir, 0711), 0);
-	const char *owner = mode == PER_USER ? user_u : user_d;
-	snprintf(f->d.sock, sizeof(f->d.sock), "%s/run/sock", f->d.dir);
-	assert_int_equal(jct_sh("mkdir -m 0700 %s && mkdir -m %s %s/run && chown %s:%s %s %s/run",
-				f->d.cache, mode == PER_USER ? "0700" : "0750", f->d.dir, owner, group,
-				f->d.cache, f->d.dir),
-			 0);
 	/* U's tree: home/k.cu, home/inc (the -I directory), outside/ (no -I) */
 	snprintf(f->home, sizeof(f->home), "%s/home", f->d.dir);
 	snprintf(f->outside, sizeof(f->outside), "%s/outside", f->d.dir);
@@ -145,37 +118,8 @@ static int setup(void **state, enum mode mode)
 	link_as(f->home, "inc/lib.h", target);
 	snprintf(target, sizeof(target), "%s/secret.h", f->vdir);
 	link_as(f->home, "inc/secret.h", target);
-	char logpath[300];
-	snprintf(logpath, sizeof(logpath), "%s/daemon.log", f->d.dir);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		if (!freopen(logpath, "w", stderr))
-			_exit(126);
-		setenv("HOME", "/nonexistent", 1);
-		unsetenv("XDG_RUNTIME_DIR");
-		unsetenv("XDG_CACHE_HOME");
-		execlp("setpriv", "setpriv", "--reuid", owner, "--regid", group, "--clear-groups", "--",
-		       getenv("JITCACHED"), "--cache-dir", f->d.cache, "--socket", f->d.sock,
-		       "--group-shared", mode == TEAM ? "yes" : "no", "--workers", "1", "--log-level",
-		       "info", "--confinement", confinement, (char *)NULL);
-		_exit(127);
-	}
-	f->d.pid = pid;
-	int ok = 0;
-	for (int i = 0; i < 600 && !ok; i++) {
-		ok = jct_sh("setpriv --reuid %s --regid %s --groups %u -- %s --socket %s ping >/dev/null "
-			    "2>&1",
-			    user_u, group, (unsigned)gid, getenv("JITCACHECTL"), f->d.sock) == 0;
-		int st;
-		if (!ok && waitpid(pid, &st, WNOHANG) == pid) {
-			jct_sh("cat %s >&2", logpath);
-			fail_msg("the daemon exited before it was ready");
-		}
-		if (!ok)
-			usleep(50000);
-	}
-	assert_true(ok);
+	const char *flags[] = {"--confinement", confinement, NULL};
+	jct_daemon_start_as(&f->d, mode == PER_USER ? user_u : user_d, group, gid, mode == TEAM, user_u, flags);
 	*state = f;
 	return 0;
 }
@@ -193,15 +137,7 @@ static int setup_team(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	jct_sh("%s --socket %s stop >/dev/null 2>&1", getenv("JITCACHECTL"), f->d.sock);
-	int st;
-	for (int i = 0; i < 200 && waitpid(f->d.pid, &st, WNOHANG) == 0; i++)
-		usleep(50000);
-	if (waitpid(f->d.pid, &st, WNOHANG) == 0) {
-		kill(f->d.pid, SIGKILL);
-		waitpid(f->d.pid, &st, 0);
-	}
-	f->d.pid = -1;
+	jct_daemon_stop_as(&f->d);
 	if (getenv("JC_TEST_KEEP"))
 		jct_sh("cat %s/daemon.log >&2", f->d.dir);
 	jct_daemon_cleanup(&f->d);
@@ -214,7 +150,7 @@ static int teardown(void **state)
 static int compile(const struct fx *f, const char *src, char word[16], char key[33], int want,
 		   char **out)
 {
-	int rc = as_user(f, user_u, out,
+	int rc = jct_as_user(f->d.dir, user_u, group, gid, out,
 			 "cd %s && %s --socket %s compile %s --arch compute_90 --output ptx -o %s/out.ptx "
 			 "-- -I%s/inc && cat %s/out.ptx",
 			 f->home, getenv("JITCACHECTL"), f->d.sock, src, f->home, f->home, f->home);
