@@ -96,6 +96,12 @@ static struct {
 	char group[32], user[32], daemon_user[32];
 	gid_t gid;
 	int have_users;
+	/* What a path started, stopped by path_teardown even when the path
+	 * fails (a daemon left running would hold the test's output open). */
+	struct jtl_daemon d[2];
+	int n_d, d_as_user;
+	struct jct_redis redis;
+	int redis_up;
 } fx;
 
 static const char *env(const char *name)
@@ -441,11 +447,28 @@ static int all_jobs(void)
 	return n;
 }
 
-/* A daemon on its own cache under fx.root, with flags. */
-static void daemon_start(struct jtl_daemon *d, const char *const *flags)
+/* A daemon of this uid with flags, on its own cache; stopped by path_teardown. */
+static struct jtl_daemon *daemon_start(const char *const *flags)
 {
+	struct jtl_daemon *d = &fx.d[fx.n_d++];
 	jct_daemon_init(d);
 	jct_daemon_start(d, flags);
+	return d;
+}
+
+static int path_teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < fx.n_d; i++) {
+		if (fx.d_as_user)
+			jct_daemon_stop_as(&fx.d[i]);
+		jct_daemon_cleanup(&fx.d[i]);
+	}
+	fx.n_d = fx.d_as_user = 0;
+	if (fx.redis_up)
+		jct_redis_cleanup(&fx.redis);
+	fx.redis_up = 0;
+	return 0;
 }
 
 /* miss, hit, changed header: miss with the new bytes; d's compiles counted. */
@@ -469,11 +492,9 @@ static void three_rounds(const struct ctl_path *p, const struct jtl_daemon *d)
 static void test_local(void **state)
 {
 	(void)state;
-	struct jtl_daemon d;
-	daemon_start(&d, NULL);
-	struct ctl_path p = {"local", d.sock, 0};
-	three_rounds(&p, &d);
-	jct_daemon_cleanup(&d);
+	struct jtl_daemon *d = daemon_start(NULL);
+	struct ctl_path p = {"local", d->sock, 0};
+	three_rounds(&p, d);
 }
 
 /* No daemon: every compile is the library's own, in process ("uncached"),
@@ -496,26 +517,24 @@ static void test_fleet(void **state)
 		fprintf(stderr, "fleet: skipped: no redis-server / redis-cli\n");
 		skip();
 	}
-	struct jct_redis r;
-	jct_redis_start(&r, fx.root, 0, NULL);
-	const char *flags[] = {"--remote", r.url, "--log-level", "info", NULL};
-	struct jtl_daemon a, b;
-	daemon_start(&a, flags);
-	daemon_start(&b, flags);
-	struct ctl_path pa = {"fleet-a", a.sock, 0}, pb = {"fleet-b", b.sock, 0};
+	jct_redis_start(&fx.redis, fx.root, 0, NULL);
+	fx.redis_up = 1;
+	const char *flags[] = {"--remote", fx.redis.url, "--log-level", "info", NULL};
+	struct jtl_daemon *a = daemon_start(flags), *b = daemon_start(flags);
+	struct ctl_path pa = {"fleet-a", a->sock, 0}, pb = {"fleet-b", b->sock, 0};
 	int jobs = all_jobs();
 	for (int v = 0; v < 2; v++) {
 		set_conf(v);
 		/* A compiles (and publishes); B, a fresh cache, compiles nothing */
-		int64_t pub = jct_stat(&a, "remote_publishes");
+		int64_t pub = jct_stat(a, "remote_publishes");
 		int64_t want = v == 0 ? jobs : jobs - 1;
 		assert_int_equal(ctl_all(&pa, v, "miss"), want);
-		assert_true(jct_wait_stat(&a, "remote_publishes", jct_ge, pub + want, 20000) >= pub + want);
+		assert_true(jct_wait_stat(a, "remote_publishes", jct_ge, pub + want, 20000) >= pub + want);
 		char compiled[400] = "";
 		for (int i = 0; i < N_CASES; i++) {
-			int64_t cb = jct_stat(&b, "compiles");
+			int64_t cb = jct_stat(b, "compiles");
 			ctl_case(&pb, i, v, NULL);
-			int64_t n = jct_stat(&b, "compiles") - cb;
+			int64_t n = jct_stat(b, "compiles") - cb;
 			if (n)
 				snprintf(compiled + strlen(compiled), sizeof(compiled) - strlen(compiled), " %s (%lld)",
 					 cases[i].name, (long long)n);
@@ -526,9 +545,6 @@ static void test_fleet(void **state)
 		assert_int_equal(ctl_all(&pb, v, "hit"), 0);
 	}
 	set_conf(0);
-	jct_daemon_cleanup(&a);
-	jct_daemon_cleanup(&b);
-	jct_redis_cleanup(&r);
 }
 
 static void test_team(void **state)
@@ -538,13 +554,12 @@ static void test_team(void **state)
 		fprintf(stderr, "team: skipped: needs root, setpriv and useradd for a second user\n");
 		skip();
 	}
-	struct jtl_daemon d;
-	jct_daemon_init(&d);
-	jct_daemon_start_as(&d, fx.daemon_user, fx.group, fx.gid, 1, fx.user, NULL);
-	struct ctl_path p = {"team", d.sock, 1};
-	three_rounds(&p, &d);
-	jct_daemon_stop_as(&d);
-	jct_daemon_cleanup(&d);
+	struct jtl_daemon *d = &fx.d[fx.n_d++];
+	fx.d_as_user = 1;
+	jct_daemon_init(d);
+	jct_daemon_start_as(d, fx.daemon_user, fx.group, fx.gid, 1, fx.user, NULL);
+	struct ctl_path p = {"team", d->sock, 1};
+	three_rounds(&p, d);
 }
 
 /* --- the shim ------------------------------------------------------------------------ */
@@ -603,8 +618,7 @@ static void shim_case(const struct jtl_daemon *d, int python, int i, int v, int 
 static void test_shim(void **state)
 {
 	(void)state;
-	struct jtl_daemon d;
-	daemon_start(&d, NULL);
+	struct jtl_daemon *d = daemon_start(NULL);
 	int python = jct_sh("python3 -c 'import ctypes' 2>/dev/null") == 0;
 	if (!python)
 		fprintf(stderr, "shim: the ctypes program skipped: no python3\n");
@@ -614,15 +628,14 @@ static void test_shim(void **state)
 			int programs = cases[i].dlto ? 2 : 1;
 			/* the library of -dlto does not include conf_params.h */
 			int misses = v == 0 ? programs : 1;
-			shim_case(&d, 0, i, v, programs - misses, misses);
+			shim_case(d, 0, i, v, programs - misses, misses);
 			if (python)
-				shim_case(&d, 1, i, v, programs, 0);
+				shim_case(d, 1, i, v, programs, 0);
 			else
-				shim_case(&d, 0, i, v, programs, 0);
+				shim_case(d, 0, i, v, programs, 0);
 		}
 	}
 	set_conf(0);
-	jct_daemon_cleanup(&d);
 }
 
 /* --- the GPU --------------------------------------------------------------------------- */
@@ -647,9 +660,8 @@ static int gpu_present(char *why, size_t len)
 static void test_gpu(void **state)
 {
 	(void)state;
-	struct jtl_daemon d;
-	daemon_start(&d, NULL);
-	struct ctl_path p = {"gpu", d.sock, 0};
+	struct jtl_daemon *d = daemon_start(NULL);
+	struct ctl_path p = {"gpu", d->sock, 0};
 	set_conf(0);
 	for (int i = 0; i < N_CASES; i++) {
 		ctl_case(&p, i, 0, "miss");
@@ -664,7 +676,6 @@ static void test_gpu(void **state)
 		free(so);
 		free(se);
 	}
-	jct_daemon_cleanup(&d);
 }
 
 /* --- main ------------------------------------------------------------------------------ */
@@ -699,9 +710,9 @@ int main(int argc, char **argv)
 	if (fx.have_users)
 		assert_int_equal(jct_sh("chown -R %s:%s %s", fx.user, fx.group, fx.tree), 0);
 	make_refs();
+#define T(f) cmocka_unit_test_teardown(f, path_teardown)
 	static const struct CMUnitTest paths[] = {
-		cmocka_unit_test(test_local), cmocka_unit_test(test_fleet),    cmocka_unit_test(test_team),
-		cmocka_unit_test(test_shim),  cmocka_unit_test(test_fallback), cmocka_unit_test(test_gpu),
+		T(test_local), T(test_fleet), T(test_team), T(test_shim), T(test_fallback), T(test_gpu),
 	};
 	static const char *const names[] = {"local", "fleet", "team", "shim", "fallback", "gpu"};
 	struct CMUnitTest run_these[6];
