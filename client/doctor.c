@@ -631,6 +631,9 @@ static void check_daemon(struct report *r, const char *socket_path, const char *
 		if (tc && id && !id->is_int && strcmp(id->s, tc->nvrtc_id) != 0)
 			say(r, WARN, "the daemon's NVRTC (%s) is not this jitcachectl's (%s)", id->s,
 			    tc->nvrtc_id);
+		const struct jc_kv *builds = jc__record_get(&v.rec[0], "nvrtc_builds");
+		if (builds && !builds->is_int)
+			say(r, OK, "NVRTC builds applications asked the daemon for: %s", builds->s);
 	} else {
 		say(r, FAIL, "daemon on %s does not answer admin commands: %s", socket_path,
 		    jc_client_errmsg(c));

@@ -218,6 +218,10 @@ static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, i
 		const struct jc_inc_entry *e = &set.v[i];
 		size_t dir;
 		char rel[PATH_MAX];
+		/* A symlinked header travels as its bytes under the link's name
+		 * (read with the client's rights); the target string stays here. */
+		if (e->kind == JC_INC_LINK)
+			continue;
 		if (!jc__inc_tops_rel(tops, e->path, &dir, rel, sizeof(rel)) ||
 		    (!rel[0] && e->kind != JC_INC_DIR) || e->kind == JC_INC_TOOLKIT) {
 			rc = jc__fail(

@@ -346,6 +346,11 @@ static int cmd_version(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "nvrtc_version", tc->nvrtc_version);
 	rc = rc ?: jc__record_add_str(r, "nvrtc_id", tc->nvrtc_id);
 	rc = rc ?: jc__record_add_str(r, "nvrtc_builtins_id", tc->nvrtc_builtins_id);
+	if (env->policy) { /* the daemon: which NVRTC builds applications asked it for */
+		char builds[JC_OTHER_BUILDS * 120];
+		jc__req_builds(env->policy, builds, sizeof(builds));
+		rc = rc ?: jc__record_add_str(r, "nvrtc_builds", builds);
+	}
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", tc->nvjitlink_version);
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_id", tc->nvjitlink_id);
 	rc = rc ?: jc__record_add_str(r, "driver_version", tc->driver_version);

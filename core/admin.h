@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/counters.h"
+#include "core/request.h"
 #include "core/index.h"
 #include "core/store.h"
 #include "core/tier.h"
@@ -26,6 +27,7 @@ struct jc_admin_env {
 	/* in (borrowed) */
 	struct jc_cachedir *cd;            /* the cache directory: its local tier (tier.h) */
 	const struct jc_toolchain *tc;
+	struct jc_req_policy *policy;      /* the daemon's admission (request.h); NULL offline */
 	/* Who asks: all_users for an admin (root, the daemon's uid, the admin
 	 * group; every offline caller, who holds the directory itself), who sees
 	 * and changes every entry; else ls, show, stats and purge see only the

@@ -4,6 +4,7 @@
 #endif
 #include "core/toolchain.h"
 
+#include "common/elf_id.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "core/key.h"
@@ -28,8 +29,6 @@
 #include <nvrtc.h>
 #include <pthread.h>
 #include <xxhash.h>
-
-#define NOTE_MAX (64 * 1024) /* PT_NOTE segments read from a file, at most */
 
 /* Weak: a program that does not link NVRTC and nvJitLink sees NULL here and
  * loads them with dlopen (jc__nvrtc_api). */
@@ -115,36 +114,6 @@ static int put(char *dst, size_t size, const char *what, const char *s, char *er
 	return 0;
 }
 
-/*
- * Scans an ELF note area for NT_GNU_BUILD_ID and writes "build-id:<hex>" to
- * out[outlen]. Returns 1 when found and it fits, else 0. align is the segment's
- * p_align: 8-aligned note segments pad name and descriptor to 8 (gABI).
- */
-static int build_id_in_notes(const uint8_t *p, size_t len, size_t align, char *out, size_t outlen)
-{
-	size_t pad = align == 8 ? 8 : 4;
-	size_t off = 0;
-	while (len - off >= sizeof(ElfW(Nhdr))) {
-		ElfW(Nhdr) nh;
-		memcpy(&nh, p + off, sizeof(nh));
-		size_t name_at = off + sizeof(nh);
-		size_t desc_at = name_at + ((nh.n_namesz + pad - 1) & ~(pad - 1));
-		size_t next = desc_at + ((nh.n_descsz + pad - 1) & ~(pad - 1));
-		if (desc_at > len || nh.n_descsz > len - desc_at || next <= off)
-			return 0;
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-		    memcmp(p + name_at, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-		    strlen("build-id:") + 2 * (size_t)nh.n_descsz < outlen) {
-			int n = snprintf(out, outlen, "build-id:");
-			for (size_t i = 0; i < nh.n_descsz; i++)
-				n += snprintf(out + n, outlen - (size_t)n, "%02x", p[desc_at + i]);
-			return 1;
-		}
-		off = next > len ? len : next;
-	}
-	return 0;
-}
-
 struct mapped_search {
 	uintptr_t addr; /* in: an address inside the library */
 	char *out;      /* out: "build-id:<hex>" or untouched */
@@ -172,46 +141,10 @@ static int mapped_cb(struct dl_phdr_info *info, size_t size, void *data)
 	for (ElfW(Half) i = 0; i < info->dlpi_phnum && !s->found_id; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_NOTE)
-			s->found_id = build_id_in_notes((const uint8_t *)(info->dlpi_addr + ph->p_vaddr),
+			s->found_id = jc__elf_notes_build_id((const uint8_t *)(info->dlpi_addr + ph->p_vaddr),
 							ph->p_memsz, ph->p_align, s->out, s->outlen);
 	}
 	return 1;
-}
-
-/* "xxh128:<hex>" of the file at path. */
-static int hash_file(const char *path, char *out, size_t outlen, char *err, size_t errlen)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return jc__fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
-	XXH3_state_t *st = XXH3_createState();
-	int rc = 0;
-	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
-		rc = jc__fail(err, errlen, JC_ENOMEM, "toolchain: out of memory hashing %s", path);
-		goto out;
-	}
-	uint8_t buf[1 << 16];
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = jc__fail(err, errlen, JC_EIO, "toolchain: read %s: %s", path, strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		XXH3_128bits_update(st, buf, (size_t)n);
-	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-	char hex[33];
-	jc__hex16(c.digest, hex);
-	snprintf(out, outlen, "xxh128:%s", hex);
-out:
-	XXH3_freeState(st);
-	close(fd);
-	return rc;
 }
 
 /* Identity of the loaded library that defines fn; its path to dir[dirlen] if dir. */
@@ -238,36 +171,7 @@ static int mapped_identity(void *fn, const char *what, char *out, size_t outlen,
 	if (s.found_id)
 		return 0;
 	jc_log_info(KEY, "%s (%s) has no build-id: hashing the file", what, di.dli_fname);
-	return hash_file(di.dli_fname, out, outlen, err, errlen);
-}
-
-/* Identity of an ELF file not loaded here: its build-id, else its hash; "none" if absent. */
-static int file_identity(const char *path, char *out, size_t outlen, char *err, size_t errlen)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		return put(out, outlen, path, "none", err, errlen);
-	if (fd < 0)
-		return jc__fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
-	ElfW(Ehdr) eh;
-	int found = 0;
-	const int elfclass = sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32;
-	if (pread(fd, &eh, sizeof(eh), 0) == sizeof(eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-	    eh.e_ident[EI_CLASS] == elfclass && eh.e_phentsize == sizeof(ElfW(Phdr))) {
-		for (ElfW(Half) i = 0; i < eh.e_phnum && !found; i++) {
-			ElfW(Phdr) ph;
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
-				break;
-			if (ph.p_type != PT_NOTE || ph.p_filesz > NOTE_MAX)
-				continue;
-			uint8_t notes[NOTE_MAX];
-			if (pread(fd, notes, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
-				break;
-			found = build_id_in_notes(notes, ph.p_filesz, ph.p_align, out, outlen);
-		}
-	}
-	close(fd);
-	return found ? 0 : hash_file(path, out, outlen, err, errlen);
+	return jc__file_hash_id(di.dli_fname, out, outlen, err, errlen);
 }
 
 /* Lines "relative path\ttype size mtime_ns" of every entry under a tree. */
@@ -443,7 +347,7 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 		int ok = version && version(&maj, &min) == 0;
 		dlclose(h);
 		if (ok) {
-			if ((rc = file_identity(path, id, sizeof(id), err, errlen)) != 0)
+			if ((rc = jc__file_identity(path, id, sizeof(id), err, errlen)) != 0)
 				return rc;
 			tc->fatbin_tool = JC_FATBIN_NVFATBIN;
 			snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "nvfatbin %u.%u %s", maj, min, id);
@@ -457,7 +361,7 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 		char real[4096];
 		if (!realpath(path, real) || access(real, X_OK) != 0)
 			continue;
-		if ((rc = hash_file(real, id, sizeof(id), err, errlen)) != 0)
+		if ((rc = jc__file_hash_id(real, id, sizeof(id), err, errlen)) != 0)
 			return rc;
 		tc->fatbin_tool = JC_FATBIN_FATBINARY;
 		snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "fatbinary %s", id);
@@ -505,7 +409,7 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 				  sizeof(tc->nvjitlink_id), NULL, 0, err, errlen)))
 		return rc;
 	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
-	if ((rc = file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
+	if ((rc = jc__file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
 				errlen)) ||
 	    (rc = toolkit_include(dir, tc, err, errlen)) ||
 	    (rc = fatbin_tool(dir, maj, tc, err, errlen)) ||

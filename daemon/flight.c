@@ -578,6 +578,12 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 {
+	/* The keyed symlinked headers: their workers' confinement allows the
+	 * chains of targets (a retarget since is caught by jc__inc_unchanged). */
+	jc__strv_clear(&f->req.follow);
+	for (size_t i = 0; f->inc && i < f->inc->n; i++)
+		if (f->inc->v[i].kind == JC_INC_LINK && jc__strv_push(&f->req.follow, f->inc->v[i].path) != 0)
+			break; /* out of memory: a link left out is refused by the worker */
 	f->job.req = f->wreq ? f->wreq : &f->req;
 	f->job.res = &f->res;
 	memcpy(f->job.key, f->key, 16);

@@ -589,6 +589,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.user_max_size = d->cfg.user_max_size;
 	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
+	j->env.policy = &d->policy;
 	j->env.confinement = jc__confine_name(d->confinement);
 	struct jc_watch_stats ws;
 	jc__cache_watch_counts(d, &ws);

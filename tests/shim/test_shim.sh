@@ -485,6 +485,50 @@ bypath)
 	RUN+=(--by-path)
 	run_twice bypath "${py[@]}"
 	;;
+build)
+	# The application loaded another NVRTC build (a wheel's libnvrtc.so.13;
+	# here the toolkit's with its build-id changed, jtl_nvrtc_copy): the
+	# daemon, whose NVRTC is the toolkit's, must not answer for it. The shim
+	# compiles with the application's own library, in process, and counts it.
+	need readelf
+	PY=$(command -v python3 || true)
+	start_daemon
+	copy=$("$JTL_NVRTC_COPY" "$REAL_NVRTC" "$ROOT/wheel" 90) || fail "cannot make an NVRTC copy"
+	c0=$(stat compiles)
+	# The C program and the ctypes program, each: its own library's output
+	LD_LIBRARY_PATH=$ROOT/wheel "$SHIM_APP" --threads 2 $ARCH >"$ROOT/own.txt" || fail "the copy's own run failed"
+	# (--check exits 1: no compile reached the daemon)
+	JITCACHE_REAL_NVRTC=$copy "${RUN[@]}" --check "$SHIM_APP" --threads 2 $ARCH >"$ROOT/shim.txt" 2>"$ROOT/shim.check"
+	[ $? -le 1 ] || { cat "$ROOT/shim.check"; fail "the app under jitcache-run failed"; }
+	same "$ROOT/own.txt" "$ROOT/shim.txt" "outputs of the application's own NVRTC and the shim's"
+	grep -q "0 reached jitcached" "$ROOT/shim.check" && grep -q "refused 2" "$ROOT/shim.check" &&
+		grep -q "another NVRTC build" "$ROOT/shim.check" ||
+		{ cat "$ROOT/shim.check"; fail "another NVRTC build reached the daemon, or was not counted"; }
+	if [ -n "$PY" ]; then
+		LD_LIBRARY_PATH=$ROOT/wheel "${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$SHIM_SONAME" $ARCH \
+			>"$ROOT/own.py" || fail "the copy's own ctypes run failed"
+		JITCACHE_REAL_NVRTC=$copy "${RUN[@]}" --check "${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" \
+			"$SHIM_SONAME" $ARCH >"$ROOT/shim.py" 2>"$ROOT/shim.pycheck"
+		[ $? -le 1 ] || { cat "$ROOT/shim.pycheck"; fail "the ctypes app under jitcache-run failed"; }
+		same "$ROOT/own.py" "$ROOT/shim.py" "ctypes outputs of the application's own NVRTC and the shim's"
+		grep -q "0 reached jitcached" "$ROOT/shim.pycheck" ||
+			{ cat "$ROOT/shim.pycheck"; fail "ctypes: another NVRTC build reached the daemon"; }
+	fi
+	[ "$(stat compiles)" = "$c0" ] || fail "the daemon compiled for another NVRTC build"
+	[ "$(stat nvrtc_other_builds)" -ge 1 ] || fail "the daemon did not count the other build"
+	# version and doctor name both builds: the daemon's, and the application's it did not answer for
+	own=$(readelf -n "$REAL_NVRTC" | sed -n 's/.*Build ID: //p') other=$(readelf -n "$copy" | sed -n 's/.*Build ID: //p')
+	[ -n "$own" ] && [ "$own" != "$other" ] || fail "no build-ids read ($own, $other)"
+	"${CTL[@]}" version >"$ROOT/version.txt" 2>&1
+	grep -q "build-id:$own (compiles here); build-id:$other (another build: compiled in the application)" \
+		"$ROOT/version.txt" || { cat "$ROOT/version.txt"; fail "version does not list the NVRTC builds"; }
+	"${CTL[@]}" doctor >"$ROOT/doctor.txt" 2>&1
+	grep -q "NVRTC builds applications asked the daemon for: .*build-id:$other" "$ROOT/doctor.txt" ||
+		{ cat "$ROOT/doctor.txt"; fail "doctor does not list the NVRTC builds"; }
+	# The toolkit's own build through the same daemon: served (a miss, then hits)
+	run_twice toolkit "$SHIM_APP" $ARCH
+	echo "build: another NVRTC build: $(cat "$ROOT/shim.check"); daemon nvrtc_other_builds=$(stat nvrtc_other_builds)"
+	;;
 *)
 	fail "unknown case"
 	;;
