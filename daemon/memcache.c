@@ -7,6 +7,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "daemon/daemon.h"
@@ -14,10 +17,22 @@
 
 /* Direct-mapped: a key has one slot (the key is a hash). */
 #define MEMCACHE_SLOTS 16384
+/* Descriptors of a hot slot's object opened ahead (jc__memcache_take_fd):
+ * at most this many per slot, and at most REFILL_MAX slots waiting for
+ * theirs. The daemon holds at most a fraction of its descriptor limit so
+ * (FD_SHARE_OF_LIMIT, FD_MAX; settings.c keeps a quarter of the limit for
+ * descriptors being served). */
+#define FD_DEPTH 4
+#define REFILL_MAX 64
+#define FD_SHARE_OF_LIMIT 8
+#define FD_MAX 512
 
 struct jc_slot {
 	int used;
 	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
+	int refill;       /* waits in the refill list */
+	int n_fds;
+	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
 	struct jc_entry e;
 };
 
@@ -31,12 +46,22 @@ struct jc_memcache {
 	size_t n_touch, cap_touch;
 	int flush_busy;
 	uv_work_t flush_work;
+	/* Slots whose descriptors a hit took, refilled off the hot path. */
+	uint32_t refill[REFILL_MAX];
+	size_t n_refill;
+	size_t n_fds, max_fds; /* descriptors held in all slots, and the cap */
 };
 
 int jc__memcache_new(struct jc_daemon *d)
 {
+	struct rlimit rl;
 	d->mc = calloc(1, sizeof(*d->mc));
-	return d->mc ? 0 : JC_ENOMEM;
+	if (!d->mc)
+		return JC_ENOMEM;
+	d->mc->max_fds = FD_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / FD_SHARE_OF_LIMIT < FD_MAX)
+		d->mc->max_fds = (size_t)(rl.rlim_cur / FD_SHARE_OF_LIMIT);
+	return 0;
 }
 
 void jc__memcache_free(struct jc_daemon *d)
@@ -58,8 +83,17 @@ static struct jc_slot *slot_of(struct jc_daemon *d, const uint8_t key[16])
 	return &d->mc->slots[h % MEMCACHE_SLOTS];
 }
 
-static void slot_drop(struct jc_slot *s)
+static void slot_close_fds(struct jc_memcache *m, struct jc_slot *s)
 {
+	while (s->n_fds) {
+		close(s->fds[--s->n_fds]);
+		m->n_fds--;
+	}
+}
+
+static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
+{
+	slot_close_fds(m, s);
 	if (s->used)
 		jc__entry_clear(&s->e);
 	s->used = 0;
@@ -69,7 +103,7 @@ static void slot_drop(struct jc_slot *s)
 void jc__cache_memcache_drop_all(struct jc_daemon *d)
 {
 	for (size_t i = 0; i < MEMCACHE_SLOTS; i++)
-		slot_drop(&d->mc->slots[i]);
+		slot_drop(d->mc, &d->mc->slots[i]);
 }
 
 int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16])
@@ -82,7 +116,7 @@ void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16])
 {
 	struct jc_slot *s = slot_of(d, key);
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
-		slot_drop(s);
+		slot_drop(d->mc, s);
 }
 
 const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16])
@@ -97,10 +131,51 @@ const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t ke
 			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(d->cache->rix));
 		return NULL;
 	}
-	slot_drop(s);
+	slot_drop(d->mc, s);
 	s->e = e;
 	s->used = 1;
 	return &s->e;
+}
+
+int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
+{
+	struct jc_memcache *m = d->mc;
+	struct jc_slot *s = slot_of(d, e->key);
+	if (!s->used || &s->e != e || e->status)
+		return -1;
+	if (!s->refill && m->n_refill < REFILL_MAX) {
+		s->refill = 1;
+		m->refill[m->n_refill++] = (uint32_t)(s - m->slots);
+	}
+	while (s->n_fds) {
+		int fd = s->fds[--s->n_fds];
+		struct stat st;
+		m->n_fds--;
+		/* Still the file at its name (a removed or replaced object has no
+		 * link left) and still its size (one truncated in place). */
+		if (fstat(fd, &st) == 0 && st.st_nlink > 0 && (uint64_t)st.st_size == e->size)
+			return fd;
+		close(fd);
+		slot_close_fds(m, s); /* opened at the same time: as stale */
+	}
+	return -1;
+}
+
+void jc__memcache_refill(struct jc_daemon *d)
+{
+	struct jc_memcache *m = d->mc;
+	for (size_t i = 0; i < m->n_refill; i++) {
+		struct jc_slot *s = &m->slots[m->refill[i]];
+		s->refill = 0;
+		while (s->used && !s->e.status && s->n_fds < FD_DEPTH && m->n_fds < m->max_fds) {
+			int fd;
+			if (d->cache->ops->open_object(d->cache, &s->e, &fd) != 0)
+				break; /* the next hit opens it and finds out why */
+			s->fds[s->n_fds++] = fd;
+			m->n_fds++;
+		}
+	}
+	m->n_refill = 0;
 }
 
 void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits)
