@@ -2,8 +2,9 @@
 /*
  * libjitcache-client: blocking, one request at a time per handle. A hit
  * arrives as a read-only descriptor of the cached object (SCM_RIGHTS); the
- * bytes are read here and checked against their XXH3-128 content hash, so
- * a corrupted object is never handed to the application.
+ * bytes are read here and checked against their XXH3-128 content hash (or,
+ * from a sealed memfd, mapped: map_sealed), so a corrupted object is never
+ * handed to the application.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -784,6 +786,34 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	}
 	return 0;
 }
+/* What makes a served descriptor's bytes immutable (memfd seals). */
+#define SEALED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+
+/*
+ * A served descriptor of a memfd the daemon sealed against every change
+ * (daemon/memcache.c: its copy of a hot object, whose bytes it checked
+ * against their hash after sealing) is mapped read-only instead of read:
+ * no byte of it can change, so the check made then holds now. Returns 1
+ * when res->data is that mapping (res->mapped), 0 to read and hash as for
+ * any other descriptor.
+ */
+static int map_sealed(struct jc_res *res)
+{
+	struct stat st;
+	int seals = fcntl(res->fd, F_GET_SEALS);
+	if (seals < 0 || (seals & SEALED) != SEALED || !res->size || fstat(res->fd, &st) != 0 ||
+	    (uint64_t)st.st_size != res->size)
+		return 0;
+	void *p = mmap(NULL, res->size, PROT_READ, MAP_SHARED | MAP_POPULATE, res->fd, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	res->data = p;
+	res->mapped = 1;
+	close(res->fd);
+	res->fd = -1;
+	return 1;
+}
+
 /*
  * Reads the served object from its descriptor into res->data. It must hold
  * exactly res->size bytes: one more is asked for, so that a longer file shows
@@ -846,11 +876,12 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 	else
 		r->res.fd = fd;
 	if (rc == 0 && r->res.status == 0) {
+		int sealed = r->res.fd >= 0 && !r->res.data && map_sealed(&r->res);
 		if (r->res.fd >= 0 && !r->res.data)
 			rc = read_object(&r->res);
 		else if (!r->res.data)
 			rc = JC_EPROTO;
-		rc = rc ?: check_hash(&r->res);
+		rc = rc ?: sealed ? 0 : check_hash(&r->res);
 		if (rc) {
 			memcpy(bad_object, r->res.object, 16);
 			jc__fail(c->errmsg, sizeof(c->errmsg), rc, "artifact failed its size/hash check");

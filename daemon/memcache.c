@@ -5,11 +5,17 @@
  * pool once a tick (and at a clean stop). Loop thread, but for the flush
  * job's writes. docs/ARCHITECTURE.md, "The store and its consistency rules".
  */
+#include <fcntl.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "common/log.h"
 #include "daemon/daemon.h"
@@ -26,6 +32,11 @@
 #define REFILL_MAX 64
 #define FD_SHARE_OF_LIMIT 8
 #define FD_MAX 512
+/* A hot object of at least MEMFD_MIN bytes is served from a sealed memfd
+ * (the daemon's copy, hash-checked once; a client maps it instead of
+ * reading and hashing it: client.c), MEMFD_BUDGET bytes of them at most. */
+#define MEMFD_MIN (64u << 10)
+#define MEMFD_BUDGET (256ull << 20)
 
 struct jc_slot {
 	int used;
@@ -33,6 +44,7 @@ struct jc_slot {
 	int refill;       /* waits in the refill list */
 	int n_fds;
 	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
+	int memfd;        /* its sealed copy (fds are opened from it), or -1 */
 	struct jc_entry e;
 };
 
@@ -50,6 +62,7 @@ struct jc_memcache {
 	uint32_t refill[REFILL_MAX];
 	size_t n_refill;
 	size_t n_fds, max_fds; /* descriptors held in all slots, and the cap */
+	uint64_t memfd_bytes;  /* in the slots' memfds */
 };
 
 int jc__memcache_new(struct jc_daemon *d)
@@ -58,6 +71,8 @@ int jc__memcache_new(struct jc_daemon *d)
 	d->mc = calloc(1, sizeof(*d->mc));
 	if (!d->mc)
 		return JC_ENOMEM;
+	for (size_t i = 0; i < MEMCACHE_SLOTS; i++)
+		d->mc->slots[i].memfd = -1;
 	d->mc->max_fds = FD_MAX;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / FD_SHARE_OF_LIMIT < FD_MAX)
 		d->mc->max_fds = (size_t)(rl.rlim_cur / FD_SHARE_OF_LIMIT);
@@ -94,6 +109,11 @@ static void slot_close_fds(struct jc_memcache *m, struct jc_slot *s)
 static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 {
 	slot_close_fds(m, s);
+	if (s->memfd >= 0) {
+		close(s->memfd);
+		m->memfd_bytes -= s->e.size;
+		s->memfd = -1;
+	}
 	if (s->used)
 		jc__entry_clear(&s->e);
 	s->used = 0;
@@ -147,6 +167,10 @@ int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
 		s->refill = 1;
 		m->refill[m->n_refill++] = (uint32_t)(s - m->slots);
 	}
+	if (s->memfd >= 0 && s->n_fds) { /* of the sealed copy: nothing can change */
+		m->n_fds--;
+		return s->fds[--s->n_fds];
+	}
 	while (s->n_fds) {
 		int fd = s->fds[--s->n_fds];
 		struct stat st;
@@ -161,15 +185,60 @@ int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
 	return -1;
 }
 
+/* A sealed memfd holding e's object (F_SEAL_WRITE, _SHRINK, _GROW, _SEAL),
+ * its bytes checked against e->object after sealing; -1 when it cannot be
+ * made or the bytes do not check (the next hit opens the file and finds out
+ * why). */
+static int sealed_copy(struct jc_daemon *d, const struct jc_entry *e)
+{
+	int src = -1, fd = -1, ok = 0;
+	off_t off = 0;
+	if (d->cache->ops->open_object(d->cache, e, &src) != 0)
+		return -1;
+	fd = memfd_create("jitcache-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	while (fd >= 0 && (uint64_t)off < e->size) {
+		ssize_t n = sendfile(fd, src, &off, (size_t)(e->size - (uint64_t)off));
+		if (n <= 0 && !(n < 0 && errno == EINTR))
+			break;
+	}
+	close(src);
+	if (fd >= 0 && (uint64_t)off == e->size &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0) {
+		void *p = mmap(NULL, (size_t)e->size, PROT_READ, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) {
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, XXH3_128bits(p, (size_t)e->size));
+			ok = memcmp(c.digest, e->object, 16) == 0;
+			munmap(p, (size_t)e->size);
+		}
+	}
+	if (!ok && fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 void jc__memcache_refill(struct jc_daemon *d)
 {
 	struct jc_memcache *m = d->mc;
 	for (size_t i = 0; i < m->n_refill; i++) {
 		struct jc_slot *s = &m->slots[m->refill[i]];
 		s->refill = 0;
-		while (s->used && !s->e.status && s->n_fds < FD_DEPTH && m->n_fds < m->max_fds) {
+		if (!s->used || s->e.status)
+			continue;
+		if (s->memfd < 0 && s->e.size >= MEMFD_MIN &&
+		    m->memfd_bytes + s->e.size <= MEMFD_BUDGET && (s->memfd = sealed_copy(d, &s->e)) >= 0) {
+			m->memfd_bytes += s->e.size;
+			slot_close_fds(m, s); /* of the file: from now on, of the copy */
+		}
+		while (s->n_fds < FD_DEPTH && m->n_fds < m->max_fds) {
 			int fd;
-			if (d->cache->ops->open_object(d->cache, &s->e, &fd) != 0)
+			char self[40];
+			snprintf(self, sizeof(self), "/proc/self/fd/%d", s->memfd);
+			/* Each its own open file description, of the copy or the file. */
+			if (s->memfd >= 0 ? (fd = open(self, O_RDONLY | O_CLOEXEC)) < 0
+					  : d->cache->ops->open_object(d->cache, &s->e, &fd) != 0)
 				break; /* the next hit opens it and finds out why */
 			s->fds[s->n_fds++] = fd;
 			m->n_fds++;

@@ -11,7 +11,8 @@
  * symbolic link moved elsewhere) is noticed once the memo's second is over.
  * The remembered architecture does not let another one skip its check.
  * A hit is answered without opening its object: the descriptor it is sent
- * was opened ahead, after an earlier answer.
+ * was opened ahead, after an earlier answer; a hot object of 64 KiB or more
+ * is served from the daemon's sealed, checked copy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -234,6 +235,55 @@ static void test_hit_opened_ahead(void **state)
 	jc_request_free(r);
 }
 
+/* A kernel whose cubin is over 64 KiB (its initialised array). */
+static const char big_src[] = "__device__ unsigned char blob[90000] = {1, 2, 3};\n"
+			      "extern \"C\" __global__ void big(unsigned char *o)\n"
+			      "{ o[threadIdx.x] = blob[threadIdx.x * 997 % 90000]; }\n";
+
+/* A hot object of 64 KiB or more is served from the daemon's sealed copy,
+ * checked when it was made: the file changed behind the daemon's back no
+ * longer reaches a client (the right bytes are served, nothing is
+ * quarantined), until the entry leaves the memory cache (purge). */
+static void test_large_hit_sealed_copy(void **state)
+{
+	struct jtl_daemon *d = *state;
+	jc_request *r = jct_request_src("big.cu", big_src, "sm_90");
+	jc_client *c = jct_connect(d);
+	uint8_t *good, *again;
+	size_t n, m;
+	assert_int_equal(request(c, r, &good, &n), JC_MISS);
+	assert_true(n >= 64 * 1024);
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT); /* the copy is made after it */
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	char path[512], tmp[600];
+	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
+	assert_true(fd >= 0);
+	uint8_t *bad = malloc(n);
+	assert_non_null(bad);
+	memset(bad, 0x5a, n);
+	assert_int_equal(write(fd, bad, n), (ssize_t)n);
+	close(fd);
+	free(bad);
+	assert_int_equal(rename(tmp, path), 0);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(request(c, r, &again, &m), JC_HIT);
+		assert_int_equal(m, n);
+		assert_memory_equal(again, good, n);
+		free(again);
+	}
+	assert_int_equal(jct_stat(d, "corrupt_objects"), 0);
+	const char *purge[] = {"purge", "--all", NULL};
+	free(jct_ctl_expect(d, 0, NULL, purge));
+	assert_int_equal(request(c, r, &again, &m), JC_MISS);
+	assert_memory_equal(again, good, n);
+	free(again);
+	jc_client_close(c);
+	free(good);
+	jc_request_free(r);
+}
+
 static void test_toolkit_key_memo(void **state)
 {
 	struct jtl_daemon *d = *state;
@@ -275,7 +325,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_hits_all_counted), T(test_kept_object_removed), T(test_kept_object_replaced),
 		T(test_kept_object_truncated),
-		T(test_hit_opened_ahead), T(test_toolkit_key_memo), T(test_arch_checked_after_hits),
+		T(test_hit_opened_ahead), T(test_large_hit_sealed_copy), T(test_toolkit_key_memo), T(test_arch_checked_after_hits),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
