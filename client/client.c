@@ -73,6 +73,7 @@ struct jc_client {
 	int send_trees;        /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
 	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
 	char *daemon_dir;
+	char *archs, *nvrtc_version; /* its NVRTC's, from HELLO_OK (v3); NULL from an older daemon */
 	char why_none[1024];   /* why no daemon could be had (fallback mode) */
 	char errmsg[1024];
 };
@@ -199,6 +200,9 @@ static void drop_connection(jc_client *c)
 	c->daemon_pid = 0;
 	free(c->daemon_dir);
 	c->daemon_dir = NULL;
+	free(c->archs);
+	free(c->nvrtc_version);
+	c->archs = c->nvrtc_version = NULL;
 }
 
 /*
@@ -238,12 +242,13 @@ static int check_peer(jc_client *c, int fd, const char *path, int own)
 }
 
 /*
- * Connects to path and does the handshake (sending the expected directory
- * identity, if any). Returns 0 (c->fd, c->sock, daemon pid and directory
- * set), JC_ECONNECT (nothing listens there) or the refusal's code; message
- * in c->errmsg.
+ * Connects to path and does the handshake in protocol version (sending the
+ * expected directory identity, if any). Returns 0 (c->fd, c->sock, daemon
+ * pid and directory set, and from version 3 its NVRTC's architectures and
+ * version), JC_ECONNECT (nothing listens there) or the refusal's code;
+ * message in c->errmsg.
  */
-static int hello(jc_client *c, const char *path, int own)
+static int hello_version(jc_client *c, const char *path, int own, uint32_t version)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	drop_connection(c);
@@ -263,7 +268,7 @@ static int hello(jc_client *c, const char *path, int own)
 		return JC_EDENIED;
 	}
 	uint16_t type;
-	struct jc_hello h = {.version = JC_PROTO_VERSION, .name = "libjitcache-client " JC_VERSION_STRING,
+	struct jc_hello h = {.version = version, .name = "libjitcache-client " JC_VERSION_STRING,
 			     .dir_dev = c->dir_dev, .dir_ino = c->dir_ino};
 	jc__buf_reset(&c->out);
 	int rc = jc__encode_hello_ex(&c->out, JC_MSG_HELLO, &h);
@@ -294,7 +299,7 @@ static int hello(jc_client *c, const char *path, int own)
 		rc = JC_EPROTO;
 	memset(&h, 0, sizeof(h));
 	rc = rc ?: jc__decode_hello_ex(c->in.data, c->in.len, &h);
-	if (rc == 0 && h.version != JC_PROTO_VERSION)
+	if (rc == 0 && h.version != version)
 		rc = JC_EVERSION;
 	if (rc != 0) {
 		jc__hello_clear(&h);
@@ -315,8 +320,27 @@ static int hello(jc_client *c, const char *path, int own)
 	c->daemon_other_uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
 			      cred.uid != geteuid();
 	c->daemon_dir = h.cache_dir;
-	h.cache_dir = NULL;
+	c->archs = h.archs;
+	c->nvrtc_version = h.nvrtc_version;
+	h.cache_dir = h.archs = h.nvrtc_version = NULL;
 	jc__hello_clear(&h);
+	return 0;
+}
+
+/* hello_version() in this library's protocol version, else (a daemon older
+ * than version 3 refuses it) in version 2, without the toolchain fields. */
+static int hello(jc_client *c, const char *path, int own)
+{
+	int rc = hello_version(c, path, own, JC_PROTO_VERSION);
+	return rc == JC_EVERSION ? hello_version(c, path, own, 2) : rc;
+}
+
+int jc__client_toolchain(const jc_client *c, const char **archs, const char **nvrtc_version)
+{
+	if (c->fd < 0 || !c->archs || !c->nvrtc_version)
+		return JC_ENOTFOUND;
+	*archs = c->archs;
+	*nvrtc_version = c->nvrtc_version;
 	return 0;
 }
 

@@ -656,6 +656,10 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			ok.cache_dir = d->cfg.cache_dir;
 			ok.pid = (uint32_t)getpid();
 		}
+		if (version >= 3) { /* what a client picks a target by: no round trip for it */
+			ok.archs = d->tc.supported_archs;
+			ok.nvrtc_version = d->tc.nvrtc_version;
+		}
 		if (jc__encode_hello_ex(&b, JC_MSG_HELLO_OK, &ok) != 0) {
 			jc__buf_free(&b);
 			return JC_ENOMEM;
