@@ -256,6 +256,9 @@ int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e);
 /* Opens ahead the descriptors hits took since the last call (loop thread,
  * after the answers went out: server.c calls it from the busy poll). */
 void jc__memcache_refill(struct jc_daemon *d);
+/* Reads key's row into the memory cache and opens its descriptors ahead,
+ * now (a compile's answers are out: its first hit then waits for neither). */
+void jc__memcache_warm(struct jc_daemon *d, const uint8_t key[16]);
 /* 1 when the memory cache holds key's row. */
 int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16]);
 void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16]);

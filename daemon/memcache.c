@@ -157,16 +157,30 @@ const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t ke
 	return &s->e;
 }
 
+static void queue_refill(struct jc_memcache *m, struct jc_slot *s)
+{
+	if (!s->refill && m->n_refill < REFILL_MAX) {
+		s->refill = 1;
+		m->refill[m->n_refill++] = (uint32_t)(s - m->slots);
+	}
+}
+
+void jc__memcache_warm(struct jc_daemon *d, const uint8_t key[16])
+{
+	const struct jc_entry *e = jc__memcache_lookup(d, key);
+	if (e) {
+		queue_refill(d->mc, slot_of(d, key));
+		jc__memcache_refill(d);
+	}
+}
+
 int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
 {
 	struct jc_memcache *m = d->mc;
 	struct jc_slot *s = slot_of(d, e->key);
 	if (!s->used || &s->e != e || e->status)
 		return -1;
-	if (!s->refill && m->n_refill < REFILL_MAX) {
-		s->refill = 1;
-		m->refill[m->n_refill++] = (uint32_t)(s - m->slots);
-	}
+	queue_refill(m, s);
 	if (s->memfd >= 0 && s->n_fds) { /* of the sealed copy: nothing can change */
 		m->n_fds--;
 		return s->fds[--s->n_fds];
