@@ -2,8 +2,8 @@
 /*
  * libjitcache-client: blocking, one request at a time per handle. A hit
  * arrives as a read-only descriptor of the cached object (SCM_RIGHTS); the
- * bytes are read here and checked against their XXH3-128 content hash (or,
- * from a sealed memfd, mapped: map_sealed), so a corrupted object is never
+ * bytes are read here and checked against their XXH3-128 content hash (or
+ * come from a memfd the daemon checked and sealed: sealed()), so a corrupted object is never
  * handed to the application.
  */
 #include <errno.h>
@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -281,7 +280,7 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 	c->fast = 1;
 	spin_for_answer(c, jc__now_ns());
 	c->fd = -1;
-	rc = rc ?: jc__io_read_frame(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
+	rc = rc ?: jc__io_read_answer(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
 		char *msg = NULL;
 		int code = JC_EPROTO;
@@ -779,7 +778,7 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 		return JC_EIO;
 	}
 	spin_for_answer(c, t0);
-	rc = jc__io_read_frame(c->fd, &c->in, type, fd, c->timeout_ms);
+	rc = jc__io_read_answer(c->fd, &c->in, type, fd, c->timeout_ms);
 	c->fast = jc__now_ns() - t0 < c->spin_ns;
 	if (rc != 0) {
 		c->broken = rc == JC_EIO;
@@ -812,42 +811,35 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 }
 /* What makes a served descriptor's bytes immutable (memfd seals). */
 #define SEALED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+/* Below this size the hash costs less than asking for the seals. */
+#define SEALED_MIN (16u << 10)
 
 /*
- * A served descriptor of a memfd the daemon sealed against every change
- * (daemon/memcache.c: its copy of a hot object, whose bytes it checked
- * against their hash after sealing) is mapped read-only instead of read:
- * no byte of it can change, so the check made then holds now. Returns 1
- * when res->data is that mapping (res->mapped), 0 to read and hash as for
- * any other descriptor.
+ * Whether a served descriptor is of a memfd the daemon sealed against every
+ * change (daemon/memcache.c: its copy of a hot object, whose bytes it
+ * checked against their hash after sealing) holding res->size bytes: then
+ * no byte of it can have changed since that check, and the bytes read from
+ * it need no other. (Mapping it instead of reading it costs more here: a
+ * page fault per page, and the unmap.)
  */
-static int map_sealed(struct jc_res *res)
+static int sealed(const struct jc_res *res)
 {
 	struct stat st;
-	int seals = fcntl(res->fd, F_GET_SEALS);
-	if (seals < 0 || (seals & SEALED) != SEALED || !res->size || fstat(res->fd, &st) != 0 ||
-	    (uint64_t)st.st_size != res->size)
-		return 0;
-	void *p = mmap(NULL, res->size, PROT_READ, MAP_SHARED | MAP_POPULATE, res->fd, 0);
-	if (p == MAP_FAILED)
-		return 0;
-	res->data = p;
-	res->mapped = 1;
-	close(res->fd);
-	res->fd = -1;
-	return 1;
+	int seals = res->size < SEALED_MIN ? -1 : fcntl(res->fd, F_GET_SEALS);
+	return seals >= 0 && (seals & SEALED) == SEALED && fstat(res->fd, &st) == 0 &&
+	       (uint64_t)st.st_size == res->size;
 }
 
 /*
- * Reads the served object from its descriptor into res->data. It must hold
- * exactly res->size bytes: one more is asked for, so that a longer file shows
- * as well as a shorter one, without an fstat. A descriptor that cannot be
- * read at an offset (not a regular file) fails pread.
+ * Reads the served object's res->size bytes from its descriptor into
+ * res->data (the bytes the hash check then covers: the daemon checked the
+ * file's size when it opened it). A shorter file fails; a descriptor that
+ * cannot be read at an offset (not a regular file) fails pread.
  */
 static int read_object(struct jc_res *res)
 {
-	size_t want = res->size + 1, off = 0;
-	res->data = malloc(want);
+	size_t want = res->size, off = 0;
+	res->data = malloc(want ? want : 1);
 	if (!res->data)
 		return JC_ENOMEM;
 	while (off < want) {
@@ -900,12 +892,12 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 	else
 		r->res.fd = fd;
 	if (rc == 0 && r->res.status == 0) {
-		int sealed = r->res.fd >= 0 && !r->res.data && map_sealed(&r->res);
+		int checked = r->res.fd >= 0 && !r->res.data && sealed(&r->res);
 		if (r->res.fd >= 0 && !r->res.data)
 			rc = read_object(&r->res);
 		else if (!r->res.data)
 			rc = JC_EPROTO;
-		rc = rc ?: sealed ? 0 : check_hash(&r->res);
+		rc = rc ?: checked ? 0 : check_hash(&r->res);
 		if (rc) {
 			memcpy(bad_object, r->res.object, 16);
 			jc__fail(c->errmsg, sizeof(c->errmsg), rc, "artifact failed its size/hash check");

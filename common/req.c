@@ -2,7 +2,6 @@
 #include "common/req.h"
 
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,10 +60,7 @@ void jc__res_clear(struct jc_res *r)
 {
 	if (r->fd >= 0)
 		close(r->fd);
-	if (r->mapped)
-		munmap(r->data, r->size);
-	else
-		free(r->data);
+	free(r->data);
 	free(r->log);
 	free(r->message);
 	for (size_t i = 0; i < r->n_lowered; i++) {

@@ -160,7 +160,6 @@ struct jc_res {
 	uint32_t output;         /* enum jc_output of the artifact */
 	uint8_t *data;           /* artifact bytes (size bytes), NULL when served by fd */
 	size_t size;
-	int mapped;              /* data is a read-only mapping of size bytes (munmap) */
 	int fd;                  /* read-only descriptor of the object, or -1 */
 	char *log;               /* compile/link log, "" when empty */
 	char *message;           /* error message when status != 0 */

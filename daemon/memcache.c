@@ -33,8 +33,8 @@
 #define FD_SHARE_OF_LIMIT 8
 #define FD_MAX 512
 /* A hot object of at least MEMFD_MIN bytes is served from a sealed memfd
- * (the daemon's copy, hash-checked once; a client maps it instead of
- * reading and hashing it: client.c), MEMFD_BUDGET bytes of them at most. */
+ * (the daemon's copy, hash-checked once; a client reads it without hashing
+ * it again: client.c), MEMFD_BUDGET bytes of them at most. */
 #define MEMFD_MIN (64u << 10)
 #define MEMFD_BUDGET (256ull << 20)
 
