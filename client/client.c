@@ -212,12 +212,14 @@ static void drop_connection(jc_client *c)
  * daemon's /run/jitcached, a shared daemon's own directory). A socket
  * another user made in a directory anyone may write ($XDG_RUNTIME_DIR=/tmp,
  * say), or in a directory of theirs at the per-user path, is not that
- * user's daemon. 0, or JC_EDENIED (message in c->errmsg).
+ * user's daemon. 0 (*other_uid: it runs as a uid other than ours), or
+ * JC_EDENIED (message in c->errmsg).
  */
-static int check_peer(jc_client *c, int fd, const char *path, int own)
+static int check_peer(jc_client *c, int fd, const char *path, int own, int *other_uid)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
+	uid_t me = geteuid();
 	char dir[4200];
 	struct stat st;
 	const char *slash = strrchr(path, '/');
@@ -226,8 +228,8 @@ static int check_peer(jc_client *c, int fd, const char *path, int own)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
 				"cannot tell who runs the daemon at %s: %s", path, strerror(errno));
-	if (cred.uid == geteuid() || cred.uid == 0 ||
-	    (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
+	*other_uid = cred.uid != me;
+	if (cred.uid == me || cred.uid == 0 || (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
 		return 0;
 	if (own)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
@@ -262,7 +264,8 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 			close(fd);
 		return JC_ECONNECT;
 	}
-	if (check_peer(c, fd, path, own) != 0) {
+	int other_uid;
+	if (check_peer(c, fd, path, own, &other_uid) != 0) {
 		close(fd);
 		return JC_EDENIED;
 	}
@@ -313,11 +316,7 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 	c->forks = fork_count;
 	snprintf(c->sock, sizeof(c->sock), "%s", path);
 	c->daemon_pid = h.pid;
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	/* Unknown: as another uid's, whose client reads (it costs only time). */
-	c->daemon_other_uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
-			      cred.uid != geteuid();
+	c->daemon_other_uid = other_uid;
 	c->daemon_dir = h.cache_dir;
 	c->archs = h.archs;
 	c->nvrtc_version = h.nvrtc_version;
