@@ -44,6 +44,7 @@ struct jc_slot {
 	int refill;       /* waits in the refill list */
 	int n_fds;
 	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
+	struct stat id;   /* theirs (device, inode), for jc_tier_ops.object_is */
 	int memfd;        /* its sealed copy (fds are opened from it), or -1 */
 	struct jc_entry e;
 };
@@ -181,22 +182,16 @@ int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
 	if (!s->used || &s->e != e || e->status)
 		return -1;
 	queue_refill(m, s);
-	if (s->memfd >= 0 && s->n_fds) { /* of the sealed copy: nothing can change */
-		m->n_fds--;
-		return s->fds[--s->n_fds];
+	if (!s->n_fds)
+		return -1;
+	/* The sealed copy cannot change; a file must still be the one at the
+	 * object's name (not removed, replaced, made a link, truncated). */
+	if (s->memfd < 0 && !d->cache->ops->object_is(d->cache, e, &s->id)) {
+		slot_close_fds(m, s);
+		return -1;
 	}
-	while (s->n_fds) {
-		int fd = s->fds[--s->n_fds];
-		struct stat st;
-		m->n_fds--;
-		/* Still the file at its name (a removed or replaced object has no
-		 * link left) and still its size (one truncated in place). */
-		if (fstat(fd, &st) == 0 && st.st_nlink > 0 && (uint64_t)st.st_size == e->size)
-			return fd;
-		close(fd);
-		slot_close_fds(m, s); /* opened at the same time: as stale */
-	}
-	return -1;
+	m->n_fds--;
+	return s->fds[--s->n_fds];
 }
 
 /* A sealed memfd holding e's object (F_SEAL_WRITE, _SHRINK, _GROW, _SEAL),
@@ -248,12 +243,22 @@ void jc__memcache_refill(struct jc_daemon *d)
 		}
 		while (s->n_fds < FD_DEPTH && m->n_fds < m->max_fds) {
 			int fd;
+			struct stat st;
 			char self[40];
 			snprintf(self, sizeof(self), "/proc/self/fd/%d", s->memfd);
 			/* Each its own open file description, of the copy or the file. */
 			if (s->memfd >= 0 ? (fd = open(self, O_RDONLY | O_CLOEXEC)) < 0
 					  : d->cache->ops->open_object(d->cache, &s->e, &fd) != 0)
 				break; /* the next hit opens it and finds out why */
+			if (s->memfd < 0 && fstat(fd, &st) != 0) {
+				close(fd);
+				break;
+			}
+			if (s->memfd < 0 && s->n_fds &&
+			    (st.st_dev != s->id.st_dev || st.st_ino != s->id.st_ino))
+				slot_close_fds(m, s); /* of a file since replaced */
+			if (s->memfd < 0)
+				s->id = st;
 			s->fds[s->n_fds++] = fd;
 			m->n_fds++;
 		}
