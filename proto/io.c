@@ -103,45 +103,20 @@ static int read_full(int fd, uint8_t *buf, size_t len, int *passed_fd, int timeo
 	return 0;
 }
 
-int jc__io_read_frame(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
-		      int timeout_ms)
-{
-	uint8_t hdr[JC_FRAME_HDR];
-	uint32_t len;
-	int got_fd = -1;
-	jc__buf_reset(payload);
-	int rc = read_full(fd, hdr, sizeof(hdr), &got_fd, timeout_ms);
-	if (rc == 0)
-		rc = jc__frame_header_decode(hdr, type, &len);
-	if (rc == 0 && len > payload->cap) {
-		uint8_t *p = realloc(payload->data, len);
-		if (!p)
-			rc = JC_ENOMEM;
-		else {
-			payload->data = p;
-			payload->cap = len;
-		}
-	}
-	if (rc == 0)
-		rc = read_full(fd, payload->data, len, &got_fd, timeout_ms);
-	if (rc == 0)
-		payload->len = len;
-	if (passed_fd && rc == 0)
-		*passed_fd = got_fd;
-	else if (got_fd >= 0)
-		close(got_fd);
-	return rc;
-}
-
-int jc__io_read_answer(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
-		       int timeout_ms)
+/*
+ * One frame into payload. With answer, the first reads also take up to
+ * payload's capacity of what follows the header (at least JC_ANSWER_BUF):
+ * bytes past the frame are then JC_EPROTO (jc__io_read_answer).
+ */
+static int read_frame(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
+		      int timeout_ms, int answer)
 {
 	uint8_t hdr[JC_FRAME_HDR];
 	uint32_t len = 0;
 	size_t have = 0, extra = 0;
 	int got_fd = -1, rc = 0;
 	jc__buf_reset(payload);
-	if (payload->cap < JC_ANSWER_BUF) {
+	if (answer && payload->cap < JC_ANSWER_BUF) {
 		uint8_t *p = realloc(payload->data, JC_ANSWER_BUF);
 		if (!p)
 			return JC_ENOMEM;
@@ -151,7 +126,7 @@ int jc__io_read_answer(int fd, struct jc_buf *payload, uint16_t *type, int *pass
 	while (rc == 0 && have < sizeof(hdr)) {
 		struct iovec iov[2] = {{.iov_base = hdr + have, .iov_len = sizeof(hdr) - have},
 				       {.iov_base = payload->data, .iov_len = payload->cap}};
-		ssize_t n = read_some(fd, iov, 2, &got_fd, timeout_ms);
+		ssize_t n = read_some(fd, iov, answer ? 2 : 1, &got_fd, timeout_ms);
 		if (n < 0)
 			rc = (int)n;
 		else if ((size_t)n > sizeof(hdr) - have)
@@ -181,4 +156,16 @@ int jc__io_read_answer(int fd, struct jc_buf *payload, uint16_t *type, int *pass
 	else if (got_fd >= 0)
 		close(got_fd);
 	return rc;
+}
+
+int jc__io_read_frame(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
+		      int timeout_ms)
+{
+	return read_frame(fd, payload, type, passed_fd, timeout_ms, 0);
+}
+
+int jc__io_read_answer(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
+		       int timeout_ms)
+{
+	return read_frame(fd, payload, type, passed_fd, timeout_ms, 1);
 }

@@ -109,6 +109,23 @@ static void test_arch_checked_after_hits(void **state)
 
 enum damage { REMOVE, REPLACE, TRUNCATE };
 
+/* Replaces the object file at path by one of the same size, owner and mode
+ * (renamed over it): only the content tells. */
+static void replace_object(const char *path, size_t n)
+{
+	char tmp[600];
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
+	assert_true(fd >= 0);
+	uint8_t *bad = malloc(n);
+	assert_non_null(bad);
+	memset(bad, 0x5a, n);
+	assert_int_equal(write(fd, bad, n), (ssize_t)n);
+	close(fd);
+	free(bad);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
 /* Miss, hit (the slot keeps the descriptor), damage the object file, then
  * the next request must compile afresh and serve the original bytes. */
 static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
@@ -117,7 +134,7 @@ static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 	jc_client *c = jct_connect(d);
 	uint8_t *good, *again;
 	size_t n, m;
-	char path[512], tmp[600];
+	char path[512];
 	assert_int_equal(request(c, r, &good, &n), JC_MISS);
 	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
 	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
@@ -125,20 +142,9 @@ static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 	case REMOVE:
 		assert_int_equal(unlink(path), 0);
 		break;
-	case REPLACE: {
-		/* Same size, owner and mode: only the content tells. */
-		snprintf(tmp, sizeof(tmp), "%s.new", path);
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
-		assert_true(fd >= 0);
-		uint8_t *bad = malloc(n);
-		assert_non_null(bad);
-		memset(bad, 0x5a, n);
-		assert_int_equal(write(fd, bad, n), (ssize_t)n);
-		close(fd);
-		free(bad);
-		assert_int_equal(rename(tmp, path), 0);
+	case REPLACE:
+		replace_object(path, n);
 		break;
-	}
 	case TRUNCATE:
 		assert_int_equal(chmod(path, 0644), 0);
 		assert_int_equal(truncate(path, (off_t)n / 2), 0);
@@ -261,18 +267,9 @@ static void test_large_hit_sealed_copy(void **state)
 	assert_true(n >= 64 * 1024);
 	assert_int_equal(request(c, r, NULL, NULL), JC_HIT); /* the copy is made after it */
 	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
-	char path[512], tmp[600];
+	char path[512];
 	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
-	assert_true(fd >= 0);
-	uint8_t *bad = malloc(n);
-	assert_non_null(bad);
-	memset(bad, 0x5a, n);
-	assert_int_equal(write(fd, bad, n), (ssize_t)n);
-	close(fd);
-	free(bad);
-	assert_int_equal(rename(tmp, path), 0);
+	replace_object(path, n);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(request(c, r, &again, &m), JC_HIT);
 		assert_int_equal(m, n);

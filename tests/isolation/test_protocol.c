@@ -886,17 +886,7 @@ static void test_joined_lowered_names_in_request_order(void **state)
 /* HELLO in version, answered HELLO_OK (decoded into *ok). */
 static void hello_in(const struct jtl_daemon *d, uint32_t version, struct jc_hello *ok)
 {
-	int fd = jct_raw_connect(d);
-	struct jc_buf b = {0};
-	uint16_t type;
-	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, version, "raw test"), 0);
-	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
-	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 10000), 0);
-	assert_int_equal(type, JC_MSG_HELLO_OK);
-	assert_int_equal(jc__decode_hello_ex(b.data, b.len, ok), 0);
-	assert_int_equal(ok->version, version);
-	jc__buf_free(&b);
-	close(fd);
+	close(jct_raw_hello_version(d, version, ok));
 }
 
 static void test_hello_toolchain(void **state)
