@@ -669,9 +669,9 @@ int jc__store_object_is(struct jc_store *s, const uint8_t hash[16], uint64_t exp
 	char name[36];
 	struct stat now;
 	object_name(hash, name);
-	return fstatat(s->objfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(now.st_mode) &&
+	return fstatat(s->objfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 	       now.st_dev == st->st_dev && now.st_ino == st->st_ino &&
-	       (uint64_t)now.st_size == expected_size;
+	       !object_problem(&now, s->uid, expected_size);
 }
 
 int jc__store_open_object(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,

@@ -252,8 +252,8 @@ const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t ke
  * negative) opened ahead by jc__memcache_refill, each its own open file
  * description, checked at open as jc_tier_ops.open_object checks, and again
  * now (jc_tier_ops.object_is: the file at the object's name is still that
- * one, of its size; a sealed memfd copy needs no check); owned by the
- * caller. -1 when none is held: then the caller opens the object itself.
+ * one and passes the open's checks; a sealed memfd copy needs no check);
+ * owned by the caller. -1 when none is held: then the caller opens the object itself.
  * Either way the slot is queued for a refill. */
 int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e);
 /* Opens ahead the descriptors hits took since the last call (loop thread,

@@ -46,6 +46,7 @@ struct jc_slot {
 	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
 	struct stat id;   /* theirs (device, inode), for jc_tier_ops.object_is */
 	int memfd;        /* its sealed copy (fds are opened from it), or -1 */
+	int no_copy;      /* making the copy failed: not tried again for this row */
 	struct jc_entry e;
 };
 
@@ -115,6 +116,7 @@ static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 		m->memfd_bytes -= s->e.size;
 		s->memfd = -1;
 	}
+	s->no_copy = 0;
 	if (s->used)
 		jc__entry_clear(&s->e);
 	s->used = 0;
@@ -185,7 +187,7 @@ int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
 	if (!s->n_fds)
 		return -1;
 	/* The sealed copy cannot change; a file must still be the one at the
-	 * object's name (not removed, replaced, made a link, truncated). */
+	 * object's name, passing the checks of an open (owner, type, mode, size). */
 	if (s->memfd < 0 && !d->cache->ops->object_is(d->cache, e, &s->id)) {
 		slot_close_fds(m, s);
 		return -1;
@@ -236,10 +238,14 @@ void jc__memcache_refill(struct jc_daemon *d)
 		s->refill = 0;
 		if (!s->used || s->e.status)
 			continue;
-		if (s->memfd < 0 && s->e.size >= MEMFD_MIN &&
-		    m->memfd_bytes + s->e.size <= MEMFD_BUDGET && (s->memfd = sealed_copy(d, &s->e)) >= 0) {
-			m->memfd_bytes += s->e.size;
-			slot_close_fds(m, s); /* of the file: from now on, of the copy */
+		if (s->memfd < 0 && !s->no_copy && s->e.size >= MEMFD_MIN &&
+		    m->memfd_bytes + s->e.size <= MEMFD_BUDGET) {
+			s->memfd = sealed_copy(d, &s->e);
+			s->no_copy = s->memfd < 0;
+			if (s->memfd >= 0) {
+				m->memfd_bytes += s->e.size;
+				slot_close_fds(m, s); /* of the file: from now on, of the copy */
+			}
 		}
 		while (s->n_fds < FD_DEPTH && m->n_fds < m->max_fds) {
 			int fd;
