@@ -3,8 +3,8 @@
  * libjitcache-client: blocking, one request at a time per handle. A hit
  * arrives as a read-only descriptor of the cached object (SCM_RIGHTS); the
  * bytes are read here and checked against their XXH3-128 content hash (or
- * come from a memfd the daemon checked and sealed: sealed()), so a corrupted object is never
- * handed to the application.
+ * come from a memfd the daemon checked and sealed: sealed()), so a corrupted
+ * object is never handed to the application.
  */
 #include <errno.h>
 #include <fcntl.h>

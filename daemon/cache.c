@@ -58,8 +58,10 @@ static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32
  * else now. Each client thus gets its own read-only open file description:
  * what one does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what
  * the daemon or another client reads. The client hashes every byte it is
- * served, so content changed in place is caught there (and rejected: see
- * handle_reject). jitcache-bench measures the reopen against a dup. */
+ * served from a file, so content changed in place is caught there (and
+ * rejected: see handle_reject); a sealed copy's bytes the daemon checked
+ * after sealing (memcache.c). jitcache-bench measures the reopen against a
+ * dup. */
 static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_entry *e,
 		     const struct jc_strv *names, uint64_t t0)
 {
