@@ -32,6 +32,10 @@
 #define RETRY_FIRST_WAIT_MS 20
 #define IDLE_EXIT_DEFAULT 600
 #define AUTOSTART_AGAIN_NS (30ull * 1000000000u) /* after a failed auto-start */
+/* An auto-start attempt at most: before the in-process fallback, and with
+ * fallback "error" (nothing else to wait for). */
+#define AUTOSTART_WAIT_MS 1000
+#define AUTOSTART_WAIT_ERROR_MS 30000
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
 
 struct jc_options {
@@ -63,6 +67,7 @@ struct jc_client {
 	jc_log_cb log;
 	void *log_ctx;
 	uint64_t autostart_after_ns; /* no auto-start before (after one failed) */
+	char autostart_err[1024]; /* why the last one failed */
 	int warned;            /* the fallback warning was given */
 	/* The daemon connected to. */
 	char sock[SUN_PATH_MAX];
@@ -420,7 +425,9 @@ static int autostart(jc_client *c, const char *why)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
 				"%s; no auto-start: socket path too long: %s", why, sock);
 	struct jc_autostart a = {.daemon = c->daemon, .cache_dir = dir, .socket = sock,
-				 .idle_exit_s = c->idle_exit_s};
+				 .idle_exit_s = c->idle_exit_s,
+				 .wait_ms = c->fallback == JC_FALLBACK_COMPILE ? AUTOSTART_WAIT_MS
+									       : AUTOSTART_WAIT_ERROR_MS};
 	int rc = jc__autostart(&a, autostart_answer, c, err, sizeof(err));
 	if (rc == 0) {
 		say(c, JC_LOG_NOTICE, "jitcache: started jitcached (pid %u) on %s at %s", c->daemon_pid,
@@ -428,6 +435,7 @@ static int autostart(jc_client *c, const char *why)
 		return 0;
 	}
 	c->autostart_after_ns = jc__now_ns() + AUTOSTART_AGAIN_NS;
+	snprintf(c->autostart_err, sizeof(c->autostart_err), "%s", err);
 	return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s; %s", why, err);
 }
 
@@ -435,12 +443,14 @@ static int autostart(jc_client *c, const char *why)
 static int find_daemon(jc_client *c)
 {
 	int rc = search(c);
-	if (rc == JC_ECONNECT && c->autostart && !c->socket && jc__now_ns() >= c->autostart_after_ns) {
-		char why[1024];
-		snprintf(why, sizeof(why), "%s", c->errmsg);
-		rc = autostart(c, why);
-	}
-	return rc;
+	if (rc != JC_ECONNECT || !c->autostart || c->socket)
+		return rc;
+	char why[1024];
+	snprintf(why, sizeof(why), "%s", c->errmsg);
+	if (jc__now_ns() >= c->autostart_after_ns)
+		return autostart(c, why);
+	/* Not again so soon: the last attempt's reason still holds. */
+	return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s; %s", why, c->autostart_err);
 }
 
 /* $NAME as 0 or 1; def when unset or anything else. */

@@ -3,14 +3,20 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
+#endif
 
 #include "jitcache/jitcache.h"
 
@@ -166,6 +172,17 @@ void jc__json_str(FILE *f, const char *s)
 			fputc(*p, f);
 	}
 	fputc('"', f);
+}
+
+void jc__cloexec_from(int fd)
+{
+	if (syscall(SYS_close_range, (unsigned)fd, ~0u, CLOSE_RANGE_CLOEXEC) == 0)
+		return;
+	for (; fd < 65536; fd++) {
+		int flags = fcntl(fd, F_GETFD);
+		if (flags >= 0)
+			fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+	}
 }
 
 void jc__sleep_ms(unsigned ms)

@@ -52,6 +52,11 @@ int jc__beside_self(const char *name, char *out, size_t len);
  * for handles and jobs embedded in the objects that own them. */
 #define JC_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
+/* Marks every descriptor from fd up close-on-exec (close_range, else one
+ * fcntl each up to 65535). Async-signal-safe: for a child between fork and
+ * exec, and for a program shedding what it inherited. */
+void jc__cloexec_from(int fd);
+
 /* Sleeps ms milliseconds, through EINTR. */
 void jc__sleep_ms(unsigned ms);
 

@@ -312,6 +312,10 @@ int main(int argc, char **argv)
 
 	saved_argc = argc;
 	saved_argv = argv;
+	/* What we inherited (the lock of the client that auto-started us, held
+	 * while we live; a socket from systemd; an application's leak) stays
+	 * ours: workers and tools we start never get it. */
+	jc__cloexec_from(3);
 	/* The cache directory, the index SQLite creates and everything else we
 	 * write belong to our uid alone (the socket's mode is set on its own). */
 	umask(077);

@@ -11,7 +11,10 @@
  * off, as the test sets it) leaves the file it points at alone: root
  * replaces the link, the victim user is refused; a link of one's own in a
  * safe directory leading to a planted one is followed no further than the
- * planted link. Exits 77 when not root.
+ * planted link. A starter lock (SOCKET.lock) another user holds in a shared
+ * runtime directory, or a lock file of another user's in the caller's own
+ * directory, costs the caller's first compile no wait (before: 30 s): no
+ * auto-start there, the in-process fallback at once. Exits 77 when not root.
  */
 #include <errno.h>
 #include <grp.h>
@@ -22,10 +25,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -354,6 +361,114 @@ static void test_output_planted_link(void **state)
 	assert_int_equal(chown(d->dir, 0, 0), 0);
 }
 
+/* A process of uid:gid holding flock(path) (made 0666 if missing, as a
+ * planted one would be, so that anyone may open it) until killed; returns
+ * its pid once it holds it. */
+static pid_t hold_lock(const char *path, uid_t uid, gid_t gid)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if ((gid && (setgroups(0, NULL) != 0 || setgid(gid) != 0)) || (uid && setuid(uid) != 0))
+			_exit(99);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+		if (fd < 0 || fchmod(fd, 0666) != 0 || flock(fd, LOCK_EX) != 0)
+			_exit(98);
+		(void)!write(p[1], "x", 1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	char c;
+	if (read(p[0], &c, 1) != 1)
+		fail_msg("the lock holder did not take %s", path);
+	close(p[0]);
+	return pid;
+}
+
+static void stop_holder(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* jitcachectl compile (auto-start on, fallback compile) as the victim with
+ * XDG_RUNTIME_DIR=run and its cache in cache; the seconds it took, its exit
+ * status in *rc and its stderr (malloc'd) in *err. */
+static double victim_autostart_compile(const struct jtl_daemon *d, const char *run,
+				       const char *cache, int *rc, char **err)
+{
+	char path[300];
+	size_t n;
+	double t0 = jtl_now_s();
+	*rc = sh_as(victim_uid, victim_gid,
+		    "cd %s && env -i PATH=/usr/bin:/bin HOME=/nonexistent XDG_RUNTIME_DIR=%s "
+		    "JITCACHE_DIR=%s JITCACHE_AUTOSTART=1 JITCACHE_SYSTEM_SOCKET= JITCACHED=%s "
+		    "JITCACHE_WORKER=%s %s compile k.cu --arch sm_90 -o /dev/null 2>%s/ctl.err",
+		    d->dir, run, cache, getenv("JITCACHED"), getenv("JITCACHE_WORKER"),
+		    getenv("JITCACHECTL"), cache);
+	double s = jtl_now_s() - t0;
+	snprintf(path, sizeof(path), "%s/ctl.err", cache);
+	*err = (char *)jtl_read_file(path, &n);
+	assert_non_null(*err);
+	fprintf(stderr, "victim's first compile: %.2f s, exit %d: %s", s, *rc, *err);
+	return s;
+}
+
+/*
+ * The attack of issue 27 (4): another user holds SOCKET.lock beside the
+ * per-user socket in a shared runtime directory (XDG_RUNTIME_DIR=/tmp, say);
+ * the victim's first compile took 30.2 s. Now: no daemon is started in a
+ * directory that is not the caller's, and no lock of another user's is
+ * waited on, even in the caller's own directory; the compile falls back at
+ * once (10 s here is a bound for a loaded machine, far below the 30 s wait).
+ */
+static void test_planted_starter_lock(void **state)
+{
+	struct jtl_daemon *d = *state;
+	char run[200], lock[300], cache[200], own[200];
+	int rc;
+	char *err;
+	assert_int_equal(chmod(d->dir, 0755), 0);
+	assert_int_equal(jct_sh("cp %s %s/k.cu && chmod 0644 %s/k.cu", jct_example("saxpy.cu"),
+				d->dir, d->dir), 0);
+	snprintf(cache, sizeof(cache), "%s/vcache", d->dir);
+	assert_int_equal(mkdir(cache, 0700), 0);
+	assert_int_equal(chown(cache, victim_uid, victim_gid), 0);
+
+	/* A shared runtime directory, the lock held by the other user. */
+	snprintf(run, sizeof(run), "%s/run", d->dir);
+	assert_int_equal(mkdir(run, 0755), 0);
+	assert_int_equal(chmod(run, 01777), 0);
+	snprintf(lock, sizeof(lock), "%s/jitcached.sock.lock", run);
+	pid_t holder = hold_lock(lock, other_uid, other_gid);
+	double s = victim_autostart_compile(d, run, cache, &rc, &err);
+	stop_holder(holder);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(err, "uncached"));
+	assert_non_null(strstr(err, "not starting a daemon in"));
+	assert_true(s < 10);
+	free(err);
+
+	/* The victim's own runtime directory, a lock file of another user's
+	 * there (made while the directory was open to it), held. */
+	snprintf(own, sizeof(own), "%s/own", d->dir);
+	assert_int_equal(mkdir(own, 0700), 0);
+	snprintf(lock, sizeof(lock), "%s/jitcached.sock.lock", own);
+	holder = hold_lock(lock, 0, 0);
+	assert_int_equal(chown(lock, other_uid, other_gid), 0);
+	assert_int_equal(chown(own, victim_uid, victim_gid), 0);
+	s = victim_autostart_compile(d, own, cache, &rc, &err);
+	stop_holder(holder);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(err, "uncached"));
+	assert_non_null(strstr(err, "not a file of this user's"));
+	assert_true(s < 10);
+	free(err);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -372,6 +487,7 @@ int main(void)
 						jct_teardown),
 		cmocka_unit_test_setup_teardown(test_output_drops_setid_bits, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_output_planted_link, jct_setup, teardown_links),
+		cmocka_unit_test_setup_teardown(test_planted_starter_lock, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
