@@ -146,7 +146,10 @@ typedef enum {
  *      reports one warning through the log callback (jc_options_set_log);
  *      the library itself never prints. jc_options_set_fallback(),
  *      $JITCACHE_FALLBACK=compile|error: with "error", jc_client_open()
- *      fails with JC_ECONNECT instead (message: what was tried).
+ *      fails with JC_ECONNECT instead (message: what was tried). Any
+ *      other value of the variable means "compile" (the default), and
+ *      jc_client_open() reports a warning naming it through the log
+ *      callback.
  * A daemon is used only when it runs as the calling user or as root, or (not
  * for the per-user sockets of steps 3 and 5) as the owner of the directory
  * holding its socket; any other refuses as JC_EDENIED (its uid in the

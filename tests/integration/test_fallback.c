@@ -492,6 +492,46 @@ static void test_fallback_error(void **state)
 	assert_int_equal(jc_client_connect(d->sock, &c), JC_ECONNECT);
 }
 
+/*
+ * A JITCACHE_FALLBACK the library does not know ("complie", "ERROR") means
+ * compile, the default, and says so once, through the log callback, naming
+ * the variable, the value and the values it takes (before: silently
+ * compile); jitcachectl prints it.
+ */
+static void test_fallback_typo_warns(void **state)
+{
+	struct jtl_daemon *d = *state;
+	const char *const typos[] = {"complie", "ERROR"};
+	jc_request *r = jct_request("saxpy.cu", "sm_90", NULL);
+	for (size_t i = 0; i < 2; i++) {
+		struct warnings w = {0};
+		jc_options *o;
+		jc_client *c;
+		setenv("JITCACHE_FALLBACK", typos[i], 1);
+		assert_int_equal(jc_options_new(&o), 0);
+		assert_int_equal(jc_options_set_log(o, count_warnings, &w), 0);
+		assert_int_equal(jc_client_open(o, &c), 0);
+		jc_options_free(o);
+		assert_int_equal(w.n, 1);
+		fprintf(stderr, "JITCACHE_FALLBACK=%s: %s\n", typos[i], w.last);
+		assert_non_null(strstr(w.last, "JITCACHE_FALLBACK"));
+		assert_non_null(strstr(w.last, typos[i]));
+		assert_non_null(strstr(w.last, "\"compile\""));
+		assert_non_null(strstr(w.last, "\"error\""));
+		jc_result_free(compile_on(c, r, 0, JC_UNCACHED));
+		assert_int_equal(w.n, 2); /* and the in-process compile's own */
+		jc_client_close(c);
+	}
+	char *err = NULL;
+	const char *argv[] = {getenv("JITCACHECTL"), "compile", jct_example("saxpy.cu"), "--arch",
+			      "sm_90", "-o", "/dev/null", NULL};
+	assert_int_equal(jct_run(d, argv, NULL, &err), 0);
+	assert_non_null(strstr(err, "JITCACHE_FALLBACK=ERROR is neither"));
+	free(err);
+	unsetenv("JITCACHE_FALLBACK");
+	jc_request_free(r);
+}
+
 /* Starts a daemon on d->dir/name with socket sock (log: d->dir/name.log). */
 static void start_on(struct jtl_daemon *t, const struct jtl_daemon *d, const char *name,
 		     const char *sock)
@@ -664,6 +704,7 @@ int main(void)
 	    T(test_autostart_bounded),
 	    T(test_in_process_fallback),
 	    T(test_fallback_error),
+	    T(test_fallback_typo_warns),
 	    T(test_ctl_compile_uncached),
 	    T(test_cache_dir_means_that_dir),
 	    T(test_search_order),
