@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +131,120 @@ int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot)
 		out[o++] = '/';
 	out[o] = '\0';
 	return 0;
+}
+
+int jc__kernel_path(const char *path)
+{
+	static const char *const roots[] = {"/proc", "/sys", "/dev"};
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		size_t n = strlen(roots[i]);
+		if (strncmp(path, roots[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
+			return 1;
+	}
+	return 0;
+}
+
+int jc__pseudo_fs(long type)
+{
+	switch ((unsigned long)type) {
+	case 0x9fa0:     /* proc */
+	case 0x62656572: /* sysfs */
+	case 0x1cd1:     /* devpts */
+	case 0x64626720: /* debugfs */
+	case 0x74726163: /* tracefs */
+	case 0x73636673: /* securityfs */
+	case 0x63677270: /* cgroup2 */
+	case 0x27e0eb:   /* cgroup */
+	case 0xcafe4a11: /* bpf */
+	case 0x62656570: /* configfs */
+	case 0xde5e81e4: /* efivarfs */
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Drops the last component of the resolved prefix done (length *dl). */
+static void drop_last(char *done, size_t *dl)
+{
+	while (*dl && done[*dl - 1] != '/')
+		(*dl)--;
+	if (*dl)
+		(*dl)--;
+	done[*dl] = '\0';
+}
+
+int jc__path_reaches_kernel(const char *path, char *where, size_t len)
+{
+	char done[PATH_MAX], rest[PATH_MAX], next[PATH_MAX], target[PATH_MAX];
+	size_t dl = 0;
+	int links = 0;
+	struct stat st;
+	struct statfs sf;
+	done[0] = '\0';
+	if (snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+		goto too_long;
+	for (const char *p = rest; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = strchrnul(p, '/');
+		size_t l = (size_t)(e - p);
+		if (l == 0 || (l == 1 && p[0] == '.')) {
+			p = e;
+			continue;
+		}
+		if (l == 2 && p[0] == '.' && p[1] == '.') {
+			drop_last(done, &dl);
+			p = e;
+			continue;
+		}
+		if (dl + 1 + l >= sizeof(done))
+			goto too_long;
+		done[dl++] = '/';
+		memcpy(done + dl, p, l);
+		dl += l;
+		done[dl] = '\0';
+		p = e;
+		if (jc__kernel_path(done))
+			goto found;
+		if (lstat(done, &st) != 0) {
+			/* Nothing to follow: the rest as written. */
+			if (snprintf(next, sizeof(next), "%s%s", done, p) >= (int)sizeof(next) ||
+			    jc__path_lexical(next, done, sizeof(done), 1) != 0)
+				goto too_long;
+			return jc__kernel_path(done) ? (snprintf(where, len, "%s", done), 1) : 0;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(done, target, sizeof(target) - 1);
+			if (n < 0)
+				return -1;
+			if (++links > 40) {
+				errno = ELOOP;
+				return -1;
+			}
+			target[n] = '\0';
+			if (snprintf(next, sizeof(next), "%s/%s", target, p) >= (int)sizeof(next))
+				goto too_long;
+			memcpy(rest, next, sizeof(rest));
+			p = rest;
+			if (target[0] == '/') {
+				dl = 0;
+				done[0] = '\0';
+			} else {
+				drop_last(done, &dl);
+			}
+			continue;
+		}
+		if (statfs(done, &sf) == 0 && jc__pseudo_fs(sf.f_type))
+			goto found;
+	}
+	return 0;
+found:
+	snprintf(where, len, "%s", done);
+	return 1;
+too_long:
+	errno = ENAMETOOLONG;
+	return -1;
 }
 
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
