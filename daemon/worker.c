@@ -238,7 +238,8 @@ static void warm_up(void)
  * removes the directory when the child is done. The client's directories
  * are never opened: they are strings here.
  */
-static char tree_root[256];        /* "" when the job has no tree */
+static char tree_root[PATH_MAX];   /* "" when the job has no tree */
+static const char *tmp_dir;        /* --tmp: the daemon's DIR/tmp, where trees go */
 static struct jc_strv tree_dirs;   /* the client's include_dirs of that job */
 
 /* In the job's child: deps under TREE/I/ renamed to the client's dir I. */
@@ -319,10 +320,13 @@ static int tree_mkdirs(char *path, size_t from)
  * options there; the blobs are dropped. 0, or a JC_E code with a message. */
 static int tree_write(struct jc_req *req, char *err, size_t errlen)
 {
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof(tree_root) - 20)
-		tmp = "/tmp";
-	snprintf(tree_root, sizeof(tree_root), "%s/jc-tree-XXXXXX", tmp);
+	/* In the daemon's own directory, never the TMPDIR it was started
+	 * with (a client's, maybe, which this uid may not write). */
+	if (!tmp_dir || snprintf(tree_root, sizeof(tree_root), "%s/jc-tree-XXXXXX", tmp_dir) >=
+			    (int)sizeof(tree_root)) {
+		tree_root[0] = '\0';
+		return jc__fail(err, errlen, JC_EIO, "no directory for the sent headers (--tmp)");
+	}
 	if (!mkdtemp(tree_root)) {
 		tree_root[0] = '\0';
 		return jc__fail(err, errlen, JC_EIO, "cannot make a directory for the sent headers: %s",
@@ -649,9 +653,12 @@ int main(int argc, char **argv)
 		} else if (i + 1 < argc && strcmp(argv[i], "--confine") == 0 &&
 			   (confine_mode = jc__confine_parse(argv[i + 1])) >= 0) {
 			i++;
+		} else if (i + 1 < argc && strcmp(argv[i], "--tmp") == 0 && argv[i + 1][0] == '/') {
+			tmp_dir = argv[++i];
 		} else {
 			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
-				"none|landlock|userns] (started by jitcached): bad argument %s\n", argv[i]);
+				"none|landlock|userns] [--tmp DIR] (started by jitcached): bad argument "
+				"%s\n", argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}
 	}

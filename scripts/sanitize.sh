@@ -27,9 +27,13 @@ fi
 ninja -C "$build"
 
 reports=$root/$build/sanitizer-reports
-tmp=$root/$build/sanitize-tmp
-rm -rf "$reports" "$tmp"
-mkdir -p "$reports" "$tmp"
+rm -rf "$reports"
+mkdir -p "$reports"
+# Short, under /tmp: Unix socket paths inside it must fit 108 bytes (the
+# tests' roots are at most 63), whatever the checkout's path.
+tmp=$(mktemp -d /tmp/jc-sanitize.XXXXXX)
+trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+chmod 0755 "$tmp" # other users of the tests reach their roots in it
 export TMPDIR="$tmp" JC_TEST_KEEP=1
 # allocator_may_return_null: our code handles failed allocations (and the
 # worker's memory-limit test relies on it); detect_stack_use_after_return:
@@ -49,8 +53,6 @@ for log in "$tmp"/jc-test-*/daemon*.log; do
 		cp "$log" "$reports/$(basename "$(dirname "$log")").log"
 	fi
 done
-chmod -R u+w "$tmp" 2>/dev/null || true
-rm -rf "$tmp"
 
 found=$(find "$reports" -type f | wc -l)
 if [ "$found" -ne 0 ]; then

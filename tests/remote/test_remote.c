@@ -77,6 +77,8 @@ static struct rfx *rfx_new(void **state, const char *spec, int on, const char *c
 static int rfx_free(void **state)
 {
 	struct rfx *x = *state;
+	if (!x)
+		return 0; /* its setup failed first (and said why) */
 	for (int i = 0; i < MAX_DAEMONS; i++)
 		jct_daemon_cleanup(&x->d[i]);
 	jct_redis_cleanup(&x->redis);
