@@ -145,12 +145,14 @@ static int remote_start(struct jc_daemon *d, char *err, size_t errlen)
 	const struct jc_remote_config *rc = &d->cfg.remote;
 	if (!rc->url)
 		return 0;
-	int e = jc__remote_new(d->loop, rc, d->cfg.compile_timeout_s, &d->cache->counters, &d->remote, err,
-			       errlen);
+	int e = jc__remote_new(d->loop, rc, &d->cache->counters, &d->remote, err, errlen);
 	if (e == 0)
-		jc_log_notice(MAIN, "remote tier %s%s%s, ttl %" PRId64 " s, timeout %d ms", rc->url,
-			      rc->read_only ? " (read-only)" : "", rc->secret_file ? ", signed values" : "",
-			      rc->ttl_s, rc->timeout_ms);
+		jc_log_notice(MAIN, "remote tier %s%s, %s, ttl %" PRId64 " s, timeout %d ms, "
+			      "lock wait %" PRId64 " s", rc->url, rc->read_only ? " (read-only)" : "",
+			      rc->secret_file ? "signed values"
+					      : "UNSIGNED values (--remote-unsigned): anyone who can "
+						"write to Redis can forge them",
+			      rc->ttl_s, rc->timeout_ms, rc->lock_wait_s);
 	return e;
 }
 
