@@ -868,8 +868,9 @@ static void print_remote(const struct jc_record *r)
 	char in[32], out[32];
 	human_bytes(in, sizeof(in), (double)getu(r, "remote_bytes_in"));
 	human_bytes(out, sizeof(out), (double)getu(r, "remote_bytes_out"));
-	printf("Remote tier:              %s, %s%s\n", gets_(r, "remote_url"), state,
-	       geti(r, "remote_read_only") ? ", read-only" : "");
+	printf("Remote tier:              %s, %s%s%s\n", gets_(r, "remote_url"), state,
+	       geti(r, "remote_read_only") ? ", read-only" : "",
+	       geti(r, "remote_unsigned") ? ", UNSIGNED values (--remote-unsigned)" : ", signed values");
 	printf("  Hits:                   %10" PRIu64 "\n", getu(r, "remote_hits"));
 	printf("  Misses:                 %10" PRIu64 "\n", getu(r, "remote_misses"));
 	printf("  Publishes:              %10" PRIu64 "\n", getu(r, "remote_publishes"));
