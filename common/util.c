@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -299,6 +300,29 @@ void jc__cloexec_from(int fd)
 		if (flags >= 0)
 			fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 	}
+}
+
+static __thread char *rm_why;
+static __thread size_t rm_whylen;
+static __thread int rm_failed;
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if ((flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && !rm_failed++)
+		snprintf(rm_why, rm_whylen, "%s: %s", path, strerror(errno));
+	return 0;
+}
+
+int jc__rmtree(const char *path, char *why, size_t whylen)
+{
+	rm_why = why;
+	rm_whylen = whylen;
+	rm_failed = 0;
+	if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0 && !rm_failed++)
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+	return rm_failed ? -1 : 0;
 }
 
 void jc__sleep_ms(unsigned ms)

@@ -77,6 +77,12 @@ int jc__beside_self(const char *name, char *out, size_t len);
  * exec, and for a program shedding what it inherited. */
 void jc__cloexec_from(int fd);
 
+/* Removes path and everything below it without following links (nftw,
+ * FTW_PHYS). 0, or -1 when an entry could not be removed (the others go
+ * all the same): the first such path and its error in why (whylen bytes).
+ * Thread-safe. */
+int jc__rmtree(const char *path, char *why, size_t whylen);
+
 /* Sleeps ms milliseconds, through EINTR. */
 void jc__sleep_ms(unsigned ms);
 

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -416,15 +415,6 @@ int jc__store_tmp_check(struct jc_store *s)
 	return revive_subdir(s, &s->tmpfd, "tmp") != 0 ? JC_EIO : 0;
 }
 
-static int remove_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP ? rmdir(path) != 0 : unlink(path) != 0)
-		jc_log_warn(STORE, "remove %s: %s", path, strerror(errno));
-	return 0;
-}
-
 /* Removes every entry of tmp/: leftovers of a crash (staged files, the
  * directories a worker writes a client's headers into). */
 static int empty_tmp(struct jc_store *s)
@@ -443,9 +433,10 @@ static int empty_tmp(struct jc_store *s)
 		if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
 			continue;
 		if (de->d_type == DT_DIR) {
-			char path[PATH_MAX];
+			char path[PATH_MAX], why[PATH_MAX + 64];
 			snprintf(path, sizeof(path), "%s/tmp/%s", s->dir, de->d_name);
-			nftw(path, remove_cb, 16, FTW_DEPTH | FTW_PHYS);
+			if (jc__rmtree(path, why, sizeof(why)) != 0)
+				jc_log_warn(STORE, "remove %s", why);
 			n++;
 		} else if (unlinkat(s->tmpfd, de->d_name, 0) == 0)
 			n++;

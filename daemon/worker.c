@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <nvrtc.h>
 #include <signal.h>
@@ -286,19 +285,11 @@ static void drop_cwd_probes(struct jc_res *res, const char *cwd)
 	res->n_deps = k;
 }
 
-static int tree_remove_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP ? rmdir(path) != 0 : unlink(path) != 0)
-		jc_log_warn(WORKER, "cannot remove %s: %s", path, strerror(errno));
-	return 0;
-}
-
 static void tree_remove(void)
 {
-	if (tree_root[0])
-		nftw(tree_root, tree_remove_cb, 16, FTW_DEPTH | FTW_PHYS);
+	char why[PATH_MAX + 64];
+	if (tree_root[0] && jc__rmtree(tree_root, why, sizeof(why)) != 0)
+		jc_log_warn(WORKER, "cannot remove %s", why);
 	tree_root[0] = '\0';
 	jc__strv_clear(&tree_dirs);
 }
