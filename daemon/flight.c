@@ -362,6 +362,11 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 		if (f->res.status != 0)
 			jc__daemon_count(d, JC_CTR_compile_failures, 1);
 	}
+	/* The log kept (and answered): its first and last parts, within
+	 * --max-log-size and a sixteenth of the budget, which it counts in. */
+	uint64_t cap = d->cfg.max_size / 16 < d->cfg.max_log_size ? d->cfg.max_size / 16
+								   : d->cfg.max_log_size;
+	jc__text_cap(&f->res.log, (size_t)cap);
 	jc__hex16(f->key, hex);
 	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
 		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
@@ -534,6 +539,7 @@ void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 	f->job.req = f->wreq ? f->wreq : &f->req;
 	f->job.res = &f->res;
 	memcpy(f->job.key, f->key, 16);
+	f->job.uid = (uint32_t)f->uid;
 	f->job.wanted = flight_wanted;
 	f->job.done = flight_job_done;
 	jc__pool_submit(d->pool, &f->job);

@@ -16,6 +16,16 @@
 #include "daemon/worker.h"
 #include "jitcache/jitcache.h"
 
+/* One uid's jobs: those queued, in order, and how many run. A queue exists
+ * while it has either; served_at orders the round robin (0: never served). */
+struct uid_queue {
+	uint32_t uid;
+	int running;
+	uint64_t served_at;
+	struct jc_pool_job *head, *tail;
+	struct uid_queue *next;
+};
+
 struct jc_pool {
 	uv_loop_t *loop;
 	struct jc_pool_config cfg;
@@ -26,7 +36,9 @@ struct jc_pool {
 	struct jc_worker **workers;
 	int n_workers;
 	int stopping;
-	struct jc_pool_job *head, *tail; /* the queue */
+	int user_max_workers;     /* the cap in force (cfg's, or its default) */
+	struct uid_queue *queues; /* one per uid with jobs queued or running */
+	uint64_t serves;          /* jobs handed to workers so far: served_at's clock */
 };
 
 struct jc_worker {
@@ -36,6 +48,7 @@ struct jc_worker {
 	uv_timer_t timer;
 	struct jc_framer in;
 	struct jc_pool_job *job;
+	struct uid_queue *q; /* the queue of job's uid, while job runs */
 	int slot;          /* index in d->workers, -1 once detached */
 	int exited;
 	int timed_out;
@@ -44,6 +57,47 @@ struct jc_worker {
 };
 
 static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f);
+
+/* The queue of uid, made when missing (NULL: out of memory). */
+static struct uid_queue *queue_of(struct jc_pool *p, uint32_t uid)
+{
+	struct uid_queue **at = &p->queues;
+	for (; *at; at = &(*at)->next)
+		if ((*at)->uid == uid)
+			return *at;
+	struct uid_queue *q = calloc(1, sizeof(*q));
+	if (q) {
+		q->uid = uid;
+		*at = q;
+	}
+	return q;
+}
+
+/* Frees q when it has nothing queued and nothing running. */
+static void queue_release(struct jc_pool *p, struct uid_queue *q)
+{
+	if (q->head || q->running)
+		return;
+	for (struct uid_queue **at = &p->queues; *at; at = &(*at)->next)
+		if (*at == q) {
+			*at = q->next;
+			break;
+		}
+	free(q);
+}
+
+/* Takes w's job off it (it ended): its uid runs one fewer. Returns the job. */
+static struct jc_pool_job *worker_take_job(struct jc_worker *w)
+{
+	struct jc_pool_job *f = w->job;
+	w->job = NULL;
+	if (w->q) {
+		w->q->running--;
+		queue_release(w->d, w->q);
+		w->q = NULL;
+	}
+	return f;
+}
 
 static void worker_handle_closed(uv_handle_t *h)
 {
@@ -59,10 +113,9 @@ static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ..
 
 static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ...)
 {
-	struct jc_pool_job *f = w->job;
-	if (!f)
+	if (!w->job)
 		return;
-	w->job = NULL;
+	struct jc_pool_job *f = worker_take_job(w);
 	char msg[256];
 	va_list ap;
 	va_start(ap, fmt);
@@ -156,7 +209,7 @@ static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, siz
 	}
 	jc__res_clear(f->res);
 	int rc = jc__decode_res(payload, len, f->res);
-	w->job = NULL;
+	worker_take_job(w);
 	uv_timer_stop(&w->timer);
 	if (rc != 0) {
 		jc__res_clear(f->res);
@@ -337,6 +390,8 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 		return rc;
 	}
 	d->n_workers = cfg->workers;
+	d->user_max_workers = cfg->user_max_workers > 0 ? cfg->user_max_workers
+				: cfg->workers / 2 > 0 ? cfg->workers / 2 : 1;
 	int started = 0;
 	for (int i = 0; i < d->n_workers; i++)
 		started += worker_spawn(d, i, err, errlen) == 0;
@@ -351,22 +406,26 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job)
 {
-	if (p->stopping) {
+	struct uid_queue *q = p->stopping ? NULL : queue_of(p, job->uid);
+	if (!q) {
 		job->done(job, JC_EBUSY);
 		return;
 	}
 	job->next = NULL;
-	if (p->tail)
-		p->tail->next = job;
+	if (q->tail)
+		q->tail->next = job;
 	else
-		p->head = job;
-	p->tail = job;
+		q->head = job;
+	q->tail = job;
 	jc__pool_dispatch(p);
 }
 
 int jc__pool_busy(const struct jc_pool *p)
 {
-	return p->head != NULL;
+	for (const struct uid_queue *q = p->queues; q; q = q->next)
+		if (q->head)
+			return 1;
+	return 0;
 }
 
 void jc__pool_set_timeout(struct jc_pool *p, int compile_timeout_s)
@@ -379,19 +438,37 @@ const char *jc__pool_cwd(const struct jc_pool *p)
 	return p->worker_cwd;
 }
 
-/* The next queued job its owner still wants (others are dropped). */
-static struct jc_pool_job *next_job(struct jc_pool *p)
+/* The uid whose turn it is: of those with a job queued and fewer than
+ * user_max_workers running, the one served least recently. */
+static struct uid_queue *next_queue(struct jc_pool *p)
 {
-	struct jc_pool_job *job;
-	while ((job = p->head)) {
-		p->head = job->next;
-		if (!p->head)
-			p->tail = NULL;
+	struct uid_queue *best = NULL;
+	for (struct uid_queue *q = p->queues; q; q = q->next)
+		if (q->head && q->running < p->user_max_workers &&
+		    (!best || q->served_at < best->served_at))
+			best = q;
+	return best;
+}
+
+/* The next job its owner still wants, of the uid whose turn it is (others
+ * are dropped); *from: its queue. NULL when no uid may run one now. */
+static struct jc_pool_job *next_job(struct jc_pool *p, struct uid_queue **from)
+{
+	struct uid_queue *q;
+	while ((q = next_queue(p))) {
+		struct jc_pool_job *job = q->head;
+		q->head = job->next;
+		if (!q->head)
+			q->tail = NULL;
 		job->next = NULL;
-		if (!job->wanted || job->wanted(job))
-			break;
+		if (!job->wanted || job->wanted(job)) {
+			q->served_at = ++p->serves;
+			*from = q;
+			return job;
+		}
+		queue_release(p, q);
 	}
-	return job;
+	return NULL;
 }
 
 void jc__pool_dispatch(struct jc_pool *d)
@@ -407,9 +484,12 @@ void jc__pool_dispatch(struct jc_pool *d)
 		struct jc_worker *w = d->workers[i];
 		if (w->job)
 			continue;
-		struct jc_pool_job *f = next_job(d);
+		struct uid_queue *q;
+		struct jc_pool_job *f = next_job(d, &q);
 		if (!f)
 			return;
+		q->running++;
+		w->q = q;
 		worker_start_job(w, f);
 	}
 }
@@ -419,12 +499,13 @@ void jc__pool_stop(struct jc_pool *d)
 	if (!d)
 		return;
 	d->stopping = 1;
-	struct jc_pool_job *job;
-	while ((job = d->head)) {
-		d->head = job->next;
-		if (!d->head)
-			d->tail = NULL;
-		job->done(job, JC_EBUSY);
+	for (struct uid_queue *q = d->queues; q; q = q->next) {
+		struct jc_pool_job *job;
+		while ((job = q->head)) {
+			q->head = job->next;
+			job->done(job, JC_EBUSY);
+		}
+		q->tail = NULL;
 	}
 	for (int i = 0; i < d->n_workers; i++) {
 		struct jc_worker *w = d->workers[i];
@@ -447,6 +528,11 @@ void jc__pool_free(struct jc_pool *p)
 {
 	if (!p)
 		return;
+	while (p->queues) {
+		struct uid_queue *q = p->queues;
+		p->queues = q->next;
+		free(q);
+	}
 	free(p->worker_cwd);
 	free(p->worker_tmp);
 	free(p->worker_path);

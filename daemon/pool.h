@@ -3,9 +3,16 @@
  * The compile worker pool: jitcache-worker processes started with uv_spawn,
  * each talking frames over a socketpair on its fd 0. One job per worker at a
  * time; a job past the compile timeout gets its worker SIGKILLed; a worker
- * that dies is replaced. The pool owns its queue and calls back when a job
+ * that dies is replaced. The pool owns its queues and calls back when a job
  * ends, in the shape of libuv's uv_queue_work: it knows nothing of flights,
  * connections or the cache. Loop thread only.
+ *
+ * Fairness between uids: each uid has its own queue (first in, first out),
+ * and a free worker takes the head of the next queue in round-robin order
+ * after the one served last, skipping a uid that already runs
+ * user_max_workers jobs. So a uid's short compile waits for at most one
+ * running compile (none while fewer than all workers are held), never for
+ * another uid's queue, however long.
  */
 #ifndef JC_POOL_H
 #define JC_POOL_H
@@ -39,6 +46,7 @@ struct jc_pool_job {
 	const struct jc_req *req;  /* in: what the worker runs; borrowed until done */
 	struct jc_res *res;        /* in: where the result goes; borrowed until done */
 	uint8_t key[16];           /* in: the key, for logs */
+	uint32_t uid;              /* in: whose queue and worker share it counts in */
 	jc_pool_wanted_cb wanted;  /* in: NULL = always run */
 	jc_pool_done_cb done;      /* in */
 	struct jc_pool_job *next;  /* the pool's queue */
@@ -48,6 +56,7 @@ struct jc_pool_config {
 	const char *worker_path;   /* jitcache-worker; borrowed for the pool's life */
 	const char *cache_dir;     /* DIR: the workers run in DIR/worker-cwd; borrowed */
 	int workers;               /* processes */
+	int user_max_workers;      /* jobs of one uid running at once; 0: half of workers, at least 1 */
 	int compile_timeout_s;     /* per job; 0 = none (jc__pool_set_timeout changes it) */
 	uint64_t worker_memory;    /* RLIMIT_AS of a worker in bytes; 0 = none */
 	int confinement;           /* enum jc_confine the workers apply (confine.h) */
@@ -63,8 +72,8 @@ struct jc_pool_config {
  */
 int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_counters *ctr,
 		   struct jc_pool **out, char *err, size_t errlen);
-/* Queues job (its "in" fields set) behind the others and dispatches. A
- * stopped pool cancels it at once (done with JC_EBUSY). */
+/* Queues job (its "in" fields set) behind the others of its uid and
+ * dispatches. A stopped pool cancels it at once (done with JC_EBUSY). */
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
 /* 1 when jobs wait for a worker. */
 int jc__pool_busy(const struct jc_pool *p);
