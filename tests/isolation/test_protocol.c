@@ -572,8 +572,10 @@ static void test_unread_replies_flood(void **state)
  * does not use) left the daemon's RSS 59 MB above where it was, with
  * nothing left to hold (issue 27, 6): what it freed goes back to the kernel
  * once it is answered. 32 MiB of slack allows for what a first large compile leaves
- * mapped for good (libraries, the key memo); under AddressSanitizer freed
- * memory waits in its quarantine instead (256 MiB).
+ * mapped for good (libraries, the key memo). Under AddressSanitizer
+ * (scripts/sanitize.sh) the allocator is ASan's, which keeps what is freed
+ * (its quarantine, its caches) and has no malloc_trim: the request runs, the
+ * bound is not checked.
  */
 static void test_rss_after_large_request(void **state)
 {
@@ -597,17 +599,17 @@ static void test_rss_after_large_request(void **state)
 	jc_result_free(jct_compile(d, big, 0));
 	jc_request_free(big);
 	long peak = proc_kib(d->pid, "VmHWM:"), after = 0;
-	long quarantine = getenv("ASAN_OPTIONS") ? 256 * 1024 : 0;
+	int asan = getenv("ASAN_OPTIONS") != NULL;
 	for (int i = 0; i < 50; i++) { /* the return may come after the answer */
 		after = proc_kib(d->pid, "VmRSS:");
-		if (after - base < 32 * 1024 + quarantine)
+		if (after - base < 32 * 1024)
 			break;
 		usleep(100000);
 	}
-	fprintf(stderr, "a 60 MB request: daemon RSS %ld MiB before, peak %ld MiB, %ld MiB after\n",
-		base >> 10, peak >> 10, after >> 10);
+	fprintf(stderr, "a 60 MB request: daemon RSS %ld MiB before, peak %ld MiB, %ld MiB after%s\n",
+		base >> 10, peak >> 10, after >> 10, asan ? " (ASan's allocator: not checked)" : "");
 	assert_true(peak - base > 50 * 1024); /* it did hold the request */
-	assert_true(after - base < 32 * 1024 + quarantine);
+	assert_true(asan || after - base < 32 * 1024);
 	jc_result_free(jct_compile(d, small, JC_OK));
 	jc_request_free(small);
 }
