@@ -54,6 +54,18 @@ for log in "$tmp"/jc-test-*/daemon*.log; do
 	fi
 done
 
+# LeakSanitizer's own failure to stop a process's threads at exit (a report
+# holding only "Unable to get registers from thread N"; seen now and then
+# on a loaded machine) is no finding, but that process's leaks went
+# unchecked: said, not failed.
+for f in "$reports"/*; do
+	[ -f "$f" ] || continue
+	if ! grep -q -v 'Unable to get registers from thread' "$f"; then
+		echo "sanitize: LeakSanitizer could not stop the threads of pid ${f##*.} at its exit" \
+			"(no leak check there): $(head -n 1 "$f")" >&2
+		rm -f "$f"
+	fi
+done
 found=$(find "$reports" -type f | wc -l)
 if [ "$found" -ne 0 ]; then
 	echo "sanitizer reports ($found):" >&2
