@@ -43,8 +43,10 @@ static const struct sub_help {
 		    "        [--header NAME=PATH]..."
 		    "        [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
 		    "        [-- NVRTC_OPTION...]\n"
-		    "  Compiles through jitcached; prints hit|miss|negative-hit|uncached on stderr, the\n"
-		    "  compile log when not empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
+		    "  Compiles through jitcached; prints on stderr one status line (hit, remote-hit,\n"
+		    "  miss, joined, negative-hit or uncached; the key; this request's total_ms and\n"
+		    "  server_ms; the entry's compile time as compiled_ms), the compile log when not\n"
+		    "  empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
 		    "  -o OUT: the artifact's file (written through a device, FIFO or link; a regular\n"
 		    "  file is replaced atomically); -o - : standard output; default: FILE's stem with\n"
 		    "  .cubin/.ptx/.ltoir/.fatbin in the working directory. FILE's directory is the first -I.\n"
@@ -380,13 +382,13 @@ static jc_client *connect_or_die(int *rc)
 
 static void print_status(const jc_result *res)
 {
-	jc_cache_status st = jc_result_cache_status(res);
-	const char *word = jc__cache_status_name((uint32_t)st);
-	if (st == JC_JOINED) /* "miss ... joined": a miss, waited on another's compile */
-		word = "miss";
-	fprintf(stderr, "%s\tkey=%s\ttotal_ms=%.3f\tcompile_ms=%.3f%s\n", word ? word : "?",
-		jc_result_key(res), jc_result_time_ns(res, JC_TIME_TOTAL) / 1e6,
-		jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6, st == JC_JOINED ? "\tjoined" : "");
+	/* The status word first; this request's times; the entry's compile time
+	 * (the original compile's, for any kind of hit) as compiled_ms. */
+	const char *word = jc__cache_status_name((uint32_t)jc_result_cache_status(res));
+	fprintf(stderr, "%s\tkey=%s\ttotal_ms=%.3f\tserver_ms=%.3f\tcompiled_ms=%.3f\n",
+		word ? word : "?", jc_result_key(res), jc_result_time_ns(res, JC_TIME_TOTAL) / 1e6,
+		jc_result_time_ns(res, JC_TIME_SERVER) / 1e6,
+		jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6);
 }
 
 /* nvcc's default output name: the source's (or "a") stem in the working
