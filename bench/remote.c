@@ -260,6 +260,7 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		bench_daemon_init(&f);
 		f.extra[0] = "--remote";
 		f.extra[1] = url;
+		f.extra[2] = "--remote-unsigned"; /* its own Redis: nobody else writes */
 		bench_daemon_start(&f);
 		jc_client *fc = bench_connect(&f);
 		/* Its workers load NVRTC just after it is ready: let them, so that
