@@ -198,7 +198,7 @@ void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int re
 
 /* --- remote.c ------------------------------------------------------------ */
 
-/* The remote tier's figures (README, "Fleet tier"), side by side with a
+/* The remote tier's figures (docs/fleet.md), side by side with a
  * daemon without it. */
 struct bench_remote {
 	int ran;                     /* 0: no redis-server here (why says so) */

@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "client/client_internal.h"
+#include "common/elf_id.h"
 #include "common/util.h"
 #include "config.h"
 #include "proto/io.h"
@@ -64,6 +65,7 @@ struct jc_client {
 	char *system_socket;   /* step 4; NULL: skipped */
 	int autostart, fallback, retries, idle_exit_s;
 	char *daemon, *nvrtc;
+	char *nvrtc_id;        /* identity of nvrtc (elf_id.h), sent with each compile; NULL until read */
 	jc_log_cb log;
 	void *log_ctx;
 	uint64_t autostart_after_ns; /* no auto-start before (after one failed) */
@@ -664,6 +666,7 @@ JC_API void jc_client_close(jc_client *c)
 	free(c->system_socket);
 	free(c->daemon);
 	free(c->nvrtc);
+	free(c->nvrtc_id);
 	jc__tree_cache_free(c->trees);
 	free(c);
 }
@@ -871,7 +874,15 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 	jc__buf_reset(&c->out);
 	uint16_t type;
 	int fd = -1;
-	int rc = jc__encode_req(&c->out, req);
+	/* The application named its NVRTC (the shim's real library): the
+	 * daemon serves it only with that very build (req.h, nvrtc_id). */
+	char id[80];
+	if (c->nvrtc && !c->nvrtc_id && jc__file_identity(c->nvrtc, id, sizeof(id), NULL, 0) == 0 &&
+	    strcmp(id, "none") != 0)
+		c->nvrtc_id = strdup(id);
+	struct jc_req sent = *req; /* shallow: req keeps ownership */
+	sent.nvrtc_id = c->nvrtc_id;
+	int rc = jc__encode_req(&c->out, &sent);
 	if (rc != 0)
 		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "request too large or out of memory");
 	else
@@ -1362,6 +1373,11 @@ JC_API int jc_request_add_link_option(jc_request *r, const char *option)
 JC_API int jc_request_set_app_abi(jc_request *r, const char *abi)
 {
 	return set_str(&r->req.app_abi, abi);
+}
+
+int jc__request_set_display_name(jc_request *r, const char *name)
+{
+	return set_str(&r->req.display_name, name);
 }
 
 int jc__request_set_test_fault(jc_request *r, uint32_t fault)

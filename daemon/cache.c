@@ -514,7 +514,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	int needed = rc == 0 && reads_disk(d, req, key);
 	rc = rc ?: jc__req_admit(&d->policy, req, needed, d->conn_ops->uid(conn), err, sizeof(err));
 	if (rc != 0) {
-		jc__daemon_count(d, JC_CTR_bad_requests, 1);
+		jc__daemon_count(d, rc == JC_EVERSION ? JC_CTR_nvrtc_other_builds : JC_CTR_bad_requests, 1);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__req_clear(req);
 		return;
@@ -637,6 +637,7 @@ int jc__cache_init(struct jc_daemon *d)
 	char err[512] = "";
 	d->policy.tc = &d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
+	pthread_mutex_init(&d->policy.builds_lock, NULL);
 	if (jc__memcache_new(d) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;

@@ -50,6 +50,9 @@ struct jc_flight {
 	uint8_t key[16];
 	struct jc_req req;        /* owned: moved from the first request */
 	uid_t uid;                /* the first request's uid: the stored row's first user */
+	/* For a request with a display name (the shim's): "NAME (COMM)", COMM
+	 * the first requester's process name; the entry is listed under it. */
+	char *listed_name;
 	struct jc_waiter *waiters;
 	struct jc_flight *next;   /* daemon's list of flights */
 	struct jc_pool_job job;   /* its compile in the worker pool (pool.h) */
@@ -314,8 +317,15 @@ void jc__fatbin_free(struct jc_fatbin *fb);
 
 
 /* server.c */
-/* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
-int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
+/* Binds cfg->socket_path (mode 0600, 0660 with group_shared), unless another
+ * daemon answers there (JC_ELOCKED); a socket file nobody answers on is
+ * replaced. The bound, not yet listening descriptor goes to *fd (the caller
+ * owns it). Returns 0, JC_EINVAL (path too long), JC_ELOCKED or JC_EIO, with
+ * the reason in err. */
+int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errlen);
+/* Listens on bound_fd (>= 0: socket activation, or jc__server_bind before
+ * --user), else binds cfg.socket_path first. */
+int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen);
 void jc__server_shutdown(struct jc_daemon *d);
 /* The connections of the server (d->conn_ops of the daemon). */
 extern const struct jc_conn_ops jc__server_conn_ops;

@@ -54,6 +54,20 @@ static void waiter_free(struct jc_daemon *d, struct jc_waiter *w)
 	free(w);
 }
 
+/* "NAME (COMM)": a display name with the process name of pid (its
+ * /proc/PID/comm; "?" when gone), malloc'd, or NULL without memory. */
+static char *listed_name(const char *name, pid_t pid)
+{
+	char path[64], comm[64] = "?", *out = NULL;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = pid > 0 ? fopen(path, "re") : NULL;
+	if (f && fgets(comm, sizeof(comm), f))
+		comm[strcspn(comm, "\n")] = '\0';
+	if (f)
+		fclose(f);
+	return asprintf(&out, "%s (%s)", name, comm) < 0 ? NULL : out;
+}
+
 static void flight_free(struct jc_flight *f)
 {
 	struct jc_daemon *d = f->d;
@@ -72,6 +86,7 @@ static void flight_free(struct jc_flight *f)
 	d->buffers.used -= f->charged;
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
+	free(f->listed_name);
 	jc__inc_set_clear(f->inc);
 	free(f->inc);
 	jc__fatbin_free(f->fatbin);
@@ -144,7 +159,9 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->output = res->output;
 	e->arch = f->req.arch;
 	e->versions = d->tc.summary;
-	e->source_name = f->req.source_name ? f->req.source_name : (char *)"";
+	e->source_name = f->listed_name	    ? f->listed_name
+			 : f->req.source_name ? f->req.source_name
+					      : (char *)"";
 	e->app_abi = f->req.app_abi ? f->req.app_abi : (char *)"";
 	options[0] = '\0';
 	for (size_t i = 0, n = 0; i < f->req.options.n && n < cap; i++)
@@ -522,6 +539,8 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	jc__budget_charge(&d->buffers, bytes);
 	f->d = d;
 	f->uid = d->conn_ops->uid(conn);
+	if (req->display_name)
+		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
 	memcpy(f->store_key, key, 16);
 	if (direct)
@@ -559,6 +578,12 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 {
+	/* The keyed symlinked headers: their workers' confinement allows the
+	 * chains of targets (a retarget since is caught by jc__inc_unchanged). */
+	jc__strv_clear(&f->req.follow);
+	for (size_t i = 0; f->inc && i < f->inc->n; i++)
+		if (f->inc->v[i].kind == JC_INC_LINK && jc__strv_push(&f->req.follow, f->inc->v[i].path) != 0)
+			break; /* out of memory: a link left out is refused by the worker */
 	f->job.req = f->wreq ? f->wreq : &f->req;
 	f->job.res = &f->res;
 	memcpy(f->job.key, f->key, 16);

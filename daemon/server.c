@@ -589,6 +589,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.user_max_size = d->cfg.user_max_size;
 	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
+	j->env.policy = &d->policy;
 	j->env.confinement = jc__confine_name(d->confinement);
 	struct jc_watch_stats ws;
 	jc__cache_watch_counts(d, &ws);
@@ -906,7 +907,37 @@ static int socket_in_use(const char *path, char *who, size_t wholen)
 	return in_use;
 }
 
-int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen)
+int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errlen)
+{
+	const char *path = cfg->socket_path;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char who[4200];
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "socket path too long: %s", path);
+		return JC_EINVAL;
+	}
+	if (socket_in_use(path, who, sizeof(who))) {
+		snprintf(err, errlen, "%s already answers on %s: stop it first (jitcachectl "
+			 "--socket %s stop), or give this daemon another --socket", who, path, path);
+		return JC_ELOCKED;
+	}
+	unlink(path);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	mode_t old = umask(cfg->group_shared ? 0117 : 0177);
+	int rc = s >= 0 ? bind(s, (struct sockaddr *)&sa, sizeof(sa)) : -1;
+	umask(old);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot bind %s: %s", path, strerror(errno));
+		if (s >= 0)
+			close(s);
+		return JC_EIO;
+	}
+	*fd = s;
+	return 0;
+}
+
+int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen)
 {
 	/* Both handles exist from here on, so that jc__server_shutdown can
 	 * close them whatever fails below. */
@@ -914,28 +945,15 @@ int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t e
 	d->poll_idle.data = d;
 	int rc = uv_pipe_init(d->loop, &d->listener, 0);
 	d->listener.data = d;
-	if (rc == 0 && inherited_fd >= 0) {
-		rc = uv_pipe_open(&d->listener, inherited_fd);
+	if (rc == 0 && bound_fd < 0) {
+		int e = jc__server_bind(&d->cfg, &bound_fd, err, errlen);
+		if (e != 0)
+			return e;
+	}
+	if (rc == 0) {
+		rc = uv_pipe_open(&d->listener, bound_fd);
 		if (rc != 0)
-			snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
-	} else if (rc == 0) {
-		const char *path = d->cfg.socket_path;
-		char who[4200];
-		if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-			snprintf(err, errlen, "socket path too long: %s", path);
-			return JC_EINVAL;
-		}
-		if (socket_in_use(path, who, sizeof(who))) {
-			snprintf(err, errlen, "%s already answers on %s: stop it first (jitcachectl "
-				 "--socket %s stop), or give this daemon another --socket", who, path, path);
-			return JC_ELOCKED;
-		}
-		unlink(path);
-		mode_t old = umask(d->cfg.group_shared ? 0117 : 0177);
-		rc = uv_pipe_bind(&d->listener, path);
-		umask(old);
-		if (rc != 0)
-			snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
+			snprintf(err, errlen, "cannot use the listening socket: %s", uv_strerror(rc));
 	}
 	if (rc == 0) {
 		rc = uv_listen((uv_stream_t *)&d->listener, 256, connection_cb);

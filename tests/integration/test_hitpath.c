@@ -171,7 +171,7 @@ static void test_toolkit_key_memo(void **state)
 {
 	struct jtl_daemon *d = *state;
 	char *out = NULL, tk[4096], link[600], fake[600];
-	const char *args[] = {"version", NULL};
+	const char *args[] = {"version", "--json", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
 	const char *p = strstr(out, "\"toolkit_include\": \"");
 	int found = p && sscanf(p, "\"toolkit_include\": \"%4095[^\"]\"", tk) == 1;

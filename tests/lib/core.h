@@ -120,4 +120,18 @@ void jtl_daemon_kill(struct jtl_daemon *d);
  * Returns 0, or -1 (why) when the root could not be removed. */
 int jtl_daemon_cleanup(struct jtl_daemon *d, int keep);
 
+/*
+ * A second NVRTC build for tests (issue 22: the shim must compile with the
+ * NVRTC the application loaded): copies the library nvrtc (a path or a
+ * link, e.g. /usr/local/cuda/lib64/libnvrtc.so.13) into dir (made if
+ * missing) under nvrtc's own file name, with every byte of its
+ * NT_GNU_BUILD_ID note XORed with tag (non-zero), and the
+ * libnvrtc-builtins.so* files of its directory beside it (it loads them
+ * when it compiles). The same code, another build-id: another identity for
+ * the key, the same compiler output. out[outlen] gets the copy's path.
+ * Returns 0 or -1 (why). Not thread-safe (reads whole files).
+ */
+int jtl_nvrtc_copy_with_build_id(const char *nvrtc, const char *dir, uint8_t tag, char *out,
+				 size_t outlen, char *why, size_t whylen);
+
 #endif
