@@ -80,6 +80,8 @@ static struct rfx *rfx_new(void **state, const char *spec, int on, const char *c
 static int rfx_free(void **state)
 {
 	struct rfx *x = *state;
+	if (!x)
+		return 0; /* its setup failed first (and said why) */
 	for (int i = 0; i < MAX_DAEMONS; i++)
 		jct_daemon_cleanup(&x->d[i]);
 	jct_redis_cleanup(&x->redis);
@@ -96,12 +98,16 @@ static int rfx_free(void **state)
 static void start(struct rfx *x, int i, ...)
 {
 	const char *flags[24] = {"--remote", x->url, "--log-level", "info"};
-	int n = 4;
+	int n = 4, secret = 0;
 	va_list ap;
 	va_start(ap, i);
-	for (const char *f; n < 23 && (f = va_arg(ap, const char *));)
+	for (const char *f; n < 22 && (f = va_arg(ap, const char *));) {
+		secret |= strcmp(f, "--remote-secret-file") == 0;
 		flags[n++] = f;
+	}
 	va_end(ap);
+	if (!secret) /* the tests' own Redis: nobody else writes to it */
+		flags[n++] = "--remote-unsigned";
 	flags[n] = NULL;
 	jct_daemon_start(&x->d[i], flags);
 }
@@ -595,6 +601,77 @@ static void test_dead_holder(void **state)
 	freeReplyObject(e);
 }
 
+/*
+ * A peer that holds the fleet lock of a key forever (set here by hand, no
+ * expiry) and never writes the value: a miss waited the compile timeout
+ * + 10 s (130 s by default; 40 s with --compile-timeout 30, as here) before
+ * compiling. Now at most --remote-lock-wait: 10 s by default, 1 s when set
+ * (the bounds below are generous for a loaded machine).
+ */
+static void test_peer_holds_lock_forever(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *n = &x->d[2];
+	char k0[33], k1[33];
+	jct_daemon_start(n, NULL); /* no remote: the keys alone */
+	assert_int_equal(fetch(x, n, 0, k0), JC_MISS);
+	assert_int_equal(fetch(x, n, 1, k1), JC_MISS);
+	jtl_daemon_stop(n);
+	for (int i = 0; i < 2; i++) {
+		redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock peer-host:1:0",
+					      i ? k1 : k0);
+		assert_int_equal(l->type, REDIS_REPLY_STATUS);
+		freeReplyObject(l);
+	}
+	start(x, 0, "--compile-timeout", "30", NULL);
+	double t = jtl_now_s();
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	double took = jtl_now_s() - t;
+	start(x, 1, "--compile-timeout", "30", "--remote-lock-wait", "1", NULL);
+	t = jtl_now_s();
+	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
+	double took1 = jtl_now_s() - t;
+	printf("a peer's lock held forever: served after %.2f s (default lock wait, 10 s), %.2f s "
+	       "(--remote-lock-wait 1)\n", took, took1);
+	assert_true(took >= 9.5 && took < 10 + 15);
+	assert_true(took1 >= 0.8 && took1 < 1 + 8);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(jct_stat(b, "compiles"), 1);
+	char line[64];
+	snprintf(line, sizeof(line), "lock wait 1 s");
+	assert_int_equal(jct_log_count(b, line), 1);
+}
+
+/*
+ * Without a secret, a fleet's values are unsigned and anyone who can write
+ * to Redis can forge one: --remote alone refuses to start, saying what to
+ * give; with --remote-unsigned it starts and says so in its start-up line,
+ * stats (remote_unsigned) and doctor; with a secret, signed.
+ */
+static void test_unsigned_needs_consent(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
+	const char *bare[] = {"--remote", x->url, NULL};
+	jct_daemon_spawn(a, bare);
+	assert_int_not_equal(jtl_daemon_wait(a), 0);
+	assert_int_equal(jct_log_count(a, "without --remote-secret-file"), 1);
+	assert_int_equal(jct_log_count(a, "--remote-unsigned to accept that"), 1);
+	start(x, 0, NULL); /* start() adds --remote-unsigned */
+	assert_int_equal(jct_log_count(a, "UNSIGNED values (--remote-unsigned)"), 1);
+	assert_int_equal(jct_stat(a, "remote_unsigned"), 1);
+	char *out = NULL;
+	jct_ctl(a, &out, NULL, (const char *const[]){"doctor", NULL});
+	assert_non_null(strstr(out, "values are unsigned (--remote-unsigned)"));
+	free(out);
+	start(x, 1, "--remote-secret-file", x->secret[0], NULL);
+	assert_int_equal(jct_log_count(b, "signed values"), 1);
+	assert_int_equal(jct_stat(b, "remote_unsigned"), 0);
+	jct_ctl(b, &out, NULL, (const char *const[]){"doctor", NULL});
+	assert_non_null(strstr(out, "values are signed"));
+	free(out);
+}
+
 /* A multi-architecture request: its parts are published and fetched like
  * any result; the fatbin is assembled locally from them on each daemon. */
 static void test_fatbin_parts(void **state)
@@ -968,7 +1045,8 @@ static void test_ops(void **state)
 	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
 	char conf[320], text[512], *out = NULL;
 	snprintf(conf, sizeof(conf), "%s/jitcached.conf", x->fx->d.dir);
-	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-timeout-ms = 500\n", x->url);
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
+		 "remote-timeout-ms = 500\n", x->url);
 	jct_write_file(conf, text, strlen(text));
 	const char *flags[] = {"--config", conf, "--log-level", "info", NULL};
 	jct_daemon_start(a, flags);
@@ -991,7 +1069,8 @@ static void test_ops(void **state)
 	assert_non_null(strstr(out, "remote tier accepts writes"));
 	free(out);
 	/* SIGHUP: read-only from now on. */
-	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-read-only = yes\n", x->url);
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
+		 "remote-read-only = yes\n", x->url);
 	jct_write_file(conf, text, strlen(text));
 	kill(a->pid, SIGHUP);
 	assert_int_equal(wait_stat(a, "remote_read_only", 1), 1);
@@ -1015,7 +1094,7 @@ static void test_ops(void **state)
 	pid_t g = garbage_server(&port);
 	char url[64];
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
-	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", NULL};
+	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", "--remote-unsigned", NULL};
 	jct_daemon_start(c, gflags);
 	for (int v = 0; v < 3; v++) {
 		double t = jtl_now_s();
@@ -1273,6 +1352,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_full, rfx_free),
 		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
 		cmocka_unit_test_teardown(test_dead_holder, rfx_free),
+		cmocka_unit_test_teardown(test_peer_holds_lock_forever, rfx_free),
+		cmocka_unit_test_teardown(test_unsigned_needs_consent, rfx_free),
 		cmocka_unit_test_teardown(test_fatbin_parts, rfx_free),
 		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
 		cmocka_unit_test_teardown(test_ops, rfx_free),
