@@ -439,7 +439,7 @@ def test_remote_hit_status_and_times(tmp_path):
         url = f"redis+unix://{sock}"
         for name in ("a", "b"):
             (tmp_path / name).mkdir()
-            daemons.append(Daemon(tmp_path / name, "--remote", url).start())
+            daemons.append(Daemon(tmp_path / name, "--remote", url, "--remote-unsigned").start())
         abi = unique("remote-hit")
         with jitcache.Client(daemons[0].sock, fallback="error") as a:
             first = a.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)

@@ -519,7 +519,7 @@ static void test_fleet(void **state)
 	}
 	jct_redis_start(&fx.redis, fx.root, 0, NULL);
 	fx.redis_up = 1;
-	const char *flags[] = {"--remote", fx.redis.url, "--log-level", "info", NULL};
+	const char *flags[] = {"--remote", fx.redis.url, "--remote-unsigned", "--log-level", "info", NULL};
 	struct jtl_daemon *a = daemon_start(flags), *b = daemon_start(flags);
 	struct ctl_path pa = {"fleet-a", a->sock, 0}, pb = {"fleet-b", b->sock, 0};
 	int jobs = all_jobs();
