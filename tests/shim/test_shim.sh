@@ -484,6 +484,13 @@ bypath)
 		fail "with the audit module, an open by path should give the shim"
 	grep -q "^$REAL_NVRTC -> $(realpath "$REAL_NVRTC") same-as-soname=0" "$ROOT/probe" ||
 		fail "a second distinct NVRTC path was redirected to the shim (which compiles with the first)"
+	# A library named in $JITCACHE_REAL_NVRTC is the process's from the start:
+	# an open of another file by path is not redirected.
+	JITCACHE_REAL_NVRTC=$REAL_NVRTC LD_AUDIT=$(dirname "$shim")/libjitcache-audit.so \
+		LD_PRELOAD=$PRELOAD_FIRST$shim "$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$copy" >"$ROOT/probe.env" 2>&1 ||
+		fail "probe failed"
+	grep -q "^$copy -> $copy same-as-soname=0" "$ROOT/probe.env" ||
+		{ cat "$ROOT/probe.env"; fail "another file than \$JITCACHE_REAL_NVRTC was redirected to the shim"; }
 	py=("${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$copy" $ARCH)
 	"${RUN[@]}" --check "${py[@]}" >"$ROOT/plain.txt" 2>"$ROOT/plain.check"
 	[ $? = 1 ] && grep -q "no NVRTC compile went through the shim" "$ROOT/plain.check" ||
