@@ -34,7 +34,9 @@ static void usage(FILE *f)
 		   "             reached the daemon, the likely cause and its fix; exit 1 when\n"
 		   "             none did (else COMMAND's status)\n"
 		   "  --by-path  also serve programs that open libnvrtc by absolute path\n"
-		   "             (LD_AUDIT of libjitcache-audit, beside the shim)\n"
+		   "             (LD_AUDIT of libjitcache-audit, beside the shim), compiling\n"
+		   "             with the library they opened (one per process: another\n"
+		   "             path is opened as it is, uncached)\n"
 		   "  -q, --quiet  no summary line\n"
 		   "Environment: JITCACHE_SOCKET (the daemon), JITCACHE_REAL_NVRTC (the real\n"
 		   "library, absolute path; default " JC_REAL_NVRTC ").\n");
