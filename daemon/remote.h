@@ -57,7 +57,10 @@
  * 200 ms) for as long as the lock is held, at most the compile timeout plus
  * 10 s, and take the lock themselves when it goes without a value (the
  * holder failed or died). Read-only daemons never take locks, but wait the
- * same way while a writer holds one (EXISTS).
+ * same way while a writer holds one (EXISTS). A lock taken (or EXISTS 0) is
+ * followed by one more GET before the lookup reports a miss: the holder may
+ * have published and released between the first GET and the lock (a value
+ * found then is served, and the lock released).
  *
  * Loop thread only (decoding and encoding run in the libuv thread pool).
  */
