@@ -356,6 +356,7 @@ struct lookup {
 	int poll_ms;
 	int refs;                 /* timer handle + commands + decode job */
 	int done;
+	int recheck;              /* this GET follows a lock taken (or EXISTS 0) */
 	struct lookup *prev, *next;
 	/* decode job */
 	uv_work_t work;
@@ -500,10 +501,16 @@ static void lock_cb(void *arg, redisReply *reply, const char *why)
 	struct jc_remote *r = l->r;
 	if (!lookup_reply(l, reply, "lock", why)) {
 		/* nothing more to do */
-	} else if (reply->type == REDIS_REPLY_STATUS) {
+	} else if (reply->type == REDIS_REPLY_STATUS ||
+		   (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0)) {
+		/* Ours (or, read-only, nobody holds it): compile, then publish or
+		 * release. A holder may have published and released it between
+		 * our GET and now: look once more before compiling. */
 		answered(r);
-		hold(r, l->key); /* ours: compile, then publish or release */
-		lookup_finish(l, JC_ENOTFOUND);
+		if (reply->type == REDIS_REPLY_STATUS)
+			hold(r, l->key);
+		l->recheck = 1;
+		step_get(l);
 	} else if ((reply->type == REDIS_REPLY_NIL ||
 		    (reply->type == REDIS_REPLY_INTEGER && reply->integer == 1)) &&
 		   now_ns() < l->deadline_ns) {
@@ -513,8 +520,7 @@ static void lock_cb(void *arg, redisReply *reply, const char *why)
 		uv_timer_start(&l->timer, poll_cb, (uint64_t)l->poll_ms, 0);
 		l->poll_ms = l->poll_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : l->poll_ms * 2;
 	} else {
-		/* Nobody holds it (EXISTS 0), waited long enough, or the lock cannot
-		 * be taken (OOM): compile. */
+		/* Waited long enough, or the lock cannot be taken (OOM): compile. */
 		if (reply->type == REDIS_REPLY_ERROR)
 			error_reply(r, "lock", reply);
 		lookup_finish(l, JC_ENOTFOUND);
@@ -530,6 +536,8 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 		/* nothing more to do */
 	} else if (reply->type == REDIS_REPLY_STRING) {
 		answered(r);
+		if (l->recheck)
+			jc__remote_done(r, l->key); /* published meanwhile: the lock goes */
 		count(r, JC_CTR_remote_bytes_in, reply->len);
 		l->val = malloc(reply->len ? reply->len : 1);
 		l->len = reply->len;
@@ -544,7 +552,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 				lookup_finish(l, JC_ENOMEM);
 			}
 		}
-	} else if (reply->type == REDIS_REPLY_NIL && l->rcb) {
+	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck)) {
 		answered(r);
 		lookup_finish(l, JC_ENOTFOUND);
 	} else if (reply->type == REDIS_REPLY_NIL) {

@@ -58,7 +58,10 @@
  * (10 s; a peer that holds it forever, or compiles longer, costs no more),
  * then compile themselves; they take the lock when it goes without a value
  * (the holder failed or died). Read-only daemons never take locks, but wait
- * the same way while a writer holds one (EXISTS).
+ * the same way while a writer holds one (EXISTS). A lock taken (or EXISTS 0)
+ * is followed by one more GET before the lookup reports a miss: the holder
+ * may have published and released between the first GET and the lock (a
+ * value found then is served, and the lock released).
  *
  * Unsigned values (no --remote-secret-file) can be forged by anyone who can
  * write to Redis: the tier starts without a secret only with

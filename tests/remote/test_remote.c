@@ -1006,6 +1006,88 @@ static void test_fleet_single_flight(void **state)
 	assert_int_equal(hits, MAX_DAEMONS - 1);
 }
 
+/* INFO clients' blocked_clients of the server (postponed clients count). */
+static long long blocked_clients(struct rfx *x)
+{
+	redisReply *i = jct_redis_cmd(&x->redis, "INFO clients");
+	const char *p = i->type == REDIS_REPLY_STRING ? strstr(i->str, "blocked_clients:") : NULL;
+	long long n = p ? atoll(p + strlen("blocked_clients:")) : -1;
+	freeReplyObject(i);
+	return n;
+}
+
+/* Waits (at most 10 s) until n clients are postponed by CLIENT PAUSE. */
+static void wait_blocked(struct rfx *x, long long n)
+{
+	for (double end = jtl_now_s() + 10; jtl_now_s() < end; usleep(5000))
+		if (blocked_clients(x) >= n)
+			return;
+	fail_msg("%lld clients not postponed after 10 s", n);
+}
+
+/* The fleet lock's race, made certain: the holder's value lands between a
+ * lookup's GET (nil) and its SET NX, after the holder released the lock.
+ * CLIENT PAUSE WRITE lets the daemon's GET through and postpones the value
+ * SET (sent first) and the daemon's SET NX (second), which run in that
+ * order at CLIENT UNPAUSE. The lookup that took the lock looks once more:
+ * a remote hit, no compile. */
+static void test_lock_after_publish(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
+	char key[33];
+	start(x, 0, NULL);
+	assert_int_equal(fetch(x, a, 0, key), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	redisReply *v = value_of(x, key);
+	assert_int_equal(v->type, REDIS_REPLY_STRING);
+	freeReplyObject(jct_redis_cmd(&x->redis, "DEL jc:{%s}", key));
+	start(x, 1, "--remote-timeout-ms", "10000", NULL);
+	assert_true(wait_state(b, "up", 10));
+	assert_true(jct_wait_stat(b, "remote_write_ok", jct_ge, 1, 10000) >= 1); /* its probe SET done */
+	freeReplyObject(jct_redis_cmd(&x->redis, "CLIENT PAUSE 20000 WRITE"));
+	redisContext *holder = jct_redis_connect(&x->redis);
+	int done = 0;
+	redisAppendCommand(holder, "SET jc:{%s} %b PX 60000", key, v->str, v->len);
+	while (!done)
+		assert_int_equal(redisBufferWrite(holder, &done), REDIS_OK);
+	wait_blocked(x, 1);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		jc_client *c = NULL;
+		int rc = -1, status = 0;
+		uint64_t wrong = 0;
+		if (jc_client_connect(b->sock, &c) == 0 &&
+		    jct_pool_fetch(&x->fx->pool, 0, c, "after publish", &rc, &status, &wrong) == 0)
+			_exit(status);
+		_exit(100);
+	}
+	wait_blocked(x, 2); /* b's SET NX, after its GET answered nil */
+	freeReplyObject(jct_redis_cmd(&x->redis, "CLIENT UNPAUSE"));
+	redisReply *set;
+	assert_int_equal(redisGetReply(holder, (void **)&set), REDIS_OK);
+	assert_int_equal(set->type, REDIS_REPLY_STATUS);
+	freeReplyObject(set);
+	redisFree(holder);
+	freeReplyObject(v);
+	int ws;
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	assert_true(WIFEXITED(ws));
+	printf("value published between GET and SET NX: status %d (remote-hit %d), %lld compile(s)\n",
+	       WEXITSTATUS(ws), JC_REMOTE_HIT, (long long)jct_stat(b, "compiles"));
+	assert_int_equal(WEXITSTATUS(ws), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	redisReply *e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s}:lock", key);
+	for (double end = jtl_now_s() + 10; e->integer != 0 && jtl_now_s() < end; usleep(10000)) {
+		freeReplyObject(e);
+		e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s}:lock", key);
+	}
+	assert_int_equal(e->integer, 0); /* the lock taken was released */
+	freeReplyObject(e);
+}
+
 /* A TCP server on a free loopback port that answers anything with bytes
  * that are not RESP; returns its pid, its port in *port. */
 static pid_t garbage_server(int *port)
@@ -1356,6 +1438,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_unsigned_needs_consent, rfx_free),
 		cmocka_unit_test_teardown(test_fatbin_parts, rfx_free),
 		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
+		cmocka_unit_test_teardown(test_lock_after_publish, rfx_free),
 		cmocka_unit_test_teardown(test_ops, rfx_free),
 		cmocka_unit_test_teardown(test_cluster, rfx_free),
 	};
