@@ -19,7 +19,7 @@
 #include "jitcache/jitcache.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 #define FOREIGN 1 /* internal: the file is not our current schema */
 
 /*
@@ -30,7 +30,7 @@
  * visibility") and hits, by triggers, so per-uid budgets and stats are O(1).
  * A row of entries takes its users rows with it (BEFORE DELETE, so that
  * their trigger still sees its size). Schema 1 is upgraded in place
- * (upgrade_sql), every entry attributed to the index file's owner.
+ * (upgrade_step[1]), every entry attributed to the index file's owner.
  */
 #define USERS_SQL \
 	"CREATE TABLE users(key BLOB NOT NULL, uid INTEGER NOT NULL, created INTEGER NOT NULL," \
@@ -60,9 +60,42 @@
 	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END" \
 	" WHERE uid IN (SELECT uid FROM users WHERE key = NEW.key); END;"
 
-/* Schema 1 -> 2 (%u: the uid existing entries are attributed to). */
-static const char upgrade_sql[] = USERS_SQL
-	"INSERT INTO users SELECT key, %u, created, last_access, hits FROM entries;";
+/*
+ * Schema 3: the request that made each entry (index.h, "kept requests"):
+ * requests names per key the store object holding the encoded, compressed
+ * request (shared by the entries one request made under several toolchain
+ * identities), its size and the uid that asked. totals.requests and
+ * totals.request_bytes count rows and the bytes of distinct request objects
+ * (an object shared by rows counts once), so the byte budget includes them.
+ * A row of entries takes its request row with it. meta holds named strings
+ * (the toolchain identity of the daemon that last opened the cache).
+ */
+#define REQUESTS_SQL \
+	"CREATE TABLE requests(key BLOB PRIMARY KEY NOT NULL, object BLOB NOT NULL," \
+	" size INTEGER NOT NULL, uid INTEGER NOT NULL) WITHOUT ROWID;" \
+	"CREATE INDEX requests_object ON requests(object);" \
+	"CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;" \
+	"ALTER TABLE totals ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;" \
+	"ALTER TABLE totals ADD COLUMN request_bytes INTEGER NOT NULL DEFAULT 0;" \
+	"CREATE TRIGGER requests_ins AFTER INSERT ON requests BEGIN" \
+	" UPDATE totals SET requests = requests + 1, request_bytes = request_bytes +" \
+	" CASE WHEN (SELECT count(*) FROM requests WHERE object = NEW.object) = 1" \
+	" THEN NEW.size ELSE 0 END; END;" \
+	"CREATE TRIGGER requests_del AFTER DELETE ON requests BEGIN" \
+	" UPDATE totals SET requests = requests - 1, request_bytes = request_bytes -" \
+	" CASE WHEN EXISTS (SELECT 1 FROM requests WHERE object = OLD.object)" \
+	" THEN 0 ELSE OLD.size END; END;" \
+	"CREATE TRIGGER entries_del_requests BEFORE DELETE ON entries BEGIN" \
+	" DELETE FROM requests WHERE key = OLD.key; END;"
+
+/* The in-place upgrade steps: step[v] takes schema v to v + 1 (%u, where a
+ * step has it: the uid that owns the index file). */
+static const char *const upgrade_step[SCHEMA_VERSION] = {
+	/* 1 -> 2: every existing entry attributed to the file's owner. */
+	[1] = USERS_SQL "INSERT INTO users SELECT key, %u, created, last_access, hits FROM entries;",
+	/* 2 -> 3: no request is known for existing entries. */
+	[2] = REQUESTS_SQL,
+};
 
 static const char schema_sql[] =
 	"CREATE TABLE entries("
@@ -104,7 +137,7 @@ static const char schema_sql[] =
 	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END"
 	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END;"
 	" END;"
-	USERS_SQL;
+	USERS_SQL REQUESTS_SQL;
 
 /* Entry columns, in the order of enum col (key first, large values last). */
 #define COLS "key, status, error, object, size, output, arch, versions, options, " \
@@ -123,7 +156,8 @@ enum col {
 
 enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
 	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
-	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST__N };
+	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_REQ_PUT, ST_REQ_GET,
+	    ST_REQ_TOTALS, ST_META_GET, ST_META_SET, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
 	[ST_GET] = "SELECT " COLS " FROM entries WHERE key = ?1",
@@ -139,8 +173,10 @@ static const char *const stmt_sql[ST__N] = {
 		   " lowered = excluded.lowered",
 	[ST_DELETE] = "DELETE FROM entries WHERE key = ?1",
 	[ST_TOUCH] = "UPDATE entries SET hits = hits + ?2, last_access = ?3 WHERE key = ?1",
-	[ST_TOTALS] = "SELECT entries, negative, bytes FROM totals WHERE id = 0",
-	[ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
+	/* The byte budget counts kept requests too. */
+	[ST_TOTALS] = "SELECT entries, negative, bytes + request_bytes FROM totals WHERE id = 0",
+	[ST_REFS] = "SELECT (SELECT count(*) FROM entries WHERE object = ?1)"
+		    " + (SELECT count(*) FROM requests WHERE object = ?1)",
 	[ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
 	[ST_CNT_SAVE] = ("INSERT INTO counters (name, value) VALUES (?1, ?2)"
 			 " ON CONFLICT (name) DO UPDATE SET value = excluded.value"),
@@ -161,6 +197,14 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits FROM user_totals WHERE uid = ?1",
 	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits FROM user_totals"
 			       " ORDER BY uid",
+	/* Only for a present entry; the first request of a key stays. */
+	[ST_REQ_PUT] = "INSERT OR IGNORE INTO requests (key, object, size, uid)"
+		       " SELECT ?1, ?2, ?3, ?4 FROM entries WHERE key = ?1",
+	[ST_REQ_GET] = "SELECT object, size, uid FROM requests WHERE key = ?1",
+	[ST_REQ_TOTALS] = "SELECT requests, request_bytes FROM totals WHERE id = 0",
+	[ST_META_GET] = "SELECT value FROM meta WHERE name = ?1",
+	[ST_META_SET] = "INSERT INTO meta (name, value) VALUES (?1, ?2)"
+			" ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 };
 
 struct jc_index {
@@ -256,24 +300,23 @@ static void detach(struct jc_index *ix)
 }
 
 /*
- * Schema 1 -> 2 in one transaction: the users tables, every entry
- * attributed to the uid that owns the index file (the daemon's: the cache
- * directory is its alone). Returns an SQLite code (*msg: its message).
+ * Schema from -> SCHEMA_VERSION in one transaction, step by step
+ * (upgrade_step). Returns an SQLite code (*msg: its message).
  */
-static int upgrade_schema(sqlite3 *db, const char *path, char **msg)
+static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **msg)
 {
 	struct stat st;
-	char *sql;
 	int rc;
 
 	if (stat(path, &st) != 0)
 		return SQLITE_CANTOPEN;
-	sql = sqlite3_mprintf(upgrade_sql, (unsigned)st.st_uid);
-	if (!sql)
-		return SQLITE_NOMEM;
 	rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, msg);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+	for (int64_t v = from; rc == SQLITE_OK && v < SCHEMA_VERSION; v++) {
+		char *sql = sqlite3_mprintf(upgrade_step[v], (unsigned)st.st_uid);
+
+		rc = sql ? sqlite3_exec(db, sql, NULL, NULL, msg) : SQLITE_NOMEM;
+		sqlite3_free(sql);
+	}
 	if (rc == SQLITE_OK) {
 		char pragma[64];
 
@@ -282,7 +325,6 @@ static int upgrade_schema(sqlite3 *db, const char *path, char **msg)
 	}
 	if (rc != SQLITE_OK)
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-	sqlite3_free(sql);
 	return rc;
 }
 
@@ -311,10 +353,11 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		rc = pragma_int(ix->db, "SELECT count(*) FROM sqlite_master", &tables);
 	if (rc != SQLITE_OK)
 		goto sqlite_fail;
-	int upgrade = !readonly && app == APP_ID && ver == 1;
+	int upgrade = !readonly && app == APP_ID && ver >= 1 && ver < SCHEMA_VERSION;
 	if ((app != APP_ID || ver != SCHEMA_VERSION) && !upgrade) {
 		if (app || ver || tables || readonly) {
-			const char *then = !readonly ? "" : app == APP_ID && ver == 1 ?
+			const char *then = !readonly ? "" : app == APP_ID && ver >= 1 &&
+					   ver < SCHEMA_VERSION ?
 				" (jitcached upgrades it in place, keeping its entries)" :
 				" (jitcached moves it aside and starts afresh)";
 			if (app == APP_ID)
@@ -340,17 +383,18 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		}
 	}
 	if (upgrade) {
-		rc = upgrade_schema(ix->db, path, &msg);
+		rc = upgrade_schema(ix->db, path, ver, &msg);
 		if (rc == SQLITE_ERROR) {
-			/* Schema 1's version on tables we do not know. */
+			/* An old version on tables we do not know. */
 			jc__fail(err, errlen, 0, "%s: unexpected schema: %s", path, msg ? msg : "");
 			sqlite3_free(msg);
 			return FOREIGN;
 		}
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
-		jc_log_notice(INDEX, "upgraded index %s to schema %d: existing entries belong to "
-			      "its owner's uid", path, SCHEMA_VERSION);
+		jc_log_notice(INDEX, "upgraded index %s from schema %lld to %d%s", path,
+			      (long long)ver, SCHEMA_VERSION, ver < 2 ? ": existing entries belong to "
+			      "its owner's uid" : "");
 	}
 	if (!readonly && !tables) {
 		rc = sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -1033,4 +1077,153 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 				      fail(ix, b, "counters save");
 	}
 	return tx_end(ix, rc);
+}
+
+/* --- kept requests (schema 3) ---------------------------------------------- */
+
+int jc__index_put_request(struct jc_index *ix, const uint8_t key[16], const uint8_t object[16],
+			  uint64_t size, uint32_t uid)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_PUT];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	rc = rc ?: sqlite3_bind_blob(st, 2, object, 16, SQLITE_STATIC);
+	rc = rc ?: sqlite3_bind_int64(st, 3, (sqlite3_int64)size);
+	rc = rc ?: sqlite3_bind_int64(st, 4, uid);
+	if (rc != SQLITE_OK) {
+		sqlite3_reset(st);
+		return fail(ix, rc, "put request");
+	}
+	return step_done(ix, st, "put request");
+}
+
+int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_kept *out)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_GET];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == 16) {
+		memcpy(out->key, key, 16);
+		memcpy(out->object, sqlite3_column_blob(st, 0), 16);
+		out->size = (uint64_t)sqlite3_column_int64(st, 1);
+		out->uid = (uint32_t)sqlite3_column_int64(st, 2);
+		rc = 0;
+	} else if (rc == SQLITE_ROW) {
+		snprintf(ix->msg, sizeof(ix->msg), "request row: bad object column");
+		rc = JC_ECORRUPT;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "get request");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_request_totals(struct jc_index *ix, uint64_t *requests, uint64_t *bytes)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_TOTALS];
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		*requests = (uint64_t)sqlite3_column_int64(st, 0);
+		*bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ECORRUPT : fail(ix, rc, "request totals");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_meta_get(struct jc_index *ix, const char *name, char *out, size_t cap)
+{
+	sqlite3_stmt *st = ix->st[ST_META_GET];
+	int rc = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *v = (const char *)sqlite3_column_text(st, 0);
+		snprintf(out, cap, "%s", v ? v : "");
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "meta");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_meta_set(struct jc_index *ix, const char *name, const char *value)
+{
+	sqlite3_stmt *st = ix->st[ST_META_SET];
+	int rc = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+
+	rc = rc ?: sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	if (rc != SQLITE_OK) {
+		sqlite3_reset(st);
+		return fail(ix, rc, "meta");
+	}
+	return step_done(ix, st, "meta");
+}
+
+int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *f,
+			      int (*cb)(const struct jc_kept *k, void *ctx), void *ctx)
+{
+	/* Value: hits (the first use counts as one) over days since the last
+	 * use plus one: a kernel used daily outranks one used a lot, once. */
+	char sql[768];
+	snprintf(sql, sizeof(sql),
+		 "SELECT r.key, r.object, r.size, r.uid, e.versions, e.source_name, e.hits,"
+		 " e.last_access FROM requests r CROSS JOIN entries e ON e.key = r.key WHERE 1%s%s%s"
+		 " ORDER BY (e.hits + 1.0) / (1.0 + max(0, ?1 - e.last_access) / 86400.0) DESC,"
+		 " r.key LIMIT ?5",
+		 f->versions_not ? " AND e.versions <> ?2" : "",
+		 f->accessed_since ? " AND e.last_access >= ?3" : "",
+		 f->by_uid ? " AND EXISTS (SELECT 1 FROM users u WHERE u.key = r.key AND u.uid = ?4)"
+			   : "");
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "foreach request");
+	rc = sqlite3_bind_int64(st, 1, f->now);
+	if (rc == SQLITE_OK && f->versions_not)
+		rc = sqlite3_bind_text(st, 2, f->versions_not, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && f->accessed_since)
+		rc = sqlite3_bind_int64(st, 3, f->accessed_since);
+	if (rc == SQLITE_OK && f->by_uid)
+		rc = sqlite3_bind_int64(st, 4, f->uid);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 5, f->top ? (sqlite3_int64)f->top : -1);
+	if (rc != SQLITE_OK) {
+		rc = fail(ix, rc, "foreach request");
+		sqlite3_finalize(st);
+		return rc;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct jc_kept k = {0};
+		if (sqlite3_column_bytes(st, 0) != 16 || sqlite3_column_bytes(st, 1) != 16) {
+			snprintf(ix->msg, sizeof(ix->msg), "request row: bad key or object column");
+			rc = JC_ECORRUPT;
+			break;
+		}
+		memcpy(k.key, sqlite3_column_blob(st, 0), 16);
+		memcpy(k.object, sqlite3_column_blob(st, 1), 16);
+		k.size = (uint64_t)sqlite3_column_int64(st, 2);
+		k.uid = (uint32_t)sqlite3_column_int64(st, 3);
+		const char *v = (const char *)sqlite3_column_text(st, 4);
+		const char *n = (const char *)sqlite3_column_text(st, 5);
+		k.versions = v ? v : "";
+		k.source_name = n ? n : "";
+		k.hits = (uint64_t)sqlite3_column_int64(st, 6);
+		k.last_access = sqlite3_column_int64(st, 7);
+		if ((rc = cb(&k, ctx)) != 0)
+			break;
+	}
+	if (rc == SQLITE_DONE)
+		rc = 0;
+	else if (rc > 0 && rc != SQLITE_ROW)
+		rc = fail(ix, rc, "foreach request");
+	sqlite3_finalize(st);
+	return rc;
 }

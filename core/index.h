@@ -203,14 +203,16 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 		      int (*cb)(const struct jc_entry *e, void *ctx), void *ctx);
 
 /*
- * Entries, failed entries and bytes of ok entries (sum of size). O(1): kept
+ * Entries, failed entries and bytes of ok entries (sum of size) and of kept
+ * request objects (each once: the byte budget's count). O(1): kept
  * in a one-row table by triggers, so fit for every stats call at 1M entries.
  * Any out pointer may be NULL. Returns 0 or SQLite errors.
  */
 int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_entries,
 		     uint64_t *bytes);
 
-/* How many entries name object (index lookup) into *n. 0 or SQLite errors. */
+/* How many entries and kept requests name object (index lookups) into *n.
+ * 0 or SQLite errors. */
 int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_t *n);
 
 /*
@@ -227,5 +229,57 @@ int jc__index_counters_load(struct jc_index *ix,
  */
 int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 			    const uint64_t *values, size_t n);
+
+/*
+ * Kept requests (schema 3): for each entry the store object holding the
+ * request that made it (core/kept.h encodes it), its size in bytes and the
+ * uid that asked. Rows go with their entries (a trigger); the budget's
+ * bytes (jc__index_totals) count each distinct request object once. A
+ * uid sees the requests of the entries it uses (as it sees entries).
+ */
+struct jc_kept {
+	uint8_t key[16];      /* the entry's key */
+	uint8_t object[16];   /* the request object's hash (store.h) */
+	uint64_t size;        /* its bytes */
+	uint32_t uid;         /* who asked first */
+	/* jc__index_foreach_request only, borrowed for the callback: */
+	const char *versions, *source_name; /* the entry's toolchain identity, program name */
+	uint64_t hits;
+	int64_t last_access;
+};
+
+/* Records object (size bytes) as the request of key, made for uid, when
+ * key has an entry and no request yet (the first stays). 0 or SQLite errors. */
+int jc__index_put_request(struct jc_index *ix, const uint8_t key[16], const uint8_t object[16],
+			  uint64_t size, uint32_t uid);
+/* The request row of key into *out (key, object, size, uid). 0,
+ * JC_ENOTFOUND, JC_ECORRUPT, SQLite errors. */
+int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_kept *out);
+/* Request rows, and bytes of distinct request objects. O(1). 0 or SQLite errors. */
+int jc__index_request_totals(struct jc_index *ix, uint64_t *requests, uint64_t *bytes);
+
+/* Which kept requests jc__index_foreach_request visits. */
+struct jc_kept_filter {
+	int64_t now;              /* unix seconds: the value's recency is measured from it */
+	const char *versions_not; /* entries of another toolchain identity only; NULL = any */
+	int64_t accessed_since;   /* last_access >= this; 0 = any */
+	int by_uid;               /* only requests of entries uid uses */
+	uint32_t uid;
+	uint64_t top;             /* at most this many; 0 = all */
+};
+
+/* Calls cb for the kept requests f selects, most valuable first: hits + 1
+ * over 1 + days since the last use, then key. cb's non-zero return stops
+ * the walk and is returned; cb must not change the index. Otherwise 0,
+ * JC_ECORRUPT, SQLite errors. */
+int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *f,
+			      int (*cb)(const struct jc_kept *k, void *ctx), void *ctx);
+
+/* Named strings of the cache (meta table): the value of name into out
+ * (cap bytes, cut), or JC_ENOTFOUND; set inserts or replaces. 0 or SQLite
+ * errors. */
+#define JC_META_IDENTITY "toolchain_identity"
+int jc__index_meta_get(struct jc_index *ix, const char *name, char *out, size_t cap);
+int jc__index_meta_set(struct jc_index *ix, const char *name, const char *value);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "core/kept.h"
 #include "core/key.h"
 #include "daemon/daemon.h"
 #include "daemon/pool.h"
@@ -254,6 +255,13 @@ static void publish_work_cb(uv_work_t *work)
 		f->publish_rc = d->cache->ops->publish(d->cache, &e, (uint32_t)f->uid, res->data,
 						       res->size, f->errmsg, sizeof(f->errmsg));
 		memcpy(res->object, e.object, 16);
+		char why[256];
+		/* The request too, for re-warm and export (kept.h); its failure
+		 * costs only that. */
+		if (f->publish_rc == 0 && d->cfg.keep_requests &&
+		    jc__kept_store(d->cache, f->store_key, (uint32_t)f->uid, &f->req, why,
+				   sizeof(why)) != 0)
+			jc_log_warn(STORE, "request of an entry not kept: %s", why);
 	}
 	/* The row of the bad object goes unless a new row replaced it (a learnt
 	 * key is another row). */

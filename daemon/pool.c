@@ -22,10 +22,14 @@ struct jc_pool {
 	char *worker_path;
 	char *worker_cwd;         /* DIR/worker-cwd */
 	struct jc_counters *ctr;  /* borrowed */
+	/* Slots [0, cfg.workers) run client jobs, the cfg.idle_workers after
+	 * them (started when their queue first has a job) run idle jobs at idle
+	 * CPU and I/O priority (worker.h, --idle). */
 	struct jc_worker **workers;
 	int n_workers;
 	int stopping;
-	struct jc_pool_job *head, *tail; /* the queue */
+	struct jc_pool_job *head, *tail;           /* the queue */
+	struct jc_pool_job *idle_head, *idle_tail; /* the idle jobs' queue */
 };
 
 struct jc_worker {
@@ -247,7 +251,8 @@ static int worker_spawn(struct jc_pool *d, int slot, char *err, size_t errlen)
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
 	char *args[] = {d->worker_path, "--memory-limit", mem, "--confine",
-			(char *)jc__confine_name(d->cfg.confinement), NULL};
+			(char *)jc__confine_name(d->cfg.confinement),
+			slot >= d->cfg.workers ? "--idle" : NULL, NULL};
 	uv_stdio_container_t stdio[3] = {
 		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
 		 .data.stream = (uv_stream_t *)&w->pipe},
@@ -324,16 +329,17 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 	d->cfg.cache_dir = NULL; /* not kept: only the working directory below */
 	d->ctr = ctr;
 	int rc = make_worker_cwd(d, cfg->cache_dir, err, errlen);
-	if (rc == 0 && !(d->workers = calloc((size_t)cfg->workers, sizeof(*d->workers))))
+	if (rc == 0 && !(d->workers = calloc((size_t)cfg->workers + (size_t)cfg->idle_workers,
+					       sizeof(*d->workers))))
 		rc = JC_ENOMEM;
 	if (rc != 0) {
 		jc__pool_stop(d);
 		jc__pool_free(d);
 		return rc;
 	}
-	d->n_workers = cfg->workers;
+	d->n_workers = cfg->workers + cfg->idle_workers;
 	int started = 0;
-	for (int i = 0; i < d->n_workers; i++)
+	for (int i = 0; i < cfg->workers; i++)
 		started += worker_spawn(d, i, err, errlen) == 0;
 	if (started) {
 		*out = d;
@@ -344,19 +350,48 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 	return JC_EIO;
 }
 
+static void queue_push(struct jc_pool_job **head, struct jc_pool_job **tail,
+		       struct jc_pool_job *job)
+{
+	job->next = NULL;
+	if (*tail)
+		(*tail)->next = job;
+	else
+		*head = job;
+	*tail = job;
+}
+
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job)
 {
 	if (p->stopping) {
 		job->done(job, JC_EBUSY);
 		return;
 	}
-	job->next = NULL;
-	if (p->tail)
-		p->tail->next = job;
+	if (job->idle)
+		queue_push(&p->idle_head, &p->idle_tail, job);
 	else
-		p->head = job;
-	p->tail = job;
+		queue_push(&p->head, &p->tail, job);
 	jc__pool_dispatch(p);
+}
+
+int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job)
+{
+	struct jc_pool_job *prev = NULL;
+	for (struct jc_pool_job *j = p->idle_head; j; prev = j, j = j->next) {
+		if (j != job)
+			continue;
+		if (prev)
+			prev->next = j->next;
+		else
+			p->idle_head = j->next;
+		if (p->idle_tail == j)
+			p->idle_tail = prev;
+		job->idle = 0;
+		queue_push(&p->head, &p->tail, job);
+		jc__pool_dispatch(p);
+		return 1;
+	}
+	return 0;
 }
 
 int jc__pool_busy(const struct jc_pool *p)
@@ -374,14 +409,14 @@ const char *jc__pool_cwd(const struct jc_pool *p)
 	return p->worker_cwd;
 }
 
-/* The next queued job its owner still wants (others are dropped). */
-static struct jc_pool_job *next_job(struct jc_pool *p)
+/* The next job of a queue its owner still wants (others are dropped). */
+static struct jc_pool_job *next_job(struct jc_pool_job **head, struct jc_pool_job **tail)
 {
 	struct jc_pool_job *job;
-	while ((job = p->head)) {
-		p->head = job->next;
-		if (!p->head)
-			p->tail = NULL;
+	while ((job = *head)) {
+		*head = job->next;
+		if (!*head)
+			*tail = NULL;
 		job->next = NULL;
 		if (!job->wanted || job->wanted(job))
 			break;
@@ -394,7 +429,12 @@ void jc__pool_dispatch(struct jc_pool *d)
 	if (d->stopping)
 		return;
 	for (int i = 0; i < d->n_workers; i++) {
+		int idle = i >= d->cfg.workers;
+		struct jc_pool_job **head = idle ? &d->idle_head : &d->head;
+		struct jc_pool_job **tail = idle ? &d->idle_tail : &d->tail;
 		char err[256];
+		if (idle && !*head)
+			continue; /* idle workers are started when there is idle work */
 		if (!d->workers[i] && worker_spawn(d, i, err, sizeof(err)) != 0) {
 			jc_log_err(WORKER, "%s", err); /* retried on the next tick */
 			continue;
@@ -402,10 +442,9 @@ void jc__pool_dispatch(struct jc_pool *d)
 		struct jc_worker *w = d->workers[i];
 		if (w->job)
 			continue;
-		struct jc_pool_job *f = next_job(d);
-		if (!f)
-			return;
-		worker_start_job(w, f);
+		struct jc_pool_job *f = next_job(head, tail);
+		if (f)
+			worker_start_job(w, f);
 	}
 }
 
@@ -415,12 +454,14 @@ void jc__pool_stop(struct jc_pool *d)
 		return;
 	d->stopping = 1;
 	struct jc_pool_job *job;
-	while ((job = d->head)) {
-		d->head = job->next;
-		if (!d->head)
-			d->tail = NULL;
-		job->done(job, JC_EBUSY);
+	for (int idle = 0; idle < 2; idle++) {
+		struct jc_pool_job **head = idle ? &d->idle_head : &d->head;
+		while ((job = *head)) {
+			*head = job->next;
+			job->done(job, JC_EBUSY);
+		}
 	}
+	d->tail = d->idle_tail = NULL;
 	for (int i = 0; i < d->n_workers; i++) {
 		struct jc_worker *w = d->workers[i];
 		if (!w)

@@ -41,13 +41,17 @@ struct jc_pool_job {
 	uint8_t key[16];           /* in: the key, for logs */
 	jc_pool_wanted_cb wanted;  /* in: NULL = always run */
 	jc_pool_done_cb done;      /* in */
+	int idle;                  /* in: background work (re-warm): runs only on the idle
+				    * workers, after no client job (jc__pool_promote) */
 	struct jc_pool_job *next;  /* the pool's queue */
 };
 
 struct jc_pool_config {
 	const char *worker_path;   /* jitcache-worker; borrowed for the pool's life */
 	const char *cache_dir;     /* DIR: the workers run in DIR/worker-cwd; borrowed */
-	int workers;               /* processes */
+	int workers;               /* processes for client jobs, started at once */
+	int idle_workers;          /* processes for idle jobs, at idle CPU and I/O priority
+				    * (SCHED_IDLE, the idle I/O class); started on demand */
 	int compile_timeout_s;     /* per job; 0 = none (jc__pool_set_timeout changes it) */
 	uint64_t worker_memory;    /* RLIMIT_AS of a worker in bytes; 0 = none */
 	int confinement;           /* enum jc_confine the workers apply (confine.h) */
@@ -66,7 +70,11 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 /* Queues job (its "in" fields set) behind the others and dispatches. A
  * stopped pool cancels it at once (done with JC_EBUSY). */
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
-/* 1 when jobs wait for a worker. */
+/* An idle job that waits for a worker becomes a client job, queued behind
+ * the client jobs (a client asked for its key): 1. An idle job already
+ * running (or not queued) is left as it is: 0. */
+int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job);
+/* 1 when client jobs wait for a worker. */
 int jc__pool_busy(const struct jc_pool *p);
 /* Hands queued jobs to idle workers; restarts missing workers (each tick). */
 void jc__pool_dispatch(struct jc_pool *p);

@@ -9,7 +9,7 @@
  * memory blow-up here costs the daemon one worker, never its own life: it
  * kills and replaces us.
  *
- * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE]   (not for humans; see worker.h)
+ * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE] [--idle]   (not for humans; see worker.h)
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -24,7 +24,9 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -640,10 +642,31 @@ static int run_tree_job(const struct jc_buf *in, const char *tk_root, const char
 	return out;
 }
 
+/*
+ * --idle: a re-warm worker (pool.h, idle_workers) runs, with the helper and
+ * children it forks, only when the CPU has nothing else to run (SCHED_IDLE,
+ * sched(7)) and does I/O only when no other process does (the idle class of
+ * ioprio_set(2), which glibc does not wrap). Both are inherited by fork and
+ * cannot be undone without privileges: the daemon keeps these workers apart.
+ */
+static int make_idle(void)
+{
+	struct sched_param sp = {0};
+	if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
+		return -1;
+	enum { IOPRIO_WHO_PROCESS = 1, IOPRIO_CLASS_IDLE = 3, IOPRIO_CLASS_SHIFT = 13 };
+	return (int)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0,
+			    IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT);
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
-		if (i + 1 < argc && strcmp(argv[i], "--memory-limit") == 0 &&
+		if (strcmp(argv[i], "--idle") == 0) {
+			if (make_idle() != 0)
+				jc_log_warn(WORKER, "cannot lower this re-warm worker's priority: %s",
+					    strerror(errno));
+		} else if (i + 1 < argc && strcmp(argv[i], "--memory-limit") == 0 &&
 		    parse_size(argv[i + 1], &mem_limit) == 0) {
 			i++;
 		} else if (i + 1 < argc && strcmp(argv[i], "--confine") == 0 &&
@@ -651,7 +674,8 @@ int main(int argc, char **argv)
 			i++;
 		} else {
 			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
-				"none|landlock|userns] (started by jitcached): bad argument %s\n", argv[i]);
+				"none|landlock|userns] [--idle] (started by jitcached): bad argument %s\n",
+				argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}
 	}
