@@ -46,7 +46,11 @@
 	X(remote_rejected, "remote values that failed verification (never served)") \
 	X(remote_publishes, "results written to the remote tier") \
 	X(remote_bytes_in, "bytes of values fetched from the remote tier") \
-	X(remote_bytes_out, "bytes of values written to the remote tier")
+	X(remote_bytes_out, "bytes of values written to the remote tier") \
+	X(rewarm_queued, "kept requests queued to be compiled again for a new toolchain (re-warm)") \
+	X(rewarm_done, "re-warm requests that ended with an entry for this toolchain (compiled, or there already)") \
+	X(rewarm_failed, "re-warm requests that failed (a compile error is kept as a negative entry)") \
+	X(rewarm_cpu_s, "CPU seconds of re-warm compiles (whole seconds)")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

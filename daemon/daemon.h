@@ -79,6 +79,7 @@ struct jc_flight {
 	 * d->buffers from start to end of the flight. */
 	size_t charged;
 	int remote_hit;           /* res came from the remote tier, not a worker */
+	int background;           /* started by a re-warm and no client waits: an idle job (pool.h) */
 };
 
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
@@ -118,6 +119,10 @@ struct jc_daemon {
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
 	struct jc_pool *pool;     /* compile workers and their queue (pool.h) */
+	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
+	/* The toolchain identity (summary) the cache recorded before this
+	 * daemon started ("" for a new cache or one from before schema 3). */
+	char cache_identity[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 
 	uv_pipe_t listener;
@@ -160,10 +165,12 @@ struct jc_conn_ops {
 	uid_t (*uid)(const struct jc_conn *c);
 	pid_t (*pid)(const struct jc_conn *c);
 	/* A connection with no socket, for requests the daemon makes itself (the
-	 * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
-	 * go to sink(ctx, ...), once per request handed to jc__cache_request. One
+	 * parts of a fatbin, fatbin.c; re-warm compiles, rewarm.c): it has
+	 * like's credentials, or with like NULL uid's (no group, the daemon's
+	 * pid), and its answers go to sink(ctx, ...), once per request handed
+	 * to jc__cache_request, before the request path is done with it. One
 	 * reference, the caller's: unref frees it. NULL when out of memory. */
-	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like,
+	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like, uid_t uid,
 				    jc_conn_sink_fn sink, void *ctx);
 };
 
@@ -307,6 +314,30 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
 void jc__fatbin_free(struct jc_fatbin *fb);
 
 
+
+/* rewarm.c: compiles kept requests (core/kept.h) again for this daemon's
+ * toolchain identity, in the background: at most cfg.rewarm_workers at a
+ * time on the pool's idle workers, most valuable first, within
+ * cfg.rewarm_budget_s CPU seconds. Loop thread. */
+struct jc_admin_reply;
+/* new: 0 or JC_ENOMEM; free: after the loop stopped, NULL-safe. */
+int jc__rewarm_new(struct jc_daemon *d);
+/* At shutdown: queues nothing more, closes its handle. */
+void jc__rewarm_close(struct jc_daemon *d);
+void jc__rewarm_free(struct jc_daemon *d);
+/* Queues the kept requests of entries of another identity (top most
+ * valuable, 0 all; used since since_s unix seconds, 0 any), read from the
+ * index in the thread pool; why goes to the log. Then done(ctx, queued or
+ * a JC_E* code < 0). A re-warm already running takes no new one (done
+ * with 0). done may be NULL. */
+void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const char *why,
+		      void (*done)(void *ctx, int64_t queued), void *ctx);
+/* 1 when conn is one of the re-warm's internal connections. */
+int jc__rewarm_owns(const struct jc_daemon *d, const struct jc_conn *conn);
+/* The state of the re-warm as the admin command "warm" answers it: a
+ * record (state, counts, CPU time, identities), then one per failed
+ * request (key, source_name, message, log). 0 or JC_ENOMEM. */
+int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out);
 
 /* server.c */
 /* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */

@@ -418,7 +418,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 		memcpy(p->target, t.v[i], sizeof(p->target));
 		if (rc == 0)
 			rc = part_request(&f->req, t.v[i], &sub[i]);
-		if (rc == 0 && !(p->conn = d->conn_ops->internal(d, conn, part_sink, p)))
+		if (rc == 0 && !(p->conn = d->conn_ops->internal(d, conn, 0, part_sink, p)))
 			rc = JC_ENOMEM;
 	}
 	if (rc != 0) {

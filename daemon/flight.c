@@ -491,6 +491,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	d->buffers.used += bytes;
 	f->d = d;
 	f->uid = d->conn_ops->uid(conn);
+	f->background = jc__rewarm_owns(d, conn);
 	memcpy(f->key, key, 16);
 	memcpy(f->store_key, key, 16);
 	if (direct)
@@ -533,5 +534,6 @@ void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 	memcpy(f->job.key, f->key, 16);
 	f->job.wanted = flight_wanted;
 	f->job.done = flight_job_done;
+	f->job.idle = f->background;
 	jc__pool_submit(d->pool, &f->job);
 }

@@ -114,6 +114,7 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
 	daemon_notify("STOPPING=1");
 	d->stopping = 1;
+	jc__rewarm_close(d); /* before the pool answers its flights */
 	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
 	d->remote = NULL;
@@ -290,6 +291,33 @@ static void pointer_remove(struct jc_daemon *d)
 	d->pointer_path = NULL;
 }
 
+/*
+ * The toolchain identity the cache recorded (d->cache_identity: the last
+ * daemon's) is replaced by this daemon's. A different one starts a re-warm
+ * once the daemon serves (rewarm.c).
+ */
+static void record_identity(struct jc_daemon *d)
+{
+	struct jc_cachedir *c = d->cache;
+	pthread_mutex_lock(&c->wlock);
+	int rc = jc__index_meta_get(c->wix, JC_META_IDENTITY, d->cache_identity,
+				    sizeof(d->cache_identity));
+	if (rc != 0 && rc != JC_ENOTFOUND)
+		jc_log_warn(MAIN, "cannot read the cache's toolchain identity: %s",
+			    jc__index_errmsg(c->wix));
+	if (rc != 0)
+		d->cache_identity[0] = '\0';
+	if (strcmp(d->cache_identity, d->tc.summary) != 0) {
+		if (d->cache_identity[0])
+			jc_log_notice(MAIN, "toolchain identity changed: the cache was built by %s",
+				      d->cache_identity);
+		if (jc__index_meta_set(c->wix, JC_META_IDENTITY, d->tc.summary) != 0)
+			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
+				    jc__index_errmsg(c->wix));
+	}
+	pthread_mutex_unlock(&c->wlock);
+}
+
 static int inherited_listener(void)
 {
 #if JC_HAVE_SYSTEMD
@@ -337,6 +365,7 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
 		goto err_after_init;
 	}
+	record_identity(d);
 	jc__evict_start(d, evict_report);
 
 	int listen_fd = inherited_listener();
@@ -352,11 +381,14 @@ int main(int argc, char **argv)
 		.worker_path = d->cfg.worker_path,
 		.cache_dir = d->cfg.cache_dir,
 		.workers = d->cfg.workers,
+		.idle_workers = d->cfg.rewarm_workers,
 		.compile_timeout_s = d->cfg.compile_timeout_s,
 		.worker_memory = d->cfg.worker_memory,
 		.confinement = d->confinement,
 	};
 	rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, sizeof(err));
+	if (rc == 0 && (rc = jc__rewarm_new(d)) != 0)
+		jc__pool_stop(d->pool);
 	if (rc != 0) {
 		jc__remote_close(d->remote);
 		goto err_after_loop;
@@ -389,6 +421,8 @@ int main(int argc, char **argv)
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
 		      d->tc.summary);
 	daemon_notify("READY=1\nSTATUS=serving");
+	if (d->cache_identity[0] && strcmp(d->cache_identity, d->tc.summary) != 0)
+		jc__rewarm_start(d, 0, 0, "the toolchain identity changed", NULL, NULL);
 	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
@@ -400,6 +434,7 @@ err_after_loop:
 	uv_run(d->loop, UV_RUN_DEFAULT); /* until every handle has closed */
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
+	jc__rewarm_free(d);
 	jc__pool_free(d->pool);
 err_after_init:
 	jc__cache_free(d);
