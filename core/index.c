@@ -1172,13 +1172,16 @@ int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *
 {
 	/* Value: hits (the first use counts as one) over days since the last
 	 * use plus one: a kernel used daily outranks one used a lot, once. */
-	char sql[768];
+	char sql[1024];
 	snprintf(sql, sizeof(sql),
 		 "SELECT r.key, r.object, r.size, r.uid, e.versions, e.source_name, e.hits,"
 		 " e.last_access FROM requests r CROSS JOIN entries e ON e.key = r.key WHERE 1%s%s%s"
 		 " ORDER BY (e.hits + 1.0) / (1.0 + max(0, ?1 - e.last_access) / 86400.0) DESC,"
 		 " r.key LIMIT ?5",
-		 f->versions_not ? " AND e.versions <> ?2" : "",
+		 /* ... and not made for that identity already (its request is shared) */
+		 f->versions_not ? " AND e.versions <> ?2 AND NOT EXISTS (SELECT 1 FROM requests r2"
+				   " CROSS JOIN entries e2 ON e2.key = r2.key WHERE r2.object = r.object"
+				   " AND e2.versions = ?2)" : "",
 		 f->accessed_since ? " AND e.last_access >= ?3" : "",
 		 f->by_uid ? " AND EXISTS (SELECT 1 FROM users u WHERE u.key = r.key AND u.uid = ?4)"
 			   : "");

@@ -261,7 +261,9 @@ int jc__index_request_totals(struct jc_index *ix, uint64_t *requests, uint64_t *
 /* Which kept requests jc__index_foreach_request visits. */
 struct jc_kept_filter {
 	int64_t now;              /* unix seconds: the value's recency is measured from it */
-	const char *versions_not; /* entries of another toolchain identity only; NULL = any */
+	/* Entries of another toolchain identity whose request has no entry of
+	 * this one yet; NULL = any. */
+	const char *versions_not;
 	int64_t accessed_since;   /* last_access >= this; 0 = any */
 	int by_uid;               /* only requests of entries uid uses */
 	uint32_t uid;

@@ -684,6 +684,12 @@ static void test_users(void **state)
 	expect_user(f, 1001, 0, 0, 0, 0);
 }
 
+/* What schema 2 did not have (kept requests, meta). */
+#define SCHEMA_3_DROP \
+	"DROP TRIGGER entries_del_requests; DROP TRIGGER requests_ins; DROP TRIGGER requests_del;" \
+	" DROP TABLE requests; DROP TABLE meta; ALTER TABLE totals DROP COLUMN requests;" \
+	" ALTER TABLE totals DROP COLUMN request_bytes;"
+
 /* An index of schema 1 (before users) is upgraded in place: every entry
  * kept, each the index file's owner's. */
 static void test_upgrade_from_schema_1(void **state)
@@ -698,7 +704,7 @@ static void test_upgrade_from_schema_1(void **state)
 	jc__index_close(f->ix);
 	f->ix = NULL;
 	/* what schema 1 was: these tables and triggers absent */
-	sql(f->path, "DROP TRIGGER entries_del_users; DROP TRIGGER entries_upd_users;"
+	sql(f->path, SCHEMA_3_DROP "DROP TRIGGER entries_del_users; DROP TRIGGER entries_upd_users;"
 		     " DROP TABLE users; DROP TABLE user_totals; PRAGMA user_version = 1");
 	assert_int_equal(stat(f->path, &st), 0);
 	reopen(f);
@@ -719,6 +725,138 @@ static void test_upgrade_from_schema_1(void **state)
 	expect_user(f, (uint32_t)st.st_uid, 2, 1, e1.size, 0);
 }
 
+static int kept_cb(const struct jc_kept *k, void *ctx)
+{
+	uint8_t (*order)[16] = ctx;
+	size_t i = 0;
+	while (order[i][0])
+		i++;
+	memcpy(order[i], k->key, 16);
+	return 0;
+}
+
+/* Kept requests: one per entry, the first stays; an object shared by rows
+ * counts once in the budget; rows and their byte count go with the
+ * entries; the walk is by value (hits over age) and filters. */
+static void test_kept_requests(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e1 = mkentry(1, 0, 100000), e2 = mkentry(2, 0, 100000),
+			e3 = mkentry(3, 1, 100000 - 90 * 86400);
+	uint8_t obj_a[16], obj_b[16], order[4][16] = {{0}};
+	uint64_t n = 0, bytes = 0, entry_bytes = 0, refs = 0;
+	struct jc_kept k;
+
+	memset(obj_a, 0xaa, 16);
+	memset(obj_b, 0xbb, 16);
+	e2.versions = (char *)"v2";
+	e2.hits = 5;
+	e3.hits = 50; /* more hits, 90 days older: 51 / 91 < 1 / 1 */
+	put_ok(f, &e1);
+	put_ok(f, &e2);
+	put_ok(f, &e3);
+	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &entry_bytes), 0);
+	/* no entry, no request row */
+	uint8_t none[16];
+	mkkey(none, 99);
+	assert_int_equal(jc__index_put_request(f->ix, none, obj_a, 300, 1000), 0);
+	assert_int_equal(jc__index_put_request(f->ix, e1.key, obj_a, 300, 1000), 0);
+	assert_int_equal(jc__index_put_request(f->ix, e1.key, obj_b, 999, 1001), 0); /* first stays */
+	assert_int_equal(jc__index_put_request(f->ix, e2.key, obj_a, 300, 1001), 0); /* shared */
+	assert_int_equal(jc__index_put_request(f->ix, e3.key, obj_b, 70, 1002), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(bytes, 370);
+	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &bytes), 0);
+	assert_int_equal(bytes, entry_bytes + 370); /* the budget counts them */
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), 0);
+	assert_memory_equal(k.object, obj_a, 16);
+	assert_int_equal(k.size, 300);
+	assert_int_equal(k.uid, 1000);
+	assert_int_equal(jc__index_get_request(f->ix, none, &k), JC_ENOTFOUND);
+	assert_int_equal(jc__index_object_refs(f->ix, obj_a, &refs), 0);
+	assert_int_equal(refs, 2);
+
+	/* value order: e2 (5 hits, now), e1 (0, now), e3 (50, 90 days old) */
+	struct jc_kept_filter kf = {.now = 100000};
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_memory_equal(order[0], e2.key, 16);
+	assert_memory_equal(order[1], e1.key, 16);
+	assert_memory_equal(order[2], e3.key, 16);
+	/* of another identity than v2, and not made for v2 yet: e1 shares its
+	 * request with e2 (already made for v2), so only e3 */
+	memset(order, 0, sizeof(order));
+	kf.versions_not = "v2";
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_memory_equal(order[0], e3.key, 16);
+	assert_int_equal(order[1][0], 0);
+	memset(order, 0, sizeof(order));
+	kf = (struct jc_kept_filter){.now = 100000, .top = 1};
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_int_equal(order[1][0], 0);
+	/* by uid: the requests of the entries the uid uses */
+	assert_int_equal(jc__index_put_user(f->ix, &e3, 4242), 0);
+	memset(order, 0, sizeof(order));
+	kf = (struct jc_kept_filter){.now = 100000, .by_uid = 1, .uid = 4242};
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_memory_equal(order[0], e3.key, 16);
+	assert_int_equal(order[1][0], 0);
+
+	/* rows go with their entries; a shared object's bytes with its last row */
+	assert_int_equal(jc__index_delete(f->ix, e1.key), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 370);
+	assert_int_equal(jc__index_delete(f->ix, e2.key), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 70);
+	assert_int_equal(jc__index_object_refs(f->ix, obj_a, &refs), 0);
+	assert_int_equal(refs, 0);
+
+	/* meta */
+	char v[64];
+	assert_int_equal(jc__index_meta_get(f->ix, JC_META_IDENTITY, v, sizeof(v)), JC_ENOTFOUND);
+	assert_int_equal(jc__index_meta_set(f->ix, JC_META_IDENTITY, "nvrtc=x"), 0);
+	assert_int_equal(jc__index_meta_set(f->ix, JC_META_IDENTITY, "nvrtc=y"), 0);
+	assert_int_equal(jc__index_meta_get(f->ix, JC_META_IDENTITY, v, sizeof(v)), 0);
+	assert_string_equal(v, "nvrtc=y");
+}
+
+/* An index of schema 2 (before kept requests) is upgraded in place: its
+ * entries stay, with no request; requests can be kept from then on. */
+static void test_upgrade_from_schema_2(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e1 = mkentry(1, 0, 100), g = { 0 };
+	uint8_t obj[16];
+	uint64_t n = 9, bytes = 9;
+	struct jc_kept k;
+
+	put_ok(f, &e1);
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	sql(f->path, SCHEMA_3_DROP "PRAGMA user_version = 2");
+	/* read-only, it is refused (and says an upgrade keeps the entries) */
+	struct jc_index *ro;
+	char err[256];
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), JC_EVERSION);
+	assert_non_null(strstr(err, "upgrades it in place"));
+	reopen(f);
+	assert_int_equal(jc__index_get(f->ix, e1.key, &g), 0);
+	jc__entry_clear(&g);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(bytes, 0);
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), JC_ENOTFOUND);
+	memset(obj, 0xcc, 16);
+	assert_int_equal(jc__index_put_request(f->ix, e1.key, obj, 42, 7), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(bytes, 42);
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), 0);
+	jc__index_close(ro);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -726,7 +864,8 @@ int main(void)
 		T(test_round_trip), T(test_replace_delete), T(test_touch), T(test_foreach),
 		T(test_totals_refs), T(test_put_many), T(test_counters), T(test_future_version),
 		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
-		T(test_users), T(test_upgrade_from_schema_1),
+		T(test_users), T(test_upgrade_from_schema_1), T(test_kept_requests),
+		T(test_upgrade_from_schema_2),
 #undef T
 	};
 
