@@ -95,6 +95,18 @@ struct jtl_daemon {
 	char why[512];          /* the reason of the last -1 */
 };
 
+/*
+ * Another NVRTC build for toolchain-change tests: copies the libnvrtc this
+ * process finds (dlopen "libnvrtc.so", its file through dladdr) and the
+ * libnvrtc-builtins files beside it to DIR/lib, inverts the first byte of
+ * the copy's ELF NT_GNU_BUILD_ID, and links DIR/include to the toolkit's
+ * include tree (<its dir>/../include), so that with LD_LIBRARY_PATH=DIR/lib
+ * a daemon runs the same code under another toolchain identity (its
+ * nvrtc_id: core/toolchain.h). DIR must exist. Copies about 110 MiB
+ * (CUDA 13.0). Returns 0 or -1 (why).
+ */
+int jtl_nvrtc_copy_with_build_id(const char *dir, char *why, size_t whylen);
+
 /* Makes a fresh root (jtl_tmpdir, tag "test" or the caller's) for the
  * jitcached at bin (copied); nothing is started. Returns 0 or -1 (why). */
 int jtl_daemon_init(struct jtl_daemon *d, const char *bin, const char *tag);
