@@ -1230,3 +1230,23 @@ int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *
 	sqlite3_finalize(st);
 	return rc;
 }
+
+int jc__index_count_versions(struct jc_index *ix, const char *versions, uint64_t *n)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(ix->db, "SELECT count(*) FROM entries WHERE versions = ?1", -1,
+				    &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "count versions");
+	rc = sqlite3_bind_text(st, 1, versions, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*n = (uint64_t)sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = fail(ix, rc, "count versions");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}

@@ -281,6 +281,10 @@ int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *
  * (cap bytes, cut), or JC_ENOTFOUND; set inserts or replaces. 0 or SQLite
  * errors. */
 #define JC_META_IDENTITY "toolchain_identity"
+
+/* How many entries were made with toolchain identity versions (a scan of
+ * the entries: for doctor, not a hot path). 0 or SQLite errors. */
+int jc__index_count_versions(struct jc_index *ix, const char *versions, uint64_t *n);
 int jc__index_meta_get(struct jc_index *ix, const char *name, char *out, size_t cap);
 int jc__index_meta_set(struct jc_index *ix, const char *name, const char *value);
 

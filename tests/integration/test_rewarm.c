@@ -157,14 +157,21 @@ static void test_rewarm_after_nvrtc_change(void **state)
 	free(out);
 }
 
-/* A kernel whose compile takes seconds (ptxas over an unrolled loop). */
-static const char slow_src[] =
-	"extern \"C\" __global__ void slow(float *x) {\n"
-	"  float a = x[threadIdx.x];\n"
-	"#pragma unroll\n"
-	"  for (int i = 0; i < 40000; i++) a = a * 1.0001f + __sinf(a + i);\n"
-	"  x[threadIdx.x] = a;\n"
-	"}\n";
+/* A kernel whose compile takes seconds (about 4 s here: NVRTC and ptxas
+ * over 3,000 dependent statements; a loop, even unrolled, is capped). */
+#define SLOW_STATEMENTS 3000
+static char *slow_src(void)
+{
+	size_t cap = 128 + SLOW_STATEMENTS * 48, n = 0;
+	char *src = malloc(cap);
+	assert_non_null(src);
+	n += (size_t)snprintf(src + n, cap - n, "extern \"C\" __global__ void slow(float *x) {\n"
+			      "  float a = x[threadIdx.x];\n");
+	for (int i = 0; i < SLOW_STATEMENTS; i++)
+		n += (size_t)snprintf(src + n, cap - n, "  a = a * 1.0001f + __sinf(a + %d.0f);\n", i);
+	snprintf(src + n, cap - n, "  x[threadIdx.x] = a;\n}\n");
+	return src;
+}
 
 /* The re-warm workers (children of pid with --idle) all run at idle CPU and
  * I/O priority; returns how many there are. */
@@ -215,13 +222,16 @@ static int idle_workers_checked(pid_t daemon)
 
 /* During a re-warm, a client's new request is served while the re-warm's
  * compile still runs (clients never wait behind it), and a request for the
- * key being re-warmed joins that compile: one compile per key in all. */
+ * key being re-warmed joins that compile: one compile per key in all.
+ * Meanwhile doctor says most entries are another toolchain's. */
 static void test_client_first_and_join(void **state)
 {
 	struct fx *f = *state;
 	struct jtl_daemon *d = &f->d[0];
 	jct_daemon_start(d, (const char *const[]){"--rewarm-workers", "1", NULL});
-	jc_request *slow = jct_request_src("slow.cu", slow_src, "sm_90");
+	char *src = slow_src();
+	jc_request *slow = jct_request_src("slow.cu", src, "sm_90");
+	free(src);
 	/* the slow kernel is the most used: the re-warm's first */
 	for (int i = 0; i < 4; i++)
 		compile_status(d, slow, NULL, NULL);
@@ -243,6 +253,12 @@ static void test_client_first_and_join(void **state)
 	assert_int_equal(compile_status(d, fresh, NULL, NULL), JC_MISS);
 	/* served while the re-warm had not finished its first compile */
 	assert_int_equal(jct_stat(d, "rewarm_done"), 0);
+	/* doctor: most entries are another toolchain's, and what to run */
+	char *doc = NULL;
+	jct_ctl(d, &doc, NULL, (const char *const[]){"doctor", NULL});
+	jct_assert_has(doc, "entries were made by another toolchain than the daemon's");
+	jct_assert_has(doc, "run `jitcachectl warm`");
+	free(doc);
 	assert_int_equal(compile_status(d, slow, NULL, NULL), JC_JOINED);
 	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
 	free(out);
