@@ -15,9 +15,10 @@ int jc__parse_size(const char *s, uint64_t *out);
  * the processes of one boot). Thread-safe. */
 uint64_t jc__now_ns(void);
 uint64_t jc__now_ms(void);
-/* CPU time of the calling thread in nanoseconds (CLOCK_THREAD_CPUTIME_ID);
- * only differences on one thread mean anything. Thread-safe. */
-uint64_t jc__thread_cpu_ns(void);
+/* CPU time of the calling process, all its threads (NVRTC runs ptxas on
+ * threads of its own), in nanoseconds (CLOCK_PROCESS_CPUTIME_ID); only
+ * differences mean anything. Thread-safe. */
+uint64_t jc__process_cpu_ns(void);
 /* Wall-clock seconds since the epoch, for times stored in the index. */
 int64_t jc__wall_s(void);
 /* "300", "90s", "15m", "2h", "7d" into seconds. Returns 0 or JC_EINVAL. */

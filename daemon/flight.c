@@ -255,13 +255,6 @@ static void publish_work_cb(uv_work_t *work)
 		f->publish_rc = d->cache->ops->publish(d->cache, &e, (uint32_t)f->uid, res->data,
 						       res->size, f->errmsg, sizeof(f->errmsg));
 		memcpy(res->object, e.object, 16);
-		char why[256];
-		/* The request too, for re-warm and export (kept.h); its failure
-		 * costs only that. */
-		if (f->publish_rc == 0 && d->cfg.keep_requests &&
-		    jc__kept_store(d->cache, f->store_key, (uint32_t)f->uid, &f->req, why,
-				   sizeof(why)) != 0)
-			jc_log_warn(STORE, "request of an entry not kept: %s", why);
 	}
 	/* The row of the bad object goes unless a new row replaced it (a learnt
 	 * key is another row). */
@@ -292,11 +285,64 @@ static void publish_remote(struct jc_flight *f)
 	jc__remote_publish(d->remote, f->store_key, &f->res, meta);
 }
 
+/* Keeping a stored entry's request (kept.h), after its waiters have their
+ * answer: the request moves out of the flight into this job, its bytes
+ * still counted against --buffer-budget until it is written. */
+struct keep_job {
+	uv_work_t work;
+	struct jc_daemon *d;
+	struct jc_req req;
+	uint8_t key[16];
+	uint32_t uid;
+	size_t charged;
+};
+
+static void keep_work_cb(uv_work_t *work)
+{
+	struct keep_job *j = work->data;
+	char why[256];
+	if (jc__kept_store(j->d->cache, j->key, j->uid, &j->req, why, sizeof(why)) != 0)
+		jc_log_warn(STORE, "request of an entry not kept: %s", why);
+}
+
+static void keep_after_cb(uv_work_t *work, int status)
+{
+	struct keep_job *j = work->data;
+	(void)status;
+	j->d->buffers.used -= j->charged;
+	jc__req_clear(&j->req);
+	free(j);
+}
+
+/* Starts keeping f's request (a failure costs only that); takes f->req. */
+static void keep_request(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	struct keep_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->d = d;
+	j->req = f->req;
+	memcpy(j->key, f->store_key, 16);
+	j->uid = (uint32_t)f->uid;
+	j->charged = f->charged; /* moved with the request */
+	j->work.data = j;
+	if (uv_queue_work(d->loop, &j->work, keep_work_cb, keep_after_cb) != 0) {
+		free(j);
+		return;
+	}
+	memset(&f->req, 0, sizeof(f->req));
+	f->charged = 0;
+}
+
 static void publish_after_cb(uv_work_t *work, int status)
 {
 	struct jc_flight *f = work->data;
 	struct jc_daemon *d = f->d;
 	int stored = f->publish_rc == 0 && f->res.status == 0;
+	/* a row of this request's result now exists (an artifact or a compile error) */
+	int keep = d->cfg.keep_requests && f->publish_rc == 0 && publishable(&f->res) &&
+		   !f->uncached && !f->tree_missing;
 	(void)status;
 	if (f->learned && f->publish_rc == 0) {
 		char hex[33], shex[33];
@@ -342,7 +388,10 @@ static void publish_after_cb(uv_work_t *work, int status)
 			f->res.message = strdup(f->errmsg);
 		}
 	}
-	flight_finish(f);
+	flight_answer(f);
+	if (keep)
+		keep_request(f);
+	flight_free(f);
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
 		jc__evict_stored(d);
