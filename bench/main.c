@@ -67,7 +67,7 @@ struct figure {
 	char note[96];
 };
 
-static struct figure figs[96];
+static struct figure figs[128];
 static size_t n_figs;
 
 static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)

@@ -15,10 +15,11 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "core/hmac.h"
 #include "core/kept.h"
 #include "jitcache/jitcache.h"
 
-#define MAC_LEN crypto_auth_hmacsha256_BYTES
+#define MAC_LEN JC_HMAC_LEN
 #define SECRET_LEN 32
 
 static int default_secret_path(char *out, size_t len)
@@ -121,15 +122,6 @@ int jc__bundle_secret(const char *path, int create, uint8_t **key, size_t *len, 
 	return rc;
 }
 
-static void mac_of(const uint8_t *data, size_t len, const uint8_t *key, size_t key_len,
-		   uint8_t out[MAC_LEN])
-{
-	crypto_auth_hmacsha256_state st;
-	crypto_auth_hmacsha256_init(&st, key, key_len);
-	crypto_auth_hmacsha256_update(&st, data, len);
-	crypto_auth_hmacsha256_final(&st, out);
-}
-
 int jc__bundle_write(const char *path, const uint8_t *key, size_t key_len, const char *identity,
 		     const struct jc_blob *reqs, size_t n, char *err, size_t errlen)
 {
@@ -160,7 +152,7 @@ int jc__bundle_write(const char *path, const uint8_t *key, size_t key_len, const
 		memcpy(p, reqs[i].data, reqs[i].size);
 		p += reqs[i].size;
 	}
-	mac_of(buf, (size_t)(p - buf), key, key_len, p);
+	jc__hmac_sha256(buf, (size_t)(p - buf), key, key_len, p);
 	char tmp[PATH_MAX];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -218,7 +210,7 @@ int jc__bundle_read(const char *path, const uint8_t *key, size_t key_len, struct
 				"(version 1)", path);
 	}
 	/* The signature before anything else is believed. */
-	mac_of(buf, size - MAC_LEN, key, key_len, mac);
+	jc__hmac_sha256(buf, size - MAC_LEN, key, key_len, mac);
 	if (sodium_memcmp(mac, buf + size - MAC_LEN, MAC_LEN) != 0) {
 		free(buf);
 		return jc__fail(err, errlen, JC_EDENIED, "%s: the signature does not match: the "

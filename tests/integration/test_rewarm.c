@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "tests/lib/test.h"
+#include "tests/lib/variants.h"
 
 /* The NVRTC copy with another build-id, made once for the file. */
 static char nvroot[JTL_ROOT_MAX];
@@ -270,26 +271,14 @@ static void test_client_first_and_join(void **state)
 	jc_request_free(slow);
 }
 
-/* Objects in the cache directory (artifacts and kept requests). */
+/* Objects in the cache directory (artifacts and kept requests), each
+ * hashing to its name. */
 static size_t objects(const struct jtl_daemon *d)
 {
-	char path[200];
-	size_t n = 0;
-	snprintf(path, sizeof(path), "%s/objects", d->cache);
-	DIR *top = opendir(path);
-	struct dirent *de, *fe;
-	assert_non_null(top);
-	while ((de = readdir(top))) {
-		char sub[520];
-		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-		DIR *dir = de->d_name[0] != '.' ? opendir(sub) : NULL;
-		while (dir && (fe = readdir(dir)))
-			n += fe->d_name[0] != '.';
-		if (dir)
-			closedir(dir);
-	}
-	closedir(top);
-	return n;
+	struct jct_store_scan scan;
+	jct_scan_store(d->cache, &scan);
+	assert_int_equal(scan.bad_objects, 0);
+	return scan.objects;
 }
 
 /* Kept requests count in the budget's bytes and go with their entries;
