@@ -565,7 +565,7 @@ static int cmd_gc(struct jc_admin_env *env, const struct jc_admin_req *req,
 struct export_ctx {
 	struct jc_admin_env *env;
 	struct jc_admin_reply *out;
-	uint8_t (*seen)[16]; /* request objects exported (several entries may share one) */
+	int64_t *seen; /* requests exported (several entries may share one) */
 	size_t n, cap;
 	uint64_t bytes;
 	int cut;
@@ -575,7 +575,7 @@ static int export_cb(const struct jc_kept *k, void *ctx)
 {
 	struct export_ctx *x = ctx;
 	for (size_t i = 0; i < x->n; i++)
-		if (memcmp(x->seen[i], k->object, 16) == 0)
+		if (x->seen[i] == k->id)
 			return 0;
 	if (x->bytes + k->size > EXPORT_MAX_BYTES) {
 		x->cut = 1;
@@ -589,12 +589,10 @@ static int export_cb(const struct jc_kept *k, void *ctx)
 		x->seen = p;
 		x->cap = cap;
 	}
-	memcpy(x->seen[x->n++], k->object, 16);
+	x->seen[x->n++] = k->id;
 	uint8_t *data;
 	size_t size;
-	int rc = jc__store_read_object(x->env->cd->store, k->object, k->size, &data, &size);
-	if (rc == JC_ENOTFOUND || rc == JC_ECORRUPT)
-		return 0; /* gone with its entry meanwhile, or for verify to find */
+	int rc = jc__index_request_data(x->env->cd->wix, k->id, &data, &size);
 	if (rc != 0)
 		return rc;
 	char *hex = malloc(2 * size + 1), key[33];

@@ -61,32 +61,38 @@
 	" WHERE uid IN (SELECT uid FROM users WHERE key = NEW.key); END;"
 
 /*
- * Schema 3: the request that made each entry (index.h, "kept requests"):
- * requests names per key the store object holding the encoded, compressed
- * request (shared by the entries one request made under several toolchain
- * identities), its size and the uid that asked. totals.requests and
- * totals.request_bytes count rows and the bytes of distinct request objects
- * (an object shared by rows counts once), so the byte budget includes them.
- * A row of entries takes its request row with it. meta holds named strings
- * (the toolchain identity of the daemon that last opened the cache).
+ * Schema 3: the request that made each entry (index.h, "kept requests"),
+ * inline: requests holds each distinct kept request once (data: its
+ * encoding, core/kept.h), its id the first 8 bytes of the XXH3-128 of data
+ * (content-addressed: equal requests share a row, their bytes compared
+ * first), the uid that asked first and refs, the entries that name it in
+ * their request column. Triggers keep refs, drop a request no entry names,
+ * and count rows and bytes in totals (the byte budget includes them). In
+ * the index rather than a file each: a SAXPY request is ~430 bytes, a file
+ * takes a block. meta holds named strings (the toolchain identity of the
+ * daemon that last opened the cache).
  */
 #define REQUESTS_SQL \
-	"CREATE TABLE requests(key BLOB PRIMARY KEY NOT NULL, object BLOB NOT NULL," \
-	" size INTEGER NOT NULL, uid INTEGER NOT NULL) WITHOUT ROWID;" \
-	"CREATE INDEX requests_object ON requests(object);" \
+	"CREATE TABLE requests(id INTEGER PRIMARY KEY, uid INTEGER NOT NULL," \
+	" refs INTEGER NOT NULL, data BLOB NOT NULL);" \
+	"ALTER TABLE entries ADD COLUMN request INTEGER;" \
 	"CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;" \
 	"ALTER TABLE totals ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;" \
 	"ALTER TABLE totals ADD COLUMN request_bytes INTEGER NOT NULL DEFAULT 0;" \
 	"CREATE TRIGGER requests_ins AFTER INSERT ON requests BEGIN" \
 	" UPDATE totals SET requests = requests + 1, request_bytes = request_bytes +" \
-	" CASE WHEN (SELECT count(*) FROM requests WHERE object = NEW.object) = 1" \
-	" THEN NEW.size ELSE 0 END; END;" \
+	" length(NEW.data); END;" \
 	"CREATE TRIGGER requests_del AFTER DELETE ON requests BEGIN" \
 	" UPDATE totals SET requests = requests - 1, request_bytes = request_bytes -" \
-	" CASE WHEN EXISTS (SELECT 1 FROM requests WHERE object = OLD.object)" \
-	" THEN 0 ELSE OLD.size END; END;" \
-	"CREATE TRIGGER entries_del_requests BEFORE DELETE ON entries BEGIN" \
-	" DELETE FROM requests WHERE key = OLD.key; END;"
+	" length(OLD.data); END;" \
+	"CREATE TRIGGER entries_upd_request AFTER UPDATE OF request ON entries BEGIN" \
+	" UPDATE requests SET refs = refs + 1 WHERE id = NEW.request;" \
+	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;" \
+	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;" \
+	"CREATE TRIGGER entries_del_request AFTER DELETE ON entries" \
+	" WHEN OLD.request IS NOT NULL BEGIN" \
+	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;" \
+	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;"
 
 /* The in-place upgrade steps: step[v] takes schema v to v + 1 (%u, where a
  * step has it: the uid that owns the index file). */
@@ -156,8 +162,8 @@ enum col {
 
 enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
 	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
-	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_REQ_PUT, ST_REQ_GET,
-	    ST_REQ_TOTALS, ST_META_GET, ST_META_SET, ST__N };
+	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_REQ_PUT, ST_REQ_LINK,
+	    ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET, ST_META_SET, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
 	[ST_GET] = "SELECT " COLS " FROM entries WHERE key = ?1",
@@ -175,8 +181,7 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_TOUCH] = "UPDATE entries SET hits = hits + ?2, last_access = ?3 WHERE key = ?1",
 	/* The byte budget counts kept requests too. */
 	[ST_TOTALS] = "SELECT entries, negative, bytes + request_bytes FROM totals WHERE id = 0",
-	[ST_REFS] = "SELECT (SELECT count(*) FROM entries WHERE object = ?1)"
-		    " + (SELECT count(*) FROM requests WHERE object = ?1)",
+	[ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
 	[ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
 	[ST_CNT_SAVE] = ("INSERT INTO counters (name, value) VALUES (?1, ?2)"
 			 " ON CONFLICT (name) DO UPDATE SET value = excluded.value"),
@@ -197,10 +202,13 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits FROM user_totals WHERE uid = ?1",
 	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits FROM user_totals"
 			       " ORDER BY uid",
-	/* Only for a present entry; the first request of a key stays. */
-	[ST_REQ_PUT] = "INSERT OR IGNORE INTO requests (key, object, size, uid)"
-		       " SELECT ?1, ?2, ?3, ?4 FROM entries WHERE key = ?1",
-	[ST_REQ_GET] = "SELECT object, size, uid FROM requests WHERE key = ?1",
+	/* ?1 id, ?2 uid, ?3 data; then the entry ?4 names it unless it names one */
+	[ST_REQ_PUT] = "INSERT OR IGNORE INTO requests (id, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
+	[ST_REQ_LINK] = "UPDATE entries SET request = ?1 WHERE key = ?2 AND request IS NULL",
+	[ST_REQ_UNUSED] = "DELETE FROM requests WHERE id = ?1 AND refs <= 0",
+	[ST_REQ_DATA] = "SELECT data FROM requests WHERE id = ?1",
+	[ST_REQ_GET] = "SELECT r.id, length(r.data), r.uid FROM entries e CROSS JOIN requests r"
+		       " ON r.id = e.request WHERE e.key = ?1",
 	[ST_REQ_TOTALS] = "SELECT requests, request_bytes FROM totals WHERE id = 0",
 	[ST_META_GET] = "SELECT value FROM meta WHERE name = ?1",
 	[ST_META_SET] = "INSERT INTO meta (name, value) VALUES (?1, ?2)"
@@ -1081,20 +1089,77 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 
 /* --- kept requests (schema 3) ---------------------------------------------- */
 
-int jc__index_put_request(struct jc_index *ix, const uint8_t key[16], const uint8_t object[16],
-			  uint64_t size, uint32_t uid)
+/* Steps st (bound) for no row, then resets it. */
+static int bound_done(struct jc_index *ix, sqlite3_stmt *st, int rc, const char *what)
 {
-	sqlite3_stmt *st = ix->st[ST_REQ_PUT];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	rc = rc ?: sqlite3_bind_blob(st, 2, object, 16, SQLITE_STATIC);
-	rc = rc ?: sqlite3_bind_int64(st, 3, (sqlite3_int64)size);
-	rc = rc ?: sqlite3_bind_int64(st, 4, uid);
 	if (rc != SQLITE_OK) {
 		sqlite3_reset(st);
-		return fail(ix, rc, "put request");
+		return fail(ix, rc, what);
 	}
-	return step_done(ix, st, "put request");
+	return step_done(ix, st, what);
+}
+
+int jc__index_request_data(struct jc_index *ix, int64_t id, uint8_t **data, size_t *len)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_DATA];
+	int rc = sqlite3_bind_int64(st, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		size_t n = (size_t)sqlite3_column_bytes(st, 0);
+		const void *p = sqlite3_column_blob(st, 0);
+		*data = malloc(n ? n : 1);
+		if (*data) {
+			if (n)
+				memcpy(*data, p, n);
+			*len = n;
+			rc = 0;
+		} else {
+			rc = JC_ENOMEM;
+		}
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "request data");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], int64_t id, uint32_t uid,
+			   const void *data, size_t len)
+{
+	int rc = tx(ix, ST_BEGIN);
+	if (rc != 0)
+		return rc;
+	/* A row of this id holds these bytes, or none is there yet. */
+	uint8_t *have = NULL;
+	size_t have_len = 0;
+	int got = jc__index_request_data(ix, id, &have, &have_len);
+	if (got == 0 && (have_len != len || memcmp(have, data, len) != 0)) {
+		snprintf(ix->msg, sizeof(ix->msg), "another request has id %lld (hash collision): "
+			 "not kept", (long long)id);
+		rc = JC_EINVAL;
+	} else if (got != 0 && got != JC_ENOTFOUND) {
+		rc = got;
+	}
+	free(have);
+	sqlite3_stmt *st = ix->st[ST_REQ_PUT];
+	if (rc == 0 && got == JC_ENOTFOUND) {
+		int b = sqlite3_bind_int64(st, 1, id);
+		b = b ?: sqlite3_bind_int64(st, 2, uid);
+		b = b ?: sqlite3_bind_blob(st, 3, data, (int)len, SQLITE_STATIC);
+		rc = bound_done(ix, st, b, "keep request");
+	}
+	st = ix->st[ST_REQ_LINK];
+	if (rc == 0) {
+		int b = sqlite3_bind_int64(st, 1, id);
+		b = b ?: sqlite3_bind_blob(st, 2, key, 16, SQLITE_STATIC);
+		rc = bound_done(ix, st, b, "keep request");
+	}
+	/* no entry (gone meanwhile), or it names another: none left unnamed */
+	st = ix->st[ST_REQ_UNUSED];
+	if (rc == 0)
+		rc = bound_done(ix, st, sqlite3_bind_int64(st, 1, id), "keep request");
+	return tx_end(ix, rc);
 }
 
 int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_kept *out)
@@ -1104,15 +1169,12 @@ int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_
 
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == 16) {
+	if (rc == SQLITE_ROW) {
 		memcpy(out->key, key, 16);
-		memcpy(out->object, sqlite3_column_blob(st, 0), 16);
+		out->id = sqlite3_column_int64(st, 0);
 		out->size = (uint64_t)sqlite3_column_int64(st, 1);
 		out->uid = (uint32_t)sqlite3_column_int64(st, 2);
 		rc = 0;
-	} else if (rc == SQLITE_ROW) {
-		snprintf(ix->msg, sizeof(ix->msg), "request row: bad object column");
-		rc = JC_ECORRUPT;
 	} else {
 		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "get request");
 	}
@@ -1174,16 +1236,17 @@ int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *
 	 * use plus one: a kernel used daily outranks one used a lot, once. */
 	char sql[1024];
 	snprintf(sql, sizeof(sql),
-		 "SELECT r.key, r.object, r.size, r.uid, e.versions, e.source_name, e.hits,"
-		 " e.last_access FROM requests r CROSS JOIN entries e ON e.key = r.key WHERE 1%s%s%s"
+		 "SELECT e.key, r.id, length(r.data), r.uid, e.versions, e.source_name, e.hits,"
+		 " e.last_access FROM entries e CROSS JOIN requests r ON r.id = e.request"
+		 " WHERE 1%s%s%s"
 		 " ORDER BY (e.hits + 1.0) / (1.0 + max(0, ?1 - e.last_access) / 86400.0) DESC,"
-		 " r.key LIMIT ?5",
-		 /* ... and not made for that identity already (its request is shared) */
-		 f->versions_not ? " AND e.versions <> ?2 AND NOT EXISTS (SELECT 1 FROM requests r2"
-				   " CROSS JOIN entries e2 ON e2.key = r2.key WHERE r2.object = r.object"
-				   " AND e2.versions = ?2)" : "",
+		 " e.key LIMIT ?5",
+		 /* ... and not made for that identity already (its request is
+		  * shared): the subquery runs once */
+		 f->versions_not ? " AND e.versions <> ?2 AND r.id NOT IN (SELECT request FROM entries"
+				   " WHERE versions = ?2 AND request IS NOT NULL)" : "",
 		 f->accessed_since ? " AND e.last_access >= ?3" : "",
-		 f->by_uid ? " AND EXISTS (SELECT 1 FROM users u WHERE u.key = r.key AND u.uid = ?4)"
+		 f->by_uid ? " AND EXISTS (SELECT 1 FROM users u WHERE u.key = e.key AND u.uid = ?4)"
 			   : "");
 	sqlite3_stmt *st;
 	int rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
@@ -1205,13 +1268,13 @@ int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct jc_kept k = {0};
-		if (sqlite3_column_bytes(st, 0) != 16 || sqlite3_column_bytes(st, 1) != 16) {
-			snprintf(ix->msg, sizeof(ix->msg), "request row: bad key or object column");
+		if (sqlite3_column_bytes(st, 0) != 16) {
+			snprintf(ix->msg, sizeof(ix->msg), "entry row: bad key column");
 			rc = JC_ECORRUPT;
 			break;
 		}
 		memcpy(k.key, sqlite3_column_blob(st, 0), 16);
-		memcpy(k.object, sqlite3_column_blob(st, 1), 16);
+		k.id = sqlite3_column_int64(st, 1);
 		k.size = (uint64_t)sqlite3_column_int64(st, 2);
 		k.uid = (uint32_t)sqlite3_column_int64(st, 3);
 		const char *v = (const char *)sqlite3_column_text(st, 4);

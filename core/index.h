@@ -204,15 +204,14 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 
 /*
  * Entries, failed entries and bytes of ok entries (sum of size) and of kept
- * request objects (each once: the byte budget's count). O(1): kept
+ * requests (each once: the byte budget's count). O(1): kept
  * in a one-row table by triggers, so fit for every stats call at 1M entries.
  * Any out pointer may be NULL. Returns 0 or SQLite errors.
  */
 int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_entries,
 		     uint64_t *bytes);
 
-/* How many entries and kept requests name object (index lookups) into *n.
- * 0 or SQLite errors. */
+/* How many entries name object (index lookup) into *n. 0 or SQLite errors. */
 int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_t *n);
 
 /*
@@ -231,15 +230,17 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 			    const uint64_t *values, size_t n);
 
 /*
- * Kept requests (schema 3): for each entry the store object holding the
- * request that made it (core/kept.h encodes it), its size in bytes and the
- * uid that asked. Rows go with their entries (a trigger); the budget's
- * bytes (jc__index_totals) count each distinct request object once. A
- * uid sees the requests of the entries it uses (as it sees entries).
+ * Kept requests (schema 3): the request that made an entry (its encoding,
+ * core/kept.h), in the index, once per distinct request: its id is the
+ * first 8 bytes of the XXH3-128 of the encoding (kept.h computes it), and
+ * entries name it in their request column. A request goes with the last
+ * entry that names it (triggers); the budget's bytes (jc__index_totals)
+ * count each once. A uid sees the requests of the entries it uses (as it
+ * sees entries).
  */
 struct jc_kept {
 	uint8_t key[16];      /* the entry's key */
-	uint8_t object[16];   /* the request object's hash (store.h) */
+	int64_t id;           /* the request's id */
 	uint64_t size;        /* its bytes */
 	uint32_t uid;         /* who asked first */
 	/* jc__index_foreach_request only, borrowed for the callback: */
@@ -248,14 +249,22 @@ struct jc_kept {
 	int64_t last_access;
 };
 
-/* Records object (size bytes) as the request of key, made for uid, when
- * key has an entry and no request yet (the first stays). 0 or SQLite errors. */
-int jc__index_put_request(struct jc_index *ix, const uint8_t key[16], const uint8_t object[16],
-			  uint64_t size, uint32_t uid);
-/* The request row of key into *out (key, object, size, uid). 0,
- * JC_ENOTFOUND, JC_ECORRUPT, SQLite errors. */
+/*
+ * Keeps data (len bytes, borrowed) as request id, made for uid, and makes
+ * the entry key name it unless it names one already (the first stays), in
+ * one transaction; a request no entry names is not left behind (the entry
+ * is gone). Returns 0, JC_EINVAL (another request has this id: a hash
+ * collision; nothing kept), SQLite errors, JC_ENOMEM.
+ */
+int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], int64_t id, uint32_t uid,
+			   const void *data, size_t len);
+/* The request entry key names into *out (key, id, size, uid). 0,
+ * JC_ENOTFOUND (no entry, or none kept), SQLite errors. */
 int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_kept *out);
-/* Request rows, and bytes of distinct request objects. O(1). 0 or SQLite errors. */
+/* The bytes of request id: *data malloc'd (caller frees), *len. 0,
+ * JC_ENOTFOUND, JC_ENOMEM, SQLite errors. */
+int jc__index_request_data(struct jc_index *ix, int64_t id, uint8_t **data, size_t *len);
+/* Distinct kept requests, and their bytes. O(1). 0 or SQLite errors. */
 int jc__index_request_totals(struct jc_index *ix, uint64_t *requests, uint64_t *bytes);
 
 /* Which kept requests jc__index_foreach_request visits. */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "jitcache/jitcache.h"
@@ -66,25 +66,28 @@ int jc__kept_decode(const uint8_t *data, size_t len, struct jc_req *out)
 	return rc;
 }
 
+int64_t jc__kept_id(const uint8_t *data, size_t len)
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(data, len));
+	uint64_t id = 0;
+	for (int i = 0; i < 8; i++)
+		id = id << 8 | c.digest[i];
+	return (int64_t)id;
+}
+
 int jc__kept_store(struct jc_cachedir *c, const uint8_t key[16], uint32_t uid,
 		   const struct jc_req *r, char *err, size_t errlen)
 {
-	uint8_t *z, object[16];
+	uint8_t *z;
 	size_t len;
-	int rc = jc__kept_encode(r, &z, &len), fd = -1;
+	int rc = jc__kept_encode(r, &z, &len);
 	if (rc != 0) {
 		snprintf(err, errlen, "encoding the request: %s", jc_strerror(rc));
 		return rc;
 	}
-	/* As a publish (tier.h): the object first, outside the lock; again when
-	 * a removal under the lock took an equal one meanwhile; then the row. */
-	rc = jc__store_put(c->store, z, len, object, err, errlen);
 	pthread_mutex_lock(&c->wlock);
-	if (rc == 0 && jc__store_open_object(c->store, object, len, &fd) == JC_ENOTFOUND)
-		rc = jc__store_put(c->store, z, len, object, err, errlen);
-	if (fd >= 0)
-		close(fd);
-	if (rc == 0 && (rc = jc__index_put_request(c->wix, key, object, len, uid)) != 0)
+	if ((rc = jc__index_keep_request(c->wix, key, jc__kept_id(z, len), uid, z, len)) != 0)
 		snprintf(err, errlen, "index: %s", jc__index_errmsg(c->wix));
 	pthread_mutex_unlock(&c->wlock);
 	free(z);
@@ -95,7 +98,7 @@ int jc__kept_load(struct jc_cachedir *c, const struct jc_kept *k, struct jc_req 
 {
 	uint8_t *data;
 	size_t size;
-	int rc = jc__store_read_object(c->store, k->object, k->size, &data, &size);
+	int rc = jc__index_request_data(c->wix, k->id, &data, &size);
 	if (rc != 0)
 		return rc;
 	rc = jc__kept_decode(data, size, out);

@@ -5,18 +5,18 @@
  * or carried to another machine (jitcachectl export / import).
  *
  * A kept request is the request's COMPILE frame (proto.h: header and
- * payload, the wire encoding, PROTOCOL.md), zstd-compressed, stored as a
- * CAS object of the store (store.h; its name is the hash of the compressed
- * bytes, so one request kept for several entries is stored once) and named
- * by the entry's row in the index's requests table (index.h, jc_kept). The
- * fields that are not the request's own (a rejected object, a test fault)
- * are left out. Everything a compile needs travels in it: the source,
- * in-memory headers, the header bytes of a client-read tree, options,
- * target, name expressions, link inputs; a request whose daemon reads -I
- * directories from disk keeps their paths (re-read when it is compiled
- * again, so the new entry is the one a client's request will look up).
+ * payload, the wire encoding, PROTOCOL.md), zstd-compressed, kept in the
+ * index (index.h, jc_kept: content-addressed by its hash, one row for
+ * every entry made by the same request, e.g. under two toolchain
+ * identities). The fields that are not the request's own (a rejected
+ * object, a test fault) are left out. Everything a compile needs travels
+ * in it: the source, in-memory headers, the header bytes of a client-read
+ * tree, options, target, name expressions, link inputs; a request whose
+ * daemon reads -I directories from disk keeps their paths (re-read when it
+ * is compiled again, so the new entry is the one a client's request will
+ * look up).
  *
- * Thread-safe (store functions are; the index under the directory's wlock).
+ * Thread-safe as the index is used: under the directory's wlock.
  */
 #ifndef JC_KEPT_H
 #define JC_KEPT_H
@@ -47,17 +47,22 @@ int jc__kept_encode(const struct jc_req *r, uint8_t **out, size_t *len);
  */
 int jc__kept_decode(const uint8_t *data, size_t len, struct jc_req *out);
 
+/* The id of the kept request data (len bytes): the first 8 bytes of its
+ * XXH3-128 (canonical), as a signed integer. */
+int64_t jc__kept_id(const uint8_t *data, size_t len);
+
 /*
- * Keeps r as the request of the entry key (which uid asked for): the object
- * first, then its row under c->wlock (taken here), as a publish does; a
- * key whose entry is gone or has a request already is left alone.
- * Returns 0, JC_ENOSPC, JC_EIO, JC_ENOMEM, index errors (err says what).
+ * Keeps r as the request of the entry key (which uid asked for), under
+ * c->wlock (taken here): a key whose entry is gone or has a request already
+ * is left alone. Returns 0, JC_ENOMEM, JC_EINVAL (a hash collision), index
+ * errors (err says what).
  */
 int jc__kept_store(struct jc_cachedir *c, const uint8_t key[16], uint32_t uid,
 		   const struct jc_req *r, char *err, size_t errlen);
 
 /* Reads and decodes the kept request of row k into *out (as
- * jc__kept_decode). Returns 0, JC_ENOTFOUND, JC_ECORRUPT, JC_EIO, JC_ENOMEM. */
+ * jc__kept_decode); the caller holds c->wlock. Returns 0, JC_ENOTFOUND,
+ * JC_ECORRUPT, JC_ENOMEM, index errors. */
 int jc__kept_load(struct jc_cachedir *c, const struct jc_kept *k, struct jc_req *out);
 
 #endif

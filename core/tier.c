@@ -90,31 +90,21 @@ static int local_drop_row(struct jc_cachedir *c, const uint8_t key[16], const ui
 	return rc;
 }
 
-/* Unlinks object when no row (entry or kept request) names it any more. */
-static int unlink_unnamed(struct jc_cachedir *c, const uint8_t object[16])
-{
-	uint64_t refs = 0;
-	int rc = jc__index_object_refs(c->wix, object, &refs);
-	if (rc == 0 && refs == 0) {
-		rc = jc__store_remove(c->store, object);
-		if (rc == JC_ENOTFOUND)
-			rc = 0;
-	}
-	return rc;
-}
-
-/* The row (and its kept request's row), then the objects no other row names. */
+/* The row, then its object if no other row names it. */
 static int remove_once(struct jc_cachedir *c, const struct jc_entry *e)
 {
-	struct jc_kept k;
-	int kept = jc__index_get_request(c->wix, e->key, &k) == 0;
 	int rc = jc__index_delete(c->wix, e->key);
 	if (rc == JC_ENOTFOUND)
 		return 0;
-	if (rc == 0 && !e->status)
-		rc = unlink_unnamed(c, e->object);
-	if (rc == 0 && kept)
-		rc = unlink_unnamed(c, k.object);
+	if (rc != 0 || e->status)
+		return rc;
+	uint64_t refs = 0;
+	rc = jc__index_object_refs(c->wix, e->object, &refs);
+	if (rc == 0 && refs == 0) {
+		rc = jc__store_remove(c->store, e->object);
+		if (rc == JC_ENOTFOUND)
+			rc = 0;
+	}
 	return rc;
 }
 

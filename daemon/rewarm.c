@@ -174,7 +174,10 @@ static void sink(void *ctx, const struct jc_res *res, int objfd, int code, const
 static void load_work_cb(uv_work_t *w)
 {
 	struct slot *s = w->data;
-	s->load_rc = jc__kept_load(s->rw->d->cache, &s->it->k, &s->req);
+	struct jc_cachedir *c = s->rw->d->cache;
+	pthread_mutex_lock(&c->wlock);
+	s->load_rc = jc__kept_load(c, &s->it->k, &s->req);
+	pthread_mutex_unlock(&c->wlock);
 }
 
 static void load_after_cb(uv_work_t *w, int status)
@@ -261,7 +264,7 @@ static int collect_cb(const struct jc_kept *k, void *ctx)
 	if (!it)
 		return JC_ENOMEM;
 	memcpy(it->k.key, k->key, 16);
-	memcpy(it->k.object, k->object, 16);
+	it->k.id = k->id;
 	it->k.size = k->size;
 	it->k.uid = k->uid;
 	snprintf(it->source_name, sizeof(it->source_name), "%s", k->source_name);

@@ -686,9 +686,10 @@ static void test_users(void **state)
 
 /* What schema 2 did not have (kept requests, meta). */
 #define SCHEMA_3_DROP \
-	"DROP TRIGGER entries_del_requests; DROP TRIGGER requests_ins; DROP TRIGGER requests_del;" \
-	" DROP TABLE requests; DROP TABLE meta; ALTER TABLE totals DROP COLUMN requests;" \
-	" ALTER TABLE totals DROP COLUMN request_bytes;"
+	"DROP TRIGGER entries_del_request; DROP TRIGGER entries_upd_request;" \
+	" DROP TRIGGER requests_ins; DROP TRIGGER requests_del; DROP TABLE requests;" \
+	" DROP TABLE meta; ALTER TABLE entries DROP COLUMN request;" \
+	" ALTER TABLE totals DROP COLUMN requests; ALTER TABLE totals DROP COLUMN request_bytes;"
 
 /* An index of schema 1 (before users) is upgraded in place: every entry
  * kept, each the index file's owner's. */
@@ -735,20 +736,21 @@ static int kept_cb(const struct jc_kept *k, void *ctx)
 	return 0;
 }
 
-/* Kept requests: one per entry, the first stays; an object shared by rows
- * counts once in the budget; rows and their byte count go with the
- * entries; the walk is by value (hits over age) and filters. */
+/* Kept requests: one per entry, the first stays; a request shared by
+ * entries is one row, counted once in the budget, and goes with the last
+ * entry that names it; a request no entry takes is not kept; an id held by
+ * other bytes (a collision) keeps nothing; the walk is by value (hits over
+ * age) and filters. */
 static void test_kept_requests(void **state)
 {
 	struct fx *f = *state;
 	struct jc_entry e1 = mkentry(1, 0, 100000), e2 = mkentry(2, 0, 100000),
 			e3 = mkentry(3, 1, 100000 - 90 * 86400);
-	uint8_t obj_a[16], obj_b[16], order[4][16] = {{0}};
-	uint64_t n = 0, bytes = 0, entry_bytes = 0, refs = 0;
+	uint8_t order[4][16] = {{0}};
+	static const char a[300] = "request a", b[70] = "request b";
+	uint64_t n = 0, bytes = 0, entry_bytes = 0;
 	struct jc_kept k;
 
-	memset(obj_a, 0xaa, 16);
-	memset(obj_b, 0xbb, 16);
 	e2.versions = (char *)"v2";
 	e2.hits = 5;
 	e3.hits = 50; /* more hits, 90 days older: 51 / 91 < 1 / 1 */
@@ -756,26 +758,34 @@ static void test_kept_requests(void **state)
 	put_ok(f, &e2);
 	put_ok(f, &e3);
 	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &entry_bytes), 0);
-	/* no entry, no request row */
+	/* no entry: nothing kept */
 	uint8_t none[16];
 	mkkey(none, 99);
-	assert_int_equal(jc__index_put_request(f->ix, none, obj_a, 300, 1000), 0);
-	assert_int_equal(jc__index_put_request(f->ix, e1.key, obj_a, 300, 1000), 0);
-	assert_int_equal(jc__index_put_request(f->ix, e1.key, obj_b, 999, 1001), 0); /* first stays */
-	assert_int_equal(jc__index_put_request(f->ix, e2.key, obj_a, 300, 1001), 0); /* shared */
-	assert_int_equal(jc__index_put_request(f->ix, e3.key, obj_b, 70, 1002), 0);
+	assert_int_equal(jc__index_keep_request(f->ix, none, 11, 1000, a, sizeof(a)), 0);
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
-	assert_int_equal(n, 3);
+	assert_int_equal(n, 0);
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1000, a, sizeof(a)), 0);
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 22, 1001, b, sizeof(b)), 0); /* first stays */
+	assert_int_equal(jc__index_keep_request(f->ix, e2.key, 11, 1001, a, sizeof(a)), 0); /* shared */
+	assert_int_equal(jc__index_keep_request(f->ix, e3.key, 22, 1002, b, sizeof(b)), 0);
+	/* a collision: id 22 holds other bytes */
+	assert_int_equal(jc__index_keep_request(f->ix, e3.key, 22, 1002, a, sizeof(a)), JC_EINVAL);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 2);
 	assert_int_equal(bytes, 370);
 	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &bytes), 0);
 	assert_int_equal(bytes, entry_bytes + 370); /* the budget counts them */
 	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), 0);
-	assert_memory_equal(k.object, obj_a, 16);
+	assert_int_equal(k.id, 11);
 	assert_int_equal(k.size, 300);
 	assert_int_equal(k.uid, 1000);
 	assert_int_equal(jc__index_get_request(f->ix, none, &k), JC_ENOTFOUND);
-	assert_int_equal(jc__index_object_refs(f->ix, obj_a, &refs), 0);
-	assert_int_equal(refs, 2);
+	uint8_t *data;
+	size_t len;
+	assert_int_equal(jc__index_request_data(f->ix, 22, &data, &len), 0);
+	assert_int_equal(len, sizeof(b));
+	assert_memory_equal(data, b, sizeof(b));
+	free(data);
 
 	/* value order: e2 (5 hits, now), e1 (0, now), e3 (50, 90 days old) */
 	struct jc_kept_filter kf = {.now = 100000};
@@ -802,7 +812,10 @@ static void test_kept_requests(void **state)
 	assert_memory_equal(order[0], e3.key, 16);
 	assert_int_equal(order[1][0], 0);
 
-	/* rows go with their entries; a shared object's bytes with its last row */
+	/* a put of the same key (a new compile) keeps its request */
+	put_ok(f, &e1);
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), 0);
+	/* requests go with the last entry that names them */
 	assert_int_equal(jc__index_delete(f->ix, e1.key), 0);
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(n, 2);
@@ -811,8 +824,7 @@ static void test_kept_requests(void **state)
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(bytes, 70);
-	assert_int_equal(jc__index_object_refs(f->ix, obj_a, &refs), 0);
-	assert_int_equal(refs, 0);
+	assert_int_equal(jc__index_request_data(f->ix, 11, &data, &len), JC_ENOTFOUND);
 
 	/* meta */
 	char v[64];
@@ -829,7 +841,6 @@ static void test_upgrade_from_schema_2(void **state)
 {
 	struct fx *f = *state;
 	struct jc_entry e1 = mkentry(1, 0, 100), g = { 0 };
-	uint8_t obj[16];
 	uint64_t n = 9, bytes = 9;
 	struct jc_kept k;
 
@@ -849,8 +860,8 @@ static void test_upgrade_from_schema_2(void **state)
 	assert_int_equal(n, 0);
 	assert_int_equal(bytes, 0);
 	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), JC_ENOTFOUND);
-	memset(obj, 0xcc, 16);
-	assert_int_equal(jc__index_put_request(f->ix, e1.key, obj, 42, 7), 0);
+	static const char req[42] = "a request";
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 5, 7, req, sizeof(req)), 0);
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(bytes, 42);
 	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), 0);
