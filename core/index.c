@@ -63,18 +63,20 @@
 /*
  * Schema 3: the request that made each entry (index.h, "kept requests"),
  * inline: requests holds each distinct kept request once (data: its
- * encoding, core/kept.h), its id the first 8 bytes of the XXH3-128 of data
- * (content-addressed: equal requests share a row, their bytes compared
- * first), the uid that asked first and refs, the entries that name it in
- * their request column. Triggers keep refs, drop a request no entry names,
- * and count rows and bytes in totals (the byte budget includes them). In
- * the index rather than a file each: a SAXPY request is ~430 bytes, a file
- * takes a block. meta holds named strings (the toolchain identity of the
- * daemon that last opened the cache).
+ * encoding, core/kept.h), found by its content (hash: 32 bits of its
+ * XXH3-128, indexed; equal bytes share a row, compared in full), the uid
+ * that asked first and refs, the entries that name it in their request
+ * column. Ids are SQLite's, ascending, so rows fill their pages (random
+ * keys would leave them a third empty). Triggers keep refs, drop a request
+ * no entry names, and count rows and bytes in totals (the byte budget
+ * includes them). In the index rather than a file each: a SAXPY request is
+ * ~430 bytes, a file takes a block. meta holds named strings (the
+ * toolchain identity of the daemon that last opened the cache).
  */
 #define REQUESTS_SQL \
-	"CREATE TABLE requests(id INTEGER PRIMARY KEY, uid INTEGER NOT NULL," \
-	" refs INTEGER NOT NULL, data BLOB NOT NULL);" \
+	"CREATE TABLE requests(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL," \
+	" uid INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL);" \
+	"CREATE INDEX requests_hash ON requests(hash);" \
 	"ALTER TABLE entries ADD COLUMN request INTEGER;" \
 	"CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;" \
 	"ALTER TABLE totals ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;" \
@@ -162,7 +164,7 @@ enum col {
 
 enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
 	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
-	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_REQ_PUT, ST_REQ_LINK,
+	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_REQ_FIND, ST_REQ_PUT, ST_REQ_LINK,
 	    ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET, ST_META_SET, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
@@ -202,8 +204,8 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits FROM user_totals WHERE uid = ?1",
 	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits FROM user_totals"
 			       " ORDER BY uid",
-	/* ?1 id, ?2 uid, ?3 data; then the entry ?4 names it unless it names one */
-	[ST_REQ_PUT] = "INSERT OR IGNORE INTO requests (id, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
+	[ST_REQ_FIND] = "SELECT id, data FROM requests WHERE hash = ?1",
+	[ST_REQ_PUT] = "INSERT INTO requests (hash, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
 	[ST_REQ_LINK] = "UPDATE entries SET request = ?1 WHERE key = ?2 AND request IS NULL",
 	[ST_REQ_UNUSED] = "DELETE FROM requests WHERE id = ?1 AND refs <= 0",
 	[ST_REQ_DATA] = "SELECT data FROM requests WHERE id = ?1",
@@ -1124,30 +1126,42 @@ int jc__index_request_data(struct jc_index *ix, int64_t id, uint8_t **data, size
 	return rc;
 }
 
-int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], int64_t id, uint32_t uid,
+/* The id of the request of hash whose bytes are data (len), into *id;
+ * JC_ENOTFOUND when there is none. */
+static int find_request(struct jc_index *ix, uint32_t hash, const void *data, size_t len,
+			int64_t *id)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_FIND];
+	int rc = sqlite3_bind_int64(st, 1, hash);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((size_t)sqlite3_column_bytes(st, 1) == len &&
+		    memcmp(sqlite3_column_blob(st, 1), data, len) == 0) {
+			*id = sqlite3_column_int64(st, 0);
+			sqlite3_reset(st);
+			return 0;
+		}
+		rc = SQLITE_OK;
+	}
+	rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "find request");
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], uint32_t hash, uint32_t uid,
 			   const void *data, size_t len)
 {
+	int64_t id = 0;
 	int rc = tx(ix, ST_BEGIN);
 	if (rc != 0)
 		return rc;
-	/* A row of this id holds these bytes, or none is there yet. */
-	uint8_t *have = NULL;
-	size_t have_len = 0;
-	int got = jc__index_request_data(ix, id, &have, &have_len);
-	if (got == 0 && (have_len != len || memcmp(have, data, len) != 0)) {
-		snprintf(ix->msg, sizeof(ix->msg), "another request has id %lld (hash collision): "
-			 "not kept", (long long)id);
-		rc = JC_EINVAL;
-	} else if (got != 0 && got != JC_ENOTFOUND) {
-		rc = got;
-	}
-	free(have);
+	rc = find_request(ix, hash, data, len, &id);
 	sqlite3_stmt *st = ix->st[ST_REQ_PUT];
-	if (rc == 0 && got == JC_ENOTFOUND) {
-		int b = sqlite3_bind_int64(st, 1, id);
+	if (rc == JC_ENOTFOUND) {
+		int b = sqlite3_bind_int64(st, 1, hash);
 		b = b ?: sqlite3_bind_int64(st, 2, uid);
 		b = b ?: sqlite3_bind_blob(st, 3, data, (int)len, SQLITE_STATIC);
 		rc = bound_done(ix, st, b, "keep request");
+		id = sqlite3_last_insert_rowid(ix->db);
 	}
 	st = ix->st[ST_REQ_LINK];
 	if (rc == 0) {

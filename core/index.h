@@ -231,9 +231,9 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 
 /*
  * Kept requests (schema 3): the request that made an entry (its encoding,
- * core/kept.h), in the index, once per distinct request: its id is the
- * first 8 bytes of the XXH3-128 of the encoding (kept.h computes it), and
- * entries name it in their request column. A request goes with the last
+ * core/kept.h), in the index, once per distinct request, found by its
+ * content (a 32-bit hash, kept.h computes it, then the bytes compared), and
+ * entries name it by id in their request column. A request goes with the last
  * entry that names it (triggers); the budget's bytes (jc__index_totals)
  * count each once. A uid sees the requests of the entries it uses (as it
  * sees entries).
@@ -250,13 +250,13 @@ struct jc_kept {
 };
 
 /*
- * Keeps data (len bytes, borrowed) as request id, made for uid, and makes
+ * Keeps data (len bytes, borrowed; hash: its content hash) as a request
+ * made for uid, unless an equal one is kept (then shares it), and makes
  * the entry key name it unless it names one already (the first stays), in
  * one transaction; a request no entry names is not left behind (the entry
- * is gone). Returns 0, JC_EINVAL (another request has this id: a hash
- * collision; nothing kept), SQLite errors, JC_ENOMEM.
+ * is gone). Returns 0, SQLite errors, JC_ENOMEM.
  */
-int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], int64_t id, uint32_t uid,
+int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], uint32_t hash, uint32_t uid,
 			   const void *data, size_t len);
 /* The request entry key names into *out (key, id, size, uid). 0,
  * JC_ENOTFOUND (no entry, or none kept), SQLite errors. */

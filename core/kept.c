@@ -66,14 +66,12 @@ int jc__kept_decode(const uint8_t *data, size_t len, struct jc_req *out)
 	return rc;
 }
 
-int64_t jc__kept_id(const uint8_t *data, size_t len)
+uint32_t jc__kept_hash(const uint8_t *data, size_t len)
 {
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits(data, len));
-	uint64_t id = 0;
-	for (int i = 0; i < 8; i++)
-		id = id << 8 | c.digest[i];
-	return (int64_t)id;
+	return (uint32_t)c.digest[0] << 24 | (uint32_t)c.digest[1] << 16 |
+	       (uint32_t)c.digest[2] << 8 | c.digest[3];
 }
 
 int jc__kept_store(struct jc_cachedir *c, const uint8_t key[16], uint32_t uid,
@@ -87,7 +85,7 @@ int jc__kept_store(struct jc_cachedir *c, const uint8_t key[16], uint32_t uid,
 		return rc;
 	}
 	pthread_mutex_lock(&c->wlock);
-	if ((rc = jc__index_keep_request(c->wix, key, jc__kept_id(z, len), uid, z, len)) != 0)
+	if ((rc = jc__index_keep_request(c->wix, key, jc__kept_hash(z, len), uid, z, len)) != 0)
 		snprintf(err, errlen, "index: %s", jc__index_errmsg(c->wix));
 	pthread_mutex_unlock(&c->wlock);
 	free(z);

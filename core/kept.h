@@ -6,7 +6,7 @@
  *
  * A kept request is the request's COMPILE frame (proto.h: header and
  * payload, the wire encoding, PROTOCOL.md), zstd-compressed, kept in the
- * index (index.h, jc_kept: content-addressed by its hash, one row for
+ * index (index.h, jc_kept: found by its content, one row for
  * every entry made by the same request, e.g. under two toolchain
  * identities). The fields that are not the request's own (a rejected
  * object, a test fault) are left out. Everything a compile needs travels
@@ -47,15 +47,14 @@ int jc__kept_encode(const struct jc_req *r, uint8_t **out, size_t *len);
  */
 int jc__kept_decode(const uint8_t *data, size_t len, struct jc_req *out);
 
-/* The id of the kept request data (len bytes): the first 8 bytes of its
- * XXH3-128 (canonical), as a signed integer. */
-int64_t jc__kept_id(const uint8_t *data, size_t len);
+/* The content hash of the kept request data (len bytes) the index finds it
+ * by: the first 4 bytes of its XXH3-128 (canonical). */
+uint32_t jc__kept_hash(const uint8_t *data, size_t len);
 
 /*
  * Keeps r as the request of the entry key (which uid asked for), under
  * c->wlock (taken here): a key whose entry is gone or has a request already
- * is left alone. Returns 0, JC_ENOMEM, JC_EINVAL (a hash collision), index
- * errors (err says what).
+ * is left alone. Returns 0, JC_ENOMEM, index errors (err says what).
  */
 int jc__kept_store(struct jc_cachedir *c, const uint8_t key[16], uint32_t uid,
 		   const struct jc_req *r, char *err, size_t errlen);

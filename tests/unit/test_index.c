@@ -738,9 +738,9 @@ static int kept_cb(const struct jc_kept *k, void *ctx)
 
 /* Kept requests: one per entry, the first stays; a request shared by
  * entries is one row, counted once in the budget, and goes with the last
- * entry that names it; a request no entry takes is not kept; an id held by
- * other bytes (a collision) keeps nothing; the walk is by value (hits over
- * age) and filters. */
+ * entry that names it; a request no entry takes is not kept; other bytes
+ * with the same hash (a collision) are a request of their own; the walk is
+ * by value (hits over age) and filters. */
 static void test_kept_requests(void **state)
 {
 	struct fx *f = *state;
@@ -765,24 +765,28 @@ static void test_kept_requests(void **state)
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(n, 0);
 	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1000, a, sizeof(a)), 0);
-	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 22, 1001, b, sizeof(b)), 0); /* first stays */
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1001, b, sizeof(b)), 0); /* first stays */
 	assert_int_equal(jc__index_keep_request(f->ix, e2.key, 11, 1001, a, sizeof(a)), 0); /* shared */
-	assert_int_equal(jc__index_keep_request(f->ix, e3.key, 22, 1002, b, sizeof(b)), 0);
-	/* a collision: id 22 holds other bytes */
-	assert_int_equal(jc__index_keep_request(f->ix, e3.key, 22, 1002, a, sizeof(a)), JC_EINVAL);
+	/* same hash, other bytes: a request of its own */
+	assert_int_equal(jc__index_keep_request(f->ix, e3.key, 11, 1002, b, sizeof(b)), 0);
+	struct jc_kept k1, k2, k3;
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k1), 0);
+	assert_int_equal(jc__index_get_request(f->ix, e2.key, &k2), 0);
+	assert_int_equal(jc__index_get_request(f->ix, e3.key, &k3), 0);
+	assert_int_equal(k1.id, k2.id);
+	assert_int_not_equal(k1.id, k3.id);
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(bytes, 370);
 	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &bytes), 0);
 	assert_int_equal(bytes, entry_bytes + 370); /* the budget counts them */
 	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), 0);
-	assert_int_equal(k.id, 11);
 	assert_int_equal(k.size, 300);
 	assert_int_equal(k.uid, 1000);
 	assert_int_equal(jc__index_get_request(f->ix, none, &k), JC_ENOTFOUND);
 	uint8_t *data;
 	size_t len;
-	assert_int_equal(jc__index_request_data(f->ix, 22, &data, &len), 0);
+	assert_int_equal(jc__index_request_data(f->ix, k3.id, &data, &len), 0);
 	assert_int_equal(len, sizeof(b));
 	assert_memory_equal(data, b, sizeof(b));
 	free(data);
@@ -824,7 +828,7 @@ static void test_kept_requests(void **state)
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(bytes, 70);
-	assert_int_equal(jc__index_request_data(f->ix, 11, &data, &len), JC_ENOTFOUND);
+	assert_int_equal(jc__index_request_data(f->ix, k1.id, &data, &len), JC_ENOTFOUND);
 
 	/* meta */
 	char v[64];
