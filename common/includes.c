@@ -683,3 +683,42 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 	}
 	return 1;
 }
+
+/* --- dependency records from the remote tier ----------------------------------------------- */
+
+int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
+			 const struct jc_inc_ctx *ctx, char *why, size_t len)
+{
+	const struct jc_strv *dirs = &req->include_dirs;
+	struct jc_inc_tops *tops = NULL;
+	char p[PATH_MAX], rel[PATH_MAX];
+	if (set->n > ctx->max_entries) {
+		snprintf(why, len, "%zu entries, over %llu", set->n, (unsigned long long)ctx->max_entries);
+		return 0;
+	}
+	int rc = jc__inc_tops_new(dirs, &tops);
+	if (rc != 0)
+		return rc; /* JC_EINVAL cannot be: the scan took these directories */
+	rc = 1;
+	for (size_t i = 0; rc == 1 && i < set->n; i++) {
+		const struct jc_inc_entry *e = &set->v[i];
+		size_t top;
+		int ok = e->path[0] == '/' && jc__path_lexical(e->path, p, sizeof(p), 0) == 0 &&
+			 strcmp(p, e->path) == 0;
+		if (ok && e->kind == JC_INC_TOOLKIT) {
+			ok = 0;
+			for (size_t k = 0; k < dirs->n && !ok; k++)
+				ok = strcmp(dirs->v[k], e->path) == 0;
+			ok = ok && in_toolkit(ctx->toolkit_root, e->path);
+		} else if (ok) {
+			/* below a top directory, no ".." component */
+			ok = jc__inc_tops_rel(tops, e->path, &top, rel, sizeof(rel)) && rel[0];
+		}
+		if (!ok) {
+			name_access(why, len, e->path, "");
+			rc = 0;
+		}
+	}
+	jc__inc_tops_free(tops);
+	return rc;
+}

@@ -144,4 +144,18 @@ int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size
 int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size_t n_deps,
 		  const struct jc_inc_ctx *ctx, struct jc_inc_set *out, char *what, size_t len);
 
+/*
+ * A dependency record fetched from the remote tier (daemon/remote.h) is
+ * hostile: before it may key req, every entry must name only what req
+ * declares. 1 when set (borrowed) has at most ctx->max_entries entries,
+ * each path absolute and in lexical form (no empty, "." or ".."
+ * components), each TOOLKIT entry one of req->include_dirs inside the
+ * toolkit tree, and every other entry below one of req->include_dirs; else
+ * 0 with the first offending path in why[len]. JC_ENOMEM, JC_EINVAL (a
+ * directory without a lexical form). Its content is then re-checked with jc__inc_check. No I/O but
+ * realpath of TOOLKIT entries; thread-safe.
+ */
+int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
+			 const struct jc_inc_ctx *ctx, char *why, size_t len);
+
 #endif

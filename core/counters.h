@@ -45,6 +45,8 @@
 	X(remote_errors, "remote commands that failed: timeouts, lost connections, error replies") \
 	X(remote_rejected, "remote values that failed verification (never served)") \
 	X(remote_publishes, "results written to the remote tier") \
+	X(remote_deps_published, "dependency records (include sets learnt from what NVRTC read) written to the remote tier") \
+	X(remote_deps_used, "requests keyed by a dependency record from the remote tier that matched this machine's files") \
 	X(remote_bytes_in, "bytes of values fetched from the remote tier") \
 	X(remote_bytes_out, "bytes of values written to the remote tier") \
 	X(rewarm_queued, "kept requests queued to be compiled again for a new toolchain (re-warm)") \

@@ -124,13 +124,14 @@ static int get_u32(struct cursor *c, uint32_t *v)
 	return 0;
 }
 
-/* Decodes one variant at the cursor into *set (finished: sorted, digest).
- * Returns 0, -1 (malformed) or JC_ENOMEM; the caller clears *set. */
-static int get_variant(struct cursor *c, struct jc_inc_set *set)
+/* Decodes one variant at the cursor into *set (finished: sorted, digest),
+ * of at most max entries. Returns 0, -1 (malformed) or JC_ENOMEM; the
+ * caller clears *set. */
+static int get_variant_max(struct cursor *c, struct jc_inc_set *set, uint64_t max)
 {
 	uint32_t n;
 	memset(set, 0, sizeof(*set));
-	if (get_u32(c, &n) != 0)
+	if (get_u32(c, &n) != 0 || n > max)
 		return -1;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t len;
@@ -153,6 +154,23 @@ static int get_variant(struct cursor *c, struct jc_inc_set *set)
 			return JC_ENOMEM;
 	}
 	return jc__inc_set_finish(set);
+}
+
+static int get_variant(struct cursor *c, struct jc_inc_set *set)
+{
+	return get_variant_max(c, set, UINT32_MAX);
+}
+
+int jc__manifest_variant_decode(const uint8_t *p, size_t len, uint64_t max_entries,
+				struct jc_inc_set *set)
+{
+	struct cursor c = {p, p + len};
+	int rc = get_variant_max(&c, set, max_entries);
+	if (rc == 0 && c.p != c.end)
+		rc = -1;
+	if (rc != 0)
+		jc__inc_set_clear(set);
+	return rc == -1 ? JC_ECORRUPT : rc;
 }
 
 int jc__manifest_lookup(struct jc_manifests *m, const uint8_t direct[16],
@@ -217,6 +235,20 @@ static int put_variant(uint8_t **buf, size_t *n, size_t *cap, const struct jc_in
 		rc = rc ?: put_bytes(buf, n, cap, e->path, len);
 		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
 			rc = put_bytes(buf, n, cap, e->hash, 16);
+	}
+	return rc;
+}
+
+int jc__manifest_variant_encode(const struct jc_inc_set *set, uint8_t **out, size_t *len)
+{
+	size_t cap = 0;
+	*out = NULL;
+	*len = 0;
+	int rc = put_variant(out, len, &cap, set);
+	if (rc != 0) {
+		free(*out);
+		*out = NULL;
+		*len = 0;
 	}
 	return rc;
 }

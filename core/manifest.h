@@ -66,4 +66,20 @@ int jc__manifest_lookup(struct jc_manifests *m, const uint8_t direct[16],
 int jc__manifest_add(struct jc_manifests *m, const uint8_t direct[16],
 		     const struct jc_inc_set *set, char *err, size_t errlen);
 
+/*
+ * One variant in the body's form above (u32 entries, then the entries),
+ * for the remote tier's dependency records (daemon/remote.h), so that a
+ * variant is written and read one way. jc__manifest_variant_encode: set
+ * borrowed; *out malloc'd (*len bytes), owned by the caller; 0 or
+ * JC_ENOMEM. jc__manifest_variant_decode: p (len bytes, borrowed) must be
+ * exactly one variant of at most max_entries entries; *set (zeroed first,
+ * owned by the caller: jc__inc_set_clear) is finished (sorted, digest), its
+ * entries unchecked against the file system (jc__inc_check); 0,
+ * JC_ECORRUPT (malformed, trailing bytes, too many entries) or JC_ENOMEM.
+ * Thread-safe.
+ */
+int jc__manifest_variant_encode(const struct jc_inc_set *set, uint8_t **out, size_t *len);
+int jc__manifest_variant_decode(const uint8_t *p, size_t len, uint64_t max_entries,
+				struct jc_inc_set *set);
+
 #endif

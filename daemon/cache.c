@@ -20,6 +20,7 @@
 #include "common/watch.h"
 #include "core/key.h"
 #include "daemon/daemon.h"
+#include "daemon/remote.h"
 #include "daemon/retry.h"
 #include "jitcache/jitcache.h"
 
@@ -272,6 +273,12 @@ struct key_job {
 	int watch_refused;        /* enum jc_watch_refusal other than OK and OFF */
 	uint64_t n_stat, ns;
 	char err[512];
+	/* A dependency record from the remote tier (remote.h), while it is
+	 * admitted and checked; owned. record_rc: 1 it keyed the request, -1
+	 * rejected (why), 0 not used. */
+	struct jc_inc_set *record;
+	int record_rc;
+	char why[256];
 };
 
 static const char *watch_refusal_name(int why);
@@ -326,11 +333,10 @@ static void key_work_cb(uv_work_t *w)
 	j->ns = jc__now_ns() - t;
 }
 
-static void key_after_cb(uv_work_t *w, int status)
+/* Takes a keyed (or failed) job to the request path and frees it (loop). */
+static void key_done(struct key_job *j)
 {
-	struct key_job *j = w->data;
 	struct jc_daemon *d = j->d;
-	(void)status;
 	jc__daemon_count(d, JC_CTR_include_stats, j->n_stat);
 	if (j->rc == 0) {
 		char hex[33];
@@ -344,7 +350,10 @@ static void key_after_cb(uv_work_t *w, int status)
 				    j->inc->n, watch_refusal_name(j->watch_refused));
 		}
 		jc_log_info(KEY, "key %s: %zu include entries %s%s: %llu stat calls, %llu files read, "
-			    "%.3f ms", hex, j->inc->n, j->from_manifest ? "from the manifest" : "scanned",
+			    "%.3f ms", hex, j->inc->n,
+			    j->record_rc > 0   ? "from the remote tier's dependency record"
+			    : j->from_manifest ? "from the manifest"
+					       : "scanned",
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
@@ -362,6 +371,95 @@ static void key_after_cb(uv_work_t *w, int status)
 	jc__watch_forget(d->watch, j->stamp);
 	d->conn_ops->unref(j->conn);
 	free(j);
+}
+
+/* Thread pool: a fetched dependency record is used when it names only what
+ * the request declares (jc__inc_record_admit) and matches this machine's
+ * files (jc__inc_check re-hashes them); its set then keys the request and
+ * becomes a manifest variant here. */
+static void record_work_cb(uv_work_t *w)
+{
+	struct key_job *j = w->data;
+	struct jc_daemon *d = j->d;
+	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
+	uint8_t tree[16], key[16];
+	int rc = jc__inc_record_admit(j->record, &j->req, &ctx, j->why, sizeof(j->why));
+	j->record_rc = rc == 0 ? -1 : 0;
+	if (rc == 1 && jc__inc_check(j->record, &ctx) == 1 &&
+	    jc__inc_key_digest(j->record, &j->req.include_dirs, tree) == 0 &&
+	    jc__key_with_tree(j->direct, tree, key) == 0 && memcmp(key, j->key, 16) != 0) {
+		char err[256];
+		j->n_stat += j->record->n_stat;
+		if (jc__manifest_add(d->manifests, j->lookup, j->record, err, sizeof(err)) != 0)
+			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
+				    err);
+		struct jc_inc_set *scan = j->inc;
+		j->inc = j->record;
+		j->record = scan;
+		memcpy(j->key, key, 16);
+		j->record_rc = 1;
+	}
+	key_watch(j, &ctx);
+}
+
+static void record_after_cb(uv_work_t *w, int status)
+{
+	struct key_job *j = w->data;
+	struct jc_daemon *d = j->d;
+	(void)status;
+	if (j->record_rc < 0) {
+		char hex[33];
+		jc__hex16(j->lookup, hex);
+		jc_log_warn(REMOTE, "lookup key %s: dependency record names %s, which the request does "
+			    "not declare; keyed by the scan", hex, j->why);
+		jc__daemon_count(d, JC_CTR_remote_rejected, 1);
+	} else if (j->record_rc > 0) {
+		jc__daemon_count(d, JC_CTR_remote_deps_used, 1);
+	}
+	inc_free(j->record);
+	j->record = NULL;
+	key_done(j);
+}
+
+/* The remote tier's dependency record of the request's lookup key. */
+static void record_cb(void *arg, int rc, struct jc_inc_set *set)
+{
+	struct key_job *j = arg;
+	struct jc_daemon *d = j->d;
+	if (rc != 0 || d->stopping || !(j->record = calloc(1, sizeof(*j->record)))) {
+		key_done(j);
+		return;
+	}
+	*j->record = *set;
+	memset(set, 0, sizeof(*set));
+	/* The tree is watched again for the set that keys the request. */
+	jc__watch_forget(d->watch, j->stamp);
+	j->stamp = 0;
+	j->work.data = j;
+	if (uv_queue_work(d->loop, &j->work, record_work_cb, record_after_cb) != 0) {
+		inc_free(j->record);
+		j->record = NULL;
+		key_done(j);
+	}
+}
+
+/*
+ * After a scan (no manifest variant matched here) of a request whose key has
+ * no entry: a daemon elsewhere may have learnt that NVRTC reads more than the
+ * scan predicts (a probe next to the source) and stored the result under
+ * the learnt key; its dependency record names that key. Only on this path:
+ * a request keyed from a manifest, and every hit, costs no round trip.
+ */
+static void key_after_cb(uv_work_t *w, int status)
+{
+	struct key_job *j = w->data;
+	struct jc_daemon *d = j->d;
+	(void)status;
+	if (j->rc == 0 && !j->from_manifest && d->remote && !d->stopping && !key_known(d, j->key) &&
+	    jc__remote_record_get(d->remote, j->lookup, jc__daemon_inc_ctx(d).max_entries, record_cb,
+				  j) == 0)
+		return;
+	key_done(j);
 }
 
 /* The request path of a client-read tree: keyed here, on the loop. */

@@ -70,6 +70,8 @@ struct jc_flight {
 	int rehashed;             /* a header changed just before was re-read after the compile */
 	int tree_missing;         /* a client-read tree lacked a file NVRTC read: fails (errmsg) */
 	char learned_from[512];   /* the first access the include set missed (for the log) */
+	uint8_t *record;          /* learnt: its set as a manifest variant for the remote tier; owned */
+	size_t record_len;
 	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
 	struct jc_fatbin *fatbin;
 	/* The request a worker gets for this flight: &req when NULL (a fatbin's

@@ -76,6 +76,7 @@ static void flight_free(struct jc_flight *f)
 	jc__inc_set_clear(f->inc);
 	free(f->inc);
 	jc__fatbin_free(f->fatbin);
+	free(f->record);
 	free(f);
 }
 
@@ -207,6 +208,10 @@ static void check_deps(struct jc_flight *f)
 		    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
 			if (jc__manifest_add(d->manifests, lookup, &learned, err, sizeof(err)) != 0)
 				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
+			/* The fleet's copy, published beside the value (remote.h). */
+			if (d->remote &&
+			    jc__manifest_variant_encode(&learned, &f->record, &f->record_len) != 0)
+				f->record = NULL;
 			f->learned = 1;
 			jc__inc_set_clear(&learned);
 			snprintf(f->learned_from, sizeof(f->learned_from), "%s", seen);
@@ -281,8 +286,14 @@ static void publish_remote(struct jc_flight *f)
 		 f->req.arch ? f->req.arch : "", f->req.source_name ? f->req.source_name : "",
 		 f->req.app_abi ? f->req.app_abi : "", d->tc.summary);
 	/* Under the key it was stored under: a learnt key, not the scan's, covers
-	 * what NVRTC read. */
+	 * what NVRTC read; and then the record that leads a fresh daemon's scan
+	 * there, under the request's lookup key. */
 	jc__remote_publish(d->remote, f->store_key, &f->res, meta);
+	uint8_t lookup[16];
+	if (f->learned && f->record && jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
+		jc__remote_record_publish(d->remote, lookup, f->record, f->record_len);
+		f->record = NULL;
+	}
 }
 
 /* Keeping a stored entry's request (kept.h), after its waiters have their

@@ -247,6 +247,14 @@ static void vkey_of(const uint8_t key[16], char out[40])
 	snprintf(out, 40, "jc:{%s}", hex);
 }
 
+/* The dependency record of a lookup key (remote.h). */
+static void rkey_of(const uint8_t lookup[16], char out[48])
+{
+	char hex[33];
+	jc__hex16(lookup, hex);
+	snprintf(out, 48, "jc:{%s}:deps", hex);
+}
+
 static void lkey_of(const uint8_t key[16], char out[48])
 {
 	char hex[33];
@@ -327,9 +335,11 @@ void jc__remote_done(struct jc_remote *r, const uint8_t key[16])
 
 struct lookup {
 	struct jc_remote *r;
-	uint8_t key[16];
-	char vkey[40], lkey[48];
-	jc_remote_lookup_cb cb;
+	uint8_t key[16];          /* a cache key, or a lookup key for a record */
+	char vkey[48], lkey[48];
+	jc_remote_lookup_cb cb;   /* a value's, or ... */
+	jc_remote_record_cb rcb;  /* ... a dependency record's (then no lock) */
+	uint64_t max_entries;     /* of a record */
 	void *arg;
 	uv_timer_t timer;         /* poll while another daemon compiles */
 	uint64_t t0, deadline_ns;
@@ -342,6 +352,7 @@ struct lookup {
 	uint8_t *val;
 	size_t len;
 	struct jc_res res;
+	struct jc_inc_set set;    /* a record's */
 	int rc;
 	char why[160];
 };
@@ -350,6 +361,7 @@ static void lookup_unref(struct lookup *l)
 {
 	if (--l->refs == 0) {
 		jc__res_clear(&l->res);
+		jc__inc_set_clear(&l->set);
 		free(l->val);
 		struct jc_remote *r = l->r;
 		free(l);
@@ -375,6 +387,15 @@ static void lookup_finish(struct lookup *l, int rc)
 		r->lookups = l->next;
 	if (l->next)
 		l->next->prev = l->prev;
+	if (l->rcb) {
+		struct jc_inc_set set = l->set;
+		memset(&l->set, 0, sizeof(l->set));
+		l->rcb(l->arg, rc, &set);
+		jc__inc_set_clear(&set);
+		uv_timer_stop(&l->timer);
+		uv_close((uv_handle_t *)&l->timer, lookup_timer_closed_cb);
+		return;
+	}
 	if (rc == 0) {
 		jc__latency_add(&r->latency, now_ns() - l->t0);
 		count(r, JC_CTR_remote_hits, 1);
@@ -395,12 +416,17 @@ static void decode_work_cb(uv_work_t *w)
 {
 	struct lookup *l = w->data;
 	struct jc_remote *r = l->r;
-	l->rc = jc__remote_value_decode(l->key, l->val, l->len, r->secret, r->secret_len,
-					r->max_object, &l->res, l->why, sizeof(l->why));
+	if (l->rcb)
+		l->rc = jc__remote_record_decode(l->key, l->val, l->len, r->secret, r->secret_len,
+						 r->max_object, l->max_entries, &l->set, l->why,
+						 sizeof(l->why));
+	else
+		l->rc = jc__remote_value_decode(l->key, l->val, l->len, r->secret, r->secret_len,
+						r->max_object, &l->res, l->why, sizeof(l->why));
 }
 
 /* Logs a rejected key once (until REJECT_LOG_KEYS keys have been logged). */
-static void log_rejected(struct jc_remote *r, const uint8_t key[16], const char *why)
+static void log_rejected(struct jc_remote *r, const uint8_t key[16], int record, const char *why)
 {
 	for (size_t i = 0; i < r->n_rejected; i++)
 		if (memcmp(r->rejected[i], key, 16) == 0)
@@ -410,7 +436,11 @@ static void log_rejected(struct jc_remote *r, const uint8_t key[16], const char 
 	memcpy(r->rejected[r->n_rejected++], key, 16);
 	char hex[33];
 	jc__hex16(key, hex);
-	jc_log_warn(REMOTE, "key %s: value from %s rejected (%s); compiling", hex, r->url, why);
+	if (record)
+		jc_log_warn(REMOTE, "lookup key %s: dependency record from %s rejected (%s); keyed "
+			    "by the scan", hex, r->url, why);
+	else
+		jc_log_warn(REMOTE, "key %s: value from %s rejected (%s); compiling", hex, r->url, why);
 }
 
 static void decode_after_cb(uv_work_t *w, int status)
@@ -423,8 +453,9 @@ static void decode_after_cb(uv_work_t *w, int status)
 	if (!l->done) {
 		if (l->rc != 0) {
 			count(r, JC_CTR_remote_rejected, 1);
-			log_rejected(r, l->key, l->why);
+			log_rejected(r, l->key, l->rcb != NULL, l->why);
 			jc__res_clear(&l->res);
+			jc__inc_set_clear(&l->set);
 		}
 		lookup_finish(l, l->rc);
 	}
@@ -503,6 +534,9 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 				lookup_finish(l, JC_ENOMEM);
 			}
 		}
+	} else if (reply->type == REDIS_REPLY_NIL && l->rcb) {
+		answered(r);
+		lookup_finish(l, JC_ENOTFOUND);
 	} else if (reply->type == REDIS_REPLY_NIL) {
 		answered(r);
 		/* Take the fleet lock; read-only, only see whether someone holds it. */
@@ -536,8 +570,9 @@ static void step_get(struct lookup *l)
 	}
 }
 
-int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
-		      void *arg)
+/* Starts a lookup of a value (cb) or a record (rcb). */
+static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
+			jc_remote_record_cb rcb, uint64_t max_entries, void *arg)
 {
 	if (r->closing)
 		return JC_EBUSY;
@@ -548,9 +583,14 @@ int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_look
 		return JC_ENOMEM;
 	l->r = r;
 	memcpy(l->key, key, 16);
-	vkey_of(key, l->vkey);
+	if (rcb)
+		rkey_of(key, l->vkey);
+	else
+		vkey_of(key, l->vkey);
 	lkey_of(key, l->lkey);
 	l->cb = cb;
+	l->rcb = rcb;
+	l->max_entries = max_entries;
 	l->arg = arg;
 	l->t0 = now_ns();
 	l->deadline_ns = l->t0 + (uint64_t)(r->compile_timeout_s + 10) * 1000000000ull;
@@ -569,12 +609,25 @@ int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_look
 	return 0;
 }
 
+int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
+		      void *arg)
+{
+	return lookup_start(r, key, cb, NULL, 0, arg);
+}
+
+int jc__remote_record_get(struct jc_remote *r, const uint8_t lookup[16], uint64_t max_entries,
+			  jc_remote_record_cb cb, void *arg)
+{
+	return lookup_start(r, lookup, NULL, cb, max_entries, arg);
+}
+
 /* --- publishes ------------------------------------------------------------------- */
 
 struct publish {
 	uv_work_t work;
 	struct jc_remote *r;
-	uint8_t key[16];
+	uint8_t key[16];          /* a cache key, or a record's lookup key */
+	int record;               /* frame holds a dependency record's variant */
 	struct jc_buf frame;
 	char *meta;
 	uint8_t *val;
@@ -595,8 +648,13 @@ static void publish_work_cb(uv_work_t *w)
 {
 	struct publish *p = w->data;
 	struct jc_remote *r = p->r;
-	p->rc = jc__remote_value_encode(p->key, p->frame.data, p->frame.len, p->meta, r->secret,
-					r->secret_len, r->max_object, &p->val, &p->len);
+	if (p->record)
+		p->rc = jc__remote_record_encode(p->key, p->frame.data, p->frame.len, r->secret,
+						 r->secret_len, r->max_object, &p->val, &p->len);
+	else
+		p->rc = jc__remote_value_encode(p->key, p->frame.data, p->frame.len, p->meta,
+						r->secret, r->secret_len, r->max_object, &p->val,
+						&p->len);
 }
 
 static void set_cb(void *arg, redisReply *reply, const char *why)
@@ -608,7 +666,7 @@ static void set_cb(void *arg, redisReply *reply, const char *why)
 			failed(r, "SET", why);
 		} else if (reply->type == REDIS_REPLY_STATUS) {
 			answered(r);
-			count(r, JC_CTR_remote_publishes, 1);
+			count(r, p->record ? JC_CTR_remote_deps_published : JC_CTR_remote_publishes, 1);
 			count(r, JC_CTR_remote_bytes_out, p->len);
 		} else if (reply->type == REDIS_REPLY_ERROR) {
 			error_reply(r, "SET", reply);
@@ -628,8 +686,11 @@ static void publish_after_cb(uv_work_t *w, int status)
 	free(p->meta);
 	p->meta = NULL;
 	if (!r->closing && !is_down(r) && p->rc == 0) {
-		char vkey[40], px[24];
-		vkey_of(p->key, vkey);
+		char vkey[48], px[24];
+		if (p->record)
+			rkey_of(p->key, vkey);
+		else
+			vkey_of(p->key, vkey);
 		snprintf(px, sizeof(px), "%lld", (long long)r->ttl_ms);
 		const char *argv[] = {"SET", vkey, (const char *)p->val, "PX", px};
 		const size_t lens[] = {3, strlen(vkey), p->len, 2, strlen(px)};
@@ -688,6 +749,30 @@ void jc__remote_publish(struct jc_remote *r, const uint8_t key[16], const struct
 		return;
 	}
 	p->holds_lock = unhold(r, key); /* the flight's end leaves it to us */
+}
+
+void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], uint8_t *variant,
+			       size_t len)
+{
+	struct publish *p = NULL;
+	if (!r->closing && !r->read_only && !is_down(r))
+		p = calloc(1, sizeof(*p));
+	if (!p) {
+		free(variant);
+		return;
+	}
+	p->r = r;
+	p->record = 1;
+	memcpy(p->key, lookup, 16);
+	p->frame.data = variant;
+	p->frame.len = p->frame.cap = len;
+	p->work.data = p;
+	r->refs++;
+	if (uv_queue_work(r->loop, &p->work, publish_work_cb, publish_after_cb) != 0) {
+		r->refs--;
+		jc__buf_free(&p->frame);
+		free(p);
+	}
 }
 
 /* --- probes and the tick ------------------------------------------------------------ */

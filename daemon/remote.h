@@ -23,6 +23,18 @@
  *   when signed, HMAC-SHA256 (libsodium) of everything before it under the
  *   --remote-secret-file key.
  *
+ * Dependency records: a daemon that stored a result under a key learnt from
+ * what NVRTC read (docs/ARCHITECTURE.md, "Dependency truth") publishes that
+ * include set too, under "jc:{L}:deps" for the request's lookup key L
+ * (key.h: the direct key and the include directories), so that a fresh
+ * daemon whose scan misses the same probe finds the learnt key at once, as
+ * ccache's remote storage keeps manifests beside results. Its layout is a
+ * value's with flag bit 1 set, L in place of the key, no meta, and the zstd
+ * frame holding one manifest variant (manifest.h). A record is a hint, never
+ * served: the daemon confines its paths to the request's declared
+ * directories (jc__inc_record_admit) and re-checks every entry against its
+ * own files (jc__inc_check) before it keys the request with it.
+ *
  * Trust: nothing fetched is served before its checks: the value's length,
  * magic, version and every length in it; its key equals the key asked for;
  * the zstd frame decodes to exactly raw_len bytes; the RESULT frame decodes
@@ -56,6 +68,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/inc_set.h"
 #include "common/req.h"
 #include "core/counters.h"
 #include "core/latency.h"
@@ -131,6 +144,27 @@ int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_look
 void jc__remote_publish(struct jc_remote *r, const uint8_t key[16], const struct jc_res *res,
 			const char *meta);
 
+/*
+ * Dependency record lookup (see the top): on the loop thread, rc 0 with *set
+ * (moved to the callee, which clears it) decoded from a verified envelope,
+ * its paths not yet admitted nor checked; JC_ENOTFOUND (none), or another
+ * JC_E code (tier unavailable, record rejected and counted, closing), set
+ * empty. No fleet lock is taken.
+ */
+typedef void (*jc_remote_record_cb)(void *arg, int rc, struct jc_inc_set *set);
+
+/* Fetches the record of lookup key lookup (16 bytes, copied) holding at
+ * most max_entries entries. Returns as jc__remote_lookup. */
+int jc__remote_record_get(struct jc_remote *r, const uint8_t lookup[16], uint64_t max_entries,
+			  jc_remote_record_cb cb, void *arg);
+
+/* Publishes the record of lookup: variant (len bytes, a manifest variant,
+ * jc__manifest_variant_encode) is taken (freed by the tier in every case).
+ * Encoded (zstd, MAC) in the thread pool and written with the TTL; nothing
+ * is written when read-only or down. */
+void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], uint8_t *variant,
+			       size_t len);
+
 /* The flight of key ended without a publish: releases the fleet lock on
  * key if this daemon holds it. */
 void jc__remote_done(struct jc_remote *r, const uint8_t key[16]);
@@ -190,5 +224,19 @@ int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t 
 int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t len,
 			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
 			    char *why, size_t whylen);
+
+/* A dependency record of lookup from variant (len bytes, borrowed), as
+ * jc__remote_value_encode. */
+int jc__remote_record_encode(const uint8_t lookup[16], const uint8_t *variant, size_t len,
+			     const uint8_t *secret, size_t secret_len, uint64_t max, uint8_t **out,
+			     size_t *outlen);
+
+/* Checks a fetched record of lookup (the envelope as a value's, then one
+ * manifest variant of at most max_entries entries) into *set (owned by the
+ * caller; empty on failure). Returns 0, JC_ECORRUPT (why says what), or
+ * JC_ENOMEM. */
+int jc__remote_record_decode(const uint8_t lookup[16], const uint8_t *val, size_t len,
+			     const uint8_t *secret, size_t secret_len, uint64_t max,
+			     uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen);
 
 #endif

@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "core/hmac.h"
+#include "core/manifest.h"
 #include "daemon/remote.h"
 #include "jitcache/jitcache.h"
 #include "proto/proto.h"
@@ -19,6 +20,7 @@
 #define HDR 48
 #define MAC JC_HMAC_LEN
 #define FLAG_SIGNED 1u
+#define FLAG_RECORD 2u /* a dependency record, not a value */
 #define ZSTD_LEVEL 3
 
 static const uint8_t magic[4] = {'J', 'C', 'R', 'V'};
@@ -52,12 +54,14 @@ static uint64_t get64(const uint8_t *p)
 }
 
 
-int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t frame_len,
-			    const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
-			    uint8_t **out, size_t *outlen)
+/* The envelope of a value or a dependency record (remote.h): header, meta,
+ * the zstd frame of payload, and the MAC when signed. */
+static int seal(const uint8_t key[16], uint32_t kind, const uint8_t *payload, size_t payload_len,
+		const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
+		uint8_t **out, size_t *outlen)
 {
 	size_t mlen = meta ? strnlen(meta, JC_REMOTE_META_MAX) : 0;
-	size_t bound = ZSTD_compressBound(frame_len);
+	size_t bound = ZSTD_compressBound(payload_len);
 	size_t cap = HDR + mlen + bound + (secret ? MAC : 0);
 	uint8_t *v = malloc(cap);
 	if (!v)
@@ -69,7 +73,7 @@ int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t 
 	if (cctx && !ZSTD_isError(zlen))
 		zlen = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 	if (cctx && !ZSTD_isError(zlen))
-		zlen = ZSTD_compress2(cctx, v + HDR + mlen, bound, frame, frame_len);
+		zlen = ZSTD_compress2(cctx, v + HDR + mlen, bound, payload, payload_len);
 	ZSTD_freeCCtx(cctx);
 	if (!cctx)
 		zlen = (size_t)-1;
@@ -80,9 +84,9 @@ int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t 
 	memcpy(v, magic, 4);
 	put32(v + 4, JC_REMOTE_VERSION);
 	memcpy(v + 8, key, 16);
-	put32(v + 24, secret ? FLAG_SIGNED : 0);
+	put32(v + 24, (secret ? FLAG_SIGNED : 0) | kind);
 	put32(v + 28, (uint32_t)mlen);
-	put64(v + 32, frame_len);
+	put64(v + 32, payload_len);
 	put64(v + 40, zlen);
 	if (mlen)
 		memcpy(v + HDR, meta, mlen);
@@ -100,17 +104,33 @@ int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t 
 	return 0;
 }
 
+int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t frame_len,
+			    const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
+			    uint8_t **out, size_t *outlen)
+{
+	return seal(key, 0, frame, frame_len, meta, secret, secret_len, max, out, outlen);
+}
+
+int jc__remote_record_encode(const uint8_t lookup[16], const uint8_t *variant, size_t len,
+			     const uint8_t *secret, size_t secret_len, uint64_t max, uint8_t **out,
+			     size_t *outlen)
+{
+	return seal(lookup, FLAG_RECORD, variant, len, NULL, secret, secret_len, max, out, outlen);
+}
+
 static int reject(char *why, size_t whylen, const char *what)
 {
 	snprintf(why, whylen, "%s", what);
 	return JC_ECORRUPT;
 }
 
-int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t len,
-			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
-			    char *why, size_t whylen)
+/* Checks a fetched envelope of kind (0: value, FLAG_RECORD) for key and
+ * decompresses its payload into *body (malloc'd, *raw bytes, at most
+ * raw_max). Returns 0 or JC_ECORRUPT with the reason in why. */
+static int unseal(const uint8_t key[16], uint32_t kind, const uint8_t *val, size_t len,
+		  const uint8_t *secret, size_t secret_len, uint64_t max, uint64_t raw_max,
+		  uint8_t **body, uint64_t *raw, char *why, size_t whylen)
 {
-	jc__res_init(res);
 	if (len > max)
 		return reject(why, whylen, "larger than --remote-max-object");
 	if (len < HDR || memcmp(val, magic, 4) != 0)
@@ -120,11 +140,15 @@ int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t le
 	if (memcmp(val + 8, key, 16) != 0)
 		return reject(why, whylen, "the value belongs to another key");
 	uint32_t flags = get32(val + 24), mlen = get32(val + 28);
-	uint64_t raw = get64(val + 32), zlen = get64(val + 40);
+	uint64_t zlen = get64(val + 40);
+	*raw = get64(val + 32);
 	size_t maclen = flags & FLAG_SIGNED ? MAC : 0;
-	if (flags & ~FLAG_SIGNED)
+	if (flags & ~(FLAG_SIGNED | FLAG_RECORD))
 		return reject(why, whylen, "unknown flags");
-	if (mlen > JC_REMOTE_META_MAX || zlen > len || raw > JC_FRAME_HDR + (uint64_t)JC_FRAME_MAX ||
+	if ((flags & FLAG_RECORD) != kind)
+		return reject(why, whylen, kind ? "a value, not a dependency record"
+						: "a dependency record, not a value");
+	if (mlen > JC_REMOTE_META_MAX || zlen > len || *raw > raw_max ||
 	    (uint64_t)HDR + mlen + zlen + maclen != len)
 		return reject(why, whylen, "lengths do not add up (truncated or padded)");
 	if (secret) {
@@ -138,19 +162,35 @@ int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t le
 	const uint8_t *z = val + HDR + mlen;
 	ZSTD_frameHeader fh;
 	if (ZSTD_getFrameHeader(&fh, z, zlen) != 0 || fh.frameType != ZSTD_frame ||
-	    fh.frameContentSize != raw || !fh.checksumFlag || raw < JC_FRAME_HDR)
+	    fh.frameContentSize != *raw || !fh.checksumFlag)
 		return reject(why, whylen, "compressed frame does not declare its size and checksum");
-	uint8_t *body = malloc(raw);
-	if (!body)
+	if (!(*body = malloc(*raw ? *raw : 1)))
 		return reject(why, whylen, "out of memory");
-	size_t got = ZSTD_decompress(body, raw, z, zlen);
+	size_t got = ZSTD_decompress(*body, *raw, z, zlen);
+	if (ZSTD_isError(got) || got != *raw) {
+		free(*body);
+		*body = NULL;
+		return reject(why, whylen, "compressed frame does not decode");
+	}
+	return 0;
+}
+
+int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t len,
+			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
+			    char *why, size_t whylen)
+{
+	jc__res_init(res);
+	uint8_t *body;
+	uint64_t raw;
+	int rc = unseal(key, 0, val, len, secret, secret_len, max, JC_FRAME_HDR + (uint64_t)JC_FRAME_MAX,
+			&body, &raw, why, whylen);
+	if (rc != 0)
+		return rc;
 	uint16_t type;
 	uint32_t plen;
-	int rc = JC_ECORRUPT;
-	if (ZSTD_isError(got) || got != raw)
-		snprintf(why, whylen, "compressed frame does not decode");
-	else if (jc__frame_header_decode(body, &type, &plen) != 0 || type != JC_MSG_RESULT ||
-		 plen != raw - JC_FRAME_HDR)
+	rc = JC_ECORRUPT;
+	if (raw < JC_FRAME_HDR || jc__frame_header_decode(body, &type, &plen) != 0 ||
+	    type != JC_MSG_RESULT || plen != raw - JC_FRAME_HDR)
 		snprintf(why, whylen, "not a result frame");
 	else if (jc__decode_res(body + JC_FRAME_HDR, plen, res) != 0)
 		snprintf(why, whylen, "result does not decode");
@@ -173,5 +213,25 @@ int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t le
 	}
 	if (rc != 0)
 		jc__res_clear(res);
+	return rc;
+}
+
+int jc__remote_record_decode(const uint8_t lookup[16], const uint8_t *val, size_t len,
+			     const uint8_t *secret, size_t secret_len, uint64_t max,
+			     uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen)
+{
+	uint8_t *body;
+	uint64_t raw;
+	memset(set, 0, sizeof(*set));
+	int rc = unseal(lookup, FLAG_RECORD, val, len, secret, secret_len, max,
+			JC_MANIFEST_MAX_BYTES, &body, &raw, why, whylen);
+	if (rc != 0)
+		return rc;
+	rc = jc__manifest_variant_decode(body, raw, max_entries, set);
+	free(body);
+	if (rc == JC_ECORRUPT)
+		snprintf(why, whylen, "dependency record does not decode");
+	else if (rc == JC_ENOMEM)
+		snprintf(why, whylen, "out of memory");
 	return rc;
 }

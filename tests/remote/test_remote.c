@@ -26,7 +26,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
+#include "core/manifest.h"
+#include "daemon/remote.h"
 #include "tests/lib/test.h"
 #include "tests/lib/variants.h"
 #include "redis_fx.h"
@@ -633,6 +636,197 @@ static void test_fatbin_parts(void **state)
 	jc_request_free(r);
 }
 
+/* The CUB example as `jitcachectl compile` sends it: the source's directory
+ * as the first -I (NVRTC probes headers there that the scan does not
+ * predict), -std=c++17 and -I CCCL. */
+static jc_request *cub_request(char cccl[300])
+{
+	static const char *const exprs[] = {"sort_and_sum<128, 8>", NULL};
+	const char *cuda = getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH")
+								       : "/usr/local/cuda";
+	snprintf(cccl, 300, "%s/include/cccl", cuda);
+	if (access(cccl, R_OK) != 0)
+		return NULL;
+	size_t size;
+	uint8_t *src = jtl_read_file(jct_example("cub_sort.cu"), &size);
+	assert_non_null(src);
+	jc_request *r = jct_request_src("cub_sort.cu", (const char *)src, "sm_90");
+	free(src);
+	char dir[300];
+	snprintf(dir, sizeof(dir), "%s", jct_example("cub_sort.cu"));
+	*strrchr(dir, '/') = '\0';
+	jct_request_include(r, dir);
+	assert_int_equal(jc_request_add_name_expression(r, exprs[0]), 0);
+	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
+	jct_request_include(r, cccl);
+	return r;
+}
+
+/* Daemon i's answer to r: an sm_90 cubin with ref's lowered name and, when
+ * same (served, not compiled here), ref's very bytes. NVRTC's own output for
+ * this kernel differs from compile to compile (internal-linkage names carry
+ * a per-compile tag: _GLOBAL__N__00000000_11_cub_sort_cu_<hex>_<n>), so a
+ * compile here is checked by its shape. Returns the cache status. */
+static int cub_fetch(struct rfx *x, int i, const jc_request *r, const jc_result *ref, int same)
+{
+	jc_result *res = jct_compile(&x->d[i], r, 0);
+	size_t n, nref;
+	const void *data = jc_result_data(res, &n), *want = jc_result_data(ref, &nref);
+	assert_int_equal(jct_cubin_sm(data, n), 90);
+	if (same) {
+		assert_int_equal(n, nref);
+		assert_memory_equal(data, want, n);
+	}
+	assert_string_equal(jc_result_lowered_name(res, "sort_and_sum<128, 8>"),
+			    jc_result_lowered_name(ref, "sort_and_sum<128, 8>"));
+	int st = (int)jc_result_cache_status(res);
+	jc_result_free(res);
+	return st;
+}
+
+/* Daemon i again, with an empty cache directory (a fresh machine). */
+static void fresh(struct rfx *x, int i, const char *secret)
+{
+	char why[256];
+	if (x->d[i].pid > 0)
+		jtl_daemon_stop(&x->d[i]);
+	assert_int_equal(jtl_rmtree(x->d[i].cache, why, sizeof(why)), 0);
+	start(x, i, "--remote-secret-file", secret, NULL);
+}
+
+/* The only dependency record in Redis: its Redis key into rkey (80 bytes). */
+static void record_key(struct rfx *x, char rkey[80])
+{
+	redisReply *k = jct_redis_cmd(&x->redis, "KEYS jc:{*}:deps");
+	assert_int_equal(k->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(k->elements, 1);
+	snprintf(rkey, 80, "%s", k->element[0]->str);
+	freeReplyObject(k);
+}
+
+/* Writes a record signed with secret file sf for the lookup key of rkey
+ * holding set. */
+static void put_record(struct rfx *x, const char *rkey, const char *sf, const struct jc_inc_set *set)
+{
+	uint8_t lookup[16], *variant, *val;
+	size_t vlen, len, slen;
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(sscanf(rkey + 4 + 2 * i, "%2hhx", &lookup[i]), 1);
+	uint8_t *secret = jtl_read_file(sf, &slen);
+	assert_non_null(secret);
+	while (slen && (secret[slen - 1] == '\n' || secret[slen - 1] == '\r'))
+		slen--; /* as the daemon reads a secret file */
+	assert_int_equal(jc__manifest_variant_encode(set, &variant, &vlen), 0);
+	assert_int_equal(jc__remote_record_encode(lookup, variant, vlen, secret, slen, 64u << 20, &val,
+						  &len), 0);
+	redisReply *rep = jct_redis_cmd(&x->redis, "SET %s %b", rkey, val, len);
+	assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+	freeReplyObject(rep);
+	free(variant);
+	free(val);
+	free(secret);
+}
+
+/* Issue 22, item 1: a key learnt from what NVRTC read (the CUB example: a
+ * probe next to the source) reaches the fleet with its dependency record:
+ * a second daemon and a fresh third serve it from Redis with 0 compiles; a
+ * tampered or forged record is rejected and counted, and the request still
+ * gets NVRTC's bytes. */
+static void test_learned_record(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	char cccl[300], rkey[80];
+	jc_request *r = cub_request(cccl);
+	if (!r)
+		skip();
+	const char *sf = x->secret[0];
+	start(x, 0, "--remote-secret-file", sf, NULL);
+	jc_result *ref = jct_compile(&x->d[0], r, 0);
+	assert_int_equal(jc_result_cache_status(ref), JC_MISS);
+	assert_int_equal(jct_stat(&x->d[0], "compiles"), 1);
+	assert_int_equal(jct_stat(&x->d[0], "deps_learned"), 1); /* the scan missed a probe */
+	assert_int_equal(wait_stat(&x->d[0], "remote_deps_published", 1), 1);
+	assert_int_equal(wait_stat(&x->d[0], "remote_publishes", 1), 1);
+	record_key(x, rkey);
+
+	/* A second daemon, then a fresh third: served from Redis, 0 compiles. */
+	for (int i = 1; i <= 2; i++) {
+		start(x, i, "--remote-secret-file", sf, NULL);
+		assert_int_equal(cub_fetch(x, i, r, ref, 1), JC_MISS); /* a local miss, from Redis */
+		assert_int_equal(jct_stat(&x->d[i], "compiles"), 0);
+		assert_int_equal(jct_stat(&x->d[i], "remote_hits"), 1);
+		assert_int_equal(jct_stat(&x->d[i], "remote_deps_used"), 1);
+		wait_stored(&x->d[i], jc_result_key(ref));
+		assert_int_equal(cub_fetch(x, i, r, ref, 1), JC_HIT); /* keyed by its own manifest now */
+		assert_int_equal(jct_stat(&x->d[i], "remote_hits"), 1);
+	}
+
+	/* A flipped byte: the MAC fails; rejected, counted, and the request
+	 * compiles (and publishes a good record again). */
+	struct jtl_daemon *d = &x->d[3];
+	redisReply *v = jct_redis_cmd(&x->redis, "GET %s", rkey);
+	assert_int_equal(v->type, REDIS_REPLY_STRING);
+	v->str[v->len / 2] ^= 0x20;
+	redisReply *set = jct_redis_cmd(&x->redis, "SET %s %b", rkey, v->str, v->len);
+	freeReplyObject(set);
+	freeReplyObject(v);
+	fresh(x, 3, sf);
+	assert_int_equal(cub_fetch(x, 3, r, ref, 0), JC_MISS);
+	assert_int_equal(jct_stat(d, "remote_rejected"), 1);
+	assert_int_equal(jct_stat(d, "remote_deps_used"), 0);
+	assert_int_equal(jct_stat(d, "compiles"), 1);
+	assert_int_equal(jct_log_count(d, "dependency record from"), 1);
+	assert_int_equal(wait_stat(d, "remote_deps_published", 1), 1);
+
+	/* Correctly signed, but naming a file the request does not declare
+	 * (with its true hash, so that it would re-check): refused before any
+	 * file is read, counted; the request is keyed by its scan. */
+	size_t hn;
+	uint8_t *host = jtl_read_file("/etc/hostname", &hn);
+	assert_non_null(host);
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(host, hn));
+	free(host);
+	struct jc_inc_set forged = {0};
+	assert_int_equal(jc__inc_set_add(&forged, cccl, strlen(cccl), JC_INC_TOOLKIT, NULL), 0);
+	assert_int_equal(jc__inc_set_add(&forged, "/etc/hostname", 13, JC_INC_FILE, c.digest), 0);
+	assert_int_equal(jc__inc_set_finish(&forged), 0);
+	put_record(x, rkey, sf, &forged);
+	jc__inc_set_clear(&forged);
+	fresh(x, 3, sf);
+	assert_int_equal(cub_fetch(x, 3, r, ref, 0), JC_MISS);
+	assert_int_equal(jct_stat(d, "remote_rejected"), 1);
+	assert_int_equal(jct_stat(d, "remote_deps_used"), 0);
+	assert_int_equal(jct_log_count(d, "dependency record names /etc/hostname"), 1);
+
+	/* Admissible but false (a header next to the source that is not there
+	 * claimed present): the local re-check fails, the scan keys it; no wrong
+	 * bytes, the good record comes back with the compile. */
+	char fake[400];
+	snprintf(fake, sizeof(fake), "%s", jct_example("cub_sort.cu"));
+	snprintf(strrchr(fake, '/'), sizeof(fake) - (size_t)(strrchr(fake, '/') - fake),
+		 "/cub/block/block_exchange.cuh");
+	assert_int_equal(jc__inc_set_add(&forged, cccl, strlen(cccl), JC_INC_TOOLKIT, NULL), 0);
+	assert_int_equal(jc__inc_set_add(&forged, fake, strlen(fake), JC_INC_FILE, c.digest), 0);
+	assert_int_equal(jc__inc_set_finish(&forged), 0);
+	put_record(x, rkey, sf, &forged);
+	jc__inc_set_clear(&forged);
+	fresh(x, 3, sf);
+	assert_int_equal(cub_fetch(x, 3, r, ref, 0), JC_MISS);
+	assert_int_equal(jct_stat(d, "remote_deps_used"), 0);
+	assert_int_equal(jct_stat(d, "remote_rejected"), 0);
+	assert_int_equal(jct_stat(d, "compiles"), 1);
+	assert_int_equal(wait_stat(d, "remote_deps_published", 1), 1);
+	fresh(x, 3, sf);
+	assert_int_equal(cub_fetch(x, 3, r, ref, 0), JC_MISS);
+	assert_int_equal(jct_stat(d, "compiles"), 0);
+	assert_int_equal(jct_stat(d, "remote_deps_used"), 1);
+	printf("learned key: B and a fresh C served the CUB example from Redis with 0 compiles; "
+	       "tampered and forged records rejected, correct bytes served\n");
+	jc_result_free(ref);
+	jc_request_free(r);
+}
+
 /* 4 daemons x 16 client processes cold on one key: one compile in all. */
 static void test_fleet_single_flight(void **state)
 {
@@ -998,6 +1192,7 @@ int main(int argc, char **argv)
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
+		cmocka_unit_test_teardown(test_learned_record, rfx_free),
 		cmocka_unit_test_teardown(test_tamper, rfx_free),
 		cmocka_unit_test_teardown(test_read_only, rfx_free),
 		cmocka_unit_test_teardown(test_no_redis_at_start, rfx_free),
@@ -1011,5 +1206,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_ops, rfx_free),
 		cmocka_unit_test_teardown(test_cluster, rfx_free),
 	};
+	if (getenv("JCT_TEST_FILTER")) /* e.g. JCT_TEST_FILTER=test_learned_record */
+		cmocka_set_test_filter(getenv("JCT_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
