@@ -307,6 +307,22 @@ static void test_keep_requests_budget(void **state)
 	char *out = ctl(no, 0, (const char *const[]){"warm", NULL});
 	jct_assert_has(out, "requests are not kept");
 	free(out);
+	/* eviction holds a budget that counts them, and they go with their entries */
+	struct jtl_daemon *small = &f->d[2];
+	int64_t per_entry = jct_stat(d, "bytes") / 3;
+	char budget[32];
+	snprintf(budget, sizeof(budget), "%lldB", (long long)(per_entry * 11 / 2));
+	jct_daemon_start(small, (const char *const[]){"--max-size", budget, NULL});
+	for (int n = 10; n < 18; n++) {
+		jc_request *r = tiny(n);
+		compile_status(small, r, NULL, NULL);
+		jc_request_free(r);
+	}
+	assert_true(jct_wait_stat(small, "bytes", jct_le, per_entry * 11 / 2, 10000) <=
+		    per_entry * 11 / 2);
+	int64_t left = jct_stat(small, "entries");
+	assert_true(left >= 3 && left <= 5);
+	assert_int_equal(jct_stat(small, "requests_kept"), left);
 	free(ctl(d, 0, (const char *const[]){"purge", "--all", NULL}));
 	assert_int_equal(objects(d), 0);
 	assert_int_equal(jct_stat(d, "requests_kept"), 0);

@@ -31,7 +31,7 @@
 /* Bytes of one tiny kernel's cubin (they all have the same size). */
 static int64_t tiny_size(struct jtl_daemon *d)
 {
-	jct_daemon_start(d, NULL);
+	jct_daemon_start(d, (const char *const[]){"--keep-requests", "no", NULL});
 	assert_int_equal(jct_compile_tiny(d, 999, "sm_90", NULL), JC_MISS);
 	int64_t size = jct_stat(d, "bytes");
 	assert_true(size > 0);
@@ -58,7 +58,8 @@ static void test_lru_eviction_keeps_budget(void **state)
 	int64_t size = tiny_size(d);
 	char budget[32];
 	snprintf(budget, sizeof(budget), "%lld", (long long)(size * 21 / 2));
-	const char *flags[] = {"--max-size", budget, NULL};
+	/* artifacts only: kept requests count too (test_rewarm.c) */
+	const char *flags[] = {"--max-size", budget, "--keep-requests", "no", NULL};
 	jct_daemon_start(d, flags);
 	char a[4][33], b[4][33], c[4][33];
 	for (int i = 0; i < 4; i++)
@@ -113,7 +114,8 @@ static void test_budget_under_load(void **state)
 	int64_t size = tiny_size(d);
 	char budget[32];
 	snprintf(budget, sizeof(budget), "%lldB", (long long)(size * 10));
-	const char *flags[] = {"--max-size", budget, NULL};
+	/* artifacts only: kept requests count too (test_rewarm.c) */
+	const char *flags[] = {"--max-size", budget, "--keep-requests", "no", NULL};
 	jct_daemon_start(d, flags);
 	pid_t kids[2];
 	for (int k = 0; k < 2; k++) {

@@ -259,7 +259,7 @@ static void test_example_config(void **state)
 	}
 	fclose(in);
 	fclose(out);
-	assert_int_equal(settings, 30); /* 29 + user-max-size */
+	assert_int_equal(settings, 33); /* 29 + user-max-size + keep-requests, rewarm-workers, -budget */
 	/* Paths from the flags (they win); the rest from the example. */
 	jct_daemon_spawn_with(&f->d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
 	jct_daemon_wait_ready(&f->d);
