@@ -36,14 +36,20 @@ static void fill(struct jc_req *r)
 	r->reject_message = strdup("bad");
 }
 
+/* fill(r), then its kept encoding into *z (malloc'd) and *len. */
+static void encoded(struct jc_req *r, uint8_t **z, size_t *len)
+{
+	fill(r);
+	assert_int_equal(jc__kept_encode(r, z, len), 0);
+}
+
 static void test_round_trip(void **state)
 {
 	(void)state;
 	struct jc_req r, back;
 	uint8_t *z;
 	size_t len;
-	fill(&r);
-	assert_int_equal(jc__kept_encode(&r, &z, &len), 0);
+	encoded(&r, &z, &len);
 	assert_int_equal(jc__kept_decode(z, len, &back), 0);
 	assert_string_equal(back.arch, "sm_90");
 	assert_string_equal(back.source_name, "k.cu");
@@ -77,8 +83,7 @@ static void test_hostile(void **state)
 	struct jc_req r, back;
 	uint8_t *z;
 	size_t len;
-	fill(&r);
-	assert_int_equal(jc__kept_encode(&r, &z, &len), 0);
+	encoded(&r, &z, &len);
 	/* truncated, flipped, garbage */
 	assert_int_equal(jc__kept_decode(z, len - 1, &back), JC_ECORRUPT);
 	for (size_t i = 0; i < len; i += 7) {
