@@ -52,7 +52,8 @@
 	X(rewarm_queued, "kept requests queued to be compiled again for a new toolchain (re-warm)") \
 	X(rewarm_done, "re-warm requests that ended with an entry for this toolchain (compiled, or there already)") \
 	X(rewarm_failed, "re-warm requests that failed (a compile error is kept as a negative entry)") \
-	X(rewarm_cpu_s, "CPU seconds of re-warm compiles (whole seconds)")
+	X(rewarm_cpu_s, "CPU seconds of re-warm compiles (whole seconds; rewarm_cpu_ms is finer)") \
+	X(rewarm_cpu_ms, "CPU milliseconds of re-warm compiles")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

@@ -82,7 +82,7 @@ struct jc_rewarm {
 	int closed;
 	/* This run's figures (the counters hold every run's). */
 	uint64_t total, queued, done, failed, dropped, cpu_ns;
-	uint64_t cpu_s_counted;
+	uint64_t cpu_ms_counted, cpu_s_counted; /* of cpu_ns, in the counters */
 	int budget_spent;
 	uint64_t started_ns, ended_ns;
 	char why[128];
@@ -163,8 +163,10 @@ static void sink(void *ctx, const struct jc_res *res, int objfd, int code, const
 	}
 	if (res && res->cache == JC_CACHE_MISS) {
 		rw->cpu_ns += res->cpu_ns;
-		uint64_t secs = rw->cpu_ns / 1000000000u;
+		uint64_t ms = rw->cpu_ns / 1000000u, secs = ms / 1000u;
+		jc__daemon_count(d, JC_CTR_rewarm_cpu_ms, ms - rw->cpu_ms_counted);
 		jc__daemon_count(d, JC_CTR_rewarm_cpu_s, secs - rw->cpu_s_counted);
+		rw->cpu_ms_counted = ms;
 		rw->cpu_s_counted = secs;
 	}
 	if (!rw->closed)
@@ -325,7 +327,7 @@ static void run_reset(struct jc_rewarm *rw)
 	}
 	rw->n_failures = 0;
 	rw->total = rw->queued = rw->done = rw->failed = rw->dropped = rw->cpu_ns = 0;
-	rw->cpu_s_counted = 0;
+	rw->cpu_ms_counted = rw->cpu_s_counted = 0;
 	rw->budget_spent = 0;
 	rw->ended_ns = 0;
 }

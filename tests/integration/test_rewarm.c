@@ -135,6 +135,10 @@ static void test_rewarm_after_nvrtc_change(void **state)
 	free(out);
 	assert_int_equal(jct_stat(d, "rewarm_done"), N_KERNELS);
 	assert_int_equal(jct_stat(d, "rewarm_failed"), 0);
+	/* the CPU time in milliseconds, and in whole seconds beside it */
+	int64_t cpu_ms = jct_stat(d, "rewarm_cpu_ms"), cpu_s = jct_stat(d, "rewarm_cpu_s");
+	assert_true(cpu_ms > 0);
+	assert_true(cpu_ms / 1000 == cpu_s);
 	/* the new entries share the old ones' requests */
 	assert_int_equal(jct_stat(d, "requests_kept"), N_KERNELS);
 	assert_int_equal(jct_stat(d, "compiles") - compiles, N_KERNELS);
