@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "daemon/pool.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "core/confine.h"
 #include "daemon/framer.h"
 #include "daemon/worker.h"
@@ -28,6 +30,7 @@ struct jc_pool {
 	struct jc_worker **workers;
 	int n_workers;
 	int stopping;
+	int raise_warned;  /* the log said once why a worker could not be raised */
 	struct jc_pool_job *head, *tail;           /* the queue */
 	struct jc_pool_job *idle_head, *idle_tail; /* the idle jobs' queue */
 };
@@ -43,10 +46,10 @@ struct jc_worker {
 	int exited;
 	int timed_out;
 	int killed;        /* by shutdown */
+	int raised;        /* an idle worker at normal priority for this job (a client joined) */
 	int open_handles;
 };
 
-static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f);
 
 static void worker_handle_closed(uv_handle_t *h)
 {
@@ -93,6 +96,70 @@ static void worker_detach(struct jc_worker *w)
 		uv_close((uv_handle_t *)&w->proc, worker_handle_closed);
 	else
 		uv_process_kill(&w->proc, SIGKILL); /* proc closes in exit_cb */
+}
+
+static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f);
+
+/*
+ * Every thread of pid and of the processes below it (the worker's helper,
+ * a job's child; /proc/PID/task/TID/children) to idle or normal priority
+ * (jc__set_idle_priority). A thread or process that starts meanwhile from
+ * one not yet changed keeps the old priority. Returns 0, or the errno of
+ * the first failure (a thread that exited meanwhile is none).
+ */
+static int tree_priority(pid_t pid, int idle, int depth)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return errno == ENOENT ? 0 : errno;
+	int first = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		int tid = atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		if (jc__set_idle_priority(tid, idle) != 0 && errno != ESRCH && !first)
+			first = errno;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, tid);
+		FILE *f = depth < 8 ? fopen(path, "re") : NULL;
+		int child, rc;
+		while (f && fscanf(f, "%d", &child) == 1)
+			if ((rc = tree_priority((pid_t)child, idle, depth + 1)) && !first)
+				first = rc;
+		if (f)
+			fclose(f);
+	}
+	closedir(dir);
+	return first;
+}
+
+/* A client waits on w's idle job: w runs it at normal priority. */
+static void worker_raise(struct jc_worker *w)
+{
+	int rc = tree_priority(w->proc.pid, 0, 0);
+	w->raised = 1;
+	if (rc == 0 || w->d->raise_warned)
+		return;
+	w->d->raise_warned = 1;
+	jc_log_warn(WORKER, "a client waits on a re-warm compile, but its worker %d stays at idle "
+		    "priority: %s (leaving SCHED_IDLE needs RLIMIT_NICE 20, e.g. LimitNICE=20 in the "
+		    "service, or CAP_SYS_NICE); said once", w->proc.pid, strerror(rc));
+}
+
+/* w's job is done: back to idle priority for the next re-warm job. */
+static void worker_lower(struct jc_worker *w)
+{
+	if (!w->raised)
+		return;
+	w->raised = 0;
+	int rc = tree_priority(w->proc.pid, 1, 0);
+	if (rc != 0) {
+		jc_log_err(WORKER, "cannot put worker %d back to idle priority (%s); replacing it",
+			   w->proc.pid, strerror(rc));
+		worker_detach(w);
+	}
 }
 
 /* Fails the job of a worker that died under it, naming the cause. */
@@ -166,6 +233,7 @@ static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, siz
 		f->res->status = JC_EINTERNAL;
 		f->res->message = strdup("compile worker sent an undecodable result");
 	}
+	worker_lower(w);
 	f->done(f, 0);
 	jc__pool_dispatch(w->d);
 	return 0;
@@ -390,6 +458,14 @@ int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job)
 		queue_push(&p->head, &p->tail, job);
 		jc__pool_dispatch(p);
 		return 1;
+	}
+	for (int i = p->cfg.workers; i < p->n_workers; i++) {
+		struct jc_worker *w = p->workers[i];
+		if (w && w->job == job && !w->raised) {
+			job->idle = 0;
+			worker_raise(w);
+			return 1;
+		}
 	}
 	return 0;
 }

@@ -70,9 +70,13 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 /* Queues job (its "in" fields set) behind the others and dispatches. A
  * stopped pool cancels it at once (done with JC_EBUSY). */
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
-/* An idle job that waits for a worker becomes a client job, queued behind
- * the client jobs (a client asked for its key): 1. An idle job already
- * running (or not queued) is left as it is: 0. */
+/* A client asked for the key of an idle job. One that waits for a worker
+ * becomes a client job, queued behind the client jobs: 1. One running on
+ * an idle worker goes on there at normal CPU and I/O priority, the
+ * worker's threads and children raised (SCHED_OTHER, ioprio class none;
+ * needs RLIMIT_NICE 20 or CAP_SYS_NICE, else the log says so once), and
+ * back to idle priority once it is done: 1. Otherwise (not queued nor
+ * running): 0. */
 int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job);
 /* 1 when client jobs wait for a worker. */
 int jc__pool_busy(const struct jc_pool *p);

@@ -24,9 +24,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/prctl.h>
-#include <sched.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -644,19 +642,21 @@ static int run_tree_job(const struct jc_buf *in, const char *tk_root, const char
 
 /*
  * --idle: a re-warm worker (pool.h, idle_workers) runs, with the helper and
- * children it forks, only when the CPU has nothing else to run (SCHED_IDLE,
- * sched(7)) and does I/O only when no other process does (the idle class of
- * ioprio_set(2), which glibc does not wrap). Both are inherited by fork and
- * cannot be undone without privileges: the daemon keeps these workers apart.
+ * children it forks, only when the CPU has nothing else to run and does I/O
+ * only when no other process does (jc__set_idle_priority). Both are
+ * inherited by fork. The daemon raises the worker, its threads and children
+ * back to normal priority while a client waits on its compile
+ * (jc__pool_promote), which needs RLIMIT_NICE 20: its soft limit is raised
+ * to the hard one here, for that.
  */
 static int make_idle(void)
 {
-	struct sched_param sp = {0};
-	if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
-		return -1;
-	enum { IOPRIO_WHO_PROCESS = 1, IOPRIO_CLASS_IDLE = 3, IOPRIO_CLASS_SHIFT = 13 };
-	return (int)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0,
-			    IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT);
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NICE, &rl); /* at worst the daemon cannot raise us */
+	}
+	return jc__set_idle_priority(0, 1);
 }
 
 int main(int argc, char **argv)

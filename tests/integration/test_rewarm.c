@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,15 +181,14 @@ static char *slow_src(void)
 	return src;
 }
 
-/* The re-warm workers (children of pid with --idle) all run at idle CPU and
- * I/O priority; returns how many there are. */
-static int idle_workers_checked(pid_t daemon)
+/* The re-warm workers (children of pid with --idle) to out[max]; how many. */
+static int idle_workers(pid_t daemon, pid_t *out, int max)
 {
 	DIR *dir = opendir("/proc");
 	struct dirent *de;
 	int n = 0;
 	assert_non_null(dir);
-	while ((de = readdir(dir))) {
+	while ((de = readdir(dir)) && n < max) {
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
 		char path[300], cmd[512] = "";
@@ -202,7 +202,6 @@ static int idle_workers_checked(pid_t daemon)
 		int idle = 0;
 		for (ssize_t i = 0; i < len; i += (ssize_t)strlen(cmd + i) + 1)
 			idle |= strcmp(cmd + i, "--idle") == 0;
-		pid_t pid = (pid_t)atoi(de->d_name);
 		if (!idle || !strstr(cmd, "jitcache-worker"))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
@@ -213,18 +212,73 @@ static int idle_workers_checked(pid_t daemon)
 		int ppid = 0;
 		sscanf(strrchr(st, ')') + 2, "%*c %d", &ppid);
 		free(st);
-		if (ppid != daemon)
-			continue;
-		/* it sets them at its start: it may have just been started */
-		for (int i = 0; i < 500 && sched_getscheduler(pid) != SCHED_IDLE; i++)
-			jtl_sleep_ms(10);
-		assert_int_equal(sched_getscheduler(pid), SCHED_IDLE);
-		long prio = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, pid);
-		assert_int_equal(prio >> 13, 3 /* IOPRIO_CLASS_IDLE */);
-		n++;
+		if (ppid == daemon)
+			out[n++] = (pid_t)atoi(de->d_name);
 	}
 	closedir(dir);
 	return n;
+}
+
+/* Every thread of pid and of the processes below it has CPU policy policy
+ * and I/O class ioclass; returns how many threads were checked. */
+static int tree_checked(pid_t pid, int policy, int ioclass)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	struct dirent *de;
+	int n = 0;
+	while (dir && (de = readdir(dir))) {
+		int tid = atoi(de->d_name), got = tid > 0 ? sched_getscheduler(tid) : -1;
+		if (got < 0)
+			continue; /* not a thread, or one that just exited */
+		if (got != policy)
+			fail_msg("thread %d of %d: policy %d, want %d", tid, (int)pid, got, policy);
+		long prio = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, tid);
+		if (prio >= 0 && prio >> 13 != ioclass)
+			fail_msg("thread %d of %d: I/O class %ld, want %d", tid, (int)pid, prio >> 13,
+				 ioclass);
+		n++;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, tid);
+		FILE *f = fopen(path, "r");
+		int child;
+		while (f && fscanf(f, "%d", &child) == 1)
+			n += tree_checked((pid_t)child, policy, ioclass);
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return n;
+}
+
+/* The re-warm workers all run at idle CPU and I/O priority; returns how
+ * many there are. */
+static int idle_workers_checked(pid_t daemon)
+{
+	pid_t w[8];
+	int n = idle_workers(daemon, w, 8);
+	for (int i = 0; i < n; i++) {
+		/* it sets them at its start: it may have just been started */
+		for (int t = 0; t < 500 && sched_getscheduler(w[i]) != SCHED_IDLE; t++)
+			jtl_sleep_ms(10);
+		assert_true(tree_checked(w[i], SCHED_IDLE, 3 /* IOPRIO_CLASS_IDLE */) > 0);
+	}
+	return n;
+}
+
+/* A client's request for the slow kernel, in a thread of its own. */
+struct join {
+	const struct jtl_daemon *d;
+	jc_request *r;
+	jc_cache_status status;
+};
+
+static void *join_main(void *arg)
+{
+	struct join *j = arg;
+	j->status = compile_status(j->d, j->r, NULL, NULL);
+	return NULL;
 }
 
 /* During a re-warm, a client's new request is served while the re-warm's
@@ -266,7 +320,19 @@ static void test_client_first_and_join(void **state)
 	jct_assert_has(doc, "entries were made by another toolchain than the daemon's");
 	jct_assert_has(doc, "run `jitcachectl warm`");
 	free(doc);
-	assert_int_equal(compile_status(d, slow, NULL, NULL), JC_JOINED);
+	/* the client joins the running re-warm compile: its worker, with its
+	 * threads and children, runs at normal priority while the client waits */
+	struct join j = {.d = d, .r = slow};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, join_main, &j), 0);
+	jct_wait_stat(d, "single_flight_joins", jct_ge, joins + 1, 20000);
+	pid_t w;
+	assert_int_equal(idle_workers(d->pid, &w, 1), 1);
+	assert_true(tree_checked(w, SCHED_OTHER, 0 /* IOPRIO_CLASS_NONE */) > 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(j.status, JC_JOINED);
+	/* and back to idle priority for the rest of the re-warm */
+	assert_true(tree_checked(w, SCHED_IDLE, 3) > 0);
 	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
 	free(out);
 	assert_int_equal(jct_stat(d, "rewarm_done"), 5);
