@@ -122,6 +122,7 @@ struct jc_daemon {
 	struct jc_flight *flights;
 	struct jc_pool *pool;     /* compile workers and their queue (pool.h) */
 	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
+	int probing_disk;         /* a SIGHUP's toolchain probe runs (main.c) */
 	/* The toolchain identity (summary) the cache recorded before this
 	 * daemon started ("" for a new cache or one from before schema 3). */
 	char cache_identity[sizeof(((struct jc_toolchain *)0)->summary)];

@@ -7,13 +7,16 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -174,8 +177,90 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 	jc__remote_config_clear(&old);
 }
 
+/*
+ * SIGHUP: the toolchain a start now would load, against the one this daemon
+ * loaded. The libnvrtc and libnvJitLink mapped into the daemon and its
+ * workers cannot be swapped under them, and keys, validation (supported
+ * archs) and in-flight compiles all rest on that one identity: a change on
+ * disk (a driver or toolkit update, LD_LIBRARY_PATH's files replaced) is
+ * logged with what to do, a restart, which re-warms (record_identity).
+ * Probed by a fresh `jitcache-worker --identity` (the environment and the
+ * files as a start now finds them), in the thread pool.
+ */
+struct disk_probe {
+	uv_work_t work;
+	struct jc_daemon *d;
+	char summary[sizeof(((struct jc_toolchain *)0)->summary) + 2];
+	char err[256];
+};
+
+static void disk_probe_work(uv_work_t *w)
+{
+	struct disk_probe *p = w->data;
+	int fds[2];
+	posix_spawn_file_actions_t fa;
+	char *argv[] = {(char *)p->d->cfg.worker_path, (char *)"--identity", NULL};
+	pid_t pid;
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		snprintf(p->err, sizeof(p->err), "pipe: %s", strerror(errno));
+		return;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+	int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	size_t n = 0;
+	ssize_t got;
+	while (rc == 0 && n < sizeof(p->summary) - 1 &&
+	       ((got = read(fds[0], p->summary + n, sizeof(p->summary) - 1 - n)) > 0 ||
+		(got < 0 && errno == EINTR)))
+		n += got > 0 ? (size_t)got : 0;
+	close(fds[0]);
+	p->summary[n] = '\0';
+	p->summary[strcspn(p->summary, "\n")] = '\0';
+	int status = 0;
+	if (rc != 0)
+		snprintf(p->err, sizeof(p->err), "cannot start %s: %s", argv[0], strerror(rc));
+	else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) ||
+		 !p->summary[0])
+		snprintf(p->err, sizeof(p->err), "%s --identity failed (status %d)", argv[0], status);
+}
+
+static void disk_probe_done(uv_work_t *w, int status)
+{
+	struct disk_probe *p = w->data;
+	struct jc_daemon *d = p->d;
+	d->probing_disk = 0;
+	if (status != 0 || p->err[0])
+		jc_log_err(MAIN, "SIGHUP: cannot probe the toolchain on disk: %s",
+			   p->err[0] ? p->err : uv_strerror(status));
+	else if (strcmp(p->summary, d->tc.summary) == 0)
+		jc_log_info(MAIN, "SIGHUP: toolchain on disk unchanged");
+	else
+		jc_log_notice(MAIN, "SIGHUP: toolchain changed on disk: a start now would run %s; this "
+			      "daemon keeps compiling with the libraries it loaded (%s): restart the "
+			      "daemon to re-warm", p->summary, d->tc.summary);
+	free(p);
+}
+
+static void disk_probe_start(struct jc_daemon *d)
+{
+	struct disk_probe *p = d->probing_disk ? NULL : calloc(1, sizeof(*p));
+	if (!p)
+		return; /* one runs already (or no memory): it answers this SIGHUP too */
+	p->d = d;
+	p->work.data = p;
+	if (uv_queue_work(d->loop, &p->work, disk_probe_work, disk_probe_done) != 0) {
+		free(p);
+		return;
+	}
+	d->probing_disk = 1;
+}
+
 /* SIGHUP: re-read the configuration; apply what can change while running and
- * say what cannot (settings.h). On any error nothing changes. */
+ * say what cannot (settings.h), and probe the toolchain on disk. On any
+ * configuration error nothing changes. */
 static void reload_cb(uv_signal_t *sig, int signum)
 {
 	struct jc_daemon *d = sig->data;
@@ -194,6 +279,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	jc__evict_budget_changed(d, old_max, old_share);
 out:
 	jc__settings_clear(&fresh);
+	disk_probe_start(d);
 }
 
 /*

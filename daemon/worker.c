@@ -10,6 +10,7 @@
  * kills and replaces us.
  *
  * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE] [--idle]   (not for humans; see worker.h)
+ *        jitcache-worker --identity   (the toolchain summary a start now loads)
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -37,6 +38,7 @@
 #include "common/req.h"
 #include "common/util.h"
 #include "core/fatbin.h"
+#include "core/toolchain.h"
 #include "daemon/worker.h"
 #include "daemon/worker_fs.h"
 #include "jitcache/jitcache.h"
@@ -659,10 +661,26 @@ static int make_idle(void)
 	return jc__set_idle_priority(0, 1);
 }
 
+/* --identity: the toolchain this process loaded (toolchain.h), its summary
+ * on stdout: what a daemon started now would run (the daemon's SIGHUP). */
+static int print_identity(void)
+{
+	struct jc_toolchain tc;
+	char err[512];
+	if (jc__toolchain_probe(&tc, err, sizeof(err)) != 0) {
+		jc_log_err(WORKER, "%s", err);
+		return 1;
+	}
+	printf("%s\n", tc.summary);
+	return fflush(stdout) != 0;
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--idle") == 0) {
+		if (argc == 2 && strcmp(argv[i], "--identity") == 0) {
+			return print_identity();
+		} else if (strcmp(argv[i], "--idle") == 0) {
 			if (make_idle() != 0)
 				jc_log_warn(WORKER, "cannot lower this re-warm worker's priority: %s",
 					    strerror(errno));
@@ -674,7 +692,8 @@ int main(int argc, char **argv)
 			i++;
 		} else {
 			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
-				"none|landlock|userns] [--idle] (started by jitcached): bad argument %s\n",
+				"none|landlock|userns] [--idle] | --identity (started by jitcached): bad "
+				"argument %s\n",
 				argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}

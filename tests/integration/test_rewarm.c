@@ -11,9 +11,11 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,10 +35,10 @@
 static char nvroot[JTL_ROOT_MAX];
 static char nvlib[JTL_ROOT_MAX + 8];
 
+/* LD_LIBRARY_PATH=ctx, or the NVRTC copy's directory when ctx is NULL. */
 static int set_nvrtc_copy(void *ctx)
 {
-	(void)ctx;
-	return setenv("LD_LIBRARY_PATH", nvlib, 1) != 0;
+	return setenv("LD_LIBRARY_PATH", ctx ? (const char *)ctx : nvlib, 1) != 0;
 }
 
 /* Starts d with the NVRTC copy (flags NULL-terminated, after --log-level info). */
@@ -528,6 +530,54 @@ static void test_export_own_only(void **state)
 	free(out);
 }
 
+/* (Re)points the symbolic link at to target. */
+static void point(const char *link, const char *target)
+{
+	char tmp[JTL_ROOT_MAX + 64];
+	snprintf(tmp, sizeof(tmp), "%s.new", link);
+	unlink(tmp);
+	assert_int_equal(symlink(target, tmp), 0);
+	assert_int_equal(rename(tmp, link), 0);
+}
+
+/* SIGHUP re-checks the toolchain: the daemon's libraries stay mapped, so a
+ * library changed on disk (here: LD_LIBRARY_PATH's directory pointed at
+ * another NVRTC build) is said in the log with what to do (restart: that
+ * re-warms, test_rewarm_after_nvrtc_change); unchanged, it says so. */
+static void test_sighup_toolchain_changed(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char real[PATH_MAX], why[256], cur[JTL_ROOT_MAX + 16];
+	assert_int_equal(jtl_nvrtc_file(real, why, sizeof(why)), 0);
+	*strrchr(real, '/') = '\0';
+	snprintf(cur, sizeof(cur), "%s/cur", nvroot);
+	point(cur, real);
+	const char *flags[] = {"--log-level", "info", NULL};
+	jct_daemon_spawn_with(d, flags, set_nvrtc_copy, cur);
+	jct_daemon_wait_ready(d);
+	char *before = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
+
+	assert_int_equal(kill(d->pid, SIGHUP), 0);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain on disk unchanged", 20000));
+	assert_int_equal(jct_log_count(d, "toolchain changed on disk"), 0);
+
+	point(cur, nvlib); /* another build where the daemon loaded its NVRTC from */
+	assert_int_equal(kill(d->pid, SIGHUP), 0);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk", 20000));
+	char *log = jct_log(d);
+	jct_assert_has(log, "restart the daemon to re-warm");
+	free(log);
+	/* the running daemon keeps its identity (its mapped libraries) */
+	char *after = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
+	const char *a = strstr(after, "\"identity\": \""), *b = strstr(before, "\"identity\": \"");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(strncmp(a, b, 14 + strcspn(b + 14, "\"")), 0);
+	free(after);
+	free(before);
+}
+
 static int group_setup(void **state)
 {
 	char why[512];
@@ -554,6 +604,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
 		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
+		T(test_sighup_toolchain_changed),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -367,16 +367,23 @@ static int copy_file(const char *from, const char *to, int flip_build_id, char *
 	return rc;
 }
 
-int jtl_nvrtc_copy_with_build_id(const char *dir, char *why, size_t whylen)
+int jtl_nvrtc_file(char *lib, char *why, size_t whylen)
 {
 	void *h = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
 	void *sym = h ? dlsym(h, "nvrtcVersion") : NULL;
 	Dl_info info;
-	char lib[PATH_MAX], libdir[PATH_MAX], path[PATH_MAX + 300], to[PATH_MAX + 300];
 	if (!sym || !dladdr(sym, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) {
 		snprintf(why, whylen, "cannot find the libnvrtc this process loads: %s", dlerror());
 		return -1;
 	}
+	return 0;
+}
+
+int jtl_nvrtc_copy_with_build_id(const char *dir, char *why, size_t whylen)
+{
+	char lib[PATH_MAX], libdir[PATH_MAX], path[PATH_MAX + 300], to[PATH_MAX + 300];
+	if (jtl_nvrtc_file(lib, why, whylen) != 0)
+		return -1;
 	snprintf(libdir, sizeof(libdir), "%s", lib);
 	*strrchr(libdir, '/') = '\0';
 	snprintf(path, sizeof(path), "%s/lib", dir);

@@ -95,6 +95,10 @@ struct jtl_daemon {
 	char why[512];          /* the reason of the last -1 */
 };
 
+/* The file of the libnvrtc this process finds (dlopen "libnvrtc.so",
+ * dladdr, realpath) to lib[PATH_MAX]. Returns 0 or -1 (why). */
+int jtl_nvrtc_file(char *lib, char *why, size_t whylen);
+
 /*
  * Another NVRTC build for toolchain-change tests: copies the libnvrtc this
  * process finds (dlopen "libnvrtc.so", its file through dladdr) and the
