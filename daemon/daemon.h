@@ -310,6 +310,8 @@ struct jc_fatbin;
  * target's part as conn's uid would, then assembles. Ends, like a worker
  * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
 int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
+/* 1 when conn is the internal connection of one of fb's parts. */
+int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn);
 /* At the end of a fatbin flight, before it is published: its log (where
  * each part came from, the steps' times), lowered names and build time. */
 void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
@@ -335,8 +337,13 @@ void jc__rewarm_free(struct jc_daemon *d);
  * with 0). done may be NULL. */
 void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const char *why,
 		      void (*done)(void *ctx, int64_t queued), void *ctx);
-/* 1 when conn is one of the re-warm's internal connections. */
+/* 1 when conn asks for the re-warm: one of its internal connections, or a
+ * part's of a fatbin flight it started that no client waits for. Its
+ * flights are background (idle) work. */
 int jc__rewarm_owns(const struct jc_daemon *d, const struct jc_conn *conn);
+/* A client waits on background flight f: it and, for a fatbin, its parts'
+ * flights become client work (jc__pool_promote). */
+void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f);
 /* The state of the re-warm as the admin command "warm" answers it: a
  * record (state, counts, CPU time, identities), then one per failed
  * request (key, source_name, message, log). 0 or JC_ENOMEM. */

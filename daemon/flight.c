@@ -420,10 +420,11 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 			jc__daemon_count(d, JC_CTR_compile_failures, 1);
 	}
 	jc__hex16(f->key, hex);
-	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
+	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms%s", hex,
 		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
 		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
-		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6);
+		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6,
+		    f->job.idle ? " at idle priority" : "");
 	/* Only deterministic failures (a compile error) become negative entries;
 	 * a flight that replaces a bad object drops its row when it fails. */
 	if (publishable(&f->res) || f->has_bad_object) {

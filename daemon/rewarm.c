@@ -94,10 +94,32 @@ static void pump(struct jc_rewarm *rw);
 
 int jc__rewarm_owns(const struct jc_daemon *d, const struct jc_conn *conn)
 {
-	for (const struct slot *s = d->rewarm ? d->rewarm->slots : NULL; s; s = s->next)
+	if (!d->rewarm)
+		return 0;
+	for (const struct slot *s = d->rewarm->slots; s; s = s->next)
 		if (s->conn == conn)
 			return 1;
+	for (const struct jc_flight *f = d->flights; f; f = f->next)
+		if (f->background && f->fatbin && jc__fatbin_part_conn(f->fatbin, conn))
+			return 1;
 	return 0;
+}
+
+void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f)
+{
+	f->background = 0;
+	jc__pool_promote(d->pool, &f->job);
+	if (!f->fatbin)
+		return;
+	for (struct jc_flight *g = d->flights; g; g = g->next) {
+		if (!g->background)
+			continue;
+		for (const struct jc_waiter *w = g->waiters; w; w = w->next)
+			if (jc__fatbin_part_conn(f->fatbin, w->conn)) {
+				jc__rewarm_promote(d, g);
+				break;
+			}
+	}
 }
 
 static void failure_add(struct jc_rewarm *rw, const struct item *it, const char *message,

@@ -530,6 +530,52 @@ static void test_export_own_only(void **state)
 	free(out);
 }
 
+/* A re-warmed fatbin request compiles its parts at idle priority too (the
+ * log says which compiles ran so). */
+static void test_fatbin_parts_idle(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	jct_daemon_start(d, (const char *const[]){"--log-level", "info", NULL});
+	jc_request *r = jct_request_src("rwfat.cu", jct_tiny_src(7), "sm_80,sm_90");
+	assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
+	/* its hits put it before its parts' own kept requests in the re-warm */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(compile_status(d, r, NULL, NULL), JC_HIT);
+	jc_request_free(r);
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	/* the fatbin tool is looked for from libnvrtc's directory (toolchain.h):
+	 * the toolkit's bin/ beside the copy's lib/ too */
+	char lib[PATH_MAX], why[256], from[PATH_MAX + 32], to[JTL_ROOT_MAX + 64];
+	assert_int_equal(jtl_nvrtc_file(lib, why, sizeof(why)), 0);
+	*strrchr(lib, '/') = '\0';
+	snprintf(from, sizeof(from), "%s/../bin", lib);
+	snprintf(to, sizeof(to), "%s/bin", nvroot);
+	if (access(to, F_OK) != 0)
+		assert_int_equal(symlink(from, to), 0);
+	start_with_copy(d, NULL);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
+	fprintf(stderr, "warm --wait: %s", out);
+	free(out);
+	assert_true(jct_stat(d, "rewarm_done") >= 1);
+	assert_int_equal(jct_stat(d, "rewarm_failed"), 0);
+	char *log = jct_log(d);
+	const char *since = strstr(log, "toolchain identity changed");
+	assert_non_null(since);
+	static const char *const parts[] = {"compile of rwfat.cu for sm_80 done",
+					    "compile of rwfat.cu for sm_90 done"};
+	for (size_t i = 0; i < 2; i++) {
+		const char *line = strstr(since, parts[i]);
+		if (!line)
+			fail_msg("no \"%s\" after the restart:\n%s", parts[i], since);
+		size_t len = strcspn(line, "\n");
+		if (!memmem(line, len, "at idle priority", 16))
+			fail_msg("a re-warmed fatbin's part ran at client priority: %.*s", (int)len, line);
+	}
+	free(log);
+}
+
 /* (Re)points the symbolic link at to target. */
 static void point(const char *link, const char *target)
 {
@@ -604,7 +650,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
 		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
-		T(test_sighup_toolchain_changed),
+		T(test_fatbin_parts_idle), T(test_sighup_toolchain_changed),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
