@@ -234,12 +234,25 @@ struct bench_remote {
 	double redis_bytes_per_entry;             /* used_memory growth per SAXPY-sized value */
 	double remote_hits_per_s;                 /* remote hits/s, one client, serial */
 	double redis_get_per_s;                   /* redis-benchmark GET/s of that value size; 0: none */
+	/* The CUB example as jitcachectl sends it (its key learnt from what
+	 * NVRTC read): the first request of fresh daemons (empty cache
+	 * directory) served through the dependency record and the value. */
+	int learned_ran;
+	double learned_fresh_ms;                  /* p50 client wall time of that request */
+	double learned_compile_ms;                /* the writer's NVRTC compile of it */
+	int64_t learned_fresh_compiles;           /* compiles on the fresh daemons (want 0) */
+	int learned_fresh_n;
+	int64_t learned_hit_gets;                 /* Redis GETs during learned_hits local hits (want 0) */
+	int learned_hits;
+	double learned_hit_p50_us, learned_hit_base_p50_us; /* its local hit: remote up; no remote */
 };
 
 /* Runs a redis-server of its own (Unix socket, in a temporary directory)
  * and two daemons on it beside local (running, no remote), measuring with
- * saxpy and cub (NULL: left out). Dies on errors. */
+ * saxpy, cub and cub_ctl (the CUB example as jitcachectl sends it: its
+ * directory the first -I) (NULL: left out). Dies on errors. */
 void bench_remote_run(const struct bench_daemon *local, const struct bench_plan *plan,
-		      jc_request *saxpy, jc_request *cub, struct bench_remote *out);
+		      jc_request *saxpy, jc_request *cub, jc_request *cub_ctl,
+		      struct bench_remote *out);
 
 #endif

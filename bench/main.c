@@ -189,8 +189,18 @@ static char *example_source(const char *file, size_t *size)
 	return src;
 }
 
-/* file's request; with cccl (a directory holding cub/), -std=c++17 -Icccl. */
-static jc_request *example_request(const char *file, const char *expr, const char *cccl)
+/* Adds -Idir and declares dir. */
+static int include_dir(jc_request *r, const char *dir)
+{
+	char inc[PATH_MAX + 32];
+	snprintf(inc, sizeof(inc), "-I%s", dir);
+	return jc_request_add_option(r, inc) ?: jc_request_add_include_dir(r, dir);
+}
+
+/* file's request; with cccl (a directory holding cub/), -std=c++17 -Icccl;
+ * with ctl, as `jitcachectl compile` sends it: the examples directory (the
+ * source's) the first -I. */
+static jc_request *example_request(const char *file, const char *expr, const char *cccl, int ctl)
 {
 	size_t n;
 	char *src = example_source(file, &n);
@@ -199,12 +209,11 @@ static jc_request *example_request(const char *file, const char *expr, const cha
 	rc = rc ?: jc_request_set_source(r, file, src, n);
 	rc = rc ?: jc_request_set_arch(r, "sm_90");
 	rc = rc ?: jc_request_add_name_expression(r, expr);
+	if (ctl)
+		rc = rc ?: include_dir(r, examples_dir());
 	if (cccl) {
-		char inc[PATH_MAX + 32];
-		snprintf(inc, sizeof(inc), "-I%s", cccl);
 		rc = rc ?: jc_request_add_option(r, "-std=c++17");
-		rc = rc ?: jc_request_add_option(r, inc);
-		rc = rc ?: jc_request_add_include_dir(r, inc + 2);
+		rc = rc ?: include_dir(r, cccl);
 	}
 	free(src);
 	if (rc != 0)
@@ -265,7 +274,7 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 	static const char *const parts[] = {"sm_80", "sm_90", "compute_90"};
 	double build[8], sum[8], ratio[8];
 	int n = 0;
-	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", NULL);
+	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", NULL, 0);
 	for (; n < plan->compile_reps && n < 8; n++) {
 		bench_freshen(r, "fatbin", n);
 		jc_request_set_arch(r, "sm_80,sm_90,compute_90");
@@ -345,7 +354,7 @@ static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char 
 			      size_t iters)
 {
 	fprintf(stderr, "user include tree (%s)...\n", copy);
-	jc_request *r = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", copy);
+	jc_request *r = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", copy, 0);
 	struct bench_object o;
 	struct bench_lat own, sent, raw;
 	bench_fetch(cl, r, d->core.cache, &o);
@@ -411,9 +420,12 @@ int main(int argc, char **argv)
 	const char *cuda = getenv("CUDA_PATH");
 	char tk_cccl[PATH_MAX], user_cccl[PATH_MAX + 32];
 	snprintf(tk_cccl, sizeof(tk_cccl), "%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
-	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", NULL);
-	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", tk_cccl)
+	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", NULL, 0);
+	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", tk_cccl, 0)
 				      : NULL;
+	jc_request *cub_ctl = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>",
+							    tk_cccl, 1)
+					  : NULL;
 	struct bench_object o_small, o_saxpy, o_cub;
 	fprintf(stderr, "compiling the examples...\n");
 	bench_fetch(cl, small, d->core.cache, &o_small);
@@ -455,7 +467,7 @@ int main(int argc, char **argv)
 		    system(cmd) != 0)
 			bench_die("cannot copy %s", tk_cccl);
 		usleep(2100 * 1000); /* past the settle margin (2 s on whole-second filesystems) */
-		jc_request *copy = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", user_cccl);
+		jc_request *copy = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", user_cccl, 0);
 		struct bench_object o_copy;
 		struct bench_lat hit_c, raw_c;
 		int64_t trees0 = bench_stat(cl, "include_watch_trees");
@@ -633,13 +645,35 @@ int main(int argc, char **argv)
 	/* 9. The remote tier, beside this daemon (which has none). */
 	fprintf(stderr, "remote tier...\n");
 	struct bench_remote rm;
-	bench_remote_run(d, plan, saxpy, cub, &rm);
+	bench_remote_run(d, plan, saxpy, cub, cub_ctl, &rm);
 	if (!rm.ran) {
 		fprintf(stderr, "remote tier: skipped: %s\n", rm.why);
 	} else {
 		remote_hit_figures("saxpy", "SAXPY", rm.hit_saxpy_p50_us, rm.value_saxpy, saxpy_ms);
 		if (cub)
 			remote_hit_figures("cub", "CUB", rm.hit_cub_p50_us, rm.value_cub, cub_ms);
+		if (rm.learned_ran) {
+			f = fig("remote_learned_fresh_ms", "ms", rm.learned_fresh_ms,
+				"CUB as jitcachectl sends it (learnt key), fresh daemon: 1st request p50 of %d",
+				rm.learned_fresh_n);
+			target(f, AT_MOST, 2);
+			f = fig("remote_learned_fresh_pct_compile", "%",
+				100 * rm.learned_fresh_ms / rm.learned_compile_ms,
+				"  / its compile (%.0f ms)", rm.learned_compile_ms);
+			target(f, AT_MOST, 0.2);
+			f = fig("remote_learned_fresh_compiles", "", (double)rm.learned_fresh_compiles,
+				"  compiles on those fresh daemons");
+			target(f, AT_MOST, 0);
+			f = fig("remote_learned_hit_gets", "", (double)rm.learned_hit_gets,
+				"Redis GETs during %d local hits of the learnt key", rm.learned_hits);
+			target(f, AT_MOST, 0);
+			fig("remote_learned_hit_p50_us", "us", rm.learned_hit_p50_us,
+			    "  its local hit p50, remote up");
+			f = fig("remote_learned_hit_ratio", "x",
+				rm.learned_hit_p50_us / rm.learned_hit_base_p50_us,
+				"  / same hit, no remote (%.1f us)", rm.learned_hit_base_p50_us);
+			target(f, AT_MOST, 1.1);
+		}
 		fig("remote_local_hit_p50_us", "us", rm.local_hit_p50_us, "local hit p50, remote up");
 		fig("remote_none_hit_p50_us", "us", rm.local_hit_base_p50_us, "local hit p50, no remote");
 		f = fig("remote_local_hit_ratio", "x", rm.local_hit_p50_us / rm.local_hit_base_p50_us,
@@ -734,5 +768,6 @@ int main(int argc, char **argv)
 	jc_request_free(small);
 	jc_request_free(saxpy);
 	jc_request_free(cub);
+	jc_request_free(cub_ctl);
 	return 0;
 }

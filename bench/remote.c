@@ -154,7 +154,7 @@ static double remote_hits(jc_client *w, jc_client *rc, jc_request *r, size_t ite
 	int64_t hits = bench_stat(rc, "remote_hits"), compiles = bench_stat(rc, "compiles");
 	for (size_t i = 0; i < iters; i++) {
 		purge_key(rc, o.key);
-		ns[i] = bench_timed_request(rc, r, JC_MISS, o.size);
+		ns[i] = bench_timed_request(rc, r, JC_REMOTE_HIT, o.size);
 		wait_row(rc, o.key);
 	}
 	if (bench_stat(rc, "remote_hits") - hits != (int64_t)iters ||
@@ -213,6 +213,81 @@ static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, d
 	*mb = (double)tb[n / 2] / 1e6;
 }
 
+/* GET commands the server has run (INFO commandstats). */
+static long long redis_gets(void)
+{
+	redisContext *c = redis_connect();
+	redisReply *r = c ? redisCommand(c, "INFO commandstats") : NULL;
+	const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_get:calls=") : NULL;
+	long long v = p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
+	if (r)
+		freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	return v;
+}
+
+/*
+ * The learnt key in the fleet (dependency records): W compiles r (the CUB
+ * example as jitcachectl sends it: NVRTC probes headers next to the source
+ * that the scan does not predict, so the key is learnt and its record
+ * published); then n fresh daemons on the same Redis, each with an empty
+ * cache directory, ask once (timed: scan, record, re-check, value, verify,
+ * serve). On the last one, local hits of r (keyed from the manifest the
+ * record left) run beside local's (no remote) while Redis's GET count is
+ * watched: a learnt key costs a local hit no round trip.
+ */
+static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_client *lc,
+			    jc_request *r, const char *url, int n, size_t iters,
+			    struct bench_remote *out)
+{
+	struct bench_object o, ol;
+	int64_t deps = bench_stat(wc, "remote_deps_published");
+	int64_t pub = bench_stat(wc, "remote_publishes");
+	bench_fetch(wc, r, writer.core.cache, &o);
+	out->learned_compile_ms = o.compile_ms;
+	wait_publishes(wc, pub + 1);
+	for (int i = 0; i < 2000 && bench_stat(wc, "remote_deps_published") <= deps; i++)
+		usleep(5000);
+	if (bench_stat(wc, "remote_deps_published") <= deps)
+		bench_die("the writer published no dependency record for the CUB example (see %s)",
+			  writer.core.log);
+	bench_fetch(lc, r, local->core.cache, &ol);
+	uint64_t ns[16];
+	n = n > 16 ? 16 : n;
+	for (int i = 0; i < n; i++) {
+		struct bench_daemon f = {.core.pid = -1};
+		bench_daemon_init(&f);
+		f.extra[0] = "--remote";
+		f.extra[1] = url;
+		bench_daemon_start(&f);
+		jc_client *fc = bench_connect(&f);
+		/* Its workers load NVRTC just after it is ready: let them, so that
+		 * the figure is the request's path, not start-up's CPU. */
+		jtl_sleep_ms(1500);
+		ns[i] = bench_timed_request(fc, r, JC_REMOTE_HIT, o.size);
+		out->learned_fresh_compiles += bench_stat(fc, "compiles");
+		if (bench_stat(fc, "remote_deps_used") != 1)
+			bench_die("a fresh daemon did not use the dependency record (see %s)", f.core.log);
+		if (i == n - 1) {
+			wait_row(fc, o.key);
+			bench_timed_request(fc, r, JC_HIT, o.size);
+			long long gets = redis_gets();
+			out->learned_hits = (int)iters;
+			hits_side_by_side(fc, lc, r, o.size, iters, &out->learned_hit_p50_us,
+					  &out->learned_hit_base_p50_us);
+			out->learned_hit_gets = redis_gets() - gets;
+		}
+		jc_client_close(fc);
+		bench_daemon_stop(&f);
+		bench_daemon_cleanup(&f, 0);
+	}
+	jtl_sort_u64(ns, (size_t)n);
+	out->learned_fresh_ms = (double)ns[n / 2] / 1e6;
+	out->learned_fresh_n = n;
+	out->learned_ran = 1;
+}
+
 /* GET requests/s redis-benchmark reaches on our socket for values of size bytes. */
 static double redis_benchmark(size_t size, int quick)
 {
@@ -235,7 +310,8 @@ static double redis_benchmark(size_t size, int quick)
 }
 
 void bench_remote_run(const struct bench_daemon *local, const struct bench_plan *plan,
-		      jc_request *saxpy, jc_request *cub, struct bench_remote *out)
+		      jc_request *saxpy, jc_request *cub, jc_request *cub_ctl,
+		      struct bench_remote *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
@@ -278,6 +354,9 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 	if (cub)
 		out->hit_cub_p50_us = remote_hits(wc, rc, cub, iters, &out->value_cub);
 	out->redis_get_per_s = redis_benchmark((size_t)out->value_saxpy, plan->hit_iters < 50000);
+	if (cub_ctl)
+		learned_figures(wc, local, lc, cub_ctl, url, plan->hit_iters < 1000 ? 3 : 7,
+				iters * 10, out);
 
 	/* Local hits with the tier up, against no tier at all. */
 	jc_request *small = bench_tiny_request(0);

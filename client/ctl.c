@@ -45,8 +45,10 @@ static const struct sub_help {
 		    "        [--header NAME=PATH]..."
 		    "        [--name-expr EXPR]... [--app-abi STR] [--link INPUT]... [--link-option OPT]...\n"
 		    "        [-- NVRTC_OPTION...]\n"
-		    "  Compiles through jitcached; prints hit|miss|negative-hit|uncached on stderr, the\n"
-		    "  compile log when not empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
+		    "  Compiles through jitcached; prints on stderr one status line (hit, remote-hit,\n"
+		    "  miss, joined, negative-hit or uncached; the key; this request's total_ms and\n"
+		    "  server_ms; the entry's compile time as compiled_ms), the compile log when not\n"
+		    "  empty, and one EXPR<TAB>LOWERED line per --name-expr on stdout.\n"
 		    "  -o OUT: the artifact's file (written through a device, FIFO or link; a regular\n"
 		    "  file is replaced atomically); -o - : standard output; default: FILE's stem with\n"
 		    "  .cubin/.ptx/.ltoir/.fatbin in the working directory. FILE's directory is the first -I.\n"
@@ -304,13 +306,13 @@ static jc_client *connect_or_die(int *rc)
 
 static void print_status(const jc_result *res)
 {
-	jc_cache_status st = jc_result_cache_status(res);
-	const char *word = jc__cache_status_name((uint32_t)st);
-	if (st == JC_JOINED) /* "miss ... joined": a miss, waited on another's compile */
-		word = "miss";
-	fprintf(stderr, "%s\tkey=%s\ttotal_ms=%.3f\tcompile_ms=%.3f%s\n", word ? word : "?",
-		jc_result_key(res), jc_result_time_ns(res, JC_TIME_TOTAL) / 1e6,
-		jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6, st == JC_JOINED ? "\tjoined" : "");
+	/* The status word first; this request's times; the entry's compile time
+	 * (the original compile's, for any kind of hit) as compiled_ms. */
+	const char *word = jc__cache_status_name((uint32_t)jc_result_cache_status(res));
+	fprintf(stderr, "%s\tkey=%s\ttotal_ms=%.3f\tserver_ms=%.3f\tcompiled_ms=%.3f\n",
+		word ? word : "?", jc_result_key(res), jc_result_time_ns(res, JC_TIME_TOTAL) / 1e6,
+		jc_result_time_ns(res, JC_TIME_SERVER) / 1e6,
+		jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6);
 }
 
 /* nvcc's default output name: the source's (or "a") stem in the working
@@ -810,7 +812,7 @@ static void print_stats_own(const struct jc_record *r)
 {
 	char used[32], share[32];
 	uint64_t max = getu(r, "user_max_size");
-	human_bytes(used, sizeof(used), (double)getu(r, "bytes"));
+	human_bytes(used, sizeof(used), (double)getu(r, "stored_bytes"));
 	human_bytes(share, sizeof(share), (double)max);
 	printf("Entries of %-15s %10" PRIu64 "\n", gets_(r, "scope"), getu(r, "entries"));
 	printf("  Negative entries:       %10" PRIu64 "\n", getu(r, "negative_entries"));
@@ -827,13 +829,14 @@ static void print_stats_own(const struct jc_record *r)
 /* stats --by-user: one line per uid. */
 static void print_by_user(const struct jc_admin_reply *reply)
 {
-	printf("%10s  %10s  %10s  %14s  %10s  %s\n", "UID", "ENTRIES", "NEGATIVE", "BYTES", "HITS",
-	       "OVER SHARE");
+	printf("%10s  %10s  %10s  %14s  %14s  %10s  %s\n", "UID", "ENTRIES", "NEGATIVE", "BYTES",
+	       "STORED", "HITS", "OVER SHARE");
 	for (size_t i = 0; i < reply->n_rec; i++) {
 		const struct jc_record *r = &reply->rec[i];
-		printf("%10" PRIu64 "  %10" PRIu64 "  %10" PRIu64 "  %14" PRIu64 "  %10" PRIu64 "  %s\n",
-		       getu(r, "uid"), getu(r, "entries"), getu(r, "negative_entries"), getu(r, "bytes"),
-		       getu(r, "hits"), geti(r, "over_share") ? "yes" : "no");
+		printf("%10" PRIu64 "  %10" PRIu64 "  %10" PRIu64 "  %14" PRIu64 "  %14" PRIu64 "  %10" PRIu64
+		       "  %s\n", getu(r, "uid"), getu(r, "entries"), getu(r, "negative_entries"),
+		       getu(r, "bytes"), getu(r, "stored_bytes"), getu(r, "hits"),
+		       geti(r, "over_share") ? "yes" : "no");
 	}
 }
 
@@ -845,8 +848,10 @@ static void print_stats_human(const struct jc_record *r)
 	uint64_t neg = getu(r, "negative_hits"), joins = getu(r, "single_flight_joins");
 	uint64_t compiles = getu(r, "compiles"), total = hits + misses + neg + joins;
 	int64_t up = geti(r, "uptime_s");
-	char used[32], budget[32], low[32];
-	human_bytes(used, sizeof(used), (double)getu(r, "bytes"));
+	char used[32], budget[32], low[32], artifacts[32];
+	uint64_t stored = getu(r, "stored_bytes") + getu(r, "overhead_bytes");
+	human_bytes(used, sizeof(used), (double)stored);
+	human_bytes(artifacts, sizeof(artifacts), (double)getu(r, "bytes"));
 	human_bytes(budget, sizeof(budget), (double)getu(r, "max_size"));
 	human_bytes(low, sizeof(low), (double)getu(r, "evict_low_water"));
 	printf("Cache directory:          %s\n", gets_(r, "cache_dir"));
@@ -884,8 +889,11 @@ static void print_stats_human(const struct jc_record *r)
 	printf("Bad requests:             %10" PRIu64 "\n", getu(r, "bad_requests"));
 	printf("Entries:                  %10" PRIu64 "  (+ %" PRIu64 " negative)\n", getu(r, "entries"),
 	       getu(r, "negative_entries"));
-	printf("Size:                     %s of %s (%.1f %%)\n", used, budget,
-	       pct((double)getu(r, "bytes"), (double)getu(r, "max_size")));
+	printf("Size:                     %s of %s (%.1f %%): artifacts %s, logs, rows, index, reserve\n",
+	       used, budget, pct((double)stored, (double)getu(r, "max_size")), artifacts);
+	if (geti(r, "disk_full"))
+		printf("Disk full:                %" PRId64 " KiB free; hits served, nothing stored\n",
+		       geti(r, "disk_free_bytes") >> 10);
 	printf("  Eviction:               above %s, down to %s, least recently used first\n", budget, low);
 	if (getu(r, "user_max_size")) {
 		human_bytes(budget, sizeof(budget), (double)getu(r, "user_max_size"));
@@ -965,6 +973,9 @@ static void print_prometheus(const struct jc_record *r)
 		{"jitcache_entries", "entries", "cached artifacts"},
 		{"jitcache_negative_entries", "negative_entries", "cached compile failures"},
 		{"jitcache_bytes", "bytes", "bytes of cached artifacts"},
+		{"jitcache_stored_bytes", "stored_bytes", "bytes the entries store: objects, logs, rows"},
+		{"jitcache_overhead_bytes", "overhead_bytes", "bytes the cache directory holds besides"},
+		{"jitcache_disk_full", "disk_full", "1 while the disk is full: nothing is stored"},
 		{"jitcache_max_size_bytes", "max_size", "byte budget (--max-size)"},
 		{"jitcache_evict_low_water_bytes", "evict_low_water", "eviction stops at these bytes"},
 	};

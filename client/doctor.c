@@ -657,6 +657,12 @@ static void check_daemon(struct report *r, const char *socket_path, const struct
 		else if (cf && !cf->is_int)
 			say(r, OK, "compile workers confined: %s (NVRTC reads only the toolkit tree and "
 			    "each request's include directories)", cf->s);
+		const struct jc_kv *full = jc__record_get(&s.rec[0], "disk_full");
+		const struct jc_kv *fb = jc__record_get(&s.rec[0], "disk_free_bytes");
+		if (full && full->is_int && full->i)
+			say(r, FAIL, "disk full: %" PRId64 " KiB free on the cache's file system; the daemon "
+			    "serves hits but stores nothing until space returns (free space, or "
+			    "`jitcachectl purge`)", fb && fb->is_int ? fb->i >> 10 : -1);
 		check_remote(r, &s.rec[0]);
 		const struct jc_kv *id = jc__record_get(&s.rec[0], "identity");
 		if (id && !id->is_int)

@@ -149,6 +149,16 @@ static int ident_is(const char *s, size_t len, const char *word)
 	return strlen(word) == len && memcmp(s, word, len) == 0;
 }
 
+/* Records the identifier s[len] when it is a time macro. */
+static int time_macro(const char *s, size_t len, struct jc_inc_buf *refs)
+{
+	if (len < 8 || s[0] != '_' ||
+	    !(ident_is(s, len, "__DATE__") || ident_is(s, len, "__TIME__") ||
+	      ident_is(s, len, "__TIMESTAMP__")))
+		return 0;
+	return jc__inc_ref_add(refs, JC_INC_REF_TIME, s, len);
+}
+
 /*
  * A directive whose '#' is at i - 1. Returns the index from which ordinary
  * lexing continues. See inc_lex.h for what is recorded.
@@ -200,6 +210,7 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 		size_t e = k;
 		while (e < eol && is_ident(s[e]))
 			e++;
+		*rc = time_macro(s + k, e - k, refs);
 		if (ident_is(s + k, e - k, "__has_include") || ident_is(s + k, e - k, "__has_include_next")) {
 			size_t p = skip_hspace(s, eol, e);
 			if (p < eol && s[p] == '(') {
@@ -261,6 +272,7 @@ int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
 			while (i < n && is_ident(s[i]))
 				i++;
 			size_t len = i - w;
+			rc = time_macro(s + w, len, refs);
 			/* An encoding prefix or R only matters right before a quote
 			 * (and is at most 3 characters): most identifiers skip this. */
 			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {

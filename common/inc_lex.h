@@ -14,7 +14,10 @@
  *    `__has_include_next` with a literal; with anything else, a computed
  *    include;
  *  - `#line` (and GNU's `# 1 "name"`) with a file name: a computed include
- *    (it may change where quoted includes are looked for).
+ *    (it may change where quoted includes are looked for);
+ *  - the time macros `__DATE__`, `__TIME__` and `__TIMESTAMP__` as tokens,
+ *    anywhere (their expansion is not in the cache key: the daemon serves
+ *    such a compile without storing it, flight.c).
  * Comments, string, character and raw-string literals, pp-numbers and line
  * splices (backslash-newline, also as the trigraph ??/) are honoured; the
  * digraph %: and the trigraph ??= start a directive too.
@@ -33,6 +36,7 @@ enum jc_inc_ref {
 	JC_INC_REF_QUOTED = 'q',   /* "name" */
 	JC_INC_REF_ANGLE = 'a',    /* <name> */
 	JC_INC_REF_COMPUTED = 'c', /* not a literal (empty name) */
+	JC_INC_REF_TIME = 't',     /* a time macro used (name: __DATE__, __TIME__ or __TIMESTAMP__) */
 };
 
 /* Appends the include references of text[n] (borrowed; any bytes, not

@@ -104,7 +104,8 @@ static int may_leave_declared_dirs(const char *t, size_t n, void *ctx)
 	const char *name;
 	char form;
 	while (!found && (name = jc__inc_ref_next(&refs, &pos, &form)))
-		found = form == JC_INC_REF_COMPUTED || name[0] == '/' || climbs(name);
+		found = form == JC_INC_REF_COMPUTED ||
+			(form != JC_INC_REF_TIME && (name[0] == '/' || climbs(name)));
 	free(refs.p);
 	return found;
 }

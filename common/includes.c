@@ -258,6 +258,8 @@ static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *di
 	const char *name;
 	char form;
 	while (rc == 0 && (name = jc__inc_ref_next(refs, &pos, &form))) {
+		if (form == JC_INC_REF_TIME)
+			continue; /* not a file (jc__inc_time_macro) */
 		if (form == JC_INC_REF_COMPUTED) {
 			rc = fallback(s);
 			continue;
@@ -720,5 +722,76 @@ int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
 		}
 	}
 	jc__inc_tops_free(tops);
+	return rc;
+}
+
+/* --- time macros ------------------------------------------------------------------------ */
+
+/* The first time macro in refs, or NULL. */
+static const char *time_ref(const struct jc_inc_buf *refs)
+{
+	size_t pos = 0;
+	const char *name;
+	char form;
+	while ((name = jc__inc_ref_next(refs, &pos, &form)))
+		if (form == JC_INC_REF_TIME)
+			return name;
+	return NULL;
+}
+
+/* 1 when text[n] may name a time macro (a cheap filter before a lex). */
+static int may_have_time(const char *t, size_t n)
+{
+	return memmem(t, n, "__DATE__", 8) || memmem(t, n, "__TIME__", 8) ||
+	       memmem(t, n, "__TIMESTAMP__", 13);
+}
+
+/* A text's first time macro into what (where names it); 1, 0 or JC_ENOMEM. */
+static int text_time(const char *t, size_t n, const char *where, char *what, size_t len)
+{
+	if (!may_have_time(t, n))
+		return 0;
+	struct jc_inc_buf refs = {0};
+	int rc = jc__inc_lex(t, n, &refs);
+	const char *m = rc == 0 ? time_ref(&refs) : NULL;
+	if (m)
+		snprintf(what, len, "%s in %s", m, where);
+	free(refs.p);
+	return rc ? rc : m != NULL;
+}
+
+int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size_t n_deps,
+		       const struct jc_inc_ctx *ctx, char *what, size_t len)
+{
+	int rc = req->source ? text_time((const char *)req->source, req->source_size,
+					 req->source_name ? req->source_name : "the source", what, len)
+			     : 0;
+	for (size_t i = 0; rc == 0 && i < req->n_headers; i++)
+		if (req->headers[i].data)
+			rc = text_time((const char *)req->headers[i].data, req->headers[i].size,
+				       req->headers[i].name, what, len);
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++)
+		if (req->tree[i].type == JC_TREE_FILE && req->tree[i].data)
+			rc = text_time((const char *)req->tree[i].data, req->tree[i].size,
+				       req->tree[i].name, what, len);
+	for (size_t i = 0; rc == 0 && i < n_deps; i++) {
+		if (deps[i].kind != JC_DEP_FILE)
+			continue;
+		struct jc_inc_set scratch = {0};
+		struct jc_inc_buf refs = {0};
+		struct jc_inc_stat id = {deps[i].dev, deps[i].ino, deps[i].size, deps[i].mtime_ns,
+					 deps[i].ctime_ns};
+		uint8_t hash[16];
+		int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, &scratch, deps[i].path, &id,
+					  hash, &refs, jc__inc_now_ns(), NULL, 0);
+		const char *m = r == 0 ? time_ref(&refs) : NULL;
+		if (m) {
+			snprintf(what, len, "%s in ", m);
+			name_access(what + strlen(what), len - strlen(what), deps[i].path, "");
+		}
+		rc = r == JC_ENOMEM ? r : m != NULL;
+		free(refs.p);
+		jc__inc_set_clear(&scratch);
+	}
 	return rc;
 }

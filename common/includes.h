@@ -145,6 +145,21 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 		  const struct jc_inc_ctx *ctx, struct jc_inc_set *out, char *what, size_t len);
 
 /*
+ * Time macros (docs/ARCHITECTURE.md, "Dependency truth"): 1 when the
+ * compile of req used __DATE__, __TIME__ or __TIMESTAMP__ as a token (the
+ * lexer's JC_INC_REF_TIME: not in a comment or a literal) in its source, an
+ * in-memory header, a client-read tree file, or a file on disk it read
+ * (deps, n_deps: the worker's record, JC_DEP_FILE entries, each looked up
+ * in ctx's memo by the identity the worker saw, else read and lexed); the
+ * macro and where in what[len]. 0 when none; JC_ENOMEM. Texts without the
+ * substring "__" followed by DATE, TIME or TIMESTAMP are not lexed. A file
+ * that cannot be read is skipped (the result is then not stored anyway:
+ * jc__inc_unchanged). Thread-safe.
+ */
+int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size_t n_deps,
+		       const struct jc_inc_ctx *ctx, char *what, size_t len);
+
+/*
  * A dependency record fetched from the remote tier (daemon/remote.h) is
  * hostile: before it may key req, every entry must name only what req
  * declares. 1 when set (borrowed) has at most ctx->max_entries entries,

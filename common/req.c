@@ -114,7 +114,8 @@ int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void 
 
 static const char *const output_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin"};
 static const char *const input_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin", "object", "library"};
-static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined", "uncached"};
+static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined", "uncached",
+					   "remote-hit"};
 
 #define NAME_OF(table, v) ((v) < sizeof(table) / sizeof(table[0]) ? table[v] : NULL)
 

@@ -47,7 +47,9 @@ enum jc_cache_status {
 	JC_CACHE_HIT = 2,          /* served from the cache */
 	JC_CACHE_NEGATIVE_HIT = 3, /* a cached compile failure, served with its log */
 	JC_CACHE_JOINED = 4,       /* waited on another request's compile (single flight) */
-	JC_CACHE_UNCACHED = 5,     /* compiled in the client's process: no daemon (never on the wire) */
+	JC_CACHE_UNCACHED = 5,     /* compiled in the client's process (no daemon), or compiled by the
+				    * daemon and served without being stored */
+	JC_CACHE_REMOTE_HIT = 6,   /* a local miss served from the remote tier (verified, then stored) */
 };
 
 struct jc_blob {

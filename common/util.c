@@ -210,3 +210,26 @@ int64_t jc__wall_s(void)
 {
 	return (int64_t)time(NULL);
 }
+
+int jc__text_cap(char **text, size_t max)
+{
+	static const char fmt[] = "\n[jitcache: %zu bytes of this log dropped here (--max-log-size)]\n";
+	size_t len = *text ? strlen(*text) : 0;
+	if (len <= max)
+		return 0;
+	char marker[128];
+	/* The marker with len as its count is at least as long as the final one. */
+	size_t m = (size_t)snprintf(marker, sizeof(marker), fmt, len);
+	size_t keep = max > m ? max - m : 0, head = keep / 2, tail = keep - head;
+	m = (size_t)snprintf(marker, sizeof(marker), fmt, len - keep);
+	char *out = malloc(head + m + tail + 1);
+	if (!out)
+		return JC_ENOMEM;
+	memcpy(out, *text, head);
+	memcpy(out + head, marker, m);
+	memcpy(out + head + m, *text + len - tail, tail);
+	out[head + m + tail] = '\0';
+	free(*text);
+	*text = out;
+	return 1;
+}

@@ -76,6 +76,16 @@ void jc__sleep_ms(unsigned ms);
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/*
+ * Caps the NUL-terminated text *text (malloc'd, owned by the caller) at max
+ * bytes: longer, it is replaced by a new string of its first and last parts
+ * with a line between them saying how many bytes were dropped (a compile
+ * log kept: --max-log-size), at most max bytes in all (the marker alone
+ * when max is smaller than it). Returns 1 when it cut, 0 when the text fits
+ * or *text is NULL, JC_ENOMEM (the text left as it was).
+ */
+int jc__text_cap(char **text, size_t max);
+
 /* Writes s (borrowed, NUL-terminated) to f as a JSON string, quotes included. */
 void jc__json_str(FILE *f, const char *s);
 

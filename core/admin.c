@@ -92,7 +92,8 @@ static int scope_totals(struct jc_admin_env *env, struct jc_user_totals *t)
 	if (!env->all_users)
 		return jc__index_user_totals(env->cd->wix, env->uid, t);
 	memset(t, 0, sizeof(*t));
-	return jc__index_totals(env->cd->wix, &t->entries, &t->negative, &t->bytes);
+	int rc = jc__index_totals(env->cd->wix, &t->entries, &t->negative, &t->bytes);
+	return rc ?: jc__index_stored(env->cd->wix, &t->stored);
 }
 
 static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -183,9 +184,10 @@ static int by_user_cb(const struct jc_user_totals *t, void *ctx)
 	rc = rc ?: jc__record_add_u64(r, "entries", t->entries - t->negative);
 	rc = rc ?: jc__record_add_u64(r, "negative_entries", t->negative);
 	rc = rc ?: jc__record_add_u64(r, "bytes", t->bytes);
+	rc = rc ?: jc__record_add_u64(r, "stored_bytes", t->stored);
 	rc = rc ?: jc__record_add_u64(r, "hits", t->hits);
 	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
-	return rc ?: jc__record_add_int(r, "over_share", env->user_max_size && t->bytes > env->user_max_size);
+	return rc ?: jc__record_add_int(r, "over_share", env->user_max_size && t->stored > env->user_max_size);
 }
 
 /* stats --by-user (admins): one record per uid that uses an entry. */
@@ -203,8 +205,14 @@ static int stats_common(struct jc_admin_env *env, struct jc_record *r, const str
 	int rc = jc__record_add_u64(r, "entries", t->entries - t->negative); /* artifacts */
 	rc = rc ?: jc__record_add_u64(r, "negative_entries", t->negative);
 	rc = rc ?: jc__record_add_u64(r, "bytes", t->bytes);
+	rc = rc ?: jc__record_add_u64(r, "stored_bytes", t->stored);
 	rc = rc ?: jc__record_add_u64(r, "max_size", env->max_size);
 	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
+	/* A full disk: hits are served, nothing is stored until space returns. */
+	uint64_t free_bytes;
+	int full = jc__store_disk_full(env->cd->store, &free_bytes);
+	rc = rc ?: jc__record_add_int(r, "disk_full", full);
+	rc = rc ?: jc__record_add_int(r, "disk_free_bytes", free_bytes > INT64_MAX ? -1 : (int64_t)free_bytes);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);
@@ -258,6 +266,9 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 		return rc ?: stats_common(env, r, &t);
 	}
 	rc = rc ?: jc__record_add_str(r, "scope", "all");
+	uint64_t overhead = 0;
+	rc = rc ?: jc__store_overhead(env->cd->store, &overhead);
+	rc = rc ?: jc__record_add_u64(r, "overhead_bytes", overhead);
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
 		rc = jc__record_add_u64(r, jc__counter_names[i], env->counters[i]);
 	rc = rc ?: stats_common(env, r, &t);
@@ -341,11 +352,11 @@ int jc__victims_collect_cb(const struct jc_entry *e, void *ctx)
 	memcpy(c->object, e->object, 16);
 	c->status = e->status;
 	c->size = e->size;
+	c->charge = e->charge;
 	c->last_access = e->last_access;
-	if (!e->status) {
+	if (!e->status)
 		vs->bytes += e->size;
-		vs->total_bytes -= e->size < vs->total_bytes ? e->size : vs->total_bytes;
-	}
+	vs->total_bytes -= e->charge < vs->total_bytes ? e->charge : vs->total_bytes;
 	return 0;
 }
 
@@ -367,6 +378,18 @@ static int remove_victim(struct jc_admin_env *env, const struct jc_victims *vs,
 	return rc || left ? rc : env->cd->ops->remove(env->cd, e);
 }
 
+/* unlink_ahead for victims from..n; 1 when any object went. */
+static int unlink_ahead(struct jc_admin_env *env, const struct jc_victims *vs, size_t from)
+{
+	int any = 0;
+	for (size_t j = from; j < vs->n; j++)
+		any |= env->cd->ops->unlink_ahead(env->cd, &vs->v[j]);
+	if (any)
+		jc_log_warn(STORE, "disk full and no reserve left: removed the objects of the entries "
+			    "being removed ahead of their rows");
+	return any;
+}
+
 int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_run,
 		       struct jc_admin_reply *out)
 {
@@ -378,6 +401,10 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 		 * write-ahead log. The reserve gives it (the tier's remove takes
 		 * it itself); the reserve is made again at the end. */
 		if (rc == JC_ENOSPC && jc__store_reserve_release(env->cd->store))
+			rc = remove_victim(env, vs, &vs->v[i], &gone);
+		/* No reserve left: the objects of the entries that go free the
+		 * room, ahead of their rows (tier.h, unlink_ahead). */
+		if (rc == JC_ENOSPC && !vs->by_uid && unlink_ahead(env, vs, i))
 			rc = remove_victim(env, vs, &vs->v[i], &gone);
 		vs->gone += !dry_run && rc == 0 && gone;
 		if (out && rc == 0 && i < LIST_MAX) {
@@ -392,6 +419,9 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 	}
 	if (!dry_run && vs->n) {
 		env->removed = 1;
+		/* The pages the rows held go back to the file system. */
+		if (rc == 0 && jc__index_reclaim(env->cd->wix) != 0)
+			jc_log_warn(INDEX, "freed pages not reclaimed: %s", jc__index_errmsg(env->cd->wix));
 		jc__store_reserve_make(env->cd->store);
 	}
 	return rc;
@@ -438,9 +468,8 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 			return fail(out, JC_EINVAL, "bad --to-size '%s' (bytes)", v);
 		vs.to_size = 1;
 		vs.target = (uint64_t)target;
-		f.status = JC_FILTER_OK;
 		int rc = scope_totals(env, &t);
-		vs.total_bytes = t.bytes;
+		vs.total_bytes = t.stored;
 		if (rc != 0)
 			return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
 		conditions++;

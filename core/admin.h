@@ -143,10 +143,10 @@ int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,
  * removal is uid's: it leaves the entries' users (jc__index_unuse), and an
  * entry goes only when no user is left. */
 struct jc_victims {
-	struct jc_entry *v;   /* key, object, status, size, last_access of each */
+	struct jc_entry *v;   /* key, object, status, size, charge, last_access of each */
 	size_t n, cap;
-	uint64_t bytes;       /* of ok victims */
-	uint64_t total_bytes; /* for to_size: bytes still counted */
+	uint64_t bytes;       /* of ok victims' artifacts */
+	uint64_t total_bytes; /* for to_size: charges (index.h) still counted */
 	uint64_t target;      /* to_size: stop once total_bytes <= target */
 	int to_size;
 	int by_uid;

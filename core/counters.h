@@ -30,6 +30,7 @@
 	X(include_stats, "stat calls made to key requests that read headers from disk") \
 	X(include_uncached, "compiles served but not stored: an include file changed") \
 	X(deps_mismatch, "compiles served but not stored: NVRTC read a file the key does not cover") \
+	X(time_macros, "compiles served but not stored: a source or header uses __DATE__, __TIME__ or __TIMESTAMP__") \
 	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)") \
 	X(include_tree_watch_hits, "requests keyed with no stat call: their include tree is watched and unchanged") \
 	X(include_tree_stat_walks, "requests keyed by re-checking a stored include manifest file by file") \

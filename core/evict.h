@@ -5,14 +5,18 @@
  *
  * - Policy (evict_policy.c, in the core library so that jitcachectl's
  *   offline `purge --to-size` runs the same code): least recently used
- *   entries go first. A uid whose bytes pass its share's high-water mark
- *   loses its least recently used entries (by its own access times) down to
- *   the share's low-water mark, before the global budget is looked at; an
- *   entry it drops stays while another uid still uses it (charged to them),
- *   and goes with its object when it was the last user. Then, when the ok
- *   entries' bytes pass the budget's high-water mark, entries are evicted in
- *   global LRU order down to the low-water mark. A shared entry is charged in
- *   full to each of its users (index.h): ARCHITECTURE.md says why.
+ *   entries go first, ok or failed, each counted by its charge (index.h:
+ *   its object in whole blocks, its log and row). A uid whose charges pass
+ *   its share's high-water mark loses its least recently used entries (by
+ *   its own access times) down to the share's low-water mark, before the
+ *   global budget is looked at; an entry it drops stays while another uid
+ *   still uses it (charged to them), and goes with its object when it was
+ *   the last user. Then, when the charges of all entries and what the
+ *   directory holds besides them (jc__store_overhead: index, WAL, reserve,
+ *   manifests, directories) pass the budget's high-water mark, entries are
+ *   evicted in global LRU order until the sum is down to the low-water
+ *   mark. A shared entry is charged in full to each of its users (index.h):
+ *   ARCHITECTURE.md says why.
  * - Scheduling (evict.c, the daemon): one budget job at a time in the libuv
  *   thread pool, under the writer lock, after the pending access times are
  *   written; a request while one runs is run after it. Triggers: an object
@@ -39,12 +43,12 @@ uint64_t jc__evict_mark(uint64_t max_size, unsigned pct);
 
 /* --- policy (any thread: the caller holds the writer index) --------------- */
 
-/* Removes least-recently-used ok entries until the bytes of ok entries are
- * at most target; adds the count to env->evicted. 0 or an index error. */
+/* Removes least-recently-used entries until their charges are at most
+ * target; adds the count to env->evicted. 0 or an index error. */
 int jc__evict_to(struct jc_admin_env *env, uint64_t target);
 
-/* Removes uid's least-recently-used ok entries (its own access order) from
- * its share until its bytes are at most target; adds what it dropped to
+/* Removes uid's least-recently-used entries (its own access order) from
+ * its share until its charges are at most target; adds what it dropped to
  * env->user_evicted and the entries that left the cache to env->evicted.
  * 0 or an index error. */
 int jc__evict_user_to(struct jc_admin_env *env, uint32_t uid, uint64_t target);

@@ -29,24 +29,23 @@ static int evict(struct jc_admin_env *env, struct jc_victims *vs, const struct j
 
 int jc__evict_to(struct jc_admin_env *env, uint64_t target)
 {
-	uint64_t bytes;
-	int rc = jc__index_totals(env->cd->wix, NULL, NULL, &bytes);
-	if (rc != 0 || bytes <= target)
+	uint64_t stored;
+	int rc = jc__index_stored(env->cd->wix, &stored);
+	if (rc != 0 || stored <= target)
 		return rc;
-	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = bytes};
-	struct jc_filter f = {.status = JC_FILTER_OK};
-	return evict(env, &vs, &f);
+	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = stored};
+	return evict(env, &vs, NULL);
 }
 
 int jc__evict_user_to(struct jc_admin_env *env, uint32_t uid, uint64_t target)
 {
 	struct jc_user_totals t;
 	int rc = jc__index_user_totals(env->cd->wix, uid, &t);
-	if (rc != 0 || t.bytes <= target)
+	if (rc != 0 || t.stored <= target)
 		return rc;
-	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = t.bytes,
+	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = t.stored,
 				.by_uid = 1, .uid = uid};
-	struct jc_filter f = {.status = JC_FILTER_OK, .by_uid = 1, .uid = uid};
+	struct jc_filter f = {.by_uid = 1, .uid = uid};
 	return evict(env, &vs, &f);
 }
 
@@ -59,7 +58,7 @@ struct over {
 static int over_cb(const struct jc_user_totals *t, void *ctx)
 {
 	struct over *o = ctx;
-	if (t->bytes <= o->high)
+	if (t->stored <= o->high)
 		return 0;
 	if (o->n == o->cap) {
 		size_t cap = o->cap ? o->cap * 2 : 16;
@@ -85,9 +84,13 @@ int jc__evict_run(struct jc_admin_env *env, uint64_t max_size, uint64_t share)
 			rc = jc__evict_user_to(env, o.uids[i], low);
 		free(o.uids);
 	}
-	uint64_t bytes = 0;
-	rc = rc ?: jc__index_totals(env->cd->wix, NULL, NULL, &bytes);
-	if (rc == 0 && bytes > jc__evict_mark(max_size, JC_EVICT_HIGH_PCT))
-		rc = jc__evict_to(env, jc__evict_mark(max_size, JC_EVICT_LOW_PCT));
+	/* The budget: the entries' charges and what the directory holds besides
+	 * them (index, WAL, reserve, manifests, directories). */
+	uint64_t stored = 0, overhead = 0;
+	rc = rc ?: jc__index_stored(env->cd->wix, &stored);
+	rc = rc ?: jc__store_overhead(env->cd->store, &overhead);
+	uint64_t low = jc__evict_mark(max_size, JC_EVICT_LOW_PCT);
+	if (rc == 0 && stored + overhead > jc__evict_mark(max_size, JC_EVICT_HIGH_PCT))
+		rc = jc__evict_to(env, low > overhead ? low - overhead : 0);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #include "core/index.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@
 #include "jitcache/jitcache.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 #define FOREIGN 1 /* internal: the file is not our current schema */
 
 /*
@@ -30,38 +31,101 @@
  * visibility") and hits, by triggers, so per-uid budgets and stats are O(1).
  * A row of entries takes its users rows with it (BEFORE DELETE, so that
  * their trigger still sees its size). Schema 1 is upgraded in place
- * (upgrade_step[1]), every entry attributed to the index file's owner.
+ * (step_1_2), every entry attributed to the index file's owner.
+ *
+ * Schema 3: what each entry costs on disk, its charge (CHARGE below: its
+ * object in whole 4 KiB blocks, its compile log, lowered names and other
+ * text, and ROW_BYTES for the row and its index entries), summed over every
+ * entry, ok or failed, into totals.stored and user_totals.stored by the same
+ * triggers: the budgets count logs and negative entries (index.h). New
+ * indexes use auto_vacuum=INCREMENTAL, so pages that removals free go back
+ * to the file system (jc__index_reclaim); schema 2 is upgraded in place
+ * (step_2_3) and then vacuumed once into that mode.
  */
-#define USERS_SQL \
+#define ROW_BYTES "256"
+#define CHARGE(t) \
+	"(CASE WHEN " t ".status = 0 THEN (" t ".size + 4095) / 4096 * 4096 ELSE 0 END" \
+	" + length(CAST(" t ".log AS BLOB)) + coalesce(length(" t ".lowered), 0)" \
+	" + length(CAST(" t ".options AS BLOB)) + length(CAST(" t ".versions AS BLOB))" \
+	" + length(CAST(" t ".source_name AS BLOB)) + length(CAST(" t ".arch AS BLOB))" \
+	" + length(CAST(" t ".app_abi AS BLOB)) + " ROW_BYTES ")"
+#define CHARGE_OF_KEY(k) "coalesce((SELECT " CHARGE("x") " FROM entries x WHERE x.key = " k "), 0)"
+#define OK_SIZE_OF_KEY(k) \
+	"coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END FROM entries WHERE key = " k "), 0)"
+/* The columns CHARGE reads: an update of any of them moves the totals. */
+#define CHARGE_COLS "status, size, log, lowered, options, versions, source_name, arch, app_abi"
+
+#define USERS_TABLES_SQL(stored) \
 	"CREATE TABLE users(key BLOB NOT NULL, uid INTEGER NOT NULL, created INTEGER NOT NULL," \
 	" last_access INTEGER NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY (key, uid)) WITHOUT ROWID;" \
 	"CREATE INDEX users_lru ON users(uid, last_access, key);" \
 	"CREATE TABLE user_totals(uid INTEGER PRIMARY KEY, entries INTEGER NOT NULL," \
-	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL, hits INTEGER NOT NULL);" \
+	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL, hits INTEGER NOT NULL" stored ");"
+
+#define DROP_TRIGGERS_SQL \
+	"DROP TRIGGER IF EXISTS entries_ins; DROP TRIGGER IF EXISTS entries_del;" \
+	" DROP TRIGGER IF EXISTS entries_upd; DROP TRIGGER IF EXISTS users_ins;" \
+	" DROP TRIGGER IF EXISTS users_del; DROP TRIGGER IF EXISTS users_upd;" \
+	" DROP TRIGGER IF EXISTS entries_del_users; DROP TRIGGER IF EXISTS entries_upd_users;"
+
+/* O(1) totals, kept by triggers (put is an upsert, so UPDATE fires). */
+#define TRIGGERS_SQL \
+	"CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN" \
+	" UPDATE totals SET entries = entries + 1, negative = negative + (NEW.status <> 0)," \
+	" bytes = bytes + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END," \
+	" stored = stored + " CHARGE("NEW") "; END;" \
+	"CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN" \
+	" UPDATE totals SET entries = entries - 1, negative = negative - (OLD.status <> 0)," \
+	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END," \
+	" stored = stored - " CHARGE("OLD") "; END;" \
+	"CREATE TRIGGER entries_upd AFTER UPDATE OF " CHARGE_COLS " ON entries BEGIN" \
+	" UPDATE totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0)," \
+	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END" \
+	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END," \
+	" stored = stored - " CHARGE("OLD") " + " CHARGE("NEW") "; END;" \
 	"CREATE TRIGGER users_ins AFTER INSERT ON users BEGIN" \
-	" INSERT OR IGNORE INTO user_totals VALUES (NEW.uid, 0, 0, 0, 0);" \
+	" INSERT OR IGNORE INTO user_totals VALUES (NEW.uid, 0, 0, 0, 0, 0);" \
 	" UPDATE user_totals SET entries = entries + 1, hits = hits + NEW.hits," \
 	" negative = negative + coalesce((SELECT status <> 0 FROM entries WHERE key = NEW.key), 0)," \
-	" bytes = bytes + coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END" \
-	" FROM entries WHERE key = NEW.key), 0) WHERE uid = NEW.uid; END;" \
+	" bytes = bytes + " OK_SIZE_OF_KEY("NEW.key") "," \
+	" stored = stored + " CHARGE_OF_KEY("NEW.key") " WHERE uid = NEW.uid; END;" \
 	"CREATE TRIGGER users_del AFTER DELETE ON users BEGIN" \
 	" UPDATE user_totals SET entries = entries - 1, hits = hits - OLD.hits," \
 	" negative = negative - coalesce((SELECT status <> 0 FROM entries WHERE key = OLD.key), 0)," \
-	" bytes = bytes - coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END" \
-	" FROM entries WHERE key = OLD.key), 0) WHERE uid = OLD.uid;" \
+	" bytes = bytes - " OK_SIZE_OF_KEY("OLD.key") "," \
+	" stored = stored - " CHARGE_OF_KEY("OLD.key") " WHERE uid = OLD.uid;" \
 	" DELETE FROM user_totals WHERE uid = OLD.uid AND entries = 0; END;" \
 	"CREATE TRIGGER users_upd AFTER UPDATE OF hits ON users BEGIN" \
 	" UPDATE user_totals SET hits = hits - OLD.hits + NEW.hits WHERE uid = NEW.uid; END;" \
 	"CREATE TRIGGER entries_del_users BEFORE DELETE ON entries BEGIN" \
 	" DELETE FROM users WHERE key = OLD.key; END;" \
-	"CREATE TRIGGER entries_upd_users AFTER UPDATE OF status, size ON entries BEGIN" \
+	"CREATE TRIGGER entries_upd_users AFTER UPDATE OF " CHARGE_COLS " ON entries BEGIN" \
 	" UPDATE user_totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0)," \
 	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END" \
-	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END" \
+	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END," \
+	" stored = stored - " CHARGE("OLD") " + " CHARGE("NEW") \
 	" WHERE uid IN (SELECT uid FROM users WHERE key = NEW.key); END;"
 
+/* Schema 1 -> 2 (%u: the uid existing entries are attributed to), its
+ * totals summed here; the triggers are step_2_3's, which follows. */
+static const char step_1_2[] = USERS_TABLES_SQL("")
+	"INSERT INTO users SELECT key, %u, created, last_access, hits FROM entries;"
+	"INSERT INTO user_totals SELECT u.uid, count(*), sum(e.status <> 0),"
+	" sum(CASE WHEN e.status = 0 THEN e.size ELSE 0 END), sum(u.hits)"
+	" FROM users u CROSS JOIN entries e ON e.key = u.key GROUP BY u.uid;";
+
+/* Schema 2 -> 3: the stored columns, the triggers that keep them, and
+ * their sums. */
+static const char step_2_3[] =
+	"ALTER TABLE totals ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE user_totals ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;"
+	DROP_TRIGGERS_SQL TRIGGERS_SQL
+	"UPDATE totals SET stored = (SELECT coalesce(sum(" CHARGE("e") "), 0) FROM entries e);"
+	"UPDATE user_totals SET stored = (SELECT coalesce(sum(" CHARGE("e") "), 0)"
+	" FROM users u CROSS JOIN entries e ON e.key = u.key WHERE u.uid = user_totals.uid);";
+
 /*
- * Schema 3: the request that made each entry (index.h, "kept requests"),
+ * Schema 4: the request that made each entry (index.h, "kept requests"),
  * inline: requests holds each distinct kept request once (data: its
  * encoding, core/kept.h), found by its content (hash: 32 bits of its
  * XXH3-128, indexed; equal bytes share a row, compared in full), the uid
@@ -70,7 +134,8 @@
  * keys would leave them a third empty). Triggers keep refs, drop a request
  * no entry names, and count rows and bytes in totals (the byte budget
  * includes them). In the index rather than a file each: a SAXPY request is
- * ~430 bytes, a file takes a block. meta holds named strings (the
+ * ~430 bytes, a file takes a block. Schema 3 is upgraded in place
+ * (step_3_4). meta holds named strings (the
  * toolchain identity of the daemon that last opened the cache).
  */
 #define REQUESTS_SQL \
@@ -96,14 +161,7 @@
 	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;" \
 	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;"
 
-/* The in-place upgrade steps: step[v] takes schema v to v + 1 (%u, where a
- * step has it: the uid that owns the index file). */
-static const char *const upgrade_step[SCHEMA_VERSION] = {
-	/* 1 -> 2: every existing entry attributed to the file's owner. */
-	[1] = USERS_SQL "INSERT INTO users SELECT key, %u, created, last_access, hits FROM entries;",
-	/* 2 -> 3: no request is known for existing entries. */
-	[2] = REQUESTS_SQL,
-};
+static const char step_3_4[] = REQUESTS_SQL;
 
 static const char schema_sql[] =
 	"CREATE TABLE entries("
@@ -130,22 +188,10 @@ static const char schema_sql[] =
 	"CREATE INDEX entries_object ON entries(object) WHERE object IS NOT NULL;"
 	"CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)"
 	" WITHOUT ROWID;"
-	/* O(1) totals, kept by triggers (put is an upsert, so UPDATE fires). */
 	"CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0), entries INTEGER NOT NULL,"
-	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL);"
-	"INSERT INTO totals VALUES (0, 0, 0, 0);"
-	"CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN"
-	" UPDATE totals SET entries = entries + 1, negative = negative + (NEW.status <> 0),"
-	" bytes = bytes + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END; END;"
-	"CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN"
-	" UPDATE totals SET entries = entries - 1, negative = negative - (OLD.status <> 0),"
-	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END; END;"
-	"CREATE TRIGGER entries_upd AFTER UPDATE OF status, size ON entries BEGIN"
-	" UPDATE totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0),"
-	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END"
-	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END;"
-	" END;"
-	USERS_SQL REQUESTS_SQL;
+	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL, stored INTEGER NOT NULL DEFAULT 0);"
+	"INSERT INTO totals VALUES (0, 0, 0, 0, 0);"
+	USERS_TABLES_SQL(", stored INTEGER NOT NULL DEFAULT 0") TRIGGERS_SQL REQUESTS_SQL;
 
 /* Entry columns, in the order of enum col (key first, large values last). */
 #define COLS "key, status, error, object, size, output, arch, versions, options, " \
@@ -154,6 +200,7 @@ enum col {
 	C_KEY, C_STATUS, C_ERROR, C_OBJECT, C_SIZE, C_OUTPUT, C_ARCH, C_VERSIONS, C_OPTIONS,
 	C_SOURCE_NAME, C_APP_ABI, C_CREATED, C_LAST_ACCESS, C_EXPIRES, C_HITS, C_COMPILE_NS,
 	C_LOG, C_LOWERED,
+	C_CHARGE, /* selected, not stored: CHARGE of the row */
 };
 
 /* The same columns for one uid's view (users u CROSS JOIN entries e): that
@@ -168,7 +215,7 @@ enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD
 	    ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET, ST_META_SET, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
-	[ST_GET] = "SELECT " COLS " FROM entries WHERE key = ?1",
+	[ST_GET] = "SELECT " COLS ", " CHARGE("entries") " FROM entries WHERE key = ?1",
 	[ST_PUT] = "INSERT INTO entries (" COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
 		   " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) ON CONFLICT (key) DO UPDATE SET"
 		   " status = excluded.status, error = excluded.error, object = excluded.object,"
@@ -182,7 +229,7 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_DELETE] = "DELETE FROM entries WHERE key = ?1",
 	[ST_TOUCH] = "UPDATE entries SET hits = hits + ?2, last_access = ?3 WHERE key = ?1",
 	/* The byte budget counts kept requests too. */
-	[ST_TOTALS] = "SELECT entries, negative, bytes + request_bytes FROM totals WHERE id = 0",
+	[ST_TOTALS] = "SELECT entries, negative, bytes, stored + request_bytes FROM totals WHERE id = 0",
 	[ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
 	[ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
 	[ST_CNT_SAVE] = ("INSERT INTO counters (name, value) VALUES (?1, ?2)"
@@ -197,12 +244,12 @@ static const char *const stmt_sql[ST__N] = {
 		   " hits = hits + excluded.hits",
 	/* users first (CROSS JOIN keeps the order): a key another uid used costs
 	 * the same one failed probe as a key nobody has. */
-	[ST_GET_USER] = "SELECT " COLS_USER " FROM users u CROSS JOIN entries e ON e.key = u.key"
+	[ST_GET_USER] = "SELECT " COLS_USER ", " CHARGE("e") " FROM users u CROSS JOIN entries e ON e.key = u.key"
 			" WHERE u.key = ?1 AND u.uid = ?2",
 	[ST_UNUSE] = "DELETE FROM users WHERE key = ?1 AND uid = ?2",
 	[ST_USERS_OF] = "SELECT uid FROM users WHERE key = ?1 ORDER BY uid",
-	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits FROM user_totals WHERE uid = ?1",
-	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits FROM user_totals"
+	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits, stored FROM user_totals WHERE uid = ?1",
+	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits, stored FROM user_totals"
 			       " ORDER BY uid",
 	[ST_REQ_FIND] = "SELECT id, data FROM requests WHERE hash = ?1",
 	[ST_REQ_PUT] = "INSERT INTO requests (hash, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
@@ -220,6 +267,7 @@ static const char *const stmt_sql[ST__N] = {
 struct jc_index {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST__N];
+	uint64_t wal_keep; /* bytes kept allocated for the WAL at close (set_budget) */
 	char msg[512];
 };
 
@@ -310,23 +358,28 @@ static void detach(struct jc_index *ix)
 }
 
 /*
- * Schema from -> SCHEMA_VERSION in one transaction, step by step
- * (upgrade_step). Returns an SQLite code (*msg: its message).
+ * Schema 1, 2 or 3 -> 4 in one transaction: 1 -> 2 attributes every entry
+ * to the uid that owns the index file (the daemon's: the cache directory is
+ * its alone); 2 -> 3 adds the charges; 3 -> 4 the kept requests. Returns an
+ * SQLite code (*msg: its message).
  */
 static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **msg)
 {
 	struct stat st;
+	char *sql;
 	int rc;
 
 	if (stat(path, &st) != 0)
 		return SQLITE_CANTOPEN;
+	sql = sqlite3_mprintf("%s%s%s", from == 1 ? step_1_2 : "", from <= 2 ? step_2_3 : "",
+			      step_3_4);
+	char *step = sql ? sqlite3_mprintf(sql, (unsigned)st.st_uid) : NULL;
+	sqlite3_free(sql);
+	if (!step)
+		return SQLITE_NOMEM;
 	rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, msg);
-	for (int64_t v = from; rc == SQLITE_OK && v < SCHEMA_VERSION; v++) {
-		char *sql = sqlite3_mprintf(upgrade_step[v], (unsigned)st.st_uid);
-
-		rc = sql ? sqlite3_exec(db, sql, NULL, NULL, msg) : SQLITE_NOMEM;
-		sqlite3_free(sql);
-	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, step, NULL, NULL, msg);
 	if (rc == SQLITE_OK) {
 		char pragma[64];
 
@@ -335,6 +388,13 @@ static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **ms
 	}
 	if (rc != SQLITE_OK)
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_free(step);
+	/* Pages freed later go back to the file system (jc__index_reclaim): the
+	 * mode takes one VACUUM, which needs room for a copy of the file. */
+	if (rc == SQLITE_OK && from <= 2 &&
+	    sqlite3_exec(db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, NULL) != SQLITE_OK)
+		jc_log_warn(INDEX, "%s: not vacuumed into incremental mode (%s): freed pages stay in "
+			    "the file until a later start manages it", path, sqlite3_errmsg(db));
 	return rc;
 }
 
@@ -379,9 +439,19 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 			return FOREIGN;
 		}
 	}
+	/* The -wal and -shm files stay when the last connection closes (the WAL
+	 * truncated): a daemon restarted on a full disk maps the -shm that is
+	 * there instead of failing to make one ("disk I/O error"). */
+	int persist = 1;
+	sqlite3_file_control(ix->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
 	if (!readonly) {
+		/* A new file: freed pages go back to the file system
+		 * (jc__index_reclaim); set before WAL mode writes the first page. */
+		if (!tables && (rc = sqlite3_exec(ix->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL, NULL,
+						  NULL)) != SQLITE_OK)
+			goto sqlite_fail;
 		rc = sqlite3_exec(ix->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-				  " PRAGMA journal_size_limit=67108864; PRAGMA cache_size=-65536",
+				  " PRAGMA journal_size_limit=4194304; PRAGMA cache_size=-65536",
 				  NULL, NULL, NULL);
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
@@ -402,9 +472,8 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		}
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
-		jc_log_notice(INDEX, "upgraded index %s from schema %lld to %d%s", path,
-			      (long long)ver, SCHEMA_VERSION, ver < 2 ? ": existing entries belong to "
-			      "its owner's uid" : "");
+		jc_log_notice(INDEX, "upgraded index %s from schema %lld to %d%s", path, (long long)ver,
+			      SCHEMA_VERSION, ver == 1 ? ": existing entries belong to its owner's uid" : "");
 	}
 	if (!readonly && !tables) {
 		rc = sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -516,8 +585,38 @@ void jc__index_close(struct jc_index *ix)
 {
 	if (!ix)
 		return;
+	char wal[4200] = "";
+	if (ix->wal_keep && ix->db)
+		snprintf(wal, sizeof(wal), "%s",
+			 sqlite3_filename_wal(sqlite3_db_filename(ix->db, "main")));
 	detach(ix);
+	/* The last close left the WAL empty (PERSIST_WAL): blocks allocated
+	 * past its end, its size kept, are the room the next open writes its
+	 * first frames in, so rows can be deleted on a full disk. Best effort. */
+	int fd = wal[0] ? open(wal, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)ix->wal_keep) != 0)
+			jc_log_debug(INDEX, "no room kept in %s: %s", wal, strerror(errno));
+		close(fd);
+	}
 	free(ix);
+}
+
+int jc__index_wal_pages(uint64_t max_size)
+{
+	uint64_t pages = max_size / 16 / 4096;
+	return pages < 16 ? 16 : pages > 1000 ? 1000 : (int)pages;
+}
+
+int jc__index_set_budget(struct jc_index *ix, uint64_t max_size)
+{
+	char sql[128];
+	int pages = jc__index_wal_pages(max_size);
+	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d", pages,
+		 pages * 4096);
+	int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
+	ix->wal_keep = 32 + (uint64_t)pages * (4096 + 24); /* header, frames */
+	return rc == SQLITE_OK ? 0 : fail(ix, rc, "set budget");
 }
 
 const char *jc__index_errmsg(struct jc_index *ix)
@@ -674,6 +773,7 @@ static int row_to_entry(sqlite3_stmt *st, struct jc_entry *e)
 	e->expires = sqlite3_column_int64(st, C_EXPIRES);
 	e->hits = (uint64_t)sqlite3_column_int64(st, C_HITS);
 	e->compile_ns = (uint64_t)sqlite3_column_int64(st, C_COMPILE_NS);
+	e->charge = (uint64_t)sqlite3_column_int64(st, C_CHARGE);
 	rc = copy_hash(st, C_KEY, e->key);
 	if (!rc)
 		rc = copy_hash(st, C_OBJECT, e->object);
@@ -884,6 +984,7 @@ static void user_totals_of(sqlite3_stmt *st, int col, struct jc_user_totals *t)
 	t->negative = (uint64_t)sqlite3_column_int64(st, col + 1);
 	t->bytes = (uint64_t)sqlite3_column_int64(st, col + 2);
 	t->hits = (uint64_t)sqlite3_column_int64(st, col + 3);
+	t->stored = (uint64_t)sqlite3_column_int64(st, col + 4);
 }
 
 int jc__index_user_totals(struct jc_index *ix, uint32_t uid, struct jc_user_totals *t)
@@ -931,9 +1032,9 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 		      int (*cb)(const struct jc_entry *e, void *ctx), void *ctx)
 {
 	static const struct jc_filter all;
-	static const char from_all[] = "SELECT " COLS " FROM entries e WHERE 1";
+	static const char from_all[] = "SELECT " COLS ", " CHARGE("e") " FROM entries e WHERE 1";
 	/* One uid's view: its rows of users, in its own LRU order (users_lru). */
-	static const char from_user[] = "SELECT " COLS_USER " FROM users u CROSS JOIN entries e"
+	static const char from_user[] = "SELECT " COLS_USER ", " CHARGE("e") " FROM users u CROSS JOIN entries e"
 					" ON e.key = u.key WHERE u.uid = ?8";
 	char sql[sizeof(from_user) + 512];
 	size_t len;
@@ -1028,6 +1129,29 @@ int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_
 	}
 	sqlite3_reset(st);
 	return rc;
+}
+
+int jc__index_stored(struct jc_index *ix, uint64_t *stored)
+{
+	sqlite3_stmt *st = ix->st[ST_TOTALS];
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		*stored = (uint64_t)sqlite3_column_int64(st, 3);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ECORRUPT : fail(ix, rc, "totals");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_reclaim(struct jc_index *ix)
+{
+	/* The file shrinks when the WAL is copied back into it: now. */
+	int rc = sqlite3_exec(ix->db, "PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(PASSIVE)",
+			      NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : fail(ix, rc, "incremental vacuum");
 }
 
 int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_t *n)

@@ -53,6 +53,10 @@ struct jc_entry {
 	int64_t expires;        /* unix seconds; failures only, 0 otherwise */
 	uint64_t hits;
 	uint64_t compile_ns;    /* nanoseconds the compile took */
+	/* What the entry costs on disk, read back (put ignores it): its object
+	 * in whole 4 KiB blocks (ok entries), the bytes of its log, lowered
+	 * names and other text, and 256 for the row and its index entries. */
+	uint64_t charge;
 	struct jc_lowered *lowered; /* n_lowered owned pairs (req.h), in stored order */
 	size_t n_lowered;
 };
@@ -76,6 +80,17 @@ int jc__index_open(const char *path, int readonly, struct jc_index **out, char *
 
 /* Finalises the statements and closes the connection. NULL-safe. */
 void jc__index_close(struct jc_index *ix);
+
+/*
+ * The write-ahead log's size for a cache budget of max_size bytes: pages
+ * (4 KiB) written before a checkpoint, and the size the WAL is cut back to
+ * after one: a sixteenth of the budget, 16 to 1000 pages (SQLite's default).
+ */
+int jc__index_wal_pages(uint64_t max_size);
+/* Applies jc__index_wal_pages(max_size) to ix (writable), and keeps that
+ * much room allocated for the WAL when ix is closed (index.c: a full disk).
+ * 0 or SQLite errors. */
+int jc__index_set_budget(struct jc_index *ix, uint64_t max_size);
 
 /* The message of the last failure on ix ("" if none); owned by ix, valid
  * until the next call on it. */
@@ -155,10 +170,11 @@ int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uid
 		       uint64_t *n);
 
 /* One uid's totals: the entries it uses, failed ones among them, bytes of
- * its ok entries (each in full) and its hits. */
+ * its ok entries (each in full), its hits, and the charges (jc_entry) of
+ * every entry it uses, ok or failed: what its share (--user-max-size) counts. */
 struct jc_user_totals {
 	uint32_t uid;
-	uint64_t entries, negative, bytes, hits;
+	uint64_t entries, negative, bytes, hits, stored;
 };
 
 /* uid's totals into *t (zeros for a uid that uses nothing). O(1).
@@ -210,6 +226,17 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
  */
 int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_entries,
 		     uint64_t *bytes);
+
+/* The charges (jc_entry) of every entry, ok or failed, into *stored: what
+ * the budget counts of the entries. O(1), as jc__index_totals. 0 or SQLite
+ * errors. */
+int jc__index_stored(struct jc_index *ix, uint64_t *stored);
+
+/* Gives the pages removals freed back to the file system (auto_vacuum
+ * incremental: schema 3 and later), and checkpoints the WAL so that the
+ * file shrinks now (as far as no reader holds older pages). 0 or SQLite
+ * errors. */
+int jc__index_reclaim(struct jc_index *ix);
 
 /* How many entries name object (index lookup) into *n. 0 or SQLite errors. */
 int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_t *n);

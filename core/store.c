@@ -32,6 +32,7 @@ struct jc_store {
 	int dirfd, objfd, tmpfd, quarfd;
 	uid_t uid;
 	atomic_uint seq;    /* distinct temp and quarantine names across threads */
+	_Atomic uint64_t reserve_bytes; /* the size DIR/reserve is made with */
 };
 
 /* Network filesystems, by statfs f_type (linux/magic.h and fs sources). */
@@ -456,6 +457,7 @@ int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t err
 		return jc__fail(err, errlen, 0, "out of memory"), JC_ENOMEM;
 	}
 	s->uid = geteuid();
+	s->reserve_bytes = JC_STORE_RESERVE_BYTES;
 	s->objfd = s->tmpfd = s->quarfd = -1;
 	if (mkdir_p(dir, DIR_MODE) < 0) {
 		jc__fail(err, errlen, 0, "create %s: %s", dir, strerror(errno));
@@ -493,7 +495,7 @@ int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t err
 	/* A full disk: give the index the reserve's room to open (its -shm and
 	 * -wal need some), so that a purge can free space. */
 	uint64_t free_bytes;
-	if (jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < JC_STORE_RESERVE_BYTES)
+	if (jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < s->reserve_bytes)
 		jc__store_reserve_release(s);
 	else
 		jc__store_reserve_make(s);
@@ -518,8 +520,8 @@ err_after_alloc:
 int jc__store_reserve_release(struct jc_store *s)
 {
 	if (unlinkat(s->dirfd, RESERVE, 0) == 0) {
-		jc_log_warn(STORE, "disk full: released %s/%s (%u KiB) to make room", s->dir, RESERVE,
-			    JC_STORE_RESERVE_BYTES >> 10);
+		jc_log_warn(STORE, "disk full: released %s/%s (%llu KiB) to make room", s->dir, RESERVE,
+			    (unsigned long long)(s->reserve_bytes >> 10));
 		return 1;
 	}
 	if (errno != ENOENT)
@@ -533,12 +535,13 @@ void jc__store_reserve_make(struct jc_store *s)
 	uint64_t free_bytes;
 	char tmp[64];
 	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-	    jc__store_free_bytes(s, &free_bytes) != 0 || free_bytes < 2 * JC_STORE_RESERVE_BYTES)
+	    jc__store_free_bytes(s, &free_bytes) != 0 ||
+	    free_bytes < s->reserve_bytes + JC_STORE_FULL_BYTES)
 		return;
 	int fd = create_staged(s, RESERVE, FILE_MODE, tmp);
 	if (fd < 0)
 		return;
-	int e = posix_fallocate(fd, 0, JC_STORE_RESERVE_BYTES);
+	int e = posix_fallocate(fd, 0, (off_t)s->reserve_bytes);
 	if (e == 0 && fsync(fd) < 0)
 		e = errno;
 	if (close(fd) < 0 && e == 0)
@@ -548,6 +551,30 @@ void jc__store_reserve_make(struct jc_store *s)
 	e = e ? e : errno;
 	unlinkat(s->tmpfd, tmp, 0);
 	jc_log_warn(STORE, "no disk reserve in %s: %s", s->dir, strerror(e));
+}
+
+void jc__store_set_reserve(struct jc_store *s, uint64_t bytes)
+{
+	struct stat st;
+	s->reserve_bytes = bytes;
+	/* One of another size is made again at this one. */
+	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	    (uint64_t)st.st_size != bytes && unlinkat(s->dirfd, RESERVE, 0) == 0)
+		jc__store_reserve_make(s);
+}
+
+uint64_t jc__store_reserve_size(struct jc_store *s)
+{
+	return s->reserve_bytes;
+}
+
+int jc__store_disk_full(struct jc_store *s, uint64_t *free_out)
+{
+	uint64_t free_bytes = UINT64_MAX;
+	int full = jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < JC_STORE_FULL_BYTES;
+	if (free_out)
+		*free_out = free_bytes;
+	return full;
 }
 
 void jc__store_close(struct jc_store *s)
@@ -632,18 +659,24 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 		step = "close";
 		goto err_after_tmp;
 	}
-	name[2] = '\0';
-	if (mkdirat(s->objfd, name, DIR_MODE) == 0) {
-		created_ab = 1;
-		fchmodat(s->objfd, name, DIR_MODE, 0); /* past the umask; best effort */
-	} else if (errno != EEXIST) {
-		step = "mkdir objects/ab for";
-		goto err_after_tmp;
-	}
-	name[2] = '/';
-	if (renameat(s->tmpfd, tmp, s->objfd, name) < 0) {
-		step = "rename";
-		goto err_after_tmp;
+	/* A removal may take an empty fan-out directory between the mkdir and
+	 * the rename (jc__store_remove): then it is made again. */
+	for (int tries = 0;; tries++) {
+		name[2] = '\0';
+		if (mkdirat(s->objfd, name, DIR_MODE) == 0) {
+			created_ab = 1;
+			fchmodat(s->objfd, name, DIR_MODE, 0); /* past the umask; best effort */
+		} else if (errno != EEXIST) {
+			step = "mkdir objects/ab for";
+			goto err_after_tmp;
+		}
+		name[2] = '/';
+		if (renameat(s->tmpfd, tmp, s->objfd, name) == 0)
+			break;
+		if (errno != ENOENT || tries == 3) {
+			step = "rename";
+			goto err_after_tmp;
+		}
 	}
 	name[2] = '\0';
 	if (fsync_dir(s->objfd, name) < 0 || (created_ab && fsync(s->objfd) < 0)) {
@@ -809,8 +842,14 @@ int jc__store_remove(struct jc_store *s, const uint8_t hash[16])
 	char name[36];
 
 	object_name(hash, name);
-	if (unlinkat(s->objfd, name, 0) == 0)
+	if (unlinkat(s->objfd, name, 0) == 0) {
+		/* An empty fan-out directory goes too: on most file systems it
+		 * holds a block, which counts in the budget. A put that finds it
+		 * gone makes it again. */
+		name[2] = '\0';
+		unlinkat(s->objfd, name, AT_REMOVEDIR);
 		return 0;
+	}
 	if (errno == ENOENT)
 		return JC_ENOTFOUND;
 	jc_log_err(STORE, "remove %s/objects/%s: %s", s->dir, name, strerror(errno));
@@ -885,6 +924,50 @@ int jc__store_foreach(struct jc_store *s,
 	}
 	closedir(top);
 	return rc;
+}
+
+/* Disk usage (st_blocks) of name under parent and, for a directory,
+ * everything below it, into *sum; with top_only, a directory's entries are
+ * counted as their own inodes only when they are directories (objects/:
+ * the fan-out directories, not the objects, which entries are charged). */
+static void usage_at(int parent, const char *name, int depth, int top_only, uint64_t *sum)
+{
+	struct stat st;
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return;
+	*sum += (uint64_t)st.st_blocks * 512;
+	if (!S_ISDIR(st.st_mode) || depth > 2)
+		return;
+	DIR *d = open_dir(parent, name);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (is_dots(de->d_name))
+			continue;
+		if (top_only) {
+			struct stat sub;
+			if (fstatat(dirfd(d), de->d_name, &sub, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(sub.st_mode))
+				*sum += (uint64_t)sub.st_blocks * 512;
+			continue;
+		}
+		usage_at(dirfd(d), de->d_name, depth + 1, 0, sum);
+	}
+	if (d)
+		closedir(d);
+}
+
+int jc__store_overhead(struct jc_store *s, uint64_t *out)
+{
+	static const char *const files[] = {"index.sqlite-wal", "index.sqlite-shm",
+					    RESERVE, "lock", "tmp", "quarantine", "manifests",
+					    "worker-cwd", "jitcached.socket-path", "jitcached.log"};
+	struct stat st;
+	uint64_t sum = fstat(s->dirfd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		usage_at(s->dirfd, files[i], 0, 0, &sum);
+	usage_at(s->dirfd, "objects", 0, 1, &sum);
+	*out = sum;
+	return 0;
 }
 
 int jc__store_free_bytes(struct jc_store *s, uint64_t *out)

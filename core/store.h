@@ -87,9 +87,31 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen);
  */
 int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t errlen);
 
-/* Size of DIR/reserve: room for the index's -shm and the write-ahead log of
- * the first deletions of a purge or eviction on a full disk. */
+/* Size of DIR/reserve by default: room for the index's -shm and the
+ * write-ahead log of the first deletions of a purge or eviction on a full
+ * disk. A small budget makes it smaller (jc__store_set_reserve): it counts
+ * in the budget. */
 #define JC_STORE_RESERVE_BYTES (1u << 20)
+
+/* Less free space than this on the cache's file system is a full disk
+ * (jc__store_disk_full); the reserve is made again only with this much
+ * left over beside it. */
+#define JC_STORE_FULL_BYTES (64u << 10)
+
+/* The size the reserve is made with from now on; an existing one of
+ * another size is made again at it (when there is room). At most
+ * JC_STORE_RESERVE_BYTES is sensible. Thread-safe. */
+void jc__store_set_reserve(struct jc_store *s, uint64_t bytes);
+/* That size. Thread-safe. */
+uint64_t jc__store_reserve_size(struct jc_store *s);
+
+/*
+ * 1 when the cache's file system has less than JC_STORE_FULL_BYTES free (a
+ * full disk: nothing can be stored until space returns), else 0 (also when
+ * statvfs fails). *free_out (may be NULL): the free bytes, UINT64_MAX when
+ * unknown. Thread-safe.
+ */
+int jc__store_disk_full(struct jc_store *s, uint64_t *free_out);
 
 /*
  * Unlinks DIR/reserve, logging a warning: called when a removal (purge,
@@ -100,8 +122,10 @@ int jc__store_reserve_release(struct jc_store *s);
 
 /*
  * Makes DIR/reserve again (staged in tmp/, then renamed) when it is missing
- * and the filesystem has at least twice its size free; best effort (a
- * failure is logged). Called after removals. Thread-safe.
+ * and the filesystem has its size and JC_STORE_FULL_BYTES more free; best
+ * effort (a failure is logged). Called after removals and by the daemon's
+ * periodic budget check, so a reserve spent on a full disk comes back as
+ * soon as space does. Thread-safe.
  */
 void jc__store_reserve_make(struct jc_store *s);
 
@@ -189,7 +213,8 @@ int jc__store_read_object(struct jc_store *s, const uint8_t hash[16], uint64_t e
  */
 int jc__store_quarantine(struct jc_store *s, const uint8_t hash[16]);
 
-/* Unlinks object hash. Returns 0, JC_ENOTFOUND, JC_EIO. Thread-safe. */
+/* Unlinks object hash, and its fan-out directory when that is left empty.
+ * Returns 0, JC_ENOTFOUND, JC_EIO. Thread-safe. */
 int jc__store_remove(struct jc_store *s, const uint8_t hash[16]);
 
 /*
@@ -207,6 +232,18 @@ int jc__store_foreach(struct jc_store *s,
 		      int (*cb)(const uint8_t *hash, const char *path, const struct stat *st,
 				void *ctx),
 		      void *ctx);
+
+/*
+ * What DIR holds besides the entries' objects, in bytes of disk (st_blocks):
+ * DIR itself, the index's -wal and -shm (its rows are in the entries'
+ * charges, index.h), the reserve, the lock, the
+ * socket pointer and an auto-started daemon's log, tmp/, quarantine/,
+ * manifests/ and worker-cwd/ with what they hold, and the directories
+ * objects/ and objects/ab/ themselves. Counted in the budget
+ * beside the entries' charges (evict.h). Always 0 (what cannot be read
+ * counts nothing). Thread-safe; a walk of manifests/, for the thread pool.
+ */
+int jc__store_overhead(struct jc_store *s, uint64_t *out);
 
 /*
  * Free space, in bytes, available to an unprivileged user on the filesystem

@@ -55,6 +55,10 @@ static int local_publish(struct jc_cachedir *c, struct jc_entry *e, uint32_t uid
 			 size_t size, char *err, size_t errlen)
 {
 	int ok = e->status == JC_ENTRY_OK, fd = -1, rc = 0;
+	/* A full disk: no write is tried until space returns. */
+	if (jc__store_disk_full(c->store, NULL))
+		return jc__fail(err, errlen, JC_ENOSPC, "disk full (%s): nothing is stored until space "
+				"returns", strerror(ENOSPC));
 	/* The object first, outside the lock (its fsyncs are the slow part). */
 	if (ok)
 		rc = jc__store_put(c->store, data, size, e->object, err, errlen);
@@ -117,6 +121,13 @@ static int local_remove(struct jc_cachedir *c, const struct jc_entry *e)
 	if (rc == JC_ENOSPC && jc__store_reserve_release(c->store))
 		rc = remove_once(c, e);
 	return rc;
+}
+
+static int local_unlink_ahead(struct jc_cachedir *c, const struct jc_entry *e)
+{
+	uint64_t refs = 0;
+	return e->status == JC_ENTRY_OK && jc__index_object_refs(c->wix, e->object, &refs) == 0 &&
+	       refs == 1 && jc__store_remove(c->store, e->object) == 0;
 }
 
 static int local_remove_bad(struct jc_cachedir *c, const struct jc_entry *e)
@@ -187,6 +198,7 @@ const struct jc_tier_ops jc__local_tier = {
 	.quarantine = local_quarantine,
 	.drop_row = local_drop_row,
 	.remove = local_remove,
+	.unlink_ahead = local_unlink_ahead,
 	.remove_bad = local_remove_bad,
 	.foreach = local_foreach,
 	.foreach_request = local_foreach_request,
@@ -254,12 +266,24 @@ int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_ca
 		snprintf(err, errlen, "index %s: counters: %s", path, jc__index_errmsg(c->wix));
 		goto err_out;
 	}
+	if (!inspect)
+		jc__cachedir_apply_budget(c, c->max_size);
 	*out = c;
 	return 0;
 
 err_out:
 	jc__cachedir_close(c);
 	return rc;
+}
+
+void jc__cachedir_apply_budget(struct jc_cachedir *c, uint64_t max_size)
+{
+	uint64_t reserve = max_size / 16;
+	reserve = reserve < JC_STORE_FULL_BYTES ? JC_STORE_FULL_BYTES
+		  : reserve > JC_STORE_RESERVE_BYTES ? JC_STORE_RESERVE_BYTES : reserve;
+	jc__store_set_reserve(c->store, reserve);
+	if (jc__index_set_budget(c->wix, max_size) != 0)
+		jc_log_warn(INDEX, "write-ahead log size not set: %s", jc__index_errmsg(c->wix));
 }
 
 int jc__cachedir_lock_check(struct jc_cachedir *c, char *err, size_t errlen)

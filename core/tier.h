@@ -40,8 +40,9 @@
 #include "core/index.h"
 #include "core/store.h"
 
-/* The default byte budget of ok entries (--max-size), for the daemon and
- * for offline commands on a directory no daemon recorded a budget in. */
+/* The default byte budget of the cache directory (--max-size, evict.h),
+ * for the daemon and for offline commands on a directory no daemon
+ * recorded a budget in. */
 #define JC_DEFAULT_MAX_SIZE (10ull << 30)
 
 /* The daemon records its --max-size and --user-max-size in the index's
@@ -118,6 +119,16 @@ void jc__cachedir_close(struct jc_cachedir *c);
  */
 int jc__cachedir_lock_check(struct jc_cachedir *c, char *err, size_t errlen);
 
+/*
+ * Sizes what the cache keeps besides its entries to a budget of max_size
+ * bytes, all of which counts in it: DIR/reserve (a sixteenth of the budget,
+ * JC_STORE_FULL_BYTES to JC_STORE_RESERVE_BYTES) and the write-ahead log
+ * (jc__index_wal_pages). jc__cachedir_open applies the recorded budget;
+ * the daemon its own at start and on SIGHUP. Caller holds wlock. Not with
+ * INSPECT.
+ */
+void jc__cachedir_apply_budget(struct jc_cachedir *c, uint64_t max_size);
+
 /* Writes the counters now (the daemon's flush does, in the thread pool);
  * caller holds wlock. Counters stay as they are. 0 or an index error. */
 int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__COUNT]);
@@ -125,7 +136,7 @@ int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__C
 /* What health() reports. */
 struct jc_tier_health {
 	uint64_t entries, negative_entries; /* rows */
-	uint64_t bytes;                     /* of ok entries */
+	uint64_t bytes;                     /* of ok entries' artifacts */
 };
 
 /*
@@ -164,6 +175,13 @@ struct jc_tier_ops {
 	 * disk the reserve is released and the removal retried. A row already
 	 * gone is 0. Caller holds wlock. */
 	int (*remove)(struct jc_cachedir *c, const struct jc_entry *e);
+	/* A full disk with no reserve left, where even deleting rows finds no
+	 * room: unlinks e's (ok) object ahead of its row when no other row
+	 * names it, the one exception to "row first" (the caller removes the
+	 * row next; a row left naming a missing object, should that fail or
+	 * crash, is a miss that drops it). 1 when an object went, else 0.
+	 * Caller holds wlock. */
+	int (*unlink_ahead)(struct jc_cachedir *c, const struct jc_entry *e);
 	/* Removes e's row and quarantines its object (it failed verify). Caller
 	 * holds wlock. */
 	int (*remove_bad)(struct jc_cachedir *c, const struct jc_entry *e);

@@ -321,7 +321,10 @@ static void key_work_cb(uv_work_t *w)
 			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 				    err);
 	}
-	if (rc == 0)
+	/* A fresh scan may yet be replaced by the fleet's dependency record
+	 * (key_after_cb): its tree is watched from the next request on, which
+	 * the manifest keys. */
+	if (rc == 0 && (j->from_manifest || !d->remote))
 		key_watch(j, &ctx);
 	uint8_t tree[16];
 	j->rc = rc ?: jc__inc_key_digest(j->inc, &j->req.include_dirs, tree);
@@ -397,7 +400,6 @@ static void record_work_cb(uv_work_t *w)
 		memcpy(j->key, key, 16);
 		j->record_rc = 1;
 	}
-	key_watch(j, &ctx);
 }
 
 static void record_after_cb(uv_work_t *w, int status)
@@ -430,9 +432,6 @@ static void record_cb(void *arg, int rc, struct jc_inc_set *set)
 	}
 	*j->record = *set;
 	memset(set, 0, sizeof(*set));
-	/* The tree is watched again for the set that keys the request. */
-	jc__watch_forget(d->watch, j->stamp);
-	j->stamp = 0;
 	j->work.data = j;
 	if (uv_queue_work(d->loop, &j->work, record_work_cb, record_after_cb) != 0) {
 		inc_free(j->record);

@@ -66,6 +66,7 @@ struct jc_flight {
 	uint8_t store_key[16];    /* the key the result is stored under: key, or learnt */
 	int uncached;             /* an include file changed: served, not stored */
 	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
+	int time_macro;           /* it used __DATE__, __TIME__ or __TIMESTAMP__: served, not stored */
 	int learned;              /* the key was learnt from what NVRTC read (store_key) */
 	int rehashed;             /* a header changed just before was re-read after the compile */
 	int tree_missing;         /* a client-read tree lacked a file NVRTC read: fails (errmsg) */

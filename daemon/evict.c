@@ -77,9 +77,10 @@ static void job_work_cb(uv_work_t *w)
 		static const struct jc_admin_req gc = {.command = (char *)"gc"};
 		j->rc = jc__admin_run(&j->env, &gc, &j->reply);
 	} else {
-		j->rc = jc__index_totals(d->cache->wix, NULL, NULL, &r->bytes_before);
+		j->rc = jc__index_stored(d->cache->wix, &r->bytes_before);
 		j->rc = j->rc ?: jc__evict_run(&j->env, j->max_size, j->share);
-		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &r->entries_after, NULL, &r->bytes_after);
+		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &r->entries_after, NULL, NULL);
+		j->rc = j->rc ?: jc__index_stored(d->cache->wix, &r->bytes_after);
 		r->evicted = j->env.evicted;
 		r->user_evicted = j->env.user_evicted;
 		r->max_size = j->max_size;
@@ -110,7 +111,7 @@ static void budget_done(struct hk_job *j)
 	if (r->evicted)
 		jc_log_info(EVICT,
 			    "evicted %" PRIu64 " least recently used entries: %" PRIu64 " -> %" PRIu64
-			    " bytes (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
+			    " bytes stored (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
 			    r->evicted, r->bytes_before, r->bytes_after, r->max_size, r->low_water);
 	if (r->evicted || r->user_evicted) {
 		jc__daemon_count(d, JC_CTR_evictions, r->evicted);
@@ -195,7 +196,8 @@ static void gc_maybe(struct jc_daemon *d)
 		job_queue(d, j, &gc_busy);
 }
 
-/* Records the budget and share in the index, for offline commands. */
+/* Records the budget and share in the index, for offline commands, and
+ * sizes the reserve and the write-ahead log to the budget. */
 static void save_budget(struct jc_daemon *d)
 {
 	static const char *const names[] = {JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE};
@@ -203,6 +205,7 @@ static void save_budget(struct jc_daemon *d)
 	pthread_mutex_lock(&d->cache->wlock);
 	if (jc__index_counters_save(d->cache->wix, names, values, 2) != 0)
 		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->cache->wix));
+	jc__cachedir_apply_budget(d->cache, d->cfg.max_size);
 	pthread_mutex_unlock(&d->cache->wlock);
 }
 

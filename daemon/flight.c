@@ -107,7 +107,10 @@ static void flight_answer(struct jc_flight *f)
 		uid_t uid = f->d->conn_ops->uid(w->conn);
 		if (stored && uid != f->uid)
 			jc__memcache_touch(f->d, f->store_key, uid, 0);
-		res->cache = w->cache;
+		/* Served, not stored: the request that ran the compile says so. */
+		res->cache = w->cache == JC_CACHE_MISS && f->uncached && res->status == 0
+				     ? JC_CACHE_UNCACHED
+				     : w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
 		jc__res_lowered_in_order(res, &w->names, &tmp);
 		jc__answer(f->d, w->conn, res, -1);
@@ -245,6 +248,19 @@ static void publish_work_cb(uv_work_t *work)
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
 	else if (publish)
 		check_deps(f);
+	if (publish && !f->errmsg[0] && !f->remote_hit) {
+		/* A time macro's expansion is not in the key: never a stale stamp. */
+		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
+		/* A client-read tree's files are in the request: the paths NVRTC
+		 * read are the client's, not the daemon's to open. */
+		size_t n_deps = f->req.tree_round ? 0 : res->n_deps;
+		int rc = jc__inc_time_macro(&f->req, res->deps, n_deps, &ctx, what, sizeof(what));
+		if (rc != 0) {
+			f->time_macro = 1;
+			snprintf(f->errmsg, sizeof(f->errmsg), "%s: a time macro, whose expansion the key "
+				 "does not hold", rc == 1 ? what : "out of memory looking for time macros");
+		}
+	}
 	if (f->errmsg[0]) {
 		/* What NVRTC read may not be what the key says: serve, do not store. */
 		f->uncached = 1;
@@ -355,7 +371,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 	int keep = d->cfg.keep_requests && f->publish_rc == 0 && publishable(&f->res) &&
 		   !f->uncached && !f->tree_missing;
 	(void)status;
-	if (f->learned && f->publish_rc == 0) {
+	if (f->learned && f->publish_rc == 0 && !f->uncached) {
 		char hex[33], shex[33];
 		jc__hex16(f->key, hex);
 		jc__hex16(f->store_key, shex);
@@ -384,7 +400,9 @@ static void publish_after_cb(uv_work_t *work, int status)
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
-		jc__daemon_count(d, f->deps_mismatch ? JC_CTR_deps_mismatch : JC_CTR_include_uncached, 1);
+		jc__daemon_count(d, f->time_macro      ? JC_CTR_time_macros
+				    : f->deps_mismatch ? JC_CTR_deps_mismatch
+						       : JC_CTR_include_uncached, 1);
 	} else if (f->publish_rc != 0) {
 		char hex[33];
 		jc__hex16(f->key, hex);
@@ -419,6 +437,11 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 		if (f->res.status != 0)
 			jc__daemon_count(d, JC_CTR_compile_failures, 1);
 	}
+	/* The log kept (and answered): its first and last parts, within
+	 * --max-log-size and a sixteenth of the budget, which it counts in. */
+	uint64_t cap = d->cfg.max_size / 16 < d->cfg.max_log_size ? d->cfg.max_size / 16
+								   : d->cfg.max_log_size;
+	jc__text_cap(&f->res.log, (size_t)cap);
 	jc__hex16(f->key, hex);
 	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms%s", hex,
 		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
@@ -526,6 +549,11 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 	f->res = *res;
 	jc__res_init(res);
 	f->remote_hit = 1;
+	/* The request that started the flight (and any that joined before the
+	 * lookup answered) get what was served: no compile ran. */
+	for (struct jc_waiter *w = f->waiters; w; w = w->next)
+		if (w->cache == JC_CACHE_MISS)
+			w->cache = JC_CACHE_REMOTE_HIT;
 	flight_answer(f);
 	f->work.data = f;
 	if (uv_queue_work(d->loop, &f->work, publish_work_cb, publish_after_cb) != 0)
@@ -593,6 +621,7 @@ void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 	f->job.req = f->wreq ? f->wreq : &f->req;
 	f->job.res = &f->res;
 	memcpy(f->job.key, f->key, 16);
+	f->job.uid = (uint32_t)f->uid;
 	f->job.wanted = flight_wanted;
 	f->job.done = flight_job_done;
 	f->job.idle = f->background;

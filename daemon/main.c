@@ -455,8 +455,8 @@ int main(int argc, char **argv)
 	jc__evict_start(d, evict_report);
 
 	int listen_fd = inherited_listener();
-	rc = choose_confinement(d, serves_other_uids(d, listen_fd), conf_why, sizeof(conf_why), err,
-				sizeof(err));
+	int serves_others = serves_other_uids(d, listen_fd);
+	rc = choose_confinement(d, serves_others, conf_why, sizeof(conf_why), err, sizeof(err));
 	if (rc != 0)
 		goto err_after_init;
 	d->loop = uv_default_loop();
@@ -468,6 +468,9 @@ int main(int argc, char **argv)
 		.cache_dir = d->cfg.cache_dir,
 		.workers = d->cfg.workers,
 		.idle_workers = d->cfg.rewarm_workers,
+		/* Shared fairly where there are others to share with (pool.h). */
+		.user_max_workers = d->cfg.user_max_workers ? d->cfg.user_max_workers
+				    : serves_others ? 0 : d->cfg.workers,
 		.compile_timeout_s = d->cfg.compile_timeout_s,
 		.worker_memory = d->cfg.worker_memory,
 		.confinement = d->confinement,

@@ -18,6 +18,16 @@
 #include "daemon/worker.h"
 #include "jitcache/jitcache.h"
 
+/* One uid's jobs: those queued, in order, and how many run. A queue exists
+ * while it has either; served_at orders the round robin (0: never served). */
+struct uid_queue {
+	uint32_t uid;
+	int running;
+	uint64_t served_at;
+	struct jc_pool_job *head, *tail;
+	struct uid_queue *next;
+};
+
 struct jc_pool {
 	uv_loop_t *loop;
 	struct jc_pool_config cfg;
@@ -31,8 +41,10 @@ struct jc_pool {
 	int n_workers;
 	int stopping;
 	int raise_warned;  /* the log said once why a worker could not be raised */
-	struct jc_pool_job *head, *tail;           /* the queue */
-	struct jc_pool_job *idle_head, *idle_tail; /* the idle jobs' queue */
+	struct jc_pool_job *idle_head, *idle_tail; /* the idle jobs' queue (no uid turns) */
+	int user_max_workers;     /* the cap in force (cfg's, or its default) */
+	struct uid_queue *queues; /* one per uid with jobs queued or running */
+	uint64_t serves;          /* jobs handed to workers so far: served_at's clock */
 };
 
 struct jc_worker {
@@ -42,6 +54,7 @@ struct jc_worker {
 	uv_timer_t timer;
 	struct jc_framer in;
 	struct jc_pool_job *job;
+	struct uid_queue *q; /* the queue of job's uid, while job runs */
 	int slot;          /* index in d->workers, -1 once detached */
 	int exited;
 	int timed_out;
@@ -50,6 +63,48 @@ struct jc_worker {
 	int open_handles;
 };
 
+static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f);
+
+/* The queue of uid, made when missing (NULL: out of memory). */
+static struct uid_queue *queue_of(struct jc_pool *p, uint32_t uid)
+{
+	struct uid_queue **at = &p->queues;
+	for (; *at; at = &(*at)->next)
+		if ((*at)->uid == uid)
+			return *at;
+	struct uid_queue *q = calloc(1, sizeof(*q));
+	if (q) {
+		q->uid = uid;
+		*at = q;
+	}
+	return q;
+}
+
+/* Frees q when it has nothing queued and nothing running. */
+static void queue_release(struct jc_pool *p, struct uid_queue *q)
+{
+	if (q->head || q->running)
+		return;
+	for (struct uid_queue **at = &p->queues; *at; at = &(*at)->next)
+		if (*at == q) {
+			*at = q->next;
+			break;
+		}
+	free(q);
+}
+
+/* Takes w's job off it (it ended): its uid runs one fewer. Returns the job. */
+static struct jc_pool_job *worker_take_job(struct jc_worker *w)
+{
+	struct jc_pool_job *f = w->job;
+	w->job = NULL;
+	if (w->q) {
+		w->q->running--;
+		queue_release(w->d, w->q);
+		w->q = NULL;
+	}
+	return f;
+}
 
 static void worker_handle_closed(uv_handle_t *h)
 {
@@ -65,10 +120,9 @@ static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ..
 
 static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ...)
 {
-	struct jc_pool_job *f = w->job;
-	if (!f)
+	if (!w->job)
 		return;
-	w->job = NULL;
+	struct jc_pool_job *f = worker_take_job(w);
 	char msg[256];
 	va_list ap;
 	va_start(ap, fmt);
@@ -97,8 +151,6 @@ static void worker_detach(struct jc_worker *w)
 	else
 		uv_process_kill(&w->proc, SIGKILL); /* proc closes in exit_cb */
 }
-
-static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f);
 
 /*
  * Every thread of pid and of the processes below it (the worker's helper,
@@ -226,7 +278,7 @@ static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, siz
 	}
 	jc__res_clear(f->res);
 	int rc = jc__decode_res(payload, len, f->res);
-	w->job = NULL;
+	worker_take_job(w);
 	uv_timer_stop(&w->timer);
 	if (rc != 0) {
 		jc__res_clear(f->res);
@@ -406,6 +458,8 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 		return rc;
 	}
 	d->n_workers = cfg->workers + cfg->idle_workers;
+	d->user_max_workers = cfg->user_max_workers > 0 ? cfg->user_max_workers
+				: cfg->workers / 2 > 0 ? cfg->workers / 2 : 1;
 	int started = 0;
 	for (int i = 0; i < cfg->workers; i++)
 		started += worker_spawn(d, i, err, errlen) == 0;
@@ -431,14 +485,15 @@ static void queue_push(struct jc_pool_job **head, struct jc_pool_job **tail,
 
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job)
 {
-	if (p->stopping) {
+	struct uid_queue *q = NULL;
+	if (p->stopping || (!job->idle && !(q = queue_of(p, job->uid)))) {
 		job->done(job, JC_EBUSY);
 		return;
 	}
 	if (job->idle)
 		queue_push(&p->idle_head, &p->idle_tail, job);
 	else
-		queue_push(&p->head, &p->tail, job);
+		queue_push(&q->head, &q->tail, job);
 	jc__pool_dispatch(p);
 }
 
@@ -448,6 +503,9 @@ int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job)
 	for (struct jc_pool_job *j = p->idle_head; j; prev = j, j = j->next) {
 		if (j != job)
 			continue;
+		struct uid_queue *q = queue_of(p, job->uid);
+		if (!q)
+			return 0; /* out of memory: it stays an idle job */
 		if (prev)
 			prev->next = j->next;
 		else
@@ -455,7 +513,7 @@ int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job)
 		if (p->idle_tail == j)
 			p->idle_tail = prev;
 		job->idle = 0;
-		queue_push(&p->head, &p->tail, job);
+		queue_push(&q->head, &q->tail, job);
 		jc__pool_dispatch(p);
 		return 1;
 	}
@@ -472,7 +530,10 @@ int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job)
 
 int jc__pool_busy(const struct jc_pool *p)
 {
-	return p->head != NULL;
+	for (const struct uid_queue *q = p->queues; q; q = q->next)
+		if (q->head)
+			return 1;
+	return 0;
 }
 
 void jc__pool_set_timeout(struct jc_pool *p, int compile_timeout_s)
@@ -485,14 +546,47 @@ const char *jc__pool_cwd(const struct jc_pool *p)
 	return p->worker_cwd;
 }
 
-/* The next job of a queue its owner still wants (others are dropped). */
-static struct jc_pool_job *next_job(struct jc_pool_job **head, struct jc_pool_job **tail)
+/* The uid whose turn it is: of those with a job queued and fewer than
+ * user_max_workers running, the one served least recently. */
+static struct uid_queue *next_queue(struct jc_pool *p)
+{
+	struct uid_queue *best = NULL;
+	for (struct uid_queue *q = p->queues; q; q = q->next)
+		if (q->head && q->running < p->user_max_workers &&
+		    (!best || q->served_at < best->served_at))
+			best = q;
+	return best;
+}
+
+/* The next job its owner still wants, of the uid whose turn it is (others
+ * are dropped); *from: its queue. NULL when no uid may run one now. */
+static struct jc_pool_job *next_job(struct jc_pool *p, struct uid_queue **from)
+{
+	struct uid_queue *q;
+	while ((q = next_queue(p))) {
+		struct jc_pool_job *job = q->head;
+		q->head = job->next;
+		if (!q->head)
+			q->tail = NULL;
+		job->next = NULL;
+		if (!job->wanted || job->wanted(job)) {
+			q->served_at = ++p->serves;
+			*from = q;
+			return job;
+		}
+		queue_release(p, q);
+	}
+	return NULL;
+}
+
+/* The next idle job its owner still wants (others are dropped). */
+static struct jc_pool_job *next_idle_job(struct jc_pool *p)
 {
 	struct jc_pool_job *job;
-	while ((job = *head)) {
-		*head = job->next;
-		if (!*head)
-			*tail = NULL;
+	while ((job = p->idle_head)) {
+		p->idle_head = job->next;
+		if (!p->idle_head)
+			p->idle_tail = NULL;
 		job->next = NULL;
 		if (!job->wanted || job->wanted(job))
 			break;
@@ -506,11 +600,9 @@ void jc__pool_dispatch(struct jc_pool *d)
 		return;
 	for (int i = 0; i < d->n_workers; i++) {
 		int idle = i >= d->cfg.workers;
-		struct jc_pool_job **head = idle ? &d->idle_head : &d->head;
-		struct jc_pool_job **tail = idle ? &d->idle_tail : &d->tail;
 		char err[256];
-		if (idle && !*head)
-			continue; /* idle workers are started when there is idle work */
+		if (idle && !d->idle_head)
+			break; /* idle workers are started when there is idle work */
 		if (!d->workers[i] && worker_spawn(d, i, err, sizeof(err)) != 0) {
 			jc_log_err(WORKER, "%s", err); /* retried on the next tick */
 			continue;
@@ -518,9 +610,19 @@ void jc__pool_dispatch(struct jc_pool *d)
 		struct jc_worker *w = d->workers[i];
 		if (w->job)
 			continue;
-		struct jc_pool_job *f = next_job(head, tail);
-		if (f)
-			worker_start_job(w, f);
+		struct uid_queue *q = NULL;
+		struct jc_pool_job *f = idle ? next_idle_job(d) : next_job(d, &q);
+		if (!f && !idle) {
+			i = d->cfg.workers - 1; /* no client job may run now: the idle workers' turn */
+			continue;
+		}
+		if (!f)
+			break;
+		if (q) {
+			q->running++;
+			w->q = q;
+		}
+		worker_start_job(w, f);
 	}
 }
 
@@ -529,15 +631,20 @@ void jc__pool_stop(struct jc_pool *d)
 	if (!d)
 		return;
 	d->stopping = 1;
-	struct jc_pool_job *job;
-	for (int idle = 0; idle < 2; idle++) {
-		struct jc_pool_job **head = idle ? &d->idle_head : &d->head;
-		while ((job = *head)) {
-			*head = job->next;
+	for (struct uid_queue *q = d->queues; q; q = q->next) {
+		struct jc_pool_job *job;
+		while ((job = q->head)) {
+			q->head = job->next;
 			job->done(job, JC_EBUSY);
 		}
+		q->tail = NULL;
 	}
-	d->tail = d->idle_tail = NULL;
+	struct jc_pool_job *job;
+	while ((job = d->idle_head)) {
+		d->idle_head = job->next;
+		job->done(job, JC_EBUSY);
+	}
+	d->idle_tail = NULL;
 	for (int i = 0; i < d->n_workers; i++) {
 		struct jc_worker *w = d->workers[i];
 		if (!w)
@@ -559,6 +666,11 @@ void jc__pool_free(struct jc_pool *p)
 {
 	if (!p)
 		return;
+	while (p->queues) {
+		struct uid_queue *q = p->queues;
+		p->queues = q->next;
+		free(q);
+	}
 	free(p->worker_cwd);
 	free(p->worker_path);
 	free(p);

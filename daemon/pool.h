@@ -3,9 +3,16 @@
  * The compile worker pool: jitcache-worker processes started with uv_spawn,
  * each talking frames over a socketpair on its fd 0. One job per worker at a
  * time; a job past the compile timeout gets its worker SIGKILLed; a worker
- * that dies is replaced. The pool owns its queue and calls back when a job
+ * that dies is replaced. The pool owns its queues and calls back when a job
  * ends, in the shape of libuv's uv_queue_work: it knows nothing of flights,
  * connections or the cache. Loop thread only.
+ *
+ * Fairness between uids: each uid has its own queue (first in, first out),
+ * and a free worker takes the head of the next queue in round-robin order
+ * after the one served last, skipping a uid that already runs
+ * user_max_workers jobs. So a uid's short compile waits for at most one
+ * running compile (none while fewer than all workers are held), never for
+ * another uid's queue, however long.
  */
 #ifndef JC_POOL_H
 #define JC_POOL_H
@@ -39,6 +46,7 @@ struct jc_pool_job {
 	const struct jc_req *req;  /* in: what the worker runs; borrowed until done */
 	struct jc_res *res;        /* in: where the result goes; borrowed until done */
 	uint8_t key[16];           /* in: the key, for logs */
+	uint32_t uid;              /* in: whose queue and worker share it counts in */
 	jc_pool_wanted_cb wanted;  /* in: NULL = always run */
 	jc_pool_done_cb done;      /* in */
 	int idle;                  /* in: background work (re-warm): runs only on the idle
@@ -50,6 +58,7 @@ struct jc_pool_config {
 	const char *worker_path;   /* jitcache-worker; borrowed for the pool's life */
 	const char *cache_dir;     /* DIR: the workers run in DIR/worker-cwd; borrowed */
 	int workers;               /* processes for client jobs, started at once */
+	int user_max_workers;      /* client jobs of one uid running at once; 0: half of workers, at least 1 */
 	int idle_workers;          /* processes for idle jobs, at idle CPU and I/O priority
 				    * (SCHED_IDLE, the idle I/O class); started on demand */
 	int compile_timeout_s;     /* per job; 0 = none (jc__pool_set_timeout changes it) */
@@ -67,11 +76,11 @@ struct jc_pool_config {
  */
 int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_counters *ctr,
 		   struct jc_pool **out, char *err, size_t errlen);
-/* Queues job (its "in" fields set) behind the others and dispatches. A
- * stopped pool cancels it at once (done with JC_EBUSY). */
+/* Queues job (its "in" fields set) behind the others of its uid (an idle
+ * job: behind the other idle jobs) and dispatches. A stopped pool cancels it at once (done with JC_EBUSY). */
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
 /* A client asked for the key of an idle job. One that waits for a worker
- * becomes a client job, queued behind the client jobs: 1. One running on
+ * becomes a client job, queued behind the others of its uid: 1. One running on
  * an idle worker goes on there at normal CPU and I/O priority, the
  * worker's threads and children raised (SCHED_OTHER, ioprio class none;
  * needs RLIMIT_NICE 20 or CAP_SYS_NICE, else the log says so once), and

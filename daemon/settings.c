@@ -31,11 +31,18 @@ static void usage(FILE *f)
 		"                            ~/.cache/jitcache]\n"
 		"  --socket PATH            [$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock,\n"
 		"                            else DIR/jitcached.sock]\n"
-		"  --max-size SIZE          byte budget of cached artifacts [10G]\n"
-		"  --user-max-size SIZE     byte share of each uid (its entries, a shared one in\n"
-		"                            full); its least recently used go first, 0 none [0]\n"
+		"  --max-size SIZE          byte budget of the cache directory: entries (objects,\n"
+		"                            logs, rows; failed ones too) and its other files [10G]\n"
+		"  --user-max-size SIZE     byte share of each uid (what its entries store, a\n"
+		"                            shared one in full); its least recently used go\n"
+		"                            first, 0 none [0]\n"
 		"  --negative-ttl DURATION  lifetime of a cached compile failure [300s]\n"
+		"  --max-log-size SIZE      a compile log kept and answered: its first and last\n"
+		"                            parts, at most this and a sixteenth of --max-size [1M]\n"
 		"  --workers N              compile worker processes [%ld, the CPUs online]\n"
+		"  --user-max-workers N     workers one uid's compiles may hold at once; the\n"
+		"                            uids take turns [half of --workers, at least 1, on a\n"
+		"                            daemon serving other uids; else all]\n"
 		"  --compile-timeout DUR    per compile, 0 none [120s]\n"
 		"  --worker-memory SIZE     address space a worker may add, 0 none [16G]\n"
 		"  --idle-timeout DURATION  close a connection silent this long, 0 never [300s]\n"
@@ -160,12 +167,12 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		free(*field);
 		*field = strdup(value);
 		ok = *value && *field;
-	} else if (strcmp(name, "user-max-size") == 0) {
-		/* 0: no per-uid share */
+	} else if (strcmp(name, "user-max-size") == 0 || strcmp(name, "max-log-size") == 0) {
+		/* user-max-size 0: no per-uid share; max-log-size 0: logs dropped */
 		if (jc__parse_size(value, &size) != 0)
 			ok = 0;
 		else
-			c->user_max_size = size;
+			*(name[0] == 'u' ? &c->user_max_size : &c->max_log_size) = size;
 	} else if (strcmp(name, "max-size") == 0 || strcmp(name, "worker-memory") == 0 ||
 		   strcmp(name, "buffer-budget") == 0) {
 		/* worker-memory 0: no limit; the budget must hold one small reply */
@@ -201,8 +208,8 @@ static int set_option(struct settings *s, const char *name, const char *value)
 			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s
 			  : name[0] == 'i' ? &c->idle_timeout_s
 			  : name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
-	} else if (strcmp(name, "workers") == 0) {
-		ok = parse_count(value, 256, &c->workers) == 0;
+	} else if (strcmp(name, "workers") == 0 || strcmp(name, "user-max-workers") == 0) {
+		ok = parse_count(value, 256, name[0] == 'w' ? &c->workers : &c->user_max_workers) == 0;
 	} else if (strcmp(name, "rewarm-workers") == 0) {
 		ok = parse_count(value, 256, &c->rewarm_workers) == 0;
 	} else if (strcmp(name, "keep-requests") == 0) {
@@ -317,8 +324,10 @@ static const struct option long_opts[] = {
 	{"socket", required_argument, NULL, 0},
 	{"max-size", required_argument, NULL, 0},
 	{"user-max-size", required_argument, NULL, 0},
+	{"max-log-size", required_argument, NULL, 0},
 	{"negative-ttl", required_argument, NULL, 0},
 	{"workers", required_argument, NULL, 0},
+	{"user-max-workers", required_argument, NULL, 0},
 	{"keep-requests", required_argument, NULL, 0},
 	{"rewarm-workers", required_argument, NULL, 0},
 	{"rewarm-budget", required_argument, NULL, 0},
@@ -391,6 +400,7 @@ static void defaults(struct jc_config *c)
 	memset(c, 0, sizeof(*c));
 	c->max_size = JC_DEFAULT_MAX_SIZE;
 	c->negative_ttl_s = 300;
+	c->max_log_size = 1u << 20;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n > 0 ? (int)n : 2;
 	c->compile_timeout_s = 120;
@@ -508,6 +518,8 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	c->user_max_size = (uint64_t)reloaded("user-max-size", (int64_t)c->user_max_size,
 					      (int64_t)fresh->user_max_size);
 	c->negative_ttl_s = reloaded("negative-ttl", c->negative_ttl_s, fresh->negative_ttl_s);
+	c->max_log_size = (uint64_t)reloaded("max-log-size", (int64_t)c->max_log_size,
+					     (int64_t)fresh->max_log_size);
 	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
 					     fresh->compile_timeout_s);
 	c->idle_timeout_s = (int)reloaded("idle-timeout", c->idle_timeout_s, fresh->idle_timeout_s);
@@ -536,12 +548,14 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	needs_restart("cache-dir", strcmp(c->cache_dir, fresh->cache_dir) != 0);
 	needs_restart("socket", strcmp(c->socket_path, fresh->socket_path) != 0);
 	needs_restart("workers", c->workers != fresh->workers);
+	needs_restart("user-max-workers", c->user_max_workers != fresh->user_max_workers);
 	needs_restart("rewarm-workers", c->rewarm_workers != fresh->rewarm_workers);
 	needs_restart("worker-memory", c->worker_memory != fresh->worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh->group_shared);
 	needs_restart("confinement", c->confinement != fresh->confinement);
 	needs_restart("max-include-watches", c->max_include_watches != fresh->max_include_watches);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, user-max-size, "
+			    "max-log-size, "
 			    "negative-ttl, compile-timeout, idle-timeout, idle-exit, max-connections, "
 			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
 			    "gc-interval, admin-group, keep-requests, rewarm-budget, "

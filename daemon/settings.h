@@ -22,10 +22,12 @@ struct jc_config {
 	char *cache_dir;
 	char *socket_path;
 	char *worker_path;        /* jitcache-worker executable */
-	uint64_t max_size;        /* byte budget of ok entries */
-	uint64_t user_max_size;   /* byte share of each uid (evict.h); 0 = none */
+	uint64_t max_size;        /* byte budget of the cache directory (evict.h) */
+	uint64_t user_max_size;   /* byte share of each uid: its entries' charges (evict.h); 0 = none */
 	int64_t negative_ttl_s;   /* lifetime of a negative entry */
+	uint64_t max_log_size;    /* a compile log kept (flight.c), also capped at max_size / 16 */
 	int workers;              /* compile worker processes */
+	int user_max_workers;     /* of one uid's compiles at once (pool.h); 0 = the default */
 	int compile_timeout_s;    /* per compile; 0 = none */
 	uint64_t worker_memory;   /* RLIMIT_AS of a worker in bytes; 0 = none */
 	int idle_timeout_s;       /* a connection silent this long is closed */

@@ -781,10 +781,12 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	rc = ask_daemon(q->req, &q->res);
 	if (rc == 0) {
 		jc_cache_status st = jc_result_cache_status(q->res);
-		*ctr = st == JC_HIT	   ? &stats.hits
-		       : st == JC_JOINED   ? &stats.joined
-		       : st == JC_UNCACHED ? &stats.unavailable
-					   : &stats.misses;
+		/* A remote hit ran no compile; a daemon's uncached result (it has a
+		 * key) did, as a miss does. */
+		*ctr = st == JC_HIT || st == JC_REMOTE_HIT		  ? &stats.hits
+		       : st == JC_JOINED				  ? &stats.joined
+		       : st == JC_UNCACHED && !*jc_result_key(q->res) ? &stats.unavailable
+								  : &stats.misses;
 		return NULL;
 	}
 	*ctr = rc == JC_ECOMPILE   ? &stats.failed

@@ -78,17 +78,32 @@ typedef enum {
 	JC_LINK_CUBIN = 1, JC_LINK_PTX = 2, JC_LINK_LTOIR = 3,
 	JC_LINK_FATBIN = 4, JC_LINK_OBJECT = 5, JC_LINK_LIBRARY = 6,
 } jc_link_input;
-/* Where a result came from. JC_UNCACHED: no daemon could be had, so this
- * process compiled it with NVRTC itself (see jc_client_open); nothing was
- * stored, and jc_result_key() is "". */
+/*
+ * Where a result came from (`jitcachectl compile` prints the same as its
+ * first word: miss, hit, negative-hit, joined, uncached, remote-hit).
+ * JC_MISS: this request ran the compile (and it was stored). JC_HIT: served
+ * from the daemon's own cache. JC_NEGATIVE_HIT: a cached compile failure.
+ * JC_JOINED: waited on another request's compile of the same key (single
+ * flight). JC_UNCACHED: compiled but not stored: no daemon could be had,
+ * so this process compiled it with NVRTC itself (see jc_client_open;
+ * jc_result_key() is then ""), or the daemon compiled it and would not
+ * store it (a header changed during the compile, a time macro: see the
+ * daemon's stats). JC_REMOTE_HIT: not in the daemon's cache, served from
+ * its remote tier (another machine's compile, verified, then stored
+ * locally); no compile ran. In every case JC_TIME_COMPILE is the compile
+ * time of the entry (the original compile's, on another machine for a
+ * remote hit), JC_TIME_TOTAL and JC_TIME_SERVER this request's.
+ */
 typedef enum {
 	JC_MISS = 1, JC_HIT = 2, JC_NEGATIVE_HIT = 3, JC_JOINED = 4, JC_UNCACHED = 5,
+	JC_REMOTE_HIT = 6,
 } jc_cache_status;
 /* Timings of a result (nanoseconds). */
 typedef enum {
 	JC_TIME_TOTAL = 0,   /* jc_compile call, client side */
 	JC_TIME_SERVER = 1,  /* inside the daemon, incl. waiting on the compile */
-	JC_TIME_COMPILE = 2, /* NVRTC/nvJitLink time when the entry was compiled */
+	JC_TIME_COMPILE = 2, /* NVRTC/nvJitLink time when the entry was compiled (its
+			      * original compile, for a hit; not this request's) */
 	/* Client side, a request whose include trees the client reads (a daemon
 	 * of another uid, or JITCACHE_SEND_HEADERS=1): scanning or re-checking
 	 * them on disk (stat calls). 0 when the client's inotify watches showed

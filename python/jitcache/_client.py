@@ -69,9 +69,12 @@ class Result:
             ``memoryview`` of bytes over the library's own buffer (no copy;
             it stays valid as long as the view or this Result lives).
             ``bytes(result)`` makes a copy. Empty for a failed compile.
-        status: ``"hit"``, ``"miss"``, ``"negative-hit"`` (a cached failure),
-            ``"joined"`` (waited on another client's compile of the same
-            key) or ``"uncached"`` (compiled in-process: no daemon).
+        status: ``"hit"``, ``"remote-hit"`` (served from the daemon's remote
+            tier: another machine's compile), ``"miss"`` (compiled for this
+            request), ``"negative-hit"`` (a cached failure), ``"joined"``
+            (waited on another client's compile of the same key) or
+            ``"uncached"`` (compiled, not stored: in-process without a
+            daemon, or a result the daemon would not store).
         lowered_names: name expression -> lowered (mangled) name.
         log: the NVRTC / nvJitLink log ("" when there was none).
         key: the cache key, 32 lowercase hex digits.

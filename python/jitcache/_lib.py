@@ -46,7 +46,8 @@ JC_ENOTSUP = -18
 # jc_output, jc_link_input, jc_cache_status, jc_timing.
 OUTPUTS = {"cubin": 1, "ptx": 2, "ltoir": 3, "fatbin": 4}  # fatbin: arch a target list
 LINK_INPUTS = {"cubin": 1, "ptx": 2, "ltoir": 3, "fatbin": 4, "object": 5, "library": 6}
-CACHE_STATUS = {1: "miss", 2: "hit", 3: "negative-hit", 4: "joined", 5: "uncached"}
+CACHE_STATUS = {1: "miss", 2: "hit", 3: "negative-hit", 4: "joined", 5: "uncached",
+                6: "remote-hit"}
 JC_TIME_TOTAL, JC_TIME_SERVER, JC_TIME_COMPILE, JC_TIME_INCLUDES = 0, 1, 2, 3
 
 

@@ -34,7 +34,8 @@ def test_constants_match_the_header():
     assert L.LINK_INPUTS == {k: h["JC_LINK_" + k.upper()] for k in L.LINK_INPUTS}
     status = {h[n]: s for n, s in [("JC_MISS", "miss"), ("JC_HIT", "hit"),
                                    ("JC_NEGATIVE_HIT", "negative-hit"), ("JC_JOINED", "joined"),
-                                   ("JC_UNCACHED", "uncached")] if n in h}
+                                   ("JC_UNCACHED", "uncached"),
+                                   ("JC_REMOTE_HIT", "remote-hit")] if n in h}
     assert {k: v for k, v in L.CACHE_STATUS.items() if v in status.values()} == status
     assert (L.JC_TIME_TOTAL, L.JC_TIME_SERVER, L.JC_TIME_COMPILE, L.JC_TIME_INCLUDES) == (
         h["JC_TIME_TOTAL"], h["JC_TIME_SERVER"], h["JC_TIME_COMPILE"], h["JC_TIME_INCLUDES"])
@@ -413,3 +414,55 @@ def test_autostart_a_daemon_on_a_cache_dir(tmp_path):
             break
         time.sleep(0.01)
     assert not (cache / "jitcached.socket-path").exists()
+
+
+def test_remote_hit_status_and_times(tmp_path):
+    """Issue 22 item 5: a result served from the remote tier says "remote-hit"
+    (no compile ran on that daemon) and carries the original compile's time;
+    a local hit says "hit". Two real daemons on one real redis-server."""
+    import shutil
+    server = shutil.which("redis-server")
+    if not server:
+        pytest.skip("redis-server not found (scripts/setup.sh installs it)")
+    sock = tmp_path / "redis.sock"
+    redis = subprocess.Popen([server, "--port", "0", "--unixsocket", str(sock), "--save", "",
+                              "--appendonly", "no", "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemons = []
+    try:
+        for _ in range(50):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        url = f"redis+unix://{sock}"
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            daemons.append(Daemon(tmp_path / name, "--remote", url).start())
+        abi = unique("remote-hit")
+        with jitcache.Client(daemons[0].sock, fallback="error") as a:
+            first = a.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)
+            assert first.status == "miss"
+            hit = a.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)
+            assert hit.status == "hit"
+            assert hit.timings.compile_ns == first.timings.compile_ns > 0
+            deadline = time.monotonic() + 10  # the publish is off the request path
+            while a.stats()["remote_publishes"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        with jitcache.Client(daemons[1].sock, fallback="error") as b:
+            r = b.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)
+            assert r.status == "remote-hit"
+            assert bytes(r.data) == bytes(first.data)
+            assert r.timings.compile_ns == first.timings.compile_ns
+            # Stored locally just after it is served (a request meanwhile joins that).
+            deadline = time.monotonic() + 10
+            again = b.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)
+            while again.status == "joined" and time.monotonic() < deadline:
+                again = b.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)
+            assert again.status == "hit"
+            assert again.timings.compile_ns == first.timings.compile_ns
+            assert b.stats()["compiles"] == 0
+    finally:
+        for d in daemons:
+            d.stop()
+        redis.kill()
+        redis.wait()

@@ -65,12 +65,12 @@ static int fetch(struct jct_fx *f, int i)
 	return status;
 }
 
-/* Writes the filler file until the filesystem has no block left. */
-static void fill(struct jct_fx *f)
+/* Writes the file DIR/name until the filesystem has no block left. */
+static void fill_with(struct jct_fx *f, const char *name)
 {
 	static uint8_t chunk[64 * 1024];
 	char path[400];
-	snprintf(path, sizeof(path), "%s/filler", f->d.cache);
+	snprintf(path, sizeof(path), "%s/%s", f->d.cache, name);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	assert_true(fd >= 0);
 	for (size_t n = sizeof(chunk); n >= 1; n /= 2)
@@ -81,6 +81,11 @@ static void fill(struct jct_fx *f)
 	struct statvfs sv;
 	assert_int_equal(statvfs(f->d.cache, &sv), 0);
 	assert_int_equal(sv.f_bavail, 0);
+}
+
+static void fill(struct jct_fx *f)
+{
+	fill_with(f, "filler");
 }
 
 /* Nothing staged, nothing partial, every row's object sound. */
@@ -95,16 +100,9 @@ static void check_clean(struct jct_fx *f, size_t objects)
 	assert_int_equal(jct_ctl(&f->d, NULL, NULL, verify), 0);
 }
 
-static void test_disk_full(void **state)
+/* A new compile on the full disk: a clear no-space error, nothing stored. */
+static void expect_enospc(struct jct_fx *f)
 {
-	struct jct_fx *f = *state;
-	double t0 = jtl_now_s();
-	jct_daemon_start(&f->d, NULL);
-	for (int i = HIT_A; i <= HIT_C; i++)
-		assert_int_equal(fetch(f, i), JC_MISS);
-	fill(f);
-
-	/* A new compile: a clear no-space error, nothing stored. */
 	jc_client *c = jct_connect(&f->d);
 	jc_request *r = jct_variant_request(&f->pool.v[NEW]);
 	jc_result *res = NULL;
@@ -114,6 +112,18 @@ static void test_disk_full(void **state)
 	assert_non_null(strstr(jc_client_errmsg(c), "No space left on device"));
 	jc_client_close(c);
 	jc_request_free(r);
+}
+
+static void test_disk_full(void **state)
+{
+	struct jct_fx *f = *state;
+	double t0 = jtl_now_s();
+	jct_daemon_start(&f->d, NULL);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_MISS);
+	fill(f);
+
+	expect_enospc(f);
 
 	/* Hits are served; a failing source still gets its log; the daemon lives
 	 * through a few flushes of access times that cannot be written. */
@@ -219,6 +229,97 @@ static void test_purge_on_full_disk(void **state)
 	       "restart and offline, and so did eviction; %.1f s\n", jtl_now_s() - t0);
 }
 
+/* DIR/reserve's size, or -1 when there is none. */
+static int64_t reserve_size(struct jct_fx *f)
+{
+	char path[400];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/reserve", f->d.cache);
+	return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+/*
+ * The reserve spent on a full disk comes back once space does, even when
+ * less than twice its size returns; a daemon restarted on the disk another
+ * file then filled starts (the reserve gives the index room) and serves hits.
+ */
+static void test_reserve_comes_back(void **state)
+{
+	struct jct_fx *f = *state;
+	jct_daemon_start(&f->d, NULL);
+	int64_t reserve = reserve_size(f);
+	assert_true(reserve > 0);
+	refill(f);
+	purge(f, "--all", NULL, 3);
+	/* Space returns: half a reserve more than the reserve purge released. */
+	char filler[400];
+	snprintf(filler, sizeof(filler), "%s/filler", f->d.cache);
+	struct stat st;
+	assert_int_equal(stat(filler, &st), 0);
+	assert_int_equal(truncate(filler, st.st_size - reserve / 2), 0);
+	double t0 = jtl_now_s();
+	while (reserve_size(f) < 0 && jtl_now_s() - t0 < 15)
+		jtl_sleep_ms(200);
+	printf("full disk: reserve made again %.1f s after space returned (%llu bytes free now)\n",
+	       jtl_now_s() - t0, (unsigned long long)free_bytes(f));
+	assert_int_equal(reserve_size(f), reserve);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_MISS);
+	fill_with(f, "filler2");
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
+	jct_daemon_start(&f->d, NULL);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_HIT);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
+}
+
+/*
+ * No reserve at all (removed by hand, or spent and no room to make it): a
+ * daemon starts on the full disk and serves hits, says so in stats and
+ * doctor, stores nothing, and stores again once space returns; an offline
+ * purge on the full disk frees space.
+ */
+static void test_full_disk_without_reserve(void **state)
+{
+	struct jct_fx *f = *state;
+	char path[400];
+	snprintf(path, sizeof(path), "%s/reserve", f->d.cache);
+	jct_daemon_start(&f->d, NULL);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_MISS);
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
+	assert_int_equal(unlink(path), 0);
+	fill(f);
+	jct_daemon_start(&f->d, NULL);
+	for (int i = HIT_A; i <= HIT_C; i++)
+		assert_int_equal(fetch(f, i), JC_HIT);
+	assert_int_equal(jct_stat(&f->d, "disk_full"), 1);
+	const char *doctor[] = {"doctor", NULL};
+	char *out = NULL, *err = NULL;
+	jct_ctl(&f->d, &out, &err, doctor);
+	if (!strstr(out, "disk full"))
+		fail_msg("doctor does not say the disk is full: %s%s", out, err);
+	free(out);
+	free(err);
+	expect_enospc(f);
+	check_clean(f, 3);
+	/* Space returns: stored again. */
+	char filler[400];
+	snprintf(filler, sizeof(filler), "%s/filler", f->d.cache);
+	assert_int_equal(unlink(filler), 0);
+	assert_int_equal(jct_stat(&f->d, "disk_full"), 0);
+	assert_int_equal(fetch(f, NEW), JC_MISS);
+	assert_int_equal(fetch(f, NEW), JC_HIT);
+	/* Offline purge on a full disk with no reserve. */
+	assert_int_equal(jtl_daemon_stop(&f->d), 0);
+	unlink(path);
+	fill(f);
+	purge(f, "--all", NULL, 4);
+	printf("full disk without a reserve: the daemon started and served 3 hits, stats and doctor "
+	       "said so; offline purge --all freed %llu bytes\n", (unsigned long long)free_bytes(f));
+	assert_true(free_bytes(f) > 0);
+}
+
 int main(void)
 {
 	/* A private mount namespace for this process and its children. */
@@ -230,6 +331,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_purge_on_full_disk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_comes_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_disk_without_reserve, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

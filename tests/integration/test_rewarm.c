@@ -371,7 +371,7 @@ static void test_keep_requests_budget(void **state)
 	int64_t req_bytes = jct_stat(d, "request_bytes");
 	assert_int_equal(jct_stat(d, "requests_kept"), 3);
 	assert_true(req_bytes > 0);
-	assert_int_equal(jct_stat(d, "bytes"), jct_stat(no, "bytes") + req_bytes);
+	assert_int_equal(jct_stat(d, "stored_bytes"), jct_stat(no, "stored_bytes") + req_bytes);
 	assert_int_equal(objects(d), 3); /* requests are kept in the index, not as files */
 	assert_int_equal(objects(no), 3);
 	assert_int_equal(jct_stat(no, "requests_kept"), 0);

@@ -221,7 +221,7 @@ static void test_silent(void **state)
 }
 
 /* A small source whose every answer carries a 2 MB compile log (4096 calls
- * of a deprecated function). */
+ * of a deprecated function), kept whole by a daemon with --max-log-size 4M. */
 static jc_request *big_log_request(void)
 {
 	static const char src[] =
@@ -243,7 +243,7 @@ static jc_request *big_log_request(void)
 static void test_slow_reader(void **state)
 {
 	struct jtl_daemon *d = *state;
-	const char *const flags[] = {"--write-timeout", "2", NULL};
+	const char *const flags[] = {"--write-timeout", "2", "--max-log-size", "4M", NULL};
 	jct_daemon_start(d, flags);
 	jc_request *r = big_log_request();
 	jc_client *c = jct_connect(d);
@@ -491,7 +491,7 @@ static void test_request_flood(void **state)
 static void test_unread_replies_flood(void **state)
 {
 	struct jtl_daemon *d = *state;
-	const char *const flags[] = {"--write-timeout", "3", NULL};
+	const char *const flags[] = {"--write-timeout", "3", "--max-log-size", "4M", NULL};
 	jct_daemon_start(d, flags);
 	jc_request *r = big_log_request(), *saxpy = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result *res = jct_compile(d, r, 0);

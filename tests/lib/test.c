@@ -400,8 +400,8 @@ const char *jct_tiny_src(int n)
 }
 
 /* Compiles src as name for arch, expecting jc_compile to return want. */
-static jc_cache_status compile_src(const struct jtl_daemon *d, const char *name,
-				   const char *src, const char *arch, int want, char key_out[33])
+jc_cache_status jct_compile_src(const struct jtl_daemon *d, const char *name, const char *src,
+				const char *arch, int want, char key_out[33])
 {
 	jc_request *r = jct_request_src(name, src, arch);
 	jc_result *res = jct_compile(d, r, want);
@@ -418,13 +418,13 @@ jc_cache_status jct_compile_tiny(const struct jtl_daemon *d, int n, const char *
 {
 	char name[32];
 	snprintf(name, sizeof(name), "tiny%d.cu", n);
-	return compile_src(d, name, jct_tiny_src(n), arch, 0, key_out);
+	return jct_compile_src(d, name, jct_tiny_src(n), arch, 0, key_out);
 }
 
 jc_cache_status jct_compile_failure(const struct jtl_daemon *d, char key_out[33])
 {
 	static const char bad[] = "extern \"C\" __global__ void k() { undefined_thing(); }\n";
-	return compile_src(d, "bad.cu", bad, "sm_90", JC_ECOMPILE, key_out);
+	return jct_compile_src(d, "bad.cu", bad, "sm_90", JC_ECOMPILE, key_out);
 }
 
 size_t jct_ls_keys(const struct jtl_daemon *d, char (*keys)[33], size_t max)

@@ -144,6 +144,11 @@ jc_result *jct_compile_msg(const struct jtl_daemon *d, const jc_request *r, int 
 jc_result *jct_expect_ptx(const struct jtl_daemon *d, const jc_request *r, jc_cache_status st,
 			  const char *want);
 
+/* Compiles src (borrowed) as name for arch; fails the test unless
+ * jc_compile returns want_rc (0, or the JC_E* expected). key_out (33 bytes,
+ * may be NULL) gets the key. Returns the cache status. */
+jc_cache_status jct_compile_src(const struct jtl_daemon *d, const char *name, const char *src,
+				const char *arch, int want_rc, char key_out[33]);
 /* The source of tiny kernel n: every n gives a distinct artifact of the same
  * size (only an immediate changes). Static buffer. */
 const char *jct_tiny_src(int n);

@@ -381,18 +381,19 @@ int jct_helper_client(char **argv)
 		rc = JC_EIO;
 	close(ready);
 	jct_barrier_wait(barrier);
-	uint64_t wrong = 0, errors = 0, by_status[5] = {0};
+	uint64_t wrong = 0, errors = 0, by_status[JC_REMOTE_HIT + 1] = {0};
 	int done = 0;
 	for (; rc == 0 && done < nreq; done++) {
 		int i = (int)(rand_r(&seed) % (unsigned)p.n), got, status;
 		errors += (uint64_t)jct_pool_fetch(&p, i, c, "client", &got, &status, &wrong);
-		by_status[status]++;
+		by_status[status >= 0 && status <= JC_REMOTE_HIT ? status : 0]++;
 	}
 	if (rc != 0)
 		fprintf(stderr, "client: %s\n", jc_client_errmsg(NULL));
 	errors += (uint64_t)(nreq - done);
 	printf("%d %llu %llu %llu %llu %llu %llu\n", done, (unsigned long long)errors,
-	       (unsigned long long)wrong, (unsigned long long)by_status[JC_MISS],
+	       (unsigned long long)wrong,
+	       (unsigned long long)(by_status[JC_MISS] + by_status[JC_REMOTE_HIT]), /* local misses */
 	       (unsigned long long)by_status[JC_HIT], (unsigned long long)by_status[JC_JOINED],
 	       (unsigned long long)by_status[JC_NEGATIVE_HIT]);
 	jc_client_close(c);

@@ -217,7 +217,7 @@ static void test_two_daemons(void **state)
 	assert_true(ttl->integer > 29LL * 86400 * 1000 && ttl->integer <= 30LL * 86400 * 1000);
 	freeReplyObject(ttl);
 
-	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS); /* a local miss, served from Redis */
+	assert_int_equal(fetch(x, b, 0, NULL), JC_REMOTE_HIT); /* served from Redis */
 	assert_int_equal(jct_stat(b, "compiles"), 0);
 	wait_stored(b, key);
 	assert_int_equal(jct_stat(b, "remote_hits"), 1);
@@ -230,7 +230,7 @@ static void test_two_daemons(void **state)
 	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
 	assert_int_equal(jct_stat(b, "compiles"), 1);
 	assert_int_equal(wait_stat(b, "remote_publishes", 1), 1);
-	assert_int_equal(fetch(x, a, 1, NULL), JC_MISS);
+	assert_int_equal(fetch(x, a, 1, NULL), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(a, "compiles"), 1);
 	assert_int_equal(jct_stat(a, "remote_hits"), 1);
 	char st[32];
@@ -330,7 +330,7 @@ static void test_read_only(void **state)
 	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
 	long long before = jct_redis_dbsize(&x->redis);
 	start(x, 1, "--remote-read-only", NULL);
-	assert_int_equal(fetch(x, ro, 0, NULL), JC_MISS);
+	assert_int_equal(fetch(x, ro, 0, NULL), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(ro, "remote_hits"), 1);
 	assert_int_equal(fetch(x, ro, 1, k1), JC_MISS);
 	assert_int_equal(jct_stat(ro, "compiles"), 1);
@@ -425,7 +425,7 @@ static void test_killed_under_load(void **state)
 	int64_t pub = jct_stat(a, "remote_publishes"), hits = jct_stat(b, "remote_hits");
 	assert_int_equal(fetch(x, a, last, NULL), JC_MISS);
 	assert_int_equal(wait_stat(a, "remote_publishes", pub + 1), pub + 1);
-	assert_int_equal(fetch(x, b, last, NULL), JC_MISS);
+	assert_int_equal(fetch(x, b, last, NULL), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(b, "remote_hits"), hits + 1);
 }
 
@@ -515,7 +515,7 @@ static void test_password(void **state)
 	start(x, 2, NULL);
 	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
 	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
-	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(fetch(x, b, 0, NULL), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(b, "remote_hits"), 1);
 	assert_int_equal(fetch(x, c, 0, NULL), JC_MISS);
 	assert_int_equal(jct_stat(c, "compiles"), 1);
@@ -561,7 +561,7 @@ static void test_full(void **state)
 	stat_str(a, "remote_state", st, sizeof(st));
 	assert_string_equal(st, "up"); /* the server answers: no back-off */
 	/* Reads still work: B gets the value stored before Redis filled up. */
-	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS);
+	assert_int_equal(fetch(x, b, 0, NULL), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(b, "remote_hits"), 1);
 	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
 	assert_int_equal(jct_stat(b, "compiles"), 1);
@@ -634,6 +634,75 @@ static void test_fatbin_parts(void **state)
 	jc_result_free(ra);
 	jc_result_free(rb);
 	jc_request_free(r);
+}
+
+/* `jitcachectl compile` of saxpy on d (output into dir): the status line's
+ * first word into word (16 bytes) and its compiled_ms / total_ms. */
+static void ctl_compile(const struct jtl_daemon *d, const char *dir, char word[16],
+			double *compiled_ms, double *total_ms)
+{
+	char out[400], *err = NULL;
+	snprintf(out, sizeof(out), "%s/saxpy.cubin", dir);
+	const char *args[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--name-expr",
+			      "&saxpy<float>", "-o", out, NULL};
+	free(jct_ctl_expect(d, 0, &err, args));
+	assert_int_equal(sscanf(err, "%15s", word), 1);
+	const char *c = strstr(err, "\tcompiled_ms="), *t = strstr(err, "\ttotal_ms=");
+	assert_non_null(c);
+	assert_non_null(t);
+	assert_non_null(strstr(err, "\tserver_ms="));
+	assert_null(strstr(err, "compile_ms=")); /* one compile time, the entry's */
+	*compiled_ms = strtod(c + 13, NULL);
+	*total_ms = strtod(t + 10, NULL);
+	free(err);
+}
+
+/* Issue 22, item 5: the status word and times of `jitcachectl compile` and
+ * of the C API: miss, then hit, on A; remote-hit on B (served from Redis,
+ * no compile), then hit; each hit reports the original compile's time as
+ * compiled_ms, and its own total. */
+static void test_cli_status(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	char word[16];
+	double compiled, total, c2, t2;
+	ctl_compile(a, x->fx->d.dir, word, &compiled, &total);
+	assert_string_equal(word, "miss");
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_true(compiled > 0);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	ctl_compile(a, x->fx->d.dir, word, &c2, &t2);
+	assert_string_equal(word, "hit");
+	assert_true(c2 == compiled); /* the entry's, not this request's */
+	ctl_compile(b, x->fx->d.dir, word, &c2, &t2);
+	assert_string_equal(word, "remote-hit");
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	assert_true(c2 == compiled); /* compiled on A, carried by the value */
+	assert_true(t2 > 0);
+	/* The C API says the same (jc_result_cache_status, JC_TIME_COMPILE). */
+	static const char *const exprs[] = {"&saxpy<float>", NULL};
+	jc_request *r = jct_request("saxpy.cu", "sm_90", exprs);
+	char dir[300];
+	snprintf(dir, sizeof(dir), "%s", jct_example("saxpy.cu"));
+	*strrchr(dir, '/') = '\0';
+	jct_request_include(r, dir); /* as jitcachectl sends it: the same key */
+	jc_result *res = jct_compile(b, r, 0);
+	assert_int_equal(jc_result_cache_status(res), JC_HIT);
+	double api_ms = (double)jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6;
+	assert_true(api_ms > compiled - 0.001 && api_ms < compiled + 0.001);
+	jc_result_free(res);
+	start(x, 2, NULL);
+	res = jct_compile(&x->d[2], r, 0);
+	assert_int_equal(jc_result_cache_status(res), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(&x->d[2], "compiles"), 0);
+	assert_true(jc_result_time_ns(res, JC_TIME_COMPILE) > 0);
+	jc_result_free(res);
+	jc_request_free(r);
+	printf("cli: miss, hit, remote-hit (compiled_ms %.3f each time)\n", compiled);
 }
 
 /* The CUB example as `jitcachectl compile` sends it: the source's directory
@@ -752,7 +821,7 @@ static void test_learned_record(void **state)
 	/* A second daemon, then a fresh third: served from Redis, 0 compiles. */
 	for (int i = 1; i <= 2; i++) {
 		start(x, i, "--remote-secret-file", sf, NULL);
-		assert_int_equal(cub_fetch(x, i, r, ref, 1), JC_MISS); /* a local miss, from Redis */
+		assert_int_equal(cub_fetch(x, i, r, ref, 1), JC_REMOTE_HIT);
 		assert_int_equal(jct_stat(&x->d[i], "compiles"), 0);
 		assert_int_equal(jct_stat(&x->d[i], "remote_hits"), 1);
 		assert_int_equal(jct_stat(&x->d[i], "remote_deps_used"), 1);
@@ -818,7 +887,7 @@ static void test_learned_record(void **state)
 	assert_int_equal(jct_stat(d, "compiles"), 1);
 	assert_int_equal(wait_stat(d, "remote_deps_published", 1), 1);
 	fresh(x, 3, sf);
-	assert_int_equal(cub_fetch(x, 3, r, ref, 0), JC_MISS);
+	assert_int_equal(cub_fetch(x, 3, r, ref, 0), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(d, "compiles"), 0);
 	assert_int_equal(jct_stat(d, "remote_deps_used"), 1);
 	printf("learned key: B and a fresh C served the CUB example from Redis with 0 compiles; "
@@ -1072,7 +1141,7 @@ static void migrate_under_load(struct rfx *x, const char *spec)
 	assert_int_equal(e->integer, 1);
 	freeReplyObject(e);
 	int64_t hits = jct_stat(a, "remote_hits");
-	assert_int_equal(fetch(x, a, CL_KEYS, NULL), JC_MISS);
+	assert_int_equal(fetch(x, a, CL_KEYS, NULL), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(a, "remote_hits"), hits + 1);
 	assert_int_equal(jct_stat(a, "remote_errors"), 0);
 }
@@ -1139,8 +1208,10 @@ static void failover_under_load(struct rfx *x, const char *spec)
 		struct jtl_daemon *d = pass ? cd : a;
 		purge_all(d);
 		int64_t hits = jct_stat(d, "remote_hits"), compiles = jct_stat(d, "compiles");
-		for (int v = 0; v <= CL_KEYS; v++)
-			assert_int_equal(fetch(x, d, v, NULL), JC_MISS);
+		for (int v = 0; v <= CL_KEYS; v++) {
+			int st = fetch(x, d, v, NULL); /* from Redis, or compiled after a refresh */
+			assert_true(st == JC_REMOTE_HIT || st == JC_MISS);
+		}
 		hits = jct_stat(d, "remote_hits") - hits;
 		compiles = jct_stat(d, "compiles") - compiles;
 		printf("cluster after failover: %s daemon: %lld remote hits, %lld compiles of %d\n",
@@ -1193,6 +1264,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
 		cmocka_unit_test_teardown(test_learned_record, rfx_free),
+		cmocka_unit_test_teardown(test_cli_status, rfx_free),
 		cmocka_unit_test_teardown(test_tamper, rfx_free),
 		cmocka_unit_test_teardown(test_read_only, rfx_free),
 		cmocka_unit_test_teardown(test_no_redis_at_start, rfx_free),

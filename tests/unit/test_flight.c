@@ -217,6 +217,7 @@ static int setup(void **state)
 	d->cfg.cache_dir = f->dir;
 	d->cfg.negative_ttl_s = 300;
 	d->cfg.max_size = 1ull << 30;
+	d->cfg.max_log_size = 1u << 20;
 	d->buffers.max = 1u << 20;
 	d->conn_ops = &fake_ops;
 	memset(&fake_pool, 0, sizeof(fake_pool));

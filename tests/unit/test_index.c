@@ -684,12 +684,16 @@ static void test_users(void **state)
 	expect_user(f, 1001, 0, 0, 0, 0);
 }
 
-/* What schema 2 did not have (kept requests, meta). */
-#define SCHEMA_3_DROP \
+/* What schema 3 did not have (kept requests, meta). */
+#define SCHEMA_4_DROP \
 	"DROP TRIGGER entries_del_request; DROP TRIGGER entries_upd_request;" \
 	" DROP TRIGGER requests_ins; DROP TRIGGER requests_del; DROP TABLE requests;" \
 	" DROP TABLE meta; ALTER TABLE entries DROP COLUMN request;" \
 	" ALTER TABLE totals DROP COLUMN requests; ALTER TABLE totals DROP COLUMN request_bytes;"
+#define DROP_ALL_TRIGGERS \
+	"DROP TRIGGER entries_ins; DROP TRIGGER entries_del; DROP TRIGGER entries_upd;" \
+	" DROP TRIGGER users_ins; DROP TRIGGER users_del; DROP TRIGGER users_upd;" \
+	" DROP TRIGGER entries_del_users; DROP TRIGGER entries_upd_users;"
 
 /* An index of schema 1 (before users) is upgraded in place: every entry
  * kept, each the index file's owner's. */
@@ -704,9 +708,9 @@ static void test_upgrade_from_schema_1(void **state)
 	put_ok(f, &e2);
 	jc__index_close(f->ix);
 	f->ix = NULL;
-	/* what schema 1 was: these tables and triggers absent */
-	sql(f->path, SCHEMA_3_DROP "DROP TRIGGER entries_del_users; DROP TRIGGER entries_upd_users;"
-		     " DROP TABLE users; DROP TABLE user_totals; PRAGMA user_version = 1");
+	/* what schema 1 was: these tables, columns and triggers absent */
+	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS " DROP TABLE users; DROP TABLE user_totals;"
+		     " ALTER TABLE totals DROP COLUMN stored; PRAGMA user_version = 1");
 	assert_int_equal(stat(f->path, &st), 0);
 	reopen(f);
 	assert_int_equal(jc__index_totals(f->ix, &n, NULL, NULL), 0);
@@ -757,7 +761,7 @@ static void test_kept_requests(void **state)
 	put_ok(f, &e1);
 	put_ok(f, &e2);
 	put_ok(f, &e3);
-	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &entry_bytes), 0);
+	assert_int_equal(jc__index_stored(f->ix, &entry_bytes), 0);
 	/* no entry: nothing kept */
 	uint8_t none[16];
 	mkkey(none, 99);
@@ -778,7 +782,7 @@ static void test_kept_requests(void **state)
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(bytes, 370);
-	assert_int_equal(jc__index_totals(f->ix, NULL, NULL, &bytes), 0);
+	assert_int_equal(jc__index_stored(f->ix, &bytes), 0);
 	assert_int_equal(bytes, entry_bytes + 370); /* the budget counts them */
 	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), 0);
 	assert_int_equal(k.size, 300);
@@ -841,7 +845,7 @@ static void test_kept_requests(void **state)
 
 /* An index of schema 2 (before kept requests) is upgraded in place: its
  * entries stay, with no request; requests can be kept from then on. */
-static void test_upgrade_from_schema_2(void **state)
+static void test_upgrade_from_schema_3(void **state)
 {
 	struct fx *f = *state;
 	struct jc_entry e1 = mkentry(1, 0, 100), g = { 0 };
@@ -851,7 +855,7 @@ static void test_upgrade_from_schema_2(void **state)
 	put_ok(f, &e1);
 	jc__index_close(f->ix);
 	f->ix = NULL;
-	sql(f->path, SCHEMA_3_DROP "PRAGMA user_version = 2");
+	sql(f->path, SCHEMA_4_DROP "PRAGMA user_version = 3");
 	/* read-only, it is refused (and says an upgrade keeps the entries) */
 	struct jc_index *ro;
 	char err[256];
@@ -872,6 +876,84 @@ static void test_upgrade_from_schema_2(void **state)
 	jc__index_close(ro);
 }
 
+static int charge_cb(const struct jc_entry *e, void *ctx)
+{
+	*(uint64_t *)ctx += e->charge;
+	return 0;
+}
+
+/* pragma's one integer from the file at path. */
+static int64_t pragma_of(const char *path, const char *pragma)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int64_t v = -1;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, pragma, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+/* Schema 3: the stored bytes are the charges of every entry, ok or failed,
+ * a failure's log included, globally and per uid; an index of schema 2 is
+ * upgraded in place to them, into auto_vacuum incremental; removals give
+ * the pages back (jc__index_reclaim). */
+static void test_charges_and_upgrade_from_schema_2(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry ok = mkentry(1, 0, 100), bad = mkentry(2, 1, 200);
+	static char big_log[200000];
+	memset(big_log, 'w', sizeof(big_log) - 1);
+	bad.log = big_log;
+	assert_int_equal(jc__index_put_user(f->ix, &ok, 1001), 0);
+	assert_int_equal(jc__index_put_user(f->ix, &bad, 1001), 0);
+	uint64_t stored = 0, sum = 0;
+	assert_int_equal(jc__index_stored(f->ix, &stored), 0);
+	assert_int_equal(jc__index_foreach(f->ix, NULL, charge_cb, &sum), 0);
+	assert_int_equal(stored, sum);
+	/* the failure's log counts; the artifact in whole blocks */
+	assert_true(stored >= sizeof(big_log) - 1 + 4096);
+	struct jc_user_totals t;
+	assert_int_equal(jc__index_user_totals(f->ix, 1001, &t), 0);
+	assert_int_equal(t.stored, stored);
+	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 2);
+
+	/* what schema 2 was: no stored columns, no incremental vacuum */
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS " ALTER TABLE totals DROP COLUMN stored;"
+		     " ALTER TABLE user_totals DROP COLUMN stored; PRAGMA auto_vacuum = NONE; VACUUM;"
+		     " PRAGMA user_version = 2");
+	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 0);
+	reopen(f);
+	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 4);
+	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 2);
+	uint64_t again = 0;
+	assert_int_equal(jc__index_stored(f->ix, &again), 0);
+	assert_int_equal(again, stored);
+	assert_int_equal(jc__index_user_totals(f->ix, 1001, &t), 0);
+	assert_int_equal(t.stored, stored);
+	/* the triggers are schema 3's: a removal takes its charge */
+	assert_int_equal(jc__index_delete(f->ix, bad.key), 0);
+	assert_int_equal(jc__index_stored(f->ix, &again), 0);
+	sum = 0;
+	assert_int_equal(jc__index_foreach(f->ix, NULL, charge_cb, &sum), 0);
+	assert_int_equal(again, sum);
+	/* and its pages go back to the file system */
+	int64_t pages = pragma_of(f->path, "PRAGMA page_count");
+	assert_int_equal(jc__index_reclaim(f->ix), 0);
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	int64_t after = pragma_of(f->path, "PRAGMA page_count");
+	printf("a 200 kB log's pages: %lld pages before the reclaim, %lld after\n", (long long)pages,
+	       (long long)after);
+	assert_true(after < pages - 40);
+	reopen(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -879,8 +961,8 @@ int main(void)
 		T(test_round_trip), T(test_replace_delete), T(test_touch), T(test_foreach),
 		T(test_totals_refs), T(test_put_many), T(test_counters), T(test_future_version),
 		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
-		T(test_users), T(test_upgrade_from_schema_1), T(test_kept_requests),
-		T(test_upgrade_from_schema_2),
+		T(test_users), T(test_upgrade_from_schema_1), T(test_charges_and_upgrade_from_schema_2),
+		T(test_kept_requests), T(test_upgrade_from_schema_3),
 #undef T
 	};
 
