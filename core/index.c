@@ -581,6 +581,19 @@ err_after_alloc:
 	return rc;
 }
 
+/* Keeps ix->wal_keep bytes allocated for the WAL at wal (its size kept):
+ * the room the next frames are written in, so rows can be deleted on a
+ * full disk. Best effort. */
+static void keep_wal_room(const struct jc_index *ix, const char *wal)
+{
+	int fd = open(wal, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)ix->wal_keep) != 0)
+		jc_log_debug(INDEX, "no room kept in %s: %s", wal, strerror(errno));
+	close(fd);
+}
+
 void jc__index_close(struct jc_index *ix)
 {
 	if (!ix)
@@ -590,15 +603,10 @@ void jc__index_close(struct jc_index *ix)
 		snprintf(wal, sizeof(wal), "%s",
 			 sqlite3_filename_wal(sqlite3_db_filename(ix->db, "main")));
 	detach(ix);
-	/* The last close left the WAL empty (PERSIST_WAL): blocks allocated
-	 * past its end, its size kept, are the room the next open writes its
-	 * first frames in, so rows can be deleted on a full disk. Best effort. */
-	int fd = wal[0] ? open(wal, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-	if (fd >= 0) {
-		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)ix->wal_keep) != 0)
-			jc_log_debug(INDEX, "no room kept in %s: %s", wal, strerror(errno));
-		close(fd);
-	}
+	/* The last close left the WAL empty (PERSIST_WAL): the next open
+	 * writes its first frames in the room kept. */
+	if (wal[0])
+		keep_wal_room(ix, wal);
 	free(ix);
 }
 
@@ -615,8 +623,23 @@ int jc__index_set_budget(struct jc_index *ix, uint64_t max_size)
 	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d", pages,
 		 pages * 4096);
 	int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "set budget");
 	ix->wal_keep = 32 + (uint64_t)pages * (4096 + 24); /* header, frames */
-	return rc == SQLITE_OK ? 0 : fail(ix, rc, "set budget");
+	/* A WAL longer than that (a new index's schema is more than a small
+	 * budget's WAL; an upgrade's VACUUM) is cut back now, not at some later
+	 * write after it next fills: into the file, emptied, the room kept, as
+	 * a restarted daemon finds it. Best effort (a reader may hold it). */
+	const char *wal = sqlite3_filename_wal(sqlite3_db_filename(ix->db, "main"));
+	struct stat st;
+	if (wal && stat(wal, &st) == 0 && st.st_size > (off_t)pages * 4096) {
+		if (sqlite3_exec(ix->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) ==
+		    SQLITE_OK)
+			keep_wal_room(ix, wal);
+		else
+			jc_log_debug(INDEX, "%s not cut back: %s", wal, sqlite3_errmsg(ix->db));
+	}
+	return 0;
 }
 
 const char *jc__index_errmsg(struct jc_index *ix)

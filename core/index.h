@@ -88,8 +88,10 @@ void jc__index_close(struct jc_index *ix);
  */
 int jc__index_wal_pages(uint64_t max_size);
 /* Applies jc__index_wal_pages(max_size) to ix (writable), and keeps that
- * much room allocated for the WAL when ix is closed (index.c: a full disk).
- * 0 or SQLite errors. */
+ * much room allocated for the WAL when ix is closed (index.c: a full disk);
+ * a WAL longer than that now is checkpointed and emptied at once, its room
+ * kept (best effort: a reader of an older snapshot is waited for up to the
+ * busy timeout). 0 or SQLite errors. */
 int jc__index_set_budget(struct jc_index *ix, uint64_t max_size);
 
 /* The message of the last failure on ix ("" if none); owned by ix, valid

@@ -954,6 +954,32 @@ static void test_charges_and_upgrade_from_schema_2(void **state)
 	reopen(f);
 }
 
+/* A budget applied cuts the WAL back to its size at once, not at some
+ * write after the WAL next fills to a checkpoint: a new index's schema (19 pages
+ * at schema 4) is more than the WAL of a 1 MiB budget (16 pages,
+ * jc__index_wal_pages), and a WAL left above it would shrink at some later
+ * write, below what the empty cache directory was measured to hold besides
+ * its entries (tests/ops/test_budget.c). */
+static void test_budget_cuts_wal(void **state)
+{
+	struct fx *f = *state;
+	char wal[160];
+	struct stat st;
+	int64_t limit = (int64_t)jc__index_wal_pages(1 << 20) * 4096;
+	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	assert_int_equal(stat(wal, &st), 0);
+	printf("a new index's WAL: %lld bytes, a 1 MiB budget's: %lld\n", (long long)st.st_size,
+	       (long long)limit);
+	assert_true(st.st_size > limit); /* else this test shows nothing */
+	assert_int_equal(jc__index_set_budget(f->ix, 1 << 20), 0);
+	struct jc_entry e1 = mkentry(1, 0, 100);
+	put_ok(f, &e1);
+	assert_int_equal(stat(wal, &st), 0);
+	assert_true(st.st_size <= limit);
+	/* its room: the budget's WAL (header and frames), in whole blocks */
+	assert_true((int64_t)st.st_blocks * 512 <= limit + 4096);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -962,7 +988,7 @@ int main(void)
 		T(test_totals_refs), T(test_put_many), T(test_counters), T(test_future_version),
 		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
 		T(test_users), T(test_upgrade_from_schema_1), T(test_charges_and_upgrade_from_schema_2),
-		T(test_kept_requests), T(test_upgrade_from_schema_3),
+		T(test_kept_requests), T(test_upgrade_from_schema_3), T(test_budget_cuts_wal),
 #undef T
 	};
 
