@@ -24,6 +24,12 @@ int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_adm
  */
 int jc__request_set_test_fault(jc_request *r, uint32_t fault);
 
+/* The program name the daemon lists the entry under (`jitcachectl ls`,
+ * `show`, with the requesting process's name) when the request's own name is
+ * a stand-in, as the shim's is (name copied). Not part of the key. 0,
+ * JC_EINVAL (NULL) or JC_ENOMEM. */
+int jc__request_set_display_name(jc_request *r, const char *name);
+
 /* The raw socket of c (for tests that send malformed frames); -1 without a daemon. */
 int jc__client_fd(const jc_client *c);
 /* What the daemon c is connected to said in its HELLO_OK: its pid (0: none
@@ -34,6 +40,11 @@ uint32_t jc__client_daemon_pid(const jc_client *c);
 const char *jc__client_socket(const jc_client *c);
 const char *jc__client_system_socket(const jc_client *c);
 const char *jc__client_daemon_dir(const jc_client *c);
+/* The NVRTC version and supported architectures ("sm_75 sm_80 ...") of the
+ * daemon c is connected to, from its HELLO_OK (protocol 3), borrowed from c
+ * until its connection changes. 0, or JC_ENOTFOUND (not connected, or a
+ * daemon older than protocol 3: ask with the admin command "version"). */
+int jc__client_toolchain(const jc_client *c, const char **archs, const char **nvrtc_version);
 
 /*
  * The socket of the daemon that serves cache directory dir, from

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +78,7 @@ static const struct sub_help {
 	{"verify", "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
 	{"gc", "gc\n  Collects orphaned objects.\n"},
 	{"ping", "ping\n  Asks the daemon whether it answers.\n"},
-	{"version", "version\n  The daemon's and the toolchain's versions.\n"},
+	{"version", "version [--json]\n  The daemon's and the toolchain's versions (--json: as one JSON object).\n"},
 	{"doctor", "doctor\n  The run-time checklist: driver, devices, NVRTC, daemon, cache directory.\n"},
 	{"inspect", "inspect FILE | --key KEY [--json]\n"
 		    "  What a cubin, PTX, LTO-IR or fatbin holds: targets, PTX ISA, kernels with\n"
@@ -460,7 +461,7 @@ static int cmd_compile(int argc, char **argv)
 		{"header", required_argument, NULL, 'H'}, {"name-expr", required_argument, NULL, 'n'},
 		{"app-abi", required_argument, NULL, 'A'}, {"link", required_argument, NULL, 'k'},
 		{"link-option", required_argument, NULL, 'L'},
-		/* Hidden, for tests and ops drills: see README (JITCACHE_TEST_FAULTS). */
+		/* Hidden, for tests and ops drills: see docs/contributing.md (JITCACHE_TEST_FAULTS). */
 		{"test-fault", required_argument, NULL, 'F'}, {NULL, 0, NULL, 0},
 	};
 	static const char *const faults[] = {[JC_FAULT_CRASH] = "crash", [JC_FAULT_HANG] = "hang",
@@ -757,6 +758,27 @@ static const char *gets_(const struct jc_record *r, const char *name)
 {
 	const struct jc_kv *kv = jc__record_get(r, name);
 	return kv && !kv->is_int ? kv->s : "";
+}
+
+/* A "users" field (uids, comma-separated) as names: "alice, bob, (1234)"
+ * (a uid without a name in parentheses), then a newline. */
+static void print_users(const char *uids)
+{
+	const char *p = uids;
+	while (*p) {
+		char *end;
+		unsigned long uid = strtoul(p, &end, 10);
+		if (end == p)
+			break;
+		struct passwd *pw = getpwuid((uid_t)uid);
+		printf("%s", p == uids ? "" : ", ");
+		if (pw)
+			jc__escape_fputs(pw->pw_name, stdout);
+		else
+			printf("(%lu)", uid);
+		p = *end == ',' ? end + 1 : end;
+	}
+	putchar('\n');
 }
 
 /* Local time of a unix time, "YYYY-MM-DD HH:MM:SS" (static buffer). */
@@ -1105,10 +1127,22 @@ static int cmd_admin(const char *command, int argc, char **argv)
 				json_record(stdout, &reply.rec[i]);
 			}
 			fputs("]\n", stdout);
-		} else if (json || strcmp(command, "ping") == 0 || strcmp(command, "version") == 0) {
+		} else if (json || strcmp(command, "ping") == 0) {
 			for (size_t i = 0; i < reply.n_rec; i++) {
 				json_record(stdout, &reply.rec[i]);
 				fputc('\n', stdout);
+			}
+		} else if (strcmp(command, "version") == 0 && reply.n_rec) {
+			/* one "name  value" line per field; --json: the record as it is */
+			const struct jc_record *r = &reply.rec[0];
+			for (size_t k = 0; k < r->n; k++) {
+				printf("%-19s ", r->kv[k].name);
+				if (r->kv[k].is_int)
+					printf("%" PRId64 "\n", r->kv[k].i);
+				else {
+					jc__escape_fputs(r->kv[k].s, stdout);
+					putchar('\n');
+				}
 			}
 		} else if (strcmp(command, "stats") == 0 && (flags & JC_ADMIN_LISTS)) {
 			print_by_user(&reply);
@@ -1147,7 +1181,10 @@ static int cmd_admin(const char *command, int argc, char **argv)
 					const struct jc_kv *kv = &r->kv[k];
 					if (strcmp(kv->name, "log") == 0)
 						continue;
-					if (!kv->is_int) {
+					if (!kv->is_int && strcmp(kv->name, "users") == 0) {
+						printf("%-12s ", kv->name);
+						print_users(kv->s);
+					} else if (!kv->is_int) {
 						printf("%-12s ", kv->name);
 						jc__escape_fputs(kv->s, stdout);
 						putchar('\n');
@@ -1473,6 +1510,21 @@ static int cmd_import(int argc, char **argv)
 	return rc;
 }
 
+/* The cache directory in use: --cache-dir, else the one the daemon reached
+ * serves (its stats say), else the default. 0 or -1 (none). */
+static int daemon_cache_dir(char *dir, size_t len)
+{
+	struct jc_admin_reply rep = {0};
+	if (cache_dir)
+		return snprintf(dir, len, "%s", cache_dir) < (int)len ? 0 : -1;
+	int rc = admin("stats", NULL, 1, &rep) == 0 && rep.status == 0 && rep.n_rec &&
+			 *gets_(&rep.rec[0], "cache_dir")
+		     ? (snprintf(dir, len, "%s", gets_(&rep.rec[0], "cache_dir")) < (int)len ? 0 : -1)
+		     : jc__default_cache_dir(dir, len);
+	jc__admin_reply_clear(&rep);
+	return rc;
+}
+
 /* The object of key's entry (admin "show" for its hash and size, then the
  * file in the cache directory, checked against its hash): *data malloc'd. */
 static int entry_bytes(const char *key, uint8_t **data, size_t *size)
@@ -1494,8 +1546,7 @@ static int entry_bytes(const char *key, uint8_t **data, size_t *size)
 		rc = die(1, "inspect: %s", rep.message ? rep.message : jc_strerror(rep.status));
 	else if (jc__unhex16(obj, hash) != 0)
 		rc = die(1, "inspect: entry %s holds no artifact (a cached compile failure)", key);
-	else if (cache_dir ? (snprintf(dir, sizeof(dir), "%s", cache_dir), 0)
-			   : jc__default_cache_dir(dir, sizeof(dir)) != 0)
+	else if (daemon_cache_dir(dir, sizeof(dir)) != 0)
 		rc = die(2, "inspect: no cache directory (--cache-dir DIR)");
 	if (rc == 0) {
 		snprintf(path, sizeof(path), "%s/objects/%.2s/%s", dir, obj, obj);

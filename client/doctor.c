@@ -181,29 +181,32 @@ static char *tiny_ptx(const char *arch, char *err, size_t errlen)
 	static const char src[] = "extern \"C\" __global__ void jc_doctor(int *p) { *p = 1; }\n";
 	char opt[64];
 	const char *opts[] = {opt};
-	nvrtcProgram prog;
+	void *prog;
 	size_t size = 0;
 	char *ptx = NULL;
+	const struct jc_nvrtc_api *nv = jc__nvrtc_api(err, errlen);
+	if (!nv)
+		return NULL;
 	snprintf(opt, sizeof(opt), "--gpu-architecture=%s", arch);
-	nvrtcResult rc = nvrtcCreateProgram(&prog, src, "jc_doctor.cu", 0, NULL, NULL);
+	int rc = nv->create_program(&prog, src, "jc_doctor.cu", 0, NULL, NULL);
 	if (rc != NVRTC_SUCCESS) {
-		snprintf(err, errlen, "nvrtcCreateProgram: %s", nvrtcGetErrorString(rc));
+		snprintf(err, errlen, "nvrtcCreateProgram: %s", nv->error_string(rc));
 		return NULL;
 	}
-	rc = nvrtcCompileProgram(prog, 1, opts);
+	rc = nv->compile_program(prog, 1, opts);
 	if (rc == NVRTC_SUCCESS)
-		rc = nvrtcGetPTXSize(prog, &size);
+		rc = nv->get_ptx_size(prog, &size);
 	if (rc == NVRTC_SUCCESS && (ptx = malloc(size + 1)) != NULL) {
-		rc = nvrtcGetPTX(prog, ptx);
+		rc = nv->get_ptx(prog, ptx);
 		ptx[size] = '\0';
 	}
 	if (rc != NVRTC_SUCCESS || !ptx) {
 		snprintf(err, errlen, "NVRTC could not compile a test kernel for %s: %s", arch,
-			 rc != NVRTC_SUCCESS ? nvrtcGetErrorString(rc) : "out of memory");
+			 rc != NVRTC_SUCCESS ? nv->error_string(rc) : "out of memory");
 		free(ptx);
 		ptx = NULL;
 	}
-	nvrtcDestroyProgram(&prog);
+	nv->destroy_program(&prog);
 	return ptx;
 }
 
@@ -246,7 +249,7 @@ static void check_ptx(struct report *r, const struct jc_toolchain *tc, struct cu
 	}
 	int isa = ptx_version(ptx), needs = isa > 0 ? ptx_needs_cuda(isa) : 0;
 	int nvrtc_major = 0, nvrtc_minor = 0;
-	nvrtcVersion(&nvrtc_major, &nvrtc_minor);
+	sscanf(tc->nvrtc_version, "%d.%d", &nvrtc_major, &nvrtc_minor);
 	if (isa < 0) {
 		say(r, WARN, "PTX from NVRTC has no .version directive");
 	} else if (!cu->version) {
@@ -614,21 +617,39 @@ static void check_remote(struct report *r, const struct jc_record *s)
 		say(r, OK, "remote tier accepts writes");
 }
 
-/* Asks the daemon for its version and compares its NVRTC with ours (tc, NULL
- * when unknown); fills *budget and *used from its stats, and identity (len
- * bytes) with its toolchain identity (left as it is when it does not say). */
-static void check_daemon(struct report *r, const char *socket_path, const struct jc_toolchain *tc,
-			 uint64_t *budget, uint64_t *used, char *identity, size_t len)
+/* Asks the daemon this user's programs reach (the client's search, steps
+ * 1-4: --socket, --cache-dir, $JITCACHE_SOCKET, the per-user and the system
+ * socket; no auto-start) for its version and compares its NVRTC with ours
+ * (tc, NULL when unknown); fills *budget and *used from its stats, dir
+ * (len bytes) with the cache directory it serves ("" when none answers),
+ * and identity (idlen bytes) with its toolchain identity (left as it is
+ * when it does not say). */
+static void check_daemon(struct report *r, const char *socket_path, const char *cache_dir,
+			 const struct jc_toolchain *tc, uint64_t *budget, uint64_t *used, char *dir,
+			 size_t len, char *identity, size_t idlen)
 {
-	char path[4096];
 	jc_client *c = NULL;
-	if (!socket_path && jc__default_socket_path(NULL, path, sizeof(path)) == 0)
-		socket_path = path;
-	if (jc_client_connect(socket_path, &c) != 0) {
-		say(r, WARN, "no daemon answers on %s: %s (start jitcached, or the jitcached.socket unit)",
-		    socket_path ? socket_path : "(default socket)", jc_client_errmsg(NULL));
+	jc_options *o = NULL;
+	dir[0] = '\0';
+	int rc = jc_options_new(&o);
+	rc = rc ?: jc_options_set_socket(o, socket_path);
+	rc = rc ?: jc_options_set_cache_dir(o, cache_dir);
+	rc = rc ?: jc__client_new(o, &c);
+	if (rc == 0 && jc__client_search(c) != 0) {
+		say(r, WARN, "no daemon answers%s%s: %s (start jitcached, or the jitcached.socket unit)",
+		    socket_path ? " on " : "", socket_path ? socket_path : "", jc_client_errmsg(c));
+		jc_client_close(c);
+		jc_options_free(o);
 		return;
 	}
+	if (rc != 0) {
+		say(r, WARN, "client settings: %s", jc_client_errmsg(NULL));
+		jc_options_free(o);
+		return;
+	}
+	socket_path = jc__client_socket(c);
+	if (jc__client_daemon_dir(c))
+		snprintf(dir, len, "%s", jc__client_daemon_dir(c));
 	struct jc_admin_req version = {.command = (char *)"version"}, stats = {.command = (char *)"stats"};
 	struct jc_admin_reply v = {0}, s = {0};
 	if (jc__client_admin(c, &version, &v) == 0 && v.status == 0 && v.n_rec) {
@@ -640,6 +661,9 @@ static void check_daemon(struct report *r, const char *socket_path, const struct
 		if (tc && id && !id->is_int && strcmp(id->s, tc->nvrtc_id) != 0)
 			say(r, WARN, "the daemon's NVRTC (%s) is not this jitcachectl's (%s)", id->s,
 			    tc->nvrtc_id);
+		const struct jc_kv *builds = jc__record_get(&v.rec[0], "nvrtc_builds");
+		if (builds && !builds->is_int)
+			say(r, OK, "NVRTC builds applications asked the daemon for: %s", builds->s);
 	} else {
 		say(r, FAIL, "daemon on %s does not answer admin commands: %s", socket_path,
 		    jc_client_errmsg(c));
@@ -666,11 +690,12 @@ static void check_daemon(struct report *r, const char *socket_path, const struct
 		check_remote(r, &s.rec[0]);
 		const struct jc_kv *id = jc__record_get(&s.rec[0], "identity");
 		if (id && !id->is_int)
-			snprintf(identity, len, "%s", id->s);
+			snprintf(identity, idlen, "%s", id->s);
 	}
 	jc__admin_reply_clear(&v);
 	jc__admin_reply_clear(&s);
 	jc_client_close(c);
+	jc_options_free(o);
 }
 
 /* 1 when this process's groups include gid. */
@@ -688,7 +713,7 @@ static int in_group(gid_t gid)
  * Which daemon this user's programs reach (the client library's search:
  * jitcache.h) and, for the system daemon's socket, whether they may use it:
  * a socket is usable with write permission, which the system unit gives to
- * its group (README, "Two deployments").
+ * its group (docs/team-daemon.md).
  */
 static void check_reach(struct report *r)
 {
@@ -768,15 +793,17 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 		check_ptx(&r, &tc, &cu, cc, dev, have_device);
 	if (cu.lib)
 		dlclose(cu.lib);
-	/* the daemon's toolchain, else (no daemon) the one this machine has */
+	/* The cache directory checked: --cache-dir, else the one the daemon
+	 * reached serves, else the default (offline use); the daemon's
+	 * toolchain, else (no daemon) the one this machine has. */
 	char identity[sizeof(tc.summary)] = "";
 	if (have_tc)
 		snprintf(identity, sizeof(identity), "%s", tc.summary);
-	check_daemon(&r, socket_path, have_tc ? &tc : NULL, &budget, &used, identity,
-		     sizeof(identity));
+	check_daemon(&r, socket_path, cache_dir, have_tc ? &tc : NULL, &budget, &used, dir, sizeof(dir),
+		     identity, sizeof(identity));
 	if (!socket_path)
 		check_reach(&r);
-	if (!cache_dir && jc__default_cache_dir(dir, sizeof(dir)) == 0)
+	if (!cache_dir && (dir[0] || jc__default_cache_dir(dir, sizeof(dir)) == 0))
 		cache_dir = dir;
 	if (cache_dir)
 		check_cache_dir(&r, cache_dir, budget, used, identity);

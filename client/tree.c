@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client-read include trees (client_internal.h; README, "A daemon shared by
- * a team"): the client scans its own include directories with the daemon's
+ * Client-read include trees (client_internal.h; docs/team-daemon.md): the client scans its own include directories with the daemon's
  * scanner (common/includes.c) and sends what a compile may read, as
  * "I/REL" names of its -I directories, so that a daemon of another uid
  * opens none of the client's paths.
@@ -219,6 +218,10 @@ static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, i
 		const struct jc_inc_entry *e = &set.v[i];
 		size_t dir;
 		char rel[PATH_MAX];
+		/* A symlinked header travels as its bytes under the link's name
+		 * (read with the client's rights); the target string stays here. */
+		if (e->kind == JC_INC_LINK)
+			continue;
 		if (!jc__inc_tops_rel(tops, e->path, &dir, rel, sizeof(rel)) ||
 		    (!rel[0] && e->kind != JC_INC_DIR) || e->kind == JC_INC_TOOLKIT) {
 			rc = jc__fail(

@@ -330,3 +330,37 @@ int jc__inc_dir_hash(struct jc_inc_memo *memo, const char *path, const struct jc
 		memo_put(memo, path, 1, id, hash, NULL);
 	return 0;
 }
+
+int jc__inc_link_walk(const char *path, uint8_t hash[16], struct jc_strv *chain)
+{
+	char cur[PATH_MAX], target[PATH_MAX];
+	struct jc_inc_buf b = {0};
+	struct stat st;
+	int rc = 0, links = 0;
+	snprintf(cur, sizeof(cur), "%s", path);
+	while (rc == 0 && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode)) {
+		ssize_t n = readlink(cur, target, sizeof(target) - 1);
+		if (n < 0 || ++links > JC_INC_MAX_LINKS) {
+			rc = JC_EIO;
+			break;
+		}
+		target[n] = '\0';
+		rc = jc__inc_buf_add(&b, target, (size_t)n + 1);
+		char next[PATH_MAX * 2];
+		const char *slash = strrchr(cur, '/');
+		if (target[0] == '/' || !slash)
+			snprintf(next, sizeof(next), "%s", target);
+		else
+			snprintf(next, sizeof(next), "%.*s/%s", (int)(slash - cur), cur, target);
+		if (strlen(next) >= sizeof(cur))
+			rc = JC_EIO;
+		else
+			snprintf(cur, sizeof(cur), "%s", next);
+		if (rc == 0 && chain)
+			rc = jc__strv_push(chain, cur);
+	}
+	if (rc == 0 && links)
+		jc__inc_hash128(b.p, b.n, hash);
+	free(b.p);
+	return rc ? rc : links > 0;
+}

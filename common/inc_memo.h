@@ -86,4 +86,18 @@ int jc__inc_names_hash(char *const *names, size_t n, uint8_t out[16]);
 int jc__inc_dir_hash(struct jc_inc_memo *memo, const char *path, const struct jc_inc_stat *id,
 		     int64_t now, uint8_t hash[16]);
 
+/* Symbolic links followed in one chain (Linux's ELOOP limit). */
+#define JC_INC_MAX_LINKS 40
+
+/*
+ * The chain of symbolic links that path's last component starts (README,
+ * "Symlinked include trees"): 0 when it is no link; 1 when it is, with hash
+ * = XXH3-128 of each target string with its NUL, in order (a JC_INC_LINK
+ * entry's hash), and, where chain is not NULL, each step's path (the
+ * target joined to the link's directory, not folded) pushed onto it, the
+ * last one the first that is no link. JC_EIO (readlink failed, a chain
+ * longer than JC_INC_MAX_LINKS or PATH_MAX), JC_ENOMEM. Thread-safe.
+ */
+int jc__inc_link_walk(const char *path, uint8_t hash[16], struct jc_strv *chain);
+
 #endif

@@ -85,7 +85,7 @@ int jc__inc_set_finish(struct jc_inc_set *set)
 			head[1 + j] = (uint8_t)(len >> (8 * j));
 		rc = jc__inc_buf_add(&b, head, sizeof(head));
 		rc = rc ?: jc__inc_buf_add(&b, e->path, len);
-		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
+		if (rc == 0 && JC_INC_HASHED(e->kind))
 			rc = jc__inc_buf_add(&b, e->hash, 16);
 	}
 	if (rc == 0)
@@ -225,7 +225,7 @@ int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs,
 	for (size_t i = 0; rc == 0 && i < set->n; i++) {
 		const struct jc_inc_entry *e = &set->v[i];
 		rc = jc__inc_buf_add(&b, &e->kind, 1) ?: buf_rel(&b, tops, e->path, e->kind);
-		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
+		if (rc == 0 && JC_INC_HASHED(e->kind))
 			rc = jc__inc_buf_add(&b, e->hash, 16);
 	}
 	jc__inc_tops_free(tops);

@@ -24,7 +24,15 @@ enum jc_inc_kind {
 	JC_INC_ABSENT = 2,  /* a candidate that is not a regular file (or missing) */
 	JC_INC_DIR = 3,     /* a directory walked by the fallback: hash of its sorted names */
 	JC_INC_TOOLKIT = 4, /* an -I directory inside the toolkit include tree */
+	/* A FILE entry's path that is a symbolic link (README, "Symlinked
+	 * include trees"): hash = jc__inc_link_hash of its chain of target
+	 * strings; the FILE entry of the same path holds the content. A
+	 * retargeted link is another key even where the bytes are the same. */
+	JC_INC_LINK = 5,
 };
+
+/* Entry kinds whose hash enters digests and manifests. */
+#define JC_INC_HASHED(kind) ((kind) == JC_INC_FILE || (kind) == JC_INC_DIR || (kind) == JC_INC_LINK)
 
 /* The hash of a DIR entry that is not a directory (missing or another type). */
 extern const uint8_t jc__inc_not_a_dir[16];
@@ -38,7 +46,7 @@ struct jc_inc_stat {
 struct jc_inc_entry {
 	char *path;             /* owned; as NVRTC would open it (not canonicalised) */
 	uint8_t kind;           /* enum jc_inc_kind */
-	uint8_t hash[16];       /* FILE, DIR; zero otherwise */
+	uint8_t hash[16];       /* FILE, DIR, LINK; zero otherwise */
 	struct jc_inc_stat st;  /* FILE, DIR: as seen by the scan or check; not in the digest */
 };
 

@@ -114,6 +114,24 @@ static int add(struct scan *s, const char *path, uint8_t kind, const uint8_t has
 	return rc;
 }
 
+/* The JC_INC_LINK entry of path, added to set when path is a symbolic link:
+ * 0 (also when it is none), JC_EIO (its chain cannot be followed), JC_ENOMEM. */
+static int link_entry(struct jc_inc_set *set, const char *path)
+{
+	uint8_t hash[16];
+	int rc = jc__inc_link_walk(path, hash, NULL);
+	return rc <= 0 ? rc : jc__inc_set_add(set, path, strlen(path), JC_INC_LINK, hash);
+}
+
+/* 1 when the LINK entry e still names the same chain of targets, else 0;
+ * JC_ENOMEM. */
+static int link_same(const struct jc_inc_entry *e)
+{
+	uint8_t hash[16];
+	int rc = jc__inc_link_walk(e->path, hash, NULL);
+	return rc == JC_ENOMEM ? rc : rc == 1 && memcmp(hash, e->hash, 16) == 0;
+}
+
 static int oom(struct scan *s)
 {
 	return jc__fail(s->err, s->errlen, JC_ENOMEM, "include scan: out of memory");
@@ -157,6 +175,10 @@ static int visit(struct scan *s, const char *path)
 	rc = jc__inc_file_info(s->ctx->memo, s->ctx->max_file_size, s->set, path, &id, hash, &refs,
 			       s->now, s->err, s->errlen);
 	rc = rc ?: add(s, path, JC_INC_FILE, hash, &id);
+	if (rc == 0 && (rc = link_entry(s->set, path)) != 0)
+		rc = rc == JC_ENOMEM ? oom(s)
+				     : jc__fail(s->err, s->errlen, rc, "include scan: cannot follow the link %s",
+						path);
 	if (rc == 0 && refs.n) {
 		char dir[PATH_MAX], folded[PATH_MAX];
 		snprintf(dir, sizeof(dir), "%s", path);
@@ -353,6 +375,12 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 				return 0;
 			continue;
 		}
+		if (e->kind == JC_INC_LINK) {
+			int same = link_same(e);
+			if (same != 1)
+				return same;
+			continue;
+		}
 		set->n_stat++;
 		exists = stat(e->path, &st) == 0;
 		if (e->kind == JC_INC_ABSENT) {
@@ -395,6 +423,13 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len)
 		struct jc_inc_stat id;
 		if (e->kind == JC_INC_TOOLKIT)
 			continue;
+		if (e->kind == JC_INC_LINK) {
+			if (link_same(e) != 1) {
+				snprintf(what, len, "%s", e->path);
+				return 0;
+			}
+			continue;
+		}
 		int exists = stat(e->path, &st) == 0, same;
 		if (e->kind == JC_INC_ABSENT) {
 			same = !exists || !S_ISREG(st.st_mode);
@@ -646,8 +681,12 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 			}
 			if (same && rc == 0)
 				rc = jc__inc_set_add(out, p, strlen(p), JC_INC_FILE, hash);
-			if (same && rc == 0)
+			if (same && rc == 0) {
 				out->v[out->n - 1].st = id;
+				rc = link_entry(out, p);
+				same = rc != JC_EIO;
+				rc = rc == JC_EIO ? 0 : rc;
+			}
 			break;
 		case JC_DEP_ABSENT:
 		case JC_DEP_SPECIAL:

@@ -19,7 +19,8 @@
  *    NVRTC's "directory of the source" finds nothing), then in every -I
  *    directory in order; an angle name in every -I directory. EVERY candidate
  *    is recorded, not only the first that exists: a file that exists enters
- *    with its content hash (and is scanned in turn), one that does not enters
+ *    with its content hash (and is scanned in turn; a symbolic link also
+ *    as a LINK entry of its chain of target strings), one that does not enters
  *    as absent, so a header added earlier on the search path changes the
  *    key, and a change to a shadowed file costs a miss, never a wrong hit.
  *  - A computed include (`#include MACRO`, or __has_include(MACRO) outside a
@@ -83,7 +84,8 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 
 /*
  * Re-checks a recorded set (from a manifest) against the file system: every
- * FILE still a regular file with the same hash, every ABSENT still absent,
+ * FILE still a regular file with the same hash, every LINK still the same
+ * chain of target strings (inc_memo.h, jc__inc_link_walk), every ABSENT still absent,
  * every DIR listing the same names, every TOOLKIT directory still inside the
  * toolkit tree. Returns 1 when all match (st of every entry, unsettled,
  * n_stat and n_read updated), 0 on the first difference, or JC_ENOMEM /
@@ -93,7 +95,8 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx);
 
 /*
  * After a compile: 1 when every FILE and DIR entry still has the stat
- * identity in its st, and every ABSENT one is still absent; else 0, with the
+ * identity in its st, every LINK entry the same chain of targets, and every
+ * ABSENT one is still absent; else 0, with the
  * path that changed in what[len]. Thread-safe.
  */
 int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len);

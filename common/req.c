@@ -45,8 +45,11 @@ void jc__req_clear(struct jc_req *r)
 	blobs_clear(&r->link_inputs, &r->n_link_inputs);
 	blobs_clear(&r->tree, &r->n_tree);
 	jc__strv_clear(&r->link_options);
+	jc__strv_clear(&r->follow);
+	free(r->nvrtc_id);
 	free(r->app_abi);
 	free(r->reject_message);
+	free(r->display_name);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -76,7 +76,7 @@ struct jc_req {
 	size_t n_headers;
 	struct jc_strv options;      /* NVRTC options, in order */
 	struct jc_strv include_dirs; /* directories the daemon may scan/read */
-	/* Client-read include trees (README, "A daemon shared by a team"): the
+	/* Client-read include trees (docs/team-daemon.md): the
 	 * files the client's scan of include_dirs found, sent by a client whose
 	 * daemon runs as another uid. name "I/REL": include_dirs.v[I] (decimal;
 	 * a top directory: includes.h, jc__inc_tops_is_top) and the path relative to it
@@ -87,6 +87,17 @@ struct jc_req {
 	size_t n_tree;
 	uint32_t tree_round;     /* enum jc_tree_round: 0 = no tree (the daemon may read include_dirs) */
 	uint8_t tree_digest[16]; /* JC_TREE_DIGEST: jc__inc_key_digest of the tree (then n_tree is 0) */
+	/* Daemon to worker only (a client's request carrying it is refused):
+	 * the keyed headers that are symbolic links (JC_INC_LINK entries), whose
+	 * chains of targets the worker's confinement allows (README, "Symlinked
+	 * include trees"). Not part of the key (the LINK entries are). */
+	struct jc_strv follow;
+	/* The identity (common/elf_id.h) of the NVRTC the application loaded,
+	 * where it named one (the NVRTC shim: jc_options_set_nvrtc); NULL when
+	 * not said. The daemon serves the request only when that is its own
+	 * NVRTC build (else JC_EVERSION: the application compiles with its own
+	 * library). Not part of the key: the daemon's toolchain identity is. */
+	char *nvrtc_id;
 	struct jc_strv name_exprs;   /* name expressions, e.g. "&saxpy<float>" */
 	struct jc_blob *link_inputs; /* in link order */
 	size_t n_link_inputs;
@@ -99,6 +110,10 @@ struct jc_req {
 	uint8_t reject_object[16];
 	uint32_t reject_reason;  /* 0 = none, else enum jc_reject */
 	char *reject_message;    /* e.g. the driver's error string; may be NULL */
+	/* Not part of the key: the program name to list the entry under when the
+	 * key has another (the shim asks for a fixed name: shim.c, CANON_NAME);
+	 * NULL: source_name. */
+	char *display_name;
 };
 
 enum jc_tree_kind {

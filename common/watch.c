@@ -416,6 +416,8 @@ uint64_t jc__watch_tree(struct jc_watch *w, const struct jc_inc_set *set, int *w
 		pthread_mutex_lock(&w->lock);
 		if (r.t->stamp != stamp || !r.t->valid)
 			break;
+		if (e->kind == JC_INC_LINK)
+			continue; /* its FILE entry follows the link */
 		const char *slash = strrchr(e->path, '/');
 		size_t dlen = slash ? (size_t)(slash - e->path) : 0;
 		if ((e->kind != JC_INC_FILE && e->kind != JC_INC_ABSENT) || !slash || !slash[1] ||

@@ -127,13 +127,64 @@ static int add_users(struct jc_admin_env *env, struct jc_record *r, const uint8_
 	return rc ?: jc__record_add_str(r, "users", text);
 }
 
+/* Fewest hex digits of a key prefix: one (an ambiguous one lists at most 10 keys). */
+#define KEY_PREFIX_MIN 1
+
+/*
+ * A key argument (JC_ARG_KEY): 32 hex digits as they are, or a unique prefix
+ * of the keys the caller may see (all for an admin, else the caller's own: a
+ * prefix of another user's key finds nothing, as the full key would). Fills
+ * key and returns 0; else fills out: JC_ENOTFOUND (no key begins so),
+ * JC_EINVAL (not 1-32 hex digits, or ambiguous: the matching keys listed).
+ * With absent_ok a prefix that nothing begins with gives 0 and the prefix
+ * padded with zeros: a key the caller has none of (it begins so), which
+ * selects nothing, as a full key nobody has.
+ */
+static int resolve_key(struct jc_admin_env *env, const char *what, const char *text, int absent_ok,
+		       uint8_t key[16], struct jc_admin_reply *out)
+{
+	uint8_t keys[11][16];
+	size_t n = sizeof(keys) / sizeof(*keys), len = text ? strlen(text) : 0;
+	char msg[512], hex[33];
+	if (len == 32 && jc__unhex16(text, key) == 0)
+		return 0;
+	if (len < KEY_PREFIX_MIN || len > 32 || strspn(text, "0123456789abcdefABCDEF") != len) {
+		snprintf(msg, sizeof(msg), "bad %s '%s': a key (32 hex digits) or a unique prefix of one "
+			 "(at least %d)", what, text ? text : "", KEY_PREFIX_MIN);
+		return fail(out, JC_EINVAL, "%s", msg);
+	}
+	int rc = jc__index_keys_with_prefix(env->cd->wix, text, env->all_users ? -1 : (int64_t)env->uid,
+					    keys, &n);
+	if (rc != 0)
+		return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
+	if (n == 0 && absent_ok) {
+		snprintf(hex, sizeof(hex), "%s%.*s", text, (int)(32 - len), "00000000000000000000000000000000");
+		return jc__unhex16(hex, key);
+	}
+	if (n == 0)
+		return fail(out, JC_ENOTFOUND, "no entry with key %s", text);
+	if (n == 1) {
+		memcpy(key, keys[0], 16);
+		return 0;
+	}
+	int at = snprintf(msg, sizeof(msg), "%s %s is ambiguous: it begins %s%zu keys:", what, text,
+			  n > 10 ? "more than " : "", n > 10 ? (size_t)10 : n);
+	for (size_t i = 0; i < n && i < 10 && at > 0 && (size_t)at < sizeof(msg); i++) {
+		jc__hex16(keys[i], hex);
+		at += snprintf(msg + at, sizeof(msg) - (size_t)at, "\n  %s", hex);
+	}
+	return fail(out, JC_EINVAL, "%s", msg);
+}
+
 static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 		    struct jc_admin_reply *out)
 {
 	uint8_t key[16];
 	const char *k = arg(req, "key");
-	if (!k || jc__unhex16(k, key) != 0)
-		return fail(out, JC_EINVAL, "a 32-hex-digit key is needed, got '%s'", k ? k : "");
+	if (!k)
+		return fail(out, JC_EINVAL, "%s", "a key (or a unique prefix of one) is needed");
+	if (resolve_key(env, "key", k, 0, key, out) != 0)
+		return out->status;
 	struct jc_entry e = {0};
 	/* Another uid's key answers as a key nobody has (index.h). */
 	int rc = env->all_users ? jc__index_get(env->cd->wix, key, &e)
@@ -317,6 +368,11 @@ static int cmd_version(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "nvrtc_version", tc->nvrtc_version);
 	rc = rc ?: jc__record_add_str(r, "nvrtc_id", tc->nvrtc_id);
 	rc = rc ?: jc__record_add_str(r, "nvrtc_builtins_id", tc->nvrtc_builtins_id);
+	if (env->policy) { /* the daemon: which NVRTC builds applications asked it for */
+		char builds[JC_OTHER_BUILDS * 120];
+		jc__req_builds(env->policy, builds, sizeof(builds));
+		rc = rc ?: jc__record_add_str(r, "nvrtc_builds", builds);
+	}
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", tc->nvjitlink_version);
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_id", tc->nvjitlink_id);
 	rc = rc ?: jc__record_add_str(r, "driver_version", tc->driver_version);
@@ -453,8 +509,8 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		f.accessed_before = now - secs, conditions++;
 	}
 	if ((v = arg(req, "key"))) {
-		if (jc__unhex16(v, key) != 0)
-			return fail(out, JC_EINVAL, "bad --key '%s': 32 hex digits expected", v);
+		if (resolve_key(env, "--key", v, 1, key, out) != 0)
+			return out->status;
 		f.key = key, conditions++;
 	}
 	if ((v = arg(req, "arch")))

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/counters.h"
+#include "core/request.h"
 #include "core/index.h"
 #include "core/store.h"
 #include "core/tier.h"
@@ -26,6 +27,7 @@ struct jc_admin_env {
 	/* in (borrowed) */
 	struct jc_cachedir *cd;            /* the cache directory: its local tier (tier.h) */
 	const struct jc_toolchain *tc;
+	struct jc_req_policy *policy;      /* the daemon's admission (request.h); NULL offline */
 	/* Who asks: all_users for an admin (root, the daemon's uid, the admin
 	 * group; every offline caller, who holds the directory itself), who sees
 	 * and changes every entry; else ls, show, stats and purge see only the
@@ -84,7 +86,7 @@ enum jc_admin_arg_kind {
 	JC_ARG_FLAG,     /* no value */
 	JC_ARG_SECONDS,  /* decimal seconds; jitcachectl takes a duration (90s, 2h, 7d) */
 	JC_ARG_BYTES,    /* decimal bytes; jitcachectl takes a size (500M, 2G) */
-	JC_ARG_KEY,      /* 32 hex digits */
+	JC_ARG_KEY,      /* 32 hex digits, or a unique prefix (as git takes abbreviated ids) */
 	JC_ARG_TEXT,
 };
 

@@ -25,6 +25,7 @@
 	X(compile_timeouts, "compiles killed at --compile-timeout") \
 	X(load_failures, "artifacts a client reported it could not load") \
 	X(bad_requests, "malformed frames or invalid requests refused") \
+	X(nvrtc_other_builds, "compiles refused: the application loaded another NVRTC build (compiled in the application)") \
 	X(include_scans, "requests whose headers on disk were scanned (no manifest matched)") \
 	X(include_manifest_hits, "requests keyed from a stored include manifest") \
 	X(include_stats, "stat calls made to key requests that read headers from disk") \

@@ -211,8 +211,9 @@ enum col {
 
 enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
 	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
-	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_REQ_FIND, ST_REQ_PUT, ST_REQ_LINK,
-	    ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET, ST_META_SET, ST__N };
+	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_PREFIX, ST_PREFIX_USER, ST_REQ_FIND,
+	    ST_REQ_PUT, ST_REQ_LINK, ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET,
+	    ST_META_SET, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
 	[ST_GET] = "SELECT " COLS ", " CHARGE("entries") " FROM entries WHERE key = ?1",
@@ -248,6 +249,10 @@ static const char *const stmt_sql[ST__N] = {
 			" WHERE u.key = ?1 AND u.uid = ?2",
 	[ST_UNUSE] = "DELETE FROM users WHERE key = ?1 AND uid = ?2",
 	[ST_USERS_OF] = "SELECT uid FROM users WHERE key = ?1 ORDER BY uid",
+	/* keys between two 16-byte bounds (a hex prefix padded with 0s, with fs) */
+	[ST_PREFIX] = "SELECT key FROM entries WHERE key BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3",
+	[ST_PREFIX_USER] = "SELECT key FROM users WHERE key BETWEEN ?1 AND ?2 AND uid = ?4"
+			   " ORDER BY key LIMIT ?3",
 	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits, stored FROM user_totals WHERE uid = ?1",
 	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits, stored FROM user_totals"
 			       " ORDER BY uid",
@@ -996,6 +1001,45 @@ int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uid
 		found++;
 	}
 	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "users of");
+	sqlite3_reset(st);
+	*n = found;
+	return rc;
+}
+
+int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid, uint8_t (*keys)[16],
+			       size_t *n)
+{
+	uint8_t lo[16], hi[16];
+	size_t len = strlen(hex), cap = *n, found = 0;
+	if (len == 0 || len > 32)
+		return JC_EINVAL;
+	memset(lo, 0, sizeof(lo));
+	memset(hi, 0xff, sizeof(hi));
+	for (size_t i = 0; i < len; i++) {
+		char c = hex[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (v < 0)
+			return JC_EINVAL;
+		int shift = i % 2 ? 0 : 4;
+		lo[i / 2] = (uint8_t)((lo[i / 2] & ~(0xf << shift)) | (v << shift));
+		hi[i / 2] = (uint8_t)((hi[i / 2] & ~(0xf << shift)) | (v << shift));
+	}
+	sqlite3_stmt *st = ix->st[uid < 0 ? ST_PREFIX : ST_PREFIX_USER];
+	int rc = sqlite3_bind_blob(st, 1, lo, 16, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_blob(st, 2, hi, 16, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 3, (int64_t)cap);
+	if (rc == SQLITE_OK && uid >= 0)
+		rc = sqlite3_bind_int64(st, 4, uid);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "key prefix");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (found < cap && sqlite3_column_bytes(st, 0) == 16)
+			memcpy(keys[found++], sqlite3_column_blob(st, 0), 16);
+	}
+	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "key prefix");
 	sqlite3_reset(st);
 	*n = found;
 	return rc;

@@ -171,6 +171,13 @@ int jc__index_unuse(struct jc_index *ix, const uint8_t key[16], uint32_t uid, ui
 int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids,
 		       uint64_t *n);
 
+/* The keys that begin with the hex digits of hex (1 to 32, either case), in
+ * key order: up to *n into keys, *n becoming how many were written. uid >= 0:
+ * only keys that uid uses (so another user's key is never found); -1: all.
+ * Returns 0, JC_EINVAL (not 1-32 hex digits) or SQLite errors. */
+int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid, uint8_t (*keys)[16],
+			       size_t *n);
+
 /* One uid's totals: the entries it uses, failed ones among them, bytes of
  * its ok entries (each in full), its hits, and the charges (jc_entry) of
  * every entry it uses, ok or failed: what its share (--user-max-size) counts. */

@@ -18,7 +18,7 @@
 #include "jitcache/jitcache.h"
 
 #define MAGIC "JCMF"
-#define VERSION 1
+#define VERSION 2 /* 2: LINK entries (symlinked headers) */
 #define HEAD 32 /* magic, version, body length, body hash */
 
 struct jc_manifests {
@@ -138,13 +138,13 @@ static int get_variant_max(struct cursor *c, struct jc_inc_set *set, uint64_t ma
 		if (c->end - c->p < 1)
 			return -1;
 		uint8_t kind = *c->p++;
-		if (kind < JC_INC_FILE || kind > JC_INC_TOOLKIT || get_u32(c, &len) != 0 ||
+		if (kind < JC_INC_FILE || kind > JC_INC_LINK || get_u32(c, &len) != 0 ||
 		    (size_t)(c->end - c->p) < len || len == 0 || memchr(c->p, 0, len))
 			return -1;
 		const char *path = (const char *)c->p;
 		c->p += len;
 		const uint8_t *hash = NULL;
-		if (kind == JC_INC_FILE || kind == JC_INC_DIR) {
+		if (JC_INC_HASHED(kind)) {
 			if (c->end - c->p < 16)
 				return -1;
 			hash = c->p;
@@ -233,7 +233,7 @@ static int put_variant(uint8_t **buf, size_t *n, size_t *cap, const struct jc_in
 		rc = put_bytes(buf, n, cap, &e->kind, 1);
 		rc = rc ?: put_u32(buf, n, cap, len);
 		rc = rc ?: put_bytes(buf, n, cap, e->path, len);
-		if (rc == 0 && (e->kind == JC_INC_FILE || e->kind == JC_INC_DIR))
+		if (rc == 0 && JC_INC_HASHED(e->kind))
 			rc = put_bytes(buf, n, cap, e->hash, 16);
 	}
 	return rc;

@@ -209,6 +209,10 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen)
 		return invalid(err, errlen, "the source name is empty");
 	if (req->source_name && (rc = check_name(req->source_name, "the source name", err, errlen)))
 		return rc;
+	if (req->display_name && (rc = check_name(req->display_name, "the display name", err, errlen)))
+		return rc;
+	if (req->follow.n)
+		return invalid(err, errlen, "field 20 (links to follow) is the daemon's, for its workers");
 	if (req->reject_reason > JC_REJECT_LOAD_FAILED)
 		return invalid(err, errlen, "unknown reject reason %u", req->reject_reason);
 	if (!req->source && req->source_size)
@@ -293,6 +297,20 @@ int jc__req_admit(struct jc_req_policy *p, const struct jc_req *req, int reads_d
 {
 	if (req->test_fault && !p->test_faults)
 		return invalid(err, errlen, "test faults are disabled (JITCACHE_TEST_FAULTS=1)");
+	/* Never another compiler's bytes under the application's name. */
+	if (req->nvrtc_id && strcmp(req->nvrtc_id, p->tc->nvrtc_id) != 0) {
+		pthread_mutex_lock(&p->builds_lock);
+		int i = 0;
+		while (i < p->n_other_builds && strcmp(p->other_builds[i], req->nvrtc_id) != 0)
+			i++;
+		if (i == p->n_other_builds && i < JC_OTHER_BUILDS)
+			snprintf(p->other_builds[p->n_other_builds++], sizeof(p->other_builds[0]), "%s",
+				 req->nvrtc_id);
+		pthread_mutex_unlock(&p->builds_lock);
+		return jc__fail(err, errlen, JC_EVERSION,
+				"the application loaded another NVRTC build (%s) than this daemon's (%s): "
+				"it compiles with its own", req->nvrtc_id, p->tc->nvrtc_id);
+	}
 	if (req->output == JC_OUTPUT_FATBIN) {
 		int rc = fatbin_admit(p->tc, req, err, errlen);
 		if (rc)
@@ -308,4 +326,14 @@ int jc__req_admit(struct jc_req_policy *p, const struct jc_req *req, int reads_d
 		return jc__fail(err, errlen, JC_EDENIED, "this daemon reads include directories and "
 				"absolute #include paths only for its own uid; send the headers in memory");
 	return 0;
+}
+
+void jc__req_builds(struct jc_req_policy *p, char *out, size_t len)
+{
+	size_t w = (size_t)snprintf(out, len, "%s (compiles here)", p->tc->nvrtc_id);
+	pthread_mutex_lock(&p->builds_lock);
+	for (int i = 0; i < p->n_other_builds && w < len; i++)
+		w += (size_t)snprintf(out + w, len - w, "; %s (another build: compiled in the application)",
+				      p->other_builds[i]);
+	pthread_mutex_unlock(&p->builds_lock);
 }

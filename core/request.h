@@ -13,6 +13,7 @@
 #ifndef JC_REQUEST_H
 #define JC_REQUEST_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -63,11 +64,29 @@ int jc__req_sorted_headers(const struct jc_req *req, const struct jc_blob ***out
 int jc__arch_number(const char *arch);
 
 /* What a daemon admits (jc__req_admit); set once at start-up. */
+#define JC_OTHER_BUILDS 8
+
 struct jc_req_policy {
 	const struct jc_toolchain *tc; /* borrowed */
 	int test_faults;               /* JITCACHE_TEST_FAULTS=1: test faults honoured */
 	char arch_ok[24];              /* the last architecture found supported (a memo) */
+	/* The NVRTC builds applications loaded that are not tc's (the nvrtc_id
+	 * of requests refused with JC_EVERSION), the first JC_OTHER_BUILDS, for
+	 * `version` and `doctor`: written by jc__req_admit (loop thread), read
+	 * by jc__req_builds (admin commands, thread pool) under builds_lock
+	 * (pthread_mutex_init'ed by the daemon). */
+	pthread_mutex_t builds_lock;
+	char other_builds[JC_OTHER_BUILDS][80];
+	int n_other_builds;
 };
+
+/*
+ * The NVRTC builds this daemon answered requests of, into out[len]: "ID
+ * (compiles here)" for its own, then "; ID (another build: compiled in the
+ * application)" for each other build an application loaded (what the
+ * shim's requests said, refused). Thread-safe.
+ */
+void jc__req_builds(struct jc_req_policy *p, char *out, size_t len);
 
 /*
  * Checks a request that passed jc__req_validate against this daemon:

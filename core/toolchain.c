@@ -4,6 +4,7 @@
 #endif
 #include "core/toolchain.h"
 
+#include "common/elf_id.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "core/key.h"
@@ -23,11 +24,84 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cuda.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
+#include <pthread.h>
 #include <xxhash.h>
 
-#define NOTE_MAX (64 * 1024) /* PT_NOTE segments read from a file, at most */
+/* Weak: a program that does not link NVRTC and nvJitLink sees NULL here and
+ * loads them with dlopen (jc__nvrtc_api). */
+#pragma weak nvrtcVersion
+#pragma weak nvrtcGetErrorString
+#pragma weak nvrtcGetNumSupportedArchs
+#pragma weak nvrtcGetSupportedArchs
+#pragma weak nvrtcCreateProgram
+#pragma weak nvrtcCompileProgram
+#pragma weak nvrtcGetPTXSize
+#pragma weak nvrtcGetPTX
+#pragma weak nvrtcDestroyProgram
+#pragma weak nvJitLinkVersion
+
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static struct jc_nvrtc_api api;
+static char api_err[400];
+
+static void *sym(void *h, const char *lib, const char *name)
+{
+	void *p = h ? dlsym(h, name) : NULL;
+	if (!p && !api_err[0])
+		snprintf(api_err, sizeof(api_err), "%s: %s", h ? name : lib, dlerror());
+	return p;
+}
+
+static void api_load(void)
+{
+	if (nvrtcVersion && nvJitLinkVersion) {
+		api = (struct jc_nvrtc_api){
+		    .version = (int (*)(int *, int *))nvrtcVersion,
+		    .error_string = (const char *(*)(int))nvrtcGetErrorString,
+		    .num_supported_archs = (int (*)(int *))nvrtcGetNumSupportedArchs,
+		    .supported_archs = (int (*)(int *))nvrtcGetSupportedArchs,
+		    .create_program = (int (*)(void **, const char *, const char *, int, const char *const *,
+					       const char *const *))nvrtcCreateProgram,
+		    .compile_program = (int (*)(void *, int, const char *const *))nvrtcCompileProgram,
+		    .get_ptx_size = (int (*)(void *, size_t *))nvrtcGetPTXSize,
+		    .get_ptx = (int (*)(void *, char *))nvrtcGetPTX,
+		    .destroy_program = (int (*)(void **))nvrtcDestroyProgram,
+		    .jitlink_version = (int (*)(unsigned *, unsigned *))nvJitLinkVersion,
+		};
+		return;
+	}
+	/* the sonames of the NVRTC and nvJitLink these headers declare ("libnvrtc.so.13") */
+	char rtc[32], link[32];
+	snprintf(rtc, sizeof(rtc), "libnvrtc.so.%d", CUDA_VERSION / 1000);
+	snprintf(link, sizeof(link), "libnvJitLink.so.%d", CUDA_VERSION / 1000);
+	void *h = dlopen(rtc, RTLD_NOW | RTLD_LOCAL), *j = dlopen(link, RTLD_NOW | RTLD_LOCAL);
+	api = (struct jc_nvrtc_api){
+	    .version = (int (*)(int *, int *))sym(h, rtc, "nvrtcVersion"),
+	    .error_string = (const char *(*)(int))sym(h, rtc, "nvrtcGetErrorString"),
+	    .num_supported_archs = (int (*)(int *))sym(h, rtc, "nvrtcGetNumSupportedArchs"),
+	    .supported_archs = (int (*)(int *))sym(h, rtc, "nvrtcGetSupportedArchs"),
+	    .create_program = (int (*)(void **, const char *, const char *, int, const char *const *,
+				       const char *const *))sym(h, rtc, "nvrtcCreateProgram"),
+	    .compile_program = (int (*)(void *, int, const char *const *))sym(h, rtc, "nvrtcCompileProgram"),
+	    .get_ptx_size = (int (*)(void *, size_t *))sym(h, rtc, "nvrtcGetPTXSize"),
+	    .get_ptx = (int (*)(void *, char *))sym(h, rtc, "nvrtcGetPTX"),
+	    .destroy_program = (int (*)(void **))sym(h, rtc, "nvrtcDestroyProgram"),
+	    .jitlink_version = (int (*)(unsigned *, unsigned *))sym(j, link, "nvJitLinkVersion"),
+	};
+}
+
+const struct jc_nvrtc_api *jc__nvrtc_api(char *err, size_t errlen)
+{
+	pthread_once(&api_once, api_load);
+	if (api_err[0]) {
+		snprintf(err, errlen, "toolchain: cannot load NVRTC: %s", api_err);
+		return NULL;
+	}
+	return &api;
+}
 
 /* Copies s into dst[size]; JC_EINTERNAL when it does not fit. */
 static int put(char *dst, size_t size, const char *what, const char *s, char *err, size_t errlen)
@@ -37,36 +111,6 @@ static int put(char *dst, size_t size, const char *what, const char *s, char *er
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: %s is %zu bytes, over %zu", what,
 			    n, size - 1);
 	memcpy(dst, s, n + 1);
-	return 0;
-}
-
-/*
- * Scans an ELF note area for NT_GNU_BUILD_ID and writes "build-id:<hex>" to
- * out[outlen]. Returns 1 when found and it fits, else 0. align is the segment's
- * p_align: 8-aligned note segments pad name and descriptor to 8 (gABI).
- */
-static int build_id_in_notes(const uint8_t *p, size_t len, size_t align, char *out, size_t outlen)
-{
-	size_t pad = align == 8 ? 8 : 4;
-	size_t off = 0;
-	while (len - off >= sizeof(ElfW(Nhdr))) {
-		ElfW(Nhdr) nh;
-		memcpy(&nh, p + off, sizeof(nh));
-		size_t name_at = off + sizeof(nh);
-		size_t desc_at = name_at + ((nh.n_namesz + pad - 1) & ~(pad - 1));
-		size_t next = desc_at + ((nh.n_descsz + pad - 1) & ~(pad - 1));
-		if (desc_at > len || nh.n_descsz > len - desc_at || next <= off)
-			return 0;
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-		    memcmp(p + name_at, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-		    strlen("build-id:") + 2 * (size_t)nh.n_descsz < outlen) {
-			int n = snprintf(out, outlen, "build-id:");
-			for (size_t i = 0; i < nh.n_descsz; i++)
-				n += snprintf(out + n, outlen - (size_t)n, "%02x", p[desc_at + i]);
-			return 1;
-		}
-		off = next > len ? len : next;
-	}
 	return 0;
 }
 
@@ -97,46 +141,10 @@ static int mapped_cb(struct dl_phdr_info *info, size_t size, void *data)
 	for (ElfW(Half) i = 0; i < info->dlpi_phnum && !s->found_id; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_NOTE)
-			s->found_id = build_id_in_notes((const uint8_t *)(info->dlpi_addr + ph->p_vaddr),
+			s->found_id = jc__elf_notes_build_id((const uint8_t *)(info->dlpi_addr + ph->p_vaddr),
 							ph->p_memsz, ph->p_align, s->out, s->outlen);
 	}
 	return 1;
-}
-
-/* "xxh128:<hex>" of the file at path. */
-static int hash_file(const char *path, char *out, size_t outlen, char *err, size_t errlen)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return jc__fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
-	XXH3_state_t *st = XXH3_createState();
-	int rc = 0;
-	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
-		rc = jc__fail(err, errlen, JC_ENOMEM, "toolchain: out of memory hashing %s", path);
-		goto out;
-	}
-	uint8_t buf[1 << 16];
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = jc__fail(err, errlen, JC_EIO, "toolchain: read %s: %s", path, strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		XXH3_128bits_update(st, buf, (size_t)n);
-	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-	char hex[33];
-	jc__hex16(c.digest, hex);
-	snprintf(out, outlen, "xxh128:%s", hex);
-out:
-	XXH3_freeState(st);
-	close(fd);
-	return rc;
 }
 
 /* Identity of the loaded library that defines fn; its path to dir[dirlen] if dir. */
@@ -163,36 +171,7 @@ static int mapped_identity(void *fn, const char *what, char *out, size_t outlen,
 	if (s.found_id)
 		return 0;
 	jc_log_info(KEY, "%s (%s) has no build-id: hashing the file", what, di.dli_fname);
-	return hash_file(di.dli_fname, out, outlen, err, errlen);
-}
-
-/* Identity of an ELF file not loaded here: its build-id, else its hash; "none" if absent. */
-static int file_identity(const char *path, char *out, size_t outlen, char *err, size_t errlen)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		return put(out, outlen, path, "none", err, errlen);
-	if (fd < 0)
-		return jc__fail(err, errlen, JC_EIO, "toolchain: open %s: %s", path, strerror(errno));
-	ElfW(Ehdr) eh;
-	int found = 0;
-	const int elfclass = sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32;
-	if (pread(fd, &eh, sizeof(eh), 0) == sizeof(eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-	    eh.e_ident[EI_CLASS] == elfclass && eh.e_phentsize == sizeof(ElfW(Phdr))) {
-		for (ElfW(Half) i = 0; i < eh.e_phnum && !found; i++) {
-			ElfW(Phdr) ph;
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
-				break;
-			if (ph.p_type != PT_NOTE || ph.p_filesz > NOTE_MAX)
-				continue;
-			uint8_t notes[NOTE_MAX];
-			if (pread(fd, notes, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
-				break;
-			found = build_id_in_notes(notes, ph.p_filesz, ph.p_align, out, outlen);
-		}
-	}
-	close(fd);
-	return found ? 0 : hash_file(path, out, outlen, err, errlen);
+	return jc__file_hash_id(di.dli_fname, out, outlen, err, errlen);
 }
 
 /* Lines "relative path\ttype size mtime_ns" of every entry under a tree. */
@@ -317,18 +296,18 @@ static void driver_build(char *out, size_t outlen)
 	snprintf(out, outlen, "%s", *s ? s : "none");
 }
 
-static int archs(char *out, size_t outlen, char *err, size_t errlen)
+static int archs(const struct jc_nvrtc_api *nv, char *out, size_t outlen, char *err, size_t errlen)
 {
 	int n = 0;
-	nvrtcResult r = nvrtcGetNumSupportedArchs(&n);
+	int r = nv->num_supported_archs(&n);
 	if (r != NVRTC_SUCCESS || n <= 0 || n > 256)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetNumSupportedArchs: %s (%d)",
-			    nvrtcGetErrorString(r), n);
+			    nv->error_string(r), n);
 	int a[256];
-	r = nvrtcGetSupportedArchs(a);
+	r = nv->supported_archs(a);
 	if (r != NVRTC_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetSupportedArchs: %s",
-			    nvrtcGetErrorString(r));
+			    nv->error_string(r));
 	size_t len = 0;
 	out[0] = '\0';
 	for (int i = 0; i < n; i++) {
@@ -368,7 +347,7 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 		int ok = version && version(&maj, &min) == 0;
 		dlclose(h);
 		if (ok) {
-			if ((rc = file_identity(path, id, sizeof(id), err, errlen)) != 0)
+			if ((rc = jc__file_identity(path, id, sizeof(id), err, errlen)) != 0)
 				return rc;
 			tc->fatbin_tool = JC_FATBIN_NVFATBIN;
 			snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "nvfatbin %u.%u %s", maj, min, id);
@@ -382,7 +361,7 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 		char real[4096];
 		if (!realpath(path, real) || access(real, X_OK) != 0)
 			continue;
-		if ((rc = hash_file(real, id, sizeof(id), err, errlen)) != 0)
+		if ((rc = jc__file_hash_id(real, id, sizeof(id), err, errlen)) != 0)
 			return rc;
 		tc->fatbin_tool = JC_FATBIN_FATBINARY;
 		snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "fatbinary %s", id);
@@ -409,30 +388,33 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 {
 	memset(tc, 0, sizeof(*tc));
 	int maj, min, rc;
-	nvrtcResult r = nvrtcVersion(&maj, &min);
+	const struct jc_nvrtc_api *nv = jc__nvrtc_api(err, errlen);
+	if (!nv)
+		return JC_EINTERNAL;
+	int r = nv->version(&maj, &min);
 	if (r != NVRTC_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcVersion: %s",
-			    nvrtcGetErrorString(r));
+			    nv->error_string(r));
 	snprintf(tc->nvrtc_version, sizeof(tc->nvrtc_version), "%d.%d", maj, min);
 	unsigned jmaj, jmin;
-	nvJitLinkResult jr = nvJitLinkVersion(&jmaj, &jmin);
+	int jr = nv->jitlink_version(&jmaj, &jmin);
 	if (jr != NVJITLINK_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvJitLinkVersion failed (%d)", (int)jr);
 	snprintf(tc->nvjitlink_version, sizeof(tc->nvjitlink_version), "%u.%u", jmaj, jmin);
 
 	char dir[4096], builtins[4200];
-	if ((rc = mapped_identity((void *)nvrtcVersion, "libnvrtc", tc->nvrtc_id, sizeof(tc->nvrtc_id),
+	if ((rc = mapped_identity((void *)nv->version, "libnvrtc", tc->nvrtc_id, sizeof(tc->nvrtc_id),
 				  dir, sizeof(dir), err, errlen)) ||
-	    (rc = mapped_identity((void *)nvJitLinkVersion, "libnvJitLink", tc->nvjitlink_id,
+	    (rc = mapped_identity((void *)nv->jitlink_version, "libnvJitLink", tc->nvjitlink_id,
 				  sizeof(tc->nvjitlink_id), NULL, 0, err, errlen)))
 		return rc;
 	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
-	if ((rc = file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
+	if ((rc = jc__file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
 				errlen)) ||
 	    (rc = toolkit_include(dir, tc, err, errlen)) ||
 	    (rc = fatbin_tool(dir, maj, tc, err, errlen)) ||
 	    (rc = driver_version(tc->driver_version, sizeof(tc->driver_version), err, errlen)) ||
-	    (rc = archs(tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
+	    (rc = archs(nv, tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
 	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)) ||
 	    (rc = override("JITCACHE_TEST_DRIVER_VERSION", tc->driver_version,
 			   sizeof(tc->driver_version), err, errlen)))

@@ -100,6 +100,30 @@ struct jc_toolchain {
 int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen);
 
 /*
+ * NVRTC's and nvJitLink's entry points that the toolchain probe and
+ * `jitcachectl doctor` call. A program linked with them (jitcached, the
+ * worker, the tests) gets its own; one that is not (jitcachectl, so that
+ * stats, ls and the other commands that compile nothing do not map 100 MB of
+ * NVRTC) gets them from dlopen of the sonames (the loader's search, with the
+ * program's RUNPATH) on first use. Returns the table, or NULL with the
+ * reason in err. Thread-safe; the table lives as long as the process.
+ */
+struct jc_nvrtc_api {
+	int (*version)(int *major, int *minor);                 /* nvrtcVersion */
+	const char *(*error_string)(int result);                /* nvrtcGetErrorString */
+	int (*num_supported_archs)(int *n);                     /* nvrtcGetNumSupportedArchs */
+	int (*supported_archs)(int *archs);                     /* nvrtcGetSupportedArchs */
+	int (*create_program)(void **prog, const char *src, const char *name, int n_headers,
+			      const char *const *headers, const char *const *include_names);
+	int (*compile_program)(void *prog, int n_options, const char *const *options);
+	int (*get_ptx_size)(void *prog, size_t *size);          /* nvrtcGetPTXSize */
+	int (*get_ptx)(void *prog, char *ptx);                  /* nvrtcGetPTX */
+	int (*destroy_program)(void **prog);                    /* nvrtcDestroyProgram */
+	int (*jitlink_version)(unsigned *major, unsigned *minor); /* nvJitLinkVersion */
+};
+const struct jc_nvrtc_api *jc__nvrtc_api(char *err, size_t errlen);
+
+/*
  * Returns 1 when NVRTC lists the architecture number of arch among
  * supported_archs ("sm_90", "sm_90a", "sm_90f" and "compute_90" all ask for
  * 90), 0 otherwise, including when arch is not of the form

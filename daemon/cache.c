@@ -50,19 +50,23 @@ static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32
 /* Serves a hit from an ok row; returns 0, or an error when the object is
  * missing or fails its checks (it is then quarantined and the row dropped).
  *
- * Every hit opens the object afresh (jc__store_open_object: openat without
- * following links, then owner, type, mode and size checked with fstat on the
- * very descriptor that is sent, so the file served is the file checked).
- * Each client thus gets its own read-only open file description: what one
- * does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what the
- * daemon or another client reads. The client hashes every byte it is
- * served, so content changed in place is caught there (and rejected: see
- * handle_reject). jitcache-bench measures the reopen against a dup. */
+ * Every hit is served a descriptor of its own, opened for it alone
+ * (jc__store_open_object: openat without following links, then owner, type,
+ * mode and size checked with fstat on the very descriptor that is sent, so
+ * the file served is the file checked): opened ahead, after an earlier hit
+ * of the row was answered (jc__memcache_take_fd, which checks it again),
+ * else now. Each client thus gets its own read-only open file description:
+ * what one does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what
+ * the daemon or another client reads. The client hashes every byte it is
+ * served from a file, so content changed in place is caught there (and
+ * rejected: see handle_reject); a sealed copy's bytes the daemon checked
+ * after sealing (memcache.c). jitcache-bench measures the reopen against a
+ * dup. */
 static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_entry *e,
 		     const struct jc_strv *names, uint64_t t0)
 {
-	int fd = -1;
-	int rc = d->cache->ops->open_object(d->cache, e, &fd);
+	int fd = jc__memcache_take_fd(d, e);
+	int rc = fd >= 0 ? 0 : d->cache->ops->open_object(d->cache, e, &fd);
 	if (rc != 0)
 		return rc;
 	struct jc_res res;
@@ -513,7 +517,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	int needed = rc == 0 && reads_disk(d, req, key);
 	rc = rc ?: jc__req_admit(&d->policy, req, needed, d->conn_ops->uid(conn), err, sizeof(err));
 	if (rc != 0) {
-		jc__daemon_count(d, JC_CTR_bad_requests, 1);
+		jc__daemon_count(d, rc == JC_EVERSION ? JC_CTR_nvrtc_other_builds : JC_CTR_bad_requests, 1);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__req_clear(req);
 		return;
@@ -636,6 +640,7 @@ int jc__cache_init(struct jc_daemon *d)
 	char err[512] = "";
 	d->policy.tc = &d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
+	pthread_mutex_init(&d->policy.builds_lock, NULL);
 	if (jc__memcache_new(d) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;

@@ -50,6 +50,9 @@ struct jc_flight {
 	uint8_t key[16];
 	struct jc_req req;        /* owned: moved from the first request */
 	uid_t uid;                /* the first request's uid: the stored row's first user */
+	/* For a request with a display name (the shim's): "NAME (COMM)", COMM
+	 * the first requester's process name; the entry is listed under it. */
+	char *listed_name;
 	struct jc_waiter *waiters;
 	struct jc_flight *next;   /* daemon's list of flights */
 	struct jc_pool_job job;   /* its compile in the worker pool (pool.h) */
@@ -257,6 +260,20 @@ void jc__memcache_free(struct jc_daemon *d);
  * then); NULL when there is none (an index error is logged). Borrowed until
  * the next call on the memory cache. */
 const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16]);
+/* A descriptor of e's object (e: a row jc__memcache_lookup returned, not
+ * negative) opened ahead by jc__memcache_refill, each its own open file
+ * description, checked at open as jc_tier_ops.open_object checks, and again
+ * now (jc_tier_ops.object_is: the file at the object's name is still that
+ * one and passes the open's checks; a sealed memfd copy needs no check);
+ * owned by the caller. -1 when none is held: then the caller opens the object itself.
+ * Either way the slot is queued for a refill. */
+int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e);
+/* Opens ahead the descriptors hits took since the last call (loop thread,
+ * after the answers went out: server.c calls it from the busy poll). */
+void jc__memcache_refill(struct jc_daemon *d);
+/* Reads key's row into the memory cache and opens its descriptors ahead,
+ * now (a compile's answers are out: its first hit then waits for neither). */
+void jc__memcache_warm(struct jc_daemon *d, const uint8_t key[16]);
 /* 1 when the memory cache holds key's row. */
 int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16]);
 void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16]);
@@ -351,8 +368,15 @@ void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f);
 int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out);
 
 /* server.c */
-/* Listens on cfg.socket_path, or on inherited_fd (>= 0) from socket activation. */
-int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen);
+/* Binds cfg->socket_path (mode 0600, 0660 with group_shared), unless another
+ * daemon answers there (JC_ELOCKED); a socket file nobody answers on is
+ * replaced. The bound, not yet listening descriptor goes to *fd (the caller
+ * owns it). Returns 0, JC_EINVAL (path too long), JC_ELOCKED or JC_EIO, with
+ * the reason in err. */
+int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errlen);
+/* Listens on bound_fd (>= 0: socket activation, or jc__server_bind before
+ * --user), else binds cfg.socket_path first. */
+int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen);
 void jc__server_shutdown(struct jc_daemon *d);
 /* The connections of the server (d->conn_ops of the daemon). */
 extern const struct jc_conn_ops jc__server_conn_ops;

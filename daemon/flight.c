@@ -55,6 +55,20 @@ static void waiter_free(struct jc_daemon *d, struct jc_waiter *w)
 	free(w);
 }
 
+/* "NAME (COMM)": a display name with the process name of pid (its
+ * /proc/PID/comm; "?" when gone), malloc'd, or NULL without memory. */
+static char *listed_name(const char *name, pid_t pid)
+{
+	char path[64], comm[64] = "?", *out = NULL;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = pid > 0 ? fopen(path, "re") : NULL;
+	if (f && fgets(comm, sizeof(comm), f))
+		comm[strcspn(comm, "\n")] = '\0';
+	if (f)
+		fclose(f);
+	return asprintf(&out, "%s (%s)", name, comm) < 0 ? NULL : out;
+}
+
 static void flight_free(struct jc_flight *f)
 {
 	struct jc_daemon *d = f->d;
@@ -73,6 +87,7 @@ static void flight_free(struct jc_flight *f)
 	d->buffers.used -= f->charged;
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
+	free(f->listed_name);
 	jc__inc_set_clear(f->inc);
 	free(f->inc);
 	jc__fatbin_free(f->fatbin);
@@ -145,7 +160,9 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->output = res->output;
 	e->arch = f->req.arch;
 	e->versions = d->tc.summary;
-	e->source_name = f->req.source_name ? f->req.source_name : (char *)"";
+	e->source_name = f->listed_name	    ? f->listed_name
+			 : f->req.source_name ? f->req.source_name
+					      : (char *)"";
 	e->app_abi = f->req.app_abi ? f->req.app_abi : (char *)"";
 	options[0] = '\0';
 	for (size_t i = 0, n = 0; i < f->req.options.n && n < cap; i++)
@@ -417,10 +434,19 @@ static void publish_after_cb(uv_work_t *work, int status)
 			f->res.message = strdup(f->errmsg);
 		}
 	}
+	uint8_t key[16];
+	/* Not with a remote tier: the fleet single-flight test (remote) failed
+	 * with it 2 runs in 3, and passed without it; cause not found (issue 24). */
+	int warm = stored && !f->uncached && !f->tree_missing && !d->remote;
+	memcpy(key, f->store_key, 16);
 	flight_answer(f);
 	if (keep)
 		keep_request(f);
 	flight_free(f);
+	/* Its row and descriptors ready for the first hit, now that the answers
+	 * are out (memcache.c). */
+	if (warm)
+		jc__memcache_warm(d, key);
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
 		jc__evict_stored(d);
@@ -581,6 +607,8 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	f->d = d;
 	f->uid = d->conn_ops->uid(conn);
 	f->background = jc__rewarm_owns(d, conn);
+	if (req->display_name)
+		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
 	memcpy(f->store_key, key, 16);
 	if (direct)
@@ -618,6 +646,12 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 {
+	/* The keyed symlinked headers: their workers' confinement allows the
+	 * chains of targets (a retarget since is caught by jc__inc_unchanged). */
+	jc__strv_clear(&f->req.follow);
+	for (size_t i = 0; f->inc && i < f->inc->n; i++)
+		if (f->inc->v[i].kind == JC_INC_LINK && jc__strv_push(&f->req.follow, f->inc->v[i].path) != 0)
+			break; /* out of memory: a link left out is refused by the worker */
 	f->job.req = f->wreq ? f->wreq : &f->req;
 	f->job.res = &f->res;
 	memcpy(f->job.key, f->key, 16);

@@ -28,6 +28,7 @@
 #include "core/evict.h"
 #include "daemon/daemon.h"
 #include "daemon/pool.h"
+#include "daemon/privs.h"
 #include "daemon/settings.h"
 #include "jitcache/jitcache.h"
 #if JC_HAVE_SYSTEMD
@@ -440,6 +441,27 @@ int main(int argc, char **argv)
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
 
+	/* --user: bind the socket as root, hand it to the user, then drop root
+	 * before the cache directory, the toolchain or any thread is touched. */
+	int listen_fd = inherited_listener(), from_systemd = listen_fd >= 0;
+	if (d->cfg.run_user) {
+		if (listen_fd < 0) {
+			rc = jc__server_bind(&d->cfg, &listen_fd, err, sizeof(err));
+			if (rc != 0)
+				goto err_out;
+			if (chown(d->cfg.socket_path, d->cfg.run_uid, d->cfg.run_gid) != 0 && geteuid() == 0) {
+				snprintf(err, sizeof(err), "cannot give %s to %s: %s", d->cfg.socket_path,
+					 d->cfg.run_user, strerror(errno));
+				rc = JC_EIO;
+				goto err_out;
+			}
+		}
+		rc = jc__privs_drop(d->cfg.run_user, d->cfg.run_uid, d->cfg.run_gid, err, sizeof(err));
+		if (rc != 0)
+			goto err_out;
+		jc_log_notice(MAIN, "running as user %s (uid %u, gid %u)", d->cfg.run_user,
+			      (unsigned)d->cfg.run_uid, (unsigned)d->cfg.run_gid);
+	}
 	rc = jc__cachedir_open(d->cfg.cache_dir, JC_CACHEDIR_READER, 2000, &d->cache, err, sizeof(err));
 	if (rc != 0)
 		goto err_out;
@@ -454,7 +476,6 @@ int main(int argc, char **argv)
 	record_identity(d);
 	jc__evict_start(d, evict_report);
 
-	int listen_fd = inherited_listener();
 	int serves_others = serves_other_uids(d, listen_fd);
 	rc = choose_confinement(d, serves_others, conf_why, sizeof(conf_why), err, sizeof(err));
 	if (rc != 0)
@@ -505,7 +526,7 @@ int main(int argc, char **argv)
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
 		      " bytes (evicts above %d %%, down to %d %%), gc every %" PRId64 " s, "
 		      "confinement %s (%s), %s",
-		      JC_VERSION, d->cfg.cache_dir, listen_fd >= 0 ? "passed by systemd" : d->cfg.socket_path,
+		      JC_VERSION, d->cfg.cache_dir, from_systemd ? "passed by systemd" : d->cfg.socket_path,
 		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
 		      d->tc.summary);

@@ -651,6 +651,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.user_max_size = d->cfg.user_max_size;
 	j->env.cd = d->cache;
 	j->env.tc = &d->tc;
+	j->env.policy = &d->policy;
 	j->env.confinement = jc__confine_name(d->confinement);
 	j->env.cache_identity = d->cache_identity;
 	j->env.keep_requests = d->cfg.keep_requests;
@@ -719,6 +720,10 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (version >= 2) {
 			ok.cache_dir = d->cfg.cache_dir;
 			ok.pid = (uint32_t)getpid();
+		}
+		if (version >= 3) { /* what a client picks a target by: no round trip for it */
+			ok.archs = d->tc.supported_archs;
+			ok.nvrtc_version = d->tc.nvrtc_version;
 		}
 		if (jc__encode_hello_ex(&b, JC_MSG_HELLO_OK, &ok) != 0) {
 			jc__buf_free(&b);
@@ -798,12 +803,15 @@ static void conn_end(struct jc_conn *c)
  * on an idle vCPU costs more than a hit. Each turn yields the CPU to any
  * other runnable task, such as that very client (polling for its answer too,
  * see client.c) on the same CPU. After POLL_NS of silence the loop sleeps.
+ * The first turn after a request opens ahead the descriptors its hits took
+ * (memcache.c), so that no hit waits for an open.
  */
 #define POLL_NS 50000
 
 static void poll_idle_cb(uv_idle_t *h)
 {
 	struct jc_daemon *d = h->data;
+	jc__memcache_refill(d); /* the answers of the last turn are out */
 	if (jc__now_ns() >= d->poll_until_ns)
 		uv_idle_stop(h);
 	else
@@ -970,7 +978,37 @@ static int socket_in_use(const char *path, char *who, size_t wholen)
 	return in_use;
 }
 
-int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t errlen)
+int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errlen)
+{
+	const char *path = cfg->socket_path;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char who[4200];
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "socket path too long: %s", path);
+		return JC_EINVAL;
+	}
+	if (socket_in_use(path, who, sizeof(who))) {
+		snprintf(err, errlen, "%s already answers on %s: stop it first (jitcachectl "
+			 "--socket %s stop), or give this daemon another --socket", who, path, path);
+		return JC_ELOCKED;
+	}
+	unlink(path);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	mode_t old = umask(cfg->group_shared ? 0117 : 0177);
+	int rc = s >= 0 ? bind(s, (struct sockaddr *)&sa, sizeof(sa)) : -1;
+	umask(old);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot bind %s: %s", path, strerror(errno));
+		if (s >= 0)
+			close(s);
+		return JC_EIO;
+	}
+	*fd = s;
+	return 0;
+}
+
+int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen)
 {
 	/* Both handles exist from here on, so that jc__server_shutdown can
 	 * close them whatever fails below. */
@@ -978,28 +1016,15 @@ int jc__server_listen(struct jc_daemon *d, int inherited_fd, char *err, size_t e
 	d->poll_idle.data = d;
 	int rc = uv_pipe_init(d->loop, &d->listener, 0);
 	d->listener.data = d;
-	if (rc == 0 && inherited_fd >= 0) {
-		rc = uv_pipe_open(&d->listener, inherited_fd);
+	if (rc == 0 && bound_fd < 0) {
+		int e = jc__server_bind(&d->cfg, &bound_fd, err, errlen);
+		if (e != 0)
+			return e;
+	}
+	if (rc == 0) {
+		rc = uv_pipe_open(&d->listener, bound_fd);
 		if (rc != 0)
-			snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
-	} else if (rc == 0) {
-		const char *path = d->cfg.socket_path;
-		char who[4200];
-		if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-			snprintf(err, errlen, "socket path too long: %s", path);
-			return JC_EINVAL;
-		}
-		if (socket_in_use(path, who, sizeof(who))) {
-			snprintf(err, errlen, "%s already answers on %s: stop it first (jitcachectl "
-				 "--socket %s stop), or give this daemon another --socket", who, path, path);
-			return JC_ELOCKED;
-		}
-		unlink(path);
-		mode_t old = umask(d->cfg.group_shared ? 0117 : 0177);
-		rc = uv_pipe_bind(&d->listener, path);
-		umask(old);
-		if (rc != 0)
-			snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
+			snprintf(err, errlen, "cannot use the listening socket: %s", uv_strerror(rc));
 	}
 	if (rc == 0) {
 		rc = uv_listen((uv_stream_t *)&d->listener, 256, connection_cb);

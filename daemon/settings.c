@@ -7,6 +7,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <ini.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,10 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: jitcached [OPTION]...\n"
 		"Runs in the foreground; ready once the socket accepts. Defaults in brackets.\n"
-		"  --cache-dir DIR          [$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache, else\n"
-		"                            ~/.cache/jitcache]\n"
-		"  --socket PATH            [$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock,\n"
-		"                            else DIR/jitcached.sock]\n"
+		"  --cache-dir DIR          the cache [$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache,\n"
+		"                            else ~/.cache/jitcache]\n"
+		"  --socket PATH            where clients connect [$JITCACHE_SOCKET, else\n"
+		"                            $XDG_RUNTIME_DIR/jitcached.sock, else DIR/jitcached.sock]\n"
 		"  --max-size SIZE          byte budget of the cache directory: entries (objects,\n"
 		"                            logs, rows; failed ones too) and its other files [10G]\n"
 		"  --user-max-size SIZE     byte share of each uid (what its entries store, a\n"
@@ -76,6 +77,9 @@ static void usage(FILE *f)
 		"  --remote-ttl DURATION    lifetime of a value in Redis [30d]\n"
 		"  --remote-timeout-ms N    each Redis command at most, ms [1000]\n"
 		"  --remote-max-object SIZE largest value written or accepted [64M]\n"
+		"  --user USER              bind the socket, then run as USER for good (as\n"
+		"                            root; USER's groups) [none: as started]\n"
+		"  --group GROUP            with --user: the group, also the socket's [USER's]\n"
 		"  --config FILE            read only FILE\n"
 		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
 		"  --help, --version\n"
@@ -228,10 +232,28 @@ static int set_option(struct settings *s, const char *name, const char *value)
 		s->log_level = ok ? level : s->log_level;
 	} else if (strcmp(name, "group-shared") == 0) {
 		ok = parse_bool(value, &c->group_shared) == 0;
-	} else if (strcmp(name, "admin-group") == 0) {
-		struct group *g = getgrnam(value);
-		ok = g != NULL;
-		c->admin_gid = ok ? g->gr_gid : c->admin_gid;
+	} else if (strcmp(name, "admin-group") == 0 || strcmp(name, "group") == 0) {
+		struct group *g = *value ? getgrnam(value) : NULL;
+		if (!g) {
+			snprintf(s->err, sizeof(s->err), "no such group '%s' for %s", value, name);
+			return JC_EINVAL;
+		}
+		if (name[0] == 'a')
+			c->admin_gid = g->gr_gid;
+		else
+			c->run_gid = g->gr_gid, c->run_group_set = 1;
+	} else if (strcmp(name, "user") == 0) {
+		struct passwd *pw = *value ? getpwnam(value) : NULL;
+		if (!pw) {
+			snprintf(s->err, sizeof(s->err), "no such user '%s' for user", value);
+			return JC_EINVAL;
+		}
+		free(c->run_user);
+		c->run_user = strdup(pw->pw_name);
+		c->run_uid = pw->pw_uid;
+		if (!c->run_group_set)
+			c->run_gid = pw->pw_gid;
+		ok = c->run_user != NULL;
 	} else if (strcmp(name, "allow-uids") == 0) {
 		ok = parse_uids(c, value) == 0;
 	} else if (strcmp(name, "confinement") == 0) {
@@ -273,13 +295,25 @@ static char *ini_read_line(char *str, int num, void *stream)
 	return r;
 }
 
-/* Reads one configuration file; a missing optional file is fine. */
-static int read_config(struct settings *s, const char *path, int required)
+/* How read_config treats a file it cannot open. */
+enum conf_need {
+	CONF_REQUIRED,   /* --config FILE: must be there and readable */
+	CONF_OPTIONAL,   /* the system file: may be missing, must be readable when there */
+	CONF_IF_READABLE /* the per-user file: skipped with a warning when unreadable (a daemon
+			    started by root, or with --user, from another user's shell) */
+};
+
+/* Reads one configuration file. */
+static int read_config(struct settings *s, const char *path, enum conf_need need)
 {
 	FILE *f = fopen(path, "r");
 	if (!f) {
-		if (!required && errno == ENOENT)
+		if (need != CONF_REQUIRED && errno == ENOENT)
 			return 0;
+		if (need == CONF_IF_READABLE && (errno == EACCES || errno == EPERM)) {
+			jc_log_warn(MAIN, "%s is not readable (%s): skipped", path, strerror(errno));
+			return 0;
+		}
 		jc_log_err(MAIN, "cannot read %s: %s", path, strerror(errno));
 		return JC_EIO;
 	}
@@ -299,7 +333,7 @@ static int read_config(struct settings *s, const char *path, int required)
 static int read_configs(struct settings *s)
 {
 	if (s->config_file)
-		return read_config(s, s->config_file, 1);
+		return read_config(s, s->config_file, CONF_REQUIRED);
 	const char *sysconf = getenv("JITCACHE_TEST_SYSCONFDIR");
 	char path[4096];
 	if (sysconf && *sysconf)
@@ -307,14 +341,14 @@ static int read_configs(struct settings *s)
 	else
 		sysconf = JC_SYSCONFDIR;
 	snprintf(path, sizeof(path), "%s/jitcache/jitcached.conf", sysconf);
-	int rc = read_config(s, path, 0);
+	int rc = read_config(s, path, CONF_OPTIONAL);
 	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
 	if (rc == 0 && ((xdg && *xdg) || home)) {
 		if (xdg && *xdg)
 			snprintf(path, sizeof(path), "%s/jitcache/jitcached.conf", xdg);
 		else
 			snprintf(path, sizeof(path), "%s/.config/jitcache/jitcached.conf", home);
-		rc = read_config(s, path, 0);
+		rc = read_config(s, path, CONF_IF_READABLE);
 	}
 	return rc;
 }
@@ -348,6 +382,8 @@ static const struct option long_opts[] = {
 	{"confinement", required_argument, NULL, 0},
 	{"allow-unconfined", optional_argument, NULL, 0},
 	{"log-level", required_argument, NULL, 0},
+	{"user", required_argument, NULL, 0},
+	{"group", required_argument, NULL, 0},
 	{"remote", required_argument, NULL, 0},
 	{"remote-secret-file", required_argument, NULL, 0},
 	{"remote-password-file", required_argument, NULL, 0},
@@ -504,6 +540,7 @@ void jc__settings_clear(struct jc_config *c)
 	free(c->socket_path);
 	free(c->worker_path);
 	free(c->allow_uids);
+	free(c->run_user);
 	jc__remote_config_clear(&c->remote);
 	memset(c, 0, sizeof(*c));
 }
@@ -554,6 +591,8 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	needs_restart("group-shared", c->group_shared != fresh->group_shared);
 	needs_restart("confinement", c->confinement != fresh->confinement);
 	needs_restart("max-include-watches", c->max_include_watches != fresh->max_include_watches);
+	needs_restart("user", c->run_uid != fresh->run_uid || !c->run_user != !fresh->run_user);
+	needs_restart("group", c->run_gid != fresh->run_gid);
 	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, user-max-size, "
 			    "max-log-size, "
 			    "negative-ttl, compile-timeout, idle-timeout, idle-exit, max-connections, "

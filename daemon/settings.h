@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitcached's configuration (docs/ARCHITECTURE.md, "Processes"; README,
- * "Configuration"): the settings, their defaults, the flags (getopt), the
+ * jitcached's configuration (docs/ARCHITECTURE.md, "Processes";
+ * docs/configuration.md): the settings, their defaults, the flags (getopt), the
  * configuration files (inih: the system file, then the user's over it, or
  * only --config FILE; flags win over files), and what a SIGHUP may change
  * in a running daemon. A setting's name in a file is its long flag's name
@@ -50,6 +50,10 @@ struct jc_config {
 	int rewarm_workers;       /* idle-priority workers for re-warm compiles (rewarm.c) */
 	int64_t rewarm_budget_s;  /* CPU seconds one re-warm may spend; 0 = no limit */
 	struct jc_remote_config remote; /* the remote tier (remote.h) */
+	char *run_user;           /* --user: run as this user once the socket is bound; NULL = as started */
+	uid_t run_uid;            /* its uid */
+	gid_t run_gid;            /* --group's gid, else run_user's primary group */
+	int run_group_set;        /* --group was given */
 };
 
 /*

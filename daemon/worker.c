@@ -59,7 +59,7 @@ static const struct jc_nv nv = {
 };
 
 /*
- * Test-only faults, honoured only when JITCACHE_TEST_FAULTS=1 (see README):
+ * Test-only faults, honoured only when JITCACHE_TEST_FAULTS=1 (docs/contributing.md):
  * die of SIGSEGV, hang until killed, or allocate (and touch) memory until the
  * memory limit stops it, then exit with JC_WORKER_EXIT_NOMEM as a worker
  * whose allocation fails must. Without a limit the allocation fault is

@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/inc_memo.h"
 #include "common/util.h"
 #include "core/confine.h"
 #include "jitcache/jitcache.h"
@@ -538,6 +539,26 @@ static int add_root(const char *dir)
 	return 0;
 }
 
+/* Allows the chain of targets of link, a keyed header that is a symbolic
+ * link (req.h, follow): each step outside every root so far, as written
+ * (folded) and as realpath'd. */
+static int add_link_chain(const char *link)
+{
+	struct jc_strv chain = {0};
+	uint8_t hash[16];
+	int rc = jc__inc_link_walk(link, hash, &chain);
+	rc = rc < 0 && rc != JC_ENOMEM ? 0 : rc; /* gone since it was keyed: nothing to allow */
+	for (size_t i = 0; rc >= 0 && i < chain.n; i++) {
+		char folded[PATH_MAX], real[PATH_MAX];
+		fold(chain.v[i], folded, sizeof(folded));
+		const char *p = realpath(folded, real) ? real : folded;
+		if (root_verdict(folded) == DENY && root_verdict(p) == DENY)
+			rc = add_root(folded);
+	}
+	jc__strv_clear(&chain);
+	return rc < 0 ? rc : 0;
+}
+
 int jc__wfs_begin(const struct jc_req *req, const char *toolkit_root, const char *dir)
 {
 	free_roots();
@@ -546,6 +567,8 @@ int jc__wfs_begin(const struct jc_req *req, const char *toolkit_root, const char
 	n_toolkit_roots = n_roots;
 	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++)
 		rc = add_root(req->include_dirs.v[i]);
+	for (size_t i = 0; rc == 0 && i < req->follow.n; i++)
+		rc = add_link_chain(req->follow.v[i]);
 	n_deps = 0;
 	overflow = oom = 0;
 	refusals_len = 0;

@@ -93,6 +93,8 @@ struct layout {
 	X(4, U64, OPT, 0, dir_ino, 0, NULL)                                       \
 	X(5, STR, OPT, JC_STR_MAX, cache_dir, 0, NULL)                            \
 	X(6, U32, OPT, 0, pid, 0, NULL)                                           \
+	X(7, STR, OPT, JC_STR_MAX, archs, 0, NULL)                                \
+	X(8, STR, OPT, JC_STR_MAX, nvrtc_version, 0, NULL)                        \
 	X(1, U32, REQ, 0, version, 0, NULL)                                       \
 	X(2, STR, REQ, JC_STR_MAX, name, 0, NULL)
 
@@ -127,6 +129,9 @@ struct layout {
 	X(17, ARRAY, REP, JC_FRAME_MAX, tree, OF(n_tree), &link_input_layout)     \
 	X(18, U32, OPT, 0, tree_round, 0, NULL)                                   \
 	X(19, FIX16, OPT, 0, tree_digest, 0, NULL)                                \
+	X(32, STR, OPT, JC_STR_MAX, display_name, 0, NULL)                        \
+	X(20, STRV, REP, JC_STR_MAX, follow, 0, NULL)                             \
+	X(21, STR, OPT, JC_STR_MAX, nvrtc_id, 0, NULL)                            \
 	X(1, U32, REQ, 0, job, 0, NULL)                                           \
 	X(2, U32, REQ, 0, output, 0, NULL)
 
@@ -823,6 +828,8 @@ void jc__hello_clear(struct jc_hello *h)
 {
 	free(h->name);
 	free(h->cache_dir);
+	free(h->archs);
+	free(h->nvrtc_version);
 	memset(h, 0, sizeof(*h));
 }
 

@@ -20,7 +20,7 @@ else
 	for _ in $(seq 100); do $ctl ping >/dev/null 2>&1 && break; sleep 0.1; done
 	echo "== started jitcached (pid $started, log $log)"
 fi
-$ctl version | tr ',' '\n' | grep -E 'nvrtc_version|nvjitlink_version|driver_version|daemon_pid' | tr -d '{}"'
+$ctl version | grep -E '^(nvrtc_version|nvjitlink_version|driver_version|daemon_pid) '
 
 # A fresh application ABI string per run puts new keys in the cache, so each
 # run shows a real miss first (the ABI version is part of the key).

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential meson ninja-build pkg-config libuv1-dev libsqlite3-dev libxxhash-dev libzstd-dev
           libcmocka-dev libinih-dev libsystemd-dev systemd clang libclang-rt-14-dev file python3-pytest python3-mypy
-          libhiredis-dev libsodium-dev redis-server strace)
+          libhiredis-dev libsodium-dev redis-server strace scdoc man-db python3-venv python3-setuptools)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

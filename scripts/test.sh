@@ -8,4 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-meson test -C build --print-errorlogs "$@"
+rc=0
+meson test -C build --print-errorlogs "$@" || rc=$?
+# Meson shows a skipped test as "SKIP exit status 77" only: say why.
+python3 scripts/skip-reasons.py build/meson-logs/testlog.json
+exit $rc

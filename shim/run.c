@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitcache-run [--check] [--by-path] [--] COMMAND ARGS...
+ * jitcache-run [--check] [--by-path] [-q] [--] COMMAND ARGS...
  *
  * Runs COMMAND with libjitcache-nvrtc in LD_PRELOAD, so that every load of
  * libnvrtc.so.<major> by soname (DT_NEEDED, dlopen("libnvrtc.so.13"),
@@ -8,8 +8,9 @@
  * --by-path, loads by absolute path too: shim/audit.c), after making
  * sure a jitcached answers (the client library's connect: search order and
  * auto-start are its own; COMMAND gets that daemon's socket in
- * JITCACHE_SOCKET). With --check, it reports afterwards whether the
- * NVRTC compiles of COMMAND and of its children reached the daemon.
+ * JITCACHE_SOCKET). Afterwards one line on stderr sums up the NVRTC compiles
+ * of COMMAND and its children (none when nothing compiled; -q: never);
+ * --check says more, and when no compile reached the daemon, what to do.
  */
 #include <errno.h>
 #include <limits.h>
@@ -25,13 +26,16 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: jitcache-run [--check] [--by-path] [--] COMMAND [ARGS...]\n"
+	fprintf(f, "usage: jitcache-run [--check] [--by-path] [-q] [--] COMMAND [ARGS...]\n"
 		   "Runs COMMAND with its NVRTC compiles served by jitcached (LD_PRELOAD of\n"
-		   "libjitcache-nvrtc, SONAME " JC_SHIM_SONAME ").\n"
-		   "  --check    afterwards, report on stderr whether the compiles reached the\n"
-		   "             daemon; exit 1 when none did (else COMMAND's status)\n"
+		   "libjitcache-nvrtc, SONAME " JC_SHIM_SONAME "); afterwards one line on\n"
+		   "stderr sums up its compiles (none when it compiled nothing).\n"
+		   "  --check    a fuller report: why compiles passed through, and when none\n"
+		   "             reached the daemon, the likely cause and its fix; exit 1 when\n"
+		   "             none did (else COMMAND's status)\n"
 		   "  --by-path  also serve programs that open libnvrtc by absolute path\n"
 		   "             (LD_AUDIT of libjitcache-audit, beside the shim)\n"
+		   "  -q, --quiet  no summary line\n"
 		   "Environment: JITCACHE_SOCKET (the daemon), JITCACHE_REAL_NVRTC (the real\n"
 		   "library, absolute path; default " JC_REAL_NVRTC ").\n");
 }
@@ -61,8 +65,45 @@ static int append_env(const char *var, const char *lib)
 	return rc;
 }
 
-/* Sums the report lines (shim.c: shim_report) and prints the verdict. */
-static int report(const char *path)
+/* 1 when the executable COMMAND runs (searched on $PATH) has NVRTC linked in
+ * statically: its code names nvrtcCompileProgram but it needs no libnvrtc. */
+static int static_nvrtc(const char *command)
+{
+	char path[PATH_MAX] = "";
+	if (strchr(command, '/'))
+		snprintf(path, sizeof(path), "%s", command);
+	for (const char *p = getenv("PATH"); !path[0] && p && *p;) {
+		size_t n = strcspn(p, ":");
+		snprintf(path, sizeof(path), "%.*s/%s", (int)n, p, command);
+		if (access(path, X_OK) != 0)
+			path[0] = '\0';
+		p += n + (p[n] == ':');
+	}
+	FILE *f = path[0] ? fopen(path, "rb") : NULL;
+	if (!f)
+		return 0;
+	static const char sym[] = "nvrtcCompileProgram", lib[] = "libnvrtc.so";
+	char buf[1 << 16];
+	int has_sym = 0, needs_lib = 0;
+	size_t keep = 0, n;
+	/* chunks overlapping by a name's length, so that none is cut in two */
+	while ((n = fread(buf + keep, 1, sizeof(buf) - keep, f)) > 0) {
+		n += keep;
+		has_sym |= memmem(buf, n, sym, sizeof(sym) - 1) != NULL;
+		needs_lib |= memmem(buf, n, lib, sizeof(lib) - 1) != NULL;
+		keep = sizeof(sym);
+		memmove(buf, buf + n - keep, keep);
+	}
+	fclose(f);
+	return has_sym && !needs_lib;
+}
+
+/* Sums the report lines (shim.c: shim_report) and prints the summary line:
+ * nothing when nothing compiled, unless check; with check the reasons and,
+ * when no compile reached the daemon, the likely cause and its fix (daemon:
+ * what finding the daemon at the start said, "" when it was found). Returns
+ * 1 when check and none reached the daemon, else 0. */
+static int report(const char *path, int check, int by_path, const char *command, const char *daemon)
 {
 	FILE *f = fopen(path, "r");
 	unsigned long procs = 0, compiles = 0, hits = 0, misses = 0, joined = 0, pass = 0,
@@ -89,11 +130,29 @@ static int report(const char *path)
 	if (f)
 		fclose(f);
 	unsigned long reached = hits + misses + joined;
+	if (!check) {
+		if (compiles)
+			fprintf(stderr,
+				"jitcache-run: %lu NVRTC compile%s: %lu from jitcached (%lu hit, %lu miss, "
+				"%lu joined), %lu passed through, %lu compiled in process\n",
+				compiles, compiles == 1 ? "" : "s", reached, hits, misses, joined, pass,
+				unavail + refused + failed);
+		return 0;
+	}
 	if (!procs) {
-		fprintf(stderr,
-			"jitcache-run: no NVRTC compile went through the shim (the program "
-			"compiled nothing, or loads NVRTC in a way LD_PRELOAD cannot reach: "
-			"see README, \"Unmodified NVRTC applications\")\n");
+		fprintf(stderr, "jitcache-run: no NVRTC compile went through the shim\n");
+		if (static_nvrtc(command))
+			fprintf(stderr, "jitcache-run: fix: %s has NVRTC linked in statically "
+					"(libnvrtc_static.a), which no shim reaches: link it with -lnvrtc, "
+					"or compile through libjitcache-client (jitcache.h)\n", command);
+		else if (!by_path)
+			fprintf(stderr, "jitcache-run: fix: if %s opens libnvrtc by absolute path "
+					"(ctypes.CDLL of a path, a wheel's nvidia/cu13/lib), run it with "
+					"--by-path; else it compiled nothing (jitcache-run(1), docs/shim.md)\n",
+				command);
+		else
+			fprintf(stderr, "jitcache-run: %s compiled nothing, or loads NVRTC in a way "
+					"neither LD_PRELOAD nor LD_AUDIT reaches (docs/shim.md)\n", command);
 		return 1;
 	}
 	fprintf(
@@ -104,12 +163,24 @@ static int report(const char *path)
 	    procs, procs == 1 ? "" : "es", compiles, compiles == 1 ? "" : "s", reached, hits,
 	    misses, joined, pass, unavail + refused + failed, unavail, refused, failed,
 	    reason[0] ? "; why: " : "", reason);
-	return reached ? 0 : 1;
+	if (reached || !compiles)
+		return reached ? 0 : 1;
+	if (daemon[0] || unavail)
+		fprintf(stderr, "jitcache-run: fix: no daemon of yours served it%s%s: start one "
+				"(jitcached), or point JITCACHE_SOCKET at a team daemon whose user "
+				"owns the socket's directory (a daemon of another user is refused)\n",
+			daemon[0] ? ": " : "", daemon);
+	else if (refused)
+		fprintf(stderr, "jitcache-run: fix: the daemon refused the requests (see why above)\n");
+	else if (pass)
+		fprintf(stderr, "jitcache-run: fix: every compile passed through to the real NVRTC "
+				"(see why above; docs/shim.md lists what passes through)\n");
+	return 1;
 }
 
 int main(int argc, char **argv)
 {
-	int check = 0, by_path = 0, i = 1;
+	int check = 0, by_path = 0, quiet = 0, i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--")) {
 			i++;
@@ -118,6 +189,8 @@ int main(int argc, char **argv)
 			check = 1;
 		} else if (!strcmp(argv[i], "--by-path")) {
 			by_path = 1;
+		} else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+			quiet = 1;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return 0;
@@ -142,12 +215,13 @@ int main(int argc, char **argv)
 	/* Finds the daemon as every client does, starting one if none answers
 	 * (jitcache.h, jc_client_open); COMMAND then talks to that one. */
 	jc_client *c = NULL;
+	char daemon[600] = "";
 	if (jc_client_open(NULL, &c) != 0)
-		fprintf(stderr, "jitcache-run: %s: compiles will run in process, uncached\n",
-			jc_client_errmsg(NULL));
+		snprintf(daemon, sizeof(daemon), "%s", jc_client_errmsg(NULL));
 	else if (!jc_client_socket(c))
-		fprintf(stderr, "jitcache-run: no jitcached answers and none could be started: "
-				"compiles will run in process, uncached\n");
+		snprintf(daemon, sizeof(daemon), "no jitcached answers and none could be started");
+	if (daemon[0])
+		fprintf(stderr, "jitcache-run: %s: compiles will run in process, uncached\n", daemon);
 	else if (setenv("JITCACHE_SOCKET", jc_client_socket(c), 1) != 0)
 		fprintf(stderr, "jitcache-run: cannot set JITCACHE_SOCKET: %s\n", strerror(errno));
 	jc_client_close(c);
@@ -163,7 +237,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "jitcache-run: cannot set LD_PRELOAD: %s\n", strerror(errno));
 		return 127;
 	}
-	if (!check) {
+	if (quiet && !check) {
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "jitcache-run: %s: %s\n", argv[i], strerror(errno));
 		return errno == ENOENT ? 127 : 126;
@@ -188,7 +262,7 @@ int main(int argc, char **argv)
 	int status = 0;
 	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	int verdict = report(path);
+	int verdict = report(path, check, by_path, argv[i], daemon);
 	unlink(path);
 	if (pid < 0)
 		return 127;

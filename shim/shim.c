@@ -41,6 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/client_internal.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 
@@ -717,12 +718,20 @@ static int mentions_file(const char *text)
 	       strstr(text, "__FILE_NAME__");
 }
 
+/* The program name cannot reach the artifact: no __FILE__-like macro in
+ * the source or the in-memory headers, and no #include at all, since a
+ * header's macro (assert) or default argument (__builtin_FILE()) expands
+ * __FILE__ where it is used, in the source (CUB's kernels, found by the
+ * conformance suite). */
 static int name_free(const struct prog *q)
 {
-	if (mentions_file(q->src))
+	if (mentions_file(q->src) || strstr(q->src, "include"))
 		return 0;
 	for (int i = 0; i < q->n_headers; i++)
-		if (mentions_file(q->headers[i]))
+		if (mentions_file(q->headers[i]) || strstr(q->headers[i], "include"))
+			return 0;
+	for (int i = 0; i < q->n_opts; i++) /* -include, --pre-include, -I */
+		if (q->opts[i] && strstr(q->opts[i], "include"))
 			return 0;
 	return 1;
 }
@@ -773,7 +782,8 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	if (reason)
 		return reason;
 	q->canon = !name_matters && name_free(q);
-	if ((rc = request_of(q, q->canon ? CANON_NAME : nvrtc_name(q), q->req)) != 0) {
+	if ((rc = request_of(q, q->canon ? CANON_NAME : nvrtc_name(q), q->req)) != 0 ||
+	    (q->canon && (rc = jc__request_set_display_name(q->req, nvrtc_name(q))) != 0)) {
 		snprintf(why, sizeof(why), "the client library refused the program: %s",
 			 jc_strerror(rc));
 		return why;
@@ -792,7 +802,10 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	*ctr = rc == JC_ECOMPILE   ? &stats.failed
 	       : rc == JC_ECONNECT ? &stats.unavailable
 				   : &stats.refused;
-	snprintf(why, sizeof(why), "jitcached: %s", jc_strerror(rc));
+	/* JC_EVERSION: the daemon's NVRTC is another build than the real
+	 * library here (req.h, nvrtc_id): compiled here, never its bytes. */
+	snprintf(why, sizeof(why), "jitcached: %s", rc == JC_EVERSION ? "another NVRTC build than the application's"
+								       : jc_strerror(rc));
 	return why;
 }
 

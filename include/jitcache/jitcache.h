@@ -287,7 +287,7 @@ JC_API int jc_request_add_header(jc_request *r, const char *name, const void *da
  * key), relative to DIR, so the same bytes elsewhere share it. With a daemon
  * of another uid (a system daemon; or any, with $JITCACHE_SEND_HEADERS=1),
  * jc_compile() reads those headers itself, with this process's rights, and
- * sends them (README, "A daemon shared by a team"): it then fails with
+ * sends them (docs/team-daemon.md): it then fails with
  * JC_EINVAL, naming the file, for an #include outside the -I directories,
  * and JC_EIO for a header it cannot read.
  * Errors: JC_EINVAL (NULL or empty), JC_ENOMEM. */

@@ -199,7 +199,7 @@ class Client:
     Args:
         socket: only the daemon on this socket. None: the library's search
             order ($JITCACHE_SOCKET, the per-user socket, the system socket,
-            then an auto-started per-user daemon; README "Client fallbacks").
+            then an auto-started per-user daemon; docs/getting-started.md, "The client never fails the application").
         timeout: seconds to wait for each answer (None: no bound; a compile
             takes as long as it takes, up to the daemon's --compile-timeout).
             Past it the call raises :class:`Timeout`; the library drops that

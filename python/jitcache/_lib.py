@@ -7,8 +7,9 @@ The library is looked for, in order, at:
 2. its soname ``libjitcache-client.so.0`` through the dynamic loader
    (``LD_LIBRARY_PATH``, the ``ldconfig`` cache, the system directories),
    and the name ``ctypes.util.find_library("jitcache-client")`` gives,
-3. the library directory this package was installed with by ``meson
-   install`` (``_build_config.LIBDIR``; absent from a pip install).
+3. the library directory recorded when this package was installed: by
+   ``meson install``, or by ``pip install`` (``python/build_backend.py``, from
+   ``pkg-config jitcache-client``): ``_build_config.LIBDIR``.
 
 The first one that loads is used for the whole process. Every declaration
 below mirrors ``include/jitcache/jitcache.h``; ``tests/test_client.py``
@@ -61,7 +62,7 @@ def _candidates() -> list[str]:
     if found:
         out.append(found)
     try:
-        from . import _build_config  # type: ignore[attr-defined]  # written by meson install
+        from . import _build_config  # type: ignore[attr-defined]  # written at install
         out.append(os.path.join(_build_config.LIBDIR, SONAME))
     except ImportError:
         pass

@@ -37,7 +37,7 @@ static void restart_with(struct jtl_daemon *d, const char *env, const char *valu
 static char *version(const struct jtl_daemon *d)
 {
 	char *out = NULL;
-	const char *args[] = {"version", NULL};
+	const char *args[] = {"version", "--json", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
 	return out;
 }

@@ -295,7 +295,7 @@ static void test_toolkit_tree_is_covered(void **state)
 {
 	struct jtl_daemon *d = *state;
 	char *out = NULL, inc[4200];
-	const char *args[] = {"version", NULL};
+	const char *args[] = {"version", "--json", NULL};
 	assert_int_equal(jct_ctl(d, &out, NULL, args), 0);
 	const char *p = strstr(out, "\"toolkit_include\": \"");
 	if (!p || p[20] == '"') {

@@ -3,7 +3,7 @@
  * Re-warm and kept requests with a real daemon and real NVRTC (issue 26):
  * the cache's entries are made again for another NVRTC build (the same
  * library with its build-id changed, loaded through LD_LIBRARY_PATH:
- * jtl_nvrtc_copy_with_build_id), in the background, at idle priority,
+ * jtl_nvrtc_toolkit_copy), in the background, at idle priority,
  * clients first and single-flighted with the re-warm; requests are kept in
  * the byte budget and go with their entries; bundles move them between
  * caches, signed.
@@ -634,7 +634,7 @@ static int group_setup(void **state)
 	(void)state;
 	jct_tmpdir(nvroot, NULL, "nvrtc-copy");
 	snprintf(nvlib, sizeof(nvlib), "%s/lib", nvroot);
-	if (jtl_nvrtc_copy_with_build_id(nvroot, why, sizeof(why)) != 0) {
+	if (jtl_nvrtc_toolkit_copy(nvroot, why, sizeof(why)) != 0) {
 		fprintf(stderr, "cannot make the NVRTC copy: %s\n", why);
 		return -1;
 	}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A daemon shared by a team (README, "Two deployments"): a daemon run by the
+ * A daemon shared by a team (docs/team-daemon.md): a daemon run by the
  * test as an unprivileged user of its own (useradd, setpriv), its socket
  * 0660 for a group, and two users of that group made for the run, each
  * compiling a source that includes headers from a 0700 directory of their
@@ -62,24 +62,8 @@ struct fx {
 	pid_t strace_pid;
 };
 
-/* Output of the last as_user() command (malloc'd). */
-static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int as_user(const struct fx *f, const char *user, char **out, const char *fmt, ...)
-{
-	char script[3000], outpath[200];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(script, sizeof(script), fmt, ap);
-	va_end(ap);
-	snprintf(outpath, sizeof(outpath), "%s/as-user.out", f->d.dir);
-	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user,
-			group, (unsigned)gid, script, outpath);
-	size_t n;
-	*out = (char *)jtl_read_file(outpath, &n);
-	return rc;
-}
+/* jct_as_user as user in the run's group; output in *out (malloc'd). */
+#define as_user(f, user, out, ...) jct_as_user((f)->d.dir, user, group, gid, out, __VA_ARGS__)
 
 static void put(const char *dir, const char *rel, const char *text, const char *owner)
 {

@@ -143,13 +143,14 @@ static int wait_bg(const struct fx *f, const char *tag, char **log)
 	return rc;
 }
 
-/* compile_ms of a jitcachectl status line, in seconds. */
+/* compiled_ms (the entry's compile time) of a jitcachectl status line, in
+ * seconds. */
 static double compile_s(const char *log)
 {
-	const char *p = strstr(log, "compile_ms=");
+	const char *p = strstr(log, "compiled_ms=");
 	if (!p)
-		fail_msg("no compile_ms in: %s", log);
-	return atof(p + strlen("compile_ms=")) / 1000.0;
+		fail_msg("no compiled_ms in: %s", log);
+	return atof(p + strlen("compiled_ms=")) / 1000.0;
 }
 
 /* A queues four long compiles, then B one tiny one: B's answer comes within

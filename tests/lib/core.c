@@ -4,7 +4,6 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <elf.h>
 #include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -313,60 +312,6 @@ int jtl_run(const char *const *argv, const char *const *env, const char *scratch
 	return rc;
 }
 
-/* The NT_GNU_BUILD_ID descriptor of the ELF image data (size bytes): its
- * offset and length, through the section headers; -1 when there is none. */
-static long build_id_at(const uint8_t *data, size_t size, size_t *len)
-{
-	const Elf64_Ehdr *eh = (const void *)data;
-	if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shoff > size ||
-	    (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
-		return -1;
-	const Elf64_Shdr *sh = (const void *)(data + eh->e_shoff);
-	for (size_t i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type != SHT_NOTE || sh[i].sh_offset > size ||
-		    sh[i].sh_size > size - sh[i].sh_offset)
-			continue;
-		size_t off = sh[i].sh_offset, end = off + sh[i].sh_size;
-		while (off + sizeof(Elf64_Nhdr) <= end) {
-			const Elf64_Nhdr *nh = (const void *)(data + off);
-			size_t name = (nh->n_namesz + 3) & ~3u, desc = (nh->n_descsz + 3) & ~3u;
-			size_t d = off + sizeof(*nh) + name;
-			if (d + nh->n_descsz > end)
-				break;
-			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-			    memcmp(data + off + sizeof(*nh), "GNU", 4) == 0 && nh->n_descsz) {
-				*len = nh->n_descsz;
-				return (long)d;
-			}
-			off = d + desc;
-		}
-	}
-	return -1;
-}
-
-static int copy_file(const char *from, const char *to, int flip_build_id, char *why, size_t whylen)
-{
-	size_t size;
-	uint8_t *data = jtl_read_file(from, &size);
-	if (!data) {
-		snprintf(why, whylen, "cannot read %s", from);
-		return -1;
-	}
-	size_t len = 0;
-	long at = flip_build_id ? build_id_at(data, size, &len) : 0;
-	if (at < 0) {
-		free(data);
-		snprintf(why, whylen, "%s has no ELF build-id note", from);
-		return -1;
-	}
-	if (flip_build_id)
-		data[at] ^= 0xff;
-	int rc = jtl_write_file(to, data, size, why, whylen);
-	free(data);
-	return rc;
-}
-
 int jtl_nvrtc_file(char *lib, char *why, size_t whylen)
 {
 	void *h = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
@@ -379,43 +324,23 @@ int jtl_nvrtc_file(char *lib, char *why, size_t whylen)
 	return 0;
 }
 
-int jtl_nvrtc_copy_with_build_id(const char *dir, char *why, size_t whylen)
+int jtl_nvrtc_toolkit_copy(const char *dir, char *why, size_t whylen)
 {
-	char lib[PATH_MAX], libdir[PATH_MAX], path[PATH_MAX + 300], to[PATH_MAX + 300];
+	char lib[PATH_MAX], libdir[PATH_MAX + 8], path[PATH_MAX + 300], to[PATH_MAX + 300];
 	if (jtl_nvrtc_file(lib, why, whylen) != 0)
 		return -1;
-	snprintf(libdir, sizeof(libdir), "%s", lib);
-	*strrchr(libdir, '/') = '\0';
-	snprintf(path, sizeof(path), "%s/lib", dir);
-	if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-		snprintf(why, whylen, "mkdir %s: %s", path, strerror(errno));
-		return -1;
-	}
 	/* libnvrtc under the name the loader asks for (its soname: the file
-	 * libnvrtc.so links to), and the builtins beside it */
-	snprintf(to, sizeof(to), "%s/lib/%s", dir, strrchr(lib, '/') + 1);
-	if (copy_file(lib, to, 1, why, whylen) != 0)
+	 * libnvrtc.so links to), the builtins beside it */
+	snprintf(libdir, sizeof(libdir), "%s/lib", dir);
+	if (jtl_nvrtc_copy_with_build_id(lib, libdir, 0xff, path, sizeof(path), why, whylen) != 0)
 		return -1;
-	DIR *dd = opendir(libdir);
-	struct dirent *de;
-	int rc = dd ? 0 : -1;
-	while (rc == 0 && (de = readdir(dd))) {
-		struct stat st;
-		snprintf(path, sizeof(path), "%s/%s", libdir, de->d_name);
-		if (strncmp(de->d_name, "libnvrtc-builtins.so.", 21) != 0 || lstat(path, &st) != 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		snprintf(to, sizeof(to), "%s/lib/%s", dir, de->d_name);
-		rc = copy_file(path, to, 0, why, whylen);
-	}
-	if (dd)
-		closedir(dd);
-	snprintf(path, sizeof(path), "%s/../include", libdir);
+	*strrchr(lib, '/') = '\0';
+	snprintf(path, sizeof(path), "%s/../include", lib);
 	snprintf(to, sizeof(to), "%s/include", dir);
-	if (rc == 0 && (!realpath(path, lib) || symlink(lib, to) != 0)) {
+	if (!realpath(path, lib) || symlink(lib, to) != 0) {
 		snprintf(why, whylen, "cannot link %s to the toolkit's include tree %s: %s", to, path,
 			 strerror(errno));
-		rc = -1;
+		return -1;
 	}
-	return rc;
+	return 0;
 }

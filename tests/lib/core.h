@@ -100,16 +100,15 @@ struct jtl_daemon {
 int jtl_nvrtc_file(char *lib, char *why, size_t whylen);
 
 /*
- * Another NVRTC build for toolchain-change tests: copies the libnvrtc this
- * process finds (dlopen "libnvrtc.so", its file through dladdr) and the
- * libnvrtc-builtins files beside it to DIR/lib, inverts the first byte of
- * the copy's ELF NT_GNU_BUILD_ID, and links DIR/include to the toolkit's
- * include tree (<its dir>/../include), so that with LD_LIBRARY_PATH=DIR/lib
- * a daemon runs the same code under another toolchain identity (its
- * nvrtc_id: core/toolchain.h). DIR must exist. Copies about 110 MiB
- * (CUDA 13.0). Returns 0 or -1 (why).
+ * Another NVRTC build with its toolkit for toolchain-change tests: the
+ * libnvrtc this process finds (jtl_nvrtc_file) copied to DIR/lib with its
+ * builtins and another build-id (jtl_nvrtc_copy_with_build_id, tag 0xff),
+ * and DIR/include linked to the toolkit's include tree (<its dir>/../include),
+ * so that with LD_LIBRARY_PATH=DIR/lib a daemon runs the same code under
+ * another toolchain identity (its nvrtc_id: core/toolchain.h). DIR must
+ * exist. Copies about 110 MiB (CUDA 13.0). Returns 0 or -1 (why).
  */
-int jtl_nvrtc_copy_with_build_id(const char *dir, char *why, size_t whylen);
+int jtl_nvrtc_toolkit_copy(const char *dir, char *why, size_t whylen);
 
 /* Makes a fresh root (jtl_tmpdir, tag "test" or the caller's) for the
  * jitcached at bin (copied); nothing is started. Returns 0 or -1 (why). */
@@ -135,5 +134,19 @@ void jtl_daemon_kill(struct jtl_daemon *d);
 /* Kills a running daemon, then removes the root unless keep. Idempotent.
  * Returns 0, or -1 (why) when the root could not be removed. */
 int jtl_daemon_cleanup(struct jtl_daemon *d, int keep);
+
+/*
+ * A second NVRTC build for tests (issue 22: the shim must compile with the
+ * NVRTC the application loaded): copies the library nvrtc (a path or a
+ * link, e.g. /usr/local/cuda/lib64/libnvrtc.so.13) into dir (made if
+ * missing) under nvrtc's own file name, with every byte of its
+ * NT_GNU_BUILD_ID note XORed with tag (non-zero), and the
+ * libnvrtc-builtins.so* files of its directory beside it (it loads them
+ * when it compiles). The same code, another build-id: another identity for
+ * the key, the same compiler output. out[outlen] gets the copy's path.
+ * Returns 0 or -1 (why). Not thread-safe (reads whole files).
+ */
+int jtl_nvrtc_copy_with_build_id(const char *nvrtc, const char *dir, uint8_t tag, char *out,
+				 size_t outlen, char *why, size_t whylen);
 
 #endif

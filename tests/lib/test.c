@@ -150,6 +150,82 @@ char *jct_ctl_expect(const struct jtl_daemon *d, int want, char **err, const cha
 	return out;
 }
 
+void jct_daemon_start_as(struct jtl_daemon *d, const char *user, const char *group, gid_t gid,
+			 int shared, const char *client, const char *const *flags)
+{
+	const char *argv[48] = {"setpriv", "--reuid", user, "--regid", group, "--clear-groups", "--",
+				env_or_fail("JITCACHED"), "--cache-dir", d->cache, "--socket", d->sock,
+				"--group-shared", shared ? "yes" : "no", "--workers", "1", "--log-level", "info"};
+	size_t n = 18;
+	for (size_t i = 0; flags && flags[i] && n < 47; i++)
+		argv[n++] = flags[i];
+	assert_int_equal(chmod(d->dir, 0711), 0);
+	snprintf(d->sock, sizeof(d->sock), "%s/run/sock", d->dir);
+	assert_int_equal(jct_sh("mkdir -p -m 0700 %s && mkdir -m %s %s/run && chown %s:%s %s %s/run", d->cache,
+				shared ? "0750" : "0700", d->dir, user, group, d->cache, d->dir),
+			 0);
+	char logpath[300];
+	snprintf(logpath, sizeof(logpath), "%s/daemon.log", d->dir);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (!freopen(logpath, "w", stderr))
+			_exit(126);
+		setenv("HOME", "/nonexistent", 1);
+		unsetenv("XDG_RUNTIME_DIR");
+		unsetenv("XDG_CACHE_HOME");
+		unsetenv("XDG_CONFIG_HOME");
+		execvp("setpriv", (char *const *)argv);
+		_exit(127);
+	}
+	d->pid = pid;
+	for (int i = 0; i < 600; i++) {
+		if (jct_sh("setpriv --reuid %s --regid %s --groups %u -- %s --socket %s ping >/dev/null 2>&1", client,
+			   group, (unsigned)gid, env_or_fail("JITCACHECTL"), d->sock) == 0)
+			return;
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			d->pid = -1;
+			jct_sh("cat %s >&2", logpath);
+			fail_msg("the daemon run as %s exited before it was ready", user);
+		}
+		jtl_sleep_ms(50);
+	}
+	fail_msg("the daemon run as %s did not answer within 30 s", user);
+}
+
+void jct_daemon_stop_as(struct jtl_daemon *d)
+{
+	if (d->pid <= 0)
+		return;
+	jct_sh("%s --socket %s stop >/dev/null 2>&1", env_or_fail("JITCACHECTL"), d->sock);
+	int st;
+	for (int i = 0; i < 200 && waitpid(d->pid, &st, WNOHANG) == 0; i++)
+		jtl_sleep_ms(50);
+	if (waitpid(d->pid, &st, WNOHANG) == 0) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, &st, 0);
+	}
+	d->pid = -1;
+}
+
+int jct_as_user(const char *dir, const char *user, const char *group, gid_t gid, char **out,
+		const char *fmt, ...)
+{
+	char script[6000], outpath[300];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(script, sizeof(script), fmt, ap);
+	va_end(ap);
+	snprintf(outpath, sizeof(outpath), "%s/as-user.out", dir);
+	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user, group,
+			(unsigned)gid, script, outpath);
+	size_t n;
+	char *text = (char *)jtl_read_file(outpath, &n);
+	*out = text ? text : strdup("");
+	return rc;
+}
+
 int jct_sh(const char *fmt, ...)
 {
 	char cmd[8192];
@@ -343,17 +419,26 @@ int jct_raw_connect(const struct jtl_daemon *d)
 	return fd;
 }
 
-int jct_raw_hello(const struct jtl_daemon *d)
+int jct_raw_hello_version(const struct jtl_daemon *d, uint32_t version, struct jc_hello *ok)
 {
 	int fd = jct_raw_connect(d);
 	struct jc_buf b = {0};
 	uint16_t type;
-	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "raw test"), 0);
+	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, version, "raw test"), 0);
 	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
 	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 10000), 0);
 	assert_int_equal(type, JC_MSG_HELLO_OK);
+	if (ok) {
+		assert_int_equal(jc__decode_hello_ex(b.data, b.len, ok), 0);
+		assert_int_equal(ok->version, version);
+	}
 	jc__buf_free(&b);
 	return fd;
+}
+
+int jct_raw_hello(const struct jtl_daemon *d)
+{
+	return jct_raw_hello_version(d, JC_PROTO_VERSION, NULL);
 }
 
 jc_result *jct_compile(const struct jtl_daemon *d, const jc_request *r, int want_rc)

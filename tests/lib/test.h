@@ -62,6 +62,26 @@ void jct_daemon_start(struct jtl_daemon *d, const char *const *extra);
 /* Kills the daemon and removes its root (JC_TEST_KEEP: keeps it); a root
  * that cannot be removed is reported on stderr. */
 void jct_daemon_cleanup(struct jtl_daemon *d);
+/*
+ * Starts d's jitcached as user (its group group, gid gid, no other groups;
+ * setpriv), as a system daemon would run: HOME=/nonexistent, no XDG_*
+ * directories, its stderr in d->dir/daemon.log. d->dir is made 0711, the
+ * cache directory 0700 and the socket's, d->dir/run (d->sock is
+ * d->dir/run/sock), 0750 for a shared daemon (--group-shared yes) else
+ * 0700, both the user's; flags (NULL-terminated, may be NULL) follow
+ * --workers 1 --log-level info. Waits until `jitcachectl ping` run as
+ * client (in group) answers; fails the test when the daemon exits first or
+ * after 30 s. d->pid is its pid; stop it with jct_daemon_stop_as.
+ */
+void jct_daemon_start_as(struct jtl_daemon *d, const char *user, const char *group, gid_t gid,
+			 int shared, const char *client, const char *const *flags);
+/* `jitcachectl stop`, then waits for the daemon (SIGKILL after 10 s). */
+void jct_daemon_stop_as(struct jtl_daemon *d);
+/* sh -c SCRIPT (formatted) as user, in group (gid: its only supplementary
+ * group) with setpriv; stdout and stderr together into *out (malloc'd,
+ * never NULL), through a file in dir. Returns the exit status. */
+int jct_as_user(const char *dir, const char *user, const char *group, gid_t gid, char **out,
+		const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* --- processes ------------------------------------------------------------ */
 
@@ -132,6 +152,10 @@ int jct_raw_connect(const struct jtl_daemon *d);
 /* jct_raw_connect, then the handshake (HELLO, HELLO_OK expected): the
  * socket, ready for a request frame (fails the test otherwise). */
 int jct_raw_hello(const struct jtl_daemon *d);
+struct jc_hello;
+/* The same in protocol version; when ok is not NULL, the HELLO_OK decoded
+ * into *ok (jc__hello_clear it), its version checked. */
+int jct_raw_hello_version(const struct jtl_daemon *d, uint32_t version, struct jc_hello *ok);
 /* Compiles r through a fresh connection to d, asserting jc_compile returns
  * want_rc; returns the result (caller frees; NULL when there is none). */
 jc_result *jct_compile(const struct jtl_daemon *d, const jc_request *r, int want_rc);

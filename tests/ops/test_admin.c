@@ -106,7 +106,7 @@ static void test_ls_and_show(void **state)
 		free(err);
 		const char *bogus[] = {"show", "nothex", NULL};
 		free(jct_ctl_expect(d, 1, &err, bogus));
-		jct_assert_has(err, "32-hex-digit key");
+		jct_assert_has(err, "bad key 'nothex': a key (32 hex digits) or a unique prefix");
 		free(err);
 		if (!offline)
 			assert_int_equal(jtl_daemon_stop(d), 0);

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -303,6 +304,121 @@ static void test_config_stats_since_and_stop(void **state)
 	free(jct_ctl_expect(d, 1, NULL, (const char *[]){"stop", NULL}));
 }
 
+/* Keys by unique prefix wherever a key is taken (show, purge --key, inspect
+ * --key), as git takes abbreviated ids; an ambiguous prefix is an error
+ * listing the keys it begins; a prefix nothing begins with is "no entry". */
+static void test_key_prefixes(void **state)
+{
+	struct jtl_daemon *d = *state;
+	char keys[17][33], listed[32][33], *err = NULL;
+	/* 17 keys: two at least share their first hex digit */
+	for (int i = 0; i < 17; i++)
+		jct_compile_tiny(d, 100 + i, "sm_90", keys[i]);
+	size_t a = 0, b = 0;
+	for (size_t i = 0; i < 17 && !b; i++)
+		for (size_t j = i + 1; j < 17 && !b; j++)
+			if (keys[i][0] == keys[j][0])
+				a = i, b = j;
+	assert_true(b > 0);
+	/* the shortest prefix of keys[a] that no other key begins with */
+	size_t len = 1;
+	for (size_t i = 0; i < 17; i++)
+		while (i != a && strncmp(keys[i], keys[a], len) == 0)
+			len++;
+	char prefix[33], amb[2] = {keys[a][0], '\0'};
+	snprintf(prefix, sizeof(prefix), "%.*s", (int)len, keys[a]);
+	printf("key %s: unique prefix %s; %s is ambiguous\n", keys[a], prefix, amb);
+
+	char *out = jct_ctl_expect(d, 0, NULL, (const char *[]){"show", prefix, NULL});
+	char want[80];
+	snprintf(want, sizeof(want), "key          %.32s", keys[a]);
+	assert_non_null(strstr(out, want));
+	/* users by name (this process's uid: it is the admin here) */
+	snprintf(want, sizeof(want), "users        %s\n", getpwuid(getuid())->pw_name);
+	if (!strstr(out, want))
+		fail_msg("show %s has no '%s':\n%s", prefix, want, out);
+	free(out);
+	out = jct_ctl_expect(d, 0, NULL, (const char *[]){"inspect", "--key", prefix, NULL});
+	assert_non_null(strstr(out, "sm_90"));
+	free(out);
+
+	free(jct_ctl_expect(d, 1, &err, (const char *[]){"show", amb, NULL}));
+	printf("show %s: %s", amb, err);
+	assert_non_null(strstr(err, "is ambiguous"));
+	assert_non_null(strstr(err, keys[a]));
+	assert_non_null(strstr(err, keys[b]));
+	free(err);
+	free(jct_ctl_expect(d, 1, &err, (const char *[]){"purge", "--key", amb, NULL}));
+	assert_non_null(strstr(err, "is ambiguous"));
+	free(err);
+	assert_int_equal(jct_ls_keys(d, listed, 32), 17); /* nothing removed */
+
+	/* a prefix nobody's key begins with: as a key nobody has */
+	char none[33] = "";
+	for (const char *h = "0123456789abcdef"; *h && !none[0]; h++) {
+		int used = 0;
+		for (size_t i = 0; i < 17; i++)
+			used |= keys[i][0] == *h && keys[i][1] == 'f';
+		if (!used)
+			snprintf(none, sizeof(none), "%cf", *h);
+	}
+	free(jct_ctl_expect(d, 1, &err, (const char *[]){"show", none, NULL}));
+	assert_non_null(strstr(err, "no entry with key"));
+	free(err);
+	out = jct_ctl_expect(d, 0, NULL, (const char *[]){"purge", "--key", none, NULL});
+	free(out);
+	free(jct_ctl_expect(d, 1, &err, (const char *[]){"show", "xyz", NULL}));
+	assert_non_null(strstr(err, "bad key 'xyz'"));
+	free(err);
+
+	/* purge --key PREFIX removes exactly that entry */
+	free(jct_ctl_expect(d, 0, NULL, (const char *[]){"purge", "--key", prefix, NULL}));
+	assert_int_equal(jct_ls_keys(d, listed, 32), 16);
+	free(jct_ctl_expect(d, 1, &err, (const char *[]){"show", keys[a], NULL}));
+	free(err);
+}
+
+/* version: one "name  value" line per field for people, --json the object. */
+static void test_version(void **state)
+{
+	struct jtl_daemon *d = *state;
+	char *out = jct_ctl_expect(d, 0, NULL, (const char *[]){"version", NULL});
+	printf("%s", out);
+	assert_null(strchr(out, '{'));
+	assert_non_null(strstr(out, "\nnvrtc_version       "));
+	char want[64];
+	snprintf(want, sizeof(want), "\ndaemon_pid          %d\n", (int)d->pid);
+	assert_non_null(strstr(out, want));
+	free(out);
+	out = jct_ctl_expect(d, 0, NULL, (const char *[]){"version", "--json", NULL});
+	assert_int_equal(out[0], '{');
+	assert_int_equal(jct_json_int(out, "daemon_pid"), d->pid);
+	free(out);
+}
+
+/* Commands that compile nothing do not load NVRTC or nvJitLink (jitcachectl
+ * links neither: toolchain.h, jc__nvrtc_api); doctor, which compiles a test
+ * kernel, does. Seen from the files the process opens (strace). */
+static void test_nvrtc_not_loaded(void **state)
+{
+	struct jtl_daemon *d = *state;
+	if (jct_sh("command -v strace") != 0)
+		skip();
+	jct_compile_tiny(d, 1, "sm_90", NULL);
+	const char *const cmds[] = {"stats", "ls", "version", "ping", "doctor"};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(*cmds); i++) {
+		char trace[300];
+		snprintf(trace, sizeof(trace), "%s/strace-%s", d->dir, cmds[i]);
+		assert_int_equal(jct_sh("strace -f -qq -e trace=open,openat -o %s %s --socket %s %s "
+					">/dev/null 2>&1; test -s %s",
+					trace, getenv("JITCACHECTL"), d->sock, cmds[i], trace),
+				 0);
+		int nvrtc = jct_sh("grep -qE 'libnvrtc|libnvJitLink' %s", trace) == 0;
+		printf("jitcachectl %s: NVRTC %s\n", cmds[i], nvrtc ? "loaded" : "not loaded");
+		assert_int_equal(nvrtc, strcmp(cmds[i], "doctor") == 0);
+	}
+}
+
 /* Files without end (/dev/zero) are refused once past the most a request
  * carries, not read until memory runs out: inspect, compile, --header. */
 static void test_endless_input(void **state)
@@ -336,6 +452,9 @@ int main(void)
 	    T(test_help),
 	    T(test_config_stats_since_and_stop),
 	    T(test_endless_input),
+	    T(test_key_prefixes),
+	    T(test_version),
+	    T(test_nvrtc_not_loaded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,8 @@
  * log; group-shared modes; the shipped example configuration is accepted
  * with every setting uncommented and names every flag.
  */
+#include <grp.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -123,6 +125,11 @@ static void test_precedence(void **state)
 	run_and_refuse(f, config, "my.conf:1: bad value 'lots' for max-size");
 	jct_write_text(f->file, "group-shared = maybe\n");
 	run_and_refuse(f, config, "bad value 'maybe' for group-shared");
+	/* A group or user the host lacks is named as such. */
+	jct_write_text(f->file, "admin-group = jc-no-such-group\n");
+	run_and_refuse(f, config, "my.conf:1: no such group 'jc-no-such-group' for admin-group");
+	const char *no_user[] = {"--user", "jc-no-such-user", NULL};
+	run_and_refuse(f, no_user, "no such user 'jc-no-such-user' for user");
 	unlink(f->file);
 	run_and_refuse(f, config, "cannot read");
 	const char *bad_flag[] = {"--workers", "0", NULL};
@@ -254,13 +261,21 @@ static void test_example_config(void **state)
 			settings++;
 			strcat(keys, key);
 			strcat(keys, " ");
-			/* Groups differ between machines: one that exists. */
-			fputs(strcmp(key, "admin-group") == 0 ? "admin-group = root\n" : line + 1, out);
+			/* Groups and users differ between machines: ones that exist,
+			 * user and group this process's own (nothing to drop). */
+			if (strcmp(key, "admin-group") == 0)
+				fputs("admin-group = root\n", out);
+			else if (strcmp(key, "user") == 0)
+				fprintf(out, "user = %s\n", getpwuid(geteuid())->pw_name);
+			else if (strcmp(key, "group") == 0)
+				fprintf(out, "group = %s\n", getgrgid(getegid())->gr_name);
+			else
+				fputs(line + 1, out);
 		}
 	}
 	fclose(in);
 	fclose(out);
-	assert_int_equal(settings, 35); /* 29 + user-max-size, max-log-size, user-max-workers,
+	assert_int_equal(settings, 37); /* 29 + user-max-size, max-log-size, user-max-workers, user, group,
 					  * keep-requests, rewarm-workers, rewarm-budget */
 	/* Paths from the flags (they win); the rest from the example. */
 	jct_daemon_spawn_with(&f->d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);

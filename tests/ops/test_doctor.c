@@ -80,6 +80,29 @@ static void test_this_machine(void **state)
 	free(out);
 }
 
+/* doctor --socket PATH (no --cache-dir): the cache directory checked is the
+ * one that daemon serves, not this user's default. */
+static void test_daemon_reached(void **state)
+{
+	struct jtl_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	char def[300], want[300];
+	snprintf(def, sizeof(def), "%s/default-cache", d->dir);
+	setenv("JITCACHE_DIR", def, 1);
+	char *out = NULL;
+	const char *argv[] = {getenv("JITCACHECTL"), "--socket", d->sock, "doctor", NULL};
+	jct_run(d, argv, &out, NULL);
+	unsetenv("JITCACHE_DIR");
+	printf("%s", out);
+	snprintf(want, sizeof(want), "ok    daemon answers on %s", d->sock);
+	jct_assert_has(out, want);
+	snprintf(want, sizeof(want), "ok    cache directory %s: ours", d->cache);
+	jct_assert_has(out, want);
+	assert_null(strstr(out, def));
+	free(out);
+	assert_int_equal(jtl_daemon_stop(d), 0);
+}
+
 static void test_bad_cache_dir(void **state)
 {
 	struct jtl_daemon *d = *state;
@@ -259,6 +282,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_this_machine, jct_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_cache_dir, jct_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_reached, jct_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stub_drivers, jct_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_mismatch, jct_setup, teardown),
 	};

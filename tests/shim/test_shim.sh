@@ -32,6 +32,9 @@
 #                directory of its own: that copy compiles, with the builtins
 #                beside it (the real library has no RUNPATH)
 #   autostart    no daemon running: jitcache-run starts one (client library)
+#   summary      the one summary line of a run (misses, then hits), none with
+#                -q or when nothing compiled; --check naming a static NVRTC;
+#                ls naming the program and process, not the stand-in name
 #   bypath       a program that opens a copy of the real library by absolute
 #                path: not reached by jitcache-run, served with --by-path
 #   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
@@ -427,6 +430,40 @@ autostart)
 	grep -q "misses=1 " "$report" || { cat "$report"; fail "the compile did not reach the started daemon"; }
 	echo "autostart: from a process with the shim preloaded: daemon $DAEMON_PID and its workers run without it"
 	;;
+summary)
+	need "${CC:-cc}"
+	start_daemon
+	# One line on stderr sums up a run that compiled; the 2nd run is all hits.
+	for run in 1 2; do
+		"${RUN[@]}" "$SHIM_APP" --threads 2 $ARCH >/dev/null 2>"$ROOT/summary$run" || fail "run $run failed"
+		cat "$ROOT/summary$run"
+		[ "$(grep -c '^jitcache-run: ' "$ROOT/summary$run")" = 1 ] || fail "run $run: not one summary line"
+	done
+	grep -q '^jitcache-run: 2 NVRTC compiles: 2 from jitcached (0 hit, 2 miss, 0 joined)' "$ROOT/summary1" ||
+		fail "run 1: the summary does not say 2 misses"
+	grep -q '^jitcache-run: 2 NVRTC compiles: 2 from jitcached (2 hit, 0 miss, 0 joined)' "$ROOT/summary2" ||
+		fail "run 2: the summary does not say 2 hits"
+	# ls lists them under the program name NVRTC was given and the process's
+	# name, not the stand-in name the key has (jitcache-program.cu).
+	"${CTL[@]}" ls >"$ROOT/ls" || fail "ls failed"
+	cat "$ROOT/ls"
+	grep -q ' app.cu (shim_nvrtc_app)$' "$ROOT/ls" || fail "ls does not name app.cu (shim_nvrtc_app)"
+	grep -q 'jitcache-program.cu' "$ROOT/ls" && fail "ls names the stand-in jitcache-program.cu"
+	# -q: no line; a command that compiles nothing: no line either.
+	"${RUN[@]}" -q "$SHIM_APP" --threads 2 $ARCH >/dev/null 2>"$ROOT/quiet" || fail "-q run failed"
+	grep -q '^jitcache-run' "$ROOT/quiet" && { cat "$ROOT/quiet"; fail "-q printed a summary"; }
+	"${RUN[@]}" true 2>"$ROOT/nothing" || fail "jitcache-run true failed"
+	[ -s "$ROOT/nothing" ] && { cat "$ROOT/nothing"; fail "a command that compiled nothing got a summary"; }
+	# --check on a program with NVRTC's code linked in (as libnvrtc_static.a
+	# would put it; the toolkit here has none): the fix names it.
+	printf '%s\n' 'int nvrtcCompileProgram(void *p, int n, const char **o) { (void)p; (void)o; return n; }' \
+		'int main(void) { return nvrtcCompileProgram(0, 0, 0); }' >"$ROOT/static.c"
+	"${CC:-cc}" -o "$ROOT/static-app" "$ROOT/static.c" || fail "cannot build the static-NVRTC stand-in"
+	"${RUN[@]}" --check "$ROOT/static-app" 2>"$ROOT/static.check"
+	[ $? = 1 ] || { cat "$ROOT/static.check"; fail "--check should exit 1"; }
+	cat "$ROOT/static.check"
+	grep -q "fix: .*static-app has NVRTC linked in statically" "$ROOT/static.check" || fail "the fix does not name the static NVRTC"
+	;;
 bypath)
 	PY=$(command -v python3 || true)
 	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
@@ -443,8 +480,54 @@ bypath)
 	"${RUN[@]}" --check "${py[@]}" >"$ROOT/plain.txt" 2>"$ROOT/plain.check"
 	[ $? = 1 ] && grep -q "no NVRTC compile went through the shim" "$ROOT/plain.check" ||
 		{ cat "$ROOT/plain.check"; fail "a load by path reached the shim without --by-path?"; }
+	grep -q "fix: .*opens libnvrtc by absolute path.*--by-path" "$ROOT/plain.check" ||
+		{ cat "$ROOT/plain.check"; fail "--check does not name --by-path as the fix"; }
 	RUN+=(--by-path)
 	run_twice bypath "${py[@]}"
+	;;
+build)
+	# The application loaded another NVRTC build (a wheel's libnvrtc.so.13;
+	# here the toolkit's with its build-id changed, jtl_nvrtc_copy): the
+	# daemon, whose NVRTC is the toolkit's, must not answer for it. The shim
+	# compiles with the application's own library, in process, and counts it.
+	need readelf
+	PY=$(command -v python3 || true)
+	start_daemon
+	copy=$("$JTL_NVRTC_COPY" "$REAL_NVRTC" "$ROOT/wheel" 90) || fail "cannot make an NVRTC copy"
+	c0=$(stat compiles)
+	# The C program and the ctypes program, each: its own library's output
+	LD_LIBRARY_PATH=$ROOT/wheel "$SHIM_APP" --threads 2 $ARCH >"$ROOT/own.txt" || fail "the copy's own run failed"
+	# (--check exits 1: no compile reached the daemon)
+	JITCACHE_REAL_NVRTC=$copy "${RUN[@]}" --check "$SHIM_APP" --threads 2 $ARCH >"$ROOT/shim.txt" 2>"$ROOT/shim.check"
+	[ $? -le 1 ] || { cat "$ROOT/shim.check"; fail "the app under jitcache-run failed"; }
+	same "$ROOT/own.txt" "$ROOT/shim.txt" "outputs of the application's own NVRTC and the shim's"
+	grep -q "0 reached jitcached" "$ROOT/shim.check" && grep -q "refused 2" "$ROOT/shim.check" &&
+		grep -q "another NVRTC build" "$ROOT/shim.check" ||
+		{ cat "$ROOT/shim.check"; fail "another NVRTC build reached the daemon, or was not counted"; }
+	if [ -n "$PY" ]; then
+		LD_LIBRARY_PATH=$ROOT/wheel "${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$SHIM_SONAME" $ARCH \
+			>"$ROOT/own.py" || fail "the copy's own ctypes run failed"
+		JITCACHE_REAL_NVRTC=$copy "${RUN[@]}" --check "${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" \
+			"$SHIM_SONAME" $ARCH >"$ROOT/shim.py" 2>"$ROOT/shim.pycheck"
+		[ $? -le 1 ] || { cat "$ROOT/shim.pycheck"; fail "the ctypes app under jitcache-run failed"; }
+		same "$ROOT/own.py" "$ROOT/shim.py" "ctypes outputs of the application's own NVRTC and the shim's"
+		grep -q "0 reached jitcached" "$ROOT/shim.pycheck" ||
+			{ cat "$ROOT/shim.pycheck"; fail "ctypes: another NVRTC build reached the daemon"; }
+	fi
+	[ "$(stat compiles)" = "$c0" ] || fail "the daemon compiled for another NVRTC build"
+	[ "$(stat nvrtc_other_builds)" -ge 1 ] || fail "the daemon did not count the other build"
+	# version and doctor name both builds: the daemon's, and the application's it did not answer for
+	own=$(readelf -n "$REAL_NVRTC" | sed -n 's/.*Build ID: //p') other=$(readelf -n "$copy" | sed -n 's/.*Build ID: //p')
+	[ -n "$own" ] && [ "$own" != "$other" ] || fail "no build-ids read ($own, $other)"
+	"${CTL[@]}" version >"$ROOT/version.txt" 2>&1
+	grep -q "build-id:$own (compiles here); build-id:$other (another build: compiled in the application)" \
+		"$ROOT/version.txt" || { cat "$ROOT/version.txt"; fail "version does not list the NVRTC builds"; }
+	"${CTL[@]}" doctor >"$ROOT/doctor.txt" 2>&1
+	grep -q "NVRTC builds applications asked the daemon for: .*build-id:$other" "$ROOT/doctor.txt" ||
+		{ cat "$ROOT/doctor.txt"; fail "doctor does not list the NVRTC builds"; }
+	# The toolkit's own build through the same daemon: served (a miss, then hits)
+	run_twice toolkit "$SHIM_APP" $ARCH
+	echo "build: another NVRTC build: $(cat "$ROOT/shim.check"); daemon nvrtc_other_builds=$(stat nvrtc_other_builds)"
 	;;
 *)
 	fail "unknown case"
