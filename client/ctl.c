@@ -1415,7 +1415,7 @@ static int import_run(struct jc_req *reqs, size_t n, int show)
 	jc_client *cl = NULL;
 	if (open_client(2, &cl) != 0)
 		return die(1, "import: %s", jc_client_errmsg(NULL));
-	uint64_t hit = 0, compiled = 0, failed = 0;
+	uint64_t hit = 0, fleet = 0, compiled = 0, failed = 0;
 	struct jc_progress p;
 	jc__progress_init(&p, stdout, "import");
 	for (size_t i = 0; i < n; i++) {
@@ -1438,18 +1438,20 @@ static int import_run(struct jc_req *reqs, size_t n, int show)
 				jc_client_errmsg(cl));
 		} else if (st == JC_HIT) {
 			hit++;
+		} else if (st == JC_REMOTE_HIT) {
+			fleet++; /* another machine's compile, verified: none ran here */
 		} else {
 			compiled++;
 		}
 		jc_result_free(res);
 		jc_request_free(r);
 		if (show)
-			jc__progress_show(&p, hit + compiled, failed, n, i + 1 == n);
+			jc__progress_show(&p, hit + fleet + compiled, failed, n, i + 1 == n);
 	}
 	jc_client_close(cl);
 	if (show)
-		printf("imported %zu requests: %" PRIu64 " were there, %" PRIu64 " compiled (or "
-		       "taken from the fleet tier), %" PRIu64 " failed\n", n, hit, compiled, failed);
+		printf("imported %zu requests: %" PRIu64 " were there, %" PRIu64 " from the fleet tier, "
+		       "%" PRIu64 " compiled, %" PRIu64 " failed\n", n, hit, fleet, compiled, failed);
 	return failed ? 1 : 0;
 }
 

@@ -464,7 +464,7 @@ static void test_export_import(void **state)
 	assert_int_equal(jct_stat(b, "compiles"), 0);
 
 	out = ctl(b, 0, (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
-	jct_assert_has(out, "imported 6 requests: 0 were there, 6 compiled");
+	jct_assert_has(out, "imported 6 requests: 0 were there, 0 from the fleet tier, 6 compiled, 0 failed");
 	free(out);
 	assert_int_equal(jct_stat(b, "compiles"), 6);
 	assert_int_equal(compile_status(b, with_header, NULL, NULL), JC_HIT);
