@@ -34,6 +34,7 @@ struct bench_plan {
 	int sf_clients;         /* cold clients on one key */
 	int compile_reps;       /* NVRTC compiles per example (the median counts) */
 	int large;              /* measure the CUB (~160 KiB) object too */
+	size_t rewarm_entries;  /* SAXPY entries re-warmed (1,000 in full) */
 };
 
 /* The daemon under test: tests/lib's (root core.dir holds cache/, sock,
@@ -157,6 +158,28 @@ struct bench_scale {
  * entries (see scale.c), restart, measure. out: plan->n_scale figures. */
 void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
 		     struct bench_scale *out);
+
+/* --- rewarm.c ------------------------------------------------------------ */
+
+struct bench_rewarm {
+	size_t entries;            /* SAXPY-sized entries re-warmed */
+	double total_s;            /* the re-warm, start to end (1 re-warm worker) */
+	double per_entry_ms;       /* total_s / entries */
+	double cpu_s;              /* CPU time of its compiles */
+	double zstd_bytes;         /* a request, encoded and zstd-compressed, mean */
+	double extra_bytes;        /* store bytes per entry: keep-requests yes - no */
+	double miss_idle_ms;       /* a client's miss, idle daemon (median) */
+	double miss_rewarm_ms;     /* the same during the re-warm (median) */
+};
+
+/* Fills two daemons (requests kept, and not) with plan->rewarm_entries
+ * SAXPY variants of saxpy (borrowed), compares their stores, then restarts
+ * the first with another toolchain identity (JITCACHE_TEST_NVRTC_ID) and
+ * times the re-warm it starts, and client misses during it and after. */
+void bench_rewarm_run(const struct bench_plan *plan, jc_request *saxpy, struct bench_rewarm *out);
+
+/* Makes r's key fresh (its application ABI string: what, i, pid, time). */
+void bench_freshen(jc_request *r, const char *what, int i);
 
 /* A request for the tiny kernel (~3.5 KiB of cubin for sm_90); variant != 0
  * adds a comment line "// entry <variant>" that changes the key, not the

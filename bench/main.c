@@ -21,14 +21,14 @@ static int keep_dir;
 static const struct bench_plan plans[] = {
 	{.name = "full", .hit_iters = 50000, .tput_s = 3, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
 	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 50000, .sf_rounds = 11,
-	 .sf_clients = 64, .compile_reps = 3, .large = 1},
+	 .sf_clients = 64, .compile_reps = 3, .large = 1, .rewarm_entries = 1000},
 	{.name = "quick", .hit_iters = 10000, .tput_s = 1, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
 	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 20000, .sf_rounds = 7,
-	 .sf_clients = 64, .compile_reps = 1, .large = 1},
+	 .sf_clients = 64, .compile_reps = 1, .large = 1, .rewarm_entries = 40},
 	/* The smoke test's: every code path, tiny sizes, no CUB compile. */
 	{.name = "tiny", .hit_iters = 300, .tput_s = 0.2, .levels = {1, 8}, .n_levels = 2,
 	 .scale = {100, 1000}, .n_scale = 2, .scale_iters = 200, .sf_rounds = 1,
-	 .sf_clients = 64, .compile_reps = 1, .large = 0},
+	 .sf_clients = 64, .compile_reps = 1, .large = 0, .rewarm_entries = 4},
 };
 
 void bench_die(const char *fmt, ...)
@@ -222,7 +222,7 @@ static jc_request *example_request(const char *file, const char *expr, const cha
 }
 
 /* A copy of r's key space made fresh: the app ABI string enters the key. */
-static void freshen(jc_request *r, const char *what, int i)
+void bench_freshen(jc_request *r, const char *what, int i)
 {
 	char abi[96];
 	snprintf(abi, sizeof(abi), "jitcache-bench/%s/%d/%ld/%llu", what, i, (long)getpid(),
@@ -241,7 +241,7 @@ static double compile_ms(jc_client *c, jc_request *r, const struct bench_object 
 		v[n++] = o->compile_ms;
 	while (n < plan->compile_reps && n < 8) {
 		struct bench_object fresh;
-		freshen(r, what, n);
+		bench_freshen(r, what, n);
 		bench_fetch(c, r, daemon_under_test.core.cache, &fresh);
 		v[n++] = fresh.compile_ms;
 	}
@@ -276,7 +276,7 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 	int n = 0;
 	jc_request *r = example_request("saxpy.cu", "&saxpy<float>", NULL, 0);
 	for (; n < plan->compile_reps && n < 8; n++) {
-		freshen(r, "fatbin", n);
+		bench_freshen(r, "fatbin", n);
 		jc_request_set_arch(r, "sm_80,sm_90,compute_90");
 		jc_result *res = NULL;
 		int rc = jc_compile(c, r, &res);
@@ -571,11 +571,11 @@ int main(int argc, char **argv)
 	int64_t max_compiles = 0;
 	for (int i = 0; i < plan->sf_rounds && i < 16; i++) {
 		struct bench_object o;
-		freshen(saxpy, "alone", i);
+		bench_freshen(saxpy, "alone", i);
 		bench_fetch(cl, saxpy, d->core.cache, &o);
 		alone[i] = o.miss_ms;
 		int64_t compiles;
-		freshen(saxpy, "flight", i);
+		bench_freshen(saxpy, "flight", i);
 		bench_single_flight(d, saxpy, plan->sf_clients, &compiles, &wall[i]);
 		if (compiles > max_compiles || i == 0)
 			max_compiles = compiles;
@@ -624,7 +624,7 @@ int main(int argc, char **argv)
 		double miss[16];
 		int reps = plan->sf_rounds < 16 ? plan->sf_rounds : 16;
 		for (int i = 0; i < reps; i++) {
-			freshen(saxpy, name, i);
+			bench_freshen(saxpy, name, i);
 			bench_fetch(cc, saxpy, d->core.cache, &o);
 			miss[i] = o.miss_ms;
 		}
@@ -715,6 +715,33 @@ int main(int argc, char **argv)
 		if (rm.redis_get_per_s > 0)
 			fig("remote_redis_get_per_s", "hits/s", rm.redis_get_per_s,
 			    "redis-benchmark GET/s of such values, 8 conns");
+	}
+
+	/* 10. Re-warm after a toolchain change, and what keeping requests costs
+	 * (daemons of its own). */
+	fprintf(stderr, "re-warm...\n");
+	{
+		struct bench_rewarm rw;
+		bench_rewarm_run(plan, saxpy, &rw);
+		fig("rewarm_per_entry_ms", "ms", rw.per_entry_ms,
+		    "re-warm: one SAXPY entry, 1 worker (%zu re-warmed)", rw.entries);
+		/* per entry (ms) x 1,000 = seconds */
+		fig("rewarm_1000_s", "s", rw.entries == 1000 ? rw.total_s : rw.per_entry_ms,
+		    "re-warm: the 1,000 most used SAXPY entries%s",
+		    rw.entries == 1000 ? "" : " (per entry x 1,000)");
+		fig("rewarm_cpu_per_entry_ms", "ms", rw.cpu_s * 1e3 / (double)rw.entries,
+		    "re-warm: CPU time per entry");
+		fig("rewarm_request_zstd_bytes", "", rw.zstd_bytes, "kept request after zstd, SAXPY (bytes)");
+		fig("rewarm_extra_store_bytes", "", rw.extra_bytes,
+		    "store bytes per entry, kept - not kept (objects + index)");
+		f = fig("rewarm_extra_store_ratio", "x", rw.extra_bytes / rw.zstd_bytes,
+			"  extra store bytes / request after zstd");
+		target(f, AT_MOST, 1.1);
+		fig("rewarm_miss_idle_ms", "ms", rw.miss_idle_ms, "client miss, idle daemon (median)");
+		fig("rewarm_miss_during_ms", "ms", rw.miss_rewarm_ms, "client miss during a re-warm (median)");
+		f = fig("rewarm_miss_ratio", "x", rw.miss_rewarm_ms / rw.miss_idle_ms,
+			"  client miss: during re-warm / idle");
+		target(f, AT_MOST, 1.2);
 	}
 
 	/* 5. Scale (restarts the daemon). */

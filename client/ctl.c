@@ -19,17 +19,21 @@
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <xxhash.h>
 
 #include "client/client_internal.h"
 #include "client/doctor.h"
+#include "client/bundle.h"
 #include "client/inspect.h"
+#include "client/progress.h"
 #include "common/includes.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "config.h"
 #include "core/admin.h"
 #include "core/evict.h"
+#include "core/kept.h"
 
 #define ADMIN_TIMEOUT_MS 120000
 
@@ -83,6 +87,21 @@ static const struct sub_help {
 		    "  registers, shared memory, stack and launch bounds; --key: an entry's object.\n"},
 	{"config", "config\n  The effective client configuration, and where each value comes from.\n"},
 	{"stop", "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
+	{"warm", "warm [--top N] [--since DURATION] [--wait] [--status]\n"
+		 "  Compiles the kept requests of entries made by another toolchain (NVRTC,\n"
+		 "  nvJitLink, driver) again for the daemon's, most used first, in the background\n"
+		 "  at idle priority (--rewarm-workers, --rewarm-budget); clients go first. --top:\n"
+		 "  the N most valuable; --since: used within DURATION. --wait: until done, with\n"
+		 "  progress. Lists the requests the new toolchain fails to compile (each kept as a\n"
+		 "  negative entry with its log). --status: the last re-warm's figures. Admins.\n"},
+	{"export", "export [--top N] [--uid U] [--secret-file FILE] -o FILE\n"
+		   "  Writes the kept requests (the most valuable N) to a signed bundle (HMAC-SHA256\n"
+		   "  with the secret: ~/.config/jitcache/bundle.key, made when missing). A user\n"
+		   "  who is not an admin exports their own; --uid U (admins): U's.\n"},
+	{"import", "import FILE [--wait] [--secret-file FILE]\n"
+		   "  Checks the bundle's signature (refused when it does not match), then compiles\n"
+		   "  its requests into this machine's cache (or takes them from the fleet tier),\n"
+		   "  in the background; --wait: here, with progress, and a summary.\n"},
 	{"help", "help [COMMAND]\n  This text, or COMMAND's.\n"},
 };
 
@@ -353,13 +372,17 @@ out:
  * means them. compile: without either, every step (auto-start, in-process
  * fallback) as the environment says; with one, that daemon only, or an
  * error. Admin commands never auto-start nor compile. */
+/* compile: 0 an admin command (a running daemon only), 1 a compile (a
+ * daemon found or started, else in-process unless a daemon was named), 2 an
+ * import (a daemon found or started, never in-process: nothing would be
+ * cached). */
 static int open_client(int compile, jc_client **c)
 {
 	jc_options *o = NULL;
 	int rc = jc_options_new(&o);
 	rc = rc ?: jc_options_set_socket(o, socket_path);
 	rc = rc ?: jc_options_set_cache_dir(o, cache_dir);
-	if (rc == 0 && (!compile || socket_path || cache_dir))
+	if (rc == 0 && (compile != 1 || socket_path || cache_dir))
 		rc = jc_options_set_fallback(o, JC_FALLBACK_ERROR);
 	if (rc == 0 && !compile)
 		rc = jc_options_set_autostart(o, 0);
@@ -1296,6 +1319,300 @@ out:
 	return rc;
 }
 
+/* --- re-warm, export, import (daemon/rewarm.c, core/kept.h, bundle.h) ------ */
+
+/* The requests a warm reply lists as failed (records after the first). */
+static void print_failures(const struct jc_admin_reply *reply, const char *what)
+{
+	if (reply->n_rec > 1)
+		printf("%zu requests failed to %s with this toolchain (kept as negative entries "
+		       "with their logs; `jitcachectl show KEY`):\n", reply->n_rec - 1, what);
+	for (size_t i = 1; i < reply->n_rec; i++) {
+		const struct jc_record *r = &reply->rec[i];
+		printf("  %s  ", gets_(r, "key"));
+		jc__escape_fputs(gets_(r, "source_name"), stdout);
+		fputs(": ", stdout);
+		jc__escape_fputs(gets_(r, "message"), stdout);
+		putchar('\n');
+		const char *log = gets_(r, "log");
+		if (*log) {
+			jc__escape_fputs(log, stdout);
+			if (log[strlen(log) - 1] != '\n')
+				putchar('\n');
+		}
+	}
+}
+
+static int cmd_warm(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"top", required_argument, NULL, 't'}, {"since", required_argument, NULL, 's'},
+		{"wait", no_argument, NULL, 'w'}, {"status", no_argument, NULL, 'S'},
+		{NULL, 0, NULL, 0},
+	};
+	struct jc_strv args = {0};
+	char buf[64];
+	int64_t secs;
+	int c, wait = 0, rc;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 't') {
+			snprintf(buf, sizeof(buf), "top=%s", optarg);
+		} else if (c == 's') {
+			if (jc__parse_duration(optarg, &secs) != 0) {
+				jc__strv_clear(&args);
+				return die(2, "bad duration '%s' (e.g. 90s, 15m, 2h, 7d)", optarg);
+			}
+			snprintf(buf, sizeof(buf), "since=%" PRId64, secs);
+		} else if (c == 'S') {
+			snprintf(buf, sizeof(buf), "status");
+		} else if (c == 'w') {
+			wait = 1;
+			continue;
+		} else {
+			jc__strv_clear(&args);
+			sub_usage(stderr, "warm");
+			return 2;
+		}
+		jc__strv_push(&args, buf);
+	}
+	if (optind < argc) {
+		jc__strv_clear(&args);
+		return die(2, "unexpected argument '%s'", argv[optind]);
+	}
+	struct jc_admin_reply reply = {0};
+	rc = admin("warm", &args, 0, &reply);
+	jc__strv_clear(&args);
+	if (rc == 0 && reply.status != 0)
+		rc = die(1, "warm: %s", reply.message ? reply.message : jc_strerror(reply.status));
+	if (rc != 0 || !reply.n_rec) {
+		jc__admin_reply_clear(&reply);
+		return rc ? rc : die(1, "warm: empty answer");
+	}
+	const struct jc_record *r = &reply.rec[0];
+	if (!geti(r, "keep_requests") && !getu(r, "total"))
+		printf("requests are not kept (jitcached --keep-requests no): nothing to re-warm\n");
+	else if (!getu(r, "total") && strcmp(gets_(r, "state"), "running") != 0)
+		printf("nothing to re-warm: no kept request of an entry made by another toolchain\n");
+	else
+		printf("re-warm %s: %" PRIu64 " requests for %s\n", gets_(r, "state"),
+		       getu(r, "total"), gets_(r, "identity"));
+	struct jc_progress p;
+	jc__progress_init(&p, stdout, "warm");
+	while (wait && rc == 0 && strcmp(gets_(&reply.rec[0], "state"), "running") == 0) {
+		r = &reply.rec[0];
+		jc__progress_show(&p, getu(r, "done"), getu(r, "failed"), getu(r, "total"), 0);
+		nanosleep(&(struct timespec){.tv_nsec = 200 * 1000000}, NULL);
+		struct jc_strv st = {0};
+		jc__strv_push(&st, "status");
+		jc__admin_reply_clear(&reply);
+		rc = admin("warm", &st, 0, &reply);
+		jc__strv_clear(&st);
+		if (rc == 0 && (reply.status != 0 || !reply.n_rec))
+			rc = die(1, "warm: %s", reply.message ? reply.message : "empty answer");
+	}
+	if (rc == 0 && getu(&reply.rec[0], "total")) {
+		r = &reply.rec[0];
+		if (wait)
+			jc__progress_show(&p, getu(r, "done"), getu(r, "failed"), getu(r, "total"), 1);
+		if (strcmp(gets_(r, "state"), "running") != 0)
+			printf("%" PRIu64 " done, %" PRIu64 " failed, %" PRIu64 " dropped (budget), "
+			       "%.1f CPU s in %.1f s\n", getu(r, "done"), getu(r, "failed"),
+			       getu(r, "dropped"), (double)getu(r, "cpu_ms") / 1e3,
+			       (double)getu(r, "elapsed_ms") / 1e3);
+		print_failures(&reply, "compile");
+	}
+	jc__admin_reply_clear(&reply);
+	return rc;
+}
+
+static int unhex(const char *s, struct jc_blob *out)
+{
+	size_t n = strlen(s);
+	if (n % 2)
+		return JC_EINVAL;
+	out->size = n / 2;
+	out->data = malloc(out->size ? out->size : 1);
+	if (!out->data)
+		return JC_ENOMEM;
+	for (size_t i = 0; i < out->size; i++) {
+		unsigned v;
+		if (sscanf(s + 2 * i, "%2x", &v) != 1) {
+			free(out->data);
+			out->data = NULL;
+			return JC_EINVAL;
+		}
+		out->data[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"top", required_argument, NULL, 't'}, {"uid", required_argument, NULL, 'u'},
+		{"secret-file", required_argument, NULL, 'k'}, {NULL, 0, NULL, 0},
+	};
+	struct jc_strv args = {0};
+	const char *out = NULL, *secret = NULL;
+	char buf[64], err[512];
+	int c, rc;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+		if (c == 't' || c == 'u') {
+			snprintf(buf, sizeof(buf), "%s=%s", c == 't' ? "top" : "uid", optarg);
+			jc__strv_push(&args, buf);
+		} else if (c == 'o') {
+			out = optarg;
+		} else if (c == 'k') {
+			secret = optarg;
+		} else {
+			jc__strv_clear(&args);
+			sub_usage(stderr, "export");
+			return 2;
+		}
+	}
+	if (!out || optind < argc) {
+		jc__strv_clear(&args);
+		sub_usage(stderr, "export");
+		return 2;
+	}
+	uint8_t *key;
+	size_t key_len;
+	if (jc__bundle_secret(secret, 1, &key, &key_len, err, sizeof(err)) != 0) {
+		jc__strv_clear(&args);
+		return die(1, "export: %s", err);
+	}
+	struct jc_admin_reply reply = {0};
+	rc = admin("export", &args, 1, &reply);
+	jc__strv_clear(&args);
+	if (rc == 0 && reply.status != 0)
+		rc = die(1, "export: %s", reply.message ? reply.message : jc_strerror(reply.status));
+	struct jc_blob *reqs = calloc(reply.n_rec ? reply.n_rec : 1, sizeof(*reqs));
+	const char *identity = reply.n_rec ? gets_(&reply.rec[0], "versions") : "";
+	for (size_t i = 0; rc == 0 && i < reply.n_rec; i++)
+		if (!reqs || unhex(gets_(&reply.rec[i], "request"), &reqs[i]) != 0)
+			rc = die(1, "export: a bad request record from the daemon");
+	if (rc == 0 && jc__bundle_write(out, key, key_len, identity, reqs, reply.n_rec, err,
+					sizeof(err)) != 0)
+		rc = die(1, "export: %s", err);
+	if (rc == 0) {
+		printf("exported %zu requests to %s\n", reply.n_rec, out);
+		if (reply.message)
+			fprintf(stderr, "%s\n", reply.message);
+	}
+	for (size_t i = 0; reqs && i < reply.n_rec; i++)
+		free(reqs[i].data);
+	free(reqs);
+	sodium_memzero(key, key_len);
+	free(key);
+	jc__admin_reply_clear(&reply);
+	return rc;
+}
+
+/* Compiles the n requests through the daemon; counts by outcome. */
+static int import_run(struct jc_req *reqs, size_t n, int show)
+{
+	jc_client *cl = NULL;
+	if (open_client(2, &cl) != 0)
+		return die(1, "import: %s", jc_client_errmsg(NULL));
+	uint64_t hit = 0, fleet = 0, compiled = 0, failed = 0;
+	struct jc_progress p;
+	jc__progress_init(&p, stdout, "import");
+	for (size_t i = 0; i < n; i++) {
+		jc_request *r = NULL;
+		jc_result *res = NULL;
+		int rc = jc_request_new(&r);
+		if (rc == 0) {
+			jc__req_clear(&r->req);
+			r->req = reqs[i];
+			memset(&reqs[i], 0, sizeof(reqs[i]));
+			/* A tree another machine's client read: this client reads its own. */
+			jc__req_tree_clear(&r->req);
+			rc = jc_compile(cl, r, &res);
+		}
+		jc_cache_status st = rc == 0 ? jc_result_cache_status(res) : JC_MISS;
+		if (rc != 0) {
+			failed++;
+			fprintf(stderr, "import: request %zu (%s): %s\n", i + 1,
+				r && r->req.source_name ? r->req.source_name : "?",
+				jc_client_errmsg(cl));
+		} else if (st == JC_HIT) {
+			hit++;
+		} else if (st == JC_REMOTE_HIT) {
+			fleet++; /* another machine's compile, verified: none ran here */
+		} else {
+			compiled++;
+		}
+		jc_result_free(res);
+		jc_request_free(r);
+		if (show)
+			jc__progress_show(&p, hit + fleet + compiled, failed, n, i + 1 == n);
+	}
+	jc_client_close(cl);
+	if (show)
+		printf("imported %zu requests: %" PRIu64 " were there, %" PRIu64 " from the fleet tier, "
+		       "%" PRIu64 " compiled, %" PRIu64 " failed\n", n, hit, fleet, compiled, failed);
+	return failed ? 1 : 0;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"wait", no_argument, NULL, 'w'}, {"secret-file", required_argument, NULL, 'k'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *secret = NULL;
+	int c, wait = 0;
+	char err[1024];
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'w') {
+			wait = 1;
+		} else if (c == 'k') {
+			secret = optarg;
+		} else {
+			sub_usage(stderr, "import");
+			return 2;
+		}
+	}
+	if (optind + 1 != argc) {
+		sub_usage(stderr, "import");
+		return 2;
+	}
+	uint8_t *key;
+	size_t key_len, n;
+	struct jc_req *reqs;
+	char *identity = NULL;
+	if (jc__bundle_secret(secret, 0, &key, &key_len, err, sizeof(err)) != 0)
+		return die(1, "import: %s", err);
+	int rc = jc__bundle_read(argv[optind], key, key_len, &reqs, &n, &identity, err, sizeof(err));
+	sodium_memzero(key, key_len);
+	free(key);
+	if (rc != 0)
+		return die(1, "import: %s", err);
+	printf("%s: %zu signed requests (exported by %s)\n", argv[optind], n, identity);
+	free(identity);
+	fflush(stdout);
+	pid_t pid = wait ? 0 : fork();
+	if (pid > 0) {
+		printf("importing in the background (pid %d); `jitcachectl stats` shows the entries\n",
+		       (int)pid);
+	} else if (pid == 0) {
+		if (!wait)
+			setsid();
+		rc = import_run(reqs, n, wait);
+	} else {
+		rc = die(1, "import: cannot start in the background: %s", strerror(errno));
+	}
+	for (size_t i = 0; i < n; i++)
+		jc__req_clear(&reqs[i]);
+	free(reqs);
+	if (pid == 0 && !wait)
+		_exit(rc);
+	return rc;
+}
+
 /* The cache directory in use: --cache-dir, else the one the daemon reached
  * serves (its stats say), else the default. 0 or -1 (none). */
 static int daemon_cache_dir(char *dir, size_t len)
@@ -1494,6 +1811,12 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "inspect") == 0)
 		return cmd_inspect(argc, argv);
+	if (strcmp(cmd, "warm") == 0)
+		return cmd_warm(argc, argv);
+	if (strcmp(cmd, "export") == 0)
+		return cmd_export(argc, argv);
+	if (strcmp(cmd, "import") == 0)
+		return cmd_import(argc, argv);
 	if (argc > 1 && (strcmp(cmd, "config") == 0 || strcmp(cmd, "stop") == 0)) {
 		fprintf(stderr, "jitcachectl: unexpected argument '%s'\n", argv[1]);
 		sub_usage(stderr, cmd);

@@ -503,7 +503,33 @@ static void check_runtime(struct report *r)
 
 /* --- cache directory and daemon -------------------------------------------------- */
 
-static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, uint64_t used)
+/*
+ * Whether the entries were made by the toolchain the daemon runs (identity:
+ * its summary, toolchain.h): after an NVRTC, nvJitLink or driver change
+ * most are another's, every request misses until `jitcachectl warm` (or
+ * the daemon's own re-warm at start) has made them again.
+ */
+static void check_identity(struct report *r, struct jc_cachedir *cd, const char *identity)
+{
+	uint64_t entries = 0, mine = 0, kept = 0, kept_bytes = 0;
+	if (jc__index_totals(cd->wix, &entries, NULL, NULL) != 0 ||
+	    jc__index_count_versions(cd->wix, identity, &mine) != 0 ||
+	    jc__index_request_totals(cd->wix, &kept, &kept_bytes) != 0) {
+		say(r, WARN, "cannot count the entries by toolchain: %s", jc__index_errmsg(cd->wix));
+		return;
+	}
+	if (entries && mine * 2 < entries)
+		say(r, WARN, "%" PRIu64 " of %" PRIu64 " entries were made by another toolchain than the "
+		    "daemon's (%s): they miss until made again; run `jitcachectl warm` (%" PRIu64
+		    " requests kept%s)", entries - mine, entries, identity, kept,
+		    kept ? "" : ": none to re-warm, they fill again as clients ask");
+	else if (entries)
+		say(r, OK, "%" PRIu64 " of %" PRIu64 " entries are the daemon's toolchain's; %" PRIu64
+		    " requests kept for re-warm and export", mine, entries, kept);
+}
+
+static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, uint64_t used,
+			    const char *identity)
 {
 	struct stat st;
 	char err[512], path[4200];
@@ -550,6 +576,8 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 	rc = ours ? jc__cachedir_open(dir, JC_CACHEDIR_INSPECT, 0, &cd, err, sizeof(err)) : 0;
 	if (rc == 0 && cd)
 		say(r, OK, "index %s opens (schema current)", path);
+	if (rc == 0 && cd && *identity)
+		check_identity(r, cd, identity);
 	else if (rc == JC_ENOTFOUND)
 		say(r, INFO, "no index yet (%s): created at the first start", path);
 	else if (rc != 0)
@@ -598,11 +626,13 @@ static void check_remote(struct report *r, const struct jc_record *s)
 /* Asks the daemon this user's programs reach (the client's search, steps
  * 1-4: --socket, --cache-dir, $JITCACHE_SOCKET, the per-user and the system
  * socket; no auto-start) for its version and compares its NVRTC with ours
- * (tc, NULL when unknown); fills *budget and *used from its stats and dir
- * (len bytes) with the cache directory it serves ("" when none answers). */
+ * (tc, NULL when unknown); fills *budget and *used from its stats, dir
+ * (len bytes) with the cache directory it serves ("" when none answers),
+ * and identity (idlen bytes) with its toolchain identity (left as it is
+ * when it does not say). */
 static void check_daemon(struct report *r, const char *socket_path, const char *cache_dir,
 			 const struct jc_toolchain *tc, uint64_t *budget, uint64_t *used, char *dir,
-			 size_t len)
+			 size_t len, char *identity, size_t idlen)
 {
 	jc_client *c = NULL;
 	jc_options *o = NULL;
@@ -664,6 +694,9 @@ static void check_daemon(struct report *r, const char *socket_path, const char *
 			    "serves hits but stores nothing until space returns (free space, or "
 			    "`jitcachectl purge`)", fb && fb->is_int ? fb->i >> 10 : -1);
 		check_remote(r, &s.rec[0]);
+		const struct jc_kv *id = jc__record_get(&s.rec[0], "identity");
+		if (id && !id->is_int)
+			snprintf(identity, idlen, "%s", id->s);
 	}
 	jc__admin_reply_clear(&v);
 	jc__admin_reply_clear(&s);
@@ -767,14 +800,19 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 	if (cu.lib)
 		dlclose(cu.lib);
 	/* The cache directory checked: --cache-dir, else the one the daemon
-	 * reached serves, else the default (offline use). */
-	check_daemon(&r, socket_path, cache_dir, have_tc ? &tc : NULL, &budget, &used, dir, sizeof(dir));
+	 * reached serves, else the default (offline use); the daemon's
+	 * toolchain, else (no daemon) the one this machine has. */
+	char identity[sizeof(tc.summary)] = "";
+	if (have_tc)
+		snprintf(identity, sizeof(identity), "%s", tc.summary);
+	check_daemon(&r, socket_path, cache_dir, have_tc ? &tc : NULL, &budget, &used, dir, sizeof(dir),
+		     identity, sizeof(identity));
 	if (!socket_path)
 		check_reach(&r);
 	if (!cache_dir && (dir[0] || jc__default_cache_dir(dir, sizeof(dir)) == 0))
 		cache_dir = dir;
 	if (cache_dir)
-		check_cache_dir(&r, cache_dir, budget, used);
+		check_cache_dir(&r, cache_dir, budget, used, identity);
 	else
 		say(&r, FAIL, "no cache directory: set JITCACHE_DIR or HOME, or pass --cache-dir");
 	printf("%d failed, %d warnings\n", r.fails, r.warns);

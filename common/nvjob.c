@@ -190,9 +190,10 @@ static int nvrtc_compile(const struct jc_nv *nv, const struct jc_req *req, uint3
 		rc = res->status;
 		goto out;
 	}
-	uint64_t t0 = jc__now_ns();
+	uint64_t t0 = jc__now_ns(), c0 = jc__process_cpu_ns();
 	r = nv->nvrtcCompileProgram(prog, (int)n_opts, opts);
 	res->compile_ns += jc__now_ns() - t0;
+	res->cpu_ns += jc__process_cpu_ns() - c0;
 	size_t log_size = 0;
 	if (nv->nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
 		char *log = malloc(log_size);
@@ -310,7 +311,7 @@ static int nvjitlink_link(const struct jc_nv *nv, const struct jc_req *req, stru
 		opts[n_opts++] = "-ptx";
 	for (size_t i = 0; i < req->link_options.n; i++)
 		opts[n_opts++] = req->link_options.v[i];
-	uint64_t t0 = jc__now_ns();
+	uint64_t t0 = jc__now_ns(), c0 = jc__process_cpu_ns();
 	nvJitLinkResult r = nv->nvJitLinkCreate(&h, (uint32_t)n_opts, opts);
 	if (r == NVJITLINK_SUCCESS && res->data)
 		r = nv->nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, res->data, res->size,
@@ -339,6 +340,7 @@ static int nvjitlink_link(const struct jc_nv *nv, const struct jc_req *req, stru
 	if (r == NVJITLINK_SUCCESS)
 		r = nv->nvJitLinkComplete(h);
 	res->compile_ns += jc__now_ns() - t0;
+	res->cpu_ns += jc__process_cpu_ns() - c0;
 	size_t err_len = h ? nvjitlink_logs(nv, h, res) : 0;
 	/* nvJitLink 13.0 reports an undefined reference (a PTX input calling a
 	 * function no input defines) as NVJITLINK_ERROR_INTERNAL, with "error :

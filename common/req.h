@@ -184,6 +184,10 @@ struct jc_res {
 	size_t n_lowered;
 	uint64_t compile_ns;     /* compile time when it was compiled */
 	uint64_t server_ns;      /* daemon time spent on this request */
+	/* Worker -> daemon (and on to clients of that compile): CPU time of the
+	 * compile or link (NVRTC, nvJitLink), for the re-warm budget; 0 when
+	 * nothing was compiled for this result. */
+	uint64_t cpu_ns;
 	/* Worker -> daemon only (the daemon never sends them on): every path
 	 * NVRTC opened or probed during the compile, in no particular order. */
 	struct jc_dep *deps;

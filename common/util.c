@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -336,6 +337,23 @@ uint64_t jc__now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int jc__set_idle_priority(int tid, int idle)
+{
+	enum { IOPRIO_WHO_PROCESS = 1, IOPRIO_CLASS_IDLE = 3, IOPRIO_CLASS_SHIFT = 13 };
+	struct sched_param sp = {0};
+	if (sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &sp) != 0)
+		return -1;
+	return (int)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid,
+			    idle ? IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT : 0);
+}
+
+uint64_t jc__process_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 

@@ -15,6 +15,22 @@ int jc__parse_size(const char *s, uint64_t *out);
  * the processes of one boot). Thread-safe. */
 uint64_t jc__now_ns(void);
 uint64_t jc__now_ms(void);
+/* CPU time of the calling process, all its threads (NVRTC runs ptxas on
+ * threads of its own), in nanoseconds (CLOCK_PROCESS_CPUTIME_ID); only
+ * differences mean anything. Thread-safe. */
+uint64_t jc__process_cpu_ns(void);
+/*
+ * Thread tid's (0: the caller's) CPU policy and I/O priority, idle or
+ * normal. Idle: SCHED_IDLE (sched(7): runs only when the CPU has nothing
+ * else to run) and the idle class of ioprio_set(2) (not wrapped by glibc);
+ * no privilege needed. Normal: SCHED_OTHER at the thread's nice value and
+ * I/O class none (its priority follows the nice value); leaving SCHED_IDLE
+ * needs RLIMIT_NICE >= 20 - nice of the thread (sched_setscheduler(2)) or
+ * CAP_SYS_NICE. Both are per thread, inherited by threads and processes it
+ * starts later. The caller must be able to act on tid (same uid, or
+ * CAP_SYS_NICE). Returns 0, or -1 with errno (EPERM, ESRCH, ...).
+ */
+int jc__set_idle_priority(int tid, int idle);
 /* Wall-clock seconds since the epoch, for times stored in the index. */
 int64_t jc__wall_s(void);
 /* "300", "90s", "15m", "2h", "7d" into seconds. Returns 0 or JC_EINVAL. */

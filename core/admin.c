@@ -273,6 +273,27 @@ static int stats_common(struct jc_admin_env *env, struct jc_record *r, const str
 	return rc ?: jc__record_add_str(r, "confinement", env->confinement ? env->confinement : "offline");
 }
 
+/* Kept requests and the toolchain identities: this process's and the one
+ * the cache recorded before the daemon started (index.h, meta). */
+static int stats_identity(struct jc_admin_env *env, struct jc_record *r)
+{
+	uint64_t n = 0, bytes = 0;
+	char recorded[sizeof(env->tc->summary)] = "";
+	const char *cache_identity = env->cache_identity;
+	int rc = jc__index_request_totals(env->cd->wix, &n, &bytes);
+	if (rc == 0 && !cache_identity) {
+		/* offline: what the last daemon recorded */
+		rc = jc__index_meta_get(env->cd->wix, JC_META_IDENTITY, recorded, sizeof(recorded));
+		rc = rc == JC_ENOTFOUND ? 0 : rc;
+		cache_identity = recorded;
+	}
+	rc = rc ?: jc__record_add_u64(r, "requests_kept", n);
+	rc = rc ?: jc__record_add_u64(r, "request_bytes", bytes);
+	rc = rc ?: jc__record_add_int(r, "keep_requests", env->keep_requests);
+	rc = rc ?: jc__record_add_str(r, "identity", env->tc->summary);
+	return rc ?: jc__record_add_str(r, "cache_identity", cache_identity);
+}
+
 /*
  * stats. An admin gets the daemon's counters and figures; any other uid its
  * own entries, failed entries, bytes and hits (scope "uid N"), the budget and
@@ -315,6 +336,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_int(r, "include_watches", (int64_t)env->watch_count);
 	rc = rc ?: jc__record_add_int(r, "include_watch_bytes", (int64_t)env->watch_bytes);
 	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->cd->store));
+	rc = rc ?: stats_identity(env, r);
 	if (rc == 0 && arg(req, "zero")) {
 		env->zero_counters = 1;
 		if (env->daemon_pid == 0) {
@@ -619,6 +641,103 @@ static int cmd_gc(struct jc_admin_env *env, const struct jc_admin_req *req,
 	return rc;
 }
 
+/* --- export (jitcachectl export) ------------------------------------------- */
+
+/* The bytes of kept requests one export reply carries at most (hex doubles
+ * them; a frame holds 64 MiB). */
+#define EXPORT_MAX_BYTES (24u << 20)
+
+struct export_ctx {
+	struct jc_admin_env *env;
+	struct jc_admin_reply *out;
+	int64_t *seen; /* requests exported (several entries may share one) */
+	size_t n, cap;
+	uint64_t bytes;
+	int cut;
+};
+
+static int export_cb(const struct jc_kept *k, void *ctx)
+{
+	struct export_ctx *x = ctx;
+	for (size_t i = 0; i < x->n; i++)
+		if (x->seen[i] == k->id)
+			return 0;
+	if (x->bytes + k->size > EXPORT_MAX_BYTES) {
+		x->cut = 1;
+		return 1;
+	}
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 64;
+		void *p = realloc(x->seen, cap * sizeof(*x->seen));
+		if (!p)
+			return JC_ENOMEM;
+		x->seen = p;
+		x->cap = cap;
+	}
+	x->seen[x->n++] = k->id;
+	uint8_t *data;
+	size_t size;
+	int rc = jc__index_request_data(x->env->cd->wix, k->id, &data, &size);
+	if (rc != 0)
+		return rc;
+	char *hex = malloc(2 * size + 1), key[33];
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; hex && i < size; i++) {
+		hex[2 * i] = digits[data[i] >> 4];
+		hex[2 * i + 1] = digits[data[i] & 15];
+	}
+	free(data);
+	if (!hex)
+		return JC_ENOMEM;
+	hex[2 * size] = '\0';
+	jc__hex16(k->key, key);
+	struct jc_record *r;
+	rc = jc__reply_add_record(x->out, &r);
+	rc = rc ?: jc__record_add_str(r, "key", key);
+	rc = rc ?: jc__record_add_int(r, "uid", k->uid);
+	rc = rc ?: jc__record_add_str(r, "source_name", k->source_name);
+	rc = rc ?: jc__record_add_str(r, "versions", k->versions);
+	rc = rc ?: jc__record_add_u64(r, "hits", k->hits);
+	rc = rc ?: jc__record_add_str(r, "request", hex);
+	free(hex);
+	x->bytes += size;
+	return rc;
+}
+
+/*
+ * export: the kept requests (kept.h), most valuable first, each once: one
+ * record per request with its compressed bytes in hex. An admin exports
+ * every uid's, or uid's with --uid; any other uid its own (the requests of
+ * the entries it uses, as ls shows it). jitcachectl signs and writes them.
+ */
+static int cmd_export(struct jc_admin_env *env, const struct jc_admin_req *req,
+		      struct jc_admin_reply *out)
+{
+	int64_t top = 0, uid = -1;
+	if (arg(req, "top") && parse_i64(arg(req, "top"), &top) != 0)
+		return fail(out, JC_EINVAL, "bad --top '%.32s': a count", arg(req, "top"));
+	if (arg(req, "uid") && (parse_i64(arg(req, "uid"), &uid) != 0 || uid > UINT32_MAX))
+		return fail(out, JC_EINVAL, "bad --uid '%.32s': a uid", arg(req, "uid"));
+	struct jc_kept_filter f = {.now = (int64_t)time(NULL), .top = (uint64_t)top};
+	if (!env->all_users || uid >= 0) {
+		f.by_uid = 1;
+		f.uid = env->all_users ? (uint32_t)uid : env->uid;
+	}
+	struct export_ctx x = {.env = env, .out = out};
+	int rc = env->cd->ops->foreach_request(env->cd, &f, export_cb, &x);
+	free(x.seen);
+	if (rc == 1)
+		rc = 0;
+	if (rc == 0 && x.cut) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "export cut at %zu requests (%u MiB per export): "
+			 "use --top to choose", out->n_rec, EXPORT_MAX_BYTES >> 20);
+		free(out->message);
+		out->message = strdup(msg);
+	}
+	return rc;
+}
+
 /* --- the command table ------------------------------------------------------ */
 
 static const struct jc_admin_arg stats_args[] = {
@@ -644,6 +763,19 @@ static const struct jc_admin_arg purge_args[] = {
 	{NULL, NULL, 0, 0},
 };
 
+static const struct jc_admin_arg warm_args[] = {
+	{"top", "top", JC_ARG_TEXT, 0},
+	{"since", "since", JC_ARG_SECONDS, 0},
+	{"status", "status", JC_ARG_FLAG, 0},
+	{"wait", "wait", JC_ARG_FLAG, JC_ADMIN_LOCAL},
+	{NULL, NULL, 0, 0},
+};
+static const struct jc_admin_arg export_args[] = {
+	{"top", "top", JC_ARG_TEXT, 0},
+	{"uid", "uid", JC_ARG_TEXT, JC_ADMIN_PRIVILEGED},
+	{NULL, NULL, 0, 0},
+};
+
 #define P JC_ADMIN_PRIVILEGED
 #define M JC_ADMIN_MUTATING
 #define O JC_ADMIN_OFFLINE
@@ -658,6 +790,8 @@ const struct jc_admin_cmd jc__admin_cmds[] = {
 	{"verify", P | O | L | M, NULL, cmd_verify},
 	{"gc", P | O | L | M, NULL, cmd_gc},
 	{"stop", P | JC_ADMIN_LOOP, NULL, NULL},
+	{"warm", P | M | L | JC_ADMIN_LOOP, warm_args, NULL},
+	{"export", O | L, export_args, cmd_export},
 };
 #undef P
 #undef M
@@ -722,6 +856,15 @@ static int check_args(const struct jc_admin_cmd *cmd, const struct jc_admin_req 
 							      : "argument '%.64s' needs a value", a);
 	}
 	return 0;
+}
+
+int jc__admin_check(const struct jc_admin_req *req, struct jc_admin_reply *out)
+{
+	const struct jc_admin_cmd *cmd = jc__admin_find(req->command);
+	out->status = 0;
+	if (!cmd)
+		return fail(out, JC_EINVAL, "unknown admin command '%s'", req->command);
+	return check_args(cmd, req, out);
 }
 
 int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,

@@ -41,6 +41,10 @@ struct jc_admin_env {
 	int64_t daemon_pid;               /* 0 offline */
 	const char *socket_path;
 	const char *confinement;          /* the workers' (worker_fs.h names); NULL offline */
+	/* The toolchain identity the cache recorded before the daemon started
+	 * (index.h, JC_META_IDENTITY); NULL offline (read from the index). */
+	const char *cache_identity;
+	int keep_requests;                /* --keep-requests (offline: 0) */
 	/* Server-side hit latency since the start or `stats --zero` (0 offline). */
 	uint64_t hit_samples, hit_sum_ns, hit_p50_ns, hit_p99_ns;
 	int64_t hit_latency_since;        /* unix time those count from (0 offline) */
@@ -121,6 +125,11 @@ unsigned jc__admin_flags(const struct jc_admin_req *req);
 /* The option (without "--") of the first argument of req that makes it
  * privileged, for messages; "" when none does. */
 const char *jc__admin_privileged_option(const struct jc_admin_req *req);
+
+/* Checks req's command and arguments as jc__admin_run does (for the
+ * JC_ADMIN_LOOP commands the daemon runs itself): 0, or the JC_E code with
+ * out's status and message set. */
+int jc__admin_check(const struct jc_admin_req *req, struct jc_admin_reply *out);
 
 /*
  * Runs one command through the table. Always fills out: status 0, or a JC_E

@@ -50,7 +50,12 @@
 	X(remote_deps_published, "dependency records (include sets learnt from what NVRTC read) written to the remote tier") \
 	X(remote_deps_used, "requests keyed by a dependency record from the remote tier that matched this machine's files") \
 	X(remote_bytes_in, "bytes of values fetched from the remote tier") \
-	X(remote_bytes_out, "bytes of values written to the remote tier")
+	X(remote_bytes_out, "bytes of values written to the remote tier") \
+	X(rewarm_queued, "kept requests queued to be compiled again for a new toolchain (re-warm)") \
+	X(rewarm_done, "re-warm requests that ended with an entry for this toolchain (compiled, or there already)") \
+	X(rewarm_failed, "re-warm requests that failed (a compile error is kept as a negative entry)") \
+	X(rewarm_cpu_s, "CPU seconds of re-warm compiles (whole seconds; rewarm_cpu_ms is finer)") \
+	X(rewarm_cpu_ms, "CPU milliseconds of re-warm compiles")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

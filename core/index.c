@@ -20,7 +20,7 @@
 #include "jitcache/jitcache.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 #define FOREIGN 1 /* internal: the file is not our current schema */
 
 /*
@@ -124,6 +124,45 @@ static const char step_2_3[] =
 	"UPDATE user_totals SET stored = (SELECT coalesce(sum(" CHARGE("e") "), 0)"
 	" FROM users u CROSS JOIN entries e ON e.key = u.key WHERE u.uid = user_totals.uid);";
 
+/*
+ * Schema 4: the request that made each entry (index.h, "kept requests"),
+ * inline: requests holds each distinct kept request once (data: its
+ * encoding, core/kept.h), found by its content (hash: 32 bits of its
+ * XXH3-128, indexed; equal bytes share a row, compared in full), the uid
+ * that asked first and refs, the entries that name it in their request
+ * column. Ids are SQLite's, ascending, so rows fill their pages (random
+ * keys would leave them a third empty). Triggers keep refs, drop a request
+ * no entry names, and count rows and bytes in totals (the byte budget
+ * includes them). In the index rather than a file each: a SAXPY request is
+ * ~430 bytes, a file takes a block. Schema 3 is upgraded in place
+ * (step_3_4). meta holds named strings (the
+ * toolchain identity of the daemon that last opened the cache).
+ */
+#define REQUESTS_SQL \
+	"CREATE TABLE requests(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL," \
+	" uid INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL);" \
+	"CREATE INDEX requests_hash ON requests(hash);" \
+	"ALTER TABLE entries ADD COLUMN request INTEGER;" \
+	"CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;" \
+	"ALTER TABLE totals ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;" \
+	"ALTER TABLE totals ADD COLUMN request_bytes INTEGER NOT NULL DEFAULT 0;" \
+	"CREATE TRIGGER requests_ins AFTER INSERT ON requests BEGIN" \
+	" UPDATE totals SET requests = requests + 1, request_bytes = request_bytes +" \
+	" length(NEW.data); END;" \
+	"CREATE TRIGGER requests_del AFTER DELETE ON requests BEGIN" \
+	" UPDATE totals SET requests = requests - 1, request_bytes = request_bytes -" \
+	" length(OLD.data); END;" \
+	"CREATE TRIGGER entries_upd_request AFTER UPDATE OF request ON entries BEGIN" \
+	" UPDATE requests SET refs = refs + 1 WHERE id = NEW.request;" \
+	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;" \
+	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;" \
+	"CREATE TRIGGER entries_del_request AFTER DELETE ON entries" \
+	" WHEN OLD.request IS NOT NULL BEGIN" \
+	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;" \
+	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;"
+
+static const char step_3_4[] = REQUESTS_SQL;
+
 static const char schema_sql[] =
 	"CREATE TABLE entries("
 	" key BLOB PRIMARY KEY NOT NULL,"
@@ -152,7 +191,7 @@ static const char schema_sql[] =
 	"CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0), entries INTEGER NOT NULL,"
 	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL, stored INTEGER NOT NULL DEFAULT 0);"
 	"INSERT INTO totals VALUES (0, 0, 0, 0, 0);"
-	USERS_TABLES_SQL(", stored INTEGER NOT NULL DEFAULT 0") TRIGGERS_SQL;
+	USERS_TABLES_SQL(", stored INTEGER NOT NULL DEFAULT 0") TRIGGERS_SQL REQUESTS_SQL;
 
 /* Entry columns, in the order of enum col (key first, large values last). */
 #define COLS "key, status, error, object, size, output, arch, versions, options, " \
@@ -172,7 +211,9 @@ enum col {
 
 enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
 	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
-	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_PREFIX, ST_PREFIX_USER, ST__N };
+	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_PREFIX, ST_PREFIX_USER, ST_REQ_FIND,
+	    ST_REQ_PUT, ST_REQ_LINK, ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET,
+	    ST_META_SET, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
 	[ST_GET] = "SELECT " COLS ", " CHARGE("entries") " FROM entries WHERE key = ?1",
@@ -188,7 +229,8 @@ static const char *const stmt_sql[ST__N] = {
 		   " lowered = excluded.lowered",
 	[ST_DELETE] = "DELETE FROM entries WHERE key = ?1",
 	[ST_TOUCH] = "UPDATE entries SET hits = hits + ?2, last_access = ?3 WHERE key = ?1",
-	[ST_TOTALS] = "SELECT entries, negative, bytes, stored FROM totals WHERE id = 0",
+	/* The byte budget counts kept requests too. */
+	[ST_TOTALS] = "SELECT entries, negative, bytes, stored + request_bytes FROM totals WHERE id = 0",
 	[ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
 	[ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
 	[ST_CNT_SAVE] = ("INSERT INTO counters (name, value) VALUES (?1, ?2)"
@@ -214,6 +256,17 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits, stored FROM user_totals WHERE uid = ?1",
 	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits, stored FROM user_totals"
 			       " ORDER BY uid",
+	[ST_REQ_FIND] = "SELECT id, data FROM requests WHERE hash = ?1",
+	[ST_REQ_PUT] = "INSERT INTO requests (hash, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
+	[ST_REQ_LINK] = "UPDATE entries SET request = ?1 WHERE key = ?2 AND request IS NULL",
+	[ST_REQ_UNUSED] = "DELETE FROM requests WHERE id = ?1 AND refs <= 0",
+	[ST_REQ_DATA] = "SELECT data FROM requests WHERE id = ?1",
+	[ST_REQ_GET] = "SELECT r.id, length(r.data), r.uid FROM entries e CROSS JOIN requests r"
+		       " ON r.id = e.request WHERE e.key = ?1",
+	[ST_REQ_TOTALS] = "SELECT requests, request_bytes FROM totals WHERE id = 0",
+	[ST_META_GET] = "SELECT value FROM meta WHERE name = ?1",
+	[ST_META_SET] = "INSERT INTO meta (name, value) VALUES (?1, ?2)"
+			" ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 };
 
 struct jc_index {
@@ -310,10 +363,10 @@ static void detach(struct jc_index *ix)
 }
 
 /*
- * Schema 1 or 2 -> 3 in one transaction: 1 -> 2 attributes every entry to
- * the uid that owns the index file (the daemon's: the cache directory is
- * its alone); 2 -> 3 adds the charges. Returns an SQLite code (*msg: its
- * message).
+ * Schema 1, 2 or 3 -> 4 in one transaction: 1 -> 2 attributes every entry
+ * to the uid that owns the index file (the daemon's: the cache directory is
+ * its alone); 2 -> 3 adds the charges; 3 -> 4 the kept requests. Returns an
+ * SQLite code (*msg: its message).
  */
 static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **msg)
 {
@@ -323,7 +376,8 @@ static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **ms
 
 	if (stat(path, &st) != 0)
 		return SQLITE_CANTOPEN;
-	sql = sqlite3_mprintf("%s%s", from == 1 ? step_1_2 : "", step_2_3);
+	sql = sqlite3_mprintf("%s%s%s", from == 1 ? step_1_2 : "", from <= 2 ? step_2_3 : "",
+			      step_3_4);
 	char *step = sql ? sqlite3_mprintf(sql, (unsigned)st.st_uid) : NULL;
 	sqlite3_free(sql);
 	if (!step)
@@ -342,8 +396,8 @@ static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **ms
 	sqlite3_free(step);
 	/* Pages freed later go back to the file system (jc__index_reclaim): the
 	 * mode takes one VACUUM, which needs room for a copy of the file. */
-	if (rc == SQLITE_OK && sqlite3_exec(db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL,
-					    NULL) != SQLITE_OK)
+	if (rc == SQLITE_OK && from <= 2 &&
+	    sqlite3_exec(db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, NULL) != SQLITE_OK)
 		jc_log_warn(INDEX, "%s: not vacuumed into incremental mode (%s): freed pages stay in "
 			    "the file until a later start manages it", path, sqlite3_errmsg(db));
 	return rc;
@@ -374,10 +428,11 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		rc = pragma_int(ix->db, "SELECT count(*) FROM sqlite_master", &tables);
 	if (rc != SQLITE_OK)
 		goto sqlite_fail;
-	int upgrade = !readonly && app == APP_ID && (ver == 1 || ver == 2);
+	int upgrade = !readonly && app == APP_ID && ver >= 1 && ver < SCHEMA_VERSION;
 	if ((app != APP_ID || ver != SCHEMA_VERSION) && !upgrade) {
 		if (app || ver || tables || readonly) {
-			const char *then = !readonly ? "" : app == APP_ID && (ver == 1 || ver == 2) ?
+			const char *then = !readonly ? "" : app == APP_ID && ver >= 1 &&
+					   ver < SCHEMA_VERSION ?
 				" (jitcached upgrades it in place, keeping its entries)" :
 				" (jitcached moves it aside and starts afresh)";
 			if (app == APP_ID)
@@ -531,6 +586,19 @@ err_after_alloc:
 	return rc;
 }
 
+/* Keeps ix->wal_keep bytes allocated for the WAL at wal (its size kept):
+ * the room the next frames are written in, so rows can be deleted on a
+ * full disk. Best effort. */
+static void keep_wal_room(const struct jc_index *ix, const char *wal)
+{
+	int fd = open(wal, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)ix->wal_keep) != 0)
+		jc_log_debug(INDEX, "no room kept in %s: %s", wal, strerror(errno));
+	close(fd);
+}
+
 void jc__index_close(struct jc_index *ix)
 {
 	if (!ix)
@@ -540,15 +608,10 @@ void jc__index_close(struct jc_index *ix)
 		snprintf(wal, sizeof(wal), "%s",
 			 sqlite3_filename_wal(sqlite3_db_filename(ix->db, "main")));
 	detach(ix);
-	/* The last close left the WAL empty (PERSIST_WAL): blocks allocated
-	 * past its end, its size kept, are the room the next open writes its
-	 * first frames in, so rows can be deleted on a full disk. Best effort. */
-	int fd = wal[0] ? open(wal, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-	if (fd >= 0) {
-		if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)ix->wal_keep) != 0)
-			jc_log_debug(INDEX, "no room kept in %s: %s", wal, strerror(errno));
-		close(fd);
-	}
+	/* The last close left the WAL empty (PERSIST_WAL): the next open
+	 * writes its first frames in the room kept. */
+	if (wal[0])
+		keep_wal_room(ix, wal);
 	free(ix);
 }
 
@@ -565,8 +628,23 @@ int jc__index_set_budget(struct jc_index *ix, uint64_t max_size)
 	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d", pages,
 		 pages * 4096);
 	int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "set budget");
 	ix->wal_keep = 32 + (uint64_t)pages * (4096 + 24); /* header, frames */
-	return rc == SQLITE_OK ? 0 : fail(ix, rc, "set budget");
+	/* A WAL longer than that (a new index's schema is more than a small
+	 * budget's WAL; an upgrade's VACUUM) is cut back now, not at some later
+	 * write after it next fills: into the file, emptied, the room kept, as
+	 * a restarted daemon finds it. Best effort (a reader may hold it). */
+	const char *wal = sqlite3_filename_wal(sqlite3_db_filename(ix->db, "main"));
+	struct stat st;
+	if (wal && stat(wal, &st) == 0 && st.st_size > (off_t)pages * 4096) {
+		if (sqlite3_exec(ix->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) ==
+		    SQLITE_OK)
+			keep_wal_room(ix, wal);
+		else
+			jc_log_debug(INDEX, "%s not cut back: %s", wal, sqlite3_errmsg(ix->db));
+	}
+	return 0;
 }
 
 const char *jc__index_errmsg(struct jc_index *ix)
@@ -1200,4 +1278,243 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 				      fail(ix, b, "counters save");
 	}
 	return tx_end(ix, rc);
+}
+
+/* --- kept requests (schema 3) ---------------------------------------------- */
+
+/* Steps st (bound) for no row, then resets it. */
+static int bound_done(struct jc_index *ix, sqlite3_stmt *st, int rc, const char *what)
+{
+	if (rc != SQLITE_OK) {
+		sqlite3_reset(st);
+		return fail(ix, rc, what);
+	}
+	return step_done(ix, st, what);
+}
+
+int jc__index_request_data(struct jc_index *ix, int64_t id, uint8_t **data, size_t *len)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_DATA];
+	int rc = sqlite3_bind_int64(st, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		size_t n = (size_t)sqlite3_column_bytes(st, 0);
+		const void *p = sqlite3_column_blob(st, 0);
+		*data = malloc(n ? n : 1);
+		if (*data) {
+			if (n)
+				memcpy(*data, p, n);
+			*len = n;
+			rc = 0;
+		} else {
+			rc = JC_ENOMEM;
+		}
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "request data");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* The id of the request of hash whose bytes are data (len), into *id;
+ * JC_ENOTFOUND when there is none. */
+static int find_request(struct jc_index *ix, uint32_t hash, const void *data, size_t len,
+			int64_t *id)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_FIND];
+	int rc = sqlite3_bind_int64(st, 1, hash);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((size_t)sqlite3_column_bytes(st, 1) == len &&
+		    memcmp(sqlite3_column_blob(st, 1), data, len) == 0) {
+			*id = sqlite3_column_int64(st, 0);
+			sqlite3_reset(st);
+			return 0;
+		}
+		rc = SQLITE_OK;
+	}
+	rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "find request");
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], uint32_t hash, uint32_t uid,
+			   const void *data, size_t len)
+{
+	int64_t id = 0;
+	int rc = tx(ix, ST_BEGIN);
+	if (rc != 0)
+		return rc;
+	rc = find_request(ix, hash, data, len, &id);
+	sqlite3_stmt *st = ix->st[ST_REQ_PUT];
+	if (rc == JC_ENOTFOUND) {
+		int b = sqlite3_bind_int64(st, 1, hash);
+		b = b ?: sqlite3_bind_int64(st, 2, uid);
+		b = b ?: sqlite3_bind_blob(st, 3, data, (int)len, SQLITE_STATIC);
+		rc = bound_done(ix, st, b, "keep request");
+		id = sqlite3_last_insert_rowid(ix->db);
+	}
+	st = ix->st[ST_REQ_LINK];
+	if (rc == 0) {
+		int b = sqlite3_bind_int64(st, 1, id);
+		b = b ?: sqlite3_bind_blob(st, 2, key, 16, SQLITE_STATIC);
+		rc = bound_done(ix, st, b, "keep request");
+	}
+	/* no entry (gone meanwhile), or it names another: none left unnamed */
+	st = ix->st[ST_REQ_UNUSED];
+	if (rc == 0)
+		rc = bound_done(ix, st, sqlite3_bind_int64(st, 1, id), "keep request");
+	return tx_end(ix, rc);
+}
+
+int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_kept *out)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_GET];
+	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		memcpy(out->key, key, 16);
+		out->id = sqlite3_column_int64(st, 0);
+		out->size = (uint64_t)sqlite3_column_int64(st, 1);
+		out->uid = (uint32_t)sqlite3_column_int64(st, 2);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "get request");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_request_totals(struct jc_index *ix, uint64_t *requests, uint64_t *bytes)
+{
+	sqlite3_stmt *st = ix->st[ST_REQ_TOTALS];
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		*requests = (uint64_t)sqlite3_column_int64(st, 0);
+		*bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ECORRUPT : fail(ix, rc, "request totals");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_meta_get(struct jc_index *ix, const char *name, char *out, size_t cap)
+{
+	sqlite3_stmt *st = ix->st[ST_META_GET];
+	int rc = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *v = (const char *)sqlite3_column_text(st, 0);
+		snprintf(out, cap, "%s", v ? v : "");
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "meta");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int jc__index_meta_set(struct jc_index *ix, const char *name, const char *value)
+{
+	sqlite3_stmt *st = ix->st[ST_META_SET];
+	int rc = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+
+	rc = rc ?: sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	if (rc != SQLITE_OK) {
+		sqlite3_reset(st);
+		return fail(ix, rc, "meta");
+	}
+	return step_done(ix, st, "meta");
+}
+
+int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *f,
+			      int (*cb)(const struct jc_kept *k, void *ctx), void *ctx)
+{
+	/* Value: hits (the first use counts as one) over days since the last
+	 * use plus one: a kernel used daily outranks one used a lot, once. */
+	char sql[1024];
+	snprintf(sql, sizeof(sql),
+		 "SELECT e.key, r.id, length(r.data), r.uid, e.versions, e.source_name, e.hits,"
+		 " e.last_access FROM entries e CROSS JOIN requests r ON r.id = e.request"
+		 " WHERE 1%s%s%s"
+		 " ORDER BY (e.hits + 1.0) / (1.0 + max(0, ?1 - e.last_access) / 86400.0) DESC,"
+		 " e.key LIMIT ?5",
+		 /* ... and not made for that identity already (its request is
+		  * shared): the subquery runs once */
+		 f->versions_not ? " AND e.versions <> ?2 AND r.id NOT IN (SELECT request FROM entries"
+				   " WHERE versions = ?2 AND request IS NOT NULL)" : "",
+		 f->accessed_since ? " AND e.last_access >= ?3" : "",
+		 f->by_uid ? " AND EXISTS (SELECT 1 FROM users u WHERE u.key = e.key AND u.uid = ?4)"
+			   : "");
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "foreach request");
+	rc = sqlite3_bind_int64(st, 1, f->now);
+	if (rc == SQLITE_OK && f->versions_not)
+		rc = sqlite3_bind_text(st, 2, f->versions_not, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && f->accessed_since)
+		rc = sqlite3_bind_int64(st, 3, f->accessed_since);
+	if (rc == SQLITE_OK && f->by_uid)
+		rc = sqlite3_bind_int64(st, 4, f->uid);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 5, f->top ? (sqlite3_int64)f->top : -1);
+	if (rc != SQLITE_OK) {
+		rc = fail(ix, rc, "foreach request");
+		sqlite3_finalize(st);
+		return rc;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct jc_kept k = {0};
+		if (sqlite3_column_bytes(st, 0) != 16) {
+			snprintf(ix->msg, sizeof(ix->msg), "entry row: bad key column");
+			rc = JC_ECORRUPT;
+			break;
+		}
+		memcpy(k.key, sqlite3_column_blob(st, 0), 16);
+		k.id = sqlite3_column_int64(st, 1);
+		k.size = (uint64_t)sqlite3_column_int64(st, 2);
+		k.uid = (uint32_t)sqlite3_column_int64(st, 3);
+		const char *v = (const char *)sqlite3_column_text(st, 4);
+		const char *n = (const char *)sqlite3_column_text(st, 5);
+		k.versions = v ? v : "";
+		k.source_name = n ? n : "";
+		k.hits = (uint64_t)sqlite3_column_int64(st, 6);
+		k.last_access = sqlite3_column_int64(st, 7);
+		if ((rc = cb(&k, ctx)) != 0)
+			break;
+	}
+	if (rc == SQLITE_DONE)
+		rc = 0;
+	else if (rc > 0 && rc != SQLITE_ROW)
+		rc = fail(ix, rc, "foreach request");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int jc__index_count_versions(struct jc_index *ix, const char *versions, uint64_t *n)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(ix->db, "SELECT count(*) FROM entries WHERE versions = ?1", -1,
+				    &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(ix, rc, "count versions");
+	rc = sqlite3_bind_text(st, 1, versions, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*n = (uint64_t)sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = fail(ix, rc, "count versions");
+	}
+	sqlite3_finalize(st);
+	return rc;
 }

@@ -88,8 +88,10 @@ void jc__index_close(struct jc_index *ix);
  */
 int jc__index_wal_pages(uint64_t max_size);
 /* Applies jc__index_wal_pages(max_size) to ix (writable), and keeps that
- * much room allocated for the WAL when ix is closed (index.c: a full disk).
- * 0 or SQLite errors. */
+ * much room allocated for the WAL when ix is closed (index.c: a full disk);
+ * a WAL longer than that now is checkpointed and emptied at once, its room
+ * kept (best effort: a reader of an older snapshot is waited for up to the
+ * busy timeout). 0 or SQLite errors. */
 int jc__index_set_budget(struct jc_index *ix, uint64_t max_size);
 
 /* The message of the last failure on ix ("" if none); owned by ix, valid
@@ -226,7 +228,8 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 		      int (*cb)(const struct jc_entry *e, void *ctx), void *ctx);
 
 /*
- * Entries, failed entries and bytes of ok entries (sum of size). O(1): kept
+ * Entries, failed entries and bytes of ok entries (sum of size) and of kept
+ * requests (each once: the byte budget's count). O(1): kept
  * in a one-row table by triggers, so fit for every stats call at 1M entries.
  * Any out pointer may be NULL. Returns 0 or SQLite errors.
  */
@@ -261,5 +264,73 @@ int jc__index_counters_load(struct jc_index *ix,
  */
 int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 			    const uint64_t *values, size_t n);
+
+/*
+ * Kept requests (schema 3): the request that made an entry (its encoding,
+ * core/kept.h), in the index, once per distinct request, found by its
+ * content (a 32-bit hash, kept.h computes it, then the bytes compared), and
+ * entries name it by id in their request column. A request goes with the last
+ * entry that names it (triggers); the budget's bytes (jc__index_totals)
+ * count each once. A uid sees the requests of the entries it uses (as it
+ * sees entries).
+ */
+struct jc_kept {
+	uint8_t key[16];      /* the entry's key */
+	int64_t id;           /* the request's id */
+	uint64_t size;        /* its bytes */
+	uint32_t uid;         /* who asked first */
+	/* jc__index_foreach_request only, borrowed for the callback: */
+	const char *versions, *source_name; /* the entry's toolchain identity, program name */
+	uint64_t hits;
+	int64_t last_access;
+};
+
+/*
+ * Keeps data (len bytes, borrowed; hash: its content hash) as a request
+ * made for uid, unless an equal one is kept (then shares it), and makes
+ * the entry key name it unless it names one already (the first stays), in
+ * one transaction; a request no entry names is not left behind (the entry
+ * is gone). Returns 0, SQLite errors, JC_ENOMEM.
+ */
+int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], uint32_t hash, uint32_t uid,
+			   const void *data, size_t len);
+/* The request entry key names into *out (key, id, size, uid). 0,
+ * JC_ENOTFOUND (no entry, or none kept), SQLite errors. */
+int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_kept *out);
+/* The bytes of request id: *data malloc'd (caller frees), *len. 0,
+ * JC_ENOTFOUND, JC_ENOMEM, SQLite errors. */
+int jc__index_request_data(struct jc_index *ix, int64_t id, uint8_t **data, size_t *len);
+/* Distinct kept requests, and their bytes. O(1). 0 or SQLite errors. */
+int jc__index_request_totals(struct jc_index *ix, uint64_t *requests, uint64_t *bytes);
+
+/* Which kept requests jc__index_foreach_request visits. */
+struct jc_kept_filter {
+	int64_t now;              /* unix seconds: the value's recency is measured from it */
+	/* Entries of another toolchain identity whose request has no entry of
+	 * this one yet; NULL = any. */
+	const char *versions_not;
+	int64_t accessed_since;   /* last_access >= this; 0 = any */
+	int by_uid;               /* only requests of entries uid uses */
+	uint32_t uid;
+	uint64_t top;             /* at most this many; 0 = all */
+};
+
+/* Calls cb for the kept requests f selects, most valuable first: hits + 1
+ * over 1 + days since the last use, then key. cb's non-zero return stops
+ * the walk and is returned; cb must not change the index. Otherwise 0,
+ * JC_ECORRUPT, SQLite errors. */
+int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *f,
+			      int (*cb)(const struct jc_kept *k, void *ctx), void *ctx);
+
+/* Named strings of the cache (meta table): the value of name into out
+ * (cap bytes, cut), or JC_ENOTFOUND; set inserts or replaces. 0 or SQLite
+ * errors. */
+#define JC_META_IDENTITY "toolchain_identity"
+
+/* How many entries were made with toolchain identity versions (a scan of
+ * the entries: for doctor, not a hot path). 0 or SQLite errors. */
+int jc__index_count_versions(struct jc_index *ix, const char *versions, uint64_t *n);
+int jc__index_meta_get(struct jc_index *ix, const char *name, char *out, size_t cap);
+int jc__index_meta_set(struct jc_index *ix, const char *name, const char *value);
 
 #endif

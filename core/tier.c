@@ -149,6 +149,12 @@ static int local_foreach(struct jc_cachedir *c, const struct jc_filter *f,
 	return jc__index_foreach(c->wix, f, cb, ctx);
 }
 
+static int local_foreach_request(struct jc_cachedir *c, const struct jc_kept_filter *f,
+				 int (*cb)(const struct jc_kept *k, void *ctx), void *ctx)
+{
+	return jc__index_foreach_request(c->wix, f, cb, ctx);
+}
+
 struct collect_ctx {
 	struct jc_cachedir *c;
 	int64_t now;
@@ -201,6 +207,7 @@ const struct jc_tier_ops jc__local_tier = {
 	.unlink_ahead = local_unlink_ahead,
 	.remove_bad = local_remove_bad,
 	.foreach = local_foreach,
+	.foreach_request = local_foreach_request,
 	.collect = local_collect,
 	.health = local_health,
 };

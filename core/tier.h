@@ -194,6 +194,10 @@ struct jc_tier_ops {
 	 * Caller holds wlock. */
 	int (*foreach)(struct jc_cachedir *c, const struct jc_filter *f,
 		       int (*cb)(const struct jc_entry *e, void *ctx), void *ctx);
+	/* Calls cb for each kept request f selects (index.h,
+	 * jc__index_foreach_request). Caller holds wlock. */
+	int (*foreach_request)(struct jc_cachedir *c, const struct jc_kept_filter *f,
+			       int (*cb)(const struct jc_kept *k, void *ctx), void *ctx);
 	/* Unlinks the objects no row names that are older than JC_GC_GRACE_S
 	 * at now (unix seconds), and stray files in objects/ as old; calls cb
 	 * for each (path and size borrowed; a non-zero return stops). Caller

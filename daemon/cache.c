@@ -204,6 +204,9 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (f) {
 		if (jc__flight_join(f, conn, JC_CACHE_JOINED, t0, &req->name_exprs) == 0) {
 			jc__daemon_count(d, JC_CTR_single_flight_joins, 1);
+			/* A client waits on a re-warm's compile: it goes first now. */
+			if (f->background && !jc__rewarm_owns(d, conn))
+				jc__rewarm_promote(d, f);
 			goto out;
 		}
 		jc__refuse(d, conn, JC_ENOMEM, "out of memory");

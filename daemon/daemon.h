@@ -85,6 +85,7 @@ struct jc_flight {
 	 * d->buffers from start to end of the flight. */
 	size_t charged;
 	int remote_hit;           /* res came from the remote tier, not a worker */
+	int background;           /* started by a re-warm and no client waits: an idle job (pool.h) */
 };
 
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
@@ -124,6 +125,11 @@ struct jc_daemon {
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
 	struct jc_pool *pool;     /* compile workers and their queue (pool.h) */
+	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
+	int probing_disk;         /* a SIGHUP's toolchain probe runs (main.c) */
+	/* The toolchain identity (summary) the cache recorded before this
+	 * daemon started ("" for a new cache or one from before schema 3). */
+	char cache_identity[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 
 	uv_pipe_t listener;
@@ -168,10 +174,12 @@ struct jc_conn_ops {
 	uid_t (*uid)(const struct jc_conn *c);
 	pid_t (*pid)(const struct jc_conn *c);
 	/* A connection with no socket, for requests the daemon makes itself (the
-	 * parts of a fatbin, fatbin.c): it has like's credentials, and its answers
-	 * go to sink(ctx, ...), once per request handed to jc__cache_request. One
+	 * parts of a fatbin, fatbin.c; re-warm compiles, rewarm.c): it has
+	 * like's credentials, or with like NULL uid's (no group, the daemon's
+	 * pid), and its answers go to sink(ctx, ...), once per request handed
+	 * to jc__cache_request, before the request path is done with it. One
 	 * reference, the caller's: unref frees it. NULL when out of memory. */
-	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like,
+	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like, uid_t uid,
 				    jc_conn_sink_fn sink, void *ctx);
 };
 
@@ -322,6 +330,8 @@ struct jc_fatbin;
  * target's part as conn's uid would, then assembles. Ends, like a worker
  * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
 int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
+/* 1 when conn is the internal connection of one of fb's parts. */
+int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn);
 /* At the end of a fatbin flight, before it is published: its log (where
  * each part came from, the steps' times), lowered names and build time. */
 void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
@@ -329,6 +339,35 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
 void jc__fatbin_free(struct jc_fatbin *fb);
 
 
+
+/* rewarm.c: compiles kept requests (core/kept.h) again for this daemon's
+ * toolchain identity, in the background: at most cfg.rewarm_workers at a
+ * time on the pool's idle workers, most valuable first, within
+ * cfg.rewarm_budget_s CPU seconds. Loop thread. */
+struct jc_admin_reply;
+/* new: 0 or JC_ENOMEM; free: after the loop stopped, NULL-safe. */
+int jc__rewarm_new(struct jc_daemon *d);
+/* At shutdown: queues nothing more, closes its handle. */
+void jc__rewarm_close(struct jc_daemon *d);
+void jc__rewarm_free(struct jc_daemon *d);
+/* Queues the kept requests of entries of another identity (top most
+ * valuable, 0 all; used since since_s unix seconds, 0 any), read from the
+ * index in the thread pool; why goes to the log. Then done(ctx, queued or
+ * a JC_E* code < 0). A re-warm already running takes no new one (done
+ * with 0). done may be NULL. */
+void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const char *why,
+		      void (*done)(void *ctx, int64_t queued), void *ctx);
+/* 1 when conn asks for the re-warm: one of its internal connections, or a
+ * part's of a fatbin flight it started that no client waits for. Its
+ * flights are background (idle) work. */
+int jc__rewarm_owns(const struct jc_daemon *d, const struct jc_conn *conn);
+/* A client waits on background flight f: it and, for a fatbin, its parts'
+ * flights become client work (jc__pool_promote). */
+void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f);
+/* The state of the re-warm as the admin command "warm" answers it: a
+ * record (state, counts, CPU time, identities), then one per failed
+ * request (key, source_name, message, log). 0 or JC_ENOMEM. */
+int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out);
 
 /* server.c */
 /* Binds cfg->socket_path (mode 0600, 0660 with group_shared), unless another

@@ -418,7 +418,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 		memcpy(p->target, t.v[i], sizeof(p->target));
 		if (rc == 0)
 			rc = part_request(&f->req, t.v[i], &sub[i]);
-		if (rc == 0 && !(p->conn = d->conn_ops->internal(d, conn, part_sink, p)))
+		if (rc == 0 && !(p->conn = d->conn_ops->internal(d, conn, 0, part_sink, p)))
 			rc = JC_ENOMEM;
 	}
 	if (rc != 0) {
@@ -437,6 +437,14 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 	fb->starting = 0;
 	if (fb->pending == 0)
 		parts_done(fb);
+	return 0;
+}
+
+int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn)
+{
+	for (size_t i = 0; i < fb->n; i++)
+		if (fb->parts[i].conn == conn)
+			return 1;
 	return 0;
 }
 
@@ -461,6 +469,7 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f)
 	for (size_t i = 0; i < fb->n; i++) {
 		const struct jc_res *p = &fb->parts[i].res;
 		sum += p->compile_ns;
+		res->cpu_ns += p->cpu_ns; /* the parts' compiles are the fatbin's CPU time */
 		fprintf(m, "%s%s %s", i ? ", " : "", fb->parts[i].target,
 			p->status && !p->cache ? jc_strerror(p->status)
 						: jc__cache_status_name(p->cache) ?: "?");

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "core/kept.h"
 #include "core/key.h"
 #include "daemon/daemon.h"
 #include "daemon/pool.h"
@@ -328,11 +329,64 @@ static void publish_remote(struct jc_flight *f)
 	}
 }
 
+/* Keeping a stored entry's request (kept.h), after its waiters have their
+ * answer: the request moves out of the flight into this job, its bytes
+ * still counted against --buffer-budget until it is written. */
+struct keep_job {
+	uv_work_t work;
+	struct jc_daemon *d;
+	struct jc_req req;
+	uint8_t key[16];
+	uint32_t uid;
+	size_t charged;
+};
+
+static void keep_work_cb(uv_work_t *work)
+{
+	struct keep_job *j = work->data;
+	char why[256];
+	if (jc__kept_store(j->d->cache, j->key, j->uid, &j->req, why, sizeof(why)) != 0)
+		jc_log_warn(STORE, "request of an entry not kept: %s", why);
+}
+
+static void keep_after_cb(uv_work_t *work, int status)
+{
+	struct keep_job *j = work->data;
+	(void)status;
+	j->d->buffers.used -= j->charged;
+	jc__req_clear(&j->req);
+	free(j);
+}
+
+/* Starts keeping f's request (a failure costs only that); takes f->req. */
+static void keep_request(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	struct keep_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->d = d;
+	j->req = f->req;
+	memcpy(j->key, f->store_key, 16);
+	j->uid = (uint32_t)f->uid;
+	j->charged = f->charged; /* moved with the request */
+	j->work.data = j;
+	if (uv_queue_work(d->loop, &j->work, keep_work_cb, keep_after_cb) != 0) {
+		free(j);
+		return;
+	}
+	memset(&f->req, 0, sizeof(f->req));
+	f->charged = 0;
+}
+
 static void publish_after_cb(uv_work_t *work, int status)
 {
 	struct jc_flight *f = work->data;
 	struct jc_daemon *d = f->d;
 	int stored = f->publish_rc == 0 && f->res.status == 0;
+	/* a row of this request's result now exists (an artifact or a compile error) */
+	int keep = d->cfg.keep_requests && f->publish_rc == 0 && publishable(&f->res) &&
+		   !f->uncached && !f->tree_missing;
 	(void)status;
 	if (f->learned && f->publish_rc == 0 && !f->uncached) {
 		char hex[33], shex[33];
@@ -385,7 +439,10 @@ static void publish_after_cb(uv_work_t *work, int status)
 	 * with it 2 runs in 3, and passed without it; cause not found (issue 24). */
 	int warm = stored && !f->uncached && !f->tree_missing && !d->remote;
 	memcpy(key, f->store_key, 16);
-	flight_finish(f);
+	flight_answer(f);
+	if (keep)
+		keep_request(f);
+	flight_free(f);
 	/* Its row and descriptors ready for the first hit, now that the answers
 	 * are out (memcache.c). */
 	if (warm)
@@ -412,10 +469,11 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 								   : d->cfg.max_log_size;
 	jc__text_cap(&f->res.log, (size_t)cap);
 	jc__hex16(f->key, hex);
-	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms", hex,
+	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms%s", hex,
 		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
 		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
-		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6);
+		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6,
+		    f->job.idle ? " at idle priority" : "");
 	/* Only deterministic failures (a compile error) become negative entries;
 	 * a flight that replaces a bad object drops its row when it fails. */
 	if (publishable(&f->res) || f->has_bad_object) {
@@ -548,6 +606,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	jc__budget_charge(&d->buffers, bytes);
 	f->d = d;
 	f->uid = d->conn_ops->uid(conn);
+	f->background = jc__rewarm_owns(d, conn);
 	if (req->display_name)
 		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
@@ -599,5 +658,6 @@ void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 	f->job.uid = (uint32_t)f->uid;
 	f->job.wanted = flight_wanted;
 	f->job.done = flight_job_done;
+	f->job.idle = f->background;
 	jc__pool_submit(d->pool, &f->job);
 }

@@ -7,14 +7,17 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -149,6 +152,7 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
 	daemon_notify("STOPPING=1");
 	d->stopping = 1;
+	jc__rewarm_close(d); /* before the pool answers its flights */
 	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
 	d->remote = NULL;
@@ -210,8 +214,90 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 	jc__remote_config_clear(&old);
 }
 
+/*
+ * SIGHUP: the toolchain a start now would load, against the one this daemon
+ * loaded. The libnvrtc and libnvJitLink mapped into the daemon and its
+ * workers cannot be swapped under them, and keys, validation (supported
+ * archs) and in-flight compiles all rest on that one identity: a change on
+ * disk (a driver or toolkit update, LD_LIBRARY_PATH's files replaced) is
+ * logged with what to do, a restart, which re-warms (record_identity).
+ * Probed by a fresh `jitcache-worker --identity` (the environment and the
+ * files as a start now finds them), in the thread pool.
+ */
+struct disk_probe {
+	uv_work_t work;
+	struct jc_daemon *d;
+	char summary[sizeof(((struct jc_toolchain *)0)->summary) + 2];
+	char err[256];
+};
+
+static void disk_probe_work(uv_work_t *w)
+{
+	struct disk_probe *p = w->data;
+	int fds[2];
+	posix_spawn_file_actions_t fa;
+	char *argv[] = {(char *)p->d->cfg.worker_path, (char *)"--identity", NULL};
+	pid_t pid;
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		snprintf(p->err, sizeof(p->err), "pipe: %s", strerror(errno));
+		return;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+	int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	size_t n = 0;
+	ssize_t got;
+	while (rc == 0 && n < sizeof(p->summary) - 1 &&
+	       ((got = read(fds[0], p->summary + n, sizeof(p->summary) - 1 - n)) > 0 ||
+		(got < 0 && errno == EINTR)))
+		n += got > 0 ? (size_t)got : 0;
+	close(fds[0]);
+	p->summary[n] = '\0';
+	p->summary[strcspn(p->summary, "\n")] = '\0';
+	int status = 0;
+	if (rc != 0)
+		snprintf(p->err, sizeof(p->err), "cannot start %s: %s", argv[0], strerror(rc));
+	else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) ||
+		 !p->summary[0])
+		snprintf(p->err, sizeof(p->err), "%s --identity failed (status %d)", argv[0], status);
+}
+
+static void disk_probe_done(uv_work_t *w, int status)
+{
+	struct disk_probe *p = w->data;
+	struct jc_daemon *d = p->d;
+	d->probing_disk = 0;
+	if (status != 0 || p->err[0])
+		jc_log_err(MAIN, "SIGHUP: cannot probe the toolchain on disk: %s",
+			   p->err[0] ? p->err : uv_strerror(status));
+	else if (strcmp(p->summary, d->tc.summary) == 0)
+		jc_log_info(MAIN, "SIGHUP: toolchain on disk unchanged");
+	else
+		jc_log_notice(MAIN, "SIGHUP: toolchain changed on disk: a start now would run %s; this "
+			      "daemon keeps compiling with the libraries it loaded (%s): restart the "
+			      "daemon to re-warm", p->summary, d->tc.summary);
+	free(p);
+}
+
+static void disk_probe_start(struct jc_daemon *d)
+{
+	struct disk_probe *p = d->probing_disk ? NULL : calloc(1, sizeof(*p));
+	if (!p)
+		return; /* one runs already (or no memory): it answers this SIGHUP too */
+	p->d = d;
+	p->work.data = p;
+	if (uv_queue_work(d->loop, &p->work, disk_probe_work, disk_probe_done) != 0) {
+		free(p);
+		return;
+	}
+	d->probing_disk = 1;
+}
+
 /* SIGHUP: re-read the configuration; apply what can change while running and
- * say what cannot (settings.h). On any error nothing changes. */
+ * say what cannot (settings.h), and probe the toolchain on disk. On any
+ * configuration error nothing changes. */
 static void reload_cb(uv_signal_t *sig, int signum)
 {
 	struct jc_daemon *d = sig->data;
@@ -230,6 +316,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	jc__evict_budget_changed(d, old_max, old_share);
 out:
 	jc__settings_clear(&fresh);
+	disk_probe_start(d);
 }
 
 /*
@@ -327,6 +414,33 @@ static void pointer_remove(struct jc_daemon *d)
 	d->pointer_path = NULL;
 }
 
+/*
+ * The toolchain identity the cache recorded (d->cache_identity: the last
+ * daemon's) is replaced by this daemon's. A different one starts a re-warm
+ * once the daemon serves (rewarm.c).
+ */
+static void record_identity(struct jc_daemon *d)
+{
+	struct jc_cachedir *c = d->cache;
+	pthread_mutex_lock(&c->wlock);
+	int rc = jc__index_meta_get(c->wix, JC_META_IDENTITY, d->cache_identity,
+				    sizeof(d->cache_identity));
+	if (rc != 0 && rc != JC_ENOTFOUND)
+		jc_log_warn(MAIN, "cannot read the cache's toolchain identity: %s",
+			    jc__index_errmsg(c->wix));
+	if (rc != 0)
+		d->cache_identity[0] = '\0';
+	if (strcmp(d->cache_identity, d->tc.summary) != 0) {
+		if (d->cache_identity[0])
+			jc_log_notice(MAIN, "toolchain identity changed: the cache was built by %s",
+				      d->cache_identity);
+		if (jc__index_meta_set(c->wix, JC_META_IDENTITY, d->tc.summary) != 0)
+			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
+				    jc__index_errmsg(c->wix));
+	}
+	pthread_mutex_unlock(&c->wlock);
+}
+
 static int inherited_listener(void)
 {
 #if JC_HAVE_SYSTEMD
@@ -399,6 +513,7 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
 		goto err_after_init;
 	}
+	record_identity(d);
 	jc__evict_start(d, evict_report);
 
 	int serves_others = serves_other_uids(d, listen_fd);
@@ -413,6 +528,7 @@ int main(int argc, char **argv)
 		.worker_path = d->cfg.worker_path,
 		.cache_dir = d->cfg.cache_dir,
 		.workers = d->cfg.workers,
+		.idle_workers = d->cfg.rewarm_workers,
 		/* Shared fairly where there are others to share with (pool.h). */
 		.user_max_workers = d->cfg.user_max_workers ? d->cfg.user_max_workers
 				    : serves_others ? 0 : d->cfg.workers,
@@ -421,6 +537,8 @@ int main(int argc, char **argv)
 		.confinement = d->confinement,
 	};
 	rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, sizeof(err));
+	if (rc == 0 && (rc = jc__rewarm_new(d)) != 0)
+		jc__pool_stop(d->pool);
 	if (rc != 0) {
 		jc__remote_close(d->remote);
 		goto err_after_loop;
@@ -453,6 +571,8 @@ int main(int argc, char **argv)
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
 		      d->tc.summary);
 	daemon_notify("READY=1\nSTATUS=serving");
+	if (d->cache_identity[0] && strcmp(d->cache_identity, d->tc.summary) != 0)
+		jc__rewarm_start(d, 0, 0, "the toolchain identity changed", NULL, NULL);
 	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__cache_flush_sync(d);
@@ -464,6 +584,7 @@ err_after_loop:
 	uv_run(d->loop, UV_RUN_DEFAULT); /* until every handle has closed */
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
+	jc__rewarm_free(d);
 	jc__pool_free(d->pool);
 err_after_init:
 	jc__cache_free(d);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "daemon/pool.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "core/confine.h"
 #include "daemon/framer.h"
 #include "daemon/worker.h"
@@ -33,9 +35,14 @@ struct jc_pool {
 	char *worker_cwd;         /* DIR/worker-cwd */
 	char *worker_tmp;         /* DIR/tmp: where a worker writes a client's headers */
 	struct jc_counters *ctr;  /* borrowed */
+	/* Slots [0, cfg.workers) run client jobs, the cfg.idle_workers after
+	 * them (started when their queue first has a job) run idle jobs at idle
+	 * CPU and I/O priority (worker.h, --idle). */
 	struct jc_worker **workers;
 	int n_workers;
 	int stopping;
+	int raise_warned;  /* the log said once why a worker could not be raised */
+	struct jc_pool_job *idle_head, *idle_tail; /* the idle jobs' queue (no uid turns) */
 	int user_max_workers;     /* the cap in force (cfg's, or its default) */
 	struct uid_queue *queues; /* one per uid with jobs queued or running */
 	uint64_t serves;          /* jobs handed to workers so far: served_at's clock */
@@ -53,6 +60,7 @@ struct jc_worker {
 	int exited;
 	int timed_out;
 	int killed;        /* by shutdown */
+	int raised;        /* an idle worker at normal priority for this job (a client joined) */
 	int open_handles;
 };
 
@@ -145,6 +153,68 @@ static void worker_detach(struct jc_worker *w)
 		uv_process_kill(&w->proc, SIGKILL); /* proc closes in exit_cb */
 }
 
+/*
+ * Every thread of pid and of the processes below it (the worker's helper,
+ * a job's child; /proc/PID/task/TID/children) to idle or normal priority
+ * (jc__set_idle_priority). A thread or process that starts meanwhile from
+ * one not yet changed keeps the old priority. Returns 0, or the errno of
+ * the first failure (a thread that exited meanwhile is none).
+ */
+static int tree_priority(pid_t pid, int idle, int depth)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return errno == ENOENT ? 0 : errno;
+	int first = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		int tid = atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		if (jc__set_idle_priority(tid, idle) != 0 && errno != ESRCH && !first)
+			first = errno;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, tid);
+		FILE *f = depth < 8 ? fopen(path, "re") : NULL;
+		int child, rc;
+		while (f && fscanf(f, "%d", &child) == 1)
+			if ((rc = tree_priority((pid_t)child, idle, depth + 1)) && !first)
+				first = rc;
+		if (f)
+			fclose(f);
+	}
+	closedir(dir);
+	return first;
+}
+
+/* A client waits on w's idle job: w runs it at normal priority. */
+static void worker_raise(struct jc_worker *w)
+{
+	int rc = tree_priority(w->proc.pid, 0, 0);
+	w->raised = 1;
+	if (rc == 0 || w->d->raise_warned)
+		return;
+	w->d->raise_warned = 1;
+	jc_log_warn(WORKER, "a client waits on a re-warm compile, but its worker %d stays at idle "
+		    "priority: %s (leaving SCHED_IDLE needs RLIMIT_NICE 20, e.g. LimitNICE=20 in the "
+		    "service, or CAP_SYS_NICE); said once", w->proc.pid, strerror(rc));
+}
+
+/* w's job is done: back to idle priority for the next re-warm job. */
+static void worker_lower(struct jc_worker *w)
+{
+	if (!w->raised)
+		return;
+	w->raised = 0;
+	int rc = tree_priority(w->proc.pid, 1, 0);
+	if (rc != 0) {
+		jc_log_err(WORKER, "cannot put worker %d back to idle priority (%s); replacing it",
+			   w->proc.pid, strerror(rc));
+		worker_detach(w);
+	}
+}
+
 /* Fails the job of a worker that died under it, naming the cause. */
 static void worker_fail_dead(struct jc_worker *w, int64_t status, int signal)
 {
@@ -216,6 +286,7 @@ static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, siz
 		f->res->status = JC_EINTERNAL;
 		f->res->message = strdup("compile worker sent an undecodable result");
 	}
+	worker_lower(w);
 	f->done(f, 0);
 	jc__pool_dispatch(w->d);
 	return 0;
@@ -301,7 +372,8 @@ static int worker_spawn(struct jc_pool *d, int slot, char *err, size_t errlen)
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
 	char *args[] = {d->worker_path, "--memory-limit", mem, "--confine",
-			(char *)jc__confine_name(d->cfg.confinement), "--tmp", d->worker_tmp, NULL};
+			(char *)jc__confine_name(d->cfg.confinement), "--tmp", d->worker_tmp,
+			slot >= d->cfg.workers ? "--idle" : NULL, NULL};
 	uv_stdio_container_t stdio[3] = {
 		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
 		 .data.stream = (uv_stream_t *)&w->pipe},
@@ -382,18 +454,19 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 		d->worker_tmp = NULL;
 		rc = JC_ENOMEM;
 	}
-	if (rc == 0 && !(d->workers = calloc((size_t)cfg->workers, sizeof(*d->workers))))
+	if (rc == 0 && !(d->workers = calloc((size_t)cfg->workers + (size_t)cfg->idle_workers,
+					       sizeof(*d->workers))))
 		rc = JC_ENOMEM;
 	if (rc != 0) {
 		jc__pool_stop(d);
 		jc__pool_free(d);
 		return rc;
 	}
-	d->n_workers = cfg->workers;
+	d->n_workers = cfg->workers + cfg->idle_workers;
 	d->user_max_workers = cfg->user_max_workers > 0 ? cfg->user_max_workers
 				: cfg->workers / 2 > 0 ? cfg->workers / 2 : 1;
 	int started = 0;
-	for (int i = 0; i < d->n_workers; i++)
+	for (int i = 0; i < cfg->workers; i++)
 		started += worker_spawn(d, i, err, errlen) == 0;
 	if (started) {
 		*out = d;
@@ -404,20 +477,60 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 	return JC_EIO;
 }
 
+static void queue_push(struct jc_pool_job **head, struct jc_pool_job **tail,
+		       struct jc_pool_job *job)
+{
+	job->next = NULL;
+	if (*tail)
+		(*tail)->next = job;
+	else
+		*head = job;
+	*tail = job;
+}
+
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job)
 {
-	struct uid_queue *q = p->stopping ? NULL : queue_of(p, job->uid);
-	if (!q) {
+	struct uid_queue *q = NULL;
+	if (p->stopping || (!job->idle && !(q = queue_of(p, job->uid)))) {
 		job->done(job, JC_EBUSY);
 		return;
 	}
-	job->next = NULL;
-	if (q->tail)
-		q->tail->next = job;
+	if (job->idle)
+		queue_push(&p->idle_head, &p->idle_tail, job);
 	else
-		q->head = job;
-	q->tail = job;
+		queue_push(&q->head, &q->tail, job);
 	jc__pool_dispatch(p);
+}
+
+int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job)
+{
+	struct jc_pool_job *prev = NULL;
+	for (struct jc_pool_job *j = p->idle_head; j; prev = j, j = j->next) {
+		if (j != job)
+			continue;
+		struct uid_queue *q = queue_of(p, job->uid);
+		if (!q)
+			return 0; /* out of memory: it stays an idle job */
+		if (prev)
+			prev->next = j->next;
+		else
+			p->idle_head = j->next;
+		if (p->idle_tail == j)
+			p->idle_tail = prev;
+		job->idle = 0;
+		queue_push(&q->head, &q->tail, job);
+		jc__pool_dispatch(p);
+		return 1;
+	}
+	for (int i = p->cfg.workers; i < p->n_workers; i++) {
+		struct jc_worker *w = p->workers[i];
+		if (w && w->job == job && !w->raised) {
+			job->idle = 0;
+			worker_raise(w);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 int jc__pool_busy(const struct jc_pool *p)
@@ -471,12 +584,30 @@ static struct jc_pool_job *next_job(struct jc_pool *p, struct uid_queue **from)
 	return NULL;
 }
 
+/* The next idle job its owner still wants (others are dropped). */
+static struct jc_pool_job *next_idle_job(struct jc_pool *p)
+{
+	struct jc_pool_job *job;
+	while ((job = p->idle_head)) {
+		p->idle_head = job->next;
+		if (!p->idle_head)
+			p->idle_tail = NULL;
+		job->next = NULL;
+		if (!job->wanted || job->wanted(job))
+			break;
+	}
+	return job;
+}
+
 void jc__pool_dispatch(struct jc_pool *d)
 {
 	if (d->stopping)
 		return;
 	for (int i = 0; i < d->n_workers; i++) {
+		int idle = i >= d->cfg.workers;
 		char err[256];
+		if (idle && !d->idle_head)
+			break; /* idle workers are started when there is idle work */
 		if (!d->workers[i] && worker_spawn(d, i, err, sizeof(err)) != 0) {
 			jc_log_err(WORKER, "%s", err); /* retried on the next tick */
 			continue;
@@ -484,12 +615,18 @@ void jc__pool_dispatch(struct jc_pool *d)
 		struct jc_worker *w = d->workers[i];
 		if (w->job)
 			continue;
-		struct uid_queue *q;
-		struct jc_pool_job *f = next_job(d, &q);
+		struct uid_queue *q = NULL;
+		struct jc_pool_job *f = idle ? next_idle_job(d) : next_job(d, &q);
+		if (!f && !idle) {
+			i = d->cfg.workers - 1; /* no client job may run now: the idle workers' turn */
+			continue;
+		}
 		if (!f)
-			return;
-		q->running++;
-		w->q = q;
+			break;
+		if (q) {
+			q->running++;
+			w->q = q;
+		}
 		worker_start_job(w, f);
 	}
 }
@@ -507,6 +644,12 @@ void jc__pool_stop(struct jc_pool *d)
 		}
 		q->tail = NULL;
 	}
+	struct jc_pool_job *job;
+	while ((job = d->idle_head)) {
+		d->idle_head = job->next;
+		job->done(job, JC_EBUSY);
+	}
+	d->idle_tail = NULL;
 	for (int i = 0; i < d->n_workers; i++) {
 		struct jc_worker *w = d->workers[i];
 		if (!w)

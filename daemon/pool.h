@@ -49,14 +49,18 @@ struct jc_pool_job {
 	uint32_t uid;              /* in: whose queue and worker share it counts in */
 	jc_pool_wanted_cb wanted;  /* in: NULL = always run */
 	jc_pool_done_cb done;      /* in */
+	int idle;                  /* in: background work (re-warm): runs only on the idle
+				    * workers, after no client job (jc__pool_promote) */
 	struct jc_pool_job *next;  /* the pool's queue */
 };
 
 struct jc_pool_config {
 	const char *worker_path;   /* jitcache-worker; borrowed for the pool's life */
 	const char *cache_dir;     /* DIR: the workers run in DIR/worker-cwd; borrowed */
-	int workers;               /* processes */
-	int user_max_workers;      /* jobs of one uid running at once; 0: half of workers, at least 1 */
+	int workers;               /* processes for client jobs, started at once */
+	int user_max_workers;      /* client jobs of one uid running at once; 0: half of workers, at least 1 */
+	int idle_workers;          /* processes for idle jobs, at idle CPU and I/O priority
+				    * (SCHED_IDLE, the idle I/O class); started on demand */
 	int compile_timeout_s;     /* per job; 0 = none (jc__pool_set_timeout changes it) */
 	uint64_t worker_memory;    /* RLIMIT_AS of a worker in bytes; 0 = none */
 	int confinement;           /* enum jc_confine the workers apply (confine.h) */
@@ -72,10 +76,18 @@ struct jc_pool_config {
  */
 int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_counters *ctr,
 		   struct jc_pool **out, char *err, size_t errlen);
-/* Queues job (its "in" fields set) behind the others of its uid and
- * dispatches. A stopped pool cancels it at once (done with JC_EBUSY). */
+/* Queues job (its "in" fields set) behind the others of its uid (an idle
+ * job: behind the other idle jobs) and dispatches. A stopped pool cancels it at once (done with JC_EBUSY). */
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
-/* 1 when jobs wait for a worker. */
+/* A client asked for the key of an idle job. One that waits for a worker
+ * becomes a client job, queued behind the others of its uid: 1. One running on
+ * an idle worker goes on there at normal CPU and I/O priority, the
+ * worker's threads and children raised (SCHED_OTHER, ioprio class none;
+ * needs RLIMIT_NICE 20 or CAP_SYS_NICE, else the log says so once), and
+ * back to idle priority once it is done: 1. Otherwise (not queued nor
+ * running): 0. */
+int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job);
+/* 1 when client jobs wait for a worker. */
 int jc__pool_busy(const struct jc_pool *p);
 /* Hands queued jobs to idle workers; restarts missing workers (each tick). */
 void jc__pool_dispatch(struct jc_pool *p);

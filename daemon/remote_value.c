@@ -11,13 +11,14 @@
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
 #include <zstd.h>
 
+#include "core/hmac.h"
 #include "core/manifest.h"
 #include "daemon/remote.h"
 #include "jitcache/jitcache.h"
 #include "proto/proto.h"
 
 #define HDR 48
-#define MAC crypto_auth_hmacsha256_BYTES
+#define MAC JC_HMAC_LEN
 #define FLAG_SIGNED 1u
 #define FLAG_RECORD 2u /* a dependency record, not a value */
 #define ZSTD_LEVEL 3
@@ -52,15 +53,6 @@ static uint64_t get64(const uint8_t *p)
 	return v;
 }
 
-static void mac_of(const uint8_t *msg, size_t len, const uint8_t *secret, size_t secret_len,
-		   uint8_t out[MAC])
-{
-	crypto_auth_hmacsha256_state st;
-	crypto_auth_hmacsha256_init(&st, secret, secret_len);
-	crypto_auth_hmacsha256_update(&st, msg, len);
-	crypto_auth_hmacsha256_final(&st, out);
-	sodium_memzero(&st, sizeof(st));
-}
 
 /* The envelope of a value or a dependency record (remote.h): header, meta,
  * the zstd frame of payload, and the MAC when signed. */
@@ -100,7 +92,7 @@ static int seal(const uint8_t key[16], uint32_t kind, const uint8_t *payload, si
 		memcpy(v + HDR, meta, mlen);
 	size_t n = HDR + mlen + zlen;
 	if (secret) {
-		mac_of(v, n, secret, secret_len, v + n);
+		jc__hmac_sha256(v, n, secret, secret_len, v + n);
 		n += MAC;
 	}
 	if (n > max) {
@@ -163,7 +155,7 @@ static int unseal(const uint8_t key[16], uint32_t kind, const uint8_t *val, size
 		uint8_t mac[MAC];
 		if (!maclen)
 			return reject(why, whylen, "unsigned (a secret is configured)");
-		mac_of(val, len - MAC, secret, secret_len, mac);
+		jc__hmac_sha256(val, len - MAC, secret, secret_len, mac);
 		if (crypto_verify_32(mac, val + len - MAC) != 0)
 			return reject(why, whylen, "bad signature");
 	}

@@ -148,7 +148,7 @@ static pid_t conn_pid(const struct jc_conn *c)
 	return c->pid;
 }
 
-static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *like,
+static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *like, uid_t uid,
 				  jc_conn_sink_fn sink, void *ctx)
 {
 	struct jc_conn *c = calloc(1, sizeof(*c));
@@ -158,9 +158,9 @@ static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *
 	c->refs = 1;
 	c->hello = 1;
 	c->busy = 1;
-	c->uid = like->uid;
-	c->gid = like->gid;
-	c->pid = like->pid;
+	c->uid = like ? like->uid : uid;
+	c->gid = like ? like->gid : (gid_t)-1;
+	c->pid = like ? like->pid : getpid();
 	c->sink = sink;
 	c->sink_ctx = ctx;
 	return c;
@@ -540,6 +540,62 @@ static void admin_after_cb(uv_work_t *w, int status)
 	free(j);
 }
 
+/* Sends a reply made on the loop (the JC_ADMIN_LOOP commands); the
+ * connection may then read its next request. */
+static void loop_reply(struct jc_conn *c, const struct jc_admin_reply *reply)
+{
+	struct jc_buf b = {0};
+	if (jc__encode_admin_reply(&b, reply) == 0 && !c->closing)
+		conn_write(c, &b, 0);
+	else
+		jc__buf_free(&b);
+	conn_done(c);
+}
+
+/* warm: the re-warm's report, after starting one (rewarm.c) unless only
+ * its status is asked. */
+static void warm_reply(void *ctx, int64_t queued)
+{
+	struct jc_conn *c = ctx;
+	struct jc_admin_reply reply = {0};
+	int rc = queued < 0 ? (int)queued : jc__rewarm_report(c->d, &reply);
+	if (rc != 0) {
+		jc__admin_reply_clear(&reply);
+		reply.status = rc;
+		reply.message = strdup(jc_strerror(rc));
+	}
+	loop_reply(c, &reply);
+	jc__admin_reply_clear(&reply);
+	conn_unref(c);
+}
+
+static void loop_warm(struct jc_conn *c, const struct jc_admin_req *req)
+{
+	struct jc_daemon *d = c->d;
+	struct jc_admin_reply reply = {0};
+	const char *top_s = jc__admin_arg(req, "top"), *since_s = jc__admin_arg(req, "since");
+	char *end = NULL;
+	unsigned long long top = top_s ? strtoull(top_s, &end, 10) : 0;
+	long long since = since_s ? strtoll(since_s, NULL, 10) : 0;
+	if (jc__admin_check(req, &reply) == 0 && top_s && (!*top_s || *end || *top_s == '-')) {
+		reply.status = JC_EINVAL;
+		reply.message = strdup("bad --top: a count");
+	}
+	if (reply.status != 0) {
+		loop_reply(c, &reply);
+		jc__admin_reply_clear(&reply);
+		return;
+	}
+	conn_ref(c);
+	if (jc__admin_arg(req, "status")) {
+		warm_reply(c, 0);
+		return;
+	}
+	jc_log_notice(ADMIN, "warm by uid %d pid %d", (int)c->uid, (int)c->pid);
+	jc__rewarm_start(d, top, since > 0 ? jc__wall_s() - since : 0, "jitcachectl warm",
+			 warm_reply, c);
+}
+
 static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 {
 	struct jc_daemon *d = c->d;
@@ -564,6 +620,12 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 		jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
 		conn_send_error(c, rc, msg);
 		conn_done(c);
+		return;
+	}
+	if ((jc__admin_flags(&j->req) & JC_ADMIN_LOOP) && strcmp(j->req.command, "warm") == 0) {
+		loop_warm(c, &j->req);
+		jc__admin_req_clear(&j->req);
+		free(j);
 		return;
 	}
 	if (jc__admin_flags(&j->req) & JC_ADMIN_LOOP) { /* stop */
@@ -591,6 +653,8 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.tc = &d->tc;
 	j->env.policy = &d->policy;
 	j->env.confinement = jc__confine_name(d->confinement);
+	j->env.cache_identity = d->cache_identity;
+	j->env.keep_requests = d->cfg.keep_requests;
 	struct jc_watch_stats ws;
 	jc__cache_watch_counts(d, &ws);
 	j->env.watch_trees = ws.trees;

@@ -59,6 +59,10 @@ static void usage(FILE *f)
 		"  --max-include-watches N  inotify watches over all -I trees; 0: stat every\n"
 		"                            header on each request [32768]\n"
 		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
+		"  --keep-requests yes|no   keep each entry's request, for re-warm and export [yes]\n"
+		"  --rewarm-workers N       idle-priority workers re-compiling kept requests for a\n"
+		"                            new toolchain (jitcachectl warm) [1]\n"
+		"  --rewarm-budget DURATION CPU time one re-warm may spend, 0 no limit [0]\n"
 		"  --group-shared yes|no    socket 0660 for the group; the cache directory\n"
 		"                            stays the daemon's alone (0700) [no]\n"
 		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
@@ -194,7 +198,7 @@ static int set_option(struct settings *s, const char *name, const char *value)
 	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0 ||
 		   strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0 ||
 		   strcmp(name, "handshake-timeout") == 0 || strcmp(name, "write-timeout") == 0 ||
-		   strcmp(name, "idle-exit") == 0) {
+		   strcmp(name, "idle-exit") == 0 || strcmp(name, "rewarm-budget") == 0) {
 		if (jc__parse_duration(value, &secs) != 0)
 			ok = 0;
 		else if (secs > DURATION_MAX_S) {
@@ -205,6 +209,8 @@ static int set_option(struct settings *s, const char *name, const char *value)
 			c->negative_ttl_s = secs;
 		else if (name[0] == 'g')
 			c->gc_interval_s = secs;
+		else if (name[0] == 'r')
+			c->rewarm_budget_s = secs;
 		else
 			*(name[0] == 'c' ? &c->compile_timeout_s
 			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s
@@ -212,6 +218,10 @@ static int set_option(struct settings *s, const char *name, const char *value)
 			  : name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0 || strcmp(name, "user-max-workers") == 0) {
 		ok = parse_count(value, 256, name[0] == 'w' ? &c->workers : &c->user_max_workers) == 0;
+	} else if (strcmp(name, "rewarm-workers") == 0) {
+		ok = parse_count(value, 256, &c->rewarm_workers) == 0;
+	} else if (strcmp(name, "keep-requests") == 0) {
+		ok = parse_bool(value, &c->keep_requests) == 0;
 	} else if (strcmp(name, "max-connections") == 0) {
 		ok = parse_count(value, 1000000, &c->max_connections) == 0;
 	} else if (strcmp(name, "max-connections-per-uid") == 0) {
@@ -356,6 +366,9 @@ static const struct option long_opts[] = {
 	{"negative-ttl", required_argument, NULL, 0},
 	{"workers", required_argument, NULL, 0},
 	{"user-max-workers", required_argument, NULL, 0},
+	{"keep-requests", required_argument, NULL, 0},
+	{"rewarm-workers", required_argument, NULL, 0},
+	{"rewarm-budget", required_argument, NULL, 0},
 	{"compile-timeout", required_argument, NULL, 0},
 	{"worker-memory", required_argument, NULL, 0},
 	{"idle-timeout", required_argument, NULL, 0},
@@ -433,6 +446,8 @@ static void defaults(struct jc_config *c)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n > 0 ? (int)n : 2;
 	c->compile_timeout_s = 120;
+	c->keep_requests = 1;
+	c->rewarm_workers = 1;
 	c->worker_memory = 16ull << 30;
 	c->idle_timeout_s = 300;
 	c->gc_interval_s = 3600;
@@ -564,6 +579,8 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	c->buffer_budget = (uint64_t)reloaded("buffer-budget", (int64_t)c->buffer_budget,
 					      (int64_t)fresh->buffer_budget);
 	c->gc_interval_s = reloaded("gc-interval", c->gc_interval_s, fresh->gc_interval_s);
+	c->keep_requests = (int)reloaded("keep-requests", c->keep_requests, fresh->keep_requests);
+	c->rewarm_budget_s = reloaded("rewarm-budget", c->rewarm_budget_s, fresh->rewarm_budget_s);
 	c->admin_gid = (gid_t)reloaded("admin-group gid", (int32_t)c->admin_gid,
 				       (int32_t)fresh->admin_gid);
 	free(c->allow_uids);
@@ -575,6 +592,7 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	needs_restart("socket", strcmp(c->socket_path, fresh->socket_path) != 0);
 	needs_restart("workers", c->workers != fresh->workers);
 	needs_restart("user-max-workers", c->user_max_workers != fresh->user_max_workers);
+	needs_restart("rewarm-workers", c->rewarm_workers != fresh->rewarm_workers);
 	needs_restart("worker-memory", c->worker_memory != fresh->worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh->group_shared);
 	needs_restart("confinement", c->confinement != fresh->confinement);
@@ -585,6 +603,6 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 			    "max-log-size, "
 			    "negative-ttl, compile-timeout, idle-timeout, idle-exit, max-connections, "
 			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
-			    "gc-interval, admin-group, "
+			    "gc-interval, admin-group, keep-requests, rewarm-budget, "
 			    "allow-uids, remote*)");
 }

@@ -9,7 +9,8 @@
  * memory blow-up here costs the daemon one worker, never its own life: it
  * kills and replaces us.
  *
- * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE]   (not for humans; see worker.h)
+ * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE] [--tmp DIR] [--idle]   (not for humans; see worker.h)
+ *        jitcache-worker --identity   (the toolchain summary a start now loads)
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -36,6 +37,7 @@
 #include "common/req.h"
 #include "common/util.h"
 #include "core/fatbin.h"
+#include "core/toolchain.h"
 #include "daemon/worker.h"
 #include "daemon/worker_fs.h"
 #include "jitcache/jitcache.h"
@@ -635,10 +637,49 @@ static int run_tree_job(const struct jc_buf *in, const char *tk_root, const char
 	return out;
 }
 
+/*
+ * --idle: a re-warm worker (pool.h, idle_workers) runs, with the helper and
+ * children it forks, only when the CPU has nothing else to run and does I/O
+ * only when no other process does (jc__set_idle_priority). Both are
+ * inherited by fork. The daemon raises the worker, its threads and children
+ * back to normal priority while a client waits on its compile
+ * (jc__pool_promote), which needs RLIMIT_NICE 20: its soft limit is raised
+ * to the hard one here, for that.
+ */
+static int make_idle(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NICE, &rl); /* at worst the daemon cannot raise us */
+	}
+	return jc__set_idle_priority(0, 1);
+}
+
+/* --identity: the toolchain this process loaded (toolchain.h), its summary
+ * on stdout: what a daemon started now would run (the daemon's SIGHUP). */
+static int print_identity(void)
+{
+	struct jc_toolchain tc;
+	char err[512];
+	if (jc__toolchain_probe(&tc, err, sizeof(err)) != 0) {
+		jc_log_err(WORKER, "%s", err);
+		return 1;
+	}
+	printf("%s\n", tc.summary);
+	return fflush(stdout) != 0;
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
-		if (i + 1 < argc && strcmp(argv[i], "--memory-limit") == 0 &&
+		if (argc == 2 && strcmp(argv[i], "--identity") == 0) {
+			return print_identity();
+		} else if (strcmp(argv[i], "--idle") == 0) {
+			if (make_idle() != 0)
+				jc_log_warn(WORKER, "cannot lower this re-warm worker's priority: %s",
+					    strerror(errno));
+		} else if (i + 1 < argc && strcmp(argv[i], "--memory-limit") == 0 &&
 		    parse_size(argv[i + 1], &mem_limit) == 0) {
 			i++;
 		} else if (i + 1 < argc && strcmp(argv[i], "--confine") == 0 &&
@@ -648,8 +689,9 @@ int main(int argc, char **argv)
 			tmp_dir = argv[++i];
 		} else {
 			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
-				"none|landlock|userns] [--tmp DIR] (started by jitcached): bad argument "
-				"%s\n", argv[i]);
+				"none|landlock|userns] [--tmp DIR] [--idle] | --identity (started by "
+				"jitcached): bad argument %s\n",
+				argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}
 	}

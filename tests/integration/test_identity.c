@@ -29,7 +29,9 @@ static void restart_with(struct jtl_daemon *d, const char *env, const char *valu
 		assert_int_equal(setenv(env, value, 1), 0);
 	else
 		assert_int_equal(unsetenv(env), 0);
-	jct_daemon_start(d, NULL);
+	/* No kept requests: a daemon re-warms them when its identity changes
+	 * (test_rewarm.c), which would compile these keys before the test asks. */
+	jct_daemon_start(d, (const char *const[]){"--keep-requests", "no", NULL});
 }
 
 static char *version(const struct jtl_daemon *d)
@@ -42,9 +44,7 @@ static char *version(const struct jtl_daemon *d)
 
 static void test_identity_changes_key(void **state)
 {
-	(void)state;
-	struct jtl_daemon d;
-	jct_daemon_init(&d);
+	struct jtl_daemon *d = *state; /* killed and removed by jct_teardown, also on failure */
 	jc_request *r = jct_request("saxpy.cu", "sm_90", exprs);
 	static const struct {
 		const char *env, *value, *field;
@@ -55,12 +55,12 @@ static void test_identity_changes_key(void **state)
 	};
 	char keys[3][33];
 
-	restart_with(&d, rows[0].env, NULL);
-	jc_result *res = jct_compile(&d, r, 0);
+	restart_with(d, rows[0].env, NULL);
+	jc_result *res = jct_compile(d, r, 0);
 	assert_int_equal(jc_result_cache_status(res), JC_MISS);
 	snprintf(keys[0], 33, "%s", jc_result_key(res));
 	jc_result_free(res);
-	char *v = version(&d);
+	char *v = version(d);
 	static const char *const fields[] = {"nvrtc_version", "nvrtc_id", "nvrtc_builtins_id",
 					     "nvjitlink_version", "nvjitlink_id", "driver_version",
 					     "driver_build", "toolkit_include_id"};
@@ -73,11 +73,11 @@ static void test_identity_changes_key(void **state)
 	free(v);
 
 	for (size_t i = 0; i < 2; i++) {
-		restart_with(&d, rows[i].env, rows[i].value);
-		v = version(&d);
+		restart_with(d, rows[i].env, rows[i].value);
+		v = version(d);
 		assert_non_null(strstr(v, rows[i].field));
 		free(v);
-		res = jct_compile(&d, r, 0);
+		res = jct_compile(d, r, 0);
 		assert_int_equal(jc_result_cache_status(res), JC_MISS);
 		snprintf(keys[i + 1], 33, "%s", jc_result_key(res));
 		jc_result_free(res);
@@ -86,17 +86,17 @@ static void test_identity_changes_key(void **state)
 		assert_int_equal(unsetenv(rows[i].env), 0);
 	}
 
-	restart_with(&d, rows[0].env, NULL);
-	res = jct_compile(&d, r, 0);
+	restart_with(d, rows[0].env, NULL);
+	res = jct_compile(d, r, 0);
 	assert_int_equal(jc_result_cache_status(res), JC_HIT);
 	assert_string_equal(jc_result_key(res), keys[0]);
 	jc_result_free(res);
-	assert_int_equal(jct_stat(&d, "compiles"), 3);
+	assert_int_equal(jct_stat(d, "compiles"), 3);
 
 	/* doctor names each part of the identity. */
 	char *out = NULL;
 	const char *args[] = {"doctor", NULL};
-	jct_ctl(&d, &out, NULL, args);
+	jct_ctl(d, &out, NULL, args);
 	static const char *const lines[] = {"NVRTC 13", ", builtins ", "nvJitLink 13", "driver ",
 					    "toolkit headers "};
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
@@ -104,13 +104,12 @@ static void test_identity_changes_key(void **state)
 			fail_msg("doctor lacks \"%s\":\n%s", lines[i], out);
 	free(out);
 	jc_request_free(r);
-	jct_daemon_cleanup(&d);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_identity_changes_key),
+		cmocka_unit_test_setup_teardown(test_identity_changes_key, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,8 @@
 #include "core.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -308,4 +310,37 @@ int jtl_run(const char *const *argv, const char *const *env, const char *scratch
 	if (err)
 		*err = text_of(epath);
 	return rc;
+}
+
+int jtl_nvrtc_file(char *lib, char *why, size_t whylen)
+{
+	void *h = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+	void *sym = h ? dlsym(h, "nvrtcVersion") : NULL;
+	Dl_info info;
+	if (!sym || !dladdr(sym, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) {
+		snprintf(why, whylen, "cannot find the libnvrtc this process loads: %s", dlerror());
+		return -1;
+	}
+	return 0;
+}
+
+int jtl_nvrtc_toolkit_copy(const char *dir, char *why, size_t whylen)
+{
+	char lib[PATH_MAX], libdir[PATH_MAX + 8], path[PATH_MAX + 300], to[PATH_MAX + 300];
+	if (jtl_nvrtc_file(lib, why, whylen) != 0)
+		return -1;
+	/* libnvrtc under the name the loader asks for (its soname: the file
+	 * libnvrtc.so links to), the builtins beside it */
+	snprintf(libdir, sizeof(libdir), "%s/lib", dir);
+	if (jtl_nvrtc_copy_with_build_id(lib, libdir, 0xff, path, sizeof(path), why, whylen) != 0)
+		return -1;
+	*strrchr(lib, '/') = '\0';
+	snprintf(path, sizeof(path), "%s/../include", lib);
+	snprintf(to, sizeof(to), "%s/include", dir);
+	if (!realpath(path, lib) || symlink(lib, to) != 0) {
+		snprintf(why, whylen, "cannot link %s to the toolkit's include tree %s: %s", to, path,
+			 strerror(errno));
+		return -1;
+	}
+	return 0;
 }

@@ -95,6 +95,21 @@ struct jtl_daemon {
 	char why[512];          /* the reason of the last -1 */
 };
 
+/* The file of the libnvrtc this process finds (dlopen "libnvrtc.so",
+ * dladdr, realpath) to lib[PATH_MAX]. Returns 0 or -1 (why). */
+int jtl_nvrtc_file(char *lib, char *why, size_t whylen);
+
+/*
+ * Another NVRTC build with its toolkit for toolchain-change tests: the
+ * libnvrtc this process finds (jtl_nvrtc_file) copied to DIR/lib with its
+ * builtins and another build-id (jtl_nvrtc_copy_with_build_id, tag 0xff),
+ * and DIR/include linked to the toolkit's include tree (<its dir>/../include),
+ * so that with LD_LIBRARY_PATH=DIR/lib a daemon runs the same code under
+ * another toolchain identity (its nvrtc_id: core/toolchain.h). DIR must
+ * exist. Copies about 110 MiB (CUDA 13.0). Returns 0 or -1 (why).
+ */
+int jtl_nvrtc_toolkit_copy(const char *dir, char *why, size_t whylen);
+
 /* Makes a fresh root (jtl_tmpdir, tag "test" or the caller's) for the
  * jitcached at bin (copied); nothing is started. Returns 0 or -1 (why). */
 int jtl_daemon_init(struct jtl_daemon *d, const char *bin, const char *tag);

@@ -24,6 +24,10 @@
 
 enum { E_OLD, E_USED, E_KEY, E_KEEP, E_SM80, E_STALE, E_LRU1, E_LRU2, E_NEG, N_ENTRIES };
 
+/* No kept requests: the daemon of another identity would re-warm them
+ * (daemon/rewarm.c), making entries this test does not expect. */
+static const char *const no_keep[] = {"--keep-requests", "no", NULL};
+
 struct fx {
 	struct jtl_daemon d;
 	char key[N_ENTRIES][33];
@@ -83,7 +87,7 @@ static size_t objects_of(unsigned set)
 static void populate(struct fx *f)
 {
 	struct jtl_daemon *d = &f->d;
-	jct_daemon_start(d, NULL);
+	jct_daemon_start(d, no_keep);
 	static const int kernel[] = {1, 2, 3, 4, 5, 0, 7, 8};
 	for (int i = 0; i < E_NEG; i++)
 		if (i != E_STALE)
@@ -94,7 +98,7 @@ static void populate(struct fx *f)
 	/* The same kernel as E_KEEP under another NVRTC identity: a new key,
 	 * an entry whose versions are not the current ones. */
 	setenv("JITCACHE_TEST_NVRTC_ID", "build-id:00000000000000000000000000000000000000ab", 1);
-	jct_daemon_start(d, NULL);
+	jct_daemon_start(d, no_keep);
 	unsetenv("JITCACHE_TEST_NVRTC_ID");
 	assert_int_equal(jct_compile_tiny(d, kernel[E_KEEP], "sm_90", f->key[E_STALE]), JC_MISS);
 	assert_string_not_equal(f->key[E_STALE], f->key[E_KEEP]);

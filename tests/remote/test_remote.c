@@ -782,6 +782,45 @@ static void test_cli_status(void **state)
 	printf("cli: miss, hit, remote-hit (compiled_ms %.3f each time)\n", compiled);
 }
 
+/* Issue 26: `jitcachectl import` on a machine whose daemon shares the
+ * fleet tier counts what the tier served apart from what it compiled: A
+ * compiles and exports; B, with an empty cache on the same Redis, imports
+ * the bundle and compiles nothing. */
+static void test_import_fleet(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_int_equal(fetch(x, a, 1, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 2), 2);
+	char key[300], bundle[300];
+	snprintf(key, sizeof(key), "%s/bundle.key", x->fx->d.dir);
+	snprintf(bundle, sizeof(bundle), "%s/app.jcb", x->fx->d.dir);
+	uint8_t secret[32];
+	memset(secret, 'k', sizeof(secret));
+	jct_write_file(key, secret, sizeof(secret));
+	assert_int_equal(chmod(key, 0600), 0);
+	char *out = jct_ctl_expect(a, 0, NULL, (const char *const[]){"export", "--secret-file", key,
+								       "-o", bundle, NULL});
+	jct_assert_has(out, "exported 2 requests");
+	free(out);
+	out = jct_ctl_expect(b, 0, NULL, (const char *const[]){"import", bundle, "--wait",
+							       "--secret-file", key, NULL});
+	jct_assert_has(out, "imported 2 requests: 0 were there, 2 from the fleet tier, 0 compiled, "
+			    "0 failed");
+	free(out);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 2);
+	/* and again: both are B's own now */
+	out = jct_ctl_expect(b, 0, NULL, (const char *const[]){"import", bundle, "--wait",
+							       "--secret-file", key, NULL});
+	jct_assert_has(out, "imported 2 requests: 2 were there, 0 from the fleet tier, 0 compiled");
+	free(out);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+}
+
 /* The CUB example as `jitcachectl compile` sends it: the source's directory
  * as the first -I (NVRTC probes headers there that the scan does not
  * predict), -std=c++17 and -I CCCL. */
@@ -1426,6 +1465,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
 		cmocka_unit_test_teardown(test_learned_record, rfx_free),
 		cmocka_unit_test_teardown(test_cli_status, rfx_free),
+		cmocka_unit_test_teardown(test_import_fleet, rfx_free),
 		cmocka_unit_test_teardown(test_tamper, rfx_free),
 		cmocka_unit_test_teardown(test_read_only, rfx_free),
 		cmocka_unit_test_teardown(test_no_redis_at_start, rfx_free),

@@ -684,6 +684,12 @@ static void test_users(void **state)
 	expect_user(f, 1001, 0, 0, 0, 0);
 }
 
+/* What schema 3 did not have (kept requests, meta). */
+#define SCHEMA_4_DROP \
+	"DROP TRIGGER entries_del_request; DROP TRIGGER entries_upd_request;" \
+	" DROP TRIGGER requests_ins; DROP TRIGGER requests_del; DROP TABLE requests;" \
+	" DROP TABLE meta; ALTER TABLE entries DROP COLUMN request;" \
+	" ALTER TABLE totals DROP COLUMN requests; ALTER TABLE totals DROP COLUMN request_bytes;"
 #define DROP_ALL_TRIGGERS \
 	"DROP TRIGGER entries_ins; DROP TRIGGER entries_del; DROP TRIGGER entries_upd;" \
 	" DROP TRIGGER users_ins; DROP TRIGGER users_del; DROP TRIGGER users_upd;" \
@@ -703,7 +709,7 @@ static void test_upgrade_from_schema_1(void **state)
 	jc__index_close(f->ix);
 	f->ix = NULL;
 	/* what schema 1 was: these tables, columns and triggers absent */
-	sql(f->path, DROP_ALL_TRIGGERS " DROP TABLE users; DROP TABLE user_totals;"
+	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS " DROP TABLE users; DROP TABLE user_totals;"
 		     " ALTER TABLE totals DROP COLUMN stored; PRAGMA user_version = 1");
 	assert_int_equal(stat(f->path, &st), 0);
 	reopen(f);
@@ -722,6 +728,152 @@ static void test_upgrade_from_schema_1(void **state)
 	jc__index_close(ro);
 	reopen(f);
 	expect_user(f, (uint32_t)st.st_uid, 2, 1, e1.size, 0);
+}
+
+static int kept_cb(const struct jc_kept *k, void *ctx)
+{
+	uint8_t (*order)[16] = ctx;
+	size_t i = 0;
+	while (order[i][0])
+		i++;
+	memcpy(order[i], k->key, 16);
+	return 0;
+}
+
+/* Kept requests: one per entry, the first stays; a request shared by
+ * entries is one row, counted once in the budget, and goes with the last
+ * entry that names it; a request no entry takes is not kept; other bytes
+ * with the same hash (a collision) are a request of their own; the walk is
+ * by value (hits over age) and filters. */
+static void test_kept_requests(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e1 = mkentry(1, 0, 100000), e2 = mkentry(2, 0, 100000),
+			e3 = mkentry(3, 1, 100000 - 90 * 86400);
+	uint8_t order[4][16] = {{0}};
+	static const char a[300] = "request a", b[70] = "request b";
+	uint64_t n = 0, bytes = 0, entry_bytes = 0;
+	struct jc_kept k;
+
+	e2.versions = (char *)"v2";
+	e2.hits = 5;
+	e3.hits = 50; /* more hits, 90 days older: 51 / 91 < 1 / 1 */
+	put_ok(f, &e1);
+	put_ok(f, &e2);
+	put_ok(f, &e3);
+	assert_int_equal(jc__index_stored(f->ix, &entry_bytes), 0);
+	/* no entry: nothing kept */
+	uint8_t none[16];
+	mkkey(none, 99);
+	assert_int_equal(jc__index_keep_request(f->ix, none, 11, 1000, a, sizeof(a)), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1000, a, sizeof(a)), 0);
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1001, b, sizeof(b)), 0); /* first stays */
+	assert_int_equal(jc__index_keep_request(f->ix, e2.key, 11, 1001, a, sizeof(a)), 0); /* shared */
+	/* same hash, other bytes: a request of its own */
+	assert_int_equal(jc__index_keep_request(f->ix, e3.key, 11, 1002, b, sizeof(b)), 0);
+	struct jc_kept k1, k2, k3;
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k1), 0);
+	assert_int_equal(jc__index_get_request(f->ix, e2.key, &k2), 0);
+	assert_int_equal(jc__index_get_request(f->ix, e3.key, &k3), 0);
+	assert_int_equal(k1.id, k2.id);
+	assert_int_not_equal(k1.id, k3.id);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 370);
+	assert_int_equal(jc__index_stored(f->ix, &bytes), 0);
+	assert_int_equal(bytes, entry_bytes + 370); /* the budget counts them */
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), 0);
+	assert_int_equal(k.size, 300);
+	assert_int_equal(k.uid, 1000);
+	assert_int_equal(jc__index_get_request(f->ix, none, &k), JC_ENOTFOUND);
+	uint8_t *data;
+	size_t len;
+	assert_int_equal(jc__index_request_data(f->ix, k3.id, &data, &len), 0);
+	assert_int_equal(len, sizeof(b));
+	assert_memory_equal(data, b, sizeof(b));
+	free(data);
+
+	/* value order: e2 (5 hits, now), e1 (0, now), e3 (50, 90 days old) */
+	struct jc_kept_filter kf = {.now = 100000};
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_memory_equal(order[0], e2.key, 16);
+	assert_memory_equal(order[1], e1.key, 16);
+	assert_memory_equal(order[2], e3.key, 16);
+	/* of another identity than v2, and not made for v2 yet: e1 shares its
+	 * request with e2 (already made for v2), so only e3 */
+	memset(order, 0, sizeof(order));
+	kf.versions_not = "v2";
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_memory_equal(order[0], e3.key, 16);
+	assert_int_equal(order[1][0], 0);
+	memset(order, 0, sizeof(order));
+	kf = (struct jc_kept_filter){.now = 100000, .top = 1};
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_int_equal(order[1][0], 0);
+	/* by uid: the requests of the entries the uid uses */
+	assert_int_equal(jc__index_put_user(f->ix, &e3, 4242), 0);
+	memset(order, 0, sizeof(order));
+	kf = (struct jc_kept_filter){.now = 100000, .by_uid = 1, .uid = 4242};
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_memory_equal(order[0], e3.key, 16);
+	assert_int_equal(order[1][0], 0);
+
+	/* a put of the same key (a new compile) keeps its request */
+	put_ok(f, &e1);
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), 0);
+	/* requests go with the last entry that names them */
+	assert_int_equal(jc__index_delete(f->ix, e1.key), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 370);
+	assert_int_equal(jc__index_delete(f->ix, e2.key), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 70);
+	assert_int_equal(jc__index_request_data(f->ix, k1.id, &data, &len), JC_ENOTFOUND);
+
+	/* meta */
+	char v[64];
+	assert_int_equal(jc__index_meta_get(f->ix, JC_META_IDENTITY, v, sizeof(v)), JC_ENOTFOUND);
+	assert_int_equal(jc__index_meta_set(f->ix, JC_META_IDENTITY, "nvrtc=x"), 0);
+	assert_int_equal(jc__index_meta_set(f->ix, JC_META_IDENTITY, "nvrtc=y"), 0);
+	assert_int_equal(jc__index_meta_get(f->ix, JC_META_IDENTITY, v, sizeof(v)), 0);
+	assert_string_equal(v, "nvrtc=y");
+}
+
+/* An index of schema 2 (before kept requests) is upgraded in place: its
+ * entries stay, with no request; requests can be kept from then on. */
+static void test_upgrade_from_schema_3(void **state)
+{
+	struct fx *f = *state;
+	struct jc_entry e1 = mkentry(1, 0, 100), g = { 0 };
+	uint64_t n = 9, bytes = 9;
+	struct jc_kept k;
+
+	put_ok(f, &e1);
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	sql(f->path, SCHEMA_4_DROP "PRAGMA user_version = 3");
+	/* read-only, it is refused (and says an upgrade keeps the entries) */
+	struct jc_index *ro;
+	char err[256];
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), JC_EVERSION);
+	assert_non_null(strstr(err, "upgrades it in place"));
+	reopen(f);
+	assert_int_equal(jc__index_get(f->ix, e1.key, &g), 0);
+	jc__entry_clear(&g);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(bytes, 0);
+	assert_int_equal(jc__index_get_request(f->ix, e1.key, &k), JC_ENOTFOUND);
+	static const char req[42] = "a request";
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 5, 7, req, sizeof(req)), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(bytes, 42);
+	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), 0);
+	jc__index_close(ro);
 }
 
 static int charge_cb(const struct jc_entry *e, void *ctx)
@@ -772,12 +924,12 @@ static void test_charges_and_upgrade_from_schema_2(void **state)
 	/* what schema 2 was: no stored columns, no incremental vacuum */
 	jc__index_close(f->ix);
 	f->ix = NULL;
-	sql(f->path, DROP_ALL_TRIGGERS " ALTER TABLE totals DROP COLUMN stored;"
+	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS " ALTER TABLE totals DROP COLUMN stored;"
 		     " ALTER TABLE user_totals DROP COLUMN stored; PRAGMA auto_vacuum = NONE; VACUUM;"
 		     " PRAGMA user_version = 2");
 	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 0);
 	reopen(f);
-	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 3);
+	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 4);
 	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 2);
 	uint64_t again = 0;
 	assert_int_equal(jc__index_stored(f->ix, &again), 0);
@@ -802,6 +954,32 @@ static void test_charges_and_upgrade_from_schema_2(void **state)
 	reopen(f);
 }
 
+/* A budget applied cuts the WAL back to its size at once, not at some
+ * write after the WAL next fills to a checkpoint: a new index's schema (19 pages
+ * at schema 4) is more than the WAL of a 1 MiB budget (16 pages,
+ * jc__index_wal_pages), and a WAL left above it would shrink at some later
+ * write, below what the empty cache directory was measured to hold besides
+ * its entries (tests/ops/test_budget.c). */
+static void test_budget_cuts_wal(void **state)
+{
+	struct fx *f = *state;
+	char wal[160];
+	struct stat st;
+	int64_t limit = (int64_t)jc__index_wal_pages(1 << 20) * 4096;
+	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	assert_int_equal(stat(wal, &st), 0);
+	printf("a new index's WAL: %lld bytes, a 1 MiB budget's: %lld\n", (long long)st.st_size,
+	       (long long)limit);
+	assert_true(st.st_size > limit); /* else this test shows nothing */
+	assert_int_equal(jc__index_set_budget(f->ix, 1 << 20), 0);
+	struct jc_entry e1 = mkentry(1, 0, 100);
+	put_ok(f, &e1);
+	assert_int_equal(stat(wal, &st), 0);
+	assert_true(st.st_size <= limit);
+	/* its room: the budget's WAL (header and frames), in whole blocks */
+	assert_true((int64_t)st.st_blocks * 512 <= limit + 4096);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -810,6 +988,7 @@ int main(void)
 		T(test_totals_refs), T(test_put_many), T(test_counters), T(test_future_version),
 		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
 		T(test_users), T(test_upgrade_from_schema_1), T(test_charges_and_upgrade_from_schema_2),
+		T(test_kept_requests), T(test_upgrade_from_schema_3), T(test_budget_cuts_wal),
 #undef T
 	};
 

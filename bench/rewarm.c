@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Re-warm figures (bench.h, bench_rewarm_run): how long a daemon takes to
+ * make its most used SAXPY-sized entries again for a new toolchain with
+ * one re-warm worker, what a client's miss costs meanwhile, and how many
+ * store bytes keeping the requests adds per entry.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "client/client_internal.h"
+#include "core/kept.h"
+
+/* Apparent bytes of the store: every object file and the index files. */
+static double store_bytes(const char *cache)
+{
+	char path[PATH_MAX + 300];
+	double total = 0;
+	static const char *const index_files[] = {"index.sqlite", "index.sqlite-wal"};
+	struct stat st;
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", cache, index_files[i]);
+		if (stat(path, &st) == 0)
+			total += (double)st.st_size;
+	}
+	snprintf(path, sizeof(path), "%s/objects", cache);
+	DIR *top = opendir(path);
+	struct dirent *de, *fe;
+	while (top && (de = readdir(top))) {
+		char sub[PATH_MAX + 600];
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		DIR *dir = de->d_name[0] != '.' ? opendir(sub) : NULL;
+		while (dir && (fe = readdir(dir))) {
+			char file[PATH_MAX + 900];
+			snprintf(file, sizeof(file), "%s/%s", sub, fe->d_name);
+			if (fe->d_name[0] != '.' && stat(file, &st) == 0)
+				total += (double)st.st_size;
+		}
+		if (dir)
+			closedir(dir);
+	}
+	if (top)
+		closedir(top);
+	return total;
+}
+
+/* The record of `warm --status` through c (dies on failure); caller clears. */
+static void warm_status(jc_client *c, struct jc_admin_reply *reply)
+{
+	char *args[] = {(char *)"status"};
+	struct jc_admin_req req = {.command = (char *)"warm", .args = {.v = args, .n = 1}};
+	memset(reply, 0, sizeof(*reply));
+	if (jc__client_admin(c, &req, reply) != 0 || reply->status != 0 || !reply->n_rec)
+		bench_die("warm --status: %s", jc_client_errmsg(c));
+}
+
+static const char *status_str(const struct jc_admin_reply *r, const char *name)
+{
+	const struct jc_kv *kv = jc__record_get(&r->rec[0], name);
+	return kv && !kv->is_int ? kv->s : "";
+}
+
+static int64_t status_int(const struct jc_admin_reply *r, const char *name)
+{
+	const struct jc_kv *kv = jc__record_get(&r->rec[0], name);
+	return kv && kv->is_int ? kv->i : -1;
+}
+
+/* One fresh tiny miss through c: client wall milliseconds. */
+static double tiny_miss_ms(jc_client *c, uint64_t variant)
+{
+	jc_request *r = bench_tiny_request(variant);
+	jc_result *res = NULL;
+	uint64_t t0 = jc__now_ns();
+	if (jc_compile(c, r, &res) != 0 || jc_result_cache_status(res) != JC_MISS)
+		bench_die("a cold compile failed: %s", jc_client_errmsg(c));
+	double ms = (double)(jc__now_ns() - t0) / 1e6;
+	jc_result_free(res);
+	jc_request_free(r);
+	return ms;
+}
+
+void bench_rewarm_run(const struct bench_plan *plan, jc_request *saxpy, struct bench_rewarm *out)
+{
+	struct bench_daemon keep, none;
+	size_t n = plan->rewarm_entries;
+	memset(out, 0, sizeof(*out));
+	out->entries = n;
+	bench_daemon_init(&keep);
+	bench_daemon_init(&none);
+	keep.extra[0] = "--rewarm-workers";
+	keep.extra[1] = "1";
+	none.extra[0] = "--keep-requests";
+	none.extra[1] = "no";
+	bench_daemon_start(&keep);
+	bench_daemon_start(&none);
+	jc_client *ck = bench_connect(&keep), *cn = bench_connect(&none);
+	struct bench_object o;
+	double zsum = 0;
+	for (size_t i = 0; i < n; i++) {
+		bench_freshen(saxpy, "rewarm", (int)i);
+		bench_fetch(ck, saxpy, keep.core.cache, &o);
+		bench_fetch(cn, saxpy, none.core.cache, &o);
+		uint8_t *z;
+		size_t zlen;
+		if (jc__kept_encode(&saxpy->req, &z, &zlen) != 0)
+			bench_die("cannot encode a request");
+		zsum += (double)zlen;
+		free(z);
+	}
+	jc_client_close(ck);
+	jc_client_close(cn);
+	bench_daemon_stop(&keep); /* the index is checkpointed at a clean stop */
+	bench_daemon_stop(&none);
+	out->zstd_bytes = zsum / (double)n;
+	out->extra_bytes = (store_bytes(keep.core.cache) - store_bytes(none.core.cache)) / (double)n;
+	bench_daemon_cleanup(&none, 0);
+
+	/* Another NVRTC build, as far as the identity goes (the test-only
+	 * override): the daemon starts the re-warm by itself. */
+	setenv("JITCACHE_TEST_NVRTC_ID", "build-id:00000000000000000000000000000000000bench", 1);
+	bench_daemon_start(&keep);
+	unsetenv("JITCACHE_TEST_NVRTC_ID");
+	ck = bench_connect(&keep);
+	double during[16], idle[16];
+	int nd = 0, ni = 0;
+	struct jc_admin_reply st;
+	for (;;) {
+		warm_status(ck, &st);
+		int running = strcmp(status_str(&st, "state"), "running") == 0;
+		if (!running)
+			break;
+		jc__admin_reply_clear(&st);
+		if (nd < 5)
+			during[nd++] = tiny_miss_ms(ck, jc__now_ns() | 1);
+		else
+			usleep(50000);
+	}
+	out->total_s = (double)status_int(&st, "elapsed_ms") / 1e3;
+	out->cpu_s = (double)status_int(&st, "cpu_ms") / 1e3;
+	if (status_int(&st, "done") != (int64_t)n)
+		bench_die("the re-warm made %lld of %zu entries (see %s)",
+			  (long long)status_int(&st, "done"), n, keep.core.log);
+	jc__admin_reply_clear(&st);
+	out->per_entry_ms = out->total_s * 1e3 / (double)n;
+	while (ni < (nd ? nd : 1))
+		idle[ni++] = tiny_miss_ms(ck, jc__now_ns() | 1);
+	out->miss_idle_ms = jtl_median(idle, (size_t)ni);
+	out->miss_rewarm_ms = nd ? jtl_median(during, (size_t)nd) : out->miss_idle_ms;
+	jc_client_close(ck);
+	bench_daemon_stop(&keep);
+	bench_daemon_cleanup(&keep, 0);
+}

@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Re-warm and kept requests with a real daemon and real NVRTC (issue 26):
+ * the cache's entries are made again for another NVRTC build (the same
+ * library with its build-id changed, loaded through LD_LIBRARY_PATH:
+ * jtl_nvrtc_toolkit_copy), in the background, at idle priority,
+ * clients first and single-flighted with the re-warm; requests are kept in
+ * the byte budget and go with their entries; bundles move them between
+ * caches, signed.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/lib/test.h"
+#include "tests/lib/variants.h"
+
+/* The NVRTC copy with another build-id, made once for the file. */
+static char nvroot[JTL_ROOT_MAX];
+static char nvlib[JTL_ROOT_MAX + 8];
+
+/* LD_LIBRARY_PATH=ctx, or the NVRTC copy's directory when ctx is NULL. */
+static int set_nvrtc_copy(void *ctx)
+{
+	return setenv("LD_LIBRARY_PATH", ctx ? (const char *)ctx : nvlib, 1) != 0;
+}
+
+/* Starts d with the NVRTC copy (flags NULL-terminated, after --log-level info). */
+static void start_with_copy(struct jtl_daemon *d, const char *const *extra)
+{
+	const char *flags[16] = {"--log-level", "info"};
+	size_t n = 2;
+	for (size_t i = 0; extra && extra[i] && n < 15; i++)
+		flags[n++] = extra[i];
+	flags[n] = NULL;
+	jct_daemon_spawn_with(d, flags, set_nvrtc_copy, NULL);
+	jct_daemon_wait_ready(d);
+}
+
+static char *ctl(const struct jtl_daemon *d, int want, const char *const *args)
+{
+	return jct_ctl_expect(d, want, NULL, args);
+}
+
+/* A request for tiny kernel n (tests/lib), for sm_90 cubin. */
+static jc_request *tiny(int n)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "tiny%d.cu", n);
+	return jct_request_src(name, jct_tiny_src(n), "sm_90");
+}
+
+static jc_cache_status compile_status(const struct jtl_daemon *d, jc_request *r, uint8_t **bytes,
+				      size_t *size)
+{
+	jc_result *res = jct_compile(d, r, 0);
+	jc_cache_status st = jc_result_cache_status(res);
+	if (bytes) {
+		const void *data = jc_result_data(res, size);
+		*bytes = malloc(*size);
+		assert_non_null(*bytes);
+		memcpy(*bytes, data, *size);
+	}
+	jc_result_free(res);
+	return st;
+}
+
+/* Each test's daemons, made by setup and killed and removed by teardown
+ * (also when an assertion fails). */
+struct fx {
+	struct jtl_daemon d[3];
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	for (int i = 0; i < 3; i++)
+		jct_daemon_init(&f->d[i]);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	for (int i = 0; i < 3; i++)
+		jct_daemon_cleanup(&f->d[i]);
+	free(f);
+	return 0;
+}
+
+#define N_KERNELS 20
+
+/* 20 kernels with hits; restarted with another NVRTC build; warm --wait;
+ * then each request is a hit with no compile, its bytes those a fresh
+ * daemon with that library makes. */
+static void test_rewarm_after_nvrtc_change(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0], *fresh = &f->d[1];
+	jct_daemon_start(d, NULL);
+	for (int n = 0; n < N_KERNELS; n++) {
+		jc_request *r = tiny(n);
+		assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
+		assert_int_equal(compile_status(d, r, NULL, NULL), JC_HIT);
+		jc_request_free(r);
+	}
+	assert_int_equal(jct_stat(d, "requests_kept"), N_KERNELS);
+	int64_t compiles = jct_stat(d, "compiles"); /* counters persist across restarts */
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	start_with_copy(d, NULL);
+	char *stats = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
+	char *ident = strstr(stats, "\"identity\": \""), *cache_ident = strstr(stats, "\"cache_identity\": \"");
+	assert_non_null(ident);
+	assert_non_null(cache_ident);
+	assert_int_not_equal(strncmp(ident + 13, cache_ident + 19, 60), 0);
+	free(stats);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
+	fprintf(stderr, "warm --wait: %s", out);
+	free(out);
+	assert_int_equal(jct_stat(d, "rewarm_done"), N_KERNELS);
+	assert_int_equal(jct_stat(d, "rewarm_failed"), 0);
+	/* the CPU time in milliseconds, and in whole seconds beside it */
+	int64_t cpu_ms = jct_stat(d, "rewarm_cpu_ms"), cpu_s = jct_stat(d, "rewarm_cpu_s");
+	assert_true(cpu_ms > 0);
+	assert_true(cpu_ms / 1000 == cpu_s);
+	/* the new entries share the old ones' requests */
+	assert_int_equal(jct_stat(d, "requests_kept"), N_KERNELS);
+	assert_int_equal(jct_stat(d, "compiles") - compiles, N_KERNELS);
+	compiles = jct_stat(d, "compiles");
+
+	start_with_copy(fresh, NULL);
+	for (int n = 0; n < N_KERNELS; n++) {
+		jc_request *r = tiny(n);
+		uint8_t *warm, *ref;
+		size_t warm_size, ref_size;
+		assert_int_equal(compile_status(d, r, &warm, &warm_size), JC_HIT);
+		assert_int_equal(compile_status(fresh, r, &ref, &ref_size), JC_MISS);
+		assert_int_equal(warm_size, ref_size);
+		assert_memory_equal(warm, ref, ref_size);
+		free(warm);
+		free(ref);
+		jc_request_free(r);
+	}
+	assert_int_equal(jct_stat(d, "compiles"), compiles); /* 0 at request time */
+	/* a second warm finds nothing left for this identity */
+	out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
+	jct_assert_has(out, "nothing to re-warm");
+	free(out);
+}
+
+/* A kernel whose compile takes seconds (about 4 s here: NVRTC and ptxas
+ * over 3,000 dependent statements; a loop, even unrolled, is capped). */
+#define SLOW_STATEMENTS 3000
+static char *slow_src(void)
+{
+	size_t cap = 128 + SLOW_STATEMENTS * 48, n = 0;
+	char *src = malloc(cap);
+	assert_non_null(src);
+	n += (size_t)snprintf(src + n, cap - n, "extern \"C\" __global__ void slow(float *x) {\n"
+			      "  float a = x[threadIdx.x];\n");
+	for (int i = 0; i < SLOW_STATEMENTS; i++)
+		n += (size_t)snprintf(src + n, cap - n, "  a = a * 1.0001f + __sinf(a + %d.0f);\n", i);
+	snprintf(src + n, cap - n, "  x[threadIdx.x] = a;\n}\n");
+	return src;
+}
+
+/* The re-warm workers (children of pid with --idle) to out[max]; how many. */
+static int idle_workers(pid_t daemon, pid_t *out, int max)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+	assert_non_null(dir);
+	while ((de = readdir(dir)) && n < max) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		char path[300], cmd[512] = "";
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		int fd = open(path, O_RDONLY);
+		ssize_t len = fd >= 0 ? read(fd, cmd, sizeof(cmd) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (len <= 0)
+			continue;
+		int idle = 0;
+		for (ssize_t i = 0; i < len; i += (ssize_t)strlen(cmd + i) + 1)
+			idle |= strcmp(cmd + i, "--idle") == 0;
+		if (!idle || !strstr(cmd, "jitcache-worker"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		size_t size;
+		char *st = (char *)jtl_read_file(path, &size);
+		if (!st)
+			continue;
+		int ppid = 0;
+		sscanf(strrchr(st, ')') + 2, "%*c %d", &ppid);
+		free(st);
+		if (ppid == daemon)
+			out[n++] = (pid_t)atoi(de->d_name);
+	}
+	closedir(dir);
+	return n;
+}
+
+/* Every thread of pid and of the processes below it has CPU policy policy
+ * and I/O class ioclass; returns how many threads were checked. */
+static int tree_checked(pid_t pid, int policy, int ioclass)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	struct dirent *de;
+	int n = 0;
+	while (dir && (de = readdir(dir))) {
+		int tid = atoi(de->d_name), got = tid > 0 ? sched_getscheduler(tid) : -1;
+		if (got < 0)
+			continue; /* not a thread, or one that just exited */
+		if (got != policy)
+			fail_msg("thread %d of %d: policy %d, want %d", tid, (int)pid, got, policy);
+		long prio = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, tid);
+		if (prio >= 0 && prio >> 13 != ioclass)
+			fail_msg("thread %d of %d: I/O class %ld, want %d", tid, (int)pid, prio >> 13,
+				 ioclass);
+		n++;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, tid);
+		FILE *f = fopen(path, "r");
+		int child;
+		while (f && fscanf(f, "%d", &child) == 1)
+			n += tree_checked((pid_t)child, policy, ioclass);
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return n;
+}
+
+/* The re-warm workers all run at idle CPU and I/O priority; returns how
+ * many there are. */
+static int idle_workers_checked(pid_t daemon)
+{
+	pid_t w[8];
+	int n = idle_workers(daemon, w, 8);
+	for (int i = 0; i < n; i++) {
+		/* it sets them at its start (the policy, then the I/O class): it
+		 * may have just been started */
+		for (int t = 0; t < 500 && (sched_getscheduler(w[i]) != SCHED_IDLE ||
+					    syscall(SYS_ioprio_get, 1, w[i]) >> 13 != 3); t++)
+			jtl_sleep_ms(10);
+		assert_true(tree_checked(w[i], SCHED_IDLE, 3 /* IOPRIO_CLASS_IDLE */) > 0);
+	}
+	return n;
+}
+
+/* A client's request for the slow kernel, in a thread of its own. */
+struct join {
+	const struct jtl_daemon *d;
+	jc_request *r;
+	jc_cache_status status;
+};
+
+static void *join_main(void *arg)
+{
+	struct join *j = arg;
+	j->status = compile_status(j->d, j->r, NULL, NULL);
+	return NULL;
+}
+
+/* During a re-warm, a client's new request is served while the re-warm's
+ * compile still runs (clients never wait behind it), and a request for the
+ * key being re-warmed joins that compile: one compile per key in all.
+ * Meanwhile doctor says most entries are another toolchain's. */
+static void test_client_first_and_join(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	jct_daemon_start(d, (const char *const[]){"--rewarm-workers", "1", NULL});
+	char *src = slow_src();
+	jc_request *slow = jct_request_src("slow.cu", src, "sm_90");
+	free(src);
+	/* the slow kernel is the most used: the re-warm's first */
+	for (int i = 0; i < 4; i++)
+		compile_status(d, slow, NULL, NULL);
+	for (int n = 0; n < 4; n++) {
+		jc_request *r = tiny(n);
+		compile_status(d, r, NULL, NULL);
+		jc_request_free(r);
+	}
+	int64_t misses = jct_stat(d, "misses"), compiles = jct_stat(d, "compiles"),
+		joins = jct_stat(d, "single_flight_joins"); /* they persist across restarts */
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	/* the re-warm starts by itself: the identity changed */
+	start_with_copy(d, (const char *const[]){"--rewarm-workers", "1", NULL});
+	/* its first flight: the slow kernel */
+	jct_wait_stat(d, "misses", jct_ge, misses + 1, 20000);
+	assert_int_equal(idle_workers_checked(d->pid), 1);
+	jc_request *fresh = tiny(1000);
+	assert_int_equal(compile_status(d, fresh, NULL, NULL), JC_MISS);
+	/* served while the re-warm had not finished its first compile */
+	assert_int_equal(jct_stat(d, "rewarm_done"), 0);
+	/* doctor: most entries are another toolchain's, and what to run */
+	char *doc = NULL;
+	jct_ctl(d, &doc, NULL, (const char *const[]){"doctor", NULL});
+	jct_assert_has(doc, "entries were made by another toolchain than the daemon's");
+	jct_assert_has(doc, "run `jitcachectl warm`");
+	free(doc);
+	/* the client joins the running re-warm compile: its worker, with its
+	 * threads and children, runs at normal priority while the client waits */
+	struct join j = {.d = d, .r = slow};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, join_main, &j), 0);
+	jct_wait_stat(d, "single_flight_joins", jct_ge, joins + 1, 20000);
+	pid_t w;
+	assert_int_equal(idle_workers(d->pid, &w, 1), 1);
+	assert_true(tree_checked(w, SCHED_OTHER, 0 /* IOPRIO_CLASS_NONE */) > 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(j.status, JC_JOINED);
+	/* and back to idle priority for the rest of the re-warm */
+	assert_true(tree_checked(w, SCHED_IDLE, 3) > 0);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
+	free(out);
+	assert_int_equal(jct_stat(d, "rewarm_done"), 5);
+	/* 5 re-warmed + the client's new one: the joined key compiled once */
+	assert_int_equal(jct_stat(d, "compiles") - compiles, 6);
+	assert_int_equal(jct_stat(d, "single_flight_joins") - joins, 1);
+	jc_request_free(fresh);
+	jc_request_free(slow);
+}
+
+/* Objects in the cache directory, each hashing to its name. */
+static size_t objects(const struct jtl_daemon *d)
+{
+	struct jct_store_scan scan;
+	jct_scan_store(d->cache, &scan);
+	assert_int_equal(scan.bad_objects, 0);
+	return scan.objects;
+}
+
+/* Kept requests count in the budget's bytes and go with their entries;
+ * --keep-requests no keeps none, and warm says so. */
+static void test_keep_requests_budget(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0], *no = &f->d[1];
+	jct_daemon_start(d, NULL);
+	jct_daemon_start(no, (const char *const[]){"--keep-requests", "no", NULL});
+	for (int n = 0; n < 3; n++) {
+		jc_request *r = tiny(n);
+		compile_status(d, r, NULL, NULL);
+		compile_status(no, r, NULL, NULL);
+		jc_request_free(r);
+	}
+	int64_t req_bytes = jct_stat(d, "request_bytes");
+	assert_int_equal(jct_stat(d, "requests_kept"), 3);
+	assert_true(req_bytes > 0);
+	assert_int_equal(jct_stat(d, "stored_bytes"), jct_stat(no, "stored_bytes") + req_bytes);
+	assert_int_equal(objects(d), 3); /* requests are kept in the index, not as files */
+	assert_int_equal(objects(no), 3);
+	assert_int_equal(jct_stat(no, "requests_kept"), 0);
+	assert_int_equal(jct_stat(no, "request_bytes"), 0);
+	char *out = ctl(no, 0, (const char *const[]){"warm", NULL});
+	jct_assert_has(out, "requests are not kept");
+	free(out);
+	/* eviction to a size counts them (least recently used first), and they
+	 * go with their entries */
+	struct jtl_daemon *small = &f->d[2];
+	jct_daemon_start(small, NULL);
+	for (int n = 10; n < 18; n++) {
+		jc_request *r = tiny(n);
+		compile_status(small, r, NULL, NULL);
+		jc_request_free(r);
+	}
+	assert_int_equal(jct_stat(small, "requests_kept"), 8);
+	int64_t per_entry = jct_stat(small, "stored_bytes") / 8;
+	char size[32];
+	snprintf(size, sizeof(size), "%lldB", (long long)(per_entry * 11 / 2));
+	free(ctl(small, 0, (const char *const[]){"purge", "--to-size", size, NULL}));
+	assert_true(jct_stat(small, "stored_bytes") <= per_entry * 11 / 2);
+	int64_t left = jct_stat(small, "entries");
+	assert_int_equal(left, 5);
+	assert_int_equal(jct_stat(small, "requests_kept"), left);
+	free(ctl(d, 0, (const char *const[]){"purge", "--all", NULL}));
+	assert_int_equal(objects(d), 0);
+	assert_int_equal(jct_stat(d, "requests_kept"), 0);
+	assert_int_equal(jct_stat(d, "request_bytes"), 0);
+	assert_int_equal(jct_stat(d, "bytes"), 0);
+}
+
+static void write_secret(const char *path, char fill)
+{
+	char key[32];
+	memset(key, fill, sizeof(key));
+	jct_write_file(path, key, sizeof(key));
+	assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* Export on one cache, import on an empty one: every exported request is a
+ * hit there; a tampered bundle, or one checked with another secret, is
+ * refused and imports nothing. */
+static void test_export_import(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *a = &f->d[0], *b = &f->d[1];
+	char bundle[300], bad[300], key[300], key2[300];
+	jct_daemon_start(a, NULL);
+	jct_daemon_start(b, NULL);
+	snprintf(bundle, sizeof(bundle), "%s/app.jcb", a->dir);
+	snprintf(bad, sizeof(bad), "%s/bad.jcb", a->dir);
+	snprintf(key, sizeof(key), "%s/key", a->dir);
+	snprintf(key2, sizeof(key2), "%s/key2", a->dir);
+	write_secret(key, 'k');
+	write_secret(key2, 'x');
+	jc_request *with_header = jct_request_src("h.cu", "#include \"v.h\"\nextern \"C\" __global__ "
+						  "void h(int *p) { *p = V; }\n", "sm_90");
+	assert_int_equal(jc_request_add_header(with_header, "v.h", "#define V 7\n", 12), 0);
+	compile_status(a, with_header, NULL, NULL);
+	for (int n = 0; n < 5; n++) {
+		jc_request *r = tiny(n);
+		compile_status(a, r, NULL, NULL);
+		jc_request_free(r);
+	}
+	char *out = ctl(a, 0, (const char *const[]){"export", "--secret-file", key, "-o", bundle, NULL});
+	jct_assert_has(out, "exported 6 requests");
+	free(out);
+
+	/* tampered: one byte in the middle */
+	size_t size;
+	uint8_t *data = jtl_read_file(bundle, &size);
+	assert_non_null(data);
+	data[size / 2] ^= 1;
+	jct_write_file(bad, data, size);
+	free(data);
+	char *err = NULL;
+	out = jct_ctl_expect(b, 1, &err, (const char *const[]){"import", bad, "--wait",
+								"--secret-file", key, NULL});
+	jct_assert_has(err, "signature does not match");
+	free(out);
+	free(err);
+	out = jct_ctl_expect(b, 1, &err, (const char *const[]){"import", bundle, "--wait",
+								"--secret-file", key2, NULL});
+	jct_assert_has(err, "signature does not match");
+	free(out);
+	free(err);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+
+	out = ctl(b, 0, (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
+	jct_assert_has(out, "imported 6 requests: 0 were there, 0 from the fleet tier, 6 compiled, 0 failed");
+	free(out);
+	assert_int_equal(jct_stat(b, "compiles"), 6);
+	assert_int_equal(compile_status(b, with_header, NULL, NULL), JC_HIT);
+	for (int n = 0; n < 5; n++) {
+		jc_request *r = tiny(n);
+		assert_int_equal(compile_status(b, r, NULL, NULL), JC_HIT);
+		jc_request_free(r);
+	}
+	assert_int_equal(jct_stat(b, "compiles"), 6);
+	jc_request_free(with_header);
+}
+
+/* A user who is not an admin exports only the requests of the entries they
+ * use; naming another uid is refused. Real users: needs root. */
+static void test_export_own_only(void **state)
+{
+	struct fx *f = *state;
+	char user[32];
+	uid_t uid;
+	gid_t gid;
+	if (geteuid() != 0 || jct_user_add("jrw", NULL, user, &uid, &gid) != 0) {
+		fprintf(stderr, "skipped: needs root and useradd\n");
+		skip();
+	}
+	struct jtl_daemon *d = &f->d[0], *b = &f->d[1];
+	jct_daemon_start(d, NULL);
+	assert_int_equal(chmod(d->dir, 0755), 0);
+	assert_int_equal(chmod(d->sock, 0666), 0);
+	for (int n = 0; n < 3; n++) { /* root's */
+		jc_request *r = tiny(n);
+		compile_status(d, r, NULL, NULL);
+		jc_request_free(r);
+	}
+	char key[200], src[200];
+	snprintf(key, sizeof(key), "%s/ukey", d->dir);
+	snprintf(src, sizeof(src), "%s/mine.cu", d->dir);
+	write_secret(key, 'u');
+	assert_int_equal(chown(key, uid, gid), 0);
+	jct_write_text(src, "extern \"C\" __global__ void mine(int *p) { *p = 4711; }\n");
+	assert_int_equal(chmod(src, 0644), 0);
+	const char *ctlbin = getenv("JITCACHECTL");
+	assert_int_equal(jct_sh("cd %s && setpriv --reuid %u --regid %u --clear-groups -- env -i "
+				"PATH=/usr/bin:/bin JITCACHE_AUTOSTART=0 %s --socket %s compile mine.cu "
+				"--arch sm_90 -o /dev/null 2>/dev/null", d->dir, (unsigned)uid,
+				(unsigned)gid, ctlbin, d->sock), 0);
+	char udir[220];
+	snprintf(udir, sizeof(udir), "%s/u", d->dir);
+	assert_int_equal(mkdir(udir, 0755), 0);
+	assert_int_equal(chown(udir, uid, gid), 0);
+	assert_int_equal(jct_sh("cd /tmp && setpriv --reuid %u --regid %u --clear-groups -- env -i "
+				"PATH=/usr/bin:/bin %s --socket %s export --secret-file %s -o "
+				"%s/own.jcb", (unsigned)uid, (unsigned)gid, ctlbin, d->sock, key, udir), 0);
+	assert_int_not_equal(jct_sh("cd /tmp && setpriv --reuid %u --regid %u --clear-groups -- "
+				    "env -i PATH=/usr/bin:/bin %s --socket %s export --uid 0 "
+				    "--secret-file %s -o /dev/null 2>/dev/null", (unsigned)uid,
+				    (unsigned)gid, ctlbin, d->sock, key), 0);
+	/* what was exported: the user's one request, compiled by an empty cache */
+	char bundle[300];
+	jct_daemon_start(b, NULL);
+	snprintf(bundle, sizeof(bundle), "%s/own.jcb", udir);
+	char *out = ctl(b, 0, (const char *const[]){"import", bundle, "--wait", "--secret-file", key,
+						     NULL});
+	jct_assert_has(out, "imported 1 requests");
+	free(out);
+	out = ctl(b, 0, (const char *const[]){"ls", NULL});
+	jct_assert_has(out, "mine.cu");
+	free(out);
+}
+
+/* A re-warmed fatbin request compiles its parts at idle priority too (the
+ * log says which compiles ran so). */
+static void test_fatbin_parts_idle(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	jct_daemon_start(d, (const char *const[]){"--log-level", "info", NULL});
+	jc_request *r = jct_request_src("rwfat.cu", jct_tiny_src(7), "sm_80,sm_90");
+	assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
+	/* its hits put it before its parts' own kept requests in the re-warm */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(compile_status(d, r, NULL, NULL), JC_HIT);
+	jc_request_free(r);
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	/* the fatbin tool is looked for from libnvrtc's directory (toolchain.h):
+	 * the toolkit's bin/ beside the copy's lib/ too */
+	char lib[PATH_MAX], why[256], from[PATH_MAX + 32], to[JTL_ROOT_MAX + 64];
+	assert_int_equal(jtl_nvrtc_file(lib, why, sizeof(why)), 0);
+	*strrchr(lib, '/') = '\0';
+	snprintf(from, sizeof(from), "%s/../bin", lib);
+	snprintf(to, sizeof(to), "%s/bin", nvroot);
+	if (access(to, F_OK) != 0)
+		assert_int_equal(symlink(from, to), 0);
+	start_with_copy(d, NULL);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
+	fprintf(stderr, "warm --wait: %s", out);
+	free(out);
+	assert_true(jct_stat(d, "rewarm_done") >= 1);
+	assert_int_equal(jct_stat(d, "rewarm_failed"), 0);
+	char *log = jct_log(d);
+	const char *since = strstr(log, "toolchain identity changed");
+	assert_non_null(since);
+	static const char *const parts[] = {"compile of rwfat.cu for sm_80 done",
+					    "compile of rwfat.cu for sm_90 done"};
+	for (size_t i = 0; i < 2; i++) {
+		const char *line = strstr(since, parts[i]);
+		if (!line)
+			fail_msg("no \"%s\" after the restart:\n%s", parts[i], since);
+		size_t len = strcspn(line, "\n");
+		if (!memmem(line, len, "at idle priority", 16))
+			fail_msg("a re-warmed fatbin's part ran at client priority: %.*s", (int)len, line);
+	}
+	free(log);
+}
+
+/* (Re)points the symbolic link at to target. */
+static void point(const char *link, const char *target)
+{
+	char tmp[JTL_ROOT_MAX + 64];
+	snprintf(tmp, sizeof(tmp), "%s.new", link);
+	unlink(tmp);
+	assert_int_equal(symlink(target, tmp), 0);
+	assert_int_equal(rename(tmp, link), 0);
+}
+
+/* SIGHUP re-checks the toolchain: the daemon's libraries stay mapped, so a
+ * library changed on disk (here: LD_LIBRARY_PATH's directory pointed at
+ * another NVRTC build) is said in the log with what to do (restart: that
+ * re-warms, test_rewarm_after_nvrtc_change); unchanged, it says so. */
+static void test_sighup_toolchain_changed(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char real[PATH_MAX], why[256], cur[JTL_ROOT_MAX + 16];
+	assert_int_equal(jtl_nvrtc_file(real, why, sizeof(why)), 0);
+	*strrchr(real, '/') = '\0';
+	snprintf(cur, sizeof(cur), "%s/cur", nvroot);
+	point(cur, real);
+	const char *flags[] = {"--log-level", "info", NULL};
+	jct_daemon_spawn_with(d, flags, set_nvrtc_copy, cur);
+	jct_daemon_wait_ready(d);
+	char *before = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
+
+	assert_int_equal(kill(d->pid, SIGHUP), 0);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain on disk unchanged", 20000));
+	assert_int_equal(jct_log_count(d, "toolchain changed on disk"), 0);
+
+	point(cur, nvlib); /* another build where the daemon loaded its NVRTC from */
+	assert_int_equal(kill(d->pid, SIGHUP), 0);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk", 20000));
+	char *log = jct_log(d);
+	jct_assert_has(log, "restart the daemon to re-warm");
+	free(log);
+	/* the running daemon keeps its identity (its mapped libraries) */
+	char *after = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
+	const char *a = strstr(after, "\"identity\": \""), *b = strstr(before, "\"identity\": \"");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(strncmp(a, b, 14 + strcspn(b + 14, "\"")), 0);
+	free(after);
+	free(before);
+}
+
+static int group_setup(void **state)
+{
+	char why[512];
+	(void)state;
+	jct_tmpdir(nvroot, NULL, "nvrtc-copy");
+	snprintf(nvlib, sizeof(nvlib), "%s/lib", nvroot);
+	if (jtl_nvrtc_toolkit_copy(nvroot, why, sizeof(why)) != 0) {
+		fprintf(stderr, "cannot make the NVRTC copy: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	jct_tmpdir_remove(nvroot);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
+		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
+		T(test_fatbin_parts_idle), T(test_sighup_toolchain_changed),
+#undef T
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
