@@ -73,6 +73,7 @@ struct jc_client {
 	int send_trees;        /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
 	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
 	char *daemon_dir;
+	char *daemon_toolkit; /* HELLO_OK's toolkit_include (NULL: none) */
 	char why_none[1024];   /* why no daemon could be had (fallback mode) */
 	char errmsg[1024];
 };
@@ -199,6 +200,8 @@ static void drop_connection(jc_client *c)
 	c->daemon_pid = 0;
 	free(c->daemon_dir);
 	c->daemon_dir = NULL;
+	free(c->daemon_toolkit);
+	c->daemon_toolkit = NULL;
 }
 
 /*
@@ -316,6 +319,8 @@ static int hello(jc_client *c, const char *path, int own)
 			      cred.uid != geteuid();
 	c->daemon_dir = h.cache_dir;
 	h.cache_dir = NULL;
+	c->daemon_toolkit = h.toolkit_include;
+	h.toolkit_include = NULL;
 	jc__hello_clear(&h);
 	return 0;
 }
@@ -896,7 +901,7 @@ static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
 	uint64_t walk_ns = 0;
 	for (int bytes = 0; bytes < 2; bytes++) {
 		uint64_t ns;
-		rc = jc__tree_build(&c->trees, req, bytes, &view, &ns, c->errmsg, sizeof(c->errmsg));
+		rc = jc__tree_build(&c->trees, c->daemon_toolkit, req, bytes, &view, &ns, c->errmsg, sizeof(c->errmsg));
 		if (rc != 0)
 			return rc;
 		walk_ns += ns;

@@ -86,7 +86,7 @@ struct scan {
 	size_t errlen;
 };
 
-static int in_toolkit(const char *root, const char *dir)
+int jc__inc_in_toolkit(const char *root, const char *dir)
 {
 	char real[PATH_MAX];
 	if (!root || !*root || !realpath(dir, real))
@@ -318,7 +318,7 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	if (!s.dirs)
 		rc = oom(&s);
 	for (size_t i = 0; rc == 0 && i < s.ip.n_dirs; i++) {
-		if (in_toolkit(ctx->toolkit_root, s.ip.dirs[i]))
+		if (jc__inc_in_toolkit(ctx->toolkit_root, s.ip.dirs[i]))
 			rc = add(&s, s.ip.dirs[i], JC_INC_TOOLKIT, NULL, NULL);
 		else
 			s.dirs[s.n_dirs++] = s.ip.dirs[i];
@@ -371,7 +371,7 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 		uint8_t hash[16];
 		int exists;
 		if (e->kind == JC_INC_TOOLKIT) {
-			if (!in_toolkit(ctx->toolkit_root, e->path))
+			if (!jc__inc_in_toolkit(ctx->toolkit_root, e->path))
 				return 0;
 			continue;
 		}
@@ -750,7 +750,7 @@ int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
 			ok = 0;
 			for (size_t k = 0; k < dirs->n && !ok; k++)
 				ok = strcmp(dirs->v[k], e->path) == 0;
-			ok = ok && in_toolkit(ctx->toolkit_root, e->path);
+			ok = ok && jc__inc_in_toolkit(ctx->toolkit_root, e->path);
 		} else if (ok) {
 			/* below a top directory, no ".." component */
 			ok = jc__inc_tops_rel(tops, e->path, &top, rel, sizeof(rel)) && rel[0];

@@ -74,6 +74,17 @@ struct jc_inc_ctx {
 };
 
 /*
+ * The rule for -I directories of the toolkit's own include tree: 1 when the
+ * realpath of dir is root (the realpath of a toolkit include tree:
+ * jc_toolchain.toolkit_include) or below it; 0 when not, when root is NULL
+ * or "", or when dir cannot be resolved. Such a directory is not read: the
+ * toolkit identity covers it (the daemon's scan, a client-read tree, whose
+ * client learns root from the daemon's HELLO_OK, and the worker writing a
+ * tree all decide with this). No I/O but realpath; thread-safe.
+ */
+int jc__inc_in_toolkit(const char *root, const char *dir);
+
+/*
  * Scans req (see the top of this file) into *out (zeroed first; owned by the
  * caller). Returns 0, or JC_EINVAL (bad include options), JC_ETOOBIG (over
  * a limit of ctx), JC_EIO (a file that exists could not be read or a

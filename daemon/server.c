@@ -656,6 +656,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (version >= 2) {
 			ok.cache_dir = d->cfg.cache_dir;
 			ok.pid = (uint32_t)getpid();
+			ok.toolkit_include = d->tc.toolkit_include;
 		}
 		if (jc__encode_hello_ex(&b, JC_MSG_HELLO_OK, &ok) != 0) {
 			jc__buf_free(&b);

@@ -317,7 +317,7 @@ static int tree_mkdirs(char *path, size_t from)
 
 /* Writes req's tree under a new tree_root and re-points its include
  * options there; the blobs are dropped. 0, or a JC_E code with a message. */
-static int tree_write(struct jc_req *req, char *err, size_t errlen)
+static int tree_write(struct jc_req *req, const char *tk_include, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
 	if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof(tree_root) - 20)
@@ -338,6 +338,12 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++) {
 		size_t top;
 		char rel[PATH_MAX];
+		/* one of the toolkit's own (the client sent none of it): compiled
+		 * from the toolkit, as the daemon's scan keys it (includes.h) */
+		if (jc__inc_in_toolkit(tk_include, req->include_dirs.v[i])) {
+			rc = jc__strv_push(&dirs, req->include_dirs.v[i]);
+			continue;
+		}
 		if (!jc__inc_tops_rel(tops, req->include_dirs.v[i], &top, rel, sizeof(rel))) {
 			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s: no lexical form",
 				      req->include_dirs.v[i]);
@@ -626,9 +632,13 @@ static int run_tree_job(const struct jc_buf *in, const char *tk_root, const char
 {
 	struct jc_req req = {0};
 	struct jc_buf job = {0};
-	char err[600];
+	char err[600], guess[PATH_MAX + 16], tk_include[PATH_MAX];
+	/* the toolkit include tree, as toolchain.c finds it (<lib>/../include) */
+	snprintf(guess, sizeof(guess), "%s/include", tk_root);
+	if (!tk_root[0] || !realpath(guess, tk_include))
+		tk_include[0] = '\0';
 	int rc = jc__decode_req(in->data, in->len, &req);
-	rc = rc ?: tree_write(&req, err, sizeof(err));
+	rc = rc ?: tree_write(&req, tk_include, err, sizeof(err));
 	if (rc == 0 && (rc = jc__encode_req(&job, &req)) != 0)
 		snprintf(err, sizeof(err), "cannot re-encode the job: %s", jc_strerror(rc));
 	jc__req_clear(&req);

@@ -99,6 +99,11 @@ struct jc_hello {
 	uint64_t dir_dev, dir_ino;
 	char *cache_dir;
 	uint32_t pid;
+	/* HELLO_OK: the realpath of the daemon's toolkit include tree
+	 * (jc_toolchain.toolkit_include; "" or absent: none). A client that
+	 * reads its own include trees leaves -I directories inside it out of
+	 * them (common/includes.h, jc__inc_in_toolkit). */
+	char *toolkit_include;
 };
 /* type must be HELLO or HELLO_OK (else JC_EINVAL, b untouched). */
 int jc__encode_hello_ex(struct jc_buf *b, uint16_t type, const struct jc_hello *h);
