@@ -174,7 +174,7 @@ static int tree_set(struct jc_tree_cache *tc, const char *toolkit, const struct 
 		    uint64_t *walk_ns, char *err, size_t errlen)
 {
 	const struct jc_inc_ctx ctx = {
-	    .memo = tc->memo, .toolkit_root = toolkit, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
+	    .memo = tc->memo, .toolkit_root = toolkit, .toolkit_refs = 1, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
 	uint8_t fp[16];
 	*walk_ns = 0;
 	if (fingerprint(toolkit, in, fp) != 0)

@@ -32,8 +32,9 @@
  *  - -I directories inside the CUDA toolkit's own include tree (the one next
  *    to the loaded libnvrtc: jc_toolchain.toolkit_include) are not read: the
  *    toolkit identity (jc_toolchain.toolkit_include_id, in every key) covers
- *    them. Their files are neither hashed nor scanned (toolkit headers only
- *    include toolkit headers).
+ *    them. Their files are not hashed, and scanned only with
+ *    ctx->toolkit_refs (then a toolkit header's candidates in the other -I
+ *    directories enter as any candidate does).
  * The result, a struct jc_inc_set, is a sorted list of (path, kind, hash)
  * entries; its digest enters the cache key, and it is stored as a manifest
  * variant (manifest.h) so that a later lookup only re-checks it.
@@ -69,6 +70,13 @@
 struct jc_inc_ctx {
 	struct jc_inc_memo *memo;  /* required */
 	const char *toolkit_root;  /* realpath of the toolkit include tree; NULL or "" = none */
+	/* 1: the scan follows the references of the toolkit headers it finds
+	 * (not recorded) and records their candidates in the other -I
+	 * directories, as NVRTC probes them (a client-read tree must hold those
+	 * probes: the daemon cannot learn them; client/tree.c). 0: the
+	 * toolkit's headers are not read (the daemon's scan; what the compile
+	 * probed beyond it is learnt, "Dependency truth"). */
+	int toolkit_refs;
 	uint64_t max_entries;      /* a scan recording more entries fails (JC_ETOOBIG) */
 	uint64_t max_file_size;    /* a bigger header fails the scan (JC_ETOOBIG) */
 };
