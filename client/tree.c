@@ -222,12 +222,12 @@ static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, i
 		char rel[PATH_MAX];
 		/* A symlinked header travels as its bytes under the link's name
 		 * (read with the client's rights); the target string stays here.
-		 * An -I directory of the daemon's toolkit tree is compiled from
-		 * it there, covered by the toolkit identity in the key. */
-		if (e->kind == JC_INC_LINK || e->kind == JC_INC_TOOLKIT)
+		 * An -I directory of the daemon's toolkit tree is named alone: it
+		 * is compiled from the toolkit there (req.h, JC_TREE_TOOLKIT). */
+		if (e->kind == JC_INC_LINK)
 			continue;
 		if (!jc__inc_tops_rel(tops, e->path, &dir, rel, sizeof(rel)) ||
-		    (!rel[0] && e->kind != JC_INC_DIR)) {
+		    (!rel[0] && e->kind != JC_INC_DIR && e->kind != JC_INC_TOOLKIT)) {
 			rc = jc__fail(
 			    err, errlen, JC_EINVAL,
 			    "%s is outside the include directories (an "
@@ -240,8 +240,9 @@ static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, i
 		snprintf(name, sizeof(name), "%zu%s%s", dir, rel[0] ? "/" : "", rel);
 		uint8_t *data = NULL;
 		size_t size = 0;
-		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT
-				: e->kind == JC_INC_DIR	 ? JC_TREE_DIR
+		uint32_t type = e->kind == JC_INC_ABSENT    ? JC_TREE_ABSENT
+				: e->kind == JC_INC_TOOLKIT ? JC_TREE_TOOLKIT
+				: e->kind == JC_INC_DIR	    ? JC_TREE_DIR
 				: bytes			 ? JC_TREE_FILE
 							 : JC_TREE_HASH;
 		if (type == JC_TREE_FILE)

@@ -338,16 +338,27 @@ static int tree_write(struct jc_req *req, const char *tk_include, char *err, siz
 	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++) {
 		size_t top;
 		char rel[PATH_MAX];
-		/* one of the toolkit's own (the client sent none of it): compiled
-		 * from the toolkit, as the daemon's scan keys it (includes.h) */
-		if (jc__inc_in_toolkit(tk_include, req->include_dirs.v[i])) {
-			rc = jc__strv_push(&dirs, req->include_dirs.v[i]);
-			continue;
-		}
 		if (!jc__inc_tops_rel(tops, req->include_dirs.v[i], &top, rel, sizeof(rel))) {
 			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s: no lexical form",
 				      req->include_dirs.v[i]);
 			break;
+		}
+		/* One the client names as the toolkit's (req.h, JC_TREE_TOOLKIT):
+		 * compiled from the toolkit when it is inside it (only such a
+		 * directory is resolved here: no other client path is touched). */
+		snprintf(path, sizeof(path), "%zu%s%s", top, rel[0] ? "/" : "", rel);
+		int claimed = 0;
+		for (size_t k = 0; k < req->n_tree && !claimed; k++)
+			claimed = req->tree[k].type == JC_TREE_TOOLKIT && strcmp(req->tree[k].name, path) == 0;
+		if (claimed && !jc__inc_in_toolkit(tk_include, req->include_dirs.v[i])) {
+			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s is sent as the toolkit's but "
+				      "is not inside the daemon's toolkit include tree %s",
+				      req->include_dirs.v[i], tk_include[0] ? tk_include : "(none)");
+			break;
+		}
+		if (claimed) {
+			rc = jc__strv_push(&dirs, req->include_dirs.v[i]);
+			continue;
 		}
 		snprintf(path, sizeof(path), "%s/%zu%s%s/", tree_root, top, rel[0] ? "/" : "", rel);
 		rc = tree_mkdirs(path, strlen(tree_root) + 1) == 0
@@ -357,7 +368,7 @@ static int tree_write(struct jc_req *req, const char *tk_include, char *err, siz
 	jc__inc_tops_free(tops);
 	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
 		const struct jc_blob *b = &req->tree[i];
-		if (b->type == JC_TREE_ABSENT)
+		if (b->type == JC_TREE_ABSENT || b->type == JC_TREE_TOOLKIT)
 			continue;
 		if (b->type == JC_TREE_DIR) { /* walked by the client: exists here too, maybe empty */
 			snprintf(path, sizeof(path), "%s/%s/", tree_root, b->name);
