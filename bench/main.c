@@ -520,6 +520,15 @@ int main(int argc, char **argv)
 		fig("connect_p99_us", "us", conn.p99, "connect + handshake p99");
 		fig("reconnect_hit_p50_us", "us", bench_reconnect_hit_us(d, small, iters / 2),
 		    "hit on a broken connection: reconnect + resend, p50");
+		struct bench_lat fe, fc, fh;
+		char src[PATH_MAX];
+		snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
+		bench_fresh_process(d, src, "&saxpy<float>", plan->hit_iters / 500 > 10 ? plan->hit_iters / 500 : 10,
+				    &fe, &fc, &fh);
+		fig("fresh_exec_p50_us", "us", fe.p50, "fresh process: fork + exec to main, p50");
+		fig("fresh_connect_p50_us", "us", fc.p50, "fresh process: connect + handshake, p50");
+		fig("fresh_first_hit_p50_us", "us", fh.p50, "fresh process: first request (SAXPY hit), p50");
+		fig("fresh_ready_p50_us", "us", fc.p50 + fh.p50, "fresh process: connect p50 + first hit p50");
 		double first, fb, plain;
 		bench_fallback_ms(d, saxpy, plan->compile_reps + 4, &first, &fb, &plain);
 		fig("fallback_first_saxpy_ms", "ms", first, "no daemon: first in-process compile (loads NVRTC)");
@@ -529,11 +538,20 @@ int main(int argc, char **argv)
 		       AT_MOST, 1.1);
 	}
 
-	/* 3. Throughput. */
+	/* 3. Throughput, and its scaling with the CPUs: one client process
+	 * per CPU against one. */
 	fprintf(stderr, "throughput...\n");
-	for (size_t i = 0; i < plan->n_levels; i++) {
-		int p = plan->levels[i];
-		double v = bench_throughput(d, small, p, plan->tput_s);
+	int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), levels[6];
+	size_t n_levels = plan->n_levels, at_cpus = n_levels;
+	memcpy(levels, plan->levels, n_levels * sizeof(levels[0]));
+	for (size_t i = 0; i < n_levels; i++)
+		at_cpus = levels[i] == cpus ? i : at_cpus;
+	if (at_cpus == n_levels && cpus > 1 && plan->n_levels > 1)
+		levels[n_levels++] = cpus;
+	double tput[6];
+	for (size_t i = 0; i < n_levels; i++) {
+		int p = levels[i];
+		double v = tput[i] = bench_throughput(d, small, p, plan->tput_s);
 		char k[32];
 		snprintf(k, sizeof(k), p == 8 ? "hits_per_s" : "hits_per_s_%d", p);
 		struct figure *f = fig(k, "hits/s", v, "throughput, %d client process%s", p,
@@ -541,6 +559,11 @@ int main(int argc, char **argv)
 		if (p == 8)
 			target(f, AT_LEAST, 40000);
 	}
+	for (size_t i = 1; i < n_levels; i++)
+		if (levels[i] == cpus && levels[0] == 1)
+			target(fig("hits_scaling_x", "x", tput[i] / tput[0],
+				   "throughput, %d processes (one per CPU) / 1", cpus),
+			       AT_LEAST, cpus / 2.0);
 
 	/* 4. Single flight, against one compile alone (fresh keys each round). */
 	fprintf(stderr, "single flight...\n");

@@ -41,6 +41,41 @@ double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench
 	return out->p50;
 }
 
+void bench_fresh_process(const struct bench_daemon *d, const char *src_path, const char *expr,
+			 size_t n, struct bench_lat *exec, struct bench_lat *connect,
+			 struct bench_lat *hit)
+{
+	const char *bin = getenv("JC_FRESH_HIT");
+	uint64_t *t[3] = {malloc(n * sizeof(uint64_t)), malloc(n * sizeof(uint64_t)),
+			  malloc(n * sizeof(uint64_t))};
+	char scratch[PATH_MAX + 16], t0[32];
+	if (!t[0] || !t[1] || !t[2])
+		bench_die("out of memory");
+	snprintf(scratch, sizeof(scratch), "%s/fresh", d->core.dir);
+	if (mkdir(scratch, 0700) != 0 && errno != EEXIST)
+		bench_die("mkdir %s: %s", scratch, strerror(errno));
+	for (size_t i = 0; i < n; i++) {
+		char *out = NULL, *err = NULL;
+		snprintf(t0, sizeof(t0), "%llu", (unsigned long long)jc__now_ns());
+		const char *argv[] = {bin && *bin ? bin : JC_BENCH_FRESH_HIT, d->core.sock, src_path, expr, t0,
+				      NULL};
+		int rc = jtl_run(argv, NULL, scratch, &out, &err);
+		double e, c, h;
+		if (rc != 0 || !out || sscanf(out, "fresh exec_us=%lf connect_us=%lf hit_us=%lf", &e, &c, &h) != 3)
+			bench_die("%s: exit %d: %s%s", argv[0], rc, out ? out : "", err ? err : "");
+		t[0][i] = (uint64_t)(e * 1e3);
+		t[1][i] = (uint64_t)(c * 1e3);
+		t[2][i] = (uint64_t)(h * 1e3);
+		free(out);
+		free(err);
+	}
+	bench_lat_of(t[0], n, exec);
+	bench_lat_of(t[1], n, connect);
+	bench_lat_of(t[2], n, hit);
+	for (int i = 0; i < 3; i++)
+		free(t[i]);
+}
+
 double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r, size_t iters)
 {
 	uint64_t *ns = malloc(iters * sizeof(*ns));

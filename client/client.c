@@ -2,8 +2,9 @@
 /*
  * libjitcache-client: blocking, one request at a time per handle. A hit
  * arrives as a read-only descriptor of the cached object (SCM_RIGHTS); the
- * bytes are read here and checked against their XXH3-128 content hash, so
- * a corrupted object is never handed to the application.
+ * bytes are read here and checked against their XXH3-128 content hash (or
+ * come from a memfd the daemon checked and sealed: sealed()), so a corrupted
+ * object is never handed to the application.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +74,7 @@ struct jc_client {
 	int send_trees;        /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
 	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
 	char *daemon_dir;
+	char *archs, *nvrtc_version; /* its NVRTC's, from HELLO_OK (v3); NULL from an older daemon */
 	char *daemon_toolkit; /* HELLO_OK's toolkit_include (NULL: none) */
 	char why_none[1024];   /* why no daemon could be had (fallback mode) */
 	char errmsg[1024];
@@ -200,6 +202,9 @@ static void drop_connection(jc_client *c)
 	c->daemon_pid = 0;
 	free(c->daemon_dir);
 	c->daemon_dir = NULL;
+	free(c->archs);
+	free(c->nvrtc_version);
+	c->archs = c->nvrtc_version = NULL;
 	free(c->daemon_toolkit);
 	c->daemon_toolkit = NULL;
 }
@@ -212,12 +217,14 @@ static void drop_connection(jc_client *c)
  * daemon's /run/jitcached, a shared daemon's own directory). A socket
  * another user made in a directory anyone may write ($XDG_RUNTIME_DIR=/tmp,
  * say), or in a directory of theirs at the per-user path, is not that
- * user's daemon. 0, or JC_EDENIED (message in c->errmsg).
+ * user's daemon. 0 (*other_uid: it runs as a uid other than ours), or
+ * JC_EDENIED (message in c->errmsg).
  */
-static int check_peer(jc_client *c, int fd, const char *path, int own)
+static int check_peer(jc_client *c, int fd, const char *path, int own, int *other_uid)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
+	uid_t me = geteuid();
 	char dir[4200];
 	struct stat st;
 	const char *slash = strrchr(path, '/');
@@ -226,8 +233,8 @@ static int check_peer(jc_client *c, int fd, const char *path, int own)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
 				"cannot tell who runs the daemon at %s: %s", path, strerror(errno));
-	if (cred.uid == geteuid() || cred.uid == 0 ||
-	    (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
+	*other_uid = cred.uid != me;
+	if (cred.uid == me || cred.uid == 0 || (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
 		return 0;
 	if (own)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
@@ -241,12 +248,13 @@ static int check_peer(jc_client *c, int fd, const char *path, int own)
 }
 
 /*
- * Connects to path and does the handshake (sending the expected directory
- * identity, if any). Returns 0 (c->fd, c->sock, daemon pid and directory
- * set), JC_ECONNECT (nothing listens there) or the refusal's code; message
- * in c->errmsg.
+ * Connects to path and does the handshake in protocol version (sending the
+ * expected directory identity, if any). Returns 0 (c->fd, c->sock, daemon
+ * pid and directory set, and from version 3 its NVRTC's architectures and
+ * version), JC_ECONNECT (nothing listens there) or the refusal's code;
+ * message in c->errmsg.
  */
-static int hello(jc_client *c, const char *path, int own)
+static int hello_version(jc_client *c, const char *path, int own, uint32_t version)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	drop_connection(c);
@@ -261,12 +269,13 @@ static int hello(jc_client *c, const char *path, int own)
 			close(fd);
 		return JC_ECONNECT;
 	}
-	if (check_peer(c, fd, path, own) != 0) {
+	int other_uid;
+	if (check_peer(c, fd, path, own, &other_uid) != 0) {
 		close(fd);
 		return JC_EDENIED;
 	}
 	uint16_t type;
-	struct jc_hello h = {.version = JC_PROTO_VERSION, .name = "libjitcache-client " JC_VERSION_STRING,
+	struct jc_hello h = {.version = version, .name = "libjitcache-client " JC_VERSION_STRING,
 			     .dir_dev = c->dir_dev, .dir_ino = c->dir_ino};
 	jc__buf_reset(&c->out);
 	int rc = jc__encode_hello_ex(&c->out, JC_MSG_HELLO, &h);
@@ -279,7 +288,7 @@ static int hello(jc_client *c, const char *path, int own)
 	c->fast = 1;
 	spin_for_answer(c, jc__now_ns());
 	c->fd = -1;
-	rc = rc ?: jc__io_read_frame(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
+	rc = rc ?: jc__io_read_answer(fd, &c->in, &type, NULL, CONNECT_TIMEOUT_MS);
 	if (rc == 0 && type == JC_MSG_ERROR) {
 		char *msg = NULL;
 		int code = JC_EPROTO;
@@ -297,7 +306,7 @@ static int hello(jc_client *c, const char *path, int own)
 		rc = JC_EPROTO;
 	memset(&h, 0, sizeof(h));
 	rc = rc ?: jc__decode_hello_ex(c->in.data, c->in.len, &h);
-	if (rc == 0 && h.version != JC_PROTO_VERSION)
+	if (rc == 0 && h.version != version)
 		rc = JC_EVERSION;
 	if (rc != 0) {
 		jc__hello_clear(&h);
@@ -312,16 +321,31 @@ static int hello(jc_client *c, const char *path, int own)
 	c->forks = fork_count;
 	snprintf(c->sock, sizeof(c->sock), "%s", path);
 	c->daemon_pid = h.pid;
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	/* Unknown: as another uid's, whose client reads (it costs only time). */
-	c->daemon_other_uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
-			      cred.uid != geteuid();
+	c->daemon_other_uid = other_uid;
 	c->daemon_dir = h.cache_dir;
-	h.cache_dir = NULL;
+	c->archs = h.archs;
+	c->nvrtc_version = h.nvrtc_version;
+	h.cache_dir = h.archs = h.nvrtc_version = NULL;
 	c->daemon_toolkit = h.toolkit_include;
 	h.toolkit_include = NULL;
 	jc__hello_clear(&h);
+	return 0;
+}
+
+/* hello_version() in this library's protocol version, else (a daemon older
+ * than version 3 refuses it) in version 2, without the toolchain fields. */
+static int hello(jc_client *c, const char *path, int own)
+{
+	int rc = hello_version(c, path, own, JC_PROTO_VERSION);
+	return rc == JC_EVERSION ? hello_version(c, path, own, 2) : rc;
+}
+
+int jc__client_toolchain(const jc_client *c, const char **archs, const char **nvrtc_version)
+{
+	if (c->fd < 0 || !c->archs || !c->nvrtc_version)
+		return JC_ENOTFOUND;
+	*archs = c->archs;
+	*nvrtc_version = c->nvrtc_version;
 	return 0;
 }
 
@@ -761,7 +785,7 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 		return JC_EIO;
 	}
 	spin_for_answer(c, t0);
-	rc = jc__io_read_frame(c->fd, &c->in, type, fd, c->timeout_ms);
+	rc = jc__io_read_answer(c->fd, &c->in, type, fd, c->timeout_ms);
 	c->fast = jc__now_ns() - t0 < c->spin_ns;
 	if (rc != 0) {
 		c->broken = rc == JC_EIO;
@@ -792,16 +816,37 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	}
 	return 0;
 }
+/* What makes a served descriptor's bytes immutable (memfd seals). */
+#define SEALED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+/* Below this size the hash costs less than asking for the seals. */
+#define SEALED_MIN (16u << 10)
+
 /*
- * Reads the served object from its descriptor into res->data. It must hold
- * exactly res->size bytes: one more is asked for, so that a longer file shows
- * as well as a shorter one, without an fstat. A descriptor that cannot be
- * read at an offset (not a regular file) fails pread.
+ * Whether a served descriptor is of a memfd the daemon sealed against every
+ * change (daemon/memcache.c: its copy of a hot object, whose bytes it
+ * checked against their hash after sealing) holding res->size bytes: then
+ * no byte of it can have changed since that check, and the bytes read from
+ * it need no other. (Mapping it instead of reading it costs more here: a
+ * page fault per page, and the unmap.)
+ */
+static int sealed(const struct jc_res *res)
+{
+	struct stat st;
+	int seals = res->size < SEALED_MIN ? -1 : fcntl(res->fd, F_GET_SEALS);
+	return seals >= 0 && (seals & SEALED) == SEALED && fstat(res->fd, &st) == 0 &&
+	       (uint64_t)st.st_size == res->size;
+}
+
+/*
+ * Reads the served object's res->size bytes from its descriptor into
+ * res->data (the bytes the hash check then covers: the daemon checked the
+ * file's size when it opened it). A shorter file fails; a descriptor that
+ * cannot be read at an offset (not a regular file) fails pread.
  */
 static int read_object(struct jc_res *res)
 {
-	size_t want = res->size + 1, off = 0;
-	res->data = malloc(want);
+	size_t want = res->size, off = 0;
+	res->data = malloc(want ? want : 1);
 	if (!res->data)
 		return JC_ENOMEM;
 	while (off < want) {
@@ -862,11 +907,12 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 	else
 		r->res.fd = fd;
 	if (rc == 0 && r->res.status == 0) {
+		int checked = r->res.fd >= 0 && !r->res.data && sealed(&r->res);
 		if (r->res.fd >= 0 && !r->res.data)
 			rc = read_object(&r->res);
 		else if (!r->res.data)
 			rc = JC_EPROTO;
-		rc = rc ?: check_hash(&r->res);
+		rc = rc ?: checked ? 0 : check_hash(&r->res);
 		if (rc) {
 			memcpy(bad_object, r->res.object, 16);
 			jc__fail(c->errmsg, sizeof(c->errmsg), rc, "artifact failed its size/hash check");

@@ -40,6 +40,11 @@ uint32_t jc__client_daemon_pid(const jc_client *c);
 const char *jc__client_socket(const jc_client *c);
 const char *jc__client_system_socket(const jc_client *c);
 const char *jc__client_daemon_dir(const jc_client *c);
+/* The NVRTC version and supported architectures ("sm_75 sm_80 ...") of the
+ * daemon c is connected to, from its HELLO_OK (protocol 3), borrowed from c
+ * until its connection changes. 0, or JC_ENOTFOUND (not connected, or a
+ * daemon older than protocol 3: ask with the admin command "version"). */
+int jc__client_toolchain(const jc_client *c, const char **archs, const char **nvrtc_version);
 
 /*
  * The socket of the daemon that serves cache directory dir, from

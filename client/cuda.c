@@ -179,9 +179,18 @@ static int version_field(const struct jc_admin_reply *rep, const char *name, cha
 	return 0;
 }
 
-/* The daemon's NVRTC supported architectures and version (admin "version"). */
+/* The daemon's NVRTC supported architectures and version: from the
+ * handshake, else (an older daemon) the admin command "version". */
 static int daemon_toolchain(jc_client *c, char *archs, size_t alen, char *nvrtc, size_t nlen)
 {
+	const char *a, *v;
+	if (jc__client_toolchain(c, &a, &v) == 0) {
+		if (strlen(a) >= alen || strlen(v) >= nlen)
+			return fail(JC_EPROTO, "jitcached's handshake has no usable supported_archs or nvrtc_version");
+		strcpy(archs, a);
+		strcpy(nvrtc, v);
+		return 0;
+	}
 	struct jc_admin_req req = {.command = (char *)"version"};
 	struct jc_admin_reply rep = {0};
 	int rc = jc__client_admin(c, &req, &rep);

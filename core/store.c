@@ -696,6 +696,17 @@ err:
 	return e == ENOSPC || e == EDQUOT ? JC_ENOSPC : JC_EIO;
 }
 
+int jc__store_object_is(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,
+			const struct stat *st)
+{
+	char name[36];
+	struct stat now;
+	object_name(hash, name);
+	return fstatat(s->objfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       now.st_dev == st->st_dev && now.st_ino == st->st_ino &&
+	       !object_problem(&now, s->uid, expected_size);
+}
+
 int jc__store_open_object(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,
 			  int *fd_out)
 {

@@ -186,6 +186,17 @@ int jc__store_open_object(struct jc_store *s, const uint8_t hash[16], uint64_t e
 			  int *fd_out);
 
 /*
+ * 1 when the object file of hash, not followed, is still the file st
+ * describes (a descriptor of it opened earlier: same device and inode) and
+ * still passes jc__store_open_object's checks (a regular file of ours, not
+ * writable by group or others, of expected_size bytes), else 0 (removed,
+ * replaced, a link, chowned, chmodded, truncated or grown). One fstatat.
+ * Thread-safe.
+ */
+int jc__store_object_is(struct jc_store *s, const uint8_t hash[16], uint64_t expected_size,
+			const struct stat *st);
+
+/*
  * Full check of an open object descriptor (borrowed, offset not used): reads
  * every byte with pread, checks there are exactly expected_size of them and
  * that their XXH3-128 is hash. Returns 0, JC_ECORRUPT, JC_EIO (read error),

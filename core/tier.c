@@ -31,6 +31,11 @@ static int local_open_object(struct jc_cachedir *c, const struct jc_entry *e, in
 	return jc__store_open_object(c->store, e->object, e->size, fd);
 }
 
+static int local_object_is(struct jc_cachedir *c, const struct jc_entry *e, const struct stat *st)
+{
+	return jc__store_object_is(c->store, e->object, e->size, st);
+}
+
 static int local_verify(struct jc_cachedir *c, const struct jc_entry *e)
 {
 	int fd = -1;
@@ -186,6 +191,7 @@ const struct jc_tier_ops jc__local_tier = {
 	.name = "local",
 	.lookup = local_lookup,
 	.open_object = local_open_object,
+	.object_is = local_object_is,
 	.verify = local_verify,
 	.row_names = local_row_names,
 	.publish = local_publish,

@@ -153,6 +153,10 @@ struct jc_tier_ops {
 	 * store.h), for serving; owned by the caller. 0, JC_ENOTFOUND,
 	 * JC_ECORRUPT, JC_EIO. Any thread. */
 	int (*open_object)(struct jc_cachedir *c, const struct jc_entry *e, int *fd);
+	/* 1 when e's object is still the file st describes (a descriptor from
+	 * open_object, earlier: same inode, not a link) and passes open_object's
+	 * checks (owner, type, mode, size), else 0. Any thread. */
+	int (*object_is)(struct jc_cachedir *c, const struct jc_entry *e, const struct stat *st);
 	/* Reads every byte of e's object and checks its size and hash. 0,
 	 * JC_ENOTFOUND, JC_ECORRUPT, JC_EIO, JC_ENOMEM. Any thread. */
 	int (*verify)(struct jc_cachedir *c, const struct jc_entry *e);

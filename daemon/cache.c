@@ -50,19 +50,23 @@ static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32
 /* Serves a hit from an ok row; returns 0, or an error when the object is
  * missing or fails its checks (it is then quarantined and the row dropped).
  *
- * Every hit opens the object afresh (jc__store_open_object: openat without
- * following links, then owner, type, mode and size checked with fstat on the
- * very descriptor that is sent, so the file served is the file checked).
- * Each client thus gets its own read-only open file description: what one
- * does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what the
- * daemon or another client reads. The client hashes every byte it is
- * served, so content changed in place is caught there (and rejected: see
- * handle_reject). jitcache-bench measures the reopen against a dup. */
+ * Every hit is served a descriptor of its own, opened for it alone
+ * (jc__store_open_object: openat without following links, then owner, type,
+ * mode and size checked with fstat on the very descriptor that is sent, so
+ * the file served is the file checked): opened ahead, after an earlier hit
+ * of the row was answered (jc__memcache_take_fd, which checks it again),
+ * else now. Each client thus gets its own read-only open file description:
+ * what one does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what
+ * the daemon or another client reads. The client hashes every byte it is
+ * served from a file, so content changed in place is caught there (and
+ * rejected: see handle_reject); a sealed copy's bytes the daemon checked
+ * after sealing (memcache.c). jitcache-bench measures the reopen against a
+ * dup. */
 static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_entry *e,
 		     const struct jc_strv *names, uint64_t t0)
 {
-	int fd = -1;
-	int rc = d->cache->ops->open_object(d->cache, e, &fd);
+	int fd = jc__memcache_take_fd(d, e);
+	int rc = fd >= 0 ? 0 : d->cache->ops->open_object(d->cache, e, &fd);
 	if (rc != 0)
 		return rc;
 	struct jc_res res;

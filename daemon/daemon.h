@@ -252,6 +252,20 @@ void jc__memcache_free(struct jc_daemon *d);
  * then); NULL when there is none (an index error is logged). Borrowed until
  * the next call on the memory cache. */
 const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16]);
+/* A descriptor of e's object (e: a row jc__memcache_lookup returned, not
+ * negative) opened ahead by jc__memcache_refill, each its own open file
+ * description, checked at open as jc_tier_ops.open_object checks, and again
+ * now (jc_tier_ops.object_is: the file at the object's name is still that
+ * one and passes the open's checks; a sealed memfd copy needs no check);
+ * owned by the caller. -1 when none is held: then the caller opens the object itself.
+ * Either way the slot is queued for a refill. */
+int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e);
+/* Opens ahead the descriptors hits took since the last call (loop thread,
+ * after the answers went out: server.c calls it from the busy poll). */
+void jc__memcache_refill(struct jc_daemon *d);
+/* Reads key's row into the memory cache and opens its descriptors ahead,
+ * now (a compile's answers are out: its first hit then waits for neither). */
+void jc__memcache_warm(struct jc_daemon *d, const uint8_t key[16]);
 /* 1 when the memory cache holds key's row. */
 int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16]);
 void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16]);

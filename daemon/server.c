@@ -658,6 +658,10 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			ok.pid = (uint32_t)getpid();
 			ok.toolkit_include = d->tc.toolkit_include;
 		}
+		if (version >= 3) { /* what a client picks a target by: no round trip for it */
+			ok.archs = d->tc.supported_archs;
+			ok.nvrtc_version = d->tc.nvrtc_version;
+		}
 		if (jc__encode_hello_ex(&b, JC_MSG_HELLO_OK, &ok) != 0) {
 			jc__buf_free(&b);
 			return JC_ENOMEM;
@@ -736,12 +740,15 @@ static void conn_end(struct jc_conn *c)
  * on an idle vCPU costs more than a hit. Each turn yields the CPU to any
  * other runnable task, such as that very client (polling for its answer too,
  * see client.c) on the same CPU. After POLL_NS of silence the loop sleeps.
+ * The first turn after a request opens ahead the descriptors its hits took
+ * (memcache.c), so that no hit waits for an open.
  */
 #define POLL_NS 50000
 
 static void poll_idle_cb(uv_idle_t *h)
 {
 	struct jc_daemon *d = h->data;
+	jc__memcache_refill(d); /* the answers of the last turn are out */
 	if (jc__now_ns() >= d->poll_until_ns)
 		uv_idle_stop(h);
 	else

@@ -31,4 +31,16 @@ int jc__io_write_all(int fd, const void *data, size_t len);
 int jc__io_read_frame(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
 		      int timeout_ms);
 
+/* Payload room jc__io_read_answer keeps (bytes). */
+#define JC_ANSWER_BUF 4096
+
+/*
+ * jc__io_read_frame for the answer to a request, when the peer sends nothing
+ * after it until we write again: the header and up to JC_ANSWER_BUF bytes
+ * of payload (payload's capacity, grown to that first) in one read. Bytes
+ * read past the frame are JC_EPROTO. Same returns as jc__io_read_frame.
+ */
+int jc__io_read_answer(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
+		       int timeout_ms);
+
 #endif

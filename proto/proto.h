@@ -23,8 +23,9 @@
 #include "common/req.h"
 
 /* 2: HELLO and HELLO_OK carry the cache directory's identity (PROTOCOL.md).
- * The daemon still speaks 1 to a client that asks for it. */
-#define JC_PROTO_VERSION 2
+ * 3: HELLO_OK carries the daemon's NVRTC version and supported
+ * architectures. The daemon still speaks 1 and 2 to a client that asks. */
+#define JC_PROTO_VERSION 3
 #define JC_FRAME_HDR 8            /* bytes of frame header */
 #define JC_FRAME_MAX (64u << 20)  /* max payload bytes of one frame */
 #define JC_STR_MAX (64u << 10)    /* max bytes of a string field ... */
@@ -99,10 +100,12 @@ struct jc_hello {
 	uint64_t dir_dev, dir_ino;
 	char *cache_dir;
 	uint32_t pid;
+	char *archs;         /* HELLO_OK, v3: NVRTC's supported architectures ("sm_75 sm_80 ...") */
+	char *nvrtc_version; /* HELLO_OK, v3: e.g. "13.0" */
 	/* HELLO_OK: the realpath of the daemon's toolkit include tree
 	 * (jc_toolchain.toolkit_include; "" or absent: none). A client that
-	 * reads its own include trees leaves -I directories inside it out of
-	 * them (common/includes.h, jc__inc_in_toolkit). */
+	 * reads its own include trees names -I directories inside it instead
+	 * of reading them (common/includes.h, jc__inc_in_toolkit). */
 	char *toolkit_include;
 };
 /* type must be HELLO or HELLO_OK (else JC_EINVAL, b untouched). */

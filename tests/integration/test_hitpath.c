@@ -10,6 +10,10 @@
  * from the daemon's key memo, and a directory that leaves the tree (its
  * symbolic link moved elsewhere) is noticed once the memo's second is over.
  * The remembered architecture does not let another one skip its check.
+ * A hit, the first after its compile too, is answered without an open or
+ * an index read: its row and the descriptor it is sent were made ready
+ * after an earlier answer; a hot object of 64 KiB or more
+ * is served from the daemon's sealed, checked copy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -103,6 +109,23 @@ static void test_arch_checked_after_hits(void **state)
 
 enum damage { REMOVE, REPLACE, TRUNCATE };
 
+/* Replaces the object file at path by one of the same size, owner and mode
+ * (renamed over it): only the content tells. */
+static void replace_object(const char *path, size_t n)
+{
+	char tmp[600];
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
+	assert_true(fd >= 0);
+	uint8_t *bad = malloc(n);
+	assert_non_null(bad);
+	memset(bad, 0x5a, n);
+	assert_int_equal(write(fd, bad, n), (ssize_t)n);
+	close(fd);
+	free(bad);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
 /* Miss, hit (the slot keeps the descriptor), damage the object file, then
  * the next request must compile afresh and serve the original bytes. */
 static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
@@ -111,7 +134,7 @@ static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 	jc_client *c = jct_connect(d);
 	uint8_t *good, *again;
 	size_t n, m;
-	char path[512], tmp[600];
+	char path[512];
 	assert_int_equal(request(c, r, &good, &n), JC_MISS);
 	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
 	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
@@ -119,20 +142,9 @@ static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 	case REMOVE:
 		assert_int_equal(unlink(path), 0);
 		break;
-	case REPLACE: {
-		/* Same size, owner and mode: only the content tells. */
-		snprintf(tmp, sizeof(tmp), "%s.new", path);
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
-		assert_true(fd >= 0);
-		uint8_t *bad = malloc(n);
-		assert_non_null(bad);
-		memset(bad, 0x5a, n);
-		assert_int_equal(write(fd, bad, n), (ssize_t)n);
-		close(fd);
-		free(bad);
-		assert_int_equal(rename(tmp, path), 0);
+	case REPLACE:
+		replace_object(path, n);
 		break;
-	}
 	case TRUNCATE:
 		assert_int_equal(chmod(path, 0644), 0);
 		assert_int_equal(truncate(path, (off_t)n / 2), 0);
@@ -165,6 +177,114 @@ static void test_kept_object_replaced(void **state)
 static void test_kept_object_truncated(void **state)
 {
 	damaged_while_kept(*state, TRUNCATE);
+}
+
+/* Hit answers (sendmsg with a descriptor) in the strace log of the daemon's
+ * loop thread, and how many of them an open or a file read (the index's
+ * pread64) came before, since their request was read; *writes: the plain
+ * answers (write, writev). */
+static int waits_before_answers(const char *log, int *answers, int *writes)
+{
+	FILE *f = fopen(log, "r");
+	assert_non_null(f);
+	char line[2048];
+	int waited = 0, late = 0;
+	*answers = *writes = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "read(", 5) == 0 || strncmp(line, "readv(", 6) == 0)
+			waited = 0;
+		else if (strncmp(line, "openat(", 7) == 0 || strncmp(line, "pread64(", 8) == 0)
+			waited = 1;
+		else if (strncmp(line, "sendmsg(", 8) == 0 && strstr(line, "SCM_RIGHTS"))
+			late += waited, (*answers)++;
+		else if (strncmp(line, "write(", 6) == 0 || strncmp(line, "writev(", 7) == 0)
+			(*writes)++;
+	}
+	fclose(f);
+	return late;
+}
+
+/* The first hit after a compile and every later one are answered without
+ * an open or an index read between request and answer. */
+static void test_hit_waits_for_nothing(void **state)
+{
+	struct jtl_daemon *d = *state;
+	if (jct_sh("command -v strace >/dev/null") != 0)
+		skip(); /* strace is one of scripts/setup.sh's packages */
+	char log[sizeof(d->dir) + 16], pid[16];
+	snprintf(log, sizeof(log), "%s/strace.log", d->dir);
+	snprintf(pid, sizeof(pid), "%d", (int)d->pid);
+	pid_t sp = fork();
+	assert_true(sp >= 0);
+	if (sp == 0) {
+		/* The main thread only: the loop's. */
+		execlp("strace", "strace", "-qq", "-p", pid, "-e",
+		       "trace=read,readv,openat,pread64,sendmsg,write,writev", "-o", log, (char *)NULL);
+		_exit(127);
+	}
+	/* Attached once an answer (to `version`) shows in the log. */
+	int answers = 0, writes = 0;
+	const char *version[] = {"version", NULL};
+	for (int i = 0; i < 1000 && writes == 0; i++) {
+		free(jct_ctl_expect(d, 0, NULL, version));
+		if (access(log, F_OK) == 0)
+			waits_before_answers(log, &answers, &writes);
+		if (!writes)
+			jtl_sleep_ms(10);
+	}
+	assert_true(writes > 0);
+	jc_request *r = jct_request_src("hp.cu", src, "sm_90");
+	jc_client *c = jct_connect(d);
+	assert_int_equal(request(c, r, NULL, NULL), JC_MISS);
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	kill(sp, SIGINT);
+	assert_int_equal(waitpid(sp, NULL, 0), sp);
+	int late = waits_before_answers(log, &answers, &writes);
+	assert_int_equal(answers, 50);
+	assert_int_equal(late, 0);
+	jc_client_close(c);
+	jc_request_free(r);
+}
+
+/* A kernel whose cubin is over 64 KiB (its initialised array). */
+static const char big_src[] = "__device__ unsigned char blob[90000] = {1, 2, 3};\n"
+			      "extern \"C\" __global__ void big(unsigned char *o)\n"
+			      "{ o[threadIdx.x] = blob[threadIdx.x * 997 % 90000]; }\n";
+
+/* A hot object of 64 KiB or more is served from the daemon's sealed copy,
+ * checked when it was made: the file changed behind the daemon's back no
+ * longer reaches a client (the right bytes are served, nothing is
+ * quarantined), until the entry leaves the memory cache (purge). */
+static void test_large_hit_sealed_copy(void **state)
+{
+	struct jtl_daemon *d = *state;
+	jc_request *r = jct_request_src("big.cu", big_src, "sm_90");
+	jc_client *c = jct_connect(d);
+	uint8_t *good, *again;
+	size_t n, m;
+	assert_int_equal(request(c, r, &good, &n), JC_MISS);
+	assert_true(n >= 64 * 1024);
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT); /* the copy is made after it */
+	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
+	char path[512];
+	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
+	replace_object(path, n);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(request(c, r, &again, &m), JC_HIT);
+		assert_int_equal(m, n);
+		assert_memory_equal(again, good, n);
+		free(again);
+	}
+	assert_int_equal(jct_stat(d, "corrupt_objects"), 0);
+	const char *purge[] = {"purge", "--all", NULL};
+	free(jct_ctl_expect(d, 0, NULL, purge));
+	assert_int_equal(request(c, r, &again, &m), JC_MISS);
+	assert_memory_equal(again, good, n);
+	free(again);
+	jc_client_close(c);
+	free(good);
+	jc_request_free(r);
 }
 
 static void test_toolkit_key_memo(void **state)
@@ -207,7 +327,8 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_hits_all_counted), T(test_kept_object_removed), T(test_kept_object_replaced),
-		T(test_kept_object_truncated), T(test_toolkit_key_memo), T(test_arch_checked_after_hits),
+		T(test_kept_object_truncated),
+		T(test_hit_waits_for_nothing), T(test_large_hit_sealed_copy), T(test_toolkit_key_memo), T(test_arch_checked_after_hits),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,7 +9,11 @@
  * big answers keep the daemon's memory (VmHWM) within --buffer-budget; a
  * client that changes its hit descriptor (O_DIRECT, O_APPEND, lseek) changes
  * nothing for others; client-supplied strings reach the log escaped; a hit
- * lists lowered names in the order of its own request.
+ * lists lowered names in the order of its own request. The handshake of
+ * protocol 3 carries the daemon's NVRTC version and architectures (what
+ * `jitcachectl version` says); a client of protocol 1 or 2 gets none of
+ * them (its decoder would refuse the fields), and the client library uses
+ * them without asking again.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -879,6 +883,42 @@ static void test_joined_lowered_names_in_request_order(void **state)
 	jc_request_free(second);
 }
 
+/* HELLO in version, answered HELLO_OK (decoded into *ok). */
+static void hello_in(const struct jtl_daemon *d, uint32_t version, struct jc_hello *ok)
+{
+	close(jct_raw_hello_version(d, version, ok));
+}
+
+static void test_hello_toolchain(void **state)
+{
+	struct jtl_daemon *d = *state;
+	const char *args[] = {"version", "--json", NULL};
+	char *out = jct_ctl_expect(d, 0, NULL, args), want[1100];
+	struct jc_hello ok;
+	hello_in(d, 3, &ok);
+	assert_non_null(ok.archs);
+	assert_non_null(ok.nvrtc_version);
+	snprintf(want, sizeof(want), "\"supported_archs\": \"%s\"", ok.archs);
+	assert_non_null(strstr(out, want));
+	snprintf(want, sizeof(want), "\"nvrtc_version\": \"%s\"", ok.nvrtc_version);
+	assert_non_null(strstr(out, want));
+	jc__hello_clear(&ok);
+	for (uint32_t v = 1; v <= 2; v++) {
+		hello_in(d, v, &ok);
+		assert_null(ok.archs);
+		assert_null(ok.nvrtc_version);
+		jc__hello_clear(&ok);
+	}
+	/* The library's handle has them from its handshake. */
+	jc_client *c = jct_connect(d);
+	const char *archs, *nvrtc;
+	assert_int_equal(jc__client_toolchain(c, &archs, &nvrtc), 0);
+	snprintf(want, sizeof(want), "\"supported_archs\": \"%s\"", archs);
+	assert_non_null(strstr(out, want));
+	jc_client_close(c);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -899,6 +939,7 @@ int main(void)
 						jct_teardown),
 		cmocka_unit_test_setup_teardown(test_joined_lowered_names_in_request_order, jct_setup,
 						jct_teardown),
+		cmocka_unit_test_setup_teardown(test_hello_toolchain, jct_setup_started, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -419,17 +419,26 @@ int jct_raw_connect(const struct jtl_daemon *d)
 	return fd;
 }
 
-int jct_raw_hello(const struct jtl_daemon *d)
+int jct_raw_hello_version(const struct jtl_daemon *d, uint32_t version, struct jc_hello *ok)
 {
 	int fd = jct_raw_connect(d);
 	struct jc_buf b = {0};
 	uint16_t type;
-	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "raw test"), 0);
+	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, version, "raw test"), 0);
 	assert_int_equal(jc__io_write_all(fd, b.data, b.len), 0);
 	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 10000), 0);
 	assert_int_equal(type, JC_MSG_HELLO_OK);
+	if (ok) {
+		assert_int_equal(jc__decode_hello_ex(b.data, b.len, ok), 0);
+		assert_int_equal(ok->version, version);
+	}
 	jc__buf_free(&b);
 	return fd;
+}
+
+int jct_raw_hello(const struct jtl_daemon *d)
+{
+	return jct_raw_hello_version(d, JC_PROTO_VERSION, NULL);
 }
 
 jc_result *jct_compile(const struct jtl_daemon *d, const jc_request *r, int want_rc)

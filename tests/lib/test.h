@@ -152,6 +152,10 @@ int jct_raw_connect(const struct jtl_daemon *d);
 /* jct_raw_connect, then the handshake (HELLO, HELLO_OK expected): the
  * socket, ready for a request frame (fails the test otherwise). */
 int jct_raw_hello(const struct jtl_daemon *d);
+struct jc_hello;
+/* The same in protocol version; when ok is not NULL, the HELLO_OK decoded
+ * into *ok (jc__hello_clear it), its version checked. */
+int jct_raw_hello_version(const struct jtl_daemon *d, uint32_t version, struct jc_hello *ok);
 /* Compiles r through a fresh connection to d, asserting jc_compile returns
  * want_rc; returns the result (caller frees; NULL when there is none). */
 jc_result *jct_compile(const struct jtl_daemon *d, const jc_request *r, int want_rc);

@@ -12,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "jitcache/jitcache.h"
+#include "proto/io.h"
 #include "proto/proto.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -539,6 +542,68 @@ static void test_wire_layout(void **state)
 
 /* ---- malformed input ------------------------------------------------------ */
 
+/* An answer read whole (header and payload together), small or larger than
+ * JC_ANSWER_BUF, with the descriptor sent beside it; bytes after it are a
+ * protocol error. */
+static void test_read_answer(void **state)
+{
+	(void)state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	struct jc_buf out = {0}, in = {0};
+	uint16_t type;
+	int got = -1;
+	char big[3 * JC_ANSWER_BUF];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	const char *msgs[] = {"small", big};
+	for (int i = 0; i < 2; i++) {
+		char *msg = NULL;
+		int code = 0;
+		jc__buf_reset(&out);
+		assert_int_equal(jc__encode_error(&out, JC_EBUSY, msgs[i]), 0);
+		int pipefd[2];
+		assert_int_equal(pipe(pipefd), 0);
+		union {
+			struct cmsghdr hdr;
+			char space[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		memset(&ctl, 0, sizeof(ctl));
+		struct iovec iov = {.iov_base = out.data, .iov_len = out.len};
+		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+				   .msg_controllen = sizeof(ctl.space)};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pipefd[0], sizeof(int));
+		assert_int_equal(sendmsg(sv[0], &m, 0), (ssize_t)out.len);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		assert_int_equal(jc__io_read_answer(sv[1], &in, &type, &got, 1000), 0);
+		assert_int_equal(type, JC_MSG_ERROR);
+		assert_true(got >= 0);
+		close(got);
+		got = -1;
+		assert_int_equal(jc__decode_error(in.data, in.len, &code, &msg), 0);
+		assert_int_equal(code, JC_EBUSY);
+		assert_string_equal(msg, msgs[i]);
+		free(msg);
+	}
+	/* One answer and a stray byte after it, in one read. */
+	jc__buf_reset(&out);
+	assert_int_equal(jc__encode_error(&out, JC_EBUSY, "small"), 0);
+	assert_int_equal(jc__io_write_all(sv[0], out.data, out.len), 0);
+	assert_int_equal(jc__io_write_all(sv[0], "!", 1), 0);
+	assert_int_equal(jc__io_read_answer(sv[1], &in, &type, &got, 1000), JC_EPROTO);
+	/* The peer gone: JC_EIO. */
+	close(sv[0]);
+	assert_int_equal(jc__io_read_answer(sv[1], &in, &type, &got, 1000), JC_EIO);
+	close(sv[1]);
+	jc__buf_free(&out);
+	jc__buf_free(&in);
+}
+
 static void test_frame_header(void **state)
 {
 	(void)state;
@@ -1061,6 +1126,7 @@ int main(void)
 		cmocka_unit_test(test_admin_reply_roundtrip),
 		cmocka_unit_test(test_wire_layout),
 		cmocka_unit_test(test_frame_header),
+		cmocka_unit_test(test_read_answer),
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_bad_fields),
 		cmocka_unit_test(test_bad_res),
