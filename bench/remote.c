@@ -260,6 +260,7 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		bench_daemon_init(&f);
 		f.extra[0] = "--remote";
 		f.extra[1] = url;
+		f.extra[2] = "--remote-unsigned"; /* its own Redis: nobody else writes */
 		bench_daemon_start(&f);
 		jc_client *fc = bench_connect(&f);
 		/* Its workers load NVRTC just after it is ready: let them, so that
@@ -328,6 +329,7 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 	bench_daemon_init(r);
 	w->extra[0] = r->extra[0] = "--remote";
 	w->extra[1] = r->extra[1] = url;
+	w->extra[2] = r->extra[2] = "--remote-unsigned"; /* its own Redis: nobody else writes */
 	bench_daemon_start(w);
 	bench_daemon_start(r);
 	jc_client *wc = bench_connect(w), *rc = bench_connect(r), *lc = bench_connect(local);

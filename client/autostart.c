@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Auto-start of a per-user jitcached (jitcache.h, step 5), in the manner of
- * sccache: one starter at a time under a lock file beside the socket; the
- * daemon is detached (double fork, its own session, no descriptor of the
- * application), exits by itself when idle (--idle-exit), and logs to
- * DIR/jitcached.log.
+ * sccache: one starter at a time under a lock file beside the socket, taken
+ * only where the socket's directory and the lock file are this user's (never
+ * waiting on another user's lock); the daemon is detached (double fork, its
+ * own session, no descriptor of the application but the lock, which it holds
+ * while it lives, so that nobody starts a second one while it starts), exits
+ * by itself when idle (--idle-exit), and logs to DIR/jitcached.log. The
+ * whole attempt is bounded by the caller (a->wait_ms).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,22 +17,16 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
-#endif
 
 #include "client/client_internal.h"
 #include "common/util.h"
 #include "config.h"
 
-/* How long a starter waits for the lock, and for its daemon to answer. */
-#define LOCK_WAIT_MS  30000
-#define READY_WAIT_MS 30000
+/* The descriptor number of the starter lock in the daemon started. */
+#define LOCK_FD 3
 
 /* mkdir -p with mode 0700 for what it creates. */
 static int mkdirs(const char *dir)
@@ -109,10 +106,11 @@ static int alive(pid_t pid)
 
 /*
  * Starts argv[0] detached: its stdin /dev/null, stdout and stderr log_fd,
- * no other descriptor, default signal mask, its own session. Returns its
- * pid, or -1 (errno: the fork's or the exec's failure).
+ * lock_fd as descriptor LOCK_FD (the lock stays held while it runs), no
+ * other descriptor, default signal mask, its own session. Returns its pid,
+ * or -1 (errno: the fork's or the exec's failure).
  */
-static pid_t spawn_detached(char *const argv[], int log_fd)
+static pid_t spawn_detached(char *const argv[], int log_fd, int lock_fd)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0)
@@ -135,15 +133,16 @@ static pid_t spawn_detached(char *const argv[], int log_fd)
 			(void)!write(p[1], &v, sizeof(v));
 			_exit(0);
 		}
-		int nul = open("/dev/null", O_RDWR);
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
+		/* Out of the way of 0-LOCK_FD first (the application may have
+		 * closed its standard descriptors). */
+		int lk = fcntl(lock_fd, F_DUPFD_CLOEXEC, LOCK_FD + 1);
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (lk < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0 ||
+		    dup2(lk, LOCK_FD) < 0)
 			_exit(127);
 		/* The application's descriptors stay with it: all close at exec
 		 * (p[1] is O_CLOEXEC too, and needed until then). */
-		if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0)
-			for (int fd = 3; fd < 65536; fd++)
-				if (fd != p[1])
-					close(fd);
+		jc__cloexec_from(LOCK_FD + 1);
 		execv(argv[0], argv);
 		int32_t e = -errno;
 		(void)!write(p[1], &e, sizeof(e));
@@ -166,10 +165,51 @@ static pid_t spawn_detached(char *const argv[], int log_fd)
 	return pid;
 }
 
+/* The directory of path ("." when none), into dir. */
+static void dir_of(const char *path, char *dir, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	snprintf(dir, len, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+}
+
+/*
+ * Opens the starter lock beside the socket, only where that directory is
+ * this user's and nobody else may write it, and only a regular file of this
+ * user (another's lock is never waited on). Read-only: the daemon inherits
+ * it and needs no more. The descriptor, or JC_ECONNECT / JC_EIO with a
+ * message in err.
+ */
+static int open_lock(const char *lock_path, char *err, size_t errlen)
+{
+	char dir[4200];
+	struct stat st;
+	dir_of(lock_path, dir, sizeof(dir));
+	if (stat(dir, &st) != 0)
+		return jc__fail(err, errlen, JC_EIO, "auto-start: %s: %s", dir, strerror(errno));
+	if (st.st_uid != geteuid() || (st.st_mode & S_IWOTH))
+		return jc__fail(err, errlen, JC_ECONNECT,
+				"auto-start: not starting a daemon in %s (owner uid %u, mode %04o): "
+				"the socket's directory must be this user's and writable by no one "
+				"else (set XDG_RUNTIME_DIR or JITCACHE_SOCKET to one)",
+				dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	int lock = open(lock_path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	if (lock < 0)
+		return jc__fail(err, errlen, JC_EIO, "auto-start: cannot open %s: %s", lock_path,
+				strerror(errno));
+	if (fstat(lock, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		close(lock);
+		return jc__fail(err, errlen, JC_ECONNECT,
+				"auto-start: %s is not a file of this user's (owner uid %u): not "
+				"waiting on it", lock_path, (unsigned)st.st_uid);
+	}
+	return lock;
+}
+
 int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *ctx, char *err,
 		  size_t errlen)
 {
 	char lock_path[4200], log_path[4200], exe[4096], idle[32], tail[512];
+	uint64_t deadline = jc__now_ms() + (uint64_t)a->wait_ms;
 	if (mkdirs(a->cache_dir) != 0)
 		return jc__fail(err, errlen, JC_EIO, "auto-start: cannot create %s: %s",
 				a->cache_dir, strerror(errno));
@@ -179,23 +219,26 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 				"JITCACHED, or install it in " JC_SBINDIR " or on PATH)");
 	snprintf(lock_path, sizeof(lock_path), "%s.lock", a->socket);
 	snprintf(log_path, sizeof(log_path), "%s/jitcached.log", a->cache_dir);
-	int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int lock = open_lock(lock_path, err, errlen);
 	if (lock < 0)
-		return jc__fail(err, errlen, JC_EIO, "auto-start: cannot open %s: %s", lock_path,
-				strerror(errno));
-	uint64_t deadline = jc__now_ms() + LOCK_WAIT_MS;
-	while (flock(lock, LOCK_EX | LOCK_NB) != 0) {
-		if ((errno != EWOULDBLOCK && errno != EINTR) || jc__now_ms() > deadline) {
-			int e = errno;
-			close(lock);
-			return jc__fail(
-			    err, errlen, JC_ECONNECT, "auto-start: lock %s: %s", lock_path,
-			    e == EWOULDBLOCK ? "held by another starter for 30 s" : strerror(e));
+		return lock;
+	/* Held by a starter of ours, or by the daemon it started while that
+	 * one starts (or runs but does not answer): no second daemon; it may
+	 * answer meanwhile. */
+	int rc = 0;
+	for (unsigned wait = 1; flock(lock, LOCK_EX | LOCK_NB) != 0; wait = wait < 20 ? wait * 2 : 20) {
+		int e = errno;
+		if (e == EWOULDBLOCK && answer(ctx) == 0)
+			goto out;
+		if ((e != EWOULDBLOCK && e != EINTR) || jc__now_ms() > deadline) {
+			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-start: lock %s: %s", lock_path,
+				      e == EWOULDBLOCK ? "held by another starter of this user, or by "
+				      "the daemon it started, which did not answer in time" : strerror(e));
+			goto out;
 		}
-		jc__sleep_ms(5);
+		jc__sleep_ms(wait);
 	}
 	/* Whoever held the lock before may have started it. */
-	int rc = 0;
 	if (answer(ctx) == 0)
 		goto out;
 	int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -208,7 +251,7 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 	char *argv[] = {
 	    exe,  "--cache-dir", (char *)a->cache_dir, "--socket", (char *)a->socket, "--idle-exit",
 	    idle, NULL};
-	pid_t pid = spawn_detached(argv, log_fd);
+	pid_t pid = spawn_detached(argv, log_fd, lock);
 	int spawn_errno = errno;
 	close(log_fd);
 	if (pid < 0) {
@@ -216,16 +259,19 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 			      strerror(spawn_errno));
 		goto out;
 	}
-	deadline = jc__now_ms() + READY_WAIT_MS;
 	for (unsigned wait = 1;; wait = wait < 20 ? wait * 2 : 20) {
 		if (answer(ctx) == 0)
 			goto out;
-		if (!alive(pid) || jc__now_ms() > deadline) {
-			int gone = !alive(pid);
+		if (!alive(pid)) {
 			log_tail(log_path, tail, sizeof(tail));
-			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) %s: %s",
-				      exe, (int)pid, gone ? "exited" : "did not answer in 30 s",
-				      tail[0] ? tail : "(nothing in its log)");
+			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) exited: %s",
+				      exe, (int)pid, tail[0] ? tail : "(nothing in its log)");
+			goto out;
+		}
+		if (jc__now_ms() > deadline) {
+			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) did not "
+				      "answer within %d ms (it goes on starting; its log is %s)", exe,
+				      (int)pid, a->wait_ms, log_path);
 			goto out;
 		}
 		jc__sleep_ms(wait);

@@ -34,6 +34,10 @@
 #define RETRY_FIRST_WAIT_MS 20
 #define IDLE_EXIT_DEFAULT 600
 #define AUTOSTART_AGAIN_NS (30ull * 1000000000u) /* after a failed auto-start */
+/* An auto-start attempt at most: before the in-process fallback, and with
+ * fallback "error" (nothing else to wait for). */
+#define AUTOSTART_WAIT_MS 1000
+#define AUTOSTART_WAIT_ERROR_MS 30000
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
 
 struct jc_options {
@@ -66,7 +70,9 @@ struct jc_client {
 	jc_log_cb log;
 	void *log_ctx;
 	uint64_t autostart_after_ns; /* no auto-start before (after one failed) */
+	char autostart_err[1024]; /* why the last one failed */
 	int warned;            /* the fallback warning was given */
+	char fallback_warn[160]; /* why $JITCACHE_FALLBACK is not used as given ("": it is) */
 	/* The daemon connected to. */
 	char sock[SUN_PATH_MAX];
 	uint32_t daemon_pid;
@@ -451,7 +457,9 @@ static int autostart(jc_client *c, const char *why)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
 				"%s; no auto-start: socket path too long: %s", why, sock);
 	struct jc_autostart a = {.daemon = c->daemon, .cache_dir = dir, .socket = sock,
-				 .idle_exit_s = c->idle_exit_s};
+				 .idle_exit_s = c->idle_exit_s,
+				 .wait_ms = c->fallback == JC_FALLBACK_COMPILE ? AUTOSTART_WAIT_MS
+									       : AUTOSTART_WAIT_ERROR_MS};
 	int rc = jc__autostart(&a, autostart_answer, c, err, sizeof(err));
 	if (rc == 0) {
 		say(c, JC_LOG_NOTICE, "jitcache: started jitcached (pid %u) on %s at %s", c->daemon_pid,
@@ -459,6 +467,7 @@ static int autostart(jc_client *c, const char *why)
 		return 0;
 	}
 	c->autostart_after_ns = jc__now_ns() + AUTOSTART_AGAIN_NS;
+	snprintf(c->autostart_err, sizeof(c->autostart_err), "%s", err);
 	return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s; %s", why, err);
 }
 
@@ -466,12 +475,39 @@ static int autostart(jc_client *c, const char *why)
 static int find_daemon(jc_client *c)
 {
 	int rc = search(c);
-	if (rc == JC_ECONNECT && c->autostart && !c->socket && jc__now_ns() >= c->autostart_after_ns) {
-		char why[1024];
-		snprintf(why, sizeof(why), "%s", c->errmsg);
-		rc = autostart(c, why);
-	}
-	return rc;
+	if (rc != JC_ECONNECT || !c->autostart || c->socket)
+		return rc;
+	char why[1024];
+	snprintf(why, sizeof(why), "%s", c->errmsg);
+	if (jc__now_ns() >= c->autostart_after_ns)
+		return autostart(c, why);
+	/* Not again so soon: the last attempt's reason still holds. */
+	return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s; %s", why, c->autostart_err);
+}
+
+/*
+ * $JITCACHE_FALLBACK: "error" is JC_FALLBACK_ERROR; unset, empty and
+ * "compile" are JC_FALLBACK_COMPILE; anything else is JC_FALLBACK_COMPILE
+ * too (the default: the library does not fail the application over a
+ * setting), with a warning naming the variable, the value and the accepted
+ * ones in warn (else warn is ""). The value is shown printable.
+ */
+static int fallback_env(char *warn, size_t len)
+{
+	const char *v = secure_getenv("JITCACHE_FALLBACK");
+	char shown[48];
+	size_t i = 0;
+	*warn = '\0';
+	if (!v || !*v || strcmp(v, "compile") == 0)
+		return JC_FALLBACK_COMPILE;
+	if (strcmp(v, "error") == 0)
+		return JC_FALLBACK_ERROR;
+	for (; v[i] && i < sizeof(shown) - 4; i++)
+		shown[i] = v[i] > 0x20 && v[i] < 0x7f ? v[i] : '?';
+	snprintf(shown + i, sizeof(shown) - i, "%s", v[i] ? "..." : "");
+	snprintf(warn, len, "jitcache: JITCACHE_FALLBACK=%s is neither \"compile\" nor \"error\" (lower "
+		 "case): using compile, the default", shown);
+	return JC_FALLBACK_COMPILE;
 }
 
 /* $NAME as 0 or 1; def when unset or anything else. */
@@ -511,9 +547,7 @@ static int resolve_options(jc_client *c, const jc_options *o)
 	c->system_socket = v && *v ? strdup(v) : NULL;
 	c->autostart = o->autostart >= 0 ? o->autostart : env_bool("JITCACHE_AUTOSTART", 1);
 	c->send_trees = env_bool("JITCACHE_SEND_HEADERS", 0);
-	v = secure_getenv("JITCACHE_FALLBACK");
-	c->fallback = o->fallback ? o->fallback
-		    : v && strcmp(v, "error") == 0 ? JC_FALLBACK_ERROR : JC_FALLBACK_COMPILE;
+	c->fallback = o->fallback ? o->fallback : fallback_env(c->fallback_warn, sizeof(c->fallback_warn));
 	c->retries = o->retries >= 0 ? o->retries : RETRIES_DEFAULT;
 	v = secure_getenv("JITCACHE_AUTOSTART_IDLE_EXIT");
 	c->idle_exit_s = o->idle_exit_s ? o->idle_exit_s : v && atoi(v) > 0 ? atoi(v) : IDLE_EXIT_DEFAULT;
@@ -521,6 +555,8 @@ static int resolve_options(jc_client *c, const jc_options *o)
 	c->nvrtc = dup_or_null(o->nvrtc ? o->nvrtc : secure_getenv("JITCACHE_REAL_NVRTC"));
 	c->log = o->log;
 	c->log_ctx = o->log_ctx;
+	if (c->fallback_warn[0])
+		say(c, JC_LOG_WARNING, "%s", c->fallback_warn);
 	if ((o->socket && !c->socket) || (o->cache_dir && !c->cache_dir) || (o->daemon && !c->daemon))
 		return jc__fail(connect_errmsg, sizeof(connect_errmsg), JC_ENOMEM, "out of memory");
 	if (c->cache_dir) {
@@ -612,8 +648,9 @@ void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, vo
 	     c->daemon ? "option" : v && *v ? "JITCACHED" : "default", ctx);
 	snprintf(buf, sizeof(buf), "%d s", c->idle_exit_s);
 	emit("autostart.idle_exit", buf, env_src("JITCACHE_AUTOSTART_IDLE_EXIT", o && o->idle_exit_s), ctx);
-	emit("fallback", c->fallback == JC_FALLBACK_COMPILE ? "compile" : "error",
-	     env_src("JITCACHE_FALLBACK", o && o->fallback), ctx);
+	snprintf(buf, sizeof(buf), "%s%s%s", c->fallback == JC_FALLBACK_COMPILE ? "compile" : "error",
+		 c->fallback_warn[0] ? " -- " : "", c->fallback_warn);
+	emit("fallback", buf, env_src("JITCACHE_FALLBACK", o && o->fallback), ctx);
 	emit("fallback.nvrtc", c->nvrtc ? c->nvrtc : "libnvrtc.so (the toolkit's soname), search path, then "
 	     JC_CUDA_LIBDIR, c->nvrtc ? env_src("JITCACHE_REAL_NVRTC", o && o->nvrtc) : "default", ctx);
 	snprintf(buf, sizeof(buf), "%d", c->retries);

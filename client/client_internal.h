@@ -96,13 +96,18 @@ struct jc_autostart {
 	const char *cache_dir; /* --cache-dir (created 0700 when missing) */
 	const char *socket;    /* --socket; the lock is SOCKET.lock */
 	int idle_exit_s;       /* --idle-exit */
+	int wait_ms;           /* the whole attempt at most this long (lock and answer) */
 };
 /*
- * Starts a jitcached as a starts it unless answer(ctx) (which tries to
- * connect and do the handshake, 0 on success) succeeds once the lock is
- * held; then waits (up to 30 s) until answer(ctx) succeeds or the daemon
- * exits. Returns 0 (answer succeeded: c connected) or JC_ECONNECT / JC_EIO
- * with a message in err (the last line of the daemon's log when it exited).
+ * Starts a jitcached as a says unless answer(ctx) (which tries to connect
+ * and do the handshake, 0 on success) succeeds once the lock is held, then
+ * waits until answer(ctx) succeeds or the daemon exits; all of it within
+ * a->wait_ms. The lock SOCKET.lock is taken only when the socket's directory
+ * is this user's and not writable by others, and the lock file is this
+ * user's; while a starter of this user (or the daemon it started, which
+ * inherits the lock) holds it, answer(ctx) is polled instead. Returns 0
+ * (answer succeeded: c connected) or JC_ECONNECT / JC_EIO with a message in
+ * err (the last line of the daemon's log when it exited).
  */
 int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *ctx, char *err,
 		  size_t errlen);

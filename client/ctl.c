@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -191,36 +193,40 @@ static int write_all(int fd, const void *data, size_t size)
 	return 0;
 }
 
-/*
- * Writes the artifact to path: "-" is standard output; an existing node that
- * is not a regular file (a device, a FIFO) or a symbolic
- * link (/proc/self/fd/N is one) is written through, never replaced; else a
- * temporary file made with mkstemp in the target's directory (O_EXCL, an
- * unpredictable name) takes the bytes and is renamed over path, keeping the
- * mode of a file it replaces less its set-user-ID and set-group-ID bits
- * (0666 & ~umask for a new one). -1 with errno.
- */
-static int write_output(const char *path, const void *data, size_t size)
+/* The directory part of path ("." when none), into dir. */
+static void dir_of(const char *path, char *dir, size_t len)
 {
-	struct stat st;
-	if (strcmp(path, "-") == 0)
-		return write_all(STDOUT_FILENO, data, size) == 0 && fflush(stdout) == 0 ? 0 : -1;
-	int exists = lstat(path, &st) == 0;
-	if (exists && (S_ISLNK(st.st_mode) || !S_ISREG(st.st_mode))) {
-		struct stat target;
-		int regular = stat(path, &target) == 0 && S_ISREG(target.st_mode);
-		int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | (regular ? O_TRUNC : 0));
-		if (fd < 0)
-			return -1;
-		int rc = write_all(fd, data, size);
-		int e = errno;
-		if (close(fd) != 0 && rc == 0)
-			return -1;
-		errno = e;
-		return rc;
-	}
-	if (exists && access(path, W_OK) != 0)
-		return -1; /* not ours to replace */
+	const char *slash = strrchr(path, '/');
+	snprintf(dir, len, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+}
+
+/*
+ * A symbolic link (its lstat in st) that -o may follow: owned by this user
+ * or root, in a directory nobody else may write (so nobody else could have
+ * put it there, nor swap it). Else 0, with why it is not followed in why.
+ */
+static int link_trusted(const char *path, const struct stat *st, char *why, size_t len)
+{
+	char dir[4200];
+	struct stat ds;
+	dir_of(path, dir, sizeof(dir));
+	if (st->st_uid != geteuid() && st->st_uid != 0)
+		snprintf(why, len, "a symbolic link owned by uid %u (neither this user nor root)",
+			 (unsigned)st->st_uid);
+	else if (stat(dir, &ds) != 0 || (ds.st_mode & S_IWOTH))
+		snprintf(why, len, "a symbolic link in %s, a directory anyone may write", dir);
+	else
+		return 1;
+	return 0;
+}
+
+/* The bytes into a temporary file made with mkstemp beside path (O_EXCL,
+ * an unpredictable name), renamed over path: a regular file, or a link not
+ * to be followed, is replaced, never written through. The mode is that of
+ * the regular file replaced (st, NULL: none) less its set-ID bits, else
+ * 0666 & ~umask. -1 with errno. */
+static int replace_output(const char *path, const struct stat *st, const void *data, size_t size)
+{
 	char tmp[4200];
 	const char *slash = strrchr(path, '/');
 	int n = slash ? snprintf(tmp, sizeof(tmp), "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1)
@@ -237,7 +243,7 @@ static int write_output(const char *path, const void *data, size_t size)
 	int rc = write_all(fd, data, size);
 	/* Not its set-ID bits: the new file is ours, and a set-user-ID file
 	 * another user owned must not become one of ours (root's, say). */
-	rc = rc ?: fchmod(fd, exists ? st.st_mode & 01777 : 0666 & ~mask);
+	rc = rc ?: fchmod(fd, st ? st->st_mode & 01777 : 0666 & ~mask);
 	int e = errno;
 	if (close(fd) != 0 && rc == 0)
 		e = errno, rc = -1;
@@ -247,6 +253,99 @@ static int write_output(const char *path, const void *data, size_t size)
 		unlink(tmp);
 		errno = e;
 	}
+	return rc;
+}
+
+/* The bytes written into the existing node at path (a device, a FIFO, a
+ * regular file reached through links this user may follow, /proc's links to
+ * open files), truncating a regular one; follow: path may be a link (one
+ * of /proc's). -1 with errno. */
+static int write_through(const char *path, int follow, const void *data, size_t size)
+{
+	struct stat st;
+	int regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+	int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | (follow ? 0 : O_NOFOLLOW) |
+				(regular ? O_TRUNC : 0));
+	if (fd < 0)
+		return -1;
+	int rc = write_all(fd, data, size);
+	int e = errno;
+	if (close(fd) != 0 && rc == 0)
+		return -1;
+	errno = e;
+	return rc;
+}
+
+#define MAX_LINKS 40 /* as the kernel's path walk */
+
+/*
+ * Writes the artifact to path; 0, or -1 with the reason in why. "-" is
+ * standard output. path is walked link by link: a symbolic link is followed
+ * only when this user may trust it (link_trusted); the first one it may not
+ * is replaced with a regular file (replace_output), or, where it cannot be
+ * (another user's link in a sticky directory), nothing is written. A link
+ * in /proc (/dev/stdout's /proc/self/fd/1) is opened as the kernel resolves
+ * it. At the end of the walk: a node that is not a regular file (a device,
+ * a FIFO) is written through, never replaced; a regular file named itself,
+ * or no file, is replaced by replace_output (a regular file only when this
+ * user may write it); a regular file reached through links is written
+ * through.
+ */
+static int write_output(const char *path, const void *data, size_t size, char *why, size_t len)
+{
+	char cur[4200], next[4200], target[4096], dir[4200], untrusted[4300];
+	struct stat st;
+	struct statfs sf;
+	int rc;
+	if (strcmp(path, "-") == 0) {
+		rc = write_all(STDOUT_FILENO, data, size) == 0 && fflush(stdout) == 0 ? 0 : -1;
+		goto out;
+	}
+	snprintf(cur, sizeof(cur), "%s", path);
+	for (int links = 0;; links++) {
+		if (lstat(cur, &st) != 0) {
+			rc = errno == ENOENT ? replace_output(cur, NULL, data, size) : -1;
+			goto out;
+		}
+		if (!S_ISLNK(st.st_mode))
+			break;
+		if (!link_trusted(cur, &st, untrusted, sizeof(untrusted))) {
+			if (replace_output(cur, NULL, data, size) == 0)
+				return 0;
+			snprintf(why, len, "not writing %s: %s is %s: not followed, and it cannot be "
+				 "replaced: %s", path, cur, untrusted, strerror(errno));
+			return -1;
+		}
+		dir_of(cur, dir, sizeof(dir));
+		if (statfs(dir, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) {
+			rc = write_through(cur, 1, data, size);
+			goto out;
+		}
+		ssize_t n = readlink(cur, target, sizeof(target) - 1);
+		if (n < 0 || links == MAX_LINKS) {
+			if (n >= 0)
+				errno = ELOOP;
+			rc = -1;
+			goto out;
+		}
+		target[n] = '\0';
+		if ((target[0] == '/' ? snprintf(next, sizeof(next), "%s", target)
+				      : snprintf(next, sizeof(next), "%s/%s", dir, target)) >= (int)sizeof(next)) {
+			errno = ENAMETOOLONG;
+			rc = -1;
+			goto out;
+		}
+		memcpy(cur, next, sizeof(cur));
+	}
+	if (!S_ISREG(st.st_mode) || strcmp(cur, path) != 0)
+		rc = write_through(cur, 0, data, size);
+	else if (access(cur, W_OK) != 0)
+		rc = -1; /* not ours to replace */
+	else
+		rc = replace_output(cur, &st, data, size);
+out:
+	if (rc != 0)
+		snprintf(why, len, "cannot write %s: %s", cur, strerror(errno));
 	return rc;
 }
 
@@ -347,8 +446,9 @@ static int run_request(jc_request *req, const char *out_path, const char *source
 			default_output(dflt, sizeof(dflt), source, jc_result_output(res));
 			out_path = dflt;
 		}
-		if (write_output(out_path, data, size) != 0) {
-			die(1, "cannot write %s: %s", out_path, strerror(errno));
+		char why[9000];
+		if (write_output(out_path, data, size, why, sizeof(why)) != 0) {
+			die(1, "%s", why);
 			rc = JC_EIO;
 		} else if (out_path == dflt) {
 			fprintf(stderr, "jitcachectl: wrote %s (%zu bytes; -o PATH to choose, -o - for "
@@ -792,8 +892,9 @@ static void print_remote(const struct jc_record *r)
 	char in[32], out[32];
 	human_bytes(in, sizeof(in), (double)getu(r, "remote_bytes_in"));
 	human_bytes(out, sizeof(out), (double)getu(r, "remote_bytes_out"));
-	printf("Remote tier:              %s, %s%s\n", gets_(r, "remote_url"), state,
-	       geti(r, "remote_read_only") ? ", read-only" : "");
+	printf("Remote tier:              %s, %s%s%s\n", gets_(r, "remote_url"), state,
+	       geti(r, "remote_read_only") ? ", read-only" : "",
+	       geti(r, "remote_unsigned") ? ", UNSIGNED values (--remote-unsigned)" : ", signed values");
 	printf("  Hits:                   %10" PRIu64 "\n", getu(r, "remote_hits"));
 	printf("  Misses:                 %10" PRIu64 "\n", getu(r, "remote_misses"));
 	printf("  Publishes:              %10" PRIu64 "\n", getu(r, "remote_publishes"));

@@ -587,6 +587,12 @@ static void check_remote(struct report *r, const struct jc_record *s)
 		say(r, FAIL, "remote tier refuses writes: %s", err);
 	else if (wr && wr->is_int && wr->i == 1)
 		say(r, OK, "remote tier accepts writes");
+	const struct jc_kv *uns = jc__record_get(s, "remote_unsigned");
+	if (uns && uns->is_int && uns->i)
+		say(r, WARN, "remote tier values are unsigned (--remote-unsigned): anyone who can write "
+		    "to %s can forge one; give every daemon of the fleet --remote-secret-file", u);
+	else if (uns && uns->is_int)
+		say(r, OK, "remote tier values are signed (--remote-secret-file)");
 }
 
 /* Asks the daemon this user's programs reach (the client's search, steps

@@ -186,8 +186,8 @@ static int tree_set(struct jc_tree_cache *tc, const char *toolkit, const struct 
 	jc__watch_forget(w, tc->stamp);
 	tc->stamp = 0;
 	uint64_t t0 = jc__now_ns();
-	int rc = 0;
-	if (!same || jc__inc_check(&tc->set, &ctx) != 1) {
+	int rc = jc__inc_dirs_check(&in->include_dirs, 1, err, errlen);
+	if (rc == 0 && (!same || jc__inc_check(&tc->set, &ctx) != 1)) {
 		jc__inc_set_clear(&tc->set);
 		tc->has_set = 0;
 		tc->has_digest = 0;

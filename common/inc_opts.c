@@ -2,6 +2,8 @@
 /* The include options of a request: see inc_opts.h for the contract. */
 #include "common/inc_opts.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +26,25 @@ void jc__inc_path_clear(struct jc_inc_path *p)
 	free(p->dirs);
 	free(p->pre);
 	memset(p, 0, sizeof(*p));
+}
+
+int jc__inc_dirs_check(const struct jc_strv *dirs, int resolve, char *err, size_t errlen)
+{
+	char where[PATH_MAX];
+	for (size_t i = 0; i < dirs->n; i++) {
+		const char *dir = dirs->v[i];
+		int r = resolve ? jc__path_reaches_kernel(dir, where, sizeof(where))
+				: jc__path_lexical(dir, where, sizeof(where), 1) == 0 && jc__kernel_path(where);
+		if (r < 0)
+			return jc__fail(err, errlen, JC_EINVAL, "include directory %s cannot be resolved: %s",
+					dir, strerror(errno));
+		if (r > 0)
+			return jc__fail(err, errlen, JC_EINVAL,
+					"include directory %s leads to %s: files under /proc, /sys and /dev "
+					"(and other kernel file systems) are process, kernel and device "
+					"state, never headers", dir, where);
+	}
+	return 0;
 }
 
 int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err,

@@ -38,6 +38,17 @@ int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *
 void jc__inc_path_clear(struct jc_inc_path *p);
 
 /*
+ * Refuses include directories under /proc, /sys or /dev, whose files are
+ * process, kernel and device state and never headers: with resolve 0 by
+ * their lexical form (".." folded; for directory names a client sends with
+ * its files, which the daemon never opens), with resolve 1 as the kernel
+ * resolves them (jc__path_reaches_kernel: symbolic links and /proc's own,
+ * such as /proc/self/root, followed), for the side that reads them. 0, or
+ * JC_EINVAL with a message naming the directory in err. Thread-safe.
+ */
+int jc__inc_dirs_check(const struct jc_strv *dirs, int resolve, char *err, size_t errlen);
+
+/*
  * 1 when the compile of req may read files from disk: it has -I directories,
  * a pre-include, a program name that is absolute or climbs (".."), or its
  * source or an in-memory header has a reference the lexer cannot prove stays

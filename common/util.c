@@ -3,14 +3,23 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
+#endif
 
 #include "jitcache/jitcache.h"
 
@@ -125,6 +134,120 @@ int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot)
 	return 0;
 }
 
+int jc__kernel_path(const char *path)
+{
+	static const char *const roots[] = {"/proc", "/sys", "/dev"};
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		size_t n = strlen(roots[i]);
+		if (strncmp(path, roots[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
+			return 1;
+	}
+	return 0;
+}
+
+int jc__pseudo_fs(long type)
+{
+	switch ((unsigned long)type) {
+	case 0x9fa0:     /* proc */
+	case 0x62656572: /* sysfs */
+	case 0x1cd1:     /* devpts */
+	case 0x64626720: /* debugfs */
+	case 0x74726163: /* tracefs */
+	case 0x73636673: /* securityfs */
+	case 0x63677270: /* cgroup2 */
+	case 0x27e0eb:   /* cgroup */
+	case 0xcafe4a11: /* bpf */
+	case 0x62656570: /* configfs */
+	case 0xde5e81e4: /* efivarfs */
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Drops the last component of the resolved prefix done (length *dl). */
+static void drop_last(char *done, size_t *dl)
+{
+	while (*dl && done[*dl - 1] != '/')
+		(*dl)--;
+	if (*dl)
+		(*dl)--;
+	done[*dl] = '\0';
+}
+
+int jc__path_reaches_kernel(const char *path, char *where, size_t len)
+{
+	char done[PATH_MAX], rest[PATH_MAX], next[PATH_MAX], target[PATH_MAX];
+	size_t dl = 0;
+	int links = 0;
+	struct stat st;
+	struct statfs sf;
+	done[0] = '\0';
+	if (snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+		goto too_long;
+	for (const char *p = rest; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = strchrnul(p, '/');
+		size_t l = (size_t)(e - p);
+		if (l == 0 || (l == 1 && p[0] == '.')) {
+			p = e;
+			continue;
+		}
+		if (l == 2 && p[0] == '.' && p[1] == '.') {
+			drop_last(done, &dl);
+			p = e;
+			continue;
+		}
+		if (dl + 1 + l >= sizeof(done))
+			goto too_long;
+		done[dl++] = '/';
+		memcpy(done + dl, p, l);
+		dl += l;
+		done[dl] = '\0';
+		p = e;
+		if (jc__kernel_path(done))
+			goto found;
+		if (lstat(done, &st) != 0) {
+			/* Nothing to follow: the rest as written. */
+			if (snprintf(next, sizeof(next), "%s%s", done, p) >= (int)sizeof(next) ||
+			    jc__path_lexical(next, done, sizeof(done), 1) != 0)
+				goto too_long;
+			return jc__kernel_path(done) ? (snprintf(where, len, "%s", done), 1) : 0;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(done, target, sizeof(target) - 1);
+			if (n < 0)
+				return -1;
+			if (++links > 40) {
+				errno = ELOOP;
+				return -1;
+			}
+			target[n] = '\0';
+			if (snprintf(next, sizeof(next), "%s/%s", target, p) >= (int)sizeof(next))
+				goto too_long;
+			memcpy(rest, next, sizeof(rest));
+			p = rest;
+			if (target[0] == '/') {
+				dl = 0;
+				done[0] = '\0';
+			} else {
+				drop_last(done, &dl);
+			}
+			continue;
+		}
+		if (statfs(done, &sf) == 0 && jc__pseudo_fs(sf.f_type))
+			goto found;
+	}
+	return 0;
+found:
+	snprintf(where, len, "%s", done);
+	return 1;
+too_long:
+	errno = ENAMETOOLONG;
+	return -1;
+}
+
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	if (err && errlen) {
@@ -166,6 +289,40 @@ void jc__json_str(FILE *f, const char *s)
 			fputc(*p, f);
 	}
 	fputc('"', f);
+}
+
+void jc__cloexec_from(int fd)
+{
+	if (syscall(SYS_close_range, (unsigned)fd, ~0u, CLOSE_RANGE_CLOEXEC) == 0)
+		return;
+	for (; fd < 65536; fd++) {
+		int flags = fcntl(fd, F_GETFD);
+		if (flags >= 0)
+			fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+	}
+}
+
+static __thread char *rm_why;
+static __thread size_t rm_whylen;
+static __thread int rm_failed;
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if ((flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && !rm_failed++)
+		snprintf(rm_why, rm_whylen, "%s: %s", path, strerror(errno));
+	return 0;
+}
+
+int jc__rmtree(const char *path, char *why, size_t whylen)
+{
+	rm_why = why;
+	rm_whylen = whylen;
+	rm_failed = 0;
+	if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0 && !rm_failed++)
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+	return rm_failed ? -1 : 0;
 }
 
 void jc__sleep_ms(unsigned ms)

@@ -36,6 +36,26 @@ int jc__default_socket_path(const char *cache_dir, char *buf, size_t len);
  */
 int jc__path_lexical(const char *in, char *out, size_t len, int fold_dotdot);
 
+/* 1 when the absolute lexical path (jc__path_lexical, ".." folded) is /proc,
+ * /sys or /dev or lies beneath one: process, kernel and device state, never
+ * a header. Thread-safe. */
+int jc__kernel_path(const char *path);
+/* 1 when a file system type (statfs's f_type) is one whose files are process
+ * or kernel state (proc, sysfs, devpts, debugfs, tracefs, securityfs,
+ * cgroup, bpf, configfs, efivarfs). */
+int jc__pseudo_fs(long type);
+/*
+ * Resolves the absolute path as the kernel would, one component at a time
+ * (symbolic links followed, at most 40; ".." taken on the resolved path; a
+ * missing component ends the walk, the rest taken lexically) and stops at
+ * the first spelling that jc__kernel_path names or that lies on a file
+ * system jc__pseudo_fs names: 1, with that spelling in where (len bytes).
+ * So /proc/self/root/etc (which realpath() turns into /etc) and a link to it
+ * are both caught. 0 when the walk never reaches one; -1 with errno (ELOOP,
+ * ENAMETOOLONG, a readlink failure). Thread-safe.
+ */
+int jc__path_reaches_kernel(const char *path, char *where, size_t len);
+
 /* DIR/JC_SOCKET_POINTER holds, on one line, the path of the socket the daemon
  * of DIR listens on (written by that daemon; see jc__dir_socket). */
 #define JC_SOCKET_POINTER "jitcached.socket-path"
@@ -51,6 +71,17 @@ int jc__beside_self(const char *name, char *out, size_t len);
 /* The object of type TYPE in which MEMBER is at PTR (libuv's container_of):
  * for handles and jobs embedded in the objects that own them. */
 #define JC_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* Marks every descriptor from fd up close-on-exec (close_range, else one
+ * fcntl each up to 65535). Async-signal-safe: for a child between fork and
+ * exec, and for a program shedding what it inherited. */
+void jc__cloexec_from(int fd);
+
+/* Removes path and everything below it without following links (nftw,
+ * FTW_PHYS). 0, or -1 when an entry could not be removed (the others go
+ * all the same): the first such path and its error in why (whylen bytes).
+ * Thread-safe. */
+int jc__rmtree(const char *path, char *why, size_t whylen);
 
 /* Sleeps ms milliseconds, through EINTR. */
 void jc__sleep_ms(unsigned ms);

@@ -222,7 +222,8 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen)
 	    (rc = check_opts(&req->link_options, "link option", err, errlen)) ||
 	    (rc = check_strs(&req->include_dirs, "include dir", err, errlen)) ||
 	    (rc = check_strs(&req->name_exprs, "name expression", err, errlen)) ||
-	    (rc = jc__inc_path_parse(req, NULL, err, errlen)))
+	    (rc = jc__inc_path_parse(req, NULL, err, errlen)) ||
+	    (rc = jc__inc_dirs_check(&req->include_dirs, 0, err, errlen)))
 		return rc;
 	if ((rc = check_tree(req, err, errlen)))
 		return rc;

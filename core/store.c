@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -415,7 +416,8 @@ int jc__store_tmp_check(struct jc_store *s)
 	return revive_subdir(s, &s->tmpfd, "tmp") != 0 ? JC_EIO : 0;
 }
 
-/* Removes every non-directory entry of tmp/ (leftovers of a crash). */
+/* Removes every entry of tmp/: leftovers of a crash (staged files, the
+ * directories a worker writes a client's headers into). */
 static int empty_tmp(struct jc_store *s)
 {
 	int fd = dup(s->tmpfd);
@@ -431,7 +433,13 @@ static int empty_tmp(struct jc_store *s)
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
 			continue;
-		if (unlinkat(s->tmpfd, de->d_name, 0) == 0)
+		if (de->d_type == DT_DIR) {
+			char path[PATH_MAX], why[PATH_MAX + 64];
+			snprintf(path, sizeof(path), "%s/tmp/%s", s->dir, de->d_name);
+			if (jc__rmtree(path, why, sizeof(why)) != 0)
+				jc_log_warn(STORE, "remove %s", why);
+			n++;
+		} else if (unlinkat(s->tmpfd, de->d_name, 0) == 0)
 			n++;
 		else
 			jc_log_warn(STORE, "remove %s/tmp/%s: %s", s->dir, de->d_name,
@@ -439,7 +447,7 @@ static int empty_tmp(struct jc_store *s)
 	}
 	closedir(d);
 	if (n)
-		jc_log_info(STORE, "removed %d stale file(s) from %s/tmp", n, s->dir);
+		jc_log_info(STORE, "removed %d stale entries from %s/tmp", n, s->dir);
 	return 0;
 }
 

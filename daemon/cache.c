@@ -309,6 +309,10 @@ static void key_work_cb(uv_work_t *w)
 	int rc = 0;
 	if (!(j->inc = calloc(1, sizeof(*j->inc))))
 		rc = JC_ENOMEM;
+	/* Where the directories really lead: before any manifest (one made
+	 * before this check existed) or scan. */
+	if (rc == 0)
+		rc = jc__inc_dirs_check(&j->req.include_dirs, 1, j->err, sizeof(j->err));
 	if (rc == 0)
 		rc = jc__manifest_lookup(d->manifests, j->lookup, &ctx, j->inc, &j->n_stat);
 	if (rc == 1) {

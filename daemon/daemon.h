@@ -135,6 +135,8 @@ struct jc_daemon {
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
+	uv_work_t trim;           /* malloc_trim after a large request (main.c) */
+	int trimming;
 	int n_conns;              /* how many are in conns */
 };
 

@@ -545,7 +545,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	if (!f)
 		return JC_ENOMEM;
 	f->charged = bytes;
-	d->buffers.used += bytes;
+	jc__budget_charge(&d->buffers, bytes);
 	f->d = d;
 	f->uid = d->conn_ops->uid(conn);
 	if (req->display_name)

@@ -27,8 +27,10 @@ static int set_cap(struct jc_framer *f, size_t cap)
 		return -1;
 	b->data = p;
 	b->cap = cap;
-	if (f->budget)
-		f->budget->used = f->budget->used - old + now;
+	if (f->budget) {
+		f->budget->used -= old;
+		jc__budget_charge(f->budget, now);
+	}
 	return 0;
 }
 

@@ -21,7 +21,15 @@
  */
 struct jc_budget {
 	size_t used, max;
+	size_t peak; /* the most used since main.c's trim check last looked */
 };
+/* Charges n bytes to b, keeping its peak (releases: used -= n). */
+static inline void jc__budget_charge(struct jc_budget *b, size_t n)
+{
+	b->used += n;
+	if (b->used > b->peak)
+		b->peak = b->used;
+}
 /* Buffer bytes per framer not charged to the budget (what a small request needs). */
 #define JC_FRAMER_BASE 65536
 

@@ -31,6 +31,7 @@ struct jc_pool {
 	struct jc_pool_config cfg;
 	char *worker_path;
 	char *worker_cwd;         /* DIR/worker-cwd */
+	char *worker_tmp;         /* DIR/tmp: where a worker writes a client's headers */
 	struct jc_counters *ctr;  /* borrowed */
 	struct jc_worker **workers;
 	int n_workers;
@@ -300,7 +301,7 @@ static int worker_spawn(struct jc_pool *d, int slot, char *err, size_t errlen)
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
 	char *args[] = {d->worker_path, "--memory-limit", mem, "--confine",
-			(char *)jc__confine_name(d->cfg.confinement), NULL};
+			(char *)jc__confine_name(d->cfg.confinement), "--tmp", d->worker_tmp, NULL};
 	uv_stdio_container_t stdio[3] = {
 		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
 		 .data.stream = (uv_stream_t *)&w->pipe},
@@ -377,6 +378,10 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 	d->cfg.cache_dir = NULL; /* not kept: only the working directory below */
 	d->ctr = ctr;
 	int rc = make_worker_cwd(d, cfg->cache_dir, err, errlen);
+	if (rc == 0 && asprintf(&d->worker_tmp, "%s/tmp", cfg->cache_dir) < 0) {
+		d->worker_tmp = NULL;
+		rc = JC_ENOMEM;
+	}
 	if (rc == 0 && !(d->workers = calloc((size_t)cfg->workers, sizeof(*d->workers))))
 		rc = JC_ENOMEM;
 	if (rc != 0) {
@@ -529,6 +534,7 @@ void jc__pool_free(struct jc_pool *p)
 		free(q);
 	}
 	free(p->worker_cwd);
+	free(p->worker_tmp);
 	free(p->worker_path);
 	free(p);
 }

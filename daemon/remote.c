@@ -48,6 +48,7 @@ void jc__remote_config_defaults(struct jc_remote_config *c)
 	c->ttl_s = 30 * 86400;
 	c->timeout_ms = 1000;
 	c->max_object = 64ull << 20;
+	c->lock_wait_s = 10;
 }
 
 static int set_str(char **field, const char *value)
@@ -73,14 +74,22 @@ int jc__remote_config_set(struct jc_remote_config *c, const char *name, const ch
 		return set_str(&c->secret_file, value);
 	if (strcmp(name, "remote-password-file") == 0)
 		return set_str(&c->password_file, value);
-	if (strcmp(name, "remote-read-only") == 0) {
+	if (strcmp(name, "remote-read-only") == 0 || strcmp(name, "remote-unsigned") == 0) {
 		static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+		int *field = name[7] == 'r' ? &c->read_only : &c->unsigned_ok;
 		for (size_t i = 0; i < 4; i++)
 			if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
-				c->read_only = strcasecmp(value, yes[i]) == 0;
+				*field = strcasecmp(value, yes[i]) == 0;
 				return 0;
 			}
 		return JC_EINVAL;
+	}
+	if (strcmp(name, "remote-lock-wait") == 0) {
+		int64_t s;
+		if (jc__parse_duration(value, &s) != 0 || s > 86400)
+			return JC_EINVAL;
+		c->lock_wait_s = s;
+		return 0;
 	}
 	if (strcmp(name, "remote-ttl") == 0) {
 		int64_t s;
@@ -116,7 +125,8 @@ int jc__remote_config_equal(const struct jc_remote_config *a, const struct jc_re
 {
 	return str_eq(a->url, b->url) && str_eq(a->secret_file, b->secret_file) &&
 	       str_eq(a->password_file, b->password_file) && a->read_only == b->read_only &&
-	       a->ttl_s == b->ttl_s && a->timeout_ms == b->timeout_ms && a->max_object == b->max_object;
+	       a->ttl_s == b->ttl_s && a->timeout_ms == b->timeout_ms && a->max_object == b->max_object &&
+	       a->lock_wait_s == b->lock_wait_s && a->unsigned_ok == b->unsigned_ok;
 }
 
 void jc__remote_config_clear(struct jc_remote_config *c)
@@ -138,7 +148,7 @@ struct jc_remote {
 	int read_only;
 	int64_t ttl_ms;
 	uint64_t max_object;
-	int compile_timeout_s;
+	int64_t lock_wait_ns;     /* --remote-lock-wait */
 	uint8_t *secret;          /* NULL: values are not signed */
 	size_t secret_len;
 	char lock_id[128];        /* host:pid:random, the value of our locks */
@@ -346,6 +356,7 @@ struct lookup {
 	int poll_ms;
 	int refs;                 /* timer handle + commands + decode job */
 	int done;
+	int recheck;              /* this GET follows a lock taken (or EXISTS 0) */
 	struct lookup *prev, *next;
 	/* decode job */
 	uv_work_t work;
@@ -490,10 +501,16 @@ static void lock_cb(void *arg, redisReply *reply, const char *why)
 	struct jc_remote *r = l->r;
 	if (!lookup_reply(l, reply, "lock", why)) {
 		/* nothing more to do */
-	} else if (reply->type == REDIS_REPLY_STATUS) {
+	} else if (reply->type == REDIS_REPLY_STATUS ||
+		   (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0)) {
+		/* Ours (or, read-only, nobody holds it): compile, then publish or
+		 * release. A holder may have published and released it between
+		 * our GET and now: look once more before compiling. */
 		answered(r);
-		hold(r, l->key); /* ours: compile, then publish or release */
-		lookup_finish(l, JC_ENOTFOUND);
+		if (reply->type == REDIS_REPLY_STATUS)
+			hold(r, l->key);
+		l->recheck = 1;
+		step_get(l);
 	} else if ((reply->type == REDIS_REPLY_NIL ||
 		    (reply->type == REDIS_REPLY_INTEGER && reply->integer == 1)) &&
 		   now_ns() < l->deadline_ns) {
@@ -503,8 +520,7 @@ static void lock_cb(void *arg, redisReply *reply, const char *why)
 		uv_timer_start(&l->timer, poll_cb, (uint64_t)l->poll_ms, 0);
 		l->poll_ms = l->poll_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : l->poll_ms * 2;
 	} else {
-		/* Nobody holds it (EXISTS 0), waited long enough, or the lock cannot
-		 * be taken (OOM): compile. */
+		/* Waited long enough, or the lock cannot be taken (OOM): compile. */
 		if (reply->type == REDIS_REPLY_ERROR)
 			error_reply(r, "lock", reply);
 		lookup_finish(l, JC_ENOTFOUND);
@@ -520,6 +536,8 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 		/* nothing more to do */
 	} else if (reply->type == REDIS_REPLY_STRING) {
 		answered(r);
+		if (l->recheck)
+			jc__remote_done(r, l->key); /* published meanwhile: the lock goes */
 		count(r, JC_CTR_remote_bytes_in, reply->len);
 		l->val = malloc(reply->len ? reply->len : 1);
 		l->len = reply->len;
@@ -534,7 +552,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 				lookup_finish(l, JC_ENOMEM);
 			}
 		}
-	} else if (reply->type == REDIS_REPLY_NIL && l->rcb) {
+	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck)) {
 		answered(r);
 		lookup_finish(l, JC_ENOTFOUND);
 	} else if (reply->type == REDIS_REPLY_NIL) {
@@ -593,7 +611,7 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 	l->max_entries = max_entries;
 	l->arg = arg;
 	l->t0 = now_ns();
-	l->deadline_ns = l->t0 + (uint64_t)(r->compile_timeout_s + 10) * 1000000000ull;
+	l->deadline_ns = l->t0 + (uint64_t)r->lock_wait_ns;
 	l->poll_ms = POLL_MIN_MS;
 	jc__res_init(&l->res);
 	uv_timer_init(r->loop, &l->timer);
@@ -897,9 +915,8 @@ static int read_small(const char *path, size_t max, uint8_t **out, size_t *len, 
 	return 0;
 }
 
-int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int compile_timeout_s,
-		   struct jc_counters *ctr, struct jc_remote **out, char *err,
-		   size_t errlen)
+int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct jc_counters *ctr,
+		   struct jc_remote **out, char *err, size_t errlen)
 {
 	struct jc_redis_url url;
 	uint8_t *pw = NULL;
@@ -907,6 +924,13 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int comp
 	int rc = jc__redis_url_parse(cfg->url, &url, err, errlen);
 	if (rc != 0)
 		return rc;
+	if (!cfg->secret_file && !cfg->unsigned_ok) {
+		snprintf(err, errlen, "--remote %s without --remote-secret-file: its values would be "
+			 "unsigned, and anyone who can write to that Redis could forge them (an artifact "
+			 "this daemon then serves); give --remote-secret-file FILE (the same key on "
+			 "every daemon of the fleet), or --remote-unsigned to accept that", cfg->url);
+		return JC_EINVAL;
+	}
 	if (sodium_init() < 0) {
 		snprintf(err, errlen, "libsodium does not start");
 		return JC_EINTERNAL;
@@ -947,7 +971,7 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int comp
 	r->read_only = cfg->read_only;
 	r->ttl_ms = cfg->ttl_s * 1000;
 	r->max_object = cfg->max_object;
-	r->compile_timeout_s = compile_timeout_s > 0 ? compile_timeout_s : 600;
+	r->lock_wait_ns = cfg->lock_wait_s * 1000000000;
 	r->ctr = ctr;
 	r->backoff_ms = BACKOFF_MIN_MS;
 	r->probe_rtt_us = -1;
@@ -994,6 +1018,7 @@ int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec)
 	int rc = jc__record_add_str(rec, "remote_state", h.state);
 	rc = rc ?: jc__record_add_str(rec, "remote_url", h.url);
 	rc = rc ?: jc__record_add_int(rec, "remote_read_only", h.read_only);
+	rc = rc ?: jc__record_add_int(rec, "remote_unsigned", !r->secret);
 	rc = rc ?: jc__record_add_int(rec, "remote_masters", h.masters);
 	rc = rc ?: jc__record_add_int(rec, "remote_p50_us", (int64_t)((h.p50_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_int(rec, "remote_p99_us", (int64_t)((h.p99_ns + 500) / 1000));

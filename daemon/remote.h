@@ -54,10 +54,19 @@
  * Fleet single flight: a lookup that misses takes "jc:{K}:lock" with
  * SET NX PX (10 s, renewed every 3 s while its compile runs); the lookups of
  * other daemons that find it held poll the value (every 25 ms, growing to
- * 200 ms) for as long as the lock is held, at most the compile timeout plus
- * 10 s, and take the lock themselves when it goes without a value (the
- * holder failed or died). Read-only daemons never take locks, but wait the
- * same way while a writer holds one (EXISTS).
+ * 200 ms) for as long as the lock is held, at most --remote-lock-wait
+ * (10 s; a peer that holds it forever, or compiles longer, costs no more),
+ * then compile themselves; they take the lock when it goes without a value
+ * (the holder failed or died). Read-only daemons never take locks, but wait
+ * the same way while a writer holds one (EXISTS). A lock taken (or EXISTS 0)
+ * is followed by one more GET before the lookup reports a miss: the holder
+ * may have published and released between the first GET and the lock (a
+ * value found then is served, and the lock released).
+ *
+ * Unsigned values (no --remote-secret-file) can be forged by anyone who can
+ * write to Redis: the tier starts without a secret only with
+ * --remote-unsigned, and says so in its start-up line, stats
+ * (remote_unsigned) and doctor.
  *
  * Loop thread only (decoding and encoding run in the libuv thread pool).
  */
@@ -82,6 +91,8 @@ struct jc_remote_config {
 	int64_t ttl_s;          /* --remote-ttl: value lifetime (default 30 d) */
 	int timeout_ms;         /* --remote-timeout-ms: per command (default 1000) */
 	uint64_t max_object;    /* --remote-max-object: largest value (default 64 MiB) */
+	int64_t lock_wait_s;    /* --remote-lock-wait: longest wait on a peer's fleet lock (10 s) */
+	int unsigned_ok;        /* --remote-unsigned: no secret file is wanted */
 };
 
 #define JC_REMOTE_CONNECT_MS 100
@@ -105,16 +116,15 @@ struct jc_remote;
 /*
  * Starts the tier for cfg (borrowed; what it needs is copied; the secret
  * and password files are read here and never logged). Connects lazily:
- * start-up does not need Redis. compile_timeout_s bounds the fleet wait.
- * ctr: the daemon's persistent counters (counters.h), borrowed until the
- * tier is closed; the tier adds to its remote_* counters on the loop thread.
- * *out owned by the caller (jc__remote_close). Returns 0, JC_EINVAL (bad
- * URL, unreadable or short secret/password file: err says which, without
- * their content), JC_ENOMEM.
+ * start-up does not need Redis. ctr: the daemon's persistent counters
+ * (counters.h), borrowed until the tier is closed; the tier adds to its
+ * remote_* counters on the loop thread. *out owned by the caller
+ * (jc__remote_close). Returns 0, JC_EINVAL (bad URL, unreadable or short
+ * secret/password file: err says which, without their content; no secret
+ * file without cfg->unsigned_ok), JC_ENOMEM.
  */
-int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, int compile_timeout_s,
-		   struct jc_counters *ctr, struct jc_remote **out, char *err,
-		   size_t errlen);
+int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct jc_counters *ctr,
+		   struct jc_remote **out, char *err, size_t errlen);
 
 /*
  * Lookup result, on the loop thread: rc 0 with *res a verified result

@@ -265,7 +265,7 @@ static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 	w->buf = *buf;
 	w->conn = c;
 	w->charged = buf->cap;
-	bud->used += w->charged;
+	jc__budget_charge(bud, w->charged);
 	conn_ref(c);
 	uv_buf_t ub = uv_buf_init((char *)w->buf.data + off, (unsigned)(w->buf.len - off));
 	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, write_cb) != 0) {

@@ -67,12 +67,16 @@ static void usage(FILE *f)
 		"  --allow-unconfined       serve other uids without confinement [no]\n"
 		"  --remote URL             fleet tier on Redis: redis://HOST:PORT[/DB],\n"
 		"                            redis+unix:///PATH, redis-cluster://HOST:PORT[,...] [none]\n"
-		"  --remote-secret-file FILE    HMAC key of the fleet's values [none: unsigned]\n"
+		"  --remote-secret-file FILE    HMAC key of the fleet's values [none]\n"
+		"  --remote-unsigned[=yes|no]   no secret file: accept unsigned values, which\n"
+		"                            anyone who can write to Redis can forge [no]\n"
 		"  --remote-password-file FILE  Redis AUTH password, first line [none]\n"
 		"  --remote-read-only[=yes|no]  read Redis, never write it [no]\n"
 		"  --remote-ttl DURATION    lifetime of a value in Redis [30d]\n"
 		"  --remote-timeout-ms N    each Redis command at most, ms [1000]\n"
 		"  --remote-max-object SIZE largest value written or accepted [64M]\n"
+		"  --remote-lock-wait DURATION  wait for a peer compiling the same key at most\n"
+		"                            this long, then compile [10s]\n"
 		"  --user USER              bind the socket, then run as USER for good (as\n"
 		"                            root; USER's groups) [none: as started]\n"
 		"  --group GROUP            with --user: the group, also the socket's [USER's]\n"
@@ -378,6 +382,8 @@ static const struct option long_opts[] = {
 	{"remote-ttl", required_argument, NULL, 0},
 	{"remote-timeout-ms", required_argument, NULL, 0},
 	{"remote-max-object", required_argument, NULL, 0},
+	{"remote-lock-wait", required_argument, NULL, 0},
+	{"remote-unsigned", optional_argument, NULL, 0},
 	{"config", required_argument, NULL, 'c'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},

@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <nvrtc.h>
 #include <signal.h>
@@ -238,7 +237,8 @@ static void warm_up(void)
  * removes the directory when the child is done. The client's directories
  * are never opened: they are strings here.
  */
-static char tree_root[256];        /* "" when the job has no tree */
+static char tree_root[PATH_MAX];   /* "" when the job has no tree */
+static const char *tmp_dir;        /* --tmp: the daemon's DIR/tmp, where trees go */
 static struct jc_strv tree_dirs;   /* the client's include_dirs of that job */
 
 /* In the job's child: deps under TREE/I/ renamed to the client's dir I. */
@@ -285,19 +285,11 @@ static void drop_cwd_probes(struct jc_res *res, const char *cwd)
 	res->n_deps = k;
 }
 
-static int tree_remove_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP ? rmdir(path) != 0 : unlink(path) != 0)
-		jc_log_warn(WORKER, "cannot remove %s: %s", path, strerror(errno));
-	return 0;
-}
-
 static void tree_remove(void)
 {
-	if (tree_root[0])
-		nftw(tree_root, tree_remove_cb, 16, FTW_DEPTH | FTW_PHYS);
+	char why[PATH_MAX + 64];
+	if (tree_root[0] && jc__rmtree(tree_root, why, sizeof(why)) != 0)
+		jc_log_warn(WORKER, "cannot remove %s", why);
 	tree_root[0] = '\0';
 	jc__strv_clear(&tree_dirs);
 }
@@ -319,10 +311,13 @@ static int tree_mkdirs(char *path, size_t from)
  * options there; the blobs are dropped. 0, or a JC_E code with a message. */
 static int tree_write(struct jc_req *req, const char *tk_include, char *err, size_t errlen)
 {
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof(tree_root) - 20)
-		tmp = "/tmp";
-	snprintf(tree_root, sizeof(tree_root), "%s/jc-tree-XXXXXX", tmp);
+	/* In the daemon's own directory, never the TMPDIR it was started
+	 * with (a client's, maybe, which this uid may not write). */
+	if (!tmp_dir || snprintf(tree_root, sizeof(tree_root), "%s/jc-tree-XXXXXX", tmp_dir) >=
+			    (int)sizeof(tree_root)) {
+		tree_root[0] = '\0';
+		return jc__fail(err, errlen, JC_EIO, "no directory for the sent headers (--tmp)");
+	}
 	if (!mkdtemp(tree_root)) {
 		tree_root[0] = '\0';
 		return jc__fail(err, errlen, JC_EIO, "cannot make a directory for the sent headers: %s",
@@ -670,9 +665,12 @@ int main(int argc, char **argv)
 		} else if (i + 1 < argc && strcmp(argv[i], "--confine") == 0 &&
 			   (confine_mode = jc__confine_parse(argv[i + 1])) >= 0) {
 			i++;
+		} else if (i + 1 < argc && strcmp(argv[i], "--tmp") == 0 && argv[i + 1][0] == '/') {
+			tmp_dir = argv[++i];
 		} else {
 			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
-				"none|landlock|userns] (started by jitcached): bad argument %s\n", argv[i]);
+				"none|landlock|userns] [--tmp DIR] (started by jitcached): bad argument "
+				"%s\n", argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}
 	}

@@ -179,11 +179,13 @@ static enum verdict judge(const char *path, char *abs, size_t len)
 	fold(abs, folded, sizeof(folded));
 	enum verdict v = root_verdict(folded);
 	/* The private, empty working directory is never read, even where a
-	 * declared directory holds it (a cache inside a -I tree). */
-	if (v == DENY || under(folded, cwd))
+	 * declared directory holds it (a cache inside a -I tree); nor is
+	 * /proc, /sys or /dev (-I / declares them too): /proc/self/root/etc/X
+	 * is /etc/X after realpath, but no header. */
+	if (v == DENY || under(folded, cwd) || jc__kernel_path(folded))
 		return DENY;
 	if (realpath(abs, real))
-		return under(real, cwd) ? DENY : root_verdict(real);
+		return under(real, cwd) || jc__kernel_path(real) ? DENY : root_verdict(real);
 	char *slash = strrchr(abs, '/');
 	if (slash && slash != abs) {
 		*slash = '\0';
@@ -193,27 +195,6 @@ static enum verdict judge(const char *path, char *abs, size_t len)
 			return root_verdict(real);
 	}
 	return v;
-}
-
-/* A file system whose regular files are process or kernel state, not headers. */
-static int pseudo_fs(long type)
-{
-	switch ((unsigned long)type) {
-	case 0x9fa0:     /* proc */
-	case 0x62656572: /* sysfs */
-	case 0x1cd1:     /* devpts */
-	case 0x64626720: /* debugfs */
-	case 0x74726163: /* tracefs */
-	case 0x73636673: /* securityfs */
-	case 0x63677270: /* cgroup2 */
-	case 0x27e0eb:   /* cgroup */
-	case 0xcafe4a11: /* bpf */
-	case 0x62656570: /* configfs */
-	case 0xde5e81e4: /* efivarfs */
-		return 1;
-	default:
-		return 0;
-	}
 }
 
 static const char *special_kind(mode_t m)
@@ -280,7 +261,7 @@ static int admitted_open(const char *abs, const char *path, int flags, mode_t mo
 		return fd; /* opened as a directory; reading it fails with EISDIR */
 	else if (!S_ISREG(st.st_mode))
 		why = special_kind(st.st_mode);
-	else if (fstatfs(fd, &sf) == 0 && pseudo_fs(sf.f_type))
+	else if (fstatfs(fd, &sf) == 0 && jc__pseudo_fs(sf.f_type))
 		why = "a /proc, /sys or other kernel file";
 	if (why) {
 		close(fd);

@@ -27,9 +27,13 @@ fi
 ninja -C "$build"
 
 reports=$root/$build/sanitizer-reports
-tmp=$root/$build/sanitize-tmp
-rm -rf "$reports" "$tmp"
-mkdir -p "$reports" "$tmp"
+rm -rf "$reports"
+mkdir -p "$reports"
+# Short, under /tmp: Unix socket paths inside it must fit 108 bytes (the
+# tests' roots are at most 63), whatever the checkout's path.
+tmp=$(mktemp -d /tmp/jc-sanitize.XXXXXX)
+trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+chmod 0755 "$tmp" # other users of the tests reach their roots in it
 export TMPDIR="$tmp" JC_TEST_KEEP=1
 # allocator_may_return_null: our code handles failed allocations (and the
 # worker's memory-limit test relies on it); detect_stack_use_after_return:
@@ -49,9 +53,19 @@ for log in "$tmp"/jc-test-*/daemon*.log; do
 		cp "$log" "$reports/$(basename "$(dirname "$log")").log"
 	fi
 done
-chmod -R u+w "$tmp" 2>/dev/null || true
-rm -rf "$tmp"
 
+# LeakSanitizer's own failure to stop a process's threads at exit (a report
+# holding only "Unable to get registers from thread N"; seen now and then
+# on a loaded machine) is no finding, but that process's leaks went
+# unchecked: said, not failed.
+for f in "$reports"/*; do
+	[ -f "$f" ] || continue
+	if ! grep -q -v 'Unable to get registers from thread' "$f"; then
+		echo "sanitize: LeakSanitizer could not stop the threads of pid ${f##*.} at its exit" \
+			"(no leak check there): $(head -n 1 "$f")" >&2
+		rm -f "$f"
+	fi
+done
 found=$(find "$reports" -type f | wc -l)
 if [ "$found" -ne 0 ]; then
 	echo "sanitizer reports ($found):" >&2

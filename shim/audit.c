@@ -9,20 +9,27 @@
  * shim itself (whose own dlopen of the real library must go through).
  * Names it redirects: basename "libnvrtc.so" or "libnvrtc.so.<major>[.*]".
  * The shim is libjitcache-nvrtc.so in this module's directory.
+ * The shim then compiles with the library the application named, not a
+ * default: this module writes that path into the shim's slot
+ * (shim/bypath.h) first. One path per process: an open of another file,
+ * once the slot holds one, is not redirected (a line on stderr says so).
  */
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "shim/bypath.h"
 #include "shim_config.h"
 
 #define LA_API __attribute__((visibility("default")))
 
 static char shim[PATH_MAX];
 static uintptr_t *shim_cookie;
+static struct link_map *shim_map;
 
 LA_API unsigned int la_version(unsigned int version)
 {
@@ -47,7 +54,7 @@ LA_API unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
 	(void)lmid;
 	if (!shim_cookie && map->l_name && map->l_name[0] && realpath(map->l_name, real) &&
 	    strcmp(real, shim) == 0)
-		shim_cookie = cookie;
+		shim_cookie = cookie, shim_map = map;
 	return 0; /* no symbol binding audit: calls cost nothing */
 }
 
@@ -60,11 +67,51 @@ static int names_nvrtc(const char *base)
 	return strncmp(base, JC_SHIM_SONAME, n) == 0 && (base[n] == '\0' || base[n] == '.');
 }
 
+/*
+ * 1 when the shim is to stand in for path: the shim's slot was free and now
+ * holds path, or holds a name of the same file. The slot is looked up here,
+ * not at la_objopen: by now the shim is loaded and relocated (a by-path open
+ * comes from running code). Without the slot nothing is redirected.
+ */
+static int claim(const char *path)
+{
+	static struct jc_bypath_slot *slot;
+	char want[PATH_MAX], have[PATH_MAX];
+	if (!slot) {
+		/* dlsym() on the shim's own map would walk its search list, which a
+		 * preloaded object does not have; the main program's is the global
+		 * scope, preloaded objects included (the head of the shim's list). */
+		struct link_map *head = shim_map;
+		while (head->l_prev)
+			head = head->l_prev;
+		slot = dlsym(head, JC_BYPATH_SLOT);
+	}
+	if (!slot || !realpath(path, want) || strlen(path) >= sizeof(slot->path))
+		return 0; /* a missing file: the loader's own error */
+	int expect = JC_BYPATH_FREE;
+	if (__atomic_compare_exchange_n(&slot->state, &expect, JC_BYPATH_WRITING, 0,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		const char *keep = path[0] == '/' ? path : want; /* the shim opens absolute paths */
+		memcpy(slot->path, keep, strlen(keep) + 1);
+		__atomic_store_n(&slot->state, JC_BYPATH_SET, __ATOMIC_RELEASE);
+		return 1;
+	}
+	while (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != JC_BYPATH_SET)
+		; /* the shim is writing its path: a few stores */
+	if (realpath(slot->path, have) && strcmp(have, want) == 0)
+		return 1;
+	fprintf(stderr,
+		"libjitcache-audit: %s is not served (the shim of this process compiles with %s): "
+		"opened as it is, uncached\n",
+		path, slot->path);
+	return 0;
+}
+
 LA_API char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
 	const char *slash = strrchr(name, '/');
 	if (flag != LA_SER_ORIG || !slash || cookie == shim_cookie || !shim_cookie ||
-	    !names_nvrtc(slash + 1))
+	    !names_nvrtc(slash + 1) || !claim(name))
 		return (char *)name;
 	return shim;
 }

@@ -4,18 +4,22 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "shim/bypath.h"
 #include "shim/real.h"
 #include "shim_config.h"
 
 static struct jc_real_nvrtc table;
 static const struct jc_real_nvrtc *loaded; /* &table once complete, read atomically */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static char path[4096];
+/* The real library's path (shim/bypath.h): exported for the audit module. */
+__attribute__((visibility("default"))) struct jc_bypath_slot jc__bypath_slot;
+static const char *const path = jc__bypath_slot.path;
 
 /* 1 when the object has a DT_RUNPATH or DT_RPATH entry. */
 static int has_runpath(void *handle)
@@ -41,7 +45,7 @@ static void preload_builtins(void *handle)
 	int major = 0, minor = 0;
 	if (has_runpath(handle) || table.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
 		return;
-	char dir[sizeof(path)], builtins[sizeof(path) + 64];
+	char dir[sizeof(jc__bypath_slot.path)], builtins[sizeof(jc__bypath_slot.path) + 64];
 	snprintf(dir, sizeof(dir), "%s", path);
 	char *slash = strrchr(dir, '/');
 	if (!slash)
@@ -52,18 +56,31 @@ static void preload_builtins(void *handle)
 		dlopen(builtins, RTLD_NOW | RTLD_LOCAL); /* kept for the process's life */
 }
 
-static pthread_once_t path_once = PTHREAD_ONCE_INIT;
-
-static void pick_path(void)
-{
-	const char *env = getenv("JITCACHE_REAL_NVRTC");
-	snprintf(path, sizeof(path), "%s", env && *env ? env : JC_REAL_NVRTC);
-}
-
 const char *jc__real_path(void)
 {
-	pthread_once(&path_once, pick_path);
+	int st = __atomic_load_n(&jc__bypath_slot.state, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(st == JC_BYPATH_SET, 1))
+		return path;
+	int expect = JC_BYPATH_FREE;
+	if (__atomic_compare_exchange_n(&jc__bypath_slot.state, &expect, JC_BYPATH_WRITING, 0,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		const char *env = getenv("JITCACHE_REAL_NVRTC");
+		snprintf(jc__bypath_slot.path, sizeof(jc__bypath_slot.path), "%s",
+			 env && *env ? env : JC_REAL_NVRTC);
+		__atomic_store_n(&jc__bypath_slot.state, JC_BYPATH_SET, __ATOMIC_RELEASE);
+	}
+	while (__atomic_load_n(&jc__bypath_slot.state, __ATOMIC_ACQUIRE) != JC_BYPATH_SET)
+		sched_yield(); /* another thread, or the audit module, is writing it */
 	return path;
+}
+
+/* A path the user named outright is claimed at start: the audit module then
+ * redirects only opens of that very file. */
+__attribute__((constructor)) static void claim_named_path(void)
+{
+	const char *env = getenv("JITCACHE_REAL_NVRTC");
+	if (env && *env)
+		jc__real_path();
 }
 
 static void load(void)

@@ -76,8 +76,10 @@ struct jc_real_nvrtc {
  */
 const struct jc_real_nvrtc *jc__real(void);
 
-/* The real library's path: $JITCACHE_REAL_NVRTC, else the one found at
- * build time (read once; loads nothing). Thread-safe. */
+/* The real library's path, fixed once per process (shim/bypath.h): the one
+ * the application opened by path under jitcache-run --by-path, else
+ * $JITCACHE_REAL_NVRTC, else the one found at build time. Loads nothing;
+ * thread-safe; the string lives as long as the process. */
 const char *jc__real_path(void);
 
 #endif

@@ -34,7 +34,9 @@ static void usage(FILE *f)
 		   "             reached the daemon, the likely cause and its fix; exit 1 when\n"
 		   "             none did (else COMMAND's status)\n"
 		   "  --by-path  also serve programs that open libnvrtc by absolute path\n"
-		   "             (LD_AUDIT of libjitcache-audit, beside the shim)\n"
+		   "             (LD_AUDIT of libjitcache-audit, beside the shim), compiling\n"
+		   "             with the library they opened (one per process: another\n"
+		   "             path is opened as it is, uncached)\n"
 		   "  -q, --quiet  no summary line\n"
 		   "Environment: JITCACHE_SOCKET (the daemon), JITCACHE_REAL_NVRTC (the real\n"
 		   "library, absolute path; default " JC_REAL_NVRTC ").\n");
@@ -213,18 +215,21 @@ int main(int argc, char **argv)
 		return 127;
 	}
 	/* Finds the daemon as every client does, starting one if none answers
-	 * (jitcache.h, jc_client_open); COMMAND then talks to that one. */
+	 * (jitcache.h, jc_client_open), and waiting for it as long as a client
+	 * without a fallback would (30 s, not a compile's 1 s); COMMAND then
+	 * talks to that one. */
 	jc_client *c = NULL;
+	jc_options *o = NULL;
 	char daemon[600] = "";
-	if (jc_client_open(NULL, &c) != 0)
-		snprintf(daemon, sizeof(daemon), "%s", jc_client_errmsg(NULL));
-	else if (!jc_client_socket(c))
-		snprintf(daemon, sizeof(daemon), "no jitcached answers and none could be started");
+	if (jc_options_new(&o) != 0 || jc_options_set_fallback(o, JC_FALLBACK_ERROR) != 0 ||
+	    jc_client_open(o, &c) != 0)
+		snprintf(daemon, sizeof(daemon), "%s", o ? jc_client_errmsg(NULL) : "out of memory");
 	if (daemon[0])
 		fprintf(stderr, "jitcache-run: %s: compiles will run in process, uncached\n", daemon);
 	else if (setenv("JITCACHE_SOCKET", jc_client_socket(c), 1) != 0)
 		fprintf(stderr, "jitcache-run: cannot set JITCACHE_SOCKET: %s\n", strerror(errno));
 	jc_client_close(c);
+	jc_options_free(o);
 	char audit[PATH_MAX + 32];
 	snprintf(audit, sizeof(audit), "%.*s/libjitcache-audit.so",
 		 (int)(strrchr(shim, '/') - shim), shim);

@@ -123,6 +123,17 @@ static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static jc_client *pool[POOL_MAX];
 static int n_pool;
 
+/* The client library's first warning of this process (a bad
+ * $JITCACHE_FALLBACK, the first in-process fallback) on stderr, the
+ * application's; the rest are dropped: the application did not ask for them. */
+static void shim_warn(void *ctx, int level, const char *message)
+{
+	static int said;
+	(void)ctx;
+	if (level == JC_LOG_WARNING && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		fprintf(stderr, "libjitcache-nvrtc: %s\n", message);
+}
+
 /*
  * A pooled handle, else a new one from jc_client_open(): the client library
  * finds the daemon (or starts one) and reconnects; with no daemon its
@@ -142,7 +153,7 @@ static jc_client *pool_get(void)
 		return c;
 	jc_options *o = NULL;
 	if (jc_options_new(&o) == 0 && jc_options_set_nvrtc(o, jc__real_path()) == 0 &&
-	    jc_client_open(o, &c) != 0)
+	    jc_options_set_log(o, shim_warn, NULL) == 0 && jc_client_open(o, &c) != 0)
 		c = NULL;
 	jc_options_free(o);
 	return c;

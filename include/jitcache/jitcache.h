@@ -133,8 +133,16 @@ typedef enum {
  *      jitcached.sock, else DIR/jitcached.sock; DIR/jitcached.sock for an
  *      explicit cache dir), started with --idle-exit 600 (seconds;
  *      $JITCACHE_AUTOSTART_IDLE_EXIT, jc_options_set_idle_exit()), so it
- *      exits once unused. One process starts it at a time: the others wait on the lock
- *      file SOCKET.lock, then find it. Its stderr goes to DIR/jitcached.log.
+ *      exits once unused. One process starts it at a time, under the lock
+ *      file SOCKET.lock, which the daemon started holds while it lives: the
+ *      others wait for it to answer. The lock is taken only where the
+ *      socket's directory belongs to the calling user and nobody else may
+ *      write it, and only when the lock file is that user's; anywhere else
+ *      there is no auto-start (the message says why), and another user's
+ *      lock is never waited on. The whole attempt (the lock, the daemon's
+ *      start) takes at most 1 s before step 6, or 30 s with fallback
+ *      "error"; a daemon still starting then serves later calls. Its stderr
+ *      goes to DIR/jitcached.log.
  *      The jitcached started is: jc_options_set_daemon(), else $JITCACHED,
  *      else the installed one (SBINDIR/jitcached, as configured at build),
  *      else the first `jitcached` on $PATH. On by default;
@@ -153,7 +161,10 @@ typedef enum {
  *      reports one warning through the log callback (jc_options_set_log);
  *      the library itself never prints. jc_options_set_fallback(),
  *      $JITCACHE_FALLBACK=compile|error: with "error", jc_client_open()
- *      fails with JC_ECONNECT instead (message: what was tried).
+ *      fails with JC_ECONNECT instead (message: what was tried). Any
+ *      other value of the variable means "compile" (the default), and
+ *      jc_client_open() reports a warning naming it through the log
+ *      callback.
  * A daemon is used only when it runs as the calling user or as root, or (not
  * for the per-user sockets of steps 3 and 5) as the owner of the directory
  * holding its socket; any other refuses as JC_EDENIED (its uid in the

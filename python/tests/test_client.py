@@ -199,9 +199,11 @@ def test_threads_share_one_client(client):
 
 
 def test_client_timeout_then_reconnect(own_daemon):
-    c = jitcache.Client(own_daemon.sock, timeout=0.3)
     abi = unique("timeout")
-    c.compile(SAXPY, arch="sm_90", app_abi=abi)
+    with jitcache.Client(own_daemon.sock) as first:  # the miss: a compile may take > 0.3 s
+        first.compile(SAXPY, arch="sm_90", app_abi=abi)
+    c = jitcache.Client(own_daemon.sock, timeout=0.3)
+    assert c.compile(SAXPY, arch="sm_90", app_abi=abi).status == "hit"
     os.kill(own_daemon.proc.pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
@@ -437,7 +439,7 @@ def test_remote_hit_status_and_times(tmp_path):
         url = f"redis+unix://{sock}"
         for name in ("a", "b"):
             (tmp_path / name).mkdir()
-            daemons.append(Daemon(tmp_path / name, "--remote", url).start())
+            daemons.append(Daemon(tmp_path / name, "--remote", url, "--remote-unsigned").start())
         abi = unique("remote-hit")
         with jitcache.Client(daemons[0].sock, fallback="error") as a:
             first = a.compile(SAXPY, name="saxpy.cu", arch="sm_90", app_abi=abi)

@@ -52,7 +52,9 @@ static void test_handle_across_fork(void **state)
 {
 	struct jtl_daemon *d = *state;
 	jc_client *c = jct_connect(d);
-	jc_result_free(jct_compile(d, jct_request("saxpy.cu", "sm_90", NULL), 0));
+	jc_request *r = jct_request("saxpy.cu", "sm_90", NULL);
+	jc_result_free(jct_compile(d, r, 0));
+	jc_request_free(r);
 	fflush(NULL);
 	pid_t pid = fork();
 	assert_true(pid >= 0);

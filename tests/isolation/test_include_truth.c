@@ -16,6 +16,13 @@
  *    before any compile; neither a 0600 file of the daemon's user nor the
  *    daemon's /proc/self/environ shows up in any reply or in the log.
  *  - A FIFO as a header: a fast, clear error; the worker is free at once.
+ *  - Include directories that lead into /proc, /sys or /dev (issue 27):
+ *    /proc/self/root/DIR (which realpath turns into DIR), a link to it, a
+ *    ".." climb into /proc, /sys: refused with a clear error for the
+ *    daemon's own uid (root here) and by the client that reads for a
+ *    daemon (JITCACHE_SEND_HEADERS=1); with -I / an absolute #include
+ *    through /proc/self/root is refused to NVRTC. A 0600 header there never
+ *    shows in a reply or the log.
  * Every case runs with the confinement the daemon picks here, and again
  * with --confinement userns where the kernel allows it.
  */
@@ -402,6 +409,69 @@ static void test_fifo_header(void **state)
 	jc_request_free(r);
 }
 
+/* jct_compile_msg of r, asserting it fails with want_rc, no SECRET in the
+ * message, the log or the daemon's log; the message into msg. */
+static void refused_clean(const struct jtl_daemon *d, const jc_request *r, int want_rc,
+			  char *msg, size_t len, const char *what)
+{
+	jc_result *res = jct_compile_msg(d, r, want_rc, msg, len);
+	const char *log = res ? jc_result_log(res) : "";
+	fprintf(stderr, "%s: %s%s%s\n", what, msg, log && *log ? " / log: " : "", log ? log : "");
+	if (leaks(msg) || (log && leaks(log)))
+		fail_msg("%s: the header's content is shown", what);
+	jc_result_free(res);
+	assert_int_equal(jct_log_count(d, SECRET), 0);
+}
+
+/*
+ * A root-run daemon read a 0600 file through -I /proc/self/root/DIR for its
+ * own uid and showed it in the compile log (issue 27, 6), while files
+ * under /proc are never headers: every spelling that leads there is
+ * refused before anything is read, by the daemon and by a client that
+ * reads its directories itself.
+ */
+static void test_kernel_include_dirs(void **state)
+{
+	struct jtl_daemon *d = *state;
+	if (confinement)
+		skip(); /* the daemon refuses before any worker: one run is enough */
+	start(d, 0);
+	char priv[300], proc[400], link[300], climb[600], msg[2048];
+	snprintf(priv, sizeof(priv), "%s/private", d->dir);
+	jct_put(d->dir, "private/s.h", "#error " SECRET "\n");
+	assert_int_equal(chmod(priv, 0700), 0);
+	snprintf(proc, sizeof(proc), "/proc/self/root%s", priv);
+	snprintf(link, sizeof(link), "%s/link", d->dir);
+	assert_int_equal(symlink(proc, link), 0);
+	snprintf(climb, sizeof(climb), "%s/no-such/../../../../../../../../proc/self/root%s", d->dir,
+		 priv);
+	const char *dirs[] = {proc, link, climb, "/sys/kernel"};
+	const char *src = "#include \"s.h\"\nextern \"C\" __global__ void k(int *x) { x[0] = 1; }\n";
+	for (int tree = 0; tree < 2; tree++) {
+		if (tree)
+			setenv("JITCACHE_SEND_HEADERS", "1", 1); /* the client reads them */
+		for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+			jc_request *r = jct_request_src("k.cu", src, "compute_90");
+			assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
+			jct_request_include(r, dirs[i]);
+			refused_clean(d, r, JC_EINVAL, msg, sizeof(msg), dirs[i]);
+			assert_non_null(strstr(msg, "never headers"));
+			jc_request_free(r);
+		}
+	}
+	unsetenv("JITCACHE_SEND_HEADERS");
+	/* -I / declares /proc too: an absolute #include through it is refused
+	 * to NVRTC (a compile error without the header's content). */
+	char abs_src[1024];
+	snprintf(abs_src, sizeof(abs_src), "#include \"%s/s.h\"\nextern \"C\" __global__ void "
+		 "k(int *x) { x[0] = 1; }\n", proc);
+	jc_request *r = jct_request_src("k.cu", abs_src, "compute_90");
+	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
+	jct_request_include(r, "/");
+	refused_clean(d, r, JC_ECOMPILE, msg, sizeof(msg), "-I / and #include \"/proc/self/root...\"");
+	jc_request_free(r);
+}
+
 /* The start-up log and stats say which confinement is in force. */
 static void test_confinement_reported(void **state)
 {
@@ -468,6 +538,7 @@ int main(void)
 		T(test_own_uid_undeclared),
 		T(test_other_uid_refused),
 		T(test_fifo_header),
+		T(test_kernel_include_dirs),
 		T(test_unconfined_shared_refused),
 	};
 	make_user();

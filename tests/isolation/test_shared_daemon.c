@@ -11,7 +11,8 @@
  * sees only their own entries in ls, show and stats; another's key answers
  * show and purge exactly as a key nobody has (same words, same time within
  * noise); a shared entry is listed for both; stats --by-user is for admins;
- * with --user-max-size the heavy user's entries go first. Exits 77 when not
+ * with --user-max-size the heavy user's entries go first. The daemon's
+ * TMPDIR is one it may not write: it never needs it. Exits 77 when not
  * root or without setpriv/strace/useradd.
  */
 #include <errno.h>
@@ -129,8 +130,11 @@ static int setup(void **state)
 		snprintf(log, sizeof(log), "%s/daemon.log", f->d.dir);
 		if (!freopen(log, "w", stderr))
 			_exit(126);
-		/* as a system daemon's environment: nothing of root's */
+		/* as a system daemon's environment: nothing of root's; a TMPDIR
+		 * it may not write (root's test directory), as when started from
+		 * a client's environment: it must not need one */
 		setenv("HOME", "/nonexistent", 1);
+		setenv("TMPDIR", f->d.dir, 1);
 		unsetenv("XDG_CONFIG_HOME");
 		unsetenv("XDG_RUNTIME_DIR");
 		unsetenv("XDG_CACHE_HOME");

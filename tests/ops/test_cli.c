@@ -425,7 +425,7 @@ static void test_endless_input(void **state)
 {
 	struct jtl_daemon *d = *state;
 	char *err = NULL;
-	const char *const cmds[][8] = {
+	const char *const cmds[][9] = { /* each NULL-terminated */
 	    {"inspect", "/dev/zero", NULL},
 	    {"compile", "/dev/zero", "--arch", "sm_90", "-o", "/dev/null", NULL},
 	    {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--header", "z.h=/dev/zero",

@@ -80,6 +80,8 @@ static struct rfx *rfx_new(void **state, const char *spec, int on, const char *c
 static int rfx_free(void **state)
 {
 	struct rfx *x = *state;
+	if (!x)
+		return 0; /* its setup failed first (and said why) */
 	for (int i = 0; i < MAX_DAEMONS; i++)
 		jct_daemon_cleanup(&x->d[i]);
 	jct_redis_cleanup(&x->redis);
@@ -96,12 +98,16 @@ static int rfx_free(void **state)
 static void start(struct rfx *x, int i, ...)
 {
 	const char *flags[24] = {"--remote", x->url, "--log-level", "info"};
-	int n = 4;
+	int n = 4, secret = 0;
 	va_list ap;
 	va_start(ap, i);
-	for (const char *f; n < 23 && (f = va_arg(ap, const char *));)
+	for (const char *f; n < 22 && (f = va_arg(ap, const char *));) {
+		secret |= strcmp(f, "--remote-secret-file") == 0;
 		flags[n++] = f;
+	}
 	va_end(ap);
+	if (!secret) /* the tests' own Redis: nobody else writes to it */
+		flags[n++] = "--remote-unsigned";
 	flags[n] = NULL;
 	jct_daemon_start(&x->d[i], flags);
 }
@@ -595,6 +601,77 @@ static void test_dead_holder(void **state)
 	freeReplyObject(e);
 }
 
+/*
+ * A peer that holds the fleet lock of a key forever (set here by hand, no
+ * expiry) and never writes the value: a miss waited the compile timeout
+ * + 10 s (130 s by default; 40 s with --compile-timeout 30, as here) before
+ * compiling. Now at most --remote-lock-wait: 10 s by default, 1 s when set
+ * (the bounds below are generous for a loaded machine).
+ */
+static void test_peer_holds_lock_forever(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0,0:1", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *n = &x->d[2];
+	char k0[33], k1[33];
+	jct_daemon_start(n, NULL); /* no remote: the keys alone */
+	assert_int_equal(fetch(x, n, 0, k0), JC_MISS);
+	assert_int_equal(fetch(x, n, 1, k1), JC_MISS);
+	jtl_daemon_stop(n);
+	for (int i = 0; i < 2; i++) {
+		redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock peer-host:1:0",
+					      i ? k1 : k0);
+		assert_int_equal(l->type, REDIS_REPLY_STATUS);
+		freeReplyObject(l);
+	}
+	start(x, 0, "--compile-timeout", "30", NULL);
+	double t = jtl_now_s();
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	double took = jtl_now_s() - t;
+	start(x, 1, "--compile-timeout", "30", "--remote-lock-wait", "1", NULL);
+	t = jtl_now_s();
+	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
+	double took1 = jtl_now_s() - t;
+	printf("a peer's lock held forever: served after %.2f s (default lock wait, 10 s), %.2f s "
+	       "(--remote-lock-wait 1)\n", took, took1);
+	assert_true(took >= 9.5 && took < 10 + 15);
+	assert_true(took1 >= 0.8 && took1 < 1 + 8);
+	assert_int_equal(jct_stat(a, "compiles"), 1);
+	assert_int_equal(jct_stat(b, "compiles"), 1);
+	char line[64];
+	snprintf(line, sizeof(line), "lock wait 1 s");
+	assert_int_equal(jct_log_count(b, line), 1);
+}
+
+/*
+ * Without a secret, a fleet's values are unsigned and anyone who can write
+ * to Redis can forge one: --remote alone refuses to start, saying what to
+ * give; with --remote-unsigned it starts and says so in its start-up line,
+ * stats (remote_unsigned) and doctor; with a secret, signed.
+ */
+static void test_unsigned_needs_consent(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
+	const char *bare[] = {"--remote", x->url, NULL};
+	jct_daemon_spawn(a, bare);
+	assert_int_not_equal(jtl_daemon_wait(a), 0);
+	assert_int_equal(jct_log_count(a, "without --remote-secret-file"), 1);
+	assert_int_equal(jct_log_count(a, "--remote-unsigned to accept that"), 1);
+	start(x, 0, NULL); /* start() adds --remote-unsigned */
+	assert_int_equal(jct_log_count(a, "UNSIGNED values (--remote-unsigned)"), 1);
+	assert_int_equal(jct_stat(a, "remote_unsigned"), 1);
+	char *out = NULL;
+	jct_ctl(a, &out, NULL, (const char *const[]){"doctor", NULL});
+	assert_non_null(strstr(out, "values are unsigned (--remote-unsigned)"));
+	free(out);
+	start(x, 1, "--remote-secret-file", x->secret[0], NULL);
+	assert_int_equal(jct_log_count(b, "signed values"), 1);
+	assert_int_equal(jct_stat(b, "remote_unsigned"), 0);
+	jct_ctl(b, &out, NULL, (const char *const[]){"doctor", NULL});
+	assert_non_null(strstr(out, "values are signed"));
+	free(out);
+}
+
 /* A multi-architecture request: its parts are published and fetched like
  * any result; the fatbin is assembled locally from them on each daemon. */
 static void test_fatbin_parts(void **state)
@@ -929,6 +1006,88 @@ static void test_fleet_single_flight(void **state)
 	assert_int_equal(hits, MAX_DAEMONS - 1);
 }
 
+/* INFO clients' blocked_clients of the server (postponed clients count). */
+static long long blocked_clients(struct rfx *x)
+{
+	redisReply *i = jct_redis_cmd(&x->redis, "INFO clients");
+	const char *p = i->type == REDIS_REPLY_STRING ? strstr(i->str, "blocked_clients:") : NULL;
+	long long n = p ? atoll(p + strlen("blocked_clients:")) : -1;
+	freeReplyObject(i);
+	return n;
+}
+
+/* Waits (at most 10 s) until n clients are postponed by CLIENT PAUSE. */
+static void wait_blocked(struct rfx *x, long long n)
+{
+	for (double end = jtl_now_s() + 10; jtl_now_s() < end; usleep(5000))
+		if (blocked_clients(x) >= n)
+			return;
+	fail_msg("%lld clients not postponed after 10 s", n);
+}
+
+/* The fleet lock's race, made certain: the holder's value lands between a
+ * lookup's GET (nil) and its SET NX, after the holder released the lock.
+ * CLIENT PAUSE WRITE lets the daemon's GET through and postpones the value
+ * SET (sent first) and the daemon's SET NX (second), which run in that
+ * order at CLIENT UNPAUSE. The lookup that took the lock looks once more:
+ * a remote hit, no compile. */
+static void test_lock_after_publish(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1];
+	char key[33];
+	start(x, 0, NULL);
+	assert_int_equal(fetch(x, a, 0, key), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	redisReply *v = value_of(x, key);
+	assert_int_equal(v->type, REDIS_REPLY_STRING);
+	freeReplyObject(jct_redis_cmd(&x->redis, "DEL jc:{%s}", key));
+	start(x, 1, "--remote-timeout-ms", "10000", NULL);
+	assert_true(wait_state(b, "up", 10));
+	assert_true(jct_wait_stat(b, "remote_write_ok", jct_ge, 1, 10000) >= 1); /* its probe SET done */
+	freeReplyObject(jct_redis_cmd(&x->redis, "CLIENT PAUSE 20000 WRITE"));
+	redisContext *holder = jct_redis_connect(&x->redis);
+	int done = 0;
+	redisAppendCommand(holder, "SET jc:{%s} %b PX 60000", key, v->str, v->len);
+	while (!done)
+		assert_int_equal(redisBufferWrite(holder, &done), REDIS_OK);
+	wait_blocked(x, 1);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		jc_client *c = NULL;
+		int rc = -1, status = 0;
+		uint64_t wrong = 0;
+		if (jc_client_connect(b->sock, &c) == 0 &&
+		    jct_pool_fetch(&x->fx->pool, 0, c, "after publish", &rc, &status, &wrong) == 0)
+			_exit(status);
+		_exit(100);
+	}
+	wait_blocked(x, 2); /* b's SET NX, after its GET answered nil */
+	freeReplyObject(jct_redis_cmd(&x->redis, "CLIENT UNPAUSE"));
+	redisReply *set;
+	assert_int_equal(redisGetReply(holder, (void **)&set), REDIS_OK);
+	assert_int_equal(set->type, REDIS_REPLY_STATUS);
+	freeReplyObject(set);
+	redisFree(holder);
+	freeReplyObject(v);
+	int ws;
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	assert_true(WIFEXITED(ws));
+	printf("value published between GET and SET NX: status %d (remote-hit %d), %lld compile(s)\n",
+	       WEXITSTATUS(ws), JC_REMOTE_HIT, (long long)jct_stat(b, "compiles"));
+	assert_int_equal(WEXITSTATUS(ws), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(b, "compiles"), 0);
+	assert_int_equal(jct_stat(b, "remote_hits"), 1);
+	redisReply *e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s}:lock", key);
+	for (double end = jtl_now_s() + 10; e->integer != 0 && jtl_now_s() < end; usleep(10000)) {
+		freeReplyObject(e);
+		e = jct_redis_cmd(&x->redis, "EXISTS jc:{%s}:lock", key);
+	}
+	assert_int_equal(e->integer, 0); /* the lock taken was released */
+	freeReplyObject(e);
+}
+
 /* A TCP server on a free loopback port that answers anything with bytes
  * that are not RESP; returns its pid, its port in *port. */
 static pid_t garbage_server(int *port)
@@ -968,7 +1127,8 @@ static void test_ops(void **state)
 	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
 	char conf[320], text[512], *out = NULL;
 	snprintf(conf, sizeof(conf), "%s/jitcached.conf", x->fx->d.dir);
-	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-timeout-ms = 500\n", x->url);
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
+		 "remote-timeout-ms = 500\n", x->url);
 	jct_write_file(conf, text, strlen(text));
 	const char *flags[] = {"--config", conf, "--log-level", "info", NULL};
 	jct_daemon_start(a, flags);
@@ -991,7 +1151,8 @@ static void test_ops(void **state)
 	assert_non_null(strstr(out, "remote tier accepts writes"));
 	free(out);
 	/* SIGHUP: read-only from now on. */
-	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-read-only = yes\n", x->url);
+	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
+		 "remote-read-only = yes\n", x->url);
 	jct_write_file(conf, text, strlen(text));
 	kill(a->pid, SIGHUP);
 	assert_int_equal(wait_stat(a, "remote_read_only", 1), 1);
@@ -1015,7 +1176,7 @@ static void test_ops(void **state)
 	pid_t g = garbage_server(&port);
 	char url[64];
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
-	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", NULL};
+	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", "--remote-unsigned", NULL};
 	jct_daemon_start(c, gflags);
 	for (int v = 0; v < 3; v++) {
 		double t = jtl_now_s();
@@ -1273,8 +1434,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_full, rfx_free),
 		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
 		cmocka_unit_test_teardown(test_dead_holder, rfx_free),
+		cmocka_unit_test_teardown(test_peer_holds_lock_forever, rfx_free),
+		cmocka_unit_test_teardown(test_unsigned_needs_consent, rfx_free),
 		cmocka_unit_test_teardown(test_fatbin_parts, rfx_free),
 		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
+		cmocka_unit_test_teardown(test_lock_after_publish, rfx_free),
 		cmocka_unit_test_teardown(test_ops, rfx_free),
 		cmocka_unit_test_teardown(test_cluster, rfx_free),
 	};

@@ -36,7 +36,11 @@
 #                -q or when nothing compiled; --check naming a static NVRTC;
 #                ls naming the program and process, not the stand-in name
 #   bypath       a program that opens a copy of the real library by absolute
-#                path: not reached by jitcache-run, served with --by-path
+#                path: not reached by jitcache-run, served with --by-path; a
+#                second distinct path in one process is not redirected
+#   bypath_build another NVRTC build (a wheel's) opened by absolute path under
+#                --by-path, $JITCACHE_REAL_NVRTC unset: compiled with that
+#                library (the daemon refuses its build-id), not the toolkit's
 #   gpu          (suite gpu; exits 77 without a GPU) fresh processes of CuPy,
 #                PyTorch and cuda.core (frameworks.py) compile, launch and
 #                check a kernel, twice without and twice under jitcache-run
@@ -420,14 +424,20 @@ autostart)
 	JITCACHE_RUN_REPORT=$report LD_PRELOAD=$PRELOAD_FIRST$(realpath "$SHIM_LIB") \
 		timeout 120 "$SHIM_APP" $ARCH -DDIRECT >"$ROOT/direct.txt" || fail "the app under LD_PRELOAD failed or hung"
 	grep -q "compile rc=0" "$ROOT/direct.txt" || fail "no compile"
-	DAEMON_PID=$("${CTL[@]}" ping 2>/dev/null | sed -n 's/.*"pid": *\([0-9]*\).*/\1/p')
+	# The compile reached the daemon, or (it took more than the auto-start's
+	# 1 s to answer, on a loaded machine) ran in process while it started.
+	grep -q -E "misses=1 |unavailable=1 " "$report" || { cat "$report"; fail "the compile did not reach the started daemon"; }
+	for _ in $(seq 300); do
+		DAEMON_PID=$("${CTL[@]}" ping 2>/dev/null | sed -n 's/.*"pid": *\([0-9]*\).*/\1/p')
+		[ -n "$DAEMON_PID" ] && break
+		sleep 0.1
+	done
 	[ -n "$DAEMON_PID" ] || fail "no daemon was started"
 	for p in "$DAEMON_PID" $(pgrep -P "$DAEMON_PID"); do
 		grep -q libjitcache-nvrtc "/proc/$p/maps" && fail "process $p of the daemon runs with the shim"
 		tr '\0' '\n' <"/proc/$p/environ" | grep -q '^LD_PRELOAD=.*libjitcache-nvrtc' &&
 			fail "process $p of the daemon has the shim in LD_PRELOAD"
 	done
-	grep -q "misses=1 " "$report" || { cat "$report"; fail "the compile did not reach the started daemon"; }
 	echo "autostart: from a process with the shim preloaded: daemon $DAEMON_PID and its workers run without it"
 	;;
 summary)
@@ -474,8 +484,19 @@ bypath)
 	LD_AUDIT=$(dirname "$shim")/libjitcache-audit.so LD_PRELOAD=$PRELOAD_FIRST$shim \
 		"$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$copy" "$REAL_NVRTC" >"$ROOT/probe" || fail "probe failed"
 	cat "$ROOT/probe"
-	[ "$(grep -c " -> $shim same-as-soname=1" "$ROOT/probe")" = 2 ] ||
-		fail "with the audit module, opens by path should give the shim"
+	# The first path opened is served; the second, a distinct file, would get
+	# the first's compiler under its name: it is opened for real (uncached).
+	grep -q "^$copy -> $shim same-as-soname=1" "$ROOT/probe" ||
+		fail "with the audit module, an open by path should give the shim"
+	grep -q "^$REAL_NVRTC -> $(realpath "$REAL_NVRTC") same-as-soname=0" "$ROOT/probe" ||
+		fail "a second distinct NVRTC path was redirected to the shim (which compiles with the first)"
+	# A library named in $JITCACHE_REAL_NVRTC is the process's from the start:
+	# an open of another file by path is not redirected.
+	JITCACHE_REAL_NVRTC=$REAL_NVRTC LD_AUDIT=$(dirname "$shim")/libjitcache-audit.so \
+		LD_PRELOAD=$PRELOAD_FIRST$shim "$SHIM_DLOPEN_PROBE" "$SHIM_SONAME" "$copy" >"$ROOT/probe.env" 2>&1 ||
+		fail "probe failed"
+	grep -q "^$copy -> $copy same-as-soname=0" "$ROOT/probe.env" ||
+		{ cat "$ROOT/probe.env"; fail "another file than \$JITCACHE_REAL_NVRTC was redirected to the shim"; }
 	py=("${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$copy" $ARCH)
 	"${RUN[@]}" --check "${py[@]}" >"$ROOT/plain.txt" 2>"$ROOT/plain.check"
 	[ $? = 1 ] && grep -q "no NVRTC compile went through the shim" "$ROOT/plain.check" ||
@@ -484,6 +505,32 @@ bypath)
 		{ cat "$ROOT/plain.check"; fail "--check does not name --by-path as the fix"; }
 	RUN+=(--by-path)
 	run_twice bypath "${py[@]}"
+	;;
+bypath_build)
+	# The application opens its own NVRTC (another build: a wheel's; here the
+	# toolkit's with its build-id changed) by absolute path, under --by-path,
+	# $JITCACHE_REAL_NVRTC unset: the shim must compile with that library, not
+	# the toolkit's it would pick by default; the daemon (toolkit's NVRTC)
+	# refuses its build-id, so it compiles in process, counted.
+	PY=$(command -v python3 || true)
+	[ -n "$PY" ] || { echo "SKIP: no python3"; exit 77; }
+	start_daemon
+	copy=$("$JTL_NVRTC_COPY" "$REAL_NVRTC" "$ROOT/wheel" 91) || fail "cannot make an NVRTC copy"
+	c0=$(stat compiles)
+	py=("${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" "$copy" $ARCH)
+	"${py[@]}" >"$ROOT/own.py" || fail "the copy's own ctypes run failed"
+	# (--check exits 1: no compile reached the daemon)
+	RUN+=(--by-path)
+	env -u JITCACHE_REAL_NVRTC "${RUN[@]}" --check "${py[@]}" >"$ROOT/shim.py" 2>"$ROOT/shim.check"
+	[ $? -le 1 ] || { cat "$ROOT/shim.check"; fail "the ctypes app under jitcache-run --by-path failed"; }
+	cat "$ROOT/shim.check"
+	same "$ROOT/own.py" "$ROOT/shim.py" "outputs of the application's own NVRTC and the shim's"
+	grep -q "0 reached jitcached" "$ROOT/shim.check" && grep -q "another NVRTC build" "$ROOT/shim.check" ||
+		fail "the shim sent the toolkit's NVRTC build, not the one the application opened"
+	[ "$(stat compiles)" = "$c0" ] || fail "the daemon compiled for an application that opened another NVRTC build"
+	# The same with the toolkit's own library opened by path: served (miss, then hits)
+	run_twice toolkit env -u JITCACHE_REAL_NVRTC "${PY_ASAN[@]}" "$PY" "$JC_SHIM_TESTS/ctypes_app.py" \
+		"$REAL_NVRTC" $ARCH
 	;;
 build)
 	# The application loaded another NVRTC build (a wheel's libnvrtc.so.13;

@@ -192,10 +192,18 @@ static void test_tmp_emptied(void **state)
 		fputs("partial", fp);
 		fclose(fp);
 	}
+	/* A worker's directory of a client's headers, left by a crash. */
+	snprintf(path, sizeof(path), "%s/tmp/jc-tree-x/0/sub", f->dir);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && echo '#define X 1' > '%s/x.h' && ln -s / '%s/up'",
+		 path, path, path);
+	assert_int_equal(system(cmd), 0);
 	jc__store_close(f->s);
 	assert_int_equal(jc__store_open(f->dir, &f->s, err, sizeof(err)), 0);
 	sub_path(f, "tmp", path, sizeof(path));
 	assert_int_equal(count_files(path), 0);
+	snprintf(path, sizeof(path), "%s/tmp/jc-tree-x", f->dir);
+	assert_int_not_equal(access(path, F_OK), 0);
 }
 
 /*
