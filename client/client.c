@@ -81,6 +81,7 @@ struct jc_client {
 	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
 	char *daemon_dir;
 	char *archs, *nvrtc_version; /* its NVRTC's, from HELLO_OK (v3); NULL from an older daemon */
+	char *daemon_toolkit; /* HELLO_OK's toolkit_include (NULL: none) */
 	char why_none[1024];   /* why no daemon could be had (fallback mode) */
 	char errmsg[1024];
 };
@@ -210,6 +211,8 @@ static void drop_connection(jc_client *c)
 	free(c->archs);
 	free(c->nvrtc_version);
 	c->archs = c->nvrtc_version = NULL;
+	free(c->daemon_toolkit);
+	c->daemon_toolkit = NULL;
 }
 
 /*
@@ -329,6 +332,8 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 	c->archs = h.archs;
 	c->nvrtc_version = h.nvrtc_version;
 	h.cache_dir = h.archs = h.nvrtc_version = NULL;
+	c->daemon_toolkit = h.toolkit_include;
+	h.toolkit_include = NULL;
 	jc__hello_clear(&h);
 	return 0;
 }
@@ -979,7 +984,7 @@ static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
 	uint64_t walk_ns = 0;
 	for (int bytes = 0; bytes < 2; bytes++) {
 		uint64_t ns;
-		rc = jc__tree_build(&c->trees, req, bytes, &view, &ns, c->errmsg, sizeof(c->errmsg));
+		rc = jc__tree_build(&c->trees, c->daemon_toolkit, req, bytes, &view, &ns, c->errmsg, sizeof(c->errmsg));
 		if (rc != 0)
 			return rc;
 		walk_ns += ns;

@@ -69,7 +69,9 @@ struct jc_tree_cache;
 /*
  * The request in as sent to a daemon of another uid: *out is a shallow copy
  * of in plus a tree (req.h) of what in's compile may read from its include
- * directories, found by the daemon's scanner (common/includes.h) with the
+ * directories but those inside toolkit (borrowed; the daemon's toolkit
+ * include tree from its HELLO_OK; NULL or "": none), which the daemon
+ * compiles from its toolkit (common/includes.h, jc__inc_in_toolkit), found by the daemon's scanner (common/includes.h) with the
  * cache *cache (made on first use; free with jc__tree_cache_free): the hash
  * memo and the last request's include set (the client's manifest, re-checked
  * with jc__inc_check), so that an unchanged tree costs stat calls, not
@@ -84,8 +86,8 @@ struct jc_tree_cache;
  * JC_EIO, JC_ETOOBIG, JC_ENOMEM, with a message in err. Not thread-safe
  * for one memo pointer.
  */
-int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes, struct jc_req *out,
-		   uint64_t *walk_ns, char *err, size_t errlen);
+int jc__tree_build(struct jc_tree_cache **cache, const char *toolkit, const struct jc_req *in,
+		   int bytes, struct jc_req *out, uint64_t *walk_ns, char *err, size_t errlen);
 void jc__tree_cache_free(struct jc_tree_cache *cache);
 
 /* --- auto-start (autostart.c) --- */

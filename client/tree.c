@@ -139,8 +139,9 @@ static void fp_strv(XXH3_state_t *st, const struct jc_strv *v)
 		fp_add(st, v->v[i], strlen(v->v[i]));
 }
 
-/* What the scan of in depends on: its texts, names and options. */
-static int fingerprint(const struct jc_req *in, uint8_t fp[16])
+/* What the scan of in depends on: its texts, names and options, and the
+ * daemon's toolkit include tree (toolkit: "" for none). */
+static int fingerprint(const char *toolkit, const struct jc_req *in, uint8_t fp[16])
 {
 	XXH3_state_t *st = XXH3_createState();
 	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
@@ -157,6 +158,7 @@ static int fingerprint(const struct jc_req *in, uint8_t fp[16])
 	}
 	fp_strv(st, &in->options);
 	fp_strv(st, &in->include_dirs);
+	fp_add(st, toolkit, strlen(toolkit));
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
 	memcpy(fp, c.digest, 16);
@@ -168,14 +170,14 @@ static int fingerprint(const struct jc_req *in, uint8_t fp[16])
  * scanned for and its tree is watched and unchanged, or still matches the
  * files; else a new scan (then cached). The set is then watched. *walk_ns:
  * the time spent on the file system (0 when the watch answered). */
-static int tree_set(struct jc_tree_cache *tc, const struct jc_req *in, uint64_t *walk_ns,
-		    char *err, size_t errlen)
+static int tree_set(struct jc_tree_cache *tc, const char *toolkit, const struct jc_req *in,
+		    uint64_t *walk_ns, char *err, size_t errlen)
 {
 	const struct jc_inc_ctx ctx = {
-	    .memo = tc->memo, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
+	    .memo = tc->memo, .toolkit_root = toolkit, .toolkit_refs = 1, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
 	uint8_t fp[16];
 	*walk_ns = 0;
-	if (fingerprint(in, fp) != 0)
+	if (fingerprint(toolkit, in, fp) != 0)
 		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	int same = tc->has_set && memcmp(fp, tc->fp, 16) == 0;
 	struct jc_watch *w = watcher(tc);
@@ -219,11 +221,13 @@ static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, i
 		size_t dir;
 		char rel[PATH_MAX];
 		/* A symlinked header travels as its bytes under the link's name
-		 * (read with the client's rights); the target string stays here. */
+		 * (read with the client's rights); the target string stays here.
+		 * An -I directory of the daemon's toolkit tree is named alone: it
+		 * is compiled from the toolkit there (req.h, JC_TREE_TOOLKIT). */
 		if (e->kind == JC_INC_LINK)
 			continue;
 		if (!jc__inc_tops_rel(tops, e->path, &dir, rel, sizeof(rel)) ||
-		    (!rel[0] && e->kind != JC_INC_DIR) || e->kind == JC_INC_TOOLKIT) {
+		    (!rel[0] && e->kind != JC_INC_DIR && e->kind != JC_INC_TOOLKIT)) {
 			rc = jc__fail(
 			    err, errlen, JC_EINVAL,
 			    "%s is outside the include directories (an "
@@ -236,8 +240,9 @@ static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, i
 		snprintf(name, sizeof(name), "%zu%s%s", dir, rel[0] ? "/" : "", rel);
 		uint8_t *data = NULL;
 		size_t size = 0;
-		uint32_t type = e->kind == JC_INC_ABSENT ? JC_TREE_ABSENT
-				: e->kind == JC_INC_DIR	 ? JC_TREE_DIR
+		uint32_t type = e->kind == JC_INC_ABSENT    ? JC_TREE_ABSENT
+				: e->kind == JC_INC_TOOLKIT ? JC_TREE_TOOLKIT
+				: e->kind == JC_INC_DIR	    ? JC_TREE_DIR
 				: bytes			 ? JC_TREE_FILE
 							 : JC_TREE_HASH;
 		if (type == JC_TREE_FILE)
@@ -278,9 +283,10 @@ static int tree_digest(struct jc_tree_cache *tc, const struct jc_req *in, char *
 	return rc;
 }
 
-int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int bytes,
-		   struct jc_req *out, uint64_t *walk_ns, char *err, size_t errlen)
+int jc__tree_build(struct jc_tree_cache **cache, const char *toolkit, const struct jc_req *in,
+		   int bytes, struct jc_req *out, uint64_t *walk_ns, char *err, size_t errlen)
 {
+	toolkit = toolkit ? toolkit : "";
 	*out = *in;
 	out->tree = NULL;
 	out->n_tree = 0;
@@ -291,7 +297,7 @@ int jc__tree_build(struct jc_tree_cache **cache, const struct jc_req *in, int by
 		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	}
 	struct jc_tree_cache *tc = *cache;
-	int rc = tree_set(tc, in, walk_ns, err, errlen);
+	int rc = tree_set(tc, toolkit, in, walk_ns, err, errlen);
 	if (rc != 0 || bytes)
 		return rc ?: tree_blobs(tc, in, 1, out, err, errlen);
 	if (!tc->has_digest && (rc = tree_digest(tc, in, err, errlen)) != 0)

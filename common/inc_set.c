@@ -269,9 +269,12 @@ int jc__inc_tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err
 			jc__inc_hash128(b->data, b->size, hash);
 		else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR)
 			memcpy(hash, b->data, 16);
-		uint8_t kind = b->type == JC_TREE_ABSENT ? JC_INC_ABSENT
-			       : b->type == JC_TREE_DIR ? JC_INC_DIR : JC_INC_FILE;
-		rc = jc__inc_set_add(out, path, strlen(path), kind, kind == JC_INC_ABSENT ? NULL : hash);
+		uint8_t kind = b->type == JC_TREE_ABSENT    ? JC_INC_ABSENT
+			       : b->type == JC_TREE_DIR     ? JC_INC_DIR
+			       : b->type == JC_TREE_TOOLKIT ? JC_INC_TOOLKIT
+							    : JC_INC_FILE;
+		int no_hash = kind == JC_INC_ABSENT || kind == JC_INC_TOOLKIT;
+		rc = jc__inc_set_add(out, path, strlen(path), kind, no_hash ? NULL : hash);
 		free(path);
 	}
 	if (rc == 0 && out->n)

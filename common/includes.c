@@ -68,6 +68,7 @@ static int sset_add(struct sset *s, const char *key)
 struct work {
 	struct jc_inc_buf refs; /* owned */
 	char *dir;         /* owned: directory of the file the refs come from */
+	int toolkit;       /* that file is a toolkit header (ctx->toolkit_refs) */
 };
 
 struct scan {
@@ -75,6 +76,7 @@ struct scan {
 	struct jc_inc_path ip;
 	const char **dirs;         /* -I directories not covered by the toolkit */
 	size_t n_dirs;
+	unsigned char *in_tk;      /* per ip.dirs: inside the toolkit tree */
 	struct jc_inc_set *set;
 	struct sset seen;          /* "f:path" visited candidates, "d:path" walked dirs */
 	struct sset expanded;      /* "dev:ino:folded dir" files whose refs were queued */
@@ -86,7 +88,7 @@ struct scan {
 	size_t errlen;
 };
 
-static int in_toolkit(const char *root, const char *dir)
+int jc__inc_in_toolkit(const char *root, const char *dir)
 {
 	char real[PATH_MAX];
 	if (!root || !*root || !realpath(dir, real))
@@ -155,10 +157,46 @@ static int first_stat(struct scan *s, char tag, const char *path, mode_t want, s
 	return 1;
 }
 
+/* Queues refs (taken) of the file path of identity id, once per file and
+ * directory; toolkit: it is a toolkit header. */
+static int queue(struct scan *s, const char *path, const struct jc_inc_stat *id,
+		 struct jc_inc_buf *refs_in, int toolkit)
+{
+	char key[PATH_MAX + 64];
+	struct jc_inc_buf refs = *refs_in;
+	int rc = 0;
+	if (refs.n) {
+		char dir[PATH_MAX], folded[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", path);
+		char *slash = strrchr(dir, '/'); /* paths are absolute: there is one */
+		slash[slash == dir] = '\0';     /* "/a/x.h" -> "/a", "/x.h" -> "/" */
+		jc__path_lexical(dir, folded, sizeof(folded), 1);
+		snprintf(key, sizeof(key), "%s%llu:%llu:%s", toolkit ? "t:" : "",
+			 (unsigned long long)id->dev, (unsigned long long)id->ino, folded);
+		rc = sset_add(&s->expanded, key);
+		if (rc == 1 && s->n_work == s->cap_work) {
+			size_t cap = s->cap_work ? s->cap_work * 2 : 64;
+			struct work *w = realloc(s->work, cap * sizeof(*w));
+			if (w) {
+				s->work = w;
+				s->cap_work = cap;
+			}
+		}
+		if (rc == 1 && s->n_work < s->cap_work && (s->work[s->n_work].dir = strdup(dir))) {
+			s->work[s->n_work].refs = refs;
+			s->work[s->n_work].toolkit = toolkit;
+			s->n_work++;
+			return 0;
+		}
+		rc = rc == 0 ? 0 : oom(s);
+	}
+	free(refs.p);
+	return rc;
+}
+
 /* A candidate path: recorded as FILE (and its refs queued once) or ABSENT. */
 static int visit(struct scan *s, const char *path)
 {
-	char key[PATH_MAX + 64];
 	struct stat st;
 	int ok;
 	if (strlen(path) >= PATH_MAX)
@@ -179,32 +217,11 @@ static int visit(struct scan *s, const char *path)
 		rc = rc == JC_ENOMEM ? oom(s)
 				     : jc__fail(s->err, s->errlen, rc, "include scan: cannot follow the link %s",
 						path);
-	if (rc == 0 && refs.n) {
-		char dir[PATH_MAX], folded[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s", path);
-		char *slash = strrchr(dir, '/'); /* paths are absolute: there is one */
-		slash[slash == dir] = '\0';     /* "/a/x.h" -> "/a", "/x.h" -> "/" */
-		jc__path_lexical(dir, folded, sizeof(folded), 1);
-		snprintf(key, sizeof(key), "%llu:%llu:%s", (unsigned long long)id.dev,
-			 (unsigned long long)id.ino, folded);
-		rc = sset_add(&s->expanded, key);
-		if (rc == 1 && s->n_work == s->cap_work) {
-			size_t cap = s->cap_work ? s->cap_work * 2 : 64;
-			struct work *w = realloc(s->work, cap * sizeof(*w));
-			if (w) {
-				s->work = w;
-				s->cap_work = cap;
-			}
-		}
-		if (rc == 1 && s->n_work < s->cap_work && (s->work[s->n_work].dir = strdup(dir))) {
-			s->work[s->n_work].refs = refs;
-			s->n_work++;
-			return 0;
-		}
-		rc = rc == 0 ? 0 : oom(s);
+	if (rc) {
+		free(refs.p);
+		return rc;
 	}
-	free(refs.p);
-	return rc;
+	return queue(s, path, &id, &refs, 0);
 }
 
 static int join_visit(struct scan *s, const char *dir, const char *name)
@@ -272,13 +289,86 @@ static int fallback(struct scan *s)
 	return rc;
 }
 
-/* Resolves every reference of refs; dir is the including file's directory or NULL. */
-static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *dir)
+/*
+ * A candidate dir/name in the toolkit tree (ctx->toolkit_refs): not
+ * recorded (the toolkit identity covers it), but a header found there has
+ * its references followed, so that its probes of the other -I directories
+ * are. 1 when it is a regular file, 0 when not, or an error.
+ */
+static int toolkit_visit(struct scan *s, const char *dir, const char *name)
+{
+	char path[PATH_MAX + 8];
+	struct stat st;
+	size_t dl = strlen(dir);
+	int n = snprintf(path, sizeof(path), "%.*s/%s", (int)(dl && dir[dl - 1] == '/' ? dl - 1 : dl),
+			 dir, name);
+	s->set->n_stat++;
+	if (n < 0 || (size_t)n >= PATH_MAX || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	struct jc_inc_stat id;
+	jc__inc_stat_of(&st, &id);
+	uint8_t hash[16];
+	struct jc_inc_buf refs = {0};
+	int rc = jc__inc_file_info(s->ctx->memo, s->ctx->max_file_size, s->set, path, &id, hash, &refs,
+				   s->now, s->err, s->errlen);
+	if (rc) {
+		free(refs.p);
+		return rc;
+	}
+	return queue(s, path, &id, &refs, 1) ?: 1;
+}
+
+/* A name of a toolkit header's reference (in directory dir) as NVRTC looks
+ * it up: a quoted name beside it, then every -I directory in order, up to
+ * the first that has it; the candidates outside the toolkit are recorded. */
+static int toolkit_name(struct scan *s, char form, const char *name, const char *dir)
+{
+	int rc = form == JC_INC_REF_QUOTED ? toolkit_visit(s, dir, name) : 0;
+	for (size_t d = 0; rc == 0 && d < s->ip.n_dirs; d++) {
+		if (s->in_tk[d]) {
+			rc = toolkit_visit(s, s->ip.dirs[d], name);
+			continue;
+		}
+		char path[PATH_MAX + 8];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", s->ip.dirs[d], name);
+		int found = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+		rc = join_visit(s, s->ip.dirs[d], name) ?: found;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/* A name of a reference from the source, an in-memory header or a file
+ * outside the toolkit (dir: its directory, or NULL): every candidate. */
+static int user_name(struct scan *s, char form, const char *name, const char *dir)
+{
+	int rc = 0;
+	if (name[0] == '/')
+		return visit(s, name);
+	if (form == JC_INC_REF_QUOTED && dir)
+		rc = join_visit(s, dir, name);
+	for (size_t d = 0; rc == 0 && d < s->n_dirs; d++)
+		rc = join_visit(s, s->dirs[d], name);
+	/* then into the toolkit: its headers' probes of the others */
+	for (size_t d = 0; rc == 0 && s->ctx->toolkit_refs && d < s->ip.n_dirs; d++)
+		rc = s->in_tk[d] ? toolkit_visit(s, s->ip.dirs[d], name) : 0;
+	return rc < 0 ? rc : 0;
+}
+
+/*
+ * Resolves every reference of refs; dir is the including file's directory
+ * or NULL; toolkit: refs are a toolkit header's (ctx->toolkit_refs; its
+ * absolute names are not followed, and a computed one, such as Thrust's
+ * system headers, widens to the fallback as the source's would). With ctx->toolkit_refs a name without
+ * an extension is looked up as NAME.stdh first, as NVRTC probes it.
+ */
+static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *dir, int toolkit)
 {
 	int rc = 0;
 	size_t pos = 0;
 	const char *name;
-	char form;
+	char form, stdh[PATH_MAX];
+	int (*one)(struct scan *, char, const char *, const char *) = toolkit ? toolkit_name : user_name;
 	while (rc == 0 && (name = jc__inc_ref_next(refs, &pos, &form))) {
 		if (form == JC_INC_REF_TIME)
 			continue; /* not a file (jc__inc_time_macro) */
@@ -286,14 +376,13 @@ static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *di
 			rc = fallback(s);
 			continue;
 		}
-		if (name[0] == '/') {
-			rc = visit(s, name);
+		if (toolkit && name[0] == '/')
 			continue;
-		}
-		if (form == JC_INC_REF_QUOTED && dir)
-			rc = join_visit(s, dir, name);
-		for (size_t d = 0; rc == 0 && d < s->n_dirs; d++)
-			rc = join_visit(s, s->dirs[d], name);
+		const char *base = strrchr(name, '/');
+		if (s->ctx->toolkit_refs && name[0] != '/' && !strchr(base ? base : name, '.') &&
+		    (size_t)snprintf(stdh, sizeof(stdh), "%s.stdh", name) < sizeof(stdh))
+			rc = one(s, form, stdh, dir);
+		rc = rc ?: one(s, form, name, dir);
 	}
 	return rc;
 }
@@ -315,10 +404,11 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	if (rc)
 		return rc;
 	s.dirs = calloc(s.ip.n_dirs + 1, sizeof(*s.dirs));
-	if (!s.dirs)
+	s.in_tk = calloc(s.ip.n_dirs + 1, 1);
+	if (!s.dirs || !s.in_tk)
 		rc = oom(&s);
 	for (size_t i = 0; rc == 0 && i < s.ip.n_dirs; i++) {
-		if (in_toolkit(ctx->toolkit_root, s.ip.dirs[i]))
+		if ((s.in_tk[i] = (unsigned char)jc__inc_in_toolkit(ctx->toolkit_root, s.ip.dirs[i])))
 			rc = add(&s, s.ip.dirs[i], JC_INC_TOOLKIT, NULL, NULL);
 		else
 			s.dirs[s.n_dirs++] = s.ip.dirs[i];
@@ -328,10 +418,10 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	for (size_t i = 0; rc == 0 && i < s.ip.n_pre; i++)
 		if (jc__inc_ref_add(&roots, JC_INC_REF_QUOTED, s.ip.pre[i], strlen(s.ip.pre[i])) != 0)
 			rc = oom(&s);
-	rc = rc ?: resolve(&s, &roots, NULL);
+	rc = rc ?: resolve(&s, &roots, NULL, 0);
 	while (rc == 0 && s.n_work) {
 		struct work w = s.work[--s.n_work];
-		rc = resolve(&s, &w.refs, w.dir);
+		rc = resolve(&s, &w.refs, w.dir, w.toolkit);
 		free(w.refs.p);
 		free(w.dir);
 	}
@@ -343,6 +433,7 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	free(s.work);
 	free(roots.p);
 	free(s.dirs);
+	free(s.in_tk);
 	sset_free(&s.seen);
 	sset_free(&s.expanded);
 	jc__inc_path_clear(&s.ip);
@@ -371,7 +462,7 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 		uint8_t hash[16];
 		int exists;
 		if (e->kind == JC_INC_TOOLKIT) {
-			if (!in_toolkit(ctx->toolkit_root, e->path))
+			if (!jc__inc_in_toolkit(ctx->toolkit_root, e->path))
 				return 0;
 			continue;
 		}
@@ -750,7 +841,7 @@ int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
 			ok = 0;
 			for (size_t k = 0; k < dirs->n && !ok; k++)
 				ok = strcmp(dirs->v[k], e->path) == 0;
-			ok = ok && in_toolkit(ctx->toolkit_root, e->path);
+			ok = ok && jc__inc_in_toolkit(ctx->toolkit_root, e->path);
 		} else if (ok) {
 			/* below a top directory, no ".." component */
 			ok = jc__inc_tops_rel(tops, e->path, &top, rel, sizeof(rel)) && rel[0];

@@ -32,8 +32,9 @@
  *  - -I directories inside the CUDA toolkit's own include tree (the one next
  *    to the loaded libnvrtc: jc_toolchain.toolkit_include) are not read: the
  *    toolkit identity (jc_toolchain.toolkit_include_id, in every key) covers
- *    them. Their files are neither hashed nor scanned (toolkit headers only
- *    include toolkit headers).
+ *    them. Their files are not hashed, and scanned only with
+ *    ctx->toolkit_refs (then a toolkit header's candidates in the other -I
+ *    directories enter as any candidate does).
  * The result, a struct jc_inc_set, is a sorted list of (path, kind, hash)
  * entries; its digest enters the cache key, and it is stored as a manifest
  * variant (manifest.h) so that a later lookup only re-checks it.
@@ -69,9 +70,27 @@
 struct jc_inc_ctx {
 	struct jc_inc_memo *memo;  /* required */
 	const char *toolkit_root;  /* realpath of the toolkit include tree; NULL or "" = none */
+	/* 1: the scan follows the references of the toolkit headers it finds
+	 * (not recorded) and records their candidates in the other -I
+	 * directories, as NVRTC probes them (a client-read tree must hold those
+	 * probes: the daemon cannot learn them; client/tree.c). 0: the
+	 * toolkit's headers are not read (the daemon's scan; what the compile
+	 * probed beyond it is learnt, "Dependency truth"). */
+	int toolkit_refs;
 	uint64_t max_entries;      /* a scan recording more entries fails (JC_ETOOBIG) */
 	uint64_t max_file_size;    /* a bigger header fails the scan (JC_ETOOBIG) */
 };
+
+/*
+ * The rule for -I directories of the toolkit's own include tree: 1 when the
+ * realpath of dir is root (the realpath of a toolkit include tree:
+ * jc_toolchain.toolkit_include) or below it; 0 when not, when root is NULL
+ * or "", or when dir cannot be resolved. Such a directory is not read: the
+ * toolkit identity covers it (the daemon's scan, a client-read tree, whose
+ * client learns root from the daemon's HELLO_OK, and the worker writing a
+ * tree all decide with this). No I/O but realpath; thread-safe.
+ */
+int jc__inc_in_toolkit(const char *root, const char *dir);
 
 /*
  * Scans req (see the top of this file) into *out (zeroed first; owned by the

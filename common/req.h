@@ -125,6 +125,13 @@ enum jc_tree_kind {
 	 * "I" alone for the top directory itself. The compile sees the files
 	 * sent under it, and the listing enters the key as the client's word. */
 	JC_TREE_DIR = 4,
+	/* An -I directory inside the daemon's toolkit include tree (its
+	 * HELLO_OK toolkit_include; includes.h, jc__inc_in_toolkit), named as
+	 * a DIR entry is ("I" or "I/REL"); no data. Nothing under it is sent:
+	 * the worker compiles it from the toolkit, after checking that its
+	 * realpath is inside (else the request fails), and the toolkit
+	 * identity in the key covers it (JC_INC_TOOLKIT). */
+	JC_TREE_TOOLKIT = 5,
 };
 
 enum jc_tree_round {

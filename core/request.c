@@ -144,16 +144,17 @@ static int check_tree(const struct jc_req *req, char *err, size_t errlen)
 		char *end;
 		errno = 0;
 		unsigned long dir = b->name ? strtoul(b->name, &end, 10) : 0;
-		int top_itself = b->name && end != b->name && !*end && b->type == JC_TREE_DIR;
+		int top_itself = b->name && end != b->name && !*end &&
+				 (b->type == JC_TREE_DIR || b->type == JC_TREE_TOOLKIT);
 		if (!b->name || errno || end == b->name || (*end != '/' && !top_itself) ||
 		    !jc__inc_tops_is_top(tops, dir) || (!top_itself && !jc__inc_rel_valid(end + 1)))
 			rc = invalid(err, errlen, "tree file %zu: name \"%s\" is not DIR-INDEX/RELATIVE-PATH "
 				       "of a top directory of the %zu include dirs (no \".\", \"..\" or empty "
 				       "component)", i, b->name ? b->name : "", req->include_dirs.n);
 		if (((b->type == JC_TREE_HASH || b->type == JC_TREE_DIR) && b->size != 16) ||
-		    (b->type == JC_TREE_ABSENT && b->size != 0) ||
+		    ((b->type == JC_TREE_ABSENT || b->type == JC_TREE_TOOLKIT) && b->size != 0) ||
 		    (b->type != JC_TREE_FILE && b->type != JC_TREE_HASH && b->type != JC_TREE_ABSENT &&
-		     b->type != JC_TREE_DIR))
+		     b->type != JC_TREE_DIR && b->type != JC_TREE_TOOLKIT))
 			rc = rc ?: invalid(err, errlen, "tree file \"%s\": bad type %u or size %zu", b->name,
 				       b->type, b->size);
 		if (!b->data && b->size)

@@ -720,6 +720,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (version >= 2) {
 			ok.cache_dir = d->cfg.cache_dir;
 			ok.pid = (uint32_t)getpid();
+			ok.toolkit_include = d->tc.toolkit_include;
 		}
 		if (version >= 3) { /* what a client picks a target by: no round trip for it */
 			ok.archs = d->tc.supported_archs;

@@ -311,7 +311,7 @@ static int tree_mkdirs(char *path, size_t from)
 
 /* Writes req's tree under a new tree_root and re-points its include
  * options there; the blobs are dropped. 0, or a JC_E code with a message. */
-static int tree_write(struct jc_req *req, char *err, size_t errlen)
+static int tree_write(struct jc_req *req, const char *tk_include, char *err, size_t errlen)
 {
 	/* In the daemon's own directory, never the TMPDIR it was started
 	 * with (a client's, maybe, which this uid may not write). */
@@ -340,6 +340,23 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 				      req->include_dirs.v[i]);
 			break;
 		}
+		/* One the client names as the toolkit's (req.h, JC_TREE_TOOLKIT):
+		 * compiled from the toolkit when it is inside it (only such a
+		 * directory is resolved here: no other client path is touched). */
+		snprintf(path, sizeof(path), "%zu%s%s", top, rel[0] ? "/" : "", rel);
+		int claimed = 0;
+		for (size_t k = 0; k < req->n_tree && !claimed; k++)
+			claimed = req->tree[k].type == JC_TREE_TOOLKIT && strcmp(req->tree[k].name, path) == 0;
+		if (claimed && !jc__inc_in_toolkit(tk_include, req->include_dirs.v[i])) {
+			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s is sent as the toolkit's but "
+				      "is not inside the daemon's toolkit include tree %s",
+				      req->include_dirs.v[i], tk_include[0] ? tk_include : "(none)");
+			break;
+		}
+		if (claimed) {
+			rc = jc__strv_push(&dirs, req->include_dirs.v[i]);
+			continue;
+		}
 		snprintf(path, sizeof(path), "%s/%zu%s%s/", tree_root, top, rel[0] ? "/" : "", rel);
 		rc = tree_mkdirs(path, strlen(tree_root) + 1) == 0
 		     ? (path[strlen(path) - 1] = '\0', jc__strv_push(&dirs, path))
@@ -348,7 +365,7 @@ static int tree_write(struct jc_req *req, char *err, size_t errlen)
 	jc__inc_tops_free(tops);
 	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
 		const struct jc_blob *b = &req->tree[i];
-		if (b->type == JC_TREE_ABSENT)
+		if (b->type == JC_TREE_ABSENT || b->type == JC_TREE_TOOLKIT)
 			continue;
 		if (b->type == JC_TREE_DIR) { /* walked by the client: exists here too, maybe empty */
 			snprintf(path, sizeof(path), "%s/%s/", tree_root, b->name);
@@ -623,9 +640,13 @@ static int run_tree_job(const struct jc_buf *in, const char *tk_root, const char
 {
 	struct jc_req req = {0};
 	struct jc_buf job = {0};
-	char err[600];
+	char err[600], guess[PATH_MAX + 16], tk_include[PATH_MAX];
+	/* the toolkit include tree, as toolchain.c finds it (<lib>/../include) */
+	snprintf(guess, sizeof(guess), "%s/include", tk_root);
+	if (!tk_root[0] || !realpath(guess, tk_include))
+		tk_include[0] = '\0';
 	int rc = jc__decode_req(in->data, in->len, &req);
-	rc = rc ?: tree_write(&req, err, sizeof(err));
+	rc = rc ?: tree_write(&req, tk_include, err, sizeof(err));
 	if (rc == 0 && (rc = jc__encode_req(&job, &req)) != 0)
 		snprintf(err, sizeof(err), "cannot re-encode the job: %s", jc_strerror(rc));
 	jc__req_clear(&req);

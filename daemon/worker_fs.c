@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/inc_memo.h"
+#include "common/includes.h"
 #include "common/util.h"
 #include "core/confine.h"
 #include "jitcache/jitcache.h"
@@ -545,9 +546,15 @@ int jc__wfs_begin(const struct jc_req *req, const char *toolkit_root, const char
 	free_roots();
 	snprintf(cwd, sizeof(cwd), "%s", dir);
 	int rc = toolkit_root && *toolkit_root ? add_root(toolkit_root) : 0;
+	/* An -I directory inside the toolkit is the toolkit's, also as spelt
+	 * (a probe below it of a directory it lacks has no realpath). */
+	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++)
+		if (jc__inc_in_toolkit(toolkit_root, req->include_dirs.v[i]))
+			rc = add_root(req->include_dirs.v[i]);
 	n_toolkit_roots = n_roots;
 	for (size_t i = 0; rc == 0 && i < req->include_dirs.n; i++)
-		rc = add_root(req->include_dirs.v[i]);
+		if (!jc__inc_in_toolkit(toolkit_root, req->include_dirs.v[i]))
+			rc = add_root(req->include_dirs.v[i]);
 	for (size_t i = 0; rc == 0 && i < req->follow.n; i++)
 		rc = add_link_chain(req->follow.v[i]);
 	n_deps = 0;

@@ -95,6 +95,7 @@ struct layout {
 	X(6, U32, OPT, 0, pid, 0, NULL)                                           \
 	X(7, STR, OPT, JC_STR_MAX, archs, 0, NULL)                                \
 	X(8, STR, OPT, JC_STR_MAX, nvrtc_version, 0, NULL)                        \
+	X(10, STR, OPT, JC_STR_MAX, toolkit_include, 0, NULL)                     \
 	X(1, U32, REQ, 0, version, 0, NULL)                                       \
 	X(2, STR, REQ, JC_STR_MAX, name, 0, NULL)
 
@@ -830,6 +831,7 @@ void jc__hello_clear(struct jc_hello *h)
 	free(h->cache_dir);
 	free(h->archs);
 	free(h->nvrtc_version);
+	free(h->toolkit_include);
 	memset(h, 0, sizeof(*h));
 }
 

@@ -102,6 +102,11 @@ struct jc_hello {
 	uint32_t pid;
 	char *archs;         /* HELLO_OK, v3: NVRTC's supported architectures ("sm_75 sm_80 ...") */
 	char *nvrtc_version; /* HELLO_OK, v3: e.g. "13.0" */
+	/* HELLO_OK: the realpath of the daemon's toolkit include tree
+	 * (jc_toolchain.toolkit_include; "" or absent: none). A client that
+	 * reads its own include trees names -I directories inside it instead
+	 * of reading them (common/includes.h, jc__inc_in_toolkit). */
+	char *toolkit_include;
 };
 /* type must be HELLO or HELLO_OK (else JC_EINVAL, b untouched). */
 int jc__encode_hello_ex(struct jc_buf *b, uint16_t type, const struct jc_hello *h);

@@ -307,6 +307,26 @@ static void tree_req(struct jc_req *r, const char *src)
 	assert_int_equal(jc__strv_push(&r->include_dirs, "/nowhere/inc"), 0);
 }
 
+/* An -I directory a client names as the toolkit's (JC_TREE_TOOLKIT) is
+ * compiled from the daemon's toolkit only when it is inside it: /nowhere is
+ * refused, naming it, and nothing is compiled from it. */
+static void test_false_toolkit_claim_refused(void **state)
+{
+	struct fx *f = *state;
+	struct jc_req r;
+	struct jc_res res;
+	tree_req(&r, "#include <cuda/std/type_traits>\n__global__ void t_k() {}\n");
+	assert_int_equal(jc__blob_push(&r.tree, &r.n_tree, "0", NULL, 0, JC_TREE_TOOLKIT), 0);
+	r.tree_round = JC_TREE_BYTES;
+	assert_int_equal(raw_request(f, &r, &res), 0);
+	fprintf(stderr, "false toolkit claim: %d %s\n", res.status, res.message ? res.message : "");
+	assert_int_equal(res.status, JC_EINVAL);
+	assert_non_null(strstr(res.message, "/nowhere/inc is sent as the toolkit's"));
+	assert_null(res.data);
+	jc__res_clear(&res);
+	jc__req_clear(&r);
+}
+
 /* A lookup by a digest no tree has is a miss (JC_ENOTFOUND, nothing
  * compiled, nothing served); a digest round that also lists files is
  * refused. */
@@ -649,6 +669,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_two_users_share_the_daemon, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_header_named, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_digest_round, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_false_toolkit_claim_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_users_see_their_own, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_share_evicts_heavy_user, setup_share, teardown),
 	};
