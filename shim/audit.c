@@ -86,8 +86,9 @@ static int claim(const char *path)
 			head = head->l_prev;
 		slot = dlsym(head, JC_BYPATH_SLOT);
 	}
-	if (!slot || !realpath(path, want) || strlen(path) >= sizeof(slot->path))
-		return 0; /* a missing file: the loader's own error */
+	if (!slot || __atomic_load_n(&slot->opening_real, __ATOMIC_ACQUIRE) ||
+	    !realpath(path, want) || strlen(path) >= sizeof(slot->path))
+		return 0; /* the shim's own open of the real one, or a missing file */
 	int expect = JC_BYPATH_FREE;
 	if (__atomic_compare_exchange_n(&slot->state, &expect, JC_BYPATH_WRITING, 0,
 					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {

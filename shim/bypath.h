@@ -27,6 +27,10 @@ enum { JC_BYPATH_FREE, JC_BYPATH_WRITING, JC_BYPATH_SET };
 
 struct jc_bypath_slot {
 	int state; /* JC_BYPATH_*, read and written with __atomic builtins */
+	/* 1 while the shim itself dlopen()s the real library: the audit module
+	 * lets that open through whoever the loader says asks for it (under
+	 * AddressSanitizer, dlopen is its interceptor's call, not the shim's) */
+	int opening_real;
 	char path[PATH_MAX]; /* absolute, NUL-terminated; valid once state is SET */
 };
 

@@ -94,7 +94,9 @@ static void load(void)
 	}
 	/* RTLD_LOCAL: its symbols never interpose on anyone's; the real library
 	 * is linked -Bsymbolic, so its own calls stay inside it. */
+	__atomic_store_n(&jc__bypath_slot.opening_real, 1, __ATOMIC_RELEASE);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	__atomic_store_n(&jc__bypath_slot.opening_real, 0, __ATOMIC_RELEASE);
 	if (!h) {
 		fprintf(stderr, "libjitcache-nvrtc: cannot load the real NVRTC: %s\n", dlerror());
 		return;
