@@ -35,10 +35,18 @@
 static char nvroot[JTL_ROOT_MAX];
 static char nvlib[JTL_ROOT_MAX + 8];
 
-/* LD_LIBRARY_PATH=ctx, or the NVRTC copy's directory when ctx is NULL. */
+/* LD_LIBRARY_PATH=ctx, or the NVRTC copy's directory when ctx is NULL; the
+ * path the test itself was given follows (a machine whose other libraries
+ * come from LD_LIBRARY_PATH, as the GPU machine's packed build). */
 static int set_nvrtc_copy(void *ctx)
 {
-	return setenv("LD_LIBRARY_PATH", ctx ? (const char *)ctx : nvlib, 1) != 0;
+	const char *first = ctx ? (const char *)ctx : nvlib, *rest = getenv("LD_LIBRARY_PATH");
+	char *v;
+	if (asprintf(&v, "%s%s%s", first, rest && *rest ? ":" : "", rest && *rest ? rest : "") < 0)
+		return 1;
+	int rc = setenv("LD_LIBRARY_PATH", v, 1) != 0;
+	free(v);
+	return rc;
 }
 
 /* Starts d with the NVRTC copy (flags NULL-terminated, after --log-level info). */

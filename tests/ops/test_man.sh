@@ -8,6 +8,7 @@
 set -uo pipefail
 mandir=$1 jitcached=$2 jitcachectl=$3 run=$4
 command -v man >/dev/null || { echo "SKIP: man(1) is not installed (package man-db)"; exit 77; }
+command -v col >/dev/null || { echo "SKIP: col(1) is not installed (package bsdextrautils)"; exit 77; }
 [ -e "$mandir/jitcachectl.1" ] || { echo "SKIP: no man pages built (scdoc not found: package scdoc)"; exit 77; }
 fail=0
 

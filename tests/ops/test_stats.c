@@ -481,7 +481,7 @@ static void test_client_stats_api(void **state)
 		const char *name, *str;
 		int64_t num;
 		assert_int_equal(jc_stats_at(s, i, &name, &num, &str), 0);
-		char buf[256];
+		char buf[1024]; /* the identity string holds the driver's whole build line */
 		if (!str) {
 			ints++;
 			if (strcmp(name, "uptime_s") != 0 && strstr(name, "_us") == NULL &&
