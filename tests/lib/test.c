@@ -237,6 +237,18 @@ int jct_sh(const char *fmt, ...)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int jct_run_confinement_groups(const struct CMUnitTest *tests, size_t n, const char **confinement)
+{
+	int rc = _cmocka_run_group_tests("auto", tests, n, NULL, NULL);
+	if (jct_sh("unshare --user --mount true 2>/dev/null") == 0) {
+		*confinement = "userns";
+		rc |= _cmocka_run_group_tests("userns", tests, n, NULL, NULL);
+	} else {
+		fprintf(stderr, "userns group skipped: unshare --user --mount is refused here\n");
+	}
+	return rc;
+}
+
 int64_t jct_json_int(const char *json, const char *key)
 {
 	int64_t v;

@@ -96,6 +96,11 @@ int jct_ctl(const struct jtl_daemon *d, char **out, char **err, const char *cons
 char *jct_ctl_expect(const struct jtl_daemon *d, int want, char **err, const char *const *args);
 /* Runs a shell command made from fmt; returns its exit status (-1: killed). */
 int jct_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs the group tests (n of them) as "auto" with *confinement unchanged, then
+ * again as "userns" with *confinement = "userns" where this kernel lets an
+ * unprivileged user+mount namespace be made (else says on stderr that the
+ * group is skipped). Returns the groups' failures or'ed. */
+int jct_run_confinement_groups(const struct CMUnitTest *tests, size_t n, const char **confinement);
 
 /* --- statistics, JSON and the daemon's log -------------------------------- */
 
