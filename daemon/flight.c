@@ -435,9 +435,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 		}
 	}
 	uint8_t key[16];
-	/* Not with a remote tier: the fleet single-flight test (remote) failed
-	 * with it 2 runs in 3, and passed without it; cause not found (issue 24). */
-	int warm = stored && !f->uncached && !f->tree_missing && !d->remote;
+	int warm = stored && !f->uncached && !f->tree_missing;
 	memcpy(key, f->store_key, 16);
 	flight_answer(f);
 	if (keep)
