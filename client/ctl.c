@@ -67,7 +67,8 @@ static const struct sub_help {
 		  "  Counters and figures (offline from the cache directory when no daemon runs).\n"
 		  "  Admins (root, the daemon's uid, --admin-group) see the daemon's; any other user\n"
 		  "  of a shared daemon their own entries, bytes and hits. --by-user (admins): one\n"
-		  "  line per uid: entries, bytes (a shared entry in full for each), hits.\n"
+		  "  line per uid and its user name: entries, bytes (a shared entry in full for\n"
+		  "  each), hits.\n"
 		  "  --zero (admins) resets the counters.\n"},
 	{"purge", "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
 		  "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
@@ -949,17 +950,22 @@ static void print_stats_own(const struct jc_record *r)
 	       gets_(r, "driver_version"));
 }
 
-/* stats --by-user: one line per uid. */
+/* stats --by-user: one line per uid, with its user name where the user
+ * database has one ("-" otherwise). */
 static void print_by_user(const struct jc_admin_reply *reply)
 {
-	printf("%10s  %10s  %10s  %14s  %14s  %10s  %s\n", "UID", "ENTRIES", "NEGATIVE", "BYTES",
-	       "STORED", "HITS", "OVER SHARE");
+	printf("%10s  %-16s  %10s  %10s  %14s  %14s  %10s  %s\n", "UID", "USER", "ENTRIES",
+	       "NEGATIVE", "BYTES", "STORED", "HITS", "OVER SHARE");
 	for (size_t i = 0; i < reply->n_rec; i++) {
 		const struct jc_record *r = &reply->rec[i];
-		printf("%10" PRIu64 "  %10" PRIu64 "  %10" PRIu64 "  %14" PRIu64 "  %14" PRIu64 "  %10" PRIu64
-		       "  %s\n", getu(r, "uid"), getu(r, "entries"), getu(r, "negative_entries"),
-		       getu(r, "bytes"), getu(r, "stored_bytes"), getu(r, "hits"),
-		       geti(r, "over_share") ? "yes" : "no");
+		struct passwd *pw = getpwuid((uid_t)getu(r, "uid"));
+		printf("%10" PRIu64 "  ", getu(r, "uid"));
+		if (pw)
+			jc__escape_fputs(pw->pw_name, stdout);
+		printf("%*s  %10" PRIu64 "  %10" PRIu64 "  %14" PRIu64 "  %14" PRIu64 "  %10" PRIu64
+		       "  %s\n", pw ? 16 - (int)strlen(pw->pw_name) : 16, pw ? "" : "-",
+		       getu(r, "entries"), getu(r, "negative_entries"), getu(r, "bytes"),
+		       getu(r, "stored_bytes"), getu(r, "hits"), geti(r, "over_share") ? "yes" : "no");
 	}
 }
 

@@ -330,6 +330,12 @@ static void test_flood_stays_in_budget(void **state)
 	assert_true(peak <= budget * 3 / 2);
 	assert_true(a_stored <= 64 << 10);
 	assert_int_equal(b_entries, 1);
+	/* the table names each uid's user */
+	const char *human[] = {"stats", "--by-user", NULL};
+	char *table = jct_ctl_expect(&f->d, 0, NULL, human), line[80];
+	snprintf(line, sizeof(line), "%10u  %s ", (unsigned)uid_a, user_a);
+	jct_assert_has(table, line);
+	free(table);
 
 	/* A kept log: its first and last parts and the marker, in B's answer
 	 * and in the entry (B is within its share). */
