@@ -40,27 +40,36 @@ extern "C" {
 #define JC_VERSION_PATCH 0
 #define JC_VERSION_STRING "0.1.0"
 
-/* Error codes: 0 is success, every failure is one of these (negative). */
+/*
+ * Error codes: 0 is success, every failure is one of these (negative).
+ * JC_ERRORS(X) is their one list: X(name, value, what jc_strerror() says).
+ * Values are part of the ABI and never reused.
+ */
+#define JC_ERRORS(X) \
+	X(JC_EINVAL, -1, "invalid argument or request") /* bad argument or bad request field */ \
+	X(JC_ENOMEM, -2, "out of memory") \
+	X(JC_EIO, -3, "I/O error") /* read/write/socket failure (errno in message) */ \
+	X(JC_ECONNECT, -4, "no daemon answers on the socket") \
+	X(JC_EPROTO, -5, "protocol error") /* malformed, truncated or unexpected frame */ \
+	X(JC_ETOOBIG, -6, "frame or field too large") /* frame or field over its limit */ \
+	X(JC_ECOMPILE, -7, "compile or link failed") /* see the result log */ \
+	X(JC_ECRASH, -8, "compile worker crashed") \
+	X(JC_ETIMEOUT, -9, "compile timed out") /* ran past --compile-timeout */ \
+	X(JC_ENOSPC, -10, "cache disk full") /* nothing was stored */ \
+	X(JC_ECORRUPT, -11, "corrupt object") /* an object failed its size/hash check */ \
+	X(JC_EVERSION, -12, "version mismatch") /* protocol, schema or toolchain */ \
+	X(JC_EDENIED, -13, "permission denied") /* peer not allowed to do this */ \
+	X(JC_ELOCKED, -14, "cache directory locked by another daemon") /* by its lock */ \
+	X(JC_ENOTFOUND, -15, "not found") /* no such entry */ \
+	X(JC_EBUSY, -16, "daemon busy or stopping") /* overloaded or shutting down */ \
+	X(JC_EINTERNAL, -17, "internal error") /* a bug: the message says where */ \
+	X(JC_ENOTSUP, -18, "not supported here") /* no driver, no GPU, ... */
+
 enum {
 	JC_OK = 0,
-	JC_EINVAL = -1,     /* bad argument or bad request field */
-	JC_ENOMEM = -2,     /* out of memory */
-	JC_EIO = -3,        /* read/write/socket failure (errno in message) */
-	JC_ECONNECT = -4,   /* no daemon answers on the socket */
-	JC_EPROTO = -5,     /* malformed, truncated or unexpected frame */
-	JC_ETOOBIG = -6,    /* frame or field over its limit */
-	JC_ECOMPILE = -7,   /* compile or link failed: see the result log */
-	JC_ECRASH = -8,     /* the compile worker crashed */
-	JC_ETIMEOUT = -9,   /* the compile ran past --compile-timeout */
-	JC_ENOSPC = -10,    /* cache disk full: nothing was stored */
-	JC_ECORRUPT = -11,  /* an object failed its size/hash check */
-	JC_EVERSION = -12,  /* protocol, schema or toolchain version mismatch */
-	JC_EDENIED = -13,   /* peer not allowed to do this */
-	JC_ELOCKED = -14,   /* cache directory held by another daemon */
-	JC_ENOTFOUND = -15, /* no such entry */
-	JC_EBUSY = -16,     /* daemon overloaded or shutting down */
-	JC_EINTERNAL = -17, /* bug or unexpected state; message says where */
-	JC_ENOTSUP = -18,   /* not supported here (no driver, no GPU, ...) */
+#define JC_ERROR_ENUM_(name, value, text) name = value,
+	JC_ERRORS(JC_ERROR_ENUM_)
+#undef JC_ERROR_ENUM_
 };
 
 

@@ -20,9 +20,13 @@ SAXPY_EXPRS = ["saxpy<float>", "saxpy<double>"]
 
 
 def header_enum() -> dict[str, int]:
-    """Every `NAME = value` constant of the public header."""
+    """Every `NAME = value` constant of the public header, and every error
+    code of its JC_ERRORS table (`X(JC_E..., value, "text")`)."""
     text = (SRC / "include" / "jitcache" / "jitcache.h").read_text()
-    return {m[1]: int(m[2]) for m in re.finditer(r"\b(JC_[A-Z0-9_]+)\s*=\s*(-?\d+)", text)}
+    consts = {m[1]: int(m[2]) for m in re.finditer(r"\b(JC_[A-Z0-9_]+)\s*=\s*(-?\d+)", text)}
+    errors = {m[1]: int(m[2]) for m in re.finditer(r"\bX\((JC_E[A-Z]+), (-\d+), \"", text)}
+    assert len(errors) >= 18, "the JC_ERRORS table was not found"
+    return consts | errors
 
 
 def test_constants_match_the_header():

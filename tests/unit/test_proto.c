@@ -1116,6 +1116,23 @@ static void test_mutated_payloads(void **state)
 	jc__buf_free(&b);
 }
 
+/* jc_strerror() says each JC_ERRORS row's text; the codes run from -1
+ * down without a gap or a repeat; anything else is "unknown error". */
+static void test_error_texts(void **state)
+{
+	(void)state;
+	int next = -1;
+#define CHECK_ERROR(name, value, text)                          \
+	assert_int_equal(name, next--);                         \
+	assert_string_equal(jc_strerror(name), text);
+	JC_ERRORS(CHECK_ERROR)
+#undef CHECK_ERROR
+	assert_string_equal(jc_strerror(JC_OK), "success");
+	assert_string_equal(jc_strerror(next), "unknown error");
+	assert_string_equal(jc_strerror(1), "unknown error");
+	assert_string_equal(jc_strerror(-1000000), "unknown error");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1136,6 +1153,7 @@ int main(void)
 		cmocka_unit_test(test_alloc_failures),
 		cmocka_unit_test(test_random_payloads),
 		cmocka_unit_test(test_mutated_payloads),
+		cmocka_unit_test(test_error_texts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
