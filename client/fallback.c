@@ -84,7 +84,9 @@ static int load(const char *nvrtc_path, char *err, size_t errlen)
 		dlclose(h);                                                                        \
 		return jc__fail(err, errlen, JC_ENOTSUP, "%s lacks %s", nvrtc_where, #f);          \
 	}
-	JC_NVRTC_FNS(RESOLVE)
+#define RESOLVE_NVRTC(ret, name, params, args, use) JC_NVRTC_IF_##use(RESOLVE(name))
+	JC_NVRTC_FUNCTIONS(RESOLVE_NVRTC)
+#undef RESOLVE_NVRTC
 #undef RESOLVE
 	void *l = open_toolkit_lib(NULL, "libnvJitLink", where, sizeof(where), why, sizeof(why));
 	int ok = l != NULL;

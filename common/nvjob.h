@@ -14,16 +14,10 @@
 #define JC_NVJOB_H
 
 #include <nvJitLink.h>
-#include <nvrtc.h>
 
+#include "common/nvrtc_api.h"
 #include "common/req.h"
 
-/* X(name): the NVRTC calls a job makes. */
-#define JC_NVRTC_FNS(X)                                                                       \
-	X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)                    \
-	X(nvrtcAddNameExpression) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)             \
-	X(nvrtcGetProgramLog) X(nvrtcGetLoweredName) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)     \
-	X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetLTOIRSize) X(nvrtcGetLTOIR) X(nvrtcVersion)
 /* X(name): the nvJitLink calls; nvJitLink.h makes all but nvJitLinkVersion
  * inline wrappers of versioned symbols (__nvJitLinkCreate_13_0, ...). */
 #define JC_NVJITLINK_FNS(X)                                                                   \
@@ -34,12 +28,15 @@
 #define JC_NVJITLINK_UNVERSIONED_FNS(X) X(nvJitLinkVersion)
 
 /*
- * The toolkit entry points. has_nvjitlink 0: the nvJitLink members are NULL
+ * The toolkit entry points: the NVRTC functions a job calls (use JOB in
+ * common/nvrtc_api.h) and nvJitLink's. has_nvjitlink 0: the nvJitLink members are NULL
  * and link jobs fail with JC_ENOTSUP (message: why_no_nvjitlink).
  */
 struct jc_nv {
+#define JC_NV_NVRTC_MEMBER(ret, name, params, args, use) JC_NVRTC_IF_##use(ret(*name) params;)
+	JC_NVRTC_FUNCTIONS(JC_NV_NVRTC_MEMBER)
+#undef JC_NV_NVRTC_MEMBER
 #define JC_NV_MEMBER(f) __typeof__(f) *f;
-	JC_NVRTC_FNS(JC_NV_MEMBER)
 	JC_NVJITLINK_FNS(JC_NV_MEMBER)
 	JC_NVJITLINK_UNVERSIONED_FNS(JC_NV_MEMBER)
 #undef JC_NV_MEMBER

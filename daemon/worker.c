@@ -51,9 +51,12 @@ static int confine_mode = JC_CONFINE_NONE;
 
 /* The toolkit, linked in (the client library reaches it through dlopen). */
 static const struct jc_nv nv = {
+#define DIRECT_NVRTC(ret, name, params, args, use) JC_NVRTC_IF_##use(.name = name, )
 #define DIRECT(f) .f = f,
-	JC_NVRTC_FNS(DIRECT) JC_NVJITLINK_FNS(DIRECT) JC_NVJITLINK_UNVERSIONED_FNS(DIRECT)
+	JC_NVRTC_FUNCTIONS(DIRECT_NVRTC)
+	JC_NVJITLINK_FNS(DIRECT) JC_NVJITLINK_UNVERSIONED_FNS(DIRECT)
 #undef DIRECT
+#undef DIRECT_NVRTC
 	.has_nvjitlink = 1,
 };
 
