@@ -237,7 +237,7 @@ int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_ca
 	}
 	c->ops = &jc__local_tier;
 	c->lock_fd = -1;
-	c->max_size = JC_DEFAULT_MAX_SIZE;
+	jc__parse_size(JC_DEFAULT_MAX_SIZE, &c->max_size);
 	pthread_mutex_init(&c->wlock, NULL);
 	int rc = 0;
 	if (snprintf(path, sizeof(path), "%s/index.sqlite", dir) >= (int)sizeof(path)) {

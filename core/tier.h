@@ -42,8 +42,8 @@
 
 /* The default byte budget of the cache directory (--max-size, evict.h),
  * for the daemon and for offline commands on a directory no daemon
- * recorded a budget in. */
-#define JC_DEFAULT_MAX_SIZE (10ull << 30)
+ * recorded a budget in: a --max-size value (jc__parse_size). */
+#define JC_DEFAULT_MAX_SIZE "10G"
 
 /* The daemon records its --max-size and --user-max-size in the index's
  * counters table under these names (at start-up and on SIGHUP), so that

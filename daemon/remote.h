@@ -97,15 +97,6 @@ struct jc_remote_config {
 
 #define JC_REMOTE_CONNECT_MS 100
 
-/* Fills c with the defaults (no URL). */
-void jc__remote_config_defaults(struct jc_remote_config *c);
-/*
- * Applies one setting by name ("remote", "remote-secret-file", ...; value
- * borrowed, copied). Returns 0, 1 when name is not a remote setting, or
- * JC_EINVAL (bad value; a URL is parsed here, so a bad one is refused at
- * start-up and by SIGHUP), JC_ENOMEM.
- */
-int jc__remote_config_set(struct jc_remote_config *c, const char *name, const char *value);
 /* 1 when a and b are the same settings. */
 int jc__remote_config_equal(const struct jc_remote_config *a, const struct jc_remote_config *b);
 /* Frees what c owns and zeroes it. */

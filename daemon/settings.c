@@ -20,79 +20,9 @@
 #include "config.h"
 #include "core/confine.h"
 #include "core/evict.h"
+#include "core/tier.h"
+#include "daemon/redis.h"
 #include "jitcache/jitcache.h"
-
-static void usage(FILE *f)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	fprintf(f,
-		"usage: jitcached [OPTION]...\n"
-		"Runs in the foreground; ready once the socket accepts. Defaults in brackets.\n"
-		"  --cache-dir DIR          the cache [$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache,\n"
-		"                            else ~/.cache/jitcache]\n"
-		"  --socket PATH            where clients connect [$JITCACHE_SOCKET, else\n"
-		"                            $XDG_RUNTIME_DIR/jitcached.sock, else DIR/jitcached.sock]\n"
-		"  --max-size SIZE          byte budget of the cache directory: entries (objects,\n"
-		"                            logs, rows; failed ones too) and its other files [10G]\n"
-		"  --user-max-size SIZE     byte share of each uid (what its entries store, a\n"
-		"                            shared one in full); its least recently used go\n"
-		"                            first, 0 none [0]\n"
-		"  --negative-ttl DURATION  lifetime of a cached compile failure [300s]\n"
-		"  --max-log-size SIZE      a compile log kept and answered: its first and last\n"
-		"                            parts, at most this and a sixteenth of --max-size [1M]\n"
-		"  --workers N              compile worker processes [%ld, the CPUs online]\n"
-		"  --user-max-workers N     workers one uid's compiles may hold at once; the\n"
-		"                            uids take turns [half of --workers, at least 1, on a\n"
-		"                            daemon serving other uids; else all]\n"
-		"  --compile-timeout DUR    per compile, 0 none [120s]\n"
-		"  --worker-memory SIZE     address space a worker may add, 0 none [16G]\n"
-		"  --idle-timeout DURATION  close a connection silent this long, 0 never [300s]\n"
-		"  --idle-exit DURATION     exit this long after the last connection closed,\n"
-		"                            0 never [0; a daemon the client library starts: 600s]\n"
-		"  --max-connections N      clients at once [1024]\n"
-		"  --max-connections-per-uid N  of one uid (not root's, not ours) at once [128]\n"
-		"  --handshake-timeout DUR  close a connection without HELLO this long [5s]\n"
-		"  --write-timeout DURATION drop an answer not read this long, and its\n"
-		"                            connection [10s]\n"
-		"  --buffer-budget SIZE     request and reply buffers of all connections; a\n"
-		"                            request or large reply past it gets EBUSY [256M]\n"
-		"  --max-include-watches N  inotify watches over all -I trees; 0: stat every\n"
-		"                            header on each request [32768]\n"
-		"  --gc-interval DURATION   orphan collection, 0 never [3600s]\n"
-		"  --keep-requests yes|no   keep each entry's request, for re-warm and export [yes]\n"
-		"  --rewarm-workers N       idle-priority workers re-compiling kept requests for a\n"
-		"                            new toolchain (jitcachectl warm) [1]\n"
-		"  --rewarm-budget DURATION CPU time one re-warm may spend, 0 no limit [0]\n"
-		"  --group-shared yes|no    socket 0660 for the group; the cache directory\n"
-		"                            stays the daemon's alone (0700) [no]\n"
-		"  --admin-group GROUP      may run ls/show/purge/gc/verify/stop for all [none]\n"
-		"  --allow-uids UID,...     other uids allowed to connect [all the socket admits]\n"
-		"  --confinement KIND       the workers': auto, landlock, userns, none [auto]\n"
-		"  --allow-unconfined       serve other uids without confinement [no]\n"
-		"  --remote URL             fleet tier on Redis: redis://HOST:PORT[/DB],\n"
-		"                            redis+unix:///PATH, redis-cluster://HOST:PORT[,...] [none]\n"
-		"  --remote-secret-file FILE    HMAC key of the fleet's values [none]\n"
-		"  --remote-unsigned[=yes|no]   no secret file: accept unsigned values, which\n"
-		"                            anyone who can write to Redis can forge [no]\n"
-		"  --remote-password-file FILE  Redis AUTH password, first line [none]\n"
-		"  --remote-read-only[=yes|no]  read Redis, never write it [no]\n"
-		"  --remote-ttl DURATION    lifetime of a value in Redis [30d]\n"
-		"  --remote-timeout-ms N    each Redis command at most, ms [1000]\n"
-		"  --remote-max-object SIZE largest value written or accepted [64M]\n"
-		"  --remote-lock-wait DURATION  wait for a peer compiling the same key at most\n"
-		"                            this long, then compile [10s]\n"
-		"  --user USER              bind the socket, then run as USER for good (as\n"
-		"                            root; USER's groups) [none: as started]\n"
-		"  --group GROUP            with --user: the group, also the socket's [USER's]\n"
-		"  --config FILE            read only FILE\n"
-		"  --log-level LEVEL        err, warning, notice, info, debug [notice]\n"
-		"  --help, --version\n"
-		"Durations: N[s|m|h|d], at most 10 years. Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
-		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
-		"instead of both; flags win over files. SIGHUP re-reads them. Durations: N[s|m|h|d],\n"
-		"at most 10 years. SIGTERM, SIGINT or\n"
-		"`jitcachectl stop`: stop cleanly.\n", cpus > 0 ? cpus : 2);
-}
 
 /* The settings a configuration file or a flag may give, by name. */
 struct settings {
@@ -105,19 +35,225 @@ struct settings {
 	int line;          /* and the line inih has just read */
 };
 
+/* How a setting's value is read. */
+enum kind {
+	K_TEXT,    /* char *, copied; "" gives NULL unless NONEMPTY */
+	K_SIZE,    /* bytes: N[K|M|G|T] (powers of 1024) */
+	K_SECONDS, /* a duration: N[s|m|h|d] */
+	K_COUNT,   /* a decimal count */
+	K_BOOL,    /* yes/true/on/1 or no/false/off/0; a bare flag is yes */
+	K_CUSTOM,  /* its own reader (struct setting.read) */
+};
+
+/* What SIGHUP does with a setting (daemon/main.c reads the files again). */
+enum {
+	RELOAD = 1,   /* taken by the running daemon, the change logged */
+	RESTART = 2,  /* kept; a change is named in a warning */
+	OPT_ARG = 4,  /* the flag's value is optional (--remote-read-only) */
+	NONEMPTY = 8, /* K_TEXT: "" is refused */
+};
+
+/*
+ * One setting: its name (the long flag without "--" and the key in a
+ * configuration file), how it is read, the field of struct jc_config it
+ * sets (offset and size: 4 or 8 bytes for numbers), the range of numbers,
+ * its default as a value read like any other (NULL: zero, none), what
+ * --help says (the argument's name, the text, and the default shown where
+ * it is not def itself) and what SIGHUP does with it.
+ */
+struct setting {
+	const char *name;
+	enum kind kind;
+	size_t off, size;
+	int64_t min, max;
+	const char *def;
+	int (*read)(struct settings *s, const char *value); /* K_CUSTOM: 0 or JC_EINVAL (s->err set) */
+	unsigned flags;
+	const char *arg, *help, *shown;
+};
+
 /* The longest duration setting accepted, in seconds (10 years): longer ones
  * are an error rather than an overflow in the arithmetic that uses them. */
 #define DURATION_MAX_S (10ll * 365 * 86400)
+#define SIZE_MAX_B ((int64_t)1 << 62)
 
-/* A decimal count from 1 to max into *out (unchanged on error); 0 or JC_EINVAL. */
-static int parse_count(const char *value, long max, int *out)
+#define FIELD(f) offsetof(struct jc_config, f), sizeof(((struct jc_config *)0)->f)
+#define NOFIELD 0, 0
+
+static int read_log_level(struct settings *s, const char *value);
+static int read_admin_group(struct settings *s, const char *value);
+static int read_group(struct settings *s, const char *value);
+static int read_user(struct settings *s, const char *value);
+static int read_allow_uids(struct settings *s, const char *value);
+static int read_confinement(struct settings *s, const char *value);
+static int read_remote_url(struct settings *s, const char *value);
+
+/* Every setting, in --help's order. */
+static const struct setting table[] = {
+	{"cache-dir", K_TEXT, FIELD(cache_dir), 0, 0, NULL, NULL, RESTART | NONEMPTY, "DIR",
+	 "the cache", "$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache, else ~/.cache/jitcache"},
+	{"socket", K_TEXT, FIELD(socket_path), 0, 0, NULL, NULL, RESTART | NONEMPTY, "PATH",
+	 "where clients connect",
+	 "$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock, else DIR/jitcached.sock"},
+	{"max-size", K_SIZE, FIELD(max_size), 1, SIZE_MAX_B, JC_DEFAULT_MAX_SIZE, NULL, RELOAD, "SIZE",
+	 "byte budget of the cache directory: entries (objects, logs, rows; failed ones too) and "
+	 "its other files", NULL},
+	{"user-max-size", K_SIZE, FIELD(user_max_size), 0, SIZE_MAX_B, "0", NULL, RELOAD, "SIZE",
+	 "byte share of each uid (what its entries store, a shared one in full); its least "
+	 "recently used go first, 0 none", NULL},
+	{"negative-ttl", K_SECONDS, FIELD(negative_ttl_s), 0, DURATION_MAX_S, "300s", NULL, RELOAD,
+	 "DURATION", "lifetime of a cached compile failure", NULL},
+	{"max-log-size", K_SIZE, FIELD(max_log_size), 0, SIZE_MAX_B, "1M", NULL, RELOAD, "SIZE",
+	 "a compile log kept and answered: its first and last parts, at most this and a sixteenth "
+	 "of --max-size", NULL},
+	{"workers", K_COUNT, FIELD(workers), 1, 256, NULL, NULL, RESTART, "N",
+	 "compile worker processes", "the CPUs online"},
+	{"user-max-workers", K_COUNT, FIELD(user_max_workers), 1, 256, NULL, NULL, RESTART, "N",
+	 "workers one uid's compiles may hold at once; the uids take turns",
+	 "half of --workers, at least 1, on a daemon serving other uids; else all"},
+	{"compile-timeout", K_SECONDS, FIELD(compile_timeout_s), 0, DURATION_MAX_S, "120s", NULL,
+	 RELOAD, "DURATION", "per compile, 0 none", NULL},
+	{"worker-memory", K_SIZE, FIELD(worker_memory), 0, SIZE_MAX_B, "16G", NULL, RESTART, "SIZE",
+	 "address space a worker may add, 0 none", NULL},
+	{"idle-timeout", K_SECONDS, FIELD(idle_timeout_s), 0, DURATION_MAX_S, "300s", NULL, RELOAD,
+	 "DURATION", "close a connection silent this long, 0 never", NULL},
+	{"idle-exit", K_SECONDS, FIELD(idle_exit_s), 0, DURATION_MAX_S, "0", NULL, RELOAD, "DURATION",
+	 "exit this long after the last connection closed, 0 never",
+	 "0; a daemon the client library starts: 600s"},
+	{"max-connections", K_COUNT, FIELD(max_connections), 1, 1000000, "1024", NULL, RELOAD, "N",
+	 "clients at once", NULL},
+	{"max-connections-per-uid", K_COUNT, FIELD(max_connections_per_uid), 1, 1000000, "128", NULL,
+	 RELOAD, "N", "of one uid (not root's, not ours) at once", NULL},
+	{"handshake-timeout", K_SECONDS, FIELD(handshake_timeout_s), 0, DURATION_MAX_S, "5s", NULL,
+	 RELOAD, "DURATION", "close a connection without HELLO this long", NULL},
+	{"write-timeout", K_SECONDS, FIELD(write_timeout_s), 0, DURATION_MAX_S, "10s", NULL, RELOAD,
+	 "DURATION", "drop an answer not read this long, and its connection", NULL},
+	{"buffer-budget", K_SIZE, FIELD(buffer_budget), 1 << 20, SIZE_MAX_B, "256M", NULL, RELOAD,
+	 "SIZE",
+	 "request and reply buffers of all connections; a request or large reply past it gets "
+	 "EBUSY", NULL},
+	{"max-include-watches", K_COUNT, FIELD(max_include_watches), 0, 1 << 24, "32768", NULL,
+	 RESTART, "N", "inotify watches over all -I trees; 0: stat every header on each request",
+	 NULL},
+	{"gc-interval", K_SECONDS, FIELD(gc_interval_s), 0, DURATION_MAX_S, "3600s", NULL, RELOAD,
+	 "DURATION", "orphan collection, 0 never", NULL},
+	{"keep-requests", K_BOOL, FIELD(keep_requests), 0, 1, "yes", NULL, RELOAD, "yes|no",
+	 "keep each entry's request, for re-warm and export", NULL},
+	{"rewarm-workers", K_COUNT, FIELD(rewarm_workers), 1, 256, "1", NULL, RESTART, "N",
+	 "idle-priority workers re-compiling kept requests for a new toolchain (jitcachectl warm)",
+	 NULL},
+	{"rewarm-budget", K_SECONDS, FIELD(rewarm_budget_s), 0, DURATION_MAX_S, "0", NULL, RELOAD,
+	 "DURATION", "CPU time one re-warm may spend, 0 no limit", NULL},
+	{"group-shared", K_BOOL, FIELD(group_shared), 0, 1, "no", NULL, RESTART, "yes|no",
+	 "socket 0660 for the group; the cache directory stays the daemon's alone (0700)", NULL},
+	{"admin-group", K_CUSTOM, FIELD(admin_gid), 0, 0, NULL, read_admin_group, RELOAD, "GROUP",
+	 "may run ls/show/purge/gc/verify/stop for all", "none"},
+	{"allow-uids", K_CUSTOM, NOFIELD, 0, 0, NULL, read_allow_uids, RELOAD, "UID,...",
+	 "other uids allowed to connect", "all the socket admits"},
+	{"confinement", K_CUSTOM, FIELD(confinement), 0, 0, NULL, read_confinement, RESTART, "KIND",
+	 "the workers': auto, landlock, userns, none", "auto"},
+	{"allow-unconfined", K_BOOL, FIELD(allow_unconfined), 0, 1, "no", NULL, RESTART | OPT_ARG,
+	 "[=yes|no]", "serve other uids without confinement", NULL},
+	{"remote", K_CUSTOM, FIELD(remote.url), 0, 0, NULL, read_remote_url, 0, "URL",
+	 "fleet tier on Redis: redis://HOST:PORT[/DB], redis+unix:///PATH, "
+	 "redis-cluster://HOST:PORT[,...]", "none"},
+	{"remote-secret-file", K_TEXT, FIELD(remote.secret_file), 0, 0, NULL, NULL, 0, "FILE",
+	 "HMAC key of the fleet's values", "none"},
+	{"remote-unsigned", K_BOOL, FIELD(remote.unsigned_ok), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
+	 "no secret file: accept unsigned values, which anyone who can write to Redis can forge",
+	 NULL},
+	{"remote-password-file", K_TEXT, FIELD(remote.password_file), 0, 0, NULL, NULL, 0, "FILE",
+	 "Redis AUTH password, first line", "none"},
+	{"remote-read-only", K_BOOL, FIELD(remote.read_only), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
+	 "read Redis, never write it", NULL},
+	{"remote-ttl", K_SECONDS, FIELD(remote.ttl_s), 1, DURATION_MAX_S, "30d", NULL, 0,
+	 "DURATION", "lifetime of a value in Redis", NULL},
+	{"remote-timeout-ms", K_COUNT, FIELD(remote.timeout_ms), 1, 600000, "1000", NULL, 0, "N",
+	 "each Redis command at most, ms", NULL},
+	{"remote-max-object", K_SIZE, FIELD(remote.max_object), 1, SIZE_MAX_B, "64M", NULL, 0,
+	 "SIZE", "largest value written or accepted", NULL},
+	{"remote-lock-wait", K_SECONDS, FIELD(remote.lock_wait_s), 0, 86400, "10s", NULL, 0,
+	 "DURATION", "wait for a peer compiling the same key at most this long, then compile",
+	 NULL},
+	{"user", K_CUSTOM, FIELD(run_uid), 0, 0, NULL, read_user, RESTART, "USER",
+	 "bind the socket, then run as USER for good (as root; USER's groups)",
+	 "none: as started"},
+	{"group", K_CUSTOM, FIELD(run_gid), 0, 0, NULL, read_group, RESTART, "GROUP",
+	 "with --user: the group, also the socket's", "USER's"},
+	{"log-level", K_CUSTOM, NOFIELD, 0, 0, "notice", read_log_level, 0, "LEVEL",
+	 "err, warning, notice, info, debug", NULL},
+};
+#define N_SETTINGS (sizeof(table) / sizeof(table[0]))
+
+/* --help: each setting's line(s), its text wrapped at 80 columns with the
+ * default in brackets, then what is not a setting. */
+static void usage(FILE *f)
 {
-	char *end;
-	long n = strtol(value, &end, 10);
-	if (end == value || *end || n < 1 || n > max)
-		return JC_EINVAL;
-	*out = (int)n;
-	return 0;
+	fputs("usage: jitcached [OPTION]...\n"
+	      "Runs in the foreground; ready once the socket accepts. Defaults in brackets.\n",
+	      f);
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *t = &table[i];
+		char head[64], text[512];
+		int n = snprintf(head, sizeof(head), "  --%s%s%s", t->name,
+				 t->arg[0] && t->arg[0] != '[' ? " " : "", t->arg);
+		snprintf(text, sizeof(text), "%s [%s]", t->help,
+			 t->shown ? t->shown : t->def ? t->def : "none");
+		fprintf(f, "%s%*s", head, n < 26 ? 27 - n : 2, "");
+		int col = n < 26 ? 27 : n + 2, first = 1;
+		for (const char *w = text; *w; first = 0) {
+			int len = (int)strcspn(w, " ");
+			if (!first && col + 1 + len > 84) {
+				fprintf(f, "\n%28s", "");
+				col = 28;
+			} else if (!first) {
+				fputc(' ', f);
+				col++;
+			}
+			fprintf(f, "%.*s", len, w);
+			col += len;
+			w += len + strspn(w + len, " ");
+		}
+		fputc('\n', f);
+	}
+	fputs("  --config FILE            read only FILE\n"
+	      "  --help, --version\n"
+	      "Durations: N[s|m|h|d], at most 10 years; sizes: N[K|M|G|T], powers of 1024.\n"
+	      "Settings: " JC_SYSCONFDIR "/jitcache/jitcached.conf, then\n"
+	      "$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
+	      "instead of both; flags win over files. SIGHUP re-reads them. SIGTERM, SIGINT or\n"
+	      "`jitcachectl stop`: stop cleanly.\n",
+	      f);
+}
+
+static const struct setting *find(const char *name)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return NULL;
+}
+
+static void *field_of(struct jc_config *c, const struct setting *t)
+{
+	return (char *)c + t->off;
+}
+
+/* A number field's value (4 bytes signed, or 8). */
+static int64_t number_of(const struct jc_config *c, const struct setting *t)
+{
+	const void *at = (const char *)c + t->off;
+	int32_t v4;
+	int64_t v8;
+	if (t->size == 4)
+		return memcpy(&v4, at, 4), v4;
+	return memcpy(&v8, at, 8), v8;
+}
+
+static void set_number(struct jc_config *c, const struct setting *t, int64_t v)
+{
+	int32_t v4 = (int32_t)v;
+	memcpy(field_of(c, t), t->size == 4 ? (void *)&v4 : (void *)&v, t->size);
 }
 
 /* yes/true/on/1 or no/false/off/0 into *out; JC_EINVAL otherwise. */
@@ -133,8 +269,136 @@ static int parse_bool(const char *v, int *out)
 	return JC_EINVAL;
 }
 
-static int parse_uids(struct jc_config *c, const char *value)
+/* A number of the kind of t from value into *out: 0, JC_EINVAL (not one),
+ * or 1 (out of range). */
+static int parse_number(const struct setting *t, const char *value, int64_t *out)
 {
+	uint64_t size;
+	char *end;
+	int b;
+	switch (t->kind) {
+	case K_SIZE:
+		if (jc__parse_size(value, &size) != 0)
+			return JC_EINVAL;
+		*out = size > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)size;
+		break;
+	case K_SECONDS:
+		if (jc__parse_duration(value, out) != 0)
+			return JC_EINVAL;
+		break;
+	case K_COUNT:
+		*out = strtoll(value, &end, 10);
+		if (end == value || *end || *out < 0)
+			return JC_EINVAL;
+		break;
+	default: /* K_BOOL */
+		if (parse_bool(value, &b) != 0)
+			return JC_EINVAL;
+		*out = b;
+	}
+	return *out < t->min || *out > t->max ? 1 : 0;
+}
+
+/* Sets the setting called name from value (borrowed); 0, or JC_EINVAL /
+ * JC_ENOMEM with s->err saying why. */
+static int set_option(struct settings *s, const char *name, const char *value)
+{
+	const struct setting *t = find(name);
+	if (!t) {
+		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
+		return JC_EINVAL;
+	}
+	if (t->kind == K_CUSTOM)
+		return t->read(s, value);
+	if (t->kind == K_TEXT) {
+		char **field = field_of(s->cfg, t), *copy = *value ? strdup(value) : NULL;
+		if (!*value && (t->flags & NONEMPTY)) {
+			snprintf(s->err, sizeof(s->err), "%s must not be empty", name);
+			return JC_EINVAL;
+		}
+		if (*value && !copy) {
+			snprintf(s->err, sizeof(s->err), "out of memory");
+			return JC_ENOMEM;
+		}
+		free(*field);
+		*field = copy;
+		return 0;
+	}
+	int64_t v;
+	int rc = parse_number(t, value, &v);
+	if (rc == JC_EINVAL)
+		snprintf(s->err, sizeof(s->err), "bad value '%s' for %s", value, name);
+	else if (rc == 1 && t->kind == K_SECONDS && t->max == DURATION_MAX_S)
+		snprintf(s->err, sizeof(s->err), "%s %s is out of range (at most 10 years, %" PRId64
+			 " s)", name, value, t->max);
+	else if (rc == 1 && t->kind == K_SIZE)
+		snprintf(s->err, sizeof(s->err), "%s %s is out of range (%" PRId64 " bytes to 4 EiB)",
+			 name, value, t->min);
+	else if (rc == 1)
+		snprintf(s->err, sizeof(s->err), "%s %s is out of range (%" PRId64 " to %" PRId64 "%s)",
+			 name, value, t->min, t->max, t->kind == K_SECONDS ? " s" : "");
+	else
+		set_number(s->cfg, t, v);
+	return rc == 0 ? 0 : JC_EINVAL;
+}
+
+static int bad_value(struct settings *s, const char *name, const char *value)
+{
+	snprintf(s->err, sizeof(s->err), "bad value '%s' for %s", value, name);
+	return JC_EINVAL;
+}
+
+static int read_log_level(struct settings *s, const char *value)
+{
+	int level = jc__log_parse_level(value);
+	if (level < 0)
+		return bad_value(s, "log-level", value);
+	s->log_level = level;
+	return 0;
+}
+
+static int read_gid(struct settings *s, const char *name, const char *value, gid_t *gid)
+{
+	struct group *g = *value ? getgrnam(value) : NULL;
+	if (!g) {
+		snprintf(s->err, sizeof(s->err), "no such group '%s' for %s", value, name);
+		return JC_EINVAL;
+	}
+	*gid = g->gr_gid;
+	return 0;
+}
+
+static int read_admin_group(struct settings *s, const char *value)
+{
+	return read_gid(s, "admin-group", value, &s->cfg->admin_gid);
+}
+
+static int read_group(struct settings *s, const char *value)
+{
+	int rc = read_gid(s, "group", value, &s->cfg->run_gid);
+	s->cfg->run_group_set |= rc == 0;
+	return rc;
+}
+
+static int read_user(struct settings *s, const char *value)
+{
+	struct jc_config *c = s->cfg;
+	struct passwd *pw = *value ? getpwnam(value) : NULL;
+	if (!pw) {
+		snprintf(s->err, sizeof(s->err), "no such user '%s' for user", value);
+		return JC_EINVAL;
+	}
+	free(c->run_user);
+	c->run_user = strdup(pw->pw_name);
+	c->run_uid = pw->pw_uid;
+	if (!c->run_group_set)
+		c->run_gid = pw->pw_gid;
+	return c->run_user ? 0 : JC_ENOMEM;
+}
+
+static int read_allow_uids(struct settings *s, const char *value)
+{
+	struct jc_config *c = s->cfg;
 	uid_t *uids = NULL;
 	size_t n = 0;
 	char *copy = strdup(value), *save = NULL;
@@ -156,7 +420,7 @@ static int parse_uids(struct jc_config *c, const char *value)
 	free(copy);
 	if (rc != 0) {
 		free(uids);
-		return rc;
+		return rc == JC_EINVAL ? bad_value(s, "allow-uids", value) : rc;
 	}
 	free(c->allow_uids);
 	c->allow_uids = uids;
@@ -164,118 +428,31 @@ static int parse_uids(struct jc_config *c, const char *value)
 	return 0;
 }
 
-static int set_option(struct settings *s, const char *name, const char *value)
+static int read_confinement(struct settings *s, const char *value)
 {
-	struct jc_config *c = s->cfg;
-	int64_t secs;
-	uint64_t size;
-	int ok = 1, remote_rc;
-	if (strcmp(name, "cache-dir") == 0 || strcmp(name, "socket") == 0) {
-		char **field = name[0] == 'c' ? &c->cache_dir : &c->socket_path;
-		free(*field);
-		*field = strdup(value);
-		ok = *value && *field;
-	} else if (strcmp(name, "user-max-size") == 0 || strcmp(name, "max-log-size") == 0) {
-		/* user-max-size 0: no per-uid share; max-log-size 0: logs dropped */
-		if (jc__parse_size(value, &size) != 0)
-			ok = 0;
-		else
-			*(name[0] == 'u' ? &c->user_max_size : &c->max_log_size) = size;
-	} else if (strcmp(name, "max-size") == 0 || strcmp(name, "worker-memory") == 0 ||
-		   strcmp(name, "buffer-budget") == 0) {
-		/* worker-memory 0: no limit; the budget must hold one small reply */
-		uint64_t min = name[0] == 'm' ? 1 : name[0] == 'b' ? (1u << 20) : 0;
-		uint64_t *field = name[0] == 'm' ? &c->max_size : name[0] == 'b' ? &c->buffer_budget
-										 : &c->worker_memory;
-		if (jc__parse_size(value, &size) != 0)
-			ok = 0;
-		else if (size < min || size > ((uint64_t)1 << 62)) {
-			snprintf(s->err, sizeof(s->err), "%s %s is out of range (%llu bytes to 4 EiB)", name,
-				 value, (unsigned long long)min);
-			return JC_EINVAL;
-		} else
-			*field = size;
-	} else if (strcmp(name, "negative-ttl") == 0 || strcmp(name, "gc-interval") == 0 ||
-		   strcmp(name, "compile-timeout") == 0 || strcmp(name, "idle-timeout") == 0 ||
-		   strcmp(name, "handshake-timeout") == 0 || strcmp(name, "write-timeout") == 0 ||
-		   strcmp(name, "idle-exit") == 0 || strcmp(name, "rewarm-budget") == 0) {
-		if (jc__parse_duration(value, &secs) != 0)
-			ok = 0;
-		else if (secs > DURATION_MAX_S) {
-			snprintf(s->err, sizeof(s->err), "%s %s is out of range (at most 10 years, %lld s)",
-				 name, value, DURATION_MAX_S);
-			return JC_EINVAL;
-		} else if (name[0] == 'n')
-			c->negative_ttl_s = secs;
-		else if (name[0] == 'g')
-			c->gc_interval_s = secs;
-		else if (name[0] == 'r')
-			c->rewarm_budget_s = secs;
-		else
-			*(name[0] == 'c' ? &c->compile_timeout_s
-			  : strcmp(name, "idle-exit") == 0 ? &c->idle_exit_s
-			  : name[0] == 'i' ? &c->idle_timeout_s
-			  : name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
-	} else if (strcmp(name, "workers") == 0 || strcmp(name, "user-max-workers") == 0) {
-		ok = parse_count(value, 256, name[0] == 'w' ? &c->workers : &c->user_max_workers) == 0;
-	} else if (strcmp(name, "rewarm-workers") == 0) {
-		ok = parse_count(value, 256, &c->rewarm_workers) == 0;
-	} else if (strcmp(name, "keep-requests") == 0) {
-		ok = parse_bool(value, &c->keep_requests) == 0;
-	} else if (strcmp(name, "max-connections") == 0) {
-		ok = parse_count(value, 1000000, &c->max_connections) == 0;
-	} else if (strcmp(name, "max-connections-per-uid") == 0) {
-		ok = parse_count(value, 1000000, &c->max_connections_per_uid) == 0;
-	} else if (strcmp(name, "max-include-watches") == 0) {
-		int n;
-		ok = strcmp(value, "0") == 0 ? (n = 0, 1) : parse_count(value, 1 << 24, &n) == 0;
-		c->max_include_watches = ok ? (uint32_t)n : c->max_include_watches;
-	} else if (strcmp(name, "log-level") == 0) {
-		int level = jc__log_parse_level(value);
-		ok = level >= 0;
-		s->log_level = ok ? level : s->log_level;
-	} else if (strcmp(name, "group-shared") == 0) {
-		ok = parse_bool(value, &c->group_shared) == 0;
-	} else if (strcmp(name, "admin-group") == 0 || strcmp(name, "group") == 0) {
-		struct group *g = *value ? getgrnam(value) : NULL;
-		if (!g) {
-			snprintf(s->err, sizeof(s->err), "no such group '%s' for %s", value, name);
-			return JC_EINVAL;
-		}
-		if (name[0] == 'a')
-			c->admin_gid = g->gr_gid;
-		else
-			c->run_gid = g->gr_gid, c->run_group_set = 1;
-	} else if (strcmp(name, "user") == 0) {
-		struct passwd *pw = *value ? getpwnam(value) : NULL;
-		if (!pw) {
-			snprintf(s->err, sizeof(s->err), "no such user '%s' for user", value);
-			return JC_EINVAL;
-		}
-		free(c->run_user);
-		c->run_user = strdup(pw->pw_name);
-		c->run_uid = pw->pw_uid;
-		if (!c->run_group_set)
-			c->run_gid = pw->pw_gid;
-		ok = c->run_user != NULL;
-	} else if (strcmp(name, "allow-uids") == 0) {
-		ok = parse_uids(c, value) == 0;
-	} else if (strcmp(name, "confinement") == 0) {
-		c->confinement = strcmp(value, "auto") == 0 ? -1 : jc__confine_parse(value);
-		ok = strcmp(value, "auto") == 0 || c->confinement >= 0;
-	} else if (strcmp(name, "allow-unconfined") == 0) {
-		ok = parse_bool(value ? value : "yes", &c->allow_unconfined) == 0;
-	} else if (strncmp(name, "remote", 6) == 0 &&
-		   (remote_rc = jc__remote_config_set(&c->remote, name, value)) != 1) {
-		ok = remote_rc == 0;
-	} else {
-		snprintf(s->err, sizeof(s->err), "unknown setting '%s'", name);
+	int kind = strcmp(value, "auto") == 0 ? -1 : jc__confine_parse(value);
+	if (kind < 0 && strcmp(value, "auto") != 0)
+		return bad_value(s, "confinement", value);
+	s->cfg->confinement = kind;
+	return 0;
+}
+
+/* A URL is parsed here, so a bad one is refused at start-up and by SIGHUP;
+ * "" means no remote tier. */
+static int read_remote_url(struct settings *s, const char *value)
+{
+	struct jc_redis_url u;
+	char err[256];
+	if (*value && jc__redis_url_parse(value, &u, err, sizeof(err)) != 0) {
+		snprintf(s->err, sizeof(s->err), "bad value '%.80s' for remote: %.150s", value, err);
 		return JC_EINVAL;
 	}
-	if (ok)
-		return 0;
-	snprintf(s->err, sizeof(s->err), "bad value '%s' for %s", value, name);
-	return JC_EINVAL;
+	char *copy = *value ? strdup(value) : NULL;
+	if (*value && !copy)
+		return JC_ENOMEM;
+	free(s->cfg->remote.url);
+	s->cfg->remote.url = copy;
+	return 0;
 }
 
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
@@ -357,61 +534,25 @@ static int read_configs(struct settings *s)
 	return rc;
 }
 
-static const struct option long_opts[] = {
-	{"cache-dir", required_argument, NULL, 0},
-	{"socket", required_argument, NULL, 0},
-	{"max-size", required_argument, NULL, 0},
-	{"user-max-size", required_argument, NULL, 0},
-	{"max-log-size", required_argument, NULL, 0},
-	{"negative-ttl", required_argument, NULL, 0},
-	{"workers", required_argument, NULL, 0},
-	{"user-max-workers", required_argument, NULL, 0},
-	{"keep-requests", required_argument, NULL, 0},
-	{"rewarm-workers", required_argument, NULL, 0},
-	{"rewarm-budget", required_argument, NULL, 0},
-	{"compile-timeout", required_argument, NULL, 0},
-	{"worker-memory", required_argument, NULL, 0},
-	{"idle-timeout", required_argument, NULL, 0},
-	{"idle-exit", required_argument, NULL, 0},
-	{"max-connections", required_argument, NULL, 0},
-	{"max-connections-per-uid", required_argument, NULL, 0},
-	{"handshake-timeout", required_argument, NULL, 0},
-	{"write-timeout", required_argument, NULL, 0},
-	{"buffer-budget", required_argument, NULL, 0},
-	{"max-include-watches", required_argument, NULL, 0},
-	{"gc-interval", required_argument, NULL, 0},
-	{"group-shared", required_argument, NULL, 0},
-	{"admin-group", required_argument, NULL, 0},
-	{"allow-uids", required_argument, NULL, 0},
-	{"confinement", required_argument, NULL, 0},
-	{"allow-unconfined", optional_argument, NULL, 0},
-	{"log-level", required_argument, NULL, 0},
-	{"user", required_argument, NULL, 0},
-	{"group", required_argument, NULL, 0},
-	{"remote", required_argument, NULL, 0},
-	{"remote-secret-file", required_argument, NULL, 0},
-	{"remote-password-file", required_argument, NULL, 0},
-	{"remote-read-only", optional_argument, NULL, 0},
-	{"remote-ttl", required_argument, NULL, 0},
-	{"remote-timeout-ms", required_argument, NULL, 0},
-	{"remote-max-object", required_argument, NULL, 0},
-	{"remote-lock-wait", required_argument, NULL, 0},
-	{"remote-unsigned", optional_argument, NULL, 0},
-	{"config", required_argument, NULL, 'c'},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, 'V'},
-	{NULL, 0, NULL, 0},
-};
-
-/* Flags win over files: files are read first, then the flags again. */
+/* Flags win over files: files are read first, then the flags again. The
+ * long options are the table's, then --config, --help, --version. */
 static int parse_args(struct settings *s, int argc, char **argv, int apply)
 {
+	struct option opts[N_SETTINGS + 4];
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		opts[i] = (struct option){table[i].name,
+					  table[i].flags & OPT_ARG ? optional_argument : required_argument,
+					  NULL, 0};
+	opts[N_SETTINGS] = (struct option){"config", required_argument, NULL, 'c'};
+	opts[N_SETTINGS + 1] = (struct option){"help", no_argument, NULL, 'h'};
+	opts[N_SETTINGS + 2] = (struct option){"version", no_argument, NULL, 'V'};
+	opts[N_SETTINGS + 3] = (struct option){NULL, 0, NULL, 0};
 	int c, idx;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:hV", long_opts, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:hV", opts, &idx)) != -1) {
 		switch (c) {
 		case 0:
-			if (apply && set_option(s, long_opts[idx].name, optarg ? optarg : "yes") != 0) {
+			if (apply && set_option(s, opts[idx].name, optarg ? optarg : "yes") != 0) {
 				fprintf(stderr, "jitcached: %s\n", s->err);
 				return 2;
 			}
@@ -437,29 +578,18 @@ static int parse_args(struct settings *s, int argc, char **argv, int apply)
 	return 0;
 }
 
-static void defaults(struct jc_config *c)
+/* The table's defaults (each read like a value), then those it cannot say. */
+static void defaults(struct settings *s)
 {
+	struct jc_config *c = s->cfg;
 	memset(c, 0, sizeof(*c));
-	c->max_size = JC_DEFAULT_MAX_SIZE;
-	c->negative_ttl_s = 300;
-	c->max_log_size = 1u << 20;
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (table[i].def && set_option(s, table[i].name, table[i].def) != 0)
+			abort(); /* a default the table cannot read: a bug caught by every test */
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n > 0 ? (int)n : 2;
-	c->compile_timeout_s = 120;
-	c->keep_requests = 1;
-	c->rewarm_workers = 1;
-	c->worker_memory = 16ull << 30;
-	c->idle_timeout_s = 300;
-	c->gc_interval_s = 3600;
-	c->max_connections = 1024;
-	c->max_connections_per_uid = 128;
-	c->handshake_timeout_s = 5;
-	c->write_timeout_s = 10;
-	c->buffer_budget = 256ull << 20;
-	c->max_include_watches = 32768;
 	c->admin_gid = (gid_t)-1;
 	c->confinement = -1;
-	jc__remote_config_defaults(&c->remote);
 	const char *f = getenv("JITCACHE_TEST_FAULTS");
 	c->test_faults = f && strcmp(f, "1") == 0;
 }
@@ -514,25 +644,10 @@ void jc__settings_fit_connections(struct jc_config *c)
 	}
 }
 
-/* Logs a reloaded number that changed; returns it. */
-static int64_t reloaded(const char *name, int64_t old, int64_t now)
-{
-	if (old != now)
-		jc_log_notice(MAIN, "SIGHUP: %s %" PRId64 " -> %" PRId64, name, old, now);
-	return now;
-}
-
-/* Warns about a setting that changed but needs a restart. */
-static void needs_restart(const char *name, int changed)
-{
-	if (changed)
-		jc_log_warn(MAIN, "SIGHUP: %s changed; it takes effect at the next start", name);
-}
-
 int jc__settings_read(struct jc_config *c, int argc, char **argv, int *log_level)
 {
-	struct settings s = {.cfg = c, .log_level = LOG_NOTICE};
-	defaults(c);
+	struct settings s = {.cfg = c};
+	defaults(&s);
 	if (parse_args(&s, argc, argv, 0) != 0 || read_configs(&s) != 0 ||
 	    parse_args(&s, argc, argv, 1) != 0)
 		return 2;
@@ -553,56 +668,34 @@ void jc__settings_clear(struct jc_config *c)
 
 void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_level)
 {
+	char taken[1024] = "log-level";
 	if (log_level != jc__log_level) {
 		jc_log_notice(MAIN, "SIGHUP: log-level %d -> %d", jc__log_level, log_level);
 		jc__log_level = log_level;
 	}
-	c->max_size = (uint64_t)reloaded("max-size", (int64_t)c->max_size, (int64_t)fresh->max_size);
-	c->user_max_size = (uint64_t)reloaded("user-max-size", (int64_t)c->user_max_size,
-					      (int64_t)fresh->user_max_size);
-	c->negative_ttl_s = reloaded("negative-ttl", c->negative_ttl_s, fresh->negative_ttl_s);
-	c->max_log_size = (uint64_t)reloaded("max-log-size", (int64_t)c->max_log_size,
-					     (int64_t)fresh->max_log_size);
-	c->compile_timeout_s = (int)reloaded("compile-timeout", c->compile_timeout_s,
-					     fresh->compile_timeout_s);
-	c->idle_timeout_s = (int)reloaded("idle-timeout", c->idle_timeout_s, fresh->idle_timeout_s);
-	c->idle_exit_s = (int)reloaded("idle-exit", c->idle_exit_s, fresh->idle_exit_s);
 	jc__settings_fit_connections(fresh);
-	c->max_connections = (int)reloaded("max-connections", c->max_connections,
-					   fresh->max_connections);
-	c->max_connections_per_uid = (int)reloaded("max-connections-per-uid",
-						   c->max_connections_per_uid,
-						   fresh->max_connections_per_uid);
-	c->handshake_timeout_s = (int)reloaded("handshake-timeout", c->handshake_timeout_s,
-					       fresh->handshake_timeout_s);
-	c->write_timeout_s = (int)reloaded("write-timeout", c->write_timeout_s, fresh->write_timeout_s);
-	c->buffer_budget = (uint64_t)reloaded("buffer-budget", (int64_t)c->buffer_budget,
-					      (int64_t)fresh->buffer_budget);
-	c->gc_interval_s = reloaded("gc-interval", c->gc_interval_s, fresh->gc_interval_s);
-	c->keep_requests = (int)reloaded("keep-requests", c->keep_requests, fresh->keep_requests);
-	c->rewarm_budget_s = reloaded("rewarm-budget", c->rewarm_budget_s, fresh->rewarm_budget_s);
-	c->admin_gid = (gid_t)reloaded("admin-group gid", (int32_t)c->admin_gid,
-				       (int32_t)fresh->admin_gid);
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *t = &table[i];
+		if ((t->flags & RELOAD) && t->size) {
+			int64_t was = number_of(c, t), now = number_of(fresh, t);
+			if (was != now)
+				jc_log_notice(MAIN, "SIGHUP: %s %" PRId64 " -> %" PRId64, t->name, was, now);
+			set_number(c, t, now);
+		} else if ((t->flags & RESTART) && t->size) {
+			int changed = t->kind == K_TEXT
+					      ? strcmp(*(char **)field_of(c, t), *(char **)field_of(fresh, t))
+					      : number_of(c, t) != number_of(fresh, t);
+			if (changed)
+				jc_log_warn(MAIN, "SIGHUP: %s changed; it takes effect at the next start",
+					    t->name);
+		}
+		if (t->flags & RELOAD)
+			snprintf(taken + strlen(taken), sizeof(taken) - strlen(taken), ", %s", t->name);
+	}
 	free(c->allow_uids);
 	c->allow_uids = fresh->allow_uids;
 	c->n_allow_uids = fresh->n_allow_uids;
 	fresh->allow_uids = NULL;
 	fresh->n_allow_uids = 0;
-	needs_restart("cache-dir", strcmp(c->cache_dir, fresh->cache_dir) != 0);
-	needs_restart("socket", strcmp(c->socket_path, fresh->socket_path) != 0);
-	needs_restart("workers", c->workers != fresh->workers);
-	needs_restart("user-max-workers", c->user_max_workers != fresh->user_max_workers);
-	needs_restart("rewarm-workers", c->rewarm_workers != fresh->rewarm_workers);
-	needs_restart("worker-memory", c->worker_memory != fresh->worker_memory);
-	needs_restart("group-shared", c->group_shared != fresh->group_shared);
-	needs_restart("confinement", c->confinement != fresh->confinement);
-	needs_restart("max-include-watches", c->max_include_watches != fresh->max_include_watches);
-	needs_restart("user", c->run_uid != fresh->run_uid || !c->run_user != !fresh->run_user);
-	needs_restart("group", c->run_gid != fresh->run_gid);
-	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (log-level, max-size, user-max-size, "
-			    "max-log-size, "
-			    "negative-ttl, compile-timeout, idle-timeout, idle-exit, max-connections, "
-			    "max-connections-per-uid, handshake-timeout, write-timeout, buffer-budget, "
-			    "gc-interval, admin-group, keep-requests, rewarm-budget, "
-			    "allow-uids, remote*)");
+	jc_log_notice(MAIN, "SIGHUP: configuration reloaded (%s, remote*)", taken);
 }

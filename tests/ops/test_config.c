@@ -133,7 +133,7 @@ static void test_precedence(void **state)
 	unlink(f->file);
 	run_and_refuse(f, config, "cannot read");
 	const char *bad_flag[] = {"--workers", "0", NULL};
-	run_and_refuse(f, bad_flag, "bad value '0' for workers");
+	run_and_refuse(f, bad_flag, "workers 0 is out of range (1 to 256)");
 	/* Out of range: an error naming the range, never a clamped value. */
 	const char *long_ttl[] = {"--negative-ttl", "4000d", NULL};
 	run_and_refuse(f, long_ttl, "negative-ttl 4000d is out of range (at most 10 years");
