@@ -11,11 +11,8 @@
 
 #include "common/log.h"
 #include "config.h"
+#include "core/victims.h"
 #include "jitcache/jitcache.h"
-
-/* Most records one reply lists (a reply is one frame of at most
- * JC_FRAME_MAX bytes); the message says how many more there were. */
-#define LIST_MAX 100000
 
 const char *jc__admin_arg(const struct jc_admin_req *req, const char *name)
 {
@@ -74,7 +71,7 @@ static int ls_cb(const struct jc_entry *e, void *ctx)
 {
 	struct jc_admin_reply *out = ctx;
 	struct jc_record *r;
-	if (out->n_rec == LIST_MAX)
+	if (out->n_rec == JC_ADMIN_LIST_MAX)
 		return 1;
 	int rc = jc__reply_add_record(out, &r);
 	return rc ?: entry_fields(r, e);
@@ -105,7 +102,7 @@ static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
 	int rc = env->cd->ops->foreach(env->cd, &f, ls_cb, out);
 	if (rc == 1 && (rc = scope_totals(env, &t)) == 0) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", LIST_MAX,
+		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", JC_ADMIN_LIST_MAX,
 			 (unsigned long long)t.entries);
 		out->message = strdup(msg);
 	}
@@ -228,7 +225,7 @@ static int by_user_cb(const struct jc_user_totals *t, void *ctx)
 	struct jc_admin_env *env = ((void **)ctx)[0];
 	struct jc_admin_reply *out = ((void **)ctx)[1];
 	struct jc_record *r;
-	if (out->n_rec == LIST_MAX)
+	if (out->n_rec == JC_ADMIN_LIST_MAX)
 		return 1;
 	int rc = jc__reply_add_record(out, &r);
 	rc = rc ?: jc__record_add_u64(r, "uid", t->uid);
@@ -386,103 +383,6 @@ static int cmd_version(struct jc_admin_env *env, const struct jc_admin_req *req,
 	return rc;
 }
 
-/* --- removal (purge, eviction, gc) ------------------------------------------ */
-
-int jc__victims_collect_cb(const struct jc_entry *e, void *ctx)
-{
-	struct jc_victims *vs = ctx;
-	if (vs->to_size && vs->total_bytes <= vs->target)
-		return 1; /* LRU walk: the rest stays */
-	if (vs->n == vs->cap) {
-		size_t cap = vs->cap ? vs->cap * 2 : 64;
-		struct jc_entry *p = realloc(vs->v, cap * sizeof(*p));
-		if (!p)
-			return JC_ENOMEM;
-		vs->v = p;
-		vs->cap = cap;
-	}
-	/* Keep what removal and the reply need; strings are not copied. */
-	struct jc_entry *c = &vs->v[vs->n++];
-	memset(c, 0, sizeof(*c));
-	memcpy(c->key, e->key, 16);
-	memcpy(c->object, e->object, 16);
-	c->status = e->status;
-	c->size = e->size;
-	c->charge = e->charge;
-	c->last_access = e->last_access;
-	if (!e->status)
-		vs->bytes += e->size;
-	vs->total_bytes -= e->charge < vs->total_bytes ? e->charge : vs->total_bytes;
-	return 0;
-}
-
-void jc__victims_free(struct jc_victims *vs)
-{
-	free(vs->v);
-	vs->v = NULL;
-	vs->n = vs->cap = 0;
-}
-
-/* Removes one victim: for a uid, its use of the entry, and the entry when no
- * user is left; *gone: 1 when the entry left the cache. */
-static int remove_victim(struct jc_admin_env *env, const struct jc_victims *vs,
-			 const struct jc_entry *e, int *gone)
-{
-	uint64_t left = 0;
-	int rc = vs->by_uid ? jc__index_unuse(env->cd->wix, e->key, vs->uid, &left) : 0;
-	*gone = rc == 0 && left == 0;
-	return rc || left ? rc : env->cd->ops->remove(env->cd, e);
-}
-
-/* unlink_ahead for victims from..n; 1 when any object went. */
-static int unlink_ahead(struct jc_admin_env *env, const struct jc_victims *vs, size_t from)
-{
-	int any = 0;
-	for (size_t j = from; j < vs->n; j++)
-		any |= env->cd->ops->unlink_ahead(env->cd, &vs->v[j]);
-	if (any)
-		jc_log_warn(STORE, "disk full and no reserve left: removed the objects of the entries "
-			    "being removed ahead of their rows");
-	return any;
-}
-
-int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_run,
-		       struct jc_admin_reply *out)
-{
-	int rc = 0, gone = 0;
-	for (size_t i = 0; rc == 0 && i < vs->n; i++) {
-		if (!dry_run)
-			rc = remove_victim(env, vs, &vs->v[i], &gone);
-		/* A full disk: deleting a row (or a use of it) needs room in the
-		 * write-ahead log. The reserve gives it (the tier's remove takes
-		 * it itself); the reserve is made again at the end. */
-		if (rc == JC_ENOSPC && jc__store_reserve_release(env->cd->store))
-			rc = remove_victim(env, vs, &vs->v[i], &gone);
-		/* No reserve left: the objects of the entries that go free the
-		 * room, ahead of their rows (tier.h, unlink_ahead). */
-		if (rc == JC_ENOSPC && !vs->by_uid && unlink_ahead(env, vs, i))
-			rc = remove_victim(env, vs, &vs->v[i], &gone);
-		vs->gone += !dry_run && rc == 0 && gone;
-		if (out && rc == 0 && i < LIST_MAX) {
-			struct jc_record *r;
-			char hex[33];
-			jc__hex16(vs->v[i].key, hex);
-			rc = jc__reply_add_record(out, &r);
-			rc = rc ?: jc__record_add_str(r, "key", hex);
-			rc = rc ?: jc__record_add_str(r, "status", vs->v[i].status ? "failed" : "ok");
-			rc = rc ?: jc__record_add_int(r, "size", (int64_t)vs->v[i].size);
-		}
-	}
-	if (!dry_run && vs->n) {
-		env->removed = 1;
-		/* The pages the rows held go back to the file system. */
-		if (rc == 0 && jc__index_reclaim(env->cd->wix) != 0)
-			jc_log_warn(INDEX, "freed pages not reclaimed: %s", jc__index_errmsg(env->cd->wix));
-		jc__store_reserve_make(env->cd->store);
-	}
-	return rc;
-}
-
 /* purge: an admin removes entries; any other uid its use of them (an entry
  * goes when no uid uses it any more). */
 static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -541,7 +441,7 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 	if (rc == 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "%s %zu entries, %llu bytes%s", dry_run ? "would remove" : "removed",
-			 vs.n, (unsigned long long)vs.bytes, vs.n > LIST_MAX ? " (the first ones listed)" : "");
+			 vs.n, (unsigned long long)vs.bytes, vs.n > JC_ADMIN_LIST_MAX ? " (the first ones listed)" : "");
 		free(out->message);
 		out->message = strdup(msg);
 	}

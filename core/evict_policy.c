@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "core/victims.h"
 #include "jitcache/jitcache.h"
 
 uint64_t jc__evict_mark(uint64_t max_size, unsigned pct)

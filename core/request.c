@@ -14,22 +14,6 @@
 
 #define invalid(err, errlen, ...) jc__fail(err, errlen, JC_EINVAL, __VA_ARGS__)
 
-int jc__arch_number(const char *arch)
-{
-	if (!arch)
-		return JC_EINVAL;
-	const char *p = strncmp(arch, "sm_", 3) == 0 ? arch + 3
-			: strncmp(arch, "compute_", 8) == 0 ? arch + 8 : NULL;
-	if (!p)
-		return JC_EINVAL;
-	int n = 0, digits = 0;
-	for (; *p >= '0' && *p <= '9' && digits < 3; p++, digits++)
-		n = n * 10 + (*p - '0');
-	if (digits < 2 || (*p && ((*p != 'a' && *p != 'f') || p[1])))
-		return JC_EINVAL;
-	return n;
-}
-
 static int names_arch(const char *opt)
 {
 	return strcmp(opt, "-arch") == 0 || strncmp(opt, "-arch=", 6) == 0 ||

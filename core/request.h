@@ -56,13 +56,6 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen);
 int jc__req_sorted_headers(const struct jc_req *req, const struct jc_blob ***out, char *err,
 			   size_t errlen);
 
-/*
- * The architecture number of "sm_90", "sm_90a", "sm_100f" or "compute_90"
- * (90, 90, 100, 90); JC_EINVAL when arch is NULL or does not match
- * ^(sm|compute)_[0-9]{2,3}[af]?$. Thread-safe.
- */
-int jc__arch_number(const char *arch);
-
 /* What a daemon admits (jc__req_admit); set once at start-up. */
 #define JC_OTHER_BUILDS 8
 

@@ -8,6 +8,22 @@
 #include "core/key.h"
 #include "jitcache/jitcache.h"
 
+int jc__arch_number(const char *arch)
+{
+	if (!arch)
+		return JC_EINVAL;
+	const char *p = strncmp(arch, "sm_", 3) == 0 ? arch + 3
+			: strncmp(arch, "compute_", 8) == 0 ? arch + 8 : NULL;
+	if (!p)
+		return JC_EINVAL;
+	int n = 0, digits = 0;
+	for (; *p >= '0' && *p <= '9' && digits < 3; p++, digits++)
+		n = n * 10 + (*p - '0');
+	if (digits < 2 || (*p && ((*p != 'a' && *p != 'f') || p[1])))
+		return JC_EINVAL;
+	return n;
+}
+
 int jc__targets_parse(const char *list, struct jc_targets *t, char *err, size_t errlen)
 {
 	t->n = 0;

@@ -20,6 +20,13 @@ struct jc_targets {
 };
 
 /*
+ * The architecture number of "sm_90", "sm_90a", "sm_100f" or "compute_90"
+ * (90, 90, 100, 90); JC_EINVAL when arch is NULL or does not match
+ * ^(sm|compute)_[0-9]{2,3}[af]?$. Thread-safe.
+ */
+int jc__arch_number(const char *arch);
+
+/*
  * Splits a comma-separated target list: 1..JC_TARGETS_MAX targets, each of
  * jc__arch_number()'s form, no empty item, no target twice. list borrowed;
  * *t filled. Returns 0 or JC_EINVAL with a message naming the bad item in

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "core/key.h"
+#include "core/targets.h"
 #include "jitcache/jitcache.h"
 
 #include <dirent.h>
