@@ -26,37 +26,8 @@
 #include "common/log.h"
 #include "common/req.h"
 #include "common/util.h"
+#include "core/store_dir.h"
 #include "jitcache/jitcache.h"
-
-struct jc_store {
-	char *dir;
-	int dirfd, objfd, tmpfd, quarfd;
-	uid_t uid;
-	atomic_uint seq;    /* distinct temp and quarantine names across threads */
-	_Atomic uint64_t reserve_bytes; /* the size DIR/reserve is made with */
-};
-
-/* Network filesystems, by statfs f_type (linux/magic.h and fs sources). */
-static const struct { unsigned long magic; const char *name; } remote_fs[] = {
-	{ 0x6969, "NFS" },          { 0x517B, "SMB" },      { 0xFF534D42, "CIFS" },
-	{ 0xFE534D42, "SMB2" },     { 0x5346414F, "AFS" },  { 0x6B414653, "AFS" },
-	{ 0x73757245, "Coda" },     { 0x00C36400, "Ceph" }, { 0x01021997, "9p" },
-	{ 0x01161970, "GFS2" },     { 0x7461636F, "OCFS2" }, { 0x0BD00BD0, "Lustre" },
-	{ 0x47504653, "GPFS" },
-};
-#define FUSE_MAGIC 0x65735546UL
-/* FUSE subtypes (mountinfo "fuse.<x>") known to be remote. */
-static const char *const remote_fuse[] = {
-	"sshfs", "s3fs", "rclone", "gcsfuse", "glusterfs", "ceph-fuse", "davfs", "juicefs",
-	"goofys", "blobfuse", "blobfuse2", "mountpoint-s3", "lizardfs", "moosefs",
-};
-
-/* Every directory of the store is 0700 and every file the daemon opens by
- * name 0600: the store belongs to the daemon's uid alone (clients are given
- * descriptors). */
-#define DIR_MODE 0700
-#define FILE_MODE 0600
-#define RESERVE "reserve"
 
 /* "ab/<32 hex>" into out[36]. */
 static void object_name(const uint8_t hash[16], char out[36])
@@ -84,148 +55,6 @@ static const char *object_problem(const struct stat *st, uid_t uid, uint64_t siz
 	if ((uint64_t)st->st_size != size)
 		return "wrong size";
 	return NULL;
-}
-
-/* mkdir -p for the parents of path and path itself (mode for all). */
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[4096];
-	size_t len = strlen(path);
-
-	if (len >= sizeof(buf)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
-}
-
-int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen)
-{
-	char path[4096], pid[32];
-	struct timespec start, now;
-	int fd, n;
-
-	if (!dir || !*dir)
-		return jc__fail(err, errlen, 0, "no cache directory"), JC_EINVAL;
-	if (snprintf(path, sizeof(path), "%s/lock", dir) >= (int)sizeof(path))
-		return jc__fail(err, errlen, 0, "%s: path too long", dir), JC_EINVAL;
-	if (mkdir_p(dir, 0700) < 0) {
-		jc__fail(err, errlen, 0, "create %s: %s", dir, strerror(errno));
-		return JC_EIO;
-	}
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		jc__fail(err, errlen, 0, "open %s: %s", path, strerror(errno));
-		return JC_EIO;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno;
-		ssize_t got;
-
-		if (e == EINTR)
-			continue;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (e == EWOULDBLOCK && (now.tv_sec - start.tv_sec) * 1000 +
-		    (now.tv_nsec - start.tv_nsec) / 1000000 < wait_ms) {
-			nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000000 }, NULL);
-			continue;
-		}
-		if (e != EWOULDBLOCK) {
-			jc__fail(err, errlen, 0, "flock %s: %s", path, strerror(e));
-			close(fd);
-			return JC_EIO;
-		}
-		got = pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[got > 0 ? got : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		jc__fail(err, errlen, 0, "%s is in use by another jitcached (pid %s)", dir,
-			*pid ? pid : "unknown");
-		close(fd);
-		return JC_ELOCKED;
-	}
-	/* Best effort: the pid is only for the message above. */
-	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) < 0)
-		jc_log_warn(STORE, "write pid to %s: %s", path, strerror(errno));
-	return fd;
-}
-
-/* For FUSE: the subtype from /proc/self/mountinfo, matched on st_dev. */
-static void fuse_subtype(dev_t dev, char *out, size_t outlen)
-{
-	char line[4096], want[32], type[256];
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-
-	snprintf(out, outlen, "fuse");
-	if (!f)
-		return;
-	snprintf(want, sizeof(want), "%u:%u", major(dev), minor(dev));
-	while (fgets(line, sizeof(line), f)) {
-		char devs[32], *sep;
-
-		/* "id parent major:minor root mountpoint opts [optional...] - type src opts" */
-		if (sscanf(line, "%*s %*s %31s", devs) != 1 || strcmp(devs, want) != 0)
-			continue;
-		sep = strstr(line, " - ");
-		if (sep && sscanf(sep + 3, "%255s", type) == 1)
-			snprintf(out, outlen, "%s", type);
-		break;
-	}
-	fclose(f);
-}
-
-/* 0, or JC_EINVAL with a message when DIR is on a network filesystem. */
-static int check_local_fs(int fd, const char *dir, char *err, size_t errlen)
-{
-	const char *remote = NULL, *sub;
-	struct statfs sf;
-	struct stat st;
-	char type[256];
-
-	if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0) {
-		jc__fail(err, errlen, 0, "statfs %s: %s", dir, strerror(errno));
-		return JC_EIO;
-	}
-	for (size_t i = 0; !remote && i < sizeof(remote_fs) / sizeof(remote_fs[0]); i++)
-		if ((unsigned long)sf.f_type == remote_fs[i].magic)
-			remote = remote_fs[i].name;
-	if (!remote && (unsigned long)sf.f_type == FUSE_MAGIC) {
-		fuse_subtype(st.st_dev, type, sizeof(type));
-		sub = strncmp(type, "fuse.", 5) == 0 ? type + 5 : type;
-		for (size_t i = 0; i < sizeof(remote_fuse) / sizeof(remote_fuse[0]); i++)
-			if (strcmp(sub, remote_fuse[i]) == 0)
-				remote = type;
-		if (!remote)
-			jc_log_warn(STORE, "%s is on a FUSE filesystem (%s): SQLite WAL needs a "
-				    "local filesystem with working shared memory", dir, type);
-	}
-	if (!remote)
-		return 0;
-	jc__fail(err, errlen, 0, "%s is on a network filesystem (%s): the SQLite index needs a "
-		"local filesystem; choose a local cache directory", dir, remote);
-	return JC_EINVAL;
-}
-
-int jc__store_check_local(const char *dir, char *err, size_t errlen)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		jc__fail(err, errlen, 0, "open %s: %s", dir, strerror(errno));
-		return JC_EIO;
-	}
-	int rc = check_local_fs(fd, dir, err, errlen);
-	close(fd);
-	return rc;
 }
 
 /*
@@ -397,7 +226,7 @@ static int revive_subdir(struct jc_store *s, int *fdp, const char *name)
  * made again and the create tried once more. Returns the descriptor, or -1
  * with errno set.
  */
-static int create_staged(struct jc_store *s, const char *prefix, mode_t mode, char tmp[64])
+int jc__store_create_staged(struct jc_store *s, const char *prefix, mode_t mode, char tmp[64])
 {
 	for (int again = 1;; again = 0) {
 		snprintf(tmp, 64, "%.16s.%ld.%u", prefix, (long)getpid(), atomic_fetch_add(&s->seq, 1));
@@ -467,7 +296,7 @@ int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t err
 	s->uid = geteuid();
 	s->reserve_bytes = JC_STORE_RESERVE_BYTES;
 	s->objfd = s->tmpfd = s->quarfd = -1;
-	if (mkdir_p(dir, DIR_MODE) < 0) {
+	if (jc__store_mkdir_p(dir, DIR_MODE) < 0) {
 		jc__fail(err, errlen, 0, "create %s: %s", dir, strerror(errno));
 		goto err_after_alloc;
 	}
@@ -477,7 +306,7 @@ int jc__store_open(const char *dir, struct jc_store **out, char *err, size_t err
 		goto err_after_dirfd;
 	}
 	rc = check_layout(s, &st, err, errlen);
-	rc = rc ?: check_local_fs(s->dirfd, dir, err, errlen);
+	rc = rc ?: jc__store_check_local_fd(s->dirfd, dir, err, errlen);
 	if (rc)
 		goto err_after_dirfd;
 	rc = JC_EIO;
@@ -523,66 +352,6 @@ err_after_alloc:
 	free(s->dir);
 	free(s);
 	return rc;
-}
-
-int jc__store_reserve_release(struct jc_store *s)
-{
-	if (unlinkat(s->dirfd, RESERVE, 0) == 0) {
-		jc_log_warn(STORE, "disk full: released %s/%s (%llu KiB) to make room", s->dir, RESERVE,
-			    (unsigned long long)(s->reserve_bytes >> 10));
-		return 1;
-	}
-	if (errno != ENOENT)
-		jc_log_err(STORE, "remove %s/%s: %s", s->dir, RESERVE, strerror(errno));
-	return 0;
-}
-
-void jc__store_reserve_make(struct jc_store *s)
-{
-	struct stat st;
-	uint64_t free_bytes;
-	char tmp[64];
-	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-	    jc__store_free_bytes(s, &free_bytes) != 0 ||
-	    free_bytes < s->reserve_bytes + JC_STORE_FULL_BYTES)
-		return;
-	int fd = create_staged(s, RESERVE, FILE_MODE, tmp);
-	if (fd < 0)
-		return;
-	int e = posix_fallocate(fd, 0, (off_t)s->reserve_bytes);
-	if (e == 0 && fsync(fd) < 0)
-		e = errno;
-	if (close(fd) < 0 && e == 0)
-		e = errno;
-	if (e == 0 && renameat(s->tmpfd, tmp, s->dirfd, RESERVE) == 0)
-		return;
-	e = e ? e : errno;
-	unlinkat(s->tmpfd, tmp, 0);
-	jc_log_warn(STORE, "no disk reserve in %s: %s", s->dir, strerror(e));
-}
-
-void jc__store_set_reserve(struct jc_store *s, uint64_t bytes)
-{
-	struct stat st;
-	s->reserve_bytes = bytes;
-	/* One of another size is made again at this one. */
-	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    (uint64_t)st.st_size != bytes && unlinkat(s->dirfd, RESERVE, 0) == 0)
-		jc__store_reserve_make(s);
-}
-
-uint64_t jc__store_reserve_size(struct jc_store *s)
-{
-	return s->reserve_bytes;
-}
-
-int jc__store_disk_full(struct jc_store *s, uint64_t *free_out)
-{
-	uint64_t free_bytes = UINT64_MAX;
-	int full = jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < JC_STORE_FULL_BYTES;
-	if (free_out)
-		*free_out = free_bytes;
-	return full;
 }
 
 void jc__store_close(struct jc_store *s)
@@ -651,7 +420,7 @@ int jc__store_put(struct jc_store *s, const void *data, size_t size, uint8_t has
 
 	char prefix[9];
 	snprintf(prefix, sizeof(prefix), "%.8s", name + 3);
-	fd = create_staged(s, prefix, 0400, tmp);
+	fd = jc__store_create_staged(s, prefix, 0400, tmp);
 	if (fd < 0) {
 		step = "create";
 		goto err;
@@ -876,24 +645,9 @@ int jc__store_remove(struct jc_store *s, const uint8_t hash[16])
 }
 
 /* fdopendir on a fresh descriptor of parent/name (name "." for parent). */
-static DIR *open_dir(int parent, const char *name)
-{
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-
-	if (!d && fd >= 0)
-		close(fd);
-	return d;
-}
-
 static int is_hex2(const char *n)
 {
 	return strlen(n) == 2 && strspn(n, "0123456789abcdef") == 2;
-}
-
-static int is_dots(const char *n)
-{
-	return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
 }
 
 int jc__store_foreach(struct jc_store *s,
@@ -901,7 +655,7 @@ int jc__store_foreach(struct jc_store *s,
 				void *ctx),
 		      void *ctx)
 {
-	DIR *top = open_dir(s->objfd, "."), *sub;
+	DIR *top = jc__store_open_dir(s->objfd, "."), *sub;
 	struct dirent *de, *fe;
 	char path[4096];
 	uint8_t hash[16];
@@ -913,14 +667,14 @@ int jc__store_foreach(struct jc_store *s,
 		return JC_EIO;
 	}
 	while (!rc && (de = readdir(top))) {
-		if (is_dots(de->d_name) || fstatat(s->objfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+		if (jc__store_is_dots(de->d_name) || fstatat(s->objfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
 			continue;
 		snprintf(path, sizeof(path), "%s/objects/%s", s->dir, de->d_name);
 		if (!S_ISDIR(st.st_mode) || !is_hex2(de->d_name)) {
 			rc = cb(NULL, path, &st, ctx);
 			continue;
 		}
-		sub = open_dir(s->objfd, de->d_name);
+		sub = jc__store_open_dir(s->objfd, de->d_name);
 		if (!sub) {
 			jc_log_err(STORE, "read %s: %s", path, strerror(errno));
 			rc = JC_EIO;
@@ -929,7 +683,7 @@ int jc__store_foreach(struct jc_store *s,
 		while (!rc && (fe = readdir(sub))) {
 			int ok;
 
-			if (is_dots(fe->d_name) ||
+			if (jc__store_is_dots(fe->d_name) ||
 			    fstatat(dirfd(sub), fe->d_name, &st, AT_SYMLINK_NOFOLLOW))
 				continue;
 			snprintf(path, sizeof(path), "%s/objects/%s/%s", s->dir, de->d_name,
@@ -949,54 +703,3 @@ int jc__store_foreach(struct jc_store *s,
  * everything below it, into *sum; with top_only, a directory's entries are
  * counted as their own inodes only when they are directories (objects/:
  * the fan-out directories, not the objects, which entries are charged). */
-static void usage_at(int parent, const char *name, int depth, int top_only, uint64_t *sum)
-{
-	struct stat st;
-	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-		return;
-	*sum += (uint64_t)st.st_blocks * 512;
-	if (!S_ISDIR(st.st_mode) || depth > 2)
-		return;
-	DIR *d = open_dir(parent, name);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		if (is_dots(de->d_name))
-			continue;
-		if (top_only) {
-			struct stat sub;
-			if (fstatat(dirfd(d), de->d_name, &sub, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISDIR(sub.st_mode))
-				*sum += (uint64_t)sub.st_blocks * 512;
-			continue;
-		}
-		usage_at(dirfd(d), de->d_name, depth + 1, 0, sum);
-	}
-	if (d)
-		closedir(d);
-}
-
-int jc__store_overhead(struct jc_store *s, uint64_t *out)
-{
-	static const char *const files[] = {"index.sqlite-wal", "index.sqlite-shm",
-					    RESERVE, "lock", "tmp", "quarantine", "manifests",
-					    "worker-cwd", "jitcached.socket-path", "jitcached.log"};
-	struct stat st;
-	uint64_t sum = fstat(s->dirfd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
-		usage_at(s->dirfd, files[i], 0, 0, &sum);
-	usage_at(s->dirfd, "objects", 0, 1, &sum);
-	*out = sum;
-	return 0;
-}
-
-int jc__store_free_bytes(struct jc_store *s, uint64_t *out)
-{
-	struct statvfs sv;
-
-	if (fstatvfs(s->dirfd, &sv) < 0) {
-		jc_log_err(STORE, "statvfs %s: %s", s->dir, strerror(errno));
-		return JC_EIO;
-	}
-	*out = (uint64_t)sv.f_bavail * sv.f_frsize;
-	return 0;
-}
