@@ -20,6 +20,7 @@
 #include "common/includes.h"
 #include "common/util.h"
 #include "config.h"
+#include "core/admin.h"
 #include "core/evict.h"
 
 #define ADMIN_TIMEOUT_MS 120000
@@ -27,7 +28,8 @@
 const char *jc__ctl_socket;
 const char *jc__ctl_cache_dir;
 
-/* Each subcommand's usage, for `help SUB`, `SUB --help` and errors. */
+/* Each subcommand's usage, for `help SUB`, `SUB --help` and errors: those of
+ * jitcachectl here, the daemon's in the admin table (core/admin.c). */
 static const struct sub_help {
 	const char *name, *text;
 } subs[] = {
@@ -52,45 +54,13 @@ static const struct sub_help {
      "  Links with nvJitLink in the order given; an INPUT's type comes from its extension\n"
      "  (.ptx .ltoir .cubin .fatbin .o .a) or a TYPE:PATH prefix. -o as for compile\n"
      "  (default a.cubin / a.ptx).\n"},
-    {"stats", "stats [--json | --prometheus] [--zero] [--by-user]\n"
-	      "  Counters and figures (offline from the cache directory when no daemon runs).\n"
-	      "  Admins (root, the daemon's uid, --admin-group) see the daemon's; any other user\n"
-	      "  of a shared daemon their own entries, bytes and hits. --by-user (admins): one\n"
-	      "  line per uid and its user name: entries, bytes (a shared entry in full for\n"
-	      "  each), hits.\n"
-	      "  --zero (admins) resets the counters.\n"},
-    {"purge",
-     "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
-     "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
-     "  Removes entries (selections combine with AND). A user who is not an admin\n"
-     "  purges their own: an entry another user also uses stays for them.\n"},
-    {"ls", "ls [--json]\n  Lists the entries (a user who is not an admin: their own, with their\n"
-	   "  own hits and access times).\n"},
-    {"show", "show KEY\n  One entry, with its compile log (a user's own only: another's key\n"
-	     "  answers as one nobody has).\n"},
-    {"verify", "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
-    {"gc", "gc\n  Collects orphaned objects.\n"},
-    {"ping", "ping\n  Asks the daemon whether it answers.\n"},
-    {"version", "version [--json]\n  The daemon's and the toolchain's versions (--json: as one "
-		"JSON object).\n"},
+    {"", NULL}, /* here: the daemon's commands, from the admin table (core/admin.c) */
     {"doctor",
      "doctor\n  The run-time checklist: driver, devices, NVRTC, daemon, cache directory.\n"},
     {"inspect", "inspect FILE | --key KEY [--json]\n"
 		"  What a cubin, PTX, LTO-IR or fatbin holds: targets, PTX ISA, kernels with\n"
 		"  registers, shared memory, stack and launch bounds; --key: an entry's object.\n"},
     {"config", "config\n  The effective client configuration, and where each value comes from.\n"},
-    {"stop", "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
-    {"warm", "warm [--top N] [--since DURATION] [--wait] [--status]\n"
-	     "  Compiles the kept requests of entries made by another toolchain (NVRTC,\n"
-	     "  nvJitLink, driver) again for the daemon's, most used first, in the background\n"
-	     "  at idle priority (--rewarm-workers, --rewarm-budget); clients go first. --top:\n"
-	     "  the N most valuable; --since: used within DURATION. --wait: until done, with\n"
-	     "  progress. Lists the requests the new toolchain fails to compile (each kept as a\n"
-	     "  negative entry with its log). --status: the last re-warm's figures. Admins.\n"},
-    {"export", "export [--top N] [--uid U] [--secret-file FILE] -o FILE\n"
-	       "  Writes the kept requests (the most valuable N) to a signed bundle (HMAC-SHA256\n"
-	       "  with the secret: ~/.config/jitcache/bundle.key, made when missing). A user\n"
-	       "  who is not an admin exports their own; --uid U (admins): U's.\n"},
     {"import", "import FILE [--wait] [--secret-file FILE]\n"
 	       "  Checks the bundle's signature (refused when it does not match), then compiles\n"
 	       "  its requests into this machine's cache (or takes them from the fleet tier),\n"
@@ -98,12 +68,15 @@ static const struct sub_help {
     {"help", "help [COMMAND]\n  This text, or COMMAND's.\n"},
 };
 
-static const struct sub_help *find_sub(const char *name)
+/* COMMAND's help text: this table's, else the admin table's; NULL for an
+ * unknown command. */
+static const char *find_sub(const char *name)
 {
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-		if (strcmp(subs[i].name, name) == 0)
-			return &subs[i];
-	return NULL;
+		if (subs[i].text && strcmp(subs[i].name, name) == 0)
+			return subs[i].text;
+	const struct jc_admin_cmd *cmd = *name ? jc__admin_find(name) : NULL;
+	return cmd ? cmd->help : NULL;
 }
 
 static void usage(FILE *f)
@@ -115,8 +88,13 @@ static void usage(FILE *f)
 	      "commands:\n",
 	      f);
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		for (size_t k = 0; !subs[i].text && k < jc__admin_n_cmds; k++) {
+			const char *t = jc__admin_cmds[k].help;
+			fprintf(f, "  %.*s\n", (int)strcspn(t, "\n"), t);
+		}
 		const char *t = subs[i].text;
-		fprintf(f, "  %.*s\n", (int)strcspn(t, "\n"), t);
+		if (t)
+			fprintf(f, "  %.*s\n", (int)strcspn(t, "\n"), t);
 	}
 	fputs("`jitcachectl help COMMAND` or `jitcachectl COMMAND --help`: that command.\n", f);
 }
@@ -124,9 +102,9 @@ static void usage(FILE *f)
 /* COMMAND's usage to f. */
 void jc__ctl_sub_usage(FILE *f, const char *name)
 {
-	const struct sub_help *h = find_sub(name);
+	const char *h = find_sub(name);
 	if (h)
-		fprintf(f, "usage: jitcachectl [--socket PATH] [--cache-dir DIR] %s", h->text);
+		fprintf(f, "usage: jitcachectl [--socket PATH] [--cache-dir DIR] %s", h);
 	else
 		usage(f);
 }

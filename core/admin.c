@@ -681,17 +681,49 @@ static const struct jc_admin_arg export_args[] = {
 #define O JC_ADMIN_OFFLINE
 #define L JC_ADMIN_LISTS
 const struct jc_admin_cmd jc__admin_cmds[] = {
-	{"ping", 0, NULL, cmd_ping},
-	{"version", 0, NULL, cmd_version},
-	{"stats", O, stats_args, cmd_stats},
-	{"ls", O | L, NULL, cmd_ls},
-	{"show", O, show_args, cmd_show},
-	{"purge", O | L | M, purge_args, cmd_purge},
-	{"verify", P | O | L | M, NULL, cmd_verify},
-	{"gc", P | O | L | M, NULL, cmd_gc},
-	{"stop", P | JC_ADMIN_LOOP, NULL, NULL},
-	{"warm", P | M | L | JC_ADMIN_LOOP, warm_args, NULL},
-	{"export", O | L, export_args, cmd_export},
+	{"ping", 0, NULL, cmd_ping,
+	 "ping\n  Asks the daemon whether it answers.\n"},
+	{"version", 0, NULL, cmd_version,
+	 "version [--json]\n  The daemon's and the toolchain's versions (--json: as one "
+	 "JSON object).\n"},
+	{"stats", O, stats_args, cmd_stats,
+	 "stats [--json | --prometheus] [--zero] [--by-user]\n"
+	 "  Counters and figures (offline from the cache directory when no daemon runs).\n"
+	 "  Admins (root, the daemon's uid, --admin-group) see the daemon's; any other user\n"
+	 "  of a shared daemon their own entries, bytes and hits. --by-user (admins): one\n"
+	 "  line per uid and its user name: entries, bytes (a shared entry in full for\n"
+	 "  each), hits.\n"
+	 "  --zero (admins) resets the counters.\n"},
+	{"ls", O | L, NULL, cmd_ls,
+	 "ls [--json]\n  Lists the entries (a user who is not an admin: their own, with their\n"
+	 "  own hits and access times).\n"},
+	{"show", O, show_args, cmd_show,
+	 "show KEY\n  One entry, with its compile log (a user's own only: another's key\n"
+	 "  answers as one nobody has).\n"},
+	{"purge", O | L | M, purge_args, cmd_purge,
+	 "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
+	 "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
+	 "  Removes entries (selections combine with AND). A user who is not an admin\n"
+	 "  purges their own: an entry another user also uses stays for them.\n"},
+	{"verify", P | O | L | M, NULL, cmd_verify,
+	 "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
+	{"gc", P | O | L | M, NULL, cmd_gc,
+	 "gc\n  Collects orphaned objects.\n"},
+	{"stop", P | JC_ADMIN_LOOP, NULL, NULL,
+	 "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
+	{"warm", P | M | L | JC_ADMIN_LOOP, warm_args, NULL,
+	 "warm [--top N] [--since DURATION] [--wait] [--status]\n"
+	 "  Compiles the kept requests of entries made by another toolchain (NVRTC,\n"
+	 "  nvJitLink, driver) again for the daemon's, most used first, in the background\n"
+	 "  at idle priority (--rewarm-workers, --rewarm-budget); clients go first. --top:\n"
+	 "  the N most valuable; --since: used within DURATION. --wait: until done, with\n"
+	 "  progress. Lists the requests the new toolchain fails to compile (each kept as a\n"
+	 "  negative entry with its log). --status: the last re-warm's figures. Admins.\n"},
+	{"export", O | L, export_args, cmd_export,
+	 "export [--top N] [--uid U] [--secret-file FILE] -o FILE\n"
+	 "  Writes the kept requests (the most valuable N) to a signed bundle (HMAC-SHA256\n"
+	 "  with the secret: ~/.config/jitcache/bundle.key, made when missing). A user\n"
+	 "  who is not an admin exports their own; --uid U (admins): U's.\n"},
 };
 #undef P
 #undef M

@@ -109,6 +109,9 @@ struct jc_admin_cmd {
 	/* Fills out (status 0 or a JC_E code); NULL for JC_ADMIN_LOOP. */
 	int (*run)(struct jc_admin_env *env, const struct jc_admin_req *req,
 		   struct jc_admin_reply *out);
+	/* jitcachectl's help: the synopsis line, then what it does (lines of
+	 * at most 85 columns, each ended by a newline). */
+	const char *help;
 };
 
 /* The table, jc__admin_n_cmds rows (static, read-only). */

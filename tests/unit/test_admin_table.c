@@ -52,6 +52,19 @@ static void test_rows(void **state)
 				assert_false(a->flags & JC_ADMIN_PRIVILEGED);
 		}
 		assert_true(positional <= 1);
+		/* its help: the synopsis starts with the name, then lines that end
+		 * with a newline, each at most 90 columns; every option named */
+		assert_non_null(c->help);
+		assert_int_equal(strncmp(c->help, c->name, strlen(c->name)), 0);
+		assert_int_equal(c->help[strlen(c->help) - 1], '\n');
+		for (const char *l = c->help; *l; l += strcspn(l, "\n") + 1)
+			assert_true(strcspn(l, "\n") <= 90);
+		for (const struct jc_admin_arg *a = c->args; a && a->name; a++)
+			if (a->option) {
+				char opt[64];
+				snprintf(opt, sizeof(opt), "--%s", a->option);
+				assert_non_null(strstr(c->help, opt));
+			}
 	}
 	assert_null(jc__admin_find("bogus"));
 	assert_null(jc__admin_find(NULL));
