@@ -86,6 +86,7 @@ struct jc_flight {
 	size_t charged;
 	int remote_hit;           /* res came from the remote tier, not a worker */
 	int background;           /* started by a re-warm and no client waits: an idle job (pool.h) */
+	const struct jc_toolchain *tc; /* the toolchain of its key (jc__flight_start) */
 };
 
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
@@ -102,7 +103,14 @@ struct jc_daemon {
 	/* The cache directory: lock, store, reader and writer index, counters
 	 * (tier.h). Its writer index is used from the thread pool under its wlock. */
 	struct jc_cachedir *cache;
-	struct jc_toolchain tc;
+	/* The toolchain this daemon keys and compiles with (toolchain.h):
+	 * probed at start-up, replaced when it changes on disk (main.c,
+	 * jc__toolchain_recheck: SIGHUP, or a worker that loaded another
+	 * compiler). Each one stays allocated until exit (tc_gens), so a
+	 * pointer taken by a request, flight or thread-pool job stays valid.
+	 * Written on the loop; other threads read it with __atomic_load_n. */
+	const struct jc_toolchain *tc;
+	struct jc_tc_gen *tc_gens;
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
 	uint64_t idle_since_ns;   /* the last connection closed then (for idle_exit_s) */
@@ -215,7 +223,7 @@ static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
 {
 	return (struct jc_inc_ctx){
 		.memo = d->inc_memo,
-		.toolkit_root = d->tc.toolkit_include,
+		.toolkit_root = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE)->toolkit_include,
 		.max_entries = JC_INC_MAX_ENTRIES,
 		.max_file_size = JC_INC_MAX_FILE_SIZE,
 	};
@@ -311,10 +319,12 @@ int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, u
  * *inc (NULL without one). The request's bytes count against
  * --buffer-budget until the flight ends: JC_EBUSY (nothing taken) when they
  * would pass it while compiles are queued; JC_ENOMEM. A local miss asks the
- * remote tier first, then the worker pool. */
-int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-		     const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
-		     const uint8_t *bad_object);
+ * remote tier first, then the worker pool. tc: the toolchain key was made
+ * with (one of d's, kept until exit): the result is stored with its
+ * identity, and only when the worker that made it loaded that compiler. */
+int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
+		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
+		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object);
 /* Queues f for the worker pool (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 /* The end of f's compile (f->res holds the result or the failure): counted,
@@ -323,6 +333,13 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
 /* Ends f as failed: its result becomes status, the request's output and
  * message (borrowed), then jc__flight_done. */
 void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
+
+/* main.c: probes the toolchain on disk (a fresh `jitcache-worker
+ * --identity`, in the thread pool) and, when it differs from d->tc,
+ * switches to it: new keys, new workers, a re-warm. why (borrowed, for the
+ * log) says who asks; one probe at a time (a second ask while one runs is
+ * answered by it). Loop thread. */
+void jc__toolchain_recheck(struct jc_daemon *d, const char *why);
 
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;

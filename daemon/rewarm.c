@@ -376,7 +376,7 @@ void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const 
 	j->ctx = ctx;
 	snprintf(j->why, sizeof(j->why), "%s", why);
 	snprintf(rw->why, sizeof(rw->why), "%s", why);
-	snprintf(j->versions, sizeof(j->versions), "%s", d->tc.summary);
+	snprintf(j->versions, sizeof(j->versions), "%s", d->tc->summary);
 	j->f = (struct jc_kept_filter){.now = jc__wall_s(), .versions_not = j->versions,
 				       .accessed_since = since_s, .top = top};
 	rw->loading = 1;
@@ -410,7 +410,7 @@ int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out)
 	rc = rc ?: jc__record_add_int(r, "workers", d->cfg.rewarm_workers);
 	rc = rc ?: jc__record_add_u64(r, "elapsed_ms",
 				      rw->started_ns ? (end - rw->started_ns) / 1000000u : 0);
-	rc = rc ?: jc__record_add_str(r, "identity", d->tc.summary);
+	rc = rc ?: jc__record_add_str(r, "identity", d->tc->summary);
 	rc = rc ?: jc__record_add_str(r, "cache_identity", d->cache_identity);
 	for (size_t i = 0; rc == 0 && i < rw->n_failures; i++) {
 		const struct failure *f = &rw->failures[i];

@@ -191,8 +191,9 @@ static char *slow_src(void)
 	return src;
 }
 
-/* The re-warm workers (children of pid with --idle) to out[max]; how many. */
-static int idle_workers(pid_t daemon, pid_t *out, int max)
+/* The re-warm workers (children of pid with --idle), or the client workers
+ * (without it) when idle is 0, to out[max]; how many. */
+static int workers_of(pid_t daemon, int idle_wanted, pid_t *out, int max)
 {
 	DIR *dir = opendir("/proc");
 	struct dirent *de;
@@ -212,7 +213,7 @@ static int idle_workers(pid_t daemon, pid_t *out, int max)
 		int idle = 0;
 		for (ssize_t i = 0; i < len; i += (ssize_t)strlen(cmd + i) + 1)
 			idle |= strcmp(cmd + i, "--idle") == 0;
-		if (!idle || !strstr(cmd, "jitcache-worker"))
+		if (idle != idle_wanted || !strstr(cmd, "jitcache-worker"))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
 		size_t size;
@@ -267,7 +268,7 @@ static int tree_checked(pid_t pid, int policy, int ioclass)
 static int idle_workers_checked(pid_t daemon)
 {
 	pid_t w[8];
-	int n = idle_workers(daemon, w, 8);
+	int n = workers_of(daemon, 1, w, 8);
 	for (int i = 0; i < n; i++) {
 		/* it sets them at its start (the policy, then the I/O class): it
 		 * may have just been started */
@@ -339,7 +340,7 @@ static void test_client_first_and_join(void **state)
 	assert_int_equal(pthread_create(&th, NULL, join_main, &j), 0);
 	jct_wait_stat(d, "single_flight_joins", jct_ge, joins + 1, 20000);
 	pid_t w;
-	assert_int_equal(idle_workers(d->pid, &w, 1), 1);
+	assert_int_equal(workers_of(d->pid, 1, &w, 1), 1);
 	assert_true(tree_checked(w, SCHED_OTHER, 0 /* IOPRIO_CLASS_NONE */) > 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_int_equal(j.status, JC_JOINED);
@@ -598,23 +599,50 @@ static void point(const char *link, const char *target)
 	assert_int_equal(rename(tmp, link), 0);
 }
 
-/* SIGHUP re-checks the toolchain: the daemon's libraries stay mapped, so a
- * library changed on disk (here: LD_LIBRARY_PATH's directory pointed at
- * another NVRTC build) is said in the log with what to do (restart: that
- * re-warms, test_rewarm_after_nvrtc_change); unchanged, it says so. */
-static void test_sighup_toolchain_changed(void **state)
+/* The "identity" of d's stats (malloc'd). */
+static char *identity_of(const struct jtl_daemon *d, const char *key)
 {
-	struct fx *f = *state;
-	struct jtl_daemon *d = &f->d[0];
-	char real[PATH_MAX], why[256], cur[JTL_ROOT_MAX + 16];
+	char *stats = ctl(d, 0, (const char *const[]){"stats", "--json", NULL}), pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	const char *at = strstr(stats, pat);
+	assert_non_null(at);
+	at += strlen(pat);
+	char *id = strndup(at, strcspn(at, "\""));
+	free(stats);
+	return id;
+}
+
+/* Starts d with LD_LIBRARY_PATH at nvroot/cur, pointed at the real NVRTC's
+ * directory (flags NULL-terminated, after --log-level info). */
+static void start_on_link(struct jtl_daemon *d, char *cur, size_t len)
+{
+	char real[PATH_MAX], why[256];
 	assert_int_equal(jtl_nvrtc_file(real, why, sizeof(why)), 0);
 	*strrchr(real, '/') = '\0';
-	snprintf(cur, sizeof(cur), "%s/cur", nvroot);
+	snprintf(cur, len, "%s/cur", nvroot);
 	point(cur, real);
 	const char *flags[] = {"--log-level", "info", NULL};
 	jct_daemon_spawn_with(d, flags, set_nvrtc_copy, cur);
 	jct_daemon_wait_ready(d);
-	char *before = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
+}
+
+/* SIGHUP re-checks the toolchain on disk: unchanged, it says so; changed
+ * (here: LD_LIBRARY_PATH's directory pointed at another NVRTC build), the
+ * daemon switches to it (its identity is the new build's, as a daemon
+ * started with it has), re-warms the entries of the old one, and serves
+ * them as hits made by the new one. */
+static void test_sighup_toolchain_changed(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0], *fresh = &f->d[1];
+	char cur[JTL_ROOT_MAX + 16];
+	start_on_link(d, cur, sizeof(cur));
+	for (int n = 0; n < 3; n++) {
+		jc_request *r = tiny(n);
+		assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
+		jc_request_free(r);
+	}
+	char *before = identity_of(d, "identity");
 
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
 	assert_true(jct_wait_log(d, "SIGHUP: toolchain on disk unchanged", 20000));
@@ -622,18 +650,79 @@ static void test_sighup_toolchain_changed(void **state)
 
 	point(cur, nvlib); /* another build where the daemon loaded its NVRTC from */
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
-	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk", 20000));
-	char *log = jct_log(d);
-	jct_assert_has(log, "restart the daemon to re-warm");
-	free(log);
-	/* the running daemon keeps its identity (its mapped libraries) */
-	char *after = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
-	const char *a = strstr(after, "\"identity\": \""), *b = strstr(before, "\"identity\": \"");
-	assert_non_null(a);
-	assert_non_null(b);
-	assert_int_equal(strncmp(a, b, 14 + strcspn(b + 14, "\"")), 0);
-	free(after);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk: now keying and compiling with",
+				 20000));
+	start_with_copy(fresh, NULL);
+	char *after = identity_of(d, "identity"), *was = identity_of(d, "cache_identity"),
+	     *want = identity_of(fresh, "identity");
+	assert_string_equal(after, want);
+	assert_string_equal(was, before);
+	assert_string_not_equal(after, before);
+	assert_int_equal(jct_stat(d, "toolchain_switches"), 1);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
+	fprintf(stderr, "warm --wait: %s", out);
+	free(out);
+	assert_int_equal(jct_stat(d, "rewarm_done"), 3);
+	int64_t compiles = jct_stat(d, "compiles");
+	for (int n = 0; n < 3; n++) {
+		jc_request *r = tiny(n);
+		uint8_t *warm, *ref;
+		size_t warm_size, ref_size;
+		assert_int_equal(compile_status(d, r, &warm, &warm_size), JC_HIT);
+		assert_int_equal(compile_status(fresh, r, &ref, &ref_size), JC_MISS);
+		assert_int_equal(warm_size, ref_size);
+		assert_memory_equal(warm, ref, ref_size);
+		free(warm);
+		free(ref);
+		jc_request_free(r);
+	}
+	assert_int_equal(jct_stat(d, "compiles"), compiles);
+	assert_int_equal(jct_stat(d, "compiler_mismatches"), 0);
 	free(before);
+	free(after);
+	free(was);
+	free(want);
+}
+
+/* A worker started after the toolkit changed on disk loads the new NVRTC
+ * while the daemon still keys with the old one (no SIGHUP yet): its result
+ * is not stored under the old key. The request fails saying so, the
+ * daemon switches to the new toolchain by itself, and the same request
+ * then compiles and is stored for the new one. */
+static void test_worker_other_compiler(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char cur[JTL_ROOT_MAX + 16], msg[1024];
+	start_on_link(d, cur, sizeof(cur));
+	jc_request *r0 = tiny(0), *r1 = tiny(1);
+	assert_int_equal(compile_status(d, r0, NULL, NULL), JC_MISS);
+	char *before = identity_of(d, "identity");
+	int64_t entries = jct_stat(d, "entries");
+
+	point(cur, nvlib);
+	/* the client workers die; their replacements load the other build */
+	pid_t w[8];
+	int n = workers_of(d->pid, 0, w, 8);
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(kill(w[i], SIGKILL), 0);
+	jct_wait_stat(d, "worker_crashes", jct_ge, n, 20000);
+	jc_result *res = jct_compile_msg(d, r1, JC_EVERSION, msg, sizeof(msg));
+	jc_result_free(res);
+	jct_assert_has(msg, "loaded another compiler");
+	assert_int_equal(jct_stat(d, "compiler_mismatches"), 1);
+	assert_int_equal(jct_stat(d, "entries"), entries); /* nothing stored under the old key */
+	assert_true(jct_wait_log(d, "toolchain changed on disk: now keying and compiling with", 20000));
+	char *after = identity_of(d, "identity");
+	assert_string_not_equal(after, before);
+	assert_int_equal(compile_status(d, r1, NULL, NULL), JC_MISS);
+	assert_int_equal(compile_status(d, r1, NULL, NULL), JC_HIT);
+	assert_int_equal(jct_stat(d, "compiler_mismatches"), 1);
+	free(before);
+	free(after);
+	jc_request_free(r0);
+	jc_request_free(r1);
 }
 
 static int group_setup(void **state)
@@ -663,6 +752,7 @@ int main(void)
 		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
 		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
 		T(test_fatbin_parts_idle), T(test_sighup_toolchain_changed),
+		T(test_worker_other_compiler),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
