@@ -351,7 +351,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn);
 /* At the end of a fatbin flight, before it is published: its log (where
  * each part came from, the steps' times), lowered names and build time. */
-void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
+void jc__fatbin_finish(struct jc_flight *f);
 /* Frees what fatbin_start made (flight_free); NULL is accepted. */
 void jc__fatbin_free(struct jc_fatbin *fb);
 

@@ -457,7 +457,7 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
 	char hex[33];
 	if (f->fatbin) {
-		jc__fatbin_finish(d, f); /* its parts count as compiles */
+		jc__fatbin_finish(f); /* its parts count as compiles */
 	} else {
 		jc__daemon_count(d, JC_CTR_compiles, 1);
 		jc__daemon_count(d, JC_CTR_compile_ns, f->res.compile_ns);
