@@ -356,6 +356,102 @@ static void test_client_first_and_join(void **state)
 	jc_request_free(slow);
 }
 
+/* A kept request the new toolchain's compile rejects (here: an -I header
+ * changed on disk since into one that does not compile; a re-warm keys and
+ * compiles from the directories on disk, as the client's next request
+ * will) is a negative entry of the new toolchain with its log, and `warm`
+ * lists it: key, program name, message and log. */
+static void test_failure_listed(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char inc[300], hdr[320];
+	jct_daemon_start(d, NULL);
+	snprintf(inc, sizeof(inc), "%s/inc", d->dir);
+	snprintf(hdr, sizeof(hdr), "%s/v.h", inc);
+	assert_int_equal(mkdir(inc, 0700), 0);
+	jct_write_text(hdr, "#define V 7\n");
+	jc_request *r = jct_request_src("hv.cu", "#include \"v.h\"\nextern \"C\" __global__ void "
+				       "hv(int *p) { *p = V; }\n", "sm_90");
+	assert_int_equal(jc_request_add_include_dir(r, inc), 0);
+	assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
+	jc_request *ok = tiny(0);
+	assert_int_equal(compile_status(d, ok, NULL, NULL), JC_MISS);
+	assert_int_equal(jtl_daemon_stop(d), 0);
+	jct_write_text(hdr, "#error v.h is gone in this release\n");
+
+	start_with_copy(d, NULL);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	fprintf(stderr, "warm --status --wait: %s", out);
+	jct_assert_has(out, "1 done, 1 failed, 0 dropped (budget)");
+	jct_assert_has(out, "1 requests failed to compile with this toolchain (kept as negative entries");
+	jct_assert_has(out, "hv.cu: ");
+	jct_assert_has(out, "v.h is gone in this release");
+	free(out);
+	assert_int_equal(jct_stat(d, "rewarm_failed"), 1);
+	assert_int_equal(jct_stat(d, "rewarm_done"), 1);
+	assert_int_equal(jct_stat(d, "negative_entries"), 1);
+	/* the client's next request is that negative entry: no compile */
+	int64_t compiles = jct_stat(d, "compiles");
+	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
+	assert_int_equal(jc_result_cache_status(res), JC_NEGATIVE_HIT);
+	jc_result_free(res);
+	assert_int_equal(jct_stat(d, "compiles"), compiles);
+	jc_request_free(r);
+	jc_request_free(ok);
+}
+
+/* --rewarm-budget: once a re-warm's compiles have used that much CPU, the
+ * rest is dropped, and the report says how many; `warm --since D` leaves
+ * out entries not used within D, and `warm --top N` re-warms the N most
+ * valuable of those left (the most hits), no more. */
+static void test_budget_top_since(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	jct_daemon_start(d, NULL);
+	char *src = slow_src();
+	jc_request *slow = jct_request_src("slow.cu", src, "sm_90"), *r[3];
+	free(src);
+	for (int i = 0; i < 5; i++) /* the most valuable: the re-warm's first */
+		compile_status(d, slow, NULL, NULL);
+	for (int n = 0; n < 3; n++) {
+		r[n] = tiny(n);
+		for (int i = 0; i < 3 - n; i++) /* tiny0 3 uses, tiny1 2, tiny2 1 */
+			compile_status(d, r[n], NULL, NULL);
+	}
+	double used = jtl_now_s();
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	/* the slow kernel's compile alone is seconds of CPU: past the budget */
+	start_with_copy(d, (const char *const[]){"--rewarm-budget", "1s", NULL});
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	fprintf(stderr, "warm --status --wait: %s", out);
+	jct_assert_has(out, "1 done, 0 failed, 3 dropped (budget)");
+	free(out);
+	char *log = jct_log(d);
+	jct_assert_has(log, "re-warm: budget of 1 CPU seconds spent");
+	free(log);
+	/* used more than a second ago: --since 1s finds nothing */
+	while (jtl_now_s() - used < 1.5)
+		jtl_sleep_ms(100);
+	out = ctl(d, 0, (const char *const[]){"warm", "--since", "1s", "--wait", NULL});
+	jct_assert_has(out, "nothing to re-warm");
+	free(out);
+	out = ctl(d, 0, (const char *const[]){"warm", "--top", "1", "--wait", NULL});
+	fprintf(stderr, "warm --top 1 --wait: %s", out);
+	jct_assert_has(out, "1 done, 0 failed, 0 dropped (budget)");
+	free(out);
+	/* that one was tiny0, the most used of the three left */
+	assert_int_equal(compile_status(d, r[0], NULL, NULL), JC_HIT);
+	assert_int_equal(compile_status(d, r[1], NULL, NULL), JC_MISS);
+	assert_int_equal(compile_status(d, r[2], NULL, NULL), JC_MISS);
+	assert_int_equal(compile_status(d, slow, NULL, NULL), JC_HIT);
+	for (int n = 0; n < 3; n++)
+		jc_request_free(r[n]);
+	jc_request_free(slow);
+}
+
 /* Objects in the cache directory, each hashing to its name. */
 static size_t objects(const struct jtl_daemon *d)
 {
@@ -752,7 +848,7 @@ int main(void)
 		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
 		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
 		T(test_fatbin_parts_idle), T(test_sighup_toolchain_changed),
-		T(test_worker_other_compiler),
+		T(test_worker_other_compiler), T(test_failure_listed), T(test_budget_top_since),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
