@@ -136,8 +136,13 @@ struct jc_daemon {
 	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
 	int probing_disk;         /* a SIGHUP's toolchain probe runs (main.c) */
 	/* The toolchain identity (summary) the cache recorded before this
-	 * daemon started ("" for a new cache or one from before schema 3). */
-	char cache_identity[sizeof(((struct jc_toolchain *)0)->summary)];
+	 * daemon started ("" for a new cache or one from before schema 3),
+	 * read at start-up into cache_identity_read; after a switch (main.c,
+	 * jc__toolchain_recheck) the summary of the toolchain switched from,
+	 * which stays allocated (tc_gens). Replaced, never written in place:
+	 * thread-pool jobs read the pointer they were given. Loop thread. */
+	const char *cache_identity;
+	char cache_identity_read[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 
 	uv_pipe_t listener;

@@ -316,7 +316,7 @@ static void disk_probe_done(uv_work_t *w, int status)
 			      "(was %s); new workers, re-warming", p->why, g->tc.summary, d->tc->summary);
 		g->prev = d->tc_gens;
 		d->tc_gens = g;
-		snprintf(d->cache_identity, sizeof(d->cache_identity), "%s", d->tc->summary);
+		d->cache_identity = d->tc->summary;
 		__atomic_store_n(&d->tc, &g->tc, __ATOMIC_RELEASE);
 		d->policy.tc = d->tc;
 		jc__daemon_count(d, JC_CTR_toolchain_switches, 1);
@@ -480,13 +480,14 @@ static void record_identity(struct jc_daemon *d)
 {
 	struct jc_cachedir *c = d->cache;
 	pthread_mutex_lock(&c->wlock);
-	int rc = jc__index_meta_get(c->wix, JC_META_IDENTITY, d->cache_identity,
-				    sizeof(d->cache_identity));
+	d->cache_identity = d->cache_identity_read;
+	int rc = jc__index_meta_get(c->wix, JC_META_IDENTITY, d->cache_identity_read,
+				    sizeof(d->cache_identity_read));
 	if (rc != 0 && rc != JC_ENOTFOUND)
 		jc_log_warn(MAIN, "cannot read the cache's toolchain identity: %s",
 			    jc__index_errmsg(c->wix));
 	if (rc != 0)
-		d->cache_identity[0] = '\0';
+		d->cache_identity_read[0] = '\0';
 	if (strcmp(d->cache_identity, d->tc->summary) != 0) {
 		if (d->cache_identity[0])
 			jc_log_notice(MAIN, "toolchain identity changed: the cache was built by %s",

@@ -175,17 +175,18 @@ static void test_rewarm_after_nvrtc_change(void **state)
 	free(out);
 }
 
-/* A kernel whose compile takes seconds (about 4 s here: NVRTC and ptxas
- * over 3,000 dependent statements; a loop, even unrolled, is capped). */
+/* A kernel whose compile takes about a second of CPU per 3,000 statements
+ * here (NVRTC and ptxas over dependent statements; a loop, even unrolled,
+ * is capped). */
 #define SLOW_STATEMENTS 3000
-static char *slow_src(void)
+static char *slow_src(int statements)
 {
-	size_t cap = 128 + SLOW_STATEMENTS * 48, n = 0;
+	size_t cap = 128 + (size_t)statements * 48, n = 0;
 	char *src = malloc(cap);
 	assert_non_null(src);
 	n += (size_t)snprintf(src + n, cap - n, "extern \"C\" __global__ void slow(float *x) {\n"
 			      "  float a = x[threadIdx.x];\n");
-	for (int i = 0; i < SLOW_STATEMENTS; i++)
+	for (int i = 0; i < statements; i++)
 		n += (size_t)snprintf(src + n, cap - n, "  a = a * 1.0001f + __sinf(a + %d.0f);\n", i);
 	snprintf(src + n, cap - n, "  x[threadIdx.x] = a;\n}\n");
 	return src;
@@ -303,7 +304,7 @@ static void test_client_first_and_join(void **state)
 	struct fx *f = *state;
 	struct jtl_daemon *d = &f->d[0];
 	jct_daemon_start(d, (const char *const[]){"--rewarm-workers", "1", NULL});
-	char *src = slow_src();
+	char *src = slow_src(SLOW_STATEMENTS);
 	jc_request *slow = jct_request_src("slow.cu", src, "sm_90");
 	free(src);
 	/* the slow kernel is the most used: the re-warm's first */
@@ -410,7 +411,8 @@ static void test_budget_top_since(void **state)
 	struct fx *f = *state;
 	struct jtl_daemon *d = &f->d[0];
 	jct_daemon_start(d, NULL);
-	char *src = slow_src();
+	/* seconds of CPU where the budget counts whole seconds */
+	char *src = slow_src(4 * SLOW_STATEMENTS);
 	jc_request *slow = jct_request_src("slow.cu", src, "sm_90"), *r[3];
 	free(src);
 	for (int i = 0; i < 5; i++) /* the most valuable: the re-warm's first */
