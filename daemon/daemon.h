@@ -376,7 +376,9 @@ void jc__rewarm_free(struct jc_daemon *d);
  * valuable, 0 all; used since since_s unix seconds, 0 any), read from the
  * index in the thread pool; why goes to the log. Then done(ctx, queued or
  * a JC_E* code < 0). A re-warm already running takes no new one (done
- * with 0). done may be NULL. */
+ * with 0); but the daemon's own ask (done NULL: its toolchain changed)
+ * starts another of every entry once that one ends, since what it chose
+ * was for the identity before. */
 void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const char *why,
 		      void (*done)(void *ctx, int64_t queued), void *ctx);
 /* 1 when conn asks for the re-warm: one of its internal connections, or a

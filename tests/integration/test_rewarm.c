@@ -710,15 +710,22 @@ static char *identity_of(const struct jtl_daemon *d, const char *key)
 	return id;
 }
 
-/* Starts d with LD_LIBRARY_PATH at nvroot/cur, pointed at the real NVRTC's
- * directory (flags NULL-terminated, after --log-level info). */
-static void start_on_link(struct jtl_daemon *d, char *cur, size_t len)
+/* The real NVRTC's directory into real[PATH_MAX]. */
+static void real_dir(char *real)
 {
-	char real[PATH_MAX], why[256];
+	char why[256];
 	assert_int_equal(jtl_nvrtc_file(real, why, sizeof(why)), 0);
 	*strrchr(real, '/') = '\0';
+}
+
+/* Starts d with LD_LIBRARY_PATH at nvroot/cur (its path to cur[len]),
+ * pointed at target, else the real NVRTC's directory. */
+static void start_on_link(struct jtl_daemon *d, char *cur, size_t len, const char *target)
+{
+	char real[PATH_MAX];
+	real_dir(real);
 	snprintf(cur, len, "%s/cur", nvroot);
-	point(cur, real);
+	point(cur, target ? target : real);
 	const char *flags[] = {"--log-level", "info", NULL};
 	jct_daemon_spawn_with(d, flags, set_nvrtc_copy, cur);
 	jct_daemon_wait_ready(d);
@@ -734,7 +741,7 @@ static void test_sighup_toolchain_changed(void **state)
 	struct fx *f = *state;
 	struct jtl_daemon *d = &f->d[0], *fresh = &f->d[1];
 	char cur[JTL_ROOT_MAX + 16];
-	start_on_link(d, cur, sizeof(cur));
+	start_on_link(d, cur, sizeof(cur), NULL);
 	for (int n = 0; n < 3; n++) {
 		jc_request *r = tiny(n);
 		assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
@@ -782,6 +789,50 @@ static void test_sighup_toolchain_changed(void **state)
 	free(want);
 }
 
+/* The toolchain changes while a re-warm runs (one for this toolchain,
+ * chosen by the one before): once it ends another starts for the new one,
+ * and re-warms what the first did not choose (here an entry a client made
+ * meanwhile under the toolchain switched from). */
+static void test_switch_during_rewarm(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char cur[JTL_ROOT_MAX + 16], real[PATH_MAX];
+	real_dir(real);
+	start_on_link(d, cur, sizeof(cur), NULL);
+	char *src = slow_src(4 * SLOW_STATEMENTS);
+	jc_request *slow = jct_request_src("slow.cu", src, "sm_90"), *late = tiny(10);
+	free(src);
+	compile_status(d, slow, NULL, NULL);
+	int64_t misses = jct_stat(d, "misses");
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	/* on the copy: the re-warm of the slow kernel starts by itself */
+	start_on_link(d, cur, sizeof(cur), nvlib);
+	jct_wait_stat(d, "misses", jct_ge, misses + 1, 20000);
+	assert_int_equal(compile_status(d, late, NULL, NULL), JC_MISS); /* the copy's */
+	point(cur, real);
+	char *st = ctl(d, 0, (const char *const[]){"warm", "--status", NULL});
+	jct_assert_has(st, "re-warm running"); /* still on the slow kernel */
+	free(st);
+	assert_int_equal(kill(d->pid, SIGHUP), 0);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk: now keying and compiling with",
+				 20000));
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	fprintf(stderr, "warm --status --wait: %s", out);
+	free(out);
+	assert_true(jct_wait_log(d, "re-warm (the toolchain changed during the last re-warm)", 20000));
+	out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	free(out);
+	/* the client's entry of the copy was made again for the real library */
+	int64_t compiles = jct_stat(d, "compiles");
+	assert_int_equal(compile_status(d, late, NULL, NULL), JC_HIT);
+	assert_int_equal(compile_status(d, slow, NULL, NULL), JC_HIT);
+	assert_int_equal(jct_stat(d, "compiles"), compiles);
+	jc_request_free(slow);
+	jc_request_free(late);
+}
+
 /* A worker started after the toolkit changed on disk loads the new NVRTC
  * while the daemon still keys with the old one (no SIGHUP yet): its result
  * is not stored under the old key. The request fails saying so, the
@@ -792,7 +843,7 @@ static void test_worker_other_compiler(void **state)
 	struct fx *f = *state;
 	struct jtl_daemon *d = &f->d[0];
 	char cur[JTL_ROOT_MAX + 16], msg[1024];
-	start_on_link(d, cur, sizeof(cur));
+	start_on_link(d, cur, sizeof(cur), NULL);
 	jc_request *r0 = tiny(0), *r1 = tiny(1);
 	assert_int_equal(compile_status(d, r0, NULL, NULL), JC_MISS);
 	char *before = identity_of(d, "identity");
@@ -850,7 +901,8 @@ int main(void)
 		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
 		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
 		T(test_fatbin_parts_idle), T(test_sighup_toolchain_changed),
-		T(test_worker_other_compiler), T(test_failure_listed), T(test_budget_top_since),
+		T(test_worker_other_compiler), T(test_switch_during_rewarm), T(test_failure_listed),
+		T(test_budget_top_since),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
