@@ -168,6 +168,7 @@ struct bench_rewarm {
 	double cpu_s;              /* CPU time of its compiles */
 	double zstd_bytes;         /* a request, encoded and zstd-compressed, mean */
 	double extra_bytes;        /* store bytes per entry: keep-requests yes - no */
+	size_t store_entries;      /* ... over this many (entries compiled, the rest bulk) */
 	double miss_idle_ms;       /* a client's miss, idle daemon (median) */
 	double miss_rewarm_ms;     /* the same during the re-warm (median) */
 };

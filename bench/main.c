@@ -733,7 +733,8 @@ int main(int argc, char **argv)
 		    "re-warm: CPU time per entry");
 		fig("rewarm_request_zstd_bytes", "", rw.zstd_bytes, "kept request after zstd, SAXPY (bytes)");
 		fig("rewarm_extra_store_bytes", "", rw.extra_bytes,
-		    "store bytes per entry, kept - not kept (objects + index)");
+		    "store bytes/entry, kept - not (%zu entries, %zu compiled)", rw.store_entries,
+		    rw.entries);
 		f = fig("rewarm_extra_store_ratio", "x", rw.extra_bytes / rw.zstd_bytes,
 			"  extra store bytes / request after zstd");
 		target(f, AT_MOST, 1.1);

@@ -4,6 +4,15 @@
  * make its most used SAXPY-sized entries again for a new toolchain with
  * one re-warm worker, what a client's miss costs meanwhile, and how many
  * store bytes keeping the requests adds per entry.
+ *
+ * The store bytes are counted over STORE_ENTRIES entries: the index grows
+ * by 4 KiB pages, one of which is 100 bytes per entry over 40 (--quick), a
+ * quarter of a SAXPY request. With fewer compiled entries, copies of the
+ * two caches are filled up to that many through the bulk path (as scale.c
+ * does): each further entry is a copy of a compiled entry's row under a
+ * key of its own, and in the copy that keeps requests its request (the
+ * SAXPY request with its own ABI string, as the compiled ones have) is kept
+ * by the daemon's own code (jc__kept_store).
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -12,9 +21,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "bench.h"
 #include "client/client_internal.h"
 #include "core/kept.h"
+#include "core/tier.h"
+
+#define STORE_ENTRIES 1000
 
 /* Apparent bytes of the store: every object file and the index files. */
 static double store_bytes(const char *cache)
@@ -47,6 +61,83 @@ static double store_bytes(const char *cache)
 	if (top)
 		closedir(top);
 	return total;
+}
+
+/* Copies the cache directory from to to (cp -a); dies on failure. */
+static void copy_cache(const char *from, const char *to)
+{
+	char cmd[3 * PATH_MAX];
+	if (snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", from, to) >= (int)sizeof(cmd) ||
+	    system(cmd) != 0)
+		bench_die("cannot copy %s to %s", from, to);
+}
+
+/*
+ * Fills the cache at dir (no daemon on it) from entries up to
+ * STORE_ENTRIES: copies of the row of key (hex) under keys of their own,
+ * and with keep, each with the request saxpy freshened for it kept. Adds
+ * the zstd bytes of those requests to *zsum.
+ */
+static void fill_entries(const char *dir, const char *hexkey, size_t entries, int keep,
+			 jc_request *saxpy, double *zsum)
+{
+	char err[512];
+	struct jc_cachedir *cd = NULL;
+	struct jc_entry tmpl = {0};
+	uint8_t key[16];
+	for (int i = 0; i < 16; i++)
+		if (sscanf(hexkey + 2 * i, "%2hhx", &key[i]) != 1)
+			bench_die("bad key %s", hexkey);
+	if (jc__cachedir_open(dir, 0, 5000, &cd, err, sizeof(err)) != 0)
+		bench_die("open %s: %s", dir, err);
+	if (jc__index_get(cd->wix, key, &tmpl) != 0)
+		bench_die("entry %s is not in the index: %s", hexkey, jc__index_errmsg(cd->wix));
+	for (size_t i = entries; i < STORE_ENTRIES; i++) {
+		struct jc_entry e = tmpl;
+		char label[64];
+		snprintf(label, sizeof(label), "jitcache-bench/rewarm/bulk/%zu", i);
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits(label, strlen(label)));
+		memcpy(e.key, c.digest, 16);
+		if (jc__index_put_user(cd->wix, &e, (uint32_t)getuid()) != 0)
+			bench_die("bulk insert: %s", jc__index_errmsg(cd->wix));
+		if (!keep)
+			continue;
+		bench_freshen(saxpy, "rewarm-bulk", (int)i);
+		uint8_t *z;
+		size_t zlen;
+		if (jc__kept_encode(&saxpy->req, &z, &zlen) != 0 ||
+		    jc__kept_store(cd, e.key, (uint32_t)getuid(), &saxpy->req, err, sizeof(err)) != 0)
+			bench_die("cannot keep a request: %s", err);
+		*zsum += (double)zlen;
+		free(z);
+	}
+	jc__entry_clear(&tmpl);
+	jc__cachedir_close(cd);
+}
+
+/* Extra store bytes per entry of keep over none (their caches, stopped)
+ * over STORE_ENTRIES entries, entries of them compiled (key: one of those);
+ * *zsum gets the zstd bytes of the bulk entries' requests. */
+static double extra_store_bytes(const struct bench_daemon *keep, const struct bench_daemon *none,
+				size_t entries, const char *key, jc_request *saxpy, double *zsum)
+{
+	if (entries >= STORE_ENTRIES)
+		return (store_bytes(keep->core.cache) - store_bytes(none->core.cache)) /
+		       (double)entries;
+	char k[PATH_MAX + 16], n[PATH_MAX + 16];
+	snprintf(k, sizeof(k), "%s.bulk", keep->core.cache);
+	snprintf(n, sizeof(n), "%s.bulk", none->core.cache);
+	copy_cache(keep->core.cache, k);
+	copy_cache(none->core.cache, n);
+	fill_entries(k, key, entries, 1, saxpy, zsum);
+	fill_entries(n, key, entries, 0, saxpy, zsum);
+	double extra = (store_bytes(k) - store_bytes(n)) / STORE_ENTRIES;
+	char cmd[3 * PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", k, n);
+	if (system(cmd) != 0)
+		bench_die("cannot remove %s and %s", k, n);
+	return extra;
 }
 
 /* The record of `warm --status` through c (dies on failure); caller clears. */
@@ -117,8 +208,9 @@ void bench_rewarm_run(const struct bench_plan *plan, jc_request *saxpy, struct b
 	jc_client_close(cn);
 	bench_daemon_stop(&keep); /* the index is checkpointed at a clean stop */
 	bench_daemon_stop(&none);
-	out->zstd_bytes = zsum / (double)n;
-	out->extra_bytes = (store_bytes(keep.core.cache) - store_bytes(none.core.cache)) / (double)n;
+	out->store_entries = n > STORE_ENTRIES ? n : STORE_ENTRIES;
+	out->extra_bytes = extra_store_bytes(&keep, &none, n, o.key, saxpy, &zsum);
+	out->zstd_bytes = zsum / (double)out->store_entries;
 	bench_daemon_cleanup(&none, 0);
 
 	/* Another NVRTC build, as far as the identity goes (the test-only

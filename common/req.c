@@ -74,6 +74,7 @@ void jc__res_clear(struct jc_res *r)
 	for (size_t i = 0; i < r->n_deps; i++)
 		free(r->deps[i].path);
 	free(r->deps);
+	free(r->compiler);
 	jc__res_init(r);
 }
 

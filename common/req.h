@@ -199,6 +199,10 @@ struct jc_res {
 	 * NVRTC opened or probed during the compile, in no particular order. */
 	struct jc_dep *deps;
 	size_t n_deps;
+	/* Worker -> daemon only: the compiler identity of the libraries the
+	 * worker loaded (jc__toolchain_compiler); the daemon stores a result
+	 * only under a key of that identity. */
+	char *compiler;
 };
 
 /* Frees everything a request owns and zeroes it (a zeroed struct is empty). */

@@ -55,7 +55,9 @@
 	X(rewarm_done, "re-warm requests that ended with an entry for this toolchain (compiled, or there already)") \
 	X(rewarm_failed, "re-warm requests that failed (a compile error is kept as a negative entry)") \
 	X(rewarm_cpu_s, "CPU seconds of re-warm compiles (whole seconds; rewarm_cpu_ms is finer)") \
-	X(rewarm_cpu_ms, "CPU milliseconds of re-warm compiles")
+	X(rewarm_cpu_ms, "CPU milliseconds of re-warm compiles") \
+	X(compiler_mismatches, "worker results not stored: the worker loaded another compiler than the key's (the toolchain changed on disk)") \
+	X(toolchain_switches, "times the daemon switched to a toolchain changed on disk (SIGHUP, or a worker that loaded it)")
 
 enum jc_counter {
 #define X(name, help) JC_CTR_##name,

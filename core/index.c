@@ -17,10 +17,11 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "core/idmap.h"
 #include "jitcache/jitcache.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 #define FOREIGN 1 /* internal: the file is not our current schema */
 
 /*
@@ -128,20 +129,24 @@ static const char step_2_3[] =
  * Schema 4: the request that made each entry (index.h, "kept requests"),
  * inline: requests holds each distinct kept request once (data: its
  * encoding, core/kept.h), found by its content (hash: 32 bits of its
- * XXH3-128, indexed; equal bytes share a row, compared in full), the uid
- * that asked first and refs, the entries that name it in their request
- * column. Ids are SQLite's, ascending, so rows fill their pages (random
- * keys would leave them a third empty). Triggers keep refs, drop a request
- * no entry names, and count rows and bytes in totals (the byte budget
- * includes them). In the index rather than a file each: a SAXPY request is
- * ~430 bytes, a file takes a block. Schema 3 is upgraded in place
- * (step_3_4). meta holds named strings (the
- * toolchain identity of the daemon that last opened the cache).
+ * XXH3-128; equal bytes share a row, compared in full), the uid that asked
+ * first and refs, the entries that name it in their request column. Ids
+ * are SQLite's, ascending, so rows fill their pages (random keys would
+ * leave them a third empty). Triggers keep refs, drop a request no entry
+ * names, and count rows and bytes in totals (the byte budget includes
+ * them). In the index rather than a file each: a SAXPY request is ~430
+ * bytes, a file takes a block. Schema 3 is upgraded in place (step_3_4).
+ * meta holds named strings (the toolchain identity of the daemon that last
+ * opened the cache).
+ *
+ * Schema 5: no index on requests(hash). Its pages, filled in hash order,
+ * cost ~20 bytes a request (5 % of a SAXPY one); the writer finds a request
+ * by its hash through a map in memory instead (idmap.h: built from the
+ * table at its first keep, find_request). step_4_5 drops it.
  */
 #define REQUESTS_SQL \
 	"CREATE TABLE requests(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL," \
 	" uid INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL);" \
-	"CREATE INDEX requests_hash ON requests(hash);" \
 	"ALTER TABLE entries ADD COLUMN request INTEGER;" \
 	"CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;" \
 	"ALTER TABLE totals ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;" \
@@ -162,6 +167,7 @@ static const char step_2_3[] =
 	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;"
 
 static const char step_3_4[] = REQUESTS_SQL;
+static const char step_4_5[] = "DROP INDEX IF EXISTS requests_hash;";
 
 static const char schema_sql[] =
 	"CREATE TABLE entries("
@@ -211,7 +217,7 @@ enum col {
 
 enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
 	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
-	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_PREFIX, ST_PREFIX_USER, ST_REQ_FIND,
+	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_PREFIX, ST_PREFIX_USER, ST_REQ_SCAN,
 	    ST_REQ_PUT, ST_REQ_LINK, ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET,
 	    ST_META_SET, ST__N };
 
@@ -256,7 +262,7 @@ static const char *const stmt_sql[ST__N] = {
 	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits, stored FROM user_totals WHERE uid = ?1",
 	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits, stored FROM user_totals"
 			       " ORDER BY uid",
-	[ST_REQ_FIND] = "SELECT id, data FROM requests WHERE hash = ?1",
+	[ST_REQ_SCAN] = "SELECT id, hash FROM requests",
 	[ST_REQ_PUT] = "INSERT INTO requests (hash, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
 	[ST_REQ_LINK] = "UPDATE entries SET request = ?1 WHERE key = ?2 AND request IS NULL",
 	[ST_REQ_UNUSED] = "DELETE FROM requests WHERE id = ?1 AND refs <= 0",
@@ -274,6 +280,10 @@ struct jc_index {
 	sqlite3_stmt *st[ST__N];
 	uint64_t wal_keep; /* bytes kept allocated for the WAL at close (set_budget) */
 	char msg[512];
+	/* Kept requests by content hash (schema 5; find_request): built at the
+	 * first keep, rebuilt when ids of removed rows outnumber the rest. */
+	struct jc_idmap requests;
+	int requests_mapped;
 };
 
 
@@ -363,9 +373,10 @@ static void detach(struct jc_index *ix)
 }
 
 /*
- * Schema 1, 2 or 3 -> 4 in one transaction: 1 -> 2 attributes every entry
+ * Schema 1 to 4 -> 5 in one transaction: 1 -> 2 attributes every entry
  * to the uid that owns the index file (the daemon's: the cache directory is
- * its alone); 2 -> 3 adds the charges; 3 -> 4 the kept requests. Returns an
+ * its alone); 2 -> 3 adds the charges; 3 -> 4 the kept requests; 4 -> 5
+ * drops their hash index. Returns an
  * SQLite code (*msg: its message).
  */
 static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **msg)
@@ -376,8 +387,8 @@ static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **ms
 
 	if (stat(path, &st) != 0)
 		return SQLITE_CANTOPEN;
-	sql = sqlite3_mprintf("%s%s%s", from == 1 ? step_1_2 : "", from <= 2 ? step_2_3 : "",
-			      step_3_4);
+	sql = sqlite3_mprintf("%s%s%s%s", from == 1 ? step_1_2 : "", from <= 2 ? step_2_3 : "",
+			      from <= 3 ? step_3_4 : "", step_4_5);
 	char *step = sql ? sqlite3_mprintf(sql, (unsigned)st.st_uid) : NULL;
 	sqlite3_free(sql);
 	if (!step)
@@ -608,6 +619,7 @@ void jc__index_close(struct jc_index *ix)
 		snprintf(wal, sizeof(wal), "%s",
 			 sqlite3_filename_wal(sqlite3_db_filename(ix->db, "main")));
 	detach(ix);
+	jc__idmap_clear(&ix->requests);
 	/* The last close left the WAL empty (PERSIST_WAL): the next open
 	 * writes its first frames in the room kept. */
 	if (wal[0])
@@ -1317,25 +1329,59 @@ int jc__index_request_data(struct jc_index *ix, int64_t id, uint8_t **data, size
 	return rc;
 }
 
+/* ix->requests from the table, when it is not built yet or holds more ids
+ * of removed rows than of rows (a request goes with its last entry). */
+static int map_requests(struct jc_index *ix)
+{
+	uint64_t n = 0, bytes;
+	int rc = ix->requests_mapped ? jc__index_request_totals(ix, &n, &bytes) : 0;
+	if (rc != 0 || (ix->requests_mapped && ix->requests.n <= 2 * n + 64))
+		return rc;
+	jc__idmap_clear(&ix->requests);
+	ix->requests_mapped = 0;
+	sqlite3_stmt *st = ix->st[ST_REQ_SCAN];
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if (jc__idmap_add(&ix->requests, (uint32_t)sqlite3_column_int64(st, 1),
+				  sqlite3_column_int64(st, 0)) != 0)
+			break;
+	sqlite3_reset(st);
+	if (rc == SQLITE_ROW) {
+		jc__idmap_clear(&ix->requests);
+		return JC_ENOMEM;
+	}
+	if (rc != SQLITE_DONE)
+		return fail(ix, rc, "map requests");
+	ix->requests_mapped = 1;
+	return 0;
+}
+
 /* The id of the request of hash whose bytes are data (len), into *id;
  * JC_ENOTFOUND when there is none. */
 static int find_request(struct jc_index *ix, uint32_t hash, const void *data, size_t len,
 			int64_t *id)
 {
-	sqlite3_stmt *st = ix->st[ST_REQ_FIND];
-	int rc = sqlite3_bind_int64(st, 1, hash);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if ((size_t)sqlite3_column_bytes(st, 1) == len &&
-		    memcmp(sqlite3_column_blob(st, 1), data, len) == 0) {
-			*id = sqlite3_column_int64(st, 0);
+	int rc = map_requests(ix);
+	sqlite3_stmt *st = ix->st[ST_REQ_DATA];
+	size_t pos = 0;
+	int64_t cand;
+	while (rc == 0 && jc__idmap_next(&ix->requests, hash, &pos, &cand)) {
+		/* a row since removed, or its id taken by other bytes: skipped */
+		rc = sqlite3_bind_int64(st, 1, cand);
+		if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+			int same = (size_t)sqlite3_column_bytes(st, 0) == len &&
+				   memcmp(sqlite3_column_blob(st, 0), data, len) == 0;
 			sqlite3_reset(st);
-			return 0;
+			if (same) {
+				*id = cand;
+				return 0;
+			}
+			rc = SQLITE_OK;
+			continue;
 		}
-		rc = SQLITE_OK;
+		sqlite3_reset(st);
+		rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "find request");
 	}
-	rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "find request");
-	sqlite3_reset(st);
-	return rc;
+	return rc ? rc : JC_ENOTFOUND;
 }
 
 int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], uint32_t hash, uint32_t uid,
@@ -1353,6 +1399,9 @@ int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], uint32_t 
 		b = b ?: sqlite3_bind_blob(st, 3, data, (int)len, SQLITE_STATIC);
 		rc = bound_done(ix, st, b, "keep request");
 		id = sqlite3_last_insert_rowid(ix->db);
+		/* a rolled-back row's id stays mapped: find_request skips it */
+		if (rc == 0 && jc__idmap_add(&ix->requests, hash, id) != 0)
+			ix->requests_mapped = 0; /* rebuilt at the next keep */
 	}
 	st = ix->st[ST_REQ_LINK];
 	if (rc == 0) {

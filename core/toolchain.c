@@ -12,6 +12,7 @@
 #include "jitcache/jitcache.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -385,9 +386,11 @@ static int override(const char *env, char *field, size_t size, char *err, size_t
 	return 0;
 }
 
-int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
+/* The compiler fields of tc (toolchain.h, jc__toolchain_probe_compiler);
+ * libdir gets the directory of the loaded libnvrtc when not NULL. */
+static int probe_compiler(struct jc_toolchain *tc, char *libdir, size_t libdirlen, char *err,
+			  size_t errlen)
 {
-	memset(tc, 0, sizeof(*tc));
 	int maj, min, rc;
 	const struct jc_nvrtc_api *nv = jc__nvrtc_api(err, errlen);
 	if (!nv)
@@ -412,23 +415,107 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
 	if ((rc = jc__file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
 				errlen)) ||
-	    (rc = toolkit_include(dir, tc, err, errlen)) ||
-	    (rc = fatbin_tool(dir, maj, tc, err, errlen)) ||
+	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)))
+		return rc;
+	if (libdir)
+		snprintf(libdir, libdirlen, "%s", dir);
+	return 0;
+}
+
+int jc__toolchain_probe_compiler(struct jc_toolchain *tc, char *err, size_t errlen)
+{
+	memset(tc, 0, sizeof(*tc));
+	return probe_compiler(tc, NULL, 0, err, errlen);
+}
+
+int jc__toolchain_compiler(const struct jc_toolchain *tc, char *out, size_t len)
+{
+	int n = snprintf(out, len, "nvrtc=%s/%s;builtins=%s;nvjitlink=%s/%s", tc->nvrtc_version,
+			 tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version, tc->nvjitlink_id);
+	return n < 0 || (size_t)n >= len ? JC_ETOOBIG : 0;
+}
+
+int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
+{
+	memset(tc, 0, sizeof(*tc));
+	char dir[4096];
+	int rc = probe_compiler(tc, dir, sizeof(dir), err, errlen);
+	const struct jc_nvrtc_api *nv = rc ? NULL : jc__nvrtc_api(err, errlen);
+	if (rc != 0)
+		return rc;
+	if ((rc = toolkit_include(dir, tc, err, errlen)) ||
+	    (rc = fatbin_tool(dir, atoi(tc->nvrtc_version), tc, err, errlen)) ||
 	    (rc = driver_version(tc->driver_version, sizeof(tc->driver_version), err, errlen)) ||
 	    (rc = archs(nv, tc->supported_archs, sizeof(tc->supported_archs), err, errlen)) ||
-	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)) ||
 	    (rc = override("JITCACHE_TEST_DRIVER_VERSION", tc->driver_version,
 			   sizeof(tc->driver_version), err, errlen)))
 		return rc;
 	driver_build(tc->driver_build, sizeof(tc->driver_build));
 
-	int n = snprintf(tc->summary, sizeof(tc->summary),
-			 "nvrtc=%s/%s;builtins=%s;nvjitlink=%s/%s;driver=%s/%s;toolkit_include=%s",
-			 tc->nvrtc_version, tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version,
-			 tc->nvjitlink_id, tc->driver_version, tc->driver_build, tc->toolkit_include_id);
+	char compiler[sizeof(tc->summary)];
+	int n = jc__toolchain_compiler(tc, compiler, sizeof(compiler)) != 0 ? -1
+		: snprintf(tc->summary, sizeof(tc->summary), "%s;driver=%s/%s;toolkit_include=%s",
+			   compiler, tc->driver_version, tc->driver_build, tc->toolkit_include_id);
 	if (n < 0 || (size_t)n >= sizeof(tc->summary))
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: summary over %zu bytes",
 			    sizeof(tc->summary) - 1);
+	return 0;
+}
+
+/* Every field of struct jc_toolchain, for jc__toolchain_format / _parse
+ * (fatbin_tool, an int, is written as its decimal value). */
+#define TC_FIELD(f) {#f, offsetof(struct jc_toolchain, f), sizeof(((struct jc_toolchain *)0)->f)}
+static const struct {
+	const char *name;
+	size_t off, size;
+} tc_fields[] = {
+	TC_FIELD(nvrtc_version), TC_FIELD(nvrtc_id), TC_FIELD(nvrtc_builtins_id),
+	TC_FIELD(nvjitlink_version), TC_FIELD(nvjitlink_id), TC_FIELD(driver_version),
+	TC_FIELD(driver_build), TC_FIELD(toolkit_include), TC_FIELD(toolkit_include_id),
+	TC_FIELD(supported_archs), TC_FIELD(fatbin_tool), TC_FIELD(fatbin_path),
+	TC_FIELD(fatbin_id), TC_FIELD(summary),
+};
+#undef TC_FIELD
+
+int jc__toolchain_format(const struct jc_toolchain *tc, FILE *out)
+{
+	for (size_t i = 0; i < sizeof(tc_fields) / sizeof(tc_fields[0]); i++) {
+		const char *v = (const char *)tc + tc_fields[i].off;
+		if (tc_fields[i].off == offsetof(struct jc_toolchain, fatbin_tool))
+			fprintf(out, "%s=%d\n", tc_fields[i].name, tc->fatbin_tool);
+		else
+			fprintf(out, "%s=%s\n", tc_fields[i].name, v);
+	}
+	return ferror(out) ? JC_EIO : 0;
+}
+
+int jc__toolchain_parse(const char *text, struct jc_toolchain *tc, char *err, size_t errlen)
+{
+	memset(tc, 0, sizeof(*tc));
+	const char *p = text;
+	for (size_t i = 0; i < sizeof(tc_fields) / sizeof(tc_fields[0]); i++) {
+		size_t name = strlen(tc_fields[i].name), len;
+		if (strncmp(p, tc_fields[i].name, name) != 0 || p[name] != '=')
+			return jc__fail(err, errlen, JC_EPROTO, "toolchain: field %s expected at \"%.40s\"",
+					tc_fields[i].name, p);
+		p += name + 1;
+		len = strcspn(p, "\n");
+		if (p[len] != '\n' || len >= tc_fields[i].size)
+			return jc__fail(err, errlen, JC_EPROTO, "toolchain: field %s unterminated or "
+					"over %zu bytes", tc_fields[i].name, tc_fields[i].size - 1);
+		if (tc_fields[i].off == offsetof(struct jc_toolchain, fatbin_tool)) {
+			char *end;
+			long v = strtol(p, &end, 10);
+			if (end != p + len || v < JC_FATBIN_NONE || v > JC_FATBIN_FATBINARY)
+				return jc__fail(err, errlen, JC_EPROTO, "toolchain: bad fatbin_tool");
+			tc->fatbin_tool = (int)v;
+		} else {
+			memcpy((char *)tc + tc_fields[i].off, p, len);
+		}
+		p += len + 1;
+	}
+	if (*p || !tc->summary[0] || !tc->nvrtc_id[0])
+		return jc__fail(err, errlen, JC_EPROTO, "toolchain: trailing or missing fields");
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #define JC_TOOLCHAIN_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 enum jc_fatbin_tool { JC_FATBIN_NONE = 0, JC_FATBIN_NVFATBIN = 1, JC_FATBIN_FATBINARY = 2 };
 
@@ -98,6 +99,31 @@ struct jc_toolchain {
  * Thread-safe, but it calls dlopen/dlclose and reads files: not for hot paths.
  */
 int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen);
+
+/*
+ * The compiler fields only (nvrtc_version, nvrtc_id, nvrtc_builtins_id,
+ * nvjitlink_version, nvjitlink_id; the others zeroed), of the libraries
+ * mapped into this process, as jc__toolchain_probe finds them (with its
+ * JITCACHE_TEST_NVRTC_ID override): what a compile worker reports with
+ * each result (worker.h). Returns as jc__toolchain_probe. Thread-safe.
+ */
+int jc__toolchain_probe_compiler(struct jc_toolchain *tc, char *err, size_t errlen);
+
+/*
+ * The compiler identity of tc into out[len]: "nvrtc=<ver>/<id>;builtins=<id>;
+ * nvjitlink=<ver>/<id>", the start of its summary. The daemon stores a
+ * worker's result only under a key of that identity. 0, or JC_ETOOBIG.
+ */
+int jc__toolchain_compiler(const struct jc_toolchain *tc, char *out, size_t len);
+
+/*
+ * Every field of tc as "name=value" lines to out (jitcache-worker
+ * --identity), and back: jc__toolchain_parse takes exactly those lines, in
+ * that order, each value within its field (text borrowed; tc zeroed first).
+ * format: 0 or JC_EIO. parse: 0 or JC_EPROTO with a message in err.
+ */
+int jc__toolchain_format(const struct jc_toolchain *tc, FILE *out);
+int jc__toolchain_parse(const char *text, struct jc_toolchain *tc, char *err, size_t errlen);
 
 /*
  * NVRTC's and nvJitLink's entry points that the toolchain probe and

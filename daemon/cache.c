@@ -92,7 +92,7 @@ static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uin
 	jc__hex16(key, hex);
 	jc__hex16(object, ohex);
 	jc_log_warn(STORE, "key %s: object %s %s; quarantined, recompiling (driver %s)", hex, ohex,
-		    why, d->tc.driver_version);
+		    why, d->tc->driver_version);
 	d->cache->ops->quarantine(d->cache, object);
 	jc__memcache_forget(d, key);
 }
@@ -126,7 +126,7 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 		jc__hex16(key, hex);
 		jc_log_warn(STORE, "key %s: a client could not load it again (%s); %d recompiles in "
 			    "%d s already, serving the existing entry (driver %s)", hex, why,
-			    JC_LOAD_RETRY_MAX, JC_LOAD_RETRY_WINDOW_S, d->tc.driver_version);
+			    JC_LOAD_RETRY_MAX, JC_LOAD_RETRY_WINDOW_S, d->tc->driver_version);
 		return 0;
 	}
 	memcpy(bad, e->object, 16);
@@ -192,10 +192,11 @@ static void inc_free(struct jc_inc_set *inc)
 }
 
 /* The request path once the key is known (loop thread). Takes *req and inc
- * (whose direct key is direct; both NULL when nothing is read from disk). */
+ * (whose direct key is direct; both NULL when nothing is read from disk);
+ * tc: the toolchain the key was made with (d->tc then). */
 static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
 			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
-			     uint64_t t0)
+			     uint64_t t0, const struct jc_toolchain *tc)
 {
 	uint8_t bad_object[16];
 	int bad = 0, rc;
@@ -230,8 +231,8 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		miss.message = "no entry for these headers: send their bytes";
 		memcpy(miss.key, key, 16);
 		jc__answer(d, conn, &miss, -1);
-	} else if ((rc = jc__flight_start(d, conn, key, inc ? direct : NULL, req, &inc, t0,
-				      bad ? bad_object : NULL)) != 0) {
+	} else if ((rc = jc__flight_start(d, conn, tc, key, inc ? direct : NULL, req, &inc,
+				      t0, bad ? bad_object : NULL)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
@@ -265,6 +266,7 @@ struct key_job {
 	struct jc_conn *conn;     /* referenced */
 	struct jc_req req;        /* owned */
 	uint64_t t0;
+	const struct jc_toolchain *tc; /* the direct key's (d->tc then) */
 	uint8_t direct[16];       /* computed on the loop */
 	uint8_t lookup[16];       /* its manifests' and memo's key (key.h) */
 	uint8_t key[16];
@@ -368,7 +370,7 @@ static void key_done(struct key_job *j)
 			    (double)j->ns / 1e6);
 		jc__keymemo_put(d, j->lookup, j->key, j->inc, j->stamp);
 		j->stamp = 0;
-		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
+		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0, j->tc);
 		j->inc = NULL;
 	} else {
 		if (j->rc == JC_EINVAL)
@@ -489,7 +491,7 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
 		return;
 	}
 	jc__daemon_count(d, JC_CTR_tree_requests, 1);
-	request_with_key(d, conn, req, key, direct, inc, t0);
+	request_with_key(d, conn, req, key, direct, inc, t0, d->tc);
 }
 
 /*
@@ -517,7 +519,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	char err[1536] = ""; /* room for the supported-architecture list */
 	/* Validated once (request.h), keyed, then admitted by this daemon. */
 	int rc = jc__req_validate(req, err, sizeof(err));
-	rc = rc ?: jc__key_of_valid(req, &d->tc, key, err, sizeof(err));
+	rc = rc ?: jc__key_of_valid(req, d->tc, key, err, sizeof(err));
 	int needed = rc == 0 && reads_disk(d, req, key);
 	rc = rc ?: jc__req_admit(&d->policy, req, needed, d->conn_ops->uid(conn), err, sizeof(err));
 	if (rc != 0) {
@@ -548,7 +550,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 			jc__daemon_count(d, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1);
 			memcpy(key, known, 16);
 		}
-		request_with_key(d, conn, req, key, NULL, NULL, t0);
+		request_with_key(d, conn, req, key, NULL, NULL, t0, d->tc);
 		return;
 	}
 	struct key_job *j = calloc(1, sizeof(*j));
@@ -557,6 +559,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		j->conn = conn;
 		j->req = *req;
 		j->t0 = t0;
+		j->tc = d->tc;
 		memcpy(j->direct, key, 16);
 		memcpy(j->lookup, lookup, 16);
 		j->work.data = j;
@@ -642,7 +645,7 @@ void jc__cache_watch_stop(struct jc_daemon *d)
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
-	d->policy.tc = &d->tc;
+	d->policy.tc = d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
 	pthread_mutex_init(&d->policy.builds_lock, NULL);
 	if (jc__memcache_new(d) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||

@@ -86,6 +86,7 @@ struct jc_flight {
 	size_t charged;
 	int remote_hit;           /* res came from the remote tier, not a worker */
 	int background;           /* started by a re-warm and no client waits: an idle job (pool.h) */
+	const struct jc_toolchain *tc; /* the toolchain of its key (jc__flight_start) */
 };
 
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
@@ -102,7 +103,14 @@ struct jc_daemon {
 	/* The cache directory: lock, store, reader and writer index, counters
 	 * (tier.h). Its writer index is used from the thread pool under its wlock. */
 	struct jc_cachedir *cache;
-	struct jc_toolchain tc;
+	/* The toolchain this daemon keys and compiles with (toolchain.h):
+	 * probed at start-up, replaced when it changes on disk (main.c,
+	 * jc__toolchain_recheck: SIGHUP, or a worker that loaded another
+	 * compiler). Each one stays allocated until exit (tc_gens), so a
+	 * pointer taken by a request, flight or thread-pool job stays valid.
+	 * Written on the loop; other threads read it with __atomic_load_n. */
+	const struct jc_toolchain *tc;
+	struct jc_tc_gen *tc_gens;
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
 	uint64_t idle_since_ns;   /* the last connection closed then (for idle_exit_s) */
@@ -128,8 +136,13 @@ struct jc_daemon {
 	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
 	int probing_disk;         /* a SIGHUP's toolchain probe runs (main.c) */
 	/* The toolchain identity (summary) the cache recorded before this
-	 * daemon started ("" for a new cache or one from before schema 3). */
-	char cache_identity[sizeof(((struct jc_toolchain *)0)->summary)];
+	 * daemon started ("" for a new cache or one from before schema 3),
+	 * read at start-up into cache_identity_read; after a switch (main.c,
+	 * jc__toolchain_recheck) the summary of the toolchain switched from,
+	 * which stays allocated (tc_gens). Replaced, never written in place:
+	 * thread-pool jobs read the pointer they were given. Loop thread. */
+	const char *cache_identity;
+	char cache_identity_read[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 
 	uv_pipe_t listener;
@@ -215,7 +228,7 @@ static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
 {
 	return (struct jc_inc_ctx){
 		.memo = d->inc_memo,
-		.toolkit_root = d->tc.toolkit_include,
+		.toolkit_root = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE)->toolkit_include,
 		.max_entries = JC_INC_MAX_ENTRIES,
 		.max_file_size = JC_INC_MAX_FILE_SIZE,
 	};
@@ -311,10 +324,12 @@ int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, u
  * *inc (NULL without one). The request's bytes count against
  * --buffer-budget until the flight ends: JC_EBUSY (nothing taken) when they
  * would pass it while compiles are queued; JC_ENOMEM. A local miss asks the
- * remote tier first, then the worker pool. */
-int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-		     const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc, uint64_t t0,
-		     const uint8_t *bad_object);
+ * remote tier first, then the worker pool. tc: the toolchain key was made
+ * with (one of d's, kept until exit): the result is stored with its
+ * identity, and only when the worker that made it loaded that compiler. */
+int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
+		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
+		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object);
 /* Queues f for the worker pool (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 /* The end of f's compile (f->res holds the result or the failure): counted,
@@ -323,6 +338,13 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
 /* Ends f as failed: its result becomes status, the request's output and
  * message (borrowed), then jc__flight_done. */
 void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
+
+/* main.c: probes the toolchain on disk (a fresh `jitcache-worker
+ * --identity`, in the thread pool) and, when it differs from d->tc,
+ * switches to it: new keys, new workers, a re-warm. why (borrowed, for the
+ * log) says who asks; one probe at a time (a second ask while one runs is
+ * answered by it). Loop thread. */
+void jc__toolchain_recheck(struct jc_daemon *d, const char *why);
 
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;
@@ -334,7 +356,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn);
 /* At the end of a fatbin flight, before it is published: its log (where
  * each part came from, the steps' times), lowered names and build time. */
-void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f);
+void jc__fatbin_finish(struct jc_flight *f);
 /* Frees what fatbin_start made (flight_free); NULL is accepted. */
 void jc__fatbin_free(struct jc_fatbin *fb);
 
@@ -354,7 +376,9 @@ void jc__rewarm_free(struct jc_daemon *d);
  * valuable, 0 all; used since since_s unix seconds, 0 any), read from the
  * index in the thread pool; why goes to the log. Then done(ctx, queued or
  * a JC_E* code < 0). A re-warm already running takes no new one (done
- * with 0). done may be NULL. */
+ * with 0); but the daemon's own ask (done NULL: its toolchain changed)
+ * starts another of every entry once that one ends, since what it chose
+ * was for the identity before. */
 void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const char *why,
 		      void (*done)(void *ctx, int64_t queued), void *ctx);
 /* 1 when conn asks for the re-warm: one of its internal connections, or a

@@ -56,7 +56,7 @@ static struct hk_job *job_new(struct jc_daemon *d, int gc)
 	j->work.data = j;
 	j->flush = jc__cache_flush_take(d);
 	j->env.cd = d->cache;
-	j->env.tc = &d->tc;
+	j->env.tc = d->tc;
 	j->env.daemon_pid = (int64_t)getpid();
 	j->env.all_users = 1;
 	/* The budget as it is now (SIGHUP may change it later). */

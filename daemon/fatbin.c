@@ -40,6 +40,7 @@ struct part {
 struct jc_fatbin {
 	struct jc_daemon *d;
 	struct jc_flight *f;      /* NULL once the flight has ended */
+	const struct jc_toolchain *tc; /* the flight's key's: its fatbin tool */
 	int refs;                 /* the flight's, a thread-pool job's, each open handle's */
 	int starting;             /* jc__fatbin_start is still asking for parts */
 	size_t n, pending;
@@ -120,7 +121,7 @@ static void tool_exit_cb(uv_process_t *proc, int64_t status, int signal)
 {
 	struct jc_fatbin *fb = proc->data;
 	struct jc_flight *f = fb->f;
-	const char *tool = fb->d->tc.fatbin_path;
+	const char *tool = fb->tc->fatbin_path;
 	char out[TOOL_LOG_MAX];
 	struct stat st = {0};
 	uv_timer_stop(&fb->timer);
@@ -176,7 +177,7 @@ static void run_fatbinary(struct jc_fatbin *fb)
 	char *args[JC_TARGETS_MAX + 6], create[64], image[JC_TARGETS_MAX][96], tmpdir[4200];
 	uv_stdio_container_t stdio[JC_TARGETS_MAX + 4];
 	size_t na = 0, ns = 0;
-	args[na++] = d->tc.fatbin_path;
+	args[na++] = (char *)fb->tc->fatbin_path;
 	args[na++] = (char *)"-64";
 	args[na++] = (char *)"--compress=false";
 	snprintf(create, sizeof(create), "--create=/proc/self/fd/%zu", 3 + fb->n);
@@ -198,7 +199,7 @@ static void run_fatbinary(struct jc_fatbin *fb)
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/tmp", d->cfg.cache_dir);
 	char *env[] = {tmpdir, (char *)"LC_ALL=C", NULL};
 	uv_process_options_t opt = {
-		.file = d->tc.fatbin_path,
+		.file = fb->tc->fatbin_path,
 		.args = args,
 		.env = env,
 		.cwd = jc__pool_cwd(d->pool),
@@ -214,7 +215,7 @@ static void run_fatbinary(struct jc_fatbin *fb)
 	if (rc != 0) {
 		uv_close((uv_handle_t *)&fb->proc, tool_handle_closed);
 		uv_close((uv_handle_t *)&fb->timer, tool_handle_closed);
-		fail(fb, JC_EINTERNAL, "cannot start %s: %s", d->tc.fatbin_path, uv_strerror(rc));
+		fail(fb, JC_EINTERNAL, "cannot start %s: %s", fb->tc->fatbin_path, uv_strerror(rc));
 		return;
 	}
 	if (d->cfg.compile_timeout_s > 0)
@@ -227,7 +228,7 @@ static void run_nvfatbin(struct jc_fatbin *fb)
 	struct jc_flight *f = fb->f;
 	struct jc_req *j = &fb->job;
 	char lib[4200];
-	snprintf(lib, sizeof(lib), "-nvfatbin-library=%s", fb->d->tc.fatbin_path);
+	snprintf(lib, sizeof(lib), "-nvfatbin-library=%s", fb->tc->fatbin_path);
 	j->job = JC_JOB_FATBIN;
 	j->output = JC_OUTPUT_FATBIN;
 	int rc = (j->arch = strdup(f->req.arch)) ? jc__strv_push(&j->link_options, lib) : JC_ENOMEM;
@@ -251,7 +252,7 @@ static void run_nvfatbin(struct jc_fatbin *fb)
 static void check_work_cb(uv_work_t *w)
 {
 	struct jc_fatbin *fb = w->data;
-	int tool = fb->d->tc.fatbin_tool == JC_FATBIN_FATBINARY;
+	int tool = fb->tc->fatbin_tool == JC_FATBIN_FATBINARY;
 	uint64_t t = jc__now_ns();
 	fb->rc = 0;
 	for (size_t i = 0; i < fb->n && fb->rc == 0; i++) {
@@ -313,7 +314,7 @@ static void check_after_cb(uv_work_t *w, int status)
 	(void)status;
 	if (fb->f && fb->rc != 0)
 		fail(fb, fb->rc, "%s", fb->err);
-	else if (fb->f && fb->d->tc.fatbin_tool == JC_FATBIN_FATBINARY)
+	else if (fb->f && fb->tc->fatbin_tool == JC_FATBIN_FATBINARY)
 		run_fatbinary(fb);
 	else if (fb->f)
 		run_nvfatbin(fb);
@@ -405,6 +406,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 		return JC_ENOMEM;
 	fb->d = d;
 	fb->f = f;
+	fb->tc = f->tc;
 	fb->refs = 1;
 	fb->out_fd = fb->log_fd = -1;
 	fb->t0 = jc__now_ns();
@@ -455,7 +457,7 @@ static const char *tool_name(int tool)
 	return tool == JC_FATBIN_NVFATBIN ? "nvFatbin" : "fatbinary";
 }
 
-void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f)
+void jc__fatbin_finish(struct jc_flight *f)
 {
 	struct jc_fatbin *fb = f->fatbin;
 	struct jc_res *res = &f->res;
@@ -481,13 +483,13 @@ void jc__fatbin_finish(struct jc_daemon *d, struct jc_flight *f)
 			fb->t_tool = jc__now_ns() - fb->t_tool_start; /* nvFatbin: queue + worker */
 		fprintf(m, "; parts in %.1f ms (their compile times add up to %.1f ms), checked in "
 			"%.1f ms, put together by %s in %.1f ms, %.1f ms in all\n", fb->t_parts / 1e6,
-			sum / 1e6, fb->t_check / 1e6, tool_name(d->tc.fatbin_tool), fb->t_tool / 1e6,
+			sum / 1e6, fb->t_check / 1e6, tool_name(fb->tc->fatbin_tool), fb->t_tool / 1e6,
 			(jc__now_ns() - fb->t0) / 1e6);
 	} else {
 		fprintf(m, "; %s\n", res->message ? res->message : jc_strerror(res->status));
 	}
 	if (res->log && res->log[0])
-		fprintf(m, "--- %s ---\n%s\n", tool_name(d->tc.fatbin_tool), res->log);
+		fprintf(m, "--- %s ---\n%s\n", tool_name(fb->tc->fatbin_tool), res->log);
 	for (size_t i = 0; i < fb->n; i++)
 		if (fb->parts[i].res.log && fb->parts[i].res.log[0])
 			fprintf(m, "--- %s ---\n%s\n", fb->parts[i].target, fb->parts[i].res.log);

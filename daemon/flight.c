@@ -106,12 +106,15 @@ static void flight_answer(struct jc_flight *f)
 {
 	struct jc_res *res = &f->res;
 	memcpy(res->key, f->learned ? f->store_key : f->key, 16);
-	/* What NVRTC read is the daemon's business (PROTOCOL.md): never sent on. */
+	/* What NVRTC read, and the worker's compiler, are the daemon's business
+	 * (PROTOCOL.md): never sent on. */
 	for (size_t i = 0; i < res->n_deps; i++)
 		free(res->deps[i].path);
 	free(res->deps);
 	res->deps = NULL;
 	res->n_deps = 0;
+	free(res->compiler);
+	res->compiler = NULL;
 	struct jc_lowered *own = res->lowered;
 	/* Every uid that waited on a stored result is one of its users. */
 	int stored = f->publish_rc == 0 && publishable(res) && !f->uncached && !f->tree_missing;
@@ -159,7 +162,7 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->size = res->size;
 	e->output = res->output;
 	e->arch = f->req.arch;
-	e->versions = d->tc.summary;
+	e->versions = (char *)f->tc->summary;
 	e->source_name = f->listed_name	    ? f->listed_name
 			 : f->req.source_name ? f->req.source_name
 					      : (char *)"";
@@ -317,7 +320,7 @@ static void publish_remote(struct jc_flight *f)
 	char meta[1024];
 	snprintf(meta, sizeof(meta), "arch=%s source=%s app_abi=%s toolchain=%s",
 		 f->req.arch ? f->req.arch : "", f->req.source_name ? f->req.source_name : "",
-		 f->req.app_abi ? f->req.app_abi : "", d->tc.summary);
+		 f->req.app_abi ? f->req.app_abi : "", f->tc->summary);
 	/* Under the key it was stored under: a learnt key, not the scan's, covers
 	 * what NVRTC read; and then the record that leads a fresh daemon's scan
 	 * there, under the request's lookup key. */
@@ -454,7 +457,7 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
 	char hex[33];
 	if (f->fatbin) {
-		jc__fatbin_finish(d, f); /* its parts count as compiles */
+		jc__fatbin_finish(f); /* its parts count as compiles */
 	} else {
 		jc__daemon_count(d, JC_CTR_compiles, 1);
 		jc__daemon_count(d, JC_CTR_compile_ns, f->res.compile_ns);
@@ -525,11 +528,43 @@ static int flight_wanted(struct jc_pool_job *job)
 	return 0;
 }
 
+/*
+ * A worker's result is stored only under a key of the compiler that worker
+ * loaded (its RESULT's compiler field): a worker started after the toolkit
+ * was replaced on disk loads the new one while f's key names the old. Then
+ * f fails (JC_EVERSION, nothing stored) and the daemon looks at the
+ * toolchain on disk again, switching to it (jc__toolchain_recheck).
+ */
+static void check_compiler(struct jc_flight *f)
+{
+	struct jc_daemon *d = f->d;
+	struct jc_res *res = &f->res;
+	char want[512], hex[33], msg[1400];
+	if (!publishable(res))
+		return; /* the pool's own failures: no worker result */
+	if (jc__toolchain_compiler(f->tc, want, sizeof(want)) == 0 && res->compiler &&
+	    strcmp(res->compiler, want) == 0)
+		return;
+	jc__hex16(f->key, hex);
+	snprintf(msg, sizeof(msg), "the compile worker loaded another compiler (%s) than this request "
+		 "was keyed for (%s): the toolchain changed on disk; nothing cached; the daemon "
+		 "switches to the new toolchain, ask again", res->compiler ? res->compiler : "unnamed",
+		 want);
+	jc_log_err(KEY, "key %s: %s", hex, msg);
+	jc__daemon_count(d, JC_CTR_compiler_mismatches, 1);
+	jc__res_clear(res);
+	res->status = JC_EVERSION;
+	res->output = f->req.output;
+	res->message = strdup(msg);
+	jc__toolchain_recheck(d, "a worker loaded another compiler");
+}
+
 /* Pool callback: the compile ended, or was cancelled at shutdown. */
 static void flight_job_done(struct jc_pool_job *job, int status)
 {
 	struct jc_flight *f = JC_CONTAINER_OF(job, struct jc_flight, job);
 	if (status == 0) {
+		check_compiler(f);
 		jc__flight_done(f->d, f);
 		return;
 	}
@@ -590,9 +625,9 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
  * request's bytes count against --buffer-budget until the flight ends:
  * JC_EBUSY (nothing taken) when they would pass it while other compiles are
  * queued, so that queued requests cannot grow without bound. */
-int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc,
-			uint64_t t0, const uint8_t *bad_object)
+int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
+		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
+		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object)
 {
 	size_t bytes = req_bytes(req);
 	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
@@ -603,6 +638,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	f->charged = bytes;
 	jc__budget_charge(&d->buffers, bytes);
 	f->d = d;
+	f->tc = tc;
 	f->uid = d->conn_ops->uid(conn);
 	f->background = jc__rewarm_owns(d, conn);
 	if (req->display_name)

@@ -215,32 +215,41 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 }
 
 /*
- * SIGHUP: the toolchain a start now would load, against the one this daemon
- * loaded. The libnvrtc and libnvJitLink mapped into the daemon and its
- * workers cannot be swapped under them, and keys, validation (supported
- * archs) and in-flight compiles all rest on that one identity: a change on
- * disk (a driver or toolkit update, LD_LIBRARY_PATH's files replaced) is
- * logged with what to do, a restart, which re-warms (record_identity).
- * Probed by a fresh `jitcache-worker --identity` (the environment and the
- * files as a start now finds them), in the thread pool.
+ * The toolchain on disk (jc__toolchain_recheck: SIGHUP, or a worker that
+ * loaded another compiler), against the one this daemon keys with. Probed
+ * by a fresh `jitcache-worker --identity` (the environment and the files as
+ * a start now finds them), in the thread pool, which records a changed one
+ * in the index. A change (a driver or toolkit update, LD_LIBRARY_PATH's
+ * files replaced) is switched to: d->tc names it from then on, so requests
+ * are keyed with it; the workers are replaced (idle ones now, busy ones
+ * after their job), so compiles run with it; and the entries of the old one
+ * are re-warmed. The daemon's own mapped libnvrtc is only asked for its
+ * version at start-up, never compiles.
  */
+struct jc_tc_gen {
+	struct jc_toolchain tc;
+	struct jc_tc_gen *prev;
+};
+
 struct disk_probe {
 	uv_work_t work;
 	struct jc_daemon *d;
-	char summary[sizeof(((struct jc_toolchain *)0)->summary) + 2];
-	char err[256];
+	char why[96];
+	struct jc_tc_gen *gen;    /* the toolchain on disk, when it differs */
+	char err[512];
 };
 
-static void disk_probe_work(uv_work_t *w)
+/* Runs `jitcache-worker --identity` into out[cap] (NUL-terminated); 0, or
+ * -1 with p->err set. */
+static int probe_worker(struct disk_probe *p, char *out, size_t cap)
 {
-	struct disk_probe *p = w->data;
 	int fds[2];
 	posix_spawn_file_actions_t fa;
 	char *argv[] = {(char *)p->d->cfg.worker_path, (char *)"--identity", NULL};
 	pid_t pid;
 	if (pipe2(fds, O_CLOEXEC) != 0) {
 		snprintf(p->err, sizeof(p->err), "pipe: %s", strerror(errno));
-		return;
+		return -1;
 	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
@@ -249,19 +258,44 @@ static void disk_probe_work(uv_work_t *w)
 	close(fds[1]);
 	size_t n = 0;
 	ssize_t got;
-	while (rc == 0 && n < sizeof(p->summary) - 1 &&
-	       ((got = read(fds[0], p->summary + n, sizeof(p->summary) - 1 - n)) > 0 ||
-		(got < 0 && errno == EINTR)))
+	while (rc == 0 && n < cap - 1 &&
+	       ((got = read(fds[0], out + n, cap - 1 - n)) > 0 || (got < 0 && errno == EINTR)))
 		n += got > 0 ? (size_t)got : 0;
 	close(fds[0]);
-	p->summary[n] = '\0';
-	p->summary[strcspn(p->summary, "\n")] = '\0';
+	out[n] = '\0';
 	int status = 0;
 	if (rc != 0)
 		snprintf(p->err, sizeof(p->err), "cannot start %s: %s", argv[0], strerror(rc));
-	else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) ||
-		 !p->summary[0])
+	else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
 		snprintf(p->err, sizeof(p->err), "%s --identity failed (status %d)", argv[0], status);
+	return p->err[0] ? -1 : 0;
+}
+
+static void disk_probe_work(uv_work_t *w)
+{
+	struct disk_probe *p = w->data;
+	struct jc_daemon *d = p->d;
+	size_t cap = sizeof(struct jc_toolchain) + 1024;
+	char *out = malloc(cap);
+	struct jc_tc_gen *g = calloc(1, sizeof(*g));
+	/* Only the loop changes d->tc, and not while this probe runs. */
+	const struct jc_toolchain *now = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE);
+	if (!out || !g)
+		snprintf(p->err, sizeof(p->err), "out of memory");
+	else if (probe_worker(p, out, cap) == 0)
+		jc__toolchain_parse(out, &g->tc, p->err, sizeof(p->err));
+	if (!p->err[0] && strcmp(g->tc.summary, now->summary) != 0) {
+		struct jc_cachedir *c = d->cache;
+		pthread_mutex_lock(&c->wlock);
+		if (jc__index_meta_set(c->wix, JC_META_IDENTITY, g->tc.summary) != 0)
+			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
+				    jc__index_errmsg(c->wix));
+		pthread_mutex_unlock(&c->wlock);
+		p->gen = g;
+		g = NULL;
+	}
+	free(g);
+	free(out);
 }
 
 static void disk_probe_done(uv_work_t *w, int status)
@@ -269,30 +303,53 @@ static void disk_probe_done(uv_work_t *w, int status)
 	struct disk_probe *p = w->data;
 	struct jc_daemon *d = p->d;
 	d->probing_disk = 0;
-	if (status != 0 || p->err[0])
-		jc_log_err(MAIN, "SIGHUP: cannot probe the toolchain on disk: %s",
+	if (status != 0 || p->err[0]) {
+		jc_log_err(MAIN, "%s: cannot probe the toolchain on disk: %s", p->why,
 			   p->err[0] ? p->err : uv_strerror(status));
-	else if (strcmp(p->summary, d->tc.summary) == 0)
-		jc_log_info(MAIN, "SIGHUP: toolchain on disk unchanged");
-	else
-		jc_log_notice(MAIN, "SIGHUP: toolchain changed on disk: a start now would run %s; this "
-			      "daemon keeps compiling with the libraries it loaded (%s): restart the "
-			      "daemon to re-warm", p->summary, d->tc.summary);
+	} else if (!p->gen) {
+		jc_log_info(MAIN, "%s: toolchain on disk unchanged", p->why);
+	} else if (d->stopping) {
+		free(p->gen);
+	} else {
+		struct jc_tc_gen *g = p->gen;
+		jc_log_notice(MAIN, "%s: toolchain changed on disk: now keying and compiling with %s "
+			      "(was %s); new workers, re-warming", p->why, g->tc.summary, d->tc->summary);
+		g->prev = d->tc_gens;
+		d->tc_gens = g;
+		d->cache_identity = d->tc->summary;
+		__atomic_store_n(&d->tc, &g->tc, __ATOMIC_RELEASE);
+		d->policy.tc = d->tc;
+		jc__daemon_count(d, JC_CTR_toolchain_switches, 1);
+		jc__pool_recycle(d->pool);
+		jc__rewarm_start(d, 0, 0, "the toolchain changed on disk", NULL, NULL);
+	}
 	free(p);
 }
 
-static void disk_probe_start(struct jc_daemon *d)
+void jc__toolchain_recheck(struct jc_daemon *d, const char *why)
 {
-	struct disk_probe *p = d->probing_disk ? NULL : calloc(1, sizeof(*p));
+	struct disk_probe *p = d->probing_disk || d->stopping ? NULL : calloc(1, sizeof(*p));
 	if (!p)
-		return; /* one runs already (or no memory): it answers this SIGHUP too */
+		return; /* one runs already (or no memory): it answers this ask too */
 	p->d = d;
 	p->work.data = p;
+	snprintf(p->why, sizeof(p->why), "%s", why);
 	if (uv_queue_work(d->loop, &p->work, disk_probe_work, disk_probe_done) != 0) {
 		free(p);
 		return;
 	}
 	d->probing_disk = 1;
+}
+
+/* Every toolchain the daemon had (d->tc among them), at exit. */
+static void tc_gens_free(struct jc_daemon *d)
+{
+	while (d->tc_gens) {
+		struct jc_tc_gen *g = d->tc_gens;
+		d->tc_gens = g->prev;
+		free(g);
+	}
+	d->tc = NULL;
 }
 
 /* SIGHUP: re-read the configuration; apply what can change while running and
@@ -316,7 +373,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	jc__evict_budget_changed(d, old_max, old_share);
 out:
 	jc__settings_clear(&fresh);
-	disk_probe_start(d);
+	jc__toolchain_recheck(d, "SIGHUP");
 }
 
 /*
@@ -423,18 +480,19 @@ static void record_identity(struct jc_daemon *d)
 {
 	struct jc_cachedir *c = d->cache;
 	pthread_mutex_lock(&c->wlock);
-	int rc = jc__index_meta_get(c->wix, JC_META_IDENTITY, d->cache_identity,
-				    sizeof(d->cache_identity));
+	d->cache_identity = d->cache_identity_read;
+	int rc = jc__index_meta_get(c->wix, JC_META_IDENTITY, d->cache_identity_read,
+				    sizeof(d->cache_identity_read));
 	if (rc != 0 && rc != JC_ENOTFOUND)
 		jc_log_warn(MAIN, "cannot read the cache's toolchain identity: %s",
 			    jc__index_errmsg(c->wix));
 	if (rc != 0)
-		d->cache_identity[0] = '\0';
-	if (strcmp(d->cache_identity, d->tc.summary) != 0) {
+		d->cache_identity_read[0] = '\0';
+	if (strcmp(d->cache_identity, d->tc->summary) != 0) {
 		if (d->cache_identity[0])
 			jc_log_notice(MAIN, "toolchain identity changed: the cache was built by %s",
 				      d->cache_identity);
-		if (jc__index_meta_set(c->wix, JC_META_IDENTITY, d->tc.summary) != 0)
+		if (jc__index_meta_set(c->wix, JC_META_IDENTITY, d->tc->summary) != 0)
 			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
 				    jc__index_errmsg(c->wix));
 	}
@@ -505,7 +563,12 @@ int main(int argc, char **argv)
 	rc = jc__cachedir_open(d->cfg.cache_dir, JC_CACHEDIR_READER, 2000, &d->cache, err, sizeof(err));
 	if (rc != 0)
 		goto err_out;
-	rc = jc__toolchain_probe(&d->tc, err, sizeof(err));
+	if (!(d->tc_gens = calloc(1, sizeof(*d->tc_gens)))) {
+		rc = JC_ENOMEM;
+		goto err_after_cache;
+	}
+	d->tc = &d->tc_gens->tc;
+	rc = jc__toolchain_probe(&d->tc_gens->tc, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_cache;
 	rc = jc__cache_init(d);
@@ -569,9 +632,9 @@ int main(int argc, char **argv)
 		      JC_VERSION, d->cfg.cache_dir, from_systemd ? "passed by systemd" : d->cfg.socket_path,
 		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
 		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
-		      d->tc.summary);
+		      d->tc->summary);
 	daemon_notify("READY=1\nSTATUS=serving");
-	if (d->cache_identity[0] && strcmp(d->cache_identity, d->tc.summary) != 0)
+	if (d->cache_identity[0] && strcmp(d->cache_identity, d->tc->summary) != 0)
 		jc__rewarm_start(d, 0, 0, "the toolchain identity changed", NULL, NULL);
 	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
@@ -589,6 +652,7 @@ err_after_loop:
 err_after_init:
 	jc__cache_free(d);
 err_after_cache:
+	tc_gens_free(d);
 	jc__cachedir_close(d->cache);
 err_out:
 	if (exit_code != 0)

@@ -61,6 +61,7 @@ struct jc_worker {
 	int timed_out;
 	int killed;        /* by shutdown */
 	int raised;        /* an idle worker at normal priority for this job (a client joined) */
+	int retire;        /* replaced once its job ends (jc__pool_recycle) */
 	int open_handles;
 };
 
@@ -288,6 +289,10 @@ static int worker_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, siz
 	}
 	worker_lower(w);
 	f->done(f, 0);
+	if (w->retire && w->slot >= 0) {
+		w->killed = 1;
+		worker_detach(w);
+	}
 	jc__pool_dispatch(w->d);
 	return 0;
 }
@@ -531,6 +536,21 @@ int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job)
 		}
 	}
 	return 0;
+}
+
+void jc__pool_recycle(struct jc_pool *p)
+{
+	for (int i = 0; i < p->n_workers; i++) {
+		struct jc_worker *w = p->workers[i];
+		if (!w)
+			continue;
+		w->retire = 1;
+		if (!w->job) {
+			w->killed = 1;
+			worker_detach(w);
+		}
+	}
+	jc__pool_dispatch(p);
 }
 
 int jc__pool_busy(const struct jc_pool *p)

@@ -87,6 +87,10 @@ void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
  * back to idle priority once it is done: 1. Otherwise (not queued nor
  * running): 0. */
 int jc__pool_promote(struct jc_pool *p, struct jc_pool_job *job);
+/* Replaces every worker (the toolchain on disk changed: new ones load it):
+ * an idle one now, a busy one once its job ends (that job's result comes
+ * from the old one). */
+void jc__pool_recycle(struct jc_pool *p);
 /* 1 when client jobs wait for a worker. */
 int jc__pool_busy(const struct jc_pool *p);
 /* Hands queued jobs to idle workers; restarts missing workers (each tick). */

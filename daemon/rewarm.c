@@ -86,6 +86,7 @@ struct jc_rewarm {
 	int budget_spent;
 	uint64_t started_ns, ended_ns;
 	char why[128];
+	int again;                /* the toolchain changed during this run: another after it */
 	struct failure failures[MAX_FAILURES];
 	size_t n_failures;
 };
@@ -278,6 +279,11 @@ static void pump(struct jc_rewarm *rw)
 		jc_log_notice(MAIN, "re-warm (%s): %llu done, %llu failed, %llu dropped, %.1f CPU s",
 			      rw->why, (unsigned long long)rw->done, (unsigned long long)rw->failed,
 			      (unsigned long long)rw->dropped, (double)rw->cpu_ns / 1e9);
+		if (rw->again && !rw->closed && !d->stopping) {
+			rw->again = 0;
+			jc__rewarm_start(d, 0, 0, "the toolchain changed during the last re-warm", NULL,
+					 NULL);
+		}
 	}
 }
 
@@ -361,6 +367,8 @@ void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const 
 	if (rw->loading || rw->head || rw->in_progress) {
 		if (done)
 			done(ctx, 0);
+		else
+			rw->again = 1;
 		return;
 	}
 	struct start_job *j = calloc(1, sizeof(*j));
@@ -376,7 +384,7 @@ void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const 
 	j->ctx = ctx;
 	snprintf(j->why, sizeof(j->why), "%s", why);
 	snprintf(rw->why, sizeof(rw->why), "%s", why);
-	snprintf(j->versions, sizeof(j->versions), "%s", d->tc.summary);
+	snprintf(j->versions, sizeof(j->versions), "%s", d->tc->summary);
 	j->f = (struct jc_kept_filter){.now = jc__wall_s(), .versions_not = j->versions,
 				       .accessed_since = since_s, .top = top};
 	rw->loading = 1;
@@ -410,7 +418,7 @@ int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out)
 	rc = rc ?: jc__record_add_int(r, "workers", d->cfg.rewarm_workers);
 	rc = rc ?: jc__record_add_u64(r, "elapsed_ms",
 				      rw->started_ns ? (end - rw->started_ns) / 1000000u : 0);
-	rc = rc ?: jc__record_add_str(r, "identity", d->tc.summary);
+	rc = rc ?: jc__record_add_str(r, "identity", d->tc->summary);
 	rc = rc ?: jc__record_add_str(r, "cache_identity", d->cache_identity);
 	for (size_t i = 0; rc == 0 && i < rw->n_failures; i++) {
 		const struct failure *f = &rw->failures[i];

@@ -650,7 +650,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.all_users = admin;
 	j->env.user_max_size = d->cfg.user_max_size;
 	j->env.cd = d->cache;
-	j->env.tc = &d->tc;
+	j->env.tc = d->tc;
 	j->env.policy = &d->policy;
 	j->env.confinement = jc__confine_name(d->confinement);
 	j->env.cache_identity = d->cache_identity;
@@ -720,11 +720,11 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (version >= 2) {
 			ok.cache_dir = d->cfg.cache_dir;
 			ok.pid = (uint32_t)getpid();
-			ok.toolkit_include = d->tc.toolkit_include;
+			ok.toolkit_include = (char *)d->tc->toolkit_include;
 		}
 		if (version >= 3) { /* what a client picks a target by: no round trip for it */
-			ok.archs = d->tc.supported_archs;
-			ok.nvrtc_version = d->tc.nvrtc_version;
+			ok.archs = (char *)d->tc->supported_archs;
+			ok.nvrtc_version = (char *)d->tc->nvrtc_version;
 		}
 		if (jc__encode_hello_ex(&b, JC_MSG_HELLO_OK, &ok) != 0) {
 			jc__buf_free(&b);

@@ -48,6 +48,24 @@
 static uint64_t mem_limit;
 /* --confine: enum jc_confine, applied in the helper and each job's child. */
 static int confine_mode = JC_CONFINE_NONE;
+/* The compiler identity of the NVRTC and nvJitLink this process loaded
+ * (jc__toolchain_compiler), sent with every result: a toolkit replaced on
+ * disk since the daemon started is loaded by a worker started since, and
+ * the daemon must not store its bytes under a key of the old one. "" when
+ * it cannot be named (the daemon then stores nothing of ours). */
+static char compiler_id[512];
+
+static void name_compiler(void)
+{
+	struct jc_toolchain tc;
+	char err[512] = "";
+	if (jc__toolchain_probe_compiler(&tc, err, sizeof(err)) != 0 ||
+	    jc__toolchain_compiler(&tc, compiler_id, sizeof(compiler_id)) != 0) {
+		jc_log_err(WORKER, "cannot name the loaded compiler (%s): no result of this worker "
+			   "will be stored", err[0] ? err : "identity too long");
+		compiler_id[0] = '\0';
+	}
+}
 
 /* The toolkit, linked in (the client library reaches it through dlopen). */
 static const struct jc_nv nv = {
@@ -456,6 +474,8 @@ static int run_job_here(const struct jc_buf *in, const char *tk_root, const char
 	}
 	tree_name_deps(&res);
 	drop_cwd_probes(&res, cwd);
+	if (compiler_id[0] && !(res.compiler = strdup(compiler_id)))
+		jc__nv_set_message(&res, JC_ENOMEM, "worker out of memory");
 	if (res.status != 0) {
 		free(res.data);
 		res.data = NULL;
@@ -680,8 +700,9 @@ static int make_idle(void)
 	return jc__set_idle_priority(0, 1);
 }
 
-/* --identity: the toolchain this process loaded (toolchain.h), its summary
- * on stdout: what a daemon started now would run (the daemon's SIGHUP). */
+/* --identity: the toolchain this process loaded (toolchain.h), every field
+ * on stdout (jc__toolchain_format): what a daemon started now would run,
+ * which the daemon switches to (its SIGHUP). */
 static int print_identity(void)
 {
 	struct jc_toolchain tc;
@@ -690,8 +711,7 @@ static int print_identity(void)
 		jc_log_err(WORKER, "%s", err);
 		return 1;
 	}
-	printf("%s\n", tc.summary);
-	return fflush(stdout) != 0;
+	return jc__toolchain_format(&tc, stdout) != 0 || fflush(stdout) != 0;
 }
 
 int main(int argc, char **argv)
@@ -728,6 +748,7 @@ int main(int argc, char **argv)
 		return JC_WORKER_EXIT_CWD;
 	toolkit_root(tk_root, sizeof(tk_root));
 	preload_libraries();
+	name_compiler();
 	if (mem_limit)
 		apply_memory_limit();
 	signal(SIGPIPE, SIG_IGN);

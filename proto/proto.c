@@ -162,6 +162,7 @@ struct layout {
 	X(10, ARRAY, REP, JC_FRAME_MAX, lowered, OF(n_lowered), &lowered_layout)  \
 	X(13, ARRAY, REP, JC_FRAME_MAX, deps, OF(n_deps), &dep_layout)            \
 	X(20, U64, OPT, 0, cpu_ns, 0, NULL)                                       \
+	X(21, STR, OPT, JC_STR_MAX, compiler, 0, NULL)                            \
 	X(11, U64, REQ, 0, compile_ns, 0, NULL)                                   \
 	X(12, U64, REQ, 0, server_ns, 0, NULL)
 

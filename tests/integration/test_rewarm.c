@@ -175,24 +175,26 @@ static void test_rewarm_after_nvrtc_change(void **state)
 	free(out);
 }
 
-/* A kernel whose compile takes seconds (about 4 s here: NVRTC and ptxas
- * over 3,000 dependent statements; a loop, even unrolled, is capped). */
+/* A kernel whose compile takes about a second of CPU per 3,000 statements
+ * here (NVRTC and ptxas over dependent statements; a loop, even unrolled,
+ * is capped). */
 #define SLOW_STATEMENTS 3000
-static char *slow_src(void)
+static char *slow_src(int statements)
 {
-	size_t cap = 128 + SLOW_STATEMENTS * 48, n = 0;
+	size_t cap = 128 + (size_t)statements * 48, n = 0;
 	char *src = malloc(cap);
 	assert_non_null(src);
 	n += (size_t)snprintf(src + n, cap - n, "extern \"C\" __global__ void slow(float *x) {\n"
 			      "  float a = x[threadIdx.x];\n");
-	for (int i = 0; i < SLOW_STATEMENTS; i++)
+	for (int i = 0; i < statements; i++)
 		n += (size_t)snprintf(src + n, cap - n, "  a = a * 1.0001f + __sinf(a + %d.0f);\n", i);
 	snprintf(src + n, cap - n, "  x[threadIdx.x] = a;\n}\n");
 	return src;
 }
 
-/* The re-warm workers (children of pid with --idle) to out[max]; how many. */
-static int idle_workers(pid_t daemon, pid_t *out, int max)
+/* The re-warm workers (children of pid with --idle), or the client workers
+ * (without it) when idle is 0, to out[max]; how many. */
+static int workers_of(pid_t daemon, int idle_wanted, pid_t *out, int max)
 {
 	DIR *dir = opendir("/proc");
 	struct dirent *de;
@@ -212,7 +214,7 @@ static int idle_workers(pid_t daemon, pid_t *out, int max)
 		int idle = 0;
 		for (ssize_t i = 0; i < len; i += (ssize_t)strlen(cmd + i) + 1)
 			idle |= strcmp(cmd + i, "--idle") == 0;
-		if (!idle || !strstr(cmd, "jitcache-worker"))
+		if (idle != idle_wanted || !strstr(cmd, "jitcache-worker"))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
 		size_t size;
@@ -267,7 +269,7 @@ static int tree_checked(pid_t pid, int policy, int ioclass)
 static int idle_workers_checked(pid_t daemon)
 {
 	pid_t w[8];
-	int n = idle_workers(daemon, w, 8);
+	int n = workers_of(daemon, 1, w, 8);
 	for (int i = 0; i < n; i++) {
 		/* it sets them at its start (the policy, then the I/O class): it
 		 * may have just been started */
@@ -302,7 +304,7 @@ static void test_client_first_and_join(void **state)
 	struct fx *f = *state;
 	struct jtl_daemon *d = &f->d[0];
 	jct_daemon_start(d, (const char *const[]){"--rewarm-workers", "1", NULL});
-	char *src = slow_src();
+	char *src = slow_src(SLOW_STATEMENTS);
 	jc_request *slow = jct_request_src("slow.cu", src, "sm_90");
 	free(src);
 	/* the slow kernel is the most used: the re-warm's first */
@@ -339,7 +341,7 @@ static void test_client_first_and_join(void **state)
 	assert_int_equal(pthread_create(&th, NULL, join_main, &j), 0);
 	jct_wait_stat(d, "single_flight_joins", jct_ge, joins + 1, 20000);
 	pid_t w;
-	assert_int_equal(idle_workers(d->pid, &w, 1), 1);
+	assert_int_equal(workers_of(d->pid, 1, &w, 1), 1);
 	assert_true(tree_checked(w, SCHED_OTHER, 0 /* IOPRIO_CLASS_NONE */) > 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_int_equal(j.status, JC_JOINED);
@@ -352,6 +354,103 @@ static void test_client_first_and_join(void **state)
 	assert_int_equal(jct_stat(d, "compiles") - compiles, 6);
 	assert_int_equal(jct_stat(d, "single_flight_joins") - joins, 1);
 	jc_request_free(fresh);
+	jc_request_free(slow);
+}
+
+/* A kept request the new toolchain's compile rejects (here: an -I header
+ * changed on disk since into one that does not compile; a re-warm keys and
+ * compiles from the directories on disk, as the client's next request
+ * will) is a negative entry of the new toolchain with its log, and `warm`
+ * lists it: key, program name, message and log. */
+static void test_failure_listed(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char inc[300], hdr[320];
+	jct_daemon_start(d, NULL);
+	snprintf(inc, sizeof(inc), "%s/inc", d->dir);
+	snprintf(hdr, sizeof(hdr), "%s/v.h", inc);
+	assert_int_equal(mkdir(inc, 0700), 0);
+	jct_write_text(hdr, "#define V 7\n");
+	jc_request *r = jct_request_src("hv.cu", "#include \"v.h\"\nextern \"C\" __global__ void "
+				       "hv(int *p) { *p = V; }\n", "sm_90");
+	assert_int_equal(jc_request_add_include_dir(r, inc), 0);
+	assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
+	jc_request *ok = tiny(0);
+	assert_int_equal(compile_status(d, ok, NULL, NULL), JC_MISS);
+	assert_int_equal(jtl_daemon_stop(d), 0);
+	jct_write_text(hdr, "#error v.h is gone in this release\n");
+
+	start_with_copy(d, NULL);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	fprintf(stderr, "warm --status --wait: %s", out);
+	jct_assert_has(out, "1 done, 1 failed, 0 dropped (budget)");
+	jct_assert_has(out, "1 requests failed to compile with this toolchain (kept as negative entries");
+	jct_assert_has(out, "hv.cu: ");
+	jct_assert_has(out, "v.h is gone in this release");
+	free(out);
+	assert_int_equal(jct_stat(d, "rewarm_failed"), 1);
+	assert_int_equal(jct_stat(d, "rewarm_done"), 1);
+	assert_int_equal(jct_stat(d, "negative_entries"), 1);
+	/* the client's next request is that negative entry: no compile */
+	int64_t compiles = jct_stat(d, "compiles");
+	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
+	assert_int_equal(jc_result_cache_status(res), JC_NEGATIVE_HIT);
+	jc_result_free(res);
+	assert_int_equal(jct_stat(d, "compiles"), compiles);
+	jc_request_free(r);
+	jc_request_free(ok);
+}
+
+/* --rewarm-budget: once a re-warm's compiles have used that much CPU, the
+ * rest is dropped, and the report says how many; `warm --since D` leaves
+ * out entries not used within D, and `warm --top N` re-warms the N most
+ * valuable of those left (the most hits), no more. */
+static void test_budget_top_since(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	jct_daemon_start(d, NULL);
+	/* seconds of CPU where the budget counts whole seconds */
+	char *src = slow_src(4 * SLOW_STATEMENTS);
+	jc_request *slow = jct_request_src("slow.cu", src, "sm_90"), *r[3];
+	free(src);
+	for (int i = 0; i < 5; i++) /* the most valuable: the re-warm's first */
+		compile_status(d, slow, NULL, NULL);
+	for (int n = 0; n < 3; n++) {
+		r[n] = tiny(n);
+		for (int i = 0; i < 3 - n; i++) /* tiny0 3 uses, tiny1 2, tiny2 1 */
+			compile_status(d, r[n], NULL, NULL);
+	}
+	double used = jtl_now_s();
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	/* the slow kernel's compile alone is seconds of CPU: past the budget */
+	start_with_copy(d, (const char *const[]){"--rewarm-budget", "1s", NULL});
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	fprintf(stderr, "warm --status --wait: %s", out);
+	jct_assert_has(out, "1 done, 0 failed, 3 dropped (budget)");
+	free(out);
+	char *log = jct_log(d);
+	jct_assert_has(log, "re-warm: budget of 1 CPU seconds spent");
+	free(log);
+	/* used more than a second ago: --since 1s finds nothing */
+	while (jtl_now_s() - used < 1.5)
+		jtl_sleep_ms(100);
+	out = ctl(d, 0, (const char *const[]){"warm", "--since", "1s", "--wait", NULL});
+	jct_assert_has(out, "nothing to re-warm");
+	free(out);
+	out = ctl(d, 0, (const char *const[]){"warm", "--top", "1", "--wait", NULL});
+	fprintf(stderr, "warm --top 1 --wait: %s", out);
+	jct_assert_has(out, "1 done, 0 failed, 0 dropped (budget)");
+	free(out);
+	/* that one was tiny0, the most used of the three left */
+	assert_int_equal(compile_status(d, r[0], NULL, NULL), JC_HIT);
+	assert_int_equal(compile_status(d, r[1], NULL, NULL), JC_MISS);
+	assert_int_equal(compile_status(d, r[2], NULL, NULL), JC_MISS);
+	assert_int_equal(compile_status(d, slow, NULL, NULL), JC_HIT);
+	for (int n = 0; n < 3; n++)
+		jc_request_free(r[n]);
 	jc_request_free(slow);
 }
 
@@ -598,23 +697,57 @@ static void point(const char *link, const char *target)
 	assert_int_equal(rename(tmp, link), 0);
 }
 
-/* SIGHUP re-checks the toolchain: the daemon's libraries stay mapped, so a
- * library changed on disk (here: LD_LIBRARY_PATH's directory pointed at
- * another NVRTC build) is said in the log with what to do (restart: that
- * re-warms, test_rewarm_after_nvrtc_change); unchanged, it says so. */
-static void test_sighup_toolchain_changed(void **state)
+/* The "identity" of d's stats (malloc'd). */
+static char *identity_of(const struct jtl_daemon *d, const char *key)
 {
-	struct fx *f = *state;
-	struct jtl_daemon *d = &f->d[0];
-	char real[PATH_MAX], why[256], cur[JTL_ROOT_MAX + 16];
+	char *stats = ctl(d, 0, (const char *const[]){"stats", "--json", NULL}), pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	const char *at = strstr(stats, pat);
+	assert_non_null(at);
+	at += strlen(pat);
+	char *id = strndup(at, strcspn(at, "\""));
+	free(stats);
+	return id;
+}
+
+/* The real NVRTC's directory into real[PATH_MAX]. */
+static void real_dir(char *real)
+{
+	char why[256];
 	assert_int_equal(jtl_nvrtc_file(real, why, sizeof(why)), 0);
 	*strrchr(real, '/') = '\0';
-	snprintf(cur, sizeof(cur), "%s/cur", nvroot);
-	point(cur, real);
+}
+
+/* Starts d with LD_LIBRARY_PATH at nvroot/cur (its path to cur[len]),
+ * pointed at target, else the real NVRTC's directory. */
+static void start_on_link(struct jtl_daemon *d, char *cur, size_t len, const char *target)
+{
+	char real[PATH_MAX];
+	real_dir(real);
+	snprintf(cur, len, "%s/cur", nvroot);
+	point(cur, target ? target : real);
 	const char *flags[] = {"--log-level", "info", NULL};
 	jct_daemon_spawn_with(d, flags, set_nvrtc_copy, cur);
 	jct_daemon_wait_ready(d);
-	char *before = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
+}
+
+/* SIGHUP re-checks the toolchain on disk: unchanged, it says so; changed
+ * (here: LD_LIBRARY_PATH's directory pointed at another NVRTC build), the
+ * daemon switches to it (its identity is the new build's, as a daemon
+ * started with it has), re-warms the entries of the old one, and serves
+ * them as hits made by the new one. */
+static void test_sighup_toolchain_changed(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0], *fresh = &f->d[1];
+	char cur[JTL_ROOT_MAX + 16];
+	start_on_link(d, cur, sizeof(cur), NULL);
+	for (int n = 0; n < 3; n++) {
+		jc_request *r = tiny(n);
+		assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
+		jc_request_free(r);
+	}
+	char *before = identity_of(d, "identity");
 
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
 	assert_true(jct_wait_log(d, "SIGHUP: toolchain on disk unchanged", 20000));
@@ -622,18 +755,123 @@ static void test_sighup_toolchain_changed(void **state)
 
 	point(cur, nvlib); /* another build where the daemon loaded its NVRTC from */
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
-	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk", 20000));
-	char *log = jct_log(d);
-	jct_assert_has(log, "restart the daemon to re-warm");
-	free(log);
-	/* the running daemon keeps its identity (its mapped libraries) */
-	char *after = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
-	const char *a = strstr(after, "\"identity\": \""), *b = strstr(before, "\"identity\": \"");
-	assert_non_null(a);
-	assert_non_null(b);
-	assert_int_equal(strncmp(a, b, 14 + strcspn(b + 14, "\"")), 0);
-	free(after);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk: now keying and compiling with",
+				 20000));
+	start_with_copy(fresh, NULL);
+	char *after = identity_of(d, "identity"), *was = identity_of(d, "cache_identity"),
+	     *want = identity_of(fresh, "identity");
+	assert_string_equal(after, want);
+	assert_string_equal(was, before);
+	assert_string_not_equal(after, before);
+	assert_int_equal(jct_stat(d, "toolchain_switches"), 1);
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--wait", NULL});
+	fprintf(stderr, "warm --wait: %s", out);
+	free(out);
+	assert_int_equal(jct_stat(d, "rewarm_done"), 3);
+	int64_t compiles = jct_stat(d, "compiles");
+	for (int n = 0; n < 3; n++) {
+		jc_request *r = tiny(n);
+		uint8_t *warm, *ref;
+		size_t warm_size, ref_size;
+		assert_int_equal(compile_status(d, r, &warm, &warm_size), JC_HIT);
+		assert_int_equal(compile_status(fresh, r, &ref, &ref_size), JC_MISS);
+		assert_int_equal(warm_size, ref_size);
+		assert_memory_equal(warm, ref, ref_size);
+		free(warm);
+		free(ref);
+		jc_request_free(r);
+	}
+	assert_int_equal(jct_stat(d, "compiles"), compiles);
+	assert_int_equal(jct_stat(d, "compiler_mismatches"), 0);
 	free(before);
+	free(after);
+	free(was);
+	free(want);
+}
+
+/* The toolchain changes while a re-warm runs (one for this toolchain,
+ * chosen by the one before): once it ends another starts for the new one,
+ * and re-warms what the first did not choose (here an entry a client made
+ * meanwhile under the toolchain switched from). */
+static void test_switch_during_rewarm(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char cur[JTL_ROOT_MAX + 16], real[PATH_MAX];
+	real_dir(real);
+	start_on_link(d, cur, sizeof(cur), NULL);
+	char *src = slow_src(4 * SLOW_STATEMENTS);
+	jc_request *slow = jct_request_src("slow.cu", src, "sm_90"), *late = tiny(10);
+	free(src);
+	compile_status(d, slow, NULL, NULL);
+	int64_t misses = jct_stat(d, "misses");
+	assert_int_equal(jtl_daemon_stop(d), 0);
+
+	/* on the copy: the re-warm of the slow kernel starts by itself */
+	start_on_link(d, cur, sizeof(cur), nvlib);
+	jct_wait_stat(d, "misses", jct_ge, misses + 1, 20000);
+	assert_int_equal(compile_status(d, late, NULL, NULL), JC_MISS); /* the copy's */
+	point(cur, real);
+	char *st = ctl(d, 0, (const char *const[]){"warm", "--status", NULL});
+	jct_assert_has(st, "re-warm running"); /* still on the slow kernel */
+	free(st);
+	assert_int_equal(kill(d->pid, SIGHUP), 0);
+	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk: now keying and compiling with",
+				 20000));
+	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	fprintf(stderr, "warm --status --wait: %s", out);
+	free(out);
+	assert_true(jct_wait_log(d, "re-warm (the toolchain changed during the last re-warm)", 20000));
+	out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
+	free(out);
+	/* the client's entry of the copy was made again for the real library */
+	int64_t compiles = jct_stat(d, "compiles");
+	assert_int_equal(compile_status(d, late, NULL, NULL), JC_HIT);
+	assert_int_equal(compile_status(d, slow, NULL, NULL), JC_HIT);
+	assert_int_equal(jct_stat(d, "compiles"), compiles);
+	jc_request_free(slow);
+	jc_request_free(late);
+}
+
+/* A worker started after the toolkit changed on disk loads the new NVRTC
+ * while the daemon still keys with the old one (no SIGHUP yet): its result
+ * is not stored under the old key. The request fails saying so, the
+ * daemon switches to the new toolchain by itself, and the same request
+ * then compiles and is stored for the new one. */
+static void test_worker_other_compiler(void **state)
+{
+	struct fx *f = *state;
+	struct jtl_daemon *d = &f->d[0];
+	char cur[JTL_ROOT_MAX + 16], msg[1024];
+	start_on_link(d, cur, sizeof(cur), NULL);
+	jc_request *r0 = tiny(0), *r1 = tiny(1);
+	assert_int_equal(compile_status(d, r0, NULL, NULL), JC_MISS);
+	char *before = identity_of(d, "identity");
+	int64_t entries = jct_stat(d, "entries");
+
+	point(cur, nvlib);
+	/* the client workers die; their replacements load the other build */
+	pid_t w[8];
+	int n = workers_of(d->pid, 0, w, 8);
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(kill(w[i], SIGKILL), 0);
+	jct_wait_stat(d, "worker_crashes", jct_ge, n, 20000);
+	jc_result *res = jct_compile_msg(d, r1, JC_EVERSION, msg, sizeof(msg));
+	jc_result_free(res);
+	jct_assert_has(msg, "loaded another compiler");
+	assert_int_equal(jct_stat(d, "compiler_mismatches"), 1);
+	assert_int_equal(jct_stat(d, "entries"), entries); /* nothing stored under the old key */
+	assert_true(jct_wait_log(d, "toolchain changed on disk: now keying and compiling with", 20000));
+	char *after = identity_of(d, "identity");
+	assert_string_not_equal(after, before);
+	assert_int_equal(compile_status(d, r1, NULL, NULL), JC_MISS);
+	assert_int_equal(compile_status(d, r1, NULL, NULL), JC_HIT);
+	assert_int_equal(jct_stat(d, "compiler_mismatches"), 1);
+	free(before);
+	free(after);
+	jc_request_free(r0);
+	jc_request_free(r1);
 }
 
 static int group_setup(void **state)
@@ -663,6 +901,8 @@ int main(void)
 		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
 		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
 		T(test_fatbin_parts_idle), T(test_sighup_toolchain_changed),
+		T(test_worker_other_compiler), T(test_switch_during_rewarm), T(test_failure_listed),
+		T(test_budget_top_since),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -37,6 +37,19 @@ struct jc_pool {
 };
 
 static struct jc_pool fake_pool;
+/* The daemon's toolchain (setup), and the compiler fake workers report:
+ * its own unless a test names another. */
+static struct jc_toolchain fake_tc;
+static const char *worker_compiler;
+/* jc__toolchain_recheck calls (main.c's, not linked here). */
+static int rechecks;
+
+void jc__toolchain_recheck(struct jc_daemon *d, const char *why)
+{
+	(void)d;
+	(void)why;
+	rechecks++;
+}
 
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job)
 {
@@ -87,6 +100,9 @@ static int run_job(int status, const char *data, const char *log)
 	if (log)
 		job->res->log = strdup(log);
 	job->res->compile_ns = 1000;
+	char own[512];
+	assert_int_equal(jc__toolchain_compiler(&fake_tc, own, sizeof(own)), 0);
+	job->res->compiler = strdup(worker_compiler ? worker_compiler : own);
 	job->done(job, 0);
 	return 1;
 }
@@ -222,11 +238,15 @@ static int setup(void **state)
 	d->conn_ops = &fake_ops;
 	memset(&fake_pool, 0, sizeof(fake_pool));
 	d->pool = &fake_pool;
-	snprintf(d->tc.nvrtc_version, sizeof(d->tc.nvrtc_version), "13.0");
-	snprintf(d->tc.nvrtc_id, sizeof(d->tc.nvrtc_id), "build-id:test");
-	snprintf(d->tc.driver_version, sizeof(d->tc.driver_version), "none");
-	snprintf(d->tc.supported_archs, sizeof(d->tc.supported_archs), "sm_80 sm_90");
-	snprintf(d->tc.summary, sizeof(d->tc.summary), "nvrtc=13.0/test");
+	memset(&fake_tc, 0, sizeof(fake_tc));
+	worker_compiler = NULL;
+	rechecks = 0;
+	snprintf(fake_tc.nvrtc_version, sizeof(fake_tc.nvrtc_version), "13.0");
+	snprintf(fake_tc.nvrtc_id, sizeof(fake_tc.nvrtc_id), "build-id:test");
+	snprintf(fake_tc.driver_version, sizeof(fake_tc.driver_version), "none");
+	snprintf(fake_tc.supported_archs, sizeof(fake_tc.supported_archs), "sm_80 sm_90");
+	snprintf(fake_tc.summary, sizeof(fake_tc.summary), "nvrtc=13.0/test");
+	d->tc = &fake_tc;
 	assert_int_equal(jc__cachedir_open(f->dir, JC_CACHEDIR_READER, 0, &d->cache, err, sizeof(err)), 0);
 	assert_int_equal(jc__cache_init(d), 0);
 	jc__evict_start(d, evict_report);
@@ -322,6 +342,45 @@ static void test_joins_share_one_compile(void **state)
 	assert_int_equal(c[N].size, strlen("CUBIN-BYTES"));
 	assert_int_equal(counter(f, JC_CTR_hits), 1);
 	settle(f);
+}
+
+/* A worker that loaded another compiler than the key's (the toolkit was
+ * replaced on disk after the daemon started): its result, good bytes or a
+ * compile error, is not stored; every waiter gets JC_EVERSION saying so,
+ * and the daemon re-checks the toolchain on disk. */
+static void test_other_compiler_not_stored(void **state)
+{
+	struct fx *f = *state;
+	struct jc_conn c[3];
+	memset(c, 0, sizeof(c));
+	for (int i = 0; i < 3; i++)
+		c[i].refs = 1;
+	worker_compiler = "nvrtc=13.0/build-id:other;builtins=none;nvjitlink=13.0/x";
+	ask(f, &c[0], "other");
+	ask(f, &c[1], "other");
+	assert_int_equal(run_job(0, "CUBIN-OF-ANOTHER-NVRTC", "ok"), 1);
+	settle(f);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(c[i].answers, 1);
+		assert_int_equal(c[i].status, JC_EVERSION);
+	}
+	assert_int_equal(rechecks, 1);
+	assert_int_equal(counter(f, JC_CTR_compiler_mismatches), 1);
+	/* a compile error is not kept as a negative entry either */
+	ask(f, &c[2], "other-fails");
+	assert_int_equal(run_job(JC_ECOMPILE, NULL, "error: no"), 1);
+	settle(f);
+	assert_int_equal(c[2].status, JC_EVERSION);
+	assert_int_equal(rechecks, 2);
+	/* the next request compiles again: nothing was stored */
+	worker_compiler = NULL;
+	memset(&c[0], 0, sizeof(c[0]));
+	c[0].refs = 1;
+	ask(f, &c[0], "other");
+	assert_int_equal(fake_pool.submitted, 3);
+	assert_int_equal(run_job(0, "CUBIN", "ok"), 1);
+	settle(f);
+	assert_int_equal(c[0].status, 0);
 }
 
 /* A compile error goes to every joiner with its log, and is cached: the
@@ -465,6 +524,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_joins_share_one_compile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_reaches_every_joiner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_compiler_not_stored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_reaches_every_joiner_uncached, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abandoned_joiners, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancelled_at_shutdown, setup, teardown),

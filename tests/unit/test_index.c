@@ -49,6 +49,8 @@ static int teardown(void **state)
 	return 0;
 }
 
+static int64_t pragma_of(const char *path, const char *pragma);
+
 static void reopen(struct fx *f)
 {
 	char err[256];
@@ -833,6 +835,25 @@ static void test_kept_requests(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(bytes, 70);
 	assert_int_equal(jc__index_request_data(f->ix, k1.id, &data, &len), JC_ENOTFOUND);
+	/* found by content after a reopen too (the map is built from the
+	 * table), and a removed request's bytes make a row of their own */
+	reopen(f);
+	struct jc_entry e4 = mkentry(4, 0, 100000), e5 = mkentry(5, 0, 100000);
+	put_ok(f, &e4);
+	put_ok(f, &e5);
+	assert_int_equal(jc__index_keep_request(f->ix, e4.key, 11, 1003, b, sizeof(b)), 0);
+	assert_int_equal(jc__index_keep_request(f->ix, e5.key, 11, 1003, a, sizeof(a)), 0);
+	struct jc_kept k4, k5;
+	assert_int_equal(jc__index_get_request(f->ix, e4.key, &k4), 0);
+	assert_int_equal(jc__index_get_request(f->ix, e5.key, &k5), 0);
+	assert_int_equal(k4.id, k3.id);
+	assert_int_not_equal(k5.id, k3.id);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 370);
+	/* ... and no index on the hash: the map is the only way in */
+	assert_int_equal(pragma_of(f->path, "SELECT count(*) FROM sqlite_master WHERE tbl_name ="
+					     " 'requests' AND type = 'index'"), 0);
 
 	/* meta */
 	char v[64];
@@ -874,6 +895,21 @@ static void test_upgrade_from_schema_3(void **state)
 	assert_int_equal(bytes, 42);
 	assert_int_equal(jc__index_open(f->path, 1, &ro, err, sizeof(err)), 0);
 	jc__index_close(ro);
+	/* schema 4 had an index on the requests' hash: 4 -> 5 drops it, and
+	 * the same bytes still share their row */
+	jc__index_close(f->ix);
+	f->ix = NULL;
+	sql(f->path, "CREATE INDEX requests_hash ON requests(hash); PRAGMA user_version = 4");
+	reopen(f);
+	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 5);
+	assert_int_equal(pragma_of(f->path, "SELECT count(*) FROM sqlite_master WHERE name ="
+					     " 'requests_hash'"), 0);
+	struct jc_entry e2 = mkentry(2, 0, 100);
+	put_ok(f, &e2);
+	assert_int_equal(jc__index_keep_request(f->ix, e2.key, 5, 7, req, sizeof(req)), 0);
+	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 42);
 }
 
 static int charge_cb(const struct jc_entry *e, void *ctx)
@@ -929,7 +965,7 @@ static void test_charges_and_upgrade_from_schema_2(void **state)
 		     " PRAGMA user_version = 2");
 	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 0);
 	reopen(f);
-	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 4);
+	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 5);
 	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 2);
 	uint64_t again = 0;
 	assert_int_equal(jc__index_stored(f->ix, &again), 0);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Kept requests (core/kept.h): the encoding round-trips every field a
  * compile needs, drops those that are not the request's own, and hostile
- * bytes are refused, never misread. */
+ * bytes are refused, never misread; the map that finds them by content
+ * (core/idmap.h) returns every id of a hash, across growth. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <zstd.h>
 #include <cmocka.h>
 
+#include "core/idmap.h"
 #include "core/kept.h"
 #include "jitcache/jitcache.h"
 #include "proto/proto.h"
@@ -108,11 +110,58 @@ static void test_hostile(void **state)
 	jc__req_clear(&r);
 }
 
+/* Every id of a hash, once each, whatever else shares its probe run (ids
+ * of other hashes, a hash 0, growth from 64 slots to thousands); none for
+ * an absent hash or an empty map. */
+static void test_idmap(void **state)
+{
+	(void)state;
+	struct jc_idmap m = {0};
+	size_t pos = 0;
+	int64_t id;
+	assert_int_equal(jc__idmap_next(&m, 7, &pos, &id), 0);
+	enum { N = 5000 };
+	for (int64_t i = 1; i <= N; i++)
+		/* hashes 0..99: 50 ids each; high bits only differ for some */
+		assert_int_equal(jc__idmap_add(&m, (uint32_t)(i % 100) << (i % 2 ? 24 : 0), i), 0);
+	assert_int_equal(m.n, N);
+	assert_true(m.cap >= N * 4 / 3);
+	for (uint32_t h = 0; h < 100; h++) {
+		int seen[N + 1] = {0}, found = 0;
+		for (int odd = 0; odd < 2; odd++) {
+			uint32_t key = h << (odd ? 24 : 0);
+			if (h == 0 && odd)
+				continue; /* 0 << 24 is 0 too */
+			pos = 0;
+			while (jc__idmap_next(&m, key, &pos, &id)) {
+				assert_true(id >= 1 && id <= N);
+				assert_int_equal(seen[id], 0);
+				seen[id] = 1;
+				found++;
+				assert_int_equal((uint32_t)(id % 100) << (id % 2 ? 24 : 0), key);
+			}
+		}
+		assert_int_equal(found, N / 100);
+	}
+	pos = 0;
+	assert_int_equal(jc__idmap_next(&m, 12345, &pos, &id), 0);
+	jc__idmap_clear(&m);
+	assert_int_equal(m.n, 0);
+	pos = 0;
+	assert_int_equal(jc__idmap_next(&m, 1, &pos, &id), 0);
+	assert_int_equal(jc__idmap_add(&m, 1, 9), 0);
+	pos = 0;
+	assert_int_equal(jc__idmap_next(&m, 1, &pos, &id), 1);
+	assert_int_equal(id, 9);
+	jc__idmap_clear(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_idmap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
