@@ -281,6 +281,11 @@ struct key_job {
 	struct jc_inc_set *record;
 	int record_rc;
 	char why[256];
+	/* jc__now_ns() at each phase of a request keyed with a record (logged
+	 * at info by key_done; jitcache-bench reads it): the pool took the
+	 * job, the scan ended, the record was asked for, it came (decoded),
+	 * its check began and ended. */
+	uint64_t t_work, t_scanned, t_rec_sent, t_rec_got, t_check, t_checked;
 };
 
 static const char *watch_refusal_name(int why);
@@ -306,7 +311,7 @@ static void key_work_cb(uv_work_t *w)
 {
 	struct key_job *j = w->data;
 	struct jc_daemon *d = j->d;
-	uint64_t t = jc__now_ns();
+	uint64_t t = j->t_work = jc__now_ns();
 	const uint8_t *direct = j->direct;
 	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
 	int rc = 0;
@@ -339,7 +344,23 @@ static void key_work_cb(uv_work_t *w)
 	j->rc = j->rc ?: jc__key_with_tree(direct, tree, j->key);
 	if (j->rc == JC_ENOMEM && !j->err[0])
 		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
-	j->ns = jc__now_ns() - t;
+	j->t_scanned = jc__now_ns();
+	j->ns = j->t_scanned - t;
+}
+
+static double ms_between(uint64_t a, uint64_t b)
+{
+	return a && b >= a ? (double)(b - a) / 1e6 : 0;
+}
+
+/* The phases of a request that fetched a dependency record (key_job). */
+static void log_record_phases(const struct key_job *j, const char *hex)
+{
+	jc_log_info(KEY, "key %s: keyed in %.3f ms: pool wait %.3f, scan %.3f, record fetch %.3f, "
+		    "record check %.3f (pool wait %.3f)%s", hex, ms_between(j->t0, jc__now_ns()),
+		    ms_between(j->t0, j->t_work), ms_between(j->t_work, j->t_scanned),
+		    ms_between(j->t_rec_sent, j->t_rec_got), ms_between(j->t_check, j->t_checked),
+		    ms_between(j->t_rec_got, j->t_check), j->record_rc > 0 ? "" : "; record not used");
 }
 
 /* Takes a keyed (or failed) job to the request path and frees it (loop). */
@@ -366,6 +387,8 @@ static void key_done(struct key_job *j)
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
+		if (j->t_rec_sent)
+			log_record_phases(j, hex);
 		jc__keymemo_put(d, j->lookup, j->key, j->inc, j->stamp);
 		j->stamp = 0;
 		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
@@ -392,6 +415,7 @@ static void record_work_cb(uv_work_t *w)
 	struct jc_daemon *d = j->d;
 	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
 	uint8_t tree[16], key[16];
+	j->t_check = jc__now_ns();
 	int rc = jc__inc_record_admit(j->record, &j->req, &ctx, j->why, sizeof(j->why));
 	j->record_rc = rc == 0 ? -1 : 0;
 	if (rc == 1 && jc__inc_check(j->record, &ctx) == 1 &&
@@ -408,6 +432,7 @@ static void record_work_cb(uv_work_t *w)
 		memcpy(j->key, key, 16);
 		j->record_rc = 1;
 	}
+	j->t_checked = jc__now_ns();
 }
 
 static void record_after_cb(uv_work_t *w, int status)
@@ -434,6 +459,7 @@ static void record_cb(void *arg, int rc, struct jc_inc_set *set)
 {
 	struct key_job *j = arg;
 	struct jc_daemon *d = j->d;
+	j->t_rec_got = jc__now_ns();
 	if (rc != 0 || d->stopping || !(j->record = calloc(1, sizeof(*j->record)))) {
 		key_done(j);
 		return;
@@ -460,10 +486,12 @@ static void key_after_cb(uv_work_t *w, int status)
 	struct key_job *j = w->data;
 	struct jc_daemon *d = j->d;
 	(void)status;
+	j->t_rec_sent = jc__now_ns();
 	if (j->rc == 0 && !j->from_manifest && d->remote && !d->stopping && !key_known(d, j->key) &&
 	    jc__remote_record_get(d->remote, j->lookup, jc__daemon_inc_ctx(d).max_entries, record_cb,
 				  j) == 0)
 		return;
+	j->t_rec_sent = 0;
 	key_done(j);
 }
 

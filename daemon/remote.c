@@ -353,6 +353,7 @@ struct lookup {
 	void *arg;
 	uv_timer_t timer;         /* poll while another daemon compiles */
 	uint64_t t0, deadline_ns;
+	uint64_t t_got, t_decode, t_decoded; /* GET answered, decode began, ended (for the log) */
 	int poll_ms;
 	int refs;                 /* timer handle + commands + decode job */
 	int done;
@@ -385,6 +386,18 @@ static void lookup_timer_closed_cb(uv_handle_t *h)
 	lookup_unref(h->data);
 }
 
+/* The phases of a lookup that found a value or record (at info; read by
+ * jitcache-bench). */
+static void log_phases(const struct lookup *l)
+{
+	char hex[33];
+	jc__hex16(l->key, hex);
+	jc_log_info(REMOTE, "%s %s: %s fetched in %.3f ms: GET %.3f, pool wait %.3f, decode and "
+		    "checks %.3f", l->rcb ? "lookup key" : "key", hex, l->rcb ? "record" : "value",
+		    (double)(now_ns() - l->t0) / 1e6, (double)(l->t_got - l->t0) / 1e6,
+		    (double)(l->t_decode - l->t_got) / 1e6, (double)(l->t_decoded - l->t_decode) / 1e6);
+}
+
 /* Ends l once: the caller's callback, then l goes when nothing holds it. */
 static void lookup_finish(struct lookup *l, int rc)
 {
@@ -399,6 +412,8 @@ static void lookup_finish(struct lookup *l, int rc)
 	if (l->next)
 		l->next->prev = l->prev;
 	if (l->rcb) {
+		if (rc == 0)
+			log_phases(l);
 		struct jc_inc_set set = l->set;
 		memset(&l->set, 0, sizeof(l->set));
 		l->rcb(l->arg, rc, &set);
@@ -408,6 +423,7 @@ static void lookup_finish(struct lookup *l, int rc)
 		return;
 	}
 	if (rc == 0) {
+		log_phases(l);
 		jc__latency_add(&r->latency, now_ns() - l->t0);
 		count(r, JC_CTR_remote_hits, 1);
 	} else if (rc == JC_ENOTFOUND) {
@@ -427,6 +443,7 @@ static void decode_work_cb(uv_work_t *w)
 {
 	struct lookup *l = w->data;
 	struct jc_remote *r = l->r;
+	l->t_decode = now_ns();
 	if (l->rcb)
 		l->rc = jc__remote_record_decode(l->key, l->val, l->len, r->secret, r->secret_len,
 						 r->max_object, l->max_entries, &l->set, l->why,
@@ -434,6 +451,7 @@ static void decode_work_cb(uv_work_t *w)
 	else
 		l->rc = jc__remote_value_decode(l->key, l->val, l->len, r->secret, r->secret_len,
 						r->max_object, &l->res, l->why, sizeof(l->why));
+	l->t_decoded = now_ns();
 }
 
 /* Logs a rejected key once (until REJECT_LOG_KEYS keys have been logged). */
@@ -539,6 +557,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 		if (l->recheck)
 			jc__remote_done(r, l->key); /* published meanwhile: the lock goes */
 		count(r, JC_CTR_remote_bytes_in, reply->len);
+		l->t_got = now_ns();
 		l->val = malloc(reply->len ? reply->len : 1);
 		l->len = reply->len;
 		if (!l->val) {
