@@ -231,12 +231,12 @@ const char *const bench_learned_phases[BENCH_LEARNED_PHASES][3] = {
 	{"keyed in", "keyed in ", "keyed (scan, record, its check)"},
 	{"keyed in", "pool wait ", "  pool hand-off before the scan"},
 	{"keyed in", "scan ", "  include scan"},
-	{"keyed in", "record fetch ", "  record: asked until decoded"},
-	{"record fetched", "decode and checks ", "    record decode"},
-	{"keyed in", "(pool wait ", "  record check: pool hand-off"},
-	{"keyed in", "record check ", "  record check (re-hash, stat)"},
+	{"keyed in", "record fetch ", "  record fetch (beside the above)"},
+	{"keyed in", "(pool wait ", "  record check: wait for the pool"},
+	{"keyed in", "record check ", "  record check (open, admit, stat)"},
 	{"value fetched", "value fetched in ", "value: asked until checked"},
 	{"value fetched", "GET ", "  value GET"},
+	{"value fetched", "pool wait ", "  pool hand-off"},
 	{"value fetched", "decode and checks ", "  value decode and checks"},
 };
 

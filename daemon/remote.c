@@ -341,6 +341,46 @@ void jc__remote_done(struct jc_remote *r, const uint8_t key[16])
 		lock_script(r, key, release_lua, NULL);
 }
 
+struct jc_remote_blob {
+	uint8_t *val;
+	size_t len;
+	uint8_t *secret; /* a copy, or NULL */
+	size_t secret_len;
+	uint64_t max_object;
+};
+
+void jc__remote_blob_free(struct jc_remote_blob *b)
+{
+	if (!b)
+		return;
+	if (b->secret)
+		sodium_memzero(b->secret, b->secret_len);
+	free(b->secret);
+	free(b->val);
+	free(b);
+}
+
+/* A blob of a reply of r's (its bytes copied), or NULL when memory is short. */
+static struct jc_remote_blob *blob_of(const struct jc_remote *r, const redisReply *reply)
+{
+	struct jc_remote_blob *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->val = malloc(reply->len ? reply->len : 1);
+	b->secret = r->secret ? malloc(r->secret_len) : NULL;
+	if (!b->val || (r->secret && !b->secret)) {
+		jc__remote_blob_free(b);
+		return NULL;
+	}
+	memcpy(b->val, reply->str, reply->len);
+	b->len = reply->len;
+	if (r->secret)
+		memcpy(b->secret, r->secret, r->secret_len);
+	b->secret_len = r->secret_len;
+	b->max_object = r->max_object;
+	return b;
+}
+
 /* --- lookups ------------------------------------------------------------------- */
 
 struct lookup {
@@ -348,8 +388,7 @@ struct lookup {
 	uint8_t key[16];          /* a cache key, or a lookup key for a record */
 	char vkey[48], lkey[48];
 	jc_remote_lookup_cb cb;   /* a value's, or ... */
-	jc_remote_record_cb rcb;  /* ... a dependency record's (then no lock) */
-	uint64_t max_entries;     /* of a record */
+	jc_remote_record_cb rcb;  /* ... a dependency record's (then no lock, no decode) */
 	void *arg;
 	uv_timer_t timer;         /* poll while another daemon compiles */
 	uint64_t t0, deadline_ns;
@@ -364,7 +403,7 @@ struct lookup {
 	uint8_t *val;
 	size_t len;
 	struct jc_res res;
-	struct jc_inc_set set;    /* a record's */
+	struct jc_remote_blob *blob; /* a record's */
 	int rc;
 	char why[160];
 };
@@ -373,7 +412,7 @@ static void lookup_unref(struct lookup *l)
 {
 	if (--l->refs == 0) {
 		jc__res_clear(&l->res);
-		jc__inc_set_clear(&l->set);
+		jc__remote_blob_free(l->blob);
 		free(l->val);
 		struct jc_remote *r = l->r;
 		free(l);
@@ -392,10 +431,14 @@ static void log_phases(const struct lookup *l)
 {
 	char hex[33];
 	jc__hex16(l->key, hex);
-	jc_log_info(REMOTE, "%s %s: %s fetched in %.3f ms: GET %.3f, pool wait %.3f, decode and "
-		    "checks %.3f", l->rcb ? "lookup key" : "key", hex, l->rcb ? "record" : "value",
-		    (double)(now_ns() - l->t0) / 1e6, (double)(l->t_got - l->t0) / 1e6,
-		    (double)(l->t_decode - l->t_got) / 1e6, (double)(l->t_decoded - l->t_decode) / 1e6);
+	if (l->rcb)
+		jc_log_info(REMOTE, "lookup key %s: record fetched in %.3f ms", hex,
+			    (double)(now_ns() - l->t0) / 1e6);
+	else
+		jc_log_info(REMOTE, "key %s: value fetched in %.3f ms: GET %.3f, pool wait %.3f, "
+			    "decode and checks %.3f", hex, (double)(now_ns() - l->t0) / 1e6,
+			    (double)(l->t_got - l->t0) / 1e6, (double)(l->t_decode - l->t_got) / 1e6,
+			    (double)(l->t_decoded - l->t_decode) / 1e6);
 }
 
 /* Ends l once: the caller's callback, then l goes when nothing holds it. */
@@ -414,10 +457,9 @@ static void lookup_finish(struct lookup *l, int rc)
 	if (l->rcb) {
 		if (rc == 0)
 			log_phases(l);
-		struct jc_inc_set set = l->set;
-		memset(&l->set, 0, sizeof(l->set));
-		l->rcb(l->arg, rc, &set);
-		jc__inc_set_clear(&set);
+		struct jc_remote_blob *blob = l->blob;
+		l->blob = NULL;
+		l->rcb(l->arg, rc, blob);
 		uv_timer_stop(&l->timer);
 		uv_close((uv_handle_t *)&l->timer, lookup_timer_closed_cb);
 		return;
@@ -444,12 +486,7 @@ static void decode_work_cb(uv_work_t *w)
 	struct lookup *l = w->data;
 	struct jc_remote *r = l->r;
 	l->t_decode = now_ns();
-	if (l->rcb)
-		l->rc = jc__remote_record_decode(l->key, l->val, l->len, r->secret, r->secret_len,
-						 r->max_object, l->max_entries, &l->set, l->why,
-						 sizeof(l->why));
-	else
-		l->rc = jc__remote_value_decode(l->key, l->val, l->len, r->secret, r->secret_len,
+	l->rc = jc__remote_value_decode(l->key, l->val, l->len, r->secret, r->secret_len,
 						r->max_object, &l->res, l->why, sizeof(l->why));
 	l->t_decoded = now_ns();
 }
@@ -482,9 +519,8 @@ static void decode_after_cb(uv_work_t *w, int status)
 	if (!l->done) {
 		if (l->rc != 0) {
 			count(r, JC_CTR_remote_rejected, 1);
-			log_rejected(r, l->key, l->rcb != NULL, l->why);
+			log_rejected(r, l->key, 0, l->why);
 			jc__res_clear(&l->res);
-			jc__inc_set_clear(&l->set);
 		}
 		lookup_finish(l, l->rc);
 	}
@@ -552,6 +588,11 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 	struct jc_remote *r = l->r;
 	if (!lookup_reply(l, reply, "GET", why)) {
 		/* nothing more to do */
+	} else if (reply->type == REDIS_REPLY_STRING && l->rcb) {
+		answered(r);
+		count(r, JC_CTR_remote_bytes_in, reply->len);
+		l->blob = blob_of(r, reply);
+		lookup_finish(l, l->blob ? 0 : JC_ENOMEM);
 	} else if (reply->type == REDIS_REPLY_STRING) {
 		answered(r);
 		if (l->recheck)
@@ -609,7 +650,7 @@ static void step_get(struct lookup *l)
 
 /* Starts a lookup of a value (cb) or a record (rcb). */
 static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
-			jc_remote_record_cb rcb, uint64_t max_entries, void *arg)
+			jc_remote_record_cb rcb, void *arg)
 {
 	if (r->closing)
 		return JC_EBUSY;
@@ -627,7 +668,6 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 	lkey_of(key, l->lkey);
 	l->cb = cb;
 	l->rcb = rcb;
-	l->max_entries = max_entries;
 	l->arg = arg;
 	l->t0 = now_ns();
 	l->deadline_ns = l->t0 + (uint64_t)r->lock_wait_ns;
@@ -649,13 +689,26 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
 		      void *arg)
 {
-	return lookup_start(r, key, cb, NULL, 0, arg);
+	return lookup_start(r, key, cb, NULL, arg);
 }
 
-int jc__remote_record_get(struct jc_remote *r, const uint8_t lookup[16], uint64_t max_entries,
-			  jc_remote_record_cb cb, void *arg)
+int jc__remote_record_fetch(struct jc_remote *r, const uint8_t lookup[16], jc_remote_record_cb cb,
+			    void *arg)
 {
-	return lookup_start(r, lookup, NULL, cb, max_entries, arg);
+	return lookup_start(r, lookup, NULL, cb, arg);
+}
+
+int jc__remote_record_open(const struct jc_remote_blob *b, const uint8_t lookup[16],
+			   uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen)
+{
+	return jc__remote_record_decode(lookup, b->val, b->len, b->secret, b->secret_len,
+					b->max_object, max_entries, set, why, whylen);
+}
+
+void jc__remote_record_rejected(struct jc_remote *r, const uint8_t lookup[16], const char *why)
+{
+	count(r, JC_CTR_remote_rejected, 1);
+	log_rejected(r, lookup, 1, why);
 }
 
 /* --- publishes ------------------------------------------------------------------- */

@@ -155,18 +155,42 @@ void jc__remote_publish(struct jc_remote *r, const uint8_t key[16], const struct
 			const char *meta);
 
 /*
- * Dependency record lookup (see the top): on the loop thread, rc 0 with *set
- * (moved to the callee, which clears it) decoded from a verified envelope,
- * its paths not yet admitted nor checked; JC_ENOTFOUND (none), or another
- * JC_E code (tier unavailable, record rejected and counted, closing), set
- * empty. No fleet lock is taken.
+ * A fetched dependency record, not yet decoded: its bytes and what decoding
+ * them needs (a copy of the secret, the size limit), so that it can be
+ * opened in the thread pool whatever becomes of the tier meanwhile (SIGHUP).
+ * Owned by whoever holds it: jc__remote_blob_free (NULL-safe; wipes the
+ * secret).
  */
-typedef void (*jc_remote_record_cb)(void *arg, int rc, struct jc_inc_set *set);
+struct jc_remote_blob;
+void jc__remote_blob_free(struct jc_remote_blob *b);
 
-/* Fetches the record of lookup key lookup (16 bytes, copied) holding at
- * most max_entries entries. Returns as jc__remote_lookup. */
-int jc__remote_record_get(struct jc_remote *r, const uint8_t lookup[16], uint64_t max_entries,
-			  jc_remote_record_cb cb, void *arg);
+/*
+ * Dependency record fetch (see the top), on the loop thread: rc 0 with *blob
+ * (moved to the callee) holding the record's bytes as Redis returned them;
+ * JC_ENOTFOUND (none), or another JC_E code (tier unavailable, closing),
+ * blob NULL. No fleet lock is taken.
+ */
+typedef void (*jc_remote_record_cb)(void *arg, int rc, struct jc_remote_blob *blob);
+
+/* Fetches the record of lookup key lookup (16 bytes, copied). Returns as
+ * jc__remote_lookup. */
+int jc__remote_record_fetch(struct jc_remote *r, const uint8_t lookup[16], jc_remote_record_cb cb,
+			    void *arg);
+
+/*
+ * Opens a fetched record of lookup (jc__remote_record_decode with the
+ * blob's secret and limit) into *set (owned by the caller; empty on
+ * failure), its paths not yet admitted nor checked. Returns 0, JC_ECORRUPT
+ * (why says what; report it with jc__remote_record_rejected), JC_ENOMEM.
+ * Any thread; b borrowed.
+ */
+int jc__remote_record_open(const struct jc_remote_blob *b, const uint8_t lookup[16],
+			   uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen);
+
+/* A record of lookup refused (it does not open, or names what the request
+ * does not declare): counted as remote_rejected, logged once per lookup
+ * key. Loop thread. */
+void jc__remote_record_rejected(struct jc_remote *r, const uint8_t lookup[16], const char *why);
 
 /* Publishes the record of lookup: variant (len bytes, a manifest variant,
  * jc__manifest_variant_encode) is taken (freed by the tier in every case).
