@@ -295,6 +295,10 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		bench_die("the writer published no dependency record for the CUB example (see %s)",
 			  writer.core.log);
 	bench_fetch(lc, r, local->core.cache, &ol);
+	if (ol.size != o.size || strcmp(ol.key, o.key) != 0)
+		bench_die("the CUB example as jitcachectl sends it: key %s, %zu bytes on the writer; "
+			  "key %s, %zu bytes on the daemon without a remote tier", o.key, o.size,
+			  ol.key, ol.size);
 	uint64_t ns[16];
 	double phase[BENCH_LEARNED_PHASES][16];
 	n = n > 16 ? 16 : n;

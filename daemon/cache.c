@@ -196,7 +196,7 @@ static void inc_free(struct jc_inc_set *inc)
  * (whose direct key is direct; both NULL when nothing is read from disk). */
 static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
 			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
-			     uint64_t t0)
+			     uint64_t t0, struct jc_fetched *fetched)
 {
 	uint8_t bad_object[16];
 	int bad = 0, rc;
@@ -232,7 +232,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		memcpy(miss.key, key, 16);
 		jc__answer(d, conn, &miss, -1);
 	} else if ((rc = jc__flight_start(d, conn, key, inc ? direct : NULL, req, &inc, t0,
-				      bad ? bad_object : NULL)) != 0) {
+				      bad ? bad_object : NULL, fetched)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
@@ -289,6 +289,15 @@ struct key_job {
 	struct jc_remote_blob *blob;  /* owned while REC_CAME */
 	int scanned;                  /* loop: key_work_cb has ended */
 	int unstored;                 /* the scan's set is not yet a manifest variant */
+	int in_pool;                  /* loop: a record job is queued */
+	/* The value a record's hint names (jc__remote_prefetch), fetched while
+	 * the record is checked; served when the checked record keys the
+	 * request with that very key (key_done). */
+	int val_state;                /* enum val_state */
+	int val_rc;
+	int asking;                   /* value_ask is on the stack */
+	uint8_t val_key[16];
+	struct jc_fetched val;        /* val.res owned */
 	struct jc_inc_set *record;    /* owned: the record's set, checked (record_rc 1) */
 	uint8_t record_key[16];       /* its key */
 	int record_rc;                /* 1 matched, -1 refused (why), 0 not used */
@@ -298,6 +307,12 @@ struct key_job {
 	 * the job, the scan ended, the record was asked for, it came, its
 	 * check began and ended. */
 	uint64_t t_work, t_scanned, t_rec_sent, t_rec_got, t_check, t_checked;
+};
+
+enum val_state {
+	VAL_NONE,  /* not asked for */
+	VAL_ASKED, /* asked, no answer yet */
+	VAL_CAME,  /* answered (val_rc) */
 };
 
 enum rec_state {
@@ -498,7 +513,13 @@ static void key_done(struct key_job *j)
 			log_record_phases(j, hex);
 		jc__keymemo_put(d, j->lookup, j->key, j->inc, j->stamp);
 		j->stamp = 0;
-		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0);
+		/* The value the record's hint named, verified as the value of
+		 * that key, if the request is keyed with it (by the checked
+		 * record, or by its scan). */
+		int use = j->val_state == VAL_CAME && j->val_rc == 0 &&
+			  memcmp(j->val_key, j->key, 16) == 0;
+		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0,
+				 use ? &j->val : NULL);
 		j->inc = NULL;
 	} else {
 		if (j->rc == JC_EINVAL)
@@ -509,6 +530,7 @@ static void key_done(struct key_job *j)
 	}
 	jc__watch_forget(d->watch, j->stamp);
 	d->conn_ops->unref(j->conn);
+	jc__res_clear(&j->val.res);
 	pthread_mutex_destroy(&j->rec_lock);
 	free(j);
 }
@@ -520,10 +542,14 @@ static void record_work_cb(uv_work_t *w)
 	record_check(j, &ctx);
 }
 
+static void key_step(struct key_job *j);
+
 static void record_after_cb(uv_work_t *w, int status)
 {
+	struct key_job *j = w->data;
 	(void)status;
-	key_done(w->data);
+	j->in_pool = 0;
+	key_step(j);
 }
 
 static void record_cb(void *arg, int rc, struct jc_remote_blob *blob);
@@ -535,7 +561,8 @@ static void record_cb(void *arg, int rc, struct jc_remote_blob *blob);
  * (a probe next to the source), and stored under the learnt key; its
  * dependency record names that key. Only on this path is the record
  * fetched: a request keyed from a manifest, and every hit, costs no round
- * trip (one with no manifest at all asked for it already: key_job).
+ * trip (one with no manifest at all asked for it already: key_job). The
+ * job ends (key_done) once a value asked for early has answered too.
  */
 static void key_next(struct key_job *j)
 {
@@ -553,24 +580,66 @@ static void key_next(struct key_job *j)
 			jc__remote_blob_free(j->blob);
 			j->blob = NULL;
 		}
+		j->rec_state = REC_TAKEN;
 		j->work.data = j;
+		j->in_pool = 1;
 		if (uv_queue_work(d->loop, &j->work, record_work_cb, record_after_cb) == 0)
 			return;
+		j->in_pool = 0;
 	}
-	key_done(j);
+	if (j->val_state != VAL_ASKED) /* else value_cb goes on */
+		key_done(j);
+}
+
+/* Loop: the job goes on when nothing it waits for is outstanding. */
+static void key_step(struct key_job *j)
+{
+	if (j->scanned && j->rec_state != REC_ASKED && !j->in_pool)
+		key_next(j);
+}
+
+/* The value of the record's hint (loop). */
+static void value_cb(void *arg, int rc, struct jc_res *res)
+{
+	struct key_job *j = arg;
+	j->val_rc = rc;
+	if (rc == 0) {
+		j->val.res = *res;
+		jc__res_init(res);
+		j->val.ns = jc__now_ns() - j->val.ns;
+	}
+	j->val_state = VAL_CAME;
+	if (!j->asking)
+		key_step(j);
+}
+
+/* A record came (blob, still the caller's alone): the value its hint names
+ * is asked for at once, so that its round trip and checks overlap the
+ * record's check (loop). */
+static void value_ask(struct key_job *j, const struct jc_remote_blob *blob)
+{
+	struct jc_daemon *d = j->d;
+	if (!blob || !d->remote || d->stopping || !jc__remote_blob_hint(blob, j->val_key))
+		return;
+	j->val_state = VAL_ASKED;
+	j->val.ns = jc__now_ns();
+	j->asking = 1;
+	if (jc__remote_prefetch(d->remote, j->val_key, value_cb, j) != 0)
+		j->val_state = VAL_NONE;
+	j->asking = 0;
 }
 
 /* The remote tier's dependency record of the request's lookup key (loop). */
 static void record_cb(void *arg, int rc, struct jc_remote_blob *blob)
 {
 	struct key_job *j = arg;
+	j->t_rec_got = jc__now_ns();
+	value_ask(j, rc == 0 ? blob : NULL);
 	pthread_mutex_lock(&j->rec_lock);
 	j->blob = rc == 0 ? blob : NULL;
 	j->rec_state = REC_CAME;
 	pthread_mutex_unlock(&j->rec_lock);
-	j->t_rec_got = jc__now_ns();
-	if (j->scanned)
-		key_next(j);
+	key_step(j);
 }
 
 static void key_after_cb(uv_work_t *w, int status)
@@ -578,8 +647,7 @@ static void key_after_cb(uv_work_t *w, int status)
 	struct key_job *j = w->data;
 	(void)status;
 	j->scanned = 1;
-	if (j->rec_state != REC_ASKED) /* else record_cb goes on */
-		key_next(j);
+	key_step(j);
 }
 
 /* The request path of a client-read tree: keyed here, on the loop. */
@@ -604,7 +672,7 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
 		return;
 	}
 	jc__daemon_count(d, JC_CTR_tree_requests, 1);
-	request_with_key(d, conn, req, key, direct, inc, t0);
+	request_with_key(d, conn, req, key, direct, inc, t0, NULL);
 }
 
 /*
@@ -682,7 +750,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 			jc__daemon_count(d, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1);
 			memcpy(key, known, 16);
 		}
-		request_with_key(d, conn, req, key, NULL, NULL, t0);
+		request_with_key(d, conn, req, key, NULL, NULL, t0, NULL);
 		return;
 	}
 	struct key_job *j = calloc(1, sizeof(*j));
@@ -695,6 +763,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		memcpy(j->lookup, lookup, 16);
 		j->work.data = j;
 		pthread_mutex_init(&j->rec_lock, NULL);
+		jc__res_init(&j->val.res);
 		d->conn_ops->ref(conn);
 		memset(req, 0, sizeof(*req));
 		if (uv_queue_work(d->loop, &j->work, key_work_cb, key_after_cb) == 0) {

@@ -181,13 +181,19 @@ static void count(struct jc_remote *r, enum jc_counter c, uint64_t n)
 	jc__count(r->ctr, c, n);
 }
 
+/* Wipes and frees a secret (or password) of len bytes (NULL-safe). */
+static void secret_free(uint8_t *secret, size_t len)
+{
+	if (secret)
+		sodium_memzero(secret, len);
+	free(secret);
+}
+
 static void remote_unref(struct jc_remote *r)
 {
 	if (--r->refs > 0)
 		return;
-	if (r->secret)
-		sodium_memzero(r->secret, r->secret_len);
-	free(r->secret);
+	secret_free(r->secret, r->secret_len);
 	free(r->held);
 	free(r);
 }
@@ -353,9 +359,7 @@ void jc__remote_blob_free(struct jc_remote_blob *b)
 {
 	if (!b)
 		return;
-	if (b->secret)
-		sodium_memzero(b->secret, b->secret_len);
-	free(b->secret);
+	secret_free(b->secret, b->secret_len);
 	free(b->val);
 	free(b);
 }
@@ -397,6 +401,7 @@ struct lookup {
 	int refs;                 /* timer handle + commands + decode job */
 	int done;
 	int recheck;              /* this GET follows a lock taken (or EXISTS 0) */
+	int prefetch;             /* jc__remote_prefetch: no lock, nothing counted */
 	struct lookup *prev, *next;
 	/* decode job */
 	uv_work_t work;
@@ -464,11 +469,12 @@ static void lookup_finish(struct lookup *l, int rc)
 		uv_close((uv_handle_t *)&l->timer, lookup_timer_closed_cb);
 		return;
 	}
-	if (rc == 0) {
+	if (rc == 0)
 		log_phases(l);
+	if (rc == 0 && !l->prefetch) {
 		jc__latency_add(&r->latency, now_ns() - l->t0);
 		count(r, JC_CTR_remote_hits, 1);
-	} else if (rc == JC_ENOTFOUND) {
+	} else if (rc == JC_ENOTFOUND && !l->prefetch) {
 		count(r, JC_CTR_remote_misses, 1);
 	}
 	struct jc_res res = l->res;
@@ -612,7 +618,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 				lookup_finish(l, JC_ENOMEM);
 			}
 		}
-	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck)) {
+	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck || l->prefetch)) {
 		answered(r);
 		lookup_finish(l, JC_ENOTFOUND);
 	} else if (reply->type == REDIS_REPLY_NIL) {
@@ -648,9 +654,10 @@ static void step_get(struct lookup *l)
 	}
 }
 
-/* Starts a lookup of a value (cb) or a record (rcb). */
+/* Starts a lookup of a value (cb; prefetch: jc__remote_prefetch) or a
+ * record (rcb). */
 static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
-			jc_remote_record_cb rcb, void *arg)
+			jc_remote_record_cb rcb, int prefetch, void *arg)
 {
 	if (r->closing)
 		return JC_EBUSY;
@@ -668,6 +675,7 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 	lkey_of(key, l->lkey);
 	l->cb = cb;
 	l->rcb = rcb;
+	l->prefetch = prefetch;
 	l->arg = arg;
 	l->t0 = now_ns();
 	l->deadline_ns = l->t0 + (uint64_t)r->lock_wait_ns;
@@ -689,13 +697,25 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
 		      void *arg)
 {
-	return lookup_start(r, key, cb, NULL, arg);
+	return lookup_start(r, key, cb, NULL, 0, arg);
+}
+
+int jc__remote_prefetch(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
+			void *arg)
+{
+	return lookup_start(r, key, cb, NULL, 1, arg);
+}
+
+void jc__remote_prefetch_used(struct jc_remote *r, uint64_t fetch_ns)
+{
+	jc__latency_add(&r->latency, fetch_ns);
+	count(r, JC_CTR_remote_hits, 1);
 }
 
 int jc__remote_record_fetch(struct jc_remote *r, const uint8_t lookup[16], jc_remote_record_cb cb,
 			    void *arg)
 {
-	return lookup_start(r, lookup, NULL, cb, arg);
+	return lookup_start(r, lookup, NULL, cb, 0, arg);
 }
 
 int jc__remote_record_open(const struct jc_remote_blob *b, const uint8_t lookup[16],
@@ -703,6 +723,11 @@ int jc__remote_record_open(const struct jc_remote_blob *b, const uint8_t lookup[
 {
 	return jc__remote_record_decode(lookup, b->val, b->len, b->secret, b->secret_len,
 					b->max_object, max_entries, set, why, whylen);
+}
+
+int jc__remote_blob_hint(const struct jc_remote_blob *b, uint8_t key[16])
+{
+	return jc__remote_record_hint(b->val, b->len, key);
 }
 
 void jc__remote_record_rejected(struct jc_remote *r, const uint8_t lookup[16], const char *why)
@@ -739,8 +764,9 @@ static void publish_work_cb(uv_work_t *w)
 	struct publish *p = w->data;
 	struct jc_remote *r = p->r;
 	if (p->record)
-		p->rc = jc__remote_record_encode(p->key, p->frame.data, p->frame.len, r->secret,
-						 r->secret_len, r->max_object, &p->val, &p->len);
+		p->rc = jc__remote_record_encode(p->key, p->frame.data, p->frame.len, p->meta,
+						 r->secret, r->secret_len, r->max_object, &p->val,
+						 &p->len);
 	else
 		p->rc = jc__remote_value_encode(p->key, p->frame.data, p->frame.len, p->meta,
 						r->secret, r->secret_len, r->max_object, &p->val,
@@ -841,13 +867,17 @@ void jc__remote_publish(struct jc_remote *r, const uint8_t key[16], const struct
 	p->holds_lock = unhold(r, key); /* the flight's end leaves it to us */
 }
 
-void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], uint8_t *variant,
-			       size_t len)
+void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], const uint8_t key[16],
+			       uint8_t *variant, size_t len)
 {
 	struct publish *p = NULL;
+	char hex[33], meta[40];
 	if (!r->closing && !r->read_only && !is_down(r))
 		p = calloc(1, sizeof(*p));
-	if (!p) {
+	jc__hex16(key, hex);
+	snprintf(meta, sizeof(meta), "key=%s", hex);
+	if (!p || !(p->meta = strdup(meta))) {
+		free(p);
 		free(variant);
 		return;
 	}
@@ -861,6 +891,7 @@ void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], ui
 	if (uv_queue_work(r->loop, &p->work, publish_work_cb, publish_after_cb) != 0) {
 		r->refs--;
 		jc__buf_free(&p->frame);
+		free(p->meta);
 		free(p);
 	}
 }
@@ -1032,10 +1063,7 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct j
 			*nl = '\0';
 	}
 	rc = jc__redis_new(loop, &url, (char *)pw, JC_REMOTE_CONNECT_MS, cfg->timeout_ms, &r->redis);
-	if (pw) {
-		sodium_memzero(pw, pwlen);
-		free(pw);
-	}
+	secret_free(pw, pwlen);
 	if (rc != 0)
 		goto err_out;
 	r->loop = loop;
@@ -1059,9 +1087,7 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct j
 	*out = r;
 	return 0;
 err_out:
-	if (r->secret)
-		sodium_memzero(r->secret, r->secret_len);
-	free(r->secret);
+	secret_free(r->secret, r->secret_len);
 	free(r);
 	return rc;
 }
