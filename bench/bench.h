@@ -255,6 +255,7 @@ struct bench_remote {
 	int64_t learned_hit_gets;                 /* Redis GETs during learned_hits local hits (want 0) */
 	int learned_hits;
 	double learned_hit_p50_us, learned_hit_base_p50_us; /* its local hit: remote up; no remote */
+	int64_t learned_hit_walks;                /* of those hits, keyed by a stat walk (want 0: watched) */
 	/* That first request's phases inside the daemon (ms, medians over the
 	 * fresh daemons; from their info log: bench_learned_phases[] names
 	 * them, in order). */

@@ -411,6 +411,10 @@ static void remote_figures(const struct bench_daemon *d, const struct bench_plan
 			target(f, AT_MOST, 0);
 			fig("remote_learned_hit_p50_us", "us", rm.learned_hit_p50_us,
 			    "  its local hit p50, remote up");
+			/* Not watched (inotify limits, shared by the machine's
+			 * daemons): each hit re-checks its manifest in the pool. */
+			fig("remote_learned_hit_walks", "", (double)rm.learned_hit_walks,
+			    "  of those hits, keyed by a stat walk");
 			f = fig("remote_learned_hit_ratio", "x",
 				rm.learned_hit_p50_us / rm.learned_hit_base_p50_us,
 				"  / same hit, no remote (%.1f us)", rm.learned_hit_base_p50_us);

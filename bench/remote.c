@@ -327,10 +327,12 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		if (i == n - 1) {
 			bench_timed_request(fc, r, JC_HIT, o.size);
 			long long gets = redis_gets();
+			int64_t walks = bench_stat(fc, "include_tree_stat_walks");
 			out->learned_hits = (int)iters;
 			hits_side_by_side(fc, lc, r, o.size, iters, &out->learned_hit_p50_us,
 					  &out->learned_hit_base_p50_us);
 			out->learned_hit_gets = redis_gets() - gets;
+			out->learned_hit_walks = bench_stat(fc, "include_tree_stat_walks") - walks;
 		}
 		jc_client_close(fc);
 		bench_daemon_stop(&f);
