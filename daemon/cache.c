@@ -416,7 +416,7 @@ static void key_work_cb(uv_work_t *w)
 		j->unstored = rc == 0;
 	}
 	/* A fresh scan may yet be replaced by the fleet's dependency record
-	 * (key_after_cb): its tree is watched from the next request on, which
+	 * (key_next): its tree is watched from the next request on, which
 	 * the manifest keys. */
 	if (rc == 0 && (j->from_manifest || !d->remote))
 		key_watch(j, &ctx);
