@@ -142,6 +142,7 @@ struct jc_daemon {
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	uv_work_t trim;           /* malloc_trim after a large request (main.c) */
+	uv_work_t pool_warm;      /* starts the thread pool at start-up (main.c) */
 	int trimming;
 	int n_conns;              /* how many are in conns */
 };
