@@ -230,6 +230,8 @@ void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int re
 
 /* --- remote.c ------------------------------------------------------------ */
 
+#define BENCH_LEARNED_PHASES 10
+
 /* The remote tier's figures (docs/fleet.md), side by side with a
  * daemon without it. */
 struct bench_remote {
@@ -254,7 +256,15 @@ struct bench_remote {
 	int64_t learned_hit_gets;                 /* Redis GETs during learned_hits local hits (want 0) */
 	int learned_hits;
 	double learned_hit_p50_us, learned_hit_base_p50_us; /* its local hit: remote up; no remote */
+	int64_t learned_hit_walks;                /* of those hits, keyed by a stat walk (want 0: watched) */
+	/* That first request's phases inside the daemon (ms, medians over the
+	 * fresh daemons; from their info log: bench_learned_phases[] names
+	 * them, in order). */
+	double learned_phase_ms[BENCH_LEARNED_PHASES];
 };
+
+/* For each phase: a log line's tag, the label of its number in that line, and its figure's label. */
+extern const char *const bench_learned_phases[BENCH_LEARNED_PHASES][3];
 
 /* Runs a redis-server of its own (Unix socket, in a temporary directory)
  * and two daemons on it beside local (running, no remote), measuring with

@@ -75,11 +75,11 @@ uint64_t bench_timed_request(jc_client *c, const jc_request *r, jc_cache_status 
 	size_t got;
 	jc_result_data(res, &got);
 	jc_cache_status st = jc_result_cache_status(res);
-	jc_result_free(res);
 	uint64_t t = jc__now_ns() - t0;
 	if (st != want || got != size)
-		bench_die("expected status %d with %zu bytes, got status %d, %zu bytes", (int)want, size,
-			  (int)st, got);
+		bench_die("expected status %d with %zu bytes, got status %d, %zu bytes (key %s)",
+			  (int)want, size, (int)st, got, jc_result_key(res));
+	jc_result_free(res);
 	return t;
 }
 

@@ -227,6 +227,48 @@ static long long redis_gets(void)
 	return v;
 }
 
+const char *const bench_learned_phases[BENCH_LEARNED_PHASES][3] = {
+	{"keyed in", "keyed in ", "keyed (scan, record, its check)"},
+	{"keyed in", "pool wait ", "  pool hand-off before the scan"},
+	{"keyed in", "scan ", "  include scan"},
+	{"keyed in", "record fetch ", "  record fetch (beside the above)"},
+	{"keyed in", "(pool wait ", "  record check: wait for the pool"},
+	{"keyed in", "record check ", "  record check (open, admit, stat)"},
+	{"value fetched", "value fetched in ", "value: asked until checked"},
+	{"value fetched", "GET ", "  value GET"},
+	{"value fetched", "pool wait ", "  pool hand-off"},
+	{"value fetched", "decode and checks ", "  value decode and checks"},
+};
+
+/* The number after label in the first line of text holding tag, or -1. */
+static double log_number(const char *text, const char *tag, const char *label)
+{
+	const char *line = strstr(text, tag);
+	if (!line)
+		return -1;
+	while (line > text && line[-1] != '\n')
+		line--;
+	const char *end = strchr(line, '\n');
+	const char *at = strstr(line, label);
+	return at && (!end || at < end) ? atof(at + strlen(label)) : -1;
+}
+
+/* The phases of a fresh daemon's first request, from its info log, into
+ * ms[BENCH_LEARNED_PHASES] (dies when a line is missing). */
+static void learned_phases(const struct bench_daemon *f, double *ms)
+{
+	FILE *fp = fopen(f->core.log, "r");
+	static char text[1 << 20];
+	size_t n = fp ? fread(text, 1, sizeof(text) - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	text[n] = 0;
+	for (int i = 0; i < BENCH_LEARNED_PHASES; i++)
+		if ((ms[i] = log_number(text, bench_learned_phases[i][0], bench_learned_phases[i][1])) < 0)
+			bench_die("no \"%s\" line with \"%s\" in %s", bench_learned_phases[i][0],
+				  bench_learned_phases[i][1], f->core.log);
+}
+
 /*
  * The learnt key in the fleet (dependency records): W compiles r (the CUB
  * example as jitcachectl sends it: NVRTC probes headers next to the source
@@ -253,7 +295,12 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		bench_die("the writer published no dependency record for the CUB example (see %s)",
 			  writer.core.log);
 	bench_fetch(lc, r, local->core.cache, &ol);
+	if (ol.size != o.size || strcmp(ol.key, o.key) != 0)
+		bench_die("the CUB example as jitcachectl sends it: key %s, %zu bytes on the writer; "
+			  "key %s, %zu bytes on the daemon without a remote tier", o.key, o.size,
+			  ol.key, ol.size);
 	uint64_t ns[16];
+	double phase[BENCH_LEARNED_PHASES][16];
 	n = n > 16 ? 16 : n;
 	for (int i = 0; i < n; i++) {
 		struct bench_daemon f = {.core.pid = -1};
@@ -261,6 +308,8 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		f.extra[0] = "--remote";
 		f.extra[1] = url;
 		f.extra[2] = "--remote-unsigned"; /* its own Redis: nobody else writes */
+		f.extra[3] = "--log-level"; /* the phases of its first request */
+		f.extra[4] = "info";
 		bench_daemon_start(&f);
 		jc_client *fc = bench_connect(&f);
 		/* Its workers load NVRTC just after it is ready: let them, so that
@@ -270,14 +319,20 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		out->learned_fresh_compiles += bench_stat(fc, "compiles");
 		if (bench_stat(fc, "remote_deps_used") != 1)
 			bench_die("a fresh daemon did not use the dependency record (see %s)", f.core.log);
+		double ms[BENCH_LEARNED_PHASES];
+		wait_row(fc, o.key); /* its log lines are written by then */
+		learned_phases(&f, ms);
+		for (int k = 0; k < BENCH_LEARNED_PHASES; k++)
+			phase[k][i] = ms[k];
 		if (i == n - 1) {
-			wait_row(fc, o.key);
 			bench_timed_request(fc, r, JC_HIT, o.size);
 			long long gets = redis_gets();
+			int64_t walks = bench_stat(fc, "include_tree_stat_walks");
 			out->learned_hits = (int)iters;
 			hits_side_by_side(fc, lc, r, o.size, iters, &out->learned_hit_p50_us,
 					  &out->learned_hit_base_p50_us);
 			out->learned_hit_gets = redis_gets() - gets;
+			out->learned_hit_walks = bench_stat(fc, "include_tree_stat_walks") - walks;
 		}
 		jc_client_close(fc);
 		bench_daemon_stop(&f);
@@ -285,6 +340,8 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 	}
 	jtl_sort_u64(ns, (size_t)n);
 	out->learned_fresh_ms = (double)ns[n / 2] / 1e6;
+	for (int k = 0; k < BENCH_LEARNED_PHASES; k++)
+		out->learned_phase_ms[k] = jtl_median(phase[k], (size_t)n);
 	out->learned_fresh_n = n;
 	out->learned_ran = 1;
 }

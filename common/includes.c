@@ -3,6 +3,7 @@
  * the contract. */
 #include "common/includes.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -451,9 +452,52 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 
 /* --- re-checks ------------------------------------------------------------------------------- */
 
+/*
+ * Directories seen while re-checking ABSENT entries. A name whose lookup
+ * fails with ENOENT lies under a missing directory or in an existing one:
+ * its parents are looked at (once per directory: the set is sorted, so a
+ * directory's names are mostly together), and every later name below the
+ * topmost missing one is absent without a stat, since resolving it would
+ * fail there. CUB's probes next to a source (cub/..., cuda/..., hundreds of
+ * names under a few missing directories) cost a few stat calls, not one
+ * each.
+ */
+struct absent_dirs {
+	char gone[PATH_MAX];  /* the topmost missing directory found; "" none */
+	char there[PATH_MAX]; /* the last parent found to exist; "" none */
+};
+
+/* 1 when path lies below dir ("" never). */
+static int below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return n && strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+/* path, which stat() did not find (ENOENT): records its missing parents. */
+static void absent_walk(struct absent_dirs *a, const char *path, uint64_t *n_stat)
+{
+	char dir[PATH_MAX];
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+		return;
+	for (char *slash = strrchr(dir, '/'); slash && slash > dir; slash = strrchr(dir, '/')) {
+		*slash = 0;
+		if (strcmp(dir, a->there) == 0)
+			return;
+		struct stat st;
+		(*n_stat)++;
+		if (stat(dir, &st) == 0 || errno != ENOENT) {
+			snprintf(a->there, sizeof(a->there), "%s", dir);
+			return;
+		}
+		memcpy(a->gone, dir, strlen(dir) + 1);
+	}
+}
+
 int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 {
 	int64_t now = jc__inc_now_ns();
+	struct absent_dirs absent = {"", ""};
 	set->unsettled = 0;
 	set->checked_ns = now;
 	for (size_t i = 0; i < set->n; i++) {
@@ -472,11 +516,15 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 				return same;
 			continue;
 		}
+		if (e->kind == JC_INC_ABSENT && below(e->path, absent.gone))
+			continue;
 		set->n_stat++;
 		exists = stat(e->path, &st) == 0;
 		if (e->kind == JC_INC_ABSENT) {
 			if (exists && S_ISREG(st.st_mode))
 				return 0;
+			if (!exists && errno == ENOENT)
+				absent_walk(&absent, e->path, &set->n_stat);
 			continue;
 		}
 		if (e->kind == JC_INC_DIR) {

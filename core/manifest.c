@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -171,6 +172,14 @@ int jc__manifest_variant_decode(const uint8_t *p, size_t len, uint64_t max_entri
 	if (rc != 0)
 		jc__inc_set_clear(set);
 	return rc == -1 ? JC_ECORRUPT : rc;
+}
+
+int jc__manifest_exists(const struct jc_manifests *m, const uint8_t direct[16])
+{
+	char path[PATH_MAX];
+	struct stat st;
+	path_of(m, direct, path, sizeof(path), 0);
+	return stat(path, &st) == 0;
 }
 
 int jc__manifest_lookup(struct jc_manifests *m, const uint8_t direct[16],

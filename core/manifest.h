@@ -57,6 +57,10 @@ void jc__manifests_close(struct jc_manifests *m);
 int jc__manifest_lookup(struct jc_manifests *m, const uint8_t direct[16],
 			const struct jc_inc_ctx *ctx, struct jc_inc_set *out, uint64_t *n_stat);
 
+/* 1 when direct has a manifest file (valid or not: no read), else 0; a stat
+ * call. For deciding, before a lookup, whether one can match. */
+int jc__manifest_exists(const struct jc_manifests *m, const uint8_t direct[16]);
+
 /*
  * Adds set (borrowed) as the newest variant of direct's manifest, dropping
  * an identical older variant and any beyond JC_MANIFEST_VARIANTS. Returns 0,

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -196,7 +197,7 @@ static void inc_free(struct jc_inc_set *inc)
  * tc: the toolchain the key was made with (d->tc then). */
 static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
 			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
-			     uint64_t t0, const struct jc_toolchain *tc)
+			     uint64_t t0, const struct jc_toolchain *tc, struct jc_fetched *fetched)
 {
 	uint8_t bad_object[16];
 	int bad = 0, rc;
@@ -232,7 +233,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		memcpy(miss.key, key, 16);
 		jc__answer(d, conn, &miss, -1);
 	} else if ((rc = jc__flight_start(d, conn, tc, key, inc ? direct : NULL, req, &inc,
-				      t0, bad ? bad_object : NULL)) != 0) {
+				      t0, bad ? bad_object : NULL, fetched)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
@@ -277,12 +278,50 @@ struct key_job {
 	int watch_refused;        /* enum jc_watch_refusal other than OK and OFF */
 	uint64_t n_stat, ns;
 	char err[512];
-	/* A dependency record from the remote tier (remote.h), while it is
-	 * admitted and checked; owned. record_rc: 1 it keyed the request, -1
-	 * rejected (why), 0 not used. */
-	struct jc_inc_set *record;
-	int record_rc;
+	/*
+	 * The remote tier's dependency record of the lookup key (remote.h),
+	 * for a request this daemon has no manifest for: asked for when the
+	 * job is queued, so that its round trip overlaps the pool hand-off and
+	 * the scan, and opened and checked in the scan's own job when it came
+	 * in time (else in one job of its own). rec_lock guards rec_state and
+	 * blob between the loop and the pool.
+	 */
+	pthread_mutex_t rec_lock;
+	int rec_state;                /* enum rec_state */
+	struct jc_remote_blob *blob;  /* owned while REC_CAME */
+	int scanned;                  /* loop: key_work_cb has ended */
+	int unstored;                 /* the scan's set is not yet a manifest variant */
+	int in_pool;                  /* loop: a record job is queued */
+	/* The value a record's hint names (jc__remote_prefetch), fetched while
+	 * the record is checked; served when the checked record keys the
+	 * request with that very key (key_done). */
+	int val_state;                /* enum val_state */
+	int val_rc;
+	int asking;                   /* value_ask is on the stack */
+	uint8_t val_key[16];
+	struct jc_fetched val;        /* val.res owned */
+	struct jc_inc_set *record;    /* owned: the record's set, checked (record_rc 1) */
+	uint8_t record_key[16];       /* its key */
+	int record_rc;                /* 1 matched, -1 refused (why), 0 not used */
 	char why[256];
+	/* jc__now_ns() at each phase of a request that asked for a record
+	 * (logged at info by key_done; jitcache-bench reads it): the pool took
+	 * the job, the scan ended, the record was asked for, it came, its
+	 * check began and ended. */
+	uint64_t t_work, t_scanned, t_rec_sent, t_rec_got, t_check, t_checked;
+};
+
+enum val_state {
+	VAL_NONE,  /* not asked for */
+	VAL_ASKED, /* asked, no answer yet */
+	VAL_CAME,  /* answered (val_rc) */
+};
+
+enum rec_state {
+	REC_NONE,  /* not asked for */
+	REC_ASKED, /* asked, no answer yet */
+	REC_CAME,  /* answered (blob, or NULL: none or the tier failed) */
+	REC_TAKEN, /* opened and checked by the pool (record_rc) */
 };
 
 static const char *watch_refusal_name(int why);
@@ -303,12 +342,62 @@ static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
 		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
 }
 
+/* Thread pool: set stored as a manifest variant of the lookup key (a
+ * failure costs the next request a scan); the scan's is stored then. */
+static void store_variant(struct key_job *j, const struct jc_inc_set *set)
+{
+	char err[256];
+	if (jc__manifest_add(j->d->manifests, j->lookup, set, err, sizeof(err)) != 0)
+		jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s", err);
+	j->unstored = 0;
+}
+
+/* Thread pool: the fetched record (j->blob, if any; freed here) opened,
+ * admitted (it names only what the request declares:
+ * jc__inc_record_admit) and checked against this machine's files
+ * (jc__inc_check); when it matches and gives another key than the scan's,
+ * it is j->record (record_rc 1) and a manifest variant here. Else the
+ * scan's set is stored, if it is not yet (j->unstored). */
+static void record_check(struct key_job *j, const struct jc_inc_ctx *ctx)
+{
+	struct jc_inc_set *set = j->blob ? calloc(1, sizeof(*set)) : NULL;
+	uint8_t tree[16], key[16];
+	char path[200];
+	j->t_check = jc__now_ns();
+	int rc = set ? jc__remote_record_open(j->blob, j->lookup, ctx->max_entries, set, j->why,
+					      sizeof(j->why))
+		     : JC_ENOMEM; /* or no record: only the scan's set to store */
+	rc = rc ?: jc__inc_record_admit(set, &j->req, ctx, path, sizeof(path));
+	if (rc == JC_ECORRUPT) {
+		j->record_rc = -1; /* j->why says why */
+	} else if (rc == 0) {
+		snprintf(j->why, sizeof(j->why), "names %s, which the request does not declare", path);
+		j->record_rc = -1;
+	} else if (rc == 1 && jc__inc_check(set, ctx) == 1 &&
+		   jc__inc_key_digest(set, &j->req.include_dirs, tree) == 0 &&
+		   jc__key_with_tree(j->direct, tree, key) == 0 && memcmp(key, j->key, 16) != 0) {
+		j->n_stat += set->n_stat;
+		store_variant(j, set);
+		j->record = set;
+		set = NULL;
+		memcpy(j->record_key, key, 16);
+		j->record_rc = 1;
+	}
+	if (set)
+		inc_free(set);
+	if (j->unstored)
+		store_variant(j, j->inc); /* keyed by its scan */
+	jc__remote_blob_free(j->blob);
+	j->blob = NULL;
+	j->t_checked = jc__now_ns();
+}
+
 /* Thread pool: a manifest variant of the direct key that matches, or a scan. */
 static void key_work_cb(uv_work_t *w)
 {
 	struct key_job *j = w->data;
 	struct jc_daemon *d = j->d;
-	uint64_t t = jc__now_ns();
+	uint64_t t = j->t_work = jc__now_ns();
 	const uint8_t *direct = j->direct;
 	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
 	int rc = 0;
@@ -326,13 +415,10 @@ static void key_work_cb(uv_work_t *w)
 	} else if (rc == 0) {
 		rc = jc__inc_scan(&j->req, &ctx, j->inc, j->err, sizeof(j->err));
 		j->n_stat += j->inc->n_stat;
-		char err[256];
-		if (rc == 0 && jc__manifest_add(d->manifests, j->lookup, j->inc, err, sizeof(err)) != 0)
-			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
-				    err);
+		j->unstored = rc == 0;
 	}
 	/* A fresh scan may yet be replaced by the fleet's dependency record
-	 * (key_after_cb): its tree is watched from the next request on, which
+	 * (key_next): its tree is watched from the next request on, which
 	 * the manifest keys. */
 	if (rc == 0 && (j->from_manifest || !d->remote))
 		key_watch(j, &ctx);
@@ -341,13 +427,70 @@ static void key_work_cb(uv_work_t *w)
 	j->rc = j->rc ?: jc__key_with_tree(direct, tree, j->key);
 	if (j->rc == JC_ENOMEM && !j->err[0])
 		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
-	j->ns = jc__now_ns() - t;
+	j->t_scanned = jc__now_ns();
+	j->ns = j->t_scanned - t;
+	/* The scan's set becomes a manifest variant, unless a record asked for
+	 * may key the request instead: then record_check stores the one that
+	 * does, with one write. A record that came while this job ran is
+	 * checked here, sparing a hand-off to the pool and back. */
+	int state = REC_NONE;
+	if (j->rc == 0 && j->unstored) {
+		pthread_mutex_lock(&j->rec_lock);
+		state = j->rec_state;
+		if (state == REC_CAME)
+			j->rec_state = REC_TAKEN;
+		pthread_mutex_unlock(&j->rec_lock);
+	}
+	if (state == REC_CAME)
+		record_check(j, &ctx);
+	else if (state == REC_NONE && j->unstored)
+		store_variant(j, j->inc);
+}
+
+static double ms_between(uint64_t a, uint64_t b)
+{
+	return a && b >= a ? (double)(b - a) / 1e6 : 0;
+}
+
+/* The phases of a request that fetched a dependency record (key_job). */
+static void log_record_phases(const struct key_job *j, const char *hex)
+{
+	uint64_t ready = j->t_rec_got > j->t_scanned ? j->t_rec_got : j->t_scanned;
+	jc_log_info(KEY, "key %s: keyed in %.3f ms: pool wait %.3f, scan %.3f, record fetch %.3f, "
+		    "record check %.3f (pool wait %.3f)%s", hex, ms_between(j->t0, jc__now_ns()),
+		    ms_between(j->t0, j->t_work), ms_between(j->t_work, j->t_scanned),
+		    ms_between(j->t_rec_sent, j->t_rec_got), ms_between(j->t_check, j->t_checked),
+		    ms_between(ready, j->t_check), j->record_rc > 0 ? "" : "; record not used");
+}
+
+/* The record's outcome (record_check), on the loop: a refusal reported; a
+ * match keys the request, unless the scan's key has an entry meanwhile. */
+static void record_apply(struct key_job *j)
+{
+	struct jc_daemon *d = j->d;
+	if (j->record_rc < 0 && d->remote)
+		jc__remote_record_rejected(d->remote, j->lookup, j->why);
+	if (j->record_rc > 0 && j->rc == 0 && !key_known(d, j->key)) {
+		inc_free(j->inc);
+		j->inc = j->record;
+		j->record = NULL;
+		memcpy(j->key, j->record_key, 16);
+		jc__daemon_count(d, JC_CTR_remote_deps_used, 1);
+	} else if (j->record_rc > 0) {
+		j->record_rc = 0;
+	}
+	if (j->record)
+		inc_free(j->record);
+	j->record = NULL;
+	jc__remote_blob_free(j->blob);
+	j->blob = NULL;
 }
 
 /* Takes a keyed (or failed) job to the request path and frees it (loop). */
 static void key_done(struct key_job *j)
 {
 	struct jc_daemon *d = j->d;
+	record_apply(j);
 	jc__daemon_count(d, JC_CTR_include_stats, j->n_stat);
 	if (j->rc == 0) {
 		char hex[33];
@@ -368,9 +511,17 @@ static void key_done(struct key_job *j)
 			    j->inc->fallback ? " (computed include: whole directories)" : "",
 			    (unsigned long long)j->n_stat, (unsigned long long)j->inc->n_read,
 			    (double)j->ns / 1e6);
+		if (j->t_rec_sent)
+			log_record_phases(j, hex);
 		jc__keymemo_put(d, j->lookup, j->key, j->inc, j->stamp);
 		j->stamp = 0;
-		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0, j->tc);
+		/* The value the record's hint named, verified as the value of
+		 * that key, if the request is keyed with it (by the checked
+		 * record, or by its scan). */
+		int use = j->val_state == VAL_CAME && j->val_rc == 0 &&
+			  memcmp(j->val_key, j->key, 16) == 0;
+		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0, j->tc,
+				 use ? &j->val : NULL);
 		j->inc = NULL;
 	} else {
 		if (j->rc == JC_EINVAL)
@@ -381,92 +532,124 @@ static void key_done(struct key_job *j)
 	}
 	jc__watch_forget(d->watch, j->stamp);
 	d->conn_ops->unref(j->conn);
+	jc__res_clear(&j->val.res);
+	pthread_mutex_destroy(&j->rec_lock);
 	free(j);
 }
 
-/* Thread pool: a fetched dependency record is used when it names only what
- * the request declares (jc__inc_record_admit) and matches this machine's
- * files (jc__inc_check re-hashes them); its set then keys the request and
- * becomes a manifest variant here. */
 static void record_work_cb(uv_work_t *w)
 {
 	struct key_job *j = w->data;
-	struct jc_daemon *d = j->d;
-	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
-	uint8_t tree[16], key[16];
-	int rc = jc__inc_record_admit(j->record, &j->req, &ctx, j->why, sizeof(j->why));
-	j->record_rc = rc == 0 ? -1 : 0;
-	if (rc == 1 && jc__inc_check(j->record, &ctx) == 1 &&
-	    jc__inc_key_digest(j->record, &j->req.include_dirs, tree) == 0 &&
-	    jc__key_with_tree(j->direct, tree, key) == 0 && memcmp(key, j->key, 16) != 0) {
-		char err[256];
-		j->n_stat += j->record->n_stat;
-		if (jc__manifest_add(d->manifests, j->lookup, j->record, err, sizeof(err)) != 0)
-			jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
-				    err);
-		struct jc_inc_set *scan = j->inc;
-		j->inc = j->record;
-		j->record = scan;
-		memcpy(j->key, key, 16);
-		j->record_rc = 1;
-	}
+	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(j->d);
+	record_check(j, &ctx);
 }
+
+static void key_step(struct key_job *j);
 
 static void record_after_cb(uv_work_t *w, int status)
 {
 	struct key_job *j = w->data;
-	struct jc_daemon *d = j->d;
 	(void)status;
-	if (j->record_rc < 0) {
-		char hex[33];
-		jc__hex16(j->lookup, hex);
-		jc_log_warn(REMOTE, "lookup key %s: dependency record names %s, which the request does "
-			    "not declare; keyed by the scan", hex, j->why);
-		jc__daemon_count(d, JC_CTR_remote_rejected, 1);
-	} else if (j->record_rc > 0) {
-		jc__daemon_count(d, JC_CTR_remote_deps_used, 1);
-	}
-	inc_free(j->record);
-	j->record = NULL;
-	key_done(j);
+	j->in_pool = 0;
+	key_step(j);
 }
 
-/* The remote tier's dependency record of the request's lookup key. */
-static void record_cb(void *arg, int rc, struct jc_inc_set *set)
-{
-	struct key_job *j = arg;
-	struct jc_daemon *d = j->d;
-	if (rc != 0 || d->stopping || !(j->record = calloc(1, sizeof(*j->record)))) {
-		key_done(j);
-		return;
-	}
-	*j->record = *set;
-	memset(set, 0, sizeof(*set));
-	j->work.data = j;
-	if (uv_queue_work(d->loop, &j->work, record_work_cb, record_after_cb) != 0) {
-		inc_free(j->record);
-		j->record = NULL;
-		key_done(j);
-	}
-}
+static void record_cb(void *arg, int rc, struct jc_remote_blob *blob);
 
 /*
- * After a scan (no manifest variant matched here) of a request whose key has
- * no entry: a daemon elsewhere may have learnt that NVRTC reads more than the
- * scan predicts (a probe next to the source) and stored the result under
- * the learnt key; its dependency record names that key. Only on this path:
- * a request keyed from a manifest, and every hit, costs no round trip.
+ * Loop, once the scan and any record asked for are in. A request scanned
+ * (no manifest variant matched here) whose key has no entry may be one a
+ * daemon elsewhere learnt that NVRTC reads more for than the scan predicts
+ * (a probe next to the source), and stored under the learnt key; its
+ * dependency record names that key. Only on this path is the record
+ * fetched: a request keyed from a manifest, and every hit, costs no round
+ * trip (one with no manifest at all asked for it already: key_job). The
+ * job ends (key_done) once a value asked for early has answered too.
  */
+static void key_next(struct key_job *j)
+{
+	struct jc_daemon *d = j->d;
+	int want = j->rc == 0 && !j->from_manifest && d->remote && !d->stopping &&
+		   !key_known(d, j->key);
+	if (want && j->rec_state == REC_NONE) {
+		j->rec_state = REC_ASKED;
+		j->t_rec_sent = jc__now_ns();
+		if (jc__remote_record_fetch(d->remote, j->lookup, record_cb, j) == 0)
+			return;
+		j->rec_state = REC_NONE;
+	} else if (j->rec_state == REC_CAME && (j->unstored || (want && j->blob))) {
+		if (!want) {
+			jc__remote_blob_free(j->blob);
+			j->blob = NULL;
+		}
+		j->rec_state = REC_TAKEN;
+		j->work.data = j;
+		j->in_pool = 1;
+		if (uv_queue_work(d->loop, &j->work, record_work_cb, record_after_cb) == 0)
+			return;
+		j->in_pool = 0;
+	}
+	if (j->val_state != VAL_ASKED) /* else value_cb goes on */
+		key_done(j);
+}
+
+/* Loop: the job goes on when nothing it waits for is outstanding. */
+static void key_step(struct key_job *j)
+{
+	if (j->scanned && j->rec_state != REC_ASKED && !j->in_pool)
+		key_next(j);
+}
+
+/* The value of the record's hint (loop). */
+static void value_cb(void *arg, int rc, struct jc_res *res)
+{
+	struct key_job *j = arg;
+	j->val_rc = rc;
+	if (rc == 0) {
+		j->val.res = *res;
+		jc__res_init(res);
+		j->val.ns = jc__now_ns() - j->val.ns;
+	}
+	j->val_state = VAL_CAME;
+	if (!j->asking)
+		key_step(j);
+}
+
+/* A record came (blob, still the caller's alone): the value its hint names
+ * is asked for at once, so that its round trip and checks overlap the
+ * record's check (loop). */
+static void value_ask(struct key_job *j, const struct jc_remote_blob *blob)
+{
+	struct jc_daemon *d = j->d;
+	if (!blob || !d->remote || d->stopping || !jc__remote_blob_hint(blob, j->val_key))
+		return;
+	j->val_state = VAL_ASKED;
+	j->val.ns = jc__now_ns();
+	j->asking = 1;
+	if (jc__remote_prefetch(d->remote, j->val_key, value_cb, j) != 0)
+		j->val_state = VAL_NONE;
+	j->asking = 0;
+}
+
+/* The remote tier's dependency record of the request's lookup key (loop). */
+static void record_cb(void *arg, int rc, struct jc_remote_blob *blob)
+{
+	struct key_job *j = arg;
+	j->t_rec_got = jc__now_ns();
+	value_ask(j, rc == 0 ? blob : NULL);
+	pthread_mutex_lock(&j->rec_lock);
+	j->blob = rc == 0 ? blob : NULL;
+	j->rec_state = REC_CAME;
+	pthread_mutex_unlock(&j->rec_lock);
+	key_step(j);
+}
+
 static void key_after_cb(uv_work_t *w, int status)
 {
 	struct key_job *j = w->data;
-	struct jc_daemon *d = j->d;
 	(void)status;
-	if (j->rc == 0 && !j->from_manifest && d->remote && !d->stopping && !key_known(d, j->key) &&
-	    jc__remote_record_get(d->remote, j->lookup, jc__daemon_inc_ctx(d).max_entries, record_cb,
-				  j) == 0)
-		return;
-	key_done(j);
+	j->scanned = 1;
+	key_step(j);
 }
 
 /* The request path of a client-read tree: keyed here, on the loop. */
@@ -491,7 +674,7 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
 		return;
 	}
 	jc__daemon_count(d, JC_CTR_tree_requests, 1);
-	request_with_key(d, conn, req, key, direct, inc, t0, d->tc);
+	request_with_key(d, conn, req, key, direct, inc, t0, d->tc, NULL);
 }
 
 /*
@@ -510,6 +693,25 @@ static int reads_disk(struct jc_daemon *d, const struct jc_req *req, const uint8
 	m->needed = jc__inc_needed(req);
 	m->used = 1;
 	return m->needed;
+}
+
+/* A job just queued for a request that has no manifest here (a fresh
+ * daemon, a new source): its record is asked for now, beside the scan. */
+static void record_ask(struct key_job *j)
+{
+	struct jc_daemon *d = j->d;
+	if (!d->remote || jc__manifest_exists(d->manifests, j->lookup))
+		return;
+	pthread_mutex_lock(&j->rec_lock);
+	j->rec_state = REC_ASKED;
+	pthread_mutex_unlock(&j->rec_lock);
+	j->t_rec_sent = jc__now_ns();
+	if (jc__remote_record_fetch(d->remote, j->lookup, record_cb, j) != 0) {
+		pthread_mutex_lock(&j->rec_lock);
+		j->rec_state = REC_NONE;
+		pthread_mutex_unlock(&j->rec_lock);
+		j->t_rec_sent = 0;
+	}
 }
 
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
@@ -550,7 +752,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 			jc__daemon_count(d, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1);
 			memcpy(key, known, 16);
 		}
-		request_with_key(d, conn, req, key, NULL, NULL, t0, d->tc);
+		request_with_key(d, conn, req, key, NULL, NULL, t0, d->tc, NULL);
 		return;
 	}
 	struct key_job *j = calloc(1, sizeof(*j));
@@ -563,12 +765,17 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		memcpy(j->direct, key, 16);
 		memcpy(j->lookup, lookup, 16);
 		j->work.data = j;
+		pthread_mutex_init(&j->rec_lock, NULL);
+		jc__res_init(&j->val.res);
 		d->conn_ops->ref(conn);
 		memset(req, 0, sizeof(*req));
-		if (uv_queue_work(d->loop, &j->work, key_work_cb, key_after_cb) == 0)
+		if (uv_queue_work(d->loop, &j->work, key_work_cb, key_after_cb) == 0) {
+			record_ask(j);
 			return;
+		}
 		*req = j->req;
 		d->conn_ops->unref(conn);
+		pthread_mutex_destroy(&j->rec_lock);
 		free(j);
 	}
 	jc__refuse(d, conn, JC_ENOMEM, "out of memory");

@@ -155,6 +155,7 @@ struct jc_daemon {
 	struct jc_conn *conns;    /* open connections (for shutdown) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	uv_work_t trim;           /* malloc_trim after a large request (main.c) */
+	uv_work_t pool_warm;      /* starts the thread pool at start-up (main.c) */
 	int trimming;
 	int n_conns;              /* how many are in conns */
 };
@@ -318,18 +319,29 @@ struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16]);
  * waiter. 0 or JC_ENOMEM. */
 int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0,
 		    struct jc_strv *names);
+/* A value of the remote tier fetched before its flight began (cache.c: the
+ * key a dependency record leads to, fetched while the record was checked):
+ * res verified for that key, ns what fetching it took. */
+struct jc_fetched {
+	struct jc_res res;
+	uint64_t ns;
+};
+
 /* Starts a flight for key with conn as its first waiter; takes *req and
  * *inc (set to NULL) on success. bad_object (or NULL) names the object of
  * the row it replaces, which failed its checks; direct is the direct key of
  * *inc (NULL without one). The request's bytes count against
  * --buffer-budget until the flight ends: JC_EBUSY (nothing taken) when they
  * would pass it while compiles are queued; JC_ENOMEM. A local miss asks the
- * remote tier first, then the worker pool. tc: the toolchain key was made
- * with (one of d's, kept until exit): the result is stored with its
- * identity, and only when the worker that made it loaded that compiler. */
+ * remote tier first, then the worker pool; fetched (or NULL), the tier's
+ * value of key already, is served instead of asking (its res moved out).
+ * tc: the toolchain key was made with (one of d's, kept until exit): the
+ * result is stored with its identity, and only when the worker that made it
+ * loaded that compiler. */
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
-		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object);
+		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
+		     struct jc_fetched *fetched);
 /* Queues f for the worker pool (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 /* The end of f's compile (f->res holds the result or the failure): counted,

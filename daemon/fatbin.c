@@ -467,9 +467,12 @@ void jc__fatbin_finish(struct jc_flight *f)
 	if (!m)
 		return;
 	uint64_t sum = 0;
+	int compiled = 0, fetched = 0;
 	fprintf(m, "jitcache: fatbin of %s: ", f->req.arch);
 	for (size_t i = 0; i < fb->n; i++) {
 		const struct jc_res *p = &fb->parts[i].res;
+		compiled |= p->cache != JC_CACHE_HIT && p->cache != JC_CACHE_REMOTE_HIT;
+		fetched |= p->cache == JC_CACHE_REMOTE_HIT;
 		sum += p->compile_ns;
 		res->cpu_ns += p->cpu_ns; /* the parts' compiles are the fatbin's CPU time */
 		fprintf(m, "%s%s %s", i ? ", " : "", fb->parts[i].target,
@@ -501,6 +504,12 @@ void jc__fatbin_finish(struct jc_flight *f)
 	}
 	if (res->status != 0)
 		return;
+	/* No part compiled here and some came from the remote tier: a remote
+	 * hit for whoever asked (issue 22, item 5), as a part's own would be. */
+	if (!compiled && fetched)
+		for (struct jc_waiter *w = f->waiters; w; w = w->next)
+			if (w->cache == JC_CACHE_MISS)
+				w->cache = JC_CACHE_REMOTE_HIT;
 	res->compile_ns = jc__now_ns() - fb->t0;
 	/* Lowered names do not depend on the target: the first part's, moved. */
 	struct jc_res *first = &fb->parts[0].res;

@@ -327,7 +327,7 @@ static void publish_remote(struct jc_flight *f)
 	jc__remote_publish(d->remote, f->store_key, &f->res, meta);
 	uint8_t lookup[16];
 	if (f->learned && f->record && jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
-		jc__remote_record_publish(d->remote, lookup, f->record, f->record_len);
+		jc__remote_record_publish(d->remote, lookup, f->store_key, f->record, f->record_len);
 		f->record = NULL;
 	}
 }
@@ -627,7 +627,8 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
  * queued, so that queued requests cannot grow without bound. */
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
-		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object)
+		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
+		     struct jc_fetched *fetched)
 {
 	size_t bytes = req_bytes(req);
 	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
@@ -673,8 +674,13 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		return 0;
 	}
 	/* Local miss: the remote tier first, unless the local object was bad. */
-	if (!d->remote || bad_object || jc__remote_lookup(d->remote, key, remote_lookup_cb, f) != 0)
+	if (fetched && d->remote && !bad_object) {
+		jc__remote_prefetch_used(d->remote, fetched->ns);
+		remote_lookup_cb(f, 0, &fetched->res);
+	} else if (!d->remote || bad_object ||
+		   jc__remote_lookup(d->remote, key, remote_lookup_cb, f) != 0) {
 		jc__cache_enqueue(d, f);
+	}
 	return 0;
 }
 

@@ -131,6 +131,11 @@ static void trim_check(struct jc_daemon *d)
 		d->trimming = 0;
 }
 
+static void pool_warm_work(uv_work_t *w)
+{
+	(void)w;
+}
+
 static void tick_cb(uv_timer_t *t)
 {
 	struct jc_daemon *d = t->data;
@@ -624,6 +629,10 @@ int main(int argc, char **argv)
 	uv_signal_start(&d->sigterm, stop_cb, SIGTERM);
 	uv_signal_start(&d->sigint, stop_cb, SIGINT);
 	uv_signal_start(&d->sighup, reload_cb, SIGHUP);
+	/* libuv starts its thread pool's threads with the first job: here, so
+	 * that a fresh daemon's first request does not wait for them
+	 * (jitcache-bench: the pool hand-off before a fresh daemon's scan). */
+	uv_queue_work(d->loop, &d->pool_warm, pool_warm_work, NULL);
 
 	jc_log_notice(MAIN,
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64

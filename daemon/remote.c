@@ -107,13 +107,19 @@ static void count(struct jc_remote *r, enum jc_counter c, uint64_t n)
 	jc__count(r->ctr, c, n);
 }
 
+/* Wipes and frees a secret (or password) of len bytes (NULL-safe). */
+static void secret_free(uint8_t *secret, size_t len)
+{
+	if (secret)
+		sodium_memzero(secret, len);
+	free(secret);
+}
+
 static void remote_unref(struct jc_remote *r)
 {
 	if (--r->refs > 0)
 		return;
-	if (r->secret)
-		sodium_memzero(r->secret, r->secret_len);
-	free(r->secret);
+	secret_free(r->secret, r->secret_len);
 	free(r->held);
 	free(r);
 }
@@ -267,6 +273,44 @@ void jc__remote_done(struct jc_remote *r, const uint8_t key[16])
 		lock_script(r, key, release_lua, NULL);
 }
 
+struct jc_remote_blob {
+	uint8_t *val;
+	size_t len;
+	uint8_t *secret; /* a copy, or NULL */
+	size_t secret_len;
+	uint64_t max_object;
+};
+
+void jc__remote_blob_free(struct jc_remote_blob *b)
+{
+	if (!b)
+		return;
+	secret_free(b->secret, b->secret_len);
+	free(b->val);
+	free(b);
+}
+
+/* A blob of a reply of r's (its bytes copied), or NULL when memory is short. */
+static struct jc_remote_blob *blob_of(const struct jc_remote *r, const redisReply *reply)
+{
+	struct jc_remote_blob *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->val = malloc(reply->len ? reply->len : 1);
+	b->secret = r->secret ? malloc(r->secret_len) : NULL;
+	if (!b->val || (r->secret && !b->secret)) {
+		jc__remote_blob_free(b);
+		return NULL;
+	}
+	memcpy(b->val, reply->str, reply->len);
+	b->len = reply->len;
+	if (r->secret)
+		memcpy(b->secret, r->secret, r->secret_len);
+	b->secret_len = r->secret_len;
+	b->max_object = r->max_object;
+	return b;
+}
+
 /* --- lookups ------------------------------------------------------------------- */
 
 struct lookup {
@@ -274,22 +318,23 @@ struct lookup {
 	uint8_t key[16];          /* a cache key, or a lookup key for a record */
 	char vkey[48], lkey[48];
 	jc_remote_lookup_cb cb;   /* a value's, or ... */
-	jc_remote_record_cb rcb;  /* ... a dependency record's (then no lock) */
-	uint64_t max_entries;     /* of a record */
+	jc_remote_record_cb rcb;  /* ... a dependency record's (then no lock, no decode) */
 	void *arg;
 	uv_timer_t timer;         /* poll while another daemon compiles */
 	uint64_t t0, deadline_ns;
+	uint64_t t_got, t_decode, t_decoded; /* GET answered, decode began, ended (for the log) */
 	int poll_ms;
 	int refs;                 /* timer handle + commands + decode job */
 	int done;
 	int recheck;              /* this GET follows a lock taken (or EXISTS 0) */
+	int prefetch;             /* jc__remote_prefetch: no lock, nothing counted */
 	struct lookup *prev, *next;
 	/* decode job */
 	uv_work_t work;
 	uint8_t *val;
 	size_t len;
 	struct jc_res res;
-	struct jc_inc_set set;    /* a record's */
+	struct jc_remote_blob *blob; /* a record's */
 	int rc;
 	char why[160];
 };
@@ -298,7 +343,7 @@ static void lookup_unref(struct lookup *l)
 {
 	if (--l->refs == 0) {
 		jc__res_clear(&l->res);
-		jc__inc_set_clear(&l->set);
+		jc__remote_blob_free(l->blob);
 		free(l->val);
 		struct jc_remote *r = l->r;
 		free(l);
@@ -309,6 +354,22 @@ static void lookup_unref(struct lookup *l)
 static void lookup_timer_closed_cb(uv_handle_t *h)
 {
 	lookup_unref(h->data);
+}
+
+/* The phases of a lookup that found a value or record (at info; read by
+ * jitcache-bench). */
+static void log_phases(const struct lookup *l)
+{
+	char hex[33];
+	jc__hex16(l->key, hex);
+	if (l->rcb)
+		jc_log_info(REMOTE, "lookup key %s: record fetched in %.3f ms", hex,
+			    (double)(now_ns() - l->t0) / 1e6);
+	else
+		jc_log_info(REMOTE, "key %s: value fetched in %.3f ms: GET %.3f, pool wait %.3f, "
+			    "decode and checks %.3f", hex, (double)(now_ns() - l->t0) / 1e6,
+			    (double)(l->t_got - l->t0) / 1e6, (double)(l->t_decode - l->t_got) / 1e6,
+			    (double)(l->t_decoded - l->t_decode) / 1e6);
 }
 
 /* Ends l once: the caller's callback, then l goes when nothing holds it. */
@@ -325,18 +386,21 @@ static void lookup_finish(struct lookup *l, int rc)
 	if (l->next)
 		l->next->prev = l->prev;
 	if (l->rcb) {
-		struct jc_inc_set set = l->set;
-		memset(&l->set, 0, sizeof(l->set));
-		l->rcb(l->arg, rc, &set);
-		jc__inc_set_clear(&set);
+		if (rc == 0)
+			log_phases(l);
+		struct jc_remote_blob *blob = l->blob;
+		l->blob = NULL;
+		l->rcb(l->arg, rc, blob);
 		uv_timer_stop(&l->timer);
 		uv_close((uv_handle_t *)&l->timer, lookup_timer_closed_cb);
 		return;
 	}
-	if (rc == 0) {
+	if (rc == 0)
+		log_phases(l);
+	if (rc == 0 && !l->prefetch) {
 		jc__latency_add(&r->latency, now_ns() - l->t0);
 		count(r, JC_CTR_remote_hits, 1);
-	} else if (rc == JC_ENOTFOUND) {
+	} else if (rc == JC_ENOTFOUND && !l->prefetch) {
 		count(r, JC_CTR_remote_misses, 1);
 	}
 	struct jc_res res = l->res;
@@ -353,13 +417,10 @@ static void decode_work_cb(uv_work_t *w)
 {
 	struct lookup *l = w->data;
 	struct jc_remote *r = l->r;
-	if (l->rcb)
-		l->rc = jc__remote_record_decode(l->key, l->val, l->len, r->secret, r->secret_len,
-						 r->max_object, l->max_entries, &l->set, l->why,
-						 sizeof(l->why));
-	else
-		l->rc = jc__remote_value_decode(l->key, l->val, l->len, r->secret, r->secret_len,
+	l->t_decode = now_ns();
+	l->rc = jc__remote_value_decode(l->key, l->val, l->len, r->secret, r->secret_len,
 						r->max_object, &l->res, l->why, sizeof(l->why));
+	l->t_decoded = now_ns();
 }
 
 /* Logs a rejected key once (until REJECT_LOG_KEYS keys have been logged). */
@@ -390,9 +451,8 @@ static void decode_after_cb(uv_work_t *w, int status)
 	if (!l->done) {
 		if (l->rc != 0) {
 			count(r, JC_CTR_remote_rejected, 1);
-			log_rejected(r, l->key, l->rcb != NULL, l->why);
+			log_rejected(r, l->key, 0, l->why);
 			jc__res_clear(&l->res);
-			jc__inc_set_clear(&l->set);
 		}
 		lookup_finish(l, l->rc);
 	}
@@ -460,11 +520,17 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 	struct jc_remote *r = l->r;
 	if (!lookup_reply(l, reply, "GET", why)) {
 		/* nothing more to do */
+	} else if (reply->type == REDIS_REPLY_STRING && l->rcb) {
+		answered(r);
+		count(r, JC_CTR_remote_bytes_in, reply->len);
+		l->blob = blob_of(r, reply);
+		lookup_finish(l, l->blob ? 0 : JC_ENOMEM);
 	} else if (reply->type == REDIS_REPLY_STRING) {
 		answered(r);
 		if (l->recheck)
 			jc__remote_done(r, l->key); /* published meanwhile: the lock goes */
 		count(r, JC_CTR_remote_bytes_in, reply->len);
+		l->t_got = now_ns();
 		l->val = malloc(reply->len ? reply->len : 1);
 		l->len = reply->len;
 		if (!l->val) {
@@ -478,7 +544,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 				lookup_finish(l, JC_ENOMEM);
 			}
 		}
-	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck)) {
+	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck || l->prefetch)) {
 		answered(r);
 		lookup_finish(l, JC_ENOTFOUND);
 	} else if (reply->type == REDIS_REPLY_NIL) {
@@ -514,9 +580,10 @@ static void step_get(struct lookup *l)
 	}
 }
 
-/* Starts a lookup of a value (cb) or a record (rcb). */
+/* Starts a lookup of a value (cb; prefetch: jc__remote_prefetch) or a
+ * record (rcb). */
 static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
-			jc_remote_record_cb rcb, uint64_t max_entries, void *arg)
+			jc_remote_record_cb rcb, int prefetch, void *arg)
 {
 	if (r->closing)
 		return JC_EBUSY;
@@ -534,7 +601,7 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 	lkey_of(key, l->lkey);
 	l->cb = cb;
 	l->rcb = rcb;
-	l->max_entries = max_entries;
+	l->prefetch = prefetch;
 	l->arg = arg;
 	l->t0 = now_ns();
 	l->deadline_ns = l->t0 + (uint64_t)r->lock_wait_ns;
@@ -559,10 +626,40 @@ int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_look
 	return lookup_start(r, key, cb, NULL, 0, arg);
 }
 
-int jc__remote_record_get(struct jc_remote *r, const uint8_t lookup[16], uint64_t max_entries,
-			  jc_remote_record_cb cb, void *arg)
+int jc__remote_prefetch(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
+			void *arg)
 {
-	return lookup_start(r, lookup, NULL, cb, max_entries, arg);
+	return lookup_start(r, key, cb, NULL, 1, arg);
+}
+
+void jc__remote_prefetch_used(struct jc_remote *r, uint64_t fetch_ns)
+{
+	jc__latency_add(&r->latency, fetch_ns);
+	count(r, JC_CTR_remote_hits, 1);
+}
+
+int jc__remote_record_fetch(struct jc_remote *r, const uint8_t lookup[16], jc_remote_record_cb cb,
+			    void *arg)
+{
+	return lookup_start(r, lookup, NULL, cb, 0, arg);
+}
+
+int jc__remote_record_open(const struct jc_remote_blob *b, const uint8_t lookup[16],
+			   uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen)
+{
+	return jc__remote_record_decode(lookup, b->val, b->len, b->secret, b->secret_len,
+					b->max_object, max_entries, set, why, whylen);
+}
+
+int jc__remote_blob_hint(const struct jc_remote_blob *b, uint8_t key[16])
+{
+	return jc__remote_record_hint(b->val, b->len, key);
+}
+
+void jc__remote_record_rejected(struct jc_remote *r, const uint8_t lookup[16], const char *why)
+{
+	count(r, JC_CTR_remote_rejected, 1);
+	log_rejected(r, lookup, 1, why);
 }
 
 /* --- publishes ------------------------------------------------------------------- */
@@ -593,8 +690,9 @@ static void publish_work_cb(uv_work_t *w)
 	struct publish *p = w->data;
 	struct jc_remote *r = p->r;
 	if (p->record)
-		p->rc = jc__remote_record_encode(p->key, p->frame.data, p->frame.len, r->secret,
-						 r->secret_len, r->max_object, &p->val, &p->len);
+		p->rc = jc__remote_record_encode(p->key, p->frame.data, p->frame.len, p->meta,
+						 r->secret, r->secret_len, r->max_object, &p->val,
+						 &p->len);
 	else
 		p->rc = jc__remote_value_encode(p->key, p->frame.data, p->frame.len, p->meta,
 						r->secret, r->secret_len, r->max_object, &p->val,
@@ -695,13 +793,17 @@ void jc__remote_publish(struct jc_remote *r, const uint8_t key[16], const struct
 	p->holds_lock = unhold(r, key); /* the flight's end leaves it to us */
 }
 
-void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], uint8_t *variant,
-			       size_t len)
+void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], const uint8_t key[16],
+			       uint8_t *variant, size_t len)
 {
 	struct publish *p = NULL;
+	char hex[33], meta[40];
 	if (!r->closing && !r->read_only && !is_down(r))
 		p = calloc(1, sizeof(*p));
-	if (!p) {
+	jc__hex16(key, hex);
+	snprintf(meta, sizeof(meta), "key=%s", hex);
+	if (!p || !(p->meta = strdup(meta))) {
+		free(p);
 		free(variant);
 		return;
 	}
@@ -715,6 +817,7 @@ void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], ui
 	if (uv_queue_work(r->loop, &p->work, publish_work_cb, publish_after_cb) != 0) {
 		r->refs--;
 		jc__buf_free(&p->frame);
+		free(p->meta);
 		free(p);
 	}
 }
@@ -886,10 +989,7 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct j
 			*nl = '\0';
 	}
 	rc = jc__redis_new(loop, &url, (char *)pw, JC_REMOTE_CONNECT_MS, cfg->timeout_ms, &r->redis);
-	if (pw) {
-		sodium_memzero(pw, pwlen);
-		free(pw);
-	}
+	secret_free(pw, pwlen);
 	if (rc != 0)
 		goto err_out;
 	r->loop = loop;
@@ -913,9 +1013,7 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct j
 	*out = r;
 	return 0;
 err_out:
-	if (r->secret)
-		sodium_memzero(r->secret, r->secret_len);
-	free(r->secret);
+	secret_free(r->secret, r->secret_len);
 	free(r);
 	return rc;
 }

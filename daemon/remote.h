@@ -29,8 +29,12 @@
  * (key.h: the direct key and the include directories), so that a fresh
  * daemon whose scan misses the same probe finds the learnt key at once, as
  * ccache's remote storage keeps manifests beside results. Its layout is a
- * value's with flag bit 1 set, L in place of the key, no meta, and the zstd
- * frame holding one manifest variant (manifest.h). A record is a hint, never
+ * value's with flag bit 1 set, L in place of the key, the meta
+ * "key=<32 hex>" naming the learnt key (a hint, read before any check:
+ * a fresh daemon fetches that value while it checks the record, verifies
+ * it as that key's value, and serves it only when the request's key, from
+ * the checked record or the scan, is that key), and the zstd frame holding
+ * one manifest variant (manifest.h). A record is a hint, never
  * served: the daemon confines its paths to the request's declared
  * directories (jc__inc_record_admit) and re-checks every entry against its
  * own files (jc__inc_check) before it keys the request with it.
@@ -146,25 +150,63 @@ void jc__remote_publish(struct jc_remote *r, const uint8_t key[16], const struct
 			const char *meta);
 
 /*
- * Dependency record lookup (see the top): on the loop thread, rc 0 with *set
- * (moved to the callee, which clears it) decoded from a verified envelope,
- * its paths not yet admitted nor checked; JC_ENOTFOUND (none), or another
- * JC_E code (tier unavailable, record rejected and counted, closing), set
- * empty. No fleet lock is taken.
+ * A fetched dependency record, not yet decoded: its bytes and what decoding
+ * them needs (a copy of the secret, the size limit), so that it can be
+ * opened in the thread pool whatever becomes of the tier meanwhile (SIGHUP).
+ * Owned by whoever holds it: jc__remote_blob_free (NULL-safe; wipes the
+ * secret).
  */
-typedef void (*jc_remote_record_cb)(void *arg, int rc, struct jc_inc_set *set);
+struct jc_remote_blob;
+void jc__remote_blob_free(struct jc_remote_blob *b);
 
-/* Fetches the record of lookup key lookup (16 bytes, copied) holding at
- * most max_entries entries. Returns as jc__remote_lookup. */
-int jc__remote_record_get(struct jc_remote *r, const uint8_t lookup[16], uint64_t max_entries,
-			  jc_remote_record_cb cb, void *arg);
+/*
+ * Dependency record fetch (see the top), on the loop thread: rc 0 with *blob
+ * (moved to the callee) holding the record's bytes as Redis returned them;
+ * JC_ENOTFOUND (none), or another JC_E code (tier unavailable, closing),
+ * blob NULL. No fleet lock is taken.
+ */
+typedef void (*jc_remote_record_cb)(void *arg, int rc, struct jc_remote_blob *blob);
 
-/* Publishes the record of lookup: variant (len bytes, a manifest variant,
+/* Fetches the record of lookup key lookup (16 bytes, copied). Returns as
+ * jc__remote_lookup. */
+int jc__remote_record_fetch(struct jc_remote *r, const uint8_t lookup[16], jc_remote_record_cb cb,
+			    void *arg);
+
+/*
+ * Opens a fetched record of lookup (jc__remote_record_decode with the
+ * blob's secret and limit) into *set (owned by the caller; empty on
+ * failure), its paths not yet admitted nor checked. Returns 0, JC_ECORRUPT
+ * (why says what; report it with jc__remote_record_rejected), JC_ENOMEM.
+ * Any thread; b borrowed.
+ */
+int jc__remote_record_open(const struct jc_remote_blob *b, const uint8_t lookup[16],
+			   uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen);
+
+/*
+ * A value fetched early: the key a record's hint names (jc__remote_blob_hint),
+ * looked up while the record is checked. As jc__remote_lookup, but a miss
+ * takes no fleet lock and nothing is counted as a hit or miss until the
+ * request uses it (jc__remote_prefetch_used). Loop thread.
+ */
+int jc__remote_prefetch(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
+			void *arg);
+/* A prefetched value served: counted as a remote hit that took fetch_ns. */
+void jc__remote_prefetch_used(struct jc_remote *r, uint64_t fetch_ns);
+/* The hint of a fetched record (jc__remote_record_hint), or 0. */
+int jc__remote_blob_hint(const struct jc_remote_blob *b, uint8_t key[16]);
+
+/* A record of lookup refused (it does not open, or names what the request
+ * does not declare): counted as remote_rejected, logged once per lookup
+ * key. Loop thread. */
+void jc__remote_record_rejected(struct jc_remote *r, const uint8_t lookup[16], const char *why);
+
+/* Publishes the record of lookup, which leads to the learnt key key (16
+ * bytes, named in its meta): variant (len bytes, a manifest variant,
  * jc__manifest_variant_encode) is taken (freed by the tier in every case).
  * Encoded (zstd, MAC) in the thread pool and written with the TTL; nothing
  * is written when read-only or down. */
-void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], uint8_t *variant,
-			       size_t len);
+void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], const uint8_t key[16],
+			       uint8_t *variant, size_t len);
 
 /* The flight of key ended without a publish: releases the fleet lock on
  * key if this daemon holds it. */
@@ -226,11 +268,18 @@ int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t le
 			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
 			    char *why, size_t whylen);
 
-/* A dependency record of lookup from variant (len bytes, borrowed), as
+/* A dependency record of lookup from variant (len bytes, borrowed) and meta
+ * ("key=<32 hex>": the learnt key it leads to; NULL: none), as
  * jc__remote_value_encode. */
 int jc__remote_record_encode(const uint8_t lookup[16], const uint8_t *variant, size_t len,
-			     const uint8_t *secret, size_t secret_len, uint64_t max, uint8_t **out,
-			     size_t *outlen);
+			     const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
+			     uint8_t **out, size_t *outlen);
+
+/* The learnt key a fetched record's meta names ("key=<32 hex>"), read from
+ * its header without any check: a hint for fetching that value early,
+ * never trusted (the record's own check gives the key a request uses).
+ * 1 with key set, or 0. No allocation; any thread. */
+int jc__remote_record_hint(const uint8_t *val, size_t len, uint8_t key[16]);
 
 /* Checks a fetched record of lookup (the envelope as a value's, then one
  * manifest variant of at most max_entries entries) into *set (owned by the

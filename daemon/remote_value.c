@@ -112,10 +112,25 @@ int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t 
 }
 
 int jc__remote_record_encode(const uint8_t lookup[16], const uint8_t *variant, size_t len,
-			     const uint8_t *secret, size_t secret_len, uint64_t max, uint8_t **out,
-			     size_t *outlen)
+			     const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
+			     uint8_t **out, size_t *outlen)
 {
-	return seal(lookup, FLAG_RECORD, variant, len, NULL, secret, secret_len, max, out, outlen);
+	return seal(lookup, FLAG_RECORD, variant, len, meta, secret, secret_len, max, out, outlen);
+}
+
+int jc__remote_record_hint(const uint8_t *val, size_t len, uint8_t key[16])
+{
+	static const char tag[] = "key=";
+	if (len < HDR || memcmp(val, magic, 4) != 0 || !(get32(val + 24) & FLAG_RECORD))
+		return 0;
+	uint32_t mlen = get32(val + 28);
+	if (mlen < sizeof(tag) - 1 + 32 || mlen > JC_REMOTE_META_MAX || HDR + (uint64_t)mlen > len ||
+	    memcmp(val + HDR, tag, sizeof(tag) - 1) != 0)
+		return 0;
+	char hex[33];
+	memcpy(hex, val + HDR + sizeof(tag) - 1, 32);
+	hex[32] = '\0';
+	return jc__unhex16(hex, key) == 0;
 }
 
 static int reject(char *why, size_t whylen, const char *what)

@@ -672,6 +672,34 @@ static void test_unsigned_needs_consent(void **state)
 	free(out);
 }
 
+/* `jitcachectl compile` of saxpy for arch on d (output into dir): the
+ * status line's first word into word (16 bytes) and its compiled_ms /
+ * total_ms. */
+static void ctl_compile_arch(const struct jtl_daemon *d, const char *dir, const char *arch,
+			     char word[16], double *compiled_ms, double *total_ms)
+{
+	char out[400], *err = NULL;
+	snprintf(out, sizeof(out), "%s/saxpy.out", dir);
+	const char *args[] = {"compile", jct_example("saxpy.cu"), "--arch", arch, "--name-expr",
+			      "&saxpy<float>", "-o", out, NULL};
+	free(jct_ctl_expect(d, 0, &err, args));
+	assert_int_equal(sscanf(err, "%15s", word), 1);
+	const char *c = strstr(err, "\tcompiled_ms="), *t = strstr(err, "\ttotal_ms=");
+	assert_non_null(c);
+	assert_non_null(t);
+	assert_non_null(strstr(err, "\tserver_ms="));
+	assert_null(strstr(err, "compile_ms=")); /* one compile time, the entry's */
+	*compiled_ms = strtod(c + 13, NULL);
+	*total_ms = strtod(t + 10, NULL);
+	free(err);
+}
+
+static void ctl_compile(const struct jtl_daemon *d, const char *dir, char word[16],
+			double *compiled_ms, double *total_ms)
+{
+	ctl_compile_arch(d, dir, "sm_90", word, compiled_ms, total_ms);
+}
+
 /* A multi-architecture request: its parts are published and fetched like
  * any result; the fatbin is assembled locally from them on each daemon. */
 static void test_fatbin_parts(void **state)
@@ -696,10 +724,13 @@ static void test_fatbin_parts(void **state)
 	assert_int_equal(jc_result_output(ra), JC_FATBIN);
 	assert_int_equal(jct_stat(a, "compiles"), 2);
 	assert_int_equal(wait_stat(a, "remote_publishes", 2), 2); /* the two parts */
+	assert_int_equal(jc_result_cache_status(ra), JC_MISS);
 	jc_result *rb = jct_compile(b, r, 0);
 	assert_int_equal(jc_result_output(rb), JC_FATBIN);
 	assert_int_equal(jct_stat(b, "compiles"), 0);
 	assert_int_equal(jct_stat(b, "remote_hits"), 2);
+	/* Every part from Redis, none compiled: a remote hit (issue 22, item 5). */
+	assert_int_equal(jc_result_cache_status(rb), JC_REMOTE_HIT);
 	size_t na, nb;
 	const void *da = jc_result_data(ra, &na), *db = jc_result_data(rb, &nb);
 	assert_int_equal(na, nb);
@@ -708,30 +739,19 @@ static void test_fatbin_parts(void **state)
 			    jc_result_lowered_name(rb, "&saxpy<float>"));
 	usleep(300000);
 	assert_int_equal(jct_stat(b, "remote_publishes"), 0);
+	/* jitcachectl says so too: a miss on A, a remote hit on a fresh C. */
+	char word[16];
+	double compiled, total;
+	ctl_compile_arch(a, x->fx->d.dir, "sm_80,sm_90", word, &compiled, &total);
+	assert_string_equal(word, "miss");
+	assert_int_equal(wait_stat(a, "remote_publishes", 4), 4);
+	start(x, 2, NULL);
+	ctl_compile_arch(&x->d[2], x->fx->d.dir, "sm_80,sm_90", word, &compiled, &total);
+	assert_string_equal(word, "remote-hit");
+	assert_int_equal(jct_stat(&x->d[2], "compiles"), 0);
 	jc_result_free(ra);
 	jc_result_free(rb);
 	jc_request_free(r);
-}
-
-/* `jitcachectl compile` of saxpy on d (output into dir): the status line's
- * first word into word (16 bytes) and its compiled_ms / total_ms. */
-static void ctl_compile(const struct jtl_daemon *d, const char *dir, char word[16],
-			double *compiled_ms, double *total_ms)
-{
-	char out[400], *err = NULL;
-	snprintf(out, sizeof(out), "%s/saxpy.cubin", dir);
-	const char *args[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--name-expr",
-			      "&saxpy<float>", "-o", out, NULL};
-	free(jct_ctl_expect(d, 0, &err, args));
-	assert_int_equal(sscanf(err, "%15s", word), 1);
-	const char *c = strstr(err, "\tcompiled_ms="), *t = strstr(err, "\ttotal_ms=");
-	assert_non_null(c);
-	assert_non_null(t);
-	assert_non_null(strstr(err, "\tserver_ms="));
-	assert_null(strstr(err, "compile_ms=")); /* one compile time, the entry's */
-	*compiled_ms = strtod(c + 13, NULL);
-	*total_ms = strtod(t + 10, NULL);
-	free(err);
 }
 
 /* Issue 22, item 5: the status word and times of `jitcachectl compile` and
@@ -760,6 +780,8 @@ static void test_cli_status(void **state)
 	assert_int_equal(jct_stat(b, "remote_hits"), 1);
 	assert_true(c2 == compiled); /* compiled on A, carried by the value */
 	assert_true(t2 > 0);
+	/* Stored on B (else the next request joins the flight that stores it). */
+	assert_int_equal(wait_stat(b, "entries", 1), 1);
 	/* The C API says the same (jc_result_cache_status, JC_TIME_COMPILE). */
 	static const char *const exprs[] = {"&saxpy<float>", NULL};
 	jc_request *r = jct_request("saxpy.cu", "sm_90", exprs);
@@ -902,8 +924,8 @@ static void put_record(struct rfx *x, const char *rkey, const char *sf, const st
 	while (slen && (secret[slen - 1] == '\n' || secret[slen - 1] == '\r'))
 		slen--; /* as the daemon reads a secret file */
 	assert_int_equal(jc__manifest_variant_encode(set, &variant, &vlen), 0);
-	assert_int_equal(jc__remote_record_encode(lookup, variant, vlen, secret, slen, 64u << 20, &val,
-						  &len), 0);
+	assert_int_equal(jc__remote_record_encode(lookup, variant, vlen, NULL, secret, slen, 64u << 20,
+						  &val, &len), 0);
 	redisReply *rep = jct_redis_cmd(&x->redis, "SET %s %b", rkey, val, len);
 	assert_int_equal(rep->type, REDIS_REPLY_STATUS);
 	freeReplyObject(rep);
@@ -933,6 +955,9 @@ static void test_learned_record(void **state)
 	assert_int_equal(wait_stat(&x->d[0], "remote_deps_published", 1), 1);
 	assert_int_equal(wait_stat(&x->d[0], "remote_publishes", 1), 1);
 	record_key(x, rkey);
+	/* Its next request is keyed from the manifest, with no second scan. */
+	assert_int_equal(cub_fetch(x, 0, r, ref, 1), JC_HIT);
+	assert_int_equal(jct_stat(&x->d[0], "include_scans"), 1);
 
 	/* A second daemon, then a fresh third: served from Redis, 0 compiles. */
 	for (int i = 1; i <= 2; i++) {
@@ -944,6 +969,8 @@ static void test_learned_record(void **state)
 		wait_stored(&x->d[i], jc_result_key(ref));
 		assert_int_equal(cub_fetch(x, i, r, ref, 1), JC_HIT); /* keyed by its own manifest now */
 		assert_int_equal(jct_stat(&x->d[i], "remote_hits"), 1);
+		assert_int_equal(jct_stat(&x->d[i], "include_scans"), 1);
+		assert_int_equal(jct_stat(&x->d[i], "include_manifest_hits"), 1);
 	}
 
 	/* A flipped byte: the MAC fails; rejected, counted, and the request
@@ -982,7 +1009,8 @@ static void test_learned_record(void **state)
 	assert_int_equal(cub_fetch(x, 3, r, ref, 0), JC_MISS);
 	assert_int_equal(jct_stat(d, "remote_rejected"), 1);
 	assert_int_equal(jct_stat(d, "remote_deps_used"), 0);
-	assert_int_equal(jct_log_count(d, "dependency record names /etc/hostname"), 1);
+	assert_int_equal(jct_log_count(d, "rejected (names /etc/hostname, which the request does "
+					  "not declare)"), 1);
 
 	/* Admissible but false (a header next to the source that is not there
 	 * claimed present): the local re-check fails, the scan keys it; no wrong
@@ -1461,6 +1489,8 @@ int main(int argc, char **argv)
 		printf("redis-server or redis-cli not found: skipped (scripts/setup.sh installs them)\n");
 		return 77;
 	}
+	if (argc == 2)
+		cmocka_set_test_filter(argv[1]); /* one test by name (a rerun under load) */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
 		cmocka_unit_test_teardown(test_learned_record, rfx_free),

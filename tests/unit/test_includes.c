@@ -677,6 +677,51 @@ static void test_covers_and_learn(void **state)
 	jc__req_clear(&r);
 }
 
+/* Absent names under missing directories (CUB's probes next to a source):
+ * re-checked with a stat per missing directory, not per name, and a file
+ * that appears under any of them, at any depth, is still a difference. */
+static void test_absent_below_missing_dirs(void **state)
+{
+	struct fx *f = *state;
+	static const char *const absent[] = {
+		"inc/cub/block/block_exchange.cuh", "inc/cub/block/block_load.cuh",
+		"inc/cub/block/block_store.cuh", "inc/cub/util_type.cuh", "inc/cub/warp/warp_scan.cuh",
+		"inc/cuda/std/type_traits", "inc/cuda/std/utility", "inc/cuda/std/cstdint",
+		"inc/missing.h", "inc/nv/target", NULL};
+	struct jc_inc_set set = {0};
+	char p[512];
+	jct_put(f->root, "inc/a.h", "#define A 1\n");
+	for (int i = 0; absent[i]; i++) {
+		path_of(f, absent[i], p, sizeof(p));
+		assert_int_equal(jc__inc_set_add(&set, p, strlen(p), JC_INC_ABSENT, NULL), 0);
+	}
+	for (int i = 0; i < 40; i++) { /* as many more in two of those directories */
+		snprintf(p, sizeof(p), "%s/inc/%s/h%d.cuh", f->root, i % 2 ? "cub/block" : "cuda/std", i);
+		assert_int_equal(jc__inc_set_add(&set, p, strlen(p), JC_INC_ABSENT, NULL), 0);
+	}
+	assert_int_equal(jc__inc_set_finish(&set), 0);
+	assert_int_equal(check(f, &set), 1);
+	/* a stat per missing directory and per name directly in one that
+	 * exists (and one for that directory), not one per name: 50 names */
+	assert_in_range(set.n_stat, 1, 12);
+	/* A directory that appears changes nothing while its names stay absent. */
+	path_of(f, "inc/cub", p, sizeof(p));
+	assert_int_equal(mkdir(p, 0700), 0);
+	assert_int_equal(check(f, &set), 1);
+	/* A header that appears under a missing directory, at any depth. */
+	static const char *const appear[] = {"inc/cub/block/block_load.cuh", "inc/cuda/std/cstdint",
+					     "inc/cub/warp/warp_scan.cuh", "inc/nv/target", NULL};
+	for (int i = 0; appear[i]; i++) {
+		jct_put(f->root, appear[i], "#pragma once\n");
+		if (check(f, &set) != 0)
+			fail_msg("%s appeared, and the set still matches", appear[i]);
+		path_of(f, appear[i], p, sizeof(p));
+		assert_int_equal(unlink(p), 0);
+		assert_int_equal(check(f, &set), 1);
+	}
+	jc__inc_set_clear(&set);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -691,6 +736,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_manifest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conservative_forms, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_covers_and_learn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_absent_below_missing_dirs, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
