@@ -197,10 +197,21 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
 			     uint64_t t0)
 {
-	uint8_t bad_object[16];
+	uint8_t bad_object[16], named[16];
 	int bad = 0, rc;
+	/* A name-free request (req.h): its key holds no name; a result that
+	 * holds it is stored under the named key, which its flight has (a
+	 * flight's waiters all get its bytes). */
+	const uint8_t *flight_key = key;
+	if (req->name_free) {
+		if (jc__key_named(key, req->source_name, named) != 0) {
+			jc__refuse(d, conn, JC_ENOMEM, "out of memory");
+			goto out;
+		}
+		flight_key = named;
+	}
 	/* A flight for the key replaces whatever object a client rejects. */
-	struct jc_flight *f = jc__flight_find(d, key);
+	struct jc_flight *f = jc__flight_find(d, flight_key);
 	if (f) {
 		if (jc__flight_join(f, conn, JC_CACHE_JOINED, t0, &req->name_exprs) == 0) {
 			jc__daemon_count(d, JC_CTR_single_flight_joins, 1);
@@ -214,7 +225,9 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	}
 	if (req->reject_reason != JC_REJECT_NONE)
 		bad = handle_reject(d, conn, key, req, bad_object);
-	if (!bad && serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object)) {
+	if (!bad && (serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object) ||
+		     (req->name_free && !bad &&
+		      serve_cached(d, conn, named, &req->name_exprs, t0, &bad, bad_object)))) {
 		jc__daemon_count(d, JC_CTR_tree_digest_hits, req->tree_round == JC_TREE_DIGEST);
 		goto out;
 	}
@@ -230,8 +243,8 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		miss.message = "no entry for these headers: send their bytes";
 		memcpy(miss.key, key, 16);
 		jc__answer(d, conn, &miss, -1);
-	} else if ((rc = jc__flight_start(d, conn, key, inc ? direct : NULL, req, &inc, t0,
-				      bad ? bad_object : NULL)) != 0) {
+	} else if ((rc = jc__flight_start(d, conn, flight_key, inc ? direct : NULL, req, &inc, t0,
+				      bad ? bad_object : NULL, req->name_free ? key : NULL)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
@@ -248,14 +261,23 @@ out:
 	inc_free(inc);
 }
 
-/* 1 when key has a usable entry or a flight: a key from a watched tree is
- * then served without its include set (none is needed). */
-static int key_known(struct jc_daemon *d, const uint8_t key[16])
+static int entry_known(struct jc_daemon *d, const uint8_t key[16])
 {
 	if (jc__flight_find(d, key))
 		return 1;
 	const struct jc_entry *e = jc__memcache_lookup(d, key);
 	return e && (!e->status || e->expires > jc__wall_s());
+}
+
+/* 1 when req's key has a usable entry or a flight (for a name-free request,
+ * it or its named key): a key from a watched tree is then served without
+ * its include set (none is needed). */
+static int key_known(struct jc_daemon *d, const struct jc_req *req, const uint8_t key[16])
+{
+	uint8_t named[16];
+	return entry_known(d, key) ||
+	       (req->name_free && jc__key_named(key, req->source_name, named) == 0 &&
+		entry_known(d, named));
 }
 
 /* A request keyed in the thread pool because it reads headers from disk. */
@@ -460,7 +482,7 @@ static void key_after_cb(uv_work_t *w, int status)
 	struct key_job *j = w->data;
 	struct jc_daemon *d = j->d;
 	(void)status;
-	if (j->rc == 0 && !j->from_manifest && d->remote && !d->stopping && !key_known(d, j->key) &&
+	if (j->rc == 0 && !j->from_manifest && d->remote && !d->stopping && !key_known(d, &j->req, j->key) &&
 	    jc__remote_record_get(d->remote, j->lookup, jc__daemon_inc_ctx(d).max_entries, record_cb,
 				  j) == 0)
 		return;
@@ -538,7 +560,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	}
 	int watched = 0;
 	const uint8_t *known = needed ? jc__keymemo_get(d, lookup, &watched) : key;
-	if (known && watched && !key_known(d, known)) {
+	if (known && watched && !key_known(d, req, known)) {
 		/* Evicted or never stored: a compile needs the include set. */
 		jc__keymemo_forget(d, lookup);
 		known = NULL;

@@ -357,6 +357,7 @@ struct lookup {
 	int refs;                 /* timer handle + commands + decode job */
 	int done;
 	int recheck;              /* this GET follows a lock taken (or EXISTS 0) */
+	int peek;                 /* a miss takes no lock and is not counted */
 	struct lookup *prev, *next;
 	/* decode job */
 	uv_work_t work;
@@ -410,7 +411,7 @@ static void lookup_finish(struct lookup *l, int rc)
 	if (rc == 0) {
 		jc__latency_add(&r->latency, now_ns() - l->t0);
 		count(r, JC_CTR_remote_hits, 1);
-	} else if (rc == JC_ENOTFOUND) {
+	} else if (rc == JC_ENOTFOUND && !l->peek) {
 		count(r, JC_CTR_remote_misses, 1);
 	}
 	struct jc_res res = l->res;
@@ -552,7 +553,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 				lookup_finish(l, JC_ENOMEM);
 			}
 		}
-	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck)) {
+	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck || l->peek)) {
 		answered(r);
 		lookup_finish(l, JC_ENOTFOUND);
 	} else if (reply->type == REDIS_REPLY_NIL) {
@@ -588,9 +589,9 @@ static void step_get(struct lookup *l)
 	}
 }
 
-/* Starts a lookup of a value (cb) or a record (rcb). */
+/* Starts a lookup of a value (cb; peek: no lock) or a record (rcb). */
 static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
-			jc_remote_record_cb rcb, uint64_t max_entries, void *arg)
+			jc_remote_record_cb rcb, uint64_t max_entries, int peek, void *arg)
 {
 	if (r->closing)
 		return JC_EBUSY;
@@ -609,6 +610,7 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 	l->cb = cb;
 	l->rcb = rcb;
 	l->max_entries = max_entries;
+	l->peek = peek;
 	l->arg = arg;
 	l->t0 = now_ns();
 	l->deadline_ns = l->t0 + (uint64_t)r->lock_wait_ns;
@@ -630,13 +632,18 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
 		      void *arg)
 {
-	return lookup_start(r, key, cb, NULL, 0, arg);
+	return lookup_start(r, key, cb, NULL, 0, 0, arg);
+}
+
+int jc__remote_peek(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb, void *arg)
+{
+	return lookup_start(r, key, cb, NULL, 0, 1, arg);
 }
 
 int jc__remote_record_get(struct jc_remote *r, const uint8_t lookup[16], uint64_t max_entries,
 			  jc_remote_record_cb cb, void *arg)
 {
-	return lookup_start(r, lookup, NULL, cb, max_entries, arg);
+	return lookup_start(r, lookup, NULL, cb, max_entries, 0, arg);
 }
 
 /* --- publishes ------------------------------------------------------------------- */
