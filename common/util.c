@@ -405,8 +405,8 @@ char *jc__text_replace(const char *text, const char *from, const char *to, int w
 		return NULL;
 	const char *p = text, *hit;
 	while ((hit = strstr(p, from))) {
-		int swap = !whole || ((hit == text || !jc__path_char(hit[-1])) &&
-				      !jc__path_char(hit[flen]));
+		int swap = !whole ||
+			   ((hit == text || !jc__path_char(hit[-1])) && !jc__path_char(hit[flen]));
 		size_t keep = (size_t)(hit - p) + (swap ? 0 : flen);
 		memcpy(w, p, keep);
 		w += keep;

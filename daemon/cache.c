@@ -482,9 +482,10 @@ static void key_after_cb(uv_work_t *w, int status)
 	struct key_job *j = w->data;
 	struct jc_daemon *d = j->d;
 	(void)status;
-	if (j->rc == 0 && !j->from_manifest && d->remote && !d->stopping && !key_known(d, &j->req, j->key) &&
-	    jc__remote_record_get(d->remote, j->lookup, jc__daemon_inc_ctx(d).max_entries, record_cb,
-				  j) == 0)
+	if (j->rc == 0 && !j->from_manifest && d->remote && !d->stopping &&
+	    !key_known(d, &j->req, j->key) &&
+	    jc__remote_record_get(d->remote, j->lookup, jc__daemon_inc_ctx(d).max_entries,
+				  record_cb, j) == 0)
 		return;
 	key_done(j);
 }

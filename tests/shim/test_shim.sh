@@ -20,10 +20,12 @@
 #                programs named after a fresh temporary file in every process
 #                (as CuPy names them) that include a header of a -I directory
 #                (CuPy's cupy/carray.cuh): without __FILE__, the 2nd process is
-#                a hit (the daemon found no name in the result); with a header
+#                a hit (the daemon found no name in the result), also through
+#                a client-read tree (a team daemon's path); with a header
 #                macro that puts __FILE__ in the cubin, and with CUB
-#                (examples/cub_sort.cu), every process gets its own name's
-#                bytes (a miss for a new name, a hit for the same name again).
+#                (examples/cub_sort.cu, whose internal names hold the program
+#                name), every process gets its own name's bytes (a miss for a
+#                new name, a hit for the same name again).
 #                Outputs always equal the real NVRTC's for each process's name
 #   ctypes       the same through Python ctypes.CDLL("libnvrtc.so.N")
 #   include      a header found through a relative -I (the process's working
@@ -293,6 +295,12 @@ tmpname_include)
 	[ "$(stat name_free)" = $((free0 + 2)) ] || fail "plain: cubin and PTX not stored as name-free"
 	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/plain.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/plain.real2") ||
 		fail "plain: the name changed the real NVRTC's cubin?"
+	# A team daemon's path: the client reads the -I tree and sends it
+	# (JITCACHE_SEND_HEADERS=1 asks it of any daemon); a new name is a hit.
+	trees=$(stat tree_requests)
+	JITCACHE_SEND_HEADERS=1 served 3 plain --include plain.h $ARCH -I "$ROOT/inc"
+	expect plain 3 1 0
+	[ "$(stat tree_requests)" -gt "$trees" ] || fail "plain: no client-read tree reached the daemon"
 	for run in 1 2 1b; do served $run file --include file.h $ARCH -I "$ROOT/inc"; done
 	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/file.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/file.real2") &&
 		fail "file: __FILE__ did not change the real NVRTC's cubin (the test proves nothing)"
@@ -310,9 +318,8 @@ tmpname_include)
 		fail "cub: real run failed"
 	cmp -s "$ROOT/cub.a" "$ROOT/cub.b" || UNSTABLE=1
 	for run in 1 2 1b; do served $run cub "${cub[@]}"; done
-	# The program name is in CUB's cubin (its internal names, its asserts): a
-	# new name is a miss with its own bytes, never run 1's; the same name
-	# again is a hit.
+	# The program name is in CUB's cubin (its internal names): a new name is a
+	# miss with its own bytes, never run 1's; the same name again is a hit.
 	expect cub 1 0 1
 	expect cub 2 0 1
 	expect cub 1b 1 0

@@ -27,15 +27,16 @@
 static int verdict(const char *art, const char *low, const char *log, char **out)
 {
 	struct jc_lowered l = {.expr = (char *)"&k", .lowered = (char *)low};
-	return jc__progname_free(NAME, (const uint8_t *)art, strlen(art), &l, low ? 1 : 0, log, out);
+	return jc__progname_free(NAME, (const uint8_t *)art, strlen(art), &l, low ? 1 : 0, log,
+				 out);
 }
 
 static void bound(const char *art, const char *low, const char *log)
 {
 	char *out = (char *)"unset";
 	if (verdict(art, low, log, &out) != 0)
-		fail_msg("free, wanted name-bound: artifact \"%s\", lowered \"%s\", log \"%s\"", art,
-			 low ? low : "", log ? log : "");
+		fail_msg("free, wanted name-bound: artifact \"%s\", lowered \"%s\", log \"%s\"",
+			 art, low ? low : "", log ? log : "");
 	assert_null(out);
 }
 
@@ -43,11 +44,13 @@ static void test_not_bound(void **state)
 {
 	(void)state;
 	char *out = NULL;
-	assert_int_equal(verdict("\x7f" "ELF code k", "_Z1kv", NULL, &out), 1);
+	assert_int_equal(verdict("\177ELF code k", "_Z1kv", NULL, &out), 1);
 	assert_null(out);
 	/* a diagnostic names the program: rewritten, every occurrence */
-	assert_int_equal(verdict("code", NULL, NAME "(3): warning #177-D: x\n" NAME "(4): warning\n", &out), 1);
-	assert_string_equal(out, JC_NAME_STANDIN "(3): warning #177-D: x\n" JC_NAME_STANDIN "(4): warning\n");
+	assert_int_equal(
+	    verdict("code", NULL, NAME "(3): warning #177-D: x\n" NAME "(4): warning\n", &out), 1);
+	assert_string_equal(out, JC_NAME_STANDIN "(3): warning #177-D: x\n" JC_NAME_STANDIN
+						 "(4): warning\n");
 	free(out);
 	/* a log without the name comes back as it was */
 	assert_int_equal(verdict("code", NULL, "note: nothing\n", &out), 1);
@@ -58,13 +61,17 @@ static void test_not_bound(void **state)
 static void test_bound(void **state)
 {
 	(void)state;
-	bound("assert msg " NAME " line", NULL, NULL);        /* __FILE__ */
-	bound("x 0123abcd_2.cubin.cu y", NULL, NULL);         /* __FILE_NAME__ */
-	bound("_ZN40_INTERNAL_00000000_22_0123abcd_2_cubin_cu_k5twiceEf", NULL, NULL); /* anonymous namespace */
+	bound("assert msg " NAME " line", NULL, NULL); /* __FILE__ */
+	bound("x 0123abcd_2.cubin.cu y", NULL, NULL);  /* __FILE_NAME__ */
+	bound("_ZN40_INTERNAL_00000000_22_0123abcd_2_cubin_cu_k5twiceEf", NULL,
+	      NULL); /* anonymous namespace */
 	/* PTX: .b8 $str$1[..] = {48, 49, ...} ("0123abcd_2.cubin.cu") */
-	bound(".global .align 1 .b8 $str$1[20] = {48, 49, 50, 51, 97, 98, 99, 100, 95, 50, 46, 99, 117, "
-	      "98, 105, 110, 46, 99, 117};", NULL, NULL);
-	bound("code", "_ZN40_INTERNAL_00000000_22_0123abcd_2_cubin_cu_k5twiceEf", NULL); /* lowered */
+	bound(".global .align 1 .b8 $str$1[20] = {48, 49, 50, 51, 97, 98, 99, 100, 95, 50, 46, 99, "
+	      "117, "
+	      "98, 105, 110, 46, 99, 117};",
+	      NULL, NULL);
+	bound("code", "_ZN40_INTERNAL_00000000_22_0123abcd_2_cubin_cu_k5twiceEf",
+	      NULL); /* lowered */
 	/* in the log, but not as the whole name: could not be rewritten */
 	bound("code", NULL, "note: in /x" NAME "(3)\n");
 	bound("code", NULL, "note: 0123abcd_2.cubin.cu\n");
@@ -79,15 +86,16 @@ static void test_special_names(void **state)
 	const uint8_t art[] = "_ZN39_INTERNAL_00000000_15_default_program_k5twiceEf";
 	assert_int_equal(jc__progname_free("", art, sizeof(art) - 1, NULL, 0, NULL, &out), 0);
 	assert_int_equal(jc__progname_free("", (const uint8_t *)"code", 4, NULL, 0, NULL, &out), 1);
-	assert_int_equal(jc__progname_free("dir/", (const uint8_t *)"code", 4, NULL, 0, NULL, &out), 0);
+	assert_int_equal(jc__progname_free("dir/", (const uint8_t *)"code", 4, NULL, 0, NULL, &out),
+			 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_not_bound),
-		cmocka_unit_test(test_bound),
-		cmocka_unit_test(test_special_names),
+	    cmocka_unit_test(test_not_bound),
+	    cmocka_unit_test(test_bound),
+	    cmocka_unit_test(test_special_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
