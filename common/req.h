@@ -120,7 +120,7 @@ struct jc_req {
 	 * (key.h); the compile still uses it, and the result is stored under
 	 * that key only when neither the artifact, its lowered names nor its log
 	 * (but where the name is the program's, JC_NAME_STANDIN in the stored
-	 * log) hold the name (core/progname.h), else under jc__key_named(). */
+	 * log) hold the name, else under a named key (core/progname.h). */
 	uint32_t name_free;
 };
 

@@ -23,23 +23,40 @@
 /*
  * Looks for name (NVRTC's program name; "" stands for NVRTC's
  * "default_program") in the artifact (data, size bytes), the n_lowered
- * lowered names and the log (NUL-terminated or NULL): as given, as its last
- * '/' component, and as that component with every character but [A-Za-z0-9]
- * made '_' (internal-linkage mangling); in the artifact also as PTX writes
+ * lowered names and the log (NUL-terminated or NULL): as given, its
+ * directory, its last '/' component, and that component with every
+ * character but [A-Za-z0-9] made '_' (internal-linkage mangling); in the artifact also as PTX writes
  * a string's bytes, in decimal ("{47, 116, 109, ...}").
  *
  * In the log, an occurrence of the whole name between characters that cannot
  * be part of a path (a diagnostic's "NAME(3): warning") is the program's: it
  * is replaced by JC_NAME_STANDIN. The name anywhere else in the log, or
- * JC_NAME_STANDIN already in it, makes the result name-bound.
+ * JC_NAME_STANDIN already in it, counts as found.
  *
- * Returns 1 when the name is nowhere else: *log_out is then the log so
- * rewritten (malloc'd; NULL when log is NULL); 0 when it is (the result is
- * the name's alone; *log_out NULL); JC_ENOMEM. Thread-safe; borrows its
- * arguments.
+ * Returns 1 when no form is found (the result is every name's); 2 when only
+ * the last component is (directly or mangled) and the name has a directory
+ * (the directory is not found):
+ * the result is every name's with that last component (CuPy names a
+ * program after the same file in a fresh temporary directory); with 1 and 2,
+ * *log_out is the log so rewritten (malloc'd; NULL when log is NULL). 0 when
+ * the whole name is found, or its last component and it has no directory
+ * (the result is the name's alone; *log_out NULL); JC_ENOMEM. Thread-safe;
+ * borrows its arguments.
  */
 int jc__progname_free(const char *name, const uint8_t *data, size_t size,
 		      const struct jc_lowered *lowered, size_t n_lowered, const char *log,
 		      char **log_out);
+
+/* name's last '/' component (a pointer into name), "default_program" for "". */
+const char *jc__progname_base(const char *name);
+
+/*
+ * The keys a name-free request's result may be stored under besides key
+ * (its key without the name, or the key learnt in its place): full, key's
+ * named key of name (jc__key_named), and base, that of name's last
+ * component when name has a directory. Returns 2 (both written), 1 (only
+ * full: no directory) or JC_ENOMEM. Thread-safe.
+ */
+int jc__progname_keys(const uint8_t key[16], const char *name, uint8_t base[16], uint8_t full[16]);
 
 #endif

@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "common/watch.h"
 #include "core/key.h"
+#include "core/progname.h"
 #include "daemon/daemon.h"
 #include "daemon/remote.h"
 #include "daemon/retry.h"
@@ -197,14 +198,15 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
 			     uint64_t t0)
 {
-	uint8_t bad_object[16], named[16];
-	int bad = 0, rc;
+	uint8_t bad_object[16], named[16], base[16];
+	int bad = 0, rc, keys = 0;
 	/* A name-free request (req.h): its key holds no name; a result that
-	 * holds it is stored under the named key, which its flight has (a
-	 * flight's waiters all get its bytes). */
+	 * holds its name's last component or the whole name is stored under
+	 * that one's named key (progname.h); the flight has the whole name's
+	 * (a flight's waiters all get its bytes). */
 	const uint8_t *flight_key = key;
 	if (req->name_free) {
-		if (jc__key_named(key, req->source_name, named) != 0) {
+		if ((keys = jc__progname_keys(key, req->source_name, base, named)) < 0) {
 			jc__refuse(d, conn, JC_ENOMEM, "out of memory");
 			goto out;
 		}
@@ -226,7 +228,9 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	if (req->reject_reason != JC_REJECT_NONE)
 		bad = handle_reject(d, conn, key, req, bad_object);
 	if (!bad && (serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object) ||
-		     (req->name_free && !bad &&
+		     (keys == 2 && !bad &&
+		      serve_cached(d, conn, base, &req->name_exprs, t0, &bad, bad_object)) ||
+		     (keys && !bad &&
 		      serve_cached(d, conn, named, &req->name_exprs, t0, &bad, bad_object)))) {
 		jc__daemon_count(d, JC_CTR_tree_digest_hits, req->tree_round == JC_TREE_DIGEST);
 		goto out;
@@ -270,14 +274,14 @@ static int entry_known(struct jc_daemon *d, const uint8_t key[16])
 }
 
 /* 1 when req's key has a usable entry or a flight (for a name-free request,
- * it or its named key): a key from a watched tree is then served without
+ * it or its named keys): a key from a watched tree is then served without
  * its include set (none is needed). */
 static int key_known(struct jc_daemon *d, const struct jc_req *req, const uint8_t key[16])
 {
-	uint8_t named[16];
-	return entry_known(d, key) ||
-	       (req->name_free && jc__key_named(key, req->source_name, named) == 0 &&
-		entry_known(d, named));
+	uint8_t named[16], base[16];
+	int keys = req->name_free ? jc__progname_keys(key, req->source_name, base, named) : 0;
+	return entry_known(d, key) || (keys == 2 && entry_known(d, base)) ||
+	       (keys > 0 && entry_known(d, named));
 }
 
 /* A request keyed in the thread pool because it reads headers from disk. */

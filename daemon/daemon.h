@@ -72,6 +72,9 @@ struct jc_flight {
 	int name_free;            /* req.name_free: key is the named key of free_key */
 	int name_bound;           /* ... and the name is in the result: store_key named */
 	uint8_t free_key[16];
+	uint8_t base_key[16];     /* free_key's named key of the name's last component */
+	int has_base_key;         /* ... when the name has a directory (progname.h) */
+	int peeked;               /* the remote tier was asked for free_key (remote_peek_cb) */
 	int uncached;             /* an include file changed: served, not stored */
 	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
 	int time_macro;           /* it used __DATE__, __TIME__ or __TIMESTAMP__: served, not stored */

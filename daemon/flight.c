@@ -252,24 +252,32 @@ static void check_deps(struct jc_flight *f)
  * Thread pool, before publishing a name-free request's result (req.h): it
  * goes under its key without the name (store_key: free_key, or learnt) with
  * the program's name in the log made JC_NAME_STANDIN, when the name is
- * nowhere in it (progname.h); else, as a compile error always, under that
- * key's named key, which the next request of the same name finds.
+ * nowhere in it (progname.h); under that key's named key of the name's last
+ * component when only that is in it (every name with it gets the same
+ * bytes); else, as a compile error always, under its named key of the whole
+ * name. The next request of such a name finds it there.
  */
 static void name_verdict(struct jc_flight *f)
 {
 	struct jc_res *res = &f->res;
 	char *log = NULL;
+	uint8_t base[16], full[16];
 	int rc = res->status != 0 ? 0
 		 : jc__progname_free(f->req.source_name, res->data, res->size, res->lowered,
 				     res->n_lowered, res->log, &log);
-	if (rc == 1) {
+	int keys = rc >= 0 ? jc__progname_keys(f->store_key, f->req.source_name, base, full) : rc;
+	if (keys < 0) {
+		free(log);
+		snprintf(f->errmsg, sizeof(f->errmsg), "out of memory looking for the program name");
+		return;
+	}
+	if (rc == 1 || rc == 2) {
 		free(res->log);
 		res->log = log;
-	} else if (rc != 0 || jc__key_named(f->store_key, f->req.source_name, f->store_key) != 0) {
-		snprintf(f->errmsg, sizeof(f->errmsg), "out of memory looking for the program name");
-	} else {
-		f->name_bound = 1;
 	}
+	if (rc != 1)
+		memcpy(f->store_key, rc == 2 ? base : full, 16);
+	f->name_bound = rc != 1;
 }
 
 /* Thread pool: publishes the result through the tier (tier.h: the object,
@@ -622,14 +630,19 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 }
 
 /* A name-free request's key without its name first (stored there by a
- * daemon that found no name in the result), then its named key. */
+ * daemon that found no name in the result), then the named key of its
+ * name's last component (progname.h), then its named key. */
 static void remote_peek_cb(void *arg, int rc, struct jc_res *res)
 {
 	struct jc_flight *f = arg;
-	if (rc != 0 && !f->d->stopping &&
-	    jc__remote_lookup(f->d->remote, f->key, remote_lookup_cb, f) == 0)
+	const uint8_t *asked = f->peeked ? f->base_key : f->free_key;
+	int next = rc != 0 && !f->d->stopping;
+	if (next && !f->peeked++ && f->has_base_key &&
+	    jc__remote_peek(f->d->remote, f->base_key, remote_peek_cb, f) == 0)
 		return;
-	remote_answer(f, rc, res, f->free_key);
+	if (next && jc__remote_lookup(f->d->remote, f->key, remote_lookup_cb, f) == 0)
+		return;
+	remote_answer(f, rc, res, asked);
 }
 
 /* Starts a compile for key; takes *req and *inc (set to NULL) on success.
@@ -658,8 +671,10 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 	memcpy(f->key, key, 16);
 	memcpy(f->store_key, free_key ? free_key : key, 16);
 	if (free_key) {
+		uint8_t full[16];
 		f->name_free = 1;
 		memcpy(f->free_key, free_key, 16);
+		f->has_base_key = jc__progname_keys(free_key, req->source_name, f->base_key, full) == 2;
 	}
 	if (direct)
 		memcpy(f->direct, direct, 16);

@@ -268,7 +268,8 @@ static int name_free_fetch(const struct jtl_daemon *d, const char *name, const c
  * by A for one name, is served from Redis by a fresh B for another name
  * (the free key, peeked first); one with the name (an assert's __FILE__)
  * is served by B for the same name only (the named key), and another name
- * compiles there with its own bytes.
+ * compiles there with its own bytes; one with the name's last component
+ * only (an anonymous namespace) for every name with that last component.
  */
 static void test_name_free(void **state)
 {
@@ -276,6 +277,9 @@ static void test_name_free(void **state)
 	static const char plain[] = "extern \"C\" __global__ void k(int *o) { o[0] = 42; }\n";
 	static const char named[] = "extern \"C\" __global__ void k(int *o) { o[0] = 1;\n"
 				    "  __assertfail(\"bad\", __FILE__, 1, \"k\", 1); }\n";
+	/* its internal name holds the name's last component only */
+	static const char anon[] = "namespace { __device__ __noinline__ int f(int x) { return 2 * x; } }\n"
+				   "extern \"C\" __global__ void k(int *o) { o[0] = f(o[1]); }\n";
 	/* daemon, program name, source, status; its bytes are step same's (-1:
 	 * none), or differ from step other's (-1: none) */
 	static const struct {
@@ -290,6 +294,9 @@ static void test_name_free(void **state)
 		{1, "/tmp/tmpB2/n_2.cubin.cu", named, JC_MISS, -1, 2},      /* its own bytes */
 		{1, "/tmp/tmpA2/n_2.cubin.cu", named, JC_HIT, 2, -1},
 		{0, "/tmp/tmpB2/n_2.cubin.cu", named, JC_REMOTE_HIT, 4, -1},
+		{0, "/tmp/tmpA3/a_2.cubin.cu", anon, JC_MISS, -1, -1},
+		{1, "/tmp/tmpB3/a_2.cubin.cu", anon, JC_REMOTE_HIT, 7, -1}, /* the base name's key */
+		{1, "/tmp/tmpB3/b_2.cubin.cu", anon, JC_MISS, -1, 7},
 	};
 	enum { N = sizeof(steps) / sizeof(steps[0]) };
 	uint64_t hash[N];
@@ -310,11 +317,11 @@ static void test_name_free(void **state)
 			assert_int_equal(wait_stat(d, "remote_publishes", want), want);
 		}
 	}
-	assert_int_equal(jct_stat(&x->d[0], "compiles"), 2);
-	assert_int_equal(jct_stat(&x->d[1], "compiles"), 1);
+	assert_int_equal(jct_stat(&x->d[0], "compiles"), 3);
+	assert_int_equal(jct_stat(&x->d[1], "compiles"), 2);
 	assert_int_equal(jct_stat(&x->d[0], "name_free"), 1);
-	assert_int_equal(jct_stat(&x->d[0], "name_bound"), 1);
-	assert_int_equal(jct_stat(&x->d[1], "name_bound"), 1);
+	assert_int_equal(jct_stat(&x->d[0], "name_bound"), 2);
+	assert_int_equal(jct_stat(&x->d[1], "name_bound"), 2);
 	printf("name-free: another name served from Redis; a result holding its name only for that name\n");
 }
 

@@ -22,10 +22,12 @@
 #                (CuPy's cupy/carray.cuh): without __FILE__, the 2nd process is
 #                a hit (the daemon found no name in the result), also through
 #                a client-read tree (a team daemon's path); with a header
-#                macro that puts __FILE__ in the cubin, and with CUB
-#                (examples/cub_sort.cu, whose internal names hold the program
-#                name), every process gets its own name's bytes (a miss for a
-#                new name, a hit for the same name again).
+#                macro that puts __FILE__ in the cubin, every process gets its
+#                own name's bytes (a miss for a new name, a hit for the same
+#                name again); with an anonymous namespace and with CUB
+#                (examples/cub_sort.cu), whose internal names hold the base
+#                name, the same base name in a new directory is a hit, a new
+#                base name a miss.
 #                Outputs always equal the real NVRTC's for each process's name
 #   ctypes       the same through Python ctypes.CDLL("libnvrtc.so.N")
 #   include      a header found through a relative -I (the process's working
@@ -264,14 +266,15 @@ tmpname_include)
 	# The daemon stores no result that read a header changed in the last 100 ms.
 	sleep 2.1
 	# served RUN WHAT APP_ARGS...: the real NVRTC and jitcache-run, for a
-	# program named after a fresh temporary file (same base name, as CuPy's);
-	# RUN 1b names it as RUN 1 did. Outputs equal; prints the check line.
+	# program named after a fresh temporary file (same base name, as CuPy's;
+	# RUN NNx: another base name); RUN 1b names it as RUN 1 did. Outputs
+	# equal; prints the check line.
 	served() {
 		local run=$1 what=$2 dir
 		shift 2
 		dir=$ROOT/$what-tmp${run%b}
 		mkdir -p "$dir"
-		local name=$dir/$(printf '%032d' 9)_2.cubin.cu
+		local name=$dir/$(printf '%032d' "$([ "${run%x}" = "$run" ] && echo 9 || echo 8)")_2.cubin.cu
 		"$SHIM_APP" --name "$name" "$@" >"$ROOT/$what.real$run" || fail "$what: real run $run failed"
 		"${RUN[@]}" --check "$SHIM_APP" --name "$name" "$@" >"$ROOT/$what.shim$run" 2>"$ROOT/$what.check$run"
 		if [ -n "${UNSTABLE:-}" ]; then
@@ -308,6 +311,18 @@ tmpname_include)
 	expect file 2 0 1
 	expect file 1b 1 0
 	[ "$(stat name_bound)" = $((bound0 + 4)) ] || fail "file: cubin and PTX not stored as name-bound for each name"
+	# No include, no __FILE__: an anonymous namespace's function, whose
+	# internal name NVRTC mangles with the program's base name.
+	printf '%s\n' 'namespace { __device__ __noinline__ float twice(float x) { return 2 * x; } }' \
+		'extern "C" __global__ void k(float *a) { a[threadIdx.x] = twice(a[threadIdx.x]); }' >"$ROOT/anon.cu"
+	# Only the base name is in its cubin: the same base name in another
+	# directory is a hit (the same bytes), another base name a miss.
+	for run in 1 2 3x; do served $run anon --source "$ROOT/anon.cu" $ARCH; done
+	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/anon.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/anon.real3x") &&
+		fail "anon: the base name did not change the real NVRTC's cubin (the test proves nothing)"
+	expect anon 1 0 1
+	expect anon 2 1 0
+	expect anon 3x 0 1
 	cccl=$JC_CUDA_INCLUDE/cccl
 	[ -d "$cccl/cub" ] || { echo "SKIP (CUB part): no $cccl/cub"; exit 0; }
 	cub=(--source "$JC_EXAMPLES/cub_sort.cu" $ARCH -std=c++17 -I "$cccl")
@@ -317,13 +332,13 @@ tmpname_include)
 	"$SHIM_APP" --name "$ROOT/cub.cu" "${cub[@]}" >"$ROOT/cub.a" && "$SHIM_APP" --name "$ROOT/cub.cu" "${cub[@]}" >"$ROOT/cub.b" ||
 		fail "cub: real run failed"
 	cmp -s "$ROOT/cub.a" "$ROOT/cub.b" || UNSTABLE=1
-	for run in 1 2 1b; do served $run cub "${cub[@]}"; done
-	# The program name is in CUB's cubin (its internal names): a new name is a
-	# miss with its own bytes, never run 1's; the same name again is a hit.
+	for run in 1 2 3x; do served $run cub "${cub[@]}"; done
+	# The base name is in CUB's cubin (its internal names), not the directory:
+	# a new directory is a hit, a new base name a miss with its own bytes.
 	expect cub 1 0 1
-	expect cub 2 0 1
-	expect cub 1b 1 0
-	cmp -s "$ROOT/cub.shim1" "$ROOT/cub.shim1b" || fail "cub: run 1b was not served run 1's entry"
+	expect cub 2 1 0
+	expect cub 3x 0 1
+	cmp -s "$ROOT/cub.shim1" "$ROOT/cub.shim2" || fail "cub: run 2 was not served run 1's entry"
 	;;
 ctypes)
 	PY=$(command -v python3 || true)
