@@ -1426,9 +1426,12 @@ JC_API int jc_request_set_app_abi(jc_request *r, const char *abi)
 	return set_str(&r->req.app_abi, abi);
 }
 
-int jc__request_set_display_name(jc_request *r, const char *name)
+int jc__request_set_name_free(jc_request *r)
 {
-	return set_str(&r->req.display_name, name);
+	if (!r->req.source_name)
+		return JC_EINVAL;
+	r->req.name_free = 1;
+	return set_str(&r->req.display_name, r->req.source_name);
 }
 
 int jc__request_set_test_fault(jc_request *r, uint32_t fault)

@@ -24,11 +24,10 @@ int jc__client_admin(jc_client *c, const struct jc_admin_req *req, struct jc_adm
  */
 int jc__request_set_test_fault(jc_request *r, uint32_t fault);
 
-/* The program name the daemon lists the entry under (`jitcachectl ls`,
- * `show`, with the requesting process's name) when the request's own name is
- * a stand-in, as the shim's is (name copied). Not part of the key. 0,
- * JC_EINVAL (NULL) or JC_ENOMEM. */
-int jc__request_set_display_name(jc_request *r, const char *name);
+/* Asks for a name-free entry (req.h name_free; the NVRTC shim), listed
+ * under the source name (its display name). Call after
+ * jc_request_set_source. 0, JC_EINVAL (no source yet) or JC_ENOMEM. */
+int jc__request_set_name_free(jc_request *r);
 
 /* The raw socket of c (for tests that send malformed frames); -1 without a daemon. */
 int jc__client_fd(const jc_client *c);

@@ -142,8 +142,10 @@ int jc__inc_needed(const struct jc_req *req)
 		if (jc__inc_option(&req->options, i, &dir, &val, &used) && !dir)
 			return 1;
 	}
-	/* NVRTC looks for quoted includes in the directory of the program name. */
-	if (req->source_name && (req->source_name[0] == '/' || climbs(req->source_name)))
+	/* NVRTC looks for quoted includes in the directory of the program name
+	 * (a name-free request's client found none there: req.h). */
+	if (!req->name_free && req->source_name &&
+	    (req->source_name[0] == '/' || climbs(req->source_name)))
 		return 1;
 	return jc__inc_each_text(req, may_leave_declared_dirs, NULL);
 }

@@ -114,7 +114,19 @@ struct jc_req {
 	 * key has another (the shim asks for a fixed name: shim.c, CANON_NAME);
 	 * NULL: source_name. */
 	char *display_name;
+	/* 1: the client found no way for the program name to reach the
+	 * artifact but one the daemon can see in it (the NVRTC shim:
+	 * docs/shim.md, "Program names"). The key then leaves source_name out
+	 * (key.h); the compile still uses it, and the result is stored under
+	 * that key only when neither the artifact, its lowered names nor its log
+	 * (but where the name is the program's, JC_NAME_STANDIN in the stored
+	 * log) hold the name, else under a named key (core/progname.h). */
+	uint32_t name_free;
 };
+
+/* The program name a stored log of a name-free entry says where the
+ * program's name was; the shim writes the caller's name back. */
+#define JC_NAME_STANDIN "jitcache-program.cu"
 
 enum jc_tree_kind {
 	JC_TREE_FILE = 1,   /* data: the file's bytes */

@@ -389,3 +389,33 @@ int jc__text_cap(char **text, size_t max)
 	*text = out;
 	return 1;
 }
+
+int jc__path_char(char c)
+{
+	return isalnum((unsigned char)c) || (c && strchr("_./+~-", c) != NULL);
+}
+
+char *jc__text_replace(const char *text, const char *from, const char *to, int whole)
+{
+	size_t flen = strlen(from), tlen = strlen(to), n = 0;
+	for (const char *p = text; (p = strstr(p, from)); p += flen)
+		n++;
+	char *out = malloc(strlen(text) + n * tlen + 1), *w = out;
+	if (!out)
+		return NULL;
+	const char *p = text, *hit;
+	while ((hit = strstr(p, from))) {
+		int swap = !whole ||
+			   ((hit == text || !jc__path_char(hit[-1])) && !jc__path_char(hit[flen]));
+		size_t keep = (size_t)(hit - p) + (swap ? 0 : flen);
+		memcpy(w, p, keep);
+		w += keep;
+		if (swap) {
+			memcpy(w, to, tlen);
+			w += tlen;
+		}
+		p = hit + flen;
+	}
+	strcpy(w, p);
+	return out;
+}

@@ -117,6 +117,16 @@ int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
  */
 int jc__text_cap(char **text, size_t max);
 
+/* A character a path may have ([A-Za-z0-9_./+~-]). */
+int jc__path_char(char c);
+
+/*
+ * text with every occurrence of from (not empty) replaced by to; with
+ * whole, only the occurrences with no path character (jc__path_char) on
+ * either side. Returns a malloc'd string, or NULL without memory.
+ */
+char *jc__text_replace(const char *text, const char *from, const char *to, int whole);
+
 /* Writes s (borrowed, NUL-terminated) to f as a JSON string, quotes included. */
 void jc__json_str(FILE *f, const char *s);
 

@@ -32,6 +32,8 @@
 	X(include_uncached, "compiles served but not stored: an include file changed") \
 	X(deps_mismatch, "compiles served but not stored: NVRTC read a file the key does not cover") \
 	X(time_macros, "compiles served but not stored: a source or header uses __DATE__, __TIME__ or __TIMESTAMP__") \
+	X(name_free, "results of name-free compiles (the NVRTC shim's) stored for every program name: the name is not in them") \
+	X(name_bound, "results of name-free compiles stored for their program name only: the name is in them") \
 	X(deps_learned, "compiles stored under a key learnt from the files NVRTC read (the scan missed one)") \
 	X(include_tree_watch_hits, "requests keyed with no stat call: their include tree is watched and unchanged") \
 	X(include_tree_stat_walks, "requests keyed by re-checking a stored include manifest file by file") \

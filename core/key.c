@@ -47,6 +47,8 @@ enum {
 	TAG_DIRECT_KEY = 31,
 	TAG_INCLUDE_TREE = 32,
 	TAG_FATBIN_TOOL = 33, /* fatbin output only */
+	TAG_NAME_FREE = 34,   /* in place of TAG_SOURCE_NAME: a name-free request */
+	TAG_NAMED_KEY = 35,   /* jc__key_named */
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -189,6 +191,15 @@ int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t 
 	return digest(&st, key);
 }
 
+int jc__key_named(const uint8_t key[16], const char *name, uint8_t out[16])
+{
+	struct hasher st = {.st = NULL};
+	item_u64(&st, TAG_FORMAT, JC_KEY_FORMAT, 4);
+	item(&st, TAG_NAMED_KEY, key, 16);
+	item_str(&st, TAG_SOURCE_NAME, name);
+	return digest(&st, out);
+}
+
 int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t out[16])
 {
 	struct hasher st = {.st = NULL};
@@ -228,7 +239,10 @@ int jc__key_of_valid(const struct jc_req *req, const struct jc_toolchain *tc, ui
 	item_u64(st, TAG_FORMAT, JC_KEY_FORMAT, 4);
 	item_u64(st, TAG_JOB, req->job, 4);
 	item_u64(st, TAG_OUTPUT, req->output, 4);
-	item_str(st, TAG_SOURCE_NAME, req->source_name);
+	if (req->name_free)
+		item_u64(st, TAG_NAME_FREE, 1, 4);
+	else
+		item_str(st, TAG_SOURCE_NAME, req->source_name);
 	item(st, TAG_SOURCE, req->source, req->source_size);
 	item_u64(st, TAG_HEADER_COUNT, req->n_headers, 8);
 	for (size_t i = 0; i < req->n_headers; i++) {

@@ -8,7 +8,9 @@
  * and every list is a count item (u64 count as 8 bytes) followed by its items.
  * Items, in this order:
  *   1. JC_KEY_FORMAT, job, output (u32 each)
- *   2. source name, source bytes
+ *   2. source name, source bytes; for a name-free request (req.h name_free)
+ *      a TAG_NAME_FREE item in place of the name (existing encodings are
+ *      unchanged by it: no format bump)
  *   3. in-memory headers sorted by name (strcmp): name, bytes for each
  *   4. the number of include_dirs; their paths and the CONTENT of what a
  *      compile reads from disk (or a client-read tree, req.h) enter through
@@ -78,6 +80,15 @@ int jc__key_with_tree(const uint8_t direct[16], const uint8_t tree[16], uint8_t 
  * JC_ENOMEM. Borrowed arguments; thread-safe.
  */
 int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t out[16]);
+
+/*
+ * The key of a name-free request's result that turned out to hold its
+ * program name (core/progname.h): XXH3-128 over JC_KEY_FORMAT, key (the
+ * name-free key it was looked up under, or the key learnt in its place) and
+ * name, each tagged, into out[16]. Returns 0 or JC_ENOMEM. Borrowed
+ * arguments; thread-safe.
+ */
+int jc__key_named(const uint8_t key[16], const char *name, uint8_t out[16]);
 
 
 #endif

@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "common/watch.h"
 #include "core/key.h"
+#include "core/progname.h"
 #include "daemon/daemon.h"
 #include "daemon/remote.h"
 #include "daemon/retry.h"
@@ -199,10 +200,22 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
 			     uint64_t t0, const struct jc_toolchain *tc, struct jc_fetched *fetched)
 {
-	uint8_t bad_object[16];
-	int bad = 0, rc;
+	uint8_t bad_object[16], named[16], base[16];
+	int bad = 0, rc, keys = 0;
+	/* A name-free request (req.h): its key holds no name; a result that
+	 * holds its name's last component or the whole name is stored under
+	 * that one's named key (progname.h); the flight has the whole name's
+	 * (a flight's waiters all get its bytes). */
+	const uint8_t *flight_key = key;
+	if (req->name_free) {
+		if ((keys = jc__progname_keys(key, req->source_name, base, named)) < 0) {
+			jc__refuse(d, conn, JC_ENOMEM, "out of memory");
+			goto out;
+		}
+		flight_key = named;
+	}
 	/* A flight for the key replaces whatever object a client rejects. */
-	struct jc_flight *f = jc__flight_find(d, key);
+	struct jc_flight *f = jc__flight_find(d, flight_key);
 	if (f) {
 		if (jc__flight_join(f, conn, JC_CACHE_JOINED, t0, &req->name_exprs) == 0) {
 			jc__daemon_count(d, JC_CTR_single_flight_joins, 1);
@@ -216,7 +229,11 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 	}
 	if (req->reject_reason != JC_REJECT_NONE)
 		bad = handle_reject(d, conn, key, req, bad_object);
-	if (!bad && serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object)) {
+	if (!bad && (serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object) ||
+		     (keys == 2 && !bad &&
+		      serve_cached(d, conn, base, &req->name_exprs, t0, &bad, bad_object)) ||
+		     (keys && !bad &&
+		      serve_cached(d, conn, named, &req->name_exprs, t0, &bad, bad_object)))) {
 		jc__daemon_count(d, JC_CTR_tree_digest_hits, req->tree_round == JC_TREE_DIGEST);
 		goto out;
 	}
@@ -232,8 +249,9 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		miss.message = "no entry for these headers: send their bytes";
 		memcpy(miss.key, key, 16);
 		jc__answer(d, conn, &miss, -1);
-	} else if ((rc = jc__flight_start(d, conn, tc, key, inc ? direct : NULL, req, &inc,
-				      t0, bad ? bad_object : NULL, fetched)) != 0) {
+	} else if ((rc = jc__flight_start(d, conn, tc, flight_key, inc ? direct : NULL, req, &inc,
+				      t0, bad ? bad_object : NULL, fetched,
+				      req->name_free ? key : NULL)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
@@ -250,14 +268,23 @@ out:
 	inc_free(inc);
 }
 
-/* 1 when key has a usable entry or a flight: a key from a watched tree is
- * then served without its include set (none is needed). */
-static int key_known(struct jc_daemon *d, const uint8_t key[16])
+static int entry_known(struct jc_daemon *d, const uint8_t key[16])
 {
 	if (jc__flight_find(d, key))
 		return 1;
 	const struct jc_entry *e = jc__memcache_lookup(d, key);
 	return e && (!e->status || e->expires > jc__wall_s());
+}
+
+/* 1 when req's key has a usable entry or a flight (for a name-free request,
+ * it or its named keys): a key from a watched tree is then served without
+ * its include set (none is needed). */
+static int key_known(struct jc_daemon *d, const struct jc_req *req, const uint8_t key[16])
+{
+	uint8_t named[16], base[16];
+	int keys = req->name_free ? jc__progname_keys(key, req->source_name, base, named) : 0;
+	return entry_known(d, key) || (keys == 2 && entry_known(d, base)) ||
+	       (keys > 0 && entry_known(d, named));
 }
 
 /* A request keyed in the thread pool because it reads headers from disk. */
@@ -470,7 +497,7 @@ static void record_apply(struct key_job *j)
 	struct jc_daemon *d = j->d;
 	if (j->record_rc < 0 && d->remote)
 		jc__remote_record_rejected(d->remote, j->lookup, j->why);
-	if (j->record_rc > 0 && j->rc == 0 && !key_known(d, j->key)) {
+	if (j->record_rc > 0 && j->rc == 0 && !key_known(d, &j->req, j->key)) {
 		inc_free(j->inc);
 		j->inc = j->record;
 		j->record = NULL;
@@ -570,7 +597,7 @@ static void key_next(struct key_job *j)
 {
 	struct jc_daemon *d = j->d;
 	int want = j->rc == 0 && !j->from_manifest && d->remote && !d->stopping &&
-		   !key_known(d, j->key);
+		   !key_known(d, &j->req, j->key);
 	if (want && j->rec_state == REC_NONE) {
 		j->rec_state = REC_ASKED;
 		j->t_rec_sent = jc__now_ns();
@@ -742,7 +769,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	}
 	int watched = 0;
 	const uint8_t *known = needed ? jc__keymemo_get(d, lookup, &watched) : key;
-	if (known && watched && !key_known(d, known)) {
+	if (known && watched && !key_known(d, req, known)) {
 		/* Evicted or never stored: a compile needs the include set. */
 		jc__keymemo_forget(d, lookup);
 		known = NULL;

@@ -66,7 +66,15 @@ struct jc_flight {
 	 * files its key covers, re-checked before publishing (includes.h). */
 	struct jc_inc_set *inc;
 	uint8_t direct[16];       /* with inc: the direct key (manifest.h) */
-	uint8_t store_key[16];    /* the key the result is stored under: key, or learnt */
+	uint8_t store_key[16];    /* the key the result is stored under: key, or learnt;
+				   * name-free: free_key or learnt, named if the name
+				   * is in the result (publish_work_cb) */
+	int name_free;            /* req.name_free: key is the named key of free_key */
+	int name_bound;           /* ... and the name is in the result: store_key named */
+	uint8_t free_key[16];
+	uint8_t base_key[16];     /* free_key's named key of the name's last component */
+	int has_base_key;         /* ... when the name has a directory (progname.h) */
+	int peeked;               /* the remote tier was asked for free_key (remote_peek_cb) */
 	int uncached;             /* an include file changed: served, not stored */
 	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
 	int time_macro;           /* it used __DATE__, __TIME__ or __TIMESTAMP__: served, not stored */
@@ -337,11 +345,14 @@ struct jc_fetched {
  * value of key already, is served instead of asking (its res moved out).
  * tc: the toolchain key was made with (one of d's, kept until exit): the
  * result is stored with its identity, and only when the worker that made it
- * loaded that compiler. */
+ * loaded that compiler. free_key: for a name-free request (req.h), its key
+ * without the name (key is then its named key, jc__key_named), which the
+ * remote tier is asked first and the result is stored under when it holds
+ * no name (progname.h); else NULL. */
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
-		     struct jc_fetched *fetched);
+		     struct jc_fetched *fetched, const uint8_t *free_key);
 /* Queues f for the worker pool (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 /* The end of f's compile (f->res holds the result or the failure): counted,

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "core/kept.h"
 #include "core/key.h"
+#include "core/progname.h"
 #include "daemon/daemon.h"
 #include "daemon/pool.h"
 #include "daemon/remote.h"
@@ -105,7 +106,7 @@ static int publishable(const struct jc_res *res)
 static void flight_answer(struct jc_flight *f)
 {
 	struct jc_res *res = &f->res;
-	memcpy(res->key, f->learned ? f->store_key : f->key, 16);
+	memcpy(res->key, f->learned || f->name_free ? f->store_key : f->key, 16);
 	/* What NVRTC read, and the worker's compiler, are the daemon's business
 	 * (PROTOCOL.md): never sent on. */
 	for (size_t i = 0; i < res->n_deps; i++)
@@ -250,6 +251,38 @@ static void check_deps(struct jc_flight *f)
 	f->deps_mismatch = 1;
 }
 
+/*
+ * Thread pool, before publishing a name-free request's result (req.h): it
+ * goes under its key without the name (store_key: free_key, or learnt) with
+ * the program's name in the log made JC_NAME_STANDIN, when the name is
+ * nowhere in it (progname.h); under that key's named key of the name's last
+ * component when only that is in it (every name with it gets the same
+ * bytes); else, as a compile error always, under its named key of the whole
+ * name. The next request of such a name finds it there.
+ */
+static void name_verdict(struct jc_flight *f)
+{
+	struct jc_res *res = &f->res;
+	char *log = NULL;
+	uint8_t base[16], full[16];
+	int rc = res->status != 0 ? 0
+		 : jc__progname_free(f->req.source_name, res->data, res->size, res->lowered,
+				     res->n_lowered, res->log, &log);
+	int keys = rc >= 0 ? jc__progname_keys(f->store_key, f->req.source_name, base, full) : rc;
+	if (keys < 0) {
+		free(log);
+		snprintf(f->errmsg, sizeof(f->errmsg), "out of memory looking for the program name");
+		return;
+	}
+	if (rc == 1 || rc == 2) {
+		free(res->log);
+		res->log = log;
+	}
+	if (rc != 1)
+		memcpy(f->store_key, rc == 2 ? base : full, 16);
+	f->name_bound = rc != 1;
+}
+
 /* Thread pool: publishes the result through the tier (tier.h: the object,
  * then the row). A flight started to replace a bad object that ends without
  * a new row drops the old one. */
@@ -281,6 +314,8 @@ static void publish_work_cb(uv_work_t *work)
 				 "does not hold", rc == 1 ? what : "out of memory looking for time macros");
 		}
 	}
+	if (publish && !f->errmsg[0] && !f->remote_hit && f->name_free)
+		name_verdict(f);
 	if (f->errmsg[0]) {
 		/* What NVRTC read may not be what the key says: serve, do not store. */
 		f->uncached = 1;
@@ -400,6 +435,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 		jc__daemon_count(d, JC_CTR_deps_learned, 1);
 		forget_learnt_key(d, f);
 	}
+	if (f->name_free && !f->remote_hit && f->publish_rc == 0 && !f->uncached && publishable(&f->res))
+		jc__daemon_count(d, f->name_bound ? JC_CTR_name_bound : JC_CTR_name_free, 1);
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
 		publish_remote(f);
@@ -585,14 +622,15 @@ static size_t req_bytes(const struct jc_req *r)
 	return n;
 }
 
-/* Read-through: the remote tier's answer for a flight's key. A verified
- * value is served at once, then published locally as a compile's result
- * would be (its fsyncs are off the answer's path; requests that come
+/* Read-through: the remote tier's answer for a flight's key (for a
+ * name-free request, stored_as is its free key or its named key). A
+ * verified value is served at once, then published locally as a compile's
+ * result would be (its fsyncs are off the answer's path; requests that come
  * meanwhile join the flight and get the same bytes); anything else
  * compiles. */
-static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
+static void remote_answer(struct jc_flight *f, int rc, struct jc_res *res,
+			  const uint8_t stored_as[16])
 {
-	struct jc_flight *f = arg;
 	struct jc_daemon *d = f->d;
 	if (d->stopping) {
 		f->res.status = JC_EBUSY;
@@ -608,6 +646,7 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 	f->res = *res;
 	jc__res_init(res);
 	f->remote_hit = 1;
+	memcpy(f->store_key, stored_as, 16);
 	/* The request that started the flight (and any that joined before the
 	 * lookup answered) get what was served: no compile ran. */
 	for (struct jc_waiter *w = f->waiters; w; w = w->next)
@@ -619,6 +658,28 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 		flight_finish(f); /* served, not stored */
 }
 
+static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
+{
+	struct jc_flight *f = arg;
+	remote_answer(f, rc, res, f->key);
+}
+
+/* A name-free request's key without its name first (stored there by a
+ * daemon that found no name in the result), then the named key of its
+ * name's last component (progname.h), then its named key. */
+static void remote_peek_cb(void *arg, int rc, struct jc_res *res)
+{
+	struct jc_flight *f = arg;
+	const uint8_t *asked = f->peeked ? f->base_key : f->free_key;
+	int next = rc != 0 && !f->d->stopping;
+	if (next && !f->peeked++ && f->has_base_key &&
+	    jc__remote_peek(f->d->remote, f->base_key, remote_peek_cb, f) == 0)
+		return;
+	if (next && jc__remote_lookup(f->d->remote, f->key, remote_lookup_cb, f) == 0)
+		return;
+	remote_answer(f, rc, res, asked);
+}
+
 /* Starts a compile for key; takes *req and *inc (set to NULL) on success.
  * bad_object (or NULL) names the object of the row it replaces, which failed
  * its checks; direct is the direct key of *inc (NULL without one). The
@@ -628,7 +689,7 @@ static void remote_lookup_cb(void *arg, int rc, struct jc_res *res)
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
-		     struct jc_fetched *fetched)
+		     struct jc_fetched *fetched, const uint8_t *free_key)
 {
 	size_t bytes = req_bytes(req);
 	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
@@ -645,7 +706,13 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	if (req->display_name)
 		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
-	memcpy(f->store_key, key, 16);
+	memcpy(f->store_key, free_key ? free_key : key, 16);
+	if (free_key) {
+		uint8_t full[16];
+		f->name_free = 1;
+		memcpy(f->free_key, free_key, 16);
+		f->has_base_key = jc__progname_keys(free_key, req->source_name, f->base_key, full) == 2;
+	}
 	if (direct)
 		memcpy(f->direct, direct, 16);
 	if (bad_object) {
@@ -675,10 +742,13 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	}
 	/* Local miss: the remote tier first, unless the local object was bad. */
 	if (fetched && d->remote && !bad_object) {
+		/* the value of the key the request was keyed with: for a
+		 * name-free one, its key without the name */
 		jc__remote_prefetch_used(d->remote, fetched->ns);
-		remote_lookup_cb(f, 0, &fetched->res);
+		remote_answer(f, 0, &fetched->res, f->name_free ? free_key : f->key);
 	} else if (!d->remote || bad_object ||
-		   jc__remote_lookup(d->remote, key, remote_lookup_cb, f) != 0) {
+		   (f->name_free ? jc__remote_peek(d->remote, free_key, remote_peek_cb, f)
+				 : jc__remote_lookup(d->remote, key, remote_lookup_cb, f)) != 0) {
 		jc__cache_enqueue(d, f);
 	}
 	return 0;

@@ -313,6 +313,13 @@ static struct jc_remote_blob *blob_of(const struct jc_remote *r, const redisRepl
 
 /* --- lookups ------------------------------------------------------------------- */
 
+/* How a lookup treats a value that is not there, and what it counts. */
+enum lookup_mode {
+	LOOKUP_LOCKED,   /* a miss takes the fleet lock (or waits for its holder); counted */
+	LOOKUP_PEEK,     /* a miss is only a miss, not counted (jc__remote_peek) */
+	LOOKUP_PREFETCH, /* as a peek, and a hit counts only when used (jc__remote_prefetch) */
+};
+
 struct lookup {
 	struct jc_remote *r;
 	uint8_t key[16];          /* a cache key, or a lookup key for a record */
@@ -327,7 +334,7 @@ struct lookup {
 	int refs;                 /* timer handle + commands + decode job */
 	int done;
 	int recheck;              /* this GET follows a lock taken (or EXISTS 0) */
-	int prefetch;             /* jc__remote_prefetch: no lock, nothing counted */
+	int mode;                 /* enum lookup_mode */
 	struct lookup *prev, *next;
 	/* decode job */
 	uv_work_t work;
@@ -397,10 +404,10 @@ static void lookup_finish(struct lookup *l, int rc)
 	}
 	if (rc == 0)
 		log_phases(l);
-	if (rc == 0 && !l->prefetch) {
+	if (rc == 0 && l->mode != LOOKUP_PREFETCH) {
 		jc__latency_add(&r->latency, now_ns() - l->t0);
 		count(r, JC_CTR_remote_hits, 1);
-	} else if (rc == JC_ENOTFOUND && !l->prefetch) {
+	} else if (rc == JC_ENOTFOUND && l->mode == LOOKUP_LOCKED) {
 		count(r, JC_CTR_remote_misses, 1);
 	}
 	struct jc_res res = l->res;
@@ -544,7 +551,7 @@ static void get_cb(void *arg, redisReply *reply, const char *why)
 				lookup_finish(l, JC_ENOMEM);
 			}
 		}
-	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck || l->prefetch)) {
+	} else if (reply->type == REDIS_REPLY_NIL && (l->rcb || l->recheck || l->mode != LOOKUP_LOCKED)) {
 		answered(r);
 		lookup_finish(l, JC_ENOTFOUND);
 	} else if (reply->type == REDIS_REPLY_NIL) {
@@ -580,10 +587,9 @@ static void step_get(struct lookup *l)
 	}
 }
 
-/* Starts a lookup of a value (cb; prefetch: jc__remote_prefetch) or a
- * record (rcb). */
+/* Starts a lookup of a value (cb) or a record (rcb), as mode says. */
 static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
-			jc_remote_record_cb rcb, int prefetch, void *arg)
+			jc_remote_record_cb rcb, enum lookup_mode mode, void *arg)
 {
 	if (r->closing)
 		return JC_EBUSY;
@@ -601,7 +607,7 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 	lkey_of(key, l->lkey);
 	l->cb = cb;
 	l->rcb = rcb;
-	l->prefetch = prefetch;
+	l->mode = mode;
 	l->arg = arg;
 	l->t0 = now_ns();
 	l->deadline_ns = l->t0 + (uint64_t)r->lock_wait_ns;
@@ -623,13 +629,18 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
 		      void *arg)
 {
-	return lookup_start(r, key, cb, NULL, 0, arg);
+	return lookup_start(r, key, cb, NULL, LOOKUP_LOCKED, arg);
+}
+
+int jc__remote_peek(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb, void *arg)
+{
+	return lookup_start(r, key, cb, NULL, LOOKUP_PEEK, arg);
 }
 
 int jc__remote_prefetch(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
 			void *arg)
 {
-	return lookup_start(r, key, cb, NULL, 1, arg);
+	return lookup_start(r, key, cb, NULL, LOOKUP_PREFETCH, arg);
 }
 
 void jc__remote_prefetch_used(struct jc_remote *r, uint64_t fetch_ns)
@@ -641,7 +652,7 @@ void jc__remote_prefetch_used(struct jc_remote *r, uint64_t fetch_ns)
 int jc__remote_record_fetch(struct jc_remote *r, const uint8_t lookup[16], jc_remote_record_cb cb,
 			    void *arg)
 {
-	return lookup_start(r, lookup, NULL, cb, 0, arg);
+	return lookup_start(r, lookup, NULL, cb, LOOKUP_LOCKED, arg);
 }
 
 int jc__remote_record_open(const struct jc_remote_blob *b, const uint8_t lookup[16],

@@ -139,6 +139,11 @@ typedef void (*jc_remote_lookup_cb)(void *arg, int rc, struct jc_res *res);
 int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
 		      void *arg);
 
+/* As jc__remote_lookup, but a miss (JC_ENOTFOUND) takes no fleet lock and
+ * is not counted: a name-free request's key without its name, asked before
+ * its named key (flight.c). */
+int jc__remote_peek(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb, void *arg);
+
 /*
  * Publishes a successful result for key (res borrowed: the artifact, object
  * hash, output, lowered names, log and compile time are copied; meta a

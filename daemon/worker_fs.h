@@ -28,7 +28,10 @@
  * process state. Opens for writing are refused. Each refused open (and each
  * special file, also when only probed) adds one line "jitcache: refused
  * ...: REASON" to the compile log; refused stat/access probes add none (NVRTC
- * probes directories as a matter of course; real NVRTC's log stays as it is).
+ * probes directories as a matter of course; real NVRTC's log stays as it is),
+ * nor do opens beneath the working directory or, for a name-free request
+ * (req.h), beneath the program name's directory (NVRTC's first look for a
+ * quoted include, there empty as its client checked).
  *
  * Confinement (jc__wfs_confine, confine.h) adds the kernel's enforcement of
  * the same rule to the current process, irreversibly. The worker calls it in

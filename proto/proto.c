@@ -131,6 +131,7 @@ struct layout {
 	X(18, U32, OPT, 0, tree_round, 0, NULL)                                   \
 	X(19, FIX16, OPT, 0, tree_digest, 0, NULL)                                \
 	X(32, STR, OPT, JC_STR_MAX, display_name, 0, NULL)                        \
+	X(33, U32, OPT, 0, name_free, 0, NULL)                                    \
 	X(20, STRV, REP, JC_STR_MAX, follow, 0, NULL)                             \
 	X(21, STR, OPT, JC_STR_MAX, nvrtc_id, 0, NULL)                            \
 	X(1, U32, REQ, 0, job, 0, NULL)                                           \

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "client/client_internal.h"
+#include "common/util.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 
@@ -68,27 +69,30 @@ struct prog {
 	int n_opts;
 	jc_request *req; /* the request of the SERVED compile */
 	jc_result *res;	 /* its result (kept until destroy: lowered names point into it) */
-	jc_result *ptx;	 /* PTX fetched beside a cubin, or NULL */	int canon;	   /* jitcached knows the program as CANON_NAME */
-	char *log;	   /* its log naming the program again (canon), or NULL */
+	jc_result *ptx;	 /* PTX fetched beside a cubin, or NULL */
+	int canon;	 /* asked as name-free: its log may say JC_NAME_STANDIN */
+	char *log;	 /* its log naming the program again (canon), or NULL */
 };
 
 /*
- * The program's name as NVRTC uses it, and what jitcached is told. NVRTC
- * searches a quoted #include first in the directory of the program's name
- * (the working directory for a name without one), which the daemon neither
- * sees nor keys: a program with such an include that is there passes
- * through (program_dir_include). Otherwise the name reaches the
- * artifact only through __FILE__-like macros in the source or its in-memory
- * headers and through the options records_name() lists (options.c); where
- * neither is there, jitcached gets CANON_NAME, so that programs named after
- * a fresh temporary file in every process (CuPy's disk-cache path) share one
- * entry, and the log it sends back names the caller's program again.
+ * The program's name as NVRTC uses it ("" and NULL are its
+ * "default_program"). NVRTC searches a quoted #include first in the
+ * directory of the program's name (the working directory for a name without
+ * one), which the daemon neither sees nor keys: a program with such an
+ * include that is there passes through (program_dir_include). Otherwise the
+ * name reaches the artifact only as text (core/progname.h); where the source,
+ * its in-memory headers and options cannot put it there in another way
+ * (name_free, jc__shim_plan), jitcached is asked for a name-free entry
+ * (req.h name_free): it compiles with the caller's name and shares the
+ * result between every name when the name is not in it, so that programs
+ * named after a fresh temporary file in every process (CuPy's disk-cache
+ * path) share one entry; the log it sends back then says JC_NAME_STANDIN
+ * where NVRTC named the program, and is given the caller's name again.
  */
-#define CANON_NAME "jitcache-program.cu"
 
 static const char *nvrtc_name(const struct prog *q)
 {
-	return q->name ? q->name : "default_program";
+	return q->name && q->name[0] ? q->name : "default_program";
 }
 
 /* Counters for jitcache-run --check (JITCACHE_RUN_REPORT). */
@@ -394,32 +398,11 @@ static int ask_daemon(const jc_request *r, jc_result **out)
 	return rc;
 }
 
-/* log with every CANON_NAME replaced by the caller's program name, kept in
- * q->log; NULL when out of memory. */
+/* log with every JC_NAME_STANDIN replaced by the caller's program name,
+ * kept in q->log; NULL when out of memory. */
 static const char *renamed_log(struct prog *q, const char *log)
 {
-	if (q->log)
-		return q->log;
-	const char *name = nvrtc_name(q);
-	size_t k = 0, clen = strlen(CANON_NAME), nlen = strlen(name);
-	for (const char *p = log; (p = strstr(p, CANON_NAME)); p += clen)
-		k++;
-	char *out = malloc(strlen(log) + k * nlen + 1), *w = out;
-	if (!out)
-		return NULL;
-	for (const char *p = log;;) {
-		const char *hit = strstr(p, CANON_NAME);
-		size_t keep = hit ? (size_t)(hit - p) : strlen(p);
-		memcpy(w, p, keep);
-		w += keep;
-		if (!hit)
-			break;
-		memcpy(w, name, nlen);
-		w += nlen;
-		p = hit + clen;
-	}
-	*w = '\0';
-	return q->log = out;
+	return q->log ? q->log : (q->log = jc__text_replace(log, JC_NAME_STANDIN, nvrtc_name(q), 0));
 }
 
 /*
@@ -729,20 +712,17 @@ static int mentions_file(const char *text)
 	       strstr(text, "__FILE_NAME__");
 }
 
-/* The program name cannot reach the artifact: no __FILE__-like macro in
- * the source or the in-memory headers, and no #include at all, since a
- * header's macro (assert) or default argument (__builtin_FILE()) expands
- * __FILE__ where it is used, in the source (CUB's kernels, found by the
- * conformance suite). */
+/* The program name can reach the artifact only as text the daemon finds
+ * (core/progname.h): no __FILE__-like macro in the source or the in-memory
+ * headers, where it could enter otherwise (sizeof(__FILE__)). A header
+ * read from an include directory that expands one in the source (assert,
+ * a __builtin_FILE() default argument: CUB) puts it there as text. */
 static int name_free(const struct prog *q)
 {
-	if (mentions_file(q->src) || strstr(q->src, "include"))
+	if (mentions_file(q->src))
 		return 0;
 	for (int i = 0; i < q->n_headers; i++)
-		if (mentions_file(q->headers[i]) || strstr(q->headers[i], "include"))
-			return 0;
-	for (int i = 0; i < q->n_opts; i++) /* -include, --pre-include, -I */
-		if (q->opts[i] && strstr(q->opts[i], "include"))
+		if (mentions_file(q->headers[i]))
 			return 0;
 	return 1;
 }
@@ -793,8 +773,8 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 	if (reason)
 		return reason;
 	q->canon = !name_matters && name_free(q);
-	if ((rc = request_of(q, q->canon ? CANON_NAME : nvrtc_name(q), q->req)) != 0 ||
-	    (q->canon && (rc = jc__request_set_display_name(q->req, nvrtc_name(q))) != 0)) {
+	if ((rc = request_of(q, nvrtc_name(q), q->req)) != 0 ||
+	    (q->canon && (rc = jc__request_set_name_free(q->req)) != 0)) {
 		snprintf(why, sizeof(why), "the client library refused the program: %s",
 			 jc_strerror(rc));
 		return why;

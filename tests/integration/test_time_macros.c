@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Time macros (issue 22, item 2): a compile that uses __DATE__, __TIME__ or
- * __TIMESTAMP__ (in its source, an in-memory header or a header on disk) is
- * served `uncached`, never stored and counted (time_macros), so a request a
- * second later gets a new stamp, never the first compile's. A source that
+ * __TIMESTAMP__ (in its source, an in-memory header, a header on disk or a
+ * header of a client-read tree: a team daemon's path) is served `uncached`,
+ * never stored and counted (time_macros), so a request a second later gets
+ * a new stamp, never the first compile's. A source that
  * only mentions the names in a comment or a string is cached as any other.
  * Real daemon, real NVRTC compiles (PTX, where the stamp is a byte array).
  */
@@ -111,6 +112,49 @@ static void test_disk_header(void **state)
 	jc_request_free(r);
 }
 
+/*
+ * Through the client-read tree (a team daemon's path: JITCACHE_SEND_HEADERS=1
+ * makes the client read its -I directories and send their bytes to this
+ * daemon too): __TIME__ in a header that a header of the tree includes. One
+ * client for both compiles, so the second goes by the tree's digest first.
+ */
+static void test_client_read_tree(void **state)
+{
+	struct jtl_daemon *d = *state;
+	char dir[400];
+	snprintf(dir, sizeof(dir), "%s/inc", d->dir);
+	jct_put(d->dir, "inc/stamp.h", "#pragma once\n#include \"sub/when.h\"\n#define STAMP WHEN\n");
+	jct_put(d->dir, "inc/sub/when.h", "#define WHEN __DATE__ \" \" __TIME__\n");
+	jct_settle();
+	assert_int_equal(setenv("JITCACHE_SEND_HEADERS", "1", 1), 0);
+	jc_client *c = jct_connect(d);
+	jc_request *r = request("#include <stamp.h>\n__device__ const char stamp[] = STAMP;\n" USE,
+				NULL, NULL, dir);
+	int64_t trees = jct_stat(d, "tree_requests");
+	jc_result *res[2];
+	char st[2][64];
+	for (int i = 0; i < 2; i++) {
+		if (i)
+			jtl_sleep_ms(1200);
+		int rc = jc_compile(c, r, &res[i]);
+		if (rc != 0)
+			fail_msg("compile %d: %s: %s", i, jc_strerror(rc), jc_client_errmsg(c));
+		assert_int_equal(jc_result_cache_status(res[i]), JC_UNCACHED);
+		stamp_of(res[i], st[i], sizeof(st[i]));
+	}
+	print_message("client-read tree: stamps %s, then %s\n", st[0], st[1]);
+	assert_true(strlen(st[0]) >= 20);
+	assert_string_not_equal(st[0], st[1]);
+	assert_true(jct_stat(d, "tree_requests") >= trees + 2);
+	assert_int_equal(jct_stat(d, "time_macros"), 2);
+	assert_int_equal(jct_stat(d, "entries"), 0);
+	for (int i = 0; i < 2; i++)
+		jc_result_free(res[i]);
+	jc_request_free(r);
+	jc_client_close(c);
+	unsetenv("JITCACHE_SEND_HEADERS");
+}
+
 /* Named only in a comment, a string and a character literal: cached. */
 static void test_mentioned_only(void **state)
 {
@@ -135,6 +179,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source, jct_setup_started, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_memory_header, jct_setup_started, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_disk_header, jct_setup_started, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_client_read_tree, jct_setup_started, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_mentioned_only, jct_setup_started, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
+#include "client/client_internal.h"
 #include "core/manifest.h"
 #include "daemon/remote.h"
 #include "tests/lib/test.h"
@@ -243,6 +244,85 @@ static void test_two_daemons(void **state)
 	stat_str(a, "remote_state", st, sizeof(st));
 	assert_string_equal(st, "up");
 	printf("two daemons: A compiled 1, B served from Redis with 0 compiles, then a local hit\n");
+}
+
+/* A name-free request (the NVRTC shim's) of src named name from d; its
+ * cache status; the artifact's XXH3-64 into *hash. */
+static int name_free_fetch(const struct jtl_daemon *d, const char *name, const char *src,
+			   uint64_t *hash)
+{
+	jc_request *r = jct_request_src(name, src, "sm_90");
+	assert_int_equal(jc__request_set_name_free(r), 0);
+	jc_result *res = jct_compile(d, r, 0);
+	size_t n;
+	const void *data = jc_result_data(res, &n);
+	*hash = XXH3_64bits(data, n);
+	int st = (int)jc_result_cache_status(res);
+	jc_result_free(res);
+	jc_request_free(r);
+	return st;
+}
+
+/*
+ * Name-free requests across the fleet: a result without the name, compiled
+ * by A for one name, is served from Redis by a fresh B for another name
+ * (the free key, peeked first); one with the name (an assert's __FILE__)
+ * is served by B for the same name only (the named key), and another name
+ * compiles there with its own bytes; one with the name's last component
+ * only (an anonymous namespace) for every name with that last component.
+ */
+static void test_name_free(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	static const char plain[] = "extern \"C\" __global__ void k(int *o) { o[0] = 42; }\n";
+	static const char named[] = "extern \"C\" __global__ void k(int *o) { o[0] = 1;\n"
+				    "  __assertfail(\"bad\", __FILE__, 1, \"k\", 1); }\n";
+	/* its internal name holds the name's last component only */
+	static const char anon[] = "namespace { __device__ __noinline__ int f(int x) { return 2 * x; } }\n"
+				   "extern \"C\" __global__ void k(int *o) { o[0] = f(o[1]); }\n";
+	/* daemon, program name, source, status; its bytes are step same's (-1:
+	 * none), or differ from step other's (-1: none) */
+	static const struct {
+		int d;
+		const char *name, *src;
+		int status, same, other;
+	} steps[] = {
+		{0, "/tmp/tmpA1/p_2.cubin.cu", plain, JC_MISS, -1, -1},
+		{1, "/tmp/tmpB1/p_2.cubin.cu", plain, JC_REMOTE_HIT, 0, -1}, /* the free key */
+		{0, "/tmp/tmpA2/n_2.cubin.cu", named, JC_MISS, -1, -1},
+		{1, "/tmp/tmpA2/n_2.cubin.cu", named, JC_REMOTE_HIT, 2, -1}, /* the named key */
+		{1, "/tmp/tmpB2/n_2.cubin.cu", named, JC_MISS, -1, 2},      /* its own bytes */
+		{1, "/tmp/tmpA2/n_2.cubin.cu", named, JC_HIT, 2, -1},
+		{0, "/tmp/tmpB2/n_2.cubin.cu", named, JC_REMOTE_HIT, 4, -1},
+		{0, "/tmp/tmpA3/a_2.cubin.cu", anon, JC_MISS, -1, -1},
+		{1, "/tmp/tmpB3/a_2.cubin.cu", anon, JC_REMOTE_HIT, 7, -1}, /* the base name's key */
+		{1, "/tmp/tmpB3/b_2.cubin.cu", anon, JC_MISS, -1, 7},
+	};
+	enum { N = sizeof(steps) / sizeof(steps[0]) };
+	uint64_t hash[N];
+	int64_t pubs[2] = {0, 0};
+	start(x, 0, NULL);
+	start(x, 1, NULL);
+	for (int i = 0; i < N; i++) {
+		const struct jtl_daemon *d = &x->d[steps[i].d];
+		int st = name_free_fetch(d, steps[i].name, steps[i].src, &hash[i]);
+		if (st != steps[i].status)
+			fail_msg("step %d (%s): cache status %d, wanted %d", i, steps[i].name, st, steps[i].status);
+		if (steps[i].same >= 0)
+			assert_int_equal(hash[i], hash[steps[i].same]);
+		if (steps[i].other >= 0)
+			assert_int_not_equal(hash[i], hash[steps[i].other]);
+		if (st == JC_MISS) { /* published before the next step asks */
+			int64_t want = ++pubs[steps[i].d];
+			assert_int_equal(wait_stat(d, "remote_publishes", want), want);
+		}
+	}
+	assert_int_equal(jct_stat(&x->d[0], "compiles"), 3);
+	assert_int_equal(jct_stat(&x->d[1], "compiles"), 2);
+	assert_int_equal(jct_stat(&x->d[0], "name_free"), 1);
+	assert_int_equal(jct_stat(&x->d[0], "name_bound"), 2);
+	assert_int_equal(jct_stat(&x->d[1], "name_bound"), 2);
+	printf("name-free: another name served from Redis; a result holding its name only for that name\n");
 }
 
 /* d's cache purged, variant v asked for: its value in Redis is rejected, the
@@ -1494,6 +1574,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
 		cmocka_unit_test_teardown(test_learned_record, rfx_free),
+		cmocka_unit_test_teardown(test_name_free, rfx_free),
 		cmocka_unit_test_teardown(test_cli_status, rfx_free),
 		cmocka_unit_test_teardown(test_import_fleet, rfx_free),
 		cmocka_unit_test_teardown(test_tamper, rfx_free),

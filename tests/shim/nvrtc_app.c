@@ -14,6 +14,7 @@
  *   --maps          at the end, list the NVRTC files mapped (stderr)
  *   --name NAME     the programs' name (default app.cu)
  *   --warn          the programs have an unused variable (a warning in the log)
+ *   --source FILE   the programs are FILE's text (no name expressions)
  */
 #include <nvrtc.h>
 #include <pthread.h>
@@ -31,6 +32,7 @@ static const char *arch_opt;
 static const char *const *extra;
 static int n_extra, broken, share, maps;
 static const char *include, *prog_name = "app.cu";
+static char *source; /* --source FILE's text, or NULL */
 static int warn;
 
 static uint64_t fnv(const void *p, size_t n)
@@ -89,12 +91,14 @@ static int compile_job(struct job *j, nvrtcProgram *p)
 		 broken ? "int broken = no_such_name;"
 		 : warn ? "__global__ void unused_var(int *p) { int u = 1; *p = 0; }"
 			: "");
-	nvrtcResult r = nvrtcCreateProgram(p, src, prog_name, 0, NULL, NULL);
+	nvrtcResult r = nvrtcCreateProgram(p, source ? source : src, prog_name, 0, NULL, NULL);
 	if (r != NVRTC_SUCCESS)
 		return snprintf(j->out, sizeof(j->out), "program %d create rc=%d\n", j->index, r),
 		       -1;
-	nvrtcAddNameExpression(*p, "&saxpy<float>");
-	nvrtcAddNameExpression(*p, "&saxpy<double>");
+	if (!source) {
+		nvrtcAddNameExpression(*p, "&saxpy<float>");
+		nvrtcAddNameExpression(*p, "&saxpy<double>");
+	}
 	const char *opts[16] = {arch_opt};
 	for (int i = 0; i < n_extra && i < 15; i++)
 		opts[1 + i] = extra[i];
@@ -124,6 +128,24 @@ static void *run_shared(void *arg)
 	return NULL;
 }
 
+/* FILE's bytes, NUL-terminated (malloc'd), or NULL (said on stderr). */
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *text = NULL;
+	long n = -1;
+	if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (text = calloc((size_t)n + 1, 1)) && fread(text, 1, (size_t)n, f) != (size_t)n) {
+		free(text);
+		text = NULL;
+	}
+	if (f)
+		fclose(f);
+	if (!text)
+		fprintf(stderr, "nvrtc_app: cannot read %s\n", path);
+	return text;
+}
+
 int main(int argc, char **argv)
 {
 	int threads = 1, i = 1;
@@ -142,8 +164,12 @@ int main(int argc, char **argv)
 			warn = 1;
 		else if (!strcmp(argv[i], "--include") && i + 1 < argc)
 			include = argv[++i];
-		else
+		else if (!strcmp(argv[i], "--source") && i + 1 < argc) {
+			if (!(source = read_file(argv[++i])))
+				return 2;
+		} else {
 			break;
+		}
 	}
 	if (i >= argc || threads < 1 || threads > 256) {
 		fprintf(
@@ -185,5 +211,6 @@ int main(int argc, char **argv)
 		fclose(m);
 	free(jobs);
 	free(t);
+	free(source);
 	return 0;
 }

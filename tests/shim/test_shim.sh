@@ -16,6 +16,19 @@
 #                (as CuPy names them), with a warning: the 2nd process is
 #                served, its log names its own program; with -lineinfo (the
 #                name enters the artifact) it is not the 1st one's entry
+#   tmpname_include
+#                programs named after a fresh temporary file in every process
+#                (as CuPy names them) that include a header of a -I directory
+#                (CuPy's cupy/carray.cuh): without __FILE__, the 2nd process is
+#                a hit (the daemon found no name in the result), also through
+#                a client-read tree (a team daemon's path); with a header
+#                macro that puts __FILE__ in the cubin, every process gets its
+#                own name's bytes (a miss for a new name, a hit for the same
+#                name again); with an anonymous namespace and with CUB
+#                (examples/cub_sort.cu), whose internal names hold the base
+#                name, the same base name in a new directory is a hit, a new
+#                base name a miss.
+#                Outputs always equal the real NVRTC's for each process's name
 #   ctypes       the same through Python ctypes.CDLL("libnvrtc.so.N")
 #   include      a header found through a relative -I (the process's working
 #                directory): served twice, then changed on disk: a new result;
@@ -243,6 +256,89 @@ tmpname)
 	[ "$(grep -o 'ptx=[^ ]*' "$ROOT/shim1.txt")" = "$(grep -o 'ptx=[^ ]*' "$ROOT/shim2.txt")" ] ||
 		fail "without -lineinfo the name changed the PTX"
 	echo "tmpname: $(cat "$ROOT/check2"); with -lineinfo: $(cat "$ROOT/licheck2")"
+	;;
+tmpname_include)
+	start_daemon
+	mkdir -p "$ROOT/inc"
+	printf '#define EXTRA 5\n' >"$ROOT/inc/plain.h"
+	# assert's own expansion, as a header macro expanded in the source
+	printf '#define EXTRA (__assertfail("bad", __FILE__, 1, "f", 1), 0)\n' >"$ROOT/inc/file.h"
+	# The daemon stores no result that read a header changed in the last 100 ms.
+	sleep 2.1
+	# served RUN WHAT APP_ARGS...: the real NVRTC and jitcache-run, for a
+	# program named after a fresh temporary file (same base name, as CuPy's;
+	# RUN NNx: another base name); RUN 1b names it as RUN 1 did. Outputs
+	# equal; prints the check line.
+	served() {
+		local run=$1 what=$2 dir
+		shift 2
+		dir=$ROOT/$what-tmp${run%b}
+		mkdir -p "$dir"
+		local name=$dir/$(printf '%032d' "$([ "${run%x}" = "$run" ] && echo 9 || echo 8)")_2.cubin.cu
+		"$SHIM_APP" --name "$name" "$@" >"$ROOT/$what.real$run" || fail "$what: real run $run failed"
+		"${RUN[@]}" --check "$SHIM_APP" --name "$name" "$@" >"$ROOT/$what.shim$run" 2>"$ROOT/$what.check$run"
+		if [ -n "${UNSTABLE:-}" ]; then
+			# NVRTC itself gives other bytes each time (below): all but the hashes
+			same <(unhashed <"$ROOT/$what.real$run") <(unhashed <"$ROOT/$what.shim$run") \
+				"$what: outputs but the artifacts' hashes (log included) of run $run"
+		else
+			same "$ROOT/$what.real$run" "$ROOT/$what.shim$run" "$what: outputs (log included) of run $run"
+		fi
+		echo "$what run $run: $(cat "$ROOT/$what.check$run")"
+	}
+	unhashed() { sed -E 's#(ptx|cubin)=([0-9]+)/[0-9a-f]+#\1=\2#g'; }
+	expect() { # expect WHAT RUN HIT MISS
+		grep -q "1 reached jitcached ($3 hit, $4 miss" "$ROOT/$1.check$2" ||
+			{ cat "$ROOT/$1.check$2"; fail "$1 run $2: expected $3 hit, $4 miss"; }
+	}
+	free0=$(stat name_free) bound0=$(stat name_bound)
+	for run in 1 2; do served $run plain --include plain.h $ARCH -I "$ROOT/inc"; done
+	expect plain 1 0 1
+	expect plain 2 1 0
+	[ "$(stat name_free)" = $((free0 + 2)) ] || fail "plain: cubin and PTX not stored as name-free"
+	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/plain.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/plain.real2") ||
+		fail "plain: the name changed the real NVRTC's cubin?"
+	# A team daemon's path: the client reads the -I tree and sends it
+	# (JITCACHE_SEND_HEADERS=1 asks it of any daemon); a new name is a hit.
+	trees=$(stat tree_requests)
+	JITCACHE_SEND_HEADERS=1 served 3 plain --include plain.h $ARCH -I "$ROOT/inc"
+	expect plain 3 1 0
+	[ "$(stat tree_requests)" -gt "$trees" ] || fail "plain: no client-read tree reached the daemon"
+	for run in 1 2 1b; do served $run file --include file.h $ARCH -I "$ROOT/inc"; done
+	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/file.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/file.real2") &&
+		fail "file: __FILE__ did not change the real NVRTC's cubin (the test proves nothing)"
+	expect file 1 0 1
+	expect file 2 0 1
+	expect file 1b 1 0
+	[ "$(stat name_bound)" = $((bound0 + 4)) ] || fail "file: cubin and PTX not stored as name-bound for each name"
+	# No include, no __FILE__: an anonymous namespace's function, whose
+	# internal name NVRTC mangles with the program's base name.
+	printf '%s\n' 'namespace { __device__ __noinline__ float twice(float x) { return 2 * x; } }' \
+		'extern "C" __global__ void k(float *a) { a[threadIdx.x] = twice(a[threadIdx.x]); }' >"$ROOT/anon.cu"
+	# Only the base name is in its cubin: the same base name in another
+	# directory is a hit (the same bytes), another base name a miss.
+	for run in 1 2 3x; do served $run anon --source "$ROOT/anon.cu" $ARCH; done
+	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/anon.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/anon.real3x") &&
+		fail "anon: the base name did not change the real NVRTC's cubin (the test proves nothing)"
+	expect anon 1 0 1
+	expect anon 2 1 0
+	expect anon 3x 0 1
+	cccl=$JC_CUDA_INCLUDE/cccl
+	[ -d "$cccl/cub" ] || { echo "SKIP (CUB part): no $cccl/cub"; exit 0; }
+	cub=(--source "$JC_EXAMPLES/cub_sort.cu" $ARCH -std=c++17 -I "$cccl")
+	# NVRTC 13.0 names CUB's internal-linkage objects (cuda::std's customisation
+	# point objects) after the program, a random number and its pid: two
+	# compiles of one program never give the same bytes.
+	"$SHIM_APP" --name "$ROOT/cub.cu" "${cub[@]}" >"$ROOT/cub.a" && "$SHIM_APP" --name "$ROOT/cub.cu" "${cub[@]}" >"$ROOT/cub.b" ||
+		fail "cub: real run failed"
+	cmp -s "$ROOT/cub.a" "$ROOT/cub.b" || UNSTABLE=1
+	for run in 1 2 3x; do served $run cub "${cub[@]}"; done
+	# The base name is in CUB's cubin (its internal names), not the directory:
+	# a new directory is a hit, a new base name a miss with its own bytes.
+	expect cub 1 0 1
+	expect cub 2 1 0
+	expect cub 3x 0 1
+	cmp -s "$ROOT/cub.shim1" "$ROOT/cub.shim2" || fail "cub: run 2 was not served run 1's entry"
 	;;
 ctypes)
 	PY=$(command -v python3 || true)

@@ -360,6 +360,47 @@ static void test_minimal_compile(void **state)
 	jc__req_clear(&r);
 }
 
+/* A name-free request (req.h): one key for every program name, apart from
+ * every named request's; jc__key_named() gives each name its own. Only a
+ * compile of one target may ask for it. */
+static void test_name_free(void **state)
+{
+	(void)state;
+	struct jc_req r = {.job = JC_JOB_COMPILE, .output = JC_OUTPUT_CUBIN};
+	struct jc_toolchain tc;
+	char err[256];
+	uint8_t a[16], b[16], na[16], nb[16], plain_a[16], again[16];
+	base_tc(&tc);
+	set_str(&r.arch, "sm_90");
+	set_str(&r.source_name, "/tmp/tmp1/k.cu");
+	key_of(&r, &tc, plain_a);
+	r.name_free = 1;
+	key_of(&r, &tc, a);
+	set_str(&r.source_name, "/tmp/tmp2/other.cu");
+	key_of(&r, &tc, b);
+	assert_memory_equal(a, b, 16);
+	assert_memory_not_equal(a, plain_a, 16);
+	set_str(&r.source_name, "jitcache-program.cu"); /* the shim's former stand-in, named */
+	r.name_free = 0;
+	key_of(&r, &tc, b);
+	assert_memory_not_equal(a, b, 16);
+	assert_int_equal(jc__key_named(a, "/tmp/tmp1/k.cu", na), 0);
+	assert_int_equal(jc__key_named(a, "/tmp/tmp2/k.cu", nb), 0);
+	assert_memory_not_equal(na, nb, 16);
+	assert_memory_not_equal(na, a, 16);
+	assert_memory_not_equal(na, plain_a, 16);
+	assert_int_equal(jc__key_named(a, "/tmp/tmp1/k.cu", again), 0);
+	assert_memory_equal(na, again, 16);
+	r.name_free = 2;
+	assert_int_equal(jc__key_compute(&r, &tc, a, err, sizeof(err)), JC_EINVAL);
+	r.name_free = 1;
+	r.output = JC_OUTPUT_FATBIN;
+	set_str(&r.arch, "sm_80,sm_90");
+	assert_int_equal(jc__key_compute(&r, &tc, a, err, sizeof(err)), JC_EINVAL);
+	assert_non_null(strstr(err, "name_free"));
+	jc__req_clear(&r);
+}
+
 /* ---- same key in another process ---- */
 
 static void base_key_hex(char hex[33])
@@ -524,6 +565,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_minimal_compile),
 		cmocka_unit_test(test_key_with_tree),
+		cmocka_unit_test(test_name_free),
 		cmocka_unit_test(test_cross_process),
 		cmocka_unit_test(test_probe),
 		cmocka_unit_test(test_probe_overrides),
