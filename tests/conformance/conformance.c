@@ -289,7 +289,7 @@ static void make_ref(int i, int v)
 	int rc = run(0, &so, &se, "%s %s %s -o %s %s/%s.cu %s %s", env("JC_CONFORMANCE_APP"), lib, ex, out,
 		     fx.cases, c->name, ARCH, opts);
 	if (rc != 0)
-		fail_msg("reference of %s: %s%s", c->name, so, se);
+		fail_msg("reference of %s: exit %d\n%s%s", c->name, rc, so, se);
 	char names[8192], path[600];
 	app_names(so, names, sizeof(names));
 	snprintf(path, sizeof(path), "%s/%s.%d.names", fx.ref, c->name, v);
