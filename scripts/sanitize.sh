@@ -4,7 +4,7 @@
 # ./build-asan and runs the whole test suite there (extra arguments go to
 # `meson test`, e.g. --suite unit). It passes only when every test passes AND
 # no process (tests, daemons, workers, jitcachectl) wrote a sanitizer report.
-# ASan and LSan reports go to files under build-asan/sanitizer-reports/; UBSan
+# ASan and LSan reports go to files (kept in build-asan/sanitizer-reports/); UBSan
 # (which, combined with ASan, prints to stderr only) stops the process that
 # hit it, and the daemons' logs (stderr of daemons and their workers) are kept
 # for the run (JC_TEST_KEEP, TMPDIR) and searched for reports.
@@ -35,16 +35,22 @@ tmp=$(mktemp -d /tmp/jc-sanitize.XXXXXX)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 chmod 0755 "$tmp" # other users of the tests reach their roots in it
 export TMPDIR="$tmp" JC_TEST_KEEP=1
+# The reports are written here first: the users the tests make (daemons,
+# workers and clients of other uids) must be able to write theirs, which
+# they cannot in the checkout (a clone may be in a 0700 directory).
+live=$tmp/reports
+mkdir -m 1777 "$live"
 # allocator_may_return_null: our code handles failed allocations (and the
 # worker's memory-limit test relies on it); detect_stack_use_after_return:
 # more checks; halt_on_error: UBSan findings fail, not just print. Not
 # strict_string_checks: it makes strndup() of a buffer without a NUL, which
 # is valid C, a report.
-export ASAN_OPTIONS="log_path=$reports/asan:allocator_may_return_null=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1"
-export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1"
+export ASAN_OPTIONS="log_path=$live/asan:allocator_may_return_null=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+export UBSAN_OPTIONS="log_path=$live/ubsan:halt_on_error=1:print_stacktrace=1"
 
 status=0
 meson test -C "$build" --print-errorlogs --timeout-multiplier 3 "$@" || status=$?
+find "$live" -type f -exec cp {} "$reports/" \;
 
 # Reports in the daemons' logs (and their workers'), copied beside the others.
 for log in "$tmp"/jc-test-*/daemon*.log; do
