@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Builds jitcache with AddressSanitizer + UndefinedBehaviorSanitizer in
 # ./build-asan and runs the whole test suite there (extra arguments go to
@@ -15,7 +15,7 @@
 # process that exits by itself (tests, jitcachectl, daemons stopped with
 # SIGTERM); workers are killed by their daemon, or die with it
 # (PR_SET_PDEATHSIG), so LSan does not run there. No suppressions needed.
-set -eu
+set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=build-asan
@@ -48,8 +48,37 @@ mkdir -m 1777 "$live"
 export ASAN_OPTIONS="log_path=$live/asan:allocator_may_return_null=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1"
 export UBSAN_OPTIONS="log_path=$live/ubsan:halt_on_error=1:print_stacktrace=1"
 
+# Most tests run alone (is_parallel: false: real daemons, users, timings)
+# and wait more than they compute, so the whole suite runs in two lanes at
+# once, a test of each at a time, each lane its own `meson test` (logs
+# build-asan/meson-logs/lane-{a,b}.*): lane a the suites below, lane b every
+# test in none of them, so each test runs once. The split balances the
+# lanes' times (docs/contributing.md, "CI and sanitizers"). Tests run on
+# this machine beside other runs of the suite all day: theirs are their own
+# roots, users, ports and sockets. With arguments: one `meson test` of them.
+lane_a="integration conformance crash concurrency"
+lane() { # lane NAME MESON-TEST-ARGS...: prefixes its output with [NAME]
+	local name=$1
+	shift
+	meson test -C "$build" --no-rebuild --print-errorlogs --timeout-multiplier 3 --num-processes 1 \
+		--logbase "lane-$name" "$@" 2>&1 | sed -u "s/^/[$name] /"
+}
 status=0
-meson test -C "$build" --print-errorlogs --timeout-multiplier 3 "$@" || status=$?
+if [ $# -gt 0 ]; then
+	meson test -C "$build" --print-errorlogs --timeout-multiplier 3 "$@" || status=$?
+else
+	with=() without=()
+	for s in $lane_a; do
+		with+=(--suite "$s")
+		without+=(--no-suite "$s")
+	done
+	lane a "${with[@]}" &
+	a=$!
+	lane b "${without[@]}" &
+	b=$!
+	wait "$a" || status=$?
+	wait "$b" || status=$?
+fi
 find "$live" -type f -exec cp {} "$reports/" \;
 
 # Reports in the daemons' logs (and their workers'), copied beside the others.
@@ -82,6 +111,6 @@ if [ "$found" -ne 0 ]; then
 	status=1
 fi
 if [ "$status" -eq 0 ]; then
-	echo "sanitize: whole suite clean under ASan + UBSan (no reports)"
+	echo "sanitize: ${*:-the whole suite}: clean under ASan + UBSan (no reports)"
 fi
 exit "$status"
