@@ -289,7 +289,7 @@ static void make_ref(int i, int v)
 	int rc = run(0, &so, &se, "%s %s %s -o %s %s/%s.cu %s %s", env("JC_CONFORMANCE_APP"), lib, ex, out,
 		     fx.cases, c->name, ARCH, opts);
 	if (rc != 0)
-		fail_msg("reference of %s: %s%s", c->name, so, se);
+		fail_msg("reference of %s: exit %d\n%s%s", c->name, rc, so, se);
 	char names[8192], path[600];
 	app_names(so, names, sizeof(names));
 	snprintf(path, sizeof(path), "%s/%s.%d.names", fx.ref, c->name, v);
@@ -584,15 +584,36 @@ static void shim_counts(const char *report, int *reached, int *hits, int *misses
 	sscanf(r, " reached jitcached (%d hit, %d miss", hits, misses);
 }
 
+/* In an ASan build (scripts/sanitize.sh) the shim, an ASan library, needs
+ * the ASan runtime loaded first in the programs it is preloaded into, as
+ * tests/shim/test_shim.sh does; CPython frees nothing at exit, so the
+ * ctypes program runs without leak checks. The words before jitcache-run:
+ * "LD_PRELOAD=RUNTIME " (python: and the ASAN_OPTIONS), or "". */
+static void asan_words(int python, char *out, size_t len)
+{
+	out[0] = '\0';
+#ifdef __SANITIZE_ADDRESS__
+	Dl_info info;
+	void *init = dlsym(RTLD_DEFAULT, "__asan_init");
+	assert_true(init && dladdr(init, &info) && info.dli_fname);
+	snprintf(out, len, "LD_PRELOAD=%s %s", info.dli_fname,
+		 python ? "ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" " : "");
+#else
+	(void)python;
+	(void)len;
+#endif
+}
+
 /* Case i through the shim under the C program (python: the ctypes one)
  * at version v; the report's counts must be want_hits hits and
  * want_misses misses. */
 static void shim_case(const struct jtl_daemon *d, int python, int i, int v, int want_hits, int want_misses)
 {
 	const struct ccase *c = &cases[i];
-	char opts[2000], ex[2000], out[600], lib[400] = "", app[1200];
+	char opts[2000], ex[2000], out[600], lib[400] = "", app[1200], asan[700];
 	options(c, opts, sizeof(opts));
 	exprs(c, "--expr", ex, sizeof(ex));
+	asan_words(python, asan, sizeof(asan));
 	if (c->dlto)
 		snprintf(lib, sizeof(lib), "--lib %s/dlto_lib.cu", fx.cases);
 	snprintf(out, sizeof(out), "%s/shim.%s.cubin", fx.out, c->name);
@@ -604,9 +625,9 @@ static void shim_case(const struct jtl_daemon *d, int python, int i, int v, int 
 	remove(out);
 	generate();
 	char *so, *se;
-	int rc = run(0, &so, &se, "JITCACHE_SOCKET=%s LD_LIBRARY_PATH=%s %s --check %s %s %s -o %s %s/%s.cu %s %s",
-		     d->sock, env("JC_CUDA_LIBDIR"), env("JITCACHE_RUN_BIN"), app, lib, ex, out, fx.cases, c->name,
-		     ARCH, opts);
+	int rc = run(0, &so, &se, "JITCACHE_SOCKET=%s LD_LIBRARY_PATH=%s %s%s --check %s %s %s -o %s %s/%s.cu %s %s",
+		     d->sock, env("JC_CUDA_LIBDIR"), asan, env("JITCACHE_RUN_BIN"), app, lib, ex, out, fx.cases,
+		     c->name, ARCH, opts);
 	if (rc != 0)
 		fail_msg("shim (%s), %s: exit %d\n%s%s", python ? "ctypes" : "C", c->name, rc, so, se);
 	char names[8192];

@@ -127,10 +127,15 @@ int main(int argc, char **argv)
 	size_t size = 0, libsize = 0;
 	if (compile(src, arch, lib != NULL, opts, n_opts, exprs, n_exprs, &out, &size))
 		return 1;
-	if (!lib)
-		return write_out(outpath, out, size);
-	if (compile(lib, arch, 1, opts, n_opts, NULL, 0, &libout, &libsize))
+	if (!lib) {
+		int rc = write_out(outpath, out, size);
+		free(out);
+		return rc;
+	}
+	if (compile(lib, arch, 1, opts, n_opts, NULL, 0, &libout, &libsize)) {
+		free(out);
 		return 1;
+	}
 	nvJitLinkHandle h;
 	char arch_opt[64];
 	snprintf(arch_opt, sizeof(arch_opt), "-arch=%s", arch);
@@ -143,8 +148,12 @@ int main(int argc, char **argv)
 		printf("link failed\n");
 		return 1;
 	}
+	free(out);
+	free(libout);
 	char *cubin = malloc(linked_size);
 	nvJitLinkGetLinkedCubin(h, cubin);
 	nvJitLinkDestroy(&h);
-	return write_out(outpath, cubin, linked_size);
+	int rc = write_out(outpath, cubin, linked_size);
+	free(cubin);
+	return rc;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -610,9 +611,73 @@ int jct_group_add(const char *prefix, char name[32], gid_t *gid)
 	return 0;
 }
 
+/* Whether a process of another uid, in none of our groups, can run path:
+ * the file executable by others and every directory above it searchable. */
+static int others_can_run(const char *path)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	if (!realpath(path, p) || stat(p, &st) != 0 || !(st.st_mode & S_IXOTH))
+		return 0;
+	for (char *slash = strrchr(p, '/'); slash; slash = strrchr(p, '/')) {
+		slash[slash == p] = '\0'; /* the last one: "/" itself */
+		if (stat(p, &st) != 0 || !(st.st_mode & S_IXOTH))
+			return 0;
+		if (slash == p)
+			break;
+	}
+	return 1;
+}
+
+static char shared_bins[JTL_ROOT_MAX];
+static pid_t shared_bins_pid;
+
+static void shared_bins_remove(void)
+{
+	if (getpid() == shared_bins_pid) /* not in a forked child that exits */
+		jct_tmpdir_remove(shared_bins);
+}
+
+/* The programs the users made for the run start (jitcached, jitcachectl,
+ * jitcache-worker: $JITCACHED, $JITCACHECTL, $JITCACHE_WORKER), made
+ * reachable for them: a build in a 0700 directory (a clone made under
+ * `mktemp -d`) has them where no other uid may look, so they are copied
+ * into a 0755 directory under $TMPDIR and the variables name the copies
+ * (the worker beside the daemon, as installed). Once per process, on the
+ * first user made; removed at exit. */
+static void share_bins(void)
+{
+	static const char *const vars[] = {"JITCACHED", "JITCACHECTL", "JITCACHE_WORKER"};
+	const size_t n = sizeof(vars) / sizeof(vars[0]);
+	size_t unreachable = 0;
+	if (shared_bins[0])
+		return;
+	for (size_t i = 0; i < n; i++)
+		unreachable += getenv(vars[i]) && !others_can_run(getenv(vars[i]));
+	if (!unreachable)
+		return;
+	jct_tmpdir(shared_bins, NULL, "bin");
+	shared_bins_pid = getpid();
+	atexit(shared_bins_remove);
+	assert_int_equal(chmod(shared_bins, 0755), 0);
+	for (size_t i = 0; i < n; i++) {
+		const char *from = getenv(vars[i]);
+		if (!from)
+			continue;
+		char to[JTL_ROOT_MAX + 64];
+		snprintf(to, sizeof(to), "%s/%s", shared_bins, strrchr(from, '/') ? strrchr(from, '/') + 1 : from);
+		if (jct_sh("cp '%s' '%s' && chmod 0755 '%s'", from, to, to) != 0)
+			fail_msg("cannot copy %s to %s for the run's other users", from, to);
+		setenv(vars[i], to, 1);
+	}
+	fprintf(stderr, "the programs are out of other users' reach (a directory above them is not "
+		"searchable by others): the run's users start copies in %s\n", shared_bins);
+}
+
 int jct_user_add(const char *prefix, const char *group, char name[32], uid_t *uid, gid_t *gid)
 {
 	char how[64];
+	share_bins();
 	snprintf(name, 32, "%s%d", prefix, (int)getpid());
 	if (group)
 		snprintf(how, sizeof(how), "-N -g %s", group);

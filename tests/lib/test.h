@@ -214,7 +214,12 @@ int jct_group_add(const char *prefix, char name[32], gid_t *gid);
  * /nonexistent, shell nologin) whose primary group is group, or a new group
  * of its own name when group is NULL: its name into name (32 bytes), uid and
  * primary gid into *uid / *gid (each may be NULL). Returns 0, or -1 when it
- * cannot be made. Names hold the pid, so parallel runs never collide. */
+ * cannot be made. Names hold the pid, so parallel runs never collide.
+ * The first call in a process also makes $JITCACHED, $JITCACHECTL and
+ * $JITCACHE_WORKER reachable for other uids: where a directory above them
+ * is not searchable by others (a build in a 0700 directory) they are copied
+ * to a 0755 directory under $TMPDIR and the variables changed to the
+ * copies; read them after this call. */
 int jct_user_add(const char *prefix, const char *group, char name[32], uid_t *uid, gid_t *gid);
 /* Removes every user, then every group, this process made (userdel,
  * groupdel); registered with atexit by the first jct_group_add or
