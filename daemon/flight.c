@@ -263,12 +263,13 @@ static void name_verdict(struct jc_flight *f)
 	char *log = NULL;
 	uint8_t base[16], full[16];
 	int rc = res->status != 0 ? 0
-		 : jc__progname_free(f->req.source_name, res->data, res->size, res->lowered,
-				     res->n_lowered, res->log, &log);
+				  : jc__progname_free(f->req.source_name, res->data, res->size,
+						      res->lowered, res->n_lowered, res->log, &log);
 	int keys = rc >= 0 ? jc__progname_keys(f->store_key, f->req.source_name, base, full) : rc;
 	if (keys < 0) {
 		free(log);
-		snprintf(f->errmsg, sizeof(f->errmsg), "out of memory looking for the program name");
+		snprintf(f->errmsg, sizeof(f->errmsg),
+			 "out of memory looking for the program name");
 		return;
 	}
 	if (rc == 1 || rc == 2) {
@@ -432,7 +433,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 		jc__daemon_count(d, JC_CTR_deps_learned, 1);
 		forget_learnt_key(d, f);
 	}
-	if (f->name_free && !f->remote_hit && f->publish_rc == 0 && !f->uncached && publishable(&f->res))
+	if (f->name_free && !f->remote_hit && f->publish_rc == 0 && !f->uncached &&
+	    publishable(&f->res))
 		jc__daemon_count(d, f->name_bound ? JC_CTR_name_bound : JC_CTR_name_free, 1);
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
@@ -652,8 +654,8 @@ static void remote_peek_cb(void *arg, int rc, struct jc_res *res)
  * JC_EBUSY (nothing taken) when they would pass it while other compiles are
  * queued, so that queued requests cannot grow without bound. */
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc,
-			uint64_t t0, const uint8_t *bad_object, const uint8_t *free_key)
+		     const uint8_t *direct, struct jc_req *req, struct jc_inc_set **inc,
+		     uint64_t t0, const uint8_t *bad_object, const uint8_t *free_key)
 {
 	size_t bytes = req_bytes(req);
 	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
@@ -674,7 +676,8 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 		uint8_t full[16];
 		f->name_free = 1;
 		memcpy(f->free_key, free_key, 16);
-		f->has_base_key = jc__progname_keys(free_key, req->source_name, f->base_key, full) == 2;
+		f->has_base_key =
+		    jc__progname_keys(free_key, req->source_name, f->base_key, full) == 2;
 	}
 	if (direct)
 		memcpy(f->direct, direct, 16);
