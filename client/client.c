@@ -76,6 +76,7 @@ struct jc_client {
 	/* The daemon connected to. */
 	char sock[SUN_PATH_MAX];
 	uint32_t daemon_pid;
+	uint32_t proto;        /* the protocol version its handshake agreed on */
 	int daemon_other_uid;  /* it runs as another uid (SO_PEERCRED): send include trees */
 	int send_trees;        /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
 	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
@@ -327,6 +328,7 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 	c->forks = fork_count;
 	snprintf(c->sock, sizeof(c->sock), "%s", path);
 	c->daemon_pid = h.pid;
+	c->proto = version;
 	c->daemon_other_uid = other_uid;
 	c->daemon_dir = h.cache_dir;
 	c->archs = h.archs;
@@ -338,12 +340,15 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 	return 0;
 }
 
-/* hello_version() in this library's protocol version, else (a daemon older
- * than version 3 refuses it) in version 2, without the toolchain fields. */
+/* hello_version() in this library's protocol version, else in each older one
+ * down to 2 (a daemon refuses a version newer than its own): from one older
+ * than 3 without the toolchain fields, older than 4 without name_free. */
 static int hello(jc_client *c, const char *path, int own)
 {
-	int rc = hello_version(c, path, own, JC_PROTO_VERSION);
-	return rc == JC_EVERSION ? hello_version(c, path, own, 2) : rc;
+	int rc = JC_EVERSION;
+	for (uint32_t v = JC_PROTO_VERSION; rc == JC_EVERSION && v >= 2; v--)
+		rc = hello_version(c, path, own, v);
+	return rc;
 }
 
 int jc__client_toolchain(const jc_client *c, const char **archs, const char **nvrtc_version)
@@ -932,6 +937,10 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 		c->nvrtc_id = strdup(id);
 	struct jc_req sent = *req; /* shallow: req keeps ownership */
 	sent.nvrtc_id = c->nvrtc_id;
+	/* A daemon older than version 4 would refuse the field: then a request
+	 * under the program's own name, as any. */
+	if (c->proto < 4)
+		sent.name_free = 0;
 	int rc = jc__encode_req(&c->out, &sent);
 	if (rc != 0)
 		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "request too large or out of memory");

@@ -25,8 +25,8 @@
  * "default_program") in the artifact (data, size bytes), the n_lowered
  * lowered names and the log (NUL-terminated or NULL): as given, its
  * directory, its last '/' component, and that component with every
- * character but [A-Za-z0-9] made '_' (internal-linkage mangling); in the artifact also as PTX writes
- * a string's bytes, in decimal ("{47, 116, 109, ...}").
+ * character but [A-Za-z0-9] made '_' (internal-linkage mangling); in the artifact also as PTX
+ * writes a string's bytes, in decimal ("{47, 116, 109, ...}").
  *
  * In the log, an occurrence of the whole name between characters that cannot
  * be part of a path (a diagnostic's "NAME(3): warning") is the program's: it

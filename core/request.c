@@ -198,7 +198,8 @@ int jc__req_validate(const struct jc_req *req, char *err, size_t errlen)
 		return rc;
 	if (req->name_free > 1 ||
 	    (req->name_free && (req->job != JC_JOB_COMPILE || req->output == JC_OUTPUT_FATBIN)))
-		return invalid(err, errlen, "name_free (field 33) is 0 or 1, and only for a compile of "
+		return invalid(err, errlen,
+			       "name_free (field 33) is 0 or 1, and only for a compile of "
 			       "one target");
 	if (req->follow.n)
 		return invalid(err, errlen, "field 20 (links to follow) is the daemon's, for its workers");

@@ -251,7 +251,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		jc__answer(d, conn, &miss, -1);
 	} else if ((rc = jc__flight_start(d, conn, tc, flight_key, inc ? direct : NULL, req, &inc,
 				      t0, bad ? bad_object : NULL, fetched,
-				      req->name_free ? key : NULL)) != 0) {
+				      keys ? key : NULL)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "

@@ -266,12 +266,13 @@ static void name_verdict(struct jc_flight *f)
 	char *log = NULL;
 	uint8_t base[16], full[16];
 	int rc = res->status != 0 ? 0
-		 : jc__progname_free(f->req.source_name, res->data, res->size, res->lowered,
-				     res->n_lowered, res->log, &log);
+				  : jc__progname_free(f->req.source_name, res->data, res->size,
+						      res->lowered, res->n_lowered, res->log, &log);
 	int keys = rc >= 0 ? jc__progname_keys(f->store_key, f->req.source_name, base, full) : rc;
 	if (keys < 0) {
 		free(log);
-		snprintf(f->errmsg, sizeof(f->errmsg), "out of memory looking for the program name");
+		snprintf(f->errmsg, sizeof(f->errmsg),
+			 "out of memory looking for the program name");
 		return;
 	}
 	if (rc == 1 || rc == 2) {
@@ -435,7 +436,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 		jc__daemon_count(d, JC_CTR_deps_learned, 1);
 		forget_learnt_key(d, f);
 	}
-	if (f->name_free && !f->remote_hit && f->publish_rc == 0 && !f->uncached && publishable(&f->res))
+	if (f->name_free && !f->remote_hit && f->publish_rc == 0 && !f->uncached &&
+	    publishable(&f->res))
 		jc__daemon_count(d, f->name_bound ? JC_CTR_name_bound : JC_CTR_name_free, 1);
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
@@ -711,7 +713,8 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		uint8_t full[16];
 		f->name_free = 1;
 		memcpy(f->free_key, free_key, 16);
-		f->has_base_key = jc__progname_keys(free_key, req->source_name, f->base_key, full) == 2;
+		f->has_base_key =
+		    jc__progname_keys(free_key, req->source_name, f->base_key, full) == 2;
 	}
 	if (direct)
 		memcpy(f->direct, direct, 16);

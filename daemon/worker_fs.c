@@ -101,8 +101,8 @@ static void refusal(const char *path, const char *why)
 	char folded[PATH_MAX];
 	fold(path, folded, sizeof(folded));
 	if (n_refusals >= MAX_REFUSAL_LINES || (path[0] == '/' && under(folded, cwd)) ||
-	    (progdir[0] && path[0] == '/' && under(folded, progdir)) ||
-	    under(folded, "/proc") || under(folded, "/sys"))
+	    (progdir[0] && path[0] == '/' && under(folded, progdir)) || under(folded, "/proc") ||
+	    under(folded, "/sys"))
 		return;
 	for (size_t i = 0; refusals && i < refusals_len;) { /* one line per path */
 		const char *line = refusals + i, *nl = strchr(line, '\n');
@@ -549,11 +549,13 @@ int jc__wfs_begin(const struct jc_req *req, const char *toolkit_root, const char
 {
 	free_roots();
 	snprintf(cwd, sizeof(cwd), "%s", dir);
-	const char *slash = req->name_free && req->source_name ? strrchr(req->source_name, '/') : NULL;
+	const char *slash =
+	    req->name_free && req->source_name ? strrchr(req->source_name, '/') : NULL;
 	progdir[0] = '\0';
 	if (slash && slash != req->source_name && req->source_name[0] == '/') {
 		char dir_of[PATH_MAX];
-		snprintf(dir_of, sizeof(dir_of), "%.*s", (int)(slash - req->source_name), req->source_name);
+		snprintf(dir_of, sizeof(dir_of), "%.*s", (int)(slash - req->source_name),
+			 req->source_name);
 		fold(dir_of, progdir, sizeof(progdir));
 	}
 	int rc = toolkit_root && *toolkit_root ? add_root(toolkit_root) : 0;

@@ -24,8 +24,9 @@
 
 /* 2: HELLO and HELLO_OK carry the cache directory's identity (PROTOCOL.md).
  * 3: HELLO_OK carries the daemon's NVRTC version and supported
- * architectures. The daemon still speaks 1 and 2 to a client that asks. */
-#define JC_PROTO_VERSION 3
+ * architectures. 4: COMPILE may carry name_free (field 33). The daemon
+ * still speaks 1 to 3 to a client that asks. */
+#define JC_PROTO_VERSION 4
 #define JC_FRAME_HDR 8            /* bytes of frame header */
 #define JC_FRAME_MAX (64u << 20)  /* max payload bytes of one frame */
 #define JC_STR_MAX (64u << 10)    /* max bytes of a string field ... */

@@ -402,7 +402,8 @@ static int ask_daemon(const jc_request *r, jc_result **out)
  * kept in q->log; NULL when out of memory. */
 static const char *renamed_log(struct prog *q, const char *log)
 {
-	return q->log ? q->log : (q->log = jc__text_replace(log, JC_NAME_STANDIN, nvrtc_name(q), 0));
+	return q->log ? q->log
+		      : (q->log = jc__text_replace(log, JC_NAME_STANDIN, nvrtc_name(q), 0));
 }
 
 /*
