@@ -84,7 +84,7 @@ static void flight_free(struct jc_flight *f)
 		f->waiters = w->next;
 		waiter_free(d, w);
 	}
-	d->buffers.used -= f->charged;
+	jc__budget_release(&d->buffers, f->charged);
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
 	free(f->listed_name);
@@ -121,7 +121,7 @@ static void flight_answer(struct jc_flight *f)
 		f->waiters = w->next;
 		uid_t uid = f->d->conn_ops->uid(w->conn);
 		if (stored && uid != f->uid)
-			jc__memcache_touch(f->d, f->store_key, uid, 0);
+			jc__memcache_touch(f->d->mc, f->store_key, uid, 0);
 		/* Served, not stored: the request that ran the compile says so. */
 		res->cache = w->cache == JC_CACHE_MISS && f->uncached && res->status == 0
 				     ? JC_CACHE_UNCACHED
@@ -353,7 +353,7 @@ static void keep_after_cb(uv_work_t *work, int status)
 {
 	struct keep_job *j = work->data;
 	(void)status;
-	j->d->buffers.used -= j->charged;
+	jc__budget_release(&j->d->buffers, j->charged);
 	jc__req_clear(&j->req);
 	free(j);
 }
@@ -400,8 +400,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
 		publish_remote(f);
-	jc__memcache_forget(d, f->key);
-	jc__memcache_forget(d, f->store_key);
+	jc__memcache_forget(d->mc, f->key);
+	jc__memcache_forget(d->mc, f->store_key);
 	if (f->rehashed && !f->uncached && stored)
 		jc__daemon_count(d, JC_CTR_include_rehashed, 1);
 	if (f->tree_missing) {
@@ -443,8 +443,11 @@ static void publish_after_cb(uv_work_t *work, int status)
 	flight_free(f);
 	/* Its row and descriptors ready for the first hit, now that the answers
 	 * are out (memcache.c). */
-	if (warm)
-		jc__memcache_warm(d, key);
+	if (warm) {
+		jc__memcache_warm(d->mc, key);
+		if (d->conn_ops->warm)
+			d->conn_ops->warm(d, key);
+	}
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
 		jc__evict_stored(d);
@@ -595,7 +598,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const uint8_t ke
 			uint64_t t0, const uint8_t *bad_object)
 {
 	size_t bytes = req_bytes(req);
-	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
+	if (jc__pool_busy(d->pool) && jc__budget_used(&d->buffers) + bytes > d->buffers.max)
 		return JC_EBUSY;
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)

@@ -49,6 +49,9 @@ static void usage(FILE *f)
 		"  --idle-timeout DURATION  close a connection silent this long, 0 never [300s]\n"
 		"  --idle-exit DURATION     exit this long after the last connection closed,\n"
 		"                            0 never [0; a daemon the client library starts: 600s]\n"
+		"  --serve-threads N        threads serving clients, each with its own loop;\n"
+		"                            hits are answered there [%ld, the CPUs online, at\n"
+		"                            most 64]\n"
 		"  --max-connections N      clients at once [1024]\n"
 		"  --max-connections-per-uid N  of one uid (not root's, not ours) at once [128]\n"
 		"  --handshake-timeout DUR  close a connection without HELLO this long [5s]\n"
@@ -91,7 +94,8 @@ static void usage(FILE *f)
 		"$XDG_CONFIG_HOME/jitcache/jitcached.conf (~/.config/...) over it, or --config FILE\n"
 		"instead of both; flags win over files. SIGHUP re-reads them. Durations: N[s|m|h|d],\n"
 		"at most 10 years. SIGTERM, SIGINT or\n"
-		"`jitcachectl stop`: stop cleanly.\n", cpus > 0 ? cpus : 2);
+		"`jitcachectl stop`: stop cleanly.\n", cpus > 0 ? cpus : 2,
+		cpus > 64 ? 64 : cpus > 0 ? cpus : 2);
 }
 
 /* The settings a configuration file or a flag may give, by name. */
@@ -218,6 +222,8 @@ static int set_option(struct settings *s, const char *name, const char *value)
 			  : name[0] == 'h' ? &c->handshake_timeout_s : &c->write_timeout_s) = (int)secs;
 	} else if (strcmp(name, "workers") == 0 || strcmp(name, "user-max-workers") == 0) {
 		ok = parse_count(value, 256, name[0] == 'w' ? &c->workers : &c->user_max_workers) == 0;
+	} else if (strcmp(name, "serve-threads") == 0) {
+		ok = parse_count(value, 64, &c->serve_threads) == 0;
 	} else if (strcmp(name, "rewarm-workers") == 0) {
 		ok = parse_count(value, 256, &c->rewarm_workers) == 0;
 	} else if (strcmp(name, "keep-requests") == 0) {
@@ -368,6 +374,7 @@ static const struct option long_opts[] = {
 	{"user-max-workers", required_argument, NULL, 0},
 	{"keep-requests", required_argument, NULL, 0},
 	{"rewarm-workers", required_argument, NULL, 0},
+	{"serve-threads", required_argument, NULL, 0},
 	{"rewarm-budget", required_argument, NULL, 0},
 	{"compile-timeout", required_argument, NULL, 0},
 	{"worker-memory", required_argument, NULL, 0},
@@ -445,6 +452,7 @@ static void defaults(struct jc_config *c)
 	c->max_log_size = 1u << 20;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n > 0 ? (int)n : 2;
+	c->serve_threads = n > 64 ? 64 : c->workers;
 	c->compile_timeout_s = 120;
 	c->keep_requests = 1;
 	c->rewarm_workers = 1;
@@ -593,6 +601,7 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 	needs_restart("workers", c->workers != fresh->workers);
 	needs_restart("user-max-workers", c->user_max_workers != fresh->user_max_workers);
 	needs_restart("rewarm-workers", c->rewarm_workers != fresh->rewarm_workers);
+	needs_restart("serve-threads", c->serve_threads != fresh->serve_threads);
 	needs_restart("worker-memory", c->worker_memory != fresh->worker_memory);
 	needs_restart("group-shared", c->group_shared != fresh->group_shared);
 	needs_restart("confinement", c->confinement != fresh->confinement);
