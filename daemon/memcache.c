@@ -57,7 +57,7 @@ struct jc_slot {
 	int n_fds;
 	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
 	struct stat id;   /* theirs (device, inode), for jc_tier_ops.object_is */
-	int memfd;        /* its sealed copy (fds are opened from it), or -1 */
+	int memfd;        /* its sealed copy (fds are opened from it), or -1; set when used */
 	int no_copy;      /* making the copy failed: not tried again for this row */
 	struct jc_entry e;
 };
@@ -112,8 +112,6 @@ int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, un
 	m->d = d;
 	m->rix = rix;
 	m->owns_rix = owns_rix;
-	for (size_t i = 0; i < MEMCACHE_SLOTS; i++)
-		m->slots[i].memfd = -1;
 	m->max_fds = FD_MAX;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / FD_SHARE_OF_LIMIT < FD_MAX)
 		m->max_fds = (size_t)(rl.rlim_cur / FD_SHARE_OF_LIMIT);
@@ -168,8 +166,12 @@ static void slot_close_fds(struct jc_memcache *m, struct jc_slot *s)
 	}
 }
 
+/* (A slot never used is left untouched: an instance's pages are only
+ * mapped as its slots fill.) */
 static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 {
+	if (!s->used)
+		return;
 	slot_close_fds(m, s);
 	if (s->memfd >= 0) {
 		close(s->memfd);
@@ -177,8 +179,7 @@ static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 		s->memfd = -1;
 	}
 	s->no_copy = 0;
-	if (s->used)
-		jc__entry_clear(&s->e);
+	jc__entry_clear(&s->e);
 	s->used = 0;
 	s->touch = 0;
 }
@@ -260,6 +261,7 @@ const struct jc_entry *jc__memcache_lookup(struct jc_memcache *m, const uint8_t 
 	}
 	slot_drop(m, s);
 	s->e = e;
+	s->memfd = -1;
 	s->used = 1;
 	return &s->e;
 }
