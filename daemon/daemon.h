@@ -290,7 +290,7 @@ struct jc_memcache;
  * to it (made on the main loop, before their threads start). 0 or JC_ENOMEM. */
 int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, unsigned share,
 		     struct jc_memcache **out);
-/* NULL-safe; after its thread stopped (d->mc last). */
+/* NULL-safe; after its thread stopped. d->mc's frees every instance. */
 void jc__memcache_free(struct jc_memcache *m);
 /* The daemon m serves. */
 struct jc_daemon *jc__memcache_daemon(const struct jc_memcache *m);

@@ -140,6 +140,12 @@ void jc__memcache_free(struct jc_memcache *m)
 {
 	if (!m)
 		return;
+	if (m == m->d->mc) /* the main instance: the others go first */
+		for (struct jc_memcache *o = m->next, *next; o; o = next) {
+			next = o->next;
+			m->next = next;
+			jc__memcache_free(o);
+		}
 	drop_all(m);
 	if (m->owns_rix)
 		jc__index_close(m->rix);
