@@ -370,7 +370,8 @@ void jc__memcache_refill(struct jc_memcache *m)
 			int fd;
 			struct stat st;
 			char self[40];
-			snprintf(self, sizeof(self), "/proc/self/fd/%d", s->memfd);
+			if (s->memfd >= 0) /* (formatted for copies only: refills are per hit) */
+				snprintf(self, sizeof(self), "/proc/self/fd/%d", s->memfd);
 			/* Each its own open file description, of the copy or the file. */
 			if (s->memfd >= 0 ? (fd = open(self, O_RDONLY | O_CLOEXEC)) < 0
 					  : cd->ops->open_object(cd, &s->e, &fd) != 0)
