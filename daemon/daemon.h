@@ -136,14 +136,14 @@ struct jc_daemon {
 	char cache_identity[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 
-	/* The server (server.c): the listening socket, polled on the loop,
-	 * which accepts; the serving threads; requests they hand the loop. */
-	uv_poll_t listener;
+	/* The server (server.c): the listening socket, which the serving
+	 * threads poll and accept on in turn; the threads; requests they hand
+	 * the loop. */
 	int listen_fd;
-	int listening;            /* listener is open */
-	int accept_paused;        /* accept failed (no descriptor left): again at the tick */
+	unsigned accept_turn;     /* whose turn it is to accept (atomic) */
+	int accept_paused;        /* accept failed (no descriptor left): again at the tick (atomic) */
 	struct jc_srv **srv;
-	unsigned n_srv, next_srv;
+	unsigned n_srv;
 	struct jc_mq *mainq;
 	pthread_mutex_t conns_lock; /* conns, n_conns, idle_since_ns: accepts and closes */
 	uv_timer_t tick;          /* flush, respawn, eviction */
@@ -192,9 +192,10 @@ struct jc_conn_ops {
 	 * reference, the caller's: unref frees it. NULL when out of memory. */
 	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like, uid_t uid,
 				    jc_conn_sink_fn sink, void *ctx);
-	/* key's entry was just stored: whoever serves hits elsewhere (the
-	 * serving threads) reads its row and opens its descriptors ahead, so
-	 * that its first hit waits for neither. May be NULL. */
+	/* key's entry was just stored (called before its answers are sent):
+	 * whoever serves hits elsewhere (the serving threads) reads its row and
+	 * opens its descriptors ahead, so that its first hit waits for neither.
+	 * May be NULL. */
 	void (*warm)(struct jc_daemon *d, const uint8_t key[16]);
 };
 
@@ -431,12 +432,18 @@ int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errl
  * threads. 0 or a JC_E* code with the reason in err; either way
  * jc__server_shutdown, the loop's end, then jc__server_join follow. */
 int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen);
-/* Stops accepting and tells the serving threads to end their connections
- * (once what is queued to them is written) and stop. Main loop. */
+/* Stops accepting (new clients are refused) and tells the serving threads
+ * to end their connections (once what is queued to them is written) and
+ * stop. Main loop. */
 void jc__server_shutdown(struct jc_daemon *d);
-/* After the main loop ended: waits for the serving threads, frees them. */
+/* After the main loop ended: waits for the serving threads, frees them,
+ * closes the listening socket. */
 void jc__server_join(struct jc_daemon *d);
-/* Each tick: accepting again after accept failed for want of descriptors. */
+/* The serving threads start accepting (main.c: once the signals are
+ * handled). Main loop. */
+void jc__server_accept(struct jc_daemon *d);
+/* Each tick (main loop): the serving threads accept again after accept
+ * failed for want of descriptors. */
 void jc__server_tick(struct jc_daemon *d);
 /* How many serving threads cfg asks for. */
 static inline unsigned jc__server_threads(const struct jc_config *cfg)

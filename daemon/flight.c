@@ -437,17 +437,19 @@ static void publish_after_cb(uv_work_t *work, int status)
 	uint8_t key[16];
 	int warm = stored && !f->uncached && !f->tree_missing;
 	memcpy(key, f->store_key, 16);
+	/* Whoever serves hits elsewhere (the serving threads) reads the row
+	 * before the answers reach it: they come after on the same queue, so
+	 * the client's next request finds the row there. */
+	if (warm && d->conn_ops->warm)
+		d->conn_ops->warm(d, key);
 	flight_answer(f);
 	if (keep)
 		keep_request(f);
 	flight_free(f);
 	/* Its row and descriptors ready for the first hit, now that the answers
 	 * are out (memcache.c). */
-	if (warm) {
+	if (warm)
 		jc__memcache_warm(d->mc, key);
-		if (d->conn_ops->warm)
-			d->conn_ops->warm(d, key);
-	}
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
 		jc__evict_stored(d);

@@ -574,6 +574,7 @@ int main(int argc, char **argv)
 	uv_signal_start(&d->sigterm, stop_cb, SIGTERM);
 	uv_signal_start(&d->sigint, stop_cb, SIGINT);
 	uv_signal_start(&d->sighup, reload_cb, SIGHUP);
+	jc__server_accept(d); /* clients are answered from now on */
 
 	jc_log_notice(MAIN,
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64

@@ -5,10 +5,10 @@
  * thread pool, and sends replies (a RESULT for a hit carries the object's
  * read-only descriptor with SCM_RIGHTS instead of its bytes).
  *
- * Threads: the main loop accepts, checks the limits below and hands each
- * connection, round-robin, to one of --serve-threads serving threads, each
- * with a loop of its own, which reads its frames, answers its handshake and
- * writes its replies. A hit is answered there and then (jc__cache_try_hit:
+ * Threads: --serve-threads serving threads, each with a loop of its own,
+ * accept connections in turn (round-robin, srv_listen_cb), check the limits
+ * below, read their frames, answer their handshakes and write their
+ * replies. A hit is answered there and then (jc__cache_try_hit:
  * the thread's memory cache and SQLite reader, descriptors opened ahead);
  * every other request (a miss, a single flight, a client-read tree, a
  * rejected object, an admin command) is handed to the main loop with a
@@ -104,12 +104,12 @@ struct jc_conn {
 
 /* Messages between the main loop and the serving threads. */
 enum msg_kind {
-	MSG_CONN,    /* to a thread: serve conn (accepted, its start_fd) */
 	MSG_REPLY,   /* to a thread: write buf (a frame) to conn, with fd when >= 0 */
 	MSG_DONE,    /* to a thread: conn's request is answered (conn_done) */
 	MSG_CLOSE,   /* to a thread: close conn (its client is gone) */
 	MSG_STOP,    /* to a thread: end its connections and stop */
 	MSG_WARM,    /* to a thread: read key's row, open its descriptors ahead */
+	MSG_LISTEN,  /* to a thread: poll the listening socket (jc__server_accept) */
 	MSG_COMPILE, /* to the loop: conn's request req */
 	MSG_ADMIN,   /* to the loop: conn's ADMIN frame, payload in buf */
 };
@@ -117,7 +117,7 @@ enum msg_kind {
 struct msg {
 	struct msg *next;
 	int kind;
-	struct jc_conn *conn;   /* a reference (none for MSG_CONN, whose conn is new; MSG_STOP: NULL) */
+	struct jc_conn *conn;   /* a reference; NULL for MSG_STOP, MSG_WARM, MSG_LISTEN */
 	struct jc_buf buf;      /* owned */
 	int fd;                 /* owned, or -1: MSG_REPLY's descriptor; MSG_COMPILE's and
 				 * MSG_ADMIN's duplicate of the client's socket */
@@ -141,6 +141,8 @@ struct jc_srv {
 	struct jc_mq q;
 	uv_idle_t poll_idle;    /* active: the loop polls instead of sleeping */
 	uint64_t poll_until_ns;
+	uv_poll_t listen_poll;  /* the listening socket (srv_listen_cb) */
+	unsigned index;         /* its place in d->srv: its turns to accept */
 	struct jc_memcache *mc; /* its memory cache (memcache.c) */
 	struct jc_conn *conns;  /* its connections */
 	struct msg stop;        /* MSG_STOP, posted once */
@@ -348,10 +350,10 @@ static int mq_post(struct jc_mq *q, struct msg *m)
 	return open ? 0 : -1;
 }
 
-/* Frees m and what it owns (but a MSG_CONN's connection). */
+/* Frees m and what it owns. */
 static void msg_free(struct msg *m)
 {
-	if (m->conn && m->kind != MSG_CONN)
+	if (m->conn)
 		conn_unref(m->conn);
 	if (m->fd >= 0)
 		close(m->fd);
@@ -1118,7 +1120,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	conn_end(c);
 }
 
-/* Serving thread: starts serving c (MSG_CONN), or tells it why it was
+/* Serving thread: starts serving c (just accepted), or tells it why it was
  * refused (in answer to the client's HELLO, which it reads first). */
 static void conn_start(struct jc_srv *s, struct jc_conn *c)
 {
@@ -1165,11 +1167,6 @@ static void mq_close(struct jc_mq *q)
 	pthread_mutex_unlock(&q->lock);
 	for (struct msg *m = mq_take(q), *next; m; m = next) {
 		next = m->next;
-		if (m->kind == MSG_CONN) { /* never served */
-			conn_unlink(m->conn);
-			close(m->conn->start_fd);
-			free(m->conn);
-		}
 		msg_free(m);
 	}
 	uv_close((uv_handle_t *)&q->async, NULL);
@@ -1186,12 +1183,15 @@ static int mq_init(struct jc_mq *q, uv_loop_t *loop, uv_async_cb cb, void *data)
 	return rc;
 }
 
+static void srv_listen_cb(uv_poll_t *h, int status, int events);
+
 /* MSG_STOP: the thread's connections end once what is queued to them is
  * written; its loop then runs out of handles. */
 static void srv_stop(struct jc_srv *s)
 {
 	mq_close(&s->q);
 	uv_close((uv_handle_t *)&s->poll_idle, NULL);
+	uv_close((uv_handle_t *)&s->listen_poll, NULL);
 	for (struct jc_conn *c = s->conns, *next; c; c = next) {
 		next = c->snext;
 		conn_end(c); /* takes c off the list (conn_close), now or once written */
@@ -1205,9 +1205,6 @@ static void srv_async_cb(uv_async_t *a)
 		next = m->next;
 		struct jc_conn *c = m->conn;
 		switch (m->kind) {
-		case MSG_CONN:
-			conn_start(s, c);
-			break;
 		case MSG_REPLY:
 			if (!c->closing) {
 				conn_send_frame(c, &m->buf, m->fd); /* takes both */
@@ -1224,6 +1221,10 @@ static void srv_async_cb(uv_async_t *a)
 			break;
 		case MSG_STOP:
 			srv_stop(s);
+			break;
+		case MSG_LISTEN:
+			if (!uv_is_closing((uv_handle_t *)&s->listen_poll))
+				uv_poll_start(&s->listen_poll, UV_READABLE, srv_listen_cb);
 			break;
 		case MSG_WARM:
 			jc__memcache_sync(s->mc); /* what was forgotten before it */
@@ -1263,6 +1264,14 @@ static int srv_start(struct jc_daemon *d, unsigned i, char *err, size_t errlen)
 	}
 	uv_idle_init(&s->loop, &s->poll_idle);
 	s->poll_idle.data = s;
+	s->index = i;
+	rc = uv_poll_init(&s->loop, &s->listen_poll, d->listen_fd) != 0 ? JC_EIO : 0;
+	s->listen_poll.data = s;
+	if (rc != 0) {
+		uv_close((uv_handle_t *)&s->poll_idle, NULL);
+		srv_main(s);
+		return jc__fail(err, errlen, JC_EIO, "serving thread: cannot poll the listening socket");
+	}
 	rc = mq_init(&s->q, &s->loop, srv_async_cb, s) != 0 ? JC_EIO : 0;
 	rc = rc ?: jc__cachedir_open_reader(d->cache, &rix, err, errlen);
 	if (rc == 0 && jc__memcache_new(d, rix, 1, 1 + d->n_srv, &s->mc) != 0) {
@@ -1275,6 +1284,7 @@ static int srv_start(struct jc_daemon *d, unsigned i, char *err, size_t errlen)
 		if (s->q.open)
 			mq_close(&s->q);
 		uv_close((uv_handle_t *)&s->poll_idle, NULL);
+		uv_close((uv_handle_t *)&s->listen_poll, NULL);
 		srv_main(s);
 		return rc;
 	}
@@ -1374,14 +1384,13 @@ static void conn_admit(struct jc_daemon *d, struct jc_conn *c)
 	d->conns = c;
 }
 
-/* An accepted socket fd (owned): checked against the limits, then handed
- * to the next serving thread, which serves it or says why it is refused. */
-static void conn_accepted(struct jc_daemon *d, int fd)
+/* An accepted socket fd (owned), on serving thread s: checked against the
+ * limits, then served here, or told why it is refused. */
+static void conn_accepted(struct jc_srv *s, int fd)
 {
+	struct jc_daemon *d = s->d;
 	struct jc_conn *c = calloc(1, sizeof(*c));
-	struct msg *m = c ? calloc(1, sizeof(*m)) : NULL;
-	if (!m) {
-		free(c);
+	if (!c) {
 		close(fd);
 		return;
 	}
@@ -1391,63 +1400,80 @@ static void conn_accepted(struct jc_daemon *d, int fd)
 	c->refs = 2; /* its two handles */
 	c->start_fd = fd;
 	c->peer_fd = -1;
-	c->srv = d->srv[d->next_srv++ % d->n_srv];
+	c->srv = s;
 	peer_creds(c, fd);
 	pthread_mutex_lock(&d->conns_lock);
 	conn_admit(d, c);
 	pthread_mutex_unlock(&d->conns_lock);
 	if (c->refuse == JC_EBUSY)
-		jc__count(&d->cache->counters, JC_CTR_busy_refusals, 1);
+		conn_count(c, JC_CTR_busy_refusals);
 	if (c->refuse)
 		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
 			    (int)c->gid, (int)c->pid, c->refuse_why);
 	else
 		jc_log_debug(NET, "client uid %d gid %d pid %d connected", (int)c->uid, (int)c->gid,
 			     (int)c->pid);
-	m->kind = MSG_CONN;
-	m->conn = c;
-	m->fd = -1;
-	if (mq_post(&c->srv->q, m) != 0) {
-		conn_unlink(c);
-		close(fd);
-		free(c);
-		free(m);
-	}
+	conn_start(s, c);
 }
 
-static void listen_cb(uv_poll_t *h, int status, int events)
+/*
+ * Every serving thread polls the listening socket; the one whose turn it is
+ * (d->accept_turn, modulo the threads) accepts the next connection and
+ * passes the turn on, so that connections go round-robin and each is read
+ * by the thread that the kernel woke for it (no hand-off before its HELLO).
+ * The others, woken too, leave it. When accept fails for want of
+ * descriptors, every thread stops polling until the main loop's next tick
+ * (jc__server_tick, MSG_LISTEN) rather than spin on a socket that stays
+ * readable.
+ */
+static void srv_listen_cb(uv_poll_t *h, int status, int events)
 {
-	struct jc_daemon *d = h->data;
+	struct jc_srv *s = h->data;
+	struct jc_daemon *d = s->d;
 	(void)events;
-	if (status < 0) {
-		jc_log_warn(NET, "listening socket: %s", uv_strerror(status));
+	if (status < 0 || __atomic_load_n(&d->accept_paused, __ATOMIC_ACQUIRE)) {
+		uv_poll_stop(h);
 		return;
 	}
-	for (int i = 0; i < 64; i++) { /* then the loop's other work gets a turn */
+	for (int i = 0; i < 16; i++) {
+		unsigned turn = __atomic_load_n(&d->accept_turn, __ATOMIC_ACQUIRE);
+		if (turn % d->n_srv != s->index)
+			return;
 		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
-			conn_accepted(d, fd);
+			__atomic_store_n(&d->accept_turn, turn + 1, __ATOMIC_RELEASE);
+			conn_accepted(s, fd);
 			continue;
 		}
 		if (errno == EINTR || errno == ECONNABORTED)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			/* Out of descriptors, say: try again at the next tick
-			 * rather than spin on a socket that stays readable. */
-			jc_log_warn(NET, "accept: %s; accepting again in a second", strerror(errno));
+			if (!__atomic_load_n(&d->stopping, __ATOMIC_RELAXED))
+				jc_log_warn(NET, "accept: %s; accepting again in a second", strerror(errno));
+			__atomic_store_n(&d->accept_paused, 1, __ATOMIC_RELEASE);
 			uv_poll_stop(h);
-			d->accept_paused = 1;
 		}
 		return;
 	}
 }
 
+void jc__server_accept(struct jc_daemon *d)
+{
+	for (unsigned i = 0; i < d->n_srv; i++) {
+		struct msg *m = d->srv[i] && d->srv[i]->running ? calloc(1, sizeof(*m)) : NULL;
+		if (!m)
+			continue;
+		m->kind = MSG_LISTEN;
+		m->fd = -1;
+		if (mq_post(&d->srv[i]->q, m) != 0)
+			msg_free(m);
+	}
+}
+
 void jc__server_tick(struct jc_daemon *d)
 {
-	if (d->accept_paused && !d->stopping) {
-		d->accept_paused = 0;
-		uv_poll_start(&d->listener, UV_READABLE, listen_cb);
-	}
+	if (!d->stopping && __atomic_exchange_n(&d->accept_paused, 0, __ATOMIC_ACQ_REL))
+		jc__server_accept(d);
 }
 
 /*
@@ -1541,24 +1567,16 @@ int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errle
 		if (rc != 0)
 			return rc;
 	}
-	int rc = uv_poll_init(d->loop, &d->listener, bound_fd);
-	if (rc != 0)
-		return jc__fail(err, errlen, JC_EIO, "cannot use the listening socket: %s",
-				uv_strerror(rc));
-	d->listener.data = d;
-	d->listening = 1;
-	uv_poll_start(&d->listener, UV_READABLE, listen_cb);
 	return 0;
 }
 
 void jc__server_shutdown(struct jc_daemon *d)
 {
-	if (d->listening)
-		uv_close((uv_handle_t *)&d->listener, NULL);
-	d->listening = 0;
+	/* New clients are refused from now on (ECONNREFUSED); the descriptor,
+	 * which the serving threads poll until they stop, is closed once they
+	 * have (jc__server_join). */
 	if (d->listen_fd >= 0)
-		close(d->listen_fd);
-	d->listen_fd = -1;
+		shutdown(d->listen_fd, SHUT_RDWR);
 	if (d->mainq && d->mainq->open)
 		mq_close(d->mainq); /* requests not yet taken: their threads end them */
 	/* Each thread's connections close once what is queued to them (a
@@ -1583,6 +1601,9 @@ void jc__server_join(struct jc_daemon *d)
 	d->n_srv = 0;
 	free(d->mainq);
 	d->mainq = NULL;
+	if (d->listen_fd >= 0)
+		close(d->listen_fd);
+	d->listen_fd = -1;
 }
 
 /* Each serving thread warms key's row (MSG_WARM). */
