@@ -100,9 +100,11 @@ void bench_hits_vs_raw(jc_client *c, const jc_request *r, const struct bench_obj
 		       size_t iters, struct bench_lat *hit, struct bench_lat *raw);
 
 /* The floor under any socket protocol here: p50 in microseconds of a
- * 64-byte write + read round trip between two processes over a Unix stream
- * socket pair, blocking on both sides. */
-double bench_socket_floor_us(size_t iters);
+ * 64-byte write + read round trip between this process and a child over a
+ * Unix stream socket pair. polling: each side waits as a client and the
+ * daemon do (polls up to 50 us, yielding the CPU, then blocks): the floor a
+ * hit is held to; else both block at once. */
+double bench_socket_floor_us(size_t iters, int polling);
 
 /* p50 in microseconds of XXH3-128 over o's bytes in memory: the check the
  * client library makes of every object it is served. */

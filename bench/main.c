@@ -519,8 +519,10 @@ int main(int argc, char **argv)
 	/* 1 + 2. Hit latency beside the raw read, and what no hit can avoid. */
 	fprintf(stderr, "hit latency...\n");
 	struct bench_lat hit_s, raw_s, hit_l, raw_l;
-	fig("socket_floor_us", "us", bench_socket_floor_us(plan->hit_iters),
-	    "floor: Unix socket round trip p50, 2 procs");
+	fig("socket_floor_us", "us", bench_socket_floor_us(plan->hit_iters, 1),
+	    "floor: Unix socket round trip p50, 2 procs, both poll as a hit's do");
+	fig("socket_floor_blocking_us", "us", bench_socket_floor_us(plan->hit_iters, 0),
+	    "  the same round trip, both sides blocking");
 	bench_hits_vs_raw(cl, small, &o_small, plan->hit_iters, &hit_s, &raw_s);
 	hit_figures("hit", "small", &o_small, &hit_s, &raw_s, 3);
 	{

@@ -5,6 +5,7 @@
  * and single flight of many cold clients on one key.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,8 +181,22 @@ void bench_reopen_vs_dup(const struct bench_object *o, size_t iters, struct benc
 	free(td);
 }
 
-double bench_socket_floor_us(size_t iters)
+/* Polls fd for readable bytes (a peek) for up to spin_ns, yielding the CPU
+ * between polls, as the client (client.c, spin_for_answer) and the daemon's
+ * serving threads (server.c, poll_awhile) do before they sleep. */
+static void spin_readable(int fd, uint64_t spin_ns)
 {
+	uint64_t t0 = jc__now_ns();
+	char b;
+	while (spin_ns && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN &&
+	       jc__now_ns() - t0 < spin_ns)
+		sched_yield();
+}
+
+double bench_socket_floor_us(size_t iters, int polling)
+{
+	/* The client's and the daemon's default polling time (50 us). */
+	const uint64_t spin_ns = polling ? 50000 : 0;
 	int sv[2];
 	char b[64] = {0};
 	uint64_t *ns = malloc(iters * sizeof(*ns));
@@ -193,16 +208,21 @@ double bench_socket_floor_us(size_t iters)
 		bench_die("fork: %s", strerror(errno));
 	if (pid == 0) { /* echo until EOF */
 		close(sv[0]);
-		while (read(sv[1], b, sizeof(b)) == (ssize_t)sizeof(b))
-			if (write(sv[1], b, sizeof(b)) != (ssize_t)sizeof(b))
+		for (;;) {
+			spin_readable(sv[1], spin_ns);
+			if (read(sv[1], b, sizeof(b)) != (ssize_t)sizeof(b) ||
+			    write(sv[1], b, sizeof(b)) != (ssize_t)sizeof(b))
 				break;
+		}
 		_exit(0);
 	}
 	close(sv[1]);
 	for (size_t i = 0; i < iters; i++) {
 		uint64_t t0 = jc__now_ns();
-		if (write(sv[0], b, sizeof(b)) != (ssize_t)sizeof(b) ||
-		    read(sv[0], b, sizeof(b)) != (ssize_t)sizeof(b))
+		if (write(sv[0], b, sizeof(b)) != (ssize_t)sizeof(b))
+			bench_die("socket round trip: %s", strerror(errno));
+		spin_readable(sv[0], spin_ns);
+		if (read(sv[0], b, sizeof(b)) != (ssize_t)sizeof(b))
 			bench_die("socket round trip: %s", strerror(errno));
 		ns[i] = jc__now_ns() - t0;
 	}

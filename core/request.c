@@ -273,13 +273,21 @@ static int fatbin_admit(const struct jc_toolchain *tc, const struct jc_req *req,
 
 /* jc__toolchain_supports_arch, remembering the last architecture it
  * accepted: requests mostly name one, and the list is fixed at start-up. */
+/* The last architecture found supported for a policy: one memo per thread
+ * (the daemon's serving threads admit requests at once). */
+static __thread struct {
+	const struct jc_req_policy *p;
+	char arch[24];
+} arch_ok;
+
 static int arch_supported(struct jc_req_policy *p, const char *arch)
 {
-	if (strcmp(arch, p->arch_ok) == 0)
+	if (arch_ok.p == p && strcmp(arch, arch_ok.arch) == 0)
 		return 1;
 	if (!jc__toolchain_supports_arch(p->tc, arch))
 		return 0;
-	snprintf(p->arch_ok, sizeof(p->arch_ok), "%s", arch);
+	arch_ok.p = p;
+	snprintf(arch_ok.arch, sizeof(arch_ok.arch), "%s", arch);
 	return 1;
 }
 

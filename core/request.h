@@ -62,10 +62,9 @@ int jc__req_sorted_headers(const struct jc_req *req, const struct jc_blob ***out
 struct jc_req_policy {
 	const struct jc_toolchain *tc; /* borrowed */
 	int test_faults;               /* JITCACHE_TEST_FAULTS=1: test faults honoured */
-	char arch_ok[24];              /* the last architecture found supported (a memo) */
 	/* The NVRTC builds applications loaded that are not tc's (the nvrtc_id
 	 * of requests refused with JC_EVERSION), the first JC_OTHER_BUILDS, for
-	 * `version` and `doctor`: written by jc__req_admit (loop thread), read
+	 * `version` and `doctor`: written by jc__req_admit (serving threads), read
 	 * by jc__req_builds (admin commands, thread pool) under builds_lock
 	 * (pthread_mutex_init'ed by the daemon). */
 	pthread_mutex_t builds_lock;
@@ -90,7 +89,8 @@ void jc__req_builds(struct jc_req_policy *p, char *out, size_t len);
  * directories or absolute #include paths, jc__inc_needed) and peer is
  * neither the daemon's uid nor root: the trust model (docs/ARCHITECTURE.md)
  * has other uids' clients send the headers instead. Message in err.
- * Loop thread (p's memo).
+ * Thread-safe (its memo is per thread; p is not changed but for the
+ * other builds, under builds_lock).
  */
 int jc__req_admit(struct jc_req_policy *p, const struct jc_req *req, int reads_disk, uid_t peer,
 		  char *err, size_t errlen);

@@ -224,6 +224,14 @@ static int load_budget(const char *name, uint64_t value, void *ctx)
 	return 0;
 }
 
+int jc__cachedir_open_reader(struct jc_cachedir *c, struct jc_index **out, char *err, size_t errlen)
+{
+	char path[4200];
+	if (snprintf(path, sizeof(path), "%s/index.sqlite", c->dir) >= (int)sizeof(path))
+		return jc__fail(err, errlen, JC_EINVAL, "cache directory path too long: %s", c->dir);
+	return jc__index_open(path, 1, out, err, errlen);
+}
+
 int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_cachedir **out,
 		      char *err, size_t errlen)
 {

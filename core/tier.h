@@ -106,6 +106,11 @@ struct jc_cachedir {
 int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_cachedir **out,
 		      char *err, size_t errlen);
 
+/* Another read-only connection to c's index (for a thread of its own:
+ * SQLite WAL readers never wait for the writer); *out owned by the caller
+ * (jc__index_close). 0 or jc__index_open's errors, with the reason in err. */
+int jc__cachedir_open_reader(struct jc_cachedir *c, struct jc_index **out, char *err, size_t errlen);
+
 /* Writes the counters back when dirty (not with INSPECT), closes the index
  * connections and the store, releases the lock, frees c. NULL-safe. */
 void jc__cachedir_close(struct jc_cachedir *c);

@@ -64,10 +64,11 @@ static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32
  * rejected: see handle_reject); a sealed copy's bytes the daemon checked
  * after sealing (memcache.c). jitcache-bench measures the reopen against a
  * dup. */
-static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_entry *e,
+static int serve_hit(struct jc_memcache *m, struct jc_conn *conn, const struct jc_entry *e,
 		     const struct jc_strv *names, uint64_t t0)
 {
-	int fd = jc__memcache_take_fd(d, e);
+	struct jc_daemon *d = jc__memcache_daemon(m);
+	int fd = jc__memcache_take_fd(m, e);
 	int rc = fd >= 0 ? 0 : d->cache->ops->open_object(d->cache, e, &fd);
 	if (rc != 0)
 		return rc;
@@ -76,9 +77,8 @@ static int serve_hit(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	result_of_entry(e, &res, JC_CACHE_HIT);
 	jc__res_lowered_in_order(&res, names, &tmp);
 	res.server_ns = jc__now_ns() - t0;
-	jc__latency_add(&d->hit_latency, res.server_ns);
-	jc__daemon_count(d, JC_CTR_hits, 1);
-	jc__memcache_touch(d, e->key, d->conn_ops->uid(conn), 1);
+	jc__memcache_count(m, JC_CTR_hits, 1, res.server_ns ? res.server_ns : 1);
+	jc__memcache_touch(m, e->key, d->conn_ops->uid(conn), 1);
 	jc__answer(d, conn, &res, fd);
 	free(tmp);
 	return 0;
@@ -96,7 +96,7 @@ static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uin
 	jc_log_warn(STORE, "key %s: object %s %s; quarantined, recompiling (driver %s)", hex, ohex,
 		    why, d->tc->driver_version);
 	d->cache->ops->quarantine(d->cache, object);
-	jc__memcache_forget(d, key);
+	jc__memcache_forget(d->mc, key);
 }
 
 /* A client could not use the object it was served: quarantine it (if the
@@ -107,7 +107,7 @@ static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uin
 static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			 const struct jc_req *req, uint8_t bad[16])
 {
-	const struct jc_entry *e = jc__memcache_lookup(d, key);
+	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
 	if (!e || e->status != 0 || memcmp(e->object, req->reject_object, 16) != 0)
 		return 0; /* already replaced: the next lookup serves the new object */
 	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
@@ -147,8 +147,8 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			const struct jc_strv *names, uint64_t t0, int *bad, uint8_t bad_object[16])
 {
-	int in_memory = jc__memcache_holds(d, key);
-	const struct jc_entry *e = jc__memcache_lookup(d, key);
+	int in_memory = jc__memcache_holds(d->mc, key);
+	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
 	if (!e)
 		return 0;
 	if (e->status) {
@@ -159,25 +159,25 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		res.server_ns = jc__now_ns() - t0;
 		jc__daemon_count(d, JC_CTR_negative_hits, 1);
 		/* its log is now this uid's to see too */
-		jc__memcache_touch(d, key, d->conn_ops->uid(conn), 0);
+		jc__memcache_touch(d->mc, key, d->conn_ops->uid(conn), 0);
 		jc__answer(d, conn, &res, -1);
 		return 1;
 	}
 	uint8_t object[16];
 	memcpy(object, e->object, 16);
-	int rc = serve_hit(d, conn, e, names, t0);
+	int rc = serve_hit(d->mc, conn, e, names, t0);
 	if (rc == 0)
 		return 1;
 	if (rc != JC_ECORRUPT && rc != JC_ENOTFOUND)
 		return 0;
 	if (in_memory) {
-		jc__memcache_forget(d, key);
+		jc__memcache_forget(d->mc, key);
 		return serve_cached(d, conn, key, names, t0, bad, bad_object);
 	}
 	if (rc == JC_ENOTFOUND && !d->cache->ops->row_names(d->cache, key, object)) {
 		/* Purged or evicted between our read of the row and the open (rows
 		 * go before their objects): a plain miss, nothing is corrupt. */
-		jc__memcache_forget(d, key);
+		jc__memcache_forget(d->mc, key);
 		return 0;
 	}
 	jc__daemon_count(d, JC_CTR_corrupt_objects, 1);
@@ -256,7 +256,7 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		if (rc == JC_EBUSY) {
 			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
 				 "bytes, --buffer-budget, held by queued compiles); try again later",
-				 d->buffers.used, d->buffers.max);
+				 jc__budget_used(&d->buffers), d->buffers.max);
 			jc_log_warn(NET, "uid %d pid %d: compile refused: buffer budget full",
 				    (int)d->conn_ops->uid(conn), (int)d->conn_ops->pid(conn));
 			jc__daemon_count(d, JC_CTR_busy_refusals, 1);
@@ -272,7 +272,7 @@ static int entry_known(struct jc_daemon *d, const uint8_t key[16])
 {
 	if (jc__flight_find(d, key))
 		return 1;
-	const struct jc_entry *e = jc__memcache_lookup(d, key);
+	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
 	return e && (!e->status || e->expires > jc__wall_s());
 }
 
@@ -709,11 +709,9 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
  * everything it looks at: texts, names, options, include directories), so
  * that a hit of a source with directives does not lex it again.
  */
-static int reads_disk(struct jc_daemon *d, const struct jc_req *req, const uint8_t direct[16])
+static int reads_disk(struct jc_memcache *mc, const struct jc_req *req, const uint8_t direct[16])
 {
-	uint32_t h;
-	memcpy(&h, direct + 8, sizeof(h));
-	struct jc_needed_memo *m = &d->needed_memo[h % JC_NEEDED_MEMO_SLOTS];
+	struct jc_needed_memo *m = jc__memcache_needed_memo(mc, direct);
 	if (m->used && memcmp(m->direct, direct, 16) == 0)
 		return m->needed;
 	memcpy(m->direct, direct, 16);
@@ -741,16 +739,53 @@ static void record_ask(struct key_job *j)
 	}
 }
 
+/* The front of the request path, on any thread that serves (m its memory
+ * cache): validated once (request.h), keyed into key (the direct key when
+ * headers are read from disk: *needed set), then admitted by this daemon.
+ * 0 or the refusal's code, with its message in err. The toolchain is
+ * read once (a switch replaces d->tc on the loop: main.c). */
+static int key_request(struct jc_memcache *m, struct jc_conn *conn, struct jc_req *req,
+		       uint8_t key[16], int *needed, char *err, size_t errlen)
+{
+	struct jc_daemon *d = jc__memcache_daemon(m);
+	int rc = jc__req_validate(req, err, errlen);
+	rc = rc ?: jc__key_of_valid(req, __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE), key,
+				   err, errlen);
+	*needed = rc == 0 && reads_disk(m, req, key);
+	return rc ?: jc__req_admit(&d->policy, req, *needed, d->conn_ops->uid(conn), err, errlen);
+}
+
+int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req *req)
+{
+	struct jc_daemon *d = jc__memcache_daemon(m);
+	uint64_t t0 = jc__now_ns();
+	uint8_t key[16], lookup[16];
+	char err[1536];
+	int needed, watched = 0;
+	if (req->tree_round || req->reject_reason != JC_REJECT_NONE ||
+	    key_request(m, conn, req, key, &needed, err, sizeof(err)) != 0)
+		return 0;
+	if (needed && (jc__key_lookup(key, &req->include_dirs, lookup) != 0 ||
+		       !jc__keymemo_get(d, lookup, key, &watched)))
+		return 0;
+	jc__memcache_sync(m);
+	const struct jc_entry *e = jc__memcache_lookup(m, key);
+	if (!e || e->status || serve_hit(m, conn, e, &req->name_exprs, t0) != 0)
+		return 0;
+	if (needed)
+		jc__memcache_count(m, watched ? JC_CTR_include_tree_watch_hits
+					      : JC_CTR_include_manifest_hits, 1, 0);
+	jc__req_clear(req);
+	return 1;
+}
+
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
 {
 	uint64_t t0 = jc__now_ns();
 	uint8_t key[16]; /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
-	/* Validated once (request.h), keyed, then admitted by this daemon. */
-	int rc = jc__req_validate(req, err, sizeof(err));
-	rc = rc ?: jc__key_of_valid(req, d->tc, key, err, sizeof(err));
-	int needed = rc == 0 && reads_disk(d, req, key);
-	rc = rc ?: jc__req_admit(&d->policy, req, needed, d->conn_ops->uid(conn), err, sizeof(err));
+	int needed;
+	int rc = key_request(d->mc, conn, req, key, &needed, err, sizeof(err));
 	if (rc != 0) {
 		jc__daemon_count(d, rc == JC_EVERSION ? JC_CTR_nvrtc_other_builds : JC_CTR_bad_requests, 1);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
@@ -768,16 +803,17 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		return;
 	}
 	int watched = 0;
-	const uint8_t *known = needed ? jc__keymemo_get(d, lookup, &watched) : key;
-	if (known && watched && !key_known(d, req, known)) {
+	uint8_t memo_key[16];
+	int known = !needed || jc__keymemo_get(d, lookup, memo_key, &watched);
+	if (known && watched && !key_known(d, req, memo_key)) {
 		/* Evicted or never stored: a compile needs the include set. */
 		jc__keymemo_forget(d, lookup);
-		known = NULL;
+		known = 0;
 	}
 	if (known) {
 		if (needed) {
 			jc__daemon_count(d, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1);
-			memcpy(key, known, 16);
+			memcpy(key, memo_key, 16);
 		}
 		request_with_key(d, conn, req, key, NULL, NULL, t0, d->tc, NULL);
 		return;
@@ -882,7 +918,7 @@ int jc__cache_init(struct jc_daemon *d)
 	d->policy.tc = d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
 	pthread_mutex_init(&d->policy.builds_lock, NULL);
-	if (jc__memcache_new(d) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
+	if (jc__memcache_new(d, d->cache->rix, 0, 1 + jc__server_threads(&d->cfg), &d->mc) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;
 	int rc = jc__manifests_open(d->cfg.cache_dir, 0700,
@@ -897,7 +933,8 @@ int jc__cache_init(struct jc_daemon *d)
 
 void jc__cache_free(struct jc_daemon *d)
 {
-	jc__memcache_free(d);
+	jc__memcache_free(d->mc);
+	d->mc = NULL;
 	jc__keymemo_free(d);
 	jc__inc_memo_free(d->inc_memo);
 	d->inc_memo = NULL;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jitcached internals: the daemon object and the pieces that share it.
- * Everything here runs on the libuv loop thread unless a comment says
- * otherwise; the writer index is used from the thread pool under wlock.
+ * Everything here runs on the main libuv loop thread unless a comment says
+ * otherwise; the writer index is used from the thread pool under wlock;
+ * serving threads (server.c) answer hits through jc__cache_try_hit, each
+ * with its memory cache (memcache.c).
  */
 #ifndef JC_DAEMON_H
 #define JC_DAEMON_H
@@ -34,6 +36,9 @@
 
 struct jc_conn;
 struct jc_retry;
+struct jc_srv;
+struct jc_mq;
+struct jc_memcache;
 
 /* A client waiting on a flight. Holds a reference on its connection. */
 struct jc_waiter {
@@ -129,9 +134,8 @@ struct jc_daemon {
 	 * the start or the last `stats --zero`; not persisted. */
 	struct jc_latency hit_latency;
 
-	struct jc_memcache *mc;   /* rows of hot keys, pending access times (memcache.c) */
-	struct jc_keymemos *keymemo; /* full keys by lookup key (keymemo.c); loop thread */
-	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
+	struct jc_memcache *mc;   /* the main loop's rows of hot keys, pending access times (memcache.c) */
+	struct jc_keymemos *keymemo; /* full keys by lookup key (keymemo.c); locks itself */
 	struct jc_req_policy policy; /* what this daemon admits (request.h); loop thread */
 	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
@@ -153,19 +157,26 @@ struct jc_daemon {
 	char cache_identity_read[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
 
-	uv_pipe_t listener;
-	uv_idle_t poll_idle;      /* active: the loop polls instead of sleeping (server.c) */
-	uint64_t poll_until_ns;
+	/* The server (server.c): the listening socket, which the serving
+	 * threads poll and accept on in turn; the threads; requests they hand
+	 * the loop. */
+	int listen_fd;
+	unsigned accept_turn;     /* whose turn it is to accept (atomic) */
+	int accept_paused;        /* accept failed (no descriptor left): again at the tick (atomic) */
+	struct jc_srv **srv;
+	unsigned n_srv;
+	struct jc_mq *mainq;
+	pthread_mutex_t conns_lock; /* conns, n_conns, idle_since_ns: accepts and closes */
 	uv_timer_t tick;          /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_remote *remote; /* the remote tier; NULL without --remote */
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
-	struct jc_conn *conns;    /* open connections (for shutdown) */
+	struct jc_conn *conns;    /* open connections (for the limits; conns_lock) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	uv_work_t trim;           /* malloc_trim after a large request (main.c) */
 	uv_work_t pool_warm;      /* starts the thread pool at start-up (main.c) */
 	int trimming;
-	int n_conns;              /* how many are in conns */
+	int n_conns;              /* how many are in conns (conns_lock) */
 };
 
 /* Where an internal connection's answer goes: a result (res and objfd, a
@@ -203,6 +214,11 @@ struct jc_conn_ops {
 	 * reference, the caller's: unref frees it. NULL when out of memory. */
 	struct jc_conn *(*internal)(struct jc_daemon *d, const struct jc_conn *like, uid_t uid,
 				    jc_conn_sink_fn sink, void *ctx);
+	/* key's entry was just stored (called before its answers are sent):
+	 * whoever serves hits elsewhere (the serving threads) reads its row and
+	 * opens its descriptors ahead, so that its first hit waits for neither.
+	 * May be NULL. */
+	void (*warm)(struct jc_daemon *d, const uint8_t key[16]);
 };
 
 /* Adds n to counter c of the daemon's cache (counters.h: marks it dirty). */
@@ -248,7 +264,14 @@ static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
 int jc__cache_init(struct jc_daemon *d);
 /* Frees what jc__cache_init made; after the loop has stopped. */
 void jc__cache_free(struct jc_daemon *d);
-/* Handles a decoded COMPILE request of conn; takes ownership of *req. The
+/* A serving thread (m its memory cache): answers conn's request *req when
+ * it is a plain hit (validated, keyed on this thread, the row in m or m's
+ * SQLite reader, its object opened) and returns 1 (*req cleared); returns
+ * 0, *req untouched, for everything else (a miss, a negative entry, a
+ * refusal, a client-read tree, a rejected object, a key not remembered),
+ * which the main loop's jc__cache_request then handles from the start. */
+int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req *req);
+/* Main loop: handles a decoded COMPILE request of conn; takes ownership of *req. The
  * request is validated, then keyed: one that reads files from disk
  * (jc__inc_needed) in the thread pool (manifest check or include scan);
  * every other one at once. */
@@ -264,12 +287,14 @@ void jc__cache_watch_start(struct jc_daemon *d);
 void jc__cache_watch_stop(struct jc_daemon *d);
 
 /* keymemo.c: full keys of requests that read from disk, by lookup key
- * (see there); loop thread. new: 0 or JC_ENOMEM; free: NULL-safe. */
+ * (see there); any thread (it locks itself). new: 0 or JC_ENOMEM; free:
+ * NULL-safe. */
 int jc__keymemo_new(struct jc_daemon *d);
 void jc__keymemo_free(struct jc_daemon *d);
-/* The remembered key of direct, or NULL; *watched set when it is valid
- * because its include tree is watched and unchanged (watch.h). */
-const uint8_t *jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], int *watched);
+/* Copies the remembered key of direct to key and returns 1, or returns 0;
+ * *watched set when it is valid because its include tree is watched and
+ * unchanged (watch.h). */
+int jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], uint8_t key[16], int *watched);
 /* Remembers key for direct when set has nothing on disk to re-check, or
  * its tree is watched (stamp, then owned by the memo; 0 = none). */
 void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
@@ -277,13 +302,25 @@ void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_
 /* Forgets what is remembered for direct. */
 void jc__keymemo_forget(struct jc_daemon *d, const uint8_t direct[16]);
 
-/* memcache.c: rows of hot keys, access-time batching, the periodic flush. */
-int jc__memcache_new(struct jc_daemon *d);
-void jc__memcache_free(struct jc_daemon *d);
-/* The row of key: the memory cache first, then the tier's lookup (cached
- * then); NULL when there is none (an index error is logged). Borrowed until
- * the next call on the memory cache. */
-const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16]);
+/* memcache.c: rows of hot keys, access-time batching, the periodic flush.
+ * One instance per thread that serves hits (see there): d->mc, the main
+ * loop's, and one per serving thread (server.c). Every function on an
+ * instance is for its own thread, but for those that say otherwise. */
+struct jc_memcache;
+/* A new instance reading rows through rix (owned when owns_rix: closed by
+ * free); share: how many instances split the descriptor and memfd caps.
+ * The first made is d->mc (the caller stores it); the others are linked
+ * to it (made on the main loop, before their threads start). 0 or JC_ENOMEM. */
+int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, unsigned share,
+		     struct jc_memcache **out);
+/* NULL-safe; after its thread stopped. d->mc's frees every instance. */
+void jc__memcache_free(struct jc_memcache *m);
+/* The daemon m serves. */
+struct jc_daemon *jc__memcache_daemon(const struct jc_memcache *m);
+/* The row of key: the memory cache first, then the instance's reader
+ * (cached then); NULL when there is none (an index error is logged).
+ * Borrowed until the next call on the instance. */
+const struct jc_entry *jc__memcache_lookup(struct jc_memcache *m, const uint8_t key[16]);
 /* A descriptor of e's object (e: a row jc__memcache_lookup returned, not
  * negative) opened ahead by jc__memcache_refill, each its own open file
  * description, checked at open as jc_tier_ops.open_object checks, and again
@@ -291,21 +328,35 @@ const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t ke
  * one and passes the open's checks; a sealed memfd copy needs no check);
  * owned by the caller. -1 when none is held: then the caller opens the object itself.
  * Either way the slot is queued for a refill. */
-int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e);
-/* Opens ahead the descriptors hits took since the last call (loop thread,
- * after the answers went out: server.c calls it from the busy poll). */
-void jc__memcache_refill(struct jc_daemon *d);
+int jc__memcache_take_fd(struct jc_memcache *m, const struct jc_entry *e);
+/* Opens ahead the descriptors hits took since the last call (after the
+ * answers went out: server.c calls it from the busy poll). */
+void jc__memcache_refill(struct jc_memcache *m);
 /* Reads key's row into the memory cache and opens its descriptors ahead,
  * now (a compile's answers are out: its first hit then waits for neither). */
-void jc__memcache_warm(struct jc_daemon *d, const uint8_t key[16]);
-/* 1 when the memory cache holds key's row. */
-int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16]);
-void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16]);
-/* Forgets every row (entries were removed). */
+void jc__memcache_warm(struct jc_memcache *m, const uint8_t key[16]);
+/* 1 when the instance holds key's row. */
+int jc__memcache_holds(struct jc_memcache *m, const uint8_t key[16]);
+/* Forgets key's row; on d->mc, every other instance forgets it too
+ * before its next lookup. */
+void jc__memcache_forget(struct jc_memcache *m, const uint8_t key[16]);
+/* A serving thread's instance, before a lookup: forgets what d->mc forgot
+ * since the last call (one atomic load when nothing was). */
+void jc__memcache_sync(struct jc_memcache *m);
+/* Forgets every row, in every instance (entries were removed). Main loop. */
 void jc__cache_memcache_drop_all(struct jc_daemon *d);
 /* Records that uid was served key (hits: 1 for a hit, 0 for a negative hit
  * or a joined compile) for the next flush: one pending row per key and uid. */
-void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits);
+void jc__memcache_touch(struct jc_memcache *m, const uint8_t key[16], uid_t uid, uint32_t hits);
+/* Adds n to counter c and, when hit_ns is not 0, a hit's server-side time
+ * to the instance's pending figures (jc__memcache_collect moves them). */
+void jc__memcache_count(struct jc_memcache *m, enum jc_counter c, uint64_t n, uint64_t hit_ns);
+/* Main loop: moves every instance's pending counts and hit times into the
+ * daemon's counters and d->hit_latency (the flush and stats call it). */
+void jc__memcache_collect(struct jc_daemon *d);
+/* Whether a request reads from disk (jc__inc_needed), by direct key: the
+ * instance's memo slot for direct. */
+struct jc_needed_memo *jc__memcache_needed_memo(struct jc_memcache *m, const uint8_t direct[16]);
 /* Starts a flush of access times and counters in the thread pool, unless
  * one runs (each tick). */
 void jc__cache_tick(struct jc_daemon *d);
@@ -424,9 +475,28 @@ int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out);
  * the reason in err. */
 int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errlen);
 /* Listens on bound_fd (>= 0: socket activation, or jc__server_bind before
- * --user), else binds cfg.socket_path first. */
+ * --user; taken), else binds cfg.socket_path first, and starts the serving
+ * threads. 0 or a JC_E* code with the reason in err; either way
+ * jc__server_shutdown, the loop's end, then jc__server_join follow. */
 int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen);
+/* Stops accepting (new clients are refused) and tells the serving threads
+ * to end their connections (once what is queued to them is written) and
+ * stop. Main loop. */
 void jc__server_shutdown(struct jc_daemon *d);
+/* After the main loop ended: waits for the serving threads, frees them,
+ * closes the listening socket. */
+void jc__server_join(struct jc_daemon *d);
+/* The serving threads start accepting (main.c: once the signals are
+ * handled). Main loop. */
+void jc__server_accept(struct jc_daemon *d);
+/* Each tick (main loop): the serving threads accept again after accept
+ * failed for want of descriptors. */
+void jc__server_tick(struct jc_daemon *d);
+/* How many serving threads cfg asks for. */
+static inline unsigned jc__server_threads(const struct jc_config *cfg)
+{
+	return cfg->serve_threads > 0 ? (unsigned)cfg->serve_threads : 1;
+}
 /* The connections of the server (d->conn_ops of the daemon). */
 extern const struct jc_conn_ops jc__server_conn_ops;
 

@@ -85,7 +85,7 @@ static void flight_free(struct jc_flight *f)
 		f->waiters = w->next;
 		waiter_free(d, w);
 	}
-	d->buffers.used -= f->charged;
+	jc__budget_release(&d->buffers, f->charged);
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
 	free(f->listed_name);
@@ -125,7 +125,7 @@ static void flight_answer(struct jc_flight *f)
 		f->waiters = w->next;
 		uid_t uid = f->d->conn_ops->uid(w->conn);
 		if (stored && uid != f->uid)
-			jc__memcache_touch(f->d, f->store_key, uid, 0);
+			jc__memcache_touch(f->d->mc, f->store_key, uid, 0);
 		/* Served, not stored: the request that ran the compile says so. */
 		res->cache = w->cache == JC_CACHE_MISS && f->uncached && res->status == 0
 				     ? JC_CACHE_UNCACHED
@@ -392,7 +392,7 @@ static void keep_after_cb(uv_work_t *work, int status)
 {
 	struct keep_job *j = work->data;
 	(void)status;
-	j->d->buffers.used -= j->charged;
+	jc__budget_release(&j->d->buffers, j->charged);
 	jc__req_clear(&j->req);
 	free(j);
 }
@@ -442,8 +442,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
 		publish_remote(f);
-	jc__memcache_forget(d, f->key);
-	jc__memcache_forget(d, f->store_key);
+	jc__memcache_forget(d->mc, f->key);
+	jc__memcache_forget(d->mc, f->store_key);
 	if (f->rehashed && !f->uncached && stored)
 		jc__daemon_count(d, JC_CTR_include_rehashed, 1);
 	if (f->tree_missing) {
@@ -479,6 +479,11 @@ static void publish_after_cb(uv_work_t *work, int status)
 	uint8_t key[16];
 	int warm = stored && !f->uncached && !f->tree_missing;
 	memcpy(key, f->store_key, 16);
+	/* Whoever serves hits elsewhere (the serving threads) reads the row
+	 * before the answers reach it: they come after on the same queue, so
+	 * the client's next request finds the row there. */
+	if (warm && d->conn_ops->warm)
+		d->conn_ops->warm(d, key);
 	flight_answer(f);
 	if (keep)
 		keep_request(f);
@@ -486,7 +491,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 	/* Its row and descriptors ready for the first hit, now that the answers
 	 * are out (memcache.c). */
 	if (warm)
-		jc__memcache_warm(d, key);
+		jc__memcache_warm(d->mc, key);
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
 		jc__evict_stored(d);
@@ -694,7 +699,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		     struct jc_fetched *fetched, const uint8_t *free_key)
 {
 	size_t bytes = req_bytes(req);
-	if (jc__pool_busy(d->pool) && d->buffers.used + bytes > d->buffers.max)
+	if (jc__pool_busy(d->pool) && jc__budget_used(&d->buffers) + bytes > d->buffers.max)
 		return JC_EBUSY;
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)

@@ -19,8 +19,8 @@ static int set_cap(struct jc_framer *f, size_t cap)
 	size_t old = charge_of(b->cap), now = charge_of(cap);
 	/* Past the budget only when this buffer would be all it holds (one frame
 	 * larger than the whole budget). */
-	if (f->budget && now > old && f->budget->used - old + now > f->budget->max &&
-	    f->budget->used != old)
+	size_t used = f->budget ? jc__budget_used(f->budget) : 0;
+	if (f->budget && now > old && used - old + now > f->budget->max && used != old)
 		return -1;
 	uint8_t *p = cap ? realloc(b->data, cap) : (free(b->data), NULL);
 	if (cap && !p)
@@ -28,7 +28,7 @@ static int set_cap(struct jc_framer *f, size_t cap)
 	b->data = p;
 	b->cap = cap;
 	if (f->budget) {
-		f->budget->used -= old;
+		jc__budget_release(f->budget, old);
 		jc__budget_charge(f->budget, now);
 	}
 	return 0;

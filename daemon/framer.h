@@ -17,18 +17,30 @@
  * A byte budget shared by many framers (and whoever else charges it): the
  * bytes each framer's buffer holds past JC_FRAMER_BASE are charged to it.
  * used <= max, except for one buffer larger than max while it is all that is
- * charged; max is read at every charge, so it may change.
+ * charged; max is read at every charge, so it may change. Threads share
+ * it: used and peak change through the functions below (atomic), and are
+ * read with jc__budget_used (a check and the charge that follows are not
+ * one step: threads charging at once may pass max by their charges).
  */
 struct jc_budget {
 	size_t used, max;
 	size_t peak; /* the most used since main.c's trim check last looked */
 };
-/* Charges n bytes to b, keeping its peak (releases: used -= n). */
+/* Charges n bytes to b, keeping its peak. */
 static inline void jc__budget_charge(struct jc_budget *b, size_t n)
 {
-	b->used += n;
-	if (b->used > b->peak)
-		b->peak = b->used;
+	size_t now = __atomic_add_fetch(&b->used, n, __ATOMIC_RELAXED);
+	if (now > __atomic_load_n(&b->peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&b->peak, now, __ATOMIC_RELAXED);
+}
+/* Returns n charged bytes. */
+static inline void jc__budget_release(struct jc_budget *b, size_t n)
+{
+	__atomic_sub_fetch(&b->used, n, __ATOMIC_RELAXED);
+}
+static inline size_t jc__budget_used(const struct jc_budget *b)
+{
+	return __atomic_load_n(&b->used, __ATOMIC_RELAXED);
 }
 /* Buffer bytes per framer not charged to the budget (what a small request needs). */
 #define JC_FRAMER_BASE 65536

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,17 +30,23 @@ struct jc_keymemo {
 };
 
 struct jc_keymemos {
+	pthread_mutex_t lock;
 	struct jc_keymemo v[KEYMEMO_SLOTS]; /* direct-mapped by direct key */
 };
 
 int jc__keymemo_new(struct jc_daemon *d)
 {
 	d->keymemo = calloc(1, sizeof(*d->keymemo));
-	return d->keymemo ? 0 : JC_ENOMEM;
+	if (!d->keymemo)
+		return JC_ENOMEM;
+	pthread_mutex_init(&d->keymemo->lock, NULL);
+	return 0;
 }
 
 void jc__keymemo_free(struct jc_daemon *d)
 {
+	if (d->keymemo)
+		pthread_mutex_destroy(&d->keymemo->lock);
 	free(d->keymemo); /* the stamps go with the watcher (jc__cache_free) */
 	d->keymemo = NULL;
 }
@@ -62,21 +69,31 @@ static void keymemo_drop(struct jc_daemon *d, struct jc_keymemo *m)
  * (*watched set) its include tree is watched and unchanged since the check
  * (watch.h; the event queue is drained first).
  */
-const uint8_t *jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], int *watched)
+static int get_locked(struct jc_daemon *d, const uint8_t direct[16], uint8_t key[16], int *watched)
 {
 	struct jc_keymemo *m = keymemo_slot(d, direct);
 	*watched = 0;
 	if (!m->checked_ns || memcmp(m->direct, direct, 16) != 0)
-		return NULL;
+		return 0;
 	if (m->watch_stamp) {
-		if (jc__watch_valid(d->watch, m->watch_stamp)) {
-			*watched = 1;
-			return m->key;
+		if (!jc__watch_valid(d->watch, m->watch_stamp)) {
+			keymemo_drop(d, m);
+			return 0;
 		}
-		keymemo_drop(d, m);
-		return NULL;
+		*watched = 1;
+	} else if (jc__now_ns() - m->checked_ns >= KEYMEMO_TTL_NS) {
+		return 0;
 	}
-	return jc__now_ns() - m->checked_ns < KEYMEMO_TTL_NS ? m->key : NULL;
+	memcpy(key, m->key, 16);
+	return 1;
+}
+
+int jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], uint8_t key[16], int *watched)
+{
+	pthread_mutex_lock(&d->keymemo->lock);
+	int rc = get_locked(d, direct, key, watched);
+	pthread_mutex_unlock(&d->keymemo->lock);
+	return rc;
 }
 
 /* Remembers key for direct when set has nothing on disk to re-check, or
@@ -87,17 +104,21 @@ void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_
 	for (size_t i = 0; !stamp && i < set->n; i++)
 		if (set->v[i].kind != JC_INC_TOOLKIT)
 			return;
+	pthread_mutex_lock(&d->keymemo->lock);
 	struct jc_keymemo *m = keymemo_slot(d, direct);
 	keymemo_drop(d, m);
 	memcpy(m->direct, direct, 16);
 	memcpy(m->key, key, 16);
 	m->checked_ns = jc__now_ns();
 	m->watch_stamp = stamp;
+	pthread_mutex_unlock(&d->keymemo->lock);
 }
 
 void jc__keymemo_forget(struct jc_daemon *d, const uint8_t direct[16])
 {
+	pthread_mutex_lock(&d->keymemo->lock);
 	struct jc_keymemo *m = keymemo_slot(d, direct);
 	if (memcmp(m->direct, direct, 16) == 0)
 		keymemo_drop(d, m);
+	pthread_mutex_unlock(&d->keymemo->lock);
 }

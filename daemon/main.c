@@ -91,9 +91,13 @@ static void lock_check(struct jc_daemon *d)
  * (a compile always has its requester connected). */
 static void idle_exit_check(struct jc_daemon *d)
 {
-	if (d->cfg.idle_exit_s <= 0 || d->n_conns > 0 || d->stopping)
+	pthread_mutex_lock(&d->conns_lock);
+	int n = d->n_conns;
+	uint64_t since = d->idle_since_ns;
+	pthread_mutex_unlock(&d->conns_lock);
+	if (d->cfg.idle_exit_s <= 0 || n > 0 || d->stopping)
 		return;
-	if (jc__now_ns() - d->idle_since_ns >= (uint64_t)d->cfg.idle_exit_s * 1000000000u) {
+	if (jc__now_ns() - since >= (uint64_t)d->cfg.idle_exit_s * 1000000000u) {
 		jc_log_notice(MAIN, "no client for %d s (--idle-exit): stopping", d->cfg.idle_exit_s);
 		uv_kill(getpid(), SIGTERM);
 	}
@@ -123,9 +127,11 @@ static void trim_after_cb(uv_work_t *w, int status)
 static void trim_check(struct jc_daemon *d)
 {
 	struct jc_budget *b = &d->buffers;
-	if (b->peak < TRIM_AFTER || b->used >= TRIM_AFTER / 4 || d->trimming || d->stopping)
+	size_t used = jc__budget_used(b);
+	if (__atomic_load_n(&b->peak, __ATOMIC_RELAXED) < TRIM_AFTER || used >= TRIM_AFTER / 4 ||
+	    d->trimming || d->stopping)
 		return;
-	b->peak = b->used;
+	__atomic_store_n(&b->peak, used, __ATOMIC_RELAXED);
 	d->trimming = 1;
 	if (uv_queue_work(d->loop, &d->trim, trim_work_cb, trim_after_cb) != 0)
 		d->trimming = 0;
@@ -142,6 +148,7 @@ static void tick_cb(uv_timer_t *t)
 	lock_check(d);
 	trim_check(d);
 	idle_exit_check(d);
+	jc__server_tick(d);
 	jc__cache_tick(d);
 	jc__pool_dispatch(d->pool);
 	jc__evict_tick(d);
@@ -323,7 +330,7 @@ static void disk_probe_done(uv_work_t *w, int status)
 		d->tc_gens = g;
 		d->cache_identity = d->tc->summary;
 		__atomic_store_n(&d->tc, &g->tc, __ATOMIC_RELEASE);
-		d->policy.tc = d->tc;
+		__atomic_store_n(&d->policy.tc, d->tc, __ATOMIC_RELEASE); /* serving threads admit */
 		jc__daemon_count(d, JC_CTR_toolchain_switches, 1);
 		jc__pool_recycle(d->pool);
 		jc__rewarm_start(d, 0, 0, "the toolchain changed on disk", NULL, NULL);
@@ -439,8 +446,14 @@ static int choose_confinement(struct jc_daemon *d, int serves_others, char *why,
 static void pointer_write(struct jc_daemon *d)
 {
 	char path[4200], tmp[4300], sock[4096];
-	size_t len = sizeof(sock);
-	if (uv_pipe_getsockname(&d->listener, sock, &len) != 0 || len == 0) {
+	struct sockaddr_un sa;
+	socklen_t salen = sizeof(sa);
+	size_t len = 0;
+	if (getsockname(d->listen_fd, (struct sockaddr *)&sa, &salen) == 0 &&
+	    salen > offsetof(struct sockaddr_un, sun_path))
+		len = strnlen(sa.sun_path, salen - offsetof(struct sockaddr_un, sun_path));
+	memcpy(sock, sa.sun_path, len);
+	if (len == 0) {
 		jc_log_warn(MAIN, "cannot name the listening socket: clients given --cache-dir %s will "
 				  "not find this daemon", d->cfg.cache_dir);
 		return;
@@ -633,6 +646,7 @@ int main(int argc, char **argv)
 	 * that a fresh daemon's first request does not wait for them
 	 * (jitcache-bench: the pool hand-off before a fresh daemon's scan). */
 	uv_queue_work(d->loop, &d->pool_warm, pool_warm_work, NULL);
+	jc__server_accept(d); /* clients are answered from now on */
 
 	jc_log_notice(MAIN,
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
@@ -647,6 +661,7 @@ int main(int argc, char **argv)
 		jc__rewarm_start(d, 0, 0, "the toolchain identity changed", NULL, NULL);
 	jc__cache_watch_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
+	jc__server_join(d); /* their connections ended */
 	jc__cache_flush_sync(d);
 	pointer_remove(d);
 	exit_code = 0;
@@ -654,6 +669,7 @@ int main(int argc, char **argv)
 
 err_after_loop:
 	uv_run(d->loop, UV_RUN_DEFAULT); /* until every handle has closed */
+	jc__server_join(d);
 	if (uv_loop_close(d->loop) != 0)
 		jc_log_warn(MAIN, "loop closed with handles still open");
 	jc__rewarm_free(d);

@@ -2,8 +2,16 @@
 /*
  * The memory cache of index rows (hot keys skip SQLite), and the batching
  * of access times and hit counts, written with the counters in the thread
- * pool once a tick (and at a clean stop). Loop thread, but for the flush
- * job's writes. docs/ARCHITECTURE.md, "The store and its consistency rules".
+ * pool once a tick (and at a clean stop). docs/ARCHITECTURE.md, "The store
+ * and its consistency rules".
+ *
+ * One instance per thread that serves hits: the main loop's (d->mc, reading
+ * through the cache's reader d->cache->rix) and one per serving thread
+ * (server.c), each with its own SQLite reader, slots and descriptors opened
+ * ahead; an instance is used by its thread alone, but for what its lock
+ * guards. What the main loop forgets (a key replaced, entries removed) it
+ * publishes to every other instance through a ring of forgotten keys, which
+ * each applies before its next lookup (jc__memcache_sync).
  */
 #include <fcntl.h>
 #include <errno.h>
@@ -26,17 +34,21 @@
 /* Descriptors of a hot slot's object opened ahead (jc__memcache_take_fd):
  * at most this many per slot, and at most REFILL_MAX slots waiting for
  * theirs. The daemon holds at most a fraction of its descriptor limit so
- * (FD_SHARE_OF_LIMIT, FD_MAX; settings.c keeps a quarter of the limit for
- * descriptors being served). */
+ * (FD_SHARE_OF_LIMIT, FD_MAX, shared by the instances; settings.c keeps a
+ * quarter of the limit for descriptors being served). */
 #define FD_DEPTH 4
 #define REFILL_MAX 64
 #define FD_SHARE_OF_LIMIT 8
 #define FD_MAX 512
 /* A hot object of at least MEMFD_MIN bytes is served from a sealed memfd
  * (the daemon's copy, hash-checked once; a client reads it without hashing
- * it again: client.c), MEMFD_BUDGET bytes of them at most. */
+ * it again: client.c), MEMFD_BUDGET bytes of them at most (shared by the
+ * instances). */
 #define MEMFD_MIN (64u << 10)
 #define MEMFD_BUDGET (256ull << 20)
+/* Keys the main loop forgot, kept for the other instances; one that falls
+ * further behind drops every row. */
+#define INVAL_RING 256
 
 struct jc_slot {
 	int used;
@@ -45,59 +57,111 @@ struct jc_slot {
 	int n_fds;
 	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
 	struct stat id;   /* theirs (device, inode), for jc_tier_ops.object_is */
-	int memfd;        /* its sealed copy (fds are opened from it), or -1 */
+	int memfd;        /* its sealed copy (fds are opened from it), or -1; set when used */
 	int no_copy;      /* making the copy failed: not tried again for this row */
 	struct jc_entry e;
 };
 
+/* What the main loop forgot (in its instance; the others read it). */
+struct jc_mc_inval {
+	pthread_mutex_t lock;
+	uint64_t seq;        /* keys published; read without the lock (atomic) */
+	uint64_t all_seq;    /* 1 + seq when every row was dropped; 0 never */
+	uint8_t keys[INVAL_RING][16];
+};
+
 struct jc_memcache {
+	struct jc_daemon *d;
+	struct jc_index *rix;     /* this instance's reader */
+	int owns_rix;             /* opened for it (a serving thread's) */
+	struct jc_memcache *next; /* the instances, d->mc first */
 	struct jc_slot slots[MEMCACHE_SLOTS];
-	/* Access times and hit counts not yet written: flushed in batches,
-	 * one row per key however often it was hit. */
+	/* Under lock (the flush and stats take them from the main loop):
+	 * access times and hit counts not yet written, flushed in batches, one
+	 * row per key and uid however often it was hit; counter increments and
+	 * hit latencies not yet moved into the daemon's (jc__memcache_collect). */
+	pthread_mutex_t lock;
 	uint8_t (*touch_keys)[16];
 	uint32_t *touch_hits;
 	uint32_t *touch_uids;     /* the uid served each (index.h: the entry's users) */
 	size_t n_touch, cap_touch;
+	uint64_t counts[JC_CTR__COUNT];
+	int counted;
+	struct jc_latency hit_latency;
+	/* The main instance's flush, and its ring of forgotten keys. */
 	int flush_busy;
 	uv_work_t flush_work;
+	struct jc_mc_inval inval;
+	uint64_t inval_seen;      /* the main instance's inval.seq applied here */
+	/* Whether a request reads from disk (cache.c), by direct key. */
+	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
 	/* Slots whose descriptors a hit took, refilled off the hot path. */
 	uint32_t refill[REFILL_MAX];
 	size_t n_refill;
 	size_t n_fds, max_fds; /* descriptors held in all slots, and the cap */
-	uint64_t memfd_bytes;  /* in the slots' memfds */
+	uint64_t memfd_bytes, memfd_budget; /* in the slots' memfds, and the cap */
 };
 
-int jc__memcache_new(struct jc_daemon *d)
+int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, unsigned share,
+		     struct jc_memcache **out)
 {
 	struct rlimit rl;
-	d->mc = calloc(1, sizeof(*d->mc));
-	if (!d->mc)
+	struct jc_memcache *m = calloc(1, sizeof(*m));
+	if (!m)
 		return JC_ENOMEM;
-	for (size_t i = 0; i < MEMCACHE_SLOTS; i++)
-		d->mc->slots[i].memfd = -1;
-	d->mc->max_fds = FD_MAX;
+	m->d = d;
+	m->rix = rix;
+	m->owns_rix = owns_rix;
+	m->max_fds = FD_MAX;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / FD_SHARE_OF_LIMIT < FD_MAX)
-		d->mc->max_fds = (size_t)(rl.rlim_cur / FD_SHARE_OF_LIMIT);
+		m->max_fds = (size_t)(rl.rlim_cur / FD_SHARE_OF_LIMIT);
+	share = share ? share : 1;
+	m->max_fds /= share;
+	m->memfd_budget = MEMFD_BUDGET / share;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->inval.lock, NULL);
+	if (d->mc) {
+		m->next = d->mc->next;
+		d->mc->next = m;
+		m->inval_seen = __atomic_load_n(&d->mc->inval.seq, __ATOMIC_ACQUIRE);
+	}
+	*out = m;
 	return 0;
 }
 
-void jc__memcache_free(struct jc_daemon *d)
+static void drop_all(struct jc_memcache *m);
+
+struct jc_daemon *jc__memcache_daemon(const struct jc_memcache *m)
 {
-	if (!d->mc)
-		return;
-	jc__cache_memcache_drop_all(d);
-	free(d->mc->touch_keys);
-	free(d->mc->touch_hits);
-	free(d->mc->touch_uids);
-	free(d->mc);
-	d->mc = NULL;
+	return m->d;
 }
 
-static struct jc_slot *slot_of(struct jc_daemon *d, const uint8_t key[16])
+void jc__memcache_free(struct jc_memcache *m)
+{
+	if (!m)
+		return;
+	if (m == m->d->mc) /* the main instance: the others go first */
+		for (struct jc_memcache *o = m->next, *next; o; o = next) {
+			next = o->next;
+			m->next = next;
+			jc__memcache_free(o);
+		}
+	drop_all(m);
+	if (m->owns_rix)
+		jc__index_close(m->rix);
+	free(m->touch_keys);
+	free(m->touch_hits);
+	free(m->touch_uids);
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->inval.lock);
+	free(m);
+}
+
+static struct jc_slot *slot_of(struct jc_memcache *m, const uint8_t key[16])
 {
 	uint32_t h;
 	memcpy(&h, key + 12, sizeof(h)); /* the key is a hash: any bits will do */
-	return &d->mc->slots[h % MEMCACHE_SLOTS];
+	return &m->slots[h % MEMCACHE_SLOTS];
 }
 
 static void slot_close_fds(struct jc_memcache *m, struct jc_slot *s)
@@ -108,8 +172,12 @@ static void slot_close_fds(struct jc_memcache *m, struct jc_slot *s)
 	}
 }
 
+/* (A slot never used is left untouched: an instance's pages are only
+ * mapped as its slots fill.) */
 static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 {
+	if (!s->used)
+		return;
 	slot_close_fds(m, s);
 	if (s->memfd >= 0) {
 		close(s->memfd);
@@ -117,45 +185,89 @@ static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 		s->memfd = -1;
 	}
 	s->no_copy = 0;
-	if (s->used)
-		jc__entry_clear(&s->e);
+	jc__entry_clear(&s->e);
 	s->used = 0;
 	s->touch = 0;
 }
 
-void jc__cache_memcache_drop_all(struct jc_daemon *d)
+static void drop_all(struct jc_memcache *m)
 {
 	for (size_t i = 0; i < MEMCACHE_SLOTS; i++)
-		slot_drop(d->mc, &d->mc->slots[i]);
+		slot_drop(m, &m->slots[i]);
 }
 
-int jc__memcache_holds(struct jc_daemon *d, const uint8_t key[16])
+static void forget(struct jc_memcache *m, const uint8_t key[16])
 {
-	struct jc_slot *s = slot_of(d, key);
+	struct jc_slot *s = slot_of(m, key);
+	if (s->used && memcmp(s->e.key, key, 16) == 0)
+		slot_drop(m, s);
+}
+
+/* Main loop: tells the other instances to forget key (NULL: every row). */
+static void publish_forget(struct jc_memcache *main, const uint8_t *key)
+{
+	struct jc_mc_inval *v = &main->inval;
+	if (!main->next)
+		return; /* no other instance */
+	pthread_mutex_lock(&v->lock);
+	if (key)
+		memcpy(v->keys[v->seq % INVAL_RING], key, 16);
+	else
+		v->all_seq = v->seq + 1;
+	__atomic_store_n(&v->seq, v->seq + 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&v->lock);
+}
+
+void jc__memcache_sync(struct jc_memcache *m)
+{
+	struct jc_mc_inval *v = &m->d->mc->inval;
+	if (__atomic_load_n(&v->seq, __ATOMIC_ACQUIRE) == m->inval_seen)
+		return;
+	pthread_mutex_lock(&v->lock);
+	if (v->seq - m->inval_seen > INVAL_RING || v->all_seq > m->inval_seen)
+		drop_all(m);
+	else
+		for (uint64_t q = m->inval_seen; q < v->seq; q++)
+			forget(m, v->keys[q % INVAL_RING]);
+	m->inval_seen = v->seq;
+	pthread_mutex_unlock(&v->lock);
+}
+
+void jc__cache_memcache_drop_all(struct jc_daemon *d)
+{
+	drop_all(d->mc);
+	publish_forget(d->mc, NULL);
+}
+
+int jc__memcache_holds(struct jc_memcache *m, const uint8_t key[16])
+{
+	struct jc_slot *s = slot_of(m, key);
 	return s->used && memcmp(s->e.key, key, 16) == 0;
 }
 
-void jc__memcache_forget(struct jc_daemon *d, const uint8_t key[16])
+void jc__memcache_forget(struct jc_memcache *m, const uint8_t key[16])
 {
-	struct jc_slot *s = slot_of(d, key);
-	if (s->used && memcmp(s->e.key, key, 16) == 0)
-		slot_drop(d->mc, s);
+	forget(m, key);
+	if (m == m->d->mc)
+		publish_forget(m, key);
 }
 
-const struct jc_entry *jc__memcache_lookup(struct jc_daemon *d, const uint8_t key[16])
+const struct jc_entry *jc__memcache_lookup(struct jc_memcache *m, const uint8_t key[16])
 {
-	struct jc_slot *s = slot_of(d, key);
+	struct jc_slot *s = slot_of(m, key);
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
 		return &s->e;
 	struct jc_entry e = {0};
-	int rc = d->cache->ops->lookup(d->cache, key, &e);
+	int rc = jc__index_get(m->rix, key, &e);
 	if (rc != 0) {
+		jc__entry_clear(&e);
 		if (rc != JC_ENOTFOUND)
-			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(d->cache->rix));
+			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(m->rix));
 		return NULL;
 	}
-	slot_drop(d->mc, s);
+	slot_drop(m, s);
 	s->e = e;
+	s->memfd = -1;
 	s->used = 1;
 	return &s->e;
 }
@@ -168,19 +280,19 @@ static void queue_refill(struct jc_memcache *m, struct jc_slot *s)
 	}
 }
 
-void jc__memcache_warm(struct jc_daemon *d, const uint8_t key[16])
+void jc__memcache_warm(struct jc_memcache *m, const uint8_t key[16])
 {
-	const struct jc_entry *e = jc__memcache_lookup(d, key);
+	const struct jc_entry *e = jc__memcache_lookup(m, key);
 	if (e) {
-		queue_refill(d->mc, slot_of(d, key));
-		jc__memcache_refill(d);
+		queue_refill(m, slot_of(m, key));
+		jc__memcache_refill(m);
 	}
 }
 
-int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
+int jc__memcache_take_fd(struct jc_memcache *m, const struct jc_entry *e)
 {
-	struct jc_memcache *m = d->mc;
-	struct jc_slot *s = slot_of(d, e->key);
+	struct jc_cachedir *cd = m->d->cache;
+	struct jc_slot *s = slot_of(m, e->key);
 	if (!s->used || &s->e != e || e->status)
 		return -1;
 	queue_refill(m, s);
@@ -188,7 +300,7 @@ int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
 		return -1;
 	/* The sealed copy cannot change; a file must still be the one at the
 	 * object's name, passing the checks of an open (owner, type, mode, size). */
-	if (s->memfd < 0 && !d->cache->ops->object_is(d->cache, e, &s->id)) {
+	if (s->memfd < 0 && !cd->ops->object_is(cd, e, &s->id)) {
 		slot_close_fds(m, s);
 		return -1;
 	}
@@ -196,15 +308,22 @@ int jc__memcache_take_fd(struct jc_daemon *d, const struct jc_entry *e)
 	return s->fds[--s->n_fds];
 }
 
+struct jc_needed_memo *jc__memcache_needed_memo(struct jc_memcache *m, const uint8_t direct[16])
+{
+	uint32_t h;
+	memcpy(&h, direct + 8, sizeof(h));
+	return &m->needed_memo[h % JC_NEEDED_MEMO_SLOTS];
+}
+
 /* A sealed memfd holding e's object (F_SEAL_WRITE, _SHRINK, _GROW, _SEAL),
  * its bytes checked against e->object after sealing; -1 when it cannot be
  * made or the bytes do not check (the next hit opens the file and finds out
  * why). */
-static int sealed_copy(struct jc_daemon *d, const struct jc_entry *e)
+static int sealed_copy(struct jc_memcache *m, const struct jc_entry *e)
 {
 	int src = -1, fd = -1, ok = 0;
 	off_t off = 0;
-	if (d->cache->ops->open_object(d->cache, e, &src) != 0)
+	if (m->d->cache->ops->open_object(m->d->cache, e, &src) != 0)
 		return -1;
 	fd = memfd_create("jitcache-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	while (fd >= 0 && (uint64_t)off < e->size) {
@@ -230,17 +349,17 @@ static int sealed_copy(struct jc_daemon *d, const struct jc_entry *e)
 	return fd;
 }
 
-void jc__memcache_refill(struct jc_daemon *d)
+void jc__memcache_refill(struct jc_memcache *m)
 {
-	struct jc_memcache *m = d->mc;
+	struct jc_cachedir *cd = m->d->cache;
 	for (size_t i = 0; i < m->n_refill; i++) {
 		struct jc_slot *s = &m->slots[m->refill[i]];
 		s->refill = 0;
 		if (!s->used || s->e.status)
 			continue;
 		if (s->memfd < 0 && !s->no_copy && s->e.size >= MEMFD_MIN &&
-		    m->memfd_bytes + s->e.size <= MEMFD_BUDGET) {
-			s->memfd = sealed_copy(d, &s->e);
+		    m->memfd_bytes + s->e.size <= m->memfd_budget) {
+			s->memfd = sealed_copy(m, &s->e);
 			s->no_copy = s->memfd < 0;
 			if (s->memfd >= 0) {
 				m->memfd_bytes += s->e.size;
@@ -251,10 +370,11 @@ void jc__memcache_refill(struct jc_daemon *d)
 			int fd;
 			struct stat st;
 			char self[40];
-			snprintf(self, sizeof(self), "/proc/self/fd/%d", s->memfd);
+			if (s->memfd >= 0) /* (formatted for copies only: refills are per hit) */
+				snprintf(self, sizeof(self), "/proc/self/fd/%d", s->memfd);
 			/* Each its own open file description, of the copy or the file. */
 			if (s->memfd >= 0 ? (fd = open(self, O_RDONLY | O_CLOEXEC)) < 0
-					  : d->cache->ops->open_object(d->cache, &s->e, &fd) != 0)
+					  : cd->ops->open_object(cd, &s->e, &fd) != 0)
 				break; /* the next hit opens it and finds out why */
 			if (s->memfd < 0 && fstat(fd, &st) != 0) {
 				close(fd);
@@ -272,10 +392,11 @@ void jc__memcache_refill(struct jc_daemon *d)
 	m->n_refill = 0;
 }
 
-void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, uint32_t hits)
+/* Appends (key, uid, hits) to m's pending touches, or adds hits to its row
+ * there; caller holds m->lock. */
+static void touch_locked(struct jc_memcache *m, const uint8_t key[16], uid_t uid, uint32_t hits)
 {
-	struct jc_memcache *m = d->mc;
-	struct jc_slot *s = slot_of(d, key);
+	struct jc_slot *s = slot_of(m, key);
 	size_t i = s->used && memcmp(s->e.key, key, 16) == 0 ? s->touch : 0;
 	if (i && i <= m->n_touch && memcmp(m->touch_keys[i - 1], key, 16) == 0 &&
 	    m->touch_uids[i - 1] == (uint32_t)uid) {
@@ -301,6 +422,49 @@ void jc__memcache_touch(struct jc_daemon *d, const uint8_t key[16], uid_t uid, u
 	m->touch_uids[m->n_touch++] = (uint32_t)uid;
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
 		s->touch = m->n_touch;
+}
+
+void jc__memcache_touch(struct jc_memcache *m, const uint8_t key[16], uid_t uid, uint32_t hits)
+{
+	pthread_mutex_lock(&m->lock);
+	touch_locked(m, key, uid, hits);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void jc__memcache_count(struct jc_memcache *m, enum jc_counter c, uint64_t n, uint64_t hit_ns)
+{
+	if (!n && !hit_ns)
+		return;
+	if (m == m->d->mc) { /* the main loop's: straight into the daemon's */
+		jc__daemon_count(m->d, c, n);
+		if (hit_ns)
+			jc__latency_add(&m->d->hit_latency, hit_ns);
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	m->counts[c] += n;
+	m->counted |= n != 0;
+	if (hit_ns)
+		jc__latency_add(&m->hit_latency, hit_ns);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void jc__memcache_collect(struct jc_daemon *d)
+{
+	for (struct jc_memcache *m = d->mc; m; m = m->next) {
+		pthread_mutex_lock(&m->lock);
+		for (size_t c = 0; m->counted && c < JC_CTR__COUNT; c++)
+			jc__daemon_count(d, (enum jc_counter)c, m->counts[c]);
+		memset(m->counts, 0, sizeof(m->counts));
+		m->counted = 0;
+		struct jc_latency *h = &d->hit_latency;
+		h->count += m->hit_latency.count;
+		h->sum_ns += m->hit_latency.sum_ns;
+		for (size_t b = 0; m->hit_latency.count && b < JC_LATENCY_BUCKETS; b++)
+			h->bucket[b] += m->hit_latency.bucket[b];
+		memset(&m->hit_latency, 0, sizeof(m->hit_latency));
+		pthread_mutex_unlock(&m->lock);
+	}
 }
 
 /* --- periodic flush of access times and counters ----------------------------- */
@@ -348,26 +512,50 @@ static void flush_after_cb(uv_work_t *w, int status)
 	flush_job_free(j);
 }
 
+/* Moves m's pending touches to the end of j's (m->lock held); 0, or
+ * JC_ENOMEM with m's left pending. */
+static int take_touches(struct jc_flush_job *j, struct jc_memcache *m)
+{
+	if (!m->n_touch)
+		return 0;
+	size_t n = j->n + m->n_touch;
+	void *k = realloc(j->keys, n * sizeof(*j->keys));
+	if (k)
+		j->keys = k;
+	void *h = k ? realloc(j->hits, n * sizeof(*j->hits)) : NULL;
+	if (h)
+		j->hits = h;
+	void *u = h ? realloc(j->uids, n * sizeof(*j->uids)) : NULL;
+	if (!u)
+		return JC_ENOMEM;
+	j->uids = u;
+	memcpy(j->keys + j->n, m->touch_keys, m->n_touch * sizeof(*j->keys));
+	memcpy(j->hits + j->n, m->touch_hits, m->n_touch * sizeof(*j->hits));
+	memcpy(j->uids + j->n, m->touch_uids, m->n_touch * sizeof(*j->uids));
+	j->n = n;
+	m->n_touch = 0;
+	return 0;
+}
+
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 {
-	if (!d->mc->n_touch && !d->cache->counters.dirty)
-		return NULL;
+	jc__memcache_collect(d);
 	struct jc_flush_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return NULL;
 	j->d = d;
-	j->keys = d->mc->touch_keys;
-	j->hits = d->mc->touch_hits;
-	j->uids = d->mc->touch_uids;
-	j->n = d->mc->n_touch;
-	d->mc->touch_keys = NULL;
-	d->mc->touch_hits = NULL;
-	d->mc->touch_uids = NULL;
-	d->mc->n_touch = d->mc->cap_touch = 0;
+	for (struct jc_memcache *m = d->mc; m; m = m->next) {
+		pthread_mutex_lock(&m->lock);
+		take_touches(j, m); /* (out of memory: left for the next flush) */
+		pthread_mutex_unlock(&m->lock);
+	}
 	j->save_counters = jc__counters_take(&d->cache->counters, j->counters);
+	if (!j->n && !j->save_counters) {
+		flush_job_free(j);
+		return NULL;
+	}
 	return j;
 }
-
 void jc__cache_tick(struct jc_daemon *d)
 {
 	if (d->mc->flush_busy)

@@ -5,6 +5,17 @@
  * thread pool, and sends replies (a RESULT for a hit carries the object's
  * read-only descriptor with SCM_RIGHTS instead of its bytes).
  *
+ * Threads: --serve-threads serving threads, each with a loop of its own,
+ * accept connections in turn (round-robin, srv_listen_cb), check the limits
+ * below, read their frames, answer their handshakes and write their
+ * replies. A hit is answered there and then (jc__cache_try_hit:
+ * the thread's memory cache and SQLite reader, descriptors opened ahead);
+ * every other request (a miss, a single flight, a client-read tree, a
+ * rejected object, an admin command) is handed to the main loop with a
+ * message, where a proxy connection stands for the client: what the request
+ * path sends to the proxy goes back to the serving thread as frames
+ * (MSG_REPLY, MSG_DONE), in order. docs/ARCHITECTURE.md, "Threads".
+ *
  * Limits per connection: one request at a time (one not answered at once
  * pauses reading until it is, and the next is read only once the answer has
  * left our write queue, so a client that does not read cannot make us queue
@@ -31,6 +42,7 @@
  * buffered).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -56,13 +68,17 @@
 /* Largest frame accepted before the handshake (a HELLO is a few bytes). */
 #define JC_HELLO_FRAME_MAX 4096
 
+struct jc_srv;
+
 struct jc_conn {
 	uv_pipe_t pipe;
 	uv_timer_t idle;
 	struct jc_daemon *d;
+	struct jc_srv *srv;            /* the serving thread whose loop has its handles */
 	struct jc_framer in;
-	struct jc_conn *next, **pprev; /* d->conns list */
-	int refs;                      /* the handles + waiters holding it */
+	struct jc_conn *next, **pprev; /* d->conns list (d->conns_lock) */
+	struct jc_conn *snext, **sprev; /* srv's list (its thread) */
+	int refs;                      /* the handles, waiters, messages, proxies holding it (atomic) */
 	int closing;
 	int hello;                     /* handshake done */
 	int busy;                      /* a request is being answered */
@@ -75,6 +91,63 @@ struct jc_conn {
 	pid_t pid;
 	jc_conn_sink_fn sink;          /* an internal connection's answers go here */
 	void *sink_ctx;
+	int start_fd;                  /* accepted, until its serving thread opens it */
+	int refuse;                    /* refused at accept: this code, told in answer to HELLO */
+	char refuse_why[160];
+	/* A proxy: the main loop's stand-in for a serving thread's connection
+	 * while the loop handles its request (main_async_cb). */
+	struct jc_conn *real;          /* that connection (a reference) */
+	int peer_fd;                   /* a duplicate of its socket, for conn_gone; -1: none */
+	int admin;                     /* its peer is an admin (asked on its thread) */
+	int ended;                     /* answered or gone: the request's reference is dropped */
+};
+
+/* Messages between the main loop and the serving threads. */
+enum msg_kind {
+	MSG_REPLY,   /* to a thread: write buf (a frame) to conn, with fd when >= 0 */
+	MSG_DONE,    /* to a thread: conn's request is answered (conn_done) */
+	MSG_CLOSE,   /* to a thread: close conn (its client is gone) */
+	MSG_STOP,    /* to a thread: end its connections and stop */
+	MSG_WARM,    /* to a thread: read key's row, open its descriptors ahead */
+	MSG_LISTEN,  /* to a thread: poll the listening socket (jc__server_accept) */
+	MSG_COMPILE, /* to the loop: conn's request req */
+	MSG_ADMIN,   /* to the loop: conn's ADMIN frame, payload in buf */
+};
+
+struct msg {
+	struct msg *next;
+	int kind;
+	struct jc_conn *conn;   /* a reference; NULL for MSG_STOP, MSG_WARM, MSG_LISTEN */
+	struct jc_buf buf;      /* owned */
+	int fd;                 /* owned, or -1: MSG_REPLY's descriptor; MSG_COMPILE's and
+				 * MSG_ADMIN's duplicate of the client's socket */
+	int admin;              /* MSG_COMPILE, MSG_ADMIN: the peer is an admin */
+	struct jc_req req;      /* MSG_COMPILE; owned */
+	uint8_t key[16];        /* MSG_WARM */
+};
+
+/* A queue of messages to a loop, woken by its async handle. */
+struct jc_mq {
+	pthread_mutex_t lock;
+	struct msg *head, **tail;
+	uv_async_t async;
+	int open;               /* takes messages (its loop has not closed it) */
+};
+
+/* A serving thread. */
+struct jc_srv {
+	struct jc_daemon *d;
+	uv_loop_t loop;
+	struct jc_mq q;
+	uv_idle_t poll_idle;    /* active: the loop polls instead of sleeping */
+	uint64_t poll_until_ns;
+	uv_poll_t listen_poll;  /* the listening socket (srv_listen_cb) */
+	unsigned index;         /* its place in d->srv: its turns to accept */
+	struct jc_memcache *mc; /* its memory cache (memcache.c) */
+	struct jc_conn *conns;  /* its connections */
+	struct msg stop;        /* MSG_STOP, posted once */
+	pthread_t thread;
+	int running;            /* thread started, not joined */
 };
 
 static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);
@@ -129,10 +202,13 @@ static int peer_in_group(const struct jc_conn *c, gid_t gid)
 }
 
 /* Admins see and change every entry: root, the daemon's own uid, or a
- * member (primary or supplementary) of the admin group. */
+ * member (primary or supplementary) of the admin group. A proxy has its
+ * connection's answer, asked on that connection's thread. */
 static int is_admin(const struct jc_conn *c)
 {
 	gid_t admin = c->d->cfg.admin_gid;
+	if (c->real)
+		return c->admin;
 	if (c->uid == 0 || c->uid == geteuid())
 		return 1;
 	return admin != (gid_t)-1 && (c->gid == admin || peer_in_group(c, admin));
@@ -148,6 +224,16 @@ static pid_t conn_pid(const struct jc_conn *c)
 	return c->pid;
 }
 
+/* Adds 1 to counter k: the serving thread's figures for its connections
+ * (collected by the main loop), the daemon's on the main loop. */
+static void conn_count(struct jc_conn *c, enum jc_counter k)
+{
+	if (c->srv)
+		jc__memcache_count(c->srv->mc, k, 1, 0);
+	else
+		jc__count(&c->d->cache->counters, k, 1);
+}
+
 static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *like, uid_t uid,
 				  jc_conn_sink_fn sink, void *ctx)
 {
@@ -158,6 +244,7 @@ static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *
 	c->refs = 1;
 	c->hello = 1;
 	c->busy = 1;
+	c->peer_fd = c->start_fd = -1;
 	c->uid = like ? like->uid : uid;
 	c->gid = like ? like->gid : (gid_t)-1;
 	c->pid = like ? like->pid : getpid();
@@ -168,15 +255,22 @@ static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *
 
 static void conn_ref(struct jc_conn *c)
 {
-	c->refs++;
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
 }
 
+/* Any thread: the last reference frees c (a proxy's with it, its
+ * connection's reference). */
 static void conn_unref(struct jc_conn *c)
 {
-	if (--c->refs == 0) {
-		jc__framer_free(&c->in);
-		free(c);
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (c->real) {
+		if (c->peer_fd >= 0)
+			close(c->peer_fd);
+		conn_unref(c->real);
 	}
+	jc__framer_free(&c->in);
+	free(c);
 }
 
 static void conn_handle_closed(uv_handle_t *h)
@@ -184,19 +278,35 @@ static void conn_handle_closed(uv_handle_t *h)
 	conn_unref(h->data);
 }
 
-static void conn_close(struct jc_conn *c)
+/* Takes c off the daemon's list of connections (the limits count it no
+ * more). Any thread. */
+static void conn_unlink(struct jc_conn *c)
 {
-	if (c->closing)
-		return;
-	c->closing = 1;
+	struct jc_daemon *d = c->d;
+	pthread_mutex_lock(&d->conns_lock);
 	if (c->pprev) {
 		*c->pprev = c->next;
 		if (c->next)
 			c->next->pprev = c->pprev;
 		c->pprev = NULL;
-		c->d->n_conns--;
-		if (c->d->n_conns == 0)
-			c->d->idle_since_ns = jc__now_ns();
+		d->n_conns--;
+		if (d->n_conns == 0)
+			d->idle_since_ns = jc__now_ns();
+	}
+	pthread_mutex_unlock(&d->conns_lock);
+}
+
+static void conn_close(struct jc_conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = 1;
+	conn_unlink(c);
+	if (c->sprev) {
+		*c->sprev = c->snext;
+		if (c->snext)
+			c->snext->sprev = c->sprev;
+		c->sprev = NULL;
 	}
 	uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
 	uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
@@ -206,7 +316,7 @@ static void write_cb(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
 	struct jc_conn *c = w->conn;
-	c->d->buffers.used -= w->charged;
+	jc__budget_release(&c->d->buffers, w->charged);
 	if (status < 0 && !c->closing)
 		conn_close(c);
 	if (!c->closing && c->drain_wait &&
@@ -223,6 +333,73 @@ static void write_cb(uv_write_t *req, int status)
 	free(w);
 }
 
+/* --- the main loop's proxies of serving threads' connections -------------- */
+
+/* Posts m to q (any thread); 0, or -1 when q is closed (m not taken). */
+static int mq_post(struct jc_mq *q, struct msg *m)
+{
+	m->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	int open = q->open;
+	if (open) {
+		*q->tail = m;
+		q->tail = &m->next;
+		uv_async_send(&q->async); /* under the lock: the handle is open */
+	}
+	pthread_mutex_unlock(&q->lock);
+	return open ? 0 : -1;
+}
+
+/* Frees m and what it owns. */
+static void msg_free(struct msg *m)
+{
+	if (m->conn)
+		conn_unref(m->conn);
+	if (m->fd >= 0)
+		close(m->fd);
+	jc__buf_free(&m->buf);
+	jc__req_clear(&m->req);
+	if (m->kind != MSG_STOP)
+		free(m);
+}
+
+/* Sends kind (buf and fd taken; NULL, -1: none) to proxy p's connection on
+ * its thread; what cannot go (out of memory, the thread stopped) is freed. */
+static void proxy_post(struct jc_conn *p, int kind, struct jc_buf *buf, int fd)
+{
+	struct msg *m = calloc(1, sizeof(*m));
+	if (!m) {
+		if (buf)
+			jc__buf_free(buf);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	m->kind = kind;
+	m->conn = p->real;
+	conn_ref(p->real);
+	m->fd = fd;
+	if (buf) {
+		m->buf = *buf;
+		memset(buf, 0, sizeof(*buf));
+	}
+	if (mq_post(&p->real->srv->q, m) != 0)
+		msg_free(m);
+}
+
+/* The proxy's request is over (answered: MSG_DONE; its client gone:
+ * MSG_CLOSE): its thread is told, and the request's reference dropped. */
+static void proxy_end(struct jc_conn *p, int kind)
+{
+	if (p->ended)
+		return;
+	p->ended = 1;
+	proxy_post(p, kind, NULL, -1);
+	conn_unref(p);
+}
+
+/* --- replies --------------------------------------------------------------- */
+
 static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off);
 
 /* Whether a reply of len bytes may be queued now. One larger than
@@ -231,16 +408,17 @@ static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off);
 static int reply_fits(struct jc_conn *c, size_t len)
 {
 	struct jc_budget *bud = &c->d->buffers;
+	size_t used = jc__budget_used(bud);
 	/* (A reply larger than the whole budget goes when nothing else is queued.) */
-	if (len <= REPLY_FREE_MAX || bud->used + len <= bud->max || bud->used == 0)
+	if (len <= REPLY_FREE_MAX || used + len <= bud->max || used == 0)
 		return 1;
 	char msg[200];
 	snprintf(msg, sizeof(msg), "the daemon's reply buffers are full (%zu of %zu bytes, "
-		 "--buffer-budget) and this reply takes %zu; try again later", bud->used, bud->max,
+		 "--buffer-budget) and this reply takes %zu; try again later", used, bud->max,
 		 len);
 	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
 		    (int)c->uid, (int)c->pid, len);
-	jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
+	conn_count(c, JC_CTR_busy_refusals);
 	conn_send_error(c, JC_EBUSY, msg);
 	return 0;
 }
@@ -248,10 +426,14 @@ static int reply_fits(struct jc_conn *c, size_t len)
 /* Queues buf's bytes from off on (taking ownership of buf), charging its
  * allocation to the buffer budget. A whole reply (off 0) that does not fit
  * is replaced by an error (reply_fits); the rest of one partly sent was
- * checked as a whole before. */
+ * checked as a whole before. A proxy's goes to its thread, which does so. */
 static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 {
 	struct jc_budget *bud = &c->d->buffers;
+	if (c->real) {
+		proxy_post(c, MSG_REPLY, buf, -1);
+		return;
+	}
 	if (off == 0 && !reply_fits(c, buf->len)) {
 		jc__buf_free(buf);
 		return;
@@ -269,7 +451,7 @@ static void conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 	conn_ref(c);
 	uv_buf_t ub = uv_buf_init((char *)w->buf.data + off, (unsigned)(w->buf.len - off));
 	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &ub, 1, write_cb) != 0) {
-		bud->used -= w->charged;
+		jc__budget_release(bud, w->charged);
 		conn_unref(c);
 		jc__buf_free(&w->buf);
 		free(w);
@@ -309,6 +491,56 @@ static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 	return n;
 }
 
+/* b (taken): a RESULT frame without the object's bytes, served by objfd
+ * (taken). When the descriptor cannot be passed now, the frame is sent
+ * again with the bytes read from objfd inline; 0 or a JC_E* code (b freed). */
+static int inline_bytes(struct jc_buf *b, int objfd)
+{
+	struct jc_res res;
+	int rc = b->len >= JC_FRAME_HDR ? jc__decode_res(b->data + JC_FRAME_HDR,
+							   b->len - JC_FRAME_HDR, &res) : JC_EPROTO;
+	jc__buf_reset(b);
+	if (rc == 0) {
+		res.data = malloc(res.size ? res.size : 1);
+		ssize_t got = res.data ? pread(objfd, res.data, res.size, 0) : -1;
+		rc = got == (ssize_t)res.size ? jc__encode_res(b, &res) : JC_EIO;
+		jc__res_clear(&res);
+	}
+	close(objfd);
+	if (rc != 0)
+		jc__buf_free(b);
+	return rc;
+}
+
+/* Sends frame b (taken) on c with objfd (taken; -1: none) beside it. */
+static void conn_send_frame(struct jc_conn *c, struct jc_buf *b, int objfd)
+{
+	if (objfd < 0) {
+		conn_write(c, b, 0);
+		return;
+	}
+	if (!reply_fits(c, b->len)) {
+		jc__buf_free(b);
+		close(objfd);
+		return;
+	}
+	ssize_t n = send_with_fd(c, b, objfd);
+	if (n > 0) {
+		close(objfd);
+		if (n == (ssize_t)b->len)
+			jc__buf_free(b);
+		else
+			conn_write(c, b, (size_t)n);
+		return;
+	}
+	/* Could not pass the descriptor now: send the bytes inline. */
+	if (inline_bytes(b, objfd) != 0) {
+		conn_send_error(c, JC_EIO, "could not read the cached object");
+		return;
+	}
+	conn_write(c, b, 0);
+}
+
 static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
 {
 	struct jc_buf b = {0};
@@ -321,51 +553,21 @@ static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int ob
 			close(objfd);
 		return;
 	}
-	if (objfd >= 0) {
-		/* Served by descriptor: the frame carries no bytes. */
-		struct jc_res view = *res;
+	/* Served by descriptor: the frame carries no bytes. */
+	struct jc_res view = *res;
+	if (objfd >= 0)
 		view.data = NULL;
-		int rc = jc__encode_res(&b, &view);
-		if (rc == 0 && !reply_fits(c, b.len)) {
-			jc__buf_free(&b);
-			close(objfd);
-			return;
-		}
-		if (rc == 0) {
-			ssize_t n = send_with_fd(c, &b, objfd);
-			if (n == (ssize_t)b.len) {
-				jc__buf_free(&b);
-				close(objfd);
-				return;
-			}
-			if (n > 0) {
-				conn_write(c, &b, (size_t)n);
-				close(objfd);
-				return;
-			}
-		}
-		/* Could not pass the descriptor now: send the bytes inline. */
-		jc__buf_reset(&b);
-		struct jc_res inl = *res;
-		inl.data = malloc(res->size ? res->size : 1);
-		ssize_t got = inl.data ? pread(objfd, inl.data, res->size, 0) : -1;
-		close(objfd);
-		rc = got == (ssize_t)res->size ? jc__encode_res(&b, &inl) : JC_EIO;
-		free(inl.data);
-		if (rc != 0) {
-			jc__buf_free(&b);
-			conn_send_error(c, rc, "could not read the cached object");
-			return;
-		}
-		conn_write(c, &b, 0);
-		return;
-	}
-	if (jc__encode_res(&b, res) != 0) {
+	if (jc__encode_res(&b, &view) != 0) {
 		jc__buf_free(&b);
+		if (objfd >= 0)
+			close(objfd);
 		conn_send_error(c, JC_ENOMEM, "could not encode the result");
 		return;
 	}
-	conn_write(c, &b, 0);
+	if (c->real)
+		proxy_post(c, MSG_REPLY, &b, objfd);
+	else
+		conn_send_frame(c, &b, objfd);
 }
 
 static void conn_send_error(struct jc_conn *c, int code, const char *message)
@@ -379,7 +581,10 @@ static void conn_send_error(struct jc_conn *c, int code, const char *message)
 		return;
 	if (jc__encode_error(&b, code, message) != 0) {
 		jc__buf_free(&b);
-		conn_close(c);
+		if (c->real)
+			proxy_end(c, MSG_CLOSE);
+		else
+			conn_close(c);
 		return;
 	}
 	conn_write(c, &b, 0);
@@ -409,7 +614,7 @@ static void idle_cb(uv_timer_t *t)
 	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid,
 		    (int)c->pid, what, wait_s(&c->d->cfg, c->pending_timer));
 	if (c->pending_timer == WAIT_ANSWER_TAKEN)
-		jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
+		conn_count(c, JC_CTR_busy_refusals);
 	conn_close(c);
 }
 
@@ -428,6 +633,10 @@ static void idle_arm(struct jc_conn *c)
 
 static void conn_done(struct jc_conn *c)
 {
+	if (c->real) {
+		proxy_end(c, MSG_DONE);
+		return;
+	}
 	c->busy = 0;
 	if (c->closing || c->sink)
 		return;
@@ -445,17 +654,27 @@ static void conn_done(struct jc_conn *c)
 	}
 }
 
+/* POLLHUP on fd: both directions shut, the peer's socket is closed (a
+ * client that only shut down its sending side still reads). */
+static int peer_hung_up(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 static int conn_gone(struct jc_conn *c)
 {
 	uv_os_fd_t fd;
 	if (c->sink)
 		return 0;
+	if (c->real) { /* a proxy: its thread closes the connection */
+		if (!c->ended && !peer_hung_up(c->peer_fd))
+			return 0;
+		proxy_end(c, MSG_CLOSE);
+		return 1;
+	}
 	if (!c->closing) {
-		/* POLLHUP: both directions shut, the peer's socket is closed (a
-		 * client that only shut down its sending side still reads). */
-		struct pollfd p = {.events = POLLIN};
-		if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
-		    (p.fd = fd, poll(&p, 1, 0) != 1) || !(p.revents & (POLLHUP | POLLERR)))
+		if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || !peer_hung_up(fd))
 			return 0;
 		conn_close(c);
 	}
@@ -657,6 +876,7 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.keep_requests = d->cfg.keep_requests;
 	struct jc_watch_stats ws;
 	jc__cache_watch_counts(d, &ws);
+	jc__memcache_collect(d); /* the serving threads' hits */
 	j->env.watch_trees = ws.trees;
 	j->env.watch_count = ws.watches;
 	j->env.watch_bytes = ws.bytes;
@@ -683,7 +903,40 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	}
 }
 
-/* --- frames from clients -------------------------------------------------- */
+/* --- frames from clients (on the connection's serving thread) -------------- */
+
+/* Hands c's request (req, taken; or an ADMIN frame's payload) to the main
+ * loop; when it cannot (out of memory, stopping), c is told so. */
+static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const uint8_t *payload,
+			 size_t len)
+{
+	struct msg *m = calloc(1, sizeof(*m));
+	uv_os_fd_t sock;
+	const char *why = "out of memory";
+	if (m) {
+		m->kind = kind;
+		m->conn = c;
+		m->admin = kind == MSG_ADMIN && is_admin(c);
+		m->fd = uv_fileno((uv_handle_t *)&c->pipe, &sock) == 0
+				? fcntl(sock, F_DUPFD_CLOEXEC, 3) : -1;
+		if (req) {
+			m->req = *req;
+			memset(req, 0, sizeof(*req));
+		} else if ((m->buf.data = malloc(len ? len : 1))) {
+			memcpy(m->buf.data, payload, len);
+			m->buf.len = m->buf.cap = len;
+		}
+		conn_ref(c);
+		if ((req || m->buf.data) && mq_post(c->d->mainq, m) == 0)
+			return;
+		why = req || m->buf.data ? "the daemon is shutting down" : why;
+		msg_free(m);
+	}
+	if (req)
+		jc__req_clear(req);
+	conn_send_error(c, m ? JC_EBUSY : JC_ENOMEM, why);
+	conn_done(c);
+}
 
 static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_t len)
 {
@@ -706,7 +959,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		}
 		jc__hello_clear(&h);
 		if (rc != 0) {
-			jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
+			conn_count(c, JC_CTR_bad_requests);
 			conn_send_error(c, rc, msg);
 			c->replied = 1;
 			return rc;
@@ -744,21 +997,23 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		struct jc_req req = {0};
 		int rc = jc__decode_req(payload, len, &req);
 		if (rc != 0) {
-			jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
+			conn_count(c, JC_CTR_bad_requests);
 			conn_send_error(c, rc, "malformed COMPILE request");
 			c->replied = 1;
 			return rc;
 		}
-		jc__cache_request(d, c, &req);
+		/* A hit is answered here; the rest goes to the main loop. */
+		if (!jc__cache_try_hit(c->srv->mc, c, &req))
+			conn_handoff(c, MSG_COMPILE, &req, NULL, 0);
 		pause_if_busy(c);
 		return 0;
 	}
 	if (type == JC_MSG_ADMIN) {
-		handle_admin(c, payload, len);
+		conn_handoff(c, MSG_ADMIN, NULL, payload, len);
 		pause_if_busy(c);
 		return 0;
 	}
-	jc__count(&d->cache->counters, JC_CTR_bad_requests, 1);
+	conn_count(c, JC_CTR_bad_requests);
 	conn_send_error(c, JC_EPROTO, "unexpected message type");
 	c->replied = 1;
 	return JC_EPROTO;
@@ -797,33 +1052,34 @@ static void conn_end(struct jc_conn *c)
 }
 
 /*
- * Busy polling: for POLL_NS after the last bytes read from a client the loop
- * does not sleep (an active idle handle makes libuv poll with a zero
- * timeout), so the next request of a client that sends them one after the
- * other finds the daemon awake: on a virtual machine, waking a daemon asleep
- * on an idle vCPU costs more than a hit. Each turn yields the CPU to any
- * other runnable task, such as that very client (polling for its answer too,
- * see client.c) on the same CPU. After POLL_NS of silence the loop sleeps.
- * The first turn after a request opens ahead the descriptors its hits took
- * (memcache.c), so that no hit waits for an open.
+ * Busy polling: for POLL_NS after the last bytes read from a client the
+ * serving thread's loop does not sleep (an active idle handle makes libuv
+ * poll with a zero timeout), so the next request of a client that sends
+ * them one after the other finds the thread awake: on a virtual machine,
+ * waking a thread asleep on an idle vCPU costs more than a hit. Each turn
+ * yields the CPU to any other runnable task, such as that very client
+ * (polling for its answer too, see client.c) on the same CPU. After
+ * POLL_NS of silence the loop sleeps. The first turn after a request opens
+ * ahead the descriptors its hits took (memcache.c), so that no hit waits
+ * for an open.
  */
 #define POLL_NS 50000
 
 static void poll_idle_cb(uv_idle_t *h)
 {
-	struct jc_daemon *d = h->data;
-	jc__memcache_refill(d); /* the answers of the last turn are out */
-	if (jc__now_ns() >= d->poll_until_ns)
+	struct jc_srv *s = h->data;
+	jc__memcache_refill(s->mc); /* the answers of the last turn are out */
+	if (jc__now_ns() >= s->poll_until_ns)
 		uv_idle_stop(h);
 	else
 		sched_yield();
 }
 
-static void poll_awhile(struct jc_daemon *d)
+static void poll_awhile(struct jc_srv *s)
 {
-	d->poll_until_ns = jc__now_ns() + POLL_NS;
-	if (!uv_is_active((uv_handle_t *)&d->poll_idle))
-		uv_idle_start(&d->poll_idle, poll_idle_cb);
+	s->poll_until_ns = jc__now_ns() + POLL_NS;
+	if (!uv_is_active((uv_handle_t *)&s->poll_idle))
+		uv_idle_start(&s->poll_idle, poll_idle_cb);
 }
 
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -832,12 +1088,13 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	(void)buf;
 	if (nread == UV_ENOBUFS) {
 		struct jc_budget *bud = &c->d->buffers;
+		size_t used = jc__budget_used(bud);
 		char msg[200];
 		snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu bytes, "
-			 "--buffer-budget); try again later", bud->used, bud->max);
+			 "--buffer-budget); try again later", used, bud->max);
 		jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
-			    "bytes)", (int)c->uid, (int)c->pid, bud->used, bud->max);
-		jc__count(&c->d->cache->counters, JC_CTR_busy_refusals, 1);
+			    "bytes)", (int)c->uid, (int)c->pid, used, bud->max);
+		conn_count(c, JC_CTR_busy_refusals);
 		conn_send_error(c, JC_EBUSY, msg);
 		jc__framer_free(&c->in);
 		conn_end(c);
@@ -847,7 +1104,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		conn_close(c);
 		return;
 	}
-	poll_awhile(c->d);
+	poll_awhile(c->srv);
 	c->replied = 0;
 	int rc = jc__framer_feed(&c->in, (size_t)nread, conn_frame_cb, c);
 	if (rc == 0)
@@ -857,19 +1114,227 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		char msg[128] = "malformed frame header";
 		if (rc == JC_ETOOBIG)
 			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)", c->in.max);
-		jc__count(&c->d->cache->counters, JC_CTR_bad_requests, 1);
+		conn_count(c, JC_CTR_bad_requests);
 		conn_send_error(c, rc, msg);
 	}
 	conn_end(c);
 }
 
-static void peer_creds(struct jc_conn *c)
+/* Serving thread: starts serving c (just accepted), or tells it why it was
+ * refused (in answer to the client's HELLO, which it reads first). */
+static void conn_start(struct jc_srv *s, struct jc_conn *c)
 {
-	uv_os_fd_t fd;
+	uv_pipe_init(&s->loop, &c->pipe, 0);
+	uv_timer_init(&s->loop, &c->idle);
+	c->pipe.data = c->idle.data = c;
+	c->snext = s->conns;
+	if (s->conns)
+		s->conns->sprev = &c->snext;
+	c->sprev = &s->conns;
+	s->conns = c;
+	if (uv_pipe_open(&c->pipe, c->start_fd) != 0) {
+		close(c->start_fd);
+		conn_close(c);
+		return;
+	}
+	if (c->refuse) {
+		conn_send_error(c, c->refuse, c->refuse_why);
+		conn_end(c);
+		return;
+	}
+	idle_arm(c);
+	uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+}
+
+/* --- the serving threads ------------------------------------------------------ */
+
+/* Takes what is queued (owner's thread). */
+static struct msg *mq_take(struct jc_mq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	struct msg *m = q->head;
+	q->head = NULL;
+	q->tail = &q->head;
+	pthread_mutex_unlock(&q->lock);
+	return m;
+}
+
+/* The owner's loop takes no more messages; what was queued is freed. */
+static void mq_close(struct jc_mq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->open = 0;
+	pthread_mutex_unlock(&q->lock);
+	for (struct msg *m = mq_take(q), *next; m; m = next) {
+		next = m->next;
+		msg_free(m);
+	}
+	uv_close((uv_handle_t *)&q->async, NULL);
+}
+
+static int mq_init(struct jc_mq *q, uv_loop_t *loop, uv_async_cb cb, void *data)
+{
+	pthread_mutex_init(&q->lock, NULL);
+	q->head = NULL;
+	q->tail = &q->head;
+	int rc = uv_async_init(loop, &q->async, cb);
+	q->async.data = data;
+	q->open = rc == 0;
+	return rc;
+}
+
+static void srv_listen_cb(uv_poll_t *h, int status, int events);
+
+/* MSG_STOP: the thread's connections end once what is queued to them is
+ * written; its loop then runs out of handles. */
+static void srv_stop(struct jc_srv *s)
+{
+	mq_close(&s->q);
+	uv_close((uv_handle_t *)&s->poll_idle, NULL);
+	uv_close((uv_handle_t *)&s->listen_poll, NULL);
+	for (struct jc_conn *c = s->conns, *next; c; c = next) {
+		next = c->snext;
+		conn_end(c); /* takes c off the list (conn_close), now or once written */
+	}
+}
+
+static void srv_async_cb(uv_async_t *a)
+{
+	struct jc_srv *s = a->data;
+	for (struct msg *m = mq_take(&s->q), *next; m; m = next) {
+		next = m->next;
+		struct jc_conn *c = m->conn;
+		switch (m->kind) {
+		case MSG_REPLY:
+			if (!c->closing) {
+				conn_send_frame(c, &m->buf, m->fd); /* takes both */
+				memset(&m->buf, 0, sizeof(m->buf));
+				m->fd = -1;
+			}
+			break;
+		case MSG_DONE:
+			conn_done(c);
+			break;
+		case MSG_CLOSE:
+			if (!c->closing)
+				conn_close(c);
+			break;
+		case MSG_STOP:
+			srv_stop(s);
+			break;
+		case MSG_LISTEN:
+			if (!uv_is_closing((uv_handle_t *)&s->listen_poll))
+				uv_poll_start(&s->listen_poll, UV_READABLE, srv_listen_cb);
+			break;
+		case MSG_WARM:
+			jc__memcache_sync(s->mc); /* what was forgotten before it */
+			jc__memcache_warm(s->mc, m->key);
+			break;
+		}
+		msg_free(m);
+	}
+}
+
+static void *srv_main(void *arg)
+{
+	struct jc_srv *s = arg;
+	uv_run(&s->loop, UV_RUN_DEFAULT);
+	if (uv_loop_close(&s->loop) != 0)
+		jc_log_warn(NET, "a serving thread's loop closed with handles still open");
+	return NULL;
+}
+
+/* Makes serving thread i (its loop, queue, SQLite reader, memory cache)
+ * and starts it. 0 or a JC_E* code with the reason in err. */
+static int srv_start(struct jc_daemon *d, unsigned i, char *err, size_t errlen)
+{
+	struct jc_srv *s = calloc(1, sizeof(*s));
+	struct jc_index *rix = NULL;
+	if (!s)
+		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
+	d->srv[i] = s;
+	s->d = d;
+	s->stop.kind = MSG_STOP;
+	s->stop.fd = -1;
+	int rc = uv_loop_init(&s->loop);
+	if (rc != 0) {
+		free(s);
+		d->srv[i] = NULL;
+		return jc__fail(err, errlen, JC_EIO, "serving thread: %s", uv_strerror(rc));
+	}
+	uv_idle_init(&s->loop, &s->poll_idle);
+	s->poll_idle.data = s;
+	s->index = i;
+	rc = uv_poll_init(&s->loop, &s->listen_poll, d->listen_fd) != 0 ? JC_EIO : 0;
+	s->listen_poll.data = s;
+	if (rc != 0) {
+		uv_close((uv_handle_t *)&s->poll_idle, NULL);
+		srv_main(s);
+		return jc__fail(err, errlen, JC_EIO, "serving thread: cannot poll the listening socket");
+	}
+	rc = mq_init(&s->q, &s->loop, srv_async_cb, s) != 0 ? JC_EIO : 0;
+	rc = rc ?: jc__cachedir_open_reader(d->cache, &rix, err, errlen);
+	if (rc == 0 && jc__memcache_new(d, rix, 1, 1 + d->n_srv, &s->mc) != 0) {
+		jc__index_close(rix);
+		rc = jc__fail(err, errlen, JC_ENOMEM, "out of memory");
+	}
+	if (rc == 0 && (rc = pthread_create(&s->thread, NULL, srv_main, s)) != 0)
+		rc = jc__fail(err, errlen, JC_EIO, "cannot start a serving thread: %s", strerror(rc));
+	if (rc != 0) { /* its handles close when the thread runs the loop: run it here */
+		if (s->q.open)
+			mq_close(&s->q);
+		uv_close((uv_handle_t *)&s->poll_idle, NULL);
+		uv_close((uv_handle_t *)&s->listen_poll, NULL);
+		srv_main(s);
+		return rc;
+	}
+	s->running = 1;
+	return 0;
+}
+
+/* --- the main loop: accepted connections, requests handed to it ----------- */
+
+/* A serving thread's request, on the main loop: a proxy of its connection
+ * takes it through the request path (cache.c) or the admin commands. */
+static void main_async_cb(uv_async_t *a)
+{
+	struct jc_daemon *d = a->data;
+	for (struct msg *m = mq_take(d->mainq), *next; m; m = next) {
+		next = m->next;
+		struct jc_conn *p = calloc(1, sizeof(*p));
+		if (!p) { /* the client cannot be answered: closed on its thread */
+			struct jc_srv *s = m->conn->srv;
+			jc__req_clear(&m->req);
+			m->kind = MSG_CLOSE;
+			if (mq_post(&s->q, m) != 0)
+				msg_free(m);
+			continue;
+		}
+		p->d = d;
+		p->refs = 1; /* the request's, until it is answered (proxy_end) */
+		p->hello = p->busy = 1;
+		p->start_fd = -1;
+		p->real = m->conn;
+		p->peer_fd = m->fd;
+		p->admin = m->admin;
+		p->uid = m->conn->uid;
+		p->gid = m->conn->gid;
+		p->pid = m->conn->pid;
+		m->conn = NULL;
+		m->fd = -1;
+		if (m->kind == MSG_COMPILE)
+			jc__cache_request(d, p, &m->req);
+		else
+			handle_admin(p, m->buf.data, m->buf.len);
+		msg_free(m);
+	}
+}
+
+static void peer_creds(struct jc_conn *c, int fd)
+{
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 &&
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
 		c->uid = cred.uid;
 		c->gid = cred.gid;
 		c->pid = cred.pid;
@@ -880,7 +1345,8 @@ static void peer_creds(struct jc_conn *c)
 	}
 }
 
-/* Open connections of uid (a walk: accepts are rare beside requests). */
+/* Open connections of uid (a walk: accepts are rare beside requests);
+ * conns_lock held. */
 static int conns_of(const struct jc_daemon *d, uid_t uid)
 {
 	int n = 0;
@@ -889,66 +1355,125 @@ static int conns_of(const struct jc_daemon *d, uid_t uid)
 	return n;
 }
 
-static void connection_cb(uv_stream_t *server, int status)
+/* Checks the limits for c (its credentials known) and counts it in; else
+ * sets why it is refused. conns_lock held. */
+static void conn_admit(struct jc_daemon *d, struct jc_conn *c)
 {
-	struct jc_daemon *d = server->data;
-	if (status < 0) {
-		jc_log_warn(NET, "accept: %s", uv_strerror(status));
-		return;
-	}
-	struct jc_conn *c = calloc(1, sizeof(*c));
-	if (!c)
-		return;
-	c->d = d;
-	c->in.max = JC_HELLO_FRAME_MAX;
-	c->in.budget = &d->buffers;
-	uv_pipe_init(d->loop, &c->pipe, 0);
-	uv_timer_init(d->loop, &c->idle);
-	c->pipe.data = c->idle.data = c;
-	c->refs = 2;
-	if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
-		c->closing = 1;
-		uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
-		uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
-		return;
-	}
-	peer_creds(c);
-	char why[160] = "";
-	int code = 0;
 	if (!uid_allowed(d, c->uid)) {
-		code = JC_EDENIED;
-		snprintf(why, sizeof(why), "uid %d is not allowed to use this jitcached (allow-uids)",
-			 (int)c->uid);
+		c->refuse = JC_EDENIED;
+		snprintf(c->refuse_why, sizeof(c->refuse_why),
+			 "uid %d is not allowed to use this jitcached (allow-uids)", (int)c->uid);
 	} else if (d->n_conns >= d->cfg.max_connections) {
-		code = JC_EBUSY;
-		snprintf(why, sizeof(why), "too many connections (%d, --max-connections); try again later",
-			 d->n_conns);
+		c->refuse = JC_EBUSY;
+		snprintf(c->refuse_why, sizeof(c->refuse_why),
+			 "too many connections (%d, --max-connections); try again later", d->n_conns);
 	} else if (c->uid != 0 && c->uid != geteuid() &&
 		   conns_of(d, c->uid) >= d->cfg.max_connections_per_uid) {
-		code = JC_EBUSY;
-		snprintf(why, sizeof(why), "uid %d has %d connections open (--max-connections-per-uid); "
-			 "try again later", (int)c->uid, d->cfg.max_connections_per_uid);
+		c->refuse = JC_EBUSY;
+		snprintf(c->refuse_why, sizeof(c->refuse_why), "uid %d has %d connections open "
+			 "(--max-connections-per-uid); try again later", (int)c->uid,
+			 d->cfg.max_connections_per_uid);
 	}
-	if (code == JC_EBUSY)
-		jc__count(&d->cache->counters, JC_CTR_busy_refusals, 1);
-	if (code) {
-		/* Said in answer to the client's HELLO, which it reads first. */
-		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
-			    (int)c->gid, (int)c->pid, why);
-		conn_send_error(c, code, why);
-		conn_end(c);
+	if (c->refuse)
 		return;
-	}
-	jc_log_debug(NET, "client uid %d gid %d pid %d connected", (int)c->uid, (int)c->gid,
-		     (int)c->pid);
 	d->n_conns++;
 	c->next = d->conns;
 	if (d->conns)
 		d->conns->pprev = &c->next;
 	c->pprev = &d->conns;
 	d->conns = c;
-	idle_arm(c);
-	uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+}
+
+/* An accepted socket fd (owned), on serving thread s: checked against the
+ * limits, then served here, or told why it is refused. */
+static void conn_accepted(struct jc_srv *s, int fd)
+{
+	struct jc_daemon *d = s->d;
+	struct jc_conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->d = d;
+	c->in.max = JC_HELLO_FRAME_MAX;
+	c->in.budget = &d->buffers;
+	c->refs = 2; /* its two handles */
+	c->start_fd = fd;
+	c->peer_fd = -1;
+	c->srv = s;
+	peer_creds(c, fd);
+	pthread_mutex_lock(&d->conns_lock);
+	conn_admit(d, c);
+	pthread_mutex_unlock(&d->conns_lock);
+	if (c->refuse == JC_EBUSY)
+		conn_count(c, JC_CTR_busy_refusals);
+	if (c->refuse)
+		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
+			    (int)c->gid, (int)c->pid, c->refuse_why);
+	else
+		jc_log_debug(NET, "client uid %d gid %d pid %d connected", (int)c->uid, (int)c->gid,
+			     (int)c->pid);
+	conn_start(s, c);
+}
+
+/*
+ * Every serving thread polls the listening socket; the one whose turn it is
+ * (d->accept_turn, modulo the threads) accepts the next connection and
+ * passes the turn on, so that connections go round-robin and each is read
+ * by the thread that the kernel woke for it (no hand-off before its HELLO).
+ * The others, woken too, leave it. When accept fails for want of
+ * descriptors, every thread stops polling until the main loop's next tick
+ * (jc__server_tick, MSG_LISTEN) rather than spin on a socket that stays
+ * readable.
+ */
+static void srv_listen_cb(uv_poll_t *h, int status, int events)
+{
+	struct jc_srv *s = h->data;
+	struct jc_daemon *d = s->d;
+	(void)events;
+	if (status < 0 || __atomic_load_n(&d->accept_paused, __ATOMIC_ACQUIRE)) {
+		uv_poll_stop(h);
+		return;
+	}
+	for (int i = 0; i < 16; i++) {
+		unsigned turn = __atomic_load_n(&d->accept_turn, __ATOMIC_ACQUIRE);
+		if (turn % d->n_srv != s->index)
+			return;
+		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			__atomic_store_n(&d->accept_turn, turn + 1, __ATOMIC_RELEASE);
+			conn_accepted(s, fd);
+			continue;
+		}
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			if (!__atomic_load_n(&d->stopping, __ATOMIC_RELAXED))
+				jc_log_warn(NET, "accept: %s; accepting again in a second", strerror(errno));
+			__atomic_store_n(&d->accept_paused, 1, __ATOMIC_RELEASE);
+			uv_poll_stop(h);
+		}
+		return;
+	}
+}
+
+void jc__server_accept(struct jc_daemon *d)
+{
+	for (unsigned i = 0; i < d->n_srv; i++) {
+		struct msg *m = d->srv[i] && d->srv[i]->running ? calloc(1, sizeof(*m)) : NULL;
+		if (!m)
+			continue;
+		m->kind = MSG_LISTEN;
+		m->fd = -1;
+		if (mq_post(&d->srv[i]->q, m) != 0)
+			msg_free(m);
+	}
+}
+
+void jc__server_tick(struct jc_daemon *d)
+{
+	if (!d->stopping && __atomic_exchange_n(&d->accept_paused, 0, __ATOMIC_ACQ_REL))
+		jc__server_accept(d);
 }
 
 /*
@@ -1011,45 +1536,93 @@ int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errl
 
 int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen)
 {
-	/* Both handles exist from here on, so that jc__server_shutdown can
-	 * close them whatever fails below. */
-	uv_idle_init(d->loop, &d->poll_idle);
-	d->poll_idle.data = d;
-	int rc = uv_pipe_init(d->loop, &d->listener, 0);
-	d->listener.data = d;
-	if (rc == 0 && bound_fd < 0) {
+	/* What jc__server_shutdown and jc__server_join undo exists from here
+	 * on, whatever fails below. */
+	pthread_mutex_init(&d->conns_lock, NULL);
+	d->listen_fd = -1;
+	d->n_srv = jc__server_threads(&d->cfg);
+	d->srv = calloc(d->n_srv, sizeof(*d->srv));
+	d->mainq = calloc(1, sizeof(*d->mainq));
+	if (!d->srv || !d->mainq) {
+		if (bound_fd >= 0)
+			close(bound_fd);
+		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
+	}
+	if (mq_init(d->mainq, d->loop, main_async_cb, d) != 0) {
+		if (bound_fd >= 0)
+			close(bound_fd);
+		return jc__fail(err, errlen, JC_EIO, "cannot make the loop's message queue");
+	}
+	if (bound_fd < 0) {
 		int e = jc__server_bind(&d->cfg, &bound_fd, err, errlen);
 		if (e != 0)
 			return e;
 	}
-	if (rc == 0) {
-		rc = uv_pipe_open(&d->listener, bound_fd);
+	d->listen_fd = bound_fd;
+	int fl = fcntl(bound_fd, F_GETFL);
+	if (listen(bound_fd, 256) != 0 || fl < 0 || fcntl(bound_fd, F_SETFL, fl | O_NONBLOCK) != 0)
+		return jc__fail(err, errlen, JC_EIO, "cannot listen: %s", strerror(errno));
+	for (unsigned i = 0; i < d->n_srv; i++) {
+		int rc = srv_start(d, i, err, errlen);
 		if (rc != 0)
-			snprintf(err, errlen, "cannot use the listening socket: %s", uv_strerror(rc));
+			return rc;
 	}
-	if (rc == 0) {
-		rc = uv_listen((uv_stream_t *)&d->listener, 256, connection_cb);
-		if (rc != 0)
-			snprintf(err, errlen, "cannot listen: %s", uv_strerror(rc));
-	}
-	return rc == 0 ? 0 : JC_EIO;
+	return 0;
 }
 
 void jc__server_shutdown(struct jc_daemon *d)
 {
-	if (!uv_is_closing((uv_handle_t *)&d->listener))
-		uv_close((uv_handle_t *)&d->listener, NULL);
-	if (!uv_is_closing((uv_handle_t *)&d->poll_idle))
-		uv_close((uv_handle_t *)&d->poll_idle, NULL);
-	/* Each connection closes once what is queued to it (a "shutting down"
-	 * error, say) is written. */
-	for (struct jc_conn *c = d->conns, *next; c; c = next) {
-		next = c->next;
-		conn_end(c);
+	/* New clients are refused from now on (ECONNREFUSED); the descriptor,
+	 * which the serving threads poll until they stop, is closed once they
+	 * have (jc__server_join). */
+	if (d->listen_fd >= 0)
+		shutdown(d->listen_fd, SHUT_RDWR);
+	if (d->mainq && d->mainq->open)
+		mq_close(d->mainq); /* requests not yet taken: their threads end them */
+	/* Each thread's connections close once what is queued to them (a
+	 * "shutting down" error, say) is written. */
+	for (unsigned i = 0; d->srv && i < d->n_srv; i++)
+		if (d->srv[i] && d->srv[i]->running)
+			mq_post(&d->srv[i]->q, &d->srv[i]->stop);
+}
+
+void jc__server_join(struct jc_daemon *d)
+{
+	for (unsigned i = 0; d->srv && i < d->n_srv; i++) {
+		struct jc_srv *s = d->srv[i];
+		if (s && s->running)
+			pthread_join(s->thread, NULL);
+		if (s)
+			pthread_mutex_destroy(&s->q.lock);
+		free(s); /* its memory cache goes with d->mc's (jc__cache_free) */
+	}
+	free(d->srv);
+	d->srv = NULL;
+	d->n_srv = 0;
+	free(d->mainq);
+	d->mainq = NULL;
+	if (d->listen_fd >= 0)
+		close(d->listen_fd);
+	d->listen_fd = -1;
+}
+
+/* Each serving thread warms key's row (MSG_WARM). */
+static void srv_warm(struct jc_daemon *d, const uint8_t key[16])
+{
+	for (unsigned i = 0; i < d->n_srv; i++) {
+		struct msg *m = d->srv[i] && d->srv[i]->running ? calloc(1, sizeof(*m)) : NULL;
+		if (!m)
+			continue;
+		m->kind = MSG_WARM;
+		m->fd = -1;
+		memcpy(m->key, key, 16);
+		if (mq_post(&d->srv[i]->q, m) != 0)
+			msg_free(m);
 	}
 }
 
 const struct jc_conn_ops jc__server_conn_ops = {
+	.warm = srv_warm,
 	.send_result = conn_send_result,
 	.send_error = conn_send_error,
 	.done = conn_done,

@@ -120,6 +120,9 @@ static const struct setting table[] = {
 	{"idle-exit", K_SECONDS, FIELD(idle_exit_s), 0, DURATION_MAX_S, "0", NULL, RELOAD, "DURATION",
 	 "exit this long after the last connection closed, 0 never",
 	 "0; a daemon the client library starts: 600s"},
+	{"serve-threads", K_COUNT, FIELD(serve_threads), 1, 64, NULL, NULL, RESTART, "N",
+	 "threads serving clients, each with its own loop; hits are answered there",
+	 "the CPUs online, at most 64"},
 	{"max-connections", K_COUNT, FIELD(max_connections), 1, 1000000, "1024", NULL, RELOAD, "N",
 	 "clients at once", NULL},
 	{"max-connections-per-uid", K_COUNT, FIELD(max_connections_per_uid), 1, 1000000, "128", NULL,
@@ -588,6 +591,7 @@ static void defaults(struct settings *s)
 			abort(); /* a default the table cannot read: a bug caught by every test */
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n > 0 ? (int)n : 2;
+	c->serve_threads = c->workers > 64 ? 64 : c->workers;
 	c->admin_gid = (gid_t)-1;
 	c->confinement = -1;
 	const char *f = getenv("JITCACHE_TEST_FAULTS");

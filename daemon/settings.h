@@ -48,6 +48,7 @@ struct jc_config {
 	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
 	int keep_requests;        /* keep each entry's request (core/kept.h) for re-warm and export */
 	int rewarm_workers;       /* idle-priority workers for re-warm compiles (rewarm.c) */
+	int serve_threads;        /* threads serving clients (server.c), 1 to 64 */
 	int64_t rewarm_budget_s;  /* CPU seconds one re-warm may spend; 0 = no limit */
 	struct jc_remote_config remote; /* the remote tier (remote.h) */
 	char *run_user;           /* --user: run as this user once the socket is bound; NULL = as started */

@@ -12,6 +12,9 @@
  * of the i-th). A helper connects, writes a byte to READY_FD, waits on the
  * barrier, runs its requests and prints one line: requests errors
  * wrong_bytes misses hits joins negative_hits.
+ *
+ * test_threads_under_churn: hits served by several serving threads at once
+ * while entries are purged and objects replaced on disk.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,6 +177,95 @@ static void test_purge_under_load(void **state)
 	jct_pool_free(&p);
 }
 
+/* Replaces the object file at path (if there is one) by one of the same
+ * size, owner and mode, renamed over it: only its content tells. */
+static void replace_object(const char *path, size_t n)
+{
+	char tmp[600];
+	if (access(path, F_OK) != 0)
+		return; /* purged meanwhile */
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0444);
+	assert_true(fd >= 0);
+	uint8_t *bad = malloc(n);
+	assert_non_null(bad);
+	memset(bad, 0x5a, n);
+	assert_int_equal(write(fd, bad, n), (ssize_t)n);
+	close(fd);
+	free(bad);
+	if (rename(tmp, path) != 0)
+		unlink(tmp);
+}
+
+#define CHURN_CLIENTS 16
+
+/* 16 processes hit 4 keys on a daemon of 4 serving threads (more threads
+ * than this machine has CPUs: they preempt each other mid-request) while
+ * the entries are purged and their objects replaced on disk by other bytes
+ * of the same size, again and again: every answer is NVRTC's bytes or a
+ * recompile, never wrong bytes, never an error. Then, with no churn, the
+ * hits the daemon counts (each serving thread counts its own; stats sums
+ * them) are exactly the hits the clients saw. */
+static void test_threads_under_churn(void **state)
+{
+	struct jct_fx *f = *state;
+	double t0 = jtl_now_s();
+	const char *spec = "0:0,0:1,0:2,0:3";
+	struct jct_pool p;
+	jct_pool_parse(spec, &p);
+	jct_pool_make_refs(&p, f->refdir);
+	const char *extra[] = {"--serve-threads", "4", NULL};
+	jct_daemon_start(&f->d, extra);
+	struct jct_clients cl;
+	jct_clients_start(&f->d, f->refdir, spec, CHURN_CLIENTS, 150, 4242, &cl);
+	const char *purge[] = {"purge", "--all", NULL};
+	int purges = 0, replaced = 0;
+	for (int round = 0, alive = 1; alive; round++) {
+		if (round % 3 == 0) {
+			assert_int_equal(jct_ctl(&f->d, NULL, NULL, purge), 0);
+			purges++;
+		} else {
+			const struct jct_ref *r = &p.ref[round % p.n];
+			replace_object(jct_object_path(f->d.cache, r->data, r->size), r->size);
+			replaced++;
+		}
+		usleep(15000);
+		alive = jct_clients_running(&cl);
+	}
+	struct jct_tally t;
+	jct_clients_finish(&cl, &t);
+	printf("threads under churn: %d purges, %d objects replaced, %llu requests (%llu hits, "
+	       "%llu misses, %llu joined), %llu errors, %llu wrong bytes, %lld corrupt objects; "
+	       "%.1f s\n", purges, replaced, (unsigned long long)t.requests,
+	       (unsigned long long)t.hits, (unsigned long long)t.misses,
+	       (unsigned long long)t.joins, (unsigned long long)t.errors,
+	       (unsigned long long)t.wrong, (long long)jct_stat(&f->d, "corrupt_objects"),
+	       jtl_now_s() - t0);
+	assert_int_equal(t.failed_exits, 0);
+	assert_int_equal(t.lines, CHURN_CLIENTS);
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.wrong, 0);
+	assert_true(t.hits > 0 && t.misses > (uint64_t)p.n);
+
+	/* Calm: every key compiled again first, then only hits. */
+	jc_client *c = jct_connect(&f->d);
+	for (int i = 0; i < p.n; i++) {
+		uint64_t wrong = 0;
+		int rc, status;
+		assert_int_equal(jct_pool_fetch(&p, i, c, "calm", &rc, &status, &wrong), 0);
+		assert_int_equal(wrong, 0);
+	}
+	jc_client_close(c);
+	int64_t hits = jct_stat(&f->d, "hits");
+	jct_clients_start(&f->d, f->refdir, spec, CHURN_CLIENTS, 100, 5151, &cl);
+	jct_clients_finish(&cl, &t);
+	assert_int_equal(t.errors, 0);
+	assert_int_equal(t.wrong, 0);
+	assert_int_equal(t.hits, (uint64_t)CHURN_CLIENTS * 100);
+	assert_int_equal(jct_stat(&f->d, "hits") - hits, (int64_t)t.hits);
+	jct_pool_free(&p);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
@@ -181,6 +274,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_single_flight, setup, jct_fx_free),
 		cmocka_unit_test_setup_teardown(test_mixed_load, setup, jct_fx_free),
 		cmocka_unit_test_setup_teardown(test_purge_under_load, setup, jct_fx_free),
+		cmocka_unit_test_setup_teardown(test_threads_under_churn, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,24 +180,35 @@ static void test_kept_object_truncated(void **state)
 }
 
 /* Hit answers (sendmsg with a descriptor) in the strace log of the daemon's
- * loop thread, and how many of them an open or a file read (the index's
- * pread64) came before, since their request was read; *writes: the plain
- * answers (write, writev). */
+ * threads (strace -f: each line starts with its thread's id), and how many
+ * of them an open or a file read (the index's pread64) came before on the
+ * same thread, since their request was read; *writes: the plain answers
+ * (write, writev). */
 static int waits_before_answers(const char *log, int *answers, int *writes)
 {
 	FILE *f = fopen(log, "r");
 	assert_non_null(f);
 	char line[2048];
-	int waited = 0, late = 0;
+	int tids[256] = {0}, waited[256] = {0}, late = 0, n = 0;
 	*answers = *writes = 0;
 	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "read(", 5) == 0 || strncmp(line, "readv(", 6) == 0)
-			waited = 0;
-		else if (strncmp(line, "openat(", 7) == 0 || strncmp(line, "pread64(", 8) == 0)
-			waited = 1;
-		else if (strncmp(line, "sendmsg(", 8) == 0 && strstr(line, "SCM_RIGHTS"))
-			late += waited, (*answers)++;
-		else if (strncmp(line, "write(", 6) == 0 || strncmp(line, "writev(", 7) == 0)
+		int tid = 0, off = 0, t;
+		if (sscanf(line, "%d %n", &tid, &off) != 1)
+			off = 0;
+		const char *call = line + off;
+		for (t = 0; t < n && tids[t] != tid; t++)
+			;
+		if (t == n && n < 256)
+			tids[n++] = tid;
+		if (t == 256)
+			t = 255;
+		if (strncmp(call, "read(", 5) == 0 || strncmp(call, "readv(", 6) == 0)
+			waited[t] = 0;
+		else if (strncmp(call, "openat(", 7) == 0 || strncmp(call, "pread64(", 8) == 0)
+			waited[t] = 1;
+		else if (strncmp(call, "sendmsg(", 8) == 0 && strstr(call, "SCM_RIGHTS"))
+			late += waited[t], (*answers)++;
+		else if (strncmp(call, "write(", 6) == 0 || strncmp(call, "writev(", 7) == 0)
 			(*writes)++;
 	}
 	fclose(f);
@@ -217,8 +228,8 @@ static void test_hit_waits_for_nothing(void **state)
 	pid_t sp = fork();
 	assert_true(sp >= 0);
 	if (sp == 0) {
-		/* The main thread only: the loop's. */
-		execlp("strace", "strace", "-qq", "-p", pid, "-e",
+		/* Every thread: the serving threads answer hits. */
+		execlp("strace", "strace", "-f", "-qq", "-p", pid, "-e",
 		       "trace=read,readv,openat,pread64,sendmsg,write,writev", "-o", log, (char *)NULL);
 		_exit(127);
 	}
