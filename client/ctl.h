@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What jitcachectl's files share (ctl.c: main, help, connections and the
- * admin round trip; ctl_io.c: files in and out; ctl_compile.c; ctl_admin.c;
- * ctl_rewarm.c). Private to jitcachectl; single-threaded.
+ * What jitcachectl's files share (ctl.c: main, inspect, config, stop;
+ * ctl_common.c: help, messages, connections and the admin round trip;
+ * ctl_io.c: files in and out; ctl_compile.c; ctl_admin.c; ctl_rewarm.c).
+ * Private to jitcachectl; single-threaded.
  */
 #ifndef JC_CTL_H
 #define JC_CTL_H
@@ -20,8 +21,13 @@ extern const char *jc__ctl_cache_dir;
 
 /* "jitcachectl: " and the message on stderr; returns code (the exit status). */
 int jc__ctl_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* COMMAND's usage (the help table in ctl.c) to f. */
+/* COMMAND's usage (the help table in ctl_common.c, the daemon's commands'
+ * from the admin table) to f. */
 void jc__ctl_sub_usage(FILE *f, const char *name);
+/* jitcachectl's usage: the options and every command's synopsis, to f. */
+void jc__ctl_usage(FILE *f);
+/* COMMAND's help text, NULL for an unknown command. */
+const char *jc__ctl_find_sub(const char *name);
 
 /* A client for: 0 an admin command (a running daemon only), 1 a compile (a
  * daemon found or started, else in-process unless a daemon was named), 2 an

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The directory a store lives in: its lock and the local-filesystem check
- * (store.h), and the helpers store.c shares (store_dir.h). */
+/* The directory a store lives in: its lock, the local-filesystem check,
+ * free and overhead bytes (store.h), and the helpers store.c uses
+ * (store_dir.h). Calls nothing of store.c. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -181,67 +182,7 @@ int jc__store_check_local(const char *dir, char *err, size_t errlen)
 	return rc;
 }
 
-/* --- space: the reserve, free bytes, what the directory holds besides objects */
-
-int jc__store_reserve_release(struct jc_store *s)
-{
-	if (unlinkat(s->dirfd, RESERVE, 0) == 0) {
-		jc_log_warn(STORE, "disk full: released %s/%s (%llu KiB) to make room", s->dir, RESERVE,
-			    (unsigned long long)(s->reserve_bytes >> 10));
-		return 1;
-	}
-	if (errno != ENOENT)
-		jc_log_err(STORE, "remove %s/%s: %s", s->dir, RESERVE, strerror(errno));
-	return 0;
-}
-
-void jc__store_reserve_make(struct jc_store *s)
-{
-	struct stat st;
-	uint64_t free_bytes;
-	char tmp[64];
-	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-	    jc__store_free_bytes(s, &free_bytes) != 0 ||
-	    free_bytes < s->reserve_bytes + JC_STORE_FULL_BYTES)
-		return;
-	int fd = jc__store_create_staged(s, RESERVE, FILE_MODE, tmp);
-	if (fd < 0)
-		return;
-	int e = posix_fallocate(fd, 0, (off_t)s->reserve_bytes);
-	if (e == 0 && fsync(fd) < 0)
-		e = errno;
-	if (close(fd) < 0 && e == 0)
-		e = errno;
-	if (e == 0 && renameat(s->tmpfd, tmp, s->dirfd, RESERVE) == 0)
-		return;
-	e = e ? e : errno;
-	unlinkat(s->tmpfd, tmp, 0);
-	jc_log_warn(STORE, "no disk reserve in %s: %s", s->dir, strerror(e));
-}
-
-void jc__store_set_reserve(struct jc_store *s, uint64_t bytes)
-{
-	struct stat st;
-	s->reserve_bytes = bytes;
-	/* One of another size is made again at this one. */
-	if (fstatat(s->dirfd, RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    (uint64_t)st.st_size != bytes && unlinkat(s->dirfd, RESERVE, 0) == 0)
-		jc__store_reserve_make(s);
-}
-
-uint64_t jc__store_reserve_size(struct jc_store *s)
-{
-	return s->reserve_bytes;
-}
-
-int jc__store_disk_full(struct jc_store *s, uint64_t *free_out)
-{
-	uint64_t free_bytes = UINT64_MAX;
-	int full = jc__store_free_bytes(s, &free_bytes) == 0 && free_bytes < JC_STORE_FULL_BYTES;
-	if (free_out)
-		*free_out = free_bytes;
-	return full;
-}
+/* --- space: free bytes, what the directory holds besides objects ----------- */
 
 DIR *jc__store_open_dir(int parent, const char *name)
 {

@@ -33,10 +33,6 @@ int jc__store_mkdir_p(const char *path, mode_t mode);
  * filesystem, named in err), JC_EIO (statfs failed). Thread-safe. */
 int jc__store_check_local_fd(int fd, const char *dir, char *err, size_t errlen);
 
-/* Creates a staging file in tmp/ named from prefix (its name in tmp[64]);
- * its descriptor, or -1 with errno. */
-int jc__store_create_staged(struct jc_store *s, const char *prefix, mode_t mode, char tmp[64]);
-
 /* opendir of name under parent without following a link; NULL with errno. */
 DIR *jc__store_open_dir(int parent, const char *name);
 
