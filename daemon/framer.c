@@ -18,19 +18,19 @@ static int set_cap(struct jc_framer *f, size_t cap)
 	struct jc_buf *b = &f->buf;
 	size_t old = charge_of(b->cap), now = charge_of(cap);
 	/* Past the budget only when this buffer would be all it holds (one frame
-	 * larger than the whole budget). */
-	size_t used = f->budget ? jc__budget_used(f->budget) : 0;
-	if (f->budget && now > old && used - old + now > f->budget->max && used != old)
+	 * larger than the whole budget): charged before the memory is taken. */
+	if (f->budget && now > old && jc__budget_try_charge(f->budget, now - old, old) != 0)
 		return -1;
 	uint8_t *p = cap ? realloc(b->data, cap) : (free(b->data), NULL);
-	if (cap && !p)
+	if (cap && !p) {
+		if (f->budget && now > old)
+			jc__budget_release(f->budget, now - old);
 		return -1;
+	}
 	b->data = p;
 	b->cap = cap;
-	if (f->budget) {
-		jc__budget_release(f->budget, old);
-		jc__budget_charge(f->budget, now);
-	}
+	if (f->budget && now < old)
+		jc__budget_release(f->budget, old - now);
 	return 0;
 }
 

@@ -19,8 +19,9 @@
  * used <= max, except for one buffer larger than max while it is all that is
  * charged; max is read at every charge, so it may change. Threads share
  * it: used and peak change through the functions below (atomic), and are
- * read with jc__budget_used (a check and the charge that follows are not
- * one step: threads charging at once may pass max by their charges).
+ * read with jc__budget_used. A charge that must not pass max goes through
+ * jc__budget_try_charge, one atomic step, so threads charging at once (the
+ * serving threads' framers) cannot pass it together.
  */
 struct jc_budget {
 	size_t used, max;
@@ -32,6 +33,20 @@ static inline void jc__budget_charge(struct jc_budget *b, size_t n)
 	size_t now = __atomic_add_fetch(&b->used, n, __ATOMIC_RELAXED);
 	if (now > __atomic_load_n(&b->peak, __ATOMIC_RELAXED))
 		__atomic_store_n(&b->peak, now, __ATOMIC_RELAXED);
+}
+/* Charges n bytes to b unless the total then passes max while others hold
+ * part of it (own: what the caller holds already; a frame larger than the
+ * whole budget goes through alone). 0, or -1 with nothing charged. */
+static inline int jc__budget_try_charge(struct jc_budget *b, size_t n, size_t own)
+{
+	size_t now = __atomic_add_fetch(&b->used, n, __ATOMIC_RELAXED);
+	if (now > b->max && now - n != own) {
+		__atomic_sub_fetch(&b->used, n, __ATOMIC_RELAXED);
+		return -1;
+	}
+	if (now > __atomic_load_n(&b->peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&b->peak, now, __ATOMIC_RELAXED);
+	return 0;
 }
 /* Returns n charged bytes. */
 static inline void jc__budget_release(struct jc_budget *b, size_t n)

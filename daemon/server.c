@@ -124,6 +124,8 @@ struct msg {
 	int admin;              /* MSG_COMPILE, MSG_ADMIN: the peer is an admin */
 	struct jc_req req;      /* MSG_COMPILE; owned */
 	uint8_t key[16];        /* MSG_WARM */
+	struct jc_budget *bud;  /* MSG_COMPILE, MSG_ADMIN: the budget charged while queued, */
+	size_t charged;         /* with so many bytes (the frame's) */
 };
 
 /* A queue of messages to a loop, woken by its async handle. */
@@ -353,6 +355,8 @@ static int mq_post(struct jc_mq *q, struct msg *m)
 /* Frees m and what it owns. */
 static void msg_free(struct msg *m)
 {
+	if (m->charged)
+		jc__budget_release(m->bud, m->charged);
 	if (m->conn)
 		conn_unref(m->conn);
 	if (m->fd >= 0)
@@ -905,16 +909,41 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 
 /* --- frames from clients (on the connection's serving thread) -------------- */
 
+/* Tells c's client that its request does not fit in --buffer-budget now. */
+static void refuse_budget_full(struct jc_conn *c)
+{
+	struct jc_budget *bud = &c->d->buffers;
+	size_t used = jc__budget_used(bud);
+	char msg[200];
+	snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu bytes, "
+		 "--buffer-budget); try again later", used, bud->max);
+	jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
+		    "bytes)", (int)c->uid, (int)c->pid, used, bud->max);
+	conn_count(c, JC_CTR_busy_refusals);
+	conn_send_error(c, JC_EBUSY, msg);
+}
+
 /* Hands c's request (req, taken; or an ADMIN frame's payload) to the main
  * loop; when it cannot (out of memory, stopping), c is told so. */
 static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const uint8_t *payload,
 			 size_t len)
 {
+	/* The frame's bytes stay charged while the request waits for the main
+	 * loop: serving threads reading at once cannot queue past the budget. */
+	if (jc__budget_try_charge(&c->d->buffers, len, 0) != 0) {
+		if (req)
+			jc__req_clear(req);
+		refuse_budget_full(c);
+		conn_done(c);
+		return;
+	}
 	struct msg *m = calloc(1, sizeof(*m));
 	uv_os_fd_t sock;
 	const char *why = "out of memory";
 	if (m) {
 		m->kind = kind;
+		m->bud = &c->d->buffers;
+		m->charged = len;
 		m->conn = c;
 		m->admin = kind == MSG_ADMIN && is_admin(c);
 		m->fd = uv_fileno((uv_handle_t *)&c->pipe, &sock) == 0
@@ -934,6 +963,8 @@ static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const 
 	}
 	if (req)
 		jc__req_clear(req);
+	if (!m)
+		jc__budget_release(&c->d->buffers, len);
 	conn_send_error(c, m ? JC_EBUSY : JC_ENOMEM, why);
 	conn_done(c);
 }
@@ -1004,7 +1035,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		}
 		/* A hit is answered here; the rest goes to the main loop. */
 		if (!jc__cache_try_hit(c->srv->mc, c, &req))
-			conn_handoff(c, MSG_COMPILE, &req, NULL, 0);
+			conn_handoff(c, MSG_COMPILE, &req, NULL, len);
 		pause_if_busy(c);
 		return 0;
 	}
@@ -1087,15 +1118,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	struct jc_conn *c = s->data;
 	(void)buf;
 	if (nread == UV_ENOBUFS) {
-		struct jc_budget *bud = &c->d->buffers;
-		size_t used = jc__budget_used(bud);
-		char msg[200];
-		snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu bytes, "
-			 "--buffer-budget); try again later", used, bud->max);
-		jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
-			    "bytes)", (int)c->uid, (int)c->pid, used, bud->max);
-		conn_count(c, JC_CTR_busy_refusals);
-		conn_send_error(c, JC_EBUSY, msg);
+		refuse_budget_full(c);
 		jc__framer_free(&c->in);
 		conn_end(c);
 		return;
@@ -1322,6 +1345,8 @@ static void main_async_cb(uv_async_t *a)
 		p->pid = m->conn->pid;
 		m->conn = NULL;
 		m->fd = -1;
+		jc__budget_release(m->bud, m->charged); /* the request path charges its own */
+		m->charged = 0;
 		if (m->kind == MSG_COMPILE)
 			jc__cache_request(d, p, &m->req);
 		else

@@ -743,8 +743,11 @@ static void test_queued_requests_budget(void **state)
 	snprintf(prev, sizeof(prev), "%s", had ? was : "");
 	snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=0", prev, had ? ":" : "");
 	setenv("ASAN_OPTIONS", asan, 1);
+	/* 16 serving threads (the GPU machine's CPUs), each reading a frame at
+	 * once: their charges must not pass the budget together. */
 	jct_daemon_start(d, (const char *const[]){"--workers", "1", "--buffer-budget", "32M",
-						  "--compile-timeout", "60", NULL});
+						  "--compile-timeout", "60", "--serve-threads",
+						  "16", NULL});
 	unsetenv("JITCACHE_TEST_FAULTS");
 	if (had)
 		setenv("ASAN_OPTIONS", prev, 1);
