@@ -177,26 +177,6 @@ static void test_purge_under_load(void **state)
 	jct_pool_free(&p);
 }
 
-/* Replaces the object file at path (if there is one) by one of the same
- * size, owner and mode, renamed over it: only its content tells. */
-static void replace_object(const char *path, size_t n)
-{
-	char tmp[600];
-	if (access(path, F_OK) != 0)
-		return; /* purged meanwhile */
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0444);
-	assert_true(fd >= 0);
-	uint8_t *bad = malloc(n);
-	assert_non_null(bad);
-	memset(bad, 0x5a, n);
-	assert_int_equal(write(fd, bad, n), (ssize_t)n);
-	close(fd);
-	free(bad);
-	if (rename(tmp, path) != 0)
-		unlink(tmp);
-}
-
 #define CHURN_CLIENTS 16
 
 /* 16 processes hit 4 keys on a daemon of 4 serving threads (more threads
@@ -226,7 +206,7 @@ static void test_threads_under_churn(void **state)
 			purges++;
 		} else {
 			const struct jct_ref *r = &p.ref[round % p.n];
-			replace_object(jct_object_path(f->d.cache, r->data, r->size), r->size);
+			jct_replace_object(jct_object_path(f->d.cache, r->data, r->size), r->size); /* -1: purged meanwhile */
 			replaced++;
 		}
 		usleep(15000);

@@ -109,23 +109,6 @@ static void test_arch_checked_after_hits(void **state)
 
 enum damage { REMOVE, REPLACE, TRUNCATE };
 
-/* Replaces the object file at path by one of the same size, owner and mode
- * (renamed over it): only the content tells. */
-static void replace_object(const char *path, size_t n)
-{
-	char tmp[600];
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0444);
-	assert_true(fd >= 0);
-	uint8_t *bad = malloc(n);
-	assert_non_null(bad);
-	memset(bad, 0x5a, n);
-	assert_int_equal(write(fd, bad, n), (ssize_t)n);
-	close(fd);
-	free(bad);
-	assert_int_equal(rename(tmp, path), 0);
-}
-
 /* Miss, hit (the slot keeps the descriptor), damage the object file, then
  * the next request must compile afresh and serve the original bytes. */
 static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
@@ -143,7 +126,7 @@ static void damaged_while_kept(struct jtl_daemon *d, enum damage how)
 		assert_int_equal(unlink(path), 0);
 		break;
 	case REPLACE:
-		replace_object(path, n);
+		assert_int_equal(jct_replace_object(path, n), 0);
 		break;
 	case TRUNCATE:
 		assert_int_equal(chmod(path, 0644), 0);
@@ -280,7 +263,7 @@ static void test_large_hit_sealed_copy(void **state)
 	assert_int_equal(request(c, r, NULL, NULL), JC_HIT);
 	char path[512];
 	snprintf(path, sizeof(path), "%s", jct_object_path(d->cache, good, n));
-	replace_object(path, n);
+	assert_int_equal(jct_replace_object(path, n), 0);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(request(c, r, &again, &m), JC_HIT);
 		assert_int_equal(m, n);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -725,4 +726,24 @@ int jct_cubin_sm(const uint8_t *data, size_t size)
 	memcpy(&flags, data + 48, 4);
 	assert_int_equal(machine, 190); /* EM_CUDA */
 	return (int)((flags >> 8) & 0xff);
+}
+
+int jct_replace_object(const char *path, size_t n)
+{
+	char tmp[600];
+	if (access(path, F_OK) != 0)
+		return -1;
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0444);
+	assert_true(fd >= 0);
+	uint8_t *bad = malloc(n);
+	assert_non_null(bad);
+	memset(bad, 0x5a, n);
+	assert_int_equal(write(fd, bad, n), (ssize_t)n);
+	close(fd);
+	free(bad);
+	if (rename(tmp, path) == 0)
+		return 0;
+	unlink(tmp);
+	return -1;
 }

@@ -94,6 +94,10 @@ int jct_ctl(const struct jtl_daemon *d, char **out, char **err, const char *cons
 /* jct_ctl, failing the test (with the command, both outputs) unless it
  * exits with want; returns its stdout (malloc'd); stderr to *err unless NULL. */
 char *jct_ctl_expect(const struct jtl_daemon *d, int want, char **err, const char *const *args);
+/* Replaces the object file at path by one of n bytes of other content, of
+ * the same owner and mode, renamed over it: only the content tells. 0, or -1
+ * when path is not there (purged meanwhile) or the rename failed. */
+int jct_replace_object(const char *path, size_t n);
 /* Runs a shell command made from fmt; returns its exit status (-1: killed). */
 int jct_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Runs the group tests (n of them) as "auto" with *confinement unchanged, then
