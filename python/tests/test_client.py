@@ -202,14 +202,33 @@ def test_threads_share_one_client(client):
     assert not errors and len(got) == 80 and all(g == want for g in got)
 
 
+def stop_all_threads(pid: int) -> None:
+    """SIGSTOP pid and wait until every thread of it has stopped: a serving
+    thread that is running may answer one more request meanwhile."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        states = []
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass  # a thread that ended
+        if states and all(st in "tT" for st in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"pid {pid} did not stop within 5 s")
+
+
 def test_client_timeout_then_reconnect(own_daemon):
     abi = unique("timeout")
     with jitcache.Client(own_daemon.sock) as first:  # the miss: a compile may take > 0.3 s
         first.compile(SAXPY, arch="sm_90", app_abi=abi)
     c = jitcache.Client(own_daemon.sock, timeout=0.3)
     assert c.compile(SAXPY, arch="sm_90", app_abi=abi).status == "hit"
-    os.kill(own_daemon.proc.pid, signal.SIGSTOP)
     try:
+        stop_all_threads(own_daemon.proc.pid)
         t0 = time.monotonic()
         with pytest.raises(jitcache.Timeout) as e:
             c.compile(SAXPY, arch="sm_90", app_abi=abi)
