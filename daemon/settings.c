@@ -302,6 +302,20 @@ static int parse_number(const struct setting *t, const char *value, int64_t *out
 	return *out < t->min || *out > t->max ? 1 : 0;
 }
 
+/* *field = a copy of value ("" gives NULL), the old one freed; 0, or
+ * JC_ENOMEM (s->err set, *field unchanged). */
+static int set_text(struct settings *s, char **field, const char *value)
+{
+	char *copy = *value ? strdup(value) : NULL;
+	if (*value && !copy) {
+		snprintf(s->err, sizeof(s->err), "out of memory");
+		return JC_ENOMEM;
+	}
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
 /* Sets the setting called name from value (borrowed); 0, or JC_EINVAL /
  * JC_ENOMEM with s->err saying why. */
 static int set_option(struct settings *s, const char *name, const char *value)
@@ -314,18 +328,11 @@ static int set_option(struct settings *s, const char *name, const char *value)
 	if (t->kind == K_CUSTOM)
 		return t->read(s, value);
 	if (t->kind == K_TEXT) {
-		char **field = field_of(s->cfg, t), *copy = *value ? strdup(value) : NULL;
 		if (!*value && (t->flags & NONEMPTY)) {
 			snprintf(s->err, sizeof(s->err), "%s must not be empty", name);
 			return JC_EINVAL;
 		}
-		if (*value && !copy) {
-			snprintf(s->err, sizeof(s->err), "out of memory");
-			return JC_ENOMEM;
-		}
-		free(*field);
-		*field = copy;
-		return 0;
+		return set_text(s, field_of(s->cfg, t), value);
 	}
 	int64_t v;
 	int rc = parse_number(t, value, &v);
@@ -450,12 +457,7 @@ static int read_remote_url(struct settings *s, const char *value)
 		snprintf(s->err, sizeof(s->err), "bad value '%.80s' for remote: %.150s", value, err);
 		return JC_EINVAL;
 	}
-	char *copy = *value ? strdup(value) : NULL;
-	if (*value && !copy)
-		return JC_ENOMEM;
-	free(s->cfg->remote.url);
-	s->cfg->remote.url = copy;
-	return 0;
+	return set_text(s, &s->cfg->remote.url, value);
 }
 
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
