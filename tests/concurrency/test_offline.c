@@ -52,11 +52,12 @@ static int helper_ctl_loop(char **argv)
 	while (poll(&stop, 1, 0) == 0) {
 		const char *const *c = cmds[rand_r(&seed) % 6];
 		const char *args[] = {ctl, "--socket", argv[0], "--cache-dir", argv[1], c[0], c[1], c[2], NULL};
-		char *out = NULL;
-		int rc = jtl_run(args, NULL, scratch, &out, NULL);
+		char *out = NULL, *err = NULL;
+		int rc = jtl_run(args, NULL, scratch, &out, &err);
 		commands++;
 		if (rc != 0) {
-			fprintf(stderr, "ctl-loop: jitcachectl %s %s: exit %d\n", c[0], c[1] ? c[1] : "", rc);
+			fprintf(stderr, "ctl-loop: jitcachectl %s %s: exit %d: %s\n", c[0], c[1] ? c[1] : "",
+				rc, err ? err : "");
 			failures++;
 		} else if (strcmp(c[0], "stats") == 0) {
 			if (strstr(out, "\"uptime_s\": -1"))
@@ -65,6 +66,7 @@ static int helper_ctl_loop(char **argv)
 				online++;
 		}
 		free(out);
+		free(err);
 		usleep(rand_r(&seed) % 20000);
 	}
 	if (jtl_rmtree(scratch, why, sizeof(why)) != 0)
