@@ -231,7 +231,7 @@ static int import_run(struct jc_req *reqs, size_t n, int show)
 	jc_client *cl = NULL;
 	if (jc__ctl_open_client(2, &cl) != 0)
 		return jc__ctl_die(1, "import: %s", jc_client_errmsg(NULL));
-	uint64_t hit = 0, fleet = 0, compiled = 0, failed = 0;
+	uint64_t hit = 0, fleet = 0, compiled = 0, joined = 0, failed = 0;
 	struct jc_progress p;
 	jc__progress_init(&p, stdout, "import");
 	for (size_t i = 0; i < n; i++) {
@@ -256,20 +256,26 @@ static int import_run(struct jc_req *reqs, size_t n, int show)
 			hit++;
 		} else if (st == JC_REMOTE_HIT) {
 			fleet++; /* another machine's compile, verified: none ran here */
+		} else if (st == JC_JOINED) {
+			joined++; /* the daemon was compiling or fetching it already */
 		} else {
 			compiled++;
 		}
 		jc_result_free(res);
 		jc_request_free(r);
 		if (show)
-			jc__progress_show(&p, hit + fleet + compiled, failed, n, i + 1 == n);
+			jc__progress_show(&p, hit + fleet + compiled + joined, failed, n, i + 1 == n);
 	}
 	jc_client_close(cl);
-	if (show)
+	if (show) {
 		printf("imported %zu requests: %" PRIu64 " were there, %" PRIu64
 		       " from the fleet tier, "
-		       "%" PRIu64 " compiled, %" PRIu64 " failed\n",
+		       "%" PRIu64 " compiled, %" PRIu64 " failed",
 		       n, hit, fleet, compiled, failed);
+		if (joined)
+			printf(", %" PRIu64 " joined a compile or fetch in progress", joined);
+		putchar('\n');
+	}
 	return failed ? 1 : 0;
 }
 

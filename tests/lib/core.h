@@ -139,7 +139,9 @@ int jtl_daemon_cleanup(struct jtl_daemon *d, int keep);
  * A second NVRTC build for tests (issue 22: the shim must compile with the
  * NVRTC the application loaded): copies the library nvrtc (a path or a
  * link, e.g. /usr/local/cuda/lib64/libnvrtc.so.13) into dir (made if
- * missing) under nvrtc's own file name, with every byte of its
+ * missing) under its soname (ELF DT_SONAME: the name the dynamic loader
+ * looks for, whatever links lead to the file; else nvrtc's own file
+ * name), with every byte of its
  * NT_GNU_BUILD_ID note XORed with tag (non-zero), and the
  * libnvrtc-builtins.so* files of its directory beside it (it loads them
  * when it compiles). The same code, another build-id: another identity for

@@ -72,6 +72,50 @@ static int patch_build_id(const char *path, uint8_t tag, char *why, size_t whyle
 	return rc;
 }
 
+/* The DT_SONAME of the ELF64 image f[n] (the name the loader looks the
+ * library up by) into name[len]; 0, or -1 when it has none. */
+static int elf_soname(const uint8_t *f, size_t n, char *name, size_t len)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr dyn = {0}, loads[16];
+	size_t nloads = 0;
+	memcpy(&eh, f, sizeof(eh));
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		size_t at = eh.e_phoff + (size_t)i * sizeof(ph);
+		if (at + sizeof(ph) > n)
+			return -1;
+		memcpy(&ph, f + at, sizeof(ph));
+		if (ph.p_type == PT_DYNAMIC)
+			dyn = ph;
+		else if (ph.p_type == PT_LOAD && nloads < 16)
+			loads[nloads++] = ph;
+	}
+	uint64_t strtab = 0, soname = UINT64_MAX;
+	for (size_t off = dyn.p_offset; dyn.p_filesz && off + sizeof(Elf64_Dyn) <= dyn.p_offset + dyn.p_filesz &&
+					off + sizeof(Elf64_Dyn) <= n;
+	     off += sizeof(Elf64_Dyn)) {
+		Elf64_Dyn e;
+		memcpy(&e, f + off, sizeof(e));
+		if (e.d_tag == DT_STRTAB)
+			strtab = e.d_un.d_ptr;
+		else if (e.d_tag == DT_SONAME)
+			soname = e.d_un.d_val;
+		else if (e.d_tag == DT_NULL)
+			break;
+	}
+	for (size_t i = 0; i < nloads && soname != UINT64_MAX; i++) {
+		if (strtab < loads[i].p_vaddr || strtab >= loads[i].p_vaddr + loads[i].p_filesz)
+			continue;
+		size_t at = loads[i].p_offset + (strtab - loads[i].p_vaddr) + soname;
+		if (at >= n || !memchr(f + at, '\0', n - at) || strlen((const char *)f + at) >= len)
+			return -1;
+		strcpy(name, (const char *)f + at);
+		return 0;
+	}
+	return -1;
+}
+
 int jtl_nvrtc_copy_with_build_id(const char *nvrtc, const char *dir, uint8_t tag, char *out,
 				 size_t outlen, char *why, size_t whylen)
 {
@@ -80,7 +124,16 @@ int jtl_nvrtc_copy_with_build_id(const char *nvrtc, const char *dir, uint8_t tag
 		return FAIL("realpath %s: %s", nvrtc, strerror(errno));
 	snprintf(srcdir, sizeof(srcdir), "%s", real);
 	*strrchr(srcdir, '/') = '\0';
-	const char *base = strrchr(nvrtc, '/') ? strrchr(nvrtc, '/') + 1 : nvrtc;
+	/* under its soname: the name the loader asks LD_LIBRARY_PATH for (a
+	 * toolkit's libnvrtc.so.13 may be a link to libnvrtc.so.13.0.88) */
+	char base[256];
+	size_t n;
+	uint8_t *f = jtl_read_file(real, &n);
+	int named = f && n >= sizeof(Elf64_Ehdr) && memcmp(f, ELFMAG, SELFMAG) == 0 && f[EI_CLASS] == ELFCLASS64 &&
+		    elf_soname(f, n, base, sizeof(base)) == 0;
+	free(f);
+	if (!named)
+		snprintf(base, sizeof(base), "%s", strrchr(nvrtc, '/') ? strrchr(nvrtc, '/') + 1 : nvrtc);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return FAIL("mkdir %s: %s", dir, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/%s", dir, base);

@@ -915,7 +915,9 @@ static void test_import_fleet(void **state)
 	free(out);
 	assert_int_equal(jct_stat(b, "compiles"), 0);
 	assert_int_equal(jct_stat(b, "remote_hits"), 2);
-	/* and again: both are B's own now */
+	/* and again, once B has stored both (a remote hit is stored just after
+	 * it is served; a request meanwhile joins that flight): both are B's own */
+	assert_int_equal(wait_stat(b, "entries", 2), 2);
 	out = jct_ctl_expect(b, 0, NULL, (const char *const[]){"import", bundle, "--wait",
 							       "--secret-file", key, NULL});
 	jct_assert_has(out, "imported 2 requests: 2 were there, 0 from the fleet tier, 0 compiled");
