@@ -204,9 +204,11 @@ static int run_offline(const struct jc_admin_req *req, struct jc_admin_reply *ou
 #define ADMIN_WAIT_MS 2000
 
 /* Sends an admin command, falling back to the directory when allowed. An
- * answer lost to a daemon going away, or a lock held by a daemon that does
- * not answer yet, is retried (through the daemon or offline, whichever
- * works first) until ADMIN_WAIT_MS: every admin command may run twice. */
+ * answer lost to a daemon going away (JC_EIO), a daemon's "shutting down"
+ * (JC_EBUSY: a stopping daemon refuses what it can no longer run), or a lock
+ * held by a daemon that does not answer yet (JC_ELOCKED) is retried
+ * (through the daemon or offline, whichever works first) until
+ * ADMIN_WAIT_MS: every admin command may run twice. */
 int jc__ctl_admin(const char *command, const struct jc_strv *args, int offline_ok,
 		  struct jc_admin_reply *out)
 {
@@ -242,7 +244,7 @@ int jc__ctl_admin(const char *command, const struct jc_strv *args, int offline_o
 				return 0;
 			jc__admin_reply_clear(out);
 		}
-		if ((rc != JC_ELOCKED && rc != JC_EIO) || jc__now_ms() >= deadline)
+		if ((rc != JC_ELOCKED && rc != JC_EIO && rc != JC_EBUSY) || jc__now_ms() >= deadline)
 			return jc__ctl_die(1, "%s", err);
 		nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000}, NULL);
 	}
