@@ -253,7 +253,8 @@ static int remove_use_once(struct jc_cachedir *c, const struct jc_entry *e, uint
 	return rc || left ? rc : local_remove(c, e);
 }
 
-static int local_remove_use(struct jc_cachedir *c, const struct jc_entry *e, uint32_t uid, int *gone)
+static int local_remove_use(struct jc_cachedir *c, const struct jc_entry *e, uint32_t uid,
+			    int *gone)
 {
 	int rc = remove_use_once(c, e, uid, gone);
 	/* A full disk: as local_remove. */
@@ -410,13 +411,13 @@ int jc__cachedir_set_identity(struct jc_cachedir *c, const char *identity)
 	return jc__index_meta_set(c->local->wix, JC_META_IDENTITY, identity);
 }
 
-int jc__cachedir_record_budget(struct jc_cachedir *c, uint64_t max_size, uint64_t user_max_size)
+void jc__cachedir_record_budget(struct jc_cachedir *c, uint64_t max_size, uint64_t user_max_size)
 {
 	static const char *const names[] = {JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE};
 	const uint64_t values[] = {max_size, user_max_size};
-	int rc = jc__index_counters_save(c->local->wix, names, values, 2);
+	if (jc__index_counters_save(c->local->wix, names, values, 2) != 0)
+		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(c->local->wix));
 	jc__cachedir_apply_budget(c, max_size);
-	return rc;
 }
 
 int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_cachedir **out,

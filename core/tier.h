@@ -8,9 +8,11 @@
  * and jitcachectl doctor all go through it (docs/ARCHITECTURE.md, "Tiers").
  *
  * struct jc_tier_ops is the table of operations on stored entries: lookup,
- * open and verify an object, publish, remove, iterate, collect, health. The
- * local store + index is its implementation (jc__local_tier, tier.c), and
- * the rules between an index row and its object live there and nowhere else:
+ * open and verify an object, publish, remove, iterate, collect, health, and
+ * the entries' users, kept requests and space. The local store + index is
+ * its implementation (jc__local_tier, tier.c), private to it (index.h,
+ * store.h: nothing else includes them), and the rules between an index row
+ * and its object live there and nowhere else:
  *
  *   - publish: the object is written (fsync, rename, fsync) before its row is
  *     committed; an object that a removal took between the two is written
@@ -159,10 +161,10 @@ int jc__cachedir_identity(struct jc_cachedir *c, char *out, size_t cap);
 int jc__cachedir_set_identity(struct jc_cachedir *c, const char *identity);
 
 /* Records the daemon's budget and share (JC_STORED_MAX_SIZE,
- * JC_STORED_USER_MAX_SIZE) for offline commands, and applies max_size
- * (jc__cachedir_apply_budget) whether or not they could be recorded.
- * Caller holds wlock. 0, or the index error of recording them. */
-int jc__cachedir_record_budget(struct jc_cachedir *c, uint64_t max_size, uint64_t user_max_size);
+ * JC_STORED_USER_MAX_SIZE) for offline commands (a failure is logged), and
+ * applies max_size (jc__cachedir_apply_budget) either way. Caller holds
+ * wlock. */
+void jc__cachedir_record_budget(struct jc_cachedir *c, uint64_t max_size, uint64_t user_max_size);
 
 /* Writes the counters back when dirty (not with INSPECT), closes the index
  * connections and the store, releases the lock, frees c. NULL-safe. */
@@ -195,7 +197,9 @@ int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__C
 struct jc_tier_health {
 	uint64_t entries, negative_entries; /* rows */
 	uint64_t bytes;                     /* of ok entries' artifacts */
-	uint64_t stored;                    /* the charges (jc_entry) of all entries: what the budget counts of them */
+	/* What the budget counts of them: the charges (entry.h) of every
+	 * entry, ok or failed, and the bytes of the kept requests. */
+	uint64_t stored;
 	uint64_t requests, request_bytes;   /* kept requests (each once) and their bytes */
 };
 

@@ -204,8 +204,7 @@ static void gc_maybe(struct jc_daemon *d)
 static void save_budget(struct jc_daemon *d)
 {
 	pthread_mutex_lock(&d->cache->wlock);
-	if (jc__cachedir_record_budget(d->cache, d->cfg.max_size, d->cfg.user_max_size) != 0)
-		jc_log_warn(INDEX, "budget not recorded: %s", jc__cachedir_errmsg(d->cache));
+	jc__cachedir_record_budget(d->cache, d->cfg.max_size, d->cfg.user_max_size);
 	pthread_mutex_unlock(&d->cache->wlock);
 }
 
