@@ -90,8 +90,8 @@ static void fill_entries(const char *dir, const char *hexkey, size_t entries, in
 			bench_die("bad key %s", hexkey);
 	if (jc__cachedir_open(dir, 0, 5000, &cd, err, sizeof(err)) != 0)
 		bench_die("open %s: %s", dir, err);
-	if (jc__index_get(cd->wix, key, &tmpl) != 0)
-		bench_die("entry %s is not in the index: %s", hexkey, jc__index_errmsg(cd->wix));
+	if (cd->ops->lookup(cd, key, &tmpl) != 0)
+		bench_die("entry %s is not in the index: %s", hexkey, jc__cachedir_errmsg(cd));
 	for (size_t i = entries; i < STORE_ENTRIES; i++) {
 		struct jc_entry e = tmpl;
 		char label[64];
@@ -99,8 +99,8 @@ static void fill_entries(const char *dir, const char *hexkey, size_t entries, in
 		XXH128_canonical_t c;
 		XXH128_canonicalFromHash(&c, XXH3_128bits(label, strlen(label)));
 		memcpy(e.key, c.digest, 16);
-		if (jc__index_put_user(cd->wix, &e, (uint32_t)getuid()) != 0)
-			bench_die("bulk insert: %s", jc__index_errmsg(cd->wix));
+		if (cd->ops->put_rows(cd, &e, 1, (int64_t)getuid()) != 0)
+			bench_die("bulk insert: %s", jc__cachedir_errmsg(cd));
 		if (!keep)
 			continue;
 		bench_freshen(saxpy, "rewarm-bulk", (int)i);

@@ -11,7 +11,7 @@
  * checks that they produced the same object bytes (a comment does not change
  * the cubin) and that the key computed here equals the daemon's. Every other
  * entry is then a copy of entry 1's row under its own key, written with
- * jc__index_put_many() while the daemon is stopped and the cache lock held;
+ * the local tier's put_rows (tier.h) while the daemon is stopped and the cache lock held;
  * all of them name entry 1's object, as the content-addressed store would
  * after compiling them one by one (identical outputs are stored once). So
  * the index holds N real rows, and any of them is a real hit.
@@ -24,7 +24,6 @@
 
 #include "bench.h"
 #include "client/client_internal.h"
-#include "core/index.h"
 #include "core/key.h"
 #include "core/tier.h"
 #include "core/toolchain.h"
@@ -84,12 +83,11 @@ static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain 
 	struct jc_cachedir *cd = NULL;
 	if (jc__cachedir_open(d->core.cache, 0, 5000, &cd, err, sizeof(err)) != 0)
 		bench_die("open %s: %s", d->core.cache, err);
-	struct jc_index *ix = cd->wix;
 	struct jc_entry tmpl = {0};
 	uint8_t key1[16];
 	key_of(tc, 1, key1);
-	if (jc__index_get(ix, key1, &tmpl) != 0)
-		bench_die("entry 1 is not in the index: %s", jc__index_errmsg(ix));
+	if (cd->ops->lookup(cd, key1, &tmpl) != 0)
+		bench_die("entry 1 is not in the index: %s", jc__cachedir_errmsg(cd));
 	struct jc_entry *batch = malloc(BATCH * sizeof(*batch));
 	if (!batch)
 		bench_die("out of memory");
@@ -104,8 +102,8 @@ static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain 
 			batch[n].hits = 0;
 		}
 		qsort(batch, n, sizeof(*batch), cmp_key);
-		if (jc__index_put_many(ix, batch, n) != 0)
-			bench_die("bulk insert: %s", jc__index_errmsg(ix));
+		if (cd->ops->put_rows(cd, batch, n, -1) != 0)
+			bench_die("bulk insert: %s", jc__cachedir_errmsg(cd));
 	}
 	free(batch);
 	jc__entry_clear(&tmpl);

@@ -35,8 +35,6 @@
 
 #include "client/client_internal.h"
 #include "common/util.h"
-#include "core/index.h"
-#include "core/store.h"
 #include "core/tier.h"
 #include "core/toolchain.h"
 #include "jitcache/jitcache.h"
@@ -511,13 +509,13 @@ static void check_runtime(struct report *r)
  */
 static void check_identity(struct report *r, struct jc_cachedir *cd, const char *identity)
 {
-	uint64_t entries = 0, mine = 0, kept = 0, kept_bytes = 0;
-	if (jc__index_totals(cd->wix, &entries, NULL, NULL) != 0 ||
-	    jc__index_count_versions(cd->wix, identity, &mine) != 0 ||
-	    jc__index_request_totals(cd->wix, &kept, &kept_bytes) != 0) {
-		say(r, WARN, "cannot count the entries by toolchain: %s", jc__index_errmsg(cd->wix));
+	struct jc_tier_health h;
+	uint64_t mine = 0;
+	if (cd->ops->health(cd, &h) != 0 || cd->ops->count_versions(cd, identity, &mine) != 0) {
+		say(r, WARN, "cannot count the entries by toolchain: %s", jc__cachedir_errmsg(cd));
 		return;
 	}
+	const uint64_t entries = h.entries, kept = h.requests;
 	if (entries && mine * 2 < entries)
 		say(r, WARN, "%" PRIu64 " of %" PRIu64 " entries were made by another toolchain than the "
 		    "daemon's (%s): they miss until made again; run `jitcachectl warm` (%" PRIu64
@@ -553,7 +551,7 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 	else
 		say(r, INFO, "cache directory %s belongs to uid %u (a system daemon's?): mode %04o",
 		    dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-	int rc = jc__store_check_local(dir, err, sizeof(err));
+	int rc = jc__cachedir_check_local(dir, err, sizeof(err));
 	if (rc == 0)
 		say(r, OK, "cache directory is on a local filesystem (SQLite WAL works)");
 	else if (rc != JC_EIO || ours)

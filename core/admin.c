@@ -87,10 +87,15 @@ static struct jc_filter scope(const struct jc_admin_env *env, int status)
 static int scope_totals(struct jc_admin_env *env, struct jc_user_totals *t)
 {
 	if (!env->all_users)
-		return jc__index_user_totals(env->cd->wix, env->uid, t);
+		return env->cd->ops->user_usage(env->cd, env->uid, t);
+	struct jc_tier_health h;
 	memset(t, 0, sizeof(*t));
-	int rc = jc__index_totals(env->cd->wix, &t->entries, &t->negative, &t->bytes);
-	return rc ?: jc__index_stored(env->cd->wix, &t->stored);
+	int rc = env->cd->ops->health(env->cd, &h);
+	t->entries = h.entries;
+	t->negative = h.negative_entries;
+	t->bytes = h.bytes;
+	t->stored = h.stored;
+	return rc;
 }
 
 static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
@@ -116,7 +121,7 @@ static int add_users(struct jc_admin_env *env, struct jc_record *r, const uint8_
 	uint64_t n = 64;
 	char text[64 * 11 + 16] = "";
 	size_t len = 0;
-	int rc = jc__index_users_of(env->cd->wix, key, uids, &n);
+	int rc = env->cd->ops->users_of(env->cd, key, uids, &n);
 	for (uint64_t i = 0; rc == 0 && i < n && i < 64; i++)
 		len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%u", i ? "," : "", uids[i]);
 	if (rc == 0 && n > 64)
@@ -150,10 +155,9 @@ static int resolve_key(struct jc_admin_env *env, const char *what, const char *t
 			 "(at least %d)", what, text ? text : "", KEY_PREFIX_MIN);
 		return fail(out, JC_EINVAL, "%s", msg);
 	}
-	int rc = jc__index_keys_with_prefix(env->cd->wix, text, env->all_users ? -1 : (int64_t)env->uid,
-					    keys, &n);
+	int rc = env->cd->ops->find_keys(env->cd, text, env->all_users ? -1 : (int64_t)env->uid, keys, &n);
 	if (rc != 0)
-		return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
+		return fail(out, rc, "index: %s", jc__cachedir_errmsg(env->cd));
 	if (n == 0 && absent_ok) {
 		snprintf(hex, sizeof(hex), "%s%.*s", text, (int)(32 - len), "00000000000000000000000000000000");
 		return jc__unhex16(hex, key);
@@ -183,9 +187,8 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 	if (resolve_key(env, "key", k, 0, key, out) != 0)
 		return out->status;
 	struct jc_entry e = {0};
-	/* Another uid's key answers as a key nobody has (index.h). */
-	int rc = env->all_users ? jc__index_get(env->cd->wix, key, &e)
-				: jc__index_get_user(env->cd->wix, key, env->uid, &e);
+	/* Another uid's key answers as a key nobody has (tier.h, lookup_for). */
+	int rc = env->cd->ops->lookup_for(env->cd, key, env->all_users ? -1 : (int64_t)env->uid, &e);
 	if (rc == JC_ENOTFOUND)
 		return fail(out, rc, "no entry with key %s", k);
 	struct jc_record *r;
@@ -242,7 +245,7 @@ static int by_user_cb(const struct jc_user_totals *t, void *ctx)
 static int stats_by_user(struct jc_admin_env *env, struct jc_admin_reply *out)
 {
 	void *ctx[2] = {env, out};
-	int rc = jc__index_foreach_user_totals(env->cd->wix, by_user_cb, ctx);
+	int rc = env->cd->ops->foreach_user(env->cd, by_user_cb, ctx);
 	return rc == 1 ? 0 : rc;
 }
 
@@ -258,7 +261,7 @@ static int stats_common(struct jc_admin_env *env, struct jc_record *r, const str
 	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
 	/* A full disk: hits are served, nothing is stored until space returns. */
 	uint64_t free_bytes;
-	int full = jc__store_disk_full(env->cd->store, &free_bytes);
+	int full = env->cd->ops->disk_full(env->cd, &free_bytes);
 	rc = rc ?: jc__record_add_int(r, "disk_full", full);
 	rc = rc ?: jc__record_add_int(r, "disk_free_bytes", free_bytes > INT64_MAX ? -1 : (int64_t)free_bytes);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
@@ -271,21 +274,22 @@ static int stats_common(struct jc_admin_env *env, struct jc_record *r, const str
 }
 
 /* Kept requests and the toolchain identities: this process's and the one
- * the cache recorded before the daemon started (index.h, meta). */
+ * the cache recorded before the daemon started (tier.h,
+ * jc__cachedir_identity). */
 static int stats_identity(struct jc_admin_env *env, struct jc_record *r)
 {
-	uint64_t n = 0, bytes = 0;
+	struct jc_tier_health h;
 	char recorded[sizeof(env->tc->summary)] = "";
 	const char *cache_identity = env->cache_identity;
-	int rc = jc__index_request_totals(env->cd->wix, &n, &bytes);
+	int rc = env->cd->ops->health(env->cd, &h);
 	if (rc == 0 && !cache_identity) {
 		/* offline: what the last daemon recorded */
-		rc = jc__index_meta_get(env->cd->wix, JC_META_IDENTITY, recorded, sizeof(recorded));
+		rc = jc__cachedir_identity(env->cd, recorded, sizeof(recorded));
 		rc = rc == JC_ENOTFOUND ? 0 : rc;
 		cache_identity = recorded;
 	}
-	rc = rc ?: jc__record_add_u64(r, "requests_kept", n);
-	rc = rc ?: jc__record_add_u64(r, "request_bytes", bytes);
+	rc = rc ?: jc__record_add_u64(r, "requests_kept", h.requests);
+	rc = rc ?: jc__record_add_u64(r, "request_bytes", h.request_bytes);
 	rc = rc ?: jc__record_add_int(r, "keep_requests", env->keep_requests);
 	rc = rc ?: jc__record_add_str(r, "identity", env->tc->summary);
 	return rc ?: jc__record_add_str(r, "cache_identity", cache_identity);
@@ -315,7 +319,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	}
 	rc = rc ?: jc__record_add_str(r, "scope", "all");
 	uint64_t overhead = 0;
-	rc = rc ?: jc__store_overhead(env->cd->store, &overhead);
+	rc = rc ?: env->cd->ops->overhead(env->cd, &overhead);
 	rc = rc ?: jc__record_add_u64(r, "overhead_bytes", overhead);
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
 		rc = jc__record_add_u64(r, jc__counter_names[i], env->counters[i]);
@@ -332,7 +336,7 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_int(r, "include_watch_trees", (int64_t)env->watch_trees);
 	rc = rc ?: jc__record_add_int(r, "include_watches", (int64_t)env->watch_count);
 	rc = rc ?: jc__record_add_int(r, "include_watch_bytes", (int64_t)env->watch_bytes);
-	rc = rc ?: jc__record_add_str(r, "cache_dir", jc__store_dir(env->cd->store));
+	rc = rc ?: jc__record_add_str(r, "cache_dir", env->cd->dir);
 	rc = rc ?: stats_identity(env, r);
 	if (rc == 0 && arg(req, "zero")) {
 		env->zero_counters = 1;
@@ -427,7 +431,7 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		int rc = scope_totals(env, &t);
 		vs.total_bytes = t.stored;
 		if (rc != 0)
-			return fail(out, rc, "index: %s", jc__index_errmsg(env->cd->wix));
+			return fail(out, rc, "index: %s", jc__cachedir_errmsg(env->cd));
 		conditions++;
 	}
 	if (!conditions)
@@ -577,7 +581,7 @@ static int export_cb(const struct jc_kept *k, void *ctx)
 	x->seen[x->n++] = k->id;
 	uint8_t *data;
 	size_t size;
-	int rc = jc__index_request_data(x->env->cd->wix, k->id, &data, &size);
+	int rc = x->env->cd->ops->request_data(x->env->cd, k->id, &data, &size);
 	if (rc != 0)
 		return rc;
 	char *hex = malloc(2 * size + 1), key[33];
@@ -814,7 +818,7 @@ int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,
 		out->status = rc;
 		if (!out->message) {
 			char msg[256];
-			snprintf(msg, sizeof(msg), "%s failed: %s", c, jc__index_errmsg(env->cd->wix));
+			snprintf(msg, sizeof(msg), "%s failed: %s", c, jc__cachedir_errmsg(env->cd));
 			out->message = strdup(msg);
 		}
 	}

@@ -17,8 +17,6 @@
 
 #include "core/counters.h"
 #include "core/request.h"
-#include "core/index.h"
-#include "core/store.h"
 #include "core/tier.h"
 #include "core/toolchain.h"
 #include "proto/proto.h"
@@ -46,7 +44,7 @@ struct jc_admin_env {
 	const char *socket_path;
 	const char *confinement;          /* the workers' (worker_fs.h names); NULL offline */
 	/* The toolchain identity the cache recorded before the daemon started
-	 * (index.h, JC_META_IDENTITY); NULL offline (read from the index). */
+	 * (tier.h, jc__cachedir_identity); NULL offline (read from the index). */
 	const char *cache_identity;
 	int keep_requests;                /* --keep-requests (offline: 0) */
 	/* Server-side hit latency since the start or `stats --zero` (0 offline). */

@@ -3,8 +3,6 @@
 
 #include <string.h>
 
-#include "core/index.h"
-
 const char *const jc__counter_names[JC_CTR__COUNT] = {
 #define X(name, help) #name,
 	JC_COUNTERS(X)
@@ -16,20 +14,6 @@ const char *const jc__counter_help[JC_CTR__COUNT] = {
 	JC_COUNTERS(X)
 #undef X
 };
-
-static int load_counter(const char *name, uint64_t value, void *ctx)
-{
-	uint64_t *counters = ctx;
-	for (int i = 0; i < JC_CTR__COUNT; i++)
-		if (strcmp(name, jc__counter_names[i]) == 0)
-			counters[i] = value;
-	return 0;
-}
-
-int jc__counters_load_array(struct jc_index *ix, uint64_t counters[JC_CTR__COUNT])
-{
-	return jc__index_counters_load(ix, load_counter, counters);
-}
 
 void jc__counters_zero(struct jc_counters *cs)
 {

@@ -98,9 +98,4 @@ void jc__counters_zero(struct jc_counters *cs);
 /* When dirty: copies the values to out, clears dirty and returns 1; else 0. */
 int jc__counters_take(struct jc_counters *cs, uint64_t out[JC_CTR__COUNT]);
 
-struct jc_index;
-/* Loads the stored counters into counters[] (by name; unknown names are
- * ignored, missing ones stay as they were). Returns 0 or an index error. */
-int jc__counters_load_array(struct jc_index *ix, uint64_t counters[JC_CTR__COUNT]);
-
 #endif

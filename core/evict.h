@@ -12,10 +12,10 @@
  *   global budget is looked at; an entry it drops stays while another uid
  *   still uses it (charged to them), and goes with its object when it was
  *   the last user. Then, when the charges of all entries and what the
- *   directory holds besides them (jc__store_overhead: index, WAL, reserve,
+ *   directory holds besides them (the tier's overhead: index, WAL, reserve,
  *   manifests, directories) pass the budget's high-water mark, entries are
  *   evicted in global LRU order until the sum is down to the low-water
- *   mark. A shared entry is charged in full to each of its users (index.h):
+ *   mark. A shared entry is charged in full to each of its users (tier.h):
  *   ARCHITECTURE.md says why.
  * - Scheduling (evict.c, the daemon): one budget job at a time in the libuv
  *   thread pool, under the writer lock, after the pending access times are

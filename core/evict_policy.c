@@ -30,18 +30,18 @@ static int evict(struct jc_admin_env *env, struct jc_victims *vs, const struct j
 
 int jc__evict_to(struct jc_admin_env *env, uint64_t target)
 {
-	uint64_t stored;
-	int rc = jc__index_stored(env->cd->wix, &stored);
-	if (rc != 0 || stored <= target)
+	struct jc_tier_health h;
+	int rc = env->cd->ops->health(env->cd, &h);
+	if (rc != 0 || h.stored <= target)
 		return rc;
-	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = stored};
+	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = h.stored};
 	return evict(env, &vs, NULL);
 }
 
 int jc__evict_user_to(struct jc_admin_env *env, uint32_t uid, uint64_t target)
 {
 	struct jc_user_totals t;
-	int rc = jc__index_user_totals(env->cd->wix, uid, &t);
+	int rc = env->cd->ops->user_usage(env->cd, uid, &t);
 	if (rc != 0 || t.stored <= target)
 		return rc;
 	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = t.stored,
@@ -80,18 +80,19 @@ int jc__evict_run(struct jc_admin_env *env, uint64_t max_size, uint64_t share)
 		/* Users over their share first, each by its own access order. */
 		struct over o = {.high = jc__evict_mark(share, JC_EVICT_HIGH_PCT)};
 		uint64_t low = jc__evict_mark(share, JC_EVICT_LOW_PCT);
-		rc = jc__index_foreach_user_totals(env->cd->wix, over_cb, &o);
+		rc = env->cd->ops->foreach_user(env->cd, over_cb, &o);
 		for (size_t i = 0; rc == 0 && i < o.n; i++)
 			rc = jc__evict_user_to(env, o.uids[i], low);
 		free(o.uids);
 	}
 	/* The budget: the entries' charges and what the directory holds besides
 	 * them (index, WAL, reserve, manifests, directories). */
-	uint64_t stored = 0, overhead = 0;
-	rc = rc ?: jc__index_stored(env->cd->wix, &stored);
-	rc = rc ?: jc__store_overhead(env->cd->store, &overhead);
+	struct jc_tier_health h = {0};
+	uint64_t overhead = 0;
+	rc = rc ?: env->cd->ops->health(env->cd, &h);
+	rc = rc ?: env->cd->ops->overhead(env->cd, &overhead);
 	uint64_t low = jc__evict_mark(max_size, JC_EVICT_LOW_PCT);
-	if (rc == 0 && stored + overhead > jc__evict_mark(max_size, JC_EVICT_HIGH_PCT))
+	if (rc == 0 && h.stored + overhead > jc__evict_mark(max_size, JC_EVICT_HIGH_PCT))
 		rc = jc__evict_to(env, low > overhead ? low - overhead : 0);
 	return rc;
 }

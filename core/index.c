@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The SQLite index: see index.h for the contract. */
+/* The SQLite index: see index.h for the contract. This file: the schema and
+ * its upgrades, opening and closing, the WAL budget, the statements every
+ * part uses, counters. Entries and their users: index_entries.c; kept
+ * requests and named strings: index_kept.c. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -13,11 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <sqlite3.h>
 
 #include "common/log.h"
 #include "common/util.h"
-#include "core/idmap.h"
+#include "core/index_db.h"
 #include "jitcache/jitcache.h"
 
 #define APP_ID 0x4A434348 /* "JCCH" */
@@ -34,7 +36,7 @@
  * their trigger still sees its size). Schema 1 is upgraded in place
  * (step_1_2), every entry attributed to the index file's owner.
  *
- * Schema 3: what each entry costs on disk, its charge (CHARGE below: its
+ * Schema 3: what each entry costs on disk, its charge (CHARGE, index_db.h: its
  * object in whole 4 KiB blocks, its compile log, lowered names and other
  * text, and ROW_BYTES for the row and its index entries), summed over every
  * entry, ok or failed, into totals.stored and user_totals.stored by the same
@@ -43,13 +45,6 @@
  * to the file system (jc__index_reclaim); schema 2 is upgraded in place
  * (step_2_3) and then vacuumed once into that mode.
  */
-#define ROW_BYTES "256"
-#define CHARGE(t) \
-	"(CASE WHEN " t ".status = 0 THEN (" t ".size + 4095) / 4096 * 4096 ELSE 0 END" \
-	" + length(CAST(" t ".log AS BLOB)) + coalesce(length(" t ".lowered), 0)" \
-	" + length(CAST(" t ".options AS BLOB)) + length(CAST(" t ".versions AS BLOB))" \
-	" + length(CAST(" t ".source_name AS BLOB)) + length(CAST(" t ".arch AS BLOB))" \
-	" + length(CAST(" t ".app_abi AS BLOB)) + " ROW_BYTES ")"
 #define CHARGE_OF_KEY(k) "coalesce((SELECT " CHARGE("x") " FROM entries x WHERE x.key = " k "), 0)"
 #define OK_SIZE_OF_KEY(k) \
 	"coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END FROM entries WHERE key = " k "), 0)"
@@ -199,27 +194,6 @@ static const char schema_sql[] =
 	"INSERT INTO totals VALUES (0, 0, 0, 0, 0);"
 	USERS_TABLES_SQL(", stored INTEGER NOT NULL DEFAULT 0") TRIGGERS_SQL REQUESTS_SQL;
 
-/* Entry columns, in the order of enum col (key first, large values last). */
-#define COLS "key, status, error, object, size, output, arch, versions, options, " \
-	     "source_name, app_abi, created, last_access, expires, hits, compile_ns, log, lowered"
-enum col {
-	C_KEY, C_STATUS, C_ERROR, C_OBJECT, C_SIZE, C_OUTPUT, C_ARCH, C_VERSIONS, C_OPTIONS,
-	C_SOURCE_NAME, C_APP_ABI, C_CREATED, C_LAST_ACCESS, C_EXPIRES, C_HITS, C_COMPILE_NS,
-	C_LOG, C_LOWERED,
-	C_CHARGE, /* selected, not stored: CHARGE of the row */
-};
-
-/* The same columns for one uid's view (users u CROSS JOIN entries e): that
- * uid's own created, last_access and hits in place of the entry's. */
-#define COLS_USER "e.key, e.status, e.error, e.object, e.size, e.output, e.arch, e.versions," \
-		  " e.options, e.source_name, e.app_abi, u.created, u.last_access, e.expires," \
-		  " u.hits, e.compile_ns, e.log, e.lowered"
-
-enum stmt { ST_GET, ST_PUT, ST_DELETE, ST_TOUCH, ST_TOTALS, ST_REFS, ST_CNT_LOAD,
-	    ST_CNT_SAVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_USE, ST_GET_USER, ST_UNUSE,
-	    ST_USERS_OF, ST_USER_TOTALS, ST_ALL_USER_TOTALS, ST_PREFIX, ST_PREFIX_USER, ST_REQ_SCAN,
-	    ST_REQ_PUT, ST_REQ_LINK, ST_REQ_UNUSED, ST_REQ_DATA, ST_REQ_GET, ST_REQ_TOTALS, ST_META_GET,
-	    ST_META_SET, ST__N };
 
 static const char *const stmt_sql[ST__N] = {
 	[ST_GET] = "SELECT " COLS ", " CHARGE("entries") " FROM entries WHERE key = ?1",
@@ -275,17 +249,6 @@ static const char *const stmt_sql[ST__N] = {
 			" ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 };
 
-struct jc_index {
-	sqlite3 *db;
-	sqlite3_stmt *st[ST__N];
-	uint64_t wal_keep; /* bytes kept allocated for the WAL at close (set_budget) */
-	char msg[512];
-	/* Kept requests by content hash (schema 5; find_request): built at the
-	 * first keep, rebuilt when ids of removed rows outnumber the rest. */
-	struct jc_idmap requests;
-	int requests_mapped;
-};
-
 
 static int map_rc(sqlite3 *db, int rc)
 {
@@ -309,38 +272,35 @@ static int map_rc(sqlite3 *db, int rc)
 	}
 }
 
-/* Records "what: sqlite message" and returns the mapped code. */
-static int fail(struct jc_index *ix, int rc, const char *what)
+int jc__index_fail(struct jc_index *ix, int rc, const char *what)
 {
 	snprintf(ix->msg, sizeof(ix->msg), "%s: %s (SQLite code %d)", what,
 		 sqlite3_errmsg(ix->db), rc);
 	return map_rc(ix->db, rc);
 }
 
-/* Steps a statement that returns no row, then resets it. */
-static int step_done(struct jc_index *ix, sqlite3_stmt *st, const char *what)
+int jc__index_step_done(struct jc_index *ix, sqlite3_stmt *st, const char *what)
 {
-	int rc = sqlite3_step(st), out = rc == SQLITE_DONE ? 0 : fail(ix, rc, what);
+	int rc = sqlite3_step(st), out = rc == SQLITE_DONE ? 0 : jc__index_fail(ix, rc, what);
 
 	sqlite3_reset(st);
 	return out;
 }
 
-static int tx(struct jc_index *ix, enum stmt which)
+int jc__index_tx(struct jc_index *ix, enum stmt which)
 {
-	return step_done(ix, ix->st[which], stmt_sql[which]);
+	return jc__index_step_done(ix, ix->st[which], stmt_sql[which]);
 }
 
-/* Commits, or rolls back after an earlier failure rc; returns rc or the commit's. */
-static int tx_end(struct jc_index *ix, int rc)
+int jc__index_tx_end(struct jc_index *ix, int rc)
 {
 	if (rc == 0)
-		rc = tx(ix, ST_COMMIT);
+		rc = jc__index_tx(ix, ST_COMMIT);
 	if (rc && !sqlite3_get_autocommit(ix->db)) {
 		char keep[sizeof(ix->msg)];
 
 		memcpy(keep, ix->msg, sizeof(keep));
-		tx(ix, ST_ROLLBACK);
+		jc__index_tx(ix, ST_ROLLBACK);
 		memcpy(ix->msg, keep, sizeof(keep));
 	}
 	return rc;
@@ -641,7 +601,7 @@ int jc__index_set_budget(struct jc_index *ix, uint64_t max_size)
 		 pages * 4096);
 	int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
-		return fail(ix, rc, "set budget");
+		return jc__index_fail(ix, rc, "set budget");
 	ix->wal_keep = 32 + (uint64_t)pages * (4096 + 24); /* header, frames */
 	/* A WAL longer than that (a new index's schema is more than a small
 	 * budget's WAL; an upgrade's VACUUM) is cut back now, not at some later
@@ -664,592 +624,6 @@ const char *jc__index_errmsg(struct jc_index *ix)
 	return ix->msg;
 }
 
-void jc__entry_clear(struct jc_entry *e)
-{
-	if (!e)
-		return;
-	free(e->arch);
-	free(e->versions);
-	free(e->options);
-	free(e->source_name);
-	free(e->app_abi);
-	free(e->log);
-	for (size_t i = 0; i < e->n_lowered; i++) {
-		free(e->lowered[i].expr);
-		free(e->lowered[i].lowered);
-	}
-	free(e->lowered);
-	memset(e, 0, sizeof(*e));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-/* One length-prefixed string of the lowered blob into a new C string. */
-static int take_str(const uint8_t **p, const uint8_t *end, char **out)
-{
-	uint32_t len;
-
-	if (end - *p < 4)
-		return JC_ECORRUPT;
-	len = get32(*p);
-	*p += 4;
-	if ((size_t)(end - *p) < len)
-		return JC_ECORRUPT;
-	*out = strndup((const char *)*p, len);
-	*p += len;
-	return *out ? 0 : JC_ENOMEM;
-}
-
-static int decode_lowered(const uint8_t *p, size_t size, struct jc_entry *e)
-{
-	const uint8_t *end = p + size;
-	size_t cap = size / 8; /* each pair takes at least 8 bytes */
-	int rc;
-
-	if (!size)
-		return 0;
-	e->lowered = calloc(cap, sizeof(*e->lowered));
-	if (!e->lowered)
-		return JC_ENOMEM;
-	while (p < end) {
-		struct jc_lowered *l = &e->lowered[e->n_lowered];
-
-		if (e->n_lowered == cap)
-			return JC_ECORRUPT;
-		e->n_lowered++;
-		rc = take_str(&p, end, &l->expr);
-		if (!rc)
-			rc = take_str(&p, end, &l->lowered);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* The lowered blob of e, malloc'd into *out (NULL when there are none). */
-static int encode_lowered(const struct jc_entry *e, uint8_t **out, size_t *size)
-{
-	size_t n = 0;
-	uint8_t *p;
-
-	*out = NULL;
-	*size = 0;
-	for (size_t i = 0; i < e->n_lowered; i++) {
-		size_t a = strlen(e->lowered[i].expr), b = strlen(e->lowered[i].lowered);
-
-		if (a > UINT32_MAX || b > UINT32_MAX)
-			return JC_EINVAL;
-		n += 8 + a + b;
-	}
-	if (!n)
-		return 0;
-	p = *out = malloc(n);
-	if (!p)
-		return JC_ENOMEM;
-	for (size_t i = 0; i < e->n_lowered; i++) {
-		const char *s[2] = { e->lowered[i].expr, e->lowered[i].lowered };
-
-		for (int j = 0; j < 2; j++) {
-			size_t len = strlen(s[j]);
-
-			put32(p, (uint32_t)len);
-			memcpy(p + 4, s[j], len);
-			p += 4 + len;
-		}
-	}
-	*size = n;
-	return 0;
-}
-
-static int copy_text(sqlite3_stmt *st, int col, char **out)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-
-	*out = strdup(t ? (const char *)t : "");
-	return *out ? 0 : JC_ENOMEM;
-}
-
-static int copy_hash(sqlite3_stmt *st, int col, uint8_t out[16])
-{
-	const void *b = sqlite3_column_blob(st, col);
-
-	if (!b) {
-		memset(out, 0, 16);
-		return 0;
-	}
-	if (sqlite3_column_bytes(st, col) != 16)
-		return JC_ECORRUPT;
-	memcpy(out, b, 16);
-	return 0;
-}
-
-/* The current row into *e (overwritten; cleared again on failure). */
-static int row_to_entry(sqlite3_stmt *st, struct jc_entry *e)
-{
-	static const int text_cols[] = { C_ARCH, C_VERSIONS, C_OPTIONS, C_SOURCE_NAME,
-					 C_APP_ABI, C_LOG };
-	char **text[] = { &e->arch, &e->versions, &e->options, &e->source_name, &e->app_abi,
-			  &e->log };
-	int rc;
-
-	memset(e, 0, sizeof(*e));
-	e->status = sqlite3_column_int(st, C_STATUS);
-	e->error = sqlite3_column_int(st, C_ERROR);
-	e->size = (uint64_t)sqlite3_column_int64(st, C_SIZE);
-	e->output = (uint32_t)sqlite3_column_int64(st, C_OUTPUT);
-	e->created = sqlite3_column_int64(st, C_CREATED);
-	e->last_access = sqlite3_column_int64(st, C_LAST_ACCESS);
-	e->expires = sqlite3_column_int64(st, C_EXPIRES);
-	e->hits = (uint64_t)sqlite3_column_int64(st, C_HITS);
-	e->compile_ns = (uint64_t)sqlite3_column_int64(st, C_COMPILE_NS);
-	e->charge = (uint64_t)sqlite3_column_int64(st, C_CHARGE);
-	rc = copy_hash(st, C_KEY, e->key);
-	if (!rc)
-		rc = copy_hash(st, C_OBJECT, e->object);
-	for (size_t i = 0; !rc && i < sizeof(text_cols) / sizeof(text_cols[0]); i++)
-		rc = copy_text(st, text_cols[i], text[i]);
-	if (!rc)
-		rc = decode_lowered(sqlite3_column_blob(st, C_LOWERED),
-				    (size_t)sqlite3_column_bytes(st, C_LOWERED), e);
-	if (rc)
-		jc__entry_clear(e);
-	return rc;
-}
-
-/* Steps a bound point lookup into *out, then resets it. */
-static int get_row(struct jc_index *ix, sqlite3_stmt *st, struct jc_entry *out)
-{
-	int rc = sqlite3_step(st);
-
-	if (rc == SQLITE_ROW) {
-		rc = row_to_entry(st, out);
-		if (rc == JC_ECORRUPT)
-			snprintf(ix->msg, sizeof(ix->msg), "get: malformed entry row");
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "get");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
-int jc__index_get(struct jc_index *ix, const uint8_t key[16], struct jc_entry *out)
-{
-	sqlite3_stmt *st = ix->st[ST_GET];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	return rc == SQLITE_OK ? get_row(ix, st, out) : fail(ix, rc, "get");
-}
-
-static const char *or_empty(const char *s)
-{
-	return s ? s : "";
-}
-
-int jc__index_put(struct jc_index *ix, const struct jc_entry *e)
-{
-	sqlite3_stmt *st = ix->st[ST_PUT];
-	const char *text[] = { e->arch, e->versions, e->options, e->source_name, e->app_abi,
-			       e->log };
-	static const int text_cols[] = { C_ARCH, C_VERSIONS, C_OPTIONS, C_SOURCE_NAME,
-					 C_APP_ABI, C_LOG };
-	const int64_t ints[][2] = {
-		{ C_STATUS, e->status }, { C_ERROR, e->error }, { C_SIZE, (int64_t)e->size },
-		{ C_OUTPUT, e->output }, { C_CREATED, e->created },
-		{ C_LAST_ACCESS, e->last_access }, { C_EXPIRES, e->expires },
-		{ C_HITS, (int64_t)e->hits }, { C_COMPILE_NS, (int64_t)e->compile_ns },
-	};
-	uint8_t *lowered;
-	size_t n_lowered;
-	int rc;
-
-	if (e->status != JC_ENTRY_OK && e->status != JC_ENTRY_FAILED) {
-		snprintf(ix->msg, sizeof(ix->msg), "put: bad status %d", e->status);
-		return JC_EINVAL;
-	}
-	rc = encode_lowered(e, &lowered, &n_lowered);
-	if (rc)
-		return rc;
-	/* Parameter ?N binds column N-1 of COLS. */
-	rc = sqlite3_bind_blob(st, C_KEY + 1, e->key, 16, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = e->status == JC_ENTRY_OK ?
-			sqlite3_bind_blob(st, C_OBJECT + 1, e->object, 16, SQLITE_STATIC) :
-			sqlite3_bind_null(st, C_OBJECT + 1);
-	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(ints) / sizeof(ints[0]); i++)
-		rc = sqlite3_bind_int64(st, (int)ints[i][0] + 1, ints[i][1]);
-	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(text) / sizeof(text[0]); i++)
-		rc = sqlite3_bind_text(st, text_cols[i] + 1, or_empty(text[i]), -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = lowered ? sqlite3_bind_blob64(st, C_LOWERED + 1, lowered, n_lowered,
-						   SQLITE_STATIC) :
-			       sqlite3_bind_null(st, C_LOWERED + 1);
-	rc = rc == SQLITE_OK ? step_done(ix, st, "put") : fail(ix, rc, "put");
-	sqlite3_clear_bindings(st);
-	free(lowered);
-	return rc;
-}
-
-int jc__index_put_many(struct jc_index *ix, const struct jc_entry *e, size_t n)
-{
-	int rc;
-
-	if (!n)
-		return 0;
-	rc = tx(ix, ST_BEGIN);
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = jc__index_put(ix, &e[i]);
-	return tx_end(ix, rc);
-}
-
-int jc__index_delete(struct jc_index *ix, const uint8_t key[16])
-{
-	sqlite3_stmt *st = ix->st[ST_DELETE];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	rc = rc == SQLITE_OK ? step_done(ix, st, "delete") : fail(ix, rc, "delete");
-	if (!rc && sqlite3_changes(ix->db) == 0)
-		return JC_ENOTFOUND;
-	return rc;
-}
-
-/* Records that uid used key (hits more) at now; nothing when key is gone. */
-static int use(struct jc_index *ix, const uint8_t key[16], uint32_t uid, int64_t now,
-	       uint32_t hits)
-{
-	sqlite3_stmt *st = ix->st[ST_USE];
-	int b = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	if (b == SQLITE_OK)
-		b = sqlite3_bind_int64(st, 2, uid);
-	if (b == SQLITE_OK)
-		b = sqlite3_bind_int64(st, 3, now);
-	if (b == SQLITE_OK)
-		b = sqlite3_bind_int64(st, 4, hits);
-	return b == SQLITE_OK ? step_done(ix, st, "use") : fail(ix, b, "use");
-}
-
-int jc__index_touch(struct jc_index *ix, const uint8_t (*keys)[16], const uint32_t *hits,
-		    const uint32_t *uids, size_t n, int64_t now)
-{
-	sqlite3_stmt *st = ix->st[ST_TOUCH];
-	int rc;
-
-	if (!n)
-		return 0;
-	rc = tx(ix, ST_BEGIN);
-	if (rc)
-		return rc;
-	for (size_t i = 0; !rc && i < n; i++) {
-		int b = sqlite3_bind_blob(st, 1, keys[i], 16, SQLITE_STATIC);
-
-		if (b == SQLITE_OK)
-			b = sqlite3_bind_int64(st, 2, hits ? hits[i] : 0);
-		if (b == SQLITE_OK)
-			b = sqlite3_bind_int64(st, 3, now);
-		rc = b == SQLITE_OK ? step_done(ix, st, "touch") : fail(ix, b, "touch");
-		if (!rc && uids)
-			rc = use(ix, keys[i], uids[i], now, hits ? hits[i] : 0);
-	}
-	return tx_end(ix, rc);
-}
-
-int jc__index_put_user(struct jc_index *ix, const struct jc_entry *e, uint32_t uid)
-{
-	int rc = tx(ix, ST_BEGIN);
-
-	rc = rc ? rc : jc__index_put(ix, e);
-	rc = rc ? rc : use(ix, e->key, uid, e->last_access, 0);
-	return tx_end(ix, rc);
-}
-
-int jc__index_get_user(struct jc_index *ix, const uint8_t key[16], uint32_t uid,
-		       struct jc_entry *out)
-{
-	sqlite3_stmt *st = ix->st[ST_GET_USER];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 2, uid);
-	return rc == SQLITE_OK ? get_row(ix, st, out) : fail(ix, rc, "get");
-}
-
-int jc__index_unuse(struct jc_index *ix, const uint8_t key[16], uint32_t uid, uint64_t *left)
-{
-	sqlite3_stmt *st = ix->st[ST_UNUSE];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 2, uid);
-	rc = rc == SQLITE_OK ? step_done(ix, st, "unuse") : fail(ix, rc, "unuse");
-	if (rc)
-		return rc;
-	*left = 0;
-	return jc__index_users_of(ix, key, NULL, left);
-}
-
-int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids,
-		       uint64_t *n)
-{
-	sqlite3_stmt *st = ix->st[ST_USERS_OF];
-	uint64_t cap = *n, found = 0;
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "users of");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (uids && found < cap)
-			uids[found] = (uint32_t)sqlite3_column_int64(st, 0);
-		found++;
-	}
-	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "users of");
-	sqlite3_reset(st);
-	*n = found;
-	return rc;
-}
-
-int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid, uint8_t (*keys)[16],
-			       size_t *n)
-{
-	uint8_t lo[16], hi[16];
-	size_t len = strlen(hex), cap = *n, found = 0;
-	if (len == 0 || len > 32)
-		return JC_EINVAL;
-	memset(lo, 0, sizeof(lo));
-	memset(hi, 0xff, sizeof(hi));
-	for (size_t i = 0; i < len; i++) {
-		char c = hex[i];
-		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-			: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-		if (v < 0)
-			return JC_EINVAL;
-		int shift = i % 2 ? 0 : 4;
-		lo[i / 2] = (uint8_t)((lo[i / 2] & ~(0xf << shift)) | (v << shift));
-		hi[i / 2] = (uint8_t)((hi[i / 2] & ~(0xf << shift)) | (v << shift));
-	}
-	sqlite3_stmt *st = ix->st[uid < 0 ? ST_PREFIX : ST_PREFIX_USER];
-	int rc = sqlite3_bind_blob(st, 1, lo, 16, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_blob(st, 2, hi, 16, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 3, (int64_t)cap);
-	if (rc == SQLITE_OK && uid >= 0)
-		rc = sqlite3_bind_int64(st, 4, uid);
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "key prefix");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (found < cap && sqlite3_column_bytes(st, 0) == 16)
-			memcpy(keys[found++], sqlite3_column_blob(st, 0), 16);
-	}
-	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "key prefix");
-	sqlite3_reset(st);
-	*n = found;
-	return rc;
-}
-
-static void user_totals_of(sqlite3_stmt *st, int col, struct jc_user_totals *t)
-{
-	t->entries = (uint64_t)sqlite3_column_int64(st, col);
-	t->negative = (uint64_t)sqlite3_column_int64(st, col + 1);
-	t->bytes = (uint64_t)sqlite3_column_int64(st, col + 2);
-	t->hits = (uint64_t)sqlite3_column_int64(st, col + 3);
-	t->stored = (uint64_t)sqlite3_column_int64(st, col + 4);
-}
-
-int jc__index_user_totals(struct jc_index *ix, uint32_t uid, struct jc_user_totals *t)
-{
-	sqlite3_stmt *st = ix->st[ST_USER_TOTALS];
-	int rc = sqlite3_bind_int64(st, 1, uid);
-
-	memset(t, 0, sizeof(*t));
-	t->uid = uid;
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "user totals");
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		user_totals_of(st, 0, t);
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(ix, rc, "user totals");
-	sqlite3_reset(st);
-	return rc;
-}
-
-int jc__index_foreach_user_totals(struct jc_index *ix,
-				  int (*cb)(const struct jc_user_totals *t, void *ctx), void *ctx)
-{
-	sqlite3_stmt *st = ix->st[ST_ALL_USER_TOTALS];
-	int rc;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct jc_user_totals t;
-
-		t.uid = (uint32_t)sqlite3_column_int64(st, 0);
-		user_totals_of(st, 1, &t);
-		rc = cb(&t, ctx);
-		if (rc)
-			goto out;
-	}
-	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "user totals");
-out:
-	sqlite3_reset(st);
-	return rc;
-}
-
-/* Appends " AND <cond>" to the foreach SQL. */
-#define ADD(cond) (len += (size_t)snprintf(sql + len, sizeof(sql) - len, " AND %s", (cond)))
-
-int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
-		      int (*cb)(const struct jc_entry *e, void *ctx), void *ctx)
-{
-	static const struct jc_filter all;
-	static const char from_all[] = "SELECT " COLS ", " CHARGE("e") " FROM entries e WHERE 1";
-	/* One uid's view: its rows of users, in its own LRU order (users_lru). */
-	static const char from_user[] = "SELECT " COLS_USER ", " CHARGE("e") " FROM users u CROSS JOIN entries e"
-					" ON e.key = u.key WHERE u.uid = ?8";
-	char sql[sizeof(from_user) + 512];
-	size_t len;
-	struct jc_entry e;
-	sqlite3_stmt *st;
-	int rc;
-
-	f = f ? f : &all;
-	len = (size_t)snprintf(sql, sizeof(sql), "%s", f->by_uid ? from_user : from_all);
-	if (f->status < JC_FILTER_ANY || f->status > JC_FILTER_FAILED) {
-		snprintf(ix->msg, sizeof(ix->msg), "foreach: bad status filter %d", f->status);
-		return JC_EINVAL;
-	}
-	/* Numbered parameters: ?1 status, ?2 created, ?3 accessed, ?4 expired, ?5 arch,
-	 * ?6 versions, ?7 key; only those of present conditions are bound. */
-	if (f->status)
-		ADD("e.status = ?1");
-	if (f->created_before)
-		ADD(f->by_uid ? "u.created < ?2" : "e.created < ?2");
-	if (f->accessed_before)
-		ADD(f->by_uid ? "u.last_access < ?3" : "e.last_access < ?3");
-	if (f->expired_at)
-		ADD("e.status = 1 AND e.expires <= ?4");
-	if (f->arch)
-		ADD("e.arch = ?5");
-	if (f->versions_not)
-		ADD("e.versions <> ?6");
-	if (f->key)
-		ADD(f->by_uid ? "u.key = ?7" : "e.key = ?7");
-	snprintf(sql + len, sizeof(sql) - len, f->by_uid ? " ORDER BY u.last_access, u.key" :
-			  " ORDER BY e.last_access, e.key");
-
-	rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "foreach");
-	if (f->status)
-		rc = sqlite3_bind_int(st, 1, f->status == JC_FILTER_OK ? 0 : 1);
-	if (rc == SQLITE_OK && f->created_before)
-		rc = sqlite3_bind_int64(st, 2, f->created_before);
-	if (rc == SQLITE_OK && f->accessed_before)
-		rc = sqlite3_bind_int64(st, 3, f->accessed_before);
-	if (rc == SQLITE_OK && f->expired_at)
-		rc = sqlite3_bind_int64(st, 4, f->expired_at);
-	if (rc == SQLITE_OK && f->arch)
-		rc = sqlite3_bind_text(st, 5, f->arch, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK && f->versions_not)
-		rc = sqlite3_bind_text(st, 6, f->versions_not, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK && f->key)
-		rc = sqlite3_bind_blob(st, 7, f->key, 16, SQLITE_STATIC);
-	if (rc == SQLITE_OK && f->by_uid)
-		rc = sqlite3_bind_int64(st, 8, f->uid);
-	if (rc != SQLITE_OK) {
-		rc = fail(ix, rc, "foreach");
-		goto out;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		rc = row_to_entry(st, &e);
-		if (rc) {
-			snprintf(ix->msg, sizeof(ix->msg), "foreach: malformed entry row");
-			goto out;
-		}
-		rc = cb(&e, ctx);
-		jc__entry_clear(&e);
-		if (rc)
-			goto out;
-	}
-	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "foreach");
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-#undef ADD
-
-int jc__index_totals(struct jc_index *ix, uint64_t *entries, uint64_t *negative_entries,
-		     uint64_t *bytes)
-{
-	sqlite3_stmt *st = ix->st[ST_TOTALS];
-	int rc = sqlite3_step(st);
-
-	if (rc == SQLITE_ROW) {
-		if (entries)
-			*entries = (uint64_t)sqlite3_column_int64(st, 0);
-		if (negative_entries)
-			*negative_entries = (uint64_t)sqlite3_column_int64(st, 1);
-		if (bytes)
-			*bytes = (uint64_t)sqlite3_column_int64(st, 2);
-		rc = 0;
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ECORRUPT : fail(ix, rc, "totals");
-		if (rc == JC_ECORRUPT)
-			snprintf(ix->msg, sizeof(ix->msg), "totals: row missing");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
-int jc__index_stored(struct jc_index *ix, uint64_t *stored)
-{
-	sqlite3_stmt *st = ix->st[ST_TOTALS];
-	int rc = sqlite3_step(st);
-
-	if (rc == SQLITE_ROW) {
-		*stored = (uint64_t)sqlite3_column_int64(st, 3);
-		rc = 0;
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ECORRUPT : fail(ix, rc, "totals");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
-int jc__index_reclaim(struct jc_index *ix)
-{
-	/* The file shrinks when the WAL is copied back into it: now. */
-	int rc = sqlite3_exec(ix->db, "PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(PASSIVE)",
-			      NULL, NULL, NULL);
-	return rc == SQLITE_OK ? 0 : fail(ix, rc, "incremental vacuum");
-}
-
-int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_t *n)
-{
-	sqlite3_stmt *st = ix->st[ST_REFS];
-	int rc = sqlite3_bind_blob(st, 1, object, 16, SQLITE_STATIC);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*n = (uint64_t)sqlite3_column_int64(st, 0);
-		rc = 0;
-	} else {
-		rc = fail(ix, rc, "object refs");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
 int jc__index_counters_load(struct jc_index *ix,
 			    int (*cb)(const char *name, uint64_t value, void *ctx), void *ctx)
 {
@@ -1264,7 +638,7 @@ int jc__index_counters_load(struct jc_index *ix,
 		if (rc)
 			goto out;
 	}
-	rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "counters load");
+	rc = rc == SQLITE_DONE ? 0 : jc__index_fail(ix, rc, "counters load");
 out:
 	sqlite3_reset(st);
 	return rc;
@@ -1278,7 +652,7 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 
 	if (!n)
 		return 0;
-	rc = tx(ix, ST_BEGIN);
+	rc = jc__index_tx(ix, ST_BEGIN);
 	if (rc)
 		return rc;
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -1286,284 +660,8 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 
 		if (b == SQLITE_OK)
 			b = sqlite3_bind_int64(st, 2, (int64_t)values[i]);
-		rc = b == SQLITE_OK ? step_done(ix, st, "counters save") :
-				      fail(ix, b, "counters save");
+		rc = b == SQLITE_OK ? jc__index_step_done(ix, st, "counters save") :
+				      jc__index_fail(ix, b, "counters save");
 	}
-	return tx_end(ix, rc);
-}
-
-/* --- kept requests (schema 3) ---------------------------------------------- */
-
-/* Steps st (bound) for no row, then resets it. */
-static int bound_done(struct jc_index *ix, sqlite3_stmt *st, int rc, const char *what)
-{
-	if (rc != SQLITE_OK) {
-		sqlite3_reset(st);
-		return fail(ix, rc, what);
-	}
-	return step_done(ix, st, what);
-}
-
-int jc__index_request_data(struct jc_index *ix, int64_t id, uint8_t **data, size_t *len)
-{
-	sqlite3_stmt *st = ix->st[ST_REQ_DATA];
-	int rc = sqlite3_bind_int64(st, 1, id);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		size_t n = (size_t)sqlite3_column_bytes(st, 0);
-		const void *p = sqlite3_column_blob(st, 0);
-		*data = malloc(n ? n : 1);
-		if (*data) {
-			if (n)
-				memcpy(*data, p, n);
-			*len = n;
-			rc = 0;
-		} else {
-			rc = JC_ENOMEM;
-		}
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "request data");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
-/* ix->requests from the table, when it is not built yet or holds more ids
- * of removed rows than of rows (a request goes with its last entry). */
-static int map_requests(struct jc_index *ix)
-{
-	uint64_t n = 0, bytes;
-	int rc = ix->requests_mapped ? jc__index_request_totals(ix, &n, &bytes) : 0;
-	if (rc != 0 || (ix->requests_mapped && ix->requests.n <= 2 * n + 64))
-		return rc;
-	jc__idmap_clear(&ix->requests);
-	ix->requests_mapped = 0;
-	sqlite3_stmt *st = ix->st[ST_REQ_SCAN];
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		if (jc__idmap_add(&ix->requests, (uint32_t)sqlite3_column_int64(st, 1),
-				  sqlite3_column_int64(st, 0)) != 0)
-			break;
-	sqlite3_reset(st);
-	if (rc == SQLITE_ROW) {
-		jc__idmap_clear(&ix->requests);
-		return JC_ENOMEM;
-	}
-	if (rc != SQLITE_DONE)
-		return fail(ix, rc, "map requests");
-	ix->requests_mapped = 1;
-	return 0;
-}
-
-/* The id of the request of hash whose bytes are data (len), into *id;
- * JC_ENOTFOUND when there is none. */
-static int find_request(struct jc_index *ix, uint32_t hash, const void *data, size_t len,
-			int64_t *id)
-{
-	int rc = map_requests(ix);
-	sqlite3_stmt *st = ix->st[ST_REQ_DATA];
-	size_t pos = 0;
-	int64_t cand;
-	while (rc == 0 && jc__idmap_next(&ix->requests, hash, &pos, &cand)) {
-		/* a row since removed, or its id taken by other bytes: skipped */
-		rc = sqlite3_bind_int64(st, 1, cand);
-		if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-			int same = (size_t)sqlite3_column_bytes(st, 0) == len &&
-				   memcmp(sqlite3_column_blob(st, 0), data, len) == 0;
-			sqlite3_reset(st);
-			if (same) {
-				*id = cand;
-				return 0;
-			}
-			rc = SQLITE_OK;
-			continue;
-		}
-		sqlite3_reset(st);
-		rc = rc == SQLITE_DONE ? 0 : fail(ix, rc, "find request");
-	}
-	return rc ? rc : JC_ENOTFOUND;
-}
-
-int jc__index_keep_request(struct jc_index *ix, const uint8_t key[16], uint32_t hash, uint32_t uid,
-			   const void *data, size_t len)
-{
-	int64_t id = 0;
-	int rc = tx(ix, ST_BEGIN);
-	if (rc != 0)
-		return rc;
-	rc = find_request(ix, hash, data, len, &id);
-	sqlite3_stmt *st = ix->st[ST_REQ_PUT];
-	if (rc == JC_ENOTFOUND) {
-		int b = sqlite3_bind_int64(st, 1, hash);
-		b = b ?: sqlite3_bind_int64(st, 2, uid);
-		b = b ?: sqlite3_bind_blob(st, 3, data, (int)len, SQLITE_STATIC);
-		rc = bound_done(ix, st, b, "keep request");
-		id = sqlite3_last_insert_rowid(ix->db);
-		/* a rolled-back row's id stays mapped: find_request skips it */
-		if (rc == 0 && jc__idmap_add(&ix->requests, hash, id) != 0)
-			ix->requests_mapped = 0; /* rebuilt at the next keep */
-	}
-	st = ix->st[ST_REQ_LINK];
-	if (rc == 0) {
-		int b = sqlite3_bind_int64(st, 1, id);
-		b = b ?: sqlite3_bind_blob(st, 2, key, 16, SQLITE_STATIC);
-		rc = bound_done(ix, st, b, "keep request");
-	}
-	/* no entry (gone meanwhile), or it names another: none left unnamed */
-	st = ix->st[ST_REQ_UNUSED];
-	if (rc == 0)
-		rc = bound_done(ix, st, sqlite3_bind_int64(st, 1, id), "keep request");
-	return tx_end(ix, rc);
-}
-
-int jc__index_get_request(struct jc_index *ix, const uint8_t key[16], struct jc_kept *out)
-{
-	sqlite3_stmt *st = ix->st[ST_REQ_GET];
-	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		memcpy(out->key, key, 16);
-		out->id = sqlite3_column_int64(st, 0);
-		out->size = (uint64_t)sqlite3_column_int64(st, 1);
-		out->uid = (uint32_t)sqlite3_column_int64(st, 2);
-		rc = 0;
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "get request");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
-int jc__index_request_totals(struct jc_index *ix, uint64_t *requests, uint64_t *bytes)
-{
-	sqlite3_stmt *st = ix->st[ST_REQ_TOTALS];
-	int rc = sqlite3_step(st);
-
-	if (rc == SQLITE_ROW) {
-		*requests = (uint64_t)sqlite3_column_int64(st, 0);
-		*bytes = (uint64_t)sqlite3_column_int64(st, 1);
-		rc = 0;
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ECORRUPT : fail(ix, rc, "request totals");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
-int jc__index_meta_get(struct jc_index *ix, const char *name, char *out, size_t cap)
-{
-	sqlite3_stmt *st = ix->st[ST_META_GET];
-	int rc = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const char *v = (const char *)sqlite3_column_text(st, 0);
-		snprintf(out, cap, "%s", v ? v : "");
-		rc = 0;
-	} else {
-		rc = rc == SQLITE_DONE ? JC_ENOTFOUND : fail(ix, rc, "meta");
-	}
-	sqlite3_reset(st);
-	return rc;
-}
-
-int jc__index_meta_set(struct jc_index *ix, const char *name, const char *value)
-{
-	sqlite3_stmt *st = ix->st[ST_META_SET];
-	int rc = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-
-	rc = rc ?: sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
-	if (rc != SQLITE_OK) {
-		sqlite3_reset(st);
-		return fail(ix, rc, "meta");
-	}
-	return step_done(ix, st, "meta");
-}
-
-int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *f,
-			      int (*cb)(const struct jc_kept *k, void *ctx), void *ctx)
-{
-	/* Value: hits (the first use counts as one) over days since the last
-	 * use plus one: a kernel used daily outranks one used a lot, once. */
-	char sql[1024];
-	snprintf(sql, sizeof(sql),
-		 "SELECT e.key, r.id, length(r.data), r.uid, e.versions, e.source_name, e.hits,"
-		 " e.last_access FROM entries e CROSS JOIN requests r ON r.id = e.request"
-		 " WHERE 1%s%s%s"
-		 " ORDER BY (e.hits + 1.0) / (1.0 + max(0, ?1 - e.last_access) / 86400.0) DESC,"
-		 " e.key LIMIT ?5",
-		 /* ... and not made for that identity already (its request is
-		  * shared): the subquery runs once */
-		 f->versions_not ? " AND e.versions <> ?2 AND r.id NOT IN (SELECT request FROM entries"
-				   " WHERE versions = ?2 AND request IS NOT NULL)" : "",
-		 f->accessed_since ? " AND e.last_access >= ?3" : "",
-		 f->by_uid ? " AND EXISTS (SELECT 1 FROM users u WHERE u.key = e.key AND u.uid = ?4)"
-			   : "");
-	sqlite3_stmt *st;
-	int rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "foreach request");
-	rc = sqlite3_bind_int64(st, 1, f->now);
-	if (rc == SQLITE_OK && f->versions_not)
-		rc = sqlite3_bind_text(st, 2, f->versions_not, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK && f->accessed_since)
-		rc = sqlite3_bind_int64(st, 3, f->accessed_since);
-	if (rc == SQLITE_OK && f->by_uid)
-		rc = sqlite3_bind_int64(st, 4, f->uid);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 5, f->top ? (sqlite3_int64)f->top : -1);
-	if (rc != SQLITE_OK) {
-		rc = fail(ix, rc, "foreach request");
-		sqlite3_finalize(st);
-		return rc;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct jc_kept k = {0};
-		if (sqlite3_column_bytes(st, 0) != 16) {
-			snprintf(ix->msg, sizeof(ix->msg), "entry row: bad key column");
-			rc = JC_ECORRUPT;
-			break;
-		}
-		memcpy(k.key, sqlite3_column_blob(st, 0), 16);
-		k.id = sqlite3_column_int64(st, 1);
-		k.size = (uint64_t)sqlite3_column_int64(st, 2);
-		k.uid = (uint32_t)sqlite3_column_int64(st, 3);
-		const char *v = (const char *)sqlite3_column_text(st, 4);
-		const char *n = (const char *)sqlite3_column_text(st, 5);
-		k.versions = v ? v : "";
-		k.source_name = n ? n : "";
-		k.hits = (uint64_t)sqlite3_column_int64(st, 6);
-		k.last_access = sqlite3_column_int64(st, 7);
-		if ((rc = cb(&k, ctx)) != 0)
-			break;
-	}
-	if (rc == SQLITE_DONE)
-		rc = 0;
-	else if (rc > 0 && rc != SQLITE_ROW)
-		rc = fail(ix, rc, "foreach request");
-	sqlite3_finalize(st);
-	return rc;
-}
-
-int jc__index_count_versions(struct jc_index *ix, const char *versions, uint64_t *n)
-{
-	sqlite3_stmt *st;
-	int rc = sqlite3_prepare_v2(ix->db, "SELECT count(*) FROM entries WHERE versions = ?1", -1,
-				    &st, NULL);
-	if (rc != SQLITE_OK)
-		return fail(ix, rc, "count versions");
-	rc = sqlite3_bind_text(st, 1, versions, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*n = (uint64_t)sqlite3_column_int64(st, 0);
-		rc = 0;
-	} else {
-		rc = fail(ix, rc, "count versions");
-	}
-	sqlite3_finalize(st);
-	return rc;
+	return jc__index_tx_end(ix, rc);
 }

@@ -85,8 +85,8 @@ int jc__kept_store(struct jc_cachedir *c, const uint8_t key[16], uint32_t uid,
 		return rc;
 	}
 	pthread_mutex_lock(&c->wlock);
-	if ((rc = jc__index_keep_request(c->wix, key, jc__kept_hash(z, len), uid, z, len)) != 0)
-		snprintf(err, errlen, "index: %s", jc__index_errmsg(c->wix));
+	if ((rc = c->ops->keep_request(c, key, jc__kept_hash(z, len), uid, z, len)) != 0)
+		snprintf(err, errlen, "index: %s", jc__cachedir_errmsg(c));
 	pthread_mutex_unlock(&c->wlock);
 	free(z);
 	return rc;
@@ -96,7 +96,7 @@ int jc__kept_load(struct jc_cachedir *c, const struct jc_kept *k, struct jc_req 
 {
 	uint8_t *data;
 	size_t size;
-	int rc = jc__index_request_data(c->wix, k->id, &data, &size);
+	int rc = c->ops->request_data(c, k->id, &data, &size);
 	if (rc != 0)
 		return rc;
 	rc = jc__kept_decode(data, size, out);

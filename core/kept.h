@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "common/req.h"
-#include "core/index.h"
+#include "core/entry.h"
 #include "core/tier.h"
 #include "proto/proto.h"
 

@@ -49,10 +49,10 @@ void jc__victims_free(struct jc_victims *vs)
 static int remove_victim(struct jc_admin_env *env, const struct jc_victims *vs,
 			 const struct jc_entry *e, int *gone)
 {
-	uint64_t left = 0;
-	int rc = vs->by_uid ? jc__index_unuse(env->cd->wix, e->key, vs->uid, &left) : 0;
-	*gone = rc == 0 && left == 0;
-	return rc || left ? rc : env->cd->ops->remove(env->cd, e);
+	if (vs->by_uid)
+		return env->cd->ops->remove_use(env->cd, e, vs->uid, gone);
+	*gone = 1;
+	return env->cd->ops->remove(env->cd, e);
 }
 
 /* unlink_ahead for victims from..n; 1 when any object went. */
@@ -75,11 +75,9 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 		if (!dry_run)
 			rc = remove_victim(env, vs, &vs->v[i], &gone);
 		/* A full disk: deleting a row (or a use of it) needs room in the
-		 * write-ahead log. The reserve gives it (the tier's remove takes
-		 * it itself); the reserve is made again at the end. */
-		if (rc == JC_ENOSPC && jc__store_reserve_release(env->cd->store))
-			rc = remove_victim(env, vs, &vs->v[i], &gone);
-		/* No reserve left: the objects of the entries that go free the
+		 * write-ahead log. The reserve gives it (the tier's remove and
+		 * remove_use take it themselves); it is made again at the end.
+		 * No reserve left: the objects of the entries that go free the
 		 * room, ahead of their rows (tier.h, unlink_ahead). */
 		if (rc == JC_ENOSPC && !vs->by_uid && unlink_ahead(env, vs, i))
 			rc = remove_victim(env, vs, &vs->v[i], &gone);
@@ -96,10 +94,9 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 	}
 	if (!dry_run && vs->n) {
 		env->removed = 1;
-		/* The pages the rows held go back to the file system. */
-		if (rc == 0 && jc__index_reclaim(env->cd->wix) != 0)
-			jc_log_warn(INDEX, "freed pages not reclaimed: %s", jc__index_errmsg(env->cd->wix));
-		jc__store_reserve_make(env->cd->store);
+		/* The pages the rows held go back to the file system, and a
+		 * reserve taken comes back. */
+		env->cd->ops->reclaim(env->cd, rc == 0);
 	}
 	return rc;
 }

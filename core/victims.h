@@ -11,13 +11,13 @@
 #include "core/admin.h"
 
 /* Entries chosen for removal, in the order collected. With by_uid the
- * removal is uid's: it leaves the entries' users (jc__index_unuse), and an
+ * removal is uid's: it leaves the entries' users (tier.h, remove_use), and an
  * entry goes only when no user is left. */
 struct jc_victims {
 	struct jc_entry *v;   /* key, object, status, size, charge, last_access of each */
 	size_t n, cap;
 	uint64_t bytes;       /* of ok victims' artifacts */
-	uint64_t total_bytes; /* for to_size: charges (index.h) still counted */
+	uint64_t total_bytes; /* for to_size: charges (entry.h) still counted */
 	uint64_t target;      /* to_size: stop once total_bytes <= target */
 	int to_size;
 	int by_uid;
@@ -25,7 +25,7 @@ struct jc_victims {
 	uint64_t gone;        /* out: entries that left the cache */
 };
 
-/* A jc__index_foreach callback (ctx: struct jc_victims) that collects;
+/* A foreach callback (tier.h; ctx: struct jc_victims) that collects;
  * with to_size it returns 1 (stop) once total_bytes is down to target.
  * Returns 0, 1 or JC_ENOMEM. */
 int jc__victims_collect_cb(const struct jc_entry *e, void *ctx);

@@ -918,7 +918,7 @@ int jc__cache_init(struct jc_daemon *d)
 	d->policy.tc = d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
 	pthread_mutex_init(&d->policy.builds_lock, NULL);
-	if (jc__memcache_new(d, d->cache->rix, 0, 1 + jc__server_threads(&d->cfg), &d->mc) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
+	if (jc__memcache_new(d, jc__cachedir_reader(d->cache), 0, 1 + jc__server_threads(&d->cfg), &d->mc) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;
 	int rc = jc__manifests_open(d->cfg.cache_dir, 0700,

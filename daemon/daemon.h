@@ -19,11 +19,9 @@
 #include "common/util.h" /* jc__now_ns, jc__wall_s */
 #include "core/counters.h"
 #include "core/evict.h"
-#include "core/index.h"
 #include "core/latency.h"
 #include "core/manifest.h"
 #include "core/request.h"
-#include "core/store.h"
 #include "core/tier.h"
 #include "core/toolchain.h"
 #include "daemon/framer.h"

@@ -77,20 +77,23 @@ static void job_work_cb(uv_work_t *w)
 		static const struct jc_admin_req gc = {.command = (char *)"gc"};
 		j->rc = jc__admin_run(&j->env, &gc, &j->reply);
 	} else {
-		j->rc = jc__index_stored(d->cache->wix, &r->bytes_before);
+		struct jc_tier_health h;
+		j->rc = d->cache->ops->health(d->cache, &h);
+		r->bytes_before = h.stored;
 		j->rc = j->rc ?: jc__evict_run(&j->env, j->max_size, j->share);
-		j->rc = j->rc ?: jc__index_totals(d->cache->wix, &r->entries_after, NULL, NULL);
-		j->rc = j->rc ?: jc__index_stored(d->cache->wix, &r->bytes_after);
+		j->rc = j->rc ?: d->cache->ops->health(d->cache, &h);
+		r->entries_after = h.entries;
+		r->bytes_after = h.stored;
 		r->evicted = j->env.evicted;
 		r->user_evicted = j->env.user_evicted;
 		r->max_size = j->max_size;
 		r->low_water = jc__evict_mark(j->max_size, JC_EVICT_LOW_PCT);
 		/* A reserve released on a full disk comes back once there is room. */
-		jc__store_reserve_make(d->cache->store);
+		d->cache->ops->reclaim(d->cache, 0);
 	}
 	if (j->rc != 0 && !j->reply.message) {
 		char msg[256];
-		snprintf(msg, sizeof(msg), "%s", jc__index_errmsg(d->cache->wix));
+		snprintf(msg, sizeof(msg), "%s", jc__cachedir_errmsg(d->cache));
 		j->reply.message = strdup(msg);
 	}
 	pthread_mutex_unlock(&d->cache->wlock);
@@ -200,12 +203,8 @@ static void gc_maybe(struct jc_daemon *d)
  * sizes the reserve and the write-ahead log to the budget. */
 static void save_budget(struct jc_daemon *d)
 {
-	static const char *const names[] = {JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE};
-	const uint64_t values[] = {d->cfg.max_size, d->cfg.user_max_size};
 	pthread_mutex_lock(&d->cache->wlock);
-	if (jc__index_counters_save(d->cache->wix, names, values, 2) != 0)
-		jc_log_warn(INDEX, "budget not recorded: %s", jc__index_errmsg(d->cache->wix));
-	jc__cachedir_apply_budget(d->cache, d->cfg.max_size);
+	jc__cachedir_record_budget(d->cache, d->cfg.max_size, d->cfg.user_max_size);
 	pthread_mutex_unlock(&d->cache->wlock);
 }
 

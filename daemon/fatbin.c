@@ -195,7 +195,7 @@ static void run_fatbinary(struct jc_fatbin *fb)
 	}
 	stdio[ns++] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = fb->out_fd};
 	args[na] = NULL;
-	jc__store_tmp_check(d->cache->store); /* a failure is logged; fatbinary then says its own */
+	jc__cachedir_tmp_check(d->cache); /* a failure is logged; fatbinary then says its own */
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/tmp", d->cfg.cache_dir);
 	char *env[] = {tmpdir, (char *)"LC_ALL=C", NULL};
 	uv_process_options_t opt = {

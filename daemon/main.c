@@ -299,9 +299,9 @@ static void disk_probe_work(uv_work_t *w)
 	if (!p->err[0] && strcmp(g->tc.summary, now->summary) != 0) {
 		struct jc_cachedir *c = d->cache;
 		pthread_mutex_lock(&c->wlock);
-		if (jc__index_meta_set(c->wix, JC_META_IDENTITY, g->tc.summary) != 0)
+		if (jc__cachedir_set_identity(c, g->tc.summary) != 0)
 			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
-				    jc__index_errmsg(c->wix));
+				    jc__cachedir_errmsg(c));
 		pthread_mutex_unlock(&c->wlock);
 		p->gen = g;
 		g = NULL;
@@ -499,20 +499,19 @@ static void record_identity(struct jc_daemon *d)
 	struct jc_cachedir *c = d->cache;
 	pthread_mutex_lock(&c->wlock);
 	d->cache_identity = d->cache_identity_read;
-	int rc = jc__index_meta_get(c->wix, JC_META_IDENTITY, d->cache_identity_read,
-				    sizeof(d->cache_identity_read));
+	int rc = jc__cachedir_identity(c, d->cache_identity_read, sizeof(d->cache_identity_read));
 	if (rc != 0 && rc != JC_ENOTFOUND)
 		jc_log_warn(MAIN, "cannot read the cache's toolchain identity: %s",
-			    jc__index_errmsg(c->wix));
+			    jc__cachedir_errmsg(c));
 	if (rc != 0)
 		d->cache_identity_read[0] = '\0';
 	if (strcmp(d->cache_identity, d->tc->summary) != 0) {
 		if (d->cache_identity[0])
 			jc_log_notice(MAIN, "toolchain identity changed: the cache was built by %s",
 				      d->cache_identity);
-		if (jc__index_meta_set(c->wix, JC_META_IDENTITY, d->tc->summary) != 0)
+		if (jc__cachedir_set_identity(c, d->tc->summary) != 0)
 			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
-				    jc__index_errmsg(c->wix));
+				    jc__cachedir_errmsg(c));
 	}
 	pthread_mutex_unlock(&c->wlock);
 }

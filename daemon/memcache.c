@@ -148,7 +148,7 @@ void jc__memcache_free(struct jc_memcache *m)
 		}
 	drop_all(m);
 	if (m->owns_rix)
-		jc__index_close(m->rix);
+		jc__reader_close(m->rix);
 	free(m->touch_keys);
 	free(m->touch_hits);
 	free(m->touch_uids);
@@ -258,11 +258,11 @@ const struct jc_entry *jc__memcache_lookup(struct jc_memcache *m, const uint8_t 
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
 		return &s->e;
 	struct jc_entry e = {0};
-	int rc = jc__index_get(m->rix, key, &e);
+	char err[256];
+	int rc = jc__reader_get(m->rix, key, &e, err, sizeof(err));
 	if (rc != 0) {
-		jc__entry_clear(&e);
 		if (rc != JC_ENOTFOUND)
-			jc_log_err(INDEX, "index lookup failed: %s", jc__index_errmsg(m->rix));
+			jc_log_err(INDEX, "index lookup failed: %s", err);
 		return NULL;
 	}
 	slot_drop(m, s);
@@ -481,11 +481,11 @@ struct jc_flush_job {
 static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
 	pthread_mutex_lock(&d->cache->wlock);
-	if (j->n && jc__index_touch(d->cache->wix, (const uint8_t(*)[16])j->keys, j->hits, j->uids, j->n, jc__wall_s()) != 0)
-		jc_log_warn(INDEX, "access times not recorded: %s", jc__index_errmsg(d->cache->wix));
+	if (j->n && d->cache->ops->touch(d->cache, (const uint8_t(*)[16])j->keys, j->hits, j->uids, j->n, jc__wall_s()) != 0)
+		jc_log_warn(INDEX, "access times not recorded: %s", jc__cachedir_errmsg(d->cache));
 	if (j->save_counters) {
 		if (jc__cachedir_save_counters(d->cache, j->counters) != 0)
-			jc_log_warn(INDEX, "counters not saved: %s", jc__index_errmsg(d->cache->wix));
+			jc_log_warn(INDEX, "counters not saved: %s", jc__cachedir_errmsg(d->cache));
 	}
 	pthread_mutex_unlock(&d->cache->wlock);
 }

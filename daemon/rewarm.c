@@ -326,7 +326,7 @@ static void start_after_cb(uv_work_t *w, int status)
 	int64_t result = j->rc ? j->rc : (int64_t)j->n;
 	if (j->rc != 0) {
 		jc_log_err(MAIN, "re-warm (%s): cannot read the kept requests: %s", j->why,
-			   jc__index_errmsg(d->cache->wix));
+			   jc__cachedir_errmsg(d->cache));
 		while (j->head) {
 			struct item *it = j->head;
 			j->head = it->next;

@@ -1298,7 +1298,7 @@ static int srv_start(struct jc_daemon *d, unsigned i, char *err, size_t errlen)
 	rc = mq_init(&s->q, &s->loop, srv_async_cb, s) != 0 ? JC_EIO : 0;
 	rc = rc ?: jc__cachedir_open_reader(d->cache, &rix, err, errlen);
 	if (rc == 0 && jc__memcache_new(d, rix, 1, 1 + d->n_srv, &s->mc) != 0) {
-		jc__index_close(rix);
+		jc__reader_close(rix);
 		rc = jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	}
 	if (rc == 0 && (rc = pthread_create(&s->thread, NULL, srv_main, s)) != 0)

@@ -5,6 +5,10 @@
 # and the libraries below it. The client library's own sources (client_sources
 # in client/meson.build) reach neither core/ nor daemon/: only jitcachectl,
 # also in client/, runs the core's code offline.
+# The local tier (docs/ARCHITECTURE.md, "Tiers") keeps its store and index to
+# itself: outside LOCAL_TIER and tests/, no code names a jc__index_* or
+# jc__store_* function (a call, or its address) and no file includes
+# core/index.h or core/store.h; everything else goes through core/tier.h.
 # usage: check-layering.py SOURCE_ROOT   (exit 0: clean; 1: the violations)
 import os
 import re
@@ -21,6 +25,40 @@ MAY = {
     'shim': {'common', 'proto', 'client', 'shim'},
 }
 CLIENT_LIB_MAY = {'common', 'proto', 'client'}
+# The local tier's files: the only ones that use the store and the index.
+LOCAL_TIER = re.compile(r'core/(tier\.c|index(_\w+)?\.[ch]|store(_\w+)?\.[ch])$')
+PRIVATE_HEADERS = {'core/index.h', 'core/store.h'}
+PRIVATE_CALL = re.compile(r'\bjc__(index|store)_\w+')
+
+
+def code_only(text):
+    """text with its comments and string and character literals blanked
+    (newlines kept, so line numbers stay)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith('/*', i):
+            j = text.find('*/', i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r'[^\n]', ' ', text[i:j]))
+            i = j
+        elif text.startswith('//', i):
+            j = text.find('\n', i)
+            j = n if j < 0 else j
+            out.append(' ' * (j - i))
+            i = j
+        elif c in '"\'':
+            j = i + 1
+            while j < n and text[j] != c and text[j] != '\n':
+                j += 2 if text[j] == '\\' else 1
+            j = min(j + 1, n)
+            out.append(c + ' ' * (j - i - 2) + c if j - i >= 2 else text[i:j])
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return ''.join(out)
+
 
 with open(os.path.join(root, 'client', 'meson.build')) as f:
     m = re.search(r"client_sources\s*=\s*files\(([^)]*)\)", f.read())
@@ -46,7 +84,14 @@ for top in LIBS + ['bench', 'tests', 'examples']:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, root)
             with open(path, errors='replace') as f:
-                lines = f.read().split('\n')
+                text = f.read()
+            lines = text.split('\n')
+            local = top == 'tests' or LOCAL_TIER.match(rel.replace(os.sep, '/'))
+            if not local:
+                for n, line in enumerate(code_only(text).split('\n'), 1):
+                    for m in PRIVATE_CALL.finditer(line):
+                        bad.append('%s:%d: %s: the store and index are the local tier\'s '
+                                   '(core/tier.h)' % (rel, n, m.group(0)))
             for n, line in enumerate(lines, 1):
                 m = inc_re.match(line)
                 if not m:
@@ -63,6 +108,8 @@ for top in LIBS + ['bench', 'tests', 'examples']:
                 if not os.path.exists(os.path.join(root, target)):
                     bad.append('%s:%d: "%s" does not exist' % (rel, n, target))
                     continue
+                if target in PRIVATE_HEADERS and not local:
+                    bad.append('%s:%d: %s is the local tier\'s (core/tier.h)' % (rel, n, target))
                 if top in MAY:
                     may = MAY[top]
                     if top == 'client' and name in client_lib:
