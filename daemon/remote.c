@@ -34,8 +34,10 @@
 
 /* Every backend, asked in this order which one claims a URL. */
 extern const struct jc_remote_backend jc__remote_redis; /* remote_redis.c */
+extern const struct jc_remote_backend jc__remote_file;  /* remote_file.c */
 static const struct jc_remote_backend *const backends[] = {
 	&jc__remote_redis,
+	&jc__remote_file,
 };
 #define N_BACKENDS (sizeof(backends) / sizeof(backends[0]))
 

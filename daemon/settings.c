@@ -160,7 +160,8 @@ static const struct setting table[] = {
 	 "[=yes|no]", "serve other uids without confinement", NULL},
 	{"remote", K_CUSTOM, NOFIELD, 0, 0, NULL, read_remote_url, 0, "URL",
 	 "a fleet tier after the local one; several are asked in the order given: "
-	 "redis://HOST:PORT[/DB], redis+unix:///PATH, redis-cluster://HOST:PORT[,...]", "none"},
+	 "redis://HOST:PORT[/DB], redis+unix:///PATH, redis-cluster://HOST:PORT[,...], "
+	 "file:///DIR[?read-only&max-size=SIZE&lock-stale=DURATION] (a shared directory)", "none"},
 	{"remote-secret-file", K_TEXT, FIELD(remote.secret_file), 0, 0, NULL, NULL, 0, "FILE",
 	 "HMAC key of the fleet's values", "none"},
 	{"remote-unsigned", K_BOOL, FIELD(remote.unsigned_ok), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
