@@ -479,6 +479,59 @@ static void test_budget(void **state)
 	       (long long)st.st_size * 3 / 2);
 }
 
+/*
+ * Two tiers, in order (--remote given twice): W writes to both; R, whose
+ * first tier is empty, misses there and is served from the second; a
+ * daemon configured with the list in its configuration file does the same;
+ * stats say 2 tiers and both URLs.
+ */
+static void test_two_tiers(void **state)
+{
+	struct ffx *x = ffx_new(state, "0:0", NULL);
+	struct jtl_daemon *w = &x->d[0], *r = &x->d[1], *c = &x->d[2];
+	char empty[500], url2[600], conf[500], text[2000];
+	snprintf(empty, sizeof(empty), "%s/empty", x->fx->d.dir);
+	assert_int_equal(mkdir(empty, 0755), 0);
+	snprintf(url2, sizeof(url2), "file://%s?read-only", empty);
+	const char *wflags[] = {"--remote", url2, "--remote", x->url, "--remote-secret-file",
+				x->secret, NULL};
+	jct_daemon_start(w, wflags);
+	char k0[33];
+	assert_int_equal(fetch(x, w, 0, k0), JC_MISS);
+	assert_int_equal(wait_stat(w, "remote_publishes", 1), 1); /* the read-only one: none */
+	assert_int_equal(jct_stat(w, "remote_tiers"), 2);
+	assert_int_equal(count_files(x, ".v", 1), 1);
+
+	char emptyurl[600];
+	snprintf(emptyurl, sizeof(emptyurl), "file://%s", empty);
+	const char *rflags[] = {"--remote", emptyurl, "--remote", x->url, "--remote-secret-file",
+				x->secret, NULL};
+	jct_daemon_start(r, rflags);
+	assert_int_equal(fetch(x, r, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(r, "compiles"), 0);
+	assert_int_equal(jct_stat(r, "remote_hits"), 1);
+	assert_int_equal(jct_stat(r, "remote_misses"), 0);
+	char *json = NULL;
+	const char *args[] = {"stats", "--json", NULL};
+	assert_int_equal(jct_ctl(r, &json, NULL, args), 0);
+	char want[1400];
+	snprintf(want, sizeof(want), "\"remote_url\": \"%s %s\"", emptyurl, x->url);
+	jct_assert_has(json, want);
+	free(json);
+
+	/* The same list from a configuration file: one line per tier; a flag
+	 * would replace the whole list. */
+	snprintf(conf, sizeof(conf), "%s/jitcached.conf", x->fx->d.dir);
+	snprintf(text, sizeof(text), "remote = %s\nremote = %s\nremote-secret-file = %s\n",
+		 emptyurl, x->url, x->secret);
+	jct_write_text(conf, text);
+	const char *cflags[] = {"--config", conf, NULL};
+	jct_daemon_start(c, cflags);
+	assert_int_equal(fetch(x, c, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(c, "remote_tiers"), 2);
+	printf("two tiers: a miss in the first, served from the second (flags and config file)\n");
+}
+
 /* Bad file:// URLs are refused at start-up. */
 static void test_bad_url(void **state)
 {
@@ -503,6 +556,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_killed_writer, ffx_free),
 		cmocka_unit_test_teardown(test_stale_lock, ffx_free),
 		cmocka_unit_test_teardown(test_budget, ffx_free),
+		cmocka_unit_test_teardown(test_two_tiers, ffx_free),
 		cmocka_unit_test_teardown(test_bad_url, ffx_free),
 	};
 	if (getenv("JCT_TEST_FILTER"))
