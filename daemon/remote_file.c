@@ -11,8 +11,9 @@
  *   max-size=SIZE   byte budget of the values (default 10G): when over, the
  *                   oldest values (by the time they were written) are
  *                   removed until the share holds 90% of it;
- *   lock-stale=DURATION  a fleet lock not renewed this long (default 30s)
- *                   is taken over: its holder died.
+ *   lock-stale=DURATION  a fleet lock not renewed this long (default 30s,
+ *                   5s to 1d; it is renewed every 3 s) is taken over: its
+ *                   holder died.
  *
  * Layout, for a key K (32 hex digits) and XX its first two: DIR/XX/K.v the
  * value of K, DIR/XX/K.d the dependency record of lookup key K, DIR/XX/K.lock
@@ -20,7 +21,8 @@
  * written to DIR/XX/.tmp-K-<pid>-<random> (O_EXCL), synced, then renamed
  * over K.v: a reader sees the old value or the new one, never a part; a
  * temp name is never read as a value (a writer killed midway leaves a temp
- * file, removed by the trim once an hour old).
+ * file, removed by the trim once an hour old, as are lock files). DIR/XX is
+ * only used through a descriptor opened without following a symbolic link.
  *
  * No flock/fcntl locks (NFS breaks them): the fleet lock is an O_EXCL
  * create, renewed by touching its mtime; one older than lock-stale is
@@ -57,7 +59,7 @@
 #define DEFAULT_MAX_SIZE "10G"
 #define DEFAULT_LOCK_STALE_S 30
 #define TRIM_EVERY_S 60         /* a trim after a put at most this often ... */
-#define TRIM_TEMP_S 3600        /* ... removing temp files older than this */
+#define TRIM_STALE_S 3600       /* ... removing temp and lock files older than this */
 #define TRIM_TO_PERCENT 90
 
 struct fb {
@@ -108,8 +110,8 @@ static int parse(const char *url, struct fb *b, char *err, size_t errlen)
 				return JC_EINVAL;
 			}
 		} else if (strncmp(o, "lock-stale=", 11) == 0) {
-			if (jc__parse_duration(o + 11, &stale) != 0 || stale < 1 || stale > 86400) {
-				snprintf(err, errlen, "bad lock-stale '%.80s' (1s to 1d)", o + 11);
+			if (jc__parse_duration(o + 11, &stale) != 0 || stale < 5 || stale > 86400) {
+				snprintf(err, errlen, "bad lock-stale '%.80s' (5s to 1d)", o + 11);
 				return JC_EINVAL;
 			}
 		} else {
@@ -164,15 +166,6 @@ static void fb_unref(struct fb *b)
 
 /* --- the file system side (thread pool) ------------------------------------------ */
 
-/* The path of key's file with suffix (".v", ".d", ".lock"). */
-static void path_of(const struct fb *b, const uint8_t key[16], const char *suffix, char *out,
-		    size_t len)
-{
-	char hex[33];
-	jc__hex16(key, hex);
-	snprintf(out, len, "%s/%.2s/%s%s", b->dir, hex, hex, suffix);
-}
-
 /* errno of a failed call on the share as an rc (remote_backend.h). */
 static int rc_of(int err)
 {
@@ -188,33 +181,57 @@ static int rc_of(int err)
 	}
 }
 
-static int fail(int err, const char *what, const char *path, char *why, size_t whylen)
+static int fail(int err, const char *what, const char *name, char *why, size_t whylen)
 {
-	snprintf(why, whylen, "%s %.300s: %s", what, path, strerror(err));
+	snprintf(why, whylen, "%s %.300s: %s", what, name, strerror(err));
 	return rc_of(err);
 }
 
-/* Reads the regular file path (at most max bytes) into *val. */
-static int read_value(const char *path, uint64_t max, uint8_t **val, size_t *len, char *why,
-		      size_t whylen)
+/*
+ * DIR/XX for key, opened as a directory that is not a symbolic link (a
+ * share's user cannot send reads, writes or the trim elsewhere); made when
+ * missing and create. Every file of the key is used relative to it. The
+ * descriptor, or -1 with errno (ENOENT: not there).
+ */
+static int sub_open(const struct fb *b, const uint8_t key[16], int create)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	char hex[33], sub[4200];
+	jc__hex16(key, hex);
+	snprintf(sub, sizeof(sub), "%s/%.2s", b->dir, hex);
+	int fd = open(sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && create && (mkdir(sub, 0777) == 0 || errno == EEXIST))
+		fd = open(sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd;
+}
+
+/* The name of key's file with suffix (".v", ".d", ".lock") in its DIR/XX. */
+static void name_of(const uint8_t key[16], const char *suffix, char out[48])
+{
+	char hex[33];
+	jc__hex16(key, hex);
+	snprintf(out, 48, "%s%s", hex, suffix);
+}
+
+/* Reads the regular file name in dfd (at most max bytes) into *val. */
+static int read_value(int dfd, const char *name, uint64_t max, uint8_t **val, size_t *len,
+		      char *why, size_t whylen)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0 && errno == ELOOP) {
-		snprintf(why, whylen, "%.300s is a symbolic link", path);
+		snprintf(why, whylen, "%s is a symbolic link", name);
 		return JC_ECORRUPT;
 	}
 	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? JC_ENOTFOUND
-							   : fail(errno, "open", path, why, whylen);
+		return errno == ENOENT ? JC_ENOTFOUND : fail(errno, "open", name, why, whylen);
 	if (fstat(fd, &st) != 0) {
 		int e = errno;
 		close(fd);
-		return fail(e, "stat", path, why, whylen);
+		return fail(e, "stat", name, why, whylen);
 	}
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
 		close(fd);
-		snprintf(why, whylen, "%.300s is %s", path,
+		snprintf(why, whylen, "%s is %s", name,
 			 S_ISREG(st.st_mode) ? "over remote-max-object" : "not a regular file");
 		return JC_ECORRUPT;
 	}
@@ -232,7 +249,7 @@ static int read_value(const char *path, uint64_t max, uint8_t **val, size_t *len
 			int e = errno;
 			close(fd);
 			free(buf);
-			return fail(e, "read", path, why, whylen);
+			return fail(e, "read", name, why, whylen);
 		}
 		if (n == 0)
 			break; /* shorter than it was: the checks say what it is */
@@ -244,32 +261,14 @@ static int read_value(const char *path, uint64_t max, uint8_t **val, size_t *len
 	return 0;
 }
 
-/* Makes DIR/XX for path when missing (DIR itself must exist). */
-static void make_parent(const char *path)
+/* Writes len bytes at val to a temp name in dfd, synced, then renames it
+ * over name (and syncs the directory). */
+static int write_atomic(int dfd, const char *name, const uint8_t *val, size_t len, char *why,
+			size_t whylen)
 {
-	char parent[4200];
-	snprintf(parent, sizeof(parent), "%s", path);
-	char *slash = strrchr(parent, '/');
-	if (slash) {
-		*slash = '\0';
-		mkdir(parent, 0777);
-	}
-}
-
-/* Writes len bytes at val to a temp file beside path, synced, then renames
- * it over path. */
-static int write_atomic(const struct fb *b, const char *path, const uint8_t *val, size_t len,
-			char *why, size_t whylen)
-{
-	char tmp[4200];
-	const char *base = strrchr(path, '/') + 1;
-	snprintf(tmp, sizeof(tmp), "%.*s.tmp-%.32s-%d-%08x", (int)(base - path), path, base,
-		 (int)getpid(), randombytes_random());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0 && errno == ENOENT) {
-		make_parent(path);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	}
+	char tmp[128];
+	snprintf(tmp, sizeof(tmp), ".tmp-%s-%d-%08x", name, (int)getpid(), randombytes_random());
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return fail(errno, "create", tmp, why, whylen);
 	size_t done = 0;
@@ -285,21 +284,21 @@ static int write_atomic(const struct fb *b, const char *path, const uint8_t *val
 		e = errno;
 	if (close(fd) != 0 && !e)
 		e = errno;
-	if (!e && rename(tmp, path) != 0)
+	if (!e && renameat(dfd, tmp, dfd, name) != 0)
 		e = errno;
 	if (e) {
-		unlink(tmp);
+		unlinkat(dfd, tmp, 0);
 		return fail(e, "write", tmp, why, whylen);
 	}
-	(void)b;
+	fsync(dfd);
 	return 0;
 }
 
-/* Whether the lock file path is ours: its content is our lock id. */
-static int lock_is_ours(const struct fb *b, const char *path)
+/* Whether the lock file name in dfd is ours: its content is our lock id. */
+static int lock_is_ours(const struct fb *b, int dfd, const char *name)
 {
 	char buf[sizeof(b->lock_id)];
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return 0;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -312,44 +311,44 @@ static int64_t age_s(const struct stat *st)
 	return (int64_t)time(NULL) - (int64_t)st->st_mtime;
 }
 
-/* Takes the lock (or, read-only, looks whether a peer holds one). */
-static int take_lock(const struct fb *b, const char *path, char *why, size_t whylen)
+/* Takes the lock name in dfd (or, read-only, looks whether a peer holds a
+ * fresh one). */
+static int take_lock(const struct fb *b, int dfd, const char *name, char *why, size_t whylen)
 {
 	struct stat st;
 	if (b->read_only)
-		return stat(path, &st) == 0 && age_s(&st) < b->lock_stale_s ? JC_EBUSY : 0;
+		return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				       age_s(&st) < b->lock_stale_s
+			       ? JC_EBUSY
+			       : 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd < 0 && errno == ENOENT) {
-			make_parent(path);
-			fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		}
+		int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 		if (fd >= 0) {
 			size_t n = strlen(b->lock_id);
 			int ok = write(fd, b->lock_id, n) == (ssize_t)n;
 			close(fd);
 			if (!ok) {
-				unlink(path);
-				return fail(EIO, "write", path, why, whylen);
+				unlinkat(dfd, name, 0);
+				return fail(EIO, "write", name, why, whylen);
 			}
 			return 0;
 		}
 		if (errno != EEXIST)
-			return fail(errno, "create", path, why, whylen);
-		if (lstat(path, &st) != 0)
+			return fail(errno, "create", name, why, whylen);
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue; /* released meanwhile: try again */
 		if (age_s(&st) < b->lock_stale_s)
 			return JC_EBUSY;
-		unlink(path); /* its holder stopped renewing it: taken over */
+		unlinkat(dfd, name, 0); /* its holder stopped renewing it: taken over */
 	}
 	return JC_EBUSY;
 }
 
-/* Values and records in DIR (and temp files to drop) for the trim. */
+/* Values and records in DIR for the trim. */
 struct victim {
 	int64_t mtime;
 	uint64_t size;
-	char path[64]; /* XX/name */
+	char path[48]; /* XX/name */
 };
 
 static int victim_cmp(const void *a, const void *b)
@@ -358,8 +357,9 @@ static int victim_cmp(const void *a, const void *b)
 	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
 }
 
-/* Removes temp files over an hour old, then the oldest values while the
- * share holds more than max_size (down to TRIM_TO_PERCENT of it). */
+/* Removes temp and lock files over an hour old (left by daemons killed
+ * midway), then the oldest values while the share holds more than
+ * max_size (down to TRIM_TO_PERCENT of it). */
 static void trim(const struct fb *b)
 {
 	struct victim *v = NULL;
@@ -367,22 +367,27 @@ static void trim(const struct fb *b)
 	uint64_t total = 0, removed = 0, removed_bytes = 0;
 	int64_t now = (int64_t)time(NULL);
 	for (int i = 0; i < 256; i++) {
-		char sub[4200];
-		snprintf(sub, sizeof(sub), "%s/%02x", b->dir, i);
-		DIR *d = opendir(sub);
-		if (!d)
+		uint8_t key[16] = {(uint8_t)i};
+		int dfd = sub_open(b, key, 0);
+		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		if (!d) {
+			if (dfd >= 0)
+				close(dfd);
 			continue;
+		}
 		struct dirent *e;
 		while ((e = readdir(d))) {
 			struct stat st;
 			size_t len = strlen(e->d_name);
-			int temp = strncmp(e->d_name, ".tmp-", 5) == 0;
+			int stale = strncmp(e->d_name, ".tmp-", 5) == 0 ||
+				    (len == 37 && strcmp(e->d_name + 32, ".lock") == 0);
 			int value = len == 34 && e->d_name[32] == '.' &&
 				    (e->d_name[33] == 'v' || e->d_name[33] == 'd');
-			if ((!temp && !value) || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW))
+			if ((!stale && !value) ||
+			    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 				continue;
-			if (temp) {
-				if (now - (int64_t)st.st_mtime > TRIM_TEMP_S)
+			if (stale) {
+				if (now - (int64_t)st.st_mtime > TRIM_STALE_S)
 					unlinkat(dirfd(d), e->d_name, 0);
 				continue;
 			}
@@ -396,7 +401,7 @@ static void trim(const struct fb *b)
 			}
 			v[n].mtime = (int64_t)st.st_mtime;
 			v[n].size = (uint64_t)st.st_size;
-			snprintf(v[n].path, sizeof(v[n].path), "%02x/%s", i, e->d_name);
+			snprintf(v[n].path, sizeof(v[n].path), "%02x/%.34s", i, e->d_name);
 			total += v[n++].size;
 		}
 		closedir(d);
@@ -405,13 +410,18 @@ static void trim(const struct fb *b)
 		uint64_t target = b->max_size / 100 * TRIM_TO_PERCENT;
 		qsort(v, n, sizeof(*v), victim_cmp);
 		for (size_t i = 0; i < n && total > target; i++) {
-			char path[4200];
-			snprintf(path, sizeof(path), "%s/%s", b->dir, v[i].path);
-			if (unlink(path) == 0) {
+			uint8_t key[16] = {0};
+			unsigned x = 0;
+			sscanf(v[i].path, "%2x", &x);
+			key[0] = (uint8_t)x;
+			int dfd = sub_open(b, key, 0);
+			if (dfd >= 0 && unlinkat(dfd, v[i].path + 3, 0) == 0) {
 				total -= v[i].size;
 				removed++;
 				removed_bytes += v[i].size;
 			}
+			if (dfd >= 0)
+				close(dfd);
 		}
 		jc_log_info(REMOTE, "file://%s: over its max-size: %" PRIu64 " oldest values removed (%"
 			    PRIu64 " bytes), %" PRIu64 " bytes left", b->dir, removed, removed_bytes,
@@ -439,57 +449,79 @@ struct job {
 	char why[512];
 };
 
+/* The probes: DIR is a directory; a file can be made there. */
+static int probe(const struct fb *b, int writing, char *why, size_t whylen)
+{
+	struct stat st;
+	if (stat(b->dir, &st) != 0)
+		return fail(errno, "stat", b->dir, why, whylen);
+	if (!S_ISDIR(st.st_mode))
+		return fail(ENOTDIR, "stat", b->dir, why, whylen);
+	if (!writing)
+		return 0;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/.tmp-probe-%d-%08x", b->dir, (int)getpid(),
+		 randombytes_random());
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int rc = fd >= 0 && write(fd, "1", 1) == 1 ? 0 : fail(errno, "write", path, why, whylen);
+	if (fd >= 0) {
+		close(fd);
+		unlink(path);
+	}
+	return rc;
+}
+
 static void job_work_cb(uv_work_t *w)
 {
 	struct job *j = w->data;
 	struct fb *b = j->b;
-	char path[4200], lock[4200];
-	const char *suffix = j->kind == JC_RB_RECORD ? ".d" : ".v";
-	path_of(b, j->key, suffix, path, sizeof(path));
-	path_of(b, j->key, ".lock", lock, sizeof(lock));
-	struct stat st;
+	if (j->op == J_TRIM || j->op == J_PROBE || j->op == J_PROBE_WRITE) {
+		if (j->op == J_TRIM)
+			trim(b);
+		else
+			j->rc = probe(b, j->op == J_PROBE_WRITE, j->why, sizeof(j->why));
+		return;
+	}
+	char name[48], lock[48];
+	name_of(j->key, j->kind == JC_RB_RECORD ? ".d" : ".v", name);
+	name_of(j->key, ".lock", lock);
+	int dfd = sub_open(b, j->key, j->op == J_LOCK || j->op == J_PUT);
+	if (dfd < 0) {
+		int e = errno;
+		j->rc = e == ENOENT && j->op == J_GET ? JC_ENOTFOUND
+			: e == ELOOP || e == ENOTDIR  ? JC_ECORRUPT
+						      : fail(e, "open", b->dir, j->why, sizeof(j->why));
+		if (j->rc == JC_ECORRUPT)
+			snprintf(j->why, sizeof(j->why), "%.300s/%.2s is not a directory", b->dir, name);
+		if (j->rc == JC_ECORRUPT && j->op != J_GET)
+			j->rc = JC_EDENIED;
+		return;
+	}
 	switch (j->op) {
 	case J_GET:
-		j->rc = read_value(path, b->max_object, &j->val, &j->len, j->why, sizeof(j->why));
+		j->rc = read_value(dfd, name, b->max_object, &j->val, &j->len, j->why,
+				   sizeof(j->why));
 		break;
 	case J_LOCK:
-		j->rc = take_lock(b, lock, j->why, sizeof(j->why));
+		j->rc = take_lock(b, dfd, lock, j->why, sizeof(j->why));
 		break;
 	case J_RENEW:
-		if (lock_is_ours(b, lock))
-			utimensat(AT_FDCWD, lock, NULL, AT_SYMLINK_NOFOLLOW);
+		if (lock_is_ours(b, dfd, lock))
+			utimensat(dfd, lock, NULL, AT_SYMLINK_NOFOLLOW);
 		break;
 	case J_UNLOCK:
-		if (lock_is_ours(b, lock))
-			unlink(lock);
+		if (lock_is_ours(b, dfd, lock))
+			unlinkat(dfd, lock, 0);
 		break;
 	case J_PUT:
-		j->rc = write_atomic(b, path, j->val, j->len, j->why, sizeof(j->why));
-		if (j->unlock && lock_is_ours(b, lock))
-			unlink(lock); /* after the value: whoever sees it gone sees the value */
+		j->rc = write_atomic(dfd, name, j->val, j->len, j->why, sizeof(j->why));
+		if (j->unlock && lock_is_ours(b, dfd, lock))
+			unlinkat(dfd, lock, 0); /* after the value: whoever sees it gone sees the value */
 		break;
-	case J_PROBE:
-		j->rc = stat(b->dir, &st) != 0		  ? fail(errno, "stat", b->dir, j->why, sizeof(j->why))
-			: !S_ISDIR(st.st_mode) ? fail(ENOTDIR, "stat", b->dir, j->why, sizeof(j->why))
-					       : 0;
-		break;
-	case J_PROBE_WRITE: {
-		char probe[4200];
-		snprintf(probe, sizeof(probe), "%s/.tmp-probe-%d-%08x", b->dir, (int)getpid(),
-			 randombytes_random());
-		int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		int ok = fd >= 0 && write(fd, "1", 1) == 1;
-		j->rc = ok ? 0 : fail(errno, "write", probe, j->why, sizeof(j->why));
-		if (fd >= 0) {
-			close(fd);
-			unlink(probe);
-		}
+	default:
 		break;
 	}
-	case J_TRIM:
-		trim(b);
-		break;
-	}
+	close(dfd);
 }
 
 static void job_after_cb(uv_work_t *w, int status)
