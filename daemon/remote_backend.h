@@ -17,8 +17,9 @@
  * byte a backend returns is untrusted: remote.c verifies it before use.
  *
  * Adding a backend: a file implementing struct jc_remote_backend, its entry
- * in remote.c's table of backends (with its extern declaration there), its source in daemon/meson.build, its URL
- * form in the help text of the "remote" setting (settings.c) and its tests.
+ * in remote.c's table of backends (with its extern declaration there), its source in
+ * daemon/meson.build, its URL form in the help text of the "remote" setting (settings.c) and its
+ * tests.
  *
  * Threads: every operation is called on the loop thread and calls back on
  * it; a backend may do blocking work in the libuv thread pool.
@@ -64,9 +65,9 @@ typedef void (*jc_rb_failed)(void *arg, const char *what, const char *why);
 /* What open() gets: all borrowed for the call. */
 struct jc_rb_open {
 	uv_loop_t *loop;
-	const char *url;                    /* this backend's URL (check() accepted it) */
+	const char *url;		    /* this backend's URL (check() accepted it) */
 	const struct jc_remote_config *cfg; /* the tier's settings */
-	const char *lock_id;                /* host:pid:random: this daemon's lock owner name */
+	const char *lock_id;		    /* host:pid:random: this daemon's lock owner name */
 	jc_rb_failed failed;
 	void *failed_arg;
 };

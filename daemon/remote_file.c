@@ -56,11 +56,11 @@
 #include "daemon/remote_backend.h"
 #include "jitcache/jitcache.h"
 
-#define DEFAULT_MAX_SIZE "10G"
+#define DEFAULT_MAX_SIZE     "10G"
 #define DEFAULT_LOCK_STALE_S 30
-#define TRIM_EVERY_S 60         /* a trim after a put at most this often ... */
-#define TRIM_STALE_S 3600       /* ... removing temp and lock files older than this */
-#define TRIM_TO_PERCENT 90
+#define TRIM_EVERY_S	     60	  /* a trim after a put at most this often ... */
+#define TRIM_STALE_S	     3600 /* ... removing temp and lock files older than this */
+#define TRIM_TO_PERCENT	     90
 
 struct fb {
 	uv_loop_t *loop;
@@ -70,10 +70,10 @@ struct fb {
 	int64_t lock_stale_s;
 	uint64_t max_object;
 	char lock_id[128];
-	int64_t last_trim_s;   /* wall clock of the last trim started */
-	uint64_t written;      /* bytes put since it */
+	int64_t last_trim_s; /* wall clock of the last trim started */
+	uint64_t written;    /* bytes put since it */
 	int trimming;
-	int refs;              /* the handle + jobs */
+	int refs; /* the handle + jobs */
 	int closing;
 };
 
@@ -115,8 +115,10 @@ static int parse(const char *url, struct fb *b, char *err, size_t errlen)
 				return JC_EINVAL;
 			}
 		} else {
-			snprintf(err, errlen, "unknown option '%.80s' (read-only, max-size=SIZE, "
-				 "lock-stale=DURATION)", o);
+			snprintf(err, errlen,
+				 "unknown option '%.80s' (read-only, max-size=SIZE, "
+				 "lock-stale=DURATION)",
+				 o);
 			return JC_EINVAL;
 		}
 	}
@@ -318,11 +320,12 @@ static int take_lock(const struct fb *b, int dfd, const char *name, char *why, s
 	struct stat st;
 	if (b->read_only)
 		return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-				       age_s(&st) < b->lock_stale_s
-			       ? JC_EBUSY
-			       : 0;
+			       age_s(&st) < b->lock_stale_s
+			   ? JC_EBUSY
+			   : 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+		int fd =
+		    openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 		if (fd >= 0) {
 			size_t n = strlen(b->lock_id);
 			int ok = write(fd, b->lock_id, n) == (ssize_t)n;
@@ -423,9 +426,10 @@ static void trim(const struct fb *b)
 			if (dfd >= 0)
 				close(dfd);
 		}
-		jc_log_info(REMOTE, "file://%s: over its max-size: %" PRIu64 " oldest values removed (%"
-			    PRIu64 " bytes), %" PRIu64 " bytes left", b->dir, removed, removed_bytes,
-			    total);
+		jc_log_info(REMOTE,
+			    "file://%s: over its max-size: %" PRIu64
+			    " oldest values removed (%" PRIu64 " bytes), %" PRIu64 " bytes left",
+			    b->dir, removed, removed_bytes, total);
 	}
 	free(v);
 }
@@ -488,19 +492,22 @@ static void job_work_cb(uv_work_t *w)
 	int dfd = sub_open(b, j->key, j->op == J_LOCK || j->op == J_PUT);
 	if (dfd < 0) {
 		int e = errno;
-		j->rc = e == ENOENT && j->op == J_GET ? JC_ENOTFOUND
-			: e == ELOOP || e == ENOTDIR  ? JC_ECORRUPT
-						      : fail(e, "open", b->dir, j->why, sizeof(j->why));
+		/* No DIR/XX is a miss; no DIR, a share that is not there. */
+		j->rc = e == ENOENT && j->op == J_GET && access(b->dir, F_OK) == 0 ? JC_ENOTFOUND
+			: e == ELOOP || e == ENOTDIR
+			    ? JC_ECORRUPT
+			    : fail(e, "open", b->dir, j->why, sizeof(j->why));
 		if (j->rc == JC_ECORRUPT)
-			snprintf(j->why, sizeof(j->why), "%.300s/%.2s is not a directory", b->dir, name);
+			snprintf(j->why, sizeof(j->why), "%.300s/%.2s is not a directory", b->dir,
+				 name);
 		if (j->rc == JC_ECORRUPT && j->op != J_GET)
 			j->rc = JC_EDENIED;
 		return;
 	}
 	switch (j->op) {
 	case J_GET:
-		j->rc = read_value(dfd, name, b->max_object, &j->val, &j->len, j->why,
-				   sizeof(j->why));
+		j->rc =
+		    read_value(dfd, name, b->max_object, &j->val, &j->len, j->why, sizeof(j->why));
 		break;
 	case J_LOCK:
 		j->rc = take_lock(b, dfd, lock, j->why, sizeof(j->why));
@@ -516,7 +523,8 @@ static void job_work_cb(uv_work_t *w)
 	case J_PUT:
 		j->rc = write_atomic(dfd, name, j->val, j->len, j->why, sizeof(j->why));
 		if (j->unlock && lock_is_ours(b, dfd, lock))
-			unlinkat(dfd, lock, 0); /* after the value: whoever sees it gone sees the value */
+			unlinkat(dfd, lock,
+				 0); /* after the value: whoever sees it gone sees the value */
 		break;
 	default:
 		break;
@@ -534,8 +542,8 @@ static void job_after_cb(uv_work_t *w, int status)
 	if (j->op == J_PUT && j->rc == 0 && !b->closing) {
 		int64_t now = jc__wall_s();
 		b->written += j->len;
-		if (!b->trimming && (now - b->last_trim_s >= TRIM_EVERY_S ||
-				     b->written >= b->max_size / 16)) {
+		if (!b->trimming &&
+		    (now - b->last_trim_s >= TRIM_EVERY_S || b->written >= b->max_size / 16)) {
 			struct job *t = calloc(1, sizeof(*t));
 			if (t) {
 				t->b = b;
@@ -545,7 +553,8 @@ static void job_after_cb(uv_work_t *w, int status)
 				b->trimming = 1;
 				b->last_trim_s = now;
 				b->written = 0;
-				if (uv_queue_work(b->loop, &t->work, job_work_cb, job_after_cb) != 0) {
+				if (uv_queue_work(b->loop, &t->work, job_work_cb, job_after_cb) !=
+				    0) {
 					b->refs--;
 					b->trimming = 0;
 					free(t);
@@ -562,7 +571,10 @@ static void job_after_cb(uv_work_t *w, int status)
 		uint8_t *val = b->closing ? NULL : j->val;
 		if (b->closing)
 			free(j->val);
-		j->cb(j->arg, rc, val, val ? j->len : 0, b->closing ? "closing" : j->rc ? j->why : "");
+		j->cb(j->arg, rc, val, val ? j->len : 0,
+		      b->closing ? "closing"
+		      : j->rc	 ? j->why
+				 : "");
 	} else {
 		free(j->val);
 	}
@@ -627,7 +639,8 @@ static int fb_put(void *b, enum jc_rb_kind kind, const uint8_t key[16], uint8_t 
 
 static int fb_probe(void *b, int write, jc_rb_cb cb, void *arg)
 {
-	return job_start(b, write ? J_PROBE_WRITE : J_PROBE, JC_RB_VALUE, NULL, NULL, 0, 0, cb, arg);
+	return job_start(b, write ? J_PROBE_WRITE : J_PROBE, JC_RB_VALUE, NULL, NULL, 0, 0, cb,
+			 arg);
 }
 
 static void fb_info(void *p, struct jc_rb_info *out)
@@ -645,16 +658,16 @@ static void fb_close(void *p)
 }
 
 const struct jc_remote_backend jc__remote_file = {
-	.name = "file",
-	.claims = claims,
-	.check = check,
-	.open = fb_open,
-	.get = fb_get,
-	.lock = fb_lock,
-	.renew = fb_renew,
-	.unlock = fb_unlock,
-	.put = fb_put,
-	.probe = fb_probe,
-	.info = fb_info,
-	.close = fb_close,
+    .name = "file",
+    .claims = claims,
+    .check = check,
+    .open = fb_open,
+    .get = fb_get,
+    .lock = fb_lock,
+    .renew = fb_renew,
+    .unlock = fb_unlock,
+    .put = fb_put,
+    .probe = fb_probe,
+    .info = fb_info,
+    .close = fb_close,
 };

@@ -25,10 +25,10 @@
 #define LOCK_MS 10000 /* fleet lock lifetime; the stack renews held locks every 3 s */
 
 static const char release_lua[] =
-	"if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) end return 0";
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) end return 0";
 static const char renew_lua[] =
-	"if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) end "
-	"return 0";
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) end "
+    "return 0";
 
 struct rb {
 	struct jc_redis *redis;
@@ -149,7 +149,7 @@ static void reply_cb(void *arg, redisReply *reply, const char *why)
 }
 
 static int send_cmd(struct rb *b, enum op_kind kind, int argc, const char *const *argv,
-		const size_t *lens, jc_rb_cb cb, void *arg)
+		    const size_t *lens, jc_rb_cb cb, void *arg)
 {
 	if (b->closing)
 		return JC_EBUSY;
@@ -183,7 +183,8 @@ static int rb_lock(void *p, const uint8_t key[16], jc_rb_cb cb, void *arg)
 	snprintf(px, sizeof(px), "%d", LOCK_MS);
 	const char *set[] = {"SET", lkey, b->lock_id, "NX", "PX", px};
 	const char *exists[] = {"EXISTS", lkey};
-	return send_cmd(b, OP_LOCK, b->read_only ? 2 : 6, b->read_only ? exists : set, NULL, cb, arg);
+	return send_cmd(b, OP_LOCK, b->read_only ? 2 : 6, b->read_only ? exists : set, NULL, cb,
+			arg);
 }
 
 /* A lock script's end: only a transport failure is worth reporting. */
@@ -200,7 +201,8 @@ static void lock_script(struct rb *b, const uint8_t key[16], const char *script,
 	name_of(JC_RB_VALUE, key, ":lock", lkey);
 	const char *argv[] = {"EVAL", script, "1", lkey, b->lock_id, extra};
 	if (!b->closing)
-		jc__redis_command(b->redis, lkey, strlen(lkey), extra ? 6 : 5, argv, NULL, script_cb, b);
+		jc__redis_command(b->redis, lkey, strlen(lkey), extra ? 6 : 5, argv, NULL,
+				  script_cb, b);
 }
 
 static void rb_renew(void *b, const uint8_t key[16])
@@ -263,16 +265,16 @@ static void rb_close(void *p)
 }
 
 const struct jc_remote_backend jc__remote_redis = {
-	.name = "redis",
-	.claims = claims,
-	.check = check,
-	.open = rb_open,
-	.get = rb_get,
-	.lock = rb_lock,
-	.renew = rb_renew,
-	.unlock = rb_unlock,
-	.put = rb_put,
-	.probe = rb_probe,
-	.info = rb_info,
-	.close = rb_close,
+    .name = "redis",
+    .claims = claims,
+    .check = check,
+    .open = rb_open,
+    .get = rb_get,
+    .lock = rb_lock,
+    .renew = rb_renew,
+    .unlock = rb_unlock,
+    .put = rb_put,
+    .probe = rb_probe,
+    .info = rb_info,
+    .close = rb_close,
 };

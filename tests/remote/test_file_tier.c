@@ -80,8 +80,9 @@ static int ffx_free(void **state)
 /* Starts daemon i on the share (x->url unless url) with the secret. */
 static void start(struct ffx *x, int i, const char *url)
 {
-	const char *flags[] = {"--remote", url ? url : x->url, "--remote-secret-file", x->secret,
-			       "--log-level", "info", NULL};
+	const char *flags[] = {"--remote", url ? url : x->url, "--remote-secret-file",
+			       x->secret,  "--log-level",      "info",
+			       NULL};
 	jct_daemon_start(&x->d[i], flags);
 }
 
@@ -330,7 +331,8 @@ static void test_tamper(void **state)
 	free(good);
 	free(other);
 	printf("tamper: %lld values rejected (flipped byte, truncated, other key, garbage, "
-	       "symlink, directory, linked directory), each compiled; the good one served\n", (long long)n);
+	       "symlink, directory, linked directory), each compiled; the good one served\n",
+	       (long long)n);
 }
 
 /* A share that refuses writes: requests are served by compiling locally,
@@ -423,7 +425,8 @@ static void test_killed_writer(void **state)
 	assert_int_equal(jct_stat(b, "remote_rejected"), 0);
 	assert_int_equal(jct_stat(b, "compiles"), 1);
 	printf("killed writers: %d whole values, none partial; a half value under a temp name "
-	       "was never read\n", whole);
+	       "was never read\n",
+	       whole);
 }
 
 /* A fleet lock whose holder stopped renewing it (older than lock-stale) is
@@ -432,8 +435,15 @@ static void test_stale_lock(void **state)
 {
 	struct ffx *x = ffx_new(state, "0:0", "?lock-stale=5s");
 	struct jtl_daemon *a = &x->d[0];
-	const char *flags[] = {"--remote", x->url, "--remote-secret-file", x->secret,
-			       "--remote-lock-wait", "30s", "--log-level", "info", NULL};
+	const char *flags[] = {"--remote",
+			       x->url,
+			       "--remote-secret-file",
+			       x->secret,
+			       "--remote-lock-wait",
+			       "30s",
+			       "--log-level",
+			       "info",
+			       NULL};
 	jct_daemon_start(a, flags);
 	char k0[33], path[1024], lock[1024];
 	assert_int_equal(fetch(x, a, 0, k0), JC_MISS);
@@ -506,7 +516,7 @@ static void test_two_tiers(void **state)
 	assert_int_equal(mkdir(empty, 0755), 0);
 	snprintf(url2, sizeof(url2), "file://%s?read-only", empty);
 	const char *wflags[] = {"--remote", url2, "--remote", x->url, "--remote-secret-file",
-				x->secret, NULL};
+				x->secret,  NULL};
 	jct_daemon_start(w, wflags);
 	char k0[33];
 	assert_int_equal(fetch(x, w, 0, k0), JC_MISS);
@@ -517,7 +527,7 @@ static void test_two_tiers(void **state)
 	char emptyurl[600];
 	snprintf(emptyurl, sizeof(emptyurl), "file://%s", empty);
 	const char *rflags[] = {"--remote", emptyurl, "--remote", x->url, "--remote-secret-file",
-				x->secret, NULL};
+				x->secret,  NULL};
 	jct_daemon_start(r, rflags);
 	assert_int_equal(fetch(x, r, 0, NULL), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(r, "compiles"), 0);
@@ -544,6 +554,40 @@ static void test_two_tiers(void **state)
 	printf("two tiers: a miss in the first, served from the second (flags and config file)\n");
 }
 
+/* A share that is not there (not mounted): requests compile and are
+ * served, the failures move the tier out of "up"; once it is there, values
+ * are written again. */
+static void test_share_missing(void **state)
+{
+	struct ffx *x = ffx_new(state, "0:0,0:1", NULL);
+	struct jtl_daemon *a = &x->d[0];
+	char url[700], dir[500];
+	snprintf(dir, sizeof(dir), "%s/not-mounted", x->fx->d.dir);
+	snprintf(url, sizeof(url), "file://%s", dir);
+	start(x, 0, url);
+	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
+	assert_true(wait_stat(a, "remote_errors", 2) >= 2); /* the get, the put */
+	char *json = NULL;
+	const char *args[] = {"stats", "--json", NULL};
+	assert_int_equal(jct_ctl(a, &json, NULL, args), 0);
+	assert_null(strstr(json, "\"remote_state\": \"up\"")); /* degraded or down */
+	free(json);
+	assert_int_equal(jct_stat(a, "remote_publishes"), 0);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	int up = 0; /* a probe finds it (down: after a back-off of 250 ms to 5 s) */
+	for (double end = jtl_now_s() + 15; !up && jtl_now_s() < end; usleep(100000)) {
+		assert_int_equal(jct_ctl(a, &json, NULL, args), 0);
+		up = strstr(json, "\"remote_state\": \"up\"") != NULL;
+		free(json);
+	}
+	assert_true(up);
+	assert_int_equal(fetch(x, a, 1, NULL), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
+	printf("share not there: compiled and served, %lld errors, the tier not up; then up "
+	       "and published once it was there\n",
+	       (long long)jct_stat(a, "remote_errors"));
+}
+
 /* Bad file:// URLs are refused at start-up. */
 static void test_bad_url(void **state)
 {
@@ -562,14 +606,15 @@ int main(int argc, char **argv)
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
 		return jct_helper_client(argv + 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_two_daemons, ffx_free),
-		cmocka_unit_test_teardown(test_tamper, ffx_free),
-		cmocka_unit_test_teardown(test_full_and_read_only, ffx_free),
-		cmocka_unit_test_teardown(test_killed_writer, ffx_free),
-		cmocka_unit_test_teardown(test_stale_lock, ffx_free),
-		cmocka_unit_test_teardown(test_budget, ffx_free),
-		cmocka_unit_test_teardown(test_two_tiers, ffx_free),
-		cmocka_unit_test_teardown(test_bad_url, ffx_free),
+	    cmocka_unit_test_teardown(test_two_daemons, ffx_free),
+	    cmocka_unit_test_teardown(test_tamper, ffx_free),
+	    cmocka_unit_test_teardown(test_full_and_read_only, ffx_free),
+	    cmocka_unit_test_teardown(test_killed_writer, ffx_free),
+	    cmocka_unit_test_teardown(test_stale_lock, ffx_free),
+	    cmocka_unit_test_teardown(test_budget, ffx_free),
+	    cmocka_unit_test_teardown(test_two_tiers, ffx_free),
+	    cmocka_unit_test_teardown(test_share_missing, ffx_free),
+	    cmocka_unit_test_teardown(test_bad_url, ffx_free),
 	};
 	if (getenv("JCT_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("JCT_TEST_FILTER"));
