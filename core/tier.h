@@ -24,12 +24,15 @@
  *   - collect: an object no row names is unlinked only once it is older than
  *     JC_GC_GRACE_S (a publish may be between its rename and its commit).
  *
- * The remote tier (remote.h) has another shape: asynchronous on the loop
- * thread, fetch-and-verify lookups, write-back publishes, a fleet lock, no
- * removal (values expire by TTL) and no iteration. It is not a second
- * jc_tier_ops: it is the read-through, write-back tier behind the local one,
- * asked by the flight module only on a local miss (flight.c), and its
- * health is reported beside the local tier's in stats.
+ * The remote tiers have another shape: asynchronous on the loop thread,
+ * fetch-and-verify lookups, write-back publishes, a fleet lock, no removal
+ * (values expire or are trimmed by the storage) and no iteration. They are
+ * the rest of the tier stack, after this one: an ordered list (one per
+ * --remote URL) behind one handle (daemon/remote.h), each a backend of
+ * their own operations table (struct jc_remote_backend,
+ * daemon/remote_backend.h: Redis, a shared directory), asked by the flight
+ * module only on a local miss (flight.c); their health is reported beside
+ * the local tier's in stats.
  */
 #ifndef JC_TIER_H
 #define JC_TIER_H

@@ -189,20 +189,21 @@ static void evict_report(struct jc_daemon *d, const struct jc_evict_report *r)
 	daemon_notify(status);
 }
 
-/* Starts the remote tier of cfg.remote; nothing without a URL. Redis need
- * not answer: the tier connects when first used. 0 or a JC_E code (err). */
+/* Starts the remote tier of cfg.remote; nothing without a URL. Its storage
+ * need not answer: the tier connects when first used. 0 or a JC_E code
+ * (err). */
 static int remote_start(struct jc_daemon *d, char *err, size_t errlen)
 {
 	const struct jc_remote_config *rc = &d->cfg.remote;
-	if (!rc->url)
+	if (!rc->n_urls)
 		return 0;
 	int e = jc__remote_new(d->loop, rc, &d->cache->counters, &d->remote, err, errlen);
-	if (e == 0)
+	for (size_t i = 0; e == 0 && i < rc->n_urls; i++)
 		jc_log_notice(MAIN, "remote tier %s%s, %s, ttl %" PRId64 " s, timeout %d ms, "
-			      "lock wait %" PRId64 " s", rc->url, rc->read_only ? " (read-only)" : "",
+			      "lock wait %" PRId64 " s", rc->urls[i], rc->read_only ? " (read-only)" : "",
 			      rc->secret_file ? "signed values"
 					      : "UNSIGNED values (--remote-unsigned): anyone who can "
-						"write to Redis can forge them",
+						"write to it can forge them",
 			      rc->ttl_s, rc->timeout_ms, rc->lock_wait_s);
 	return e;
 }
@@ -213,7 +214,7 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 {
 	struct jc_remote_config old = d->cfg.remote;
 	char err[512] = "";
-	if (!old.url && !fresh->remote.url)
+	if (!old.n_urls && !fresh->remote.n_urls)
 		return;
 	jc__remote_close(d->remote);
 	d->remote = NULL;
@@ -221,7 +222,7 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 	memset(&fresh->remote, 0, sizeof(fresh->remote));
 	if (remote_start(d, err, sizeof(err)) != 0)
 		jc_log_err(MAIN, "SIGHUP: remote tier not started: %s", err);
-	else if (!d->cfg.remote.url)
+	else if (!d->cfg.remote.n_urls)
 		jc_log_notice(MAIN, "SIGHUP: remote tier off");
 	jc__remote_config_clear(&old);
 }

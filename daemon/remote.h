@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The remote tier: a second-level cache on Redis or Redis Cluster shared by
- * many machines' daemons (--remote URL). Local first, remote second: a local
- * miss looks the key up here before compiling; a value found is verified
- * completely and published locally (a remote hit); a compile's result is
- * published here afterwards, off the hit path. Negative entries stay local.
+ * The remote tier: second-level caches shared by many machines' daemons
+ * (--remote URL, given once per backend). Local first, then each remote
+ * backend in the order given: a local miss asks them in turn before
+ * compiling; a value found is verified completely and published locally (a
+ * remote hit); a compile's result is published to every backend that
+ * writes afterwards, off the hit path. Negative entries stay local.
  *
- * Operations of a storage tier (lookup, publish, health, stats); the local
- * store and index are the other tier. Keys in Redis, for a cache key K (32
- * hex digits): "jc:{K}" holds the value, "jc:{K}:lock" the fleet lock; the
- * hash tag puts both in one cluster slot (one node, one connection: a value
- * written before the lock is released is seen by everyone who sees the lock
- * gone).
+ * This header is what the daemon calls: one handle for the whole list.
+ * Each backend (Redis: remote_redis.c; a shared directory: remote_file.c)
+ * implements the operations table of remote_backend.h behind it; what they
+ * share (format, checks, single flight, health, counters) is remote.c.
+ * Each stores, for a cache key K, the value of K, the fleet lock of K, and
+ * the dependency record of lookup key K, as opaque bytes (the format below).
  *
  * Value (all integers little-endian; remote_value.c):
  *   "JCRV", u32 format version (1), key[16], u32 flags (bit 0: signed),
@@ -25,7 +26,7 @@
  *
  * Dependency records: a daemon that stored a result under a key learnt from
  * what NVRTC read (docs/ARCHITECTURE.md, "Dependency truth") publishes that
- * include set too, under "jc:{L}:deps" for the request's lookup key L
+ * include set too, as the record of the request's lookup key L
  * (key.h: the direct key and the include directories), so that a fresh
  * daemon whose scan misses the same probe finds the learnt key at once, as
  * ccache's remote storage keeps manifests beside results. Its layout is a
@@ -47,28 +48,30 @@
  * present and correct (constant-time compare). A value failing any check is
  * counted (remote_rejected), logged once per key, and the request compiles.
  *
- * Fail open: connect timeout 100 ms, every command at most --remote-timeout-ms.
- * Transport failures (timeouts, lost connections, protocol garbage) move
- * the tier up -> degraded (1-2 failures in a row) -> down (3); while down,
- * lookups and publishes are skipped at once until a probe (PING, and for a
- * cluster the slot map) succeeds; probes back off from 250 ms to 5 s.
- * Error replies (OOM under noeviction, NOAUTH, READONLY) are counted as
- * remote_errors but do not change the state: the server answers.
+ * Fail open, per backend: (Redis: connect timeout 100 ms, every command at
+ * most --remote-timeout-ms). Transport failures (timeouts, lost connections,
+ * protocol garbage, an unreadable share) move the backend up -> degraded
+ * (1-2 failures in a row) -> down (3); while down, lookups and publishes
+ * skip it at once until a probe (Redis: PING, and for a cluster the slot
+ * map) succeeds; probes back off from 250 ms to 5 s. Refusals (Redis error
+ * replies: OOM under noeviction, NOAUTH, READONLY; a share refusing a write)
+ * are counted as remote_errors but do not change the state.
  *
- * Fleet single flight: a lookup that misses takes "jc:{K}:lock" with
- * SET NX PX (10 s, renewed every 3 s while its compile runs); the lookups of
+ * Fleet single flight, per backend: a lookup that misses takes the lock of
+ * K (Redis: SET NX PX, 10 s), renewed every 3 s while its compile runs; the lookups of
  * other daemons that find it held poll the value (every 25 ms, growing to
  * 200 ms) for as long as the lock is held, at most --remote-lock-wait
  * (10 s; a peer that holds it forever, or compiles longer, costs no more),
  * then compile themselves; they take the lock when it goes without a value
  * (the holder failed or died). Read-only daemons never take locks, but wait
- * the same way while a writer holds one (EXISTS). A lock taken (or EXISTS 0)
- * is followed by one more GET before the lookup reports a miss: the holder
- * may have published and released between the first GET and the lock (a
- * value found then is served, and the lock released).
+ * the same way while a writer holds one. A lock taken (or found free) is
+ * followed by one more get before the backend reports a miss: the holder
+ * may have published and released between the first get and the lock (a
+ * value found then is served, and the lock released). A miss in one backend
+ * asks the next; the request compiles when none has the value.
  *
  * Unsigned values (no --remote-secret-file) can be forged by anyone who can
- * write to Redis: the tier starts without a secret only with
+ * write to the storage: the tier starts without a secret only with
  * --remote-unsigned, and says so in its start-up line, stats
  * (remote_unsigned) and doctor.
  *
@@ -86,23 +89,32 @@
 #include "core/counters.h"
 #include "core/latency.h"
 
-/* Settings (flags and config keys of the same names). */
+/* Settings (flags and config keys of the same names); each applies to
+ * every backend of the list. */
 struct jc_remote_config {
-	char *url;              /* --remote; NULL: no remote tier */
+	char **urls;            /* --remote, in order (several allowed); none: no remote tier */
+	size_t n_urls;
 	char *secret_file;      /* --remote-secret-file: HMAC key (file bytes, >= 16) */
 	char *password_file;    /* --remote-password-file: AUTH password (first line) */
 	int read_only;          /* --remote-read-only: never writes */
-	int64_t ttl_s;          /* --remote-ttl: value lifetime (default 30 d) */
-	int timeout_ms;         /* --remote-timeout-ms: per command (default 1000) */
+	int64_t ttl_s;          /* --remote-ttl: value lifetime in Redis (default 30 d) */
+	int timeout_ms;         /* --remote-timeout-ms: per Redis command (default 1000) */
 	uint64_t max_object;    /* --remote-max-object: largest value (default 64 MiB) */
 	int64_t lock_wait_s;    /* --remote-lock-wait: longest wait on a peer's fleet lock (10 s) */
 	int unsigned_ok;        /* --remote-unsigned: no secret file is wanted */
 };
 
 #define JC_REMOTE_CONNECT_MS 100
+/* Backends in one list at most. */
+#define JC_REMOTE_MAX_TIERS 16
 
-/* 1 when a and b are the same settings. */
-int jc__remote_config_equal(const struct jc_remote_config *a, const struct jc_remote_config *b);
+/* Checks a --remote URL completely (its backend's parser): 0, or JC_EINVAL
+ * with the reason in err (an unknown scheme, a bad URL). */
+int jc__remote_url_check(const char *url, char *err, size_t errlen);
+/* Appends a copy of url to c's list: 0 or JC_ENOMEM. */
+int jc__remote_config_add_url(struct jc_remote_config *c, const char *url);
+/* Empties c's list of URLs. */
+void jc__remote_config_clear_urls(struct jc_remote_config *c);
 /* Frees what c owns and zeroes it. */
 void jc__remote_config_clear(struct jc_remote_config *c);
 
@@ -110,8 +122,8 @@ struct jc_remote;
 
 /*
  * Starts the tier for cfg (borrowed; what it needs is copied; the secret
- * and password files are read here and never logged). Connects lazily:
- * start-up does not need Redis. ctr: the daemon's persistent counters
+ * and password files are read here and never logged): one backend per URL,
+ * in order. Connects lazily: start-up does not need Redis or the share. ctr: the daemon's persistent counters
  * (counters.h), borrowed until the tier is closed; the tier adds to its
  * remote_* counters on the loop thread. *out owned by the caller
  * (jc__remote_close). Returns 0, JC_EINVAL (bad URL, unreadable or short
@@ -217,13 +229,15 @@ void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], co
  * key if this daemon holds it. */
 void jc__remote_done(struct jc_remote *r, const uint8_t key[16]);
 
-/* Health for stats and doctor. Strings borrowed from r, valid until the
- * next call on r. */
+/* Health for stats and doctor, of the whole list: the worst backend's
+ * state, round trip, write permission and last error. Strings borrowed
+ * from r, valid until the next call on r. */
 struct jc_remote_health {
 	const char *state;      /* "up", "degraded", "down" */
-	const char *url;        /* the URL (it carries no password) */
-	int read_only;
-	int masters;            /* cluster masters in the slot map; 1 for one server */
+	const char *url;        /* the URLs, space-separated (they carry no password) */
+	int tiers;              /* backends in the list */
+	int read_only;          /* every backend is */
+	int masters;            /* servers holding data: Redis Cluster masters, 1 per other backend */
 	int64_t probe_rtt_us;   /* round trip of the last good probe; -1 none yet */
 	int write_ok;           /* the last probe could write (1), could not (0), -1 unknown */
 	const char *last_error; /* "" when none */
@@ -233,7 +247,7 @@ void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h);
 
 struct jc_record;
 /* Adds the health to a stats record: remote_state ("off" when r is NULL),
- * remote_url, remote_read_only, remote_masters, remote_p50_us, remote_p99_us,
+ * remote_url, remote_tiers, remote_read_only, remote_masters, remote_p50_us, remote_p99_us,
  * remote_latency_samples, remote_latency_sum_ns, remote_probe_rtt_us, remote_write_ok,
  * remote_last_error. Returns 0 or JC_ENOMEM. */
 int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec);

@@ -21,7 +21,6 @@
 #include "core/confine.h"
 #include "core/evict.h"
 #include "core/tier.h"
-#include "daemon/redis.h"
 #include "jitcache/jitcache.h"
 
 /* The settings a configuration file or a flag may give, by name. */
@@ -33,6 +32,8 @@ struct settings {
 	FILE *file;        /* the configuration file being read, */
 	const char *path;  /* its name */
 	int line;          /* and the line inih has just read */
+	int source;        /* counts the sources read: each file, then the flags */
+	int remote_source; /* the source of the remote URLs kept */
 };
 
 /* How a setting's value is read. */
@@ -157,9 +158,10 @@ static const struct setting table[] = {
 	 "the workers': auto, landlock, userns, none", "auto"},
 	{"allow-unconfined", K_BOOL, FIELD(allow_unconfined), 0, 1, "no", NULL, RESTART | OPT_ARG,
 	 "[=yes|no]", "serve other uids without confinement", NULL},
-	{"remote", K_CUSTOM, FIELD(remote.url), 0, 0, NULL, read_remote_url, 0, "URL",
-	 "fleet tier on Redis: redis://HOST:PORT[/DB], redis+unix:///PATH, "
-	 "redis-cluster://HOST:PORT[,...]", "none"},
+	{"remote", K_CUSTOM, NOFIELD, 0, 0, NULL, read_remote_url, 0, "URL",
+	 "a fleet tier after the local one; several are asked in the order given: "
+	 "redis://HOST:PORT[/DB], redis+unix:///PATH, redis-cluster://HOST:PORT[,...], "
+	 "file:///DIR[?read-only&max-size=SIZE&lock-stale=DURATION] (a shared directory)", "none"},
 	{"remote-secret-file", K_TEXT, FIELD(remote.secret_file), 0, 0, NULL, NULL, 0, "FILE",
 	 "HMAC key of the fleet's values", "none"},
 	{"remote-unsigned", K_BOOL, FIELD(remote.unsigned_ok), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
@@ -447,17 +449,25 @@ static int read_confinement(struct settings *s, const char *value)
 	return 0;
 }
 
-/* A URL is parsed here, so a bad one is refused at start-up and by SIGHUP;
- * "" means no remote tier. */
+/* A URL is checked here, so a bad one is refused at start-up and by
+ * SIGHUP. The URLs of one source (a file, or the flags) make the list, in
+ * their order, and replace those of an earlier source; "" empties it (no
+ * remote tier). */
 static int read_remote_url(struct settings *s, const char *value)
 {
-	struct jc_redis_url u;
 	char err[256];
-	if (*value && jc__redis_url_parse(value, &u, err, sizeof(err)) != 0) {
+	if (*value && jc__remote_url_check(value, err, sizeof(err)) != 0) {
 		snprintf(s->err, sizeof(s->err), "bad value '%.80s' for remote: %.150s", value, err);
 		return JC_EINVAL;
 	}
-	return set_text(s, &s->cfg->remote.url, value);
+	if (s->remote_source != s->source || !*value)
+		jc__remote_config_clear_urls(&s->cfg->remote);
+	s->remote_source = s->source;
+	if (*value && jc__remote_config_add_url(&s->cfg->remote, value) != 0) {
+		snprintf(s->err, sizeof(s->err), "out of memory");
+		return JC_ENOMEM;
+	}
+	return 0;
 }
 
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
@@ -506,6 +516,7 @@ static int read_config(struct settings *s, const char *path, enum conf_need need
 	s->file = f;
 	s->path = path;
 	s->line = 0;
+	s->source++;
 	int line = ini_parse_stream(ini_read_line, s, ini_cb, s);
 	fclose(f);
 	if (line != 0) {
@@ -554,6 +565,7 @@ static int parse_args(struct settings *s, int argc, char **argv, int apply)
 	opts[N_SETTINGS + 3] = (struct option){NULL, 0, NULL, 0};
 	int c, idx;
 	optind = 1;
+	s->source++;
 	while ((c = getopt_long(argc, argv, "c:hV", opts, &idx)) != -1) {
 		switch (c) {
 		case 0:
