@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals shared by the units of the include scan (inc_lex.c, inc_opts.c,
- * inc_memo.c, inc_set.c, includes.c), not for other users: a growable byte
- * buffer and the 16-byte content hash every unit writes.
+ * inc_memo.c, inc_set.c, includes.c, inc_check.c, inc_deps.c), not for
+ * other users: a growable byte buffer and the 16-byte content hash every
+ * unit writes.
  */
 #ifndef JC_INC_BUF_H
 #define JC_INC_BUF_H

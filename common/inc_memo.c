@@ -364,3 +364,17 @@ int jc__inc_link_walk(const char *path, uint8_t hash[16], struct jc_strv *chain)
 	free(b.p);
 	return rc ? rc : links > 0;
 }
+
+int jc__inc_link_entry(struct jc_inc_set *set, const char *path)
+{
+	uint8_t hash[16];
+	int rc = jc__inc_link_walk(path, hash, NULL);
+	return rc <= 0 ? rc : jc__inc_set_add(set, path, strlen(path), JC_INC_LINK, hash);
+}
+
+int jc__inc_link_same(const struct jc_inc_entry *e)
+{
+	uint8_t hash[16];
+	int rc = jc__inc_link_walk(e->path, hash, NULL);
+	return rc == JC_ENOMEM ? rc : rc == 1 && memcmp(hash, e->hash, 16) == 0;
+}

@@ -99,5 +99,12 @@ int jc__inc_dir_hash(struct jc_inc_memo *memo, const char *path, const struct jc
  * longer than JC_INC_MAX_LINKS or PATH_MAX), JC_ENOMEM. Thread-safe.
  */
 int jc__inc_link_walk(const char *path, uint8_t hash[16], struct jc_strv *chain);
+/* The JC_INC_LINK entry of path, added to set when path is a symbolic link
+ * (its jc__inc_link_walk hash): 0 (also when it is none), JC_EIO (its chain
+ * cannot be followed), JC_ENOMEM. */
+int jc__inc_link_entry(struct jc_inc_set *set, const char *path);
+/* 1 when the JC_INC_LINK entry e still names the same chain of targets,
+ * else 0; JC_ENOMEM. Thread-safe. */
+int jc__inc_link_same(const struct jc_inc_entry *e);
 
 #endif

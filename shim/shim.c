@@ -29,10 +29,12 @@
  *
  * Thread safety: as NVRTC, any call on any program from any thread; each
  * program has a mutex, connections to jitcached come from a pool.
+ *
+ * This file holds the program handles and the NVRTC API; what the shim
+ * keeps per process (the connection pool, the counters and their report,
+ * fork handling, jitcache's own programs) is process.c's, the option
+ * planning options.c's, the real library real.c's.
  */
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -48,7 +50,6 @@
 
 #define NVRTC_API     __attribute__((visibility("default")))
 #define PROG_MAGIC    0x6a637072u /* "jcpr" */
-#define POOL_MAX      32
 #define LOG_TRUNCATED "[jitcache: log truncated]"
 
 enum state { ST_NEW, ST_SERVED, ST_REAL };
@@ -95,218 +96,6 @@ static const char *nvrtc_name(const struct prog *q)
 	return q->name && q->name[0] ? q->name : "default_program";
 }
 
-/* Counters for jitcache-run --check (JITCACHE_RUN_REPORT). */
-static struct {
-	unsigned long compiles, hits, misses, joined, lazy, passthrough, unavailable, refused,
-	    failed, materialised;
-	char reason[512]; /* the distinct pass-through / fallback reasons, "; "-separated */
-} stats;
-static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void count(unsigned long *ctr, const char *reason)
-{
-	pthread_mutex_lock(&stats_mu);
-	++*ctr;
-	size_t len = strlen(stats.reason);
-	if (reason && !strstr(stats.reason, reason) &&
-	    len + strlen(reason) + 3 < sizeof(stats.reason))
-		snprintf(stats.reason + len, sizeof(stats.reason) - len, "%s%s", len ? "; " : "",
-			 reason);
-	pthread_mutex_unlock(&stats_mu);
-}
-
-/* Nonzero while this thread is inside the client library. Its in-process
- * fallback is given the real library's path (pool_get); should anything in
- * there still reach NVRTC by soname, that is this library, and the call must
- * go to the real one. */
-static __thread int in_client;
-
-/* ---- connections ---------------------------------------------------------- */
-
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static jc_client *pool[POOL_MAX];
-static int n_pool;
-
-/* The client library's first warning of this process (a bad
- * $JITCACHE_FALLBACK, the first in-process fallback) on stderr, the
- * application's; the rest are dropped: the application did not ask for them. */
-static void shim_warn(void *ctx, int level, const char *message)
-{
-	static int said;
-	(void)ctx;
-	if (level == JC_LOG_WARNING && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-		fprintf(stderr, "libjitcache-nvrtc: %s\n", message);
-}
-
-/*
- * A pooled handle, else a new one from jc_client_open(): the client library
- * finds the daemon (or starts one) and reconnects; with no daemon its
- * in-process fallback compiles with the same real library as the shim
- * (JC_UNCACHED results), and such a handle looks for a daemon again before
- * each compile. $JITCACHE_FALLBACK=error makes the shim compile through the
- * real program instead.
- */
-static jc_client *pool_get(void)
-{
-	jc_client *c = NULL;
-	pthread_mutex_lock(&pool_mu);
-	if (n_pool > 0)
-		c = pool[--n_pool];
-	pthread_mutex_unlock(&pool_mu);
-	if (c)
-		return c;
-	jc_options *o = NULL;
-	if (jc_options_new(&o) == 0 && jc_options_set_nvrtc(o, jc__real_path()) == 0 &&
-	    jc_options_set_log(o, shim_warn, NULL) == 0 && jc_client_open(o, &c) != 0)
-		c = NULL;
-	jc_options_free(o);
-	return c;
-}
-
-/* ok = 0: the connection may be broken, close it. */
-static void pool_put(jc_client *c, int ok)
-{
-	if (ok) {
-		pthread_mutex_lock(&pool_mu);
-		if (n_pool < POOL_MAX) {
-			pool[n_pool++] = c;
-			c = NULL;
-		}
-		pthread_mutex_unlock(&pool_mu);
-	}
-	jc_client_close(c);
-}
-
-/* A child must not share its parent's connections (answers would cross). */
-static void atfork_prepare(void)
-{
-	pthread_mutex_lock(&pool_mu);
-}
-
-static void atfork_parent(void)
-{
-	pthread_mutex_unlock(&pool_mu);
-}
-
-static void atfork_child(void)
-{
-	while (n_pool > 0)
-		jc_client_close(pool[--n_pool]);
-	pthread_mutex_unlock(&pool_mu);
-	/* The child reports its own compiles only (the parent reports its own). */
-	memset(&stats, 0, sizeof(stats));
-	pthread_mutex_init(&stats_mu, NULL);
-}
-
-/* ---- jitcache's own programs ------------------------------------------------- */
-
-/* Set in jitcache's own programs when they could not shed the shim: every
- * call goes to the real library. */
-static int inert;
-
-/* Removes from the ':'/' '-separated list in var the entries match() names;
- * returns 1 when it removed one. */
-static int drop_entries(const char *var, int (*match)(const char *entry, const void *ctx),
-			const void *ctx)
-{
-	const char *v = getenv(var);
-	if (!v)
-		return 0;
-	char *copy = strdup(v), *out = calloc(1, strlen(v) + 1), *save = NULL;
-	int dropped = 0;
-	for (char *e = copy ? strtok_r(copy, ": ", &save) : NULL; e;
-	     e = strtok_r(NULL, ": ", &save)) {
-		if (match(e, ctx)) {
-			dropped = 1;
-			continue;
-		}
-		if (*out)
-			strcat(out, ":");
-		strcat(out, e);
-	}
-	if (dropped && out)
-		*out ? setenv(var, out, 1) : unsetenv(var);
-	free(copy);
-	free(out);
-	return dropped && out;
-}
-
-static int is_file(const char *entry, const void *path)
-{
-	char real[PATH_MAX];
-	return realpath(entry, real) && strcmp(real, path) == 0;
-}
-
-static int is_audit(const char *entry, const void *unused)
-{
-	const char *slash = strrchr(entry, '/');
-	(void)unused;
-	return strcmp(slash ? slash + 1 : entry, "libjitcache-audit.so") == 0;
-}
-
-/*
- * jitcached, its workers and jitcachectl must never run with the shim: a
- * daemon started by the client library from a process under the shim
- * inherits LD_PRELOAD, its workers' NVRTC would be this library (asking
- * that very daemon, which waits on them) and its toolchain identity would be
- * the shim's. Such a process sheds the shim from LD_PRELOAD and LD_AUDIT and
- * executes itself again (glibc passes argv to constructors); if it cannot,
- * the shim stays inert in it.
- */
-static void shed_in_own_programs(char **argv)
-{
-	char exe[PATH_MAX], self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return;
-	exe[n] = '\0';
-	const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
-	if (strcmp(base, "jitcached") && strcmp(base, "jitcache-worker") &&
-	    strcmp(base, "jitcachectl"))
-		return;
-	inert = 1;
-	Dl_info info;
-	if (!dladdr((void *)shed_in_own_programs, &info) || !info.dli_fname ||
-	    !realpath(info.dli_fname, self))
-		return;
-	int dropped = drop_entries("LD_PRELOAD", is_file, self);
-	dropped |= drop_entries("LD_AUDIT", is_audit, NULL);
-	if (dropped && argv && argv[0])
-		execv(exe, argv); /* returns only on failure: stay inert */
-}
-
-__attribute__((constructor)) static void shim_init(int argc, char **argv, char **envp)
-{
-	(void)argc, (void)envp;
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-	shed_in_own_programs(argv);
-}
-
-/* ---- the report for jitcache-run --check ------------------------------------ */
-
-/* One line per process that compiled, appended (O_APPEND: lines of several
- * processes never interleave). Format: space-separated key=value, reason last. */
-__attribute__((destructor)) static void shim_report(void)
-{
-	const char *path = getenv("JITCACHE_RUN_REPORT");
-	if (!path || !*path || !stats.compiles)
-		return;
-	char line[1024];
-	int n =
-	    snprintf(line, sizeof(line),
-		     "pid=%ld compiles=%lu hits=%lu misses=%lu joined=%lu lazy=%lu passthrough=%lu "
-		     "unavailable=%lu refused=%lu failed=%lu materialised=%lu reason=%s\n",
-		     (long)getpid(), stats.compiles, stats.hits, stats.misses, stats.joined,
-		     stats.lazy, stats.passthrough, stats.unavailable, stats.refused, stats.failed,
-		     stats.materialised, stats.reason[0] ? stats.reason : "-");
-	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t w = write(fd, line, n < (int)sizeof(line) ? (size_t)n : sizeof(line) - 1);
-	(void)w;
-	close(fd);
-}
-
 /* ---- helpers ---------------------------------------------------------------- */
 
 #define REAL(fn, ...)                                                                              \
@@ -320,7 +109,7 @@ __attribute__((destructor)) static void shim_report(void)
 static struct prog *shim_prog(nvrtcProgram p)
 {
 	struct prog *q = (struct prog *)p;
-	return in_client || inert || !q || q->magic != PROG_MAGIC ? NULL : q;
+	return jc__shim_bypass() || !q || q->magic != PROG_MAGIC ? NULL : q;
 }
 
 static char *dup_or_null(const char *s, int *ok)
@@ -363,39 +152,13 @@ static nvrtcResult materialise(struct prog *q)
 		return NVRTC_SUCCESS;
 	nvrtcResult r = real_of(q);
 	if (r == NVRTC_SUCCESS && q->state == ST_SERVED) {
-		count(&stats.materialised, NULL);
+		jc__shim_count(JC_SHIM_MATERIALISED, NULL);
 		r = jc__real()->nvrtcCompileProgram(q->real, q->n_opts,
 						    (const char *const *)q->opts);
 	}
 	if (r == NVRTC_SUCCESS)
 		q->state = ST_REAL;
 	return r;
-}
-
-/* Asks jitcached for r's artifact. 0 and *out, or the client's code. */
-static int ask_daemon(const jc_request *r, jc_result **out)
-{
-	*out = NULL;
-	in_client++;
-	jc_client *c = pool_get();
-	int rc = JC_ECONNECT;
-	if (c) {
-		/* A handle without a daemon compiles in process with the real
-		 * library: load it here first, so that its builtins are the
-		 * ones beside it (real.h). A daemon lost during this very call
-		 * falls back without that (the loader's search path decides). */
-		if (!jc_client_socket(c))
-			jc__real();
-		rc = jc_compile(c, r, out);
-		/* A result (even a failed compile) means the connection is sound. */
-		pool_put(c, rc == 0 || rc == JC_ECOMPILE || rc == JC_EINVAL || rc == JC_ENOTSUP);
-	}
-	in_client--;
-	if (rc != 0) {
-		jc_result_free(*out);
-		*out = NULL;
-	}
-	return rc;
 }
 
 /* log with every JC_NAME_STANDIN replaced by the caller's program name,
@@ -444,9 +207,9 @@ static int served(struct prog *q, enum out o, const void **data, size_t *size)
 		} else {
 			if (!q->ptx) {
 				jc_request_set_output(q->req, JC_PTX);
-				if (ask_daemon(q->req, &q->ptx) != 0)
+				if (jc__shim_ask(q->req, &q->ptx) != 0)
 					return 1;
-				count(&stats.lazy, NULL);
+				jc__shim_count(JC_SHIM_LAZY, NULL);
 			}
 			d = jc_result_data(q->ptx, &n);
 		}
@@ -559,11 +322,11 @@ NVRTC_API nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, co
 					 int numHeaders, const char *const *headers,
 					 const char *const *includeNames)
 {
-	int odd = in_client || inert || !prog || !src || numHeaders < 0 ||
+	int odd = jc__shim_bypass() || !prog || !src || numHeaders < 0 ||
 		  (numHeaders > 0 && (!headers || !includeNames));
 	for (int i = 0; !odd && i < numHeaders; i++)
 		odd = !headers[i] || !includeNames[i];
-	if (odd && (in_client || inert || !prog))
+	if (odd && (jc__shim_bypass() || !prog))
 		REAL(nvrtcCreateProgram, prog, src, name, numHeaders, headers, includeNames);
 	struct prog *q = calloc(1, sizeof(*q));
 	if (!q)
@@ -757,10 +520,11 @@ static int save_options(struct prog *q, int n, const char *const *opts)
 
 /* Compiles q (NEW) through jitcached; 0 when served, else why not (*ctr
  * names the counter to bump). */
-static const char *serve(struct prog *q, int n, const char *const *opts, unsigned long **ctr)
+static const char *serve(struct prog *q, int n, const char *const *opts,
+			 enum jc_shim_counter *ctr)
 {
 	static __thread char why[512];
-	*ctr = &stats.passthrough;
+	*ctr = JC_SHIM_PASSTHROUGH;
 	if (q->flow)
 		return "a flow callback is set";
 	if (save_options(q, n, opts) != 0)
@@ -780,20 +544,20 @@ static const char *serve(struct prog *q, int n, const char *const *opts, unsigne
 			 jc_strerror(rc));
 		return why;
 	}
-	rc = ask_daemon(q->req, &q->res);
+	rc = jc__shim_ask(q->req, &q->res);
 	if (rc == 0) {
 		jc_cache_status st = jc_result_cache_status(q->res);
 		/* A remote hit ran no compile; a daemon's uncached result (it has a
 		 * key) did, as a miss does. */
-		*ctr = st == JC_HIT || st == JC_REMOTE_HIT		  ? &stats.hits
-		       : st == JC_JOINED				  ? &stats.joined
-		       : st == JC_UNCACHED && !*jc_result_key(q->res) ? &stats.unavailable
-								  : &stats.misses;
+		*ctr = st == JC_HIT || st == JC_REMOTE_HIT		  ? JC_SHIM_HITS
+		       : st == JC_JOINED				  ? JC_SHIM_JOINED
+		       : st == JC_UNCACHED && !*jc_result_key(q->res) ? JC_SHIM_UNAVAILABLE
+								  : JC_SHIM_MISSES;
 		return NULL;
 	}
-	*ctr = rc == JC_ECOMPILE   ? &stats.failed
-	       : rc == JC_ECONNECT ? &stats.unavailable
-				   : &stats.refused;
+	*ctr = rc == JC_ECOMPILE   ? JC_SHIM_FAILED
+	       : rc == JC_ECONNECT ? JC_SHIM_UNAVAILABLE
+				   : JC_SHIM_REFUSED;
 	/* JC_EVERSION: the daemon's NVRTC is another build than the real
 	 * library here (req.h, nvrtc_id): compiled here, never its bytes. */
 	snprintf(why, sizeof(why), "jitcached: %s", rc == JC_EVERSION ? "another NVRTC build than the application's"
@@ -808,21 +572,21 @@ NVRTC_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions,
 	if (!q)
 		REAL(nvrtcCompileProgram, prog, numOptions, options);
 	pthread_mutex_lock(&q->mu);
-	count(&stats.compiles, NULL);
+	jc__shim_count(JC_SHIM_COMPILES, NULL);
 	nvrtcResult r = NVRTC_SUCCESS;
-	unsigned long *ctr;
+	enum jc_shim_counter ctr;
 	const char *reason = NULL;
 	if (q->state != ST_NEW) {
 		/* A second compile of one program: NVRTC's own business. */
 		r = materialise(q);
-		ctr = &stats.passthrough;
+		ctr = JC_SHIM_PASSTHROUGH;
 		reason = "a program compiled twice";
 	} else if (!(reason = serve(q, numOptions, options, &ctr))) {
 		q->state = ST_SERVED;
 	}
-	count(ctr,
+	jc__shim_count(ctr,
 	      reason ? reason
-	      : ctr == &stats.unavailable
+	      : ctr == JC_SHIM_UNAVAILABLE
 		  ? "no jitcached answered: compiled in process by the client library's fallback"
 		  : NULL);
 	if (reason && r == NVRTC_SUCCESS) {
@@ -962,3 +726,4 @@ NVRTC_API nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(vo
 	struct flow f = {callback};
 	return with_real(prog, call_flow, &f, payload, callback != NULL);
 }
+
