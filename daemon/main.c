@@ -165,16 +165,22 @@ static int pool_threads(void)
 	return n < 1 ? 1 : n > JC_POOL_WARM_MAX ? JC_POOL_WARM_MAX : n;
 }
 
-static void pool_warm_work(uv_work_t *w)
+/* Touches POOL_WARM_BYTES of the calling thread's arena, in pieces below
+ * M_MMAP_THRESHOLD (from the arena, not mapped apart). */
+static void arena_warm(void)
 {
-	(void)w;
-	/* In pieces below M_MMAP_THRESHOLD: from the arena, not mapped apart. */
 	char *p[4];
 	for (int i = 0; i < 4; i++)
 		if ((p[i] = malloc(POOL_WARM_BYTES / 4)))
 			memset(p[i], 0, POOL_WARM_BYTES / 4);
 	for (int i = 0; i < 4; i++)
 		free(p[i]);
+}
+
+static void pool_warm_work(uv_work_t *w)
+{
+	(void)w;
+	arena_warm();
 	/* Wait (20 ms at most) until every job has started: no two on one thread. */
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
@@ -710,6 +716,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < pool_warm_state.jobs; i++)
 		uv_queue_work(d->loop, &d->pool_warm[i], pool_warm_work, NULL);
 	jc__server_accept(d); /* clients are answered from now on */
+	/* The loop's arena too (a miss's answer is encoded there): while the
+	 * first connections' handshakes are answered on the serving threads. */
+	arena_warm();
 
 	jc_log_notice(MAIN,
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
