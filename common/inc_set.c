@@ -63,7 +63,12 @@ static int cmp_entry(const void *a, const void *b)
 
 int jc__inc_set_finish(struct jc_inc_set *set)
 {
-	if (set->n)
+	/* A variant read back (a manifest's, a dependency record's) was written
+	 * sorted: a pass that finds it so spares the sort. */
+	size_t sorted = 1;
+	while (sorted < set->n && cmp_entry(&set->v[sorted - 1], &set->v[sorted]) <= 0)
+		sorted++;
+	if (sorted < set->n)
 		qsort(set->v, set->n, sizeof(*set->v), cmp_entry);
 	size_t k = 0;
 	for (size_t i = 0; i < set->n; i++) {

@@ -289,7 +289,7 @@ static int key_known(struct jc_daemon *d, const struct jc_req *req, const uint8_
 
 /* A request keyed in the thread pool because it reads headers from disk. */
 struct key_job {
-	uv_work_t work;
+	uv_work_t work;           /* the scan's job (key_work_cb) */
 	struct jc_daemon *d;
 	struct jc_conn *conn;     /* referenced */
 	struct jc_req req;        /* owned */
@@ -309,16 +309,23 @@ struct key_job {
 	 * The remote tier's dependency record of the lookup key (remote.h),
 	 * for a request this daemon has no manifest for: asked for when the
 	 * job is queued, so that its round trip overlaps the pool hand-off and
-	 * the scan, and opened and checked in the scan's own job when it came
-	 * in time (else in one job of its own). rec_lock guards rec_state and
-	 * blob between the loop and the pool.
+	 * the scan, and opened and checked in a job of its own as soon as it
+	 * comes (rec_work: record_check), beside the scan. Whichever of the two
+	 * jobs ends last stores the scan's set as a manifest variant, unless
+	 * the record matched; a matched record's set is stored after the
+	 * request is answered (manifest_later). rec_lock guards rec_pending,
+	 * pool_scanned and what each job leaves for the other to read.
 	 */
+	uv_work_t rec_work;
 	pthread_mutex_t rec_lock;
-	int rec_state;                /* enum rec_state */
-	struct jc_remote_blob *blob;  /* owned while REC_CAME */
+	int rec_pending;              /* asked for, not yet checked (or come empty) */
+	int pool_scanned;             /* key_work_cb has ended */
+	struct jc_remote_blob *blob;  /* owned: the record, from record_cb on */
+	int rec_asked;                /* loop: a record was asked for */
+	int rec_waiting;              /* loop: asked for, not yet come */
 	int scanned;                  /* loop: key_work_cb has ended */
 	int unstored;                 /* the scan's set is not yet a manifest variant */
-	int in_pool;                  /* loop: a record job is queued */
+	int in_pool;                  /* loop: the record's job is queued */
 	/* The value a record's hint names (jc__remote_prefetch), fetched while
 	 * the record is checked; served when the checked record keys the
 	 * request with that very key (key_done). */
@@ -330,6 +337,7 @@ struct key_job {
 	struct jc_inc_set *record;    /* owned: the record's set, checked (record_rc 1) */
 	uint8_t record_key[16];       /* its key */
 	int record_rc;                /* 1 matched, -1 refused (why), 0 not used */
+	uint64_t rec_n_stat;          /* record_check's stat calls */
 	char why[256];
 	/* jc__now_ns() at each phase of a request that asked for a record
 	 * (logged at info by key_done; jitcache-bench reads it): the pool took
@@ -342,13 +350,6 @@ enum val_state {
 	VAL_NONE,  /* not asked for */
 	VAL_ASKED, /* asked, no answer yet */
 	VAL_CAME,  /* answered (val_rc) */
-};
-
-enum rec_state {
-	REC_NONE,  /* not asked for */
-	REC_ASKED, /* asked, no answer yet */
-	REC_CAME,  /* answered (blob, or NULL: none or the tier failed) */
-	REC_TAKEN, /* opened and checked by the pool (record_rc) */
 };
 
 static const char *watch_refusal_name(int why);
@@ -369,31 +370,50 @@ static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
 		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
 }
 
-/* Thread pool: set stored as a manifest variant of the lookup key (a
- * failure costs the next request a scan); the scan's is stored then. */
-static void store_variant(struct key_job *j, const struct jc_inc_set *set)
+/* Thread pool: set stored as a manifest variant of lookup (a failure costs
+ * the next request a scan). */
+static void store_variant(struct jc_daemon *d, const uint8_t lookup[16], const struct jc_inc_set *set)
 {
 	char err[256];
-	if (jc__manifest_add(j->d->manifests, j->lookup, set, err, sizeof(err)) != 0)
+	if (jc__manifest_add(d->manifests, lookup, set, err, sizeof(err)) != 0)
 		jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s", err);
-	j->unstored = 0;
 }
 
-/* Thread pool: the fetched record (j->blob, if any; freed here) opened,
- * admitted (it names only what the request declares:
- * jc__inc_record_admit) and checked against this machine's files
- * (jc__inc_check); when it matches and gives another key than the scan's,
- * it is j->record (record_rc 1) and a manifest variant here. Else the
- * scan's set is stored, if it is not yet (j->unstored). */
+/* Thread pool, at the end of the scan's job and of the record's: the one
+ * that ends last (as rec_lock orders them) stores the scan's set, when the
+ * scan made one that no manifest holds yet and the record, if one was
+ * asked for, did not match. */
+static void store_scan_if_last(struct key_job *j, int scan_ended)
+{
+	pthread_mutex_lock(&j->rec_lock);
+	if (scan_ended)
+		j->pool_scanned = 1;
+	else
+		j->rec_pending = 0;
+	int last = j->pool_scanned && !j->rec_pending && j->record_rc <= 0;
+	pthread_mutex_unlock(&j->rec_lock);
+	if (last && j->rc == 0 && j->unstored) {
+		store_variant(j->d, j->lookup, j->inc);
+		j->unstored = 0;
+	}
+}
+
+/* Thread pool: the fetched record (j->blob, if any) opened, admitted (it
+ * names only what the request declares: jc__inc_record_admit) and checked
+ * against this machine's files (jc__inc_check); when it matches, it is
+ * j->record with its key (record_rc 1; key_done decides whether it keys
+ * the request and stores it as a manifest variant after the answer), and
+ * the blob is kept for that; else the blob is freed. Runs beside the scan:
+ * it reads only what the loop set before queueing either job. */
 static void record_check(struct key_job *j, const struct jc_inc_ctx *ctx)
 {
 	struct jc_inc_set *set = j->blob ? calloc(1, sizeof(*set)) : NULL;
-	uint8_t tree[16], key[16];
+	uint8_t tree[16];
 	char path[200];
 	j->t_check = jc__now_ns();
 	int rc = set ? jc__remote_record_open(j->blob, j->lookup, ctx->max_entries, set, j->why,
 					      sizeof(j->why))
-		     : JC_ENOMEM; /* or no record: only the scan's set to store */
+		     : JC_ENOMEM; /* or no record */
 	rc = rc ?: jc__inc_record_admit(set, &j->req, ctx, path, sizeof(path));
 	if (rc == JC_ECORRUPT) {
 		j->record_rc = -1; /* j->why says why */
@@ -402,20 +422,20 @@ static void record_check(struct key_job *j, const struct jc_inc_ctx *ctx)
 		j->record_rc = -1;
 	} else if (rc == 1 && jc__inc_check(set, ctx) == 1 &&
 		   jc__inc_key_digest(set, &j->req.include_dirs, tree) == 0 &&
-		   jc__key_with_tree(j->direct, tree, key) == 0 && memcmp(key, j->key, 16) != 0) {
-		j->n_stat += set->n_stat;
-		store_variant(j, set);
+		   jc__key_with_tree(j->direct, tree, j->record_key) == 0) {
+		j->rec_n_stat = set->n_stat;
 		j->record = set;
 		set = NULL;
-		memcpy(j->record_key, key, 16);
 		j->record_rc = 1;
 	}
-	if (set)
+	if (set) {
+		j->rec_n_stat = set->n_stat;
 		inc_free(set);
-	if (j->unstored)
-		store_variant(j, j->inc); /* keyed by its scan */
-	jc__remote_blob_free(j->blob);
-	j->blob = NULL;
+	}
+	if (j->record_rc != 1) {
+		jc__remote_blob_free(j->blob);
+		j->blob = NULL;
+	}
 	j->t_checked = jc__now_ns();
 }
 
@@ -456,22 +476,7 @@ static void key_work_cb(uv_work_t *w)
 		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
 	j->t_scanned = jc__now_ns();
 	j->ns = j->t_scanned - t;
-	/* The scan's set becomes a manifest variant, unless a record asked for
-	 * may key the request instead: then record_check stores the one that
-	 * does, with one write. A record that came while this job ran is
-	 * checked here, sparing a hand-off to the pool and back. */
-	int state = REC_NONE;
-	if (j->rc == 0 && j->unstored) {
-		pthread_mutex_lock(&j->rec_lock);
-		state = j->rec_state;
-		if (state == REC_CAME)
-			j->rec_state = REC_TAKEN;
-		pthread_mutex_unlock(&j->rec_lock);
-	}
-	if (state == REC_CAME)
-		record_check(j, &ctx);
-	else if (state == REC_NONE && j->unstored)
-		store_variant(j, j->inc);
+	store_scan_if_last(j, 1);
 }
 
 static double ms_between(uint64_t a, uint64_t b)
@@ -482,22 +487,23 @@ static double ms_between(uint64_t a, uint64_t b)
 /* The phases of a request that fetched a dependency record (key_job). */
 static void log_record_phases(const struct key_job *j, const char *hex)
 {
-	uint64_t ready = j->t_rec_got > j->t_scanned ? j->t_rec_got : j->t_scanned;
 	jc_log_info(KEY, "key %s: keyed in %.3f ms: pool wait %.3f, scan %.3f, record fetch %.3f, "
 		    "record check %.3f (pool wait %.3f)%s", hex, ms_between(j->t0, jc__now_ns()),
 		    ms_between(j->t0, j->t_work), ms_between(j->t_work, j->t_scanned),
 		    ms_between(j->t_rec_sent, j->t_rec_got), ms_between(j->t_check, j->t_checked),
-		    ms_between(ready, j->t_check), j->record_rc > 0 ? "" : "; record not used");
+		    ms_between(j->t_rec_got, j->t_check), j->record_rc > 0 ? "" : "; record not used");
 }
 
 /* The record's outcome (record_check), on the loop: a refusal reported; a
- * match keys the request, unless the scan's key has an entry meanwhile. */
+ * match keys the request when it gives another key than the scan's, unless
+ * that one has an entry meanwhile. */
 static void record_apply(struct key_job *j)
 {
 	struct jc_daemon *d = j->d;
 	if (j->record_rc < 0 && d->remote)
 		jc__remote_record_rejected(d->remote, j->lookup, j->why);
-	if (j->record_rc > 0 && j->rc == 0 && !key_known(d, &j->req, j->key)) {
+	if (j->record_rc > 0 && j->rc == 0 && !j->from_manifest &&
+	    memcmp(j->record_key, j->key, 16) != 0 && !key_known(d, &j->req, j->key)) {
 		inc_free(j->inc);
 		j->inc = j->record;
 		j->record = NULL;
@@ -506,11 +512,59 @@ static void record_apply(struct key_job *j)
 	} else if (j->record_rc > 0) {
 		j->record_rc = 0;
 	}
+	j->n_stat += j->rec_n_stat;
 	if (j->record)
 		inc_free(j->record);
 	j->record = NULL;
-	jc__remote_blob_free(j->blob);
-	j->blob = NULL;
+}
+
+/* A matched record's set, stored as a manifest variant of its lookup key
+ * once the request it keyed is answered: opened again from its blob (the
+ * request path took the checked set), in the thread pool. */
+struct manifest_later {
+	uv_work_t work;
+	struct jc_daemon *d;
+	uint8_t lookup[16];
+	struct jc_remote_blob *blob; /* owned */
+};
+
+static void manifest_later_work_cb(uv_work_t *w)
+{
+	struct manifest_later *m = w->data;
+	struct jc_inc_set set;
+	char why[256];
+	if (jc__remote_record_open(m->blob, m->lookup, JC_INC_MAX_ENTRIES, &set, why, sizeof(why)) == 0)
+		store_variant(m->d, m->lookup, &set);
+	jc__inc_set_clear(&set);
+}
+
+static void manifest_later_after_cb(uv_work_t *w, int status)
+{
+	struct manifest_later *m = w->data;
+	(void)status;
+	jc__remote_blob_free(m->blob);
+	free(m);
+}
+
+/* Loop: queues the store of j's matched record (takes j->blob). The scan's
+ * set stays unstored: the record's, which checked out here, is the
+ * variant (the same one when both give one key). */
+static void manifest_later(struct key_job *j)
+{
+	struct manifest_later *m = calloc(1, sizeof(*m));
+	if (m) {
+		m->d = j->d;
+		memcpy(m->lookup, j->lookup, 16);
+		m->blob = j->blob;
+		m->work.data = m;
+		if (uv_queue_work(j->d->loop, &m->work, manifest_later_work_cb,
+				  manifest_later_after_cb) == 0) {
+			j->blob = NULL;
+			return;
+		}
+		free(m);
+	}
+	jc_log_warn(KEY, "include manifest not stored (the next request scans again): out of memory");
 }
 
 /* Takes a keyed (or failed) job to the request path and frees it (loop). */
@@ -550,6 +604,10 @@ static void key_done(struct key_job *j)
 		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0, j->tc,
 				 use ? &j->val : NULL);
 		j->inc = NULL;
+		/* A record that matched here: a manifest variant, written now that
+		 * the answer is out (a request in between is keyed as this one). */
+		if (j->blob && !j->from_manifest)
+			manifest_later(j);
 	} else {
 		if (j->rc == JC_EINVAL)
 			jc__daemon_count(d, JC_CTR_bad_requests, 1);
@@ -560,6 +618,7 @@ static void key_done(struct key_job *j)
 	jc__watch_forget(d->watch, j->stamp);
 	d->conn_ops->unref(j->conn);
 	jc__res_clear(&j->val.res);
+	jc__remote_blob_free(j->blob);
 	pthread_mutex_destroy(&j->rec_lock);
 	free(j);
 }
@@ -569,6 +628,7 @@ static void record_work_cb(uv_work_t *w)
 	struct key_job *j = w->data;
 	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(j->d);
 	record_check(j, &ctx);
+	store_scan_if_last(j, 0);
 }
 
 static void key_step(struct key_job *j);
@@ -582,6 +642,22 @@ static void record_after_cb(uv_work_t *w, int status)
 }
 
 static void record_cb(void *arg, int rc, struct jc_remote_blob *blob);
+
+/* Loop: asks for j's record. When the tier cannot be asked, the record
+ * counts as come empty (record_cb). j may be gone on return. */
+static void record_fetch(struct key_job *j)
+{
+	pthread_mutex_lock(&j->rec_lock);
+	j->rec_pending = 1;
+	pthread_mutex_unlock(&j->rec_lock);
+	j->rec_asked = j->rec_waiting = 1;
+	j->t_rec_sent = jc__now_ns();
+	int rc = jc__remote_record_fetch(j->d->remote, j->lookup, record_cb, j);
+	if (rc != 0) {
+		j->t_rec_sent = 0;
+		record_cb(j, rc, NULL);
+	}
+}
 
 /*
  * Loop, once the scan and any record asked for are in. A request scanned
@@ -598,23 +674,9 @@ static void key_next(struct key_job *j)
 	struct jc_daemon *d = j->d;
 	int want = j->rc == 0 && !j->from_manifest && d->remote && !d->stopping &&
 		   !key_known(d, &j->req, j->key);
-	if (want && j->rec_state == REC_NONE) {
-		j->rec_state = REC_ASKED;
-		j->t_rec_sent = jc__now_ns();
-		if (jc__remote_record_fetch(d->remote, j->lookup, record_cb, j) == 0)
-			return;
-		j->rec_state = REC_NONE;
-	} else if (j->rec_state == REC_CAME && (j->unstored || (want && j->blob))) {
-		if (!want) {
-			jc__remote_blob_free(j->blob);
-			j->blob = NULL;
-		}
-		j->rec_state = REC_TAKEN;
-		j->work.data = j;
-		j->in_pool = 1;
-		if (uv_queue_work(d->loop, &j->work, record_work_cb, record_after_cb) == 0)
-			return;
-		j->in_pool = 0;
+	if (want && !j->rec_asked) {
+		record_fetch(j);
+		return;
 	}
 	if (j->val_state != VAL_ASKED) /* else value_cb goes on */
 		key_done(j);
@@ -623,7 +685,7 @@ static void key_next(struct key_job *j)
 /* Loop: the job goes on when nothing it waits for is outstanding. */
 static void key_step(struct key_job *j)
 {
-	if (j->scanned && j->rec_state != REC_ASKED && !j->in_pool)
+	if (j->scanned && !j->rec_waiting && !j->in_pool)
 		key_next(j);
 }
 
@@ -658,16 +720,35 @@ static void value_ask(struct key_job *j, const struct jc_remote_blob *blob)
 	j->asking = 0;
 }
 
-/* The remote tier's dependency record of the request's lookup key (loop). */
+/* The remote tier's dependency record of the request's lookup key (loop):
+ * checked in a job of its own at once, beside the scan if that still runs
+ * (a record the request no longer wants is not opened; the job then only
+ * stores the scan's set, if it is the last). */
 static void record_cb(void *arg, int rc, struct jc_remote_blob *blob)
 {
 	struct key_job *j = arg;
+	struct jc_daemon *d = j->d;
 	j->t_rec_got = jc__now_ns();
-	value_ask(j, rc == 0 ? blob : NULL);
-	pthread_mutex_lock(&j->rec_lock);
-	j->blob = rc == 0 ? blob : NULL;
-	j->rec_state = REC_CAME;
-	pthread_mutex_unlock(&j->rec_lock);
+	j->rec_waiting = 0;
+	if (rc != 0)
+		blob = NULL;
+	if (blob && j->scanned &&
+	    (j->rc != 0 || j->from_manifest || d->stopping || key_known(d, &j->req, j->key))) {
+		jc__remote_blob_free(blob);
+		blob = NULL;
+	}
+	value_ask(j, blob);
+	j->blob = blob;
+	j->rec_work.data = j;
+	j->in_pool = 1;
+	if (uv_queue_work(d->loop, &j->rec_work, record_work_cb, record_after_cb) != 0) {
+		j->in_pool = 0;
+		jc__remote_blob_free(j->blob);
+		j->blob = NULL;
+		pthread_mutex_lock(&j->rec_lock);
+		j->rec_pending = 0; /* the scan's set may stay unstored: a scan next time */
+		pthread_mutex_unlock(&j->rec_lock);
+	}
 	key_step(j);
 }
 
@@ -725,18 +806,8 @@ static int reads_disk(struct jc_memcache *mc, const struct jc_req *req, const ui
 static void record_ask(struct key_job *j)
 {
 	struct jc_daemon *d = j->d;
-	if (!d->remote || jc__manifest_exists(d->manifests, j->lookup))
-		return;
-	pthread_mutex_lock(&j->rec_lock);
-	j->rec_state = REC_ASKED;
-	pthread_mutex_unlock(&j->rec_lock);
-	j->t_rec_sent = jc__now_ns();
-	if (jc__remote_record_fetch(d->remote, j->lookup, record_cb, j) != 0) {
-		pthread_mutex_lock(&j->rec_lock);
-		j->rec_state = REC_NONE;
-		pthread_mutex_unlock(&j->rec_lock);
-		j->t_rec_sent = 0;
-	}
+	if (d->remote && !jc__manifest_exists(d->manifests, j->lookup))
+		record_fetch(j);
 }
 
 /* The front of the request path, on any thread that serves (m its memory

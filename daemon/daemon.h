@@ -108,6 +108,9 @@ struct jc_needed_memo {
 };
 
 
+/* Thread pool threads whose malloc arenas are faulted in at start-up (main.c). */
+#define JC_POOL_WARM_MAX 64
+
 struct jc_daemon {
 	struct jc_config cfg;
 	uv_loop_t *loop;
@@ -172,7 +175,7 @@ struct jc_daemon {
 	struct jc_conn *conns;    /* open connections (for the limits; conns_lock) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	uv_work_t trim;           /* malloc_trim after a large request (main.c) */
-	uv_work_t pool_warm;      /* starts the thread pool at start-up (main.c) */
+	uv_work_t pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in (main.c) */
 	int trimming;
 	int n_conns;              /* how many are in conns (conns_lock) */
 };

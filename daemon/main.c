@@ -137,9 +137,65 @@ static void trim_check(struct jc_daemon *d)
 		d->trimming = 0;
 }
 
+/*
+ * What a pool thread's first requests allocate (a fetched value, its
+ * decompressed frame and decoded result; a dependency record's include set
+ * and its sort: about 1 MiB for the CUB example's) comes from that thread's
+ * own malloc arena, whose pages are touched for the first time then: on a
+ * VM a page fault costs several microseconds, and a fresh daemon's first
+ * such request took some 250 of them. So at start-up each pool thread (as
+ * many jobs as libuv starts threads, meeting before they end, so that each
+ * runs on a thread of its own) touches POOL_WARM_BYTES of its arena, which
+ * malloc keeps (M_TOP_PAD in main: each arena keeps that much at its top
+ * when it trims).
+ */
+#define POOL_WARM_BYTES (1u << 20)
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int started, jobs;
+} pool_warm_state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+/* libuv's pool size (UV_THREADPOOL_SIZE, else 4; its rule), at most JC_POOL_WARM_MAX. */
+static int pool_threads(void)
+{
+	const char *v = getenv("UV_THREADPOOL_SIZE");
+	int n = v && *v ? atoi(v) : 4;
+	return n < 1 ? 1 : n > JC_POOL_WARM_MAX ? JC_POOL_WARM_MAX : n;
+}
+
+/* Touches POOL_WARM_BYTES of the calling thread's arena, in pieces below
+ * M_MMAP_THRESHOLD (from the arena, not mapped apart). */
+static void arena_warm(void)
+{
+	char *p[4];
+	for (int i = 0; i < 4; i++)
+		if ((p[i] = malloc(POOL_WARM_BYTES / 4)))
+			memset(p[i], 0, POOL_WARM_BYTES / 4);
+	for (int i = 0; i < 4; i++)
+		free(p[i]);
+}
+
 static void pool_warm_work(uv_work_t *w)
 {
 	(void)w;
+	arena_warm();
+	/* Wait (20 ms at most) until every job has started: no two on one thread. */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 20 * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&pool_warm_state.lock);
+	if (++pool_warm_state.started == pool_warm_state.jobs)
+		pthread_cond_broadcast(&pool_warm_state.cond);
+	while (pool_warm_state.started < pool_warm_state.jobs &&
+	       pthread_cond_timedwait(&pool_warm_state.cond, &pool_warm_state.lock, &until) == 0)
+		;
+	pthread_mutex_unlock(&pool_warm_state.lock);
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -545,6 +601,10 @@ int main(int argc, char **argv)
 	 * serving thread read them: a 16-thread daemon held 300 MiB more after a
 	 * burst of large requests it refused, test_queued_requests_budget). */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+	/* Each arena keeps this much at its top when it trims (glibc's default
+	 * is 128 KiB): the pages a pool thread touched at start-up stay
+	 * (pool_warm_work), as do those of the last fetched value's decode. */
+	mallopt(M_TOP_PAD, POOL_WARM_BYTES);
 	/* What we inherited (the lock of the client that auto-started us, held
 	 * while we live; a socket from systemd; an application's leak) stays
 	 * ours: workers and tools we start never get it. */
@@ -650,9 +710,15 @@ int main(int argc, char **argv)
 	uv_signal_start(&d->sighup, reload_cb, SIGHUP);
 	/* libuv starts its thread pool's threads with the first job: here, so
 	 * that a fresh daemon's first request does not wait for them
-	 * (jitcache-bench: the pool hand-off before a fresh daemon's scan). */
-	uv_queue_work(d->loop, &d->pool_warm, pool_warm_work, NULL);
+	 * (jitcache-bench: the pool hand-off before a fresh daemon's scan); the
+	 * jobs fault the threads' arenas in (pool_warm_work). */
+	pool_warm_state.jobs = pool_threads();
+	for (int i = 0; i < pool_warm_state.jobs; i++)
+		uv_queue_work(d->loop, &d->pool_warm[i], pool_warm_work, NULL);
 	jc__server_accept(d); /* clients are answered from now on */
+	/* The loop's arena too (a miss's answer is encoded there): while the
+	 * first connections' handshakes are answered on the serving threads. */
+	arena_warm();
 
 	jc_log_notice(MAIN,
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
