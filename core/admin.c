@@ -89,12 +89,9 @@ static int scope_totals(struct jc_admin_env *env, struct jc_user_totals *t)
 	if (!env->all_users)
 		return env->cd->ops->user_usage(env->cd, env->uid, t);
 	struct jc_tier_health h;
-	memset(t, 0, sizeof(*t));
 	int rc = env->cd->ops->health(env->cd, &h);
-	t->entries = h.entries;
-	t->negative = h.negative_entries;
-	t->bytes = h.bytes;
-	t->stored = h.stored;
+	*t = (struct jc_user_totals){.entries = h.entries, .negative = h.negative_entries,
+				     .bytes = h.bytes, .stored = h.stored};
 	return rc;
 }
 
