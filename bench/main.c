@@ -442,111 +442,80 @@ static void remote_figures(const struct bench_daemon *d, const struct bench_plan
 	}
 
 }
+/* What the phases of a run share: the daemon under test, a client of it,
+ * the example requests and what their first fetches measured. */
+struct run {
+	const struct bench_plan *plan;
+	struct bench_daemon *d;
+	jc_client *cl;                /* closed after miss_figures */
+	jc_request *small, *saxpy;
+	jc_request *cub, *cub_ctl;    /* NULL without plan->large */
+	char tk_cccl[PATH_MAX];       /* the toolkit's CCCL */
+	struct bench_object o_small, o_saxpy, o_cub;
+	double saxpy_ms, cub_ms;      /* NVRTC compile times (cub_ms 0 without CUB) */
+	struct bench_lat hit_s, raw_s, hit_l, raw_l; /* hits beside raw reads: small, CUB */
+};
 
-static void usage(FILE *f)
+/* 6. NVRTC compile times (the first requests are the misses). */
+static void example_figures(struct run *run)
 {
-	fprintf(f, "usage: jitcache-bench [--quick] [--json] [--remote-only]\n"
-		   "  --quick  fewer iterations and shorter runs (same figures; under 4 minutes)\n"
-		   "  --json   figures as JSON on stdout (the table goes to stderr)\n"
-		   "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
-		   "  --keep   keep the temporary cache directory\n"
-		   "  --remote-only  only the examples' compiles and the remote tier's figures\n"
-		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH,\n"
-		   "  JC_PYTHON (the Python for the Python hit figure; default python3).\n");
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
+	jc_client *cl = run->cl;
+	const char *cuda = getenv("CUDA_PATH");
+	snprintf(run->tk_cccl, sizeof(run->tk_cccl), "%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
+	run->small = bench_tiny_request(0);
+	run->saxpy = example_request("saxpy.cu", "&saxpy<float>", NULL, 0);
+	if (plan->large) {
+		run->cub = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", run->tk_cccl, 0);
+		run->cub_ctl = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", run->tk_cccl, 1);
+	}
+	fprintf(stderr, "compiling the examples...\n");
+	bench_fetch(cl, run->small, d->core.cache, &run->o_small);
+	bench_fetch(cl, run->saxpy, d->core.cache, &run->o_saxpy);
+	run->saxpy_ms = compile_ms(cl, run->saxpy, &run->o_saxpy, plan, "saxpy");
+	if (run->cub) {
+		bench_fetch(cl, run->cub, d->core.cache, &run->o_cub);
+		run->cub_ms = compile_ms(cl, run->cub, &run->o_cub, plan, "cub");
+	}
 }
 
-int main(int argc, char **argv)
+/* 1 + 2. Hit latency beside the raw read, and what no hit can avoid. */
+static void hit_latency_figures(struct run *run)
 {
-	int mode = 0, json = 0, remote_only = 0, c; /* mode: index into plans[] */
-	const struct option opts[] = {
-		{"quick", no_argument, &mode, 1}, {"tiny", no_argument, &mode, 2},
-		{"json", no_argument, &json, 1},  {"keep", no_argument, &keep_dir, 1},
-		{"remote-only", no_argument, &remote_only, 1},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
-	};
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c == 0)
-			continue; /* a flag set through opts */
-		usage(c == 'h' ? stdout : stderr);
-		return c == 'h' ? 0 : 2;
-	}
-	if (optind < argc) {
-		usage(stderr);
-		return 2;
-	}
-	const struct bench_plan *plan = &plans[mode];
-	FILE *table = json ? stderr : stdout;
-	uint64_t t_start = jc__now_ns();
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGPIPE, SIG_IGN);
-
-	struct bench_daemon *d = &daemon_under_test;
-	bench_daemon_init(d);
-	fprintf(stderr, "jitcache-bench (%s): %ld CPUs, daemon %s, cache %s\n", plan->name,
-		sysconf(_SC_NPROCESSORS_ONLN), d->core.bin, d->core.cache);
-	bench_daemon_start(d);
-	jc_client *cl = bench_connect(d);
-
-	/* 6. NVRTC compile times (the first requests are the misses). */
-	jc_request *small = bench_tiny_request(0);
-	const char *cuda = getenv("CUDA_PATH");
-	char tk_cccl[PATH_MAX], user_cccl[PATH_MAX + 32];
-	snprintf(tk_cccl, sizeof(tk_cccl), "%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
-	jc_request *saxpy = example_request("saxpy.cu", "&saxpy<float>", NULL, 0);
-	jc_request *cub = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>", tk_cccl, 0)
-				      : NULL;
-	jc_request *cub_ctl = plan->large ? example_request("cub_sort.cu", "&sort_and_sum<128, 8>",
-							    tk_cccl, 1)
-					  : NULL;
-	struct bench_object o_small, o_saxpy, o_cub;
-	fprintf(stderr, "compiling the examples...\n");
-	bench_fetch(cl, small, d->core.cache, &o_small);
-	bench_fetch(cl, saxpy, d->core.cache, &o_saxpy);
-	double saxpy_ms = compile_ms(cl, saxpy, &o_saxpy, plan, "saxpy");
-	double cub_ms = 0;
-	if (cub) {
-		bench_fetch(cl, cub, d->core.cache, &o_cub);
-		cub_ms = compile_ms(cl, cub, &o_cub, plan, "cub");
-	}
-	if (remote_only) {
-		jc_client_close(cl);
-		remote_figures(d, plan, saxpy, cub, cub_ctl, saxpy_ms, cub_ms);
-		bench_daemon_stop(d);
-		goto report;
-	}
-
-	/* 1 + 2. Hit latency beside the raw read, and what no hit can avoid. */
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
+	jc_client *cl = run->cl;
+	jc_request *small = run->small;
+	jc_request *cub = run->cub;
+	char user_cccl[PATH_MAX + 32];
 	fprintf(stderr, "hit latency...\n");
-	struct bench_lat hit_s, raw_s, hit_l, raw_l;
 	fig("socket_floor_us", "us", bench_socket_floor_us(plan->hit_iters, 1),
 	    "floor: Unix socket round trip p50, 2 procs, both poll as a hit's do");
 	fig("socket_floor_blocking_us", "us", bench_socket_floor_us(plan->hit_iters, 0),
 	    "  the same round trip, both sides blocking");
-	bench_hits_vs_raw(cl, small, &o_small, plan->hit_iters, &hit_s, &raw_s);
-	hit_figures("hit", "small", &o_small, &hit_s, &raw_s, 3);
-	{
-		/* The same without the client's poll before it sleeps. */
-		struct bench_lat h, r;
-		setenv("JITCACHE_CLIENT_SPIN_US", "0", 1);
-		jc_client *nospin = bench_connect(d);
-		unsetenv("JITCACHE_CLIENT_SPIN_US");
-		bench_hits_vs_raw(nospin, small, &o_small, plan->hit_iters / 2, &h, &r);
-		jc_client_close(nospin);
-		fig("hit_nospin_p50_us", "us", h.p50, "  hit p50, small, client never polls");
-	}
+	bench_hits_vs_raw(cl, small, &run->o_small, plan->hit_iters, &run->hit_s, &run->raw_s);
+	hit_figures("hit", "small", &run->o_small, &run->hit_s, &run->raw_s, 3);
+	/* The same without the client's poll before it sleeps. */
+	struct bench_lat h, r;
+	setenv("JITCACHE_CLIENT_SPIN_US", "0", 1);
+	jc_client *nospin = bench_connect(d);
+	unsetenv("JITCACHE_CLIENT_SPIN_US");
+	bench_hits_vs_raw(nospin, small, &run->o_small, plan->hit_iters / 2, &h, &r);
+	jc_client_close(nospin);
+	fig("hit_nospin_p50_us", "us", h.p50, "  hit p50, small, client never polls");
 	if (cub) {
-		bench_hits_vs_raw(cl, cub, &o_cub, plan->hit_iters, &hit_l, &raw_l);
-		hit_figures("hit_large", "CUB", &o_cub, &hit_l, &raw_l, 2);
+		bench_hits_vs_raw(cl, cub, &run->o_cub, plan->hit_iters, &run->hit_l, &run->raw_l);
+		hit_figures("hit_large", "CUB", &run->o_cub, &run->hit_l, &run->raw_l, 2);
 		/* The same request with -I a copy of CCCL (as CuPy and others ship
 		 * their own): not covered by the toolkit identity, so keyed through
 		 * its watched tree (watch.h). */
-		char cmd[sizeof(tk_cccl) + sizeof(user_cccl) + 16];
+		char cmd[sizeof(run->tk_cccl) + sizeof(user_cccl) + 16];
 		if (snprintf(user_cccl, sizeof(user_cccl), "%s/cccl-copy", d->core.dir) >=
 			    (int)sizeof(user_cccl) ||
-		    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", tk_cccl, user_cccl) >= (int)sizeof(cmd) ||
+		    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", run->tk_cccl, user_cccl) >= (int)sizeof(cmd) ||
 		    system(cmd) != 0)
-			bench_die("cannot copy %s", tk_cccl);
+			bench_die("cannot copy %s", run->tk_cccl);
 		usleep(2100 * 1000); /* past the settle margin (2 s on whole-second filesystems) */
 		jc_request *copy = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", user_cccl, 0);
 		struct bench_object o_copy;
@@ -557,7 +526,7 @@ int main(int argc, char **argv)
 		bench_hits_vs_raw(cl, copy, &o_copy, plan->hit_iters, &hit_c, &raw_c);
 		fig("hit_cccl_copy_p50_us", "us", hit_c.p50, "hit p50, CUB with -I a 1.7k-file CCCL copy");
 		fig("hit_cccl_copy_p99_us", "us", hit_c.p99, "hit p99, CUB with -I a CCCL copy");
-		struct figure *f = fig("hit_cccl_copy_ratio", "x", hit_c.p50 / hit_l.p50,
+		struct figure *f = fig("hit_cccl_copy_ratio", "x", hit_c.p50 / run->hit_l.p50,
 				       "hit p50, CCCL copy / toolkit CCCL");
 		target(f, AT_MOST, 1.5);
 		int64_t trees = bench_stat(cl, "include_watch_trees") - trees0;
@@ -571,56 +540,72 @@ int main(int argc, char **argv)
 		jc_request_free(copy);
 		user_tree_figures(d, cl, user_cccl, plan->hit_iters / 4);
 	}
+}
 
-	/* 7. A hit from Python (jitcache.Client.compile) beside the C client's. */
-	{
-		struct bench_lat py, c_hit;
-		char why[640], src[PATH_MAX];
-		snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
-		size_t n = plan->hit_iters / 5 > 100 ? plan->hit_iters / 5 : 100;
-		fprintf(stderr, "hits from Python...\n");
-		if (bench_python_hits(d, cl, saxpy, &o_saxpy, src, "saxpy.cu", "sm_90", "&saxpy<float>",
-				      n, &py, &c_hit, why, sizeof(why)) == 0) {
-			fig("c_hit_saxpy_p50_us", "us", c_hit.p50, "hit p50, SAXPY, C jc_compile");
-			fig("python_hit_p50_us", "us", py.p50, "hit p50, SAXPY, Python client.compile");
-			struct figure *pf = fig("python_c_hit_ratio", "x", py.p50 / c_hit.p50,
-						"  Python hit p50 / C hit p50");
-			target(pf, AT_MOST, 3);
-		} else {
-			fprintf(stderr, "jitcache-bench: Python hits not measured: %s\n", why);
-		}
+/* 7. A hit from Python (jitcache.Client.compile) beside the C client's. */
+static void python_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
+	jc_client *cl = run->cl;
+	jc_request *saxpy = run->saxpy;
+	struct bench_lat py, c_hit;
+	char why[640], src[PATH_MAX];
+	snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
+	size_t n = plan->hit_iters / 5 > 100 ? plan->hit_iters / 5 : 100;
+	fprintf(stderr, "hits from Python...\n");
+	if (bench_python_hits(d, cl, saxpy, &run->o_saxpy, src, "saxpy.cu", "sm_90", "&saxpy<float>",
+			      n, &py, &c_hit, why, sizeof(why)) == 0) {
+		fig("c_hit_saxpy_p50_us", "us", c_hit.p50, "hit p50, SAXPY, C jc_compile");
+		fig("python_hit_p50_us", "us", py.p50, "hit p50, SAXPY, Python client.compile");
+		struct figure *pf = fig("python_c_hit_ratio", "x", py.p50 / c_hit.p50,
+					"  Python hit p50 / C hit p50");
+		target(pf, AT_MOST, 3);
+	} else {
+		fprintf(stderr, "jitcache-bench: Python hits not measured: %s\n", why);
 	}
+}
 
-	/* The client library's paths: connect, a reconnect, the fallback. */
+/* The client library's paths: connect, a reconnect, the fallback. */
+static void client_path_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
+	jc_request *small = run->small;
+	jc_request *saxpy = run->saxpy;
 	fprintf(stderr, "client paths...\n");
-	{
-		struct bench_lat conn;
-		size_t iters = plan->hit_iters / 10 > 200 ? plan->hit_iters / 10 : 200;
-		bench_connect_us(d, iters, &conn);
-		target(fig("connect_p50_us", "us", conn.p50, "connect + handshake p50"), AT_MOST, 50);
-		fig("connect_p99_us", "us", conn.p99, "connect + handshake p99");
-		fig("reconnect_hit_p50_us", "us", bench_reconnect_hit_us(d, small, iters / 2),
-		    "hit on a broken connection: reconnect + resend, p50");
-		struct bench_lat fe, fc, fh;
-		char src[PATH_MAX];
-		snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
-		bench_fresh_process(d, src, "&saxpy<float>", plan->hit_iters / 500 > 10 ? plan->hit_iters / 500 : 10,
-				    &fe, &fc, &fh);
-		fig("fresh_exec_p50_us", "us", fe.p50, "fresh process: fork + exec to main, p50");
-		fig("fresh_connect_p50_us", "us", fc.p50, "fresh process: connect + handshake, p50");
-		fig("fresh_first_hit_p50_us", "us", fh.p50, "fresh process: first request (SAXPY hit), p50");
-		fig("fresh_ready_p50_us", "us", fc.p50 + fh.p50, "fresh process: connect p50 + first hit p50");
-		double first, fb, plain;
-		bench_fallback_ms(d, saxpy, plan->compile_reps + 4, &first, &fb, &plain);
-		fig("fallback_first_saxpy_ms", "ms", first, "no daemon: first in-process compile (loads NVRTC)");
-		fig("fallback_saxpy_ms", "ms", fb, "no daemon: in-process compile, SAXPY");
-		fig("nvrtc_plain_saxpy_ms", "ms", plain, "plain NVRTC compile, SAXPY, same process");
-		target(fig("fallback_plain_ratio", "x", fb / plain, "in-process fallback / plain NVRTC"),
-		       AT_MOST, 1.1);
-	}
+	struct bench_lat conn;
+	size_t iters = plan->hit_iters / 10 > 200 ? plan->hit_iters / 10 : 200;
+	bench_connect_us(d, iters, &conn);
+	target(fig("connect_p50_us", "us", conn.p50, "connect + handshake p50"), AT_MOST, 50);
+	fig("connect_p99_us", "us", conn.p99, "connect + handshake p99");
+	fig("reconnect_hit_p50_us", "us", bench_reconnect_hit_us(d, small, iters / 2),
+	    "hit on a broken connection: reconnect + resend, p50");
+	struct bench_lat fe, fc, fh;
+	char src[PATH_MAX];
+	snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
+	bench_fresh_process(d, src, "&saxpy<float>", plan->hit_iters / 500 > 10 ? plan->hit_iters / 500 : 10,
+			    &fe, &fc, &fh);
+	fig("fresh_exec_p50_us", "us", fe.p50, "fresh process: fork + exec to main, p50");
+	fig("fresh_connect_p50_us", "us", fc.p50, "fresh process: connect + handshake, p50");
+	fig("fresh_first_hit_p50_us", "us", fh.p50, "fresh process: first request (SAXPY hit), p50");
+	fig("fresh_ready_p50_us", "us", fc.p50 + fh.p50, "fresh process: connect p50 + first hit p50");
+	double first, fb, plain;
+	bench_fallback_ms(d, saxpy, plan->compile_reps + 4, &first, &fb, &plain);
+	fig("fallback_first_saxpy_ms", "ms", first, "no daemon: first in-process compile (loads NVRTC)");
+	fig("fallback_saxpy_ms", "ms", fb, "no daemon: in-process compile, SAXPY");
+	fig("nvrtc_plain_saxpy_ms", "ms", plain, "plain NVRTC compile, SAXPY, same process");
+	target(fig("fallback_plain_ratio", "x", fb / plain, "in-process fallback / plain NVRTC"),
+	       AT_MOST, 1.1);
+}
 
-	/* 3. Throughput, and its scaling with the CPUs: one client process
-	 * per CPU against one. */
+/* 3. Throughput, and its scaling with the CPUs: one client process
+ * per CPU against one. */
+static void throughput_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
+	jc_request *small = run->small;
 	fprintf(stderr, "throughput...\n");
 	int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), levels[6];
 	size_t n_levels = plan->n_levels, at_cpus = n_levels;
@@ -645,8 +630,15 @@ int main(int argc, char **argv)
 			target(fig("hits_scaling_x", "x", tput[i] / tput[0],
 				   "throughput, %d processes (one per CPU) / 1", cpus),
 			       AT_LEAST, cpus / 2.0);
+}
 
-	/* 4. Single flight, against one compile alone (fresh keys each round). */
+/* 4. Single flight, against one compile alone (fresh keys each round). */
+static void single_flight_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
+	jc_client *cl = run->cl;
+	jc_request *saxpy = run->saxpy;
 	fprintf(stderr, "single flight...\n");
 	double alone[16], wall[16], ratio[16];
 	int64_t max_compiles = 0;
@@ -672,22 +664,34 @@ int main(int argc, char **argv)
 	f = fig("single_flight_ratio", "x", jtl_median(ratio, plan->sf_rounds),
 		"single flight: wall / one compile");
 	target(f, AT_MOST, 1.2);
+}
 
-	/* 6, on the same page: what a miss costs against a hit. */
-	fig("compile_saxpy_ms", "ms", saxpy_ms, "NVRTC compile, SAXPY (%.1f KiB)",
-	    (double)o_saxpy.size / 1024);
-	fig("miss_hit_ratio_saxpy", "x", saxpy_ms * 1e3 / hit_s.p50, "SAXPY compile / small hit p50");
+/* 6, on the same page: what a miss costs against a hit. */
+static void miss_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	jc_client *cl = run->cl;
+	jc_request *cub = run->cub;
+	fig("compile_saxpy_ms", "ms", run->saxpy_ms, "NVRTC compile, SAXPY (%.1f KiB)",
+	    (double)run->o_saxpy.size / 1024);
+	fig("miss_hit_ratio_saxpy", "x", run->saxpy_ms * 1e3 / run->hit_s.p50, "SAXPY compile / small hit p50");
 	if (cub) {
-		fig("compile_cub_ms", "ms", cub_ms, "NVRTC compile, CUB sort (%.1f KiB)",
-		    (double)o_cub.size / 1024);
-		fig("miss_hit_ratio_cub", "x", cub_ms * 1e3 / hit_l.p50, "CUB compile / CUB hit p50");
+		fig("compile_cub_ms", "ms", run->cub_ms, "NVRTC compile, CUB sort (%.1f KiB)",
+		    (double)run->o_cub.size / 1024);
+		fig("miss_hit_ratio_cub", "x", run->cub_ms * 1e3 / run->hit_l.p50, "CUB compile / CUB hit p50");
 	}
 	fatbin_figures(cl, plan);
-	jc_client_close(cl);
+}
 
-	/* 7. What confinement and the record of NVRTC's file accesses cost: a
-	 * SAXPY miss (fresh keys) and a small hit, under each kind this kernel
-	 * offers, side by side (restarts the daemon for each). */
+/* 7. What confinement and the record of NVRTC's file accesses cost: a
+ * SAXPY miss (fresh keys) and a small hit, under each kind this kernel
+ * offers, side by side (restarts the daemon for each). */
+static void confinement_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
+	jc_request *small = run->small;
+	jc_request *saxpy = run->saxpy;
 	fprintf(stderr, "confinement...\n");
 	int abi;
 	char why[128];
@@ -710,8 +714,8 @@ int main(int argc, char **argv)
 			miss[i] = o.miss_ms;
 		}
 		struct bench_lat h, r;
-		bench_fetch(cc, small, d->core.cache, &o_small);
-		bench_hits_vs_raw(cc, small, &o_small, plan->hit_iters / 2, &h, &r);
+		bench_fetch(cc, small, d->core.cache, &run->o_small);
+		bench_hits_vs_raw(cc, small, &run->o_small, plan->hit_iters / 2, &h, &r);
 		jc_client_close(cc);
 		char k[48];
 		snprintf(k, sizeof(k), "confine_%s_miss_ms", name);
@@ -723,60 +727,69 @@ int main(int argc, char **argv)
 	bench_daemon_stop(d);
 	d->confinement = NULL;
 	bench_daemon_start(d);
+}
 
-	/* 8. The NVRTC shim: a SAXPY hit through libjitcache-nvrtc against the
-	 * real NVRTC compile of the same program, and a forwarded call. */
+/* 8. The NVRTC shim: a SAXPY hit through libjitcache-nvrtc against the
+ * real NVRTC compile of the same program, and a forwarded call. */
+static void shim_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
 	fprintf(stderr, "NVRTC shim...\n");
-	{
-		size_t n;
-		char *src = example_source("saxpy.cu", &n);
-		struct bench_shim sh;
-		bench_shim(d, plan, src, &sh);
-		free(src);
-		f = fig("shim_hit_p50_us", "us", sh.hit.p50, "shim: SAXPY create+compile+CUBIN, hit p50");
-		target(f, AT_MOST, 100);
-		fig("shim_hit_p99_us", "us", sh.hit.p99, "shim: SAXPY hit p99");
-		fig("shim_real_compile_ms", "ms", sh.real_compile_ms, "shim: real NVRTC compile, same program");
-		f = fig("shim_compile_hit_ratio", "x", sh.real_compile_ms * 1e3 / sh.hit.p50,
-			"shim: real compile / shim hit p50");
-		target(f, AT_LEAST, 300);
-		fig("shim_version_ns", "ns", sh.version_shim_ns, "shim: nvrtcVersion through the shim");
-		f = fig("shim_forward_overhead_ns", "ns", sh.version_shim_ns - sh.version_real_ns,
-			"shim: cost on a forwarded call (vs real)");
-		target(f, AT_MOST, 1000);
-	}
+	size_t n;
+	char *src = example_source("saxpy.cu", &n);
+	struct bench_shim sh;
+	bench_shim(d, plan, src, &sh);
+	free(src);
+	struct figure *f = fig("shim_hit_p50_us", "us", sh.hit.p50, "shim: SAXPY create+compile+CUBIN, hit p50");
+	target(f, AT_MOST, 100);
+	fig("shim_hit_p99_us", "us", sh.hit.p99, "shim: SAXPY hit p99");
+	fig("shim_real_compile_ms", "ms", sh.real_compile_ms, "shim: real NVRTC compile, same program");
+	f = fig("shim_compile_hit_ratio", "x", sh.real_compile_ms * 1e3 / sh.hit.p50,
+		"shim: real compile / shim hit p50");
+	target(f, AT_LEAST, 300);
+	fig("shim_version_ns", "ns", sh.version_shim_ns, "shim: nvrtcVersion through the shim");
+	f = fig("shim_forward_overhead_ns", "ns", sh.version_shim_ns - sh.version_real_ns,
+		"shim: cost on a forwarded call (vs real)");
+	target(f, AT_MOST, 1000);
+}
 
-	remote_figures(d, plan, saxpy, cub, cub_ctl, saxpy_ms, cub_ms);
-
-	/* 10. Re-warm after a toolchain change, and what keeping requests costs
-	 * (daemons of its own). */
+/* 10. Re-warm after a toolchain change, and what keeping requests costs
+ * (daemons of its own). */
+static void rewarm_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	jc_request *saxpy = run->saxpy;
 	fprintf(stderr, "re-warm...\n");
-	{
-		struct bench_rewarm rw;
-		bench_rewarm_run(plan, saxpy, &rw);
-		fig("rewarm_per_entry_ms", "ms", rw.per_entry_ms,
-		    "re-warm: one SAXPY entry, 1 worker (%zu re-warmed)", rw.entries);
-		/* per entry (ms) x 1,000 = seconds */
-		fig("rewarm_1000_s", "s", rw.entries == 1000 ? rw.total_s : rw.per_entry_ms,
-		    "re-warm: the 1,000 most used SAXPY entries%s",
-		    rw.entries == 1000 ? "" : " (per entry x 1,000)");
-		fig("rewarm_cpu_per_entry_ms", "ms", rw.cpu_s * 1e3 / (double)rw.entries,
-		    "re-warm: CPU time per entry");
-		fig("rewarm_request_zstd_bytes", "", rw.zstd_bytes, "kept request after zstd, SAXPY (bytes)");
-		fig("rewarm_extra_store_bytes", "", rw.extra_bytes,
-		    "store bytes/entry, kept - not (%zu entries, %zu compiled)", rw.store_entries,
-		    rw.entries);
-		f = fig("rewarm_extra_store_ratio", "x", rw.extra_bytes / rw.zstd_bytes,
-			"  extra store bytes / request after zstd");
-		target(f, AT_MOST, 1.1);
-		fig("rewarm_miss_idle_ms", "ms", rw.miss_idle_ms, "client miss, idle daemon (median)");
-		fig("rewarm_miss_during_ms", "ms", rw.miss_rewarm_ms, "client miss during a re-warm (median)");
-		f = fig("rewarm_miss_ratio", "x", rw.miss_rewarm_ms / rw.miss_idle_ms,
-			"  client miss: during re-warm / idle");
-		target(f, AT_MOST, 1.2);
-	}
+	struct bench_rewarm rw;
+	bench_rewarm_run(plan, saxpy, &rw);
+	fig("rewarm_per_entry_ms", "ms", rw.per_entry_ms,
+	    "re-warm: one SAXPY entry, 1 worker (%zu re-warmed)", rw.entries);
+	/* per entry (ms) x 1,000 = seconds */
+	fig("rewarm_1000_s", "s", rw.entries == 1000 ? rw.total_s : rw.per_entry_ms,
+	    "re-warm: the 1,000 most used SAXPY entries%s",
+	    rw.entries == 1000 ? "" : " (per entry x 1,000)");
+	fig("rewarm_cpu_per_entry_ms", "ms", rw.cpu_s * 1e3 / (double)rw.entries,
+	    "re-warm: CPU time per entry");
+	fig("rewarm_request_zstd_bytes", "", rw.zstd_bytes, "kept request after zstd, SAXPY (bytes)");
+	fig("rewarm_extra_store_bytes", "", rw.extra_bytes,
+	    "store bytes/entry, kept - not (%zu entries, %zu compiled)", rw.store_entries,
+	    rw.entries);
+	struct figure *f = fig("rewarm_extra_store_ratio", "x", rw.extra_bytes / rw.zstd_bytes,
+		"  extra store bytes / request after zstd");
+	target(f, AT_MOST, 1.1);
+	fig("rewarm_miss_idle_ms", "ms", rw.miss_idle_ms, "client miss, idle daemon (median)");
+	fig("rewarm_miss_during_ms", "ms", rw.miss_rewarm_ms, "client miss during a re-warm (median)");
+	f = fig("rewarm_miss_ratio", "x", rw.miss_rewarm_ms / rw.miss_idle_ms,
+		"  client miss: during re-warm / idle");
+	target(f, AT_MOST, 1.2);
+}
 
-	/* 5. Scale (restarts the daemon). */
+/* 5. Scale (restarts the daemon). */
+static void scale_figures(struct run *run)
+{
+	const struct bench_plan *plan = run->plan;
+	struct bench_daemon *d = run->d;
 	fprintf(stderr, "scale...\n");
 	struct bench_scale sc[3];
 	bench_scale_run(d, plan, sc);
@@ -790,7 +803,7 @@ int main(int argc, char **argv)
 		else
 			snprintf(label, sizeof(label), "%zu", n);
 		snprintf(k, sizeof(k), "scale_%zu_hit_p50_us", n);
-		f = fig(k, "us", sc[i].hit_p50_us, "%s entries: hit p50 (1000 hot keys)", label);
+		struct figure *f = fig(k, "us", sc[i].hit_p50_us, "%s entries: hit p50 (1000 hot keys)", label);
 		if (i == plan->n_scale - 1 && i > 0) {
 			target(f, AT_MOST, 1.3 * sc[0].hit_p50_us);
 			snprintf(f->note, sizeof(f->note), "(1.3x the %zu-entry figure)", sc[0].entries);
@@ -805,14 +818,81 @@ int main(int argc, char **argv)
 		snprintf(k, sizeof(k), "scale_%zu_insert_s", n);
 		fig(k, "s", sc[i].insert_s, "%s entries: bulk insert (not a target)", label);
 	}
-	bench_daemon_stop(d);
-	{
-		/* Last: a fresh machine's first request (no daemon, empty cache). */
-		double open_ms, ms = bench_autostart_ms(d, small, &open_ms);
-		fig("autostart_ready_ms", "ms", open_ms, "no daemon: auto-start until the handshake");
-		fig("autostart_first_request_ms", "ms", ms, "no daemon: first request (auto-start + miss)");
+}
+
+/* Last: a fresh machine's first request (no daemon, empty cache). */
+static void autostart_figures(struct run *run)
+{
+	double open_ms, ms = bench_autostart_ms(run->d, run->small, &open_ms);
+	fig("autostart_ready_ms", "ms", open_ms, "no daemon: auto-start until the handshake");
+	fig("autostart_first_request_ms", "ms", ms, "no daemon: first request (auto-start + miss)");
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: jitcache-bench [--quick] [--json] [--remote-only]\n"
+		   "  --quick  fewer iterations and shorter runs (same figures; under 4 minutes)\n"
+		   "  --json   figures as JSON on stdout (the table goes to stderr)\n"
+		   "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
+		   "  --keep   keep the temporary cache directory\n"
+		   "  --remote-only  only the examples' compiles and the remote tier's figures\n"
+		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH,\n"
+		   "  JC_PYTHON (the Python for the Python hit figure; default python3).\n");
+}
+int main(int argc, char **argv)
+{
+	int mode = 0, json = 0, remote_only = 0, c; /* mode: index into plans[] */
+	const struct option opts[] = {
+		{"quick", no_argument, &mode, 1}, {"tiny", no_argument, &mode, 2},
+		{"json", no_argument, &json, 1},  {"keep", no_argument, &keep_dir, 1},
+		{"remote-only", no_argument, &remote_only, 1},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+	};
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 0)
+			continue; /* a flag set through opts */
+		usage(c == 'h' ? stdout : stderr);
+		return c == 'h' ? 0 : 2;
 	}
-report:
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	struct run run = {.plan = &plans[mode], .d = &daemon_under_test};
+	const struct bench_plan *plan = run.plan;
+	struct bench_daemon *d = run.d;
+	FILE *table = json ? stderr : stdout;
+	uint64_t t_start = jc__now_ns();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	bench_daemon_init(d);
+	fprintf(stderr, "jitcache-bench (%s): %ld CPUs, daemon %s, cache %s\n", plan->name,
+		sysconf(_SC_NPROCESSORS_ONLN), d->core.bin, d->core.cache);
+	bench_daemon_start(d);
+	run.cl = bench_connect(d);
+	example_figures(&run);
+	if (remote_only) {
+		jc_client_close(run.cl);
+		remote_figures(d, plan, run.saxpy, run.cub, run.cub_ctl, run.saxpy_ms, run.cub_ms);
+		bench_daemon_stop(d);
+	} else {
+		hit_latency_figures(&run);
+		python_figures(&run);
+		client_path_figures(&run);
+		throughput_figures(&run);
+		single_flight_figures(&run);
+		miss_figures(&run);
+		jc_client_close(run.cl);
+		confinement_figures(&run);
+		shim_figures(&run);
+		remote_figures(d, plan, run.saxpy, run.cub, run.cub_ctl, run.saxpy_ms, run.cub_ms);
+		rewarm_figures(&run);
+		scale_figures(&run);
+		bench_daemon_stop(d);
+		autostart_figures(&run);
+	}
 	bench_daemon_cleanup(d, keep_dir);
 
 	double run_s = (double)(jc__now_ns() - t_start) / 1e9;
@@ -821,9 +901,9 @@ report:
 		run_s);
 	if (json)
 		print_json(stdout, plan, run_s);
-	jc_request_free(small);
-	jc_request_free(saxpy);
-	jc_request_free(cub);
-	jc_request_free(cub_ctl);
+	jc_request_free(run.small);
+	jc_request_free(run.saxpy);
+	jc_request_free(run.cub);
+	jc_request_free(run.cub_ctl);
 	return 0;
 }
