@@ -49,7 +49,9 @@ static void make_parents(const char *path)
 static int read_whole(const char *path, uint8_t **data, size_t *size, size_t max, char *err,
 		      size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO is refused below, not waited on for a writer (a
+	 * regular file's reads ignore the flag). */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0)
 		return jc__fail(err, errlen, errno == ENOENT ? JC_ENOTFOUND : JC_EIO,

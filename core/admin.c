@@ -49,8 +49,32 @@ static int parse_i64(const char *s, int64_t *v)
 	return 0;
 }
 
-/* Adds the fields common to ls and show. */
-static int entry_fields(struct jc_record *r, const struct jc_entry *e)
+/* What a caller who is not an admin sees for a shared entry's source name
+ * and options when another uid made the entry. */
+#define OTHERS_TEXT "(another user's)"
+
+/* Whether e's source name and options are another uid's to this caller: a
+ * name-free key (the NVRTC shim's) and client-read -I trees leave the
+ * program name and the -I directories out of the key, so a shared entry
+ * holds its maker's (its kept request's uid; with none kept, any entry
+ * another uid uses too). Sets *hide; 0 or index errors. */
+static int made_by_other(struct jc_admin_env *env, const uint8_t key[16], int *hide)
+{
+	struct jc_kept k;
+	uint64_t n = 0;
+	*hide = 0;
+	if (env->all_users)
+		return 0;
+	int rc = jc__index_get_request(env->cd->wix, key, &k);
+	if (rc == 0)
+		*hide = k.uid != env->uid;
+	else if (rc == JC_ENOTFOUND && (rc = jc__index_users_of(env->cd->wix, key, NULL, &n)) == 0)
+		*hide = n > 1;
+	return rc;
+}
+
+/* Adds the fields common to ls and show (hide: made_by_other's). */
+static int entry_fields(struct jc_record *r, const struct jc_entry *e, int hide)
 {
 	char hex[33], ohex[33];
 	jc__hex16(e->key, hex);
@@ -63,18 +87,21 @@ static int entry_fields(struct jc_record *r, const struct jc_entry *e)
 	rc = rc ?: jc__record_add_int(r, "hits", (int64_t)e->hits);
 	rc = rc ?: jc__record_add_int(r, "created", e->created);
 	rc = rc ?: jc__record_add_int(r, "last_access", e->last_access);
-	rc = rc ?: jc__record_add_str(r, "source_name", e->source_name);
+	rc = rc ?: jc__record_add_str(r, "source_name", hide ? OTHERS_TEXT : e->source_name);
 	return rc;
 }
 
 static int ls_cb(const struct jc_entry *e, void *ctx)
 {
-	struct jc_admin_reply *out = ctx;
+	struct jc_admin_env *env = ((void **)ctx)[0];
+	struct jc_admin_reply *out = ((void **)ctx)[1];
 	struct jc_record *r;
+	int hide;
 	if (out->n_rec == JC_ADMIN_LIST_MAX)
 		return 1;
-	int rc = jc__reply_add_record(out, &r);
-	return rc ?: entry_fields(r, e);
+	int rc = made_by_other(env, e->key, &hide);
+	rc = rc ?: jc__reply_add_record(out, &r);
+	return rc ?: entry_fields(r, e, hide);
 }
 
 /* Which entries a caller sees: all for an admin, else those it uses. */
@@ -100,8 +127,9 @@ static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
 {
 	struct jc_filter f = scope(env, JC_FILTER_ANY);
 	struct jc_user_totals t;
+	void *ctx[2] = {env, out};
 	(void)req;
-	int rc = env->cd->ops->foreach(env->cd, &f, ls_cb, out);
+	int rc = env->cd->ops->foreach(env->cd, &f, ls_cb, ctx);
 	if (rc == 1 && (rc = scope_totals(env, &t)) == 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", JC_ADMIN_LIST_MAX,
@@ -190,11 +218,13 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 		return fail(out, rc, "no entry with key %s", k);
 	struct jc_record *r;
 	char ohex[33];
+	int hide = 0;
 	jc__hex16(e.object, ohex);
+	rc = rc ?: made_by_other(env, key, &hide);
 	rc = rc ?: jc__reply_add_record(out, &r);
-	rc = rc ?: entry_fields(r, &e);
+	rc = rc ?: entry_fields(r, &e, hide);
 	rc = rc ?: jc__record_add_str(r, "object", e.status ? "" : ohex);
-	rc = rc ?: jc__record_add_str(r, "options", e.options);
+	rc = rc ?: jc__record_add_str(r, "options", hide ? OTHERS_TEXT : e.options);
 	rc = rc ?: jc__record_add_str(r, "versions", e.versions);
 	rc = rc ?: jc__record_add_str(r, "app_abi", e.app_abi);
 	rc = rc ?: jc__record_add_int(r, "compile_us", (int64_t)(e.compile_ns / 1000u));

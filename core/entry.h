@@ -74,8 +74,9 @@ struct jc_filter {
  * content (a 32-bit hash, kept.h computes it, then the bytes compared), and
  * entries name it by id in their request column. A request goes with the last
  * entry that names it (triggers); the budget's bytes (the tier's health)
- * count each once. A uid sees the requests of the entries it uses (as it
- * sees entries).
+ * count each once. A uid sees the requests it made (the first to ask for
+ * an entry): a request names its maker's files (program name, -I
+ * directories), which another uid using the entry never sees.
  */
 struct jc_kept {
 	uint8_t key[16];      /* the entry's key */
@@ -95,7 +96,7 @@ struct jc_kept_filter {
 	 * this one yet; NULL = any. */
 	const char *versions_not;
 	int64_t accessed_since;   /* last_access >= this; 0 = any */
-	int by_uid;               /* only requests of entries uid uses */
+	int by_uid;               /* only the requests uid made */
 	uint32_t uid;
 	uint64_t top;             /* at most this many; 0 = all */
 };

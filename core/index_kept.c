@@ -216,8 +216,7 @@ int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *
 		 f->versions_not ? " AND e.versions <> ?2 AND r.id NOT IN (SELECT request FROM entries"
 				   " WHERE versions = ?2 AND request IS NOT NULL)" : "",
 		 f->accessed_since ? " AND e.last_access >= ?3" : "",
-		 f->by_uid ? " AND EXISTS (SELECT 1 FROM users u WHERE u.key = e.key AND u.uid = ?4)"
-			   : "");
+		 f->by_uid ? " AND r.uid = ?4" : "");
 	sqlite3_stmt *st;
 	int rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)

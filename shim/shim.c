@@ -473,12 +473,13 @@ static int quoted_include(const struct prog *q)
 static int mentions_file(const char *text)
 {
 	return strstr(text, "__FILE__") || strstr(text, "__BASE_FILE__") ||
-	       strstr(text, "__FILE_NAME__");
+	       strstr(text, "__FILE_NAME__") || strstr(text, "__builtin_FILE");
 }
 
 /* The program name can reach the artifact only as text the daemon finds
- * (core/progname.h): no __FILE__-like macro in the source or the in-memory
- * headers, where it could enter otherwise (sizeof(__FILE__)). A header
+ * (core/progname.h): no __FILE__-like macro or __builtin_FILE() in the
+ * source or the in-memory headers, where it could enter otherwise
+ * (sizeof(__FILE__), a constexpr sum of __builtin_FILE()'s characters). A header
  * read from an include directory that expands one in the source (assert,
  * a __builtin_FILE() default argument: CUB) puts it there as text. */
 static int name_free(const struct prog *q)

@@ -522,8 +522,8 @@ static void write_secret(const char *path, char fill)
 }
 
 /* Export on one cache, import on an empty one: every exported request is a
- * hit there; a tampered bundle, or one checked with another secret, is
- * refused and imports nothing. */
+ * hit there; a tampered bundle, one checked with another secret, or a FIFO
+ * is refused and imports nothing. */
 static void test_export_import(void **state)
 {
 	struct fx *f = *state;
@@ -568,6 +568,13 @@ static void test_export_import(void **state)
 	jct_assert_has(err, "signature does not match");
 	free(out);
 	free(err);
+	/* a FIFO: refused at once, not waited on for a writer */
+	char fifo[300];
+	snprintf(fifo, sizeof(fifo), "%s/bundle.fifo", a->dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(jct_sh("timeout 20 %s --socket %s import %s --wait --secret-file %s "
+				"2>%s.err; test $? = 1 && grep -q 'not a regular file' %s.err",
+				getenv("JITCACHECTL"), b->sock, fifo, key, fifo, fifo), 0);
 	assert_int_equal(jct_stat(b, "compiles"), 0);
 
 	out = ctl(b, 0, (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
@@ -584,8 +591,8 @@ static void test_export_import(void **state)
 	jc_request_free(with_header);
 }
 
-/* A user who is not an admin exports only the requests of the entries they
- * use; naming another uid is refused. Real users: needs root. */
+/* A user who is not an admin exports only the requests they made; naming
+ * another uid is refused. Real users: needs root. */
 static void test_export_own_only(void **state)
 {
 	struct fx *f = *state;

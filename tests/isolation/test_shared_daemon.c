@@ -11,7 +11,9 @@
  * sees only their own entries in ls, show and stats; another's key answers
  * show and purge exactly as a key nobody has (same words, same time within
  * noise); a shared entry is listed for both; stats --by-user is for admins;
- * with --user-max-size the heavy user's entries go first. The daemon's
+ * with --user-max-size the heavy user's entries go first; a shared entry's
+ * program name and options are shown to its maker alone, and export
+ * carries only the requests a user made. The daemon's
  * TMPDIR is one it may not write: it never needs it. Exits 77 when not
  * root or without setpriv/strace/useradd.
  */
@@ -671,6 +673,54 @@ static void test_share_evicts_heavy_user(void **state)
 	assert_true(jct_stat(&f->d, "user_evictions") > 0);
 }
 
+/* An entry another user made first holds that user's program name and -I
+ * directories (here A's home, the source's directory): B, who hit it, sees
+ * neither in show or ls, and export by a user who is not an admin carries
+ * only the requests that user made. */
+static void test_shared_entry_hides_its_maker(void **state)
+{
+	struct fx *f = *state;
+	char ks[33], ks_b[33], kb[33], *out, args[400];
+	const char same[] = "__global__ void export_same_k(int *p) { *p = 31; }\n";
+	compile_src(f, user_a, f->home_a, "same", same, ks);
+	compile_src(f, user_b, f->home_b, "same", same, ks_b);
+	assert_string_equal(ks, ks_b);
+	compile_src(f, user_b, f->home_b, "b_own", "__global__ void b_own_k(int *p) { *p = 32; }\n",
+		    kb);
+	jct_settle();
+	snprintf(args, sizeof(args), "show %s", ks);
+	assert_int_equal(ctl_as(f, user_a, &out, args), 0);
+	assert_non_null(strstr(out, f->home_a)); /* A's own: its options */
+	free(out);
+	assert_int_equal(ctl_as(f, user_b, &out, args), 0);
+	if (strstr(out, f->home_a) || !strstr(out, "(another user's)"))
+		fail_msg("B's show of A's entry:\n%s", out);
+	free(out);
+	assert_int_equal(ctl_as(f, user_b, &out, "ls"), 0);
+	if (!strstr(out, "(another user's)") || !strstr(out, "b_own.cu"))
+		fail_msg("B's ls:\n%s", out);
+	free(out);
+	const char *users[2] = {user_a, user_b}, *homes[2] = {f->home_a, f->home_b};
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(as_user(f, users[i], &out, "head -c 32 /dev/urandom > %s/bundle.key "
+					 "&& chmod 0600 %s/bundle.key", homes[i], homes[i]), 0);
+		free(out);
+		snprintf(args, sizeof(args), "export --secret-file %s/bundle.key -o %s/out.jcb",
+			 homes[i], homes[i]);
+		assert_int_equal(ctl_as(f, users[i], &out, args), 0);
+		fprintf(stderr, "%s: %s", users[i], out);
+		if (!strstr(out, "exported 1 requests"))
+			fail_msg("%s's export holds another user's request: %s", users[i], out);
+		free(out);
+	}
+	/* an admin's --uid U: the requests U made */
+	snprintf(args, sizeof(args), "export --uid %u --secret-file %s/bundle.key -o %s/root.jcb",
+		 (unsigned)uid_b, f->home_b, f->d.dir);
+	assert_int_equal(ctl_as(f, NULL, &out, args), 0);
+	assert_non_null(strstr(out, "exported 1 requests"));
+	free(out);
+}
+
 int main(void)
 {
 	setup_users();
@@ -680,6 +730,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_digest_round, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_false_toolkit_claim_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_users_see_their_own, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shared_entry_hides_its_maker, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_share_evicts_heavy_user, setup_share, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,7 +24,8 @@
 #                a client-read tree (a team daemon's path); with a header
 #                macro that puts __FILE__ in the cubin, every process gets its
 #                own name's bytes (a miss for a new name, a hit for the same
-#                name again); with an anonymous namespace and with CUB
+#                name again), and so with __builtin_FILE() in the source
+#                folded into a number; with an anonymous namespace and with CUB
 #                (examples/cub_sort.cu), whose internal names hold the base
 #                name, the same base name in a new directory is a hit, a new
 #                base name a miss.
@@ -311,6 +312,16 @@ tmpname_include)
 	expect file 2 0 1
 	expect file 1b 1 0
 	[ "$(stat name_bound)" = $((bound0 + 4)) ] || fail "file: cubin and PTX not stored as name-bound for each name"
+	# __builtin_FILE() in the source, folded into a number: the name is not
+	# in the artifact as text, so the request must go under its own name.
+	printf '%s\n' '__device__ constexpr int sum(const char *s) { int n = 0; while (*s) n += *s++; return n; }' \
+		'extern "C" __global__ void k(int *o) { constexpr int v = sum(__builtin_FILE()); *o = v; }' >"$ROOT/bfile.cu"
+	for run in 1 2 1b; do served $run bfile --source "$ROOT/bfile.cu" $ARCH; done
+	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/bfile.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/bfile.real2") &&
+		fail "bfile: __builtin_FILE() did not change the real NVRTC's cubin (the test proves nothing)"
+	expect bfile 1 0 1
+	expect bfile 2 0 1
+	expect bfile 1b 1 0
 	# No include, no __FILE__: an anonymous namespace's function, whose
 	# internal name NVRTC mangles with the program's base name.
 	printf '%s\n' 'namespace { __device__ __noinline__ float twice(float x) { return 2 * x; } }' \

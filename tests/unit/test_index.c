@@ -814,10 +814,14 @@ static void test_kept_requests(void **state)
 	kf = (struct jc_kept_filter){.now = 100000, .top = 1};
 	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
 	assert_int_equal(order[1][0], 0);
-	/* by uid: the requests of the entries the uid uses */
+	/* by uid: the requests the uid made, not those of entries it only uses
+	 * (they name another uid's files) */
 	assert_int_equal(jc__index_put_user(f->ix, &e3, 4242), 0);
 	memset(order, 0, sizeof(order));
 	kf = (struct jc_kept_filter){.now = 100000, .by_uid = 1, .uid = 4242};
+	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
+	assert_int_equal(order[0][0], 0);
+	kf.uid = 1002;
 	assert_int_equal(jc__index_foreach_request(f->ix, &kf, kept_cb, order), 0);
 	assert_memory_equal(order[0], e3.key, 16);
 	assert_int_equal(order[1][0], 0);
