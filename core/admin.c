@@ -65,10 +65,10 @@ static int made_by_other(struct jc_admin_env *env, const uint8_t key[16], int *h
 	*hide = 0;
 	if (env->all_users)
 		return 0;
-	int rc = jc__index_get_request(env->cd->wix, key, &k);
+	int rc = env->cd->ops->request_of(env->cd, key, &k);
 	if (rc == 0)
 		*hide = k.uid != env->uid;
-	else if (rc == JC_ENOTFOUND && (rc = jc__index_users_of(env->cd->wix, key, NULL, &n)) == 0)
+	else if (rc == JC_ENOTFOUND && (rc = env->cd->ops->users_of(env->cd, key, NULL, &n)) == 0)
 		*hide = n > 1;
 	return rc;
 }

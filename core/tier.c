@@ -296,6 +296,11 @@ static int local_request_data(struct jc_cachedir *c, int64_t id, uint8_t **data,
 	return jc__index_request_data(c->local->wix, id, data, len);
 }
 
+static int local_request_of(struct jc_cachedir *c, const uint8_t key[16], struct jc_kept *out)
+{
+	return jc__index_get_request(c->local->wix, key, out);
+}
+
 static int local_overhead(struct jc_cachedir *c, uint64_t *bytes)
 {
 	return jc__store_overhead(c->local->store, bytes);
@@ -335,6 +340,7 @@ const struct jc_tier_ops jc__local_tier = {
 	.count_versions = local_count_versions,
 	.keep_request = local_keep_request,
 	.request_data = local_request_data,
+	.request_of = local_request_of,
 	.overhead = local_overhead,
 	.disk_full = local_disk_full,
 };

@@ -338,6 +338,9 @@ struct jc_tier_ops {
 	/* The bytes of kept request id: *data malloc'd (caller frees), *len. 0,
 	 * JC_ENOTFOUND, JC_ENOMEM, index errors. */
 	int (*request_data)(struct jc_cachedir *c, int64_t id, uint8_t **data, size_t *len);
+	/* The kept request of key's entry (its id, maker's uid, size; no
+	 * bytes) into *out. 0, JC_ENOTFOUND (none kept), index errors. */
+	int (*request_of)(struct jc_cachedir *c, const uint8_t key[16], struct jc_kept *out);
 
 	/* Space. Any thread; not with INSPECT. */
 
