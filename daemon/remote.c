@@ -144,13 +144,6 @@ static void count(struct jc_remote *r, enum jc_counter c, uint64_t n)
 	jc__count(r->ctr, c, n);
 }
 
-void jc__remote_secret_free(uint8_t *secret, size_t len)
-{
-	if (secret)
-		sodium_memzero(secret, len);
-	free(secret);
-}
-
 static void remote_unref(struct jc_remote *r)
 {
 	if (--r->refs > 0)
@@ -973,35 +966,6 @@ static void tick_cb(uv_timer_t *timer)
 static void tick_closed_cb(uv_handle_t *h)
 {
 	remote_unref(h->data);
-}
-
-int jc__remote_read_small(const char *path, size_t max, uint8_t **out, size_t *len, char *err,
-			  size_t errlen, const char *what)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return JC_EINVAL;
-	}
-	if (st.st_mode & 077)
-		jc_log_warn(REMOTE, "%s %s is readable or writable by others (mode %04o)", what, path,
-			    (unsigned)(st.st_mode & 07777));
-	uint8_t *buf = malloc(max + 1);
-	ssize_t n = buf ? read(fd, buf, max + 1) : -1;
-	close(fd);
-	if (n < 0 || (size_t)n > max) {
-		snprintf(err, errlen, "%s %s: %s", what, path, n < 0 ? "cannot read it" : "too large");
-		free(buf);
-		return JC_EINVAL;
-	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	*out = buf;
-	*len = (size_t)n;
-	return 0;
 }
 
 /* Opens every URL's backend into r->tiers; 0 or the first failure (err). */

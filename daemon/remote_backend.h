@@ -120,7 +120,7 @@ struct jc_remote_backend {
 	void (*close)(void *b);
 };
 
-/* Helpers for backends (remote.c). */
+/* Helpers for backends (remote_value.c). */
 
 /* Reads a whole small file (at most max bytes, its trailing newlines cut)
  * into *out (malloc'd with one byte to spare, owned by the caller: wipe it

@@ -1,18 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Values of the remote tier: encoding and every check of a fetched value.
- * The layout is described in remote.h.
+ * The layout is described in remote.h. And the secrets they are signed
+ * with (and a backend's password): read from their files, wiped when freed
+ * (remote_backend.h).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
 #include <zstd.h>
 
+#include "common/log.h"
 #include "core/hmac.h"
 #include "core/manifest.h"
+#include "daemon/remote_backend.h"
 #include "daemon/remote.h"
 #include "jitcache/jitcache.h"
 #include "proto/proto.h"
@@ -249,4 +257,42 @@ int jc__remote_record_decode(const uint8_t lookup[16], const uint8_t *val, size_
 	else if (rc == JC_ENOMEM)
 		snprintf(why, whylen, "out of memory");
 	return rc;
+}
+
+/* --- secrets -------------------------------------------------------------- */
+
+void jc__remote_secret_free(uint8_t *secret, size_t len)
+{
+	if (secret)
+		sodium_memzero(secret, len);
+	free(secret);
+}
+
+int jc__remote_read_small(const char *path, size_t max, uint8_t **out, size_t *len, char *err,
+			  size_t errlen, const char *what)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return JC_EINVAL;
+	}
+	if (st.st_mode & 077)
+		jc_log_warn(REMOTE, "%s %s is readable or writable by others (mode %04o)", what, path,
+			    (unsigned)(st.st_mode & 07777));
+	uint8_t *buf = malloc(max + 1);
+	ssize_t n = buf ? read(fd, buf, max + 1) : -1;
+	close(fd);
+	if (n < 0 || (size_t)n > max) {
+		snprintf(err, errlen, "%s %s: %s", what, path, n < 0 ? "cannot read it" : "too large");
+		free(buf);
+		return JC_EINVAL;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	*out = buf;
+	*len = (size_t)n;
+	return 0;
 }
