@@ -76,6 +76,16 @@ const char *jc__ctl_find_sub(const char *name)
 	return cmd ? cmd->help : NULL;
 }
 
+/* The length of help text t's synopsis: its first line and the lines that
+ * continue it (indented deeper than the description's two spaces). */
+static int synopsis_len(const char *t)
+{
+	size_t n = strcspn(t, "\n");
+	while (t[n] == '\n' && strncmp(t + n + 1, "   ", 3) == 0)
+		n += 1 + strcspn(t + n + 1, "\n");
+	return (int)n;
+}
+
 void jc__ctl_usage(FILE *f)
 {
 	fputs("usage: jitcachectl [--socket PATH] [--cache-dir DIR] COMMAND [ARGS]\n"
@@ -87,11 +97,11 @@ void jc__ctl_usage(FILE *f)
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		for (size_t k = 0; !subs[i].text && k < jc__admin_n_cmds; k++) {
 			const char *t = jc__admin_cmds[k].help;
-			fprintf(f, "  %.*s\n", (int)strcspn(t, "\n"), t);
+			fprintf(f, "  %.*s\n", synopsis_len(t), t);
 		}
 		const char *t = subs[i].text;
 		if (t)
-			fprintf(f, "  %.*s\n", (int)strcspn(t, "\n"), t);
+			fprintf(f, "  %.*s\n", synopsis_len(t), t);
 	}
 	fputs("`jitcachectl help COMMAND` or `jitcachectl COMMAND --help`: that command.\n", f);
 }

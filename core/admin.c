@@ -2,6 +2,7 @@
 #include "core/admin.h"
 #include "core/evict.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +41,20 @@ static int fail(struct jc_admin_reply *out, int code, const char *fmt, const cha
 static int parse_i64(const char *s, int64_t *v)
 {
 	char *end;
-	if (!s || !*s)
+	if (!s || *s < '0' || *s > '9')
 		return JC_EINVAL;
+	errno = 0;
 	long long x = strtoll(s, &end, 10);
-	if (*end || x < 0)
+	if (*end || errno == ERANGE)
 		return JC_EINVAL;
 	*v = x;
 	return 0;
+}
+
+int jc__admin_arg_count(const struct jc_admin_req *req, const char *name, int64_t *v)
+{
+	const char *s = jc__admin_arg(req, name);
+	return s ? parse_i64(s, v) : 0;
 }
 
 /* What a caller who is not an admin sees for a shared entry's source name
@@ -638,8 +646,9 @@ static int export_cb(const struct jc_kept *k, void *ctx)
 /*
  * export: the kept requests (kept.h), most valuable first, each once: one
  * record per request with its compressed bytes in hex. An admin exports
- * every uid's, or uid's with --uid; any other uid its own (the requests of
- * the entries it uses, as ls shows it). jitcachectl signs and writes them.
+ * every uid's, or uid's with --uid; any other uid the requests it made
+ * (entry.h: a request names its maker's files). jitcachectl signs and
+ * writes them.
  */
 static int cmd_export(struct jc_admin_env *env, const struct jc_admin_req *req,
 		      struct jc_admin_reply *out)

@@ -122,6 +122,11 @@ const struct jc_admin_cmd *jc__admin_find(const char *name);
 /* The argument "name" of req ("" for a flag), or NULL when it is not given. */
 const char *jc__admin_arg(const struct jc_admin_req *req, const char *name);
 
+/* The argument "name" of req as a count (decimal digits only, at most
+ * INT64_MAX) into *v, left alone when it is not given. 0, or JC_EINVAL
+ * (empty, a sign, another character, out of range). */
+int jc__admin_arg_count(const struct jc_admin_req *req, const char *name, int64_t *v);
+
 /* The flags of req: its command's, with those of the arguments it gives.
  * An unknown command is JC_ADMIN_PRIVILEGED | JC_ADMIN_MUTATING: refused to
  * non-admins, logged for admins (who are told it is unknown). */

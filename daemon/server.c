@@ -796,13 +796,19 @@ static void loop_warm(struct jc_conn *c, const struct jc_admin_req *req)
 {
 	struct jc_daemon *d = c->d;
 	struct jc_admin_reply reply = {0};
-	const char *top_s = jc__admin_arg(req, "top"), *since_s = jc__admin_arg(req, "since");
-	char *end = NULL;
-	unsigned long long top = top_s ? strtoull(top_s, &end, 10) : 0;
-	long long since = since_s ? strtoll(since_s, NULL, 10) : 0;
-	if (jc__admin_check(req, &reply) == 0 && top_s && (!*top_s || *end || *top_s == '-')) {
+	int64_t top = 0, since = 0;
+	const char *bad = NULL;
+	if (jc__admin_check(req, &reply) == 0) {
+		if (jc__admin_arg_count(req, "top", &top) != 0)
+			bad = "top";
+		else if (jc__admin_arg_count(req, "since", &since) != 0)
+			bad = "since";
+	}
+	if (bad) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "bad --%s '%.32s': a count", bad, jc__admin_arg(req, bad));
 		reply.status = JC_EINVAL;
-		reply.message = strdup("bad --top: a count");
+		reply.message = strdup(msg);
 	}
 	if (reply.status != 0) {
 		loop_reply(c, &reply);
@@ -815,7 +821,7 @@ static void loop_warm(struct jc_conn *c, const struct jc_admin_req *req)
 		return;
 	}
 	jc_log_notice(ADMIN, "warm by uid %d pid %d", (int)c->uid, (int)c->pid);
-	jc__rewarm_start(d, top, since > 0 ? jc__wall_s() - since : 0, "jitcachectl warm",
+	jc__rewarm_start(d, (uint64_t)top, since > 0 ? jc__wall_s() - since : 0, "jitcachectl warm",
 			 warm_reply, c);
 }
 

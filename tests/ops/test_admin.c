@@ -302,11 +302,35 @@ static void test_terminal_escapes(void **state)
 	free(out);
 }
 
+/* A count past INT64_MAX, a sign or a space is refused, not clamped: by
+ * the admin table's commands (export's top) and by warm, which the daemon
+ * answers itself; each parsed once (jc__admin_arg_count). */
+static void test_counts_out_of_range(void **state)
+{
+	struct jtl_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	static const char *const bad[] = {"99999999999999999999", "-1", "+5", " 5", "5x", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *err = NULL;
+		const char *exp[] = {"export", "--top", bad[i], "-o", "/dev/null", NULL};
+		free(jct_ctl_expect(d, 1, &err, exp));
+		jct_assert_has(err, "bad --top");
+		free(err);
+		const char *warm[] = {"warm", "--top", bad[i], NULL};
+		free(jct_ctl_expect(d, 1, &err, warm));
+		jct_assert_has(err, "bad --top");
+		free(err);
+	}
+	const char *ok[] = {"warm", "--top", "9223372036854775807", NULL};
+	free(jct_ctl_expect(d, 0, NULL, ok));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ls_and_show, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_terminal_escapes, jct_setup, jct_teardown),
+		cmocka_unit_test_setup_teardown(test_counts_out_of_range, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_quarantines, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_gc_grace, jct_setup, jct_teardown),
 		cmocka_unit_test_setup_teardown(test_periodic_gc, jct_setup, jct_teardown),
