@@ -22,19 +22,19 @@
 
 /* How much to measure: --quick, the default (full) and --tiny (smoke test). */
 struct bench_plan {
-	const char *name;       /* "quick", "full", "tiny" */
-	size_t hit_iters;       /* timed hits (and raw reads) per object size */
-	double tput_s;          /* seconds each throughput level runs */
-	int levels[5];          /* client processes per throughput level */
+	const char *name; /* "quick", "full", "tiny" */
+	size_t hit_iters; /* timed hits (and raw reads) per object size */
+	double tput_s;	  /* seconds each throughput level runs */
+	int levels[5];	  /* client processes per throughput level */
 	size_t n_levels;
-	size_t scale[3];        /* index sizes, ascending */
+	size_t scale[3]; /* index sizes, ascending */
 	size_t n_scale;
-	size_t scale_iters;     /* timed hits per scale figure */
-	int sf_rounds;          /* single-flight rounds (the median counts) */
-	int sf_clients;         /* cold clients on one key */
-	int compile_reps;       /* NVRTC compiles per example (the median counts) */
-	int large;              /* measure the CUB (~160 KiB) object too */
-	size_t rewarm_entries;  /* SAXPY entries re-warmed (1,000 in full) */
+	size_t scale_iters;    /* timed hits per scale figure */
+	int sf_rounds;	       /* single-flight rounds (the median counts) */
+	int sf_clients;	       /* cold clients on one key */
+	int compile_reps;      /* NVRTC compiles per example (the median counts) */
+	int large;	       /* measure the CUB (~160 KiB) object too */
+	size_t rewarm_entries; /* SAXPY entries re-warmed (1,000 in full) */
 };
 
 /* The daemon under test: tests/lib's (root core.dir holds cache/, sock,
@@ -43,7 +43,7 @@ struct bench_daemon {
 	struct jtl_daemon core;
 	char conf[JTL_ROOT_MAX + 16];
 	const char *confinement; /* --confinement for the next start; NULL: the daemon's choice */
-	const char *extra[8];   /* more flags (NULL-terminated; borrowed), e.g. --remote URL */
+	const char *extra[8];	 /* more flags (NULL-terminated; borrowed), e.g. --remote URL */
 };
 
 /* Prints "jitcache-bench: <message>", stops the daemon, exits 1. */
@@ -80,10 +80,10 @@ void bench_lat_of(uint64_t *ns, size_t n, struct bench_lat *out);
 /* The artifact a request gives, fetched once (a miss or a hit). */
 struct bench_object {
 	size_t size;
-	char path[PATH_MAX + 64];  /* DIR/objects/ab/<hash> */
+	char path[PATH_MAX + 64]; /* DIR/objects/ab/<hash> */
 	char key[33];
-	double compile_ms;         /* NVRTC time the daemon reports */
-	double miss_ms;            /* client wall time of that first request */
+	double compile_ms; /* NVRTC time the daemon reports */
+	double miss_ms;	   /* client wall time of that first request */
 	int was_miss;
 };
 
@@ -118,8 +118,7 @@ void bench_reopen_vs_dup(const struct bench_object *o, size_t iters, struct benc
 			 struct bench_lat *dup);
 
 /* Hits per second of procs client processes hitting r for secs seconds. */
-double bench_throughput(const struct bench_daemon *d, const jc_request *r, int procs,
-			double secs);
+double bench_throughput(const struct bench_daemon *d, const jc_request *r, int procs, double secs);
 
 /* One single-flight round: clients processes request r (a key not yet in the
  * cache) at once. Fills the compiles the daemon ran for it (stats delta) and
@@ -147,12 +146,12 @@ int bench_python_hits(const struct bench_daemon *d, jc_client *c, const jc_reque
 /* --- scale.c ------------------------------------------------------------- */
 
 struct bench_scale {
-	size_t entries;          /* entries in the index */
-	double insert_s;         /* bulk insert time for this step */
-	double ready_ms;         /* restart: fork to first handshake answered */
-	double first_hit_us;     /* first hit after the restart */
-	double hit_p50_us;       /* hits over a fixed 1000-key working set */
-	double spread_p50_us;    /* hits on keys drawn uniformly from all entries */
+	size_t entries;	      /* entries in the index */
+	double insert_s;      /* bulk insert time for this step */
+	double ready_ms;      /* restart: fork to first handshake answered */
+	double first_hit_us;  /* first hit after the restart */
+	double hit_p50_us;    /* hits over a fixed 1000-key working set */
+	double spread_p50_us; /* hits on keys drawn uniformly from all entries */
 };
 
 /* Grows the cache of d (daemon running, nothing else in it but what the run
@@ -164,15 +163,15 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
 /* --- rewarm.c ------------------------------------------------------------ */
 
 struct bench_rewarm {
-	size_t entries;            /* SAXPY-sized entries re-warmed */
-	double total_s;            /* the re-warm, start to end (1 re-warm worker) */
-	double per_entry_ms;       /* total_s / entries */
-	double cpu_s;              /* CPU time of its compiles */
-	double zstd_bytes;         /* a request, encoded and zstd-compressed, mean */
-	double extra_bytes;        /* store bytes per entry: keep-requests yes - no */
-	size_t store_entries;      /* ... over this many (entries compiled, the rest bulk) */
-	double miss_idle_ms;       /* a client's miss, idle daemon (median) */
-	double miss_rewarm_ms;     /* the same during the re-warm (median) */
+	size_t entries;	       /* SAXPY-sized entries re-warmed */
+	double total_s;	       /* the re-warm, start to end (1 re-warm worker) */
+	double per_entry_ms;   /* total_s / entries */
+	double cpu_s;	       /* CPU time of its compiles */
+	double zstd_bytes;     /* a request, encoded and zstd-compressed, mean */
+	double extra_bytes;    /* store bytes per entry: keep-requests yes - no */
+	size_t store_entries;  /* ... over this many (entries compiled, the rest bulk) */
+	double miss_idle_ms;   /* a client's miss, idle daemon (median) */
+	double miss_rewarm_ms; /* the same during the re-warm (median) */
 };
 
 /* Fills two daemons (requests kept, and not) with plan->rewarm_entries
@@ -192,17 +191,16 @@ jc_request *bench_tiny_request(uint64_t variant);
 /* --- shim.c -------------------------------------------------------------- */
 
 struct bench_shim {
-	struct bench_lat hit;    /* create -> compile -> get CUBIN -> destroy, served */
-	double real_compile_ms;  /* the same with the real NVRTC, median of compile_reps */
-	double version_shim_ns;  /* nvrtcVersion through the shim, mean */
-	double version_real_ns;  /* nvrtcVersion of the real library, mean */
+	struct bench_lat hit;	/* create -> compile -> get CUBIN -> destroy, served */
+	double real_compile_ms; /* the same with the real NVRTC, median of compile_reps */
+	double version_shim_ns; /* nvrtcVersion through the shim, mean */
+	double version_real_ns; /* nvrtcVersion of the real library, mean */
 };
 
 /* The shim (JC_SHIM_LIB, else the build tree's) against d's daemon, with the
  * SAXPY source saxpy_src (NUL-terminated). */
 void bench_shim(const struct bench_daemon *d, const struct bench_plan *plan, const char *saxpy_src,
 		struct bench_shim *out);
-
 
 /* --- paths.c: the client library's other paths -------------------------- */
 
@@ -237,35 +235,37 @@ void bench_fallback_ms(const struct bench_daemon *d, const jc_request *r, int re
 /* The remote tier's figures (docs/fleet.md), side by side with a
  * daemon without it. */
 struct bench_remote {
-	int ran;                     /* 0: no redis-server here (why says so) */
+	int ran; /* 0: no redis-server here (why says so) */
 	char why[160];
-	double hit_saxpy_p50_us, hit_cub_p50_us;  /* remote hit: fetch + verify + publish + serve */
-	double value_saxpy, value_cub;            /* bytes of each value in Redis */
+	double hit_saxpy_p50_us, hit_cub_p50_us; /* remote hit: fetch + verify + publish + serve */
+	double value_saxpy, value_cub;		 /* bytes of each value in Redis */
 	double local_hit_p50_us, local_hit_base_p50_us; /* remote up; no remote */
-	double down_hit_p50_us, down_hit_base_p50_us;   /* Redis down (back-off tripped); none */
-	double down_miss_ms, down_miss_base_ms;         /* median cold compile, same */
-	double redis_bytes_per_entry;             /* used_memory growth per SAXPY-sized value */
-	double remote_hits_per_s;                 /* remote hits/s, one client, serial */
-	double redis_get_per_s;                   /* redis-benchmark GET/s of that value size; 0: none */
+	double down_hit_p50_us, down_hit_base_p50_us;	/* Redis down (back-off tripped); none */
+	double down_miss_ms, down_miss_base_ms;		/* median cold compile, same */
+	double redis_bytes_per_entry; /* used_memory growth per SAXPY-sized value */
+	double remote_hits_per_s;     /* remote hits/s, one client, serial */
+	double redis_get_per_s;	      /* redis-benchmark GET/s of that value size; 0: none */
 	/* The CUB example as jitcachectl sends it (its key learnt from what
 	 * NVRTC read): the first request of fresh daemons (empty cache
 	 * directory) served through the dependency record and the value. */
 	int learned_ran;
-	double learned_fresh_ms;                  /* p50 client wall time of that request */
-	double learned_compile_ms;                /* the writer's NVRTC compile of it */
-	int64_t learned_fresh_compiles;           /* compiles on the fresh daemons (want 0) */
+	double learned_fresh_ms;	/* p50 client wall time of that request */
+	double learned_compile_ms;	/* the writer's NVRTC compile of it */
+	int64_t learned_fresh_compiles; /* compiles on the fresh daemons (want 0) */
 	int learned_fresh_n;
-	int64_t learned_hit_gets;                 /* Redis GETs during learned_hits local hits (want 0) */
+	int64_t learned_hit_gets; /* Redis GETs during learned_hits local hits (want 0) */
 	int learned_hits;
-	double learned_hit_p50_us, learned_hit_base_p50_us; /* its local hit: remote up; no remote */
-	int64_t learned_hit_walks;                /* of those hits, keyed by a stat walk (want 0: watched) */
+	double learned_hit_p50_us,
+	    learned_hit_base_p50_us; /* its local hit: remote up; no remote */
+	int64_t learned_hit_walks;   /* of those hits, keyed by a stat walk (want 0: watched) */
 	/* That first request's phases inside the daemon (ms, medians over the
 	 * fresh daemons; from their info log: bench_learned_phases[] names
 	 * them, in order). */
 	double learned_phase_ms[BENCH_LEARNED_PHASES];
 };
 
-/* For each phase: a log line's tag, the label of its number in that line, and its figure's label. */
+/* For each phase: a log line's tag, the label of its number in that line, and its figure's label.
+ */
 extern const char *const bench_learned_phases[BENCH_LEARNED_PHASES][3];
 
 /* Runs a redis-server of its own (Unix socket, in a temporary directory)

@@ -26,13 +26,13 @@
 #include "tests/lib/core.h"
 
 static const char src[] =
-	"template <typename T>\n"
-	"__global__ void saxpy(T a, const T *__restrict__ x, T *__restrict__ y, unsigned long long n)\n"
-	"{\n"
-	"	unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
-	"	if (i < n)\n"
-	"		y[i] = a * x[i] + y[i];\n"
-	"}\n";
+    "template <typename T>\n"
+    "__global__ void saxpy(T a, const T *__restrict__ x, T *__restrict__ y, unsigned long long n)\n"
+    "{\n"
+    "	unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "	if (i < n)\n"
+    "		y[i] = a * x[i] + y[i];\n"
+    "}\n";
 
 static char root[PATH_MAX], cwd[PATH_MAX];
 static int kind;
@@ -151,6 +151,7 @@ int main(int argc, char **argv)
 	       "  in the warm process (unconfined, as before)  %.1f\n"
 	       "  child forked and confined per job            %.1f\n"
 	       "  helper confined once (jobs without -I)        %.1f\n",
-	       n, jc__confine_name(kind), why, jtl_median(in, (size_t)n), jtl_median(child, (size_t)n), jtl_median(helper, (size_t)n));
+	       n, jc__confine_name(kind), why, jtl_median(in, (size_t)n),
+	       jtl_median(child, (size_t)n), jtl_median(helper, (size_t)n));
 	return 0;
 }

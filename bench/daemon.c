@@ -72,7 +72,8 @@ void bench_daemon_stop(struct bench_daemon *d)
 	int status = jtl_daemon_stop(&d->core);
 	if (status != 0)
 		bench_die("jitcached did not stop cleanly (%s %d); see %s",
-			  status < 0 ? "signal" : "status", status < 0 ? -status : status, d->core.log);
+			  status < 0 ? "signal" : "status", status < 0 ? -status : status,
+			  d->core.log);
 }
 
 void bench_daemon_cleanup(struct bench_daemon *d, int keep_root)

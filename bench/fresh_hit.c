@@ -39,7 +39,8 @@ int main(int argc, char **argv)
 		fclose(f);
 	jc_request *r = NULL;
 	if (!n || n == sizeof(src) || jc_request_new(&r) != 0 ||
-	    jc_request_set_source(r, "saxpy.cu", src, n) != 0 || jc_request_set_arch(r, "sm_90") != 0 ||
+	    jc_request_set_source(r, "saxpy.cu", src, n) != 0 ||
+	    jc_request_set_arch(r, "sm_90") != 0 ||
 	    jc_request_add_name_expression(r, argv[3]) != 0) {
 		fprintf(stderr, "jitcache-fresh-hit: cannot build the request of %s\n", argv[2]);
 		return 1;
@@ -55,7 +56,8 @@ int main(int argc, char **argv)
 	int rc = jc_compile(c, r, &res);
 	uint64_t t2 = now_ns();
 	if (rc != 0 || jc_result_cache_status(res) != JC_HIT) {
-		fprintf(stderr, "jitcache-fresh-hit: not a hit: %s\n", rc ? jc_client_errmsg(c) : "miss");
+		fprintf(stderr, "jitcache-fresh-hit: not a hit: %s\n",
+			rc ? jc_client_errmsg(c) : "miss");
 		return 1;
 	}
 	printf("fresh exec_us=%.1f connect_us=%.1f hit_us=%.1f\n",

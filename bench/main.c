@@ -19,16 +19,46 @@ static struct bench_daemon daemon_under_test = {.core.pid = -1};
 static int keep_dir;
 
 static const struct bench_plan plans[] = {
-	{.name = "full", .hit_iters = 50000, .tput_s = 3, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
-	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 50000, .sf_rounds = 11,
-	 .sf_clients = 64, .compile_reps = 3, .large = 1, .rewarm_entries = 1000},
-	{.name = "quick", .hit_iters = 10000, .tput_s = 1, .levels = {1, 2, 4, 8, 16}, .n_levels = 5,
-	 .scale = {1000, 100000, 1000000}, .n_scale = 3, .scale_iters = 20000, .sf_rounds = 7,
-	 .sf_clients = 64, .compile_reps = 1, .large = 1, .rewarm_entries = 40},
-	/* The smoke test's: every code path, tiny sizes, no CUB compile. */
-	{.name = "tiny", .hit_iters = 300, .tput_s = 0.2, .levels = {1, 8}, .n_levels = 2,
-	 .scale = {100, 1000}, .n_scale = 2, .scale_iters = 200, .sf_rounds = 1,
-	 .sf_clients = 64, .compile_reps = 1, .large = 0, .rewarm_entries = 4},
+    {.name = "full",
+     .hit_iters = 50000,
+     .tput_s = 3,
+     .levels = {1, 2, 4, 8, 16},
+     .n_levels = 5,
+     .scale = {1000, 100000, 1000000},
+     .n_scale = 3,
+     .scale_iters = 50000,
+     .sf_rounds = 11,
+     .sf_clients = 64,
+     .compile_reps = 3,
+     .large = 1,
+     .rewarm_entries = 1000},
+    {.name = "quick",
+     .hit_iters = 10000,
+     .tput_s = 1,
+     .levels = {1, 2, 4, 8, 16},
+     .n_levels = 5,
+     .scale = {1000, 100000, 1000000},
+     .n_scale = 3,
+     .scale_iters = 20000,
+     .sf_rounds = 7,
+     .sf_clients = 64,
+     .compile_reps = 1,
+     .large = 1,
+     .rewarm_entries = 40},
+    /* The smoke test's: every code path, tiny sizes, no CUB compile. */
+    {.name = "tiny",
+     .hit_iters = 300,
+     .tput_s = 0.2,
+     .levels = {1, 8},
+     .n_levels = 2,
+     .scale = {100, 1000},
+     .n_scale = 2,
+     .scale_iters = 200,
+     .sf_rounds = 1,
+     .sf_clients = 64,
+     .compile_reps = 1,
+     .large = 0,
+     .rewarm_entries = 4},
 };
 
 void bench_die(const char *fmt, ...)
@@ -40,7 +70,8 @@ void bench_die(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	if (daemon_under_test.core.dir[0])
-		fprintf(stderr, "jitcache-bench: kept %s (daemon.log inside)\n", daemon_under_test.core.dir);
+		fprintf(stderr, "jitcache-bench: kept %s (daemon.log inside)\n",
+			daemon_under_test.core.dir);
 	bench_daemon_cleanup(&daemon_under_test, 1);
 	exit(1);
 }
@@ -58,10 +89,10 @@ static void on_signal(int sig)
 enum cmp { NONE, AT_MOST, AT_LEAST, EQUAL };
 
 struct figure {
-	char name[64];      /* table label */
-	char json[40];      /* JSON key */
+	char name[64]; /* table label */
+	char json[40]; /* JSON key */
 	double value;
-	const char *unit;   /* "us", "ms", "x", "hits/s", "" */
+	const char *unit; /* "us", "ms", "x", "hits/s", "" */
 	enum cmp cmp;
 	double target;
 	char note[96];
@@ -71,7 +102,7 @@ static struct figure figs[128];
 static size_t n_figs;
 
 static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static struct figure *fig(const char *json, const char *unit, double value, const char *fmt, ...)
 {
@@ -141,7 +172,9 @@ static void print_table(FILE *f)
 			pass += met(g);
 		}
 		fprintf(f, "%-44s %14s  %-16s %s%s%s\n", g->name, v, t,
-			g->cmp == NONE ? "" : met(g) ? "pass" : "FAIL",
+			g->cmp == NONE ? ""
+			: met(g)       ? "pass"
+				       : "FAIL",
 			g->note[0] && g->cmp != NONE ? "  " : "", g->note);
 	}
 	fprintf(f, "%d of %d targets met\n", pass, total);
@@ -258,7 +291,8 @@ static double result_compile_ms(jc_client *c, const jc_request *r, jc_cache_stat
 		bench_die("fatbin figure: %s: %s", jc_strerror(rc), jc_client_errmsg(c));
 	if (jc_result_cache_status(res) != want)
 		bench_die("fatbin figure: a %s where a %s was expected",
-			  jc_result_cache_status(res) == JC_HIT ? "hit" : "miss", want == JC_HIT ? "hit" : "miss");
+			  jc_result_cache_status(res) == JC_HIT ? "hit" : "miss",
+			  want == JC_HIT ? "hit" : "miss");
 	double ms = jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6;
 	jc_result_free(res);
 	return ms;
@@ -297,8 +331,10 @@ static void fatbin_figures(jc_client *c, const struct bench_plan *plan)
 		}
 		ratio[n] = build[n] / sum[n];
 	}
-	fig("fatbin_build_ms", "ms", jtl_median(build, n), "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
-	fig("fatbin_parts_sum_ms", "ms", jtl_median(sum, n), "  its 3 parts' NVRTC compiles, summed");
+	fig("fatbin_build_ms", "ms", jtl_median(build, n),
+	    "fatbin sm_80,sm_90,compute_90 (SAXPY): build");
+	fig("fatbin_parts_sum_ms", "ms", jtl_median(sum, n),
+	    "  its 3 parts' NVRTC compiles, summed");
 	fig("fatbin_build_ratio", "x", jtl_median(ratio, n), "  build / sum of the parts");
 	jc_request_free(r);
 }
@@ -350,8 +386,7 @@ static void remote_hit_figures(const char *tag, const char *label, double p50_us
  * tree for a daemon of another uid (JITCACHE_SEND_HEADERS=1: its scan with
  * the hash memo, then the hashes sent), same daemon, same request.
  */
-static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char *copy,
-			      size_t iters)
+static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char *copy, size_t iters)
 {
 	fprintf(stderr, "user include tree (%s)...\n", copy);
 	jc_request *r = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", copy, 0);
@@ -366,9 +401,11 @@ static void user_tree_figures(struct bench_daemon *d, jc_client *cl, const char 
 	bench_hits_vs_raw(reader, r, &o, iters, &sent, &raw);
 	jc_client_close(reader);
 	jc_request_free(r);
-	fig("hit_usertree_p50_us", "us", own.p50, "hit p50, CUB with -I a CCCL copy, daemon reads the tree");
+	fig("hit_usertree_p50_us", "us", own.p50,
+	    "hit p50, CUB with -I a CCCL copy, daemon reads the tree");
 	fig("hit_usertree_p99_us", "us", own.p99, "hit p99, same");
-	fig("hit_clienttree_p50_us", "us", sent.p50, "hit p50, same, the client reads the tree (system daemon)");
+	fig("hit_clienttree_p50_us", "us", sent.p50,
+	    "hit p50, same, the client reads the tree (system daemon)");
 	fig("hit_clienttree_p99_us", "us", sent.p99, "hit p99, same");
 }
 
@@ -390,7 +427,8 @@ static void remote_figures(const struct bench_daemon *d, const struct bench_plan
 			remote_hit_figures("cub", "CUB", rm.hit_cub_p50_us, rm.value_cub, cub_ms);
 		if (rm.learned_ran) {
 			f = fig("remote_learned_fresh_ms", "ms", rm.learned_fresh_ms,
-				"CUB as jitcachectl sends it (learnt key), fresh daemon: 1st request p50 of %d",
+				"CUB as jitcachectl sends it (learnt key), fresh daemon: 1st "
+				"request p50 of %d",
 				rm.learned_fresh_n);
 			target(f, AT_MOST, 2);
 			f = fig("remote_learned_fresh_pct_compile", "%",
@@ -403,11 +441,13 @@ static void remote_figures(const struct bench_daemon *d, const struct bench_plan
 				fig(key, "ms", rm.learned_phase_ms[k], "  in it: %s",
 				    bench_learned_phases[k][2]);
 			}
-			f = fig("remote_learned_fresh_compiles", "", (double)rm.learned_fresh_compiles,
+			f = fig("remote_learned_fresh_compiles", "",
+				(double)rm.learned_fresh_compiles,
 				"  compiles on those fresh daemons");
 			target(f, AT_MOST, 0);
 			f = fig("remote_learned_hit_gets", "", (double)rm.learned_hit_gets,
-				"Redis GETs during %d local hits of the learnt key", rm.learned_hits);
+				"Redis GETs during %d local hits of the learnt key",
+				rm.learned_hits);
 			target(f, AT_MOST, 0);
 			fig("remote_learned_hit_p50_us", "us", rm.learned_hit_p50_us,
 			    "  its local hit p50, remote up");
@@ -420,9 +460,12 @@ static void remote_figures(const struct bench_daemon *d, const struct bench_plan
 				"  / same hit, no remote (%.1f us)", rm.learned_hit_base_p50_us);
 			target(f, AT_MOST, 1.1);
 		}
-		fig("remote_local_hit_p50_us", "us", rm.local_hit_p50_us, "local hit p50, remote up");
-		fig("remote_none_hit_p50_us", "us", rm.local_hit_base_p50_us, "local hit p50, no remote");
-		f = fig("remote_local_hit_ratio", "x", rm.local_hit_p50_us / rm.local_hit_base_p50_us,
+		fig("remote_local_hit_p50_us", "us", rm.local_hit_p50_us,
+		    "local hit p50, remote up");
+		fig("remote_none_hit_p50_us", "us", rm.local_hit_base_p50_us,
+		    "local hit p50, no remote");
+		f = fig("remote_local_hit_ratio", "x",
+			rm.local_hit_p50_us / rm.local_hit_base_p50_us,
 			"  local hit: remote up / none");
 		target(f, AT_MOST, 1.1);
 		f = fig("remote_down_hit_ratio", "x", rm.down_hit_p50_us / rm.down_hit_base_p50_us,
@@ -440,19 +483,18 @@ static void remote_figures(const struct bench_daemon *d, const struct bench_plan
 			fig("remote_redis_get_per_s", "hits/s", rm.redis_get_per_s,
 			    "redis-benchmark GET/s of such values, 8 conns");
 	}
-
 }
 /* What the phases of a run share: the daemon under test, a client of it,
  * the example requests and what their first fetches measured. */
 struct run {
 	const struct bench_plan *plan;
 	struct bench_daemon *d;
-	jc_client *cl;                /* closed after miss_figures */
+	jc_client *cl; /* closed after miss_figures */
 	jc_request *small, *saxpy;
-	jc_request *cub, *cub_ctl;    /* NULL without plan->large */
-	char tk_cccl[PATH_MAX];       /* the toolkit's CCCL */
+	jc_request *cub, *cub_ctl; /* NULL without plan->large */
+	char tk_cccl[PATH_MAX];	   /* the toolkit's CCCL */
 	struct bench_object o_small, o_saxpy, o_cub;
-	double saxpy_ms, cub_ms;      /* NVRTC compile times (cub_ms 0 without CUB) */
+	double saxpy_ms, cub_ms; /* NVRTC compile times (cub_ms 0 without CUB) */
 	struct bench_lat hit_s, raw_s, hit_l, raw_l; /* hits beside raw reads: small, CUB */
 };
 
@@ -463,12 +505,14 @@ static void example_figures(struct run *run)
 	struct bench_daemon *d = run->d;
 	jc_client *cl = run->cl;
 	const char *cuda = getenv("CUDA_PATH");
-	snprintf(run->tk_cccl, sizeof(run->tk_cccl), "%s/include/cccl", cuda && *cuda ? cuda : "/usr/local/cuda");
+	snprintf(run->tk_cccl, sizeof(run->tk_cccl), "%s/include/cccl",
+		 cuda && *cuda ? cuda : "/usr/local/cuda");
 	run->small = bench_tiny_request(0);
 	run->saxpy = example_request("saxpy.cu", "&saxpy<float>", NULL, 0);
 	if (plan->large) {
 		run->cub = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", run->tk_cccl, 0);
-		run->cub_ctl = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", run->tk_cccl, 1);
+		run->cub_ctl =
+		    example_request("cub_sort.cu", "&sort_and_sum<128, 8>", run->tk_cccl, 1);
 	}
 	fprintf(stderr, "compiling the examples...\n");
 	bench_fetch(cl, run->small, d->core.cache, &run->o_small);
@@ -512,28 +556,33 @@ static void hit_latency_figures(struct run *run)
 		 * its watched tree (watch.h). */
 		char cmd[sizeof(run->tk_cccl) + sizeof(user_cccl) + 16];
 		if (snprintf(user_cccl, sizeof(user_cccl), "%s/cccl-copy", d->core.dir) >=
-			    (int)sizeof(user_cccl) ||
-		    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", run->tk_cccl, user_cccl) >= (int)sizeof(cmd) ||
+			(int)sizeof(user_cccl) ||
+		    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", run->tk_cccl, user_cccl) >=
+			(int)sizeof(cmd) ||
 		    system(cmd) != 0)
 			bench_die("cannot copy %s", run->tk_cccl);
 		usleep(2100 * 1000); /* past the settle margin (2 s on whole-second filesystems) */
-		jc_request *copy = example_request("cub_sort.cu", "&sort_and_sum<128, 8>", user_cccl, 0);
+		jc_request *copy =
+		    example_request("cub_sort.cu", "&sort_and_sum<128, 8>", user_cccl, 0);
 		struct bench_object o_copy;
 		struct bench_lat hit_c, raw_c;
 		int64_t trees0 = bench_stat(cl, "include_watch_trees");
-		int64_t w0 = bench_stat(cl, "include_watches"), b0 = bench_stat(cl, "include_watch_bytes");
+		int64_t w0 = bench_stat(cl, "include_watches"),
+			b0 = bench_stat(cl, "include_watch_bytes");
 		bench_fetch(cl, copy, d->core.cache, &o_copy);
 		bench_hits_vs_raw(cl, copy, &o_copy, plan->hit_iters, &hit_c, &raw_c);
-		fig("hit_cccl_copy_p50_us", "us", hit_c.p50, "hit p50, CUB with -I a 1.7k-file CCCL copy");
+		fig("hit_cccl_copy_p50_us", "us", hit_c.p50,
+		    "hit p50, CUB with -I a 1.7k-file CCCL copy");
 		fig("hit_cccl_copy_p99_us", "us", hit_c.p99, "hit p99, CUB with -I a CCCL copy");
 		struct figure *f = fig("hit_cccl_copy_ratio", "x", hit_c.p50 / run->hit_l.p50,
 				       "hit p50, CCCL copy / toolkit CCCL");
 		target(f, AT_MOST, 1.5);
 		int64_t trees = bench_stat(cl, "include_watch_trees") - trees0;
 		int64_t w = bench_stat(cl, "include_watches") - w0;
-		fig("cccl_copy_watches", "", (double)w, "inotify watches for the CCCL copy (%lld trees)",
-		    (long long)trees);
-		fig("cccl_copy_watch_kib", "KiB", (double)(bench_stat(cl, "include_watch_bytes") - b0) / 1024,
+		fig("cccl_copy_watches", "", (double)w,
+		    "inotify watches for the CCCL copy (%lld trees)", (long long)trees);
+		fig("cccl_copy_watch_kib", "KiB",
+		    (double)(bench_stat(cl, "include_watch_bytes") - b0) / 1024,
 		    "  daemon memory for them (kernel: about 1 KiB more per watch)");
 		fig("cccl_copy_stat_walks", "", (double)bench_stat(cl, "include_tree_stat_walks"),
 		    "  requests keyed by a stat walk (of %zu)", plan->hit_iters + 1);
@@ -554,8 +603,8 @@ static void python_figures(struct run *run)
 	snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
 	size_t n = plan->hit_iters / 5 > 100 ? plan->hit_iters / 5 : 100;
 	fprintf(stderr, "hits from Python...\n");
-	if (bench_python_hits(d, cl, saxpy, &run->o_saxpy, src, "saxpy.cu", "sm_90", "&saxpy<float>",
-			      n, &py, &c_hit, why, sizeof(why)) == 0) {
+	if (bench_python_hits(d, cl, saxpy, &run->o_saxpy, src, "saxpy.cu", "sm_90",
+			      "&saxpy<float>", n, &py, &c_hit, why, sizeof(why)) == 0) {
 		fig("c_hit_saxpy_p50_us", "us", c_hit.p50, "hit p50, SAXPY, C jc_compile");
 		fig("python_hit_p50_us", "us", py.p50, "hit p50, SAXPY, Python client.compile");
 		struct figure *pf = fig("python_c_hit_ratio", "x", py.p50 / c_hit.p50,
@@ -584,15 +633,18 @@ static void client_path_figures(struct run *run)
 	struct bench_lat fe, fc, fh;
 	char src[PATH_MAX];
 	snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
-	bench_fresh_process(d, src, "&saxpy<float>", plan->hit_iters / 500 > 10 ? plan->hit_iters / 500 : 10,
-			    &fe, &fc, &fh);
+	bench_fresh_process(d, src, "&saxpy<float>",
+			    plan->hit_iters / 500 > 10 ? plan->hit_iters / 500 : 10, &fe, &fc, &fh);
 	fig("fresh_exec_p50_us", "us", fe.p50, "fresh process: fork + exec to main, p50");
 	fig("fresh_connect_p50_us", "us", fc.p50, "fresh process: connect + handshake, p50");
-	fig("fresh_first_hit_p50_us", "us", fh.p50, "fresh process: first request (SAXPY hit), p50");
-	fig("fresh_ready_p50_us", "us", fc.p50 + fh.p50, "fresh process: connect p50 + first hit p50");
+	fig("fresh_first_hit_p50_us", "us", fh.p50,
+	    "fresh process: first request (SAXPY hit), p50");
+	fig("fresh_ready_p50_us", "us", fc.p50 + fh.p50,
+	    "fresh process: connect p50 + first hit p50");
 	double first, fb, plain;
 	bench_fallback_ms(d, saxpy, plan->compile_reps + 4, &first, &fb, &plain);
-	fig("fallback_first_saxpy_ms", "ms", first, "no daemon: first in-process compile (loads NVRTC)");
+	fig("fallback_first_saxpy_ms", "ms", first,
+	    "no daemon: first in-process compile (loads NVRTC)");
 	fig("fallback_saxpy_ms", "ms", fb, "no daemon: in-process compile, SAXPY");
 	fig("nvrtc_plain_saxpy_ms", "ms", plain, "plain NVRTC compile, SAXPY, same process");
 	target(fig("fallback_plain_ratio", "x", fb / plain, "in-process fallback / plain NVRTC"),
@@ -620,8 +672,8 @@ static void throughput_figures(struct run *run)
 		double v = tput[i] = bench_throughput(d, small, p, plan->tput_s);
 		char k[32];
 		snprintf(k, sizeof(k), p == 8 ? "hits_per_s" : "hits_per_s_%d", p);
-		struct figure *f = fig(k, "hits/s", v, "throughput, %d client process%s", p,
-				       p == 1 ? "" : "es");
+		struct figure *f =
+		    fig(k, "hits/s", v, "throughput, %d client process%s", p, p == 1 ? "" : "es");
 		if (p == 8)
 			target(f, AT_LEAST, 40000);
 	}
@@ -658,8 +710,10 @@ static void single_flight_figures(struct run *run)
 	f = fig("single_flight_compiles", "", (double)max_compiles,
 		"single flight: compiles, %d cold clients", plan->sf_clients);
 	target(f, EQUAL, 1);
-	double m_wall = jtl_median(wall, plan->sf_rounds), m_alone = jtl_median(alone, plan->sf_rounds);
-	fig("single_flight_wall_ms", "ms", m_wall, "single flight: wall, %d clients", plan->sf_clients);
+	double m_wall = jtl_median(wall, plan->sf_rounds),
+	       m_alone = jtl_median(alone, plan->sf_rounds);
+	fig("single_flight_wall_ms", "ms", m_wall, "single flight: wall, %d clients",
+	    plan->sf_clients);
 	fig("one_compile_ms", "ms", m_alone, "one SAXPY miss alone (client wall)");
 	f = fig("single_flight_ratio", "x", jtl_median(ratio, plan->sf_rounds),
 		"single flight: wall / one compile");
@@ -674,11 +728,13 @@ static void miss_figures(struct run *run)
 	jc_request *cub = run->cub;
 	fig("compile_saxpy_ms", "ms", run->saxpy_ms, "NVRTC compile, SAXPY (%.1f KiB)",
 	    (double)run->o_saxpy.size / 1024);
-	fig("miss_hit_ratio_saxpy", "x", run->saxpy_ms * 1e3 / run->hit_s.p50, "SAXPY compile / small hit p50");
+	fig("miss_hit_ratio_saxpy", "x", run->saxpy_ms * 1e3 / run->hit_s.p50,
+	    "SAXPY compile / small hit p50");
 	if (cub) {
 		fig("compile_cub_ms", "ms", run->cub_ms, "NVRTC compile, CUB sort (%.1f KiB)",
 		    (double)run->o_cub.size / 1024);
-		fig("miss_hit_ratio_cub", "x", run->cub_ms * 1e3 / run->hit_l.p50, "CUB compile / CUB hit p50");
+		fig("miss_hit_ratio_cub", "x", run->cub_ms * 1e3 / run->hit_l.p50,
+		    "CUB compile / CUB hit p50");
 	}
 	fatbin_figures(cl, plan);
 }
@@ -741,10 +797,12 @@ static void shim_figures(struct run *run)
 	struct bench_shim sh;
 	bench_shim(d, plan, src, &sh);
 	free(src);
-	struct figure *f = fig("shim_hit_p50_us", "us", sh.hit.p50, "shim: SAXPY create+compile+CUBIN, hit p50");
+	struct figure *f =
+	    fig("shim_hit_p50_us", "us", sh.hit.p50, "shim: SAXPY create+compile+CUBIN, hit p50");
 	target(f, AT_MOST, 100);
 	fig("shim_hit_p99_us", "us", sh.hit.p99, "shim: SAXPY hit p99");
-	fig("shim_real_compile_ms", "ms", sh.real_compile_ms, "shim: real NVRTC compile, same program");
+	fig("shim_real_compile_ms", "ms", sh.real_compile_ms,
+	    "shim: real NVRTC compile, same program");
 	f = fig("shim_compile_hit_ratio", "x", sh.real_compile_ms * 1e3 / sh.hit.p50,
 		"shim: real compile / shim hit p50");
 	target(f, AT_LEAST, 300);
@@ -771,15 +829,17 @@ static void rewarm_figures(struct run *run)
 	    rw.entries == 1000 ? "" : " (per entry x 1,000)");
 	fig("rewarm_cpu_per_entry_ms", "ms", rw.cpu_s * 1e3 / (double)rw.entries,
 	    "re-warm: CPU time per entry");
-	fig("rewarm_request_zstd_bytes", "", rw.zstd_bytes, "kept request after zstd, SAXPY (bytes)");
+	fig("rewarm_request_zstd_bytes", "", rw.zstd_bytes,
+	    "kept request after zstd, SAXPY (bytes)");
 	fig("rewarm_extra_store_bytes", "", rw.extra_bytes,
 	    "store bytes/entry, kept - not (%zu entries, %zu compiled)", rw.store_entries,
 	    rw.entries);
 	struct figure *f = fig("rewarm_extra_store_ratio", "x", rw.extra_bytes / rw.zstd_bytes,
-		"  extra store bytes / request after zstd");
+			       "  extra store bytes / request after zstd");
 	target(f, AT_MOST, 1.1);
 	fig("rewarm_miss_idle_ms", "ms", rw.miss_idle_ms, "client miss, idle daemon (median)");
-	fig("rewarm_miss_during_ms", "ms", rw.miss_rewarm_ms, "client miss during a re-warm (median)");
+	fig("rewarm_miss_during_ms", "ms", rw.miss_rewarm_ms,
+	    "client miss during a re-warm (median)");
 	f = fig("rewarm_miss_ratio", "x", rw.miss_rewarm_ms / rw.miss_idle_ms,
 		"  client miss: during re-warm / idle");
 	target(f, AT_MOST, 1.2);
@@ -803,13 +863,16 @@ static void scale_figures(struct run *run)
 		else
 			snprintf(label, sizeof(label), "%zu", n);
 		snprintf(k, sizeof(k), "scale_%zu_hit_p50_us", n);
-		struct figure *f = fig(k, "us", sc[i].hit_p50_us, "%s entries: hit p50 (1000 hot keys)", label);
+		struct figure *f =
+		    fig(k, "us", sc[i].hit_p50_us, "%s entries: hit p50 (1000 hot keys)", label);
 		if (i == plan->n_scale - 1 && i > 0) {
 			target(f, AT_MOST, 1.3 * sc[0].hit_p50_us);
-			snprintf(f->note, sizeof(f->note), "(1.3x the %zu-entry figure)", sc[0].entries);
+			snprintf(f->note, sizeof(f->note), "(1.3x the %zu-entry figure)",
+				 sc[0].entries);
 		}
 		snprintf(k, sizeof(k), "scale_%zu_spread_p50_us", n);
-		fig(k, "us", sc[i].spread_p50_us, "%s entries: hit p50 (keys drawn from all)", label);
+		fig(k, "us", sc[i].spread_p50_us, "%s entries: hit p50 (keys drawn from all)",
+		    label);
 		snprintf(k, sizeof(k), "scale_%zu_ready_ms", n);
 		f = fig(k, "ms", sc[i].ready_ms, "%s entries: daemon ready after restart", label);
 		target(f, AT_MOST, 300);
@@ -830,23 +893,28 @@ static void autostart_figures(struct run *run)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: jitcache-bench [--quick] [--json] [--remote-only]\n"
-		   "  --quick  fewer iterations and shorter runs (same figures; under 4 minutes)\n"
-		   "  --json   figures as JSON on stdout (the table goes to stderr)\n"
-		   "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
-		   "  --keep   keep the temporary cache directory\n"
-		   "  --remote-only  only the examples' compiles and the remote tier's figures\n"
-		   "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH,\n"
-		   "  JC_PYTHON (the Python for the Python hit figure; default python3).\n");
+	fprintf(
+	    f,
+	    "usage: jitcache-bench [--quick] [--json] [--remote-only]\n"
+	    "  --quick  fewer iterations and shorter runs (same figures; under 4 minutes)\n"
+	    "  --json   figures as JSON on stdout (the table goes to stderr)\n"
+	    "  --tiny   a seconds-long run of every path, for the smoke test (figures are noise)\n"
+	    "  --keep   keep the temporary cache directory\n"
+	    "  --remote-only  only the examples' compiles and the remote tier's figures\n"
+	    "Environment: JITCACHED (daemon binary), JC_EXAMPLES (examples/), CUDA_PATH,\n"
+	    "  JC_PYTHON (the Python for the Python hit figure; default python3).\n");
 }
 int main(int argc, char **argv)
 {
 	int mode = 0, json = 0, remote_only = 0, c; /* mode: index into plans[] */
 	const struct option opts[] = {
-		{"quick", no_argument, &mode, 1}, {"tiny", no_argument, &mode, 2},
-		{"json", no_argument, &json, 1},  {"keep", no_argument, &keep_dir, 1},
-		{"remote-only", no_argument, &remote_only, 1},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+	    {"quick", no_argument, &mode, 1},
+	    {"tiny", no_argument, &mode, 2},
+	    {"json", no_argument, &json, 1},
+	    {"keep", no_argument, &keep_dir, 1},
+	    {"remote-only", no_argument, &remote_only, 1},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 0)
@@ -897,8 +965,8 @@ int main(int argc, char **argv)
 
 	double run_s = (double)(jc__now_ns() - t_start) / 1e9;
 	print_table(table);
-	fprintf(table, "mode %s, %.0f s; medians on a shared machine: compare the ratios\n", plan->name,
-		run_s);
+	fprintf(table, "mode %s, %.0f s; medians on a shared machine: compare the ratios\n",
+		plan->name, run_s);
 	if (json)
 		print_json(stdout, plan, run_s);
 	jc_request_free(run.small);

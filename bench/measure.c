@@ -5,8 +5,8 @@
  * and single flight of many cold clients on one key.
  */
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,8 +156,9 @@ void bench_reopen_vs_dup(const struct bench_object *o, size_t iters, struct benc
 	for (*slash = '\0'; slash > dir && slash[-1] != '/'; slash--)
 		;
 	const char *name = o->path + (slash - dir); /* "ab/<hash>" */
-	slash[-1] = '\0';                            /* DIR/objects */
-	int objdir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), kept = open(o->path, O_RDONLY | O_CLOEXEC);
+	slash[-1] = '\0';			    /* DIR/objects */
+	int objdir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+	    kept = open(o->path, O_RDONLY | O_CLOEXEC);
 	uint64_t *tr = malloc(iters * sizeof(*tr)), *td = malloc(iters * sizeof(*td));
 	if (objdir < 0 || kept < 0 || !tr || !td)
 		bench_die("open %s: %s", o->path, strerror(errno));
@@ -259,15 +260,14 @@ double bench_hash_us(const struct bench_object *o, size_t iters)
 /* --- client processes -------------------------------------------------------- */
 
 struct child_report {
-	uint64_t count;    /* hits (throughput) or 1 (single flight) */
-	uint64_t span_ns;  /* throughput: time the child hit for */
-	uint64_t done_ns;  /* single flight: CLOCK_MONOTONIC of the answer */
-	int32_t cache;     /* single flight: jc_cache_status of the answer */
-	int32_t rc;        /* 0, or the JC_E* code that stopped the child */
+	uint64_t count;	  /* hits (throughput) or 1 (single flight) */
+	uint64_t span_ns; /* throughput: time the child hit for */
+	uint64_t done_ns; /* single flight: CLOCK_MONOTONIC of the answer */
+	int32_t cache;	  /* single flight: jc_cache_status of the answer */
+	int32_t rc;	  /* 0, or the JC_E* code that stopped the child */
 };
 
-typedef void (*child_fn)(jc_client *c, const jc_request *r, double secs,
-			 struct child_report *rep);
+typedef void (*child_fn)(jc_client *c, const jc_request *r, double secs, struct child_report *rep);
 
 static void write_report(int fd, const struct child_report *rep)
 {
@@ -281,8 +281,8 @@ static void write_report(int fd, const struct child_report *rep)
  * the end (so that no process exits while others are still measured).
  * Returns the start time; reports go to reps[0..n).
  */
-static uint64_t run_children(const struct bench_daemon *d, const jc_request *r, int n,
-			     double secs, child_fn fn, struct child_report *reps)
+static uint64_t run_children(const struct bench_daemon *d, const jc_request *r, int n, double secs,
+			     child_fn fn, struct child_report *reps)
 {
 	int ready[2], go[2], out[2], end[2];
 	if (pipe(ready) || pipe(go) || pipe(out) || pipe(end))
@@ -367,8 +367,7 @@ static void hit_loop(jc_client *c, const jc_request *r, double secs, struct chil
 	rep->span_ns = now - t0;
 }
 
-double bench_throughput(const struct bench_daemon *d, const jc_request *r, int procs,
-			double secs)
+double bench_throughput(const struct bench_daemon *d, const jc_request *r, int procs, double secs)
 {
 	struct child_report reps[64];
 	if (procs > 64)

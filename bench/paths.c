@@ -57,11 +57,12 @@ void bench_fresh_process(const struct bench_daemon *d, const char *src_path, con
 	for (size_t i = 0; i < n; i++) {
 		char *out = NULL, *err = NULL;
 		snprintf(t0, sizeof(t0), "%llu", (unsigned long long)jc__now_ns());
-		const char *argv[] = {bin && *bin ? bin : JC_BENCH_FRESH_HIT, d->core.sock, src_path, expr, t0,
-				      NULL};
+		const char *argv[] = {
+		    bin && *bin ? bin : JC_BENCH_FRESH_HIT, d->core.sock, src_path, expr, t0, NULL};
 		int rc = jtl_run(argv, NULL, scratch, &out, &err);
 		double e, c, h;
-		if (rc != 0 || !out || sscanf(out, "fresh exec_us=%lf connect_us=%lf hit_us=%lf", &e, &c, &h) != 3)
+		if (rc != 0 || !out ||
+		    sscanf(out, "fresh exec_us=%lf connect_us=%lf hit_us=%lf", &e, &c, &h) != 3)
 			bench_die("%s: exit %d: %s%s", argv[0], rc, out ? out : "", err ? err : "");
 		t[0][i] = (uint64_t)(e * 1e3);
 		t[1][i] = (uint64_t)(c * 1e3);

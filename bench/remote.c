@@ -159,7 +159,8 @@ static double remote_hits(jc_client *w, jc_client *rc, jc_request *r, size_t ite
 	}
 	if (bench_stat(rc, "remote_hits") - hits != (int64_t)iters ||
 	    bench_stat(rc, "compiles") != compiles)
-		bench_die("the reader compiled instead of taking Redis's value (see %s)", reader.core.log);
+		bench_die("the reader compiled instead of taking Redis's value (see %s)",
+			  reader.core.log);
 	struct bench_lat l;
 	bench_lat_of(ns, iters, &l);
 	free(ns);
@@ -200,7 +201,8 @@ static void misses_side_by_side(jc_client *a, jc_client *b, int n, double *ma, d
 			jc_request *r = bench_tiny_request(jc__now_ns() ^ (uint64_t)(i * 2 + side));
 			jc_result *res = NULL;
 			uint64_t t0 = jc__now_ns();
-			if (jc_compile(side ? b : a, r, &res) != 0 || jc_result_cache_status(res) != JC_MISS)
+			if (jc_compile(side ? b : a, r, &res) != 0 ||
+			    jc_result_cache_status(res) != JC_MISS)
 				bench_die("a cold compile failed");
 			(side ? tb : ta)[i] = jc__now_ns() - t0;
 			jc_result_free(res);
@@ -218,7 +220,8 @@ static long long redis_gets(void)
 {
 	redisContext *c = redis_connect();
 	redisReply *r = c ? redisCommand(c, "INFO commandstats") : NULL;
-	const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_get:calls=") : NULL;
+	const char *p =
+	    r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_get:calls=") : NULL;
 	long long v = p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
 	if (r)
 		freeReplyObject(r);
@@ -228,16 +231,16 @@ static long long redis_gets(void)
 }
 
 const char *const bench_learned_phases[BENCH_LEARNED_PHASES][3] = {
-	{"keyed in", "keyed in ", "keyed (scan, record, its check)"},
-	{"keyed in", "pool wait ", "  pool hand-off before the scan"},
-	{"keyed in", "scan ", "  include scan"},
-	{"keyed in", "record fetch ", "  record fetch (beside the above)"},
-	{"keyed in", "(pool wait ", "  record check: wait for the pool"},
-	{"keyed in", "record check ", "  record check (open, admit, stat)"},
-	{"value fetched", "value fetched in ", "value: asked until checked"},
-	{"value fetched", "GET ", "  value GET"},
-	{"value fetched", "pool wait ", "  pool hand-off"},
-	{"value fetched", "decode and checks ", "  value decode and checks"},
+    {"keyed in", "keyed in ", "keyed (scan, record, its check)"},
+    {"keyed in", "pool wait ", "  pool hand-off before the scan"},
+    {"keyed in", "scan ", "  include scan"},
+    {"keyed in", "record fetch ", "  record fetch (beside the above)"},
+    {"keyed in", "(pool wait ", "  record check: wait for the pool"},
+    {"keyed in", "record check ", "  record check (open, admit, stat)"},
+    {"value fetched", "value fetched in ", "value: asked until checked"},
+    {"value fetched", "GET ", "  value GET"},
+    {"value fetched", "pool wait ", "  pool hand-off"},
+    {"value fetched", "decode and checks ", "  value decode and checks"},
 };
 
 /* The number after label in the first line of text holding tag, or -1. */
@@ -264,7 +267,8 @@ static void learned_phases(const struct bench_daemon *f, double *ms)
 		fclose(fp);
 	text[n] = 0;
 	for (int i = 0; i < BENCH_LEARNED_PHASES; i++)
-		if ((ms[i] = log_number(text, bench_learned_phases[i][0], bench_learned_phases[i][1])) < 0)
+		if ((ms[i] = log_number(text, bench_learned_phases[i][0],
+					bench_learned_phases[i][1])) < 0)
 			bench_die("no \"%s\" line with \"%s\" in %s", bench_learned_phases[i][0],
 				  bench_learned_phases[i][1], f->core.log);
 }
@@ -296,9 +300,10 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 			  writer.core.log);
 	bench_fetch(lc, r, local->core.cache, &ol);
 	if (ol.size != o.size || strcmp(ol.key, o.key) != 0)
-		bench_die("the CUB example as jitcachectl sends it: key %s, %zu bytes on the writer; "
-			  "key %s, %zu bytes on the daemon without a remote tier", o.key, o.size,
-			  ol.key, ol.size);
+		bench_die(
+		    "the CUB example as jitcachectl sends it: key %s, %zu bytes on the writer; "
+		    "key %s, %zu bytes on the daemon without a remote tier",
+		    o.key, o.size, ol.key, ol.size);
 	uint64_t ns[16];
 	double phase[BENCH_LEARNED_PHASES][16];
 	n = n > 16 ? 16 : n;
@@ -308,7 +313,7 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		f.extra[0] = "--remote";
 		f.extra[1] = url;
 		f.extra[2] = "--remote-unsigned"; /* its own Redis: nobody else writes */
-		f.extra[3] = "--log-level"; /* the phases of its first request */
+		f.extra[3] = "--log-level";	  /* the phases of its first request */
 		f.extra[4] = "info";
 		bench_daemon_start(&f);
 		jc_client *fc = bench_connect(&f);
@@ -318,7 +323,8 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 		ns[i] = bench_timed_request(fc, r, JC_REMOTE_HIT, o.size);
 		out->learned_fresh_compiles += bench_stat(fc, "compiles");
 		if (bench_stat(fc, "remote_deps_used") != 1)
-			bench_die("a fresh daemon did not use the dependency record (see %s)", f.core.log);
+			bench_die("a fresh daemon did not use the dependency record (see %s)",
+				  f.core.log);
 		double ms[BENCH_LEARNED_PHASES];
 		wait_row(fc, o.key); /* its log lines are written by then */
 		learned_phases(&f, ms);
@@ -350,8 +356,9 @@ static void learned_figures(jc_client *wc, const struct bench_daemon *local, jc_
 static double redis_benchmark(size_t size, int quick)
 {
 	char cmd[PATH_MAX + 256];
-	snprintf(cmd, sizeof(cmd), "redis-benchmark -s '%s' -t get -d %zu -n %d -c 8 -q 2>/dev/null",
-		 redis_sock, size, quick ? 5000 : 50000);
+	snprintf(cmd, sizeof(cmd),
+		 "redis-benchmark -s '%s' -t get -d %zu -n %d -c 8 -q 2>/dev/null", redis_sock,
+		 size, quick ? 5000 : 50000);
 	FILE *p = popen(cmd, "r");
 	char line[512];
 	double rps = 0;
@@ -373,7 +380,8 @@ void bench_remote_run(const struct bench_daemon *local, const struct bench_plan 
 {
 	memset(out, 0, sizeof(*out));
 	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
-		snprintf(out->why, sizeof(out->why), "redis-server not found (scripts/setup.sh installs it)");
+		snprintf(out->why, sizeof(out->why),
+			 "redis-server not found (scripts/setup.sh installs it)");
 		return;
 	}
 	atexit(stop_all);

@@ -107,7 +107,8 @@ static void fill_entries(const char *dir, const char *hexkey, size_t entries, in
 		uint8_t *z;
 		size_t zlen;
 		if (jc__kept_encode(&saxpy->req, &z, &zlen) != 0 ||
-		    jc__kept_store(cd, e.key, (uint32_t)getuid(), &saxpy->req, err, sizeof(err)) != 0)
+		    jc__kept_store(cd, e.key, (uint32_t)getuid(), &saxpy->req, err, sizeof(err)) !=
+			0)
 			bench_die("cannot keep a request: %s", err);
 		*zsum += (double)zlen;
 		free(z);

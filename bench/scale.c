@@ -29,15 +29,15 @@
 #include "core/toolchain.h"
 
 #define WORKING_SET 1000
-#define BATCH 20000
+#define BATCH	    20000
 
 static const char tiny_src[] =
-	"extern \"C\" __global__ void bench_scale(float *x, float a, unsigned n)\n"
-	"{\n"
-	"\tunsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-	"\tif (i < n)\n"
-	"\t\tx[i] = a * x[i];\n"
-	"}\n";
+    "extern \"C\" __global__ void bench_scale(float *x, float a, unsigned n)\n"
+    "{\n"
+    "\tunsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "\tif (i < n)\n"
+    "\t\tx[i] = a * x[i];\n"
+    "}\n";
 
 jc_request *bench_tiny_request(uint64_t variant)
 {
@@ -46,7 +46,8 @@ jc_request *bench_tiny_request(uint64_t variant)
 				   (unsigned long long)variant)
 			: snprintf(src, sizeof(src), "%s", tiny_src);
 	jc_request *r = NULL;
-	if (jc_request_new(&r) != 0 || jc_request_set_source(r, "bench_tiny.cu", src, (size_t)n) != 0 ||
+	if (jc_request_new(&r) != 0 ||
+	    jc_request_set_source(r, "bench_tiny.cu", src, (size_t)n) != 0 ||
 	    jc_request_set_arch(r, "sm_90") != 0)
 		bench_die("out of memory");
 	return r;
@@ -76,8 +77,8 @@ static int cmp_key(const void *a, const void *b)
 }
 
 /* Adds entries first..last (variants) as copies of entry 1's row. */
-static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain *tc,
-			uint64_t first, uint64_t last)
+static void bulk_insert(const struct bench_daemon *d, const struct jc_toolchain *tc, uint64_t first,
+			uint64_t last)
 {
 	char err[512];
 	struct jc_cachedir *cd = NULL;
@@ -155,8 +156,7 @@ static void measure(const struct bench_daemon *d, size_t entries, size_t iters, 
 	jc_client_close(c);
 }
 
-void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
-		     struct bench_scale *out)
+void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan, struct bench_scale *out)
 {
 	struct jc_toolchain tc;
 	char err[512];
@@ -172,7 +172,8 @@ void bench_scale_run(struct bench_daemon *d, const struct bench_plan *plan,
 	jc_request_free(r2);
 	jc_client_close(c);
 	if (strcmp(o1.path, o2.path) != 0)
-		bench_die("entries 1 and 2 compiled to different bytes: the bulk path's shared object would not be what a compile gives");
+		bench_die("entries 1 and 2 compiled to different bytes: the bulk path's shared "
+			  "object would not be what a compile gives");
 	uint8_t key[16];
 	char hex[33];
 	key_of(&tc, 1, key);

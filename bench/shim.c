@@ -19,7 +19,7 @@
 
 static void load(void *h, struct jc_real_nvrtc *t, const char *what)
 {
-#define JC_BENCH_LOOKUP(ret, name, params, args, use)                                                \
+#define JC_BENCH_LOOKUP(ret, name, params, args, use)                                              \
 	if (!(*(void **)&t->name = dlsym(h, #name)))                                               \
 		bench_die("%s lacks %s", what, #name);
 	JC_NVRTC_FUNCTIONS(JC_BENCH_LOOKUP)

@@ -137,8 +137,8 @@ static pid_t spawn_detached(char *const argv[], int log_fd, int lock_fd)
 		 * closed its standard descriptors). */
 		int lk = fcntl(lock_fd, F_DUPFD_CLOEXEC, LOCK_FD + 1);
 		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (lk < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0 ||
-		    dup2(lk, LOCK_FD) < 0)
+		if (lk < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(log_fd, 1) < 0 ||
+		    dup2(log_fd, 2) < 0 || dup2(lk, LOCK_FD) < 0)
 			_exit(127);
 		/* The application's descriptors stay with it: all close at exec
 		 * (p[1] is O_CLOEXEC too, and needed until then). */
@@ -169,7 +169,8 @@ static pid_t spawn_detached(char *const argv[], int log_fd, int lock_fd)
 static void dir_of(const char *path, char *dir, size_t len)
 {
 	const char *slash = strrchr(path, '/');
-	snprintf(dir, len, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+	snprintf(dir, len, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+		 slash ? path : ".");
 }
 
 /*
@@ -187,11 +188,12 @@ static int open_lock(const char *lock_path, char *err, size_t errlen)
 	if (stat(dir, &st) != 0)
 		return jc__fail(err, errlen, JC_EIO, "auto-start: %s: %s", dir, strerror(errno));
 	if (st.st_uid != geteuid() || (st.st_mode & S_IWOTH))
-		return jc__fail(err, errlen, JC_ECONNECT,
-				"auto-start: not starting a daemon in %s (owner uid %u, mode %04o): "
-				"the socket's directory must be this user's and writable by no one "
-				"else (set XDG_RUNTIME_DIR or JITCACHE_SOCKET to one)",
-				dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return jc__fail(
+		    err, errlen, JC_ECONNECT,
+		    "auto-start: not starting a daemon in %s (owner uid %u, mode %04o): "
+		    "the socket's directory must be this user's and writable by no one "
+		    "else (set XDG_RUNTIME_DIR or JITCACHE_SOCKET to one)",
+		    dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 	int lock = open(lock_path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 	if (lock < 0)
 		return jc__fail(err, errlen, JC_EIO, "auto-start: cannot open %s: %s", lock_path,
@@ -200,7 +202,8 @@ static int open_lock(const char *lock_path, char *err, size_t errlen)
 		close(lock);
 		return jc__fail(err, errlen, JC_ECONNECT,
 				"auto-start: %s is not a file of this user's (owner uid %u): not "
-				"waiting on it", lock_path, (unsigned)st.st_uid);
+				"waiting on it",
+				lock_path, (unsigned)st.st_uid);
 	}
 	return lock;
 }
@@ -226,14 +229,17 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 	 * one starts (or runs but does not answer): no second daemon; it may
 	 * answer meanwhile. */
 	int rc = 0;
-	for (unsigned wait = 1; flock(lock, LOCK_EX | LOCK_NB) != 0; wait = wait < 20 ? wait * 2 : 20) {
+	for (unsigned wait = 1; flock(lock, LOCK_EX | LOCK_NB) != 0;
+	     wait = wait < 20 ? wait * 2 : 20) {
 		int e = errno;
 		if (e == EWOULDBLOCK && answer(ctx) == 0)
 			goto out;
 		if ((e != EWOULDBLOCK && e != EINTR) || jc__now_ms() > deadline) {
-			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-start: lock %s: %s", lock_path,
-				      e == EWOULDBLOCK ? "held by another starter of this user, or by "
-				      "the daemon it started, which did not answer in time" : strerror(e));
+			rc = jc__fail(
+			    err, errlen, JC_ECONNECT, "auto-start: lock %s: %s", lock_path,
+			    e == EWOULDBLOCK ? "held by another starter of this user, or by "
+					       "the daemon it started, which did not answer in time"
+					     : strerror(e));
 			goto out;
 		}
 		jc__sleep_ms(wait);
@@ -264,14 +270,16 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
 			goto out;
 		if (!alive(pid)) {
 			log_tail(log_path, tail, sizeof(tail));
-			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) exited: %s",
-				      exe, (int)pid, tail[0] ? tail : "(nothing in its log)");
+			rc = jc__fail(err, errlen, JC_ECONNECT,
+				      "auto-started %s (pid %d) exited: %s", exe, (int)pid,
+				      tail[0] ? tail : "(nothing in its log)");
 			goto out;
 		}
 		if (jc__now_ms() > deadline) {
-			rc = jc__fail(err, errlen, JC_ECONNECT, "auto-started %s (pid %d) did not "
-				      "answer within %d ms (it goes on starting; its log is %s)", exe,
-				      (int)pid, a->wait_ms, log_path);
+			rc = jc__fail(err, errlen, JC_ECONNECT,
+				      "auto-started %s (pid %d) did not "
+				      "answer within %d ms (it goes on starting; its log is %s)",
+				      exe, (int)pid, a->wait_ms, log_path);
 			goto out;
 		}
 		jc__sleep_ms(wait);

@@ -19,7 +19,7 @@
 #include "core/kept.h"
 #include "jitcache/jitcache.h"
 
-#define MAC_LEN JC_HMAC_LEN
+#define MAC_LEN	   JC_HMAC_LEN
 #define SECRET_LEN 32
 
 static int default_secret_path(char *out, size_t len)
@@ -28,7 +28,8 @@ static int default_secret_path(char *out, size_t len)
 	if (xdg && *xdg)
 		return snprintf(out, len, "%s/jitcache/bundle.key", xdg) >= (int)len ? -1 : 0;
 	if (home && *home)
-		return snprintf(out, len, "%s/.config/jitcache/bundle.key", home) >= (int)len ? -1 : 0;
+		return snprintf(out, len, "%s/.config/jitcache/bundle.key", home) >= (int)len ? -1
+											      : 0;
 	return -1;
 }
 
@@ -87,7 +88,8 @@ int jc__bundle_secret(const char *path, int create, uint8_t **key, size_t *len, 
 	char def[PATH_MAX];
 	if (!path) {
 		if (default_secret_path(def, sizeof(def)) != 0)
-			return jc__fail(err, errlen, JC_EINVAL, "no secret file: give --secret-file "
+			return jc__fail(err, errlen, JC_EINVAL,
+					"no secret file: give --secret-file "
 					"(neither XDG_CONFIG_HOME nor HOME is set)");
 		path = def;
 	}
@@ -106,21 +108,28 @@ int jc__bundle_secret(const char *path, int create, uint8_t **key, size_t *len, 
 		if (!ok)
 			return jc__fail(err, errlen, JC_EIO, "cannot make the secret %s: %s", path,
 					strerror(errno));
-		fprintf(stderr, "jitcachectl: made a new bundle secret %s (import needs the same: "
-			"--secret-file)\n", path);
+		fprintf(stderr,
+			"jitcachectl: made a new bundle secret %s (import needs the same: "
+			"--secret-file)\n",
+			path);
 	}
 	if (stat(path, &st) == 0 && (st.st_mode & 077))
-		return jc__fail(err, errlen, JC_EINVAL, "secret %s may be read by others (mode %03o): "
-				"chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+		return jc__fail(err, errlen, JC_EINVAL,
+				"secret %s may be read by others (mode %03o): "
+				"chmod 600 it",
+				path, (unsigned)(st.st_mode & 0777));
 	int rc = read_whole(path, key, len, 1 << 20, err, errlen);
 	if (rc == 0 && *len < 16) {
 		sodium_memzero(*key, *len);
 		free(*key);
-		return jc__fail(err, errlen, JC_EINVAL, "secret %s holds %zu bytes: at least 16 are "
-				"needed", path, *len);
+		return jc__fail(err, errlen, JC_EINVAL,
+				"secret %s holds %zu bytes: at least 16 are "
+				"needed",
+				path, *len);
 	}
 	if (rc == JC_ENOTFOUND)
-		jc__fail(err, errlen, rc, "no secret %s: give the exporter's with --secret-file", path);
+		jc__fail(err, errlen, rc, "no secret %s: give the exporter's with --secret-file",
+			 path);
 	return rc;
 }
 
@@ -132,8 +141,10 @@ int jc__bundle_write(const char *path, const uint8_t *key, size_t key_len, const
 	FILE *m = open_memstream(&head, &head_len);
 	if (!m)
 		return JC_ENOMEM;
-	fprintf(m, "%srequests %zu\ncreated %" PRId64 "\nidentity %s\nmac hmac-sha256\n"
-		"compression zstd\n\n", JC_BUNDLE_MAGIC, n, (int64_t)time(NULL), identity);
+	fprintf(m,
+		"%srequests %zu\ncreated %" PRId64 "\nidentity %s\nmac hmac-sha256\n"
+		"compression zstd\n\n",
+		JC_BUNDLE_MAGIC, n, (int64_t)time(NULL), identity);
 	if (fclose(m) != 0)
 		return JC_ENOMEM;
 	total = head_len + MAC_LEN;
@@ -208,16 +219,20 @@ int jc__bundle_read(const char *path, const uint8_t *key, size_t key_len, struct
 	size_t magic = strlen(JC_BUNDLE_MAGIC);
 	if (size < magic + MAC_LEN || memcmp(buf, JC_BUNDLE_MAGIC, magic) != 0) {
 		free(buf);
-		return jc__fail(err, errlen, JC_ECORRUPT, "%s is not a jitcache request bundle "
-				"(version 1)", path);
+		return jc__fail(err, errlen, JC_ECORRUPT,
+				"%s is not a jitcache request bundle "
+				"(version 1)",
+				path);
 	}
 	/* The signature before anything else is believed. */
 	jc__hmac_sha256(buf, size - MAC_LEN, key, key_len, mac);
 	if (sodium_memcmp(mac, buf + size - MAC_LEN, MAC_LEN) != 0) {
 		free(buf);
-		return jc__fail(err, errlen, JC_EDENIED, "%s: the signature does not match: the "
+		return jc__fail(err, errlen, JC_EDENIED,
+				"%s: the signature does not match: the "
 				"bundle was changed after export, or signed with another secret; "
-				"nothing imported", path);
+				"nothing imported",
+				path);
 	}
 	size -= MAC_LEN;
 	const uint8_t *end_head = NULL;
@@ -227,7 +242,8 @@ int jc__bundle_read(const char *path, const uint8_t *key, size_t key_len, struct
 	char count[32], ident[1024] = "", *endp;
 	size_t head_len = end_head ? (size_t)(end_head - buf) : 0;
 	unsigned long long want = 0;
-	if (!end_head || header_value((const char *)buf, head_len, "requests", count, sizeof(count)) ||
+	if (!end_head ||
+	    header_value((const char *)buf, head_len, "requests", count, sizeof(count)) ||
 	    (want = strtoull(count, &endp, 10), *endp) || want > size / 4) {
 		free(buf);
 		return jc__fail(err, errlen, JC_ECORRUPT, "%s: bad bundle header", path);

@@ -76,7 +76,9 @@ JC_API int jc_client_connect(const char *socket_path, jc_client **out)
 {
 	if (!socket_path)
 		return jc_client_open(NULL, out);
-	jc_options o = {.socket = (char *)socket_path, .autostart = 0, .fallback = JC_FALLBACK_ERROR,
+	jc_options o = {.socket = (char *)socket_path,
+			.autostart = 0,
+			.fallback = JC_FALLBACK_ERROR,
 			.retries = -1};
 	return jc_client_open(&o, out);
 }
@@ -132,10 +134,11 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	if (rc != 0) {
 		c->broken = rc == JC_EIO;
 		if (rc == JC_ETIMEOUT)
-			jc__fail(c->errmsg, sizeof(c->errmsg), rc, "no answer from jitcached within %d ms",
-				 c->timeout_ms);
+			jc__fail(c->errmsg, sizeof(c->errmsg), rc,
+				 "no answer from jitcached within %d ms", c->timeout_ms);
 		else
-			jc__fail(c->errmsg, sizeof(c->errmsg), rc, "no answer from jitcached at %s: %s", c->sock,
+			jc__fail(c->errmsg, sizeof(c->errmsg), rc,
+				 "no answer from jitcached at %s: %s", c->sock,
 				 rc == JC_EIO ? strerror(errno) : jc_strerror(rc));
 		jc__conn_drop(c);
 		return rc;
@@ -154,7 +157,8 @@ static int roundtrip(jc_client *c, uint16_t want, uint16_t *type, int *fd)
 	}
 	if (*type != want) {
 		jc__conn_drop(c);
-		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EPROTO, "unexpected answer type %u", *type);
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EPROTO,
+				"unexpected answer type %u", *type);
 	}
 	return 0;
 }
@@ -261,14 +265,16 @@ static int do_compile(jc_client *c, const struct jc_req *req, jc_result **out,
 		rc = rc ?: checked ? 0 : check_hash(&r->res);
 		if (rc) {
 			memcpy(bad_object, r->res.object, 16);
-			jc__fail(c->errmsg, sizeof(c->errmsg), rc, "artifact failed its size/hash check");
+			jc__fail(c->errmsg, sizeof(c->errmsg), rc,
+				 "artifact failed its size/hash check");
 		}
 	} else if (rc == 0 && r->res.status == JC_ECOMPILE) {
 		/* The result is kept (its log says why); the message says what failed. */
-		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s", r->res.message ? r->res.message : jc_strerror(JC_ECOMPILE));
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s",
+			 r->res.message ? r->res.message : jc_strerror(JC_ECOMPILE));
 	} else if (rc == 0) {
 		rc = jc__fail(c->errmsg, sizeof(c->errmsg), r->res.status, "%s",
-			    r->res.message ? r->res.message : jc_strerror(r->res.status));
+			      r->res.message ? r->res.message : jc_strerror(r->res.status));
 	}
 	if (rc != 0) {
 		jc_result_free(r);
@@ -293,7 +299,8 @@ static int compile_tree(jc_client *c, const struct jc_req *req, jc_result **out,
 	uint64_t walk_ns = 0;
 	for (int bytes = 0; bytes < 2; bytes++) {
 		uint64_t ns;
-		rc = jc__tree_build(&c->trees, c->daemon_toolkit, req, bytes, &view, &ns, c->errmsg, sizeof(c->errmsg));
+		rc = jc__tree_build(&c->trees, c->daemon_toolkit, req, bytes, &view, &ns, c->errmsg,
+				    sizeof(c->errmsg));
 		if (rc != 0)
 			return rc;
 		walk_ns += ns;
@@ -320,8 +327,10 @@ static int compile_here(jc_client *c, const struct jc_req *req, jc_result **out)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s; and %s", c->why_none, err);
 	if (!c->warned) {
 		c->warned = 1;
-		jc__client_say(c, JC_LOG_WARNING, "jitcache: %s; compiling in this process with %s: results are "
-		    "not cached", c->why_none, desc);
+		jc__client_say(c, JC_LOG_WARNING,
+			       "jitcache: %s; compiling in this process with %s: results are "
+			       "not cached",
+			       c->why_none, desc);
 	}
 	jc_result *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -329,12 +338,14 @@ static int compile_here(jc_client *c, const struct jc_req *req, jc_result **out)
 	jc__res_init(&r->res);
 	rc = jc__fallback_run(req, &r->res);
 	if (rc != 0 && rc != JC_ECOMPILE) {
-		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s", r->res.message ? r->res.message : jc_strerror(rc));
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s",
+			 r->res.message ? r->res.message : jc_strerror(rc));
 		jc_result_free(r);
 		return rc;
 	}
 	if (rc == JC_ECOMPILE)
-		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s", r->res.message ? r->res.message : jc_strerror(rc));
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "%s",
+			 r->res.message ? r->res.message : jc_strerror(rc));
 	r->key[0] = '\0';
 	r->total_ns = jc__now_ns() - t0;
 	*out = r;
@@ -370,10 +381,12 @@ static int run(jc_client *c, const struct jc_req *req, jc_result **out)
 			continue;
 		}
 		if (mending)
-			jc__client_say(c, JC_LOG_INFO, "jitcache: resending to jitcached at %s (try %d)", c->sock,
-			    attempt + 1);
+			jc__client_say(c, JC_LOG_INFO,
+				       "jitcache: resending to jitcached at %s (try %d)", c->sock,
+				       attempt + 1);
 		rc = req->include_dirs.n && (c->daemon_other_uid || c->send_trees)
-		     ? compile_tree(c, req, out, bad) : do_compile(c, req, out, bad);
+			 ? compile_tree(c, req, out, bad)
+			 : do_compile(c, req, out, bad);
 		if (rc == JC_ECORRUPT && !corrupt_seen) {
 			corrupt_seen = 1;
 			rejecting = *req; /* shallow: req keeps ownership */
@@ -400,8 +413,8 @@ static int run(jc_client *c, const struct jc_req *req, jc_result **out)
 	}
 	if (mending && strcmp(first, c->errmsg) != 0) {
 		/* What went wrong first says most: "shutting down", "reset". */
-		snprintf(c->why_none, sizeof(c->why_none), "%.500s; then, %d tries later: %.400s", first,
-			 attempt + 1, c->errmsg);
+		snprintf(c->why_none, sizeof(c->why_none), "%.500s; then, %d tries later: %.400s",
+			 first, attempt + 1, c->errmsg);
 		snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->why_none);
 	}
 	if (c->fallback != JC_FALLBACK_COMPILE || rc == JC_ENOMEM)
@@ -417,8 +430,9 @@ static int push_dir(struct jc_strv *opts, struct jc_strv *dirs, const char *dir,
 	char cwd[PATH_MAX], *abs = NULL, *opt = NULL;
 	if (dir[0] != '/') {
 		if (!getcwd(cwd, sizeof(cwd)))
-			return jc__fail(err, errlen, JC_EINVAL, "cannot resolve include directory %s: %s",
-					dir, strerror(errno));
+			return jc__fail(err, errlen, JC_EINVAL,
+					"cannot resolve include directory %s: %s", dir,
+					strerror(errno));
 		while (dir[0] == '.' && dir[1] == '/')
 			dir += 2;
 		if (asprintf(&abs, "%s%s%s", cwd, strcmp(dir, ".") && *dir ? "/" : "",
@@ -476,7 +490,8 @@ static int include_view(const struct jc_req *in, struct jc_req *out, char *err, 
 			continue;
 		}
 		if (!val || !*val)
-			rc = jc__fail(err, errlen, JC_EINVAL, "option \"%s\" needs a directory", o->v[i]);
+			rc = jc__fail(err, errlen, JC_EINVAL, "option \"%s\" needs a directory",
+				      o->v[i]);
 		else
 			rc = push_dir(&opts, &dirs, val, err, errlen);
 		i += used - 1;
@@ -489,7 +504,8 @@ static int include_view(const struct jc_req *in, struct jc_req *out, char *err, 
 		for (size_t k = 0; rc == 0 && k < from_options && !named; k++)
 			named = strcmp(dirs.v[k], probe_d.v[0]) == 0;
 		if (rc == 0 && !named)
-			rc = jc__strv_push(&opts, probe_o.v[0]) ?: jc__strv_push(&dirs, probe_d.v[0]);
+			rc = jc__strv_push(&opts, probe_o.v[0])
+				 ?: jc__strv_push(&dirs, probe_d.v[0]);
 		struct jc_req probe = {.options = probe_o, .include_dirs = probe_d};
 		jc__req_clear(&probe);
 	}

@@ -70,20 +70,18 @@ struct jc_tree_cache;
  * of in plus a tree (req.h) of what in's compile may read from its include
  * directories but those inside toolkit (borrowed; the daemon's toolkit
  * include tree from its HELLO_OK; NULL or "": none), which the daemon
- * compiles from its toolkit (common/includes.h, jc__inc_in_toolkit), found by the daemon's scanner (common/includes.h) with the
- * cache *cache (made on first use; free with jc__tree_cache_free): the hash
- * memo and the last request's include set (the client's manifest, re-checked
- * with jc__inc_check), so that an unchanged tree costs stat calls, not
- * reads or a scan: with bytes 0 the tree's key digest alone (the
- * JC_TREE_DIGEST lookup round: computed from the files' hashes as the
+ * compiles from its toolkit (common/includes.h, jc__inc_in_toolkit), found by the daemon's scanner
+ * (common/includes.h) with the cache *cache (made on first use; free with jc__tree_cache_free): the
+ * hash memo and the last request's include set (the client's manifest, re-checked with
+ * jc__inc_check), so that an unchanged tree costs stat calls, not reads or a scan: with bytes 0 the
+ * tree's key digest alone (the JC_TREE_DIGEST lookup round: computed from the files' hashes as the
  * daemon would, once while the set is unchanged), with 1 their bytes (read
- * again, and checked against the scan's hash). The tree of a request that the cache scanned or checked is
- * then watched (common/watch.h) while the process lives, so that an unchanged
- * tree costs nothing: *walk_ns is the time spent on the file system (0 when
- * the watch answered). Free out's tree with jc__req_tree_clear (req.h). 0; JC_EINVAL (a file
- * outside the -I directories, a computed #include: message names it),
- * JC_EIO, JC_ETOOBIG, JC_ENOMEM, with a message in err. Not thread-safe
- * for one memo pointer.
+ * again, and checked against the scan's hash). The tree of a request that the cache scanned or
+ * checked is then watched (common/watch.h) while the process lives, so that an unchanged tree costs
+ * nothing: *walk_ns is the time spent on the file system (0 when the watch answered). Free out's
+ * tree with jc__req_tree_clear (req.h). 0; JC_EINVAL (a file outside the -I directories, a computed
+ * #include: message names it), JC_EIO, JC_ETOOBIG, JC_ENOMEM, with a message in err. Not
+ * thread-safe for one memo pointer.
  */
 int jc__tree_build(struct jc_tree_cache **cache, const char *toolkit, const struct jc_req *in,
 		   int bytes, struct jc_req *out, uint64_t *walk_ns, char *err, size_t errlen);
@@ -95,7 +93,7 @@ struct jc_autostart {
 	const char *cache_dir; /* --cache-dir (created 0700 when missing) */
 	const char *socket;    /* --socket; the lock is SOCKET.lock */
 	int idle_exit_s;       /* --idle-exit */
-	int wait_ms;           /* the whole attempt at most this long (lock and answer) */
+	int wait_ms;	       /* the whole attempt at most this long (lock and answer) */
 };
 /*
  * Starts a jitcached as a says unless answer(ctx) (which tries to connect
@@ -117,8 +115,7 @@ int jc__autostart(const struct jc_autostart *a, int (*answer)(void *ctx), void *
  * once per process; desc gets "NVRTC X.Y from PATH". 0, or JC_ENOTSUP
  * (message in err). Thread-safe.
  */
-int jc__fallback_load(const char *nvrtc_path, char *desc, size_t desclen, char *err,
-		      size_t errlen);
+int jc__fallback_load(const char *nvrtc_path, char *desc, size_t desclen, char *err, size_t errlen);
 /* Runs req in this process (after jc__fallback_load succeeded); res gets
  * what a worker's RESULT holds, cache JC_UNCACHED. Returns res->status. */
 int jc__fallback_run(const struct jc_req *req, struct jc_res *res);

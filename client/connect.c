@@ -28,7 +28,7 @@
 #define AUTOSTART_AGAIN_NS (30ull * 1000000000u) /* after a failed auto-start */
 /* An auto-start attempt at most: before the in-process fallback, and with
  * fallback "error" (nothing else to wait for). */
-#define AUTOSTART_WAIT_MS 1000
+#define AUTOSTART_WAIT_MS	1000
 #define AUTOSTART_WAIT_ERROR_MS 30000
 
 /* Children of fork() this process descends from (pthread_atfork): a
@@ -81,7 +81,7 @@ void jc__conn_spin(jc_client *c, uint64_t t0)
 		ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
 			return; /* data, EOF or an error: the read reports it */
-		sched_yield(); /* the daemon may be waiting for this CPU */
+		sched_yield();	/* the daemon may be waiting for this CPU */
 	} while (jc__now_ns() - t0 < c->spin_ns);
 }
 
@@ -169,13 +169,16 @@ static int check_peer(jc_client *c, int fd, const char *path, int own, int *othe
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
 				"cannot tell who runs the daemon at %s: %s", path, strerror(errno));
 	*other_uid = cred.uid != me;
-	if (cred.uid == me || cred.uid == 0 || (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
+	if (cred.uid == me || cred.uid == 0 ||
+	    (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
 		return 0;
 	if (own)
-		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
-				"not using the daemon at %s: it runs as uid %u, which is neither this "
-				"user nor root, and that socket is this user's own (another user's "
-				"socket there?)", path, (unsigned)cred.uid);
+		return jc__fail(
+		    c->errmsg, sizeof(c->errmsg), JC_EDENIED,
+		    "not using the daemon at %s: it runs as uid %u, which is neither this "
+		    "user nor root, and that socket is this user's own (another user's "
+		    "socket there?)",
+		    path, (unsigned)cred.uid);
 	return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
 			"not using the daemon at %s: it runs as uid %u, which is neither this "
 			"user, root, nor the owner of %s (a socket another user put there?)",
@@ -194,12 +197,13 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	jc__conn_drop(c);
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EINVAL, "socket path too long: %s", path);
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EINVAL, "socket path too long: %s",
+				path);
 	strcpy(sa.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT, "cannot connect to jitcached at %s: %s",
-			 path, strerror(errno));
+		jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
+			 "cannot connect to jitcached at %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return JC_ECONNECT;
@@ -210,8 +214,10 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 		return JC_EDENIED;
 	}
 	uint16_t type;
-	struct jc_hello h = {.version = version, .name = "libjitcache-client " JC_VERSION_STRING,
-			     .dir_dev = c->dir_dev, .dir_ino = c->dir_ino};
+	struct jc_hello h = {.version = version,
+			     .name = "libjitcache-client " JC_VERSION_STRING,
+			     .dir_dev = c->dir_dev,
+			     .dir_ino = c->dir_ino};
 	jc__buf_reset(&c->out);
 	int rc = jc__encode_hello_ex(&c->out, JC_MSG_HELLO, &h);
 	int wrc = rc ?: jc__io_write_all(fd, c->out.data, c->out.len);
@@ -228,8 +234,10 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 		char *msg = NULL;
 		int code = JC_EPROTO;
 		jc__decode_error(c->in.data, c->in.len, &code, &msg);
-		jc__fail(c->errmsg, sizeof(c->errmsg), code, "jitcached at %s refused the handshake: %.600s%s%.300s",
-			 path, msg ? msg : "", c->dir_ino && code == JC_EINVAL ? "; this client means " : "",
+		jc__fail(c->errmsg, sizeof(c->errmsg), code,
+			 "jitcached at %s refused the handshake: %.600s%s%.300s", path,
+			 msg ? msg : "",
+			 c->dir_ino && code == JC_EINVAL ? "; this client means " : "",
 			 c->dir_ino && code == JC_EINVAL ? c->cache_dir : "");
 		free(msg);
 		close(fd);
@@ -245,7 +253,8 @@ static int hello_version(jc_client *c, const char *path, int own, uint32_t versi
 		rc = JC_EVERSION;
 	if (rc != 0) {
 		jc__hello_clear(&h);
-		jc__fail(c->errmsg, sizeof(c->errmsg), rc, "handshake with jitcached at %s failed: %s", path,
+		jc__fail(c->errmsg, sizeof(c->errmsg), rc,
+			 "handshake with jitcached at %s failed: %s", path,
 			 rc == JC_ETIMEOUT ? "no answer in 10 s (daemon stopped or wedged?)"
 					   : jc_strerror(rc));
 		close(fd);
@@ -295,15 +304,17 @@ int jc__dir_socket(const char *dir, char *out, size_t len, char *err, size_t err
 	snprintf(path, sizeof(path), "%s/%s", dir, JC_SOCKET_POINTER);
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return jc__fail(err, errlen, JC_ECONNECT, "no daemon serves %s (no %s: %s)", dir, path,
-				strerror(errno));
+		return jc__fail(err, errlen, JC_ECONNECT, "no daemon serves %s (no %s: %s)", dir,
+				path, strerror(errno));
 	ssize_t n = -1;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0))
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (st.st_uid == geteuid() || st.st_uid == 0))
 		n = read(fd, out, len - 1);
 	close(fd);
 	if (n <= 0)
 		return jc__fail(err, errlen, JC_ECONNECT,
-				"no daemon serves %s (%s is not a socket name its daemon wrote)", dir, path);
+				"no daemon serves %s (%s is not a socket name its daemon wrote)",
+				dir, path);
 	out[n] = '\0';
 	out[strcspn(out, "\n")] = '\0';
 	return 0;
@@ -320,8 +331,9 @@ static int search(jc_client *c)
 	if (c->socket)
 		return hello(c, c->socket, 0);
 	if (c->cache_dir)
-		return jc__dir_socket(c->cache_dir, path, sizeof(path), c->errmsg, sizeof(c->errmsg)) ?:
-		       hello(c, path, 0);
+		return jc__dir_socket(c->cache_dir, path, sizeof(path), c->errmsg,
+				      sizeof(c->errmsg))
+			   ?: hello(c, path, 0);
 	const char *cand[4];
 	int own[4] = {0}; /* the per-user ones: this user's daemon or root's only */
 	char user[4200] = "", dflt[4200] = "";
@@ -337,7 +349,8 @@ static int search(jc_client *c)
 	if (c->system_socket)
 		cand[n++] = c->system_socket;
 	/* Neither variable set: the default cache directory's own socket. */
-	if (n == (c->system_socket ? 1u : 0u) && jc__default_socket_path(NULL, dflt, sizeof(dflt)) == 0) {
+	if (n == (c->system_socket ? 1u : 0u) &&
+	    jc__default_socket_path(NULL, dflt, sizeof(dflt)) == 0) {
 		own[n] = 1;
 		cand[n++] = dflt;
 	}
@@ -358,7 +371,8 @@ static int search(jc_client *c)
 	}
 	if (first)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), first, "%s", refusal);
-	return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT, "no jitcached answers (tried %s)",
+	return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
+			"no jitcached answers (tried %s)",
 			n ? tried : "nothing: no socket configured");
 }
 
@@ -384,19 +398,23 @@ static int autostart(jc_client *c, const char *why)
 	} else if (jc__default_cache_dir(dir, sizeof(dir)) != 0 ||
 		   jc__default_socket_path(dir, sock, sizeof(sock)) != 0) {
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
-				"%s; no auto-start: no cache directory (set JITCACHE_DIR or HOME)", why);
+				"%s; no auto-start: no cache directory (set JITCACHE_DIR or HOME)",
+				why);
 	}
 	if (strlen(sock) >= SUN_PATH_MAX)
 		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_ECONNECT,
 				"%s; no auto-start: socket path too long: %s", why, sock);
-	struct jc_autostart a = {.daemon = c->daemon, .cache_dir = dir, .socket = sock,
+	struct jc_autostart a = {.daemon = c->daemon,
+				 .cache_dir = dir,
+				 .socket = sock,
 				 .idle_exit_s = c->idle_exit_s,
-				 .wait_ms = c->fallback == JC_FALLBACK_COMPILE ? AUTOSTART_WAIT_MS
-									       : AUTOSTART_WAIT_ERROR_MS};
+				 .wait_ms = c->fallback == JC_FALLBACK_COMPILE
+						? AUTOSTART_WAIT_MS
+						: AUTOSTART_WAIT_ERROR_MS};
 	int rc = jc__autostart(&a, autostart_answer, c, err, sizeof(err));
 	if (rc == 0) {
-		jc__client_say(c, JC_LOG_NOTICE, "jitcache: started jitcached (pid %u) on %s at %s", c->daemon_pid,
-		    dir, sock);
+		jc__client_say(c, JC_LOG_NOTICE, "jitcache: started jitcached (pid %u) on %s at %s",
+			       c->daemon_pid, dir, sock);
 		return 0;
 	}
 	c->autostart_after_ns = jc__now_ns() + AUTOSTART_AGAIN_NS;

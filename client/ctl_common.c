@@ -254,7 +254,8 @@ int jc__ctl_admin(const char *command, const struct jc_strv *args, int offline_o
 				return 0;
 			jc__admin_reply_clear(out);
 		}
-		if ((rc != JC_ELOCKED && rc != JC_EIO && rc != JC_EBUSY) || jc__now_ms() >= deadline)
+		if ((rc != JC_ELOCKED && rc != JC_EIO && rc != JC_EBUSY) ||
+		    jc__now_ms() >= deadline)
 			return jc__ctl_die(1, "%s", err);
 		nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000}, NULL);
 	}

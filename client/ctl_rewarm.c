@@ -264,7 +264,8 @@ static int import_run(struct jc_req *reqs, size_t n, int show)
 		jc_result_free(res);
 		jc_request_free(r);
 		if (show)
-			jc__progress_show(&p, hit + fleet + compiled + joined, failed, n, i + 1 == n);
+			jc__progress_show(&p, hit + fleet + compiled + joined, failed, n,
+					  i + 1 == n);
 	}
 	jc_client_close(cl);
 	if (show) {

@@ -28,10 +28,16 @@ struct jc_cuda_module {
 
 /* The driver entry points used here. None of these names is remapped to a
  * _v2 symbol by cuda.h's #defines, so dlsym finds them under these names. */
-#define CU_FUNCS(X)                                                             \
-	X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion)            \
-	X(cuDeviceGetAttribute) X(cuCtxGetCurrent) X(cuCtxSetCurrent)          \
-	X(cuCtxGetDevice) X(cuModuleLoadDataEx) X(cuModuleGetFunction)         \
+#define CU_FUNCS(X)                                                                                \
+	X(cuGetErrorName)                                                                          \
+	X(cuGetErrorString)                                                                        \
+	X(cuDriverGetVersion)                                                                      \
+	X(cuDeviceGetAttribute)                                                                    \
+	X(cuCtxGetCurrent)                                                                         \
+	X(cuCtxSetCurrent)                                                                         \
+	X(cuCtxGetDevice)                                                                          \
+	X(cuModuleLoadDataEx)                                                                      \
+	X(cuModuleGetFunction)                                                                     \
 	X(cuModuleUnload)
 
 static struct {
@@ -64,13 +70,14 @@ static void cu_load(void)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		snprintf(cu_err, sizeof(cu_err), "cannot load the CUDA driver (libcuda.so.1): %s", dlerror());
+		snprintf(cu_err, sizeof(cu_err), "cannot load the CUDA driver (libcuda.so.1): %s",
+			 dlerror());
 		return;
 	}
-#define X(f)                                                                            \
-	if (!(cu.f = (__typeof__(f) *)dlsym(h, #f))) {                                  \
-		snprintf(cu_err, sizeof(cu_err), "libcuda.so.1 lacks %s: driver too old", #f); \
-		return;                                                                 \
+#define X(f)                                                                                       \
+	if (!(cu.f = (__typeof__(f) *)dlsym(h, #f))) {                                             \
+		snprintf(cu_err, sizeof(cu_err), "libcuda.so.1 lacks %s: driver too old", #f);     \
+		return;                                                                            \
 	}
 	CU_FUNCS(X)
 #undef X
@@ -159,7 +166,8 @@ int jc__cuda_pick_forced(int cc, const char *requested, int force, char *arch, s
 /* JITCACHE_FORCE_PTX / JITCACHE_FORCE_CUBIN: JC__FORCE_*, or -1 for both. */
 static int force_mode(void)
 {
-	const char *p = secure_getenv("JITCACHE_FORCE_PTX"), *c = secure_getenv("JITCACHE_FORCE_CUBIN");
+	const char *p = secure_getenv("JITCACHE_FORCE_PTX"),
+		   *c = secure_getenv("JITCACHE_FORCE_CUBIN");
 	int ptx = p && strcmp(p, "1") == 0, cubin = c && strcmp(c, "1") == 0;
 	return ptx && cubin ? -1 : ptx ? JC__FORCE_PTX : cubin ? JC__FORCE_CUBIN : JC__FORCE_NONE;
 }
@@ -186,7 +194,9 @@ static int daemon_toolchain(jc_client *c, char *archs, size_t alen, char *nvrtc,
 	const char *a, *v;
 	if (jc__client_toolchain(c, &a, &v) == 0) {
 		if (strlen(a) >= alen || strlen(v) >= nlen)
-			return fail(JC_EPROTO, "jitcached's handshake has no usable supported_archs or nvrtc_version");
+			return fail(
+			    JC_EPROTO,
+			    "jitcached's handshake has no usable supported_archs or nvrtc_version");
 		strcpy(archs, a);
 		strcpy(nvrtc, v);
 		return 0;
@@ -195,13 +205,14 @@ static int daemon_toolchain(jc_client *c, char *archs, size_t alen, char *nvrtc,
 	struct jc_admin_reply rep = {0};
 	int rc = jc__client_admin(c, &req, &rep);
 	if (rc)
-		fail(rc, "asking jitcached for its supported architectures: %s", jc_client_errmsg(c));
+		fail(rc, "asking jitcached for its supported architectures: %s",
+		     jc_client_errmsg(c));
 	else if (rep.status)
 		rc = fail(rep.status, "jitcached refused 'version': %s",
 			  rep.message ? rep.message : jc_strerror(rep.status));
 	else
-		rc = version_field(&rep, "supported_archs", archs, alen) ?:
-		     version_field(&rep, "nvrtc_version", nvrtc, nlen);
+		rc = version_field(&rep, "supported_archs", archs, alen)
+			 ?: version_field(&rep, "nvrtc_version", nvrtc, nlen);
 	jc__admin_reply_clear(&rep);
 	return rc;
 }
@@ -209,14 +220,17 @@ static int daemon_toolchain(jc_client *c, char *archs, size_t alen, char *nvrtc,
 JC_API int jc_cuda_resolve_target(jc_client *c, int device, char *arch, size_t len)
 {
 	if (!c || !arch || len < 16)
-		return fail(JC_EINVAL, "jc_cuda_resolve_target: NULL argument or arch buffer under 16 bytes");
+		return fail(JC_EINVAL,
+			    "jc_cuda_resolve_target: NULL argument or arch buffer under 16 bytes");
 	int rc = cu_get();
 	if (rc)
 		return rc;
 	int major = 0, minor = 0;
-	CUresult r = cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+	CUresult r =
+	    cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
 	if (r == CUDA_SUCCESS)
-		r = cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+		r = cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+					    device);
 	if (r != CUDA_SUCCESS)
 		return cu_fail(JC_ENOTSUP, r, "cuDeviceGetAttribute(compute capability)");
 	char archs[1024], nvrtc[16];
@@ -224,14 +238,19 @@ JC_API int jc_cuda_resolve_target(jc_client *c, int device, char *arch, size_t l
 		return rc;
 	int cc = major * 10 + minor, force = force_mode();
 	if (force < 0)
-		return fail(JC_EINVAL, "JITCACHE_FORCE_PTX=1 and JITCACHE_FORCE_CUBIN=1 exclude each other");
+		return fail(JC_EINVAL,
+			    "JITCACHE_FORCE_PTX=1 and JITCACHE_FORCE_CUBIN=1 exclude each other");
 	rc = jc__cuda_pick_target(cc, archs, force, arch, len);
 	if (rc == JC_ENOTSUP && force == JC__FORCE_CUBIN)
-		return fail(rc, "JITCACHE_FORCE_CUBIN=1: NVRTC %s makes no cubin for a device of "
-				"compute capability %d.%d (it supports %s)", nvrtc, major, minor, archs);
+		return fail(rc,
+			    "JITCACHE_FORCE_CUBIN=1: NVRTC %s makes no cubin for a device of "
+			    "compute capability %d.%d (it supports %s)",
+			    nvrtc, major, minor, archs);
 	if (rc == JC_ENOTSUP)
-		return fail(rc, "device of compute capability %d.%d is older than every architecture "
-				"NVRTC %s supports (%s)", major, minor, nvrtc, archs);
+		return fail(rc,
+			    "device of compute capability %d.%d is older than every architecture "
+			    "NVRTC %s supports (%s)",
+			    major, minor, nvrtc, archs);
 	if (rc)
 		return fail(rc, "jitcached sent a malformed supported_archs list: '%s'", archs);
 	if (strncmp(arch, "compute_", 8) != 0)
@@ -243,9 +262,10 @@ JC_API int jc_cuda_resolve_target(jc_client *c, int device, char *arch, size_t l
 		return fail(JC_EPROTO, "jitcached sent a malformed nvrtc_version '%s'", nvrtc);
 	/* cuDriverGetVersion: 1000 * major + 10 * minor (CUDA Driver API reference). */
 	if (drv < nv_major * 1000 + nv_minor * 10)
-		return fail(JC_EVERSION, "device %d.%d needs PTX (%s), but the driver (CUDA %d.%d) is "
-				  "older than the daemon's NVRTC %s and cannot JIT its PTX", major, minor,
-			    arch, drv / 1000, drv % 1000 / 10, nvrtc);
+		return fail(JC_EVERSION,
+			    "device %d.%d needs PTX (%s), but the driver (CUDA %d.%d) is "
+			    "older than the daemon's NVRTC %s and cannot JIT its PTX",
+			    major, minor, arch, drv / 1000, drv % 1000 / 10, nvrtc);
 	return 0;
 }
 
@@ -257,8 +277,8 @@ JC_API int jc_cuda_request_set_target(jc_client *c, jc_request *r, int device)
 	int rc = jc_cuda_resolve_target(c, device, arch, sizeof(arch));
 	if (rc)
 		return rc;
-	rc = jc_request_set_arch(r, arch) ?:
-	     jc_request_set_output(r, arch[0] == 's' ? JC_CUBIN : JC_PTX);
+	rc = jc_request_set_arch(r, arch)
+		 ?: jc_request_set_output(r, arch[0] == 's' ? JC_CUBIN : JC_PTX);
 	return rc ? fail(rc, "out of memory") : 0;
 }
 
@@ -269,22 +289,27 @@ static int force_target(jc_request *r, CUdevice dev, int force)
 	int major = 0, minor = 0;
 	char arch[32];
 	if (force < 0)
-		return fail(JC_EINVAL, "JITCACHE_FORCE_PTX=1 and JITCACHE_FORCE_CUBIN=1 exclude each other");
-	CUresult cr = cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+		return fail(JC_EINVAL,
+			    "JITCACHE_FORCE_PTX=1 and JITCACHE_FORCE_CUBIN=1 exclude each other");
+	CUresult cr =
+	    cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
 	if (cr == CUDA_SUCCESS)
-		cr = cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+		cr = cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+					     dev);
 	if (cr != CUDA_SUCCESS)
 		return cu_fail(JC_ENOTSUP, cr, "cuDeviceGetAttribute(compute capability)");
 	int rc = jc__cuda_pick_forced(major * 10 + minor, r->req.arch, force, arch, sizeof(arch));
 	if (rc == JC_ENOTSUP)
-		return fail(rc, "%s: the request's targets (%s) hold no %s for a device of compute "
-			    "capability %d.%d", force_name(force), r->req.arch,
-			    force == JC__FORCE_PTX ? "PTX at or below it" : "cubin of exactly it", major,
-			    minor);
+		return fail(rc,
+			    "%s: the request's targets (%s) hold no %s for a device of compute "
+			    "capability %d.%d",
+			    force_name(force), r->req.arch,
+			    force == JC__FORCE_PTX ? "PTX at or below it" : "cubin of exactly it",
+			    major, minor);
 	if (rc)
 		return fail(rc, "the request's targets '%s' are malformed", r->req.arch);
-	rc = jc_request_set_arch(r, arch) ?:
-	     jc_request_set_output(r, force == JC__FORCE_PTX ? JC_PTX : JC_CUBIN);
+	rc = jc_request_set_arch(r, arch)
+		 ?: jc_request_set_output(r, force == JC__FORCE_PTX ? JC_PTX : JC_CUBIN);
 	return rc ? fail(rc, "out of memory") : 0;
 }
 
@@ -345,11 +370,11 @@ static int load(struct jc_cuda_module *m, CUresult *cr, char *reason, size_t len
 	int drv = 0;
 	char s[256];
 	cu.cuDriverGetVersion(&drv);
-	snprintf(reason, len, "cuModuleLoadDataEx: %s; driver %d; %s%s", cu_str(*cr, s, sizeof(s)), drv,
-		 log[0] ? "JIT log: " : "no JIT log", log);
+	snprintf(reason, len, "cuModuleLoadDataEx: %s; driver %d; %s%s", cu_str(*cr, s, sizeof(s)),
+		 drv, log[0] ? "JIT log: " : "no JIT log", log);
 	return fail(load_code(*cr), "cannot load %s (key %s): %s",
-		    jc__output_name(jc_result_output(m->res)) ?: "artifact",
-		    jc_result_key(m->res), reason);
+		    jc__output_name(jc_result_output(m->res)) ?: "artifact", jc_result_key(m->res),
+		    reason);
 }
 
 /* Reports the refused artifact of m and loads the fresh one once. */
@@ -381,7 +406,8 @@ JC_API int jc_cuda_module_load(jc_client *c, jc_request *r, jc_cuda_module **out
 	if (!c || !r)
 		return fail(JC_EINVAL, "jc_cuda_module_load: NULL client or request");
 	if (r->req.output == JC_OUTPUT_LTOIR)
-		return fail(JC_EINVAL, "an LTO-IR artifact cannot be loaded: link it to a cubin first");
+		return fail(JC_EINVAL,
+			    "an LTO-IR artifact cannot be loaded: link it to a cubin first");
 	int rc = cu_get();
 	if (rc)
 		return rc;
@@ -390,8 +416,10 @@ JC_API int jc_cuda_module_load(jc_client *c, jc_request *r, jc_cuda_module **out
 	if (cr != CUDA_SUCCESS)
 		return cu_fail(JC_EINVAL, cr, "cuCtxGetCurrent");
 	if (!ctx)
-		return fail(JC_EINVAL, "no CUDA context is current on this thread: make the caller's context "
-				       "current first (cuDevicePrimaryCtxRetain + cuCtxSetCurrent, or cudaSetDevice)");
+		return fail(
+		    JC_EINVAL,
+		    "no CUDA context is current on this thread: make the caller's context "
+		    "current first (cuDevicePrimaryCtxRetain + cuCtxSetCurrent, or cudaSetDevice)");
 	struct jc_cuda_module *m = calloc(1, sizeof(*m));
 	if (!m)
 		return fail(JC_ENOMEM, "out of memory");
@@ -416,7 +444,8 @@ JC_API int jc_cuda_module_load(jc_client *c, jc_request *r, jc_cuda_module **out
 	if (rc == JC_ECOMPILE) {
 		m->ctx = NULL;
 		*out = m;
-		return fail(rc, "the compile failed: jc_result_log(jc_cuda_module_result()) has the log");
+		return fail(
+		    rc, "the compile failed: jc_result_log(jc_cuda_module_result()) has the log");
 	}
 	if (rc) {
 		fail(rc, "%s", jc_client_errmsg(c));
@@ -467,8 +496,9 @@ JC_API int jc_cuda_module_function(jc_cuda_module *m, const char *name, CUfuncti
 	}
 	m->t[JC_CUDA_TIME_LOOKUP] += jc__now_ns() - t0;
 	if (r == CUDA_ERROR_NOT_FOUND)
-		return fail(JC_ENOTFOUND, "no kernel '%s'%s%s%s in the module", sym, sym != name ? " (from '" : "",
-			    sym != name ? name : "", sym != name ? "')" : "");
+		return fail(JC_ENOTFOUND, "no kernel '%s'%s%s%s in the module", sym,
+			    sym != name ? " (from '" : "", sym != name ? name : "",
+			    sym != name ? "')" : "");
 	return r == CUDA_SUCCESS ? 0 : cu_fail(JC_EINTERNAL, r, "cuModuleGetFunction");
 }
 

@@ -46,7 +46,7 @@ struct report {
 enum verdict { OK, INFO, WARN, FAIL };
 
 static void say(struct report *r, enum verdict v, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void say(struct report *r, enum verdict v, const char *fmt, ...)
 {
@@ -103,27 +103,35 @@ static int cu_open(struct cu *cu, struct report *r)
 	memset(cu, 0, sizeof(*cu));
 	cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!cu->lib) {
-		say(r, WARN, "no CUDA driver (%s): compiling and caching work; loading kernels "
-			     "and the PTX JIT check need the NVIDIA driver", dlerror());
+		say(r, WARN,
+		    "no CUDA driver (%s): compiling and caching work; loading kernels "
+		    "and the PTX JIT check need the NVIDIA driver",
+		    dlerror());
 		return -1;
 	}
 	cu->init = (__typeof__(cu->init))sym(cu->lib, "cuInit", NULL);
-	cu->driver_version = (__typeof__(cu->driver_version))sym(cu->lib, "cuDriverGetVersion", NULL);
+	cu->driver_version =
+	    (__typeof__(cu->driver_version))sym(cu->lib, "cuDriverGetVersion", NULL);
 	cu->device_count = (__typeof__(cu->device_count))sym(cu->lib, "cuDeviceGetCount", NULL);
 	cu->device_get = (__typeof__(cu->device_get))sym(cu->lib, "cuDeviceGet", NULL);
 	cu->device_name = (__typeof__(cu->device_name))sym(cu->lib, "cuDeviceGetName", NULL);
-	cu->device_attribute = (__typeof__(cu->device_attribute))sym(cu->lib, "cuDeviceGetAttribute", NULL);
-	cu->device_uuid = (__typeof__(cu->device_uuid))sym(cu->lib, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
+	cu->device_attribute =
+	    (__typeof__(cu->device_attribute))sym(cu->lib, "cuDeviceGetAttribute", NULL);
+	cu->device_uuid =
+	    (__typeof__(cu->device_uuid))sym(cu->lib, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
 	cu->error_name = (__typeof__(cu->error_name))sym(cu->lib, "cuGetErrorName", NULL);
 	cu->ctx_retain = (__typeof__(cu->ctx_retain))sym(cu->lib, "cuDevicePrimaryCtxRetain", NULL);
 	cu->ctx_release = (__typeof__(cu->ctx_release))sym(cu->lib, "cuDevicePrimaryCtxRelease_v2",
-							  "cuDevicePrimaryCtxRelease");
-	cu->ctx_set_current = (__typeof__(cu->ctx_set_current))sym(cu->lib, "cuCtxSetCurrent", NULL);
-	cu->module_load_data = (__typeof__(cu->module_load_data))sym(cu->lib, "cuModuleLoadData", NULL);
+							   "cuDevicePrimaryCtxRelease");
+	cu->ctx_set_current =
+	    (__typeof__(cu->ctx_set_current))sym(cu->lib, "cuCtxSetCurrent", NULL);
+	cu->module_load_data =
+	    (__typeof__(cu->module_load_data))sym(cu->lib, "cuModuleLoadData", NULL);
 	cu->module_unload = (__typeof__(cu->module_unload))sym(cu->lib, "cuModuleUnload", NULL);
 	if (!cu->init || !cu->driver_version || !cu->device_count || !cu->device_get ||
 	    !cu->device_name || !cu->device_attribute || !cu->device_uuid) {
-		say(r, FAIL, "libcuda.so.1 loads but lacks driver API entry points (%s)", dlerror());
+		say(r, FAIL, "libcuda.so.1 loads but lacks driver API entry points (%s)",
+		    dlerror());
 		return -1;
 	}
 	int v = 0;
@@ -148,10 +156,9 @@ static int cu_open(struct cu *cu, struct report *r)
 static const struct {
 	int ptx, cuda;
 } ptx_isa[] = {
-	{70, 11000}, {71, 11010}, {72, 11020}, {73, 11030}, {74, 11040}, {75, 11050},
-	{76, 11060}, {77, 11070}, {78, 11080}, {80, 12000}, {81, 12010}, {82, 12020},
-	{83, 12030}, {84, 12040}, {85, 12050}, {86, 12070}, {87, 12080}, {88, 12090},
-	{90, 13000}, {91, 13010},
+    {70, 11000}, {71, 11010}, {72, 11020}, {73, 11030}, {74, 11040}, {75, 11050}, {76, 11060},
+    {77, 11070}, {78, 11080}, {80, 12000}, {81, 12010}, {82, 12020}, {83, 12030}, {84, 12040},
+    {85, 12050}, {86, 12070}, {87, 12080}, {88, 12090}, {90, 13000}, {91, 13010},
 };
 
 static int ptx_needs_cuda(int ptx)
@@ -253,27 +260,35 @@ static void check_ptx(struct report *r, const struct jc_toolchain *tc, struct cu
 	} else if (!cu->version) {
 		if (!needs)
 			needs = nvrtc_major * 1000 + nvrtc_minor * 10;
-		say(r, WARN, "NVRTC %s emits PTX ISA %d.%d (for %s); without a driver it cannot be "
-			     "checked that it JIT-compiles (needs a driver of CUDA >= %d.%d)",
+		say(r, WARN,
+		    "NVRTC %s emits PTX ISA %d.%d (for %s); without a driver it cannot be "
+		    "checked that it JIT-compiles (needs a driver of CUDA >= %d.%d)",
 		    tc->nvrtc_version, isa / 10, isa % 10, arch, needs / 1000, needs % 1000 / 10);
 	} else if (needs && cu->version < needs) {
-		say(r, FAIL, "driver CUDA %d.%d cannot JIT-compile PTX ISA %d.%d from NVRTC %s (needs "
-			     "CUDA >= %d.%d): request cubins (sm_XY) or update the driver",
-		    cu->version / 1000, cu->version % 1000 / 10, isa / 10, isa % 10, tc->nvrtc_version,
-		    needs / 1000, needs % 1000 / 10);
+		say(r, FAIL,
+		    "driver CUDA %d.%d cannot JIT-compile PTX ISA %d.%d from NVRTC %s (needs "
+		    "CUDA >= %d.%d): request cubins (sm_XY) or update the driver",
+		    cu->version / 1000, cu->version % 1000 / 10, isa / 10, isa % 10,
+		    tc->nvrtc_version, needs / 1000, needs % 1000 / 10);
 	} else if (!needs && cu->version < nvrtc_major * 1000 + nvrtc_minor * 10) {
-		say(r, WARN, "PTX ISA %d.%d is newer than this doctor knows; the driver (CUDA %d.%d) "
-			     "is older than NVRTC %s and may refuse it",
-		    isa / 10, isa % 10, cu->version / 1000, cu->version % 1000 / 10, tc->nvrtc_version);
+		say(r, WARN,
+		    "PTX ISA %d.%d is newer than this doctor knows; the driver (CUDA %d.%d) "
+		    "is older than NVRTC %s and may refuse it",
+		    isa / 10, isa % 10, cu->version / 1000, cu->version % 1000 / 10,
+		    tc->nvrtc_version);
 	} else {
 		say(r, OK, "driver CUDA %d.%d accepts PTX ISA %d.%d, which NVRTC %s emits",
-		    cu->version / 1000, cu->version % 1000 / 10, isa / 10, isa % 10, tc->nvrtc_version);
+		    cu->version / 1000, cu->version % 1000 / 10, isa / 10, isa % 10,
+		    tc->nvrtc_version);
 	}
 	if (cu->version && isa > 0) {
 		int top = driver_ptx_isa(cu->version);
-		say(r, INFO, "driver CUDA %d.%d JIT-compiles PTX ISA up to %s%d.%d; NVRTC %s emits %d.%d",
+		say(r, INFO,
+		    "driver CUDA %d.%d JIT-compiles PTX ISA up to %s%d.%d; NVRTC %s emits %d.%d",
 		    cu->version / 1000, cu->version % 1000 / 10,
-		    cu->version > ptx_isa[sizeof(ptx_isa) / sizeof(ptx_isa[0]) - 1].cuda ? "at least " : "",
+		    cu->version > ptx_isa[sizeof(ptx_isa) / sizeof(ptx_isa[0]) - 1].cuda
+			? "at least "
+			: "",
 		    top / 10, top % 10, tc->nvrtc_version, isa / 10, isa % 10);
 	}
 	/* With a GPU: load it for real. */
@@ -287,12 +302,12 @@ static void check_ptx(struct report *r, const struct jc_toolchain *tc, struct cu
 		if (rc == CUDA_SUCCESS)
 			rc = cu->module_load_data(&mod, ptx);
 		if (rc == CUDA_SUCCESS) {
-			say(r, OK, "cuModuleLoadData JIT-compiled PTX ISA %d.%d (%s) on device 0", isa / 10,
-			    isa % 10, arch);
+			say(r, OK, "cuModuleLoadData JIT-compiled PTX ISA %d.%d (%s) on device 0",
+			    isa / 10, isa % 10, arch);
 			cu->module_unload(mod);
 		} else {
-			say(r, FAIL, "cuModuleLoadData of PTX ISA %d.%d (%s) on device 0: %s", isa / 10,
-			    isa % 10, arch, cu_err(cu, rc));
+			say(r, FAIL, "cuModuleLoadData of PTX ISA %d.%d (%s) on device 0: %s",
+			    isa / 10, isa % 10, arch, cu_err(cu, rc));
 		}
 		if (ctx) {
 			cu->ctx_set_current(NULL);
@@ -310,8 +325,8 @@ static int version_token(const char *s, char *out, size_t len)
 	for (const char *p = s; *p; p++) {
 		size_t n = strspn(p, "0123456789.");
 		if (n >= 3 && (p == s || p[-1] == ' ' || p[-1] == '\t') && strchr(p, '.') &&
-		    memchr(p, '.', n) && p[0] != '.' && (p[n] == '\0' || p[n] == ' ' || p[n] == '\t' ||
-							 p[n] == '\n')) {
+		    memchr(p, '.', n) && p[0] != '.' &&
+		    (p[n] == '\0' || p[n] == ' ' || p[n] == '\t' || p[n] == '\n')) {
 			snprintf(out, len, "%.*s", (int)n, p);
 			return 1;
 		}
@@ -340,9 +355,10 @@ static void check_driver_files(struct report *r, const struct cu *cu)
 	if (!realpath(di.dli_fname, real))
 		snprintf(real, sizeof(real), "%s", di.dli_fname);
 	const char *base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
-	int named = strncmp(base, "libcuda.so.", 11) == 0 && version_token(base + 11, lib_ver, sizeof(lib_ver));
-	say(r, INFO, "libcuda loaded from %s%s%s", di.dli_fname, strcmp(real, di.dli_fname) ? " -> " : "",
-	    strcmp(real, di.dli_fname) ? real : "");
+	int named = strncmp(base, "libcuda.so.", 11) == 0 &&
+		    version_token(base + 11, lib_ver, sizeof(lib_ver));
+	say(r, INFO, "libcuda loaded from %s%s%s", di.dli_fname,
+	    strcmp(real, di.dli_fname) ? " -> " : "", strcmp(real, di.dli_fname) ? real : "");
 	const char *test = getenv("JITCACHE_TEST_PROC_NVIDIA_VERSION");
 	const char *proc = test ? test : "/proc/driver/nvidia/version";
 	FILE *f = fopen(proc, "re");
@@ -353,20 +369,24 @@ static void check_driver_files(struct report *r, const struct cu *cu)
 	}
 	const char *km = strstr(line, "Kernel Module");
 	if (!f || !version_token(km ? km : line, mod_ver, sizeof(mod_ver))) {
-		say(r, WARN, "no NVIDIA kernel module version (%s: %s): cannot check that libcuda "
-			     "matches the kernel driver", proc, f ? "no version in it" : strerror(errno));
+		say(r, WARN,
+		    "no NVIDIA kernel module version (%s: %s): cannot check that libcuda "
+		    "matches the kernel driver",
+		    proc, f ? "no version in it" : strerror(errno));
 		return;
 	}
 	if (!named)
 		say(r, INFO, "kernel module %s; the version of %s is not in its name: not compared",
 		    mod_ver, real);
 	else if (strcmp(lib_ver, mod_ver) == 0)
-		say(r, OK, "user-space driver (libcuda %s) matches the kernel module %s", lib_ver, mod_ver);
+		say(r, OK, "user-space driver (libcuda %s) matches the kernel module %s", lib_ver,
+		    mod_ver);
 	else
-		say(r, FAIL, "user-space driver libcuda %s (%s) does not match the kernel module %s (%s): "
-			     "the container or image ships its own libcuda; use the host's (the NVIDIA "
-			     "Container Toolkit mounts it) or install the matching driver", lib_ver, real,
-		    mod_ver, proc);
+		say(r, FAIL,
+		    "user-space driver libcuda %s (%s) does not match the kernel module %s (%s): "
+		    "the container or image ships its own libcuda; use the host's (the NVIDIA "
+		    "Container Toolkit mounts it) or install the matching driver",
+		    lib_ver, real, mod_ver, proc);
 }
 
 /*
@@ -383,11 +403,12 @@ static void check_mig_mps(struct report *r)
 	} else {
 		int (*init)(void) = (int (*)(void))dlsym(nvml, "nvmlInit_v2");
 		int (*shutdown)(void) = (int (*)(void))dlsym(nvml, "nvmlShutdown");
-		int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(nvml, "nvmlDeviceGetCount_v2");
-		int (*handle)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(nvml,
-			"nvmlDeviceGetHandleByIndex_v2");
-		int (*mig)(void *, unsigned *, unsigned *) = (int (*)(void *, unsigned *, unsigned *))
-			dlsym(nvml, "nvmlDeviceGetMigMode");
+		int (*count)(unsigned *) =
+		    (int (*)(unsigned *))dlsym(nvml, "nvmlDeviceGetCount_v2");
+		int (*handle)(unsigned, void **) =
+		    (int (*)(unsigned, void **))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
+		int (*mig)(void *, unsigned *, unsigned *) =
+		    (int (*)(void *, unsigned *, unsigned *))dlsym(nvml, "nvmlDeviceGetMigMode");
 		unsigned n = 0;
 		if (!init || !shutdown || !count || !handle || !mig || init() != 0) {
 			say(r, INFO, "MIG mode unknown: NVML does not initialise");
@@ -402,11 +423,15 @@ static void check_mig_mps(struct report *r)
 				if (rc == 3)
 					say(r, INFO, "GPU %u: MIG not supported", i);
 				else if (rc)
-					say(r, WARN, "GPU %u: nvmlDeviceGetMigMode failed (%d)", i, rc);
+					say(r, WARN, "GPU %u: nvmlDeviceGetMigMode failed (%d)", i,
+					    rc);
 				else
 					say(r, cur ? WARN : INFO, "GPU %u: MIG mode %s%s%s", i,
-					    cur ? "enabled (CUDA sees MIG instances, not the whole GPU)" : "disabled",
-					    pend != cur ? ", pending " : "", pend != cur ? (pend ? "enabled" : "disabled") : "");
+					    cur ? "enabled (CUDA sees MIG instances, not the whole "
+						  "GPU)"
+						: "disabled",
+					    pend != cur ? ", pending " : "",
+					    pend != cur ? (pend ? "enabled" : "disabled") : "");
 			}
 			shutdown();
 		}
@@ -417,9 +442,12 @@ static void check_mig_mps(struct report *r)
 	struct stat st;
 	snprintf(pipe, sizeof(pipe), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
 	if (stat(pipe, &st) == 0 && S_ISFIFO(st.st_mode))
-		say(r, INFO, "MPS: a control daemon's pipe is at %s: CUDA processes here run as MPS "
-			     "clients%s%s", pipe, getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ?
-			     ", active thread percentage " : "",
+		say(r, INFO,
+		    "MPS: a control daemon's pipe is at %s: CUDA processes here run as MPS "
+		    "clients%s%s",
+		    pipe,
+		    getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ? ", active thread percentage "
+								: "",
 		    getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ?: "");
 	else
 		say(r, INFO, "MPS: no control daemon (%s absent)", pipe);
@@ -429,8 +457,8 @@ static void check_mig_mps(struct report *r)
 
 /* Reports every device; returns 1 and the first device's CC (10 * major +
  * minor) when there is one, 0 when there is none. */
-static int check_devices(struct report *r, const struct jc_toolchain *tc, struct cu *cu,
-			 int *cc0, CUdevice *dev0)
+static int check_devices(struct report *r, const struct jc_toolchain *tc, struct cu *cu, int *cc0,
+			 CUdevice *dev0)
 {
 	CUresult rc = cu->init(0);
 	if (rc != CUDA_SUCCESS) {
@@ -441,7 +469,8 @@ static int check_devices(struct report *r, const struct jc_toolchain *tc, struct
 	int n = 0;
 	rc = cu->device_count(&n);
 	if (rc != CUDA_SUCCESS || n == 0) {
-		say(r, WARN, "no CUDA device visible (%s)", rc ? cu_err(cu, rc) : "cuDeviceGetCount: 0");
+		say(r, WARN, "no CUDA device visible (%s)",
+		    rc ? cu_err(cu, rc) : "cuDeviceGetCount: 0");
 		return 0;
 	}
 	for (int i = 0; i < n; i++) {
@@ -452,8 +481,12 @@ static int check_devices(struct report *r, const struct jc_toolchain *tc, struct
 		const unsigned char *u = (const unsigned char *)uuid.bytes;
 		rc = cu->device_get(&dev, i);
 		rc = rc ?: cu->device_name(name, sizeof(name), dev);
-		rc = rc ?: cu->device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-		rc = rc ?: cu->device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+		rc = rc
+			 ?: cu->device_attribute(&major,
+						 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+		rc = rc
+			 ?: cu->device_attribute(&minor,
+						 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
 		rc = rc ?: cu->device_uuid(&uuid, dev);
 		if (rc != CUDA_SUCCESS) {
 			say(r, FAIL, "device %d: query failed: %s", i, cu_err(cu, rc));
@@ -461,16 +494,18 @@ static int check_devices(struct report *r, const struct jc_toolchain *tc, struct
 		}
 		/* nvidia-smi's spelling of the UUID. */
 		say(r, OK,
-		    "device %d: %s, compute capability %d.%d, GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
+		    "device %d: %s, compute capability %d.%d, "
+		    "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
 		    "%02x%02x-%02x%02x%02x%02x%02x%02x",
-		    i, name, major, minor, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-		    u[10], u[11], u[12], u[13], u[14], u[15]);
+		    i, name, major, minor, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8],
+		    u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 		snprintf(arch, sizeof(arch), "sm_%d%d", major, minor);
 		if (jc__toolchain_supports_arch(tc, arch))
 			say(r, OK, "device %d: NVRTC %s can target %s", i, tc->nvrtc_version, arch);
 		else
-			say(r, WARN, "device %d: NVRTC %s cannot target %s: only PTX of an older "
-				     "architecture, JIT-compiled by the driver, will run there",
+			say(r, WARN,
+			    "device %d: NVRTC %s cannot target %s: only PTX of an older "
+			    "architecture, JIT-compiled by the driver, will run there",
 			    i, tc->nvrtc_version, arch);
 		if (i == 0) {
 			*cc0 = major * 10 + minor;
@@ -490,11 +525,15 @@ static void check_runtime(struct report *r)
 	int (*get)(int *) = lib ? (int (*)(int *))dlsym(lib, "cudaRuntimeGetVersion") : NULL;
 	int v = 0;
 	if (get && get(&v) == 0 && v > 0)
-		say(r, INFO, "CUDA runtime %d.%d (%s); jitcache itself uses NVRTC, nvJitLink and the "
-			     "driver API only", v / 1000, v % 1000 / 10, name);
+		say(r, INFO,
+		    "CUDA runtime %d.%d (%s); jitcache itself uses NVRTC, nvJitLink and the "
+		    "driver API only",
+		    v / 1000, v % 1000 / 10, name);
 	else
-		say(r, INFO, "CUDA runtime: %s not found (jitcache does not need it); built against "
-			     "CUDA %d.%d headers", name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+		say(r, INFO,
+		    "CUDA runtime: %s not found (jitcache does not need it); built against "
+		    "CUDA %d.%d headers",
+		    name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
 	if (lib)
 		dlclose(lib);
 }
@@ -517,13 +556,17 @@ static void check_identity(struct report *r, struct jc_cachedir *cd, const char 
 	}
 	const uint64_t entries = h.entries, kept = h.requests;
 	if (entries && mine * 2 < entries)
-		say(r, WARN, "%" PRIu64 " of %" PRIu64 " entries were made by another toolchain than the "
+		say(r, WARN,
+		    "%" PRIu64 " of %" PRIu64 " entries were made by another toolchain than the "
 		    "daemon's (%s): they miss until made again; run `jitcachectl warm` (%" PRIu64
-		    " requests kept%s)", entries - mine, entries, identity, kept,
+		    " requests kept%s)",
+		    entries - mine, entries, identity, kept,
 		    kept ? "" : ": none to re-warm, they fill again as clients ask");
 	else if (entries)
-		say(r, OK, "%" PRIu64 " of %" PRIu64 " entries are the daemon's toolchain's; %" PRIu64
-		    " requests kept for re-warm and export", mine, entries, kept);
+		say(r, OK,
+		    "%" PRIu64 " of %" PRIu64 " entries are the daemon's toolchain's; %" PRIu64
+		    " requests kept for re-warm and export",
+		    mine, entries, kept);
 }
 
 static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, uint64_t used,
@@ -532,7 +575,8 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 	struct stat st;
 	char err[512], path[4200];
 	if (stat(dir, &st) != 0) {
-		say(r, errno == ENOENT ? WARN : FAIL, "cache directory %s: %s%s", dir, strerror(errno),
+		say(r, errno == ENOENT ? WARN : FAIL, "cache directory %s: %s%s", dir,
+		    strerror(errno),
 		    errno == ENOENT ? " (jitcached creates it at its first start)" : "");
 		return;
 	}
@@ -542,12 +586,13 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 	}
 	int ours = st.st_uid == geteuid();
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		say(r, WARN, "cache directory %s is writable by group or others (mode %04o): its "
-			     "jitcached sets it to 0700 at start, and refuses what others put in it",
+		say(r, WARN,
+		    "cache directory %s is writable by group or others (mode %04o): its "
+		    "jitcached sets it to 0700 at start, and refuses what others put in it",
 		    dir, (unsigned)(st.st_mode & 07777));
 	else if (ours)
-		say(r, OK, "cache directory %s: ours, mode %04o%s", dir, (unsigned)(st.st_mode & 07777),
-		    access(dir, W_OK) == 0 ? ", writable" : "");
+		say(r, OK, "cache directory %s: ours, mode %04o%s", dir,
+		    (unsigned)(st.st_mode & 07777), access(dir, W_OK) == 0 ? ", writable" : "");
 	else
 		say(r, INFO, "cache directory %s belongs to uid %u (a system daemon's?): mode %04o",
 		    dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
@@ -561,13 +606,16 @@ static void check_cache_dir(struct report *r, const char *dir, uint64_t budget, 
 		uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 		uint64_t room = budget > used ? budget - used : 0;
 		if (budget && free_bytes < room)
-			say(r, WARN, "%" PRIu64 " MiB free, less than the %" PRIu64 " MiB the budget still "
-				     "allows: the disk fills before eviction starts; lower --max-size",
+			say(r, WARN,
+			    "%" PRIu64 " MiB free, less than the %" PRIu64 " MiB the budget still "
+			    "allows: the disk fills before eviction starts; lower --max-size",
 			    free_bytes >> 20, room >> 20);
 		else if (free_bytes < (1ull << 30))
-			say(r, WARN, "only %" PRIu64 " MiB free on the cache filesystem", free_bytes >> 20);
+			say(r, WARN, "only %" PRIu64 " MiB free on the cache filesystem",
+			    free_bytes >> 20);
 		else
-			say(r, OK, "%" PRIu64 " MiB free on the cache filesystem", free_bytes >> 20);
+			say(r, OK, "%" PRIu64 " MiB free on the cache filesystem",
+			    free_bytes >> 20);
 	}
 	snprintf(path, sizeof(path), "%s/index.sqlite", dir);
 	struct jc_cachedir *cd = NULL;
@@ -600,7 +648,8 @@ static void check_remote(struct report *r, const struct jc_record *s)
 	const char *u = url && !url->is_int ? url->s : "?";
 	const char *err = last && !last->is_int && last->s[0] ? last->s : "no error recorded";
 	if (strcmp(state->s, "down") == 0)
-		say(r, FAIL, "remote tier %s is down: %s (requests compile locally meanwhile)", u, err);
+		say(r, FAIL, "remote tier %s is down: %s (requests compile locally meanwhile)", u,
+		    err);
 	else if (strcmp(state->s, "degraded") == 0)
 		say(r, WARN, "remote tier %s is degraded: %s", u, err);
 	else if (rtt && rtt->is_int && rtt->i >= 0)
@@ -615,8 +664,10 @@ static void check_remote(struct report *r, const struct jc_record *s)
 		say(r, OK, "remote tier accepts writes");
 	const struct jc_kv *uns = jc__record_get(s, "remote_unsigned");
 	if (uns && uns->is_int && uns->i)
-		say(r, WARN, "remote tier values are unsigned (--remote-unsigned): anyone who can write "
-		    "to %s can forge one; give every daemon of the fleet --remote-secret-file", u);
+		say(r, WARN,
+		    "remote tier values are unsigned (--remote-unsigned): anyone who can write "
+		    "to %s can forge one; give every daemon of the fleet --remote-secret-file",
+		    u);
 	else if (uns && uns->is_int)
 		say(r, OK, "remote tier values are signed (--remote-secret-file)");
 }
@@ -640,7 +691,8 @@ static void check_daemon(struct report *r, const char *socket_path, const char *
 	rc = rc ?: jc_options_set_cache_dir(o, cache_dir);
 	rc = rc ?: jc__client_new(o, &c);
 	if (rc == 0 && jc__client_search(c) != 0) {
-		say(r, WARN, "no daemon answers%s%s: %s (start jitcached, or the jitcached.socket unit)",
+		say(r, WARN,
+		    "no daemon answers%s%s: %s (start jitcached, or the jitcached.socket unit)",
 		    socket_path ? " on " : "", socket_path ? socket_path : "", jc_client_errmsg(c));
 		jc_client_close(c);
 		jc_options_free(o);
@@ -654,7 +706,8 @@ static void check_daemon(struct report *r, const char *socket_path, const char *
 	socket_path = jc__client_socket(c);
 	if (jc__client_daemon_dir(c))
 		snprintf(dir, len, "%s", jc__client_daemon_dir(c));
-	struct jc_admin_req version = {.command = (char *)"version"}, stats = {.command = (char *)"stats"};
+	struct jc_admin_req version = {.command = (char *)"version"},
+			    stats = {.command = (char *)"stats"};
 	struct jc_admin_reply v = {0}, s = {0};
 	if (jc__client_admin(c, &version, &v) == 0 && v.status == 0 && v.n_rec) {
 		const struct jc_kv *pid = jc__record_get(&v.rec[0], "daemon_pid");
@@ -663,8 +716,8 @@ static void check_daemon(struct report *r, const char *socket_path, const char *
 		say(r, OK, "daemon answers on %s: pid %" PRId64 ", jitcache %s", socket_path,
 		    pid && pid->is_int ? pid->i : -1, ver && !ver->is_int ? ver->s : "?");
 		if (tc && id && !id->is_int && strcmp(id->s, tc->nvrtc_id) != 0)
-			say(r, WARN, "the daemon's NVRTC (%s) is not this jitcachectl's (%s)", id->s,
-			    tc->nvrtc_id);
+			say(r, WARN, "the daemon's NVRTC (%s) is not this jitcachectl's (%s)",
+			    id->s, tc->nvrtc_id);
 		const struct jc_kv *builds = jc__record_get(&v.rec[0], "nvrtc_builds");
 		if (builds && !builds->is_int)
 			say(r, OK, "NVRTC builds applications asked the daemon for: %s", builds->s);
@@ -680,17 +733,23 @@ static void check_daemon(struct report *r, const char *socket_path, const char *
 		/* Which kernel confinement the compile workers apply (confine.h). */
 		const struct jc_kv *cf = jc__record_get(&s.rec[0], "confinement");
 		if (cf && !cf->is_int && strcmp(cf->s, "none") == 0)
-			say(r, WARN, "compile workers are not confined by the kernel (confinement none): "
+			say(r, WARN,
+			    "compile workers are not confined by the kernel (confinement none): "
 			    "NVRTC's file access is limited by the worker's own checks only");
 		else if (cf && !cf->is_int)
-			say(r, OK, "compile workers confined: %s (NVRTC reads only the toolkit tree and "
-			    "each request's include directories)", cf->s);
+			say(r, OK,
+			    "compile workers confined: %s (NVRTC reads only the toolkit tree and "
+			    "each request's include directories)",
+			    cf->s);
 		const struct jc_kv *full = jc__record_get(&s.rec[0], "disk_full");
 		const struct jc_kv *fb = jc__record_get(&s.rec[0], "disk_free_bytes");
 		if (full && full->is_int && full->i)
-			say(r, FAIL, "disk full: %" PRId64 " KiB free on the cache's file system; the daemon "
+			say(r, FAIL,
+			    "disk full: %" PRId64
+			    " KiB free on the cache's file system; the daemon "
 			    "serves hits but stores nothing until space returns (free space, or "
-			    "`jitcachectl purge`)", fb && fb->is_int ? fb->i >> 10 : -1);
+			    "`jitcachectl purge`)",
+			    fb && fb->is_int ? fb->i >> 10 : -1);
 		check_remote(r, &s.rec[0]);
 		const struct jc_kv *id = jc__record_get(&s.rec[0], "identity");
 		if (id && !id->is_int)
@@ -733,14 +792,20 @@ static void check_reach(struct report *r)
 		char gname[64];
 		snprintf(gname, sizeof(gname), "%s", g ? g->gr_name : "?");
 		int may = geteuid() == 0 || (st.st_uid == geteuid() ? st.st_mode & 0200
-					     : in_group(st.st_gid) ? st.st_mode & 0020 : st.st_mode & 0002);
+					     : in_group(st.st_gid)  ? st.st_mode & 0020
+								    : st.st_mode & 0002);
 		if (may)
-			say(r, OK, "system daemon socket %s (group %s, mode %04o): this user may use it", sys,
-			    gname, (unsigned)(st.st_mode & 07777));
+			say(r, OK,
+			    "system daemon socket %s (group %s, mode %04o): this user may use it",
+			    sys, gname, (unsigned)(st.st_mode & 07777));
 		else
-			say(r, WARN, "system daemon socket %s (group %s, mode %04o): this user may not use it "
-			    "(not in group %s: an admin runs `usermod -aG %s %s`, then log in again)", sys,
-			    gname, (unsigned)(st.st_mode & 07777), gname, gname, getenv("USER") ? getenv("USER") : "USER");
+			say(r, WARN,
+			    "system daemon socket %s (group %s, mode %04o): this user may not use "
+			    "it "
+			    "(not in group %s: an admin runs `usermod -aG %s %s`, then log in "
+			    "again)",
+			    sys, gname, (unsigned)(st.st_mode & 07777), gname, gname,
+			    getenv("USER") ? getenv("USER") : "USER");
 	} else if (sys) {
 		say(r, INFO, "no system daemon socket at %s", sys);
 	}
@@ -749,12 +814,15 @@ static void check_reach(struct report *r)
 	} else {
 		struct ucred cred;
 		socklen_t cl = sizeof(cred);
-		int other = getsockopt(jc__client_fd(c), SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
-			    cred.uid != geteuid();
-		say(r, OK, "this user's programs reach the daemon on %s (pid %u%s%s)", jc__client_socket(c),
-		    (unsigned)jc__client_daemon_pid(c), sys && strcmp(jc__client_socket(c), sys) == 0
-		    ? ", the system daemon" : "", other ? ", another uid: the client reads and sends the "
-		    "include files, the daemon opens none of this user's paths" : ", this uid");
+		int other =
+		    getsockopt(jc__client_fd(c), SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+		    cred.uid != geteuid();
+		say(r, OK, "this user's programs reach the daemon on %s (pid %u%s%s)",
+		    jc__client_socket(c), (unsigned)jc__client_daemon_pid(c),
+		    sys && strcmp(jc__client_socket(c), sys) == 0 ? ", the system daemon" : "",
+		    other ? ", another uid: the client reads and sends the "
+			    "include files, the daemon opens none of this user's paths"
+			  : ", this uid");
 	}
 	jc_client_close(c);
 }
@@ -775,8 +843,9 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 		say(&r, INFO, "toolkit headers %s (%s)",
 		    tc.toolkit_include[0] ? tc.toolkit_include : "(none)", tc.toolkit_include_id);
 		if (tc.fatbin_tool == JC_FATBIN_NONE)
-			say(&r, WARN, "no fatbin tool (nvFatbin or fatbinary) in this toolkit: requests for "
-				      "several architectures (--arch sm_80,sm_90,...) are refused");
+			say(&r, WARN,
+			    "no fatbin tool (nvFatbin or fatbinary) in this toolkit: requests for "
+			    "several architectures (--arch sm_80,sm_90,...) are refused");
 		else
 			say(&r, OK, "fatbins by %s (%s)", tc.fatbin_path, tc.fatbin_id);
 	} else {
@@ -803,8 +872,8 @@ int jc__doctor(const char *socket_path, const char *cache_dir)
 	char identity[sizeof(tc.summary)] = "";
 	if (have_tc)
 		snprintf(identity, sizeof(identity), "%s", tc.summary);
-	check_daemon(&r, socket_path, cache_dir, have_tc ? &tc : NULL, &budget, &used, dir, sizeof(dir),
-		     identity, sizeof(identity));
+	check_daemon(&r, socket_path, cache_dir, have_tc ? &tc : NULL, &budget, &used, dir,
+		     sizeof(dir), identity, sizeof(identity));
 	if (!socket_path)
 		check_reach(&r);
 	if (!cache_dir && (dir[0] || jc__default_cache_dir(dir, sizeof(dir)) == 0))

@@ -18,47 +18,49 @@
 struct jc_options {
 	char *socket, *cache_dir, *system_socket, *daemon, *nvrtc;
 	int system_socket_set; /* system_socket was given (NULL there: skip) */
-	int autostart;         /* -1 unset, 0, 1 */
+	int autostart;	       /* -1 unset, 0, 1 */
 	int idle_exit_s;       /* 0 unset */
-	int fallback;          /* 0 unset, else jc_fallback */
-	int retries;           /* -1 unset */
+	int fallback;	       /* 0 unset, else jc_fallback */
+	int retries;	       /* -1 unset */
 	jc_log_cb log;
 	void *log_ctx;
 };
 
 struct jc_client {
-	int fd;                /* -1: no daemon (fallback mode) */
-	unsigned forks;        /* fork_count when fd was connected */
+	int fd;		/* -1: no daemon (fallback mode) */
+	unsigned forks; /* fork_count when fd was connected */
 	struct jc_buf in, out;
-	uint64_t spin_ns;      /* poll for the answer this long; 0 never */
-	int timeout_ms;        /* wait for an answer at most this long; -1 forever */
-	int fast;              /* the last answer came within spin_ns */
-	int broken;            /* the last round trip failed in transport: mend and resend */
+	uint64_t spin_ns; /* poll for the answer this long; 0 never */
+	int timeout_ms;	  /* wait for an answer at most this long; -1 forever */
+	int fast;	  /* the last answer came within spin_ns */
+	int broken;	  /* the last round trip failed in transport: mend and resend */
 	/* How to find a daemon (resolved at open; strings owned). */
-	char *socket;          /* step 1: only this socket */
-	char *cache_dir;       /* step 1: only the daemon of this directory (absolute) */
+	char *socket;		   /* step 1: only this socket */
+	char *cache_dir;	   /* step 1: only the daemon of this directory (absolute) */
 	uint64_t dir_dev, dir_ino; /* its identity, sent in HELLO (0: any directory) */
-	char *system_socket;   /* step 4; NULL: skipped */
+	char *system_socket;	   /* step 4; NULL: skipped */
 	int autostart, fallback, retries, idle_exit_s;
 	char *daemon, *nvrtc;
-	char *nvrtc_id;        /* identity of nvrtc (elf_id.h), sent with each compile; NULL until read */
+	char *nvrtc_id; /* identity of nvrtc (elf_id.h), sent with each compile; NULL until read */
 	jc_log_cb log;
 	void *log_ctx;
 	uint64_t autostart_after_ns; /* no auto-start before (after one failed) */
-	char autostart_err[1024]; /* why the last one failed */
-	int warned;            /* the fallback warning was given */
-	char fallback_warn[160]; /* why $JITCACHE_FALLBACK is not used as given ("": it is) */
+	char autostart_err[1024];    /* why the last one failed */
+	int warned;		     /* the fallback warning was given */
+	char fallback_warn[160];     /* why $JITCACHE_FALLBACK is not used as given ("": it is) */
 	/* The daemon connected to. */
 	char sock[SUN_PATH_MAX];
 	uint32_t daemon_pid;
-	uint32_t proto;        /* the protocol version its handshake agreed on */
-	int daemon_other_uid;  /* it runs as another uid (SO_PEERCRED): send include trees */
-	int send_trees;        /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
-	struct jc_tree_cache *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
+	uint32_t proto;	      /* the protocol version its handshake agreed on */
+	int daemon_other_uid; /* it runs as another uid (SO_PEERCRED): send include trees */
+	int send_trees;	      /* JITCACHE_SEND_HEADERS=1: send them to any daemon */
+	struct jc_tree_cache
+	    *trees; /* the trees' memo and manifest (tree.c); NULL until one is sent */
 	char *daemon_dir;
-	char *archs, *nvrtc_version; /* its NVRTC's, from HELLO_OK (v3); NULL from an older daemon */
+	char *archs,
+	    *nvrtc_version;   /* its NVRTC's, from HELLO_OK (v3); NULL from an older daemon */
 	char *daemon_toolkit; /* HELLO_OK's toolkit_include (NULL: none) */
-	char why_none[1024];   /* why no daemon could be had (fallback mode) */
+	char why_none[1024];  /* why no daemon could be had (fallback mode) */
 	char errmsg[1024];
 };
 
@@ -73,7 +75,7 @@ struct jc_result {
 
 /* A message to the application's log callback, if c has one. */
 void jc__client_say(const jc_client *c, int level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Fills c's settings from o (may be NULL) and the environment. 0, or
  * JC_EINVAL / JC_ENOMEM with a message in err. */
 int jc__client_resolve(jc_client *c, const jc_options *o, char *err, size_t errlen);

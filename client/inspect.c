@@ -21,8 +21,8 @@ static void text_kernel(FILE *f, const struct jc_art_kernel *k)
 	if (k->stack_bytes >= 0)
 		fprintf(f, "%s%" PRId64 " bytes stack frame", sep, k->stack_bytes), sep = ", ";
 	if (k->max_threads[0])
-		fprintf(f, "%slaunch bounds %" PRIu32 "x%" PRIu32 "x%" PRIu32, sep, k->max_threads[0],
-			k->max_threads[1], k->max_threads[2]);
+		fprintf(f, "%slaunch bounds %" PRIu32 "x%" PRIu32 "x%" PRIu32, sep,
+			k->max_threads[0], k->max_threads[1], k->max_threads[2]);
 	fputc('\n', f);
 }
 
@@ -36,7 +36,8 @@ static void text(FILE *f, const char *source, const struct jc_artifact *a)
 		const struct jc_art_image *im = &a->images[i];
 		char target[4 * sizeof(im->target)];
 		jc__log_escape(im->target[0] ? im->target : "?", target, sizeof(target));
-		fprintf(f, "  %-12s %-6s %" PRIu64 " bytes", target, jc__art_kind_name(im->kind), im->size);
+		fprintf(f, "  %-12s %-6s %" PRIu64 " bytes", target, jc__art_kind_name(im->kind),
+			im->size);
 		if (im->compression[0])
 			fprintf(f, " (%s, %" PRIu64 " stored)", im->compression, im->stored_size);
 		if (im->ptx_isa[0]) {
@@ -62,25 +63,29 @@ static void json(FILE *f, const char *source, const struct jc_artifact *a)
 	fprintf(f, ", \"kind\": \"%s\", \"images\": [", jc__art_kind_name(a->kind));
 	for (size_t i = 0; i < a->n_images; i++) {
 		const struct jc_art_image *im = &a->images[i];
-		fprintf(f, "%s{\"kind\": \"%s\", \"target\": ", i ? ", " : "", jc__art_kind_name(im->kind));
+		fprintf(f, "%s{\"kind\": \"%s\", \"target\": ", i ? ", " : "",
+			jc__art_kind_name(im->kind));
 		jc__json_str(f, im->target);
 		fputs(", \"ptx_isa\": ", f);
 		jc__json_str(f, im->ptx_isa);
-		fprintf(f, ", \"size\": %" PRIu64 ", \"stored_size\": %" PRIu64 ", \"compression\": \"%s\", "
-			"\"decoded\": %s, \"producer\": ", im->size, im->stored_size, im->compression,
-			im->decoded ? "true" : "false");
+		fprintf(f,
+			", \"size\": %" PRIu64 ", \"stored_size\": %" PRIu64
+			", \"compression\": \"%s\", "
+			"\"decoded\": %s, \"producer\": ",
+			im->size, im->stored_size, im->compression, im->decoded ? "true" : "false");
 		jc__json_str(f, im->producer);
 		fputs(", \"kernels\": [", f);
 		for (size_t j = 0; j < im->n_kernels; j++) {
 			const struct jc_art_kernel *k = &im->kernels[j];
 			fprintf(f, "%s{\"name\": ", j ? ", " : "");
 			jc__json_str(f, k->name);
-			fprintf(f, ", \"registers\": %" PRId32 ", \"shared_bytes\": %" PRId64
-				", \"stack_bytes\": %" PRId64 ", \"max_threads\": ", k->registers,
-				k->shared_bytes, k->stack_bytes);
+			fprintf(f,
+				", \"registers\": %" PRId32 ", \"shared_bytes\": %" PRId64
+				", \"stack_bytes\": %" PRId64 ", \"max_threads\": ",
+				k->registers, k->shared_bytes, k->stack_bytes);
 			if (k->max_threads[0])
-				fprintf(f, "[%" PRIu32 ", %" PRIu32 ", %" PRIu32 "]}", k->max_threads[0],
-					k->max_threads[1], k->max_threads[2]);
+				fprintf(f, "[%" PRIu32 ", %" PRIu32 ", %" PRIu32 "]}",
+					k->max_threads[0], k->max_threads[1], k->max_threads[2]);
 			else
 				fputs("[]}", f);
 		}

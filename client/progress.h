@@ -13,10 +13,10 @@
 
 struct jc_progress {
 	FILE *f;
-	const char *what;    /* borrowed, e.g. "warm" */
+	const char *what; /* borrowed, e.g. "warm" */
 	int tty;
 	uint64_t t0_ns, last_ns;
-	uint64_t last_done;  /* done + failed at the last line */
+	uint64_t last_done; /* done + failed at the last line */
 };
 
 /* Starts p on f (borrowed) for what (borrowed). */

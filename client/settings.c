@@ -17,7 +17,7 @@
 #include "common/util.h"
 #include "config.h"
 
-#define RETRIES_DEFAULT 5
+#define RETRIES_DEFAULT	  5
 #define IDLE_EXIT_DEFAULT 600
 
 void jc__client_say(const jc_client *c, int level, const char *fmt, ...)
@@ -52,8 +52,10 @@ static int fallback_env(char *warn, size_t len)
 	for (; v[i] && i < sizeof(shown) - 4; i++)
 		shown[i] = v[i] > 0x20 && v[i] < 0x7f ? v[i] : '?';
 	snprintf(shown + i, sizeof(shown) - i, "%s", v[i] ? "..." : "");
-	snprintf(warn, len, "jitcache: JITCACHE_FALLBACK=%s is neither \"compile\" nor \"error\" (lower "
-		 "case): using compile, the default", shown);
+	snprintf(warn, len,
+		 "jitcache: JITCACHE_FALLBACK=%s is neither \"compile\" nor \"error\" (lower "
+		 "case): using compile, the default",
+		 shown);
 	return JC_FALLBACK_COMPILE;
 }
 
@@ -80,7 +82,8 @@ int jc__client_resolve(jc_client *c, const jc_options *o, char *err, size_t errl
 	if (o->cache_dir && o->cache_dir[0] != '/') {
 		if (!getcwd(cwd, sizeof(cwd)))
 			return jc__fail(err, errlen, JC_EINVAL,
-					"cannot resolve cache directory %s: %s", o->cache_dir, strerror(errno));
+					"cannot resolve cache directory %s: %s", o->cache_dir,
+					strerror(errno));
 		if (asprintf(&c->cache_dir, "%s/%s", cwd, o->cache_dir) < 0)
 			c->cache_dir = NULL;
 	} else {
@@ -93,17 +96,21 @@ int jc__client_resolve(jc_client *c, const jc_options *o, char *err, size_t errl
 	c->system_socket = v && *v ? strdup(v) : NULL;
 	c->autostart = o->autostart >= 0 ? o->autostart : env_bool("JITCACHE_AUTOSTART", 1);
 	c->send_trees = env_bool("JITCACHE_SEND_HEADERS", 0);
-	c->fallback = o->fallback ? o->fallback : fallback_env(c->fallback_warn, sizeof(c->fallback_warn));
+	c->fallback =
+	    o->fallback ? o->fallback : fallback_env(c->fallback_warn, sizeof(c->fallback_warn));
 	c->retries = o->retries >= 0 ? o->retries : RETRIES_DEFAULT;
 	v = secure_getenv("JITCACHE_AUTOSTART_IDLE_EXIT");
-	c->idle_exit_s = o->idle_exit_s ? o->idle_exit_s : v && atoi(v) > 0 ? atoi(v) : IDLE_EXIT_DEFAULT;
+	c->idle_exit_s = o->idle_exit_s	    ? o->idle_exit_s
+			 : v && atoi(v) > 0 ? atoi(v)
+					    : IDLE_EXIT_DEFAULT;
 	c->daemon = dup_or_null(o->daemon);
 	c->nvrtc = dup_or_null(o->nvrtc ? o->nvrtc : secure_getenv("JITCACHE_REAL_NVRTC"));
 	c->log = o->log;
 	c->log_ctx = o->log_ctx;
 	if (c->fallback_warn[0])
 		jc__client_say(c, JC_LOG_WARNING, "%s", c->fallback_warn);
-	if ((o->socket && !c->socket) || (o->cache_dir && !c->cache_dir) || (o->daemon && !c->daemon))
+	if ((o->socket && !c->socket) || (o->cache_dir && !c->cache_dir) ||
+	    (o->daemon && !c->daemon))
 		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	if (c->cache_dir) {
 		struct stat st;
@@ -127,12 +134,18 @@ void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, vo
 {
 	char buf[4200], dir[4096];
 	const char *v, *xdg = secure_getenv("XDG_RUNTIME_DIR");
-	emit("socket", c->socket ? c->socket : "(none: search)", c->socket ? "--socket" : "default", ctx);
+	emit("socket", c->socket ? c->socket : "(none: search)", c->socket ? "--socket" : "default",
+	     ctx);
 	if (c->cache_dir)
 		emit("cache_dir", c->cache_dir, "--cache-dir", ctx);
 	else if (jc__default_cache_dir(dir, sizeof(dir)) == 0)
-		emit("cache_dir", dir, secure_getenv("JITCACHE_DIR") && *secure_getenv("JITCACHE_DIR") ? "JITCACHE_DIR"
-			 : secure_getenv("XDG_CACHE_HOME") && *secure_getenv("XDG_CACHE_HOME") ? "XDG_CACHE_HOME" : "HOME", ctx);
+		emit("cache_dir", dir,
+		     secure_getenv("JITCACHE_DIR") && *secure_getenv("JITCACHE_DIR")
+			 ? "JITCACHE_DIR"
+		     : secure_getenv("XDG_CACHE_HOME") && *secure_getenv("XDG_CACHE_HOME")
+			 ? "XDG_CACHE_HOME"
+			 : "HOME",
+		     ctx);
 	v = secure_getenv("JITCACHE_SOCKET");
 	emit("search.env_socket", v && *v ? v : "(unset)", "JITCACHE_SOCKET", ctx);
 	snprintf(buf, sizeof(buf), "%s%s", xdg && *xdg ? xdg : "(unset XDG_RUNTIME_DIR)",
@@ -140,17 +153,28 @@ void jc__client_config(const jc_options *o, jc_client *c, jc__config_fn emit, vo
 	emit("search.user_socket", buf, "XDG_RUNTIME_DIR", ctx);
 	emit("search.system_socket", c->system_socket ? c->system_socket : "(skipped)",
 	     env_src("JITCACHE_SYSTEM_SOCKET", o && o->system_socket_set), ctx);
-	emit("autostart", c->autostart ? "1" : "0", env_src("JITCACHE_AUTOSTART", o && o->autostart >= 0), ctx);
+	emit("autostart", c->autostart ? "1" : "0",
+	     env_src("JITCACHE_AUTOSTART", o && o->autostart >= 0), ctx);
 	v = secure_getenv("JITCACHED");
-	emit("autostart.daemon", c->daemon ? c->daemon : v && *v ? v : JC_SBINDIR "/jitcached, else PATH",
-	     c->daemon ? "option" : v && *v ? "JITCACHED" : "default", ctx);
+	emit("autostart.daemon",
+	     c->daemon ? c->daemon
+	     : v && *v ? v
+		       : JC_SBINDIR "/jitcached, else PATH",
+	     c->daemon ? "option"
+	     : v && *v ? "JITCACHED"
+		       : "default",
+	     ctx);
 	snprintf(buf, sizeof(buf), "%d s", c->idle_exit_s);
-	emit("autostart.idle_exit", buf, env_src("JITCACHE_AUTOSTART_IDLE_EXIT", o && o->idle_exit_s), ctx);
-	snprintf(buf, sizeof(buf), "%s%s%s", c->fallback == JC_FALLBACK_COMPILE ? "compile" : "error",
+	emit("autostart.idle_exit", buf,
+	     env_src("JITCACHE_AUTOSTART_IDLE_EXIT", o && o->idle_exit_s), ctx);
+	snprintf(buf, sizeof(buf), "%s%s%s",
+		 c->fallback == JC_FALLBACK_COMPILE ? "compile" : "error",
 		 c->fallback_warn[0] ? " -- " : "", c->fallback_warn);
 	emit("fallback", buf, env_src("JITCACHE_FALLBACK", o && o->fallback), ctx);
-	emit("fallback.nvrtc", c->nvrtc ? c->nvrtc : "libnvrtc.so (the toolkit's soname), search path, then "
-	     JC_CUDA_LIBDIR, c->nvrtc ? env_src("JITCACHE_REAL_NVRTC", o && o->nvrtc) : "default", ctx);
+	emit("fallback.nvrtc",
+	     c->nvrtc ? c->nvrtc
+		      : "libnvrtc.so (the toolkit's soname), search path, then " JC_CUDA_LIBDIR,
+	     c->nvrtc ? env_src("JITCACHE_REAL_NVRTC", o && o->nvrtc) : "default", ctx);
 	snprintf(buf, sizeof(buf), "%d", c->retries);
 	emit("retries", buf, o && o->retries >= 0 ? "option" : "default", ctx);
 	snprintf(buf, sizeof(buf), "%llu us", (unsigned long long)(c->spin_ns / 1000));

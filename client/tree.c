@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client-read include trees (client_internal.h; docs/team-daemon.md): the client scans its own include directories with the daemon's
- * scanner (common/includes.c) and sends what a compile may read, as
- * "I/REL" names of its -I directories, so that a daemon of another uid
- * opens none of the client's paths.
+ * Client-read include trees (client_internal.h; docs/team-daemon.md): the client scans its own
+ * include directories with the daemon's scanner (common/includes.c) and sends what a compile may
+ * read, as "I/REL" names of its -I directories, so that a daemon of another uid opens none of the
+ * client's paths.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +29,7 @@
 #define TREE_MEMO_FILES	   65536
 /* inotify watches one client process may hold for its trees (a CCCL copy
  * needs about 1,700; fs.inotify.max_user_watches bounds all of a user's). */
-#define TREE_MAX_WATCHES   16384
+#define TREE_MAX_WATCHES 16384
 
 /* Reads path whole into *data (malloc'd) when its bytes still hash to
  * hash; JC_EIO with a message otherwise. */
@@ -81,8 +81,8 @@ struct jc_tree_cache {
 	 * descriptor, and a read there would take the parent's events. */
 	struct jc_watch *watch;
 	pid_t watch_pid;
-	int watch_off;   /* no inotify here, or JITCACHE_CLIENT_WATCHES=0 */
-	uint64_t stamp;  /* of set's tree; 0 = not watched */
+	int watch_off;	/* no inotify here, or JITCACHE_CLIENT_WATCHES=0 */
+	uint64_t stamp; /* of set's tree; 0 = not watched */
 	/* The key digest of set's tree (req.h, JC_TREE_DIGEST), while set is
 	 * unchanged: a lookup sends these 16 bytes instead of every hash. */
 	int has_digest;
@@ -173,8 +173,11 @@ static int fingerprint(const char *toolkit, const struct jc_req *in, uint8_t fp[
 static int tree_set(struct jc_tree_cache *tc, const char *toolkit, const struct jc_req *in,
 		    uint64_t *walk_ns, char *err, size_t errlen)
 {
-	const struct jc_inc_ctx ctx = {
-	    .memo = tc->memo, .toolkit_root = toolkit, .toolkit_refs = 1, .max_entries = TREE_MAX_ENTRIES, .max_file_size = TREE_MAX_FILE_SIZE};
+	const struct jc_inc_ctx ctx = {.memo = tc->memo,
+				       .toolkit_root = toolkit,
+				       .toolkit_refs = 1,
+				       .max_entries = TREE_MAX_ENTRIES,
+				       .max_file_size = TREE_MAX_FILE_SIZE};
 	uint8_t fp[16];
 	*walk_ns = 0;
 	if (fingerprint(toolkit, in, fp) != 0)
@@ -243,8 +246,8 @@ static int tree_blobs(const struct jc_tree_cache *tc, const struct jc_req *in, i
 		uint32_t type = e->kind == JC_INC_ABSENT    ? JC_TREE_ABSENT
 				: e->kind == JC_INC_TOOLKIT ? JC_TREE_TOOLKIT
 				: e->kind == JC_INC_DIR	    ? JC_TREE_DIR
-				: bytes			 ? JC_TREE_FILE
-							 : JC_TREE_HASH;
+				: bytes			    ? JC_TREE_FILE
+							    : JC_TREE_HASH;
 		if (type == JC_TREE_FILE)
 			rc = read_checked(e->path, e->hash, &data, &size, err, errlen);
 		int hashed = type == JC_TREE_HASH || type == JC_TREE_DIR;

@@ -11,13 +11,13 @@
 #include "common/util.h"
 #include "jitcache/jitcache.h"
 
-#define EM_CUDA 190
-#define STO_CUDA_ENTRY 0x10
-#define SHT_SYMTAB 2
-#define SHT_NOBITS 8
-#define FATBIN_MAGIC 0xba55ed50u
-#define NVVM_MAGIC 0x7f4e43edu
-#define FATBIN_FLAG_LZ4 0x2000u
+#define EM_CUDA		 190
+#define STO_CUDA_ENTRY	 0x10
+#define SHT_SYMTAB	 2
+#define SHT_NOBITS	 8
+#define FATBIN_MAGIC	 0xba55ed50u
+#define NVVM_MAGIC	 0x7f4e43edu
+#define FATBIN_FLAG_LZ4	 0x2000u
 #define FATBIN_FLAG_ZSTD 0x8000u
 
 enum { EIATTR_MAX_THREADS = 0x05, EIATTR_FRAME_SIZE = 0x11, EIATTR_REGCOUNT = 0x2f };
@@ -105,7 +105,7 @@ struct elf {
 	uint16_t shnum;
 	const uint8_t *shstr; /* section name table */
 	uint64_t shstr_size;
-	uint64_t extent;      /* bytes up to the end of the last header table */
+	uint64_t extent; /* bytes up to the end of the last header table */
 };
 
 /* Header of section i (checked by elf_open). */
@@ -139,8 +139,10 @@ static int sec_data(const struct elf *e, unsigned i, const uint8_t **p, uint64_t
 	if (u32(h + 4) == SHT_NOBITS)
 		return 0;
 	if (!inside(off, sz, e->size))
-		return corrupt(err, errlen, "cubin: section %u (%llu bytes at %llu) runs past the end "
-			       "(%zu bytes)", i, (unsigned long long)sz, (unsigned long long)off, e->size);
+		return corrupt(err, errlen,
+			       "cubin: section %u (%llu bytes at %llu) runs past the end "
+			       "(%zu bytes)",
+			       i, (unsigned long long)sz, (unsigned long long)off, e->size);
 	*p = e->d + off;
 	return 0;
 }
@@ -152,32 +154,41 @@ static int elf_open(struct elf *e, const uint8_t *d, size_t size, char *err, siz
 	if (size < 64)
 		return corrupt(err, errlen, "cubin: %zu bytes, shorter than an ELF64 header", size);
 	if (d[4] != 2 || d[5] != 1)
-		return jc__fail(err, errlen, JC_EINVAL, "an ELF file, but not 64-bit little-endian "
+		return jc__fail(err, errlen, JC_EINVAL,
+				"an ELF file, but not 64-bit little-endian "
 				"as a cubin is");
 	if (u16(d + 18) != EM_CUDA)
-		return jc__fail(err, errlen, JC_EINVAL, "an ELF file for machine %u, not a CUDA "
-				"cubin (EM_CUDA, 190)", u16(d + 18));
+		return jc__fail(err, errlen, JC_EINVAL,
+				"an ELF file for machine %u, not a CUDA "
+				"cubin (EM_CUDA, 190)",
+				u16(d + 18));
 	e->shoff = u64(d + 40);
 	e->shnum = u16(d + 60);
 	unsigned shstrndx = u16(d + 62);
 	if (e->shnum && u16(d + 58) != 64)
-		return corrupt(err, errlen, "cubin: section headers of %u bytes, not 64", u16(d + 58));
+		return corrupt(err, errlen, "cubin: section headers of %u bytes, not 64",
+			       u16(d + 58));
 	if (!inside(e->shoff, (uint64_t)e->shnum * 64, size))
-		return corrupt(err, errlen, "cubin: %u section headers at %llu run past the end (%zu "
-			       "bytes)", e->shnum, (unsigned long long)e->shoff, size);
+		return corrupt(err, errlen,
+			       "cubin: %u section headers at %llu run past the end (%zu "
+			       "bytes)",
+			       e->shnum, (unsigned long long)e->shoff, size);
 	if (e->shnum == 0)
 		return corrupt(err, errlen, "cubin: no section headers");
 	uint64_t phoff = u64(d + 32);
 	unsigned phnum = u16(d + 56), phentsize = u16(d + 54);
 	if (phnum && (phentsize != 56 || !inside(phoff, (uint64_t)phnum * 56, size)))
-		return corrupt(err, errlen, "cubin: %u program headers of %u bytes at %llu do not fit in "
-			       "%zu bytes", phnum, phentsize, (unsigned long long)phoff, size);
+		return corrupt(err, errlen,
+			       "cubin: %u program headers of %u bytes at %llu do not fit in "
+			       "%zu bytes",
+			       phnum, phentsize, (unsigned long long)phoff, size);
 	/* The ELF's own extent: a container may pad it. */
 	e->extent = e->shoff + (uint64_t)e->shnum * 64;
 	if (phnum && phoff + (uint64_t)phnum * 56 > e->extent)
 		e->extent = phoff + (uint64_t)phnum * 56;
 	if (shstrndx >= e->shnum)
-		return corrupt(err, errlen, "cubin: section name table %u of %u", shstrndx, e->shnum);
+		return corrupt(err, errlen, "cubin: section name table %u of %u", shstrndx,
+			       e->shnum);
 	int rc = sec_data(e, shstrndx, &e->shstr, &e->shstr_size, err, errlen);
 	if (rc == 0 && !e->shstr)
 		return corrupt(err, errlen, "cubin: the section name table has no bytes");
@@ -197,8 +208,9 @@ static int find_section(const struct elf *e, const char *prefix, const char *nam
 }
 
 /* Calls fn for each record of an .nv.info section: attribute, value bytes. */
-static int nv_info(const uint8_t *p, uint64_t len, void (*fn)(void *, unsigned, const uint8_t *, unsigned),
-		   void *ctx, char *err, size_t errlen)
+static int nv_info(const uint8_t *p, uint64_t len,
+		   void (*fn)(void *, unsigned, const uint8_t *, unsigned), void *ctx, char *err,
+		   size_t errlen)
 {
 	uint64_t off = 0;
 	while (off + 4 <= len) {
@@ -209,8 +221,10 @@ static int nv_info(const uint8_t *p, uint64_t len, void (*fn)(void *, unsigned, 
 			continue;
 		}
 		if (off + 4 + n > len)
-			return corrupt(err, errlen, "cubin: .nv.info attribute 0x%02x of %u bytes runs past "
-				       "its section", attr, n);
+			return corrupt(err, errlen,
+				       "cubin: .nv.info attribute 0x%02x of %u bytes runs past "
+				       "its section",
+				       attr, n);
 		fn(ctx, attr, p + off + 4, n);
 		off += 4 + n;
 	}
@@ -221,7 +235,7 @@ struct info_ctx {
 	struct jc_art_image *im;
 	const uint32_t *sym_kernel; /* symbol index -> kernel index + 1 (0: none) */
 	uint64_t n_syms;
-	struct jc_art_kernel *k;    /* for .nv.info.NAME */
+	struct jc_art_kernel *k; /* for .nv.info.NAME */
 };
 
 static void global_info(void *ctx, unsigned attr, const uint8_t *v, unsigned n)
@@ -297,8 +311,8 @@ static int parse_cubin(const uint8_t *d, size_t size, struct jc_art_image *im, c
 	uint64_t syms_len, strs_len;
 	unsigned link = u32(shdr(&e, (unsigned)symtab) + 40);
 	if (link >= e.shnum)
-		return corrupt(err, errlen, "cubin: the symbol table names string table %u of %u", link,
-			       e.shnum);
+		return corrupt(err, errlen, "cubin: the symbol table names string table %u of %u",
+			       link, e.shnum);
 	if ((rc = sec_data(&e, (unsigned)symtab, &syms, &syms_len, err, errlen)) ||
 	    (rc = sec_data(&e, link, &strs, &strs_len, err, errlen)))
 		return rc;
@@ -314,7 +328,8 @@ static int parse_cubin(const uint8_t *d, size_t size, struct jc_art_image *im, c
 			continue;
 		const char *name = str_at(strs, strs_len, u32(s));
 		if (!name) {
-			rc = corrupt(err, errlen, "cubin: symbol %llu has its name outside the string table",
+			rc = corrupt(err, errlen,
+				     "cubin: symbol %llu has its name outside the string table",
 				     (unsigned long long)i);
 			break;
 		}
@@ -337,7 +352,8 @@ static int parse_cubin(const uint8_t *d, size_t size, struct jc_art_image *im, c
 	for (size_t i = 0; rc == 0 && i < im->n_kernels; i++) {
 		c.k = &im->kernels[i];
 		info = find_section(&e, ".nv.info.", c.k->name);
-		if (info >= 0 && (rc = sec_data(&e, (unsigned)info, &p, &len, err, errlen)) == 0 && p)
+		if (info >= 0 && (rc = sec_data(&e, (unsigned)info, &p, &len, err, errlen)) == 0 &&
+		    p)
 			rc = nv_info(p, len, kernel_info, &c, err, errlen);
 	}
 	free(sym_kernel);
@@ -380,9 +396,11 @@ static int parse_ptx(const uint8_t *d, size_t size, struct jc_art_image *im)
 		size_t n = (size_t)(le - p);
 		if (n > 9 && memcmp(p, ".version ", 9) == 0 && !im->ptx_isa[0]) {
 			size_t v = 0;
-			while (9 + v < n && ((p[9 + v] >= '0' && p[9 + v] <= '9') || p[9 + v] == '.'))
+			while (9 + v < n &&
+			       ((p[9 + v] >= '0' && p[9 + v] <= '9') || p[9 + v] == '.'))
 				v++;
-			snprintf(im->ptx_isa, sizeof(im->ptx_isa), "%.*s", (int)(v < 15 ? v : 15), p + 9);
+			snprintf(im->ptx_isa, sizeof(im->ptx_isa), "%.*s", (int)(v < 15 ? v : 15),
+				 p + 9);
 		} else if (n > 8 && memcmp(p, ".target ", 8) == 0 && !im->target[0]) {
 			size_t v = 0;
 			while (8 + v < n && ident_char(p[8 + v]))
@@ -419,7 +437,8 @@ static int parse_ltoir(const uint8_t *d, size_t size, struct jc_art_image *im, c
 {
 	im->kind = JC_ART_LTOIR;
 	if (size < 0x1c)
-		return corrupt(err, errlen, "LTO-IR: %zu bytes, shorter than its container header", size);
+		return corrupt(err, errlen, "LTO-IR: %zu bytes, shorter than its container header",
+			       size);
 	unsigned arch = u16(d + 0x1a);
 	if (arch >= 10 && arch < 100000 && arch % 10 == 0)
 		snprintf(im->target, sizeof(im->target), "lto_%u", arch / 10);
@@ -443,7 +462,10 @@ static int parse_image(const uint8_t *d, size_t size, struct jc_art_image *im, c
 	char start[32] = "";
 	for (size_t i = 0, o = 0; i < size && i < 4; i++)
 		o += (size_t)snprintf(start + o, sizeof(start) - o, "%s%02x",
-				      i ? " " : size > 4 ? ", starting " : ": ", d[i]);
+				      i		 ? " "
+				      : size > 4 ? ", starting "
+						 : ": ",
+				      d[i]);
 	return jc__fail(err, errlen, JC_EINVAL, "not a cubin, PTX, LTO-IR or fatbin (%zu bytes%s)",
 			size, start);
 }
@@ -461,19 +483,24 @@ static int fatbin_entry(const uint8_t *e, uint64_t hsize, uint64_t psize, struct
 	if (kind != 1 && kind != 2 && kind != 8)
 		return corrupt(err, errlen, "fatbin: image %zu has unknown kind %u", index, kind);
 	if ((flags & (FATBIN_FLAG_LZ4 | FATBIN_FLAG_ZSTD)) && (csize == 0 || csize > psize))
-		return corrupt(err, errlen, "fatbin: image %zu compressed to %u bytes in a payload of "
-			       "%llu", index, csize, (unsigned long long)psize);
+		return corrupt(err, errlen,
+			       "fatbin: image %zu compressed to %u bytes in a payload of "
+			       "%llu",
+			       index, csize, (unsigned long long)psize);
 	static const uint8_t zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
 	if ((flags & FATBIN_FLAG_ZSTD) && csize >= 4 && memcmp(payload, zstd_magic, 4) == 0) {
 		if (full == 0 || full > JC_ART_MAX_DECODED)
-			return jc__fail(err, errlen, full ? JC_ETOOBIG : JC_ECORRUPT, "fatbin: image %zu "
-					"says it decodes to %llu bytes", index, (unsigned long long)full);
+			return jc__fail(err, errlen, full ? JC_ETOOBIG : JC_ECORRUPT,
+					"fatbin: image %zu "
+					"says it decodes to %llu bytes",
+					index, (unsigned long long)full);
 		if (!(decoded = malloc(full)))
 			return JC_ENOMEM;
 		size_t got = ZSTD_decompress(decoded, full, payload, csize);
 		if (ZSTD_isError(got) || got != full) {
 			free(decoded);
-			return corrupt(err, errlen, "fatbin: image %zu does not decode (zstd: %s)", index,
+			return corrupt(err, errlen, "fatbin: image %zu does not decode (zstd: %s)",
+				       index,
 				       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "wrong size");
 		}
 		rc = parse_image(decoded, full, im, err, errlen);
@@ -498,8 +525,9 @@ static int fatbin_entry(const uint8_t *e, uint64_t hsize, uint64_t psize, struct
 	free(decoded);
 	im->offset = offset;
 	if (rc == JC_EINVAL)
-		rc = corrupt(err, errlen, "fatbin: image %zu (kind %u, arch %u): not what its kind says",
-			     index, kind, arch);
+		rc = corrupt(err, errlen,
+			     "fatbin: image %zu (kind %u, arch %u): not what its kind says", index,
+			     kind, arch);
 	unsigned want = kind == 1 ? JC_ART_PTX : kind == 2 ? JC_ART_CUBIN : JC_ART_LTOIR;
 	if (rc == 0 && im->kind != want)
 		rc = corrupt(err, errlen, "fatbin: image %zu is kind %u but holds %s", index, kind,
@@ -507,7 +535,8 @@ static int fatbin_entry(const uint8_t *e, uint64_t hsize, uint64_t psize, struct
 	if (rc == 0 && kind == 1) {
 		/* The entry says the PTX ISA and the arch, whatever the text holds. */
 		if (!im->ptx_isa[0])
-			snprintf(im->ptx_isa, sizeof(im->ptx_isa), "%u.%u", u16(e + 0x1a), u16(e + 0x18));
+			snprintf(im->ptx_isa, sizeof(im->ptx_isa), "%u.%u", u16(e + 0x1a),
+				 u16(e + 0x18));
 		snprintf(im->target, sizeof(im->target), "compute_%u", arch);
 	} else if (rc == 0 && !im->target[0]) {
 		snprintf(im->target, sizeof(im->target), "%s_%u", kind == 2 ? "sm" : "lto", arch);
@@ -525,21 +554,26 @@ static int parse_fatbin(const uint8_t *d, size_t size, struct jc_artifact *a, ch
 	if (version != 1)
 		return corrupt(err, errlen, "fatbin: version %u, not 1", version);
 	if (hsize < 16 || !inside(hsize, body, size))
-		return corrupt(err, errlen, "fatbin: header of %u bytes and %llu bytes of images do not "
-			       "fit in %zu", hsize, (unsigned long long)body, size);
+		return corrupt(err, errlen,
+			       "fatbin: header of %u bytes and %llu bytes of images do not "
+			       "fit in %zu",
+			       hsize, (unsigned long long)body, size);
 	uint64_t off = hsize, end = hsize + body;
 	while (off < end) {
 		if (a->n_images == JC_ART_MAX_IMAGES)
 			return jc__fail(err, errlen, JC_ETOOBIG, "fatbin: more than %d images",
 					JC_ART_MAX_IMAGES);
 		if (!inside(off, 64, end))
-			return corrupt(err, errlen, "fatbin: image header %zu at %llu runs past the end",
+			return corrupt(err, errlen,
+				       "fatbin: image header %zu at %llu runs past the end",
 				       a->n_images, (unsigned long long)off);
 		const uint8_t *e = d + off;
 		uint64_t eh = u32(e + 4), psize = u64(e + 8);
 		if (eh < 64 || !inside(off, eh, end) || !inside(off + eh, psize, end))
-			return corrupt(err, errlen, "fatbin: image %zu (header %llu bytes, payload %llu) "
-				       "runs past the end", a->n_images, (unsigned long long)eh,
+			return corrupt(err, errlen,
+				       "fatbin: image %zu (header %llu bytes, payload %llu) "
+				       "runs past the end",
+				       a->n_images, (unsigned long long)eh,
 				       (unsigned long long)psize);
 		struct jc_art_image *im = realloc(a->images, (a->n_images + 1) * sizeof(*im));
 		if (!im)

@@ -46,34 +46,34 @@
 
 enum jc_art_kind { JC_ART_CUBIN = 1, JC_ART_PTX = 2, JC_ART_LTOIR = 3, JC_ART_FATBIN = 4 };
 
-#define JC_ART_MAX_IMAGES 1024    /* images of one fatbin */
-#define JC_ART_MAX_KERNELS 65536  /* kernels of one image */
+#define JC_ART_MAX_IMAGES  1024		/* images of one fatbin */
+#define JC_ART_MAX_KERNELS 65536	/* kernels of one image */
 #define JC_ART_MAX_DECODED (256u << 20) /* bytes one compressed image may decode to */
 
 struct jc_art_kernel {
-	char *name;              /* owned, NUL-terminated */
-	int32_t registers;       /* -1: not said */
-	int64_t shared_bytes;    /* static shared memory; -1: not said */
-	int64_t stack_bytes;     /* stack frame per thread; -1: not said */
+	char *name;		 /* owned, NUL-terminated */
+	int32_t registers;	 /* -1: not said */
+	int64_t shared_bytes;	 /* static shared memory; -1: not said */
+	int64_t stack_bytes;	 /* stack frame per thread; -1: not said */
 	uint32_t max_threads[3]; /* launch bounds x, y, z; 0 0 0: none */
 };
 
 struct jc_art_image {
-	uint32_t kind;            /* enum jc_art_kind, never JC_ART_FATBIN */
-	char target[24];          /* "sm_90a", "compute_90", "lto_90"; "" unknown */
-	char ptx_isa[16];         /* PTX: its .version ("9.0"); "" otherwise */
-	char producer[96];        /* cubin: the tool line of .note.nv.tkinfo; "" */
-	uint64_t size;            /* bytes of the image (decoded) */
-	uint64_t stored_size;     /* bytes it takes in its container */
-	uint64_t offset;          /* where those bytes start in the input */
-	const char *compression;  /* static: "" (none), "zstd", "lz4" or "unknown" */
-	int decoded;              /* 0: compressed and not decoded (no kernels) */
+	uint32_t kind;		       /* enum jc_art_kind, never JC_ART_FATBIN */
+	char target[24];	       /* "sm_90a", "compute_90", "lto_90"; "" unknown */
+	char ptx_isa[16];	       /* PTX: its .version ("9.0"); "" otherwise */
+	char producer[96];	       /* cubin: the tool line of .note.nv.tkinfo; "" */
+	uint64_t size;		       /* bytes of the image (decoded) */
+	uint64_t stored_size;	       /* bytes it takes in its container */
+	uint64_t offset;	       /* where those bytes start in the input */
+	const char *compression;       /* static: "" (none), "zstd", "lz4" or "unknown" */
+	int decoded;		       /* 0: compressed and not decoded (no kernels) */
 	struct jc_art_kernel *kernels; /* owned, n_kernels of them */
 	size_t n_kernels;
 };
 
 struct jc_artifact {
-	uint32_t kind;               /* enum jc_art_kind of the whole */
+	uint32_t kind;		     /* enum jc_art_kind of the whole */
 	struct jc_art_image *images; /* owned; one, except for fatbins */
 	size_t n_images;
 };

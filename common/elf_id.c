@@ -57,7 +57,8 @@ int jc__file_hash_id(const char *path, char *out, size_t outlen, char *err, size
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return jc__fail(err, errlen, JC_EIO, "identity: open %s: %s", path, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "identity: open %s: %s", path,
+				strerror(errno));
 	XXH3_state_t *st = XXH3_createState();
 	int rc = 0;
 	if (!st || XXH3_128bits_reset(st) != XXH_OK) {
@@ -70,7 +71,8 @@ int jc__file_hash_id(const char *path, char *out, size_t outlen, char *err, size
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = jc__fail(err, errlen, JC_EIO, "identity: read %s: %s", path, strerror(errno));
+			rc = jc__fail(err, errlen, JC_EIO, "identity: read %s: %s", path,
+				      strerror(errno));
 			goto out;
 		}
 		if (n == 0)
@@ -93,22 +95,28 @@ int jc__file_identity(const char *path, char *out, size_t outlen, char *err, siz
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
-		return snprintf(out, outlen, "none") < (int)outlen ? 0 : jc__fail(err, errlen, JC_EINTERNAL, "identity: no room");
+		return snprintf(out, outlen, "none") < (int)outlen
+			   ? 0
+			   : jc__fail(err, errlen, JC_EINTERNAL, "identity: no room");
 	if (fd < 0)
-		return jc__fail(err, errlen, JC_EIO, "identity: open %s: %s", path, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "identity: open %s: %s", path,
+				strerror(errno));
 	ElfW(Ehdr) eh;
 	int found = 0;
 	const int elfclass = sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32;
-	if (pread(fd, &eh, sizeof(eh), 0) == sizeof(eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-	    eh.e_ident[EI_CLASS] == elfclass && eh.e_phentsize == sizeof(ElfW(Phdr))) {
+	if (pread(fd, &eh, sizeof(eh), 0) == sizeof(eh) &&
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == elfclass &&
+	    eh.e_phentsize == sizeof(ElfW(Phdr))) {
 		for (ElfW(Half) i = 0; i < eh.e_phnum && !found; i++) {
 			ElfW(Phdr) ph;
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
+			    sizeof(ph))
 				break;
 			if (ph.p_type != PT_NOTE || ph.p_filesz > NOTE_MAX)
 				continue;
 			uint8_t notes[NOTE_MAX];
-			if (pread(fd, notes, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
+			if (pread(fd, notes, ph.p_filesz, (off_t)ph.p_offset) !=
+			    (ssize_t)ph.p_filesz)
 				break;
 			found = jc__elf_notes_build_id(notes, ph.p_filesz, ph.p_align, out, outlen);
 		}
@@ -116,4 +124,3 @@ int jc__file_identity(const char *path, char *out, size_t outlen, char *err, siz
 	close(fd);
 	return found ? 0 : jc__file_hash_id(path, out, outlen, err, errlen);
 }
-

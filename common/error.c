@@ -4,10 +4,9 @@
 #include "jitcache/jitcache.h"
 
 /* Indexed by -code. */
-static const char *const error_names[] = {
-	"success",
+static const char *const error_names[] = {"success",
 #define ERROR_NAME(name, value, text) [-(value)] = text,
-	JC_ERRORS(ERROR_NAME)
+					  JC_ERRORS(ERROR_NAME)
 #undef ERROR_NAME
 };
 

@@ -109,8 +109,8 @@ int jc__inc_check(struct jc_inc_set *set, const struct jc_inc_ctx *ctx)
 		if (!exists || !S_ISREG(st.st_mode))
 			return 0;
 		jc__inc_stat_of(&st, &e->st);
-		int rc = jc__inc_file_info(ctx->memo, ctx->max_file_size, set, e->path, &e->st, hash,
-					   NULL, now, NULL, 0);
+		int rc = jc__inc_file_info(ctx->memo, ctx->max_file_size, set, e->path, &e->st,
+					   hash, NULL, now, NULL, 0);
 		if (rc == JC_ENOMEM)
 			return rc;
 		if (rc != 0 || memcmp(hash, e->hash, 16) != 0)
@@ -140,7 +140,8 @@ int jc__inc_unchanged(const struct jc_inc_set *set, char *what, size_t len)
 		} else if (e->kind == JC_INC_DIR && memcmp(e->hash, jc__inc_not_a_dir, 16) == 0) {
 			same = !exists || !S_ISDIR(st.st_mode);
 		} else {
-			same = exists && (e->kind == JC_INC_DIR ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+			same = exists &&
+			       (e->kind == JC_INC_DIR ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
 			if (same) {
 				jc__inc_stat_of(&st, &id);
 				same = jc__inc_same_stat(&id, &e->st);
@@ -167,7 +168,8 @@ int jc__inc_rehash(const struct jc_inc_set *set, const struct jc_inc_ctx *ctx, c
 		int same;
 		if (e->kind == JC_INC_FILE) {
 			struct jc_inc_buf data = {0};
-			int rc = jc__inc_read_file(e->path, ctx->max_file_size, &data, &a, &b, NULL, 0);
+			int rc =
+			    jc__inc_read_file(e->path, ctx->max_file_size, &data, &a, &b, NULL, 0);
 			if (rc == 0)
 				jc__inc_hash128(data.p, data.n, hash);
 			free(data.p);

@@ -141,14 +141,16 @@ int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size
 		normalise_path(d->path, p, sizeof(p));
 		switch (d->kind) {
 		case JC_DEP_DENIED:
-			break; /* refused without a look: the outcome is the policy's, a function of the key */
+			break; /* refused without a look: the outcome is the policy's, a function of
+				  the key */
 		case JC_DEP_FILE:
 			e = norm_find(v, set->n, p, JC_INC_FILE);
 			covered = e && same_dep_id(d, &e->st);
 			break;
 		case JC_DEP_ABSENT:
 		case JC_DEP_SPECIAL:
-			covered = norm_find(v, set->n, p, JC_INC_ABSENT) || dir_listed(v, set->n, p);
+			covered =
+			    norm_find(v, set->n, p, JC_INC_ABSENT) || dir_listed(v, set->n, p);
 			break;
 		case JC_DEP_DIR:
 			e = norm_find(v, set->n, p, JC_INC_DIR);
@@ -160,7 +162,9 @@ int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size
 		}
 		if (!covered)
 			name_access(what, len, d->path,
-				    d->kind == JC_DEP_FILE ? "" : d->kind == JC_DEP_DIR ? " (listed)" : " (absent)");
+				    d->kind == JC_DEP_FILE  ? ""
+				    : d->kind == JC_DEP_DIR ? " (listed)"
+							    : " (absent)");
 	}
 	norm_free(v, set->n);
 	return covered;
@@ -196,8 +200,8 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 				same = same_dep_id(d, &id);
 			}
 			if (same) {
-				int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, out, p, &id, hash,
-						  NULL, now, NULL, 0);
+				int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, out, p,
+							  &id, hash, NULL, now, NULL, 0);
 				if (r == JC_ENOMEM)
 					rc = r;
 				same = r == 0 && same_dep_id(d, &id);
@@ -257,7 +261,8 @@ int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
 	struct jc_inc_tops *tops = NULL;
 	char p[PATH_MAX], rel[PATH_MAX];
 	if (set->n > ctx->max_entries) {
-		snprintf(why, len, "%zu entries, over %llu", set->n, (unsigned long long)ctx->max_entries);
+		snprintf(why, len, "%zu entries, over %llu", set->n,
+			 (unsigned long long)ctx->max_entries);
 		return 0;
 	}
 	int rc = jc__inc_tops_new(dirs, &tops);
@@ -325,9 +330,10 @@ static int text_time(const char *t, size_t n, const char *where, char *what, siz
 int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size_t n_deps,
 		       const struct jc_inc_ctx *ctx, char *what, size_t len)
 {
-	int rc = req->source ? text_time((const char *)req->source, req->source_size,
-					 req->source_name ? req->source_name : "the source", what, len)
-			     : 0;
+	int rc = req->source
+		     ? text_time((const char *)req->source, req->source_size,
+				 req->source_name ? req->source_name : "the source", what, len)
+		     : 0;
 	for (size_t i = 0; rc == 0 && i < req->n_headers; i++)
 		if (req->headers[i].data)
 			rc = text_time((const char *)req->headers[i].data, req->headers[i].size,
@@ -344,8 +350,8 @@ int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size
 		struct jc_inc_stat id = {deps[i].dev, deps[i].ino, deps[i].size, deps[i].mtime_ns,
 					 deps[i].ctime_ns};
 		uint8_t hash[16];
-		int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, &scratch, deps[i].path, &id,
-					  hash, &refs, jc__inc_now_ns(), NULL, 0);
+		int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, &scratch, deps[i].path,
+					  &id, hash, &refs, jc__inc_now_ns(), NULL, 0);
 		const char *m = r == 0 ? time_ref(&refs) : NULL;
 		if (m) {
 			snprintf(what, len, "%s in ", m);

@@ -140,7 +140,8 @@ static int literal_ref(const char *s, size_t eol, size_t i, struct jc_inc_buf *r
 		return 0;
 	size_t len = (size_t)(end - (s + i + 1));
 	if (len)
-		*rc = jc__inc_ref_add(refs, close == '"' ? JC_INC_REF_QUOTED : JC_INC_REF_ANGLE, s + i + 1, len);
+		*rc = jc__inc_ref_add(refs, close == '"' ? JC_INC_REF_QUOTED : JC_INC_REF_ANGLE,
+				      s + i + 1, len);
 	return 1;
 }
 
@@ -211,7 +212,8 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 		while (e < eol && is_ident(s[e]))
 			e++;
 		*rc = time_macro(s + k, e - k, refs);
-		if (ident_is(s + k, e - k, "__has_include") || ident_is(s + k, e - k, "__has_include_next")) {
+		if (ident_is(s + k, e - k, "__has_include") ||
+		    ident_is(s + k, e - k, "__has_include_next")) {
 			size_t p = skip_hspace(s, eol, e);
 			if (p < eol && s[p] == '(') {
 				p = skip_hspace(s, eol, p + 1);
@@ -249,7 +251,8 @@ int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
 		} else if (bol && c == '%' && i + 1 < n && s[i + 1] == ':') { /* digraph of # */
 			i = directive(s, n, i + 2, refs, &rc);
 			bol = 0;
-		} else if (bol && c == '?' && i + 2 < n && s[i + 1] == '?' && s[i + 2] == '=') { /* trigraph */
+		} else if (bol && c == '?' && i + 2 < n && s[i + 1] == '?' &&
+			   s[i + 2] == '=') { /* trigraph */
 			i = directive(s, n, i + 3, refs, &rc);
 			bol = 0;
 		} else if (c == '"' || c == '\'') {
@@ -276,11 +279,12 @@ int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
 			/* An encoding prefix or R only matters right before a quote
 			 * (and is at most 3 characters): most identifiers skip this. */
 			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
-				int prefix = ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
-					     ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
+				int prefix =
+				    ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
+				    ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
 				int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
-					  ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
-					  ident_is(s + w, len, "u8R");
+					  ident_is(s + w, len, "uR") ||
+					  ident_is(s + w, len, "UR") || ident_is(s + w, len, "u8R");
 				if (s[i] == '"' && raw)
 					i = skip_raw(s, n, i);
 				else if (prefix)

@@ -34,9 +34,9 @@
 
 enum jc_inc_ref {
 	JC_INC_REF_QUOTED = 'q',   /* "name" */
-	JC_INC_REF_ANGLE = 'a',    /* <name> */
+	JC_INC_REF_ANGLE = 'a',	   /* <name> */
 	JC_INC_REF_COMPUTED = 'c', /* not a literal (empty name) */
-	JC_INC_REF_TIME = 't',     /* a time macro used (name: __DATE__, __TIME__ or __TIMESTAMP__) */
+	JC_INC_REF_TIME = 't', /* a time macro used (name: __DATE__, __TIME__ or __TIMESTAMP__) */
 };
 
 /* Appends the include references of text[n] (borrowed; any bytes, not

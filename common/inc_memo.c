@@ -20,7 +20,7 @@
 #include "common/util.h"
 #include "jitcache/jitcache.h"
 
-#define SETTLE_NS (100 * 1000000ll)         /* filesystems with sub-second timestamps */
+#define SETTLE_NS	 (100 * 1000000ll)  /* filesystems with sub-second timestamps */
 #define SETTLE_COARSE_NS (2000 * 1000000ll) /* whole seconds (and FAT's 2 s) */
 
 struct memo_ent {
@@ -118,7 +118,8 @@ static int memo_get(struct jc_inc_memo *m, const char *path, int is_dir,
 
 /* Remembers a settled file or directory; a failure to allocate only costs a re-read. */
 static void memo_put(struct jc_inc_memo *m, const char *path, int is_dir,
-		     const struct jc_inc_stat *id, const uint8_t hash[16], const struct jc_inc_buf *refs)
+		     const struct jc_inc_stat *id, const uint8_t hash[16],
+		     const struct jc_inc_buf *refs)
 {
 	struct memo_ent *e = calloc(1, sizeof(*e));
 	if (!e)
@@ -181,15 +182,16 @@ int jc__inc_unsettled(const struct jc_inc_stat *id, int64_t now)
 	return id->ctime_ns >= now - (coarse ? SETTLE_COARSE_NS : SETTLE_NS);
 }
 
-int jc__inc_read_file(const char *path, uint64_t max, struct jc_inc_buf *out,
-		      struct jc_inc_stat *a, struct jc_inc_stat *b, char *err, size_t errlen)
+int jc__inc_read_file(const char *path, uint64_t max, struct jc_inc_buf *out, struct jc_inc_stat *a,
+		      struct jc_inc_stat *b, char *err, size_t errlen)
 {
 	/* O_NONBLOCK: a FIFO swapped in since the stat() must not hold us. */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	struct stat st;
 	int stat_ok = fd >= 0 && fstat(fd, &st) == 0;
 	if (!stat_ok || !S_ISREG(st.st_mode)) {
-		int rc = stat_ok ? jc__fail(err, errlen, JC_EIO, "include scan: %s is not a regular file", path)
+		int rc = stat_ok ? jc__fail(err, errlen, JC_EIO,
+					    "include scan: %s is not a regular file", path)
 				 : jc__fail(err, errlen, JC_EIO, "include scan: open %s: %s", path,
 					    strerror(errno));
 		if (fd >= 0)
@@ -199,25 +201,29 @@ int jc__inc_read_file(const char *path, uint64_t max, struct jc_inc_buf *out,
 	jc__inc_stat_of(&st, a);
 	int rc = 0;
 	if ((uint64_t)st.st_size > max)
-		rc = jc__fail(err, errlen, JC_ETOOBIG, "include scan: %s has %lld bytes, over %llu", path,
-			  (long long)st.st_size, (unsigned long long)max);
+		rc = jc__fail(err, errlen, JC_ETOOBIG, "include scan: %s has %lld bytes, over %llu",
+			      path, (long long)st.st_size, (unsigned long long)max);
 	uint8_t buf[65536];
 	while (rc == 0) {
 		ssize_t n = read(fd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			rc = jc__fail(err, errlen, JC_EIO, "include scan: read %s: %s", path, strerror(errno));
+			rc = jc__fail(err, errlen, JC_EIO, "include scan: read %s: %s", path,
+				      strerror(errno));
 		else if (n == 0)
 			break;
 		else if (out->n + (size_t)n > max)
-			rc = jc__fail(err, errlen, JC_ETOOBIG, "include scan: %s grew over %llu bytes", path,
-				  (unsigned long long)max);
+			rc = jc__fail(err, errlen, JC_ETOOBIG,
+				      "include scan: %s grew over %llu bytes", path,
+				      (unsigned long long)max);
 		else if (jc__inc_buf_add(out, buf, (size_t)n) != 0)
-			rc = jc__fail(err, errlen, JC_ENOMEM, "include scan: out of memory reading %s", path);
+			rc = jc__fail(err, errlen, JC_ENOMEM,
+				      "include scan: out of memory reading %s", path);
 	}
 	if (rc == 0 && fstat(fd, &st) != 0)
-		rc = jc__fail(err, errlen, JC_EIO, "include scan: fstat %s: %s", path, strerror(errno));
+		rc = jc__fail(err, errlen, JC_EIO, "include scan: fstat %s: %s", path,
+			      strerror(errno));
 	close(fd);
 	if (rc == 0)
 		jc__inc_stat_of(&st, b);
@@ -230,7 +236,8 @@ int jc__inc_file_info(struct jc_inc_memo *memo, uint64_t max_size, struct jc_inc
 {
 	if (memo_get(memo, path, 0, id, hash, refs)) {
 		if (jc__inc_unsettled(id, now))
-			jc__inc_mark_unsettled(set, path); /* memoised earlier, touched since: be safe */
+			jc__inc_mark_unsettled(set,
+					       path); /* memoised earlier, touched since: be safe */
 		return 0;
 	}
 	struct jc_inc_buf data = {0}, own = {0};
@@ -270,7 +277,8 @@ int jc__inc_list_dir(const char *path, char ***names, size_t *n, char *err, size
 	*names = NULL;
 	*n = 0;
 	if (!d)
-		return jc__fail(err, errlen, JC_EIO, "include scan: opendir %s: %s", path, strerror(errno));
+		return jc__fail(err, errlen, JC_EIO, "include scan: opendir %s: %s", path,
+				strerror(errno));
 	struct dirent *de;
 	int rc = 0;
 	while (rc == 0 && (de = readdir(d))) {
@@ -282,7 +290,8 @@ int jc__inc_list_dir(const char *path, char ***names, size_t *n, char *err, size
 			*names = v;
 		if (!v || !s) {
 			free(s);
-			rc = jc__fail(err, errlen, JC_ENOMEM, "include scan: out of memory listing %s", path);
+			rc = jc__fail(err, errlen, JC_ENOMEM,
+				      "include scan: out of memory listing %s", path);
 			break;
 		}
 		v[(*n)++] = s;

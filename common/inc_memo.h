@@ -56,8 +56,8 @@ int jc__inc_unsettled(const struct jc_inc_stat *id, int64_t now);
  * open/read/fstat failed: errno in err), JC_ETOOBIG (over max bytes, or grew
  * past it), JC_ENOMEM. Bypasses the memo.
  */
-int jc__inc_read_file(const char *path, uint64_t max, struct jc_inc_buf *out,
-		      struct jc_inc_stat *a, struct jc_inc_stat *b, char *err, size_t errlen);
+int jc__inc_read_file(const char *path, uint64_t max, struct jc_inc_buf *out, struct jc_inc_stat *a,
+		      struct jc_inc_stat *b, char *err, size_t errlen);
 
 /*
  * The content hash (and, when refs is not NULL, the include references

@@ -34,21 +34,24 @@ int jc__inc_dirs_check(const struct jc_strv *dirs, int resolve, char *err, size_
 	for (size_t i = 0; i < dirs->n; i++) {
 		const char *dir = dirs->v[i];
 		int r = resolve ? jc__path_reaches_kernel(dir, where, sizeof(where))
-				: jc__path_lexical(dir, where, sizeof(where), 1) == 0 && jc__kernel_path(where);
+				: jc__path_lexical(dir, where, sizeof(where), 1) == 0 &&
+				      jc__kernel_path(where);
 		if (r < 0)
-			return jc__fail(err, errlen, JC_EINVAL, "include directory %s cannot be resolved: %s",
-					dir, strerror(errno));
-		if (r > 0)
 			return jc__fail(err, errlen, JC_EINVAL,
-					"include directory %s leads to %s: files under /proc, /sys and /dev "
-					"(and other kernel file systems) are process, kernel and device "
-					"state, never headers", dir, where);
+					"include directory %s cannot be resolved: %s", dir,
+					strerror(errno));
+		if (r > 0)
+			return jc__fail(
+			    err, errlen, JC_EINVAL,
+			    "include directory %s leads to %s: files under /proc, /sys and /dev "
+			    "(and other kernel file systems) are process, kernel and device "
+			    "state, never headers",
+			    dir, where);
 	}
 	return 0;
 }
 
-int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err,
-		       size_t errlen)
+int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err, size_t errlen)
 {
 	struct jc_inc_path p = {0};
 	const struct jc_strv *o = &req->options;
@@ -61,24 +64,27 @@ int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *
 			continue;
 		if (!val || !*val)
 			rc = jc__fail(err, errlen, JC_EINVAL, "option \"%s\" needs a %s", o->v[i],
-				  dir ? "directory" : "header name");
+				      dir ? "directory" : "header name");
 		else if (dir && val[0] != '/')
-			rc = jc__fail(err, errlen, JC_EINVAL,
-				  "include directory \"%s\" is not absolute (the daemon does not share "
-				  "the client's working directory)", val);
+			rc = jc__fail(
+			    err, errlen, JC_EINVAL,
+			    "include directory \"%s\" is not absolute (the daemon does not share "
+			    "the client's working directory)",
+			    val);
 		else
 			rc = push_ptr(dir ? &p.dirs : &p.pre, dir ? &p.n_dirs : &p.n_pre, val);
 		i += used - 1;
 	}
 	if (rc == 0 && p.n_dirs != req->include_dirs.n)
 		rc = jc__fail(err, errlen, JC_EINVAL,
-			  "%zu -I option(s) but %zu declared include dir(s): declare each -I "
-			  "directory, in order, as an include dir", p.n_dirs, req->include_dirs.n);
+			      "%zu -I option(s) but %zu declared include dir(s): declare each -I "
+			      "directory, in order, as an include dir",
+			      p.n_dirs, req->include_dirs.n);
 	for (size_t i = 0; rc == 0 && i < p.n_dirs; i++)
 		if (strcmp(p.dirs[i], req->include_dirs.v[i]) != 0)
 			rc = jc__fail(err, errlen, JC_EINVAL,
-				  "include dir %zu is \"%s\" but -I option %zu names \"%s\"", i,
-				  req->include_dirs.v[i], i, p.dirs[i]);
+				      "include dir %zu is \"%s\" but -I option %zu names \"%s\"", i,
+				      req->include_dirs.v[i], i, p.dirs[i]);
 	if (rc == JC_ENOMEM)
 		jc__fail(err, errlen, rc, "out of memory parsing include options");
 	if (rc == 0 && out)
@@ -89,7 +95,7 @@ int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *
 }
 
 int jc__inc_each_text(const struct jc_req *req, int (*fn)(const char *t, size_t n, void *ctx),
-		     void *ctx)
+		      void *ctx)
 {
 	int rc = req->source ? fn((const char *)req->source, req->source_size, ctx) : 0;
 	for (size_t i = 0; rc == 0 && i < req->n_headers; i++)

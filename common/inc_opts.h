@@ -16,7 +16,7 @@
 struct jc_inc_path {
 	const char **dirs; /* -I directories in option order; borrowed from the request */
 	size_t n_dirs;
-	const char **pre;  /* pre-include names in option order; borrowed */
+	const char **pre; /* pre-include names in option order; borrowed */
 	size_t n_pre;
 };
 
@@ -33,8 +33,7 @@ struct jc_inc_path {
  * daemon reads only what the request declares, and reads all of it).
  * JC_ENOMEM. Thread-safe.
  */
-int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err,
-		       size_t errlen);
+int jc__inc_path_parse(const struct jc_req *req, struct jc_inc_path *out, char *err, size_t errlen);
 void jc__inc_path_clear(struct jc_inc_path *p);
 
 /*

@@ -126,7 +126,7 @@ static const char *below(const char *dir, const char *path)
 
 struct jc_inc_tops {
 	size_t n;
-	char **lex;  /* lexical form of each directory */
+	char **lex;   /* lexical form of each directory */
 	uint8_t *top; /* 1: a top directory */
 };
 
@@ -252,7 +252,8 @@ int jc__inc_key_digest(const struct jc_inc_set *set, const struct jc_strv *dirs,
 
 static int cmp_entry_path(const void *a, const void *b)
 {
-	return strcmp(((const struct jc_inc_entry *)a)->path, ((const struct jc_inc_entry *)b)->path);
+	return strcmp(((const struct jc_inc_entry *)a)->path,
+		      ((const struct jc_inc_entry *)b)->path);
 }
 
 int jc__inc_tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err, size_t errlen)
@@ -275,7 +276,7 @@ int jc__inc_tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err
 		else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR)
 			memcpy(hash, b->data, 16);
 		uint8_t kind = b->type == JC_TREE_ABSENT    ? JC_INC_ABSENT
-			       : b->type == JC_TREE_DIR     ? JC_INC_DIR
+			       : b->type == JC_TREE_DIR	    ? JC_INC_DIR
 			       : b->type == JC_TREE_TOOLKIT ? JC_INC_TOOLKIT
 							    : JC_INC_FILE;
 		int no_hash = kind == JC_INC_ABSENT || kind == JC_INC_TOOLKIT;
@@ -286,7 +287,8 @@ int jc__inc_tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err
 		qsort(out->v, out->n, sizeof(*out->v), cmp_entry_path);
 	for (size_t i = 1; rc == 0 && i < out->n; i++)
 		if (cmp_entry_path(&out->v[i - 1], &out->v[i]) == 0)
-			rc = jc__fail(err, errlen, JC_EINVAL, "tree: %s sent twice", out->v[i].path);
+			rc =
+			    jc__fail(err, errlen, JC_EINVAL, "tree: %s sent twice", out->v[i].path);
 	rc = rc ?: jc__inc_set_finish(out);
 	if (rc == JC_ENOMEM)
 		snprintf(err, errlen, "out of memory");

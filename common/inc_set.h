@@ -22,7 +22,7 @@
 enum jc_inc_kind {
 	JC_INC_FILE = 1,    /* a regular file: hash = XXH3-128 of its bytes */
 	JC_INC_ABSENT = 2,  /* a candidate that is not a regular file (or missing) */
-	JC_INC_DIR = 3,     /* a directory walked by the fallback: hash of its sorted names */
+	JC_INC_DIR = 3,	    /* a directory walked by the fallback: hash of its sorted names */
 	JC_INC_TOOLKIT = 4, /* an -I directory inside the toolkit include tree */
 	/* A FILE entry's path that is a symbolic link (README, "Symlinked
 	 * include trees"): hash = jc__inc_link_hash of its chain of target
@@ -44,22 +44,24 @@ struct jc_inc_stat {
 };
 
 struct jc_inc_entry {
-	char *path;             /* owned; as NVRTC would open it (not canonicalised) */
-	uint8_t kind;           /* enum jc_inc_kind */
-	uint8_t hash[16];       /* FILE, DIR, LINK; zero otherwise */
-	struct jc_inc_stat st;  /* FILE, DIR: as seen by the scan or check; not in the digest */
+	char *path;	       /* owned; as NVRTC would open it (not canonicalised) */
+	uint8_t kind;	       /* enum jc_inc_kind */
+	uint8_t hash[16];      /* FILE, DIR, LINK; zero otherwise */
+	struct jc_inc_stat st; /* FILE, DIR: as seen by the scan or check; not in the digest */
 };
 
 struct jc_inc_set {
 	struct jc_inc_entry *v; /* owned; sorted by path, then kind; no duplicates */
 	size_t n;
-	uint8_t digest[16];     /* XXH3-128 of (kind, path, hash) of every entry, in order */
-	int unsettled;          /* a file changed within the settle margin: store only after jc__inc_rehash */
+	uint8_t digest[16]; /* XXH3-128 of (kind, path, hash) of every entry, in order */
+	int unsettled; /* a file changed within the settle margin: store only after jc__inc_rehash
+			*/
 	char unsettled_path[256]; /* the first such file (for the log) */
-	int fallback;           /* a computed include made the scan take whole directories */
-	uint64_t n_stat;        /* stat() calls made (for figures) */
-	uint64_t n_read;        /* files read (memo misses) */
-	int64_t checked_ns;     /* CLOCK_REALTIME ns of the scan, check or learning (for the settle margin) */
+	int fallback;		  /* a computed include made the scan take whole directories */
+	uint64_t n_stat;	  /* stat() calls made (for figures) */
+	uint64_t n_read;	  /* files read (memo misses) */
+	int64_t checked_ns; /* CLOCK_REALTIME ns of the scan, check or learning (for the settle
+			       margin) */
 };
 
 /* Frees what set owns and zeroes it (a zeroed set is empty). NULL-safe. */

@@ -69,19 +69,19 @@ static int sset_add(struct sset *s, const char *key)
 
 struct work {
 	struct jc_inc_buf refs; /* owned */
-	char *dir;         /* owned: directory of the file the refs come from */
-	int toolkit;       /* that file is a toolkit header (ctx->toolkit_refs) */
+	char *dir;		/* owned: directory of the file the refs come from */
+	int toolkit;		/* that file is a toolkit header (ctx->toolkit_refs) */
 };
 
 struct scan {
 	const struct jc_inc_ctx *ctx;
 	struct jc_inc_path ip;
-	const char **dirs;         /* -I directories not covered by the toolkit */
+	const char **dirs; /* -I directories not covered by the toolkit */
 	size_t n_dirs;
-	unsigned char *in_tk;      /* per ip.dirs: inside the toolkit tree */
+	unsigned char *in_tk; /* per ip.dirs: inside the toolkit tree */
 	struct jc_inc_set *set;
-	struct sset seen;          /* "f:path" visited candidates, "d:path" walked dirs */
-	struct sset expanded;      /* "dev:ino:folded dir" files whose refs were queued */
+	struct sset seen;     /* "f:path" visited candidates, "d:path" walked dirs */
+	struct sset expanded; /* "dev:ino:folded dir" files whose refs were queued */
 	struct work *work;
 	size_t n_work, cap_work;
 	int fallback_done;
@@ -103,8 +103,9 @@ static int over_limit(struct scan *s)
 {
 	if (s->set->n < s->ctx->max_entries)
 		return 0;
-	return jc__fail(s->err, s->errlen, JC_ETOOBIG, "include scan: over %llu files and directories",
-		    (unsigned long long)s->ctx->max_entries);
+	return jc__fail(s->err, s->errlen, JC_ETOOBIG,
+			"include scan: over %llu files and directories",
+			(unsigned long long)s->ctx->max_entries);
 }
 
 static int add(struct scan *s, const char *path, uint8_t kind, const uint8_t hash[16],
@@ -153,7 +154,7 @@ static int queue(struct scan *s, const char *path, const struct jc_inc_stat *id,
 		char dir[PATH_MAX], folded[PATH_MAX];
 		snprintf(dir, sizeof(dir), "%s", path);
 		char *slash = strrchr(dir, '/'); /* paths are absolute: there is one */
-		slash[slash == dir] = '\0';     /* "/a/x.h" -> "/a", "/x.h" -> "/" */
+		slash[slash == dir] = '\0';	 /* "/a/x.h" -> "/a", "/x.h" -> "/" */
 		jc__path_lexical(dir, folded, sizeof(folded), 1);
 		snprintf(key, sizeof(key), "%s%llu:%llu:%s", toolkit ? "t:" : "",
 			 (unsigned long long)id->dev, (unsigned long long)id->ino, folded);
@@ -199,8 +200,8 @@ static int visit(struct scan *s, const char *path)
 	rc = rc ?: add(s, path, JC_INC_FILE, hash, &id);
 	if (rc == 0 && (rc = jc__inc_link_entry(s->set, path)) != 0)
 		rc = rc == JC_ENOMEM ? oom(s)
-				     : jc__fail(s->err, s->errlen, rc, "include scan: cannot follow the link %s",
-						path);
+				     : jc__fail(s->err, s->errlen, rc,
+						"include scan: cannot follow the link %s", path);
 	if (rc) {
 		free(refs.p);
 		return rc;
@@ -212,8 +213,8 @@ static int join_visit(struct scan *s, const char *dir, const char *name)
 {
 	char path[PATH_MAX + 8];
 	size_t dl = strlen(dir);
-	int n = snprintf(path, sizeof(path), "%.*s/%s", (int)(dl && dir[dl - 1] == '/' ? dl - 1 : dl),
-			 dir, name);
+	int n = snprintf(path, sizeof(path), "%.*s/%s",
+			 (int)(dl && dir[dl - 1] == '/' ? dl - 1 : dl), dir, name);
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return 0; /* longer than PATH_MAX: NVRTC cannot open it either */
 	return visit(s, path);
@@ -232,7 +233,8 @@ static int walk(struct scan *s, const char *dir)
 	jc__inc_stat_of(&st, &id);
 	if (jc__inc_unsettled(&id, s->now))
 		jc__inc_mark_unsettled(s->set, dir);
-	snprintf(key, sizeof(key), "%llu:%llu", (unsigned long long)id.dev, (unsigned long long)id.ino);
+	snprintf(key, sizeof(key), "%llu:%llu", (unsigned long long)id.dev,
+		 (unsigned long long)id.ino);
 	char **names;
 	size_t n;
 	uint8_t hash[16];
@@ -284,8 +286,8 @@ static int toolkit_visit(struct scan *s, const char *dir, const char *name)
 	char path[PATH_MAX + 8];
 	struct stat st;
 	size_t dl = strlen(dir);
-	int n = snprintf(path, sizeof(path), "%.*s/%s", (int)(dl && dir[dl - 1] == '/' ? dl - 1 : dl),
-			 dir, name);
+	int n = snprintf(path, sizeof(path), "%.*s/%s",
+			 (int)(dl && dir[dl - 1] == '/' ? dl - 1 : dl), dir, name);
 	s->set->n_stat++;
 	if (n < 0 || (size_t)n >= PATH_MAX || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 		return 0;
@@ -293,8 +295,8 @@ static int toolkit_visit(struct scan *s, const char *dir, const char *name)
 	jc__inc_stat_of(&st, &id);
 	uint8_t hash[16];
 	struct jc_inc_buf refs = {0};
-	int rc = jc__inc_file_info(s->ctx->memo, s->ctx->max_file_size, s->set, path, &id, hash, &refs,
-				   s->now, s->err, s->errlen);
+	int rc = jc__inc_file_info(s->ctx->memo, s->ctx->max_file_size, s->set, path, &id, hash,
+				   &refs, s->now, s->err, s->errlen);
 	if (rc) {
 		free(refs.p);
 		return rc;
@@ -343,8 +345,8 @@ static int user_name(struct scan *s, char form, const char *name, const char *di
  * Resolves every reference of refs; dir is the including file's directory
  * or NULL; toolkit: refs are a toolkit header's (ctx->toolkit_refs; its
  * absolute names are not followed, and a computed one, such as Thrust's
- * system headers, widens to the fallback as the source's would). With ctx->toolkit_refs a name without
- * an extension is looked up as NAME.stdh first, as NVRTC probes it.
+ * system headers, widens to the fallback as the source's would). With ctx->toolkit_refs a name
+ * without an extension is looked up as NAME.stdh first, as NVRTC probes it.
  */
 static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *dir, int toolkit)
 {
@@ -352,7 +354,8 @@ static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *di
 	size_t pos = 0;
 	const char *name;
 	char form, stdh[PATH_MAX];
-	int (*one)(struct scan *, char, const char *, const char *) = toolkit ? toolkit_name : user_name;
+	int (*one)(struct scan *, char, const char *, const char *) =
+	    toolkit ? toolkit_name : user_name;
 	while (rc == 0 && (name = jc__inc_ref_next(refs, &pos, &form))) {
 		if (form == JC_INC_REF_TIME)
 			continue; /* not a file (jc__inc_time_macro) */
@@ -380,7 +383,8 @@ static int lex_text(const char *t, size_t n, void *ctx)
 int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct jc_inc_set *out,
 		 char *err, size_t errlen)
 {
-	struct scan s = {.ctx = ctx, .set = out, .now = jc__inc_now_ns(), .err = err, .errlen = errlen};
+	struct scan s = {
+	    .ctx = ctx, .set = out, .now = jc__inc_now_ns(), .err = err, .errlen = errlen};
 	struct jc_inc_buf roots = {0};
 	memset(out, 0, sizeof(*out));
 	out->checked_ns = s.now;
@@ -392,7 +396,8 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	if (!s.dirs || !s.in_tk)
 		rc = oom(&s);
 	for (size_t i = 0; rc == 0 && i < s.ip.n_dirs; i++) {
-		if ((s.in_tk[i] = (unsigned char)jc__inc_in_toolkit(ctx->toolkit_root, s.ip.dirs[i])))
+		if ((s.in_tk[i] =
+			 (unsigned char)jc__inc_in_toolkit(ctx->toolkit_root, s.ip.dirs[i])))
 			rc = add(&s, s.ip.dirs[i], JC_INC_TOOLKIT, NULL, NULL);
 		else
 			s.dirs[s.n_dirs++] = s.ip.dirs[i];
@@ -400,7 +405,8 @@ int jc__inc_scan(const struct jc_req *req, const struct jc_inc_ctx *ctx, struct 
 	if (rc == 0 && jc__inc_each_text(req, lex_text, &roots) != 0)
 		rc = oom(&s);
 	for (size_t i = 0; rc == 0 && i < s.ip.n_pre; i++)
-		if (jc__inc_ref_add(&roots, JC_INC_REF_QUOTED, s.ip.pre[i], strlen(s.ip.pre[i])) != 0)
+		if (jc__inc_ref_add(&roots, JC_INC_REF_QUOTED, s.ip.pre[i], strlen(s.ip.pre[i])) !=
+		    0)
 			rc = oom(&s);
 	rc = rc ?: resolve(&s, &roots, NULL, 0);
 	while (rc == 0 && s.n_work) {

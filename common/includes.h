@@ -68,8 +68,8 @@
 
 /* What the scan and checks need. Borrowed; must outlive the call. */
 struct jc_inc_ctx {
-	struct jc_inc_memo *memo;  /* required */
-	const char *toolkit_root;  /* realpath of the toolkit include tree; NULL or "" = none */
+	struct jc_inc_memo *memo; /* required */
+	const char *toolkit_root; /* realpath of the toolkit include tree; NULL or "" = none */
 	/* 1: the scan follows the references of the toolkit headers it finds
 	 * (not recorded) and records their candidates in the other -I
 	 * directories, as NVRTC probes them (a client-read tree must hold those
@@ -77,8 +77,8 @@ struct jc_inc_ctx {
 	 * toolkit's headers are not read (the daemon's scan; what the compile
 	 * probed beyond it is learnt, "Dependency truth"). */
 	int toolkit_refs;
-	uint64_t max_entries;      /* a scan recording more entries fails (JC_ETOOBIG) */
-	uint64_t max_file_size;    /* a bigger header fails the scan (JC_ETOOBIG) */
+	uint64_t max_entries;	/* a scan recording more entries fails (JC_ETOOBIG) */
+	uint64_t max_file_size; /* a bigger header fails the scan (JC_ETOOBIG) */
 };
 
 /*

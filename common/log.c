@@ -12,12 +12,12 @@ int jc__log_level = LOG_NOTICE;
 
 static const char *const group_names[] = {
 #define X(g) #g,
-	JC_LOG_GROUPS(X)
+    JC_LOG_GROUPS(X)
 #undef X
 };
 
 static const char *const level_names[] = {
-	"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
 };
 
 int jc__log_parse_level(const char *s)
@@ -61,7 +61,8 @@ static size_t escape_at(const unsigned char *p, size_t n, int keep_lines, char e
 			const char **src, size_t *len)
 {
 	size_t u = p[0] >= 0x80 ? utf8_len(p, n)
-		 : (p[0] >= 0x20 && p[0] != 0x7f) || (keep_lines && (p[0] == '\n' || p[0] == '\t'));
+				: (p[0] >= 0x20 && p[0] != 0x7f) ||
+				      (keep_lines && (p[0] == '\n' || p[0] == '\t'));
 	*src = (const char *)p;
 	*len = u;
 	if (u)

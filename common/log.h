@@ -7,12 +7,13 @@
 #ifndef JC_LOG_H
 #define JC_LOG_H
 
-#include <stdio.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <syslog.h>
 
 /* Log groups, printed as a prefix. */
-#define JC_LOG_GROUPS(X) X(MAIN) X(NET) X(STORE) X(INDEX) X(KEY) X(WORKER) X(ADMIN) X(EVICT) X(REMOTE)
+#define JC_LOG_GROUPS(X)                                                                           \
+	X(MAIN) X(NET) X(STORE) X(INDEX) X(KEY) X(WORKER) X(ADMIN) X(EVICT) X(REMOTE)
 enum jc_log_group {
 #define X(g) JC_LOG_##g,
 	JC_LOG_GROUPS(X)
@@ -39,21 +40,31 @@ size_t jc__log_escape(const char *in, char *out, size_t cap);
 void jc__escape_fputs(const char *s, FILE *f);
 /* Formats and writes one line to stderr, escaped as by jc__log_escape(). */
 void jc__log(int level, enum jc_log_group group, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
-#define jc_log(lvl, grp, ...) do { \
-	if ((lvl) <= jc__log_level) jc__log((lvl), JC_LOG_##grp, __VA_ARGS__); } while (0)
-#define jc_log_err(grp, ...) jc_log(LOG_ERR, grp, __VA_ARGS__)
-#define jc_log_warn(grp, ...) jc_log(LOG_WARNING, grp, __VA_ARGS__)
+#define jc_log(lvl, grp, ...)                                                                      \
+	do {                                                                                       \
+		if ((lvl) <= jc__log_level)                                                        \
+			jc__log((lvl), JC_LOG_##grp, __VA_ARGS__);                                 \
+	} while (0)
+#define jc_log_err(grp, ...)	jc_log(LOG_ERR, grp, __VA_ARGS__)
+#define jc_log_warn(grp, ...)	jc_log(LOG_WARNING, grp, __VA_ARGS__)
 #define jc_log_notice(grp, ...) jc_log(LOG_NOTICE, grp, __VA_ARGS__)
-#define jc_log_info(grp, ...) jc_log(LOG_INFO, grp, __VA_ARGS__)
-#define jc_log_debug(grp, ...) jc_log(LOG_DEBUG, grp, __VA_ARGS__)
+#define jc_log_info(grp, ...)	jc_log(LOG_INFO, grp, __VA_ARGS__)
+#define jc_log_debug(grp, ...)	jc_log(LOG_DEBUG, grp, __VA_ARGS__)
 
 /* Invariant that must hold: aborts with file:line when it does not. */
-#define jc_assert(cond) do { if (!(cond)) jc__assert_fail(#cond, __FILE__, __LINE__); } while (0)
+#define jc_assert(cond)                                                                            \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			jc__assert_fail(#cond, __FILE__, __LINE__);                                \
+	} while (0)
 /* Recoverable check: logs and evaluates to false so the caller can bail out. */
-#define jc_check(cond) ((cond) ? 1 : (jc__log(LOG_ERR, JC_LOG_MAIN, "check failed: %s (%s:%d)", \
-	#cond, __FILE__, __LINE__), 0))
+#define jc_check(cond)                                                                             \
+	((cond) ? 1                                                                                \
+		: (jc__log(LOG_ERR, JC_LOG_MAIN, "check failed: %s (%s:%d)", #cond, __FILE__,      \
+			   __LINE__),                                                              \
+		   0))
 void jc__assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 
 #endif

@@ -73,21 +73,26 @@ static const char *nvjitlink_name(nvJitLinkResult r)
 	switch (r) {
 #define N(x)                                                                                       \
 	case x:                                                                                    \
-		return #x;
-		N(NVJITLINK_SUCCESS)
-		N(NVJITLINK_ERROR_UNRECOGNIZED_OPTION) N(NVJITLINK_ERROR_MISSING_ARCH)
-		    N(NVJITLINK_ERROR_INVALID_INPUT) N(NVJITLINK_ERROR_PTX_COMPILE)
-			N(NVJITLINK_ERROR_NVVM_COMPILE) N(NVJITLINK_ERROR_INTERNAL)
-			    N(NVJITLINK_ERROR_THREADPOOL) N(NVJITLINK_ERROR_UNRECOGNIZED_INPUT)
-				N(NVJITLINK_ERROR_FINALIZE) N(NVJITLINK_ERROR_NULL_INPUT)
-				    N(NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS)
-					N(NVJITLINK_ERROR_INCORRECT_INPUT_TYPE)
-					    N(NVJITLINK_ERROR_ARCH_MISMATCH)
-						N(NVJITLINK_ERROR_OUTDATED_LIBRARY)
-						    N(NVJITLINK_ERROR_MISSING_FATBIN)
-							N(NVJITLINK_ERROR_UNRECOGNIZED_ARCH)
-							    N(NVJITLINK_ERROR_UNSUPPORTED_ARCH)
-								N(NVJITLINK_ERROR_LTO_NOT_ENABLED)
+		return #x
+		N(NVJITLINK_SUCCESS);
+		N(NVJITLINK_ERROR_UNRECOGNIZED_OPTION);
+		N(NVJITLINK_ERROR_MISSING_ARCH);
+		N(NVJITLINK_ERROR_INVALID_INPUT);
+		N(NVJITLINK_ERROR_PTX_COMPILE);
+		N(NVJITLINK_ERROR_NVVM_COMPILE);
+		N(NVJITLINK_ERROR_INTERNAL);
+		N(NVJITLINK_ERROR_THREADPOOL);
+		N(NVJITLINK_ERROR_UNRECOGNIZED_INPUT);
+		N(NVJITLINK_ERROR_FINALIZE);
+		N(NVJITLINK_ERROR_NULL_INPUT);
+		N(NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS);
+		N(NVJITLINK_ERROR_INCORRECT_INPUT_TYPE);
+		N(NVJITLINK_ERROR_ARCH_MISMATCH);
+		N(NVJITLINK_ERROR_OUTDATED_LIBRARY);
+		N(NVJITLINK_ERROR_MISSING_FATBIN);
+		N(NVJITLINK_ERROR_UNRECOGNIZED_ARCH);
+		N(NVJITLINK_ERROR_UNSUPPORTED_ARCH);
+		N(NVJITLINK_ERROR_LTO_NOT_ENABLED);
 #undef N
 	}
 	return "unknown nvJitLink error";
@@ -380,8 +385,10 @@ int jc__nv_run_job(const struct jc_nv *nv, const struct jc_req *req, struct jc_r
 	res->output = req->output;
 	if (req->output == JC_OUTPUT_FATBIN) {
 		/* jitcached makes one from per-target jobs (core/fatbin.h). */
-		jc__nv_set_message(res, JC_ENOTSUP, "a fatbin (target list %s) is made by jitcached, "
-				   "not by one compile job", req->arch ? req->arch : "");
+		jc__nv_set_message(res, JC_ENOTSUP,
+				   "a fatbin (target list %s) is made by jitcached, "
+				   "not by one compile job",
+				   req->arch ? req->arch : "");
 		return res->status;
 	}
 	if (req->job != JC_JOB_COMPILE && !nv->has_nvjitlink) {

@@ -20,11 +20,19 @@
 
 /* X(name): the nvJitLink calls; nvJitLink.h makes all but nvJitLinkVersion
  * inline wrappers of versioned symbols (__nvJitLinkCreate_13_0, ...). */
-#define JC_NVJITLINK_FNS(X)                                                                   \
-	X(nvJitLinkCreate) X(nvJitLinkAddData) X(nvJitLinkComplete) X(nvJitLinkGetErrorLogSize) \
-	X(nvJitLinkGetErrorLog) X(nvJitLinkGetInfoLogSize) X(nvJitLinkGetInfoLog)              \
-	X(nvJitLinkGetLinkedPtxSize) X(nvJitLinkGetLinkedPtx) X(nvJitLinkGetLinkedCubinSize)   \
-	X(nvJitLinkGetLinkedCubin) X(nvJitLinkDestroy)
+#define JC_NVJITLINK_FNS(X)                                                                        \
+	X(nvJitLinkCreate)                                                                         \
+	X(nvJitLinkAddData)                                                                        \
+	X(nvJitLinkComplete)                                                                       \
+	X(nvJitLinkGetErrorLogSize)                                                                \
+	X(nvJitLinkGetErrorLog)                                                                    \
+	X(nvJitLinkGetInfoLogSize)                                                                 \
+	X(nvJitLinkGetInfoLog)                                                                     \
+	X(nvJitLinkGetLinkedPtxSize)                                                               \
+	X(nvJitLinkGetLinkedPtx)                                                                   \
+	X(nvJitLinkGetLinkedCubinSize)                                                             \
+	X(nvJitLinkGetLinkedCubin)                                                                 \
+	X(nvJitLinkDestroy)
 #define JC_NVJITLINK_UNVERSIONED_FNS(X) X(nvJitLinkVersion)
 
 /*
@@ -60,6 +68,6 @@ int jc__nv_run_job(const struct jc_nv *nv, const struct jc_req *req, struct jc_r
 
 /* Sets res->status and res->message from fmt. */
 void jc__nv_set_message(struct jc_res *res, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -93,8 +93,8 @@ int jc__strv_push(struct jc_strv *sv, const char *s)
 	return 0;
 }
 
-int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void *data,
-		  size_t size, uint32_t type)
+int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void *data, size_t size,
+		  uint32_t type)
 {
 	struct jc_blob *a = realloc(*arr, (*n + 1) * sizeof(*a));
 	if (!a)
@@ -117,9 +117,10 @@ int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void 
 }
 
 static const char *const output_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin"};
-static const char *const input_names[] = {NULL, "cubin", "ptx", "ltoir", "fatbin", "object", "library"};
-static const char *const cache_names[] = {NULL, "miss", "hit", "negative-hit", "joined", "uncached",
-					   "remote-hit"};
+static const char *const input_names[] = {NULL,	    "cubin",  "ptx",	"ltoir",
+					  "fatbin", "object", "library"};
+static const char *const cache_names[] = {NULL,	    "miss",	"hit",	     "negative-hit",
+					  "joined", "uncached", "remote-hit"};
 
 #define NAME_OF(table, v) ((v) < sizeof(table) / sizeof(table[0]) ? table[v] : NULL)
 
@@ -214,13 +215,12 @@ static int opt_value(const struct jc_strv *o, size_t i, const char *name, int jo
 	return 1;
 }
 
-int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
-		   size_t *used)
+int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val, size_t *used)
 {
 	*val = NULL;
 	*used = 1;
-	*is_dir = opt_value(o, i, "-I", 1, val, used) ||
-		  opt_value(o, i, "--include-path", 0, val, used);
+	*is_dir =
+	    opt_value(o, i, "-I", 1, val, used) || opt_value(o, i, "--include-path", 0, val, used);
 	return *is_dir || opt_value(o, i, "-include", 0, val, used) ||
 	       opt_value(o, i, "--pre-include", 0, val, used);
 }
@@ -231,7 +231,7 @@ static int lowered_cmp(const void *a, const void *b)
 }
 
 void jc__res_lowered_in_order(struct jc_res *res, const struct jc_strv *names,
-			     struct jc_lowered **tmp)
+			      struct jc_lowered **tmp)
 {
 	size_t n = res->n_lowered;
 	*tmp = NULL;

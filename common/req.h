@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 enum jc_job {
-	JC_JOB_COMPILE = 1,      /* NVRTC only */
-	JC_JOB_LINK = 2,         /* nvJitLink over link inputs only */
+	JC_JOB_COMPILE = 1,	 /* NVRTC only */
+	JC_JOB_LINK = 2,	 /* nvJitLink over link inputs only */
 	JC_JOB_COMPILE_LINK = 3, /* NVRTC (-dlto) then nvJitLink with the link inputs */
 	/* Daemon -> worker only (clients' requests never carry it): put the
 	 * link inputs (cubins and PTX, each named by its target) into one
@@ -43,38 +43,39 @@ enum jc_input_type {
 
 /* Where a result came from (client-visible cache status). */
 enum jc_cache_status {
-	JC_CACHE_MISS = 1,         /* this request ran the compile */
-	JC_CACHE_HIT = 2,          /* served from the cache */
+	JC_CACHE_MISS = 1,	   /* this request ran the compile */
+	JC_CACHE_HIT = 2,	   /* served from the cache */
 	JC_CACHE_NEGATIVE_HIT = 3, /* a cached compile failure, served with its log */
-	JC_CACHE_JOINED = 4,       /* waited on another request's compile (single flight) */
-	JC_CACHE_UNCACHED = 5,     /* compiled in the client's process (no daemon), or compiled by the
-				    * daemon and served without being stored */
-	JC_CACHE_REMOTE_HIT = 6,   /* a local miss served from the remote tier (verified, then stored) */
+	JC_CACHE_JOINED = 4,	   /* waited on another request's compile (single flight) */
+	JC_CACHE_UNCACHED = 5, /* compiled in the client's process (no daemon), or compiled by the
+				* daemon and served without being stored */
+	JC_CACHE_REMOTE_HIT =
+	    6, /* a local miss served from the remote tier (verified, then stored) */
 };
 
 struct jc_blob {
-	char *name;      /* NUL-terminated */
-	uint8_t *data;   /* size bytes */
+	char *name;    /* NUL-terminated */
+	uint8_t *data; /* size bytes */
 	size_t size;
-	uint32_t type;   /* enum jc_input_type for link inputs, 0 for headers */
+	uint32_t type; /* enum jc_input_type for link inputs, 0 for headers */
 };
 
 struct jc_strv {
-	char **v;        /* n NUL-terminated strings */
+	char **v; /* n NUL-terminated strings */
 	size_t n;
 };
 
 struct jc_req {
-	uint32_t job;            /* enum jc_job */
-	uint32_t output;         /* enum jc_output */
-	char *arch;              /* "sm_90", "sm_90a", "compute_90"; for JC_OUTPUT_FATBIN
-				  * an ordered, comma-separated target list */
-	char *source_name;       /* NVRTC program name, e.g. "saxpy.cu" */
+	uint32_t job;	   /* enum jc_job */
+	uint32_t output;   /* enum jc_output */
+	char *arch;	   /* "sm_90", "sm_90a", "compute_90"; for JC_OUTPUT_FATBIN
+			    * an ordered, comma-separated target list */
+	char *source_name; /* NVRTC program name, e.g. "saxpy.cu" */
 	uint8_t *source;
 	size_t source_size;
 	struct jc_blob *headers; /* in-memory headers (name = include name) */
 	size_t n_headers;
-	struct jc_strv options;      /* NVRTC options, in order */
+	struct jc_strv options;	     /* NVRTC options, in order */
 	struct jc_strv include_dirs; /* directories the daemon may scan/read */
 	/* Client-read include trees (docs/team-daemon.md): the
 	 * files the client's scan of include_dirs found, sent by a client whose
@@ -85,8 +86,10 @@ struct jc_req {
 	 * include_dirs: the worker compiles against a private copy. */
 	struct jc_blob *tree;
 	size_t n_tree;
-	uint32_t tree_round;     /* enum jc_tree_round: 0 = no tree (the daemon may read include_dirs) */
-	uint8_t tree_digest[16]; /* JC_TREE_DIGEST: jc__inc_key_digest of the tree (then n_tree is 0) */
+	uint32_t
+	    tree_round; /* enum jc_tree_round: 0 = no tree (the daemon may read include_dirs) */
+	uint8_t
+	    tree_digest[16]; /* JC_TREE_DIGEST: jc__inc_key_digest of the tree (then n_tree is 0) */
 	/* Daemon to worker only (a client's request carrying it is refused):
 	 * the keyed headers that are symbolic links (JC_INC_LINK entries), whose
 	 * chains of targets the worker's confinement allows (README, "Symlinked
@@ -102,14 +105,15 @@ struct jc_req {
 	struct jc_blob *link_inputs; /* in link order */
 	size_t n_link_inputs;
 	struct jc_strv link_options;
-	char *app_abi;           /* application ABI/schema version, "" if unset */
-	uint32_t test_fault;     /* test-only: see JC_FAULT_*; honoured only with JITCACHE_TEST_FAULTS=1 */
+	char *app_abi; /* application ABI/schema version, "" if unset */
+	uint32_t
+	    test_fault; /* test-only: see JC_FAULT_*; honoured only with JITCACHE_TEST_FAULTS=1 */
 	/* Not part of the key: the client could not use the object it was served
 	 * (hash mismatch or cuModuleLoadData failure). The daemon quarantines that
 	 * object if the entry still names it and compiles afresh (bounded). */
 	uint8_t reject_object[16];
-	uint32_t reject_reason;  /* 0 = none, else enum jc_reject */
-	char *reject_message;    /* e.g. the driver's error string; may be NULL */
+	uint32_t reject_reason; /* 0 = none, else enum jc_reject */
+	char *reject_message;	/* e.g. the driver's error string; may be NULL */
 	/* Not part of the key: the program name to list the entry under when the
 	 * key has another (the shim asks for a fixed name: shim.c, CANON_NAME);
 	 * NULL: source_name. */
@@ -173,36 +177,36 @@ struct jc_lowered {
  * identity is that of the descriptor NVRTC got (JC_DEP_FILE only, else 0).
  */
 enum jc_dep_kind {
-	JC_DEP_FILE = 1,    /* a regular file opened for reading */
-	JC_DEP_ABSENT = 2,  /* probed (stat, access, open): no regular file there */
-	JC_DEP_DIR = 3,     /* a directory listed (opendir) */
-	JC_DEP_DENIED = 4,  /* outside the toolkit tree and the declared include dirs: refused */
-	JC_DEP_SPECIAL = 5, /* a FIFO, device, socket or /proc, /sys file: refused */
+	JC_DEP_FILE = 1,     /* a regular file opened for reading */
+	JC_DEP_ABSENT = 2,   /* probed (stat, access, open): no regular file there */
+	JC_DEP_DIR = 3,	     /* a directory listed (opendir) */
+	JC_DEP_DENIED = 4,   /* outside the toolkit tree and the declared include dirs: refused */
+	JC_DEP_SPECIAL = 5,  /* a FIFO, device, socket or /proc, /sys file: refused */
 	JC_DEP_OVERFLOW = 6, /* more accesses than the worker records (path ""): never covered */
 };
 
 struct jc_dep {
 	char *path;
-	uint32_t kind;     /* enum jc_dep_kind */
+	uint32_t kind; /* enum jc_dep_kind */
 	uint64_t dev, ino, size;
 	int64_t mtime_ns, ctime_ns;
 };
 
 struct jc_res {
-	int32_t status;          /* 0 = artifact present, else JC_E* (JC_ECOMPILE: see log) */
-	uint32_t cache;          /* enum jc_cache_status */
-	uint8_t key[16];         /* cache key (XXH3-128, big-endian canonical form) */
-	uint8_t object[16];      /* XXH3-128 of the artifact bytes */
-	uint32_t output;         /* enum jc_output of the artifact */
-	uint8_t *data;           /* artifact bytes (size bytes), NULL when served by fd */
+	int32_t status;	    /* 0 = artifact present, else JC_E* (JC_ECOMPILE: see log) */
+	uint32_t cache;	    /* enum jc_cache_status */
+	uint8_t key[16];    /* cache key (XXH3-128, big-endian canonical form) */
+	uint8_t object[16]; /* XXH3-128 of the artifact bytes */
+	uint32_t output;    /* enum jc_output of the artifact */
+	uint8_t *data;	    /* artifact bytes (size bytes), NULL when served by fd */
 	size_t size;
-	int fd;                  /* read-only descriptor of the object, or -1 */
-	char *log;               /* compile/link log, "" when empty */
-	char *message;           /* error message when status != 0 */
+	int fd;	       /* read-only descriptor of the object, or -1 */
+	char *log;     /* compile/link log, "" when empty */
+	char *message; /* error message when status != 0 */
 	struct jc_lowered *lowered;
 	size_t n_lowered;
-	uint64_t compile_ns;     /* compile time when it was compiled */
-	uint64_t server_ns;      /* daemon time spent on this request */
+	uint64_t compile_ns; /* compile time when it was compiled */
+	uint64_t server_ns;  /* daemon time spent on this request */
 	/* Worker -> daemon (and on to clients of that compile): CPU time of the
 	 * compile or link (NVRTC, nvJitLink), for the re-warm budget; 0 when
 	 * nothing was compiled for this result. */
@@ -239,15 +243,16 @@ void jc__req_tree_clear(struct jc_req *r);
 void jc__strv_clear(struct jc_strv *sv);
 /* Append helpers: copy their inputs; return 0 or JC_ENOMEM. */
 int jc__strv_push(struct jc_strv *sv, const char *s);
-int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void *data,
-		  size_t size, uint32_t type);
+int jc__blob_push(struct jc_blob **arr, size_t *n, const char *name, const void *data, size_t size,
+		  uint32_t type);
 
 /* Names used on the command line and in logs; NULL for an unknown value. */
 const char *jc__output_name(uint32_t output);
 int jc__output_parse(const char *s); /* -> enum jc_output or JC_EINVAL */
 const char *jc__input_type_name(uint32_t type);
 int jc__input_type_parse(const char *s);
-const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined", "uncached" */
+const char *
+jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-hit", "joined", "uncached" */
 
 /*
  * 1 when option i of o is an include option: "-IDIR", "-I DIR", "-I=DIR",
@@ -257,8 +262,7 @@ const char *jc__cache_status_name(uint32_t cache); /* "hit", "miss", "negative-h
  * name (borrowed; NULL when a two-word form is the last option) and *used
  * how many options it takes (1 or 2). 0 otherwise. Thread-safe.
  */
-int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val,
-		   size_t *used);
+int jc__inc_option(const struct jc_strv *o, size_t i, int *is_dir, const char **val, size_t *used);
 
 /* Lowercase hex of 16 bytes into out[33]. */
 void jc__hex16(const uint8_t in[16], char out[33]);

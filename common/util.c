@@ -7,10 +7,10 @@
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -33,11 +33,18 @@ int jc__parse_size(const char *s, uint64_t *out)
 		return JC_EINVAL;
 	double mul = 1;
 	switch (toupper((unsigned char)*end)) {
-	case 'T': mul *= 1024; /* fall through */
-	case 'G': mul *= 1024; /* fall through */
-	case 'M': mul *= 1024; /* fall through */
-	case 'K': mul *= 1024; end++; break;
-	default: break;
+	case 'T':
+		mul *= 1024; /* fall through */
+	case 'G':
+		mul *= 1024; /* fall through */
+	case 'M':
+		mul *= 1024; /* fall through */
+	case 'K':
+		mul *= 1024;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end == 'i' && mul > 1)
 		end++;
@@ -58,11 +65,23 @@ int jc__parse_duration(const char *s, int64_t *out)
 		return JC_EINVAL;
 	int64_t mul = 1;
 	switch (*end) {
-	case 'd': mul = 86400; end++; break;
-	case 'h': mul = 3600; end++; break;
-	case 'm': mul = 60; end++; break;
-	case 's': end++; break;
-	default: break;
+	case 'd':
+		mul = 86400;
+		end++;
+		break;
+	case 'h':
+		mul = 3600;
+		end++;
+		break;
+	case 'm':
+		mul = 60;
+		end++;
+		break;
+	case 's':
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end || v > INT64_MAX / mul)
 		return JC_EINVAL;
@@ -149,14 +168,14 @@ int jc__kernel_path(const char *path)
 int jc__pseudo_fs(long type)
 {
 	switch ((unsigned long)type) {
-	case 0x9fa0:     /* proc */
+	case 0x9fa0:	 /* proc */
 	case 0x62656572: /* sysfs */
-	case 0x1cd1:     /* devpts */
+	case 0x1cd1:	 /* devpts */
 	case 0x64626720: /* debugfs */
 	case 0x74726163: /* tracefs */
 	case 0x73636673: /* securityfs */
 	case 0x63677270: /* cgroup2 */
-	case 0x27e0eb:   /* cgroup */
+	case 0x27e0eb:	 /* cgroup */
 	case 0xcafe4a11: /* bpf */
 	case 0x62656570: /* configfs */
 	case 0xde5e81e4: /* efivarfs */
@@ -369,7 +388,8 @@ int64_t jc__wall_s(void)
 
 int jc__text_cap(char **text, size_t max)
 {
-	static const char fmt[] = "\n[jitcache: %zu bytes of this log dropped here (--max-log-size)]\n";
+	static const char fmt[] =
+	    "\n[jitcache: %zu bytes of this log dropped here (--max-log-size)]\n";
 	size_t len = *text ? strlen(*text) : 0;
 	if (len <= max)
 		return 0;

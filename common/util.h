@@ -86,7 +86,7 @@ int jc__beside_self(const char *name, char *out, size_t len);
 
 /* The object of type TYPE in which MEMBER is at PTR (libuv's container_of):
  * for handles and jobs embedded in the objects that own them. */
-#define JC_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define JC_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* Marks every descriptor from fd up close-on-exec (close_range, else one
  * fcntl each up to 65535). Async-signal-safe: for a child between fork and
@@ -105,7 +105,7 @@ void jc__sleep_ms(unsigned ms);
 /* Writes a message made from fmt into err (errlen bytes; nothing when 0) and
  * returns code: `return jc__fail(err, errlen, JC_EIO, "open %s: %s", ...)`. */
 int jc__fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /*
  * Caps the NUL-terminated text *text (malloc'd, owned by the caller) at max

@@ -18,13 +18,14 @@
 /* Every change that can alter what a lookup, a listing or a read finds.
  * Not IN_ACCESS / IN_OPEN / IN_CLOSE_NOWRITE: reads (NVRTC's, the scan's)
  * must not invalidate. */
-#define MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
-	      IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW)
+#define MASK                                                                                       \
+	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM |          \
+	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW)
 
-#define MAX_TREES 1024u  /* slots; the stamp's low 10 bits name one */
-#define SLOT_BITS 10
+#define MAX_TREES  1024u /* slots; the stamp's low 10 bits name one */
+#define SLOT_BITS  10
 #define WD_BUCKETS 4096u
-#define MAX_LINKS 40     /* symbolic links followed in one resolution (Linux's ELOOP) */
+#define MAX_LINKS  40 /* symbolic links followed in one resolution (Linux's ELOOP) */
 
 /*
  * One inotify watch, the trees that hold it, and for a directory the names
@@ -35,18 +36,18 @@
  */
 struct wdnode {
 	int wd;
-	int listed;          /* a DIR entry lists it: every name counts */
+	int listed; /* a DIR entry lists it: every name counts */
 	size_t n, cap;
-	uint32_t *trees;     /* tree slots */
-	char **names;        /* owned */
+	uint32_t *trees; /* tree slots */
+	char **names;	 /* owned */
 	size_t n_names, cap_names;
 	struct wdnode *next; /* bucket chain */
 };
 
 struct tree {
-	uint64_t stamp;      /* 0: slot free */
+	uint64_t stamp; /* 0: slot free */
 	int valid;
-	int *wds;            /* the watches it holds (released when invalidated) */
+	int *wds; /* the watches it holds (released when invalidated) */
 	size_t n, cap;
 };
 
@@ -168,7 +169,8 @@ static void drain_locked(struct jc_watch *w)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return; /* EAGAIN: drained (an error other than that cannot be told apart) */
+			return; /* EAGAIN: drained (an error other than that cannot be told apart)
+				 */
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 			if (ev->mask & IN_Q_OVERFLOW) {
@@ -204,8 +206,8 @@ static int remote_fs(const char *path)
 	if (statfs(path, &sf) != 0)
 		return 1;
 	switch ((unsigned long)sf.f_type) {
-	case 0x6969:     /* NFS */
-	case 0x517B:     /* SMB */
+	case 0x6969:	 /* NFS */
+	case 0x517B:	 /* SMB */
 	case 0xFF534D42: /* CIFS */
 	case 0xFE534D42: /* SMB2 */
 	case 0x65735546: /* FUSE */
@@ -343,8 +345,8 @@ static int resolve(struct reg *r, const char *path, int file, int list)
 			depth -= depth > 0;
 			continue;
 		}
-		if (snprintf(next, sizeof(next), "%s%s%s", cur, strcmp(cur, "/") ? "/" : "", comp) >=
-		    (int)sizeof(next))
+		if (snprintf(next, sizeof(next), "%s%s%s", cur, strcmp(cur, "/") ? "/" : "",
+			     comp) >= (int)sizeof(next))
 			return -1;
 		if (add_name(r, wds[depth], comp) != 0)
 			return -1;
@@ -353,10 +355,12 @@ static int resolve(struct reg *r, const char *path, int file, int list)
 		if (S_ISLNK(st.st_mode)) {
 			ssize_t n = readlink(next, link, sizeof(link) - 1);
 			if (n < 0 || ++links > MAX_LINKS)
-				return -1; /* NVRTC's open fails too; a change of the link is in cur */
+				return -1; /* NVRTC's open fails too; a change of the link is in cur
+					    */
 			link[n] = '\0';
 			char joined[PATH_MAX];
-			if (snprintf(joined, sizeof(joined), "%s/%s", link, p) >= (int)sizeof(joined))
+			if (snprintf(joined, sizeof(joined), "%s/%s", link, p) >=
+			    (int)sizeof(joined))
 				return -1;
 			snprintf(rest, sizeof(rest), "%s", joined);
 			p = rest;
@@ -453,8 +457,8 @@ uint64_t jc__watch_tree(struct jc_watch *w, const struct jc_inc_set *set, int *w
 	return out;
 }
 
-uint64_t jc__watch_checked(struct jc_watch *w, struct jc_inc_set *set,
-			   const struct jc_inc_ctx *ctx, int *why)
+uint64_t jc__watch_checked(struct jc_watch *w, struct jc_inc_set *set, const struct jc_inc_ctx *ctx,
+			   int *why)
 {
 	*why = JC_WATCH_OK;
 	if (set->unsettled)
@@ -505,8 +509,7 @@ void jc__watch_stats(struct jc_watch *w, struct jc_watch_stats *out, int take)
 		out->bytes += w->trees[i].cap * sizeof(int);
 	}
 	for (uint32_t b = 0; b < WD_BUCKETS; b++)
-		for (const struct wdnode *nd = w->buckets[b]; nd; nd = nd->next)
-		{
+		for (const struct wdnode *nd = w->buckets[b]; nd; nd = nd->next) {
 			out->bytes += sizeof(*nd) + nd->cap * sizeof(uint32_t) +
 				      nd->cap_names * sizeof(char *);
 			for (size_t i = 0; i < nd->n_names; i++)

@@ -52,11 +52,11 @@ struct jc_watch;
 /* Why jc__watch_tree() gave no stamp. */
 enum jc_watch_refusal {
 	JC_WATCH_OK = 0,
-	JC_WATCH_BUDGET = 1,   /* more watches than max_watches allows */
-	JC_WATCH_LIMIT = 2,    /* inotify_add_watch: ENOSPC (max_user_watches) or another error */
-	JC_WATCH_REMOTE = 3,   /* a directory on a file system without reliable notification */
+	JC_WATCH_BUDGET = 1, /* more watches than max_watches allows */
+	JC_WATCH_LIMIT = 2,  /* inotify_add_watch: ENOSPC (max_user_watches) or another error */
+	JC_WATCH_REMOTE = 3, /* a directory on a file system without reliable notification */
 	JC_WATCH_NOMEM = 4,
-	JC_WATCH_OFF = 5,      /* watching is off (max_watches 0, or no inotify) */
+	JC_WATCH_OFF = 5, /* watching is off (max_watches 0, or no inotify) */
 };
 
 /*
@@ -97,8 +97,8 @@ uint64_t jc__watch_tree(struct jc_watch *w, const struct jc_inc_set *set, int *w
  * unsettled, changed, or the check failed). set's st, unsettled, n_stat
  * and n_read are updated by the check. Thread-safe.
  */
-uint64_t jc__watch_checked(struct jc_watch *w, struct jc_inc_set *set,
-			   const struct jc_inc_ctx *ctx, int *why);
+uint64_t jc__watch_checked(struct jc_watch *w, struct jc_inc_set *set, const struct jc_inc_ctx *ctx,
+			   int *why);
 
 /* 1 when the tree of stamp has seen no event since jc__watch_tree (the
  * queue is drained first), else 0 (also for an unknown or forgotten stamp). */
@@ -108,11 +108,11 @@ int jc__watch_valid(struct jc_watch *w, uint64_t stamp);
 void jc__watch_forget(struct jc_watch *w, uint64_t stamp);
 
 struct jc_watch_stats {
-	uint64_t trees;          /* trees held (valid or not yet forgotten) */
-	uint64_t watches;        /* inotify watches held */
-	uint64_t bytes;          /* memory the module holds for them (not the kernel's) */
-	uint64_t invalidations;  /* trees invalidated by an event, since the last take */
-	uint64_t overflows;      /* IN_Q_OVERFLOW seen, since the last take */
+	uint64_t trees;		/* trees held (valid or not yet forgotten) */
+	uint64_t watches;	/* inotify watches held */
+	uint64_t bytes;		/* memory the module holds for them (not the kernel's) */
+	uint64_t invalidations; /* trees invalidated by an event, since the last take */
+	uint64_t overflows;	/* IN_Q_OVERFLOW seen, since the last take */
 };
 
 /* Fills *out; with take, the two event counts are zeroed after reading. */

@@ -89,7 +89,9 @@ static int entry_fields(struct jc_record *r, const struct jc_entry *e, int hide)
 	jc__hex16(e->object, ohex);
 	int rc = jc__record_add_str(r, "key", hex);
 	rc = rc ?: jc__record_add_str(r, "status", e->status ? "failed" : "ok");
-	rc = rc ?: jc__record_add_str(r, "kind", e->status ? "negative" : jc__output_name(e->output));
+	rc = rc
+		 ?: jc__record_add_str(r, "kind",
+				       e->status ? "negative" : jc__output_name(e->output));
 	rc = rc ?: jc__record_add_str(r, "arch", e->arch);
 	rc = rc ?: jc__record_add_int(r, "size", (int64_t)e->size);
 	rc = rc ?: jc__record_add_int(r, "hits", (int64_t)e->hits);
@@ -125,8 +127,10 @@ static int scope_totals(struct jc_admin_env *env, struct jc_user_totals *t)
 		return env->cd->ops->user_usage(env->cd, env->uid, t);
 	struct jc_tier_health h;
 	int rc = env->cd->ops->health(env->cd, &h);
-	*t = (struct jc_user_totals){.entries = h.entries, .negative = h.negative_entries,
-				     .bytes = h.bytes, .stored = h.stored};
+	*t = (struct jc_user_totals){.entries = h.entries,
+				     .negative = h.negative_entries,
+				     .bytes = h.bytes,
+				     .stored = h.stored};
 	return rc;
 }
 
@@ -137,11 +141,11 @@ static int cmd_ls(struct jc_admin_env *env, const struct jc_admin_req *req,
 	struct jc_user_totals t;
 	void *ctx[2] = {env, out};
 	(void)req;
-	int rc = env->cd->ops->foreach(env->cd, &f, ls_cb, ctx);
+	int rc = env->cd->ops->foreach (env->cd, &f, ls_cb, ctx);
 	if (rc == 1 && (rc = scope_totals(env, &t)) == 0) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries", JC_ADMIN_LIST_MAX,
-			 (unsigned long long)t.entries);
+		snprintf(msg, sizeof(msg), "listed the %d least recently used of %llu entries",
+			 JC_ADMIN_LIST_MAX, (unsigned long long)t.entries);
 		out->message = strdup(msg);
 	}
 	return rc;
@@ -156,7 +160,8 @@ static int add_users(struct jc_admin_env *env, struct jc_record *r, const uint8_
 	size_t len = 0;
 	int rc = env->cd->ops->users_of(env->cd, key, uids, &n);
 	for (uint64_t i = 0; rc == 0 && i < n && i < 64; i++)
-		len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%u", i ? "," : "", uids[i]);
+		len +=
+		    (size_t)snprintf(text + len, sizeof(text) - len, "%s%u", i ? "," : "", uids[i]);
 	if (rc == 0 && n > 64)
 		snprintf(text + len, sizeof(text) - len, ",...");
 	return rc ?: jc__record_add_str(r, "users", text);
@@ -184,15 +189,19 @@ static int resolve_key(struct jc_admin_env *env, const char *what, const char *t
 	if (len == 32 && jc__unhex16(text, key) == 0)
 		return 0;
 	if (len < KEY_PREFIX_MIN || len > 32 || strspn(text, "0123456789abcdefABCDEF") != len) {
-		snprintf(msg, sizeof(msg), "bad %s '%s': a key (32 hex digits) or a unique prefix of one "
-			 "(at least %d)", what, text ? text : "", KEY_PREFIX_MIN);
+		snprintf(msg, sizeof(msg),
+			 "bad %s '%s': a key (32 hex digits) or a unique prefix of one "
+			 "(at least %d)",
+			 what, text ? text : "", KEY_PREFIX_MIN);
 		return fail(out, JC_EINVAL, "%s", msg);
 	}
-	int rc = env->cd->ops->find_keys(env->cd, text, env->all_users ? -1 : (int64_t)env->uid, keys, &n);
+	int rc = env->cd->ops->find_keys(env->cd, text, env->all_users ? -1 : (int64_t)env->uid,
+					 keys, &n);
 	if (rc != 0)
 		return fail(out, rc, "index: %s", jc__cachedir_errmsg(env->cd));
 	if (n == 0 && absent_ok) {
-		snprintf(hex, sizeof(hex), "%s%.*s", text, (int)(32 - len), "00000000000000000000000000000000");
+		snprintf(hex, sizeof(hex), "%s%.*s", text, (int)(32 - len),
+			 "00000000000000000000000000000000");
 		return jc__unhex16(hex, key);
 	}
 	if (n == 0)
@@ -221,7 +230,8 @@ static int cmd_show(struct jc_admin_env *env, const struct jc_admin_req *req,
 		return out->status;
 	struct jc_entry e = {0};
 	/* Another uid's key answers as a key nobody has (tier.h, lookup_for). */
-	int rc = env->cd->ops->lookup_for(env->cd, key, env->all_users ? -1 : (int64_t)env->uid, &e);
+	int rc =
+	    env->cd->ops->lookup_for(env->cd, key, env->all_users ? -1 : (int64_t)env->uid, &e);
 	if (rc == JC_ENOTFOUND)
 		return fail(out, rc, "no entry with key %s", k);
 	struct jc_record *r;
@@ -273,7 +283,9 @@ static int by_user_cb(const struct jc_user_totals *t, void *ctx)
 	rc = rc ?: jc__record_add_u64(r, "stored_bytes", t->stored);
 	rc = rc ?: jc__record_add_u64(r, "hits", t->hits);
 	rc = rc ?: jc__record_add_u64(r, "user_max_size", env->user_max_size);
-	return rc ?: jc__record_add_int(r, "over_share", env->user_max_size && t->stored > env->user_max_size);
+	return rc
+		   ?: jc__record_add_int(r, "over_share",
+					 env->user_max_size && t->stored > env->user_max_size);
 }
 
 /* stats --by-user (admins): one record per uid that uses an entry. */
@@ -286,7 +298,8 @@ static int stats_by_user(struct jc_admin_env *env, struct jc_admin_reply *out)
 
 /* The fields every caller sees: the store as the caller sees it, the budget,
  * versions, the daemon. */
-static int stats_common(struct jc_admin_env *env, struct jc_record *r, const struct jc_user_totals *t)
+static int stats_common(struct jc_admin_env *env, struct jc_record *r,
+			const struct jc_user_totals *t)
 {
 	int rc = jc__record_add_u64(r, "entries", t->entries - t->negative); /* artifacts */
 	rc = rc ?: jc__record_add_u64(r, "negative_entries", t->negative);
@@ -298,14 +311,18 @@ static int stats_common(struct jc_admin_env *env, struct jc_record *r, const str
 	uint64_t free_bytes;
 	int full = env->cd->ops->disk_full(env->cd, &free_bytes);
 	rc = rc ?: jc__record_add_int(r, "disk_full", full);
-	rc = rc ?: jc__record_add_int(r, "disk_free_bytes", free_bytes > INT64_MAX ? -1 : (int64_t)free_bytes);
+	rc = rc
+		 ?: jc__record_add_int(r, "disk_free_bytes",
+				       free_bytes > INT64_MAX ? -1 : (int64_t)free_bytes);
 	rc = rc ?: jc__record_add_int(r, "uptime_s", env->uptime_s);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	rc = rc ?: jc__record_add_str(r, "version", JC_VERSION);
 	rc = rc ?: jc__record_add_str(r, "nvrtc_version", env->tc->nvrtc_version);
 	rc = rc ?: jc__record_add_str(r, "nvjitlink_version", env->tc->nvjitlink_version);
 	rc = rc ?: jc__record_add_str(r, "driver_version", env->tc->driver_version);
-	return rc ?: jc__record_add_str(r, "confinement", env->confinement ? env->confinement : "offline");
+	return rc
+		   ?: jc__record_add_str(r, "confinement",
+					 env->confinement ? env->confinement : "offline");
 }
 
 /* Kept requests and the toolchain identities: this process's and the one
@@ -359,10 +376,12 @@ static int cmd_stats(struct jc_admin_env *env, const struct jc_admin_req *req,
 	for (int i = 0; rc == 0 && i < JC_CTR__COUNT; i++)
 		rc = jc__record_add_u64(r, jc__counter_names[i], env->counters[i]);
 	rc = rc ?: stats_common(env, r, &t);
-	rc = rc ?: jc__record_add_u64(r, "evict_high_water",
-				      jc__evict_mark(env->max_size, JC_EVICT_HIGH_PCT));
-	rc = rc ?: jc__record_add_u64(r, "evict_low_water",
-				      jc__evict_mark(env->max_size, JC_EVICT_LOW_PCT));
+	rc = rc
+		 ?: jc__record_add_u64(r, "evict_high_water",
+				       jc__evict_mark(env->max_size, JC_EVICT_HIGH_PCT));
+	rc = rc
+		 ?: jc__record_add_u64(r, "evict_low_water",
+				       jc__evict_mark(env->max_size, JC_EVICT_LOW_PCT));
 	rc = rc ?: jc__record_add_int(r, "hit_p50_us", (int64_t)((env->hit_p50_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_int(r, "hit_p99_us", (int64_t)((env->hit_p99_ns + 500) / 1000));
 	rc = rc ?: jc__record_add_u64(r, "hit_latency_samples", env->hit_samples);
@@ -416,7 +435,9 @@ static int cmd_version(struct jc_admin_env *env, const struct jc_admin_req *req,
 	rc = rc ?: jc__record_add_str(r, "toolkit_include", tc->toolkit_include);
 	rc = rc ?: jc__record_add_str(r, "toolkit_include_id", tc->toolkit_include_id);
 	rc = rc ?: jc__record_add_str(r, "supported_archs", tc->supported_archs);
-	rc = rc ?: jc__record_add_str(r, "fatbin_tool", tc->fatbin_path[0] ? tc->fatbin_path : "none");
+	rc = rc
+		 ?: jc__record_add_str(r, "fatbin_tool",
+				       tc->fatbin_path[0] ? tc->fatbin_path : "none");
 	rc = rc ?: jc__record_add_str(r, "fatbin_id", tc->fatbin_id);
 	rc = rc ?: jc__record_add_int(r, "daemon_pid", env->daemon_pid);
 	return rc;
@@ -470,17 +491,19 @@ static int cmd_purge(struct jc_admin_env *env, const struct jc_admin_req *req,
 		conditions++;
 	}
 	if (!conditions)
-		return fail(out, JC_EINVAL, "%s", "purge needs a selection: --all, --negative, --older-than, "
-					 "--unused-for, --key, --arch, --stale-versions or --to-size");
-	int rc = env->cd->ops->foreach(env->cd, &f, jc__victims_collect_cb, &vs);
+		return fail(out, JC_EINVAL, "%s",
+			    "purge needs a selection: --all, --negative, --older-than, "
+			    "--unused-for, --key, --arch, --stale-versions or --to-size");
+	int rc = env->cd->ops->foreach (env->cd, &f, jc__victims_collect_cb, &vs);
 	if (rc == 1)
 		rc = 0;
 	int dry_run = arg(req, "dry_run") != NULL;
 	rc = rc ?: jc__victims_remove(env, &vs, dry_run, out);
 	if (rc == 0) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "%s %zu entries, %llu bytes%s", dry_run ? "would remove" : "removed",
-			 vs.n, (unsigned long long)vs.bytes, vs.n > JC_ADMIN_LIST_MAX ? " (the first ones listed)" : "");
+		snprintf(msg, sizeof(msg), "%s %zu entries, %llu bytes%s",
+			 dry_run ? "would remove" : "removed", vs.n, (unsigned long long)vs.bytes,
+			 vs.n > JC_ADMIN_LIST_MAX ? " (the first ones listed)" : "");
 		free(out->message);
 		out->message = strdup(msg);
 	}
@@ -521,7 +544,7 @@ static int cmd_verify(struct jc_admin_env *env, const struct jc_admin_req *req,
 	(void)req;
 	struct verify_ctx v = {.env = env, .out = out};
 	struct jc_filter f = {.status = JC_FILTER_OK};
-	int rc = env->cd->ops->foreach(env->cd, &f, verify_cb, &v);
+	int rc = env->cd->ops->foreach (env->cd, &f, verify_cb, &v);
 	/* Repair: drop the rows and quarantine their objects, so the next
 	 * request compiles afresh. */
 	for (size_t i = 0; rc == 0 && i < v.bad.n; i++) {
@@ -565,13 +588,14 @@ static int cmd_gc(struct jc_admin_env *env, const struct jc_admin_req *req,
 	struct jc_victims vs = {0};
 	struct jc_filter f = {.status = JC_FILTER_FAILED, .expired_at = (int64_t)time(NULL)};
 	(void)req;
-	int rc = env->cd->ops->foreach(env->cd, &f, jc__victims_collect_cb, &vs);
+	int rc = env->cd->ops->foreach (env->cd, &f, jc__victims_collect_cb, &vs);
 	rc = rc ?: jc__victims_remove(env, &vs, 0, NULL);
 	struct gc_ctx g = {.out = out};
 	rc = rc ?: env->cd->ops->collect(env->cd, (int64_t)time(NULL), gc_removed_cb, &g);
 	if (rc == 0) {
 		char msg[160];
-		snprintf(msg, sizeof(msg), "removed %zu expired negative entries, %llu orphaned objects (%llu bytes)",
+		snprintf(msg, sizeof(msg),
+			 "removed %zu expired negative entries, %llu orphaned objects (%llu bytes)",
 			 vs.n, (unsigned long long)g.removed, (unsigned long long)g.bytes);
 		free(out->message);
 		out->message = strdup(msg);
@@ -670,8 +694,10 @@ static int cmd_export(struct jc_admin_env *env, const struct jc_admin_req *req,
 		rc = 0;
 	if (rc == 0 && x.cut) {
 		char msg[160];
-		snprintf(msg, sizeof(msg), "export cut at %zu requests (%u MiB per export): "
-			 "use --top to choose", out->n_rec, EXPORT_MAX_BYTES >> 20);
+		snprintf(msg, sizeof(msg),
+			 "export cut at %zu requests (%u MiB per export): "
+			 "use --top to choose",
+			 out->n_rec, EXPORT_MAX_BYTES >> 20);
 		free(out->message);
 		out->message = strdup(msg);
 	}
@@ -681,39 +707,39 @@ static int cmd_export(struct jc_admin_env *env, const struct jc_admin_req *req,
 /* --- the command table ------------------------------------------------------ */
 
 static const struct jc_admin_arg stats_args[] = {
-	{"zero", "zero", JC_ARG_FLAG, JC_ADMIN_PRIVILEGED | JC_ADMIN_MUTATING},
-	{"by_user", "by-user", JC_ARG_FLAG, JC_ADMIN_PRIVILEGED | JC_ADMIN_LISTS},
-	{"prometheus", "prometheus", JC_ARG_FLAG, JC_ADMIN_LOCAL},
-	{NULL, NULL, 0, 0},
+    {"zero", "zero", JC_ARG_FLAG, JC_ADMIN_PRIVILEGED | JC_ADMIN_MUTATING},
+    {"by_user", "by-user", JC_ARG_FLAG, JC_ADMIN_PRIVILEGED | JC_ADMIN_LISTS},
+    {"prometheus", "prometheus", JC_ARG_FLAG, JC_ADMIN_LOCAL},
+    {NULL, NULL, 0, 0},
 };
 static const struct jc_admin_arg show_args[] = {
-	{"key", NULL, JC_ARG_KEY, 0},
-	{NULL, NULL, 0, 0},
+    {"key", NULL, JC_ARG_KEY, 0},
+    {NULL, NULL, 0, 0},
 };
 static const struct jc_admin_arg purge_args[] = {
-	{"all", "all", JC_ARG_FLAG, 0},
-	{"negative", "negative", JC_ARG_FLAG, 0},
-	{"older_than", "older-than", JC_ARG_SECONDS, 0},
-	{"unused_for", "unused-for", JC_ARG_SECONDS, 0},
-	{"key", "key", JC_ARG_KEY, 0},
-	{"arch", "arch", JC_ARG_TEXT, 0},
-	{"stale_versions", "stale-versions", JC_ARG_FLAG, 0},
-	{"to_size", "to-size", JC_ARG_BYTES, 0},
-	{"dry_run", "dry-run", JC_ARG_FLAG, 0},
-	{NULL, NULL, 0, 0},
+    {"all", "all", JC_ARG_FLAG, 0},
+    {"negative", "negative", JC_ARG_FLAG, 0},
+    {"older_than", "older-than", JC_ARG_SECONDS, 0},
+    {"unused_for", "unused-for", JC_ARG_SECONDS, 0},
+    {"key", "key", JC_ARG_KEY, 0},
+    {"arch", "arch", JC_ARG_TEXT, 0},
+    {"stale_versions", "stale-versions", JC_ARG_FLAG, 0},
+    {"to_size", "to-size", JC_ARG_BYTES, 0},
+    {"dry_run", "dry-run", JC_ARG_FLAG, 0},
+    {NULL, NULL, 0, 0},
 };
 
 static const struct jc_admin_arg warm_args[] = {
-	{"top", "top", JC_ARG_TEXT, 0},
-	{"since", "since", JC_ARG_SECONDS, 0},
-	{"status", "status", JC_ARG_FLAG, 0},
-	{"wait", "wait", JC_ARG_FLAG, JC_ADMIN_LOCAL},
-	{NULL, NULL, 0, 0},
+    {"top", "top", JC_ARG_TEXT, 0},
+    {"since", "since", JC_ARG_SECONDS, 0},
+    {"status", "status", JC_ARG_FLAG, 0},
+    {"wait", "wait", JC_ARG_FLAG, JC_ADMIN_LOCAL},
+    {NULL, NULL, 0, 0},
 };
 static const struct jc_admin_arg export_args[] = {
-	{"top", "top", JC_ARG_TEXT, 0},
-	{"uid", "uid", JC_ARG_TEXT, JC_ADMIN_PRIVILEGED},
-	{NULL, NULL, 0, 0},
+    {"top", "top", JC_ARG_TEXT, 0},
+    {"uid", "uid", JC_ARG_TEXT, JC_ADMIN_PRIVILEGED},
+    {NULL, NULL, 0, 0},
 };
 
 #define P JC_ADMIN_PRIVILEGED
@@ -721,49 +747,46 @@ static const struct jc_admin_arg export_args[] = {
 #define O JC_ADMIN_OFFLINE
 #define L JC_ADMIN_LISTS
 const struct jc_admin_cmd jc__admin_cmds[] = {
-	{"ping", 0, NULL, cmd_ping,
-	 "ping\n  Asks the daemon whether it answers.\n"},
-	{"version", 0, NULL, cmd_version,
-	 "version [--json]\n  The daemon's and the toolchain's versions (--json: as one "
-	 "JSON object).\n"},
-	{"stats", O, stats_args, cmd_stats,
-	 "stats [--json | --prometheus] [--zero] [--by-user]\n"
-	 "  Counters and figures (offline from the cache directory when no daemon runs).\n"
-	 "  Admins (root, the daemon's uid, --admin-group) see the daemon's; any other user\n"
-	 "  of a shared daemon their own entries, bytes and hits. --by-user (admins): one\n"
-	 "  line per uid and its user name: entries, bytes (a shared entry in full for\n"
-	 "  each), hits.\n"
-	 "  --zero (admins) resets the counters.\n"},
-	{"ls", O | L, NULL, cmd_ls,
-	 "ls [--json]\n  Lists the entries (a user who is not an admin: their own, with their\n"
-	 "  own hits and access times).\n"},
-	{"show", O, show_args, cmd_show,
-	 "show KEY\n  One entry, with its compile log (a user's own only: another's key\n"
-	 "  answers as one nobody has).\n"},
-	{"purge", O | L | M, purge_args, cmd_purge,
-	 "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
-	 "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
-	 "  Removes entries (selections combine with AND). A user who is not an admin\n"
-	 "  purges their own: an entry another user also uses stays for them.\n"},
-	{"verify", P | O | L | M, NULL, cmd_verify,
-	 "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
-	{"gc", P | O | L | M, NULL, cmd_gc,
-	 "gc\n  Collects orphaned objects.\n"},
-	{"stop", P | JC_ADMIN_LOOP, NULL, NULL,
-	 "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
-	{"warm", P | M | L | JC_ADMIN_LOOP, warm_args, NULL,
-	 "warm [--top N] [--since DURATION] [--wait] [--status]\n"
-	 "  Compiles the kept requests of entries made by another toolchain (NVRTC,\n"
-	 "  nvJitLink, driver) again for the daemon's, most used first, in the background\n"
-	 "  at idle priority (--rewarm-workers, --rewarm-budget); clients go first. --top:\n"
-	 "  the N most valuable; --since: used within DURATION. --wait: until done, with\n"
-	 "  progress. Lists the requests the new toolchain fails to compile (each kept as a\n"
-	 "  negative entry with its log). --status: the last re-warm's figures. Admins.\n"},
-	{"export", O | L, export_args, cmd_export,
-	 "export [--top N] [--uid U] [--secret-file FILE] -o FILE\n"
-	 "  Writes the kept requests (the most valuable N) to a signed bundle (HMAC-SHA256\n"
-	 "  with the secret: ~/.config/jitcache/bundle.key, made when missing). A user\n"
-	 "  who is not an admin exports their own; --uid U (admins): U's.\n"},
+    {"ping", 0, NULL, cmd_ping, "ping\n  Asks the daemon whether it answers.\n"},
+    {"version", 0, NULL, cmd_version,
+     "version [--json]\n  The daemon's and the toolchain's versions (--json: as one "
+     "JSON object).\n"},
+    {"stats", O, stats_args, cmd_stats,
+     "stats [--json | --prometheus] [--zero] [--by-user]\n"
+     "  Counters and figures (offline from the cache directory when no daemon runs).\n"
+     "  Admins (root, the daemon's uid, --admin-group) see the daemon's; any other user\n"
+     "  of a shared daemon their own entries, bytes and hits. --by-user (admins): one\n"
+     "  line per uid and its user name: entries, bytes (a shared entry in full for\n"
+     "  each), hits.\n"
+     "  --zero (admins) resets the counters.\n"},
+    {"ls", O | L, NULL, cmd_ls,
+     "ls [--json]\n  Lists the entries (a user who is not an admin: their own, with their\n"
+     "  own hits and access times).\n"},
+    {"show", O, show_args, cmd_show,
+     "show KEY\n  One entry, with its compile log (a user's own only: another's key\n"
+     "  answers as one nobody has).\n"},
+    {"purge", O | L | M, purge_args, cmd_purge,
+     "purge --all | --negative | --older-than DUR | --unused-for DUR | --key KEY | --arch ARCH\n"
+     "      | --stale-versions | --to-size SIZE  [--dry-run]\n"
+     "  Removes entries (selections combine with AND). A user who is not an admin\n"
+     "  purges their own: an entry another user also uses stays for them.\n"},
+    {"verify", P | O | L | M, NULL, cmd_verify,
+     "verify\n  Checks every object's size and hash; quarantines bad ones.\n"},
+    {"gc", P | O | L | M, NULL, cmd_gc, "gc\n  Collects orphaned objects.\n"},
+    {"stop", P | JC_ADMIN_LOOP, NULL, NULL, "stop\n  Stops the daemon cleanly, as SIGTERM does.\n"},
+    {"warm", P | M | L | JC_ADMIN_LOOP, warm_args, NULL,
+     "warm [--top N] [--since DURATION] [--wait] [--status]\n"
+     "  Compiles the kept requests of entries made by another toolchain (NVRTC,\n"
+     "  nvJitLink, driver) again for the daemon's, most used first, in the background\n"
+     "  at idle priority (--rewarm-workers, --rewarm-budget); clients go first. --top:\n"
+     "  the N most valuable; --since: used within DURATION. --wait: until done, with\n"
+     "  progress. Lists the requests the new toolchain fails to compile (each kept as a\n"
+     "  negative entry with its log). --status: the last re-warm's figures. Admins.\n"},
+    {"export", O | L, export_args, cmd_export,
+     "export [--top N] [--uid U] [--secret-file FILE] -o FILE\n"
+     "  Writes the kept requests (the most valuable N) to a signed bundle (HMAC-SHA256\n"
+     "  with the secret: ~/.config/jitcache/bundle.key, made when missing). A user\n"
+     "  who is not an admin exports their own; --uid U (admins): U's.\n"},
 };
 #undef P
 #undef M
@@ -824,8 +847,10 @@ static int check_args(const struct jc_admin_cmd *cmd, const struct jc_admin_req 
 		if (!s || (s->flags & JC_ADMIN_LOCAL))
 			return fail(out, JC_EINVAL, "unknown argument '%.64s'", a);
 		if (has_value != (s->kind != JC_ARG_FLAG))
-			return fail(out, JC_EINVAL, has_value ? "argument '%.64s' takes no value"
-							      : "argument '%.64s' needs a value", a);
+			return fail(out, JC_EINVAL,
+				    has_value ? "argument '%.64s' takes no value"
+					      : "argument '%.64s' needs a value",
+				    a);
 	}
 	return 0;
 }
@@ -854,7 +879,8 @@ int jc__admin_run(struct jc_admin_env *env, const struct jc_admin_req *req,
 		out->status = rc;
 		if (!out->message) {
 			char msg[256];
-			snprintf(msg, sizeof(msg), "%s failed: %s", c, jc__cachedir_errmsg(env->cd));
+			snprintf(msg, sizeof(msg), "%s failed: %s", c,
+				 jc__cachedir_errmsg(env->cd));
 			out->message = strdup(msg);
 		}
 	}

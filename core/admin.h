@@ -27,38 +27,38 @@
 
 struct jc_admin_env {
 	/* in (borrowed) */
-	struct jc_cachedir *cd;            /* the cache directory: its local tier (tier.h) */
+	struct jc_cachedir *cd; /* the cache directory: its local tier (tier.h) */
 	const struct jc_toolchain *tc;
-	struct jc_req_policy *policy;      /* the daemon's admission (request.h); NULL offline */
+	struct jc_req_policy *policy; /* the daemon's admission (request.h); NULL offline */
 	/* Who asks: all_users for an admin (root, the daemon's uid, the admin
 	 * group; every offline caller, who holds the directory itself), who sees
 	 * and changes every entry; else ls, show, stats and purge see only the
 	 * entries uid uses (index.h, "who used an entry"). */
 	uint32_t uid;
 	int all_users;
-	uint64_t user_max_size;           /* per-uid byte share; 0 = none (evict.h) */
+	uint64_t user_max_size;		  /* per-uid byte share; 0 = none (evict.h) */
 	uint64_t counters[JC_CTR__COUNT]; /* the daemon's, or the stored ones offline */
-	int64_t uptime_s;                 /* -1 offline */
-	uint64_t max_size;                /* byte budget */
-	int64_t daemon_pid;               /* 0 offline */
+	int64_t uptime_s;		  /* -1 offline */
+	uint64_t max_size;		  /* byte budget */
+	int64_t daemon_pid;		  /* 0 offline */
 	const char *socket_path;
-	const char *confinement;          /* the workers' (worker_fs.h names); NULL offline */
+	const char *confinement; /* the workers' (worker_fs.h names); NULL offline */
 	/* The toolchain identity the cache recorded before the daemon started
 	 * (tier.h, jc__cachedir_identity); NULL offline (read from the index). */
 	const char *cache_identity;
-	int keep_requests;                /* --keep-requests (offline: 0) */
+	int keep_requests; /* --keep-requests (offline: 0) */
 	/* Server-side hit latency since the start or `stats --zero` (0 offline). */
 	uint64_t hit_samples, hit_sum_ns, hit_p50_ns, hit_p99_ns;
-	int64_t hit_latency_since;        /* unix time those count from (0 offline) */
+	int64_t hit_latency_since; /* unix time those count from (0 offline) */
 	/* Include tree watches now (watch.h; 0 offline): trees, inotify
 	 * watches, and the bytes the daemon holds for them. */
 	uint64_t watch_trees, watch_count, watch_bytes;
 	/* out: what the caller must apply to its own state */
-	int removed;        /* entries were removed: drop in-memory copies */
-	uint64_t evicted;   /* entries removed by budget eviction */
+	int removed;	       /* entries were removed: drop in-memory copies */
+	uint64_t evicted;      /* entries removed by budget eviction */
 	uint64_t user_evicted; /* a uid's entries dropped from its share (evict.h) */
-	uint64_t corrupt;   /* objects found corrupt and quarantined */
-	int zero_counters;  /* `stats zero`: reset counters */
+	uint64_t corrupt;      /* objects found corrupt and quarantined */
+	int zero_counters;     /* `stats zero`: reset counters */
 };
 
 /*
@@ -85,10 +85,10 @@ enum {
 
 /* What an argument's value is ("name=value" on the wire; a flag is "name"). */
 enum jc_admin_arg_kind {
-	JC_ARG_FLAG,     /* no value */
-	JC_ARG_SECONDS,  /* decimal seconds; jitcachectl takes a duration (90s, 2h, 7d) */
-	JC_ARG_BYTES,    /* decimal bytes; jitcachectl takes a size (500M, 2G) */
-	JC_ARG_KEY,      /* 32 hex digits, or a unique prefix (as git takes abbreviated ids) */
+	JC_ARG_FLAG,	/* no value */
+	JC_ARG_SECONDS, /* decimal seconds; jitcachectl takes a duration (90s, 2h, 7d) */
+	JC_ARG_BYTES,	/* decimal bytes; jitcachectl takes a size (500M, 2G) */
+	JC_ARG_KEY,	/* 32 hex digits, or a unique prefix (as git takes abbreviated ids) */
 	JC_ARG_TEXT,
 };
 
@@ -96,13 +96,13 @@ struct jc_admin_arg {
 	const char *name;   /* on the wire */
 	const char *option; /* jitcachectl's --option; NULL: the positional argument */
 	enum jc_admin_arg_kind kind;
-	unsigned flags;     /* JC_ADMIN_* the command gains when it is given */
+	unsigned flags; /* JC_ADMIN_* the command gains when it is given */
 };
 
 struct jc_admin_env;
 struct jc_admin_cmd {
 	const char *name;
-	unsigned flags;                  /* JC_ADMIN_* */
+	unsigned flags;			 /* JC_ADMIN_* */
 	const struct jc_admin_arg *args; /* ended by a NULL name; NULL: none */
 	/* Fills out (status 0 or a JC_E code); NULL for JC_ADMIN_LOOP. */
 	int (*run)(struct jc_admin_env *env, const struct jc_admin_req *req,

@@ -31,7 +31,6 @@ static int raw_stat(const char *path, struct stat *st)
 	return (int)syscall(SYS_newfstatat, AT_FDCWD, path, st, 0);
 }
 
-
 const char *jc__confine_name(int mode)
 {
 	switch (mode) {
@@ -55,18 +54,18 @@ int jc__confine_parse(const char *name)
 }
 
 /* Landlock rights and attribute fields newer than the installed header may know. */
-#define LL_FS_REFER (1ull << 13)
-#define LL_FS_TRUNCATE (1ull << 14)
-#define LL_FS_IOCTL_DEV (1ull << 15)
-#define LL_NET_BIND_TCP (1ull << 0)
-#define LL_NET_CONNECT_TCP (1ull << 1)
+#define LL_FS_REFER		      (1ull << 13)
+#define LL_FS_TRUNCATE		      (1ull << 14)
+#define LL_FS_IOCTL_DEV		      (1ull << 15)
+#define LL_NET_BIND_TCP		      (1ull << 0)
+#define LL_NET_CONNECT_TCP	      (1ull << 1)
 #define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ull << 0)
-#define LL_SCOPE_SIGNAL (1ull << 1)
+#define LL_SCOPE_SIGNAL		      (1ull << 1)
 
 struct ll_ruleset_attr {
 	uint64_t handled_access_fs;
 	uint64_t handled_access_net; /* ABI 4 */
-	uint64_t scoped;             /* ABI 6 */
+	uint64_t scoped;	     /* ABI 6 */
 };
 
 static int landlock_abi(void)
@@ -113,7 +112,8 @@ int jc__confine_detect(int *abi, char *why, size_t len)
 		snprintf(why, len, "Landlock ABI %d", *abi);
 		return JC_CONFINE_LANDLOCK;
 	}
-	const char *ll = strerror(errno); /* ENOSYS: not built in; EOPNOTSUPP: not enabled at boot */
+	const char *ll =
+	    strerror(errno); /* ENOSYS: not built in; EOPNOTSUPP: not enabled at boot */
 	pid_t pid = fork();
 	if (pid == 0) {
 		char err[128];
@@ -137,7 +137,8 @@ static int landlock_confine(const char *const *roots, size_t n_roots, char *err,
 		snprintf(err, errlen, "Landlock is not available: %s", strerror(errno));
 		return JC_EINTERNAL;
 	}
-	struct ll_ruleset_attr attr = {.handled_access_fs = (1ull << 13) - 1}; /* ABI 1: EXECUTE..MAKE_SYM */
+	struct ll_ruleset_attr attr = {.handled_access_fs =
+					   (1ull << 13) - 1}; /* ABI 1: EXECUTE..MAKE_SYM */
 	size_t size = sizeof(attr.handled_access_fs);
 	if (abi >= 2)
 		attr.handled_access_fs |= LL_FS_REFER;
@@ -222,13 +223,15 @@ static int bind_ro(const char *top, const char *src, char *err, size_t errlen)
 		snprintf(parent, sizeof(parent), "%s", dst);
 		*strrchr(parent, '/') = '\0';
 		int fd = -1;
-		ok = mkdirs(parent) == 0 && (fd = raw_open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0;
+		ok = mkdirs(parent) == 0 &&
+		     (fd = raw_open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0;
 		if (fd >= 0)
 			close(fd);
 	}
 	unsigned long keep = 0;
 	if (ok && statvfs(src, &sv) == 0)
-		keep = (sv.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (sv.f_flag & ST_NODEV ? MS_NODEV : 0) |
+		keep = (sv.f_flag & ST_NOSUID ? MS_NOSUID : 0) |
+		       (sv.f_flag & ST_NODEV ? MS_NODEV : 0) |
 		       (sv.f_flag & ST_NOEXEC ? MS_NOEXEC : 0);
 	if (!ok || mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0 ||
 	    mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | keep, NULL) != 0) {
@@ -251,7 +254,8 @@ static int userns_confine(const char *const *roots, size_t n_roots, const char *
 	const char *top = cwd;
 	char inner[PATH_MAX * 2];
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-	    mount("jitcache-root", top, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") != 0) {
+	    mount("jitcache-root", top, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0755,size=1m") != 0) {
 		snprintf(err, errlen, "private root on %s: %s", top, strerror(errno));
 		return JC_EINTERNAL;
 	}
@@ -260,8 +264,8 @@ static int userns_confine(const char *const *roots, size_t n_roots, const char *
 			return JC_EINTERNAL;
 	snprintf(inner, sizeof(inner), "%s%s", top, cwd);
 	if (mkdirs(inner) != 0 || chmod(inner, 0500) != 0 || chroot(top) != 0 || chdir(cwd) != 0 ||
-	    mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  NULL) != 0) {
+	    mount(NULL, "/", NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
 		snprintf(err, errlen, "entering the private root: %s", strerror(errno));
 		return JC_EINTERNAL;
 	}

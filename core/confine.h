@@ -26,7 +26,7 @@
 #include <stddef.h>
 
 enum jc_confine {
-	JC_CONFINE_NONE = 0,     /* no kernel confinement (the worker's own policy still holds) */
+	JC_CONFINE_NONE = 0, /* no kernel confinement (the worker's own policy still holds) */
 	JC_CONFINE_LANDLOCK = 1,
 	JC_CONFINE_USERNS = 2,
 };

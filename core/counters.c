@@ -5,13 +5,13 @@
 
 const char *const jc__counter_names[JC_CTR__COUNT] = {
 #define X(name, help) #name,
-	JC_COUNTERS(X)
+    JC_COUNTERS(X)
 #undef X
 };
 
 const char *const jc__counter_help[JC_CTR__COUNT] = {
 #define X(name, help) help,
-	JC_COUNTERS(X)
+    JC_COUNTERS(X)
 #undef X
 };
 

@@ -18,18 +18,18 @@ enum { JC_ENTRY_OK = 0, JC_ENTRY_FAILED = 1 };
 
 struct jc_entry {
 	uint8_t key[16];
-	int status;             /* JC_ENTRY_OK or JC_ENTRY_FAILED */
-	int32_t error;          /* JC_E* of a failure (JC_ECOMPILE), 0 when ok */
-	uint8_t object[16];     /* XXH3-128 of the artifact; zero for failures */
-	uint64_t size;          /* artifact bytes; 0 for failures */
-	uint32_t output;        /* enum jc_output */
+	int status;	    /* JC_ENTRY_OK or JC_ENTRY_FAILED */
+	int32_t error;	    /* JC_E* of a failure (JC_ECOMPILE), 0 when ok */
+	uint8_t object[16]; /* XXH3-128 of the artifact; zero for failures */
+	uint64_t size;	    /* artifact bytes; 0 for failures */
+	uint32_t output;    /* enum jc_output */
 	/* Owned, NUL-terminated; never NULL after a get or in a foreach callback
 	 * ("" instead). NULL is stored as "" by put. */
 	char *arch, *versions, *options, *source_name, *app_abi, *log;
 	int64_t created, last_access; /* unix seconds */
-	int64_t expires;        /* unix seconds; failures only, 0 otherwise */
+	int64_t expires;	      /* unix seconds; failures only, 0 otherwise */
 	uint64_t hits;
-	uint64_t compile_ns;    /* nanoseconds the compile took */
+	uint64_t compile_ns; /* nanoseconds the compile took */
 	/* What the entry costs on disk, read back (put ignores it): its object
 	 * in whole 4 KiB blocks (ok entries), the bytes of its log, lowered
 	 * names and other text, and 256 for the row and its index entries. */
@@ -54,13 +54,13 @@ enum { JC_FILTER_ANY = 0, JC_FILTER_OK = 1, JC_FILTER_FAILED = 2 };
 /* Conditions of a walk over entries (the tier's foreach, tier.h), all
  * AND-ed; a zeroed struct matches all. */
 struct jc_filter {
-	int status;               /* JC_FILTER_ANY, _OK or _FAILED */
-	int64_t created_before;   /* created < this; 0 = no condition */
+	int status;		  /* JC_FILTER_ANY, _OK or _FAILED */
+	int64_t created_before;	  /* created < this; 0 = no condition */
 	int64_t accessed_before;  /* last_access < this; 0 = no condition */
-	int64_t expired_at;       /* failed entries with expires <= this; 0 = none */
-	const char *arch;         /* arch == this; NULL = any */
+	int64_t expired_at;	  /* failed entries with expires <= this; 0 = none */
+	const char *arch;	  /* arch == this; NULL = any */
 	const char *versions_not; /* versions != this; NULL = any */
-	const uint8_t *key;       /* key == these 16 bytes; NULL = any */
+	const uint8_t *key;	  /* key == these 16 bytes; NULL = any */
 	/* by_uid: only the entries uid uses, in that uid's LRU order, with its
 	 * own created, last_access and hits (as the tier's lookup_for), which
 	 * created_before and accessed_before then test. */
@@ -79,10 +79,10 @@ struct jc_filter {
  * directories), which another uid using the entry never sees.
  */
 struct jc_kept {
-	uint8_t key[16];      /* the entry's key */
-	int64_t id;           /* the request's id */
-	uint64_t size;        /* its bytes */
-	uint32_t uid;         /* who asked first */
+	uint8_t key[16]; /* the entry's key */
+	int64_t id;	 /* the request's id */
+	uint64_t size;	 /* its bytes */
+	uint32_t uid;	 /* who asked first */
 	/* foreach_request only (tier.h), borrowed for the callback: */
 	const char *versions, *source_name; /* the entry's toolchain identity, program name */
 	uint64_t hits;
@@ -91,14 +91,14 @@ struct jc_kept {
 
 /* Which kept requests the tier's foreach_request visits. */
 struct jc_kept_filter {
-	int64_t now;              /* unix seconds: the value's recency is measured from it */
+	int64_t now; /* unix seconds: the value's recency is measured from it */
 	/* Entries of another toolchain identity whose request has no entry of
 	 * this one yet; NULL = any. */
 	const char *versions_not;
-	int64_t accessed_since;   /* last_access >= this; 0 = any */
-	int by_uid;               /* only the requests uid made */
+	int64_t accessed_since; /* last_access >= this; 0 = any */
+	int by_uid;		/* only the requests uid made */
 	uint32_t uid;
-	uint64_t top;             /* at most this many; 0 = all */
+	uint64_t top; /* at most this many; 0 = all */
 };
 
 #endif

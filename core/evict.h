@@ -33,7 +33,7 @@
 
 /* The marks, in percent of a budget or share. */
 #define JC_EVICT_HIGH_PCT 100
-#define JC_EVICT_LOW_PCT 90
+#define JC_EVICT_LOW_PCT  90
 
 /* JC_DEFAULT_MAX_SIZE and the names the budget and share are recorded
  * under (JC_STORED_MAX_SIZE, JC_STORED_USER_MAX_SIZE): tier.h. */
@@ -63,8 +63,8 @@ struct jc_daemon;
 
 /* What one budget job did. */
 struct jc_evict_report {
-	uint64_t evicted;        /* entries that left the cache */
-	uint64_t user_evicted;   /* entries dropped from a uid's share */
+	uint64_t evicted;      /* entries that left the cache */
+	uint64_t user_evicted; /* entries dropped from a uid's share */
 	uint64_t bytes_before, bytes_after, entries_after;
 	uint64_t max_size, low_water;
 };

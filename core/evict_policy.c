@@ -17,7 +17,7 @@ uint64_t jc__evict_mark(uint64_t max_size, unsigned pct)
  * share, the entries it dropped to env->user_evicted. */
 static int evict(struct jc_admin_env *env, struct jc_victims *vs, const struct jc_filter *f)
 {
-	int rc = env->cd->ops->foreach(env->cd, f, jc__victims_collect_cb, vs);
+	int rc = env->cd->ops->foreach (env->cd, f, jc__victims_collect_cb, vs);
 	if (rc == 1)
 		rc = 0;
 	rc = rc ?: jc__victims_remove(env, vs, 0, NULL);
@@ -44,8 +44,8 @@ int jc__evict_user_to(struct jc_admin_env *env, uint32_t uid, uint64_t target)
 	int rc = env->cd->ops->user_usage(env->cd, uid, &t);
 	if (rc != 0 || t.stored <= target)
 		return rc;
-	struct jc_victims vs = {.to_size = 1, .target = target, .total_bytes = t.stored,
-				.by_uid = 1, .uid = uid};
+	struct jc_victims vs = {
+	    .to_size = 1, .target = target, .total_bytes = t.stored, .by_uid = 1, .uid = uid};
 	struct jc_filter f = {.by_uid = 1, .uid = uid};
 	return evict(env, &vs, &f);
 }

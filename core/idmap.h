@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 struct jc_idmap_slot {
-	int64_t id;    /* 0: empty (SQLite row ids of these tables start at 1) */
+	int64_t id; /* 0: empty (SQLite row ids of these tables start at 1) */
 	uint32_t hash;
 };
 

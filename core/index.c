@@ -22,9 +22,9 @@
 #include "core/index_db.h"
 #include "jitcache/jitcache.h"
 
-#define APP_ID 0x4A434348 /* "JCCH" */
+#define APP_ID	       0x4A434348 /* "JCCH" */
 #define SCHEMA_VERSION 5
-#define FOREIGN 1 /* internal: the file is not our current schema */
+#define FOREIGN	       1 /* internal: the file is not our current schema */
 
 /*
  * Schema 2: who used each entry. users holds one row per (key, uid) that
@@ -46,66 +46,95 @@
  * (step_2_3) and then vacuumed once into that mode.
  */
 #define CHARGE_OF_KEY(k) "coalesce((SELECT " CHARGE("x") " FROM entries x WHERE x.key = " k "), 0)"
-#define OK_SIZE_OF_KEY(k) \
-	"coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END FROM entries WHERE key = " k "), 0)"
+#define OK_SIZE_OF_KEY(k)                                                                          \
+	"coalesce((SELECT CASE WHEN status = 0 THEN size ELSE 0 END FROM entries WHERE key = " k   \
+	"), 0)"
 /* The columns CHARGE reads: an update of any of them moves the totals. */
 #define CHARGE_COLS "status, size, log, lowered, options, versions, source_name, arch, app_abi"
 
-#define USERS_TABLES_SQL(stored) \
-	"CREATE TABLE users(key BLOB NOT NULL, uid INTEGER NOT NULL, created INTEGER NOT NULL," \
-	" last_access INTEGER NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY (key, uid)) WITHOUT ROWID;" \
-	"CREATE INDEX users_lru ON users(uid, last_access, key);" \
-	"CREATE TABLE user_totals(uid INTEGER PRIMARY KEY, entries INTEGER NOT NULL," \
+#define USERS_TABLES_SQL(stored)                                                                   \
+	"CREATE TABLE users(key BLOB NOT NULL, uid INTEGER NOT NULL, created INTEGER NOT NULL,"    \
+	" last_access INTEGER NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY (key, uid)) WITHOUT "   \
+	"ROWID;"                                                                                   \
+	"CREATE INDEX users_lru ON users(uid, last_access, key);"                                  \
+	"CREATE TABLE user_totals(uid INTEGER PRIMARY KEY, entries INTEGER NOT NULL,"              \
 	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL, hits INTEGER NOT NULL" stored ");"
 
-#define DROP_TRIGGERS_SQL \
-	"DROP TRIGGER IF EXISTS entries_ins; DROP TRIGGER IF EXISTS entries_del;" \
-	" DROP TRIGGER IF EXISTS entries_upd; DROP TRIGGER IF EXISTS users_ins;" \
-	" DROP TRIGGER IF EXISTS users_del; DROP TRIGGER IF EXISTS users_upd;" \
+#define DROP_TRIGGERS_SQL                                                                          \
+	"DROP TRIGGER IF EXISTS entries_ins; DROP TRIGGER IF EXISTS entries_del;"                  \
+	" DROP TRIGGER IF EXISTS entries_upd; DROP TRIGGER IF EXISTS users_ins;"                   \
+	" DROP TRIGGER IF EXISTS users_del; DROP TRIGGER IF EXISTS users_upd;"                     \
 	" DROP TRIGGER IF EXISTS entries_del_users; DROP TRIGGER IF EXISTS entries_upd_users;"
 
 /* O(1) totals, kept by triggers (put is an upsert, so UPDATE fires). */
-#define TRIGGERS_SQL \
-	"CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN" \
-	" UPDATE totals SET entries = entries + 1, negative = negative + (NEW.status <> 0)," \
-	" bytes = bytes + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END," \
-	" stored = stored + " CHARGE("NEW") "; END;" \
-	"CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN" \
-	" UPDATE totals SET entries = entries - 1, negative = negative - (OLD.status <> 0)," \
-	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END," \
-	" stored = stored - " CHARGE("OLD") "; END;" \
-	"CREATE TRIGGER entries_upd AFTER UPDATE OF " CHARGE_COLS " ON entries BEGIN" \
-	" UPDATE totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0)," \
-	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END" \
-	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END," \
-	" stored = stored - " CHARGE("OLD") " + " CHARGE("NEW") "; END;" \
-	"CREATE TRIGGER users_ins AFTER INSERT ON users BEGIN" \
-	" INSERT OR IGNORE INTO user_totals VALUES (NEW.uid, 0, 0, 0, 0, 0);" \
-	" UPDATE user_totals SET entries = entries + 1, hits = hits + NEW.hits," \
-	" negative = negative + coalesce((SELECT status <> 0 FROM entries WHERE key = NEW.key), 0)," \
-	" bytes = bytes + " OK_SIZE_OF_KEY("NEW.key") "," \
-	" stored = stored + " CHARGE_OF_KEY("NEW.key") " WHERE uid = NEW.uid; END;" \
-	"CREATE TRIGGER users_del AFTER DELETE ON users BEGIN" \
-	" UPDATE user_totals SET entries = entries - 1, hits = hits - OLD.hits," \
-	" negative = negative - coalesce((SELECT status <> 0 FROM entries WHERE key = OLD.key), 0)," \
-	" bytes = bytes - " OK_SIZE_OF_KEY("OLD.key") "," \
-	" stored = stored - " CHARGE_OF_KEY("OLD.key") " WHERE uid = OLD.uid;" \
-	" DELETE FROM user_totals WHERE uid = OLD.uid AND entries = 0; END;" \
-	"CREATE TRIGGER users_upd AFTER UPDATE OF hits ON users BEGIN" \
-	" UPDATE user_totals SET hits = hits - OLD.hits + NEW.hits WHERE uid = NEW.uid; END;" \
-	"CREATE TRIGGER entries_del_users BEFORE DELETE ON entries BEGIN" \
-	" DELETE FROM users WHERE key = OLD.key; END;" \
-	"CREATE TRIGGER entries_upd_users AFTER UPDATE OF " CHARGE_COLS " ON entries BEGIN" \
-	" UPDATE user_totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0)," \
-	" bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END" \
-	" + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END," \
-	" stored = stored - " CHARGE("OLD") " + " CHARGE("NEW") \
-	" WHERE uid IN (SELECT uid FROM users WHERE key = NEW.key); END;"
+#define TRIGGERS_SQL                                                                                                                                                                    \
+	"CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN"                                                                                                                      \
+	" UPDATE totals SET entries = entries + 1, negative = negative + (NEW.status <> 0),"                                                                                            \
+	" bytes = bytes + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END,"                                                                                                           \
+	" stored = stored + " CHARGE(                                                                                                                                                   \
+	    "NEW") "; END;"                                                                                                                                                             \
+		   "CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN"                                                                                                           \
+		   " UPDATE totals SET entries = entries - 1, negative = negative - (OLD.status "                                                                                       \
+		   "<> 0),"                                                                                                                                                             \
+		   " bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END,"                                                                                                \
+		   " stored = stored - " CHARGE(                                                                                                                                        \
+		       "OLD") "; END;"                                                                                                                                                  \
+			      "CREATE TRIGGER entries_upd AFTER UPDATE OF " CHARGE_COLS                                                                                                 \
+			      " ON entries BEGIN"                                                                                                                                       \
+			      " UPDATE totals SET negative = negative - (OLD.status <> 0) + "                                                                                           \
+			      "(NEW.status <> 0),"                                                                                                                                      \
+			      " bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END"                                                                                      \
+			      " + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END,"                                                                                                   \
+			      " stored = stored - " CHARGE("OLD") " + " CHARGE(                                                                                                         \
+				  "NEW") "; END;"                                                                                                                                       \
+					 "CREATE TRIGGER users_ins AFTER INSERT ON users BEGIN"                                                                                         \
+					 " INSERT OR IGNORE INTO user_totals VALUES (NEW.uid, 0, "                                                                                      \
+					 "0, 0, 0, 0);"                                                                                                                                 \
+					 " UPDATE user_totals SET entries = entries + 1, hits = "                                                                                       \
+					 "hits + NEW.hits,"                                                                                                                             \
+					 " negative = negative + coalesce((SELECT status <> 0 "                                                                                         \
+					 "FROM entries WHERE key = NEW.key), 0),"                                                                                                       \
+					 " bytes = bytes + " OK_SIZE_OF_KEY(                                                                                                            \
+					     "NEW.key") ","                                                                                                                             \
+							" stored = stored + " CHARGE_OF_KEY(                                                                                            \
+							    "NEW.key") " WHERE uid = NEW.uid; "                                                                                         \
+								       "END;"                                                                                                           \
+								       "CREATE TRIGGER users_del "                                                                                      \
+								       "AFTER DELETE ON users "                                                                                         \
+								       "BEGIN"                                                                                                          \
+								       " UPDATE user_totals SET "                                                                                       \
+								       "entries = entries - 1, "                                                                                        \
+								       "hits = hits - OLD.hits,"                                                                                        \
+								       " negative = negative - "                                                                                        \
+								       "coalesce((SELECT status "                                                                                       \
+								       "<> 0 FROM entries WHERE "                                                                                       \
+								       "key = OLD.key), 0),"                                                                                            \
+								       " bytes = bytes "                                                                                                \
+								       "- " OK_SIZE_OF_KEY(                                                                                             \
+									   "OLD.key") ","                                                                                               \
+										      " stored = "                                                                                      \
+										      "stored "                                                                                         \
+										      "-"                                                                                               \
+										      " " CHARGE_OF_KEY(                                                                                \
+											  "OLD."                                                                                        \
+											  "key") " WHERE uid = OLD.uid;"                                                                \
+												 " DELETE FROM user_totals WHERE uid = OLD.uid AND entries = 0; END;"                   \
+												 "CREATE TRIGGER users_upd AFTER UPDATE OF hits ON users BEGIN"                         \
+												 " UPDATE user_totals SET hits = hits - OLD.hits + NEW.hits WHERE uid = NEW.uid; END;"  \
+												 "CREATE TRIGGER entries_del_users BEFORE DELETE ON entries BEGIN"                      \
+												 " DELETE FROM users WHERE key = OLD.key; END;"                                         \
+												 "CREATE TRIGGER entries_upd_users AFTER UPDATE OF " CHARGE_COLS                        \
+												 " ON entries BEGIN"                                                                    \
+												 " UPDATE user_totals SET negative = negative - (OLD.status <> 0) + (NEW.status <> 0)," \
+												 " bytes = bytes - CASE WHEN OLD.status = 0 THEN OLD.size ELSE 0 END"                   \
+												 " + CASE WHEN NEW.status = 0 THEN NEW.size ELSE 0 END,"                                \
+												 " stored = stored - " CHARGE(                                                          \
+												     "OLD") " + " CHARGE("NEW") " WHERE uid IN (SELECT uid FROM users WHERE key = NEW.key); END;"
 
 /* Schema 1 -> 2 (%u: the uid existing entries are attributed to), its
  * totals summed here; the triggers are step_2_3's, which follows. */
-static const char step_1_2[] = USERS_TABLES_SQL("")
-	"INSERT INTO users SELECT key, %u, created, last_access, hits FROM entries;"
+static const char step_1_2[] = USERS_TABLES_SQL(
+    "") "INSERT INTO users SELECT key, %u, created, last_access, hits FROM entries;"
 	"INSERT INTO user_totals SELECT u.uid, count(*), sum(e.status <> 0),"
 	" sum(CASE WHEN e.status = 0 THEN e.size ELSE 0 END), sum(u.hits)"
 	" FROM users u CROSS JOIN entries e ON e.key = u.key GROUP BY u.uid;";
@@ -113,12 +142,14 @@ static const char step_1_2[] = USERS_TABLES_SQL("")
 /* Schema 2 -> 3: the stored columns, the triggers that keep them, and
  * their sums. */
 static const char step_2_3[] =
-	"ALTER TABLE totals ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE user_totals ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;"
-	DROP_TRIGGERS_SQL TRIGGERS_SQL
-	"UPDATE totals SET stored = (SELECT coalesce(sum(" CHARGE("e") "), 0) FROM entries e);"
-	"UPDATE user_totals SET stored = (SELECT coalesce(sum(" CHARGE("e") "), 0)"
-	" FROM users u CROSS JOIN entries e ON e.key = u.key WHERE u.uid = user_totals.uid);";
+    "ALTER TABLE totals ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE user_totals ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;" DROP_TRIGGERS_SQL
+	TRIGGERS_SQL "UPDATE totals SET stored = (SELECT coalesce(sum(" CHARGE(
+	    "e") "), 0) FROM entries e);"
+		 "UPDATE user_totals SET stored = (SELECT coalesce(sum(" CHARGE(
+		     "e") "), 0)"
+			  " FROM users u CROSS JOIN entries e ON e.key = u.key WHERE u.uid = "
+			  "user_totals.uid);";
 
 /*
  * Schema 4: the request that made each entry (index.h, "kept requests"),
@@ -139,116 +170,117 @@ static const char step_2_3[] =
  * by its hash through a map in memory instead (idmap.h: built from the
  * table at its first keep, find_request). step_4_5 drops it.
  */
-#define REQUESTS_SQL \
-	"CREATE TABLE requests(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL," \
-	" uid INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL);" \
-	"ALTER TABLE entries ADD COLUMN request INTEGER;" \
-	"CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;" \
-	"ALTER TABLE totals ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;" \
-	"ALTER TABLE totals ADD COLUMN request_bytes INTEGER NOT NULL DEFAULT 0;" \
-	"CREATE TRIGGER requests_ins AFTER INSERT ON requests BEGIN" \
-	" UPDATE totals SET requests = requests + 1, request_bytes = request_bytes +" \
-	" length(NEW.data); END;" \
-	"CREATE TRIGGER requests_del AFTER DELETE ON requests BEGIN" \
-	" UPDATE totals SET requests = requests - 1, request_bytes = request_bytes -" \
-	" length(OLD.data); END;" \
-	"CREATE TRIGGER entries_upd_request AFTER UPDATE OF request ON entries BEGIN" \
-	" UPDATE requests SET refs = refs + 1 WHERE id = NEW.request;" \
-	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;" \
-	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;" \
-	"CREATE TRIGGER entries_del_request AFTER DELETE ON entries" \
-	" WHEN OLD.request IS NOT NULL BEGIN" \
-	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;" \
+#define REQUESTS_SQL                                                                               \
+	"CREATE TABLE requests(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL,"                     \
+	" uid INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB NOT NULL);"                       \
+	"ALTER TABLE entries ADD COLUMN request INTEGER;"                                          \
+	"CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;"    \
+	"ALTER TABLE totals ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;"                       \
+	"ALTER TABLE totals ADD COLUMN request_bytes INTEGER NOT NULL DEFAULT 0;"                  \
+	"CREATE TRIGGER requests_ins AFTER INSERT ON requests BEGIN"                               \
+	" UPDATE totals SET requests = requests + 1, request_bytes = request_bytes +"              \
+	" length(NEW.data); END;"                                                                  \
+	"CREATE TRIGGER requests_del AFTER DELETE ON requests BEGIN"                               \
+	" UPDATE totals SET requests = requests - 1, request_bytes = request_bytes -"              \
+	" length(OLD.data); END;"                                                                  \
+	"CREATE TRIGGER entries_upd_request AFTER UPDATE OF request ON entries BEGIN"              \
+	" UPDATE requests SET refs = refs + 1 WHERE id = NEW.request;"                             \
+	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;"                             \
+	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;"                         \
+	"CREATE TRIGGER entries_del_request AFTER DELETE ON entries"                               \
+	" WHEN OLD.request IS NOT NULL BEGIN"                                                      \
+	" UPDATE requests SET refs = refs - 1 WHERE id = OLD.request;"                             \
 	" DELETE FROM requests WHERE id = OLD.request AND refs <= 0; END;"
 
 static const char step_3_4[] = REQUESTS_SQL;
 static const char step_4_5[] = "DROP INDEX IF EXISTS requests_hash;";
 
 static const char schema_sql[] =
-	"CREATE TABLE entries("
-	" key BLOB PRIMARY KEY NOT NULL,"
-	" status INTEGER NOT NULL CHECK (status IN (0, 1)),"
-	" error INTEGER NOT NULL,"
-	" object BLOB,"                 /* NULL for failures */
-	" size INTEGER NOT NULL,"
-	" output INTEGER NOT NULL,"
-	" arch TEXT NOT NULL,"
-	" versions TEXT NOT NULL,"
-	" options TEXT NOT NULL,"
-	" source_name TEXT NOT NULL,"
-	" app_abi TEXT NOT NULL,"
-	" created INTEGER NOT NULL,"
-	" last_access INTEGER NOT NULL,"
-	" expires INTEGER NOT NULL,"
-	" hits INTEGER NOT NULL,"
-	" compile_ns INTEGER NOT NULL,"
-	/* Large values last: columns after an overflowing one cost page reads. */
-	" log TEXT NOT NULL,"
-	" lowered BLOB);"               /* (u32le len, expr, u32le len, lowered)* */
-	"CREATE INDEX entries_lru ON entries(last_access, key);"
-	"CREATE INDEX entries_object ON entries(object) WHERE object IS NOT NULL;"
-	"CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)"
-	" WITHOUT ROWID;"
-	"CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0), entries INTEGER NOT NULL,"
-	" negative INTEGER NOT NULL, bytes INTEGER NOT NULL, stored INTEGER NOT NULL DEFAULT 0);"
-	"INSERT INTO totals VALUES (0, 0, 0, 0, 0);"
-	USERS_TABLES_SQL(", stored INTEGER NOT NULL DEFAULT 0") TRIGGERS_SQL REQUESTS_SQL;
-
+    "CREATE TABLE entries("
+    " key BLOB PRIMARY KEY NOT NULL,"
+    " status INTEGER NOT NULL CHECK (status IN (0, 1)),"
+    " error INTEGER NOT NULL,"
+    " object BLOB," /* NULL for failures */
+    " size INTEGER NOT NULL,"
+    " output INTEGER NOT NULL,"
+    " arch TEXT NOT NULL,"
+    " versions TEXT NOT NULL,"
+    " options TEXT NOT NULL,"
+    " source_name TEXT NOT NULL,"
+    " app_abi TEXT NOT NULL,"
+    " created INTEGER NOT NULL,"
+    " last_access INTEGER NOT NULL,"
+    " expires INTEGER NOT NULL,"
+    " hits INTEGER NOT NULL,"
+    " compile_ns INTEGER NOT NULL,"
+    /* Large values last: columns after an overflowing one cost page reads. */
+    " log TEXT NOT NULL,"
+    " lowered BLOB);" /* (u32le len, expr, u32le len, lowered)* */
+    "CREATE INDEX entries_lru ON entries(last_access, key);"
+    "CREATE INDEX entries_object ON entries(object) WHERE object IS NOT NULL;"
+    "CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0), entries INTEGER NOT NULL,"
+    " negative INTEGER NOT NULL, bytes INTEGER NOT NULL, stored INTEGER NOT NULL DEFAULT 0);"
+    "INSERT INTO totals VALUES (0, 0, 0, 0, 0);" USERS_TABLES_SQL(
+	", stored INTEGER NOT NULL DEFAULT 0") TRIGGERS_SQL REQUESTS_SQL;
 
 static const char *const stmt_sql[ST__N] = {
-	[ST_GET] = "SELECT " COLS ", " CHARGE("entries") " FROM entries WHERE key = ?1",
-	[ST_PUT] = "INSERT INTO entries (" COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-		   " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) ON CONFLICT (key) DO UPDATE SET"
-		   " status = excluded.status, error = excluded.error, object = excluded.object,"
-		   " size = excluded.size, output = excluded.output, arch = excluded.arch,"
-		   " versions = excluded.versions, options = excluded.options,"
-		   " source_name = excluded.source_name, app_abi = excluded.app_abi,"
-		   " created = excluded.created, last_access = excluded.last_access,"
-		   " expires = excluded.expires, hits = excluded.hits,"
-		   " compile_ns = excluded.compile_ns, log = excluded.log,"
-		   " lowered = excluded.lowered",
-	[ST_DELETE] = "DELETE FROM entries WHERE key = ?1",
-	[ST_TOUCH] = "UPDATE entries SET hits = hits + ?2, last_access = ?3 WHERE key = ?1",
-	/* The byte budget counts kept requests too. */
-	[ST_TOTALS] = "SELECT entries, negative, bytes, stored + request_bytes FROM totals WHERE id = 0",
-	[ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
-	[ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
-	[ST_CNT_SAVE] = ("INSERT INTO counters (name, value) VALUES (?1, ?2)"
-			 " ON CONFLICT (name) DO UPDATE SET value = excluded.value"),
-	[ST_BEGIN] = "BEGIN IMMEDIATE",
-	[ST_COMMIT] = "COMMIT",
-	[ST_ROLLBACK] = "ROLLBACK",
-	/* ?1 key, ?2 uid, ?3 now, ?4 hits; nothing when the entry is gone. */
-	[ST_USE] = "INSERT INTO users (key, uid, created, last_access, hits)"
-		   " SELECT ?1, ?2, ?3, ?3, ?4 FROM entries WHERE key = ?1"
-		   " ON CONFLICT (key, uid) DO UPDATE SET last_access = excluded.last_access,"
-		   " hits = hits + excluded.hits",
-	/* users first (CROSS JOIN keeps the order): a key another uid used costs
-	 * the same one failed probe as a key nobody has. */
-	[ST_GET_USER] = "SELECT " COLS_USER ", " CHARGE("e") " FROM users u CROSS JOIN entries e ON e.key = u.key"
-			" WHERE u.key = ?1 AND u.uid = ?2",
-	[ST_UNUSE] = "DELETE FROM users WHERE key = ?1 AND uid = ?2",
-	[ST_USERS_OF] = "SELECT uid FROM users WHERE key = ?1 ORDER BY uid",
-	/* keys between two 16-byte bounds (a hex prefix padded with 0s, with fs) */
-	[ST_PREFIX] = "SELECT key FROM entries WHERE key BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3",
-	[ST_PREFIX_USER] = "SELECT key FROM users WHERE key BETWEEN ?1 AND ?2 AND uid = ?4"
-			   " ORDER BY key LIMIT ?3",
-	[ST_USER_TOTALS] = "SELECT entries, negative, bytes, hits, stored FROM user_totals WHERE uid = ?1",
-	[ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits, stored FROM user_totals"
-			       " ORDER BY uid",
-	[ST_REQ_SCAN] = "SELECT id, hash FROM requests",
-	[ST_REQ_PUT] = "INSERT INTO requests (hash, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
-	[ST_REQ_LINK] = "UPDATE entries SET request = ?1 WHERE key = ?2 AND request IS NULL",
-	[ST_REQ_UNUSED] = "DELETE FROM requests WHERE id = ?1 AND refs <= 0",
-	[ST_REQ_DATA] = "SELECT data FROM requests WHERE id = ?1",
-	[ST_REQ_GET] = "SELECT r.id, length(r.data), r.uid FROM entries e CROSS JOIN requests r"
-		       " ON r.id = e.request WHERE e.key = ?1",
-	[ST_REQ_TOTALS] = "SELECT requests, request_bytes FROM totals WHERE id = 0",
-	[ST_META_GET] = "SELECT value FROM meta WHERE name = ?1",
-	[ST_META_SET] = "INSERT INTO meta (name, value) VALUES (?1, ?2)"
-			" ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+    [ST_GET] = "SELECT " COLS ", " CHARGE("entries") " FROM entries WHERE key = ?1",
+    [ST_PUT] = "INSERT INTO entries (" COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+	       " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) ON CONFLICT (key) DO UPDATE SET"
+	       " status = excluded.status, error = excluded.error, object = excluded.object,"
+	       " size = excluded.size, output = excluded.output, arch = excluded.arch,"
+	       " versions = excluded.versions, options = excluded.options,"
+	       " source_name = excluded.source_name, app_abi = excluded.app_abi,"
+	       " created = excluded.created, last_access = excluded.last_access,"
+	       " expires = excluded.expires, hits = excluded.hits,"
+	       " compile_ns = excluded.compile_ns, log = excluded.log,"
+	       " lowered = excluded.lowered",
+    [ST_DELETE] = "DELETE FROM entries WHERE key = ?1",
+    [ST_TOUCH] = "UPDATE entries SET hits = hits + ?2, last_access = ?3 WHERE key = ?1",
+    /* The byte budget counts kept requests too. */
+    [ST_TOTALS] =
+	"SELECT entries, negative, bytes, stored + request_bytes FROM totals WHERE id = 0",
+    [ST_REFS] = "SELECT count(*) FROM entries WHERE object = ?1",
+    [ST_CNT_LOAD] = "SELECT name, value FROM counters ORDER BY name",
+    [ST_CNT_SAVE] = ("INSERT INTO counters (name, value) VALUES (?1, ?2)"
+		     " ON CONFLICT (name) DO UPDATE SET value = excluded.value"),
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    /* ?1 key, ?2 uid, ?3 now, ?4 hits; nothing when the entry is gone. */
+    [ST_USE] = "INSERT INTO users (key, uid, created, last_access, hits)"
+	       " SELECT ?1, ?2, ?3, ?3, ?4 FROM entries WHERE key = ?1"
+	       " ON CONFLICT (key, uid) DO UPDATE SET last_access = excluded.last_access,"
+	       " hits = hits + excluded.hits",
+    /* users first (CROSS JOIN keeps the order): a key another uid used costs
+     * the same one failed probe as a key nobody has. */
+    [ST_GET_USER] =
+	"SELECT " COLS_USER ", " CHARGE("e") " FROM users u CROSS JOIN entries e ON e.key = u.key"
+					     " WHERE u.key = ?1 AND u.uid = ?2",
+    [ST_UNUSE] = "DELETE FROM users WHERE key = ?1 AND uid = ?2",
+    [ST_USERS_OF] = "SELECT uid FROM users WHERE key = ?1 ORDER BY uid",
+    /* keys between two 16-byte bounds (a hex prefix padded with 0s, with fs) */
+    [ST_PREFIX] = "SELECT key FROM entries WHERE key BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3",
+    [ST_PREFIX_USER] = "SELECT key FROM users WHERE key BETWEEN ?1 AND ?2 AND uid = ?4"
+		       " ORDER BY key LIMIT ?3",
+    [ST_USER_TOTALS] =
+	"SELECT entries, negative, bytes, hits, stored FROM user_totals WHERE uid = ?1",
+    [ST_ALL_USER_TOTALS] = "SELECT uid, entries, negative, bytes, hits, stored FROM user_totals"
+			   " ORDER BY uid",
+    [ST_REQ_SCAN] = "SELECT id, hash FROM requests",
+    [ST_REQ_PUT] = "INSERT INTO requests (hash, uid, refs, data) VALUES (?1, ?2, 0, ?3)",
+    [ST_REQ_LINK] = "UPDATE entries SET request = ?1 WHERE key = ?2 AND request IS NULL",
+    [ST_REQ_UNUSED] = "DELETE FROM requests WHERE id = ?1 AND refs <= 0",
+    [ST_REQ_DATA] = "SELECT data FROM requests WHERE id = ?1",
+    [ST_REQ_GET] = "SELECT r.id, length(r.data), r.uid FROM entries e CROSS JOIN requests r"
+		   " ON r.id = e.request WHERE e.key = ?1",
+    [ST_REQ_TOTALS] = "SELECT requests, request_bytes FROM totals WHERE id = 0",
+    [ST_META_GET] = "SELECT value FROM meta WHERE name = ?1",
+    [ST_META_SET] = "INSERT INTO meta (name, value) VALUES (?1, ?2)"
+		    " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 };
-
 
 static int map_rc(sqlite3 *db, int rc)
 {
@@ -274,8 +306,8 @@ static int map_rc(sqlite3 *db, int rc)
 
 int jc__index_fail(struct jc_index *ix, int rc, const char *what)
 {
-	snprintf(ix->msg, sizeof(ix->msg), "%s: %s (SQLite code %d)", what,
-		 sqlite3_errmsg(ix->db), rc);
+	snprintf(ix->msg, sizeof(ix->msg), "%s: %s (SQLite code %d)", what, sqlite3_errmsg(ix->db),
+		 rc);
 	return map_rc(ix->db, rc);
 }
 
@@ -359,7 +391,8 @@ static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **ms
 	if (rc == SQLITE_OK) {
 		char pragma[64];
 
-		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d; COMMIT", SCHEMA_VERSION);
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d; COMMIT",
+			 SCHEMA_VERSION);
 		rc = sqlite3_exec(db, pragma, NULL, NULL, msg);
 	}
 	if (rc != SQLITE_OK)
@@ -368,9 +401,12 @@ static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **ms
 	/* Pages freed later go back to the file system (jc__index_reclaim): the
 	 * mode takes one VACUUM, which needs room for a copy of the file. */
 	if (rc == SQLITE_OK && from <= 2 &&
-	    sqlite3_exec(db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, NULL) != SQLITE_OK)
-		jc_log_warn(INDEX, "%s: not vacuumed into incremental mode (%s): freed pages stay in "
-			    "the file until a later start manages it", path, sqlite3_errmsg(db));
+	    sqlite3_exec(db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, NULL) !=
+		SQLITE_OK)
+		jc_log_warn(INDEX,
+			    "%s: not vacuumed into incremental mode (%s): freed pages stay in "
+			    "the file until a later start manages it",
+			    path, sqlite3_errmsg(db));
 	return rc;
 }
 
@@ -379,8 +415,7 @@ static int upgrade_schema(sqlite3 *db, const char *path, int64_t from, char **ms
  * file), sets WAL and prepares every statement. Returns 0, FOREIGN (err says
  * why) or a JC_E* code. The caller detaches on failure.
  */
-static int attach(struct jc_index *ix, const char *path, int readonly, char *err,
-		  size_t errlen)
+static int attach(struct jc_index *ix, const char *path, int readonly, char *err, size_t errlen)
 {
 	int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
 	int64_t app = 0, ver = 0, tables = 0, wal = 0;
@@ -402,16 +437,21 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 	int upgrade = !readonly && app == APP_ID && ver >= 1 && ver < SCHEMA_VERSION;
 	if ((app != APP_ID || ver != SCHEMA_VERSION) && !upgrade) {
 		if (app || ver || tables || readonly) {
-			const char *then = !readonly ? "" : app == APP_ID && ver >= 1 &&
-					   ver < SCHEMA_VERSION ?
-				" (jitcached upgrades it in place, keeping its entries)" :
-				" (jitcached moves it aside and starts afresh)";
+			const char *then =
+			    !readonly ? ""
+			    : app == APP_ID && ver >= 1 && ver < SCHEMA_VERSION
+				? " (jitcached upgrades it in place, keeping its entries)"
+				: " (jitcached moves it aside and starts afresh)";
 			if (app == APP_ID)
-				jc__fail(err, errlen, 0, "%s has index schema version %lld; this "
-					 "jitcached uses %d%s", path, (long long)ver, SCHEMA_VERSION, then);
+				jc__fail(err, errlen, 0,
+					 "%s has index schema version %lld; this "
+					 "jitcached uses %d%s",
+					 path, (long long)ver, SCHEMA_VERSION, then);
 			else
-				jc__fail(err, errlen, 0, "%s is not a jitcache index (application_id "
-					 "%lld)%s", path, (long long)app, then);
+				jc__fail(err, errlen, 0,
+					 "%s is not a jitcache index (application_id "
+					 "%lld)%s",
+					 path, (long long)app, then);
 			return FOREIGN;
 		}
 	}
@@ -423,18 +463,22 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 	if (!readonly) {
 		/* A new file: freed pages go back to the file system
 		 * (jc__index_reclaim); set before WAL mode writes the first page. */
-		if (!tables && (rc = sqlite3_exec(ix->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL, NULL,
-						  NULL)) != SQLITE_OK)
+		if (!tables && (rc = sqlite3_exec(ix->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL,
+						  NULL, NULL)) != SQLITE_OK)
 			goto sqlite_fail;
-		rc = sqlite3_exec(ix->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+		rc = sqlite3_exec(ix->db,
+				  "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
 				  " PRAGMA journal_size_limit=4194304; PRAGMA cache_size=-65536",
 				  NULL, NULL, NULL);
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
 		if (pragma_int(ix->db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode",
-			       &wal) != SQLITE_OK || !wal) {
-			jc__fail(err, errlen, 0, "%s: SQLite cannot use WAL mode here (a network or "
-				"unusual filesystem?)", path);
+			       &wal) != SQLITE_OK ||
+		    !wal) {
+			jc__fail(err, errlen, 0,
+				 "%s: SQLite cannot use WAL mode here (a network or "
+				 "unusual filesystem?)",
+				 path);
 			return JC_EIO;
 		}
 	}
@@ -448,8 +492,9 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		}
 		if (rc != SQLITE_OK)
 			goto sqlite_fail;
-		jc_log_notice(INDEX, "upgraded index %s from schema %lld to %d%s", path, (long long)ver,
-			      SCHEMA_VERSION, ver == 1 ? ": existing entries belong to its owner's uid" : "");
+		jc_log_notice(INDEX, "upgraded index %s from schema %lld to %d%s", path,
+			      (long long)ver, SCHEMA_VERSION,
+			      ver == 1 ? ": existing entries belong to its owner's uid" : "");
 	}
 	if (!readonly && !tables) {
 		rc = sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -475,7 +520,7 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 		if (rc == SQLITE_ERROR) {
 			/* Our version numbers on tables we do not know. */
 			jc__fail(err, errlen, 0, "%s: unexpected schema: %s", path,
-				sqlite3_errmsg(ix->db));
+				 sqlite3_errmsg(ix->db));
 			return FOREIGN;
 		}
 		if (rc != SQLITE_OK)
@@ -485,7 +530,7 @@ static int attach(struct jc_index *ix, const char *path, int readonly, char *err
 
 sqlite_fail:
 	jc__fail(err, errlen, 0, "%s: %s (SQLite code %d)", path,
-		ix->db ? sqlite3_errmsg(ix->db) : sqlite3_errstr(rc), rc);
+		 ix->db ? sqlite3_errmsg(ix->db) : sqlite3_errstr(rc), rc);
 	sqlite3_free(msg);
 	return ix->db ? map_rc(ix->db, rc) : JC_ENOMEM;
 }
@@ -514,8 +559,7 @@ static int move_aside(const char *path, char *aside, size_t len)
 	return -1;
 }
 
-int jc__index_open(const char *path, int readonly, struct jc_index **out, char *err,
-		   size_t errlen)
+int jc__index_open(const char *path, int readonly, struct jc_index **out, char *err, size_t errlen)
 {
 	struct jc_index *ix;
 	char why[512] = "", aside[4096];
@@ -535,12 +579,14 @@ int jc__index_open(const char *path, int readonly, struct jc_index **out, char *
 		detach(ix);
 		if (move_aside(path, aside, sizeof(aside)) < 0) {
 			jc__fail(err, errlen, 0, "%s; moving it aside failed: %s", why,
-				strerror(errno));
+				 strerror(errno));
 			rc = JC_EIO;
 			goto err_after_alloc;
 		}
-		jc_log_warn(INDEX, "%s; moved it to %s and started an empty index (the cache "
-			    "starts cold)", why, aside);
+		jc_log_warn(INDEX,
+			    "%s; moved it to %s and started an empty index (the cache "
+			    "starts cold)",
+			    why, aside);
 		rc = attach(ix, path, readonly, why, sizeof(why));
 	}
 	if (rc) {
@@ -597,8 +643,8 @@ int jc__index_set_budget(struct jc_index *ix, uint64_t max_size)
 {
 	char sql[128];
 	int pages = jc__index_wal_pages(max_size);
-	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d", pages,
-		 pages * 4096);
+	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d",
+		 pages, pages * 4096);
 	int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
 		return jc__index_fail(ix, rc, "set budget");
@@ -633,8 +679,7 @@ int jc__index_counters_load(struct jc_index *ix,
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const unsigned char *name = sqlite3_column_text(st, 0);
 
-		rc = cb(name ? (const char *)name : "",
-			(uint64_t)sqlite3_column_int64(st, 1), ctx);
+		rc = cb(name ? (const char *)name : "", (uint64_t)sqlite3_column_int64(st, 1), ctx);
 		if (rc)
 			goto out;
 	}
@@ -644,8 +689,8 @@ out:
 	return rc;
 }
 
-int jc__index_counters_save(struct jc_index *ix, const char *const *names,
-			    const uint64_t *values, size_t n)
+int jc__index_counters_save(struct jc_index *ix, const char *const *names, const uint64_t *values,
+			    size_t n)
 {
 	sqlite3_stmt *st = ix->st[ST_CNT_SAVE];
 	int rc;
@@ -660,8 +705,8 @@ int jc__index_counters_save(struct jc_index *ix, const char *const *names,
 
 		if (b == SQLITE_OK)
 			b = sqlite3_bind_int64(st, 2, (int64_t)values[i]);
-		rc = b == SQLITE_OK ? jc__index_step_done(ix, st, "counters save") :
-				      jc__index_fail(ix, b, "counters save");
+		rc = b == SQLITE_OK ? jc__index_step_done(ix, st, "counters save")
+				    : jc__index_fail(ix, b, "counters save");
 	}
 	return jc__index_tx_end(ix, rc);
 }

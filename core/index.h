@@ -48,8 +48,7 @@ struct jc_index;
  * not our current schema), SQLite errors (JC_ECORRUPT: readonly and corrupt,
  * or still unreadable after moving aside), JC_ENOMEM, JC_EINVAL.
  */
-int jc__index_open(const char *path, int readonly, struct jc_index **out, char *err,
-		   size_t errlen);
+int jc__index_open(const char *path, int readonly, struct jc_index **out, char *err, size_t errlen);
 
 /* Finalises the statements and closes the connection. NULL-safe. */
 void jc__index_close(struct jc_index *ix);
@@ -141,15 +140,14 @@ int jc__index_unuse(struct jc_index *ix, const uint8_t key[16], uint32_t uid, ui
 
 /* The users of key in uid order: up to *n into uids (NULL: count only);
  * *n becomes how many there are. Returns 0 or SQLite errors. */
-int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids,
-		       uint64_t *n);
+int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids, uint64_t *n);
 
 /* The keys that begin with the hex digits of hex (1 to 32, either case), in
  * key order: up to *n into keys, *n becoming how many were written. uid >= 0:
  * only keys that uid uses (so another user's key is never found); -1: all.
  * Returns 0, JC_EINVAL (not 1-32 hex digits) or SQLite errors. */
-int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid, uint8_t (*keys)[16],
-			       size_t *n);
+int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid,
+			       uint8_t (*keys)[16], size_t *n);
 
 /* uid's totals into *t (zeros for a uid that uses nothing). O(1).
  * Returns 0 or SQLite errors. */
@@ -163,8 +161,8 @@ int jc__index_foreach_user_totals(struct jc_index *ix,
 
 /*
  * Calls cb for each entry matching f (NULL = all) in LRU order: last_access
- * ascending, then key (with f->by_uid: that uid's last_access). The entry passed to cb is borrowed for the call (copy
- * what you keep). cb may delete, put or touch through the same handle (rows
+ * ascending, then key (with f->by_uid: that uid's last_access). The entry passed to cb is borrowed
+ * for the call (copy what you keep). cb may delete, put or touch through the same handle (rows
  * changed during the walk may or may not be visited). The SQL is prepared
  * per call (an admin and eviction path, not the hit path); it uses the LRU
  * index, or the key's. A non-zero return from cb stops the walk and is
@@ -209,8 +207,8 @@ int jc__index_counters_load(struct jc_index *ix,
  * Stores n counters (names and values borrowed, n each), inserting or
  * replacing each, in one transaction. Returns 0 or SQLite errors.
  */
-int jc__index_counters_save(struct jc_index *ix, const char *const *names,
-			    const uint64_t *values, size_t n);
+int jc__index_counters_save(struct jc_index *ix, const char *const *names, const uint64_t *values,
+			    size_t n);
 
 /*
  * Keeps data (len bytes, borrowed; hash: its content hash) as a request

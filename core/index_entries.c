@@ -101,7 +101,7 @@ static int encode_lowered(const struct jc_entry *e, uint8_t **out, size_t *size)
 	if (!p)
 		return JC_ENOMEM;
 	for (size_t i = 0; i < e->n_lowered; i++) {
-		const char *s[2] = { e->lowered[i].expr, e->lowered[i].lowered };
+		const char *s[2] = {e->lowered[i].expr, e->lowered[i].lowered};
 
 		for (int j = 0; j < 2; j++) {
 			size_t len = strlen(s[j]);
@@ -140,10 +140,10 @@ static int copy_hash(sqlite3_stmt *st, int col, uint8_t out[16])
 /* The current row into *e (overwritten; cleared again on failure). */
 static int row_to_entry(sqlite3_stmt *st, struct jc_entry *e)
 {
-	static const int text_cols[] = { C_ARCH, C_VERSIONS, C_OPTIONS, C_SOURCE_NAME,
-					 C_APP_ABI, C_LOG };
-	char **text[] = { &e->arch, &e->versions, &e->options, &e->source_name, &e->app_abi,
-			  &e->log };
+	static const int text_cols[] = {C_ARCH,	       C_VERSIONS, C_OPTIONS,
+					C_SOURCE_NAME, C_APP_ABI,  C_LOG};
+	char **text[] = {&e->arch,	  &e->versions, &e->options,
+			 &e->source_name, &e->app_abi,	&e->log};
 	int rc;
 
 	memset(e, 0, sizeof(*e));
@@ -202,15 +202,19 @@ static const char *or_empty(const char *s)
 int jc__index_put(struct jc_index *ix, const struct jc_entry *e)
 {
 	sqlite3_stmt *st = ix->st[ST_PUT];
-	const char *text[] = { e->arch, e->versions, e->options, e->source_name, e->app_abi,
-			       e->log };
-	static const int text_cols[] = { C_ARCH, C_VERSIONS, C_OPTIONS, C_SOURCE_NAME,
-					 C_APP_ABI, C_LOG };
+	const char *text[] = {e->arch, e->versions, e->options, e->source_name, e->app_abi, e->log};
+	static const int text_cols[] = {C_ARCH,	       C_VERSIONS, C_OPTIONS,
+					C_SOURCE_NAME, C_APP_ABI,  C_LOG};
 	const int64_t ints[][2] = {
-		{ C_STATUS, e->status }, { C_ERROR, e->error }, { C_SIZE, (int64_t)e->size },
-		{ C_OUTPUT, e->output }, { C_CREATED, e->created },
-		{ C_LAST_ACCESS, e->last_access }, { C_EXPIRES, e->expires },
-		{ C_HITS, (int64_t)e->hits }, { C_COMPILE_NS, (int64_t)e->compile_ns },
+	    {C_STATUS, e->status},
+	    {C_ERROR, e->error},
+	    {C_SIZE, (int64_t)e->size},
+	    {C_OUTPUT, e->output},
+	    {C_CREATED, e->created},
+	    {C_LAST_ACCESS, e->last_access},
+	    {C_EXPIRES, e->expires},
+	    {C_HITS, (int64_t)e->hits},
+	    {C_COMPILE_NS, (int64_t)e->compile_ns},
 	};
 	uint8_t *lowered;
 	size_t n_lowered;
@@ -226,17 +230,17 @@ int jc__index_put(struct jc_index *ix, const struct jc_entry *e)
 	/* Parameter ?N binds column N-1 of COLS. */
 	rc = sqlite3_bind_blob(st, C_KEY + 1, e->key, 16, SQLITE_STATIC);
 	if (rc == SQLITE_OK)
-		rc = e->status == JC_ENTRY_OK ?
-			sqlite3_bind_blob(st, C_OBJECT + 1, e->object, 16, SQLITE_STATIC) :
-			sqlite3_bind_null(st, C_OBJECT + 1);
+		rc = e->status == JC_ENTRY_OK
+			 ? sqlite3_bind_blob(st, C_OBJECT + 1, e->object, 16, SQLITE_STATIC)
+			 : sqlite3_bind_null(st, C_OBJECT + 1);
 	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(ints) / sizeof(ints[0]); i++)
 		rc = sqlite3_bind_int64(st, (int)ints[i][0] + 1, ints[i][1]);
 	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(text) / sizeof(text[0]); i++)
 		rc = sqlite3_bind_text(st, text_cols[i] + 1, or_empty(text[i]), -1, SQLITE_STATIC);
 	if (rc == SQLITE_OK)
-		rc = lowered ? sqlite3_bind_blob64(st, C_LOWERED + 1, lowered, n_lowered,
-						   SQLITE_STATIC) :
-			       sqlite3_bind_null(st, C_LOWERED + 1);
+		rc = lowered
+			 ? sqlite3_bind_blob64(st, C_LOWERED + 1, lowered, n_lowered, SQLITE_STATIC)
+			 : sqlite3_bind_null(st, C_LOWERED + 1);
 	rc = rc == SQLITE_OK ? jc__index_step_done(ix, st, "put") : jc__index_fail(ix, rc, "put");
 	sqlite3_clear_bindings(st);
 	free(lowered);
@@ -260,15 +264,15 @@ int jc__index_delete(struct jc_index *ix, const uint8_t key[16])
 	sqlite3_stmt *st = ix->st[ST_DELETE];
 	int rc = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
 
-	rc = rc == SQLITE_OK ? jc__index_step_done(ix, st, "delete") : jc__index_fail(ix, rc, "delete");
+	rc = rc == SQLITE_OK ? jc__index_step_done(ix, st, "delete")
+			     : jc__index_fail(ix, rc, "delete");
 	if (!rc && sqlite3_changes(ix->db) == 0)
 		return JC_ENOTFOUND;
 	return rc;
 }
 
 /* Records that uid used key (hits more) at now; nothing when key is gone. */
-static int use(struct jc_index *ix, const uint8_t key[16], uint32_t uid, int64_t now,
-	       uint32_t hits)
+static int use(struct jc_index *ix, const uint8_t key[16], uint32_t uid, int64_t now, uint32_t hits)
 {
 	sqlite3_stmt *st = ix->st[ST_USE];
 	int b = sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
@@ -300,7 +304,8 @@ int jc__index_touch(struct jc_index *ix, const uint8_t (*keys)[16], const uint32
 			b = sqlite3_bind_int64(st, 2, hits ? hits[i] : 0);
 		if (b == SQLITE_OK)
 			b = sqlite3_bind_int64(st, 3, now);
-		rc = b == SQLITE_OK ? jc__index_step_done(ix, st, "touch") : jc__index_fail(ix, b, "touch");
+		rc = b == SQLITE_OK ? jc__index_step_done(ix, st, "touch")
+				    : jc__index_fail(ix, b, "touch");
 		if (!rc && uids)
 			rc = use(ix, keys[i], uids[i], now, hits ? hits[i] : 0);
 	}
@@ -334,15 +339,15 @@ int jc__index_unuse(struct jc_index *ix, const uint8_t key[16], uint32_t uid, ui
 
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 2, uid);
-	rc = rc == SQLITE_OK ? jc__index_step_done(ix, st, "unuse") : jc__index_fail(ix, rc, "unuse");
+	rc = rc == SQLITE_OK ? jc__index_step_done(ix, st, "unuse")
+			     : jc__index_fail(ix, rc, "unuse");
 	if (rc)
 		return rc;
 	*left = 0;
 	return jc__index_users_of(ix, key, NULL, left);
 }
 
-int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids,
-		       uint64_t *n)
+int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uids, uint64_t *n)
 {
 	sqlite3_stmt *st = ix->st[ST_USERS_OF];
 	uint64_t cap = *n, found = 0;
@@ -361,8 +366,8 @@ int jc__index_users_of(struct jc_index *ix, const uint8_t key[16], uint32_t *uid
 	return rc;
 }
 
-int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid, uint8_t (*keys)[16],
-			       size_t *n)
+int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid,
+			       uint8_t (*keys)[16], size_t *n)
 {
 	uint8_t lo[16], hi[16];
 	size_t len = strlen(hex), cap = *n, found = 0;
@@ -372,8 +377,10 @@ int jc__index_keys_with_prefix(struct jc_index *ix, const char *hex, int64_t uid
 	memset(hi, 0xff, sizeof(hi));
 	for (size_t i = 0; i < len; i++) {
 		char c = hex[i];
-		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-			: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		int v = c >= '0' && c <= '9'   ? c - '0'
+			: c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10
+					       : -1;
 		if (v < 0)
 			return JC_EINVAL;
 		int shift = i % 2 ? 0 : 4;
@@ -456,8 +463,9 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 	static const struct jc_filter all;
 	static const char from_all[] = "SELECT " COLS ", " CHARGE("e") " FROM entries e WHERE 1";
 	/* One uid's view: its rows of users, in its own LRU order (users_lru). */
-	static const char from_user[] = "SELECT " COLS_USER ", " CHARGE("e") " FROM users u CROSS JOIN entries e"
-					" ON e.key = u.key WHERE u.uid = ?8";
+	static const char from_user[] =
+	    "SELECT " COLS_USER ", " CHARGE("e") " FROM users u CROSS JOIN entries e"
+						 " ON e.key = u.key WHERE u.uid = ?8";
 	char sql[sizeof(from_user) + 512];
 	size_t len;
 	struct jc_entry e;
@@ -486,8 +494,8 @@ int jc__index_foreach(struct jc_index *ix, const struct jc_filter *f,
 		ADD("e.versions <> ?6");
 	if (f->key)
 		ADD(f->by_uid ? "u.key = ?7" : "e.key = ?7");
-	snprintf(sql + len, sizeof(sql) - len, f->by_uid ? " ORDER BY u.last_access, u.key" :
-			  " ORDER BY e.last_access, e.key");
+	snprintf(sql + len, sizeof(sql) - len,
+		 f->by_uid ? " ORDER BY u.last_access, u.key" : " ORDER BY e.last_access, e.key");
 
 	rc = sqlite3_prepare_v2(ix->db, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)
@@ -592,4 +600,3 @@ int jc__index_object_refs(struct jc_index *ix, const uint8_t object[16], uint64_
 	sqlite3_reset(st);
 	return rc;
 }
-

@@ -213,8 +213,10 @@ int jc__index_foreach_request(struct jc_index *ix, const struct jc_kept_filter *
 		 " e.key LIMIT ?5",
 		 /* ... and not made for that identity already (its request is
 		  * shared): the subquery runs once */
-		 f->versions_not ? " AND e.versions <> ?2 AND r.id NOT IN (SELECT request FROM entries"
-				   " WHERE versions = ?2 AND request IS NOT NULL)" : "",
+		 f->versions_not
+		     ? " AND e.versions <> ?2 AND r.id NOT IN (SELECT request FROM entries"
+		       " WHERE versions = ?2 AND request IS NOT NULL)"
+		     : "",
 		 f->accessed_since ? " AND e.last_access >= ?3" : "",
 		 f->by_uid ? " AND r.uid = ?4" : "");
 	sqlite3_stmt *st;

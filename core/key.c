@@ -267,7 +267,8 @@ int jc__key_of_valid(const struct jc_req *req, const struct jc_toolchain *tc, ui
 		item_str(st, TAG_LINK_INPUT_NAME, b->name);
 		item(st, TAG_LINK_INPUT_DATA, b->data, b->size);
 	}
-	item_strv(st, TAG_LINK_OPTION_COUNT, TAG_LINK_OPTION, req->link_options.v, req->link_options.n);
+	item_strv(st, TAG_LINK_OPTION_COUNT, TAG_LINK_OPTION, req->link_options.v,
+		  req->link_options.n);
 	item_str(st, TAG_APP_ABI, req->app_abi);
 	if (req->output == JC_OUTPUT_FATBIN)
 		item_str(st, TAG_FATBIN_TOOL, tc->fatbin_id);

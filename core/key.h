@@ -48,7 +48,6 @@
 
 #define JC_KEY_FORMAT 3
 
-
 /*
  * Validates req (as jc__req_validate, same errors) and writes its key to
  * key[16]. tc comes from jc__toolchain_probe(). Returns 0, JC_EINVAL (message
@@ -89,6 +88,5 @@ int jc__key_lookup(const uint8_t direct[16], const struct jc_strv *dirs, uint8_t
  * arguments; thread-safe.
  */
 int jc__key_named(const uint8_t key[16], const char *name, uint8_t out[16]);
-
 
 #endif

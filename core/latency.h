@@ -20,8 +20,8 @@
 #define JC_LATENCY_BUCKETS 256
 
 struct jc_latency {
-	uint64_t count;                     /* samples recorded */
-	uint64_t sum_ns;                    /* their sum (wraps after 584 years) */
+	uint64_t count;	 /* samples recorded */
+	uint64_t sum_ns; /* their sum (wraps after 584 years) */
 	uint64_t bucket[JC_LATENCY_BUCKETS];
 };
 

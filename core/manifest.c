@@ -18,9 +18,9 @@
 #include "common/util.h"
 #include "jitcache/jitcache.h"
 
-#define MAGIC "JCMF"
-#define VERSION 2 /* 2: LINK entries (symlinked headers) */
-#define HEAD 32 /* magic, version, body length, body hash */
+#define MAGIC	"JCMF"
+#define VERSION 2  /* 2: LINK entries (symlinked headers) */
+#define HEAD	32 /* magic, version, body length, body hash */
 
 struct jc_manifests {
 	char *dir;
@@ -87,8 +87,8 @@ static uint8_t *load(const struct jc_manifests *m, const uint8_t direct[16], siz
 		close(fd);
 		return NULL;
 	}
-	if (pread(fd, head, HEAD, 0) == HEAD && memcmp(head, MAGIC, 4) == 0 &&
-	    head[4] == VERSION && !head[5] && !head[6] && !head[7]) {
+	if (pread(fd, head, HEAD, 0) == HEAD && memcmp(head, MAGIC, 4) == 0 && head[4] == VERSION &&
+	    !head[5] && !head[6] && !head[7]) {
 		for (int i = 0; i < 8; i++)
 			n |= (uint64_t)head[8 + i] << (8 * i);
 		if (n <= JC_MANIFEST_MAX_BYTES && (body = malloc(n ? n : 1)) &&
@@ -287,14 +287,14 @@ static int store(struct jc_manifests *m, const uint8_t direct[16], const uint8_t
 	if (!ok || rename(tmp, path) != 0) {
 		saved = ok ? errno : saved;
 		unlink(tmp);
-		return jc__fail(err, errlen, saved == ENOSPC ? JC_ENOSPC : JC_EIO, "write %s: %s", path,
-			    strerror(saved));
+		return jc__fail(err, errlen, saved == ENOSPC ? JC_ENOSPC : JC_EIO, "write %s: %s",
+				path, strerror(saved));
 	}
 	return 0;
 }
 
-int jc__manifest_add(struct jc_manifests *m, const uint8_t direct[16],
-		     const struct jc_inc_set *set, char *err, size_t errlen)
+int jc__manifest_add(struct jc_manifests *m, const uint8_t direct[16], const struct jc_inc_set *set,
+		     char *err, size_t errlen)
 {
 	uint8_t *out = NULL;
 	size_t n = 0, cap = 0, len = 0;
@@ -321,7 +321,8 @@ int jc__manifest_add(struct jc_manifests *m, const uint8_t direct[16],
 			break; /* the rest is malformed: drop it */
 	}
 	if (rc == 0 && n > JC_MANIFEST_MAX_BYTES)
-		rc = jc__fail(err, errlen, JC_ETOOBIG, "include manifest over %u bytes", JC_MANIFEST_MAX_BYTES);
+		rc = jc__fail(err, errlen, JC_ETOOBIG, "include manifest over %u bytes",
+			      JC_MANIFEST_MAX_BYTES);
 	else if (rc == JC_ENOMEM)
 		jc__fail(err, errlen, rc, "out of memory writing an include manifest");
 	if (rc == 0) {

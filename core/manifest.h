@@ -33,7 +33,7 @@
 
 #include "common/includes.h"
 
-#define JC_MANIFEST_VARIANTS 8
+#define JC_MANIFEST_VARIANTS  8
 #define JC_MANIFEST_MAX_BYTES (64u << 20)
 
 struct jc_manifests;
@@ -67,8 +67,8 @@ int jc__manifest_exists(const struct jc_manifests *m, const uint8_t direct[16]);
  * JC_ETOOBIG (the manifest would exceed JC_MANIFEST_MAX_BYTES), JC_EIO
  * (errno in err), JC_ENOMEM.
  */
-int jc__manifest_add(struct jc_manifests *m, const uint8_t direct[16],
-		     const struct jc_inc_set *set, char *err, size_t errlen);
+int jc__manifest_add(struct jc_manifests *m, const uint8_t direct[16], const struct jc_inc_set *set,
+		     char *err, size_t errlen);
 
 /*
  * One variant in the body's form above (u32 entries, then the entries),

@@ -61,7 +61,7 @@ int jc__req_sorted_headers(const struct jc_req *req, const struct jc_blob ***out
 
 struct jc_req_policy {
 	const struct jc_toolchain *tc; /* borrowed */
-	int test_faults;               /* JITCACHE_TEST_FAULTS=1: test faults honoured */
+	int test_faults;	       /* JITCACHE_TEST_FAULTS=1: test faults honoured */
 	/* The NVRTC builds applications loaded that are not tc's (the nvrtc_id
 	 * of requests refused with JC_EVERSION), the first JC_OTHER_BUILDS, for
 	 * `version` and `doctor`: written by jc__req_admit (serving threads), read

@@ -66,8 +66,8 @@ static const char *object_problem(const struct stat *st, uid_t uid, uint64_t siz
  * manifests) checked on every use. Anything else is refused: JC_EDENIED with
  * the path, its owner and mode, and what is expected. Missing: 1.
  */
-static int check_entry(struct jc_store *s, int parent, const char *name, const char *path,
-		       int dir, mode_t mode, char *err, size_t errlen)
+static int check_entry(struct jc_store *s, int parent, const char *name, const char *path, int dir,
+		       mode_t mode, char *err, size_t errlen)
 {
 	struct stat st;
 	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -79,24 +79,28 @@ static int check_entry(struct jc_store *s, int parent, const char *name, const c
 	const char *type = dir ? (S_ISDIR(st.st_mode) ? NULL : "not a directory")
 			       : (S_ISREG(st.st_mode) ? NULL : "not a regular file");
 	if (type || st.st_uid != s->uid) {
-		jc__fail(err, errlen, 0, "%s is %s%s (owner uid %u, mode %04o); expected a %s owned "
-			 "by uid %u (the daemon's) with mode %04o: someone else may have replaced it; "
-			 "inspect it, then remove it (or the whole cache directory)", path,
-			 type ? type : "not owned by the daemon's uid", S_ISLNK(st.st_mode) ? ", a symbolic link" : "",
-			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), dir ? "directory" : "file",
-			 (unsigned)s->uid, (unsigned)mode);
+		jc__fail(
+		    err, errlen, 0,
+		    "%s is %s%s (owner uid %u, mode %04o); expected a %s owned "
+		    "by uid %u (the daemon's) with mode %04o: someone else may have replaced it; "
+		    "inspect it, then remove it (or the whole cache directory)",
+		    path, type ? type : "not owned by the daemon's uid",
+		    S_ISLNK(st.st_mode) ? ", a symbolic link" : "", (unsigned)st.st_uid,
+		    (unsigned)(st.st_mode & 07777), dir ? "directory" : "file", (unsigned)s->uid,
+		    (unsigned)mode);
 		return JC_EDENIED;
 	}
 	if ((st.st_mode & 07777) == mode)
 		return 0;
 	if (fchmodat(parent, name, mode, 0) < 0) {
-		jc__fail(err, errlen, 0, "%s has mode %04o, expected %04o, and chmod failed: %s", path,
-			 (unsigned)(st.st_mode & 07777), (unsigned)mode, strerror(errno));
+		jc__fail(err, errlen, 0, "%s has mode %04o, expected %04o, and chmod failed: %s",
+			 path, (unsigned)(st.st_mode & 07777), (unsigned)mode, strerror(errno));
 		return JC_EIO;
 	}
-	jc_log_warn(STORE, "%s had mode %04o; set to %04o (the cache belongs to the daemon's uid "
-		    "alone; a group-shared daemon shares only its socket)", path,
-		    (unsigned)(st.st_mode & 07777), (unsigned)mode);
+	jc_log_warn(STORE,
+		    "%s had mode %04o; set to %04o (the cache belongs to the daemon's uid "
+		    "alone; a group-shared daemon shares only its socket)",
+		    path, (unsigned)(st.st_mode & 07777), (unsigned)mode);
 	return 0;
 }
 
@@ -138,9 +142,11 @@ static int check_layout(struct jc_store *s, const struct stat *top, char *err, s
 	char path[4200];
 	int rc = 0;
 	if (top->st_uid != s->uid) {
-		jc__fail(err, errlen, 0, "%s is owned by uid %u (mode %04o), not by this process "
-			 "(uid %u): the cache directory belongs to the daemon's uid alone", s->dir,
-			 (unsigned)top->st_uid, (unsigned)(top->st_mode & 07777), (unsigned)s->uid);
+		jc__fail(err, errlen, 0,
+			 "%s is owned by uid %u (mode %04o), not by this process "
+			 "(uid %u): the cache directory belongs to the daemon's uid alone",
+			 s->dir, (unsigned)top->st_uid, (unsigned)(top->st_mode & 07777),
+			 (unsigned)s->uid);
 		return JC_EDENIED;
 	}
 	if (top->st_mode & (S_IWGRP | S_IWOTH | S_ISGID)) {
@@ -148,13 +154,16 @@ static int check_layout(struct jc_store *s, const struct stat *top, char *err, s
 		 * made in it while it was open to them stays out of their reach. */
 		mode_t want = DIR_MODE;
 		if (fchmod(s->dirfd, want) < 0) {
-			jc__fail(err, errlen, 0, "%s is writable by group or others (mode %04o) and "
-				 "chmod failed: %s", s->dir, (unsigned)(top->st_mode & 07777),
-				 strerror(errno));
+			jc__fail(err, errlen, 0,
+				 "%s is writable by group or others (mode %04o) and "
+				 "chmod failed: %s",
+				 s->dir, (unsigned)(top->st_mode & 07777), strerror(errno));
 			return JC_EDENIED;
 		}
-		jc_log_warn(STORE, "%s had mode %04o; set to %04o (only the daemon writes its cache "
-			    "directory)", s->dir, (unsigned)(top->st_mode & 07777), (unsigned)want);
+		jc_log_warn(STORE,
+			    "%s had mode %04o; set to %04o (only the daemon writes its cache "
+			    "directory)",
+			    s->dir, (unsigned)(top->st_mode & 07777), (unsigned)want);
 	}
 	for (size_t i = 0; rc == 0 && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", s->dir, dirs[i]);
@@ -203,8 +212,10 @@ static int revive_subdir(struct jc_store *s, int *fdp, const char *name)
 	if (fd < 0 || fstat(fd, &now) != 0 || now.st_uid != s->uid || (now.st_mode & 077)) {
 		if (fd >= 0)
 			errno = EPERM; /* not one we made: another's, or open to others */
-		jc_log_err(STORE, "%s/%s was removed or replaced while in use and cannot be made "
-			   "again: %s", s->dir, name, strerror(errno));
+		jc_log_err(STORE,
+			   "%s/%s was removed or replaced while in use and cannot be made "
+			   "again: %s",
+			   s->dir, name, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -215,8 +226,10 @@ static int revive_subdir(struct jc_store *s, int *fdp, const char *name)
 		jc_log_err(STORE, "%s/%s was removed or replaced while in use; dup2: %s", s->dir,
 			   name, strerror(e));
 	else
-		jc_log_warn(STORE, "%s/%s was removed or replaced while in use (a cleaner of empty "
-			    "directories, or by hand); using it afresh", s->dir, name);
+		jc_log_warn(STORE,
+			    "%s/%s was removed or replaced while in use (a cleaner of empty "
+			    "directories, or by hand); using it afresh",
+			    s->dir, name);
 	return rc;
 }
 
@@ -229,7 +242,8 @@ static int revive_subdir(struct jc_store *s, int *fdp, const char *name)
 static int create_staged(struct jc_store *s, const char *prefix, mode_t mode, char tmp[64])
 {
 	for (int again = 1;; again = 0) {
-		snprintf(tmp, 64, "%.16s.%ld.%u", prefix, (long)getpid(), atomic_fetch_add(&s->seq, 1));
+		snprintf(tmp, 64, "%.16s.%ld.%u", prefix, (long)getpid(),
+			 atomic_fetch_add(&s->seq, 1));
 		int fd = openat(s->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 		if (fd >= 0 || errno != ENOENT || !again)
 			return fd;
@@ -357,8 +371,8 @@ err_after_alloc:
 int jc__store_reserve_release(struct jc_store *s)
 {
 	if (unlinkat(s->dirfd, RESERVE, 0) == 0) {
-		jc_log_warn(STORE, "disk full: released %s/%s (%llu KiB) to make room", s->dir, RESERVE,
-			    (unsigned long long)(s->reserve_bytes >> 10));
+		jc_log_warn(STORE, "disk full: released %s/%s (%llu KiB) to make room", s->dir,
+			    RESERVE, (unsigned long long)(s->reserve_bytes >> 10));
 		return 1;
 	}
 	if (errno != ENOENT)
@@ -727,7 +741,8 @@ int jc__store_foreach(struct jc_store *s,
 		return JC_EIO;
 	}
 	while (!rc && (de = readdir(top))) {
-		if (jc__store_is_dots(de->d_name) || fstatat(s->objfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+		if (jc__store_is_dots(de->d_name) ||
+		    fstatat(s->objfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
 			continue;
 		snprintf(path, sizeof(path), "%s/objects/%s", s->dir, de->d_name);
 		if (!S_ISDIR(st.st_mode) || !is_hex2(de->d_name)) {

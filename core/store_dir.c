@@ -27,18 +27,20 @@
 #include "jitcache/jitcache.h"
 
 /* Network filesystems, by statfs f_type (linux/magic.h and fs sources). */
-static const struct { unsigned long magic; const char *name; } remote_fs[] = {
-	{ 0x6969, "NFS" },          { 0x517B, "SMB" },      { 0xFF534D42, "CIFS" },
-	{ 0xFE534D42, "SMB2" },     { 0x5346414F, "AFS" },  { 0x6B414653, "AFS" },
-	{ 0x73757245, "Coda" },     { 0x00C36400, "Ceph" }, { 0x01021997, "9p" },
-	{ 0x01161970, "GFS2" },     { 0x7461636F, "OCFS2" }, { 0x0BD00BD0, "Lustre" },
-	{ 0x47504653, "GPFS" },
+static const struct {
+	unsigned long magic;
+	const char *name;
+} remote_fs[] = {
+    {0x6969, "NFS"},	  {0x517B, "SMB"},	{0xFF534D42, "CIFS"},  {0xFE534D42, "SMB2"},
+    {0x5346414F, "AFS"},  {0x6B414653, "AFS"},	{0x73757245, "Coda"},  {0x00C36400, "Ceph"},
+    {0x01021997, "9p"},	  {0x01161970, "GFS2"}, {0x7461636F, "OCFS2"}, {0x0BD00BD0, "Lustre"},
+    {0x47504653, "GPFS"},
 };
 #define FUSE_MAGIC 0x65735546UL
 /* FUSE subtypes (mountinfo "fuse.<x>") known to be remote. */
 static const char *const remote_fuse[] = {
-	"sshfs", "s3fs", "rclone", "gcsfuse", "glusterfs", "ceph-fuse", "davfs", "juicefs",
-	"goofys", "blobfuse", "blobfuse2", "mountpoint-s3", "lizardfs", "moosefs",
+    "sshfs",   "s3fs",	 "rclone",   "gcsfuse",	  "glusterfs",	   "ceph-fuse", "davfs",
+    "juicefs", "goofys", "blobfuse", "blobfuse2", "mountpoint-s3", "lizardfs",	"moosefs",
 };
 
 /* mkdir -p for the parents of path and path itself (mode for all). */
@@ -90,9 +92,10 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen)
 		if (e == EINTR)
 			continue;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (e == EWOULDBLOCK && (now.tv_sec - start.tv_sec) * 1000 +
-		    (now.tv_nsec - start.tv_nsec) / 1000000 < wait_ms) {
-			nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000000 }, NULL);
+		if (e == EWOULDBLOCK &&
+		    (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 <
+			wait_ms) {
+			nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000}, NULL);
 			continue;
 		}
 		if (e != EWOULDBLOCK) {
@@ -104,7 +107,7 @@ int jc__store_lock(const char *dir, int wait_ms, char *err, size_t errlen)
 		pid[got > 0 ? got : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
 		jc__fail(err, errlen, 0, "%s is in use by another jitcached (pid %s)", dir,
-			*pid ? pid : "unknown");
+			 *pid ? pid : "unknown");
 		close(fd);
 		return JC_ELOCKED;
 	}
@@ -160,13 +163,17 @@ int jc__store_check_local_fd(int fd, const char *dir, char *err, size_t errlen)
 			if (strcmp(sub, remote_fuse[i]) == 0)
 				remote = type;
 		if (!remote)
-			jc_log_warn(STORE, "%s is on a FUSE filesystem (%s): SQLite WAL needs a "
-				    "local filesystem with working shared memory", dir, type);
+			jc_log_warn(STORE,
+				    "%s is on a FUSE filesystem (%s): SQLite WAL needs a "
+				    "local filesystem with working shared memory",
+				    dir, type);
 	}
 	if (!remote)
 		return 0;
-	jc__fail(err, errlen, 0, "%s is on a network filesystem (%s): the SQLite index needs a "
-		"local filesystem; choose a local cache directory", dir, remote);
+	jc__fail(err, errlen, 0,
+		 "%s is on a network filesystem (%s): the SQLite index needs a "
+		 "local filesystem; choose a local cache directory",
+		 dir, remote);
 	return JC_EINVAL;
 }
 
@@ -227,9 +234,16 @@ static void usage_at(int parent, const char *name, int depth, int top_only, uint
 
 int jc__store_overhead(struct jc_store *s, uint64_t *out)
 {
-	static const char *const files[] = {"index.sqlite-wal", "index.sqlite-shm",
-					    RESERVE, "lock", "tmp", "quarantine", "manifests",
-					    "worker-cwd", "jitcached.socket-path", "jitcached.log"};
+	static const char *const files[] = {"index.sqlite-wal",
+					    "index.sqlite-shm",
+					    RESERVE,
+					    "lock",
+					    "tmp",
+					    "quarantine",
+					    "manifests",
+					    "worker-cwd",
+					    "jitcached.socket-path",
+					    "jitcached.log"};
 	struct stat st;
 	uint64_t sum = fstat(s->dirfd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)

@@ -13,16 +13,16 @@ struct jc_store {
 	char *dir;
 	int dirfd, objfd, tmpfd, quarfd;
 	uid_t uid;
-	atomic_uint seq;    /* distinct temp and quarantine names across threads */
+	atomic_uint seq;		/* distinct temp and quarantine names across threads */
 	_Atomic uint64_t reserve_bytes; /* the size DIR/reserve is made with */
 };
 
 /* Every directory of the store is 0700 and every file the daemon opens by
  * name 0600: the store belongs to the daemon's uid alone (clients are given
  * descriptors). */
-#define DIR_MODE 0700
+#define DIR_MODE  0700
 #define FILE_MODE 0600
-#define RESERVE "reserve"
+#define RESERVE	  "reserve"
 
 /* mkdir -p: path's parents and path itself, each with mode; 0, or -1 with
  * errno (ENAMETOOLONG past 4095 bytes). Thread-safe. */

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define JC_TARGETS_MAX 16 /* targets in one list */
-#define JC_TARGET_LEN 16  /* bytes of one target name, NUL included ("compute_100a") */
+#define JC_TARGET_LEN  16 /* bytes of one target name, NUL included ("compute_100a") */
 
 /* A parsed target list, in its order. */
 struct jc_targets {

@@ -21,8 +21,8 @@
 /* The local tier's own state (tier.h): nothing outside this file sees it. */
 struct jc_local {
 	struct jc_store *store; /* NULL with INSPECT */
-	struct jc_index *wix;   /* the writer (read-only with INSPECT) */
-	struct jc_index *rix;   /* the loop's reader; NULL without READER */
+	struct jc_index *wix;	/* the writer (read-only with INSPECT) */
+	struct jc_index *rix;	/* the loop's reader; NULL without READER */
 };
 
 /* --- the local tier ----------------------------------------------------- */
@@ -71,8 +71,10 @@ static int local_publish(struct jc_cachedir *c, struct jc_entry *e, uint32_t uid
 	int ok = e->status == JC_ENTRY_OK, fd = -1, rc = 0;
 	/* A full disk: no write is tried until space returns. */
 	if (jc__store_disk_full(c->local->store, NULL))
-		return jc__fail(err, errlen, JC_ENOSPC, "disk full (%s): nothing is stored until space "
-				"returns", strerror(ENOSPC));
+		return jc__fail(err, errlen, JC_ENOSPC,
+				"disk full (%s): nothing is stored until space "
+				"returns",
+				strerror(ENOSPC));
 	/* The object first, outside the lock (its fsyncs are the slow part). */
 	if (ok)
 		rc = jc__store_put(c->local->store, data, size, e->object, err, errlen);
@@ -80,7 +82,8 @@ static int local_publish(struct jc_cachedir *c, struct jc_entry *e, uint32_t uid
 	/* The put may have kept an existing object (same content) that a purge,
 	 * eviction or gc, all under wlock, removed since: store it again, so the
 	 * row never names a missing object. */
-	if (ok && rc == 0 && jc__store_open_object(c->local->store, e->object, size, &fd) == JC_ENOTFOUND)
+	if (ok && rc == 0 &&
+	    jc__store_open_object(c->local->store, e->object, size, &fd) == JC_ENOTFOUND)
 		rc = jc__store_put(c->local->store, data, size, e->object, err, errlen);
 	if (fd >= 0)
 		close(fd);
@@ -102,7 +105,8 @@ static int local_drop_row(struct jc_cachedir *c, const uint8_t key[16], const ui
 	pthread_mutex_lock(&c->wlock);
 	if (jc__index_get(c->local->wix, key, &e) == 0 && e.status == JC_ENTRY_OK &&
 	    memcmp(e.object, object, 16) == 0 && (rc = jc__index_delete(c->local->wix, key)) != 0)
-		jc_log_warn(INDEX, "row of a bad object not deleted: %s", jc__index_errmsg(c->local->wix));
+		jc_log_warn(INDEX, "row of a bad object not deleted: %s",
+			    jc__index_errmsg(c->local->wix));
 	pthread_mutex_unlock(&c->wlock);
 	jc__entry_clear(&e);
 	return rc;
@@ -140,8 +144,9 @@ static int local_remove(struct jc_cachedir *c, const struct jc_entry *e)
 static int local_unlink_ahead(struct jc_cachedir *c, const struct jc_entry *e)
 {
 	uint64_t refs = 0;
-	return e->status == JC_ENTRY_OK && jc__index_object_refs(c->local->wix, e->object, &refs) == 0 &&
-	       refs == 1 && jc__store_remove(c->local->store, e->object) == 0;
+	return e->status == JC_ENTRY_OK &&
+	       jc__index_object_refs(c->local->wix, e->object, &refs) == 0 && refs == 1 &&
+	       jc__store_remove(c->local->store, e->object) == 0;
 }
 
 static int local_remove_bad(struct jc_cachedir *c, const struct jc_entry *e)
@@ -266,7 +271,8 @@ static int local_remove_use(struct jc_cachedir *c, const struct jc_entry *e, uin
 static void local_reclaim(struct jc_cachedir *c, int pages)
 {
 	if (pages && jc__index_reclaim(c->local->wix) != 0)
-		jc_log_warn(INDEX, "freed pages not reclaimed: %s", jc__index_errmsg(c->local->wix));
+		jc_log_warn(INDEX, "freed pages not reclaimed: %s",
+			    jc__index_errmsg(c->local->wix));
 	jc__store_reserve_make(c->local->store);
 }
 
@@ -312,37 +318,37 @@ static int local_disk_full(struct jc_cachedir *c, uint64_t *free_bytes)
 }
 
 const struct jc_tier_ops jc__local_tier = {
-	.name = "local",
-	.lookup = local_lookup,
-	.open_object = local_open_object,
-	.object_is = local_object_is,
-	.verify = local_verify,
-	.row_names = local_row_names,
-	.publish = local_publish,
-	.quarantine = local_quarantine,
-	.drop_row = local_drop_row,
-	.remove = local_remove,
-	.unlink_ahead = local_unlink_ahead,
-	.remove_bad = local_remove_bad,
-	.foreach = local_foreach,
-	.foreach_request = local_foreach_request,
-	.collect = local_collect,
-	.health = local_health,
-	.lookup_for = local_lookup_for,
-	.find_keys = local_find_keys,
-	.users_of = local_users_of,
-	.user_usage = local_user_usage,
-	.foreach_user = local_foreach_user,
-	.touch = local_touch,
-	.remove_use = local_remove_use,
-	.reclaim = local_reclaim,
-	.put_rows = local_put_rows,
-	.count_versions = local_count_versions,
-	.keep_request = local_keep_request,
-	.request_data = local_request_data,
-	.request_of = local_request_of,
-	.overhead = local_overhead,
-	.disk_full = local_disk_full,
+    .name = "local",
+    .lookup = local_lookup,
+    .open_object = local_open_object,
+    .object_is = local_object_is,
+    .verify = local_verify,
+    .row_names = local_row_names,
+    .publish = local_publish,
+    .quarantine = local_quarantine,
+    .drop_row = local_drop_row,
+    .remove = local_remove,
+    .unlink_ahead = local_unlink_ahead,
+    .remove_bad = local_remove_bad,
+    .foreach = local_foreach,
+    .foreach_request = local_foreach_request,
+    .collect = local_collect,
+    .health = local_health,
+    .lookup_for = local_lookup_for,
+    .find_keys = local_find_keys,
+    .users_of = local_users_of,
+    .user_usage = local_user_usage,
+    .foreach_user = local_foreach_user,
+    .touch = local_touch,
+    .remove_use = local_remove_use,
+    .reclaim = local_reclaim,
+    .put_rows = local_put_rows,
+    .count_versions = local_count_versions,
+    .keep_request = local_keep_request,
+    .request_data = local_request_data,
+    .request_of = local_request_of,
+    .overhead = local_overhead,
+    .disk_full = local_disk_full,
 };
 
 /* --- opening a cache directory ------------------------------------------ */
@@ -366,7 +372,8 @@ int jc__cachedir_open_reader(struct jc_cachedir *c, struct jc_index **out, char 
 {
 	char path[4200];
 	if (snprintf(path, sizeof(path), "%s/index.sqlite", c->dir) >= (int)sizeof(path))
-		return jc__fail(err, errlen, JC_EINVAL, "cache directory path too long: %s", c->dir);
+		return jc__fail(err, errlen, JC_EINVAL, "cache directory path too long: %s",
+				c->dir);
 	return jc__index_open(path, 1, out, err, errlen);
 }
 
@@ -474,7 +481,8 @@ int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_ca
 		goto err_out;
 	rc = jc__index_counters_load(c->local->wix, load_counter, c);
 	if (rc != 0) {
-		snprintf(err, errlen, "index %s: counters: %s", path, jc__index_errmsg(c->local->wix));
+		snprintf(err, errlen, "index %s: counters: %s", path,
+			 jc__index_errmsg(c->local->wix));
 		goto err_out;
 	}
 	if (!inspect)
@@ -490,11 +498,13 @@ err_out:
 void jc__cachedir_apply_budget(struct jc_cachedir *c, uint64_t max_size)
 {
 	uint64_t reserve = max_size / 16;
-	reserve = reserve < JC_STORE_FULL_BYTES ? JC_STORE_FULL_BYTES
-		  : reserve > JC_STORE_RESERVE_BYTES ? JC_STORE_RESERVE_BYTES : reserve;
+	reserve = reserve < JC_STORE_FULL_BYTES	     ? JC_STORE_FULL_BYTES
+		  : reserve > JC_STORE_RESERVE_BYTES ? JC_STORE_RESERVE_BYTES
+						     : reserve;
 	jc__store_set_reserve(c->local->store, reserve);
 	if (jc__index_set_budget(c->local->wix, max_size) != 0)
-		jc_log_warn(INDEX, "write-ahead log size not set: %s", jc__index_errmsg(c->local->wix));
+		jc_log_warn(INDEX, "write-ahead log size not set: %s",
+			    jc__index_errmsg(c->local->wix));
 }
 
 int jc__cachedir_lock_check(struct jc_cachedir *c, char *err, size_t errlen)

@@ -53,7 +53,7 @@
 /* The daemon records its --max-size and --user-max-size in the index's
  * counters table under these names (at start-up and on SIGHUP), so that
  * offline commands know them (jc__cachedir_open loads them). */
-#define JC_STORED_MAX_SIZE "max_size"
+#define JC_STORED_MAX_SIZE	"max_size"
 #define JC_STORED_USER_MAX_SIZE "user_max_size"
 
 /* Orphaned objects younger than this are left alone by collect: a publish
@@ -94,14 +94,14 @@ struct jc_index;
  */
 struct jc_cachedir {
 	const struct jc_tier_ops *ops; /* &jc__local_tier */
-	char *dir;                     /* as given */
-	int lock_fd;                   /* DIR/lock, held; -1 with INSPECT */
-	struct jc_local *local;        /* the store and index: the local tier's alone */
-	pthread_mutex_t wlock;         /* held around every use of the index writer from threads */
-	struct jc_counters counters;   /* as stored; written back by jc__cachedir_close when dirty */
-	uint64_t max_size;             /* the budget the last daemon recorded, else JC_DEFAULT_MAX_SIZE */
-	uint64_t user_max_size;        /* the per-uid share it recorded, else 0 (none) */
-	uint64_t dev, ino;             /* the identity of dir (st_dev, st_ino) */
+	char *dir;		       /* as given */
+	int lock_fd;		       /* DIR/lock, held; -1 with INSPECT */
+	struct jc_local *local;	       /* the store and index: the local tier's alone */
+	pthread_mutex_t wlock;	       /* held around every use of the index writer from threads */
+	struct jc_counters counters; /* as stored; written back by jc__cachedir_close when dirty */
+	uint64_t max_size;	/* the budget the last daemon recorded, else JC_DEFAULT_MAX_SIZE */
+	uint64_t user_max_size; /* the per-uid share it recorded, else 0 (none) */
+	uint64_t dev, ino;	/* the identity of dir (st_dev, st_ino) */
 };
 
 /*
@@ -123,7 +123,8 @@ int jc__cachedir_open(const char *dir, unsigned flags, int wait_ms, struct jc_ca
  * SQLite WAL readers never wait for the writer); *out owned by the caller
  * (jc__reader_close). 0 or the index's open errors (index.h), with the
  * reason in err. */
-int jc__cachedir_open_reader(struct jc_cachedir *c, struct jc_index **out, char *err, size_t errlen);
+int jc__cachedir_open_reader(struct jc_cachedir *c, struct jc_index **out, char *err,
+			     size_t errlen);
 
 /* The loop thread's reader (JC_CACHEDIR_READER), owned by c; NULL without
  * it. */
@@ -199,11 +200,11 @@ int jc__cachedir_save_counters(struct jc_cachedir *c, const uint64_t v[JC_CTR__C
 /* What health() reports. */
 struct jc_tier_health {
 	uint64_t entries, negative_entries; /* rows */
-	uint64_t bytes;                     /* of ok entries' artifacts */
+	uint64_t bytes;			    /* of ok entries' artifacts */
 	/* What the budget counts of them: the charges (entry.h) of every
 	 * entry, ok or failed, and the bytes of the kept requests. */
 	uint64_t stored;
-	uint64_t requests, request_bytes;   /* kept requests (each once) and their bytes */
+	uint64_t requests, request_bytes; /* kept requests (each once) and their bytes */
 };
 
 /*
@@ -300,8 +301,8 @@ struct jc_tier_ops {
 	/* Calls cb for each uid that uses an entry, in uid order (t borrowed);
 	 * cb must not change the tier; its non-zero return stops and is
 	 * returned. */
-	int (*foreach_user)(struct jc_cachedir *c, int (*cb)(const struct jc_user_totals *t, void *ctx),
-			    void *ctx);
+	int (*foreach_user)(struct jc_cachedir *c,
+			    int (*cb)(const struct jc_user_totals *t, void *ctx), void *ctx);
 	/* Records a batch of hits (borrowed arrays of n, one transaction): for
 	 * keys[i], hits += hits[i] (NULL: 0 each), last_access = now (unix
 	 * seconds), and uids[i] (NULL: none) as a user, with the same on its
@@ -333,8 +334,8 @@ struct jc_tier_ops {
 	 * request uid made of the entry key, shared with an equal one kept
 	 * already; an entry that is gone or names a request already is left
 	 * alone. 0, JC_ENOMEM, index errors. */
-	int (*keep_request)(struct jc_cachedir *c, const uint8_t key[16], uint32_t hash, uint32_t uid,
-			    const void *data, size_t len);
+	int (*keep_request)(struct jc_cachedir *c, const uint8_t key[16], uint32_t hash,
+			    uint32_t uid, const void *data, size_t len);
 	/* The bytes of kept request id: *data malloc'd (caller frees), *len. 0,
 	 * JC_ENOTFOUND, JC_ENOMEM, index errors. */
 	int (*request_data)(struct jc_cachedir *c, int64_t id, uint8_t **data, size_t *len);

@@ -12,13 +12,13 @@
 #include "jitcache/jitcache.h"
 
 #include <dirent.h>
-#include <stddef.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,9 +65,11 @@ static void api_load(void)
 		    .error_string = (const char *(*)(int))nvrtcGetErrorString,
 		    .num_supported_archs = (int (*)(int *))nvrtcGetNumSupportedArchs,
 		    .supported_archs = (int (*)(int *))nvrtcGetSupportedArchs,
-		    .create_program = (int (*)(void **, const char *, const char *, int, const char *const *,
-					       const char *const *))nvrtcCreateProgram,
-		    .compile_program = (int (*)(void *, int, const char *const *))nvrtcCompileProgram,
+		    .create_program =
+			(int (*)(void **, const char *, const char *, int, const char *const *,
+				 const char *const *))nvrtcCreateProgram,
+		    .compile_program =
+			(int (*)(void *, int, const char *const *))nvrtcCompileProgram,
 		    .get_ptx_size = (int (*)(void *, size_t *))nvrtcGetPTXSize,
 		    .get_ptx = (int (*)(void *, char *))nvrtcGetPTX,
 		    .destroy_program = (int (*)(void **))nvrtcDestroyProgram,
@@ -85,9 +87,11 @@ static void api_load(void)
 	    .error_string = (const char *(*)(int))sym(h, rtc, "nvrtcGetErrorString"),
 	    .num_supported_archs = (int (*)(int *))sym(h, rtc, "nvrtcGetNumSupportedArchs"),
 	    .supported_archs = (int (*)(int *))sym(h, rtc, "nvrtcGetSupportedArchs"),
-	    .create_program = (int (*)(void **, const char *, const char *, int, const char *const *,
-				       const char *const *))sym(h, rtc, "nvrtcCreateProgram"),
-	    .compile_program = (int (*)(void *, int, const char *const *))sym(h, rtc, "nvrtcCompileProgram"),
+	    .create_program =
+		(int (*)(void **, const char *, const char *, int, const char *const *,
+			 const char *const *))sym(h, rtc, "nvrtcCreateProgram"),
+	    .compile_program =
+		(int (*)(void *, int, const char *const *))sym(h, rtc, "nvrtcCompileProgram"),
 	    .get_ptx_size = (int (*)(void *, size_t *))sym(h, rtc, "nvrtcGetPTXSize"),
 	    .get_ptx = (int (*)(void *, char *))sym(h, rtc, "nvrtcGetPTX"),
 	    .destroy_program = (int (*)(void **))sym(h, rtc, "nvrtcDestroyProgram"),
@@ -110,15 +114,15 @@ static int put(char *dst, size_t size, const char *what, const char *s, char *er
 {
 	size_t n = strlen(s);
 	if (n >= size)
-		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: %s is %zu bytes, over %zu", what,
-			    n, size - 1);
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: %s is %zu bytes, over %zu",
+				what, n, size - 1);
 	memcpy(dst, s, n + 1);
 	return 0;
 }
 
 struct mapped_search {
 	uintptr_t addr; /* in: an address inside the library */
-	char *out;      /* out: "build-id:<hex>" or untouched */
+	char *out;	/* out: "build-id:<hex>" or untouched */
 	size_t outlen;
 	int found_module;
 	int found_id;
@@ -143,8 +147,9 @@ static int mapped_cb(struct dl_phdr_info *info, size_t size, void *data)
 	for (ElfW(Half) i = 0; i < info->dlpi_phnum && !s->found_id; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_NOTE)
-			s->found_id = jc__elf_notes_build_id((const uint8_t *)(info->dlpi_addr + ph->p_vaddr),
-							ph->p_memsz, ph->p_align, s->out, s->outlen);
+			s->found_id =
+			    jc__elf_notes_build_id((const uint8_t *)(info->dlpi_addr + ph->p_vaddr),
+						   ph->p_memsz, ph->p_align, s->out, s->outlen);
 	}
 	return 1;
 }
@@ -155,18 +160,21 @@ static int mapped_identity(void *fn, const char *what, char *out, size_t outlen,
 {
 	Dl_info di;
 	if (!dladdr(fn, &di) || !di.dli_fname)
-		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: dladdr found no %s mapping", what);
+		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: dladdr found no %s mapping",
+				what);
 	struct mapped_search s = {.addr = (uintptr_t)fn, .out = out, .outlen = outlen};
 	dl_iterate_phdr(mapped_cb, &s);
 	if (!s.found_module)
-		return jc__fail(err, errlen, JC_EINTERNAL,
-			    "toolchain: %s resolves into the executable (%s), not a shared library",
-			    what, di.dli_fname);
+		return jc__fail(
+		    err, errlen, JC_EINTERNAL,
+		    "toolchain: %s resolves into the executable (%s), not a shared library", what,
+		    di.dli_fname);
 	if (dir) {
 		const char *slash = strrchr(di.dli_fname, '/');
 		size_t n = slash ? (size_t)(slash - di.dli_fname) : 1;
 		if (n >= dirlen)
-			return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: %s path too long", what);
+			return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: %s path too long",
+					what);
 		memcpy(dir, slash ? di.dli_fname : ".", n);
 		dir[n] = '\0';
 	}
@@ -239,15 +247,15 @@ static int toolkit_include(const char *libdir, struct jc_toolchain *tc, char *er
 	if (!realpath(guess, tc->toolkit_include) || stat(tc->toolkit_include, &st) != 0 ||
 	    !S_ISDIR(st.st_mode)) {
 		tc->toolkit_include[0] = '\0';
-		return put(tc->toolkit_include_id, sizeof(tc->toolkit_include_id), "toolkit include id",
-			   "none", err, errlen);
+		return put(tc->toolkit_include_id, sizeof(tc->toolkit_include_id),
+			   "toolkit include id", "none", err, errlen);
 	}
 	struct tree_lines t = {0};
 	int rc = tree_collect(tc->toolkit_include, "", &t, 0);
 	XXH3_state_t *hs = XXH3_createState();
 	if (rc != 0 || !hs || XXH3_128bits_reset(hs) != XXH_OK) {
 		rc = jc__fail(err, errlen, rc ? JC_EIO : JC_ENOMEM, "toolchain: walking %s: %s",
-			  tc->toolkit_include, rc ? strerror(errno) : "out of memory");
+			      tc->toolkit_include, rc ? strerror(errno) : "out of memory");
 	} else {
 		qsort(t.v, t.n, sizeof(*t.v), cmp_line);
 		for (size_t i = 0; i < t.n; i++)
@@ -270,12 +278,14 @@ static int driver_version(char *out, size_t outlen, char *err, size_t errlen)
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return put(out, outlen, "driver version", "none", err, errlen);
-	/* CUresult cuDriverGetVersion(int *driverVersion): CUresult is an enum, 0 = CUDA_SUCCESS. */
+	/* CUresult cuDriverGetVersion(int *driverVersion): CUresult is an enum, 0 = CUDA_SUCCESS.
+	 */
 	int (*get)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
 	int v = 0, rc = get ? get(&v) : -1;
 	dlclose(h);
 	if (rc != 0) {
-		jc_log_warn(KEY, "libcuda.so.1 loads but cuDriverGetVersion fails (%d): driver=none", rc);
+		jc_log_warn(
+		    KEY, "libcuda.so.1 loads but cuDriverGetVersion fails (%d): driver=none", rc);
 		return put(out, outlen, "driver version", "none", err, errlen);
 	}
 	snprintf(out, outlen, "%d.%d", v / 1000, (v % 1000) / 10);
@@ -289,7 +299,8 @@ static void driver_build(char *out, size_t outlen)
 	const char *s = "";
 	if (f && fgets(line, sizeof(line), f)) {
 		char *e = line + strlen(line);
-		while (e > line && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+		while (e > line &&
+		       (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
 			*--e = '\0';
 		s = line + strspn(line, " \t");
 	}
@@ -303,19 +314,21 @@ static int archs(const struct jc_nvrtc_api *nv, char *out, size_t outlen, char *
 	int n = 0;
 	int r = nv->num_supported_archs(&n);
 	if (r != NVRTC_SUCCESS || n <= 0 || n > 256)
-		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetNumSupportedArchs: %s (%d)",
-			    nv->error_string(r), n);
+		return jc__fail(err, errlen, JC_EINTERNAL,
+				"toolchain: nvrtcGetNumSupportedArchs: %s (%d)",
+				nv->error_string(r), n);
 	int a[256];
 	r = nv->supported_archs(a);
 	if (r != NVRTC_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcGetSupportedArchs: %s",
-			    nv->error_string(r));
+				nv->error_string(r));
 	size_t len = 0;
 	out[0] = '\0';
 	for (int i = 0; i < n; i++) {
 		int w = snprintf(out + len, outlen - len, "%ssm_%d", i ? " " : "", a[i]);
 		if (w < 0 || (size_t)w >= outlen - len)
-			return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: supported arch list too long");
+			return jc__fail(err, errlen, JC_EINTERNAL,
+					"toolchain: supported arch list too long");
 		len += (size_t)w;
 	}
 	return 0;
@@ -328,8 +341,10 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 	const char *force = getenv("JITCACHE_TEST_FATBIN");
 	int lib = force && force[0] == '/';
 	if (force && !lib && strcmp(force, "none") != 0 && strcmp(force, "fatbinary") != 0)
-		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN must be none, "
-				"fatbinary or the absolute path of a libnvfatbin, not '%s'", force);
+		return jc__fail(err, errlen, JC_EINVAL,
+				"toolchain: JITCACHE_TEST_FATBIN must be none, "
+				"fatbinary or the absolute path of a libnvfatbin, not '%s'",
+				force);
 	if (force)
 		jc_log_warn(KEY, "test override JITCACHE_TEST_FATBIN=%s", force);
 	char path[4300], id[96];
@@ -340,11 +355,12 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 		snprintf(path, sizeof(path), "%s/libnvfatbin.so.%d", libdir, nvrtc_major);
 	void *h = force && !lib ? NULL : dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (lib && !h)
-		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN=%s: %s", force,
-				dlerror());
+		return jc__fail(err, errlen, JC_EINVAL, "toolchain: JITCACHE_TEST_FATBIN=%s: %s",
+				force, dlerror());
 	if (h) {
 		/* nvFatbinResult nvFatbinVersion(unsigned *major, unsigned *minor) (nvFatbin.h). */
-		int (*version)(unsigned *, unsigned *) = (int (*)(unsigned *, unsigned *))dlsym(h, "nvFatbinVersion");
+		int (*version)(unsigned *, unsigned *) =
+		    (int (*)(unsigned *, unsigned *))dlsym(h, "nvFatbinVersion");
 		unsigned maj = 0, min = 0;
 		int ok = version && version(&maj, &min) == 0;
 		dlclose(h);
@@ -352,8 +368,10 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 			if ((rc = jc__file_identity(path, id, sizeof(id), err, errlen)) != 0)
 				return rc;
 			tc->fatbin_tool = JC_FATBIN_NVFATBIN;
-			snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "nvfatbin %u.%u %s", maj, min, id);
-			return put(tc->fatbin_path, sizeof(tc->fatbin_path), "nvfatbin path", path, err, errlen);
+			snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "nvfatbin %u.%u %s", maj,
+				 min, id);
+			return put(tc->fatbin_path, sizeof(tc->fatbin_path), "nvfatbin path", path,
+				   err, errlen);
 		}
 		jc_log_warn(KEY, "%s lacks a working nvFatbinVersion: not used", path);
 	}
@@ -367,7 +385,8 @@ static int fatbin_tool(const char *libdir, int nvrtc_major, struct jc_toolchain 
 			return rc;
 		tc->fatbin_tool = JC_FATBIN_FATBINARY;
 		snprintf(tc->fatbin_id, sizeof(tc->fatbin_id), "fatbinary %s", id);
-		return put(tc->fatbin_path, sizeof(tc->fatbin_path), "fatbinary path", real, err, errlen);
+		return put(tc->fatbin_path, sizeof(tc->fatbin_path), "fatbinary path", real, err,
+			   errlen);
 	}
 	tc->fatbin_tool = JC_FATBIN_NONE;
 	tc->fatbin_path[0] = '\0';
@@ -380,7 +399,8 @@ static int override(const char *env, char *field, size_t size, char *err, size_t
 	if (!v)
 		return 0;
 	if (!*v || strlen(v) >= size)
-		return jc__fail(err, errlen, JC_EINVAL, "toolchain: %s must be 1..%zu bytes", env, size - 1);
+		return jc__fail(err, errlen, JC_EINVAL, "toolchain: %s must be 1..%zu bytes", env,
+				size - 1);
 	jc_log_warn(KEY, "test override %s=%s", env, v);
 	memcpy(field, v, strlen(v) + 1);
 	return 0;
@@ -398,24 +418,26 @@ static int probe_compiler(struct jc_toolchain *tc, char *libdir, size_t libdirle
 	int r = nv->version(&maj, &min);
 	if (r != NVRTC_SUCCESS)
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvrtcVersion: %s",
-			    nv->error_string(r));
+				nv->error_string(r));
 	snprintf(tc->nvrtc_version, sizeof(tc->nvrtc_version), "%d.%d", maj, min);
 	unsigned jmaj, jmin;
 	int jr = nv->jitlink_version(&jmaj, &jmin);
 	if (jr != NVJITLINK_SUCCESS)
-		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: nvJitLinkVersion failed (%d)", (int)jr);
+		return jc__fail(err, errlen, JC_EINTERNAL,
+				"toolchain: nvJitLinkVersion failed (%d)", (int)jr);
 	snprintf(tc->nvjitlink_version, sizeof(tc->nvjitlink_version), "%u.%u", jmaj, jmin);
 
 	char dir[4096], builtins[4200];
-	if ((rc = mapped_identity((void *)nv->version, "libnvrtc", tc->nvrtc_id, sizeof(tc->nvrtc_id),
-				  dir, sizeof(dir), err, errlen)) ||
+	if ((rc = mapped_identity((void *)nv->version, "libnvrtc", tc->nvrtc_id,
+				  sizeof(tc->nvrtc_id), dir, sizeof(dir), err, errlen)) ||
 	    (rc = mapped_identity((void *)nv->jitlink_version, "libnvJitLink", tc->nvjitlink_id,
 				  sizeof(tc->nvjitlink_id), NULL, 0, err, errlen)))
 		return rc;
 	snprintf(builtins, sizeof(builtins), "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
-	if ((rc = jc__file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id), err,
-				errlen)) ||
-	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err, errlen)))
+	if ((rc = jc__file_identity(builtins, tc->nvrtc_builtins_id, sizeof(tc->nvrtc_builtins_id),
+				    err, errlen)) ||
+	    (rc = override("JITCACHE_TEST_NVRTC_ID", tc->nvrtc_id, sizeof(tc->nvrtc_id), err,
+			   errlen)))
 		return rc;
 	if (libdir)
 		snprintf(libdir, libdirlen, "%s", dir);
@@ -430,8 +452,9 @@ int jc__toolchain_probe_compiler(struct jc_toolchain *tc, char *err, size_t errl
 
 int jc__toolchain_compiler(const struct jc_toolchain *tc, char *out, size_t len)
 {
-	int n = snprintf(out, len, "nvrtc=%s/%s;builtins=%s;nvjitlink=%s/%s", tc->nvrtc_version,
-			 tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version, tc->nvjitlink_id);
+	int n =
+	    snprintf(out, len, "nvrtc=%s/%s;builtins=%s;nvjitlink=%s/%s", tc->nvrtc_version,
+		     tc->nvrtc_id, tc->nvrtc_builtins_id, tc->nvjitlink_version, tc->nvjitlink_id);
 	return n < 0 || (size_t)n >= len ? JC_ETOOBIG : 0;
 }
 
@@ -453,27 +476,32 @@ int jc__toolchain_probe(struct jc_toolchain *tc, char *err, size_t errlen)
 	driver_build(tc->driver_build, sizeof(tc->driver_build));
 
 	char compiler[sizeof(tc->summary)];
-	int n = jc__toolchain_compiler(tc, compiler, sizeof(compiler)) != 0 ? -1
+	int n =
+	    jc__toolchain_compiler(tc, compiler, sizeof(compiler)) != 0
+		? -1
 		: snprintf(tc->summary, sizeof(tc->summary), "%s;driver=%s/%s;toolkit_include=%s",
 			   compiler, tc->driver_version, tc->driver_build, tc->toolkit_include_id);
 	if (n < 0 || (size_t)n >= sizeof(tc->summary))
 		return jc__fail(err, errlen, JC_EINTERNAL, "toolchain: summary over %zu bytes",
-			    sizeof(tc->summary) - 1);
+				sizeof(tc->summary) - 1);
 	return 0;
 }
 
 /* Every field of struct jc_toolchain, for jc__toolchain_format / _parse
  * (fatbin_tool, an int, is written as its decimal value). */
-#define TC_FIELD(f) {#f, offsetof(struct jc_toolchain, f), sizeof(((struct jc_toolchain *)0)->f)}
+#define TC_FIELD(f)                                                                                \
+	{                                                                                          \
+#f, offsetof(struct jc_toolchain, f), sizeof(((struct jc_toolchain *)0)->f)        \
+	}
 static const struct {
 	const char *name;
 	size_t off, size;
 } tc_fields[] = {
-	TC_FIELD(nvrtc_version), TC_FIELD(nvrtc_id), TC_FIELD(nvrtc_builtins_id),
-	TC_FIELD(nvjitlink_version), TC_FIELD(nvjitlink_id), TC_FIELD(driver_version),
-	TC_FIELD(driver_build), TC_FIELD(toolkit_include), TC_FIELD(toolkit_include_id),
-	TC_FIELD(supported_archs), TC_FIELD(fatbin_tool), TC_FIELD(fatbin_path),
-	TC_FIELD(fatbin_id), TC_FIELD(summary),
+    TC_FIELD(nvrtc_version),	 TC_FIELD(nvrtc_id),	    TC_FIELD(nvrtc_builtins_id),
+    TC_FIELD(nvjitlink_version), TC_FIELD(nvjitlink_id),    TC_FIELD(driver_version),
+    TC_FIELD(driver_build),	 TC_FIELD(toolkit_include), TC_FIELD(toolkit_include_id),
+    TC_FIELD(supported_archs),	 TC_FIELD(fatbin_tool),	    TC_FIELD(fatbin_path),
+    TC_FIELD(fatbin_id),	 TC_FIELD(summary),
 };
 #undef TC_FIELD
 
@@ -496,18 +524,22 @@ int jc__toolchain_parse(const char *text, struct jc_toolchain *tc, char *err, si
 	for (size_t i = 0; i < sizeof(tc_fields) / sizeof(tc_fields[0]); i++) {
 		size_t name = strlen(tc_fields[i].name), len;
 		if (strncmp(p, tc_fields[i].name, name) != 0 || p[name] != '=')
-			return jc__fail(err, errlen, JC_EPROTO, "toolchain: field %s expected at \"%.40s\"",
+			return jc__fail(err, errlen, JC_EPROTO,
+					"toolchain: field %s expected at \"%.40s\"",
 					tc_fields[i].name, p);
 		p += name + 1;
 		len = strcspn(p, "\n");
 		if (p[len] != '\n' || len >= tc_fields[i].size)
-			return jc__fail(err, errlen, JC_EPROTO, "toolchain: field %s unterminated or "
-					"over %zu bytes", tc_fields[i].name, tc_fields[i].size - 1);
+			return jc__fail(err, errlen, JC_EPROTO,
+					"toolchain: field %s unterminated or "
+					"over %zu bytes",
+					tc_fields[i].name, tc_fields[i].size - 1);
 		if (tc_fields[i].off == offsetof(struct jc_toolchain, fatbin_tool)) {
 			char *end;
 			long v = strtol(p, &end, 10);
 			if (end != p + len || v < JC_FATBIN_NONE || v > JC_FATBIN_FATBINARY)
-				return jc__fail(err, errlen, JC_EPROTO, "toolchain: bad fatbin_tool");
+				return jc__fail(err, errlen, JC_EPROTO,
+						"toolchain: bad fatbin_tool");
 			tc->fatbin_tool = (int)v;
 		} else {
 			memcpy((char *)tc + tc_fields[i].off, p, len);

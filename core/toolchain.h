@@ -71,7 +71,8 @@ struct jc_toolchain {
 	char fatbin_path[4096];
 	char fatbin_id[160];
 	/* One canonical line of every field above except supported_archs,
-	 * toolkit_include and the fatbin tool's: "nvrtc=<ver>/<id>;builtins=<id>;nvjitlink=<ver>/<id>;
+	 * toolkit_include and the fatbin tool's:
+	 * "nvrtc=<ver>/<id>;builtins=<id>;nvjitlink=<ver>/<id>;
 	 * driver=<ver>/<build>;toolkit_include=<id>". */
 	char summary[768];
 };
@@ -135,16 +136,16 @@ int jc__toolchain_parse(const char *text, struct jc_toolchain *tc, char *err, si
  * reason in err. Thread-safe; the table lives as long as the process.
  */
 struct jc_nvrtc_api {
-	int (*version)(int *major, int *minor);                 /* nvrtcVersion */
-	const char *(*error_string)(int result);                /* nvrtcGetErrorString */
-	int (*num_supported_archs)(int *n);                     /* nvrtcGetNumSupportedArchs */
-	int (*supported_archs)(int *archs);                     /* nvrtcGetSupportedArchs */
+	int (*version)(int *major, int *minor);	 /* nvrtcVersion */
+	const char *(*error_string)(int result); /* nvrtcGetErrorString */
+	int (*num_supported_archs)(int *n);	 /* nvrtcGetNumSupportedArchs */
+	int (*supported_archs)(int *archs);	 /* nvrtcGetSupportedArchs */
 	int (*create_program)(void **prog, const char *src, const char *name, int n_headers,
 			      const char *const *headers, const char *const *include_names);
 	int (*compile_program)(void *prog, int n_options, const char *const *options);
-	int (*get_ptx_size)(void *prog, size_t *size);          /* nvrtcGetPTXSize */
-	int (*get_ptx)(void *prog, char *ptx);                  /* nvrtcGetPTX */
-	int (*destroy_program)(void **prog);                    /* nvrtcDestroyProgram */
+	int (*get_ptx_size)(void *prog, size_t *size);		  /* nvrtcGetPTXSize */
+	int (*get_ptx)(void *prog, char *ptx);			  /* nvrtcGetPTX */
+	int (*destroy_program)(void **prog);			  /* nvrtcDestroyProgram */
 	int (*jitlink_version)(unsigned *major, unsigned *minor); /* nvJitLinkVersion */
 };
 const struct jc_nvrtc_api *jc__nvrtc_api(char *err, size_t errlen);

@@ -62,7 +62,8 @@ static int unlink_ahead(struct jc_admin_env *env, const struct jc_victims *vs, s
 	for (size_t j = from; j < vs->n; j++)
 		any |= env->cd->ops->unlink_ahead(env->cd, &vs->v[j]);
 	if (any)
-		jc_log_warn(STORE, "disk full and no reserve left: removed the objects of the entries "
+		jc_log_warn(STORE,
+			    "disk full and no reserve left: removed the objects of the entries "
 			    "being removed ahead of their rows");
 	return any;
 }
@@ -88,7 +89,9 @@ int jc__victims_remove(struct jc_admin_env *env, struct jc_victims *vs, int dry_
 			jc__hex16(vs->v[i].key, hex);
 			rc = jc__reply_add_record(out, &r);
 			rc = rc ?: jc__record_add_str(r, "key", hex);
-			rc = rc ?: jc__record_add_str(r, "status", vs->v[i].status ? "failed" : "ok");
+			rc = rc
+				 ?: jc__record_add_str(r, "status",
+						       vs->v[i].status ? "failed" : "ok");
 			rc = rc ?: jc__record_add_int(r, "size", (int64_t)vs->v[i].size);
 		}
 	}

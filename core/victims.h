@@ -14,15 +14,15 @@
  * removal is uid's: it leaves the entries' users (tier.h, remove_use), and an
  * entry goes only when no user is left. */
 struct jc_victims {
-	struct jc_entry *v;   /* key, object, status, size, charge, last_access of each */
+	struct jc_entry *v; /* key, object, status, size, charge, last_access of each */
 	size_t n, cap;
-	uint64_t bytes;       /* of ok victims' artifacts */
+	uint64_t bytes;	      /* of ok victims' artifacts */
 	uint64_t total_bytes; /* for to_size: charges (entry.h) still counted */
 	uint64_t target;      /* to_size: stop once total_bytes <= target */
 	int to_size;
 	int by_uid;
 	uint32_t uid;
-	uint64_t gone;        /* out: entries that left the cache */
+	uint64_t gone; /* out: entries that left the cache */
 };
 
 /* A foreach callback (tier.h; ctx: struct jc_victims) that collects;

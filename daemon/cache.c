@@ -115,20 +115,24 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 		/* A client's word alone never quarantines a good object. */
 		char hex[33];
 		jc__hex16(key, hex);
-		jc_log_warn(STORE, "key %s: pid %d reported a bad object, but it passes the full hash "
-			    "check; kept", hex, (int)d->conn_ops->pid(conn));
+		jc_log_warn(STORE,
+			    "key %s: pid %d reported a bad object, but it passes the full hash "
+			    "check; kept",
+			    hex, (int)d->conn_ops->pid(conn));
 		return 0;
 	}
 	jc__daemon_count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
 	const char *why = corrupt ? "failed the client's hash check"
 				  : (req->reject_message ? req->reject_message : "did not load");
-	if (!corrupt && !jc__retry_take(d->load_retries, key,
-					(int64_t)(jc__now_ns() / 1000000000u))) {
+	if (!corrupt &&
+	    !jc__retry_take(d->load_retries, key, (int64_t)(jc__now_ns() / 1000000000u))) {
 		char hex[33];
 		jc__hex16(key, hex);
-		jc_log_warn(STORE, "key %s: a client could not load it again (%s); %d recompiles in "
-			    "%d s already, serving the existing entry (driver %s)", hex, why,
-			    JC_LOAD_RETRY_MAX, JC_LOAD_RETRY_WINDOW_S, d->tc->driver_version);
+		jc_log_warn(STORE,
+			    "key %s: a client could not load it again (%s); %d recompiles in "
+			    "%d s already, serving the existing entry (driver %s)",
+			    hex, why, JC_LOAD_RETRY_MAX, JC_LOAD_RETRY_WINDOW_S,
+			    d->tc->driver_version);
 		return 0;
 	}
 	memcpy(bad, e->object, 16);
@@ -250,13 +254,15 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		memcpy(miss.key, key, 16);
 		jc__answer(d, conn, &miss, -1);
 	} else if ((rc = jc__flight_start(d, conn, tc, flight_key, inc ? direct : NULL, req, &inc,
-				      t0, bad ? bad_object : NULL, fetched,
-				      keys ? key : NULL)) != 0) {
+					  t0, bad ? bad_object : NULL, fetched,
+					  keys ? key : NULL)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
-			snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu "
-				 "bytes, --buffer-budget, held by queued compiles); try again later",
-				 jc__budget_used(&d->buffers), d->buffers.max);
+			snprintf(
+			    msg, sizeof(msg),
+			    "the daemon's request buffers are full (%zu of %zu "
+			    "bytes, --buffer-budget, held by queued compiles); try again later",
+			    jc__budget_used(&d->buffers), d->buffers.max);
 			jc_log_warn(NET, "uid %d pid %d: compile refused: buffer budget full",
 				    (int)d->conn_ops->uid(conn), (int)d->conn_ops->pid(conn));
 			jc__daemon_count(d, JC_CTR_busy_refusals, 1);
@@ -289,20 +295,20 @@ static int key_known(struct jc_daemon *d, const struct jc_req *req, const uint8_
 
 /* A request keyed in the thread pool because it reads headers from disk. */
 struct key_job {
-	uv_work_t work;           /* the scan's job (key_work_cb) */
+	uv_work_t work; /* the scan's job (key_work_cb) */
 	struct jc_daemon *d;
-	struct jc_conn *conn;     /* referenced */
-	struct jc_req req;        /* owned */
+	struct jc_conn *conn; /* referenced */
+	struct jc_req req;    /* owned */
 	uint64_t t0;
 	const struct jc_toolchain *tc; /* the direct key's (d->tc then) */
-	uint8_t direct[16];       /* computed on the loop */
-	uint8_t lookup[16];       /* its manifests' and memo's key (key.h) */
+	uint8_t direct[16];	       /* computed on the loop */
+	uint8_t lookup[16];	       /* its manifests' and memo's key (key.h) */
 	uint8_t key[16];
-	struct jc_inc_set *inc;   /* owned; NULL after a failure */
+	struct jc_inc_set *inc; /* owned; NULL after a failure */
 	int rc;
 	int from_manifest;
-	uint64_t stamp;           /* watch stamp of the include tree (watch.h); 0 = none */
-	int watch_refused;        /* enum jc_watch_refusal other than OK and OFF */
+	uint64_t stamp;	   /* watch stamp of the include tree (watch.h); 0 = none */
+	int watch_refused; /* enum jc_watch_refusal other than OK and OFF */
 	uint64_t n_stat, ns;
 	char err[512];
 	/*
@@ -318,26 +324,26 @@ struct key_job {
 	 */
 	uv_work_t rec_work;
 	pthread_mutex_t rec_lock;
-	int rec_pending;              /* asked for, not yet checked (or come empty) */
-	int pool_scanned;             /* key_work_cb has ended */
-	struct jc_remote_blob *blob;  /* owned: the record, from record_cb on */
-	int rec_asked;                /* loop: a record was asked for */
-	int rec_waiting;              /* loop: asked for, not yet come */
-	int scanned;                  /* loop: key_work_cb has ended */
-	int unstored;                 /* the scan's set is not yet a manifest variant */
-	int in_pool;                  /* loop: the record's job is queued */
+	int rec_pending;	     /* asked for, not yet checked (or come empty) */
+	int pool_scanned;	     /* key_work_cb has ended */
+	struct jc_remote_blob *blob; /* owned: the record, from record_cb on */
+	int rec_asked;		     /* loop: a record was asked for */
+	int rec_waiting;	     /* loop: asked for, not yet come */
+	int scanned;		     /* loop: key_work_cb has ended */
+	int unstored;		     /* the scan's set is not yet a manifest variant */
+	int in_pool;		     /* loop: the record's job is queued */
 	/* The value a record's hint names (jc__remote_prefetch), fetched while
 	 * the record is checked; served when the checked record keys the
 	 * request with that very key (key_done). */
-	int val_state;                /* enum val_state */
+	int val_state; /* enum val_state */
 	int val_rc;
-	int asking;                   /* value_ask is on the stack */
+	int asking; /* value_ask is on the stack */
 	uint8_t val_key[16];
-	struct jc_fetched val;        /* val.res owned */
-	struct jc_inc_set *record;    /* owned: the record's set, checked (record_rc 1) */
-	uint8_t record_key[16];       /* its key */
-	int record_rc;                /* 1 matched, -1 refused (why), 0 not used */
-	uint64_t rec_n_stat;          /* record_check's stat calls */
+	struct jc_fetched val;	   /* val.res owned */
+	struct jc_inc_set *record; /* owned: the record's set, checked (record_rc 1) */
+	uint8_t record_key[16];	   /* its key */
+	int record_rc;		   /* 1 matched, -1 refused (why), 0 not used */
+	uint64_t rec_n_stat;	   /* record_check's stat calls */
 	char why[256];
 	/* jc__now_ns() at each phase of a request that asked for a record
 	 * (logged at info by key_done; jitcache-bench reads it): the pool took
@@ -372,11 +378,13 @@ static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
 
 /* Thread pool: set stored as a manifest variant of lookup (a failure costs
  * the next request a scan). */
-static void store_variant(struct jc_daemon *d, const uint8_t lookup[16], const struct jc_inc_set *set)
+static void store_variant(struct jc_daemon *d, const uint8_t lookup[16],
+			  const struct jc_inc_set *set)
 {
 	char err[256];
 	if (jc__manifest_add(d->manifests, lookup, set, err, sizeof(err)) != 0)
-		jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s", err);
+		jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
+			    err);
 }
 
 /* Thread pool, at the end of the scan's job and of the record's: the one
@@ -418,7 +426,8 @@ static void record_check(struct key_job *j, const struct jc_inc_ctx *ctx)
 	if (rc == JC_ECORRUPT) {
 		j->record_rc = -1; /* j->why says why */
 	} else if (rc == 0) {
-		snprintf(j->why, sizeof(j->why), "names %s, which the request does not declare", path);
+		snprintf(j->why, sizeof(j->why), "names %s, which the request does not declare",
+			 path);
 		j->record_rc = -1;
 	} else if (rc == 1 && jc__inc_check(set, ctx) == 1 &&
 		   jc__inc_key_digest(set, &j->req.include_dirs, tree) == 0 &&
@@ -473,7 +482,8 @@ static void key_work_cb(uv_work_t *w)
 	j->rc = rc ?: jc__inc_key_digest(j->inc, &j->req.include_dirs, tree);
 	j->rc = j->rc ?: jc__key_with_tree(direct, tree, j->key);
 	if (j->rc == JC_ENOMEM && !j->err[0])
-		snprintf(j->err, sizeof(j->err), "out of memory keying a request with include files");
+		snprintf(j->err, sizeof(j->err),
+			 "out of memory keying a request with include files");
 	j->t_scanned = jc__now_ns();
 	j->ns = j->t_scanned - t;
 	store_scan_if_last(j, 1);
@@ -487,11 +497,13 @@ static double ms_between(uint64_t a, uint64_t b)
 /* The phases of a request that fetched a dependency record (key_job). */
 static void log_record_phases(const struct key_job *j, const char *hex)
 {
-	jc_log_info(KEY, "key %s: keyed in %.3f ms: pool wait %.3f, scan %.3f, record fetch %.3f, "
-		    "record check %.3f (pool wait %.3f)%s", hex, ms_between(j->t0, jc__now_ns()),
-		    ms_between(j->t0, j->t_work), ms_between(j->t_work, j->t_scanned),
-		    ms_between(j->t_rec_sent, j->t_rec_got), ms_between(j->t_check, j->t_checked),
-		    ms_between(j->t_rec_got, j->t_check), j->record_rc > 0 ? "" : "; record not used");
+	jc_log_info(KEY,
+		    "key %s: keyed in %.3f ms: pool wait %.3f, scan %.3f, record fetch %.3f, "
+		    "record check %.3f (pool wait %.3f)%s",
+		    hex, ms_between(j->t0, jc__now_ns()), ms_between(j->t0, j->t_work),
+		    ms_between(j->t_work, j->t_scanned), ms_between(j->t_rec_sent, j->t_rec_got),
+		    ms_between(j->t_check, j->t_checked), ms_between(j->t_rec_got, j->t_check),
+		    j->record_rc > 0 ? "" : "; record not used");
 }
 
 /* The record's outcome (record_check), on the loop: a refusal reported; a
@@ -533,7 +545,8 @@ static void manifest_later_work_cb(uv_work_t *w)
 	struct manifest_later *m = w->data;
 	struct jc_inc_set set;
 	char why[256];
-	if (jc__remote_record_open(m->blob, m->lookup, JC_INC_MAX_ENTRIES, &set, why, sizeof(why)) == 0)
+	if (jc__remote_record_open(m->blob, m->lookup, JC_INC_MAX_ENTRIES, &set, why,
+				   sizeof(why)) == 0)
 		store_variant(m->d, m->lookup, &set);
 	jc__inc_set_clear(&set);
 }
@@ -564,7 +577,8 @@ static void manifest_later(struct key_job *j)
 		}
 		free(m);
 	}
-	jc_log_warn(KEY, "include manifest not stored (the next request scans again): out of memory");
+	jc_log_warn(KEY,
+		    "include manifest not stored (the next request scans again): out of memory");
 }
 
 /* Takes a keyed (or failed) job to the request path and frees it (loop). */
@@ -576,16 +590,21 @@ static void key_done(struct key_job *j)
 	if (j->rc == 0) {
 		char hex[33];
 		jc__hex16(j->key, hex);
-		jc__daemon_count(d, j->from_manifest ? JC_CTR_include_manifest_hits : JC_CTR_include_scans, 1);
+		jc__daemon_count(
+		    d, j->from_manifest ? JC_CTR_include_manifest_hits : JC_CTR_include_scans, 1);
 		if (j->from_manifest)
 			jc__daemon_count(d, JC_CTR_include_tree_stat_walks, 1);
 		if (j->watch_refused) {
 			jc__daemon_count(d, JC_CTR_include_watch_fallbacks, 1);
-			jc_log_info(KEY, "include tree of %zu entries not watched (%s): stat walk per request",
-				    j->inc->n, watch_refusal_name(j->watch_refused));
+			jc_log_info(
+			    KEY,
+			    "include tree of %zu entries not watched (%s): stat walk per request",
+			    j->inc->n, watch_refusal_name(j->watch_refused));
 		}
-		jc_log_info(KEY, "key %s: %zu include entries %s%s: %llu stat calls, %llu files read, "
-			    "%.3f ms", hex, j->inc->n,
+		jc_log_info(KEY,
+			    "key %s: %zu include entries %s%s: %llu stat calls, %llu files read, "
+			    "%.3f ms",
+			    hex, j->inc->n,
 			    j->record_rc > 0   ? "from the remote tier's dependency record"
 			    : j->from_manifest ? "from the manifest"
 					       : "scanned",
@@ -820,8 +839,9 @@ static int key_request(struct jc_memcache *m, struct jc_conn *conn, struct jc_re
 {
 	struct jc_daemon *d = jc__memcache_daemon(m);
 	int rc = jc__req_validate(req, err, errlen);
-	rc = rc ?: jc__key_of_valid(req, __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE), key,
-				   err, errlen);
+	rc = rc
+		 ?: jc__key_of_valid(req, __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE), key, err,
+				     errlen);
 	*needed = rc == 0 && reads_disk(m, req, key);
 	return rc ?: jc__req_admit(&d->policy, req, *needed, d->conn_ops->uid(conn), err, errlen);
 }
@@ -844,8 +864,9 @@ int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req
 	if (!e || e->status || serve_hit(m, conn, e, &req->name_exprs, t0) != 0)
 		return 0;
 	if (needed)
-		jc__memcache_count(m, watched ? JC_CTR_include_tree_watch_hits
-					      : JC_CTR_include_manifest_hits, 1, 0);
+		jc__memcache_count(
+		    m, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1,
+		    0);
 	jc__req_clear(req);
 	return 1;
 }
@@ -853,12 +874,13 @@ int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req)
 {
 	uint64_t t0 = jc__now_ns();
-	uint8_t key[16]; /* the key, or the direct key when headers are read from disk */
+	uint8_t key[16];     /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
 	int needed;
 	int rc = key_request(d->mc, conn, req, key, &needed, err, sizeof(err));
 	if (rc != 0) {
-		jc__daemon_count(d, rc == JC_EVERSION ? JC_CTR_nvrtc_other_builds : JC_CTR_bad_requests, 1);
+		jc__daemon_count(
+		    d, rc == JC_EVERSION ? JC_CTR_nvrtc_other_builds : JC_CTR_bad_requests, 1);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__req_clear(req);
 		return;
@@ -883,7 +905,10 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	}
 	if (known) {
 		if (needed) {
-			jc__daemon_count(d, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1);
+			jc__daemon_count(d,
+					 watched ? JC_CTR_include_tree_watch_hits
+						 : JC_CTR_include_manifest_hits,
+					 1);
 			memcpy(key, memo_key, 16);
 		}
 		request_with_key(d, conn, req, key, NULL, NULL, t0, d->tc, NULL);
@@ -962,7 +987,8 @@ static void watch_new(struct jc_daemon *d)
 	char err[256];
 	if (d->cfg.max_include_watches &&
 	    jc__watch_new(d->cfg.max_include_watches, &d->watch, err, sizeof(err)) != 0)
-		jc_log_warn(KEY, "include trees are not watched (every hit re-checks them): %s", err);
+		jc_log_warn(KEY, "include trees are not watched (every hit re-checks them): %s",
+			    err);
 }
 
 void jc__cache_watch_start(struct jc_daemon *d)
@@ -989,11 +1015,12 @@ int jc__cache_init(struct jc_daemon *d)
 	d->policy.tc = d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
 	pthread_mutex_init(&d->policy.builds_lock, NULL);
-	if (jc__memcache_new(d, jc__cachedir_reader(d->cache), 0, 1 + jc__server_threads(&d->cfg), &d->mc) != 0 || jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
+	if (jc__memcache_new(d, jc__cachedir_reader(d->cache), 0, 1 + jc__server_threads(&d->cfg),
+			     &d->mc) != 0 ||
+	    jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
 	    jc__retry_new(&d->load_retries) != 0)
 		return JC_ENOMEM;
-	int rc = jc__manifests_open(d->cfg.cache_dir, 0700,
-				    &d->manifests, err, sizeof(err));
+	int rc = jc__manifests_open(d->cfg.cache_dir, 0700, &d->manifests, err, sizeof(err));
 	if (rc != 0) {
 		jc_log_err(STORE, "%s", err);
 		return rc;

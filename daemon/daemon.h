@@ -30,8 +30,6 @@
 #include "daemon/settings.h"
 #include "proto/proto.h"
 
-
-
 struct jc_conn;
 struct jc_retry;
 struct jc_srv;
@@ -41,8 +39,9 @@ struct jc_memcache;
 /* A client waiting on a flight. Holds a reference on its connection. */
 struct jc_waiter {
 	struct jc_conn *conn;
-	uint32_t cache;           /* JC_CACHE_MISS for the first, JOINED for the rest */
-	struct jc_strv names;     /* owned: a joiner's name expressions, in its order (empty: the flight's) */
+	uint32_t cache; /* JC_CACHE_MISS for the first, JOINED for the rest */
+	struct jc_strv
+	    names; /* owned: a joiner's name expressions, in its order (empty: the flight's) */
 	uint64_t t0;
 	struct jc_waiter *next;
 };
@@ -51,41 +50,41 @@ struct jc_waiter {
 struct jc_flight {
 	struct jc_daemon *d;
 	uint8_t key[16];
-	struct jc_req req;        /* owned: moved from the first request */
-	uid_t uid;                /* the first request's uid: the stored row's first user */
+	struct jc_req req; /* owned: moved from the first request */
+	uid_t uid;	   /* the first request's uid: the stored row's first user */
 	/* For a request with a display name (the shim's): "NAME (COMM)", COMM
 	 * the first requester's process name; the entry is listed under it. */
 	char *listed_name;
 	struct jc_waiter *waiters;
-	struct jc_flight *next;   /* daemon's list of flights */
-	struct jc_pool_job job;   /* its compile in the worker pool (pool.h) */
-	struct jc_res res;        /* the worker's result */
-	uv_work_t work;           /* publish in the thread pool */
-	int has_bad_object;       /* started because the row's object failed a check */
-	uint8_t bad_object[16];   /* that object: its row is dropped if no new row replaces it */
-	char errmsg[512];         /* publish error, or why the result was not stored */
+	struct jc_flight *next; /* daemon's list of flights */
+	struct jc_pool_job job; /* its compile in the worker pool (pool.h) */
+	struct jc_res res;	/* the worker's result */
+	uv_work_t work;		/* publish in the thread pool */
+	int has_bad_object;	/* started because the row's object failed a check */
+	uint8_t bad_object[16]; /* that object: its row is dropped if no new row replaces it */
+	char errmsg[512];	/* publish error, or why the result was not stored */
 	int publish_rc;
 	/* Owned, NULL when the compile reads no file from disk: the include
 	 * files its key covers, re-checked before publishing (includes.h). */
 	struct jc_inc_set *inc;
-	uint8_t direct[16];       /* with inc: the direct key (manifest.h) */
-	uint8_t store_key[16];    /* the key the result is stored under: key, or learnt;
-				   * name-free: free_key or learnt, named if the name
-				   * is in the result (publish_work_cb) */
-	int name_free;            /* req.name_free: key is the named key of free_key */
-	int name_bound;           /* ... and the name is in the result: store_key named */
+	uint8_t direct[16];    /* with inc: the direct key (manifest.h) */
+	uint8_t store_key[16]; /* the key the result is stored under: key, or learnt;
+				* name-free: free_key or learnt, named if the name
+				* is in the result (publish_work_cb) */
+	int name_free;	       /* req.name_free: key is the named key of free_key */
+	int name_bound;	       /* ... and the name is in the result: store_key named */
 	uint8_t free_key[16];
-	uint8_t base_key[16];     /* free_key's named key of the name's last component */
-	int has_base_key;         /* ... when the name has a directory (progname.h) */
-	int peeked;               /* the remote tier was asked for free_key (remote_peek_cb) */
-	int uncached;             /* an include file changed: served, not stored */
-	int deps_mismatch;        /* NVRTC read what the key does not cover: served, not stored */
-	int time_macro;           /* it used __DATE__, __TIME__ or __TIMESTAMP__: served, not stored */
-	int learned;              /* the key was learnt from what NVRTC read (store_key) */
-	int rehashed;             /* a header changed just before was re-read after the compile */
-	int tree_missing;         /* a client-read tree lacked a file NVRTC read: fails (errmsg) */
-	char learned_from[512];   /* the first access the include set missed (for the log) */
-	uint8_t *record;          /* learnt: its set as a manifest variant for the remote tier; owned */
+	uint8_t base_key[16]; /* free_key's named key of the name's last component */
+	int has_base_key;     /* ... when the name has a directory (progname.h) */
+	int peeked;	      /* the remote tier was asked for free_key (remote_peek_cb) */
+	int uncached;	      /* an include file changed: served, not stored */
+	int deps_mismatch;    /* NVRTC read what the key does not cover: served, not stored */
+	int time_macro;	      /* it used __DATE__, __TIME__ or __TIMESTAMP__: served, not stored */
+	int learned;	      /* the key was learnt from what NVRTC read (store_key) */
+	int rehashed;	      /* a header changed just before was re-read after the compile */
+	int tree_missing;     /* a client-read tree lacked a file NVRTC read: fails (errmsg) */
+	char learned_from[512]; /* the first access the include set missed (for the log) */
+	uint8_t *record; /* learnt: its set as a manifest variant for the remote tier; owned */
 	size_t record_len;
 	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
 	struct jc_fatbin *fatbin;
@@ -95,8 +94,8 @@ struct jc_flight {
 	/* The request's bytes (source, headers, link inputs), charged to
 	 * d->buffers from start to end of the flight. */
 	size_t charged;
-	int remote_hit;           /* res came from the remote tier, not a worker */
-	int background;           /* started by a re-warm and no client waits: an idle job (pool.h) */
+	int remote_hit; /* res came from the remote tier, not a worker */
+	int background; /* started by a re-warm and no client waits: an idle job (pool.h) */
 	const struct jc_toolchain *tc; /* the toolchain of its key (jc__flight_start) */
 };
 
@@ -106,7 +105,6 @@ struct jc_needed_memo {
 	uint8_t direct[16];
 	uint8_t used, needed;
 };
-
 
 /* Thread pool threads whose malloc arenas are faulted in at start-up (main.c). */
 #define JC_POOL_WARM_MAX 64
@@ -127,27 +125,28 @@ struct jc_daemon {
 	struct jc_tc_gen *tc_gens;
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
-	uint64_t idle_since_ns;   /* the last connection closed then (for idle_exit_s) */
-	char *pointer_path;       /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
-	char pointer_sock[4096];  /* the socket path it holds */
+	uint64_t idle_since_ns;	    /* the last connection closed then (for idle_exit_s) */
+	char *pointer_path;	    /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
+	char pointer_sock[4096];    /* the socket path it holds */
 	int stopping;
 	/* Server-side time of each hit (request decoded to reply queued) since
 	 * the start or the last `stats --zero`; not persisted. */
 	struct jc_latency hit_latency;
 
-	struct jc_memcache *mc;   /* the main loop's rows of hot keys, pending access times (memcache.c) */
-	struct jc_keymemos *keymemo; /* full keys by lookup key (keymemo.c); locks itself */
-	struct jc_req_policy policy; /* what this daemon admits (request.h); loop thread */
-	struct jc_inc_memo *inc_memo;   /* include file hashes: thread pool, locks itself */
+	struct jc_memcache
+	    *mc; /* the main loop's rows of hot keys, pending access times (memcache.c) */
+	struct jc_keymemos *keymemo;	/* full keys by lookup key (keymemo.c); locks itself */
+	struct jc_req_policy policy;	/* what this daemon admits (request.h); loop thread */
+	struct jc_inc_memo *inc_memo;	/* include file hashes: thread pool, locks itself */
 	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
-	struct jc_watch *watch;   /* include tree change notification (watch.h); locks itself */
-	uv_poll_t watch_poll;     /* its descriptor, drained on the loop */
+	struct jc_watch *watch; /* include tree change notification (watch.h); locks itself */
+	uv_poll_t watch_poll;	/* its descriptor, drained on the loop */
 	int watch_polling;
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
-	struct jc_pool *pool;     /* compile workers and their queue (pool.h) */
+	struct jc_pool *pool;	  /* compile workers and their queue (pool.h) */
 	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
-	int probing_disk;         /* a SIGHUP's toolchain probe runs (main.c) */
+	int probing_disk;	  /* a SIGHUP's toolchain probe runs (main.c) */
 	/* The toolchain identity (summary) the cache recorded before this
 	 * daemon started ("" for a new cache or one from before schema 3),
 	 * read at start-up into cache_identity_read; after a switch (main.c,
@@ -156,28 +155,29 @@ struct jc_daemon {
 	 * thread-pool jobs read the pointer they were given. Loop thread. */
 	const char *cache_identity;
 	char cache_identity_read[sizeof(((struct jc_toolchain *)0)->summary)];
-	int confinement;          /* enum jc_confine the workers apply (worker_fs.h) */
+	int confinement; /* enum jc_confine the workers apply (worker_fs.h) */
 
 	/* The server (server.c): the listening socket, which the serving
 	 * threads poll and accept on in turn; the threads; requests they hand
 	 * the loop. */
 	int listen_fd;
-	unsigned accept_turn;     /* whose turn it is to accept (atomic) */
-	int accept_paused;        /* accept failed (no descriptor left): again at the tick (atomic) */
+	unsigned accept_turn; /* whose turn it is to accept (atomic) */
+	int accept_paused;    /* accept failed (no descriptor left): again at the tick (atomic) */
 	struct jc_srv **srv;
 	unsigned n_srv;
 	struct jc_mq *mainq;
 	pthread_mutex_t conns_lock; /* conns, n_conns, idle_since_ns: accepts and closes */
-	uv_timer_t tick;          /* flush, respawn, eviction */
+	uv_timer_t tick;	    /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
-	struct jc_remote *remote; /* the remote tier; NULL without --remote */
+	struct jc_remote *remote;	    /* the remote tier; NULL without --remote */
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
-	struct jc_conn *conns;    /* open connections (for the limits; conns_lock) */
+	struct jc_conn *conns;		    /* open connections (for the limits; conns_lock) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
-	uv_work_t trim;           /* malloc_trim after a large request (main.c) */
-	uv_work_t pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in (main.c) */
+	uv_work_t trim;		  /* malloc_trim after a large request (main.c) */
+	uv_work_t
+	    pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in (main.c) */
 	int trimming;
-	int n_conns;              /* how many are in conns (conns_lock) */
+	int n_conns; /* how many are in conns (conns_lock) */
 };
 
 /* Where an internal connection's answer goes: a result (res and objfd, a
@@ -246,17 +246,17 @@ static inline void jc__refuse(struct jc_daemon *d, struct jc_conn *conn, int cod
 }
 
 /* Limits of one include scan: entries recorded, bytes of one header. */
-#define JC_INC_MAX_ENTRIES 200000
+#define JC_INC_MAX_ENTRIES   200000
 #define JC_INC_MAX_FILE_SIZE (64u << 20)
 
 /* What the include scan, checks and learning need (borrowed from d). */
 static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
 {
 	return (struct jc_inc_ctx){
-		.memo = d->inc_memo,
-		.toolkit_root = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE)->toolkit_include,
-		.max_entries = JC_INC_MAX_ENTRIES,
-		.max_file_size = JC_INC_MAX_FILE_SIZE,
+	    .memo = d->inc_memo,
+	    .toolkit_root = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE)->toolkit_include,
+	    .max_entries = JC_INC_MAX_ENTRIES,
+	    .max_file_size = JC_INC_MAX_FILE_SIZE,
 	};
 }
 
@@ -434,8 +434,6 @@ int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn)
 void jc__fatbin_finish(struct jc_flight *f);
 /* Frees what fatbin_start made (flight_free); NULL is accepted. */
 void jc__fatbin_free(struct jc_fatbin *fb);
-
-
 
 /* rewarm.c: compiles kept requests (core/kept.h) again for this daemon's
  * toolchain identity, in the background: at most cfg.rewarm_workers at a

@@ -31,10 +31,10 @@ struct hk_job {
 	struct jc_daemon *d;
 	struct jc_flush_job *flush;
 	struct jc_admin_env env;
-	uint64_t max_size, share;     /* the budget and share as they were when queued */
+	uint64_t max_size, share; /* the budget and share as they were when queued */
 	struct jc_evict_report report;
-	struct jc_admin_reply reply;  /* of gc */
-	int gc;                       /* 1: the collector, 0: the budget */
+	struct jc_admin_reply reply; /* of gc */
+	int gc;			     /* 1: the collector, 0: the budget */
 	int rc;
 };
 
@@ -109,12 +109,15 @@ static void budget_done(struct hk_job *j)
 		return;
 	}
 	if (r->user_evicted)
-		jc_log_info(EVICT, "dropped %" PRIu64 " entries of uids over their share (%" PRIu64
-			    " bytes, --user-max-size)", r->user_evicted, j->share);
+		jc_log_info(EVICT,
+			    "dropped %" PRIu64 " entries of uids over their share (%" PRIu64
+			    " bytes, --user-max-size)",
+			    r->user_evicted, j->share);
 	if (r->evicted)
 		jc_log_info(EVICT,
-			    "evicted %" PRIu64 " least recently used entries: %" PRIu64 " -> %" PRIu64
-			    " bytes stored (budget %" PRIu64 ", low-water mark %" PRIu64 ")",
+			    "evicted %" PRIu64 " least recently used entries: %" PRIu64
+			    " -> %" PRIu64 " bytes stored (budget %" PRIu64
+			    ", low-water mark %" PRIu64 ")",
 			    r->evicted, r->bytes_before, r->bytes_after, r->max_size, r->low_water);
 	if (r->evicted || r->user_evicted) {
 		jc__daemon_count(d, JC_CTR_evictions, r->evicted);

@@ -29,31 +29,31 @@
 struct part {
 	struct jc_fatbin *fb;
 	char target[JC_TARGET_LEN];
-	struct jc_conn *conn;     /* internal; our reference */
+	struct jc_conn *conn; /* internal; our reference */
 	/* Its answer: a copy of the result (data: a compile's bytes, or a hit's,
 	 * read from fd in the thread pool; fd: a hit's object descriptor until
 	 * then), or status and message alone for an error. */
 	struct jc_res res;
-	int memfd;                /* its bytes for fatbinary; -1 */
+	int memfd; /* its bytes for fatbinary; -1 */
 };
 
 struct jc_fatbin {
 	struct jc_daemon *d;
-	struct jc_flight *f;      /* NULL once the flight has ended */
+	struct jc_flight *f;	       /* NULL once the flight has ended */
 	const struct jc_toolchain *tc; /* the flight's key's: its fatbin tool */
-	int refs;                 /* the flight's, a thread-pool job's, each open handle's */
-	int starting;             /* jc__fatbin_start is still asking for parts */
+	int refs;		       /* the flight's, a thread-pool job's, each open handle's */
+	int starting;		       /* jc__fatbin_start is still asking for parts */
 	size_t n, pending;
 	struct part parts[JC_TARGETS_MAX];
 	uint64_t t0, t_parts, t_check;
 	uint64_t t_tool_start, t_tool; /* the assembly step; t_tool 0 until known */
-	struct jc_req job;        /* the nvFatbin worker job */
+	struct jc_req job;	       /* the nvFatbin worker job */
 	uv_work_t work;
 	int rc;
 	char err[512];
 	uv_process_t proc;
 	uv_timer_t timer;
-	int out_fd, log_fd;       /* fatbinary's output and its stdout/stderr; -1 */
+	int out_fd, log_fd; /* fatbinary's output and its stdout/stderr; -1 */
 	int timed_out;
 };
 
@@ -87,7 +87,7 @@ void jc__fatbin_free(struct jc_fatbin *fb)
 
 /* Ends the flight with status and message (printf-style). */
 static void fail(struct jc_fatbin *fb, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void fail(struct jc_fatbin *fb, int status, const char *fmt, ...)
 {
@@ -130,8 +130,9 @@ static void tool_exit_cb(uv_process_t *proc, int64_t status, int signal)
 	fb->t_tool = jc__now_ns() - fb->t_tool_start;
 	tool_output(fb, out, sizeof(out));
 	if (fb->timed_out) {
-		fail(fb, JC_ETIMEOUT, "%s ran past --compile-timeout (%d s); killed, nothing cached",
-		     tool, fb->d->cfg.compile_timeout_s);
+		fail(fb, JC_ETIMEOUT,
+		     "%s ran past --compile-timeout (%d s); killed, nothing cached", tool,
+		     fb->d->cfg.compile_timeout_s);
 	} else if (signal || status) {
 		fail(fb, JC_EINTERNAL, "%s failed (exit status %lld, signal %d): %s", tool,
 		     (long long)status, signal, out[0] ? out : "no output");
@@ -144,7 +145,8 @@ static void tool_exit_cb(uv_process_t *proc, int64_t status, int signal)
 		/* A memory file: reading it does not wait on a disk. */
 		f->res.data = malloc((size_t)st.st_size);
 		if (!f->res.data) {
-			fail(fb, JC_ENOMEM, "out of memory for a %lld-byte fatbin", (long long)st.st_size);
+			fail(fb, JC_ENOMEM, "out of memory for a %lld-byte fatbin",
+			     (long long)st.st_size);
 		} else if (pread(fb->out_fd, f->res.data, (size_t)st.st_size, 0) != st.st_size) {
 			fail(fb, JC_EIO, "reading %s's output: %s", tool, strerror(errno));
 		} else {
@@ -188,10 +190,12 @@ static void run_fatbinary(struct jc_fatbin *fb)
 	for (size_t i = 0; i < fb->n; i++) {
 		const char *t = fb->parts[i].target;
 		int ptx = jc__target_output(t) == JC_OUTPUT_PTX;
-		snprintf(image[i], sizeof(image[i]), "--image3=kind=%s,sm=%s,file=/proc/self/fd/%zu",
-			 ptx ? "ptx" : "elf", t + (ptx ? 8 : 3), 3 + i);
+		snprintf(image[i], sizeof(image[i]),
+			 "--image3=kind=%s,sm=%s,file=/proc/self/fd/%zu", ptx ? "ptx" : "elf",
+			 t + (ptx ? 8 : 3), 3 + i);
 		args[na++] = image[i];
-		stdio[ns++] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = fb->parts[i].memfd};
+		stdio[ns++] =
+		    (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = fb->parts[i].memfd};
 	}
 	stdio[ns++] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = fb->out_fd};
 	args[na] = NULL;
@@ -199,13 +203,13 @@ static void run_fatbinary(struct jc_fatbin *fb)
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/tmp", d->cfg.cache_dir);
 	char *env[] = {tmpdir, (char *)"LC_ALL=C", NULL};
 	uv_process_options_t opt = {
-		.file = fb->tc->fatbin_path,
-		.args = args,
-		.env = env,
-		.cwd = jc__pool_cwd(d->pool),
-		.exit_cb = tool_exit_cb,
-		.stdio = stdio,
-		.stdio_count = (int)ns,
+	    .file = fb->tc->fatbin_path,
+	    .args = args,
+	    .env = env,
+	    .cwd = jc__pool_cwd(d->pool),
+	    .exit_cb = tool_exit_cb,
+	    .stdio = stdio,
+	    .stdio_count = (int)ns,
 	};
 	fb->proc.data = fb->timer.data = fb;
 	uv_timer_init(d->loop, &fb->timer);
@@ -219,7 +223,8 @@ static void run_fatbinary(struct jc_fatbin *fb)
 		return;
 	}
 	if (d->cfg.compile_timeout_s > 0)
-		uv_timer_start(&fb->timer, tool_timeout_cb, (uint64_t)d->cfg.compile_timeout_s * 1000, 0);
+		uv_timer_start(&fb->timer, tool_timeout_cb,
+			       (uint64_t)d->cfg.compile_timeout_s * 1000, 0);
 }
 
 /* The nvFatbin job for a worker: the parts as link inputs, in order. */
@@ -234,9 +239,9 @@ static void run_nvfatbin(struct jc_fatbin *fb)
 	int rc = (j->arch = strdup(f->req.arch)) ? jc__strv_push(&j->link_options, lib) : JC_ENOMEM;
 	for (size_t i = 0; rc == 0 && i < fb->n; i++) {
 		struct part *p = &fb->parts[i];
-		rc = jc__blob_push(&j->link_inputs, &j->n_link_inputs, p->target, p->res.data, p->res.size,
-				   jc__target_output(p->target) == JC_OUTPUT_PTX ? JC_INPUT_PTX
-										: JC_INPUT_CUBIN);
+		rc = jc__blob_push(
+		    &j->link_inputs, &j->n_link_inputs, p->target, p->res.data, p->res.size,
+		    jc__target_output(p->target) == JC_OUTPUT_PTX ? JC_INPUT_PTX : JC_INPUT_CUBIN);
 	}
 	if (rc != 0) {
 		fail(fb, JC_ENOMEM, "out of memory for the nvFatbin job");
@@ -264,8 +269,9 @@ static void check_work_cb(uv_work_t *w)
 				got = pread(r->fd, r->data, r->size, 0);
 			if (got != (ssize_t)r->size) {
 				fb->rc = r->data ? JC_EIO : JC_ENOMEM;
-				snprintf(fb->err, sizeof(fb->err), "part %s: reading its object: %s",
-					 p->target, got < 0 ? strerror(errno) : "short read");
+				snprintf(fb->err, sizeof(fb->err),
+					 "part %s: reading its object: %s", p->target,
+					 got < 0 ? strerror(errno) : "short read");
 				break;
 			}
 		}
@@ -275,8 +281,10 @@ static void check_work_cb(uv_work_t *w)
 			char hex[33];
 			jc__hex16(r->object, hex);
 			fb->rc = JC_ECORRUPT;
-			snprintf(fb->err, sizeof(fb->err), "part %s: object %s fails its hash check "
-				 "(`jitcachectl verify` quarantines it)", p->target, hex);
+			snprintf(fb->err, sizeof(fb->err),
+				 "part %s: object %s fails its hash check "
+				 "(`jitcachectl verify` quarantines it)",
+				 p->target, hex);
 			break;
 		}
 		if (tool) {
@@ -292,8 +300,8 @@ static void check_work_cb(uv_work_t *w)
 			}
 			if (p->memfd < 0 || off < r->size) {
 				fb->rc = JC_EIO;
-				snprintf(fb->err, sizeof(fb->err), "memory file for part %s: %s", p->target,
-					 strerror(errno));
+				snprintf(fb->err, sizeof(fb->err), "memory file for part %s: %s",
+					 p->target, strerror(errno));
 			}
 		}
 	}
@@ -302,7 +310,8 @@ static void check_work_cb(uv_work_t *w)
 		fb->log_fd = memfd_create("jitcache-fatbinary-log", MFD_CLOEXEC);
 		if (fb->out_fd < 0 || fb->log_fd < 0) {
 			fb->rc = JC_EIO;
-			snprintf(fb->err, sizeof(fb->err), "memory file for fatbinary: %s", strerror(errno));
+			snprintf(fb->err, sizeof(fb->err), "memory file for fatbinary: %s",
+				 strerror(errno));
 		}
 	}
 	fb->t_check = jc__now_ns() - t;
@@ -484,9 +493,11 @@ void jc__fatbin_finish(struct jc_flight *f)
 	if (res->status == 0) {
 		if (!fb->t_tool)
 			fb->t_tool = jc__now_ns() - fb->t_tool_start; /* nvFatbin: queue + worker */
-		fprintf(m, "; parts in %.1f ms (their compile times add up to %.1f ms), checked in "
-			"%.1f ms, put together by %s in %.1f ms, %.1f ms in all\n", fb->t_parts / 1e6,
-			sum / 1e6, fb->t_check / 1e6, tool_name(fb->tc->fatbin_tool), fb->t_tool / 1e6,
+		fprintf(m,
+			"; parts in %.1f ms (their compile times add up to %.1f ms), checked in "
+			"%.1f ms, put together by %s in %.1f ms, %.1f ms in all\n",
+			fb->t_parts / 1e6, sum / 1e6, fb->t_check / 1e6,
+			tool_name(fb->tc->fatbin_tool), fb->t_tool / 1e6,
 			(jc__now_ns() - fb->t0) / 1e6);
 	} else {
 		fprintf(m, "; %s\n", res->message ? res->message : jc_strerror(res->status));

@@ -18,15 +18,15 @@
 typedef struct _nvFatbinHandle *nvFatbinHandle;
 
 /* nvFatbin.h: nvFatbinResult is an enum, 0 = NVFATBIN_SUCCESS. */
-#define NVFATBIN_FUNCS(X)                                                                   \
-	X(nvFatbinCreate, int, (nvFatbinHandle *, const char **, size_t))                    \
-	X(nvFatbinAddCubin, int, (nvFatbinHandle, const void *, size_t, const char *,        \
-				  const char *))                                             \
-	X(nvFatbinAddPTX, int, (nvFatbinHandle, const char *, size_t, const char *,          \
-				const char *, const char *))                                 \
-	X(nvFatbinSize, int, (nvFatbinHandle, size_t *))                                     \
-	X(nvFatbinGet, int, (nvFatbinHandle, void *))                                        \
-	X(nvFatbinDestroy, int, (nvFatbinHandle *))                                          \
+#define NVFATBIN_FUNCS(X)                                                                          \
+	X(nvFatbinCreate, int, (nvFatbinHandle *, const char **, size_t))                          \
+	X(nvFatbinAddCubin, int,                                                                   \
+	  (nvFatbinHandle, const void *, size_t, const char *, const char *))                      \
+	X(nvFatbinAddPTX, int,                                                                     \
+	  (nvFatbinHandle, const char *, size_t, const char *, const char *, const char *))        \
+	X(nvFatbinSize, int, (nvFatbinHandle, size_t *))                                           \
+	X(nvFatbinGet, int, (nvFatbinHandle, void *))                                              \
+	X(nvFatbinDestroy, int, (nvFatbinHandle *))                                                \
 	X(nvFatbinGetErrorString, const char *, (int))
 
 struct nvfatbin {
@@ -52,11 +52,13 @@ int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err,
 	if (!h)
 		return jc__fail(err, errlen, JC_ENOTSUP, "cannot load nvFatbin (%s): %s",
 				lib ? lib : "no library named", lib ? dlerror() : "");
-#define X(name, ret, args)                                                                  \
-	if (!(nf.name = (ret(*) args)dlsym(h, #name))) {                                    \
-		dlclose(h);                                                                 \
-		return jc__fail(err, errlen, JC_ENOTSUP, "%s lacks %s: nvFatbin older than "  \
-				"CUDA 12.4", lib, #name);                                   \
+#define X(name, ret, args)                                                                         \
+	if (!(nf.name = (ret(*) args)dlsym(h, #name))) {                                           \
+		dlclose(h);                                                                        \
+		return jc__fail(err, errlen, JC_ENOTSUP,                                           \
+				"%s lacks %s: nvFatbin older than "                                \
+				"CUDA 12.4",                                                       \
+				lib, #name);                                                       \
 	}
 	NVFATBIN_FUNCS(X)
 #undef X
@@ -75,13 +77,15 @@ int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err,
 		 * compute_XX)": nvFatbin API reference, nvFatbinAddCubin. */
 		int n = jc__arch_number(in->name);
 		const char *suffix = in->name + strlen(in->name) - 1;
-		snprintf(num, sizeof(num), "%d%s", n, *suffix == 'a' || *suffix == 'f' ? suffix : "");
+		snprintf(num, sizeof(num), "%d%s", n,
+			 *suffix == 'a' || *suffix == 'f' ? suffix : "");
 		if (in->type == JC_INPUT_PTX) {
 			step = "nvFatbinAddPTX";
 			/* NVRTC's PTX and size, its NUL included, as nvFatbin's own
 			 * example passes nvrtcGetPTXSize (the decoded blob has a NUL
 			 * after its bytes either way). */
-			r = nf.nvFatbinAddPTX(fb, (const char *)in->data, in->size, num, in->name, "");
+			r = nf.nvFatbinAddPTX(fb, (const char *)in->data, in->size, num, in->name,
+					      "");
 		} else {
 			step = "nvFatbinAddCubin";
 			r = nf.nvFatbinAddCubin(fb, in->data, in->size, num, in->name);
@@ -95,15 +99,17 @@ int jc__fatbin_assemble(const struct jc_req *req, struct jc_res *res, char *err,
 	}
 	int rc = 0;
 	if (r == 0 && !(res->data = malloc(size ? size : 1))) {
-		rc = jc__fail(err, errlen, JC_ENOMEM, "worker out of memory for a %zu-byte fatbin", size);
+		rc = jc__fail(err, errlen, JC_ENOMEM, "worker out of memory for a %zu-byte fatbin",
+			      size);
 	} else if (r == 0) {
 		step = "nvFatbinGet";
 		r = nf.nvFatbinGet(fb, res->data);
 	}
 	if (r != 0) {
 		const char *why = nf.nvFatbinGetErrorString(r);
-		rc = jc__fail(err, errlen, JC_EINVAL, "%s%s%s failed: %s (%d)", step, target[0] ? " of " : "",
-			      target, why ? why : "unknown nvFatbin error", r);
+		rc = jc__fail(err, errlen, JC_EINVAL, "%s%s%s failed: %s (%d)", step,
+			      target[0] ? " of " : "", target, why ? why : "unknown nvFatbin error",
+			      r);
 	} else if (rc == 0) {
 		res->size = size;
 		res->output = JC_OUTPUT_FATBIN;

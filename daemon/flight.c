@@ -31,7 +31,7 @@ struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16])
 /* Adds conn as a waiter; names (NULL for the flight's own request, whose
  * order the result has) is moved into the waiter. */
 int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, uint64_t t0,
-		       struct jc_strv *names)
+		    struct jc_strv *names)
 {
 	struct jc_waiter *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -128,8 +128,8 @@ static void flight_answer(struct jc_flight *f)
 			jc__memcache_touch(f->d->mc, f->store_key, uid, 0);
 		/* Served, not stored: the request that ran the compile says so. */
 		res->cache = w->cache == JC_CACHE_MISS && f->uncached && res->status == 0
-				     ? JC_CACHE_UNCACHED
-				     : w->cache;
+				 ? JC_CACHE_UNCACHED
+				 : w->cache;
 		res->server_ns = jc__now_ns() - w->t0;
 		jc__res_lowered_in_order(res, &w->names, &tmp);
 		jc__answer(f->d, w->conn, res, -1);
@@ -164,13 +164,14 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->output = res->output;
 	e->arch = f->req.arch;
 	e->versions = (char *)f->tc->summary;
-	e->source_name = f->listed_name	    ? f->listed_name
+	e->source_name = f->listed_name	      ? f->listed_name
 			 : f->req.source_name ? f->req.source_name
 					      : (char *)"";
 	e->app_abi = f->req.app_abi ? f->req.app_abi : (char *)"";
 	options[0] = '\0';
 	for (size_t i = 0, n = 0; i < f->req.options.n && n < cap; i++)
-		n += (size_t)snprintf(options + n, cap - n, "%s%s", i ? " " : "", f->req.options.v[i]);
+		n += (size_t)snprintf(options + n, cap - n, "%s%s", i ? " " : "",
+				      f->req.options.v[i]);
 	e->options = options;
 	e->created = e->last_access = jc__wall_s();
 	e->compile_ns = res->compile_ns;
@@ -210,8 +211,10 @@ static void check_deps(struct jc_flight *f)
 		return;
 	if (rc == 0 && f->req.tree_round) {
 		/* Nothing to learn from: the client's files are not ours to read. */
-		snprintf(f->errmsg, sizeof(f->errmsg), "the compile read %s, which the client did not "
-			 "send (its include scan missed it); not served", what);
+		snprintf(f->errmsg, sizeof(f->errmsg),
+			 "the compile read %s, which the client did not "
+			 "send (its include scan missed it); not served",
+			 what);
 		f->tree_missing = 1;
 		return;
 	}
@@ -221,8 +224,10 @@ static void check_deps(struct jc_flight *f)
 		char err[256];
 		char seen[512];
 		snprintf(seen, sizeof(seen), "%s", what);
-		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what, sizeof(what));
-		if (rc == 1 && learned.unsettled && (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
+		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what,
+				   sizeof(what));
+		if (rc == 1 && learned.unsettled &&
+		    (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
 			snprintf(what + strlen(what), sizeof(what) - strlen(what),
 				 " (changed just before the compile)");
 		uint8_t tree[16];
@@ -243,10 +248,12 @@ static void check_deps(struct jc_flight *f)
 		}
 		jc__inc_set_clear(&learned);
 		if (rc == 0 && what[0])
-			snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which changed since", what);
+			snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which changed since",
+				 what);
 	}
 	if (!f->errmsg[0])
-		snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which the key does not cover",
+		snprintf(f->errmsg, sizeof(f->errmsg),
+			 "NVRTC read %s, which the key does not cover",
 			 rc == JC_ENOMEM ? "files (out of memory checking them)" : what);
 	f->deps_mismatch = 1;
 }
@@ -296,10 +303,14 @@ static void publish_work_cb(uv_work_t *work)
 	char what[256];
 	f->publish_rc = 0;
 	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
-		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed just before the compile "
-			 "and again since", what);
-	else if (publish && f->inc && !f->req.tree_round && !jc__inc_unchanged(f->inc, what, sizeof(what)))
-		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile", what);
+		snprintf(f->errmsg, sizeof(f->errmsg),
+			 "include file %s changed just before the compile "
+			 "and again since",
+			 what);
+	else if (publish && f->inc && !f->req.tree_round &&
+		 !jc__inc_unchanged(f->inc, what, sizeof(what)))
+		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile",
+			 what);
 	else if (publish)
 		check_deps(f);
 	if (publish && !f->errmsg[0] && !f->remote_hit) {
@@ -311,8 +322,10 @@ static void publish_work_cb(uv_work_t *work)
 		int rc = jc__inc_time_macro(&f->req, res->deps, n_deps, &ctx, what, sizeof(what));
 		if (rc != 0) {
 			f->time_macro = 1;
-			snprintf(f->errmsg, sizeof(f->errmsg), "%s: a time macro, whose expansion the key "
-				 "does not hold", rc == 1 ? what : "out of memory looking for time macros");
+			snprintf(f->errmsg, sizeof(f->errmsg),
+				 "%s: a time macro, whose expansion the key "
+				 "does not hold",
+				 rc == 1 ? what : "out of memory looking for time macros");
 		}
 	}
 	if (publish && !f->errmsg[0] && !f->remote_hit && f->name_free)
@@ -362,8 +375,10 @@ static void publish_remote(struct jc_flight *f)
 	 * there, under the request's lookup key. */
 	jc__remote_publish(d->remote, f->store_key, &f->res, meta);
 	uint8_t lookup[16];
-	if (f->learned && f->record && jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
-		jc__remote_record_publish(d->remote, lookup, f->store_key, f->record, f->record_len);
+	if (f->learned && f->record &&
+	    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
+		jc__remote_record_publish(d->remote, lookup, f->store_key, f->record,
+					  f->record_len);
 		f->record = NULL;
 	}
 }
@@ -431,8 +446,10 @@ static void publish_after_cb(uv_work_t *work, int status)
 		char hex[33], shex[33];
 		jc__hex16(f->key, hex);
 		jc__hex16(f->store_key, shex);
-		jc_log_info(KEY, "key %s: NVRTC read %s, which the scan missed; stored under the key of "
-			    "what it read, %s", hex, f->learned_from, shex);
+		jc_log_info(KEY,
+			    "key %s: NVRTC read %s, which the scan missed; stored under the key of "
+			    "what it read, %s",
+			    hex, f->learned_from, shex);
 		jc__daemon_count(d, JC_CTR_deps_learned, 1);
 		forget_learnt_key(d, f);
 	}
@@ -459,9 +476,11 @@ static void publish_after_cb(uv_work_t *work, int status)
 		char hex[33];
 		jc__hex16(f->key, hex);
 		jc_log_info(KEY, "key %s: served, not stored: %s", hex, f->errmsg);
-		jc__daemon_count(d, f->time_macro      ? JC_CTR_time_macros
-				    : f->deps_mismatch ? JC_CTR_deps_mismatch
-						       : JC_CTR_include_uncached, 1);
+		jc__daemon_count(d,
+				 f->time_macro	    ? JC_CTR_time_macros
+				 : f->deps_mismatch ? JC_CTR_deps_mismatch
+						    : JC_CTR_include_uncached,
+				 1);
 	} else if (f->publish_rc != 0) {
 		char hex[33];
 		jc__hex16(f->key, hex);
@@ -510,15 +529,18 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 	}
 	/* The log kept (and answered): its first and last parts, within
 	 * --max-log-size and a sixteenth of the budget, which it counts in. */
-	uint64_t cap = d->cfg.max_size / 16 < d->cfg.max_log_size ? d->cfg.max_size / 16
-								   : d->cfg.max_log_size;
+	uint64_t cap =
+	    d->cfg.max_size / 16 < d->cfg.max_log_size ? d->cfg.max_size / 16 : d->cfg.max_log_size;
 	jc__text_cap(&f->res.log, (size_t)cap);
 	jc__hex16(f->key, hex);
 	jc_log_info(WORKER, "key %s: %s of %s for %s %s in %.1f ms%s", hex,
-		    f->fatbin ? "fatbin" : f->req.n_link_inputs ? "link" : "compile",
-		    f->req.source_name ? f->req.source_name : "(link inputs)", f->req.arch ? f->req.arch : "?",
-		    f->res.status == 0 ? "done" : jc_strerror(f->res.status), f->res.compile_ns / 1e6,
-		    f->job.idle ? " at idle priority" : "");
+		    f->fatbin		   ? "fatbin"
+		    : f->req.n_link_inputs ? "link"
+					   : "compile",
+		    f->req.source_name ? f->req.source_name : "(link inputs)",
+		    f->req.arch ? f->req.arch : "?",
+		    f->res.status == 0 ? "done" : jc_strerror(f->res.status),
+		    f->res.compile_ns / 1e6, f->job.idle ? " at idle priority" : "");
 	/* Only deterministic failures (a compile error) become negative entries;
 	 * a flight that replaces a bad object drops its row when it fails. */
 	if (publishable(&f->res) || f->has_bad_object) {
@@ -566,8 +588,10 @@ static int flight_wanted(struct jc_pool_job *job)
 		return 1;
 	char hex[33];
 	jc__hex16(f->key, hex);
-	jc_log_info(KEY, "key %s: compile dropped before it ran: every client that "
-		    "asked for it has gone", hex);
+	jc_log_info(KEY,
+		    "key %s: compile dropped before it ran: every client that "
+		    "asked for it has gone",
+		    hex);
 	flight_free(f);
 	return 0;
 }
@@ -590,10 +614,11 @@ static void check_compiler(struct jc_flight *f)
 	    strcmp(res->compiler, want) == 0)
 		return;
 	jc__hex16(f->key, hex);
-	snprintf(msg, sizeof(msg), "the compile worker loaded another compiler (%s) than this request "
+	snprintf(msg, sizeof(msg),
+		 "the compile worker loaded another compiler (%s) than this request "
 		 "was keyed for (%s): the toolchain changed on disk; nothing cached; the daemon "
-		 "switches to the new toolchain, ask again", res->compiler ? res->compiler : "unnamed",
-		 want);
+		 "switches to the new toolchain, ask again",
+		 res->compiler ? res->compiler : "unnamed", want);
 	jc_log_err(KEY, "key %s: %s", hex, msg);
 	jc__daemon_count(d, JC_CTR_compiler_mismatches, 1);
 	jc__res_clear(res);
@@ -768,7 +793,8 @@ void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f)
 	 * chains of targets (a retarget since is caught by jc__inc_unchanged). */
 	jc__strv_clear(&f->req.follow);
 	for (size_t i = 0; f->inc && i < f->inc->n; i++)
-		if (f->inc->v[i].kind == JC_INC_LINK && jc__strv_push(&f->req.follow, f->inc->v[i].path) != 0)
+		if (f->inc->v[i].kind == JC_INC_LINK &&
+		    jc__strv_push(&f->req.follow, f->inc->v[i].path) != 0)
 			break; /* out of memory: a link left out is refused by the worker */
 	f->job.req = f->wreq ? f->wreq : &f->req;
 	f->job.res = &f->res;

@@ -61,9 +61,9 @@ static inline size_t jc__budget_used(const struct jc_budget *b)
 #define JC_FRAMER_BASE 65536
 
 struct jc_framer {
-	struct jc_buf buf; /* received, not yet consumed bytes */
-	size_t max;        /* largest payload accepted (<= JC_FRAME_MAX; 0: JC_FRAME_MAX);
-			    * the callback may change it for the frames after its own */
+	struct jc_buf buf;	  /* received, not yet consumed bytes */
+	size_t max;		  /* largest payload accepted (<= JC_FRAME_MAX; 0: JC_FRAME_MAX);
+				   * the callback may change it for the frames after its own */
 	struct jc_budget *budget; /* borrowed, or NULL: no limit */
 };
 

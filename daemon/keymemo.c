@@ -19,7 +19,7 @@
  * tree (a symbolic link moved) is seen at most a second late.
  */
 #define KEYMEMO_TTL_NS 1000000000ull
-#define KEYMEMO_SLOTS 256
+#define KEYMEMO_SLOTS  256
 
 /* A full key derived from a direct key (includes.h, manifest.h). */
 struct jc_keymemo {
@@ -99,7 +99,7 @@ int jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], uint8_t key[1
 /* Remembers key for direct when set has nothing on disk to re-check, or
  * its tree is watched (stamp; then owned by the memo). */
 void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_t key[16],
-			const struct jc_inc_set *set, uint64_t stamp)
+		     const struct jc_inc_set *set, uint64_t stamp)
 {
 	for (size_t i = 0; !stamp && i < set->n; i++)
 		if (set->v[i].kind != JC_INC_TOOLKIT)

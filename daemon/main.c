@@ -5,9 +5,9 @@
  * loop.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <spawn.h>
@@ -51,7 +51,8 @@ static char *find_worker(void)
 		char *slash = strrchr(self, '/');
 		if (slash) {
 			char path[PATH_MAX + 32];
-			snprintf(path, sizeof(path), "%.*s/jitcache-worker", (int)(slash - self), self);
+			snprintf(path, sizeof(path), "%.*s/jitcache-worker", (int)(slash - self),
+				 self);
 			if (access(path, X_OK) == 0)
 				return strdup(path);
 		}
@@ -98,7 +99,8 @@ static void idle_exit_check(struct jc_daemon *d)
 	if (d->cfg.idle_exit_s <= 0 || n > 0 || d->stopping)
 		return;
 	if (jc__now_ns() - since >= (uint64_t)d->cfg.idle_exit_s * 1000000000u) {
-		jc_log_notice(MAIN, "no client for %d s (--idle-exit): stopping", d->cfg.idle_exit_s);
+		jc_log_notice(MAIN, "no client for %d s (--idle-exit): stopping",
+			      d->cfg.idle_exit_s);
 		uv_kill(getpid(), SIGTERM);
 	}
 }
@@ -255,11 +257,14 @@ static int remote_start(struct jc_daemon *d, char *err, size_t errlen)
 		return 0;
 	int e = jc__remote_new(d->loop, rc, &d->cache->counters, &d->remote, err, errlen);
 	for (size_t i = 0; e == 0 && i < rc->n_urls; i++)
-		jc_log_notice(MAIN, "remote tier %s%s, %s, ttl %" PRId64 " s, timeout %d ms, "
-			      "lock wait %" PRId64 " s", rc->urls[i], rc->read_only ? " (read-only)" : "",
-			      rc->secret_file ? "signed values"
-					      : "UNSIGNED values (--remote-unsigned): anyone who can "
-						"write to it can forge them",
+		jc_log_notice(MAIN,
+			      "remote tier %s%s, %s, ttl %" PRId64 " s, timeout %d ms, "
+			      "lock wait %" PRId64 " s",
+			      rc->urls[i], rc->read_only ? " (read-only)" : "",
+			      rc->secret_file
+				  ? "signed values"
+				  : "UNSIGNED values (--remote-unsigned): anyone who can "
+				    "write to it can forge them",
 			      rc->ttl_s, rc->timeout_ms, rc->lock_wait_s);
 	return e;
 }
@@ -304,7 +309,7 @@ struct disk_probe {
 	uv_work_t work;
 	struct jc_daemon *d;
 	char why[96];
-	struct jc_tc_gen *gen;    /* the toolchain on disk, when it differs */
+	struct jc_tc_gen *gen; /* the toolchain on disk, when it differs */
 	char err[512];
 };
 
@@ -336,7 +341,8 @@ static int probe_worker(struct disk_probe *p, char *out, size_t cap)
 	if (rc != 0)
 		snprintf(p->err, sizeof(p->err), "cannot start %s: %s", argv[0], strerror(rc));
 	else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-		snprintf(p->err, sizeof(p->err), "%s --identity failed (status %d)", argv[0], status);
+		snprintf(p->err, sizeof(p->err), "%s --identity failed (status %d)", argv[0],
+			 status);
 	return p->err[0] ? -1 : 0;
 }
 
@@ -381,13 +387,16 @@ static void disk_probe_done(uv_work_t *w, int status)
 		free(p->gen);
 	} else {
 		struct jc_tc_gen *g = p->gen;
-		jc_log_notice(MAIN, "%s: toolchain changed on disk: now keying and compiling with %s "
-			      "(was %s); new workers, re-warming", p->why, g->tc.summary, d->tc->summary);
+		jc_log_notice(MAIN,
+			      "%s: toolchain changed on disk: now keying and compiling with %s "
+			      "(was %s); new workers, re-warming",
+			      p->why, g->tc.summary, d->tc->summary);
 		g->prev = d->tc_gens;
 		d->tc_gens = g;
 		d->cache_identity = d->tc->summary;
 		__atomic_store_n(&d->tc, &g->tc, __ATOMIC_RELEASE);
-		__atomic_store_n(&d->policy.tc, d->tc, __ATOMIC_RELEASE); /* serving threads admit */
+		__atomic_store_n(&d->policy.tc, d->tc,
+				 __ATOMIC_RELEASE); /* serving threads admit */
 		jc__daemon_count(d, JC_CTR_toolchain_switches, 1);
 		jc__pool_recycle(d->pool);
 		jc__rewarm_start(d, 0, 0, "the toolchain changed on disk", NULL, NULL);
@@ -431,7 +440,9 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	int log_level;
 	(void)signum;
 	if (jc__settings_read(&fresh, saved_argc, saved_argv, &log_level) != 0) {
-		jc_log_err(MAIN, "SIGHUP: configuration not reloaded (see above); keeping the running one");
+		jc_log_err(
+		    MAIN,
+		    "SIGHUP: configuration not reloaded (see above); keeping the running one");
 		goto out;
 	}
 	uint64_t old_max = d->cfg.max_size, old_share = d->cfg.user_max_size;
@@ -483,7 +494,8 @@ static int choose_confinement(struct jc_daemon *d, int serves_others, char *why,
 		return JC_EINVAL;
 	}
 	if (want == JC_CONFINE_NONE && serves_others && !d->cfg.allow_unconfined) {
-		snprintf(err, errlen, "this daemon serves other uids but its compile workers cannot be "
+		snprintf(err, errlen,
+			 "this daemon serves other uids but its compile workers cannot be "
 			 "confined (%s%s); pass --allow-unconfined to run anyway",
 			 d->cfg.confinement < 0 ? "" : "--confinement none; ", why);
 		return JC_EINVAL;
@@ -511,13 +523,16 @@ static void pointer_write(struct jc_daemon *d)
 		len = strnlen(sa.sun_path, salen - offsetof(struct sockaddr_un, sun_path));
 	memcpy(sock, sa.sun_path, len);
 	if (len == 0) {
-		jc_log_warn(MAIN, "cannot name the listening socket: clients given --cache-dir %s will "
-				  "not find this daemon", d->cfg.cache_dir);
+		jc_log_warn(MAIN,
+			    "cannot name the listening socket: clients given --cache-dir %s will "
+			    "not find this daemon",
+			    d->cfg.cache_dir);
 		return;
 	}
 	sock[len < sizeof(sock) ? len : sizeof(sock) - 1] = '\0';
 	snprintf(path, sizeof(path), "%s/%s", d->cfg.cache_dir, JC_SOCKET_POINTER);
-	snprintf(tmp, sizeof(tmp), "%s/tmp/%s.%d", d->cfg.cache_dir, JC_SOCKET_POINTER, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s/tmp/%s.%d", d->cfg.cache_dir, JC_SOCKET_POINTER,
+		 (int)getpid());
 	FILE *f = fopen(tmp, "wx");
 	int ok = f && fprintf(f, "%s\n", sock) > 0;
 	ok &= f && fclose(f) == 0;
@@ -536,7 +551,8 @@ static void pointer_remove(struct jc_daemon *d)
 	if (!d->pointer_path)
 		return;
 	FILE *f = fopen(d->pointer_path, "re");
-	int ours = f && fgets(now, sizeof(now), f) && strcspn(now, "\n") == strlen(d->pointer_sock) &&
+	int ours = f && fgets(now, sizeof(now), f) &&
+		   strcspn(now, "\n") == strlen(d->pointer_sock) &&
 		   strncmp(now, d->pointer_sock, strlen(d->pointer_sock)) == 0;
 	if (f)
 		fclose(f);
@@ -631,20 +647,23 @@ int main(int argc, char **argv)
 			rc = jc__server_bind(&d->cfg, &listen_fd, err, sizeof(err));
 			if (rc != 0)
 				goto err_out;
-			if (chown(d->cfg.socket_path, d->cfg.run_uid, d->cfg.run_gid) != 0 && geteuid() == 0) {
-				snprintf(err, sizeof(err), "cannot give %s to %s: %s", d->cfg.socket_path,
-					 d->cfg.run_user, strerror(errno));
+			if (chown(d->cfg.socket_path, d->cfg.run_uid, d->cfg.run_gid) != 0 &&
+			    geteuid() == 0) {
+				snprintf(err, sizeof(err), "cannot give %s to %s: %s",
+					 d->cfg.socket_path, d->cfg.run_user, strerror(errno));
 				rc = JC_EIO;
 				goto err_out;
 			}
 		}
-		rc = jc__privs_drop(d->cfg.run_user, d->cfg.run_uid, d->cfg.run_gid, err, sizeof(err));
+		rc = jc__privs_drop(d->cfg.run_user, d->cfg.run_uid, d->cfg.run_gid, err,
+				    sizeof(err));
 		if (rc != 0)
 			goto err_out;
 		jc_log_notice(MAIN, "running as user %s (uid %u, gid %u)", d->cfg.run_user,
 			      (unsigned)d->cfg.run_uid, (unsigned)d->cfg.run_gid);
 	}
-	rc = jc__cachedir_open(d->cfg.cache_dir, JC_CACHEDIR_READER, 2000, &d->cache, err, sizeof(err));
+	rc = jc__cachedir_open(d->cfg.cache_dir, JC_CACHEDIR_READER, 2000, &d->cache, err,
+			       sizeof(err));
 	if (rc != 0)
 		goto err_out;
 	if (!(d->tc_gens = calloc(1, sizeof(*d->tc_gens)))) {
@@ -672,16 +691,17 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		goto err_after_loop;
 	const struct jc_pool_config pool_cfg = {
-		.worker_path = d->cfg.worker_path,
-		.cache_dir = d->cfg.cache_dir,
-		.workers = d->cfg.workers,
-		.idle_workers = d->cfg.rewarm_workers,
-		/* Shared fairly where there are others to share with (pool.h). */
-		.user_max_workers = d->cfg.user_max_workers ? d->cfg.user_max_workers
-				    : serves_others ? 0 : d->cfg.workers,
-		.compile_timeout_s = d->cfg.compile_timeout_s,
-		.worker_memory = d->cfg.worker_memory,
-		.confinement = d->confinement,
+	    .worker_path = d->cfg.worker_path,
+	    .cache_dir = d->cfg.cache_dir,
+	    .workers = d->cfg.workers,
+	    .idle_workers = d->cfg.rewarm_workers,
+	    /* Shared fairly where there are others to share with (pool.h). */
+	    .user_max_workers = d->cfg.user_max_workers ? d->cfg.user_max_workers
+				: serves_others		? 0
+							: d->cfg.workers,
+	    .compile_timeout_s = d->cfg.compile_timeout_s,
+	    .worker_memory = d->cfg.worker_memory,
+	    .confinement = d->confinement,
 	};
 	rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, sizeof(err));
 	if (rc == 0 && (rc = jc__rewarm_new(d)) != 0)
@@ -724,10 +744,10 @@ int main(int argc, char **argv)
 		      "jitcached %s ready: cache %s, socket %s, %d workers, budget %" PRIu64
 		      " bytes (evicts above %d %%, down to %d %%), gc every %" PRId64 " s, "
 		      "confinement %s (%s), %s",
-		      JC_VERSION, d->cfg.cache_dir, from_systemd ? "passed by systemd" : d->cfg.socket_path,
-		      d->cfg.workers, d->cfg.max_size, JC_EVICT_HIGH_PCT,
-		      JC_EVICT_LOW_PCT, d->cfg.gc_interval_s, jc__confine_name(d->confinement), conf_why,
-		      d->tc->summary);
+		      JC_VERSION, d->cfg.cache_dir,
+		      from_systemd ? "passed by systemd" : d->cfg.socket_path, d->cfg.workers,
+		      d->cfg.max_size, JC_EVICT_HIGH_PCT, JC_EVICT_LOW_PCT, d->cfg.gc_interval_s,
+		      jc__confine_name(d->confinement), conf_why, d->tc->summary);
 	daemon_notify("READY=1\nSTATUS=serving");
 	if (d->cache_identity[0] && strcmp(d->cache_identity, d->tc->summary) != 0)
 		jc__rewarm_start(d, 0, 0, "the toolchain identity changed", NULL, NULL);

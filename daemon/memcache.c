@@ -13,8 +13,8 @@
  * publishes to every other instance through a ring of forgotten keys, which
  * each applies before its next lookup (jc__memcache_sync).
  */
-#include <fcntl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,15 +36,15 @@
  * theirs. The daemon holds at most a fraction of its descriptor limit so
  * (FD_SHARE_OF_LIMIT, FD_MAX, shared by the instances; settings.c keeps a
  * quarter of the limit for descriptors being served). */
-#define FD_DEPTH 4
-#define REFILL_MAX 64
+#define FD_DEPTH	  4
+#define REFILL_MAX	  64
 #define FD_SHARE_OF_LIMIT 8
-#define FD_MAX 512
+#define FD_MAX		  512
 /* A hot object of at least MEMFD_MIN bytes is served from a sealed memfd
  * (the daemon's copy, hash-checked once; a client reads it without hashing
  * it again: client.c), MEMFD_BUDGET bytes of them at most (shared by the
  * instances). */
-#define MEMFD_MIN (64u << 10)
+#define MEMFD_MIN    (64u << 10)
 #define MEMFD_BUDGET (256ull << 20)
 /* Keys the main loop forgot, kept for the other instances; one that falls
  * further behind drops every row. */
@@ -52,28 +52,28 @@
 
 struct jc_slot {
 	int used;
-	size_t touch;     /* 1 + its place in the pending touch list; 0 if none */
-	int refill;       /* waits in the refill list */
+	size_t touch; /* 1 + its place in the pending touch list; 0 if none */
+	int refill;   /* waits in the refill list */
 	int n_fds;
 	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
-	struct stat id;   /* theirs (device, inode), for jc_tier_ops.object_is */
-	int memfd;        /* its sealed copy (fds are opened from it), or -1; set when used */
-	int no_copy;      /* making the copy failed: not tried again for this row */
+	struct stat id;	   /* theirs (device, inode), for jc_tier_ops.object_is */
+	int memfd;	   /* its sealed copy (fds are opened from it), or -1; set when used */
+	int no_copy;	   /* making the copy failed: not tried again for this row */
 	struct jc_entry e;
 };
 
 /* What the main loop forgot (in its instance; the others read it). */
 struct jc_mc_inval {
 	pthread_mutex_t lock;
-	uint64_t seq;        /* keys published; read without the lock (atomic) */
-	uint64_t all_seq;    /* 1 + seq when every row was dropped; 0 never */
+	uint64_t seq;	  /* keys published; read without the lock (atomic) */
+	uint64_t all_seq; /* 1 + seq when every row was dropped; 0 never */
 	uint8_t keys[INVAL_RING][16];
 };
 
 struct jc_memcache {
 	struct jc_daemon *d;
-	struct jc_index *rix;     /* this instance's reader */
-	int owns_rix;             /* opened for it (a serving thread's) */
+	struct jc_index *rix;	  /* this instance's reader */
+	int owns_rix;		  /* opened for it (a serving thread's) */
 	struct jc_memcache *next; /* the instances, d->mc first */
 	struct jc_slot slots[MEMCACHE_SLOTS];
 	/* Under lock (the flush and stats take them from the main loop):
@@ -83,7 +83,7 @@ struct jc_memcache {
 	pthread_mutex_t lock;
 	uint8_t (*touch_keys)[16];
 	uint32_t *touch_hits;
-	uint32_t *touch_uids;     /* the uid served each (index.h: the entry's users) */
+	uint32_t *touch_uids; /* the uid served each (index.h: the entry's users) */
 	size_t n_touch, cap_touch;
 	uint64_t counts[JC_CTR__COUNT];
 	int counted;
@@ -92,13 +92,13 @@ struct jc_memcache {
 	int flush_busy;
 	uv_work_t flush_work;
 	struct jc_mc_inval inval;
-	uint64_t inval_seen;      /* the main instance's inval.seq applied here */
+	uint64_t inval_seen; /* the main instance's inval.seq applied here */
 	/* Whether a request reads from disk (cache.c), by direct key. */
 	struct jc_needed_memo needed_memo[JC_NEEDED_MEMO_SLOTS];
 	/* Slots whose descriptors a hit took, refilled off the hot path. */
 	uint32_t refill[REFILL_MAX];
 	size_t n_refill;
-	size_t n_fds, max_fds; /* descriptors held in all slots, and the cap */
+	size_t n_fds, max_fds;		    /* descriptors held in all slots, and the cap */
 	uint64_t memfd_bytes, memfd_budget; /* in the slots' memfds, and the cap */
 };
 
@@ -481,7 +481,8 @@ struct jc_flush_job {
 static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
 	pthread_mutex_lock(&d->cache->wlock);
-	if (j->n && d->cache->ops->touch(d->cache, (const uint8_t(*)[16])j->keys, j->hits, j->uids, j->n, jc__wall_s()) != 0)
+	if (j->n && d->cache->ops->touch(d->cache, (const uint8_t(*)[16])j->keys, j->hits, j->uids,
+					 j->n, jc__wall_s()) != 0)
 		jc_log_warn(INDEX, "access times not recorded: %s", jc__cachedir_errmsg(d->cache));
 	if (j->save_counters) {
 		if (jc__cachedir_save_counters(d->cache, j->counters) != 0)

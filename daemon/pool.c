@@ -32,20 +32,20 @@ struct jc_pool {
 	uv_loop_t *loop;
 	struct jc_pool_config cfg;
 	char *worker_path;
-	char *worker_cwd;         /* DIR/worker-cwd */
-	char *worker_tmp;         /* DIR/tmp: where a worker writes a client's headers */
-	struct jc_counters *ctr;  /* borrowed */
+	char *worker_cwd;	 /* DIR/worker-cwd */
+	char *worker_tmp;	 /* DIR/tmp: where a worker writes a client's headers */
+	struct jc_counters *ctr; /* borrowed */
 	/* Slots [0, cfg.workers) run client jobs, the cfg.idle_workers after
 	 * them (started when their queue first has a job) run idle jobs at idle
 	 * CPU and I/O priority (worker.h, --idle). */
 	struct jc_worker **workers;
 	int n_workers;
 	int stopping;
-	int raise_warned;  /* the log said once why a worker could not be raised */
+	int raise_warned; /* the log said once why a worker could not be raised */
 	struct jc_pool_job *idle_head, *idle_tail; /* the idle jobs' queue (no uid turns) */
-	int user_max_workers;     /* the cap in force (cfg's, or its default) */
-	struct uid_queue *queues; /* one per uid with jobs queued or running */
-	uint64_t serves;          /* jobs handed to workers so far: served_at's clock */
+	int user_max_workers;			   /* the cap in force (cfg's, or its default) */
+	struct uid_queue *queues;		   /* one per uid with jobs queued or running */
+	uint64_t serves; /* jobs handed to workers so far: served_at's clock */
 };
 
 struct jc_worker {
@@ -56,12 +56,12 @@ struct jc_worker {
 	struct jc_framer in;
 	struct jc_pool_job *job;
 	struct uid_queue *q; /* the queue of job's uid, while job runs */
-	int slot;          /* index in d->workers, -1 once detached */
+	int slot;	     /* index in d->workers, -1 once detached */
 	int exited;
 	int timed_out;
-	int killed;        /* by shutdown */
-	int raised;        /* an idle worker at normal priority for this job (a client joined) */
-	int retire;        /* replaced once its job ends (jc__pool_recycle) */
+	int killed; /* by shutdown */
+	int raised; /* an idle worker at normal priority for this job (a client joined) */
+	int retire; /* replaced once its job ends (jc__pool_recycle) */
 	int open_handles;
 };
 
@@ -118,7 +118,7 @@ static void worker_handle_closed(uv_handle_t *h)
 }
 
 static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void worker_fail_job(struct jc_worker *w, int status, const char *fmt, ...)
 {
@@ -197,9 +197,12 @@ static void worker_raise(struct jc_worker *w)
 	if (rc == 0 || w->d->raise_warned)
 		return;
 	w->d->raise_warned = 1;
-	jc_log_warn(WORKER, "a client waits on a re-warm compile, but its worker %d stays at idle "
-		    "priority: %s (leaving SCHED_IDLE needs RLIMIT_NICE 20, e.g. LimitNICE=20 in the "
-		    "service, or CAP_SYS_NICE); said once", w->proc.pid, strerror(rc));
+	jc_log_warn(
+	    WORKER,
+	    "a client waits on a re-warm compile, but its worker %d stays at idle "
+	    "priority: %s (leaving SCHED_IDLE needs RLIMIT_NICE 20, e.g. LimitNICE=20 in the "
+	    "service, or CAP_SYS_NICE); said once",
+	    w->proc.pid, strerror(rc));
 }
 
 /* w's job is done: back to idle priority for the next re-warm job. */
@@ -224,26 +227,36 @@ static void worker_fail_dead(struct jc_worker *w, int64_t status, int signal)
 	jc__hex16(w->job->key, hex);
 	if (w->timed_out) {
 		jc__count(d->ctr, JC_CTR_compile_timeouts, 1);
-		worker_fail_job(w, JC_ETIMEOUT, "compile ran past --compile-timeout (%d s); worker "
-				"killed and replaced, nothing cached", d->cfg.compile_timeout_s);
+		worker_fail_job(w, JC_ETIMEOUT,
+				"compile ran past --compile-timeout (%d s); worker "
+				"killed and replaced, nothing cached",
+				d->cfg.compile_timeout_s);
 	} else if (signal == 0 && status == JC_WORKER_EXIT_NOMEM) {
 		jc_log_err(WORKER, "key %s: worker %d ran out of memory (limit %llu bytes)", hex,
 			   w->proc.pid, (unsigned long long)d->cfg.worker_memory);
-		worker_fail_job(w, JC_ENOMEM, "compile worker ran out of memory under its limit "
+		worker_fail_job(w, JC_ENOMEM,
+				"compile worker ran out of memory under its limit "
 				"(--worker-memory %llu MiB); worker replaced, nothing cached",
 				(unsigned long long)(d->cfg.worker_memory >> 20));
 	} else {
-		jc_log_err(WORKER, "key %s: worker %d died during a compile: status %lld, signal %d",
-			   hex, w->proc.pid, (long long)status, signal);
+		jc_log_err(WORKER,
+			   "key %s: worker %d died during a compile: status %lld, signal %d", hex,
+			   w->proc.pid, (long long)status, signal);
 		if (signal == SIGKILL)
-			worker_fail_job(w, JC_ECRASH, "compile worker was killed (signal 9, perhaps by "
-					"the kernel's OOM killer); worker replaced, nothing cached");
+			worker_fail_job(
+			    w, JC_ECRASH,
+			    "compile worker was killed (signal 9, perhaps by "
+			    "the kernel's OOM killer); worker replaced, nothing cached");
 		else if (signal)
-			worker_fail_job(w, JC_ECRASH, "compile worker crashed (signal %d, %s); worker "
-					"replaced, nothing cached", signal, strsignal(signal));
+			worker_fail_job(w, JC_ECRASH,
+					"compile worker crashed (signal %d, %s); worker "
+					"replaced, nothing cached",
+					signal, strsignal(signal));
 		else
-			worker_fail_job(w, JC_ECRASH, "compile worker exited with status %lld during "
-					"the compile; worker replaced, nothing cached", (long long)status);
+			worker_fail_job(w, JC_ECRASH,
+					"compile worker exited with status %lld during "
+					"the compile; worker replaced, nothing cached",
+					(long long)status);
 	}
 }
 
@@ -314,7 +327,8 @@ static void worker_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 	int rc = jc__framer_feed(&w->in, (size_t)nread, worker_frame_cb, w);
 	if (rc != 0 && w->slot >= 0) {
-		worker_fail_job(w, JC_EINTERNAL, "compile worker sent a bad frame (%s)", jc_strerror(rc));
+		worker_fail_job(w, JC_EINTERNAL, "compile worker sent a bad frame (%s)",
+				jc_strerror(rc));
 		worker_detach(w);
 	}
 }
@@ -359,7 +373,8 @@ static void worker_start_job(struct jc_worker *w, struct jc_pool_job *f)
 		return;
 	}
 	if (w->d->cfg.compile_timeout_s > 0)
-		uv_timer_start(&w->timer, worker_timeout_cb, (uint64_t)w->d->cfg.compile_timeout_s * 1000, 0);
+		uv_timer_start(&w->timer, worker_timeout_cb,
+			       (uint64_t)w->d->cfg.compile_timeout_s * 1000, 0);
 }
 
 static int worker_spawn(struct jc_pool *d, int slot, char *err, size_t errlen)
@@ -376,26 +391,33 @@ static int worker_spawn(struct jc_pool *d, int slot, char *err, size_t errlen)
 
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)d->cfg.worker_memory);
-	char *args[] = {d->worker_path, "--memory-limit", mem, "--confine",
-			(char *)jc__confine_name(d->cfg.confinement), "--tmp", d->worker_tmp,
-			slot >= d->cfg.workers ? "--idle" : NULL, NULL};
+	char *args[] = {d->worker_path,
+			"--memory-limit",
+			mem,
+			"--confine",
+			(char *)jc__confine_name(d->cfg.confinement),
+			"--tmp",
+			d->worker_tmp,
+			slot >= d->cfg.workers ? "--idle" : NULL,
+			NULL};
 	uv_stdio_container_t stdio[3] = {
-		{.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
-		 .data.stream = (uv_stream_t *)&w->pipe},
-		{.flags = UV_IGNORE},
-		{.flags = UV_INHERIT_FD, .data.fd = 2},
+	    {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
+	     .data.stream = (uv_stream_t *)&w->pipe},
+	    {.flags = UV_IGNORE},
+	    {.flags = UV_INHERIT_FD, .data.fd = 2},
 	};
 	uv_process_options_t opt = {
-		.file = d->worker_path,
-		.args = args,
-		.cwd = d->worker_cwd,
-		.exit_cb = worker_exit_cb,
-		.stdio = stdio,
-		.stdio_count = 3,
+	    .file = d->worker_path,
+	    .args = args,
+	    .cwd = d->worker_cwd,
+	    .exit_cb = worker_exit_cb,
+	    .stdio = stdio,
+	    .stdio_count = 3,
 	};
 	int rc = uv_spawn(d->loop, &w->proc, &opt);
 	if (rc != 0) {
-		snprintf(err, errlen, "cannot start worker %s: %s", d->worker_path, uv_strerror(rc));
+		snprintf(err, errlen, "cannot start worker %s: %s", d->worker_path,
+			 uv_strerror(rc));
 		/* uv_spawn failed: proc must still be closed. */
 		w->exited = 1;
 		w->slot = -1;
@@ -415,9 +437,9 @@ static int worker_spawn(struct jc_pool *d, int slot, char *err, size_t errlen)
  * relative to the working directory (seen with NVRTC 13.0: a program named
  * "d/k.cu" reads d/x.h; --no-source-include turns it off). No key can cover
  * what a working directory holds, so workers run in DIR/worker-cwd: an empty
- * directory, mode 0500, made afresh at each start under the cache lock. It must exist: in a removed directory getcwd() fails, and NVRTC 13.0
- * then reads its path buffer uninitialised and past its end (AddressSanitizer
- * reports a heap-buffer-overflow in nvrtcCompileProgram).
+ * directory, mode 0500, made afresh at each start under the cache lock. It must exist: in a removed
+ * directory getcwd() fails, and NVRTC 13.0 then reads its path buffer uninitialised and past its
+ * end (AddressSanitizer reports a heap-buffer-overflow in nvrtcCompileProgram).
  */
 static int make_worker_cwd(struct jc_pool *d, const char *cache_dir, char *err, size_t errlen)
 {
@@ -429,8 +451,8 @@ static int make_worker_cwd(struct jc_pool *d, const char *cache_dir, char *err, 
 	if ((rmdir(d->worker_cwd) == 0 || errno == ENOENT) && mkdir(d->worker_cwd, 0500) == 0) {
 		/* Ours alone: made just now under the cache lock, checked again by
 		 * each worker at its start (worker.h). */
-		if (lstat(d->worker_cwd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-		    !(st.st_mode & 022))
+		if (lstat(d->worker_cwd, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    st.st_uid == geteuid() && !(st.st_mode & 022))
 			return 0;
 		errno = EPERM;
 	}
@@ -460,7 +482,7 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 		rc = JC_ENOMEM;
 	}
 	if (rc == 0 && !(d->workers = calloc((size_t)cfg->workers + (size_t)cfg->idle_workers,
-					       sizeof(*d->workers))))
+					     sizeof(*d->workers))))
 		rc = JC_ENOMEM;
 	if (rc != 0) {
 		jc__pool_stop(d);
@@ -469,7 +491,8 @@ int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_
 	}
 	d->n_workers = cfg->workers + cfg->idle_workers;
 	d->user_max_workers = cfg->user_max_workers > 0 ? cfg->user_max_workers
-				: cfg->workers / 2 > 0 ? cfg->workers / 2 : 1;
+			      : cfg->workers / 2 > 0	? cfg->workers / 2
+							: 1;
 	int started = 0;
 	for (int i = 0; i < cfg->workers; i++)
 		started += worker_spawn(d, i, err, errlen) == 0;
@@ -638,7 +661,8 @@ void jc__pool_dispatch(struct jc_pool *d)
 		struct uid_queue *q = NULL;
 		struct jc_pool_job *f = idle ? next_idle_job(d) : next_job(d, &q);
 		if (!f && !idle) {
-			i = d->cfg.workers - 1; /* no client job may run now: the idle workers' turn */
+			i = d->cfg.workers -
+			    1; /* no client job may run now: the idle workers' turn */
 			continue;
 		}
 		if (!f)
@@ -676,7 +700,8 @@ void jc__pool_stop(struct jc_pool *d)
 			continue;
 		w->killed = 1;
 		/* Answer its waiters now, while their connections are still open. */
-		worker_fail_job(w, JC_EBUSY, "daemon is shutting down; compile cancelled (worker %d)",
+		worker_fail_job(w, JC_EBUSY,
+				"daemon is shutting down; compile cancelled (worker %d)",
 				(int)w->proc.pid);
 		worker_detach(w);
 	}

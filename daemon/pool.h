@@ -43,27 +43,28 @@ typedef void (*jc_pool_done_cb)(struct jc_pool_job *job, int status);
 /* One job, embedded in the object that owns it (container_of); set the
  * fields marked "in" before jc__pool_submit and leave it alone until done. */
 struct jc_pool_job {
-	const struct jc_req *req;  /* in: what the worker runs; borrowed until done */
-	struct jc_res *res;        /* in: where the result goes; borrowed until done */
-	uint8_t key[16];           /* in: the key, for logs */
-	uint32_t uid;              /* in: whose queue and worker share it counts in */
-	jc_pool_wanted_cb wanted;  /* in: NULL = always run */
-	jc_pool_done_cb done;      /* in */
-	int idle;                  /* in: background work (re-warm): runs only on the idle
-				    * workers, after no client job (jc__pool_promote) */
-	struct jc_pool_job *next;  /* the pool's queue */
+	const struct jc_req *req; /* in: what the worker runs; borrowed until done */
+	struct jc_res *res;	  /* in: where the result goes; borrowed until done */
+	uint8_t key[16];	  /* in: the key, for logs */
+	uint32_t uid;		  /* in: whose queue and worker share it counts in */
+	jc_pool_wanted_cb wanted; /* in: NULL = always run */
+	jc_pool_done_cb done;	  /* in */
+	int idle;		  /* in: background work (re-warm): runs only on the idle
+				   * workers, after no client job (jc__pool_promote) */
+	struct jc_pool_job *next; /* the pool's queue */
 };
 
 struct jc_pool_config {
-	const char *worker_path;   /* jitcache-worker; borrowed for the pool's life */
-	const char *cache_dir;     /* DIR: the workers run in DIR/worker-cwd; borrowed */
-	int workers;               /* processes for client jobs, started at once */
-	int user_max_workers;      /* client jobs of one uid running at once; 0: half of workers, at least 1 */
-	int idle_workers;          /* processes for idle jobs, at idle CPU and I/O priority
-				    * (SCHED_IDLE, the idle I/O class); started on demand */
-	int compile_timeout_s;     /* per job; 0 = none (jc__pool_set_timeout changes it) */
-	uint64_t worker_memory;    /* RLIMIT_AS of a worker in bytes; 0 = none */
-	int confinement;           /* enum jc_confine the workers apply (confine.h) */
+	const char *worker_path; /* jitcache-worker; borrowed for the pool's life */
+	const char *cache_dir;	 /* DIR: the workers run in DIR/worker-cwd; borrowed */
+	int workers;		 /* processes for client jobs, started at once */
+	int user_max_workers;	 /* client jobs of one uid running at once; 0: half of workers, at
+				    least 1 */
+	int idle_workers;	 /* processes for idle jobs, at idle CPU and I/O priority
+				  * (SCHED_IDLE, the idle I/O class); started on demand */
+	int compile_timeout_s;	 /* per job; 0 = none (jc__pool_set_timeout changes it) */
+	uint64_t worker_memory;	 /* RLIMIT_AS of a worker in bytes; 0 = none */
+	int confinement;	 /* enum jc_confine the workers apply (confine.h) */
 };
 
 /*
@@ -77,7 +78,8 @@ struct jc_pool_config {
 int jc__pool_start(uv_loop_t *loop, const struct jc_pool_config *cfg, struct jc_counters *ctr,
 		   struct jc_pool **out, char *err, size_t errlen);
 /* Queues job (its "in" fields set) behind the others of its uid (an idle
- * job: behind the other idle jobs) and dispatches. A stopped pool cancels it at once (done with JC_EBUSY). */
+ * job: behind the other idle jobs) and dispatches. A stopped pool cancels it at once (done with
+ * JC_EBUSY). */
 void jc__pool_submit(struct jc_pool *p, struct jc_pool_job *job);
 /* A client asked for the key of an idle job. One that waits for a worker
  * becomes a client job, queued behind the others of its uid: 1. One running on

@@ -13,7 +13,7 @@
 #include "daemon/redis.h"
 #include "jitcache/jitcache.h"
 
-#define MAX_REDIRECTS 5
+#define MAX_REDIRECTS  5
 #define REFRESH_MIN_NS 100000000ull /* slot map asked at most every 100 ms */
 
 struct node {
@@ -21,7 +21,7 @@ struct node {
 	char host[256];
 	int port;
 	redisAsyncContext *ac; /* NULL: not connected */
-	int connected;         /* the connect callback said yes */
+	int connected;	       /* the connect callback said yes */
 	uv_timer_t connect_timer;
 };
 
@@ -37,28 +37,28 @@ struct jc_redis {
 	uint64_t refresh_ns;   /* when the last refresh was sent */
 	unsigned refresh_next; /* node asked next */
 	int closing;
-	int open_handles;      /* timers not yet closed; r freed at 0 once closing */
-	struct op *ops;        /* commands not done yet */
-	const char *drop_why;  /* reason given to commands failed by a drop */
+	int open_handles;     /* timers not yet closed; r freed at 0 once closing */
+	struct op *ops;	      /* commands not done yet */
+	const char *drop_why; /* reason given to commands failed by a drop */
 };
 
 struct op {
 	struct jc_redis *r;
-	struct node *node;     /* sent there (or NULL) */
-	uv_timer_t timer;      /* the command's deadline */
+	struct node *node; /* sent there (or NULL) */
+	uv_timer_t timer;  /* the command's deadline */
 	int argc;
 	char **argv;
 	size_t *argvlen;
 	jc_redis_cb cb;
 	void *arg;
 	unsigned slot;
-	int routed;            /* route by slot (clusters) */
-	int pinned;            /* sent to one node, never redirected (slot map queries) */
+	int routed; /* route by slot (clusters) */
+	int pinned; /* sent to one node, never redirected (slot map queries) */
 	int redirects;
-	int refs;              /* the timer + commands hiredis holds */
+	int refs; /* the timer + commands hiredis holds */
 	int done;
 	int timed_out;
-	const char *fail_why;  /* failed before it was sent: reported by the timer */
+	const char *fail_why;	/* failed before it was sent: reported by the timer */
 	struct op *prev, *next; /* the commands not done yet */
 };
 
@@ -121,7 +121,8 @@ int jc__redis_url_parse(const char *url, struct jc_redis_url *out, char *err, si
 		size_t n = q ? (size_t)(q - p) : strlen(p);
 		out->kind = JC_REDIS_UNIX;
 		if (n == 0 || p[0] != '/' || n >= sizeof(out->path)) {
-			snprintf(err, errlen, "%s: want redis+unix:///ABSOLUTE/PATH (under %zu bytes)", url,
+			snprintf(err, errlen,
+				 "%s: want redis+unix:///ABSOLUTE/PATH (under %zu bytes)", url,
 				 sizeof(out->path));
 			return JC_EINVAL;
 		}
@@ -139,8 +140,10 @@ int jc__redis_url_parse(const char *url, struct jc_redis_url *out, char *err, si
 	}
 	int cluster = strncmp(url, cl, sizeof(cl) - 1) == 0;
 	if (!cluster && strncmp(url, tcp, sizeof(tcp) - 1) != 0) {
-		snprintf(err, errlen, "%s: want redis://HOST:PORT[/DB], redis+unix:///PATH or "
-			 "redis-cluster://HOST:PORT[,HOST:PORT...]", url);
+		snprintf(err, errlen,
+			 "%s: want redis://HOST:PORT[/DB], redis+unix:///PATH or "
+			 "redis-cluster://HOST:PORT[,HOST:PORT...]",
+			 url);
 		return JC_EINVAL;
 	}
 	out->kind = cluster ? JC_REDIS_CLUSTER : JC_REDIS_TCP;
@@ -151,8 +154,9 @@ int jc__redis_url_parse(const char *url, struct jc_redis_url *out, char *err, si
 		char *e;
 		long db = cluster ? -1 : strtol(slash + 1, &e, 10);
 		if (db < 0 || db > 1000000 || *e || !slash[1]) {
-			snprintf(err, errlen, "%s: %s", url, cluster ? "a cluster has no database number"
-								     : "want /DB as a number");
+			snprintf(err, errlen, "%s: %s", url,
+				 cluster ? "a cluster has no database number"
+					 : "want /DB as a number");
 			return JC_EINVAL;
 		}
 		out->db = (int)db;
@@ -163,7 +167,8 @@ int jc__redis_url_parse(const char *url, struct jc_redis_url *out, char *err, si
 		if (out->n_seeds == (int)(sizeof(out->seeds) / sizeof(out->seeds[0])) ||
 		    (!cluster && out->n_seeds == 1) ||
 		    parse_hostport(p, (size_t)(stop - p), out->seeds[out->n_seeds].host,
-				   sizeof(out->seeds[0].host), &out->seeds[out->n_seeds].port) != 0) {
+				   sizeof(out->seeds[0].host),
+				   &out->seeds[out->n_seeds].port) != 0) {
 			snprintf(err, errlen, "%s: bad or too many HOST:PORT (at '%.*s')", url,
 				 (int)(stop - p), p);
 			return JC_EINVAL;
@@ -319,7 +324,7 @@ static int node_connect(struct node *n)
 	if (n->ac)
 		return 0;
 	redisAsyncContext *ac = r->url.kind == JC_REDIS_UNIX ? redisAsyncConnectUnix(r->url.path)
-							    : redisAsyncConnect(n->host, n->port);
+							     : redisAsyncConnect(n->host, n->port);
 	if (!ac)
 		return JC_EIO;
 	if (ac->err) {
@@ -414,16 +419,21 @@ static void reply_cb(redisAsyncContext *ac, void *replyp, void *privdata)
 					const char *argv[] = {"ASKING"};
 					redisAsyncCommandArgv(to->ac, NULL, NULL, 1, argv, NULL);
 				}
-				if (redisAsyncCommandArgv(to->ac, reply_cb, o, o->argc, (const char **)o->argv,
+				if (redisAsyncCommandArgv(to->ac, reply_cb, o, o->argc,
+							  (const char **)o->argv,
 							  o->argvlen) == REDIS_OK)
 					return; /* o's reference goes with the new send */
 			}
 		}
-		op_finish(o, NULL, to ? "redirected too often, or the node named cannot be reached"
-				  : "bad redirection");
+		op_finish(o, NULL,
+			  to ? "redirected too often, or the node named cannot be reached"
+			     : "bad redirection");
 	} else if (!reply) {
-		op_finish(o, NULL, o->timed_out ? "timed out" : r->drop_why ? r->drop_why
-				   : ac && ac->errstr[0] ? ac->errstr : "connection lost");
+		op_finish(o, NULL,
+			  o->timed_out		? "timed out"
+			  : r->drop_why		? r->drop_why
+			  : ac && ac->errstr[0] ? ac->errstr
+						: "connection lost");
 	} else {
 		op_finish(o, reply, NULL);
 	}
@@ -543,14 +553,17 @@ static void slots_cb(void *arg, redisReply *reply, const char *why)
 		return;
 	if (!reply || reply->type != REDIS_REPLY_ARRAY) {
 		jc_log_debug(REMOTE, "CLUSTER SLOTS from %s:%d: %s", asked->host, asked->port,
-			     why ? why : reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "not an array");
+			     why					 ? why
+			     : reply && reply->type == REDIS_REPLY_ERROR ? reply->str
+									 : "not an array");
 		return;
 	}
 	uint8_t map[JC_REDIS_SLOTS] = {0};
 	for (size_t i = 0; i < reply->elements; i++) {
 		redisReply *e = reply->element[i];
 		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-		    e->element[0]->type != REDIS_REPLY_INTEGER || e->element[1]->type != REDIS_REPLY_INTEGER ||
+		    e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_INTEGER ||
 		    e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
 		    e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
 		    e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)

@@ -28,7 +28,7 @@
 
 struct redisReply;
 
-#define JC_REDIS_SLOTS 16384
+#define JC_REDIS_SLOTS	   16384
 #define JC_REDIS_MAX_NODES 64 /* seeds + nodes learnt from the cluster */
 
 enum jc_redis_kind { JC_REDIS_TCP = 0, JC_REDIS_UNIX = 1, JC_REDIS_CLUSTER = 2 };
@@ -36,13 +36,13 @@ enum jc_redis_kind { JC_REDIS_TCP = 0, JC_REDIS_UNIX = 1, JC_REDIS_CLUSTER = 2 }
 /* A parsed --remote URL. */
 struct jc_redis_url {
 	enum jc_redis_kind kind;
-	char path[108];            /* JC_REDIS_UNIX: the socket */
+	char path[108]; /* JC_REDIS_UNIX: the socket */
 	struct {
 		char host[256];
 		int port;
-	} seeds[16];               /* TCP: one; CLUSTER: 1..16 */
+	} seeds[16]; /* TCP: one; CLUSTER: 1..16 */
 	int n_seeds;
-	int db;                    /* SELECT db (not for clusters); 0 = default */
+	int db; /* SELECT db (not for clusters); 0 = default */
 };
 
 /*

@@ -20,24 +20,24 @@
 #include "jitcache/jitcache.h"
 #include "proto/proto.h"
 
-#define FAILS_DOWN 3              /* transport failures in a row: down */
-#define BACKOFF_MIN_MS 250
-#define BACKOFF_MAX_MS 5000
-#define TICK_MS 250
+#define FAILS_DOWN	3 /* transport failures in a row: down */
+#define BACKOFF_MIN_MS	250
+#define BACKOFF_MAX_MS	5000
+#define TICK_MS		250
 #define HEALTH_EVERY_NS 10000000000ull
-#define LOCK_RENEW_NS 3000000000ull /* held fleet locks are renewed this often */
-#define POLL_MIN_MS 25
-#define POLL_MAX_MS 200
-#define REJECT_LOG_KEYS 1024      /* keys whose rejection was logged (then forgotten) */
-#define SECRET_MIN 16
-#define SECRET_MAX 4096
+#define LOCK_RENEW_NS	3000000000ull /* held fleet locks are renewed this often */
+#define POLL_MIN_MS	25
+#define POLL_MAX_MS	200
+#define REJECT_LOG_KEYS 1024 /* keys whose rejection was logged (then forgotten) */
+#define SECRET_MIN	16
+#define SECRET_MAX	4096
 
 /* Every backend, asked in this order which one claims a URL. */
 extern const struct jc_remote_backend jc__remote_redis; /* remote_redis.c */
-extern const struct jc_remote_backend jc__remote_file;  /* remote_file.c */
+extern const struct jc_remote_backend jc__remote_file;	/* remote_file.c */
 static const struct jc_remote_backend *const backends[] = {
-	&jc__remote_redis,
-	&jc__remote_file,
+    &jc__remote_redis,
+    &jc__remote_file,
 };
 #define N_BACKENDS (sizeof(backends) / sizeof(backends[0]))
 
@@ -55,7 +55,8 @@ int jc__remote_url_check(const char *url, char *err, size_t errlen)
 {
 	const struct jc_remote_backend *be = backend_of(url);
 	if (!be) {
-		snprintf(err, errlen, "unknown scheme (redis://, redis+unix://, redis-cluster://, "
+		snprintf(err, errlen,
+			 "unknown scheme (redis://, redis+unix://, redis-cluster://, "
 			 "file://)");
 		return JC_EINVAL;
 	}
@@ -100,42 +101,42 @@ struct lookup;
 struct tier {
 	struct jc_remote *r;
 	const struct jc_remote_backend *be;
-	void *b;                  /* the backend's handle */
+	void *b; /* the backend's handle */
 	char url[1024];
 	int read_only;
 
-	int fails;                /* transport failures in a row */
+	int fails; /* transport failures in a row */
 	int backoff_ms;
-	uint64_t next_probe_ns;   /* while down */
+	uint64_t next_probe_ns; /* while down */
 	uint64_t last_health_ns;
 	int probing;
 	int64_t probe_rtt_us;
 	int write_ok;
 	char last_error[256];
 
-	uint8_t (*held)[16];      /* keys whose fleet lock we hold here */
+	uint8_t (*held)[16]; /* keys whose fleet lock we hold here */
 	size_t n_held, cap_held;
 	uint64_t renew_ns;
 };
 
 struct jc_remote {
 	uv_loop_t *loop;
-	struct tier *tiers;       /* in the order of the URLs */
+	struct tier *tiers; /* in the order of the URLs */
 	size_t n_tiers;
 	uint64_t max_object;
-	int64_t lock_wait_ns;     /* --remote-lock-wait */
-	uint8_t *secret;          /* NULL: values are not signed */
+	int64_t lock_wait_ns; /* --remote-lock-wait */
+	uint8_t *secret;      /* NULL: values are not signed */
 	size_t secret_len;
-	char lock_id[128];        /* host:pid:random, the value of our locks */
-	struct jc_counters *ctr;  /* the daemon's (borrowed) */
+	char lock_id[128];	 /* host:pid:random, the value of our locks */
+	struct jc_counters *ctr; /* the daemon's (borrowed) */
 	struct jc_latency latency;
-	char urls[4096];          /* the URLs, for stats (jc__remote_health) */
+	char urls[4096]; /* the URLs, for stats (jc__remote_health) */
 	uint8_t rejected[REJECT_LOG_KEYS][16];
 	size_t n_rejected;
 
-	struct lookup *lookups;   /* not finished */
+	struct lookup *lookups; /* not finished */
 	uv_timer_t tick;
-	int refs;                 /* tick handle + lookups + thread-pool jobs + backend operations */
+	int refs; /* tick handle + lookups + thread-pool jobs + backend operations */
 	int closing;
 };
 
@@ -325,8 +326,8 @@ static struct jc_remote_blob *blob_of(const struct jc_remote *r, uint8_t *val, s
 
 /* How a lookup treats a value that is not there, and what it counts. */
 enum lookup_mode {
-	LOOKUP_LOCKED,   /* a miss takes the fleet lock (or waits for its holder); counted */
-	LOOKUP_PEEK,     /* a miss is only a miss, not counted (jc__remote_peek) */
+	LOOKUP_LOCKED,	 /* a miss takes the fleet lock (or waits for its holder); counted */
+	LOOKUP_PEEK,	 /* a miss is only a miss, not counted (jc__remote_peek) */
 	LOOKUP_PREFETCH, /* as a peek, and a hit counts only when used (jc__remote_prefetch) */
 };
 
@@ -335,20 +336,20 @@ enum lookup_mode {
  * then get once more. */
 struct lookup {
 	struct jc_remote *r;
-	struct tier *t;           /* the tier asked now */
-	uint8_t key[16];          /* a cache key, or a lookup key for a record */
-	jc_remote_lookup_cb cb;   /* a value's, or ... */
-	jc_remote_record_cb rcb;  /* ... a dependency record's (then no lock, no decode) */
+	struct tier *t;		 /* the tier asked now */
+	uint8_t key[16];	 /* a cache key, or a lookup key for a record */
+	jc_remote_lookup_cb cb;	 /* a value's, or ... */
+	jc_remote_record_cb rcb; /* ... a dependency record's (then no lock, no decode) */
 	void *arg;
-	uv_timer_t timer;         /* poll while another daemon compiles */
+	uv_timer_t timer; /* poll while another daemon compiles */
 	uint64_t t0, deadline_ns;
 	uint64_t t_got, t_decode, t_decoded; /* value got, decode began, ended (for the log) */
 	int poll_ms;
-	int refs;                 /* timer handle + operations + decode job */
+	int refs; /* timer handle + operations + decode job */
 	int done;
-	int recheck;              /* this get follows a lock taken (or nobody holding it) */
-	int missed;               /* a tier said the key is not there */
-	int mode;                 /* enum lookup_mode */
+	int recheck; /* this get follows a lock taken (or nobody holding it) */
+	int missed;  /* a tier said the key is not there */
+	int mode;    /* enum lookup_mode */
 	struct lookup *prev, *next;
 	/* decode job */
 	uv_work_t work;
@@ -385,9 +386,11 @@ static void log_phases(const struct lookup *l)
 		jc_log_info(REMOTE, "lookup key %s: record fetched in %.3f ms", hex,
 			    (double)(now_ns() - l->t0) / 1e6);
 	else
-		jc_log_info(REMOTE, "key %s: value fetched in %.3f ms: GET %.3f, pool wait %.3f, "
-			    "decode and checks %.3f", hex, (double)(now_ns() - l->t0) / 1e6,
-			    (double)(l->t_got - l->t0) / 1e6, (double)(l->t_decode - l->t_got) / 1e6,
+		jc_log_info(REMOTE,
+			    "key %s: value fetched in %.3f ms: GET %.3f, pool wait %.3f, "
+			    "decode and checks %.3f",
+			    hex, (double)(now_ns() - l->t0) / 1e6, (double)(l->t_got - l->t0) / 1e6,
+			    (double)(l->t_decode - l->t_got) / 1e6,
 			    (double)(l->t_decoded - l->t_decode) / 1e6);
 }
 
@@ -480,10 +483,13 @@ static void log_rejected(struct jc_remote *r, const char *url, const uint8_t key
 	char hex[33];
 	jc__hex16(key, hex);
 	if (record)
-		jc_log_warn(REMOTE, "lookup key %s: dependency record from %s rejected (%s); keyed "
-			    "by the scan", hex, url, why);
+		jc_log_warn(REMOTE,
+			    "lookup key %s: dependency record from %s rejected (%s); keyed "
+			    "by the scan",
+			    hex, url, why);
 	else
-		jc_log_warn(REMOTE, "key %s: value from %s rejected (%s); compiling", hex, url, why);
+		jc_log_warn(REMOTE, "key %s: value from %s rejected (%s); compiling", hex, url,
+			    why);
 }
 
 static void decode_after_cb(uv_work_t *w, int status)
@@ -640,8 +646,7 @@ static int lookup_start(struct jc_remote *r, const uint8_t key[16], jc_remote_lo
 	return 0;
 }
 
-int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb,
-		      void *arg)
+int jc__remote_lookup(struct jc_remote *r, const uint8_t key[16], jc_remote_lookup_cb cb, void *arg)
 {
 	return lookup_start(r, key, cb, NULL, LOOKUP_LOCKED, arg);
 }
@@ -694,14 +699,14 @@ void jc__remote_record_rejected(struct jc_remote *r, const uint8_t lookup[16], c
 struct publish {
 	uv_work_t work;
 	struct jc_remote *r;
-	uint8_t key[16];          /* a cache key, or a record's lookup key */
-	int record;               /* frame holds a dependency record's variant */
+	uint8_t key[16]; /* a cache key, or a record's lookup key */
+	int record;	 /* frame holds a dependency record's variant */
 	struct jc_buf frame;
 	char *meta;
 	uint8_t *val;
 	size_t len;
 	int rc;
-	uint64_t holds;           /* bit i: tier i's fleet lock of key, released after its put */
+	uint64_t holds; /* bit i: tier i's fleet lock of key, released after its put */
 };
 
 /* One tier's put. */
@@ -720,9 +725,9 @@ static void publish_work_cb(uv_work_t *w)
 						 r->secret, r->secret_len, r->max_object, &p->val,
 						 &p->len);
 	else
-		p->rc = jc__remote_value_encode(p->key, p->frame.data, p->frame.len, p->meta,
-						r->secret, r->secret_len, r->max_object, &p->val,
-						&p->len);
+		p->rc =
+		    jc__remote_value_encode(p->key, p->frame.data, p->frame.len, p->meta, r->secret,
+					    r->secret_len, r->max_object, &p->val, &p->len);
 }
 
 static void put_cb(void *arg, int rc, uint8_t *val, size_t len, const char *why)
@@ -734,7 +739,8 @@ static void put_cb(void *arg, int rc, uint8_t *val, size_t len, const char *why)
 	if (!r->closing) {
 		outcome(u->t, "SET", rc, why);
 		if (rc == 0) {
-			count(r, u->record ? JC_CTR_remote_deps_published : JC_CTR_remote_publishes, 1);
+			count(r, u->record ? JC_CTR_remote_deps_published : JC_CTR_remote_publishes,
+			      1);
 			count(r, JC_CTR_remote_bytes_out, u->len);
 		}
 	}
@@ -789,8 +795,9 @@ static void publish_after_cb(uv_work_t *w, int status)
 	if (p->rc == JC_ETOOBIG) {
 		char hex[33];
 		jc__hex16(p->key, hex);
-		jc_log_info(REMOTE, "key %s: not published, value over remote-max-object (%llu bytes)",
-			    hex, (unsigned long long)r->max_object);
+		jc_log_info(REMOTE,
+			    "key %s: not published, value over remote-max-object (%llu bytes)", hex,
+			    (unsigned long long)r->max_object);
 	}
 	for (size_t i = 0; !r->closing && i < r->n_tiers; i++)
 		put_one(p, &r->tiers[i], i + 1 == r->n_tiers);
@@ -953,7 +960,8 @@ static void tick_cb(uv_timer_t *timer)
 		struct tier *t = &r->tiers[i];
 		if (t->probing)
 			continue;
-		if (is_down(t) ? now >= t->next_probe_ns : now - t->last_health_ns >= HEALTH_EVERY_NS)
+		if (is_down(t) ? now >= t->next_probe_ns
+			       : now - t->last_health_ns >= HEALTH_EVERY_NS)
 			probe(t);
 		if (t->n_held && now - t->renew_ns >= LOCK_RENEW_NS && !is_down(t)) {
 			t->renew_ns = now;
@@ -1010,11 +1018,13 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct j
 		if ((rc = jc__remote_url_check(cfg->urls[i], err, errlen)) != 0)
 			return rc;
 	if (!cfg->secret_file && !cfg->unsigned_ok) {
-		snprintf(err, errlen, "--remote %s without --remote-secret-file: its values would be "
-			 "unsigned, and anyone who can write to it could forge them (an artifact "
-			 "this daemon then serves); give --remote-secret-file FILE (the same key on "
-			 "every daemon of the fleet), or --remote-unsigned to accept that",
-			 cfg->urls[0]);
+		snprintf(
+		    err, errlen,
+		    "--remote %s without --remote-secret-file: its values would be "
+		    "unsigned, and anyone who can write to it could forge them (an artifact "
+		    "this daemon then serves); give --remote-secret-file FILE (the same key on "
+		    "every daemon of the fleet), or --remote-unsigned to accept that",
+		    cfg->urls[0]);
 		return JC_EINVAL;
 	}
 	if (sodium_init() < 0) {
@@ -1025,8 +1035,8 @@ int jc__remote_new(uv_loop_t *loop, const struct jc_remote_config *cfg, struct j
 	if (!r)
 		return JC_ENOMEM;
 	if (cfg->secret_file) {
-		rc = jc__remote_read_small(cfg->secret_file, SECRET_MAX, &r->secret, &r->secret_len, err,
-					   errlen, "remote-secret-file");
+		rc = jc__remote_read_small(cfg->secret_file, SECRET_MAX, &r->secret, &r->secret_len,
+					   err, errlen, "remote-secret-file");
 		if (rc == 0 && r->secret_len < SECRET_MIN) {
 			snprintf(err, errlen, "remote-secret-file %s: shorter than %d bytes",
 				 cfg->secret_file, SECRET_MIN);
@@ -1075,8 +1085,8 @@ void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h)
 		const struct tier *t = &r->tiers[i];
 		struct jc_rb_info info;
 		t->be->info(t->b, &info);
-		if (t->fails > worst->fails || (t->last_error[0] && !worst->last_error[0] &&
-						 t->fails == worst->fails))
+		if (t->fails > worst->fails ||
+		    (t->last_error[0] && !worst->last_error[0] && t->fails == worst->fails))
 			worst = t;
 		h->read_only &= t->read_only;
 		h->masters += info.masters;

@@ -92,16 +92,16 @@
 /* Settings (flags and config keys of the same names); each applies to
  * every backend of the list. */
 struct jc_remote_config {
-	char **urls;            /* --remote, in order (several allowed); none: no remote tier */
+	char **urls; /* --remote, in order (several allowed); none: no remote tier */
 	size_t n_urls;
-	char *secret_file;      /* --remote-secret-file: HMAC key (file bytes, >= 16) */
-	char *password_file;    /* --remote-password-file: AUTH password (first line) */
-	int read_only;          /* --remote-read-only: never writes */
-	int64_t ttl_s;          /* --remote-ttl: value lifetime in Redis (default 30 d) */
-	int timeout_ms;         /* --remote-timeout-ms: per Redis command (default 1000) */
-	uint64_t max_object;    /* --remote-max-object: largest value (default 64 MiB) */
-	int64_t lock_wait_s;    /* --remote-lock-wait: longest wait on a peer's fleet lock (10 s) */
-	int unsigned_ok;        /* --remote-unsigned: no secret file is wanted */
+	char *secret_file;   /* --remote-secret-file: HMAC key (file bytes, >= 16) */
+	char *password_file; /* --remote-password-file: AUTH password (first line) */
+	int read_only;	     /* --remote-read-only: never writes */
+	int64_t ttl_s;	     /* --remote-ttl: value lifetime in Redis (default 30 d) */
+	int timeout_ms;	     /* --remote-timeout-ms: per Redis command (default 1000) */
+	uint64_t max_object; /* --remote-max-object: largest value (default 64 MiB) */
+	int64_t lock_wait_s; /* --remote-lock-wait: longest wait on a peer's fleet lock (10 s) */
+	int unsigned_ok;     /* --remote-unsigned: no secret file is wanted */
 };
 
 #define JC_REMOTE_CONNECT_MS 100
@@ -123,8 +123,8 @@ struct jc_remote;
 /*
  * Starts the tier for cfg (borrowed; what it needs is copied; the secret
  * and password files are read here and never logged): one backend per URL,
- * in order. Connects lazily: start-up does not need Redis or the share. ctr: the daemon's persistent counters
- * (counters.h), borrowed until the tier is closed; the tier adds to its
+ * in order. Connects lazily: start-up does not need Redis or the share. ctr: the daemon's
+ * persistent counters (counters.h), borrowed until the tier is closed; the tier adds to its
  * remote_* counters on the loop thread. *out owned by the caller
  * (jc__remote_close). Returns 0, JC_EINVAL (bad URL, unreadable or short
  * secret/password file: err says which, without their content; no secret
@@ -233,14 +233,14 @@ void jc__remote_done(struct jc_remote *r, const uint8_t key[16]);
  * state, round trip, write permission and last error. Strings borrowed
  * from r, valid until the next call on r. */
 struct jc_remote_health {
-	const char *state;      /* "up", "degraded", "down" */
-	const char *url;        /* the URLs, space-separated (they carry no password) */
-	int tiers;              /* backends in the list */
-	int read_only;          /* every backend is */
-	int masters;            /* servers holding data: Redis Cluster masters, 1 per other backend */
-	int64_t probe_rtt_us;   /* round trip of the last good probe; -1 none yet */
-	int write_ok;           /* the last probe could write (1), could not (0), -1 unknown */
-	const char *last_error; /* "" when none */
+	const char *state;    /* "up", "degraded", "down" */
+	const char *url;      /* the URLs, space-separated (they carry no password) */
+	int tiers;	      /* backends in the list */
+	int read_only;	      /* every backend is */
+	int masters;	      /* servers holding data: Redis Cluster masters, 1 per other backend */
+	int64_t probe_rtt_us; /* round trip of the last good probe; -1 none yet */
+	int write_ok;	      /* the last probe could write (1), could not (0), -1 unknown */
+	const char *last_error;			  /* "" when none */
 	uint64_t p50_ns, p99_ns, samples, sum_ns; /* remote hits: fetch + verify */
 };
 void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h);
@@ -262,7 +262,7 @@ void jc__remote_close(struct jc_remote *r);
 /* --- values (remote_value.c): pure functions, any thread --------------- */
 
 /* Limits of a value's parts. */
-#define JC_REMOTE_VERSION 1
+#define JC_REMOTE_VERSION  1
 #define JC_REMOTE_META_MAX 4096
 
 /*
@@ -274,8 +274,8 @@ void jc__remote_close(struct jc_remote *r);
  * bytes), JC_ENOMEM.
  */
 int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t frame_len,
-			    const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
-			    uint8_t **out, size_t *outlen);
+			    const char *meta, const uint8_t *secret, size_t secret_len,
+			    uint64_t max, uint8_t **out, size_t *outlen);
 
 /*
  * Checks and decodes a fetched value (borrowed) for key into *res (initialised
@@ -284,15 +284,15 @@ int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t 
  * JC_ECORRUPT with the reason in why (whylen bytes).
  */
 int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t len,
-			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
-			    char *why, size_t whylen);
+			    const uint8_t *secret, size_t secret_len, uint64_t max,
+			    struct jc_res *res, char *why, size_t whylen);
 
 /* A dependency record of lookup from variant (len bytes, borrowed) and meta
  * ("key=<32 hex>": the learnt key it leads to; NULL: none), as
  * jc__remote_value_encode. */
 int jc__remote_record_encode(const uint8_t lookup[16], const uint8_t *variant, size_t len,
-			     const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
-			     uint8_t **out, size_t *outlen);
+			     const char *meta, const uint8_t *secret, size_t secret_len,
+			     uint64_t max, uint8_t **out, size_t *outlen);
 
 /* The learnt key a fetched record's meta names ("key=<32 hex>"), read from
  * its header without any check: a hint for fetching that value early,
@@ -306,6 +306,7 @@ int jc__remote_record_hint(const uint8_t *val, size_t len, uint8_t key[16]);
  * JC_ENOMEM. */
 int jc__remote_record_decode(const uint8_t lookup[16], const uint8_t *val, size_t len,
 			     const uint8_t *secret, size_t secret_len, uint64_t max,
-			     uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen);
+			     uint64_t max_entries, struct jc_inc_set *set, char *why,
+			     size_t whylen);
 
 #endif

@@ -20,16 +20,16 @@
 #include "common/log.h"
 #include "core/hmac.h"
 #include "core/manifest.h"
-#include "daemon/remote_backend.h"
 #include "daemon/remote.h"
+#include "daemon/remote_backend.h"
 #include "jitcache/jitcache.h"
 #include "proto/proto.h"
 
-#define HDR 48
-#define MAC JC_HMAC_LEN
+#define HDR	    48
+#define MAC	    JC_HMAC_LEN
 #define FLAG_SIGNED 1u
 #define FLAG_RECORD 2u /* a dependency record, not a value */
-#define ZSTD_LEVEL 3
+#define ZSTD_LEVEL  3
 
 static const uint8_t magic[4] = {'J', 'C', 'R', 'V'};
 
@@ -60,7 +60,6 @@ static uint64_t get64(const uint8_t *p)
 		v = v << 8 | p[i];
 	return v;
 }
-
 
 /* The envelope of a value or a dependency record (remote.h): header, meta,
  * the zstd frame of payload, and the MAC when signed. */
@@ -113,15 +112,15 @@ static int seal(const uint8_t key[16], uint32_t kind, const uint8_t *payload, si
 }
 
 int jc__remote_value_encode(const uint8_t key[16], const uint8_t *frame, size_t frame_len,
-			    const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
-			    uint8_t **out, size_t *outlen)
+			    const char *meta, const uint8_t *secret, size_t secret_len,
+			    uint64_t max, uint8_t **out, size_t *outlen)
 {
 	return seal(key, 0, frame, frame_len, meta, secret, secret_len, max, out, outlen);
 }
 
 int jc__remote_record_encode(const uint8_t lookup[16], const uint8_t *variant, size_t len,
-			     const char *meta, const uint8_t *secret, size_t secret_len, uint64_t max,
-			     uint8_t **out, size_t *outlen)
+			     const char *meta, const uint8_t *secret, size_t secret_len,
+			     uint64_t max, uint8_t **out, size_t *outlen)
 {
 	return seal(lookup, FLAG_RECORD, variant, len, meta, secret, secret_len, max, out, outlen);
 }
@@ -132,8 +131,8 @@ int jc__remote_record_hint(const uint8_t *val, size_t len, uint8_t key[16])
 	if (len < HDR || memcmp(val, magic, 4) != 0 || !(get32(val + 24) & FLAG_RECORD))
 		return 0;
 	uint32_t mlen = get32(val + 28);
-	if (mlen < sizeof(tag) - 1 + 32 || mlen > JC_REMOTE_META_MAX || HDR + (uint64_t)mlen > len ||
-	    memcmp(val + HDR, tag, sizeof(tag) - 1) != 0)
+	if (mlen < sizeof(tag) - 1 + 32 || mlen > JC_REMOTE_META_MAX ||
+	    HDR + (uint64_t)mlen > len || memcmp(val + HDR, tag, sizeof(tag) - 1) != 0)
 		return 0;
 	char hex[33];
 	memcpy(hex, val + HDR + sizeof(tag) - 1, 32);
@@ -169,8 +168,9 @@ static int unseal(const uint8_t key[16], uint32_t kind, const uint8_t *val, size
 	if (flags & ~(FLAG_SIGNED | FLAG_RECORD))
 		return reject(why, whylen, "unknown flags");
 	if ((flags & FLAG_RECORD) != kind)
-		return reject(why, whylen, kind ? "a value, not a dependency record"
-						: "a dependency record, not a value");
+		return reject(why, whylen,
+			      kind ? "a value, not a dependency record"
+				   : "a dependency record, not a value");
 	if (mlen > JC_REMOTE_META_MAX || zlen > len || *raw > raw_max ||
 	    (uint64_t)HDR + mlen + zlen + maclen != len)
 		return reject(why, whylen, "lengths do not add up (truncated or padded)");
@@ -186,7 +186,8 @@ static int unseal(const uint8_t key[16], uint32_t kind, const uint8_t *val, size
 	ZSTD_frameHeader fh;
 	if (ZSTD_getFrameHeader(&fh, z, zlen) != 0 || fh.frameType != ZSTD_frame ||
 	    fh.frameContentSize != *raw || !fh.checksumFlag)
-		return reject(why, whylen, "compressed frame does not declare its size and checksum");
+		return reject(why, whylen,
+			      "compressed frame does not declare its size and checksum");
 	if (!(*body = malloc(*raw ? *raw : 1)))
 		return reject(why, whylen, "out of memory");
 	size_t got = ZSTD_decompress(*body, *raw, z, zlen);
@@ -199,14 +200,14 @@ static int unseal(const uint8_t key[16], uint32_t kind, const uint8_t *val, size
 }
 
 int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t len,
-			    const uint8_t *secret, size_t secret_len, uint64_t max, struct jc_res *res,
-			    char *why, size_t whylen)
+			    const uint8_t *secret, size_t secret_len, uint64_t max,
+			    struct jc_res *res, char *why, size_t whylen)
 {
 	jc__res_init(res);
 	uint8_t *body;
 	uint64_t raw;
-	int rc = unseal(key, 0, val, len, secret, secret_len, max, JC_FRAME_HDR + (uint64_t)JC_FRAME_MAX,
-			&body, &raw, why, whylen);
+	int rc = unseal(key, 0, val, len, secret, secret_len, max,
+			JC_FRAME_HDR + (uint64_t)JC_FRAME_MAX, &body, &raw, why, whylen);
 	if (rc != 0)
 		return rc;
 	uint16_t type;
@@ -280,13 +281,14 @@ int jc__remote_read_small(const char *path, size_t max, uint8_t **out, size_t *l
 		return JC_EINVAL;
 	}
 	if (st.st_mode & 077)
-		jc_log_warn(REMOTE, "%s %s is readable or writable by others (mode %04o)", what, path,
-			    (unsigned)(st.st_mode & 07777));
+		jc_log_warn(REMOTE, "%s %s is readable or writable by others (mode %04o)", what,
+			    path, (unsigned)(st.st_mode & 07777));
 	uint8_t *buf = malloc(max + 1);
 	ssize_t n = buf ? read(fd, buf, max + 1) : -1;
 	close(fd);
 	if (n < 0 || (size_t)n > max) {
-		snprintf(err, errlen, "%s %s: %s", what, path, n < 0 ? "cannot read it" : "too large");
+		snprintf(err, errlen, "%s %s: %s", what, path,
+			 n < 0 ? "cannot read it" : "too large");
 		free(buf);
 		return JC_EINVAL;
 	}

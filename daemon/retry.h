@@ -18,9 +18,9 @@
 
 #include <stdint.h>
 
-#define JC_LOAD_RETRY_MAX 3        /* recompiles per key ... */
-#define JC_LOAD_RETRY_WINDOW_S 600 /* ... in any window this long (seconds) */
-#define JC_LOAD_RETRY_KEYS 4096    /* keys tracked at once */
+#define JC_LOAD_RETRY_MAX      3    /* recompiles per key ... */
+#define JC_LOAD_RETRY_WINDOW_S 600  /* ... in any window this long (seconds) */
+#define JC_LOAD_RETRY_KEYS     4096 /* keys tracked at once */
 
 struct jc_retry;
 

@@ -35,7 +35,7 @@
 #define FAILURE_LOG_MAX 4096
 
 struct item {
-	struct jc_kept k;        /* versions, source_name: NULL (not kept) */
+	struct jc_kept k; /* versions, source_name: NULL (not kept) */
 	char source_name[256];
 	struct item *next;
 };
@@ -47,8 +47,8 @@ struct slot {
 	struct jc_req req;
 	int load_rc;
 	uv_work_t work;
-	struct jc_conn *conn;    /* internal; ours until released */
-	struct slot *next;       /* rw->slots */
+	struct jc_conn *conn; /* internal; ours until released */
+	struct slot *next;    /* rw->slots */
 	int answered;
 };
 
@@ -75,10 +75,10 @@ struct start_job {
 struct jc_rewarm {
 	struct jc_daemon *d;
 	struct item *head, *tail; /* queued */
-	struct slot *slots;       /* in progress */
+	struct slot *slots;	  /* in progress */
 	int in_progress;
-	int loading;              /* a start_job runs */
-	uv_timer_t release;       /* releases answered slots off the request path */
+	int loading;	    /* a start_job runs */
+	uv_timer_t release; /* releases answered slots off the request path */
 	int closed;
 	/* This run's figures (the counters hold every run's). */
 	uint64_t total, queued, done, failed, dropped, cpu_ns;
@@ -86,7 +86,7 @@ struct jc_rewarm {
 	int budget_spent;
 	uint64_t started_ns, ended_ns;
 	char why[128];
-	int again;                /* the toolchain changed during this run: another after it */
+	int again; /* the toolchain changed during this run: another after it */
 	struct failure failures[MAX_FAILURES];
 	size_t n_failures;
 };
@@ -179,9 +179,10 @@ static void sink(void *ctx, const struct jc_res *res, int objfd, int code, const
 	} else {
 		rw->failed++;
 		jc__daemon_count(d, JC_CTR_rewarm_failed, 1);
-		const char *why = res ? (res->message && *res->message ? res->message
-					 : jc_strerror(res->status))
-				      : message ? message : jc_strerror(code);
+		const char *why =
+		    res ? (res->message && *res->message ? res->message : jc_strerror(res->status))
+		    : message ? message
+			      : jc_strerror(code);
 		failure_add(rw, s->it, why, res ? res->log : NULL);
 	}
 	if (res && res->cache == JC_CACHE_MISS) {
@@ -220,7 +221,8 @@ static void load_after_cb(uv_work_t *w, int status)
 	}
 	rw->failed++;
 	jc__daemon_count(d, JC_CTR_rewarm_failed, 1);
-	failure_add(rw, s->it, s->load_rc ? jc_strerror(s->load_rc) : "daemon stopping or out of memory",
+	failure_add(rw, s->it,
+		    s->load_rc ? jc_strerror(s->load_rc) : "daemon stopping or out of memory",
 		    NULL);
 	rw->in_progress--;
 	slot_free(s);
@@ -232,7 +234,8 @@ static int budget_left(struct jc_rewarm *rw)
 	int64_t b = rw->d->cfg.rewarm_budget_s;
 	if (b > 0 && rw->cpu_ns >= (uint64_t)b * 1000000000u && !rw->budget_spent) {
 		rw->budget_spent = 1;
-		jc_log_notice(MAIN, "re-warm: budget of %lld CPU seconds spent; %llu requests dropped",
+		jc_log_notice(MAIN,
+			      "re-warm: budget of %lld CPU seconds spent; %llu requests dropped",
 			      (long long)b, (unsigned long long)rw->queued);
 	}
 	return !rw->budget_spent;
@@ -276,13 +279,14 @@ static void pump(struct jc_rewarm *rw)
 		rw->tail = NULL;
 	if (!rw->head && !rw->in_progress && !rw->loading && rw->started_ns && !rw->ended_ns) {
 		rw->ended_ns = jc__now_ns();
-		jc_log_notice(MAIN, "re-warm (%s): %llu done, %llu failed, %llu dropped, %.1f CPU s",
+		jc_log_notice(MAIN,
+			      "re-warm (%s): %llu done, %llu failed, %llu dropped, %.1f CPU s",
 			      rw->why, (unsigned long long)rw->done, (unsigned long long)rw->failed,
 			      (unsigned long long)rw->dropped, (double)rw->cpu_ns / 1e9);
 		if (rw->again && !rw->closed && !d->stopping) {
 			rw->again = 0;
-			jc__rewarm_start(d, 0, 0, "the toolchain changed during the last re-warm", NULL,
-					 NULL);
+			jc__rewarm_start(d, 0, 0, "the toolchain changed during the last re-warm",
+					 NULL, NULL);
 		}
 	}
 }
@@ -337,9 +341,10 @@ static void start_after_cb(uv_work_t *w, int status)
 		rw->tail = j->tail;
 		rw->total = rw->queued = j->n;
 		jc__daemon_count(d, JC_CTR_rewarm_queued, j->n);
-		jc_log_notice(MAIN, "re-warm (%s): %llu kept requests of another toolchain identity "
-			      "queued, %d at a time at idle priority", j->why,
-			      (unsigned long long)j->n, d->cfg.rewarm_workers);
+		jc_log_notice(MAIN,
+			      "re-warm (%s): %llu kept requests of another toolchain identity "
+			      "queued, %d at a time at idle priority",
+			      j->why, (unsigned long long)j->n, d->cfg.rewarm_workers);
 	}
 	if (j->done)
 		j->done(j->ctx, result);
@@ -385,8 +390,10 @@ void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const 
 	snprintf(j->why, sizeof(j->why), "%s", why);
 	snprintf(rw->why, sizeof(rw->why), "%s", why);
 	snprintf(j->versions, sizeof(j->versions), "%s", d->tc->summary);
-	j->f = (struct jc_kept_filter){.now = jc__wall_s(), .versions_not = j->versions,
-				       .accessed_since = since_s, .top = top};
+	j->f = (struct jc_kept_filter){.now = jc__wall_s(),
+				       .versions_not = j->versions,
+				       .accessed_since = since_s,
+				       .top = top};
 	rw->loading = 1;
 	rw->started_ns = jc__now_ns();
 	if (uv_queue_work(d->loop, &j->work, start_work_cb, start_after_cb) != 0) {
@@ -404,8 +411,11 @@ int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out)
 	int running = rw->loading || rw->head || rw->in_progress;
 	uint64_t end = rw->ended_ns ? rw->ended_ns : jc__now_ns();
 	int rc = jc__reply_add_record(out, &r);
-	rc = rc ?: jc__record_add_str(r, "state", running ? "running" : rw->started_ns ? "done"
-									  : "idle");
+	rc = rc
+		 ?: jc__record_add_str(r, "state",
+				       running		? "running"
+				       : rw->started_ns ? "done"
+							: "idle");
 	rc = rc ?: jc__record_add_int(r, "keep_requests", d->cfg.keep_requests);
 	rc = rc ?: jc__record_add_u64(r, "total", rw->total);
 	rc = rc ?: jc__record_add_u64(r, "queued", rw->queued + (uint64_t)rw->in_progress);
@@ -416,8 +426,9 @@ int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out)
 	rc = rc ?: jc__record_add_int(r, "budget_s", d->cfg.rewarm_budget_s);
 	rc = rc ?: jc__record_add_int(r, "budget_spent", rw->budget_spent);
 	rc = rc ?: jc__record_add_int(r, "workers", d->cfg.rewarm_workers);
-	rc = rc ?: jc__record_add_u64(r, "elapsed_ms",
-				      rw->started_ns ? (end - rw->started_ns) / 1000000u : 0);
+	rc = rc
+		 ?: jc__record_add_u64(r, "elapsed_ms",
+				       rw->started_ns ? (end - rw->started_ns) / 1000000u : 0);
 	rc = rc ?: jc__record_add_str(r, "identity", d->tc->summary);
 	rc = rc ?: jc__record_add_str(r, "cache_identity", d->cache_identity);
 	for (size_t i = 0; rc == 0 && i < rw->n_failures; i++) {

@@ -45,8 +45,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <stdio.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -74,32 +74,32 @@ struct jc_conn {
 	uv_pipe_t pipe;
 	uv_timer_t idle;
 	struct jc_daemon *d;
-	struct jc_srv *srv;            /* the serving thread whose loop has its handles */
+	struct jc_srv *srv; /* the serving thread whose loop has its handles */
 	struct jc_framer in;
-	struct jc_conn *next, **pprev; /* d->conns list (d->conns_lock) */
+	struct jc_conn *next, **pprev;	/* d->conns list (d->conns_lock) */
 	struct jc_conn *snext, **sprev; /* srv's list (its thread) */
-	int refs;                      /* the handles, waiters, messages, proxies holding it (atomic) */
+	int refs; /* the handles, waiters, messages, proxies holding it (atomic) */
 	int closing;
-	int hello;                     /* handshake done */
-	int busy;                      /* a request is being answered */
-	int replied;                   /* conn_frame_cb answered the frame it refused */
-	int paused;                    /* reading stopped until it is */
-	int drain_wait;                /* answered: read again once the write queue drains */
-	int pending_timer;             /* which timeout the timer runs for (enum conn_wait) */
+	int hello;	   /* handshake done */
+	int busy;	   /* a request is being answered */
+	int replied;	   /* conn_frame_cb answered the frame it refused */
+	int paused;	   /* reading stopped until it is */
+	int drain_wait;	   /* answered: read again once the write queue drains */
+	int pending_timer; /* which timeout the timer runs for (enum conn_wait) */
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
-	jc_conn_sink_fn sink;          /* an internal connection's answers go here */
+	jc_conn_sink_fn sink; /* an internal connection's answers go here */
 	void *sink_ctx;
-	int start_fd;                  /* accepted, until its serving thread opens it */
-	int refuse;                    /* refused at accept: this code, told in answer to HELLO */
+	int start_fd; /* accepted, until its serving thread opens it */
+	int refuse;   /* refused at accept: this code, told in answer to HELLO */
 	char refuse_why[160];
 	/* A proxy: the main loop's stand-in for a serving thread's connection
 	 * while the loop handles its request (main_async_cb). */
-	struct jc_conn *real;          /* that connection (a reference) */
-	int peer_fd;                   /* a duplicate of its socket, for conn_gone; -1: none */
-	int admin;                     /* its peer is an admin (asked on its thread) */
-	int ended;                     /* answered or gone: the request's reference is dropped */
+	struct jc_conn *real; /* that connection (a reference) */
+	int peer_fd;	      /* a duplicate of its socket, for conn_gone; -1: none */
+	int admin;	      /* its peer is an admin (asked on its thread) */
+	int ended;	      /* answered or gone: the request's reference is dropped */
 };
 
 /* Messages between the main loop and the serving threads. */
@@ -117,15 +117,15 @@ enum msg_kind {
 struct msg {
 	struct msg *next;
 	int kind;
-	struct jc_conn *conn;   /* a reference; NULL for MSG_STOP, MSG_WARM, MSG_LISTEN */
-	struct jc_buf buf;      /* owned */
-	int fd;                 /* owned, or -1: MSG_REPLY's descriptor; MSG_COMPILE's and
-				 * MSG_ADMIN's duplicate of the client's socket */
-	int admin;              /* MSG_COMPILE, MSG_ADMIN: the peer is an admin */
-	struct jc_req req;      /* MSG_COMPILE; owned */
-	uint8_t key[16];        /* MSG_WARM */
-	struct jc_budget *bud;  /* MSG_COMPILE, MSG_ADMIN: the budget charged while queued, */
-	size_t charged;         /* with so many bytes (the frame's) */
+	struct jc_conn *conn;  /* a reference; NULL for MSG_STOP, MSG_WARM, MSG_LISTEN */
+	struct jc_buf buf;     /* owned */
+	int fd;		       /* owned, or -1: MSG_REPLY's descriptor; MSG_COMPILE's and
+				* MSG_ADMIN's duplicate of the client's socket */
+	int admin;	       /* MSG_COMPILE, MSG_ADMIN: the peer is an admin */
+	struct jc_req req;     /* MSG_COMPILE; owned */
+	uint8_t key[16];       /* MSG_WARM */
+	struct jc_budget *bud; /* MSG_COMPILE, MSG_ADMIN: the budget charged while queued, */
+	size_t charged;	       /* with so many bytes (the frame's) */
 };
 
 /* A queue of messages to a loop, woken by its async handle. */
@@ -133,7 +133,7 @@ struct jc_mq {
 	pthread_mutex_t lock;
 	struct msg *head, **tail;
 	uv_async_t async;
-	int open;               /* takes messages (its loop has not closed it) */
+	int open; /* takes messages (its loop has not closed it) */
 };
 
 /* A serving thread. */
@@ -141,15 +141,15 @@ struct jc_srv {
 	struct jc_daemon *d;
 	uv_loop_t loop;
 	struct jc_mq q;
-	uv_idle_t poll_idle;    /* active: the loop polls instead of sleeping */
+	uv_idle_t poll_idle; /* active: the loop polls instead of sleeping */
 	uint64_t poll_until_ns;
-	uv_poll_t listen_poll;  /* the listening socket (srv_listen_cb) */
-	unsigned index;         /* its place in d->srv: its turns to accept */
+	uv_poll_t listen_poll;	/* the listening socket (srv_listen_cb) */
+	unsigned index;		/* its place in d->srv: its turns to accept */
 	struct jc_memcache *mc; /* its memory cache (memcache.c) */
-	struct jc_conn *conns;  /* its connections */
-	struct msg stop;        /* MSG_STOP, posted once */
+	struct jc_conn *conns;	/* its connections */
+	struct msg stop;	/* MSG_STOP, posted once */
 	pthread_t thread;
-	int running;            /* thread started, not joined */
+	int running; /* thread started, not joined */
 };
 
 static void conn_send_result(struct jc_conn *c, const struct jc_res *res, int objfd);
@@ -159,12 +159,11 @@ static void conn_ref(struct jc_conn *c);
 static void conn_unref(struct jc_conn *c);
 static int conn_gone(struct jc_conn *c);
 
-
 struct write_req {
 	uv_write_t req;
 	struct jc_buf buf;
 	struct jc_conn *conn;
-	size_t charged;                /* bytes charged to d->buffers */
+	size_t charged; /* bytes charged to d->buffers */
 };
 
 /* Replies up to this size are never refused for the budget (errors, hits by
@@ -237,7 +236,7 @@ static void conn_count(struct jc_conn *c, enum jc_counter k)
 }
 
 static struct jc_conn *conn_internal(struct jc_daemon *d, const struct jc_conn *like, uid_t uid,
-				  jc_conn_sink_fn sink, void *ctx)
+				     jc_conn_sink_fn sink, void *ctx)
 {
 	struct jc_conn *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -417,9 +416,10 @@ static int reply_fits(struct jc_conn *c, size_t len)
 	if (len <= REPLY_FREE_MAX || used + len <= bud->max || used == 0)
 		return 1;
 	char msg[200];
-	snprintf(msg, sizeof(msg), "the daemon's reply buffers are full (%zu of %zu bytes, "
-		 "--buffer-budget) and this reply takes %zu; try again later", used, bud->max,
-		 len);
+	snprintf(msg, sizeof(msg),
+		 "the daemon's reply buffers are full (%zu of %zu bytes, "
+		 "--buffer-budget) and this reply takes %zu; try again later",
+		 used, bud->max, len);
 	jc_log_warn(NET, "uid %d pid %d: reply of %zu bytes refused: buffer budget full",
 		    (int)c->uid, (int)c->pid, len);
 	conn_count(c, JC_CTR_busy_refusals);
@@ -481,8 +481,10 @@ static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 	} ctl;
 	memset(&ctl, 0, sizeof(ctl));
 	struct iovec iov = {.iov_base = b->data, .iov_len = b->len};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl.space, .msg_controllen = sizeof(ctl.space)};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl.space,
+			     .msg_controllen = sizeof(ctl.space)};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
@@ -501,8 +503,9 @@ static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 static int inline_bytes(struct jc_buf *b, int objfd)
 {
 	struct jc_res res;
-	int rc = b->len >= JC_FRAME_HDR ? jc__decode_res(b->data + JC_FRAME_HDR,
-							   b->len - JC_FRAME_HDR, &res) : JC_EPROTO;
+	int rc = b->len >= JC_FRAME_HDR
+		     ? jc__decode_res(b->data + JC_FRAME_HDR, b->len - JC_FRAME_HDR, &res)
+		     : JC_EPROTO;
 	jc__buf_reset(b);
 	if (rc == 0) {
 		res.data = malloc(res.size ? res.size : 1);
@@ -603,20 +606,21 @@ static int wait_s(const struct jc_config *cfg, int w)
 {
 	if (w == WAIT_HELLO)
 		return cfg->idle_timeout_s > 0 && cfg->idle_timeout_s < cfg->handshake_timeout_s
-			       ? cfg->idle_timeout_s : cfg->handshake_timeout_s;
+			   ? cfg->idle_timeout_s
+			   : cfg->handshake_timeout_s;
 	return w == WAIT_ANSWER_TAKEN ? cfg->write_timeout_s : cfg->idle_timeout_s;
 }
 
 static void idle_cb(uv_timer_t *t)
 {
 	struct jc_conn *c = t->data;
-	const char *what = c->pending_timer == WAIT_HELLO ? "no handshake within --handshake-timeout"
-			   : c->pending_timer == WAIT_ANSWER_TAKEN
-				   ? "answer not taken within --write-timeout"
-			   : c->in.buf.len ? "request not complete within --idle-timeout"
-					   : "no request within --idle-timeout";
-	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid,
-		    (int)c->pid, what, wait_s(&c->d->cfg, c->pending_timer));
+	const char *what =
+	    c->pending_timer == WAIT_HELLO	    ? "no handshake within --handshake-timeout"
+	    : c->pending_timer == WAIT_ANSWER_TAKEN ? "answer not taken within --write-timeout"
+	    : c->in.buf.len			    ? "request not complete within --idle-timeout"
+						    : "no request within --idle-timeout";
+	jc_log_info(NET, "closing connection of uid %d pid %d: %s (%d s)", (int)c->uid, (int)c->pid,
+		    what, wait_s(&c->d->cfg, c->pending_timer));
 	if (c->pending_timer == WAIT_ANSWER_TAKEN)
 		conn_count(c, JC_CTR_busy_refusals);
 	conn_close(c);
@@ -625,7 +629,9 @@ static void idle_cb(uv_timer_t *t)
 /* (Re)starts the connection's timer for what it now waits for. */
 static void idle_arm(struct jc_conn *c)
 {
-	c->pending_timer = !c->hello ? WAIT_HELLO : c->drain_wait ? WAIT_ANSWER_TAKEN : WAIT_REQUEST;
+	c->pending_timer = !c->hello	   ? WAIT_HELLO
+			   : c->drain_wait ? WAIT_ANSWER_TAKEN
+					   : WAIT_REQUEST;
 	int secs = wait_s(&c->d->cfg, c->pending_timer);
 	if (c->closing)
 		return;
@@ -727,7 +733,8 @@ static void admin_after_cb(uv_work_t *w, int status)
 	if (j->env.removed)
 		jc__cache_memcache_drop_all(d);
 	jc__count(&d->cache->counters, JC_CTR_evictions, j->env.evicted);
-	jc__count(&d->cache->counters, JC_CTR_corrupt_objects, j->env.corrupt); /* verify, as offline */
+	jc__count(&d->cache->counters, JC_CTR_corrupt_objects,
+		  j->env.corrupt); /* verify, as offline */
 	if (j->env.zero_counters) {
 		jc__counters_zero(&d->cache->counters);
 		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
@@ -742,7 +749,9 @@ static void admin_after_cb(uv_work_t *w, int status)
 		size_t n = (size_t)snprintf(what, sizeof(what), "%s", j->req.command);
 		for (size_t i = 0; i < j->req.args.n && n < sizeof(what); i++)
 			n += (size_t)snprintf(what + n, sizeof(what) - n, " %s", j->req.args.v[i]);
-		jc_log(!ok ? LOG_WARNING : dry ? LOG_INFO : LOG_NOTICE,
+		jc_log(!ok   ? LOG_WARNING
+		       : dry ? LOG_INFO
+			     : LOG_NOTICE,
 		       ADMIN, "%s by uid %d pid %d: %s", what, (int)c->uid, (int)c->pid,
 		       j->reply.message ? j->reply.message : jc_strerror(j->reply.status));
 	}
@@ -806,7 +815,8 @@ static void loop_warm(struct jc_conn *c, const struct jc_admin_req *req)
 	}
 	if (bad) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "bad --%s '%.32s': a count", bad, jc__admin_arg(req, bad));
+		snprintf(msg, sizeof(msg), "bad --%s '%.32s': a count", bad,
+			 jc__admin_arg(req, bad));
 		reply.status = JC_EINVAL;
 		reply.message = strdup(msg);
 	}
@@ -835,10 +845,11 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	if (rc == 0 && !admin && (jc__admin_flags(&j->req) & JC_ADMIN_PRIVILEGED)) {
 		rc = JC_EDENIED;
 		const char *opt = jc__admin_privileged_option(&j->req);
-		snprintf(msg, sizeof(msg), "'%.32s%s%s' is limited to root, uid %d and the admin group "
+		snprintf(msg, sizeof(msg),
+			 "'%.32s%s%s' is limited to root, uid %d and the admin group "
 			 "(admin-group); uid %d may not run it (every user may run ls, show, purge "
-			 "and stats on their own entries)", j->req.command, *opt ? " --" : "", opt,
-			 (int)geteuid(), (int)c->uid);
+			 "and stats on their own entries)",
+			 j->req.command, *opt ? " --" : "", opt, (int)geteuid(), (int)c->uid);
 		jc_log_warn(ADMIN, "refused '%.32s' to uid %d gid %d pid %d", j->req.command,
 			    (int)c->uid, (int)c->gid, (int)c->pid);
 	}
@@ -921,10 +932,14 @@ static void refuse_budget_full(struct jc_conn *c)
 	struct jc_budget *bud = &c->d->buffers;
 	size_t used = jc__budget_used(bud);
 	char msg[200];
-	snprintf(msg, sizeof(msg), "the daemon's request buffers are full (%zu of %zu bytes, "
-		 "--buffer-budget); try again later", used, bud->max);
-	jc_log_warn(NET, "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
-		    "bytes)", (int)c->uid, (int)c->pid, used, bud->max);
+	snprintf(msg, sizeof(msg),
+		 "the daemon's request buffers are full (%zu of %zu bytes, "
+		 "--buffer-budget); try again later",
+		 used, bud->max);
+	jc_log_warn(NET,
+		    "uid %d pid %d: request refused: buffer budget full (%zu of %zu "
+		    "bytes)",
+		    (int)c->uid, (int)c->pid, used, bud->max);
 	conn_count(c, JC_CTR_busy_refusals);
 	conn_send_error(c, JC_EBUSY, msg);
 }
@@ -953,7 +968,8 @@ static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const 
 		m->conn = c;
 		m->admin = kind == MSG_ADMIN && is_admin(c);
 		m->fd = uv_fileno((uv_handle_t *)&c->pipe, &sock) == 0
-				? fcntl(sock, F_DUPFD_CLOEXEC, 3) : -1;
+			    ? fcntl(sock, F_DUPFD_CLOEXEC, 3)
+			    : -1;
 		if (req) {
 			m->req = *req;
 			memset(req, 0, sizeof(*req));
@@ -987,11 +1003,13 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 		if (rc == 0 && (version < 1 || version > JC_PROTO_VERSION)) {
 			rc = JC_EVERSION;
 			snprintf(msg, sizeof(msg), "protocol version not supported");
-		} else if (rc == 0 && h.dir_ino && (h.dir_dev != d->cache->dev || h.dir_ino != d->cache->ino)) {
+		} else if (rc == 0 && h.dir_ino &&
+			   (h.dir_dev != d->cache->dev || h.dir_ino != d->cache->ino)) {
 			rc = JC_EINVAL;
-			snprintf(msg, sizeof(msg), "this jitcached (pid %d) serves the cache directory %s, "
-				 "not the one the client named (device %llu inode %llu)", (int)getpid(),
-				 d->cfg.cache_dir, (unsigned long long)h.dir_dev,
+			snprintf(msg, sizeof(msg),
+				 "this jitcached (pid %d) serves the cache directory %s, "
+				 "not the one the client named (device %llu inode %llu)",
+				 (int)getpid(), d->cfg.cache_dir, (unsigned long long)h.dir_dev,
 				 (unsigned long long)h.dir_ino);
 		}
 		jc__hello_clear(&h);
@@ -1142,7 +1160,8 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		/* The framer itself refused the bytes: say why before closing. */
 		char msg[128] = "malformed frame header";
 		if (rc == JC_ETOOBIG)
-			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)", c->in.max);
+			snprintf(msg, sizeof(msg), "frame larger than the limit (%zu bytes)",
+				 c->in.max);
 		conn_count(c, JC_CTR_bad_requests);
 		conn_send_error(c, rc, msg);
 	}
@@ -1299,7 +1318,8 @@ static int srv_start(struct jc_daemon *d, unsigned i, char *err, size_t errlen)
 	if (rc != 0) {
 		uv_close((uv_handle_t *)&s->poll_idle, NULL);
 		srv_main(s);
-		return jc__fail(err, errlen, JC_EIO, "serving thread: cannot poll the listening socket");
+		return jc__fail(err, errlen, JC_EIO,
+				"serving thread: cannot poll the listening socket");
 	}
 	rc = mq_init(&s->q, &s->loop, srv_async_cb, s) != 0 ? JC_EIO : 0;
 	rc = rc ?: jc__cachedir_open_reader(d->cache, &rix, err, errlen);
@@ -1308,7 +1328,8 @@ static int srv_start(struct jc_daemon *d, unsigned i, char *err, size_t errlen)
 		rc = jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	}
 	if (rc == 0 && (rc = pthread_create(&s->thread, NULL, srv_main, s)) != 0)
-		rc = jc__fail(err, errlen, JC_EIO, "cannot start a serving thread: %s", strerror(rc));
+		rc = jc__fail(err, errlen, JC_EIO, "cannot start a serving thread: %s",
+			      strerror(rc));
 	if (rc != 0) { /* its handles close when the thread runs the loop: run it here */
 		if (s->q.open)
 			mq_close(&s->q);
@@ -1397,13 +1418,15 @@ static void conn_admit(struct jc_daemon *d, struct jc_conn *c)
 	} else if (d->n_conns >= d->cfg.max_connections) {
 		c->refuse = JC_EBUSY;
 		snprintf(c->refuse_why, sizeof(c->refuse_why),
-			 "too many connections (%d, --max-connections); try again later", d->n_conns);
+			 "too many connections (%d, --max-connections); try again later",
+			 d->n_conns);
 	} else if (c->uid != 0 && c->uid != geteuid() &&
 		   conns_of(d, c->uid) >= d->cfg.max_connections_per_uid) {
 		c->refuse = JC_EBUSY;
-		snprintf(c->refuse_why, sizeof(c->refuse_why), "uid %d has %d connections open "
-			 "(--max-connections-per-uid); try again later", (int)c->uid,
-			 d->cfg.max_connections_per_uid);
+		snprintf(c->refuse_why, sizeof(c->refuse_why),
+			 "uid %d has %d connections open "
+			 "(--max-connections-per-uid); try again later",
+			 (int)c->uid, d->cfg.max_connections_per_uid);
 	}
 	if (c->refuse)
 		return;
@@ -1480,7 +1503,8 @@ static void srv_listen_cb(uv_poll_t *h, int status, int events)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
 			if (!__atomic_load_n(&d->stopping, __ATOMIC_RELAXED))
-				jc_log_warn(NET, "accept: %s; accepting again in a second", strerror(errno));
+				jc_log_warn(NET, "accept: %s; accepting again in a second",
+					    strerror(errno));
 			__atomic_store_n(&d->accept_paused, 1, __ATOMIC_RELEASE);
 			uv_poll_stop(h);
 		}
@@ -1524,9 +1548,11 @@ static int socket_in_use(const char *path, char *who, size_t wholen)
 	struct jc_buf b = {0};
 	struct jc_hello h = {0};
 	uint16_t type;
-	if (in_use && jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "jitcached " JC_VERSION) == 0 &&
-	    jc__io_write_all(fd, b.data, b.len) == 0 && jc__io_read_frame(fd, &b, &type, NULL, 1000) == 0 &&
-	    type == JC_MSG_HELLO_OK && jc__decode_hello_ex(b.data, b.len, &h) == 0)
+	if (in_use &&
+	    jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "jitcached " JC_VERSION) == 0 &&
+	    jc__io_write_all(fd, b.data, b.len) == 0 &&
+	    jc__io_read_frame(fd, &b, &type, NULL, 1000) == 0 && type == JC_MSG_HELLO_OK &&
+	    jc__decode_hello_ex(b.data, b.len, &h) == 0)
 		snprintf(who, wholen, "jitcached %s pid %u serving %s", h.name, h.pid,
 			 h.cache_dir ? h.cache_dir : "?");
 	jc__hello_clear(&h);
@@ -1545,8 +1571,10 @@ int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errl
 		return JC_EINVAL;
 	}
 	if (socket_in_use(path, who, sizeof(who))) {
-		snprintf(err, errlen, "%s already answers on %s: stop it first (jitcachectl "
-			 "--socket %s stop), or give this daemon another --socket", who, path, path);
+		snprintf(err, errlen,
+			 "%s already answers on %s: stop it first (jitcachectl "
+			 "--socket %s stop), or give this daemon another --socket",
+			 who, path, path);
 		return JC_ELOCKED;
 	}
 	unlink(path);
@@ -1653,14 +1681,14 @@ static void srv_warm(struct jc_daemon *d, const uint8_t key[16])
 }
 
 const struct jc_conn_ops jc__server_conn_ops = {
-	.warm = srv_warm,
-	.send_result = conn_send_result,
-	.send_error = conn_send_error,
-	.done = conn_done,
-	.ref = conn_ref,
-	.unref = conn_unref,
-	.gone = conn_gone,
-	.uid = conn_uid,
-	.pid = conn_pid,
-	.internal = conn_internal,
+    .warm = srv_warm,
+    .send_result = conn_send_result,
+    .send_error = conn_send_error,
+    .done = conn_done,
+    .ref = conn_ref,
+    .unref = conn_unref,
+    .gone = conn_gone,
+    .uid = conn_uid,
+    .pid = conn_pid,
+    .internal = conn_internal,
 };

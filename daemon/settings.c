@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
-#include <inttypes.h>
 #include <ini.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,20 +29,20 @@ struct settings {
 	char *config_file;
 	int log_level;
 	char err[256];
-	FILE *file;        /* the configuration file being read, */
+	FILE *file;	   /* the configuration file being read, */
 	const char *path;  /* its name */
-	int line;          /* and the line inih has just read */
-	int source;        /* counts the sources read: each file, then the flags */
+	int line;	   /* and the line inih has just read */
+	int source;	   /* counts the sources read: each file, then the flags */
 	int remote_source; /* the source of the remote URLs kept */
 };
 
 /* How a setting's value is read. */
 enum kind {
-	K_TEXT,    /* char *, copied; "" gives NULL unless NONEMPTY */
-	K_SIZE,    /* bytes: N[K|M|G|T] (powers of 1024) */
+	K_TEXT,	   /* char *, copied; "" gives NULL unless NONEMPTY */
+	K_SIZE,	   /* bytes: N[K|M|G|T] (powers of 1024) */
 	K_SECONDS, /* a duration: N[s|m|h|d] */
 	K_COUNT,   /* a decimal count */
-	K_BOOL,    /* yes/true/on/1 or no/false/off/0; a bare flag is yes */
+	K_BOOL,	   /* yes/true/on/1 or no/false/off/0; a bare flag is yes */
 	K_CUSTOM,  /* its own reader (struct setting.read) */
 };
 
@@ -68,7 +68,8 @@ struct setting {
 	size_t off, size;
 	int64_t min, max;
 	const char *def;
-	int (*read)(struct settings *s, const char *value); /* K_CUSTOM: 0 or JC_EINVAL (s->err set) */
+	int (*read)(struct settings *s,
+		    const char *value); /* K_CUSTOM: 0 or JC_EINVAL (s->err set) */
 	unsigned flags;
 	const char *arg, *help, *shown;
 };
@@ -76,10 +77,10 @@ struct setting {
 /* The longest duration setting accepted, in seconds (10 years): longer ones
  * are an error rather than an overflow in the arithmetic that uses them. */
 #define DURATION_MAX_S (10ll * 365 * 86400)
-#define SIZE_MAX_B ((int64_t)1 << 62)
+#define SIZE_MAX_B     ((int64_t)1 << 62)
 
 #define FIELD(f) offsetof(struct jc_config, f), sizeof(((struct jc_config *)0)->f)
-#define NOFIELD 0, 0
+#define NOFIELD	 0, 0
 
 static int read_log_level(struct settings *s, const char *value);
 static int read_admin_group(struct settings *s, const char *value);
@@ -91,102 +92,103 @@ static int read_remote_url(struct settings *s, const char *value);
 
 /* Every setting, in --help's order. */
 static const struct setting table[] = {
-	{"cache-dir", K_TEXT, FIELD(cache_dir), 0, 0, NULL, NULL, RESTART | NONEMPTY, "DIR",
-	 "the cache", "$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache, else ~/.cache/jitcache"},
-	{"socket", K_TEXT, FIELD(socket_path), 0, 0, NULL, NULL, RESTART | NONEMPTY, "PATH",
-	 "where clients connect",
-	 "$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock, else DIR/jitcached.sock"},
-	{"max-size", K_SIZE, FIELD(max_size), 1, SIZE_MAX_B, JC_DEFAULT_MAX_SIZE, NULL, RELOAD, "SIZE",
-	 "byte budget of the cache directory: entries (objects, logs, rows; failed ones too) and "
-	 "its other files", NULL},
-	{"user-max-size", K_SIZE, FIELD(user_max_size), 0, SIZE_MAX_B, "0", NULL, RELOAD, "SIZE",
-	 "byte share of each uid (what its entries store, a shared one in full); its least "
-	 "recently used go first, 0 none", NULL},
-	{"negative-ttl", K_SECONDS, FIELD(negative_ttl_s), 0, DURATION_MAX_S, "300s", NULL, RELOAD,
-	 "DURATION", "lifetime of a cached compile failure", NULL},
-	{"max-log-size", K_SIZE, FIELD(max_log_size), 0, SIZE_MAX_B, "1M", NULL, RELOAD, "SIZE",
-	 "a compile log kept and answered: its first and last parts, at most this and a sixteenth "
-	 "of --max-size", NULL},
-	{"workers", K_COUNT, FIELD(workers), 1, 256, NULL, NULL, RESTART, "N",
-	 "compile worker processes", "the CPUs online"},
-	{"user-max-workers", K_COUNT, FIELD(user_max_workers), 1, 256, NULL, NULL, RESTART, "N",
-	 "workers one uid's compiles may hold at once; the uids take turns",
-	 "half of --workers, at least 1, on a daemon serving other uids; else all"},
-	{"compile-timeout", K_SECONDS, FIELD(compile_timeout_s), 0, DURATION_MAX_S, "120s", NULL,
-	 RELOAD, "DURATION", "per compile, 0 none", NULL},
-	{"worker-memory", K_SIZE, FIELD(worker_memory), 0, SIZE_MAX_B, "16G", NULL, RESTART, "SIZE",
-	 "address space a worker may add, 0 none", NULL},
-	{"idle-timeout", K_SECONDS, FIELD(idle_timeout_s), 0, DURATION_MAX_S, "300s", NULL, RELOAD,
-	 "DURATION", "close a connection silent this long, 0 never", NULL},
-	{"idle-exit", K_SECONDS, FIELD(idle_exit_s), 0, DURATION_MAX_S, "0", NULL, RELOAD, "DURATION",
-	 "exit this long after the last connection closed, 0 never",
-	 "0; a daemon the client library starts: 600s"},
-	{"serve-threads", K_COUNT, FIELD(serve_threads), 1, 64, NULL, NULL, RESTART, "N",
-	 "threads serving clients, each with its own loop; hits are answered there",
-	 "the CPUs online, at most 64"},
-	{"max-connections", K_COUNT, FIELD(max_connections), 1, 1000000, "1024", NULL, RELOAD, "N",
-	 "clients at once", NULL},
-	{"max-connections-per-uid", K_COUNT, FIELD(max_connections_per_uid), 1, 1000000, "128", NULL,
-	 RELOAD, "N", "of one uid (not root's, not ours) at once", NULL},
-	{"handshake-timeout", K_SECONDS, FIELD(handshake_timeout_s), 0, DURATION_MAX_S, "5s", NULL,
-	 RELOAD, "DURATION", "close a connection without HELLO this long", NULL},
-	{"write-timeout", K_SECONDS, FIELD(write_timeout_s), 0, DURATION_MAX_S, "10s", NULL, RELOAD,
-	 "DURATION", "drop an answer not read this long, and its connection", NULL},
-	{"buffer-budget", K_SIZE, FIELD(buffer_budget), 1 << 20, SIZE_MAX_B, "256M", NULL, RELOAD,
-	 "SIZE",
-	 "request and reply buffers of all connections; a request or large reply past it gets "
-	 "EBUSY", NULL},
-	{"max-include-watches", K_COUNT, FIELD(max_include_watches), 0, 1 << 24, "32768", NULL,
-	 RESTART, "N", "inotify watches over all -I trees; 0: stat every header on each request",
-	 NULL},
-	{"gc-interval", K_SECONDS, FIELD(gc_interval_s), 0, DURATION_MAX_S, "3600s", NULL, RELOAD,
-	 "DURATION", "orphan collection, 0 never", NULL},
-	{"keep-requests", K_BOOL, FIELD(keep_requests), 0, 1, "yes", NULL, RELOAD, "yes|no",
-	 "keep each entry's request, for re-warm and export", NULL},
-	{"rewarm-workers", K_COUNT, FIELD(rewarm_workers), 1, 256, "1", NULL, RESTART, "N",
-	 "idle-priority workers re-compiling kept requests for a new toolchain (jitcachectl warm)",
-	 NULL},
-	{"rewarm-budget", K_SECONDS, FIELD(rewarm_budget_s), 0, DURATION_MAX_S, "0", NULL, RELOAD,
-	 "DURATION", "CPU time one re-warm may spend, 0 no limit", NULL},
-	{"group-shared", K_BOOL, FIELD(group_shared), 0, 1, "no", NULL, RESTART, "yes|no",
-	 "socket 0660 for the group; the cache directory stays the daemon's alone (0700)", NULL},
-	{"admin-group", K_CUSTOM, FIELD(admin_gid), 0, 0, NULL, read_admin_group, RELOAD, "GROUP",
-	 "may run ls/show/purge/gc/verify/stop for all", "none"},
-	{"allow-uids", K_CUSTOM, NOFIELD, 0, 0, NULL, read_allow_uids, RELOAD, "UID,...",
-	 "other uids allowed to connect", "all the socket admits"},
-	{"confinement", K_CUSTOM, FIELD(confinement), 0, 0, NULL, read_confinement, RESTART, "KIND",
-	 "the workers': auto, landlock, userns, none", "auto"},
-	{"allow-unconfined", K_BOOL, FIELD(allow_unconfined), 0, 1, "no", NULL, RESTART | OPT_ARG,
-	 "[=yes|no]", "serve other uids without confinement", NULL},
-	{"remote", K_CUSTOM, NOFIELD, 0, 0, NULL, read_remote_url, 0, "URL",
-	 "a fleet tier after the local one; several are asked in the order given: "
-	 "redis://HOST:PORT[/DB], redis+unix:///PATH, redis-cluster://HOST:PORT[,...], "
-	 "file:///DIR[?read-only&max-size=SIZE&lock-stale=DURATION] (a shared directory)", "none"},
-	{"remote-secret-file", K_TEXT, FIELD(remote.secret_file), 0, 0, NULL, NULL, 0, "FILE",
-	 "HMAC key of the fleet's values", "none"},
-	{"remote-unsigned", K_BOOL, FIELD(remote.unsigned_ok), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
-	 "no secret file: accept unsigned values, which anyone who can write to Redis can forge",
-	 NULL},
-	{"remote-password-file", K_TEXT, FIELD(remote.password_file), 0, 0, NULL, NULL, 0, "FILE",
-	 "Redis AUTH password, first line", "none"},
-	{"remote-read-only", K_BOOL, FIELD(remote.read_only), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
-	 "read Redis, never write it", NULL},
-	{"remote-ttl", K_SECONDS, FIELD(remote.ttl_s), 1, DURATION_MAX_S, "30d", NULL, 0,
-	 "DURATION", "lifetime of a value in Redis", NULL},
-	{"remote-timeout-ms", K_COUNT, FIELD(remote.timeout_ms), 1, 600000, "1000", NULL, 0, "N",
-	 "each Redis command at most, ms", NULL},
-	{"remote-max-object", K_SIZE, FIELD(remote.max_object), 1, SIZE_MAX_B, "64M", NULL, 0,
-	 "SIZE", "largest value written or accepted", NULL},
-	{"remote-lock-wait", K_SECONDS, FIELD(remote.lock_wait_s), 0, 86400, "10s", NULL, 0,
-	 "DURATION", "wait for a peer compiling the same key at most this long, then compile",
-	 NULL},
-	{"user", K_CUSTOM, FIELD(run_uid), 0, 0, NULL, read_user, RESTART, "USER",
-	 "bind the socket, then run as USER for good (as root; USER's groups)",
-	 "none: as started"},
-	{"group", K_CUSTOM, FIELD(run_gid), 0, 0, NULL, read_group, RESTART, "GROUP",
-	 "with --user: the group, also the socket's", "USER's"},
-	{"log-level", K_CUSTOM, NOFIELD, 0, 0, "notice", read_log_level, 0, "LEVEL",
-	 "err, warning, notice, info, debug", NULL},
+    {"cache-dir", K_TEXT, FIELD(cache_dir), 0, 0, NULL, NULL, RESTART | NONEMPTY, "DIR",
+     "the cache", "$JITCACHE_DIR, else $XDG_CACHE_HOME/jitcache, else ~/.cache/jitcache"},
+    {"socket", K_TEXT, FIELD(socket_path), 0, 0, NULL, NULL, RESTART | NONEMPTY, "PATH",
+     "where clients connect",
+     "$JITCACHE_SOCKET, else $XDG_RUNTIME_DIR/jitcached.sock, else DIR/jitcached.sock"},
+    {"max-size", K_SIZE, FIELD(max_size), 1, SIZE_MAX_B, JC_DEFAULT_MAX_SIZE, NULL, RELOAD, "SIZE",
+     "byte budget of the cache directory: entries (objects, logs, rows; failed ones too) and "
+     "its other files",
+     NULL},
+    {"user-max-size", K_SIZE, FIELD(user_max_size), 0, SIZE_MAX_B, "0", NULL, RELOAD, "SIZE",
+     "byte share of each uid (what its entries store, a shared one in full); its least "
+     "recently used go first, 0 none",
+     NULL},
+    {"negative-ttl", K_SECONDS, FIELD(negative_ttl_s), 0, DURATION_MAX_S, "300s", NULL, RELOAD,
+     "DURATION", "lifetime of a cached compile failure", NULL},
+    {"max-log-size", K_SIZE, FIELD(max_log_size), 0, SIZE_MAX_B, "1M", NULL, RELOAD, "SIZE",
+     "a compile log kept and answered: its first and last parts, at most this and a sixteenth "
+     "of --max-size",
+     NULL},
+    {"workers", K_COUNT, FIELD(workers), 1, 256, NULL, NULL, RESTART, "N",
+     "compile worker processes", "the CPUs online"},
+    {"user-max-workers", K_COUNT, FIELD(user_max_workers), 1, 256, NULL, NULL, RESTART, "N",
+     "workers one uid's compiles may hold at once; the uids take turns",
+     "half of --workers, at least 1, on a daemon serving other uids; else all"},
+    {"compile-timeout", K_SECONDS, FIELD(compile_timeout_s), 0, DURATION_MAX_S, "120s", NULL,
+     RELOAD, "DURATION", "per compile, 0 none", NULL},
+    {"worker-memory", K_SIZE, FIELD(worker_memory), 0, SIZE_MAX_B, "16G", NULL, RESTART, "SIZE",
+     "address space a worker may add, 0 none", NULL},
+    {"idle-timeout", K_SECONDS, FIELD(idle_timeout_s), 0, DURATION_MAX_S, "300s", NULL, RELOAD,
+     "DURATION", "close a connection silent this long, 0 never", NULL},
+    {"idle-exit", K_SECONDS, FIELD(idle_exit_s), 0, DURATION_MAX_S, "0", NULL, RELOAD, "DURATION",
+     "exit this long after the last connection closed, 0 never",
+     "0; a daemon the client library starts: 600s"},
+    {"serve-threads", K_COUNT, FIELD(serve_threads), 1, 64, NULL, NULL, RESTART, "N",
+     "threads serving clients, each with its own loop; hits are answered there",
+     "the CPUs online, at most 64"},
+    {"max-connections", K_COUNT, FIELD(max_connections), 1, 1000000, "1024", NULL, RELOAD, "N",
+     "clients at once", NULL},
+    {"max-connections-per-uid", K_COUNT, FIELD(max_connections_per_uid), 1, 1000000, "128", NULL,
+     RELOAD, "N", "of one uid (not root's, not ours) at once", NULL},
+    {"handshake-timeout", K_SECONDS, FIELD(handshake_timeout_s), 0, DURATION_MAX_S, "5s", NULL,
+     RELOAD, "DURATION", "close a connection without HELLO this long", NULL},
+    {"write-timeout", K_SECONDS, FIELD(write_timeout_s), 0, DURATION_MAX_S, "10s", NULL, RELOAD,
+     "DURATION", "drop an answer not read this long, and its connection", NULL},
+    {"buffer-budget", K_SIZE, FIELD(buffer_budget), 1 << 20, SIZE_MAX_B, "256M", NULL, RELOAD,
+     "SIZE",
+     "request and reply buffers of all connections; a request or large reply past it gets "
+     "EBUSY",
+     NULL},
+    {"max-include-watches", K_COUNT, FIELD(max_include_watches), 0, 1 << 24, "32768", NULL, RESTART,
+     "N", "inotify watches over all -I trees; 0: stat every header on each request", NULL},
+    {"gc-interval", K_SECONDS, FIELD(gc_interval_s), 0, DURATION_MAX_S, "3600s", NULL, RELOAD,
+     "DURATION", "orphan collection, 0 never", NULL},
+    {"keep-requests", K_BOOL, FIELD(keep_requests), 0, 1, "yes", NULL, RELOAD, "yes|no",
+     "keep each entry's request, for re-warm and export", NULL},
+    {"rewarm-workers", K_COUNT, FIELD(rewarm_workers), 1, 256, "1", NULL, RESTART, "N",
+     "idle-priority workers re-compiling kept requests for a new toolchain (jitcachectl warm)",
+     NULL},
+    {"rewarm-budget", K_SECONDS, FIELD(rewarm_budget_s), 0, DURATION_MAX_S, "0", NULL, RELOAD,
+     "DURATION", "CPU time one re-warm may spend, 0 no limit", NULL},
+    {"group-shared", K_BOOL, FIELD(group_shared), 0, 1, "no", NULL, RESTART, "yes|no",
+     "socket 0660 for the group; the cache directory stays the daemon's alone (0700)", NULL},
+    {"admin-group", K_CUSTOM, FIELD(admin_gid), 0, 0, NULL, read_admin_group, RELOAD, "GROUP",
+     "may run ls/show/purge/gc/verify/stop for all", "none"},
+    {"allow-uids", K_CUSTOM, NOFIELD, 0, 0, NULL, read_allow_uids, RELOAD, "UID,...",
+     "other uids allowed to connect", "all the socket admits"},
+    {"confinement", K_CUSTOM, FIELD(confinement), 0, 0, NULL, read_confinement, RESTART, "KIND",
+     "the workers': auto, landlock, userns, none", "auto"},
+    {"allow-unconfined", K_BOOL, FIELD(allow_unconfined), 0, 1, "no", NULL, RESTART | OPT_ARG,
+     "[=yes|no]", "serve other uids without confinement", NULL},
+    {"remote", K_CUSTOM, NOFIELD, 0, 0, NULL, read_remote_url, 0, "URL",
+     "a fleet tier after the local one; several are asked in the order given: "
+     "redis://HOST:PORT[/DB], redis+unix:///PATH, redis-cluster://HOST:PORT[,...], "
+     "file:///DIR[?read-only&max-size=SIZE&lock-stale=DURATION] (a shared directory)",
+     "none"},
+    {"remote-secret-file", K_TEXT, FIELD(remote.secret_file), 0, 0, NULL, NULL, 0, "FILE",
+     "HMAC key of the fleet's values", "none"},
+    {"remote-unsigned", K_BOOL, FIELD(remote.unsigned_ok), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
+     "no secret file: accept unsigned values, which anyone who can write to Redis can forge", NULL},
+    {"remote-password-file", K_TEXT, FIELD(remote.password_file), 0, 0, NULL, NULL, 0, "FILE",
+     "Redis AUTH password, first line", "none"},
+    {"remote-read-only", K_BOOL, FIELD(remote.read_only), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
+     "read Redis, never write it", NULL},
+    {"remote-ttl", K_SECONDS, FIELD(remote.ttl_s), 1, DURATION_MAX_S, "30d", NULL, 0, "DURATION",
+     "lifetime of a value in Redis", NULL},
+    {"remote-timeout-ms", K_COUNT, FIELD(remote.timeout_ms), 1, 600000, "1000", NULL, 0, "N",
+     "each Redis command at most, ms", NULL},
+    {"remote-max-object", K_SIZE, FIELD(remote.max_object), 1, SIZE_MAX_B, "64M", NULL, 0, "SIZE",
+     "largest value written or accepted", NULL},
+    {"remote-lock-wait", K_SECONDS, FIELD(remote.lock_wait_s), 0, 86400, "10s", NULL, 0, "DURATION",
+     "wait for a peer compiling the same key at most this long, then compile", NULL},
+    {"user", K_CUSTOM, FIELD(run_uid), 0, 0, NULL, read_user, RESTART, "USER",
+     "bind the socket, then run as USER for good (as root; USER's groups)", "none: as started"},
+    {"group", K_CUSTOM, FIELD(run_gid), 0, 0, NULL, read_group, RESTART, "GROUP",
+     "with --user: the group, also the socket's", "USER's"},
+    {"log-level", K_CUSTOM, NOFIELD, 0, 0, "notice", read_log_level, 0, "LEVEL",
+     "err, warning, notice, info, debug", NULL},
 };
 #define N_SETTINGS (sizeof(table) / sizeof(table[0]))
 
@@ -203,7 +205,9 @@ static void usage(FILE *f)
 		int n = snprintf(head, sizeof(head), "  --%s%s%s", t->name,
 				 t->arg[0] && t->arg[0] != '[' ? " " : "", t->arg);
 		snprintf(text, sizeof(text), "%s [%s]", t->help,
-			 t->shown ? t->shown : t->def ? t->def : "none");
+			 t->shown ? t->shown
+			 : t->def ? t->def
+				  : "none");
 		fprintf(f, "%s%*s", head, n < 26 ? 27 - n : 2, "");
 		int col = n < 26 ? 27 : n + 2, first = 1;
 		for (const char *w = text; *w; first = 0) {
@@ -264,7 +268,8 @@ static void set_number(struct jc_config *c, const struct setting *t, int64_t v)
 /* yes/true/on/1 or no/false/off/0 into *out; JC_EINVAL otherwise. */
 static int parse_bool(const char *v, int *out)
 {
-	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false",
+										    "off", "0"};
 	for (size_t i = 0; i < 4; i++) {
 		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
 			*out = strcasecmp(v, yes[i]) == 0;
@@ -341,14 +346,16 @@ static int set_option(struct settings *s, const char *name, const char *value)
 	if (rc == JC_EINVAL)
 		snprintf(s->err, sizeof(s->err), "bad value '%s' for %s", value, name);
 	else if (rc == 1 && t->kind == K_SECONDS && t->max == DURATION_MAX_S)
-		snprintf(s->err, sizeof(s->err), "%s %s is out of range (at most 10 years, %" PRId64
-			 " s)", name, value, t->max);
+		snprintf(s->err, sizeof(s->err),
+			 "%s %s is out of range (at most 10 years, %" PRId64 " s)", name, value,
+			 t->max);
 	else if (rc == 1 && t->kind == K_SIZE)
-		snprintf(s->err, sizeof(s->err), "%s %s is out of range (%" PRId64 " bytes to 4 EiB)",
-			 name, value, t->min);
+		snprintf(s->err, sizeof(s->err),
+			 "%s %s is out of range (%" PRId64 " bytes to 4 EiB)", name, value, t->min);
 	else if (rc == 1)
-		snprintf(s->err, sizeof(s->err), "%s %s is out of range (%" PRId64 " to %" PRId64 "%s)",
-			 name, value, t->min, t->max, t->kind == K_SECONDS ? " s" : "");
+		snprintf(s->err, sizeof(s->err),
+			 "%s %s is out of range (%" PRId64 " to %" PRId64 "%s)", name, value,
+			 t->min, t->max, t->kind == K_SECONDS ? " s" : "");
 	else
 		set_number(s->cfg, t, v);
 	return rc == 0 ? 0 : JC_EINVAL;
@@ -457,7 +464,8 @@ static int read_remote_url(struct settings *s, const char *value)
 {
 	char err[256];
 	if (*value && jc__remote_url_check(value, err, sizeof(err)) != 0) {
-		snprintf(s->err, sizeof(s->err), "bad value '%.80s' for remote: %.150s", value, err);
+		snprintf(s->err, sizeof(s->err), "bad value '%.80s' for remote: %.150s", value,
+			 err);
 		return JC_EINVAL;
 	}
 	if (s->remote_source != s->source || !*value)
@@ -475,8 +483,10 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 	struct settings *s = user;
 	if (section[0] && strcmp(section, "jitcached") != 0) {
 		/* Not ours (another tool's section), but never silently. */
-		jc_log_warn(MAIN, "%s:%d: '%s' under [%s] is ignored: jitcached reads the settings "
-			    "before any section and under [jitcached]", s->path, s->line, name, section);
+		jc_log_warn(MAIN,
+			    "%s:%d: '%s' under [%s] is ignored: jitcached reads the settings "
+			    "before any section and under [jitcached]",
+			    s->path, s->line, name, section);
 		return 1;
 	}
 	return set_option(s, name, value) == 0;
@@ -493,8 +503,8 @@ static char *ini_read_line(char *str, int num, void *stream)
 
 /* How read_config treats a file it cannot open. */
 enum conf_need {
-	CONF_REQUIRED,   /* --config FILE: must be there and readable */
-	CONF_OPTIONAL,   /* the system file: may be missing, must be readable when there */
+	CONF_REQUIRED,	 /* --config FILE: must be there and readable */
+	CONF_OPTIONAL,	 /* the system file: may be missing, must be readable when there */
 	CONF_IF_READABLE /* the per-user file: skipped with a warning when unreadable (a daemon
 			    started by root, or with --user, from another user's shell) */
 };
@@ -507,7 +517,8 @@ static int read_config(struct settings *s, const char *path, enum conf_need need
 		if (need != CONF_REQUIRED && errno == ENOENT)
 			return 0;
 		if (need == CONF_IF_READABLE && (errno == EACCES || errno == EPERM)) {
-			jc_log_warn(MAIN, "%s is not readable (%s): skipped", path, strerror(errno));
+			jc_log_warn(MAIN, "%s is not readable (%s): skipped", path,
+				    strerror(errno));
 			return 0;
 		}
 		jc_log_err(MAIN, "cannot read %s: %s", path, strerror(errno));
@@ -556,9 +567,9 @@ static int parse_args(struct settings *s, int argc, char **argv, int apply)
 {
 	struct option opts[N_SETTINGS + 4];
 	for (size_t i = 0; i < N_SETTINGS; i++)
-		opts[i] = (struct option){table[i].name,
-					  table[i].flags & OPT_ARG ? optional_argument : required_argument,
-					  NULL, 0};
+		opts[i] = (struct option){
+		    table[i].name, table[i].flags & OPT_ARG ? optional_argument : required_argument,
+		    NULL, 0};
 	opts[N_SETTINGS] = (struct option){"config", required_argument, NULL, 'c'};
 	opts[N_SETTINGS + 1] = (struct option){"help", no_argument, NULL, 'h'};
 	opts[N_SETTINGS + 2] = (struct option){"version", no_argument, NULL, 'V'};
@@ -619,7 +630,8 @@ static int resolve_paths(struct jc_config *c)
 	char buf[4096];
 	if (!c->cache_dir) {
 		if (jc__default_cache_dir(buf, sizeof(buf)) != 0) {
-			jc_log_err(MAIN, "no cache directory: set --cache-dir, JITCACHE_DIR or HOME");
+			jc_log_err(MAIN,
+				   "no cache directory: set --cache-dir, JITCACHE_DIR or HOME");
 			return 2;
 		}
 		c->cache_dir = strdup(buf);
@@ -649,7 +661,8 @@ void jc__settings_fit_connections(struct jc_config *c)
 		return;
 	rlim_t need = (rlim_t)c->max_connections + reserve, want = need + need / 3 + 1;
 	if (rl.rlim_cur < want) {
-		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+		rl.rlim_cur =
+		    rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
@@ -697,18 +710,21 @@ void jc__settings_apply(struct jc_config *c, struct jc_config *fresh, int log_le
 		if ((t->flags & RELOAD) && t->size) {
 			int64_t was = number_of(c, t), now = number_of(fresh, t);
 			if (was != now)
-				jc_log_notice(MAIN, "SIGHUP: %s %" PRId64 " -> %" PRId64, t->name, was, now);
+				jc_log_notice(MAIN, "SIGHUP: %s %" PRId64 " -> %" PRId64, t->name,
+					      was, now);
 			set_number(c, t, now);
 		} else if ((t->flags & RESTART) && t->size) {
-			int changed = t->kind == K_TEXT
-					      ? strcmp(*(char **)field_of(c, t), *(char **)field_of(fresh, t))
-					      : number_of(c, t) != number_of(fresh, t);
+			int changed = t->kind == K_TEXT ? strcmp(*(char **)field_of(c, t),
+								 *(char **)field_of(fresh, t))
+							: number_of(c, t) != number_of(fresh, t);
 			if (changed)
-				jc_log_warn(MAIN, "SIGHUP: %s changed; it takes effect at the next start",
+				jc_log_warn(MAIN,
+					    "SIGHUP: %s changed; it takes effect at the next start",
 					    t->name);
 		}
 		if (t->flags & RELOAD)
-			snprintf(taken + strlen(taken), sizeof(taken) - strlen(taken), ", %s", t->name);
+			snprintf(taken + strlen(taken), sizeof(taken) - strlen(taken), ", %s",
+				 t->name);
 	}
 	free(c->allow_uids);
 	c->allow_uids = fresh->allow_uids;

@@ -21,40 +21,41 @@
 struct jc_config {
 	char *cache_dir;
 	char *socket_path;
-	char *worker_path;        /* jitcache-worker executable */
-	uint64_t max_size;        /* byte budget of the cache directory (evict.h) */
-	uint64_t user_max_size;   /* byte share of each uid: its entries' charges (evict.h); 0 = none */
-	int64_t negative_ttl_s;   /* lifetime of a negative entry */
-	uint64_t max_log_size;    /* a compile log kept (flight.c), also capped at max_size / 16 */
-	int workers;              /* compile worker processes */
-	int user_max_workers;     /* of one uid's compiles at once (pool.h); 0 = the default */
-	int compile_timeout_s;    /* per compile; 0 = none */
-	uint64_t worker_memory;   /* RLIMIT_AS of a worker in bytes; 0 = none */
-	int idle_timeout_s;       /* a connection silent this long is closed */
-	int handshake_timeout_s;  /* a connection without HELLO this long is closed */
-	int write_timeout_s;      /* an answer not taken this long is dropped, with its connection */
-	int max_connections;      /* client connections at once; more are refused */
+	char *worker_path; /* jitcache-worker executable */
+	uint64_t max_size; /* byte budget of the cache directory (evict.h) */
+	uint64_t
+	    user_max_size; /* byte share of each uid: its entries' charges (evict.h); 0 = none */
+	int64_t negative_ttl_s;	 /* lifetime of a negative entry */
+	uint64_t max_log_size;	 /* a compile log kept (flight.c), also capped at max_size / 16 */
+	int workers;		 /* compile worker processes */
+	int user_max_workers;	 /* of one uid's compiles at once (pool.h); 0 = the default */
+	int compile_timeout_s;	 /* per compile; 0 = none */
+	uint64_t worker_memory;	 /* RLIMIT_AS of a worker in bytes; 0 = none */
+	int idle_timeout_s;	 /* a connection silent this long is closed */
+	int handshake_timeout_s; /* a connection without HELLO this long is closed */
+	int write_timeout_s;	 /* an answer not taken this long is dropped, with its connection */
+	int max_connections;	 /* client connections at once; more are refused */
 	int max_connections_per_uid; /* of one uid other than root and ours; more are refused */
-	uint64_t buffer_budget;   /* bytes of request and reply buffers (server.c) */
-	int group_shared;         /* socket 0660 (group access); the cache dir stays ours alone */
-	int test_faults;          /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
-	uid_t *allow_uids;        /* clients allowed besides root and our uid; none = all */
+	uint64_t buffer_budget;	     /* bytes of request and reply buffers (server.c) */
+	int group_shared;  /* socket 0660 (group access); the cache dir stays ours alone */
+	int test_faults;   /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
+	uid_t *allow_uids; /* clients allowed besides root and our uid; none = all */
 	size_t n_allow_uids;
-	gid_t admin_gid;          /* may run privileged admin commands; -1 = none */
-	int64_t gc_interval_s;    /* periodic collector (evict.c); 0 = never */
-	int confinement;          /* --confinement: enum jc_confine, or -1 = the best there is */
-	int allow_unconfined;     /* a daemon serving other uids may run without confinement */
+	gid_t admin_gid;       /* may run privileged admin commands; -1 = none */
+	int64_t gc_interval_s; /* periodic collector (evict.c); 0 = never */
+	int confinement;       /* --confinement: enum jc_confine, or -1 = the best there is */
+	int allow_unconfined;  /* a daemon serving other uids may run without confinement */
 	uint32_t max_include_watches; /* inotify watches for include trees (watch.h); 0 = none */
-	int idle_exit_s;          /* exit this long after the last connection closed; 0 = never */
-	int keep_requests;        /* keep each entry's request (core/kept.h) for re-warm and export */
-	int rewarm_workers;       /* idle-priority workers for re-warm compiles (rewarm.c) */
-	int serve_threads;        /* threads serving clients (server.c), 1 to 64 */
-	int64_t rewarm_budget_s;  /* CPU seconds one re-warm may spend; 0 = no limit */
+	int idle_exit_s;    /* exit this long after the last connection closed; 0 = never */
+	int keep_requests;  /* keep each entry's request (core/kept.h) for re-warm and export */
+	int rewarm_workers; /* idle-priority workers for re-warm compiles (rewarm.c) */
+	int serve_threads;  /* threads serving clients (server.c), 1 to 64 */
+	int64_t rewarm_budget_s;	/* CPU seconds one re-warm may spend; 0 = no limit */
 	struct jc_remote_config remote; /* the remote tier (remote.h) */
-	char *run_user;           /* --user: run as this user once the socket is bound; NULL = as started */
-	uid_t run_uid;            /* its uid */
-	gid_t run_gid;            /* --group's gid, else run_user's primary group */
-	int run_group_set;        /* --group was given */
+	char *run_user; /* --user: run as this user once the socket is bound; NULL = as started */
+	uid_t run_uid;	/* its uid */
+	gid_t run_gid;	/* --group's gid, else run_user's primary group */
+	int run_group_set; /* --group was given */
 };
 
 /*

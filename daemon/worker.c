@@ -9,8 +9,8 @@
  * memory blow-up here costs the daemon one worker, never its own life: it
  * kills and replaces us.
  *
- * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE] [--tmp DIR] [--idle]   (not for humans; see worker.h)
- *        jitcache-worker --identity   (the toolchain summary a start now loads)
+ * Usage: jitcache-worker [--memory-limit BYTES] [--confine MODE] [--tmp DIR] [--idle]   (not for
+ * humans; see worker.h) jitcache-worker --identity   (the toolchain summary a start now loads)
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -18,11 +18,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <nvrtc.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -61,8 +61,10 @@ static void name_compiler(void)
 	char err[512] = "";
 	if (jc__toolchain_probe_compiler(&tc, err, sizeof(err)) != 0 ||
 	    jc__toolchain_compiler(&tc, compiler_id, sizeof(compiler_id)) != 0) {
-		jc_log_err(WORKER, "cannot name the loaded compiler (%s): no result of this worker "
-			   "will be stored", err[0] ? err : "identity too long");
+		jc_log_err(WORKER,
+			   "cannot name the loaded compiler (%s): no result of this worker "
+			   "will be stored",
+			   err[0] ? err : "identity too long");
 		compiler_id[0] = '\0';
 	}
 }
@@ -70,9 +72,8 @@ static void name_compiler(void)
 /* The toolkit, linked in (the client library reaches it through dlopen). */
 static const struct jc_nv nv = {
 #define DIRECT_NVRTC(ret, name, params, args, use) JC_NVRTC_IF_##use(.name = name, )
-#define DIRECT(f) .f = f,
-	JC_NVRTC_FUNCTIONS(DIRECT_NVRTC)
-	JC_NVJITLINK_FNS(DIRECT) JC_NVJITLINK_UNVERSIONED_FNS(DIRECT)
+#define DIRECT(f)				   .f = f,
+    JC_NVRTC_FUNCTIONS(DIRECT_NVRTC) JC_NVJITLINK_FNS(DIRECT) JC_NVJITLINK_UNVERSIONED_FNS(DIRECT)
 #undef DIRECT
 #undef DIRECT_NVRTC
 	.has_nvjitlink = 1,
@@ -101,15 +102,18 @@ static int test_fault(uint32_t fault, struct jc_res *res)
 			pause();
 	case JC_FAULT_ALLOC:
 		if (!mem_limit) {
-			jc__nv_set_message(res, JC_EINVAL, "test fault alloc needs a worker memory limit "
-				    "(--worker-memory)");
+			jc__nv_set_message(res, JC_EINVAL,
+					   "test fault alloc needs a worker memory limit "
+					   "(--worker-memory)");
 			return res->status;
 		}
 		for (size_t mib = 0;; mib += 64) {
 			char *p = malloc(64u << 20);
 			if (!p) {
-				jc_log_err(WORKER, "test fault alloc: allocation failed after %zu MiB "
-					   "(limit %llu MiB)", mib, (unsigned long long)(mem_limit >> 20));
+				jc_log_err(WORKER,
+					   "test fault alloc: allocation failed after %zu MiB "
+					   "(limit %llu MiB)",
+					   mib, (unsigned long long)(mem_limit >> 20));
 				_exit(JC_WORKER_EXIT_NOMEM);
 			}
 			memset(p, 1, 64u << 20);
@@ -133,7 +137,8 @@ static void run_job(const struct jc_req *req, struct jc_res *res)
 		jc__nv_run_job(&nv, req, res);
 	}
 	if (res->status == JC_ENOMEM && mem_limit && res->message)
-		jc__nv_set_message(res, JC_ENOMEM, "%s (worker memory limit %llu MiB: --worker-memory)",
+		jc__nv_set_message(res, JC_ENOMEM,
+				   "%s (worker memory limit %llu MiB: --worker-memory)",
 				   res->message, (unsigned long long)(mem_limit >> 20));
 }
 
@@ -168,7 +173,8 @@ static void apply_memory_limit(void)
 	struct rlimit rl = {.rlim_cur = base + mem_limit, .rlim_max = base + mem_limit};
 	if (base == 0 || base + mem_limit < base || setrlimit(RLIMIT_AS, &rl) != 0)
 		jc_log_warn(WORKER, "cannot set a memory limit of %llu bytes: %s",
-			    (unsigned long long)mem_limit, base ? strerror(errno) : "no /proc/self/statm");
+			    (unsigned long long)mem_limit,
+			    base ? strerror(errno) : "no /proc/self/statm");
 }
 
 /* The toolkit tree of the loaded libnvrtc: realpath of <its directory>/..
@@ -178,7 +184,8 @@ static void toolkit_root(char *out, size_t len)
 	Dl_info info;
 	char real[PATH_MAX];
 	out[0] = '\0';
-	if (!dladdr((void *)nvrtcVersion, &info) || !info.dli_fname || !realpath(info.dli_fname, real))
+	if (!dladdr((void *)nvrtcVersion, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, real))
 		return;
 	for (int up = 0; up < 2; up++) {
 		char *slash = strrchr(real, '/');
@@ -260,9 +267,9 @@ static void warm_up(void)
  * removes the directory when the child is done. The client's directories
  * are never opened: they are strings here.
  */
-static char tree_root[PATH_MAX];   /* "" when the job has no tree */
-static const char *tmp_dir;        /* --tmp: the daemon's DIR/tmp, where trees go */
-static struct jc_strv tree_dirs;   /* the client's include_dirs of that job */
+static char tree_root[PATH_MAX]; /* "" when the job has no tree */
+static const char *tmp_dir;	 /* --tmp: the daemon's DIR/tmp, where trees go */
+static struct jc_strv tree_dirs; /* the client's include_dirs of that job */
 
 /* In the job's child: deps under TREE/I/ renamed to the client's dir I. */
 static void tree_name_deps(struct jc_res *res)
@@ -298,8 +305,8 @@ static void drop_cwd_probes(struct jc_res *res, const char *cwd)
 	size_t cl = strlen(cwd), k = 0;
 	for (size_t i = 0; i < res->n_deps; i++) {
 		struct jc_dep *d = &res->deps[i];
-		if (d->kind == JC_DEP_ABSENT && strncmp(d->path, cwd, cl) == 0 && d->path[cl] == '/' &&
-		    !strchr(d->path + cl + 1, '/')) {
+		if (d->kind == JC_DEP_ABSENT && strncmp(d->path, cwd, cl) == 0 &&
+		    d->path[cl] == '/' && !strchr(d->path + cl + 1, '/')) {
 			free(d->path);
 			continue;
 		}
@@ -343,7 +350,8 @@ static int tree_write(struct jc_req *req, const char *tk_include, char *err, siz
 	}
 	if (!mkdtemp(tree_root)) {
 		tree_root[0] = '\0';
-		return jc__fail(err, errlen, JC_EIO, "cannot make a directory for the sent headers: %s",
+		return jc__fail(err, errlen, JC_EIO,
+				"cannot make a directory for the sent headers: %s",
 				strerror(errno));
 	}
 	struct jc_strv opts = {0}, dirs = {0};
@@ -367,11 +375,14 @@ static int tree_write(struct jc_req *req, const char *tk_include, char *err, siz
 		snprintf(path, sizeof(path), "%zu%s%s", top, rel[0] ? "/" : "", rel);
 		int claimed = 0;
 		for (size_t k = 0; k < req->n_tree && !claimed; k++)
-			claimed = req->tree[k].type == JC_TREE_TOOLKIT && strcmp(req->tree[k].name, path) == 0;
+			claimed = req->tree[k].type == JC_TREE_TOOLKIT &&
+				  strcmp(req->tree[k].name, path) == 0;
 		if (claimed && !jc__inc_in_toolkit(tk_include, req->include_dirs.v[i])) {
-			rc = jc__fail(err, errlen, JC_EINVAL, "include dir %s is sent as the toolkit's but "
-				      "is not inside the daemon's toolkit include tree %s",
-				      req->include_dirs.v[i], tk_include[0] ? tk_include : "(none)");
+			rc =
+			    jc__fail(err, errlen, JC_EINVAL,
+				     "include dir %s is sent as the toolkit's but "
+				     "is not inside the daemon's toolkit include tree %s",
+				     req->include_dirs.v[i], tk_include[0] ? tk_include : "(none)");
 			break;
 		}
 		if (claimed) {
@@ -380,19 +391,21 @@ static int tree_write(struct jc_req *req, const char *tk_include, char *err, siz
 		}
 		snprintf(path, sizeof(path), "%s/%zu%s%s/", tree_root, top, rel[0] ? "/" : "", rel);
 		rc = tree_mkdirs(path, strlen(tree_root) + 1) == 0
-		     ? (path[strlen(path) - 1] = '\0', jc__strv_push(&dirs, path))
-		     : jc__fail(err, errlen, JC_EIO, "mkdir %s: %s", path, strerror(errno));
+			 ? (path[strlen(path) - 1] = '\0', jc__strv_push(&dirs, path))
+			 : jc__fail(err, errlen, JC_EIO, "mkdir %s: %s", path, strerror(errno));
 	}
 	jc__inc_tops_free(tops);
 	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
 		const struct jc_blob *b = &req->tree[i];
 		if (b->type == JC_TREE_ABSENT || b->type == JC_TREE_TOOLKIT)
 			continue;
-		if (b->type == JC_TREE_DIR) { /* walked by the client: exists here too, maybe empty */
+		if (b->type ==
+		    JC_TREE_DIR) { /* walked by the client: exists here too, maybe empty */
 			snprintf(path, sizeof(path), "%s/%s/", tree_root, b->name);
 			if (tree_mkdirs(path, strlen(tree_root) + 1) != 0)
-				rc = jc__fail(err, errlen, JC_EINVAL, "cannot make the sent directory %s: %s",
-					      b->name, strerror(errno));
+				rc = jc__fail(err, errlen, JC_EINVAL,
+					      "cannot make the sent directory %s: %s", b->name,
+					      strerror(errno));
 			continue;
 		}
 		if (b->type != JC_TREE_FILE) {
@@ -401,11 +414,13 @@ static int tree_write(struct jc_req *req, const char *tk_include, char *err, siz
 		}
 		int n = snprintf(path, sizeof(path), "%s/%s", tree_root, b->name);
 		int fd = -1;
-		if (n < 0 || (size_t)n >= sizeof(path) || tree_mkdirs(path, strlen(tree_root) + 1) != 0 ||
-		    (fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0 ||
+		if (n < 0 || (size_t)n >= sizeof(path) ||
+		    tree_mkdirs(path, strlen(tree_root) + 1) != 0 ||
+		    (fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) <
+			0 ||
 		    jc__io_write_all(fd, b->data, b->size) != 0)
-			rc = jc__fail(err, errlen, JC_EINVAL, "cannot write the sent header %s: %s", b->name,
-				      strerror(errno));
+			rc = jc__fail(err, errlen, JC_EINVAL, "cannot write the sent header %s: %s",
+				      b->name, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 	}
@@ -442,7 +457,8 @@ static int answer_error(int rc, const char *msg)
 	struct jc_buf out = {0};
 	jc__res_init(&res);
 	jc__nv_set_message(&res, rc, "%s", msg);
-	int bad = jc__encode_res(&out, &res) != 0 || jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
+	int bad = jc__encode_res(&out, &res) != 0 ||
+		  jc__io_write_all(STDIN_FILENO, out.data, out.len) != 0;
 	jc__res_clear(&res);
 	jc__buf_free(&out);
 	return bad;
@@ -451,8 +467,7 @@ static int answer_error(int rc, const char *msg)
 /* Runs one job (the payload of a COMPILE frame) in this process, a child
  * made for it or the confined helper (then confined is 1: it already is),
  * and writes its RESULT frame to fd 0. Returns 0, or 1 when it could not. */
-static int run_job_here(const struct jc_buf *in, const char *tk_root, const char *cwd,
-			int confined)
+static int run_job_here(const struct jc_buf *in, const char *tk_root, const char *cwd, int confined)
 {
 	struct jc_req req = {0};
 	struct jc_res res;
@@ -466,7 +481,7 @@ static int run_job_here(const struct jc_buf *in, const char *tk_root, const char
 		jc__nv_set_message(&res, JC_ENOMEM, "worker out of memory");
 	} else if (!confined && (rc = jc__wfs_confine(confine_mode, err, sizeof(err))) != 0) {
 		jc__nv_set_message(&res, rc, "cannot confine the compile (%s): %s; not compiled",
-			    jc__confine_name(confine_mode), err);
+				   jc__confine_name(confine_mode), err);
 		jc__wfs_end(&res);
 	} else {
 		run_job(&req, &res);
@@ -570,9 +585,10 @@ static void helper_main(int fd, const char *tk_root, const char *cwd)
 		uint16_t type;
 		if (jc__io_read_frame(fd, &in, &type, NULL, -1) != 0)
 			_exit(0); /* the worker is gone */
-		if (rc != 0) { /* answer with the reason, as a child would */
+		if (rc != 0) {	  /* answer with the reason, as a child would */
 			char msg[700];
-			snprintf(msg, sizeof(msg), "cannot confine the compile (%s): %s; not compiled",
+			snprintf(msg, sizeof(msg),
+				 "cannot confine the compile (%s): %s; not compiled",
 				 jc__confine_name(confine_mode), err);
 			if (answer_error(rc, msg) != 0)
 				_exit(1);
@@ -721,10 +737,11 @@ int main(int argc, char **argv)
 			return print_identity();
 		} else if (strcmp(argv[i], "--idle") == 0) {
 			if (make_idle() != 0)
-				jc_log_warn(WORKER, "cannot lower this re-warm worker's priority: %s",
+				jc_log_warn(WORKER,
+					    "cannot lower this re-warm worker's priority: %s",
 					    strerror(errno));
 		} else if (i + 1 < argc && strcmp(argv[i], "--memory-limit") == 0 &&
-		    parse_size(argv[i + 1], &mem_limit) == 0) {
+			   parse_size(argv[i + 1], &mem_limit) == 0) {
 			i++;
 		} else if (i + 1 < argc && strcmp(argv[i], "--confine") == 0 &&
 			   (confine_mode = jc__confine_parse(argv[i + 1])) >= 0) {
@@ -732,10 +749,12 @@ int main(int argc, char **argv)
 		} else if (i + 1 < argc && strcmp(argv[i], "--tmp") == 0 && argv[i + 1][0] == '/') {
 			tmp_dir = argv[++i];
 		} else {
-			fprintf(stderr, "usage: jitcache-worker [--memory-limit BYTES] [--confine "
-				"none|landlock|userns] [--tmp DIR] [--idle] | --identity (started by "
-				"jitcached): bad argument %s\n",
-				argv[i]);
+			fprintf(
+			    stderr,
+			    "usage: jitcache-worker [--memory-limit BYTES] [--confine "
+			    "none|landlock|userns] [--tmp DIR] [--idle] | --identity (started by "
+			    "jitcached): bad argument %s\n",
+			    argv[i]);
 			return JC_WORKER_EXIT_USAGE;
 		}
 	}
@@ -766,7 +785,8 @@ int main(int argc, char **argv)
 		if (rc == JC_EIO)
 			break; /* daemon closed the pipe: exit quietly */
 		if (rc != 0 || type != JC_MSG_COMPILE) {
-			jc_log_err(WORKER, "bad frame from daemon (%s)", jc_strerror(rc ? rc : JC_EPROTO));
+			jc_log_err(WORKER, "bad frame from daemon (%s)",
+				   jc_strerror(rc ? rc : JC_EPROTO));
 			break;
 		}
 		switch (job_kind(&in)) {

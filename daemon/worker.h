@@ -29,7 +29,7 @@
 enum {
 	JC_WORKER_EXIT_USAGE = 2, /* bad command line */
 	JC_WORKER_EXIT_NOMEM = 3, /* an allocation failed under its memory limit */
-	JC_WORKER_EXIT_CWD = 4,   /* the working directory is not private and empty */
+	JC_WORKER_EXIT_CWD = 4,	  /* the working directory is not private and empty */
 };
 
 #endif

@@ -12,9 +12,9 @@
 #include <limits.h>
 #include <linux/landlock.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +35,7 @@
 
 #define MAX_DEPS 200000
 /* The interposers must be in the executable's dynamic symbol table. */
-#define JC_INTERPOSE __attribute__((visibility("default")))
+#define JC_INTERPOSE	  __attribute__((visibility("default")))
 #define MAX_REFUSAL_LINES 32
 
 /* --- the record ------------------------------------------------------------------ */
@@ -46,12 +46,12 @@ static char cwd[PATH_MAX];
 /* A name-free job's (req.h) program directory, folded, or "": its client
  * found none of the quoted includes NVRTC looks for there first (docs/shim.md) */
 static char progdir[PATH_MAX];
-static char **roots;      /* allowed roots: as given and as realpath'd, toolkit first */
+static char **roots; /* allowed roots: as given and as realpath'd, toolkit first */
 static size_t n_roots, n_toolkit_roots;
 static struct jc_dep *deps;
 static size_t n_deps, cap_deps;
 static int overflow, oom;
-static char *refusals;    /* log lines */
+static char *refusals; /* log lines */
 static size_t refusals_len;
 static int n_refusals;
 
@@ -107,8 +107,8 @@ static void refusal(const char *path, const char *why)
 	for (size_t i = 0; refusals && i < refusals_len;) { /* one line per path */
 		const char *line = refusals + i, *nl = strchr(line, '\n');
 		size_t plen = strlen(path);
-		if (strncmp(line, "jitcache: refused ", 18) == 0 && strncmp(line + 18, path, plen) == 0 &&
-		    line[18 + plen] == ':')
+		if (strncmp(line, "jitcache: refused ", 18) == 0 &&
+		    strncmp(line + 18, path, plen) == 0 && line[18 + plen] == ':')
 			return;
 		i = (size_t)(nl - refusals) + 1;
 	}
@@ -203,21 +203,24 @@ static enum verdict judge(const char *path, char *abs, size_t len)
 
 static const char *special_kind(mode_t m)
 {
-	return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-	       : S_ISSOCK(m) ? "a socket" : "not a regular file";
+	return S_ISFIFO(m)   ? "a FIFO"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+	       : S_ISSOCK(m) ? "a socket"
+			     : "not a regular file";
 }
 
 #define OUTSIDE "outside the toolkit tree and the request's include directories"
 
 /* --- the real calls ------------------------------------------------------------------ */
 
-#define REAL(name, ret, ...)                                                           \
-	static ret (*real_##name)(__VA_ARGS__);                                        \
-	static ret (*get_##name(void))(__VA_ARGS__)                                    \
-	{                                                                              \
-		if (!real_##name)                                                      \
-			*(void **)&real_##name = dlsym(RTLD_NEXT, #name);              \
-		return real_##name;                                                    \
+#define REAL(name, ret, ...)                                                                       \
+	static ret (*real_##name)(__VA_ARGS__);                                                    \
+	static ret (*get_##name(void))(__VA_ARGS__)                                                \
+	{                                                                                          \
+		if (!real_##name)                                                                  \
+			*(void **)&real_##name = dlsym(RTLD_NEXT, #name);                          \
+		return real_##name;                                                                \
 	}
 
 REAL(open, int, const char *, int, ...)
@@ -296,7 +299,8 @@ static int guarded_open(int dirfd, const char *path, int flags, mode_t mode)
 	} else if ((v = judge(path, abs, sizeof(abs))) == DENY) {
 		add_dep(abs, JC_DEP_DENIED, NULL);
 		refusal(abs, OUTSIDE);
-	} else if (v == TOOLKIT && (flags & O_ACCMODE) == O_RDONLY && !(flags & (O_CREAT | O_TRUNC))) {
+	} else if (v == TOOLKIT && (flags & O_ACCMODE) == O_RDONLY &&
+		   !(flags & (O_CREAT | O_TRUNC))) {
 		fd = raw_open(path, flags, mode);
 		e = errno;
 	} else if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC))) {
@@ -317,40 +321,36 @@ static mode_t mode_arg(int flags, va_list ap)
 	return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
 }
 
-#define OPEN_BODY(dirfd, call)                                                         \
-	va_list ap;                                                                    \
-	va_start(ap, flags);                                                           \
-	mode_t mode = mode_arg(flags, ap);                                             \
-	va_end(ap);                                                                    \
-	int fd = guarded_open(dirfd, path, flags, mode);                               \
+#define OPEN_BODY(dirfd, call)                                                                     \
+	va_list ap;                                                                                \
+	va_start(ap, flags);                                                                       \
+	mode_t mode = mode_arg(flags, ap);                                                         \
+	va_end(ap);                                                                                \
+	int fd = guarded_open(dirfd, path, flags, mode);                                           \
 	return fd != -2 ? fd : call;
 
-JC_INTERPOSE int open(const char *path, int flags, ...)
-{
-	OPEN_BODY(AT_FDCWD, get_open()(path, flags, mode))
-}
+JC_INTERPOSE int open(const char *path, int flags,
+		      ...){OPEN_BODY(AT_FDCWD, get_open()(path, flags, mode))}
 
-JC_INTERPOSE int open64(const char *path, int flags, ...)
-{
-	OPEN_BODY(AT_FDCWD, get_open64()(path, flags, mode))
-}
+JC_INTERPOSE int open64(const char *path, int flags,
+			...){OPEN_BODY(AT_FDCWD, get_open64()(path, flags, mode))}
 
-JC_INTERPOSE int openat(int dirfd, const char *path, int flags, ...)
-{
-	OPEN_BODY(dirfd, get_openat()(dirfd, path, flags, mode))
-}
+JC_INTERPOSE int openat(int dirfd, const char *path, int flags,
+			...){OPEN_BODY(dirfd, get_openat()(dirfd, path, flags, mode))}
 
 JC_INTERPOSE int openat64(int dirfd, const char *path, int flags, ...)
 {
 	OPEN_BODY(dirfd, get_openat64()(dirfd, path, flags, mode))
 }
 
-static FILE *guarded_fopen(const char *path, const char *mode, FILE *(*real)(const char *, const char *))
+static FILE *guarded_fopen(const char *path, const char *mode,
+			   FILE *(*real)(const char *, const char *))
 {
 	if (!recording || !path || !mode)
 		return real(path, mode);
 	int write = strpbrk(mode, "wa+") != NULL;
-	int fd = guarded_open(AT_FDCWD, path, write ? O_RDWR : O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0), 0);
+	int fd = guarded_open(AT_FDCWD, path,
+			      write ? O_RDWR : O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0), 0);
 	if (fd < 0)
 		return NULL;
 	FILE *f = fdopen(fd, mode);
@@ -408,8 +408,8 @@ static int guarded_probe(const char *path, int nofollow)
 	return rc;
 }
 
-#define PROBE(nofollow, call)                                                          \
-	int g = guarded_probe(path, nofollow);                                         \
+#define PROBE(nofollow, call)                                                                      \
+	int g = guarded_probe(path, nofollow);                                                     \
 	return g == -1 ? -1 : call;
 
 /* The real stat or lstat (a raw system call where libc exports none: glibc
@@ -420,25 +420,15 @@ static int real_stat_call(const char *path, struct stat *st, int nofollow)
 	return f ? f(path, st) : raw_stat(path, st, nofollow);
 }
 
-JC_INTERPOSE int stat(const char *path, struct stat *st)
-{
-	PROBE(0, real_stat_call(path, st, 0))
-}
+JC_INTERPOSE int stat(const char *path, struct stat *st){PROBE(0, real_stat_call(path, st, 0))}
 
-JC_INTERPOSE int stat64(const char *path, struct stat64 *st)
-{
-	PROBE(0, real_stat_call(path, (struct stat *)st, 0))
-}
+JC_INTERPOSE int stat64(const char *path,
+			struct stat64 *st){PROBE(0, real_stat_call(path, (struct stat *)st, 0))}
 
-JC_INTERPOSE int lstat(const char *path, struct stat *st)
-{
-	PROBE(1, real_stat_call(path, st, 1))
-}
+JC_INTERPOSE int lstat(const char *path, struct stat *st){PROBE(1, real_stat_call(path, st, 1))}
 
-JC_INTERPOSE int lstat64(const char *path, struct stat64 *st)
-{
-	PROBE(1, real_stat_call(path, (struct stat *)st, 1))
-}
+JC_INTERPOSE int lstat64(const char *path,
+			 struct stat64 *st){PROBE(1, real_stat_call(path, (struct stat *)st, 1))}
 
 /* glibc's old stat ABI, which NVRTC 13.0 imports (__xstat@GLIBC_2.2.5, a
  * compat symbol dlsym cannot find): on x86_64 and aarch64 its struct is
@@ -467,10 +457,7 @@ JC_INTERPOSE int __lxstat64(int ver, const char *path, struct stat64 *st)
 	PROBE(1, real_stat_call(path, (struct stat *)st, 1))
 }
 
-JC_INTERPOSE int access(const char *path, int mode)
-{
-	PROBE(0, get_access()(path, mode))
-}
+JC_INTERPOSE int access(const char *path, int mode){PROBE(0, get_access()(path, mode))}
 
 JC_INTERPOSE DIR *opendir(const char *path)
 {
@@ -588,8 +575,9 @@ static int cmp_dep(const void *a, const void *b)
 		return c;
 	if (x->kind != y->kind)
 		return x->kind < y->kind ? -1 : 1;
-	return memcmp(&x->dev, &y->dev, offsetof(struct jc_dep, ctime_ns) + sizeof(x->ctime_ns) -
-					     offsetof(struct jc_dep, dev));
+	return memcmp(&x->dev, &y->dev,
+		      offsetof(struct jc_dep, ctime_ns) + sizeof(x->ctime_ns) -
+			  offsetof(struct jc_dep, dev));
 }
 
 int jc__wfs_end(struct jc_res *res)
@@ -597,7 +585,8 @@ int jc__wfs_end(struct jc_res *res)
 	recording = 0;
 	if (overflow) {
 		add_dep("", JC_DEP_OVERFLOW, NULL);
-		refusal("(record)", "more file accesses than the worker records; the result is not stored");
+		refusal("(record)",
+			"more file accesses than the worker records; the result is not stored");
 	}
 	if (n_deps)
 		qsort(deps, n_deps, sizeof(*deps), cmp_dep);

@@ -18,7 +18,7 @@
 
 /* Value length of the fixed-size kinds; 0 for the others. */
 static const uint8_t fixed_width[K_ARRAY + 1] = {
-	[K_U32] = 4, [K_I32] = 4, [K_U64] = 8, [K_I64] = 8, [K_SIZE] = 8, [K_FIX16] = 16,
+    [K_U32] = 4, [K_I32] = 4, [K_U64] = 8, [K_I64] = 8, [K_SIZE] = 8, [K_FIX16] = 16,
 };
 
 /* ---- little-endian and member access ---------------------------------- */
@@ -173,7 +173,8 @@ static uint8_t *buf_append(struct jc_buf *b, size_t n)
 size_t jc__codec_put(struct enc *e, uint16_t tag, const void *v, size_t n, size_t limit)
 {
 	struct jc_buf *b = e->b;
-	if (!b->err && (n > limit || FIELD_HDR + n > JC_FRAME_HDR + JC_FRAME_MAX - (b->len - e->start)))
+	if (!b->err &&
+	    (n > limit || FIELD_HDR + n > JC_FRAME_HDR + JC_FRAME_MAX - (b->len - e->start)))
 		b->err = JC_ETOOBIG;
 	uint8_t *p = buf_append(b, FIELD_HDR + n);
 	if (!p)
@@ -297,7 +298,7 @@ int jc__frame_header_decode(const uint8_t hdr[JC_FRAME_HDR], uint16_t *type, uin
 /* Takes the next field off c: checks that it fits, that l knows its tag and
  * that its value has the right size and content. */
 int jc__codec_next_field(struct cur *c, const struct layout *l, const struct field **fp,
-		      struct cur *v)
+			 struct cur *v)
 {
 	if (c->len < FIELD_HDR)
 		return JC_EPROTO;
@@ -347,7 +348,7 @@ static int decode_fields(const struct layout *l, struct cur c, char *obj);
 
 /* Stores the value v of field f into obj. */
 int jc__codec_store(const struct layout *l, const struct field *f, uint64_t seen, struct cur v,
-		 char *obj)
+		    char *obj)
 {
 	char *m = obj + f->off;
 	struct jc_strv *sv;

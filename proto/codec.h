@@ -12,15 +12,15 @@
 #include "proto/proto.h"
 
 enum kind {
-	K_U32,   /* uint32_t, 4 bytes */
-	K_I32,   /* int32_t, 4 bytes */
-	K_U64,   /* uint64_t, 8 bytes */
-	K_I64,   /* int64_t, 8 bytes */
-	K_SIZE,  /* size_t, sent as 8 bytes */
+	K_U32,	 /* uint32_t, 4 bytes */
+	K_I32,	 /* int32_t, 4 bytes */
+	K_U64,	 /* uint64_t, 8 bytes */
+	K_I64,	 /* int64_t, 8 bytes */
+	K_SIZE,	 /* size_t, sent as 8 bytes */
 	K_FIX16, /* uint8_t[16], exactly 16 bytes */
-	K_STR,   /* char *, no NUL inside */
+	K_STR,	 /* char *, no NUL inside */
 	K_BYTES, /* uint8_t * + size_t at aux */
-	K_STRV,  /* struct jc_strv, one string per occurrence */
+	K_STRV,	 /* struct jc_strv, one string per occurrence */
 	K_ARRAY, /* array of sub->size elements + size_t count at aux, each nested */
 };
 
@@ -41,9 +41,9 @@ struct field {
 	uint16_t tag;
 	uint8_t kind;
 	uint8_t flags;
-	uint32_t limit; /* max value length (variable-length kinds) */
-	size_t off;     /* the member */
-	size_t aux;     /* K_BYTES: size member; K_ARRAY: count member */
+	uint32_t limit;		  /* max value length (variable-length kinds) */
+	size_t off;		  /* the member */
+	size_t aux;		  /* K_BYTES: size member; K_ARRAY: count member */
 	const struct layout *sub; /* K_ARRAY: element layout */
 };
 

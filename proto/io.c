@@ -58,8 +58,10 @@ static ssize_t read_some(int fd, struct iovec *iov, int n_iov, int *passed_fd, i
 			struct cmsghdr hdr;
 			char space[CMSG_SPACE(sizeof(int) * 4)];
 		} ctl;
-		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov,
-				     .msg_control = ctl.space, .msg_controllen = sizeof(ctl.space)};
+		struct msghdr msg = {.msg_iov = iov,
+				     .msg_iovlen = (size_t)n_iov,
+				     .msg_control = ctl.space,
+				     .msg_controllen = sizeof(ctl.space)};
 		ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 		if (n < 0 && errno == ENOTSOCK)
 			n = readv(fd, iov, n_iov);

@@ -28,100 +28,100 @@
  * take fields in any order. Tags are never reused: a dropped field leaves a
  * hole.
  */
-#define HELLO_FIELDS(X) /* struct jc_hello: HELLO and HELLO_OK */                 \
-	X(3, U64, OPT, 0, dir_dev, 0, NULL)                                       \
-	X(4, U64, OPT, 0, dir_ino, 0, NULL)                                       \
-	X(5, STR, OPT, JC_STR_MAX, cache_dir, 0, NULL)                            \
-	X(6, U32, OPT, 0, pid, 0, NULL)                                           \
-	X(7, STR, OPT, JC_STR_MAX, archs, 0, NULL)                                \
-	X(8, STR, OPT, JC_STR_MAX, nvrtc_version, 0, NULL)                        \
-	X(10, STR, OPT, JC_STR_MAX, toolkit_include, 0, NULL)                     \
-	X(1, U32, REQ, 0, version, 0, NULL)                                       \
+#define HELLO_FIELDS(X) /* struct jc_hello: HELLO and HELLO_OK */                                  \
+	X(3, U64, OPT, 0, dir_dev, 0, NULL)                                                        \
+	X(4, U64, OPT, 0, dir_ino, 0, NULL)                                                        \
+	X(5, STR, OPT, JC_STR_MAX, cache_dir, 0, NULL)                                             \
+	X(6, U32, OPT, 0, pid, 0, NULL)                                                            \
+	X(7, STR, OPT, JC_STR_MAX, archs, 0, NULL)                                                 \
+	X(8, STR, OPT, JC_STR_MAX, nvrtc_version, 0, NULL)                                         \
+	X(10, STR, OPT, JC_STR_MAX, toolkit_include, 0, NULL)                                      \
+	X(1, U32, REQ, 0, version, 0, NULL)                                                        \
 	X(2, STR, REQ, JC_STR_MAX, name, 0, NULL)
 
-#define ERROR_FIELDS(X) /* struct error */                                        \
-	X(1, I32, REQ, 0, code, 0, NULL)                                          \
+#define ERROR_FIELDS(X) /* struct error */                                                         \
+	X(1, I32, REQ, 0, code, 0, NULL)                                                           \
 	X(2, STR, REQ, JC_TEXT_MAX, message, 0, NULL)
 
-#define HEADER_FIELDS(X) /* struct jc_blob, nested in COMPILE */                  \
-	X(1, STR, REQ, JC_STR_MAX, name, 0, NULL)                                 \
+#define HEADER_FIELDS(X) /* struct jc_blob, nested in COMPILE */                                   \
+	X(1, STR, REQ, JC_STR_MAX, name, 0, NULL)                                                  \
 	X(2, BYTES, REQ, JC_FRAME_MAX, data, OF(size), NULL)
 
-#define LINK_INPUT_FIELDS(X) /* struct jc_blob, nested in COMPILE */              \
-	X(1, U32, REQ, 0, type, 0, NULL)                                          \
-	X(2, STR, REQ, JC_STR_MAX, name, 0, NULL)                                 \
+#define LINK_INPUT_FIELDS(X) /* struct jc_blob, nested in COMPILE */                               \
+	X(1, U32, REQ, 0, type, 0, NULL)                                                           \
+	X(2, STR, REQ, JC_STR_MAX, name, 0, NULL)                                                  \
 	X(3, BYTES, REQ, JC_FRAME_MAX, data, OF(size), NULL)
 
-#define REQ_FIELDS(X) /* struct jc_req: COMPILE */                                \
-	X(3, STR, OPT, JC_STR_MAX, arch, 0, NULL)                                 \
-	X(4, STR, OPT, JC_STR_MAX, source_name, 0, NULL)                          \
-	X(5, BYTES, OPT, JC_FRAME_MAX, source, OF(source_size), NULL)             \
-	X(6, ARRAY, REP, JC_FRAME_MAX, headers, OF(n_headers), &header_layout)    \
-	X(7, STRV, REP, JC_STR_MAX, options, 0, NULL)                             \
-	X(8, STRV, REP, JC_STR_MAX, include_dirs, 0, NULL)                        \
-	X(9, STRV, REP, JC_STR_MAX, name_exprs, 0, NULL)                          \
-	X(10, ARRAY, REP, JC_FRAME_MAX, link_inputs, OF(n_link_inputs), &link_input_layout) \
-	X(11, STRV, REP, JC_STR_MAX, link_options, 0, NULL)                       \
-	X(12, STR, OPT, JC_STR_MAX, app_abi, 0, NULL)                             \
-	X(13, U32, OPT, 0, test_fault, 0, NULL)                                   \
-	X(14, FIX16, OPT, 0, reject_object, 0, NULL)                              \
-	X(15, U32, OPT, 0, reject_reason, 0, NULL)                                \
-	X(16, STR, OPT, JC_STR_MAX, reject_message, 0, NULL)                      \
-	X(17, ARRAY, REP, JC_FRAME_MAX, tree, OF(n_tree), &link_input_layout)     \
-	X(18, U32, OPT, 0, tree_round, 0, NULL)                                   \
-	X(19, FIX16, OPT, 0, tree_digest, 0, NULL)                                \
-	X(32, STR, OPT, JC_STR_MAX, display_name, 0, NULL)                        \
-	X(33, U32, OPT, 0, name_free, 0, NULL)                                    \
-	X(20, STRV, REP, JC_STR_MAX, follow, 0, NULL)                             \
-	X(21, STR, OPT, JC_STR_MAX, nvrtc_id, 0, NULL)                            \
-	X(1, U32, REQ, 0, job, 0, NULL)                                           \
+#define REQ_FIELDS(X) /* struct jc_req: COMPILE */                                                 \
+	X(3, STR, OPT, JC_STR_MAX, arch, 0, NULL)                                                  \
+	X(4, STR, OPT, JC_STR_MAX, source_name, 0, NULL)                                           \
+	X(5, BYTES, OPT, JC_FRAME_MAX, source, OF(source_size), NULL)                              \
+	X(6, ARRAY, REP, JC_FRAME_MAX, headers, OF(n_headers), &header_layout)                     \
+	X(7, STRV, REP, JC_STR_MAX, options, 0, NULL)                                              \
+	X(8, STRV, REP, JC_STR_MAX, include_dirs, 0, NULL)                                         \
+	X(9, STRV, REP, JC_STR_MAX, name_exprs, 0, NULL)                                           \
+	X(10, ARRAY, REP, JC_FRAME_MAX, link_inputs, OF(n_link_inputs), &link_input_layout)        \
+	X(11, STRV, REP, JC_STR_MAX, link_options, 0, NULL)                                        \
+	X(12, STR, OPT, JC_STR_MAX, app_abi, 0, NULL)                                              \
+	X(13, U32, OPT, 0, test_fault, 0, NULL)                                                    \
+	X(14, FIX16, OPT, 0, reject_object, 0, NULL)                                               \
+	X(15, U32, OPT, 0, reject_reason, 0, NULL)                                                 \
+	X(16, STR, OPT, JC_STR_MAX, reject_message, 0, NULL)                                       \
+	X(17, ARRAY, REP, JC_FRAME_MAX, tree, OF(n_tree), &link_input_layout)                      \
+	X(18, U32, OPT, 0, tree_round, 0, NULL)                                                    \
+	X(19, FIX16, OPT, 0, tree_digest, 0, NULL)                                                 \
+	X(32, STR, OPT, JC_STR_MAX, display_name, 0, NULL)                                         \
+	X(33, U32, OPT, 0, name_free, 0, NULL)                                                     \
+	X(20, STRV, REP, JC_STR_MAX, follow, 0, NULL)                                              \
+	X(21, STR, OPT, JC_STR_MAX, nvrtc_id, 0, NULL)                                             \
+	X(1, U32, REQ, 0, job, 0, NULL)                                                            \
 	X(2, U32, REQ, 0, output, 0, NULL)
 
-#define LOWERED_FIELDS(X) /* struct jc_lowered, nested in RESULT */               \
-	X(1, STR, REQ, JC_STR_MAX, expr, 0, NULL)                                 \
+#define LOWERED_FIELDS(X) /* struct jc_lowered, nested in RESULT */                                \
+	X(1, STR, REQ, JC_STR_MAX, expr, 0, NULL)                                                  \
 	X(2, STR, REQ, JC_STR_MAX, lowered, 0, NULL)
 
-#define DEP_FIELDS(X) /* struct jc_dep, nested in RESULT (worker -> daemon) */     \
-	X(2, U64, OPT, 0, dev, 0, NULL)                                           \
-	X(3, U64, OPT, 0, ino, 0, NULL)                                           \
-	X(4, U64, OPT, 0, size, 0, NULL)                                          \
-	X(5, I64, OPT, 0, mtime_ns, 0, NULL)                                      \
-	X(6, I64, OPT, 0, ctime_ns, 0, NULL)                                      \
-	X(7, U32, REQ, 0, kind, 0, NULL)                                          \
+#define DEP_FIELDS(X) /* struct jc_dep, nested in RESULT (worker -> daemon) */                     \
+	X(2, U64, OPT, 0, dev, 0, NULL)                                                            \
+	X(3, U64, OPT, 0, ino, 0, NULL)                                                            \
+	X(4, U64, OPT, 0, size, 0, NULL)                                                           \
+	X(5, I64, OPT, 0, mtime_ns, 0, NULL)                                                       \
+	X(6, I64, OPT, 0, ctime_ns, 0, NULL)                                                       \
+	X(7, U32, REQ, 0, kind, 0, NULL)                                                           \
 	X(1, STR, REQ, JC_STR_MAX, path, 0, NULL)
 
-#define RES_FIELDS(X) /* struct jc_res: RESULT */                                 \
-	X(1, I32, REQ, 0, status, 0, NULL)                                        \
-	X(2, U32, REQ, 0, cache, 0, NULL)                                         \
-	X(3, FIX16, REQ, 0, key, 0, NULL)                                         \
-	X(4, FIX16, REQ, 0, object, 0, NULL)                                      \
-	X(5, U32, REQ, 0, output, 0, NULL)                                        \
-	X(6, BYTES, OPT, JC_FRAME_MAX, data, OF(size), NULL)                      \
-	X(7, SIZE, REQ, 0, size, 0, NULL)                                         \
-	X(8, STR, OPT, JC_TEXT_MAX, log, 0, NULL)                                 \
-	X(9, STR, OPT, JC_TEXT_MAX, message, 0, NULL)                             \
-	X(10, ARRAY, REP, JC_FRAME_MAX, lowered, OF(n_lowered), &lowered_layout)  \
-	X(13, ARRAY, REP, JC_FRAME_MAX, deps, OF(n_deps), &dep_layout)            \
-	X(20, U64, OPT, 0, cpu_ns, 0, NULL)                                       \
-	X(21, STR, OPT, JC_STR_MAX, compiler, 0, NULL)                            \
-	X(11, U64, REQ, 0, compile_ns, 0, NULL)                                   \
+#define RES_FIELDS(X) /* struct jc_res: RESULT */                                                  \
+	X(1, I32, REQ, 0, status, 0, NULL)                                                         \
+	X(2, U32, REQ, 0, cache, 0, NULL)                                                          \
+	X(3, FIX16, REQ, 0, key, 0, NULL)                                                          \
+	X(4, FIX16, REQ, 0, object, 0, NULL)                                                       \
+	X(5, U32, REQ, 0, output, 0, NULL)                                                         \
+	X(6, BYTES, OPT, JC_FRAME_MAX, data, OF(size), NULL)                                       \
+	X(7, SIZE, REQ, 0, size, 0, NULL)                                                          \
+	X(8, STR, OPT, JC_TEXT_MAX, log, 0, NULL)                                                  \
+	X(9, STR, OPT, JC_TEXT_MAX, message, 0, NULL)                                              \
+	X(10, ARRAY, REP, JC_FRAME_MAX, lowered, OF(n_lowered), &lowered_layout)                   \
+	X(13, ARRAY, REP, JC_FRAME_MAX, deps, OF(n_deps), &dep_layout)                             \
+	X(20, U64, OPT, 0, cpu_ns, 0, NULL)                                                        \
+	X(21, STR, OPT, JC_STR_MAX, compiler, 0, NULL)                                             \
+	X(11, U64, REQ, 0, compile_ns, 0, NULL)                                                    \
 	X(12, U64, REQ, 0, server_ns, 0, NULL)
 
-#define ADMIN_FIELDS(X) /* struct jc_admin_req: ADMIN */                          \
-	X(2, STRV, REP, JC_STR_MAX, args, 0, NULL)                                \
+#define ADMIN_FIELDS(X) /* struct jc_admin_req: ADMIN */                                           \
+	X(2, STRV, REP, JC_STR_MAX, args, 0, NULL)                                                 \
 	X(1, STR, REQ, JC_STR_MAX, command, 0, NULL)
 
 /* struct jc_kv: a record is a flat run of (name, int | str) pairs, so these
  * fields are all "repeated" and record_decode() checks the pairing. */
-#define KV_FIELDS(X)                                                              \
-	X(1, STR, REP, JC_STR_MAX, name, 0, NULL)                                 \
-	X(2, I64, REP, 0, i, 0, NULL)                                             \
-	X(3, STR, REP, JC_TEXT_MAX, s, 0, NULL)                                   \
+#define KV_FIELDS(X)                                                                               \
+	X(1, STR, REP, JC_STR_MAX, name, 0, NULL)                                                  \
+	X(2, I64, REP, 0, i, 0, NULL)                                                              \
+	X(3, STR, REP, JC_TEXT_MAX, s, 0, NULL)                                                    \
 	X(4, U64, REP, 0, u, 0, NULL)
 
-#define REPLY_FIELDS(X) /* struct jc_admin_reply: ADMIN_REPLY */                  \
-	X(2, STR, OPT, JC_TEXT_MAX, message, 0, NULL)                             \
-	X(3, ARRAY, REP, JC_FRAME_MAX, rec, OF(n_rec), &record_layout)            \
+#define REPLY_FIELDS(X) /* struct jc_admin_reply: ADMIN_REPLY */                                   \
+	X(2, STR, OPT, JC_TEXT_MAX, message, 0, NULL)                                              \
+	X(3, ARRAY, REP, JC_FRAME_MAX, rec, OF(n_rec), &record_layout)                             \
 	X(1, I32, REQ, 0, status, 0, NULL)
 
 enum { KV_NAME = 1, KV_INT = 2, KV_STR = 3, KV_U64 = 4 };
@@ -132,14 +132,14 @@ struct error {
 };
 
 #define OF(m) offsetof(T, m)
-#define FIELD(tag, kind, flags, limit, member, aux, sub) \
+#define FIELD(tag, kind, flags, limit, member, aux, sub)                                           \
 	{tag, K_##kind, F_##flags, limit, offsetof(T, member), aux, sub},
 /* Defines layout name from FIELDS for the struct type T (#defined around it). */
-#define LAYOUT(name, FIELDS)                                                      \
-	static const struct field name##_fields[] = {FIELDS(FIELD)};              \
-	_Static_assert(ARRAY_SIZE(name##_fields) <= 64, "seen mask is 64 bits");  \
-	static const struct layout name = {                                       \
-		.f = name##_fields, .n = ARRAY_SIZE(name##_fields), .size = sizeof(T)}
+#define LAYOUT(name, FIELDS)                                                                       \
+	static const struct field name##_fields[] = {FIELDS(FIELD)};                               \
+	_Static_assert(ARRAY_SIZE(name##_fields) <= 64, "seen mask is 64 bits");                   \
+	static const struct layout name = {                                                        \
+	    .f = name##_fields, .n = ARRAY_SIZE(name##_fields), .size = sizeof(T)}
 
 static int record_decode(const struct layout *l, struct cur c, char *obj);
 static void record_encode(struct enc *e, const struct layout *l, const char *obj);
@@ -174,9 +174,12 @@ LAYOUT(admin_layout, ADMIN_FIELDS);
 LAYOUT(kv_layout, KV_FIELDS);
 #undef T
 /* The fields of kv_layout are what a record holds; its size is a record's. */
-static const struct layout record_layout = {
-	.f = kv_layout_fields, .n = ARRAY_SIZE(kv_layout_fields), .size = sizeof(struct jc_record),
-	.decode = record_decode, .encode = record_encode, .clear = record_clear};
+static const struct layout record_layout = {.f = kv_layout_fields,
+					    .n = ARRAY_SIZE(kv_layout_fields),
+					    .size = sizeof(struct jc_record),
+					    .decode = record_decode,
+					    .encode = record_encode,
+					    .clear = record_clear};
 #define T struct jc_admin_reply
 LAYOUT(reply_layout, REPLY_FIELDS);
 #undef T
@@ -203,7 +206,8 @@ static int record_decode(const struct layout *l, struct cur c, char *obj)
 		struct jc_kv *kv = memset(&r->kv[r->n], 0, sizeof(*kv));
 		kv->is_int = fv->tag == KV_INT || fv->tag == KV_U64;
 		kv->is_unsigned = fv->tag == KV_U64;
-		if ((rc = jc__codec_store(l, fn, 0, name, (char *)kv)) || (rc = jc__codec_store(l, fv, 0, val, (char *)kv))) {
+		if ((rc = jc__codec_store(l, fn, 0, name, (char *)kv)) ||
+		    (rc = jc__codec_store(l, fv, 0, val, (char *)kv))) {
 			jc__codec_clear(&kv_layout, (char *)kv);
 			return rc;
 		}

@@ -27,20 +27,20 @@
  * architectures. 4: COMPILE may carry name_free (field 33). The daemon
  * still speaks 1 to 3 to a client that asks. */
 #define JC_PROTO_VERSION 4
-#define JC_FRAME_HDR 8            /* bytes of frame header */
-#define JC_FRAME_MAX (64u << 20)  /* max payload bytes of one frame */
-#define JC_STR_MAX (64u << 10)    /* max bytes of a string field ... */
-#define JC_TEXT_MAX (16u << 20)   /* ... except logs and messages */
-#define JC_REPEAT_MAX (1u << 20)  /* max occurrences of one repeated field */
+#define JC_FRAME_HDR	 8	     /* bytes of frame header */
+#define JC_FRAME_MAX	 (64u << 20) /* max payload bytes of one frame */
+#define JC_STR_MAX	 (64u << 10) /* max bytes of a string field ... */
+#define JC_TEXT_MAX	 (16u << 20) /* ... except logs and messages */
+#define JC_REPEAT_MAX	 (1u << 20)  /* max occurrences of one repeated field */
 
 enum jc_msg_type {
-	JC_MSG_HELLO = 1,       /* client -> daemon: version, agent name */
-	JC_MSG_HELLO_OK = 2,    /* daemon -> client: version, daemon version */
-	JC_MSG_COMPILE = 3,     /* a struct jc_req (also daemon -> worker) */
-	JC_MSG_RESULT = 4,      /* a struct jc_res (also worker -> daemon) */
-	JC_MSG_ADMIN = 5,       /* a struct jc_admin_req */
+	JC_MSG_HELLO = 1,	/* client -> daemon: version, agent name */
+	JC_MSG_HELLO_OK = 2,	/* daemon -> client: version, daemon version */
+	JC_MSG_COMPILE = 3,	/* a struct jc_req (also daemon -> worker) */
+	JC_MSG_RESULT = 4,	/* a struct jc_res (also worker -> daemon) */
+	JC_MSG_ADMIN = 5,	/* a struct jc_admin_req */
 	JC_MSG_ADMIN_REPLY = 6, /* a struct jc_admin_reply */
-	JC_MSG_ERROR = 7,       /* a JC_E* code and a message */
+	JC_MSG_ERROR = 7,	/* a JC_E* code and a message */
 };
 
 /*
@@ -101,7 +101,7 @@ struct jc_hello {
 	uint64_t dir_dev, dir_ino;
 	char *cache_dir;
 	uint32_t pid;
-	char *archs;         /* HELLO_OK, v3: NVRTC's supported architectures ("sm_75 sm_80 ...") */
+	char *archs;	     /* HELLO_OK, v3: NVRTC's supported architectures ("sm_75 sm_80 ...") */
 	char *nvrtc_version; /* HELLO_OK, v3: e.g. "13.0" */
 	/* HELLO_OK: the realpath of the daemon's toolkit include tree
 	 * (jc_toolchain.toolkit_include; "" or absent: none). A client that
@@ -158,11 +158,11 @@ void jc__admin_req_clear(struct jc_admin_req *a);
  * struct is empty. */
 struct jc_kv {
 	char *name;
-	int is_int;  /* 1: the value is i (and u, when is_unsigned), 0: the value is s */
+	int is_int;	 /* 1: the value is i (and u, when is_unsigned), 0: the value is s */
 	int is_unsigned; /* a u64 value (counters, sizes): u; i holds the same bits */
 	int64_t i;
 	uint64_t u;
-	char *s;     /* NULL when is_int */
+	char *s; /* NULL when is_int */
 };
 
 struct jc_record {
@@ -172,7 +172,7 @@ struct jc_record {
 
 struct jc_admin_reply {
 	int32_t status; /* 0 or a JC_E* code */
-	char *message;  /* may be NULL */
+	char *message;	/* may be NULL */
 	struct jc_record *rec;
 	size_t n_rec;
 };

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential meson ninja-build pkg-config libuv1-dev libsqlite3-dev libxxhash-dev libzstd-dev
-          libcmocka-dev libinih-dev libsystemd-dev systemd clang libclang-rt-14-dev file python3-pytest python3-mypy
+          libcmocka-dev libinih-dev libsystemd-dev systemd clang clang-format libclang-rt-14-dev file python3-pytest python3-mypy
           libhiredis-dev libsodium-dev redis-server strace scdoc man-db python3-venv python3-setuptools)
 missing=()
 for p in "${packages[@]}"; do

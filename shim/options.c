@@ -156,7 +156,8 @@ static const char *include_dir(const char *const *opts, int n, int *i)
  * (file names in line tables) and LTO-IR (its module records the name). */
 static int records_name(const char *o)
 {
-	static const char *const names[] = {"-G", "--device-debug", "-lineinfo", "--generate-line-info"};
+	static const char *const names[] = {"-G", "--device-debug", "-lineinfo",
+					    "--generate-line-info"};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(o, names[i]))
 			return 1;

@@ -25,8 +25,8 @@
 
 /* Their names in the report, in enum jc_shim_counter's order. */
 static const char *const counter_names[JC_SHIM_N_COUNTERS] = {
-	"compiles", "hits", "misses", "joined", "lazy", "passthrough", "unavailable", "refused",
-	"failed", "materialised",
+    "compiles",	   "hits",	  "misses",  "joined", "lazy",
+    "passthrough", "unavailable", "refused", "failed", "materialised",
 };
 
 static struct {
@@ -219,7 +219,6 @@ int jc__shim_bypass(void)
 	return in_client || inert;
 }
 
-
 /* ---- the report for jitcache-run --check ------------------------------------ */
 
 /* One line per process that compiled, appended (O_APPEND: lines of several
@@ -232,7 +231,8 @@ __attribute__((destructor)) static void shim_report(void)
 	char line[1024];
 	size_t n = (size_t)snprintf(line, sizeof(line), "pid=%ld", (long)getpid());
 	for (int i = 0; i < JC_SHIM_N_COUNTERS && n < sizeof(line); i++)
-		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%lu", counter_names[i], stats.n[i]);
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%lu", counter_names[i],
+				      stats.n[i]);
 	if (n < sizeof(line))
 		n += (size_t)snprintf(line + n, sizeof(line) - n, " reason=%s\n",
 				      stats.reason[0] ? stats.reason : "-");

@@ -101,7 +101,7 @@ static void load(void)
 		fprintf(stderr, "libjitcache-nvrtc: cannot load the real NVRTC: %s\n", dlerror());
 		return;
 	}
-#define JC_REAL_LOOKUP(ret, name, params, args, use)                                                 \
+#define JC_REAL_LOOKUP(ret, name, params, args, use)                                               \
 	if (!(*(void **)&table.name = dlsym(h, #name))) {                                          \
 		fprintf(stderr,                                                                    \
 			"libjitcache-nvrtc: %s lacks %s: not an NVRTC of this major version\n",    \

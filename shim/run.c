@@ -135,26 +135,33 @@ static int report(const char *path, int check, int by_path, const char *command,
 	if (!check) {
 		if (compiles)
 			fprintf(stderr,
-				"jitcache-run: %lu NVRTC compile%s: %lu from jitcached (%lu hit, %lu miss, "
+				"jitcache-run: %lu NVRTC compile%s: %lu from jitcached (%lu hit, "
+				"%lu miss, "
 				"%lu joined), %lu passed through, %lu compiled in process\n",
-				compiles, compiles == 1 ? "" : "s", reached, hits, misses, joined, pass,
-				unavail + refused + failed);
+				compiles, compiles == 1 ? "" : "s", reached, hits, misses, joined,
+				pass, unavail + refused + failed);
 		return 0;
 	}
 	if (!procs) {
 		fprintf(stderr, "jitcache-run: no NVRTC compile went through the shim\n");
 		if (static_nvrtc(command))
-			fprintf(stderr, "jitcache-run: fix: %s has NVRTC linked in statically "
-					"(libnvrtc_static.a), which no shim reaches: link it with -lnvrtc, "
-					"or compile through libjitcache-client (jitcache.h)\n", command);
-		else if (!by_path)
-			fprintf(stderr, "jitcache-run: fix: if %s opens libnvrtc by absolute path "
-					"(ctypes.CDLL of a path, a wheel's nvidia/cu13/lib), run it with "
-					"--by-path; else it compiled nothing (jitcache-run(1), docs/shim.md)\n",
+			fprintf(stderr,
+				"jitcache-run: fix: %s has NVRTC linked in statically "
+				"(libnvrtc_static.a), which no shim reaches: link it with -lnvrtc, "
+				"or compile through libjitcache-client (jitcache.h)\n",
 				command);
+		else if (!by_path)
+			fprintf(
+			    stderr,
+			    "jitcache-run: fix: if %s opens libnvrtc by absolute path "
+			    "(ctypes.CDLL of a path, a wheel's nvidia/cu13/lib), run it with "
+			    "--by-path; else it compiled nothing (jitcache-run(1), docs/shim.md)\n",
+			    command);
 		else
-			fprintf(stderr, "jitcache-run: %s compiled nothing, or loads NVRTC in a way "
-					"neither LD_PRELOAD nor LD_AUDIT reaches (docs/shim.md)\n", command);
+			fprintf(stderr,
+				"jitcache-run: %s compiled nothing, or loads NVRTC in a way "
+				"neither LD_PRELOAD nor LD_AUDIT reaches (docs/shim.md)\n",
+				command);
 		return 1;
 	}
 	fprintf(
@@ -168,12 +175,14 @@ static int report(const char *path, int check, int by_path, const char *command,
 	if (reached || !compiles)
 		return reached ? 0 : 1;
 	if (daemon[0] || unavail)
-		fprintf(stderr, "jitcache-run: fix: no daemon of yours served it%s%s: start one "
-				"(jitcached), or point JITCACHE_SOCKET at a team daemon whose user "
-				"owns the socket's directory (a daemon of another user is refused)\n",
+		fprintf(stderr,
+			"jitcache-run: fix: no daemon of yours served it%s%s: start one "
+			"(jitcached), or point JITCACHE_SOCKET at a team daemon whose user "
+			"owns the socket's directory (a daemon of another user is refused)\n",
 			daemon[0] ? ": " : "", daemon);
 	else if (refused)
-		fprintf(stderr, "jitcache-run: fix: the daemon refused the requests (see why above)\n");
+		fprintf(stderr,
+			"jitcache-run: fix: the daemon refused the requests (see why above)\n");
 	else if (pass)
 		fprintf(stderr, "jitcache-run: fix: every compile passed through to the real NVRTC "
 				"(see why above; docs/shim.md lists what passes through)\n");
@@ -223,9 +232,11 @@ int main(int argc, char **argv)
 	char daemon[600] = "";
 	if (jc_options_new(&o) != 0 || jc_options_set_fallback(o, JC_FALLBACK_ERROR) != 0 ||
 	    jc_client_open(o, &c) != 0)
-		snprintf(daemon, sizeof(daemon), "%s", o ? jc_client_errmsg(NULL) : "out of memory");
+		snprintf(daemon, sizeof(daemon), "%s",
+			 o ? jc_client_errmsg(NULL) : "out of memory");
 	if (daemon[0])
-		fprintf(stderr, "jitcache-run: %s: compiles will run in process, uncached\n", daemon);
+		fprintf(stderr, "jitcache-run: %s: compiles will run in process, uncached\n",
+			daemon);
 	else if (setenv("JITCACHE_SOCKET", jc_client_socket(c), 1) != 0)
 		fprintf(stderr, "jitcache-run: cannot set JITCACHE_SOCKET: %s\n", strerror(errno));
 	jc_client_close(c);

@@ -428,7 +428,8 @@ static int in_program_dir(const struct prog *q, const char *inc, size_t len)
 	char path[PATH_MAX];
 	if (*inc == '/')
 		return 0; /* absolute: the daemon reads and keys it */
-	int n = slash ? snprintf(path, sizeof(path), "%.*s/%.*s", (int)(slash - name), name, (int)len, inc)
+	int n = slash ? snprintf(path, sizeof(path), "%.*s/%.*s", (int)(slash - name), name,
+				 (int)len, inc)
 		      : snprintf(path, sizeof(path), "%.*s", (int)len, inc);
 	return n < 0 || (size_t)n >= sizeof(path) || access(path, F_OK) == 0;
 }
@@ -521,8 +522,7 @@ static int save_options(struct prog *q, int n, const char *const *opts)
 
 /* Compiles q (NEW) through jitcached; 0 when served, else why not (*ctr
  * names the counter to bump). */
-static const char *serve(struct prog *q, int n, const char *const *opts,
-			 enum jc_shim_counter *ctr)
+static const char *serve(struct prog *q, int n, const char *const *opts, enum jc_shim_counter *ctr)
 {
 	static __thread char why[512];
 	*ctr = JC_SHIM_PASSTHROUGH;
@@ -531,7 +531,8 @@ static const char *serve(struct prog *q, int n, const char *const *opts,
 	if (save_options(q, n, opts) != 0)
 		return "out of memory";
 	if (quoted_include(q))
-		return "a quoted #include found in the program's directory (NVRTC searches it first)";
+		return "a quoted #include found in the program's directory (NVRTC searches it "
+		       "first)";
 	int name_matters, rc = jc_request_new(&q->req);
 	if (rc != 0)
 		return "out of memory";
@@ -550,10 +551,10 @@ static const char *serve(struct prog *q, int n, const char *const *opts,
 		jc_cache_status st = jc_result_cache_status(q->res);
 		/* A remote hit ran no compile; a daemon's uncached result (it has a
 		 * key) did, as a miss does. */
-		*ctr = st == JC_HIT || st == JC_REMOTE_HIT		  ? JC_SHIM_HITS
-		       : st == JC_JOINED				  ? JC_SHIM_JOINED
+		*ctr = st == JC_HIT || st == JC_REMOTE_HIT	      ? JC_SHIM_HITS
+		       : st == JC_JOINED			      ? JC_SHIM_JOINED
 		       : st == JC_UNCACHED && !*jc_result_key(q->res) ? JC_SHIM_UNAVAILABLE
-								  : JC_SHIM_MISSES;
+								      : JC_SHIM_MISSES;
 		return NULL;
 	}
 	*ctr = rc == JC_ECOMPILE   ? JC_SHIM_FAILED
@@ -561,8 +562,9 @@ static const char *serve(struct prog *q, int n, const char *const *opts,
 				   : JC_SHIM_REFUSED;
 	/* JC_EVERSION: the daemon's NVRTC is another build than the real
 	 * library here (req.h, nvrtc_id): compiled here, never its bytes. */
-	snprintf(why, sizeof(why), "jitcached: %s", rc == JC_EVERSION ? "another NVRTC build than the application's"
-								       : jc_strerror(rc));
+	snprintf(why, sizeof(why), "jitcached: %s",
+		 rc == JC_EVERSION ? "another NVRTC build than the application's"
+				   : jc_strerror(rc));
 	return why;
 }
 
@@ -585,11 +587,11 @@ NVRTC_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions,
 	} else if (!(reason = serve(q, numOptions, options, &ctr))) {
 		q->state = ST_SERVED;
 	}
-	jc__shim_count(ctr,
-	      reason ? reason
-	      : ctr == JC_SHIM_UNAVAILABLE
-		  ? "no jitcached answered: compiled in process by the client library's fallback"
-		  : NULL);
+	jc__shim_count(
+	    ctr, reason ? reason
+		 : ctr == JC_SHIM_UNAVAILABLE
+		     ? "no jitcached answered: compiled in process by the client library's fallback"
+		     : NULL);
 	if (reason && r == NVRTC_SUCCESS) {
 		r = real_of(q);
 		r = r ?: jc__real()->nvrtcCompileProgram(q->real, numOptions, options);
@@ -727,4 +729,3 @@ NVRTC_API nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(vo
 	struct flow f = {callback};
 	return with_real(prog, call_flow, &f, payload, callback != NULL);
 }
-

@@ -31,14 +31,14 @@ const char *jc__shim_plan(const char *const *opts, int n, jc_request *r, int *na
  * process that compiled, written at exit; a forked child starts from zero). */
 enum jc_shim_counter {
 	JC_SHIM_COMPILES,     /* nvrtcCompileProgram calls on the shim's programs */
-	JC_SHIM_HITS,         /* served from the cache (local or remote) */
-	JC_SHIM_MISSES,       /* served after jitcached compiled them */
-	JC_SHIM_JOINED,       /* served from another client's compile */
-	JC_SHIM_LAZY,         /* PTX fetched beside a served cubin */
+	JC_SHIM_HITS,	      /* served from the cache (local or remote) */
+	JC_SHIM_MISSES,	      /* served after jitcached compiled them */
+	JC_SHIM_JOINED,	      /* served from another client's compile */
+	JC_SHIM_LAZY,	      /* PTX fetched beside a served cubin */
 	JC_SHIM_PASSTHROUGH,  /* compiled by the real library: the shim did not ask */
 	JC_SHIM_UNAVAILABLE,  /* no jitcached: the real library compiled it */
 	JC_SHIM_REFUSED,      /* jitcached refused the request */
-	JC_SHIM_FAILED,       /* the compile failed in jitcached */
+	JC_SHIM_FAILED,	      /* the compile failed in jitcached */
 	JC_SHIM_MATERIALISED, /* served programs compiled again by the real library */
 	JC_SHIM_N_COUNTERS
 };

@@ -18,16 +18,18 @@ int jct_seed_nvrtc(const char *arch, int ltoir, struct jct_blob *out)
 	size_t n = 0;
 	int cubin = !ltoir && strncmp(arch, "sm_", 3) == 0;
 	if (r == NVRTC_SUCCESS)
-		r = ltoir ? nvrtcGetLTOIRSize(p, &n) : cubin ? nvrtcGetCUBINSize(p, &n) : nvrtcGetPTXSize(p, &n);
+		r = ltoir   ? nvrtcGetLTOIRSize(p, &n)
+		    : cubin ? nvrtcGetCUBINSize(p, &n)
+			    : nvrtcGetPTXSize(p, &n);
 	out->size = n;
 	if (r == NVRTC_SUCCESS && !(out->data = malloc(n)))
 		r = NVRTC_ERROR_OUT_OF_MEMORY;
 	if (r == NVRTC_SUCCESS)
-		r = ltoir ? nvrtcGetLTOIR(p, (char *)out->data)
-			  : cubin ? nvrtcGetCUBIN(p, (char *)out->data) : nvrtcGetPTX(p, (char *)out->data);
+		r = ltoir   ? nvrtcGetLTOIR(p, (char *)out->data)
+		    : cubin ? nvrtcGetCUBIN(p, (char *)out->data)
+			    : nvrtcGetPTX(p, (char *)out->data);
 	if (r != NVRTC_SUCCESS)
 		fprintf(stderr, "seed: NVRTC for %s: %s\n", arch, nvrtcGetErrorString(r));
 	nvrtcDestroyProgram(&p);
 	return r == NVRTC_SUCCESS ? 0 : -1;
 }
-

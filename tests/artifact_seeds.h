@@ -19,11 +19,13 @@ struct jct_blob {
 };
 
 /* The source's kernel names, registers/shared/stack known from ptxas -v. */
-#define JCT_SEED_SOURCE                                                                     \
-	"extern \"C\" __global__ void shared_k(float *x) { __shared__ float s[128];\n"      \
-	"  s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[127 - threadIdx.x]; }\n" \
-	"extern \"C\" __global__ void __launch_bounds__(64) stack_k(double *y) { double v[40];\n" \
-	"  for (int j = 0; j < 40; j++) v[j] = y[j * threadIdx.x]; y[threadIdx.x] = v[(int)y[0]]; }\n"
+#define JCT_SEED_SOURCE                                                                            \
+	"extern \"C\" __global__ void shared_k(float *x) { __shared__ float s[128];\n"             \
+	"  s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[127 - "            \
+	"threadIdx.x]; }\n"                                                                        \
+	"extern \"C\" __global__ void __launch_bounds__(64) stack_k(double *y) { double v[40];\n"  \
+	"  for (int j = 0; j < 40; j++) v[j] = y[j * threadIdx.x]; y[threadIdx.x] = "              \
+	"v[(int)y[0]]; }\n"
 
 /* NVRTC output of JCT_SEED_SOURCE for arch ("sm_90" cubin, "compute_90"
  * PTX with its NUL, ltoir != 0: -dlto LTO-IR). Returns 0 or -1 (message on

@@ -36,7 +36,8 @@ int jct_seed_fatbin(const struct jct_fb_image *images, size_t n, struct jct_blob
 		uint8_t *e = d + off;
 		size_t stored = im->bytes->size;
 		if (im->zstd) {
-			stored = ZSTD_compress(e + 64, cap - off - 64, im->bytes->data, im->bytes->size, 3);
+			stored = ZSTD_compress(e + 64, cap - off - 64, im->bytes->data,
+					       im->bytes->size, 3);
 			if (ZSTD_isError(stored)) {
 				free(d);
 				return -1;

@@ -43,7 +43,8 @@ int main(int argc, char **argv)
 	const char *t0_env = getenv("JC_T0_NS");
 	double exec_ms = -1;
 	if (t0_env)
-		exec_ms = ((double)wall.tv_sec * 1e9 + (double)wall.tv_nsec - strtod(t0_env, NULL)) / 1e6;
+		exec_ms =
+		    ((double)wall.tv_sec * 1e9 + (double)wall.tv_nsec - strtod(t0_env, NULL)) / 1e6;
 	char abi[128];
 	snprintf(abi, sizeof(abi), "coldstart-%s", argc > 1 ? argv[1] : "0");
 	int steady = argc > 2 ? atoi(argv[2]) : 200;
@@ -83,21 +84,26 @@ int main(int argc, char **argv)
 	const char *ml = getenv("CUDA_MODULE_LOADING"), *fp = getenv("JITCACHE_FORCE_PTX"),
 		   *fc = getenv("JITCACHE_FORCE_CUBIN");
 	printf("coldstart modload=%s forced=%s drvcache=%s ", ml && *ml ? ml : "default",
-	       fp && strcmp(fp, "1") == 0 ? "ptx" : fc && strcmp(fc, "1") == 0 ? "cubin" : "none",
-	       getenv("CUDA_CACHE_DISABLE") && strcmp(getenv("CUDA_CACHE_DISABLE"), "1") == 0 ? "off" : "on");
-	printf("cache=%s arch=%s exec_ms=%.3f cuinit_ms=%.3f ctx_ms=%.3f connect_ms=%.3f "
-	       "resolve_ms=%.3f fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f module_ready_ms=%.3f "
-	       "alloc_copy_ms=%.3f first_launch_ms=%.3f steady_us=%.1f main_to_first_launch_ms=%.3f "
-	       "result=%s\n",
-	       jc_result_cache_status(res) == JC_HIT ? "hit" : "miss",
-	       jc_result_output(res) == JC_PTX ? "ptx" : "cubin", exec_ms, jcx_ms(t_main, t_init),
-	       jcx_ms(t_init, t_ctx), jcx_ms(t_ctx, t_conn),
-	       jc_cuda_module_time_ns(m, JC_CUDA_TIME_RESOLVE) / 1e6,
-	       jc_cuda_module_time_ns(m, JC_CUDA_TIME_FETCH) / 1e6,
-	       jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOAD) / 1e6,
-	       jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOOKUP) / 1e6, jcx_ms(t_ctx, t_mod),
-	       jcx_ms(t_mod, t_alloc), jcx_ms(t_alloc, t_first), lat[steady / 2] / 1e3,
-	       jcx_ms(t_main, t_first), bad ? "WRONG" : "ok");
+	       fp && strcmp(fp, "1") == 0   ? "ptx"
+	       : fc && strcmp(fc, "1") == 0 ? "cubin"
+					    : "none",
+	       getenv("CUDA_CACHE_DISABLE") && strcmp(getenv("CUDA_CACHE_DISABLE"), "1") == 0
+		   ? "off"
+		   : "on");
+	printf(
+	    "cache=%s arch=%s exec_ms=%.3f cuinit_ms=%.3f ctx_ms=%.3f connect_ms=%.3f "
+	    "resolve_ms=%.3f fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f module_ready_ms=%.3f "
+	    "alloc_copy_ms=%.3f first_launch_ms=%.3f steady_us=%.1f main_to_first_launch_ms=%.3f "
+	    "result=%s\n",
+	    jc_result_cache_status(res) == JC_HIT ? "hit" : "miss",
+	    jc_result_output(res) == JC_PTX ? "ptx" : "cubin", exec_ms, jcx_ms(t_main, t_init),
+	    jcx_ms(t_init, t_ctx), jcx_ms(t_ctx, t_conn),
+	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_RESOLVE) / 1e6,
+	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_FETCH) / 1e6,
+	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOAD) / 1e6,
+	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOOKUP) / 1e6, jcx_ms(t_ctx, t_mod),
+	    jcx_ms(t_mod, t_alloc), jcx_ms(t_alloc, t_first), lat[steady / 2] / 1e3,
+	    jcx_ms(t_main, t_first), bad ? "WRONG" : "ok");
 	free(lat);
 	CU_CHECK(cuMemFree(x));
 	CU_CHECK(cuMemFree(y));

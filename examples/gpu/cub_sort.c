@@ -28,9 +28,9 @@
 #include "gpu_common.h"
 
 #define THREADS 128
-#define ITEMS 8
-#define TILE (THREADS * ITEMS)
-#define EXPR "sort_and_sum<128, 8>"
+#define ITEMS	8
+#define TILE	(THREADS * ITEMS)
+#define EXPR	"sort_and_sum<128, 8>"
 
 static unsigned key_of(unsigned i)
 {
@@ -97,11 +97,13 @@ int main(int argc, char **argv)
 	if (strcmp(targets, "auto") != 0)
 		jcx_jc_check(jc_request_set_arch(r, targets), "set_arch", NULL);
 	if (strncmp(targets, "compute_", 8) == 0 && !strchr(targets, ','))
-		jcx_jc_check(jc_request_set_output(r, JC_PTX), "set_output", NULL); /* one PTX target */
+		jcx_jc_check(jc_request_set_output(r, JC_PTX), "set_output",
+			     NULL); /* one PTX target */
 	jc_cuda_module *m = NULL;
 	int rc = jc_cuda_module_load(c, r, &m);
 	if (rc) {
-		fprintf(stderr, "cub_sort: jc_cuda_module_load: %s: %s\n", jc_strerror(rc), jc_cuda_errmsg());
+		fprintf(stderr, "cub_sort: jc_cuda_module_load: %s: %s\n", jc_strerror(rc),
+			jc_cuda_errmsg());
 		if (m)
 			fprintf(stderr, "%s\n", jc_result_log(jc_cuda_module_result(m)));
 		return 1;
@@ -134,8 +136,10 @@ int main(int argc, char **argv)
 	CUresult sync = cuCtxSynchronize();
 	uint64_t t1 = jcx_now_ns();
 	if (sync != CUDA_SUCCESS) {
-		fprintf(stderr, "cub_sort: the kernel failed: %s (a device-side assert is "
-				"CUDA_ERROR_ASSERT)\n", jcx_cu_name(sync));
+		fprintf(stderr,
+			"cub_sort: the kernel failed: %s (a device-side assert is "
+			"CUDA_ERROR_ASSERT)\n",
+			jcx_cu_name(sync));
 		return 1;
 	}
 	CU_CHECK(cuMemcpyDtoH(keys_out, dko, n * sizeof(*keys)));
@@ -155,24 +159,27 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < TILE; i++) {
 			size_t g = (size_t)b * TILE + i;
 			if (keys_out[g] != pairs[2 * i] && bad_keys++ == 0)
-				fprintf(stderr, "block %d item %u: key %u, want %u\n", b, i, keys_out[g],
-					pairs[2 * i]);
+				fprintf(stderr, "block %d item %u: key %u, want %u\n", b, i,
+					keys_out[g], pairs[2 * i]);
 			if (vals_out[g] != vals[pairs[2 * i + 1]] && bad_vals++ == 0)
-				fprintf(stderr, "block %d item %u: value %g, want %g\n", b, i, vals_out[g],
-					vals[pairs[2 * i + 1]]);
+				fprintf(stderr, "block %d item %u: value %g, want %g\n", b, i,
+					vals_out[g], vals[pairs[2 * i + 1]]);
 		}
 		if (sums[b] != (float)sum && bad_sums++ == 0)
 			fprintf(stderr, "block %d: sum %.1f, want %.1f\n", b, sums[b], sum);
 	}
 	const jc_result *res = jc_cuda_module_result(m);
 	int ok = !bad_keys && !bad_vals && !bad_sums;
-	printf("cub_sort targets=%s cache=%s loaded=%s blocks=%d items=%zu fetch_ms=%.3f load_ms=%.3f "
-	       "kernel_ms=%.3f wrong_keys=%zu wrong_values=%zu wrong_sums=%zu result=%s\n", targets,
-	       jc_result_cache_status(res) == JC_HIT ? "hit" : "miss",
-	       jc_result_output(res) == JC_PTX ? "ptx" : jc_result_output(res) == JC_FATBIN ? "fatbin" : "cubin",
-	       blocks, n, jc_cuda_module_time_ns(m, JC_CUDA_TIME_FETCH) / 1e6,
-	       jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOAD) / 1e6, jcx_ms(t0, t1), bad_keys, bad_vals,
-	       bad_sums, ok ? "ok" : "WRONG");
+	printf(
+	    "cub_sort targets=%s cache=%s loaded=%s blocks=%d items=%zu fetch_ms=%.3f load_ms=%.3f "
+	    "kernel_ms=%.3f wrong_keys=%zu wrong_values=%zu wrong_sums=%zu result=%s\n",
+	    targets, jc_result_cache_status(res) == JC_HIT ? "hit" : "miss",
+	    jc_result_output(res) == JC_PTX	 ? "ptx"
+	    : jc_result_output(res) == JC_FATBIN ? "fatbin"
+						 : "cubin",
+	    blocks, n, jc_cuda_module_time_ns(m, JC_CUDA_TIME_FETCH) / 1e6,
+	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOAD) / 1e6, jcx_ms(t0, t1), bad_keys, bad_vals,
+	    bad_sums, ok ? "ok" : "WRONG");
 	const char *log = jc_result_log(res);
 	if (jc_result_output(res) == JC_FATBIN && jc_result_cache_status(res) != JC_HIT)
 		printf("cub_sort_fatbin_log %.*s\n", (int)strcspn(log, "\n"), log);

@@ -75,8 +75,8 @@ int main(int argc, char **argv)
 	CUmoduleLoadingMode mode;
 	CU_CHECK(cuModuleGetLoadingMode(&mode));
 	const char *cd = getenv("CUDA_CACHE_DISABLE");
-	printf("device cc=%d.%d module_loading=%s CUDA_CACHE_DISABLE=%s iters=%d n=%llu\n", major, minor,
-	       mode == CU_MODULE_LAZY_LOADING ? "lazy" : "eager", cd ? cd : "(unset)", iters,
+	printf("device cc=%d.%d module_loading=%s CUDA_CACHE_DISABLE=%s iters=%d n=%llu\n", major,
+	       minor, mode == CU_MODULE_LAZY_LOADING ? "lazy" : "eager", cd ? cd : "(unset)", iters,
 	       (unsigned long long)n);
 	jc_client *c = NULL;
 	jcx_jc_check(jc_client_connect(NULL, &c), "jc_client_connect", NULL);
@@ -93,16 +93,20 @@ int main(int argc, char **argv)
 		}
 		double v[5][iters];
 		for (int i = 1; i < iters; i++) {
-			v[0][i - 1] = s[i].fetch, v[1][i - 1] = s[i].load, v[2][i - 1] = s[i].lookup;
+			v[0][i - 1] = s[i].fetch, v[1][i - 1] = s[i].load,
+				 v[2][i - 1] = s[i].lookup;
 			v[3][i - 1] = s[i].first, v[4][i - 1] = s[i].second;
 		}
-		printf("%s first: cache=%s fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f first_launch_ms=%.3f "
-		       "second_launch_ms=%.3f\n", arch, first_cache, s[0].fetch, s[0].load, s[0].lookup,
-		       s[0].first, s[0].second);
-		printf("%s median of %d more: fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f first_launch_ms=%.3f "
-		       "second_launch_ms=%.3f\n", arch, iters - 1, median(v[0], iters - 1),
-		       median(v[1], iters - 1), median(v[2], iters - 1), median(v[3], iters - 1),
-		       median(v[4], iters - 1));
+		printf("%s first: cache=%s fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f "
+		       "first_launch_ms=%.3f "
+		       "second_launch_ms=%.3f\n",
+		       arch, first_cache, s[0].fetch, s[0].load, s[0].lookup, s[0].first,
+		       s[0].second);
+		printf("%s median of %d more: fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f "
+		       "first_launch_ms=%.3f "
+		       "second_launch_ms=%.3f\n",
+		       arch, iters - 1, median(v[0], iters - 1), median(v[1], iters - 1),
+		       median(v[2], iters - 1), median(v[3], iters - 1), median(v[4], iters - 1));
 	}
 	printf("results: %s\n", failed ? "WRONG" : "ok");
 	jc_client_close(c);

@@ -44,7 +44,8 @@ void jcx_jc_check(int rc, const char *what, jc_client *c)
 {
 	if (rc == 0)
 		return;
-	fprintf(stderr, "%s: %s: %s\n", what, jc_strerror(rc), c ? jc_client_errmsg(c) : jc_cuda_errmsg());
+	fprintf(stderr, "%s: %s: %s\n", what, jc_strerror(rc),
+		c ? jc_client_errmsg(c) : jc_cuda_errmsg());
 	exit(1);
 }
 
@@ -78,7 +79,9 @@ int jcx_saxpy_request_new(const char *arch, const char *app_abi, jc_request **ou
 	rc = rc ?: jc_request_add_name_expression(r, JCX_SAXPY_F64);
 	if (rc == 0 && arch) {
 		rc = jc_request_set_arch(r, arch);
-		rc = rc ?: jc_request_set_output(r, strncmp(arch, "compute_", 8) ? JC_CUBIN : JC_PTX);
+		rc = rc
+			 ?: jc_request_set_output(r,
+						  strncmp(arch, "compute_", 8) ? JC_CUBIN : JC_PTX);
 	}
 	if (rc == 0 && app_abi)
 		rc = jc_request_set_app_abi(r, app_abi);
@@ -121,7 +124,8 @@ void jcx_saxpy_launch(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdevic
 	CU_CHECK(cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, stream, args, NULL));
 }
 
-uint64_t jcx_saxpy_timed(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdeviceptr y, uint64_t n)
+uint64_t jcx_saxpy_timed(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdeviceptr y,
+			 uint64_t n)
 {
 	uint64_t t0 = jcx_now_ns();
 	jcx_saxpy_launch(f, is_f64, a, x, y, n, NULL);

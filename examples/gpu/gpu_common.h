@@ -63,7 +63,8 @@ void jcx_saxpy_launch(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdevic
 
 /* jcx_saxpy_launch on the NULL stream, then cuCtxSynchronize; returns the
  * nanoseconds both took. */
-uint64_t jcx_saxpy_timed(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdeviceptr y, uint64_t n);
+uint64_t jcx_saxpy_timed(CUfunction f, int is_f64, double a, CUdeviceptr x, CUdeviceptr y,
+			 uint64_t n);
 
 /* Device buffers of n elements of T filled with the pattern (synchronous
  * copies in the current context). Free with cuMemFree. */

@@ -37,8 +37,8 @@ static void expect(int cond, const char *what)
 
 static struct gpu_buffer_view view(CUdeviceptr p, int f64)
 {
-	return (struct gpu_buffer_view){(void *)(uintptr_t)p, N * (f64 ? 8 : 4), 0, f64 ? SAXPY_F64 : SAXPY_F32,
-					SAXPY_PLUGIN_ABI_VERSION};
+	return (struct gpu_buffer_view){(void *)(uintptr_t)p, N * (f64 ? 8 : 4), 0,
+					f64 ? SAXPY_F64 : SAXPY_F32, SAXPY_PLUGIN_ABI_VERSION};
 }
 
 static void primary_path(void)
@@ -58,12 +58,14 @@ static void primary_path(void)
 			printf("plugin: %s: %s\n", jc_strerror(rc), err);
 		CU_CHECK(cuStreamSynchronize(s));
 		expect(rc == 0 && jcx_saxpy_check(f64, 2.0, y, N, 1) == 0,
-		       f64 ? "primary: double on the caller's stream" : "primary: float on the caller's stream");
+		       f64 ? "primary: double on the caller's stream"
+			   : "primary: float on the caller's stream");
 		rc = plugin_run(0.5, &vx, &vy, NULL, err, sizeof(err));
 		CU_CHECK(cuCtxSynchronize());
 		/* y = y0 + 2x + 0.5x: the check's formula with a = 2.5, 1 launch */
 		expect(rc == 0 && jcx_saxpy_check(f64, 2.5, y, N, 1) == 0,
-		       f64 ? "primary: double on the default stream" : "primary: float on the default stream");
+		       f64 ? "primary: double on the default stream"
+			   : "primary: float on the default stream");
 		vx.abi_version = 2;
 		rc = plugin_run(2.0, &vx, &vy, s, err, sizeof(err));
 		printf("  wrong ABI -> %s: %s\n", jc_strerror(rc), err);
@@ -104,8 +106,8 @@ static void own_context_path(void)
 	CUcontext primary, own;
 	jcx_primary_ctx(0, &dev, &primary);
 	CUdeviceptr px, py;
-	jcx_saxpy_buffers(0, N, &px, &py); /* primary-context buffers */
-	CUctxCreateParams params = {0}; /* no affinity, no CIG */
+	jcx_saxpy_buffers(0, N, &px, &py);	      /* primary-context buffers */
+	CUctxCreateParams params = {0};		      /* no affinity, no CIG */
 	CU_CHECK(cuCtxCreate(&own, &params, 0, dev)); /* pushed: own is current */
 	CUdeviceptr ox, oy;
 	jcx_saxpy_buffers(0, N, &ox, &oy);
@@ -150,8 +152,10 @@ int main(int argc, char **argv)
 	plugin_abi = (uint32_t(*)(void))dlsym(h, "saxpy_plugin_abi_version");
 	plugin_run = (__typeof__(plugin_run))dlsym(h, "saxpy_plugin_run");
 	plugin_shutdown = (void (*)(void))dlsym(h, "saxpy_plugin_shutdown");
-	if (!plugin_abi || !plugin_run || !plugin_shutdown || plugin_abi() != SAXPY_PLUGIN_ABI_VERSION) {
-		fprintf(stderr, "%s: not a SAXPY plugin of ABI %u\n", argv[1], SAXPY_PLUGIN_ABI_VERSION);
+	if (!plugin_abi || !plugin_run || !plugin_shutdown ||
+	    plugin_abi() != SAXPY_PLUGIN_ABI_VERSION) {
+		fprintf(stderr, "%s: not a SAXPY plugin of ABI %u\n", argv[1],
+			SAXPY_PLUGIN_ABI_VERSION);
 		return 1;
 	}
 	if (strcmp(argv[2], "primary") == 0)

@@ -41,8 +41,9 @@ int main(int argc, char **argv)
 		jcx_saxpy_launch(f, is_f64, 2.0, x, y, n, NULL);
 		CU_CHECK(cuCtxSynchronize());
 		uint64_t bad = jcx_saxpy_check(is_f64, 2.0, y, n, 1);
-		printf("%s: %s (lowered %s, %llu elements, %llu wrong)\n", expr + 1, bad ? "WRONG" : "ok",
-		       jc_result_lowered_name(res, expr), (unsigned long long)n, (unsigned long long)bad);
+		printf("%s: %s (lowered %s, %llu elements, %llu wrong)\n", expr + 1,
+		       bad ? "WRONG" : "ok", jc_result_lowered_name(res, expr),
+		       (unsigned long long)n, (unsigned long long)bad);
 		failed |= bad != 0;
 		CU_CHECK(cuMemFree(x));
 		CU_CHECK(cuMemFree(y));

@@ -29,10 +29,10 @@ enum saxpy_plugin_dtype { SAXPY_F32 = 1, SAXPY_F64 = 2 };
 
 /* A view of a caller's device buffer (borrowed for the call). */
 struct gpu_buffer_view {
-	void *data;           /* device pointer (CUdeviceptr or cudaMalloc's) */
-	uint64_t bytes;       /* size of the view, a multiple of the dtype's */
-	int32_t device;       /* CUDA device ordinal the buffer lives on */
-	uint32_t dtype;       /* enum saxpy_plugin_dtype */
+	void *data;	      /* device pointer (CUdeviceptr or cudaMalloc's) */
+	uint64_t bytes;	      /* size of the view, a multiple of the dtype's */
+	int32_t device;	      /* CUDA device ordinal the buffer lives on */
+	uint32_t dtype;	      /* enum saxpy_plugin_dtype */
 	uint32_t abi_version; /* SAXPY_PLUGIN_ABI_VERSION */
 };
 

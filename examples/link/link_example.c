@@ -70,24 +70,42 @@ static jc_result *run(jc_client *c, const jc_request *r, const char *what)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 's'}, {"devlib", required_argument, NULL, 'd'},
-		{"spec", required_argument, NULL, 'p'}, {"arch", required_argument, NULL, 'a'},
-		{"channels", required_argument, NULL, 'c'}, {"scale", required_argument, NULL, 'x'},
-		{NULL, 0, NULL, 0},
+	    {"socket", required_argument, NULL, 's'},
+	    {"devlib", required_argument, NULL, 'd'},
+	    {"spec", required_argument, NULL, 'p'},
+	    {"arch", required_argument, NULL, 'a'},
+	    {"channels", required_argument, NULL, 'c'},
+	    {"scale", required_argument, NULL, 'x'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *sock = NULL, *devlib = NULL, *spec = NULL, *arch = "sm_90", *out = NULL;
 	int channels = 8, c;
 	double scale = 1.5;
 	while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
 		switch (c) {
-		case 's': sock = optarg; break;
-		case 'd': devlib = optarg; break;
-		case 'p': spec = optarg; break;
-		case 'a': arch = optarg; break;
-		case 'c': channels = atoi(optarg); break;
-		case 'x': scale = atof(optarg); break;
-		case 'o': out = optarg; break;
-		default: return 2;
+		case 's':
+			sock = optarg;
+			break;
+		case 'd':
+			devlib = optarg;
+			break;
+		case 'p':
+			spec = optarg;
+			break;
+		case 'a':
+			arch = optarg;
+			break;
+		case 'c':
+			channels = atoi(optarg);
+			break;
+		case 'x':
+			scale = atof(optarg);
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		default:
+			return 2;
 		}
 	}
 	if (!devlib || !spec || !out || channels <= 0) {
@@ -119,18 +137,20 @@ int main(int argc, char **argv)
 
 	/* 2. A kernel generated for this run's parameters. */
 	char src[2048];
-	snprintf(src, sizeof(src),
-		 "extern \"C\" __device__ float devlib_activation(float);\n"
-		 "extern \"C\" __device__ float devlib_bias(int);\n"
-		 "extern \"C\" __device__ float user_op(float, float);\n"
-		 "#define CHANNELS %d\n"
-		 "#define SCALE %.9gf\n"
-		 "extern \"C\" __global__ void specialised(const float *in, float *out, int n)\n"
-		 "{\n"
-		 "\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-		 "\tif (i < n)\n"
-		 "\t\tout[i] = devlib_activation(user_op(in[i], SCALE) + devlib_bias(i %% CHANNELS));\n"
-		 "}\n", channels, scale);
+	snprintf(
+	    src, sizeof(src),
+	    "extern \"C\" __device__ float devlib_activation(float);\n"
+	    "extern \"C\" __device__ float devlib_bias(int);\n"
+	    "extern \"C\" __device__ float user_op(float, float);\n"
+	    "#define CHANNELS %d\n"
+	    "#define SCALE %.9gf\n"
+	    "extern \"C\" __global__ void specialised(const float *in, float *out, int n)\n"
+	    "{\n"
+	    "\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+	    "\tif (i < n)\n"
+	    "\t\tout[i] = devlib_activation(user_op(in[i], SCALE) + devlib_bias(i %% CHANNELS));\n"
+	    "}\n",
+	    channels, scale);
 
 	/* 3. NVRTC (-dlto) + nvJitLink with the PTX and the library, one request. */
 	size_t ptx_size;
@@ -140,7 +160,8 @@ int main(int argc, char **argv)
 	    jc_request_set_source(lr, "specialised.cu", src, strlen(src)) ||
 	    jc_request_set_arch(lr, arch) ||
 	    jc_request_add_link_input(lr, JC_LINK_PTX, "spec.ptx", ptx_data, ptx_size) ||
-	    jc_request_add_link_input(lr, JC_LINK_LIBRARY, base ? base + 1 : devlib, lib, lib_size) ||
+	    jc_request_add_link_input(lr, JC_LINK_LIBRARY, base ? base + 1 : devlib, lib,
+				      lib_size) ||
 	    !(cubin = run(cl, lr, "link")))
 		goto out;
 	size_t size;

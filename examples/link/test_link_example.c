@@ -21,7 +21,7 @@
 
 struct run {
 	int rc;
-	char *out;     /* stdout: "spec\t...\nlink\tmiss|hit\tMS ms\tKEY\n" */
+	char *out; /* stdout: "spec\t...\nlink\tmiss|hit\tMS ms\tKEY\n" */
 	uint8_t *cubin;
 	size_t size;
 };
@@ -34,8 +34,9 @@ static void run_example(const struct jtl_daemon *d, const char *lib, const char 
 	snprintf(cubin, sizeof(cubin), "%s/specialised.cubin", d->dir);
 	remove(cubin);
 	r->rc = jct_sh("'%s/examples/link/link_example' --socket '%s' --devlib '%s' --spec '%s' "
-		       "--channels %s -o '%s' > '%s'", getenv("JC_BUILD_ROOT"), d->sock, lib,
-		       jct_example("link/spec.cu"), channels, cubin, outp);
+		       "--channels %s -o '%s' > '%s'",
+		       getenv("JC_BUILD_ROOT"), d->sock, lib, jct_example("link/spec.cu"), channels,
+		       cubin, outp);
 	size_t n;
 	r->out = (char *)jtl_read_file(outp, &n);
 	r->cubin = jtl_read_file(cubin, &r->size);
@@ -66,8 +67,9 @@ static void test_link_example(void **state)
 	snprintf(lib, sizeof(lib), "%s/libdevlib.a", d.dir);
 	snprintf(lib2, sizeof(lib2), "%s/libdevlib2.a", d.dir);
 	assert_int_equal(jct_sh("cd '%s' && '%s' -arch=sm_90 -dc -dlto '%s' -o devlib.o && "
-				"'%s' -lib devlib.o -o '%s'", d.dir, nvcc,
-				jct_example("link/devlib.cu"), nvcc, lib), 0);
+				"'%s' -lib devlib.o -o '%s'",
+				d.dir, nvcc, jct_example("link/devlib.cu"), nvcc, lib),
+			 0);
 	jct_daemon_start(&d, NULL);
 
 	struct run miss, hit, other, rebuilt;
@@ -96,8 +98,9 @@ static void test_link_example(void **state)
 	/* The library rebuilt with other code: its bytes are in the key. */
 	assert_int_equal(jct_sh("cd '%s' && sed 's/0.125f/0.25f/' '%s' > devlib2.cu && "
 				"'%s' -arch=sm_90 -dc -dlto devlib2.cu -o devlib2.o && "
-				"'%s' -lib devlib2.o -o '%s'", d.dir, jct_example("link/devlib.cu"),
-				nvcc, nvcc, lib2), 0);
+				"'%s' -lib devlib2.o -o '%s'",
+				d.dir, jct_example("link/devlib.cu"), nvcc, nvcc, lib2),
+			 0);
 	run_example(&d, lib2, "8", &rebuilt);
 	assert_true(strncmp(link_line(&rebuilt), "link\tmiss\t", 10) == 0);
 	assert_true(strcmp(link_line(&rebuilt) + 10, link_line(&miss) + 10) != 0);
@@ -112,11 +115,12 @@ static void test_link_example(void **state)
 int main(void)
 {
 	if (!jct_nvcc()) {
-		fprintf(stderr, "nvcc not found ($NVCC, $CUDA_PATH/bin, /usr/local/cuda/bin): skipped\n");
+		fprintf(stderr,
+			"nvcc not found ($NVCC, $CUDA_PATH/bin, /usr/local/cuda/bin): skipped\n");
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_link_example),
+	    cmocka_unit_test(test_link_example),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,9 +35,9 @@ extern "C" {
 #define JC_API
 #endif
 
-#define JC_VERSION_MAJOR 0
-#define JC_VERSION_MINOR 1
-#define JC_VERSION_PATCH 0
+#define JC_VERSION_MAJOR  0
+#define JC_VERSION_MINOR  1
+#define JC_VERSION_PATCH  0
 #define JC_VERSION_STRING "0.1.0"
 
 /*
@@ -45,25 +45,25 @@ extern "C" {
  * JC_ERRORS(X) is their one list: X(name, value, what jc_strerror() says).
  * Values are part of the ABI and never reused.
  */
-#define JC_ERRORS(X) \
-	X(JC_EINVAL, -1, "invalid argument or request") /* bad argument or bad request field */ \
-	X(JC_ENOMEM, -2, "out of memory") \
-	X(JC_EIO, -3, "I/O error") /* read/write/socket failure (errno in message) */ \
-	X(JC_ECONNECT, -4, "no daemon answers on the socket") \
-	X(JC_EPROTO, -5, "protocol error") /* malformed, truncated or unexpected frame */ \
-	X(JC_ETOOBIG, -6, "frame or field too large") /* frame or field over its limit */ \
-	X(JC_ECOMPILE, -7, "compile or link failed") /* see the result log */ \
-	X(JC_ECRASH, -8, "compile worker crashed") \
-	X(JC_ETIMEOUT, -9, "compile timed out") /* ran past --compile-timeout */ \
-	X(JC_ENOSPC, -10, "cache disk full") /* nothing was stored */ \
-	X(JC_ECORRUPT, -11, "corrupt object") /* an object failed its size/hash check */ \
-	X(JC_EVERSION, -12, "version mismatch") /* protocol, schema or toolchain */ \
-	X(JC_EDENIED, -13, "permission denied") /* peer not allowed to do this */ \
-	X(JC_ELOCKED, -14, "cache directory locked by another daemon") /* by its lock */ \
-	X(JC_ENOTFOUND, -15, "not found") /* no such entry */ \
-	X(JC_EBUSY, -16, "daemon busy or stopping") /* overloaded or shutting down */ \
-	X(JC_EINTERNAL, -17, "internal error") /* a bug: the message says where */ \
-	X(JC_ENOTSUP, -18, "not supported here") /* no driver, no GPU, ... */
+#define JC_ERRORS(X)                                                                               \
+	X(JC_EINVAL, -1, "invalid argument or request") /* bad argument or bad request field */    \
+	X(JC_ENOMEM, -2, "out of memory")                                                          \
+	X(JC_EIO, -3, "I/O error") /* read/write/socket failure (errno in message) */              \
+	X(JC_ECONNECT, -4, "no daemon answers on the socket")                                      \
+	X(JC_EPROTO, -5, "protocol error") /* malformed, truncated or unexpected frame */          \
+	X(JC_ETOOBIG, -6, "frame or field too large") /* frame or field over its limit */          \
+	X(JC_ECOMPILE, -7, "compile or link failed")  /* see the result log */                     \
+	X(JC_ECRASH, -8, "compile worker crashed")                                                 \
+	X(JC_ETIMEOUT, -9, "compile timed out") /* ran past --compile-timeout */                   \
+	X(JC_ENOSPC, -10, "cache disk full")	/* nothing was stored */                           \
+	X(JC_ECORRUPT, -11, "corrupt object")	/* an object failed its size/hash check */         \
+	X(JC_EVERSION, -12, "version mismatch") /* protocol, schema or toolchain */                \
+	X(JC_EDENIED, -13, "permission denied") /* peer not allowed to do this */                  \
+	X(JC_ELOCKED, -14, "cache directory locked by another daemon") /* by its lock */           \
+	X(JC_ENOTFOUND, -15, "not found")			       /* no such entry */         \
+	X(JC_EBUSY, -16, "daemon busy or stopping") /* overloaded or shutting down */              \
+	X(JC_EINTERNAL, -17, "internal error")	    /* a bug: the message says where */            \
+	X(JC_ENOTSUP, -18, "not supported here")    /* no driver, no GPU, ... */
 
 enum {
 	JC_OK = 0,
@@ -71,7 +71,6 @@ enum {
 	JC_ERRORS(JC_ERROR_ENUM_)
 #undef JC_ERROR_ENUM_
 };
-
 
 /* Opaque handles. */
 typedef struct jc_client jc_client;   /* one connection to jitcached */
@@ -84,8 +83,12 @@ typedef struct jc_result jc_result;   /* the artifact, log and lowered names */
 typedef enum { JC_CUBIN = 1, JC_PTX = 2, JC_LTOIR = 3, JC_FATBIN = 4 } jc_output;
 /* Link input types; the values equal nvJitLinkInputType's (nvJitLink.h). */
 typedef enum {
-	JC_LINK_CUBIN = 1, JC_LINK_PTX = 2, JC_LINK_LTOIR = 3,
-	JC_LINK_FATBIN = 4, JC_LINK_OBJECT = 5, JC_LINK_LIBRARY = 6,
+	JC_LINK_CUBIN = 1,
+	JC_LINK_PTX = 2,
+	JC_LINK_LTOIR = 3,
+	JC_LINK_FATBIN = 4,
+	JC_LINK_OBJECT = 5,
+	JC_LINK_LIBRARY = 6,
 } jc_link_input;
 /*
  * Where a result came from (`jitcachectl compile` prints the same as its
@@ -104,7 +107,11 @@ typedef enum {
  * remote hit), JC_TIME_TOTAL and JC_TIME_SERVER this request's.
  */
 typedef enum {
-	JC_MISS = 1, JC_HIT = 2, JC_NEGATIVE_HIT = 3, JC_JOINED = 4, JC_UNCACHED = 5,
+	JC_MISS = 1,
+	JC_HIT = 2,
+	JC_NEGATIVE_HIT = 3,
+	JC_JOINED = 4,
+	JC_UNCACHED = 5,
 	JC_REMOTE_HIT = 6,
 } jc_cache_status;
 /* Timings of a result (nanoseconds). */

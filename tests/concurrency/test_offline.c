@@ -36,9 +36,8 @@ static const char pool_spec[] = "0:0,0:1,0:2,0:3,0:4,0:5,1:0,1:1";
 static int helper_ctl_loop(char **argv)
 {
 	static const char *const cmds[][3] = {
-		{"stats", "--json", NULL}, {"ls", "--json", NULL}, {"verify", NULL, NULL},
-		{"purge", "--all", NULL},  {"purge", "--negative", NULL},
-		{"purge", "--arch", "sm_80"},
+	    {"stats", "--json", NULL}, {"ls", "--json", NULL},	      {"verify", NULL, NULL},
+	    {"purge", "--all", NULL},  {"purge", "--negative", NULL}, {"purge", "--arch", "sm_80"},
 	};
 	const char *ctl = getenv("JITCACHECTL");
 	unsigned seed = (unsigned)strtoul(argv[2], NULL, 10);
@@ -51,13 +50,14 @@ static int helper_ctl_loop(char **argv)
 	}
 	while (poll(&stop, 1, 0) == 0) {
 		const char *const *c = cmds[rand_r(&seed) % 6];
-		const char *args[] = {ctl, "--socket", argv[0], "--cache-dir", argv[1], c[0], c[1], c[2], NULL};
+		const char *args[] = {ctl,  "--socket", argv[0], "--cache-dir", argv[1],
+				      c[0], c[1],	c[2],	 NULL};
 		char *out = NULL, *err = NULL;
 		int rc = jtl_run(args, NULL, scratch, &out, &err);
 		commands++;
 		if (rc != 0) {
-			fprintf(stderr, "ctl-loop: jitcachectl %s %s: exit %d: %s\n", c[0], c[1] ? c[1] : "",
-				rc, err ? err : "");
+			fprintf(stderr, "ctl-loop: jitcachectl %s %s: exit %d: %s\n", c[0],
+				c[1] ? c[1] : "", rc, err ? err : "");
 			failures++;
 		} else if (strcmp(c[0], "stats") == 0) {
 			if (strstr(out, "\"uptime_s\": -1"))
@@ -116,7 +116,8 @@ static void test_offline_then_daemon(void **state)
 			fetch_all(f);
 		}
 		assert_int_equal(jct_ctl(&f->d, &out, NULL, stats), 0);
-		assert_true(online ? jct_json_int(out, "uptime_s") >= 0 : jct_json_int(out, "uptime_s") == -1);
+		assert_true(online ? jct_json_int(out, "uptime_s") >= 0
+				   : jct_json_int(out, "uptime_s") == -1);
 		assert_int_equal(jct_json_int(out, "entries"), 6);
 		assert_int_equal(jct_json_int(out, "negative_entries"), 2);
 		free(out);
@@ -140,8 +141,14 @@ static void test_offline_then_daemon(void **state)
 			continue;
 		/* A daemon that holds the directory but does not answer on the
 		 * given socket: jitcachectl says so and leaves the directory alone. */
-		const char *argv[] = {getenv("JITCACHECTL"), "--socket", "/nonexistent/sock",
-				      "--cache-dir", f->d.cache, "purge", "--all", NULL};
+		const char *argv[] = {getenv("JITCACHECTL"),
+				      "--socket",
+				      "/nonexistent/sock",
+				      "--cache-dir",
+				      f->d.cache,
+				      "purge",
+				      "--all",
+				      NULL};
 		assert_int_equal(jct_run(&f->d, argv, NULL, NULL), 1);
 		assert_int_equal(jct_stat(&f->d, "entries"), 4);
 	}
@@ -207,8 +214,8 @@ int main(int argc, char **argv)
 	if (argc == 7 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "ctl-loop") == 0)
 		return helper_ctl_loop(argv + 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_offline_then_daemon, setup, jct_fx_free),
-		cmocka_unit_test_setup_teardown(test_offline_and_daemon_at_once, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_offline_then_daemon, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_offline_and_daemon_at_once, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

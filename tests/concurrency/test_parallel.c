@@ -16,15 +16,15 @@
  * test_threads_under_churn: hits served by several serving threads at once
  * while entries are purged and objects replaced on disk.
  */
+#include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,8 +36,8 @@
 
 #define CLIENTS 64
 
-static void run_clients(const struct jtl_daemon *d, const char *refdir, const char *spec,
-			int nreq, unsigned seed, struct jct_tally *t)
+static void run_clients(const struct jtl_daemon *d, const char *refdir, const char *spec, int nreq,
+			unsigned seed, struct jct_tally *t)
 {
 	struct jct_clients cl;
 	jct_clients_start(d, refdir, spec, CLIENTS, nreq, seed, &cl);
@@ -67,7 +67,8 @@ static void test_single_flight(void **state)
 	jct_ref_free(&again);
 
 	jct_daemon_start(&f->d, NULL);
-	int64_t compiles = jct_stat(&f->d, "compiles"), joins = jct_stat(&f->d, "single_flight_joins");
+	int64_t compiles = jct_stat(&f->d, "compiles"),
+		joins = jct_stat(&f->d, "single_flight_joins");
 	struct jct_tally t;
 	run_clients(&f->d, f->refdir, "2:1", 1, 1, &t);
 	printf("single flight: %llu processes, %llu requests, %llu errors, %llu wrong bytes; "
@@ -89,9 +90,9 @@ static void test_single_flight(void **state)
 }
 
 /* 8 hits (compiled before the load), 16 misses and 4 failing sources. */
-#define MIX_HITS 8
-#define MIX_MISSES 16
-#define MIX_FAILS 4
+#define MIX_HITS     8
+#define MIX_MISSES   16
+#define MIX_FAILS    4
 #define MIX_REQUESTS 24 /* per process */
 
 static void test_mixed_load(void **state)
@@ -206,7 +207,8 @@ static void test_threads_under_churn(void **state)
 			purges++;
 		} else {
 			const struct jct_ref *r = &p.ref[round % p.n];
-			jct_replace_object(jct_object_path(f->d.cache, r->data, r->size), r->size); /* -1: purged meanwhile */
+			jct_replace_object(jct_object_path(f->d.cache, r->data, r->size),
+					   r->size); /* -1: purged meanwhile */
 			replaced++;
 		}
 		usleep(15000);
@@ -216,11 +218,11 @@ static void test_threads_under_churn(void **state)
 	jct_clients_finish(&cl, &t);
 	printf("threads under churn: %d purges, %d objects replaced, %llu requests (%llu hits, "
 	       "%llu misses, %llu joined), %llu errors, %llu wrong bytes, %lld corrupt objects; "
-	       "%.1f s\n", purges, replaced, (unsigned long long)t.requests,
-	       (unsigned long long)t.hits, (unsigned long long)t.misses,
-	       (unsigned long long)t.joins, (unsigned long long)t.errors,
-	       (unsigned long long)t.wrong, (long long)jct_stat(&f->d, "corrupt_objects"),
-	       jtl_now_s() - t0);
+	       "%.1f s\n",
+	       purges, replaced, (unsigned long long)t.requests, (unsigned long long)t.hits,
+	       (unsigned long long)t.misses, (unsigned long long)t.joins,
+	       (unsigned long long)t.errors, (unsigned long long)t.wrong,
+	       (long long)jct_stat(&f->d, "corrupt_objects"), jtl_now_s() - t0);
 	assert_int_equal(t.failed_exits, 0);
 	assert_int_equal(t.lines, CHURN_CLIENTS);
 	assert_int_equal(t.errors, 0);
@@ -251,10 +253,10 @@ int main(int argc, char **argv)
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
 		return jct_helper_client(argv + 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_single_flight, setup, jct_fx_free),
-		cmocka_unit_test_setup_teardown(test_mixed_load, setup, jct_fx_free),
-		cmocka_unit_test_setup_teardown(test_purge_under_load, setup, jct_fx_free),
-		cmocka_unit_test_setup_teardown(test_threads_under_churn, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_single_flight, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_mixed_load, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_purge_under_load, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_threads_under_churn, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,27 +60,27 @@
 #include "tests/remote/redis_fx.h"
 
 #define N_CASES 10
-#define ARCH "sm_90"
+#define ARCH	"sm_90"
 
 struct ccase {
-	const char *name;   /* cases/NAME.cu */
-	const char *opts;   /* NVRTC options; @INC @SYM @EX @CCCL @CUDA are replaced */
-	const char *expr;   /* one name expression, "32" for tk<0>..tk<31>, or NULL */
-	int dlto;           /* -dlto, linked with cases/dlto_lib.cu by nvJitLink -lto */
-	int expect;         /* conf_check's out[0]; 0 for the generated header's value */
+	const char *name; /* cases/NAME.cu */
+	const char *opts; /* NVRTC options; @INC @SYM @EX @CCCL @CUDA are replaced */
+	const char *expr; /* one name expression, "32" for tk<0>..tk<31>, or NULL */
+	int dlto;	  /* -dlto, linked with cases/dlto_lib.cu by nvJitLink -lto */
+	int expect;	  /* conf_check's out[0]; 0 for the generated header's value */
 };
 
 static const struct ccase cases[N_CASES] = {
-	{"cub", "-std=c++17 -I@INC -I@EX -I@CCCL", "sort_and_sum<128, 8>", 0, 128},
-	{"custd", "-std=c++17 -I@INC -I@CCCL", "cmul<float>", 0, -490},
-	{"half", "-I@INC -I@CUDA", "hscale", 0, 603375},
-	{"cg", "-std=c++17 -I@INC -I@CCCL -I@CUDA", "warp_sums", 0, 496},
-	{"templ32", "-I@INC", "32", 0, 961},
-	{"dlto", "-rdc=true -I@INC", NULL, 1, 750},
-	{"unroll", "-I@INC", "unrolled", 0, 120},
-	{"gen", "-I@INC", "gen_k", 0, 0},
-	{"symlink", "-I@INC -I@SYM", "sym_k", 0, 7007},
-	{"hol", "-I@INC", "hol_k", 0, 1030},
+    {"cub", "-std=c++17 -I@INC -I@EX -I@CCCL", "sort_and_sum<128, 8>", 0, 128},
+    {"custd", "-std=c++17 -I@INC -I@CCCL", "cmul<float>", 0, -490},
+    {"half", "-I@INC -I@CUDA", "hscale", 0, 603375},
+    {"cg", "-std=c++17 -I@INC -I@CCCL -I@CUDA", "warp_sums", 0, 496},
+    {"templ32", "-I@INC", "32", 0, 961},
+    {"dlto", "-rdc=true -I@INC", NULL, 1, 750},
+    {"unroll", "-I@INC", "unrolled", 0, 120},
+    {"gen", "-I@INC", "gen_k", 0, 0},
+    {"symlink", "-I@INC -I@SYM", "sym_k", 0, 7007},
+    {"hol", "-I@INC", "hol_k", 0, 1030},
 };
 
 /* The two versions of conf_params.h: CONF_VALUE. */
@@ -88,11 +88,11 @@ static const int conf_value[2] = {11, 22};
 
 static struct {
 	char root[JTL_ROOT_MAX];
-	char tree[300];  /* the user's files: inc/, real_sym/, symlinked -> real_sym, outside/ */
-	char out[300];   /* artifacts the paths write */
-	char ref[300];   /* references: CASE.V.cubin, CASE.V.names */
+	char tree[300];	 /* the user's files: inc/, real_sym/, symlinked -> real_sym, outside/ */
+	char out[300];	 /* artifacts the paths write */
+	char ref[300];	 /* references: CASE.V.cubin, CASE.V.names */
 	char cases[320]; /* a copy of tests/conformance/cases (the second user reads it) */
-	int gen_run;     /* GEN_RUN of this run */
+	int gen_run;	 /* GEN_RUN of this run */
 	char group[32], user[32], daemon_user[32];
 	gid_t gid;
 	int have_users;
@@ -144,16 +144,18 @@ static void generate(void)
 
 static void make_tree(void)
 {
-	assert_int_equal(jct_sh("mkdir -p %s/inc/hol %s/real_sym/sym %s/outside %s/examples && ln -s real_sym %s/symlinked "
+	assert_int_equal(jct_sh("mkdir -p %s/inc/hol %s/real_sym/sym %s/outside %s/examples && ln "
+				"-s real_sym %s/symlinked "
 				"&& cp -r %s/cases %s/ && cp %s/cub_sort.cu %s/examples/",
-				fx.tree, fx.tree, fx.tree, fx.tree, fx.tree, env("JC_CONFORMANCE_DIR"), fx.tree,
-				env("JC_EXAMPLES"), fx.tree),
+				fx.tree, fx.tree, fx.tree, fx.tree, fx.tree,
+				env("JC_CONFORMANCE_DIR"), fx.tree, env("JC_EXAMPLES"), fx.tree),
 			 0);
 	set_conf(0);
 	generate();
 	put("outside/linked.h", "#pragma once\n#define LINKED_VALUE 7000\n");
 	put("real_sym/sym/local.h", "#pragma once\n#define LOCAL_VALUE 7\n");
-	assert_int_equal(jct_sh("ln -s ../../outside/linked.h %s/real_sym/sym/linked.h", fx.tree), 0);
+	assert_int_equal(jct_sh("ln -s ../../outside/linked.h %s/real_sym/sym/linked.h", fx.tree),
+			 0);
 	/* a header-only library: hol/dNN/hN.h, 1,024 files, and hol/all.h */
 	char all[64 * 1024];
 	size_t w = (size_t)snprintf(all, sizeof(all), "#pragma once\n");
@@ -164,8 +166,10 @@ static void make_tree(void)
 			assert_int_equal(mkdir(rel, 0755), 0);
 		}
 		snprintf(rel, sizeof(rel), "inc/hol/d%02d/h%d.h", i / 32, i);
-		put(rel, "#pragma once\n__device__ __forceinline__ int hol_%d() { return %d; }\n", i, i);
-		w += (size_t)snprintf(all + w, sizeof(all) - w, "#include <hol/d%02d/h%d.h>\n", i / 32, i);
+		put(rel, "#pragma once\n__device__ __forceinline__ int hol_%d() { return %d; }\n",
+		    i, i);
+		w += (size_t)snprintf(all + w, sizeof(all) - w, "#include <hol/d%02d/h%d.h>\n",
+				      i / 32, i);
 	}
 	char path[400];
 	snprintf(path, sizeof(path), "%s/inc/hol/all.h", fx.tree);
@@ -217,7 +221,8 @@ static void exprs(const struct ccase *c, const char *flag, char *out, size_t len
 
 /* sh -c CMD (as fx.user when as_user), stdout to *out, stderr to *err
  * (both malloc'd, may be NULL). Returns the exit status. */
-static int run(int as_user, char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int run(int as_user, char **out, char **err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static int run(int as_user, char **out, char **err, const char *fmt, ...)
 {
@@ -230,8 +235,8 @@ static int run(int as_user, char **out, char **err, const char *fmt, ...)
 	snprintf(e, sizeof(e), "%s/run.err", fx.root);
 	int rc;
 	if (as_user)
-		rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c \"%s\" > %s 2> %s", fx.user,
-			    fx.group, (unsigned)fx.gid, cmd, o, e);
+		rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c \"%s\" > %s 2> %s",
+			    fx.user, fx.group, (unsigned)fx.gid, cmd, o, e);
 	else
 		rc = jct_sh("%s > %s 2> %s", cmd, o, e);
 	size_t n;
@@ -286,8 +291,8 @@ static void make_ref(int i, int v)
 	snprintf(out, sizeof(out), "%s/%s.%d.cubin", fx.ref, c->name, v);
 	char *so, *se;
 	generate();
-	int rc = run(0, &so, &se, "%s %s %s -o %s %s/%s.cu %s %s", env("JC_CONFORMANCE_APP"), lib, ex, out,
-		     fx.cases, c->name, ARCH, opts);
+	int rc = run(0, &so, &se, "%s %s %s -o %s %s/%s.cu %s %s", env("JC_CONFORMANCE_APP"), lib,
+		     ex, out, fx.cases, c->name, ARCH, opts);
 	if (rc != 0)
 		fail_msg("reference of %s: exit %d\n%s%s", c->name, rc, so, se);
 	char names[8192], path[600];
@@ -307,13 +312,15 @@ static void check_ref(const char *path_name, int i, int v, const char *got, cons
 	uint8_t *a = jtl_read_file(ref, &n1), *b = jtl_read_file(got, &n2);
 	assert_non_null(a);
 	if (!b || n1 != n2 || memcmp(a, b, n1) != 0)
-		fail_msg("%s, %s, CONF_VALUE %d: the artifact (%zu bytes) is not plain NVRTC's (%zu bytes)",
+		fail_msg("%s, %s, CONF_VALUE %d: the artifact (%zu bytes) is not plain NVRTC's "
+			 "(%zu bytes)",
 			 path_name, cases[i].name, conf_value[v], b ? n2 : 0, n1);
 	snprintf(ref, sizeof(ref), "%s/%s.%d.names", fx.ref, cases[i].name, v);
 	char *want = (char *)jtl_read_file(ref, &nn);
 	assert_non_null(want);
 	if (strcmp(want, names) != 0)
-		fail_msg("%s, %s: lowered names\n%s\nplain NVRTC:\n%s", path_name, cases[i].name, names, want);
+		fail_msg("%s, %s: lowered names\n%s\nplain NVRTC:\n%s", path_name, cases[i].name,
+			 names, want);
 	free(a);
 	free(b);
 	free(want);
@@ -340,8 +347,8 @@ static void make_refs(void)
 
 struct ctl_path {
 	const char *name;
-	const char *sock;   /* NULL: no daemon (the in-process fallback) */
-	int as_user;        /* run as fx.user (the team daemon's client) */
+	const char *sock; /* NULL: no daemon (the in-process fallback) */
+	int as_user;	  /* run as fx.user (the team daemon's client) */
 };
 
 /* First word of jitcachectl's status line on stderr. */
@@ -357,12 +364,14 @@ static void status_word(const char *err, char word[16])
 	word[0] = '\0';
 }
 
-static void expect_word(const struct ctl_path *p, const char *what, const char *err, const char *want)
+static void expect_word(const struct ctl_path *p, const char *what, const char *err,
+			const char *want)
 {
 	char word[16];
 	status_word(err, word);
 	if (want && strcmp(word, want) != 0)
-		fail_msg("%s, %s: %s, wanted %s\n%s", p->name, what, word[0] ? word : "(no status)", want, err);
+		fail_msg("%s, %s: %s, wanted %s\n%s", p->name, what, word[0] ? word : "(no status)",
+			 want, err);
 }
 
 /* jitcachectl [--socket S] ARGS for p: the command prefix. */
@@ -371,8 +380,11 @@ static void ctl_prefix(const struct ctl_path *p, char *out, size_t len)
 	if (p->sock)
 		snprintf(out, len, "%s --socket %s", env("JITCACHECTL"), p->sock);
 	else
-		snprintf(out, len, "env -u JITCACHE_SOCKET XDG_RUNTIME_DIR=%s/no-runtime JITCACHE_DIR=%s/no-cache "
-			 "JITCACHE_AUTOSTART=0 %s", fx.root, fx.root, env("JITCACHECTL"));
+		snprintf(
+		    out, len,
+		    "env -u JITCACHE_SOCKET XDG_RUNTIME_DIR=%s/no-runtime JITCACHE_DIR=%s/no-cache "
+		    "JITCACHE_AUTOSTART=0 %s",
+		    fx.root, fx.root, env("JITCACHECTL"));
 }
 
 /* Case i through p at conf version v; want: the status word of its compile
@@ -391,8 +403,8 @@ static int ctl_case(const struct ctl_path *p, int i, int v, const char *want)
 	char *so, *se;
 	int compiled = 0, rc;
 	if (!c->dlto) {
-		snprintf(cmd, sizeof(cmd), "%s compile %s/%s.cu --arch %s -o %s%s -- %s", pre, fx.cases, c->name, ARCH,
-			 out, ex, opts);
+		snprintf(cmd, sizeof(cmd), "%s compile %s/%s.cu --arch %s -o %s%s -- %s", pre,
+			 fx.cases, c->name, ARCH, out, ex, opts);
 		if ((rc = run(p->as_user, &so, &se, "%s", cmd)) != 0)
 			fail_msg("%s, %s: exit %d\n%s%s", p->name, c->name, rc, so, se);
 		expect_word(p, c->name, se, want);
@@ -410,18 +422,21 @@ static int ctl_case(const struct ctl_path *p, int i, int v, const char *want)
 		for (int k = 0; k < 2; k++) {
 			snprintf(lto[k], sizeof(lto[k]), "%s/%s.ltoir", dir, src[k]);
 			char *o2;
-			if ((rc = run(p->as_user, &o2, &se, "%s compile %s/%s.cu --arch %s --output ltoir -o %s -- %s", pre,
-				      fx.cases, src[k], ARCH, lto[k], opts)) != 0)
+			if ((rc = run(p->as_user, &o2, &se,
+				      "%s compile %s/%s.cu --arch %s --output ltoir -o %s -- %s",
+				      pre, fx.cases, src[k], ARCH, lto[k], opts)) != 0)
 				fail_msg("%s, %s: exit %d\n%s%s", p->name, src[k], rc, o2, se);
 			/* the library does not include conf_params.h: a hit after the change */
-			expect_word(p, src[k], se, k == 1 && v == 1 && want && !strcmp(want, "miss") ? "hit" : want);
+			expect_word(p, src[k], se,
+				    k == 1 && v == 1 && want && !strcmp(want, "miss") ? "hit"
+										      : want);
 			compiled += strstr(se, "miss") == se;
 			free(o2);
 			free(se);
 		}
 		free(so);
-		if ((rc = run(p->as_user, &so, &se, "%s link --arch %s --lto -o %s %s %s", pre, ARCH, out, lto[0],
-			      lto[1])) != 0)
+		if ((rc = run(p->as_user, &so, &se, "%s link --arch %s --lto -o %s %s %s", pre,
+			      ARCH, out, lto[0], lto[1])) != 0)
 			fail_msg("%s, link: exit %d\n%s%s", p->name, rc, so, se);
 		expect_word(p, "the link", se, want);
 		compiled += strstr(se, "miss") == se;
@@ -525,7 +540,8 @@ static void test_fleet(void **state)
 	}
 	jct_redis_start(&fx.redis, fx.root, 0, NULL);
 	fx.redis_up = 1;
-	const char *flags[] = {"--remote", fx.redis.url, "--remote-unsigned", "--log-level", "info", NULL};
+	const char *flags[] = {"--remote",    fx.redis.url, "--remote-unsigned",
+			       "--log-level", "info",	    NULL};
 	struct jtl_daemon *a = daemon_start(flags), *b = daemon_start(flags);
 	struct ctl_path pa = {"fleet-a", a->sock, 0}, pb = {"fleet-b", b->sock, 0};
 	int jobs = all_jobs();
@@ -535,18 +551,21 @@ static void test_fleet(void **state)
 		int64_t pub = jct_stat(a, "remote_publishes");
 		int64_t want = v == 0 ? jobs : jobs - 1;
 		assert_int_equal(ctl_all(&pa, v, "miss"), want);
-		assert_true(jct_wait_stat(a, "remote_publishes", jct_ge, pub + want, 20000) >= pub + want);
+		assert_true(jct_wait_stat(a, "remote_publishes", jct_ge, pub + want, 20000) >=
+			    pub + want);
 		char compiled[400] = "";
 		for (int i = 0; i < N_CASES; i++) {
 			int64_t cb = jct_stat(b, "compiles");
 			ctl_case(&pb, i, v, NULL);
 			int64_t n = jct_stat(b, "compiles") - cb;
 			if (n)
-				snprintf(compiled + strlen(compiled), sizeof(compiled) - strlen(compiled), " %s (%lld)",
+				snprintf(compiled + strlen(compiled),
+					 sizeof(compiled) - strlen(compiled), " %s (%lld)",
 					 cases[i].name, (long long)n);
 		}
 		if (compiled[0])
-			fail_msg("fleet: the second daemon compiled (CONF_VALUE %d):%s", conf_value[v], compiled);
+			fail_msg("fleet: the second daemon compiled (CONF_VALUE %d):%s",
+				 conf_value[v], compiled);
 		/* and both serve them from their own caches now */
 		assert_int_equal(ctl_all(&pb, v, "hit"), 0);
 	}
@@ -557,7 +576,8 @@ static void test_team(void **state)
 {
 	(void)state;
 	if (!fx.have_users) {
-		fprintf(stderr, "team: skipped: needs root, setpriv and useradd for a second user\n");
+		fprintf(stderr,
+			"team: skipped: needs root, setpriv and useradd for a second user\n");
 		skip();
 	}
 	struct jtl_daemon *d = &fx.d[fx.n_d++];
@@ -607,7 +627,8 @@ static void asan_words(int python, char *out, size_t len)
 /* Case i through the shim under the C program (python: the ctypes one)
  * at version v; the report's counts must be want_hits hits and
  * want_misses misses. */
-static void shim_case(const struct jtl_daemon *d, int python, int i, int v, int want_hits, int want_misses)
+static void shim_case(const struct jtl_daemon *d, int python, int i, int v, int want_hits,
+		      int want_misses)
 {
 	const struct ccase *c = &cases[i];
 	char opts[2000], ex[2000], out[600], lib[400] = "", app[1200], asan[700];
@@ -618,26 +639,31 @@ static void shim_case(const struct jtl_daemon *d, int python, int i, int v, int 
 		snprintf(lib, sizeof(lib), "--lib %s/dlto_lib.cu", fx.cases);
 	snprintf(out, sizeof(out), "%s/shim.%s.cubin", fx.out, c->name);
 	if (python)
-		snprintf(app, sizeof(app), "python3 %s/conformance_app.py %s libnvJitLink.so.%s", env("JC_CONFORMANCE_DIR"),
-			 env("JC_NVRTC_SONAME"), strrchr(env("JC_NVRTC_SONAME"), '.') + 1);
+		snprintf(app, sizeof(app), "python3 %s/conformance_app.py %s libnvJitLink.so.%s",
+			 env("JC_CONFORMANCE_DIR"), env("JC_NVRTC_SONAME"),
+			 strrchr(env("JC_NVRTC_SONAME"), '.') + 1);
 	else
 		snprintf(app, sizeof(app), "%s", env("JC_CONFORMANCE_APP"));
 	remove(out);
 	generate();
 	char *so, *se;
-	int rc = run(0, &so, &se, "JITCACHE_SOCKET=%s LD_LIBRARY_PATH=%s %s%s --check %s %s %s -o %s %s/%s.cu %s %s",
-		     d->sock, env("JC_CUDA_LIBDIR"), asan, env("JITCACHE_RUN_BIN"), app, lib, ex, out, fx.cases,
-		     c->name, ARCH, opts);
+	int rc =
+	    run(0, &so, &se,
+		"JITCACHE_SOCKET=%s LD_LIBRARY_PATH=%s %s%s --check %s %s %s -o %s %s/%s.cu %s %s",
+		d->sock, env("JC_CUDA_LIBDIR"), asan, env("JITCACHE_RUN_BIN"), app, lib, ex, out,
+		fx.cases, c->name, ARCH, opts);
 	if (rc != 0)
-		fail_msg("shim (%s), %s: exit %d\n%s%s", python ? "ctypes" : "C", c->name, rc, so, se);
+		fail_msg("shim (%s), %s: exit %d\n%s%s", python ? "ctypes" : "C", c->name, rc, so,
+			 se);
 	char names[8192];
 	app_names(so, names, sizeof(names));
 	check_ref(python ? "shim (ctypes)" : "shim (C)", i, v, out, names);
 	int reached, hits, misses;
 	shim_counts(se, &reached, &hits, &misses);
 	if (hits != want_hits || misses != want_misses)
-		fail_msg("shim (%s), %s: %d hits and %d misses, wanted %d and %d\n%s", python ? "ctypes" : "C", c->name,
-			 hits, misses, want_hits, want_misses, se);
+		fail_msg("shim (%s), %s: %d hits and %d misses, wanted %d and %d\n%s",
+			 python ? "ctypes" : "C", c->name, hits, misses, want_hits, want_misses,
+			 se);
 	free(so);
 	free(se);
 }
@@ -696,7 +722,8 @@ static void test_gpu(void **state)
 		snprintf(cubin, sizeof(cubin), "%s/gpu.%s.cubin", fx.out, cases[i].name);
 		int expect = cases[i].expect ? cases[i].expect : fx.gen_run;
 		char *so, *se;
-		int rc = run(0, &so, &se, "%s %s %d %d", env("JC_CONFORMANCE_GPU"), cubin, expect, conf_value[0]);
+		int rc = run(0, &so, &se, "%s %s %d %d", env("JC_CONFORMANCE_GPU"), cubin, expect,
+			     conf_value[0]);
 		printf("gpu %s: %s", cases[i].name, so);
 		if (rc != 0)
 			fail_msg("gpu, %s: conf_check: exit %d\n%s%s", cases[i].name, rc, so, se);
@@ -709,9 +736,11 @@ static void test_gpu(void **state)
 
 static void make_users(void)
 {
-	if (geteuid() != 0 || jct_sh("command -v setpriv >/dev/null && command -v useradd >/dev/null") != 0)
+	if (geteuid() != 0 ||
+	    jct_sh("command -v setpriv >/dev/null && command -v useradd >/dev/null") != 0)
 		return;
-	if (jct_group_add("jccg", fx.group, &fx.gid) != 0 || jct_user_add("jccu", fx.group, fx.user, NULL, NULL) != 0 ||
+	if (jct_group_add("jccg", fx.group, &fx.gid) != 0 ||
+	    jct_user_add("jccu", fx.group, fx.user, NULL, NULL) != 0 ||
 	    jct_user_add("jccd", fx.group, fx.daemon_user, NULL, NULL) != 0)
 		return;
 	fx.have_users = 1;
@@ -731,7 +760,8 @@ int main(int argc, char **argv)
 	snprintf(fx.ref, sizeof(fx.ref), "%s/ref", fx.root);
 	snprintf(fx.cases, sizeof(fx.cases), "%s/cases", fx.tree);
 	fx.gen_run = (int)(getpid() % 100000) * 10 + 1; /* this run's: the GPU checks it */
-	assert_int_equal(jct_sh("mkdir -p %s %s %s && chmod 0777 %s", fx.tree, fx.out, fx.ref, fx.out), 0);
+	assert_int_equal(
+	    jct_sh("mkdir -p %s %s %s && chmod 0777 %s", fx.tree, fx.out, fx.ref, fx.out), 0);
 	make_tree();
 	make_users();
 	if (fx.have_users)
@@ -739,7 +769,7 @@ int main(int argc, char **argv)
 	make_refs();
 #define T(f) cmocka_unit_test_teardown(f, path_teardown)
 	static const struct CMUnitTest paths[] = {
-		T(test_local), T(test_fleet), T(test_team), T(test_shim), T(test_fallback), T(test_gpu),
+	    T(test_local), T(test_fleet), T(test_team), T(test_shim), T(test_fallback), T(test_gpu),
 	};
 	static const char *const names[] = {"local", "fleet", "team", "shim", "fallback", "gpu"};
 	struct CMUnitTest run_these[6];

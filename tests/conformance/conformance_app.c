@@ -117,7 +117,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (argc - i < 2 || !outpath) {
-		fprintf(stderr, "usage: conformance_app [--lib LIB.cu] [--expr EXPR]... -o OUT SRC.cu ARCH [OPTION...]\n");
+		fprintf(stderr, "usage: conformance_app [--lib LIB.cu] [--expr EXPR]... -o OUT "
+				"SRC.cu ARCH [OPTION...]\n");
 		return 2;
 	}
 	const char *src = argv[i], *arch = argv[i + 1];
@@ -143,8 +144,10 @@ int main(int argc, char **argv)
 	size_t linked_size = 0;
 	if (nvJitLinkCreate(&h, 2, lopts) != NVJITLINK_SUCCESS ||
 	    nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, out, size, "src") != NVJITLINK_SUCCESS ||
-	    nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, libout, libsize, "lib") != NVJITLINK_SUCCESS ||
-	    nvJitLinkComplete(h) != NVJITLINK_SUCCESS || nvJitLinkGetLinkedCubinSize(h, &linked_size) != NVJITLINK_SUCCESS) {
+	    nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, libout, libsize, "lib") !=
+		NVJITLINK_SUCCESS ||
+	    nvJitLinkComplete(h) != NVJITLINK_SUCCESS ||
+	    nvJitLinkGetLinkedCubinSize(h, &linked_size) != NVJITLINK_SUCCESS) {
 		printf("link failed\n");
 		return 1;
 	}

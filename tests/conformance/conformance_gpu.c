@@ -43,8 +43,8 @@ int main(int argc, char **argv)
 	CU_CHECK(cuCtxSynchronize());
 	CU_CHECK(cuMemcpyDtoH(got, out, sizeof(got)));
 	int ok = got[0] == atoi(argv[2]) && got[1] == atoi(argv[3]);
-	printf("conf_check: out[0]=%d (want %s), out[1]=%d (want %s): %s\n", got[0], argv[2], got[1], argv[3],
-	       ok ? "ok" : "WRONG");
+	printf("conf_check: out[0]=%d (want %s), out[1]=%d (want %s): %s\n", got[0], argv[2],
+	       got[1], argv[3], ok ? "ok" : "WRONG");
 	cuMemFree(out);
 	cuModuleUnload(mod);
 	free(image);

@@ -50,7 +50,8 @@ static void fetch_all(struct jct_fx *f, jc_cache_status want)
 		jc_result *res = NULL;
 		uint64_t wrong = 0;
 		int rc = jc_compile(c, r, &res);
-		assert_int_equal(jct_ref_check(&f->pool.ref[i], &f->pool.v[i], rc, res, "fetch", &wrong), 0);
+		assert_int_equal(
+		    jct_ref_check(&f->pool.ref[i], &f->pool.v[i], rc, res, "fetch", &wrong), 0);
 		assert_int_equal(wrong, 0);
 		if (jc_result_cache_status(res) != want)
 			fprintf(stderr, "%s (%s): cache status %d, want %d\n", f->pool.v[i].name,
@@ -59,7 +60,8 @@ static void fetch_all(struct jct_fx *f, jc_cache_status want)
 		snprintf(keys[i], sizeof(keys[i]), "%s", jc_result_key(res));
 		size_t n;
 		const void *data = jc_result_data(res, &n);
-		snprintf(objects[i], sizeof(objects[i]), "%s", jct_object_path(f->d.cache, data, n));
+		snprintf(objects[i], sizeof(objects[i]), "%s",
+			 jct_object_path(f->d.cache, data, n));
 		jc_result_free(res);
 		jc_request_free(r);
 	}
@@ -144,7 +146,8 @@ static void verify_reports_all(struct jct_fx *f, const char *when)
 		char want[200];
 		snprintf(want, sizeof(want), "\"key\": \"%s\"", keys[i]);
 		if (!strstr(out, want))
-			fprintf(stderr, "verify (%s) missed the object %s: %s\n", when, damage_name[i], out);
+			fprintf(stderr, "verify (%s) missed the object %s: %s\n", when,
+				damage_name[i], out);
 		assert_non_null(strstr(out, want));
 	}
 	assert_non_null(strstr(out, "\"problem\": \"missing\""));
@@ -184,7 +187,8 @@ static void test_verify_online_and_offline(void **state)
 	jct_scan_store(f->d.cache, &scan);
 	assert_int_equal(scan.bad_objects, 0);
 	printf("verify: %d objects damaged twice (daemon, offline), %lld reported and repaired; "
-	       "%.1f s\n", N_DAMAGE, (long long)jct_stat(&f->d, "corrupt_objects"), jtl_now_s() - t0);
+	       "%.1f s\n",
+	       N_DAMAGE, (long long)jct_stat(&f->d, "corrupt_objects"), jtl_now_s() - t0);
 }
 
 /* The compile that replaces a damaged object fails (its worker crashes):
@@ -211,7 +215,8 @@ static void test_failed_recompile_drops_row(void **state)
 	c = jct_connect(&f->d);
 	int rc, status;
 	uint64_t wrong = 0;
-	assert_int_equal(jct_pool_fetch(&f->pool, TRUNC_HALF, c, "after crash", &rc, &status, &wrong), 0);
+	assert_int_equal(
+	    jct_pool_fetch(&f->pool, TRUNC_HALF, c, "after crash", &rc, &status, &wrong), 0);
 	assert_int_equal(status, JC_MISS);
 	jc_client_close(c);
 	assert_int_equal(jct_stat(&f->d, "corrupt_objects"), 1);
@@ -238,7 +243,8 @@ static void test_store_dirs_removed(void **state)
 	for (int i = 0; i < f->pool.n; i++) {
 		int rc, status;
 		uint64_t wrong = 0;
-		assert_int_equal(jct_pool_fetch(&f->pool, i, c, "after rmdir", &rc, &status, &wrong), 0);
+		assert_int_equal(
+		    jct_pool_fetch(&f->pool, i, c, "after rmdir", &rc, &status, &wrong), 0);
 		assert_int_equal(rc, 0);
 		assert_int_equal(status, i == TRUNC_ZERO || i == FLIP ? JC_MISS : JC_HIT);
 	}
@@ -259,10 +265,10 @@ static void test_store_dirs_removed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_next_read_repairs, setup, jct_fx_free),
-		cmocka_unit_test_setup_teardown(test_verify_online_and_offline, setup, jct_fx_free),
-		cmocka_unit_test_setup_teardown(test_failed_recompile_drops_row, setup, jct_fx_free),
-		cmocka_unit_test_setup_teardown(test_store_dirs_removed, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_next_read_repairs, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_verify_online_and_offline, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_failed_recompile_drops_row, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_store_dirs_removed, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

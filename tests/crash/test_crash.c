@@ -76,15 +76,19 @@ static int helper_load(char **argv)
 static int helper_purge(char **argv)
 {
 	static const char *const selectors[][2] = {
-		{"--arch", "sm_80"}, {"--arch", "compute_90"}, {"--negative", NULL}, {"--all", NULL},
+	    {"--arch", "sm_80"},
+	    {"--arch", "compute_90"},
+	    {"--negative", NULL},
+	    {"--all", NULL},
 	};
 	const char *ctl = getenv("JITCACHECTL");
 	unsigned seed = (unsigned)strtoul(argv[1], NULL, 10);
 	unsigned long purges = 0;
 	for (;;) {
 		const char *const *sel = selectors[rand_r(&seed) % 4];
-		const char *args[] = {ctl, "--socket", argv[0], "--cache-dir", "/nonexistent/jc",
-				      "purge", sel[0], sel[1], NULL};
+		const char *args[] = {
+		    ctl,     "--socket", argv[0], "--cache-dir", "/nonexistent/jc",
+		    "purge", sel[0],	 sel[1],  NULL};
 		pid_t pid = fork();
 		if (pid < 0)
 			break;
@@ -144,7 +148,8 @@ static int64_t check_restarted(struct jct_fx *f, unsigned cycle)
 	uint64_t wrong = 0;
 	for (int i = 0; i < f->pool.n; i++) {
 		int got, status;
-		assert_int_equal(jct_pool_fetch(&f->pool, i, c, "after restart", &got, &status, &wrong), 0);
+		assert_int_equal(
+		    jct_pool_fetch(&f->pool, i, c, "after restart", &got, &status, &wrong), 0);
 	}
 	jc_client_close(c);
 	assert_int_equal(wrong, 0);
@@ -223,7 +228,8 @@ static void test_kill9_cycles(void **state)
 {
 	struct jct_fx *f = *state;
 	const char *e = getenv("JC_CRASH_SEED");
-	unsigned seed = e ? (unsigned)strtoul(e, NULL, 10) : (unsigned)time(NULL) ^ (unsigned)getpid();
+	unsigned seed =
+	    e ? (unsigned)strtoul(e, NULL, 10) : (unsigned)time(NULL) ^ (unsigned)getpid();
 	e = getenv("JC_CRASH_CYCLES");
 	unsigned cycles = e ? (unsigned)strtoul(e, NULL, 10) : 20;
 	printf("kill -9 cycles: %u, seed %u (JC_CRASH_SEED=%u repeats this run)\n", cycles, seed,
@@ -265,7 +271,7 @@ int main(int argc, char **argv)
 	if (argc == 5 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "purge") == 0)
 		return helper_purge(argv + 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_kill9_cycles, setup, jct_fx_free),
+	    cmocka_unit_test_setup_teardown(test_kill9_cycles, setup, jct_fx_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -148,7 +148,8 @@ static void test_disk_full(void **state)
 	check_clean(f, 4);
 	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 	printf("disk full: new compile refused with JC_ENOSPC, 3 hits served, no partial object, "
-	       "recovered once freed; %.1f s\n", jtl_now_s() - t0);
+	       "recovered once freed; %.1f s\n",
+	       jtl_now_s() - t0);
 }
 
 /* Runs jitcachectl purge ARG... and checks it says it removed n entries. */
@@ -226,7 +227,8 @@ static void test_purge_on_full_disk(void **state)
 	check_clean(f, 0);
 	assert_true(free_bytes(f) > 0);
 	printf("full disk: purge --all, --to-size 0 freed the space through the daemon, after a "
-	       "restart and offline, and so did eviction; %.1f s\n", jtl_now_s() - t0);
+	       "restart and offline, and so did eviction; %.1f s\n",
+	       jtl_now_s() - t0);
 }
 
 /* DIR/reserve's size, or -1 when there is none. */
@@ -315,8 +317,10 @@ static void test_full_disk_without_reserve(void **state)
 	unlink(path);
 	fill(f);
 	purge(f, "--all", NULL, 4);
-	printf("full disk without a reserve: the daemon started and served 3 hits, stats and doctor "
-	       "said so; offline purge --all freed %llu bytes\n", (unsigned long long)free_bytes(f));
+	printf(
+	    "full disk without a reserve: the daemon started and served 3 hits, stats and doctor "
+	    "said so; offline purge --all freed %llu bytes\n",
+	    (unsigned long long)free_bytes(f));
 	assert_true(free_bytes(f) > 0);
 }
 
@@ -329,10 +333,10 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_purge_on_full_disk, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reserve_comes_back, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_full_disk_without_reserve, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_purge_on_full_disk, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reserve_comes_back, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_full_disk_without_reserve, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

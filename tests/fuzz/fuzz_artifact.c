@@ -22,9 +22,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond) do { if (!(cond)) { \
-	fprintf(stderr, "fuzz_artifact: check failed: %s (line %d)\n", #cond, __LINE__); \
-	abort(); } } while (0)
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_artifact: check failed: %s (line %d)\n", #cond,      \
+				__LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -31,9 +31,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond) do { if (!(cond)) { \
-	fprintf(stderr, "fuzz_proto: check failed: %s (line %d)\n", #cond, __LINE__); \
-	abort(); } } while (0)
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_proto: check failed: %s (line %d)\n", #cond,         \
+				__LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
 
 /* Decodes one payload of a message type and, when it decodes, encodes it
  * again into out (a whole frame). Returns the decoder's code. */
@@ -113,9 +118,12 @@ static const struct {
 	uint16_t type;
 	recode_fn recode;
 } decoders[] = {
-	{JC_MSG_HELLO, recode_hello},       {JC_MSG_COMPILE, recode_req},
-	{JC_MSG_RESULT, recode_res},        {JC_MSG_ADMIN, recode_admin},
-	{JC_MSG_ADMIN_REPLY, recode_admin_reply}, {JC_MSG_ERROR, recode_error},
+    {JC_MSG_HELLO, recode_hello},
+    {JC_MSG_COMPILE, recode_req},
+    {JC_MSG_RESULT, recode_res},
+    {JC_MSG_ADMIN, recode_admin},
+    {JC_MSG_ADMIN_REPLY, recode_admin_reply},
+    {JC_MSG_ERROR, recode_error},
 };
 #define N_DECODERS (sizeof(decoders) / sizeof(decoders[0]))
 
@@ -183,7 +191,7 @@ static void feed_stream(uint8_t chunk_seed, size_t max, const uint8_t *stream, s
 		CHECK(buf.base != NULL && buf.len >= 65536);
 		/* All at once (0xff), a fixed 1 .. 64 bytes (< 0x80), or a size
 		 * changing with every read. */
-		size_t chunk = chunk_seed == 0xff ? size - off
+		size_t chunk = chunk_seed == 0xff  ? size - off
 			       : chunk_seed < 0x80 ? 1u + chunk_seed % 64
 						   : 1 + (chunk_seed + 7 * step++) % 64;
 		if (chunk > size - off)
@@ -242,28 +250,52 @@ static void encode_samples(struct jc_buf *all)
 	static uint8_t hdr[] = "#pragma once\n#define N 4\n";
 	static uint8_t ptx[] = ".version 8.0\n.target sm_90\n";
 	struct jc_blob header = {.name = "a/b.cuh", .data = hdr, .size = sizeof(hdr) - 1};
-	struct jc_blob link = {.name = "lib.ptx", .data = ptx, .size = sizeof(ptx) - 1,
-			       .type = JC_INPUT_PTX};
+	struct jc_blob link = {
+	    .name = "lib.ptx", .data = ptx, .size = sizeof(ptx) - 1, .type = JC_INPUT_PTX};
 	char *opts[] = {"-std=c++17", "-DN=4"}, *dirs[] = {"/usr/include"},
 	     *exprs[] = {"&k<float>", "&k<double>"}, *lopts[] = {"-O3"};
 	struct jc_req req = {
-		.job = JC_JOB_COMPILE_LINK, .output = JC_OUTPUT_CUBIN, .arch = "sm_90",
-		.source_name = "k.cu", .source = src, .source_size = sizeof(src) - 1,
-		.headers = &header, .n_headers = 1, .options = {opts, 2},
-		.include_dirs = {dirs, 1}, .name_exprs = {exprs, 2}, .link_inputs = &link,
-		.n_link_inputs = 1, .link_options = {lopts, 1}, .app_abi = "app-1",
-		.test_fault = JC_FAULT_CRASH, .reject_object = {1, 2, 3},
-		.reject_reason = JC_REJECT_LOAD_FAILED, .reject_message = "CUDA_ERROR_INVALID_IMAGE",
+	    .job = JC_JOB_COMPILE_LINK,
+	    .output = JC_OUTPUT_CUBIN,
+	    .arch = "sm_90",
+	    .source_name = "k.cu",
+	    .source = src,
+	    .source_size = sizeof(src) - 1,
+	    .headers = &header,
+	    .n_headers = 1,
+	    .options = {opts, 2},
+	    .include_dirs = {dirs, 1},
+	    .name_exprs = {exprs, 2},
+	    .link_inputs = &link,
+	    .n_link_inputs = 1,
+	    .link_options = {lopts, 1},
+	    .app_abi = "app-1",
+	    .test_fault = JC_FAULT_CRASH,
+	    .reject_object = {1, 2, 3},
+	    .reject_reason = JC_REJECT_LOAD_FAILED,
+	    .reject_message = "CUDA_ERROR_INVALID_IMAGE",
 	};
 	struct jc_lowered low[] = {{"&k<float>", "_Z1kIfEvPT_"}, {"&k<double>", "_Z1kIdEvPT_"}};
 	struct jc_res res = {
-		.status = 0, .cache = JC_CACHE_MISS, .key = {9, 8, 7}, .object = {6, 5, 4},
-		.output = JC_OUTPUT_CUBIN, .data = ptx, .size = sizeof(ptx) - 1, .fd = -1,
-		.log = "warning: something", .lowered = low, .n_lowered = 2,
-		.compile_ns = 123456789, .server_ns = 42,
+	    .status = 0,
+	    .cache = JC_CACHE_MISS,
+	    .key = {9, 8, 7},
+	    .object = {6, 5, 4},
+	    .output = JC_OUTPUT_CUBIN,
+	    .data = ptx,
+	    .size = sizeof(ptx) - 1,
+	    .fd = -1,
+	    .log = "warning: something",
+	    .lowered = low,
+	    .n_lowered = 2,
+	    .compile_ns = 123456789,
+	    .server_ns = 42,
 	};
-	struct jc_res failed = {.status = JC_ECOMPILE, .cache = JC_CACHE_NEGATIVE_HIT, .fd = -1,
-				.log = "error: undefined", .message = "compile failed"};
+	struct jc_res failed = {.status = JC_ECOMPILE,
+				.cache = JC_CACHE_NEGATIVE_HIT,
+				.fd = -1,
+				.log = "error: undefined",
+				.message = "compile failed"};
 	char *args[] = {"older_than=3600", "dry_run"};
 	struct jc_admin_req admin = {.command = "purge", .args = {args, 2}};
 	struct jc_admin_reply reply = {0};
@@ -300,7 +332,8 @@ static int write_seeds(const char *dir)
 		CHECK(jc__frame_header_decode(all.data + off, &type, &len) == 0);
 		for (uint8_t m = 0; m < N_DECODERS; m++)
 			if (recoder_of(type) == decoders[m].recode)
-				rc |= write_seed(dir, &n, m, NULL, 0, all.data + off + JC_FRAME_HDR, len);
+				rc |= write_seed(dir, &n, m, NULL, 0, all.data + off + JC_FRAME_HDR,
+						 len);
 		uint8_t lead[2] = {0xff, 1};
 		rc |= write_seed(dir, &n, N_DECODERS, lead, 2, all.data + off, JC_FRAME_HDR + len);
 		off += JC_FRAME_HDR + len;
@@ -387,7 +420,8 @@ static void mutate(size_t n)
 				break;
 			default:
 				if (at + 4 <= len) {
-					uint32_t v = (uint32_t)(rnd() % 3 == 0 ? rnd() : rnd() % 300);
+					uint32_t v =
+					    (uint32_t)(rnd() % 3 == 0 ? rnd() : rnd() % 300);
 					memcpy(buf + at, &v, 4);
 				}
 				break;

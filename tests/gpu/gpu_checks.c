@@ -60,8 +60,9 @@ static void check_resolve(jc_client *c, CUdevice dev)
 	jc_request *r = jcx_saxpy_request(NULL, "gpu-checks-resolve");
 	jc_cuda_module *m = NULL;
 	rc = jc_cuda_module_load(c, r, &m);
-	expect(rc == 0 && jc_result_output(jc_cuda_module_result(m)) == (exact ? JC_CUBIN : JC_PTX) &&
-		       jc_cuda_module_time_ns(m, JC_CUDA_TIME_RESOLVE) > 0,
+	expect(rc == 0 &&
+		   jc_result_output(jc_cuda_module_result(m)) == (exact ? JC_CUBIN : JC_PTX) &&
+		   jc_cuda_module_time_ns(m, JC_CUDA_TIME_RESOLVE) > 0,
 	       "resolve: a request without arch is resolved before the fetch");
 	CUfunction f;
 	rc = jc_cuda_module_function(m, "&saxpy<int>", &f);
@@ -94,7 +95,8 @@ static void check_context_restore(jc_client *c, CUdevice dev, CUcontext primary)
 	jc_request *r = jcx_saxpy_request(NULL, "gpu-checks");
 	jc_cuda_module *m = NULL;
 	jcx_jc_check(jc_cuda_module_load(c, r, &m), "load in own context", NULL);
-	expect(jc_cuda_module_context(m) == own, "restore: loaded into the caller's current context");
+	expect(jc_cuda_module_context(m) == own,
+	       "restore: loaded into the caller's current context");
 	CU_CHECK(cuCtxSetCurrent(primary));
 	CUfunction f;
 	int rc = jc_cuda_module_function(m, JCX_SAXPY_F32, &f);
@@ -136,13 +138,16 @@ static int check_load_failure(jc_client *c, CUdevice dev)
 	jc_request *r = jcx_saxpy_request(arch, "gpu-checks-load-failure");
 	jc_cuda_module *m = NULL;
 	int rc = jc_cuda_module_load(c, r, &m);
-	printf("  %s cubin on a cc %d device -> %s: %s\n", arch, cc, jc_strerror(rc), jc_cuda_errmsg());
+	printf("  %s cubin on a cc %d device -> %s: %s\n", arch, cc, jc_strerror(rc),
+	       jc_cuda_errmsg());
 	/* The driver's word for a cubin of another architecture is
 	 * CUDA_ERROR_NO_BINARY_FOR_GPU (JC_EVERSION); CUDA_ERROR_INVALID_IMAGE
 	 * (JC_ECORRUPT) is the other image refusal the helper reports. */
-	int as_expected = (rc == JC_EVERSION && strstr(jc_cuda_errmsg(), "CUDA_ERROR_NO_BINARY_FOR_GPU")) ||
-			  (rc == JC_ECORRUPT && strstr(jc_cuda_errmsg(), "CUDA_ERROR_INVALID_IMAGE"));
-	expect(as_expected && m == NULL, "load failure: reported, recompiled once, then a clear error");
+	int as_expected =
+	    (rc == JC_EVERSION && strstr(jc_cuda_errmsg(), "CUDA_ERROR_NO_BINARY_FOR_GPU")) ||
+	    (rc == JC_ECORRUPT && strstr(jc_cuda_errmsg(), "CUDA_ERROR_INVALID_IMAGE"));
+	expect(as_expected && m == NULL,
+	       "load failure: reported, recompiled once, then a clear error");
 	jc_request_free(r);
 	return 0;
 }
@@ -150,7 +155,8 @@ static int check_load_failure(jc_client *c, CUdevice dev)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: gpu_checks resolve|no-context|context-restore|load-failure\n");
+		fprintf(stderr,
+			"usage: gpu_checks resolve|no-context|context-restore|load-failure\n");
 		return 2;
 	}
 	jc_client *c = NULL;

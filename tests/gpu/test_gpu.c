@@ -37,7 +37,9 @@ static int gpu_present(char *why, size_t len)
 	if (rc == 0)
 		rc = count(&n);
 	if (rc != 0 || n < 1)
-		snprintf(why, len, "libcuda.so.1 loads but cuInit/cuDeviceGetCount gave %d with %d devices", rc, n);
+		snprintf(why, len,
+			 "libcuda.so.1 loads but cuInit/cuDeviceGetCount gave %d with %d devices",
+			 rc, n);
 	return rc != 0 || n < 1 ? -1 : 0;
 }
 
@@ -109,8 +111,8 @@ static void test_saxpy_lowered(void **state)
 
 static void plugin(const char *mode, const char *summary)
 {
-	const char *argv[] = {bin("JC_GPU_BIN", "plugin_host"), bin("JC_GPU_BIN", "libsaxpy_plugin.so"), mode,
-			      NULL};
+	const char *argv[] = {bin("JC_GPU_BIN", "plugin_host"),
+			      bin("JC_GPU_BIN", "libsaxpy_plugin.so"), mode, NULL};
 	char *out;
 	assert_int_equal(run(argv, &out), 0);
 	jct_assert_has(out, summary);
@@ -254,11 +256,11 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_saxpy_lowered),     cmocka_unit_test(test_plugin_primary),
-		cmocka_unit_test(test_plugin_own_context), cmocka_unit_test(test_cubin_vs_ptx),
-		cmocka_unit_test(test_coldstart),         cmocka_unit_test(test_resolve),
-		cmocka_unit_test(test_no_context),        cmocka_unit_test(test_context_restore),
-		cmocka_unit_test(test_load_failure),      cmocka_unit_test(test_cub_sort),
+	    cmocka_unit_test(test_saxpy_lowered),      cmocka_unit_test(test_plugin_primary),
+	    cmocka_unit_test(test_plugin_own_context), cmocka_unit_test(test_cubin_vs_ptx),
+	    cmocka_unit_test(test_coldstart),	       cmocka_unit_test(test_resolve),
+	    cmocka_unit_test(test_no_context),	       cmocka_unit_test(test_context_restore),
+	    cmocka_unit_test(test_load_failure),       cmocka_unit_test(test_cub_sort),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -33,16 +33,18 @@ STUB_API int nvFatbinVersion(unsigned *major, unsigned *minor)
 
 STUB_API const char *nvFatbinGetErrorString(int r)
 {
-	return r == ERR_OPTION ? "NVFATBIN_ERROR_UNRECOGNIZED_OPTION (stand-in)"
-	       : r == ERR_ARCH ? "NVFATBIN_ERROR_INVALID_ARCH (stand-in)"
-	       : r == ERR_INPUT ? "NVFATBIN_ERROR_INVALID_INPUT (stand-in)" : "stand-in error";
+	return r == ERR_OPTION	? "NVFATBIN_ERROR_UNRECOGNIZED_OPTION (stand-in)"
+	       : r == ERR_ARCH	? "NVFATBIN_ERROR_INVALID_ARCH (stand-in)"
+	       : r == ERR_INPUT ? "NVFATBIN_ERROR_INVALID_INPUT (stand-in)"
+				: "stand-in error";
 }
 
 STUB_API int nvFatbinCreate(struct handle **h, const char **options, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(options[i], "-64") != 0 && strcmp(options[i], "-32") != 0 &&
-		    strcmp(options[i], "-compress=false") != 0 && strcmp(options[i], "-compress=true") != 0)
+		    strcmp(options[i], "-compress=false") != 0 &&
+		    strcmp(options[i], "-compress=true") != 0)
 			return ERR_OPTION;
 	return (*h = calloc(1, sizeof(**h))) ? OK : ERR_INTERNAL;
 }

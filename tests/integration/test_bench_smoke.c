@@ -54,7 +54,7 @@ static void test_tiny_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tiny_json),
+	    cmocka_unit_test(test_tiny_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

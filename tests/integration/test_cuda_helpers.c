@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "tests/lib/test.h"
 #include "jitcache/jitcache_cuda.h"
+#include "tests/lib/test.h"
 
 static const char src[] = "extern \"C\" __global__ void k(float *p) { p[threadIdx.x] = 1.0f; }\n";
 
@@ -78,7 +78,7 @@ static void test_without_context(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_without_context),
+	    cmocka_unit_test(test_without_context),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <nvrtc.h>
+#include <cmocka.h>
 
 #include "client/client_internal.h"
 #include "tests/lib/test.h"
@@ -98,7 +98,8 @@ static void test_lowered_names_match_nvrtc(void **state)
 	assert_int_equal(nvrtcCompileProgram(prog, 1, opts), NVRTC_SUCCESS);
 	for (int i = 0; saxpy_exprs[i]; i++) {
 		const char *lowered;
-		assert_int_equal(nvrtcGetLoweredName(prog, saxpy_exprs[i], &lowered), NVRTC_SUCCESS);
+		assert_int_equal(nvrtcGetLoweredName(prog, saxpy_exprs[i], &lowered),
+				 NVRTC_SUCCESS);
 		assert_non_null(jc_result_lowered_name(res, saxpy_exprs[i]));
 		assert_string_equal(jc_result_lowered_name(res, saxpy_exprs[i]), lowered);
 	}
@@ -109,12 +110,17 @@ static void test_lowered_names_match_nvrtc(void **state)
 	 * (Its request has the source's directory as first -I: another key.) */
 	char want[512], cubin[300];
 	snprintf(want, sizeof(want), "&saxpy<float>\t%s\n&saxpy<double>\t%s\n",
-		 jc_result_lowered_name(res, "&saxpy<float>"), jc_result_lowered_name(res, "&saxpy<double>"));
+		 jc_result_lowered_name(res, "&saxpy<float>"),
+		 jc_result_lowered_name(res, "&saxpy<double>"));
 	snprintf(cubin, sizeof(cubin), "%s/saxpy.cubin", d->dir);
 	for (int i = 0; i < 2; i++) {
 		char *out = NULL, *err = NULL;
-		const char *args[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--name-expr",
-				      "&saxpy<float>", "--name-expr", "&saxpy<double>", "-o", cubin, NULL};
+		const char *args[] = {"compile",     jct_example("saxpy.cu"),
+				      "--arch",	     "sm_90",
+				      "--name-expr", "&saxpy<float>",
+				      "--name-expr", "&saxpy<double>",
+				      "-o",	     cubin,
+				      NULL};
 		assert_int_equal(jct_ctl(d, &out, &err, args), 0);
 		assert_true(strncmp(err, i ? "hit" : "miss", i ? 3 : 4) == 0);
 		assert_string_equal(out, want);
@@ -381,8 +387,9 @@ static void test_sigterm_during_compile(void **state)
 	assert_true(child >= 0);
 	if (child == 0) {
 		char *err = NULL;
-		const char *args[] = {"compile", jct_example("cub_sort.cu"), "--arch", "sm_90", "--",
-				      "-std=c++17", "-I/usr/local/cuda/include/cccl", NULL};
+		const char *args[] = {
+		    "compile",	  jct_example("cub_sort.cu"),	    "--arch", "sm_90", "--",
+		    "-std=c++17", "-I/usr/local/cuda/include/cccl", NULL};
 		int rc = jct_ctl(d, NULL, &err, args);
 		FILE *f = fopen(errpath, "w");
 		fputs(err, f);
@@ -442,16 +449,16 @@ static void test_second_daemon_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_miss_then_hit_identical, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lowered_names_match_nvrtc, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_arch_is_separate_entry, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_negative_entry_and_ttl, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_purge_variants, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_garbage_client, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_requests_are_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_second_daemon_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sigterm_during_compile, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_false_corruption_claim, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_miss_then_hit_identical, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lowered_names_match_nvrtc, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_arch_is_separate_entry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_negative_entry_and_ttl, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_purge_variants, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_garbage_client, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_requests_are_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_second_daemon_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sigterm_during_compile, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_false_corruption_claim, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

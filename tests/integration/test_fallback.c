@@ -457,8 +457,16 @@ static void test_ctl_compile_uncached(void **state)
 	struct jtl_daemon *d = *state;
 	char out[160], *err = NULL;
 	snprintf(out, sizeof(out), "%s/saxpy.cubin", d->dir);
-	const char *argv[] = {getenv("JITCACHECTL"), "compile", jct_example("saxpy.cu"), "--arch", "sm_90",
-			      "--name-expr", "&saxpy<float>", "-o", out, NULL};
+	const char *argv[] = {getenv("JITCACHECTL"),
+			      "compile",
+			      jct_example("saxpy.cu"),
+			      "--arch",
+			      "sm_90",
+			      "--name-expr",
+			      "&saxpy<float>",
+			      "-o",
+			      out,
+			      NULL};
 	char *text = NULL;
 	assert_int_equal(jct_run(d, argv, &text, &err), 0);
 	assert_true(strncmp(err, "uncached", 8) == 0 || strstr(err, "\nuncached\t"));
@@ -471,8 +479,16 @@ static void test_ctl_compile_uncached(void **state)
 	free(text);
 	free(err);
 	/* With --socket it is that daemon or an error. */
-	const char *strict[] = {getenv("JITCACHECTL"), "--socket", d->sock, "compile", jct_example("saxpy.cu"),
-				"--arch", "sm_90", "-o", out, NULL};
+	const char *strict[] = {getenv("JITCACHECTL"),
+				"--socket",
+				d->sock,
+				"compile",
+				jct_example("saxpy.cu"),
+				"--arch",
+				"sm_90",
+				"-o",
+				out,
+				NULL};
 	assert_int_equal(jct_run(d, strict, NULL, &err), 1);
 	assert_non_null(strstr(err, d->sock));
 	assert_null(strstr(err, "uncached"));
@@ -523,8 +539,9 @@ static void test_fallback_typo_warns(void **state)
 		jc_client_close(c);
 	}
 	char *err = NULL;
-	const char *argv[] = {getenv("JITCACHECTL"), "compile", jct_example("saxpy.cu"), "--arch",
-			      "sm_90", "-o", "/dev/null", NULL};
+	const char *argv[] = {
+	    getenv("JITCACHECTL"), "compile", jct_example("saxpy.cu"), "--arch", "sm_90", "-o",
+	    "/dev/null",	   NULL};
 	assert_int_equal(jct_run(d, argv, NULL, &err), 0);
 	assert_non_null(strstr(err, "JITCACHE_FALLBACK=ERROR is neither"));
 	free(err);
@@ -696,20 +713,13 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_reconnect_after_restart),
-	    T(test_reconnect_after_idle_timeout),
-	    T(test_daemon_killed_mid_request),
-	    T(test_autostart_then_found_then_idle_exit),
-	    T(test_autostart_race_starts_one),
-	    T(test_autostart_bounded),
-	    T(test_in_process_fallback),
-	    T(test_fallback_error),
-	    T(test_fallback_typo_warns),
-	    T(test_ctl_compile_uncached),
-	    T(test_cache_dir_means_that_dir),
-	    T(test_search_order),
-	    T(test_second_daemon_on_live_socket),
-	    T(test_readme_program),
+	    T(test_reconnect_after_restart),	  T(test_reconnect_after_idle_timeout),
+	    T(test_daemon_killed_mid_request),	  T(test_autostart_then_found_then_idle_exit),
+	    T(test_autostart_race_starts_one),	  T(test_autostart_bounded),
+	    T(test_in_process_fallback),	  T(test_fallback_error),
+	    T(test_fallback_typo_warns),	  T(test_ctl_compile_uncached),
+	    T(test_cache_dir_means_that_dir),	  T(test_search_order),
+	    T(test_second_daemon_on_live_socket), T(test_readme_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,7 +63,8 @@ static const char *cuobjdump(void)
 	static char path[4200];
 	const char *nvcc = jct_nvcc();
 	if (nvcc) {
-		snprintf(path, sizeof(path), "%.*s/cuobjdump", (int)(strrchr(nvcc, '/') - nvcc), nvcc);
+		snprintf(path, sizeof(path), "%.*s/cuobjdump", (int)(strrchr(nvcc, '/') - nvcc),
+			 nvcc);
 		if (access(path, X_OK) == 0)
 			return path;
 	}
@@ -154,8 +155,10 @@ static void test_ctl_fatbin_inspect(void **state)
 	struct jtl_daemon *d = *state;
 	char path[160], *out = NULL, *err = NULL;
 	snprintf(path, sizeof(path), "%s/k.fatbin", d->dir);
-	const char *compile[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_80,sm_90,compute_90",
-				 "--name-expr", "&saxpy<float>", "-o", path, NULL};
+	const char *compile[] = {
+	    "compile",	   jct_example("saxpy.cu"), "--arch", "sm_80,sm_90,compute_90",
+	    "--name-expr", "&saxpy<float>",	    "-o",     path,
+	    NULL};
 	assert_int_equal(jct_ctl(d, &out, &err, compile), 0);
 	free(out);
 	free(err);
@@ -198,7 +201,8 @@ static void test_ctl_fatbin_inspect(void **state)
 		return;
 	}
 	char cmd[4800], *lines = NULL;
-	snprintf(cmd, sizeof(cmd), "%.200s --list-elf --list-ptx %s > %s/cod.txt 2>&1", cod, path, d->dir);
+	snprintf(cmd, sizeof(cmd), "%.200s --list-elf --list-ptx %s > %s/cod.txt 2>&1", cod, path,
+		 d->dir);
 	assert_int_equal(jct_sh("%s", cmd), 0);
 	snprintf(cmd, sizeof(cmd), "%s/cod.txt", d->dir);
 	size_t n;
@@ -232,7 +236,8 @@ static void test_ctl_fatbin_inspect(void **state)
 		assert_non_null(at);
 		int reg = -1, stack = -1;
 		const char *r = strstr(at, "REG:"), *st = strstr(at, "STACK:");
-		assert_true(r && st && sscanf(r, "REG:%d", &reg) == 1 && sscanf(st, "STACK:%d", &stack) == 1);
+		assert_true(r && st && sscanf(r, "REG:%d", &reg) == 1 &&
+			    sscanf(st, "STACK:%d", &stack) == 1);
 		assert_int_equal(reg, k->registers);
 		assert_int_equal(stack, k->stack_bytes);
 		at += strlen(fn);
@@ -267,7 +272,8 @@ static void test_refusals_and_failures(void **state)
 
 	/* A source that does not compile: the fatbin fails with the part's log,
 	 * negative-cached like the part. */
-	r = jct_request_src("bad.cu", "__global__ void k() { undefined_thing(); }", "sm_90,compute_90");
+	r = jct_request_src("bad.cu", "__global__ void k() { undefined_thing(); }",
+			    "sm_90,compute_90");
 	res = jct_compile(d, r, JC_ECOMPILE);
 	assert_non_null(res);
 	assert_non_null(strstr(jc_result_log(res), "undefined_thing"));
@@ -320,7 +326,8 @@ static void test_cub_example_fatbin(void **state)
 	size_t n = a.images[1].size;
 	assert_non_null(memmem(ptx, n, ".entry _Z12sort_and_sumILi128ELi8EEvPKjPKfPjPfS5_", 49));
 	if (memmem(ptx, n, "__assertfail", 12))
-		fail_msg("the heavy example's PTX calls __assertfail (CUB's ThreadReduceSimd fallback?)");
+		fail_msg("the heavy example's PTX calls __assertfail (CUB's ThreadReduceSimd "
+			 "fallback?)");
 	printf("# CUB fatbin (sm_90 + compute_90): %zu bytes, built in %.0f ms\n", size,
 	       jc_result_time_ns(res, JC_TIME_COMPILE) / 1e6);
 	jc__artifact_clear(&a);
@@ -336,7 +343,8 @@ static void test_nvfatbin_path(void **state)
 {
 	struct jtl_daemon *d = *state;
 	char lib[600];
-	snprintf(lib, sizeof(lib), "%s/tests/integration/libnvfatbin.so.13", getenv("JC_BUILD_ROOT"));
+	snprintf(lib, sizeof(lib), "%s/tests/integration/libnvfatbin.so.13",
+		 getenv("JC_BUILD_ROOT"));
 	jc_request *r = jct_request("saxpy.cu", "sm_80,sm_90,compute_90", exprs);
 	jc_result *tool = jct_compile(d, r, 0);
 	assert_int_equal(jtl_daemon_stop(d), 0);
@@ -391,8 +399,8 @@ static void test_fatbin_single_flight(void **state)
 		if ((kids[i] = fork()) == 0) {
 			jc_client *c = NULL;
 			jc_result *res = NULL;
-			int ok = jc_client_connect(d->sock, &c) == 0 && jc_compile(c, r, &res) == 0 &&
-				 jc_result_output(res) == JC_FATBIN;
+			int ok = jc_client_connect(d->sock, &c) == 0 &&
+				 jc_compile(c, r, &res) == 0 && jc_result_output(res) == JC_FATBIN;
 			_exit(ok ? 0 : 1);
 		}
 	}
@@ -408,12 +416,12 @@ static void test_fatbin_single_flight(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fatbin_targets_and_parts),
-		cmocka_unit_test(test_ctl_fatbin_inspect),
-		cmocka_unit_test(test_fatbin_single_flight),
-		cmocka_unit_test(test_cub_example_fatbin),
-		cmocka_unit_test(test_nvfatbin_path),
-		cmocka_unit_test(test_refusals_and_failures),
+	    cmocka_unit_test(test_fatbin_targets_and_parts),
+	    cmocka_unit_test(test_ctl_fatbin_inspect),
+	    cmocka_unit_test(test_fatbin_single_flight),
+	    cmocka_unit_test(test_cub_example_fatbin),
+	    cmocka_unit_test(test_nvfatbin_path),
+	    cmocka_unit_test(test_refusals_and_failures),
 	};
 	return cmocka_run_group_tests(tests, jct_setup_started, jct_teardown);
 }

@@ -21,8 +21,8 @@
 
 #include <cmocka.h>
 
-#include "tests/lib/test.h"
 #include "jitcache/jitcache_cuda.h"
+#include "tests/lib/test.h"
 
 static const char *(*last_image)(void);
 
@@ -82,33 +82,39 @@ static void test_paths(void **state)
 	setenv("JC_STUB_CC", "90", 1);
 	assert_int_equal(load(d, NULL, NULL, &out, "cubin", msg, sizeof(msg)), 0);
 	assert_int_equal(out, JC_CUBIN);
-	assert_int_equal(load(d, "sm_80,sm_90,compute_90", NULL, &out, "fatbin", msg, sizeof(msg)), 0);
+	assert_int_equal(load(d, "sm_80,sm_90,compute_90", NULL, &out, "fatbin", msg, sizeof(msg)),
+			 0);
 	assert_int_equal(out, JC_FATBIN);
 	int64_t compiles = jct_stat(d, "compiles");
 	/* Forced PTX: from the device (compute_90), and from the list (its part: a hit). */
 	assert_int_equal(load(d, NULL, "JITCACHE_FORCE_PTX", &out, "ptx", msg, sizeof(msg)), 0);
 	assert_int_equal(out, JC_PTX);
-	assert_int_equal(load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_PTX", &out, "ptx", msg,
-			      sizeof(msg)), 0);
+	assert_int_equal(
+	    load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_PTX", &out, "ptx", msg, sizeof(msg)),
+	    0);
 	assert_int_equal(out, JC_PTX);
-	assert_int_equal(load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "cubin", msg,
-			      sizeof(msg)), 0);
+	assert_int_equal(load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "cubin",
+			      msg, sizeof(msg)),
+			 0);
 	assert_int_equal(out, JC_CUBIN);
 	assert_int_equal(jct_stat(d, "compiles"), compiles); /* all parts were there */
 	/* A newer GPU: the list's highest PTX at or below it. */
 	setenv("JC_STUB_CC", "120", 1);
-	assert_int_equal(load(d, "sm_80,sm_90,compute_80", "JITCACHE_FORCE_PTX", &out, "ptx", msg,
-			      sizeof(msg)), 0);
+	assert_int_equal(
+	    load(d, "sm_80,sm_90,compute_80", "JITCACHE_FORCE_PTX", &out, "ptx", msg, sizeof(msg)),
+	    0);
 	assert_int_equal(out, JC_PTX);
 	/* No cubin fits a 12.0 device in this list. */
-	assert_int_equal(load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "", msg,
-			      sizeof(msg)), JC_ENOTSUP);
+	assert_int_equal(
+	    load(d, "sm_80,sm_90,compute_90", "JITCACHE_FORCE_CUBIN", &out, "", msg, sizeof(msg)),
+	    JC_ENOTSUP);
 	if (!strstr(msg, "JITCACHE_FORCE_CUBIN=1") || !strstr(msg, "sm_80,sm_90,compute_90") ||
 	    !strstr(msg, "12.0"))
 		fail_msg("unclear refusal: %s", msg);
 	setenv("JC_STUB_CC", "90", 1);
 	setenv("JITCACHE_FORCE_CUBIN", "1", 1);
-	assert_int_equal(load(d, NULL, "JITCACHE_FORCE_PTX", &out, "", msg, sizeof(msg)), JC_EINVAL);
+	assert_int_equal(load(d, NULL, "JITCACHE_FORCE_PTX", &out, "", msg, sizeof(msg)),
+			 JC_EINVAL);
 	assert_non_null(strstr(msg, "exclude each other"));
 }
 
@@ -118,8 +124,8 @@ int main(int argc, char **argv)
 	if (!getenv("JC_FORCED_LOAD_CHILD")) {
 		char path[8192];
 		const char *ld = getenv("LD_LIBRARY_PATH");
-		snprintf(path, sizeof(path), "%s/tests/ops%s%s", getenv("JC_BUILD_ROOT"), ld ? ":" : "",
-			 ld ? ld : "");
+		snprintf(path, sizeof(path), "%s/tests/ops%s%s", getenv("JC_BUILD_ROOT"),
+			 ld ? ":" : "", ld ? ld : "");
 		setenv("LD_LIBRARY_PATH", path, 1);
 		setenv("JC_FORCED_LOAD_CHILD", "1", 1);
 		execv("/proc/self/exe", argv);
@@ -127,7 +133,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_paths),
+	    cmocka_unit_test(test_paths),
 	};
 	return cmocka_run_group_tests(tests, jct_setup_started, jct_teardown);
 }

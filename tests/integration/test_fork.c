@@ -30,7 +30,8 @@ static int compile_own(const struct jtl_daemon *d, jc_client *c, const char *who
 		char src[160], name[64];
 		/* Half of them hits of an earlier round: hits and misses interleave. */
 		snprintf(name, sizeof(name), "k_%s_%d", who, i % (ROUNDS / 2));
-		snprintf(src, sizeof(src), "extern \"C\" __global__ void %s(int *p) { *p = 1; }\n", name);
+		snprintf(src, sizeof(src), "extern \"C\" __global__ void %s(int *p) { *p = 1; }\n",
+			 name);
 		jc_request *r = jct_request_src("fork.cu", src, "sm_90");
 		jc_result *res = NULL;
 		int rc = jc_compile(c, r, &res);
@@ -39,7 +40,8 @@ static int compile_own(const struct jtl_daemon *d, jc_client *c, const char *who
 		if (rc != 0 || !data || !memmem(data, size, name, strlen(name))) {
 			if (wrong++ < 3)
 				fprintf(stderr, "%s round %d: rc %d (%s), %s\n", who, i, rc,
-					rc ? jc_client_errmsg(c) : "", rc ? "" : "another kernel's cubin");
+					rc ? jc_client_errmsg(c) : "",
+					rc ? "" : "another kernel's cubin");
 		}
 		jc_result_free(res);
 		jc_request_free(r);
@@ -72,7 +74,8 @@ static void test_handle_across_fork(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_handle_across_fork, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_handle_across_fork, jct_setup_started,
+					    jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,13 +18,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,7 +213,8 @@ static void test_hit_waits_for_nothing(void **state)
 	if (sp == 0) {
 		/* Every thread: the serving threads answer hits. */
 		execlp("strace", "strace", "-f", "-qq", "-p", pid, "-e",
-		       "trace=read,readv,openat,pread64,sendmsg,write,writev", "-o", log, (char *)NULL);
+		       "trace=read,readv,openat,pread64,sendmsg,write,writev", "-o", log,
+		       (char *)NULL);
 		_exit(127);
 	}
 	/* Attached once an answer (to `version`) shows in the log. */
@@ -296,10 +297,13 @@ static void test_toolkit_key_memo(void **state)
 	snprintf(fake, sizeof(fake), "%s/fake", d->dir);
 	assert_int_equal(jct_sh("mkdir -p '%s/cuda/std' && echo '#define INT8_MAX 99' > "
 				"'%s/cuda/std/cstdint' && ln -s '%s/cccl' '%s'",
-				fake, fake, tk, link), 0);
-	jc_request *r = jct_request_src("k.cu", "#include <cuda/std/cstdint>\n"
-				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
-				       "compute_90");
+				fake, fake, tk, link),
+			 0);
+	jc_request *r =
+	    jct_request_src("k.cu",
+			    "#include <cuda/std/cstdint>\n"
+			    "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
+			    "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
 	jct_request_include(r, link);
 	assert_int_equal(jc_request_add_option(r, "-std=c++17"), 0);
@@ -309,7 +313,8 @@ static void test_toolkit_key_memo(void **state)
 	assert_int_equal(jct_stat(d, "include_manifest_hits"), 2);
 	assert_int_equal(jct_stat(d, "include_stats"), 0);
 	/* The directory now resolves outside the toolkit: its header is read. */
-	assert_int_equal(jct_sh("ln -s '%s' '%s.new' && mv -T '%s.new' '%s'", fake, link, link, link), 0);
+	assert_int_equal(
+	    jct_sh("ln -s '%s' '%s.new' && mv -T '%s.new' '%s'", fake, link, link, link), 0);
 	usleep(1100000);
 	jc_result_free(jct_expect_ptx(d, r, JC_MISS, "99"));
 	assert_int_equal(jct_stat(d, "include_scans"), 2);
@@ -320,9 +325,10 @@ int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_hits_all_counted), T(test_kept_object_removed), T(test_kept_object_replaced),
-		T(test_kept_object_truncated),
-		T(test_hit_waits_for_nothing), T(test_large_hit_sealed_copy), T(test_toolkit_key_memo), T(test_arch_checked_after_hits),
+	    T(test_hits_all_counted),	   T(test_kept_object_removed),
+	    T(test_kept_object_replaced),  T(test_kept_object_truncated),
+	    T(test_hit_waits_for_nothing), T(test_large_hit_sealed_copy),
+	    T(test_toolkit_key_memo),	   T(test_arch_checked_after_hits),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -49,9 +49,9 @@ static void test_identity_changes_key(void **state)
 	static const struct {
 		const char *env, *value, *field;
 	} rows[] = {
-		{"JITCACHE_TEST_NVRTC_ID", "build-id:00000000000000000000000000000000000000aa",
-		 "\"nvrtc_id\": \"build-id:00000000000000000000000000000000000000aa\""},
-		{"JITCACHE_TEST_DRIVER_VERSION", "99.9", "\"driver_version\": \"99.9\""},
+	    {"JITCACHE_TEST_NVRTC_ID", "build-id:00000000000000000000000000000000000000aa",
+	     "\"nvrtc_id\": \"build-id:00000000000000000000000000000000000000aa\""},
+	    {"JITCACHE_TEST_DRIVER_VERSION", "99.9", "\"driver_version\": \"99.9\""},
 	};
 	char keys[3][33];
 
@@ -61,9 +61,9 @@ static void test_identity_changes_key(void **state)
 	snprintf(keys[0], 33, "%s", jc_result_key(res));
 	jc_result_free(res);
 	char *v = version(d);
-	static const char *const fields[] = {"nvrtc_version", "nvrtc_id", "nvrtc_builtins_id",
-					     "nvjitlink_version", "nvjitlink_id", "driver_version",
-					     "driver_build", "toolkit_include_id"};
+	static const char *const fields[] = {
+	    "nvrtc_version", "nvrtc_id",       "nvrtc_builtins_id", "nvjitlink_version",
+	    "nvjitlink_id",  "driver_version", "driver_build",	    "toolkit_include_id"};
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
 		char pat[64];
 		snprintf(pat, sizeof(pat), "\"%s\": \"", fields[i]);
@@ -109,7 +109,7 @@ static void test_identity_changes_key(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_identity_changes_key, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_identity_changes_key, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,9 +28,8 @@
 #include "proto/io.h"
 #include "tests/lib/test.h"
 
-static const char kernel[] =
-	"#include <a.h>\n"
-	"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = VALUE; }\n";
+static const char kernel[] = "#include <a.h>\n"
+			     "extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = VALUE; }\n";
 
 static void test_nested_change_touch_revert(void **state)
 {
@@ -111,8 +110,8 @@ static void test_shadowing_header(void **state)
 	char src[512], *err = NULL;
 	snprintf(src, sizeof(src), "%s/k.cu", d->dir);
 	jct_write_file(src, kernel, strlen(kernel));
-	const char *args[] = {"compile", src, "--arch", "compute_90", "--output", "ptx", "--",
-			      "-Ifirst", "-I", "second", NULL};
+	const char *args[] = {"compile", src,	    "--arch", "compute_90", "--output", "ptx",
+			      "--",	 "-Ifirst", "-I",     "second",	    NULL};
 	char cwd[4096];
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	assert_int_equal(chdir(d->dir), 0);
@@ -304,9 +303,11 @@ static void test_toolkit_tree_is_covered(void **state)
 	}
 	snprintf(inc, sizeof(inc), "%.*s", (int)(strchr(p + 20, '"') - (p + 20)), p + 20);
 	free(out);
-	jc_request *r = jct_request_src("k.cu", "#include <cuda/std/cstdint>\n"
-				       "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
-				       "compute_90");
+	jc_request *r =
+	    jct_request_src("k.cu",
+			    "#include <cuda/std/cstdint>\n"
+			    "extern \"C\" __global__ void k(int *x) { x[0] = INT8_MAX; }\n",
+			    "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
 	char cccl[4300];
 	snprintf(cccl, sizeof(cccl), "%s/cccl", inc);
@@ -328,9 +329,11 @@ static void test_working_directory_is_not_searched(void **state)
 	struct jtl_daemon *d = *state;
 	static const char probe[] = "jc_cwd_probe.h";
 	jct_write_file(probe, "#define VALUE 1\n", 16);
-	jc_request *r = jct_request_src("k.cu", "#include \"jc_cwd_probe.h\"\n"
-				       "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n",
-				       "sm_90");
+	jc_request *r =
+	    jct_request_src("k.cu",
+			    "#include \"jc_cwd_probe.h\"\n"
+			    "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n",
+			    "sm_90");
 	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
 	remove(probe);
 	assert_non_null(strstr(jc_result_log(res), "jc_cwd_probe.h"));
@@ -350,7 +353,8 @@ static void test_cccl_sized_tree(void **state)
 	struct jtl_daemon *d = *state;
 	char cccl[300], copy[400], opt[420];
 	snprintf(cccl, sizeof(cccl), "%s/include/cccl",
-		 getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "/usr/local/cuda");
+		 getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH")
+							     : "/usr/local/cuda");
 	if (access(cccl, R_OK) != 0)
 		skip();
 	snprintf(copy, sizeof(copy), "%s/cccl-copy", d->dir);
@@ -383,17 +387,18 @@ static void test_cccl_sized_tree(void **state)
 	assert_int_equal(jct_stat(d, "include_tree_watch_hits"), N - walks);
 	assert_int_equal(jct_stat(d, "include_scans"), 1);
 	assert_int_equal(jct_stat(d, "include_watch_fallbacks"), 0);
-	int64_t stat_calls = jct_stat(d, "include_stats") - stats0, watches = jct_stat(d, "include_watches");
+	int64_t stat_calls = jct_stat(d, "include_stats") - stats0,
+		watches = jct_stat(d, "include_watches");
 	assert_true(watches > 1000); /* the files, their directories, the way to them */
 	assert_true(stat_calls < 4 * watches * walks + 1);
 	jtl_sort_u64(server, N);
 	jtl_sort_u64(total, N);
 	print_message("cccl copy: miss %llu ms; %d hits, %lld by a stat walk (%lld stat calls); "
 		      "%lld watches, %lld bytes; daemon median %.3f ms (min %.3f), client median "
-		      "%.3f ms\n", (unsigned long long)miss_ms, N, (long long)walks,
-		      (long long)stat_calls, (long long)watches,
-		      (long long)jct_stat(d, "include_watch_bytes"), server[N / 2] / 1e6,
-		      server[0] / 1e6, total[N / 2] / 1e6);
+		      "%.3f ms\n",
+		      (unsigned long long)miss_ms, N, (long long)walks, (long long)stat_calls,
+		      (long long)watches, (long long)jct_stat(d, "include_watch_bytes"),
+		      server[N / 2] / 1e6, server[0] / 1e6, total[N / 2] / 1e6);
 	jc_request_free(r);
 }
 
@@ -429,16 +434,16 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_nested_change_touch_revert),
-		T(test_shadowing_header),
-		T(test_computed_include_falls_back),
-		T(test_fresh_header_is_stored_after_rehash),
-		T(test_bad_include_requests),
-		T(test_nvrtc_shaped_include_options),
-		T(test_toolkit_tree_is_covered),
-		T(test_working_directory_is_not_searched),
-		T(test_cccl_sized_tree),
-		T(test_same_bytes_elsewhere_share_key),
+	    T(test_nested_change_touch_revert),
+	    T(test_shadowing_header),
+	    T(test_computed_include_falls_back),
+	    T(test_fresh_header_is_stored_after_rehash),
+	    T(test_bad_include_requests),
+	    T(test_nvrtc_shaped_include_options),
+	    T(test_toolkit_tree_is_covered),
+	    T(test_working_directory_is_not_searched),
+	    T(test_cccl_sized_tree),
+	    T(test_same_bytes_elsewhere_share_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

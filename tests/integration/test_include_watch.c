@@ -36,7 +36,6 @@
 
 enum { DIRS = 40, FILES = 50 }; /* 2,000 headers */
 
-
 /* The directory of level i of the nested chain, relative to the tree root. */
 static void level_dir(int i, char *out, size_t len)
 {
@@ -64,7 +63,8 @@ static void make_tree(const struct jtl_daemon *d, const char *root, int deep_val
 			if (i == DIRS - 1 && f == FILES - 1)
 				snprintf(text, sizeof(text), "#define DEEP %d\n", deep_value);
 			else
-				snprintf(text, sizeof(text), "#define H_%d_%d %d\n", i, f, i * FILES + f);
+				snprintf(text, sizeof(text), "#define H_%d_%d %d\n", i, f,
+					 i * FILES + f);
 			jct_write_file(file, text, strlen(text));
 			n += (size_t)snprintf(all + n, cap - n, "#include \"%s/f%d.h\"\n", rel, f);
 		}
@@ -73,7 +73,6 @@ static void make_tree(const struct jtl_daemon *d, const char *root, int deep_val
 	jct_put(d->dir, path, all);
 	free(all);
 }
-
 
 /* jct_expect_ptx, the result dropped. */
 static void expect(const struct jtl_daemon *d, const jc_request *r, jc_cache_status st,
@@ -89,8 +88,7 @@ static void expect(const struct jtl_daemon *d, const jc_request *r, jc_cache_sta
  * walk: a key learnt from what NVRTC read is watched from its first lookup),
  * then a hit with no stat call at all.
  */
-static void expect_watched_hits(const struct jtl_daemon *d, const jc_request *r,
-				const char *want)
+static void expect_watched_hits(const struct jtl_daemon *d, const jc_request *r, const char *want)
 {
 	expect(d, r, JC_HIT, want);
 	jct_settle();
@@ -106,8 +104,8 @@ static void expect_watched_hits(const struct jtl_daemon *d, const jc_request *r,
 }
 
 static const char tree_kernel[] =
-	"#include <all.h>\n"
-	"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = DEEP + H_0_0 + H_20_7; }\n";
+    "#include <all.h>\n"
+    "extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = DEEP + H_0_0 + H_20_7; }\n";
 
 static void deep_path(const struct jtl_daemon *d, char *out, size_t len)
 {
@@ -143,8 +141,8 @@ static void test_deep_edit(void **state)
 }
 
 static const char value_kernel[] =
-	"#include <x/v.h>\n"
-	"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = VALUE; }\n";
+    "#include <x/v.h>\n"
+    "extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = VALUE; }\n";
 
 /* A header added in an earlier -I directory (and a directory that did not
  * exist there) shadows the later one. */
@@ -194,7 +192,8 @@ static void test_directory_renamed_removed_remade(void **state)
 static void swap_link(const struct jtl_daemon *d, const char *link, const char *target)
 {
 	assert_int_equal(jct_sh("cd '%s' && ln -sfn '%s' '%s.new' && mv -T '%s.new' '%s'", d->dir,
-				target, link, link, link), 0);
+				target, link, link, link),
+			 0);
 }
 
 static void test_symlinked_directory_swapped(void **state)
@@ -313,8 +312,8 @@ static void test_watch_budget(void **state)
 /* One compile on c of r: want's status and PTX text; JC_TIME_INCLUDES is
  * 0 (the client's watch answered) when watched is 1, not 0 when it is 0;
  * either when it is -1. */
-static void client_expect(jc_client *c, const jc_request *r, jc_cache_status st,
-			  const char *want, int watched)
+static void client_expect(jc_client *c, const jc_request *r, jc_cache_status st, const char *want,
+			  int watched)
 {
 	jc_result *res = NULL;
 	int rc = jc_compile(c, r, &res);
@@ -326,8 +325,9 @@ static void client_expect(jc_client *c, const jc_request *r, jc_cache_status st,
 	if (jc_result_cache_status(res) != st || !memmem(ptx, n, want, strlen(want)) ||
 	    (watched >= 0 && (ns == 0) != watched))
 		fail_msg("status %d (want %d), \"%s\" %sin the PTX, includes %llu ns (want %s)",
-			 jc_result_cache_status(res), st, want, memmem(ptx, n, want, strlen(want)) ? "" : "not ",
-			 (unsigned long long)ns, watched ? "0: watched" : "a walk");
+			 jc_result_cache_status(res), st, want,
+			 memmem(ptx, n, want, strlen(want)) ? "" : "not ", (unsigned long long)ns,
+			 watched ? "0: watched" : "a walk");
 	jc_result_free(res);
 }
 
@@ -407,11 +407,12 @@ static void test_generated_header(void **state)
 	struct jtl_daemon *d = *state;
 	static const char *const dirs[] = {"gen", NULL};
 	static const char kernel[] =
-		"#include <config.h>\n"
-		"extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = BLOCK * 3; }\n";
+	    "#include <config.h>\n"
+	    "extern \"C\" __global__ void k(int *x) { x[threadIdx.x] = BLOCK * 3; }\n";
 	jc_request *r = jct_request_ptx_dirs(d, kernel, dirs);
 	for (int run = 0; run < 5; run++) {
-		jct_put(d->dir, "gen/config.h", "#define BLOCK 2300\n"); /* truncated and written again */
+		jct_put(d->dir, "gen/config.h",
+			"#define BLOCK 2300\n"); /* truncated and written again */
 		expect(d, r, run == 0 ? JC_MISS : JC_HIT, "6900");
 	}
 	assert_int_equal(jct_stat(d, "compiles"), 1);
@@ -429,14 +430,14 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_deep_edit),
-		T(test_shadowing_new_file),
-		T(test_directory_renamed_removed_remade),
-		T(test_symlinked_directory_swapped),
-		T(test_queue_overflow),
-		T(test_watch_budget),
-		T(test_generated_header),
-		T(test_client_watched_tree),
+	    T(test_deep_edit),
+	    T(test_shadowing_new_file),
+	    T(test_directory_renamed_removed_remade),
+	    T(test_symlinked_directory_swapped),
+	    T(test_queue_overflow),
+	    T(test_watch_budget),
+	    T(test_generated_header),
+	    T(test_client_watched_tree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

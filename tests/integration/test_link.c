@@ -26,14 +26,13 @@
 
 #define KERNEL "jc_link_kernel"
 
-static const char kern_src[] =
-	"extern \"C\" __device__ float dl_scale(float);\n"
-	"extern \"C\" __device__ float spec_op(float);\n"
-	"extern \"C\" __global__ void " KERNEL "(float *x)\n"
-	"{ x[threadIdx.x] = spec_op(dl_scale(x[threadIdx.x])); }\n";
+static const char kern_src[] = "extern \"C\" __device__ float dl_scale(float);\n"
+			       "extern \"C\" __device__ float spec_op(float);\n"
+			       "extern \"C\" __global__ void " KERNEL "(float *x)\n"
+			       "{ x[threadIdx.x] = spec_op(dl_scale(x[threadIdx.x])); }\n";
 static const char spec_src[] = "extern \"C\" __device__ float spec_op(float x) { return x * x; }\n";
 static const char devlib_src[] =
-	"extern \"C\" __device__ float dl_scale(float x) { return 2.0f * x + DL_BIAS; }\n";
+    "extern \"C\" __device__ float dl_scale(float x) { return 2.0f * x + DL_BIAS; }\n";
 
 /* Inputs built once for the whole group. */
 static char lib_dir[JTL_ROOT_MAX];
@@ -54,12 +53,12 @@ static int build_inputs(void **state)
 	snprintf(path, sizeof(path), "%s/spec.cu", lib_dir);
 	jct_write_file(path, spec_src, strlen(spec_src));
 	static const char *const cmds[] = {
-		"-dc -dlto -DDL_BIAS=1.0f devlib.cu -o devlib_lto.o",
-		"-lib devlib_lto.o -o libdevlib.a",
-		"-dc -fatbin -DDL_BIAS=1.0f devlib.cu -o devlib.fatbin",
-		"-dc -cubin -DDL_BIAS=1.0f devlib.cu -o devlib.cubin",
-		"-dc -ptx -DDL_BIAS=1.0f devlib.cu -o devlib.ptx",
-		"-dc -dlto -DDL_BIAS=3.0f devlib.cu -o devlib3_lto.o",
+	    "-dc -dlto -DDL_BIAS=1.0f devlib.cu -o devlib_lto.o",
+	    "-lib devlib_lto.o -o libdevlib.a",
+	    "-dc -fatbin -DDL_BIAS=1.0f devlib.cu -o devlib.fatbin",
+	    "-dc -cubin -DDL_BIAS=1.0f devlib.cu -o devlib.cubin",
+	    "-dc -ptx -DDL_BIAS=1.0f devlib.cu -o devlib.ptx",
+	    "-dc -dlto -DDL_BIAS=3.0f devlib.cu -o devlib3_lto.o",
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		int rc = jct_sh("cd '%s' && '%s' -arch=sm_90 %s", lib_dir, nvcc, cmds[i]);
@@ -100,12 +99,13 @@ static void make_kernel_inputs(const struct jtl_daemon *d, char *ltoir, char *pt
 	char *err;
 	sprintf(ltoir, "%s/kern.ltoir", d->dir);
 	sprintf(ptx, "%s/spec.ptx", d->dir);
-	const char *a[] = {"compile", input("kern.cu"), "--arch", "sm_90", "--output", "ltoir",
-			   "-o", ltoir, NULL};
+	const char *a[] = {
+	    "compile", input("kern.cu"), "--arch", "sm_90", "--output", "ltoir", "-o", ltoir, NULL};
 	assert_int_equal(ctl(d, &err, a), 0);
 	free(err);
-	const char *b[] = {"compile", input("spec.cu"), "--arch", "sm_90", "--output", "ptx",
-			   "-o", ptx, "--", "-rdc=true", NULL};
+	const char *b[] = {
+	    "compile", input("spec.cu"), "--arch", "sm_90", "--output", "ptx", "-o", ptx,
+	    "--",      "-rdc=true",	 NULL};
 	assert_int_equal(ctl(d, &err, b), 0);
 	free(err);
 }
@@ -135,8 +135,8 @@ static void test_every_input_type(void **state)
 	make_kernel_inputs(d, ltoir, ptx);
 	snprintf(out, sizeof(out), "%s/out.cubin", d->dir);
 	for (size_t i = 0; i < N_DEVLIBS; i++) {
-		const char *args[] = {"link", "--arch", "sm_90", "-o", out, ltoir, ptx,
-				      input(devlibs[i]), NULL};
+		const char *args[] = {"link", "--arch", "sm_90",	   "-o", out,
+				      ltoir,  ptx,	input(devlibs[i]), NULL};
 		if (ctl(d, &err, args) != 0)
 			fail_msg("link with %s: %s", devlibs[i], err);
 		assert_true(strncmp(err, "miss", 4) == 0);
@@ -336,8 +336,8 @@ static void test_compile_and_link_in_one_request(void **state)
 	char ltoir[300], ptx[300], out[300], key[33], *err;
 	make_kernel_inputs(d, ltoir, ptx);
 	snprintf(out, sizeof(out), "%s/one.cubin", d->dir);
-	const char *args[] = {"compile", input("kern.cu"), "--arch", "sm_90", "--link", ptx,
-			      "--link", input("libdevlib.a"), "-o", out, NULL};
+	const char *args[] = {"compile", input("kern.cu"),     "--arch", "sm_90", "--link", ptx,
+			      "--link",	 input("libdevlib.a"), "-o",	 out,	  NULL};
 	assert_int_equal(ctl(d, &err, args), 0);
 	assert_true(strncmp(err, "miss", 4) == 0);
 	key_of(err, key);
@@ -369,12 +369,12 @@ static void test_compile_and_link_in_one_request(void **state)
 	char spec_lto[300];
 	snprintf(spec_lto, sizeof(spec_lto), "%s/spec.ltoir", d->dir);
 	const char *a[] = {"compile", input("spec.cu"), "--arch", "sm_90", "--output", "ltoir",
-			   "-o", spec_lto, NULL};
+			   "-o",      spec_lto,		NULL};
 	assert_int_equal(ctl(d, &err, a), 0);
 	free(err);
 	snprintf(out, sizeof(out), "%s/linked.ptx", d->dir);
-	const char *b[] = {"link", "--arch", "sm_90", "--output", "ptx", "-o", out, ltoir, spec_lto,
-			   input("libdevlib.a"), NULL};
+	const char *b[] = {"link", "--arch", "sm_90",  "--output",	     "ptx", "-o",
+			   out,	   ltoir,    spec_lto, input("libdevlib.a"), NULL};
 	assert_int_equal(ctl(d, &err, b), 0);
 	free(err);
 	char *text = (char *)jtl_read_file(out, &n);
@@ -386,17 +386,18 @@ static void test_compile_and_link_in_one_request(void **state)
 int main(void)
 {
 	if (!jct_nvcc()) {
-		fprintf(stderr, "nvcc not found ($NVCC, $CUDA_PATH/bin, /usr/local/cuda/bin): skipped\n");
+		fprintf(stderr,
+			"nvcc not found ($NVCC, $CUDA_PATH/bin, /usr/local/cuda/bin): skipped\n");
 		return 77;
 	}
 #define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_every_input_type),
-		T(test_key_covers_inputs),
-		T(test_link_error_is_negative_cached),
-		T(test_info_log_is_kept),
-		T(test_newer_ltoir_is_refused_clearly),
-		T(test_compile_and_link_in_one_request),
+	    T(test_every_input_type),
+	    T(test_key_covers_inputs),
+	    T(test_link_error_is_negative_cached),
+	    T(test_info_log_is_kept),
+	    T(test_newer_ltoir_is_refused_clearly),
+	    T(test_compile_and_link_in_one_request),
 	};
 	return cmocka_run_group_tests(tests, build_inputs, remove_inputs);
 }

@@ -136,7 +136,8 @@ static void test_rewarm_after_nvrtc_change(void **state)
 
 	start_with_copy(d, NULL);
 	char *stats = ctl(d, 0, (const char *const[]){"stats", "--json", NULL});
-	char *ident = strstr(stats, "\"identity\": \""), *cache_ident = strstr(stats, "\"cache_identity\": \"");
+	char *ident = strstr(stats, "\"identity\": \""),
+	     *cache_ident = strstr(stats, "\"cache_identity\": \"");
 	assert_non_null(ident);
 	assert_non_null(cache_ident);
 	assert_int_not_equal(strncmp(ident + 13, cache_ident + 19, 60), 0);
@@ -184,10 +185,12 @@ static char *slow_src(int statements)
 	size_t cap = 128 + (size_t)statements * 48, n = 0;
 	char *src = malloc(cap);
 	assert_non_null(src);
-	n += (size_t)snprintf(src + n, cap - n, "extern \"C\" __global__ void slow(float *x) {\n"
+	n += (size_t)snprintf(src + n, cap - n,
+			      "extern \"C\" __global__ void slow(float *x) {\n"
 			      "  float a = x[threadIdx.x];\n");
 	for (int i = 0; i < statements; i++)
-		n += (size_t)snprintf(src + n, cap - n, "  a = a * 1.0001f + __sinf(a + %d.0f);\n", i);
+		n += (size_t)snprintf(src + n, cap - n, "  a = a * 1.0001f + __sinf(a + %d.0f);\n",
+				      i);
 	snprintf(src + n, cap - n, "  x[threadIdx.x] = a;\n}\n");
 	return src;
 }
@@ -248,8 +251,8 @@ static int tree_checked(pid_t pid, int policy, int ioclass)
 			fail_msg("thread %d of %d: policy %d, want %d", tid, (int)pid, got, policy);
 		long prio = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, tid);
 		if (prio >= 0 && prio >> 13 != ioclass)
-			fail_msg("thread %d of %d: I/O class %ld, want %d", tid, (int)pid, prio >> 13,
-				 ioclass);
+			fail_msg("thread %d of %d: I/O class %ld, want %d", tid, (int)pid,
+				 prio >> 13, ioclass);
 		n++;
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, tid);
 		FILE *f = fopen(path, "r");
@@ -274,7 +277,8 @@ static int idle_workers_checked(pid_t daemon)
 		/* it sets them at its start (the policy, then the I/O class): it
 		 * may have just been started */
 		for (int t = 0; t < 500 && (sched_getscheduler(w[i]) != SCHED_IDLE ||
-					    syscall(SYS_ioprio_get, 1, w[i]) >> 13 != 3); t++)
+					    syscall(SYS_ioprio_get, 1, w[i]) >> 13 != 3);
+		     t++)
 			jtl_sleep_ms(10);
 		assert_true(tree_checked(w[i], SCHED_IDLE, 3 /* IOPRIO_CLASS_IDLE */) > 0);
 	}
@@ -372,8 +376,10 @@ static void test_failure_listed(void **state)
 	snprintf(hdr, sizeof(hdr), "%s/v.h", inc);
 	assert_int_equal(mkdir(inc, 0700), 0);
 	jct_write_text(hdr, "#define V 7\n");
-	jc_request *r = jct_request_src("hv.cu", "#include \"v.h\"\nextern \"C\" __global__ void "
-				       "hv(int *p) { *p = V; }\n", "sm_90");
+	jc_request *r = jct_request_src("hv.cu",
+					"#include \"v.h\"\nextern \"C\" __global__ void "
+					"hv(int *p) { *p = V; }\n",
+					"sm_90");
 	assert_int_equal(jc_request_add_include_dir(r, inc), 0);
 	assert_int_equal(compile_status(d, r, NULL, NULL), JC_MISS);
 	jc_request *ok = tiny(0);
@@ -385,7 +391,8 @@ static void test_failure_listed(void **state)
 	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
 	fprintf(stderr, "warm --status --wait: %s", out);
 	jct_assert_has(out, "1 done, 1 failed, 0 dropped (budget)");
-	jct_assert_has(out, "1 requests failed to compile with this toolchain (kept as negative entries");
+	jct_assert_has(
+	    out, "1 requests failed to compile with this toolchain (kept as negative entries");
 	jct_assert_has(out, "hv.cu: ");
 	jct_assert_has(out, "v.h is gone in this release");
 	free(out);
@@ -537,8 +544,10 @@ static void test_export_import(void **state)
 	snprintf(key2, sizeof(key2), "%s/key2", a->dir);
 	write_secret(key, 'k');
 	write_secret(key2, 'x');
-	jc_request *with_header = jct_request_src("h.cu", "#include \"v.h\"\nextern \"C\" __global__ "
-						  "void h(int *p) { *p = V; }\n", "sm_90");
+	jc_request *with_header = jct_request_src("h.cu",
+						  "#include \"v.h\"\nextern \"C\" __global__ "
+						  "void h(int *p) { *p = V; }\n",
+						  "sm_90");
 	assert_int_equal(jc_request_add_header(with_header, "v.h", "#define V 7\n", 12), 0);
 	compile_status(a, with_header, NULL, NULL);
 	for (int n = 0; n < 5; n++) {
@@ -546,7 +555,8 @@ static void test_export_import(void **state)
 		compile_status(a, r, NULL, NULL);
 		jc_request_free(r);
 	}
-	char *out = ctl(a, 0, (const char *const[]){"export", "--secret-file", key, "-o", bundle, NULL});
+	char *out =
+	    ctl(a, 0, (const char *const[]){"export", "--secret-file", key, "-o", bundle, NULL});
 	jct_assert_has(out, "exported 6 requests");
 	free(out);
 
@@ -558,13 +568,14 @@ static void test_export_import(void **state)
 	jct_write_file(bad, data, size);
 	free(data);
 	char *err = NULL;
-	out = jct_ctl_expect(b, 1, &err, (const char *const[]){"import", bad, "--wait",
-								"--secret-file", key, NULL});
+	out = jct_ctl_expect(
+	    b, 1, &err, (const char *const[]){"import", bad, "--wait", "--secret-file", key, NULL});
 	jct_assert_has(err, "signature does not match");
 	free(out);
 	free(err);
-	out = jct_ctl_expect(b, 1, &err, (const char *const[]){"import", bundle, "--wait",
-								"--secret-file", key2, NULL});
+	out = jct_ctl_expect(
+	    b, 1, &err,
+	    (const char *const[]){"import", bundle, "--wait", "--secret-file", key2, NULL});
 	jct_assert_has(err, "signature does not match");
 	free(out);
 	free(err);
@@ -574,11 +585,14 @@ static void test_export_import(void **state)
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	assert_int_equal(jct_sh("timeout 20 %s --socket %s import %s --wait --secret-file %s "
 				"2>%s.err; test $? = 1 && grep -q 'not a regular file' %s.err",
-				getenv("JITCACHECTL"), b->sock, fifo, key, fifo, fifo), 0);
+				getenv("JITCACHECTL"), b->sock, fifo, key, fifo, fifo),
+			 0);
 	assert_int_equal(jct_stat(b, "compiles"), 0);
 
-	out = ctl(b, 0, (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
-	jct_assert_has(out, "imported 6 requests: 0 were there, 0 from the fleet tier, 6 compiled, 0 failed");
+	out = ctl(b, 0,
+		  (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
+	jct_assert_has(
+	    out, "imported 6 requests: 0 were there, 0 from the fleet tier, 6 compiled, 0 failed");
 	free(out);
 	assert_int_equal(jct_stat(b, "compiles"), 6);
 	assert_int_equal(compile_status(b, with_header, NULL, NULL), JC_HIT);
@@ -620,27 +634,32 @@ static void test_export_own_only(void **state)
 	jct_write_text(src, "extern \"C\" __global__ void mine(int *p) { *p = 4711; }\n");
 	assert_int_equal(chmod(src, 0644), 0);
 	const char *ctlbin = getenv("JITCACHECTL");
-	assert_int_equal(jct_sh("cd %s && setpriv --reuid %u --regid %u --clear-groups -- env -i "
-				"PATH=/usr/bin:/bin JITCACHE_AUTOSTART=0 %s --socket %s compile mine.cu "
-				"--arch sm_90 -o /dev/null 2>/dev/null", d->dir, (unsigned)uid,
-				(unsigned)gid, ctlbin, d->sock), 0);
+	assert_int_equal(
+	    jct_sh("cd %s && setpriv --reuid %u --regid %u --clear-groups -- env -i "
+		   "PATH=/usr/bin:/bin JITCACHE_AUTOSTART=0 %s --socket %s compile mine.cu "
+		   "--arch sm_90 -o /dev/null 2>/dev/null",
+		   d->dir, (unsigned)uid, (unsigned)gid, ctlbin, d->sock),
+	    0);
 	char udir[220];
 	snprintf(udir, sizeof(udir), "%s/u", d->dir);
 	assert_int_equal(mkdir(udir, 0755), 0);
 	assert_int_equal(chown(udir, uid, gid), 0);
 	assert_int_equal(jct_sh("cd /tmp && setpriv --reuid %u --regid %u --clear-groups -- env -i "
 				"PATH=/usr/bin:/bin %s --socket %s export --secret-file %s -o "
-				"%s/own.jcb", (unsigned)uid, (unsigned)gid, ctlbin, d->sock, key, udir), 0);
+				"%s/own.jcb",
+				(unsigned)uid, (unsigned)gid, ctlbin, d->sock, key, udir),
+			 0);
 	assert_int_not_equal(jct_sh("cd /tmp && setpriv --reuid %u --regid %u --clear-groups -- "
 				    "env -i PATH=/usr/bin:/bin %s --socket %s export --uid 0 "
-				    "--secret-file %s -o /dev/null 2>/dev/null", (unsigned)uid,
-				    (unsigned)gid, ctlbin, d->sock, key), 0);
+				    "--secret-file %s -o /dev/null 2>/dev/null",
+				    (unsigned)uid, (unsigned)gid, ctlbin, d->sock, key),
+			     0);
 	/* what was exported: the user's one request, compiled by an empty cache */
 	char bundle[300];
 	jct_daemon_start(b, NULL);
 	snprintf(bundle, sizeof(bundle), "%s/own.jcb", udir);
-	char *out = ctl(b, 0, (const char *const[]){"import", bundle, "--wait", "--secret-file", key,
-						     NULL});
+	char *out = ctl(
+	    b, 0, (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
 	jct_assert_has(out, "imported 1 requests");
 	free(out);
 	out = ctl(b, 0, (const char *const[]){"ls", NULL});
@@ -689,7 +708,8 @@ static void test_fatbin_parts_idle(void **state)
 			fail_msg("no \"%s\" after the restart:\n%s", parts[i], since);
 		size_t len = strcspn(line, "\n");
 		if (!memmem(line, len, "at idle priority", 16))
-			fail_msg("a re-warmed fatbin's part ran at client priority: %.*s", (int)len, line);
+			fail_msg("a re-warmed fatbin's part ran at client priority: %.*s", (int)len,
+				 line);
 	}
 	free(log);
 }
@@ -762,8 +782,8 @@ static void test_sighup_toolchain_changed(void **state)
 
 	point(cur, nvlib); /* another build where the daemon loaded its NVRTC from */
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
-	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk: now keying and compiling with",
-				 20000));
+	assert_true(jct_wait_log(
+	    d, "SIGHUP: toolchain changed on disk: now keying and compiling with", 20000));
 	start_with_copy(fresh, NULL);
 	char *after = identity_of(d, "identity"), *was = identity_of(d, "cache_identity"),
 	     *want = identity_of(fresh, "identity");
@@ -823,12 +843,13 @@ static void test_switch_during_rewarm(void **state)
 	jct_assert_has(st, "re-warm running"); /* still on the slow kernel */
 	free(st);
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
-	assert_true(jct_wait_log(d, "SIGHUP: toolchain changed on disk: now keying and compiling with",
-				 20000));
+	assert_true(jct_wait_log(
+	    d, "SIGHUP: toolchain changed on disk: now keying and compiling with", 20000));
 	char *out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
 	fprintf(stderr, "warm --status --wait: %s", out);
 	free(out);
-	assert_true(jct_wait_log(d, "re-warm (the toolchain changed during the last re-warm)", 20000));
+	assert_true(
+	    jct_wait_log(d, "re-warm (the toolchain changed during the last re-warm)", 20000));
 	out = ctl(d, 0, (const char *const[]){"warm", "--status", "--wait", NULL});
 	free(out);
 	/* the client's entry of the copy was made again for the real library */
@@ -869,7 +890,8 @@ static void test_worker_other_compiler(void **state)
 	jct_assert_has(msg, "loaded another compiler");
 	assert_int_equal(jct_stat(d, "compiler_mismatches"), 1);
 	assert_int_equal(jct_stat(d, "entries"), entries); /* nothing stored under the old key */
-	assert_true(jct_wait_log(d, "toolchain changed on disk: now keying and compiling with", 20000));
+	assert_true(
+	    jct_wait_log(d, "toolchain changed on disk: now keying and compiling with", 20000));
 	char *after = identity_of(d, "identity");
 	assert_string_not_equal(after, before);
 	assert_int_equal(compile_status(d, r1, NULL, NULL), JC_MISS);
@@ -905,11 +927,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
-		T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
-		T(test_keep_requests_budget), T(test_export_import), T(test_export_own_only),
-		T(test_fatbin_parts_idle), T(test_sighup_toolchain_changed),
-		T(test_worker_other_compiler), T(test_switch_during_rewarm), T(test_failure_listed),
-		T(test_budget_top_since),
+	    T(test_rewarm_after_nvrtc_change), T(test_client_first_and_join),
+	    T(test_keep_requests_budget),      T(test_export_import),
+	    T(test_export_own_only),	       T(test_fatbin_parts_idle),
+	    T(test_sighup_toolchain_changed),  T(test_worker_other_compiler),
+	    T(test_switch_during_rewarm),      T(test_failure_listed),
+	    T(test_budget_top_since),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

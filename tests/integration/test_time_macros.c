@@ -93,8 +93,9 @@ static void test_source(void **state)
 
 static void test_memory_header(void **state)
 {
-	jc_request *r = request("#include \"stamp.h\"\n__device__ const char stamp[] = STAMP;\n" USE,
-				"stamp.h", "#define STAMP __DATE__ \" \" __TIME__\n", NULL);
+	jc_request *r =
+	    request("#include \"stamp.h\"\n__device__ const char stamp[] = STAMP;\n" USE, "stamp.h",
+		    "#define STAMP __DATE__ \" \" __TIME__\n", NULL);
 	twice_uncached(*state, r);
 	jc_request_free(r);
 }
@@ -104,7 +105,8 @@ static void test_disk_header(void **state)
 	struct jtl_daemon *d = *state;
 	char dir[400];
 	snprintf(dir, sizeof(dir), "%s/inc", d->dir);
-	jct_put(d->dir, "inc/stamp.h", "#pragma once\n#define STAMP __DATE__ \" \" \\\n  __TIME__\n");
+	jct_put(d->dir, "inc/stamp.h",
+		"#pragma once\n#define STAMP __DATE__ \" \" \\\n  __TIME__\n");
 	jct_settle();
 	jc_request *r = request("#include <stamp.h>\n__device__ const char stamp[] = STAMP;\n" USE,
 				NULL, NULL, dir);
@@ -123,7 +125,8 @@ static void test_client_read_tree(void **state)
 	struct jtl_daemon *d = *state;
 	char dir[400];
 	snprintf(dir, sizeof(dir), "%s/inc", d->dir);
-	jct_put(d->dir, "inc/stamp.h", "#pragma once\n#include \"sub/when.h\"\n#define STAMP WHEN\n");
+	jct_put(d->dir, "inc/stamp.h",
+		"#pragma once\n#include \"sub/when.h\"\n#define STAMP WHEN\n");
 	jct_put(d->dir, "inc/sub/when.h", "#define WHEN __DATE__ \" \" __TIME__\n");
 	jct_settle();
 	assert_int_equal(setenv("JITCACHE_SEND_HEADERS", "1", 1), 0);
@@ -176,11 +179,11 @@ static void test_mentioned_only(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_source, jct_setup_started, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_memory_header, jct_setup_started, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_disk_header, jct_setup_started, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_client_read_tree, jct_setup_started, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_mentioned_only, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_source, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_memory_header, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_disk_header, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_client_read_tree, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_mentioned_only, jct_setup_started, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,7 @@
 #include "proto/io.h"
 #include "tests/lib/test.h"
 
-#define NOBODY 65534
+#define NOBODY	  65534
 #define ADMIN_GID 4 /* "adm" on Debian; any group other than 0 and NOBODY */
 
 static const char *const saxpy_exprs[] = {"&saxpy<float>", NULL};
@@ -112,10 +112,24 @@ struct outcome {
 	char msg[240];
 };
 
-enum op { OP_CONNECT, OP_PING, OP_VERSION, OP_STATS, OP_HIT, OP_COMPILE, OP_STATS_ZERO, OP_LS,
-	  OP_SHOW, OP_PURGE, OP_GC, OP_VERIFY, OP__COUNT };
-static const char *const op_names[OP__COUNT] = {"connect", "ping", "version", "stats", "hit",
-	"compile", "stats --zero", "ls", "show", "purge", "gc", "verify"};
+enum op {
+	OP_CONNECT,
+	OP_PING,
+	OP_VERSION,
+	OP_STATS,
+	OP_HIT,
+	OP_COMPILE,
+	OP_STATS_ZERO,
+	OP_LS,
+	OP_SHOW,
+	OP_PURGE,
+	OP_GC,
+	OP_VERIFY,
+	OP__COUNT
+};
+static const char *const op_names[OP__COUNT] = {"connect", "ping",    "version",      "stats",
+						"hit",	   "compile", "stats --zero", "ls",
+						"show",	   "purge",   "gc",	      "verify"};
 
 struct child_ops {
 	const struct jtl_daemon *d;
@@ -150,22 +164,42 @@ static void child_run(const struct child_ops *ops, struct outcome *out)
 		}
 		jc_result *res = NULL;
 		switch (op) {
-		case OP_CONNECT: break;
-		case OP_PING: admin_op(c, "ping", NULL, o); break;
-		case OP_VERSION: admin_op(c, "version", NULL, o); break;
-		case OP_STATS: admin_op(c, "stats", NULL, o); break;
-		case OP_STATS_ZERO: admin_op(c, "stats", "zero", o); break;
-		case OP_LS: admin_op(c, "ls", NULL, o); break;
-		case OP_SHOW: admin_op(c, "show", ops->key, o); break;
-		case OP_PURGE: admin_op(c, "purge", "all", o); break;
-		case OP_GC: admin_op(c, "gc", NULL, o); break;
-		case OP_VERIFY: admin_op(c, "verify", NULL, o); break;
+		case OP_CONNECT:
+			break;
+		case OP_PING:
+			admin_op(c, "ping", NULL, o);
+			break;
+		case OP_VERSION:
+			admin_op(c, "version", NULL, o);
+			break;
+		case OP_STATS:
+			admin_op(c, "stats", NULL, o);
+			break;
+		case OP_STATS_ZERO:
+			admin_op(c, "stats", "zero", o);
+			break;
+		case OP_LS:
+			admin_op(c, "ls", NULL, o);
+			break;
+		case OP_SHOW:
+			admin_op(c, "show", ops->key, o);
+			break;
+		case OP_PURGE:
+			admin_op(c, "purge", "all", o);
+			break;
+		case OP_GC:
+			admin_op(c, "gc", NULL, o);
+			break;
+		case OP_VERIFY:
+			admin_op(c, "verify", NULL, o);
+			break;
 		case OP_HIT:
 		case OP_COMPILE:
 			o->rc = jc_compile(c, op == OP_HIT ? ops->hit : ops->fresh, &res);
 			snprintf(o->msg, sizeof(o->msg), "%s",
-				 o->rc ? jc_client_errmsg(c)
-				       : jc_result_cache_status(res) == JC_HIT ? "hit" : "miss");
+				 o->rc					 ? jc_client_errmsg(c)
+				 : jc_result_cache_status(res) == JC_HIT ? "hit"
+									 : "miss");
 			jc_result_free(res);
 			break;
 		}
@@ -211,8 +245,8 @@ static void run_as(const struct child_ops *ops, gid_t gid, const gid_t *groups, 
 static void expect(const struct outcome *out, int op, int rc, const char *msg)
 {
 	if (out[op].rc != rc || (msg && !strstr(out[op].msg, msg)))
-		fprintf(stderr, "%s: %d (%s): %s\n", op_names[op], out[op].rc, jc_strerror(out[op].rc),
-			out[op].msg);
+		fprintf(stderr, "%s: %d (%s): %s\n", op_names[op], out[op].rc,
+			jc_strerror(out[op].rc), out[op].msg);
 	assert_int_equal(out[op].rc, rc);
 	if (msg)
 		assert_non_null(strstr(out[op].msg, msg));
@@ -230,7 +264,8 @@ static void prepare(struct child_ops *ops, const struct jtl_daemon *d, char *key
 	jc_client_close(c);
 	ops->d = d;
 	ops->hit = hit;
-	ops->fresh = jct_request_src("other.cu", "__global__ void other_k(int *p) { *p = 7; }", "sm_90");
+	ops->fresh =
+	    jct_request_src("other.cu", "__global__ void other_k(int *p) { *p = 7; }", "sm_90");
 	ops->key = key;
 }
 
@@ -313,7 +348,8 @@ static void test_allow_list_refuses(void **state)
 	gid_t root_group[1] = {0}; /* the socket's group: connect() is allowed */
 	run_as(&ops, NOBODY, root_group, 1, out);
 	for (int op = 0; op < OP__COUNT; op++)
-		expect(out, op, JC_EDENIED, "uid 65534 is not allowed to use this jitcached (allow-uids)");
+		expect(out, op, JC_EDENIED,
+		       "uid 65534 is not allowed to use this jitcached (allow-uids)");
 	assert_true(jct_log_count(d, "refused connection of uid 65534 gid 65534 pid "));
 	/* root and the daemon's own uid are always allowed. */
 	assert_int_equal(jct_stat(d, "entries"), 1);
@@ -393,7 +429,8 @@ static void test_bad_header_names(void **state)
 {
 	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
-	jc_request *r = jct_request_src("k.cu", "#include \"evilXname.h\"\n__global__ void k() {}", "sm_90");
+	jc_request *r =
+	    jct_request_src("k.cu", "#include \"evilXname.h\"\n__global__ void k() {}", "sm_90");
 	assert_int_equal(jc_request_add_header(r, "evilXname.h", "#pragma once\n", 13), 0);
 	jc_client *c = jct_connect(d);
 	struct jc_buf b = {0};
@@ -401,7 +438,8 @@ static void test_bad_header_names(void **state)
 	/* The header's name field holds "evilXname.h": make the X a NUL. */
 	uint8_t *x = NULL;
 	for (size_t i = JC_FRAME_HDR + 6; i + 11 <= b.len && !x; i++)
-		if (memcmp(b.data + i, "evilXname.h", 11) == 0 && b.data[i - 6] == 1) /* tag 1: name */
+		if (memcmp(b.data + i, "evilXname.h", 11) == 0 &&
+		    b.data[i - 6] == 1) /* tag 1: name */
 			x = b.data + i + 4;
 	assert_non_null(x);
 	*x = '\0';
@@ -430,7 +468,8 @@ static void test_bad_header_names(void **state)
 		jc_result *res = NULL;
 		assert_int_equal(jc_compile(c, bad, &res), JC_EINVAL);
 		assert_null(res);
-		assert_non_null(strstr(jc_client_errmsg(c), names[i][0] == '/' ? "absolute" : "\"..\""));
+		assert_non_null(
+		    strstr(jc_client_errmsg(c), names[i][0] == '/' ? "absolute" : "\"..\""));
 		jc_client_close(c);
 		jc_request_free(bad);
 	}
@@ -488,13 +527,13 @@ static void test_object_checks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_modes, setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_other_uid_kept_out_by_mode, setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_allow_list_refuses, setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_admin_commands_need_admin, setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_admin_group, setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_bad_header_names, setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_object_checks, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_modes, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_other_uid_kept_out_by_mode, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_allow_list_refuses, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_admin_commands_need_admin, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_admin_group, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_header_names, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_object_checks, setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

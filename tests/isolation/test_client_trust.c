@@ -17,22 +17,22 @@
  * auto-start there, the in-process fallback at once. Exits 77 when not root.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -123,7 +123,8 @@ static void test_planted_socket_refused(void **state)
 	 * the directory being nobody's in particular. */
 	char *err = NULL;
 	int ctl = jct_ctl(d, NULL, &err, (const char *const[]){"ping", NULL});
-	snprintf(want, sizeof(want), "runs as uid %u, which is neither this user, root, nor the owner of %s",
+	snprintf(want, sizeof(want),
+		 "runs as uid %u, which is neither this user, root, nor the owner of %s",
 		 (unsigned)other_uid, d->dir);
 	assert_int_not_equal(ctl, 0);
 	assert_non_null(strstr(err, want));
@@ -158,8 +159,9 @@ static void test_setuid_ignores_environment(void **state)
 	assert_non_null(ctl);
 	assert_int_equal(chmod(d->dir, 0755), 0);
 	assert_int_equal(jct_sh("cp %s %s/ctl-suid && chmod 04755 %s/ctl-suid && cp %s %s/k.cu && "
-				"chmod 0644 %s/k.cu", ctl, d->dir, d->dir, jct_example("saxpy.cu"),
-				d->dir, d->dir), 0);
+				"chmod 0644 %s/k.cu",
+				ctl, d->dir, d->dir, jct_example("saxpy.cu"), d->dir, d->dir),
+			 0);
 	int rc = jct_sh("cd %s && setpriv --reuid %u --regid %u --clear-groups -- env -i "
 			"PATH=/usr/bin:/bin JITCACHE_REAL_NVRTC=/lib/x86_64-linux-gnu/libz.so.1 "
 			"JITCACHE_AUTOSTART=0 JITCACHE_SYSTEM_SOCKET= JITCACHE_SOCKET=%s/none "
@@ -189,8 +191,9 @@ static void test_output_drops_setid_bits(void **state)
 	assert_int_equal(chown(out, other_uid, other_gid), 0);
 	assert_int_equal(chmod(out, 06755), 0);
 	assert_int_equal(jct_sh("JITCACHE_AUTOSTART=0 JITCACHE_SOCKET=%s/none %s compile %s "
-				"--arch sm_90 -o %s 2>/dev/null", d->dir, ctl, jct_example("saxpy.cu"),
-				out), 0);
+				"--arch sm_90 -o %s 2>/dev/null",
+				d->dir, ctl, jct_example("saxpy.cu"), out),
+			 0);
 	assert_int_equal(stat(out, &st), 0);
 	fprintf(stderr, "jitcachectl -o over a 06755 file of uid %u: now uid %u mode %04o\n",
 		(unsigned)other_uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
@@ -227,7 +230,8 @@ static int teardown_links(void **state)
 	if (saved_protected >= 0) {
 		char v[16], why[256];
 		int n = snprintf(v, sizeof(v), "%d\n", saved_protected);
-		if (jtl_write_file("/proc/sys/fs/protected_symlinks", v, (size_t)n, why, sizeof(why)) != 0)
+		if (jtl_write_file("/proc/sys/fs/protected_symlinks", v, (size_t)n, why,
+				   sizeof(why)) != 0)
 			fprintf(stderr, "could not restore fs.protected_symlinks to %d: %s\n",
 				saved_protected, why);
 		saved_protected = -1;
@@ -303,8 +307,9 @@ static void test_output_planted_link(void **state)
 	char shared[200], secret[200], mine[200], chained[300], out[300], vfile[200];
 	protected_symlinks_off();
 	assert_int_equal(chmod(d->dir, 0755), 0);
-	assert_int_equal(jct_sh("cp %s %s/k.cu && chmod 0644 %s/k.cu", jct_example("saxpy.cu"),
-				d->dir, d->dir), 0);
+	assert_int_equal(
+	    jct_sh("cp %s %s/k.cu && chmod 0644 %s/k.cu", jct_example("saxpy.cu"), d->dir, d->dir),
+	    0);
 	snprintf(shared, sizeof(shared), "%s/shared", d->dir);
 	assert_int_equal(mkdir(shared, 0755), 0);
 	assert_int_equal(chmod(shared, 01777), 0);
@@ -337,7 +342,7 @@ static void test_output_planted_link(void **state)
 	struct stat st;
 	assert_int_equal(lstat(mine, &st), 0);
 	assert_true(S_ISLNK(st.st_mode)); /* ours: followed */
-	assert_cubin_file(chained, 0);    /* theirs: replaced */
+	assert_cubin_file(chained, 0);	  /* theirs: replaced */
 
 	/* The victim user, its own file as the target. */
 	snprintf(vfile, sizeof(vfile), "%s/victim-file", d->dir);
@@ -371,7 +376,8 @@ static pid_t hold_lock(const char *path, uid_t uid, gid_t gid)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		if ((gid && (setgroups(0, NULL) != 0 || setgid(gid) != 0)) || (uid && setuid(uid) != 0))
+		if ((gid && (setgroups(0, NULL) != 0 || setgid(gid) != 0)) ||
+		    (uid && setuid(uid) != 0))
 			_exit(99);
 		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 		if (fd < 0 || fchmod(fd, 0666) != 0 || flock(fd, LOCK_EX) != 0)
@@ -439,8 +445,9 @@ static void test_planted_starter_lock(void **state)
 	struct jtl_daemon *d = *state;
 	char run[200], lock[300], cache[200], own[200];
 	assert_int_equal(chmod(d->dir, 0755), 0);
-	assert_int_equal(jct_sh("cp %s %s/k.cu && chmod 0644 %s/k.cu", jct_example("saxpy.cu"),
-				d->dir, d->dir), 0);
+	assert_int_equal(
+	    jct_sh("cp %s %s/k.cu && chmod 0644 %s/k.cu", jct_example("saxpy.cu"), d->dir, d->dir),
+	    0);
 	snprintf(cache, sizeof(cache), "%s/vcache", d->dir);
 	assert_int_equal(mkdir(cache, 0700), 0);
 	assert_int_equal(chown(cache, victim_uid, victim_gid), 0);
@@ -476,13 +483,14 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_planted_socket_refused, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_socket_in_daemon_dir_used, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_setuid_ignores_environment, jct_setup,
-						jct_teardown),
-		cmocka_unit_test_setup_teardown(test_output_drops_setid_bits, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_output_planted_link, jct_setup, teardown_links),
-		cmocka_unit_test_setup_teardown(test_planted_starter_lock, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_planted_socket_refused, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_socket_in_daemon_dir_used, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_setuid_ignores_environment, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_output_drops_setid_bits, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_output_planted_link, jct_setup, teardown_links),
+	    cmocka_unit_test_setup_teardown(test_planted_starter_lock, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,7 +51,8 @@ static int worker_pids(const struct jtl_daemon *d, pid_t *out, int max)
 		/* pid (comm) state ppid ...: comm may hold spaces, so parse after ')'. */
 		char *rp = strrchr(buf, ')'), state;
 		int ppid;
-		if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == d->pid && state != 'Z')
+		if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == d->pid &&
+		    state != 'Z')
 			out[n++] = (pid_t)atoi(e->d_name);
 	}
 	closedir(dir);
@@ -60,16 +61,16 @@ static int worker_pids(const struct jtl_daemon *d, pid_t *out, int max)
 
 /* The single worker of a --workers 1 daemon, waiting (up to 10 s) until it
  * is one and differs from not (0: any). */
-static pid_t the_worker(const struct jtl_daemon *d, pid_t not)
+static pid_t the_worker(const struct jtl_daemon *d, pid_t not )
 {
 	pid_t p[8];
 	for (int i = 0; i < 1000; i++) {
 		int n = worker_pids(d, p, 8);
-		if (n == 1 && p[0] != not)
+		if (n == 1 && p[0] != not )
 			return p[0];
 		usleep(10000);
 	}
-	fprintf(stderr, "no single worker other than %d appeared\n", (int)not);
+	fprintf(stderr, "no single worker other than %d appeared\n", (int)not );
 	fail();
 	return -1;
 }
@@ -121,7 +122,8 @@ static uint64_t status_kb(pid_t pid, const char *name)
 static jc_request *fault_request(const char *tag, uint32_t fault)
 {
 	char src[256];
-	snprintf(src, sizeof(src), "extern \"C\" __global__ void k_%s(float *x) { x[0] += 1.0f; }\n", tag);
+	snprintf(src, sizeof(src),
+		 "extern \"C\" __global__ void k_%s(float *x) { x[0] += 1.0f; }\n", tag);
 	jc_request *r = jct_request_src("fault.cu", src, "sm_90");
 	assert_int_equal(jc__request_set_test_fault(r, fault), 0);
 	return r;
@@ -259,8 +261,9 @@ static void test_memory_limit(void **state)
 	uint64_t limit = worker_limit(w), vm = status_kb(w, "VmSize") << 10;
 	assert_true(limit != UINT64_MAX);
 	assert_true(limit > vm && limit - vm <= (256ull << 20));
-	check_fault(d, JC_FAULT_ALLOC, JC_ENOMEM, "ran out of memory under its limit "
-						  "(--worker-memory 256 MiB)");
+	check_fault(d, JC_FAULT_ALLOC, JC_ENOMEM,
+		    "ran out of memory under its limit "
+		    "(--worker-memory 256 MiB)");
 	/* It stopped at the limit, not at the machine's memory. */
 	size_t n;
 	char *log = (char *)jtl_read_file(d->log, &n);
@@ -330,7 +333,8 @@ static void test_default_limit_cub(void **state)
 	assert_non_null(jc_result_lowered_name(res, "sort_and_sum<128, 8>"));
 	assert_int_equal(the_worker(d, 0), w); /* the same worker did it */
 	fprintf(stderr, "CUB compile: worker VmPeak %llu MiB, limit %llu MiB\n",
-		(unsigned long long)(status_kb(w, "VmPeak") >> 10), (unsigned long long)(limit >> 20));
+		(unsigned long long)(status_kb(w, "VmPeak") >> 10),
+		(unsigned long long)(limit >> 20));
 	assert_int_equal(jct_stat(d, "worker_crashes"), 0);
 	jc_result_free(res);
 	jc_request_free(r);
@@ -340,12 +344,12 @@ int main(void)
 {
 	setenv("JITCACHE_TEST_FAULTS", "1", 1); /* inherited by the daemons started here */
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_crash, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_timeout, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_memory_limit, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_alloc_fault_needs_limit, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_faults_off_by_default, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_default_limit_cub, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_crash, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_timeout, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_memory_limit, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_alloc_fault_needs_limit, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_faults_off_by_default, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_default_limit_cub, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,8 +29,8 @@ static void malformed_request(const struct jtl_daemon *d)
 	int fd = jct_raw_hello(d);
 	struct jc_buf b = {0};
 	uint16_t type;
-	const uint8_t bad[] = {10, 0, 0, 0, JC_MSG_COMPILE, 0, 0, 0,
-			       1, 0, 0xff, 0xff, 0xff, 0x7f, 1, 2, 3, 4};
+	const uint8_t bad[] = {10, 0,	 0,    0,    JC_MSG_COMPILE, 0, 0, 0, 1,
+			       0,  0xff, 0xff, 0xff, 0x7f,	     1, 2, 3, 4};
 	assert_int_equal(jc__io_write_all(fd, bad, sizeof(bad)), 0);
 	assert_int_equal(jc__io_read_frame(fd, &b, &type, NULL, 5000), 0);
 	assert_int_equal(type, JC_MSG_ERROR);
@@ -58,8 +58,8 @@ static void test_timeouts_survive_restart(void **state)
 	setenv("JITCACHE_TEST_FAULTS", "1", 1);
 	jct_daemon_start(d, flags);
 	unsetenv("JITCACHE_TEST_FAULTS");
-	jc_request *r = jct_request_src("hang.cu", "extern \"C\" __global__ void k(float *x) { x[0] = 1; }\n",
-					"sm_90");
+	jc_request *r = jct_request_src(
+	    "hang.cu", "extern \"C\" __global__ void k(float *x) { x[0] = 1; }\n", "sm_90");
 	assert_int_equal(jc__request_set_test_fault(r, JC_FAULT_HANG), 0);
 	char msg[512];
 	assert_null(jct_compile_msg(d, r, JC_ETIMEOUT, msg, sizeof(msg)));
@@ -74,8 +74,8 @@ static void test_timeouts_survive_restart(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_refusals_survive_restart, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_timeouts_survive_restart, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_refusals_survive_restart, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_timeouts_survive_restart, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,7 @@
 
 #include "tests/lib/test.h"
 
-#define N_HDR 6
+#define N_HDR	6
 #define CHANGES 8
 
 static unsigned seed;
@@ -42,8 +42,8 @@ static unsigned rnd(unsigned n)
 }
 
 struct tree {
-	char dir[2][300]; /* the two -I directories, in search order */
-	int value[2][N_HDR]; /* 0: the file does not exist */
+	char dir[2][300];     /* the two -I directories, in search order */
+	int value[2][N_HDR];  /* 0: the file does not exist */
 	int nested[2][N_HDR]; /* -1, or the header it includes (always a later one) */
 	int nested_form[2][N_HDR];
 };
@@ -62,11 +62,14 @@ static void include_line(const struct tree *t, int h, int f, int uniq, char *out
 		snprintf(out + n, len - n, "#include <%s>\n", name);
 		break;
 	case 2: /* computed, relative: the scan takes the whole directories */
-		snprintf(out + n, len - n, "#define JCP%d \"%s\"\n#include JCP%d\n", uniq, name, uniq);
+		snprintf(out + n, len - n, "#define JCP%d \"%s\"\n#include JCP%d\n", uniq, name,
+			 uniq);
 		break;
 	case 3: /* computed, absolute, into the second directory */
-		snprintf(out + n, len - n, "#if __has_include(\"%s/%s\")\n#define JCA%d \"%s/%s\"\n"
-			 "#include JCA%d\n#endif\n", t->dir[1], name, uniq, t->dir[1], name, uniq);
+		snprintf(out + n, len - n,
+			 "#if __has_include(\"%s/%s\")\n#define JCA%d \"%s/%s\"\n"
+			 "#include JCA%d\n#endif\n",
+			 t->dir[1], name, uniq, t->dir[1], name, uniq);
 		break;
 	case 4:
 		snprintf(out + n, len - n, "#inc\\\nlude \"%s\"\n", name);
@@ -75,12 +78,13 @@ static void include_line(const struct tree *t, int h, int f, int uniq, char *out
 		snprintf(out + n, len - n, "%%:include \"%s\"\n", name);
 		break;
 	case 6: /* conditional: only one branch is taken */
-		snprintf(out + n, len - n, "#if %d\n#include \"%s\"\n#else\n#include \"h%d.h\"\n#endif\n",
-			 uniq & 1, name, (h + 1) % N_HDR);
+		snprintf(out + n, len - n,
+			 "#if %d\n#include \"%s\"\n#else\n#include \"h%d.h\"\n#endif\n", uniq & 1,
+			 name, (h + 1) % N_HDR);
 		break;
 	default: /* __has_include */
-		snprintf(out + n, len - n, "#if __has_include(\"%s\")\n#include \"%s\"\n#endif\n", name,
-			 name);
+		snprintf(out + n, len - n, "#if __has_include(\"%s\")\n#include \"%s\"\n#endif\n",
+			 name, name);
 		break;
 	}
 }
@@ -111,9 +115,11 @@ static void make_source(const struct tree *t, char *src, size_t len)
 	for (int i = 0; i < n; i++)
 		include_line(t, (int)rnd(N_HDR), (int)rnd(N_FORMS), i, src, len);
 	size_t o = strlen(src);
-	o += (size_t)snprintf(src + o, len - o, "extern \"C\" __global__ void k(int *x) {\n int s = 1;\n");
+	o += (size_t)snprintf(src + o, len - o,
+			      "extern \"C\" __global__ void k(int *x) {\n int s = 1;\n");
 	for (int h = 0; h < N_HDR; h++)
-		o += (size_t)snprintf(src + o, len - o, "#ifdef V_%d\n s = s * 31 + V_%d;\n#endif\n", h, h);
+		o += (size_t)snprintf(src + o, len - o,
+				      "#ifdef V_%d\n s = s * 31 + V_%d;\n#endif\n", h, h);
 	snprintf(src + o, len - o, " x[0] = s;\n}\n");
 }
 
@@ -157,15 +163,17 @@ static void check(const struct jtl_daemon *d, const struct tree *t, const char *
 	size_t want_n;
 	int want_rc = truth(src, t, &want, &want_n);
 	if ((rc == 0) != (want_rc == 0))
-		fail_msg("seed %u round %d: daemon rc %d, NVRTC %s\nsource:\n%s\nlog:\n%s", seed, round, rc,
-			 want_rc ? "fails" : "compiles", src, res ? jc_result_log(res) : jc_client_errmsg(c));
+		fail_msg("seed %u round %d: daemon rc %d, NVRTC %s\nsource:\n%s\nlog:\n%s", seed,
+			 round, rc, want_rc ? "fails" : "compiles", src,
+			 res ? jc_result_log(res) : jc_client_errmsg(c));
 	if (rc == 0) {
 		size_t n;
 		const char *ptx = jc_result_data(res, &n);
 		if (n != want_n || memcmp(ptx, want, n) != 0)
-			fail_msg("seed %u round %d: %s with other bytes than NVRTC gives now\nsource:\n%s",
-				 seed, round, jc_result_cache_status(res) == JC_HIT ? "a hit" : "a miss",
-				 src);
+			fail_msg("seed %u round %d: %s with other bytes than NVRTC gives "
+				 "now\nsource:\n%s",
+				 seed, round,
+				 jc_result_cache_status(res) == JC_HIT ? "a hit" : "a miss", src);
 		if (jc_result_cache_status(res) == JC_HIT)
 			tl->hits++;
 		else
@@ -219,7 +227,8 @@ static void test_random_trees(void **state)
 		for (int dd = 0; dd < 2; dd++)
 			for (int h = 0; h < N_HDR; h++) {
 				t.value[dd][h] = rnd(3) ? 1 + (int)rnd(100000) : 0;
-				t.nested[dd][h] = h + 1 < N_HDR && rnd(2) ? h + 1 + (int)rnd(N_HDR - h - 1) : -1;
+				t.nested[dd][h] =
+				    h + 1 < N_HDR && rnd(2) ? h + 1 + (int)rnd(N_HDR - h - 1) : -1;
 				t.nested_form[dd][h] = (int)rnd(N_FORMS);
 				write_header(&t, dd, h);
 			}
@@ -234,8 +243,9 @@ static void test_random_trees(void **state)
 		}
 	}
 	print_message("seed %u: %d sources, %d checks: %d hits, %d misses, %d compile errors; "
-		      "learnt %lld, not stored (uncovered) %lld\n", seed, sources, round, tl.hits,
-		      tl.misses, tl.failures, (long long)jct_stat(d, "deps_learned"),
+		      "learnt %lld, not stored (uncovered) %lld\n",
+		      seed, sources, round, tl.hits, tl.misses, tl.failures,
+		      (long long)jct_stat(d, "deps_learned"),
 		      (long long)jct_stat(d, "deps_mismatch"));
 	assert_true(tl.hits > 0); /* the cache does its job too */
 }
@@ -247,7 +257,7 @@ int main(void)
 	rng = seed;
 	fprintf(stderr, "JC_PROPERTY_SEED=%u\n", seed);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_random_trees, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_random_trees, jct_setup_started, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

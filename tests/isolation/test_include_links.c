@@ -60,8 +60,8 @@ static void put_as(const char *dir, const char *rel, const char *text, const cha
 /* Makes dir/rel a symbolic link to target (replacing it), owned by U. */
 static void link_as(const char *dir, const char *rel, const char *target)
 {
-	assert_int_equal(jct_sh("ln -sfn %s %s/%s && chown -h %s:%s %s/%s", target, dir, rel, user_u,
-				group, dir, rel),
+	assert_int_equal(jct_sh("ln -sfn %s %s/%s && chown -h %s:%s %s/%s", target, dir, rel,
+				user_u, group, dir, rel),
 			 0);
 }
 
@@ -82,7 +82,8 @@ static void setup_users(void)
 		fprintf(stderr, "skipped: needs setpriv and useradd\n");
 		exit(77);
 	}
-	if (jct_group_add("jclg", group, &gid) != 0 || jct_user_add("jclu", group, user_u, NULL, NULL) != 0 ||
+	if (jct_group_add("jclg", group, &gid) != 0 ||
+	    jct_user_add("jclu", group, user_u, NULL, NULL) != 0 ||
 	    jct_user_add("jclv", group, user_v, NULL, NULL) != 0 ||
 	    jct_user_add("jcld", group, user_d, NULL, NULL) != 0) {
 		fprintf(stderr, "skipped: useradd/groupadd failed\n");
@@ -99,27 +100,32 @@ static int setup(void **state, enum mode mode)
 	snprintf(f->home, sizeof(f->home), "%s/home", f->d.dir);
 	snprintf(f->outside, sizeof(f->outside), "%s/outside", f->d.dir);
 	snprintf(f->vdir, sizeof(f->vdir), "%s/vhome", f->d.dir);
-	assert_int_equal(jct_sh("mkdir -p %s/inc %s/deep %s && chown -R %s:%s %s %s && chmod 0700 %s %s "
-				"&& chown %s:%s %s && chmod 0700 %s",
-				f->home, f->outside, f->vdir, user_u, group, f->home, f->outside, f->home,
-				f->outside, user_v, group, f->vdir, f->vdir),
-			 0);
+	assert_int_equal(
+	    jct_sh("mkdir -p %s/inc %s/deep %s && chown -R %s:%s %s %s && chmod 0700 %s %s "
+		   "&& chown %s:%s %s && chmod 0700 %s",
+		   f->home, f->outside, f->vdir, user_u, group, f->home, f->outside, f->home,
+		   f->outside, user_v, group, f->vdir, f->vdir),
+	    0);
 	put_as(f->home, "k.cu",
-	       "#include <lib.h>\n__global__ void linked_k(int *p) { *p = LINKED_VALUE; }\n", user_u);
+	       "#include <lib.h>\n__global__ void linked_k(int *p) { *p = LINKED_VALUE; }\n",
+	       user_u);
 	put_as(f->home, "chain.cu",
 	       "#include <chain.h>\n__global__ void chain_k(int *p) { *p = LINKED_VALUE + 1; }\n",
 	       user_u);
 	put_as(f->home, "secret.cu",
-	       "#include <secret.h>\n__global__ void secret_k(int *p) { *p = LINKED_VALUE; }\n", user_u);
+	       "#include <secret.h>\n__global__ void secret_k(int *p) { *p = LINKED_VALUE; }\n",
+	       user_u);
 	put_as(f->vdir, "secret.h", "#define LINKED_VALUE 4\n", user_v);
 	header(f, "real.h", 31337);
 	char target[300];
-	snprintf(target, sizeof(target), "../../outside/real.h"); /* relative, as Bazel makes them */
+	snprintf(target, sizeof(target),
+		 "../../outside/real.h"); /* relative, as Bazel makes them */
 	link_as(f->home, "inc/lib.h", target);
 	snprintf(target, sizeof(target), "%s/secret.h", f->vdir);
 	link_as(f->home, "inc/secret.h", target);
 	const char *flags[] = {"--confinement", confinement, NULL};
-	jct_daemon_start_as(&f->d, mode == PER_USER ? user_u : user_d, group, gid, mode == TEAM, user_u, flags);
+	jct_daemon_start_as(&f->d, mode == PER_USER ? user_u : user_d, group, gid, mode == TEAM,
+			    user_u, flags);
 	*state = f;
 	return 0;
 }
@@ -150,10 +156,11 @@ static int teardown(void **state)
 static int compile(const struct fx *f, const char *src, char word[16], char key[33], int want,
 		   char **out)
 {
-	int rc = jct_as_user(f->d.dir, user_u, group, gid, out,
-			 "cd %s && %s --socket %s compile %s --arch compute_90 --output ptx -o %s/out.ptx "
-			 "-- -I%s/inc && cat %s/out.ptx",
-			 f->home, getenv("JITCACHECTL"), f->d.sock, src, f->home, f->home, f->home);
+	int rc = jct_as_user(
+	    f->d.dir, user_u, group, gid, out,
+	    "cd %s && %s --socket %s compile %s --arch compute_90 --output ptx -o %s/out.ptx "
+	    "-- -I%s/inc && cat %s/out.ptx",
+	    f->home, getenv("JITCACHECTL"), f->d.sock, src, f->home, f->home, f->home);
 	if (rc != 0)
 		return rc;
 	const char *k = strstr(*out, "key=");
@@ -252,12 +259,13 @@ int main(void)
 {
 	setup_users();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_link_out_of_tree, setup_per_user, teardown),
-		cmocka_unit_test_setup_teardown(test_chain_of_links, setup_per_user, teardown),
-		cmocka_unit_test_setup_teardown(test_link_to_another_users_file, setup_per_user, teardown),
-		cmocka_unit_test_setup_teardown(test_link_out_of_tree, setup_team, teardown),
-		cmocka_unit_test_setup_teardown(test_chain_of_links, setup_team, teardown),
-		cmocka_unit_test_setup_teardown(test_link_to_another_users_file, setup_team, teardown),
+	    cmocka_unit_test_setup_teardown(test_link_out_of_tree, setup_per_user, teardown),
+	    cmocka_unit_test_setup_teardown(test_chain_of_links, setup_per_user, teardown),
+	    cmocka_unit_test_setup_teardown(test_link_to_another_users_file, setup_per_user,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_link_out_of_tree, setup_team, teardown),
+	    cmocka_unit_test_setup_teardown(test_chain_of_links, setup_team, teardown),
+	    cmocka_unit_test_setup_teardown(test_link_to_another_users_file, setup_team, teardown),
 	};
 	/* Then the namespace kind (the links' targets bound into the private
 	 * root), where this kernel lets us make one. */

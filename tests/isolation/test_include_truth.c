@@ -28,6 +28,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,8 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,11 +45,11 @@
 
 #include "tests/lib/test.h"
 
-#define SECRET "jct-secret-7f3a91"
+#define SECRET	   "jct-secret-7f3a91"
 #define ENV_SECRET "jct-env-secret-52c0de"
 
 static const char *confinement; /* --confinement for this group, or NULL */
-static char user[64];           /* the unprivileged user made for the run ("" = none) */
+static char user[64];		/* the unprivileged user made for the run ("" = none) */
 static uid_t user_uid;
 static gid_t user_gid;
 
@@ -95,8 +95,8 @@ static int setup(void **state)
  * kernel stores VALUE, which the header defines. */
 enum form { COMPUTED, SPLICE, DIGRAPH, CLIMB, ABS_NAME, N_FORMS };
 static const char *const form_names[N_FORMS] = {"computed include", "line splice",
-						 "digraph %:include", "relative climb",
-						 "absolute program name"};
+						"digraph %:include", "relative climb",
+						"absolute program name"};
 
 static const char kernel[] = "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
 
@@ -158,8 +158,8 @@ static jc_result *expect(const struct jtl_daemon *d, const jc_request *r, jc_cac
 {
 	jc_result *res = jct_compile(d, r, 0);
 	if (jc_result_cache_status(res) != st)
-		fail_msg("%s: cache status %d, want %d (log: %s)", what, jc_result_cache_status(res), st,
-			 jc_result_log(res));
+		fail_msg("%s: cache status %d, want %d (log: %s)", what,
+			 jc_result_cache_status(res), st, jc_result_log(res));
 	holds(res, want);
 	return res;
 }
@@ -234,17 +234,20 @@ static int ctl_as_user(const struct jtl_daemon *d, const char *name, const char 
 {
 	char dir[300], file[1024], cmd[4096], outp[400];
 	snprintf(dir, sizeof(dir), "%s/user", d->dir);
-	assert_int_equal(jct_sh("mkdir -p '%s' && chmod 01777 '%s' && rm -f '%s/out.ptx'", dir, dir, dir), 0);
+	assert_int_equal(
+	    jct_sh("mkdir -p '%s' && chmod 01777 '%s' && rm -f '%s/out.ptx'", dir, dir, dir), 0);
 	snprintf(file, sizeof(file), "%s/%s", dir, name[0] == '/' ? strrchr(name, '/') + 1 : name);
 	jct_write_file(file, src, strlen(src));
 	assert_int_equal(chmod(file, 0644), 0);
 	snprintf(outp, sizeof(outp), "%s/user-out.txt", d->dir);
-	snprintf(cmd, sizeof(cmd),
-		 "cd '%s' && setpriv --reuid=%u --regid=%u --groups=%u '%s' --socket '%s' compile '%s' "
-		 "--arch compute_90 --output ptx -o out.ptx %s > '%s' 2>&1; rc=$?; cat out.ptx >> '%s' 2>/dev/null; "
-		 "exit $rc",
-		 dir, (unsigned)user_uid, (unsigned)user_gid, (unsigned)getegid(), ctl(), d->sock, file,
-		 extra ? extra : "", outp, outp);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "cd '%s' && setpriv --reuid=%u --regid=%u --groups=%u '%s' --socket '%s' compile '%s' "
+	    "--arch compute_90 --output ptx -o out.ptx %s > '%s' 2>&1; rc=$?; cat out.ptx >> '%s' "
+	    "2>/dev/null; "
+	    "exit $rc",
+	    dir, (unsigned)user_uid, (unsigned)user_gid, (unsigned)getegid(), ctl(), d->sock, file,
+	    extra ? extra : "", outp, outp);
 	int rc = jct_sh("%s", cmd);
 	size_t n;
 	*out = (char *)jtl_read_file(outp, &n);
@@ -319,7 +322,7 @@ static int refused(const char *text)
 	       strstr(text, "Permission denied") ||
 	       strstr(text, "outside the toolkit tree and the request's include directories") ||
 	       /* /proc and /sys: refused to the worker without a log line of its
-	        * own (daemon/worker_fs.c), so NVRTC's message is the answer. */
+		* own (daemon/worker_fs.c), so NVRTC's message is the answer. */
 	       strstr(text, "cannot open source file \"/proc/");
 }
 
@@ -351,18 +354,20 @@ static void test_other_uid_refused(void **state)
 			jc_request *r = form_request(d, (enum form)f, targets[t], NULL);
 			lib_as_user(d, r, &a);
 			if (a.rc == 0 || leaks(a.text) || (f != ABS_NAME && !refused(a.text)))
-				fail_msg("%s of %s: %d, answer:\n%s", form_names[f], targets[t], a.rc, a.text);
+				fail_msg("%s of %s: %d, answer:\n%s", form_names[f], targets[t],
+					 a.rc, a.text);
 			jc_request_free(r);
 			/* jitcachectl as that user (setpriv), too: refused, nothing shown. */
 			char src[2048], name[512], *out;
-			form_source(d, (enum form)f, targets[t], src, sizeof(src), name, sizeof(name));
+			form_source(d, (enum form)f, targets[t], src, sizeof(src), name,
+				    sizeof(name));
 			if (f == ABS_NAME) /* jitcachectl names the program by its file */
-				snprintf(src, sizeof(src), "#include \"%s\"\n%s", strrchr(targets[t], '/') + 1,
-					 kernel);
+				snprintf(src, sizeof(src), "#include \"%s\"\n%s",
+					 strrchr(targets[t], '/') + 1, kernel);
 			int rc = ctl_as_user(d, name, src, NULL, &out);
 			if (rc == 0 || leaks(out) || (f != ABS_NAME && !refused(out)))
-				fail_msg("jitcachectl, %s of %s: exit %d, output:\n%s", form_names[f],
-					 targets[t], rc, out);
+				fail_msg("jitcachectl, %s of %s: exit %d, output:\n%s",
+					 form_names[f], targets[t], rc, out);
 			free(out);
 		}
 	}
@@ -380,9 +385,10 @@ static void test_fifo_header(void **state)
 	snprintf(hdir, sizeof(hdir), "%s/inc", d->dir);
 	snprintf(fifo, sizeof(fifo), "%s/f.h", hdir);
 	assert_int_equal(jct_sh("mkdir -p '%s' && mkfifo '%s'", hdir, fifo), 0);
-	jc_request *r = jct_request_src("k.cu", "#include \"f.h\"\n"
-				       "extern \"C\" __global__ void k(int *x) { x[0] = 1; }\n",
-				       "compute_90");
+	jc_request *r = jct_request_src("k.cu",
+					"#include \"f.h\"\n"
+					"extern \"C\" __global__ void k(int *x) { x[0] = 1; }\n",
+					"compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
 	jct_request_include(r, hdir);
 	double t0 = jtl_now_s();
@@ -411,8 +417,8 @@ static void test_fifo_header(void **state)
 
 /* jct_compile_msg of r, asserting it fails with want_rc, no SECRET in the
  * message, the log or the daemon's log; the message into msg. */
-static void refused_clean(const struct jtl_daemon *d, const jc_request *r, int want_rc,
-			  char *msg, size_t len, const char *what)
+static void refused_clean(const struct jtl_daemon *d, const jc_request *r, int want_rc, char *msg,
+			  size_t len, const char *what)
 {
 	jc_result *res = jct_compile_msg(d, r, want_rc, msg, len);
 	const char *log = res ? jc_result_log(res) : "";
@@ -443,10 +449,11 @@ static void test_kernel_include_dirs(void **state)
 	snprintf(proc, sizeof(proc), "/proc/self/root%s", priv);
 	snprintf(link, sizeof(link), "%s/link", d->dir);
 	assert_int_equal(symlink(proc, link), 0);
-	snprintf(climb, sizeof(climb), "%s/no-such/../../../../../../../../proc/self/root%s", d->dir,
-		 priv);
+	snprintf(climb, sizeof(climb), "%s/no-such/../../../../../../../../proc/self/root%s",
+		 d->dir, priv);
 	const char *dirs[] = {proc, link, climb, "/sys/kernel"};
-	const char *src = "#include \"s.h\"\nextern \"C\" __global__ void k(int *x) { x[0] = 1; }\n";
+	const char *src =
+	    "#include \"s.h\"\nextern \"C\" __global__ void k(int *x) { x[0] = 1; }\n";
 	for (int tree = 0; tree < 2; tree++) {
 		if (tree)
 			setenv("JITCACHE_SEND_HEADERS", "1", 1); /* the client reads them */
@@ -463,12 +470,15 @@ static void test_kernel_include_dirs(void **state)
 	/* -I / declares /proc too: an absolute #include through it is refused
 	 * to NVRTC (a compile error without the header's content). */
 	char abs_src[1024];
-	snprintf(abs_src, sizeof(abs_src), "#include \"%s/s.h\"\nextern \"C\" __global__ void "
-		 "k(int *x) { x[0] = 1; }\n", proc);
+	snprintf(abs_src, sizeof(abs_src),
+		 "#include \"%s/s.h\"\nextern \"C\" __global__ void "
+		 "k(int *x) { x[0] = 1; }\n",
+		 proc);
 	jc_request *r = jct_request_src("k.cu", abs_src, "compute_90");
 	assert_int_equal(jc_request_set_output(r, JC_PTX), 0);
 	jct_request_include(r, "/");
-	refused_clean(d, r, JC_ECOMPILE, msg, sizeof(msg), "-I / and #include \"/proc/self/root...\"");
+	refused_clean(d, r, JC_ECOMPILE, msg, sizeof(msg),
+		      "-I / and #include \"/proc/self/root...\"");
 	jc_request_free(r);
 }
 
@@ -510,8 +520,8 @@ static void test_unconfined_shared_refused(void **state)
 	jct_daemon_spawn(d, flags);
 	assert_int_not_equal(jtl_daemon_wait(d), 0);
 	assert_true(jct_log_count(d, "--allow-unconfined") >= 1);
-	const char *flags2[] = {"--group-shared", "yes", "--confinement", "none", "--allow-unconfined",
-				NULL};
+	const char *flags2[] = {"--group-shared",     "yes", "--confinement", "none",
+				"--allow-unconfined", NULL};
 	jct_daemon_start(d, flags2);
 	char *out = NULL;
 	const char *args[] = {"stats", "--json", NULL};
@@ -523,7 +533,8 @@ static void test_unconfined_shared_refused(void **state)
 /* The unprivileged user of test_other_uid_refused, where root may make one. */
 static void make_user(void)
 {
-	if (geteuid() != 0 || jct_sh("command -v useradd >/dev/null && command -v setpriv >/dev/null"))
+	if (geteuid() != 0 ||
+	    jct_sh("command -v useradd >/dev/null && command -v setpriv >/dev/null"))
 		return;
 	if (jct_user_add("jctruth", "nogroup", user, &user_uid, &user_gid) != 0)
 		user[0] = '\0';
@@ -533,13 +544,13 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, jct_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_confinement_reported),
-		T(test_own_uid_declared),
-		T(test_own_uid_undeclared),
-		T(test_other_uid_refused),
-		T(test_fifo_header),
-		T(test_kernel_include_dirs),
-		T(test_unconfined_shared_refused),
+	    T(test_confinement_reported),
+	    T(test_own_uid_declared),
+	    T(test_own_uid_undeclared),
+	    T(test_other_uid_refused),
+	    T(test_fifo_header),
+	    T(test_kernel_include_dirs),
+	    T(test_unconfined_shared_refused),
 	};
 	make_user();
 	/* Then the namespace kind, where this kernel lets us make one. */

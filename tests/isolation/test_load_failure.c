@@ -69,7 +69,8 @@ static void test_report_recompiles_bounded(void **state)
 	 * compile runs and its artifact comes back (NVRTC is deterministic: the
 	 * same bytes). */
 	for (int i = 1; i <= JC_LOAD_RETRY_MAX; i++) {
-		assert_int_equal(jc_report_load_failure(c, r, res, "CUDA_ERROR_INVALID_IMAGE", &next), 0);
+		assert_int_equal(
+		    jc_report_load_failure(c, r, res, "CUDA_ERROR_INVALID_IMAGE", &next), 0);
 		assert_int_equal(jc_result_cache_status(next), JC_MISS);
 		assert_same_bytes(first, next);
 		assert_int_equal(jct_stat(d, "load_failures"), i);
@@ -78,12 +79,14 @@ static void test_report_recompiles_bounded(void **state)
 		jc_result_free(res);
 		res = next;
 	}
-	assert_int_equal(jct_log_count(d, "CUDA_ERROR_INVALID_IMAGE; quarantined, recompiling (driver "),
-			 JC_LOAD_RETRY_MAX);
+	assert_int_equal(
+	    jct_log_count(d, "CUDA_ERROR_INVALID_IMAGE; quarantined, recompiling (driver "),
+	    JC_LOAD_RETRY_MAX);
 	/* Past the bound: the existing entry is served, nothing recompiles,
 	 * the report still counts, and the log says so with key and driver. */
 	for (int i = 1; i <= 2; i++) {
-		assert_int_equal(jc_report_load_failure(c, r, res, "CUDA_ERROR_INVALID_IMAGE", &next), 0);
+		assert_int_equal(
+		    jc_report_load_failure(c, r, res, "CUDA_ERROR_INVALID_IMAGE", &next), 0);
 		assert_int_equal(jc_result_cache_status(next), JC_HIT);
 		assert_same_bytes(first, next);
 		jc_result_free(next);
@@ -128,7 +131,8 @@ static void test_report_recompiles_bounded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_report_recompiles_bounded, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_report_recompiles_bounded, jct_setup,
+					    jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

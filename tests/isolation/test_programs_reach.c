@@ -42,14 +42,16 @@ static void test_team_daemon_from_a_private_build(void **state)
 
 	char group[32], user_d[32], user_u[32];
 	gid_t gid;
-	if (jct_group_add("jcrg", group, &gid) != 0 || jct_user_add("jcrd", group, user_d, NULL, NULL) != 0 ||
+	if (jct_group_add("jcrg", group, &gid) != 0 ||
+	    jct_user_add("jcrd", group, user_d, NULL, NULL) != 0 ||
 	    jct_user_add("jcru", group, user_u, NULL, NULL) != 0) {
 		fprintf(stderr, "skipped: useradd/groupadd failed\n");
 		skip();
 	}
 	for (int i = 0; i < 3; i++)
 		if (!strcmp(getenv(vars[i]), copy[i]))
-			fail_msg("$%s still names %s, which no other uid can run", vars[i], copy[i]);
+			fail_msg("$%s still names %s, which no other uid can run", vars[i],
+				 copy[i]);
 
 	struct jtl_daemon d;
 	jct_daemon_init(&d);
@@ -58,7 +60,8 @@ static void test_team_daemon_from_a_private_build(void **state)
 	snprintf(src, sizeof(src), "%s/reach.cu", d.dir);
 	jct_write_text(src, jct_tiny_src(27));
 	assert_int_equal(chmod(src, 0644), 0);
-	int rc = jct_as_user(d.dir, user_u, group, gid, &out, "%s --socket %s compile %s --arch sm_90 -o /dev/null",
+	int rc = jct_as_user(d.dir, user_u, group, gid, &out,
+			     "%s --socket %s compile %s --arch sm_90 -o /dev/null",
 			     getenv("JITCACHECTL"), d.sock, src);
 	if (rc != 0)
 		fail_msg("the compile as %s: exit %d\n%s", user_u, rc, out);
@@ -81,7 +84,7 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_team_daemon_from_a_private_build),
+	    cmocka_unit_test(test_team_daemon_from_a_private_build),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

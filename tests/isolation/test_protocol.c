@@ -16,12 +16,12 @@
  * them without asking again.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <poll.h>
-#include <signal.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,15 +117,21 @@ static void test_oversized_frames(void **state)
 	 * header alone, before anything is buffered. */
 	fd = jct_raw_hello(d);
 	uint32_t len = JC_FRAME_MAX + 1;
-	uint8_t big[JC_FRAME_HDR] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-				     (uint8_t)(len >> 24), JC_MSG_COMPILE, 0, 0, 0};
+	uint8_t big[JC_FRAME_HDR] = {(uint8_t)len,
+				     (uint8_t)(len >> 8),
+				     (uint8_t)(len >> 16),
+				     (uint8_t)(len >> 24),
+				     JC_MSG_COMPILE,
+				     0,
+				     0,
+				     0};
 	send_all(fd, big, sizeof(big));
 	expect_error_then_eof(fd, JC_ETOOBIG, "frame larger than the limit");
 	close(fd);
 	/* A frame whose payload is bigger than the field it claims to hold. */
 	fd = jct_raw_hello(d);
-	const uint8_t bad[] = {10, 0, 0, 0, JC_MSG_COMPILE, 0, 0, 0,
-			       1, 0, 0xff, 0xff, 0xff, 0x7f, 1, 2, 3, 4};
+	const uint8_t bad[] = {10, 0,	 0,    0,    JC_MSG_COMPILE, 0, 0, 0, 1,
+			       0,  0xff, 0xff, 0xff, 0x7f,	     1, 2, 3, 4};
 	send_all(fd, bad, sizeof(bad));
 	expect_error_then_eof(fd, JC_EPROTO, "malformed COMPILE request");
 	close(fd);
@@ -168,8 +174,10 @@ static void test_stalled_half_frame(void **state)
 	assert_true(jtl_now_s() - t0 < 1.5);
 	wait_closed(fd, 6, NULL);
 	double waited = jtl_now_s() - t0;
-	fprintf(stderr, "half frame: dropped after %.2f s (idle timeout 2 s); slowest hit meanwhile "
-		"%.1f ms\n", waited, worst * 1e3);
+	fprintf(stderr,
+		"half frame: dropped after %.2f s (idle timeout 2 s); slowest hit meanwhile "
+		"%.1f ms\n",
+		waited, worst * 1e3);
 	assert_true(waited >= 1.8 && waited < 4.0);
 	assert_true(jct_log_count(d, "request not complete within --idle-timeout"));
 	close(fd);
@@ -229,14 +237,14 @@ static void test_silent(void **state)
 static jc_request *big_log_request(void)
 {
 	static const char src[] =
-		"__attribute__((deprecated(\"padding the compile log with a long message "
-		"..................................\")))\n"
-		"__device__ void old_fn(float *x) { x[0] += 1; }\n"
-		"#define C1 old_fn(x);\n#define C2 C1 C1\n#define C4 C2 C2\n#define C8 C4 C4\n"
-		"#define C16 C8 C8\n#define C32 C16 C16\n#define C64 C32 C32\n"
-		"#define C128 C64 C64\n#define C256 C128 C128\n#define C512 C256 C256\n"
-		"#define C1K C512 C512\n#define C2K C1K C1K\n#define C4K C2K C2K\n"
-		"extern \"C\" __global__ void k(float *x) { C4K }\n";
+	    "__attribute__((deprecated(\"padding the compile log with a long message "
+	    "..................................\")))\n"
+	    "__device__ void old_fn(float *x) { x[0] += 1; }\n"
+	    "#define C1 old_fn(x);\n#define C2 C1 C1\n#define C4 C2 C2\n#define C8 C4 C4\n"
+	    "#define C16 C8 C8\n#define C32 C16 C16\n#define C64 C32 C32\n"
+	    "#define C128 C64 C64\n#define C256 C128 C128\n#define C512 C256 C256\n"
+	    "#define C1K C512 C512\n#define C2K C1K C1K\n#define C4K C2K C2K\n"
+	    "extern \"C\" __global__ void k(float *x) { C4K }\n";
 	return jct_request_src("warn.cu", src, "sm_90");
 }
 
@@ -273,7 +281,8 @@ static void test_slow_reader(void **state)
 	size_t got = 0;
 	wait_closed(fd, 3, &got);
 	double waited = jtl_now_s() - t0;
-	fprintf(stderr, "slow reader: dropped within %.2f s having taken %zu of one %zu-byte answer\n",
+	fprintf(stderr,
+		"slow reader: dropped within %.2f s having taken %zu of one %zu-byte answer\n",
 		waited, got, log_len);
 	assert_true(got < log_len); /* not even one whole answer was taken */
 	/* One request was answered (the first), plus the timed hit above. */
@@ -296,7 +305,8 @@ static void test_connection_cap(void **state)
 	jc_client *c = NULL;
 	assert_int_equal(jc_client_connect(d->sock, &c), JC_EBUSY);
 	assert_null(c);
-	assert_non_null(strstr(jc_client_errmsg(NULL), "too many connections (3, --max-connections)"));
+	assert_non_null(
+	    strstr(jc_client_errmsg(NULL), "too many connections (3, --max-connections)"));
 	char *err = NULL;
 	const char *ping[] = {"ping", NULL};
 	assert_int_equal(jct_ctl(d, NULL, &err, ping), 1);
@@ -394,8 +404,10 @@ static void test_hit_descriptor_is_private(void **state)
 		jc_result_free(got);
 	}
 	assert_int_equal(jct_stat(d, "corrupt_objects"), 0);
-	fprintf(stderr, "hit descriptor: client set %sO_APPEND and offset 100 on its own; 5 later "
-		"hits served right, 0 corrupt objects\n", direct ? "O_DIRECT, " : "");
+	fprintf(stderr,
+		"hit descriptor: client set %sO_APPEND and offset 100 on its own; 5 later "
+		"hits served right, 0 corrupt objects\n",
+		direct ? "O_DIRECT, " : "");
 	close(objfd);
 	close(fd);
 	jc_result_free(ref);
@@ -404,7 +416,7 @@ static void test_hit_descriptor_is_private(void **state)
 
 #define FLOOD_CONNS 40
 #define FLOOD_FRAME (60u << 20) /* announced by each */
-#define FLOOD_SENT (40u << 20)  /* of which each sends this much (1.6 GB in all) */
+#define FLOOD_SENT  (40u << 20) /* of which each sends this much (1.6 GB in all) */
 
 /* Sends up to FLOOD_SENT bytes of a FLOOD_FRAME-byte COMPILE frame on fd;
  * stops early when the daemon refuses (and closes). Returns bytes sent. */
@@ -412,8 +424,14 @@ static size_t flood_send(int fd)
 {
 	static uint8_t chunk[1 << 20];
 	uint32_t len = FLOOD_FRAME;
-	uint8_t hdr[JC_FRAME_HDR] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-				     (uint8_t)(len >> 24), JC_MSG_COMPILE, 0, 0, 0};
+	uint8_t hdr[JC_FRAME_HDR] = {(uint8_t)len,
+				     (uint8_t)(len >> 8),
+				     (uint8_t)(len >> 16),
+				     (uint8_t)(len >> 24),
+				     JC_MSG_COMPILE,
+				     0,
+				     0,
+				     0};
 	send_all(fd, hdr, sizeof(hdr));
 	size_t sent = 0;
 	while (sent < FLOOD_SENT) {
@@ -473,10 +491,12 @@ static void test_request_flood(void **state)
 		refused += told_buffers_full(fds[i], 0);
 		close(fds[i]);
 	}
-	fprintf(stderr, "request flood: %d connections sent %zu MiB in %.1f s; daemon RSS %ld MiB "
-		"before, peak %ld MiB (+%ld MiB); %d refused (EBUSY); a hit meanwhile took %.1f ms\n",
-		FLOOD_CONNS, total >> 20, jtl_now_s() - t0, base >> 10, hwm >> 10, (hwm - base) >> 10,
-		refused, hit_s * 1e3);
+	fprintf(
+	    stderr,
+	    "request flood: %d connections sent %zu MiB in %.1f s; daemon RSS %ld MiB "
+	    "before, peak %ld MiB (+%ld MiB); %d refused (EBUSY); a hit meanwhile took %.1f ms\n",
+	    FLOOD_CONNS, total >> 20, jtl_now_s() - t0, base >> 10, hwm >> 10, (hwm - base) >> 10,
+	    refused, hit_s * 1e3);
 	assert_true(refused >= FLOOD_CONNS - 8);
 	assert_true(hwm - base < (256 + 32) * 1024 + FLOOD_CONNS * 64);
 	assert_true(hit_s < 1.0);
@@ -545,11 +565,12 @@ static void test_unread_replies_flood(void **state)
 	}
 	long after = proc_kib(d->pid, "VmRSS:");
 	int dropped = jct_log_count(d, "answer not taken within --write-timeout");
-	fprintf(stderr, "unread replies: %d clients asked for a %zu-byte answer each in %.1f s; "
+	fprintf(stderr,
+		"unread replies: %d clients asked for a %zu-byte answer each in %.1f s; "
 		"daemon RSS %ld MiB before, peak %ld MiB (+%ld MiB), %ld MiB after; %d told EBUSY, "
 		"%d cut off at --write-timeout; slowest hit meanwhile %.1f ms\n",
-		UNREAD_CONNS, log_len, sent_s, base >> 10, hwm >> 10, (hwm - base) >> 10, after >> 10,
-		told, cut, slowest * 1e3);
+		UNREAD_CONNS, log_len, sent_s, base >> 10, hwm >> 10, (hwm - base) >> 10,
+		after >> 10, told, cut, slowest * 1e3);
 	int64_t busy = jct_stat(d, "busy_refusals");
 	/* Under AddressSanitizer (scripts/sanitize.sh) freed memory is held in
 	 * its quarantine, 256 MiB by default, before it is reused. */
@@ -610,8 +631,9 @@ static void test_rss_after_large_request(void **state)
 			break;
 		usleep(100000);
 	}
-	fprintf(stderr, "a 60 MB request: daemon RSS %ld MiB before, peak %ld MiB, %ld MiB after%s\n",
-		base >> 10, peak >> 10, after >> 10, asan ? " (ASan's allocator: not checked)" : "");
+	fprintf(
+	    stderr, "a 60 MB request: daemon RSS %ld MiB before, peak %ld MiB, %ld MiB after%s\n",
+	    base >> 10, peak >> 10, after >> 10, asan ? " (ASan's allocator: not checked)" : "");
 	assert_true(peak - base > 50 * 1024); /* it did hold the request */
 	assert_true(asan || after - base < 32 * 1024);
 	jc_result_free(jct_compile(d, small, JC_OK));
@@ -662,7 +684,8 @@ static void test_connections_per_uid(void **state)
 		skip();
 	}
 	assert_int_equal(chmod(d->dir, 0711), 0);
-	const char *const flags[] = {"--group-shared", "yes", "--max-connections-per-uid", "5", NULL};
+	const char *const flags[] = {"--group-shared", "yes", "--max-connections-per-uid", "5",
+				     NULL};
 	jct_daemon_start(d, flags);
 	int rep[2];
 	char msg[256] = "";
@@ -712,11 +735,13 @@ static void test_abandoned_requests(void **state)
 		jc__buf_free(&b);
 		jc_request_free(r);
 	}
-	jc_request *r = jct_request_src("stays.cu", "__global__ void k(int *p) { *p = -1; }", "sm_90");
+	jc_request *r =
+	    jct_request_src("stays.cu", "__global__ void k(int *p) { *p = -1; }", "sm_90");
 	jc_result_free(jct_compile(d, r, 0));
 	jc_request_free(r);
 	int64_t compiles = jct_stat(d, "compiles");
-	fprintf(stderr, "abandoned requests: %d clients hung up after sending a compile; %" PRId64
+	fprintf(stderr,
+		"abandoned requests: %d clients hung up after sending a compile; %" PRId64
 		" compiles ran (with the one that stayed), %.1f s until it was served\n",
 		ABANDONED, compiles, jtl_now_s() - t0);
 	assert_true(compiles <= ABANDONED / 4);
@@ -724,7 +749,7 @@ static void test_abandoned_requests(void **state)
 }
 
 #define QUEUED_CONNS 24
-#define QUEUED_SIZE (16u << 20)
+#define QUEUED_SIZE  (16u << 20)
 
 /* Twenty-four clients each send a 16 MiB compile and wait for it, behind a
  * worker that hangs: the requests waiting in the queue count against
@@ -753,7 +778,8 @@ static void test_queued_requests_budget(void **state)
 		setenv("ASAN_OPTIONS", prev, 1);
 	else
 		unsetenv("ASAN_OPTIONS");
-	jc_request *hang = jct_request_src("hang.cu", "__global__ void k(int *p) { *p = 0; }", "sm_90");
+	jc_request *hang =
+	    jct_request_src("hang.cu", "__global__ void k(int *p) { *p = 0; }", "sm_90");
 	assert_int_equal(jc__request_set_test_fault(hang, JC_FAULT_HANG), 0);
 	struct jc_buf b = {0};
 	int hfd = jct_raw_hello(d);
@@ -793,9 +819,11 @@ static void test_queued_requests_budget(void **state)
 	close(hfd);
 	jc__buf_free(&b);
 	free(src);
-	fprintf(stderr, "queued requests: %d clients sent %u MiB each behind a hung worker; daemon RSS "
-		"%ld MiB before, peak %ld MiB (+%ld MiB); %d refused (EBUSY)\n", QUEUED_CONNS,
-		QUEUED_SIZE >> 20, base >> 10, hwm >> 10, (hwm - base) >> 10, refused);
+	fprintf(stderr,
+		"queued requests: %d clients sent %u MiB each behind a hung worker; daemon RSS "
+		"%ld MiB before, peak %ld MiB (+%ld MiB); %d refused (EBUSY)\n",
+		QUEUED_CONNS, QUEUED_SIZE >> 20, base >> 10, hwm >> 10, (hwm - base) >> 10,
+		refused);
 	assert_true(refused >= QUEUED_CONNS - 4);
 	assert_true(hwm - base < 128 * 1024);
 }
@@ -809,8 +837,8 @@ static void test_log_injection(void **state)
 	/* An admin command name, and an argument, with a newline and ESC. */
 	char *args[] = {"key=00\n<1>jitcached[1] alert ADMIN: forged too"};
 	struct jc_admin_req reqs[] = {
-		{.command = "bogus\n<0>jitcached[1] emerg MAIN: forged\x1b[2J"},
-		{.command = "purge", .args = {args, 1}},
+	    {.command = "bogus\n<0>jitcached[1] emerg MAIN: forged\x1b[2J"},
+	    {.command = "purge", .args = {args, 1}},
 	};
 	for (int i = 0; i < 2; i++) {
 		int fd = jct_raw_hello(d);
@@ -824,8 +852,9 @@ static void test_log_injection(void **state)
 	}
 	/* A source name with a C1 control (CSI, U+009B): the key takes it (it
 	 * refuses only C0 controls), the log shows its bytes escaped. */
-	jc_request *r = jct_request_src("evil\xc2\x9b" "2J.cu", "__global__ void k(int *p) { *p = 1; }",
-					"sm_90");
+	jc_request *r = jct_request_src("evil\xc2\x9b"
+					"2J.cu",
+					"__global__ void k(int *p) { *p = 1; }", "sm_90");
 	jc_result_free(jct_compile(d, r, 0));
 	jc_request_free(r);
 	/* Bytes 0xf5..0xff lead no UTF-8 sequence, whatever follows them. */
@@ -852,8 +881,10 @@ static void test_log_injection(void **state)
 	assert_non_null(strstr(log, "key=00\\x0a<1>jitcached[1] alert ADMIN: forged too"));
 	assert_non_null(strstr(log, "evil\\xc2\\x9b2J.cu"));
 	assert_non_null(strstr(log, "bad\\xf8\\x80\\x80utf8.cu"));
-	fprintf(stderr, "log injection: %d log lines, each the daemon's own; the forged ones "
-		"appear escaped\n", lines);
+	fprintf(stderr,
+		"log injection: %d log lines, each the daemon's own; the forged ones "
+		"appear escaped\n",
+		lines);
 	free(log);
 }
 
@@ -897,12 +928,12 @@ static void test_joined_lowered_names_in_request_order(void **state)
 	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, NULL);
 	static const char src[] =
-		"template <typename T> __device__ void step(T *x) { x[0] = x[0] * x[1] + x[2]; }\n"
-		"#define C1 step(x);\n"
-		"#define C2 C1 C1\n#define C4 C2 C2\n#define C8 C4 C4\n#define C16 C8 C8\n"
-		"#define C32 C16 C16\n#define C64 C32 C32\n#define C128 C64 C64\n"
-		"#define C256 C128 C128\n#define C512 C256 C256\n#define C1K C512 C512\n"
-		"template <typename T> __global__ void slow(T *x) { C1K }\n";
+	    "template <typename T> __device__ void step(T *x) { x[0] = x[0] * x[1] + x[2]; }\n"
+	    "#define C1 step(x);\n"
+	    "#define C2 C1 C1\n#define C4 C2 C2\n#define C8 C4 C4\n#define C16 C8 C8\n"
+	    "#define C32 C16 C16\n#define C64 C32 C32\n#define C128 C64 C64\n"
+	    "#define C256 C128 C128\n#define C512 C256 C256\n#define C1K C512 C512\n"
+	    "template <typename T> __global__ void slow(T *x) { C1K }\n";
 	static const char *const ab[] = {"&slow<float>", "&slow<double>"};
 	jc_request *first = jct_request_src("slow.cu", src, "sm_90");
 	jc_request *second = jct_request_src("slow.cu", src, "sm_90");
@@ -977,25 +1008,26 @@ static void test_hello_toolchain(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_oversized_frames, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_stalled_half_frame, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_trickle, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_silent, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_slow_reader, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_connection_cap, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_connections_per_uid, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_hit_descriptor_is_private, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_request_flood, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_unread_replies_flood, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_abandoned_requests, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_queued_requests_budget, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_rss_after_large_request, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_log_injection, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_lowered_names_in_request_order, jct_setup,
-						jct_teardown),
-		cmocka_unit_test_setup_teardown(test_joined_lowered_names_in_request_order, jct_setup,
-						jct_teardown),
-		cmocka_unit_test_setup_teardown(test_hello_toolchain, jct_setup_started, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_oversized_frames, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_stalled_half_frame, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_trickle, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_silent, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_slow_reader, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_connection_cap, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_connections_per_uid, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_hit_descriptor_is_private, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_request_flood, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_unread_replies_flood, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_abandoned_requests, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_queued_requests_budget, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_rss_after_large_request, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_log_injection, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_lowered_names_in_request_order, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_joined_lowered_names_in_request_order, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_hello_toolchain, jct_setup_started, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,8 +153,7 @@ static int setup(void **state)
 		       "setpriv", "--reuid", daemon_user, "--regid", group, "--clear-groups", "--",
 		       getenv("JITCACHED"), "--cache-dir", f->d.cache, "--socket", f->d.sock,
 		       "--group-shared", "yes", "--workers", "1", "--log-level", "info",
-		       "--user-max-size", user_share,
-		       (char *)NULL);
+		       "--user-max-size", user_share, (char *)NULL);
 		_exit(127);
 	}
 	/* ready once the socket answers (root may use any socket) */
@@ -355,7 +354,8 @@ static void test_digest_round(void **state)
 	assert_int_equal(res.size, 0);
 	jc__res_clear(&res);
 	assert_int_equal(jct_stat(&f->d, "compiles"), compiles0);
-	assert_int_equal(jc__blob_push(&r.tree, &r.n_tree, "0/d.h", "int d;\n", 7, JC_TREE_FILE), 0);
+	assert_int_equal(jc__blob_push(&r.tree, &r.n_tree, "0/d.h", "int d;\n", 7, JC_TREE_FILE),
+			 0);
 	r.tree_round = JC_TREE_DIGEST;
 	assert_int_equal(raw_request(f, &r, &res), JC_MSG_ERROR);
 	jc__req_clear(&r);
@@ -391,8 +391,8 @@ static int ctl_as(const struct fx *f, const char *user, char **out, const char *
 			       args);
 	char outpath[200];
 	snprintf(outpath, sizeof(outpath), "%s/as-root.out", f->d.dir);
-	int rc = jct_sh("%s --socket %s %s > %s 2>&1", getenv("JITCACHECTL"), f->d.sock, args,
-			outpath);
+	int rc =
+	    jct_sh("%s --socket %s %s > %s 2>&1", getenv("JITCACHECTL"), f->d.sock, args, outpath);
 	size_t n;
 	*out = (char *)jtl_read_file(outpath, &n);
 	return rc;
@@ -405,9 +405,10 @@ static void compile_src(const struct fx *f, const char *user, const char *home, 
 	char rel[64], *out, word[16];
 	snprintf(rel, sizeof(rel), "%s.cu", name);
 	put(home, rel, text, user);
-	int rc = as_user(f, user, &out, "cd %s && %s --socket %s compile %s --arch compute_90 "
-			 "--output ptx -o %s/%s.ptx", home, getenv("JITCACHECTL"), f->d.sock, rel, home,
-			 name);
+	int rc = as_user(f, user, &out,
+			 "cd %s && %s --socket %s compile %s --arch compute_90 "
+			 "--output ptx -o %s/%s.ptx",
+			 home, getenv("JITCACHECTL"), f->d.sock, rel, home, name);
 	if (rc != 0)
 		fail_msg("%s's compile of %s: %s", user, rel, out);
 	status_of(out, word, key);
@@ -440,9 +441,8 @@ static uint64_t median(uint64_t *v, size_t n)
  * round trip of keys[k] in ns. Interleaving gives both keys the same load.
  */
 #define ROUNDS 5
-#define PAIRS 100
-static void time_shows(const struct fx *f, uid_t uid, const char *keys[2],
-		       uint64_t med[ROUNDS][2])
+#define PAIRS  100
+static void time_shows(const struct fx *f, uid_t uid, const char *keys[2], uint64_t med[ROUNDS][2])
 {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
@@ -463,7 +463,8 @@ static void time_shows(const struct fx *f, uid_t uid, const char *keys[2],
 					char arg[64];
 					snprintf(arg, sizeof(arg), "key=%s", keys[k]);
 					char *args[1] = {arg};
-					struct jc_admin_req req = {.command = "show", .args = {args, 1}};
+					struct jc_admin_req req = {.command = "show",
+								   .args = {args, 1}};
 					struct jc_admin_reply reply = {0};
 					struct timespec a, b;
 					clock_gettime(CLOCK_MONOTONIC, &a);
@@ -549,9 +550,10 @@ static void test_users_see_their_own(void **state)
 	int64_t off = (int64_t)1 << 40; /* differences shifted to stay unsigned */
 	time_shows(f, uid_a, keys, med);
 	for (int r = 0; r < ROUNDS; r++) {
-		fprintf(stderr, "A, round %d: show of B's key %.1f us, of an absent key %.1f us "
-			"(medians of %d)\n", r, (double)med[r][0] / 1e3, (double)med[r][1] / 1e3,
-			PAIRS);
+		fprintf(stderr,
+			"A, round %d: show of B's key %.1f us, of an absent key %.1f us "
+			"(medians of %d)\n",
+			r, (double)med[r][0] / 1e3, (double)med[r][1] / 1e3, PAIRS);
 		diff[r] = (uint64_t)(off + (int64_t)med[r][0] - (int64_t)med[r][1]);
 		base[r] = med[r][1];
 	}
@@ -644,11 +646,13 @@ static void test_share_evicts_heavy_user(void **state)
 	compile_src(f, user_b, f->home_b, "b2", "__global__ void b2_k(int *p) { *p = 2; }\n", kb2);
 	for (int i = 0; i < 16; i++) {
 		snprintf(name, sizeof(name), "a%d", i);
-		snprintf(src, sizeof(src),
-			 "__global__ void heavy_%d(float *p, int n) { int i = blockIdx.x * blockDim.x"
-			 " + threadIdx.x; if (i < n) p[i] = p[i] * %d.5f + 1.0f; }\n", i, i);
+		snprintf(
+		    src, sizeof(src),
+		    "__global__ void heavy_%d(float *p, int n) { int i = blockIdx.x * blockDim.x"
+		    " + threadIdx.x; if (i < n) p[i] = p[i] * %d.5f + 1.0f; }\n",
+		    i, i);
 		if (i == 15) /* last use a second after the others: LRU by access time ties
-			     * within a second, and the test names the survivor */
+			      * within a second, and the test names the survivor */
 			usleep(1100000);
 		compile_src(f, user_a, f->home_a, name, src, i == 0 ? first_a : last_a);
 	}
@@ -663,7 +667,8 @@ static void test_share_evicts_heavy_user(void **state)
 	bytes_of(f, user_a, last_a, &has_last);
 	int64_t b_bytes = bytes_of(f, user_b, kb1, &has_b);
 	fprintf(stderr, "share 24 KiB: A stores %lld bytes, B %lld; evictions from shares %lld\n",
-		(long long)a_bytes, (long long)b_bytes, (long long)jct_stat(&f->d, "user_evictions"));
+		(long long)a_bytes, (long long)b_bytes,
+		(long long)jct_stat(&f->d, "user_evictions"));
 	assert_true(a_bytes <= SHARE);
 	assert_false(has_first);
 	assert_true(has_last);
@@ -702,8 +707,11 @@ static void test_shared_entry_hides_its_maker(void **state)
 	free(out);
 	const char *users[2] = {user_a, user_b}, *homes[2] = {f->home_a, f->home_b};
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(as_user(f, users[i], &out, "head -c 32 /dev/urandom > %s/bundle.key "
-					 "&& chmod 0600 %s/bundle.key", homes[i], homes[i]), 0);
+		assert_int_equal(as_user(f, users[i], &out,
+					 "head -c 32 /dev/urandom > %s/bundle.key "
+					 "&& chmod 0600 %s/bundle.key",
+					 homes[i], homes[i]),
+				 0);
 		free(out);
 		snprintf(args, sizeof(args), "export --secret-file %s/bundle.key -o %s/out.jcb",
 			 homes[i], homes[i]);

@@ -44,8 +44,7 @@ static int make_users(void)
 
 /* Runs a shell command as user (primary and only group: the run's group);
  * returns its exit status, its output in *out (malloc'd) when out. */
-static int as_user(const struct jtl_daemon *d, const char *user, char **out, const char *fmt,
-		   ...)
+static int as_user(const struct jtl_daemon *d, const char *user, char **out, const char *fmt, ...)
 {
 	char cmd[4096], script[3000], outpath[200];
 	va_list ap;
@@ -97,8 +96,8 @@ static void test_member_reaches_socket_only(void **state)
 		gid_t g = gid;
 		if (setgroups(1, &g) != 0 || setgid(gid) != 0 || setuid(victim_uid) != 0)
 			_exit(99);
-		jc_request *r = jct_request_src("victim.cu", "__global__ void victim_k(int *p) { *p = 42; }",
-						"sm_90");
+		jc_request *r = jct_request_src(
+		    "victim.cu", "__global__ void victim_k(int *p) { *p = 42; }", "sm_90");
 		jc_client *c = NULL;
 		jc_result *res = NULL;
 		int rc = jc_client_connect(d->sock, &c) ?: jc_compile(c, r, &res);
@@ -111,18 +110,18 @@ static void test_member_reaches_socket_only(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* The member: the socket works; every way into the store is closed. */
 	int rc = as_user(d, member, &out,
-		     "%s --socket %s ping >/dev/null || echo PING-FAILED; "
-		     "for f in index.sqlite index.sqlite-wal objects tmp worker-cwd lock; do "
-		     "  cat %s/$f >/dev/null 2>&1 && echo READ:$f; "
-		     "  ls %s/$f >/dev/null 2>&1 && echo LIST:$f; "
-		     "done; "
-		     "(echo x >> %s/index.sqlite) 2>/dev/null && echo WROTE:index; "
-		     "mv %s/worker-cwd %s/w2 2>/dev/null && echo MOVED:worker-cwd; "
-		     "mkdir %s/worker-cwd2 2>/dev/null && echo MADE:dir; "
-		     "find %s/objects -type f 2>/dev/null | grep -q . && echo FOUND:objects; "
-		     "echo done",
-		     ctl, d->sock, d->cache, d->cache, d->cache, d->cache, d->cache, d->cache,
-		     d->cache);
+			 "%s --socket %s ping >/dev/null || echo PING-FAILED; "
+			 "for f in index.sqlite index.sqlite-wal objects tmp worker-cwd lock; do "
+			 "  cat %s/$f >/dev/null 2>&1 && echo READ:$f; "
+			 "  ls %s/$f >/dev/null 2>&1 && echo LIST:$f; "
+			 "done; "
+			 "(echo x >> %s/index.sqlite) 2>/dev/null && echo WROTE:index; "
+			 "mv %s/worker-cwd %s/w2 2>/dev/null && echo MOVED:worker-cwd; "
+			 "mkdir %s/worker-cwd2 2>/dev/null && echo MADE:dir; "
+			 "find %s/objects -type f 2>/dev/null | grep -q . && echo FOUND:objects; "
+			 "echo done",
+			 ctl, d->sock, d->cache, d->cache, d->cache, d->cache, d->cache, d->cache,
+			 d->cache);
 	fprintf(stderr, "member %s: %s", member, out);
 	assert_int_equal(rc, 0);
 	assert_string_equal(out, "done\n");
@@ -140,7 +139,8 @@ static void old_layout(const struct jtl_daemon *d)
 				"chmod 02770 %s %s/objects %s/tmp %s/quarantine && "
 				"chmod 0644 %s/index.sqlite",
 				group, d->cache, d->cache, d->cache, d->cache, d->cache, d->cache,
-				d->cache, d->cache, d->cache), 0);
+				d->cache, d->cache, d->cache),
+			 0);
 }
 
 static void expect_refusal(struct jtl_daemon *d, const char *want)
@@ -198,9 +198,10 @@ static void test_tampered_store_refused(void **state)
 	assert_int_equal(rc, 0);
 	free(out);
 	char want[300];
-	snprintf(want, sizeof(want), "%s/index.sqlite is not owned by the daemon's uid (owner uid %u, "
-		 "mode 0644); expected a file owned by uid 0 (the daemon's) with mode 0600", d->cache,
-		 (unsigned)member_uid);
+	snprintf(want, sizeof(want),
+		 "%s/index.sqlite is not owned by the daemon's uid (owner uid %u, "
+		 "mode 0644); expected a file owned by uid 0 (the daemon's) with mode 0600",
+		 d->cache, (unsigned)member_uid);
 	expect_refusal(d, want);
 	expect_refusal(d, "inspect it, then remove it (or the whole cache directory)");
 
@@ -213,8 +214,10 @@ static void test_tampered_store_refused(void **state)
 
 	/* A worker-cwd planted by the member, with a header in it. */
 	old_layout(d);
-	rc = as_user(d, member, &out, "rm -rf %s/worker-cwd; mkdir %s/worker-cwd && "
-			 "echo \"#define EVIL 1\" > %s/worker-cwd/cfg.h", d->cache, d->cache, d->cache);
+	rc = as_user(d, member, &out,
+		     "rm -rf %s/worker-cwd; mkdir %s/worker-cwd && "
+		     "echo \"#define EVIL 1\" > %s/worker-cwd/cfg.h",
+		     d->cache, d->cache, d->cache);
 	free(out);
 	assert_int_equal(rc, 0);
 	snprintf(want, sizeof(want), "%s/worker-cwd is not owned by the daemon's uid (owner uid %u",
@@ -233,8 +236,8 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_member_reaches_socket_only, setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_tampered_store_refused, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_member_reaches_socket_only, setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_tampered_store_refused, setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

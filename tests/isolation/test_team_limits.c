@@ -45,15 +45,14 @@ static uid_t uid_a, uid_b;
 
 /* A kernel that takes NVRTC a second or more (64 inlined sinf calls);
  * -DSEED=N makes another key. */
-static const char long_src[] =
-	"#define R4(s) s s s s\n"
-	"#define R16(s) R4(R4(s))\n"
-	"#define R64(s) R4(R16(s))\n"
-	"__global__ void longk(float *p) {\n"
-	"  float x = p[threadIdx.x];\n"
-	"  R64(x = sinf(x) * 1.0001f + SEED;)\n"
-	"  p[threadIdx.x] = x;\n"
-	"}\n";
+static const char long_src[] = "#define R4(s) s s s s\n"
+			       "#define R16(s) R4(R4(s))\n"
+			       "#define R64(s) R4(R16(s))\n"
+			       "__global__ void longk(float *p) {\n"
+			       "  float x = p[threadIdx.x];\n"
+			       "  R64(x = sinf(x) * 1.0001f + SEED;)\n"
+			       "  p[threadIdx.x] = x;\n"
+			       "}\n";
 static const char tiny_src[] = "__global__ void tiny(int *p) { *p = TINY; }\n";
 
 struct fx {
@@ -113,12 +112,13 @@ static int teardown(void **state)
 static void compile_bg(const struct fx *f, const char *user, const char *tag, const char *src,
 		       const char *def)
 {
-	assert_int_equal(jct_sh("setpriv --reuid %s --regid %s --clear-groups -- sh -c "
-				"'%s --socket %s compile %s/%s.cu --arch sm_90 -o %s/%s.cubin -- %s "
-				"> %s/%s.log 2>&1; echo $? > %s/%s.rc.tmp; mv %s/%s.rc.tmp %s/%s.rc' &",
-				user, group, getenv("JITCACHECTL"), f->d.sock, f->src, src, f->out,
-				tag, def, f->out, tag, f->out, tag, f->out, tag, f->out, tag),
-			 0);
+	assert_int_equal(
+	    jct_sh("setpriv --reuid %s --regid %s --clear-groups -- sh -c "
+		   "'%s --socket %s compile %s/%s.cu --arch sm_90 -o %s/%s.cubin -- %s "
+		   "> %s/%s.log 2>&1; echo $? > %s/%s.rc.tmp; mv %s/%s.rc.tmp %s/%s.rc' &",
+		   user, group, getenv("JITCACHECTL"), f->d.sock, f->src, src, f->out, tag, def,
+		   f->out, tag, f->out, tag, f->out, tag, f->out, tag),
+	    0);
 }
 
 /* Waits for the background run TAG; returns its exit status, its output in
@@ -190,7 +190,8 @@ static void fair_round(struct fx *f, const char *workers, int round)
 		free(log);
 	}
 	printf("--workers %s: B's tiny compile answered in %.2f s behind four long compiles of A "
-	       "(the longest %.2f s)\n", workers, b_s, longest);
+	       "(the longest %.2f s)\n",
+	       workers, b_s, longest);
 	assert_true(b_s <= longest + 1.0);
 	assert_int_equal(jtl_daemon_stop(&f->d), 0);
 }
@@ -246,13 +247,14 @@ static uint64_t du(const char *dir)
  * -DSEED=FROM+i; its end is OUT/TAG.rc. */
 static void flood_bg(const struct fx *f, const char *tag, const char *src, int from, int count)
 {
-	assert_int_equal(jct_sh("setpriv --reuid %s --regid %s --clear-groups -- sh -c "
-				"'for i in $(seq %d %d); do %s --socket %s compile %s/%s.cu --arch sm_90 "
-				"-o %s/%s.cubin -- -DSEED=$i -DTINY=$i >/dev/null 2>&1; done; "
-				"echo 0 > %s/%s.rc.tmp; mv %s/%s.rc.tmp %s/%s.rc' &",
-				user_a, group, from, from + count - 1, getenv("JITCACHECTL"), f->d.sock,
-				f->src, src, f->out, tag, f->out, tag, f->out, tag, f->out, tag),
-			 0);
+	assert_int_equal(
+	    jct_sh("setpriv --reuid %s --regid %s --clear-groups -- sh -c "
+		   "'for i in $(seq %d %d); do %s --socket %s compile %s/%s.cu --arch sm_90 "
+		   "-o %s/%s.cubin -- -DSEED=$i -DTINY=$i >/dev/null 2>&1; done; "
+		   "echo 0 > %s/%s.rc.tmp; mv %s/%s.rc.tmp %s/%s.rc' &",
+		   user_a, group, from, from + count - 1, getenv("JITCACHECTL"), f->d.sock, f->src,
+		   src, f->out, tag, f->out, tag, f->out, tag, f->out, tag),
+	    0);
 }
 
 static int64_t by_user(const struct fx *f, uid_t uid, const char *key)
@@ -282,8 +284,8 @@ static void test_flood_stays_in_budget(void **state)
 	fprintf(w, "#error flood SEED\n");
 	fclose(w);
 	assert_int_equal(chmod(path, 0644), 0);
-	const char *const flags[] = {"--max-size", "512K", "--user-max-size", "64K", "--workers", "2",
-				     NULL};
+	const char *const flags[] = {"--max-size", "512K", "--user-max-size", "64K", "--workers",
+				     "2",	   NULL};
 	start(f, flags);
 	/* B's one entry, before the flood */
 	compile_bg(f, user_b, "b-own", "tiny", "-DTINY=4242");
@@ -318,14 +320,15 @@ static void test_flood_stays_in_budget(void **state)
 	int64_t a_stored = by_user(f, uid_a, "stored_bytes");
 	int64_t a_negative = by_user(f, uid_a, "negative_entries");
 	int64_t b_entries = by_user(f, uid_b, "entries");
-	printf("flood of %lld failing compiles (1.8 MB of log each) and 40 small ones in %.1f s: the "
-	       "cache directory peaked at %llu bytes (%d samples; %llu before, %llu after) against a "
-	       "budget of %llu (1.5 x: %llu); A's stored bytes %lld (share 65536), its negative "
-	       "entries %lld; B's entries %lld\n",
-	       (long long)failures, flood_s, (unsigned long long)peak, samples,
-	       (unsigned long long)before, (unsigned long long)after, (unsigned long long)budget,
-	       (unsigned long long)(budget * 3 / 2), (long long)a_stored, (long long)a_negative,
-	       (long long)b_entries);
+	printf(
+	    "flood of %lld failing compiles (1.8 MB of log each) and 40 small ones in %.1f s: the "
+	    "cache directory peaked at %llu bytes (%d samples; %llu before, %llu after) against a "
+	    "budget of %llu (1.5 x: %llu); A's stored bytes %lld (share 65536), its negative "
+	    "entries %lld; B's entries %lld\n",
+	    (long long)failures, flood_s, (unsigned long long)peak, samples,
+	    (unsigned long long)before, (unsigned long long)after, (unsigned long long)budget,
+	    (unsigned long long)(budget * 3 / 2), (long long)a_stored, (long long)a_negative,
+	    (long long)b_entries);
 	assert_true(failures >= 20);
 	assert_true(peak <= budget * 3 / 2);
 	assert_true(a_stored <= 64 << 10);
@@ -345,7 +348,8 @@ static void test_flood_stays_in_budget(void **state)
 	jct_assert_has(log, "#error directive: flood");
 	jct_assert_has(log, "#warning directive: 0000");
 	printf("B's failing compile: %zu bytes of log answered and kept (cap: a sixteenth of the "
-	       "budget, %llu)\n", strlen(log), (unsigned long long)(budget / 16));
+	       "budget, %llu)\n",
+	       strlen(log), (unsigned long long)(budget / 16));
 	assert_true(strlen(log) < budget / 16 + 4096); /* jitcachectl's own lines besides */
 	free(log);
 	assert_int_equal(by_user(f, uid_b, "negative_entries"), 1);
@@ -382,9 +386,9 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_fair_queue, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_single_flight_across_users, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flood_stays_in_budget, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fair_queue, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_single_flight_across_users, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_flood_stays_in_budget, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

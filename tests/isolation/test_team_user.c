@@ -98,7 +98,8 @@ static const char *proc_status(pid_t pid, const char *key)
 	value[0] = '\0';
 	while (fgets(line, sizeof(line), f))
 		if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':') {
-			snprintf(value, sizeof(value), "%s", line + strlen(key) + 1 + strspn(line + strlen(key) + 1, " \t"));
+			snprintf(value, sizeof(value), "%s",
+				 line + strlen(key) + 1 + strspn(line + strlen(key) + 1, " \t"));
 			value[strcspn(value, "\n")] = '\0';
 		}
 	fclose(f);
@@ -149,9 +150,22 @@ static void test_root_started_daemon_serves_two_users(void **state)
 	jct_write_file(out, kernel, strlen(kernel));
 	assert_int_equal(chmod(out, 0644), 0);
 
-	const char *argv[] = {getenv("JITCACHED"), "--user", daemon_user, "--group", team,
-			      "--group-shared", "yes", "--cache-dir", cache, "--socket", sock,
-			      "--workers", "1", "--config", "/dev/null", NULL};
+	const char *argv[] = {getenv("JITCACHED"),
+			      "--user",
+			      daemon_user,
+			      "--group",
+			      team,
+			      "--group-shared",
+			      "yes",
+			      "--cache-dir",
+			      cache,
+			      "--socket",
+			      sock,
+			      "--workers",
+			      "1",
+			      "--config",
+			      "/dev/null",
+			      NULL};
 	pid_t pid = start(d.dir, argv);
 	snprintf(running_sock, sizeof(running_sock), "%s", sock);
 	if (!ready(pid, sock)) {
@@ -188,10 +202,11 @@ static void test_root_started_daemon_serves_two_users(void **state)
 	for (int i = 0; i < 2; i++) {
 		char result[300];
 		snprintf(result, sizeof(result), "%s/as-%s.out", d.dir, users[i]);
-		int rc = jct_sh("cd %s && setpriv --reuid %s --regid %s --init-groups -- env -u "
-				"JITCACHE_SOCKET %s --socket %s compile k.cu --arch compute_90 --output ptx "
-				"-o - > /dev/null 2> %s",
-				src, users[i], team, getenv("JITCACHECTL"), sock, result);
+		int rc = jct_sh(
+		    "cd %s && setpriv --reuid %s --regid %s --init-groups -- env -u "
+		    "JITCACHE_SOCKET %s --socket %s compile k.cu --arch compute_90 --output ptx "
+		    "-o - > /dev/null 2> %s",
+		    src, users[i], team, getenv("JITCACHECTL"), sock, result);
 		size_t n;
 		char *text = (char *)jtl_read_file(result, &n);
 		printf("%s: %s", users[i], text ? text : "(nothing)\n");
@@ -217,7 +232,8 @@ static void test_unreadable_default_config_is_skipped(void **state)
 	assert_int_equal(jct_sh("mkdir -p %s/.config/jitcache && echo 'max-size = 1G' > %s && "
 				"chown -R %s %s && chmod 0600 %s && mkdir -m 0700 %s %s/run && "
 				"chown %s %s %s/run",
-				home, conf, user_a, home, conf, cache, d.dir, daemon_user, cache, d.dir),
+				home, conf, user_a, home, conf, cache, d.dir, daemon_user, cache,
+				d.dir),
 			 0);
 	/* as the daemon user with A's $HOME (sudo -u, su without -): skipped */
 	char script[2000];
@@ -267,8 +283,10 @@ int main(void)
 		return 77;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_root_started_daemon_serves_two_users, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unreadable_default_config_is_skipped, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_root_started_daemon_serves_two_users, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_unreadable_default_config_is_skipped, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

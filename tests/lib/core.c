@@ -4,9 +4,9 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +24,8 @@ int jtl_tmpdir(char *root, size_t len, const char *parent, const char *tag, char
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
 	if ((size_t)snprintf(root, len, "%s/jc-%s-XXXXXX", tmp, tag) >= len) {
-		snprintf(why, whylen, "a temporary directory under %s is longer than %zu bytes", tmp,
-			 len - 1);
+		snprintf(why, whylen, "a temporary directory under %s is longer than %zu bytes",
+			 tmp, len - 1);
 		return -1;
 	}
 	if (!mkdtemp(root)) {
@@ -63,7 +63,8 @@ static int rm_below(int fd, const char *path, char *why, size_t whylen)
 			char sub[4096];
 			snprintf(sub, sizeof(sub), "%s/%s", path, name);
 			fchmodat(fd, name, (st.st_mode | S_IRWXU) & 07777, 0);
-			int subfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int subfd =
+			    openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (subfd < 0) {
 				snprintf(why, whylen, "open %s: %s", sub, strerror(errno));
 				rc = -1;
@@ -199,7 +200,8 @@ int jtl_write_file(const char *path, const void *data, size_t size, char *why, s
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			snprintf(why, whylen, "write %s: %s", path, w < 0 ? strerror(errno) : "no progress");
+			snprintf(why, whylen, "write %s: %s", path,
+				 w < 0 ? strerror(errno) : "no progress");
 			close(fd);
 			return -1;
 		}
@@ -338,8 +340,8 @@ int jtl_nvrtc_toolkit_copy(const char *dir, char *why, size_t whylen)
 	snprintf(path, sizeof(path), "%s/../include", lib);
 	snprintf(to, sizeof(to), "%s/include", dir);
 	if (!realpath(path, lib) || symlink(lib, to) != 0) {
-		snprintf(why, whylen, "cannot link %s to the toolkit's include tree %s: %s", to, path,
-			 strerror(errno));
+		snprintf(why, whylen, "cannot link %s to the toolkit's include tree %s: %s", to,
+			 path, strerror(errno));
 		return -1;
 	}
 	return 0;

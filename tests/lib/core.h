@@ -87,12 +87,12 @@ int jtl_run(const char *const *argv, const char *const *env, const char *scratch
 
 struct jtl_daemon {
 	char dir[JTL_ROOT_MAX]; /* temporary root: cache/, sock, daemon.log */
-	char cache[96];         /* dir/cache, the --cache-dir */
-	char sock[96];          /* dir/sock, the --socket */
-	char log[96];           /* dir/daemon.log: the daemon's stdout and stderr, appended */
-	char bin[4096];         /* the jitcached it runs */
-	pid_t pid;              /* -1 when not running (or reaped) */
-	char why[512];          /* the reason of the last -1 */
+	char cache[96];		/* dir/cache, the --cache-dir */
+	char sock[96];		/* dir/sock, the --socket */
+	char log[96];		/* dir/daemon.log: the daemon's stdout and stderr, appended */
+	char bin[4096];		/* the jitcached it runs */
+	pid_t pid;		/* -1 when not running (or reaped) */
+	char why[512];		/* the reason of the last -1 */
 };
 
 /* The file of the libnvrtc this process finds (dlopen "libnvrtc.so",

@@ -21,7 +21,8 @@ int jtl_daemon_init(struct jtl_daemon *d, const char *bin, const char *tag)
 		snprintf(d->why, sizeof(d->why), "path of jitcached too long: %s", bin);
 		return -1;
 	}
-	if (jtl_tmpdir(d->dir, sizeof(d->dir), NULL, tag ? tag : "test", d->why, sizeof(d->why)) != 0)
+	if (jtl_tmpdir(d->dir, sizeof(d->dir), NULL, tag ? tag : "test", d->why, sizeof(d->why)) !=
+	    0)
 		return -1;
 	snprintf(d->cache, sizeof(d->cache), "%s/cache", d->dir);
 	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
@@ -79,14 +80,16 @@ int jtl_daemon_wait_ready(struct jtl_daemon *d, unsigned timeout_ms, unsigned po
 		int status;
 		if (d->pid > 0 && waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			d->pid = -1;
-			snprintf(d->why, sizeof(d->why), "jitcached exited at start (%s %d); log %s",
-				 WIFEXITED(status) ? "status" : "signal",
-				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), d->log);
+			snprintf(
+			    d->why, sizeof(d->why), "jitcached exited at start (%s %d); log %s",
+			    WIFEXITED(status) ? "status" : "signal",
+			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), d->log);
 			return -1;
 		}
 		if (jc__now_ns() - t0 > limit) {
-			snprintf(d->why, sizeof(d->why), "jitcached did not answer within %u ms; log %s",
-				 timeout_ms, d->log);
+			snprintf(d->why, sizeof(d->why),
+				 "jitcached did not answer within %u ms; log %s", timeout_ms,
+				 d->log);
 			return -1;
 		}
 		usleep(poll_us);

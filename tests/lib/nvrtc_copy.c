@@ -52,14 +52,16 @@ static int patch_build_id(const char *path, uint8_t tag, char *why, size_t whyle
 		if (ph.p_type != PT_NOTE || ph.p_offset + ph.p_filesz > n)
 			continue;
 		size_t pad = ph.p_align == 8 ? 8 : 4;
-		for (size_t off = ph.p_offset; off + sizeof(Elf64_Nhdr) <= ph.p_offset + ph.p_filesz;) {
+		for (size_t off = ph.p_offset;
+		     off + sizeof(Elf64_Nhdr) <= ph.p_offset + ph.p_filesz;) {
 			Elf64_Nhdr nh;
 			memcpy(&nh, f + off, sizeof(nh));
 			size_t desc = off + sizeof(nh) + ((nh.n_namesz + pad - 1) & ~(pad - 1));
 			size_t next = desc + ((nh.n_descsz + pad - 1) & ~(pad - 1));
 			if (desc + nh.n_descsz > n || next <= off)
 				break;
-			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && !memcmp(f + off + sizeof(nh), "GNU", 4)) {
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    !memcmp(f + off + sizeof(nh), "GNU", 4)) {
 				for (size_t k = 0; k < nh.n_descsz; k++)
 					f[desc + k] ^= tag;
 				found = 1;
@@ -67,7 +69,8 @@ static int patch_build_id(const char *path, uint8_t tag, char *why, size_t whyle
 			off = next;
 		}
 	}
-	int rc = found ? jtl_write_file(path, f, n, why, whylen) : FAIL("%s has no build-id note", path);
+	int rc =
+	    found ? jtl_write_file(path, f, n, why, whylen) : FAIL("%s has no build-id note", path);
 	free(f);
 	return rc;
 }
@@ -92,8 +95,9 @@ static int elf_soname(const uint8_t *f, size_t n, char *name, size_t len)
 			loads[nloads++] = ph;
 	}
 	uint64_t strtab = 0, soname = UINT64_MAX;
-	for (size_t off = dyn.p_offset; dyn.p_filesz && off + sizeof(Elf64_Dyn) <= dyn.p_offset + dyn.p_filesz &&
-					off + sizeof(Elf64_Dyn) <= n;
+	for (size_t off = dyn.p_offset;
+	     dyn.p_filesz && off + sizeof(Elf64_Dyn) <= dyn.p_offset + dyn.p_filesz &&
+	     off + sizeof(Elf64_Dyn) <= n;
 	     off += sizeof(Elf64_Dyn)) {
 		Elf64_Dyn e;
 		memcpy(&e, f + off, sizeof(e));
@@ -129,11 +133,12 @@ int jtl_nvrtc_copy_with_build_id(const char *nvrtc, const char *dir, uint8_t tag
 	char base[256];
 	size_t n;
 	uint8_t *f = jtl_read_file(real, &n);
-	int named = f && n >= sizeof(Elf64_Ehdr) && memcmp(f, ELFMAG, SELFMAG) == 0 && f[EI_CLASS] == ELFCLASS64 &&
-		    elf_soname(f, n, base, sizeof(base)) == 0;
+	int named = f && n >= sizeof(Elf64_Ehdr) && memcmp(f, ELFMAG, SELFMAG) == 0 &&
+		    f[EI_CLASS] == ELFCLASS64 && elf_soname(f, n, base, sizeof(base)) == 0;
 	free(f);
 	if (!named)
-		snprintf(base, sizeof(base), "%s", strrchr(nvrtc, '/') ? strrchr(nvrtc, '/') + 1 : nvrtc);
+		snprintf(base, sizeof(base), "%s",
+			 strrchr(nvrtc, '/') ? strrchr(nvrtc, '/') + 1 : nvrtc);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return FAIL("mkdir %s: %s", dir, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/%s", dir, base);

@@ -13,8 +13,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: jtl_nvrtc_copy NVRTC DIR TAG(1-255)\n");
 		return 2;
 	}
-	if (jtl_nvrtc_copy_with_build_id(argv[1], argv[2], (unsigned char)atoi(argv[3]), out, sizeof(out),
-					 why, sizeof(why)) != 0) {
+	if (jtl_nvrtc_copy_with_build_id(argv[1], argv[2], (unsigned char)atoi(argv[3]), out,
+					 sizeof(out), why, sizeof(why)) != 0) {
 		fprintf(stderr, "jtl_nvrtc_copy: %s\n", why);
 		return 1;
 	}

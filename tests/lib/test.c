@@ -3,6 +3,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
@@ -13,7 +14,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -155,17 +155,33 @@ char *jct_ctl_expect(const struct jtl_daemon *d, int want, char **err, const cha
 void jct_daemon_start_as(struct jtl_daemon *d, const char *user, const char *group, gid_t gid,
 			 int shared, const char *client, const char *const *flags)
 {
-	const char *argv[48] = {"setpriv", "--reuid", user, "--regid", group, "--clear-groups", "--",
-				env_or_fail("JITCACHED"), "--cache-dir", d->cache, "--socket", d->sock,
-				"--group-shared", shared ? "yes" : "no", "--workers", "1", "--log-level", "info"};
+	const char *argv[48] = {"setpriv",
+				"--reuid",
+				user,
+				"--regid",
+				group,
+				"--clear-groups",
+				"--",
+				env_or_fail("JITCACHED"),
+				"--cache-dir",
+				d->cache,
+				"--socket",
+				d->sock,
+				"--group-shared",
+				shared ? "yes" : "no",
+				"--workers",
+				"1",
+				"--log-level",
+				"info"};
 	size_t n = 18;
 	for (size_t i = 0; flags && flags[i] && n < 47; i++)
 		argv[n++] = flags[i];
 	assert_int_equal(chmod(d->dir, 0711), 0);
 	snprintf(d->sock, sizeof(d->sock), "%s/run/sock", d->dir);
-	assert_int_equal(jct_sh("mkdir -p -m 0700 %s && mkdir -m %s %s/run && chown %s:%s %s %s/run", d->cache,
-				shared ? "0750" : "0700", d->dir, user, group, d->cache, d->dir),
-			 0);
+	assert_int_equal(
+	    jct_sh("mkdir -p -m 0700 %s && mkdir -m %s %s/run && chown %s:%s %s %s/run", d->cache,
+		   shared ? "0750" : "0700", d->dir, user, group, d->cache, d->dir),
+	    0);
 	char logpath[300];
 	snprintf(logpath, sizeof(logpath), "%s/daemon.log", d->dir);
 	pid_t pid = fork();
@@ -182,8 +198,9 @@ void jct_daemon_start_as(struct jtl_daemon *d, const char *user, const char *gro
 	}
 	d->pid = pid;
 	for (int i = 0; i < 600; i++) {
-		if (jct_sh("setpriv --reuid %s --regid %s --groups %u -- %s --socket %s ping >/dev/null 2>&1", client,
-			   group, (unsigned)gid, env_or_fail("JITCACHECTL"), d->sock) == 0)
+		if (jct_sh("setpriv --reuid %s --regid %s --groups %u -- %s --socket %s ping "
+			   ">/dev/null 2>&1",
+			   client, group, (unsigned)gid, env_or_fail("JITCACHECTL"), d->sock) == 0)
 			return;
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
@@ -220,8 +237,8 @@ int jct_as_user(const char *dir, const char *user, const char *group, gid_t gid,
 	vsnprintf(script, sizeof(script), fmt, ap);
 	va_end(ap);
 	snprintf(outpath, sizeof(outpath), "%s/as-user.out", dir);
-	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user, group,
-			(unsigned)gid, script, outpath);
+	int rc = jct_sh("setpriv --reuid %s --regid %s --groups %u -- sh -c '%s' > %s 2>&1", user,
+			group, (unsigned)gid, script, outpath);
 	size_t n;
 	char *text = (char *)jtl_read_file(outpath, &n);
 	*out = text ? text : strdup("");
@@ -460,15 +477,15 @@ jc_result *jct_compile(const struct jtl_daemon *d, const jc_request *r, int want
 	return jct_compile_msg(d, r, want_rc, NULL, 0);
 }
 
-jc_result *jct_compile_msg(const struct jtl_daemon *d, const jc_request *r, int want_rc,
-			   char *msg, size_t msglen)
+jc_result *jct_compile_msg(const struct jtl_daemon *d, const jc_request *r, int want_rc, char *msg,
+			   size_t msglen)
 {
 	jc_client *c = jct_connect(d);
 	jc_result *res = NULL;
 	int rc = jc_compile(c, r, &res);
 	if (rc != want_rc)
-		fprintf(stderr, "jc_compile: %d (%s): %s%s%s\n", rc, jc_strerror(rc), jc_client_errmsg(c),
-			res ? "\nlog: " : "", res ? jc_result_log(res) : "");
+		fprintf(stderr, "jc_compile: %d (%s): %s%s%s\n", rc, jc_strerror(rc),
+			jc_client_errmsg(c), res ? "\nlog: " : "", res ? jc_result_log(res) : "");
 	assert_int_equal(rc, want_rc);
 	if (msg)
 		snprintf(msg, msglen, "%s", jc_client_errmsg(c));
@@ -666,13 +683,16 @@ static void share_bins(void)
 		if (!from)
 			continue;
 		char to[JTL_ROOT_MAX + 64];
-		snprintf(to, sizeof(to), "%s/%s", shared_bins, strrchr(from, '/') ? strrchr(from, '/') + 1 : from);
+		snprintf(to, sizeof(to), "%s/%s", shared_bins,
+			 strrchr(from, '/') ? strrchr(from, '/') + 1 : from);
 		if (jct_sh("cp '%s' '%s' && chmod 0755 '%s'", from, to, to) != 0)
 			fail_msg("cannot copy %s to %s for the run's other users", from, to);
 		setenv(vars[i], to, 1);
 	}
-	fprintf(stderr, "the programs are out of other users' reach (a directory above them is not "
-		"searchable by others): the run's users start copies in %s\n", shared_bins);
+	fprintf(stderr,
+		"the programs are out of other users' reach (a directory above them is not "
+		"searchable by others): the run's users start copies in %s\n",
+		shared_bins);
 }
 
 int jct_user_add(const char *prefix, const char *group, char name[32], uid_t *uid, gid_t *gid)
@@ -712,7 +732,8 @@ const char *jct_nvcc(void)
 	if (env && *env)
 		snprintf(path, sizeof(path), "%s", env);
 	else
-		snprintf(path, sizeof(path), "%s/bin/nvcc", cuda && *cuda ? cuda : "/usr/local/cuda");
+		snprintf(path, sizeof(path), "%s/bin/nvcc",
+			 cuda && *cuda ? cuda : "/usr/local/cuda");
 	return access(path, X_OK) == 0 ? path : NULL;
 }
 

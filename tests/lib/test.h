@@ -170,8 +170,8 @@ int jct_raw_hello_version(const struct jtl_daemon *d, uint32_t version, struct j
 jc_result *jct_compile(const struct jtl_daemon *d, const jc_request *r, int want_rc);
 /* jct_compile, and the connection's last message (jc_client_errmsg) copied
  * to msg (msglen bytes) when msg is not NULL. */
-jc_result *jct_compile_msg(const struct jtl_daemon *d, const jc_request *r, int want_rc,
-			   char *msg, size_t msglen);
+jc_result *jct_compile_msg(const struct jtl_daemon *d, const jc_request *r, int want_rc, char *msg,
+			   size_t msglen);
 /* Compiles r; asserts the cache status st and that the PTX holds the literal
  * want (so a stale hit is seen). The result is the caller's. */
 jc_result *jct_expect_ptx(const struct jtl_daemon *d, const jc_request *r, jc_cache_status st,

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <nvrtc.h>
+#include <cmocka.h>
 
 static const char *const archs[] = {"sm_90", "sm_80", "compute_90"};
 
@@ -34,31 +34,35 @@ void jct_variant(enum jct_kind kind, int n, struct jct_variant *v)
 	v->expr = "&scale<float>";
 	switch (kind) {
 	case JCT_OK:
-		snprintf(buf, sizeof(buf),
-			 "template <typename T> __global__ void scale(T *p, T a)\n"
-			 "{ p[threadIdx.x] = p[threadIdx.x] * a + (T)%d; }\n"
-			 "extern \"C\" __global__ void k%d(float *p) { p[threadIdx.x] += %d.5f; }\n",
-			 n, n, n);
+		snprintf(
+		    buf, sizeof(buf),
+		    "template <typename T> __global__ void scale(T *p, T a)\n"
+		    "{ p[threadIdx.x] = p[threadIdx.x] * a + (T)%d; }\n"
+		    "extern \"C\" __global__ void k%d(float *p) { p[threadIdx.x] += %d.5f; }\n",
+		    n, n, n);
 		break;
 	case JCT_FAIL:
 		snprintf(buf, sizeof(buf),
 			 "template <typename T> __global__ void scale(T *p, T a) { p[0] = a; }\n"
-			 "extern \"C\" __global__ void bad%d() { undefined_%d(); }\n", n, n);
+			 "extern \"C\" __global__ void bad%d() { undefined_%d(); }\n",
+			 n, n);
 		break;
 	case JCT_SLOW:
 		/* Fully unrolled: ptxas takes about a second (superlinear in the count). */
-		snprintf(buf, sizeof(buf),
-			 "template <typename T> __global__ void scale(T *p, T a) { p[0] = a * (T)%d; }\n"
-			 "extern \"C\" __global__ void slow(float *p, int m)\n"
-			 "{\n"
-			 "	float x = p[threadIdx.x], y = p[threadIdx.x + 1];\n"
-			 "#pragma unroll\n"
-			 "	for (int i = 0; i < 600; i++) {\n"
-			 "		x = x * y + __sinf(x + i);\n"
-			 "		if (x > m) y = y * 0.5f + i;\n"
-			 "	}\n"
-			 "	p[threadIdx.x] = x + y;\n"
-			 "}\n", n);
+		snprintf(
+		    buf, sizeof(buf),
+		    "template <typename T> __global__ void scale(T *p, T a) { p[0] = a * (T)%d; }\n"
+		    "extern \"C\" __global__ void slow(float *p, int m)\n"
+		    "{\n"
+		    "	float x = p[threadIdx.x], y = p[threadIdx.x + 1];\n"
+		    "#pragma unroll\n"
+		    "	for (int i = 0; i < 600; i++) {\n"
+		    "		x = x * y + __sinf(x + i);\n"
+		    "		if (x > m) y = y * 0.5f + i;\n"
+		    "	}\n"
+		    "	p[threadIdx.x] = x + y;\n"
+		    "}\n",
+		    n);
 		break;
 	}
 	v->src = strdup(buf);
@@ -138,7 +142,8 @@ static void put_file(const char *dir, int n, const char *ext, const void *data, 
 
 void jct_ref_save(const char *dir, int n, const struct jct_ref *ref)
 {
-	put_file(dir, n, "bin", ref->status ? "" : (const char *)ref->data, ref->status ? 0 : ref->size);
+	put_file(dir, n, "bin", ref->status ? "" : (const char *)ref->data,
+		 ref->status ? 0 : ref->size);
 	put_file(dir, n, "log", ref->log, strlen(ref->log));
 	put_file(dir, n, "name", ref->lowered, strlen(ref->lowered));
 }
@@ -187,7 +192,8 @@ int jct_ref_check(const struct jct_ref *ref, const struct jct_variant *v, int rc
 	const char *lowered = jc_result_lowered_name(res, v->expr);
 	int bad_name = !lowered || strcmp(lowered, ref->lowered) != 0;
 	if (wrong || bad_name)
-		fprintf(stderr, "%s: %s: %llu wrong bytes (%zu served, %zu expected), lowered %s vs %s\n",
+		fprintf(stderr,
+			"%s: %s: %llu wrong bytes (%zu served, %zu expected), lowered %s vs %s\n",
 			what, v->name, (unsigned long long)wrong, n, ref->size,
 			lowered ? lowered : "(none)", ref->lowered);
 	return wrong || bad_name;
@@ -391,18 +397,19 @@ int jct_helper_client(char **argv)
 	if (rc != 0)
 		fprintf(stderr, "client: %s\n", jc_client_errmsg(NULL));
 	errors += (uint64_t)(nreq - done);
-	printf("%d %llu %llu %llu %llu %llu %llu\n", done, (unsigned long long)errors,
-	       (unsigned long long)wrong,
-	       (unsigned long long)(by_status[JC_MISS] + by_status[JC_REMOTE_HIT]), /* local misses */
-	       (unsigned long long)by_status[JC_HIT], (unsigned long long)by_status[JC_JOINED],
-	       (unsigned long long)by_status[JC_NEGATIVE_HIT]);
+	printf(
+	    "%d %llu %llu %llu %llu %llu %llu\n", done, (unsigned long long)errors,
+	    (unsigned long long)wrong,
+	    (unsigned long long)(by_status[JC_MISS] + by_status[JC_REMOTE_HIT]), /* local misses */
+	    (unsigned long long)by_status[JC_HIT], (unsigned long long)by_status[JC_JOINED],
+	    (unsigned long long)by_status[JC_NEGATIVE_HIT]);
 	jc_client_close(c);
 	jct_pool_free(&p);
 	return errors || wrong ? 1 : 0;
 }
 
-void jct_clients_start(const struct jtl_daemon *d, const char *refdir, const char *spec,
-			  int n, int nreq, unsigned seed, struct jct_clients *cl)
+void jct_clients_start(const struct jtl_daemon *d, const char *refdir, const char *spec, int n,
+		       int nreq, unsigned seed, struct jct_clients *cl)
 {
 	char bfd[16], rfd[16], sseed[32], sreq[16];
 	int release, out[2], ready[2];

@@ -32,9 +32,9 @@ enum jct_kind {
  * the same source and artifact under another key (app ABI "twin"), so two
  * index rows share one object. All strings are owned by the struct. */
 struct jct_variant {
-	char name[32];       /* NVRTC program name */
-	char *src;           /* NUL-terminated source (malloc'd) */
-	const char *arch;    /* static */
+	char name[32];	  /* NVRTC program name */
+	char *src;	  /* NUL-terminated source (malloc'd) */
+	const char *arch; /* static */
 	jc_output output;
 	const char *expr;    /* name expression (static) */
 	const char *app_abi; /* static, or NULL */
@@ -49,11 +49,11 @@ jc_request *jct_variant_request(const struct jct_variant *v);
 /* What NVRTC itself gives for a variant, compiled as jitcache-worker does
  * (the request's options then --gpu-architecture=ARCH). */
 struct jct_ref {
-	int status;       /* 0 or JC_ECOMPILE */
-	uint8_t *data;    /* artifact (status 0), malloc'd */
+	int status;    /* 0 or JC_ECOMPILE */
+	uint8_t *data; /* artifact (status 0), malloc'd */
 	size_t size;
-	char *log;        /* NVRTC's log, "" when empty */
-	char *lowered;    /* lowered name of the variant's expression, "" on failure */
+	char *log;     /* NVRTC's log, "" when empty */
+	char *lowered; /* lowered name of the variant's expression, "" on failure */
 };
 
 /* Compiles v in this process. Fails the test when NVRTC fails for another
@@ -124,8 +124,9 @@ void jct_barrier_wait(int fd);
 
 /* What a cache directory holds on disk. */
 struct jct_store_scan {
-	size_t objects;     /* files under objects/ab/ */
-	size_t bad_objects; /* of which not a regular file, badly named, or not hashing to their name */
+	size_t objects;	    /* files under objects/ab/ */
+	size_t bad_objects; /* of which not a regular file, badly named, or not hashing to their
+			       name */
 	size_t tmp_files;   /* entries in tmp/ */
 	size_t quarantined; /* entries in quarantine/ */
 };
@@ -154,8 +155,8 @@ int jct_helper_client(char **argv);
 /* Starts n (<= JCT_CLIENTS_MAX) helpers on d with pool spec (references in
  * refdir), nreq requests each, seeds from seed; releases them at once once
  * all have connected. Fails the test on error. */
-void jct_clients_start(const struct jtl_daemon *d, const char *refdir, const char *spec,
-		       int n, int nreq, unsigned seed, struct jct_clients *cl);
+void jct_clients_start(const struct jtl_daemon *d, const char *refdir, const char *spec, int n,
+		       int nreq, unsigned seed, struct jct_clients *cl);
 /* 1 while any of the helpers has not exited (they are not reaped). */
 int jct_clients_running(const struct jct_clients *cl);
 /* Waits for the helpers and sums their lines into *t. */

@@ -35,8 +35,9 @@ static int env_int(const char *name, int dflt)
 
 STUB_API CUresult CUDAAPI cuInit(unsigned int flags)
 {
-	return flags ? CUDA_ERROR_INVALID_VALUE
-		     : env_int("JC_STUB_DEVICES", 1) ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+	return flags			       ? CUDA_ERROR_INVALID_VALUE
+	       : env_int("JC_STUB_DEVICES", 1) ? CUDA_SUCCESS
+					       : CUDA_ERROR_NO_DEVICE;
 }
 
 STUB_API CUresult CUDAAPI cuDriverGetVersion(int *v)
@@ -86,9 +87,10 @@ STUB_API CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 
 STUB_API CUresult CUDAAPI cuGetErrorName(CUresult rc, const char **name)
 {
-	*name = rc == CUDA_ERROR_NO_DEVICE ? "CUDA_ERROR_NO_DEVICE"
+	*name = rc == CUDA_ERROR_NO_DEVICE		   ? "CUDA_ERROR_NO_DEVICE"
 		: rc == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ? "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
-		: rc == CUDA_ERROR_INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE" : "CUDA_ERROR_UNKNOWN";
+		: rc == CUDA_ERROR_INVALID_IMAGE	   ? "CUDA_ERROR_INVALID_IMAGE"
+							   : "CUDA_ERROR_UNKNOWN";
 	return CUDA_SUCCESS;
 }
 

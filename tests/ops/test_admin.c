@@ -64,9 +64,13 @@ static void test_ls_and_show(void **state)
 		free(out);
 		out = jct_ctl_expect(d, 0, NULL, ls_json);
 		assert_true(out[0] == '[');
-		static const char *const fields[] = {"\"kind\": \"cubin\"", "\"arch\": \"sm_90\"",
-						     "\"size\": ", "\"hits\": ", "\"last_access\": ",
-						     "\"source_name\": \"saxpy.cu\"", "\"kind\": \"negative\""};
+		static const char *const fields[] = {"\"kind\": \"cubin\"",
+						     "\"arch\": \"sm_90\"",
+						     "\"size\": ",
+						     "\"hits\": ",
+						     "\"last_access\": ",
+						     "\"source_name\": \"saxpy.cu\"",
+						     "\"kind\": \"negative\""};
 		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 			jct_assert_has(out, fields[i]);
 		free(out);
@@ -221,7 +225,7 @@ static void test_gc_grace(void **state)
 	orphan(d, k[0], 3600, old0, sizeof(old0)); /* past the 10 minute grace */
 	orphan(d, k[1], 3600, old1, sizeof(old1));
 	orphan(d, k[2], 60, young, sizeof(young)); /* a publish may still commit it */
-	sleep(2);                                  /* the negative entry expires */
+	sleep(2);				   /* the negative entry expires */
 
 	/* Offline gc: the old orphan and the expired failure go; the young stays. */
 	const char *gc[] = {"gc", NULL};
@@ -268,7 +272,8 @@ static void test_periodic_gc(void **state)
 	}
 	assert_true(gone);
 	char *log = jct_log(d);
-	jct_assert_has(log, "info EVICT: collector: removed 0 expired negative entries, 1 orphaned objects");
+	jct_assert_has(
+	    log, "info EVICT: collector: removed 0 expired negative entries, 1 orphaned objects");
 	free(log);
 }
 
@@ -281,8 +286,11 @@ static void test_terminal_escapes(void **state)
 	char key[33];
 	jct_daemon_start(d, NULL);
 	/* A source line NVRTC quotes in its log, an ESC in it. */
-	static const char src[] = "extern \"C\" __global__ void k() { int x = \"\x1b]0;pwned\x07\"; }\n";
-	jc_request *r = jct_request_src("evil\xc2\x9b" "2J.cu", src, "sm_90");
+	static const char src[] =
+	    "extern \"C\" __global__ void k() { int x = \"\x1b]0;pwned\x07\"; }\n";
+	jc_request *r = jct_request_src("evil\xc2\x9b"
+					"2J.cu",
+					src, "sm_90");
 	jc_result *res = jct_compile(d, r, JC_ECOMPILE);
 	snprintf(key, sizeof(key), "%s", jc_result_key(res));
 	jc_result_free(res);
@@ -328,12 +336,12 @@ static void test_counts_out_of_range(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_ls_and_show, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_terminal_escapes, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_counts_out_of_range, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_verify_quarantines, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_gc_grace, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_periodic_gc, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_ls_and_show, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_terminal_escapes, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_counts_out_of_range, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_verify_quarantines, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_gc_grace, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_periodic_gc, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,10 +40,11 @@ static jc_cache_status fat(const struct jtl_daemon *d, int n, char key_out[33])
 {
 	char name[32], src[256];
 	snprintf(name, sizeof(name), "fat%d.cu", n);
-	snprintf(src, sizeof(src),
-		 "__device__ char pad[65536] = {%d};\n"
-		 "extern \"C\" __global__ void fat(char *p) { p[threadIdx.x] = pad[threadIdx.x]; }\n",
-		 n + 1);
+	snprintf(
+	    src, sizeof(src),
+	    "__device__ char pad[65536] = {%d};\n"
+	    "extern \"C\" __global__ void fat(char *p) { p[threadIdx.x] = pad[threadIdx.x]; }\n",
+	    n + 1);
 	return jct_compile_src(d, name, src, "sm_90", 0, key_out);
 }
 
@@ -129,7 +130,8 @@ static void test_lru_eviction_keeps_budget(void **state)
 	assert_int_equal(evictions, 12 - (int64_t)n);
 	assert_true(evictions >= 2 && evictions <= 5);
 	/* Least recently used first: the survivors are a suffix of the use order. */
-	const char *order[12] = {a[1], a[2], a[3], b[0], b[1], b[2], b[3], a[0], c[0], c[1], c[2], c[3]};
+	const char *order[12] = {a[1], a[2], a[3], b[0], b[1], b[2],
+				 b[3], a[0], c[0], c[1], c[2], c[3]};
 	for (int i = 0; i < 12; i++)
 		assert_int_equal(in(order[i], keys, n), i >= 12 - (int)n);
 	/* An evicted entry is a miss again, and compiles afresh. */
@@ -276,7 +278,8 @@ static void test_hits_race_purges(void **state)
 		if (jc_client_connect(d->sock, &c) != 0)
 			_exit(2);
 		for (int n = 0; n < 600; n++) {
-			jc_request *r = jct_request_src("race.cu", jct_tiny_src(300 + n % 3), "sm_90");
+			jc_request *r =
+			    jct_request_src("race.cu", jct_tiny_src(300 + n % 3), "sm_90");
 			jc_result *res = NULL;
 			int rc = jc_compile(c, r, &res); /* the client checks size and hash */
 			if (rc != 0) {
@@ -301,17 +304,19 @@ static void test_hits_race_purges(void **state)
 	assert_true(purges > 1);
 	assert_int_equal(jct_stat(d, "corrupt_objects"), 0);
 	assert_true(jct_stat(d, "misses") > 3); /* purges did remove served entries */
-	assert_int_equal(jct_stat(d, "hits") + jct_stat(d, "misses") + jct_stat(d, "single_flight_joins"),
-			 603);
+	assert_int_equal(
+	    jct_stat(d, "hits") + jct_stat(d, "misses") + jct_stat(d, "single_flight_joins"), 603);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_lru_eviction_keeps_budget, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_budget_under_load, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_served_entry_survives_purge, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_hits_race_purges, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_lru_eviction_keeps_budget, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_budget_under_load, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_served_entry_survives_purge, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_hits_race_purges, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,7 +204,7 @@ static void test_source_directory_is_searched(void **state)
 	snprintf(out, sizeof(out), "%s/main.ptx", d->dir);
 	jct_write_text(hdr, "#define VALUE 4321\n");
 	jct_write_text(src, "#include \"local.h\"\n"
-			"extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n");
+			    "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n");
 	jct_settle();
 	const char *args[] = {"compile", src,  "--arch", "compute_90", "--output",
 			      "ptx",	 "-o", out,	 NULL};
@@ -412,11 +412,12 @@ static void test_nvrtc_not_loaded(void **state)
 		/* LeakSanitizer cannot stop a traced process's threads (it is
 		 * ptrace itself): no leak check under strace (sanitize.sh); the
 		 * same commands are checked untraced in the other tests. */
-		assert_int_equal(jct_sh("ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
-					"strace -f -qq -e trace=open,openat -o %s %s --socket %s %s "
-					">/dev/null 2>&1; test -s %s",
-					trace, getenv("JITCACHECTL"), d->sock, cmds[i], trace),
-				 0);
+		assert_int_equal(
+		    jct_sh("ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
+			   "strace -f -qq -e trace=open,openat -o %s %s --socket %s %s "
+			   ">/dev/null 2>&1; test -s %s",
+			   trace, getenv("JITCACHECTL"), d->sock, cmds[i], trace),
+		    0);
 		int nvrtc = jct_sh("grep -qE 'libnvrtc|libnvJitLink' %s", trace) == 0;
 		printf("jitcachectl %s: NVRTC %s\n", cmds[i], nvrtc ? "loaded" : "not loaded");
 		assert_int_equal(nvrtc, strcmp(cmds[i], "doctor") == 0);
@@ -429,7 +430,8 @@ static void test_endless_input(void **state)
 {
 	struct jtl_daemon *d = *state;
 	char *err = NULL;
-	const char *const cmds[][9] = { /* each NULL-terminated */
+	const char *const cmds[][9] = {
+	    /* each NULL-terminated */
 	    {"inspect", "/dev/zero", NULL},
 	    {"compile", "/dev/zero", "--arch", "sm_90", "-o", "/dev/null", NULL},
 	    {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--header", "z.h=/dev/zero",

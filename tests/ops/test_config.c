@@ -24,7 +24,6 @@
 
 #include "tests/lib/test.h"
 
-
 struct fx {
 	struct jtl_daemon d;
 	char sysconf[320], xdg[320], file[320];
@@ -101,7 +100,8 @@ static void run_and_refuse(struct fx *f, const char *const *flags, const char *m
 static void test_precedence(void **state)
 {
 	struct fx *f = *state;
-	write_conf(f->sysconf, "# system\nmax-size = 100M\ngc-interval = 2h\n[other-tool]\nmax-size = 1\n");
+	write_conf(f->sysconf,
+		   "# system\nmax-size = 100M\ngc-interval = 2h\n[other-tool]\nmax-size = 1\n");
 	run_and_check(f, NULL, 100 << 20, "gc every 7200 s");
 	/* The setting under another section did nothing, and the log says so. */
 	assert_log(&f->d, "jitcached.conf:5: 'max-size' under [other-tool] is ignored");
@@ -183,7 +183,8 @@ static void test_sighup_reload(void **state)
 	jct_write_text(f->file, "max-size = 1G\nlog-level = loud\n");
 	assert_int_equal(kill(d->pid, SIGHUP), 0);
 	assert_log(d, "bad value 'loud' for log-level");
-	assert_log(d, "err MAIN: SIGHUP: configuration not reloaded (see above); keeping the running one");
+	assert_log(
+	    d, "err MAIN: SIGHUP: configuration not reloaded (see above); keeping the running one");
 	assert_int_equal(jct_stat(d, "max_size"), bytes * 3 / 4);
 	assert_int_equal(jct_compile_tiny(d, 3, "sm_90", NULL), JC_MISS);
 	assert_int_equal(jtl_daemon_stop(d), 0);
@@ -275,9 +276,9 @@ static void test_example_config(void **state)
 	}
 	fclose(in);
 	fclose(out);
-	assert_int_equal(settings, 40); /* 29 + user-max-size, max-log-size, user-max-workers, user, group,
-					  * remote-unsigned, remote-lock-wait, keep-requests, rewarm-workers,
-					  * rewarm-budget, serve-threads */
+	assert_int_equal(settings, 40); /* 29 + user-max-size, max-log-size, user-max-workers, user,
+					 * group, remote-unsigned, remote-lock-wait, keep-requests,
+					 * rewarm-workers, rewarm-budget, serve-threads */
 	/* Paths from the flags (they win); the rest from the example. */
 	jct_daemon_spawn_with(&f->d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
 	jct_daemon_wait_ready(&f->d);
@@ -312,11 +313,11 @@ static void test_example_config(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sighup_reload, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_log_level, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_group_shared, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_example_config, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sighup_reload, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_log_level, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_shared, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_example_config, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

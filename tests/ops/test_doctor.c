@@ -18,11 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <nvrtc.h>
+#include <cmocka.h>
 
 #include "tests/lib/test.h"
-
 
 /* The library path the tests were started with (a machine without system
  * libraries, like the GPU host, needs it for the daemon to start at all). */
@@ -30,9 +29,14 @@ static char *saved_ld_path;
 
 static int teardown(void **state)
 {
-	static const char *const vars[] = {"JC_STUB_CUDA_VERSION", "JC_STUB_DEVICES", "JC_STUB_CC",
-					   "JC_STUB_REJECT_PTX", "JC_STUB_MIG", "JC_STUB_MIG_PENDING",
-					   "JITCACHE_TEST_PROC_NVIDIA_VERSION", "CUDA_MPS_PIPE_DIRECTORY"};
+	static const char *const vars[] = {"JC_STUB_CUDA_VERSION",
+					   "JC_STUB_DEVICES",
+					   "JC_STUB_CC",
+					   "JC_STUB_REJECT_PTX",
+					   "JC_STUB_MIG",
+					   "JC_STUB_MIG_PENDING",
+					   "JITCACHE_TEST_PROC_NVIDIA_VERSION",
+					   "CUDA_MPS_PIPE_DIRECTORY"};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
 	if (saved_ld_path)
@@ -111,7 +115,8 @@ static void test_bad_cache_dir(void **state)
 	assert_int_equal(chmod(d->cache, 0777), 0);
 	char *out = doctor(d, 0);
 	jct_assert_has(out, "warn  cache directory ");
-	jct_assert_has(out, "is writable by group or others (mode 0777): its jitcached sets it to 0700");
+	jct_assert_has(out,
+		       "is writable by group or others (mode 0777): its jitcached sets it to 0700");
 	free(out);
 	/* As it does. */
 	jct_daemon_start(d, NULL);
@@ -168,12 +173,14 @@ static void test_stub_drivers(void **state)
 	snprintf(want, sizeof(want), "ok    driver CUDA %d.%d", major, minor);
 	jct_assert_has(out, want);
 	jct_assert_has(out, "ok    device 0: jitcache stub GPU 0, compute capability 9.0, "
-			"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
+			    "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
 	snprintf(want, sizeof(want), "ok    device 0: NVRTC %d.%d can target sm_90", major, minor);
 	jct_assert_has(out, want);
-	snprintf(want, sizeof(want), "accepts PTX ISA %s, which NVRTC %d.%d emits", isa, major, minor);
+	snprintf(want, sizeof(want), "accepts PTX ISA %s, which NVRTC %d.%d emits", isa, major,
+		 minor);
 	jct_assert_has(out, want);
-	snprintf(want, sizeof(want), "ok    cuModuleLoadData JIT-compiled PTX ISA %s (compute_90)", isa);
+	snprintf(want, sizeof(want), "ok    cuModuleLoadData JIT-compiled PTX ISA %s (compute_90)",
+		 isa);
 	jct_assert_has(out, want);
 	jct_assert_has(out, "0 failed, ");
 	free(out);
@@ -183,8 +190,9 @@ static void test_stub_drivers(void **state)
 	setenv("JC_STUB_CUDA_VERSION", ver, 1);
 	setenv("JC_STUB_REJECT_PTX", "1", 1);
 	out = doctor(d, 1);
-	snprintf(want, sizeof(want), "FAIL  driver CUDA %d.4 cannot JIT-compile PTX ISA %s from NVRTC %d.%d",
-		 major - 1, isa, major, minor);
+	snprintf(want, sizeof(want),
+		 "FAIL  driver CUDA %d.4 cannot JIT-compile PTX ISA %s from NVRTC %d.%d", major - 1,
+		 isa, major, minor);
 	jct_assert_has(out, want);
 	jct_assert_has(out, "request cubins (sm_XY) or update the driver");
 	jct_assert_has(out, "FAIL  cuModuleLoadData of PTX ISA ");
@@ -207,7 +215,8 @@ static void test_stub_drivers(void **state)
 	/* A GPU newer than NVRTC knows: PTX of the newest it does, JIT-compiled. */
 	setenv("JC_STUB_CC", "990", 1);
 	out = doctor(d, 0);
-	snprintf(want, sizeof(want), "warn  device 0: NVRTC %d.%d cannot target sm_990", major, minor);
+	snprintf(want, sizeof(want), "warn  device 0: NVRTC %d.%d cannot target sm_990", major,
+		 minor);
 	jct_assert_has(out, want);
 	jct_assert_has(out, "ok    cuModuleLoadData JIT-compiled PTX ISA ");
 	free(out);
@@ -222,12 +231,16 @@ static void test_stub_drivers(void **state)
 	snprintf(want, sizeof(want), "%s/mps/control", d->dir);
 	assert_int_equal(mkfifo(want, 0600), 0);
 	out = doctor(d, 0);
-	snprintf(want, sizeof(want), "info  driver CUDA %d.%d JIT-compiles PTX ISA up to %s; NVRTC "
-		 "%d.%d emits %s", major, minor, isa, major, minor, isa);
+	snprintf(want, sizeof(want),
+		 "info  driver CUDA %d.%d JIT-compiles PTX ISA up to %s; NVRTC "
+		 "%d.%d emits %s",
+		 major, minor, isa, major, minor, isa);
 	jct_assert_has(out, want);
-	jct_assert_has(out, "warn  GPU 0: MIG mode enabled (CUDA sees MIG instances, not the whole GPU), "
-			"pending disabled");
-	snprintf(want, sizeof(want), "info  MPS: a control daemon's pipe is at %s/mps/control", d->dir);
+	jct_assert_has(
+	    out, "warn  GPU 0: MIG mode enabled (CUDA sees MIG instances, not the whole GPU), "
+		 "pending disabled");
+	snprintf(want, sizeof(want), "info  MPS: a control daemon's pipe is at %s/mps/control",
+		 d->dir);
 	jct_assert_has(out, want);
 	free(out);
 	unsetenv("JC_STUB_MIG");
@@ -246,28 +259,35 @@ static void test_driver_mismatch(void **state)
 	snprintf(lib, sizeof(lib), "%s/lib", d->dir);
 	assert_int_equal(mkdir(lib, 0700), 0);
 	assert_int_equal(jct_sh("cp %s/tests/ops/libcuda.so.1 %s/libcuda.so.575.57.08 && "
-				"ln -s libcuda.so.575.57.08 %s/libcuda.so.1", getenv("JC_BUILD_ROOT"), lib, lib), 0);
+				"ln -s libcuda.so.575.57.08 %s/libcuda.so.1",
+				getenv("JC_BUILD_ROOT"), lib, lib),
+			 0);
 	snprintf(path, sizeof(path), "%s%s%s", lib, saved_ld_path ? ":" : "",
 		 saved_ld_path ? saved_ld_path : "");
 	setenv("LD_LIBRARY_PATH", path, 1);
 	snprintf(proc, sizeof(proc), "%s/nvidia-version", d->dir);
-	static const char mod[] = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  "
-				  "Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n";
+	static const char mod[] =
+	    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  "
+	    "Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n";
 	jct_write_file(proc, mod, sizeof(mod) - 1);
 	setenv("JITCACHE_TEST_PROC_NVIDIA_VERSION", proc, 1);
 	jct_daemon_start(d, NULL);
 	char *out = doctor(d, 1);
 	snprintf(want, sizeof(want), "info  libcuda loaded from %s/libcuda.so.1 -> ", lib);
 	jct_assert_has(out, want);
-	snprintf(want, sizeof(want), "FAIL  user-space driver libcuda 575.57.08 (%s/libcuda.so.575.57.08) "
-		 "does not match the kernel module 580.159.04 (%s)", lib, proc);
+	snprintf(want, sizeof(want),
+		 "FAIL  user-space driver libcuda 575.57.08 (%s/libcuda.so.575.57.08) "
+		 "does not match the kernel module 580.159.04 (%s)",
+		 lib, proc);
 	jct_assert_has(out, want);
 	jct_assert_has(out, "the container or image ships its own libcuda");
 	free(out);
-	static const char same[] = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  575.57.08  Sat May 24 2025\n";
+	static const char same[] =
+	    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  575.57.08  Sat May 24 2025\n";
 	jct_write_file(proc, same, sizeof(same) - 1);
 	out = doctor(d, 0);
-	jct_assert_has(out, "ok    user-space driver (libcuda 575.57.08) matches the kernel module 575.57.08");
+	jct_assert_has(
+	    out, "ok    user-space driver (libcuda 575.57.08) matches the kernel module 575.57.08");
 	free(out);
 	assert_int_equal(unlink(proc), 0);
 	out = doctor(d, 0);
@@ -280,11 +300,11 @@ int main(void)
 	const char *ld = getenv("LD_LIBRARY_PATH");
 	saved_ld_path = ld ? strdup(ld) : NULL;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_this_machine, jct_setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_cache_dir, jct_setup, teardown),
-		cmocka_unit_test_setup_teardown(test_daemon_reached, jct_setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stub_drivers, jct_setup, teardown),
-		cmocka_unit_test_setup_teardown(test_driver_mismatch, jct_setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_this_machine, jct_setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_cache_dir, jct_setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_daemon_reached, jct_setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stub_drivers, jct_setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_driver_mismatch, jct_setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

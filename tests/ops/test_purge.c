@@ -21,7 +21,6 @@
 
 #include "tests/lib/test.h"
 
-
 enum { E_OLD, E_USED, E_KEY, E_KEEP, E_SM80, E_STALE, E_LRU1, E_LRU2, E_NEG, N_ENTRIES };
 
 /* No kept requests: the daemon of another identity would re-warm them
@@ -105,9 +104,9 @@ static void populate(struct fx *f)
 	assert_int_equal(jtl_daemon_stop(d), 0);
 
 	int64_t now = (int64_t)time(NULL);
-	jct_set_times(d->cache, f->key[E_OLD], now - 7200, now - 7200);   /* old, unused */
-	jct_set_times(d->cache, f->key[E_USED], now - 7200, now - 60);    /* old, used lately */
-	jct_set_times(d->cache, f->key[E_LRU1], now - 100, now - 300);    /* least recent */
+	jct_set_times(d->cache, f->key[E_OLD], now - 7200, now - 7200); /* old, unused */
+	jct_set_times(d->cache, f->key[E_USED], now - 7200, now - 60);	/* old, used lately */
+	jct_set_times(d->cache, f->key[E_LRU1], now - 100, now - 300);	/* least recent */
 	jct_set_times(d->cache, f->key[E_LRU2], now - 100, now - 200);
 	f->present = (1u << N_ENTRIES) - 1;
 	assert_int_equal(count_objects(d->cache), objects_of(f->present));
@@ -147,7 +146,8 @@ static void purge_expect(struct fx *f, const char *a1, const char *a2, unsigned 
 			assert_int_equal(in_ls, (left >> i) & 1);
 		}
 		char msg[64];
-		snprintf(msg, sizeof(msg), "%s %zu entries", dry ? "would remove" : "removed", expect_n);
+		snprintf(msg, sizeof(msg), "%s %zu entries", dry ? "would remove" : "removed",
+			 expect_n);
 		assert_non_null(strstr(err, msg));
 		free(out);
 		free(err);
@@ -223,8 +223,8 @@ static void test_purge_offline(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_purge_through_daemon, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_purge_offline, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_purge_through_daemon, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_purge_offline, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

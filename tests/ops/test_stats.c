@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
+#include <cmocka.h>
 
 #include "tests/lib/test.h"
 
@@ -61,15 +61,25 @@ static void test_json_and_human(void **state)
 		const char *key;
 		int64_t want;
 	} exact[] = {
-		{"hits", 2}, {"misses", 2}, {"compiles", 2}, {"compile_failures", 1},
-		{"negative_hits", 1}, {"single_flight_joins", 0}, {"entries", 1},
-		{"negative_entries", 1}, {"evictions", 0}, {"corrupt_objects", 0},
-		{"worker_crashes", 0}, {"hit_latency_samples", 2}, {"max_size", 10ll << 30},
+	    {"hits", 2},
+	    {"misses", 2},
+	    {"compiles", 2},
+	    {"compile_failures", 1},
+	    {"negative_hits", 1},
+	    {"single_flight_joins", 0},
+	    {"entries", 1},
+	    {"negative_entries", 1},
+	    {"evictions", 0},
+	    {"corrupt_objects", 0},
+	    {"worker_crashes", 0},
+	    {"hit_latency_samples", 2},
+	    {"max_size", 10ll << 30},
 	};
 	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++) {
 		if (jct_json_int(json, exact[i].key) != exact[i].want)
 			fprintf(stderr, "%s: %lld, want %lld\n", exact[i].key,
-				(long long)jct_json_int(json, exact[i].key), (long long)exact[i].want);
+				(long long)jct_json_int(json, exact[i].key),
+				(long long)exact[i].want);
 		assert_int_equal(jct_json_int(json, exact[i].key), exact[i].want);
 	}
 	assert_true(jct_json_int(json, "bytes") > 0);
@@ -98,20 +108,20 @@ static void test_json_and_human(void **state)
 	const char *human[] = {"stats", NULL};
 	char *out = jct_ctl_expect(d, 0, NULL, human);
 	static const char *const lines[] = {
-		"Requests:                          5\n",
-		"  Hits:                            2   40.00 %\n",
-		"  Negative hits:                   1   20.00 %\n",
-		"  Misses:                          2   40.00 %\n",
-		"Hit ratio:                            60.00 %\n",
-		"Compiles:                          2\n",
-		"  Failures:                        1\n",
-		"Entries:                           1  (+ 1 negative)\n",
-		"Evictions:                         0\n",
-		"  Eviction:               above 10.0 GiB, down to 9.0 GiB",
-		"Mean compile time:",
-		"Hit latency (daemon):     p50 ",
-		"(2 hits since ",
-		"Versions:                 jitcache ",
+	    "Requests:                          5\n",
+	    "  Hits:                            2   40.00 %\n",
+	    "  Negative hits:                   1   20.00 %\n",
+	    "  Misses:                          2   40.00 %\n",
+	    "Hit ratio:                            60.00 %\n",
+	    "Compiles:                          2\n",
+	    "  Failures:                        1\n",
+	    "Entries:                           1  (+ 1 negative)\n",
+	    "Evictions:                         0\n",
+	    "  Eviction:               above 10.0 GiB, down to 9.0 GiB",
+	    "Mean compile time:",
+	    "Hit latency (daemon):     p50 ",
+	    "(2 hits since ",
+	    "Versions:                 jitcache ",
 	};
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
 		if (!strstr(out, lines[i]))
@@ -133,7 +143,7 @@ struct family {
 struct prom {
 	struct family fam[128];
 	size_t n;
-	int last; /* family of the previous sample, -1 */
+	int last;	     /* family of the previous sample, -1 */
 	char seen[256][512]; /* name{labels} of every sample: no duplicates */
 	size_t n_seen;
 };
@@ -283,7 +293,8 @@ static void prom_parse(char *text, struct prom *p,
 			} else {
 				assert_true(f->type[0] == '\0');
 				snprintf(f->type, sizeof(f->type), "%s", sp + 1);
-				assert_true(strcmp(f->type, "counter") == 0 || strcmp(f->type, "gauge") == 0 ||
+				assert_true(strcmp(f->type, "counter") == 0 ||
+					    strcmp(f->type, "gauge") == 0 ||
 					    strcmp(f->type, "summary") == 0);
 			}
 			continue;
@@ -317,15 +328,18 @@ static void check_sample(const char *key, double v, double q, void *ctx)
 {
 	struct expect *e = ctx;
 	static const char *const pairs[][2] = {
-		{"jitcache_hits_total", "hits"}, {"jitcache_misses_total", "misses"},
-		{"jitcache_negative_hits_total", "negative_hits"},
-		{"jitcache_single_flight_joins_total", "single_flight_joins"},
-		{"jitcache_compiles_total", "compiles"},
-		{"jitcache_compile_failures_total", "compile_failures"},
-		{"jitcache_evictions_total", "evictions"}, {"jitcache_entries", "entries"},
-		{"jitcache_negative_entries", "negative_entries"}, {"jitcache_bytes", "bytes"},
-		{"jitcache_max_size_bytes", "max_size"},
-		{"jitcache_hit_duration_seconds_count", "hit_latency_samples"},
+	    {"jitcache_hits_total", "hits"},
+	    {"jitcache_misses_total", "misses"},
+	    {"jitcache_negative_hits_total", "negative_hits"},
+	    {"jitcache_single_flight_joins_total", "single_flight_joins"},
+	    {"jitcache_compiles_total", "compiles"},
+	    {"jitcache_compile_failures_total", "compile_failures"},
+	    {"jitcache_evictions_total", "evictions"},
+	    {"jitcache_entries", "entries"},
+	    {"jitcache_negative_entries", "negative_entries"},
+	    {"jitcache_bytes", "bytes"},
+	    {"jitcache_max_size_bytes", "max_size"},
+	    {"jitcache_hit_duration_seconds_count", "hit_latency_samples"},
 	};
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
 		if (strcmp(key, pairs[i][0]) == 0) {
@@ -363,7 +377,8 @@ static void check_prometheus(const struct jtl_daemon *d, int up, int want_checke
 	FILE *f = fopen(path, "w");
 	fputs(text, f);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd), "command -v promtool >/dev/null 2>&1 || exit 77; promtool check metrics < %s",
+	snprintf(cmd, sizeof(cmd),
+		 "command -v promtool >/dev/null 2>&1 || exit 77; promtool check metrics < %s",
 		 path);
 	int rc = system(cmd);
 	if (WEXITSTATUS(rc) != 77)
@@ -398,14 +413,19 @@ static void test_zero_and_persistence(void **state)
 	free(jct_ctl_expect(d, 0, NULL, zero));
 	const char *args[] = {"stats", "--json", NULL};
 	char *json = jct_ctl_expect(d, 0, NULL, args);
-	static const char *const zeroed[] = {"hits", "misses", "compiles", "compile_failures",
-					     "negative_hits", "compile_ns", "hit_latency_samples",
+	static const char *const zeroed[] = {"hits",
+					     "misses",
+					     "compiles",
+					     "compile_failures",
+					     "negative_hits",
+					     "compile_ns",
+					     "hit_latency_samples",
 					     "hit_p50_us"};
 	for (size_t i = 0; i < sizeof(zeroed) / sizeof(zeroed[0]); i++)
 		assert_int_equal(jct_json_int(json, zeroed[i]), 0);
-	assert_int_equal(jct_json_int(json, "entries"), 1);      /* the cache itself stays */
+	assert_int_equal(jct_json_int(json, "entries"), 1); /* the cache itself stays */
 	assert_int_equal(jct_json_int(json, "negative_entries"), 1);
-	assert_true(jct_json_int(json, "uptime_s") >= up);      /* uptime is not a counter */
+	assert_true(jct_json_int(json, "uptime_s") >= up); /* uptime is not a counter */
 	free(json);
 
 	/* Counted again, and kept across a restart. */
@@ -454,8 +474,10 @@ static void test_u64_counters(void **state)
 	for (int daemon = 0; daemon < 2; daemon++) {
 		if (daemon)
 			jct_daemon_start(d, NULL);
-		const char *json_args[] = {"stats", "--json", NULL}, *prom_args[] = {"stats", "--prometheus", NULL};
-		char *json = jct_ctl_expect(d, 0, NULL, json_args), *prom = jct_ctl_expect(d, 0, NULL, prom_args);
+		const char *json_args[] = {"stats", "--json", NULL},
+			   *prom_args[] = {"stats", "--prometheus", NULL};
+		char *json = jct_ctl_expect(d, 0, NULL, json_args),
+		     *prom = jct_ctl_expect(d, 0, NULL, prom_args);
 		assert_non_null(strstr(json, "\"hits\": 9223372036854775813"));
 		assert_non_null(strstr(json, "\"compile_ns\": 18446744073709551615"));
 		assert_non_null(strstr(prom, "\njitcache_hits_total 9223372036854775813\n"));
@@ -485,7 +507,8 @@ static void test_client_stats_api(void **state)
 		if (!str) {
 			ints++;
 			if (strcmp(name, "uptime_s") != 0 && strstr(name, "_us") == NULL &&
-			    strcmp(name, "disk_free_bytes") != 0 && strcmp(name, "overhead_bytes") != 0)
+			    strcmp(name, "disk_free_bytes") != 0 &&
+			    strcmp(name, "overhead_bytes") != 0)
 				assert_int_equal(num, jct_json_int(json, name));
 		} else {
 			strs++;
@@ -517,11 +540,11 @@ static void test_client_stats_api(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_json_and_human, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_prometheus_parses, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_zero_and_persistence, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_u64_counters, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_client_stats_api, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_json_and_human, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_prometheus_parses, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_zero_and_persistence, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_u64_counters, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_client_stats_api, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,7 +60,9 @@ static pid_t wait_notify(int fd, const char *want, char *msg, size_t len)
 			continue;
 		char cbuf[CMSG_SPACE(sizeof(struct ucred))];
 		struct iovec iov = {.iov_base = msg, .iov_len = len - 1};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf,
 				    .msg_controllen = sizeof(cbuf)};
 		ssize_t n = recvmsg(fd, &mh, 0);
 		assert_true(n >= 0);
@@ -192,8 +194,9 @@ static void test_no_write_execute_memory(void **state)
 	char out[400], ltoir[400];
 	snprintf(ltoir, sizeof(ltoir), "%s/k.ltoir", d->dir);
 	snprintf(out, sizeof(out), "%s/k.cubin", d->dir);
-	const char *lto[] = {"compile", jct_example("saxpy.cu"), "--arch", "sm_90", "--output", "ltoir",
-			     "-o", ltoir, "--name-expr", "&saxpy<float>", NULL};
+	const char *lto[] = {
+	    "compile", jct_example("saxpy.cu"), "--arch",	 "sm_90", "--output", "ltoir", "-o",
+	    ltoir,     "--name-expr",		"&saxpy<float>", NULL};
 	free(jct_ctl_expect(d, 0, NULL, lto));
 	const char *link[] = {"link", "--arch", "sm_90", "--lto", "-o", out, ltoir, NULL};
 	free(jct_ctl_expect(d, 0, NULL, link));
@@ -210,9 +213,10 @@ static void test_no_write_execute_memory(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_socket_activation, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_listen_pid_mismatch_binds_own, jct_setup, jct_teardown),
-		cmocka_unit_test_setup_teardown(test_no_write_execute_memory, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_socket_activation, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_listen_pid_mismatch_binds_own, jct_setup,
+					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_no_write_execute_memory, jct_setup, jct_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

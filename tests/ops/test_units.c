@@ -90,7 +90,8 @@ static void test_system_units_verify(void **state)
 	free(socket);
 	free(service);
 	snprintf(out, sizeof(out), "%s/verify.out", root);
-	snprintf(cmd, sizeof(cmd), "cd %s && systemd-analyze verify jitcached.socket jitcached.service", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && systemd-analyze verify jitcached.socket jitcached.service", dir);
 	sh(cmd, 0, out);
 	size_t n;
 	char *text = (char *)jtl_read_file(out, &n);
@@ -100,7 +101,8 @@ static void test_system_units_verify(void **state)
 	free(text);
 	/* Hardening: "2.0 OK" or better on systemd's own scale. */
 	snprintf(cmd, sizeof(cmd),
-		 "cd %s && systemd-analyze security --offline=yes --threshold=20 jitcached.service", dir);
+		 "cd %s && systemd-analyze security --offline=yes --threshold=20 jitcached.service",
+		 dir);
 	sh(cmd, 0, out);
 	text = (char *)jtl_read_file(out, &n);
 	jct_assert_has(text, "Overall exposure level for jitcached.service: ");
@@ -125,7 +127,8 @@ static void test_user_units_verify(void **state)
 	free(service);
 	snprintf(out, sizeof(out), "%s/verify-user.out", root);
 	snprintf(cmd, sizeof(cmd),
-		 "cd %s && XDG_RUNTIME_DIR=%s systemd-analyze --user verify jitcached.socket jitcached.service",
+		 "cd %s && XDG_RUNTIME_DIR=%s systemd-analyze --user verify jitcached.socket "
+		 "jitcached.service",
 		 dir, rt);
 	sh(cmd, 0, out);
 	size_t n;
@@ -143,10 +146,11 @@ static void test_sysusers(void **state)
 	snprintf(path, sizeof(path), "%s/sysroot/etc", root);
 	snprintf(cmd, sizeof(cmd), "mkdir -p %s", path);
 	assert_int_equal(system(cmd), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "command -v systemd-sysusers >/dev/null || exit 77; systemd-sysusers --root=%s/sysroot "
-		 "%s/systemd/jitcache.sysusers",
-		 root, src_root);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "command -v systemd-sysusers >/dev/null || exit 77; systemd-sysusers --root=%s/sysroot "
+	    "%s/systemd/jitcache.sysusers",
+	    root, src_root);
 	int rc = system(cmd);
 	if (WEXITSTATUS(rc) == 77)
 		skip();
@@ -192,9 +196,9 @@ int main(void)
 	assert_non_null(examples);
 	snprintf(src_root, sizeof(src_root), "%s/..", examples);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_system_units_verify),
-		cmocka_unit_test(test_user_units_verify),
-		cmocka_unit_test(test_sysusers),
+	    cmocka_unit_test(test_system_units_verify),
+	    cmocka_unit_test(test_user_units_verify),
+	    cmocka_unit_test(test_sysusers),
 	};
 	return cmocka_run_group_tests(tests, make_root, remove_root);
 }

@@ -19,12 +19,13 @@
 
 #include <cmocka.h>
 
-#include "tests/lib/test.h"
 #include "redis_fx.h"
+#include "tests/lib/test.h"
 
 int jct_redis_available(void)
 {
-	return system("command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1") == 0;
+	return system("command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null "
+		      "2>&1") == 0;
 }
 
 static int port_free(int port)
@@ -98,9 +99,23 @@ static void spawn(struct jct_redis *r)
 	char port[16], log[160];
 	snprintf(port, sizeof(port), "%d", r->port);
 	snprintf(log, sizeof(log), "%s/redis.log", r->dir);
-	const char *argv[64] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
-				"--save", "", "--appendonly", "no", "--dir", r->dir,
-				"--logfile", log, "--daemonize", "no", "--protected-mode", "no"};
+	const char *argv[64] = {"redis-server",
+				"--port",
+				port,
+				"--bind",
+				"127.0.0.1",
+				"--save",
+				"",
+				"--appendonly",
+				"no",
+				"--dir",
+				r->dir,
+				"--logfile",
+				log,
+				"--daemonize",
+				"no",
+				"--protected-mode",
+				"no"};
 	int n = 17;
 	if (!r->port) {
 		argv[n++] = "--unixsocket";
@@ -122,8 +137,9 @@ static void spawn(struct jct_redis *r)
 		redisContext *c = connect_to(r);
 		redisReply *reply = c && !c->err ? redisCommand(c, "PING") : NULL;
 		/* Up: PONG, or NOAUTH from a server with a password. */
-		int ok = reply && (reply->type == REDIS_REPLY_STATUS ||
-				   (reply->type == REDIS_REPLY_ERROR && strstr(reply->str, "NOAUTH")));
+		int ok =
+		    reply && (reply->type == REDIS_REPLY_STATUS ||
+			      (reply->type == REDIS_REPLY_ERROR && strstr(reply->str, "NOAUTH")));
 		if (reply)
 			freeReplyObject(reply);
 		if (c)
@@ -181,8 +197,13 @@ void jct_redis_cleanup(struct jct_redis *r)
 
 void jct_cluster_start(struct jct_cluster *c)
 {
-	static const char *const extra[] = {"--cluster-enabled", "yes", "--cluster-config-file",
-					    "nodes.conf", "--cluster-node-timeout", "1000", NULL};
+	static const char *const extra[] = {"--cluster-enabled",
+					    "yes",
+					    "--cluster-config-file",
+					    "nodes.conf",
+					    "--cluster-node-timeout",
+					    "1000",
+					    NULL};
 	memset(c, 0, sizeof(*c));
 	jct_tmpdir(c->dir, NULL, "cluster");
 	char cmd[1024];
@@ -195,8 +216,8 @@ void jct_cluster_start(struct jct_cluster *c)
 			u += (size_t)snprintf(c->url + u, sizeof(c->url) - u, "%s127.0.0.1:%d",
 					      i ? "," : "", c->node[i].port);
 	}
-	snprintf(cmd + n, sizeof(cmd) - n, " --cluster-replicas 1 --cluster-yes >'%s/create.log' 2>&1",
-		 c->dir);
+	snprintf(cmd + n, sizeof(cmd) - n,
+		 " --cluster-replicas 1 --cluster-yes >'%s/create.log' 2>&1", c->dir);
 	assert_int_equal(jct_sh("%s", cmd), 0);
 	assert_true(jct_cluster_wait_ok(c, 30));
 }
@@ -233,7 +254,8 @@ int jct_cluster_master_of(struct jct_cluster *c, unsigned slot)
 	int found = -1;
 	for (size_t i = 0; reply && i < reply->elements && found < 0; i++) {
 		redisReply *e = reply->element[i];
-		if (e->element[0]->integer <= slot && slot <= (unsigned long long)e->element[1]->integer)
+		if (e->element[0]->integer <= slot &&
+		    slot <= (unsigned long long)e->element[1]->integer)
 			found = node_of_port(c, e->element[2]->element[1]->integer);
 	}
 	if (reply)
@@ -258,7 +280,8 @@ int jct_cluster_wait_ok(struct jct_cluster *c, double timeout_s)
 			if (c->node[i].pid < 0)
 				continue;
 			redisContext *ctx = connect_to(&c->node[i]);
-			redisReply *reply = ctx && !ctx->err ? redisCommand(ctx, "CLUSTER INFO") : NULL;
+			redisReply *reply =
+			    ctx && !ctx->err ? redisCommand(ctx, "CLUSTER INFO") : NULL;
 			ok = reply && reply->type == REDIS_REPLY_STRING &&
 			     strstr(reply->str, "cluster_state:ok");
 			if (reply)

@@ -16,11 +16,11 @@
 #include "tests/lib/core.h"
 
 struct jct_redis {
-	char dir[JTL_ROOT_MAX]; /* its directory (log, nodes.conf) */
-	char sock[128];     /* Unix socket; "" for TCP */
-	int port;           /* TCP port; 0 for a Unix socket */
-	pid_t pid;          /* -1 when not running */
-	char url[192];      /* the --remote URL of this server */
+	char dir[JTL_ROOT_MAX];	  /* its directory (log, nodes.conf) */
+	char sock[128];		  /* Unix socket; "" for TCP */
+	int port;		  /* TCP port; 0 for a Unix socket */
+	pid_t pid;		  /* -1 when not running */
+	char url[192];		  /* the --remote URL of this server */
 	const char *const *extra; /* more redis-server arguments, kept for restarts */
 };
 
@@ -49,7 +49,7 @@ long long jct_redis_dbsize(const struct jct_redis *r);
 /* A cluster of 3 masters and 3 replicas on loopback. */
 struct jct_cluster {
 	struct jct_redis node[6];
-	char url[512];      /* redis-cluster://127.0.0.1:P1,... */
+	char url[512]; /* redis-cluster://127.0.0.1:P1,... */
 	char dir[JTL_ROOT_MAX];
 };
 /* Starts 6 nodes (cluster-node-timeout 1000 ms), creates the cluster and

@@ -9,7 +9,9 @@
  *
  * Helpers are this binary run again as `--helper client ...` (tests/lib/variants.h).
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,32 +20,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <xxhash.h>
+#include <cmocka.h>
 
 #include "client/client_internal.h"
 #include "core/manifest.h"
 #include "daemon/remote.h"
+#include "redis_fx.h"
 #include "tests/lib/test.h"
 #include "tests/lib/variants.h"
-#include "redis_fx.h"
 
 #define MAX_DAEMONS 4
 
 struct rfx {
-	struct jct_fx *fx;               /* references, temp root */
+	struct jct_fx *fx; /* references, temp root */
 	struct jtl_daemon d[MAX_DAEMONS];
-	struct jct_redis redis;          /* one server, or ... */
-	struct jct_cluster *cluster;     /* ... a cluster (NULL for one server) */
-	const char *url;                 /* --remote of either */
-	char secret[2][320];             /* two secret files */
+	struct jct_redis redis;	     /* one server, or ... */
+	struct jct_cluster *cluster; /* ... a cluster (NULL for one server) */
+	const char *url;	     /* --remote of either */
+	char secret[2][320];	     /* two secret files */
 };
 
 enum { ON_UNIX = 0, ON_TCP = 1, ON_CLUSTER = 2 };
@@ -243,7 +243,8 @@ static void test_two_daemons(void **state)
 	char st[32];
 	stat_str(a, "remote_state", st, sizeof(st));
 	assert_string_equal(st, "up");
-	printf("two daemons: A compiled 1, B served from Redis with 0 compiles, then a local hit\n");
+	printf(
+	    "two daemons: A compiled 1, B served from Redis with 0 compiles, then a local hit\n");
 }
 
 /* A name-free request (the NVRTC shim's) of src named name from d; its
@@ -278,8 +279,9 @@ static void test_name_free(void **state)
 	static const char named[] = "extern \"C\" __global__ void k(int *o) { o[0] = 1;\n"
 				    "  __assertfail(\"bad\", __FILE__, 1, \"k\", 1); }\n";
 	/* its internal name holds the name's last component only */
-	static const char anon[] = "namespace { __device__ __noinline__ int f(int x) { return 2 * x; } }\n"
-				   "extern \"C\" __global__ void k(int *o) { o[0] = f(o[1]); }\n";
+	static const char anon[] =
+	    "namespace { __device__ __noinline__ int f(int x) { return 2 * x; } }\n"
+	    "extern \"C\" __global__ void k(int *o) { o[0] = f(o[1]); }\n";
 	/* daemon, program name, source, status; its bytes are step same's (-1:
 	 * none), or differ from step other's (-1: none) */
 	static const struct {
@@ -287,16 +289,16 @@ static void test_name_free(void **state)
 		const char *name, *src;
 		int status, same, other;
 	} steps[] = {
-		{0, "/tmp/tmpA1/p_2.cubin.cu", plain, JC_MISS, -1, -1},
-		{1, "/tmp/tmpB1/p_2.cubin.cu", plain, JC_REMOTE_HIT, 0, -1}, /* the free key */
-		{0, "/tmp/tmpA2/n_2.cubin.cu", named, JC_MISS, -1, -1},
-		{1, "/tmp/tmpA2/n_2.cubin.cu", named, JC_REMOTE_HIT, 2, -1}, /* the named key */
-		{1, "/tmp/tmpB2/n_2.cubin.cu", named, JC_MISS, -1, 2},      /* its own bytes */
-		{1, "/tmp/tmpA2/n_2.cubin.cu", named, JC_HIT, 2, -1},
-		{0, "/tmp/tmpB2/n_2.cubin.cu", named, JC_REMOTE_HIT, 4, -1},
-		{0, "/tmp/tmpA3/a_2.cubin.cu", anon, JC_MISS, -1, -1},
-		{1, "/tmp/tmpB3/a_2.cubin.cu", anon, JC_REMOTE_HIT, 7, -1}, /* the base name's key */
-		{1, "/tmp/tmpB3/b_2.cubin.cu", anon, JC_MISS, -1, 7},
+	    {0, "/tmp/tmpA1/p_2.cubin.cu", plain, JC_MISS, -1, -1},
+	    {1, "/tmp/tmpB1/p_2.cubin.cu", plain, JC_REMOTE_HIT, 0, -1}, /* the free key */
+	    {0, "/tmp/tmpA2/n_2.cubin.cu", named, JC_MISS, -1, -1},
+	    {1, "/tmp/tmpA2/n_2.cubin.cu", named, JC_REMOTE_HIT, 2, -1}, /* the named key */
+	    {1, "/tmp/tmpB2/n_2.cubin.cu", named, JC_MISS, -1, 2},	 /* its own bytes */
+	    {1, "/tmp/tmpA2/n_2.cubin.cu", named, JC_HIT, 2, -1},
+	    {0, "/tmp/tmpB2/n_2.cubin.cu", named, JC_REMOTE_HIT, 4, -1},
+	    {0, "/tmp/tmpA3/a_2.cubin.cu", anon, JC_MISS, -1, -1},
+	    {1, "/tmp/tmpB3/a_2.cubin.cu", anon, JC_REMOTE_HIT, 7, -1}, /* the base name's key */
+	    {1, "/tmp/tmpB3/b_2.cubin.cu", anon, JC_MISS, -1, 7},
 	};
 	enum { N = sizeof(steps) / sizeof(steps[0]) };
 	uint64_t hash[N];
@@ -307,7 +309,8 @@ static void test_name_free(void **state)
 		const struct jtl_daemon *d = &x->d[steps[i].d];
 		int st = name_free_fetch(d, steps[i].name, steps[i].src, &hash[i]);
 		if (st != steps[i].status)
-			fail_msg("step %d (%s): cache status %d, wanted %d", i, steps[i].name, st, steps[i].status);
+			fail_msg("step %d (%s): cache status %d, wanted %d", i, steps[i].name, st,
+				 steps[i].status);
 		if (steps[i].same >= 0)
 			assert_int_equal(hash[i], hash[steps[i].same]);
 		if (steps[i].other >= 0)
@@ -322,14 +325,15 @@ static void test_name_free(void **state)
 	assert_int_equal(jct_stat(&x->d[0], "name_free"), 1);
 	assert_int_equal(jct_stat(&x->d[0], "name_bound"), 2);
 	assert_int_equal(jct_stat(&x->d[1], "name_bound"), 2);
-	printf("name-free: another name served from Redis; a result holding its name only for that name\n");
+	printf("name-free: another name served from Redis; a result holding its name only for that "
+	       "name\n");
 }
 
 /* d's cache purged, variant v asked for: its value in Redis is rejected, the
  * request compiles, and the result is published over the bad value (the
  * counts given are d's, advanced here). */
-static void rejected_then_compiled(struct rfx *x, struct jtl_daemon *d, int v,
-				   int64_t *compiles, int64_t *rejected, int64_t *pub)
+static void rejected_then_compiled(struct rfx *x, struct jtl_daemon *d, int v, int64_t *compiles,
+				   int64_t *rejected, int64_t *pub)
 {
 	purge_all(d);
 	assert_int_equal(fetch(x, d, v, NULL), JC_MISS);
@@ -401,8 +405,8 @@ static void test_tamper(void **state)
 	assert_int_equal(jct_log_count(b, line), 1);
 	assert_true(jct_log_count(b, "unsigned (a secret is configured)") == 1);
 	printf("tamper: %lld values rejected (flipped byte, other key, truncated, other secret, "
-	       "unsigned, garbage), %lld compiles, 0 served\n", (long long)rejected,
-	       (long long)compiles);
+	       "unsigned, garbage), %lld compiles, 0 served\n",
+	       (long long)rejected, (long long)compiles);
 }
 
 /* A read-only daemon reads hits and writes nothing: no value, lock or probe. */
@@ -443,8 +447,10 @@ static void test_read_only(void **state)
 	stat_str(ro, "remote_state", st, sizeof(st));
 	assert_string_equal(st, "up");
 	assert_int_equal(jct_stat(ro, "remote_read_only"), 1);
-	printf("read-only: 1 remote hit, 2 compiles (one after waiting for a writer's lock), 0 keys "
-	       "written (DBSIZE %lld before and after)\n", before);
+	printf(
+	    "read-only: 1 remote hit, 2 compiles (one after waiting for a writer's lock), 0 keys "
+	    "written (DBSIZE %lld before and after)\n",
+	    before);
 }
 
 /* Redis SIGKILLed in the middle of a load of 16 client processes on each of
@@ -493,12 +499,11 @@ static void test_killed_under_load(void **state)
 	printf("redis killed at %.1f s under load, back at %.1f s (load over at %.1f s): %llu "
 	       "requests, %llu errors, "
 	       "%llu wrong bytes; remote errors %lld + %lld, remote hits %lld + %lld; %.1f s\n",
-	       killed, restarted, done,
-	       (unsigned long long)(ta.requests + tb.requests),
-	       (unsigned long long)(ta.errors + tb.errors), (unsigned long long)(ta.wrong + tb.wrong),
-	       (long long)jct_stat(a, "remote_errors"), (long long)jct_stat(b, "remote_errors"),
-	       (long long)jct_stat(a, "remote_hits"), (long long)jct_stat(b, "remote_hits"),
-	       jtl_now_s() - t0);
+	       killed, restarted, done, (unsigned long long)(ta.requests + tb.requests),
+	       (unsigned long long)(ta.errors + tb.errors),
+	       (unsigned long long)(ta.wrong + tb.wrong), (long long)jct_stat(a, "remote_errors"),
+	       (long long)jct_stat(b, "remote_errors"), (long long)jct_stat(a, "remote_hits"),
+	       (long long)jct_stat(b, "remote_hits"), jtl_now_s() - t0);
 	assert_int_equal(ta.failed_exits + tb.failed_exits, 0);
 	assert_int_equal(ta.requests + tb.requests, 2 * 16 * 150);
 	assert_int_equal(ta.errors + tb.errors, 0);
@@ -538,9 +543,11 @@ static void test_stopped(void **state)
 		double t = jtl_now_s();
 		int rc = jc_compile(c, r, &res);
 		double took = jtl_now_s() - t;
-		assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "stopped", &wrong), 0);
+		assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "stopped", &wrong),
+				 0);
 		double compile = (double)jc_result_time_ns(res, JC_TIME_COMPILE) / 1e9;
-		printf("redis stopped: request %d took %.3f s (compile %.3f s)\n", v, took, compile);
+		printf("redis stopped: request %d took %.3f s (compile %.3f s)\n", v, took,
+		       compile);
 		assert_true(took <= timeout + compile + slack);
 		if (took - compile > worst)
 			worst = took - compile;
@@ -674,7 +681,8 @@ static void test_dead_holder(void **state)
 	start(x, 0, NULL);
 	assert_int_equal(fetch(x, a, 0, NULL), JC_MISS);
 	double took = jtl_now_s() - t;
-	printf("dead lock holder: served %.2f s after the lock was set (it had 1.5 s to live)\n", took);
+	printf("dead lock holder: served %.2f s after the lock was set (it had 1.5 s to live)\n",
+	       took);
 	assert_true(took >= 1.45 && took < 1.5 + 10.0);
 	assert_int_equal(jct_stat(a, "compiles"), 1);
 	assert_int_equal(wait_stat(a, "remote_publishes", 1), 1);
@@ -700,8 +708,8 @@ static void test_peer_holds_lock_forever(void **state)
 	assert_int_equal(fetch(x, n, 1, k1), JC_MISS);
 	jtl_daemon_stop(n);
 	for (int i = 0; i < 2; i++) {
-		redisReply *l = jct_redis_cmd(&x->redis, "SET jc:{%s}:lock peer-host:1:0",
-					      i ? k1 : k0);
+		redisReply *l =
+		    jct_redis_cmd(&x->redis, "SET jc:{%s}:lock peer-host:1:0", i ? k1 : k0);
 		assert_int_equal(l->type, REDIS_REPLY_STATUS);
 		freeReplyObject(l);
 	}
@@ -714,7 +722,8 @@ static void test_peer_holds_lock_forever(void **state)
 	assert_int_equal(fetch(x, b, 1, NULL), JC_MISS);
 	double took1 = jtl_now_s() - t;
 	printf("a peer's lock held forever: served after %.2f s (default lock wait, 10 s), %.2f s "
-	       "(--remote-lock-wait 1)\n", took, took1);
+	       "(--remote-lock-wait 1)\n",
+	       took, took1);
 	assert_true(took >= 9.5 && took < 10 + 15);
 	assert_true(took1 >= 0.8 && took1 < 1 + 8);
 	assert_int_equal(jct_stat(a, "compiles"), 1);
@@ -762,8 +771,9 @@ static void ctl_compile_arch(const struct jtl_daemon *d, const char *dir, const 
 {
 	char out[400], *err = NULL;
 	snprintf(out, sizeof(out), "%s/saxpy.out", dir);
-	const char *args[] = {"compile", jct_example("saxpy.cu"), "--arch", arch, "--name-expr",
-			      "&saxpy<float>", "-o", out, NULL};
+	const char *args[] = {"compile",     jct_example("saxpy.cu"), "--arch", arch,
+			      "--name-expr", "&saxpy<float>",	      "-o",	out,
+			      NULL};
 	free(jct_ctl_expect(d, 0, &err, args));
 	assert_int_equal(sscanf(err, "%15s", word), 1);
 	const char *c = strstr(err, "\tcompiled_ms="), *t = strstr(err, "\ttotal_ms=");
@@ -906,12 +916,13 @@ static void test_import_fleet(void **state)
 	memset(secret, 'k', sizeof(secret));
 	jct_write_file(key, secret, sizeof(secret));
 	assert_int_equal(chmod(key, 0600), 0);
-	char *out = jct_ctl_expect(a, 0, NULL, (const char *const[]){"export", "--secret-file", key,
-								       "-o", bundle, NULL});
+	char *out = jct_ctl_expect(
+	    a, 0, NULL, (const char *const[]){"export", "--secret-file", key, "-o", bundle, NULL});
 	jct_assert_has(out, "exported 2 requests");
 	free(out);
-	out = jct_ctl_expect(b, 0, NULL, (const char *const[]){"import", bundle, "--wait",
-							       "--secret-file", key, NULL});
+	out = jct_ctl_expect(
+	    b, 0, NULL,
+	    (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
 	jct_assert_has(out, "imported 2 requests: 0 were there, 2 from the fleet tier, 0 compiled, "
 			    "0 failed");
 	free(out);
@@ -920,8 +931,9 @@ static void test_import_fleet(void **state)
 	/* and again, once B has stored both (a remote hit is stored just after
 	 * it is served; a request meanwhile joins that flight): both are B's own */
 	assert_int_equal(wait_stat(b, "entries", 2), 2);
-	out = jct_ctl_expect(b, 0, NULL, (const char *const[]){"import", bundle, "--wait",
-							       "--secret-file", key, NULL});
+	out = jct_ctl_expect(
+	    b, 0, NULL,
+	    (const char *const[]){"import", bundle, "--wait", "--secret-file", key, NULL});
 	jct_assert_has(out, "imported 2 requests: 2 were there, 0 from the fleet tier, 0 compiled");
 	free(out);
 	assert_int_equal(jct_stat(b, "compiles"), 0);
@@ -933,8 +945,8 @@ static void test_import_fleet(void **state)
 static jc_request *cub_request(char cccl[300])
 {
 	static const char *const exprs[] = {"sort_and_sum<128, 8>", NULL};
-	const char *cuda = getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH")
-								       : "/usr/local/cuda";
+	const char *cuda =
+	    getenv("CUDA_PATH") && *getenv("CUDA_PATH") ? getenv("CUDA_PATH") : "/usr/local/cuda";
 	snprintf(cccl, 300, "%s/include/cccl", cuda);
 	if (access(cccl, R_OK) != 0)
 		return NULL;
@@ -997,7 +1009,8 @@ static void record_key(struct rfx *x, char rkey[80])
 
 /* Writes a record signed with secret file sf for the lookup key of rkey
  * holding set. */
-static void put_record(struct rfx *x, const char *rkey, const char *sf, const struct jc_inc_set *set)
+static void put_record(struct rfx *x, const char *rkey, const char *sf,
+		       const struct jc_inc_set *set)
 {
 	uint8_t lookup[16], *variant, *val;
 	size_t vlen, len, slen;
@@ -1008,8 +1021,9 @@ static void put_record(struct rfx *x, const char *rkey, const char *sf, const st
 	while (slen && (secret[slen - 1] == '\n' || secret[slen - 1] == '\r'))
 		slen--; /* as the daemon reads a secret file */
 	assert_int_equal(jc__manifest_variant_encode(set, &variant, &vlen), 0);
-	assert_int_equal(jc__remote_record_encode(lookup, variant, vlen, NULL, secret, slen, 64u << 20,
-						  &val, &len), 0);
+	assert_int_equal(jc__remote_record_encode(lookup, variant, vlen, NULL, secret, slen,
+						  64u << 20, &val, &len),
+			 0);
 	redisReply *rep = jct_redis_cmd(&x->redis, "SET %s %b", rkey, val, len);
 	assert_int_equal(rep->type, REDIS_REPLY_STATUS);
 	freeReplyObject(rep);
@@ -1051,7 +1065,8 @@ static void test_learned_record(void **state)
 		assert_int_equal(jct_stat(&x->d[i], "remote_hits"), 1);
 		assert_int_equal(jct_stat(&x->d[i], "remote_deps_used"), 1);
 		wait_stored(&x->d[i], jc_result_key(ref));
-		assert_int_equal(cub_fetch(x, i, r, ref, 1), JC_HIT); /* keyed by its own manifest now */
+		assert_int_equal(cub_fetch(x, i, r, ref, 1),
+				 JC_HIT); /* keyed by its own manifest now */
 		assert_int_equal(jct_stat(&x->d[i], "remote_hits"), 1);
 		assert_int_equal(jct_stat(&x->d[i], "include_scans"), 1);
 		assert_int_equal(jct_stat(&x->d[i], "include_manifest_hits"), 1);
@@ -1094,7 +1109,8 @@ static void test_learned_record(void **state)
 	assert_int_equal(jct_stat(d, "remote_rejected"), 1);
 	assert_int_equal(jct_stat(d, "remote_deps_used"), 0);
 	assert_int_equal(jct_log_count(d, "rejected (names /etc/hostname, which the request does "
-					  "not declare)"), 1);
+					  "not declare)"),
+			 1);
 
 	/* Admissible but false (a header next to the source that is not there
 	 * claimed present): the local re-check fails, the scan keys it; no wrong
@@ -1147,9 +1163,9 @@ static void test_fleet_single_flight(void **state)
 		hits += jct_stat(&x->d[i], "remote_hits");
 	}
 	printf("fleet single flight: %d daemons, %llu requests, %llu errors, %llu wrong bytes, "
-	       "%lld compile(s), %lld remote hits; %.1f s\n", MAX_DAEMONS,
-	       (unsigned long long)requests, (unsigned long long)errors, (unsigned long long)wrong,
-	       (long long)compiles, (long long)hits, jtl_now_s() - t0);
+	       "%lld compile(s), %lld remote hits; %.1f s\n",
+	       MAX_DAEMONS, (unsigned long long)requests, (unsigned long long)errors,
+	       (unsigned long long)wrong, (long long)compiles, (long long)hits, jtl_now_s() - t0);
 	assert_int_equal(requests, MAX_DAEMONS * 16);
 	assert_int_equal(errors, 0);
 	assert_int_equal(wrong, 0);
@@ -1195,7 +1211,8 @@ static void test_lock_after_publish(void **state)
 	freeReplyObject(jct_redis_cmd(&x->redis, "DEL jc:{%s}", key));
 	start(x, 1, "--remote-timeout-ms", "10000", NULL);
 	assert_true(wait_state(b, "up", 10));
-	assert_true(jct_wait_stat(b, "remote_write_ok", jct_ge, 1, 10000) >= 1); /* its probe SET done */
+	assert_true(jct_wait_stat(b, "remote_write_ok", jct_ge, 1, 10000) >=
+		    1); /* its probe SET done */
 	freeReplyObject(jct_redis_cmd(&x->redis, "CLIENT PAUSE 20000 WRITE"));
 	redisContext *holder = jct_redis_connect(&x->redis);
 	int done = 0;
@@ -1225,8 +1242,9 @@ static void test_lock_after_publish(void **state)
 	int ws;
 	assert_int_equal(waitpid(pid, &ws, 0), pid);
 	assert_true(WIFEXITED(ws));
-	printf("value published between GET and SET NX: status %d (remote-hit %d), %lld compile(s)\n",
-	       WEXITSTATUS(ws), JC_REMOTE_HIT, (long long)jct_stat(b, "compiles"));
+	printf(
+	    "value published between GET and SET NX: status %d (remote-hit %d), %lld compile(s)\n",
+	    WEXITSTATUS(ws), JC_REMOTE_HIT, (long long)jct_stat(b, "compiles"));
 	assert_int_equal(WEXITSTATUS(ws), JC_REMOTE_HIT);
 	assert_int_equal(jct_stat(b, "compiles"), 0);
 	assert_int_equal(jct_stat(b, "remote_hits"), 1);
@@ -1259,7 +1277,8 @@ static pid_t garbage_server(int *port)
 			int c = accept(fd, NULL, NULL);
 			if (c >= 0) {
 				char buf[512];
-				if (read(c, buf, sizeof(buf)) > 0 && write(c, junk, sizeof(junk)) < 0)
+				if (read(c, buf, sizeof(buf)) > 0 &&
+				    write(c, junk, sizeof(junk)) < 0)
 					_exit(1);
 				close(c);
 			}
@@ -1278,8 +1297,10 @@ static void test_ops(void **state)
 	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
 	char conf[320], text[512], *out = NULL;
 	snprintf(conf, sizeof(conf), "%s/jitcached.conf", x->fx->d.dir);
-	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
-		 "remote-timeout-ms = 500\n", x->url);
+	snprintf(text, sizeof(text),
+		 "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
+		 "remote-timeout-ms = 500\n",
+		 x->url);
 	jct_write_file(conf, text, strlen(text));
 	const char *flags[] = {"--config", conf, "--log-level", "info", NULL};
 	jct_daemon_start(a, flags);
@@ -1302,8 +1323,10 @@ static void test_ops(void **state)
 	assert_non_null(strstr(out, "remote tier accepts writes"));
 	free(out);
 	/* SIGHUP: read-only from now on. */
-	snprintf(text, sizeof(text), "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
-		 "remote-read-only = yes\n", x->url);
+	snprintf(text, sizeof(text),
+		 "[jitcached]\nremote = %s\nremote-unsigned = yes\n"
+		 "remote-read-only = yes\n",
+		 x->url);
 	jct_write_file(conf, text, strlen(text));
 	kill(a->pid, SIGHUP);
 	assert_int_equal(wait_stat(a, "remote_read_only", 1), 1);
@@ -1327,7 +1350,8 @@ static void test_ops(void **state)
 	pid_t g = garbage_server(&port);
 	char url[64];
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
-	const char *gflags[] = {"--remote", url, "--remote-timeout-ms", "300", "--remote-unsigned", NULL};
+	const char *gflags[] = {"--remote",	     url, "--remote-timeout-ms", "300",
+				"--remote-unsigned", NULL};
 	jct_daemon_start(c, gflags);
 	for (int v = 0; v < 3; v++) {
 		double t = jtl_now_s();
@@ -1377,8 +1401,7 @@ static unsigned keyslot(struct rfx *x, const char *key)
 	return slot;
 }
 
-static void cluster_ok_cmd(const struct jct_redis *r, const char *fmt, const char *a,
-			   const char *b)
+static void cluster_ok_cmd(const struct jct_redis *r, const char *fmt, const char *a, const char *b)
 {
 	redisReply *reply = jct_redis_cmd(r, fmt, a, b);
 	if (reply->type == REDIS_REPLY_ERROR)
@@ -1441,8 +1464,8 @@ static void migrate_under_load(struct rfx *x, const char *spec)
 	jct_clients_finish(&cl, &t);
 	int64_t errors = jct_stat(b, "remote_errors");
 	printf("cluster: slot %u moved from node %d to %d under load: %llu requests, %llu errors, "
-	       "%llu wrong bytes, %lld remote errors\n", slot, src, dst,
-	       (unsigned long long)t.requests, (unsigned long long)t.errors,
+	       "%llu wrong bytes, %lld remote errors\n",
+	       slot, src, dst, (unsigned long long)t.requests, (unsigned long long)t.errors,
 	       (unsigned long long)t.wrong, (long long)errors);
 	assert_int_equal(t.failed_exits, 0);
 	assert_int_equal(t.errors, 0);
@@ -1505,11 +1528,12 @@ static void failover_under_load(struct rfx *x, const char *spec)
 	}
 	struct jct_tally t;
 	jct_clients_finish(&cl, &t);
-	printf("cluster: master %d killed under load, replica promoted after %.1f s: %llu requests "
-	       "(%d purges), %llu errors, %llu wrong bytes (remote hits %lld, remote errors %lld)\n",
-	       victim, window, (unsigned long long)t.requests, purges, (unsigned long long)t.errors,
-	       (unsigned long long)t.wrong, (long long)jct_stat(n, "remote_hits"),
-	       (long long)jct_stat(n, "remote_errors"));
+	printf(
+	    "cluster: master %d killed under load, replica promoted after %.1f s: %llu requests "
+	    "(%d purges), %llu errors, %llu wrong bytes (remote hits %lld, remote errors %lld)\n",
+	    victim, window, (unsigned long long)t.requests, purges, (unsigned long long)t.errors,
+	    (unsigned long long)t.wrong, (long long)jct_stat(n, "remote_hits"),
+	    (long long)jct_stat(n, "remote_errors"));
 	assert_int_equal(t.failed_exits, 0);
 	assert_int_equal(t.errors, 0);
 	assert_int_equal(t.wrong, 0);
@@ -1570,32 +1594,33 @@ int main(int argc, char **argv)
 	if (argc == 10 && strcmp(argv[1], "--helper") == 0 && strcmp(argv[2], "client") == 0)
 		return jct_helper_client(argv + 3);
 	if (!jct_redis_available()) {
-		printf("redis-server or redis-cli not found: skipped (scripts/setup.sh installs them)\n");
+		printf("redis-server or redis-cli not found: skipped (scripts/setup.sh installs "
+		       "them)\n");
 		return 77;
 	}
 	if (argc == 2)
 		cmocka_set_test_filter(argv[1]); /* one test by name (a rerun under load) */
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_two_daemons, rfx_free),
-		cmocka_unit_test_teardown(test_learned_record, rfx_free),
-		cmocka_unit_test_teardown(test_name_free, rfx_free),
-		cmocka_unit_test_teardown(test_cli_status, rfx_free),
-		cmocka_unit_test_teardown(test_import_fleet, rfx_free),
-		cmocka_unit_test_teardown(test_tamper, rfx_free),
-		cmocka_unit_test_teardown(test_read_only, rfx_free),
-		cmocka_unit_test_teardown(test_no_redis_at_start, rfx_free),
-		cmocka_unit_test_teardown(test_password, rfx_free),
-		cmocka_unit_test_teardown(test_stopped, rfx_free),
-		cmocka_unit_test_teardown(test_full, rfx_free),
-		cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
-		cmocka_unit_test_teardown(test_dead_holder, rfx_free),
-		cmocka_unit_test_teardown(test_peer_holds_lock_forever, rfx_free),
-		cmocka_unit_test_teardown(test_unsigned_needs_consent, rfx_free),
-		cmocka_unit_test_teardown(test_fatbin_parts, rfx_free),
-		cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
-		cmocka_unit_test_teardown(test_lock_after_publish, rfx_free),
-		cmocka_unit_test_teardown(test_ops, rfx_free),
-		cmocka_unit_test_teardown(test_cluster, rfx_free),
+	    cmocka_unit_test_teardown(test_two_daemons, rfx_free),
+	    cmocka_unit_test_teardown(test_learned_record, rfx_free),
+	    cmocka_unit_test_teardown(test_name_free, rfx_free),
+	    cmocka_unit_test_teardown(test_cli_status, rfx_free),
+	    cmocka_unit_test_teardown(test_import_fleet, rfx_free),
+	    cmocka_unit_test_teardown(test_tamper, rfx_free),
+	    cmocka_unit_test_teardown(test_read_only, rfx_free),
+	    cmocka_unit_test_teardown(test_no_redis_at_start, rfx_free),
+	    cmocka_unit_test_teardown(test_password, rfx_free),
+	    cmocka_unit_test_teardown(test_stopped, rfx_free),
+	    cmocka_unit_test_teardown(test_full, rfx_free),
+	    cmocka_unit_test_teardown(test_killed_under_load, rfx_free),
+	    cmocka_unit_test_teardown(test_dead_holder, rfx_free),
+	    cmocka_unit_test_teardown(test_peer_holds_lock_forever, rfx_free),
+	    cmocka_unit_test_teardown(test_unsigned_needs_consent, rfx_free),
+	    cmocka_unit_test_teardown(test_fatbin_parts, rfx_free),
+	    cmocka_unit_test_teardown(test_fleet_single_flight, rfx_free),
+	    cmocka_unit_test_teardown(test_lock_after_publish, rfx_free),
+	    cmocka_unit_test_teardown(test_ops, rfx_free),
+	    cmocka_unit_test_teardown(test_cluster, rfx_free),
 	};
 	if (getenv("JCT_TEST_FILTER")) /* e.g. JCT_TEST_FILTER=test_learned_record */
 		cmocka_set_test_filter(getenv("JCT_TEST_FILTER"));

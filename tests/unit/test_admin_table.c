@@ -107,13 +107,12 @@ static void test_bad_arguments(void **state)
 {
 	(void)state;
 	static const char *const bad[][2] = {
-		{"ls", "all"},            /* ls takes no argument */
-		{"purge", "all=1"},       /* a flag with a value */
-		{"purge", "key"},         /* a key without one */
-		{"stats", "prometheus"},  /* jitcachectl's own, never sent */
-		{"show", "keyx=00"},
-		{"bogus", NULL},
-		{"stop", NULL},           /* the loop's, not jc__admin_run's */
+	    {"ls", "all"},	     /* ls takes no argument */
+	    {"purge", "all=1"},	     /* a flag with a value */
+	    {"purge", "key"},	     /* a key without one */
+	    {"stats", "prometheus"}, /* jitcachectl's own, never sent */
+	    {"show", "keyx=00"},     {"bogus", NULL},
+	    {"stop", NULL}, /* the loop's, not jc__admin_run's */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *args[1] = {(char *)bad[i][1]};
@@ -132,9 +131,9 @@ static void test_bad_arguments(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rows),
-		cmocka_unit_test(test_flags),
-		cmocka_unit_test(test_bad_arguments),
+	    cmocka_unit_test(test_rows),
+	    cmocka_unit_test(test_flags),
+	    cmocka_unit_test(test_bad_arguments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,7 +164,8 @@ static void test_truncated(void **state)
 			 JC_ECORRUPT);
 	assert_non_null(strstr(err, "program headers"));
 	jc__artifact_clear(&a);
-	assert_int_equal(jc__artifact_parse(fat.data, fat.size - 1, &a, err, sizeof(err)), JC_ECORRUPT);
+	assert_int_equal(jc__artifact_parse(fat.data, fat.size - 1, &a, err, sizeof(err)),
+			 JC_ECORRUPT);
 	jc__artifact_clear(&a);
 }
 
@@ -183,7 +184,8 @@ static void test_corrupted_bytes(void **state)
 				copy[off] = vals[v];
 				struct jc_artifact a;
 				char err[256];
-				int rc = jc__artifact_parse(copy, all[i]->size, &a, err, sizeof(err));
+				int rc =
+				    jc__artifact_parse(copy, all[i]->size, &a, err, sizeof(err));
 				assert_true(rc == 0 || rc == JC_EINVAL || rc == JC_ECORRUPT ||
 					    rc == JC_ETOOBIG);
 				jc__artifact_clear(&a);
@@ -198,13 +200,15 @@ static void test_garbage(void **state)
 	struct jc_artifact a;
 	char err[256];
 	static const uint8_t text[] = "int main(void) { return 0; }\n";
-	assert_int_equal(jc__artifact_parse(text, sizeof(text) - 1, &a, err, sizeof(err)), JC_EINVAL);
+	assert_int_equal(jc__artifact_parse(text, sizeof(text) - 1, &a, err, sizeof(err)),
+			 JC_EINVAL);
 	assert_non_null(strstr(err, "not a cubin, PTX, LTO-IR or fatbin"));
 	jc__artifact_clear(&a);
 	assert_int_equal(jc__artifact_parse(NULL, 0, &a, err, sizeof(err)), JC_EINVAL);
 	jc__artifact_clear(&a);
 	/* The message shows the bytes there are, no more. */
-	assert_int_equal(jc__artifact_parse((const uint8_t *)"", 0, &a, err, sizeof(err)), JC_EINVAL);
+	assert_int_equal(jc__artifact_parse((const uint8_t *)"", 0, &a, err, sizeof(err)),
+			 JC_EINVAL);
 	assert_non_null(strstr(err, "(0 bytes)"));
 	jc__artifact_clear(&a);
 	assert_int_equal(jc__artifact_parse((const uint8_t *)"\x01\x02", 2, &a, err, sizeof(err)),
@@ -266,9 +270,9 @@ static void test_hostile_fatbins(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_single_images),   cmocka_unit_test(test_fatbins),
-		cmocka_unit_test(test_truncated),       cmocka_unit_test(test_corrupted_bytes),
-		cmocka_unit_test(test_garbage),         cmocka_unit_test(test_hostile_fatbins),
+	    cmocka_unit_test(test_single_images), cmocka_unit_test(test_fatbins),
+	    cmocka_unit_test(test_truncated),	  cmocka_unit_test(test_corrupted_bytes),
+	    cmocka_unit_test(test_garbage),	  cmocka_unit_test(test_hostile_fatbins),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -43,7 +43,8 @@ static int setup(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "mkdir -p %s/sub %s %s && echo in > %s/sub/in.h && echo secret > %s/s.h && "
 		 "ln -s %s/s.h %s/link.h && chmod 0500 %s",
-		 f->allowed, f->outside, f->cwd, f->allowed, f->outside, f->outside, f->allowed, f->cwd);
+		 f->allowed, f->outside, f->cwd, f->allowed, f->outside, f->outside, f->allowed,
+		 f->cwd);
 	assert_int_equal(system(cmd), 0);
 	*state = f;
 	return 0;
@@ -70,30 +71,31 @@ static int confined_checks(const struct fx *f, int kind)
 {
 	const char *roots[] = {f->allowed};
 	char err[256], p[256];
-	if (chdir(f->cwd) != 0 || jc__confine_apply(kind, roots, 1, f->cwd, err, sizeof(err)) != 0) {
+	if (chdir(f->cwd) != 0 ||
+	    jc__confine_apply(kind, roots, 1, f->cwd, err, sizeof(err)) != 0) {
 		fprintf(stderr, "confine %s: %s\n", jc__confine_name(kind), err);
 		return 1 << 30;
 	}
 	int bad = 0, i = 0;
 	snprintf(p, sizeof(p), "%s/sub/in.h", f->allowed);
-	bad |= (raw_open(p, O_RDONLY) != 0) << i++;                 /* 0: read beneath */
+	bad |= (raw_open(p, O_RDONLY) != 0) << i++;			   /* 0: read beneath */
 	bad |= (raw_open(f->allowed, O_RDONLY | O_DIRECTORY) != 0) << i++; /* 1: list it */
-	bad |= (raw_open("/etc/localtime", O_RDONLY) != 0 &&
-		access("/etc/localtime", F_OK) == 0) << i++;            /* 2: the time zone */
+	bad |= (raw_open("/etc/localtime", O_RDONLY) != 0 && access("/etc/localtime", F_OK) == 0)
+	       << i++; /* 2: the time zone */
 	snprintf(p, sizeof(p), "%s/s.h", f->outside);
-	bad |= (raw_open(p, O_RDONLY) == 0) << i++;                  /* 3: outside */
+	bad |= (raw_open(p, O_RDONLY) == 0) << i++; /* 3: outside */
 	snprintf(p, sizeof(p), "%s/link.h", f->allowed);
-	bad |= (raw_open(p, O_RDONLY) == 0) << i++;                  /* 4: a link out */
+	bad |= (raw_open(p, O_RDONLY) == 0) << i++; /* 4: a link out */
 	snprintf(p, sizeof(p), "%s/../outside/s.h", f->allowed);
-	bad |= (raw_open(p, O_RDONLY) == 0) << i++;                  /* 5: a climb out */
-	bad |= (raw_open("/etc/passwd", O_RDONLY) == 0) << i++;      /* 6: system files */
+	bad |= (raw_open(p, O_RDONLY) == 0) << i++;		       /* 5: a climb out */
+	bad |= (raw_open("/etc/passwd", O_RDONLY) == 0) << i++;	       /* 6: system files */
 	bad |= (raw_open("/proc/self/environ", O_RDONLY) == 0) << i++; /* 7: process state */
 	snprintf(p, sizeof(p), "%s/sub/in.h", f->allowed);
-	bad |= (raw_open(p, O_WRONLY) == 0) << i++;                  /* 8: no write */
+	bad |= (raw_open(p, O_WRONLY) == 0) << i++; /* 8: no write */
 	snprintf(p, sizeof(p), "%s/new.h", f->allowed);
-	bad |= (raw_open(p, O_WRONLY | O_CREAT) == 0) << i++;        /* 9: no new file */
-	bad |= (raw_open("new.h", O_WRONLY | O_CREAT) == 0) << i++;   /* 10: none in cwd */
-	bad |= (raw_open("/bin/sh", O_RDONLY) == 0) << i++;          /* 11: nothing to exec */
+	bad |= (raw_open(p, O_WRONLY | O_CREAT) == 0) << i++;	    /* 9: no new file */
+	bad |= (raw_open("new.h", O_WRONLY | O_CREAT) == 0) << i++; /* 10: none in cwd */
+	bad |= (raw_open("/bin/sh", O_RDONLY) == 0) << i++;	    /* 11: nothing to exec */
 	return bad;
 }
 
@@ -156,9 +158,9 @@ static void test_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_names),
-		cmocka_unit_test_setup_teardown(test_landlock, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_userns, setup, teardown),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test_setup_teardown(test_landlock, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_userns, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,12 +10,14 @@
 
 #include "client/client_internal.h"
 
-static const char nvrtc13[] = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_103 sm_110 sm_120 sm_121";
+static const char nvrtc13[] =
+    "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_103 sm_110 sm_120 sm_121";
 
 static void pick(int cc, const char *list, int want_rc, const char *want)
 {
 	char arch[16] = "untouched";
-	assert_int_equal(jc__cuda_pick_target(cc, list, JC__FORCE_NONE, arch, sizeof(arch)), want_rc);
+	assert_int_equal(jc__cuda_pick_target(cc, list, JC__FORCE_NONE, arch, sizeof(arch)),
+			 want_rc);
 	if (want)
 		assert_string_equal(arch, want);
 }
@@ -31,17 +33,19 @@ static void test_cubin_when_listed(void **state)
 static void test_ptx_fallback(void **state)
 {
 	(void)state;
-	pick(130, nvrtc13, 0, "compute_121");          /* newer than NVRTC knows */
-	pick(90, "sm_75 sm_80 sm_86 sm_100", 0, "compute_86"); /* a gap: highest below, never above */
+	pick(130, nvrtc13, 0, "compute_121"); /* newer than NVRTC knows */
+	pick(90, "sm_75 sm_80 sm_86 sm_100", 0,
+	     "compute_86"); /* a gap: highest below, never above */
 	pick(91, nvrtc13, 0, "compute_90");
-	pick(70, nvrtc13, JC_ENOTSUP, "untouched");    /* older than everything */
+	pick(70, nvrtc13, JC_ENOTSUP, "untouched"); /* older than everything */
 	pick(90, "", JC_ENOTSUP, "untouched");
 }
 
 static void test_bad_input(void **state)
 {
 	(void)state;
-	const char *bad[] = {"sm_", "sm_9x", "compute_90", "sm_90  sm_80", "sm_90 ", "sm_-5", " sm_90"};
+	const char *bad[] = {"sm_",    "sm_9x", "compute_90", "sm_90  sm_80",
+			     "sm_90 ", "sm_-5", " sm_90"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		pick(90, bad[i], JC_EPROTO, NULL);
 	char small[8];
@@ -60,11 +64,13 @@ static void pick_forced_target(int cc, const char *list, int force, int want_rc,
 static void test_forced_resolution(void **state)
 {
 	(void)state;
-	pick_forced_target(90, nvrtc13, JC__FORCE_PTX, 0, "compute_90"); /* PTX even where a cubin fits */
+	pick_forced_target(90, nvrtc13, JC__FORCE_PTX, 0,
+			   "compute_90"); /* PTX even where a cubin fits */
 	pick_forced_target(130, nvrtc13, JC__FORCE_PTX, 0, "compute_121");
 	pick_forced_target(70, nvrtc13, JC__FORCE_PTX, JC_ENOTSUP, "untouched");
 	pick_forced_target(90, nvrtc13, JC__FORCE_CUBIN, 0, "sm_90");
-	pick_forced_target(130, nvrtc13, JC__FORCE_CUBIN, JC_ENOTSUP, "untouched"); /* no cubin fits */
+	pick_forced_target(130, nvrtc13, JC__FORCE_CUBIN, JC_ENOTSUP,
+			   "untouched"); /* no cubin fits */
 	pick_forced_target(91, nvrtc13, JC__FORCE_CUBIN, JC_ENOTSUP, "untouched");
 }
 
@@ -96,11 +102,9 @@ static void test_forced_from_targets(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cubin_when_listed),
-		cmocka_unit_test(test_ptx_fallback),
-		cmocka_unit_test(test_bad_input),
-		cmocka_unit_test(test_forced_resolution),
-		cmocka_unit_test(test_forced_from_targets),
+	    cmocka_unit_test(test_cubin_when_listed),	cmocka_unit_test(test_ptx_fallback),
+	    cmocka_unit_test(test_bad_input),		cmocka_unit_test(test_forced_resolution),
+	    cmocka_unit_test(test_forced_from_targets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,15 +119,15 @@ static void cancel_jobs(void)
 /* --- fake connections -------------------------------------------------- */
 
 struct jc_conn {
-	int refs;        /* 1: the test's own */
-	int answers;     /* results and errors sent */
-	int done;        /* jc_conn_ops.done calls */
-	int gone;        /* the client hung up */
-	int status;      /* of the last answer: a result's status or an error's code */
-	uint32_t cache;  /* of the last result */
-	char log[256];   /* of the last result */
+	int refs;	/* 1: the test's own */
+	int answers;	/* results and errors sent */
+	int done;	/* jc_conn_ops.done calls */
+	int gone;	/* the client hung up */
+	int status;	/* of the last answer: a result's status or an error's code */
+	uint32_t cache; /* of the last result */
+	char log[256];	/* of the last result */
 	char message[512];
-	size_t size;     /* of the last result's artifact (data, or the descriptor's file) */
+	size_t size; /* of the last result's artifact (data, or the descriptor's file) */
 };
 
 static void fake_send_result(struct jc_conn *c, const struct jc_res *res, int objfd)
@@ -194,15 +194,15 @@ static struct jc_conn *fake_internal(struct jc_daemon *d, const struct jc_conn *
 }
 
 static const struct jc_conn_ops fake_ops = {
-	.send_result = fake_send_result,
-	.send_error = fake_send_error,
-	.done = fake_done,
-	.ref = fake_ref,
-	.unref = fake_unref,
-	.gone = fake_gone,
-	.uid = fake_uid,
-	.pid = fake_pid,
-	.internal = fake_internal,
+    .send_result = fake_send_result,
+    .send_error = fake_send_error,
+    .done = fake_done,
+    .ref = fake_ref,
+    .unref = fake_unref,
+    .gone = fake_gone,
+    .uid = fake_uid,
+    .pid = fake_pid,
+    .internal = fake_internal,
 };
 
 /* --- fixture -------------------------------------------------------------- */
@@ -247,7 +247,8 @@ static int setup(void **state)
 	snprintf(fake_tc.supported_archs, sizeof(fake_tc.supported_archs), "sm_80 sm_90");
 	snprintf(fake_tc.summary, sizeof(fake_tc.summary), "nvrtc=13.0/test");
 	d->tc = &fake_tc;
-	assert_int_equal(jc__cachedir_open(f->dir, JC_CACHEDIR_READER, 0, &d->cache, err, sizeof(err)), 0);
+	assert_int_equal(
+	    jc__cachedir_open(f->dir, JC_CACHEDIR_READER, 0, &d->cache, err, sizeof(err)), 0);
 	assert_int_equal(jc__cache_init(d), 0);
 	jc__evict_start(d, evict_report);
 	*state = f;
@@ -275,7 +276,8 @@ static struct jc_req request(const char *tag, const char *arch)
 {
 	struct jc_req r = {.job = JC_JOB_COMPILE, .output = JC_OUTPUT_CUBIN};
 	char src[128];
-	snprintf(src, sizeof(src), "extern \"C\" __global__ void k_%s(float *x) { x[0] = 1; }\n", tag);
+	snprintf(src, sizeof(src), "extern \"C\" __global__ void k_%s(float *x) { x[0] = 1; }\n",
+		 tag);
 	r.arch = strdup(arch);
 	r.source_name = strdup("k.cu");
 	r.source = (uint8_t *)strdup(src);
@@ -320,7 +322,7 @@ static void test_joins_share_one_compile(void **state)
 	assert_int_equal(counter(f, JC_CTR_single_flight_joins), N - 1);
 	for (int i = 0; i < N; i++) {
 		assert_int_equal(c[i].answers, 0); /* waiting */
-		assert_int_equal(c[i].refs, 2);    /* held by the flight */
+		assert_int_equal(c[i].refs, 2);	   /* held by the flight */
 	}
 	assert_int_equal(run_job(0, "CUBIN-BYTES", "ok"), 1);
 	settle(f); /* published in the thread pool, then answered */
@@ -522,13 +524,14 @@ static void test_refusals(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_joins_share_one_compile, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_failure_reaches_every_joiner, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_other_compiler_not_stored, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_crash_reaches_every_joiner_uncached, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_abandoned_joiners, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cancelled_at_shutdown, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_joins_share_one_compile, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_reaches_every_joiner, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_other_compiler_not_stored, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_crash_reaches_every_joiner_uncached, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_abandoned_joiners, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cancelled_at_shutdown, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,7 +96,8 @@ static int kind_of(const struct fx *f, const struct jc_inc_set *set, const char 
 
 /* The key's view of a tree: the same bytes under other directories agree;
  * a change, nested directories or a file outside them do not. */
-static void key_digest_of(const struct fx *f, const char *src, const char *const *dirs, uint8_t out[16])
+static void key_digest_of(const struct fx *f, const char *src, const char *const *dirs,
+			  uint8_t out[16])
 {
 	struct jc_req r;
 	struct jc_inc_set set;
@@ -176,19 +177,19 @@ static void test_directives(void **state)
 	struct fx *f = *state;
 	static const char *const dirs[] = {"inc", NULL};
 	static const char src[] =
-		"// #include \"no_line_comment.h\"\n"
-		"/* #include \"no_block_comment.h\" */\n"
-		"const char *s = \"#include \\\"no_string.h\\\"\";\n"
-		"const char *r = R\"x(\n#include \"no_raw.h\"\n)x\";\n"
-		"int n = 1'000; char c = '#';\n"
-		"#if 0\n#include \"dead_branch.h\"\n#endif\n"
-		"  /* leading comment */ # include <angle.h>\n"
-		"#inc\\\nlude \"spliced.h\"\n"
-		"#if __has_include(<has.h>) && _CCCL_HAS_INCLUDE(<wrapped.h>)\n#endif\n"
-		"#define HAS_D __has_include(\"defined.h\")\n"
-		"#include_next <next.h>\n"
-		"#pragma message(\"not_a_header.h\")\n"
-		"x = 1; #include \"not_at_line_start.h\"\n";
+	    "// #include \"no_line_comment.h\"\n"
+	    "/* #include \"no_block_comment.h\" */\n"
+	    "const char *s = \"#include \\\"no_string.h\\\"\";\n"
+	    "const char *r = R\"x(\n#include \"no_raw.h\"\n)x\";\n"
+	    "int n = 1'000; char c = '#';\n"
+	    "#if 0\n#include \"dead_branch.h\"\n#endif\n"
+	    "  /* leading comment */ # include <angle.h>\n"
+	    "#inc\\\nlude \"spliced.h\"\n"
+	    "#if __has_include(<has.h>) && _CCCL_HAS_INCLUDE(<wrapped.h>)\n#endif\n"
+	    "#define HAS_D __has_include(\"defined.h\")\n"
+	    "#include_next <next.h>\n"
+	    "#pragma message(\"not_a_header.h\")\n"
+	    "x = 1; #include \"not_at_line_start.h\"\n";
 	jct_put(f->root, "inc/angle.h", "#include \"sub/nested.h\"\n");
 	jct_put(f->root, "inc/sub/nested.h", "#include \"sibling.h\"\n#include <deep/x.h>\n");
 	jct_put(f->root, "inc/sub/sibling.h", "");
@@ -200,17 +201,18 @@ static void test_directives(void **state)
 	struct jc_inc_set set;
 	make_req(f, &r, src, dirs);
 	scan(f, &r, &set);
-	static const char *const absent[] = {"inc/dead_branch.h", "inc/spliced.h", "inc/has.h",
-					     "inc/wrapped.h", "inc/defined.h", "inc/next.h",
-					     "inc/sibling.h", NULL};
+	static const char *const absent[] = {
+	    "inc/dead_branch.h", "inc/spliced.h", "inc/has.h",	   "inc/wrapped.h",
+	    "inc/defined.h",	 "inc/next.h",	  "inc/sibling.h", NULL};
 	static const char *const files[] = {"inc/angle.h", "inc/sub/nested.h", "inc/sub/sibling.h",
 					    "inc/deep/x.h", NULL};
-	static const char *const none[] = {"inc/no_line_comment.h", "inc/no_block_comment.h",
-					   "inc/no_string.h", "inc/no_raw.h", "inc/not_a_header.h",
-					   "inc/not_at_line_start.h", "inc/sub/deep/x.h", NULL};
+	static const char *const none[] = {
+	    "inc/no_line_comment.h", "inc/no_block_comment.h",	"inc/no_string.h",  "inc/no_raw.h",
+	    "inc/not_a_header.h",    "inc/not_at_line_start.h", "inc/sub/deep/x.h", NULL};
 	for (int i = 0; absent[i]; i++)
 		if (kind_of(f, &set, absent[i]) != JC_INC_ABSENT)
-			fail_msg("%s: kind %d, want absent", absent[i], kind_of(f, &set, absent[i]));
+			fail_msg("%s: kind %d, want absent", absent[i],
+				 kind_of(f, &set, absent[i]));
 	for (int i = 0; files[i]; i++)
 		if (kind_of(f, &set, files[i]) != JC_INC_FILE)
 			fail_msg("%s: kind %d, want file", files[i], kind_of(f, &set, files[i]));
@@ -385,7 +387,8 @@ static void test_toolkit_tree(void **state)
 	make_req(f, &r, "#include <t.h>\n#include <u.h>\n", dirs);
 	scan(f, &r, &set);
 	assert_int_equal(kind_of(f, &set, "tk/include/cccl"), JC_INC_TOOLKIT);
-	assert_int_equal(kind_of(f, &set, "tk/include/cccl/t.h"), 0); /* neither hashed nor scanned */
+	assert_int_equal(kind_of(f, &set, "tk/include/cccl/t.h"),
+			 0); /* neither hashed nor scanned */
 	assert_int_equal(kind_of(f, &set, "user/t.h"), JC_INC_ABSENT);
 	assert_int_equal(kind_of(f, &set, "user/u.h"), JC_INC_FILE);
 	assert_int_equal(kind_of(f, &set, "user/deeper.h"), 0);
@@ -444,7 +447,8 @@ static void test_options_and_roots(void **state)
 	/* Other forms: -I DIR (two words), -I=DIR, --pre-include=NAME. */
 	make_req(f, &r, "int x;\n", NULL);
 	snprintf(opt, sizeof(opt), "%s/inc", f->root);
-	static const char *const forms[][2] = {{"-I", NULL}, {"-I=", NULL}, {"--pre-include=p.h", ""}};
+	static const char *const forms[][2] = {
+	    {"-I", NULL}, {"-I=", NULL}, {"--pre-include=p.h", ""}};
 	assert_int_equal(jc__strv_push(&r.options, forms[0][0]), 0);
 	assert_int_equal(jc__strv_push(&r.options, opt), 0);
 	char eq[600];
@@ -552,18 +556,18 @@ static void test_conservative_forms(void **state)
 	char src[512];
 	/* Without -I: each of these makes the request one that reads from disk. */
 	const char *const wide[] = {
-		"#define P \"/x.h\"\n#include P\n",               /* computed */
-		"#inc\\\nlude \"/x.h\"\n",                        /* spliced */
-		"%:include \"/x.h\"\n",                           /* digraph */
-		"?\?=include \"/x.h\"\n",                         /* trigraph */
-		"#include \"../../x.h\"\n",                       /* climb */
-		"#include <sub/../../x.h>\n",                     /* climb, angle */
-		"#define H(x) __has_include(x)\n",                /* __has_include of a macro */
-		"#if __has_include(NAME)\n#endif\n",
-		"#line 1 \"/elsewhere/k.cu\"\n#include \"x.h\"\n", /* renames the file */
-		"# 1 \"/elsewhere/k.cu\"\n",
-		"#inc?\?/\nlude \"/x.h\"\n",                       /* trigraph splice */
-		NULL};
+	    "#define P \"/x.h\"\n#include P\n", /* computed */
+	    "#inc\\\nlude \"/x.h\"\n",		/* spliced */
+	    "%:include \"/x.h\"\n",		/* digraph */
+	    "?\?=include \"/x.h\"\n",		/* trigraph */
+	    "#include \"../../x.h\"\n",		/* climb */
+	    "#include <sub/../../x.h>\n",	/* climb, angle */
+	    "#define H(x) __has_include(x)\n",	/* __has_include of a macro */
+	    "#if __has_include(NAME)\n#endif\n",
+	    "#line 1 \"/elsewhere/k.cu\"\n#include \"x.h\"\n", /* renames the file */
+	    "# 1 \"/elsewhere/k.cu\"\n",
+	    "#inc?\?/\nlude \"/x.h\"\n", /* trigraph splice */
+	    NULL};
 	for (int i = 0; wide[i]; i++) {
 		make_req(f, &r, wide[i], NULL);
 		if (jc__inc_needed(&r) != 1)
@@ -635,8 +639,9 @@ static void test_covers_and_learn(void **state)
 	jct_settle();
 	make_req(f, &r, "#include \"a.h\"\n", dirs);
 	scan(f, &r, &set);
-	struct jc_dep deps[4] = {dep(f, "inc/a.h", JC_DEP_FILE), dep(f, "inc/nope.h", JC_DEP_ABSENT),
-				 dep(f, "secret.h", JC_DEP_DENIED), dep(f, "elsewhere/b.h", JC_DEP_FILE)};
+	struct jc_dep deps[4] = {
+	    dep(f, "inc/a.h", JC_DEP_FILE), dep(f, "inc/nope.h", JC_DEP_ABSENT),
+	    dep(f, "secret.h", JC_DEP_DENIED), dep(f, "elsewhere/b.h", JC_DEP_FILE)};
 	/* a.h read with its scanned identity, a denied probe: covered. */
 	assert_int_equal(jc__inc_covers(&set, deps, 1, what, sizeof(what)), 1);
 	assert_int_equal(jc__inc_covers(&set, deps + 2, 1, what, sizeof(what)), 1);
@@ -683,11 +688,17 @@ static void test_covers_and_learn(void **state)
 static void test_absent_below_missing_dirs(void **state)
 {
 	struct fx *f = *state;
-	static const char *const absent[] = {
-		"inc/cub/block/block_exchange.cuh", "inc/cub/block/block_load.cuh",
-		"inc/cub/block/block_store.cuh", "inc/cub/util_type.cuh", "inc/cub/warp/warp_scan.cuh",
-		"inc/cuda/std/type_traits", "inc/cuda/std/utility", "inc/cuda/std/cstdint",
-		"inc/missing.h", "inc/nv/target", NULL};
+	static const char *const absent[] = {"inc/cub/block/block_exchange.cuh",
+					     "inc/cub/block/block_load.cuh",
+					     "inc/cub/block/block_store.cuh",
+					     "inc/cub/util_type.cuh",
+					     "inc/cub/warp/warp_scan.cuh",
+					     "inc/cuda/std/type_traits",
+					     "inc/cuda/std/utility",
+					     "inc/cuda/std/cstdint",
+					     "inc/missing.h",
+					     "inc/nv/target",
+					     NULL};
 	struct jc_inc_set set = {0};
 	char p[512];
 	jct_put(f->root, "inc/a.h", "#define A 1\n");
@@ -696,7 +707,8 @@ static void test_absent_below_missing_dirs(void **state)
 		assert_int_equal(jc__inc_set_add(&set, p, strlen(p), JC_INC_ABSENT, NULL), 0);
 	}
 	for (int i = 0; i < 40; i++) { /* as many more in two of those directories */
-		snprintf(p, sizeof(p), "%s/inc/%s/h%d.cuh", f->root, i % 2 ? "cub/block" : "cuda/std", i);
+		snprintf(p, sizeof(p), "%s/inc/%s/h%d.cuh", f->root,
+			 i % 2 ? "cub/block" : "cuda/std", i);
 		assert_int_equal(jc__inc_set_add(&set, p, strlen(p), JC_INC_ABSENT, NULL), 0);
 	}
 	assert_int_equal(jc__inc_set_finish(&set), 0);
@@ -725,18 +737,18 @@ static void test_absent_below_missing_dirs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_directives, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_key_digest, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_search_path_and_shadowing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_memo_and_settle, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_computed_fallback, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_toolkit_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_options_and_roots, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_manifest, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_conservative_forms, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_covers_and_learn, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_absent_below_missing_dirs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_directives, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_key_digest, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_search_path_and_shadowing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_memo_and_settle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_computed_fallback, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_toolkit_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_options_and_roots, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_manifest, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_conservative_forms, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_covers_and_learn, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_absent_below_missing_dirs, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

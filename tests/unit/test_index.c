@@ -5,6 +5,7 @@
 #endif
 #include <fcntl.h>
 #include <setjmp.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <sqlite3.h>
 #include <cmocka.h>
 
 #include "core/index.h"
@@ -73,11 +73,19 @@ static void mkkey(uint8_t k[16], int i)
 static struct jc_entry mkentry(int i, int status, int64_t access)
 {
 	struct jc_entry e = {
-		.status = status, .error = status ? JC_ECOMPILE : 0, .size = status ? 0 : 100u + i,
-		.output = JC_OUTPUT_CUBIN, .arch = (char *)"sm_90", .versions = (char *)"v1",
-		.options = (char *)"-O3", .source_name = (char *)"k.cu", .app_abi = (char *)"",
-		.log = (char *)"", .created = 1000 + i, .last_access = access,
-		.expires = status ? 5000 + i : 0,
+	    .status = status,
+	    .error = status ? JC_ECOMPILE : 0,
+	    .size = status ? 0 : 100u + i,
+	    .output = JC_OUTPUT_CUBIN,
+	    .arch = (char *)"sm_90",
+	    .versions = (char *)"v1",
+	    .options = (char *)"-O3",
+	    .source_name = (char *)"k.cu",
+	    .app_abi = (char *)"",
+	    .log = (char *)"",
+	    .created = 1000 + i,
+	    .last_access = access,
+	    .expires = status ? 5000 + i : 0,
 	};
 
 	mkkey(e.key, i);
@@ -94,13 +102,13 @@ static void test_round_trip(void **state)
 {
 	struct fx *f = *state;
 	struct jc_lowered low[3] = {
-		{ (char *)"&saxpy<float>", (char *)"_Z5saxpyIfEvPT_S1_f" },
-		{ (char *)"&saxpy<double>", (char *)"_Z5saxpyIdEvPT_S1_d" },
-		{ (char *)"", (char *)"" },
+	    {(char *)"&saxpy<float>", (char *)"_Z5saxpyIfEvPT_S1_f"},
+	    {(char *)"&saxpy<double>", (char *)"_Z5saxpyIdEvPT_S1_d"},
+	    {(char *)"", (char *)""},
 	};
 	size_t big = 1 << 20;
 	char *log = malloc(big + 1);
-	struct jc_entry e = mkentry(1, 0, 1234), g = { 0 };
+	struct jc_entry e = mkentry(1, 0, 1234), g = {0};
 
 	assert_non_null(log);
 	for (size_t i = 0; i < big; i++)
@@ -151,7 +159,7 @@ static void test_round_trip(void **state)
 	jc__entry_clear(NULL);
 
 	/* A failure with NULL strings: stored as "", object NULL, no lowered names. */
-	e = (struct jc_entry){ .status = 1, .error = JC_ECOMPILE, .expires = 99 };
+	e = (struct jc_entry){.status = 1, .error = JC_ECOMPILE, .expires = 99};
 	mkkey(e.key, 2);
 	memset(e.object, 0xff, 16);
 	put_ok(f, &e);
@@ -177,7 +185,7 @@ static void test_round_trip(void **state)
 static void test_replace_delete(void **state)
 {
 	struct fx *f = *state;
-	struct jc_entry e = mkentry(1, 1, 10), g = { 0 };
+	struct jc_entry e = mkentry(1, 1, 10), g = {0};
 	uint64_t n, neg, bytes;
 
 	put_ok(f, &e);
@@ -209,8 +217,8 @@ static void test_touch(void **state)
 {
 	struct fx *f = *state;
 	uint8_t keys[4][16];
-	uint32_t hits[4] = { 1, 5, 0, 9 };
-	struct jc_entry g = { 0 };
+	uint32_t hits[4] = {1, 5, 0, 9};
+	struct jc_entry g = {0};
 
 	for (int i = 0; i < 3; i++) {
 		struct jc_entry e = mkentry(i, 0, 100);
@@ -224,8 +232,8 @@ static void test_touch(void **state)
 	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, NULL, 1, 700), 0);
 	assert_int_equal(jc__index_touch(f->ix, NULL, NULL, NULL, 0, 800), 0);
 	for (int i = 0; i < 3; i++) {
-		static const uint64_t want_hits[3] = { 2, 10, 0 };
-		static const int64_t want_at[3] = { 700, 600, 500 };
+		static const uint64_t want_hits[3] = {2, 10, 0};
+		static const int64_t want_at[3] = {700, 600, 500};
 
 		assert_int_equal(jc__index_get(f->ix, keys[i], &g), 0);
 		assert_int_equal(g.hits, want_hits[i]);
@@ -270,9 +278,13 @@ static void test_foreach(void **state)
 	uint8_t key[16];
 
 	/* id: status, last_access, created = 1000 + id, arch, versions */
-	static const struct { int status; int64_t access; const char *arch, *vers; } rows[] = {
-		{ 0, 300, "sm_90", "v1" }, { 1, 100, "sm_90", "v1" }, { 0, 200, "sm_80", "v2" },
-		{ 1, 200, "sm_80", "v1" }, { 0, 50, "sm_90", "v2" },
+	static const struct {
+		int status;
+		int64_t access;
+		const char *arch, *vers;
+	} rows[] = {
+	    {0, 300, "sm_90", "v1"}, {1, 100, "sm_90", "v1"}, {0, 200, "sm_80", "v2"},
+	    {1, 200, "sm_80", "v1"}, {0, 50, "sm_90", "v2"},
 	};
 	for (int i = 0; i < 5; i++) {
 		struct jc_entry e = mkentry(i, rows[i].status, rows[i].access);
@@ -285,7 +297,7 @@ static void test_foreach(void **state)
 	assert_int_equal(walk(f, NULL, &w), 0);
 	assert_int_equal(w.n, 5);
 	{
-		static const int order[] = { 4, 1, 2, 3, 0 };
+		static const int order[] = {4, 1, 2, 3, 0};
 		assert_memory_equal(w.ids, order, sizeof(order));
 	}
 	memset(&flt, 0, sizeof(flt));
@@ -431,7 +443,11 @@ static void test_put_many(void **state)
 	assert_int_equal(n, 10);
 }
 
-struct counters { int n; char names[8][32]; uint64_t values[8]; };
+struct counters {
+	int n;
+	char names[8][32];
+	uint64_t values[8];
+};
 
 static int counter_cb(const char *name, uint64_t value, void *ctx)
 {
@@ -445,9 +461,9 @@ static int counter_cb(const char *name, uint64_t value, void *ctx)
 static void test_counters(void **state)
 {
 	struct fx *f = *state;
-	const char *names[] = { "misses", "hits", "evictions" };
-	uint64_t values[] = { 3, 1ull << 40, 0 };
-	struct counters c = { 0 };
+	const char *names[] = {"misses", "hits", "evictions"};
+	uint64_t values[] = {3, 1ull << 40, 0};
+	struct counters c = {0};
 
 	assert_int_equal(jc__index_counters_load(f->ix, counter_cb, &c), 0);
 	assert_int_equal(c.n, 0);
@@ -476,7 +492,7 @@ static void sql(const char *path, const char *stmt)
 
 static void expect_fresh(struct fx *f, const char *aside)
 {
-	struct jc_entry e = mkentry(1, 0, 1), g = { 0 };
+	struct jc_entry e = mkentry(1, 0, 1), g = {0};
 	uint64_t n = 99;
 	char old[160];
 
@@ -561,7 +577,7 @@ static void test_corrupt_file(void **state)
 static void test_readonly_and_two_handles(void **state)
 {
 	struct fx *f = *state;
-	struct jc_entry e = mkentry(5, 0, 1), g = { 0 };
+	struct jc_entry e = mkentry(5, 0, 1), g = {0};
 	struct jc_index *ro;
 	char err[256], missing[160];
 
@@ -584,10 +600,10 @@ static void test_many(void **state)
 {
 	struct fx *f = *state;
 	enum { N = 20000 };
-	uint8_t (*keys)[16] = malloc(sizeof(*keys) * N);
+	uint8_t(*keys)[16] = malloc(sizeof(*keys) * N);
 	uint64_t n, bytes, want = 0;
 	struct walk w;
-	struct jc_filter flt = { .accessed_before = 100 };
+	struct jc_filter flt = {.accessed_before = 100};
 
 	assert_non_null(keys);
 	for (int i = 0; i < N; i++) {
@@ -597,7 +613,8 @@ static void test_many(void **state)
 		mkkey(keys[i], i);
 		want += e.size;
 	}
-	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, NULL, N, 5000), 0);
+	assert_int_equal(jc__index_touch(f->ix, (const uint8_t(*)[16])keys, NULL, NULL, N, 5000),
+			 0);
 	assert_int_equal(jc__index_totals(f->ix, &n, NULL, &bytes), 0);
 	assert_int_equal(n, N);
 	assert_int_equal(bytes, want);
@@ -632,9 +649,9 @@ static void test_users(void **state)
 {
 	struct fx *f = *state;
 	struct jc_entry a = mkentry(1, 0, 100), b = mkentry(2, 0, 100), n = mkentry(3, 1, 100);
-	struct jc_entry g = { 0 };
+	struct jc_entry g = {0};
 	uint8_t keys[2][16];
-	uint32_t hits[2] = { 3, 1 }, uids[2] = { 1001, 1002 }, who[4];
+	uint32_t hits[2] = {3, 1}, uids[2] = {1001, 1002}, who[4];
 	uint64_t left, count;
 	int users = 0;
 
@@ -661,8 +678,8 @@ static void test_users(void **state)
 	assert_int_equal(g.last_access, 500);
 	jc__entry_clear(&g);
 	assert_int_equal(jc__index_get_user(f->ix, b.key, 1001, &g), JC_ENOTFOUND);
-	struct jc_filter flt = { .by_uid = 1, .uid = 1001 };
-	struct walk w = { 0 };
+	struct jc_filter flt = {.by_uid = 1, .uid = 1001};
+	struct walk w = {0};
 	assert_int_equal(walk(f, &flt, &w), 0);
 	assert_int_equal(w.n, 2);
 	/* a replaced row (same key, new size) moves every user's bytes */
@@ -687,14 +704,14 @@ static void test_users(void **state)
 }
 
 /* What schema 3 did not have (kept requests, meta). */
-#define SCHEMA_4_DROP \
-	"DROP TRIGGER entries_del_request; DROP TRIGGER entries_upd_request;" \
-	" DROP TRIGGER requests_ins; DROP TRIGGER requests_del; DROP TABLE requests;" \
-	" DROP TABLE meta; ALTER TABLE entries DROP COLUMN request;" \
+#define SCHEMA_4_DROP                                                                              \
+	"DROP TRIGGER entries_del_request; DROP TRIGGER entries_upd_request;"                      \
+	" DROP TRIGGER requests_ins; DROP TRIGGER requests_del; DROP TABLE requests;"              \
+	" DROP TABLE meta; ALTER TABLE entries DROP COLUMN request;"                               \
 	" ALTER TABLE totals DROP COLUMN requests; ALTER TABLE totals DROP COLUMN request_bytes;"
-#define DROP_ALL_TRIGGERS \
-	"DROP TRIGGER entries_ins; DROP TRIGGER entries_del; DROP TRIGGER entries_upd;" \
-	" DROP TRIGGER users_ins; DROP TRIGGER users_del; DROP TRIGGER users_upd;" \
+#define DROP_ALL_TRIGGERS                                                                          \
+	"DROP TRIGGER entries_ins; DROP TRIGGER entries_del; DROP TRIGGER entries_upd;"            \
+	" DROP TRIGGER users_ins; DROP TRIGGER users_del; DROP TRIGGER users_upd;"                 \
 	" DROP TRIGGER entries_del_users; DROP TRIGGER entries_upd_users;"
 
 /* An index of schema 1 (before users) is upgraded in place: every entry
@@ -702,7 +719,7 @@ static void test_users(void **state)
 static void test_upgrade_from_schema_1(void **state)
 {
 	struct fx *f = *state;
-	struct jc_entry e1 = mkentry(1, 0, 100), e2 = mkentry(2, 1, 200), g = { 0 };
+	struct jc_entry e1 = mkentry(1, 0, 100), e2 = mkentry(2, 1, 200), g = {0};
 	struct stat st;
 	uint64_t n = 0;
 
@@ -711,8 +728,9 @@ static void test_upgrade_from_schema_1(void **state)
 	jc__index_close(f->ix);
 	f->ix = NULL;
 	/* what schema 1 was: these tables, columns and triggers absent */
-	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS " DROP TABLE users; DROP TABLE user_totals;"
-		     " ALTER TABLE totals DROP COLUMN stored; PRAGMA user_version = 1");
+	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS
+	    " DROP TABLE users; DROP TABLE user_totals;"
+	    " ALTER TABLE totals DROP COLUMN stored; PRAGMA user_version = 1");
 	assert_int_equal(stat(f->path, &st), 0);
 	reopen(f);
 	assert_int_equal(jc__index_totals(f->ix, &n, NULL, NULL), 0);
@@ -734,7 +752,7 @@ static void test_upgrade_from_schema_1(void **state)
 
 static int kept_cb(const struct jc_kept *k, void *ctx)
 {
-	uint8_t (*order)[16] = ctx;
+	uint8_t(*order)[16] = ctx;
 	size_t i = 0;
 	while (order[i][0])
 		i++;
@@ -771,8 +789,10 @@ static void test_kept_requests(void **state)
 	assert_int_equal(jc__index_request_totals(f->ix, &n, &bytes), 0);
 	assert_int_equal(n, 0);
 	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1000, a, sizeof(a)), 0);
-	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1001, b, sizeof(b)), 0); /* first stays */
-	assert_int_equal(jc__index_keep_request(f->ix, e2.key, 11, 1001, a, sizeof(a)), 0); /* shared */
+	assert_int_equal(jc__index_keep_request(f->ix, e1.key, 11, 1001, b, sizeof(b)),
+			 0); /* first stays */
+	assert_int_equal(jc__index_keep_request(f->ix, e2.key, 11, 1001, a, sizeof(a)),
+			 0); /* shared */
 	/* same hash, other bytes: a request of its own */
 	assert_int_equal(jc__index_keep_request(f->ix, e3.key, 11, 1002, b, sizeof(b)), 0);
 	struct jc_kept k1, k2, k3;
@@ -857,7 +877,8 @@ static void test_kept_requests(void **state)
 	assert_int_equal(bytes, 370);
 	/* ... and no index on the hash: the map is the only way in */
 	assert_int_equal(pragma_of(f->path, "SELECT count(*) FROM sqlite_master WHERE tbl_name ="
-					     " 'requests' AND type = 'index'"), 0);
+					    " 'requests' AND type = 'index'"),
+			 0);
 
 	/* meta */
 	char v[64];
@@ -873,7 +894,7 @@ static void test_kept_requests(void **state)
 static void test_upgrade_from_schema_3(void **state)
 {
 	struct fx *f = *state;
-	struct jc_entry e1 = mkentry(1, 0, 100), g = { 0 };
+	struct jc_entry e1 = mkentry(1, 0, 100), g = {0};
 	uint64_t n = 9, bytes = 9;
 	struct jc_kept k;
 
@@ -907,7 +928,8 @@ static void test_upgrade_from_schema_3(void **state)
 	reopen(f);
 	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 5);
 	assert_int_equal(pragma_of(f->path, "SELECT count(*) FROM sqlite_master WHERE name ="
-					     " 'requests_hash'"), 0);
+					    " 'requests_hash'"),
+			 0);
 	struct jc_entry e2 = mkentry(2, 0, 100);
 	put_ok(f, &e2);
 	assert_int_equal(jc__index_keep_request(f->ix, e2.key, 5, 7, req, sizeof(req)), 0);
@@ -964,9 +986,10 @@ static void test_charges_and_upgrade_from_schema_2(void **state)
 	/* what schema 2 was: no stored columns, no incremental vacuum */
 	jc__index_close(f->ix);
 	f->ix = NULL;
-	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS " ALTER TABLE totals DROP COLUMN stored;"
-		     " ALTER TABLE user_totals DROP COLUMN stored; PRAGMA auto_vacuum = NONE; VACUUM;"
-		     " PRAGMA user_version = 2");
+	sql(f->path, SCHEMA_4_DROP DROP_ALL_TRIGGERS
+	    " ALTER TABLE totals DROP COLUMN stored;"
+	    " ALTER TABLE user_totals DROP COLUMN stored; PRAGMA auto_vacuum = NONE; VACUUM;"
+	    " PRAGMA user_version = 2");
 	assert_int_equal(pragma_of(f->path, "PRAGMA auto_vacuum"), 0);
 	reopen(f);
 	assert_int_equal(pragma_of(f->path, "PRAGMA user_version"), 5);
@@ -988,8 +1011,8 @@ static void test_charges_and_upgrade_from_schema_2(void **state)
 	jc__index_close(f->ix);
 	f->ix = NULL;
 	int64_t after = pragma_of(f->path, "PRAGMA page_count");
-	printf("a 200 kB log's pages: %lld pages before the reclaim, %lld after\n", (long long)pages,
-	       (long long)after);
+	printf("a 200 kB log's pages: %lld pages before the reclaim, %lld after\n",
+	       (long long)pages, (long long)after);
 	assert_true(after < pages - 40);
 	reopen(f);
 }
@@ -1024,11 +1047,23 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
-		T(test_round_trip), T(test_replace_delete), T(test_touch), T(test_foreach),
-		T(test_totals_refs), T(test_put_many), T(test_counters), T(test_future_version),
-		T(test_corrupt_file), T(test_readonly_and_two_handles), T(test_many),
-		T(test_users), T(test_upgrade_from_schema_1), T(test_charges_and_upgrade_from_schema_2),
-		T(test_kept_requests), T(test_upgrade_from_schema_3), T(test_budget_cuts_wal),
+	    T(test_round_trip),
+	    T(test_replace_delete),
+	    T(test_touch),
+	    T(test_foreach),
+	    T(test_totals_refs),
+	    T(test_put_many),
+	    T(test_counters),
+	    T(test_future_version),
+	    T(test_corrupt_file),
+	    T(test_readonly_and_two_handles),
+	    T(test_many),
+	    T(test_users),
+	    T(test_upgrade_from_schema_1),
+	    T(test_charges_and_upgrade_from_schema_2),
+	    T(test_kept_requests),
+	    T(test_upgrade_from_schema_3),
+	    T(test_budget_cuts_wal),
 #undef T
 	};
 

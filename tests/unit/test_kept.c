@@ -19,7 +19,8 @@
 
 static void fill(struct jc_req *r)
 {
-	static const char src[] = "#include \"v.h\"\nextern \"C\" __global__ void k(int *p) { *p = V; }\n";
+	static const char src[] =
+	    "#include \"v.h\"\nextern \"C\" __global__ void k(int *p) { *p = V; }\n";
 	memset(r, 0, sizeof(*r));
 	r->job = JC_JOB_COMPILE;
 	r->output = JC_OUTPUT_CUBIN;
@@ -27,7 +28,8 @@ static void fill(struct jc_req *r)
 	r->source_name = strdup("k.cu");
 	r->source = (uint8_t *)strdup(src);
 	r->source_size = strlen(src);
-	assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "v.h", "#define V 3\n", 12, 0), 0);
+	assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "v.h", "#define V 3\n", 12, 0),
+			 0);
 	assert_int_equal(jc__strv_push(&r->options, "-default-device"), 0);
 	assert_int_equal(jc__strv_push(&r->include_dirs, "/opt/include"), 0);
 	assert_int_equal(jc__strv_push(&r->name_exprs, "&k"), 0);
@@ -159,9 +161,9 @@ static void test_idmap(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_idmap),
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_hostile),
+	    cmocka_unit_test(test_idmap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

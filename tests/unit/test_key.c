@@ -54,8 +54,10 @@ static void base_req(struct jc_req *r)
 	set_str(&r->source_name, "k.cu");
 	r->source = (uint8_t *)strdup(src);
 	r->source_size = sizeof(src) - 1;
-	assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "b.h", "#define B 2\n", 12, 0), 0);
-	assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "sub/a.h", "#define A 1\n", 12, 0), 0);
+	assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "b.h", "#define B 2\n", 12, 0),
+			 0);
+	assert_int_equal(
+	    jc__blob_push(&r->headers, &r->n_headers, "sub/a.h", "#define A 1\n", 12, 0), 0);
 	assert_int_equal(jc__strv_push(&r->options, "-DN=1"), 0);
 	assert_int_equal(jc__strv_push(&r->options, "-std=c++17"), 0);
 	assert_int_equal(jc__strv_push(&r->options, "-I/inc"), 0);
@@ -63,9 +65,11 @@ static void base_req(struct jc_req *r)
 	assert_int_equal(jc__strv_push(&r->name_exprs, "&k<float>"), 0);
 	assert_int_equal(jc__strv_push(&r->name_exprs, "&k<double>"), 0);
 	assert_int_equal(jc__blob_push(&r->link_inputs, &r->n_link_inputs, "lib.ltoir", "LTO1", 4,
-				       JC_INPUT_LTOIR), 0);
+				       JC_INPUT_LTOIR),
+			 0);
 	assert_int_equal(jc__blob_push(&r->link_inputs, &r->n_link_inputs, "dev.cubin", "CUB1", 4,
-				       JC_INPUT_CUBIN), 0);
+				       JC_INPUT_CUBIN),
+			 0);
 	assert_int_equal(jc__strv_push(&r->link_options, "-O3"), 0);
 	set_str(&r->app_abi, "app-abi-1");
 }
@@ -95,7 +99,13 @@ static void key_of(const struct jc_req *r, const struct jc_toolchain *tc, uint8_
 
 typedef void (*mutate_fn)(struct jc_req *r, struct jc_toolchain *tc);
 
-#define M(name, body) static void name(struct jc_req *r, struct jc_toolchain *tc) { (void)r; (void)tc; body; }
+#define M(name, body)                                                                              \
+	static void name(struct jc_req *r, struct jc_toolchain *tc)                                \
+	{                                                                                          \
+		(void)r;                                                                           \
+		(void)tc;                                                                          \
+		body;                                                                              \
+	}
 M(m_job, r->job = JC_JOB_LINK)
 M(m_output, r->output = JC_OUTPUT_PTX)
 M(m_source_name, set_str(&r->source_name, "k2.cu"))
@@ -106,11 +116,16 @@ M(m_header_added, assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, "c.
 M(m_option_text, set_str(&r->options.v[0], "-DN=2"))
 M(m_option_order, swap_str(&r->options.v[0], &r->options.v[1]))
 M(m_option_extra_define, assert_int_equal(jc__strv_push(&r->options, "-DM=1"), 0))
-M(m_include_dir_added, { assert_int_equal(jc__strv_push(&r->include_dirs, "/inc2"), 0);
-			  assert_int_equal(jc__strv_push(&r->options, "-I/inc2"), 0); })
+M(m_include_dir_added, {
+	assert_int_equal(jc__strv_push(&r->include_dirs, "/inc2"), 0);
+	assert_int_equal(jc__strv_push(&r->options, "-I/inc2"), 0);
+})
 M(m_arch_sm80, set_str(&r->arch, "sm_80"))
 /* compute_90 makes PTX, not a cubin: compare with m_output (sm_90, PTX). */
-M(m_arch_compute90, { set_str(&r->arch, "compute_90"); r->output = JC_OUTPUT_PTX; })
+M(m_arch_compute90, {
+	set_str(&r->arch, "compute_90");
+	r->output = JC_OUTPUT_PTX;
+})
 M(m_arch_sm90a, set_str(&r->arch, "sm_90a"))
 M(m_name_expr_added, assert_int_equal(jc__strv_push(&r->name_exprs, "&k<int>"), 0))
 M(m_name_expr_changed, set_str(&r->name_exprs.v[1], "&k<half>"))
@@ -120,12 +135,17 @@ M(m_builtins_id, strcpy(tc->nvrtc_builtins_id, "none"))
 M(m_nvjitlink_version, strcpy(tc->nvjitlink_version, "13.1"))
 M(m_nvjitlink_id, strcpy(tc->nvjitlink_id, "xxh128:00112233445566778899aabbccddeeff"))
 M(m_driver_version, strcpy(tc->driver_version, "13.0"))
-M(m_driver_build, strcpy(tc->driver_build, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06"))
+M(m_driver_build,
+  strcpy(tc->driver_build, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06"))
 M(m_toolkit_include_id, strcpy(tc->toolkit_include_id, "tree:00112233445566778899aabbccddeeff"))
 M(m_link_type, r->link_inputs[1].type = JC_INPUT_OBJECT)
 M(m_link_name, set_str(&r->link_inputs[1].name, "dev2.cubin"))
 M(m_link_bytes, r->link_inputs[0].data[3] = '2')
-M(m_link_order, { struct jc_blob t = r->link_inputs[0]; r->link_inputs[0] = r->link_inputs[1]; r->link_inputs[1] = t; })
+M(m_link_order, {
+	struct jc_blob t = r->link_inputs[0];
+	r->link_inputs[0] = r->link_inputs[1];
+	r->link_inputs[1] = t;
+})
 M(m_link_option, set_str(&r->link_options.v[0], "-O2"))
 M(m_link_option_added, assert_int_equal(jc__strv_push(&r->link_options, "-lto"), 0))
 M(m_app_abi, set_str(&r->app_abi, "app-abi-2"))
@@ -134,16 +154,41 @@ static const struct {
 	const char *name;
 	mutate_fn fn;
 } changes[] = {
-#define ROW(f) {#f, f}
-	ROW(m_job), ROW(m_output), ROW(m_source_name), ROW(m_source_bytes), ROW(m_header_name),
-	ROW(m_header_bytes), ROW(m_header_added), ROW(m_option_text), ROW(m_option_order),
-	ROW(m_option_extra_define), ROW(m_include_dir_added), ROW(m_arch_sm80),
-	ROW(m_arch_compute90), ROW(m_toolkit_include_id),
-	ROW(m_arch_sm90a), ROW(m_name_expr_added), ROW(m_name_expr_changed), ROW(m_nvrtc_version),
-	ROW(m_nvrtc_id), ROW(m_builtins_id), ROW(m_nvjitlink_version), ROW(m_nvjitlink_id),
-	ROW(m_driver_version), ROW(m_driver_build), ROW(m_link_type), ROW(m_link_name),
-	ROW(m_link_bytes), ROW(m_link_order), ROW(m_link_option), ROW(m_link_option_added),
-	ROW(m_app_abi),
+#define ROW(f)                                                                                     \
+	{                                                                                          \
+#f, f                                                                              \
+	}
+    ROW(m_job),
+    ROW(m_output),
+    ROW(m_source_name),
+    ROW(m_source_bytes),
+    ROW(m_header_name),
+    ROW(m_header_bytes),
+    ROW(m_header_added),
+    ROW(m_option_text),
+    ROW(m_option_order),
+    ROW(m_option_extra_define),
+    ROW(m_include_dir_added),
+    ROW(m_arch_sm80),
+    ROW(m_arch_compute90),
+    ROW(m_toolkit_include_id),
+    ROW(m_arch_sm90a),
+    ROW(m_name_expr_added),
+    ROW(m_name_expr_changed),
+    ROW(m_nvrtc_version),
+    ROW(m_nvrtc_id),
+    ROW(m_builtins_id),
+    ROW(m_nvjitlink_version),
+    ROW(m_nvjitlink_id),
+    ROW(m_driver_version),
+    ROW(m_driver_build),
+    ROW(m_link_type),
+    ROW(m_link_name),
+    ROW(m_link_bytes),
+    ROW(m_link_order),
+    ROW(m_link_option),
+    ROW(m_link_option_added),
+    ROW(m_app_abi),
 };
 #define N_CHANGES (sizeof(changes) / sizeof(changes[0]))
 
@@ -175,18 +220,26 @@ static void test_each_input_changes_key(void **state)
 /* ---- inputs whose order must not matter, and repeatability ---- */
 
 M(s_nothing, )
-M(s_header_order, { struct jc_blob t = r->headers[0]; r->headers[0] = r->headers[1]; r->headers[1] = t; })
+M(s_header_order, {
+	struct jc_blob t = r->headers[0];
+	r->headers[0] = r->headers[1];
+	r->headers[1] = t;
+})
 M(s_name_expr_order, swap_str(&r->name_exprs.v[0], &r->name_exprs.v[1]))
 M(s_supported_archs, strcpy(tc->supported_archs, "sm_75 sm_80")) /* not a key input */
-M(s_summary, strcpy(tc->summary, "other")) /* not a key input */
-M(s_reject_fields, { r->reject_reason = JC_REJECT_CORRUPT; r->reject_object[0] = 1; r->test_fault = JC_FAULT_HANG; })
+M(s_summary, strcpy(tc->summary, "other"))			 /* not a key input */
+M(s_reject_fields, {
+	r->reject_reason = JC_REJECT_CORRUPT;
+	r->reject_object[0] = 1;
+	r->test_fault = JC_FAULT_HANG;
+})
 
 static const struct {
 	const char *name;
 	mutate_fn fn;
 } sames[] = {
-	ROW(s_nothing), ROW(s_header_order), ROW(s_name_expr_order), ROW(s_supported_archs),
-	ROW(s_summary), ROW(s_reject_fields),
+    ROW(s_nothing),	    ROW(s_header_order), ROW(s_name_expr_order),
+    ROW(s_supported_archs), ROW(s_summary),	 ROW(s_reject_fields),
 };
 
 /* The directory's path and the -I spelling are not in the direct key: the
@@ -245,7 +298,10 @@ M(x_arch_suffix, set_str(&r->arch, "sm_90b"))
 M(x_arch_suffix2, set_str(&r->arch, "sm_90aa"))
 M(x_arch_prefix, set_str(&r->arch, "gfx90"))
 M(x_opt_arch_eq, set_str(&r->options.v[1], "-arch=sm_90"))
-M(x_opt_arch_two, { set_str(&r->options.v[1], "-arch"); set_str(&r->options.v[2], "sm_90"); })
+M(x_opt_arch_two, {
+	set_str(&r->options.v[1], "-arch");
+	set_str(&r->options.v[2], "sm_90");
+})
 M(x_opt_gpu_arch_eq, set_str(&r->options.v[1], "--gpu-architecture=compute_90"))
 M(x_opt_gpu_arch, set_str(&r->options.v[1], "--gpu-architecture"))
 M(x_link_opt_arch, set_str(&r->link_options.v[0], "-arch=sm_90"))
@@ -253,14 +309,20 @@ M(x_opt_empty, set_str(&r->options.v[0], ""))
 M(x_name_expr_empty, set_str(&r->name_exprs.v[0], ""))
 M(x_include_dir_empty, set_str(&r->include_dirs.v[0], ""))
 M(x_include_dir_mismatch, set_str(&r->include_dirs.v[0], "/other"))
-M(x_include_dir_relative, { set_str(&r->include_dirs.v[0], "inc"); set_str(&r->options.v[2], "-Iinc"); })
+M(x_include_dir_relative, {
+	set_str(&r->include_dirs.v[0], "inc");
+	set_str(&r->options.v[2], "-Iinc");
+})
 M(x_include_dir_undeclared, assert_int_equal(jc__strv_push(&r->options, "-I/inc2"), 0))
 M(x_include_dir_unused, assert_int_equal(jc__strv_push(&r->include_dirs, "/inc2"), 0))
 M(x_include_opt_no_value, set_str(&r->options.v[2], "-I"))
 M(x_include_path_no_value, set_str(&r->options.v[2], "--include-path="))
 M(x_pre_include_no_value, assert_int_equal(jc__strv_push(&r->options, "-include"), 0))
 M(x_source_name_empty, set_str(&r->source_name, ""))
-M(x_source_no_data, { free(r->source); r->source = NULL; })
+M(x_source_no_data, {
+	free(r->source);
+	r->source = NULL;
+})
 M(x_job, r->job = 0)
 M(x_output, r->output = 9)
 M(x_link_ltoir, r->output = JC_OUTPUT_LTOIR)
@@ -285,18 +347,48 @@ static const struct {
 	const char *name;
 	mutate_fn fn;
 } rejects[] = {
-	ROW(x_dup_header), ROW(x_header_dotdot), ROW(x_header_inner_dotdot),
-	ROW(x_header_trailing_dotdot), ROW(x_header_abs), ROW(x_header_backslash),
-	ROW(x_header_empty), ROW(x_arch_null), ROW(x_arch_short), ROW(x_arch_long),
-	ROW(x_arch_suffix), ROW(x_arch_suffix2), ROW(x_arch_prefix), ROW(x_opt_arch_eq),
-	ROW(x_opt_arch_two), ROW(x_opt_gpu_arch_eq), ROW(x_opt_gpu_arch), ROW(x_link_opt_arch),
-	ROW(x_opt_empty), ROW(x_name_expr_empty), ROW(x_include_dir_empty),
-	ROW(x_include_dir_mismatch), ROW(x_include_dir_relative), ROW(x_include_dir_undeclared),
-	ROW(x_include_dir_unused), ROW(x_include_opt_no_value), ROW(x_include_path_no_value),
-	ROW(x_pre_include_no_value),
-	ROW(x_source_name_empty), ROW(x_source_no_data), ROW(x_job), ROW(x_output),
-	ROW(x_link_ltoir), ROW(x_virtual_cubin), ROW(x_opt_time_file), ROW(x_opt_pch_dir),
-	ROW(x_opt_ptxas_output), ROW(x_source_name_newline), ROW(x_reject_reason), ROW(x_link_job_no_inputs), ROW(x_link_type), ROW(x_link_name_empty),
+    ROW(x_dup_header),
+    ROW(x_header_dotdot),
+    ROW(x_header_inner_dotdot),
+    ROW(x_header_trailing_dotdot),
+    ROW(x_header_abs),
+    ROW(x_header_backslash),
+    ROW(x_header_empty),
+    ROW(x_arch_null),
+    ROW(x_arch_short),
+    ROW(x_arch_long),
+    ROW(x_arch_suffix),
+    ROW(x_arch_suffix2),
+    ROW(x_arch_prefix),
+    ROW(x_opt_arch_eq),
+    ROW(x_opt_arch_two),
+    ROW(x_opt_gpu_arch_eq),
+    ROW(x_opt_gpu_arch),
+    ROW(x_link_opt_arch),
+    ROW(x_opt_empty),
+    ROW(x_name_expr_empty),
+    ROW(x_include_dir_empty),
+    ROW(x_include_dir_mismatch),
+    ROW(x_include_dir_relative),
+    ROW(x_include_dir_undeclared),
+    ROW(x_include_dir_unused),
+    ROW(x_include_opt_no_value),
+    ROW(x_include_path_no_value),
+    ROW(x_pre_include_no_value),
+    ROW(x_source_name_empty),
+    ROW(x_source_no_data),
+    ROW(x_job),
+    ROW(x_output),
+    ROW(x_link_ltoir),
+    ROW(x_virtual_cubin),
+    ROW(x_opt_time_file),
+    ROW(x_opt_pch_dir),
+    ROW(x_opt_ptxas_output),
+    ROW(x_source_name_newline),
+    ROW(x_reject_reason),
+    ROW(x_link_job_no_inputs),
+    ROW(x_link_type),
+    ROW(x_link_name_empty),
 };
 
 static void test_rejects(void **state)
@@ -314,7 +406,8 @@ static void test_rejects(void **state)
 		int vrc = jc__req_validate(&r, verr, sizeof(verr));
 		jc__req_clear(&r);
 		if (rc != JC_EINVAL || vrc != JC_EINVAL || !err[0] || strcmp(err, verr) != 0)
-			fail_msg("%s: key %d \"%s\", validate %d \"%s\"", rejects[i].name, rc, err, vrc, verr);
+			fail_msg("%s: key %d \"%s\", validate %d \"%s\"", rejects[i].name, rc, err,
+				 vrc, verr);
 	}
 	/* The architecture message names the right way to set it. */
 	char err[256];
@@ -434,7 +527,8 @@ static void test_cross_process(void **state)
 	close(p[1]);
 	size_t got = 0;
 	ssize_t n;
-	while (got < sizeof(theirs) - 1 && (n = read(p[0], theirs + got, sizeof(theirs) - 1 - got)) > 0)
+	while (got < sizeof(theirs) - 1 &&
+	       (n = read(p[0], theirs + got, sizeof(theirs) - 1 - got)) > 0)
 		got += (size_t)n;
 	close(p[0]);
 	int status;
@@ -473,7 +567,8 @@ static void test_probe(void **state)
 	assert_true(starts_with(tc.nvrtc_version, "13"));
 	assert_true(starts_with(tc.nvjitlink_version, "13"));
 	assert_true(starts_with(tc.nvrtc_id, "build-id:") || starts_with(tc.nvrtc_id, "xxh128:"));
-	assert_true(starts_with(tc.nvjitlink_id, "build-id:") || starts_with(tc.nvjitlink_id, "xxh128:"));
+	assert_true(starts_with(tc.nvjitlink_id, "build-id:") ||
+		    starts_with(tc.nvjitlink_id, "xxh128:"));
 	assert_true(strcmp(tc.nvrtc_id, tc.nvjitlink_id) != 0);
 	assert_true(tc.nvrtc_builtins_id[0]);
 	assert_true(tc.driver_build[0]);
@@ -498,7 +593,8 @@ static void test_probe(void **state)
 	assert_int_equal(access(want, R_OK), 0);
 	assert_non_null(realpath(tc.toolkit_include, real));
 	assert_string_equal(real, tc.toolkit_include);
-	assert_true(starts_with(tc.toolkit_include_id, "tree:") && strlen(tc.toolkit_include_id) == 37);
+	assert_true(starts_with(tc.toolkit_include_id, "tree:") &&
+		    strlen(tc.toolkit_include_id) == 37);
 	assert_non_null(strstr(tc.summary, tc.toolkit_include_id));
 
 	assert_true(jc__toolchain_supports_arch(&tc, "sm_90"));
@@ -528,8 +624,9 @@ static void test_probe_overrides(void **state)
 		const char *env, *value;
 		size_t field;
 	} rows[] = {
-		{"JITCACHE_TEST_NVRTC_ID", "build-id:0123456789abcdef", offsetof(struct jc_toolchain, nvrtc_id)},
-		{"JITCACHE_TEST_DRIVER_VERSION", "99.9", offsetof(struct jc_toolchain, driver_version)},
+	    {"JITCACHE_TEST_NVRTC_ID", "build-id:0123456789abcdef",
+	     offsetof(struct jc_toolchain, nvrtc_id)},
+	    {"JITCACHE_TEST_DRIVER_VERSION", "99.9", offsetof(struct jc_toolchain, driver_version)},
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		assert_int_equal(setenv(rows[i].env, rows[i].value, 1), 0);
@@ -559,16 +656,16 @@ int main(int argc, char **argv)
 	unsetenv("JITCACHE_TEST_NVRTC_ID");
 	unsetenv("JITCACHE_TEST_DRIVER_VERSION");
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_each_input_changes_key),
-		cmocka_unit_test(test_same_key),
-		cmocka_unit_test(test_include_dir_path_not_direct),
-		cmocka_unit_test(test_rejects),
-		cmocka_unit_test(test_minimal_compile),
-		cmocka_unit_test(test_key_with_tree),
-		cmocka_unit_test(test_name_free),
-		cmocka_unit_test(test_cross_process),
-		cmocka_unit_test(test_probe),
-		cmocka_unit_test(test_probe_overrides),
+	    cmocka_unit_test(test_each_input_changes_key),
+	    cmocka_unit_test(test_same_key),
+	    cmocka_unit_test(test_include_dir_path_not_direct),
+	    cmocka_unit_test(test_rejects),
+	    cmocka_unit_test(test_minimal_compile),
+	    cmocka_unit_test(test_key_with_tree),
+	    cmocka_unit_test(test_name_free),
+	    cmocka_unit_test(test_cross_process),
+	    cmocka_unit_test(test_probe),
+	    cmocka_unit_test(test_probe_overrides),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

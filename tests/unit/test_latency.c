@@ -24,8 +24,8 @@ static void assert_within_eighth(uint64_t got, uint64_t want)
 {
 	uint64_t diff = got > want ? got - want : want - got;
 	if (diff > want / 8) {
-		print_error("quantile %llu, exact %llu: off by more than 1/8\n", (unsigned long long)got,
-			    (unsigned long long)want);
+		print_error("quantile %llu, exact %llu: off by more than 1/8\n",
+			    (unsigned long long)got, (unsigned long long)want);
 		fail();
 	}
 }
@@ -105,9 +105,9 @@ static void test_bimodal(void **state)
 	struct jc_latency h;
 	memset(&h, 0, sizeof(h));
 	for (int i = 0; i < 980; i++)
-		jc__latency_add(&h, 40000 + (uint64_t)i);      /* ~40 us */
+		jc__latency_add(&h, 40000 + (uint64_t)i); /* ~40 us */
 	for (int i = 0; i < 20; i++)
-		jc__latency_add(&h, 5000000 + (uint64_t)i);    /* ~5 ms */
+		jc__latency_add(&h, 5000000 + (uint64_t)i); /* ~5 ms */
 	assert_within_eighth(jc__latency_quantile_ns(&h, 0.5), 40499);
 	assert_within_eighth(jc__latency_quantile_ns(&h, 0.98), 40979);
 	assert_within_eighth(jc__latency_quantile_ns(&h, 0.99), 5000009);
@@ -116,11 +116,9 @@ static void test_bimodal(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_empty_and_bad_q),
-		cmocka_unit_test(test_small_values_exact),
-		cmocka_unit_test(test_extremes),
-		cmocka_unit_test(test_random_against_exact),
-		cmocka_unit_test(test_bimodal),
+	    cmocka_unit_test(test_empty_and_bad_q), cmocka_unit_test(test_small_values_exact),
+	    cmocka_unit_test(test_extremes),	    cmocka_unit_test(test_random_against_exact),
+	    cmocka_unit_test(test_bimodal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,7 +74,7 @@ static void test_bound(void **state)
 	bound(0, "assert msg " NAME " line", NULL, NULL); /* __FILE__ */
 	bound(0, "$str$1[34] = " PTX_DIR, NULL, NULL);
 	bound(0, "dir /tmp/tmpab12 only", NULL, NULL);
-	    /* a directory cut from __FILE__ */ /* the directory too */
+	/* a directory cut from __FILE__ */ /* the directory too */
 	/* in the log, but not as the whole name: could not be rewritten */
 	bound(0, "code", NULL, "note: in /x" NAME "(3)\n");
 	bound(0, "code", NULL, "note: " JC_NAME_STANDIN " already\n");

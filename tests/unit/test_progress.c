@@ -53,7 +53,8 @@ static void test_terminal(void **state)
 	close(m);
 	/* redrawn in place: each state starts with a carriage return */
 	assert_non_null(strstr(out, "\rwarm [..............................] 0/10"));
-	assert_non_null(strstr(out, "\rwarm [###############...............] 5/10 (1 failed) ETA 0:00"));
+	assert_non_null(
+	    strstr(out, "\rwarm [###############...............] 5/10 (1 failed) ETA 0:00"));
 	assert_non_null(strstr(out, "\rwarm [##############################] 10/10 (1 failed) 0s"));
 	assert_int_equal(out[strlen(out) - 1], '\n'); /* the last one ends the line */
 	free(out);
@@ -87,8 +88,8 @@ static void test_pipe(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_terminal),
-		cmocka_unit_test(test_pipe),
+	    cmocka_unit_test(test_terminal),
+	    cmocka_unit_test(test_pipe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,8 +38,8 @@ static const uint8_t *frame_payload(const struct jc_buf *b, size_t off, uint16_t
 /* Appends a raw field (for hand-made payloads). */
 static void tlv(struct jc_buf *b, uint16_t tag, const void *v, uint32_t n)
 {
-	uint8_t h[6] = {(uint8_t)tag, (uint8_t)(tag >> 8), (uint8_t)n, (uint8_t)(n >> 8),
-			(uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+	uint8_t h[6] = {(uint8_t)tag,	   (uint8_t)(tag >> 8), (uint8_t)n,
+			(uint8_t)(n >> 8), (uint8_t)(n >> 16),	(uint8_t)(n >> 24)};
 	size_t need = b->len + sizeof(h) + n;
 	if (need > b->cap) {
 		b->cap = need * 2;
@@ -166,7 +166,8 @@ static void fill_req(struct jc_req *r, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		snprintf(s, sizeof(s), "h%zu.cuh", i);
 		assert_int_equal(jc__blob_push(&r->headers, &r->n_headers, i ? s : "", binary,
-					       i % sizeof(binary), 0), 0);
+					       i % sizeof(binary), 0),
+				 0);
 		snprintf(s, sizeof(s), "-DN=%zu", i);
 		assert_int_equal(jc__strv_push(&r->options, i == 1 ? "" : s), 0);
 		snprintf(s, sizeof(s), "/inc/%zu", i);
@@ -175,7 +176,8 @@ static void fill_req(struct jc_req *r, size_t n)
 		assert_int_equal(jc__strv_push(&r->name_exprs, s), 0);
 		snprintf(s, sizeof(s), "in%zu.ltoir", i);
 		assert_int_equal(jc__blob_push(&r->link_inputs, &r->n_link_inputs, s, binary,
-					       sizeof(binary), JC_INPUT_LTOIR + (uint32_t)(i % 3)), 0);
+					       sizeof(binary), JC_INPUT_LTOIR + (uint32_t)(i % 3)),
+				 0);
 		snprintf(s, sizeof(s), "-O%zu", i % 4);
 		assert_int_equal(jc__strv_push(&r->link_options, s), 0);
 	}
@@ -217,8 +219,8 @@ static void fill_res(struct jc_res *r, size_t n, int with_data)
 	r->server_ns = 1234567890123ull;
 	/* What a worker recorded (tag 13): a file read, a probe, a refusal. */
 	r->deps = calloc(3, sizeof(*r->deps));
-	r->deps[0] = (struct jc_dep){strdup("/inc/a.h"), JC_DEP_FILE, 2049, 1234, 17,
-				     -5, INT64_MAX};
+	r->deps[0] =
+	    (struct jc_dep){strdup("/inc/a.h"), JC_DEP_FILE, 2049, 1234, 17, -5, INT64_MAX};
 	r->deps[1] = (struct jc_dep){strdup("/inc/b.h"), JC_DEP_ABSENT, 0, 0, 0, 0, 0};
 	r->deps[2] = (struct jc_dep){strdup("/etc/passwd"), JC_DEP_DENIED, 0, 0, 0, 0, 0};
 	r->n_deps = 3;
@@ -315,8 +317,8 @@ static int try_reply(const uint8_t *p, size_t len)
 	return rc;
 }
 
-static const decode_fn decoders[] = {NULL, try_hello, try_hello, try_req, try_res,
-				     try_admin, try_reply, try_error};
+static const decode_fn decoders[] = {NULL,    try_hello, try_hello, try_req,
+				     try_res, try_admin, try_reply, try_error};
 
 /* Decodes every proper prefix of a valid payload: each must fail cleanly. */
 static void assert_truncations_fail(const uint8_t *p, size_t len, decode_fn fn)
@@ -439,7 +441,8 @@ static void test_hello_error_admin_roundtrip(void **state)
 	size_t off;
 
 	/* Several frames appended to one buffer. */
-	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "libjitcache/0.1"), 0);
+	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "libjitcache/0.1"),
+			 0);
 	off = b.len;
 	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO_OK, 7, NULL), 0);
 	assert_int_equal(jc__encode_hello(&b, JC_MSG_ERROR, 1, "x"), JC_EINVAL);
@@ -530,9 +533,9 @@ static void test_wire_layout(void **state)
 	(void)state;
 	struct jc_buf b = {0};
 	static const uint8_t want[] = {
-		18, 0, 0, 0, 1, 0, 0, 0, /* payload_len 18, HELLO, reserved */
-		1, 0, 4, 0, 0, 0, 1, 0, 0, 0, /* tag 1 u32 version = 1 */
-		2, 0, 2, 0, 0, 0, 'h', 'i', /* tag 2 str name = "hi" */
+	    18, 0, 0, 0, 1, 0, 0,   0,	       /* payload_len 18, HELLO, reserved */
+	    1,	0, 4, 0, 0, 0, 1,   0,	 0, 0, /* tag 1 u32 version = 1 */
+	    2,	0, 2, 0, 0, 0, 'h', 'i',       /* tag 2 str name = "hi" */
 	};
 	assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, 1, "hi"), 0);
 	assert_int_equal(b.len, sizeof(want));
@@ -570,7 +573,9 @@ static void test_read_answer(void **state)
 		} ctl;
 		memset(&ctl, 0, sizeof(ctl));
 		struct iovec iov = {.iov_base = out.data, .iov_len = out.len};
-		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+		struct msghdr m = {.msg_iov = &iov,
+				   .msg_iovlen = 1,
+				   .msg_control = ctl.space,
 				   .msg_controllen = sizeof(ctl.space)};
 		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 		cm->cmsg_level = SOL_SOCKET;
@@ -837,16 +842,17 @@ static void test_bad_records(void **state)
 	static const struct {
 		int tags[4];
 	} cases[] = {
-		{{2, 0}},       /* value without name */
-		{{1, 0}},       /* name without value */
-		{{1, 1, 0}},    /* name after name */
-		{{1, 2, 2, 0}}, /* two values */
-		{{1, 4, 0}},    /* unknown tag */
+	    {{2, 0}},	    /* value without name */
+	    {{1, 0}},	    /* name without value */
+	    {{1, 1, 0}},    /* name after name */
+	    {{1, 2, 2, 0}}, /* two values */
+	    {{1, 4, 0}},    /* unknown tag */
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		jc__buf_reset(&r);
 		for (const int *t = cases[c].tags; *t; t++)
-			tlv(&r, (uint16_t)*t, *t == 2 ? i64 : (const uint8_t *)"n", *t == 2 ? 8 : 1);
+			tlv(&r, (uint16_t)*t, *t == 2 ? i64 : (const uint8_t *)"n",
+			    *t == 2 ? 8 : 1);
 		jc__buf_reset(&b);
 		tlv_u32(&b, 1, 0);
 		tlv(&b, 3, r.data, (uint32_t)r.len);
@@ -929,7 +935,8 @@ static void test_encode_limits(void **state)
 	uint8_t *mib40 = calloc(1, 40u << 20);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(jc__blob_push(&r.link_inputs, &r.n_link_inputs, "big.o", NULL, 0,
-					       JC_INPUT_OBJECT), 0);
+					       JC_INPUT_OBJECT),
+				 0);
 	free(r.link_inputs[0].data);
 	r.link_inputs[0].data = mib40;
 	r.link_inputs[0].size = 40u << 20;
@@ -981,12 +988,24 @@ static void test_alloc_failures(void **state)
 			memset(&b, 0, sizeof(b));
 			jc__proto_fail_alloc = k;
 			switch (msg) {
-			case 0: rc = jc__encode_req(&b, &req); break;
-			case 1: rc = jc__encode_res(&b, &res); break;
-			case 2: rc = jc__encode_admin(&b, &adm); break;
-			case 3: rc = jc__encode_admin_reply(&b, &rep); break;
-			case 4: rc = jc__encode_hello(&b, JC_MSG_HELLO_OK, 1, "0.1.0"); break;
-			default: rc = jc__encode_error(&b, JC_EBUSY, "shutting down"); break;
+			case 0:
+				rc = jc__encode_req(&b, &req);
+				break;
+			case 1:
+				rc = jc__encode_res(&b, &res);
+				break;
+			case 2:
+				rc = jc__encode_admin(&b, &adm);
+				break;
+			case 3:
+				rc = jc__encode_admin_reply(&b, &rep);
+				break;
+			case 4:
+				rc = jc__encode_hello(&b, JC_MSG_HELLO_OK, 1, "0.1.0");
+				break;
+			default:
+				rc = jc__encode_error(&b, JC_EBUSY, "shutting down");
+				break;
 			}
 			jc__proto_fail_alloc = 0;
 			jc__buf_free(&b);
@@ -1122,8 +1141,8 @@ static void test_error_texts(void **state)
 {
 	(void)state;
 	int next = -1;
-#define CHECK_ERROR(name, value, text)                          \
-	assert_int_equal(name, next--);                         \
+#define CHECK_ERROR(name, value, text)                                                             \
+	assert_int_equal(name, next--);                                                            \
 	assert_string_equal(jc_strerror(name), text);
 	JC_ERRORS(CHECK_ERROR)
 #undef CHECK_ERROR
@@ -1136,24 +1155,24 @@ static void test_error_texts(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_req_roundtrip),
-		cmocka_unit_test(test_req_minimal),
-		cmocka_unit_test(test_res_roundtrip),
-		cmocka_unit_test(test_hello_error_admin_roundtrip),
-		cmocka_unit_test(test_admin_reply_roundtrip),
-		cmocka_unit_test(test_wire_layout),
-		cmocka_unit_test(test_frame_header),
-		cmocka_unit_test(test_read_answer),
-		cmocka_unit_test(test_truncation),
-		cmocka_unit_test(test_bad_fields),
-		cmocka_unit_test(test_bad_res),
-		cmocka_unit_test(test_bad_records),
-		cmocka_unit_test(test_repeat_limit),
-		cmocka_unit_test(test_encode_limits),
-		cmocka_unit_test(test_alloc_failures),
-		cmocka_unit_test(test_random_payloads),
-		cmocka_unit_test(test_mutated_payloads),
-		cmocka_unit_test(test_error_texts),
+	    cmocka_unit_test(test_req_roundtrip),
+	    cmocka_unit_test(test_req_minimal),
+	    cmocka_unit_test(test_res_roundtrip),
+	    cmocka_unit_test(test_hello_error_admin_roundtrip),
+	    cmocka_unit_test(test_admin_reply_roundtrip),
+	    cmocka_unit_test(test_wire_layout),
+	    cmocka_unit_test(test_frame_header),
+	    cmocka_unit_test(test_read_answer),
+	    cmocka_unit_test(test_truncation),
+	    cmocka_unit_test(test_bad_fields),
+	    cmocka_unit_test(test_bad_res),
+	    cmocka_unit_test(test_bad_records),
+	    cmocka_unit_test(test_repeat_limit),
+	    cmocka_unit_test(test_encode_limits),
+	    cmocka_unit_test(test_alloc_failures),
+	    cmocka_unit_test(test_random_payloads),
+	    cmocka_unit_test(test_mutated_payloads),
+	    cmocka_unit_test(test_error_texts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,20 +35,33 @@ static void test_url(void **state)
 	assert_int_equal(jc__redis_url_parse("redis://[::1]:7000", &u, err, sizeof(err)), 0);
 	assert_string_equal(u.seeds[0].host, "::1");
 	assert_int_equal(u.seeds[0].port, 7000);
-	assert_int_equal(jc__redis_url_parse("redis+unix:///run/redis/r.sock", &u, err, sizeof(err)), 0);
+	assert_int_equal(
+	    jc__redis_url_parse("redis+unix:///run/redis/r.sock", &u, err, sizeof(err)), 0);
 	assert_int_equal(u.kind, JC_REDIS_UNIX);
 	assert_string_equal(u.path, "/run/redis/r.sock");
 	assert_int_equal(jc__redis_url_parse("redis+unix:///r.sock?db=2", &u, err, sizeof(err)), 0);
 	assert_int_equal(u.db, 2);
 	assert_int_equal(jc__redis_url_parse("redis-cluster://10.0.0.1:7000,10.0.0.2:7001", &u, err,
-					     sizeof(err)), 0);
+					     sizeof(err)),
+			 0);
 	assert_int_equal(u.kind, JC_REDIS_CLUSTER);
 	assert_int_equal(u.n_seeds, 2);
 	assert_int_equal(u.seeds[1].port, 7001);
-	static const char *const bad[] = {
-		"", "http://x", "redis://", "redis://h:0", "redis://h:65536", "redis://h:12x",
-		"redis://h/x", "redis://h/", "redis://a,b", "redis+unix://rel/path", "redis+unix:///p?db=x",
-		"redis-cluster://h:1/0", "redis-cluster://h:1,,h:2", "redis://[::1", NULL};
+	static const char *const bad[] = {"",
+					  "http://x",
+					  "redis://",
+					  "redis://h:0",
+					  "redis://h:65536",
+					  "redis://h:12x",
+					  "redis://h/x",
+					  "redis://h/",
+					  "redis://a,b",
+					  "redis+unix://rel/path",
+					  "redis+unix:///p?db=x",
+					  "redis-cluster://h:1/0",
+					  "redis-cluster://h:1,,h:2",
+					  "redis://[::1",
+					  NULL};
 	for (int i = 0; bad[i]; i++) {
 		err[0] = '\0';
 		assert_int_equal(jc__redis_url_parse(bad[i], &u, err, sizeof(err)), JC_EINVAL);
@@ -101,7 +114,8 @@ static void make_value(const uint8_t k[16], size_t n, const uint8_t *sec, uint8_
 	struct jc_buf frame = {0};
 	assert_int_equal(jc__encode_res(&frame, &res), 0);
 	assert_int_equal(jc__remote_value_encode(k, frame.data, frame.len, "arch=sm_90", sec,
-						 sec ? sizeof(secret) : 0, 1u << 20, val, len), 0);
+						 sec ? sizeof(secret) : 0, 1u << 20, val, len),
+			 0);
 	jc__buf_free(&frame);
 	free(art);
 }
@@ -174,8 +188,10 @@ static void test_every_change_rejected(void **state)
 				if (decode(v, len, sec, &res) == 0) {
 					accepted++;
 					if (!same_as_original(&res))
-						fail_msg("byte %zu bit %d changed, accepted with other "
-							 "content (signed %d)", i, bit, signed_);
+						fail_msg(
+						    "byte %zu bit %d changed, accepted with other "
+						    "content (signed %d)",
+						    i, bit, signed_);
 					jc__res_clear(&res);
 				}
 				v[i] ^= (uint8_t)(1u << bit);
@@ -208,16 +224,19 @@ static void test_trust(void **state)
 	/* Unsigned under a secret; another secret's signature. */
 	make_value(key, 100, NULL, &u, &ulen);
 	assert_int_equal(jc__remote_value_decode(key, u, ulen, secret, sizeof(secret), 1u << 20,
-						 &res, why, sizeof(why)), JC_ECORRUPT);
+						 &res, why, sizeof(why)),
+			 JC_ECORRUPT);
 	assert_non_null(strstr(why, "unsigned"));
 	make_value(key, 100, secret, &v, &len);
 	static const uint8_t other_secret[] = "another secret, also long enough";
 	assert_int_equal(jc__remote_value_decode(key, v, len, other_secret, sizeof(other_secret),
-						 1u << 20, &res, why, sizeof(why)), JC_ECORRUPT);
+						 1u << 20, &res, why, sizeof(why)),
+			 JC_ECORRUPT);
 	assert_non_null(strstr(why, "signature"));
 	/* Over the size limit, on either side. */
 	assert_int_equal(jc__remote_value_decode(key, v, len, secret, sizeof(secret), len - 1, &res,
-						 why, sizeof(why)), JC_ECORRUPT);
+						 why, sizeof(why)),
+			 JC_ECORRUPT);
 	struct jc_buf frame = {0};
 	struct jc_res r;
 	jc__res_init(&r);
@@ -226,8 +245,9 @@ static void test_trust(void **state)
 	assert_int_equal(jc__encode_res(&frame, &r), 0);
 	uint8_t *big;
 	size_t biglen;
-	assert_int_equal(jc__remote_value_encode(key, frame.data, frame.len, NULL, NULL, 0, 64, &big,
-						 &biglen), JC_ETOOBIG);
+	assert_int_equal(
+	    jc__remote_value_encode(key, frame.data, frame.len, NULL, NULL, 0, 64, &big, &biglen),
+	    JC_ETOOBIG);
 	jc__buf_free(&frame);
 	free(v);
 	free(u);
@@ -236,11 +256,9 @@ static void test_trust(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_url),
-		cmocka_unit_test(test_slots),
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_every_change_rejected),
-		cmocka_unit_test(test_trust),
+	    cmocka_unit_test(test_url),	       cmocka_unit_test(test_slots),
+	    cmocka_unit_test(test_round_trip), cmocka_unit_test(test_every_change_rejected),
+	    cmocka_unit_test(test_trust),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,8 +76,8 @@ static void test_full_table(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bound_per_key),
-		cmocka_unit_test(test_full_table),
+	    cmocka_unit_test(test_bound_per_key),
+	    cmocka_unit_test(test_full_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

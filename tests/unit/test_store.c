@@ -28,7 +28,7 @@
 
 struct fx {
 	char root[JTL_ROOT_MAX]; /* jct_tmpdir */
-	char dir[128];           /* root/cache: created by the store */
+	char dir[128];		 /* root/cache: created by the store */
 	struct jc_store *s;
 };
 
@@ -195,8 +195,9 @@ static void test_tmp_emptied(void **state)
 	/* A worker's directory of a client's headers, left by a crash. */
 	snprintf(path, sizeof(path), "%s/tmp/jc-tree-x/0/sub", f->dir);
 	char cmd[1024];
-	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && echo '#define X 1' > '%s/x.h' && ln -s / '%s/up'",
-		 path, path, path);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s' && echo '#define X 1' > '%s/x.h' && ln -s / '%s/up'", path, path,
+		 path);
 	assert_int_equal(system(cmd), 0);
 	jc__store_close(f->s);
 	assert_int_equal(jc__store_open(f->dir, &f->s, err, sizeof(err)), 0);
@@ -328,8 +329,7 @@ static void check_corrupt(struct fx *f, void (*fn)(int, off_t), int caught_by_op
 	path_of(f, h, path, sizeof(path));
 	tamper(path, fn);
 	if (caught_by_open) {
-		assert_int_equal(jc__store_open_object(f->s, h, strlen(payload), &fd),
-				 JC_ECORRUPT);
+		assert_int_equal(jc__store_open_object(f->s, h, strlen(payload), &fd), JC_ECORRUPT);
 		assert_int_equal(fd, -1);
 	} else {
 		assert_int_equal(jc__store_open_object(f->s, h, strlen(payload), &fd), 0);
@@ -482,11 +482,16 @@ static void test_lock(void **state)
 	fd2 = jc__store_lock(f->dir, 0, err, sizeof(err));
 	assert_true(fd2 >= 0);
 	close(fd2);
-	close(go[0]); close(go[1]); close(ready[0]); close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+	close(ready[0]);
+	close(ready[1]);
 	assert_int_equal(jc__store_lock("", 0, err, sizeof(err)), JC_EINVAL);
 }
 
-struct seen { int good, bad; };
+struct seen {
+	int good, bad;
+};
 
 static int count_cb(const uint8_t *hash, const char *path, const struct stat *st, void *ctx)
 {
@@ -508,14 +513,16 @@ static int count_cb(const uint8_t *hash, const char *path, const struct stat *st
 
 static int stop_cb(const uint8_t *hash, const char *path, const struct stat *st, void *ctx)
 {
-	(void)hash; (void)path; (void)st;
+	(void)hash;
+	(void)path;
+	(void)st;
 	return ++*(int *)ctx == 2 ? 42 : 0;
 }
 
 static void test_foreach(void **state)
 {
 	struct fx *f = *state;
-	struct seen s = { 0, 0 };
+	struct seen s = {0, 0};
 	uint8_t h[16];
 	char path[256], hex[33];
 	FILE *fp;
@@ -527,12 +534,15 @@ static void test_foreach(void **state)
 	jc__hex16(h, hex);
 	/* Bad names: uppercase, wrong directory, junk at the top level. */
 	snprintf(path, sizeof(path), "%s/objects/%.2s/%s.tmp", f->dir, hex, hex);
-	fp = fopen(path, "w"); fclose(fp);
+	fp = fopen(path, "w");
+	fclose(fp);
 	snprintf(path, sizeof(path), "%s/objects/%.2s/ABCDEF0123456789ABCDEF0123456789", f->dir,
 		 hex);
-	fp = fopen(path, "w"); fclose(fp);
+	fp = fopen(path, "w");
+	fclose(fp);
 	snprintf(path, sizeof(path), "%s/objects/junk", f->dir);
-	fp = fopen(path, "w"); fclose(fp);
+	fp = fopen(path, "w");
+	fclose(fp);
 	assert_int_equal(jc__store_foreach(f->s, count_cb, &s), 0);
 	assert_int_equal(s.good, 3);
 	assert_int_equal(s.bad, 3);
@@ -570,7 +580,8 @@ static void test_modes_and_owner(void **state)
 	snprintf(dir, sizeof(dir), "%s/shared", f->root);
 	assert_int_equal(mkdir(dir, 0700), 0);
 	assert_int_equal(chmod(dir, 02770), 0);
-	static const char *const subs[] = {"objects", "tmp", "quarantine", "manifests", "objects/ab"};
+	static const char *const subs[] = {"objects", "tmp", "quarantine", "manifests",
+					   "objects/ab"};
 	for (size_t i = 0; i < 5; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
 		assert_int_equal(mkdir(path, 0700), 0);
@@ -611,7 +622,8 @@ static void test_modes_and_owner(void **state)
 	assert_int_equal(chown(path, 12345, 12345), 0);
 	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), JC_EDENIED);
 	print_message("%s\n", err);
-	assert_non_null(strstr(err, "index.sqlite is not owned by the daemon's uid (owner uid 12345"));
+	assert_non_null(
+	    strstr(err, "index.sqlite is not owned by the daemon's uid (owner uid 12345"));
 	assert_int_equal(chmod(dir, 0700), 0);
 	assert_int_equal(chown(dir, 12345, 12345), 0);
 	assert_int_equal(jc__store_open(dir, &s2, err, sizeof(err)), JC_EDENIED);
@@ -636,7 +648,7 @@ static int count_fds(void)
 static void test_open_failures(void **state)
 {
 	struct fx *f = *state;
-	static const char *const subs[] = { "objects", "tmp", "quarantine" };
+	static const char *const subs[] = {"objects", "tmp", "quarantine"};
 	struct jc_store *s2 = NULL;
 	char dir[256], path[300], err[256];
 	int before = count_fds();
@@ -740,8 +752,9 @@ static void test_enospc(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	if (WEXITSTATUS(status) == 77) {
-		print_message("cannot mount a tmpfs here (needs root or user namespaces): "
-			      "skipping the ENOSPC case; the loop-image integration test covers it\n");
+		print_message(
+		    "cannot mount a tmpfs here (needs root or user namespaces): "
+		    "skipping the ENOSPC case; the loop-image integration test covers it\n");
 		skip();
 	}
 	assert_int_equal(WEXITSTATUS(status), 0);
@@ -751,12 +764,23 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
-		T(test_round_trip),      T(test_dedupe),        T(test_tmp_emptied),
-		T(test_truncated_zero),  T(test_truncated_half), T(test_flipped_byte),
-		T(test_grown),           T(test_symlink),        T(test_wrong_mode),
-		T(test_fifo),            T(test_lock),           T(test_foreach),
-		T(test_free_bytes),      T(test_modes_and_owner), T(test_open_failures),
-		T(test_enospc),          T(test_dirs_removed_while_open),
+	    T(test_round_trip),
+	    T(test_dedupe),
+	    T(test_tmp_emptied),
+	    T(test_truncated_zero),
+	    T(test_truncated_half),
+	    T(test_flipped_byte),
+	    T(test_grown),
+	    T(test_symlink),
+	    T(test_wrong_mode),
+	    T(test_fifo),
+	    T(test_lock),
+	    T(test_foreach),
+	    T(test_free_bytes),
+	    T(test_modes_and_owner),
+	    T(test_open_failures),
+	    T(test_enospc),
+	    T(test_dirs_removed_while_open),
 #undef T
 	};
 

@@ -155,8 +155,8 @@ static void test_budget_and_forget(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_link_chain, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_budget_and_forget, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_link_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_budget_and_forget, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
