@@ -633,26 +633,29 @@ static void test_export_own_only(void **state)
 	assert_int_equal(chown(key, uid, gid), 0);
 	jct_write_text(src, "extern \"C\" __global__ void mine(int *p) { *p = 4711; }\n");
 	assert_int_equal(chmod(src, 0644), 0);
-	const char *ctlbin = getenv("JITCACHECTL");
-	assert_int_equal(
-	    jct_sh("cd %s && setpriv --reuid %u --regid %u --clear-groups -- env -i "
-		   "PATH=/usr/bin:/bin JITCACHE_AUTOSTART=0 %s --socket %s compile mine.cu "
-		   "--arch sm_90 -o /dev/null 2>/dev/null",
-		   d->dir, (unsigned)uid, (unsigned)gid, ctlbin, d->sock),
-	    0);
+	/* The user's environment is PATH alone, and the library path the test
+	 * was given (a packed build's libraries, as on the GPU machine). */
+	const char *ctlbin = getenv("JITCACHECTL"), *ldp = getenv("LD_LIBRARY_PATH");
+	ldp = ldp ? ldp : "";
+	assert_int_equal(jct_sh("cd %s && setpriv --reuid %u --regid %u --clear-groups -- env -i "
+				"PATH=/usr/bin:/bin LD_LIBRARY_PATH='%s' JITCACHE_AUTOSTART=0 %s "
+				"--socket %s compile "
+				"mine.cu --arch sm_90 -o /dev/null 2>/dev/null",
+				d->dir, (unsigned)uid, (unsigned)gid, ldp, ctlbin, d->sock),
+			 0);
 	char udir[220];
 	snprintf(udir, sizeof(udir), "%s/u", d->dir);
 	assert_int_equal(mkdir(udir, 0755), 0);
 	assert_int_equal(chown(udir, uid, gid), 0);
 	assert_int_equal(jct_sh("cd /tmp && setpriv --reuid %u --regid %u --clear-groups -- env -i "
-				"PATH=/usr/bin:/bin %s --socket %s export --secret-file %s -o "
-				"%s/own.jcb",
-				(unsigned)uid, (unsigned)gid, ctlbin, d->sock, key, udir),
+				"PATH=/usr/bin:/bin LD_LIBRARY_PATH='%s' %s --socket %s export "
+				"--secret-file %s -o %s/own.jcb",
+				(unsigned)uid, (unsigned)gid, ldp, ctlbin, d->sock, key, udir),
 			 0);
 	assert_int_not_equal(jct_sh("cd /tmp && setpriv --reuid %u --regid %u --clear-groups -- "
-				    "env -i PATH=/usr/bin:/bin %s --socket %s export --uid 0 "
-				    "--secret-file %s -o /dev/null 2>/dev/null",
-				    (unsigned)uid, (unsigned)gid, ctlbin, d->sock, key),
+				    "env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH='%s' %s --socket %s "
+				    "export --uid 0 --secret-file %s -o /dev/null 2>/dev/null",
+				    (unsigned)uid, (unsigned)gid, ldp, ctlbin, d->sock, key),
 			     0);
 	/* what was exported: the user's one request, compiled by an empty cache */
 	char bundle[300];
@@ -682,12 +685,20 @@ static void test_fatbin_parts_idle(void **state)
 	jc_request_free(r);
 	assert_int_equal(jtl_daemon_stop(d), 0);
 
-	/* the fatbin tool is looked for from libnvrtc's directory (toolchain.h):
-	 * the toolkit's bin/ beside the copy's lib/ too */
+	/* the fatbin tool is looked for from libnvrtc's directory (toolchain.h:
+	 * its ../bin or ../../../bin, as in lib64/ or targets/ARCH/lib/): the
+	 * toolkit's bin/ beside the copy's lib/ too */
 	char lib[PATH_MAX], why[256], from[PATH_MAX + 32], to[JTL_ROOT_MAX + 64];
 	assert_int_equal(jtl_nvrtc_file(lib, why, sizeof(why)), 0);
 	*strrchr(lib, '/') = '\0';
-	snprintf(from, sizeof(from), "%s/../bin", lib);
+	for (const char *const *rel = (const char *const[]){"/../bin", "/../../../bin", NULL}; *rel;
+	     rel++) {
+		char tool[PATH_MAX + 64];
+		snprintf(from, sizeof(from), "%s%s", lib, *rel);
+		snprintf(tool, sizeof(tool), "%s/fatbinary", from);
+		if (access(tool, X_OK) == 0)
+			break;
+	}
 	snprintf(to, sizeof(to), "%s/bin", nvroot);
 	if (access(to, F_OK) != 0)
 		assert_int_equal(symlink(from, to), 0);
