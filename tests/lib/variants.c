@@ -248,6 +248,26 @@ int jct_pool_fetch(const struct jct_pool *p, int i, jc_client *c, const char *wh
 	return bad;
 }
 
+int jct_pool_fetch_from(const struct jct_pool *p, int i, const struct jtl_daemon *d, char *key)
+{
+	jc_client *c = jct_connect(d);
+	jc_request *r = jct_variant_request(&p->v[i]);
+	jc_result *res = NULL;
+	uint64_t wrong = 0;
+	int rc = jc_compile(c, r, &res);
+	if (rc != 0)
+		fprintf(stderr, "%s: %s\n", p->v[i].name, jc_client_errmsg(c));
+	assert_int_equal(jct_ref_check(&p->ref[i], &p->v[i], rc, res, "fetch", &wrong), 0);
+	assert_int_equal(wrong, 0);
+	int status = (int)jc_result_cache_status(res);
+	if (key)
+		snprintf(key, 33, "%s", jc_result_key(res));
+	jc_result_free(res);
+	jc_request_free(r);
+	jc_client_close(c);
+	return status;
+}
+
 void jct_fx_new(void **state, const char *spec)
 {
 	struct jct_fx *f = calloc(1, sizeof(*f));

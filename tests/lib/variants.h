@@ -84,6 +84,10 @@ void jct_pool_free(struct jct_pool *p);
  * (0 when there was no result). Returns jct_ref_check's value. */
 int jct_pool_fetch(const struct jct_pool *p, int i, jc_client *c, const char *what, int *rc,
 		   int *status, uint64_t *wrong_bytes);
+/* Requests p->v[i] from daemon d on a connection of its own and asserts
+ * the answer is NVRTC's (status, bytes, lowered names: jct_ref_check);
+ * returns the cache status, the key's hex into key (33 bytes) unless NULL. */
+int jct_pool_fetch_from(const struct jct_pool *p, int i, const struct jtl_daemon *d, char *key);
 
 /*
  * Compares what jc_compile gave (rc and res, res may be NULL) with ref.

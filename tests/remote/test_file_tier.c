@@ -90,23 +90,7 @@ static void start(struct ffx *x, int i, const char *url)
  * cache status; the key's hex into key (33 bytes) when not NULL. */
 static int fetch(struct ffx *x, const struct jtl_daemon *d, int v, char *key)
 {
-	const struct jct_pool *p = &x->fx->pool;
-	jc_client *c = jct_connect(d);
-	jc_request *r = jct_variant_request(&p->v[v]);
-	jc_result *res = NULL;
-	uint64_t wrong = 0;
-	int rc = jc_compile(c, r, &res);
-	if (rc != 0)
-		fprintf(stderr, "%s: %s\n", p->v[v].name, jc_client_errmsg(c));
-	assert_int_equal(jct_ref_check(&p->ref[v], &p->v[v], rc, res, "fetch", &wrong), 0);
-	assert_int_equal(wrong, 0);
-	int status = (int)jc_result_cache_status(res);
-	if (key)
-		snprintf(key, 33, "%s", jc_result_key(res));
-	jc_result_free(res);
-	jc_request_free(r);
-	jc_client_close(c);
-	return status;
+	return jct_pool_fetch_from(&x->fx->pool, v, d, key);
 }
 
 static void purge_all(const struct jtl_daemon *d)
