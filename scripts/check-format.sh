@@ -23,12 +23,12 @@ if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	echo "check-format: $root is not a git checkout: skipped"
 	exit 77
 fi
-bad=0
-for f in $(git ls-files '*.c' '*.h'); do
-	if ! "$cf" --style=file "$f" | cmp -s - "$f"; then
-		echo "check-format: $f differs from $cf's format (run: $cf -i $f)"
-		bad=$((bad + 1))
-	fi
-done
-[ "$bad" -eq 0 ] && echo "check-format: $(git ls-files '*.c' '*.h' | wc -l) files as clang-format $want leaves them"
-[ "$bad" -eq 0 ]
+files=$(git ls-files '*.c' '*.h')
+# One clang-format for every file (a process per file took 30 s on a loaded
+# machine); it names each file and line it would change.
+if ! out=$("$cf" --style=file --dry-run -Werror $files 2>&1); then
+	printf '%s\n' "$out" | grep -E '^[^ ].*(error|warning):' | head -n 50
+	echo "check-format: the files above differ from $cf's format (run: $cf -i FILE)"
+	exit 1
+fi
+echo "check-format: $(echo "$files" | wc -l) files as clang-format $want leaves them"
