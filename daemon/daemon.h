@@ -32,8 +32,7 @@
 
 struct jc_conn;
 struct jc_retry;
-struct jc_srv;
-struct jc_mq;
+struct jc_server;
 struct jc_memcache;
 
 /* A client waiting on a flight. Holds a reference on its connection. */
@@ -125,7 +124,6 @@ struct jc_daemon {
 	struct jc_tc_gen *tc_gens;
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
-	uint64_t idle_since_ns;	    /* the last connection closed then (for idle_exit_s) */
 	char *pointer_path;	    /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
 	char pointer_sock[4096];    /* the socket path it holds */
 	int stopping;
@@ -157,27 +155,16 @@ struct jc_daemon {
 	char cache_identity_read[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement; /* enum jc_confine the workers apply (worker_fs.h) */
 
-	/* The server (server.c): the listening socket, which the serving
-	 * threads poll and accept on in turn; the threads; requests they hand
-	 * the loop. */
-	int listen_fd;
-	unsigned accept_turn; /* whose turn it is to accept (atomic) */
-	int accept_paused;    /* accept failed (no descriptor left): again at the tick (atomic) */
-	struct jc_srv **srv;
-	unsigned n_srv;
-	struct jc_mq *mainq;
-	pthread_mutex_t conns_lock; /* conns, n_conns, idle_since_ns: accepts and closes */
-	uv_timer_t tick;	    /* flush, respawn, eviction */
+	struct jc_server *server; /* the server's state (server.h), NULL until it listens */
+	uv_timer_t tick;	  /* flush, respawn, eviction */
 	uv_signal_t sigterm, sigint, sighup;
 	struct jc_remote *remote;	    /* the remote tier; NULL without --remote */
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
-	struct jc_conn *conns;		    /* open connections (for the limits; conns_lock) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
 	uv_work_t trim;		  /* malloc_trim after a large request (main.c) */
 	uv_work_t
 	    pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in (main.c) */
 	int trimming;
-	int n_conns; /* how many are in conns (conns_lock) */
 };
 
 /* Where an internal connection's answer goes: a result (res and objfd, a
@@ -331,7 +318,7 @@ const struct jc_entry *jc__memcache_lookup(struct jc_memcache *m, const uint8_t 
  * Either way the slot is queued for a refill. */
 int jc__memcache_take_fd(struct jc_memcache *m, const struct jc_entry *e);
 /* Opens ahead the descriptors hits took since the last call (after the
- * answers went out: server.c calls it from the busy poll). */
+ * answers went out: server_conn.c calls it from the busy poll). */
 void jc__memcache_refill(struct jc_memcache *m);
 /* Reads key's row into the memory cache and opens its descriptors ahead,
  * now (a compile's answers are out: its first hit then waits for neither). */
@@ -466,37 +453,11 @@ void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f);
  * request (key, source_name, message, log). 0 or JC_ENOMEM. */
 int jc__rewarm_report(const struct jc_daemon *d, struct jc_admin_reply *out);
 
-/* server.c */
-/* Binds cfg->socket_path (mode 0600, 0660 with group_shared), unless another
- * daemon answers there (JC_ELOCKED); a socket file nobody answers on is
- * replaced. The bound, not yet listening descriptor goes to *fd (the caller
- * owns it). Returns 0, JC_EINVAL (path too long), JC_ELOCKED or JC_EIO, with
- * the reason in err. */
-int jc__server_bind(const struct jc_config *cfg, int *fd, char *err, size_t errlen);
-/* Listens on bound_fd (>= 0: socket activation, or jc__server_bind before
- * --user; taken), else binds cfg.socket_path first, and starts the serving
- * threads. 0 or a JC_E* code with the reason in err; either way
- * jc__server_shutdown, the loop's end, then jc__server_join follow. */
-int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errlen);
-/* Stops accepting (new clients are refused) and tells the serving threads
- * to end their connections (once what is queued to them is written) and
- * stop. Main loop. */
-void jc__server_shutdown(struct jc_daemon *d);
-/* After the main loop ended: waits for the serving threads, frees them,
- * closes the listening socket. */
-void jc__server_join(struct jc_daemon *d);
-/* The serving threads start accepting (main.c: once the signals are
- * handled). Main loop. */
-void jc__server_accept(struct jc_daemon *d);
-/* Each tick (main loop): the serving threads accept again after accept
- * failed for want of descriptors. */
-void jc__server_tick(struct jc_daemon *d);
+/* server.c (its functions: server.h) */
 /* How many serving threads cfg asks for. */
 static inline unsigned jc__server_threads(const struct jc_config *cfg)
 {
 	return cfg->serve_threads > 0 ? (unsigned)cfg->serve_threads : 1;
 }
-/* The connections of the server (d->conn_ops of the daemon). */
-extern const struct jc_conn_ops jc__server_conn_ops;
 
 #endif

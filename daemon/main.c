@@ -30,6 +30,7 @@
 #include "daemon/daemon.h"
 #include "daemon/pool.h"
 #include "daemon/privs.h"
+#include "daemon/server.h"
 #include "daemon/settings.h"
 #include "jitcache/jitcache.h"
 #if JC_HAVE_SYSTEMD
@@ -92,10 +93,8 @@ static void lock_check(struct jc_daemon *d)
  * (a compile always has its requester connected). */
 static void idle_exit_check(struct jc_daemon *d)
 {
-	pthread_mutex_lock(&d->conns_lock);
-	int n = d->n_conns;
-	uint64_t since = d->idle_since_ns;
-	pthread_mutex_unlock(&d->conns_lock);
+	uint64_t since;
+	int n = jc__server_clients(d, &since);
 	if (d->cfg.idle_exit_s <= 0 || n > 0 || d->stopping)
 		return;
 	if (jc__now_ns() - since >= (uint64_t)d->cfg.idle_exit_s * 1000000000u) {
@@ -518,7 +517,7 @@ static void pointer_write(struct jc_daemon *d)
 	struct sockaddr_un sa;
 	socklen_t salen = sizeof(sa);
 	size_t len = 0;
-	if (getsockname(d->listen_fd, (struct sockaddr *)&sa, &salen) == 0 &&
+	if (getsockname(jc__server_fd(d), (struct sockaddr *)&sa, &salen) == 0 &&
 	    salen > offsetof(struct sockaddr_un, sun_path))
 		len = strnlen(sa.sun_path, salen - offsetof(struct sockaddr_un, sun_path));
 	memcpy(sock, sa.sun_path, len);
@@ -635,7 +634,7 @@ int main(int argc, char **argv)
 	jc__settings_fit_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->conn_ops = &jc__server_conn_ops;
-	d->start_ns = d->idle_since_ns = jc__now_ns();
+	d->start_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
 
