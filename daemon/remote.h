@@ -10,7 +10,8 @@
  * This header is what the daemon calls: one handle for the whole list.
  * Each backend (Redis: remote_redis.c; a shared directory: remote_file.c)
  * implements the operations table of remote_backend.h behind it; what they
- * share (format, checks, single flight, health, counters) is remote.c.
+ * share (format, checks, single flight, health, counters) is the stack:
+ * remote.c and the files remote_internal.h lists.
  * Each stores, for a cache key K, the value of K, the fleet lock of K, and
  * the dependency record of lookup key K, as opaque bytes (the format below).
  *
