@@ -4,8 +4,10 @@
  * (--remote URL, given once per backend). Local first, then each remote
  * backend in the order given: a local miss asks them in turn before
  * compiling; a value found is verified completely and published locally (a
- * remote hit); a compile's result is published to every backend that
- * writes afterwards, off the hit path. Negative entries stay local.
+ * remote hit), and written to the backends before the one that had it
+ * which write (promotion); a compile's result is published to every
+ * backend that writes afterwards, off the hit path. Negative entries stay
+ * local.
  *
  * This header is what the daemon calls: one handle for the whole list.
  * Each backend (Redis: remote_redis.c; a shared directory: remote_file.c)
@@ -98,8 +100,8 @@ struct jc_remote_config {
 	char *secret_file;   /* --remote-secret-file: HMAC key (file bytes, >= 16) */
 	char *password_file; /* --remote-password-file: AUTH password (first line) */
 	int read_only;	     /* --remote-read-only: never writes */
-	int64_t ttl_s;	     /* --remote-ttl: value lifetime in Redis (default 30 d) */
-	int timeout_ms;	     /* --remote-timeout-ms: per Redis command (default 1000) */
+	int64_t ttl_s;	     /* --remote-ttl: value lifetime, every backend (default 30 d) */
+	int timeout_ms;	     /* --remote-timeout-ms: per Redis command (1000); not file:// */
 	uint64_t max_object; /* --remote-max-object: largest value (default 64 MiB) */
 	int64_t lock_wait_s; /* --remote-lock-wait: longest wait on a peer's fleet lock (10 s) */
 	int unsigned_ok;     /* --remote-unsigned: no secret file is wanted */

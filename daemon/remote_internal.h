@@ -7,7 +7,8 @@
  *                     tier's health (up / degraded / down) and the fleet
  *                     locks it holds;
  *   remote_publish.c  publishes: encoding once, a put to every tier that
- *                     writes;
+ *                     writes, and promotions (a value found in a later tier
+ *                     written to the earlier ones);
  *   remote_lookup.c   lookups: the tiers asked in order, the fleet single
  *                     flight, decoding and checking what was fetched;
  *   remote.c          the handle: start, probes and the tick, health and
@@ -117,6 +118,14 @@ void jc__rtier_hold(struct tier *t, const uint8_t key[16]);
 int jc__rtier_unhold(struct tier *t, const uint8_t key[16]);
 /* Releases t's lock of key when this daemon holds it. */
 void jc__rtier_done(struct tier *t, const uint8_t key[16]);
+
+/* --- remote_publish.c -------------------------------------------------------- */
+
+/* Promotion: val (len bytes, taken), a value of key fetched from tier from
+ * and verified, is written to every tier before it that writes and is up,
+ * releasing this daemon's fleet lock of key there after the value. */
+void jc__remote_promote(struct jc_remote *r, const struct tier *from, const uint8_t key[16],
+			uint8_t *val, size_t len);
 
 /* --- remote_lookup.c --------------------------------------------------------- */
 

@@ -232,7 +232,10 @@ static void decode_after_cb(uv_work_t *w, int status)
 	struct lookup *l = w->data;
 	struct jc_remote *r = l->r;
 	(void)status;
-	free(l->val);
+	if (!l->done && l->rc == 0 && !r->closing && l->t != r->tiers)
+		jc__remote_promote(r, l->t, l->key, l->val, l->len); /* verified */
+	else
+		free(l->val);
 	l->val = NULL;
 	if (!l->done && l->rc == 0) {
 		lookup_finish(l, 0, NULL);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The remote tier stack, publishes: a result or dependency record encoded
- * once in the thread pool, then put to every tier that writes.
+ * once in the thread pool, then put to every tier that writes; promotions.
  * See remote.h and remote_internal.h.
  */
 #include <stdio.h>
@@ -208,4 +208,36 @@ void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], co
 		free(p->meta);
 		free(p);
 	}
+}
+
+/* --- promotions ------------------------------------------------------------------ */
+
+/*
+ * A value found in a later tier goes to the earlier ones, as in any
+ * multi-level cache: the next lookup of key on this machine or another that
+ * shares an earlier tier stops there. The bytes are the verified value as
+ * fetched (the format is the same in every tier; it is signed when the
+ * fleet signs), so nothing is encoded again. Dependency records are not
+ * promoted: they are checked by their user (cache.c), after the lookup.
+ */
+void jc__remote_promote(struct jc_remote *r, const struct tier *from, const uint8_t key[16],
+			uint8_t *val, size_t len)
+{
+	struct publish p = {.r = r, .val = val, .len = len};
+	size_t n = (size_t)(from - r->tiers), writers = 0;
+	memcpy(p.key, key, 16);
+	for (size_t i = 0; i < n; i++) {
+		if (jc__rtier_unhold(&r->tiers[i], key))
+			p.holds |= (uint64_t)1 << i;
+		writers += !r->tiers[i].read_only && !is_down(&r->tiers[i]);
+	}
+	if (writers) {
+		char hex[33];
+		jc__hex16(key, hex);
+		jc_log_info(REMOTE, "key %s: found in %s, written to %zu tier(s) before it", hex,
+			    from->url, writers);
+	}
+	for (size_t i = 0; i < n; i++)
+		put_one(&p, &r->tiers[i], i + 1 == n);
+	free(p.val);
 }
