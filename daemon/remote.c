@@ -231,13 +231,15 @@ err_out:
 }
 
 /* The health of the list, for stats and doctor: the worst state, the URLs,
- * and the round trip, write permission and last error of the worst tier. */
+ * each tier's state, and the round trip, write permission and last error of
+ * the worst tier. */
 void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h)
 {
 	char *urls = r->urls;
 	const struct tier *worst = &r->tiers[0];
-	size_t n = 0;
+	size_t n = 0, ns = 0;
 	urls[0] = '\0';
+	r->states[0] = '\0';
 	h->read_only = 1;
 	h->masters = 0;
 	for (size_t i = 0; i < r->n_tiers; i++) {
@@ -252,12 +254,20 @@ void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h)
 		n += (size_t)snprintf(urls + n, sizeof(r->urls) - n, "%s%s", i ? " " : "", t->url);
 		if (n >= sizeof(r->urls))
 			n = sizeof(r->urls) - 1;
+		ns += (size_t)snprintf(r->states + ns, sizeof(r->states) - ns, "%s%s", i ? " " : "",
+				       state_name(t));
 	}
 	h->state = state_name(worst);
 	h->url = urls;
 	h->probe_rtt_us = worst->probe_rtt_us;
 	h->write_ok = h->read_only ? -1 : worst->read_only ? -1 : worst->write_ok;
+	h->states = r->states;
 	h->last_error = worst->last_error;
+	if (r->n_tiers > 1 && worst->last_error[0]) {
+		snprintf(r->last_error, sizeof(r->last_error), "%s: %s", worst->url,
+			 worst->last_error);
+		h->last_error = r->last_error;
+	}
 	h->tiers = (int)r->n_tiers;
 	h->p50_ns = jc__latency_quantile_ns(&r->latency, 0.5);
 	h->p99_ns = jc__latency_quantile_ns(&r->latency, 0.99);
@@ -274,6 +284,7 @@ int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec)
 	int rc = jc__record_add_str(rec, "remote_state", h.state);
 	rc = rc ?: jc__record_add_str(rec, "remote_url", h.url);
 	rc = rc ?: jc__record_add_int(rec, "remote_tiers", h.tiers);
+	rc = rc ?: jc__record_add_str(rec, "remote_tier_states", h.states);
 	rc = rc ?: jc__record_add_int(rec, "remote_read_only", h.read_only);
 	rc = rc ?: jc__record_add_int(rec, "remote_unsigned", !r->secret);
 	rc = rc ?: jc__record_add_int(rec, "remote_masters", h.masters);

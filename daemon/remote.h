@@ -233,11 +233,13 @@ void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], co
 void jc__remote_done(struct jc_remote *r, const uint8_t key[16]);
 
 /* Health for stats and doctor, of the whole list: the worst backend's
- * state, round trip, write permission and last error. Strings borrowed
- * from r, valid until the next call on r. */
+ * state, round trip, write permission and last error (with several
+ * backends, prefixed by its URL), and each backend's state. Strings
+ * borrowed from r, valid until the next call on r. */
 struct jc_remote_health {
 	const char *state;    /* "up", "degraded", "down" */
 	const char *url;      /* the URLs, space-separated (they carry no password) */
+	const char *states;   /* each backend's state, in the same order, space-separated */
 	int tiers;	      /* backends in the list */
 	int read_only;	      /* every backend is */
 	int masters;	      /* servers holding data: Redis Cluster masters, 1 per other backend */
@@ -250,9 +252,9 @@ void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h);
 
 struct jc_record;
 /* Adds the health to a stats record: remote_state ("off" when r is NULL),
- * remote_url, remote_tiers, remote_read_only, remote_masters, remote_p50_us, remote_p99_us,
- * remote_latency_samples, remote_latency_sum_ns, remote_probe_rtt_us, remote_write_ok,
- * remote_last_error. Returns 0 or JC_ENOMEM. */
+ * remote_url, remote_tiers, remote_tier_states, remote_read_only, remote_masters, remote_p50_us,
+ * remote_p99_us, remote_latency_samples, remote_latency_sum_ns, remote_probe_rtt_us,
+ * remote_write_ok, remote_last_error. Returns 0 or JC_ENOMEM. */
 int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec);
 /* `stats --zero`: forgets the latency samples. NULL-safe. */
 void jc__remote_stats_zero(struct jc_remote *r);

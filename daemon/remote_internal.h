@@ -68,7 +68,9 @@ struct jc_remote {
 	char lock_id[128];	 /* host:pid:random, the value of our locks */
 	struct jc_counters *ctr; /* the daemon's (borrowed) */
 	struct jc_latency latency;
-	char urls[4096]; /* the URLs, for stats (jc__remote_health) */
+	char urls[4096];		      /* the URLs, for stats (jc__remote_health) */
+	char states[JC_REMOTE_MAX_TIERS * 9]; /* each tier's state, likewise */
+	char last_error[1400];		      /* the worst tier's, with its URL */
 	uint8_t rejected[REJECT_LOG_KEYS][16];
 	size_t n_rejected;
 
