@@ -100,7 +100,7 @@ static inline int is_down(const struct tier *t)
 /* The backend whose scheme url has, or NULL. */
 const struct jc_remote_backend *jc__remote_backend_of(const char *url);
 
-/* Drops a reference to r (remote_internal.h: refs); the last frees it. */
+/* Drops a reference to r (struct jc_remote, refs); the last frees it. */
 void jc__remote_unref(struct jc_remote *r);
 
 /* A transport failure of t (what failed, and why): counted; the third in a
@@ -124,7 +124,7 @@ void jc__rtier_done(struct tier *t, const uint8_t key[16]);
 /* --- remote_publish.c -------------------------------------------------------- */
 
 /* Promotion: val (len bytes, taken), a value of key fetched from tier from
- * and verified, is written to every tier before it that writes and is up,
+ * and verified, is written to every tier before it that writes and is not down,
  * releasing this daemon's fleet lock of key there after the value. */
 void jc__remote_promote(struct jc_remote *r, const struct tier *from, const uint8_t key[16],
 			uint8_t *val, size_t len);
