@@ -4,13 +4,16 @@
  * (--remote URL, given once per backend). Local first, then each remote
  * backend in the order given: a local miss asks them in turn before
  * compiling; a value found is verified completely and published locally (a
- * remote hit); a compile's result is published to every backend that
- * writes afterwards, off the hit path. Negative entries stay local.
+ * remote hit), and written to the backends before the one that had it
+ * which write (promotion); a compile's result is published to every
+ * backend that writes afterwards, off the hit path. Negative entries stay
+ * local.
  *
  * This header is what the daemon calls: one handle for the whole list.
  * Each backend (Redis: remote_redis.c; a shared directory: remote_file.c)
  * implements the operations table of remote_backend.h behind it; what they
- * share (format, checks, single flight, health, counters) is remote.c.
+ * share (format, checks, single flight, health, counters) is the stack:
+ * remote.c and the files remote_internal.h lists.
  * Each stores, for a cache key K, the value of K, the fleet lock of K, and
  * the dependency record of lookup key K, as opaque bytes (the format below).
  *
@@ -97,8 +100,8 @@ struct jc_remote_config {
 	char *secret_file;   /* --remote-secret-file: HMAC key (file bytes, >= 16) */
 	char *password_file; /* --remote-password-file: AUTH password (first line) */
 	int read_only;	     /* --remote-read-only: never writes */
-	int64_t ttl_s;	     /* --remote-ttl: value lifetime in Redis (default 30 d) */
-	int timeout_ms;	     /* --remote-timeout-ms: per Redis command (default 1000) */
+	int64_t ttl_s;	     /* --remote-ttl: value lifetime, every backend (default 30 d) */
+	int timeout_ms;	     /* --remote-timeout-ms: per Redis command (1000); not file:// */
 	uint64_t max_object; /* --remote-max-object: largest value (default 64 MiB) */
 	int64_t lock_wait_s; /* --remote-lock-wait: longest wait on a peer's fleet lock (10 s) */
 	int unsigned_ok;     /* --remote-unsigned: no secret file is wanted */
@@ -230,11 +233,13 @@ void jc__remote_record_publish(struct jc_remote *r, const uint8_t lookup[16], co
 void jc__remote_done(struct jc_remote *r, const uint8_t key[16]);
 
 /* Health for stats and doctor, of the whole list: the worst backend's
- * state, round trip, write permission and last error. Strings borrowed
- * from r, valid until the next call on r. */
+ * state, round trip, write permission and last error (with several
+ * backends, prefixed by its URL), and each backend's state. Strings
+ * borrowed from r, valid until the next call on r. */
 struct jc_remote_health {
 	const char *state;    /* "up", "degraded", "down" */
 	const char *url;      /* the URLs, space-separated (they carry no password) */
+	const char *states;   /* each backend's state, in the same order, space-separated */
 	int tiers;	      /* backends in the list */
 	int read_only;	      /* every backend is */
 	int masters;	      /* servers holding data: Redis Cluster masters, 1 per other backend */
@@ -247,9 +252,9 @@ void jc__remote_health(struct jc_remote *r, struct jc_remote_health *h);
 
 struct jc_record;
 /* Adds the health to a stats record: remote_state ("off" when r is NULL),
- * remote_url, remote_tiers, remote_read_only, remote_masters, remote_p50_us, remote_p99_us,
- * remote_latency_samples, remote_latency_sum_ns, remote_probe_rtt_us, remote_write_ok,
- * remote_last_error. Returns 0 or JC_ENOMEM. */
+ * remote_url, remote_tiers, remote_tier_states, remote_read_only, remote_masters, remote_p50_us,
+ * remote_p99_us, remote_latency_samples, remote_latency_sum_ns, remote_probe_rtt_us,
+ * remote_write_ok, remote_last_error. Returns 0 or JC_ENOMEM. */
 int jc__remote_stats_add(struct jc_remote *r, struct jc_record *rec);
 /* `stats --zero`: forgets the latency samples. NULL-safe. */
 void jc__remote_stats_zero(struct jc_remote *r);

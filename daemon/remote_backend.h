@@ -4,7 +4,8 @@
  * storage implements (docs/ARCHITECTURE.md, "Tiers").
  *
  * The remote tier (remote.h) is an ordered list of backends behind the
- * local store. What every backend shares lives in remote.c and is written
+ * local store. What every backend shares lives in the stack (remote.c and
+ * the files of remote_internal.h) and is written
  * once: the value format (self-describing, HMAC-signed: remote_value.c),
  * decoding and checking what was fetched in the thread pool, encoding a
  * publish, the fleet single flight's sequence (look, take the lock or wait
@@ -14,10 +15,10 @@
  * puts and locks by cache key, and probes.
  *
  * Values and dependency records are opaque bytes to a backend, and every
- * byte a backend returns is untrusted: remote.c verifies it before use.
+ * byte a backend returns is untrusted: the stack verifies it before use.
  *
  * Adding a backend: a file implementing struct jc_remote_backend, its entry
- * in remote.c's table of backends (with its extern declaration there), its source in
+ * in remote_tier.c's table of backends (with its extern declaration there), its source in
  * daemon/meson.build, its URL form in the help text of the "remote" setting (settings.c) and its
  * tests.
  *

@@ -34,6 +34,13 @@
  * is a regular file of at most --remote-max-object bytes (else JC_ECORRUPT:
  * rejected), and remote.c verifies its format, key, sizes and MAC.
  *
+ * --remote-ttl applies as in Redis: a value or record whose file was
+ * written (mtime) longer ago is not read (a miss) and is removed by the
+ * trim; reads do not extend it. --remote-timeout-ms does not apply: a read
+ * from a stalled share cannot be interrupted in-process (it blocks a pool
+ * thread until the kernel gives up), so the bound is the mount's (NFS
+ * soft,timeo=,retrans=; docs/fleet.md).
+ *
  * Failures: ENOSPC, EDQUOT, EROFS, EACCES, EPERM are refusals (the share
  * answers; counted, the tier stays up); any other error on the share (EIO,
  * ESTALE, DIR missing) is a transport failure. Blocking file system calls
@@ -68,6 +75,7 @@ struct fb {
 	int read_only;
 	uint64_t max_size;
 	int64_t lock_stale_s;
+	int64_t ttl_s; /* --remote-ttl: older values are not read, and trimmed */
 	uint64_t max_object;
 	char lock_id[128];
 	int64_t last_trim_s; /* wall clock of the last trim started */
@@ -154,6 +162,7 @@ static int fb_open(const struct jc_rb_open *o, void **out, char *err, size_t err
 	b->loop = o->loop;
 	b->read_only |= o->cfg->read_only;
 	b->max_object = o->cfg->max_object;
+	b->ttl_s = o->cfg->ttl_s;
 	snprintf(b->lock_id, sizeof(b->lock_id), "%s", o->lock_id);
 	b->refs = 1;
 	*out = b;
@@ -214,9 +223,22 @@ static void name_of(const uint8_t key[16], const char *suffix, char out[48])
 	snprintf(out, 48, "%s%s", hex, suffix);
 }
 
-/* Reads the regular file name in dfd (at most max bytes) into *val. */
-static int read_value(int dfd, const char *name, uint64_t max, uint8_t **val, size_t *len,
-		      char *why, size_t whylen)
+static int64_t age_s(const struct stat *st)
+{
+	return (int64_t)time(NULL) - (int64_t)st->st_mtime;
+}
+
+/* Whether a value or record written at st's mtime has passed ttl_s (then
+ * it is not read, as if Redis had expired it, and the trim removes it). */
+static int expired(const struct stat *st, int64_t ttl_s)
+{
+	return ttl_s > 0 && age_s(st) >= ttl_s;
+}
+
+/* Reads the regular file name in dfd (at most max bytes, not expired) into
+ * *val. */
+static int read_value(int dfd, const char *name, uint64_t max, int64_t ttl_s, uint8_t **val,
+		      size_t *len, char *why, size_t whylen)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	struct stat st;
@@ -236,6 +258,10 @@ static int read_value(int dfd, const char *name, uint64_t max, uint8_t **val, si
 		snprintf(why, whylen, "%s is %s", name,
 			 S_ISREG(st.st_mode) ? "over remote-max-object" : "not a regular file");
 		return JC_ECORRUPT;
+	}
+	if (expired(&st, ttl_s)) {
+		close(fd);
+		return JC_ENOTFOUND;
 	}
 	size_t want = (size_t)st.st_size, got = 0;
 	uint8_t *buf = malloc(want ? want : 1);
@@ -308,11 +334,6 @@ static int lock_is_ours(const struct fb *b, int dfd, const char *name)
 	return n > 0 && (size_t)n == strlen(b->lock_id) && memcmp(buf, b->lock_id, (size_t)n) == 0;
 }
 
-static int64_t age_s(const struct stat *st)
-{
-	return (int64_t)time(NULL) - (int64_t)st->st_mtime;
-}
-
 /* Takes the lock name in dfd (or, read-only, looks whether a peer holds a
  * fresh one). */
 static int take_lock(const struct fb *b, int dfd, const char *name, char *why, size_t whylen)
@@ -361,13 +382,14 @@ static int victim_cmp(const void *a, const void *b)
 }
 
 /* Removes temp and lock files over an hour old (left by daemons killed
- * midway), then the oldest values while the share holds more than
- * max_size (down to TRIM_TO_PERCENT of it). */
+ * midway) and the values and records past --remote-ttl, then the oldest
+ * values while the share holds more than max_size (down to TRIM_TO_PERCENT
+ * of it). */
 static void trim(const struct fb *b)
 {
 	struct victim *v = NULL;
 	size_t n = 0, cap = 0;
-	uint64_t total = 0, removed = 0, removed_bytes = 0;
+	uint64_t total = 0, removed = 0, removed_bytes = 0, expired_n = 0;
 	int64_t now = (int64_t)time(NULL);
 	for (int i = 0; i < 256; i++) {
 		uint8_t key[16] = {(uint8_t)i};
@@ -392,6 +414,10 @@ static void trim(const struct fb *b)
 			if (stale) {
 				if (now - (int64_t)st.st_mtime > TRIM_STALE_S)
 					unlinkat(dirfd(d), e->d_name, 0);
+				continue;
+			}
+			if (expired(&st, b->ttl_s)) {
+				expired_n += unlinkat(dirfd(d), e->d_name, 0) == 0;
 				continue;
 			}
 			if (n == cap) {
@@ -431,6 +457,9 @@ static void trim(const struct fb *b)
 			    " oldest values removed (%" PRIu64 " bytes), %" PRIu64 " bytes left",
 			    b->dir, removed, removed_bytes, total);
 	}
+	if (expired_n)
+		jc_log_info(REMOTE, "file://%s: %" PRIu64 " values past remote-ttl removed", b->dir,
+			    expired_n);
 	free(v);
 }
 
@@ -506,8 +535,8 @@ static void job_work_cb(uv_work_t *w)
 	}
 	switch (j->op) {
 	case J_GET:
-		j->rc =
-		    read_value(dfd, name, b->max_object, &j->val, &j->len, j->why, sizeof(j->why));
+		j->rc = read_value(dfd, name, b->max_object, b->ttl_s, &j->val, &j->len, j->why,
+				   sizeof(j->why));
 		break;
 	case J_LOCK:
 		j->rc = take_lock(b, dfd, lock, j->why, sizeof(j->why));

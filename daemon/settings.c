@@ -174,11 +174,15 @@ static const struct setting table[] = {
     {"remote-password-file", K_TEXT, FIELD(remote.password_file), 0, 0, NULL, NULL, 0, "FILE",
      "Redis AUTH password, first line", "none"},
     {"remote-read-only", K_BOOL, FIELD(remote.read_only), 0, 1, "no", NULL, OPT_ARG, "[=yes|no]",
-     "read Redis, never write it", NULL},
+     "read the remote tiers, never write them", NULL},
     {"remote-ttl", K_SECONDS, FIELD(remote.ttl_s), 1, DURATION_MAX_S, "30d", NULL, 0, "DURATION",
-     "lifetime of a value in Redis", NULL},
+     "lifetime of a value: Redis expires it; a shared directory (file://) serves it no longer "
+     "and trims it",
+     NULL},
     {"remote-timeout-ms", K_COUNT, FIELD(remote.timeout_ms), 1, 600000, "1000", NULL, 0, "N",
-     "each Redis command at most, ms", NULL},
+     "each Redis command at most, ms; not a shared directory's reads (a stalled mount cannot "
+     "be cut off in-process: bound them with its mount options, NFS soft,timeo=,retrans=)",
+     NULL},
     {"remote-max-object", K_SIZE, FIELD(remote.max_object), 1, SIZE_MAX_B, "64M", NULL, 0, "SIZE",
      "largest value written or accepted", NULL},
     {"remote-lock-wait", K_SECONDS, FIELD(remote.lock_wait_s), 0, 86400, "10s", NULL, 0, "DURATION",

@@ -20,6 +20,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -136,14 +137,14 @@ static int value_good(const char *path, const char *key, char *why, size_t whyle
 	return rc == 0;
 }
 
-/* Counts the files of the share whose names end with suffix; checks every
- * value among them when check. */
-static int count_files(const struct ffx *x, const char *suffix, int check)
+/* Counts the files of the share dir whose names end with suffix; checks
+ * every value among them when check. */
+static int count_files_in(const char *dir, const char *suffix, int check)
 {
 	int n = 0;
 	for (int i = 0; i < 256; i++) {
 		char sub[512];
-		snprintf(sub, sizeof(sub), "%s/%02x", x->share, i);
+		snprintf(sub, sizeof(sub), "%s/%02x", dir, i);
 		DIR *d = opendir(sub);
 		struct dirent *e;
 		while (d && (e = readdir(d))) {
@@ -163,6 +164,12 @@ static int count_files(const struct ffx *x, const char *suffix, int check)
 			closedir(d);
 	}
 	return n;
+}
+
+/* count_files_in of x's share. */
+static int count_files(const struct ffx *x, const char *suffix, int check)
+{
+	return count_files_in(x->share, suffix, check);
 }
 
 static int64_t wait_stat(const struct jtl_daemon *d, const char *key, int64_t min)
@@ -221,13 +228,19 @@ static void test_two_daemons(void **state)
 	printf("two daemons on one share: A compiled 2, B compiled 0 (2 remote hits)\n");
 }
 
+/* Replaces the file at path by len bytes at data. */
+static void plant_file(const char *path, const void *data, size_t len)
+{
+	unlink(path);
+	jct_write_file(path, data, len);
+}
+
 /* Replaces key's value in the share by len bytes at data. */
 static void plant(const struct ffx *x, const char *key, const void *data, size_t len)
 {
 	char path[1024];
 	value_path(x, key, path, sizeof(path));
-	unlink(path);
-	jct_write_file(path, data, len);
+	plant_file(path, data, len);
 }
 
 /* B, its cache purged, asks for v: the share's value is rejected, the
@@ -538,6 +551,198 @@ static void test_two_tiers(void **state)
 	printf("two tiers: a miss in the first, served from the second (flags and config file)\n");
 }
 
+/* A second share in the fixture's directory (made empty), its URL into url. */
+static void second_share(const struct ffx *x, const char *name, char *dir, size_t dirlen, char *url,
+			 size_t urllen)
+{
+	snprintf(dir, dirlen, "%s/%s", x->fx->d.dir, name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(url, urllen, "file://%s", dir);
+}
+
+/* Starts d with the tiers urls (NULL-terminated, in order), signed, with
+ * --remote-ttl ttl unless NULL. */
+static void start_tiers(const struct ffx *x, struct jtl_daemon *d, const char *const *urls,
+			const char *ttl)
+{
+	const char *flags[16];
+	int n = 0;
+	for (; *urls; urls++) {
+		flags[n++] = "--remote";
+		flags[n++] = *urls;
+	}
+	flags[n++] = "--remote-secret-file";
+	flags[n++] = x->secret;
+	flags[n++] = "--log-level";
+	flags[n++] = "info";
+	if (ttl) {
+		flags[n++] = "--remote-ttl";
+		flags[n++] = ttl;
+	}
+	flags[n] = NULL;
+	jct_daemon_start(d, flags);
+}
+
+/* Bytes of the file at path. */
+static int64_t file_size(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return (int64_t)st.st_size;
+}
+
+/*
+ * Promotion: a value found in a later tier is written to the earlier ones.
+ * W publishes to the second share only; R (first, then second) misses in
+ * the first, is served from the second, and writes the value to the first
+ * (its fleet lock there released after it); C, on the first share alone,
+ * is then served from it without compiling.
+ */
+static void test_promotion(void **state)
+{
+	struct ffx *x = ffx_new(state, "0:0", NULL);
+	struct jtl_daemon *w = &x->d[0], *r = &x->d[1], *c = &x->d[2];
+	char first[500], url1[600], k0[33], p2[1024], p1[1024];
+	second_share(x, "first", first, sizeof(first), url1, sizeof(url1));
+	start(x, 0, NULL);
+	assert_int_equal(fetch(x, w, 0, k0), JC_MISS);
+	assert_int_equal(wait_stat(w, "remote_publishes", 1), 1);
+	value_path(x, k0, p2, sizeof(p2));
+	int64_t size = file_size(p2);
+
+	const char *both[] = {url1, x->url, NULL};
+	start_tiers(x, r, both, NULL);
+	assert_int_equal(fetch(x, r, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(wait_stat(r, "remote_publishes", 1), 1); /* the promotion */
+	snprintf(p1, sizeof(p1), "%s/%.2s/%s.v", first, k0, k0);
+	assert_int_equal(access(p1, F_OK), 0);
+	assert_int_equal(count_files_in(first, ".v", 1), 1); /* whole, signed, key k0 */
+	assert_int_equal(count_files_in(first, ".lock", 0), 0);
+	assert_int_equal(jct_stat(r, "compiles"), 0);
+	assert_int_equal(jct_stat(r, "remote_hits"), 1);
+	assert_int_equal(jct_stat(r, "remote_misses"), 0);
+	assert_int_equal(jct_stat(r, "remote_bytes_in"), size);
+	assert_int_equal(jct_stat(r, "remote_bytes_out"), size);
+	assert_true(jct_log_count(r, "written to 1 tier(s) before it") == 1);
+
+	const char *one[] = {url1, NULL};
+	start_tiers(x, c, one, NULL);
+	assert_int_equal(fetch(x, c, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(c, "compiles"), 0);
+	printf("promotion: served from the second tier, written to the first (%lld bytes); a "
+	       "daemon on the first alone then compiled 0\n",
+	       (long long)size);
+}
+
+/*
+ * The remote_* counters with two tiers count the stack, not each tier
+ * apart: a compile after a miss in both is one miss and a publish to each
+ * (bytes_out: twice the value); a value rejected in the first tier and
+ * found in the second is one rejection and one hit, and the good value
+ * replaces the bad one in the first (promotion). A first tier that is not
+ * there sets the stack's state (the worst tier's) and last error while
+ * the second serves.
+ */
+static void test_two_tier_stats(void **state)
+{
+	struct ffx *x = ffx_new(state, "0:0,0:1", NULL);
+	struct jtl_daemon *w = &x->d[0], *r = &x->d[1], *m = &x->d[2];
+	char first[500], url1[600], k0[33], p1[1024], p2[1024];
+	second_share(x, "first", first, sizeof(first), url1, sizeof(url1));
+	const char *both[] = {url1, x->url, NULL};
+	start_tiers(x, w, both, NULL);
+	assert_int_equal(fetch(x, w, 0, k0), JC_MISS);
+	assert_int_equal(wait_stat(w, "remote_publishes", 2), 2);
+	snprintf(p1, sizeof(p1), "%s/%.2s/%s.v", first, k0, k0);
+	value_path(x, k0, p2, sizeof(p2));
+	int64_t size = file_size(p2);
+	assert_int_equal(file_size(p1), size);
+	assert_int_equal(jct_stat(w, "remote_misses"), 1);
+	assert_int_equal(jct_stat(w, "remote_hits"), 0);
+	assert_int_equal(jct_stat(w, "remote_bytes_out"), 2 * size);
+	assert_int_equal(jct_stat(w, "remote_errors"), 0);
+	assert_int_equal(count_files_in(first, ".lock", 0) + count_files(x, ".lock", 0), 0);
+
+	/* A bad value in the first tier, the good one in the second. */
+	plant_file(p1, "garbage", 7);
+	start_tiers(x, r, both, NULL);
+	assert_int_equal(fetch(x, r, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(r, "remote_rejected"), 1);
+	assert_int_equal(jct_stat(r, "remote_hits"), 1);
+	assert_int_equal(jct_stat(r, "remote_misses"), 0);
+	assert_int_equal(jct_stat(r, "remote_bytes_in"), 7 + size);
+	assert_int_equal(wait_stat(r, "remote_publishes", 1), 1);
+	assert_int_equal(jct_stat(r, "remote_bytes_out"), size);
+	assert_int_equal(count_files_in(first, ".v", 1), 1); /* repaired */
+	assert_int_equal(jct_stat(r, "compiles"), 0);
+
+	/* A first tier that is not there: the stack's state and last error are
+	 * its, the second serves. */
+	char gone[600];
+	snprintf(gone, sizeof(gone), "file://%s/not-mounted", x->fx->d.dir);
+	const char *missing[] = {gone, x->url, NULL};
+	start_tiers(x, m, missing, NULL);
+	assert_int_equal(fetch(x, m, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(fetch(x, m, 1, NULL), JC_MISS);
+	assert_int_equal(jct_stat(m, "remote_hits"), 1);
+	assert_int_equal(jct_stat(m, "remote_misses"), 1);
+	assert_true(wait_stat(m, "remote_publishes", 1) >= 1); /* the second only */
+	assert_true(jct_stat(m, "remote_errors") >= 2);
+	char *json = NULL;
+	const char *args[] = {"stats", "--json", NULL};
+	assert_int_equal(jct_ctl(m, &json, NULL, args), 0);
+	assert_null(strstr(json, "\"remote_state\": \"up\""));
+	jct_assert_has(json, "\"remote_tiers\": 2");
+	/* each tier's state in order; the last error names its tier */
+	assert_true(strstr(json, "\"remote_tier_states\": \"down up\"") ||
+		    strstr(json, "\"remote_tier_states\": \"degraded up\""));
+	char want[800];
+	snprintf(want, sizeof(want), "\"remote_last_error\": \"%s: ", gone);
+	jct_assert_has(json, want);
+	free(json);
+	printf("two tiers: 1 miss and 2 publishes (%lld bytes out) for one compile; a rejected "
+	       "value in the first and a hit in the second, the first repaired; a missing first "
+	       "tier reported while the second served\n",
+	       (long long)2 * size);
+}
+
+/*
+ * --remote-ttl on a share: a value whose file is older than the TTL is
+ * not served (the request compiles, and its publish writes it afresh),
+ * and the trim removes the others that old; a younger one is served.
+ */
+static void test_ttl(void **state)
+{
+	struct ffx *x = ffx_new(state, "0:0,0:1", NULL);
+	struct jtl_daemon *a = &x->d[0], *b = &x->d[1], *c = &x->d[2];
+	const char *share[] = {x->url, NULL};
+	char k0[33], k1[33], p0[1024], p1[1024];
+	start_tiers(x, a, share, "1h");
+	assert_int_equal(fetch(x, a, 0, k0), JC_MISS);
+	assert_int_equal(fetch(x, a, 1, k1), JC_MISS);
+	assert_int_equal(wait_stat(a, "remote_publishes", 2), 2);
+	value_path(x, k0, p0, sizeof(p0));
+	value_path(x, k1, p1, sizeof(p1));
+	age(p0, 7200);
+	age(p1, 7200);
+	start_tiers(x, b, share, "1h");
+	assert_int_equal(fetch(x, b, 0, NULL), JC_MISS); /* past the TTL: not served */
+	assert_int_equal(jct_stat(b, "compiles"), 1);
+	assert_int_equal(jct_stat(b, "remote_misses"), 1);
+	assert_int_equal(jct_stat(b, "remote_hits"), 0);
+	assert_int_equal(jct_stat(b, "remote_rejected"), 0);
+	assert_int_equal(wait_stat(b, "remote_publishes", 1), 1);
+	assert_true(jct_wait_log(b, "values past remote-ttl removed", 10000));
+	assert_int_equal(access(p1, F_OK), -1); /* trimmed */
+	struct stat st;
+	assert_int_equal(stat(p0, &st), 0); /* written afresh */
+	assert_true(time(NULL) - st.st_mtime < 600);
+	start_tiers(x, c, share, "1h");
+	assert_int_equal(fetch(x, c, 0, NULL), JC_REMOTE_HIT);
+	printf("remote-ttl 1h on a share: a 2 h old value not served (compiled and written "
+	       "afresh), another trimmed; the fresh one served\n");
+}
+
 /* A share that is not there (not mounted): requests compile and are
  * served, the failures move the tier out of "up"; once it is there, values
  * are written again. */
@@ -597,6 +802,9 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_teardown(test_stale_lock, ffx_free),
 	    cmocka_unit_test_teardown(test_budget, ffx_free),
 	    cmocka_unit_test_teardown(test_two_tiers, ffx_free),
+	    cmocka_unit_test_teardown(test_promotion, ffx_free),
+	    cmocka_unit_test_teardown(test_two_tier_stats, ffx_free),
+	    cmocka_unit_test_teardown(test_ttl, ffx_free),
 	    cmocka_unit_test_teardown(test_share_missing, ffx_free),
 	    cmocka_unit_test_teardown(test_bad_url, ffx_free),
 	};

@@ -231,6 +231,58 @@ static void test_two_daemons(void **state)
 	    "two daemons: A compiled 1, B served from Redis with 0 compiles, then a local hit\n");
 }
 
+/*
+ * Two tiers, Redis first and a shared directory second (the value there
+ * only, written by W, which has the share alone): R misses in Redis, is
+ * served from the share, and writes the value to Redis (promotion: the
+ * same bytes, a fresh TTL, its fleet lock there released); C, on Redis
+ * alone, is then served without compiling.
+ */
+static void test_promotion_from_share(void **state)
+{
+	struct rfx *x = rfx_new(state, "0:0", ON_UNIX, NULL);
+	struct jtl_daemon *w = &x->d[0], *r = &x->d[1], *c = &x->d[2];
+	char share[400], url[500], key[33], path[600];
+	snprintf(share, sizeof(share), "%s/share", x->fx->d.dir);
+	assert_int_equal(mkdir(share, 0755), 0);
+	snprintf(url, sizeof(url), "file://%s", share);
+	const char *wflags[] = {"--remote", url, "--remote-unsigned", NULL};
+	jct_daemon_start(w, wflags);
+	assert_int_equal(fetch(x, w, 0, key), JC_MISS);
+	assert_int_equal(wait_stat(w, "remote_publishes", 1), 1);
+	assert_int_equal(jct_redis_dbsize(&x->redis), 0);
+	snprintf(path, sizeof(path), "%s/%.2s/%s.v", share, key, key);
+	size_t flen = 0;
+	uint8_t *file = jtl_read_file(path, &flen);
+	assert_non_null(file);
+
+	start(x, 1, "--remote", url, NULL); /* Redis, then the share */
+	assert_int_equal(fetch(x, r, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(r, "compiles"), 0);
+	assert_int_equal(jct_stat(r, "remote_hits"), 1);
+	assert_int_equal(jct_stat(r, "remote_misses"), 0);
+	assert_int_equal(wait_stat(r, "remote_publishes", 1), 1);
+	redisReply *v = value_of(x, key);
+	assert_int_equal(v->type, REDIS_REPLY_STRING);
+	assert_int_equal((size_t)v->len, flen);
+	assert_memory_equal(v->str, file, flen); /* the bytes as fetched */
+	freeReplyObject(v);
+	redisReply *ttl = jct_redis_cmd(&x->redis, "PTTL jc:{%s}", key);
+	assert_true(ttl->integer > 29LL * 86400 * 1000);
+	freeReplyObject(ttl);
+	redisReply *lock = jct_redis_cmd(&x->redis, "EXISTS jc:{%s}:lock", key);
+	assert_int_equal(lock->integer, 0);
+	freeReplyObject(lock);
+
+	start(x, 2, NULL);
+	assert_int_equal(fetch(x, c, 0, NULL), JC_REMOTE_HIT);
+	assert_int_equal(jct_stat(c, "compiles"), 0);
+	free(file);
+	printf("Redis then a share: served from the share, promoted to Redis (%zu bytes, same "
+	       "bytes); a daemon on Redis alone compiled 0\n",
+	       flen);
+}
+
 /* A name-free request (the NVRTC shim's) of src named name from d; its
  * cache status; the artifact's XXH3-64 into *hash. */
 static int name_free_fetch(const struct jtl_daemon *d, const char *name, const char *src,
@@ -1586,6 +1638,7 @@ int main(int argc, char **argv)
 		cmocka_set_test_filter(argv[1]); /* one test by name (a rerun under load) */
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_two_daemons, rfx_free),
+	    cmocka_unit_test_teardown(test_promotion_from_share, rfx_free),
 	    cmocka_unit_test_teardown(test_learned_record, rfx_free),
 	    cmocka_unit_test_teardown(test_name_free, rfx_free),
 	    cmocka_unit_test_teardown(test_cli_status, rfx_free),
