@@ -548,8 +548,11 @@ int jc__ctl_cmd_admin(const char *command, int argc, char **argv)
 				 reply.message ? reply.message : jc_strerror(reply.status));
 	} else if (rc == 0) {
 		print_reply(command, &reply, flags, json, prom, zero);
+		/* A change's summary (purge, verify, gc: what it removed or
+		 * found) is its result, on stdout with its records; a listing's
+		 * note (ls, export: where it was cut) goes to stderr. */
 		if (reply.message && !json)
-			fprintf(stderr, "%s\n", reply.message);
+			fprintf(flags & JC_ADMIN_MUTATING ? stdout : stderr, "%s\n", reply.message);
 		if (reply.status == JC_ECORRUPT)
 			rc = 1;
 	}

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "client/client_internal.h"
+#include "common/inc_lex.h"
 #include "common/inc_memo.h"
 #include "common/includes.h"
 #include "common/util.h"
@@ -32,7 +33,7 @@
 #define TREE_MAX_WATCHES 16384
 
 /* Reads path whole into *data (malloc'd) when its bytes still hash to
- * hash; JC_EIO with a message otherwise. */
+ * hash (jc__inc_file_hash); JC_EIO with a message otherwise, JC_ENOMEM. */
 static int read_checked(const char *path, const uint8_t hash[16], uint8_t **data, size_t *size,
 			char *err, size_t errlen)
 {
@@ -56,10 +57,14 @@ static int read_checked(const char *path, const uint8_t hash[16], uint8_t **data
 		got = r <= 0 ? -1 : got + r;
 	}
 	close(fd);
-	XXH128_canonical_t c;
-	if (got == (ssize_t)*size)
-		XXH128_canonicalFromHash(&c, XXH3_128bits(*data, *size));
-	if (got != (ssize_t)*size || memcmp(c.digest, hash, 16) != 0) {
+	uint8_t now[16];
+	int rc = got == (ssize_t)*size ? jc__inc_file_hash(path, *data, *size, NULL, now) : 0;
+	if (rc != 0) {
+		free(*data);
+		*data = NULL;
+		return jc__fail(err, errlen, rc, "out of memory reading %s", path);
+	}
+	if (got != (ssize_t)*size || memcmp(now, hash, 16) != 0) {
 		free(*data);
 		*data = NULL;
 		return jc__fail(err, errlen, JC_EIO,

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "common/inc_buf.h"
+#include "common/inc_lex.h"
 #include "common/inc_memo.h"
 #include "jitcache/jitcache.h"
 
@@ -171,7 +172,7 @@ int jc__inc_rehash(const struct jc_inc_set *set, const struct jc_inc_ctx *ctx, c
 			int rc =
 			    jc__inc_read_file(e->path, ctx->max_file_size, &data, &a, &b, NULL, 0);
 			if (rc == 0)
-				jc__inc_hash128(data.p, data.n, hash);
+				rc = jc__inc_file_hash(e->path, data.p, data.n, NULL, hash);
 			free(data.p);
 			if (rc == JC_ENOMEM)
 				return rc;

@@ -150,14 +150,18 @@ static int ident_is(const char *s, size_t len, const char *word)
 	return strlen(word) == len && memcmp(s, word, len) == 0;
 }
 
-/* Records the identifier s[len] when it is a time macro. */
+/* Records the identifier s[len] when it is a time macro or names the file. */
 static int time_macro(const char *s, size_t len, struct jc_inc_buf *refs)
 {
-	if (len < 8 || s[0] != '_' ||
-	    !(ident_is(s, len, "__DATE__") || ident_is(s, len, "__TIME__") ||
-	      ident_is(s, len, "__TIMESTAMP__")))
+	if (len < 8 || s[0] != '_')
 		return 0;
-	return jc__inc_ref_add(refs, JC_INC_REF_TIME, s, len);
+	if (ident_is(s, len, "__DATE__") || ident_is(s, len, "__TIME__") ||
+	    ident_is(s, len, "__TIMESTAMP__"))
+		return jc__inc_ref_add(refs, JC_INC_REF_TIME, s, len);
+	if (ident_is(s, len, "__FILE__") || ident_is(s, len, "__BASE_FILE__") ||
+	    ident_is(s, len, "__FILE_NAME__") || ident_is(s, len, "__builtin_FILE"))
+		return jc__inc_ref_add(refs, JC_INC_REF_FILE, s, len);
+	return 0;
 }
 
 /*
@@ -311,4 +315,49 @@ static int has_pair(const char *t, size_t n, char a, char b)
 int jc__inc_may_have_directive(const char *t, size_t n)
 {
 	return memchr(t, '#', n) || has_pair(t, n, '%', ':') || has_pair(t, n, '?', '?');
+}
+
+/* 1 when refs (records of jc__inc_lex) hold a file name macro. */
+static int uses_file_macro(const struct jc_inc_buf *refs)
+{
+	size_t pos = 0;
+	char form;
+	while (jc__inc_ref_next(refs, &pos, &form))
+		if (form == JC_INC_REF_FILE)
+			return 1;
+	return 0;
+}
+
+/* The FILE hash of path from its bytes' refs (jc__inc_file_hash's rule). */
+static void file_hash(const char *path, const void *data, size_t n, const struct jc_inc_buf *refs,
+		      uint8_t hash[16])
+{
+	jc__inc_hash128(data, n, hash);
+	if (!uses_file_macro(refs))
+		return;
+	size_t len = strlen(path);
+	uint8_t *b = malloc(16 + len);
+	if (!b) { /* keyed by the bytes of the path alone: still another key per path */
+		jc__inc_hash128(path, len, hash);
+		return;
+	}
+	memcpy(b, hash, 16);
+	memcpy(b + 16, path, len);
+	jc__inc_hash128(b, 16 + len, hash);
+	free(b);
+}
+
+int jc__inc_file_hash(const char *path, const void *data, size_t n, const struct jc_inc_buf *refs,
+		      uint8_t hash[16])
+{
+	if (refs) {
+		file_hash(path, data, n, refs, hash);
+		return 0;
+	}
+	struct jc_inc_buf own = {0};
+	int rc = memmem(data, n, "FILE", 4) ? jc__inc_lex(data, n, &own) : 0;
+	if (rc == 0)
+		file_hash(path, data, n, &own, hash);
+	free(own.p);
+	return rc;
 }

@@ -17,7 +17,10 @@
  *    (it may change where quoted includes are looked for);
  *  - the time macros `__DATE__`, `__TIME__` and `__TIMESTAMP__` as tokens,
  *    anywhere (their expansion is not in the cache key: the daemon serves
- *    such a compile without storing it, flight.c).
+ *    such a compile without storing it, flight.c);
+ *  - `__FILE__`, `__BASE_FILE__`, `__FILE_NAME__` and `__builtin_FILE` as
+ *    tokens, anywhere (a file that uses one is keyed by its path too:
+ *    jc__inc_file_hash below).
  * Comments, string, character and raw-string literals, pp-numbers and line
  * splices (backslash-newline, also as the trigraph ??/) are honoured; the
  * digraph %: and the trigraph ??= start a directive too.
@@ -29,6 +32,7 @@
 #define JC_INC_LEX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/inc_buf.h"
 
@@ -37,6 +41,7 @@ enum jc_inc_ref {
 	JC_INC_REF_ANGLE = 'a',	   /* <name> */
 	JC_INC_REF_COMPUTED = 'c', /* not a literal (empty name) */
 	JC_INC_REF_TIME = 't', /* a time macro used (name: __DATE__, __TIME__ or __TIMESTAMP__) */
+	JC_INC_REF_FILE = 'f', /* a file name macro used (__FILE__, __BASE_FILE__, ...) */
 };
 
 /* Appends the include references of text[n] (borrowed; any bytes, not
@@ -49,6 +54,19 @@ int jc__inc_ref_add(struct jc_inc_buf *refs, enum jc_inc_ref form, const char *n
 /* The record at *pos of refs: returns its name (borrowed from refs, NUL-
  * terminated), its form in *form, and moves *pos past it; NULL at the end. */
 const char *jc__inc_ref_next(const struct jc_inc_buf *refs, size_t *pos, char *form);
+
+/*
+ * The hash of a FILE entry (inc_set.h) at path whose bytes are data[n]:
+ * XXH3-128 of the bytes; for a file that uses __FILE__, __BASE_FILE__,
+ * __FILE_NAME__ or __builtin_FILE as a token (the lexer's JC_INC_REF_FILE),
+ * XXH3-128 of that hash (16 bytes) followed by path (as NVRTC opens it):
+ * what such a file compiles to depends on the path it was found under, so
+ * the same bytes elsewhere are another key (README, "The key"). refs: the
+ * data's records from jc__inc_lex, or NULL to lex them here (only when the
+ * bytes hold "FILE"). 0 or JC_ENOMEM (lexing). No I/O; thread-safe.
+ */
+int jc__inc_file_hash(const char *path, const void *data, size_t n, const struct jc_inc_buf *refs,
+		      uint8_t hash[16]);
 
 /* 1 when text[n] might hold a directive (a '#', the digraph "%:" or "??"):
  * a cheap filter before jc__inc_lex, so that a source without one costs a

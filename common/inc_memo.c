@@ -247,10 +247,13 @@ int jc__inc_file_info(struct jc_inc_memo *memo, uint64_t max_size, struct jc_inc
 	int rc = jc__inc_read_file(path, max_size, &data, &a, &b, err, errlen);
 	set->n_read++;
 	if (rc == 0) {
-		jc__inc_hash128(data.p, data.n, hash);
 		rc = jc__inc_lex((const char *)data.p, data.n, r);
 		if (rc)
 			jc__fail(err, errlen, rc, "include scan: out of memory lexing %s", path);
+	}
+	if (rc == 0) {
+		struct jc_inc_buf mine = {r->p + r0, r->n - r0, 0};
+		jc__inc_file_hash(path, data.p, data.n, &mine, hash);
 	}
 	if (rc == 0) {
 		*id = b;

@@ -60,12 +60,11 @@ int jc__inc_read_file(const char *path, uint64_t max, struct jc_inc_buf *out, st
 		      struct jc_inc_stat *b, char *err, size_t errlen);
 
 /*
- * The content hash (and, when refs is not NULL, the include references
- * appended to refs) of the regular file at path whose stat() gave *id: from
- * memo, else read (at most max_size bytes; set->n_read counted) and lexed,
- * and memoised when settled (its identity unchanged by the read and outside
- * the settle margin before now). *id becomes the identity the content
- * belongs to; set is marked unsettled (jc__inc_mark_unsettled) when it was
+ * The content hash (jc__inc_file_hash, inc_lex.h) (and, when refs is not NULL, the include
+ * references appended to refs) of the regular file at path whose stat() gave *id: from memo, else
+ * read (at most max_size bytes; set->n_read counted) and lexed, and memoised when settled (its
+ * identity unchanged by the read and outside the settle margin before now). *id becomes the
+ * identity the content belongs to; set is marked unsettled (jc__inc_mark_unsettled) when it was
  * not. Errors of jc__inc_read_file, or JC_ENOMEM.
  */
 int jc__inc_file_info(struct jc_inc_memo *memo, uint64_t max_size, struct jc_inc_set *set,

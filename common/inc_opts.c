@@ -132,7 +132,8 @@ static int may_leave_declared_dirs(const char *t, size_t n, void *ctx)
 	char form;
 	while (!found && (name = jc__inc_ref_next(&refs, &pos, &form)))
 		found = form == JC_INC_REF_COMPUTED ||
-			(form != JC_INC_REF_TIME && (name[0] == '/' || climbs(name)));
+			(form != JC_INC_REF_TIME && form != JC_INC_REF_FILE &&
+			 (name[0] == '/' || climbs(name)));
 	free(refs.p);
 	return found;
 }

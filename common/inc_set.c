@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/inc_buf.h"
+#include "common/inc_lex.h"
 #include "common/util.h"
 #include "jitcache/jitcache.h"
 
@@ -271,9 +272,11 @@ int jc__inc_tree_set(const struct jc_req *req, struct jc_inc_set *out, char *err
 		if (asprintf(&path, "%.*s%s", (int)bl, base, rel) < 0) /* rel: "/REL" or "" */
 			return JC_ENOMEM;
 		uint8_t hash[16];
-		if (b->type == JC_TREE_FILE)
-			jc__inc_hash128(b->data, b->size, hash);
-		else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR)
+		if (b->type == JC_TREE_FILE &&
+		    jc__inc_file_hash(path, b->data, b->size, NULL, hash) != 0) {
+			free(path);
+			return JC_ENOMEM;
+		} else if (b->type == JC_TREE_HASH || b->type == JC_TREE_DIR)
 			memcpy(hash, b->data, 16);
 		uint8_t kind = b->type == JC_TREE_ABSENT    ? JC_INC_ABSENT
 			       : b->type == JC_TREE_DIR	    ? JC_INC_DIR

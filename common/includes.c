@@ -357,8 +357,8 @@ static int resolve(struct scan *s, const struct jc_inc_buf *refs, const char *di
 	int (*one)(struct scan *, char, const char *, const char *) =
 	    toolkit ? toolkit_name : user_name;
 	while (rc == 0 && (name = jc__inc_ref_next(refs, &pos, &form))) {
-		if (form == JC_INC_REF_TIME)
-			continue; /* not a file (jc__inc_time_macro) */
+		if (form == JC_INC_REF_TIME || form == JC_INC_REF_FILE)
+			continue; /* not a file (jc__inc_time_macro, jc__inc_file_hash) */
 		if (form == JC_INC_REF_COMPUTED) {
 			rc = fallback(s);
 			continue;

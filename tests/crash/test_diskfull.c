@@ -162,9 +162,9 @@ static void purge(struct jct_fx *f, const char *a, const char *b, int n)
 		fprintf(stderr, "purge %s: exit %d: %s%s\n", a, rc, out ? out : "", err ? err : "");
 	assert_int_equal(rc, 0);
 	snprintf(want, sizeof(want), "removed %d entries", n);
-	if (!strstr(err, want))
+	if (!strstr(out, want))
 		fprintf(stderr, "purge %s: no '%s' in: %s%s\n", a, want, out, err);
-	assert_non_null(strstr(err, want));
+	assert_non_null(strstr(out, want));
 	free(out);
 	free(err);
 }

@@ -215,7 +215,7 @@ static void test_purge_variants(void **state)
 	/* --dry-run removes nothing. */
 	const char *dry[] = {"purge", "--all", "--dry-run", NULL};
 	assert_int_equal(jct_ctl(d, &out, &err, dry), 0);
-	assert_non_null(strstr(err, "would remove 3 entries"));
+	assert_non_null(strstr(out, "would remove 3 entries"));
 	free(out);
 	free(err);
 	assert_int_equal(jct_stat(d, "entries"), 2);

@@ -8,7 +8,9 @@
  * shadows another and changes the key; a computed include falls back to the
  * whole directory; a header changed a moment ago is compiled, re-read and stored;
  * bad include requests are refused; NVRTC-shaped -I options (relative, no
- * declaration) give the declared form's key; the toolkit's own tree costs no stat.
+ * declaration) give the declared form's key; the toolkit's own tree costs no stat;
+ * the same bytes under another directory share the entry, unless a header
+ * uses __FILE__ (then its path is keyed).
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -430,6 +432,39 @@ static void test_same_bytes_elsewhere_share_key(void **state)
 	jc_request_free(r3);
 }
 
+/*
+ * A header that uses __FILE__ in its own text (here folded into a number,
+ * so that no name is left in the PTX to find) makes the output depend on
+ * the path the compiler found it under: its entry is keyed by that path
+ * (README, "The key"), so the same bytes elsewhere are a miss with their
+ * own value, not a hit on the first directory's.
+ */
+static void test_file_macro_header_keys_its_path(void **state)
+{
+	struct jtl_daemon *d = *state;
+	static const char header[] = "static constexpr int a_len = 7000 + (int)sizeof(__FILE__);\n"
+				     "#define VALUE a_len\n";
+	jct_put(d->dir, "u1/inc/a.h", header);
+	jct_put(d->dir, "u2222/inc/a.h", header);
+	jct_settle();
+	char want1[32], want2[32];
+	/* sizeof a string literal counts its NUL */
+	snprintf(want1, sizeof(want1), "%zu;", 7000 + strlen(d->dir) + strlen("/u1/inc/a.h") + 1);
+	snprintf(want2, sizeof(want2), "%zu;",
+		 7000 + strlen(d->dir) + strlen("/u2222/inc/a.h") + 1);
+	jc_request *r1 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u1/inc", NULL});
+	jc_request *r2 = jct_request_ptx_dirs(d, kernel, (const char *const[]){"u2222/inc", NULL});
+	jc_result *a = jct_expect_ptx(d, r1, JC_MISS, want1);
+	jc_result *b = jct_expect_ptx(d, r2, JC_MISS, want2);
+	assert_string_not_equal(jc_result_key(a), jc_result_key(b));
+	jc_result_free(jct_expect_ptx(d, r1, JC_HIT, want1));
+	jc_result_free(jct_expect_ptx(d, r2, JC_HIT, want2));
+	jc_result_free(a);
+	jc_result_free(b);
+	jc_request_free(r1);
+	jc_request_free(r2);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, jct_setup_started, jct_teardown)
@@ -444,6 +479,7 @@ int main(void)
 	    T(test_working_directory_is_not_searched),
 	    T(test_cccl_sized_tree),
 	    T(test_same_bytes_elsewhere_share_key),
+	    T(test_file_macro_header_keys_its_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

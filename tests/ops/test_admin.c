@@ -162,14 +162,18 @@ static void test_verify_quarantines(void **state)
 	jct_compile_tiny(d, 2, "sm_90", b);
 	const char *verify[] = {"verify", NULL};
 	char *err = NULL;
-	free(jct_ctl_expect(d, 0, &err, verify));
-	jct_assert_has(err, "checked 2 objects, 0 bad");
+	/* The result on stdout, as every command's: stderr is for errors. */
+	char *sum = jct_ctl_expect(d, 0, &err, verify);
+	jct_assert_has(sum, "checked 2 objects, 0 bad");
+	assert_null(strstr(err, "checked"));
+	free(sum);
 	free(err);
 	for (int offline = 0; offline < 2; offline++) {
 		const char *key = offline ? b : a;
 		corrupt_object(d, key, object);
 		char *out = jct_ctl_expect(d, 1, &err, verify);
-		jct_assert_has(err, "1 bad (quarantined)");
+		jct_assert_has(out, "1 bad (quarantined)");
+		assert_null(strstr(err, "quarantined"));
 		jct_assert_has(out, "problem      corrupt");
 		jct_assert_has(out, key);
 		snprintf(want, sizeof(want), "object       %s", object);
@@ -231,7 +235,8 @@ static void test_gc_grace(void **state)
 	const char *gc[] = {"gc", NULL};
 	char *err = NULL, *out = NULL;
 	out = jct_ctl_expect(d, 0, &err, gc);
-	jct_assert_has(err, "removed 1 expired negative entries, 2 orphaned objects");
+	jct_assert_has(out, "removed 1 expired negative entries, 2 orphaned objects");
+	assert_null(strstr(err, "orphaned"));
 	free(out);
 	free(err);
 	assert_int_equal(stat(old0, &st), -1);
@@ -245,7 +250,7 @@ static void test_gc_grace(void **state)
 	assert_int_equal(utimensat(AT_FDCWD, young, t, 0), 0);
 	jct_daemon_start(d, NULL);
 	out = jct_ctl_expect(d, 0, &err, gc);
-	jct_assert_has(err, "1 orphaned objects");
+	jct_assert_has(out, "1 orphaned objects");
 	jct_assert_has(out, young);
 	free(out);
 	free(err);

@@ -133,9 +133,10 @@ static void purge_expect(struct fx *f, const char *a1, const char *a2, unsigned 
 		size_t lines = 0;
 		for (const char *p = out; *p; p = strchr(p, '\n') + 1)
 			lines++;
-		if (lines != expect_n)
+		/* one line per entry, then the summary */
+		if (lines != expect_n + 1)
 			fprintf(stderr, "purge %s %s: %s", a1, a2 ? a2 : "", out);
-		assert_int_equal(lines, expect_n);
+		assert_int_equal(lines, expect_n + 1);
 		size_t n_ls = jct_ls_keys(d, keys, N_ENTRIES);
 		unsigned left = dry ? f->present : f->present & ~want;
 		for (int i = 0; i < N_ENTRIES; i++) {
@@ -148,7 +149,8 @@ static void purge_expect(struct fx *f, const char *a1, const char *a2, unsigned 
 		char msg[64];
 		snprintf(msg, sizeof(msg), "%s %zu entries", dry ? "would remove" : "removed",
 			 expect_n);
-		assert_non_null(strstr(err, msg));
+		assert_non_null(strstr(out, msg)); /* the result: stdout */
+		assert_null(strstr(err, msg));
 		free(out);
 		free(err);
 	}

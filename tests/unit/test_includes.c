@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/inc_lex.h"
 #include "common/inc_memo.h"
 #include "common/inc_opts.h"
 #include "common/includes.h"
@@ -734,6 +735,44 @@ static void test_absent_below_missing_dirs(void **state)
 	jc__inc_set_clear(&set);
 }
 
+/*
+ * A file that uses a file name macro as a token is hashed with its path
+ * (jc__inc_file_hash): the same bytes at two paths are two hashes; in a
+ * comment or a string, or without one, the bytes alone decide.
+ */
+static void test_file_macro_hash(void **state)
+{
+	(void)state;
+	static const char *const uses[] = {
+	    "static constexpr int n = sizeof(__FILE__);\n",
+	    "#define WHERE __BASE_FILE__\n",
+	    "int f(const char *s = __builtin_FILE());\n",
+	    "const char *b = __FILE_NAME__;\n",
+	};
+	static const char *const not_uses[] = {
+	    "// __FILE__\n",
+	    "const char *s = \"__FILE__\";\n",
+	    "int FILE_COUNT = 3; int __FILE__x;\n",
+	};
+	uint8_t a[16], b[16], plain[16];
+	for (size_t i = 0; i < sizeof(uses) / sizeof(*uses); i++) {
+		size_t n = strlen(uses[i]);
+		assert_int_equal(jc__inc_file_hash("/x/inc/a.h", uses[i], n, NULL, a), 0);
+		assert_int_equal(jc__inc_file_hash("/yy/inc/a.h", uses[i], n, NULL, b), 0);
+		jc__inc_hash128(uses[i], n, plain);
+		assert_memory_not_equal(a, b, 16);
+		assert_memory_not_equal(a, plain, 16);
+	}
+	for (size_t i = 0; i < sizeof(not_uses) / sizeof(*not_uses); i++) {
+		size_t n = strlen(not_uses[i]);
+		assert_int_equal(jc__inc_file_hash("/x/inc/a.h", not_uses[i], n, NULL, a), 0);
+		assert_int_equal(jc__inc_file_hash("/yy/inc/a.h", not_uses[i], n, NULL, b), 0);
+		jc__inc_hash128(not_uses[i], n, plain);
+		assert_memory_equal(a, b, 16);
+		assert_memory_equal(a, plain, 16);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -749,6 +788,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_conservative_forms, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_covers_and_learn, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_absent_below_missing_dirs, setup, teardown),
+	    cmocka_unit_test(test_file_macro_hash),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
