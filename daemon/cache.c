@@ -197,6 +197,45 @@ static void inc_free(struct jc_inc_set *inc)
 	free(inc);
 }
 
+/* A client waits on background flight f: it and, for a fatbin, its parts'
+ * flights become client work (jc__pool_promote). */
+static void promote(struct jc_daemon *d, struct jc_flight *f)
+{
+	f->background = 0;
+	jc__pool_promote(d->pool, &f->job);
+	if (!f->fatbin)
+		return;
+	for (struct jc_flight *g = d->flights; g; g = g->next) {
+		if (!g->background)
+			continue;
+		for (const struct jc_waiter *w = g->waiters; w; w = w->next)
+			if (jc__fatbin_part_conn(f->fatbin, w->conn)) {
+				promote(d, g);
+				break;
+			}
+	}
+}
+
+/* jc__flight_start (its arguments) and, for a fatbin request, the build of
+ * its flight from its parts (fatbin.c), which it asks for through this
+ * request path. 0 or jc__flight_start's error; JC_ENOMEM when the build
+ * cannot start (the flight is freed: it has taken req and inc). */
+static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
+			const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
+			struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
+			struct jc_fetched *fetched, const uint8_t *free_key)
+{
+	struct jc_flight *f;
+	int rc = jc__flight_start(d, conn, tc, key, direct, req, inc, t0, bad_object, fetched,
+				  free_key, &f);
+	if (rc == 0 && f->req.output == JC_OUTPUT_FATBIN &&
+	    jc__fatbin_start(d, f, conn, jc__cache_request) != 0) {
+		jc__flight_free(f);
+		return JC_ENOMEM;
+	}
+	return rc;
+}
+
 /* The request path once the key is known (loop thread). Takes *req and inc
  * (whose direct key is direct; both NULL when nothing is read from disk);
  * tc: the toolchain the key was made with (d->tc then). */
@@ -224,8 +263,8 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		if (jc__flight_join(f, conn, JC_CACHE_JOINED, t0, &req->name_exprs) == 0) {
 			jc__daemon_count(d, JC_CTR_single_flight_joins, 1);
 			/* A client waits on a re-warm's compile: it goes first now. */
-			if (f->background && !jc__rewarm_owns(d, conn))
-				jc__rewarm_promote(d, f);
+			if (f->background && !(d->hooks.background && d->hooks.background(d, conn)))
+				promote(d, f);
 			goto out;
 		}
 		jc__refuse(d, conn, JC_ENOMEM, "out of memory");
@@ -253,9 +292,8 @@ static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct j
 		miss.message = "no entry for these headers: send their bytes";
 		memcpy(miss.key, key, 16);
 		jc__answer(d, conn, &miss, -1);
-	} else if ((rc = jc__flight_start(d, conn, tc, flight_key, inc ? direct : NULL, req, &inc,
-					  t0, bad ? bad_object : NULL, fetched,
-					  keys ? key : NULL)) != 0) {
+	} else if ((rc = start_flight(d, conn, tc, flight_key, inc ? direct : NULL, req, &inc, t0,
+				      bad ? bad_object : NULL, fetched, keys ? key : NULL)) != 0) {
 		char msg[200] = "out of memory";
 		if (rc == JC_EBUSY) {
 			snprintf(

@@ -86,8 +86,11 @@ struct jc_flight {
 	char learned_from[512]; /* the first access the include set missed (for the log) */
 	uint8_t *record; /* learnt: its set as a manifest variant for the remote tier; owned */
 	size_t record_len;
-	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
+	/* A fatbin request's build (fatbin.c), NULL for others; owned, freed
+	 * through fatbin_ops (fatbin.c sits above flight.c, which calls it only
+	 * through them: docs/ARCHITECTURE.md, "Modules and their state"). */
 	struct jc_fatbin *fatbin;
+	const struct jc_fatbin_ops *fatbin_ops; /* set with fatbin (jc__fatbin_start) */
 	/* The request a worker gets for this flight: &req when NULL (a fatbin's
 	 * nvFatbin job points it at its own). Borrowed. */
 	const struct jc_req *wreq;
@@ -97,6 +100,29 @@ struct jc_flight {
 	int remote_hit; /* res came from the remote tier, not a worker */
 	int background; /* started by a re-warm and no client waits: an idle job (pool.h) */
 	const struct jc_toolchain *tc; /* the toolchain of its key (jc__flight_start) */
+};
+
+/* What flight.c does to a fatbin flight's build (fatbin.c): finish, in
+ * jc__flight_done before the flight is logged and published (its log, its
+ * lowered names; its parts count as compiles); free, when the flight is
+ * freed (fb then no longer refers to it). Loop thread. */
+struct jc_fatbin_ops {
+	void (*finish)(struct jc_flight *f);
+	void (*free)(struct jc_fatbin *fb);
+};
+
+/* What the request path (cache.c, flight.c) asks of the modules above it,
+ * which register these at start-up (docs/ARCHITECTURE.md, "Modules and
+ * their state": lower files never call upward). A NULL hook is not called.
+ * Loop thread. */
+struct jc_request_hooks {
+	/* 1 when conn's requests are background work that no client waits
+	 * for: the re-warm's (registered by jc__rewarm_new). NULL: none is. */
+	int (*background)(const struct jc_daemon *d, const struct jc_conn *conn);
+	/* A worker loaded another compiler than a flight's key names: probe the
+	 * toolchain on disk and switch to it (main.c's toolchain recheck); why
+	 * is borrowed, for the log. */
+	void (*toolchain_recheck)(struct jc_daemon *d, const char *why);
 };
 
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
@@ -117,7 +143,7 @@ struct jc_daemon {
 	struct jc_cachedir *cache;
 	/* The toolchain this daemon keys and compiles with (toolchain.h):
 	 * probed at start-up, replaced when it changes on disk (main.c,
-	 * jc__toolchain_recheck: SIGHUP, or a worker that loaded another
+	 * toolchain_recheck: SIGHUP, or a worker that loaded another
 	 * compiler). Each one stays allocated until exit (tc_gens), so a
 	 * pointer taken by a request, flight or thread-pool job stays valid.
 	 * Written on the loop; other threads read it with __atomic_load_n. */
@@ -144,13 +170,14 @@ struct jc_daemon {
 	int watch_polling;
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;
-	struct jc_pool *pool;	  /* compile workers and their queue (pool.h) */
-	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
-	int probing_disk;	  /* a SIGHUP's toolchain probe runs (main.c) */
+	struct jc_request_hooks hooks; /* set by main.c and rewarm.c (see there) */
+	struct jc_pool *pool;	       /* compile workers and their queue (pool.h) */
+	struct jc_rewarm *rewarm;      /* re-warm of kept requests (rewarm.c) */
+	int probing_disk;	       /* a SIGHUP's toolchain probe runs (main.c) */
 	/* The toolchain identity (summary) the cache recorded before this
 	 * daemon started ("" for a new cache or one from before schema 3),
 	 * read at start-up into cache_identity_read; after a switch (main.c,
-	 * jc__toolchain_recheck) the summary of the toolchain switched from,
+	 * toolchain_recheck) the summary of the toolchain switched from,
 	 * which stays allocated (tc_gens). Replaced, never written in place:
 	 * thread-pool jobs read the pointer they were given. Loop thread. */
 	const char *cache_identity;
@@ -400,11 +427,17 @@ struct jc_fetched {
  * loaded that compiler. free_key: for a name-free request (req.h), its key
  * without the name (key is then its named key, jc__key_named), which the
  * remote tier is asked first and the result is stored under when it holds
- * no name (progname.h); else NULL. */
+ * no name (progname.h); else NULL. A fatbin request's flight asks no one:
+ * the caller builds it (jc__fatbin_start) or, when that fails, discards it
+ * (jc__flight_free). *out: the flight, on success. */
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
-		     struct jc_fetched *fetched, const uint8_t *free_key);
+		     struct jc_fetched *fetched, const uint8_t *free_key, struct jc_flight **out);
+/* Frees f, unlinked from d->flights: the waiters left are dropped
+ * unanswered, its request bytes released (the end of every flight; cache.c:
+ * a fatbin flight whose build could not start). */
+void jc__flight_free(struct jc_flight *f);
 /* Queues f for the worker pool (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 /* The end of f's compile (f->res holds the result or the failure): counted,
@@ -414,26 +447,21 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
  * message (borrowed), then jc__flight_done. */
 void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
 
-/* main.c: probes the toolchain on disk (a fresh `jitcache-worker
- * --identity`, in the thread pool) and, when it differs from d->tc,
- * switches to it: new keys, new workers, a re-warm. why (borrowed, for the
- * log) says who asks; one probe at a time (a second ask while one runs is
- * answered by it). Loop thread. */
-void jc__toolchain_recheck(struct jc_daemon *d, const char *why);
-
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;
-/* Builds the fatbin of flight f (its req has fatbin output): asks for each
- * target's part as conn's uid would, then assembles. Ends, like a worker
- * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
-int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
+/* The request path's entry (jc__cache_request's shape), which a fatbin
+ * asks for its parts through: fatbin.c sits below cache.c, whose function
+ * the caller passes. */
+typedef void (*jc_request_fn)(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+/* Builds the fatbin of flight f (its req has fatbin output; cache.c calls
+ * it once jc__flight_start has made f): asks request for each target's part
+ * as conn's uid would, then assembles. Ends, like a worker job, in
+ * jc__flight_done. Returns 0, f->fatbin and f->fatbin_ops set, or
+ * JC_ENOMEM (nothing started: the caller discards f). */
+int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn,
+		     jc_request_fn request);
 /* 1 when conn is the internal connection of one of fb's parts. */
 int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn);
-/* At the end of a fatbin flight, before it is published: its log (where
- * each part came from, the steps' times), lowered names and build time. */
-void jc__fatbin_finish(struct jc_flight *f);
-/* Frees what fatbin_start made (flight_free); NULL is accepted. */
-void jc__fatbin_free(struct jc_fatbin *fb);
 
 /* rewarm.c: compiles kept requests (core/kept.h) again for this daemon's
  * toolchain identity, in the background: at most cfg.rewarm_workers at a
@@ -454,13 +482,6 @@ void jc__rewarm_free(struct jc_daemon *d);
  * was for the identity before. */
 void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const char *why,
 		      void (*done)(void *ctx, int64_t queued), void *ctx);
-/* 1 when conn asks for the re-warm: one of its internal connections, or a
- * part's of a fatbin flight it started that no client waits for. Its
- * flights are background (idle) work. */
-int jc__rewarm_owns(const struct jc_daemon *d, const struct jc_conn *conn);
-/* A client waits on background flight f: it and, for a fatbin, its parts'
- * flights become client work (jc__pool_promote). */
-void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f);
 /* The state of the re-warm as the admin command "warm" answers it: a
  * record (state, counts, CPU time, identities), then one per failed
  * request (key, source_name, message, log). 0 or JC_ENOMEM. */

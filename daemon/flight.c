@@ -70,7 +70,7 @@ static char *listed_name(const char *name, pid_t pid)
 	return asprintf(&out, "%s (%s)", name, comm) < 0 ? NULL : out;
 }
 
-static void flight_free(struct jc_flight *f)
+void jc__flight_free(struct jc_flight *f)
 {
 	struct jc_daemon *d = f->d;
 	for (struct jc_flight **p = &d->flights; *p; p = &(*p)->next)
@@ -91,7 +91,8 @@ static void flight_free(struct jc_flight *f)
 	free(f->listed_name);
 	jc__inc_set_clear(f->inc);
 	free(f->inc);
-	jc__fatbin_free(f->fatbin);
+	if (f->fatbin)
+		f->fatbin_ops->free(f->fatbin);
 	free(f->record);
 	free(f);
 }
@@ -143,7 +144,7 @@ static void flight_answer(struct jc_flight *f)
 static void flight_finish(struct jc_flight *f)
 {
 	flight_answer(f);
-	flight_free(f);
+	jc__flight_free(f);
 }
 
 /* The index row of a flight's result; strings borrowed from f, options
@@ -506,7 +507,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 	flight_answer(f);
 	if (keep)
 		keep_request(f);
-	flight_free(f);
+	jc__flight_free(f);
 	/* Its row and descriptors ready for the first hit, now that the answers
 	 * are out (memcache.c). */
 	if (warm)
@@ -520,7 +521,7 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
 	char hex[33];
 	if (f->fatbin) {
-		jc__fatbin_finish(f); /* its parts count as compiles */
+		f->fatbin_ops->finish(f); /* its parts count as compiles */
 	} else {
 		jc__daemon_count(d, JC_CTR_compiles, 1);
 		jc__daemon_count(d, JC_CTR_compile_ns, f->res.compile_ns);
@@ -592,7 +593,7 @@ static int flight_wanted(struct jc_pool_job *job)
 		    "key %s: compile dropped before it ran: every client that "
 		    "asked for it has gone",
 		    hex);
-	flight_free(f);
+	jc__flight_free(f);
 	return 0;
 }
 
@@ -601,7 +602,7 @@ static int flight_wanted(struct jc_pool_job *job)
  * loaded (its RESULT's compiler field): a worker started after the toolkit
  * was replaced on disk loads the new one while f's key names the old. Then
  * f fails (JC_EVERSION, nothing stored) and the daemon looks at the
- * toolchain on disk again, switching to it (jc__toolchain_recheck).
+ * toolchain on disk again, switching to it (d->hooks.toolchain_recheck).
  */
 static void check_compiler(struct jc_flight *f)
 {
@@ -625,7 +626,8 @@ static void check_compiler(struct jc_flight *f)
 	res->status = JC_EVERSION;
 	res->output = f->req.output;
 	res->message = strdup(msg);
-	jc__toolchain_recheck(d, "a worker loaded another compiler");
+	if (d->hooks.toolchain_recheck)
+		d->hooks.toolchain_recheck(d, "a worker loaded another compiler");
 }
 
 /* Pool callback: the compile ended, or was cancelled at shutdown. */
@@ -721,7 +723,7 @@ static void remote_peek_cb(void *arg, int rc, struct jc_res *res)
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
-		     struct jc_fetched *fetched, const uint8_t *free_key)
+		     struct jc_fetched *fetched, const uint8_t *free_key, struct jc_flight **out)
 {
 	size_t bytes = req_bytes(req);
 	if (jc__pool_busy(d->pool) && jc__budget_used(&d->buffers) + bytes > d->buffers.max)
@@ -734,7 +736,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	f->d = d;
 	f->tc = tc;
 	f->uid = d->conn_ops->uid(conn);
-	f->background = jc__rewarm_owns(d, conn);
+	f->background = d->hooks.background && d->hooks.background(d, conn);
 	if (req->display_name)
 		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
@@ -760,19 +762,15 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	f->next = d->flights;
 	d->flights = f;
 	if (jc__flight_join(f, conn, JC_CACHE_MISS, t0, NULL) != 0) {
-		flight_free(f);
+		jc__flight_free(f);
 		return JC_ENOMEM;
 	}
 	jc__daemon_count(d, JC_CTR_misses, 1);
-	if (f->req.output == JC_OUTPUT_FATBIN) {
-		/* Assembled here from its parts, each a request of its own (which
-		 * goes through the remote tier as any other). */
-		if (jc__fatbin_start(d, f, conn) != 0) {
-			flight_free(f);
-			return JC_ENOMEM;
-		}
+	*out = f;
+	/* A fatbin is assembled from its parts, each a request of its own
+	 * (which goes through the remote tier as any other): the caller's. */
+	if (f->req.output == JC_OUTPUT_FATBIN)
 		return 0;
-	}
 	/* Local miss: the remote tier first, unless the local object was bad. */
 	if (fetched && d->remote && !bad_object) {
 		/* the value of the key the request was keyed with: for a

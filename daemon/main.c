@@ -289,7 +289,7 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 }
 
 /*
- * The toolchain on disk (jc__toolchain_recheck: SIGHUP, or a worker that
+ * The toolchain on disk (toolchain_recheck: SIGHUP, or a worker that
  * loaded another compiler), against the one this daemon keys with. Probed
  * by a fresh `jitcache-worker --identity` (the environment and the files as
  * a start now finds them), in the thread pool, which records a changed one
@@ -404,7 +404,12 @@ static void disk_probe_done(uv_work_t *w, int status)
 	free(p);
 }
 
-void jc__toolchain_recheck(struct jc_daemon *d, const char *why)
+/* Probes the toolchain on disk (a fresh `jitcache-worker --identity`, in the
+ * thread pool) and, when it differs from d->tc, switches to it: new keys,
+ * new workers, a re-warm. why (borrowed, for the log) says who asks; one
+ * probe at a time (a second ask while one runs is answered by it). SIGHUP,
+ * and the request path's d->hooks.toolchain_recheck. Loop thread. */
+static void toolchain_recheck(struct jc_daemon *d, const char *why)
 {
 	struct disk_probe *p = d->probing_disk || d->stopping ? NULL : calloc(1, sizeof(*p));
 	if (!p)
@@ -453,7 +458,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	jc__evict_budget_changed(d, old_max, old_share);
 out:
 	jc__settings_clear(&fresh);
-	jc__toolchain_recheck(d, "SIGHUP");
+	toolchain_recheck(d, "SIGHUP");
 }
 
 /*
@@ -635,6 +640,7 @@ int main(int argc, char **argv)
 	jc__settings_fit_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->conn_ops = &jc__server_conn_ops;
+	d->hooks.toolchain_recheck = toolchain_recheck;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;

@@ -41,10 +41,10 @@ static struct jc_pool fake_pool;
  * its own unless a test names another. */
 static struct jc_toolchain fake_tc;
 static const char *worker_compiler;
-/* jc__toolchain_recheck calls (main.c's, not linked here). */
+/* d->hooks.toolchain_recheck calls (main.c's in the daemon). */
 static int rechecks;
 
-void jc__toolchain_recheck(struct jc_daemon *d, const char *why)
+static void toolchain_recheck(struct jc_daemon *d, const char *why)
 {
 	(void)d;
 	(void)why;
@@ -236,6 +236,7 @@ static int setup(void **state)
 	d->cfg.max_log_size = 1u << 20;
 	d->buffers.max = 1u << 20;
 	d->conn_ops = &fake_ops;
+	d->hooks.toolchain_recheck = toolchain_recheck;
 	memset(&fake_pool, 0, sizeof(fake_pool));
 	d->pool = &fake_pool;
 	memset(&fake_tc, 0, sizeof(fake_tc));
