@@ -35,6 +35,7 @@ struct jc_retry;
 struct jc_srv;
 struct jc_mq;
 struct jc_memcache;
+struct jc_fetched;
 
 /* A client waiting on a flight. Holds a reference on its connection. */
 struct jc_waiter {
@@ -116,6 +117,10 @@ struct jc_fatbin_ops {
  * their state": lower files never call upward). A NULL hook is not called.
  * Loop thread. */
 struct jc_request_hooks {
+	/* The request path's entry, for the requests a lower module makes (a
+	 * fatbin's parts, fatbin.c): cache.c's jc__cache_request, registered by
+	 * jc__cache_init. */
+	void (*request)(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
 	/* 1 when conn's requests are background work that no client waits
 	 * for: the re-warm's (registered by jc__rewarm_new). NULL: none is. */
 	int (*background)(const struct jc_daemon *d, const struct jc_conn *conn);
@@ -287,7 +292,25 @@ static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
 	};
 }
 
-/* cache.c: the request path and keying. */
+/* keyed.c: the request path once the key is known. */
+/* Serves a hit from e, an ok row m's jc__memcache_lookup returned, on m's
+ * thread: a descriptor of its object (opened ahead, else now; checked
+ * either way) answers conn's request, whose name expressions are names;
+ * t0: when the request was decoded. 0, or the open's error when the object
+ * is missing or fails its checks (nothing answered). */
+int jc__keyed_serve_hit(struct jc_memcache *m, struct jc_conn *conn, const struct jc_entry *e,
+			const struct jc_strv *names, uint64_t t0);
+/* Loop thread: answers conn's request *req with key from the index (a hit,
+ * a negative hit; a client's reject handled first), else joins key's flight
+ * or starts one. Takes *req and inc (an include set of direct key direct;
+ * both NULL when the request reads nothing from disk); tc: the toolchain
+ * the key was made with; fetched (or NULL): the remote tier's value of key,
+ * fetched already (jc__flight_start). */
+void jc__keyed_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
+		       const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
+		       uint64_t t0, const struct jc_toolchain *tc, struct jc_fetched *fetched);
+
+/* cache.c: the front of the request path: validating and keying. */
 /* Memory cache, include memo and manifests, watches. 0 or a JC_E* code (logged). */
 int jc__cache_init(struct jc_daemon *d);
 /* Frees what jc__cache_init made; after the loop has stopped. */
@@ -304,15 +327,22 @@ int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req
  * (jc__inc_needed) in the thread pool (manifest check or include scan);
  * every other one at once. */
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+
+/* cache_watch.c: the request path's include tree watches (watch.h). */
 struct jc_watch_stats;
-/* Include tree watches (watch.h), loop thread: moves the watcher's event
- * counts into the counters and, when out is not NULL, fills *out with its
- * figures; start polls its descriptor on d->loop, draining it as events
- * come (so that the queue does not overflow between requests); stop closes
- * that poll handle (at shutdown). */
+/* Loop thread: moves the watcher's event counts into the counters and,
+ * when out is not NULL, fills *out with its figures; new makes d->watch
+ * (jc__cache_init; without inotify or with --max-include-watches 0 there is
+ * none, and every hit stat-walks: logged); start polls its descriptor on
+ * d->loop, draining it as events come (so that the queue does not overflow
+ * between requests); stop closes that poll handle (at shutdown). */
 void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out);
+void jc__cache_watch_new(struct jc_daemon *d);
 void jc__cache_watch_start(struct jc_daemon *d);
 void jc__cache_watch_stop(struct jc_daemon *d);
+/* Why a tree was not watched (enum jc_watch_refusal, watch.h), for the log;
+ * static text. Any thread. */
+const char *jc__cache_watch_refusal(int why);
 
 /* keymemo.c: full keys of requests that read from disk, by lookup key
  * (see there); any thread (it locks itself). new: 0 or JC_ENOMEM; free:
@@ -447,19 +477,30 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
  * message (borrowed), then jc__flight_done. */
 void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
 
+/* flight_check.c: a flight's result checked before it is published, in
+ * the thread pool (flight.c's publish job; f is that job's alone then).
+ * rehashed: reads set again when one of its files changed within the
+ * settle margin (jc__inc_rehash): 1 when the bytes are those hashed
+ * (f->rehashed set), 0 when not (what names the file), < 0 a JC_E* code
+ * (what says so). check_deps: does the key cover what NVRTC read (f->res's
+ * deps)? If not, the set that does is learnt (f->learned, f->store_key, the
+ * manifest, f->record for the remote tier) or the result is served, not
+ * stored (f->deps_mismatch or f->tree_missing, f->errmsg). name_verdict: a
+ * name-free request's result goes under its key without the name, else
+ * under a named key (f->store_key, f->name_bound; progname.h). */
+int jc__flight_rehashed(struct jc_flight *f, const struct jc_inc_set *set, char *what, size_t len);
+void jc__flight_check_deps(struct jc_flight *f);
+void jc__flight_name_verdict(struct jc_flight *f);
+
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;
-/* The request path's entry (jc__cache_request's shape), which a fatbin
- * asks for its parts through: fatbin.c sits below cache.c, whose function
- * the caller passes. */
-typedef void (*jc_request_fn)(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
-/* Builds the fatbin of flight f (its req has fatbin output; cache.c calls
- * it once jc__flight_start has made f): asks request for each target's part
- * as conn's uid would, then assembles. Ends, like a worker job, in
- * jc__flight_done. Returns 0, f->fatbin and f->fatbin_ops set, or
- * JC_ENOMEM (nothing started: the caller discards f). */
-int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn,
-		     jc_request_fn request);
+/* Builds the fatbin of flight f (its req has fatbin output; keyed.c calls
+ * it once jc__flight_start has made f): asks the request path
+ * (d->hooks.request) for each target's part as conn's uid would, then
+ * assembles. Ends, like a worker job, in jc__flight_done. Returns 0,
+ * f->fatbin and f->fatbin_ops set, or JC_ENOMEM (nothing started: the
+ * caller frees f). */
+int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
 /* 1 when conn is the internal connection of one of fb's parts. */
 int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn);
 

@@ -409,8 +409,7 @@ static const struct jc_fatbin_ops fatbin_ops = {
     .free = fatbin_free,
 };
 
-int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn,
-		     jc_request_fn request)
+int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn)
 {
 	struct jc_targets t;
 	struct jc_req sub[JC_TARGETS_MAX];
@@ -452,7 +451,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 	fb->starting = 1;
 	fb->pending = fb->n;
 	for (size_t i = 0; i < fb->n; i++)
-		request(d, fb->parts[i].conn, &sub[i]);
+		d->hooks.request(d, fb->parts[i].conn, &sub[i]);
 	fb->starting = 0;
 	if (fb->pending == 0)
 		parts_done(fb);

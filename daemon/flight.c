@@ -89,8 +89,7 @@ void jc__flight_free(struct jc_flight *f)
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
 	free(f->listed_name);
-	jc__inc_set_clear(f->inc);
-	free(f->inc);
+	jc__inc_set_free(f->inc);
 	if (f->fatbin)
 		f->fatbin_ops->free(f->fatbin);
 	free(f->record);
@@ -181,117 +180,6 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->n_lowered = res->n_lowered;
 }
 
-/*
- * Thread pool, after the compile: an include set with a header changed
- * within the settle margin (a generated header) is stored only when reading
- * it again shows the bytes that were hashed (jc__inc_rehash); the settle
- * margin decides only whether the stat memo may be trusted.
- */
-static int rehashed(struct jc_flight *f, const struct jc_inc_set *set, char *what, size_t len)
-{
-	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(f->d);
-	int rc = jc__inc_rehash(set, &ctx, what, len);
-	if (rc == JC_ENOMEM)
-		snprintf(what, len, "(out of memory re-reading %s)", set->unsettled_path);
-	f->rehashed |= rc == 1;
-	return rc;
-}
-
-/*
- * Thread pool, before publishing: does the key cover what NVRTC read (the
- * worker's record)? If not, and the request has an include set, learn the
- * set that says exactly that, store under its key and add it to the
- * manifest (ccache's depend mode); else the result is served, not stored.
- */
-static void check_deps(struct jc_flight *f)
-{
-	struct jc_daemon *d = f->d;
-	char what[512] = "";
-	int rc = jc__inc_covers(f->inc, f->res.deps, f->res.n_deps, what, sizeof(what));
-	if (rc == 1)
-		return;
-	if (rc == 0 && f->req.tree_round) {
-		/* Nothing to learn from: the client's files are not ours to read. */
-		snprintf(f->errmsg, sizeof(f->errmsg),
-			 "the compile read %s, which the client did not "
-			 "send (its include scan missed it); not served",
-			 what);
-		f->tree_missing = 1;
-		return;
-	}
-	if (rc == 0 && f->inc) {
-		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
-		struct jc_inc_set learned;
-		char err[256];
-		char seen[512];
-		snprintf(seen, sizeof(seen), "%s", what);
-		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what,
-				   sizeof(what));
-		if (rc == 1 && learned.unsettled &&
-		    (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
-			snprintf(what + strlen(what), sizeof(what) - strlen(what),
-				 " (changed just before the compile)");
-		uint8_t tree[16];
-		uint8_t lookup[16];
-		if (rc == 1 && jc__inc_key_digest(&learned, &f->req.include_dirs, tree) == 0 &&
-		    jc__key_with_tree(f->direct, tree, f->store_key) == 0 &&
-		    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
-			if (jc__manifest_add(d->manifests, lookup, &learned, err, sizeof(err)) != 0)
-				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
-			/* The fleet's copy, published beside the value (remote.h). */
-			if (d->remote &&
-			    jc__manifest_variant_encode(&learned, &f->record, &f->record_len) != 0)
-				f->record = NULL;
-			f->learned = 1;
-			jc__inc_set_clear(&learned);
-			snprintf(f->learned_from, sizeof(f->learned_from), "%s", seen);
-			return;
-		}
-		jc__inc_set_clear(&learned);
-		if (rc == 0 && what[0])
-			snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which changed since",
-				 what);
-	}
-	if (!f->errmsg[0])
-		snprintf(f->errmsg, sizeof(f->errmsg),
-			 "NVRTC read %s, which the key does not cover",
-			 rc == JC_ENOMEM ? "files (out of memory checking them)" : what);
-	f->deps_mismatch = 1;
-}
-
-/*
- * Thread pool, before publishing a name-free request's result (req.h): it
- * goes under its key without the name (store_key: free_key, or learnt) with
- * the program's name in the log made JC_NAME_STANDIN, when the name is
- * nowhere in it (progname.h); under that key's named key of the name's last
- * component when only that is in it (every name with it gets the same
- * bytes); else, as a compile error always, under its named key of the whole
- * name. The next request of such a name finds it there.
- */
-static void name_verdict(struct jc_flight *f)
-{
-	struct jc_res *res = &f->res;
-	char *log = NULL;
-	uint8_t base[16], full[16];
-	int rc = res->status != 0 ? 0
-				  : jc__progname_free(f->req.source_name, res->data, res->size,
-						      res->lowered, res->n_lowered, res->log, &log);
-	int keys = rc >= 0 ? jc__progname_keys(f->store_key, f->req.source_name, base, full) : rc;
-	if (keys < 0) {
-		free(log);
-		snprintf(f->errmsg, sizeof(f->errmsg),
-			 "out of memory looking for the program name");
-		return;
-	}
-	if (rc == 1 || rc == 2) {
-		free(res->log);
-		res->log = log;
-	}
-	if (rc != 1)
-		memcpy(f->store_key, rc == 2 ? base : full, 16);
-	f->name_bound = rc != 1;
-}
-
 /* Thread pool: publishes the result through the tier (tier.h: the object,
  * then the row). A flight started to replace a bad object that ends without
  * a new row drops the old one. */
@@ -303,7 +191,8 @@ static void publish_work_cb(uv_work_t *work)
 	int publish = publishable(res);
 	char what[256];
 	f->publish_rc = 0;
-	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
+	if (publish && f->inc && f->inc->unsettled &&
+	    jc__flight_rehashed(f, f->inc, what, sizeof(what)) != 1)
 		snprintf(f->errmsg, sizeof(f->errmsg),
 			 "include file %s changed just before the compile "
 			 "and again since",
@@ -313,7 +202,7 @@ static void publish_work_cb(uv_work_t *work)
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile",
 			 what);
 	else if (publish)
-		check_deps(f);
+		jc__flight_check_deps(f);
 	if (publish && !f->errmsg[0] && !f->remote_hit) {
 		/* A time macro's expansion is not in the key: never a stale stamp. */
 		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
@@ -330,7 +219,7 @@ static void publish_work_cb(uv_work_t *work)
 		}
 	}
 	if (publish && !f->errmsg[0] && !f->remote_hit && f->name_free)
-		name_verdict(f);
+		jc__flight_name_verdict(f);
 	if (f->errmsg[0]) {
 		/* What NVRTC read may not be what the key says: serve, do not store. */
 		f->uncached = 1;
