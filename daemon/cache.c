@@ -121,10 +121,10 @@ static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
 	int why, disk = 0;
 	for (size_t i = 0; i < j->inc->n; i++)
 		disk |= j->inc->v[i].kind != JC_INC_TOOLKIT;
-	if (!disk || !j->d->watch)
+	if (!disk || !j->d->request.watch)
 		return;
 	uint64_t before = j->inc->n_stat;
-	j->stamp = jc__watch_checked(j->d->watch, j->inc, ctx, &why);
+	j->stamp = jc__watch_checked(j->d->request.watch, j->inc, ctx, &why);
 	j->n_stat += j->inc->n_stat - before;
 	if (!j->stamp)
 		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
@@ -136,7 +136,7 @@ static void store_variant(struct jc_daemon *d, const uint8_t lookup[16],
 			  const struct jc_inc_set *set)
 {
 	char err[256];
-	if (jc__manifest_add(d->manifests, lookup, set, err, sizeof(err)) != 0)
+	if (jc__manifest_add(d->request.manifests, lookup, set, err, sizeof(err)) != 0)
 		jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 			    err);
 }
@@ -218,7 +218,7 @@ static void key_work_cb(uv_work_t *w)
 	if (rc == 0)
 		rc = jc__inc_dirs_check(&j->req.include_dirs, 1, j->err, sizeof(j->err));
 	if (rc == 0)
-		rc = jc__manifest_lookup(d->manifests, j->lookup, &ctx, j->inc, &j->n_stat);
+		rc = jc__manifest_lookup(d->request.manifests, j->lookup, &ctx, j->inc, &j->n_stat);
 	if (rc == 1) {
 		j->from_manifest = 1;
 		rc = 0;
@@ -388,7 +388,7 @@ static void key_done(struct key_job *j)
 		jc__req_clear(&j->req);
 		jc__inc_set_free(j->inc);
 	}
-	jc__watch_forget(d->watch, j->stamp);
+	jc__watch_forget(d->request.watch, j->stamp);
 	d->conn_ops->unref(j->conn);
 	jc__res_clear(&j->val.res);
 	jc__remote_blob_free(j->blob);
@@ -579,7 +579,7 @@ static int reads_disk(struct jc_memcache *mc, const struct jc_req *req, const ui
 static void record_ask(struct key_job *j)
 {
 	struct jc_daemon *d = j->d;
-	if (d->remote && !jc__manifest_exists(d->manifests, j->lookup))
+	if (d->remote && !jc__manifest_exists(d->request.manifests, j->lookup))
 		record_fetch(j);
 }
 
@@ -698,16 +698,18 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
-	d->hooks.request = jc__cache_request;
+	d->request.hooks.request = jc__cache_request;
 	d->policy.tc = d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
 	pthread_mutex_init(&d->policy.builds_lock, NULL);
 	if (jc__memcache_new(d, jc__cachedir_reader(d->cache), 0, 1 + jc__server_threads(&d->cfg),
 			     &d->mc) != 0 ||
-	    jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
-	    jc__retry_new(&d->load_retries) != 0)
+	    jc__keymemo_new(d) != 0 ||
+	    jc__inc_memo_new(INC_MEMO_ENTRIES, &d->request.inc_memo) != 0 ||
+	    jc__retry_new(&d->request.load_retries) != 0)
 		return JC_ENOMEM;
-	int rc = jc__manifests_open(d->cfg.cache_dir, 0700, &d->manifests, err, sizeof(err));
+	int rc =
+	    jc__manifests_open(d->cfg.cache_dir, 0700, &d->request.manifests, err, sizeof(err));
 	if (rc != 0) {
 		jc_log_err(STORE, "%s", err);
 		return rc;
@@ -721,12 +723,12 @@ void jc__cache_free(struct jc_daemon *d)
 	jc__memcache_free(d->mc);
 	d->mc = NULL;
 	jc__keymemo_free(d);
-	jc__inc_memo_free(d->inc_memo);
-	d->inc_memo = NULL;
-	jc__manifests_close(d->manifests);
-	d->manifests = NULL;
-	jc__watch_free(d->watch);
-	d->watch = NULL;
-	jc__retry_free(d->load_retries);
-	d->load_retries = NULL;
+	jc__inc_memo_free(d->request.inc_memo);
+	d->request.inc_memo = NULL;
+	jc__manifests_close(d->request.manifests);
+	d->request.manifests = NULL;
+	jc__watch_free(d->request.watch);
+	d->request.watch = NULL;
+	jc__retry_free(d->request.load_retries);
+	d->request.load_retries = NULL;
 }

@@ -25,7 +25,7 @@ const char *jc__cache_watch_refusal(int why)
 void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out)
 {
 	struct jc_watch_stats st;
-	jc__watch_stats(d->watch, &st, 1);
+	jc__watch_stats(d->request.watch, &st, 1);
 	jc__daemon_count(d, JC_CTR_include_watch_invalidations, st.invalidations);
 	jc__daemon_count(d, JC_CTR_include_watch_overflows, st.overflows);
 	if (out)
@@ -41,7 +41,7 @@ static void watch_poll_cb(uv_poll_t *h, int status, int events)
 			    uv_strerror(status));
 		uv_poll_stop(h);
 	}
-	jc__watch_drain(d->watch);
+	jc__watch_drain(d->request.watch);
 	jc__cache_watch_counts(d, NULL);
 }
 
@@ -49,25 +49,25 @@ void jc__cache_watch_new(struct jc_daemon *d)
 {
 	char err[256];
 	if (d->cfg.max_include_watches &&
-	    jc__watch_new(d->cfg.max_include_watches, &d->watch, err, sizeof(err)) != 0)
+	    jc__watch_new(d->cfg.max_include_watches, &d->request.watch, err, sizeof(err)) != 0)
 		jc_log_warn(KEY, "include trees are not watched (every hit re-checks them): %s",
 			    err);
 }
 
 void jc__cache_watch_start(struct jc_daemon *d)
 {
-	if (!d->watch)
+	if (!d->request.watch)
 		return;
-	d->watch_poll.data = d;
-	if (uv_poll_init(d->loop, &d->watch_poll, jc__watch_fd(d->watch)) == 0) {
-		d->watch_polling = 1;
-		uv_poll_start(&d->watch_poll, UV_READABLE, watch_poll_cb);
+	d->request.watch_poll.data = d;
+	if (uv_poll_init(d->loop, &d->request.watch_poll, jc__watch_fd(d->request.watch)) == 0) {
+		d->request.watch_polling = 1;
+		uv_poll_start(&d->request.watch_poll, UV_READABLE, watch_poll_cb);
 	}
 }
 
 void jc__cache_watch_stop(struct jc_daemon *d)
 {
-	if (d->watch_polling)
-		uv_close((uv_handle_t *)&d->watch_poll, NULL);
-	d->watch_polling = 0;
+	if (d->request.watch_polling)
+		uv_close((uv_handle_t *)&d->request.watch_poll, NULL);
+	d->request.watch_polling = 0;
 }

@@ -130,15 +130,29 @@ struct jc_request_hooks {
 	void (*toolchain_recheck)(struct jc_daemon *d, const char *why);
 };
 
+/* The request path's own state (cache.c, cache_watch.c, keyed.c,
+ * keymemo.c, flight.c, flight_check.c), d->request: made by jc__cache_init
+ * (flights: by jc__flight_start, each freed at its end), freed by
+ * jc__cache_free after the loop has stopped. Loop thread unless a field
+ * says otherwise. */
+struct jc_request_path {
+	struct jc_keymemos *keymemo;	/* full keys by lookup key (keymemo.c); locks itself */
+	struct jc_inc_memo *inc_memo;	/* include file hashes: thread pool, locks itself */
+	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
+	struct jc_watch *watch; /* include tree change notification (watch.h); locks itself */
+	uv_poll_t watch_poll;	/* its descriptor, drained on the loop (cache_watch.c) */
+	int watch_polling;
+	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
+	struct jc_flight *flights;     /* the flights in progress (flight.c) */
+	struct jc_request_hooks hooks; /* set by cache.c, rewarm.c and main.c (see there) */
+};
+
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
 #define JC_NEEDED_MEMO_SLOTS 1024
 struct jc_needed_memo {
 	uint8_t direct[16];
 	uint8_t used, needed;
 };
-
-/* Thread pool threads whose malloc arenas are faulted in at start-up (main.c). */
-#define JC_POOL_WARM_MAX 64
 
 struct jc_daemon {
 	struct jc_config cfg;
@@ -147,18 +161,16 @@ struct jc_daemon {
 	 * (tier.h). Its writer index is used from the thread pool under its wlock. */
 	struct jc_cachedir *cache;
 	/* The toolchain this daemon keys and compiles with (toolchain.h):
-	 * probed at start-up, replaced when it changes on disk (main.c,
-	 * toolchain_recheck: SIGHUP, or a worker that loaded another
-	 * compiler). Each one stays allocated until exit (tc_gens), so a
+	 * probed at start-up, replaced when it changes on disk (toolchains.c,
+	 * jc__toolchains_recheck: SIGHUP, or a worker that loaded another
+	 * compiler). Each one stays allocated until exit (toolchains), so a
 	 * pointer taken by a request, flight or thread-pool job stays valid.
 	 * Written on the loop; other threads read it with __atomic_load_n. */
 	const struct jc_toolchain *tc;
-	struct jc_tc_gen *tc_gens;
+	struct jc_toolchains *toolchains; /* toolchains.c's own state (toolchains.h) */
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
 	uint64_t idle_since_ns;	    /* the last connection closed then (for idle_exit_s) */
-	char *pointer_path;	    /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
-	char pointer_sock[4096];    /* the socket path it holds */
 	int stopping;
 	/* Server-side time of each hit (request decoded to reply queued) since
 	 * the start or the last `stats --zero`; not persisted. */
@@ -166,27 +178,18 @@ struct jc_daemon {
 
 	struct jc_memcache
 	    *mc; /* the main loop's rows of hot keys, pending access times (memcache.c) */
-	struct jc_keymemos *keymemo;	/* full keys by lookup key (keymemo.c); locks itself */
 	struct jc_req_policy policy;	/* what this daemon admits (request.h); loop thread */
-	struct jc_inc_memo *inc_memo;	/* include file hashes: thread pool, locks itself */
-	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
-	struct jc_watch *watch; /* include tree change notification (watch.h); locks itself */
-	uv_poll_t watch_poll;	/* its descriptor, drained on the loop */
-	int watch_polling;
-	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
-	struct jc_flight *flights;
-	struct jc_request_hooks hooks; /* set by main.c and rewarm.c (see there) */
-	struct jc_pool *pool;	       /* compile workers and their queue (pool.h) */
-	struct jc_rewarm *rewarm;      /* re-warm of kept requests (rewarm.c) */
-	int probing_disk;	       /* a SIGHUP's toolchain probe runs (main.c) */
+	struct jc_request_path request; /* the request path's own state (above) */
+	struct jc_pool *pool;		/* compile workers and their queue (pool.h) */
+	struct jc_rewarm *rewarm;	/* re-warm of kept requests (rewarm.c) */
 	/* The toolchain identity (summary) the cache recorded before this
-	 * daemon started ("" for a new cache or one from before schema 3),
-	 * read at start-up into cache_identity_read; after a switch (main.c,
-	 * toolchain_recheck) the summary of the toolchain switched from,
-	 * which stays allocated (tc_gens). Replaced, never written in place:
-	 * thread-pool jobs read the pointer they were given. Loop thread. */
+	 * daemon started ("" for a new cache or one from before schema 3), read
+	 * at start-up (jc__toolchains_record_identity); after a switch
+	 * (jc__toolchains_recheck) the summary of the toolchain switched from.
+	 * Both stay allocated until exit (toolchains). Replaced, never written
+	 * in place: thread-pool jobs read the pointer they were given. Loop
+	 * thread. */
 	const char *cache_identity;
-	char cache_identity_read[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement; /* enum jc_confine the workers apply (worker_fs.h) */
 
 	/* The server (server.c): the listening socket, which the serving
@@ -198,18 +201,12 @@ struct jc_daemon {
 	struct jc_srv **srv;
 	unsigned n_srv;
 	struct jc_mq *mainq;
-	pthread_mutex_t conns_lock; /* conns, n_conns, idle_since_ns: accepts and closes */
-	uv_timer_t tick;	    /* flush, respawn, eviction */
-	uv_signal_t sigterm, sigint, sighup;
+	pthread_mutex_t conns_lock;	    /* conns, n_conns, idle_since_ns: accepts and closes */
 	struct jc_remote *remote;	    /* the remote tier; NULL without --remote */
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
 	struct jc_conn *conns;		    /* open connections (for the limits; conns_lock) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
-	uv_work_t trim;		  /* malloc_trim after a large request (main.c) */
-	uv_work_t
-	    pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in (main.c) */
-	int trimming;
-	int n_conns; /* how many are in conns (conns_lock) */
+	int n_conns;		  /* how many are in conns (conns_lock) */
 };
 
 /* Where an internal connection's answer goes: a result (res and objfd, a
@@ -285,7 +282,7 @@ static inline void jc__refuse(struct jc_daemon *d, struct jc_conn *conn, int cod
 static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
 {
 	return (struct jc_inc_ctx){
-	    .memo = d->inc_memo,
+	    .memo = d->request.inc_memo,
 	    .toolkit_root = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE)->toolkit_include,
 	    .max_entries = JC_INC_MAX_ENTRIES,
 	    .max_file_size = JC_INC_MAX_FILE_SIZE,
@@ -331,7 +328,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 /* cache_watch.c: the request path's include tree watches (watch.h). */
 struct jc_watch_stats;
 /* Loop thread: moves the watcher's event counts into the counters and,
- * when out is not NULL, fills *out with its figures; new makes d->watch
+ * when out is not NULL, fills *out with its figures; new makes d->request.watch
  * (jc__cache_init; without inotify or with --max-include-watches 0 there is
  * none, and every hit stat-walks: logged); start polls its descriptor on
  * d->loop, draining it as events come (so that the queue does not overflow
@@ -464,7 +461,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
 		     struct jc_fetched *fetched, const uint8_t *free_key, struct jc_flight **out);
-/* Frees f, unlinked from d->flights: the waiters left are dropped
+/* Frees f, unlinked from d->request.flights: the waiters left are dropped
  * unanswered, its request bytes released (the end of every flight; cache.c:
  * a fatbin flight whose build could not start). */
 void jc__flight_free(struct jc_flight *f);
@@ -496,7 +493,7 @@ void jc__flight_name_verdict(struct jc_flight *f);
 struct jc_fatbin;
 /* Builds the fatbin of flight f (its req has fatbin output; keyed.c calls
  * it once jc__flight_start has made f): asks the request path
- * (d->hooks.request) for each target's part as conn's uid would, then
+ * (d->request.hooks.request) for each target's part as conn's uid would, then
  * assembles. Ends, like a worker job, in jc__flight_done. Returns 0,
  * f->fatbin and f->fatbin_ops set, or JC_ENOMEM (nothing started: the
  * caller frees f). */

@@ -451,7 +451,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 	fb->starting = 1;
 	fb->pending = fb->n;
 	for (size_t i = 0; i < fb->n; i++)
-		d->hooks.request(d, fb->parts[i].conn, &sub[i]);
+		d->request.hooks.request(d, fb->parts[i].conn, &sub[i]);
 	fb->starting = 0;
 	if (fb->pending == 0)
 		parts_done(fb);

@@ -22,7 +22,7 @@
 
 struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16])
 {
-	for (struct jc_flight *f = d->flights; f; f = f->next)
+	for (struct jc_flight *f = d->request.flights; f; f = f->next)
 		if (memcmp(f->key, key, 16) == 0)
 			return f;
 	return NULL;
@@ -73,7 +73,7 @@ static char *listed_name(const char *name, pid_t pid)
 void jc__flight_free(struct jc_flight *f)
 {
 	struct jc_daemon *d = f->d;
-	for (struct jc_flight **p = &d->flights; *p; p = &(*p)->next)
+	for (struct jc_flight **p = &d->request.flights; *p; p = &(*p)->next)
 		if (*p == f) {
 			*p = f->next;
 			break;
@@ -491,7 +491,7 @@ static int flight_wanted(struct jc_pool_job *job)
  * loaded (its RESULT's compiler field): a worker started after the toolkit
  * was replaced on disk loads the new one while f's key names the old. Then
  * f fails (JC_EVERSION, nothing stored) and the daemon looks at the
- * toolchain on disk again, switching to it (d->hooks.toolchain_recheck).
+ * toolchain on disk again, switching to it (d->request.hooks.toolchain_recheck).
  */
 static void check_compiler(struct jc_flight *f)
 {
@@ -515,8 +515,8 @@ static void check_compiler(struct jc_flight *f)
 	res->status = JC_EVERSION;
 	res->output = f->req.output;
 	res->message = strdup(msg);
-	if (d->hooks.toolchain_recheck)
-		d->hooks.toolchain_recheck(d, "a worker loaded another compiler");
+	if (d->request.hooks.toolchain_recheck)
+		d->request.hooks.toolchain_recheck(d, "a worker loaded another compiler");
 }
 
 /* Pool callback: the compile ended, or was cancelled at shutdown. */
@@ -625,7 +625,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	f->d = d;
 	f->tc = tc;
 	f->uid = d->conn_ops->uid(conn);
-	f->background = d->hooks.background && d->hooks.background(d, conn);
+	f->background = d->request.hooks.background && d->request.hooks.background(d, conn);
 	if (req->display_name)
 		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
@@ -648,8 +648,8 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	f->inc = *inc;
 	*inc = NULL;
 	jc__res_init(&f->res);
-	f->next = d->flights;
-	d->flights = f;
+	f->next = d->request.flights;
+	d->request.flights = f;
 	if (jc__flight_join(f, conn, JC_CACHE_MISS, t0, NULL) != 0) {
 		jc__flight_free(f);
 		return JC_ENOMEM;

@@ -71,7 +71,8 @@ void jc__flight_check_deps(struct jc_flight *f)
 		if (rc == 1 && jc__inc_key_digest(&learned, &f->req.include_dirs, tree) == 0 &&
 		    jc__key_with_tree(f->direct, tree, f->store_key) == 0 &&
 		    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
-			if (jc__manifest_add(d->manifests, lookup, &learned, err, sizeof(err)) != 0)
+			if (jc__manifest_add(d->request.manifests, lookup, &learned, err,
+					     sizeof(err)) != 0)
 				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
 			/* The fleet's copy, published beside the value (remote.h). */
 			if (d->remote &&

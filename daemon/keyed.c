@@ -111,7 +111,7 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 	const char *why = corrupt ? "failed the client's hash check"
 				  : (req->reject_message ? req->reject_message : "did not load");
 	if (!corrupt &&
-	    !jc__retry_take(d->load_retries, key, (int64_t)(jc__now_ns() / 1000000000u))) {
+	    !jc__retry_take(d->request.load_retries, key, (int64_t)(jc__now_ns() / 1000000000u))) {
 		char hex[33];
 		jc__hex16(key, hex);
 		jc_log_warn(STORE,
@@ -185,7 +185,7 @@ static void promote(struct jc_daemon *d, struct jc_flight *f)
 	jc__pool_promote(d->pool, &f->job);
 	if (!f->fatbin)
 		return;
-	for (struct jc_flight *g = d->flights; g; g = g->next) {
+	for (struct jc_flight *g = d->request.flights; g; g = g->next) {
 		if (!g->background)
 			continue;
 		for (const struct jc_waiter *w = g->waiters; w; w = w->next)
@@ -198,7 +198,7 @@ static void promote(struct jc_daemon *d, struct jc_flight *f)
 
 /* jc__flight_start (its arguments) and, for a fatbin request, the build of
  * its flight from its parts (fatbin.c), which it asks for through the
- * request path (d->hooks.request). 0 or jc__flight_start's error; JC_ENOMEM when the build
+ * request path (d->request.hooks.request). 0 or jc__flight_start's error; JC_ENOMEM when the build
  * cannot start (the flight is freed: it has taken req and inc). */
 static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 			const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
@@ -242,7 +242,8 @@ void jc__keyed_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		if (jc__flight_join(f, conn, JC_CACHE_JOINED, t0, &req->name_exprs) == 0) {
 			jc__daemon_count(d, JC_CTR_single_flight_joins, 1);
 			/* A client waits on a re-warm's compile: it goes first now. */
-			if (f->background && !(d->hooks.background && d->hooks.background(d, conn)))
+			if (f->background &&
+			    !(d->request.hooks.background && d->request.hooks.background(d, conn)))
 				promote(d, f);
 			goto out;
 		}

@@ -59,7 +59,21 @@ static char *find_worker(void)
 	return strdup(JC_LIBEXECDIR "/jitcache-worker");
 }
 
-static struct jc_daemon daemon_state;
+/* Thread pool threads whose malloc arenas are faulted in at start-up. */
+#define JC_POOL_WARM_MAX 64
+
+/* The main loop's own state: main.c's alone, loop thread, for the life of
+ * the process (static; nothing to free but pointer_path, pointer_remove's). */
+static struct jc_main {
+	struct jc_daemon d;	 /* the daemon it runs */
+	char *pointer_path;	 /* DIR/JC_SOCKET_POINTER, written once listening */
+	char pointer_sock[4096]; /* the socket path it holds */
+	uv_timer_t tick;	 /* flush, respawn, eviction */
+	uv_signal_t sigterm, sigint, sighup;
+	uv_work_t trim; /* malloc_trim after a large request */
+	int trimming;
+	uv_work_t pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in */
+} main_state;
 static char **saved_argv;
 static int saved_argc;
 
@@ -116,7 +130,8 @@ static void trim_work_cb(uv_work_t *w)
 static void trim_after_cb(uv_work_t *w, int status)
 {
 	(void)status;
-	JC_CONTAINER_OF(w, struct jc_daemon, trim)->trimming = 0;
+	(void)w;
+	main_state.trimming = 0;
 }
 
 /*
@@ -130,12 +145,12 @@ static void trim_check(struct jc_daemon *d)
 	struct jc_budget *b = &d->buffers;
 	size_t used = jc__budget_used(b);
 	if (__atomic_load_n(&b->peak, __ATOMIC_RELAXED) < TRIM_AFTER || used >= TRIM_AFTER / 4 ||
-	    d->trimming || d->stopping)
+	    main_state.trimming || d->stopping)
 		return;
 	__atomic_store_n(&b->peak, used, __ATOMIC_RELAXED);
-	d->trimming = 1;
-	if (uv_queue_work(d->loop, &d->trim, trim_work_cb, trim_after_cb) != 0)
-		d->trimming = 0;
+	main_state.trimming = 1;
+	if (uv_queue_work(d->loop, &main_state.trim, trim_work_cb, trim_after_cb) != 0)
+		main_state.trimming = 0;
 }
 
 /*
@@ -227,11 +242,11 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	d->remote = NULL;
 	jc__pool_stop(d->pool); /* queued and running compiles: answered "shutting down" */
 	jc__server_shutdown(d);
-	uv_timer_stop(&d->tick);
-	uv_close((uv_handle_t *)&d->tick, NULL);
-	uv_close((uv_handle_t *)&d->sigterm, NULL);
-	uv_close((uv_handle_t *)&d->sigint, NULL);
-	uv_close((uv_handle_t *)&d->sighup, NULL);
+	uv_timer_stop(&main_state.tick);
+	uv_close((uv_handle_t *)&main_state.tick, NULL);
+	uv_close((uv_handle_t *)&main_state.sigterm, NULL);
+	uv_close((uv_handle_t *)&main_state.sigint, NULL);
+	uv_close((uv_handle_t *)&main_state.sighup, NULL);
 }
 
 /* The eviction module's report of each budget job: systemd's status line. */
@@ -398,25 +413,25 @@ static void pointer_write(struct jc_daemon *d)
 		unlink(tmp);
 		return;
 	}
-	d->pointer_path = strdup(path);
-	snprintf(d->pointer_sock, sizeof(d->pointer_sock), "%s", sock);
+	main_state.pointer_path = strdup(path);
+	snprintf(main_state.pointer_sock, sizeof(main_state.pointer_sock), "%s", sock);
 }
 
-static void pointer_remove(struct jc_daemon *d)
+static void pointer_remove(void)
 {
 	char now[4096];
-	if (!d->pointer_path)
+	if (!main_state.pointer_path)
 		return;
-	FILE *f = fopen(d->pointer_path, "re");
+	FILE *f = fopen(main_state.pointer_path, "re");
 	int ours = f && fgets(now, sizeof(now), f) &&
-		   strcspn(now, "\n") == strlen(d->pointer_sock) &&
-		   strncmp(now, d->pointer_sock, strlen(d->pointer_sock)) == 0;
+		   strcspn(now, "\n") == strlen(main_state.pointer_sock) &&
+		   strncmp(now, main_state.pointer_sock, strlen(main_state.pointer_sock)) == 0;
 	if (f)
 		fclose(f);
 	if (ours)
-		unlink(d->pointer_path);
-	free(d->pointer_path);
-	d->pointer_path = NULL;
+		unlink(main_state.pointer_path);
+	free(main_state.pointer_path);
+	main_state.pointer_path = NULL;
 }
 
 static int inherited_listener(void)
@@ -466,7 +481,7 @@ static int process_setup(struct jc_daemon *d, int argc, char **argv)
 	jc__settings_fit_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->conn_ops = &jc__server_conn_ops;
-	d->hooks.toolchain_recheck = jc__toolchains_recheck;
+	d->request.hooks.toolchain_recheck = jc__toolchains_recheck;
 	d->start_ns = d->idle_since_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
@@ -526,28 +541,28 @@ static int pool_start(struct jc_daemon *d, int serves_others, char *err, size_t 
  * threads. */
 static void handles_start(struct jc_daemon *d)
 {
-	uv_timer_init(d->loop, &d->tick);
-	d->tick.data = d;
-	uv_timer_start(&d->tick, tick_cb, TICK_MS, TICK_MS);
-	uv_signal_init(d->loop, &d->sigterm);
-	uv_signal_init(d->loop, &d->sigint);
-	uv_signal_init(d->loop, &d->sighup);
-	d->sigterm.data = d->sigint.data = d->sighup.data = d;
-	uv_signal_start(&d->sigterm, stop_cb, SIGTERM);
-	uv_signal_start(&d->sigint, stop_cb, SIGINT);
-	uv_signal_start(&d->sighup, reload_cb, SIGHUP);
+	uv_timer_init(d->loop, &main_state.tick);
+	main_state.tick.data = d;
+	uv_timer_start(&main_state.tick, tick_cb, TICK_MS, TICK_MS);
+	uv_signal_init(d->loop, &main_state.sigterm);
+	uv_signal_init(d->loop, &main_state.sigint);
+	uv_signal_init(d->loop, &main_state.sighup);
+	main_state.sigterm.data = main_state.sigint.data = main_state.sighup.data = d;
+	uv_signal_start(&main_state.sigterm, stop_cb, SIGTERM);
+	uv_signal_start(&main_state.sigint, stop_cb, SIGINT);
+	uv_signal_start(&main_state.sighup, reload_cb, SIGHUP);
 	/* libuv starts its thread pool's threads with the first job: here, so
 	 * that a fresh daemon's first request does not wait for them
 	 * (jitcache-bench: the pool hand-off before a fresh daemon's scan); the
 	 * jobs fault the threads' arenas in (pool_warm_work). */
 	pool_warm_state.jobs = pool_threads();
 	for (int i = 0; i < pool_warm_state.jobs; i++)
-		uv_queue_work(d->loop, &d->pool_warm[i], pool_warm_work, NULL);
+		uv_queue_work(d->loop, &main_state.pool_warm[i], pool_warm_work, NULL);
 }
 
 int main(int argc, char **argv)
 {
-	struct jc_daemon *d = &daemon_state;
+	struct jc_daemon *d = &main_state.d;
 	char err[512] = "", conf_why[128] = "";
 	int rc = 0, exit_code = 1;
 
@@ -616,7 +631,7 @@ int main(int argc, char **argv)
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__server_join(d); /* their connections ended */
 	jc__cache_flush_sync(d);
-	pointer_remove(d);
+	pointer_remove();
 	exit_code = 0;
 	jc_log_notice(MAIN, "stopped");
 

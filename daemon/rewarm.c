@@ -96,7 +96,7 @@ static void pump(struct jc_rewarm *rw);
 /* 1 when conn asks for the re-warm: one of its internal connections, or a
  * part's of a fatbin flight it started that no client waits for. Its
  * flights are background (idle) work. The request path's
- * d->hooks.background. */
+ * d->request.hooks.background. */
 static int owns(const struct jc_daemon *d, const struct jc_conn *conn)
 {
 	if (!d->rewarm)
@@ -104,7 +104,7 @@ static int owns(const struct jc_daemon *d, const struct jc_conn *conn)
 	for (const struct slot *s = d->rewarm->slots; s; s = s->next)
 		if (s->conn == conn)
 			return 1;
-	for (const struct jc_flight *f = d->flights; f; f = f->next)
+	for (const struct jc_flight *f = d->request.flights; f; f = f->next)
 		if (f->background && f->fatbin && jc__fatbin_part_conn(f->fatbin, conn))
 			return 1;
 	return 0;
@@ -435,7 +435,7 @@ int jc__rewarm_new(struct jc_daemon *d)
 	if (!rw)
 		return JC_ENOMEM;
 	rw->d = d;
-	d->hooks.background = owns;
+	d->request.hooks.background = owns;
 	uv_timer_init(d->loop, &rw->release);
 	rw->release.data = rw;
 	d->rewarm = rw;

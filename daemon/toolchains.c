@@ -38,6 +38,12 @@ struct jc_tc_gen {
 	struct jc_tc_gen *prev;
 };
 
+struct jc_toolchains {
+	struct jc_tc_gen *gens; /* every toolchain d->tc was, the newest first */
+	char identity_read[sizeof(((struct jc_toolchain *)0)->summary)]; /* the cache's */
+	int probing;							 /* a probe on disk runs */
+};
+
 struct disk_probe {
 	uv_work_t work;
 	struct jc_daemon *d;
@@ -50,10 +56,14 @@ struct disk_probe {
  * -1 with p->err set. */
 int jc__toolchains_probe(struct jc_daemon *d, char *err, size_t errlen)
 {
-	if (!(d->tc_gens = calloc(1, sizeof(*d->tc_gens))))
+	struct jc_toolchains *t = calloc(1, sizeof(*t));
+	if (!t || !(t->gens = calloc(1, sizeof(*t->gens)))) {
+		free(t);
 		return JC_ENOMEM;
-	d->tc = &d->tc_gens->tc;
-	return jc__toolchain_probe(&d->tc_gens->tc, err, errlen);
+	}
+	d->toolchains = t;
+	d->tc = &t->gens->tc;
+	return jc__toolchain_probe(&t->gens->tc, err, errlen);
 }
 
 static int probe_worker(struct disk_probe *p, char *out, size_t cap)
@@ -118,7 +128,7 @@ static void disk_probe_done(uv_work_t *w, int status)
 {
 	struct disk_probe *p = w->data;
 	struct jc_daemon *d = p->d;
-	d->probing_disk = 0;
+	d->toolchains->probing = 0;
 	if (status != 0 || p->err[0]) {
 		jc_log_err(MAIN, "%s: cannot probe the toolchain on disk: %s", p->why,
 			   p->err[0] ? p->err : uv_strerror(status));
@@ -132,8 +142,8 @@ static void disk_probe_done(uv_work_t *w, int status)
 			      "%s: toolchain changed on disk: now keying and compiling with %s "
 			      "(was %s); new workers, re-warming",
 			      p->why, g->tc.summary, d->tc->summary);
-		g->prev = d->tc_gens;
-		d->tc_gens = g;
+		g->prev = d->toolchains->gens;
+		d->toolchains->gens = g;
 		d->cache_identity = d->tc->summary;
 		__atomic_store_n(&d->tc, &g->tc, __ATOMIC_RELEASE);
 		__atomic_store_n(&d->policy.tc, d->tc,
@@ -147,7 +157,7 @@ static void disk_probe_done(uv_work_t *w, int status)
 
 void jc__toolchains_recheck(struct jc_daemon *d, const char *why)
 {
-	struct disk_probe *p = d->probing_disk || d->stopping ? NULL : calloc(1, sizeof(*p));
+	struct disk_probe *p = d->toolchains->probing || d->stopping ? NULL : calloc(1, sizeof(*p));
 	if (!p)
 		return; /* one runs already (or no memory): it answers this ask too */
 	p->d = d;
@@ -157,17 +167,21 @@ void jc__toolchains_recheck(struct jc_daemon *d, const char *why)
 		free(p);
 		return;
 	}
-	d->probing_disk = 1;
+	d->toolchains->probing = 1;
 }
 
 void jc__toolchains_free(struct jc_daemon *d)
 {
-	while (d->tc_gens) {
-		struct jc_tc_gen *g = d->tc_gens;
-		d->tc_gens = g->prev;
+	struct jc_toolchains *t = d->toolchains;
+	while (t && t->gens) {
+		struct jc_tc_gen *g = t->gens;
+		t->gens = g->prev;
 		free(g);
 	}
+	free(t);
+	d->toolchains = NULL;
 	d->tc = NULL;
+	d->cache_identity = NULL;
 }
 
 /*
@@ -179,13 +193,14 @@ void jc__toolchains_record_identity(struct jc_daemon *d)
 {
 	struct jc_cachedir *c = d->cache;
 	pthread_mutex_lock(&c->wlock);
-	d->cache_identity = d->cache_identity_read;
-	int rc = jc__cachedir_identity(c, d->cache_identity_read, sizeof(d->cache_identity_read));
+	char *recorded = d->toolchains->identity_read;
+	d->cache_identity = recorded;
+	int rc = jc__cachedir_identity(c, recorded, sizeof(d->toolchains->identity_read));
 	if (rc != 0 && rc != JC_ENOTFOUND)
 		jc_log_warn(MAIN, "cannot read the cache's toolchain identity: %s",
 			    jc__cachedir_errmsg(c));
 	if (rc != 0)
-		d->cache_identity_read[0] = '\0';
+		recorded[0] = '\0';
 	if (strcmp(d->cache_identity, d->tc->summary) != 0) {
 		if (d->cache_identity[0])
 			jc_log_notice(MAIN, "toolchain identity changed: the cache was built by %s",

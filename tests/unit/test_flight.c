@@ -41,7 +41,7 @@ static struct jc_pool fake_pool;
  * its own unless a test names another. */
 static struct jc_toolchain fake_tc;
 static const char *worker_compiler;
-/* d->hooks.toolchain_recheck calls (main.c's in the daemon). */
+/* d->request.hooks.toolchain_recheck calls (main.c's in the daemon). */
 static int rechecks;
 
 static void toolchain_recheck(struct jc_daemon *d, const char *why)
@@ -236,7 +236,7 @@ static int setup(void **state)
 	d->cfg.max_log_size = 1u << 20;
 	d->buffers.max = 1u << 20;
 	d->conn_ops = &fake_ops;
-	d->hooks.toolchain_recheck = toolchain_recheck;
+	d->request.hooks.toolchain_recheck = toolchain_recheck;
 	memset(&fake_pool, 0, sizeof(fake_pool));
 	d->pool = &fake_pool;
 	memset(&fake_tc, 0, sizeof(fake_tc));
@@ -458,7 +458,7 @@ static void test_abandoned_joiners(void **state)
 	assert_int_equal(c[0].refs, 1);
 	assert_int_equal(c[1].refs, 1);
 	assert_int_equal(counter(f, JC_CTR_compiles), 0);
-	assert_null(f->d.flights); /* the flight is gone with its job */
+	assert_null(f->d.request.flights); /* the flight is gone with its job */
 
 	ask(f, &c[2], "half");
 	ask(f, &c[3], "half");
