@@ -34,6 +34,12 @@ void jc__inc_set_clear(struct jc_inc_set *set)
 	memset(set, 0, sizeof(*set));
 }
 
+void jc__inc_set_free(struct jc_inc_set *set)
+{
+	jc__inc_set_clear(set);
+	free(set);
+}
+
 int jc__inc_set_add(struct jc_inc_set *set, const char *path, size_t path_len, uint8_t kind,
 		    const uint8_t hash[16])
 {

@@ -66,6 +66,8 @@ struct jc_inc_set {
 
 /* Frees what set owns and zeroes it (a zeroed set is empty). NULL-safe. */
 void jc__inc_set_clear(struct jc_inc_set *set);
+/* jc__inc_set_clear, then frees set itself (a malloc'd set). NULL-safe. */
+void jc__inc_set_free(struct jc_inc_set *set);
 
 /*
  * Appends an entry (path_len bytes of path copied; hash may be NULL) to set

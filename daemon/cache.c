@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The request path: validate → key → memory cache → index → object; misses
- * join or start a single flight (flight.c). A request that reads headers
+ * The front of the request path: validate → key, then keyed.c: memory cache
+ * → index → object; misses join or start a single flight (flight.c). The
+ * hit path of the serving threads, jc__cache_try_hit. A request that reads headers
  * from disk is keyed in the thread pool first: its direct key names an
  * include manifest whose variants are re-checked, else the headers are
  * scanned (includes.h, manifest.h); every other request is keyed on the loop.
@@ -28,251 +29,6 @@
 
 /* Files whose hashes the daemon remembers (all are dropped when full). */
 #define INC_MEMO_ENTRIES 65536
-
-/* --- replies -------------------------------------------------------------- */
-
-/* Builds a result view of an index row (borrows its strings). */
-static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32_t cache)
-{
-	jc__res_init(res);
-	res->status = e->status ? (e->error ? e->error : JC_ECOMPILE) : 0;
-	res->cache = cache;
-	memcpy(res->key, e->key, 16);
-	memcpy(res->object, e->object, 16);
-	res->output = e->output;
-	res->size = e->status ? 0 : e->size;
-	res->log = e->log;
-	res->lowered = e->lowered;
-	res->n_lowered = e->n_lowered;
-	res->compile_ns = e->compile_ns;
-	if (e->status)
-		res->message = (char *)"compile failed (cached negative entry): see the log";
-}
-
-/* Serves a hit from an ok row; returns 0, or an error when the object is
- * missing or fails its checks (it is then quarantined and the row dropped).
- *
- * Every hit is served a descriptor of its own, opened for it alone
- * (jc__store_open_object: openat without following links, then owner, type,
- * mode and size checked with fstat on the very descriptor that is sent, so
- * the file served is the file checked): opened ahead, after an earlier hit
- * of the row was answered (jc__memcache_take_fd, which checks it again),
- * else now. Each client thus gets its own read-only open file description:
- * what one does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what
- * the daemon or another client reads. The client hashes every byte it is
- * served from a file, so content changed in place is caught there (and
- * rejected: see handle_reject); a sealed copy's bytes the daemon checked
- * after sealing (memcache.c). jitcache-bench measures the reopen against a
- * dup. */
-static int serve_hit(struct jc_memcache *m, struct jc_conn *conn, const struct jc_entry *e,
-		     const struct jc_strv *names, uint64_t t0)
-{
-	struct jc_daemon *d = jc__memcache_daemon(m);
-	int fd = jc__memcache_take_fd(m, e);
-	int rc = fd >= 0 ? 0 : d->cache->ops->open_object(d->cache, e, &fd);
-	if (rc != 0)
-		return rc;
-	struct jc_res res;
-	struct jc_lowered *tmp;
-	result_of_entry(e, &res, JC_CACHE_HIT);
-	jc__res_lowered_in_order(&res, names, &tmp);
-	res.server_ns = jc__now_ns() - t0;
-	jc__memcache_count(m, JC_CTR_hits, 1, res.server_ns ? res.server_ns : 1);
-	jc__memcache_touch(m, e->key, d->conn_ops->uid(conn), 1);
-	jc__answer(d, conn, &res, fd);
-	free(tmp);
-	return 0;
-}
-
-/* Quarantines a bad object and forgets the cached row. The index row is
- * left to the flight that follows (publish_work_cb): it replaces the row, or
- * deletes it if it still names object, in the thread pool. */
-static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uint8_t object[16],
-			   const char *why)
-{
-	char hex[33], ohex[33];
-	jc__hex16(key, hex);
-	jc__hex16(object, ohex);
-	jc_log_warn(STORE, "key %s: object %s %s; quarantined, recompiling (driver %s)", hex, ohex,
-		    why, d->tc->driver_version);
-	d->cache->ops->quarantine(d->cache, object);
-	jc__memcache_forget(d->mc, key);
-}
-
-/* A client could not use the object it was served: quarantine it (if the
- * row still names it) so that this request compiles afresh. Returns 1 and
- * copies the object to bad when it did. A load failure does so at most
- * JC_LOAD_RETRY_MAX times per key and window (retry.h); past that it
- * returns 0 and the existing entry is served. */
-static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			 const struct jc_req *req, uint8_t bad[16])
-{
-	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
-	if (!e || e->status != 0 || memcmp(e->object, req->reject_object, 16) != 0)
-		return 0; /* already replaced: the next lookup serves the new object */
-	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
-	if (corrupt && d->cache->ops->verify(d->cache, e) == 0) {
-		/* A client's word alone never quarantines a good object. */
-		char hex[33];
-		jc__hex16(key, hex);
-		jc_log_warn(STORE,
-			    "key %s: pid %d reported a bad object, but it passes the full hash "
-			    "check; kept",
-			    hex, (int)d->conn_ops->pid(conn));
-		return 0;
-	}
-	jc__daemon_count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
-	const char *why = corrupt ? "failed the client's hash check"
-				  : (req->reject_message ? req->reject_message : "did not load");
-	if (!corrupt &&
-	    !jc__retry_take(d->load_retries, key, (int64_t)(jc__now_ns() / 1000000000u))) {
-		char hex[33];
-		jc__hex16(key, hex);
-		jc_log_warn(STORE,
-			    "key %s: a client could not load it again (%s); %d recompiles in "
-			    "%d s already, serving the existing entry (driver %s)",
-			    hex, why, JC_LOAD_RETRY_MAX, JC_LOAD_RETRY_WINDOW_S,
-			    d->tc->driver_version);
-		return 0;
-	}
-	memcpy(bad, e->object, 16);
-	drop_bad_entry(d, key, bad, why);
-	return 1;
-}
-
-/*
- * Answers from the index row of key, if there is one that serves: returns 1
- * when answered, 0 when the request must compile. A row from the memory
- * cache may be stale (purged or evicted meanwhile, its object with it), so
- * an object that cannot be opened is checked against SQLite's row before it
- * is called corrupt. A corrupt object is counted and quarantined, *bad set
- * to 1 and its hash copied to bad_object.
- */
-static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
-			const struct jc_strv *names, uint64_t t0, int *bad, uint8_t bad_object[16])
-{
-	int in_memory = jc__memcache_holds(d->mc, key);
-	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
-	if (!e)
-		return 0;
-	if (e->status) {
-		if (e->expires <= jc__wall_s())
-			return 0;
-		struct jc_res res;
-		result_of_entry(e, &res, JC_CACHE_NEGATIVE_HIT);
-		res.server_ns = jc__now_ns() - t0;
-		jc__daemon_count(d, JC_CTR_negative_hits, 1);
-		/* its log is now this uid's to see too */
-		jc__memcache_touch(d->mc, key, d->conn_ops->uid(conn), 0);
-		jc__answer(d, conn, &res, -1);
-		return 1;
-	}
-	uint8_t object[16];
-	memcpy(object, e->object, 16);
-	int rc = serve_hit(d->mc, conn, e, names, t0);
-	if (rc == 0)
-		return 1;
-	if (rc != JC_ECORRUPT && rc != JC_ENOTFOUND)
-		return 0;
-	if (in_memory) {
-		jc__memcache_forget(d->mc, key);
-		return serve_cached(d, conn, key, names, t0, bad, bad_object);
-	}
-	if (rc == JC_ENOTFOUND && !d->cache->ops->row_names(d->cache, key, object)) {
-		/* Purged or evicted between our read of the row and the open (rows
-		 * go before their objects): a plain miss, nothing is corrupt. */
-		jc__memcache_forget(d->mc, key);
-		return 0;
-	}
-	jc__daemon_count(d, JC_CTR_corrupt_objects, 1);
-	drop_bad_entry(d, key, object, rc == JC_ECORRUPT ? "failed its checks" : "is missing");
-	*bad = 1;
-	memcpy(bad_object, object, 16);
-	return 0;
-}
-
-static void inc_free(struct jc_inc_set *inc)
-{
-	jc__inc_set_clear(inc);
-	free(inc);
-}
-
-/* The request path once the key is known (loop thread). Takes *req and inc
- * (whose direct key is direct; both NULL when nothing is read from disk);
- * tc: the toolchain the key was made with (d->tc then). */
-static void request_with_key(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
-			     const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
-			     uint64_t t0, const struct jc_toolchain *tc, struct jc_fetched *fetched)
-{
-	uint8_t bad_object[16], named[16], base[16];
-	int bad = 0, rc, keys = 0;
-	/* A name-free request (req.h): its key holds no name; a result that
-	 * holds its name's last component or the whole name is stored under
-	 * that one's named key (progname.h); the flight has the whole name's
-	 * (a flight's waiters all get its bytes). */
-	const uint8_t *flight_key = key;
-	if (req->name_free) {
-		if ((keys = jc__progname_keys(key, req->source_name, base, named)) < 0) {
-			jc__refuse(d, conn, JC_ENOMEM, "out of memory");
-			goto out;
-		}
-		flight_key = named;
-	}
-	/* A flight for the key replaces whatever object a client rejects. */
-	struct jc_flight *f = jc__flight_find(d, flight_key);
-	if (f) {
-		if (jc__flight_join(f, conn, JC_CACHE_JOINED, t0, &req->name_exprs) == 0) {
-			jc__daemon_count(d, JC_CTR_single_flight_joins, 1);
-			/* A client waits on a re-warm's compile: it goes first now. */
-			if (f->background && !jc__rewarm_owns(d, conn))
-				jc__rewarm_promote(d, f);
-			goto out;
-		}
-		jc__refuse(d, conn, JC_ENOMEM, "out of memory");
-		goto out;
-	}
-	if (req->reject_reason != JC_REJECT_NONE)
-		bad = handle_reject(d, conn, key, req, bad_object);
-	if (!bad && (serve_cached(d, conn, key, &req->name_exprs, t0, &bad, bad_object) ||
-		     (keys == 2 && !bad &&
-		      serve_cached(d, conn, base, &req->name_exprs, t0, &bad, bad_object)) ||
-		     (keys && !bad &&
-		      serve_cached(d, conn, named, &req->name_exprs, t0, &bad, bad_object)))) {
-		jc__daemon_count(d, JC_CTR_tree_digest_hits, req->tree_round == JC_TREE_DIGEST);
-		goto out;
-	}
-	if (d->stopping) {
-		jc__refuse(d, conn, JC_EBUSY, "daemon is shutting down");
-	} else if (req->tree_round == JC_TREE_LOOKUP || req->tree_round == JC_TREE_DIGEST) {
-		/* A client-read tree by hashes found nothing: the client sends the
-		 * bytes on this connection (a RESULT: an ERROR would close it). */
-		struct jc_res miss;
-		jc__res_init(&miss);
-		miss.status = JC_ENOTFOUND;
-		miss.cache = JC_CACHE_MISS;
-		miss.message = "no entry for these headers: send their bytes";
-		memcpy(miss.key, key, 16);
-		jc__answer(d, conn, &miss, -1);
-	} else if ((rc = jc__flight_start(d, conn, tc, flight_key, inc ? direct : NULL, req, &inc,
-					  t0, bad ? bad_object : NULL, fetched,
-					  keys ? key : NULL)) != 0) {
-		char msg[200] = "out of memory";
-		if (rc == JC_EBUSY) {
-			snprintf(
-			    msg, sizeof(msg),
-			    "the daemon's request buffers are full (%zu of %zu "
-			    "bytes, --buffer-budget, held by queued compiles); try again later",
-			    jc__budget_used(&d->buffers), d->buffers.max);
-			jc_log_warn(NET, "uid %d pid %d: compile refused: buffer budget full",
-				    (int)d->conn_ops->uid(conn), (int)d->conn_ops->pid(conn));
-			jc__daemon_count(d, JC_CTR_busy_refusals, 1);
-		}
-		jc__refuse(d, conn, rc, msg);
-	}
-out:
-	jc__req_clear(req);
-	inc_free(inc);
-}
 
 static int entry_known(struct jc_daemon *d, const uint8_t key[16])
 {
@@ -358,8 +114,6 @@ enum val_state {
 	VAL_CAME,  /* answered (val_rc) */
 };
 
-static const char *watch_refusal_name(int why);
-
 /* Thread pool, once a set is known to match: watch its tree (watch.h,
  * jc__watch_checked). */
 static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
@@ -367,10 +121,10 @@ static void key_watch(struct key_job *j, const struct jc_inc_ctx *ctx)
 	int why, disk = 0;
 	for (size_t i = 0; i < j->inc->n; i++)
 		disk |= j->inc->v[i].kind != JC_INC_TOOLKIT;
-	if (!disk || !j->d->watch)
+	if (!disk || !j->d->request.watch)
 		return;
 	uint64_t before = j->inc->n_stat;
-	j->stamp = jc__watch_checked(j->d->watch, j->inc, ctx, &why);
+	j->stamp = jc__watch_checked(j->d->request.watch, j->inc, ctx, &why);
 	j->n_stat += j->inc->n_stat - before;
 	if (!j->stamp)
 		j->watch_refused = why != JC_WATCH_OFF ? why : 0;
@@ -382,7 +136,7 @@ static void store_variant(struct jc_daemon *d, const uint8_t lookup[16],
 			  const struct jc_inc_set *set)
 {
 	char err[256];
-	if (jc__manifest_add(d->manifests, lookup, set, err, sizeof(err)) != 0)
+	if (jc__manifest_add(d->request.manifests, lookup, set, err, sizeof(err)) != 0)
 		jc_log_warn(KEY, "include manifest not stored (the next request scans again): %s",
 			    err);
 }
@@ -439,7 +193,7 @@ static void record_check(struct key_job *j, const struct jc_inc_ctx *ctx)
 	}
 	if (set) {
 		j->rec_n_stat = set->n_stat;
-		inc_free(set);
+		jc__inc_set_free(set);
 	}
 	if (j->record_rc != 1) {
 		jc__remote_blob_free(j->blob);
@@ -464,7 +218,7 @@ static void key_work_cb(uv_work_t *w)
 	if (rc == 0)
 		rc = jc__inc_dirs_check(&j->req.include_dirs, 1, j->err, sizeof(j->err));
 	if (rc == 0)
-		rc = jc__manifest_lookup(d->manifests, j->lookup, &ctx, j->inc, &j->n_stat);
+		rc = jc__manifest_lookup(d->request.manifests, j->lookup, &ctx, j->inc, &j->n_stat);
 	if (rc == 1) {
 		j->from_manifest = 1;
 		rc = 0;
@@ -516,7 +270,7 @@ static void record_apply(struct key_job *j)
 		jc__remote_record_rejected(d->remote, j->lookup, j->why);
 	if (j->record_rc > 0 && j->rc == 0 && !j->from_manifest &&
 	    memcmp(j->record_key, j->key, 16) != 0 && !key_known(d, &j->req, j->key)) {
-		inc_free(j->inc);
+		jc__inc_set_free(j->inc);
 		j->inc = j->record;
 		j->record = NULL;
 		memcpy(j->key, j->record_key, 16);
@@ -526,7 +280,7 @@ static void record_apply(struct key_job *j)
 	}
 	j->n_stat += j->rec_n_stat;
 	if (j->record)
-		inc_free(j->record);
+		jc__inc_set_free(j->record);
 	j->record = NULL;
 }
 
@@ -599,7 +353,7 @@ static void key_done(struct key_job *j)
 			jc_log_info(
 			    KEY,
 			    "include tree of %zu entries not watched (%s): stat walk per request",
-			    j->inc->n, watch_refusal_name(j->watch_refused));
+			    j->inc->n, jc__cache_watch_refusal(j->watch_refused));
 		}
 		jc_log_info(KEY,
 			    "key %s: %zu include entries %s%s: %llu stat calls, %llu files read, "
@@ -620,8 +374,8 @@ static void key_done(struct key_job *j)
 		 * record, or by its scan). */
 		int use = j->val_state == VAL_CAME && j->val_rc == 0 &&
 			  memcmp(j->val_key, j->key, 16) == 0;
-		request_with_key(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0, j->tc,
-				 use ? &j->val : NULL);
+		jc__keyed_request(d, j->conn, &j->req, j->key, j->direct, j->inc, j->t0, j->tc,
+				  use ? &j->val : NULL);
 		j->inc = NULL;
 		/* A record that matched here: a manifest variant, written now that
 		 * the answer is out (a request in between is keyed as this one). */
@@ -632,9 +386,9 @@ static void key_done(struct key_job *j)
 			jc__daemon_count(d, JC_CTR_bad_requests, 1);
 		jc__refuse(d, j->conn, j->rc, j->err[0] ? j->err : jc_strerror(j->rc));
 		jc__req_clear(&j->req);
-		inc_free(j->inc);
+		jc__inc_set_free(j->inc);
 	}
-	jc__watch_forget(d->watch, j->stamp);
+	jc__watch_forget(d->request.watch, j->stamp);
 	d->conn_ops->unref(j->conn);
 	jc__res_clear(&j->val.res);
 	jc__remote_blob_free(j->blob);
@@ -797,11 +551,11 @@ static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_re
 		jc__daemon_count(d, JC_CTR_bad_requests, rc == JC_EINVAL);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
 		jc__req_clear(req);
-		inc_free(inc);
+		jc__inc_set_free(inc);
 		return;
 	}
 	jc__daemon_count(d, JC_CTR_tree_requests, 1);
-	request_with_key(d, conn, req, key, direct, inc, t0, d->tc, NULL);
+	jc__keyed_request(d, conn, req, key, direct, inc, t0, d->tc, NULL);
 }
 
 /*
@@ -825,7 +579,7 @@ static int reads_disk(struct jc_memcache *mc, const struct jc_req *req, const ui
 static void record_ask(struct key_job *j)
 {
 	struct jc_daemon *d = j->d;
-	if (d->remote && !jc__manifest_exists(d->manifests, j->lookup))
+	if (d->remote && !jc__manifest_exists(d->request.manifests, j->lookup))
 		record_fetch(j);
 }
 
@@ -861,7 +615,7 @@ int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req
 		return 0;
 	jc__memcache_sync(m);
 	const struct jc_entry *e = jc__memcache_lookup(m, key);
-	if (!e || e->status || serve_hit(m, conn, e, &req->name_exprs, t0) != 0)
+	if (!e || e->status || jc__keyed_serve_hit(m, conn, e, &req->name_exprs, t0) != 0)
 		return 0;
 	if (needed)
 		jc__memcache_count(
@@ -911,7 +665,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 					 1);
 			memcpy(key, memo_key, 16);
 		}
-		request_with_key(d, conn, req, key, NULL, NULL, t0, d->tc, NULL);
+		jc__keyed_request(d, conn, req, key, NULL, NULL, t0, d->tc, NULL);
 		return;
 	}
 	struct key_job *j = calloc(1, sizeof(*j));
@@ -941,91 +695,26 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	jc__req_clear(req);
 }
 
-/* --- include tree watches (watch.h) ---------------------------------------- */
-
-static const char *watch_refusal_name(int why)
-{
-	switch (why) {
-	case JC_WATCH_BUDGET:
-		return "over --max-include-watches";
-	case JC_WATCH_LIMIT:
-		return "inotify_add_watch failed: see fs.inotify.max_user_watches";
-	case JC_WATCH_REMOTE:
-		return "a network or FUSE file system";
-	default:
-		return "out of memory";
-	}
-}
-
-/* Moves the watcher's event counts into the daemon's counters (loop). */
-void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out)
-{
-	struct jc_watch_stats st;
-	jc__watch_stats(d->watch, &st, 1);
-	jc__daemon_count(d, JC_CTR_include_watch_invalidations, st.invalidations);
-	jc__daemon_count(d, JC_CTR_include_watch_overflows, st.overflows);
-	if (out)
-		*out = st;
-}
-
-static void watch_poll_cb(uv_poll_t *h, int status, int events)
-{
-	struct jc_daemon *d = h->data;
-	(void)events;
-	if (status < 0) { /* cannot happen to an inotify descriptor; do not spin on it */
-		jc_log_warn(KEY, "include watch descriptor: %s; drained at each request only",
-			    uv_strerror(status));
-		uv_poll_stop(h);
-	}
-	jc__watch_drain(d->watch);
-	jc__cache_watch_counts(d, NULL);
-}
-
-/* The watcher; without inotify, every hit stat-walks. */
-static void watch_new(struct jc_daemon *d)
-{
-	char err[256];
-	if (d->cfg.max_include_watches &&
-	    jc__watch_new(d->cfg.max_include_watches, &d->watch, err, sizeof(err)) != 0)
-		jc_log_warn(KEY, "include trees are not watched (every hit re-checks them): %s",
-			    err);
-}
-
-void jc__cache_watch_start(struct jc_daemon *d)
-{
-	if (!d->watch)
-		return;
-	d->watch_poll.data = d;
-	if (uv_poll_init(d->loop, &d->watch_poll, jc__watch_fd(d->watch)) == 0) {
-		d->watch_polling = 1;
-		uv_poll_start(&d->watch_poll, UV_READABLE, watch_poll_cb);
-	}
-}
-
-void jc__cache_watch_stop(struct jc_daemon *d)
-{
-	if (d->watch_polling)
-		uv_close((uv_handle_t *)&d->watch_poll, NULL);
-	d->watch_polling = 0;
-}
-
 int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
+	d->request.hooks.request = jc__cache_request;
 	d->policy.tc = d->tc;
 	d->policy.test_faults = d->cfg.test_faults;
 	pthread_mutex_init(&d->policy.builds_lock, NULL);
 	if (jc__memcache_new(d, jc__cachedir_reader(d->cache), 0, 1 + jc__server_threads(&d->cfg),
 			     &d->mc) != 0 ||
-	    jc__keymemo_new(d) != 0 || jc__inc_memo_new(INC_MEMO_ENTRIES, &d->inc_memo) != 0 ||
-	    jc__retry_new(&d->load_retries) != 0)
+	    jc__keymemo_new(d) != 0 ||
+	    jc__inc_memo_new(INC_MEMO_ENTRIES, &d->request.inc_memo) != 0 ||
+	    jc__retry_new(&d->request.load_retries) != 0)
 		return JC_ENOMEM;
-	int rc = jc__manifests_open(d->cfg.cache_dir, 0700, &d->manifests, err, sizeof(err));
+	int rc =
+	    jc__manifests_open(d->cfg.cache_dir, 0700, &d->request.manifests, err, sizeof(err));
 	if (rc != 0) {
 		jc_log_err(STORE, "%s", err);
 		return rc;
 	}
-	watch_new(d);
+	jc__cache_watch_new(d);
 	return 0;
 }
 
@@ -1034,12 +723,12 @@ void jc__cache_free(struct jc_daemon *d)
 	jc__memcache_free(d->mc);
 	d->mc = NULL;
 	jc__keymemo_free(d);
-	jc__inc_memo_free(d->inc_memo);
-	d->inc_memo = NULL;
-	jc__manifests_close(d->manifests);
-	d->manifests = NULL;
-	jc__watch_free(d->watch);
-	d->watch = NULL;
-	jc__retry_free(d->load_retries);
-	d->load_retries = NULL;
+	jc__inc_memo_free(d->request.inc_memo);
+	d->request.inc_memo = NULL;
+	jc__manifests_close(d->request.manifests);
+	d->request.manifests = NULL;
+	jc__watch_free(d->request.watch);
+	d->request.watch = NULL;
+	jc__retry_free(d->request.load_retries);
+	d->request.load_retries = NULL;
 }

@@ -34,6 +34,7 @@ struct jc_conn;
 struct jc_retry;
 struct jc_server;
 struct jc_memcache;
+struct jc_fetched;
 
 /* A client waiting on a flight. Holds a reference on its connection. */
 struct jc_waiter {
@@ -85,8 +86,11 @@ struct jc_flight {
 	char learned_from[512]; /* the first access the include set missed (for the log) */
 	uint8_t *record; /* learnt: its set as a manifest variant for the remote tier; owned */
 	size_t record_len;
-	/* A fatbin request's build (fatbin.c), NULL for others; owned. */
+	/* A fatbin request's build (fatbin.c), NULL for others; owned, freed
+	 * through fatbin_ops (fatbin.c sits above flight.c, which calls it only
+	 * through them: docs/ARCHITECTURE.md, "Modules and their state"). */
 	struct jc_fatbin *fatbin;
+	const struct jc_fatbin_ops *fatbin_ops; /* set with fatbin (jc__fatbin_start) */
 	/* The request a worker gets for this flight: &req when NULL (a fatbin's
 	 * nvFatbin job points it at its own). Borrowed. */
 	const struct jc_req *wreq;
@@ -98,15 +102,56 @@ struct jc_flight {
 	const struct jc_toolchain *tc; /* the toolchain of its key (jc__flight_start) */
 };
 
+/* What flight.c does to a fatbin flight's build (fatbin.c): finish, in
+ * jc__flight_done before the flight is logged and published (its log, its
+ * lowered names; its parts count as compiles); free, when the flight is
+ * freed (fb then no longer refers to it). Loop thread. */
+struct jc_fatbin_ops {
+	void (*finish)(struct jc_flight *f);
+	void (*free)(struct jc_fatbin *fb);
+};
+
+/* What the request path (cache.c, flight.c) asks of the modules above it,
+ * which register these at start-up (docs/ARCHITECTURE.md, "Modules and
+ * their state": lower files never call upward). A NULL hook is not called.
+ * Loop thread. */
+struct jc_request_hooks {
+	/* The request path's entry, for the requests a lower module makes (a
+	 * fatbin's parts, fatbin.c): cache.c's jc__cache_request, registered by
+	 * jc__cache_init. */
+	void (*request)(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+	/* 1 when conn's requests are background work that no client waits
+	 * for: the re-warm's (registered by jc__rewarm_new). NULL: none is. */
+	int (*background)(const struct jc_daemon *d, const struct jc_conn *conn);
+	/* A worker loaded another compiler than a flight's key names: probe the
+	 * toolchain on disk and switch to it (main.c's toolchain recheck); why
+	 * is borrowed, for the log. */
+	void (*toolchain_recheck)(struct jc_daemon *d, const char *why);
+};
+
+/* The request path's own state (cache.c, cache_watch.c, keyed.c,
+ * keymemo.c, flight.c, flight_check.c), d->request: made by jc__cache_init
+ * (flights: by jc__flight_start, each freed at its end), freed by
+ * jc__cache_free after the loop has stopped. Loop thread unless a field
+ * says otherwise. */
+struct jc_request_path {
+	struct jc_keymemos *keymemo;	/* full keys by lookup key (keymemo.c); locks itself */
+	struct jc_inc_memo *inc_memo;	/* include file hashes: thread pool, locks itself */
+	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
+	struct jc_watch *watch; /* include tree change notification (watch.h); locks itself */
+	uv_poll_t watch_poll;	/* its descriptor, drained on the loop (cache_watch.c) */
+	int watch_polling;
+	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
+	struct jc_flight *flights;     /* the flights in progress (flight.c) */
+	struct jc_request_hooks hooks; /* set by cache.c, rewarm.c and main.c (see there) */
+};
+
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
 #define JC_NEEDED_MEMO_SLOTS 1024
 struct jc_needed_memo {
 	uint8_t direct[16];
 	uint8_t used, needed;
 };
-
-/* Thread pool threads whose malloc arenas are faulted in at start-up (main.c). */
-#define JC_POOL_WARM_MAX 64
 
 struct jc_daemon {
 	struct jc_config cfg;
@@ -115,17 +160,15 @@ struct jc_daemon {
 	 * (tier.h). Its writer index is used from the thread pool under its wlock. */
 	struct jc_cachedir *cache;
 	/* The toolchain this daemon keys and compiles with (toolchain.h):
-	 * probed at start-up, replaced when it changes on disk (main.c,
-	 * jc__toolchain_recheck: SIGHUP, or a worker that loaded another
-	 * compiler). Each one stays allocated until exit (tc_gens), so a
+	 * probed at start-up, replaced when it changes on disk (toolchains.c,
+	 * jc__toolchains_recheck: SIGHUP, or a worker that loaded another
+	 * compiler). Each one stays allocated until exit (toolchains), so a
 	 * pointer taken by a request, flight or thread-pool job stays valid.
 	 * Written on the loop; other threads read it with __atomic_load_n. */
 	const struct jc_toolchain *tc;
-	struct jc_tc_gen *tc_gens;
+	struct jc_toolchains *toolchains; /* toolchains.c's own state (toolchains.h) */
 	uint64_t start_ns;
 	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
-	char *pointer_path;	    /* DIR/JC_SOCKET_POINTER, written once listening (main.c) */
-	char pointer_sock[4096];    /* the socket path it holds */
 	int stopping;
 	/* Server-side time of each hit (request decoded to reply queued) since
 	 * the start or the last `stats --zero`; not persisted. */
@@ -133,38 +176,24 @@ struct jc_daemon {
 
 	struct jc_memcache
 	    *mc; /* the main loop's rows of hot keys, pending access times (memcache.c) */
-	struct jc_keymemos *keymemo;	/* full keys by lookup key (keymemo.c); locks itself */
 	struct jc_req_policy policy;	/* what this daemon admits (request.h); loop thread */
-	struct jc_inc_memo *inc_memo;	/* include file hashes: thread pool, locks itself */
-	struct jc_manifests *manifests; /* DIR/manifests: thread pool, locks itself */
-	struct jc_watch *watch; /* include tree change notification (watch.h); locks itself */
-	uv_poll_t watch_poll;	/* its descriptor, drained on the loop */
-	int watch_polling;
-	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
-	struct jc_flight *flights;
-	struct jc_pool *pool;	  /* compile workers and their queue (pool.h) */
-	struct jc_rewarm *rewarm; /* re-warm of kept requests (rewarm.c) */
-	int probing_disk;	  /* a SIGHUP's toolchain probe runs (main.c) */
+	struct jc_request_path request; /* the request path's own state (above) */
+	struct jc_pool *pool;		/* compile workers and their queue (pool.h) */
+	struct jc_rewarm *rewarm;	/* re-warm of kept requests (rewarm.c) */
 	/* The toolchain identity (summary) the cache recorded before this
-	 * daemon started ("" for a new cache or one from before schema 3),
-	 * read at start-up into cache_identity_read; after a switch (main.c,
-	 * jc__toolchain_recheck) the summary of the toolchain switched from,
-	 * which stays allocated (tc_gens). Replaced, never written in place:
-	 * thread-pool jobs read the pointer they were given. Loop thread. */
+	 * daemon started ("" for a new cache or one from before schema 3), read
+	 * at start-up (jc__toolchains_record_identity); after a switch
+	 * (jc__toolchains_recheck) the summary of the toolchain switched from.
+	 * Both stay allocated until exit (toolchains). Replaced, never written
+	 * in place: thread-pool jobs read the pointer they were given. Loop
+	 * thread. */
 	const char *cache_identity;
-	char cache_identity_read[sizeof(((struct jc_toolchain *)0)->summary)];
 	int confinement; /* enum jc_confine the workers apply (worker_fs.h) */
 
 	struct jc_server *server; /* the server's state (server.h), NULL until it listens */
-	uv_timer_t tick;	  /* flush, respawn, eviction */
-	uv_signal_t sigterm, sigint, sighup;
 	struct jc_remote *remote;	    /* the remote tier; NULL without --remote */
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
 	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
-	uv_work_t trim;		  /* malloc_trim after a large request (main.c) */
-	uv_work_t
-	    pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in (main.c) */
-	int trimming;
 };
 
 /* Where an internal connection's answer goes: a result (res and objfd, a
@@ -240,14 +269,32 @@ static inline void jc__refuse(struct jc_daemon *d, struct jc_conn *conn, int cod
 static inline struct jc_inc_ctx jc__daemon_inc_ctx(struct jc_daemon *d)
 {
 	return (struct jc_inc_ctx){
-	    .memo = d->inc_memo,
+	    .memo = d->request.inc_memo,
 	    .toolkit_root = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE)->toolkit_include,
 	    .max_entries = JC_INC_MAX_ENTRIES,
 	    .max_file_size = JC_INC_MAX_FILE_SIZE,
 	};
 }
 
-/* cache.c: the request path and keying. */
+/* keyed.c: the request path once the key is known. */
+/* Serves a hit from e, an ok row m's jc__memcache_lookup returned, on m's
+ * thread: a descriptor of its object (opened ahead, else now; checked
+ * either way) answers conn's request, whose name expressions are names;
+ * t0: when the request was decoded. 0, or the open's error when the object
+ * is missing or fails its checks (nothing answered). */
+int jc__keyed_serve_hit(struct jc_memcache *m, struct jc_conn *conn, const struct jc_entry *e,
+			const struct jc_strv *names, uint64_t t0);
+/* Loop thread: answers conn's request *req with key from the index (a hit,
+ * a negative hit; a client's reject handled first), else joins key's flight
+ * or starts one. Takes *req and inc (an include set of direct key direct;
+ * both NULL when the request reads nothing from disk); tc: the toolchain
+ * the key was made with; fetched (or NULL): the remote tier's value of key,
+ * fetched already (jc__flight_start). */
+void jc__keyed_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
+		       const uint8_t key[16], const uint8_t *direct, struct jc_inc_set *inc,
+		       uint64_t t0, const struct jc_toolchain *tc, struct jc_fetched *fetched);
+
+/* cache.c: the front of the request path: validating and keying. */
 /* Memory cache, include memo and manifests, watches. 0 or a JC_E* code (logged). */
 int jc__cache_init(struct jc_daemon *d);
 /* Frees what jc__cache_init made; after the loop has stopped. */
@@ -264,15 +311,22 @@ int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req
  * (jc__inc_needed) in the thread pool (manifest check or include scan);
  * every other one at once. */
 void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req);
+
+/* cache_watch.c: the request path's include tree watches (watch.h). */
 struct jc_watch_stats;
-/* Include tree watches (watch.h), loop thread: moves the watcher's event
- * counts into the counters and, when out is not NULL, fills *out with its
- * figures; start polls its descriptor on d->loop, draining it as events
- * come (so that the queue does not overflow between requests); stop closes
- * that poll handle (at shutdown). */
+/* Loop thread: moves the watcher's event counts into the counters and,
+ * when out is not NULL, fills *out with its figures; new makes d->request.watch
+ * (jc__cache_init; without inotify or with --max-include-watches 0 there is
+ * none, and every hit stat-walks: logged); start polls its descriptor on
+ * d->loop, draining it as events come (so that the queue does not overflow
+ * between requests); stop closes that poll handle (at shutdown). */
 void jc__cache_watch_counts(struct jc_daemon *d, struct jc_watch_stats *out);
+void jc__cache_watch_new(struct jc_daemon *d);
 void jc__cache_watch_start(struct jc_daemon *d);
 void jc__cache_watch_stop(struct jc_daemon *d);
+/* Why a tree was not watched (enum jc_watch_refusal, watch.h), for the log;
+ * static text. Any thread. */
+const char *jc__cache_watch_refusal(int why);
 
 /* keymemo.c: full keys of requests that read from disk, by lookup key
  * (see there); any thread (it locks itself). new: 0 or JC_ENOMEM; free:
@@ -387,11 +441,17 @@ struct jc_fetched {
  * loaded that compiler. free_key: for a name-free request (req.h), its key
  * without the name (key is then its named key, jc__key_named), which the
  * remote tier is asked first and the result is stored under when it holds
- * no name (progname.h); else NULL. */
+ * no name (progname.h); else NULL. A fatbin request's flight asks no one:
+ * the caller builds it (jc__fatbin_start) or, when that fails, discards it
+ * (jc__flight_free). *out: the flight, on success. */
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
-		     struct jc_fetched *fetched, const uint8_t *free_key);
+		     struct jc_fetched *fetched, const uint8_t *free_key, struct jc_flight **out);
+/* Frees f, unlinked from d->request.flights: the waiters left are dropped
+ * unanswered, its request bytes released (the end of every flight; cache.c:
+ * a fatbin flight whose build could not start). */
+void jc__flight_free(struct jc_flight *f);
 /* Queues f for the worker pool (loop thread). */
 void jc__cache_enqueue(struct jc_daemon *d, struct jc_flight *f);
 /* The end of f's compile (f->res holds the result or the failure): counted,
@@ -401,26 +461,32 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f);
  * message (borrowed), then jc__flight_done. */
 void jc__flight_fail(struct jc_daemon *d, struct jc_flight *f, int status, const char *message);
 
-/* main.c: probes the toolchain on disk (a fresh `jitcache-worker
- * --identity`, in the thread pool) and, when it differs from d->tc,
- * switches to it: new keys, new workers, a re-warm. why (borrowed, for the
- * log) says who asks; one probe at a time (a second ask while one runs is
- * answered by it). Loop thread. */
-void jc__toolchain_recheck(struct jc_daemon *d, const char *why);
+/* flight_check.c: a flight's result checked before it is published, in
+ * the thread pool (flight.c's publish job; f is that job's alone then).
+ * rehashed: reads set again when one of its files changed within the
+ * settle margin (jc__inc_rehash): 1 when the bytes are those hashed
+ * (f->rehashed set), 0 when not (what names the file), < 0 a JC_E* code
+ * (what says so). check_deps: does the key cover what NVRTC read (f->res's
+ * deps)? If not, the set that does is learnt (f->learned, f->store_key, the
+ * manifest, f->record for the remote tier) or the result is served, not
+ * stored (f->deps_mismatch or f->tree_missing, f->errmsg). name_verdict: a
+ * name-free request's result goes under its key without the name, else
+ * under a named key (f->store_key, f->name_bound; progname.h). */
+int jc__flight_rehashed(struct jc_flight *f, const struct jc_inc_set *set, char *what, size_t len);
+void jc__flight_check_deps(struct jc_flight *f);
+void jc__flight_name_verdict(struct jc_flight *f);
 
 /* fatbin.c: multi-architecture requests (fatbin.h). */
 struct jc_fatbin;
-/* Builds the fatbin of flight f (its req has fatbin output): asks for each
- * target's part as conn's uid would, then assembles. Ends, like a worker
- * job, in jc__flight_done. Returns 0 or JC_ENOMEM (nothing started). */
+/* Builds the fatbin of flight f (its req has fatbin output; keyed.c calls
+ * it once jc__flight_start has made f): asks the request path
+ * (d->request.hooks.request) for each target's part as conn's uid would, then
+ * assembles. Ends, like a worker job, in jc__flight_done. Returns 0,
+ * f->fatbin and f->fatbin_ops set, or JC_ENOMEM (nothing started: the
+ * caller frees f). */
 int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn);
 /* 1 when conn is the internal connection of one of fb's parts. */
 int jc__fatbin_part_conn(const struct jc_fatbin *fb, const struct jc_conn *conn);
-/* At the end of a fatbin flight, before it is published: its log (where
- * each part came from, the steps' times), lowered names and build time. */
-void jc__fatbin_finish(struct jc_flight *f);
-/* Frees what fatbin_start made (flight_free); NULL is accepted. */
-void jc__fatbin_free(struct jc_fatbin *fb);
 
 /* rewarm.c: compiles kept requests (core/kept.h) again for this daemon's
  * toolchain identity, in the background: at most cfg.rewarm_workers at a
@@ -441,13 +507,6 @@ void jc__rewarm_free(struct jc_daemon *d);
  * was for the identity before. */
 void jc__rewarm_start(struct jc_daemon *d, uint64_t top, int64_t since_s, const char *why,
 		      void (*done)(void *ctx, int64_t queued), void *ctx);
-/* 1 when conn asks for the re-warm: one of its internal connections, or a
- * part's of a fatbin flight it started that no client waits for. Its
- * flights are background (idle) work. */
-int jc__rewarm_owns(const struct jc_daemon *d, const struct jc_conn *conn);
-/* A client waits on background flight f: it and, for a fatbin, its parts'
- * flights become client work (jc__pool_promote). */
-void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f);
 /* The state of the re-warm as the admin command "warm" answers it: a
  * record (state, counts, CPU time, identities), then one per failed
  * request (key, source_name, message, log). 0 or JC_ENOMEM. */

@@ -77,10 +77,9 @@ static void fb_unref(struct jc_fatbin *fb)
 	free(fb);
 }
 
-void jc__fatbin_free(struct jc_fatbin *fb)
+/* Frees what fatbin_start made (the flight's end: jc_fatbin_ops.free). */
+static void fatbin_free(struct jc_fatbin *fb)
 {
-	if (!fb)
-		return;
 	fb->f = NULL;
 	fb_unref(fb);
 }
@@ -403,6 +402,13 @@ static int part_request(const struct jc_req *req, const char *target, struct jc_
 	return (out->arch = strdup(target)) ? 0 : JC_ENOMEM;
 }
 
+static void fatbin_finish(struct jc_flight *f);
+
+static const struct jc_fatbin_ops fatbin_ops = {
+    .finish = fatbin_finish,
+    .free = fatbin_free,
+};
+
 int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *conn)
 {
 	struct jc_targets t;
@@ -435,16 +441,17 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 	if (rc != 0) {
 		for (size_t i = 0; i < t.n; i++)
 			jc__req_clear(&sub[i]);
-		jc__fatbin_free(fb);
+		fatbin_free(fb);
 		return JC_ENOMEM;
 	}
 	f->fatbin = fb;
+	f->fatbin_ops = &fatbin_ops;
 	/* Parts answered at once (hits, refusals) must not end the flight
 	 * while the others are still being asked for. */
 	fb->starting = 1;
 	fb->pending = fb->n;
 	for (size_t i = 0; i < fb->n; i++)
-		jc__cache_request(d, fb->parts[i].conn, &sub[i]);
+		d->request.hooks.request(d, fb->parts[i].conn, &sub[i]);
 	fb->starting = 0;
 	if (fb->pending == 0)
 		parts_done(fb);
@@ -466,7 +473,10 @@ static const char *tool_name(int tool)
 	return tool == JC_FATBIN_NVFATBIN ? "nvFatbin" : "fatbinary";
 }
 
-void jc__fatbin_finish(struct jc_flight *f)
+/* At the end of a fatbin flight, before it is published (jc_fatbin_ops.
+ * finish): its log (where each part came from, the steps' times), lowered
+ * names and build time. */
+static void fatbin_finish(struct jc_flight *f)
 {
 	struct jc_fatbin *fb = f->fatbin;
 	struct jc_res *res = &f->res;

@@ -22,7 +22,7 @@
 
 struct jc_flight *jc__flight_find(struct jc_daemon *d, const uint8_t key[16])
 {
-	for (struct jc_flight *f = d->flights; f; f = f->next)
+	for (struct jc_flight *f = d->request.flights; f; f = f->next)
 		if (memcmp(f->key, key, 16) == 0)
 			return f;
 	return NULL;
@@ -70,10 +70,10 @@ static char *listed_name(const char *name, pid_t pid)
 	return asprintf(&out, "%s (%s)", name, comm) < 0 ? NULL : out;
 }
 
-static void flight_free(struct jc_flight *f)
+void jc__flight_free(struct jc_flight *f)
 {
 	struct jc_daemon *d = f->d;
-	for (struct jc_flight **p = &d->flights; *p; p = &(*p)->next)
+	for (struct jc_flight **p = &d->request.flights; *p; p = &(*p)->next)
 		if (*p == f) {
 			*p = f->next;
 			break;
@@ -89,9 +89,9 @@ static void flight_free(struct jc_flight *f)
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
 	free(f->listed_name);
-	jc__inc_set_clear(f->inc);
-	free(f->inc);
-	jc__fatbin_free(f->fatbin);
+	jc__inc_set_free(f->inc);
+	if (f->fatbin)
+		f->fatbin_ops->free(f->fatbin);
 	free(f->record);
 	free(f);
 }
@@ -143,7 +143,7 @@ static void flight_answer(struct jc_flight *f)
 static void flight_finish(struct jc_flight *f)
 {
 	flight_answer(f);
-	flight_free(f);
+	jc__flight_free(f);
 }
 
 /* The index row of a flight's result; strings borrowed from f, options
@@ -180,117 +180,6 @@ static void entry_of_flight(struct jc_flight *f, struct jc_entry *e, char *optio
 	e->n_lowered = res->n_lowered;
 }
 
-/*
- * Thread pool, after the compile: an include set with a header changed
- * within the settle margin (a generated header) is stored only when reading
- * it again shows the bytes that were hashed (jc__inc_rehash); the settle
- * margin decides only whether the stat memo may be trusted.
- */
-static int rehashed(struct jc_flight *f, const struct jc_inc_set *set, char *what, size_t len)
-{
-	const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(f->d);
-	int rc = jc__inc_rehash(set, &ctx, what, len);
-	if (rc == JC_ENOMEM)
-		snprintf(what, len, "(out of memory re-reading %s)", set->unsettled_path);
-	f->rehashed |= rc == 1;
-	return rc;
-}
-
-/*
- * Thread pool, before publishing: does the key cover what NVRTC read (the
- * worker's record)? If not, and the request has an include set, learn the
- * set that says exactly that, store under its key and add it to the
- * manifest (ccache's depend mode); else the result is served, not stored.
- */
-static void check_deps(struct jc_flight *f)
-{
-	struct jc_daemon *d = f->d;
-	char what[512] = "";
-	int rc = jc__inc_covers(f->inc, f->res.deps, f->res.n_deps, what, sizeof(what));
-	if (rc == 1)
-		return;
-	if (rc == 0 && f->req.tree_round) {
-		/* Nothing to learn from: the client's files are not ours to read. */
-		snprintf(f->errmsg, sizeof(f->errmsg),
-			 "the compile read %s, which the client did not "
-			 "send (its include scan missed it); not served",
-			 what);
-		f->tree_missing = 1;
-		return;
-	}
-	if (rc == 0 && f->inc) {
-		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
-		struct jc_inc_set learned;
-		char err[256];
-		char seen[512];
-		snprintf(seen, sizeof(seen), "%s", what);
-		rc = jc__inc_learn(f->inc, f->res.deps, f->res.n_deps, &ctx, &learned, what,
-				   sizeof(what));
-		if (rc == 1 && learned.unsettled &&
-		    (rc = rehashed(f, &learned, what, sizeof(what))) == 0)
-			snprintf(what + strlen(what), sizeof(what) - strlen(what),
-				 " (changed just before the compile)");
-		uint8_t tree[16];
-		uint8_t lookup[16];
-		if (rc == 1 && jc__inc_key_digest(&learned, &f->req.include_dirs, tree) == 0 &&
-		    jc__key_with_tree(f->direct, tree, f->store_key) == 0 &&
-		    jc__key_lookup(f->direct, &f->req.include_dirs, lookup) == 0) {
-			if (jc__manifest_add(d->manifests, lookup, &learned, err, sizeof(err)) != 0)
-				jc_log_warn(KEY, "learnt include manifest not stored: %s", err);
-			/* The fleet's copy, published beside the value (remote.h). */
-			if (d->remote &&
-			    jc__manifest_variant_encode(&learned, &f->record, &f->record_len) != 0)
-				f->record = NULL;
-			f->learned = 1;
-			jc__inc_set_clear(&learned);
-			snprintf(f->learned_from, sizeof(f->learned_from), "%s", seen);
-			return;
-		}
-		jc__inc_set_clear(&learned);
-		if (rc == 0 && what[0])
-			snprintf(f->errmsg, sizeof(f->errmsg), "NVRTC read %s, which changed since",
-				 what);
-	}
-	if (!f->errmsg[0])
-		snprintf(f->errmsg, sizeof(f->errmsg),
-			 "NVRTC read %s, which the key does not cover",
-			 rc == JC_ENOMEM ? "files (out of memory checking them)" : what);
-	f->deps_mismatch = 1;
-}
-
-/*
- * Thread pool, before publishing a name-free request's result (req.h): it
- * goes under its key without the name (store_key: free_key, or learnt) with
- * the program's name in the log made JC_NAME_STANDIN, when the name is
- * nowhere in it (progname.h); under that key's named key of the name's last
- * component when only that is in it (every name with it gets the same
- * bytes); else, as a compile error always, under its named key of the whole
- * name. The next request of such a name finds it there.
- */
-static void name_verdict(struct jc_flight *f)
-{
-	struct jc_res *res = &f->res;
-	char *log = NULL;
-	uint8_t base[16], full[16];
-	int rc = res->status != 0 ? 0
-				  : jc__progname_free(f->req.source_name, res->data, res->size,
-						      res->lowered, res->n_lowered, res->log, &log);
-	int keys = rc >= 0 ? jc__progname_keys(f->store_key, f->req.source_name, base, full) : rc;
-	if (keys < 0) {
-		free(log);
-		snprintf(f->errmsg, sizeof(f->errmsg),
-			 "out of memory looking for the program name");
-		return;
-	}
-	if (rc == 1 || rc == 2) {
-		free(res->log);
-		res->log = log;
-	}
-	if (rc != 1)
-		memcpy(f->store_key, rc == 2 ? base : full, 16);
-	f->name_bound = rc != 1;
-}
-
 /* Thread pool: publishes the result through the tier (tier.h: the object,
  * then the row). A flight started to replace a bad object that ends without
  * a new row drops the old one. */
@@ -302,7 +191,8 @@ static void publish_work_cb(uv_work_t *work)
 	int publish = publishable(res);
 	char what[256];
 	f->publish_rc = 0;
-	if (publish && f->inc && f->inc->unsettled && rehashed(f, f->inc, what, sizeof(what)) != 1)
+	if (publish && f->inc && f->inc->unsettled &&
+	    jc__flight_rehashed(f, f->inc, what, sizeof(what)) != 1)
 		snprintf(f->errmsg, sizeof(f->errmsg),
 			 "include file %s changed just before the compile "
 			 "and again since",
@@ -312,7 +202,7 @@ static void publish_work_cb(uv_work_t *work)
 		snprintf(f->errmsg, sizeof(f->errmsg), "include file %s changed during the compile",
 			 what);
 	else if (publish)
-		check_deps(f);
+		jc__flight_check_deps(f);
 	if (publish && !f->errmsg[0] && !f->remote_hit) {
 		/* A time macro's expansion is not in the key: never a stale stamp. */
 		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(d);
@@ -329,7 +219,7 @@ static void publish_work_cb(uv_work_t *work)
 		}
 	}
 	if (publish && !f->errmsg[0] && !f->remote_hit && f->name_free)
-		name_verdict(f);
+		jc__flight_name_verdict(f);
 	if (f->errmsg[0]) {
 		/* What NVRTC read may not be what the key says: serve, do not store. */
 		f->uncached = 1;
@@ -506,7 +396,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 	flight_answer(f);
 	if (keep)
 		keep_request(f);
-	flight_free(f);
+	jc__flight_free(f);
 	/* Its row and descriptors ready for the first hit, now that the answers
 	 * are out (memcache.c). */
 	if (warm)
@@ -520,7 +410,7 @@ void jc__flight_done(struct jc_daemon *d, struct jc_flight *f)
 {
 	char hex[33];
 	if (f->fatbin) {
-		jc__fatbin_finish(f); /* its parts count as compiles */
+		f->fatbin_ops->finish(f); /* its parts count as compiles */
 	} else {
 		jc__daemon_count(d, JC_CTR_compiles, 1);
 		jc__daemon_count(d, JC_CTR_compile_ns, f->res.compile_ns);
@@ -592,7 +482,7 @@ static int flight_wanted(struct jc_pool_job *job)
 		    "key %s: compile dropped before it ran: every client that "
 		    "asked for it has gone",
 		    hex);
-	flight_free(f);
+	jc__flight_free(f);
 	return 0;
 }
 
@@ -601,7 +491,7 @@ static int flight_wanted(struct jc_pool_job *job)
  * loaded (its RESULT's compiler field): a worker started after the toolkit
  * was replaced on disk loads the new one while f's key names the old. Then
  * f fails (JC_EVERSION, nothing stored) and the daemon looks at the
- * toolchain on disk again, switching to it (jc__toolchain_recheck).
+ * toolchain on disk again, switching to it (d->request.hooks.toolchain_recheck).
  */
 static void check_compiler(struct jc_flight *f)
 {
@@ -625,7 +515,8 @@ static void check_compiler(struct jc_flight *f)
 	res->status = JC_EVERSION;
 	res->output = f->req.output;
 	res->message = strdup(msg);
-	jc__toolchain_recheck(d, "a worker loaded another compiler");
+	if (d->request.hooks.toolchain_recheck)
+		d->request.hooks.toolchain_recheck(d, "a worker loaded another compiler");
 }
 
 /* Pool callback: the compile ended, or was cancelled at shutdown. */
@@ -721,7 +612,7 @@ static void remote_peek_cb(void *arg, int rc, struct jc_res *res)
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,
-		     struct jc_fetched *fetched, const uint8_t *free_key)
+		     struct jc_fetched *fetched, const uint8_t *free_key, struct jc_flight **out)
 {
 	size_t bytes = req_bytes(req);
 	if (jc__pool_busy(d->pool) && jc__budget_used(&d->buffers) + bytes > d->buffers.max)
@@ -734,7 +625,7 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	f->d = d;
 	f->tc = tc;
 	f->uid = d->conn_ops->uid(conn);
-	f->background = jc__rewarm_owns(d, conn);
+	f->background = d->request.hooks.background && d->request.hooks.background(d, conn);
 	if (req->display_name)
 		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
@@ -757,22 +648,18 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 	f->inc = *inc;
 	*inc = NULL;
 	jc__res_init(&f->res);
-	f->next = d->flights;
-	d->flights = f;
+	f->next = d->request.flights;
+	d->request.flights = f;
 	if (jc__flight_join(f, conn, JC_CACHE_MISS, t0, NULL) != 0) {
-		flight_free(f);
+		jc__flight_free(f);
 		return JC_ENOMEM;
 	}
 	jc__daemon_count(d, JC_CTR_misses, 1);
-	if (f->req.output == JC_OUTPUT_FATBIN) {
-		/* Assembled here from its parts, each a request of its own (which
-		 * goes through the remote tier as any other). */
-		if (jc__fatbin_start(d, f, conn) != 0) {
-			flight_free(f);
-			return JC_ENOMEM;
-		}
+	*out = f;
+	/* A fatbin is assembled from its parts, each a request of its own
+	 * (which goes through the remote tier as any other): the caller's. */
+	if (f->req.output == JC_OUTPUT_FATBIN)
 		return 0;
-	}
 	/* Local miss: the remote tier first, unless the local object was bad. */
 	if (fetched && d->remote && !bad_object) {
 		/* the value of the key the request was keyed with: for a

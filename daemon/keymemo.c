@@ -36,31 +36,31 @@ struct jc_keymemos {
 
 int jc__keymemo_new(struct jc_daemon *d)
 {
-	d->keymemo = calloc(1, sizeof(*d->keymemo));
-	if (!d->keymemo)
+	d->request.keymemo = calloc(1, sizeof(*d->request.keymemo));
+	if (!d->request.keymemo)
 		return JC_ENOMEM;
-	pthread_mutex_init(&d->keymemo->lock, NULL);
+	pthread_mutex_init(&d->request.keymemo->lock, NULL);
 	return 0;
 }
 
 void jc__keymemo_free(struct jc_daemon *d)
 {
-	if (d->keymemo)
-		pthread_mutex_destroy(&d->keymemo->lock);
-	free(d->keymemo); /* the stamps go with the watcher (jc__cache_free) */
-	d->keymemo = NULL;
+	if (d->request.keymemo)
+		pthread_mutex_destroy(&d->request.keymemo->lock);
+	free(d->request.keymemo); /* the stamps go with the watcher (jc__cache_free) */
+	d->request.keymemo = NULL;
 }
 
 static struct jc_keymemo *keymemo_slot(struct jc_daemon *d, const uint8_t direct[16])
 {
 	uint32_t h;
 	memcpy(&h, direct + 12, sizeof(h));
-	return &d->keymemo->v[h % KEYMEMO_SLOTS];
+	return &d->request.keymemo->v[h % KEYMEMO_SLOTS];
 }
 
 static void keymemo_drop(struct jc_daemon *d, struct jc_keymemo *m)
 {
-	jc__watch_forget(d->watch, m->watch_stamp);
+	jc__watch_forget(d->request.watch, m->watch_stamp);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -76,7 +76,7 @@ static int get_locked(struct jc_daemon *d, const uint8_t direct[16], uint8_t key
 	if (!m->checked_ns || memcmp(m->direct, direct, 16) != 0)
 		return 0;
 	if (m->watch_stamp) {
-		if (!jc__watch_valid(d->watch, m->watch_stamp)) {
+		if (!jc__watch_valid(d->request.watch, m->watch_stamp)) {
 			keymemo_drop(d, m);
 			return 0;
 		}
@@ -90,9 +90,9 @@ static int get_locked(struct jc_daemon *d, const uint8_t direct[16], uint8_t key
 
 int jc__keymemo_get(struct jc_daemon *d, const uint8_t direct[16], uint8_t key[16], int *watched)
 {
-	pthread_mutex_lock(&d->keymemo->lock);
+	pthread_mutex_lock(&d->request.keymemo->lock);
 	int rc = get_locked(d, direct, key, watched);
-	pthread_mutex_unlock(&d->keymemo->lock);
+	pthread_mutex_unlock(&d->request.keymemo->lock);
 	return rc;
 }
 
@@ -104,21 +104,21 @@ void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_
 	for (size_t i = 0; !stamp && i < set->n; i++)
 		if (set->v[i].kind != JC_INC_TOOLKIT)
 			return;
-	pthread_mutex_lock(&d->keymemo->lock);
+	pthread_mutex_lock(&d->request.keymemo->lock);
 	struct jc_keymemo *m = keymemo_slot(d, direct);
 	keymemo_drop(d, m);
 	memcpy(m->direct, direct, 16);
 	memcpy(m->key, key, 16);
 	m->checked_ns = jc__now_ns();
 	m->watch_stamp = stamp;
-	pthread_mutex_unlock(&d->keymemo->lock);
+	pthread_mutex_unlock(&d->request.keymemo->lock);
 }
 
 void jc__keymemo_forget(struct jc_daemon *d, const uint8_t direct[16])
 {
-	pthread_mutex_lock(&d->keymemo->lock);
+	pthread_mutex_lock(&d->request.keymemo->lock);
 	struct jc_keymemo *m = keymemo_slot(d, direct);
 	if (memcmp(m->direct, direct, 16) == 0)
 		keymemo_drop(d, m);
-	pthread_mutex_unlock(&d->keymemo->lock);
+	pthread_mutex_unlock(&d->request.keymemo->lock);
 }

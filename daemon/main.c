@@ -10,14 +10,12 @@
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +30,7 @@
 #include "daemon/privs.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
+#include "daemon/toolchains.h"
 #include "jitcache/jitcache.h"
 #if JC_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -61,7 +60,21 @@ static char *find_worker(void)
 	return strdup(JC_LIBEXECDIR "/jitcache-worker");
 }
 
-static struct jc_daemon daemon_state;
+/* Thread pool threads whose malloc arenas are faulted in at start-up. */
+#define JC_POOL_WARM_MAX 64
+
+/* The main loop's own state: main.c's alone, loop thread, for the life of
+ * the process (static; nothing to free but pointer_path, pointer_remove's). */
+static struct jc_main {
+	struct jc_daemon d;	 /* the daemon it runs */
+	char *pointer_path;	 /* DIR/JC_SOCKET_POINTER, written once listening */
+	char pointer_sock[4096]; /* the socket path it holds */
+	uv_timer_t tick;	 /* flush, respawn, eviction */
+	uv_signal_t sigterm, sigint, sighup;
+	uv_work_t trim; /* malloc_trim after a large request */
+	int trimming;
+	uv_work_t pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in */
+} main_state;
 static char **saved_argv;
 static int saved_argc;
 
@@ -116,7 +129,8 @@ static void trim_work_cb(uv_work_t *w)
 static void trim_after_cb(uv_work_t *w, int status)
 {
 	(void)status;
-	JC_CONTAINER_OF(w, struct jc_daemon, trim)->trimming = 0;
+	(void)w;
+	main_state.trimming = 0;
 }
 
 /*
@@ -130,12 +144,12 @@ static void trim_check(struct jc_daemon *d)
 	struct jc_budget *b = &d->buffers;
 	size_t used = jc__budget_used(b);
 	if (__atomic_load_n(&b->peak, __ATOMIC_RELAXED) < TRIM_AFTER || used >= TRIM_AFTER / 4 ||
-	    d->trimming || d->stopping)
+	    main_state.trimming || d->stopping)
 		return;
 	__atomic_store_n(&b->peak, used, __ATOMIC_RELAXED);
-	d->trimming = 1;
-	if (uv_queue_work(d->loop, &d->trim, trim_work_cb, trim_after_cb) != 0)
-		d->trimming = 0;
+	main_state.trimming = 1;
+	if (uv_queue_work(d->loop, &main_state.trim, trim_work_cb, trim_after_cb) != 0)
+		main_state.trimming = 0;
 }
 
 /*
@@ -227,11 +241,11 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	d->remote = NULL;
 	jc__pool_stop(d->pool); /* queued and running compiles: answered "shutting down" */
 	jc__server_shutdown(d);
-	uv_timer_stop(&d->tick);
-	uv_close((uv_handle_t *)&d->tick, NULL);
-	uv_close((uv_handle_t *)&d->sigterm, NULL);
-	uv_close((uv_handle_t *)&d->sigint, NULL);
-	uv_close((uv_handle_t *)&d->sighup, NULL);
+	uv_timer_stop(&main_state.tick);
+	uv_close((uv_handle_t *)&main_state.tick, NULL);
+	uv_close((uv_handle_t *)&main_state.sigterm, NULL);
+	uv_close((uv_handle_t *)&main_state.sigint, NULL);
+	uv_close((uv_handle_t *)&main_state.sighup, NULL);
 }
 
 /* The eviction module's report of each budget job: systemd's status line. */
@@ -287,148 +301,6 @@ static void remote_reload(struct jc_daemon *d, struct jc_config *fresh)
 	jc__remote_config_clear(&old);
 }
 
-/*
- * The toolchain on disk (jc__toolchain_recheck: SIGHUP, or a worker that
- * loaded another compiler), against the one this daemon keys with. Probed
- * by a fresh `jitcache-worker --identity` (the environment and the files as
- * a start now finds them), in the thread pool, which records a changed one
- * in the index. A change (a driver or toolkit update, LD_LIBRARY_PATH's
- * files replaced) is switched to: d->tc names it from then on, so requests
- * are keyed with it; the workers are replaced (idle ones now, busy ones
- * after their job), so compiles run with it; and the entries of the old one
- * are re-warmed. The daemon's own mapped libnvrtc is only asked for its
- * version at start-up, never compiles.
- */
-struct jc_tc_gen {
-	struct jc_toolchain tc;
-	struct jc_tc_gen *prev;
-};
-
-struct disk_probe {
-	uv_work_t work;
-	struct jc_daemon *d;
-	char why[96];
-	struct jc_tc_gen *gen; /* the toolchain on disk, when it differs */
-	char err[512];
-};
-
-/* Runs `jitcache-worker --identity` into out[cap] (NUL-terminated); 0, or
- * -1 with p->err set. */
-static int probe_worker(struct disk_probe *p, char *out, size_t cap)
-{
-	int fds[2];
-	posix_spawn_file_actions_t fa;
-	char *argv[] = {(char *)p->d->cfg.worker_path, (char *)"--identity", NULL};
-	pid_t pid;
-	if (pipe2(fds, O_CLOEXEC) != 0) {
-		snprintf(p->err, sizeof(p->err), "pipe: %s", strerror(errno));
-		return -1;
-	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-	int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(fds[1]);
-	size_t n = 0;
-	ssize_t got;
-	while (rc == 0 && n < cap - 1 &&
-	       ((got = read(fds[0], out + n, cap - 1 - n)) > 0 || (got < 0 && errno == EINTR)))
-		n += got > 0 ? (size_t)got : 0;
-	close(fds[0]);
-	out[n] = '\0';
-	int status = 0;
-	if (rc != 0)
-		snprintf(p->err, sizeof(p->err), "cannot start %s: %s", argv[0], strerror(rc));
-	else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-		snprintf(p->err, sizeof(p->err), "%s --identity failed (status %d)", argv[0],
-			 status);
-	return p->err[0] ? -1 : 0;
-}
-
-static void disk_probe_work(uv_work_t *w)
-{
-	struct disk_probe *p = w->data;
-	struct jc_daemon *d = p->d;
-	size_t cap = sizeof(struct jc_toolchain) + 1024;
-	char *out = malloc(cap);
-	struct jc_tc_gen *g = calloc(1, sizeof(*g));
-	/* Only the loop changes d->tc, and not while this probe runs. */
-	const struct jc_toolchain *now = __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE);
-	if (!out || !g)
-		snprintf(p->err, sizeof(p->err), "out of memory");
-	else if (probe_worker(p, out, cap) == 0)
-		jc__toolchain_parse(out, &g->tc, p->err, sizeof(p->err));
-	if (!p->err[0] && strcmp(g->tc.summary, now->summary) != 0) {
-		struct jc_cachedir *c = d->cache;
-		pthread_mutex_lock(&c->wlock);
-		if (jc__cachedir_set_identity(c, g->tc.summary) != 0)
-			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
-				    jc__cachedir_errmsg(c));
-		pthread_mutex_unlock(&c->wlock);
-		p->gen = g;
-		g = NULL;
-	}
-	free(g);
-	free(out);
-}
-
-static void disk_probe_done(uv_work_t *w, int status)
-{
-	struct disk_probe *p = w->data;
-	struct jc_daemon *d = p->d;
-	d->probing_disk = 0;
-	if (status != 0 || p->err[0]) {
-		jc_log_err(MAIN, "%s: cannot probe the toolchain on disk: %s", p->why,
-			   p->err[0] ? p->err : uv_strerror(status));
-	} else if (!p->gen) {
-		jc_log_info(MAIN, "%s: toolchain on disk unchanged", p->why);
-	} else if (d->stopping) {
-		free(p->gen);
-	} else {
-		struct jc_tc_gen *g = p->gen;
-		jc_log_notice(MAIN,
-			      "%s: toolchain changed on disk: now keying and compiling with %s "
-			      "(was %s); new workers, re-warming",
-			      p->why, g->tc.summary, d->tc->summary);
-		g->prev = d->tc_gens;
-		d->tc_gens = g;
-		d->cache_identity = d->tc->summary;
-		__atomic_store_n(&d->tc, &g->tc, __ATOMIC_RELEASE);
-		__atomic_store_n(&d->policy.tc, d->tc,
-				 __ATOMIC_RELEASE); /* serving threads admit */
-		jc__daemon_count(d, JC_CTR_toolchain_switches, 1);
-		jc__pool_recycle(d->pool);
-		jc__rewarm_start(d, 0, 0, "the toolchain changed on disk", NULL, NULL);
-	}
-	free(p);
-}
-
-void jc__toolchain_recheck(struct jc_daemon *d, const char *why)
-{
-	struct disk_probe *p = d->probing_disk || d->stopping ? NULL : calloc(1, sizeof(*p));
-	if (!p)
-		return; /* one runs already (or no memory): it answers this ask too */
-	p->d = d;
-	p->work.data = p;
-	snprintf(p->why, sizeof(p->why), "%s", why);
-	if (uv_queue_work(d->loop, &p->work, disk_probe_work, disk_probe_done) != 0) {
-		free(p);
-		return;
-	}
-	d->probing_disk = 1;
-}
-
-/* Every toolchain the daemon had (d->tc among them), at exit. */
-static void tc_gens_free(struct jc_daemon *d)
-{
-	while (d->tc_gens) {
-		struct jc_tc_gen *g = d->tc_gens;
-		d->tc_gens = g->prev;
-		free(g);
-	}
-	d->tc = NULL;
-}
-
 /* SIGHUP: re-read the configuration; apply what can change while running and
  * say what cannot (settings.h), and probe the toolchain on disk. On any
  * configuration error nothing changes. */
@@ -452,7 +324,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	jc__evict_budget_changed(d, old_max, old_share);
 out:
 	jc__settings_clear(&fresh);
-	jc__toolchain_recheck(d, "SIGHUP");
+	jc__toolchains_recheck(d, "SIGHUP");
 }
 
 /*
@@ -540,52 +412,25 @@ static void pointer_write(struct jc_daemon *d)
 		unlink(tmp);
 		return;
 	}
-	d->pointer_path = strdup(path);
-	snprintf(d->pointer_sock, sizeof(d->pointer_sock), "%s", sock);
+	main_state.pointer_path = strdup(path);
+	snprintf(main_state.pointer_sock, sizeof(main_state.pointer_sock), "%s", sock);
 }
 
-static void pointer_remove(struct jc_daemon *d)
+static void pointer_remove(void)
 {
 	char now[4096];
-	if (!d->pointer_path)
+	if (!main_state.pointer_path)
 		return;
-	FILE *f = fopen(d->pointer_path, "re");
+	FILE *f = fopen(main_state.pointer_path, "re");
 	int ours = f && fgets(now, sizeof(now), f) &&
-		   strcspn(now, "\n") == strlen(d->pointer_sock) &&
-		   strncmp(now, d->pointer_sock, strlen(d->pointer_sock)) == 0;
+		   strcspn(now, "\n") == strlen(main_state.pointer_sock) &&
+		   strncmp(now, main_state.pointer_sock, strlen(main_state.pointer_sock)) == 0;
 	if (f)
 		fclose(f);
 	if (ours)
-		unlink(d->pointer_path);
-	free(d->pointer_path);
-	d->pointer_path = NULL;
-}
-
-/*
- * The toolchain identity the cache recorded (d->cache_identity: the last
- * daemon's) is replaced by this daemon's. A different one starts a re-warm
- * once the daemon serves (rewarm.c).
- */
-static void record_identity(struct jc_daemon *d)
-{
-	struct jc_cachedir *c = d->cache;
-	pthread_mutex_lock(&c->wlock);
-	d->cache_identity = d->cache_identity_read;
-	int rc = jc__cachedir_identity(c, d->cache_identity_read, sizeof(d->cache_identity_read));
-	if (rc != 0 && rc != JC_ENOTFOUND)
-		jc_log_warn(MAIN, "cannot read the cache's toolchain identity: %s",
-			    jc__cachedir_errmsg(c));
-	if (rc != 0)
-		d->cache_identity_read[0] = '\0';
-	if (strcmp(d->cache_identity, d->tc->summary) != 0) {
-		if (d->cache_identity[0])
-			jc_log_notice(MAIN, "toolchain identity changed: the cache was built by %s",
-				      d->cache_identity);
-		if (jc__cachedir_set_identity(c, d->tc->summary) != 0)
-			jc_log_warn(MAIN, "cannot record the toolchain identity: %s",
-				    jc__cachedir_errmsg(c));
-	}
-	pthread_mutex_unlock(&c->wlock);
+		unlink(main_state.pointer_path);
+	free(main_state.pointer_path);
+	main_state.pointer_path = NULL;
 }
 
 static int inherited_listener(void)
@@ -602,11 +447,12 @@ static int inherited_listener(void)
 #endif
 }
 
-int main(int argc, char **argv)
+/* Start-up, first step: the process (malloc, inherited descriptors, umask,
+ * SIGPIPE) and d's configuration from argv, files and defaults. 0, or -1
+ * when the configuration is bad (said on stderr). */
+static int process_setup(struct jc_daemon *d, int argc, char **argv)
 {
-	struct jc_daemon *d = &daemon_state;
-	char err[512] = "", conf_why[128] = "";
-	int rc = 0, exit_code = 1, log_level;
+	int log_level;
 
 	saved_argc = argc;
 	saved_argv = argv;
@@ -628,49 +474,110 @@ int main(int argc, char **argv)
 	 * write belong to our uid alone (the socket's mode is set on its own). */
 	umask(077);
 	if (jc__settings_read(&d->cfg, argc, argv, &log_level) != 0)
-		return 2;
+		return -1;
 	jc__log_level = log_level;
 	d->cfg.worker_path = find_worker();
 	jc__settings_fit_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
 	d->conn_ops = &jc__server_conn_ops;
+	d->request.hooks.toolchain_recheck = jc__toolchains_recheck;
 	d->start_ns = jc__now_ns();
 	d->hit_latency_since = (uint64_t)time(NULL);
 	d->buffers.max = (size_t)d->cfg.buffer_budget;
+	return 0;
+}
+
+/* Start-up, --user: binds the socket as root (unless *listen_fd, one
+ * systemd passed, is >= 0), gives it to the user, then drops root, before
+ * the cache directory, the toolchain or any thread is touched. 0 or a JC_E*
+ * code with the reason in err. */
+static int become_user(struct jc_daemon *d, int *listen_fd, char *err, size_t errlen)
+{
+	int rc;
+	if (*listen_fd < 0) {
+		rc = jc__server_bind(&d->cfg, listen_fd, err, errlen);
+		if (rc != 0)
+			return rc;
+		if (chown(d->cfg.socket_path, d->cfg.run_uid, d->cfg.run_gid) != 0 &&
+		    geteuid() == 0) {
+			snprintf(err, errlen, "cannot give %s to %s: %s", d->cfg.socket_path,
+				 d->cfg.run_user, strerror(errno));
+			return JC_EIO;
+		}
+	}
+	rc = jc__privs_drop(d->cfg.run_user, d->cfg.run_uid, d->cfg.run_gid, err, errlen);
+	if (rc != 0)
+		return rc;
+	jc_log_notice(MAIN, "running as user %s (uid %u, gid %u)", d->cfg.run_user,
+		      (unsigned)d->cfg.run_uid, (unsigned)d->cfg.run_gid);
+	return 0;
+}
+
+/* Start-up: the worker pool (pool.h: shared fairly where there are others
+ * to share with, serves_others) and the re-warm. 0 or a JC_E* code with the
+ * reason in err (nothing left started). */
+static int pool_start(struct jc_daemon *d, int serves_others, char *err, size_t errlen)
+{
+	const struct jc_pool_config pool_cfg = {
+	    .worker_path = d->cfg.worker_path,
+	    .cache_dir = d->cfg.cache_dir,
+	    .workers = d->cfg.workers,
+	    .idle_workers = d->cfg.rewarm_workers,
+	    .user_max_workers = d->cfg.user_max_workers ? d->cfg.user_max_workers
+				: serves_others		? 0
+							: d->cfg.workers,
+	    .compile_timeout_s = d->cfg.compile_timeout_s,
+	    .worker_memory = d->cfg.worker_memory,
+	    .confinement = d->confinement,
+	};
+	int rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, errlen);
+	if (rc == 0 && (rc = jc__rewarm_new(d)) != 0)
+		jc__pool_stop(d->pool);
+	return rc;
+}
+
+/* Start-up, once listening: the tick, the signals, and the thread pool's
+ * threads. */
+static void handles_start(struct jc_daemon *d)
+{
+	uv_timer_init(d->loop, &main_state.tick);
+	main_state.tick.data = d;
+	uv_timer_start(&main_state.tick, tick_cb, TICK_MS, TICK_MS);
+	uv_signal_init(d->loop, &main_state.sigterm);
+	uv_signal_init(d->loop, &main_state.sigint);
+	uv_signal_init(d->loop, &main_state.sighup);
+	main_state.sigterm.data = main_state.sigint.data = main_state.sighup.data = d;
+	uv_signal_start(&main_state.sigterm, stop_cb, SIGTERM);
+	uv_signal_start(&main_state.sigint, stop_cb, SIGINT);
+	uv_signal_start(&main_state.sighup, reload_cb, SIGHUP);
+	/* libuv starts its thread pool's threads with the first job: here, so
+	 * that a fresh daemon's first request does not wait for them
+	 * (jitcache-bench: the pool hand-off before a fresh daemon's scan); the
+	 * jobs fault the threads' arenas in (pool_warm_work). */
+	pool_warm_state.jobs = pool_threads();
+	for (int i = 0; i < pool_warm_state.jobs; i++)
+		uv_queue_work(d->loop, &main_state.pool_warm[i], pool_warm_work, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	struct jc_daemon *d = &main_state.d;
+	char err[512] = "", conf_why[128] = "";
+	int rc = 0, exit_code = 1;
+
+	if (process_setup(d, argc, argv) != 0)
+		return 2;
 
 	/* --user: bind the socket as root, hand it to the user, then drop root
 	 * before the cache directory, the toolchain or any thread is touched. */
 	int listen_fd = inherited_listener(), from_systemd = listen_fd >= 0;
-	if (d->cfg.run_user) {
-		if (listen_fd < 0) {
-			rc = jc__server_bind(&d->cfg, &listen_fd, err, sizeof(err));
-			if (rc != 0)
-				goto err_out;
-			if (chown(d->cfg.socket_path, d->cfg.run_uid, d->cfg.run_gid) != 0 &&
-			    geteuid() == 0) {
-				snprintf(err, sizeof(err), "cannot give %s to %s: %s",
-					 d->cfg.socket_path, d->cfg.run_user, strerror(errno));
-				rc = JC_EIO;
-				goto err_out;
-			}
-		}
-		rc = jc__privs_drop(d->cfg.run_user, d->cfg.run_uid, d->cfg.run_gid, err,
-				    sizeof(err));
-		if (rc != 0)
-			goto err_out;
-		jc_log_notice(MAIN, "running as user %s (uid %u, gid %u)", d->cfg.run_user,
-			      (unsigned)d->cfg.run_uid, (unsigned)d->cfg.run_gid);
-	}
+	if (d->cfg.run_user && (rc = become_user(d, &listen_fd, err, sizeof(err))) != 0)
+		goto err_out;
 	rc = jc__cachedir_open(d->cfg.cache_dir, JC_CACHEDIR_READER, 2000, &d->cache, err,
 			       sizeof(err));
 	if (rc != 0)
 		goto err_out;
-	if (!(d->tc_gens = calloc(1, sizeof(*d->tc_gens)))) {
-		rc = JC_ENOMEM;
-		goto err_after_cache;
-	}
-	d->tc = &d->tc_gens->tc;
-	rc = jc__toolchain_probe(&d->tc_gens->tc, err, sizeof(err));
+	rc = jc__toolchains_probe(d, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_cache;
 	rc = jc__cache_init(d);
@@ -678,7 +585,7 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot start the cache: %s", jc_strerror(rc));
 		goto err_after_init;
 	}
-	record_identity(d);
+	jc__toolchains_record_identity(d);
 	jc__evict_start(d, evict_report);
 
 	int serves_others = serves_other_uids(d, listen_fd);
@@ -689,22 +596,7 @@ int main(int argc, char **argv)
 	rc = remote_start(d, err, sizeof(err));
 	if (rc != 0)
 		goto err_after_loop;
-	const struct jc_pool_config pool_cfg = {
-	    .worker_path = d->cfg.worker_path,
-	    .cache_dir = d->cfg.cache_dir,
-	    .workers = d->cfg.workers,
-	    .idle_workers = d->cfg.rewarm_workers,
-	    /* Shared fairly where there are others to share with (pool.h). */
-	    .user_max_workers = d->cfg.user_max_workers ? d->cfg.user_max_workers
-				: serves_others		? 0
-							: d->cfg.workers,
-	    .compile_timeout_s = d->cfg.compile_timeout_s,
-	    .worker_memory = d->cfg.worker_memory,
-	    .confinement = d->confinement,
-	};
-	rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, sizeof(err));
-	if (rc == 0 && (rc = jc__rewarm_new(d)) != 0)
-		jc__pool_stop(d->pool);
+	rc = pool_start(d, serves_others, err, sizeof(err));
 	if (rc != 0) {
 		jc__remote_close(d->remote);
 		goto err_after_loop;
@@ -717,23 +609,7 @@ int main(int argc, char **argv)
 		goto err_after_loop;
 	}
 	pointer_write(d);
-	uv_timer_init(d->loop, &d->tick);
-	d->tick.data = d;
-	uv_timer_start(&d->tick, tick_cb, TICK_MS, TICK_MS);
-	uv_signal_init(d->loop, &d->sigterm);
-	uv_signal_init(d->loop, &d->sigint);
-	uv_signal_init(d->loop, &d->sighup);
-	d->sigterm.data = d->sigint.data = d->sighup.data = d;
-	uv_signal_start(&d->sigterm, stop_cb, SIGTERM);
-	uv_signal_start(&d->sigint, stop_cb, SIGINT);
-	uv_signal_start(&d->sighup, reload_cb, SIGHUP);
-	/* libuv starts its thread pool's threads with the first job: here, so
-	 * that a fresh daemon's first request does not wait for them
-	 * (jitcache-bench: the pool hand-off before a fresh daemon's scan); the
-	 * jobs fault the threads' arenas in (pool_warm_work). */
-	pool_warm_state.jobs = pool_threads();
-	for (int i = 0; i < pool_warm_state.jobs; i++)
-		uv_queue_work(d->loop, &d->pool_warm[i], pool_warm_work, NULL);
+	handles_start(d);
 	jc__server_accept(d); /* clients are answered from now on */
 	/* The loop's arena too (a miss's answer is encoded there): while the
 	 * first connections' handshakes are answered on the serving threads. */
@@ -754,7 +630,7 @@ int main(int argc, char **argv)
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	jc__server_join(d); /* their connections ended */
 	jc__cache_flush_sync(d);
-	pointer_remove(d);
+	pointer_remove();
 	exit_code = 0;
 	jc_log_notice(MAIN, "stopped");
 
@@ -768,7 +644,7 @@ err_after_loop:
 err_after_init:
 	jc__cache_free(d);
 err_after_cache:
-	tc_gens_free(d);
+	jc__toolchains_free(d);
 	jc__cachedir_close(d->cache);
 err_out:
 	if (exit_code != 0)

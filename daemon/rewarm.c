@@ -93,34 +93,21 @@ struct jc_rewarm {
 
 static void pump(struct jc_rewarm *rw);
 
-int jc__rewarm_owns(const struct jc_daemon *d, const struct jc_conn *conn)
+/* 1 when conn asks for the re-warm: one of its internal connections, or a
+ * part's of a fatbin flight it started that no client waits for. Its
+ * flights are background (idle) work. The request path's
+ * d->request.hooks.background. */
+static int owns(const struct jc_daemon *d, const struct jc_conn *conn)
 {
 	if (!d->rewarm)
 		return 0;
 	for (const struct slot *s = d->rewarm->slots; s; s = s->next)
 		if (s->conn == conn)
 			return 1;
-	for (const struct jc_flight *f = d->flights; f; f = f->next)
+	for (const struct jc_flight *f = d->request.flights; f; f = f->next)
 		if (f->background && f->fatbin && jc__fatbin_part_conn(f->fatbin, conn))
 			return 1;
 	return 0;
-}
-
-void jc__rewarm_promote(struct jc_daemon *d, struct jc_flight *f)
-{
-	f->background = 0;
-	jc__pool_promote(d->pool, &f->job);
-	if (!f->fatbin)
-		return;
-	for (struct jc_flight *g = d->flights; g; g = g->next) {
-		if (!g->background)
-			continue;
-		for (const struct jc_waiter *w = g->waiters; w; w = w->next)
-			if (jc__fatbin_part_conn(f->fatbin, w->conn)) {
-				jc__rewarm_promote(d, g);
-				break;
-			}
-	}
 }
 
 static void failure_add(struct jc_rewarm *rw, const struct item *it, const char *message,
@@ -448,6 +435,7 @@ int jc__rewarm_new(struct jc_daemon *d)
 	if (!rw)
 		return JC_ENOMEM;
 	rw->d = d;
+	d->request.hooks.background = owns;
 	uv_timer_init(d->loop, &rw->release);
 	rw->release.data = rw;
 	d->rewarm = rw;

@@ -41,10 +41,10 @@ static struct jc_pool fake_pool;
  * its own unless a test names another. */
 static struct jc_toolchain fake_tc;
 static const char *worker_compiler;
-/* jc__toolchain_recheck calls (main.c's, not linked here). */
+/* d->request.hooks.toolchain_recheck calls (main.c's in the daemon). */
 static int rechecks;
 
-void jc__toolchain_recheck(struct jc_daemon *d, const char *why)
+static void toolchain_recheck(struct jc_daemon *d, const char *why)
 {
 	(void)d;
 	(void)why;
@@ -236,6 +236,7 @@ static int setup(void **state)
 	d->cfg.max_log_size = 1u << 20;
 	d->buffers.max = 1u << 20;
 	d->conn_ops = &fake_ops;
+	d->request.hooks.toolchain_recheck = toolchain_recheck;
 	memset(&fake_pool, 0, sizeof(fake_pool));
 	d->pool = &fake_pool;
 	memset(&fake_tc, 0, sizeof(fake_tc));
@@ -457,7 +458,7 @@ static void test_abandoned_joiners(void **state)
 	assert_int_equal(c[0].refs, 1);
 	assert_int_equal(c[1].refs, 1);
 	assert_int_equal(counter(f, JC_CTR_compiles), 0);
-	assert_null(f->d.flights); /* the flight is gone with its job */
+	assert_null(f->d.request.flights); /* the flight is gone with its job */
 
 	ask(f, &c[2], "half");
 	ask(f, &c[3], "half");
