@@ -34,7 +34,7 @@ static int entry_known(struct jc_daemon *d, const uint8_t key[16])
 {
 	if (jc__flight_find(d, key))
 		return 1;
-	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
+	const struct jc_entry *e = jc__memcache_lookup(d->request.mc, key);
 	return e && (!e->status || e->expires > jc__wall_s());
 }
 
@@ -389,7 +389,7 @@ static void key_done(struct key_job *j)
 		jc__inc_set_free(j->inc);
 	}
 	jc__watch_forget(d->request.watch, j->stamp);
-	d->conn_ops->unref(j->conn);
+	d->request.conn_ops->unref(j->conn);
 	jc__res_clear(&j->val.res);
 	jc__remote_blob_free(j->blob);
 	pthread_mutex_destroy(&j->rec_lock);
@@ -445,7 +445,7 @@ static void record_fetch(struct key_job *j)
 static void key_next(struct key_job *j)
 {
 	struct jc_daemon *d = j->d;
-	int want = j->rc == 0 && !j->from_manifest && d->remote && !d->stopping &&
+	int want = j->rc == 0 && !j->from_manifest && d->remote && !d->run.stopping &&
 		   !key_known(d, &j->req, j->key);
 	if (want && !j->rec_asked) {
 		record_fetch(j);
@@ -483,7 +483,7 @@ static void value_cb(void *arg, int rc, struct jc_res *res)
 static void value_ask(struct key_job *j, const struct jc_remote_blob *blob)
 {
 	struct jc_daemon *d = j->d;
-	if (!blob || !d->remote || d->stopping || !jc__remote_blob_hint(blob, j->val_key))
+	if (!blob || !d->remote || d->run.stopping || !jc__remote_blob_hint(blob, j->val_key))
 		return;
 	j->val_state = VAL_ASKED;
 	j->val.ns = jc__now_ns();
@@ -506,7 +506,7 @@ static void record_cb(void *arg, int rc, struct jc_remote_blob *blob)
 	if (rc != 0)
 		blob = NULL;
 	if (blob && j->scanned &&
-	    (j->rc != 0 || j->from_manifest || d->stopping || key_known(d, &j->req, j->key))) {
+	    (j->rc != 0 || j->from_manifest || d->run.stopping || key_known(d, &j->req, j->key))) {
 		jc__remote_blob_free(blob);
 		blob = NULL;
 	}
@@ -597,7 +597,9 @@ static int key_request(struct jc_memcache *m, struct jc_conn *conn, struct jc_re
 		 ?: jc__key_of_valid(req, __atomic_load_n(&d->tc, __ATOMIC_ACQUIRE), key, err,
 				     errlen);
 	*needed = rc == 0 && reads_disk(m, req, key);
-	return rc ?: jc__req_admit(&d->policy, req, *needed, d->conn_ops->uid(conn), err, errlen);
+	return rc
+		   ?: jc__req_admit(&d->request.policy, req, *needed,
+				    d->request.conn_ops->uid(conn), err, errlen);
 }
 
 int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req *req)
@@ -631,7 +633,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 	uint8_t key[16];     /* the key, or the direct key when headers are read from disk */
 	char err[1536] = ""; /* room for the supported-architecture list */
 	int needed;
-	int rc = key_request(d->mc, conn, req, key, &needed, err, sizeof(err));
+	int rc = key_request(d->request.mc, conn, req, key, &needed, err, sizeof(err));
 	if (rc != 0) {
 		jc__daemon_count(
 		    d, rc == JC_EVERSION ? JC_CTR_nvrtc_other_builds : JC_CTR_bad_requests, 1);
@@ -680,14 +682,14 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		j->work.data = j;
 		pthread_mutex_init(&j->rec_lock, NULL);
 		jc__res_init(&j->val.res);
-		d->conn_ops->ref(conn);
+		d->request.conn_ops->ref(conn);
 		memset(req, 0, sizeof(*req));
 		if (uv_queue_work(d->loop, &j->work, key_work_cb, key_after_cb) == 0) {
 			record_ask(j);
 			return;
 		}
 		*req = j->req;
-		d->conn_ops->unref(conn);
+		d->request.conn_ops->unref(conn);
 		pthread_mutex_destroy(&j->rec_lock);
 		free(j);
 	}
@@ -699,11 +701,11 @@ int jc__cache_init(struct jc_daemon *d)
 {
 	char err[512] = "";
 	d->request.hooks.request = jc__cache_request;
-	d->policy.tc = d->tc;
-	d->policy.test_faults = d->cfg.test_faults;
-	pthread_mutex_init(&d->policy.builds_lock, NULL);
+	d->request.policy.tc = d->tc;
+	d->request.policy.test_faults = d->cfg.test_faults;
+	pthread_mutex_init(&d->request.policy.builds_lock, NULL);
 	if (jc__memcache_new(d, jc__cachedir_reader(d->cache), 0, 1 + jc__server_threads(&d->cfg),
-			     &d->mc) != 0 ||
+			     &d->request.mc) != 0 ||
 	    jc__keymemo_new(d) != 0 ||
 	    jc__inc_memo_new(INC_MEMO_ENTRIES, &d->request.inc_memo) != 0 ||
 	    jc__retry_new(&d->request.load_retries) != 0)
@@ -720,8 +722,8 @@ int jc__cache_init(struct jc_daemon *d)
 
 void jc__cache_free(struct jc_daemon *d)
 {
-	jc__memcache_free(d->mc);
-	d->mc = NULL;
+	jc__memcache_free(d->request.mc);
+	d->request.mc = NULL;
 	jc__keymemo_free(d);
 	jc__inc_memo_free(d->request.inc_memo);
 	d->request.inc_memo = NULL;

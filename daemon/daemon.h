@@ -144,6 +144,22 @@ struct jc_request_path {
 	struct jc_retry *load_retries; /* recompiles asked by load failures (retry.h) */
 	struct jc_flight *flights;     /* the flights in progress (flight.c) */
 	struct jc_request_hooks hooks; /* set by cache.c, rewarm.c and main.c (see there) */
+	struct jc_memcache
+	    *mc; /* the main loop's rows of hot keys, pending access times (memcache.c) */
+	struct jc_req_policy policy;	    /* what this daemon admits (request.h); loop thread */
+	int confinement;		    /* enum jc_confine the workers apply (worker_fs.h) */
+	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
+	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
+};
+
+/* The daemon's run: loop thread, except where said. */
+struct jc_daemon_run {
+	uint64_t start_ns;	    /* jc__now_ns() at start-up */
+	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
+	int stopping;		    /* SIGTERM came: read by other threads (atomic) */
+	/* Server-side time of each hit (request decoded to reply queued) since
+	 * the start or the last `stats --zero`; not persisted. */
+	struct jc_latency hit_latency;
 };
 
 /* Whether a request reads from disk (jc__inc_needed), by direct key. */
@@ -167,19 +183,6 @@ struct jc_daemon {
 	 * Written on the loop; other threads read it with __atomic_load_n. */
 	const struct jc_toolchain *tc;
 	struct jc_toolchains *toolchains; /* toolchains.c's own state (toolchains.h) */
-	uint64_t start_ns;
-	uint64_t hit_latency_since; /* unix time the hit latency histogram counts from */
-	int stopping;
-	/* Server-side time of each hit (request decoded to reply queued) since
-	 * the start or the last `stats --zero`; not persisted. */
-	struct jc_latency hit_latency;
-
-	struct jc_memcache
-	    *mc; /* the main loop's rows of hot keys, pending access times (memcache.c) */
-	struct jc_req_policy policy;	/* what this daemon admits (request.h); loop thread */
-	struct jc_request_path request; /* the request path's own state (above) */
-	struct jc_pool *pool;		/* compile workers and their queue (pool.h) */
-	struct jc_rewarm *rewarm;	/* re-warm of kept requests (rewarm.c) */
 	/* The toolchain identity (summary) the cache recorded before this
 	 * daemon started ("" for a new cache or one from before schema 3), read
 	 * at start-up (jc__toolchains_record_identity); after a switch
@@ -188,12 +191,12 @@ struct jc_daemon {
 	 * in place: thread-pool jobs read the pointer they were given. Loop
 	 * thread. */
 	const char *cache_identity;
-	int confinement; /* enum jc_confine the workers apply (worker_fs.h) */
-
-	struct jc_server *server; /* the server's state (server.h), NULL until it listens */
-	struct jc_remote *remote;	    /* the remote tier; NULL without --remote */
-	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
-	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
+	struct jc_daemon_run run;	/* since when, stopping, hit latency (above) */
+	struct jc_request_path request; /* the request path's own state (above) */
+	struct jc_pool *pool;		/* compile workers and their queue (pool.h) */
+	struct jc_rewarm *rewarm;	/* re-warm of kept requests (rewarm.c) */
+	struct jc_server *server;	/* the server's state (server.h), NULL until it listens */
+	struct jc_remote *remote;	/* the remote tier; NULL without --remote */
 };
 
 /* Where an internal connection's answer goes: a result (res and objfd, a
@@ -249,16 +252,16 @@ static inline void jc__daemon_count(struct jc_daemon *d, enum jc_counter c, uint
 static inline void jc__answer(struct jc_daemon *d, struct jc_conn *conn, const struct jc_res *res,
 			      int objfd)
 {
-	d->conn_ops->send_result(conn, res, objfd);
-	d->conn_ops->done(conn);
+	d->request.conn_ops->send_result(conn, res, objfd);
+	d->request.conn_ops->done(conn);
 }
 
 /* Answers conn's request with an error (message borrowed). */
 static inline void jc__refuse(struct jc_daemon *d, struct jc_conn *conn, int code,
 			      const char *message)
 {
-	d->conn_ops->send_error(conn, code, message);
-	d->conn_ops->done(conn);
+	d->request.conn_ops->send_error(conn, code, message);
+	d->request.conn_ops->done(conn);
 }
 
 /* Limits of one include scan: entries recorded, bytes of one header. */

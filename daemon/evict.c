@@ -175,7 +175,7 @@ static void job_queue(struct jc_daemon *d, struct hk_job *j, int *busy)
  * one runs is run after it). */
 static void evict_check(struct jc_daemon *d)
 {
-	if (d->stopping)
+	if (d->run.stopping)
 		return;
 	if (evict_busy) {
 		evict_again = 1;
@@ -193,7 +193,7 @@ static void gc_maybe(struct jc_daemon *d)
 	uint64_t now = jc__now_ns();
 	if (!last_gc_ns)
 		last_gc_ns = now;
-	if (d->stopping || gc_busy || d->cfg.gc_interval_s <= 0 ||
+	if (d->run.stopping || gc_busy || d->cfg.gc_interval_s <= 0 ||
 	    now - last_gc_ns < (uint64_t)d->cfg.gc_interval_s * 1000000000u)
 		return;
 	last_gc_ns = now;

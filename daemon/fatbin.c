@@ -64,7 +64,7 @@ static void fb_unref(struct jc_fatbin *fb)
 	for (size_t i = 0; i < fb->n; i++) {
 		struct part *p = &fb->parts[i];
 		if (p->conn)
-			fb->d->conn_ops->unref(p->conn);
+			fb->d->request.conn_ops->unref(p->conn);
 		jc__res_clear(&p->res);
 		if (p->memfd >= 0)
 			close(p->memfd);
@@ -435,7 +435,7 @@ int jc__fatbin_start(struct jc_daemon *d, struct jc_flight *f, struct jc_conn *c
 		memcpy(p->target, t.v[i], sizeof(p->target));
 		if (rc == 0)
 			rc = part_request(&f->req, t.v[i], &sub[i]);
-		if (rc == 0 && !(p->conn = d->conn_ops->internal(d, conn, 0, part_sink, p)))
+		if (rc == 0 && !(p->conn = d->request.conn_ops->internal(d, conn, 0, part_sink, p)))
 			rc = JC_ENOMEM;
 	}
 	if (rc != 0) {

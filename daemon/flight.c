@@ -43,7 +43,7 @@ int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, u
 	w->conn = conn;
 	w->cache = cache;
 	w->t0 = t0;
-	f->d->conn_ops->ref(conn);
+	f->d->request.conn_ops->ref(conn);
 	w->next = f->waiters;
 	f->waiters = w;
 	return 0;
@@ -51,7 +51,7 @@ int jc__flight_join(struct jc_flight *f, struct jc_conn *conn, uint32_t cache, u
 
 static void waiter_free(struct jc_daemon *d, struct jc_waiter *w)
 {
-	d->conn_ops->unref(w->conn);
+	d->request.conn_ops->unref(w->conn);
 	jc__strv_clear(&w->names);
 	free(w);
 }
@@ -85,7 +85,7 @@ void jc__flight_free(struct jc_flight *f)
 		f->waiters = w->next;
 		waiter_free(d, w);
 	}
-	jc__budget_release(&d->buffers, f->charged);
+	jc__budget_release(&d->request.buffers, f->charged);
 	jc__req_clear(&f->req);
 	jc__res_clear(&f->res);
 	free(f->listed_name);
@@ -123,9 +123,9 @@ static void flight_answer(struct jc_flight *f)
 		struct jc_waiter *w = f->waiters;
 		struct jc_lowered *tmp;
 		f->waiters = w->next;
-		uid_t uid = f->d->conn_ops->uid(w->conn);
+		uid_t uid = f->d->request.conn_ops->uid(w->conn);
 		if (stored && uid != f->uid)
-			jc__memcache_touch(f->d->mc, f->store_key, uid, 0);
+			jc__memcache_touch(f->d->request.mc, f->store_key, uid, 0);
 		/* Served, not stored: the request that ran the compile says so. */
 		res->cache = w->cache == JC_CACHE_MISS && f->uncached && res->status == 0
 				 ? JC_CACHE_UNCACHED
@@ -297,7 +297,7 @@ static void keep_after_cb(uv_work_t *work, int status)
 {
 	struct keep_job *j = work->data;
 	(void)status;
-	jc__budget_release(&j->d->buffers, j->charged);
+	jc__budget_release(&j->d->request.buffers, j->charged);
 	jc__req_clear(&j->req);
 	free(j);
 }
@@ -349,8 +349,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 	if (stored && !f->uncached && !f->remote_hit && d->remote &&
 	    f->req.output != JC_OUTPUT_FATBIN) /* parts are published, not their assembly */
 		publish_remote(f);
-	jc__memcache_forget(d->mc, f->key);
-	jc__memcache_forget(d->mc, f->store_key);
+	jc__memcache_forget(d->request.mc, f->key);
+	jc__memcache_forget(d->request.mc, f->store_key);
 	if (f->rehashed && !f->uncached && stored)
 		jc__daemon_count(d, JC_CTR_include_rehashed, 1);
 	if (f->tree_missing) {
@@ -391,8 +391,8 @@ static void publish_after_cb(uv_work_t *work, int status)
 	/* Whoever serves hits elsewhere (the serving threads) reads the row
 	 * before the answers reach it: they come after on the same queue, so
 	 * the client's next request finds the row there. */
-	if (warm && d->conn_ops->warm)
-		d->conn_ops->warm(d, key);
+	if (warm && d->request.conn_ops->warm)
+		d->request.conn_ops->warm(d, key);
 	flight_answer(f);
 	if (keep)
 		keep_request(f);
@@ -400,7 +400,7 @@ static void publish_after_cb(uv_work_t *work, int status)
 	/* Its row and descriptors ready for the first hit, now that the answers
 	 * are out (memcache.c). */
 	if (warm)
-		jc__memcache_warm(d->mc, key);
+		jc__memcache_warm(d->request.mc, key);
 	/* A new object may have passed the budget's high-water mark. */
 	if (stored)
 		jc__evict_stored(d);
@@ -456,7 +456,7 @@ static int drop_gone_waiters(struct jc_flight *f)
 	int left = 0;
 	for (struct jc_waiter **p = &f->waiters; *p;) {
 		struct jc_waiter *w = *p;
-		if (!f->d->conn_ops->gone(w->conn)) {
+		if (!f->d->request.conn_ops->gone(w->conn)) {
 			left++;
 			p = &w->next;
 			continue;
@@ -555,7 +555,7 @@ static void remote_answer(struct jc_flight *f, int rc, struct jc_res *res,
 			  const uint8_t stored_as[16])
 {
 	struct jc_daemon *d = f->d;
-	if (d->stopping) {
+	if (d->run.stopping) {
 		f->res.status = JC_EBUSY;
 		f->res.message = strdup("daemon is shutting down");
 		flight_finish(f);
@@ -594,7 +594,7 @@ static void remote_peek_cb(void *arg, int rc, struct jc_res *res)
 {
 	struct jc_flight *f = arg;
 	const uint8_t *asked = f->peeked ? f->base_key : f->free_key;
-	int next = rc != 0 && !f->d->stopping;
+	int next = rc != 0 && !f->d->run.stopping;
 	if (next && !f->peeked++ && f->has_base_key &&
 	    jc__remote_peek(f->d->remote, f->base_key, remote_peek_cb, f) == 0)
 		return;
@@ -615,19 +615,20 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		     struct jc_fetched *fetched, const uint8_t *free_key, struct jc_flight **out)
 {
 	size_t bytes = req_bytes(req);
-	if (jc__pool_busy(d->pool) && jc__budget_used(&d->buffers) + bytes > d->buffers.max)
+	if (jc__pool_busy(d->pool) &&
+	    jc__budget_used(&d->request.buffers) + bytes > d->request.buffers.max)
 		return JC_EBUSY;
 	struct jc_flight *f = calloc(1, sizeof(*f));
 	if (!f)
 		return JC_ENOMEM;
 	f->charged = bytes;
-	jc__budget_charge(&d->buffers, bytes);
+	jc__budget_charge(&d->request.buffers, bytes);
 	f->d = d;
 	f->tc = tc;
-	f->uid = d->conn_ops->uid(conn);
+	f->uid = d->request.conn_ops->uid(conn);
 	f->background = d->request.hooks.background && d->request.hooks.background(d, conn);
 	if (req->display_name)
-		f->listed_name = listed_name(req->display_name, d->conn_ops->pid(conn));
+		f->listed_name = listed_name(req->display_name, d->request.conn_ops->pid(conn));
 	memcpy(f->key, key, 16);
 	memcpy(f->store_key, free_key ? free_key : key, 16);
 	if (free_key) {

@@ -64,7 +64,7 @@ int jc__keyed_serve_hit(struct jc_memcache *m, struct jc_conn *conn, const struc
 	jc__res_lowered_in_order(&res, names, &tmp);
 	res.server_ns = jc__now_ns() - t0;
 	jc__memcache_count(m, JC_CTR_hits, 1, res.server_ns ? res.server_ns : 1);
-	jc__memcache_touch(m, e->key, d->conn_ops->uid(conn), 1);
+	jc__memcache_touch(m, e->key, d->request.conn_ops->uid(conn), 1);
 	jc__answer(d, conn, &res, fd);
 	free(tmp);
 	return 0;
@@ -82,7 +82,7 @@ static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uin
 	jc_log_warn(STORE, "key %s: object %s %s; quarantined, recompiling (driver %s)", hex, ohex,
 		    why, d->tc->driver_version);
 	d->cache->ops->quarantine(d->cache, object);
-	jc__memcache_forget(d->mc, key);
+	jc__memcache_forget(d->request.mc, key);
 }
 
 /* A client could not use the object it was served: quarantine it (if the
@@ -93,7 +93,7 @@ static void drop_bad_entry(struct jc_daemon *d, const uint8_t key[16], const uin
 static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			 const struct jc_req *req, uint8_t bad[16])
 {
-	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
+	const struct jc_entry *e = jc__memcache_lookup(d->request.mc, key);
 	if (!e || e->status != 0 || memcmp(e->object, req->reject_object, 16) != 0)
 		return 0; /* already replaced: the next lookup serves the new object */
 	int corrupt = req->reject_reason == JC_REJECT_CORRUPT;
@@ -104,7 +104,7 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 		jc_log_warn(STORE,
 			    "key %s: pid %d reported a bad object, but it passes the full hash "
 			    "check; kept",
-			    hex, (int)d->conn_ops->pid(conn));
+			    hex, (int)d->request.conn_ops->pid(conn));
 		return 0;
 	}
 	jc__daemon_count(d, corrupt ? JC_CTR_corrupt_objects : JC_CTR_load_failures, 1);
@@ -137,8 +137,8 @@ static int handle_reject(struct jc_daemon *d, struct jc_conn *conn, const uint8_
 static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t key[16],
 			const struct jc_strv *names, uint64_t t0, int *bad, uint8_t bad_object[16])
 {
-	int in_memory = jc__memcache_holds(d->mc, key);
-	const struct jc_entry *e = jc__memcache_lookup(d->mc, key);
+	int in_memory = jc__memcache_holds(d->request.mc, key);
+	const struct jc_entry *e = jc__memcache_lookup(d->request.mc, key);
 	if (!e)
 		return 0;
 	if (e->status) {
@@ -149,25 +149,25 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
 		res.server_ns = jc__now_ns() - t0;
 		jc__daemon_count(d, JC_CTR_negative_hits, 1);
 		/* its log is now this uid's to see too */
-		jc__memcache_touch(d->mc, key, d->conn_ops->uid(conn), 0);
+		jc__memcache_touch(d->request.mc, key, d->request.conn_ops->uid(conn), 0);
 		jc__answer(d, conn, &res, -1);
 		return 1;
 	}
 	uint8_t object[16];
 	memcpy(object, e->object, 16);
-	int rc = jc__keyed_serve_hit(d->mc, conn, e, names, t0);
+	int rc = jc__keyed_serve_hit(d->request.mc, conn, e, names, t0);
 	if (rc == 0)
 		return 1;
 	if (rc != JC_ECORRUPT && rc != JC_ENOTFOUND)
 		return 0;
 	if (in_memory) {
-		jc__memcache_forget(d->mc, key);
+		jc__memcache_forget(d->request.mc, key);
 		return serve_cached(d, conn, key, names, t0, bad, bad_object);
 	}
 	if (rc == JC_ENOTFOUND && !d->cache->ops->row_names(d->cache, key, object)) {
 		/* Purged or evicted between our read of the row and the open (rows
 		 * go before their objects): a plain miss, nothing is corrupt. */
-		jc__memcache_forget(d->mc, key);
+		jc__memcache_forget(d->request.mc, key);
 		return 0;
 	}
 	jc__daemon_count(d, JC_CTR_corrupt_objects, 1);
@@ -260,7 +260,7 @@ void jc__keyed_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		jc__daemon_count(d, JC_CTR_tree_digest_hits, req->tree_round == JC_TREE_DIGEST);
 		goto out;
 	}
-	if (d->stopping) {
+	if (d->run.stopping) {
 		jc__refuse(d, conn, JC_EBUSY, "daemon is shutting down");
 	} else if (req->tree_round == JC_TREE_LOOKUP || req->tree_round == JC_TREE_DIGEST) {
 		/* A client-read tree by hashes found nothing: the client sends the
@@ -280,9 +280,10 @@ void jc__keyed_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 			    msg, sizeof(msg),
 			    "the daemon's request buffers are full (%zu of %zu "
 			    "bytes, --buffer-budget, held by queued compiles); try again later",
-			    jc__budget_used(&d->buffers), d->buffers.max);
+			    jc__budget_used(&d->request.buffers), d->request.buffers.max);
 			jc_log_warn(NET, "uid %d pid %d: compile refused: buffer budget full",
-				    (int)d->conn_ops->uid(conn), (int)d->conn_ops->pid(conn));
+				    (int)d->request.conn_ops->uid(conn),
+				    (int)d->request.conn_ops->pid(conn));
 			jc__daemon_count(d, JC_CTR_busy_refusals, 1);
 		}
 		jc__refuse(d, conn, rc, msg);

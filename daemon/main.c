@@ -96,7 +96,7 @@ static void daemon_notify(const char *state)
 static void lock_check(struct jc_daemon *d)
 {
 	char err[600];
-	if (d->stopping || jc__cachedir_lock_check(d->cache, err, sizeof(err)) == 0)
+	if (d->run.stopping || jc__cachedir_lock_check(d->cache, err, sizeof(err)) == 0)
 		return;
 	jc_log(LOG_CRIT, MAIN, "%s: stopping", err);
 	uv_kill(getpid(), SIGTERM);
@@ -108,7 +108,7 @@ static void idle_exit_check(struct jc_daemon *d)
 {
 	uint64_t since;
 	int n = jc__server_clients(d, &since);
-	if (d->cfg.idle_exit_s <= 0 || n > 0 || d->stopping)
+	if (d->cfg.idle_exit_s <= 0 || n > 0 || d->run.stopping)
 		return;
 	if (jc__now_ns() - since >= (uint64_t)d->cfg.idle_exit_s * 1000000000u) {
 		jc_log_notice(MAIN, "no client for %d s (--idle-exit): stopping",
@@ -141,10 +141,10 @@ static void trim_after_cb(uv_work_t *w, int status)
  */
 static void trim_check(struct jc_daemon *d)
 {
-	struct jc_budget *b = &d->buffers;
+	struct jc_budget *b = &d->request.buffers;
 	size_t used = jc__budget_used(b);
 	if (__atomic_load_n(&b->peak, __ATOMIC_RELAXED) < TRIM_AFTER || used >= TRIM_AFTER / 4 ||
-	    main_state.trimming || d->stopping)
+	    main_state.trimming || d->run.stopping)
 		return;
 	__atomic_store_n(&b->peak, used, __ATOMIC_RELAXED);
 	main_state.trimming = 1;
@@ -230,11 +230,11 @@ static void tick_cb(uv_timer_t *t)
 static void stop_cb(uv_signal_t *sig, int signum)
 {
 	struct jc_daemon *d = sig->data;
-	if (d->stopping)
+	if (d->run.stopping)
 		return;
 	jc_log_notice(MAIN, "signal %d: stopping", signum);
 	daemon_notify("STOPPING=1");
-	d->stopping = 1;
+	d->run.stopping = 1;
 	jc__rewarm_close(d); /* before the pool answers its flights */
 	jc__cache_watch_stop(d);
 	jc__remote_close(d->remote); /* flights waiting on it: likewise */
@@ -319,7 +319,7 @@ static void reload_cb(uv_signal_t *sig, int signum)
 	uint64_t old_max = d->cfg.max_size, old_share = d->cfg.user_max_size;
 	jc__settings_apply(&d->cfg, &fresh, log_level);
 	jc__pool_set_timeout(d->pool, d->cfg.compile_timeout_s);
-	d->buffers.max = (size_t)d->cfg.buffer_budget;
+	d->request.buffers.max = (size_t)d->cfg.buffer_budget;
 	remote_reload(d, &fresh);
 	jc__evict_budget_changed(d, old_max, old_share);
 out:
@@ -374,7 +374,7 @@ static int choose_confinement(struct jc_daemon *d, int serves_others, char *why,
 	if (d->cfg.confinement >= 0 && want != best)
 		snprintf(why + strlen(why), whylen - strlen(why), "; %s asked for",
 			 jc__confine_name(want));
-	d->confinement = want;
+	d->request.confinement = want;
 	return 0;
 }
 
@@ -479,11 +479,11 @@ static int process_setup(struct jc_daemon *d, int argc, char **argv)
 	d->cfg.worker_path = find_worker();
 	jc__settings_fit_connections(&d->cfg);
 	signal(SIGPIPE, SIG_IGN);
-	d->conn_ops = &jc__server_conn_ops;
+	d->request.conn_ops = &jc__server_conn_ops;
 	d->request.hooks.toolchain_recheck = jc__toolchains_recheck;
-	d->start_ns = jc__now_ns();
-	d->hit_latency_since = (uint64_t)time(NULL);
-	d->buffers.max = (size_t)d->cfg.buffer_budget;
+	d->run.start_ns = jc__now_ns();
+	d->run.hit_latency_since = (uint64_t)time(NULL);
+	d->request.buffers.max = (size_t)d->cfg.buffer_budget;
 	return 0;
 }
 
@@ -528,7 +528,7 @@ static int pool_start(struct jc_daemon *d, int serves_others, char *err, size_t 
 							: d->cfg.workers,
 	    .compile_timeout_s = d->cfg.compile_timeout_s,
 	    .worker_memory = d->cfg.worker_memory,
-	    .confinement = d->confinement,
+	    .confinement = d->request.confinement,
 	};
 	int rc = jc__pool_start(d->loop, &pool_cfg, &d->cache->counters, &d->pool, err, errlen);
 	if (rc == 0 && (rc = jc__rewarm_new(d)) != 0)
@@ -622,7 +622,7 @@ int main(int argc, char **argv)
 		      JC_VERSION, d->cfg.cache_dir,
 		      from_systemd ? "passed by systemd" : d->cfg.socket_path, d->cfg.workers,
 		      d->cfg.max_size, JC_EVICT_HIGH_PCT, JC_EVICT_LOW_PCT, d->cfg.gc_interval_s,
-		      jc__confine_name(d->confinement), conf_why, d->tc->summary);
+		      jc__confine_name(d->request.confinement), conf_why, d->tc->summary);
 	daemon_notify("READY=1\nSTATUS=serving");
 	if (d->cache_identity[0] && strcmp(d->cache_identity, d->tc->summary) != 0)
 		jc__rewarm_start(d, 0, 0, "the toolchain identity changed", NULL, NULL);

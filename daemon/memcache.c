@@ -120,10 +120,10 @@ int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, un
 	m->memfd_budget = MEMFD_BUDGET / share;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->inval.lock, NULL);
-	if (d->mc) {
-		m->next = d->mc->next;
-		d->mc->next = m;
-		m->inval_seen = __atomic_load_n(&d->mc->inval.seq, __ATOMIC_ACQUIRE);
+	if (d->request.mc) {
+		m->next = d->request.mc->next;
+		d->request.mc->next = m;
+		m->inval_seen = __atomic_load_n(&d->request.mc->inval.seq, __ATOMIC_ACQUIRE);
 	}
 	*out = m;
 	return 0;
@@ -140,7 +140,7 @@ void jc__memcache_free(struct jc_memcache *m)
 {
 	if (!m)
 		return;
-	if (m == m->d->mc) /* the main instance: the others go first */
+	if (m == m->d->request.mc) /* the main instance: the others go first */
 		for (struct jc_memcache *o = m->next, *next; o; o = next) {
 			next = o->next;
 			m->next = next;
@@ -220,7 +220,7 @@ static void publish_forget(struct jc_memcache *main, const uint8_t *key)
 
 void jc__memcache_sync(struct jc_memcache *m)
 {
-	struct jc_mc_inval *v = &m->d->mc->inval;
+	struct jc_mc_inval *v = &m->d->request.mc->inval;
 	if (__atomic_load_n(&v->seq, __ATOMIC_ACQUIRE) == m->inval_seen)
 		return;
 	pthread_mutex_lock(&v->lock);
@@ -235,8 +235,8 @@ void jc__memcache_sync(struct jc_memcache *m)
 
 void jc__cache_memcache_drop_all(struct jc_daemon *d)
 {
-	drop_all(d->mc);
-	publish_forget(d->mc, NULL);
+	drop_all(d->request.mc);
+	publish_forget(d->request.mc, NULL);
 }
 
 int jc__memcache_holds(struct jc_memcache *m, const uint8_t key[16])
@@ -248,7 +248,7 @@ int jc__memcache_holds(struct jc_memcache *m, const uint8_t key[16])
 void jc__memcache_forget(struct jc_memcache *m, const uint8_t key[16])
 {
 	forget(m, key);
-	if (m == m->d->mc)
+	if (m == m->d->request.mc)
 		publish_forget(m, key);
 }
 
@@ -435,10 +435,10 @@ void jc__memcache_count(struct jc_memcache *m, enum jc_counter c, uint64_t n, ui
 {
 	if (!n && !hit_ns)
 		return;
-	if (m == m->d->mc) { /* the main loop's: straight into the daemon's */
+	if (m == m->d->request.mc) { /* the main loop's: straight into the daemon's */
 		jc__daemon_count(m->d, c, n);
 		if (hit_ns)
-			jc__latency_add(&m->d->hit_latency, hit_ns);
+			jc__latency_add(&m->d->run.hit_latency, hit_ns);
 		return;
 	}
 	pthread_mutex_lock(&m->lock);
@@ -451,13 +451,13 @@ void jc__memcache_count(struct jc_memcache *m, enum jc_counter c, uint64_t n, ui
 
 void jc__memcache_collect(struct jc_daemon *d)
 {
-	for (struct jc_memcache *m = d->mc; m; m = m->next) {
+	for (struct jc_memcache *m = d->request.mc; m; m = m->next) {
 		pthread_mutex_lock(&m->lock);
 		for (size_t c = 0; m->counted && c < JC_CTR__COUNT; c++)
 			jc__daemon_count(d, (enum jc_counter)c, m->counts[c]);
 		memset(m->counts, 0, sizeof(m->counts));
 		m->counted = 0;
-		struct jc_latency *h = &d->hit_latency;
+		struct jc_latency *h = &d->run.hit_latency;
 		h->count += m->hit_latency.count;
 		h->sum_ns += m->hit_latency.sum_ns;
 		for (size_t b = 0; m->hit_latency.count && b < JC_LATENCY_BUCKETS; b++)
@@ -509,7 +509,7 @@ static void flush_after_cb(uv_work_t *w, int status)
 {
 	struct jc_flush_job *j = w->data;
 	(void)status;
-	j->d->mc->flush_busy = 0;
+	j->d->request.mc->flush_busy = 0;
 	flush_job_free(j);
 }
 
@@ -545,7 +545,7 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 	if (!j)
 		return NULL;
 	j->d = d;
-	for (struct jc_memcache *m = d->mc; m; m = m->next) {
+	for (struct jc_memcache *m = d->request.mc; m; m = m->next) {
 		pthread_mutex_lock(&m->lock);
 		take_touches(j, m); /* (out of memory: left for the next flush) */
 		pthread_mutex_unlock(&m->lock);
@@ -559,15 +559,16 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 }
 void jc__cache_tick(struct jc_daemon *d)
 {
-	if (d->mc->flush_busy)
+	if (d->request.mc->flush_busy)
 		return;
 	struct jc_flush_job *j = jc__cache_flush_take(d);
 	if (!j)
 		return;
-	d->mc->flush_busy = 1;
-	d->mc->flush_work.data = j;
-	if (uv_queue_work(d->loop, &d->mc->flush_work, flush_work_cb, flush_after_cb) != 0) {
-		d->mc->flush_busy = 0;
+	d->request.mc->flush_busy = 1;
+	d->request.mc->flush_work.data = j;
+	if (uv_queue_work(d->loop, &d->request.mc->flush_work, flush_work_cb, flush_after_cb) !=
+	    0) {
+		d->request.mc->flush_busy = 0;
 		flush_job_free(j);
 	}
 }

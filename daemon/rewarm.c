@@ -145,7 +145,7 @@ static void release_cb(uv_timer_t *t)
 			continue;
 		}
 		*p = s->next;
-		d->conn_ops->unref(s->conn);
+		d->request.conn_ops->unref(s->conn);
 		slot_free(s);
 		rw->in_progress--;
 	}
@@ -199,8 +199,9 @@ static void load_after_cb(uv_work_t *w, int status)
 	struct jc_rewarm *rw = s->rw;
 	struct jc_daemon *d = rw->d;
 	(void)status;
-	if (s->load_rc == 0 && !d->stopping &&
-	    (s->conn = d->conn_ops->internal(d, NULL, (uid_t)s->it->k.uid, sink, s)) != NULL) {
+	if (s->load_rc == 0 && !d->run.stopping &&
+	    (s->conn = d->request.conn_ops->internal(d, NULL, (uid_t)s->it->k.uid, sink, s)) !=
+		NULL) {
 		s->next = rw->slots;
 		rw->slots = s;
 		jc__cache_request(d, s->conn, &s->req);
@@ -231,8 +232,8 @@ static int budget_left(struct jc_rewarm *rw)
 static void pump(struct jc_rewarm *rw)
 {
 	struct jc_daemon *d = rw->d;
-	while (!rw->closed && !d->stopping && rw->head && rw->in_progress < d->cfg.rewarm_workers &&
-	       budget_left(rw)) {
+	while (!rw->closed && !d->run.stopping && rw->head &&
+	       rw->in_progress < d->cfg.rewarm_workers && budget_left(rw)) {
 		struct item *it = rw->head;
 		rw->head = it->next;
 		if (!rw->head)
@@ -270,7 +271,7 @@ static void pump(struct jc_rewarm *rw)
 			      "re-warm (%s): %llu done, %llu failed, %llu dropped, %.1f CPU s",
 			      rw->why, (unsigned long long)rw->done, (unsigned long long)rw->failed,
 			      (unsigned long long)rw->dropped, (double)rw->cpu_ns / 1e9);
-		if (rw->again && !rw->closed && !d->stopping) {
+		if (rw->again && !rw->closed && !d->run.stopping) {
 			rw->again = 0;
 			jc__rewarm_start(d, 0, 0, "the toolchain changed during the last re-warm",
 					 NULL, NULL);
@@ -470,7 +471,7 @@ void jc__rewarm_free(struct jc_daemon *d)
 	while (rw->slots) {
 		struct slot *s = rw->slots;
 		rw->slots = s->next;
-		d->conn_ops->unref(s->conn);
+		d->request.conn_ops->unref(s->conn);
 		slot_free(s);
 	}
 	run_reset(rw);

@@ -268,7 +268,7 @@ static void conn_accepted(struct jc_srv *s, int fd)
 	}
 	c->d = d;
 	c->in.max = JC_HELLO_FRAME_MAX;
-	c->in.budget = &d->buffers;
+	c->in.budget = &d->request.buffers;
 	c->refs = 2; /* its two handles */
 	c->start_fd = fd;
 	c->peer_fd = -1;
@@ -320,7 +320,7 @@ static void srv_listen_cb(uv_poll_t *h, int status, int events)
 		if (errno == EINTR || errno == ECONNABORTED)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			if (!__atomic_load_n(&d->stopping, __ATOMIC_RELAXED))
+			if (!__atomic_load_n(&d->run.stopping, __ATOMIC_RELAXED))
 				jc_log_warn(NET, "accept: %s; accepting again in a second",
 					    strerror(errno));
 			__atomic_store_n(&d->server->accept_paused, 1, __ATOMIC_RELEASE);
@@ -346,7 +346,7 @@ void jc__server_accept(struct jc_daemon *d)
 
 void jc__server_tick(struct jc_daemon *d)
 {
-	if (!d->stopping && __atomic_exchange_n(&d->server->accept_paused, 0, __ATOMIC_ACQ_REL))
+	if (!d->run.stopping && __atomic_exchange_n(&d->server->accept_paused, 0, __ATOMIC_ACQ_REL))
 		jc__server_accept(d);
 }
 
@@ -423,7 +423,7 @@ int jc__server_listen(struct jc_daemon *d, int bound_fd, char *err, size_t errle
 		return jc__fail(err, errlen, JC_ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&sv->conns_lock, NULL);
-	sv->idle_since_ns = d->start_ns;
+	sv->idle_since_ns = d->run.start_ns;
 	sv->listen_fd = -1;
 	sv->n_srv = jc__server_threads(&d->cfg);
 	sv->srv = calloc(sv->n_srv, sizeof(*sv->srv));
@@ -505,7 +505,7 @@ int jc__server_clients(struct jc_daemon *d, uint64_t *idle_since_ns)
 {
 	struct jc_server *sv = d->server;
 	if (!sv) {
-		*idle_since_ns = d->start_ns;
+		*idle_since_ns = d->run.start_ns;
 		return 0;
 	}
 	pthread_mutex_lock(&sv->conns_lock);

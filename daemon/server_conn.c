@@ -148,7 +148,7 @@ static void write_cb(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
 	struct jc_conn *c = w->conn;
-	jc__budget_release(&c->d->buffers, w->charged);
+	jc__budget_release(&c->d->request.buffers, w->charged);
 	if (status < 0 && !c->closing)
 		jc__srv_conn_close(c);
 	if (!c->closing && c->drain_wait &&
@@ -172,7 +172,7 @@ static void write_cb(uv_write_t *req, int status)
  * EBUSY error instead (logged, counted) and the caller drops the reply. */
 int jc__srv_reply_fits(struct jc_conn *c, size_t len)
 {
-	struct jc_budget *bud = &c->d->buffers;
+	struct jc_budget *bud = &c->d->request.buffers;
 	size_t used = jc__budget_used(bud);
 	/* (A reply larger than the whole budget goes when nothing else is queued.) */
 	if (len <= REPLY_FREE_MAX || used + len <= bud->max || used == 0)
@@ -195,7 +195,7 @@ int jc__srv_reply_fits(struct jc_conn *c, size_t len)
  * checked as a whole before. A proxy's goes to its thread, which does so. */
 void jc__srv_conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 {
-	struct jc_budget *bud = &c->d->buffers;
+	struct jc_budget *bud = &c->d->request.buffers;
 	if (c->real) {
 		jc__srv_proxy_post(c, MSG_REPLY, buf, -1);
 		return;
@@ -354,7 +354,7 @@ static void pause_if_busy(struct jc_conn *c)
 /* Tells c's client that its request does not fit in --buffer-budget now. */
 static void refuse_budget_full(struct jc_conn *c)
 {
-	struct jc_budget *bud = &c->d->buffers;
+	struct jc_budget *bud = &c->d->request.buffers;
 	size_t used = jc__budget_used(bud);
 	char msg[200];
 	snprintf(msg, sizeof(msg),
@@ -376,7 +376,7 @@ static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const 
 {
 	/* The frame's bytes stay charged while the request waits for the main
 	 * loop: serving threads reading at once cannot queue past the budget. */
-	if (jc__budget_try_charge(&c->d->buffers, len, 0) != 0) {
+	if (jc__budget_try_charge(&c->d->request.buffers, len, 0) != 0) {
 		if (req)
 			jc__req_clear(req);
 		refuse_budget_full(c);
@@ -388,7 +388,7 @@ static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const 
 	const char *why = "out of memory";
 	if (m) {
 		m->kind = kind;
-		m->bud = &c->d->buffers;
+		m->bud = &c->d->request.buffers;
 		m->charged = len;
 		m->conn = c;
 		m->admin = kind == MSG_ADMIN && jc__srv_is_admin(c);
@@ -411,7 +411,7 @@ static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const 
 	if (req)
 		jc__req_clear(req);
 	if (!m)
-		jc__budget_release(&c->d->buffers, len);
+		jc__budget_release(&c->d->request.buffers, len);
 	jc__srv_conn_send_error(c, m ? JC_EBUSY : JC_ENOMEM, why);
 	jc__srv_conn_done(c);
 }

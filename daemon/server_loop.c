@@ -55,8 +55,8 @@ static void admin_after_cb(uv_work_t *w, int status)
 		  j->env.corrupt); /* verify, as offline */
 	if (j->env.zero_counters) {
 		jc__counters_zero(&d->cache->counters);
-		memset(&d->hit_latency, 0, sizeof(d->hit_latency));
-		d->hit_latency_since = (uint64_t)time(NULL);
+		memset(&d->run.hit_latency, 0, sizeof(d->run.hit_latency));
+		d->run.hit_latency_since = (uint64_t)time(NULL);
 		jc__remote_stats_zero(d->remote);
 	}
 	/* Changes made on someone's behalf go to the log with who asked. */
@@ -209,8 +209,8 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.user_max_size = d->cfg.user_max_size;
 	j->env.cd = d->cache;
 	j->env.tc = d->tc;
-	j->env.policy = &d->policy;
-	j->env.confinement = jc__confine_name(d->confinement);
+	j->env.policy = &d->request.policy;
+	j->env.confinement = jc__confine_name(d->request.confinement);
 	j->env.cache_identity = d->cache_identity;
 	j->env.keep_requests = d->cfg.keep_requests;
 	struct jc_watch_stats ws;
@@ -220,12 +220,12 @@ static void handle_admin(struct jc_conn *c, const uint8_t *payload, size_t len)
 	j->env.watch_count = ws.watches;
 	j->env.watch_bytes = ws.bytes;
 	memcpy(j->env.counters, d->cache->counters.v, sizeof(j->env.counters));
-	j->env.uptime_s = (int64_t)((jc__now_ns() - d->start_ns) / 1000000000u);
-	j->env.hit_samples = d->hit_latency.count;
-	j->env.hit_sum_ns = d->hit_latency.sum_ns;
-	j->env.hit_latency_since = (int64_t)d->hit_latency_since;
-	j->env.hit_p50_ns = jc__latency_quantile_ns(&d->hit_latency, 0.5);
-	j->env.hit_p99_ns = jc__latency_quantile_ns(&d->hit_latency, 0.99);
+	j->env.uptime_s = (int64_t)((jc__now_ns() - d->run.start_ns) / 1000000000u);
+	j->env.hit_samples = d->run.hit_latency.count;
+	j->env.hit_sum_ns = d->run.hit_latency.sum_ns;
+	j->env.hit_latency_since = (int64_t)d->run.hit_latency_since;
+	j->env.hit_p50_ns = jc__latency_quantile_ns(&d->run.hit_latency, 0.5);
+	j->env.hit_p99_ns = jc__latency_quantile_ns(&d->run.hit_latency, 0.99);
 	j->env.max_size = d->cfg.max_size;
 	j->env.daemon_pid = (int64_t)getpid();
 	j->env.socket_path = d->cfg.socket_path;

@@ -134,7 +134,7 @@ static void disk_probe_done(uv_work_t *w, int status)
 			   p->err[0] ? p->err : uv_strerror(status));
 	} else if (!p->gen) {
 		jc_log_info(MAIN, "%s: toolchain on disk unchanged", p->why);
-	} else if (d->stopping) {
+	} else if (d->run.stopping) {
 		free(p->gen);
 	} else {
 		struct jc_tc_gen *g = p->gen;
@@ -146,7 +146,7 @@ static void disk_probe_done(uv_work_t *w, int status)
 		d->toolchains->gens = g;
 		d->cache_identity = d->tc->summary;
 		__atomic_store_n(&d->tc, &g->tc, __ATOMIC_RELEASE);
-		__atomic_store_n(&d->policy.tc, d->tc,
+		__atomic_store_n(&d->request.policy.tc, d->tc,
 				 __ATOMIC_RELEASE); /* serving threads admit */
 		jc__daemon_count(d, JC_CTR_toolchain_switches, 1);
 		jc__pool_recycle(d->pool);
@@ -157,7 +157,8 @@ static void disk_probe_done(uv_work_t *w, int status)
 
 void jc__toolchains_recheck(struct jc_daemon *d, const char *why)
 {
-	struct disk_probe *p = d->toolchains->probing || d->stopping ? NULL : calloc(1, sizeof(*p));
+	struct disk_probe *p =
+	    d->toolchains->probing || d->run.stopping ? NULL : calloc(1, sizeof(*p));
 	if (!p)
 		return; /* one runs already (or no memory): it answers this ask too */
 	p->d = d;

@@ -234,8 +234,8 @@ static int setup(void **state)
 	d->cfg.negative_ttl_s = 300;
 	d->cfg.max_size = 1ull << 30;
 	d->cfg.max_log_size = 1u << 20;
-	d->buffers.max = 1u << 20;
-	d->conn_ops = &fake_ops;
+	d->request.buffers.max = 1u << 20;
+	d->request.conn_ops = &fake_ops;
 	d->request.hooks.toolchain_recheck = toolchain_recheck;
 	memset(&fake_pool, 0, sizeof(fake_pool));
 	d->pool = &fake_pool;
@@ -259,7 +259,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	f->d.stopping = 1;
+	f->d.run.stopping = 1;
 	cancel_jobs();
 	assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
 	jc__cache_flush_sync(&f->d);
@@ -482,7 +482,7 @@ static void test_cancelled_at_shutdown(void **state)
 	c[0].refs = c[1].refs = 1;
 	ask(f, &c[0], "late");
 	ask(f, &c[1], "late");
-	f->d.stopping = 1;
+	f->d.run.stopping = 1;
 	cancel_jobs();
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(c[i].answers, 1);
