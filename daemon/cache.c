@@ -514,6 +514,7 @@ static void record_cb(void *arg, int rc, struct jc_remote_blob *blob)
 	j->blob = blob;
 	j->rec_work.data = j;
 	j->in_pool = 1;
+	jc__loop_spin(d->request.spin);
 	if (uv_queue_work(d->loop, &j->rec_work, record_work_cb, record_after_cb) != 0) {
 		j->in_pool = 0;
 		jc__remote_blob_free(j->blob);
@@ -685,6 +686,7 @@ void jc__cache_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req 
 		d->request.conn_ops->ref(conn);
 		memset(req, 0, sizeof(*req));
 		if (uv_queue_work(d->loop, &j->work, key_work_cb, key_after_cb) == 0) {
+			jc__loop_spin(d->request.spin); /* the answer comes from the pool */
 			record_ask(j);
 			return;
 		}

@@ -25,6 +25,7 @@
 #include "core/tier.h"
 #include "core/toolchain.h"
 #include "daemon/framer.h"
+#include "daemon/loop_spin.h"
 #include "daemon/pool.h"
 #include "daemon/remote.h"
 #include "daemon/settings.h"
@@ -149,7 +150,8 @@ struct jc_request_path {
 	struct jc_req_policy policy;	    /* what this daemon admits (request.h); loop thread */
 	int confinement;		    /* enum jc_confine the workers apply (worker_fs.h) */
 	const struct jc_conn_ops *conn_ops; /* replies and connections (jc__server_conn_ops) */
-	struct jc_budget buffers; /* request and reply bytes; max = cfg.buffer_budget (server.c) */
+	struct jc_budget buffers;  /* request and reply bytes; max = cfg.buffer_budget (server.c) */
+	struct jc_loop_spin *spin; /* the loop's busy polling (loop_spin.h); NULL in unit tests */
 };
 
 /* The daemon's run: loop thread, except where said. */

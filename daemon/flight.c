@@ -598,8 +598,10 @@ static void remote_peek_cb(void *arg, int rc, struct jc_res *res)
 	if (next && !f->peeked++ && f->has_base_key &&
 	    jc__remote_peek(f->d->remote, f->base_key, remote_peek_cb, f) == 0)
 		return;
-	if (next && jc__remote_lookup(f->d->remote, f->key, remote_lookup_cb, f) == 0)
+	if (next && jc__remote_lookup(f->d->remote, f->key, remote_lookup_cb, f) == 0) {
+		jc__loop_spin(f->d->request.spin);
 		return;
+	}
 	remote_answer(f, rc, res, asked);
 }
 
@@ -667,9 +669,11 @@ int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_
 		 * name-free one, its key without the name */
 		jc__remote_prefetch_used(d->remote, fetched->ns);
 		remote_answer(f, 0, &fetched->res, f->name_free ? free_key : f->key);
-	} else if (!d->remote || bad_object ||
+	} else if (d->remote && !bad_object &&
 		   (f->name_free ? jc__remote_peek(d->remote, free_key, remote_peek_cb, f)
-				 : jc__remote_lookup(d->remote, key, remote_lookup_cb, f)) != 0) {
+				 : jc__remote_lookup(d->remote, key, remote_lookup_cb, f)) == 0) {
+		jc__loop_spin(d->request.spin); /* its answer comes well within a compile's time */
+	} else {
 		jc__cache_enqueue(d, f);
 	}
 	return 0;

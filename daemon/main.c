@@ -74,6 +74,7 @@ static struct jc_main {
 	uv_work_t trim; /* malloc_trim after a large request */
 	int trimming;
 	uv_work_t pool_warm[JC_POOL_WARM_MAX]; /* start the thread pool, fault its arenas in */
+	struct jc_loop_spin spin;	       /* d.request.spin: the loop's busy polling */
 } main_state;
 static char **saved_argv;
 static int saved_argc;
@@ -243,6 +244,8 @@ static void stop_cb(uv_signal_t *sig, int signum)
 	jc__server_shutdown(d);
 	uv_timer_stop(&main_state.tick);
 	uv_close((uv_handle_t *)&main_state.tick, NULL);
+	if (d->request.spin)
+		jc__loop_spin_close(d->request.spin);
 	uv_close((uv_handle_t *)&main_state.sigterm, NULL);
 	uv_close((uv_handle_t *)&main_state.sigint, NULL);
 	uv_close((uv_handle_t *)&main_state.sighup, NULL);
@@ -540,6 +543,8 @@ static int pool_start(struct jc_daemon *d, int serves_others, char *err, size_t 
  * threads. */
 static void handles_start(struct jc_daemon *d)
 {
+	if (jc__loop_spin_init(&main_state.spin, d->loop) == 0)
+		d->request.spin = &main_state.spin;
 	uv_timer_init(d->loop, &main_state.tick);
 	main_state.tick.data = d;
 	uv_timer_start(&main_state.tick, tick_cb, TICK_MS, TICK_MS);
