@@ -19,6 +19,14 @@ for dirpath, dirnames, names in os.walk(build):
     if top not in ('common', 'proto', 'core', 'daemon', 'client', 'shim'):
         continue
     objs += [os.path.join(dirpath, n) for n in names if n.endswith('.c.o')]
+# Only the objects of the current build (compile_commands.json): a file
+# removed since leaves its object behind.
+cc = os.path.join(build, 'compile_commands.json')
+if os.path.exists(cc):
+    import json
+    current = {os.path.normpath(os.path.join(build, e['output'])) for e in json.load(open(cc))
+               if 'output' in e}
+    objs = [o for o in objs if os.path.normpath(o) in current]
 if not objs:
     print('check-cycles: no objects under %s (build first)' % build)
     sys.exit(77)
