@@ -294,14 +294,14 @@ int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
 
 /* --- time macros ------------------------------------------------------------------------ */
 
-/* The first time macro in refs, or NULL. */
-static const char *time_ref(const struct jc_inc_buf *refs)
+/* The first reference of form (JC_INC_REF_TIME, _FILE) in refs, or NULL. */
+static const char *first_ref(const struct jc_inc_buf *refs, char form)
 {
 	size_t pos = 0;
 	const char *name;
-	char form;
-	while ((name = jc__inc_ref_next(refs, &pos, &form)))
-		if (form == JC_INC_REF_TIME)
+	char f;
+	while ((name = jc__inc_ref_next(refs, &pos, &f)))
+		if (f == form)
 			return name;
 	return NULL;
 }
@@ -320,11 +320,36 @@ static int text_time(const char *t, size_t n, const char *where, char *what, siz
 		return 0;
 	struct jc_inc_buf refs = {0};
 	int rc = jc__inc_lex(t, n, &refs);
-	const char *m = rc == 0 ? time_ref(&refs) : NULL;
+	const char *m = rc == 0 ? first_ref(&refs, JC_INC_REF_TIME) : NULL;
 	if (m)
 		snprintf(what, len, "%s in %s", m, where);
 	free(refs.p);
 	return rc ? rc : m != NULL;
+}
+
+/* The first reference of form in the file on disk a compile read (dep, if
+ * a JC_DEP_FILE: looked up in ctx's memo by the identity the worker saw,
+ * else read and lexed), as "NAME in PATH" in what[len]: 1, 0 (none, not a
+ * file, unreadable) or JC_ENOMEM. */
+static int dep_ref(const struct jc_dep *dep, const struct jc_inc_ctx *ctx, char form, char *what,
+		   size_t len)
+{
+	if (dep->kind != JC_DEP_FILE)
+		return 0;
+	struct jc_inc_set scratch = {0};
+	struct jc_inc_buf refs = {0};
+	struct jc_inc_stat id = {dep->dev, dep->ino, dep->size, dep->mtime_ns, dep->ctime_ns};
+	uint8_t hash[16];
+	int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, &scratch, dep->path, &id, hash,
+				  &refs, jc__inc_now_ns(), NULL, 0);
+	const char *m = r == 0 ? first_ref(&refs, form) : NULL;
+	if (m) {
+		snprintf(what, len, "%s in ", m);
+		name_access(what + strlen(what), len - strlen(what), dep->path, "");
+	}
+	free(refs.p);
+	jc__inc_set_clear(&scratch);
+	return r == JC_ENOMEM ? r : m != NULL;
 }
 
 int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size_t n_deps,
@@ -342,24 +367,22 @@ int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size
 		if (req->tree[i].type == JC_TREE_FILE && req->tree[i].data)
 			rc = text_time((const char *)req->tree[i].data, req->tree[i].size,
 				       req->tree[i].name, what, len);
-	for (size_t i = 0; rc == 0 && i < n_deps; i++) {
-		if (deps[i].kind != JC_DEP_FILE)
-			continue;
-		struct jc_inc_set scratch = {0};
-		struct jc_inc_buf refs = {0};
-		struct jc_inc_stat id = {deps[i].dev, deps[i].ino, deps[i].size, deps[i].mtime_ns,
-					 deps[i].ctime_ns};
-		uint8_t hash[16];
-		int r = jc__inc_file_info(ctx->memo, ctx->max_file_size, &scratch, deps[i].path,
-					  &id, hash, &refs, jc__inc_now_ns(), NULL, 0);
-		const char *m = r == 0 ? time_ref(&refs) : NULL;
-		if (m) {
-			snprintf(what, len, "%s in ", m);
-			name_access(what + strlen(what), len - strlen(what), deps[i].path, "");
-		}
-		rc = r == JC_ENOMEM ? r : m != NULL;
-		free(refs.p);
-		jc__inc_set_clear(&scratch);
-	}
+	for (size_t i = 0; rc == 0 && i < n_deps; i++)
+		rc = dep_ref(&deps[i], ctx, JC_INC_REF_TIME, what, len);
 	return rc;
+}
+
+int jc__inc_file_macro(const struct jc_dep *deps, size_t n_deps, const struct jc_inc_ctx *ctx,
+		       char *what, size_t len)
+{
+	int rc = 0;
+	for (size_t i = 0; rc >= 0 && i < n_deps; i++) {
+		int r = dep_ref(&deps[i], ctx, JC_INC_REF_FILE, what, len);
+		/* the toolkit's headers expand them only into text (assert,
+		 * CUB's __builtin_FILE() defaults), which the name check sees */
+		if (r == 1 && !jc__inc_in_toolkit(ctx->toolkit_root, deps[i].path))
+			return 1;
+		rc = r;
+	}
+	return rc < 0 ? rc : 0;
 }

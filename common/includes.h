@@ -182,6 +182,20 @@ int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size
 		       const struct jc_inc_ctx *ctx, char *what, size_t len);
 
 /*
+ * File name macros in headers on disk (docs/shim.md, "Names"): 1 when a file
+ * a compile read from disk outside the toolkit (deps, n_deps, as for
+ * jc__inc_time_macro) uses __FILE__, __BASE_FILE__, __FILE_NAME__ or
+ * __builtin_FILE as a token; the macro and the file in what[len]. Such a
+ * header, expanded in the source, can fold the program name into the
+ * artifact in a form no search for its text finds (sizeof(__FILE__)). 0
+ * when none; JC_ENOMEM. The toolkit's headers are taken to expand them into
+ * text only (assert, CUB's __builtin_FILE() default arguments).
+ * Thread-safe.
+ */
+int jc__inc_file_macro(const struct jc_dep *deps, size_t n_deps, const struct jc_inc_ctx *ctx,
+		       char *what, size_t len);
+
+/*
  * A dependency record fetched from the remote tier (daemon/remote.h) is
  * hostile: before it may key req, every entry must name only what req
  * declares. 1 when set (borrowed) has at most ctx->max_entries entries,

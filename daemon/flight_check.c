@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/includes.h"
 #include "common/log.h"
 #include "core/key.h"
 #include "core/progname.h"
@@ -112,6 +113,20 @@ void jc__flight_name_verdict(struct jc_flight *f)
 	int rc = res->status != 0 ? 0
 				  : jc__progname_free(f->req.source_name, res->data, res->size,
 						      res->lowered, res->n_lowered, res->log, &log);
+	if (rc == 1 || rc == 2) {
+		/* a user header that folds the name into a number: the name's alone */
+		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(f->d);
+		char what[600];
+		int m = jc__inc_file_macro(res->deps, f->req.tree_round ? 0 : res->n_deps, &ctx,
+					   what, sizeof(what));
+		if (m == 1)
+			jc_log_debug(KEY, "%s: the result is bound to its program name", what);
+		if (m != 0) {
+			free(log);
+			log = NULL;
+			rc = m < 0 ? m : 0;
+		}
+	}
 	int keys = rc >= 0 ? jc__progname_keys(f->store_key, f->req.source_name, base, full) : rc;
 	if (keys < 0) {
 		free(log);

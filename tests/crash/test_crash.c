@@ -140,7 +140,7 @@ static int64_t check_restarted(struct jct_fx *f, unsigned cycle)
 	if (rc != 0)
 		fprintf(stderr, "cycle %u: verify: %s%s\n", cycle, out, err);
 	assert_int_equal(rc, 0);
-	assert_non_null(strstr(err, " 0 bad"));
+	assert_non_null(strstr(out, " 0 bad"));
 	free(out);
 	free(err);
 	int64_t survived = all_entries(&f->d);

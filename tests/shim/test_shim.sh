@@ -264,6 +264,8 @@ tmpname_include)
 	printf '#define EXTRA 5\n' >"$ROOT/inc/plain.h"
 	# assert's own expansion, as a header macro expanded in the source
 	printf '#define EXTRA (__assertfail("bad", __FILE__, 1, "f", 1), 0)\n' >"$ROOT/inc/file.h"
+	# the name folded into a number: no search for its text finds it
+	printf '#define EXTRA ((int)sizeof(__FILE__))\n' >"$ROOT/inc/fsize.h"
 	# The daemon stores no result that read a header changed in the last 100 ms.
 	sleep 2.1
 	# served RUN WHAT APP_ARGS...: the real NVRTC and jitcache-run, for a
@@ -312,6 +314,14 @@ tmpname_include)
 	expect file 2 0 1
 	expect file 1b 1 0
 	[ "$(stat name_bound)" = $((bound0 + 4)) ] || fail "file: cubin and PTX not stored as name-bound for each name"
+	# A header on disk folds the name into a number (run 22: a name of
+	# another length): bound to each name, as in the source (below).
+	for run in 1 22 1b; do served $run fsize --include fsize.h $ARCH -I "$ROOT/inc"; done
+	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/fsize.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/fsize.real22") &&
+		fail "fsize: sizeof(__FILE__) did not change the real NVRTC's cubin (the test proves nothing)"
+	expect fsize 1 0 1
+	expect fsize 22 0 1
+	expect fsize 1b 1 0
 	# __builtin_FILE() in the source, folded into a number: the name is not
 	# in the artifact as text, so the request must go under its own name.
 	printf '%s\n' '__device__ constexpr int sum(const char *s) { int n = 0; while (*s) n += *s++; return n; }' \
