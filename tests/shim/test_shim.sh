@@ -307,31 +307,30 @@ tmpname_include)
 	JITCACHE_SEND_HEADERS=1 served 3 plain --include plain.h $ARCH -I "$ROOT/inc"
 	expect plain 3 1 0
 	[ "$(stat tree_requests)" -gt "$trees" ] || fail "plain: no client-read tree reached the daemon"
-	for run in 1 2 1b; do served $run file --include file.h $ARCH -I "$ROOT/inc"; done
-	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/file.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/file.real2") &&
-		fail "file: __FILE__ did not change the real NVRTC's cubin (the test proves nothing)"
-	expect file 1 0 1
-	expect file 2 0 1
-	expect file 1b 1 0
+	# bound WHAT OTHER WHY ARGS...: runs 1, OTHER (another name) and 1b (run
+	# 1's name again); the real NVRTC's cubins of 1 and OTHER differ (else
+	# the test proves nothing); each name is a miss of its own, 1b a hit.
+	bound() {
+		local what=$1 other=$2 why=$3 run
+		shift 3
+		for run in 1 "$other" 1b; do served $run "$what" "$@"; done
+		cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/$what.real1") \
+			<(grep -o 'cubin=[^ ]*' "$ROOT/$what.real$other") &&
+			fail "$what: $why did not change the real NVRTC's cubin (the test proves nothing)"
+		expect "$what" 1 0 1
+		expect "$what" "$other" 0 1
+		expect "$what" 1b 1 0
+	}
+	bound file 2 __FILE__ --include file.h $ARCH -I "$ROOT/inc"
 	[ "$(stat name_bound)" = $((bound0 + 4)) ] || fail "file: cubin and PTX not stored as name-bound for each name"
 	# A header on disk folds the name into a number (run 22: a name of
 	# another length): bound to each name, as in the source (below).
-	for run in 1 22 1b; do served $run fsize --include fsize.h $ARCH -I "$ROOT/inc"; done
-	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/fsize.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/fsize.real22") &&
-		fail "fsize: sizeof(__FILE__) did not change the real NVRTC's cubin (the test proves nothing)"
-	expect fsize 1 0 1
-	expect fsize 22 0 1
-	expect fsize 1b 1 0
+	bound fsize 22 'sizeof(__FILE__)' --include fsize.h $ARCH -I "$ROOT/inc"
 	# __builtin_FILE() in the source, folded into a number: the name is not
 	# in the artifact as text, so the request must go under its own name.
 	printf '%s\n' '__device__ constexpr int sum(const char *s) { int n = 0; while (*s) n += *s++; return n; }' \
 		'extern "C" __global__ void k(int *o) { constexpr int v = sum(__builtin_FILE()); *o = v; }' >"$ROOT/bfile.cu"
-	for run in 1 2 1b; do served $run bfile --source "$ROOT/bfile.cu" $ARCH; done
-	cmp -s <(grep -o 'cubin=[^ ]*' "$ROOT/bfile.real1") <(grep -o 'cubin=[^ ]*' "$ROOT/bfile.real2") &&
-		fail "bfile: __builtin_FILE() did not change the real NVRTC's cubin (the test proves nothing)"
-	expect bfile 1 0 1
-	expect bfile 2 0 1
-	expect bfile 1b 1 0
+	bound bfile 2 '__builtin_FILE()' --source "$ROOT/bfile.cu" $ARCH
 	# No include, no __FILE__: an anonymous namespace's function, whose
 	# internal name NVRTC mangles with the program's base name.
 	printf '%s\n' 'namespace { __device__ __noinline__ float twice(float x) { return 2 * x; } }' \

@@ -740,6 +740,24 @@ static void test_absent_below_missing_dirs(void **state)
  * (jc__inc_file_hash): the same bytes at two paths are two hashes; in a
  * comment or a string, or without one, the bytes alone decide.
  */
+/* text's FILE hash at two paths: with uses (a __FILE__-like token), each
+ * path its own and neither the bytes' plain hash; else both the plain hash. */
+static void file_hash_case(const char *text, int uses)
+{
+	uint8_t a[16], b[16], plain[16];
+	size_t n = strlen(text);
+	assert_int_equal(jc__inc_file_hash("/x/inc/a.h", text, n, NULL, a), 0);
+	assert_int_equal(jc__inc_file_hash("/yy/inc/a.h", text, n, NULL, b), 0);
+	jc__inc_hash128(text, n, plain);
+	if (uses) {
+		assert_memory_not_equal(a, b, 16);
+		assert_memory_not_equal(a, plain, 16);
+	} else {
+		assert_memory_equal(a, b, 16);
+		assert_memory_equal(a, plain, 16);
+	}
+}
+
 static void test_file_macro_hash(void **state)
 {
 	(void)state;
@@ -754,23 +772,10 @@ static void test_file_macro_hash(void **state)
 	    "const char *s = \"__FILE__\";\n",
 	    "int FILE_COUNT = 3; int __FILE__x;\n",
 	};
-	uint8_t a[16], b[16], plain[16];
-	for (size_t i = 0; i < sizeof(uses) / sizeof(*uses); i++) {
-		size_t n = strlen(uses[i]);
-		assert_int_equal(jc__inc_file_hash("/x/inc/a.h", uses[i], n, NULL, a), 0);
-		assert_int_equal(jc__inc_file_hash("/yy/inc/a.h", uses[i], n, NULL, b), 0);
-		jc__inc_hash128(uses[i], n, plain);
-		assert_memory_not_equal(a, b, 16);
-		assert_memory_not_equal(a, plain, 16);
-	}
-	for (size_t i = 0; i < sizeof(not_uses) / sizeof(*not_uses); i++) {
-		size_t n = strlen(not_uses[i]);
-		assert_int_equal(jc__inc_file_hash("/x/inc/a.h", not_uses[i], n, NULL, a), 0);
-		assert_int_equal(jc__inc_file_hash("/yy/inc/a.h", not_uses[i], n, NULL, b), 0);
-		jc__inc_hash128(not_uses[i], n, plain);
-		assert_memory_equal(a, b, 16);
-		assert_memory_equal(a, plain, 16);
-	}
+	for (size_t i = 0; i < sizeof(uses) / sizeof(*uses); i++)
+		file_hash_case(uses[i], 1);
+	for (size_t i = 0; i < sizeof(not_uses) / sizeof(*not_uses); i++)
+		file_hash_case(not_uses[i], 0);
 }
 
 int main(void)
