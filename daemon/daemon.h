@@ -96,7 +96,7 @@ struct jc_flight {
 	 * nvFatbin job points it at its own). Borrowed. */
 	const struct jc_req *wreq;
 	/* The request's bytes (source, headers, link inputs), charged to
-	 * d->buffers from start to end of the flight. */
+	 * d->request.buffers from start to end of the flight. */
 	size_t charged;
 	int remote_hit; /* res came from the remote tier, not a worker */
 	int background; /* started by a re-warm and no client waits: an idle job (pool.h) */
@@ -350,17 +350,17 @@ void jc__keymemo_put(struct jc_daemon *d, const uint8_t direct[16], const uint8_
 void jc__keymemo_forget(struct jc_daemon *d, const uint8_t direct[16]);
 
 /* memcache.c: rows of hot keys, access-time batching, the periodic flush.
- * One instance per thread that serves hits (see there): d->mc, the main
+ * One instance per thread that serves hits (see there): d->request.mc, the main
  * loop's, and one per serving thread (server.c). Every function on an
  * instance is for its own thread, but for those that say otherwise. */
 struct jc_memcache;
 /* A new instance reading rows through rix (owned when owns_rix: closed by
  * free); share: how many instances split the descriptor and memfd caps.
- * The first made is d->mc (the caller stores it); the others are linked
+ * The first made is d->request.mc (the caller stores it); the others are linked
  * to it (made on the main loop, before their threads start). 0 or JC_ENOMEM. */
 int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, unsigned share,
 		     struct jc_memcache **out);
-/* NULL-safe; after its thread stopped. d->mc's frees every instance. */
+/* NULL-safe; after its thread stopped. d->request.mc's frees every instance. */
 void jc__memcache_free(struct jc_memcache *m);
 /* The daemon m serves. */
 struct jc_daemon *jc__memcache_daemon(const struct jc_memcache *m);
@@ -384,10 +384,10 @@ void jc__memcache_refill(struct jc_memcache *m);
 void jc__memcache_warm(struct jc_memcache *m, const uint8_t key[16]);
 /* 1 when the instance holds key's row. */
 int jc__memcache_holds(struct jc_memcache *m, const uint8_t key[16]);
-/* Forgets key's row; on d->mc, every other instance forgets it too
+/* Forgets key's row; on d->request.mc, every other instance forgets it too
  * before its next lookup. */
 void jc__memcache_forget(struct jc_memcache *m, const uint8_t key[16]);
-/* A serving thread's instance, before a lookup: forgets what d->mc forgot
+/* A serving thread's instance, before a lookup: forgets what d->request.mc forgot
  * since the last call (one atomic load when nothing was). */
 void jc__memcache_sync(struct jc_memcache *m);
 /* Forgets every row, in every instance (entries were removed). Main loop. */
@@ -399,7 +399,7 @@ void jc__memcache_touch(struct jc_memcache *m, const uint8_t key[16], uid_t uid,
  * to the instance's pending figures (jc__memcache_collect moves them). */
 void jc__memcache_count(struct jc_memcache *m, enum jc_counter c, uint64_t n, uint64_t hit_ns);
 /* Main loop: moves every instance's pending counts and hit times into the
- * daemon's counters and d->hit_latency (the flush and stats call it). */
+ * daemon's counters and d->run.hit_latency (the flush and stats call it). */
 void jc__memcache_collect(struct jc_daemon *d);
 /* Whether a request reads from disk (jc__inc_needed), by direct key: the
  * instance's memo slot for direct. */

@@ -5,7 +5,7 @@
  * pool once a tick (and at a clean stop). docs/ARCHITECTURE.md, "The store
  * and its consistency rules".
  *
- * One instance per thread that serves hits: the main loop's (d->mc, reading
+ * One instance per thread that serves hits: the main loop's (d->request.mc, reading
  * through the cache's reader d->cache->rix) and one per serving thread
  * (server.c), each with its own SQLite reader, slots and descriptors opened
  * ahead; an instance is used by its thread alone, but for what its lock
@@ -74,7 +74,7 @@ struct jc_memcache {
 	struct jc_daemon *d;
 	struct jc_index *rix;	  /* this instance's reader */
 	int owns_rix;		  /* opened for it (a serving thread's) */
-	struct jc_memcache *next; /* the instances, d->mc first */
+	struct jc_memcache *next; /* the instances, d->request.mc first */
 	struct jc_slot slots[MEMCACHE_SLOTS];
 	/* Under lock (the flush and stats take them from the main loop):
 	 * access times and hit counts not yet written, flushed in batches, one

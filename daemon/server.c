@@ -29,7 +29,7 @@
  * Limits for all: at most --max-connections connections at once, and
  * --max-connections-per-uid for each uid other than root and the daemon's
  * own (the next one is told so, ERROR JC_EBUSY, and closed). Request and reply
- * buffers share --buffer-budget bytes (d->buffers): each connection's first
+ * buffers share --buffer-budget bytes (d->request.buffers): each connection's first
  * JC_FRAMER_BASE bytes of request buffer are not charged (so small requests
  * are always read), everything past them is, and so is every queued reply. A
  * request that would pass it is refused (JC_EBUSY) and its connection
@@ -485,7 +485,7 @@ void jc__server_join(struct jc_daemon *d)
 			pthread_join(s->thread, NULL);
 		if (s)
 			pthread_mutex_destroy(&s->q.lock);
-		free(s); /* its memory cache goes with d->mc's (jc__cache_free) */
+		free(s); /* its memory cache goes with d->request.mc's (jc__cache_free) */
 	}
 	free(sv->srv);
 	free(sv->mainq);

@@ -26,7 +26,7 @@ struct write_req {
 	uv_write_t req;
 	struct jc_buf buf;
 	struct jc_conn *conn;
-	size_t charged; /* bytes charged to d->buffers */
+	size_t charged; /* bytes charged to d->request.buffers */
 };
 
 /* Replies up to this size are never refused for the budget (errors, hits by
