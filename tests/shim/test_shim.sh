@@ -281,15 +281,16 @@ tmpname_include)
 		"$SHIM_APP" --name "$name" "$@" >"$ROOT/$what.real$run" || fail "$what: real run $run failed"
 		"${RUN[@]}" --check "$SHIM_APP" --name "$name" "$@" >"$ROOT/$what.shim$run" 2>"$ROOT/$what.check$run"
 		if [ -n "${UNSTABLE:-}" ]; then
-			# NVRTC itself gives other bytes each time (below): all but the hashes
+			# NVRTC itself gives other bytes each time (below), of another
+			# length too: all but the artifacts (rc, names, log)
 			same <(unhashed <"$ROOT/$what.real$run") <(unhashed <"$ROOT/$what.shim$run") \
-				"$what: outputs but the artifacts' hashes (log included) of run $run"
+				"$what: outputs but the artifacts (log included) of run $run"
 		else
 			same "$ROOT/$what.real$run" "$ROOT/$what.shim$run" "$what: outputs (log included) of run $run"
 		fi
 		echo "$what run $run: $(cat "$ROOT/$what.check$run")"
 	}
-	unhashed() { sed -E 's#(ptx|cubin)=([0-9]+)/[0-9a-f]+#\1=\2#g'; }
+	unhashed() { sed -E 's#(ptx|cubin)=[0-9]+/[0-9a-f]+#\1=*#g'; }
 	expect() { # expect WHAT RUN HIT MISS
 		grep -q "1 reached jitcached ($3 hit, $4 miss" "$ROOT/$1.check$2" ||
 			{ cat "$ROOT/$1.check$2"; fail "$1 run $2: expected $3 hit, $4 miss"; }
@@ -348,7 +349,8 @@ tmpname_include)
 	cub=(--source "$JC_EXAMPLES/cub_sort.cu" $ARCH -std=c++17 -I "$cccl")
 	# NVRTC 13.0 names CUB's internal-linkage objects (cuda::std's customisation
 	# point objects) after the program, a random number and its pid: two
-	# compiles of one program never give the same bytes.
+	# compiles of one program never give the same bytes, nor always as many
+	# (an ASan run: 63948 and 63820 bytes of PTX for one name).
 	"$SHIM_APP" --name "$ROOT/cub.cu" "${cub[@]}" >"$ROOT/cub.a" && "$SHIM_APP" --name "$ROOT/cub.cu" "${cub[@]}" >"$ROOT/cub.b" ||
 		fail "cub: real run failed"
 	cmp -s "$ROOT/cub.a" "$ROOT/cub.b" || UNSTABLE=1
