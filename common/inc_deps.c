@@ -375,14 +375,14 @@ int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size
 int jc__inc_file_macro(const struct jc_dep *deps, size_t n_deps, const struct jc_inc_ctx *ctx,
 		       char *what, size_t len)
 {
-	int rc = 0;
-	for (size_t i = 0; rc >= 0 && i < n_deps; i++) {
+	for (size_t i = 0; i < n_deps; i++) {
 		int r = dep_ref(&deps[i], ctx, JC_INC_REF_FILE, what, len);
+		if (r < 0)
+			return r;
 		/* the toolkit's headers expand them only into text (assert,
 		 * CUB's __builtin_FILE() defaults), which the name check sees */
 		if (r == 1 && !jc__inc_in_toolkit(ctx->toolkit_root, deps[i].path))
 			return 1;
-		rc = r;
 	}
-	return rc < 0 ? rc : 0;
+	return 0;
 }
