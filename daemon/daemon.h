@@ -448,7 +448,9 @@ struct jc_fetched {
  * remote tier is asked first and the result is stored under when it holds
  * no name (progname.h); else NULL. A fatbin request's flight asks no one:
  * the caller builds it (jc__fatbin_start) or, when that fails, discards it
- * (jc__flight_free). *out: the flight, on success. */
+ * (jc__flight_free). *out: the flight, on success; only a fatbin request's
+ * may be used after the call: any other may have been answered and freed
+ * already (a client gone when the pool took it, a remote hit, a stop). */
 int jc__flight_start(struct jc_daemon *d, struct jc_conn *conn, const struct jc_toolchain *tc,
 		     const uint8_t key[16], const uint8_t *direct, struct jc_req *req,
 		     struct jc_inc_set **inc, uint64_t t0, const uint8_t *bad_object,

@@ -181,15 +181,18 @@ static int serve_cached(struct jc_daemon *d, struct jc_conn *conn, const uint8_t
  * flights become client work (jc__pool_promote). */
 static void promote(struct jc_daemon *d, struct jc_flight *f)
 {
+	/* the pool may drop (free) a flight whose clients are gone as it
+	 * dispatches, f too unless it builds a fatbin (flight_wanted) */
+	const struct jc_fatbin *fb = f->fatbin;
 	f->background = 0;
 	jc__pool_promote(d->pool, &f->job);
-	if (!f->fatbin)
+	if (!fb)
 		return;
 	for (struct jc_flight *g = d->request.flights; g; g = g->next) {
 		if (!g->background)
 			continue;
 		for (const struct jc_waiter *w = g->waiters; w; w = w->next)
-			if (jc__fatbin_part_conn(f->fatbin, w->conn)) {
+			if (jc__fatbin_part_conn(fb, w->conn)) {
 				promote(d, g);
 				break;
 			}
@@ -206,9 +209,10 @@ static int start_flight(struct jc_daemon *d, struct jc_conn *conn, const struct 
 			struct jc_fetched *fetched, const uint8_t *free_key)
 {
 	struct jc_flight *f;
+	int fatbin = req->output == JC_OUTPUT_FATBIN; /* any other f may be freed on return */
 	int rc = jc__flight_start(d, conn, tc, key, direct, req, inc, t0, bad_object, fetched,
 				  free_key, &f);
-	if (rc == 0 && f->req.output == JC_OUTPUT_FATBIN && jc__fatbin_start(d, f, conn) != 0) {
+	if (rc == 0 && fatbin && jc__fatbin_start(d, f, conn) != 0) {
 		jc__flight_free(f);
 		return JC_ENOMEM;
 	}

@@ -714,27 +714,49 @@ static void test_connections_per_uid(void **state)
 
 #define ABANDONED 60
 
+/* Sends a compile of a source of its own (i) and hangs up at once. */
+static void send_and_hang_up(const struct jtl_daemon *d, int i)
+{
+	char src[128];
+	snprintf(src, sizeof(src), "__global__ void k(int *p) { *p = %d; }", i);
+	jc_request *r = jct_request_src("gone.cu", src, "sm_90");
+	struct jc_buf b = {0};
+	int fd = jct_raw_hello(d);
+	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
+	send_all(fd, b.data, b.len);
+	close(fd);
+	jc__buf_free(&b);
+	jc_request_free(r);
+}
+
+#define GONE "every client that asked for it has gone"
+
+/* Compiles dropped and compiles run so far. */
+static int64_t abandoned_ended(const struct jtl_daemon *d)
+{
+	return jct_log_count(d, GONE) + jct_stat(d, "compiles");
+}
+
 /* Sixty clients each send a compile of a source of its own and hang up at
  * once, while the one worker is busy: their compiles are dropped when a
  * worker would take them, not run for nobody (each would hold its request's
- * bytes in the queue and a worker's time); a client that stays is served. */
+ * bytes in the queue and a worker's time); a client that stays is served.
+ * First, a few do so while the worker is free: a compile dropped as it is
+ * queued (the flight freed before its start returns: CI's ASan run saw a
+ * read of it) leaves the daemon serving. */
 static void test_abandoned_requests(void **state)
 {
 	struct jtl_daemon *d = *state;
 	jct_daemon_start(d, (const char *const[]){"--workers", "1", NULL});
-	double t0 = jtl_now_s();
-	for (int i = 0; i < ABANDONED; i++) {
-		char src[128];
-		snprintf(src, sizeof(src), "__global__ void k(int *p) { *p = %d; }", i);
-		jc_request *r = jct_request_src("gone.cu", src, "sm_90");
-		struct jc_buf b = {0};
-		int fd = jct_raw_hello(d);
-		assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
-		send_all(fd, b.data, b.len);
-		close(fd);
-		jc__buf_free(&b);
-		jc_request_free(r);
+	for (int i = 0; i < 5; i++) {
+		int64_t seen = abandoned_ended(d);
+		send_and_hang_up(d, ABANDONED + i);
+		for (int t = 0; t < 500 && abandoned_ended(d) == seen; t++)
+			usleep(10000);
 	}
+	double t0 = jtl_now_s();
+	for (int i = 0; i < ABANDONED; i++)
+		send_and_hang_up(d, i);
 	jc_request *r =
 	    jct_request_src("stays.cu", "__global__ void k(int *p) { *p = -1; }", "sm_90");
 	jc_result_free(jct_compile(d, r, 0));
@@ -744,8 +766,8 @@ static void test_abandoned_requests(void **state)
 		"abandoned requests: %d clients hung up after sending a compile; %" PRId64
 		" compiles ran (with the one that stayed), %.1f s until it was served\n",
 		ABANDONED, compiles, jtl_now_s() - t0);
-	assert_true(compiles <= ABANDONED / 4);
-	assert_true(jct_log_count(d, "every client that asked for it has gone") >= ABANDONED / 2);
+	assert_true(compiles <= ABANDONED / 4 + 5);
+	assert_true(jct_log_count(d, GONE) >= ABANDONED / 2);
 }
 
 #define QUEUED_CONNS 24
