@@ -364,7 +364,7 @@ int jc__req_admit(struct jc_req_policy *p, const struct jc_req *req, int reads_d
 	/* Trust model (docs/ARCHITECTURE.md): the daemon opens paths a request
 	 * names only for its own uid (and root); another uid's client reads its
 	 * include directories itself and sends the files (a tree). */
-	if (reads_disk && !req->tree_round && peer != geteuid() && peer != 0)
+	if (reads_disk && !req->tree_round && peer != p->self && peer != 0)
 		return jc__fail(
 		    err, errlen, JC_EDENIED,
 		    "this daemon reads include directories and "

@@ -62,6 +62,7 @@ int jc__req_sorted_headers(const struct jc_req *req, const struct jc_blob ***out
 struct jc_req_policy {
 	const struct jc_toolchain *tc; /* borrowed */
 	int test_faults;	       /* JITCACHE_TEST_FAULTS=1: test faults honoured */
+	uid_t self; /* the daemon's uid, its privileges dropped (no syscall per request) */
 	/* The NVRTC builds applications loaded that are not tc's (the nvrtc_id
 	 * of requests refused with JC_EVERSION), the first JC_OTHER_BUILDS, for
 	 * `version` and `doctor`: written by jc__req_admit (serving threads), read
@@ -87,7 +88,7 @@ void jc__req_builds(struct jc_req_policy *p, char *out, size_t len);
  * message lists what it supports); JC_ENOTSUP for fatbin output without a
  * fatbin tool; JC_EDENIED when reads_disk (the request reads include
  * directories or absolute #include paths, jc__inc_needed) and peer is
- * neither the daemon's uid nor root: the trust model (docs/ARCHITECTURE.md)
+ * neither the daemon's uid (p->self) nor root: the trust model (docs/ARCHITECTURE.md)
  * has other uids' clients send the headers instead. Message in err.
  * Thread-safe (its memo is per thread; p is not changed but for the
  * other builds, under builds_lock).

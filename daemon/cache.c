@@ -705,6 +705,7 @@ int jc__cache_init(struct jc_daemon *d)
 	d->request.hooks.request = jc__cache_request;
 	d->request.policy.tc = d->tc;
 	d->request.policy.test_faults = d->cfg.test_faults;
+	d->request.policy.self = geteuid(); /* (main.c: after become_user) */
 	pthread_mutex_init(&d->request.policy.builds_lock, NULL);
 	if (jc__memcache_new(d, jc__cachedir_reader(d->cache), 0, 1 + jc__server_threads(&d->cfg),
 			     &d->request.mc) != 0 ||
