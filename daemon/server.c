@@ -6,7 +6,7 @@
  * read-only descriptor with SCM_RIGHTS instead of its bytes).
  *
  * Threads: --serve-threads serving threads, each with a loop of its own,
- * accept connections in turn (round-robin, srv_listen_cb), check the limits
+ * accept connections in turn (one polls at a time, srv_listen_cb), check the limits
  * below, read their frames, answer their handshakes and write their
  * replies. A hit is answered there and then (jc__cache_try_hit:
  * the thread's memory cache and SQLite reader, descriptors opened ahead);
@@ -289,14 +289,16 @@ static void conn_accepted(struct jc_srv *s, int fd)
 }
 
 /*
- * Every serving thread polls the listening socket; the one whose turn it is
- * (d->server->accept_turn, modulo the threads) accepts the next connection and
- * passes the turn on, so that connections go round-robin and each is read
- * by the thread that the kernel woke for it (no hand-off before its HELLO).
- * The others, woken too, leave it. When accept fails for want of
- * descriptors, every thread stops polling until the main loop's next tick
- * (jc__server_tick, MSG_LISTEN) rather than spin on a socket that stays
- * readable.
+ * One serving thread at a time polls the listening socket: the one whose
+ * turn it is (d->server->accept_turn). It accepts the next connection,
+ * reads it itself (no hand-off before its HELLO) and passes the turn to the
+ * next running thread, which polls from then on; so connections go
+ * round-robin and a connect wakes one thread, not all of them (with every
+ * thread polling, a connect woke --serve-threads threads, and on a machine
+ * of many idle CPUs the client waited for the one whose turn it was).
+ * When accept fails for want of descriptors, the holder stops polling until
+ * the main loop's next tick (jc__server_tick) rather than spin on a socket
+ * that stays readable.
  */
 static void srv_listen_cb(uv_poll_t *h, int status, int events)
 {
@@ -307,40 +309,43 @@ static void srv_listen_cb(uv_poll_t *h, int status, int events)
 		uv_poll_stop(h);
 		return;
 	}
-	for (int i = 0; i < 16; i++) {
-		unsigned turn = __atomic_load_n(&d->server->accept_turn, __ATOMIC_ACQUIRE);
-		if (turn % d->server->n_srv != s->index)
-			return;
-		int fd = accept4(d->server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd >= 0) {
-			__atomic_store_n(&d->server->accept_turn, turn + 1, __ATOMIC_RELEASE);
-			conn_accepted(s, fd);
-			continue;
-		}
-		if (errno == EINTR || errno == ECONNABORTED)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			if (!__atomic_load_n(&d->run.stopping, __ATOMIC_RELAXED))
-				jc_log_warn(NET, "accept: %s; accepting again in a second",
-					    strerror(errno));
-			__atomic_store_n(&d->server->accept_paused, 1, __ATOMIC_RELEASE);
+	int fd;
+	while ((fd = accept4(d->server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) < 0 &&
+	       (errno == EINTR || errno == ECONNABORTED))
+		;
+	if (fd >= 0) {
+		if (d->server->n_srv > 1) {
 			uv_poll_stop(h);
+			__atomic_store_n(&d->server->accept_turn, s->index + 1, __ATOMIC_RELEASE);
+			jc__server_accept(d);
 		}
+		conn_accepted(s, fd);
 		return;
+	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK) {
+		if (!__atomic_load_n(&d->run.stopping, __ATOMIC_RELAXED))
+			jc_log_warn(NET, "accept: %s; accepting again in a second",
+				    strerror(errno));
+		__atomic_store_n(&d->server->accept_paused, 1, __ATOMIC_RELEASE);
+		uv_poll_stop(h);
 	}
 }
 
 void jc__server_accept(struct jc_daemon *d)
 {
-	for (unsigned i = 0; i < d->server->n_srv; i++) {
-		struct msg *m =
-		    d->server->srv[i] && d->server->srv[i]->running ? calloc(1, sizeof(*m)) : NULL;
+	struct jc_server *sv = d->server;
+	unsigned turn = __atomic_load_n(&sv->accept_turn, __ATOMIC_ACQUIRE);
+	for (unsigned k = 0; k < sv->n_srv; k++) {
+		struct jc_srv *s = sv->srv[(turn + k) % sv->n_srv];
+		struct msg *m = s && s->running ? calloc(1, sizeof(*m)) : NULL;
 		if (!m)
 			continue;
 		m->kind = MSG_LISTEN;
 		m->fd = -1;
-		if (jc__srv_mq_post(&d->server->srv[i]->q, m) != 0)
-			jc__srv_msg_free(m);
+		__atomic_store_n(&sv->accept_turn, s->index, __ATOMIC_RELEASE);
+		if (jc__srv_mq_post(&s->q, m) == 0)
+			return;
+		jc__srv_msg_free(m);
 	}
 }
 

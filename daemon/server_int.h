@@ -111,7 +111,7 @@ struct jc_srv {
  * connections. */
 struct jc_server {
 	int listen_fd;
-	unsigned accept_turn; /* whose turn it is to accept (atomic) */
+	unsigned accept_turn; /* the serving thread polling the listening socket (atomic) */
 	int accept_paused;    /* accept failed (no descriptor left): again at the tick (atomic) */
 	struct jc_srv **srv;
 	unsigned n_srv;
