@@ -47,12 +47,15 @@ static int wait_readable(int fd, int timeout_ms)
 
 /* One read of up to the iov's bytes (at least one byte: else JC_EIO with
  * ECONNRESET); keeps the first descriptor passed, closes others. Returns
- * the bytes read, or a negative JC_E* code. */
+ * the bytes read, or a negative JC_E* code. With a timeout (timeout_ms >=
+ * 0) a socket is read without waiting and polled only when nothing is
+ * there yet, so an answer its caller spun for (client.c) takes one call,
+ * not two; any other descriptor is polled, then read. */
 static ssize_t read_some(int fd, struct iovec *iov, int n_iov, int *passed_fd, int timeout_ms)
 {
+	int rc, wait = 0;
 	for (;;) {
-		int rc = wait_readable(fd, timeout_ms);
-		if (rc)
+		if (wait && (rc = wait_readable(fd, timeout_ms)))
 			return rc;
 		union {
 			struct cmsghdr hdr;
@@ -62,12 +65,20 @@ static ssize_t read_some(int fd, struct iovec *iov, int n_iov, int *passed_fd, i
 				     .msg_iovlen = (size_t)n_iov,
 				     .msg_control = ctl.space,
 				     .msg_controllen = sizeof(ctl.space)};
-		ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-		if (n < 0 && errno == ENOTSOCK)
+		ssize_t n =
+		    recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | (timeout_ms < 0 ? 0 : MSG_DONTWAIT));
+		if (n < 0 && errno == ENOTSOCK) {
+			if ((rc = wait_readable(fd, timeout_ms)))
+				return rc;
 			n = readv(fd, iov, n_iov);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN && timeout_ms >= 0) {
+				wait = 1;
+				continue;
+			}
 			return JC_EIO;
 		}
 		if (n == 0) {
