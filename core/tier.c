@@ -56,6 +56,12 @@ static int local_verify(struct jc_cachedir *c, const struct jc_entry *e)
 	return rc;
 }
 
+static int local_read_object(struct jc_cachedir *c, const struct jc_entry *e, uint8_t **data)
+{
+	size_t size;
+	return jc__store_read_object(c->local->store, e->object, e->size, data, &size);
+}
+
 static int local_row_names(struct jc_cachedir *c, const uint8_t key[16], const uint8_t object[16])
 {
 	struct jc_entry e = {0};
@@ -323,6 +329,7 @@ const struct jc_tier_ops jc__local_tier = {
     .open_object = local_open_object,
     .object_is = local_object_is,
     .verify = local_verify,
+    .read_object = local_read_object,
     .row_names = local_row_names,
     .publish = local_publish,
     .quarantine = local_quarantine,

@@ -228,6 +228,10 @@ struct jc_tier_ops {
 	/* Reads every byte of e's object and checks its size and hash. 0,
 	 * JC_ENOTFOUND, JC_ECORRUPT, JC_EIO, JC_ENOMEM. Any thread. */
 	int (*verify)(struct jc_cachedir *c, const struct jc_entry *e);
+	/* verify's read, kept: every byte of e's object into *data (malloc'd,
+	 * e->size bytes, owned by the caller), its size and hash checked. 0 or
+	 * verify's errors. Any thread. */
+	int (*read_object)(struct jc_cachedir *c, const struct jc_entry *e, uint8_t **data);
 	/* Whether the row of key, read afresh (rix, else wix), still names
 	 * object: 1 or 0. Loop thread (or under wlock without rix). */
 	int (*row_names)(struct jc_cachedir *c, const uint8_t key[16], const uint8_t object[16]);

@@ -355,7 +355,8 @@ void jc__keymemo_forget(struct jc_daemon *d, const uint8_t direct[16]);
  * instance is for its own thread, but for those that say otherwise. */
 struct jc_memcache;
 /* A new instance reading rows through rix (owned when owns_rix: closed by
- * free); share: how many instances split the descriptor and memfd caps.
+ * free); share: how many instances split the descriptor cap and
+ * --hot-copy-budget.
  * The first made is d->request.mc (the caller stores it); the others are linked
  * to it (made on the main loop, before their threads start). 0 or JC_ENOMEM. */
 int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, unsigned share,
@@ -368,16 +369,20 @@ struct jc_daemon *jc__memcache_daemon(const struct jc_memcache *m);
  * (cached then); NULL when there is none (an index error is logged).
  * Borrowed until the next call on the instance. */
 const struct jc_entry *jc__memcache_lookup(struct jc_memcache *m, const uint8_t key[16]);
-/* A descriptor of e's object (e: a row jc__memcache_lookup returned, not
- * negative) opened ahead by jc__memcache_refill, each its own open file
- * description, checked at open as jc_tier_ops.open_object checks, and again
- * now (jc_tier_ops.object_is: the file at the object's name is still that
- * one and passes the open's checks; a sealed memfd copy needs no check);
- * owned by the caller. -1 when none is held: then the caller opens the object itself.
- * Either way the slot is queued for a refill. */
-int jc__memcache_take_fd(struct jc_memcache *m, const struct jc_entry *e);
-/* Opens ahead the descriptors hits took since the last call (after the
- * answers went out: server_conn.c calls it from the busy poll). */
+/* What a hit of e (a row jc__memcache_lookup returned, not negative) is
+ * served from. The slot's checked copy of an object under 64 KiB: *bytes
+ * (e->size of them, borrowed until the next call on the instance) and -1
+ * returned. Else a descriptor opened ahead by jc__memcache_refill, each its
+ * own open file description, checked at open as jc_tier_ops.open_object
+ * checks, and again now (jc_tier_ops.object_is: the file at the object's
+ * name is still that one and passes the open's checks; one opened from a
+ * sealed memfd copy needs no check), owned by the caller; or -1 with *bytes
+ * NULL when neither is held: then the caller opens the object itself, and
+ * the slot is queued for a refill. */
+int jc__memcache_take(struct jc_memcache *m, const struct jc_entry *e, const uint8_t **bytes);
+/* Makes the copies (--hot-copy-budget) and opens ahead the descriptors of
+ * the slots hits took from since the last call (after the answers went
+ * out: server_conn.c calls it from the busy poll). */
 void jc__memcache_refill(struct jc_memcache *m);
 /* Reads key's row into the memory cache and opens its descriptors ahead,
  * now (a compile's answers are out: its first hit then waits for neither). */

@@ -38,29 +38,34 @@ static void result_of_entry(const struct jc_entry *e, struct jc_res *res, uint32
 /* Serves a hit from an ok row; returns 0, or an error when the object is
  * missing or fails its checks (it is then quarantined and the row dropped).
  *
- * Every hit is served a descriptor of its own, opened for it alone
- * (jc__store_open_object: openat without following links, then owner, type,
- * mode and size checked with fstat on the very descriptor that is sent, so
- * the file served is the file checked): opened ahead, after an earlier hit
- * of the row was answered (jc__memcache_take_fd, which checks it again),
- * else now. Each client thus gets its own read-only open file description:
- * what one does to it (fcntl O_DIRECT or O_APPEND, lseek) cannot change what
- * the daemon or another client reads. The client hashes every byte it is
- * served from a file, so content changed in place is caught there (and
- * rejected: see handle_reject); a sealed copy's bytes the daemon checked
- * after sealing (memcache.c). jitcache-bench measures the reopen against a
- * dup. */
+ * A hot object under 64 KiB is served inline, from the memory cache's copy
+ * of its bytes (read and hash-checked once, memcache.c); the client hashes
+ * them again. Any other hit is served a descriptor of its own, opened for
+ * it alone (jc__store_open_object: openat without following links, then
+ * owner, type, mode and size checked with fstat on the very descriptor that
+ * is sent, so the file served is the file checked; or opened from the
+ * memory cache's sealed memfd copy of a large object): opened ahead, after
+ * an earlier hit of the row was answered (jc__memcache_take, which checks it
+ * again), else now. Each client thus gets its own read-only open file
+ * description: what one does to it (fcntl O_DIRECT or O_APPEND, lseek)
+ * cannot change what the daemon or another client reads. The client hashes
+ * every byte it is served from a file, so content changed in place is
+ * caught there (and rejected: see handle_reject); a sealed copy's bytes the
+ * daemon checked after sealing. jitcache-bench measures the reopen against
+ * a dup. */
 int jc__keyed_serve_hit(struct jc_memcache *m, struct jc_conn *conn, const struct jc_entry *e,
 			const struct jc_strv *names, uint64_t t0)
 {
 	struct jc_daemon *d = jc__memcache_daemon(m);
-	int fd = jc__memcache_take_fd(m, e);
-	int rc = fd >= 0 ? 0 : d->cache->ops->open_object(d->cache, e, &fd);
+	const uint8_t *bytes;
+	int fd = jc__memcache_take(m, e, &bytes);
+	int rc = fd >= 0 || bytes ? 0 : d->cache->ops->open_object(d->cache, e, &fd);
 	if (rc != 0)
 		return rc;
 	struct jc_res res;
 	struct jc_lowered *tmp;
 	result_of_entry(e, &res, JC_CACHE_HIT);
+	res.data = (uint8_t *)bytes; /* borrowed: the answer is encoded before we return */
 	jc__res_lowered_in_order(&res, names, &tmp);
 	res.server_ns = jc__now_ns() - t0;
 	jc__memcache_count(m, JC_CTR_hits, 1, res.server_ns ? res.server_ns : 1);

@@ -40,12 +40,13 @@
 #define REFILL_MAX	  64
 #define FD_SHARE_OF_LIMIT 8
 #define FD_MAX		  512
-/* A hot object of at least MEMFD_MIN bytes is served from a sealed memfd
- * (the daemon's copy, hash-checked once; a client reads it without hashing
- * it again: client.c), MEMFD_BUDGET bytes of them at most (shared by the
- * instances). */
-#define MEMFD_MIN    (64u << 10)
-#define MEMFD_BUDGET (256ull << 20)
+/* A hot object is served from the daemon's own copy, hash-checked once:
+ * under MEMFD_MIN bytes its bytes go inline in the answer (no descriptor,
+ * no open, no fstatat per hit; the client hashes them), from MEMFD_MIN on
+ * from a sealed memfd (a client reads it without hashing it again:
+ * client.c). --hot-copy-budget bytes of copies at most (shared by the
+ * instances); 0: every hit is a descriptor of the object file. */
+#define MEMFD_MIN (64u << 10)
 /* Keys the main loop forgot, kept for the other instances; one that falls
  * further behind drops every row. */
 #define INVAL_RING 256
@@ -58,6 +59,7 @@ struct jc_slot {
 	int fds[FD_DEPTH]; /* e's object, each opened and checked on its own */
 	struct stat id;	   /* theirs (device, inode), for jc_tier_ops.object_is */
 	int memfd;	   /* its sealed copy (fds are opened from it), or -1; set when used */
+	uint8_t *bytes;	   /* its bytes, checked (an object under MEMFD_MIN), or NULL */
 	int no_copy;	   /* making the copy failed: not tried again for this row */
 	struct jc_entry e;
 };
@@ -98,8 +100,8 @@ struct jc_memcache {
 	/* Slots whose descriptors a hit took, refilled off the hot path. */
 	uint32_t refill[REFILL_MAX];
 	size_t n_refill;
-	size_t n_fds, max_fds;		    /* descriptors held in all slots, and the cap */
-	uint64_t memfd_bytes, memfd_budget; /* in the slots' memfds, and the cap */
+	size_t n_fds, max_fds;		  /* descriptors held in all slots, and the cap */
+	uint64_t copy_bytes, copy_budget; /* in the slots' copies (memfds, bytes), and the cap */
 };
 
 int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, unsigned share,
@@ -117,7 +119,7 @@ int jc__memcache_new(struct jc_daemon *d, struct jc_index *rix, int owns_rix, un
 		m->max_fds = (size_t)(rl.rlim_cur / FD_SHARE_OF_LIMIT);
 	share = share ? share : 1;
 	m->max_fds /= share;
-	m->memfd_budget = MEMFD_BUDGET / share;
+	m->copy_budget = d->cfg.hot_copy_budget / share;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->inval.lock, NULL);
 	if (d->request.mc) {
@@ -179,10 +181,13 @@ static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 	if (!s->used)
 		return;
 	slot_close_fds(m, s);
-	if (s->memfd >= 0) {
-		close(s->memfd);
-		m->memfd_bytes -= s->e.size;
+	if (s->memfd >= 0 || s->bytes) {
+		if (s->memfd >= 0)
+			close(s->memfd);
+		free(s->bytes);
+		m->copy_bytes -= s->e.size;
 		s->memfd = -1;
+		s->bytes = NULL;
 	}
 	s->no_copy = 0;
 	jc__entry_clear(&s->e);
@@ -289,12 +294,17 @@ void jc__memcache_warm(struct jc_memcache *m, const uint8_t key[16])
 	}
 }
 
-int jc__memcache_take_fd(struct jc_memcache *m, const struct jc_entry *e)
+int jc__memcache_take(struct jc_memcache *m, const struct jc_entry *e, const uint8_t **bytes)
 {
 	struct jc_cachedir *cd = m->d->cache;
 	struct jc_slot *s = slot_of(m, e->key);
+	*bytes = NULL;
 	if (!s->used || &s->e != e || e->status)
 		return -1;
+	if (s->bytes) {
+		*bytes = s->bytes;
+		return -1;
+	}
 	queue_refill(m, s);
 	if (!s->n_fds)
 		return -1;
@@ -357,15 +367,20 @@ void jc__memcache_refill(struct jc_memcache *m)
 		s->refill = 0;
 		if (!s->used || s->e.status)
 			continue;
-		if (s->memfd < 0 && !s->no_copy && s->e.size >= MEMFD_MIN &&
-		    m->memfd_bytes + s->e.size <= m->memfd_budget) {
-			s->memfd = sealed_copy(m, &s->e);
-			s->no_copy = s->memfd < 0;
-			if (s->memfd >= 0) {
-				m->memfd_bytes += s->e.size;
-				slot_close_fds(m, s); /* of the file: from now on, of the copy */
+		if (s->memfd < 0 && !s->bytes && !s->no_copy &&
+		    m->copy_bytes + s->e.size <= m->copy_budget) {
+			if (s->e.size >= MEMFD_MIN)
+				s->memfd = sealed_copy(m, &s->e);
+			else if (cd->ops->read_object(cd, &s->e, &s->bytes) != 0)
+				s->bytes = NULL;
+			s->no_copy = s->memfd < 0 && !s->bytes;
+			if (!s->no_copy) {
+				m->copy_bytes += s->e.size;
+				slot_close_fds(m, s); /* of the file: from now on, the copy */
 			}
 		}
+		if (s->bytes)
+			continue; /* served inline */
 		while (s->n_fds < FD_DEPTH && m->n_fds < m->max_fds) {
 			int fd;
 			struct stat st;

@@ -141,6 +141,11 @@ static const struct setting table[] = {
      "request and reply buffers of all connections; a request or large reply past it gets "
      "EBUSY",
      NULL},
+    {"hot-copy-budget", K_SIZE, FIELD(hot_copy_budget), 0, SIZE_MAX_B, "256M", NULL, RESTART,
+     "SIZE",
+     "memory for checked copies of hot objects, which hits are served from (inline under 64 KiB, "
+     "a sealed memfd from 64 KiB); 0: every hit gets a descriptor of the object file",
+     NULL},
     {"max-include-watches", K_COUNT, FIELD(max_include_watches), 0, 1 << 24, "32768", NULL, RESTART,
      "N", "inotify watches over all -I trees; 0: stat every header on each request", NULL},
     {"gc-interval", K_SECONDS, FIELD(gc_interval_s), 0, DURATION_MAX_S, "3600s", NULL, RELOAD,

@@ -37,6 +37,7 @@ struct jc_config {
 	int max_connections;	 /* client connections at once; more are refused */
 	int max_connections_per_uid; /* of one uid other than root and ours; more are refused */
 	uint64_t buffer_budget;	     /* bytes of request and reply buffers (server.c) */
+	uint64_t hot_copy_budget;    /* bytes of hot objects' checked copies (memcache.c) */
 	int group_shared;  /* socket 0660 (group access); the cache dir stays ours alone */
 	int test_faults;   /* JITCACHE_TEST_FAULTS=1: honour test_fault requests */
 	uid_t *allow_uids; /* clients allowed besides root and our uid; none = all */

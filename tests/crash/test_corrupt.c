@@ -2,7 +2,8 @@
 /*
  * Damaged objects: truncated to zero, truncated to half, one byte flipped
  * (same size: only the client's hash check can see it), replaced by a
- * symlink (to a good copy, even), or gone. The next read detects each one,
+ * symlink (to a good copy, even), or gone. The next read of the file (no hot
+ * copies: --hot-copy-budget 0) detects each one,
  * counts it in corrupt_objects, quarantines it, recompiles and serves
  * NVRTC's own bytes; `jitcachectl verify` reports every one, through the
  * daemon and offline, and repairs them. A daemon whose tmp/ and quarantine/
@@ -110,12 +111,17 @@ static void damage(struct jct_fx *f, enum damage how)
 		assert_int_equal(chmod(path, 0444), 0);
 }
 
+/* Every hit is served from the object file, as when the daemon keeps no
+ * copies of hot objects (a copy serves the bytes it checked when it was
+ * made, whatever happens to the file: test_hitpath). */
+static const char *const no_copies[] = {"--hot-copy-budget", "0", NULL};
+
 /* The next read of each damaged object detects it and serves a fresh compile. */
 static void test_next_read_repairs(void **state)
 {
 	struct jct_fx *f = *state;
 	double t0 = jtl_now_s();
-	jct_daemon_start(&f->d, NULL);
+	jct_daemon_start(&f->d, no_copies);
 	fetch_all(f, JC_MISS);
 	int64_t compiles = jct_stat(&f->d, "compiles");
 	for (int i = 0; i < N_DAMAGE; i++)
@@ -198,7 +204,7 @@ static void test_failed_recompile_drops_row(void **state)
 {
 	struct jct_fx *f = *state;
 	setenv("JITCACHE_TEST_FAULTS", "1", 1);
-	jct_daemon_start(&f->d, NULL);
+	jct_daemon_start(&f->d, no_copies);
 	unsetenv("JITCACHE_TEST_FAULTS");
 	fetch_all(f, JC_MISS);
 	damage(f, TRUNC_HALF);

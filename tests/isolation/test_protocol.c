@@ -8,12 +8,11 @@
  * client is told so and turned away. Floods of big requests and of unread
  * big answers keep the daemon's memory (VmHWM) within --buffer-budget; a
  * client that changes its hit descriptor (O_DIRECT, O_APPEND, lseek) changes
- * nothing for others; client-supplied strings reach the log escaped; a hit
- * lists lowered names in the order of its own request. The handshake of
- * protocol 3 carries the daemon's NVRTC version and architectures (what
- * `jitcachectl version` says); a client of protocol 1 or 2 gets none of
- * them (its decoder would refuse the fields), and the client library uses
- * them without asking again.
+ * nothing for others; a small hot object comes inline; client-supplied strings reach the log
+ * escaped; a hit lists lowered names in the order of its own request. The handshake of protocol 3
+ * carries the daemon's NVRTC version and architectures (what `jitcachectl version` says); a client
+ * of protocol 1 or 2 gets none of them (its decoder would refuse the fields), and the client
+ * library uses them without asking again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -361,11 +360,13 @@ static void raw_result(int fd, const jc_request *r, struct jc_res *res, int *obj
 
 /* A hit's descriptor is the client's own open file description: what it sets
  * there (O_DIRECT, O_APPEND, an offset) is not seen by the next hit, and
- * every later hit of the key is served right (no "corrupt object"). */
+ * every later hit of the key is served right (no "corrupt object"). With
+ * --hot-copy-budget 0, so that a small object is served by descriptor too. */
 static void test_hit_descriptor_is_private(void **state)
 {
 	struct jtl_daemon *d = *state;
-	jct_daemon_start(d, NULL);
+	const char *const flags[] = {"--hot-copy-budget", "0", NULL};
+	jct_daemon_start(d, flags);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_result *ref = jct_compile(d, r, 0);
 	size_t ref_n;
@@ -410,6 +411,35 @@ static void test_hit_descriptor_is_private(void **state)
 		direct ? "O_DIRECT, " : "");
 	close(objfd);
 	close(fd);
+	jc_result_free(ref);
+	jc_request_free(r);
+}
+
+/* A hot object under 64 KiB is answered inline, from the daemon's checked
+ * copy: no descriptor, its bytes in the RESULT frame, the first hit after
+ * the compile (its copy is made once the compile is answered) and later
+ * ones, on fresh connections (any serving thread). */
+static void test_small_hit_inline(void **state)
+{
+	struct jtl_daemon *d = *state;
+	jct_daemon_start(d, NULL);
+	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
+	jc_result *ref = jct_compile(d, r, 0);
+	size_t ref_n;
+	const void *ref_data = jc_result_data(ref, &ref_n);
+	assert_true(ref_n < 64 * 1024);
+	for (int i = 0; i < 4; i++) {
+		int fd = jct_raw_hello(d), objfd = -1;
+		struct jc_res res;
+		raw_result(fd, r, &res, &objfd);
+		assert_int_equal(res.cache, JC_CACHE_HIT);
+		assert_int_equal(objfd, -1);
+		assert_non_null(res.data);
+		assert_int_equal(res.size, ref_n);
+		assert_memory_equal(res.data, ref_data, ref_n);
+		jc__res_clear(&res);
+		close(fd);
+	}
 	jc_result_free(ref);
 	jc_request_free(r);
 }
@@ -1039,6 +1069,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_connections_per_uid, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_hit_descriptor_is_private, jct_setup,
 					    jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_small_hit_inline, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_request_flood, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_unread_replies_flood, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_abandoned_requests, jct_setup, jct_teardown),

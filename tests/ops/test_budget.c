@@ -206,12 +206,14 @@ static void object_path(const struct jtl_daemon *d, const uint8_t object[16], ch
 	snprintf(path, len, "%s/objects/%.2s/%s", d->cache, hex, hex);
 }
 
-/* A hit is answered with a descriptor of the object; a purge (which unlinks
- * the object) while the client still holds it does not break the bytes. */
+/* A hit is answered with a descriptor of the object (no hot copies: a small
+ * one would come inline); a purge (which unlinks the object) while the
+ * client still holds it does not break the bytes. */
 static void test_served_entry_survives_purge(void **state)
 {
 	struct jtl_daemon *d = *state;
-	jct_daemon_start(d, NULL);
+	const char *const no_copies[] = {"--hot-copy-budget", "0", NULL};
+	jct_daemon_start(d, no_copies);
 	jc_request *r = jct_request_src("held.cu", jct_tiny_src(7), "sm_90");
 	jc_client *c = jct_connect(d);
 	jc_result *first = NULL;

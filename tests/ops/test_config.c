@@ -276,9 +276,10 @@ static void test_example_config(void **state)
 	}
 	fclose(in);
 	fclose(out);
-	assert_int_equal(settings, 40); /* 29 + user-max-size, max-log-size, user-max-workers, user,
+	assert_int_equal(settings, 41); /* 29 + user-max-size, max-log-size, user-max-workers, user,
 					 * group, remote-unsigned, remote-lock-wait, keep-requests,
-					 * rewarm-workers, rewarm-budget, serve-threads */
+					 * rewarm-workers, rewarm-budget, serve-threads,
+					 * hot-copy-budget */
 	/* Paths from the flags (they win); the rest from the example. */
 	jct_daemon_spawn_with(&f->d, (const char *const[]){"--config", f->file, NULL}, NULL, NULL);
 	jct_daemon_wait_ready(&f->d);
