@@ -295,7 +295,11 @@ static void conn_accepted(struct jc_srv *s, int fd)
  * next running thread, which polls from then on; so connections go
  * round-robin and a connect wakes one thread, not all of them (with every
  * thread polling, a connect woke --serve-threads threads, and on a machine
- * of many idle CPUs the client waited for the one whose turn it was).
+ * of many idle CPUs the client waited for the one whose turn it was). The
+ * turn is passed once the new connection's HELLO is answered (or, for a
+ * client slow to send it, JC_PASS_TURN_NS after the accept: the loop polls
+ * meanwhile): waking the next thread cost the accepting one 25-30 us on the
+ * H200 machine, which the client waited for when it came first.
  * When accept fails for want of descriptors, the holder stops polling until
  * the main loop's next tick (jc__server_tick) rather than spin on a socket
  * that stays readable.
@@ -316,10 +320,11 @@ static void srv_listen_cb(uv_poll_t *h, int status, int events)
 	if (fd >= 0) {
 		if (d->server->n_srv > 1) {
 			uv_poll_stop(h);
-			__atomic_store_n(&d->server->accept_turn, s->index + 1, __ATOMIC_RELEASE);
-			jc__server_accept(d);
+			s->pass_turn_ns = jc__now_ns() + JC_PASS_TURN_NS;
 		}
 		conn_accepted(s, fd);
+		if (s->pass_turn_ns)
+			jc__srv_poll_awhile(s); /* passes it at the latest then */
 		return;
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -328,24 +333,6 @@ static void srv_listen_cb(uv_poll_t *h, int status, int events)
 				    strerror(errno));
 		__atomic_store_n(&d->server->accept_paused, 1, __ATOMIC_RELEASE);
 		uv_poll_stop(h);
-	}
-}
-
-void jc__server_accept(struct jc_daemon *d)
-{
-	struct jc_server *sv = d->server;
-	unsigned turn = __atomic_load_n(&sv->accept_turn, __ATOMIC_ACQUIRE);
-	for (unsigned k = 0; k < sv->n_srv; k++) {
-		struct jc_srv *s = sv->srv[(turn + k) % sv->n_srv];
-		struct msg *m = s && s->running ? calloc(1, sizeof(*m)) : NULL;
-		if (!m)
-			continue;
-		m->kind = MSG_LISTEN;
-		m->fd = -1;
-		__atomic_store_n(&sv->accept_turn, s->index, __ATOMIC_RELEASE);
-		if (jc__srv_mq_post(&s->q, m) == 0)
-			return;
-		jc__srv_msg_free(m);
 	}
 }
 

@@ -464,6 +464,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			return JC_ENOMEM;
 		}
 		jc__srv_conn_write(c, &b, 0);
+		jc__srv_pass_turn(c->srv); /* the HELLO_OK is out: now wake the next */
 		return 0;
 	}
 	if (c->busy || c->drain_wait) {
@@ -549,13 +550,16 @@ static void poll_idle_cb(uv_idle_t *h)
 {
 	struct jc_srv *s = h->data;
 	jc__memcache_refill(s->mc); /* the answers of the last turn are out */
-	if (jc__now_ns() >= s->poll_until_ns)
+	uint64_t now = jc__now_ns();
+	if (s->pass_turn_ns && now >= s->pass_turn_ns)
+		jc__srv_pass_turn(s); /* its new connection is slow to say HELLO */
+	if (now >= s->poll_until_ns && !s->pass_turn_ns)
 		uv_idle_stop(h);
 	else
 		sched_yield();
 }
 
-static void poll_awhile(struct jc_srv *s)
+void jc__srv_poll_awhile(struct jc_srv *s)
 {
 	s->poll_until_ns = jc__now_ns() + POLL_NS;
 	if (!uv_is_active((uv_handle_t *)&s->poll_idle))
@@ -576,7 +580,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		jc__srv_conn_close(c);
 		return;
 	}
-	poll_awhile(c->srv);
+	jc__srv_poll_awhile(c->srv);
 	c->replied = 0;
 	int rc = jc__framer_feed(&c->in, (size_t)nread, conn_frame_cb, c);
 	if (rc == 0)
@@ -613,6 +617,7 @@ void jc__srv_conn_start(struct jc_srv *s, struct jc_conn *c)
 	if (c->refuse) {
 		jc__srv_conn_send_error(c, c->refuse, c->refuse_why);
 		jc__srv_conn_end(c);
+		jc__srv_pass_turn(s);
 		return;
 	}
 	idle_arm(c);

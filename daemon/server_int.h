@@ -89,6 +89,16 @@ struct jc_mq {
 	int open; /* takes messages (its loop has not closed it) */
 };
 
+/* A serving thread passes the accept turn it holds on to the next one
+ * (server.c); nothing when it holds none. Its own thread. */
+void jc__srv_pass_turn(struct jc_srv *s);
+/* At the latest this long after an accept, its thread passes the turn on. */
+#define JC_PASS_TURN_NS 200000
+/* The serving thread's loop polls instead of sleeping for a while (and
+ * until it has passed on a turn it holds), making ready what the last turn's
+ * hits took (memcache.c). Its own thread. */
+void jc__srv_poll_awhile(struct jc_srv *s);
+
 /* A serving thread. */
 struct jc_srv {
 	struct jc_daemon *d;
@@ -96,7 +106,10 @@ struct jc_srv {
 	struct jc_mq q;
 	uv_idle_t poll_idle; /* active: the loop polls instead of sleeping */
 	uint64_t poll_until_ns;
-	uv_poll_t listen_poll;	/* the listening socket (srv_listen_cb) */
+	uv_poll_t listen_poll; /* the listening socket (srv_listen_cb) */
+	/* Holds the accept turn it stopped polling for: passes it on once its
+	 * new connection's HELLO is answered, or at this time (jc__srv_pass_turn). */
+	uint64_t pass_turn_ns;
 	unsigned index;		/* its place in d->server->srv: its turns to accept */
 	struct jc_memcache *mc; /* its memory cache (memcache.c) */
 	struct jc_conn *conns;	/* its connections */

@@ -4,7 +4,8 @@
  * main loop the requests it does not answer itself (MSG_COMPILE,
  * MSG_ADMIN); the main loop's proxy of a connection sends what the request
  * path answers back to the connection's thread (MSG_REPLY, MSG_DONE,
- * MSG_CLOSE), and the main loop tells the threads to listen, warm and stop.
+ * MSG_CLOSE), and the main loop tells the threads to listen, warm and stop;
+ * the accept turn goes from thread to thread as MSG_LISTEN.
  * Also the connections' reference counts, which messages hold.
  */
 #include <stdlib.h>
@@ -133,4 +134,31 @@ int jc__srv_mq_init(struct jc_mq *q, uv_loop_t *loop, uv_async_cb cb, void *data
 	q->async.data = data;
 	q->open = rc == 0;
 	return rc;
+}
+
+void jc__srv_pass_turn(struct jc_srv *s)
+{
+	if (!s->pass_turn_ns)
+		return;
+	s->pass_turn_ns = 0;
+	__atomic_store_n(&s->d->server->accept_turn, s->index + 1, __ATOMIC_RELEASE);
+	jc__server_accept(s->d);
+}
+
+void jc__server_accept(struct jc_daemon *d)
+{
+	struct jc_server *sv = d->server;
+	unsigned turn = __atomic_load_n(&sv->accept_turn, __ATOMIC_ACQUIRE);
+	for (unsigned k = 0; k < sv->n_srv; k++) {
+		struct jc_srv *s = sv->srv[(turn + k) % sv->n_srv];
+		struct msg *m = s && s->running ? calloc(1, sizeof(*m)) : NULL;
+		if (!m)
+			continue;
+		m->kind = MSG_LISTEN;
+		m->fd = -1;
+		__atomic_store_n(&sv->accept_turn, s->index, __ATOMIC_RELEASE);
+		if (jc__srv_mq_post(&s->q, m) == 0)
+			return;
+		jc__srv_msg_free(m);
+	}
 }

@@ -480,12 +480,14 @@ static void test_bad_header_names(void **state)
 
 /* An object with another owner, writable by others, or a symlink in its
  * place (to the right bytes, even) is never served: it is quarantined and
- * compiled again. */
+ * compiled again. Hits read the file (--hot-copy-budget 0: a hot copy keeps
+ * serving the bytes it checked when it was made, test_hitpath). */
 static void test_object_checks(void **state)
 {
 	struct jtl_daemon *d = *state;
 	need_root();
-	jct_daemon_start(d, NULL);
+	const char *const no_copies[] = {"--hot-copy-budget", "0", NULL};
+	jct_daemon_start(d, no_copies);
 	jc_request *r = jct_request("saxpy.cu", "sm_90", saxpy_exprs);
 	jc_client *c = jct_connect(d);
 	jc_result *ref = NULL, *res = NULL;
