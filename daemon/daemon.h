@@ -384,8 +384,10 @@ int jc__memcache_take(struct jc_memcache *m, const struct jc_entry *e, const uin
  * the slots hits took from since the last call (after the answers went
  * out: server_conn.c calls it from the busy poll). */
 void jc__memcache_refill(struct jc_memcache *m);
-/* Reads key's row into the memory cache and opens its descriptors ahead,
- * now (a compile's answers are out: its first hit then waits for neither). */
+/* Reads key's row into the memory cache and makes ready what its hits are
+ * served from (jc__memcache_refill: its copy, else descriptors opened
+ * ahead), now (a compile's answers are out: its first hit then waits for
+ * neither). */
 void jc__memcache_warm(struct jc_memcache *m, const uint8_t key[16]);
 /* 1 when the instance holds key's row. */
 int jc__memcache_holds(struct jc_memcache *m, const uint8_t key[16]);

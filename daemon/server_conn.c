@@ -549,11 +549,11 @@ void jc__srv_conn_end(struct jc_conn *c)
 static void poll_idle_cb(uv_idle_t *h)
 {
 	struct jc_srv *s = h->data;
-	jc__memcache_refill(s->mc); /* the answers of the last turn are out */
-	uint64_t now = jc__now_ns();
-	if (s->pass_turn_ns && now >= s->pass_turn_ns)
+	/* The turn first: a refill may make a large object's sealed copy. */
+	if (s->pass_turn_ns && jc__now_ns() >= s->pass_turn_ns)
 		jc__srv_pass_turn(s); /* its new connection is slow to say HELLO */
-	if (now >= s->poll_until_ns && !s->pass_turn_ns)
+	jc__memcache_refill(s->mc);   /* the answers of the last turn are out */
+	if (jc__now_ns() >= s->poll_until_ns && !s->pass_turn_ns)
 		uv_idle_stop(h);
 	else
 		sched_yield();

@@ -8,11 +8,12 @@
  * client is told so and turned away. Floods of big requests and of unread
  * big answers keep the daemon's memory (VmHWM) within --buffer-budget; a
  * client that changes its hit descriptor (O_DIRECT, O_APPEND, lseek) changes
- * nothing for others; a small hot object comes inline; client-supplied strings reach the log
- * escaped; a hit lists lowered names in the order of its own request. The handshake of protocol 3
- * carries the daemon's NVRTC version and architectures (what `jitcachectl version` says); a client
- * of protocol 1 or 2 gets none of them (its decoder would refuse the fields), and the client
- * library uses them without asking again.
+ * nothing for others; a small hot object comes inline; client-supplied
+ * strings reach the log escaped; a hit lists lowered names in the order of
+ * its own request. The handshake of protocol 3 carries the daemon's NVRTC
+ * version and architectures (what `jitcachectl version` says); a client of
+ * protocol 1 or 2 gets none of them (its decoder would refuse the fields),
+ * and the client library uses them without asking again.
  */
 #include <errno.h>
 #include <fcntl.h>
