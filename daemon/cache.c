@@ -534,20 +534,33 @@ static void key_after_cb(uv_work_t *w, int status)
 	key_step(j);
 }
 
-/* The request path of a client-read tree: keyed here, on the loop. */
+/* The key of a request whose client read its include tree (req->tree_round):
+ * its direct key with the tree's key digest, the client's word for a
+ * JC_TREE_DIGEST round (as its hashes would be), else computed from the
+ * entries it sent, whose set fills inc (zeroed; the caller clears it). 0 or
+ * an error, with its message in err when it has one. Any thread. */
+static int tree_key(const struct jc_req *req, const uint8_t direct[16], struct jc_inc_set *inc,
+		    uint8_t key[16], char *err, size_t errlen)
+{
+	uint8_t tree[16];
+	int rc = 0;
+	if (req->tree_round == JC_TREE_DIGEST)
+		memcpy(tree, req->tree_digest, 16);
+	else
+		rc = jc__inc_tree_set(req, inc, err, errlen)
+			 ?: jc__inc_key_digest(inc, &req->include_dirs, tree);
+	return rc ?: jc__key_with_tree(direct, tree, key);
+}
+
+/* The request path of a client-read tree the serving thread did not
+ * answer: keyed here, on the loop. */
 static void tree_request(struct jc_daemon *d, struct jc_conn *conn, struct jc_req *req,
 			 const uint8_t direct[16], uint64_t t0)
 {
 	char err[600] = "";
-	uint8_t tree[16], key[16];
+	uint8_t key[16];
 	struct jc_inc_set *inc = calloc(1, sizeof(*inc));
-	int rc = inc ? 0 : JC_ENOMEM;
-	if (rc == 0 && req->tree_round == JC_TREE_DIGEST)
-		memcpy(tree, req->tree_digest, 16); /* the client's word, as its hashes would be */
-	else
-		rc = rc ?: jc__inc_tree_set(req, inc, err, sizeof(err))
-			?: jc__inc_key_digest(inc, &req->include_dirs, tree);
-	rc = rc ?: jc__key_with_tree(direct, tree, key);
+	int rc = inc ? tree_key(req, direct, inc, key, err, sizeof(err)) : JC_ENOMEM;
 	if (rc != 0) {
 		jc__daemon_count(d, JC_CTR_bad_requests, rc == JC_EINVAL);
 		jc__refuse(d, conn, rc, err[0] ? err : jc_strerror(rc));
@@ -610,20 +623,35 @@ int jc__cache_try_hit(struct jc_memcache *m, struct jc_conn *conn, struct jc_req
 	uint8_t key[16], lookup[16];
 	char err[1536];
 	int needed, watched = 0;
-	if (req->tree_round || req->reject_reason != JC_REJECT_NONE ||
+	/* A tree round that carries the headers' bytes is a miss as a rule. */
+	if (req->tree_round == JC_TREE_BYTES || req->reject_reason != JC_REJECT_NONE ||
 	    key_request(m, conn, req, key, &needed, err, sizeof(err)) != 0)
 		return 0;
-	if (needed && (jc__key_lookup(key, &req->include_dirs, lookup) != 0 ||
-		       !jc__keymemo_get(d, lookup, key, &watched)))
+	if (req->tree_round) {
+		struct jc_inc_set inc = {0};
+		uint8_t direct[16];
+		memcpy(direct, key, 16);
+		int rc = tree_key(req, direct, &inc, key, err, sizeof(err));
+		jc__inc_set_clear(&inc);
+		if (rc != 0)
+			return 0; /* the loop refuses it, with its reason */
+	} else if (needed && (jc__key_lookup(key, &req->include_dirs, lookup) != 0 ||
+			      !jc__keymemo_get(d, lookup, key, &watched))) {
 		return 0;
+	}
 	jc__memcache_sync(m);
 	const struct jc_entry *e = jc__memcache_lookup(m, key);
 	if (!e || e->status || jc__keyed_serve_hit(m, conn, e, &req->name_exprs, t0) != 0)
 		return 0;
-	if (needed)
+	if (req->tree_round) {
+		jc__memcache_count(m, JC_CTR_tree_requests, 1, 0);
+		jc__memcache_count(m, JC_CTR_tree_digest_hits, req->tree_round == JC_TREE_DIGEST,
+				   0);
+	} else if (needed) {
 		jc__memcache_count(
 		    m, watched ? JC_CTR_include_tree_watch_hits : JC_CTR_include_manifest_hits, 1,
 		    0);
+	}
 	jc__req_clear(req);
 	return 1;
 }
