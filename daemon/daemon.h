@@ -378,7 +378,7 @@ const struct jc_entry *jc__memcache_lookup(struct jc_memcache *m, const uint8_t 
  * name is still that one and passes the open's checks; one opened from a
  * sealed memfd copy needs no check), owned by the caller; or -1 with *bytes
  * NULL when neither is held: then the caller opens the object itself, and
- * the slot is queued for a refill. */
+ * the slot is queued for a refill from the row's second hit on. */
 int jc__memcache_take(struct jc_memcache *m, const struct jc_entry *e, const uint8_t **bytes);
 /* Makes the copies (--hot-copy-budget) and opens ahead the descriptors of
  * the slots hits took from since the last call (after the answers went

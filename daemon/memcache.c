@@ -61,6 +61,7 @@ struct jc_slot {
 	int memfd;	   /* its sealed copy (fds are opened from it), or -1; set when used */
 	uint8_t *bytes;	   /* its bytes, checked (an object under MEMFD_MIN), or NULL */
 	int no_copy;	   /* making the copy failed: not tried again for this row */
+	int taken;	   /* hits of the row since it came in, up to 2 (jc__memcache_take) */
 	struct jc_entry e;
 };
 
@@ -190,6 +191,7 @@ static void slot_drop(struct jc_memcache *m, struct jc_slot *s)
 		s->bytes = NULL;
 	}
 	s->no_copy = 0;
+	s->taken = 0;
 	jc__entry_clear(&s->e);
 	s->used = 0;
 	s->touch = 0;
@@ -305,7 +307,13 @@ int jc__memcache_take(struct jc_memcache *m, const struct jc_entry *e, const uin
 		*bytes = s->bytes;
 		return -1;
 	}
-	queue_refill(m, s);
+	/* From its second hit on, a row's copy or descriptors are made ahead
+	 * (after the answers): most rows hit once are not hit again (keys
+	 * drawn from many), and a copy read and hashed for each of them cost
+	 * the next hit more than it saved. */
+	s->taken += s->taken < 2;
+	if (s->taken > 1)
+		queue_refill(m, s);
 	if (!s->n_fds)
 		return -1;
 	/* The sealed copy cannot change; a file must still be the one at the

@@ -6,7 +6,8 @@
  * read-only descriptor with SCM_RIGHTS instead of its bytes).
  *
  * Threads: --serve-threads serving threads, each with a loop of its own,
- * accept connections in turn (one polls at a time, srv_listen_cb), check the limits
+ * accept connections (one polls at a time and gives each to the thread with
+ * the fewest, srv_listen_cb), check the limits
  * below, read their frames, answer their handshakes and write their
  * replies. A hit is answered there and then (jc__cache_try_hit:
  * the thread's memory cache and SQLite reader, descriptors opened ahead);
@@ -49,6 +50,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -87,6 +89,7 @@ static int uid_allowed(const struct jc_daemon *d, uid_t uid)
 /* --- the serving threads ------------------------------------------------------ */
 
 static void srv_listen_cb(uv_poll_t *h, int status, int events);
+static void conn_accepted(struct jc_srv *s, int fd);
 
 /* MSG_STOP: the thread's connections end once what is queued to them is
  * written; its loop then runs out of handles. */
@@ -129,6 +132,12 @@ static void srv_async_cb(uv_async_t *a)
 		case MSG_LISTEN:
 			if (!uv_is_closing((uv_handle_t *)&s->listen_poll))
 				uv_poll_start(&s->listen_poll, UV_READABLE, srv_listen_cb);
+			break;
+		case MSG_ADOPT: /* a connection, and the turn with it */
+			if (!uv_is_closing((uv_handle_t *)&s->listen_poll))
+				uv_poll_start(&s->listen_poll, UV_READABLE, srv_listen_cb);
+			conn_accepted(s, m->fd);
+			m->fd = -1;
 			break;
 		case MSG_WARM:
 			jc__memcache_sync(s->mc); /* what was forgotten before it */
@@ -256,14 +265,16 @@ static void conn_admit(struct jc_daemon *d, struct jc_conn *c)
 	d->server->conns = c;
 }
 
-/* An accepted socket fd (owned), on serving thread s: checked against the
- * limits, then served here, or told why it is refused. */
+/* An accepted socket fd (owned, counted in s->n_open), on serving thread
+ * s: checked against the limits, then served here, or told why it is
+ * refused. */
 static void conn_accepted(struct jc_srv *s, int fd)
 {
 	struct jc_daemon *d = s->d;
 	struct jc_conn *c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
+		__atomic_sub_fetch(&s->n_open, 1, __ATOMIC_RELAXED);
 		return;
 	}
 	c->d = d;
@@ -283,23 +294,48 @@ static void conn_accepted(struct jc_srv *s, int fd)
 		jc_log_warn(NET, "refused connection of uid %d gid %d pid %d: %s", (int)c->uid,
 			    (int)c->gid, (int)c->pid, c->refuse_why);
 	else
-		jc_log_debug(NET, "client uid %d gid %d pid %d connected", (int)c->uid, (int)c->gid,
-			     (int)c->pid);
+		jc_log_debug(NET, "client uid %d gid %d pid %d connected (serving thread %u)",
+			     (int)c->uid, (int)c->gid, (int)c->pid, s->index);
 	jc__srv_conn_start(s, c);
+}
+
+/* The serving thread a connection s accepted goes to: s itself while it
+ * has none open, else the running one with the fewest open, the others
+ * before s among equals (the next after s first), so that connections open
+ * at once go round the threads even beside one that stays idle. Its count
+ * is raised for the connection. */
+static struct jc_srv *serving_thread_for(struct jc_srv *s)
+{
+	struct jc_server *sv = s->d->server;
+	struct jc_srv *best = s;
+	int least = __atomic_load_n(&s->n_open, __ATOMIC_RELAXED);
+	for (unsigned k = 1; k < sv->n_srv && least > 0; k++) {
+		struct jc_srv *o = sv->srv[(s->index + k) % sv->n_srv];
+		int n = o && o->running ? __atomic_load_n(&o->n_open, __ATOMIC_RELAXED) : INT_MAX;
+		if (n < least || (n == least && best == s)) {
+			best = o;
+			least = n;
+		}
+	}
+	__atomic_add_fetch(&best->n_open, 1, __ATOMIC_RELAXED);
+	return best;
 }
 
 /*
  * One serving thread at a time polls the listening socket: the one whose
- * turn it is (d->server->accept_turn). It accepts the next connection,
- * reads it itself (no hand-off before its HELLO) and passes the turn to the
- * next running thread, which polls from then on; so connections go
- * round-robin and a connect wakes one thread, not all of them (with every
- * thread polling, a connect woke --serve-threads threads, and on a machine
- * of many idle CPUs the client waited for the one whose turn it was). The
- * turn is passed once the new connection's HELLO is answered (or, for a
- * client slow to send it, JC_PASS_TURN_NS after the accept: the loop polls
- * meanwhile): waking the next thread cost the accepting one 25-30 us on the
- * H200 machine, which the client waited for when it came first.
+ * turn it is (d->server->accept_turn). It serves what it accepts itself,
+ * reading it at once, while it has no other connection open; else the
+ * connection goes to the thread with the fewest (serving_thread_for), and
+ * the turn with it (MSG_ADOPT; one wake, which the connection needed). So
+ * connections that come one after another (a process at a time, beside
+ * others that stay connected or not) cost no wake of another thread, and
+ * those open at once (a burst of processes that stay) are spread over the
+ * threads. (Every thread polling woke them all on each connect: on the
+ * 16-CPU H200 machine a fresh process's bare connect() took 75 us with 16
+ * threads polling against 17 us with one. Passing the turn to the next
+ * thread on each accept cost that wake whenever connects came one after
+ * another: on a 2-CPU machine a connect and handshake took 65-79 us with
+ * two serving threads against 36-48 us with one, medians of 2000.)
  * When accept fails for want of descriptors, the holder stops polling until
  * the main loop's next tick (jc__server_tick) rather than spin on a socket
  * that stays readable.
@@ -318,13 +354,25 @@ static void srv_listen_cb(uv_poll_t *h, int status, int events)
 	       (errno == EINTR || errno == ECONNABORTED))
 		;
 	if (fd >= 0) {
-		if (d->server->n_srv > 1) {
+		struct jc_srv *to = serving_thread_for(s);
+		struct msg *m = to != s ? calloc(1, sizeof(*m)) : NULL;
+		if (m) {
+			m->kind = MSG_ADOPT;
+			m->fd = fd;
+			__atomic_store_n(&d->server->accept_turn, to->index, __ATOMIC_RELEASE);
 			uv_poll_stop(h);
-			s->pass_turn_ns = jc__now_ns() + JC_PASS_TURN_NS;
+			if (jc__srv_mq_post(&to->q, m) == 0)
+				return;
+			__atomic_store_n(&d->server->accept_turn, s->index, __ATOMIC_RELEASE);
+			uv_poll_start(h, UV_READABLE, srv_listen_cb);
+			m->fd = -1;
+			jc__srv_msg_free(m);
+		}
+		if (to != s) { /* it could not be told: served here */
+			__atomic_sub_fetch(&to->n_open, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&s->n_open, 1, __ATOMIC_RELAXED);
 		}
 		conn_accepted(s, fd);
-		if (s->pass_turn_ns)
-			jc__srv_poll_awhile(s); /* passes it at the latest then */
 		return;
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK) {

@@ -35,8 +35,8 @@ void jc__server_shutdown(struct jc_daemon *d);
 void jc__server_join(struct jc_daemon *d);
 /* The serving thread whose turn it is (or the next running one) starts
  * polling the listening socket: main.c once the signals are handled, the
- * tick after a pause, a serving thread passing its turn on (server.c,
- * srv_listen_cb). Any thread, once the serving threads are started. */
+ * tick after a pause (server.c, srv_listen_cb). Any thread, once the serving
+ * threads are started. */
 void jc__server_accept(struct jc_daemon *d);
 /* Each tick (main loop): the serving threads accept again after accept
  * failed for want of descriptors. */

@@ -139,6 +139,7 @@ void jc__srv_conn_close(struct jc_conn *c)
 		if (c->snext)
 			c->snext->sprev = c->sprev;
 		c->sprev = NULL;
+		__atomic_sub_fetch(&c->srv->n_open, 1, __ATOMIC_RELAXED);
 	}
 	uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
 	uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
@@ -464,7 +465,6 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			return JC_ENOMEM;
 		}
 		jc__srv_conn_write(c, &b, 0);
-		jc__srv_pass_turn(c->srv); /* the HELLO_OK is out: now wake the next */
 		return 0;
 	}
 	if (c->busy || c->drain_wait) {
@@ -549,11 +549,8 @@ void jc__srv_conn_end(struct jc_conn *c)
 static void poll_idle_cb(uv_idle_t *h)
 {
 	struct jc_srv *s = h->data;
-	/* The turn first: a refill may make a large object's sealed copy. */
-	if (s->pass_turn_ns && jc__now_ns() >= s->pass_turn_ns)
-		jc__srv_pass_turn(s); /* its new connection is slow to say HELLO */
-	jc__memcache_refill(s->mc);   /* the answers of the last turn are out */
-	if (jc__now_ns() >= s->poll_until_ns && !s->pass_turn_ns)
+	jc__memcache_refill(s->mc); /* the answers of the last turn are out */
+	if (jc__now_ns() >= s->poll_until_ns)
 		uv_idle_stop(h);
 	else
 		sched_yield();
@@ -597,8 +594,9 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	jc__srv_conn_end(c);
 }
 
-/* Serving thread: starts serving c (just accepted), or tells it why it was
- * refused (in answer to the client's HELLO, which it reads first). */
+/* Serving thread: starts serving c (just accepted, counted in s->n_open),
+ * or tells it why it was refused (in answer to the client's HELLO, which it
+ * reads first). */
 void jc__srv_conn_start(struct jc_srv *s, struct jc_conn *c)
 {
 	uv_pipe_init(&s->loop, &c->pipe, 0);
@@ -617,7 +615,6 @@ void jc__srv_conn_start(struct jc_srv *s, struct jc_conn *c)
 	if (c->refuse) {
 		jc__srv_conn_send_error(c, c->refuse, c->refuse_why);
 		jc__srv_conn_end(c);
-		jc__srv_pass_turn(s);
 		return;
 	}
 	idle_arm(c);

@@ -63,6 +63,7 @@ enum msg_kind {
 	MSG_STOP,    /* to a thread: end its connections and stop */
 	MSG_WARM,    /* to a thread: read key's row, open its descriptors ahead */
 	MSG_LISTEN,  /* to a thread: poll the listening socket (jc__server_accept) */
+	MSG_ADOPT,   /* to a thread: serve fd, a connection another one accepted */
 	MSG_COMPILE, /* to the loop: conn's request req */
 	MSG_ADMIN,   /* to the loop: conn's ADMIN frame, payload in buf */
 };
@@ -70,10 +71,11 @@ enum msg_kind {
 struct msg {
 	struct msg *next;
 	int kind;
-	struct jc_conn *conn;  /* a reference; NULL for MSG_STOP, MSG_WARM, MSG_LISTEN */
+	struct jc_conn *conn;  /* a reference; NULL for MSG_STOP, MSG_WARM, MSG_LISTEN, MSG_ADOPT */
 	struct jc_buf buf;     /* owned */
 	int fd;		       /* owned, or -1: MSG_REPLY's descriptor; MSG_COMPILE's and
-				* MSG_ADMIN's duplicate of the client's socket */
+				* MSG_ADMIN's duplicate of the client's socket;
+				* MSG_ADOPT's accepted socket */
 	int admin;	       /* MSG_COMPILE, MSG_ADMIN: the peer is an admin */
 	struct jc_req req;     /* MSG_COMPILE; owned */
 	uint8_t key[16];       /* MSG_WARM */
@@ -89,14 +91,8 @@ struct jc_mq {
 	int open; /* takes messages (its loop has not closed it) */
 };
 
-/* A serving thread passes the accept turn it holds on to the next one
- * (server.c); nothing when it holds none. Its own thread. */
-void jc__srv_pass_turn(struct jc_srv *s);
-/* At the latest this long after an accept, its thread passes the turn on. */
-#define JC_PASS_TURN_NS 200000
-/* The serving thread's loop polls instead of sleeping for a while (and
- * until it has passed on a turn it holds), making ready what the last turn's
- * hits took (memcache.c). Its own thread. */
+/* The serving thread's loop polls instead of sleeping for a while, making
+ * ready what the last turn's hits took (memcache.c). Its own thread. */
 void jc__srv_poll_awhile(struct jc_srv *s);
 
 /* A serving thread. */
@@ -107,9 +103,9 @@ struct jc_srv {
 	uv_idle_t poll_idle; /* active: the loop polls instead of sleeping */
 	uint64_t poll_until_ns;
 	uv_poll_t listen_poll; /* the listening socket (srv_listen_cb) */
-	/* Holds the accept turn it stopped polling for: passes it on once its
-	 * new connection's HELLO is answered, or at this time (jc__srv_pass_turn). */
-	uint64_t pass_turn_ns;
+	/* Connections given to it and not closed yet (atomic: the accepting
+	 * thread reads every thread's to choose one, server.c). */
+	int n_open;
 	unsigned index;		/* its place in d->server->srv: its turns to accept */
 	struct jc_memcache *mc; /* its memory cache (memcache.c) */
 	struct jc_conn *conns;	/* its connections */

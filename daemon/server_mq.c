@@ -5,7 +5,8 @@
  * MSG_ADMIN); the main loop's proxy of a connection sends what the request
  * path answers back to the connection's thread (MSG_REPLY, MSG_DONE,
  * MSG_CLOSE), and the main loop tells the threads to listen, warm and stop;
- * the accept turn goes from thread to thread as MSG_LISTEN.
+ * the accept turn goes to a thread as MSG_LISTEN, and a connection it
+ * accepted to another as MSG_ADOPT.
  * Also the connections' reference counts, which messages hold.
  */
 #include <stdlib.h>
@@ -134,15 +135,6 @@ int jc__srv_mq_init(struct jc_mq *q, uv_loop_t *loop, uv_async_cb cb, void *data
 	q->async.data = data;
 	q->open = rc == 0;
 	return rc;
-}
-
-void jc__srv_pass_turn(struct jc_srv *s)
-{
-	if (!s->pass_turn_ns)
-		return;
-	s->pass_turn_ns = 0;
-	__atomic_store_n(&s->d->server->accept_turn, s->index + 1, __ATOMIC_RELEASE);
-	jc__server_accept(s->d);
 }
 
 void jc__server_accept(struct jc_daemon *d)

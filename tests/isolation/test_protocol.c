@@ -222,8 +222,8 @@ static void test_silent(void **state)
 	struct jtl_daemon *d = *state;
 	const char *const flags[] = {"--idle-timeout", "1", "--serve-threads", "2", NULL};
 	jct_daemon_start(d, flags);
-	/* The thread that accepted the mute one passes the accept turn on
-	 * without its HELLO: the next client is answered at once, not after
+	/* The thread that accepted the mute one goes on accepting without its
+	 * HELLO: the next client is answered at once, not after
 	 * --handshake-timeout (5 s). */
 	int mute = jct_raw_connect(d);
 	double t0 = jtl_now_s();
@@ -237,6 +237,55 @@ static void test_silent(void **state)
 	assert_true(jct_log_count(d, "no request within --idle-timeout"));
 	close(mute);
 	close(quiet);
+}
+
+/* The serving threads of the last n "connected" lines of d's log, in order,
+ * into thread[]. */
+static void connected_threads(const struct jtl_daemon *d, int n, unsigned *thread)
+{
+	char *log = jct_log(d);
+	const char *tag = "connected (serving thread ";
+	int total = 0;
+	for (const char *p = log; (p = strstr(p, tag)); p += strlen(tag))
+		total++;
+	assert_true(total >= n);
+	int i = 0;
+	for (const char *p = log; (p = strstr(p, tag)); p += strlen(tag), i++)
+		if (i >= total - n)
+			thread[i - (total - n)] = (unsigned)strtoul(p + strlen(tag), NULL, 10);
+	free(log);
+}
+
+/* Connections open at once go to different serving threads (each to the one
+ * with the fewest), and connections that come one after another, each
+ * closed before the next, to the accepting thread itself: no other thread
+ * is woken for them. */
+static void test_connections_spread(void **state)
+{
+	struct jtl_daemon *d = *state;
+	const char *const flags[] = {"--serve-threads", "3", "--log-level", "debug", NULL};
+	jct_daemon_start(d, flags);
+	int fd[3];
+	for (int i = 0; i < 3; i++)
+		fd[i] = jct_raw_hello(d);
+	unsigned at_once[3], one_by_one[4];
+	connected_threads(d, 3, at_once);
+	assert_true(at_once[0] != at_once[1] && at_once[1] != at_once[2] &&
+		    at_once[0] != at_once[2]);
+	for (int i = 0; i < 3; i++) {
+		shutdown(fd[i], SHUT_WR);
+		wait_closed(fd[i], 5, NULL); /* the daemon has closed its end */
+		close(fd[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		int one = jct_raw_hello(d);
+		shutdown(one, SHUT_WR);
+		wait_closed(one, 5, NULL);
+		close(one);
+	}
+	connected_threads(d, 4, one_by_one);
+	for (int i = 1; i < 4; i++)
+		assert_int_equal(one_by_one[i], one_by_one[0]);
 }
 
 /* A small source whose every answer carries a 2 MB compile log (4096 calls
@@ -1072,6 +1121,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_stalled_half_frame, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_trickle, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_silent, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_connections_spread, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_slow_reader, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_connection_cap, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_connections_per_uid, jct_setup, jct_teardown),
