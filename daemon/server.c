@@ -133,7 +133,13 @@ static void srv_async_cb(uv_async_t *a)
 			if (!uv_is_closing((uv_handle_t *)&s->listen_poll))
 				uv_poll_start(&s->listen_poll, UV_READABLE, srv_listen_cb);
 			break;
-		case MSG_ADOPT: /* a connection, and the turn with it */
+		case MSG_ADOPT:
+			/* A connection, and the turn with it; none after MSG_STOP
+			 * (m's fd is closed with it). */
+			if (!s->q.open) {
+				__atomic_sub_fetch(&s->n_open, 1, __ATOMIC_RELAXED);
+				break;
+			}
 			if (!uv_is_closing((uv_handle_t *)&s->listen_poll))
 				uv_poll_start(&s->listen_poll, UV_READABLE, srv_listen_cb);
 			conn_accepted(s, m->fd);
