@@ -87,9 +87,7 @@ static const struct jc_inc_entry *norm_find(const struct norm_ent *v, size_t n, 
 	return NULL;
 }
 
-/* "PATH SUFFIX" into what[len], control characters of PATH (which a
- * client's #include names) shown as '?': it reaches the daemon's log. */
-static void name_access(char *what, size_t len, const char *path, const char *suffix)
+void jc__inc_print_path(char *what, size_t len, const char *path, const char *suffix)
 {
 	snprintf(what, len, "%s%s", path[0] ? path : "(more files than recorded)", suffix);
 	for (char *p = what; *p; p++)
@@ -161,10 +159,10 @@ int jc__inc_covers(const struct jc_inc_set *set, const struct jc_dep *deps, size
 			break;
 		}
 		if (!covered)
-			name_access(what, len, d->path,
-				    d->kind == JC_DEP_FILE  ? ""
-				    : d->kind == JC_DEP_DIR ? " (listed)"
-							    : " (absent)");
+			jc__inc_print_path(what, len, d->path,
+					   d->kind == JC_DEP_FILE  ? ""
+					   : d->kind == JC_DEP_DIR ? " (listed)"
+								   : " (absent)");
 	}
 	norm_free(v, set->n);
 	return covered;
@@ -242,7 +240,7 @@ int jc__inc_learn(const struct jc_inc_set *scan, const struct jc_dep *deps, size
 			break;
 		}
 		if (!same)
-			name_access(what, len, d->path, "");
+			jc__inc_print_path(what, len, d->path, "");
 	}
 	rc = rc ?: jc__inc_set_finish(out);
 	if (rc != 0 || !same) {
@@ -284,7 +282,7 @@ int jc__inc_record_admit(const struct jc_inc_set *set, const struct jc_req *req,
 			ok = jc__inc_tops_rel(tops, e->path, &top, rel, sizeof(rel)) && rel[0];
 		}
 		if (!ok) {
-			name_access(why, len, e->path, "");
+			jc__inc_print_path(why, len, e->path, "");
 			rc = 0;
 		}
 	}
@@ -345,7 +343,7 @@ static int dep_ref(const struct jc_dep *dep, const struct jc_inc_ctx *ctx, char 
 	const char *m = r == 0 ? first_ref(&refs, form) : NULL;
 	if (m) {
 		snprintf(what, len, "%s in ", m);
-		name_access(what + strlen(what), len - strlen(what), dep->path, "");
+		jc__inc_print_path(what + strlen(what), len - strlen(what), dep->path, "");
 	}
 	free(refs.p);
 	jc__inc_set_clear(&scratch);

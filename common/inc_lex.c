@@ -150,16 +150,34 @@ static int ident_is(const char *s, size_t len, const char *word)
 	return strlen(word) == len && memcmp(s, word, len) == 0;
 }
 
-/* Records the identifier s[len] when it is a time macro or names the file. */
+int jc__inc_file_macro_name(const char *s, size_t len)
+{
+	static const char *const names[] = {"__FILE__", "__FILE_NAME__", "__BASE_FILE__",
+					    "__builtin_FILE"};
+	int r = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		size_t n = strlen(names[i]);
+		if (len == n && memcmp(s, names[i], n) == 0)
+			return 2;
+		if (len < n && ((len >= 4 && memcmp(s, names[i], len) == 0) ||
+				(len >= 5 && memcmp(s, names[i] + n - len, len) == 0)))
+			r = 1;
+	}
+	return r;
+}
+
+/* Records the identifier s[len] when it is a time macro, names the file or
+ * may be pasted into a name of the file (jc__inc_file_macro_name: each
+ * starts with '_' or ends with '_' or 'E'). */
 static int time_macro(const char *s, size_t len, struct jc_inc_buf *refs)
 {
-	if (len < 8 || s[0] != '_')
+	if (len < 4 || len > 14)
 		return 0;
-	if (ident_is(s, len, "__DATE__") || ident_is(s, len, "__TIME__") ||
-	    ident_is(s, len, "__TIMESTAMP__"))
+	if (s[0] == '_' && (ident_is(s, len, "__DATE__") || ident_is(s, len, "__TIME__") ||
+			    ident_is(s, len, "__TIMESTAMP__")))
 		return jc__inc_ref_add(refs, JC_INC_REF_TIME, s, len);
-	if (ident_is(s, len, "__FILE__") || ident_is(s, len, "__BASE_FILE__") ||
-	    ident_is(s, len, "__FILE_NAME__") || ident_is(s, len, "__builtin_FILE"))
+	if ((s[0] == '_' || s[len - 1] == '_' || s[len - 1] == 'E') &&
+	    jc__inc_file_macro_name(s, len))
 		return jc__inc_ref_add(refs, JC_INC_REF_FILE, s, len);
 	return 0;
 }
@@ -230,15 +248,76 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 	return eol;
 }
 
-int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
+/* One pass of the lexer: include references (jc__inc_lex) or macro
+ * records (jc__inc_lex_macros) into out. */
+enum lex_mode { LEX_REFS, LEX_HEADER, LEX_SOURCE };
+struct lexer {
+	struct jc_inc_buf *out;
+	enum lex_mode mode;
+	int rc;
+};
+
+/*
+ * A directive whose '#' is at i - 1, for jc__inc_lex_macros (inc_lex.h):
+ * in a header, a #define's name and its replacement list's identifiers
+ * (other directives are skipped); in the source, every identifier of any
+ * directive. Returns the end of the line.
+ */
+static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *lx)
+{
+	i = skip_hspace(s, n, i);
+	size_t w = i;
+	while (i < n && is_ident(s[i]))
+		i++;
+	size_t eol = line_end(s, n, i);
+	enum jc_inc_ref word = JC_INC_REF_USE;
+	if (lx->mode == LEX_HEADER) {
+		if (!ident_is(s + w, i - w, "define"))
+			return eol;
+		w = i = skip_hspace(s, eol, i);
+		while (i < eol && is_ident(s[i]))
+			i++;
+		if (i == w)
+			return eol;
+		lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_DEFINE, s + w, i - w);
+		word = JC_INC_REF_BODY;
+	}
+	for (size_t k = i; k < eol && lx->rc == 0;) {
+		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '*') {
+			k = skip_block_comment(s, n, k);
+		} else if (s[k] == '/' && k + 1 < eol && s[k + 1] == '/') {
+			break;
+		} else if (s[k] == '"' || s[k] == '\'') {
+			k = skip_quoted(s, eol, k);
+		} else if (is_ident(s[k])) {
+			size_t e = k;
+			while (e < eol && is_ident(s[e]))
+				e++;
+			if (!is_digit(s[k])) /* a pp-number's tail is no identifier */
+				lx->rc = jc__inc_ref_add(lx->out, word, s + k, e - k);
+			k = e;
+		} else {
+			k++;
+		}
+	}
+	return eol;
+}
+
+static size_t any_directive(const char *s, size_t n, size_t i, struct lexer *lx)
+{
+	return lx->mode == LEX_REFS ? directive(s, n, i, lx->out, &lx->rc)
+				    : macro_directive(s, n, i, lx);
+}
+
+static int lex(const char *text, size_t n0, struct lexer *lx)
 {
 	size_t n;
 	char *s = unsplice(text, n0, &n);
 	if (!s)
 		return JC_ENOMEM;
-	int bol = 1, rc = 0;
-	size_t i = 0;
-	while (i < n && rc == 0) {
+	int bol = 1;
+	size_t i = 0, pw = 0, pl = 0; /* the identifier just before, if pl */
+	while (i < n && lx->rc == 0) {
 		char c = s[i];
 		if (c == '\n') {
 			bol = 1;
@@ -250,18 +329,22 @@ int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
 		} else if (c == '/' && i + 1 < n && s[i + 1] == '*') {
 			i = skip_block_comment(s, n, i); /* a comment is a space: bol unchanged */
 		} else if (c == '#' && bol) {
-			i = directive(s, n, i + 1, refs, &rc);
+			i = any_directive(s, n, i + 1, lx);
 			bol = 0;
+			pl = 0;
 		} else if (bol && c == '%' && i + 1 < n && s[i + 1] == ':') { /* digraph of # */
-			i = directive(s, n, i + 2, refs, &rc);
+			i = any_directive(s, n, i + 2, lx);
 			bol = 0;
+			pl = 0;
 		} else if (bol && c == '?' && i + 2 < n && s[i + 1] == '?' &&
 			   s[i + 2] == '=') { /* trigraph */
-			i = directive(s, n, i + 3, refs, &rc);
+			i = any_directive(s, n, i + 3, lx);
 			bol = 0;
+			pl = 0;
 		} else if (c == '"' || c == '\'') {
 			i = skip_quoted(s, n, i);
 			bol = 0;
+			pl = 0;
 		} else if (is_digit(c) || (c == '.' && i + 1 < n && is_digit(s[i + 1]))) {
 			/* pp-number, with C++14 digit separators and exponent signs */
 			for (i++; i < n; i++) {
@@ -274,12 +357,17 @@ int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
 				break;
 			}
 			bol = 0;
+			pl = 0;
 		} else if (is_ident(c)) {
 			size_t w = i;
 			while (i < n && is_ident(s[i]))
 				i++;
 			size_t len = i - w;
-			rc = time_macro(s + w, len, refs);
+			lx->rc = lx->mode == LEX_REFS
+				     ? time_macro(s + w, len, lx->out)
+				     : jc__inc_ref_add(lx->out, JC_INC_REF_USE, s + w, len);
+			pw = w;
+			pl = len;
 			/* An encoding prefix or R only matters right before a quote
 			 * (and is at most 3 characters): most identifiers skip this. */
 			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
@@ -293,15 +381,35 @@ int jc__inc_lex(const char *text, size_t n0, struct jc_inc_buf *refs)
 					i = skip_raw(s, n, i);
 				else if (prefix)
 					i = skip_quoted(s, n, i);
+				pl = raw || prefix ? 0 : pl;
 			}
 			bol = 0;
 		} else {
+			/* a header's calls and declarations, for the name check */
+			if (lx->mode == LEX_HEADER && (c == '(' || c == ')'))
+				lx->rc =
+				    c == ')'
+					? jc__inc_ref_add(lx->out, JC_INC_REF_CLOSE, "", 0)
+					: jc__inc_ref_add(lx->out, JC_INC_REF_OPEN, s + pw, pl);
 			i++;
 			bol = 0;
+			pl = 0;
 		}
 	}
 	free(s);
-	return rc;
+	return lx->rc;
+}
+
+int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs)
+{
+	struct lexer lx = {refs, LEX_REFS, 0};
+	return lex(text, n, &lx);
+}
+
+int jc__inc_lex_macros(const char *text, size_t n, int source, struct jc_inc_buf *out)
+{
+	struct lexer lx = {out, source ? LEX_SOURCE : LEX_HEADER, 0};
+	return lex(text, n, &lx);
 }
 
 static int has_pair(const char *t, size_t n, char a, char b)

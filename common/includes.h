@@ -182,18 +182,49 @@ int jc__inc_time_macro(const struct jc_req *req, const struct jc_dep *deps, size
 		       const struct jc_inc_ctx *ctx, char *what, size_t len);
 
 /*
- * File name macros in headers on disk (docs/shim.md, "Names"): 1 when a file
- * a compile read from disk outside the toolkit (deps, n_deps, as for
- * jc__inc_time_macro) uses __FILE__, __BASE_FILE__, __FILE_NAME__ or
- * __builtin_FILE as a token; the macro and the file in what[len]. Such a
- * header, expanded in the source, can fold the program name into the
- * artifact in a form no search for its text finds (sizeof(__FILE__)). 0
- * when none; JC_ENOMEM. The toolkit's headers are taken to expand them into
- * text only (assert, CUB's __builtin_FILE() default arguments).
+ * File name macros in headers on disk: 1 when a file a compile read from
+ * disk outside the toolkit (deps, n_deps, as for jc__inc_time_macro) uses
+ * __FILE__, __BASE_FILE__, __FILE_NAME__ or __builtin_FILE as a token (the
+ * memo's lexer records), with the macro and the file in what[len]; 0 when
+ * none; JC_ENOMEM. The cheap test before jc__inc_name_reach reads them.
  * Thread-safe.
  */
 int jc__inc_file_macro(const struct jc_dep *deps, size_t n_deps, const struct jc_inc_ctx *ctx,
 		       char *what, size_t len);
+
+/*
+ * The program name check of a name-free request's compile (req.h;
+ * docs/shim.md, "Program names"): 1 when req's program name may reach its
+ * artifact other than as text that core/progname.h finds, with why in
+ * what[len]; 0 when it cannot; JC_ENOMEM.
+ *
+ * __FILE__ and __FILE_NAME__ name the file being read where they are
+ * expanded; __BASE_FILE__ always names the source, and __builtin_FILE()
+ * the file of the call, the source's for a default argument of a call in
+ * it. Folded into a number (sizeof(__FILE__), a constexpr sum of its
+ * characters), no search for the name's text finds it. A header's own uses
+ * name the header (its path is in its key: jc__inc_file_hash), so a macro
+ * of a header matters only where the source invokes it. The check reads the
+ * source, req's in-memory headers, its client-read tree's files and every
+ * file of deps (n_deps; as the compile saw them: one that changed since is
+ * a 1) outside the toolkit, finds the macros whose replacement lists expand
+ * a file name macro (through other macros too), and answers 1 when:
+ *  - the source or an in-memory header uses one, or a file name macro;
+ *  - a header's code (outside its directives) uses __BASE_FILE__,
+ *    __builtin_FILE or a macro expanding them;
+ *  - the source or a header's macro holds an identifier that ## could
+ *    paste with one other piece into one (jc__inc_file_macro_name).
+ * Only when something holds "FILE" (jc__inc_file_macro for deps): else 0 at
+ * once. The toolkit's macros are taken to expand them into text only
+ * (assert's message, CUB's __builtin_FILE() defaults), which the text search
+ * sees. Reads files (bypassing the memo); thread-safe.
+ */
+int jc__inc_name_reach(const struct jc_req *req, const struct jc_dep *deps, size_t n_deps,
+		       const struct jc_inc_ctx *ctx, char *what, size_t len);
+
+/* "PATH SUFFIX" into what[len], control characters of PATH (which a
+ * client's #include names) shown as '?': it reaches the daemon's log. */
+void jc__inc_print_path(char *what, size_t len, const char *path, const char *suffix);
 
 /*
  * A dependency record fetched from the remote tier (daemon/remote.h) is

@@ -114,11 +114,11 @@ void jc__flight_name_verdict(struct jc_flight *f)
 				  : jc__progname_free(f->req.source_name, res->data, res->size,
 						      res->lowered, res->n_lowered, res->log, &log);
 	if (rc == 1 || rc == 2) {
-		/* a user header that folds the name into a number: the name's alone */
+		/* the name folded into a number, say: the name's alone */
 		const struct jc_inc_ctx ctx = jc__daemon_inc_ctx(f->d);
 		char what[600];
-		int m = jc__inc_file_macro(res->deps, f->req.tree_round ? 0 : res->n_deps, &ctx,
-					   what, sizeof(what));
+		int m = jc__inc_name_reach(&f->req, res->deps, f->req.tree_round ? 0 : res->n_deps,
+					   &ctx, what, sizeof(what));
 		if (m == 1)
 			jc_log_debug(KEY, "%s: the result is bound to its program name", what);
 		if (m != 0) {

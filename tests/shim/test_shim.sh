@@ -266,6 +266,17 @@ tmpname_include)
 	printf '#define EXTRA (__assertfail("bad", __FILE__, 1, "f", 1), 0)\n' >"$ROOT/inc/file.h"
 	# the name folded into a number: no search for its text finds it
 	printf '#define EXTRA ((int)sizeof(__FILE__))\n' >"$ROOT/inc/fsize.h"
+	# ... through another macro; through pieces that ## pastes into
+	# __FILE__; by a __builtin_FILE() default argument of a call in the source
+	printf '#define INNER ((int)sizeof(__FILE__))\n#define EXTRA (INNER + 1)\n' >"$ROOT/inc/chain.h"
+	printf '%s\n' '#define CAT(a, b) a##b' '#define XCAT(a, b) CAT(a, b)' \
+		'#define EXTRA ((int)sizeof(XCAT(__FI, LE__)))' >"$ROOT/inc/piece.h"
+	printf '%s\n' '__device__ constexpr int where(const char *f = __builtin_FILE())' \
+		'{ int n = 0; while (*f) n += *f++; return n; }' '#define EXTRA where()' >"$ROOT/inc/caller.h"
+	# A macro that folds the name, which the source does not use (CCCL's
+	# assertion macros, CuPy's copy of CCCL): nothing reaches the source.
+	printf '%s\n' '#define WHERE_IMPL(m) ((int)sizeof(__FILE__) + m)' '#define WHERE(m) WHERE_IMPL(m)' \
+		'inline __device__ int here() { return WHERE(0); }' '#define EXTRA 7' >"$ROOT/inc/unused.h"
 	# The daemon stores no result that read a header changed in the last 100 ms.
 	sleep 2.1
 	# served RUN WHAT APP_ARGS...: the real NVRTC and jitcache-run, for a
@@ -327,6 +338,16 @@ tmpname_include)
 	# A header on disk folds the name into a number (run 22: a name of
 	# another length): bound to each name, as in the source (below).
 	bound fsize 22 'sizeof(__FILE__)' --include fsize.h $ARCH -I "$ROOT/inc"
+	# The same through a client-read tree (a team daemon's path).
+	JITCACHE_SEND_HEADERS=1 bound fsizetree 22 'sizeof(__FILE__)' --include fsize.h $ARCH -I "$ROOT/inc"
+	bound chain 22 'sizeof(__FILE__) through a macro' --include chain.h $ARCH -I "$ROOT/inc"
+	bound piece 22 '## of __FI and LE__' --include piece.h $ARCH -I "$ROOT/inc"
+	bound caller 22 'a __builtin_FILE() default argument' --include caller.h $ARCH -I "$ROOT/inc"
+	free1=$(stat name_free)
+	for run in 1 22; do served $run unused --include unused.h $ARCH -I "$ROOT/inc"; done
+	expect unused 1 0 1
+	expect unused 22 1 0
+	[ "$(stat name_free)" = $((free1 + 2)) ] || fail "unused: cubin and PTX not stored as name-free"
 	# __builtin_FILE() in the source, folded into a number: the name is not
 	# in the artifact as text, so the request must go under its own name.
 	printf '%s\n' '__device__ constexpr int sum(const char *s) { int n = 0; while (*s) n += *s++; return n; }' \

@@ -778,6 +778,94 @@ static void test_file_macro_hash(void **state)
 		file_hash_case(not_uses[i], 0);
 }
 
+/* jc__inc_name_reach for source src and in-memory header hdr (or NULL)
+ * against the deps of ROOT/inc/NAME (NULL-terminated). */
+static int reach(const struct fx *f, const char *src, const char *hdr, const char *const *names,
+		 char *what, size_t len)
+{
+	struct jc_req r;
+	struct jc_dep deps[4] = {0};
+	size_t n = 0;
+	make_req(f, &r, src, NULL);
+	if (hdr) {
+		r.headers = calloc(1, sizeof(*r.headers));
+		r.headers[0].name = strdup("mem.h");
+		r.headers[0].data = (uint8_t *)strdup(hdr);
+		r.headers[0].size = strlen(hdr);
+		r.n_headers = 1;
+	}
+	for (; names[n]; n++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "inc/%s", names[n]);
+		deps[n] = dep(f, rel, JC_DEP_FILE);
+	}
+	what[0] = 0;
+	int rc = jc__inc_name_reach(&r, deps, n, &f->ctx, what, len);
+	for (size_t i = 0; i < n; i++)
+		free(deps[i].path);
+	jc__req_clear(&r);
+	return rc;
+}
+
+/*
+ * The program name check: a header's macro that folds __FILE__ matters only
+ * where the source (or an in-memory header) invokes it, directly or through
+ * other macros; __builtin_FILE in a default argument where the source calls
+ * the function (not where a header does), outside any parentheses always;
+ * __BASE_FILE__ and pieces that ## may paste into __FILE__ always; a file
+ * changed since the compile cannot be cleared.
+ */
+static void test_name_reach(void **state)
+{
+	struct fx *f = *state;
+	char what[700];
+	static const char *const a[] = {"a.h", NULL}, *const b[] = {"b.h", "g.h", NULL},
+				 *const c[] = {"c.h", NULL}, *const d[] = {"d.h", NULL},
+				 *const e[] = {"e.h", NULL};
+	jct_put(f->root, "inc/a.h",
+		"#define INNER ((int)sizeof(__FILE__))\n#define WHERE (INNER + 1)\n#define USED 1\n"
+		"#if __has_builtin(__builtin_FILE)\n#endif\nint here = WHERE;\n");
+	jct_put(f->root, "inc/b.h", "int f(const char *s = __builtin_FILE());\n");
+	jct_put(f->root, "inc/g.h", "#define CALL_F f()\ninline int g() { return CALL_F; }\n");
+	jct_put(f->root, "inc/d.h", "const char *where = __builtin_FILE();\n");
+	jct_put(f->root, "inc/e.h", "const char *where = __BASE_FILE__;\n");
+	jct_put(f->root, "inc/c.h", "#define CAT(x, y) x##y\n#define P CAT(__FI, LE__)\n");
+	jct_settle();
+	assert_int_equal(reach(f, "int x = USED; // WHERE\nconst char *s = \"WHERE\";\n", NULL, a,
+			       what, sizeof(what)),
+			 0);
+	assert_int_equal(reach(f, "int x = WHERE;\n", NULL, a, what, sizeof(what)), 1);
+	assert_non_null(strstr(what, "WHERE (expanding __FILE__, defined in "));
+	assert_int_equal(reach(f, "int x = USED;\n", "int y = WHERE;\n", a, what, sizeof(what)), 1);
+	assert_int_equal(reach(f, "int x = sizeof(__FILE__);\n", NULL, a, what, sizeof(what)), 1);
+	/* a default argument: the file of the call, a header's or the source's */
+	assert_int_equal(reach(f, "int x;\n", NULL, b, what, sizeof(what)), 0);
+	assert_int_equal(reach(f, "#define CALL f()\nint x = CALL;\n", NULL, b, what, sizeof(what)),
+			 1);
+	assert_non_null(strstr(what, "f (expanding __builtin_FILE, defined in "));
+	assert_int_equal(reach(f, "int x;\n", NULL, d, what, sizeof(what)), 1);
+	assert_non_null(strstr(what, "__builtin_FILE used outside a call in "));
+	assert_int_equal(reach(f, "int x;\n", NULL, e, what, sizeof(what)), 1);
+	assert_non_null(strstr(what, "__BASE_FILE__ used in "));
+	assert_int_equal(reach(f, "int x;\n", NULL, c, what, sizeof(what)), 1);
+	assert_non_null(strstr(what, "__FI, which ## could"));
+	assert_int_equal(reach(f, "#define Q(a, b) a##b\nint x = sizeof(Q(__F, ILE__));\n", NULL, a,
+			       what, sizeof(what)),
+			 1);
+	/* nothing names a file: no file is read */
+	assert_int_equal(
+	    reach(f, "int x;\n", NULL, (const char *const[]){NULL}, what, sizeof(what)), 0);
+	/* changed since the compile saw it */
+	struct jc_req r;
+	make_req(f, &r, "int x = USED;\n", NULL);
+	struct jc_dep da = dep(f, "inc/a.h", JC_DEP_FILE);
+	jct_put(f->root, "inc/a.h", "#define INNER ((int)sizeof(__FILE__))\n#define USED 2\n");
+	assert_int_equal(jc__inc_name_reach(&r, &da, 1, &f->ctx, what, sizeof(what)), 1);
+	assert_non_null(strstr(what, "changed or cannot be read"));
+	free(da.path);
+	jc__req_clear(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -794,6 +882,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_covers_and_learn, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_absent_below_missing_dirs, setup, teardown),
 	    cmocka_unit_test(test_file_macro_hash),
+	    cmocka_unit_test_setup_teardown(test_name_reach, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
