@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """One fresh process of a Python CUDA framework that JIT-compiles with NVRTC:
 makes the CUDA context ready, compiles a kernel the framework's own way,
-launches it and checks the result against the CPU. Prints one line:
+launches it and checks the result against the CPU (CuPy: also its own
+elementwise, CUB reduction and scan, and ReductionKernel kernels). Prints
+one line:
 
   framework=NAME version=V compile_ms=T result=ok|WRONG
 
@@ -44,8 +46,12 @@ def report(name, version, ms, ok):
 
 
 def run_cupy():
+    # CuPy's CUB reductions and scans are JIT-compiled with NVRTC on its own
+    # copy of CCCL: exercised below, with its elementwise kernels.
+    os.environ.setdefault("CUPY_ACCELERATORS", "cub")
     try:
         import cupy
+        import numpy
     except ImportError as e:
         skip("no cupy: %s" % e)
     x = cupy.arange(N, dtype=cupy.float32) / N
@@ -57,7 +63,14 @@ def run_cupy():
     ms = (time.perf_counter() - t0) * 1e3
     k(((N + 255) // 256,), (256,), (cupy.float32(2.0), x, y, cupy.int32(N)))
     want = 2.0 * (cupy.arange(N, dtype=cupy.float32) / N) + 1.0
-    report("cupy", cupy.__version__, ms, bool(cupy.allclose(y, want)))
+    ok = bool(cupy.allclose(y, want))
+    # A CUB reduction and scan, a ReductionKernel; checked on the CPU.
+    hx = cupy.asnumpy(x).astype(numpy.float64)
+    sumsq = cupy.ReductionKernel("T v", "T r", "v * v", "a + b", "r = a", "0", "jc_sumsq")
+    got = (float(x.sum()), float(cupy.cumsum(x)[-1]), float(sumsq(x)))
+    for g, w in zip(got, (hx.sum(), hx.sum(), (hx * hx).sum())):
+        ok = ok and abs(g - w) <= 1e-3 * abs(w)
+    report("cupy", cupy.__version__, ms, ok)
 
 
 def run_torch():
