@@ -42,19 +42,20 @@ static int is_hspace(int c)
 	return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r';
 }
 
-/* Removes backslash-newline splices (translation phase 2), the backslash
- * also spelt as the trigraph ??/ (phase 1, in case trigraphs are on), into a
- * new buffer. */
-static char *unsplice(const char *s, size_t n, size_t *out_n)
+/* Removes backslash-newline splices (translation phase 2), with trigraphs
+ * the backslash also spelt as the trigraph ??/ (phase 1; *trigraph set when
+ * one was), into a new buffer. */
+static char *unsplice(const char *s, size_t n, int trigraphs, size_t *out_n, int *trigraph)
 {
 	char *o = malloc(n ? n : 1);
 	size_t j = 0;
 	if (!o)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '?' && i + 3 < n && s[i + 1] == '?' && s[i + 2] == '/' &&
+		if (trigraphs && s[i] == '?' && i + 3 < n && s[i + 1] == '?' && s[i + 2] == '/' &&
 		    (s[i + 3] == '\n' || (s[i + 3] == '\r' && i + 4 < n && s[i + 4] == '\n'))) {
 			i += s[i + 3] == '\n' ? 3 : 4;
+			*trigraph = 1;
 			continue;
 		}
 		if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\n') {
@@ -153,14 +154,15 @@ static int ident_is(const char *s, size_t len, const char *word)
 int jc__inc_file_macro_name(const char *s, size_t len)
 {
 	static const char *const names[] = {"__FILE__", "__FILE_NAME__", "__BASE_FILE__",
-					    "__builtin_FILE"};
+					    "__builtin_FILE", "__builtin_source_location"};
 	int r = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
 		size_t n = strlen(names[i]);
 		if (len == n && memcmp(s, names[i], n) == 0)
 			return 2;
+		/* a split in two whose left piece is shorter than 4 leaves n - 3 or more */
 		if (len < n && ((len >= 4 && memcmp(s, names[i], len) == 0) ||
-				(len >= 5 && memcmp(s, names[i] + n - len, len) == 0)))
+				(len + 3 >= n && memcmp(s, names[i] + n - len, len) == 0)))
 			r = 1;
 	}
 	return r;
@@ -168,15 +170,15 @@ int jc__inc_file_macro_name(const char *s, size_t len)
 
 /* Records the identifier s[len] when it is a time macro, names the file or
  * may be pasted into a name of the file (jc__inc_file_macro_name: each
- * starts with '_' or ends with '_' or 'E'). */
+ * starts with '_' or ends with '_', 'E' or 'n'). */
 static int time_macro(const char *s, size_t len, struct jc_inc_buf *refs)
 {
-	if (len < 4 || len > 14)
+	if (len < 4 || len > 25)
 		return 0;
 	if (s[0] == '_' && (ident_is(s, len, "__DATE__") || ident_is(s, len, "__TIME__") ||
 			    ident_is(s, len, "__TIMESTAMP__")))
 		return jc__inc_ref_add(refs, JC_INC_REF_TIME, s, len);
-	if ((s[0] == '_' || s[len - 1] == '_' || s[len - 1] == 'E') &&
+	if ((s[0] == '_' || s[len - 1] == '_' || s[len - 1] == 'E' || s[len - 1] == 'n') &&
 	    jc__inc_file_macro_name(s, len))
 		return jc__inc_ref_add(refs, JC_INC_REF_FILE, s, len);
 	return 0;
@@ -254,14 +256,24 @@ enum lex_mode { LEX_REFS, LEX_HEADER, LEX_SOURCE };
 struct lexer {
 	struct jc_inc_buf *out;
 	enum lex_mode mode;
+	int trigraphs; /* ??/ splices and ??= directives */
 	int rc;
+	int saw_trigraph; /* one was read as such */
 };
 
+/* 1 when s[k] starts a ## (or its digraph %:%:). */
+static int paste_at(const char *s, size_t n, size_t k)
+{
+	return (s[k] == '#' && k + 1 < n && s[k + 1] == '#') ||
+	       (s[k] == '%' && k + 3 < n && s[k + 1] == ':' && s[k + 2] == '%' && s[k + 3] == ':');
+}
+
 /*
- * A directive whose '#' is at i - 1, for jc__inc_lex_macros (inc_lex.h):
- * in a header, a #define's name and its replacement list's identifiers
- * (other directives are skipped); in the source, every identifier of any
- * directive. Returns the end of the line.
+ * A directive whose '#' is at i - 1, for jc__inc_lex_macros (inc_lex.h): in
+ * a header, a #define's name, its replacement list's identifiers and pastes
+ * (other directives are read past, unrecorded); in the source, every
+ * identifier and paste of any directive. A block comment may carry the
+ * directive past a newline. Returns the index of its end.
  */
 static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *lx)
 {
@@ -269,38 +281,42 @@ static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *l
 	size_t w = i;
 	while (i < n && is_ident(s[i]))
 		i++;
-	size_t eol = line_end(s, n, i);
 	enum jc_inc_ref word = JC_INC_REF_USE;
-	if (lx->mode == LEX_HEADER) {
-		if (!ident_is(s + w, i - w, "define"))
-			return eol;
-		w = i = skip_hspace(s, eol, i);
-		while (i < eol && is_ident(s[i]))
+	int record = lx->mode == LEX_SOURCE;
+	if (lx->mode == LEX_HEADER && ident_is(s + w, i - w, "define")) {
+		w = i = skip_hspace(s, n, i);
+		while (i < n && is_ident(s[i]))
 			i++;
-		if (i == w)
-			return eol;
-		lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_DEFINE, s + w, i - w);
-		word = JC_INC_REF_BODY;
+		if (i > w) {
+			lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_DEFINE, s + w, i - w);
+			word = JC_INC_REF_BODY;
+			record = 1;
+		}
 	}
-	for (size_t k = i; k < eol && lx->rc == 0;) {
-		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '*') {
+	size_t k = i;
+	while (k < n && s[k] != '\n' && lx->rc == 0) {
+		if (s[k] == '/' && k + 1 < n && s[k + 1] == '*') {
 			k = skip_block_comment(s, n, k);
-		} else if (s[k] == '/' && k + 1 < eol && s[k + 1] == '/') {
-			break;
+		} else if (s[k] == '/' && k + 1 < n && s[k + 1] == '/') {
+			k = line_end(s, n, k);
 		} else if (s[k] == '"' || s[k] == '\'') {
-			k = skip_quoted(s, eol, k);
+			k = skip_quoted(s, n, k);
+		} else if (paste_at(s, n, k)) {
+			if (record)
+				lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_PASTE, "", 0);
+			k += s[k] == '#' ? 2 : 4;
 		} else if (is_ident(s[k])) {
 			size_t e = k;
-			while (e < eol && is_ident(s[e]))
+			while (e < n && is_ident(s[e]))
 				e++;
-			if (!is_digit(s[k])) /* a pp-number's tail is no identifier */
+			if (record && !is_digit(s[k])) /* a pp-number's tail is no identifier */
 				lx->rc = jc__inc_ref_add(lx->out, word, s + k, e - k);
-			k = e;
+			k = e < n && s[e] == '"' && s[e - 1] == 'R' ? skip_raw(s, n, e) : e;
 		} else {
 			k++;
 		}
 	}
-	return eol;
+	return k;
 }
 
 static size_t any_directive(const char *s, size_t n, size_t i, struct lexer *lx)
@@ -312,11 +328,20 @@ static size_t any_directive(const char *s, size_t n, size_t i, struct lexer *lx)
 static int lex(const char *text, size_t n0, struct lexer *lx)
 {
 	size_t n;
-	char *s = unsplice(text, n0, &n);
+	int trigraph = 0;
+	char *s = unsplice(text, n0, lx->trigraphs, &n, &trigraph);
 	if (!s)
 		return JC_ENOMEM;
+	/* what a trigraph splice hid is seen only by the name check, which lexes
+	 * without trigraphs too (jc__inc_lex_macros): it is told to look */
+	lx->saw_trigraph = trigraph;
+	if (trigraph && lx->mode == LEX_REFS)
+		lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_FILE,
+					 "?"
+					 "?/",
+					 3);
 	int bol = 1;
-	size_t i = 0, pw = 0, pl = 0; /* the identifier just before, if pl */
+	size_t i = 0;
 	while (i < n && lx->rc == 0) {
 		char c = s[i];
 		if (c == '\n') {
@@ -331,20 +356,17 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 		} else if (c == '#' && bol) {
 			i = any_directive(s, n, i + 1, lx);
 			bol = 0;
-			pl = 0;
 		} else if (bol && c == '%' && i + 1 < n && s[i + 1] == ':') { /* digraph of # */
 			i = any_directive(s, n, i + 2, lx);
 			bol = 0;
-			pl = 0;
-		} else if (bol && c == '?' && i + 2 < n && s[i + 1] == '?' &&
+		} else if (bol && lx->trigraphs && c == '?' && i + 2 < n && s[i + 1] == '?' &&
 			   s[i + 2] == '=') { /* trigraph */
+			lx->saw_trigraph = 1;
 			i = any_directive(s, n, i + 3, lx);
 			bol = 0;
-			pl = 0;
 		} else if (c == '"' || c == '\'') {
 			i = skip_quoted(s, n, i);
 			bol = 0;
-			pl = 0;
 		} else if (is_digit(c) || (c == '.' && i + 1 < n && is_digit(s[i + 1]))) {
 			/* pp-number, with C++14 digit separators and exponent signs */
 			for (i++; i < n; i++) {
@@ -357,7 +379,6 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 				break;
 			}
 			bol = 0;
-			pl = 0;
 		} else if (is_ident(c)) {
 			size_t w = i;
 			while (i < n && is_ident(s[i]))
@@ -366,8 +387,6 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 			lx->rc = lx->mode == LEX_REFS
 				     ? time_macro(s + w, len, lx->out)
 				     : jc__inc_ref_add(lx->out, JC_INC_REF_USE, s + w, len);
-			pw = w;
-			pl = len;
 			/* An encoding prefix or R only matters right before a quote
 			 * (and is at most 3 characters): most identifiers skip this. */
 			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
@@ -381,19 +400,11 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 					i = skip_raw(s, n, i);
 				else if (prefix)
 					i = skip_quoted(s, n, i);
-				pl = raw || prefix ? 0 : pl;
 			}
 			bol = 0;
 		} else {
-			/* a header's calls and declarations, for the name check */
-			if (lx->mode == LEX_HEADER && (c == '(' || c == ')'))
-				lx->rc =
-				    c == ')'
-					? jc__inc_ref_add(lx->out, JC_INC_REF_CLOSE, "", 0)
-					: jc__inc_ref_add(lx->out, JC_INC_REF_OPEN, s + pw, pl);
 			i++;
 			bol = 0;
-			pl = 0;
 		}
 	}
 	free(s);
@@ -402,14 +413,16 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 
 int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs)
 {
-	struct lexer lx = {refs, LEX_REFS, 0};
+	struct lexer lx = {refs, LEX_REFS, 1, 0, 0};
 	return lex(text, n, &lx);
 }
 
 int jc__inc_lex_macros(const char *text, size_t n, int source, struct jc_inc_buf *out)
 {
-	struct lexer lx = {out, source ? LEX_SOURCE : LEX_HEADER, 0};
-	return lex(text, n, &lx);
+	struct lexer with = {out, source ? LEX_SOURCE : LEX_HEADER, 1, 0, 0};
+	struct lexer without = {out, with.mode, 0, 0, 0};
+	int rc = lex(text, n, &with);
+	return rc == 0 && with.saw_trigraph ? lex(text, n, &without) : rc;
 }
 
 static int has_pair(const char *t, size_t n, char a, char b)

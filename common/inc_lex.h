@@ -18,10 +18,12 @@
  *  - the time macros `__DATE__`, `__TIME__` and `__TIMESTAMP__` as tokens,
  *    anywhere (their expansion is not in the cache key: the daemon serves
  *    such a compile without storing it, flight.c);
- *  - `__FILE__`, `__BASE_FILE__`, `__FILE_NAME__` and `__builtin_FILE` as
- *    tokens, anywhere (a file that uses one is keyed by its path too:
- *    jc__inc_file_hash below), and identifiers that ## could paste into
- *    one with one other piece (jc__inc_file_macro_name: `__FI`, `ILE__`).
+ *  - `__FILE__`, `__BASE_FILE__`, `__FILE_NAME__`, `__builtin_FILE` and
+ *    `__builtin_source_location` as tokens, anywhere (a file that uses one
+ *    is keyed by its path too: jc__inc_file_hash below), identifiers that
+ *    ## could paste into one with one other piece
+ *    (jc__inc_file_macro_name: `__FI`, `ILE__`), and a `??/` splice as
+ *    "??/" (what it hides is for the name check to see, includes.h).
  * Comments, string, character and raw-string literals, pp-numbers and line
  * splices (backslash-newline, also as the trigraph ??/) are honoured; the
  * digraph %: and the trigraph ??= start a directive too.
@@ -48,9 +50,7 @@ enum jc_inc_ref {
 	JC_INC_REF_DEFINE = 'D', /* a header's #define of name */
 	JC_INC_REF_BODY = 'B',	 /* an identifier of the last DEFINE's replacement list */
 	JC_INC_REF_USE = 'U', /* an identifier outside a header's directives; any of the source's */
-	JC_INC_REF_OPEN =
-	    'O', /* a header's '(' outside directives; name: the identifier before it */
-	JC_INC_REF_CLOSE = 'C', /* a header's ')' outside directives */
+	JC_INC_REF_PASTE = 'P', /* a ## (empty name): the last DEFINE's, or in the source */
 };
 
 /* Appends the include references of text[n] (borrowed; any bytes, not
@@ -59,23 +59,26 @@ int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs);
 
 /*
  * Appends the macro records of text[n] (borrowed) to out, for the program
- * name check (inc_names.h), with the lexing rules above. A header's (source
+ * name check (includes.h, jc__inc_name_reach), with the lexing rules above;
+ * a text with a trigraph is lexed again without trigraphs (NVRTC's
+ * language modes differ), so what either reading holds is recorded. A header's (source
  * 0): for each #define, DEFINE with the macro's name, then BODY for each
- * identifier after it (parameters included); USE for each identifier
- * outside directives, OPEN (with the identifier right before it, or "")
- * and CLOSE for each parenthesis there; other directives are skipped. The
- * source's (source
- * 1): USE for every identifier, in directives too. Identifiers inside
- * literals and comments are none. 0 or JC_ENOMEM (out may hold some).
+ * identifier after it (parameters included) and PASTE for each ## (or
+ * %:%:); USE for each identifier outside directives; other directives are
+ * read past. The source's (source 1): USE for every identifier, in
+ * directives too, and PASTE for each ## in a directive. Identifiers inside
+ * literals and comments are none; a block comment may carry a directive
+ * past a newline. 0 or JC_ENOMEM (out may hold some).
  */
 int jc__inc_lex_macros(const char *text, size_t n, int source, struct jc_inc_buf *out);
 
-/* 2 when the identifier s[len] is __FILE__, __FILE_NAME__, __BASE_FILE__
- * or __builtin_FILE; 1 when ## could paste it with one other piece into
- * one: a proper prefix of 4 or more characters, or a proper suffix of 5 or
- * more ("__FI", "ILE__"; any split in two has such a piece). Shorter
- * pieces ("_", "__b", template parameters "F", "E") are common in real
- * headers and are not counted, nor pastes of three or more. Else 0. */
+/* 2 when the identifier s[len] is __FILE__, __FILE_NAME__, __BASE_FILE__,
+ * __builtin_FILE or __builtin_source_location; 1 when ## could paste it
+ * with one other piece into one: a proper prefix of 4 or more characters,
+ * or a proper suffix that leaves out at most 3 ("__FI", "ILE__"; any split
+ * in two has such a piece). Shorter pieces ("_", "__b", a template
+ * parameter "E") are common in real headers and are not counted, nor
+ * pastes of three or more. Else 0. */
 int jc__inc_file_macro_name(const char *s, size_t len);
 
 /* Appends one record (form, len bytes of name) to refs. 0 or JC_ENOMEM. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The program name check for headers (includes.h, jc__inc_name_reach): the
- * macros of the files a compile read, which of them expand a file name
- * macro, and whether the source invokes one. */
+/* The program name check (includes.h, jc__inc_name_reach): the macros of
+ * what a compile read, which of them expand a file name macro, and whether
+ * the source reaches one. */
 #include "common/includes.h"
 
 #include <stdint.h>
@@ -17,13 +17,13 @@
 /* What a name (identifier) is known to do, and where it was seen. */
 enum {
 	T_FILE = 1,    /* expands __FILE__ or __FILE_NAME__: the file where it is expanded */
-	T_CALLER = 2,  /* expands __builtin_FILE, or calls what does in a default argument:
-			* the file of the call */
+	T_CALLER = 2,  /* expands __builtin_FILE or __builtin_source_location: the file of
+			* the call, which a default argument defers to its caller's */
 	T_BASE = 4,    /* expands __BASE_FILE__: the source's name anywhere */
-	IN_SOURCE = 8, /* used in the source or an in-memory header */
-	IN_CODE = 16,  /* used outside the directives of a header read from disk */
-	IN_BODY = 32,  /* in a replacement list of a header's macro */
-	BY_CALL = 64,  /* T_CALLER only by calling a function that is (code_pass) */
+	IN_SOURCE = 8, /* used in the source, an in-memory header or an option */
+	IN_CODE = 16,  /* used outside the directives of a header */
+	PASTES = 32,   /* a macro whose replacement list pastes (##) */
+	REACHED = 64,  /* the source expands it: IN_SOURCE, or in the list of one REACHED */
 	TAINTS = T_FILE | T_CALLER | T_BASE,
 };
 
@@ -45,15 +45,20 @@ struct names {
 	struct jc_inc_buf pool; /* the names' bytes */
 	uint32_t *slots;	/* open addressing: a name's index + 1, or 0 */
 	size_t mask;
-	struct jc_inc_buf defs;	 /* struct def[] */
-	struct jc_inc_buf body;	 /* uint32_t[]: names of the definitions' replacement lists */
-	const char **files;	 /* borrowed paths; 0 is the source */
-	struct jc_inc_buf *recs; /* each file's records (jc__inc_lex_macros) */
+	struct jc_inc_buf defs; /* struct def[] */
+	struct jc_inc_buf body; /* uint32_t[]: names of the definitions' replacement lists */
+	const char **files;	/* borrowed paths; 0 is the source */
 	size_t n_files;
+	int source_pastes;
 };
 
 #define AT(buf, type, i) (((type *)(void *)(buf).p)[i])
 #define COUNT(buf, type) ((buf).n / sizeof(type))
+
+/* Passes over the definitions before a chain of macros is taken as too
+ * long to follow (the result is then bound): each pass follows every chain
+ * one step at least, so hostile headers cost passes x definitions. */
+#define MAX_PASSES 256
 
 static int grow_slots(struct names *t)
 {
@@ -99,7 +104,7 @@ static int64_t intern(struct names *t, const char *s, size_t len, uint8_t flags)
 }
 
 /* Takes the records of one text (jc__inc_lex_macros) of files index file
- * (0: the source). 0 or JC_ENOMEM. */
+ * (0: the source's). 0 or JC_ENOMEM. */
 static int take(struct names *t, const struct jc_inc_buf *recs, uint32_t file)
 {
 	size_t pos = 0;
@@ -107,8 +112,14 @@ static int take(struct names *t, const struct jc_inc_buf *recs, uint32_t file)
 	char form;
 	int64_t def = -1;
 	while ((s = jc__inc_ref_next(recs, &pos, &form))) {
-		if (form == JC_INC_REF_OPEN || form == JC_INC_REF_CLOSE)
-			continue; /* code_pass */
+		if (form == JC_INC_REF_PASTE) {
+			if (file == 0)
+				t->source_pastes = 1;
+			else if (def >= 0)
+				AT(t->v, struct name, AT(t->defs, struct def, def).name).flags |=
+				    PASTES;
+			continue;
+		}
 		int64_t id = intern(t, s, strlen(s), 0);
 		if (id < 0)
 			return JC_ENOMEM;
@@ -127,7 +138,6 @@ static int take(struct names *t, const struct jc_inc_buf *recs, uint32_t file)
 				return JC_ENOMEM;
 			def = (int64_t)COUNT(t->defs, struct def) - 1;
 		} else if (form == JC_INC_REF_BODY && def >= 0) {
-			e->flags |= IN_BODY;
 			if (jc__inc_buf_add(&t->body, &u, sizeof(u)) != 0)
 				return JC_ENOMEM;
 			AT(t->defs, struct def, def).n_body++;
@@ -136,36 +146,36 @@ static int take(struct names *t, const struct jc_inc_buf *recs, uint32_t file)
 	return 0;
 }
 
-/* A macro expands what any name of its replacement list expands: to a fixed point. */
-static void propagate(struct names *t)
+/* To a fixed point: a macro expands what any name of its replacement list
+ * expands, and the source reaches what a macro it reaches lists. 0, or 1
+ * when MAX_PASSES did not reach it. */
+static int propagate(struct names *t)
 {
-	for (int changed = 1; changed;) {
-		changed = 0;
+	for (int pass = 0; pass < MAX_PASSES; pass++) {
+		int changed = 0;
 		for (size_t i = 0; i < COUNT(t->defs, struct def); i++) {
 			const struct def *d = &AT(t->defs, struct def, i);
 			struct name *m = &AT(t->v, struct name, d->name);
 			for (uint32_t b = 0; b < d->n_body; b++) {
-				const struct name *x =
+				struct name *x =
 				    &AT(t->v, struct name, AT(t->body, uint32_t, d->body + b));
 				uint8_t add = x->flags & TAINTS & ~m->flags;
-				/* it calls a function that does (BY_CALL) only when
-				 * everything that made it so does */
-				if (add & T_CALLER)
-					m->flags |= x->flags & BY_CALL;
-				else if ((x->flags & (T_CALLER | BY_CALL)) == T_CALLER &&
-					 (m->flags & BY_CALL)) {
-					m->flags &= (uint8_t)~BY_CALL;
-					changed = 1;
-				}
 				if (add) {
 					m->flags |= add;
 					m->root = x->root;
 					m->def_file = d->file;
 					changed = 1;
 				}
+				if ((m->flags & (IN_SOURCE | REACHED)) && !(x->flags & REACHED)) {
+					x->flags |= REACHED;
+					changed = 1;
+				}
 			}
 		}
+		if (!changed)
+			return 0;
 	}
+	return 1;
 }
 
 static void print_name(const struct names *t, const struct name *e, char *out, size_t len)
@@ -188,114 +198,50 @@ static void describe(const struct names *t, const struct name *e, char *out, siz
 	jc__inc_print_path(out + used, len - used, t->files[e->def_file], ")");
 }
 
-/* Calls nested deeper in a header's code than this are taken as outside any. */
-#define MAX_NEST 64
-
-/*
- * A header's code, after propagate: a macro or builtin that expands
- * __builtin_FILE inside the parentheses of F (a default argument of F's
- * declaration; an argument of a call to F is taken as one too) makes F do
- * so: a call of F in the source would evaluate it there. Sets *changed when
- * it made one; 1 with why in what[len] when one is used outside any named
- * parentheses (a default member initializer evaluates it where the object
- * is made); 0; JC_ENOMEM. A call of a function made so, anywhere in a
- * header's code, is the header's own (not followed: a default argument or
- * member initializer that calls one, source_location l = current()).
- */
-static int code_pass(struct names *t, const struct jc_inc_buf *recs, uint32_t file, int *changed,
-		     char *what, size_t len)
-{
-	int64_t callee[MAX_NEST];
-	size_t depth = 0, pos = 0;
-	const char *s;
-	char form;
-	while ((s = jc__inc_ref_next(recs, &pos, &form))) {
-		if (form == JC_INC_REF_OPEN) {
-			int64_t id = s[0] ? intern(t, s, strlen(s), 0) : -1;
-			if (s[0] && id < 0)
-				return JC_ENOMEM;
-			if (depth < MAX_NEST)
-				callee[depth] = id;
-			depth++;
-		} else if (form == JC_INC_REF_CLOSE) {
-			depth -= depth > 0;
-		} else if (form == JC_INC_REF_USE) {
-			int64_t id = intern(t, s, strlen(s), 0);
-			if (id < 0)
-				return JC_ENOMEM;
-			const struct name *e = &AT(t->v, struct name, id);
-			if (!(e->flags & T_CALLER))
-				continue;
-			int64_t f = depth && depth <= MAX_NEST ? callee[depth - 1] : -1;
-			if (e->flags & BY_CALL)
-				continue; /* a call of it in a header's code: the header's name */
-			if (f < 0) {
-				char d[700];
-				describe(t, e, d, sizeof(d));
-				snprintf(what, len, "%s used outside a call in ", d);
-				size_t used = strlen(what);
-				jc__inc_print_path(what + used, len - used, t->files[file], "");
-				return 1;
-			}
-			struct name *g = &AT(t->v, struct name, f);
-			if (!(g->flags & T_CALLER)) {
-				g->flags |= T_CALLER | BY_CALL;
-				g->root = e->root;
-				g->def_file = file;
-				*changed = 1;
-			}
-		}
-	}
-	return 0;
-}
-
 /* 1 with why in what[len] when the name can reach the compile through t's
- * macros and calls, else 0; JC_ENOMEM. */
+ * texts other than as text, else 0. */
 static int verdict(struct names *t, char *what, size_t len)
 {
-	int rc = 0;
-	for (int changed = 1; changed && rc == 0;) {
-		propagate(t);
-		changed = 0;
-		for (size_t f = 1; rc == 0 && f < t->n_files; f++)
-			rc = code_pass(t, &t->recs[f], (uint32_t)f, &changed, what, len);
+	if (propagate(t)) {
+		snprintf(what, len, "macro chains longer than %d", MAX_PASSES);
+		return 1;
 	}
 	char d[700];
-	for (size_t i = 0; rc == 0 && i < COUNT(t->v, struct name); i++) {
+	for (size_t i = 0; i < COUNT(t->v, struct name); i++) {
 		const struct name *e = &AT(t->v, struct name, i);
 		if ((e->flags & TAINTS) && (e->flags & IN_SOURCE)) {
 			describe(t, e, d, sizeof(d));
 			snprintf(what, len, "%s used in the source", d);
-			rc = 1;
-		} else if ((e->flags & T_BASE) && (e->flags & IN_CODE)) {
+			return 1;
+		}
+		if ((e->flags & (T_CALLER | T_BASE)) && (e->flags & IN_CODE)) {
+			/* a default argument evaluates it where its function is
+			 * called: perhaps in the source */
 			describe(t, e, d, sizeof(d));
 			snprintf(what, len, "%s used in ", d);
 			size_t used = strlen(what);
 			jc__inc_print_path(what + used, len - used, t->files[e->use_file], "");
-			rc = 1;
-		} else if ((e->flags & (IN_SOURCE | IN_BODY)) &&
-			   jc__inc_file_macro_name((const char *)t->pool.p + e->off, e->len) == 1) {
-			/* a piece of a ## that may form one */
+			return 1;
+		}
+		if (!t->source_pastes && (e->flags & PASTES) &&
+		    (e->flags & (IN_SOURCE | REACHED))) {
 			print_name(t, e, d, sizeof(d));
-			snprintf(what, len, "%s, which ## could make a file name macro, in %s", d,
-				 e->flags & IN_SOURCE ? "the source" : "a macro");
-			rc = 1;
+			snprintf(what, len, "the source expands %s, which pastes (##) names", d);
+			return 1;
 		}
 	}
-	return rc;
+	if (t->source_pastes)
+		snprintf(what, len, "the source pastes (##) names");
+	return t->source_pastes;
 }
 
-/* Lexes text[n] of files index file into t (its records kept in t->recs
- * for code_pass). 0 or JC_ENOMEM. */
+/* Lexes text[n] of files index file into t. 0 or JC_ENOMEM. */
 static int add_text(struct names *t, const void *text, size_t n, uint32_t file)
 {
 	struct jc_inc_buf recs = {0};
 	int rc = jc__inc_lex_macros(text, n, file == 0, &recs);
 	rc = rc ?: take(t, &recs, file);
-	if (file != 0 && rc == 0)
-		t->recs[file] = recs;
-	else
-		free(recs.p);
+	free(recs.p);
 	return rc;
 }
 
@@ -334,11 +280,23 @@ static int add_dep(struct names *t, const struct jc_dep *dep, uint64_t max, uint
 	return rc;
 }
 
+/* 1 when something req holds as text (its source, in-memory headers,
+ * options and client-read tree's files) names a file name macro; JC_ENOMEM. */
+static int req_has_file(const struct jc_req *req)
+{
+	int rc = has_file(req->source, req->source_size);
+	for (size_t i = 0; rc == 0 && i < req->n_headers; i++)
+		rc = has_file(req->headers[i].data, req->headers[i].size);
+	for (size_t i = 0; rc == 0 && i < req->options.n; i++)
+		rc = has_file(req->options.v[i], strlen(req->options.v[i]));
+	for (size_t i = 0; rc == 0 && i < req->n_tree; i++)
+		if (req->tree[i].type == JC_TREE_FILE && req->tree[i].data)
+			rc = has_file(req->tree[i].data, req->tree[i].size);
+	return rc;
+}
+
 static void names_clear(struct names *t)
 {
-	for (size_t i = 0; i < t->n_files; i++)
-		free(t->recs[i].p);
-	free(t->recs);
 	free(t->v.p);
 	free(t->pool.p);
 	free(t->slots);
@@ -351,33 +309,26 @@ int jc__inc_name_reach(const struct jc_req *req, const struct jc_dep *deps, size
 		       const struct jc_inc_ctx *ctx, char *what, size_t len)
 {
 	int rc = jc__inc_file_macro(deps, n_deps, ctx, what, len);
-	if (rc < 0)
-		return rc;
-	rc = rc ?: has_file(req->source, req->source_size);
-	for (size_t i = 0; rc == 0 && i < req->n_headers; i++)
-		rc = has_file(req->headers[i].data, req->headers[i].size);
-	for (size_t i = 0; rc == 0 && i < req->n_tree; i++)
-		if (req->tree[i].type == JC_TREE_FILE && req->tree[i].data)
-			rc = has_file(req->tree[i].data, req->tree[i].size);
+	rc = rc ?: req_has_file(req);
 	if (rc <= 0)
 		return rc;
-	rc = 0;
 	struct names t = {0};
 	t.files = calloc(1 + n_deps + req->n_tree, sizeof(*t.files));
-	t.recs = calloc(1 + n_deps + req->n_tree, sizeof(*t.recs));
-	if (!t.files || !t.recs) {
-		names_clear(&t);
+	if (!t.files)
 		return JC_ENOMEM;
-	}
 	t.files[t.n_files++] = "the source";
 	static const char *const seeds[] = {"__FILE__", "__FILE_NAME__", "__BASE_FILE__",
-					    "__builtin_FILE"};
-	static const uint8_t flags[] = {T_FILE, T_FILE, T_BASE, T_CALLER};
-	for (size_t i = 0; rc >= 0 && i < 4; i++)
+					    "__builtin_FILE", "__builtin_source_location"};
+	static const uint8_t flags[] = {T_FILE, T_FILE, T_BASE, T_CALLER, T_CALLER};
+	rc = 0;
+	for (size_t i = 0; rc == 0 && i < sizeof(seeds) / sizeof(*seeds); i++)
 		rc = intern(&t, seeds[i], strlen(seeds[i]), flags[i]) < 0 ? JC_ENOMEM : 0;
+	/* the source's own text; an option (-D) defines a macro as it would */
 	rc = rc ?: add_text(&t, req->source, req->source_size, 0);
 	for (size_t i = 0; rc == 0 && i < req->n_headers; i++)
 		rc = add_text(&t, req->headers[i].data, req->headers[i].size, 0);
+	for (size_t i = 0; rc == 0 && i < req->options.n; i++)
+		rc = add_text(&t, req->options.v[i], strlen(req->options.v[i]), 0);
 	for (size_t i = 0; rc == 0 && i < req->n_tree; i++) {
 		if (req->tree[i].type != JC_TREE_FILE || !req->tree[i].data)
 			continue;

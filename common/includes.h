@@ -199,25 +199,29 @@ int jc__inc_file_macro(const struct jc_dep *deps, size_t n_deps, const struct jc
  * what[len]; 0 when it cannot; JC_ENOMEM.
  *
  * __FILE__ and __FILE_NAME__ name the file being read where they are
- * expanded; __BASE_FILE__ always names the source, and __builtin_FILE()
- * the file of the call, the source's for a default argument of a call in
- * it. Folded into a number (sizeof(__FILE__), a constexpr sum of its
- * characters), no search for the name's text finds it. A header's own uses
- * name the header (its path is in its key: jc__inc_file_hash), so a macro
- * of a header matters only where the source invokes it. The check reads the
- * source, req's in-memory headers, its client-read tree's files and every
- * file of deps (n_deps; as the compile saw them: one that changed since is
- * a 1) outside the toolkit, finds the macros whose replacement lists expand
- * a file name macro (through other macros too), and answers 1 when:
- *  - the source or an in-memory header uses one, or a file name macro;
+ * expanded; __BASE_FILE__ always names the source; __builtin_FILE() and
+ * __builtin_source_location() the file of the call, the source's for a
+ * default argument of a call in it. Folded into a number (sizeof(__FILE__),
+ * a constexpr sum of its characters), no search for the name's text finds
+ * it. A header's own uses of __FILE__ name the header (its path is in its
+ * key: jc__inc_file_hash), so its macros matter only where the source
+ * expands them. The check reads the source, req's in-memory headers,
+ * options and client-read tree's files, and every file of deps (n_deps; as
+ * the compile saw them) outside the toolkit, follows which macros expand a
+ * file name macro and which the source expands (through any chain), and
+ * answers 1 when:
+ *  - the source, an in-memory header or an option uses a file name macro
+ *    or a macro expanding one;
  *  - a header's code (outside its directives) uses __BASE_FILE__,
- *    __builtin_FILE or a macro expanding them;
- *  - the source or a header's macro holds an identifier that ## could
- *    paste with one other piece into one (jc__inc_file_macro_name).
- * Only when something holds "FILE" (jc__inc_file_macro for deps): else 0 at
- * once. The toolkit's macros are taken to expand them into text only
- * (assert's message, CUB's __builtin_FILE() defaults), which the text search
- * sees. Reads files (bypassing the memo); thread-safe.
+ *    __builtin_FILE, __builtin_source_location or a macro expanding one;
+ *  - the source pastes (##) in a directive, or expands a macro that does;
+ *  - a file changed since the compile, or macro chains run past what the
+ *    check follows.
+ * Only when something holds a file name macro or a piece of one
+ * (jc__inc_file_macro for deps, the lexer for the rest): else 0 at once.
+ * The toolkit's macros are taken to expand them into text only (assert's
+ * message, CUB's __builtin_FILE() defaults), which the text search sees.
+ * Reads files (bypassing the memo); thread-safe.
  */
 int jc__inc_name_reach(const struct jc_req *req, const struct jc_dep *deps, size_t n_deps,
 		       const struct jc_inc_ctx *ctx, char *what, size_t len);

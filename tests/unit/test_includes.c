@@ -778,10 +778,10 @@ static void test_file_macro_hash(void **state)
 		file_hash_case(not_uses[i], 0);
 }
 
-/* jc__inc_name_reach for source src and in-memory header hdr (or NULL)
- * against the deps of ROOT/inc/NAME (NULL-terminated). */
-static int reach(const struct fx *f, const char *src, const char *hdr, const char *const *names,
-		 char *what, size_t len)
+/* jc__inc_name_reach for source src, in-memory header hdr (or NULL) and
+ * option opt (or NULL) against the deps of ROOT/inc/NAME (NULL-terminated). */
+static int reach(const struct fx *f, const char *src, const char *hdr, const char *opt,
+		 const char *const *names, char *what, size_t len)
 {
 	struct jc_req r;
 	struct jc_dep deps[4] = {0};
@@ -794,6 +794,8 @@ static int reach(const struct fx *f, const char *src, const char *hdr, const cha
 		r.headers[0].size = strlen(hdr);
 		r.n_headers = 1;
 	}
+	if (opt)
+		assert_int_equal(jc__strv_push(&r.options, opt), 0);
 	for (; names[n]; n++) {
 		char rel[64];
 		snprintf(rel, sizeof(rel), "inc/%s", names[n]);
@@ -807,54 +809,86 @@ static int reach(const struct fx *f, const char *src, const char *hdr, const cha
 	return rc;
 }
 
+/* 1 when the source src, with ROOT/inc/NAME read, is bound to its name; what
+ * says why, which must hold want (or anything when want is NULL). */
+static int bound(const struct fx *f, const char *src, const char *name, const char *want)
+{
+	char what[700];
+	const char *const names[] = {name, NULL};
+	int rc = reach(f, src, NULL, NULL, names, what, sizeof(what));
+	if (rc == 1 && want && !strstr(what, want))
+		fail_msg("%s: %s, not %s", name, what, want);
+	return rc;
+}
+
 /*
- * The program name check: a header's macro that folds __FILE__ matters only
- * where the source (or an in-memory header) invokes it, directly or through
- * other macros; __builtin_FILE in a default argument where the source calls
- * the function (not where a header does), outside any parentheses always;
- * __BASE_FILE__ and pieces that ## may paste into __FILE__ always; a file
- * changed since the compile cannot be cleared.
+ * The program name check: a header's macro that expands __FILE__ matters
+ * only where the source (or an in-memory header, or an option) expands it,
+ * through any chain of macros; __builtin_FILE, __builtin_source_location and
+ * __BASE_FILE__ in a header's code (a default argument) always; a macro the
+ * source expands that pastes (##), or a paste in the source, always; what a
+ * comment, a trigraph splice or a file changed since the compile hides
+ * cannot clear it.
  */
 static void test_name_reach(void **state)
 {
 	struct fx *f = *state;
 	char what[700];
-	static const char *const a[] = {"a.h", NULL}, *const b[] = {"b.h", "g.h", NULL},
-				 *const c[] = {"c.h", NULL}, *const d[] = {"d.h", NULL},
-				 *const e[] = {"e.h", NULL};
 	jct_put(f->root, "inc/a.h",
 		"#define INNER ((int)sizeof(__FILE__))\n#define WHERE (INNER + 1)\n#define USED 1\n"
 		"#if __has_builtin(__builtin_FILE)\n#endif\nint here = WHERE;\n");
 	jct_put(f->root, "inc/b.h", "int f(const char *s = __builtin_FILE());\n");
-	jct_put(f->root, "inc/g.h", "#define CALL_F f()\ninline int g() { return CALL_F; }\n");
-	jct_put(f->root, "inc/d.h", "const char *where = __builtin_FILE();\n");
 	jct_put(f->root, "inc/e.h", "const char *where = __BASE_FILE__;\n");
+	jct_put(f->root, "inc/l.h", "int g(const void *p = __builtin_source_location());\n");
 	jct_put(f->root, "inc/c.h", "#define CAT(x, y) x##y\n#define P CAT(__FI, LE__)\n");
+	jct_put(f->root, "inc/n.h",
+		"#define HDR_LEN ((int)sizeof(__FILE__))\n#define GET(x) HDR_##x\n#define EXTRA "
+		"GET(LEN)\n");
+	jct_put(f->root, "inc/m.h", "#define EXTRA /*\n*/ ((int)sizeof(__FILE__))\n");
+	jct_put(f->root, "inc/p.h",
+		"#pragma once /* the old\n R\"( form */\n#define EXTRA ((int)sizeof(__FILE__))\n");
+	jct_put(f->root, "inc/t.h", "// ?\?/\n#define EXTRA ((int)sizeof(__FILE__))\n");
+	struct jc_inc_buf chain = {0};
+	for (int i = 0; i < 300; i++) { /* defined in the order that takes a pass a step */
+		char d[64];
+		int k = snprintf(d, sizeof(d), "#define C%d C%d\n", i, i + 1);
+		assert_int_equal(jc__inc_buf_add(&chain, d, (size_t)k), 0);
+	}
+	assert_int_equal(jc__inc_buf_add(&chain, "#define C300 sizeof(__FILE__)\n", 30), 0);
+	assert_int_equal(jc__inc_buf_add(&chain, "", 1), 0);
+	jct_put(f->root, "inc/chain.h", (const char *)chain.p);
+	free(chain.p);
 	jct_settle();
-	assert_int_equal(reach(f, "int x = USED; // WHERE\nconst char *s = \"WHERE\";\n", NULL, a,
-			       what, sizeof(what)),
-			 0);
-	assert_int_equal(reach(f, "int x = WHERE;\n", NULL, a, what, sizeof(what)), 1);
-	assert_non_null(strstr(what, "WHERE (expanding __FILE__, defined in "));
-	assert_int_equal(reach(f, "int x = USED;\n", "int y = WHERE;\n", a, what, sizeof(what)), 1);
-	assert_int_equal(reach(f, "int x = sizeof(__FILE__);\n", NULL, a, what, sizeof(what)), 1);
-	/* a default argument: the file of the call, a header's or the source's */
-	assert_int_equal(reach(f, "int x;\n", NULL, b, what, sizeof(what)), 0);
-	assert_int_equal(reach(f, "#define CALL f()\nint x = CALL;\n", NULL, b, what, sizeof(what)),
+	static const char *const a[] = {"a.h", NULL};
+	/* defined, used in the header's own code, named in a comment or a string */
+	assert_int_equal(
+	    bound(f, "int x = USED; // WHERE\nconst char *s = \"WHERE\";\n", "a.h", NULL), 0);
+	assert_int_equal(
+	    bound(f, "int x = WHERE;\n", "a.h", "WHERE (expanding __FILE__, defined in "), 1);
+	assert_int_equal(
+	    reach(f, "int x = USED;\n", "int y = WHERE;\n", NULL, a, what, sizeof(what)), 1);
+	assert_int_equal(
+	    reach(f, "int x = EXTRA;\n", NULL, "-DEXTRA=sizeof(__FILE__)", a, what, sizeof(what)),
+	    1);
+	assert_int_equal(bound(f, "int x = sizeof(__FILE__);\n", "a.h", NULL), 1);
+	assert_int_equal(bound(f, "int x;\n", "b.h", "__builtin_FILE used in "), 1);
+	assert_int_equal(bound(f, "int x;\n", "e.h", "__BASE_FILE__ used in "), 1);
+	assert_int_equal(bound(f, "int x;\n", "l.h", "__builtin_source_location used in "), 1);
+	/* pastes: the source's, or a macro's the source expands */
+	assert_int_equal(bound(f, "int x;\n", "c.h", NULL), 0);
+	assert_int_equal(bound(f, "int x = sizeof(P);\n", "c.h", "expands CAT, which pastes"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "n.h", "expands GET, which pastes"), 1);
+	assert_int_equal(bound(f, "#define Q(a, b) a##b\nint x = sizeof(Q(__F, ILE__));\n", "a.h",
+			       "the source pastes"),
 			 1);
-	assert_non_null(strstr(what, "f (expanding __builtin_FILE, defined in "));
-	assert_int_equal(reach(f, "int x;\n", NULL, d, what, sizeof(what)), 1);
-	assert_non_null(strstr(what, "__builtin_FILE used outside a call in "));
-	assert_int_equal(reach(f, "int x;\n", NULL, e, what, sizeof(what)), 1);
-	assert_non_null(strstr(what, "__BASE_FILE__ used in "));
-	assert_int_equal(reach(f, "int x;\n", NULL, c, what, sizeof(what)), 1);
-	assert_non_null(strstr(what, "__FI, which ## could"));
-	assert_int_equal(reach(f, "#define Q(a, b) a##b\nint x = sizeof(Q(__F, ILE__));\n", NULL, a,
-			       what, sizeof(what)),
-			 1);
+	/* a comment that carries a directive on, a trigraph splice */
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "m.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "p.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "t.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = C0;\n", "chain.h", "macro chains longer than"), 1);
 	/* nothing names a file: no file is read */
 	assert_int_equal(
-	    reach(f, "int x;\n", NULL, (const char *const[]){NULL}, what, sizeof(what)), 0);
+	    reach(f, "int x;\n", NULL, NULL, (const char *const[]){NULL}, what, sizeof(what)), 0);
 	/* changed since the compile saw it */
 	struct jc_req r;
 	make_req(f, &r, "int x = USED;\n", NULL);
