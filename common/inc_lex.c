@@ -111,6 +111,52 @@ static size_t skip_raw(const char *s, size_t n, size_t i)
 	return n;
 }
 
+/* Index after the pp-number at i (a digit, or '.' and a digit), with C++14
+ * digit separators and exponent signs. */
+static size_t skip_number(const char *s, size_t n, size_t i)
+{
+	for (i++; i < n; i++) {
+		if (is_ident(s[i]) || s[i] == '.')
+			continue;
+		if (s[i] == '\'' && i + 1 < n && is_ident(s[i + 1]))
+			continue;
+		if ((s[i] == '+' || s[i] == '-') && strchr("eEpP", s[i - 1]))
+			continue;
+		break;
+	}
+	return i;
+}
+
+static int ident_is(const char *s, size_t len, const char *word)
+{
+	return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+/* Index after a literal whose prefix is the identifier s[w..e) (an encoding
+ * prefix, or R: a raw string) and whose quote is at e; e when s[w..e) is no
+ * such prefix or no quote follows. */
+static size_t skip_prefixed(const char *s, size_t n, size_t w, size_t e)
+{
+	size_t len = e - w;
+	if (e >= n || len > 3 || (s[e] != '"' && s[e] != '\''))
+		return e;
+	if (s[e] == '"' && (ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
+			    ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
+			    ident_is(s + w, len, "u8R")))
+		return skip_raw(s, n, e);
+	if (ident_is(s + w, len, "L") || ident_is(s + w, len, "u") || ident_is(s + w, len, "U") ||
+	    ident_is(s + w, len, "u8"))
+		return skip_quoted(s, n, e);
+	return e;
+}
+
+/* 1 when s[i] starts a universal character name (\u, \U): a name spelt
+ * with one is none this lexer reads, so the name check binds (inc_names.c). */
+static int ucn_at(const char *s, size_t n, size_t i)
+{
+	return s[i] == '\\' && i + 1 < n && (s[i + 1] == 'u' || s[i + 1] == 'U');
+}
+
 /* Skips blanks and block comments within a line. */
 static size_t skip_hspace(const char *s, size_t n, size_t i)
 {
@@ -146,31 +192,34 @@ static int literal_ref(const char *s, size_t eol, size_t i, struct jc_inc_buf *r
 	return 1;
 }
 
-static int ident_is(const char *s, size_t len, const char *word)
-{
-	return strlen(word) == len && memcmp(s, word, len) == 0;
-}
-
 int jc__inc_file_macro_name(const char *s, size_t len)
 {
-	static const char *const names[] = {"__FILE__", "__FILE_NAME__", "__BASE_FILE__",
-					    "__builtin_FILE", "__builtin_source_location"};
+	static const struct {
+		const char *name;
+		int pieces; /* JC_INC_FILE_PIECE or _CALLER_PIECE for its pieces; 0: none */
+	} names[] = {{"__FILE__", JC_INC_FILE_PIECE},
+		     {"__FILE_NAME__", JC_INC_FILE_PIECE},
+		     {"__BASE_FILE__", JC_INC_FILE_PIECE | JC_INC_CALLER_PIECE},
+		     {"__builtin_FILE", JC_INC_FILE_PIECE | JC_INC_CALLER_PIECE},
+		     {"__builtin_source_location", JC_INC_FILE_PIECE | JC_INC_CALLER_PIECE},
+		     {"source_location", 0}};
 	int r = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
-		size_t n = strlen(names[i]);
-		if (len == n && memcmp(s, names[i], n) == 0)
-			return 2;
+		const char *m = names[i].name;
+		size_t n = strlen(m);
+		if (len == n && memcmp(s, m, n) == 0)
+			return JC_INC_FILE_NAME;
 		/* a split in two whose left piece is shorter than 4 leaves n - 3 or more */
-		if (len < n && ((len >= 4 && memcmp(s, names[i], len) == 0) ||
-				(len + 3 >= n && memcmp(s, names[i] + n - len, len) == 0)))
-			r = 1;
+		if (len < n && ((len >= 4 && memcmp(s, m, len) == 0) ||
+				(len + 3 >= n && memcmp(s, m + n - len, len) == 0)))
+			r |= names[i].pieces;
 	}
 	return r;
 }
 
 /* Records the identifier s[len] when it is a time macro, names the file or
  * may be pasted into a name of the file (jc__inc_file_macro_name: each
- * starts with '_' or ends with '_', 'E' or 'n'). */
+ * starts with '_' or 's', or ends with '_', 'E' or 'n'). */
 static int time_macro(const char *s, size_t len, struct jc_inc_buf *refs)
 {
 	if (len < 4 || len > 25)
@@ -178,7 +227,8 @@ static int time_macro(const char *s, size_t len, struct jc_inc_buf *refs)
 	if (s[0] == '_' && (ident_is(s, len, "__DATE__") || ident_is(s, len, "__TIME__") ||
 			    ident_is(s, len, "__TIMESTAMP__")))
 		return jc__inc_ref_add(refs, JC_INC_REF_TIME, s, len);
-	if ((s[0] == '_' || s[len - 1] == '_' || s[len - 1] == 'E' || s[len - 1] == 'n') &&
+	if ((s[0] == '_' || s[0] == 's' || s[len - 1] == '_' || s[len - 1] == 'E' ||
+	     s[len - 1] == 'n') &&
 	    jc__inc_file_macro_name(s, len))
 		return jc__inc_ref_add(refs, JC_INC_REF_FILE, s, len);
 	return 0;
@@ -199,11 +249,11 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 	size_t eol = line_end(s, n, i);
 	if (ident_is(word, wlen, "line") || (wlen && is_digit(word[0]))) {
 		/* #line "name" (and GNU's # 1 "name") renames the file, which may
-		 * change where quoted includes are looked for: unknowable here. */
-		size_t eol2 = line_end(s, n, i);
-		if (memchr(s + i, '"', eol2 - i))
+		 * change where quoted includes are looked for: unknowable here.
+		 * Its operands are lexed on (a macro may name the file). */
+		if (memchr(s + i, '"', eol - i))
 			*rc = jc__inc_ref_add(refs, JC_INC_REF_COMPUTED, "", 0);
-		return eol2;
+		return i;
 	}
 	if (ident_is(word, wlen, "include") || ident_is(word, wlen, "include_next") ||
 	    ident_is(word, wlen, "import")) {
@@ -230,7 +280,17 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 			literal_ref(s, eol, skip_hspace(s, eol, k + 1), refs, rc);
 			continue;
 		}
-		if (!is_ident(s[k]) || (k > i && is_ident(s[k - 1])))
+		if (s[k] == '"' || s[k] == '\'') { /* no comment starts in a literal */
+			k = skip_quoted(s, eol, k) - 1;
+			continue;
+		}
+		if (is_digit(s[k]) || (s[k] == '.' && k + 1 < eol && is_digit(s[k + 1]))) {
+			k = skip_number(s, eol, k) - 1;
+			continue;
+		}
+		if (ucn_at(s, eol, k))
+			*rc = jc__inc_ref_add(refs, JC_INC_REF_FILE, "\\u", 2);
+		if (!is_ident(s[k]))
 			continue;
 		size_t e = k;
 		while (e < eol && is_ident(s[e]))
@@ -245,7 +305,7 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 					*rc = jc__inc_ref_add(refs, JC_INC_REF_COMPUTED, "", 0);
 			}
 		}
-		k = e - 1;
+		k = skip_prefixed(s, eol, k, e) - 1;
 	}
 	return eol;
 }
@@ -270,10 +330,12 @@ static int paste_at(const char *s, size_t n, size_t k)
 
 /*
  * A directive whose '#' is at i - 1, for jc__inc_lex_macros (inc_lex.h): in
- * a header, a #define's name, its replacement list's identifiers and pastes
- * (other directives are read past, unrecorded); in the source, every
+ * a header, a #define's name, its replacement list's identifiers and pastes,
+ * and a #line's operands as code (they are expanded where they stand);
+ * other directives are read past, unrecorded. In the source, every
  * identifier and paste of any directive. A block comment may carry the
- * directive past a newline. Returns the index of its end.
+ * directive past a newline; a <name> after #include or '(' is no comment.
+ * Returns the index of its end.
  */
 static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *lx)
 {
@@ -281,40 +343,58 @@ static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *l
 	size_t w = i;
 	while (i < n && is_ident(s[i]))
 		i++;
-	enum jc_inc_ref word = JC_INC_REF_USE;
-	int record = lx->mode == LEX_SOURCE;
+	enum jc_inc_ref kind = JC_INC_REF_USE;
+	int record = lx->mode == LEX_SOURCE || ident_is(s + w, i - w, "line");
+	int header_name = ident_is(s + w, i - w, "include") ||
+			  ident_is(s + w, i - w, "include_next") ||
+			  ident_is(s + w, i - w, "import");
 	if (lx->mode == LEX_HEADER && ident_is(s + w, i - w, "define")) {
 		w = i = skip_hspace(s, n, i);
 		while (i < n && is_ident(s[i]))
 			i++;
 		if (i > w) {
 			lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_DEFINE, s + w, i - w);
-			word = JC_INC_REF_BODY;
+			kind = JC_INC_REF_BODY;
 			record = 1;
 		}
 	}
 	size_t k = i;
+	char prev = 0;
 	while (k < n && s[k] != '\n' && lx->rc == 0) {
-		if (s[k] == '/' && k + 1 < n && s[k + 1] == '*') {
+		char c = s[k];
+		const char *gt;
+		if (c == '/' && k + 1 < n && s[k + 1] == '*') {
 			k = skip_block_comment(s, n, k);
-		} else if (s[k] == '/' && k + 1 < n && s[k + 1] == '/') {
+			continue;
+		}
+		if (c == '/' && k + 1 < n && s[k + 1] == '/') {
 			k = line_end(s, n, k);
-		} else if (s[k] == '"' || s[k] == '\'') {
+		} else if (c == '"' || c == '\'') {
 			k = skip_quoted(s, n, k);
+		} else if (c == '<' && (header_name || prev == '(') &&
+			   (gt = memchr(s + k, '>', line_end(s, n, k) - k))) {
+			k = (size_t)(gt - s) + 1;
 		} else if (paste_at(s, n, k)) {
 			if (record)
 				lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_PASTE, "", 0);
-			k += s[k] == '#' ? 2 : 4;
-		} else if (is_ident(s[k])) {
+			k += c == '#' ? 2 : 4;
+		} else if (ucn_at(s, n, k)) {
+			lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_USE, "\\u", 2);
+			k += 2;
+		} else if (is_digit(c) || (c == '.' && k + 1 < n && is_digit(s[k + 1]))) {
+			k = skip_number(s, n, k);
+		} else if (is_ident(c)) {
 			size_t e = k;
 			while (e < n && is_ident(s[e]))
 				e++;
-			if (record && !is_digit(s[k])) /* a pp-number's tail is no identifier */
-				lx->rc = jc__inc_ref_add(lx->out, word, s + k, e - k);
-			k = e < n && s[e] == '"' && s[e - 1] == 'R' ? skip_raw(s, n, e) : e;
+			if (record)
+				lx->rc = jc__inc_ref_add(lx->out, kind, s + k, e - k);
+			k = skip_prefixed(s, n, k, e);
 		} else {
 			k++;
 		}
+		if (!is_hspace(c))
+			prev = c;
 	}
 	return k;
 }
@@ -368,16 +448,7 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 			i = skip_quoted(s, n, i);
 			bol = 0;
 		} else if (is_digit(c) || (c == '.' && i + 1 < n && is_digit(s[i + 1]))) {
-			/* pp-number, with C++14 digit separators and exponent signs */
-			for (i++; i < n; i++) {
-				if (is_ident(s[i]) || s[i] == '.')
-					continue;
-				if (s[i] == '\'' && i + 1 < n && is_ident(s[i + 1]))
-					continue;
-				if ((s[i] == '+' || s[i] == '-') && strchr("eEpP", s[i - 1]))
-					continue;
-				break;
-			}
+			i = skip_number(s, n, i);
 			bol = 0;
 		} else if (is_ident(c)) {
 			size_t w = i;
@@ -387,22 +458,16 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 			lx->rc = lx->mode == LEX_REFS
 				     ? time_macro(s + w, len, lx->out)
 				     : jc__inc_ref_add(lx->out, JC_INC_REF_USE, s + w, len);
-			/* An encoding prefix or R only matters right before a quote
-			 * (and is at most 3 characters): most identifiers skip this. */
-			if (i < n && len <= 3 && (s[i] == '"' || s[i] == '\'')) {
-				int prefix =
-				    ident_is(s + w, len, "L") || ident_is(s + w, len, "u") ||
-				    ident_is(s + w, len, "U") || ident_is(s + w, len, "u8");
-				int raw = ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
-					  ident_is(s + w, len, "uR") ||
-					  ident_is(s + w, len, "UR") || ident_is(s + w, len, "u8R");
-				if (s[i] == '"' && raw)
-					i = skip_raw(s, n, i);
-				else if (prefix)
-					i = skip_quoted(s, n, i);
-			}
+			i = skip_prefixed(s, n, w, i);
 			bol = 0;
 		} else {
+			if (ucn_at(s, n, i)) /* the gate's and the name check's */
+				lx->rc = jc__inc_ref_add(lx->out,
+							 lx->mode == LEX_REFS ? JC_INC_REF_FILE
+									      : JC_INC_REF_USE,
+							 "\\u", 2);
+			else if (lx->mode == LEX_SOURCE && paste_at(s, n, i)) /* an option's -D */
+				lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_PASTE, "", 0);
 			i++;
 			bol = 0;
 		}
@@ -442,9 +507,12 @@ int jc__inc_may_have_directive(const char *t, size_t n)
 static int uses_file_macro(const struct jc_inc_buf *refs)
 {
 	size_t pos = 0;
+	const char *name;
 	char form;
-	while (jc__inc_ref_next(refs, &pos, &form))
-		if (form == JC_INC_REF_FILE)
+	/* the names with "FILE" in them: jc__inc_file_hash lexes only such bytes */
+	while ((name = jc__inc_ref_next(refs, &pos, &form)))
+		if (form == JC_INC_REF_FILE && strstr(name, "FILE") &&
+		    jc__inc_file_macro_name(name, strlen(name)) == JC_INC_FILE_NAME)
 			return 1;
 	return 0;
 }

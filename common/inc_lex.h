@@ -18,12 +18,13 @@
  *  - the time macros `__DATE__`, `__TIME__` and `__TIMESTAMP__` as tokens,
  *    anywhere (their expansion is not in the cache key: the daemon serves
  *    such a compile without storing it, flight.c);
- *  - `__FILE__`, `__BASE_FILE__`, `__FILE_NAME__`, `__builtin_FILE` and
- *    `__builtin_source_location` as tokens, anywhere (a file that uses one
- *    is keyed by its path too: jc__inc_file_hash below), identifiers that
- *    ## could paste into one with one other piece
- *    (jc__inc_file_macro_name: `__FI`, `ILE__`), and a `??/` splice as
- *    "??/" (what it hides is for the name check to see, includes.h).
+ *  - the identifiers that can bring a file's name into a compile
+ *    (jc__inc_file_macro_name: `__FILE__`, `__builtin_FILE`,
+ *    `source_location`, pieces `##` could paste into one: `__FI`, `ILE__`)
+ *    anywhere (a file that uses a `__FILE__`-like one is keyed by its path
+ *    too: jc__inc_file_hash below); and, for the name check to see
+ *    (includes.h), a `??/` splice as "??/" and a universal character name
+ *    as "\u".
  * Comments, string, character and raw-string literals, pp-numbers and line
  * splices (backslash-newline, also as the trigraph ??/) are honoured; the
  * digraph %: and the trigraph ??= start a directive too.
@@ -72,13 +73,26 @@ int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs);
  */
 int jc__inc_lex_macros(const char *text, size_t n, int source, struct jc_inc_buf *out);
 
-/* 2 when the identifier s[len] is __FILE__, __FILE_NAME__, __BASE_FILE__,
- * __builtin_FILE or __builtin_source_location; 1 when ## could paste it
- * with one other piece into one: a proper prefix of 4 or more characters,
- * or a proper suffix that leaves out at most 3 ("__FI", "ILE__"; any split
- * in two has such a piece). Shorter pieces ("_", "__b", a template
- * parameter "E") are common in real headers and are not counted, nor
- * pastes of three or more. Else 0. */
+/* What jc__inc_file_macro_name says of an identifier (bits). */
+enum {
+	JC_INC_FILE_PIECE = 1,	 /* ## could paste it with one other piece into one */
+	JC_INC_FILE_NAME = 2,	 /* one of them */
+	JC_INC_CALLER_PIECE = 4, /* a piece of __BASE_FILE__ or a __builtin_ one */
+};
+
+/*
+ * Whether the identifier s[len] can bring a file's name into a compile:
+ * JC_INC_FILE_NAME for __FILE__, __FILE_NAME__, __BASE_FILE__,
+ * __builtin_FILE, __builtin_source_location and source_location (the
+ * toolkit's cuda::std::source_location::current() takes __builtin_FILE() as
+ * a default argument); else JC_INC_FILE_PIECE (with JC_INC_CALLER_PIECE for
+ * the last three builtins') when ## could paste it with one other piece
+ * into one of the first five: a proper prefix of 4 or more characters, or a
+ * proper suffix that leaves out at most 3 ("__FI", "ILE__"; any split in
+ * two has such a piece). Shorter pieces ("_", "__b", a template parameter
+ * "E") are common in real headers and are not counted, nor pastes of three
+ * or more, nor pieces of source_location. Else 0.
+ */
 int jc__inc_file_macro_name(const char *s, size_t len);
 
 /* Appends one record (form, len bytes of name) to refs. 0 or JC_ENOMEM. */
@@ -91,7 +105,8 @@ const char *jc__inc_ref_next(const struct jc_inc_buf *refs, size_t *pos, char *f
 /*
  * The hash of a FILE entry (inc_set.h) at path whose bytes are data[n]:
  * XXH3-128 of the bytes; for a file that uses __FILE__, __BASE_FILE__,
- * __FILE_NAME__ or __builtin_FILE as a token (the lexer's JC_INC_REF_FILE),
+ * __FILE_NAME__ or __builtin_FILE as a token (the lexer's JC_INC_REF_FILE;
+ * not the other names or pieces jc__inc_file_macro_name knows),
  * XXH3-128 of that hash (16 bytes) followed by path (as NVRTC opens it):
  * what such a file compiles to depends on the path it was found under, so
  * the same bytes elsewhere are another key (README, "The key"). refs: the

@@ -16,14 +16,17 @@
 
 /* What a name (identifier) is known to do, and where it was seen. */
 enum {
-	T_FILE = 1,    /* expands __FILE__ or __FILE_NAME__: the file where it is expanded */
-	T_CALLER = 2,  /* expands __builtin_FILE or __builtin_source_location: the file of
-			* the call, which a default argument defers to its caller's */
-	T_BASE = 4,    /* expands __BASE_FILE__: the source's name anywhere */
-	IN_SOURCE = 8, /* used in the source, an in-memory header or an option */
-	IN_CODE = 16,  /* used outside the directives of a header */
-	PASTES = 32,   /* a macro whose replacement list pastes (##) */
-	REACHED = 64,  /* the source expands it: IN_SOURCE, or in the list of one REACHED */
+	T_FILE = 1,	  /* expands __FILE__ or __FILE_NAME__: the file where it is expanded */
+	T_CALLER = 2,	  /* expands __builtin_FILE, __builtin_source_location or names
+			   * source_location: the file of the call, which a default
+			   * argument defers to its caller's */
+	T_BASE = 4,	  /* expands __BASE_FILE__: the source's name anywhere */
+	IN_SOURCE = 8,	  /* used in the source, an in-memory header or an option */
+	IN_CODE = 16,	  /* used outside the directives of a header */
+	IN_BODY = 32,	  /* in a replacement list of a header's macro */
+	PASTES = 64,	  /* a macro whose replacement list pastes (##) */
+	REACHED = 128,	  /* the source expands it: IN_SOURCE, or in the list of one REACHED */
+	UNREADABLE = 256, /* the lexer's mark of a universal character name */
 	TAINTS = T_FILE | T_CALLER | T_BASE,
 };
 
@@ -33,7 +36,7 @@ struct name {
 	uint32_t root;	   /* the file name macro it expands (a name's index) */
 	uint32_t def_file; /* files index of the definition that made it expand root */
 	uint32_t use_file; /* files index of its first IN_CODE use */
-	uint8_t flags;
+	uint16_t flags;
 };
 
 struct def {
@@ -58,7 +61,7 @@ struct names {
 /* Passes over the definitions before a chain of macros is taken as too
  * long to follow (the result is then bound): each pass follows every chain
  * one step at least, so hostile headers cost passes x definitions. */
-#define MAX_PASSES 256
+#define MAX_PASSES 64
 
 static int grow_slots(struct names *t)
 {
@@ -79,7 +82,7 @@ static int grow_slots(struct names *t)
 }
 
 /* The index of name s[len], added with flags when new; -1 when out of memory. */
-static int64_t intern(struct names *t, const char *s, size_t len, uint8_t flags)
+static int64_t intern(struct names *t, const char *s, size_t len, uint16_t flags)
 {
 	uint64_t h = XXH3_64bits(s, len);
 	if (t->slots) {
@@ -138,6 +141,7 @@ static int take(struct names *t, const struct jc_inc_buf *recs, uint32_t file)
 				return JC_ENOMEM;
 			def = (int64_t)COUNT(t->defs, struct def) - 1;
 		} else if (form == JC_INC_REF_BODY && def >= 0) {
+			e->flags |= IN_BODY;
 			if (jc__inc_buf_add(&t->body, &u, sizeof(u)) != 0)
 				return JC_ENOMEM;
 			AT(t->defs, struct def, def).n_body++;
@@ -159,7 +163,7 @@ static int propagate(struct names *t)
 			for (uint32_t b = 0; b < d->n_body; b++) {
 				struct name *x =
 				    &AT(t->v, struct name, AT(t->body, uint32_t, d->body + b));
-				uint8_t add = x->flags & TAINTS & ~m->flags;
+				uint16_t add = x->flags & TAINTS & ~m->flags;
 				if (add) {
 					m->flags |= add;
 					m->root = x->root;
@@ -209,6 +213,7 @@ static int verdict(struct names *t, char *what, size_t len)
 	char d[700];
 	for (size_t i = 0; i < COUNT(t->v, struct name); i++) {
 		const struct name *e = &AT(t->v, struct name, i);
+		int piece = jc__inc_file_macro_name((const char *)t->pool.p + e->off, e->len);
 		if ((e->flags & TAINTS) && (e->flags & IN_SOURCE)) {
 			describe(t, e, d, sizeof(d));
 			snprintf(what, len, "%s used in the source", d);
@@ -221,6 +226,20 @@ static int verdict(struct names *t, char *what, size_t len)
 			snprintf(what, len, "%s used in ", d);
 			size_t used = strlen(what);
 			jc__inc_print_path(what + used, len - used, t->files[e->use_file], "");
+			return 1;
+		}
+		if ((e->flags & UNREADABLE) && (e->flags & (IN_SOURCE | IN_CODE))) {
+			snprintf(what, len, "a universal character name (\\u) in a name");
+			return 1;
+		}
+		/* pasted with another piece (a toolkit macro's ## in the source,
+		 * any in a header's code) it makes one */
+		if (((e->flags & IN_SOURCE) && (piece & JC_INC_FILE_PIECE)) ||
+		    ((e->flags & (IN_CODE | IN_BODY)) && (piece & JC_INC_CALLER_PIECE))) {
+			print_name(t, e, d, sizeof(d));
+			snprintf(what, len,
+				 "%s, which ## could paste into a file name macro, used in %s", d,
+				 e->flags & IN_SOURCE ? "the source" : "a header");
 			return 1;
 		}
 		if (!t->source_pastes && (e->flags & PASTES) &&
@@ -317,9 +336,15 @@ int jc__inc_name_reach(const struct jc_req *req, const struct jc_dep *deps, size
 	if (!t.files)
 		return JC_ENOMEM;
 	t.files[t.n_files++] = "the source";
-	static const char *const seeds[] = {"__FILE__", "__FILE_NAME__", "__BASE_FILE__",
-					    "__builtin_FILE", "__builtin_source_location"};
-	static const uint8_t flags[] = {T_FILE, T_FILE, T_BASE, T_CALLER, T_CALLER};
+	static const char *const seeds[] = {"__FILE__",
+					    "__FILE_NAME__",
+					    "__BASE_FILE__",
+					    "__builtin_FILE",
+					    "__builtin_source_location",
+					    "source_location",
+					    "\\u"};
+	static const uint16_t flags[] = {T_FILE,   T_FILE,   T_BASE,	T_CALLER,
+					 T_CALLER, T_CALLER, UNREADABLE};
 	rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof(seeds) / sizeof(*seeds); i++)
 		rc = intern(&t, seeds[i], strlen(seeds[i]), flags[i]) < 0 ? JC_ENOMEM : 0;

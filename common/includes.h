@@ -211,16 +211,21 @@ int jc__inc_file_macro(const struct jc_dep *deps, size_t n_deps, const struct jc
  * file name macro and which the source expands (through any chain), and
  * answers 1 when:
  *  - the source, an in-memory header or an option uses a file name macro
- *    or a macro expanding one;
- *  - a header's code (outside its directives) uses __BASE_FILE__,
- *    __builtin_FILE, __builtin_source_location or a macro expanding one;
- *  - the source pastes (##) in a directive, or expands a macro that does;
+ *    or a macro expanding one, or names source_location (the toolkit's
+ *    source_location::current() defers __builtin_FILE() to its caller);
+ *  - a header's code (outside its directives, or a #line's operands) uses
+ *    __BASE_FILE__, __builtin_FILE, __builtin_source_location,
+ *    source_location or a macro expanding one;
+ *  - the source or an option pastes (##), or expands a macro that does; the
+ *    source holds a piece ## could paste into a file name macro, or a header
+ *    one of __BASE_FILE__ or a builtin (jc__inc_file_macro_name);
+ *  - a name is spelt with a universal character name (not read here);
  *  - a file changed since the compile, or macro chains run past what the
  *    check follows.
  * Only when something holds a file name macro or a piece of one
  * (jc__inc_file_macro for deps, the lexer for the rest): else 0 at once.
- * The toolkit's macros are taken to expand them into text only (assert's
- * message, CUB's __builtin_FILE() defaults), which the text search sees.
+ * The toolkit's headers are not read: their macros are taken to expand
+ * them into text only (assert's message), which the text search sees.
  * Reads files (bypassing the memo); thread-safe.
  */
 int jc__inc_name_reach(const struct jc_req *req, const struct jc_dep *deps, size_t n_deps,

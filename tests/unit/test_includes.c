@@ -848,6 +848,20 @@ static void test_name_reach(void **state)
 	jct_put(f->root, "inc/p.h",
 		"#pragma once /* the old\n R\"( form */\n#define EXTRA ((int)sizeof(__FILE__))\n");
 	jct_put(f->root, "inc/t.h", "// ?\?/\n#define EXTRA ((int)sizeof(__FILE__))\n");
+	jct_put(f->root, "inc/k.h",
+		"#define CAT(a, b) a##b\nconstexpr int hv = sizeof(CAT(__BASE_, FILE__));\n");
+	jct_put(f->root, "inc/s1.h", "#define EXTRA (1'0 + (int)sizeof(__FILE__))\n");
+	jct_put(f->root, "inc/s2.h",
+		"#define FOOR\n#define EXTRA ((int)sizeof(FOOR\"(\" __FILE__ \")\"))\n");
+	jct_put(f->root, "inc/s3.h",
+		"#define \\u00e9X ((int)sizeof(__FILE__))\n#define EXTRA \\u00e9X\n");
+	jct_put(f->root, "inc/s4.h",
+		"#line 1 __BASE_FILE__\nconstexpr int hv = sizeof(__FILE__);\n#define EXTRA hv\n");
+	jct_put(f->root, "inc/s5.h", "#define EXTRA ((int)sizeof(\"//\" __FILE__))\n");
+	jct_put(f->root, "inc/s6.h", "#define EXTRA ((int)sizeof(\"/*\" __FILE__))\n/* */\n");
+	jct_put(
+	    f->root, "inc/s7.h",
+	    "#if __has_include(<a/*b>)\n#endif\n#define EXTRA ((int)sizeof(__FILE__))\n// */\n");
 	struct jc_inc_buf chain = {0};
 	for (int i = 0; i < 300; i++) { /* defined in the order that takes a pass a step */
 		char d[64];
@@ -879,8 +893,31 @@ static void test_name_reach(void **state)
 	assert_int_equal(bound(f, "int x = sizeof(P);\n", "c.h", "expands CAT, which pastes"), 1);
 	assert_int_equal(bound(f, "int x = EXTRA;\n", "n.h", "expands GET, which pastes"), 1);
 	assert_int_equal(bound(f, "#define Q(a, b) a##b\nint x = sizeof(Q(__F, ILE__));\n", "a.h",
-			       "the source pastes"),
+			       "ILE__, which ## could paste"),
 			 1);
+	assert_int_equal(reach(f, "int x = EXTRA;\n", NULL, "-DEXTRA=sizeof(CAT(__F, ILE__))", a,
+			       what, sizeof(what)),
+			 1);
+	assert_int_equal(
+	    reach(f, "int x = sizeof(P);\n", NULL, "-DP(a,b)=a##b", a, what, sizeof(what)), 1);
+	assert_non_null(strstr(what, "the source pastes"));
+	/* a header's code pasting a name that is the source's anywhere */
+	assert_int_equal(bound(f, "int x = hv;\n", "k.h", "__BASE_, which ## could paste"), 1);
+	/* what a lexer could misread: a digit separator, a name ending in R
+	 * before a string, a universal character name, #line, literals and a
+	 * header name that hold comment starts */
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "s1.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "s2.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "s3.h", "universal character name"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "s4.h", "__BASE_FILE__ used in "), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "s5.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "s6.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "s7.h", "EXTRA (expanding __FILE__"), 1);
+	/* the toolkit's source_location::current(), named by the source */
+	assert_int_equal(reach(f, "int x = cuda::std::source_location::current().line();\n", NULL,
+			       NULL, (const char *const[]){NULL}, what, sizeof(what)),
+			 1);
+	assert_non_null(strstr(what, "source_location used in the source"));
 	/* a comment that carries a directive on, a trigraph splice */
 	assert_int_equal(bound(f, "int x = EXTRA;\n", "m.h", "EXTRA (expanding __FILE__"), 1);
 	assert_int_equal(bound(f, "int x = EXTRA;\n", "p.h", "EXTRA (expanding __FILE__"), 1);
