@@ -111,14 +111,26 @@ static size_t skip_raw(const char *s, size_t n, size_t i)
 	return n;
 }
 
-/* Index after the pp-number at i (a digit, or '.' and a digit), with C++14
- * digit separators and exponent signs. */
-static size_t skip_number(const char *s, size_t n, size_t i)
+/* One pass of the lexer: include references (jc__inc_lex) or macro
+ * records (jc__inc_lex_macros) into out, in one reading of the language. */
+enum lex_mode { LEX_REFS, LEX_HEADER, LEX_SOURCE };
+struct lexer {
+	struct jc_inc_buf *out;
+	enum lex_mode mode;
+	int trigraphs; /* ??/ splices and ??= directives (C++03, perhaps C++11/14) */
+	int modern;    /* raw strings (C++11) and digit separators (C++14) */
+	int rc;
+	int saw; /* the text held one of those, read as such: another reading differs */
+};
+
+/* Index after the pp-number at i (a digit, or '.' and a digit), with
+ * exponent signs and, in lx's reading, C++14 digit separators. */
+static size_t skip_number(const char *s, size_t n, size_t i, struct lexer *lx)
 {
 	for (i++; i < n; i++) {
 		if (is_ident(s[i]) || s[i] == '.')
 			continue;
-		if (s[i] == '\'' && i + 1 < n && is_ident(s[i + 1]))
+		if (s[i] == '\'' && i + 1 < n && is_ident(s[i + 1]) && lx->modern && (lx->saw = 1))
 			continue;
 		if ((s[i] == '+' || s[i] == '-') && strchr("eEpP", s[i - 1]))
 			continue;
@@ -133,16 +145,18 @@ static int ident_is(const char *s, size_t len, const char *word)
 }
 
 /* Index after a literal whose prefix is the identifier s[w..e) (an encoding
- * prefix, or R: a raw string) and whose quote is at e; e when s[w..e) is no
- * such prefix or no quote follows. */
-static size_t skip_prefixed(const char *s, size_t n, size_t w, size_t e)
+ * prefix, or R: a raw string in lx's reading) and whose quote is at e; e
+ * when s[w..e) is no such prefix or no quote follows. */
+static size_t skip_prefixed(const char *s, size_t n, size_t w, size_t e, struct lexer *lx)
 {
 	size_t len = e - w;
 	if (e >= n || len > 3 || (s[e] != '"' && s[e] != '\''))
 		return e;
-	if (s[e] == '"' && (ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
-			    ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
-			    ident_is(s + w, len, "u8R")))
+	if (s[e] == '"' &&
+	    (ident_is(s + w, len, "R") || ident_is(s + w, len, "LR") ||
+	     ident_is(s + w, len, "uR") || ident_is(s + w, len, "UR") ||
+	     ident_is(s + w, len, "u8R")) &&
+	    lx->modern && (lx->saw = 1))
 		return skip_raw(s, n, e);
 	if (ident_is(s + w, len, "L") || ident_is(s + w, len, "u") || ident_is(s + w, len, "U") ||
 	    ident_is(s + w, len, "u8"))
@@ -238,8 +252,10 @@ static int time_macro(const char *s, size_t len, struct jc_inc_buf *refs)
  * A directive whose '#' is at i - 1. Returns the index from which ordinary
  * lexing continues. See inc_lex.h for what is recorded.
  */
-static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *refs, int *rc)
+static size_t directive(const char *s, size_t n, size_t i, struct lexer *lx)
 {
+	struct jc_inc_buf *refs = lx->out;
+	int *rc = &lx->rc;
 	i = skip_hspace(s, n, i);
 	size_t w = i;
 	while (i < n && is_ident(s[i]))
@@ -272,12 +288,21 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 	for (size_t k = i; k < eol && *rc == 0; k++) {
 		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '*') {
 			k = skip_block_comment(s, n, k) - 1;
+			if (k >= eol) /* it carries the directive on to the line it ends on */
+				eol = line_end(s, n, k < n ? k : n);
 			continue;
 		}
 		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '/')
 			break;
 		if (is_if && s[k] == '(') {
-			literal_ref(s, eol, skip_hspace(s, eol, k + 1), refs, rc);
+			size_t p = skip_hspace(s, eol, k + 1);
+			const char *end =
+			    p < eol && (s[p] == '<' || s[p] == '"')
+				? memchr(s + p + 1, s[p] == '<' ? '>' : '"', eol - p - 1)
+				: NULL;
+			literal_ref(s, eol, p, refs, rc);
+			if (end) /* a name, in which no comment starts */
+				k = (size_t)(end - s);
 			continue;
 		}
 		if (s[k] == '"' || s[k] == '\'') { /* no comment starts in a literal */
@@ -285,7 +310,7 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 			continue;
 		}
 		if (is_digit(s[k]) || (s[k] == '.' && k + 1 < eol && is_digit(s[k + 1]))) {
-			k = skip_number(s, eol, k) - 1;
+			k = skip_number(s, eol, k, lx) - 1;
 			continue;
 		}
 		if (ucn_at(s, eol, k))
@@ -305,21 +330,10 @@ static size_t directive(const char *s, size_t n, size_t i, struct jc_inc_buf *re
 					*rc = jc__inc_ref_add(refs, JC_INC_REF_COMPUTED, "", 0);
 			}
 		}
-		k = skip_prefixed(s, eol, k, e) - 1;
+		k = skip_prefixed(s, eol, k, e, lx) - 1;
 	}
 	return eol;
 }
-
-/* One pass of the lexer: include references (jc__inc_lex) or macro
- * records (jc__inc_lex_macros) into out. */
-enum lex_mode { LEX_REFS, LEX_HEADER, LEX_SOURCE };
-struct lexer {
-	struct jc_inc_buf *out;
-	enum lex_mode mode;
-	int trigraphs; /* ??/ splices and ??= directives */
-	int rc;
-	int saw_trigraph; /* one was read as such */
-};
 
 /* 1 when s[k] starts a ## (or its digraph %:%:). */
 static int paste_at(const char *s, size_t n, size_t k)
@@ -360,6 +374,7 @@ static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *l
 	}
 	size_t k = i;
 	char prev = 0;
+	int has_include = 0; /* the last name was __has_include(_next) */
 	while (k < n && s[k] != '\n' && lx->rc == 0) {
 		char c = s[k];
 		const char *gt;
@@ -371,7 +386,7 @@ static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *l
 			k = line_end(s, n, k);
 		} else if (c == '"' || c == '\'') {
 			k = skip_quoted(s, n, k);
-		} else if (c == '<' && (header_name || prev == '(') &&
+		} else if (c == '<' && (header_name || (prev == '(' && has_include)) &&
 			   (gt = memchr(s + k, '>', line_end(s, n, k) - k))) {
 			k = (size_t)(gt - s) + 1;
 		} else if (paste_at(s, n, k)) {
@@ -382,14 +397,18 @@ static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *l
 			lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_USE, "\\u", 2);
 			k += 2;
 		} else if (is_digit(c) || (c == '.' && k + 1 < n && is_digit(s[k + 1]))) {
-			k = skip_number(s, n, k);
+			k = skip_number(s, n, k, lx);
 		} else if (is_ident(c)) {
 			size_t e = k;
 			while (e < n && is_ident(s[e]))
 				e++;
 			if (record)
 				lx->rc = jc__inc_ref_add(lx->out, kind, s + k, e - k);
-			k = skip_prefixed(s, n, k, e);
+			/* a <name> in __has_include( of #if, not in a #define */
+			has_include = kind == JC_INC_REF_USE &&
+				      (ident_is(s + k, e - k, "__has_include") ||
+				       ident_is(s + k, e - k, "__has_include_next"));
+			k = skip_prefixed(s, n, k, e, lx);
 		} else {
 			k++;
 		}
@@ -401,8 +420,7 @@ static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *l
 
 static size_t any_directive(const char *s, size_t n, size_t i, struct lexer *lx)
 {
-	return lx->mode == LEX_REFS ? directive(s, n, i, lx->out, &lx->rc)
-				    : macro_directive(s, n, i, lx);
+	return lx->mode == LEX_REFS ? directive(s, n, i, lx) : macro_directive(s, n, i, lx);
 }
 
 static int lex(const char *text, size_t n0, struct lexer *lx)
@@ -412,14 +430,7 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 	char *s = unsplice(text, n0, lx->trigraphs, &n, &trigraph);
 	if (!s)
 		return JC_ENOMEM;
-	/* what a trigraph splice hid is seen only by the name check, which lexes
-	 * without trigraphs too (jc__inc_lex_macros): it is told to look */
-	lx->saw_trigraph = trigraph;
-	if (trigraph && lx->mode == LEX_REFS)
-		lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_FILE,
-					 "?"
-					 "?/",
-					 3);
+	lx->saw = trigraph;
 	int bol = 1;
 	size_t i = 0;
 	while (i < n && lx->rc == 0) {
@@ -441,14 +452,14 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 			bol = 0;
 		} else if (bol && lx->trigraphs && c == '?' && i + 2 < n && s[i + 1] == '?' &&
 			   s[i + 2] == '=') { /* trigraph */
-			lx->saw_trigraph = 1;
+			lx->saw = 1;
 			i = any_directive(s, n, i + 3, lx);
 			bol = 0;
 		} else if (c == '"' || c == '\'') {
 			i = skip_quoted(s, n, i);
 			bol = 0;
 		} else if (is_digit(c) || (c == '.' && i + 1 < n && is_digit(s[i + 1]))) {
-			i = skip_number(s, n, i);
+			i = skip_number(s, n, i, lx);
 			bol = 0;
 		} else if (is_ident(c)) {
 			size_t w = i;
@@ -458,7 +469,7 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 			lx->rc = lx->mode == LEX_REFS
 				     ? time_macro(s + w, len, lx->out)
 				     : jc__inc_ref_add(lx->out, JC_INC_REF_USE, s + w, len);
-			i = skip_prefixed(s, n, w, i);
+			i = skip_prefixed(s, n, w, i, lx);
 			bol = 0;
 		} else {
 			if (ucn_at(s, n, i)) /* the gate's and the name check's */
@@ -473,21 +484,29 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 		}
 	}
 	free(s);
+	/* what another reading sees is for the name check, which reads them all
+	 * (jc__inc_lex_macros): it is told to look */
+	if (lx->saw && lx->mode == LEX_REFS && lx->rc == 0)
+		lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_FILE, "(mode)", 6);
 	return lx->rc;
 }
 
 int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs)
 {
-	struct lexer lx = {refs, LEX_REFS, 1, 0, 0};
+	struct lexer lx = {refs, LEX_REFS, 1, 1, 0, 0};
 	return lex(text, n, &lx);
 }
 
 int jc__inc_lex_macros(const char *text, size_t n, int source, struct jc_inc_buf *out)
 {
-	struct lexer with = {out, source ? LEX_SOURCE : LEX_HEADER, 1, 0, 0};
-	struct lexer without = {out, with.mode, 0, 0, 0};
-	int rc = lex(text, n, &with);
-	return rc == 0 && with.saw_trigraph ? lex(text, n, &without) : rc;
+	enum lex_mode mode = source ? LEX_SOURCE : LEX_HEADER;
+	struct lexer both = {out, mode, 1, 1, 0, 0};
+	struct lexer cxx17 = {out, mode, 0, 1, 0, 0}; /* NVRTC's default: no trigraphs */
+	struct lexer cxx03 = {out, mode, 1, 0, 0, 0}; /* no raw strings, no digit separators */
+	int rc = lex(text, n, &both);
+	if (rc == 0 && both.saw)
+		rc = lex(text, n, &cxx17) ?: lex(text, n, &cxx03);
+	return rc;
 }
 
 static int has_pair(const char *t, size_t n, char a, char b)

@@ -23,8 +23,9 @@
  *    `source_location`, pieces `##` could paste into one: `__FI`, `ILE__`)
  *    anywhere (a file that uses a `__FILE__`-like one is keyed by its path
  *    too: jc__inc_file_hash below); and, for the name check to see
- *    (includes.h), a `??/` splice as "??/" and a universal character name
- *    as "\u".
+ *    (includes.h), a universal character name as "\u" and a text whose
+ *    reading depends on the language mode (a trigraph, a raw string, a
+ *    digit separator) as "(mode)".
  * Comments, string, character and raw-string literals, pp-numbers and line
  * splices (backslash-newline, also as the trigraph ??/) are honoured; the
  * digraph %: and the trigraph ??= start a directive too.
@@ -61,8 +62,10 @@ int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs);
 /*
  * Appends the macro records of text[n] (borrowed) to out, for the program
  * name check (includes.h, jc__inc_name_reach), with the lexing rules above;
- * a text with a trigraph is lexed again without trigraphs (NVRTC's
- * language modes differ), so what either reading holds is recorded. A header's (source
+ * a text whose reading depends on the language mode (a trigraph, a raw
+ * string, a digit separator: NVRTC's -std) is lexed again as C++17 (no
+ * trigraphs) and as C++03 (no raw strings or digit separators), and what
+ * any reading holds is recorded. A header's (source
  * 0): for each #define, DEFINE with the macro's name, then BODY for each
  * identifier after it (parameters included) and PASTE for each ## (or
  * %:%:); USE for each identifier outside directives; other directives are

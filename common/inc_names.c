@@ -27,6 +27,7 @@ enum {
 	PASTES = 64,	  /* a macro whose replacement list pastes (##) */
 	REACHED = 128,	  /* the source expands it: IN_SOURCE, or in the list of one REACHED */
 	UNREADABLE = 256, /* the lexer's mark of a universal character name */
+	NO_PIECES = 512,  /* source_location: a common word's pieces are no sign */
 	TAINTS = T_FILE | T_CALLER | T_BASE,
 };
 
@@ -82,16 +83,24 @@ static int grow_slots(struct names *t)
 }
 
 /* The index of name s[len], added with flags when new; -1 when out of memory. */
-static int64_t intern(struct names *t, const char *s, size_t len, uint16_t flags)
+/* The index of name s[len] (hash h), or -1. */
+static int64_t find(const struct names *t, const char *s, size_t len, uint64_t h)
 {
-	uint64_t h = XXH3_64bits(s, len);
-	if (t->slots) {
+	if (t->slots)
 		for (size_t k = h & t->mask; t->slots[k]; k = (k + 1) & t->mask) {
-			struct name *e = &AT(t->v, struct name, t->slots[k] - 1);
+			const struct name *e = &AT(t->v, struct name, t->slots[k] - 1);
 			if (e->h == h && e->len == len && memcmp(t->pool.p + e->off, s, len) == 0)
 				return t->slots[k] - 1;
 		}
-	}
+	return -1;
+}
+
+static int64_t intern(struct names *t, const char *s, size_t len, uint16_t flags)
+{
+	uint64_t h = XXH3_64bits(s, len);
+	int64_t id = find(t, s, len, h);
+	if (id >= 0)
+		return id;
 	size_t n = COUNT(t->v, struct name);
 	if (n >= UINT32_MAX - 1 || t->pool.n + len > UINT32_MAX ||
 	    ((!t->slots || 2 * (n + 1) > t->mask + 1) && grow_slots(t) != 0))
@@ -202,6 +211,37 @@ static void describe(const struct names *t, const struct name *e, char *out, siz
 	jc__inc_print_path(out + used, len - used, t->files[e->def_file], ")");
 }
 
+/*
+ * 1 with why in what[len] when a piece of m (a name that expands a file
+ * name) that ## could paste with one other into m is used where it would
+ * matter: in the source (a toolkit macro's ## there), or, for m expanding
+ * the call's file or the source's, in a header's code or macro. A piece: a
+ * proper prefix of 4 or more characters, a proper suffix that leaves out 3
+ * or fewer (any split in two has one; jc__inc_file_macro_name's rule).
+ */
+static int piece_used(const struct names *t, const struct name *m, char *what, size_t len)
+{
+	const char *p = (const char *)t->pool.p + m->off;
+	uint16_t where = IN_SOURCE | (m->flags & (T_CALLER | T_BASE) ? IN_CODE | IN_BODY : 0);
+	for (uint32_t l = 1; l < m->len; l++)
+		for (int suffix = 0; suffix < 2; suffix++) {
+			const char *q = suffix ? p + m->len - l : p;
+			if (suffix ? l + 3 < m->len : l < 4)
+				continue;
+			int64_t id = find(t, q, l, XXH3_64bits(q, l));
+			if (id < 0 || !(AT(t->v, struct name, id).flags & where))
+				continue;
+			char d[700];
+			describe(t, m, d, sizeof(d));
+			snprintf(what, len, "%.*s, which ## could paste into %s, used in %s",
+				 (int)l, q, d,
+				 AT(t->v, struct name, id).flags & IN_SOURCE ? "the source"
+									     : "a header");
+			return 1;
+		}
+	return 0;
+}
+
 /* 1 with why in what[len] when the name can reach the compile through t's
  * texts other than as text, else 0. */
 static int verdict(struct names *t, char *what, size_t len)
@@ -213,7 +253,6 @@ static int verdict(struct names *t, char *what, size_t len)
 	char d[700];
 	for (size_t i = 0; i < COUNT(t->v, struct name); i++) {
 		const struct name *e = &AT(t->v, struct name, i);
-		int piece = jc__inc_file_macro_name((const char *)t->pool.p + e->off, e->len);
 		if ((e->flags & TAINTS) && (e->flags & IN_SOURCE)) {
 			describe(t, e, d, sizeof(d));
 			snprintf(what, len, "%s used in the source", d);
@@ -232,16 +271,8 @@ static int verdict(struct names *t, char *what, size_t len)
 			snprintf(what, len, "a universal character name (\\u) in a name");
 			return 1;
 		}
-		/* pasted with another piece (a toolkit macro's ## in the source,
-		 * any in a header's code) it makes one */
-		if (((e->flags & IN_SOURCE) && (piece & JC_INC_FILE_PIECE)) ||
-		    ((e->flags & (IN_CODE | IN_BODY)) && (piece & JC_INC_CALLER_PIECE))) {
-			print_name(t, e, d, sizeof(d));
-			snprintf(what, len,
-				 "%s, which ## could paste into a file name macro, used in %s", d,
-				 e->flags & IN_SOURCE ? "the source" : "a header");
+		if ((e->flags & TAINTS) && !(e->flags & NO_PIECES) && piece_used(t, e, what, len))
 			return 1;
-		}
 		if (!t->source_pastes && (e->flags & PASTES) &&
 		    (e->flags & (IN_SOURCE | REACHED))) {
 			print_name(t, e, d, sizeof(d));
@@ -343,8 +374,8 @@ int jc__inc_name_reach(const struct jc_req *req, const struct jc_dep *deps, size
 					    "__builtin_source_location",
 					    "source_location",
 					    "\\u"};
-	static const uint16_t flags[] = {T_FILE,   T_FILE,   T_BASE,	T_CALLER,
-					 T_CALLER, T_CALLER, UNREADABLE};
+	static const uint16_t flags[] = {
+	    T_FILE, T_FILE, T_BASE, T_CALLER, T_CALLER, T_CALLER | NO_PIECES, UNREADABLE};
 	rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof(seeds) / sizeof(*seeds); i++)
 		rc = intern(&t, seeds[i], strlen(seeds[i]), flags[i]) < 0 ? JC_ENOMEM : 0;

@@ -859,6 +859,17 @@ static void test_name_reach(void **state)
 		"#line 1 __BASE_FILE__\nconstexpr int hv = sizeof(__FILE__);\n#define EXTRA hv\n");
 	jct_put(f->root, "inc/s5.h", "#define EXTRA ((int)sizeof(\"//\" __FILE__))\n");
 	jct_put(f->root, "inc/s6.h", "#define EXTRA ((int)sizeof(\"/*\" __FILE__))\n/* */\n");
+	jct_put(f->root, "inc/r1.h",
+		"#define SECOND(a, b, c) b\n#define EXTRA SECOND(<, ((int)sizeof(__FILE__)), >)\n");
+	jct_put(f->root, "inc/r2.h", "#define EXTRA /*\n// */ ((int)sizeof(__FILE__))\n");
+	jct_put(f->root, "inc/r3.h", "#define EXTRA /*\n\" */ ((int)sizeof(__FILE__))\n");
+	jct_put(f->root, "inc/r4.h",
+		"#define CAT(a, b) a##b\n#define MY_BASE __BASE_FILE__\n"
+		"constexpr int hv = sizeof(CAT(MY_, BASE));\n");
+	jct_put(f->root, "inc/r5.h",
+		"#define R\n#define EXTRA ((int)sizeof(R\"(\" __FILE__ \")\"))\n");
+	jct_put(f->root, "inc/r6.h",
+		"#define SECOND(a, b) b\n#define EXTRA SECOND(0'x', ((int)sizeof(__FILE__)))\n");
 	jct_put(
 	    f->root, "inc/s7.h",
 	    "#if __has_include(<a/*b>)\n#endif\n#define EXTRA ((int)sizeof(__FILE__))\n// */\n");
@@ -913,6 +924,16 @@ static void test_name_reach(void **state)
 	assert_int_equal(bound(f, "int x = EXTRA;\n", "s5.h", "EXTRA (expanding __FILE__"), 1);
 	assert_int_equal(bound(f, "int x = EXTRA;\n", "s6.h", "EXTRA (expanding __FILE__"), 1);
 	assert_int_equal(bound(f, "int x = EXTRA;\n", "s7.h", "EXTRA (expanding __FILE__"), 1);
+	/* a third round: '<' in a macro's arguments, a comment that carries a
+	 * #define on, a paste of a macro's name in a header's code, C++03's
+	 * R"( and C++11's 0'x' */
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "r1.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "r2.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "r3.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(
+	    bound(f, "int x = hv;\n", "r4.h", "BASE, which ## could paste into MY_BASE"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "r5.h", "EXTRA (expanding __FILE__"), 1);
+	assert_int_equal(bound(f, "int x = EXTRA;\n", "r6.h", "EXTRA (expanding __FILE__"), 1);
 	/* the toolkit's source_location::current(), named by the source */
 	assert_int_equal(reach(f, "int x = cuda::std::source_location::current().line();\n", NULL,
 			       NULL, (const char *const[]){NULL}, what, sizeof(what)),
