@@ -418,10 +418,12 @@ void jc__cache_tick(struct jc_daemon *d);
 void jc__cache_flush_sync(struct jc_daemon *d);
 /* Access times and hit counts not yet written, and a counter snapshot. */
 struct jc_flush_job;
-/* Loop thread: takes what is pending (NULL when nothing is). Commands that
- * walk entries by access time take it when queued and write it first. */
+/* Loop thread: a job for what is pending (NULL when nothing is): the
+ * counters, taken now; the touches, taken when it is written. Commands that
+ * walk entries by access time take one when queued and write it first. */
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d);
-/* Any thread: writes j under wlock (failures are logged) and frees it. NULL-safe. */
+/* Any thread: writes j, with every touch pending then, under wlock (failures
+ * are logged) and frees it. NULL-safe. */
 void jc__cache_flush_write(struct jc_daemon *d, struct jc_flush_job *j);
 
 /* flight.c: single flight and publishing. */

@@ -501,9 +501,43 @@ struct jc_flush_job {
 	int save_counters;
 };
 
+/* Moves m's pending touches to the end of j's (m->lock held); 0, or
+ * JC_ENOMEM with m's left pending. */
+static int take_touches(struct jc_flush_job *j, struct jc_memcache *m)
+{
+	if (!m->n_touch)
+		return 0;
+	size_t n = j->n + m->n_touch;
+	void *k = realloc(j->keys, n * sizeof(*j->keys));
+	if (k)
+		j->keys = k;
+	void *h = k ? realloc(j->hits, n * sizeof(*j->hits)) : NULL;
+	if (h)
+		j->hits = h;
+	void *u = h ? realloc(j->uids, n * sizeof(*j->uids)) : NULL;
+	if (!u)
+		return JC_ENOMEM;
+	j->uids = u;
+	memcpy(j->keys + j->n, m->touch_keys, m->n_touch * sizeof(*j->keys));
+	memcpy(j->hits + j->n, m->touch_hits, m->n_touch * sizeof(*j->hits));
+	memcpy(j->uids + j->n, m->touch_uids, m->n_touch * sizeof(*j->uids));
+	j->n = n;
+	m->n_touch = 0;
+	return 0;
+}
+
+/* Writes j's counters and every touch pending now, taken under wlock: a
+ * command that runs under wlock after this sees every hit served before it
+ * was asked (a periodic flush that took them earlier, unwritten, would hide
+ * them from it). */
 static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 {
 	pthread_mutex_lock(&d->cache->wlock);
+	for (struct jc_memcache *m = d->request.mc; m; m = m->next) {
+		pthread_mutex_lock(&m->lock);
+		take_touches(j, m); /* (out of memory: left for the next flush) */
+		pthread_mutex_unlock(&m->lock);
+	}
 	if (j->n && d->cache->ops->touch(d->cache, (const uint8_t(*)[16])j->keys, j->hits, j->uids,
 					 j->n, jc__wall_s()) != 0)
 		jc_log_warn(INDEX, "access times not recorded: %s", jc__cachedir_errmsg(d->cache));
@@ -536,31 +570,6 @@ static void flush_after_cb(uv_work_t *w, int status)
 	flush_job_free(j);
 }
 
-/* Moves m's pending touches to the end of j's (m->lock held); 0, or
- * JC_ENOMEM with m's left pending. */
-static int take_touches(struct jc_flush_job *j, struct jc_memcache *m)
-{
-	if (!m->n_touch)
-		return 0;
-	size_t n = j->n + m->n_touch;
-	void *k = realloc(j->keys, n * sizeof(*j->keys));
-	if (k)
-		j->keys = k;
-	void *h = k ? realloc(j->hits, n * sizeof(*j->hits)) : NULL;
-	if (h)
-		j->hits = h;
-	void *u = h ? realloc(j->uids, n * sizeof(*j->uids)) : NULL;
-	if (!u)
-		return JC_ENOMEM;
-	j->uids = u;
-	memcpy(j->keys + j->n, m->touch_keys, m->n_touch * sizeof(*j->keys));
-	memcpy(j->hits + j->n, m->touch_hits, m->n_touch * sizeof(*j->hits));
-	memcpy(j->uids + j->n, m->touch_uids, m->n_touch * sizeof(*j->uids));
-	j->n = n;
-	m->n_touch = 0;
-	return 0;
-}
-
 struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 {
 	jc__memcache_collect(d);
@@ -568,13 +577,14 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 	if (!j)
 		return NULL;
 	j->d = d;
-	for (struct jc_memcache *m = d->request.mc; m; m = m->next) {
+	int touches = 0; /* taken when written (flush_run) */
+	for (struct jc_memcache *m = d->request.mc; m && !touches; m = m->next) {
 		pthread_mutex_lock(&m->lock);
-		take_touches(j, m); /* (out of memory: left for the next flush) */
+		touches = m->n_touch != 0;
 		pthread_mutex_unlock(&m->lock);
 	}
 	j->save_counters = jc__counters_take(&d->cache->counters, j->counters);
-	if (!j->n && !j->save_counters) {
+	if (!touches && !j->save_counters) {
 		flush_job_free(j);
 		return NULL;
 	}
