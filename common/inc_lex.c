@@ -171,6 +171,14 @@ static int ucn_at(const char *s, size_t n, size_t i)
 	return s[i] == '\\' && i + 1 < n && (s[i + 1] == 'u' || s[i + 1] == 'U');
 }
 
+/* Records a universal character name for the name check: its gate's mark
+ * (include references) or its use (macro records). */
+static void ucn_mark(struct lexer *lx)
+{
+	lx->rc = jc__inc_ref_add(lx->out, lx->mode == LEX_REFS ? JC_INC_REF_FILE : JC_INC_REF_USE,
+				 "\\u", 2);
+}
+
 /* Skips blanks and block comments within a line. */
 static size_t skip_hspace(const char *s, size_t n, size_t i)
 {
@@ -190,8 +198,9 @@ static size_t line_end(const char *s, size_t n, size_t i)
 	return nl ? (size_t)(nl - s) : n;
 }
 
-/* A literal "name" or <name> at i (ending before eol): records it, returns 1. */
-static int literal_ref(const char *s, size_t eol, size_t i, struct jc_inc_buf *refs, int *rc)
+/* A literal "name" or <name> at i (ending before eol): records it and
+ * returns the index after it; 0 when there is none. */
+static size_t literal_ref(const char *s, size_t eol, size_t i, struct jc_inc_buf *refs, int *rc)
 {
 	if (i >= eol || (s[i] != '"' && s[i] != '<'))
 		return 0;
@@ -203,19 +212,19 @@ static int literal_ref(const char *s, size_t eol, size_t i, struct jc_inc_buf *r
 	if (len)
 		*rc = jc__inc_ref_add(refs, close == '"' ? JC_INC_REF_QUOTED : JC_INC_REF_ANGLE,
 				      s + i + 1, len);
-	return 1;
+	return (size_t)(end - s) + 1;
 }
 
 int jc__inc_file_macro_name(const char *s, size_t len)
 {
 	static const struct {
 		const char *name;
-		int pieces; /* JC_INC_FILE_PIECE or _CALLER_PIECE for its pieces; 0: none */
-	} names[] = {{"__FILE__", JC_INC_FILE_PIECE},
-		     {"__FILE_NAME__", JC_INC_FILE_PIECE},
-		     {"__BASE_FILE__", JC_INC_FILE_PIECE | JC_INC_CALLER_PIECE},
-		     {"__builtin_FILE", JC_INC_FILE_PIECE | JC_INC_CALLER_PIECE},
-		     {"__builtin_source_location", JC_INC_FILE_PIECE | JC_INC_CALLER_PIECE},
+		int pieces; /* its pieces count (jc__inc_piece) */
+	} names[] = {{"__FILE__", 1},
+		     {"__FILE_NAME__", 1},
+		     {"__BASE_FILE__", 1},
+		     {"__builtin_FILE", 1},
+		     {"__builtin_source_location", 1},
 		     {"source_location", 0}};
 	int r = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
@@ -223,10 +232,10 @@ int jc__inc_file_macro_name(const char *s, size_t len)
 		size_t n = strlen(m);
 		if (len == n && memcmp(s, m, n) == 0)
 			return JC_INC_FILE_NAME;
-		/* a split in two whose left piece is shorter than 4 leaves n - 3 or more */
-		if (len < n && ((len >= 4 && memcmp(s, m, len) == 0) ||
-				(len + 3 >= n && memcmp(s, m + n - len, len) == 0)))
-			r |= names[i].pieces;
+		if (names[i].pieces &&
+		    ((jc__inc_piece(len, n, 0) && memcmp(s, m, len) == 0) ||
+		     (jc__inc_piece(len, n, 1) && memcmp(s, m + n - len, len) == 0)))
+			r = JC_INC_FILE_PIECE;
 	}
 	return r;
 }
@@ -295,14 +304,9 @@ static size_t directive(const char *s, size_t n, size_t i, struct lexer *lx)
 		if (s[k] == '/' && k + 1 < eol && s[k + 1] == '/')
 			break;
 		if (is_if && s[k] == '(') {
-			size_t p = skip_hspace(s, eol, k + 1);
-			const char *end =
-			    p < eol && (s[p] == '<' || s[p] == '"')
-				? memchr(s + p + 1, s[p] == '<' ? '>' : '"', eol - p - 1)
-				: NULL;
-			literal_ref(s, eol, p, refs, rc);
-			if (end) /* a name, in which no comment starts */
-				k = (size_t)(end - s);
+			size_t after = literal_ref(s, eol, skip_hspace(s, eol, k + 1), refs, rc);
+			if (after) /* a name, in which no comment starts */
+				k = after - 1;
 			continue;
 		}
 		if (s[k] == '"' || s[k] == '\'') { /* no comment starts in a literal */
@@ -314,7 +318,7 @@ static size_t directive(const char *s, size_t n, size_t i, struct lexer *lx)
 			continue;
 		}
 		if (ucn_at(s, eol, k))
-			*rc = jc__inc_ref_add(refs, JC_INC_REF_FILE, "\\u", 2);
+			ucn_mark(lx);
 		if (!is_ident(s[k]))
 			continue;
 		size_t e = k;
@@ -394,7 +398,7 @@ static size_t macro_directive(const char *s, size_t n, size_t i, struct lexer *l
 				lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_PASTE, "", 0);
 			k += c == '#' ? 2 : 4;
 		} else if (ucn_at(s, n, k)) {
-			lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_USE, "\\u", 2);
+			ucn_mark(lx);
 			k += 2;
 		} else if (is_digit(c) || (c == '.' && k + 1 < n && is_digit(s[k + 1]))) {
 			k = skip_number(s, n, k, lx);
@@ -472,11 +476,8 @@ static int lex(const char *text, size_t n0, struct lexer *lx)
 			i = skip_prefixed(s, n, w, i, lx);
 			bol = 0;
 		} else {
-			if (ucn_at(s, n, i)) /* the gate's and the name check's */
-				lx->rc = jc__inc_ref_add(lx->out,
-							 lx->mode == LEX_REFS ? JC_INC_REF_FILE
-									      : JC_INC_REF_USE,
-							 "\\u", 2);
+			if (ucn_at(s, n, i))
+				ucn_mark(lx);
 			else if (lx->mode == LEX_SOURCE && paste_at(s, n, i)) /* an option's -D */
 				lx->rc = jc__inc_ref_add(lx->out, JC_INC_REF_PASTE, "", 0);
 			i++;

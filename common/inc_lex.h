@@ -76,25 +76,35 @@ int jc__inc_lex(const char *text, size_t n, struct jc_inc_buf *refs);
  */
 int jc__inc_lex_macros(const char *text, size_t n, int source, struct jc_inc_buf *out);
 
-/* What jc__inc_file_macro_name says of an identifier (bits). */
+/* What jc__inc_file_macro_name says of an identifier. */
 enum {
-	JC_INC_FILE_PIECE = 1,	 /* ## could paste it with one other piece into one */
-	JC_INC_FILE_NAME = 2,	 /* one of them */
-	JC_INC_CALLER_PIECE = 4, /* a piece of __BASE_FILE__ or a __builtin_ one */
+	JC_INC_FILE_PIECE = 1, /* ## could paste it with one other piece into one */
+	JC_INC_FILE_NAME = 2,  /* one of them */
 };
+
+/*
+ * 1 when a proper piece of len characters of a name of n characters, taken
+ * from its start (suffix 0) or its end (suffix 1), is one that ## could
+ * paste with one other into the name and that is counted as such: a prefix
+ * of 4 or more characters, a suffix that leaves out at most 3 (any split in
+ * two has such a piece). Shorter pieces ("_", "__b", a template parameter
+ * "E") are common in real headers and are not counted, nor pastes of three
+ * or more. Used for the lexer's names (jc__inc_file_macro_name) and the
+ * name check's macros (inc_names.c).
+ */
+static inline int jc__inc_piece(size_t len, size_t n, int suffix)
+{
+	return len < n && (suffix ? len + 3 >= n : len >= 4);
+}
 
 /*
  * Whether the identifier s[len] can bring a file's name into a compile:
  * JC_INC_FILE_NAME for __FILE__, __FILE_NAME__, __BASE_FILE__,
  * __builtin_FILE, __builtin_source_location and source_location (the
  * toolkit's cuda::std::source_location::current() takes __builtin_FILE() as
- * a default argument); else JC_INC_FILE_PIECE (with JC_INC_CALLER_PIECE for
- * the last three builtins') when ## could paste it with one other piece
- * into one of the first five: a proper prefix of 4 or more characters, or a
- * proper suffix that leaves out at most 3 ("__FI", "ILE__"; any split in
- * two has such a piece). Shorter pieces ("_", "__b", a template parameter
- * "E") are common in real headers and are not counted, nor pastes of three
- * or more, nor pieces of source_location. Else 0.
+ * a default argument); else JC_INC_FILE_PIECE when it is a piece
+ * (jc__inc_piece) of one of the first five ("__FI", "ILE__"); pieces of
+ * source_location are not counted. Else 0.
  */
 int jc__inc_file_macro_name(const char *s, size_t len);
 

@@ -215,9 +215,8 @@ static void describe(const struct names *t, const struct name *e, char *out, siz
  * 1 with why in what[len] when a piece of m (a name that expands a file
  * name) that ## could paste with one other into m is used where it would
  * matter: in the source (a toolkit macro's ## there), or, for m expanding
- * the call's file or the source's, in a header's code or macro. A piece: a
- * proper prefix of 4 or more characters, a proper suffix that leaves out 3
- * or fewer (any split in two has one; jc__inc_file_macro_name's rule).
+ * the call's file or the source's, in a header's code or macro. Pieces as
+ * jc__inc_piece counts them.
  */
 static int piece_used(const struct names *t, const struct name *m, char *what, size_t len)
 {
@@ -226,7 +225,7 @@ static int piece_used(const struct names *t, const struct name *m, char *what, s
 	for (uint32_t l = 1; l < m->len; l++)
 		for (int suffix = 0; suffix < 2; suffix++) {
 			const char *q = suffix ? p + m->len - l : p;
-			if (suffix ? l + 3 < m->len : l < 4)
+			if (!jc__inc_piece(l, m->len, suffix))
 				continue;
 			int64_t id = find(t, q, l, XXH3_64bits(q, l));
 			if (id < 0 || !(AT(t->v, struct name, id).flags & where))
