@@ -73,6 +73,45 @@ struct jc_mc_inval {
 	uint8_t keys[INVAL_RING][16];
 };
 
+/* Access times and hit counts not yet written: a row per key and uid
+ * (keys[i], hits[i], uids[i] for i < n; room for cap). */
+struct touches {
+	uint8_t (*keys)[16];
+	uint32_t *hits;
+	uint32_t *uids; /* the uid served each (index.h: the entry's users) */
+	size_t n, cap;
+};
+
+/* Makes room for need rows in t (doubling, from 256); 0 or JC_ENOMEM with
+ * t's rows kept. */
+static int touches_reserve(struct touches *t, size_t need)
+{
+	if (need <= t->cap)
+		return 0;
+	size_t cap = t->cap ? t->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	void *k = realloc(t->keys, cap * sizeof(*t->keys));
+	if (k)
+		t->keys = k;
+	void *h = k ? realloc(t->hits, cap * sizeof(*t->hits)) : NULL;
+	if (h)
+		t->hits = h;
+	void *u = h ? realloc(t->uids, cap * sizeof(*t->uids)) : NULL;
+	if (!u)
+		return JC_ENOMEM;
+	t->uids = u;
+	t->cap = cap;
+	return 0;
+}
+
+static void touches_free(struct touches *t)
+{
+	free(t->keys);
+	free(t->hits);
+	free(t->uids);
+}
+
 struct jc_memcache {
 	struct jc_daemon *d;
 	struct jc_index *rix;	  /* this instance's reader */
@@ -84,10 +123,7 @@ struct jc_memcache {
 	 * row per key and uid however often it was hit; counter increments and
 	 * hit latencies not yet moved into the daemon's (jc__memcache_collect). */
 	pthread_mutex_t lock;
-	uint8_t (*touch_keys)[16];
-	uint32_t *touch_hits;
-	uint32_t *touch_uids; /* the uid served each (index.h: the entry's users) */
-	size_t n_touch, cap_touch;
+	struct touches touch;
 	uint64_t counts[JC_CTR__COUNT];
 	int counted;
 	struct jc_latency hit_latency;
@@ -152,9 +188,7 @@ void jc__memcache_free(struct jc_memcache *m)
 	drop_all(m);
 	if (m->owns_rix)
 		jc__reader_close(m->rix);
-	free(m->touch_keys);
-	free(m->touch_hits);
-	free(m->touch_uids);
+	touches_free(&m->touch);
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->inval.lock);
 	free(m);
@@ -421,30 +455,19 @@ static void touch_locked(struct jc_memcache *m, const uint8_t key[16], uid_t uid
 {
 	struct jc_slot *s = slot_of(m, key);
 	size_t i = s->used && memcmp(s->e.key, key, 16) == 0 ? s->touch : 0;
-	if (i && i <= m->n_touch && memcmp(m->touch_keys[i - 1], key, 16) == 0 &&
-	    m->touch_uids[i - 1] == (uint32_t)uid) {
-		m->touch_hits[i - 1] += hits;
+	struct touches *t = &m->touch;
+	if (i && i <= t->n && memcmp(t->keys[i - 1], key, 16) == 0 &&
+	    t->uids[i - 1] == (uint32_t)uid) {
+		t->hits[i - 1] += hits;
 		return;
 	}
-	if (m->n_touch == m->cap_touch) {
-		size_t cap = m->cap_touch ? m->cap_touch * 2 : 256;
-		void *k = realloc(m->touch_keys, cap * sizeof(*m->touch_keys));
-		if (k)
-			m->touch_keys = k;
-		void *h = k ? realloc(m->touch_hits, cap * sizeof(*m->touch_hits)) : NULL;
-		if (h)
-			m->touch_hits = h;
-		void *u = h ? realloc(m->touch_uids, cap * sizeof(*m->touch_uids)) : NULL;
-		if (!u)
-			return; /* access time is advisory: losing one is harmless */
-		m->touch_uids = u;
-		m->cap_touch = cap;
-	}
-	memcpy(m->touch_keys[m->n_touch], key, 16);
-	m->touch_hits[m->n_touch] = hits;
-	m->touch_uids[m->n_touch++] = (uint32_t)uid;
+	if (touches_reserve(t, t->n + 1) != 0)
+		return; /* access time is advisory: losing one is harmless */
+	memcpy(t->keys[t->n], key, 16);
+	t->hits[t->n] = hits;
+	t->uids[t->n++] = (uint32_t)uid;
 	if (s->used && memcmp(s->e.key, key, 16) == 0)
-		s->touch = m->n_touch;
+		s->touch = t->n;
 }
 
 void jc__memcache_touch(struct jc_memcache *m, const uint8_t key[16], uid_t uid, uint32_t hits)
@@ -494,9 +517,7 @@ void jc__memcache_collect(struct jc_daemon *d)
 
 struct jc_flush_job {
 	struct jc_daemon *d;
-	uint8_t (*keys)[16];
-	uint32_t *hits, *uids;
-	size_t n;
+	struct touches touch;
 	uint64_t counters[JC_CTR__COUNT];
 	int save_counters;
 };
@@ -505,24 +526,16 @@ struct jc_flush_job {
  * JC_ENOMEM with m's left pending. */
 static int take_touches(struct jc_flush_job *j, struct jc_memcache *m)
 {
-	if (!m->n_touch)
+	struct touches *to = &j->touch, *from = &m->touch;
+	if (!from->n)
 		return 0;
-	size_t n = j->n + m->n_touch;
-	void *k = realloc(j->keys, n * sizeof(*j->keys));
-	if (k)
-		j->keys = k;
-	void *h = k ? realloc(j->hits, n * sizeof(*j->hits)) : NULL;
-	if (h)
-		j->hits = h;
-	void *u = h ? realloc(j->uids, n * sizeof(*j->uids)) : NULL;
-	if (!u)
+	if (touches_reserve(to, to->n + from->n) != 0)
 		return JC_ENOMEM;
-	j->uids = u;
-	memcpy(j->keys + j->n, m->touch_keys, m->n_touch * sizeof(*j->keys));
-	memcpy(j->hits + j->n, m->touch_hits, m->n_touch * sizeof(*j->hits));
-	memcpy(j->uids + j->n, m->touch_uids, m->n_touch * sizeof(*j->uids));
-	j->n = n;
-	m->n_touch = 0;
+	memcpy(to->keys + to->n, from->keys, from->n * sizeof(*to->keys));
+	memcpy(to->hits + to->n, from->hits, from->n * sizeof(*to->hits));
+	memcpy(to->uids + to->n, from->uids, from->n * sizeof(*to->uids));
+	to->n += from->n;
+	from->n = 0;
 	return 0;
 }
 
@@ -538,8 +551,9 @@ static void flush_run(struct jc_daemon *d, struct jc_flush_job *j)
 		take_touches(j, m); /* (out of memory: left for the next flush) */
 		pthread_mutex_unlock(&m->lock);
 	}
-	if (j->n && d->cache->ops->touch(d->cache, (const uint8_t(*)[16])j->keys, j->hits, j->uids,
-					 j->n, jc__wall_s()) != 0)
+	const struct touches *t = &j->touch;
+	if (t->n && d->cache->ops->touch(d->cache, (const uint8_t(*)[16])t->keys, t->hits, t->uids,
+					 t->n, jc__wall_s()) != 0)
 		jc_log_warn(INDEX, "access times not recorded: %s", jc__cachedir_errmsg(d->cache));
 	if (j->save_counters) {
 		if (jc__cachedir_save_counters(d->cache, j->counters) != 0)
@@ -556,9 +570,7 @@ static void flush_work_cb(uv_work_t *w)
 
 static void flush_job_free(struct jc_flush_job *j)
 {
-	free(j->keys);
-	free(j->hits);
-	free(j->uids);
+	touches_free(&j->touch);
 	free(j);
 }
 
@@ -580,7 +592,7 @@ struct jc_flush_job *jc__cache_flush_take(struct jc_daemon *d)
 	int touches = 0; /* taken when written (flush_run) */
 	for (struct jc_memcache *m = d->request.mc; m && !touches; m = m->next) {
 		pthread_mutex_lock(&m->lock);
-		touches = m->n_touch != 0;
+		touches = m->touch.n != 0;
 		pthread_mutex_unlock(&m->lock);
 	}
 	j->save_counters = jc__counters_take(&d->cache->counters, j->counters);
