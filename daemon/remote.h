@@ -292,6 +292,14 @@ int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t le
 			    const uint8_t *secret, size_t secret_len, uint64_t max,
 			    struct jc_res *res, char *why, size_t whylen);
 
+/* Whether decoding val (len bytes, borrowed, unchecked) costs at most a
+ * few microseconds: it and the object its header declares are under
+ * JC_REMOTE_DECODE_INLINE bytes (decoding never makes more than it
+ * declares). Such a value is checked on the loop, not in the thread pool,
+ * whose hand-off costs more than the check. No allocation; any thread. */
+#define JC_REMOTE_DECODE_INLINE (16u << 10)
+int jc__remote_value_small(const uint8_t *val, size_t len);
+
 /* A dependency record of lookup from variant (len bytes, borrowed) and meta
  * ("key=<32 hex>": the learnt key it leads to; NULL: none), as
  * jc__remote_value_encode. */

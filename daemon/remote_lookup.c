@@ -310,7 +310,10 @@ static void get_cb(void *arg, int rc, uint8_t *val, size_t len, const char *why)
 		l->len = len;
 		l->work.data = l;
 		l->refs++;
-		if (uv_queue_work(r->loop, &l->work, decode_work_cb, decode_after_cb) != 0) {
+		if (jc__remote_value_small(val, len)) {
+			decode_work_cb(&l->work); /* a pool hand-off would cost more */
+			decode_after_cb(&l->work, 0);
+		} else if (uv_queue_work(r->loop, &l->work, decode_work_cb, decode_after_cb) != 0) {
 			l->refs--;
 			lookup_finish(l, JC_ENOMEM, NULL);
 		}

@@ -240,6 +240,12 @@ int jc__remote_value_decode(const uint8_t key[16], const uint8_t *val, size_t le
 	return rc;
 }
 
+int jc__remote_value_small(const uint8_t *val, size_t len)
+{
+	return len >= HDR && len <= JC_REMOTE_DECODE_INLINE &&
+	       get64(val + 32) <= JC_REMOTE_DECODE_INLINE;
+}
+
 int jc__remote_record_decode(const uint8_t lookup[16], const uint8_t *val, size_t len,
 			     const uint8_t *secret, size_t secret_len, uint64_t max,
 			     uint64_t max_entries, struct jc_inc_set *set, char *why, size_t whylen)

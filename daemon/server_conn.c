@@ -29,11 +29,27 @@ struct write_req {
 	size_t charged; /* bytes charged to d->request.buffers */
 };
 
-/* Replies up to this size are never refused for the budget (errors, hits by
- * descriptor, handshakes), though they are charged. */
-#define REPLY_FREE_MAX JC_FRAMER_BASE
+/*
+ * Busy polling: for POLL_NS after the last bytes read from a client the
+ * serving thread's loop does not sleep (an active idle handle makes libuv
+ * poll with a zero timeout), so the next request of a client that sends
+ * them one after the other finds the thread awake: on a virtual machine,
+ * waking a thread asleep on an idle vCPU costs more than a hit. Each turn
+ * yields the CPU to any other runnable task, such as that very client
+ * (polling for its answer too, see client.c) on the same CPU. After
+ * POLL_NS of silence the loop sleeps. The first turn after a request opens
+ * ahead the descriptors its hits took (memcache.c), so that no hit waits
+ * for an open.
+ */
+#define POLL_NS 50000
+/* After a handshake: a fresh client's first request comes after what it
+ * does in between (a GPU process resolves its target and builds the
+ * request), in a process whose first calls fault pages in, often later
+ * than POLL_NS. */
+#define POLL_FIRST_NS 1000000
 
 static void idle_arm(struct jc_conn *c);
+static void poll_for(struct jc_srv *s, uint64_t ns);
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void conn_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 
@@ -168,15 +184,14 @@ static void write_cb(uv_write_t *req, int status)
 
 /* --- replies --------------------------------------------------------------- */
 
-/* Whether a reply of len bytes may be queued now. One larger than
- * REPLY_FREE_MAX that would pass the budget is not: the client is sent an
- * EBUSY error instead (logged, counted) and the caller drops the reply. */
+/* Whether a reply of len bytes may be queued now (jc__srv_budget_takes);
+ * when not, the client is sent an EBUSY error instead (logged, counted)
+ * and the caller drops the reply. */
 int jc__srv_reply_fits(struct jc_conn *c, size_t len)
 {
 	struct jc_budget *bud = &c->d->request.buffers;
 	size_t used = jc__budget_used(bud);
-	/* (A reply larger than the whole budget goes when nothing else is queued.) */
-	if (len <= REPLY_FREE_MAX || used + len <= bud->max || used == 0)
+	if (jc__srv_budget_takes(bud, len))
 		return 1;
 	char msg[200];
 	snprintf(msg, sizeof(msg),
@@ -201,6 +216,7 @@ void jc__srv_conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 		jc__srv_proxy_post(c, MSG_REPLY, buf, -1);
 		return;
 	}
+	jc__srv_direct_end(c);
 	if (off == 0 && !jc__srv_reply_fits(c, buf->len)) {
 		jc__buf_free(buf);
 		return;
@@ -299,6 +315,9 @@ void jc__srv_conn_done(struct jc_conn *c)
 	c->busy = 0;
 	if (c->closing || c->sink)
 		return;
+	jc__srv_direct_end(c);
+	/* Its client reads the answer now: its next request finds us awake. */
+	jc__srv_poll_awhile(c->srv);
 	/* An answer still in our write queue: read no further request until the
 	 * client has taken it (write_cb resumes), so that one which does not
 	 * read cannot make us queue more; it has --write-timeout to take it. */
@@ -404,6 +423,11 @@ static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const 
 			m->buf.len = m->buf.cap = len;
 		}
 		jc__srv_conn_ref(c);
+		/* Nothing queued here: the proxy may answer on m->fd itself. */
+		__atomic_store_n(&c->direct,
+				 m->fd >= 0 &&
+				     uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0,
+				 __ATOMIC_RELEASE);
 		if ((req || m->buf.data) && jc__srv_mq_post(c->d->server->mainq, m) == 0)
 			return;
 		why = req || m->buf.data ? "the daemon is shutting down" : why;
@@ -465,6 +489,7 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 			return JC_ENOMEM;
 		}
 		jc__srv_conn_write(c, &b, 0);
+		poll_for(c->srv, POLL_FIRST_NS);
 		return 0;
 	}
 	if (c->busy || c->drain_wait) {
@@ -532,20 +557,6 @@ void jc__srv_conn_end(struct jc_conn *c)
 	jc__srv_conn_close(c);
 }
 
-/*
- * Busy polling: for POLL_NS after the last bytes read from a client the
- * serving thread's loop does not sleep (an active idle handle makes libuv
- * poll with a zero timeout), so the next request of a client that sends
- * them one after the other finds the thread awake: on a virtual machine,
- * waking a thread asleep on an idle vCPU costs more than a hit. Each turn
- * yields the CPU to any other runnable task, such as that very client
- * (polling for its answer too, see client.c) on the same CPU. After
- * POLL_NS of silence the loop sleeps. The first turn after a request opens
- * ahead the descriptors its hits took (memcache.c), so that no hit waits
- * for an open.
- */
-#define POLL_NS 50000
-
 static void poll_idle_cb(uv_idle_t *h)
 {
 	struct jc_srv *s = h->data;
@@ -556,11 +567,19 @@ static void poll_idle_cb(uv_idle_t *h)
 		sched_yield();
 }
 
-void jc__srv_poll_awhile(struct jc_srv *s)
+/* Polls for ns from now on, or longer if already so. */
+static void poll_for(struct jc_srv *s, uint64_t ns)
 {
-	s->poll_until_ns = jc__now_ns() + POLL_NS;
+	uint64_t until = jc__now_ns() + ns;
+	if (until > s->poll_until_ns)
+		s->poll_until_ns = until;
 	if (!uv_is_active((uv_handle_t *)&s->poll_idle))
 		uv_idle_start(&s->poll_idle, poll_idle_cb);
+}
+
+void jc__srv_poll_awhile(struct jc_srv *s)
+{
+	poll_for(s, POLL_NS);
 }
 
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)

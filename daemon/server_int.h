@@ -53,6 +53,11 @@ struct jc_conn {
 	int peer_fd;	      /* a duplicate of its socket, for jc__srv_conn_gone; -1: none */
 	int admin;	      /* its peer is an admin (asked on its thread) */
 	int ended;	      /* answered or gone: the request's reference is dropped */
+	/* A connection whose request its proxy answers: 1 while the proxy may
+	 * write replies on its peer_fd itself (nothing is queued here), 2
+	 * while it does (a send that does not wait), 0 when replies go
+	 * through this thread's write queue (atomic; jc__srv_direct_end). */
+	int direct;
 };
 
 /* Messages between the main loop and the serving threads. */
@@ -73,6 +78,7 @@ struct msg {
 	int kind;
 	struct jc_conn *conn;  /* a reference; NULL for MSG_STOP, MSG_WARM, MSG_LISTEN, MSG_ADOPT */
 	struct jc_buf buf;     /* owned */
+	size_t off;	       /* MSG_REPLY: bytes of buf the main loop sent itself */
 	int fd;		       /* owned, or -1: MSG_REPLY's descriptor; MSG_COMPILE's and
 				* MSG_ADMIN's duplicate of the client's socket;
 				* MSG_ADOPT's accepted socket */
@@ -141,8 +147,23 @@ int jc__srv_mq_post(struct jc_mq *q, struct msg *m);
 /* Frees m and what it owns (MSG_STOP's, embedded in its thread, is not freed). */
 void jc__srv_msg_free(struct msg *m);
 /* Sends kind (buf and fd taken; NULL, -1: none) to proxy p's connection on
- * its thread; what cannot go (out of memory, the thread stopped) is freed. */
+ * its thread; what cannot go (out of memory, the thread stopped) is freed.
+ * A reply (MSG_REPLY) the main loop writes on the client's socket itself
+ * when the connection's thread has nothing queued for it (direct): the
+ * client has its answer without waiting for that thread to wake; what a
+ * full socket does not take goes through the thread, which writes from
+ * then on. */
 void jc__srv_proxy_post(struct jc_conn *p, int kind, struct jc_buf *buf, int fd);
+/* Whether a reply of len bytes may be queued now, by the buffer budget
+ * bud: one up to JC_FRAMER_BASE always, a larger one when it fits or
+ * nothing else is queued. Any thread. */
+int jc__srv_budget_takes(struct jc_budget *bud, size_t len);
+/* c's thread, before it writes on c: the proxy writes no more (one
+ * writing now finishes first). */
+void jc__srv_direct_end(struct jc_conn *c);
+/* sendmsg of len bytes of data on sock, with fd (>= 0) beside the first
+ * byte (SCM_RIGHTS), not waiting: the bytes sent, or -1 (errno). */
+ssize_t jc__srv_sendmsg(int sock, const uint8_t *data, size_t len, int fd);
 /* The proxy's request is over (MSG_DONE, MSG_CLOSE): its thread is told,
  * and the request's reference dropped; once. */
 void jc__srv_proxy_end(struct jc_conn *p, int kind);

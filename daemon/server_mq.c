@@ -9,8 +9,11 @@
  * accepted to another as MSG_ADOPT.
  * Also the connections' reference counts, which messages hold.
  */
+#include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "daemon/server_int.h"
@@ -67,10 +70,86 @@ void jc__srv_msg_free(struct msg *m)
 		free(m);
 }
 
-/* Sends kind (buf and fd taken; NULL, -1: none) to proxy p's connection on
- * its thread; what cannot go (out of memory, the thread stopped) is freed. */
+ssize_t jc__srv_sendmsg(int sock, const uint8_t *data, size_t len, int fd)
+{
+	union {
+		struct cmsghdr hdr;
+		char space[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		msg.msg_control = ctl.space;
+		msg.msg_controllen = sizeof(ctl.space);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	ssize_t n;
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+/* Replies up to this size are never refused for the budget (errors, hits by
+ * descriptor, handshakes), though they are charged. */
+#define REPLY_FREE_MAX JC_FRAMER_BASE
+
+int jc__srv_budget_takes(struct jc_budget *bud, size_t len)
+{
+	size_t used = jc__budget_used(bud);
+	/* (A reply larger than the whole budget goes when nothing else is queued.) */
+	return len <= REPLY_FREE_MAX || used + len <= bud->max || used == 0;
+}
+
+void jc__srv_direct_end(struct jc_conn *c)
+{
+	for (;;) {
+		int v = __atomic_load_n(&c->direct, __ATOMIC_ACQUIRE);
+		if (v == 0 ||
+		    (v == 1 && __atomic_compare_exchange_n(&c->direct, &v, 0, 0, __ATOMIC_ACQ_REL,
+							   __ATOMIC_ACQUIRE)))
+			return;
+		sched_yield(); /* 2: the main loop is in a send that does not wait */
+	}
+}
+
+/* Main loop: writes reply buf, with *fd beside it, on proxy p's socket
+ * itself when p->real's thread lets it (direct). 1: all of it went (buf
+ * freed, *fd closed); 0: *off bytes went (then *fd is closed and -1) and
+ * the rest is the thread's to write, as every later reply. */
+static int direct_write(struct jc_conn *p, struct jc_buf *buf, int *fd, size_t *off)
+{
+	struct jc_conn *c = p->real;
+	int v = 1;
+	/* What a full socket leaves must then be queued: only a reply the
+	 * budget takes (the thread would refuse one that it does not). */
+	if (p->ended || p->peer_fd < 0 || !jc__srv_budget_takes(&c->d->request.buffers, buf->len) ||
+	    !__atomic_compare_exchange_n(&c->direct, &v, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 0;
+	ssize_t n = jc__srv_sendmsg(p->peer_fd, buf->data, buf->len, *fd);
+	int all = n == (ssize_t)buf->len;
+	__atomic_store_n(&c->direct, all, __ATOMIC_RELEASE);
+	if (n > 0) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		*off = (size_t)n;
+	}
+	if (all)
+		jc__buf_free(buf);
+	return all;
+}
+
 void jc__srv_proxy_post(struct jc_conn *p, int kind, struct jc_buf *buf, int fd)
 {
+	size_t off = 0;
+	if (kind == MSG_REPLY && direct_write(p, buf, &fd, &off))
+		return;
 	struct msg *m = calloc(1, sizeof(*m));
 	if (!m) {
 		if (buf)
@@ -83,6 +162,7 @@ void jc__srv_proxy_post(struct jc_conn *p, int kind, struct jc_buf *buf, int fd)
 	m->conn = p->real;
 	jc__srv_conn_ref(p->real);
 	m->fd = fd;
+	m->off = off;
 	if (buf) {
 		m->buf = *buf;
 		memset(buf, 0, sizeof(*buf));
@@ -99,6 +179,11 @@ void jc__srv_proxy_end(struct jc_conn *p, int kind)
 		return;
 	p->ended = 1;
 	jc__srv_proxy_post(p, kind, NULL, -1);
+	/* A client answered here most often sends its next request that the
+	 * serving thread cannot answer either (a run of remote hits, misses)
+	 * within the millisecond: it finds the loop awake. */
+	if (kind == MSG_DONE && p->d->request.spin)
+		jc__loop_spin(p->d->request.spin);
 	jc__srv_conn_unref(p);
 }
 

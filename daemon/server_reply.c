@@ -4,7 +4,6 @@
  * object's read-only descriptor beside it (SCM_RIGHTS) instead of its
  * bytes; the bytes inline when the descriptor cannot be passed now.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,29 +20,11 @@
 static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 {
 	uv_os_fd_t sock;
+	jc__srv_direct_end(c);
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
 	    uv_fileno((uv_handle_t *)&c->pipe, &sock) != 0)
 		return -1;
-	union {
-		struct cmsghdr hdr;
-		char space[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	memset(&ctl, 0, sizeof(ctl));
-	struct iovec iov = {.iov_base = b->data, .iov_len = b->len};
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = ctl.space,
-			     .msg_controllen = sizeof(ctl.space)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	ssize_t n;
-	do
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	return n;
+	return jc__srv_sendmsg(sock, b->data, b->len, fd);
 }
 
 /* b (taken): a RESULT frame without the object's bytes, served by objfd
