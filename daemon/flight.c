@@ -388,9 +388,10 @@ static void publish_after_cb(uv_work_t *work, int status)
 	uint8_t key[16];
 	int warm = stored && !f->uncached && !f->tree_missing;
 	memcpy(key, f->store_key, 16);
-	/* Whoever serves hits elsewhere (the serving threads) reads the row
-	 * before the answers reach it: they come after on the same queue, so
-	 * the client's next request finds the row there. */
+	/* Whoever serves hits elsewhere (the serving threads) reads the row:
+	 * the answers' MSG_DONE comes after on the same queue, so the client's
+	 * next request on its connection finds the row there (another
+	 * connection's may come first: the main loop serves it). */
 	if (warm && d->request.conn_ops->warm)
 		d->request.conn_ops->warm(d, key);
 	flight_answer(f);

@@ -25,7 +25,8 @@ int jc__loop_spin_init(struct jc_loop_spin *s, uv_loop_t *loop)
 
 void jc__loop_spin(struct jc_loop_spin *s)
 {
-	if (!s)
+	/* Answers still come while the daemon stops, after its handle closed. */
+	if (!s || uv_is_closing((uv_handle_t *)&s->idle))
 		return;
 	s->until_ns = jc__now_ns() + JC_LOOP_SPIN_NS;
 	if (!uv_is_active((uv_handle_t *)&s->idle))

@@ -29,7 +29,8 @@ struct jc_loop_spin {
 /* Initialises s on loop (not polling yet). 0 or a libuv error. */
 int jc__loop_spin_init(struct jc_loop_spin *s, uv_loop_t *loop);
 /* Keeps the loop from sleeping for the next JC_LOOP_SPIN_NS (extends a
- * window already open). s may be NULL (a unit test's daemon): nothing. */
+ * window already open). s may be NULL (a unit test's daemon), or closed
+ * (the daemon stops): nothing. */
 void jc__loop_spin(struct jc_loop_spin *s);
 /* Stops polling and closes the handle (uv_close; the loop then frees
  * nothing: s is the caller's). */

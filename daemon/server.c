@@ -113,8 +113,10 @@ static void srv_async_cb(uv_async_t *a)
 		struct jc_conn *c = m->conn;
 		switch (m->kind) {
 		case MSG_REPLY:
-			if (!c->closing && m->off) { /* the rest of one the loop began */
-				jc__srv_conn_write(c, &m->buf, m->off);
+			if (m->off) { /* the rest of one the loop began: it goes first */
+				__atomic_store_n(&c->direct, 0, __ATOMIC_RELEASE);
+				if (!c->closing)
+					jc__srv_conn_write(c, &m->buf, m->off);
 				memset(&m->buf, 0, sizeof(m->buf));
 			} else if (!c->closing) {
 				jc__srv_conn_send_frame(c, &m->buf, m->fd); /* takes both */

@@ -172,7 +172,7 @@ static void write_cb(uv_write_t *req, int status)
 	    uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0) {
 		c->drain_wait = 0; /* the answer is taken: read the next request */
 		idle_arm(c);
-		if (c->paused && !c->busy) {
+		if (c->paused && !c->busy && !c->ending) {
 			c->paused = 0;
 			uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 		}
@@ -216,8 +216,7 @@ void jc__srv_conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 		jc__srv_proxy_post(c, MSG_REPLY, buf, -1);
 		return;
 	}
-	jc__srv_direct_end(c);
-	if (off == 0 && !jc__srv_reply_fits(c, buf->len)) {
+	if (!jc__srv_direct_end(c) || (off == 0 && !jc__srv_reply_fits(c, buf->len))) {
 		jc__buf_free(buf);
 		return;
 	}
@@ -313,7 +312,7 @@ void jc__srv_conn_done(struct jc_conn *c)
 		return;
 	}
 	c->busy = 0;
-	if (c->closing || c->sink)
+	if (c->closing || c->sink || c->ending)
 		return;
 	jc__srv_direct_end(c);
 	/* Its client reads the answer now: its next request finds us awake. */
@@ -326,7 +325,7 @@ void jc__srv_conn_done(struct jc_conn *c)
 	if (c->drain_wait && !c->paused) {
 		c->paused = 1;
 		uv_read_stop((uv_stream_t *)&c->pipe);
-	} else if (!c->drain_wait && c->paused) {
+	} else if (!c->drain_wait && c->paused && !c->ending) {
 		c->paused = 0;
 		uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 	}
@@ -423,6 +422,9 @@ static void conn_handoff(struct jc_conn *c, int kind, struct jc_req *req, const 
 			m->buf.len = m->buf.cap = len;
 		}
 		jc__srv_conn_ref(c);
+		/* The client waits on the loop now, which answers it itself (a
+		 * busy poll here would take a CPU from that work). */
+		c->srv->poll_until_ns = 0;
 		/* Nothing queued here: the proxy may answer on m->fd itself. */
 		__atomic_store_n(&c->direct,
 				 m->fd >= 0 &&
@@ -544,6 +546,7 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
 void jc__srv_conn_end(struct jc_conn *c)
 {
 	uv_shutdown_t *sd = calloc(1, sizeof(*sd));
+	c->ending = 1;
 	uv_read_stop((uv_stream_t *)&c->pipe);
 	uv_timer_stop(&c->idle);
 	if (sd) {
@@ -570,6 +573,8 @@ static void poll_idle_cb(uv_idle_t *h)
 /* Polls for ns from now on, or longer if already so. */
 static void poll_for(struct jc_srv *s, uint64_t ns)
 {
+	if (uv_is_closing((uv_handle_t *)&s->poll_idle))
+		return; /* the thread stops (srv_stop) */
 	uint64_t until = jc__now_ns() + ns;
 	if (until > s->poll_until_ns)
 		s->poll_until_ns = until;
@@ -613,6 +618,25 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	jc__srv_conn_end(c);
 }
 
+/* A client sends its HELLO right after connect(): it is most often here
+ * already when its connection starts. Reading it now answers the handshake
+ * in this turn of the loop, not the next (whose poll would only then see
+ * the new descriptor): one turn less before a fresh process's first
+ * request. */
+static void read_at_start(struct jc_conn *c, int fd)
+{
+	uv_buf_t b;
+	conn_alloc_cb((uv_handle_t *)&c->pipe, 0, &b);
+	if (!b.len)
+		return; /* the budget is full: libuv's read says so */
+	ssize_t n;
+	do
+		n = recv(fd, b.base, b.len, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n > 0)
+		conn_read_cb((uv_stream_t *)&c->pipe, n, &b);
+}
+
 /* Serving thread: starts serving c (just accepted, counted in s->n_open),
  * or tells it why it was refused (in answer to the client's HELLO, which it
  * reads first). */
@@ -637,5 +661,7 @@ void jc__srv_conn_start(struct jc_srv *s, struct jc_conn *c)
 		return;
 	}
 	idle_arm(c);
-	uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+	read_at_start(c, c->start_fd);
+	if (!c->closing && !c->ending && !c->paused)
+		uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
 }

@@ -37,6 +37,7 @@ struct jc_conn {
 	int busy;	   /* a request is being answered */
 	int replied;	   /* conn_frame_cb answered the frame it refused */
 	int paused;	   /* reading stopped until it is */
+	int ending;	   /* jc__srv_conn_end: closes once its replies are written */
 	int drain_wait;	   /* answered: read again once the write queue drains */
 	int pending_timer; /* which timeout the timer runs for (enum conn_wait) */
 	uid_t uid;
@@ -55,7 +56,8 @@ struct jc_conn {
 	int ended;	      /* answered or gone: the request's reference is dropped */
 	/* A connection whose request its proxy answers: 1 while the proxy may
 	 * write replies on its peer_fd itself (nothing is queued here), 2
-	 * while it does (a send that does not wait), 0 when replies go
+	 * while it does (a send that does not wait), 3 when it sent part of
+	 * one and the rest is queued to this thread, 0 when replies go
 	 * through this thread's write queue (atomic; jc__srv_direct_end). */
 	int direct;
 };
@@ -159,8 +161,11 @@ void jc__srv_proxy_post(struct jc_conn *p, int kind, struct jc_buf *buf, int fd)
  * nothing else is queued. Any thread. */
 int jc__srv_budget_takes(struct jc_budget *bud, size_t len);
 /* c's thread, before it writes on c: the proxy writes no more (one
- * writing now finishes first). */
-void jc__srv_direct_end(struct jc_conn *c);
+ * writing now finishes first). 1: the thread may write; 0: the proxy sent
+ * part of a reply whose rest is queued to the thread (MSG_REPLY with off),
+ * and nothing may go before it (the caller drops what it had to say: an
+ * error to a client that sent a frame it should not have). */
+int jc__srv_direct_end(struct jc_conn *c);
 /* sendmsg of len bytes of data on sock, with fd (>= 0) beside the first
  * byte (SCM_RIGHTS), not waiting: the bytes sent, or -1 (errno). */
 ssize_t jc__srv_sendmsg(int sock, const uint8_t *data, size_t len, int fd);

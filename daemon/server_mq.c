@@ -106,22 +106,25 @@ int jc__srv_budget_takes(struct jc_budget *bud, size_t len)
 	return len <= REPLY_FREE_MAX || used + len <= bud->max || used == 0;
 }
 
-void jc__srv_direct_end(struct jc_conn *c)
+int jc__srv_direct_end(struct jc_conn *c)
 {
 	for (;;) {
 		int v = __atomic_load_n(&c->direct, __ATOMIC_ACQUIRE);
 		if (v == 0 ||
 		    (v == 1 && __atomic_compare_exchange_n(&c->direct, &v, 0, 0, __ATOMIC_ACQ_REL,
 							   __ATOMIC_ACQUIRE)))
-			return;
-		sched_yield(); /* 2: the main loop is in a send that does not wait */
+			return 1;
+		if (v == 3)
+			return 0; /* a reply the loop began: its rest is queued to us */
+		sched_yield();	  /* 2: the main loop is in a send that does not wait */
 	}
 }
 
 /* Main loop: writes reply buf, with *fd beside it, on proxy p's socket
  * itself when p->real's thread lets it (direct). 1: all of it went (buf
  * freed, *fd closed); 0: *off bytes went (then *fd is closed and -1) and
- * the rest is the thread's to write, as every later reply. */
+ * the rest is the thread's to write, as every later reply (direct is 3
+ * until it takes that rest: nothing else may be written before it). */
 static int direct_write(struct jc_conn *p, struct jc_buf *buf, int *fd, size_t *off)
 {
 	struct jc_conn *c = p->real;
@@ -133,7 +136,7 @@ static int direct_write(struct jc_conn *p, struct jc_buf *buf, int *fd, size_t *
 		return 0;
 	ssize_t n = jc__srv_sendmsg(p->peer_fd, buf->data, buf->len, *fd);
 	int all = n == (ssize_t)buf->len;
-	__atomic_store_n(&c->direct, all, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->direct, all ? 1 : n > 0 ? 3 : 0, __ATOMIC_RELEASE);
 	if (n > 0) {
 		if (*fd >= 0)
 			close(*fd);
@@ -151,24 +154,29 @@ void jc__srv_proxy_post(struct jc_conn *p, int kind, struct jc_buf *buf, int fd)
 	if (kind == MSG_REPLY && direct_write(p, buf, &fd, &off))
 		return;
 	struct msg *m = calloc(1, sizeof(*m));
-	if (!m) {
+	if (m) {
+		m->kind = kind;
+		m->conn = p->real;
+		jc__srv_conn_ref(p->real);
+		m->fd = fd;
+		m->off = off;
+		if (buf) {
+			m->buf = *buf;
+			memset(buf, 0, sizeof(*buf));
+		}
+		if (jc__srv_mq_post(&p->real->srv->q, m) == 0)
+			return;
+		jc__srv_msg_free(m);
+	} else {
 		if (buf)
 			jc__buf_free(buf);
 		if (fd >= 0)
 			close(fd);
-		return;
 	}
-	m->kind = kind;
-	m->conn = p->real;
-	jc__srv_conn_ref(p->real);
-	m->fd = fd;
-	m->off = off;
-	if (buf) {
-		m->buf = *buf;
-		memset(buf, 0, sizeof(*buf));
-	}
-	if (jc__srv_mq_post(&p->real->srv->q, m) != 0)
-		jc__srv_msg_free(m);
+	/* The rest of a frame the client has begun to read is lost: it must
+	 * see the connection end, not read what follows as that frame's. */
+	if (off)
+		shutdown(p->peer_fd, SHUT_RDWR);
 }
 
 /* The proxy's request is over (answered: MSG_DONE; its client gone:
@@ -179,11 +187,6 @@ void jc__srv_proxy_end(struct jc_conn *p, int kind)
 		return;
 	p->ended = 1;
 	jc__srv_proxy_post(p, kind, NULL, -1);
-	/* A client answered here most often sends its next request that the
-	 * serving thread cannot answer either (a run of remote hits, misses)
-	 * within the millisecond: it finds the loop awake. */
-	if (kind == MSG_DONE && p->d->request.spin)
-		jc__loop_spin(p->d->request.spin);
 	jc__srv_conn_unref(p);
 }
 

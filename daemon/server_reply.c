@@ -20,8 +20,8 @@
 static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
 {
 	uv_os_fd_t sock;
-	jc__srv_direct_end(c);
-	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
+	if (!jc__srv_direct_end(c) ||
+	    uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
 	    uv_fileno((uv_handle_t *)&c->pipe, &sock) != 0)
 		return -1;
 	return jc__srv_sendmsg(sock, b->data, b->len, fd);
