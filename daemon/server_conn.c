@@ -548,7 +548,15 @@ void jc__srv_conn_end(struct jc_conn *c)
 	uv_shutdown_t *sd = calloc(1, sizeof(*sd));
 	c->ending = 1;
 	uv_read_stop((uv_stream_t *)&c->pipe);
-	uv_timer_stop(&c->idle);
+	/* What is still queued gets --write-timeout to be taken, as any answer:
+	 * a client that never reads holds neither the connection nor the
+	 * daemon's stop (srv_stop ends every connection so) past it. */
+	int secs = wait_s(&c->d->cfg, WAIT_ANSWER_TAKEN);
+	c->pending_timer = WAIT_ANSWER_TAKEN;
+	if (secs > 0 && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0)
+		uv_timer_start(&c->idle, idle_cb, (uint64_t)secs * 1000, 0);
+	else
+		uv_timer_stop(&c->idle);
 	if (sd) {
 		sd->data = c;
 		jc__srv_conn_ref(c);

@@ -349,6 +349,45 @@ static void test_slow_reader(void **state)
 	jc_request_free(r);
 }
 
+/* SIGTERM while a client leaves a large answer unread: the daemon stops
+ * once --write-timeout has passed, not when the client reads or hangs up
+ * (its stop ended each connection after its queued answer was written,
+ * with the write timeout no longer running: it waited for such a client
+ * for ever). */
+static void test_stop_with_unread_reply(void **state)
+{
+	struct jtl_daemon *d = *state;
+	const char *const flags[] = {"--write-timeout", "2", "--max-log-size", "4M", NULL};
+	jct_daemon_start(d, flags);
+	jc_request *r = big_log_request();
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	assert_int_equal(jc_compile(c, r, &res), 0);
+	jc_result_free(res);
+	jc_client_close(c);
+	int fd = jct_raw_hello(d);
+	struct jc_buf b = {0};
+	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
+	send_all(fd, b.data, b.len);
+	usleep(300000); /* the 2 MB answer fills the socket and waits */
+	double t0 = jtl_now_s();
+	assert_int_equal(kill(d->pid, SIGTERM), 0);
+	int status = 0;
+	pid_t got = 0;
+	while ((got = waitpid(d->pid, &status, WNOHANG)) == 0 && jtl_now_s() - t0 < 15)
+		usleep(20000);
+	double waited = jtl_now_s() - t0;
+	fprintf(stderr, "stop with an unread answer: %s after %.2f s\n",
+		got == d->pid ? "exited" : "still running", waited);
+	assert_int_equal(got, d->pid);
+	d->pid = -1;
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(waited < 8);
+	close(fd);
+	jc__buf_free(&b);
+	jc_request_free(r);
+}
+
 static void test_connection_cap(void **state)
 {
 	struct jtl_daemon *d = *state;
@@ -1123,6 +1162,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_silent, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_connections_spread, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_slow_reader, jct_setup, jct_teardown),
+	    cmocka_unit_test_setup_teardown(test_stop_with_unread_reply, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_connection_cap, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_connections_per_uid, jct_setup, jct_teardown),
 	    cmocka_unit_test_setup_teardown(test_hit_descriptor_is_private, jct_setup,
