@@ -308,24 +308,36 @@ static jc_request *big_log_request(void)
  * reads no further request until the answer is taken, and drops it at
  * --write-timeout. The answer here is large (a 2 MB compile log goes with every hit),
  * so it cannot hide in the socket buffer. */
+/* Starts d with --write-timeout 2 s and room for big_log_request's log,
+ * compiles that request once (its answer read whole), and opens a raw
+ * connection: returns it, with the request (*r, the caller's) encoded in
+ * *b (the caller's) and its log's length in *log_len. */
+static int unread_answer_setup(struct jtl_daemon *d, jc_request **r, struct jc_buf *b,
+			       size_t *log_len)
+{
+	const char *const flags[] = {"--write-timeout", "2", "--max-log-size", "4M", NULL};
+	jct_daemon_start(d, flags);
+	*r = big_log_request();
+	jc_client *c = jct_connect(d);
+	jc_result *res = NULL;
+	assert_int_equal(jc_compile(c, *r, &res), 0);
+	*log_len = strlen(jc_result_log(res));
+	assert_true(*log_len > (1u << 20));
+	jc_result_free(res);
+	jc_client_close(c);
+	int fd = jct_raw_hello(d);
+	assert_int_equal(jc__encode_req(b, &((struct jc_request *)*r)->req), 0);
+	return fd;
+}
+
 static void test_slow_reader(void **state)
 {
 	struct jtl_daemon *d = *state;
-	const char *const flags[] = {"--write-timeout", "2", "--max-log-size", "4M", NULL};
-	jct_daemon_start(d, flags);
-	jc_request *r = big_log_request();
-	jc_client *c = jct_connect(d);
-	jc_result *res = NULL;
-	assert_int_equal(jc_compile(c, r, &res), 0);
-	size_t log_len = strlen(jc_result_log(res));
-	assert_true(log_len > (1u << 20));
-	jc_result_free(res);
-	jc_client_close(c);
-	int64_t hits0 = jct_stat(d, "hits");
-
-	int fd = jct_raw_hello(d);
+	jc_request *r;
 	struct jc_buf b = {0};
-	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
+	size_t log_len;
+	int fd = unread_answer_setup(d, &r, &b, &log_len);
+	int64_t hits0 = jct_stat(d, "hits");
 	double t0 = jtl_now_s();
 	for (int i = 0; i < 5; i++) {
 		send_all(fd, b.data, b.len);
@@ -357,17 +369,10 @@ static void test_slow_reader(void **state)
 static void test_stop_with_unread_reply(void **state)
 {
 	struct jtl_daemon *d = *state;
-	const char *const flags[] = {"--write-timeout", "2", "--max-log-size", "4M", NULL};
-	jct_daemon_start(d, flags);
-	jc_request *r = big_log_request();
-	jc_client *c = jct_connect(d);
-	jc_result *res = NULL;
-	assert_int_equal(jc_compile(c, r, &res), 0);
-	jc_result_free(res);
-	jc_client_close(c);
-	int fd = jct_raw_hello(d);
+	jc_request *r;
 	struct jc_buf b = {0};
-	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
+	size_t log_len;
+	int fd = unread_answer_setup(d, &r, &b, &log_len);
 	send_all(fd, b.data, b.len);
 	usleep(300000); /* the 2 MB answer fills the socket and waits */
 	double t0 = jtl_now_s();
