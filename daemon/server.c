@@ -113,10 +113,10 @@ static void srv_async_cb(uv_async_t *a)
 		struct jc_conn *c = m->conn;
 		switch (m->kind) {
 		case MSG_REPLY:
-			if (m->off) { /* the rest of one the loop began: it goes first */
+			if (m->off) /* the rest of one the loop began: it goes first */
 				__atomic_store_n(&c->direct, 0, __ATOMIC_RELEASE);
-				if (!c->closing)
-					jc__srv_conn_write(c, &m->buf, m->off);
+			if (m->off && !c->closing) {
+				jc__srv_conn_write(c, &m->buf, m->off); /* takes buf */
 				memset(&m->buf, 0, sizeof(m->buf));
 			} else if (!c->closing) {
 				jc__srv_conn_send_frame(c, &m->buf, m->fd); /* takes both */
@@ -126,6 +126,9 @@ static void srv_async_cb(uv_async_t *a)
 			break;
 		case MSG_DONE:
 			jc__srv_conn_done(c);
+			/* Its client reads the loop's answer now: its next
+			 * request finds us awake. */
+			jc__srv_poll_awhile(s);
 			break;
 		case MSG_CLOSE:
 			if (!c->closing)

@@ -190,9 +190,9 @@ static void write_cb(uv_write_t *req, int status)
 int jc__srv_reply_fits(struct jc_conn *c, size_t len)
 {
 	struct jc_budget *bud = &c->d->request.buffers;
-	size_t used = jc__budget_used(bud);
 	if (jc__srv_budget_takes(bud, len))
 		return 1;
+	size_t used = jc__budget_used(bud);
 	char msg[200];
 	snprintf(msg, sizeof(msg),
 		 "the daemon's reply buffers are full (%zu of %zu bytes, "
@@ -314,9 +314,6 @@ void jc__srv_conn_done(struct jc_conn *c)
 	c->busy = 0;
 	if (c->closing || c->sink || c->ending)
 		return;
-	jc__srv_direct_end(c);
-	/* Its client reads the answer now: its next request finds us awake. */
-	jc__srv_poll_awhile(c->srv);
 	/* An answer still in our write queue: read no further request until the
 	 * client has taken it (write_cb resumes), so that one which does not
 	 * read cannot make us queue more; it has --write-timeout to take it. */
