@@ -209,11 +209,12 @@ double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench
 /* n fresh processes (jitcache-fresh-hit, linked with the shared client
  * library), one after the other, each connecting to d and asking for the
  * SAXPY example (src_path, name expression expr, sm_90: cached by then, so
- * a hit): the time from fork to main (exec), jc_client_connect (connect)
- * and the first jc_compile with its check (hit). Dies on failure. */
+ * a hit): the time from fork to main (exec), jc_client_connect (connect),
+ * the first jc_compile with its check (hit) and the daemon's time in it
+ * (server, JC_TIME_SERVER). Dies on failure. */
 void bench_fresh_process(const struct bench_daemon *d, const char *src_path, const char *expr,
 			 size_t n, struct bench_lat *exec, struct bench_lat *connect,
-			 struct bench_lat *hit);
+			 struct bench_lat *hit, struct bench_lat *server);
 /* p50 us of a hit of r on a handle whose connection was just broken
  * (shutdown): reconnect, handshake, resend, hit. */
 double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r, size_t iters);

@@ -6,9 +6,10 @@
  * the shared client library, as applications are. SOURCE (a file) is
  * requested for sm_90 with NAME_EXPR, as jitcache-bench's SAXPY request.
  * T0_NS: the parent's CLOCK_MONOTONIC (jc__now_ns) just before fork.
- * Prints one line: "fresh exec_us=E connect_us=C hit_us=H" (exec: from T0
- * to main; connect: jc_client_connect with the handshake; hit: the first
- * jc_compile, a hit, with its bytes checked) and exits 0, or 1 with a
+ * Prints one line: "fresh exec_us=E connect_us=C hit_us=H server_us=S"
+ * (exec: from T0 to main; connect: jc_client_connect with the handshake;
+ * hit: the first jc_compile, a hit, with its bytes checked; server: the
+ * daemon's time in it, JC_TIME_SERVER) and exits 0, or 1 with a
  * message when the answer is not a hit.
  */
 #include <stdint.h>
@@ -60,9 +61,9 @@ int main(int argc, char **argv)
 			rc ? jc_client_errmsg(c) : "miss");
 		return 1;
 	}
-	printf("fresh exec_us=%.1f connect_us=%.1f hit_us=%.1f\n",
+	printf("fresh exec_us=%.1f connect_us=%.1f hit_us=%.1f server_us=%.1f\n",
 	       (double)(t_main - strtoull(argv[4], NULL, 10)) / 1e3, (double)(t1 - t0) / 1e3,
-	       (double)(t2 - t1) / 1e3);
+	       (double)(t2 - t1) / 1e3, (double)jc_result_time_ns(res, JC_TIME_SERVER) / 1e3);
 	jc_result_free(res);
 	jc_client_close(c);
 	jc_request_free(r);

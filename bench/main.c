@@ -630,15 +630,17 @@ static void client_path_figures(struct run *run)
 	fig("connect_p99_us", "us", conn.p99, "connect + handshake p99");
 	fig("reconnect_hit_p50_us", "us", bench_reconnect_hit_us(d, small, iters / 2),
 	    "hit on a broken connection: reconnect + resend, p50");
-	struct bench_lat fe, fc, fh;
+	struct bench_lat fe, fc, fh, fs;
 	char src[PATH_MAX];
 	snprintf(src, sizeof(src), "%s/saxpy.cu", examples_dir());
 	bench_fresh_process(d, src, "&saxpy<float>",
-			    plan->hit_iters / 500 > 10 ? plan->hit_iters / 500 : 10, &fe, &fc, &fh);
+			    plan->hit_iters / 500 > 10 ? plan->hit_iters / 500 : 10, &fe, &fc, &fh,
+			    &fs);
 	fig("fresh_exec_p50_us", "us", fe.p50, "fresh process: fork + exec to main, p50");
 	fig("fresh_connect_p50_us", "us", fc.p50, "fresh process: connect + handshake, p50");
 	fig("fresh_first_hit_p50_us", "us", fh.p50,
 	    "fresh process: first request (SAXPY hit), p50");
+	fig("fresh_first_hit_server_p50_us", "us", fs.p50, "  in it: the daemon's time, p50");
 	fig("fresh_ready_p50_us", "us", fc.p50 + fh.p50,
 	    "fresh process: connect p50 + first hit p50");
 	double first, fb, plain;

@@ -43,14 +43,15 @@ double bench_connect_us(const struct bench_daemon *d, size_t iters, struct bench
 
 void bench_fresh_process(const struct bench_daemon *d, const char *src_path, const char *expr,
 			 size_t n, struct bench_lat *exec, struct bench_lat *connect,
-			 struct bench_lat *hit)
+			 struct bench_lat *hit, struct bench_lat *server)
 {
 	const char *bin = getenv("JC_FRESH_HIT");
-	uint64_t *t[3] = {malloc(n * sizeof(uint64_t)), malloc(n * sizeof(uint64_t)),
-			  malloc(n * sizeof(uint64_t))};
+	struct bench_lat *lat[4] = {exec, connect, hit, server};
+	uint64_t *t[4];
 	char scratch[PATH_MAX + 16], t0[32];
-	if (!t[0] || !t[1] || !t[2])
-		bench_die("out of memory");
+	for (int i = 0; i < 4; i++)
+		if (!(t[i] = malloc(n * sizeof(uint64_t))))
+			bench_die("out of memory");
 	snprintf(scratch, sizeof(scratch), "%s/fresh", d->core.dir);
 	if (mkdir(scratch, 0700) != 0 && errno != EEXIST)
 		bench_die("mkdir %s: %s", scratch, strerror(errno));
@@ -60,21 +61,20 @@ void bench_fresh_process(const struct bench_daemon *d, const char *src_path, con
 		const char *argv[] = {
 		    bin && *bin ? bin : JC_BENCH_FRESH_HIT, d->core.sock, src_path, expr, t0, NULL};
 		int rc = jtl_run(argv, NULL, scratch, &out, &err);
-		double e, c, h;
+		double us[4];
 		if (rc != 0 || !out ||
-		    sscanf(out, "fresh exec_us=%lf connect_us=%lf hit_us=%lf", &e, &c, &h) != 3)
+		    sscanf(out, "fresh exec_us=%lf connect_us=%lf hit_us=%lf server_us=%lf", &us[0],
+			   &us[1], &us[2], &us[3]) != 4)
 			bench_die("%s: exit %d: %s%s", argv[0], rc, out ? out : "", err ? err : "");
-		t[0][i] = (uint64_t)(e * 1e3);
-		t[1][i] = (uint64_t)(c * 1e3);
-		t[2][i] = (uint64_t)(h * 1e3);
+		for (int k = 0; k < 4; k++)
+			t[k][i] = (uint64_t)(us[k] * 1e3);
 		free(out);
 		free(err);
 	}
-	bench_lat_of(t[0], n, exec);
-	bench_lat_of(t[1], n, connect);
-	bench_lat_of(t[2], n, hit);
-	for (int i = 0; i < 3; i++)
-		free(t[i]);
+	for (int k = 0; k < 4; k++) {
+		bench_lat_of(t[k], n, lat[k]);
+		free(t[k]);
+	}
 }
 
 double bench_reconnect_hit_us(const struct bench_daemon *d, const jc_request *r, size_t iters)

@@ -205,10 +205,23 @@ int jc__srv_reply_fits(struct jc_conn *c, size_t len)
 	return 0;
 }
 
-/* Queues buf's bytes from off on (taking ownership of buf), charging its
- * allocation to the buffer budget. A whole reply (off 0) that does not fit
- * is replaced by an error (jc__srv_reply_fits); the rest of one partly sent was
- * checked as a whole before. A proxy's goes to its thread, which does so. */
+ssize_t jc__srv_conn_send_now(struct jc_conn *c, const uint8_t *data, size_t len, int fd)
+{
+	uv_os_fd_t sock;
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
+	    uv_fileno((uv_handle_t *)&c->pipe, &sock) != 0)
+		return 0;
+	ssize_t n = jc__srv_sendmsg(sock, data, len, fd);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+	return n;
+}
+
+/* Writes buf's bytes from off on (taking ownership of buf): what the socket
+ * takes now at once, the rest queued, its allocation charged to the buffer
+ * budget. A whole reply (off 0) that does not fit is replaced by an error
+ * (jc__srv_reply_fits); the rest of one partly sent was checked as a whole
+ * before. A proxy's goes to its thread, which does so. */
 void jc__srv_conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 {
 	struct jc_budget *bud = &c->d->request.buffers;
@@ -220,6 +233,17 @@ void jc__srv_conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 		jc__buf_free(buf);
 		return;
 	}
+	/* Most answers fit the socket's buffer: sent now, they need no write
+	 * request, no callback a loop turn later and no epoll_ctl (libuv
+	 * rearms the descriptor once a queued write drains: one a hit). */
+	ssize_t n = jc__srv_conn_send_now(c, buf->data + off, buf->len - off, -1);
+	if (n < 0 || (size_t)n == buf->len - off) {
+		jc__buf_free(buf);
+		if (n < 0)
+			jc__srv_conn_close(c);
+		return;
+	}
+	off += (size_t)n;
 	struct write_req *w = calloc(1, sizeof(*w));
 	if (!w) {
 		jc__buf_free(buf);

@@ -195,9 +195,14 @@ void jc__srv_conn_done(struct jc_conn *c);
 void jc__srv_conn_count(struct jc_conn *c, enum jc_counter k);
 /* Closes c's handles (once); it leaves the daemon's list. */
 void jc__srv_conn_close(struct jc_conn *c);
-/* Queues buf's bytes from off on (buf taken), charged to the buffer budget;
- * a whole reply that does not fit is replaced by an error. A proxy's goes
- * to its thread. */
+/* Sends len bytes of data (borrowed) on c's socket now, not waiting, fd
+ * (>= 0; borrowed) beside the first, when nothing is queued before them:
+ * the bytes sent (0: none, the socket is full or something is queued), or
+ * -1 when the socket failed (errno). */
+ssize_t jc__srv_conn_send_now(struct jc_conn *c, const uint8_t *data, size_t len, int fd);
+/* Writes buf's bytes from off on (buf taken): what the socket takes now,
+ * the rest queued, charged to the buffer budget; a whole reply that does
+ * not fit is replaced by an error. A proxy's goes to its thread. */
 void jc__srv_conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off);
 /* Whether a reply of len bytes may be queued now; when not, c was sent an
  * EBUSY error and the caller drops the reply. */

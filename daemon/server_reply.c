@@ -11,22 +11,6 @@
 
 #include "daemon/server_int.h"
 
-/*
- * Sends a frame with a descriptor beside it. libuv passes only its own
- * handles, so this uses sendmsg directly when nothing is queued on the
- * stream; returns the bytes sent (the descriptor goes with the first byte),
- * or -1 when the caller must fall back to sending the bytes inline.
- */
-static ssize_t send_with_fd(struct jc_conn *c, const struct jc_buf *b, int fd)
-{
-	uv_os_fd_t sock;
-	if (!jc__srv_direct_end(c) ||
-	    uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
-	    uv_fileno((uv_handle_t *)&c->pipe, &sock) != 0)
-		return -1;
-	return jc__srv_sendmsg(sock, b->data, b->len, fd);
-}
-
 /* b (taken): a RESULT frame without the object's bytes, served by objfd
  * (taken). When the descriptor cannot be passed now, the frame is sent
  * again with the bytes read from objfd inline; 0 or a JC_E* code (b freed). */
@@ -61,7 +45,9 @@ void jc__srv_conn_send_frame(struct jc_conn *c, struct jc_buf *b, int objfd)
 		close(objfd);
 		return;
 	}
-	ssize_t n = send_with_fd(c, b, objfd);
+	/* libuv passes only its own handles: sendmsg when nothing is queued
+	 * (the descriptor goes with the first byte); else the bytes inline. */
+	ssize_t n = jc__srv_direct_end(c) ? jc__srv_conn_send_now(c, b->data, b->len, objfd) : 0;
 	if (n > 0) {
 		close(objfd);
 		if (n == (ssize_t)b->len)

@@ -31,8 +31,10 @@ int jc__io_write_all(int fd, const void *data, size_t len);
 int jc__io_read_frame(int fd, struct jc_buf *payload, uint16_t *type, int *passed_fd,
 		      int timeout_ms);
 
-/* Payload room jc__io_read_answer keeps (bytes). */
-#define JC_ANSWER_BUF 4096
+/* Payload room jc__io_read_answer keeps (bytes): a hit's answer with its
+ * bytes inline (daemon/memcache.c: objects under 64 KiB) comes in one read,
+ * the first one of a fresh process too. */
+#define JC_ANSWER_BUF (68u << 10)
 
 /*
  * jc__io_read_frame for the answer to a request, when the peer sends nothing

@@ -135,7 +135,7 @@ def table(title, rs, keys):
         if v:
             print(f"  {k:26s} {statistics.median(v):10.3f}  [{min(v):.3f} .. {max(v):.3f}]")
 cs = list(rows("coldstart.txt", "coldstart"))
-keys = ["exec_ms", "cuinit_ms", "ctx_ms", "connect_ms", "resolve_ms", "fetch_ms", "load_ms", "lookup_ms",
+keys = ["exec_ms", "cuinit_ms", "ctx_ms", "connect_ms", "resolve_ms", "fetch_ms", "server_ms", "load_ms", "lookup_ms",
         "module_ready_ms", "alloc_copy_ms", "first_launch_ms", "steady_us", "main_to_first_launch_ms"]
 table("coldstart miss", [r for r in cs if r["cache"] == "miss"], keys)
 table("coldstart hit", [r for r in cs if r["cache"] == "hit"], keys)

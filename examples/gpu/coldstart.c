@@ -92,7 +92,8 @@ int main(int argc, char **argv)
 		   : "on");
 	printf(
 	    "cache=%s arch=%s exec_ms=%.3f cuinit_ms=%.3f ctx_ms=%.3f connect_ms=%.3f "
-	    "resolve_ms=%.3f fetch_ms=%.3f load_ms=%.3f lookup_ms=%.3f module_ready_ms=%.3f "
+	    "resolve_ms=%.3f fetch_ms=%.3f server_ms=%.3f load_ms=%.3f lookup_ms=%.3f "
+	    "module_ready_ms=%.3f "
 	    "alloc_copy_ms=%.3f first_launch_ms=%.3f steady_us=%.1f main_to_first_launch_ms=%.3f "
 	    "result=%s\n",
 	    jc_result_cache_status(res) == JC_HIT ? "hit" : "miss",
@@ -100,6 +101,7 @@ int main(int argc, char **argv)
 	    jcx_ms(t_init, t_ctx), jcx_ms(t_ctx, t_conn),
 	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_RESOLVE) / 1e6,
 	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_FETCH) / 1e6,
+	    jc_result_time_ns(res, JC_TIME_SERVER) / 1e6,
 	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOAD) / 1e6,
 	    jc_cuda_module_time_ns(m, JC_CUDA_TIME_LOOKUP) / 1e6, jcx_ms(t_ctx, t_mod),
 	    jcx_ms(t_mod, t_alloc), jcx_ms(t_alloc, t_first), lat[steady / 2] / 1e3,
