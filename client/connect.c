@@ -160,17 +160,18 @@ static int check_peer(jc_client *c, int fd, const char *path, int own, int *othe
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	uid_t me = geteuid();
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
+				"cannot tell who runs the daemon at %s: %s", path, strerror(errno));
+	*other_uid = cred.uid != me;
+	if (cred.uid == me || cred.uid == 0)
+		return 0; /* (the common case: no formatting on a fresh process's path) */
 	char dir[4200];
 	struct stat st;
 	const char *slash = strrchr(path, '/');
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
 		 slash ? path : ".");
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-		return jc__fail(c->errmsg, sizeof(c->errmsg), JC_EDENIED,
-				"cannot tell who runs the daemon at %s: %s", path, strerror(errno));
-	*other_uid = cred.uid != me;
-	if (cred.uid == me || cred.uid == 0 ||
-	    (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid))
+	if (!own && stat(dir, &st) == 0 && st.st_uid == cred.uid)
 		return 0;
 	if (own)
 		return jc__fail(
