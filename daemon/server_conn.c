@@ -208,7 +208,10 @@ int jc__srv_reply_fits(struct jc_conn *c, size_t len)
 ssize_t jc__srv_conn_send_now(struct jc_conn *c, const uint8_t *data, size_t len, int fd)
 {
 	uv_os_fd_t sock;
-	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
+	/* Not after uv_shutdown (which makes the stream unwritable at once, its
+	 * shutdown(2) a turn later), as libuv's own write would not. */
+	if (c->closing || !uv_is_writable((uv_stream_t *)&c->pipe) ||
+	    uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
 	    uv_fileno((uv_handle_t *)&c->pipe, &sock) != 0)
 		return 0;
 	ssize_t n = jc__srv_sendmsg(sock, data, len, fd);
@@ -235,15 +238,18 @@ void jc__srv_conn_write(struct jc_conn *c, struct jc_buf *buf, size_t off)
 	}
 	/* Most answers fit the socket's buffer: sent now, they need no write
 	 * request, no callback a loop turn later and no epoll_ctl (libuv
-	 * rearms the descriptor once a queued write drains: one a hit). */
+	 * rearms the descriptor once a queued write drains: one a hit). A
+	 * failed send is queued all the same: libuv reports it in write_cb, a
+	 * turn later, as before (closing the connection here, in the middle of
+	 * the framer's loop over a read, would hand a COMPILE pipelined behind
+	 * this answer to the main loop with no way to see its client gone). */
 	ssize_t n = jc__srv_conn_send_now(c, buf->data + off, buf->len - off, -1);
-	if (n < 0 || (size_t)n == buf->len - off) {
+	if (n > 0 && (size_t)n == buf->len - off) {
 		jc__buf_free(buf);
-		if (n < 0)
-			jc__srv_conn_close(c);
 		return;
 	}
-	off += (size_t)n;
+	if (n > 0)
+		off += (size_t)n;
 	struct write_req *w = calloc(1, sizeof(*w));
 	if (!w) {
 		jc__buf_free(buf);
@@ -468,6 +474,8 @@ static int conn_frame_cb(void *ctx, uint16_t type, const uint8_t *payload, size_
 {
 	struct jc_conn *c = ctx;
 	struct jc_daemon *d = c->d;
+	if (c->closing)
+		return JC_EIO; /* closed while the frames of this read were fed */
 	if (!c->hello) {
 		struct jc_hello h = {0};
 		char msg[4200] = "expected HELLO";
@@ -633,7 +641,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	jc__srv_poll_awhile(c->srv);
 	c->replied = 0;
 	int rc = jc__framer_feed(&c->in, (size_t)nread, conn_frame_cb, c);
-	if (rc == 0)
+	if (rc == 0 || c->closing)
 		return;
 	if (!c->replied) {
 		/* The framer itself refused the bytes: say why before closing. */

@@ -845,14 +845,18 @@ static void test_connections_per_uid(void **state)
 
 #define ABANDONED 60
 
-/* Sends a compile of a source of its own (i) and hangs up at once. */
+/* Sends a compile of a source of its own (i) and hangs up at once; odd i
+ * sends it with the HELLO, in one write, not waiting for HELLO_OK (the
+ * daemon's answer to the handshake then finds the socket closed). */
 static void send_and_hang_up(const struct jtl_daemon *d, int i)
 {
 	char src[128];
 	snprintf(src, sizeof(src), "__global__ void k(int *p) { *p = %d; }", i);
 	jc_request *r = jct_request_src("gone.cu", src, "sm_90");
 	struct jc_buf b = {0};
-	int fd = jct_raw_hello(d);
+	int fd = i % 2 ? jct_raw_connect(d) : jct_raw_hello(d);
+	if (i % 2)
+		assert_int_equal(jc__encode_hello(&b, JC_MSG_HELLO, JC_PROTO_VERSION, "gone"), 0);
 	assert_int_equal(jc__encode_req(&b, &((struct jc_request *)r)->req), 0);
 	send_all(fd, b.data, b.len);
 	close(fd);
@@ -869,8 +873,9 @@ static int64_t abandoned_ended(const struct jtl_daemon *d)
 }
 
 /* Sixty clients each send a compile of a source of its own and hang up at
- * once, while the one worker is busy: their compiles are dropped when a
- * worker would take them, not run for nobody (each would hold its request's
+ * once (half of them sending it with their HELLO), while the one worker is
+ * busy: their compiles are dropped when a worker would take them, not run
+ * for nobody (each would hold its request's
  * bytes in the queue and a worker's time); a client that stays is served.
  * First, a few do so while the worker is free: a compile dropped as it is
  * queued (the flight freed before its start returns: CI's ASan run saw a
