@@ -40,14 +40,16 @@ void jc__srv_conn_send_frame(struct jc_conn *c, struct jc_buf *b, int objfd)
 		jc__srv_conn_write(c, b, 0);
 		return;
 	}
-	if (!jc__srv_reply_fits(c, b->len)) {
+	/* Dropped while the rest of a reply the loop began is still to go
+	 * (jc__srv_conn_write would drop it too, after reading the object). */
+	if (!jc__srv_direct_end(c) || !jc__srv_reply_fits(c, b->len)) {
 		jc__buf_free(b);
 		close(objfd);
 		return;
 	}
 	/* libuv passes only its own handles: sendmsg when nothing is queued
 	 * (the descriptor goes with the first byte); else the bytes inline. */
-	ssize_t n = jc__srv_direct_end(c) ? jc__srv_conn_send_now(c, b->data, b->len, objfd) : 0;
+	ssize_t n = jc__srv_conn_send_now(c, b->data, b->len, objfd);
 	if (n > 0) {
 		close(objfd);
 		if (n == (ssize_t)b->len)
